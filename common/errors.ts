@@ -1,0 +1,74 @@
+/**
+ * The error base class of Suanli, modelled on viem's BaseError: a short message a user can act
+ * on, optional details, hints (`metaMessages`) and a cause. Every subclass sets a stable `name`
+ * that callers and tests match on; message text may change, names may not.
+ *
+ * @example
+ * import { SuanliError } from "suanli/common/errors";
+ * class NoWalletError extends SuanliError {
+ *   override name = "NoWalletError";
+ *   constructor() {
+ *     super("No wallet configured.", { metaMessages: ["Pass `account` to createClient."] });
+ *   }
+ * }
+ */
+export type SuanliErrorParameters = {
+  /** More about what went wrong (often the underlying error's message). */
+  details?: string | undefined;
+  /** Hints: what is accepted, what to do next. One line each. */
+  metaMessages?: string[] | undefined;
+  /** The error this one wraps. */
+  cause?: unknown;
+};
+
+export class SuanliError extends Error {
+  override name = "SuanliError";
+  /** The one-line summary, without details or hints. */
+  readonly shortMessage: string;
+  readonly details: string | undefined;
+  readonly metaMessages: string[] | undefined;
+
+  constructor(shortMessage: string, parameters: SuanliErrorParameters = {}) {
+    const details =
+      parameters.details ??
+      (parameters.cause instanceof SuanliError
+        ? parameters.cause.details
+        : parameters.cause instanceof Error
+          ? parameters.cause.message
+          : undefined);
+    const lines = [shortMessage];
+    if (parameters.metaMessages?.length) lines.push("", ...parameters.metaMessages);
+    if (details && details !== shortMessage) lines.push("", `Details: ${details}`);
+    super(lines.join("\n"), parameters.cause === undefined ? undefined : { cause: parameters.cause });
+    this.shortMessage = shortMessage;
+    this.details = details;
+    this.metaMessages = parameters.metaMessages;
+  }
+
+  /** Walks the cause chain and returns the first error for which `fn` is true. */
+  walk(fn: (error: unknown) => boolean): unknown {
+    if (fn(this)) return this;
+    let current: unknown = this.cause;
+    for (let depth = 0; current !== undefined && depth < 32; depth++) {
+      if (fn(current)) return current;
+      current = current instanceof Error ? current.cause : undefined;
+    }
+    return undefined;
+  }
+}
+
+/** Input at a boundary (config, CLI flag, HTTP body, p2p message) did not match its schema. */
+export class InvalidInputError extends SuanliError {
+  override name = "InvalidInputError";
+  /** The offending fields as dotted paths (`gpuCount`, `p2p.listen.0`). */
+  readonly fields: string[];
+
+  constructor(what: string, issues: { path: string; message: string }[], hints: string[] = []) {
+    const fields = issues.map((issue) => issue.path);
+    super(
+      `Invalid ${what}: ${issues.map((issue) => `${issue.path || "(root)"}: ${issue.message}`).join("; ")}`,
+      { metaMessages: hints.length ? hints : undefined },
+    );
+    this.fields = fields;
+  }
+}

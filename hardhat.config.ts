@@ -1,0 +1,44 @@
+import { createRequire } from "node:module";
+import { defineConfig } from "hardhat/config";
+import hardhatViem from "@nomicfoundation/hardhat-viem";
+import hardhatMocha from "@nomicfoundation/hardhat-mocha";
+import hardhatNetworkHelpers from "@nomicfoundation/hardhat-network-helpers";
+import hardhatViemAssertions from "@nomicfoundation/hardhat-viem-assertions";
+
+// Compile with solc-js from npm: Hardhat would otherwise download a native solc from a host
+// this machine cannot reach. The version is read from the package so the two never drift.
+const require = createRequire(import.meta.url);
+const solcVersion: string = require("solc/package.json").version;
+const solcPath: string = require.resolve("solc/soljson.js");
+
+export default defineConfig({
+  plugins: [hardhatViem, hardhatViemAssertions, hardhatMocha, hardhatNetworkHelpers],
+  solidity: {
+    version: solcVersion,
+    path: solcPath,
+    settings: {
+      optimizer: { enabled: true, runs: 10_000 },
+      evmVersion: "cancun",
+    },
+  },
+  paths: {
+    sources: "contracts",
+    tests: { mocha: "test" },
+  },
+  test: {
+    mocha: {
+      timeout: 60_000,
+      // Spec output, plus a JSON summary file when SUANLI_TEST_SUMMARY names one (.ci/run reads it).
+      reporter: "./test/support/summary-reporter.cjs",
+    },
+  },
+  networks: {
+    // `npm run chain` serves this network on 127.0.0.1:8545 with `hardhat node`.
+    default: {
+      type: "edr-simulated",
+      chainType: "l1",
+      chainId: 31337,
+      allowUnlimitedContractSize: false,
+    },
+  },
+});

@@ -1,0 +1,29 @@
+import type { JsonRpcServer } from "hardhat/types/network";
+
+export type EmbeddedChain = {
+  /** JSON-RPC endpoint of the in-process chain, on 127.0.0.1. */
+  rpcUrl: string;
+  port: number;
+  close(): Promise<void>;
+};
+
+/**
+ * Starts Hardhat's network in this process behind a JSON-RPC server on 127.0.0.1, so that a
+ * demo or a test needs no second terminal. Any viem client can talk to `rpcUrl`. Hardhat is a
+ * development dependency: production nodes connect to a real RPC endpoint instead.
+ */
+export async function startEmbeddedChain(options: { port?: number } = {}): Promise<EmbeddedChain> {
+  const { network } = await import("hardhat");
+  const server: JsonRpcServer = await network.createServer("default", "127.0.0.1", options.port ?? 0);
+  const { address, port } = await server.listen();
+  let closed = false;
+  return {
+    rpcUrl: `http://${address}:${port}`,
+    port,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await server.close();
+    },
+  };
+}

@@ -1,0 +1,30 @@
+import { Command, CommanderError } from "commander";
+import { InvalidInputError, SuanliError } from "../../common/errors.js";
+import { ConfigError } from "../config/load.js";
+import { registerDevnet } from "./commands/devnet.js";
+import { CliError, ExitCode } from "./output.js";
+
+const program = new Command("suanli")
+  .description("Suanli: a decentralized marketplace for renting GPU compute")
+  .showHelpAfterError()
+  .exitOverride();
+
+registerDevnet(program);
+
+function exitCodeFor(error: unknown): number {
+  if (error instanceof CliError) return error.exitCode;
+  if (error instanceof ConfigError || error instanceof InvalidInputError) return ExitCode.usage;
+  return ExitCode.failure;
+}
+
+try {
+  await program.parseAsync(process.argv);
+} catch (error) {
+  if (error instanceof CommanderError) {
+    // commander already printed its message (help, version, or a usage error)
+    process.exit(error.exitCode === 0 ? 0 : ExitCode.usage);
+  }
+  const message = error instanceof SuanliError ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error);
+  process.stderr.write(`Error: ${message}\n`);
+  process.exit(exitCodeFor(error));
+}

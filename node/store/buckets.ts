@@ -1,0 +1,10 @@
+/**
+ * Key-prefix buckets of the node's level database. Every entity has its own bucket; a number is
+ * never reused for something else once released, so an old database cannot be misread.
+ */
+export enum Bucket {
+  /** Store metadata (schema version). */
+  meta = 0,
+  /** Test-only bucket used by the store's own tests. */
+  scratch = 1,
+}

@@ -1,0 +1,141 @@
+import { mkdir } from "node:fs/promises";
+import { Level } from "level";
+import { SuanliError } from "../../common/errors.js";
+import { parseTagged, stringifyTagged } from "../../common/json.js";
+import { Bucket } from "./buckets.js";
+
+export class StoreError extends SuanliError {
+  override name = "StoreError";
+}
+
+/** Keys are `<bucket as 2 hex digits>/<key>`; a bucket spans ["xx/", "xx0"). */
+function prefixOf(bucket: Bucket): string {
+  return `${bucket.toString(16).padStart(2, "0")}/`;
+}
+
+const STORE_SCHEMA_VERSION = 1;
+
+type RawOp = { type: "put"; key: string; value: string } | { type: "del"; key: string };
+
+/**
+ * A controller over one level database: opens it, hands out typed repositories per bucket and
+ * applies atomic batches that span buckets ("write everything that must not be forgotten in one
+ * step, then act").
+ *
+ * @example
+ * const store = await Store.open(path.join(dataDir, "db"));
+ * const leases = store.repository<LeaseRecord>(Bucket.leases);
+ * await store.batch([leases.putOp("7", record), reservations.delOp("r1")]);
+ */
+export class Store {
+  private constructor(private readonly db: Level<string, string>, readonly location: string) {}
+
+  /** Opens (creating if needed) the database in `dir`. */
+  static async open(dir: string): Promise<Store> {
+    await mkdir(dir, { recursive: true });
+    const db = new Level<string, string>(dir, { keyEncoding: "utf8", valueEncoding: "utf8" });
+    try {
+      await db.open();
+    } catch (error) {
+      throw new StoreError(`Cannot open the database at ${dir}`, {
+        cause: error,
+        metaMessages: ["Another process may hold it open: stop it, or choose another data dir."],
+      });
+    }
+    const store = new Store(db, dir);
+    const meta = store.repository<{ version: number }>(Bucket.meta);
+    const current = await meta.get("schema");
+    if (!current) await meta.put("schema", { version: STORE_SCHEMA_VERSION });
+    else if (current.version !== STORE_SCHEMA_VERSION) {
+      throw new StoreError(`Database at ${dir} has schema version ${current.version}; this build reads ${STORE_SCHEMA_VERSION}`);
+    }
+    return store;
+  }
+
+  /** A typed repository over one bucket. Values are JSON with bigints preserved. */
+  repository<T>(bucket: Bucket): Repository<T> {
+    return new Repository<T>(this.db, prefixOf(bucket));
+  }
+
+  /** Applies operations from any repositories atomically. */
+  async batch(ops: RawOp[]): Promise<void> {
+    if (ops.length) await this.db.batch(ops);
+  }
+
+  get isOpen(): boolean {
+    return this.db.status === "open";
+  }
+
+  async close(): Promise<void> {
+    if (this.db.status === "open" || this.db.status === "opening") await this.db.close();
+  }
+}
+
+export type RangeOptions = { gte?: string; lt?: string; limit?: number; reverse?: boolean };
+
+export class Repository<T> {
+  constructor(
+    private readonly db: Level<string, string>,
+    private readonly prefix: string,
+  ) {}
+
+  private key(key: string): string {
+    return this.prefix + key;
+  }
+
+  async get(key: string): Promise<T | undefined> {
+    const raw = await this.db.get(this.key(key));
+    return raw === undefined ? undefined : parseTagged<T>(raw);
+  }
+
+  async put(key: string, value: T): Promise<void> {
+    await this.db.put(this.key(key), stringifyTagged(value));
+  }
+
+  async del(key: string): Promise<void> {
+    await this.db.del(this.key(key));
+  }
+
+  putOp(key: string, value: T): RawOp {
+    return { type: "put", key: this.key(key), value: stringifyTagged(value) };
+  }
+
+  delOp(key: string): RawOp {
+    return { type: "del", key: this.key(key) };
+  }
+
+  /** Entries in key order (within the bucket); `gte`/`lt` are keys without the bucket prefix. */
+  async *entries(options: RangeOptions = {}): AsyncGenerator<[string, T]> {
+    const end = this.prefix.slice(0, -1) + "0";
+    const iterator = this.db.iterator({
+      gte: this.prefix + (options.gte ?? ""),
+      lt: options.lt !== undefined ? this.prefix + options.lt : end,
+      limit: options.limit ?? -1,
+      reverse: options.reverse ?? false,
+    });
+    try {
+      for await (const [key, value] of iterator) yield [key.slice(this.prefix.length), parseTagged<T>(value)];
+    } finally {
+      await iterator.close();
+    }
+  }
+
+  async values(options: RangeOptions = {}): Promise<T[]> {
+    const out: T[] = [];
+    for await (const [, value] of this.entries(options)) out.push(value);
+    return out;
+  }
+
+  async count(): Promise<number> {
+    let n = 0;
+    for await (const _ of this.entries()) n++;
+    return n;
+  }
+
+  /** Deletes every entry of the bucket. */
+  async clear(): Promise<void> {
+    const ops: RawOp[] = [];
+    for await (const [key] of this.entries()) ops.push(this.delOp(key));
+    if (ops.length) await this.db.batch(ops);
+  }
+}

@@ -1,0 +1,68 @@
+import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { createPublicClient, http } from "viem";
+import { testTokenAbi } from "../../common/abi.js";
+import { devnetAccount } from "../../common/devnet.js";
+import { connectChain } from "../../node/chain/clients.js";
+import { deployContracts } from "../../node/chain/deploy.js";
+import { startEmbeddedChain, type EmbeddedChain } from "../../node/chain/embedded.js";
+import { readDeployment, writeDeployment } from "../../node/chain/manifest.js";
+
+describe("devnet deployment (embedded chain)", () => {
+  let chain: EmbeddedChain;
+  let dir: string;
+  before(async () => {
+    chain = await startEmbeddedChain();
+    dir = await mkdtemp(path.join(tmpdir(), "suanli-deploy-"));
+  });
+  after(async () => {
+    await chain.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("deploys the token, writes a manifest and a plain viem client reads the token back", async () => {
+    const clients = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0) });
+    const deployment = await deployContracts({ publicClient: clients.publicClient, walletClient: clients.walletClient! });
+    await writeDeployment(dir, deployment);
+
+    const manifest = await readDeployment(dir, 31337);
+    assert.equal(manifest.chainId, 31337);
+    assert.equal(manifest.contracts.token, deployment.contracts.token);
+    assert.ok(manifest.deploymentBlock >= 1n);
+
+    // A plain viem client, knowing nothing but the URL and the manifest.
+    const reader = createPublicClient({ transport: http(chain.rpcUrl) });
+    const [symbol, decimals, supply] = await Promise.all([
+      reader.readContract({ address: manifest.contracts.token, abi: testTokenAbi, functionName: "symbol" }),
+      reader.readContract({ address: manifest.contracts.token, abi: testTokenAbi, functionName: "decimals" }),
+      reader.readContract({ address: manifest.contracts.token, abi: testTokenAbi, functionName: "totalSupply" }),
+    ]);
+    assert.equal(symbol, "tUSD");
+    assert.equal(decimals, 6);
+    assert.equal(supply, 0n);
+
+    // The faucet mints to a renter, and the balance is visible to any client.
+    const renter = devnetAccount(5).address;
+    const hash = await clients.walletClient!.writeContract({
+      address: manifest.contracts.token,
+      abi: testTokenAbi,
+      functionName: "faucet",
+      args: [renter, 1_000_000n],
+    });
+    await clients.publicClient.waitForTransactionReceipt({ hash });
+    assert.equal(
+      await reader.readContract({ address: manifest.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [renter] }),
+      1_000_000n,
+    );
+  });
+
+  it("refuses a manifest for another chain or a missing one, with a hint", async () => {
+    await assert.rejects(readDeployment(dir, 1), (error: unknown) => {
+      assert.equal((error as Error).name, "DeploymentError");
+      assert.match((error as Error).message, /npm run deploy/);
+      return true;
+    });
+  });
+});
