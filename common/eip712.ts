@@ -1,0 +1,155 @@
+/**
+ * EIP-712 definitions shared by the contracts' tests, the node and the SDK. One domain for every
+ * Suanli message: name "Suanli", version "1", the chain id and the LeaseMarket address as the
+ * verifying contract, so a signature is valid on one deployment of one chain only.
+ *
+ * Field widths match the Solidity structs in contracts/ (they are packed there to save gas).
+ * Amounts are token base units; prices are per unit-second; timestamps are unix seconds.
+ */
+import type { Address, Hex, TypedDataDomain } from "viem";
+
+export const EIP712_NAME = "Suanli";
+export const EIP712_VERSION = "1";
+
+/** The EIP-712 domain of a deployment. `market` is the LeaseMarket address. */
+export function suanliDomain(chainId: number, market: Address): TypedDataDomain & { chainId: number; verifyingContract: Address } {
+  return { name: EIP712_NAME, version: EIP712_VERSION, chainId, verifyingContract: market };
+}
+
+export const suanliTypes = {
+  /**
+   * A provider's offer for one machine. With `renter` = 0 it is public (gossiped, usable by
+   * anyone); with a renter address it is that renter's reservation acceptance (short expiry).
+   * The lease's start deadline is the open time plus `startWindow`.
+   * `minBidPerUnitSecond` = 0 means the machine sells no interruptible capacity.
+   */
+  Offer: [
+    { name: "provider", type: "address" },
+    { name: "machineId", type: "uint32" },
+    { name: "model", type: "bytes32" },
+    { name: "pricePerUnitSecond", type: "uint96" },
+    { name: "minBidPerUnitSecond", type: "uint96" },
+    { name: "minDuration", type: "uint32" },
+    { name: "maxDuration", type: "uint32" },
+    { name: "collateralBps", type: "uint16" },
+    { name: "startWindow", type: "uint32" },
+    { name: "nonce", type: "uint64" },
+    { name: "expiry", type: "uint32" },
+    { name: "renter", type: "address" },
+  ],
+  /** An attestor's statement that a lease's provider failed at `observedAt`. A quorum ends the lease. */
+  Fault: [
+    { name: "leaseId", type: "uint256" },
+    { name: "kind", type: "uint8" },
+    { name: "observedAt", type: "uint32" },
+  ],
+  /** Both parties agree the provider gets `providerAmount` in total for the lease; the rest goes back to the renter. */
+  Settlement: [
+    { name: "leaseId", type: "uint256" },
+    { name: "providerAmount", type: "uint96" },
+    { name: "deadline", type: "uint32" },
+  ],
+  /** An attestor's statement that a machine passed a proof-of-capacity challenge. Checked off-chain. */
+  Attestation: [
+    { name: "provider", type: "address" },
+    { name: "machineId", type: "uint32" },
+    { name: "model", type: "bytes32" },
+    { name: "units", type: "uint16" },
+    { name: "vramMiB", type: "uint32" },
+    { name: "throughput", type: "uint64" },
+    { name: "issuedAt", type: "uint32" },
+    { name: "expiry", type: "uint32" },
+  ],
+  /** The provider's signed result of a lease, sent to the renter and mirrored on-chain by `complete`. */
+  Completion: [
+    { name: "leaseId", type: "uint256" },
+    { name: "exitCode", type: "int32" },
+    { name: "outputDigest", type: "bytes32" },
+    { name: "unitSeconds", type: "uint64" },
+  ],
+  /**
+   * A renter's authorization of one request about a lease (task spec, logs, status, cancel),
+   * bound to the provider, the request body and a fresh nonce; providers refuse stale or replayed ones.
+   */
+  RenterRequest: [
+    { name: "leaseId", type: "uint256" },
+    { name: "provider", type: "address" },
+    { name: "action", type: "string" },
+    { name: "bodyHash", type: "bytes32" },
+    { name: "issuedAt", type: "uint32" },
+    { name: "nonce", type: "bytes32" },
+  ],
+  /** A renter asking a provider to hold units before opening a lease. */
+  ReserveRequest: [
+    { name: "renter", type: "address" },
+    { name: "provider", type: "address" },
+    { name: "machineId", type: "uint32" },
+    { name: "units", type: "uint16" },
+    { name: "duration", type: "uint32" },
+    { name: "interruptible", type: "bool" },
+    { name: "bidPerUnitSecond", type: "uint96" },
+    { name: "issuedAt", type: "uint32" },
+    { name: "nonce", type: "bytes32" },
+  ],
+  /** A provider's answer to an attestor's liveness probe of a lease. */
+  Heartbeat: [
+    { name: "leaseId", type: "uint256" },
+    { name: "challenge", type: "bytes32" },
+    { name: "respondedAt", type: "uint32" },
+  ],
+} as const;
+
+export type SuanliPrimaryType = keyof typeof suanliTypes;
+
+export type Offer = {
+  provider: Address;
+  machineId: number;
+  model: Hex;
+  pricePerUnitSecond: bigint;
+  minBidPerUnitSecond: bigint;
+  minDuration: number;
+  maxDuration: number;
+  collateralBps: number;
+  startWindow: number;
+  nonce: bigint;
+  expiry: number;
+  renter: Address;
+};
+
+export type Fault = { leaseId: bigint; kind: number; observedAt: number };
+export type Settlement = { leaseId: bigint; providerAmount: bigint; deadline: number };
+export type Attestation = {
+  provider: Address;
+  machineId: number;
+  model: Hex;
+  units: number;
+  vramMiB: number;
+  throughput: bigint;
+  issuedAt: number;
+  expiry: number;
+};
+export type Completion = { leaseId: bigint; exitCode: number; outputDigest: Hex; unitSeconds: bigint };
+export type RenterRequest = { leaseId: bigint; provider: Address; action: string; bodyHash: Hex; issuedAt: number; nonce: Hex };
+export type ReserveRequest = {
+  renter: Address;
+  provider: Address;
+  machineId: number;
+  units: number;
+  duration: number;
+  interruptible: boolean;
+  bidPerUnitSecond: bigint;
+  issuedAt: number;
+  nonce: Hex;
+};
+export type Heartbeat = { leaseId: bigint; challenge: Hex; respondedAt: number };
+
+/** Fault kinds (the `kind` of a Fault). */
+export const FaultKind = {
+  /** The provider stopped answering liveness probes beyond the QoS window. */
+  unresponsive: 1,
+  /** The machine failed a proof-of-capacity challenge while leased. */
+  capacity: 2,
+} as const;
+
+/** `0x000...0`: an Offer's `renter` when anyone may use it. */
+export const ANY_RENTER: Address = "0x0000000000000000000000000000000000000000";
