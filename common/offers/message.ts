@@ -1,0 +1,112 @@
+/**
+ * The offer message that providers gossip on `/suanli/<chainId>/offers/1`: the EIP-712 Offer the
+ * LeaseMarket verifies, the machine as declared on-chain, a free-capacity snapshot, hardware
+ * attestations and a sequence number. JSON on the wire; bigints travel as decimal strings.
+ */
+import { z } from "zod";
+import type { Attestation, Offer } from "../eip712.js";
+import { stringifyPlain } from "../json.js";
+import { addressSchema, bytes32Schema, signatureSchema } from "../schemas.js";
+
+/** Messages larger than this are dropped before parsing. */
+export const OFFER_MESSAGE_MAX_BYTES = 16 * 1024;
+
+/** The gossipsub topic of a chain's offers. */
+export function offersTopic(chainId: number): string {
+  return `/suanli/${chainId}/offers/1`;
+}
+
+const uintBits = (bits: number) =>
+  z
+    .union([z.bigint(), z.string().regex(/^\d{1,78}$/, "expected a decimal integer string"), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)])
+    .transform((value) => BigInt(value))
+    .refine((value) => value < 2n ** BigInt(bits), { message: `must fit in uint${bits}` });
+const uint32 = z.number().int().min(0).max(2 ** 32 - 1);
+const uint16 = z.number().int().min(0).max(2 ** 16 - 1);
+
+export const offerWireSchema = z.strictObject({
+  provider: addressSchema,
+  machineId: uint32.min(1),
+  model: bytes32Schema,
+  pricePerUnitSecond: uintBits(96),
+  minBidPerUnitSecond: uintBits(96),
+  minDuration: uint32,
+  maxDuration: uint32,
+  collateralBps: uint16,
+  startWindow: uint32,
+  nonce: uintBits(64),
+  expiry: uint32,
+  renter: addressSchema,
+}) satisfies z.ZodType<Offer, unknown>;
+
+export const attestationWireSchema = z.strictObject({
+  provider: addressSchema,
+  machineId: uint32.min(1),
+  model: bytes32Schema,
+  units: uint16,
+  vramMiB: uint32,
+  throughput: uintBits(64),
+  issuedAt: uint32,
+  expiry: uint32,
+}) satisfies z.ZodType<Attestation, unknown>;
+
+export const signedAttestationSchema = z.strictObject({
+  attestation: attestationWireSchema,
+  /** The attestor's signature; the signer must hold ATTESTOR_ROLE on-chain. */
+  signature: signatureSchema,
+});
+export type SignedAttestation = z.output<typeof signedAttestationSchema>;
+
+export const interconnectSchema = z.enum(["none", "nvlink", "fabric"]);
+export type Interconnect = z.output<typeof interconnectSchema>;
+/** On-chain encoding of the interconnect (ProviderRegistry machine field). */
+export const INTERCONNECT_CODES: Record<Interconnect, number> = { none: 0, nvlink: 1, fabric: 2 };
+
+export const offerMessageSchema = z.strictObject({
+  v: z.literal(1),
+  offer: offerWireSchema,
+  /** The provider's EIP-712 signature of `offer`. */
+  signature: signatureSchema,
+  /** The machine as declared on-chain; receivers check it against the registry. */
+  machine: z.strictObject({
+    /** Canonical GPU model name; keccak256(model) must equal offer.model. */
+    model: z.string().min(1).max(64),
+    units: uint16.min(1),
+    vramMiB: uint32,
+    interconnect: interconnectSchema,
+    region: z.string().min(1).max(32),
+    /** Machines sharing a declared fast interconnect share a cluster id; zero when standalone. */
+    cluster: bytes32Schema,
+  }),
+  /** Free-capacity snapshot at publication. */
+  capacity: z.strictObject({
+    freeUnits: uint16,
+    onDemandUnits: uint16,
+    interruptibleUnits: uint16,
+    /** Lowest bid among running interruptible leases (an on-demand renter may preempt them). */
+    lowestInterruptibleBid: uintBits(96).nullable(),
+  }),
+  attestations: z.array(signedAttestationSchema).max(8),
+  /** The provider's libp2p peer id and dialable addresses, for the reserve protocol. */
+  peerId: z.string().min(1).max(128),
+  addrs: z.array(z.string().min(1).max(256)).max(8),
+  /** Strictly increasing per (provider, machineId): receivers drop anything not newer than held. */
+  seq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+  publishedAt: uint32,
+});
+export type OfferMessage = z.output<typeof offerMessageSchema>;
+
+/** The book key of an offer: one live offer per provider machine. */
+export function offerKey(provider: string, machineId: number): string {
+  return `${provider.toLowerCase()}:${machineId}`;
+}
+
+/** Encodes a message for the wire (bigints as decimal strings). */
+export function encodeOfferMessage(message: OfferMessage): Uint8Array {
+  return new TextEncoder().encode(stringifyPlain(message));
+}
+
+/** Price per GPU-hour in base units (what users read) from a price per unit-second. */
+export function pricePerUnitHour(pricePerUnitSecond: bigint): bigint {
+  return pricePerUnitSecond * 3600n;
+}
