@@ -1,4 +1,7 @@
+import assert from "node:assert/strict";
 import { privateKeyToAccount } from "viem/accounts";
+import type { OpenRequestMessage } from "../../../common/attest/messages.js";
+import type { CommitResult } from "../../../node/attest/attestor.js";
 import type { Address } from "viem";
 import { suanliDomain } from "../../../common/eip712.js";
 
@@ -12,3 +15,9 @@ export const domain = suanliDomain(31337, "0x5FbDB2315678afecb367f032d93F642f641
 
 export const attestorSet = new Set<string>([attestorAccount.address, otherAttestorAccount.address].map((a) => a.toLowerCase()));
 export const isAttestor = (address: Address): boolean => attestorSet.has(address.toLowerCase());
+
+/** The open request an accepted commit produced; fails the test with the reason otherwise. */
+export function openRequestOf(result: CommitResult): OpenRequestMessage {
+  assert.equal(result.outcome, "open", result.outcome === "fail" ? `${result.reason}: ${result.detail}` : "");
+  return (result as Extract<CommitResult, { outcome: "open" }>).request;
+}

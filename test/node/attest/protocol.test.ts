@@ -10,7 +10,7 @@ import { Attestor, type AttestorChallenge, type ChallengeFailure, type Challenge
 import { ChallengeResponder } from "../../../node/attest/provider.js";
 import { CpuRunner } from "../../../node/attest/runner/cpu.js";
 import type { Runner, RunnerChallenge, RunnerCommitment } from "../../../node/attest/runner/types.js";
-import { attestorAccount, domain, isAttestor, providerAccount, strangerAccount } from "./helpers.js";
+import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount, strangerAccount } from "./helpers.js";
 
 const machine = { machineId: 7, model: "H100-80GB-SXM", units: 1, vramMiB: 81_559 };
 const claim: MachineClaim = { provider: providerAccount.address, ...machine };
@@ -152,7 +152,7 @@ describe("attest challenge protocol", function () {
     const commit = await responder.respond(challenge.message);
     const next = challenge.onCommit(commit, challenge.message.deadlineAtMs + 1);
     assert.equal(next.outcome, "open", "a late commit is still opened, to measure the machine");
-    const rows = await responder.open(next.outcome === "open" ? next.request : undefined);
+    const rows = await responder.open(openRequestOf(next));
     expectFailure(await challenge.onOpen(rows, challenge.message.deadlineAtMs + 2), "slow_for_class");
   }).timeout(20_000);
 
@@ -180,7 +180,7 @@ describe("attest challenge protocol", function () {
     const oldCommit = await responder.respond(first.message);
     const firstNext = first.onCommit(oldCommit, Date.now());
     assert.equal(firstNext.outcome, "open");
-    const oldRows = await responder.open(firstNext.outcome === "open" ? firstNext.request : undefined);
+    const oldRows = await responder.open(openRequestOf(firstNext));
     assert.equal((await first.onOpen(oldRows, Date.now())).outcome, "pass");
 
     // The old commit as it was.
@@ -198,7 +198,7 @@ describe("attest challenge protocol", function () {
     const fifth = await attestor.startChallenge(claim);
     const fifthNext = fifth.onCommit(await responder.respond(fifth.message), Date.now());
     assert.equal(fifthNext.outcome, "open");
-    const relabelled = { ...oldRows, challengeId: fifth.id, rows: oldRows.rows.map((row, i) => ({ ...row, index: fifthNext.outcome === "open" ? fifthNext.request.indices[i] : 0 })) };
+    const relabelled = { ...oldRows, challengeId: fifth.id, rows: oldRows.rows.map((row, i) => ({ ...row, index: openRequestOf(fifthNext).indices[i] })) };
     expectFailure(await fifth.onOpen(relabelled, Date.now()), "bad_proof");
     // Each challenge has a fresh seed.
     assert.equal(new Set([first, second, third, fourth, fifth].map((c) => c.message.seed)).size, 5);
@@ -220,7 +220,7 @@ describe("attest challenge protocol", function () {
     const next = slow.onCommit(await slowResponder.respond(slow.message), Date.now());
     assert.equal(next.outcome, "open");
     const openDeadline = slow.timeoutAtMs!;
-    const rows = await slowResponder.open(next.outcome === "open" ? next.request : undefined);
+    const rows = await slowResponder.open(openRequestOf(next));
     expectFailure(await slow.onOpen(rows, openDeadline + 1), "late_open");
   }).timeout(20_000);
 
