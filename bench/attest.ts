@@ -1,0 +1,118 @@
+/**
+ * `npm run bench -- attest [--json] [--workers N] [--quick]`
+ *
+ * - The attestor's cost to check one challenge (open rows: Merkle proofs + recomputing the rows),
+ *   at the devnet preset and at the gpu preset's real sizes (cols 4096, 16 rounds, 8 rows), single
+ *   threaded (what verifyOpening costs inline) and on the CPU runner's worker pool.
+ * - The CPU reference runner's throughput in int8 ops per second, with 1 and N workers.
+ * - A whole devnet challenge, attestor and provider in one process.
+ * `--quick` skips the gpu-size check (about 2·10⁹ multiply-adds).
+ */
+import { availableParallelism } from "node:os";
+import { bytesToHex } from "viem";
+import { challengeOps } from "../common/attest/arithmetic.js";
+import { CHALLENGE_PRESETS, challengeProfileSchema } from "../common/attest/params.js";
+import { recomputeRowsInline, verifyOpening, type RowRecomputer } from "../common/attest/verify.js";
+import { suanliDomain } from "../common/eip712.js";
+import { privateKeyToAccount } from "viem/accounts";
+import { Attestor } from "../node/attest/attestor.js";
+import { ChallengeResponder } from "../node/attest/provider.js";
+import { CpuRunner } from "../node/attest/runner/cpu.js";
+import type { RunnerChallenge } from "../node/attest/runner/types.js";
+
+function flag(args: string[], name: string): string | undefined {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+}
+
+function randomChallenge(rows: number, cols: number, rounds: number): RunnerChallenge {
+  const random = () => bytesToHex(globalThis.crypto.getRandomValues(new Uint8Array(32)));
+  return { id: random(), seed: random(), rows, cols, rounds, units: 1 };
+}
+
+/** Milliseconds the attestor spends checking an opened answer (all `rows` rows opened). */
+async function verifyCost(runner: CpuRunner, shape: { rows: number; cols: number; rounds: number }, recompute: RowRecomputer, iterations: number): Promise<number> {
+  const challenge = randomChallenge(shape.rows, shape.cols, shape.rounds);
+  const commitment = await runner.computeCommit(challenge);
+  const indices = Array.from({ length: shape.rows }, (_, i) => i);
+  const rows = await commitment.openRows(indices);
+  let total = 0;
+  for (let i = 0; i < iterations; i++) {
+    const started = performance.now();
+    const check = await verifyOpening({ challengeId: challenge.id, seed: challenge.seed, ...shape, root: commitment.root, indices, response: { v: 1, type: "rows", challengeId: challenge.id, rows }, recompute });
+    total += performance.now() - started;
+    if (!check.ok) throw new Error(`benchmark answer did not verify: ${check.detail}`);
+  }
+  return total / iterations;
+}
+
+async function runnerThroughput(workers: number, shape: { rows: number; cols: number; rounds: number }): Promise<number> {
+  const runner = new CpuRunner({ workers });
+  try {
+    await runner.computeCommit(randomChallenge(workers * 8, 16, 1)); // start the workers outside the measurement
+    const started = performance.now();
+    await runner.computeCommit(randomChallenge(shape.rows, shape.cols, shape.rounds));
+    const seconds = (performance.now() - started) / 1000;
+    return Number(challengeOps(shape.rows, shape.cols, shape.rounds)) / seconds;
+  } finally {
+    await runner.close();
+  }
+}
+
+export async function run(args: string[]): Promise<Record<string, unknown>> {
+  const workers = Number(flag(args, "--workers") ?? availableParallelism());
+  const quick = args.includes("--quick");
+  const runner = new CpuRunner({ workers });
+  try {
+    const devnet = CHALLENGE_PRESETS["cpu-devnet"];
+    const gpu = CHALLENGE_PRESETS.gpu;
+    const devnetShape = { rows: devnet.openRows, cols: devnet.cols, rounds: devnet.rounds };
+    const gpuShape = { rows: gpu.openRows, cols: gpu.cols, rounds: gpu.rounds };
+
+    const devnetVerifyMs = await verifyCost(runner, devnetShape, recomputeRowsInline, 50);
+    const gpuVerifyMs = quick ? undefined : await verifyCost(runner, gpuShape, recomputeRowsInline, 1);
+    const gpuVerifyWorkersMs = quick ? undefined : await verifyCost(runner, gpuShape, runner.recompute, 1);
+
+    const throughputShape = { rows: 2048, cols: 256, rounds: 2 };
+    const oneWorker = await runnerThroughput(1, throughputShape);
+    const manyWorkers = workers > 1 ? await runnerThroughput(workers, throughputShape) : oneWorker;
+
+    // A whole devnet challenge in one process: sign, compute, commit, open, verify, sign the attestation.
+    const account = privateKeyToAccount("0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d");
+    const domain = suanliDomain(31337, "0x5FbDB2315678afecb367f032d93F642f64180aa3");
+    const provider = "0x90F79bf6EB2c4f870365E785982E1f101E93b906";
+    const machine = { machineId: 1, model: "H100-80GB-SXM", units: 1, vramMiB: 81_559 };
+    const attestor = new Attestor({ account, domain, profile: challengeProfileSchema.parse({ preset: "cpu-devnet" }), recompute: runner.recompute });
+    const responder = new ChallengeResponder({ provider, machine: () => machine, runner, domain, isAttestor: () => true });
+    const rounds = 5;
+    const started = performance.now();
+    for (let i = 0; i < rounds; i++) {
+      const challenge = await attestor.startChallenge({ provider, ...machine });
+      const next = challenge.onCommit(await responder.respond(challenge.message), Date.now());
+      if (next.outcome !== "open") throw new Error(`devnet challenge failed: ${next.reason}`);
+      const outcome = await challenge.onOpen(await responder.open(next.request), Date.now());
+      if (outcome.outcome !== "pass") throw new Error(`devnet challenge failed: ${outcome.reason}`);
+    }
+    const devnetChallengeMs = (performance.now() - started) / rounds;
+
+    const fmt = (ms: number | undefined) => (ms === undefined ? "skipped" : `${ms.toFixed(ms < 10 ? 2 : 0)} ms`);
+    const macs = (shape: { rows: number; cols: number; rounds: number }) => shape.rows * shape.rounds * shape.cols * shape.cols;
+    console.log("attestor: checking one challenge (Merkle proofs + recomputing the opened rows)");
+    console.log(`  cpu-devnet  ${devnetShape.rows} rows × ${devnetShape.rounds} rounds × ${devnetShape.cols}²  ${macs(devnetShape).toExponential(2)} MACs  ${fmt(devnetVerifyMs)}`);
+    console.log(`  gpu         ${gpuShape.rows} rows × ${gpuShape.rounds} rounds × ${gpuShape.cols}²  ${macs(gpuShape).toExponential(2)} MACs  ${fmt(gpuVerifyMs)} (1 thread), ${fmt(gpuVerifyWorkersMs)} (${workers} workers)`);
+    console.log(`CPU runner throughput (${throughputShape.rows} rows × ${throughputShape.rounds} rounds × ${throughputShape.cols}²)`);
+    console.log(`  1 worker    ${(oneWorker / 1e9).toFixed(2)} G int8 ops/s`);
+    console.log(`  ${workers} workers   ${(manyWorkers / 1e9).toFixed(2)} G int8 ops/s`);
+    console.log(`devnet challenge end to end (one process): ${fmt(devnetChallengeMs)}`);
+
+    return {
+      workers,
+      verifyMsPerChallenge: { cpuDevnet: devnetVerifyMs, gpu: gpuVerifyMs ?? null, gpuOnWorkers: gpuVerifyWorkersMs ?? null },
+      verifyMultiplyAdds: { cpuDevnet: macs(devnetShape), gpu: macs(gpuShape) },
+      cpuRunnerOpsPerSecond: { oneWorker: Math.round(oneWorker), allWorkers: Math.round(manyWorkers) },
+      devnetChallengeMs,
+    };
+  } finally {
+    await runner.close();
+  }
+}

@@ -1,0 +1,168 @@
+/**
+ * Wire messages of the proof-of-capacity challenge, transport-agnostic (the attest protocol over
+ * libp2p carries them as JSON). Every message is parsed with these schemas before anything reads
+ * it; bigints do not occur, times are unix milliseconds on the attestor's clock, byte strings are
+ * 0x hex.
+ *
+ *   attestor → provider  ChallengeMessage
+ *   provider → attestor  CommitMessage        (before the deadline)   or RefusalMessage
+ *   attestor → provider  OpenRequestMessage   (rows picked at random after the commit)
+ *   provider → attestor  OpenResponseMessage  (rows + Merkle proofs)
+ */
+import { z } from "zod";
+import { canonicalGpuName, knownGpuNames } from "../gpu.js";
+import { addressSchema, bytes32Schema, signatureSchema } from "../schemas.js";
+import { MAX_COLS } from "./arithmetic.js";
+import { MAX_TREE_DEPTH } from "./merkle.js";
+import { MAX_OPEN_ROWS, MAX_ROWS } from "./params.js";
+
+/** Protocol version carried in every message (`v`). */
+export const ATTEST_PROTOCOL_VERSION = 1;
+
+const uint16 = z.number().int().min(0).max(2 ** 16 - 1);
+const uint32 = z.number().int().min(0).max(2 ** 32 - 1);
+const timeMs = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+const rowIndex = z.number().int().min(0).max(MAX_ROWS - 1);
+
+const canonicalModelSchema = z
+  .string()
+  .min(1)
+  .max(64)
+  .refine((name) => canonicalGpuName(name) === name, { message: `expected a canonical GPU model name (${knownGpuNames().join(", ")}), MIG slices as MODEL/PROFILE` });
+
+/** The fields of a challenge that its id and the attestor's signature cover. */
+export const challengeFieldsSchema = z.strictObject({
+  /** The attestor that issued it; the signature must recover to this address. */
+  attestor: addressSchema,
+  provider: addressSchema,
+  machineId: uint32.min(1),
+  /** Canonical model name as declared on-chain (keccak256 of it is the typed data's `model`). */
+  model: canonicalModelSchema,
+  units: uint16.min(1),
+  vramMiB: uint32,
+  /** 32 fresh random bytes: the matrices are derived from it. */
+  seed: bytes32Schema,
+  rows: z.number().int().min(1).max(MAX_ROWS),
+  cols: z.number().int().min(16).max(MAX_COLS).multipleOf(16),
+  rounds: z.number().int().min(1).max(1024),
+  issuedAtMs: timeMs,
+  /** A commit received after this is late for the claimed class. */
+  deadlineAtMs: timeMs,
+  /** The attestor stops waiting for a commit here; a provider may drop the challenge after it. */
+  cutoffAtMs: timeMs,
+});
+export type ChallengeFields = z.output<typeof challengeFieldsSchema>;
+
+export const challengeMessageSchema = challengeFieldsSchema
+  .extend({
+    v: z.literal(ATTEST_PROTOCOL_VERSION),
+    type: z.literal("challenge"),
+    /** EIP-712 digest of the fields (see challenge.ts): binds attestor, provider, machine, seed and times. */
+    id: bytes32Schema,
+    /** The attestor's signature of `id`. */
+    signature: signatureSchema,
+  })
+  .refine((m) => m.issuedAtMs <= m.deadlineAtMs && m.deadlineAtMs <= m.cutoffAtMs, {
+    message: "expected issuedAtMs <= deadlineAtMs <= cutoffAtMs",
+    path: ["deadlineAtMs"],
+  });
+export type ChallengeMessage = z.output<typeof challengeMessageSchema>;
+
+export const commitMessageSchema = z.strictObject({
+  v: z.literal(ATTEST_PROTOCOL_VERSION),
+  type: z.literal("commit"),
+  challengeId: bytes32Schema,
+  /** Merkle root over all answer rows (merkle.ts). */
+  root: bytes32Schema,
+  /** Leaf count the root covers; must equal the challenge's rows. */
+  rows: z.number().int().min(1).max(MAX_ROWS),
+});
+export type CommitMessage = z.output<typeof commitMessageSchema>;
+
+export const openRequestMessageSchema = z.strictObject({
+  v: z.literal(ATTEST_PROTOCOL_VERSION),
+  type: z.literal("open"),
+  challengeId: bytes32Schema,
+  indices: z
+    .array(rowIndex)
+    .min(1)
+    .max(MAX_OPEN_ROWS)
+    .refine((indices) => new Set(indices).size === indices.length, { message: "indices must be distinct" }),
+});
+export type OpenRequestMessage = z.output<typeof openRequestMessageSchema>;
+
+const openedRowSchema = z.strictObject({
+  index: rowIndex,
+  /** The row's cols int32 values, little-endian, as 0x hex (8·cols hex digits). */
+  data: z
+    .string()
+    .max(2 + MAX_COLS * 8)
+    .regex(/^0x([0-9a-fA-F]{8})+$/, "expected 0x followed by 8 hex digits per int32"),
+  /** Sibling hashes from the leaf level up. */
+  proof: z.array(bytes32Schema).max(MAX_TREE_DEPTH),
+});
+export type OpenedRowMessage = z.output<typeof openedRowSchema>;
+
+export const openResponseMessageSchema = z.strictObject({
+  v: z.literal(ATTEST_PROTOCOL_VERSION),
+  type: z.literal("rows"),
+  challengeId: bytes32Schema,
+  rows: z.array(openedRowSchema).min(1).max(MAX_OPEN_ROWS),
+});
+export type OpenResponseMessage = z.output<typeof openResponseMessageSchema>;
+
+/** Why a provider declined a challenge (stable codes). */
+export const REFUSAL_REASONS = [
+  "bad_signature",
+  "not_attestor",
+  "wrong_provider",
+  "unknown_machine",
+  "claim_mismatch",
+  "expired",
+  "too_large",
+  "busy",
+  "duplicate",
+  "runner_failed",
+] as const;
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
+
+export const refusalMessageSchema = z.strictObject({
+  v: z.literal(ATTEST_PROTOCOL_VERSION),
+  type: z.literal("refused"),
+  challengeId: bytes32Schema,
+  reason: z.enum(REFUSAL_REASONS),
+  message: z.string().max(512),
+});
+export type RefusalMessage = z.output<typeof refusalMessageSchema>;
+
+/**
+ * Why a machine failed a challenge (stable codes, what the attestor reports and logs):
+ * - `wrong_rows`: an opened row is not the product the seed defines.
+ * - `bad_proof`: an opened row does not hash to the committed root at its index.
+ * - `late_commit`: no commit by the cutoff.
+ * - `slow_for_class`: the commit came after the class deadline (the machine computes slower than the class it claims).
+ * - `replayed`: the answer belongs to another (older) challenge.
+ * - `late_open`: the rows did not come back within the open timeout.
+ * - `malformed`: a message broke the protocol (schema, row count, missing rows, out of order).
+ * - `refused`: the provider declined the challenge or its runner failed.
+ */
+export const FAILURE_REASONS = [
+  "wrong_rows",
+  "bad_proof",
+  "late_commit",
+  "slow_for_class",
+  "replayed",
+  "late_open",
+  "malformed",
+  "refused",
+] as const;
+export type FailureReason = (typeof FAILURE_REASONS)[number];
+
+/** Upper bound on an open response's JSON size: transports cap reads with it. */
+export function maxOpenResponseBytes(cols: number, openRows: number): number {
+  const perRow = 64 + (2 + cols * 8) + MAX_TREE_DEPTH * 70;
+  return 256 + openRows * perRow;
+}
+
+/** Upper bound on every other message's JSON size. */
+export const MAX_CONTROL_MESSAGE_BYTES = 4096;

@@ -1,0 +1,235 @@
+/**
+ * Challenge sizes and deadlines per GPU class. The reasoning behind every default is in
+ * docs/attestation.md ("Parameters"); the short version:
+ *
+ * - The workload is int8 GEMM, so a class's speed is its dense int8 tensor rate (datasheet).
+ * - An honest runner must reach `efficiency` of that rate. The compute budget is the challenge's
+ *   operations at that speed; the deadline adds `latencyAllowanceMs` (network, runner start,
+ *   hashing). A card much slower than the class it claims cannot meet it.
+ * - `rowsPerUnit` is sized so the budget is about `targetComputeMs`: long enough that compute,
+ *   not latency, decides the outcome on real GPUs; `cols` and `rounds` fix the attestor's cost
+ *   (openRows·rounds·cols² multiply-adds per challenge, independent of the class).
+ */
+import { z } from "zod";
+import { GPU_MODELS, canonicalGpuName, findGpuModel, knownGpuNames } from "../gpu.js";
+import { MAX_COLS, challengeOps } from "./arithmetic.js";
+import { ChallengeParamsError, UnknownGpuModelError } from "./errors.js";
+import { MAX_TREE_DEPTH } from "./merkle.js";
+
+/** Most rows a challenge may have (the Merkle tree depth limit). */
+export const MAX_ROWS = 2 ** MAX_TREE_DEPTH;
+/** Most rows an attestor may ask to open in one challenge. */
+export const MAX_OPEN_ROWS = 64;
+
+/**
+ * Dense int8 tensor throughput in TOPS from the vendors' datasheets (without sparsity). V100 has
+ * no int8 tensor cores: its figure is DP4A at four times its FP32 rate. Models missing here use
+ * twice their FP16 `tflops`, which is the ratio of most data-center parts.
+ */
+export const INT8_DENSE_TOPS: Readonly<Record<string, number>> = {
+  "H200-141GB": 1979,
+  "H100-80GB-SXM": 1979,
+  "H100-80GB-PCIE": 1513,
+  "A100-80GB": 624,
+  "A100-40GB": 624,
+  "L40S-48GB": 733,
+  "L4-24GB": 242,
+  "A10-24GB": 250,
+  "RTX4090-24GB": 660,
+  "RTX3090-24GB": 284,
+  "T4-16GB": 130,
+  "V100-32GB": 62,
+};
+
+/** Per-model overrides of the profile; any key left out falls back to the profile's value. */
+export const challengeClassSchema = z.strictObject({
+  rowsPerUnit: z.number().int().min(1).max(MAX_ROWS).optional(),
+  cols: z.number().int().min(16).max(MAX_COLS).multipleOf(16).optional(),
+  rounds: z.number().int().min(1).max(1024).optional(),
+  efficiency: z.number().positive().max(1).optional(),
+  /** Dense int8 TOPS of one unit, replacing the built-in table. */
+  int8Tops: z.number().positive().max(100_000).optional(),
+});
+export type ChallengeClassOverrides = z.output<typeof challengeClassSchema>;
+
+export const CHALLENGE_PRESETS = {
+  /**
+   * Real GPUs. cols 4096 keeps B (16 MiB) in a data-center GPU's L2 and makes each round
+   * compute-bound even without a fused epilogue; 16 rounds and 8 opened rows put the attestor's
+   * check at 8·16·4096² ≈ 2.1·10⁹ multiply-adds. Requiring half the int8 datasheet rate means
+   * a slower class cannot make the deadline even at its own full datasheet rate (A100 vs H100),
+   * while a plain cuBLAS runner on the claimed card clears it; 10 s of compute at that rate
+   * dwarfs the 2 s allowance.
+   */
+  gpu: {
+    cols: 4096,
+    rounds: 16,
+    openRows: 8,
+    efficiency: 0.5,
+    targetComputeMs: 10_000,
+    rowsPerUnit: undefined as number | undefined,
+    latencyAllowanceMs: 2_000,
+    cutoffFactor: 4,
+    openTimeoutMs: 30_000,
+  },
+  /**
+   * The devnet and tests: the CPU reference runner stands in for any GPU. Small fixed sizes
+   * (1024 rows of 64 columns, 2 rounds: 1.7·10⁷ ops, milliseconds on a CPU) and a 10 s latency
+   * allowance, so a loaded CI machine still passes. It cannot tell classes apart: by design.
+   */
+  "cpu-devnet": {
+    cols: 64,
+    rounds: 2,
+    openRows: 8,
+    efficiency: 1e-6,
+    targetComputeMs: 100,
+    rowsPerUnit: 1024 as number | undefined,
+    latencyAllowanceMs: 10_000,
+    cutoffFactor: 4,
+    openTimeoutMs: 30_000,
+  },
+} as const;
+export type ChallengePresetName = keyof typeof CHALLENGE_PRESETS;
+
+const classesSchema = z.record(z.string(), challengeClassSchema).superRefine((classes, ctx) => {
+  for (const name of Object.keys(classes)) {
+    if (canonicalGpuName(name) !== name || name.includes("/")) {
+      ctx.addIssue({ code: "custom", path: [name], message: `not a canonical GPU model name (accepted: ${knownGpuNames().join(", ")})` });
+    }
+  }
+});
+
+/**
+ * The challenge profile an attestor uses (config key `attest.challenge`). Keys left out come from
+ * the preset. Parsing yields a ResolvedChallengeProfile.
+ */
+export const challengeProfileSchema = z
+  .strictObject({
+    /** `gpu` for real hardware, `cpu-devnet` for the devnet and tests. */
+    preset: z.enum(["gpu", "cpu-devnet"]).default("gpu"),
+    /** Inner dimension n (B is n×n); a multiple of 16. */
+    cols: z.number().int().min(16).max(MAX_COLS).multipleOf(16).optional(),
+    /** Rounds R of multiply-and-requantize. */
+    rounds: z.number().int().min(1).max(1024).optional(),
+    /** Rows the attestor opens and recomputes (k). */
+    openRows: z.number().int().min(1).max(MAX_OPEN_ROWS).optional(),
+    /** Fraction of the class's dense int8 rate an honest machine must reach. */
+    efficiency: z.number().positive().max(1).optional(),
+    /** Compute time at the required rate that rowsPerUnit is sized for. */
+    targetComputeMs: z.number().int().min(1).max(600_000).optional(),
+    /** Fixed rows per unit instead of sizing from targetComputeMs. */
+    rowsPerUnit: z.number().int().min(1).max(MAX_ROWS).optional(),
+    /** Added to the compute budget: network round trip, runner start-up, hashing. */
+    latencyAllowanceMs: z.number().int().min(0).max(600_000).optional(),
+    /** A commit later than deadline × cutoffFactor is not waited for (late_commit). */
+    cutoffFactor: z.number().min(1).max(10_000).optional(),
+    /** Time the provider has to answer an open request. */
+    openTimeoutMs: z.number().int().min(100).max(600_000).optional(),
+    /** Per-model overrides, keyed by canonical model name. */
+    classes: classesSchema.default({}),
+  })
+  .transform((input) => {
+    const preset = CHALLENGE_PRESETS[input.preset];
+    return {
+      preset: input.preset,
+      cols: input.cols ?? preset.cols,
+      rounds: input.rounds ?? preset.rounds,
+      openRows: input.openRows ?? preset.openRows,
+      efficiency: input.efficiency ?? preset.efficiency,
+      targetComputeMs: input.targetComputeMs ?? preset.targetComputeMs,
+      rowsPerUnit: input.rowsPerUnit ?? preset.rowsPerUnit,
+      latencyAllowanceMs: input.latencyAllowanceMs ?? preset.latencyAllowanceMs,
+      cutoffFactor: input.cutoffFactor ?? preset.cutoffFactor,
+      openTimeoutMs: input.openTimeoutMs ?? preset.openTimeoutMs,
+      classes: input.classes,
+    };
+  });
+export type ChallengeProfileInput = z.input<typeof challengeProfileSchema>;
+export type ResolvedChallengeProfile = z.output<typeof challengeProfileSchema>;
+
+/** What a machine claims to be: the canonical model (MIG slices as MODEL/PROFILE) and its unit count. */
+export type CapacityClaim = { model: string; units: number };
+
+/** The numbers one challenge runs with. Times are milliseconds after the challenge is issued. */
+export type ChallengeParams = {
+  rows: number;
+  cols: number;
+  rounds: number;
+  openRows: number;
+  /** 2·rows·rounds·cols². */
+  ops: bigint;
+  /** The claimed machine's required int8 ops per second (all units). */
+  requiredOpsPerSecond: number;
+  computeBudgetMs: number;
+  deadlineMs: number;
+  cutoffMs: number;
+  openTimeoutMs: number;
+};
+
+/** Fraction of a full GPU a MIG profile gets: `Ng.*` has N of the 7 compute slices. */
+export function migFraction(model: string): number {
+  const slice = model.split("/")[1];
+  if (!slice) return 1;
+  const match = /^(\d)g\./.exec(slice.trim());
+  if (!match) return 1;
+  return Math.min(7, Number(match[1])) / 7;
+}
+
+/** Dense int8 ops per second of one unit of `model` (MIG slices scaled), before efficiency. */
+export function unitInt8OpsPerSecond(model: string, overrides?: ChallengeClassOverrides): number {
+  const info = findGpuModel(model);
+  if (!info) throw new UnknownGpuModelError(model, knownGpuNames());
+  const tops = overrides?.int8Tops ?? INT8_DENSE_TOPS[info.name] ?? info.tflops * 2;
+  return tops * 1e12 * migFraction(model);
+}
+
+/** Derives a challenge's size and deadlines for a claim under a profile. */
+export function deriveChallengeParams(profile: ResolvedChallengeProfile, claim: CapacityClaim): ChallengeParams {
+  const canonical = canonicalGpuName(claim.model);
+  if (!canonical) throw new UnknownGpuModelError(claim.model, knownGpuNames());
+  if (!Number.isInteger(claim.units) || claim.units < 1) throw new ChallengeParamsError(`units must be a positive integer, got ${claim.units}`);
+  const overrides = profile.classes[canonical.split("/")[0]];
+  const cols = overrides?.cols ?? profile.cols;
+  const rounds = overrides?.rounds ?? profile.rounds;
+  const efficiency = overrides?.efficiency ?? profile.efficiency;
+  const unitRate = unitInt8OpsPerSecond(canonical, overrides) * efficiency;
+  const opsPerRow = 2 * rounds * cols * cols;
+  const rowsPerUnit =
+    overrides?.rowsPerUnit ?? profile.rowsPerUnit ?? Math.max(1, Math.ceil(((profile.targetComputeMs / 1000) * unitRate) / opsPerRow));
+  const rows = rowsPerUnit * claim.units;
+  if (rows > MAX_ROWS) {
+    throw new ChallengeParamsError(`A challenge for ${claim.units} × ${canonical} needs ${rows} rows, above the limit of ${MAX_ROWS}.`, {
+      metaMessages: ["Raise attest.challenge.cols or rounds, or lower targetComputeMs."],
+    });
+  }
+  const ops = challengeOps(rows, cols, rounds);
+  const requiredOpsPerSecond = unitRate * claim.units;
+  const computeBudgetMs = Math.ceil((Number(ops) * 1000) / requiredOpsPerSecond);
+  const deadlineMs = computeBudgetMs + profile.latencyAllowanceMs;
+  return {
+    rows,
+    cols,
+    rounds,
+    openRows: Math.min(profile.openRows, rows),
+    ops,
+    requiredOpsPerSecond,
+    computeBudgetMs,
+    deadlineMs,
+    cutoffMs: Math.ceil(deadlineMs * profile.cutoffFactor),
+    openTimeoutMs: profile.openTimeoutMs,
+  };
+}
+
+/**
+ * The fastest model (one unit) whose required rate under `profile` a measured throughput meets:
+ * what a machine that failed with slow_for_class could honestly claim. Undefined if none.
+ */
+export function fastestClassFor(profile: ResolvedChallengeProfile, opsPerSecond: number, unitsClaimed = 1): string | undefined {
+  let best: { name: string; rate: number } | undefined;
+  for (const model of GPU_MODELS) {
+    const overrides = profile.classes[model.name];
+    const rate = unitInt8OpsPerSecond(model.name, overrides) * (overrides?.efficiency ?? profile.efficiency) * unitsClaimed;
+    if (rate <= opsPerSecond && (!best || rate > best.rate)) best = { name: model.name, rate };
+  }
+  return best?.name;
+}

@@ -1,0 +1,348 @@
+/**
+ * The attestor's side of a proof-of-capacity challenge, as a transport-agnostic state machine:
+ *
+ *   const challenge = await attestor.startChallenge(claim);   // send challenge.message
+ *   challenge.onCommit(commit, receivedAtMs)                   // → open request to send, or a failure
+ *   await challenge.onOpen(rows, receivedAtMs)                 // → pass (signed attestation) or failure
+ *   challenge.onTimeout(nowMs)                                 // when nothing came by timeoutAtMs
+ *
+ * Incoming messages are parsed here, so a transport hands over whatever JSON it read. Times are
+ * the attestor's clock in unix milliseconds; the transport stamps `receivedAtMs` when a message
+ * arrives, before anything else.
+ *
+ * A commit after the class deadline but before the cutoff is still opened and checked, so the
+ * failure can say how fast the machine really is (`slow_for_class`, with the measured rate and
+ * the fastest model it would qualify as); it never earns an attestation.
+ */
+import { bytesToHex, getAddress, type Address, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
+import { signAttestation, type SignedAttestation } from "../../common/attest/attestation.js";
+import { signChallenge } from "../../common/attest/challenge.js";
+import {
+  commitMessageSchema,
+  openResponseMessageSchema,
+  refusalMessageSchema,
+  ATTEST_PROTOCOL_VERSION,
+  type ChallengeMessage,
+  type FailureReason,
+  type OpenRequestMessage,
+} from "../../common/attest/messages.js";
+import { deriveChallengeParams, fastestClassFor, type ChallengeParams, type ResolvedChallengeProfile } from "../../common/attest/params.js";
+import { verifyOpening, type RowRecomputer } from "../../common/attest/verify.js";
+import { canonicalGpuName, knownGpuNames, modelHash } from "../../common/gpu.js";
+import { describeIssues } from "../../common/validation.js";
+import type { Logger } from "../log/logger.js";
+import { UnknownGpuModelError } from "../../common/attest/errors.js";
+import { ChallengeStateError } from "./errors.js";
+
+/** The machine a challenge tests, as declared on-chain (the caller checks it against the registry). */
+export type MachineClaim = { provider: Address; machineId: number; model: string; units: number; vramMiB: number };
+
+export type ChallengePass = {
+  outcome: "pass";
+  challengeId: Hex;
+  /** int8 ops per second over the whole machine: ops / (commit received − challenge issued). */
+  measuredThroughput: bigint;
+  elapsedMs: number;
+  attestation: SignedAttestation;
+};
+
+export type ChallengeFailure = {
+  outcome: "fail";
+  challengeId: Hex;
+  reason: FailureReason;
+  detail: string;
+  /** Set when the machine committed (late or not) and its rows checked out or were not yet checked. */
+  measuredThroughput?: bigint;
+  /** For slow_for_class: the fastest model whose requirement the measured rate meets, if any. */
+  fastestFittingModel?: string;
+};
+
+export type ChallengeOutcome = ChallengePass | ChallengeFailure;
+export type CommitResult = { outcome: "open"; request: OpenRequestMessage } | ChallengeFailure;
+
+export type AttestorOptions = {
+  /** The attestor's key: signs challenges and attestations. Must hold ATTESTOR_ROLE on-chain. */
+  account: Pick<LocalAccount, "address" | "signTypedData">;
+  /** suanliDomain(chainId, marketAddress). */
+  domain: TypedDataDomain;
+  profile: ResolvedChallengeProfile;
+  /** How long an attestation stays valid. Default one day. */
+  attestationTtlSeconds?: number;
+  /** Row recomputation; default single-threaded inline. Nodes pass CpuRunner.recompute. */
+  recompute?: RowRecomputer;
+  /** Clock, unix ms. */
+  now?: () => number;
+  /** Source of the seeds and of the rows to open. */
+  randomBytes?: (length: number) => Uint8Array;
+  logger?: Logger;
+  /** Roots remembered to catch replayed answers. Default 10 000. */
+  rememberRoots?: number;
+};
+
+function cryptoRandomBytes(length: number): Uint8Array {
+  return globalThis.crypto.getRandomValues(new Uint8Array(length));
+}
+
+/** Issues challenges and remembers answers already seen (replay detection across challenges). */
+export class Attestor {
+  readonly address: Address;
+  private readonly options: AttestorOptions;
+  private readonly seenRoots = new Set<string>();
+
+  constructor(options: AttestorOptions) {
+    this.options = options;
+    this.address = getAddress(options.account.address);
+  }
+
+  get now(): number {
+    return this.options.now ? this.options.now() : Date.now();
+  }
+
+  /** Derives the parameters for the claim, draws a fresh seed, signs the challenge. */
+  async startChallenge(claim: MachineClaim): Promise<AttestorChallenge> {
+    const model = canonicalGpuName(claim.model);
+    if (!model) throw new UnknownGpuModelError(claim.model, knownGpuNames());
+    const params = deriveChallengeParams(this.options.profile, { model, units: claim.units });
+    const issuedAtMs = Math.floor(this.now);
+    const message = await signChallenge(this.options.account, this.options.domain, {
+      attestor: this.address,
+      provider: getAddress(claim.provider),
+      machineId: claim.machineId,
+      model,
+      units: claim.units,
+      vramMiB: claim.vramMiB,
+      seed: bytesToHex(this.random(32)),
+      rows: params.rows,
+      cols: params.cols,
+      rounds: params.rounds,
+      issuedAtMs,
+      deadlineAtMs: issuedAtMs + params.deadlineMs,
+      cutoffAtMs: issuedAtMs + params.cutoffMs,
+    });
+    this.options.logger?.info("Challenge issued", {
+      challengeId: message.id,
+      provider: message.provider,
+      machineId: message.machineId,
+      model,
+      units: claim.units,
+      rows: params.rows,
+      deadlineMs: params.deadlineMs,
+    });
+    return new AttestorChallenge(this, message, params);
+  }
+
+  random(length: number): Uint8Array {
+    return (this.options.randomBytes ?? cryptoRandomBytes)(length);
+  }
+
+  /** Records a committed root; false when it was seen before (an old answer sent again). */
+  noteRoot(root: Hex): boolean {
+    const key = root.toLowerCase();
+    if (this.seenRoots.has(key)) return false;
+    this.seenRoots.add(key);
+    const cap = this.options.rememberRoots ?? 10_000;
+    // Sets iterate in insertion order: drop the oldest.
+    while (this.seenRoots.size > cap) this.seenRoots.delete(this.seenRoots.values().next().value!);
+    return true;
+  }
+
+  /** @internal */
+  get settings(): AttestorOptions {
+    return this.options;
+  }
+}
+
+type Phase = "awaiting_commit" | "awaiting_open" | "done";
+
+/** Distinct uniform indices in [0, rows) (rejection sampling: no modulo bias). */
+function pickIndices(count: number, rows: number, random: (length: number) => Uint8Array): number[] {
+  const picked = new Set<number>();
+  const limit = Math.floor(2 ** 32 / rows) * rows;
+  for (let attempts = 0; picked.size < count && attempts < 100_000; attempts++) {
+    const bytes = random(4);
+    const value = ((bytes[0] << 24) | (bytes[1] << 16) | (bytes[2] << 8) | bytes[3]) >>> 0;
+    if (value >= limit) continue;
+    picked.add(value % rows);
+  }
+  if (picked.size < count) throw new ChallengeStateError("The random source did not produce distinct row indices.");
+  return [...picked];
+}
+
+export class AttestorChallenge {
+  readonly message: ChallengeMessage;
+  readonly params: ChallengeParams;
+  private readonly attestor: Attestor;
+  private phase: Phase = "awaiting_commit";
+  private commit: { root: Hex; receivedAtMs: number; late: boolean } | undefined;
+  private openRequest: OpenRequestMessage | undefined;
+  private openDeadlineAtMs: number | undefined;
+  private finalOutcome: ChallengeOutcome | undefined;
+
+  constructor(attestor: Attestor, message: ChallengeMessage, params: ChallengeParams) {
+    this.attestor = attestor;
+    this.message = message;
+    this.params = params;
+  }
+
+  get id(): Hex {
+    return this.message.id;
+  }
+
+  /** `awaiting_commit`, `awaiting_open` or `done`. */
+  get state(): Phase {
+    return this.phase;
+  }
+
+  get outcome(): ChallengeOutcome | undefined {
+    return this.finalOutcome;
+  }
+
+  /** When the transport should call onTimeout if the awaited message has not come (unix ms). */
+  get timeoutAtMs(): number | undefined {
+    if (this.phase === "awaiting_commit") return this.message.cutoffAtMs;
+    if (this.phase === "awaiting_open") return this.openDeadlineAtMs;
+    return undefined;
+  }
+
+  private ensureOpen(): void {
+    if (this.phase === "done") throw new ChallengeStateError(`Challenge ${this.id} has already ended (${this.finalOutcome?.outcome}).`);
+  }
+
+  private fail(reason: FailureReason, detail: string, extra: Partial<ChallengeFailure> = {}): ChallengeFailure {
+    const failure: ChallengeFailure = { outcome: "fail", challengeId: this.id, reason, detail, ...extra };
+    this.phase = "done";
+    this.finalOutcome = failure;
+    this.attestor.settings.logger?.warn("Challenge failed", {
+      challengeId: this.id,
+      provider: this.message.provider,
+      machineId: this.message.machineId,
+      reason,
+      detail,
+      measuredThroughput: extra.measuredThroughput,
+    });
+    return failure;
+  }
+
+  private measured(receivedAtMs: number): bigint {
+    const elapsed = Math.max(1, Math.round(receivedAtMs - this.message.issuedAtMs));
+    return (this.params.ops * 1000n) / BigInt(elapsed);
+  }
+
+  /** Handles the provider's commit. Returns the open request to send, or the failure. */
+  onCommit(input: unknown, receivedAtMs: number): CommitResult {
+    this.ensureOpen();
+    if (this.phase !== "awaiting_commit") return this.fail("malformed", "a second commit arrived");
+    const parsed = commitMessageSchema.safeParse(input);
+    if (!parsed.success) return this.fail("malformed", `commit: ${describe(commitMessageSchema, parsed.error)}`);
+    const commit = parsed.data;
+    if (commit.challengeId !== this.id) return this.fail("replayed", `the commit is for challenge ${commit.challengeId}, not ${this.id}`);
+    if (receivedAtMs > this.message.cutoffAtMs) {
+      return this.fail("late_commit", `the commit came ${receivedAtMs - this.message.issuedAtMs} ms after the challenge, past the cutoff of ${this.params.cutoffMs} ms`);
+    }
+    if (commit.rows !== this.message.rows) return this.fail("malformed", `the commit covers ${commit.rows} rows, the challenge has ${this.message.rows}`);
+    if (!this.attestor.noteRoot(commit.root)) return this.fail("replayed", "this root was committed before, for another challenge");
+    const late = receivedAtMs > this.message.deadlineAtMs;
+    this.commit = { root: commit.root, receivedAtMs, late };
+    const indices = pickIndices(this.params.openRows, this.message.rows, (n) => this.attestor.random(n));
+    this.openRequest = { v: ATTEST_PROTOCOL_VERSION, type: "open", challengeId: this.id, indices };
+    this.openDeadlineAtMs = receivedAtMs + this.params.openTimeoutMs;
+    this.phase = "awaiting_open";
+    return { outcome: "open", request: this.openRequest };
+  }
+
+  /** Checks the opened rows. Returns the pass (with the signed attestation) or the failure. */
+  async onOpen(input: unknown, receivedAtMs: number): Promise<ChallengeOutcome> {
+    this.ensureOpen();
+    if (this.phase !== "awaiting_open") return this.fail("malformed", "rows arrived before a commit");
+    const parsed = openResponseMessageSchema.safeParse(input);
+    if (!parsed.success) return this.fail("malformed", `rows: ${describe(openResponseMessageSchema, parsed.error)}`);
+    const response = parsed.data;
+    if (response.challengeId !== this.id) return this.fail("replayed", `the rows are for challenge ${response.challengeId}, not ${this.id}`);
+    if (receivedAtMs > this.openDeadlineAtMs!) return this.fail("late_open", `the rows came more than ${this.params.openTimeoutMs} ms after the open request`);
+    const commit = this.commit!;
+    // Nothing may drive the challenge while the rows are checked.
+    this.phase = "done";
+    let check: Awaited<ReturnType<typeof verifyOpening>>;
+    try {
+      check = await verifyOpening({
+      challengeId: this.id,
+      seed: this.message.seed,
+      rows: this.message.rows,
+      cols: this.message.cols,
+      rounds: this.message.rounds,
+      root: commit.root,
+      indices: this.openRequest!.indices,
+      response,
+      recompute: this.attestor.settings.recompute,
+    });
+    } catch (error) {
+      // Our own verifier failed (e.g. a worker crashed): not the provider's fault, the rows may be retried.
+      this.phase = "awaiting_open";
+      throw error;
+    }
+    const measuredThroughput = this.measured(commit.receivedAtMs);
+    if (!check.ok) return this.fail(check.reason, check.detail, { measuredThroughput });
+    if (commit.late) {
+      const fits = fastestClassFor(this.attestor.settings.profile, Number(measuredThroughput), this.message.units);
+      return this.fail(
+        "slow_for_class",
+        `correct rows, but committed ${commit.receivedAtMs - this.message.issuedAtMs} ms after the challenge; a ${this.message.model} × ${this.message.units} had ${this.params.deadlineMs} ms`,
+        { measuredThroughput, fastestFittingModel: fits },
+      );
+    }
+    const issuedAt = Math.floor(this.attestor.now / 1000);
+    const ttl = this.attestor.settings.attestationTtlSeconds ?? 86_400;
+    const maxUint64 = 2n ** 64n - 1n;
+    const attestation = await signAttestation(this.attestor.settings.account, this.attestor.settings.domain, {
+      provider: this.message.provider,
+      machineId: this.message.machineId,
+      model: modelHash(this.message.model),
+      units: this.message.units,
+      vramMiB: this.message.vramMiB,
+      throughput: measuredThroughput > maxUint64 ? maxUint64 : measuredThroughput,
+      issuedAt,
+      expiry: issuedAt + ttl,
+    });
+    const pass: ChallengePass = {
+      outcome: "pass",
+      challengeId: this.id,
+      measuredThroughput,
+      elapsedMs: commit.receivedAtMs - this.message.issuedAtMs,
+      attestation,
+    };
+    this.finalOutcome = pass;
+    this.attestor.settings.logger?.info("Challenge passed", {
+      challengeId: this.id,
+      provider: this.message.provider,
+      machineId: this.message.machineId,
+      measuredThroughput,
+      elapsedMs: pass.elapsedMs,
+    });
+    return pass;
+  }
+
+  /** The provider declined the challenge (or its runner failed). */
+  onRefused(input: unknown): ChallengeFailure {
+    this.ensureOpen();
+    const parsed = refusalMessageSchema.safeParse(input);
+    if (!parsed.success) return this.fail("malformed", `refusal: ${describe(refusalMessageSchema, parsed.error)}`);
+    if (parsed.data.challengeId !== this.id) return this.fail("replayed", `the refusal is for challenge ${parsed.data.challengeId}`);
+    return this.fail("refused", `${parsed.data.reason}: ${parsed.data.message}`);
+  }
+
+  /** Call when nothing arrived by `timeoutAtMs`; returns the failure, or undefined if it is not time yet. */
+  onTimeout(nowMs: number): ChallengeFailure | undefined {
+    this.ensureOpen();
+    if (this.phase === "awaiting_commit" && nowMs > this.message.cutoffAtMs) return this.fail("late_commit", `no commit within ${this.params.cutoffMs} ms`);
+    if (this.phase === "awaiting_open" && nowMs > this.openDeadlineAtMs!) {
+      return this.fail("late_open", `no rows within ${this.params.openTimeoutMs} ms of the open request`, { measuredThroughput: this.measured(this.commit!.receivedAtMs) });
+    }
+    return undefined;
+  }
+}
+
+function describe(schema: Parameters<typeof describeIssues>[0], error: Parameters<typeof describeIssues>[1]): string {
+  return describeIssues(schema, error)
+    .map((issue) => `${issue.path || "(root)"}: ${issue.message}`)
+    .join("; ");
+}

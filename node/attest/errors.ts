@@ -1,0 +1,17 @@
+import { SuanliError } from "../../common/errors.js";
+import type { RefusalReason } from "../../common/attest/messages.js";
+
+/** A provider declined a challenge; `reason` is the stable code sent back to the attestor. */
+export class ChallengeRefusedError extends SuanliError {
+  override name = "ChallengeRefusedError";
+  readonly reason: RefusalReason;
+  constructor(reason: RefusalReason, shortMessage: string, options: { cause?: unknown; metaMessages?: string[] } = {}) {
+    super(shortMessage, options);
+    this.reason = reason;
+  }
+}
+
+/** A challenge state machine was driven in a way its caller should not (e.g. fed after it ended). */
+export class ChallengeStateError extends SuanliError {
+  override name = "ChallengeStateError";
+}

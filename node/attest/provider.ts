@@ -1,0 +1,159 @@
+/**
+ * The provider's side of a proof-of-capacity challenge, transport-agnostic:
+ *
+ *   const commit = await responder.respond(challengeJson);   // or throws ChallengeRefusedError
+ *   const rows = await responder.open(openRequestJson);      // rows + Merkle proofs
+ *
+ * Before spending GPU time it checks that the challenge is signed by an address in the attestor
+ * set, addressed to this provider and one of its machines as declared, not expired, and within
+ * the size this node accepts. One challenge computes at a time (the GPUs are the resource being
+ * measured); answers are kept until opened or until `retainMs` after the commit.
+ */
+import { getAddress, type Address, type TypedDataDomain } from "viem";
+import { verifyChallengeSignature } from "../../common/attest/challenge.js";
+import { challengeOps } from "../../common/attest/arithmetic.js";
+import {
+  challengeMessageSchema,
+  openRequestMessageSchema,
+  ATTEST_PROTOCOL_VERSION,
+  type ChallengeMessage,
+  type CommitMessage,
+  type OpenResponseMessage,
+  type RefusalMessage,
+} from "../../common/attest/messages.js";
+import { parseInput } from "../../common/validation.js";
+import type { Logger } from "../log/logger.js";
+import { ChallengeRefusedError } from "./errors.js";
+import type { Runner, RunnerCommitment } from "./runner/types.js";
+
+/** A machine as this provider declared it on-chain. */
+export type ProviderMachine = { machineId: number; model: string; units: number; vramMiB: number };
+
+export type ChallengeResponderOptions = {
+  /** The provider's address (its registered wallet). */
+  provider: Address;
+  /** Looks up one of this provider's machines. */
+  machine: (machineId: number) => ProviderMachine | undefined;
+  runner: Runner;
+  domain: TypedDataDomain;
+  /** The on-chain attestor set. */
+  isAttestor: (address: Address) => boolean | Promise<boolean>;
+  /** Largest challenge accepted, in int8 ops. Default 10¹⁸ (eight H100s at the gpu preset need about 5.6·10¹⁶). */
+  maxOps?: bigint;
+  /** Tolerated difference between the attestor's clock and ours. Default 30 s. */
+  clockSkewMs?: number;
+  /** How long an answer is kept for its open request after the commit. Default 120 s. */
+  retainMs?: number;
+  now?: () => number;
+  logger?: Logger;
+};
+
+type Held = { commitment: RunnerCommitment; timer: NodeJS.Timeout };
+
+export class ChallengeResponder {
+  private readonly options: ChallengeResponderOptions;
+  private readonly held = new Map<string, Held>();
+  private readonly seen = new Set<string>();
+  private computing: string | undefined;
+
+  constructor(options: ChallengeResponderOptions) {
+    this.options = options;
+  }
+
+  private get now(): number {
+    return this.options.now ? this.options.now() : Date.now();
+  }
+
+  /** Checks a challenge without computing it. Throws ChallengeRefusedError with the reason. */
+  async accept(input: unknown): Promise<ChallengeMessage> {
+    const message = parseInput(challengeMessageSchema, input, "attest challenge");
+    const check = await verifyChallengeSignature(this.options.domain, message);
+    if (!check.ok) throw new ChallengeRefusedError("bad_signature", "The challenge's id or signature does not match its fields.");
+    if (!(await this.options.isAttestor(check.attestor))) throw new ChallengeRefusedError("not_attestor", `${check.attestor} is not in the attestor set.`);
+    if (getAddress(message.provider) !== getAddress(this.options.provider)) throw new ChallengeRefusedError("wrong_provider", `The challenge is for ${message.provider}.`);
+    const machine = this.options.machine(message.machineId);
+    if (!machine) throw new ChallengeRefusedError("unknown_machine", `No machine ${message.machineId} here.`);
+    if (machine.model !== message.model || machine.units !== message.units || machine.vramMiB !== message.vramMiB) {
+      throw new ChallengeRefusedError("claim_mismatch", `Machine ${message.machineId} is ${machine.units} × ${machine.model} (${machine.vramMiB} MiB), not what the challenge names.`);
+    }
+    const skew = this.options.clockSkewMs ?? 30_000;
+    if (this.now > message.cutoffAtMs + skew) throw new ChallengeRefusedError("expired", "The challenge's cutoff has passed.");
+    const ops = challengeOps(message.rows, message.cols, message.rounds);
+    if (ops > (this.options.maxOps ?? 10n ** 18n)) throw new ChallengeRefusedError("too_large", `The challenge needs ${ops} ops, more than this node accepts.`);
+    if (this.seen.has(message.id)) throw new ChallengeRefusedError("duplicate", "This challenge was already answered.");
+    return message;
+  }
+
+  /** Computes the answer and returns the commit to send. Throws ChallengeRefusedError. */
+  async respond(input: unknown): Promise<CommitMessage> {
+    const message = await this.accept(input);
+    if (this.computing) throw new ChallengeRefusedError("busy", "Another challenge is being computed.");
+    this.computing = message.id;
+    this.seen.add(message.id);
+    if (this.seen.size > 10_000) this.seen.delete(this.seen.values().next().value!);
+    // Past the cutoff the attestor no longer listens: stop the compute and free the GPUs.
+    const skew = this.options.clockSkewMs ?? 30_000;
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(new ChallengeRefusedError("expired", "The challenge's cutoff passed during the compute.")), Math.max(0, message.cutoffAtMs + skew - this.now));
+    let commitment: RunnerCommitment;
+    try {
+      commitment = await this.options.runner.computeCommit(
+        { id: message.id, seed: message.seed, rows: message.rows, cols: message.cols, rounds: message.rounds, units: message.units },
+        { signal: abort.signal },
+      );
+    } catch (error) {
+      if (error instanceof ChallengeRefusedError) throw error;
+      this.options.logger?.error("Challenge compute failed", { challengeId: message.id, runner: this.options.runner.name }, error);
+      throw new ChallengeRefusedError("runner_failed", "The runner failed to compute the challenge.", { cause: error });
+    } finally {
+      clearTimeout(timer);
+      this.computing = undefined;
+    }
+    const retain = setTimeout(() => void this.release(message.id), this.options.retainMs ?? 120_000);
+    retain.unref();
+    this.held.set(message.id, { commitment, timer: retain });
+    this.options.logger?.info("Challenge committed", { challengeId: message.id, machineId: message.machineId, rows: message.rows, computeMs: Math.round(commitment.computeMs) });
+    return { v: ATTEST_PROTOCOL_VERSION, type: "commit", challengeId: message.id, root: commitment.root, rows: commitment.rows };
+  }
+
+  /** Opens the rows the attestor picked. The answer is released afterwards (one open per challenge). */
+  async open(input: unknown): Promise<OpenResponseMessage> {
+    const request = parseInput(openRequestMessageSchema, input, "attest open request");
+    const held = this.held.get(request.challengeId);
+    if (!held) throw new ChallengeRefusedError("expired", "No answer is held for this challenge (never computed, already opened, or expired).");
+    try {
+      const rows = await held.commitment.openRows(request.indices);
+      return { v: ATTEST_PROTOCOL_VERSION, type: "rows", challengeId: request.challengeId, rows };
+    } catch (error) {
+      if (error instanceof ChallengeRefusedError) throw error;
+      throw new ChallengeRefusedError("runner_failed", "The runner failed to open rows.", { cause: error });
+    } finally {
+      await this.release(request.challengeId);
+    }
+  }
+
+  /** The refusal message to send for an error thrown by respond/open. */
+  static refusal(challengeId: `0x${string}`, error: unknown): RefusalMessage {
+    const refused = error instanceof ChallengeRefusedError ? error : undefined;
+    return {
+      v: ATTEST_PROTOCOL_VERSION,
+      type: "refused",
+      challengeId,
+      reason: refused?.reason ?? "runner_failed",
+      message: (refused?.shortMessage ?? (error instanceof Error ? error.message : String(error))).slice(0, 512),
+    };
+  }
+
+  private async release(challengeId: string): Promise<void> {
+    const held = this.held.get(challengeId);
+    if (!held) return;
+    this.held.delete(challengeId);
+    clearTimeout(held.timer);
+    await held.commitment.release();
+  }
+
+  /** Releases every held answer (the runner itself belongs to the caller). */
+  async close(): Promise<void> {
+    await Promise.all([...this.held.keys()].map((id) => this.release(id)));
+  }
+}

@@ -1,0 +1,299 @@
+/**
+ * The external runner: drives a program that speaks the stdin/stdout contract (contract.ts,
+ * docs/attestation.md), such as a CUDA runner. The program is started on first use and kept for
+ * later challenges (a GPU context is slow to create); it is restarted if it exits, and killed if
+ * a challenge is aborted mid-compute. Opened rows are checked against the committed root before
+ * they leave the node, so a broken runner shows up in the provider's logs, not as a failed
+ * attestation.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import path from "node:path";
+import { hexToBytes, type Hex } from "viem";
+import { leafHash, verifyMerkleProof } from "../../../common/attest/merkle.js";
+import type { OpenedRowMessage } from "../../../common/attest/messages.js";
+import type { Logger } from "../../log/logger.js";
+import { RUNNER_MAX_LINE_BYTES, runnerLineSchema, type RunnerLine, type RunnerRequest } from "./contract.js";
+import { nodeSha256 } from "./hash.js";
+import { RunnerError, type Runner, type RunnerChallenge, type RunnerCommitment } from "./types.js";
+
+export type ExternalRunnerOptions = {
+  /** The program to run (absolute path or a name on PATH). */
+  command: string;
+  args?: string[];
+  cwd?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Time the program has to print its hello line. Default 30 s (CUDA initialisation can be slow). */
+  startTimeoutMs?: number;
+  /** Time the program has to answer an open request. Default 60 s. */
+  openTimeoutMs?: number;
+  logger?: Logger;
+};
+
+type Waiter = { resolve: (line: RunnerLine) => void; reject: (error: Error) => void };
+
+class RunnerProcess {
+  readonly child: ChildProcess;
+  readonly exited: Promise<number | null>;
+  private buffer = "";
+  private readonly lines: RunnerLine[] = [];
+  private waiter: Waiter | undefined;
+  private failure: Error | undefined;
+
+  constructor(options: ExternalRunnerOptions) {
+    this.child = spawn(options.command, options.args ?? [], { cwd: options.cwd, env: options.env ?? process.env, stdio: ["pipe", "pipe", "pipe"] });
+    this.exited = new Promise((resolve) => {
+      this.child.once("exit", (code, signal) => {
+        this.fail(new RunnerError(`The runner program exited (${signal ?? `code ${code}`}).`));
+        resolve(code);
+      });
+      this.child.once("error", (error) => {
+        this.fail(new RunnerError(`The runner program could not be started: ${options.command}`, { cause: error, metaMessages: ["Check attest.runner.command."] }));
+        resolve(null);
+      });
+    });
+    this.child.stdout!.setEncoding("utf8");
+    this.child.stdout!.on("data", (chunk: string) => this.onData(chunk));
+    this.child.stdin!.on("error", () => undefined); // a dead runner is reported through `exit`
+    let stderr = "";
+    this.child.stderr!.setEncoding("utf8");
+    this.child.stderr!.on("data", (chunk: string) => {
+      stderr += chunk;
+      let newline: number;
+      while ((newline = stderr.indexOf("\n")) >= 0) {
+        options.logger?.debug("Runner says", { line: stderr.slice(0, newline).slice(0, 1000) });
+        stderr = stderr.slice(newline + 1);
+      }
+      if (stderr.length > 64 * 1024) stderr = "";
+    });
+  }
+
+  private onData(chunk: string): void {
+    this.buffer += chunk;
+    let newline: number;
+    while ((newline = this.buffer.indexOf("\n")) >= 0) {
+      const text = this.buffer.slice(0, newline).trim();
+      this.buffer = this.buffer.slice(newline + 1);
+      if (text) this.onLine(text);
+    }
+    if (this.buffer.length > RUNNER_MAX_LINE_BYTES) {
+      this.fail(new RunnerError("The runner program wrote a line longer than the contract allows."));
+      this.child.kill("SIGKILL");
+    }
+  }
+
+  private onLine(text: string): void {
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      this.fail(new RunnerError("The runner program wrote something that is not JSON on stdout.", { details: text.slice(0, 200), metaMessages: ["Runners log to stderr; stdout carries protocol lines only."] }));
+      return;
+    }
+    const parsed = runnerLineSchema.safeParse(json);
+    if (!parsed.success) {
+      this.fail(new RunnerError("The runner program wrote a line outside the contract.", { details: parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ") }));
+      return;
+    }
+    if (this.waiter) {
+      const waiter = this.waiter;
+      this.waiter = undefined;
+      waiter.resolve(parsed.data);
+    } else this.lines.push(parsed.data);
+  }
+
+  private fail(error: Error): void {
+    this.failure ??= error;
+    if (this.waiter) {
+      const waiter = this.waiter;
+      this.waiter = undefined;
+      waiter.reject(this.failure);
+    }
+  }
+
+  get alive(): boolean {
+    return this.failure === undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  send(request: RunnerRequest): void {
+    if (this.failure) throw this.failure;
+    this.child.stdin!.write(`${JSON.stringify(request)}\n`);
+  }
+
+  /** The next line, or a RunnerError when the runner dies, the signal aborts or `timeoutMs` passes. */
+  next(timeoutMs: number | undefined, signal: AbortSignal | undefined, what: string): Promise<RunnerLine> {
+    const queued = this.lines.shift();
+    if (queued) return Promise.resolve(queued);
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
+      const cleanup = () => {
+        if (timer) clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+      };
+      const onAbort = () => {
+        cleanup();
+        this.waiter = undefined;
+        reject(signal!.reason instanceof Error ? signal!.reason : new RunnerError(`Aborted while waiting for the runner's ${what}.`));
+      };
+      if (timeoutMs !== undefined) {
+        timer = setTimeout(() => {
+          cleanup();
+          this.waiter = undefined;
+          reject(new RunnerError(`The runner program did not send its ${what} within ${timeoutMs} ms.`));
+        }, timeoutMs);
+      }
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.waiter = {
+        resolve: (line) => {
+          cleanup();
+          resolve(line);
+        },
+        reject: (error) => {
+          cleanup();
+          reject(error);
+        },
+      };
+    });
+  }
+
+  async stop(graceMs: number): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.child.stdin!.end();
+    const wait = (ms: number) => Promise.race([this.exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref())]);
+    if (await wait(graceMs)) return;
+    this.child.kill("SIGTERM");
+    if (await wait(graceMs)) return;
+    this.child.kill("SIGKILL");
+    await this.exited;
+  }
+}
+
+export class ExternalRunner implements Runner {
+  readonly name: string;
+  private readonly options: ExternalRunnerOptions;
+  private process: RunnerProcess | undefined;
+  /** Serializes every exchange with the program: the contract is one request at a time. */
+  private queue: Promise<unknown> = Promise.resolve();
+  /** The challenge whose answer the program currently holds. */
+  private current: string | undefined;
+  private closed = false;
+
+  constructor(options: ExternalRunnerOptions) {
+    this.options = options;
+    this.name = `external:${path.basename(options.command)}`;
+  }
+
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn, fn);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async started(signal?: AbortSignal): Promise<RunnerProcess> {
+    if (this.closed) throw new RunnerError("The runner is closed.");
+    if (this.process?.alive) return this.process;
+    if (this.process) await this.process.stop(500);
+    const proc = new RunnerProcess(this.options);
+    this.process = proc;
+    this.current = undefined;
+    let hello: RunnerLine;
+    try {
+      hello = await proc.next(this.options.startTimeoutMs ?? 30_000, signal, "hello line");
+    } catch (error) {
+      await proc.stop(0);
+      throw error;
+    }
+    if (hello.type !== "hello") {
+      await proc.stop(500);
+      throw new RunnerError(`The runner program's first line must be a hello, got "${hello.type}".`);
+    }
+    this.options.logger?.info("Runner started", { runner: hello.name, pid: proc.child.pid });
+    return proc;
+  }
+
+  computeCommit(challenge: RunnerChallenge, options: { signal?: AbortSignal } = {}): Promise<RunnerCommitment> {
+    return this.exclusive(async () => {
+      const { signal } = options;
+      const proc = await this.started(signal);
+      const started = performance.now();
+      this.current = challenge.id.toLowerCase();
+      proc.send({ type: "challenge", id: challenge.id, seed: challenge.seed, rows: challenge.rows, cols: challenge.cols, rounds: challenge.rounds, units: challenge.units });
+      let line: RunnerLine;
+      try {
+        line = await proc.next(undefined, signal, "commit");
+      } catch (error) {
+        // A GPU program cannot be interrupted mid-kernel any other way; it restarts on next use.
+        await proc.stop(0);
+        throw error;
+      }
+      if (line.type === "error") throw new RunnerError("The runner program could not compute the challenge.", { details: line.message });
+      if (line.type !== "commit" || line.id !== challenge.id.toLowerCase()) {
+        await proc.stop(500);
+        throw new RunnerError("The runner program answered a challenge with something other than its commit.");
+      }
+      if (line.rows !== challenge.rows) throw new RunnerError(`The runner program committed to ${line.rows} rows, the challenge has ${challenge.rows}.`);
+      return this.commitment(challenge, line.root, line.computeMs ?? performance.now() - started);
+    });
+  }
+
+  private commitment(challenge: RunnerChallenge, root: Hex, computeMs: number): RunnerCommitment {
+    let released = false;
+    const id = challenge.id.toLowerCase();
+    return {
+      root,
+      rows: challenge.rows,
+      computeMs,
+      openRows: (indices, options = {}) =>
+        this.exclusive(async () => {
+          if (released || this.current !== id || !this.process?.alive) throw new RunnerError("The runner no longer holds this answer (released, replaced by a newer challenge, or restarted).");
+          const proc = this.process;
+          proc.send({ type: "open", id, indices: [...indices] });
+          const line = await proc.next(this.options.openTimeoutMs ?? 60_000, options.signal, "rows");
+          if (line.type === "error") throw new RunnerError("The runner program could not open rows.", { details: line.message });
+          if (line.type !== "rows" || line.id !== id) throw new RunnerError("The runner program answered an open request with something other than rows.");
+          return this.checkRows(challenge, root, indices, line.rows);
+        }),
+      release: () =>
+        this.exclusive(async () => {
+          if (released) return;
+          released = true;
+          if (this.current === id && this.process?.alive) {
+            this.process.send({ type: "release", id });
+            this.current = undefined;
+          }
+        }),
+    };
+  }
+
+  /** Puts rows in the order asked and checks every one against the committed root. */
+  private checkRows(challenge: RunnerChallenge, root: Hex, indices: readonly number[], rows: OpenedRowMessage[]): OpenedRowMessage[] {
+    const byIndex = new Map(rows.map((row) => [row.index, row]));
+    const idBytes = hexToBytes(challenge.id);
+    const rootBytes = hexToBytes(root);
+    return indices.map((index) => {
+      const row = byIndex.get(index);
+      if (!row) throw new RunnerError(`The runner program did not return row ${index}.`);
+      const data = hexToBytes(row.data as Hex);
+      if (data.length !== challenge.cols * 4) throw new RunnerError(`The runner program returned row ${index} with ${data.length} bytes, expected ${challenge.cols * 4}.`);
+      const leaf = leafHash(idBytes, index, data, nodeSha256);
+      const proof = row.proof.map((sibling) => hexToBytes(sibling));
+      if (!verifyMerkleProof(rootBytes, leaf, index, challenge.rows, proof, nodeSha256)) {
+        throw new RunnerError(`The runner program's row ${index} does not match the root it committed to.`, { metaMessages: ["Check the runner against docs/attestation.md (leaf and node hashing, padding)."] });
+      }
+      return row;
+    });
+  }
+
+  /** The runner program's process id while it runs (for tests and diagnostics). */
+  get pid(): number | undefined {
+    return this.process?.alive ? this.process.child.pid : undefined;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    // Stopping the program first makes any exchange still waiting on it fail at once.
+    await this.process?.stop(2_000);
+    await this.queue.catch(() => undefined);
+    this.process = undefined;
+  }
+}

@@ -1,0 +1,49 @@
+import assert from "node:assert/strict";
+import { loadConfig } from "../../../node/config/load.js";
+import { nodeConfigSchema } from "../../../node/config/schema.js";
+import { createRunner, maxChallengeOps } from "../../../node/attest/create.js";
+import { CpuRunner } from "../../../node/attest/runner/cpu.js";
+import { ExternalRunner } from "../../../node/attest/runner/external.js";
+
+describe("attest options", () => {
+  it("defaults to the gpu preset and the CPU runner", async () => {
+    const config = await loadConfig(nodeConfigSchema, {});
+    assert.equal(config.attest.challenge.preset, "gpu");
+    assert.equal(config.attest.challenge.cols, 4096);
+    assert.equal(config.attest.challenge.efficiency, 0.5);
+    assert.equal(config.attest.runner.kind, "cpu");
+    assert.equal(maxChallengeOps(config.attest), 10n ** 18n);
+    const runner = createRunner(config.attest.runner);
+    assert.ok(runner instanceof CpuRunner);
+    await runner.close();
+  });
+
+  it("takes the devnet preset and overrides from the environment and flags", async () => {
+    const config = await loadConfig(nodeConfigSchema, {
+      env: { SUANLI_ATTEST__CHALLENGE__PRESET: "cpu-devnet", SUANLI_ATTEST__RUNNER__WORKERS: "3" },
+      flags: { "attest.challenge.latencyAllowanceMs": "500", "attest.challenge.classes": '{"T4-16GB":{"efficiency":0.35}}' },
+    });
+    assert.equal(config.attest.challenge.cols, 64);
+    assert.equal(config.attest.challenge.rowsPerUnit, 1024);
+    assert.equal(config.attest.challenge.latencyAllowanceMs, 500);
+    assert.deepEqual(config.attest.challenge.classes, { "T4-16GB": { efficiency: 0.35 } });
+    assert.equal(config.attest.runner.workers, 3);
+  });
+
+  it("names the key when an external runner has no command or a class is misspelt", async () => {
+    await assert.rejects(loadConfig(nodeConfigSchema, { flags: { "attest.runner.kind": "external" } }), (error: Error & { keys?: string[] }) => {
+      assert.equal(error.name, "ConfigError");
+      assert.deepEqual(error.keys, ["attest.runner.command"]);
+      return true;
+    });
+    await assert.rejects(loadConfig(nodeConfigSchema, { flags: { "attest.challenge.classes": '{"H100":{"rounds":4}}' } }), (error: Error & { keys?: string[] }) => {
+      assert.deepEqual(error.keys, ["attest.challenge.classes.H100"]);
+      return true;
+    });
+    const config = await loadConfig(nodeConfigSchema, { flags: { "attest.runner.kind": "external", "attest.runner.command": "/opt/runner", "attest.runner.args": '["--device","0"]' } });
+    const runner = createRunner(config.attest.runner);
+    assert.ok(runner instanceof ExternalRunner);
+    assert.equal(runner.name, "external:runner");
+    await runner.close();
+  });
+});

@@ -1,0 +1,188 @@
+import assert from "node:assert/strict";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { bytesToHex, hexToBytes, type Hex } from "viem";
+import { recomputeRows, rowToBytes } from "../../../common/attest/arithmetic.js";
+import { MerkleTree, leafHash } from "../../../common/attest/merkle.js";
+import { verifyOpening } from "../../../common/attest/verify.js";
+import { challengeProfileSchema } from "../../../common/attest/params.js";
+import { Attestor } from "../../../node/attest/attestor.js";
+import { ChallengeResponder } from "../../../node/attest/provider.js";
+import { CpuRunner } from "../../../node/attest/runner/cpu.js";
+import { ExternalRunner } from "../../../node/attest/runner/external.js";
+import type { RunnerChallenge } from "../../../node/attest/runner/types.js";
+import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount } from "./helpers.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, "../../..");
+const tsxLoader = import.meta.resolve("tsx");
+const referenceRunner = path.join(root, "node/attest/runner/reference-runner.ts");
+const faultyRunner = path.join(here, "fixtures/faulty-runner.mjs");
+
+function challenge(rows: number, cols = 64, rounds = 2, tag = 1): RunnerChallenge {
+  return { id: bytesToHex(new Uint8Array(32).fill(tag)), seed: bytesToHex(new Uint8Array(32).fill(tag + 100)), rows, cols, rounds, units: 1 };
+}
+
+/** The answer's root computed the slow, obvious way. */
+function expectedRoot(c: RunnerChallenge): Hex {
+  const rows = recomputeRows(hexToBytes(c.seed), c.cols, c.rounds, Array.from({ length: c.rows }, (_, i) => i));
+  const id = hexToBytes(c.id);
+  return bytesToHex(MerkleTree.fromLeaves(rows.map((row, i) => leafHash(id, i, rowToBytes(row)))).root);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe("attest runners", function () {
+  this.timeout(30_000);
+
+  describe("CPU reference runner", () => {
+    let runner: CpuRunner;
+    before(() => {
+      runner = new CpuRunner({ workers: 2, rowsPerTask: 5 });
+    });
+    after(async () => {
+      await runner.close();
+    });
+
+    it("commits to the same root as a single-threaded computation, split over many tasks", async () => {
+      for (const c of [challenge(77, 32, 3), challenge(1, 16, 1, 2), challenge(64, 64, 2, 3)]) {
+        const commitment = await runner.computeCommit(c);
+        assert.equal(commitment.root, expectedRoot(c), `${c.rows} rows`);
+        assert.equal(commitment.rows, c.rows);
+        assert.ok(commitment.computeMs > 0);
+      }
+    });
+
+    it("opens rows that verify, refuses rows outside the answer, and forgets released answers", async () => {
+      const c = challenge(100);
+      const commitment = await runner.computeCommit(c);
+      const indices = [99, 0, 42];
+      const rows = await commitment.openRows(indices);
+      assert.deepEqual(
+        rows.map((r) => r.index),
+        indices,
+      );
+      const check = await verifyOpening({ challengeId: c.id, seed: c.seed, rows: 100, cols: 64, rounds: 2, root: commitment.root, indices, response: { v: 1, type: "rows", challengeId: c.id, rows } });
+      assert.deepEqual(check, { ok: true });
+      await assert.rejects(commitment.openRows([100]), { name: "RunnerError" });
+      await commitment.release();
+      await assert.rejects(commitment.openRows([1]), { name: "RunnerError" });
+      // Its recompute is the attestor's multi-threaded verifier.
+      assert.deepEqual(await runner.recompute({ seed: hexToBytes(c.seed), cols: 64, rounds: 2, indices: [5, 6] }), recomputeRows(hexToBytes(c.seed), 64, 2, [5, 6]));
+    });
+
+    it("stops on abort and works again afterwards; refuses work once closed", async () => {
+      const abort = new AbortController();
+      const pending = runner.computeCommit(challenge(4000, 256, 4), { signal: abort.signal });
+      setTimeout(() => abort.abort(new Error("stop")), 50);
+      await assert.rejects(pending, /stop/);
+      const c = challenge(10);
+      assert.equal((await runner.computeCommit(c)).root, expectedRoot(c));
+      const closed = new CpuRunner({ workers: 1 });
+      await closed.close();
+      await assert.rejects(closed.computeCommit(challenge(10)), { name: "RunnerError" });
+    });
+  });
+
+  describe("external runner (stdin/stdout contract)", () => {
+    const reference = () => new ExternalRunner({ command: process.execPath, args: ["--import", tsxLoader, referenceRunner] });
+
+    it("drives the reference runner program: same root as the CPU runner, rows that verify", async () => {
+      const runner = reference();
+      try {
+        const c = challenge(50, 48, 2, 5);
+        const commitment = await runner.computeCommit(c);
+        assert.equal(commitment.root, expectedRoot(c));
+        const pid = runner.pid!;
+        assert.ok(isAlive(pid));
+        const rows = await commitment.openRows([3, 49]);
+        const check = await verifyOpening({ challengeId: c.id, seed: c.seed, rows: 50, cols: 48, rounds: 2, root: commitment.root, indices: [3, 49], response: { v: 1, type: "rows", challengeId: c.id, rows } });
+        assert.deepEqual(check, { ok: true });
+        // The program stays up for the next challenge; the previous answer is gone then.
+        const next = await runner.computeCommit(challenge(8, 16, 1, 6));
+        assert.equal(runner.pid, pid);
+        await assert.rejects(commitment.openRows([1]), { name: "RunnerError" });
+        assert.equal((await next.openRows([7])).length, 1);
+        await runner.close();
+        assert.equal(isAlive(pid), false);
+      } finally {
+        await runner.close();
+      }
+    });
+
+    it("passes a full challenge through a provider using the external runner", async () => {
+      const runner = reference();
+      try {
+        const machine = { machineId: 1, model: "L4-24GB", units: 2, vramMiB: 23_034 };
+        const attestor = new Attestor({ account: attestorAccount, domain, profile: challengeProfileSchema.parse({ preset: "cpu-devnet", rowsPerUnit: 100 }) });
+        const responder = new ChallengeResponder({ provider: providerAccount.address, machine: () => machine, runner, domain, isAttestor });
+        const challengeState = await attestor.startChallenge({ provider: providerAccount.address, ...machine });
+        const next = challengeState.onCommit(await responder.respond(challengeState.message), Date.now());
+        assert.equal(next.outcome, "open");
+        const outcome = await challengeState.onOpen(await responder.open(openRequestOf(next)), Date.now());
+        assert.equal(outcome.outcome, "pass");
+        assert.equal(outcome.outcome === "pass" && outcome.attestation.attestation.units, 2);
+      } finally {
+        await runner.close();
+      }
+    });
+
+    it("reports a runner that breaks the contract, dies, says nothing or does not exist", async () => {
+      const faulty = (mode: string, extra: Partial<ConstructorParameters<typeof ExternalRunner>[0]> = {}) =>
+        new ExternalRunner({ command: process.execPath, args: [faultyRunner, mode], ...extra });
+      for (const mode of ["garbage", "crash", "error"]) {
+        const runner = faulty(mode);
+        try {
+          await assert.rejects(runner.computeCommit(challenge(4)), { name: "RunnerError" }, mode);
+        } finally {
+          await runner.close();
+        }
+      }
+      // Rows that do not hash to the root the program committed to.
+      const badRows = faulty("badrows");
+      try {
+        const commitment = await badRows.computeCommit(challenge(1024));
+        await assert.rejects(commitment.openRows([1, 2]), { name: "RunnerError" });
+      } finally {
+        await badRows.close();
+      }
+      // No hello within the start timeout.
+      const silent = faulty("silent", { startTimeoutMs: 300 });
+      try {
+        await assert.rejects(silent.computeCommit(challenge(4)), { name: "RunnerError" });
+      } finally {
+        await silent.close();
+      }
+      // A program that does not exist.
+      const missing = new ExternalRunner({ command: path.join(here, "fixtures/no-such-runner") });
+      await assert.rejects(missing.computeCommit(challenge(4)), { name: "RunnerError" });
+      await missing.close();
+    });
+
+    it("kills the runner when a challenge is aborted mid-compute, and starts a fresh one next time", async () => {
+      const runner = reference();
+      try {
+        await runner.computeCommit(challenge(4, 16, 1, 7));
+        const pid = runner.pid!;
+        const abort = new AbortController();
+        // About 10⁹ multiply-adds: seconds of work for the single-threaded reference.
+        const pending = runner.computeCommit(challenge(4000, 256, 4, 8), { signal: abort.signal });
+        setTimeout(() => abort.abort(new Error("cutoff")), 200);
+        await assert.rejects(pending, /cutoff/);
+        assert.equal(isAlive(pid), false);
+        const c = challenge(6, 16, 1, 9);
+        assert.equal((await runner.computeCommit(c)).root, expectedRoot(c));
+        assert.ok(runner.pid !== undefined && runner.pid !== pid);
+      } finally {
+        await runner.close();
+      }
+    });
+  });
+});
