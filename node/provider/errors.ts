@@ -69,10 +69,10 @@ export class BundleFetchError extends SuanliError {
 /** The bundle (download or unpacked content) exceeds the provider's size cap. */
 export class BundleTooLargeError extends SuanliError {
   override name = "BundleTooLargeError";
-  readonly limitBytes: number;
-  constructor(what: string, limitBytes: number) {
-    super(`${what} exceeds the provider's limit of ${limitBytes} bytes`);
-    this.limitBytes = limitBytes;
+  readonly limit: number;
+  constructor(what: string, limit: number, unit = "bytes") {
+    super(`${what} exceeds the provider's limit of ${limit} ${unit}`);
+    this.limit = limit;
   }
 }
 
