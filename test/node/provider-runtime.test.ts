@@ -208,6 +208,16 @@ describe("process runtime", function () {
       return true;
     });
     await assert.rejects(rt.prepare(launch({ bundle: { url: b.url, sha256: b.sha256 }, command: ["./missing.sh"] })), { name: "CommandNotFoundError" });
+    // Errors raised before the start are redacted too.
+    await assert.rejects(
+      rt.prepare(launch({ bundle: { url: b.url, sha256: b.sha256 }, command: ["/opt/tool-k3y-0f-the-renter"], env: { KEY: { value: "k3y-0f-the-renter", secret: true } } })),
+      (error: unknown) => {
+        assert.equal((error as Error).name, "CommandNotFoundError");
+        assert.doesNotMatch((error as Error).message, /k3y-0f-the-renter/);
+        assert.match((error as Error).message, /tool-\[secret:KEY\]/);
+        return true;
+      },
+    );
     const { result } = await run(rt, launch({ bundle: { url: b.url, sha256: b.sha256 }, command: "no-such-program-xyz" }));
     assert.equal(result.status, "error");
     assert.equal(result.exitCode, 127);

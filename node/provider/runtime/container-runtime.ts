@@ -21,7 +21,7 @@ import type { ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
 import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "./process-runtime.js";
 import { RunningTask, type Runtime, type TaskHandle } from "./runtime.js";
-import { Redactor, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
+import { Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
 
 export type EngineKind = "docker" | "podman";
 export type ContainerEngine = { kind: EngineKind; path: string; version: string };
@@ -185,7 +185,8 @@ export class ContainerRuntime implements Runtime {
       if (envFile) await writeFile(envFile, [...secrets].map(([name, value]) => `${name}=${value}\n`).join(""), { mode: 0o600 });
     } catch (error) {
       await removeWorkspace();
-      throw error;
+      if (envFile) await rm(envFile, { force: true });
+      throw redactError(error, new Redactor(secrets));
     }
 
     const plainEnv: Record<string, string> = {};

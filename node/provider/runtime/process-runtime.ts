@@ -18,7 +18,7 @@ import { findExecutable, hasLimits, prlimitPrefix, type ResourceLimits } from ".
 import { LogBuffer } from "./logs.js";
 import { RunningTask, type Runtime, type TaskHandle } from "./runtime.js";
 import { bubblewrapArgs, detectBubblewrap, nvidiaDeviceNodes, type SandboxMode } from "./sandbox.js";
-import { childEnv, Redactor, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
+import { childEnv, Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
 
 export type BundleLimits = {
   maxBytes: number;
@@ -175,7 +175,7 @@ export class ProcessRuntime implements Runtime {
       argv = [...prefix, ...command];
     } catch (error) {
       await removeWorkspace();
-      throw error;
+      throw redactError(error, new Redactor(secretsOf(spec)));
     }
 
     const logs = new LogBuffer(this.options.logs);

@@ -151,3 +151,16 @@ export class Redactor {
 export function redact(text: string, secrets: ReadonlyMap<string, string>): string {
   return new Redactor(secrets).redact(text);
 }
+
+/**
+ * Redacts secret values in an error's message, short message and details, in place, and returns
+ * it. For errors raised while preparing a task, before they reach a log or the renter.
+ */
+export function redactError<E>(error: E, redactor: Redactor): E {
+  if (redactor.empty || !(error instanceof Error)) return error;
+  const target = error as unknown as Record<string, unknown>;
+  for (const key of ["message", "shortMessage", "details"]) {
+    if (typeof target[key] === "string") target[key] = redactor.redact(target[key] as string);
+  }
+  return error;
+}
