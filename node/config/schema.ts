@@ -2,6 +2,7 @@ import { z } from "zod";
 import { logOptionsSchema } from "../log/logger.js";
 import { chainOptionsSchema } from "../chain/options.js";
 import { attestOptionsSchema } from "../attest/options.js";
+import { providerOptionsSchema } from "../provider/options.js";
 
 /**
  * The node's configuration: one strict object, each concern's options defined beside the
@@ -13,5 +14,6 @@ export const nodeConfigSchema = z.strictObject({
   log: logOptionsSchema.prefault({}),
   chain: chainOptionsSchema.prefault({}),
   attest: attestOptionsSchema.prefault({}),
+  provider: providerOptionsSchema.prefault({}),
 });
 export type NodeConfig = z.output<typeof nodeConfigSchema>;

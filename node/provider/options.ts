@@ -1,0 +1,148 @@
+/**
+ * The provider's config section (`provider.*`), documented key by key in docs/configuration.md.
+ * Defaults are chosen for a GPU server run by an operator: nvidia-smi inventory, the process
+ * runtime sandboxed with bubblewrap where installed, generous bundle caps, 10 s to stop a task.
+ */
+import { z } from "zod";
+import { canonicalGpuName, knownGpuNames } from "../../common/gpu.js";
+import { interconnectSchema } from "../../common/offers/message.js";
+import { declaredMachineSchema } from "./inventory/inventory.js";
+
+const GiB = 1024 ** 3;
+
+/**
+ * A price for one unit (a GPU or a MIG slice) of a model. Exactly one of:
+ * - `usdPerGpuHour`: US dollars per unit-hour, converted to base units of the settlement token
+ *   (a 6-decimal stablecoin) per unit-second: round(usd × 10^6 / 3600);
+ * - `pricePerUnitSecond`: base units of the settlement token per unit-second, as on-chain.
+ */
+export const priceSchema = z.union([
+  z.strictObject({ usdPerGpuHour: z.number().positive().max(1_000_000) }),
+  z.strictObject({
+    pricePerUnitSecond: z
+      .union([z.string().regex(/^[1-9]\d{0,28}$/, "expected a positive decimal integer"), z.number().int().positive().max(Number.MAX_SAFE_INTEGER)])
+      .transform((value) => BigInt(value))
+      .refine((value) => value < 2n ** 96n, { message: "must fit in uint96" }),
+  }),
+]);
+export type PriceInput = z.output<typeof priceSchema>;
+
+const envNameSchema = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "expected an environment variable name");
+const positiveInt = (max: number) => z.number().int().positive().max(max);
+
+export const idleWorkloadSchema = z.strictObject({
+  /** What runs on idle units: a string through /bin/sh -c, or an argv. Gets CUDA_VISIBLE_DEVICES of its units. */
+  command: z.union([z.string().min(1).max(16 * 1024), z.array(z.string().max(16 * 1024)).min(1).max(256)]),
+  /** Extra environment (the idle workload gets only PATH, HOME, LANG of the node besides). */
+  env: z.record(envNameSchema, z.string().max(32 * 1024)).default({}),
+  cwd: z.string().min(1).optional(),
+  /** `unit`: one process per idle unit; `machine`: one process over all idle units. */
+  scope: z.enum(["unit", "machine"]).default("unit"),
+  restartDelayMs: z.number().int().min(10).max(600_000).default(1_000),
+  maxRestartDelayMs: z.number().int().min(10).max(3_600_000).default(60_000),
+});
+
+export const providerOptionsSchema = z.strictObject({
+  inventory: z
+    .strictObject({
+      /** `nvidia-smi`: probe the GPUs; `declared`: use `declared` (machines without NVIDIA tools). */
+      source: z.enum(["nvidia-smi", "declared"]).default("nvidia-smi"),
+      nvidiaSmiPath: z.string().min(1).default("nvidia-smi"),
+      commandTimeoutMs: z.number().int().min(100).max(120_000).default(10_000),
+      /** Placement of the probed machine, as registered on-chain. */
+      region: z.string().min(1).max(32).default("unknown"),
+      interconnect: interconnectSchema.default("none"),
+      declared: z.array(declaredMachineSchema).max(64).default([]),
+    })
+    .prefault({})
+    .superRefine((inventory, ctx) => {
+      if (inventory.source === "declared" && inventory.declared.length === 0) {
+        ctx.addIssue({ code: "custom", path: ["declared"], message: 'at least one machine is required when source is "declared"' });
+      }
+    }),
+  /** Price per unit of each model, keyed by model name or alias (MIG slices as `<model>/<profile>`). */
+  prices: z
+    .record(
+      z
+        .string()
+        .max(64)
+        .refine((key) => canonicalGpuName(key) !== undefined),
+      priceSchema,
+      { error: (issue) => (issue.code === "invalid_key" ? `unknown GPU model; known: ${knownGpuNames().join(", ")} (MIG slices as <model>/<profile>)` : undefined) },
+    )
+    .default({})
+    .transform((prices) => Object.fromEntries(Object.entries(prices).map(([key, value]) => [canonicalGpuName(key)!, value]))),
+  idle: idleWorkloadSchema.optional(),
+  runtime: z
+    .strictObject({
+      kind: z.enum(["process", "container"]).default("process"),
+      /** `auto`: bubblewrap when it works here, else unsandboxed (with a warning); `bubblewrap`: required; `none`: never. */
+      sandbox: z.enum(["auto", "bubblewrap", "none"]).default("auto"),
+      bwrapPath: z.string().min(1).default("bwrap"),
+      /** Network access for tasks (bubblewrap and containers). */
+      network: z.boolean().default(true),
+      /** More host paths visible read-only in the sandbox (an interpreter outside /usr, datasets). */
+      readOnlyPaths: z.array(z.string().regex(/^\//, "expected an absolute path")).max(64).default([]),
+      containerEngine: z.enum(["auto", "docker", "podman"]).default("auto"),
+    })
+    .prefault({}),
+  limits: z
+    .strictObject({
+      bundleMaxBytes: positiveInt(1024 * GiB).default(2 * GiB),
+      bundleFetchTimeoutMs: positiveInt(24 * 3_600_000).default(600_000),
+      unpackedMaxBytes: positiveInt(4096 * GiB).default(8 * GiB),
+      bundleMaxEntries: positiveInt(10_000_000).default(100_000),
+      /** RLIMIT_AS (address space). Leave unset for CUDA tasks, which reserve huge virtual ranges. */
+      memoryBytes: positiveInt(Number.MAX_SAFE_INTEGER).optional(),
+      /** RLIMIT_CPU per process, seconds. */
+      cpuSeconds: positiveInt(10_000_000).optional(),
+      /** RLIMIT_FSIZE: largest file a task may write. */
+      fileSizeBytes: positiveInt(Number.MAX_SAFE_INTEGER).optional(),
+      /** RLIMIT_NPROC (per user id; not enforced for root). */
+      processes: positiveInt(10_000_000).optional(),
+      /** RLIMIT_NOFILE. */
+      openFiles: positiveInt(10_000_000).default(65_536),
+      /** Log lines held per task for late readers. */
+      logLines: positiveInt(1_000_000).default(10_000),
+      logLineChars: positiveInt(1_048_576).default(16_384),
+    })
+    .prefault({}),
+  /** Parent of the task workspaces; default `<dataDir>/workspaces`. */
+  workspaceDir: z.string().min(1).optional(),
+  grace: z
+    .strictObject({
+      /** SIGTERM to SIGKILL for a task (stop, preemption, lease time over). */
+      taskStopMs: z.number().int().min(0).max(3_600_000).default(10_000),
+      /** SIGTERM to SIGKILL for the idle workload when a lease takes its units. */
+      idleStopMs: z.number().int().min(0).max(3_600_000).default(5_000),
+      /** Notice before an interruptible task is stopped when the chain event does not give one. */
+      preemptionNoticeMs: z.number().int().min(0).max(86_400_000).default(30_000),
+    })
+    .prefault({}),
+});
+export type ProviderOptions = z.output<typeof providerOptionsSchema>;
+
+/** The settlement token's decimals in production and on the devnet. */
+export const SETTLEMENT_TOKEN_DECIMALS = 6;
+
+/**
+ * The on-chain price (base units per unit-second) for a price from the config. USD prices are
+ * rounded to the nearest base unit; a price that rounds to zero is refused.
+ */
+export function pricePerUnitSecond(price: PriceInput, tokenDecimals = SETTLEMENT_TOKEN_DECIMALS): bigint {
+  if ("pricePerUnitSecond" in price) return price.pricePerUnitSecond;
+  // Decimal scaling on the number's 12-decimal form (exact for any price written with up to 12
+  // decimals), not a binary float product.
+  const [whole, fraction = ""] = price.usdPerGpuHour.toFixed(12).split(".");
+  const scaled = BigInt(whole + fraction.padEnd(12, "0").slice(0, 12)); // USD × 10^12 per hour
+  const perHour = tokenDecimals >= 12 ? scaled * 10n ** BigInt(tokenDecimals - 12) : scaled / 10n ** BigInt(12 - tokenDecimals);
+  const perSecond = (perHour + 1_800n) / 3_600n;
+  if (perSecond === 0n) throw new RangeError(`usdPerGpuHour ${price.usdPerGpuHour} is below one base unit per second`);
+  return perSecond;
+}
+
+/** The configured price of a model (canonical name), in base units per unit-second. */
+export function priceForModel(options: ProviderOptions, model: string, tokenDecimals = SETTLEMENT_TOKEN_DECIMALS): bigint | undefined {
+  const price = options.prices[model];
+  return price ? pricePerUnitSecond(price, tokenDecimals) : undefined;
+}

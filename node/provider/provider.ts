@@ -1,0 +1,95 @@
+/**
+ * The provider's local building blocks put together from its config: the inventory, the task
+ * runtime and the capacity manager. The chain and p2p parts (leases, reserve protocol,
+ * registration) sit on top of these.
+ *
+ * @example
+ * import { loadInventory, createRuntime, createCapacityManager } from "./provider.js";
+ * const inventory = await loadInventory(config.provider);
+ * const runtime = createRuntime(config.provider, { dataDir: config.dataDir, logger });
+ * const capacity = createCapacityManager(config.provider, inventory, logger);
+ * await capacity.start(); // idle workload on every unit
+ * await capacity.assign(leaseId, unitIds, "ai"); // idle work stopped
+ * const task = await runtime.prepare({ taskId: leaseId, spec, devices, durationMs });
+ * capacity.attachTask(leaseId, task);
+ * await task.start();
+ */
+import path from "node:path";
+import type { Logger } from "../log/logger.js";
+import { CapacityManager } from "./capacity/capacity-manager.js";
+import {
+  detectInventory,
+  inventoryFromDeclared,
+  metricsForUnits,
+  sampleGpuMetrics,
+  type CommandRunner,
+  type Inventory,
+  type UnitMetrics,
+} from "./inventory/inventory.js";
+import type { ProviderOptions } from "./options.js";
+import { ContainerRuntime } from "./runtime/container-runtime.js";
+import { ProcessRuntime } from "./runtime/process-runtime.js";
+import type { Runtime } from "./runtime/runtime.js";
+
+/** Reads the inventory the config asks for: nvidia-smi, or the declared machines. */
+export async function loadInventory(options: ProviderOptions, runner?: CommandRunner): Promise<Inventory> {
+  if (options.inventory.source === "declared") return inventoryFromDeclared(options.inventory.declared);
+  return detectInventory({
+    nvidiaSmiPath: options.inventory.nvidiaSmiPath,
+    commandTimeoutMs: options.inventory.commandTimeoutMs,
+    runner,
+    region: options.inventory.region,
+    interconnect: options.inventory.interconnect,
+  });
+}
+
+/** A sampler of the leased devices' GPU metrics for task usage (nvidia-smi inventories only). */
+export function gpuSampler(options: ProviderOptions, inventory: Inventory, runner?: CommandRunner): ((devices: string[]) => Promise<UnitMetrics[]>) | undefined {
+  if (inventory.source !== "nvidia-smi") return undefined;
+  return async (devices) => {
+    const sample = await sampleGpuMetrics({ nvidiaSmiPath: options.inventory.nvidiaSmiPath, commandTimeoutMs: options.inventory.commandTimeoutMs, runner });
+    return metricsForUnits(
+      sample,
+      inventory.units.filter((unit) => devices.includes(unit.device)),
+    );
+  };
+}
+
+/** The runtime the config selects, with the config's limits, sandbox and grace period. */
+export function createRuntime(
+  options: ProviderOptions,
+  context: { dataDir: string; logger?: Logger; sampleGpus?: (devices: string[]) => Promise<UnitMetrics[]> },
+): Runtime {
+  const workspaceRoot = options.workspaceDir ?? path.join(context.dataDir, "workspaces");
+  const { limits } = options;
+  const common = {
+    workspaceRoot,
+    network: options.runtime.network,
+    limits: {
+      memoryBytes: limits.memoryBytes,
+      cpuSeconds: limits.cpuSeconds,
+      fileSizeBytes: limits.fileSizeBytes,
+      processes: limits.processes,
+      openFiles: limits.openFiles,
+    },
+    bundle: { maxBytes: limits.bundleMaxBytes, maxUnpackedBytes: limits.unpackedMaxBytes, maxEntries: limits.bundleMaxEntries, fetchTimeoutMs: limits.bundleFetchTimeoutMs },
+    logs: { maxLines: limits.logLines, maxLineChars: limits.logLineChars },
+    stopGraceMs: options.grace.taskStopMs,
+    sampleGpus: context.sampleGpus,
+    logger: context.logger,
+  };
+  if (options.runtime.kind === "container") return new ContainerRuntime({ ...common, engine: options.runtime.containerEngine });
+  return new ProcessRuntime({ ...common, sandbox: options.runtime.sandbox, bwrapPath: options.runtime.bwrapPath, readOnlyPaths: options.runtime.readOnlyPaths });
+}
+
+/** A capacity manager over the inventory's offerable units, running the configured idle workload. */
+export function createCapacityManager(options: ProviderOptions, inventory: Inventory, logger?: Logger): CapacityManager {
+  const offered = new Set(inventory.machines.flatMap((machine) => machine.units));
+  return new CapacityManager({
+    units: inventory.units.filter((unit) => offered.has(unit.id)).map((unit) => ({ id: unit.id, device: unit.device })),
+    idle: options.idle ? { ...options.idle, stopGraceMs: options.grace.idleStopMs } : undefined,
+    taskStopGraceMs: options.grace.taskStopMs,
+    defaultPreemptionNoticeMs: options.grace.preemptionNoticeMs,
+    logger,
+  });
+}

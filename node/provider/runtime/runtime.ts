@@ -1,0 +1,296 @@
+/**
+ * The runtime contract and the task handle both runtimes return. A runtime turns a launch (task
+ * spec + leased devices + lease time) into a prepared task: everything that can fail before the
+ * task runs (bundle fetch and digest, unpacking, a missing command, no container engine) fails in
+ * `prepare()` with a typed error. Once started, every outcome is a {@link TaskResult}: success,
+ * failure, lease time exceeded, stopped (preempted or cancelled), or an error of the runtime.
+ *
+ * @example
+ * import { ProcessRuntime } from "./process-runtime.js";
+ * const runtime = new ProcessRuntime({ workspaceRoot: "/var/lib/suanli/workspaces" });
+ * const task = await runtime.prepare({ taskId: "lease-7", spec, devices: ["GPU-..."], durationMs: 3_600_000 });
+ * await task.start();
+ * for await (const line of task.logs()) console.log(line.seq, line.text);
+ * const result = await task.wait(); // { status: "succeeded", exitCode: 0, outputDigest: "0x...", unitSeconds: ... }
+ */
+import { constants } from "node:os";
+import type { Hex } from "viem";
+import type { UnitMetrics } from "../inventory/inventory.js";
+import type { LogBuffer, LogLine, LogRead } from "./logs.js";
+import { ManagedProcess, type ProcessExit } from "./process-group.js";
+import { digestOutputDir, StreamDigest } from "./output-digest.js";
+import type { Redactor, TaskLaunch } from "./task.js";
+import { TaskStateError } from "../errors.js";
+import type { Logger } from "../../log/logger.js";
+import path from "node:path";
+
+export type TaskState = "prepared" | "running" | "stopping" | "exited";
+
+export type TaskStatus =
+  /** Exit code 0. */
+  | "succeeded"
+  /** Non-zero exit or killed by a signal the runtime did not send (a crash, an rlimit). */
+  | "failed"
+  /** The lease time ran out and the runtime stopped the task. */
+  | "exceeded"
+  /** stop() was called: preemption, cancellation, lease closed early. */
+  | "stopped"
+  /** The runtime could not run the command (it does not exist, the engine failed). */
+  | "error";
+
+export type TaskResult = {
+  taskId: string;
+  status: TaskStatus;
+  /** The process's exit code; null when it ended by a signal. */
+  exitCode: number | null;
+  signal: string | null;
+  /** The exit code as reported on-chain (int32): the exit code, or 128 + signal number. */
+  chainExitCode: number;
+  startedAt: number;
+  endedAt: number;
+  runMs: number;
+  /** Leased units × whole seconds run (rounded up): what `complete()` reports. */
+  unitSeconds: number;
+  /** sha256 over output/ (see output-digest.ts), or over stdout when there is no output/. */
+  outputDigest: Hex;
+  outputDigestSource: "output-dir" | "stdout";
+  /** Present with status "error" (and for other statuses when something went wrong on the way). Redacted. */
+  error?: { name: string; message: string };
+};
+
+export type TaskUsage = {
+  state: TaskState;
+  startedAt: number | null;
+  runMs: number;
+  unitSeconds: number;
+  /** CPU seconds and resident memory of the task's processes (null for containers or after exit). */
+  cpuSeconds: number | null;
+  rssBytes: number | null;
+  processes: number | null;
+  /** Metrics of the leased GPUs, when the runtime was given a sampler. */
+  gpus: UnitMetrics[] | null;
+};
+
+export interface TaskHandle {
+  readonly taskId: string;
+  readonly workspace: string;
+  /** Whether the task runs inside bubblewrap or a container. */
+  readonly sandboxed: boolean;
+  /** Whether the resource limits were applied (false when prlimit is missing). */
+  readonly limitsApplied: boolean;
+  readonly state: TaskState;
+  start(): Promise<void>;
+  /** SIGTERM, up to graceMs, SIGKILL; resolves with the result (status "stopped"). */
+  stop(graceMs?: number): Promise<TaskResult>;
+  /** Resolves when the task has ended. */
+  wait(): Promise<TaskResult>;
+  /** Log lines from `fromSeq`, then live ones until the task ends. */
+  logs(fromSeq?: number, signal?: AbortSignal): AsyncIterable<LogLine>;
+  /** What the bounded log buffer still holds from `fromSeq`. */
+  readLogs(fromSeq?: number): LogRead;
+  usage(): Promise<TaskUsage>;
+  /** Removes the workspace (call after the result is reported). */
+  cleanup(): Promise<void>;
+}
+
+export interface Runtime {
+  readonly kind: "process" | "container";
+  prepare(launch: TaskLaunch, options?: { signal?: AbortSignal }): Promise<TaskHandle>;
+}
+
+/** How a runtime starts, stops and judges one task's process. */
+export type TaskLauncher = {
+  argv: string[];
+  cwd: string;
+  env: Record<string, string>;
+  /** Stops the task; default: SIGTERM/grace/SIGKILL to the process group. */
+  stop?: (process: ManagedProcess, graceMs: number) => Promise<void>;
+  /** An exit that means the runtime failed rather than the task (status "error"). */
+  classifyExit?: (exit: ProcessExit) => { name: string; message: string } | undefined;
+  /** Runs once after the task ended (remove temporary files). */
+  afterExit?: () => Promise<void>;
+  /** Whether /proc usage of the process group describes the task (false for containers). */
+  groupUsage?: boolean;
+  /** Process names spared from SIGTERM on stop (see ManagedProcessOptions.spareFromTerm). */
+  spareFromTerm?: readonly string[];
+};
+
+export type RunningTaskOptions = {
+  launch: TaskLaunch;
+  workspace: string;
+  launcher: TaskLauncher;
+  logs: LogBuffer;
+  redactor: Redactor;
+  sandboxed: boolean;
+  limitsApplied: boolean;
+  defaultGraceMs: number;
+  removeWorkspace: () => Promise<void>;
+  sampleGpus?: ((devices: string[]) => Promise<UnitMetrics[]>) | undefined;
+  logger: Logger;
+};
+
+function signalNumber(signal: string | null): number {
+  if (!signal) return 0;
+  return (constants.signals as Record<string, number>)[signal] ?? 0;
+}
+
+/** The task handle shared by both runtimes: lifecycle, lease-time limit, logs, result. */
+export class RunningTask implements TaskHandle {
+  readonly taskId: string;
+  readonly workspace: string;
+  readonly sandboxed: boolean;
+  readonly limitsApplied: boolean;
+  private stateValue: TaskState = "prepared";
+  private process: ManagedProcess | undefined;
+  private startedAt: number | null = null;
+  private stopReason: "stopped" | "exceeded" | undefined;
+  private durationTimer: NodeJS.Timeout | undefined;
+  private readonly stdoutDigest = new StreamDigest();
+  private readonly result: Promise<TaskResult>;
+  private resolveResult!: (result: TaskResult) => void;
+
+  constructor(private readonly options: RunningTaskOptions) {
+    this.taskId = options.launch.taskId;
+    this.workspace = options.workspace;
+    this.sandboxed = options.sandboxed;
+    this.limitsApplied = options.limitsApplied;
+    this.result = new Promise((resolve) => (this.resolveResult = resolve));
+  }
+
+  get state(): TaskState {
+    return this.stateValue;
+  }
+
+  async start(): Promise<void> {
+    if (this.stateValue !== "prepared") throw new TaskStateError(this.taskId, "start", this.stateValue);
+    const { launcher, logs, redactor, launch } = this.options;
+    this.stateValue = "running";
+    this.startedAt = Date.now();
+    logs.push("system", `Task ${this.taskId} started on ${launch.devices.length} unit(s)${this.sandboxed ? "" : " (unsandboxed)"}`);
+    this.process = ManagedProcess.spawn({
+      argv: launcher.argv,
+      cwd: launcher.cwd,
+      env: launcher.env,
+      spareFromTerm: launcher.spareFromTerm,
+      onStdout: (chunk) => this.stdoutDigest.update(chunk),
+      onLine: (stream, line) => logs.push(stream, redactor.redact(line)),
+    });
+    this.durationTimer = setTimeout(() => {
+      if (this.stateValue !== "running") return;
+      this.stopReason = "exceeded";
+      logs.push("system", `Lease time of ${launch.durationMs} ms is over: stopping the task`);
+      void this.halt(this.options.defaultGraceMs);
+    }, launch.durationMs);
+    void this.process.exited.then((exit) => this.finish(exit));
+  }
+
+  async stop(graceMs = this.options.defaultGraceMs): Promise<TaskResult> {
+    if (this.stateValue === "prepared") {
+      // Never started: nothing to stop, but the caller still gets a result to report.
+      this.stopReason = "stopped";
+      this.startedAt = Date.now();
+      await this.finish({ code: null, signal: null });
+      return this.result;
+    }
+    if (this.stateValue === "running") {
+      this.stopReason ??= "stopped";
+      this.options.logs.push("system", `Stopping the task (grace ${graceMs} ms)`);
+      await this.halt(graceMs);
+    }
+    return this.result;
+  }
+
+  wait(): Promise<TaskResult> {
+    if (this.stateValue === "prepared") return Promise.reject(new TaskStateError(this.taskId, "wait for", "not started"));
+    return this.result;
+  }
+
+  logs(fromSeq = 0, signal?: AbortSignal): AsyncIterable<LogLine> {
+    return this.options.logs.follow(fromSeq, signal);
+  }
+
+  readLogs(fromSeq = 0): LogRead {
+    return this.options.logs.read(fromSeq);
+  }
+
+  async usage(): Promise<TaskUsage> {
+    const runMs = this.startedAt === null ? 0 : Date.now() - this.startedAt;
+    const group = this.options.launcher.groupUsage === false ? null : await this.process?.groupUsage();
+    const gpus = this.options.sampleGpus && this.stateValue === "running" ? await this.options.sampleGpus(this.options.launch.devices).catch(() => null) : null;
+    return {
+      state: this.stateValue,
+      startedAt: this.startedAt,
+      runMs,
+      unitSeconds: this.unitSecondsFor(runMs),
+      cpuSeconds: group?.cpuSeconds ?? null,
+      rssBytes: group?.rssBytes ?? null,
+      processes: group?.processes ?? null,
+      gpus,
+    };
+  }
+
+  async cleanup(): Promise<void> {
+    if (this.stateValue === "running" || this.stateValue === "stopping") await this.stop();
+    await this.options.removeWorkspace();
+  }
+
+  private async halt(graceMs: number): Promise<void> {
+    if (!this.process || this.stateValue !== "running") return;
+    this.stateValue = "stopping";
+    const stopper = this.options.launcher.stop ?? ((process, grace) => process.terminate(grace).then(() => undefined));
+    try {
+      await stopper(this.process, graceMs);
+    } catch (error) {
+      this.options.logger.warn("Stopping the task failed; killing its process group", { taskId: this.taskId }, error);
+      await this.process.terminate(0);
+    }
+    await this.result;
+  }
+
+  private unitSecondsFor(runMs: number): number {
+    return this.options.launch.devices.length * Math.ceil(runMs / 1000);
+  }
+
+  private async finish(exit: ProcessExit): Promise<void> {
+    if (this.durationTimer) clearTimeout(this.durationTimer);
+    const { launcher, logs, redactor } = this.options;
+    const endedAt = Date.now();
+    const startedAt = this.startedAt ?? endedAt;
+    const runMs = endedAt - startedAt;
+    let error: { name: string; message: string } | undefined;
+    if (exit.spawnError) {
+      error = { name: "CommandNotFoundError", message: `Cannot start ${launcher.argv[0]}: ${exit.spawnError.code ?? exit.spawnError.message}` };
+    } else if (!this.stopReason) {
+      error = launcher.classifyExit?.(exit);
+    }
+    const status: TaskStatus = this.stopReason ?? (error ? "error" : exit.code === 0 ? "succeeded" : "failed");
+    let outputDigest: Hex | undefined;
+    try {
+      outputDigest = await digestOutputDir(path.join(this.workspace, "output"));
+    } catch (digestError) {
+      logs.push("system", `Cannot digest output/: ${(digestError as Error).message}; using stdout`);
+    }
+    await launcher.afterExit?.().catch((cleanupError) => this.options.logger.warn("Task cleanup failed", { taskId: this.taskId }, cleanupError));
+    const result: TaskResult = {
+      taskId: this.taskId,
+      status,
+      exitCode: exit.code,
+      signal: exit.signal,
+      chainExitCode: exit.code ?? (exit.signal ? 128 + signalNumber(exit.signal) : -1),
+      startedAt,
+      endedAt,
+      runMs,
+      unitSeconds: this.unitSecondsFor(runMs),
+      outputDigest: outputDigest ?? this.stdoutDigest.digest(),
+      outputDigestSource: outputDigest ? "output-dir" : "stdout",
+      ...(error ? { error: { name: error.name, message: redactor.redact(error.message) } } : {}),
+    };
+    logs.push(
+      "system",
+      `Task ended: ${status}${exit.code !== null ? `, exit code ${exit.code}` : ""}${exit.signal ? `, signal ${exit.signal}` : ""}${result.error ? ` (${result.error.message})` : ""}`,
+    );
+    logs.close();
+    this.stateValue = "exited";
+    this.resolveResult(result);
+  }
+}
