@@ -23,8 +23,7 @@ import {
 export const reputationSchema = z.strictObject({
   leasesCompleted: z.number().int().nonnegative(),
   faults: z.number().int().nonnegative(),
-  /** Units × seconds delivered over completed leases. */
-  unitSecondsDelivered: amountSchema,
+  unitSecondsDelivered: amountSchema.describe("Units × seconds delivered over completed leases."),
 });
 export type Reputation = z.output<typeof reputationSchema>;
 
@@ -32,45 +31,32 @@ export type Reputation = z.output<typeof reputationSchema>;
 export const machineViewSchema = z.strictObject({
   machineId: uint32Schema,
   provider: addressWireSchema,
-  /** Canonical GPU model name, or null when the on-chain hash is not a model this node knows. */
-  model: z.string().nullable(),
+  model: z.string().nullable().describe("Canonical GPU model name, or null when the on-chain hash is not a model this node knows."),
   modelHash: bytes32WireSchema,
   units: uint16Schema,
   vramMiB: uint32Schema,
   interconnect: interconnectWireSchema,
   region: z.string(),
   cluster: bytes32WireSchema,
-  /** Units held by on-demand leases. */
-  onDemandUnits: uint16Schema,
-  /** Units held by interruptible leases. */
-  interruptibleUnits: uint16Schema,
-  /** Units running the provider's idle workload (not leased). */
-  idleUnits: uint16Schema,
-  /** Hardware attestations verified by this node (current and expired). */
-  attestations: z.array(attestationViewSchema),
-  /** The key of the machine's live offer, or null when none is in the book. */
-  offerKey: z.string().nullable(),
+  onDemandUnits: uint16Schema.describe("Units held by on-demand leases."),
+  interruptibleUnits: uint16Schema.describe("Units held by interruptible leases."),
+  idleUnits: uint16Schema.describe("Units running the provider's idle workload (not leased)."),
+  attestations: z.array(attestationViewSchema).describe("Hardware attestations verified by this node (current and expired)."),
+  offerKey: z.string().nullable().describe("The key of the machine's live offer, or null when none is in the book."),
 });
 export type MachineView = z.output<typeof machineViewSchema>;
 
 /** A provider's registry record: stake, collateral, reputation and machines. */
 export const providerViewSchema = z.strictObject({
   address: addressWireSchema,
-  /** libp2p peer id registered on-chain. */
-  peerId: z.string(),
+  peerId: z.string().describe("libp2p peer id registered on-chain."),
   metadataURI: z.string(),
-  /** False after deregistration (the record stays while stake unbonds). */
-  registered: z.boolean(),
-  /** Total stake, token base units. */
-  stake: amountSchema,
-  /** Collateral locked by open leases. */
-  locked: amountSchema,
-  /** Stake waiting for its unbonding delay. */
-  unbonding: amountSchema,
-  /** When unbonding stake can be withdrawn; null when nothing unbonds. */
-  unlockAt: unixSecondsSchema.nullable(),
-  /** stake − locked − unbonding: what backs new leases. */
-  freeStake: amountSchema,
+  registered: z.boolean().describe("False after deregistration (the record stays while stake unbonds)."),
+  stake: amountSchema.describe("Total stake, token base units."),
+  locked: amountSchema.describe("Collateral locked by open leases."),
+  unbonding: amountSchema.describe("Stake waiting for its unbonding delay."),
+  unlockAt: unixSecondsSchema.nullable().describe("When unbonding stake can be withdrawn; null when nothing unbonds."),
+  freeStake: amountSchema.describe("stake − locked − unbonding: what backs new leases."),
   reputation: reputationSchema,
   machines: z.array(machineViewSchema),
 });
@@ -88,23 +74,17 @@ export const leaseViewSchema = z.strictObject({
   provider: addressWireSchema,
   machineId: uint32Schema,
   units: uint16Schema,
-  /** The lease's price (the offer price, or the bid of an interruptible lease). */
-  pricePerUnitSecond: amountSchema,
+  pricePerUnitSecond: amountSchema.describe("The lease's price (the offer price, or the bid of an interruptible lease)."),
   collateralBps: uint16Schema,
   deposit: amountSchema,
-  /** Paid out to the provider so far. */
-  paid: amountSchema,
-  /** Accrued at the time of the read (paid included), capped at the deposit. */
-  accrued: amountSchema,
+  paid: amountSchema.describe("Paid out to the provider so far."),
+  accrued: amountSchema.describe("Accrued at the time of the read (paid included), capped at the deposit."),
   status: leaseStatusSchema,
   interruptible: z.boolean(),
-  /** The provider must activate before this time, or the renter may cancel. */
-  startDeadline: unixSecondsSchema,
+  startDeadline: unixSecondsSchema.describe("The provider must activate before this time, or the renter may cancel."),
   activatedAt: unixSecondsSchema.nullable(),
-  /** Set when accrual stops before `end` (close, completion, fault, preemption). */
-  stopAt: unixSecondsSchema.nullable(),
-  /** activatedAt + deposit / (units × price): when the deposit runs out; null before activation. */
-  end: unixSecondsSchema.nullable(),
+  stopAt: unixSecondsSchema.nullable().describe("Set when accrual stops before `end` (close, completion, fault, preemption)."),
+  end: unixSecondsSchema.nullable().describe("activatedAt + deposit / (units × price): when the deposit runs out; null before activation."),
 });
 export type LeaseView = z.output<typeof leaseViewSchema>;
 
@@ -113,8 +93,7 @@ export const machinePageSchema = pageSchema(machineViewSchema);
 export const leasePageSchema = pageSchema(leaseViewSchema);
 
 export const providerListQuerySchema = z.strictObject({
-  /** Sort order: stake (default), reputation (completed leases), machines. */
-  sort: z.enum(["stake", "reputation", "machines"], { error: "expected one of stake, reputation, machines" }).default("stake"),
+  sort: z.enum(["stake", "reputation", "machines"], { error: "expected one of stake, reputation, machines" }).default("stake").describe("Sort order: stake (default), reputation (completed leases), machines."),
   ...pageQueryShape,
 });
 export type ProviderListQuery = z.output<typeof providerListQuerySchema>;
@@ -133,10 +112,8 @@ export const leaseRoleSchema = z.enum(["renter", "provider", "any"], { error: "e
 export type LeaseRole = z.output<typeof leaseRoleSchema>;
 
 export const leaseQuerySchema = z.strictObject({
-  /** Whose leases: required. */
-  address: queryAddress,
-  /** The address as renter, as provider, or either (default). */
-  role: leaseRoleSchema.default("any"),
+  address: queryAddress.describe("Whose leases: required."),
+  role: leaseRoleSchema.default("any").describe("The address as renter, as provider, or either (default)."),
   status: leaseStatusSchema.optional(),
   ...pageQueryShape,
 });

@@ -19,8 +19,7 @@ export const offerRemovedEventSchema = z.strictObject({
 });
 
 export const resetEventSchema = z.strictObject({
-  /** Why the stream cannot replay: the missed events are no longer held. */
-  reason: z.string(),
+  reason: z.string().describe("Why the stream cannot replay: the missed events are no longer held."),
 });
 
 /** Event name → schema of its data. */

@@ -22,14 +22,10 @@ import {
 // ---- statistics ----
 
 export const statsQuerySchema = z.strictObject({
-  /** One model (name or alias); default: every model seen in the window. */
-  model: gpuModelQuery.optional(),
-  /** Window start, unix seconds (default: `to` − 24 h). */
-  from: queryInt(0, 2 ** 32 - 1).optional(),
-  /** Window end, unix seconds (default: now). */
-  to: queryInt(0, 2 ** 32 - 1).optional(),
-  /** Bucket width in seconds, 60..86400 (default 3600). At most 1000 buckets per window. */
-  bucketSeconds: queryInt(60, 86_400).default(3600),
+  model: gpuModelQuery.optional().describe("One model (name or alias); default: every model seen in the window."),
+  from: queryInt(0, 2 ** 32 - 1).optional().describe("Window start, unix seconds (default: `to` − 24 h)."),
+  to: queryInt(0, 2 ** 32 - 1).optional().describe("Window end, unix seconds (default: now)."),
+  bucketSeconds: queryInt(60, 86_400).default(3600).describe("Bucket width in seconds, 60..86400 (default 3600). At most 1000 buckets per window."),
 });
 
 /** A statistics window after defaults: what a data source receives. */
@@ -49,15 +45,11 @@ export const priceSummarySchema = z.strictObject({
 export type PriceSummary = z.output<typeof priceSummarySchema>;
 
 export const statsBucketSchema = z.strictObject({
-  /** Bucket start, unix seconds; the bucket covers [start, start + bucketSeconds). */
-  start: unixSecondsSchema,
-  /** Distinct offers seen in the bucket (their last state in the bucket counts). */
-  offers: z.number().int().nonnegative(),
+  start: unixSecondsSchema.describe("Bucket start, unix seconds; the bucket covers [start, start + bucketSeconds)."),
+  offers: z.number().int().nonnegative().describe("Distinct offers seen in the bucket (their last state in the bucket counts)."),
   units: z.number().int().nonnegative(),
-  /** Units leased (on-demand + interruptible). */
-  usedUnits: z.number().int().nonnegative(),
-  /** usedUnits / units, or null without offers. */
-  utilization: z.number().min(0).max(1).nullable(),
+  usedUnits: z.number().int().nonnegative().describe("Units leased (on-demand + interruptible)."),
+  utilization: z.number().min(0).max(1).nullable().describe("usedUnits / units, or null without offers."),
   price: priceSummarySchema.nullable(),
 });
 export type StatsBucket = z.output<typeof statsBucketSchema>;
@@ -88,28 +80,18 @@ export type MarketStats = z.output<typeof marketStatsSchema>;
 // ---- match dry-run ----
 
 export const matchRequestSchema = z.strictObject({
-  /** GPU model name or alias. */
-  model: gpuModelQuery,
+  model: gpuModelQuery.describe("GPU model name or alias."),
   gpuCount: z.number().int().min(1).max(1024),
-  /** Minimum memory per GPU, MiB. */
-  minVramMiB: z.number().int().positive().optional(),
-  /** Lease duration, seconds. */
-  duration: z.number().int().positive().max(2 ** 32 - 1),
-  /** Highest acceptable price, token base units per unit-second. */
-  maxPricePerUnitSecond: amountSchema.optional(),
-  /** Interruptible (preemptible) capacity at a bid price instead of on-demand. */
-  interruptible: z.boolean().default(false),
-  /** The bid per unit-second; required when interruptible. */
-  bidPerUnitSecond: amountSchema.optional(),
+  minVramMiB: z.number().int().positive().optional().describe("Minimum memory per GPU, MiB."),
+  duration: z.number().int().positive().max(2 ** 32 - 1).describe("Lease duration, seconds."),
+  maxPricePerUnitSecond: amountSchema.optional().describe("Highest acceptable price, token base units per unit-second."),
+  interruptible: z.boolean().default(false).describe("Interruptible (preemptible) capacity at a bid price instead of on-demand."),
+  bidPerUnitSecond: amountSchema.optional().describe("The bid per unit-second; required when interruptible."),
   region: regionQuery.optional(),
-  /** Minimum completed leases minus faults of the provider. */
-  minReputation: z.number().int().min(0).optional(),
-  /** Only machines with a current hardware attestation (default true). */
-  attestedOnly: z.boolean().default(true),
-  /** `machine`: all GPUs on one machine; `cluster`: a group of machines on a declared fast interconnect is acceptable. */
-  colocation: z.enum(["machine", "cluster"]).default("machine"),
-  /** Candidates to return, 1..20 (default 5). */
-  limit: z.number().int().min(1).max(20).default(5),
+  minReputation: z.number().int().min(0).optional().describe("Minimum completed leases minus faults of the provider."),
+  attestedOnly: z.boolean().default(true).describe("Only machines with a current hardware attestation (default true)."),
+  colocation: z.enum(["machine", "cluster"]).default("machine").describe("`machine`: all GPUs on one machine; `cluster`: a group of machines on a declared fast interconnect is acceptable."),
+  limit: z.number().int().min(1).max(20).default(5).describe("Candidates to return, 1..20 (default 5)."),
 }).superRefine((request, ctx) => {
   if (request.interruptible && request.bidPerUnitSecond === undefined) {
     ctx.addIssue({ code: "custom", path: ["bidPerUnitSecond"], message: "required when interruptible is true" });
@@ -121,19 +103,15 @@ export const matchRequestSchema = z.strictObject({
 export type MatchRequest = z.output<typeof matchRequestSchema>;
 
 export const matchCandidateSchema = z.strictObject({
-  /** 1 is the best. */
-  rank: z.number().int().positive(),
-  /** Ranking score (higher is better): effective price first, then reputation and attestation freshness. */
-  score: z.number(),
+  rank: z.number().int().positive().describe("1 is the best."),
+  score: z.number().describe("Ranking score (higher is better): effective price first, then reputation and attestation freshness."),
   provider: addressWireSchema,
   /** The machines and units this candidate would lease (one entry unless colocation is `cluster`). */
   allocations: z.array(
     z.strictObject({ offerKey: z.string(), machineId: uint32Schema, units: uint16Schema }),
   ),
-  /** Price per unit-second the renter would pay (offer price, or the bid when interruptible). */
-  pricePerUnitSecond: amountSchema,
-  /** gpuCount × price × duration: the deposit the lease would take. */
-  totalCost: amountSchema,
+  pricePerUnitSecond: amountSchema.describe("Price per unit-second the renter would pay (offer price, or the bid when interruptible)."),
+  totalCost: amountSchema.describe("gpuCount × price × duration: the deposit the lease would take."),
   region: z.string(),
   attested: z.boolean(),
   reputation: reputationSchema.nullable(),
@@ -147,8 +125,7 @@ export const matchResultSchema = z.strictObject({
   explanation: z.strictObject({
     considered: z.number().int().nonnegative(),
     eliminated: z.array(z.strictObject({ constraint: z.string(), removed: z.number().int().nonnegative(), detail: z.string() })),
-    /** What to change to get a match; null when matched. */
-    hint: z.string().nullable(),
+    hint: z.string().nullable().describe("What to change to get a match; null when matched."),
   }),
 });
 export type MatchResult = z.output<typeof matchResultSchema>;
@@ -170,8 +147,7 @@ export const reserveRequestWireSchema = z.strictObject({
 
 export const reservationBodySchema = z.strictObject({
   request: reserveRequestWireSchema,
-  /** The renter's EIP-712 signature of `request` (domain: Suanli / 1 / chain id / LeaseMarket). */
-  signature: signatureWireSchema,
+  signature: signatureWireSchema.describe("The renter's EIP-712 signature of `request` (domain: Suanli / 1 / chain id / LeaseMarket)."),
 });
 export type ReservationBody = z.output<typeof reservationBodySchema>;
 
@@ -191,8 +167,7 @@ export const reservationAnswerSchema = z.discriminatedUnion("accepted", [
     accepted: z.literal(true),
     /** The provider's acceptance: an Offer bound to the renter, to open the lease with. */
     acceptance: z.strictObject({ offer: signedOfferSchema, signature: signatureWireSchema }),
-    /** The provider holds the units until this time. */
-    holdUntil: unixSecondsSchema,
+    holdUntil: unixSecondsSchema.describe("The provider holds the units until this time."),
   }),
   z.strictObject({
     accepted: z.literal(false),
@@ -208,16 +183,14 @@ export const healthStatusSchema = z.enum(["ok", "degraded", "down"]);
 export type HealthStatus = z.output<typeof healthStatusSchema>;
 
 export const healthCheckSchema = z.strictObject({
-  /** `chain`, `offers`, `p2p`, ... */
-  name: z.string(),
+  name: z.string().describe("`chain`, `offers`, `p2p`, ..."),
   status: healthStatusSchema,
   detail: z.string().nullable(),
 });
 export type HealthCheck = z.output<typeof healthCheckSchema>;
 
 export const healthSchema = z.strictObject({
-  /** The worst of the checks. 503 goes with `down`. */
-  status: healthStatusSchema,
+  status: healthStatusSchema.describe("The worst of the checks. 503 goes with `down`."),
   version: z.string(),
   uptimeSeconds: z.number().int().nonnegative(),
   checks: z.array(healthCheckSchema),
@@ -233,20 +206,16 @@ export const nodeInfoSchema = z.strictObject({
     market: addressWireSchema.nullable(),
   }),
   token: z.strictObject({ symbol: z.string(), decimals: z.number().int().min(0).max(36) }),
-  /** Canonical GPU models, for filter menus. */
-  gpuModels: z.array(z.strictObject({ name: z.string(), vramMiB: z.number().int().positive() })),
-  /** Whether POST /v1/reservations is served (it needs a LeaseMarket for the EIP-712 domain). */
-  reservations: z.boolean(),
+  gpuModels: z.array(z.strictObject({ name: z.string(), vramMiB: z.number().int().positive() })).describe("Canonical GPU models, for filter menus."),
+  reservations: z.boolean().describe("Whether POST /v1/reservations is served (it needs a LeaseMarket for the EIP-712 domain)."),
 });
 export type NodeInfo = z.output<typeof nodeInfoSchema>;
 
 export const apiErrorSchema = z.strictObject({
   error: z.strictObject({
-    /** Stable error name to match on (`InvalidInputError`, `OfferNotFoundError`, `RateLimitedError`, ...). */
-    name: z.string(),
+    name: z.string().describe("Stable error name to match on (`InvalidInputError`, `OfferNotFoundError`, `RateLimitedError`, ...)."),
     message: z.string(),
-    /** For 400: each offending field (dotted path) and what was wrong. */
-    fields: z.array(z.strictObject({ path: z.string(), message: z.string() })).optional(),
+    fields: z.array(z.strictObject({ path: z.string(), message: z.string() })).optional().describe("For 400: each offending field (dotted path) and what was wrong."),
   }),
 });
 export type ApiErrorBody = z.output<typeof apiErrorSchema>;

@@ -45,36 +45,27 @@ export const attestationViewSchema = z.strictObject({
   attestor: addressWireSchema,
   units: uint16Schema,
   vramMiB: uint32Schema,
-  /** Measured throughput of the proof-of-capacity challenge (integer ops per second). */
-  throughput: amountSchema,
+  throughput: amountSchema.describe("Measured throughput of the proof-of-capacity challenge (integer ops per second)."),
   issuedAt: unixSecondsSchema,
   expiry: unixSecondsSchema,
-  /** False once `expiry` has passed. */
-  current: z.boolean(),
+  current: z.boolean().describe("False once `expiry` has passed."),
 });
 export type AttestationView = z.output<typeof attestationViewSchema>;
 
 export const offerViewSchema = z.strictObject({
-  /** `<provider lowercase>:<machineId>`: one live offer per provider machine. */
-  key: z.string(),
+  key: z.string().describe("`<provider lowercase>:<machineId>`: one live offer per provider machine."),
   provider: addressWireSchema,
   machineId: uint32Schema,
-  /** Canonical GPU model name (common/gpu.ts); a MIG slice is `<model>/<profile>`. */
-  model: z.string(),
-  /** keccak256 of the canonical name, as on-chain. */
-  modelHash: bytes32WireSchema,
+  model: z.string().describe("Canonical GPU model name (common/gpu.ts); a MIG slice is `<model>/<profile>`."),
+  modelHash: bytes32WireSchema.describe("keccak256 of the canonical name, as on-chain."),
   units: uint16Schema,
   vramMiB: uint32Schema,
   interconnect: interconnectWireSchema,
   region: z.string(),
-  /** Machines sharing a fast interconnect share a cluster id; zero when standalone. */
-  cluster: bytes32WireSchema,
-  /** Token base units per unit-second (on-demand). */
-  pricePerUnitSecond: amountSchema,
-  /** pricePerUnitSecond × 3600: what a person reads as "per GPU-hour". */
-  pricePerUnitHour: amountSchema,
-  /** Lowest interruptible bid accepted; 0 when the machine sells no interruptible capacity. */
-  minBidPerUnitSecond: amountSchema,
+  cluster: bytes32WireSchema.describe("Machines sharing a fast interconnect share a cluster id; zero when standalone."),
+  pricePerUnitSecond: amountSchema.describe("Token base units per unit-second (on-demand)."),
+  pricePerUnitHour: amountSchema.describe("pricePerUnitSecond × 3600: what a person reads as \"per GPU-hour\"."),
+  minBidPerUnitSecond: amountSchema.describe("Lowest interruptible bid accepted; 0 when the machine sells no interruptible capacity."),
   minDuration: uint32Schema,
   maxDuration: uint32Schema,
   collateralBps: uint16Schema,
@@ -84,18 +75,15 @@ export const offerViewSchema = z.strictObject({
     freeUnits: uint16Schema,
     onDemandUnits: uint16Schema,
     interruptibleUnits: uint16Schema,
-    /** Lowest bid among running interruptible leases (an on-demand renter may preempt them). */
-    lowestInterruptibleBid: amountSchema.nullable(),
+    lowestInterruptibleBid: amountSchema.nullable().describe("Lowest bid among running interruptible leases (an on-demand renter may preempt them)."),
   }),
-  /** True when at least one current attestation, verified by this node, covers the machine. */
-  attested: z.boolean(),
+  attested: z.boolean().describe("True when at least one current attestation, verified by this node, covers the machine."),
   attestations: z.array(attestationViewSchema),
   peerId: z.string(),
   addrs: z.array(z.string()),
   seq: z.number().int().nonnegative(),
   publishedAt: unixSecondsSchema,
-  /** When this node received the current version. */
-  receivedAt: unixSecondsSchema,
+  receivedAt: unixSecondsSchema.describe("When this node received the current version."),
   /** The provider's signed offer, as LeaseMarket.openLease takes it. */
   signed: z.strictObject({ offer: signedOfferSchema, signature: signatureWireSchema }),
 });
@@ -109,24 +97,15 @@ export type OfferSort = z.output<typeof offerSortSchema>;
 
 /** Filters of GET /v1/offers. Every filter is optional; all given filters must hold. */
 export const offerFilterShape = {
-  /** GPU model name or alias (`A100`, `H100-80GB-SXM`); matched on the canonical name. */
-  model: gpuModelQuery.optional(),
-  /** At least this many free units (GPUs) on the machine. */
-  minFreeUnits: queryPositiveInt.optional(),
-  /** At least this much memory per unit, MiB. */
-  minVramMiB: queryPositiveInt.optional(),
-  /** At most this price, token base units per unit-second. */
-  maxPricePerUnitSecond: queryAmount.optional(),
-  /** Region label, case-insensitive. */
-  region: regionQuery.optional(),
-  /** true: only attested machines; false: only machines without a current attestation. */
-  attested: queryBool.optional(),
-  /** Only this provider's offers. */
-  provider: queryAddress.optional(),
-  /** true: only machines that sell interruptible capacity. */
-  interruptible: queryBool.optional(),
-  /** Sort order (default price ascending); `-` sorts descending. */
-  sort: offerSortSchema.default("price"),
+  model: gpuModelQuery.optional().describe("GPU model name or alias (`A100`, `H100-80GB-SXM`); matched on the canonical name."),
+  minFreeUnits: queryPositiveInt.optional().describe("At least this many free units (GPUs) on the machine."),
+  minVramMiB: queryPositiveInt.optional().describe("At least this much memory per unit, MiB."),
+  maxPricePerUnitSecond: queryAmount.optional().describe("At most this price, token base units per unit-second."),
+  region: regionQuery.optional().describe("Region label, case-insensitive."),
+  attested: queryBool.optional().describe("true: only attested machines; false: only machines without a current attestation."),
+  provider: queryAddress.optional().describe("Only this provider's offers."),
+  interruptible: queryBool.optional().describe("true: only machines that sell interruptible capacity."),
+  sort: offerSortSchema.default("price").describe("Sort order (default price ascending); `-` sorts descending."),
 };
 
 export const offerQuerySchema = z.strictObject({ ...offerFilterShape, ...pageQueryShape });

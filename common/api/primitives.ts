@@ -48,12 +48,10 @@ export const interconnectWireSchema = z.enum(["none", "nvlink", "fabric"]);
 export function pageSchema<T extends z.ZodType>(item: T) {
   return z.strictObject({
     items: z.array(item),
-    /** Matching items in total, all pages together. */
-    total: z.number().int().nonnegative(),
+    total: z.number().int().nonnegative().describe("Matching items in total, all pages together."),
     limit: z.number().int().positive(),
     offset: z.number().int().nonnegative(),
-    /** The offset of the next page, or null on the last page. */
-    nextOffset: z.number().int().nonnegative().nullable(),
+    nextOffset: z.number().int().nonnegative().nullable().describe("The offset of the next page, or null on the last page."),
   });
 }
 
@@ -105,8 +103,6 @@ export const regionQuery = z.string().min(1).max(32).regex(/^[A-Za-z0-9._-]+$/, 
 
 /** Page parameters shared by every list route. */
 export const pageQueryShape = {
-  /** Items per page, 1..200 (default 50). */
-  limit: queryInt(1, 200).default(50),
-  /** Items to skip (default 0). */
-  offset: queryInt(0, 1_000_000).default(0),
+  limit: queryInt(1, 200).default(50).describe("Items per page, 1..200 (default 50)."),
+  offset: queryInt(0, 1_000_000).default(0).describe("Items to skip (default 0)."),
 };

@@ -56,6 +56,8 @@ export type ApiServer = {
   hub: EventHub;
   /** The OpenAPI document served at /openapi.json. */
   document: Record<string, unknown>;
+  /** Every (method, url) fastify registered, automatic HEAD routes and the CORS preflight included. */
+  registeredRoutes: readonly { method: string; url: string }[];
   /** Listens on options.host:options.port; resolves to the base URL (`http://127.0.0.1:8080`). */
   listen(): Promise<string>;
   /** Ends the event streams and closes the server. */
@@ -81,6 +83,12 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     bodyLimit: options.maxBodyBytes,
     trustProxy: options.trustProxy,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+  });
+
+  // Every route fastify registers, plugins' included: the OpenAPI test compares them with the document.
+  const registeredRoutes: { method: string; url: string }[] = [];
+  app.addHook("onRoute", (route) => {
+    for (const method of [route.method].flat()) registeredRoutes.push({ method, url: route.url });
   });
 
   // Validation with the routes' zod schemas: the 400 names each bad field and what is accepted.
@@ -224,6 +232,7 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     routes,
     hub,
     document,
+    registeredRoutes,
     async listen() {
       const address = await app.listen({ host: options.host, port: options.port });
       logger.info("API listening", { address });

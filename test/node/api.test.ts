@@ -552,6 +552,27 @@ describe("HTTP API routes", () => {
   });
 
   describe("options", () => {
+    it("reads api.* from the node configuration's sources", async () => {
+      const { loadConfig, ConfigError } = await import("../../node/config/load.js");
+      const { nodeConfigSchema } = await import("../../node/config/schema.js");
+      const config = await loadConfig(nodeConfigSchema, {
+        env: { SUANLI_API__PORT: "9090", SUANLI_API__CORS_ORIGINS: "https://a.example,https://b.example" },
+        flags: { "api.sse.heartbeatMs": "5000", "api.enabled": "true" },
+      });
+      assert.equal(config.api.enabled, true);
+      assert.equal(config.api.host, "127.0.0.1");
+      assert.equal(config.api.port, 9090);
+      assert.deepEqual(config.api.corsOrigins, ["https://a.example", "https://b.example"]);
+      assert.equal(config.api.sse.heartbeatMs, 5000);
+      assert.equal(config.api.maxBodyBytes, 65_536);
+      await assert.rejects(loadConfig(nodeConfigSchema, { env: { SUANLI_API__RATE_LIMIT_PER_MINUTE: "0" } }), (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.deepEqual(error.keys, ["api.rateLimitPerMinute"]);
+        assert.match(error.message, /SUANLI_API__RATE_LIMIT_PER_MINUTE/);
+        return true;
+      });
+    });
+
     it("refuses bad api options naming the key", async () => {
       const { createApiServer } = await import("../../node/api/server.js");
       await assert.rejects(

@@ -6,9 +6,8 @@
 import type { Address, HDAccount } from "viem";
 import type { LeaseView, ProviderView } from "../../common/api/chain.js";
 import { devnetAccount } from "../../common/devnet.js";
-import { ANY_RENTER, suanliDomain, suanliTypes, type Attestation, type Offer } from "../../common/eip712.js";
 import { modelHash } from "../../common/gpu.js";
-import { offerMessageSchema, type OfferMessage } from "../../common/offers/message.js";
+import { signedOfferEntry as signedEntry, type SignedOfferSpec } from "../../node/api/demo.js";
 import type { OfferEntry } from "../../node/api/source.js";
 
 /** A LeaseMarket address for EIP-712 domains in tests that deploy no market. */
@@ -16,99 +15,11 @@ export const TEST_MARKET: Address = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
 export const TEST_CHAIN_ID = 31337;
 export const ZERO32 = `0x${"0".repeat(64)}` as const;
 
-export type OfferSpec = {
-  provider: HDAccount;
-  machineId: number;
-  model: string;
-  units?: number;
-  vramMiB?: number;
-  region?: string;
-  pricePerUnitSecond: bigint;
-  minBidPerUnitSecond?: bigint;
-  freeUnits?: number;
-  onDemandUnits?: number;
-  interruptibleUnits?: number;
-  minDuration?: number;
-  maxDuration?: number;
-  seq?: number;
-  /** Unix seconds the offer was published and received. */
-  at: number;
-  expiresIn?: number;
-  /** Sign a current attestation with this attestor. */
-  attestor?: HDAccount;
-  interconnect?: "none" | "nvlink" | "fabric";
-  cluster?: `0x${string}`;
-};
+export type OfferSpec = Omit<SignedOfferSpec, "domain" | "provider" | "attestor"> & { provider: HDAccount; attestor?: HDAccount };
 
-export async function signedOfferEntry(spec: OfferSpec): Promise<OfferEntry> {
-  const domain = suanliDomain(TEST_CHAIN_ID, TEST_MARKET);
-  const units = spec.units ?? 8;
-  const vramMiB = spec.vramMiB ?? 81_920;
-  const offer: Offer = {
-    provider: spec.provider.address,
-    machineId: spec.machineId,
-    model: modelHash(spec.model),
-    pricePerUnitSecond: spec.pricePerUnitSecond,
-    minBidPerUnitSecond: spec.minBidPerUnitSecond ?? 0n,
-    minDuration: spec.minDuration ?? 60,
-    maxDuration: spec.maxDuration ?? 86_400,
-    collateralBps: 2000,
-    startWindow: 300,
-    nonce: BigInt(spec.seq ?? 1),
-    expiry: spec.at + (spec.expiresIn ?? 3600),
-    renter: ANY_RENTER,
-  };
-  const signature = await spec.provider.signTypedData({ domain, types: { Offer: suanliTypes.Offer }, primaryType: "Offer", message: offer });
-  const verifiedAttestations = [];
-  const attestations = [];
-  if (spec.attestor) {
-    const attestation: Attestation = {
-      provider: spec.provider.address,
-      machineId: spec.machineId,
-      model: offer.model,
-      units,
-      vramMiB,
-      throughput: 123_456_789n,
-      issuedAt: spec.at - 60,
-      expiry: spec.at + 24 * 3600,
-    };
-    const attestationSignature = await spec.attestor.signTypedData({
-      domain,
-      types: { Attestation: suanliTypes.Attestation },
-      primaryType: "Attestation",
-      message: attestation,
-    });
-    attestations.push({ attestation, signature: attestationSignature });
-    verifiedAttestations.push({ attestor: spec.attestor.address, attestation });
-  }
-  const onDemandUnits = spec.onDemandUnits ?? 0;
-  const interruptibleUnits = spec.interruptibleUnits ?? 0;
-  // Parse through the gossip schema so test messages are exactly what the book would hold.
-  const message: OfferMessage = offerMessageSchema.parse({
-    v: 1,
-    offer,
-    signature,
-    machine: {
-      model: spec.model,
-      units,
-      vramMiB,
-      interconnect: spec.interconnect ?? "nvlink",
-      region: spec.region ?? "eu-west",
-      cluster: spec.cluster ?? ZERO32,
-    },
-    capacity: {
-      freeUnits: spec.freeUnits ?? units - onDemandUnits - interruptibleUnits,
-      onDemandUnits,
-      interruptibleUnits,
-      lowestInterruptibleBid: interruptibleUnits > 0 ? 1n : null,
-    },
-    attestations,
-    peerId: "12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN",
-    addrs: ["/ip4/127.0.0.1/tcp/4001"],
-    seq: spec.seq ?? 1,
-    publishedAt: spec.at,
-  });
-  return { message, verifiedAttestations, receivedAt: spec.at };
+/** An offer-book entry signed by the test wallets for the test chain and market. */
+export function signedOfferEntry(spec: OfferSpec): Promise<OfferEntry> {
+  return signedEntry({ ...spec, domain: { chainId: TEST_CHAIN_ID, verifyingContract: TEST_MARKET } });
 }
 
 export function providerRecord(account: HDAccount, machines: ProviderView["machines"], overrides: Partial<ProviderView> = {}): ProviderView {

@@ -38,7 +38,7 @@ export function drawPriceChart(svg: SVGSVGElement, input: ChartInput): number {
     el("line", { class: "axis", x1: PAD.left, y1: PAD.top, x2: PAD.left, y2: PAD.top + plotH }),
   );
   const span = Math.max(1, input.to - input.from);
-  const withDate = span > 86_400;
+  const withDate = span >= 86_400;
   svg.append(
     el("text", { x: PAD.left, y: HEIGHT - 8 }, clockTime(input.from, withDate)),
     el("text", { x: PAD.left + plotW, y: HEIGHT - 8, "text-anchor": "end" }, clockTime(input.to, withDate)),
