@@ -128,7 +128,7 @@ const DEMO_MACHINES: DemoMachine[] = [
 ];
 const ATTESTOR_INDEX = 7;
 
-/** Fills the source with the demo providers and their offers; returns the provider wallets. */
+/** Fills the source with the demo providers and their offers, and lets it sign reservations for them. */
 export async function seedDemoMarket(
   source: InMemoryMarketSource,
   options: { domain: SignedOfferSpec["domain"]; nowSeconds: number },

@@ -43,6 +43,8 @@ export const apiOptionsSchema = z.strictObject({
       replayEvents: z.number().int().min(0).max(100_000).default(1000),
     })
     .prefault({}),
+  /** GET /v1/health reports `down` when the checks take longer than this. */
+  healthTimeoutMs: z.number().int().min(100).max(60_000).default(5000),
   /** How far a signed request's issuedAt may be from the node's clock, seconds. */
   signatureMaxAgeSeconds: z.number().int().min(10).max(3600).default(300),
 });

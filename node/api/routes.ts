@@ -28,6 +28,7 @@ import {
   reservationAnswerSchema,
   reservationBodySchema,
   statsQuerySchema,
+  type HealthCheck,
   type HealthStatus,
 } from "../../common/api/market.js";
 import { machineIdParamsSchema, offerKeyParamsSchema, offerPageSchema, offerQuerySchema, offerViewSchema } from "../../common/api/offers.js";
@@ -120,11 +121,18 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
         503: { description: "A dependency is down", schema: healthSchema },
       },
       handler: async ({ reply }) => {
-        let checks;
+        let checks: HealthCheck[];
+        let timer: NodeJS.Timeout | undefined;
         try {
-          checks = await source.health();
+          // A health check that hangs (an RPC endpoint that accepts and never answers) is itself the answer.
+          const timeout = new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(new Error(`health checks did not answer within ${options.healthTimeoutMs} ms`)), options.healthTimeoutMs);
+          });
+          checks = await Promise.race([source.health(), timeout]);
         } catch (cause) {
-          checks = [{ name: "source", status: "down" as const, detail: cause instanceof Error ? cause.message : String(cause) }];
+          checks = [{ name: "source", status: "down", detail: cause instanceof Error ? cause.message : String(cause) }];
+        } finally {
+          clearTimeout(timer);
         }
         const status = worst(checks.map((check) => check.status));
         const body = {

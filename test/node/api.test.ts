@@ -68,6 +68,24 @@ describe("HTTP API routes", () => {
     });
   });
 
+  it("answers 503 when the health checks hang past api.healthTimeoutMs", async () => {
+    class HangingSource extends InMemoryMarketSource {
+      override health() {
+        return new Promise<never>(() => {});
+      }
+    }
+    const hanging = await startApiFixture({ healthTimeoutMs: 100 }, { source: new HangingSource() });
+    try {
+      const response = await hanging.api.app.inject({ method: "GET", url: "/v1/health" });
+      assert.equal(response.statusCode, 503);
+      const health = healthSchema.decode(response.json());
+      assert.deepEqual(health.checks.map((check) => [check.name, check.status]), [["source", "down"]]);
+      assert.match(health.checks[0].detail ?? "", /within 100 ms/);
+    } finally {
+      await hanging.close();
+    }
+  });
+
   describe("GET /v1/offers", () => {
     it("lists live offers cheapest first, amounts as decimal strings, with a usable signed offer", async () => {
       const response = await get("/v1/offers");
