@@ -3,6 +3,7 @@ import { logOptionsSchema } from "../log/logger.js";
 import { chainOptionsSchema } from "../chain/options.js";
 import { attestOptionsSchema } from "../attest/options.js";
 import { providerOptionsSchema } from "../provider/options.js";
+import { apiOptionsSchema } from "../api/options.js";
 
 /**
  * The node's configuration: one strict object, each concern's options defined beside the
@@ -15,5 +16,6 @@ export const nodeConfigSchema = z.strictObject({
   chain: chainOptionsSchema.prefault({}),
   attest: attestOptionsSchema.prefault({}),
   provider: providerOptionsSchema.prefault({}),
+  api: apiOptionsSchema.prefault({}),
 });
 export type NodeConfig = z.output<typeof nodeConfigSchema>;

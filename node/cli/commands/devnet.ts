@@ -4,6 +4,10 @@ import { connectChain } from "../../chain/clients.js";
 import { deployContracts } from "../../chain/deploy.js";
 import { startEmbeddedChain } from "../../chain/embedded.js";
 import { DEFAULT_DEPLOYMENTS_DIR, writeDeployment } from "../../chain/manifest.js";
+import { seedDemoMarket, startDemoActivity } from "../../api/demo.js";
+import { InMemoryMarketSource } from "../../api/memory-source.js";
+import { createApiServer, type ApiServer } from "../../api/server.js";
+import { createLogger } from "../../log/logger.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
 
 export function registerDevnet(program: Command): void {
@@ -12,11 +16,20 @@ export function registerDevnet(program: Command): void {
     .description("start a local chain on 127.0.0.1 with the Suanli contracts deployed, and keep it running")
     .option("--port <port>", "JSON-RPC port", "8545")
     .option("--deployments <dir>", "where to write the deployment manifest", DEFAULT_DEPLOYMENTS_DIR)
+    .option("--api-port <port>", "also serve the HTTP API and explorer on 127.0.0.1:<port>")
+    .option("--demo-offers", "with --api-port: fill the API with signed demo offers from devnet wallets, updated every few seconds")
     .option("--json", "print the devnet description as JSON")
-    .action(async (options: { port: string; deployments: string; json?: boolean }) => {
+    .action(async (options: { port: string; deployments: string; apiPort?: string; demoOffers?: boolean; json?: boolean }) => {
       const port = Number(options.port);
       if (!Number.isInteger(port) || port < 0 || port > 65535) {
         throw new CliError(`--port must be an integer from 0 to 65535, got "${options.port}"`, ExitCode.usage);
+      }
+      const apiPort = options.apiPort === undefined ? undefined : Number(options.apiPort);
+      if (apiPort !== undefined && (!Number.isInteger(apiPort) || apiPort < 0 || apiPort > 65535)) {
+        throw new CliError(`--api-port must be an integer from 0 to 65535, got "${options.apiPort}"`, ExitCode.usage);
+      }
+      if (options.demoOffers && apiPort === undefined) {
+        throw new CliError("--demo-offers needs --api-port", ExitCode.usage);
       }
       const json = Boolean(options.json);
       progress(json, "Starting the embedded chain...");
@@ -25,9 +38,32 @@ export function registerDevnet(program: Command): void {
       const deployment = await deployContracts({ publicClient: clients.publicClient, walletClient: clients.walletClient! });
       const manifest = await writeDeployment(options.deployments, deployment);
       const accounts = Array.from({ length: 10 }, (_, i) => devnetAccount(i).address);
-      emit(json, { rpcUrl: chain.rpcUrl, chainId: deployment.chainId, manifest, contracts: deployment.contracts, accounts }, () =>
+
+      // The HTTP API over an in-memory market: the node's offer book replaces it once it runs here.
+      let api: ApiServer | undefined;
+      let stopDemo: (() => void) | undefined;
+      let apiUrl: string | undefined;
+      if (apiPort !== undefined) {
+        const domain = { chainId: deployment.chainId, verifyingContract: deployment.contracts.market ?? deployment.contracts.token };
+        const source = new InMemoryMarketSource({ publicClient: clients.publicClient, domain });
+        if (options.demoOffers) {
+          progress(json, "Seeding demo offers...");
+          await seedDemoMarket(source, { domain, nowSeconds: Math.floor(Date.now() / 1000) });
+          stopDemo = startDemoActivity(source, { domain, intervalMs: 5000, nowSeconds: () => Math.floor(Date.now() / 1000) });
+        }
+        api = await createApiServer({
+          source,
+          deployment,
+          options: { enabled: true, host: "127.0.0.1", port: apiPort },
+          logger: createLogger({ level: "warn" }),
+        });
+        apiUrl = await api.listen();
+      }
+
+      emit(json, { rpcUrl: chain.rpcUrl, chainId: deployment.chainId, manifest, contracts: deployment.contracts, accounts, apiUrl: apiUrl ?? null }, () =>
         [
           `Devnet running at ${chain.rpcUrl} (chain ${deployment.chainId})`,
+          ...(apiUrl ? [`HTTP API at ${apiUrl}/v1/ (OpenAPI: ${apiUrl}/openapi.json), explorer at ${apiUrl}/explorer/`] : []),
           `Contracts (manifest ${manifest}):`,
           ...Object.entries(deployment.contracts).map(([role, address]) => `  ${role.padEnd(9)} ${address}`),
           `Funded accounts (mnemonic "${DEVNET_MNEMONIC}"):`,
@@ -39,6 +75,8 @@ export function registerDevnet(program: Command): void {
         process.once("SIGINT", resolve);
         process.once("SIGTERM", resolve);
       });
+      stopDemo?.();
+      await api?.close();
       await chain.close();
     });
 }

@@ -1,0 +1,131 @@
+/**
+ * Offers as the HTTP API shows them: the gossiped offer message flattened for tables, with the
+ * signed EIP-712 Offer kept whole so that a front end can open a lease with it directly.
+ */
+import { z } from "zod";
+import type { Offer } from "../eip712.js";
+import {
+  addressWireSchema,
+  amountSchema,
+  bytes32WireSchema,
+  gpuModelQuery,
+  interconnectWireSchema,
+  pageQueryShape,
+  pageSchema,
+  queryAddress,
+  queryAmount,
+  queryBool,
+  queryInt,
+  queryPositiveInt,
+  regionQuery,
+  signatureWireSchema,
+  uint16Schema,
+  uint32Schema,
+  unixSecondsSchema,
+} from "./primitives.js";
+
+/** The EIP-712 Offer as signed by the provider (what `LeaseMarket.openLease` takes). */
+export const signedOfferSchema = z.strictObject({
+  provider: addressWireSchema,
+  machineId: uint32Schema,
+  model: bytes32WireSchema,
+  pricePerUnitSecond: amountSchema,
+  minBidPerUnitSecond: amountSchema,
+  minDuration: uint32Schema,
+  maxDuration: uint32Schema,
+  collateralBps: uint16Schema,
+  startWindow: uint32Schema,
+  nonce: amountSchema,
+  expiry: unixSecondsSchema,
+  renter: addressWireSchema,
+}) satisfies z.ZodType<Offer, unknown>;
+
+/** A hardware attestation of a machine, with the attestor that signed it (verified by the node). */
+export const attestationViewSchema = z.strictObject({
+  attestor: addressWireSchema,
+  units: uint16Schema,
+  vramMiB: uint32Schema,
+  throughput: amountSchema.describe("Measured throughput of the proof-of-capacity challenge (integer ops per second)."),
+  issuedAt: unixSecondsSchema,
+  expiry: unixSecondsSchema,
+  current: z.boolean().describe("False once `expiry` has passed."),
+});
+export type AttestationView = z.output<typeof attestationViewSchema>;
+
+export const offerViewSchema = z.strictObject({
+  key: z.string().describe("`<provider lowercase>:<machineId>`: one live offer per provider machine."),
+  provider: addressWireSchema,
+  machineId: uint32Schema,
+  model: z.string().describe("Canonical GPU model name (common/gpu.ts); a MIG slice is `<model>/<profile>`."),
+  modelHash: bytes32WireSchema.describe("keccak256 of the canonical name, as on-chain."),
+  units: uint16Schema,
+  vramMiB: uint32Schema,
+  interconnect: interconnectWireSchema,
+  region: z.string(),
+  cluster: bytes32WireSchema.describe("Machines sharing a fast interconnect share a cluster id; zero when standalone."),
+  pricePerUnitSecond: amountSchema.describe("Token base units per unit-second (on-demand)."),
+  pricePerUnitHour: amountSchema.describe("pricePerUnitSecond × 3600: what a person reads as \"per GPU-hour\"."),
+  minBidPerUnitSecond: amountSchema.describe("Lowest interruptible bid accepted; 0 when the machine sells no interruptible capacity."),
+  minDuration: uint32Schema,
+  maxDuration: uint32Schema,
+  collateralBps: uint16Schema,
+  startWindow: uint32Schema,
+  expiry: unixSecondsSchema,
+  capacity: z.strictObject({
+    freeUnits: uint16Schema,
+    onDemandUnits: uint16Schema,
+    interruptibleUnits: uint16Schema,
+    lowestInterruptibleBid: amountSchema.nullable().describe("Lowest bid among running interruptible leases (an on-demand renter may preempt them)."),
+  }),
+  attested: z.boolean().describe("True when at least one current attestation, verified by this node, covers the machine."),
+  attestations: z.array(attestationViewSchema),
+  peerId: z.string(),
+  addrs: z.array(z.string()),
+  seq: z.number().int().nonnegative(),
+  publishedAt: unixSecondsSchema,
+  receivedAt: unixSecondsSchema.describe("When this node received the current version."),
+  /** The provider's signed offer, as LeaseMarket.openLease takes it. */
+  signed: z.strictObject({ offer: signedOfferSchema, signature: signatureWireSchema }),
+});
+export type OfferView = z.output<typeof offerViewSchema>;
+
+export const offerSortSchema = z.enum(
+  ["price", "-price", "vram", "-vram", "freeUnits", "-freeUnits", "published", "-published"],
+  { error: "expected one of price, -price, vram, -vram, freeUnits, -freeUnits, published, -published" },
+);
+export type OfferSort = z.output<typeof offerSortSchema>;
+
+/** Filters of GET /v1/offers. Every filter is optional; all given filters must hold. */
+export const offerFilterShape = {
+  model: gpuModelQuery.optional().describe("GPU model name or alias (`A100`, `H100-80GB-SXM`); matched on the canonical name."),
+  minFreeUnits: queryPositiveInt.optional().describe("At least this many free units (GPUs) on the machine."),
+  minVramMiB: queryPositiveInt.optional().describe("At least this much memory per unit, MiB."),
+  maxPricePerUnitSecond: queryAmount.optional().describe("At most this price, token base units per unit-second."),
+  region: regionQuery.optional().describe("Region label, case-insensitive."),
+  attested: queryBool.optional().describe("true: only attested machines; false: only machines without a current attestation."),
+  provider: queryAddress.optional().describe("Only this provider's offers."),
+  interruptible: queryBool.optional().describe("true: only machines that sell interruptible capacity."),
+  sort: offerSortSchema.default("price").describe("Sort order (default price ascending); `-` sorts descending."),
+};
+
+export const offerQuerySchema = z.strictObject({ ...offerFilterShape, ...pageQueryShape });
+export type OfferQuery = z.output<typeof offerQuerySchema>;
+/** The filter part of an offer query (what a data source receives). */
+export type OfferFilter = Omit<OfferQuery, "limit" | "offset">;
+
+export const offerPageSchema = pageSchema(offerViewSchema);
+export type OfferPage = z.output<typeof offerPageSchema>;
+
+/** `/v1/offers/{key}`: `<provider>:<machineId>`. */
+export const offerKeyParamsSchema = z.strictObject({
+  key: z
+    .string()
+    .regex(/^0x[0-9a-fA-F]{40}:\d{1,10}$/, "expected <provider address>:<machine id>, e.g. 0xabc…:3")
+    .transform((key) => {
+      const [provider, machineId] = key.split(":");
+      return `${provider.toLowerCase()}:${Number(machineId)}`;
+    }),
+});
+
+/** Machine-id path parameter. */
+export const machineIdParamsSchema = z.strictObject({ machineId: queryInt(1, 2 ** 32 - 1) });

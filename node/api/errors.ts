@@ -1,0 +1,114 @@
+/**
+ * Errors the HTTP API answers with. Each has a stable `name` (what clients match on) and the
+ * HTTP status it maps to; the body is `{ error: { name, message, fields? } }` (common/api/market.ts).
+ */
+import { InvalidInputError, SuanliError, type SuanliErrorParameters } from "../../common/errors.js";
+import type { InputIssue } from "../../common/validation.js";
+
+export class ApiError extends SuanliError {
+  override name = "ApiError";
+  constructor(
+    readonly statusCode: number,
+    shortMessage: string,
+    parameters?: SuanliErrorParameters,
+  ) {
+    super(shortMessage, parameters);
+  }
+}
+
+/** A query string, path parameter or body did not match its schema (400). Keeps each issue. */
+export class RequestInputError extends InvalidInputError {
+  // Same stable name as everywhere else in Suanli: a 400 always reads InvalidInputError.
+  override name = "InvalidInputError";
+  readonly statusCode = 400;
+  constructor(
+    what: string,
+    readonly issues: InputIssue[],
+  ) {
+    super(what, issues);
+  }
+}
+
+export class OfferNotFoundError extends ApiError {
+  override name = "OfferNotFoundError";
+  constructor(key: string) {
+    super(404, `No live offer ${key}`, { metaMessages: ["Offers expire; list the live ones with GET /v1/offers."] });
+  }
+}
+
+export class ProviderNotFoundError extends ApiError {
+  override name = "ProviderNotFoundError";
+  constructor(address: string) {
+    super(404, `No provider registered at ${address}`);
+  }
+}
+
+export class MachineNotFoundError extends ApiError {
+  override name = "MachineNotFoundError";
+  constructor(machineId: number) {
+    super(404, `No machine ${machineId} in the registry`);
+  }
+}
+
+export class LeaseNotFoundError extends ApiError {
+  override name = "LeaseNotFoundError";
+  constructor(id: bigint) {
+    super(404, `No lease ${id}`);
+  }
+}
+
+export class RouteNotFoundError extends ApiError {
+  override name = "RouteNotFoundError";
+  constructor(method: string, url: string) {
+    super(404, `No route ${method} ${url.split("?")[0]}; the routes are listed in /openapi.json`);
+  }
+}
+
+export class InvalidSignatureError extends ApiError {
+  override name = "InvalidSignatureError";
+  constructor(message: string) {
+    super(401, message);
+  }
+}
+
+export class StaleSignatureError extends ApiError {
+  override name = "StaleSignatureError";
+  constructor(message: string) {
+    super(401, message);
+  }
+}
+
+export class ReplayedRequestError extends ApiError {
+  override name = "ReplayedRequestError";
+  constructor() {
+    super(409, "This signed request was already received; sign a new one with a fresh nonce");
+  }
+}
+
+export class RateLimitedError extends ApiError {
+  override name = "RateLimitedError";
+  constructor(retryAfterSeconds: number, max: number) {
+    super(429, `Rate limit of ${max} requests per minute exceeded; retry in ${retryAfterSeconds} s (see Retry-After)`);
+  }
+}
+
+export class TooManyStreamsError extends ApiError {
+  override name = "TooManyStreamsError";
+  constructor(message: string, statusCode = 429) {
+    super(statusCode, message);
+  }
+}
+
+export class ServiceUnavailableError extends ApiError {
+  override name = "ServiceUnavailableError";
+  constructor(message: string) {
+    super(503, message);
+  }
+}
+
+export class ExplorerNotBuiltError extends ApiError {
+  override name = "ExplorerNotBuiltError";
+  constructor() {
+    super(503, "The explorer bundle is missing; run `npm run build` on this node");
+  }
+}

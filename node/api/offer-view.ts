@@ -1,0 +1,122 @@
+/**
+ * Turning book entries into the API's offer view, and the offer filters and sort orders of
+ * GET /v1/offers, in one place so that every data source filters the way the API documents.
+ */
+import type { OfferFilter, OfferSort, OfferView, AttestationView } from "../../common/api/offers.js";
+import { offerKey, pricePerUnitHour } from "../../common/offers/message.js";
+import type { OfferEntry, VerifiedAttestation } from "./source.js";
+
+/** A verified attestation covers the offer's machine and has not expired. */
+export function attestationCovers(entry: OfferEntry, verified: VerifiedAttestation, nowSeconds: number): boolean {
+  const { attestation } = verified;
+  const { offer } = entry.message;
+  return (
+    attestation.expiry > nowSeconds &&
+    attestation.provider.toLowerCase() === offer.provider.toLowerCase() &&
+    attestation.machineId === offer.machineId &&
+    attestation.model.toLowerCase() === offer.model.toLowerCase()
+  );
+}
+
+export function isAttested(entry: OfferEntry, nowSeconds: number): boolean {
+  return entry.verifiedAttestations.some((verified) => attestationCovers(entry, verified, nowSeconds));
+}
+
+export function toAttestationView(verified: VerifiedAttestation, nowSeconds: number): AttestationView {
+  const { attestation } = verified;
+  return {
+    attestor: verified.attestor,
+    units: attestation.units,
+    vramMiB: attestation.vramMiB,
+    throughput: attestation.throughput,
+    issuedAt: attestation.issuedAt,
+    expiry: attestation.expiry,
+    current: attestation.expiry > nowSeconds,
+  };
+}
+
+export function entryKey(entry: OfferEntry): string {
+  return offerKey(entry.message.offer.provider, entry.message.offer.machineId);
+}
+
+export function toOfferView(entry: OfferEntry, nowSeconds: number): OfferView {
+  const { offer, machine, capacity, signature } = entry.message;
+  return {
+    key: entryKey(entry),
+    provider: offer.provider,
+    machineId: offer.machineId,
+    model: machine.model,
+    modelHash: offer.model,
+    units: machine.units,
+    vramMiB: machine.vramMiB,
+    interconnect: machine.interconnect,
+    region: machine.region,
+    cluster: machine.cluster,
+    pricePerUnitSecond: offer.pricePerUnitSecond,
+    pricePerUnitHour: pricePerUnitHour(offer.pricePerUnitSecond),
+    minBidPerUnitSecond: offer.minBidPerUnitSecond,
+    minDuration: offer.minDuration,
+    maxDuration: offer.maxDuration,
+    collateralBps: offer.collateralBps,
+    startWindow: offer.startWindow,
+    expiry: offer.expiry,
+    capacity: {
+      freeUnits: capacity.freeUnits,
+      onDemandUnits: capacity.onDemandUnits,
+      interruptibleUnits: capacity.interruptibleUnits,
+      lowestInterruptibleBid: capacity.lowestInterruptibleBid,
+    },
+    attested: isAttested(entry, nowSeconds),
+    attestations: entry.verifiedAttestations.map((verified) => toAttestationView(verified, nowSeconds)),
+    peerId: entry.message.peerId,
+    addrs: entry.message.addrs,
+    seq: entry.message.seq,
+    publishedAt: entry.message.publishedAt,
+    receivedAt: entry.receivedAt,
+    signed: { offer, signature },
+  };
+}
+
+/** True when the offer is live at `nowSeconds` and passes every filter given. */
+export function offerMatchesFilter(entry: OfferEntry, filter: OfferFilter, nowSeconds: number): boolean {
+  const { offer, machine, capacity } = entry.message;
+  if (offer.expiry <= nowSeconds) return false;
+  if (filter.model !== undefined && machine.model !== filter.model) return false;
+  if (filter.minFreeUnits !== undefined && capacity.freeUnits < filter.minFreeUnits) return false;
+  if (filter.minVramMiB !== undefined && machine.vramMiB < filter.minVramMiB) return false;
+  if (filter.maxPricePerUnitSecond !== undefined && offer.pricePerUnitSecond > filter.maxPricePerUnitSecond) return false;
+  if (filter.region !== undefined && machine.region.toLowerCase() !== filter.region.toLowerCase()) return false;
+  if (filter.attested !== undefined && isAttested(entry, nowSeconds) !== filter.attested) return false;
+  if (filter.provider !== undefined && offer.provider.toLowerCase() !== filter.provider.toLowerCase()) return false;
+  if (filter.interruptible !== undefined && offer.minBidPerUnitSecond > 0n !== filter.interruptible) return false;
+  return true;
+}
+
+function compareBigint(a: bigint, b: bigint): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** A comparator for a sort order; ties break on the key so that pages are stable. */
+export function offerComparator(sort: OfferSort): (a: OfferEntry, b: OfferEntry) => number {
+  const descending = sort.startsWith("-");
+  const field = descending ? sort.slice(1) : sort;
+  const primary = (a: OfferEntry, b: OfferEntry): number => {
+    switch (field) {
+      case "price":
+        return compareBigint(a.message.offer.pricePerUnitSecond, b.message.offer.pricePerUnitSecond);
+      case "vram":
+        return a.message.machine.vramMiB - b.message.machine.vramMiB;
+      case "freeUnits":
+        return a.message.capacity.freeUnits - b.message.capacity.freeUnits;
+      default:
+        return a.message.publishedAt - b.message.publishedAt;
+    }
+  };
+  return (a, b) => {
+    const order = primary(a, b);
+    if (order !== 0) return descending ? -order : order;
+    const ka = entryKey(a);
+    const kb = entryKey(b);
+    return ka < kb ? -1 : ka > kb ? 1 : 0;
+  };
+}

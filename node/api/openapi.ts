@@ -1,0 +1,128 @@
+/**
+ * The OpenAPI 3.1 document, generated from the route table and the same zod schemas the server
+ * validates with. JSON Schema comes from zod's own `z.toJSONSchema` on the wire side of each schema
+ * (`io: "input"`): amounts are zod codecs whose wire form is a decimal string.
+ *
+ * (fastify-type-provider-zod + @fastify/swagger were tried: the bridge documents responses from
+ * the output side of a schema, which for codecs is a bigint and comes out as an empty schema.)
+ */
+import { z } from "zod";
+import { leasePageSchema, leaseViewSchema, machinePageSchema, machineViewSchema, providerPageSchema, providerViewSchema } from "../../common/api/chain.js";
+import { offerRemovedEventSchema, resetEventSchema } from "../../common/api/events.js";
+import {
+  apiErrorSchema,
+  healthSchema,
+  marketStatsSchema,
+  matchRequestSchema,
+  matchResultSchema,
+  nodeInfoSchema,
+  reservationAnswerSchema,
+  reservationBodySchema,
+} from "../../common/api/market.js";
+import { offerPageSchema, offerViewSchema } from "../../common/api/offers.js";
+import { openApiPath, type RouteSpec } from "./route.js";
+
+type Json = Record<string, unknown>;
+
+/** Schemas documented once under components/schemas and referenced by name. */
+export const apiComponents = z.registry<{ id: string }>();
+const named: [z.ZodType, string][] = [
+  [offerViewSchema, "Offer"],
+  [offerPageSchema, "OfferPage"],
+  [providerViewSchema, "Provider"],
+  [providerPageSchema, "ProviderPage"],
+  [machineViewSchema, "Machine"],
+  [machinePageSchema, "MachinePage"],
+  [leaseViewSchema, "Lease"],
+  [leasePageSchema, "LeasePage"],
+  [marketStatsSchema, "MarketStats"],
+  [matchRequestSchema, "MatchRequest"],
+  [matchResultSchema, "MatchResult"],
+  [reservationBodySchema, "ReservationRequest"],
+  [reservationAnswerSchema, "ReservationAnswer"],
+  [healthSchema, "Health"],
+  [nodeInfoSchema, "NodeInfo"],
+  [apiErrorSchema, "Error"],
+  [offerRemovedEventSchema, "OfferRemovedEvent"],
+  [resetEventSchema, "ResetEvent"],
+];
+for (const [schema, id] of named) apiComponents.add(schema, { id });
+
+const REF_PREFIX = "#/components/schemas/";
+
+function stripIdentity(schema: Json): Json {
+  const { $schema: _schema, $id: _id, ...rest } = schema;
+  return rest;
+}
+
+function jsonSchema(schema: z.ZodType): Json {
+  const id = apiComponents.get(schema)?.id;
+  if (id) return { $ref: `${REF_PREFIX}${id}` };
+  return stripIdentity(z.toJSONSchema(schema, { io: "input", target: "draft-2020-12", unrepresentable: "throw" }) as Json);
+}
+
+function parameters(schema: z.ZodType | undefined, where: "query" | "path"): Json[] {
+  if (!schema) return [];
+  const object = z.toJSONSchema(schema, { io: "input", target: "draft-2020-12", unrepresentable: "throw" }) as {
+    properties?: Record<string, Json>;
+    required?: string[];
+  };
+  return Object.entries(object.properties ?? {}).map(([name, property]) => {
+    const { description, ...rest } = property;
+    return {
+      name,
+      in: where,
+      required: where === "path" || (object.required ?? []).includes(name),
+      ...(description ? { description } : {}),
+      schema: rest,
+    };
+  });
+}
+
+export type OpenApiInfo = { title: string; version: string; description: string };
+
+export function buildOpenApiDocument(routes: readonly RouteSpec[], info: OpenApiInfo): Json {
+  const paths: Record<string, Record<string, Json>> = {};
+  for (const route of routes) {
+    const responses: Record<string, Json> = {};
+    for (const [code, response] of Object.entries(route.responses)) {
+      const entry: Json = { description: response.description };
+      if (response.schema) entry.content = { [response.contentType ?? "application/json"]: { schema: jsonSchema(response.schema) } };
+      else if (response.contentType) entry.content = { [response.contentType]: { schema: { type: "string" } } };
+      if (response.headers) {
+        entry.headers = Object.fromEntries(
+          Object.entries(response.headers).map(([name, description]) => [name, { description, schema: { type: "string" } }]),
+        );
+      }
+      responses[code] = entry;
+    }
+    const operation: Json = {
+      operationId: route.operationId,
+      summary: route.summary,
+      ...(route.description ? { description: route.description } : {}),
+      tags: [route.tag],
+      parameters: [...parameters(route.params, "path"), ...parameters(route.querystring, "query")],
+      responses,
+    };
+    if (route.body) operation.requestBody = { required: true, content: { "application/json": { schema: jsonSchema(route.body) } } };
+    const path = openApiPath(route.url);
+    paths[path] = { ...paths[path], [route.method.toLowerCase()]: operation };
+  }
+
+  const components = z.toJSONSchema(apiComponents, {
+    io: "input",
+    target: "draft-2020-12",
+    unrepresentable: "throw",
+    uri: (id) => `${REF_PREFIX}${id}`,
+  }) as { schemas: Record<string, Json> };
+  const schemas = Object.fromEntries(Object.entries(components.schemas).map(([id, schema]) => [id, stripIdentity(schema)]));
+
+  return {
+    openapi: "3.1.0",
+    info,
+    jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
+    tags: [...new Set(routes.map((route) => route.tag))].map((name) => ({ name })),
+    paths,
+    components: { schemas },
+  };
+}

@@ -1,0 +1,51 @@
+import { z } from "zod";
+
+/**
+ * Options of the HTTP API (`api.*` in the node's configuration, docs/configuration.md).
+ */
+export const apiOptionsSchema = z.strictObject({
+  /** Serve the API at all. */
+  enabled: z.boolean().default(false),
+  /**
+   * Interface to listen on. Loopback by default: exposing a node to the internet is a decision
+   * (put it behind a reverse proxy and set trustProxy).
+   */
+  host: z.string().min(1).default("127.0.0.1"),
+  /** TCP port; 0 picks a free one. */
+  port: z.number().int().min(0).max(65_535).default(8080),
+  /**
+   * Origins allowed by CORS (`https://app.example`), or `*` for any. The API uses no cookies and
+   * every write carries a wallet signature, so any origin is safe to allow; restrict it to keep
+   * other sites from spending this node's rate limits.
+   */
+  corsOrigins: z.array(z.string().regex(/^(\*|https?:\/\/[^/\s]+)$/, "expected * or an origin like https://app.example")).default(["*"]),
+  /** Requests per client (IP address) per minute, over all routes except /metrics. */
+  rateLimitPerMinute: z.number().int().min(1).max(1_000_000).default(600),
+  /** Signed writes (reservations) and match dry-runs per client per minute; they cost more. */
+  writeRateLimitPerMinute: z.number().int().min(1).max(100_000).default(60),
+  /** Largest request body accepted, bytes; larger ones get 413. */
+  maxBodyBytes: z.number().int().min(1024).max(16 * 1024 * 1024).default(64 * 1024),
+  /** Take the client address from X-Forwarded-For (only behind a reverse proxy you run). */
+  trustProxy: z.boolean().default(false),
+  /** Serve the explorer page at /explorer/. */
+  explorer: z.boolean().default(true),
+  sse: z
+    .strictObject({
+      /** Event streams open at once, all clients together. */
+      maxClients: z.number().int().min(1).max(100_000).default(1000),
+      /** Event streams open at once from one client address. */
+      maxClientsPerIp: z.number().int().min(1).max(10_000).default(16),
+      /** A comment line is sent this often so proxies keep the stream open. */
+      heartbeatMs: z.number().int().min(1000).max(300_000).default(15_000),
+      /** Events queued for a client that reads too slowly before it is disconnected. */
+      clientBufferEvents: z.number().int().min(1).max(100_000).default(512),
+      /** Recent events kept for clients that reconnect with Last-Event-ID. */
+      replayEvents: z.number().int().min(0).max(100_000).default(1000),
+    })
+    .prefault({}),
+  /** GET /v1/health reports `down` when the checks take longer than this. */
+  healthTimeoutMs: z.number().int().min(100).max(60_000).default(5000),
+  /** How far a signed request's issuedAt may be from the node's clock, seconds. */
+  signatureMaxAgeSeconds: z.number().int().min(10).max(3600).default(300),
+});
+export type ApiOptions = z.output<typeof apiOptionsSchema>;

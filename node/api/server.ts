@@ -1,0 +1,248 @@
+/**
+ * The HTTP API server for dApp front ends (fastify 5): offers, providers, machines, leases, market
+ * statistics, a match dry-run, signed reservations, a server-sent event stream, health, Prometheus
+ * metrics, the OpenAPI document and the explorer page. Reads everything from a MarketDataSource.
+ *
+ * @example
+ * import { Registry } from "prom-client";
+ * import { createApiServer } from "./node/api/server.js";
+ * const api = await createApiServer({ source, deployment, options: { port: 8080 }, registry: new Registry() });
+ * const url = await api.listen();
+ * // ... later
+ * await api.close();
+ */
+import { createRequire } from "node:module";
+import cors from "@fastify/cors";
+import rateLimit from "@fastify/rate-limit";
+import Fastify, { type FastifyError, type FastifyInstance } from "fastify";
+import { Registry } from "prom-client";
+import type { z } from "zod";
+import type { ApiErrorBody } from "../../common/api/market.js";
+import type { Deployment } from "../../common/deployment.js";
+import { InvalidInputError } from "../../common/errors.js";
+import { describeIssues, parseInput } from "../../common/validation.js";
+import { silentLogger, type Logger } from "../log/logger.js";
+import { ApiError, RateLimitedError, RequestInputError, RouteNotFoundError } from "./errors.js";
+import { EventHub } from "./events.js";
+import { loadExplorerAssets } from "./explorer-assets.js";
+import { createApiMetrics } from "./metrics.js";
+import { buildOpenApiDocument } from "./openapi.js";
+import { apiOptionsSchema, type ApiOptions } from "./options.js";
+import type { RouteSpec } from "./route.js";
+import { apiRoutes } from "./routes.js";
+import { ReplayGuard } from "./signed.js";
+import type { MarketDataSource } from "./source.js";
+
+const require = createRequire(import.meta.url);
+const VERSION: string = (require("../../package.json") as { version: string }).version;
+
+export type ApiServerDeps = {
+  source: MarketDataSource;
+  /** The deployment the node serves (chain id, contracts, token); its LeaseMarket signs the EIP-712 domain. */
+  deployment: Deployment;
+  /** `api.*` options; defaults apply to what is left out. */
+  options?: z.input<typeof apiOptionsSchema>;
+  logger?: Logger;
+  /** The node's metrics registry: the API registers its metrics there and /metrics serves all of it. */
+  registry?: Registry;
+  /** Clock in milliseconds (tests move it). */
+  now?: () => number;
+};
+
+export type ApiServer = {
+  app: FastifyInstance;
+  options: ApiOptions;
+  routes: readonly RouteSpec[];
+  hub: EventHub;
+  /** The OpenAPI document served at /openapi.json. */
+  document: Record<string, unknown>;
+  /** Every (method, url) fastify registered, automatic HEAD routes and the CORS preflight included. */
+  registeredRoutes: readonly { method: string; url: string }[];
+  /** Listens on options.host:options.port; resolves to the base URL (`http://127.0.0.1:8080`). */
+  listen(): Promise<string>;
+  /** Ends the event streams and closes the server. */
+  close(): Promise<void>;
+};
+
+const PART_NAMES: Record<string, string> = { querystring: "query string", params: "path", body: "request body", headers: "headers" };
+
+function errorBody(name: string, message: string, fields?: { path: string; message: string }[]): ApiErrorBody {
+  return { error: fields ? { name, message, fields } : { name, message } };
+}
+
+export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
+  const options = parseInput(apiOptionsSchema, deps.options ?? {}, "api options");
+  const logger = (deps.logger ?? silentLogger()).child({ module: "api" });
+  const registry = deps.registry ?? new Registry();
+  const metrics = createApiMetrics(registry);
+  const clock = deps.now ?? Date.now;
+  const nowSeconds = () => Math.floor(clock() / 1000);
+
+  const app = Fastify({
+    logger: false,
+    bodyLimit: options.maxBodyBytes,
+    trustProxy: options.trustProxy,
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+  });
+
+  // Every route fastify registers, plugins' included: the OpenAPI test compares them with the document.
+  const registeredRoutes: { method: string; url: string }[] = [];
+  app.addHook("onRoute", (route) => {
+    for (const method of [route.method].flat()) registeredRoutes.push({ method, url: route.url });
+  });
+
+  // Validation with the routes' zod schemas: the 400 names each bad field and what is accepted.
+  app.setValidatorCompiler(({ schema, httpPart }) => {
+    const zodSchema = schema as unknown as z.ZodType;
+    const what = PART_NAMES[httpPart ?? ""] ?? httpPart ?? "input";
+    return (data: unknown) => {
+      const result = zodSchema.safeParse(data);
+      if (result.success) return { value: result.data };
+      const issues = describeIssues(zodSchema, result.error).map((issue) => ({ path: issue.path || `(${what})`, message: issue.message }));
+      return { error: new RequestInputError(what, issues) };
+    };
+  });
+  // Responses are encoded by their schemas: bigints become decimal strings, and a body that does
+  // not fit its documented schema is a 500 here rather than a surprise in a client.
+  app.setSerializerCompiler(({ schema }) => {
+    const zodSchema = schema as unknown as z.ZodType;
+    return (data: unknown) => JSON.stringify(zodSchema.encode(data));
+  });
+
+  // Bodies are JSON only: a text/plain body is refused with 415 rather than half-understood.
+  app.removeContentTypeParser("text/plain");
+
+  app.setErrorHandler((error: FastifyError | Error, request, reply) => {
+    const route = request.routeOptions.url ?? "unmatched";
+    if (error instanceof RequestInputError) {
+      return reply.code(400).send(errorBody(error.name, error.shortMessage, error.issues));
+    }
+    if (error instanceof InvalidInputError) {
+      return reply.code(400).send(errorBody(error.name, error.shortMessage, error.fields.map((path) => ({ path, message: error.shortMessage }))));
+    }
+    if (error instanceof ApiError) {
+      if (error.statusCode === 429) metrics.rateLimited.inc({ route });
+      return reply.code(error.statusCode).send(errorBody(error.name, error.shortMessage));
+    }
+    const code = (error as FastifyError).code;
+    const statusCode = (error as FastifyError).statusCode;
+    if (code === "FST_ERR_CTP_BODY_TOO_LARGE") {
+      return reply.code(413).send(errorBody("PayloadTooLargeError", `The request body is larger than ${options.maxBodyBytes} bytes`));
+    }
+    if (code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") {
+      return reply.code(415).send(errorBody("UnsupportedMediaTypeError", "Send the body as application/json"));
+    }
+    if (code === "FST_ERR_CTP_EMPTY_JSON_BODY" || code === "FST_ERR_CTP_INVALID_JSON_BODY" || (error instanceof SyntaxError && statusCode === 400)) {
+      return reply.code(400).send(errorBody("InvalidInputError", `Invalid request body: not valid JSON (${error.message})`, [{ path: "(request body)", message: "expected a JSON object" }]));
+    }
+    if (statusCode !== undefined && statusCode >= 400 && statusCode < 500) {
+      return reply.code(statusCode).send(errorBody("BadRequestError", error.message));
+    }
+    logger.error("Request failed", { method: request.method, route }, error);
+    return reply.code(500).send(errorBody("InternalError", "The node failed to answer; the error is in its log"));
+  });
+
+  await app.register(rateLimit, {
+    global: true,
+    max: options.rateLimitPerMinute,
+    timeWindow: 60_000,
+    keyGenerator: (request) => request.ip,
+    errorResponseBuilder: (_request, context) => new RateLimitedError(Math.max(1, Math.ceil(context.ttl / 1000)), context.max),
+  });
+  await app.register(cors, {
+    origin: options.corsOrigins.includes("*") ? "*" : options.corsOrigins,
+    methods: ["GET", "POST"],
+    allowedHeaders: ["content-type", "last-event-id"],
+    exposedHeaders: ["retry-after", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"],
+    maxAge: 600,
+  });
+
+  app.addHook("onSend", async (_request, reply, payload) => {
+    reply.header("x-content-type-options", "nosniff");
+    return payload;
+  });
+  app.addHook("onResponse", async (request, reply) => {
+    const route = request.routeOptions.url ?? "unmatched";
+    metrics.requests.inc({ method: request.method, route, status: String(reply.statusCode) });
+    metrics.requestDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+  });
+  app.setNotFoundHandler({ preHandler: app.rateLimit() }, async (request) => {
+    throw new RouteNotFoundError(request.method, request.url);
+  });
+
+  const hub = new EventHub({ source: deps.source, options: options.sse, metrics, logger, nowSeconds });
+  const explorer = options.explorer ? await loadExplorerAssets() : undefined;
+  if (explorer && !explorer.js) logger.warn("Explorer bundle missing; /explorer/ answers 503 until `npm run build`", {});
+
+  let document: Record<string, unknown> = {};
+  const routes = apiRoutes({
+    source: deps.source,
+    options,
+    deployment: deps.deployment,
+    hub,
+    registry,
+    metrics,
+    guard: new ReplayGuard(100_000, 2 * options.signatureMaxAgeSeconds + 60),
+    explorer,
+    version: VERSION,
+    startedAtMs: Date.now(),
+    nowSeconds,
+    document: () => document,
+  });
+  document = buildOpenApiDocument(routes, {
+    title: "Suanli node API",
+    version: VERSION,
+    description: "Live GPU offers, providers, leases and market statistics of a Suanli node, for dApp front ends. Amounts are decimal strings of token base units.",
+  });
+
+  const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'";
+  for (const route of routes) {
+    const response: Record<number, z.ZodType> = {};
+    for (const [code, spec] of Object.entries(route.responses)) {
+      if (spec.schema && !spec.contentType) response[Number(code)] = spec.schema;
+    }
+    app.route({
+      method: route.method,
+      url: route.url,
+      // Only the parts a route has: fastify warns about parts given as undefined.
+      schema: {
+        ...(route.querystring ? { querystring: route.querystring } : {}),
+        ...(route.params ? { params: route.params } : {}),
+        ...(route.body ? { body: route.body } : {}),
+        response,
+      },
+      config: {
+        rateLimit:
+          route.rateLimit === "none" ? false : route.rateLimit === "write" ? { max: options.writeRateLimitPerMinute, timeWindow: 60_000 } : undefined,
+      },
+      handler: async (request, reply) => {
+        if (route.tag === "explorer") reply.header("content-security-policy", CSP);
+        return route.handler({ query: request.query, params: request.params, body: request.body, request, reply } as never);
+      },
+    });
+  }
+
+  app.addHook("preClose", async () => hub.stop());
+  hub.start();
+
+  let closed = false;
+  return {
+    app,
+    options,
+    routes,
+    hub,
+    document,
+    registeredRoutes,
+    async listen() {
+      const address = await app.listen({ host: options.host, port: options.port });
+      logger.info("API listening", { address });
+      return address;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      hub.stop();
+      await app.close();
+    },
+  };
+}
