@@ -2,6 +2,7 @@ import { Command, CommanderError } from "commander";
 import { InvalidInputError, SuanliError } from "../../common/errors.js";
 import { ConfigError } from "../config/load.js";
 import { registerDevnet } from "./commands/devnet.js";
+import { registerWallet } from "./commands/wallet.js";
 import { CliError, ExitCode } from "./output.js";
 
 const program = new Command("suanli")
@@ -10,6 +11,7 @@ const program = new Command("suanli")
   .exitOverride();
 
 registerDevnet(program);
+registerWallet(program);
 
 function exitCodeFor(error: unknown): number {
   if (error instanceof CliError) return error.exitCode;
