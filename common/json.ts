@@ -30,3 +30,25 @@ export function parseTagged<T = unknown>(text: string): T {
 export function stringifyPlain(value: unknown, space?: number): string {
   return JSON.stringify(value, (_key, v: unknown) => (typeof v === "bigint" ? v.toString() : v), space);
 }
+
+/**
+ * Canonical JSON: object keys sorted, bigints as decimal strings, no whitespace. Two parties that
+ * hold the same value produce the same text, so its hash can be signed (request bodies).
+ */
+export function stringifyCanonical(value: unknown): string {
+  return JSON.stringify(sortKeys(value));
+}
+
+function sortKeys(value: unknown): unknown {
+  if (typeof value === "bigint") return value.toString();
+  if (Array.isArray(value)) return value.map(sortKeys);
+  if (value !== null && typeof value === "object") {
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(value).sort()) {
+      const child = (value as Record<string, unknown>)[key];
+      if (child !== undefined) out[key] = sortKeys(child);
+    }
+    return out;
+  }
+  return value;
+}

@@ -5,70 +5,9 @@
  * child process and nothing else: log lines, error messages, results and anything stored get
  * them replaced (see {@link Redactor}).
  */
-import { z } from "zod";
 
-/** Env names a task may not set: the provider owns device selection and its own namespace. */
-const RESERVED_ENV = /^(CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|SUANLI_.*)$/;
-
-const envNameSchema = z
-  .string()
-  .regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, "expected an environment variable name (letters, digits, _; not starting with a digit)")
-  .refine((name) => !RESERVED_ENV.test(name), {
-    error: (issue) => `${String(issue.input)} is set by the provider (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER and SUANLI_* are reserved)`,
-  });
-
-const envValueSchema = z.union([
-  z.string().max(32 * 1024),
-  z.strictObject({
-    value: z.string().min(1).max(32 * 1024),
-    /** Passed to the task, replaced by `[secret:NAME]` everywhere else. */
-    secret: z.literal(true),
-  }),
-]);
-
-const bundleUrlSchema = z
-  .string()
-  .max(2048)
-  .refine(
-    (value) => {
-      try {
-        return ["http:", "https:", "file:"].includes(new URL(value).protocol);
-      } catch {
-        return false;
-      }
-    },
-    { message: "expected an http(s):// or file:// URL" },
-  );
-
-export const taskSpecSchema = z
-  .strictObject({
-    /** A .tar.gz of the workspace: fetched, checked against sha256, unpacked before the command runs. */
-    bundle: z
-      .strictObject({
-        url: bundleUrlSchema,
-        /** Hex sha256 of the bundle file (64 digits, optional 0x). Required: a bundle is never run unchecked. */
-        sha256: z
-          .string()
-          .regex(/^(0x)?[0-9a-fA-F]{64}$/, "expected a sha256 as 64 hex digits")
-          .transform((value) => value.replace(/^0x/, "").toLowerCase()),
-      })
-      .optional(),
-    /** Container image (container runtime only), e.g. `nvcr.io/nvidia/pytorch:24.03-py3`. */
-    image: z.string().min(1).max(512).regex(/^[^\s]+$/, "expected an image reference without spaces").optional(),
-    /** A string runs through `/bin/sh -c`; an array is an argv run directly (no shell). */
-    command: z.union([z.string().min(1).max(16 * 1024), z.array(z.string().max(16 * 1024)).min(1).max(512)]),
-    env: z
-      .record(envNameSchema, envValueSchema)
-      .default({})
-      .refine((env) => Object.keys(env).length <= 256, { message: "at most 256 variables" }),
-  })
-  .refine((spec) => spec.bundle !== undefined || spec.image !== undefined, {
-    message: "a task needs a bundle (process runtime) or an image (container runtime)",
-    path: ["bundle"],
-  })
-  .refine((spec) => !Array.isArray(spec.command) || spec.command[0] !== "", { message: "the program (first element) must not be empty", path: ["command"] });
-
-export type TaskSpec = z.output<typeof taskSpecSchema>;
+export { taskSpecSchema, type TaskSpec } from "../../../common/protocols/task-spec.js";
+import type { TaskSpec } from "../../../common/protocols/task-spec.js";
 
 /** What the provider adds to a spec when a lease starts it. */
 export type TaskLaunch = {

@@ -1,0 +1,242 @@
+/**
+ * Messages of the lease protocols between a renter (SDK) and a provider node:
+ * reserve (hold units before the lease opens), task (the spec, once the lease is open),
+ * status (state + heartbeat), logs (long-poll by sequence number) and cancel.
+ *
+ * Every request about an open lease carries a RenterRequest (EIP-712) signed by the lease's
+ * renter, bound to the lease id, the provider, the action, the hash of the body and a fresh
+ * nonce; the provider checks the signer against the on-chain lease and refuses stale or
+ * replayed authorizations.
+ */
+import { keccak256, recoverTypedDataAddress, toBytes, type Address, type Hex, type TypedDataDomain } from "viem";
+import { z } from "zod";
+import { suanliTypes, type RenterRequest, type ReserveRequest } from "../eip712.js";
+import { stringifyCanonical } from "../json.js";
+import { offerWireSchema } from "../offers/message.js";
+import { addressSchema, bytes32Schema, signatureSchema } from "../schemas.js";
+import { taskSpecSchema } from "./task-spec.js";
+
+/** A RenterRequest older than this (or this far in the future) is refused. */
+export const RENTER_REQUEST_MAX_AGE_SECONDS = 300;
+
+const uint32 = z.number().int().min(0).max(2 ** 32 - 1);
+const uint16 = z.number().int().min(0).max(2 ** 16 - 1);
+const leaseIdSchema = z
+  .union([z.bigint(), z.string().regex(/^\d{1,78}$/, "expected a decimal lease id"), z.number().int().positive().max(Number.MAX_SAFE_INTEGER)])
+  .transform((value) => BigInt(value))
+  .refine((value) => value > 0n && value < 2n ** 256n, { message: "expected a lease id > 0" });
+const uint96 = z
+  .union([z.bigint(), z.string().regex(/^\d{1,29}$/, "expected a decimal integer"), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)])
+  .transform((value) => BigInt(value))
+  .refine((value) => value < 2n ** 96n, { message: "must fit in uint96" });
+
+export const renterRequestWireSchema = z.strictObject({
+  leaseId: leaseIdSchema,
+  provider: addressSchema,
+  action: z.enum(["task", "status", "logs", "cancel"]),
+  bodyHash: bytes32Schema,
+  issuedAt: uint32,
+  nonce: bytes32Schema,
+}) satisfies z.ZodType<RenterRequest, unknown>;
+
+/** The renter's authorization attached to a lease request. */
+export const renterAuthSchema = z.strictObject({ request: renterRequestWireSchema, signature: signatureSchema });
+export type RenterAuth = z.output<typeof renterAuthSchema>;
+export type RenterAction = z.output<typeof renterRequestWireSchema>["action"];
+
+/** keccak256 of the canonical JSON of a request body: what a RenterRequest's bodyHash binds. */
+export function hashBody(body: unknown): Hex {
+  return keccak256(toBytes(stringifyCanonical(body)));
+}
+
+function randomNonce(): Hex {
+  const bytes = new Uint8Array(32);
+  crypto.getRandomValues(bytes);
+  return `0x${Buffer.from(bytes).toString("hex")}`;
+}
+
+/**
+ * Signs typed data with the renter's wallet: `(p) => account.signTypedData(p)` for a local
+ * account, `(p) => walletClient.signTypedData({ account, ...p })` for an EIP-1193 wallet.
+ */
+export type TypedDataSigner = (parameters: {
+  domain: TypedDataDomain;
+  types: typeof suanliTypes;
+  primaryType: "RenterRequest" | "ReserveRequest";
+  message: RenterRequest | ReserveRequest;
+}) => Promise<Hex>;
+
+/** Signs a RenterRequest for `action` on `leaseId` with the renter's wallet. */
+export async function signRenterRequest(
+  signer: TypedDataSigner,
+  domain: TypedDataDomain,
+  parameters: { leaseId: bigint; provider: Address; action: RenterAction; body: unknown; nowSeconds?: number },
+): Promise<RenterAuth> {
+  const request: RenterRequest = {
+    leaseId: parameters.leaseId,
+    provider: parameters.provider,
+    action: parameters.action,
+    bodyHash: hashBody(parameters.body),
+    issuedAt: parameters.nowSeconds ?? Math.floor(Date.now() / 1000),
+    nonce: randomNonce(),
+  };
+  const signature = await signer({ domain, types: suanliTypes, primaryType: "RenterRequest", message: request });
+  return { request: request as RenterAuth["request"], signature };
+}
+
+/** Recovers the signer of a RenterAuth (does not check freshness or the lease: see the provider's checks). */
+export async function recoverRenter(domain: TypedDataDomain, auth: RenterAuth): Promise<Address> {
+  return recoverTypedDataAddress({ domain, types: suanliTypes, primaryType: "RenterRequest", message: auth.request, signature: auth.signature });
+}
+
+// ---------------------------------------------------------------------------------------------
+// reserve
+
+export const reserveRequestWireSchema = z.strictObject({
+  renter: addressSchema,
+  provider: addressSchema,
+  machineId: uint32.min(1),
+  units: uint16.min(1),
+  duration: uint32.min(1),
+  interruptible: z.boolean(),
+  bidPerUnitSecond: uint96,
+  issuedAt: uint32,
+  nonce: bytes32Schema,
+}) satisfies z.ZodType<ReserveRequest, unknown>;
+
+export const reserveBodySchema = z.strictObject({
+  chainId: z.number().int().positive(),
+  request: reserveRequestWireSchema,
+  /** The renter's EIP-712 signature of `request`. */
+  signature: signatureSchema,
+});
+export type ReserveBody = z.output<typeof reserveBodySchema>;
+
+/** Why a provider refused to hold units. */
+export const REFUSAL_REASONS = [
+  "no_capacity", // not enough free (or preemptible) units right now
+  "unknown_machine", // the machine is not this provider's, or not offered
+  "price", // the bid is below the provider's floor, or interruptible is not sold
+  "duration", // outside the offer's min/max duration
+  "renter_unfunded", // the renter cannot pay the deposit (balance or allowance)
+  "bad_request", // stale, replayed, mis-signed or for another chain
+  "shutting_down",
+] as const;
+
+export const reserveAnswerSchema = z.discriminatedUnion("accepted", [
+  z.strictObject({
+    accepted: z.literal(true),
+    /** The acceptance: an Offer bound to this renter (offer.renter), with a short expiry. */
+    offer: offerWireSchema,
+    signature: signatureSchema,
+    /** Units are held for this renter until this time (unix seconds). */
+    holdUntil: uint32,
+    /** Interruptible leases the renter must list in openLease's `preempt` to get the units. */
+    preempt: z.array(leaseIdSchema).max(32),
+  }),
+  z.strictObject({
+    accepted: z.literal(false),
+    reason: z.enum(REFUSAL_REASONS),
+    message: z.string().max(500),
+    freeUnits: uint16.optional(),
+  }),
+]);
+export type ReserveAnswer = z.output<typeof reserveAnswerSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// task
+
+export const taskBodySchema = z.strictObject({
+  auth: renterAuthSchema,
+  spec: taskSpecSchema,
+});
+export const taskAnswerSchema = z.strictObject({
+  leaseId: leaseIdSchema,
+  state: z.enum(["accepted", "already_running", "already_done"]),
+});
+
+// ---------------------------------------------------------------------------------------------
+// status
+
+export const TASK_STATES = [
+  "waiting_spec", // lease known, no task spec yet
+  "preparing", // fetching and unpacking the bundle, stopping idle work
+  "running",
+  "succeeded",
+  "failed", // exited non-zero, or could not start (bad bundle, missing command...)
+  "exceeded", // killed at the end of the lease time
+  "stopped", // cancelled by the renter, or the lease ended
+  "preempted",
+] as const;
+export type TaskState = (typeof TASK_STATES)[number];
+export const FINAL_TASK_STATES: ReadonlySet<TaskState> = new Set(["succeeded", "failed", "exceeded", "stopped", "preempted"]);
+
+const gpuMetricSchema = z.strictObject({
+  device: z.string().max(128),
+  utilizationPct: z.number().min(0).max(100).nullable(),
+  memoryUsedMiB: z.number().min(0).nullable(),
+  temperatureC: z.number().nullable(),
+  powerW: z.number().min(0).nullable(),
+});
+
+export const completionWireSchema = z.strictObject({
+  leaseId: leaseIdSchema,
+  exitCode: z.number().int().min(-(2 ** 31)).max(2 ** 31 - 1),
+  outputDigest: bytes32Schema,
+  unitSeconds: z
+    .union([z.bigint(), z.string().regex(/^\d{1,20}$/), z.number().int().nonnegative()])
+    .transform((value) => BigInt(value)),
+});
+
+export const statusBodySchema = z.strictObject({ auth: renterAuthSchema });
+export const taskStatusSchema = z.strictObject({
+  leaseId: leaseIdSchema,
+  state: z.enum(TASK_STATES),
+  /** unix ms */
+  startedAt: z.number().int().nullable(),
+  endedAt: z.number().int().nullable(),
+  /** When the provider last sampled the task (unix ms): the heartbeat. */
+  heartbeatAt: z.number().int(),
+  unitSeconds: z.number().nonnegative(),
+  gpus: z.array(gpuMetricSchema).max(64),
+  exitCode: z.number().int().nullable(),
+  error: z.strictObject({ name: z.string().max(100), message: z.string().max(2000) }).nullable(),
+  /** The provider's signed completion report, once the task is over. */
+  completion: z.strictObject({ report: completionWireSchema, signature: signatureSchema }).nullable(),
+  /** Sequence number the next log line will get. */
+  nextLogSeq: z.number().int().nonnegative(),
+});
+export type TaskStatus = z.output<typeof taskStatusSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// logs
+
+export const logsBodySchema = z.strictObject({
+  auth: renterAuthSchema,
+  fromSeq: z.number().int().nonnegative(),
+  /** Long-poll: wait up to this long for new lines when none are there yet. */
+  waitMs: z.number().int().min(0).max(20_000).default(0),
+  limit: z.number().int().min(1).max(1000).default(500),
+});
+export const logLineSchema = z.strictObject({
+  seq: z.number().int().nonnegative(),
+  /** unix ms */
+  ts: z.number().int(),
+  stream: z.enum(["stdout", "stderr", "system"]),
+  text: z.string().max(16 * 1024),
+});
+export type LogLine = z.output<typeof logLineSchema>;
+export const logsAnswerSchema = z.strictObject({
+  lines: z.array(logLineSchema).max(1000),
+  nextSeq: z.number().int().nonnegative(),
+  /** True once the task is over and every line has been sent. */
+  done: z.boolean(),
+  /** Lines before this were dropped from the provider's bounded buffer. */
+  firstAvailableSeq: z.number().int().nonnegative(),
+});
+
+// ---------------------------------------------------------------------------------------------
+// cancel
+
+export const cancelBodySchema = z.strictObject({ auth: renterAuthSchema });
+export const cancelAnswerSchema = z.strictObject({ leaseId: leaseIdSchema, state: z.enum(TASK_STATES) });
