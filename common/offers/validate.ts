@@ -108,7 +108,8 @@ const ED25519_SPKI_PREFIX = Uint8Array.from([0x30, 0x2a, 0x30, 0x05, 0x06, 0x03,
 
 export type OfferFailure = Extract<OfferValidation, { ok: false }>;
 
-function fail(reason: OfferRejectReason, detail: string): OfferFailure {
+/** A refusal with the action its reason implies. */
+export function offerFailure(reason: OfferRejectReason, detail: string): OfferFailure {
   return { ok: false, reason, action: OFFER_REJECT_REASONS[reason], detail };
 }
 
@@ -176,7 +177,7 @@ export class OfferValidator {
   async validate(data: Uint8Array | string, heldSeq?: (key: string) => number | undefined): Promise<OfferValidation> {
     // 1. size
     const size = typeof data === "string" ? Buffer.byteLength(data) : data.byteLength;
-    if (size > this.maxMessageBytes) return fail("too_large", `${size} bytes; at most ${this.maxMessageBytes}`);
+    if (size > this.maxMessageBytes) return offerFailure("too_large", `${size} bytes; at most ${this.maxMessageBytes}`);
     // 2. JSON
     let raw: string;
     let json: unknown;
@@ -184,46 +185,46 @@ export class OfferValidator {
       raw = typeof data === "string" ? data : decoder.decode(data);
       json = JSON.parse(raw);
     } catch {
-      return fail("not_json", "not UTF-8 JSON");
+      return offerFailure("not_json", "not UTF-8 JSON");
     }
     // 3. schema
     const parsed = offerMessageSchema.safeParse(json);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
-      return fail("schema", `${issue.path.join(".") || "(root)"}: ${issue.message}`);
+      return offerFailure("schema", `${issue.path.join(".") || "(root)"}: ${issue.message}`);
     }
     const message = parsed.data;
     const { offer, machine, capacity } = message;
 
     // 4. consistency of the message with itself
-    if (offer.renter !== ANY_RENTER) return fail("private_offer", "gossiped offers must be open to any renter");
+    if (offer.renter !== ANY_RENTER) return offerFailure("private_offer", "gossiped offers must be open to any renter");
     const canonical = canonicalGpuName(machine.model);
-    if (canonical !== machine.model) return fail("unknown_model", `${machine.model} is not a canonical GPU model name`);
-    if (modelHash(machine.model) !== offer.model) return fail("model_mismatch", "offer.model is not keccak256(machine.model)");
-    if (offer.minDuration > offer.maxDuration) return fail("inconsistent", "minDuration > maxDuration");
+    if (canonical !== machine.model) return offerFailure("unknown_model", `${machine.model} is not a canonical GPU model name`);
+    if (modelHash(machine.model) !== offer.model) return offerFailure("model_mismatch", "offer.model is not keccak256(machine.model)");
+    if (offer.minDuration > offer.maxDuration) return offerFailure("inconsistent", "minDuration > maxDuration");
     if (capacity.freeUnits > machine.units || capacity.onDemandUnits + capacity.interruptibleUnits + capacity.freeUnits > machine.units) {
-      return fail("inconsistent", "capacity exceeds the machine's units");
+      return offerFailure("inconsistent", "capacity exceeds the machine's units");
     }
 
     // 5. expiry, then sequence
     const now = this.now();
-    if (offer.expiry <= now) return fail("expired", `expired at ${offer.expiry}`);
-    if (offer.expiry > now + this.maxTtlSec) return fail("expiry_too_far", `expiry more than ${this.maxTtlSec} s ahead`);
-    if (message.publishedAt > now + this.maxClockSkewSec) return fail("published_in_future", `publishedAt ${message.publishedAt} is ahead of ${now}`);
+    if (offer.expiry <= now) return offerFailure("expired", `expired at ${offer.expiry}`);
+    if (offer.expiry > now + this.maxTtlSec) return offerFailure("expiry_too_far", `expiry more than ${this.maxTtlSec} s ahead`);
+    if (message.publishedAt > now + this.maxClockSkewSec) return offerFailure("published_in_future", `publishedAt ${message.publishedAt} is ahead of ${now}`);
     const key = offerKey(offer.provider, offer.machineId);
     const held = heldSeq?.(key);
-    if (held !== undefined && message.seq <= held) return fail("stale_seq", `seq ${message.seq} not newer than held ${held}`);
+    if (held !== undefined && message.seq <= held) return offerFailure("stale_seq", `seq ${message.seq} not newer than held ${held}`);
 
     // 6. EIP-712 signature of the Offer
     const signer = this.offerSigner(message);
-    if (signer === undefined) return fail("bad_signature", "the offer signature is malformed or recovers to no key");
-    if (signer !== offer.provider) return fail("wrong_signer", `signed by ${signer}, not ${offer.provider}`);
+    if (signer === undefined) return offerFailure("bad_signature", "the offer signature is malformed or recovers to no key");
+    if (signer !== offer.provider) return offerFailure("wrong_signer", `signed by ${signer}, not ${offer.provider}`);
 
     // 7. peer signature
     const peerKey = this.peerKey(message.peerId);
-    if (!peerKey) return fail("bad_peer_id", "peerId must be an Ed25519 libp2p peer id");
+    if (!peerKey) return offerFailure("bad_peer_id", "peerId must be an Ed25519 libp2p peer id");
     if (!verifyEd25519(null, offerSigningBytes(message), peerKey, hexToBytes(message.peerSignature as Hex))) {
-      return fail("bad_peer_signature", "peerSignature does not verify under peerId");
+      return offerFailure("bad_peer_signature", "peerSignature does not verify under peerId");
     }
 
     // 8. chain
@@ -237,7 +238,7 @@ export class OfferValidator {
         this.chain.isNonceRevoked(offer.provider, offer.nonce),
       ]);
     } catch (error) {
-      return fail("chain_unavailable", (error as Error)?.message ?? String(error));
+      return offerFailure("chain_unavailable", (error as Error)?.message ?? String(error));
     }
     const chainFailure = this.checkChain(message, provider, declared, revoked);
     if (chainFailure) return chainFailure;
@@ -246,10 +247,10 @@ export class OfferValidator {
     let attestation: AttestationState;
     try {
       const result = await this.checkAttestations(message, now);
-      if ("reason" in result) return fail(result.reason, result.detail);
+      if ("reason" in result) return offerFailure(result.reason, result.detail);
       attestation = result;
     } catch (error) {
-      return fail("chain_unavailable", (error as Error)?.message ?? String(error));
+      return offerFailure("chain_unavailable", (error as Error)?.message ?? String(error));
     }
 
     return { ok: true, offer: { key, message, raw, attestation } };
@@ -283,14 +284,14 @@ export class OfferValidator {
     revoked: boolean,
   ): OfferFailure | undefined {
     const { offer, machine } = message;
-    if (!provider || !provider.registered) return fail("unregistered", `${offer.provider} is not a registered provider`);
-    if (provider.peerId !== message.peerId) return fail("peer_id_mismatch", "peerId is not the provider's registered peer id");
-    if (revoked) return fail("nonce_revoked", `nonce ${offer.nonce} was revoked`);
+    if (!provider || !provider.registered) return offerFailure("unregistered", `${offer.provider} is not a registered provider`);
+    if (provider.peerId !== message.peerId) return offerFailure("peer_id_mismatch", "peerId is not the provider's registered peer id");
+    if (revoked) return offerFailure("nonce_revoked", `nonce ${offer.nonce} was revoked`);
     const needed = minimumLeaseCollateral(message);
     const required = needed > this.minFreeStake ? needed : this.minFreeStake;
-    if (provider.freeStake < required) return fail("understaked", `free stake ${provider.freeStake} < ${required}`);
-    if (!declared) return fail("machine_undeclared", `machine ${offer.machineId} is not declared on-chain`);
-    if (declared.owner !== offer.provider) return fail("machine_not_owned", `machine ${offer.machineId} belongs to ${declared.owner}`);
+    if (provider.freeStake < required) return offerFailure("understaked", `free stake ${provider.freeStake} < ${required}`);
+    if (!declared) return offerFailure("machine_undeclared", `machine ${offer.machineId} is not declared on-chain`);
+    if (declared.owner !== offer.provider) return offerFailure("machine_not_owned", `machine ${offer.machineId} belongs to ${declared.owner}`);
     const mismatch =
       declared.model !== offer.model
         ? "model"
@@ -305,7 +306,7 @@ export class OfferValidator {
                 : declared.cluster.toLowerCase() !== machine.cluster.toLowerCase()
                   ? "cluster"
                   : undefined;
-    if (mismatch) return fail("machine_mismatch", `machine.${mismatch} differs from the on-chain declaration`);
+    if (mismatch) return offerFailure("machine_mismatch", `machine.${mismatch} differs from the on-chain declaration`);
     return undefined;
   }
 

@@ -24,7 +24,7 @@ export class HostStartError extends SuanliError {
   override name = "HostStartError";
 }
 
-const multiaddrString = z
+export const multiaddrString = z
   .string()
   .min(1)
   .max(512)
@@ -103,6 +103,12 @@ export type SuanliServices = {
   ping: Ping;
   dht?: KadDHT;
   pubsub?: GossipSub;
+};
+
+/** What gossipsub's class offers beyond its published interface (mesh and score inspection). */
+export type GossipSubInspect = GossipSub & {
+  getMeshPeers(topic: string): string[];
+  getScore(peerId: string): number;
 };
 
 /** A started libp2p host with Suanli's services. */

@@ -1,6 +1,8 @@
 import { z } from "zod";
 import { logOptionsSchema } from "../log/logger.js";
 import { chainOptionsSchema } from "../chain/options.js";
+import { offersOptionsSchema } from "../offers/options.js";
+import { p2pOptionsSchema } from "../p2p/options.js";
 
 /**
  * The node's configuration: one strict object, each concern's options defined beside the
@@ -11,5 +13,7 @@ export const nodeConfigSchema = z.strictObject({
   dataDir: z.string().min(1).default(".suanli"),
   log: logOptionsSchema.prefault({}),
   chain: chainOptionsSchema.prefault({}),
+  p2p: p2pOptionsSchema.prefault({}),
+  offers: offersOptionsSchema.prefault({}),
 });
 export type NodeConfig = z.output<typeof nodeConfigSchema>;
