@@ -76,6 +76,8 @@ export const ERROR_NAME_PATTERN = /^[A-Z][A-Za-z0-9]{0,62}Error$/;
 
 /** Turns an error thrown by a handler into its wire form. Unknown errors are not described. */
 export function toWireError(error: unknown): WireError {
+  // What went wrong inside the handler stays on this node (logs); the peer learns only that it did.
+  if (error instanceof InternalError) return { name: "InternalError", message: error.shortMessage };
   if (error instanceof SuanliError && ERROR_NAME_PATTERN.test(error.name)) {
     const fields =
       error instanceof InvalidInputError || error instanceof InvalidMessageError ? error.fields : undefined;

@@ -172,7 +172,12 @@ export async function handleProtocol<Req extends z.ZodType, Res extends z.ZodTyp
   const serve = async (stream: Stream, connection: Connection): Promise<void> => {
     const peer = connection.remotePeer;
     const key = peer.toString();
-    const signal = AbortSignal.timeout(timeoutMs);
+    // The exchange ends at its deadline, or earlier when the peer resets or closes the stream:
+    // a handler never works on for a requester that is gone.
+    const gone = new AbortController();
+    const onClose = () => gone.abort(new PeerUnreachableError("The requester closed the stream"));
+    stream.addEventListener("close", onClose, { once: true });
+    const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), gone.signal]);
     const count = (open.get(key) ?? 0) + 1;
     open.set(key, count);
     const lp = lpStream(stream, { maxDataLength: maxBytes });
@@ -227,6 +232,7 @@ export async function handleProtocol<Req extends z.ZodType, Res extends z.ZodTyp
     } catch (error) {
       stream.abort(error instanceof Error ? error : new Error(String(error)));
     } finally {
+      stream.removeEventListener("close", onClose);
       const left = (open.get(key) ?? 1) - 1;
       if (left <= 0) open.delete(key);
       else open.set(key, left);
