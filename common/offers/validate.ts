@@ -103,6 +103,13 @@ export type OfferValidatorOptions = {
 };
 
 const decoder = new TextDecoder("utf-8", { fatal: true });
+// keccak256 of each canonical model name, computed once (the names are a short fixed list).
+const modelHashes = new Map<string, Hex>();
+function cachedModelHash(name: string): Hex {
+  let hash = modelHashes.get(name);
+  if (!hash) modelHashes.set(name, (hash = modelHash(name)));
+  return hash;
+}
 // DER prefix of an Ed25519 SubjectPublicKeyInfo; the 32 raw key bytes follow.
 const ED25519_SPKI_PREFIX = Uint8Array.from([0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00]);
 
@@ -200,7 +207,7 @@ export class OfferValidator {
     if (offer.renter !== ANY_RENTER) return offerFailure("private_offer", "gossiped offers must be open to any renter");
     const canonical = canonicalGpuName(machine.model);
     if (canonical !== machine.model) return offerFailure("unknown_model", `${machine.model} is not a canonical GPU model name`);
-    if (modelHash(machine.model) !== offer.model) return offerFailure("model_mismatch", "offer.model is not keccak256(machine.model)");
+    if (cachedModelHash(machine.model) !== offer.model) return offerFailure("model_mismatch", "offer.model is not keccak256(machine.model)");
     if (offer.minDuration > offer.maxDuration) return offerFailure("inconsistent", "minDuration > maxDuration");
     if (capacity.freeUnits > machine.units || capacity.onDemandUnits + capacity.interruptibleUnits + capacity.freeUnits > machine.units) {
       return offerFailure("inconsistent", "capacity exceeds the machine's units");
