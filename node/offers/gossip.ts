@@ -164,11 +164,10 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
   async stop(): Promise<void> {
     this.running = false;
     this.host.removeEventListener("peer:identify", this.onIdentify);
-    const pubsub = this.host.services.pubsub;
-    if (pubsub) {
-      pubsub.topicValidators.delete(this.topic);
-      pubsub.unsubscribe(this.topic);
-    }
+    // The topic stays subscribed: leaving it would PRUNE our mesh peers with a backoff, and a
+    // node restarting with the same peer id would then find no mesh for a while. Messages still
+    // arriving are ignored (never forwarded unvalidated) until the host itself stops.
+    this.host.services.pubsub?.topicValidators.set(this.topic, () => TopicValidatorResult.Ignore);
     await this.unhandleSync?.();
     this.unhandleSync = undefined;
   }

@@ -73,7 +73,7 @@ describe("offer book", function () {
     book.upsert(await validated(alice, machines.a1, { pricePerUnitSecond: 300n, attestations: [attest(attestor, alice.address, machines.a1)] }));
     book.upsert(await validated(alice, machines.a2, { pricePerUnitSecond: 900n, freeUnits: 2 }));
     book.upsert(await validated(bob, machines.b3, { pricePerUnitSecond: 100n }));
-    book.upsert(await validated(bob, machines.b4, { pricePerUnitSecond: 300n, freeUnits: 4 }));
+    book.upsert(await validated(bob, machines.b4, { pricePerUnitSecond: 400n, freeUnits: 4 }));
   }
 
   const keys = (entries: BookEntry[]) => entries.map((e) => e.machineId);
@@ -84,7 +84,8 @@ describe("offer book", function () {
     assert.deepEqual(keys(book.query({ model: "A100" }).offers), [1, 4], "aliases resolve to the canonical model");
     assert.deepEqual(keys(book.query({ minFreeUnits: 4 }).offers), [1, 4]);
     assert.deepEqual(keys(book.query({ minVramMiB: 80_000 }).offers), [1, 4, 2]);
-    assert.deepEqual(keys(book.query({ maxPricePerUnitSecond: "300" }).offers), [3, 1, 4]);
+    assert.deepEqual(keys(book.query({ maxPricePerUnitSecond: "400" }).offers), [3, 1, 4]);
+    assert.deepEqual(keys(book.query({ maxPricePerUnitSecond: 399 }).offers), [3, 1]);
     assert.deepEqual(keys(book.query({ region: "eu-west" }).offers), [3, 1, 4], "regions match case-insensitively");
     assert.deepEqual(keys(book.query({ interconnect: "fabric" }).offers), [2]);
     assert.deepEqual(keys(book.query({ attested: true }).offers), [1]);
@@ -108,6 +109,18 @@ describe("offer book", function () {
     assert.throws(() => book.query({ model: "Z9000" }), (error: unknown) => (error as { fields: string[] }).fields[0] === "model");
     assert.throws(() => book.query({ minFreeUnits: -1 }), { name: "InvalidInputError" });
     assert.throws(() => book.query({}, { limit: 0 }), { name: "InvalidInputError" });
+  });
+
+  it("breaks price ties by key, so pages never skip or repeat an offer", async () => {
+    book.upsert(await validated(alice, machines.a1, { pricePerUnitSecond: 500n }));
+    book.upsert(await validated(bob, machines.b3, { pricePerUnitSecond: 500n }));
+    book.upsert(await validated(alice, machines.a2, { pricePerUnitSecond: 500n }));
+    const all = book.query().offers.map((e) => e.key);
+    assert.deepEqual(all, [...all].sort());
+    const first = book.query({}, { limit: 2 });
+    const second = book.query({}, { limit: 2, cursor: first.nextCursor });
+    assert.deepEqual([...first.offers, ...second.offers].map((e) => e.key), all);
+    assert.equal(second.nextCursor, undefined);
   });
 
   it("replaces an offer only with a newer sequence number and tells subscribers", async () => {
