@@ -110,6 +110,14 @@ describe("offers over gossip between separate nodes (real TCP on 127.0.0.1)", fu
     await waitFor("the provider's new offer on every node", () => nodes.every((node) => node.offers.book.get(key)?.seq === 4));
   });
 
+  it("withdrawing a machine announces it with no free units, so no book matches it any more", async () => {
+    const withdrawn = await provider.offers.publisher!.withdraw(spec.machineId);
+    assert.equal(withdrawn?.capacity.freeUnits, 0);
+    await waitFor("the withdrawal on every node", () => nodes.every((node) => node.offers.book.get(key)?.seq === withdrawn!.seq));
+    for (const node of nodes) assert.equal(node.offers.book.query({ minFreeUnits: 1 }).offers.length, 0);
+    assert.equal(await provider.offers.publisher!.withdraw(spec.machineId), undefined, "withdrawing twice publishes nothing");
+  });
+
   it("evicts the offer everywhere when the provider deregisters on-chain, and refuses to publish it again", async () => {
     const live = nodes.filter((node) => node.offers.book.get(key));
     assert.ok(live.length >= 2);
