@@ -109,6 +109,7 @@ export type SuanliServices = {
 export type GossipSubInspect = GossipSub & {
   getMeshPeers(topic: string): string[];
   getScore(peerId: string): number;
+  readonly score: { readonly params: { readonly topics: Record<string, TopicScoreParams> } };
 };
 
 /** A started libp2p host with Suanli's services. */

@@ -17,7 +17,7 @@ import {
   offersSyncResponseSchema,
 } from "../../common/offers/sync.js";
 import { offerFailure, type OfferRejectReason, type OfferValidation, type OfferValidator } from "../../common/offers/validate.js";
-import type { SuanliHost } from "../../common/p2p/host.js";
+import type { GossipSubInspect, SuanliHost } from "../../common/p2p/host.js";
 import { OFFERS_SYNC_PROTOCOL } from "../../common/p2p/protocols.js";
 import { handleProtocol, request } from "../../common/p2p/reqresp.js";
 import type { Logger } from "../log/logger.js";
@@ -124,6 +124,12 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
 
   async start(): Promise<void> {
     const pubsub = this.pubsub;
+    if (!(pubsub as GossipSubInspect).score?.params?.topics?.[this.topic]) {
+      // Without score parameters for the topic, rejected messages cost their sender nothing.
+      this.logger.warn("The offers topic has no peer-score parameters: create the host with topics: offersTopics(chainId)", {
+        topic: this.topic,
+      });
+    }
     pubsub.topicValidators.set(this.topic, async (peer, message) => {
       const result = await this.ingest(message.data, "gossip", peer.toString());
       if (result.ok) return TopicValidatorResult.Accept;

@@ -12,7 +12,7 @@ import { ANY_RENTER, type Offer } from "../../common/eip712.js";
 import { InvalidInputError } from "../../common/errors.js";
 import { canonicalGpuName, knownGpuNames, modelHash } from "../../common/gpu.js";
 import { stringifyPlain } from "../../common/json.js";
-import { interconnectSchema, signedAttestationSchema, type OfferMessage } from "../../common/offers/message.js";
+import { interconnectSchema, offerKey, signedAttestationSchema, type OfferMessage } from "../../common/offers/message.js";
 import { signOffer, signOfferMessage, type TypedDataSigner } from "../../common/offers/sign.js";
 import { bytes32Schema } from "../../common/schemas.js";
 import { parseInput } from "../../common/validation.js";
@@ -88,6 +88,8 @@ export type OfferPublisherOptions = {
   market: Address;
   /** The node's dialable addresses, as announced in each message. */
   addrs: () => string[];
+  /** The seq the local book holds for a book key (after a sync it may be ahead of ours). */
+  heldSeq?: (key: string) => number | undefined;
   /** Lifetime of a signed Offer; it is re-signed when less than half remains. */
   ttlSec: number;
   reannounceIntervalMs: number;
@@ -196,7 +198,10 @@ export class OfferPublisher {
 
   private async nextSeq(machineId: number): Promise<number> {
     const last = (await this.seqs.get(String(machineId))) ?? 0;
-    const seq = last + 1;
+    // A data dir restored from a backup may be behind what the network (and so our synced book)
+    // holds for this machine: continue above both.
+    const held = this.options.heldSeq?.(offerKey(this.options.account.address, machineId)) ?? 0;
+    const seq = Math.max(last, held) + 1;
     // Persisted before the message exists: a crash right after still never reuses this number.
     await this.seqs.put(String(machineId), seq);
     return seq;

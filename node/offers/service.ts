@@ -127,6 +127,7 @@ export async function startOfferService(parameters: StartOfferServiceParameters)
       chainId,
       market,
       addrs: () => host.getMultiaddrs().map(String),
+      heldSeq: (key) => book.heldSeq(key),
       ttlSec: options.ttlSec,
       reannounceIntervalMs: options.reannounceIntervalMs,
       metrics,

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { rm } from "node:fs/promises";
 import { offerKey } from "../../common/offers/message.js";
 import type { MachineOfferInput } from "../../node/offers/publisher.js";
+import { Bucket } from "../../node/store/buckets.js";
 import { MemoryChainView } from "../support/memory-chain-view.js";
 import { createProvider, machineSpec, nowSec, registerOnChain, ZERO_CLUSTER, type ProviderFixture } from "../support/offer-fixtures.js";
 import { startTestNode, waitForMesh, type TestNode } from "../support/nodes.js";
@@ -71,6 +72,18 @@ describe("offers over gossip between separate nodes (real TCP on 127.0.0.1)", fu
     }
   });
 
+  it("refuses a bad machine offer from the provider agent, naming the field", async () => {
+    const tooFree = machineOffer(1_000n, 9);
+    await assert.rejects(provider.offers.publisher!.set(tooFree), (error: unknown) => {
+      assert.equal((error as Error).name, "InvalidInputError");
+      assert.deepEqual((error as { fields: string[] }).fields, ["capacity.freeUnits"]);
+      return true;
+    });
+    const alias = machineOffer(1_000n);
+    alias.machine.model = "H100";
+    await assert.rejects(provider.offers.publisher!.set(alias), (error: unknown) => (error as { fields: string[] }).fields[0] === "machine.model");
+  });
+
   it("re-announces on the interval with a higher sequence number", async () => {
     await provider.offers.publisher!.reannounce();
     await waitFor("the re-announcement on every node", () => nodes.every((node) => node.offers.book.get(key)?.seq === 3));
@@ -108,6 +121,14 @@ describe("offers over gossip between separate nodes (real TCP on 127.0.0.1)", fu
     const message = await provider.offers.publisher!.set(machineOffer(800n));
     assert.equal(message?.seq, 4);
     await waitFor("the provider's new offer on every node", () => nodes.every((node) => node.offers.book.get(key)?.seq === 4));
+  });
+
+  it("a provider whose stored sequence numbers were lost (a restored backup) still continues above the network's", async () => {
+    await provider.store.repository<number>(Bucket.offerSeq).clear();
+    const held = provider.offers.book.get(key)!.seq;
+    const message = await provider.offers.publisher!.set(machineOffer(850n));
+    assert.equal(message?.seq, held + 1);
+    await waitFor("the offer on every node", () => nodes.every((node) => node.offers.book.get(key)?.seq === held + 1));
   });
 
   it("withdrawing a machine announces it with no free units, so no book matches it any more", async () => {
