@@ -13,6 +13,9 @@
  * Each failure has a reason and an action: `reject` for a message nobody honest would send (the
  * gossip layer lowers the sender's peer score), `ignore` for one that is merely stale or that
  * this node cannot check right now (the chain is unreachable, the book is full).
+ *
+ * Node only (node:crypto for Ed25519, libsecp256k1 for recovery): the node and the SDK in Node
+ * use it; a browser reads offers already validated by a node's HTTP API.
  */
 import { createPublicKey, verify as verifyEd25519, type KeyObject } from "node:crypto";
 import { peerIdFromString } from "@libp2p/peer-id";

@@ -281,7 +281,10 @@ export async function request<Req extends z.ZodType, Res extends z.ZodType>(
 ): Promise<z.output<Res>> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
-  const payload = options.requestSchema ? (parseInput(options.requestSchema, body, `${protocolId} request`), body) : body;
+  // Checked here so a bad body fails before anything is sent; the body itself goes out as given
+  // (the server parses it with the same schema).
+  if (options.requestSchema) parseInput(options.requestSchema, body, `${protocolId} request`);
+  const payload = body;
   const timeout = AbortSignal.timeout(timeoutMs);
   const signal = options.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
   const peerName = peer.toString();
