@@ -24,7 +24,8 @@ export function offersTopic(chainId: number): string {
 
 const uintBits = (bits: number) =>
   z
-    .union([z.bigint(), z.string().regex(/^\d{1,78}$/, "expected a decimal integer string"), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)])
+    // Strings first: that is what the wire carries, and a union tries its options in order.
+    .union([z.string().regex(/^\d{1,78}$/, "expected a decimal integer string"), z.bigint(), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)])
     .transform((value) => BigInt(value))
     .refine((value) => value < 2n ** BigInt(bits), { message: `must fit in uint${bits}` });
 const uint32 = z.number().int().min(0).max(2 ** 32 - 1);

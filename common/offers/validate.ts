@@ -24,7 +24,6 @@ import { hexToBytes, type Address, type Hex } from "viem";
 import { TypedDataRecoverer } from "../eip712-recover.js";
 import { ANY_RENTER } from "../eip712.js";
 import { canonicalGpuName, modelHash } from "../gpu.js";
-import { stringifyPlain } from "../json.js";
 import type { ChainView, MachineRecord, ProviderRecord } from "./chain-view.js";
 import {
   OFFER_MESSAGE_MAX_BYTES,
@@ -356,7 +355,9 @@ export class OfferValidator {
   }
 
   private offerSigner(message: OfferMessage): Address | undefined {
-    const cacheKey = message.signature + stringifyPlain(message.offer);
+    const o = message.offer;
+    // The signature plus every signed field: a cache hit is the same signature over the same Offer.
+    const cacheKey = `${message.signature}|${o.provider}|${o.machineId}|${o.model}|${o.pricePerUnitSecond}|${o.minBidPerUnitSecond}|${o.minDuration}|${o.maxDuration}|${o.collateralBps}|${o.startWindow}|${o.nonce}|${o.expiry}|${o.renter}`;
     const cached = this.offerSigners.get(cacheKey);
     if (cached !== undefined) return (cached || undefined) as Address | undefined;
     const digest = this.recoverer.digest("Offer", message.offer);
@@ -366,7 +367,8 @@ export class OfferValidator {
   }
 
   private attestationSigner(signed: SignedAttestation): Address | undefined {
-    const cacheKey = signed.signature + stringifyPlain(signed.attestation);
+    const a = signed.attestation;
+    const cacheKey = `${signed.signature}|${a.provider}|${a.machineId}|${a.model}|${a.units}|${a.vramMiB}|${a.throughput}|${a.issuedAt}|${a.expiry}`;
     const cached = this.attestationSigners.get(cacheKey);
     if (cached !== undefined) return (cached || undefined) as Address | undefined;
     const digest = this.recoverer.digest("Attestation", signed.attestation);

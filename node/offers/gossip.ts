@@ -192,10 +192,10 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
     }
     this.metrics.offerValidation.observe((performance.now() - started) / 1_000);
     if (result.ok) {
-      this.metrics.offersAccepted.inc({ source });
+      this.metrics.offersAccepted.labels(source).inc();
       this.metrics.bookOffers.set(this.book.size);
     } else {
-      this.metrics.offersRejected.inc({ source, reason: result.reason, action: result.action });
+      this.metrics.offersRejected.labels(source, result.reason, result.action).inc();
       if (source !== "local") this.logger.debug("Offer message refused", { source, from, reason: result.reason, detail: result.detail });
     }
     this.emit("validated", result, source, from);
