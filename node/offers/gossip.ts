@@ -131,9 +131,15 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
       });
     }
     pubsub.topicValidators.set(this.topic, async (peer, message) => {
-      const result = await this.ingest(message.data, "gossip", peer.toString());
-      if (result.ok) return TopicValidatorResult.Accept;
-      return result.action === "reject" ? TopicValidatorResult.Reject : TopicValidatorResult.Ignore;
+      try {
+        const result = await this.ingest(message.data, "gossip", peer.toString());
+        if (result.ok) return TopicValidatorResult.Accept;
+        return result.action === "reject" ? TopicValidatorResult.Reject : TopicValidatorResult.Ignore;
+      } catch (error) {
+        // A failure of ours, not the peer's: drop the message without blaming anyone.
+        this.logger.error("Offer validation failed unexpectedly", { from: peer.toString() }, error);
+        return TopicValidatorResult.Ignore;
+      }
     });
     pubsub.subscribe(this.topic);
     this.unhandleSync = await handleProtocol(this.host, OFFERS_SYNC_PROTOCOL, {

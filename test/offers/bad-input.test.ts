@@ -180,6 +180,17 @@ describe("offer gossip under bad input (real nodes, real TCP on 127.0.0.1)", fun
     await expectRejected(async () => encodeOfferMessage(await buildOfferMessage(provider, machineSpec(33))), "machine_undeclared");
   });
 
+  it("answers an offers-sync request for another chain with WrongChainError", async () => {
+    await assert.rejects(
+      request(honest.host, victim.host.peerId, OFFERS_SYNC_PROTOCOL, { chainId: 1, limit: 10 }, { responseSchema: offersSyncResponseSchema }),
+      { name: "WrongChainError" },
+    );
+    await assert.rejects(
+      request(honest.host, victim.host.peerId, OFFERS_SYNC_PROTOCOL, { chainId: TEST_CHAIN_ID, limit: 10_000 }, { responseSchema: offersSyncResponseSchema }),
+      (error: unknown) => (error as Error).name === "InvalidMessageError" && (error as { fields: string[] }).fields[0] === "limit",
+    );
+  });
+
   it("a flood of 10,000 junk messages from one peer: all refused, the node keeps serving, memory stays bounded", async function () {
     this.timeout(60_000);
     const attacker = await startAttacker(victim);
