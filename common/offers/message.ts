@@ -2,6 +2,12 @@
  * The offer message that providers gossip on `/suanli/<chainId>/offers/1`: the EIP-712 Offer the
  * LeaseMarket verifies, the machine as declared on-chain, a free-capacity snapshot, hardware
  * attestations and a sequence number. JSON on the wire; bigints travel as decimal strings.
+ *
+ * The EIP-712 signature covers only the Offer. Everything else (sequence number, capacity,
+ * addresses) is covered by `peerSignature`: an Ed25519 signature by the libp2p key of `peerId`,
+ * which receivers require to be the peer id the provider registered on-chain. So nobody but the
+ * provider's own node can replay an offer with a higher sequence number or fake its capacity, and
+ * any node can relay a message verbatim (gossip, the offers-sync protocol) without re-signing.
  */
 import { z } from "zod";
 import type { Attestation, Offer } from "../eip712.js";
@@ -18,7 +24,8 @@ export function offersTopic(chainId: number): string {
 
 const uintBits = (bits: number) =>
   z
-    .union([z.bigint(), z.string().regex(/^\d{1,78}$/, "expected a decimal integer string"), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)])
+    // Strings first: that is what the wire carries, and a union tries its options in order.
+    .union([z.string().regex(/^\d{1,78}$/, "expected a decimal integer string"), z.bigint(), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)])
     .transform((value) => BigInt(value))
     .refine((value) => value < 2n ** BigInt(bits), { message: `must fit in uint${bits}` });
 const uint32 = z.number().int().min(0).max(2 ** 32 - 1);
@@ -93,8 +100,27 @@ export const offerMessageSchema = z.strictObject({
   /** Strictly increasing per (provider, machineId): receivers drop anything not newer than held. */
   seq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
   publishedAt: uint32,
+  /** Ed25519 signature by the key of `peerId` over `offerSigningBytes(message)`. */
+  peerSignature: z.string().regex(/^0x[0-9a-fA-F]{128}$/, "expected a 64-byte Ed25519 signature as 0x followed by 128 hex digits"),
 });
 export type OfferMessage = z.output<typeof offerMessageSchema>;
+/** An offer message before its peer signature. */
+export const unsignedOfferMessageSchema = offerMessageSchema.omit({ peerSignature: true });
+export type UnsignedOfferMessage = z.output<typeof unsignedOfferMessageSchema>;
+export type UnsignedOfferMessageInput = z.input<typeof unsignedOfferMessageSchema>;
+
+/** Domain separation of the peer signature: these bytes can never be mistaken for another message. */
+const PEER_SIGNATURE_PREFIX = "suanli/offer-message/1\n";
+
+/**
+ * The bytes `peerSignature` signs: a prefix plus the canonical JSON of the message without its
+ * peer signature. Canonical because `message` must be a schema output: zod emits keys in schema
+ * order, addresses checksummed and bigints as decimal strings, whatever the sender's spelling.
+ */
+export function offerSigningBytes(message: UnsignedOfferMessage | OfferMessage): Uint8Array {
+  const { peerSignature: _omit, ...unsigned } = message as OfferMessage;
+  return new TextEncoder().encode(PEER_SIGNATURE_PREFIX + stringifyPlain(unsigned));
+}
 
 /** The book key of an offer: one live offer per provider machine. */
 export function offerKey(provider: string, machineId: number): string {

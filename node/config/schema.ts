@@ -4,6 +4,8 @@ import { chainOptionsSchema } from "../chain/options.js";
 import { attestOptionsSchema } from "../attest/options.js";
 import { providerOptionsSchema } from "../provider/options.js";
 import { apiOptionsSchema } from "../api/options.js";
+import { offersOptionsSchema } from "../offers/options.js";
+import { p2pOptionsSchema } from "../p2p/options.js";
 
 /**
  * The node's configuration: one strict object, each concern's options defined beside the
@@ -17,5 +19,7 @@ export const nodeConfigSchema = z.strictObject({
   attest: attestOptionsSchema.prefault({}),
   provider: providerOptionsSchema.prefault({}),
   api: apiOptionsSchema.prefault({}),
+  p2p: p2pOptionsSchema.prefault({}),
+  offers: offersOptionsSchema.prefault({}),
 });
 export type NodeConfig = z.output<typeof nodeConfigSchema>;

@@ -7,4 +7,8 @@ export enum Bucket {
   meta = 0,
   /** Test-only bucket used by the store's own tests. */
   scratch = 1,
+  /** The offer book: book key (`provider:machineId`) → the offer message as received, plus its attestation state. */
+  offers = 2,
+  /** The provider's own offer sequence numbers: machine id → last seq published (never reused). */
+  offerSeq = 3,
 }

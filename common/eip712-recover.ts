@@ -1,0 +1,160 @@
+/**
+ * Fast EIP-712 digests and signer recovery for hot paths (a node verifying thousands of offers a
+ * second). Digests follow EIP-712 exactly as viem's `hashTypedData` computes them (the tests
+ * compare the two on random messages), but with the domain separator and each type's hash
+ * computed once, and the flat structs of common/eip712.ts encoded straight into one buffer:
+ * about three times faster than `hashTypedData`, which re-derives all of it per call.
+ * Recovery uses libsecp256k1 through the native `secp256k1` package, about 25 times faster
+ * than viem's pure-JS recovery. Node only: browsers verify through viem instead.
+ */
+import { createRequire } from "node:module";
+import { bytesToHex, getAddress, hashDomain, hexToBytes, keccak256, toBytes, type Address, type Hex } from "viem";
+import { suanliDomain, suanliTypes, type SuanliPrimaryType } from "./eip712.js";
+
+type Secp256k1 = {
+  ecdsaRecover(signature: Uint8Array, recid: number, message: Uint8Array, compressed?: boolean): Uint8Array;
+  ecdsaSign(message: Uint8Array, privateKey: Uint8Array): { signature: Uint8Array; recid: number };
+};
+// The package is CommonJS with a native binding; require keeps its typing out of ESM interop.
+const secp256k1 = createRequire(import.meta.url)("secp256k1") as Secp256k1;
+
+const EIP712_DOMAIN_TYPE = [
+  { name: "name", type: "string" },
+  { name: "version", type: "string" },
+  { name: "chainId", type: "uint256" },
+  { name: "verifyingContract", type: "address" },
+] as const;
+
+/** Half the secp256k1 group order: signatures with a larger `s` are malleable; OpenZeppelin's ECDSA rejects them. */
+const HALF_N = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0n;
+
+type Field = { name: string; type: string };
+
+/** A primary type's hash and fields, derived once. */
+type TypeInfo = { typeHash: Uint8Array; fields: readonly Field[] };
+
+const typeInfos = new Map<SuanliPrimaryType, TypeInfo>();
+
+function typeInfo(primaryType: SuanliPrimaryType): TypeInfo {
+  let info = typeInfos.get(primaryType);
+  if (!info) {
+    const fields = suanliTypes[primaryType] as readonly Field[];
+    // Every Suanli type is flat (atomic fields only), so encodeType references no other struct.
+    const encoded = `${primaryType}(${fields.map((field) => `${field.type} ${field.name}`).join(",")})`;
+    info = { typeHash: keccak256(toBytes(encoded), "bytes"), fields };
+    typeInfos.set(primaryType, info);
+  }
+  return info;
+}
+
+/** Writes `value` as a 32-byte big-endian word; throws if it does not fit in `bits`. */
+function writeUint(out: Uint8Array, at: number, value: bigint, bits: number, name: string): void {
+  if (value < 0n || value >= 1n << BigInt(bits)) throw new RangeError(`${name} does not fit in uint${bits}`);
+  let v = value;
+  for (let i = 31; i >= 0 && v > 0n; i--) {
+    out[at + i] = Number(v & 0xffn);
+    v >>= 8n;
+  }
+}
+
+function writeInt(out: Uint8Array, at: number, value: bigint, bits: number, name: string): void {
+  const limit = 1n << BigInt(bits - 1);
+  if (value < -limit || value >= limit) throw new RangeError(`${name} does not fit in int${bits}`);
+  // Two's complement over 256 bits, as abi.encode sign-extends.
+  writeUint(out, at, value < 0n ? (1n << 256n) + value : value, 256, name);
+}
+
+/** hashStruct(message) of EIP-712 for a flat struct. */
+function structHash(primaryType: SuanliPrimaryType, message: Record<string, unknown>): Uint8Array {
+  const { typeHash, fields } = typeInfo(primaryType);
+  const out = new Uint8Array(32 * (fields.length + 1));
+  out.set(typeHash, 0);
+  for (let k = 0; k < fields.length; k++) {
+    const { name, type } = fields[k];
+    const value = message[name];
+    const at = 32 * (k + 1);
+    if (type === "address") {
+      const bytes = hexToBytes(value as Hex);
+      if (bytes.length !== 20) throw new RangeError(`${name} is not an address`);
+      out.set(bytes, at + 12);
+    } else if (type === "bytes32") {
+      const bytes = hexToBytes(value as Hex);
+      if (bytes.length !== 32) throw new RangeError(`${name} is not 32 bytes`);
+      out.set(bytes, at);
+    } else if (type === "bool") {
+      out[at + 31] = value ? 1 : 0;
+    } else if (type === "string") {
+      out.set(keccak256(toBytes(value as string), "bytes"), at);
+    } else if (type.startsWith("uint")) {
+      writeUint(out, at, BigInt(value as bigint | number), Number(type.slice(4)), name);
+    } else if (type.startsWith("int")) {
+      writeInt(out, at, BigInt(value as bigint | number), Number(type.slice(3)), name);
+    } else {
+      throw new TypeError(`unsupported EIP-712 field type ${type}`);
+    }
+  }
+  return keccak256(out, "bytes");
+}
+
+/** Digests and recovers Suanli EIP-712 messages of one deployment (chain id + LeaseMarket). */
+export class TypedDataRecoverer {
+  private readonly domainSeparator: Uint8Array;
+
+  constructor(chainId: number, market: Address) {
+    this.domainSeparator = hexToBytes(
+      hashDomain({
+        domain: suanliDomain(chainId, market),
+        types: { EIP712Domain: EIP712_DOMAIN_TYPE },
+      } as Parameters<typeof hashDomain>[0]),
+    );
+  }
+
+  /** The EIP-712 digest of `message` (equal to viem's `hashTypedData` under this domain). */
+  digest(primaryType: SuanliPrimaryType, message: Record<string, unknown>): Hex {
+    const input = new Uint8Array(66);
+    input[0] = 0x19;
+    input[1] = 0x01;
+    input.set(this.domainSeparator, 2);
+    input.set(structHash(primaryType, message), 34);
+    return keccak256(input);
+  }
+
+  /**
+   * The address that signed `digest`, or undefined when the signature is malformed, malleable
+   * (high s) or recovers to no key.
+   */
+  recover(digest: Hex, signature: Hex): Address | undefined {
+    return recoverDigestSigner(digest, signature);
+  }
+}
+
+/** Recovers the signer of a 32-byte digest from a 65-byte (r, s, v) signature; undefined if invalid. */
+export function recoverDigestSigner(digest: Hex, signature: Hex): Address | undefined {
+  const bytes = hexToBytes(signature);
+  if (bytes.length !== 65) return undefined;
+  const v = bytes[64];
+  const recid = v >= 27 ? v - 27 : v;
+  if (recid !== 0 && recid !== 1) return undefined;
+  let s = 0n;
+  for (let i = 32; i < 64; i++) s = (s << 8n) | BigInt(bytes[i]);
+  if (s === 0n || s > HALF_N) return undefined;
+  try {
+    const publicKey = secp256k1.ecdsaRecover(bytes.subarray(0, 64), recid, hexToBytes(digest), false);
+    const hash = keccak256(publicKey.subarray(1));
+    return getAddress(`0x${hash.slice(-40)}`);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Signs a digest with a raw private key through libsecp256k1 (low-s, v = 27/28). For tools and
+ * benchmarks that sign many messages; accounts sign through viem.
+ */
+export function signDigest(digest: Hex, privateKey: Hex): Hex {
+  const { signature, recid } = secp256k1.ecdsaSign(hexToBytes(digest), hexToBytes(privateKey));
+  const out = new Uint8Array(65);
+  out.set(signature, 0);
+  out[64] = 27 + recid;
+  return bytesToHex(out);
+}

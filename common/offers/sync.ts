@@ -1,0 +1,30 @@
+/**
+ * The offers-sync protocol (`/suanli/offers-sync/1.0.0`): a node that just joined asks a peer
+ * for the offers it holds, a page at a time in key order, instead of waiting for providers to
+ * re-announce. Offers travel as the original signed messages, and the asking node validates
+ * every one exactly like a gossiped message: a peer can withhold offers but never forge one.
+ */
+import { z } from "zod";
+import { OFFER_MESSAGE_MAX_BYTES } from "./message.js";
+
+/** Most offers in one page. */
+export const OFFERS_SYNC_MAX_PAGE = 64;
+/** A full page of maximum-size messages plus the envelope. */
+export const OFFERS_SYNC_MAX_MESSAGE_BYTES = OFFERS_SYNC_MAX_PAGE * (OFFER_MESSAGE_MAX_BYTES + 64) + 4_096;
+
+export const offersSyncRequestSchema = z.strictObject({
+  /** The chain whose offers are wanted; a node on another chain answers WrongChainError. */
+  chainId: z.number().int().positive(),
+  /** The `next` of the previous page; absent for the first. */
+  after: z.string().min(1).max(128).optional(),
+  limit: z.number().int().min(1).max(OFFERS_SYNC_MAX_PAGE),
+});
+export type OffersSyncRequest = z.output<typeof offersSyncRequestSchema>;
+
+export const offersSyncResponseSchema = z.strictObject({
+  /** Offer messages exactly as the serving node received them. */
+  offers: z.array(z.string().max(OFFER_MESSAGE_MAX_BYTES)).max(OFFERS_SYNC_MAX_PAGE),
+  /** Where the next page starts; null after the last page. */
+  next: z.string().min(1).max(128).nullable(),
+});
+export type OffersSyncResponse = z.output<typeof offersSyncResponseSchema>;

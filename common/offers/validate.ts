@@ -1,0 +1,403 @@
+/**
+ * The validation pipeline of offer messages, run on every message a node receives (gossip, the
+ * offers-sync protocol) and on every message it publishes. Checks run cheapest first, so junk
+ * costs almost nothing and only well-formed, fresh, newer messages reach the signature checks
+ * and the chain:
+ *
+ *   1. size cap                     6. EIP-712 signature of the Offer (cached per signed offer)
+ *   2. JSON                         7. peer signature by the message's libp2p key
+ *   3. zod schema                   8. chain: provider registered, its on-chain peer id, nonce
+ *   4. consistency of the fields       not revoked, free stake, machine declared as described
+ *   5. expiry, then sequence        9. attestations: fields, signature, attestor role, expiry
+ *
+ * Each failure has a reason and an action: `reject` for a message nobody honest would send (the
+ * gossip layer lowers the sender's peer score), `ignore` for one that is merely stale or that
+ * this node cannot check right now (the chain is unreachable, the book is full).
+ *
+ * Node only (node:crypto for Ed25519, libsecp256k1 for recovery): the node and the SDK in Node
+ * use it; a browser reads offers already validated by a node's HTTP API.
+ */
+import { createPublicKey, verify as verifyEd25519, type KeyObject } from "node:crypto";
+import { peerIdFromString } from "@libp2p/peer-id";
+import { LRUCache } from "lru-cache";
+import { hexToBytes, type Address, type Hex } from "viem";
+import { TypedDataRecoverer } from "../eip712-recover.js";
+import { ANY_RENTER } from "../eip712.js";
+import { canonicalGpuName, modelHash } from "../gpu.js";
+import type { ChainView, MachineRecord, ProviderRecord } from "./chain-view.js";
+import {
+  OFFER_MESSAGE_MAX_BYTES,
+  offerKey,
+  offerMessageSchema,
+  offerSigningBytes,
+  type OfferMessage,
+  type SignedAttestation,
+} from "./message.js";
+
+export type OfferAction = "reject" | "ignore";
+
+/** Why a message was not accepted. Stable strings: metrics and tests use them. */
+export const OFFER_REJECT_REASONS = {
+  too_large: "reject",
+  not_json: "reject",
+  schema: "reject",
+  private_offer: "reject",
+  unknown_model: "reject",
+  model_mismatch: "reject",
+  inconsistent: "reject",
+  expired: "ignore",
+  expiry_too_far: "reject",
+  published_in_future: "reject",
+  stale_seq: "ignore",
+  bad_signature: "reject",
+  wrong_signer: "reject",
+  bad_peer_id: "reject",
+  bad_peer_signature: "reject",
+  unregistered: "reject",
+  peer_id_mismatch: "reject",
+  nonce_revoked: "reject",
+  understaked: "reject",
+  machine_undeclared: "reject",
+  machine_not_owned: "reject",
+  machine_mismatch: "reject",
+  bad_attestation: "reject",
+  chain_unavailable: "ignore",
+  book_full: "ignore",
+} as const satisfies Record<string, OfferAction>;
+export type OfferRejectReason = keyof typeof OFFER_REJECT_REASONS;
+
+/** The attestation state of an offer: attested while `attestors.length` meets the quorum and `attestedUntil` is ahead. */
+export type AttestationState = {
+  /** Distinct attestors whose valid, unexpired attestation the message carries. */
+  attestors: Address[];
+  /** When enough of them expire for the offer to fall below the quorum; null if it never met it. */
+  attestedUntil: number | null;
+};
+
+export type ValidatedOffer = {
+  key: string;
+  message: OfferMessage;
+  /** The message as received (its canonical form verifies the peer signature). */
+  raw: string;
+  attestation: AttestationState;
+};
+
+export type OfferValidation =
+  | { ok: true; offer: ValidatedOffer }
+  | { ok: false; reason: OfferRejectReason; action: OfferAction; detail: string };
+
+export type OfferValidatorOptions = {
+  chainId: number;
+  /** LeaseMarket address: the EIP-712 verifying contract. */
+  market: Address;
+  chain: ChainView;
+  /** Unix seconds now (tests move it). */
+  now?: () => number;
+  /** Offers expiring further ahead than this are refused (they would outlive their provider). */
+  maxTtlSec?: number;
+  /** How far ahead of our clock `publishedAt` may be. */
+  maxClockSkewSec?: number;
+  /** Free stake a provider needs beyond the collateral of its smallest lease; at least 1 means "staked". */
+  minFreeStake?: bigint;
+  /** Entries of each verification cache (signed offers, attestations, peer keys). */
+  cacheSize?: number;
+  maxMessageBytes?: number;
+};
+
+const decoder = new TextDecoder("utf-8", { fatal: true });
+// keccak256 of each canonical model name, computed once (the names are a short fixed list).
+const modelHashes = new Map<string, Hex>();
+function cachedModelHash(name: string): Hex {
+  let hash = modelHashes.get(name);
+  if (!hash) modelHashes.set(name, (hash = modelHash(name)));
+  return hash;
+}
+// DER prefix of an Ed25519 SubjectPublicKeyInfo; the 32 raw key bytes follow.
+const ED25519_SPKI_PREFIX = Uint8Array.from([0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00]);
+
+export type OfferFailure = Extract<OfferValidation, { ok: false }>;
+
+/** A refusal with the action its reason implies. */
+export function offerFailure(reason: OfferRejectReason, detail: string): OfferFailure {
+  return { ok: false, reason, action: OFFER_REJECT_REASONS[reason], detail };
+}
+
+/**
+ * The collateral the smallest lease an offer allows would lock: one unit for `minDuration`
+ * at the offer's price, times the collateral ratio (rounded up). A provider whose free stake
+ * cannot cover it could not honour the offer at all.
+ */
+export function minimumLeaseCollateral(message: Pick<OfferMessage, "offer">): bigint {
+  const { pricePerUnitSecond, minDuration, collateralBps } = message.offer;
+  const deposit = pricePerUnitSecond * BigInt(Math.max(minDuration, 1));
+  return (deposit * BigInt(collateralBps) + 9_999n) / 10_000n;
+}
+
+/** Whether an offer counts as attested at `now`. */
+export function isAttested(state: AttestationState, now: number): boolean {
+  return state.attestedUntil !== null && state.attestedUntil > now;
+}
+
+/**
+ * Validates offer messages. One instance per node: it holds the verification caches, so an
+ * unchanged Offer or attestation is never verified twice.
+ *
+ * @example
+ * const validator = new OfferValidator({ chainId, market, chain: new CachedChainView(view) });
+ * const result = await validator.validate(bytes, (key) => book.heldSeq(key));
+ * if (result.ok) book.upsert(result.offer);
+ */
+export class OfferValidator {
+  readonly chainId: number;
+  readonly chain: ChainView;
+  private readonly recoverer: TypedDataRecoverer;
+  private readonly now: () => number;
+  private readonly maxTtlSec: number;
+  private readonly maxClockSkewSec: number;
+  private readonly minFreeStake: bigint;
+  private readonly maxMessageBytes: number;
+  /** signature + canonical Offer → recovered signer ("" when unrecoverable). */
+  private readonly offerSigners: LRUCache<string, string>;
+  /** signature + canonical Attestation → recovered signer ("" when unrecoverable). */
+  private readonly attestationSigners: LRUCache<string, string>;
+  /** peer id → Ed25519 key object, or null when the peer id carries no Ed25519 key. */
+  private readonly peerKeys: LRUCache<string, { key: KeyObject | null }>;
+
+  constructor(options: OfferValidatorOptions) {
+    this.chainId = options.chainId;
+    this.chain = options.chain;
+    this.recoverer = new TypedDataRecoverer(options.chainId, options.market);
+    this.now = options.now ?? (() => Math.floor(Date.now() / 1000));
+    this.maxTtlSec = options.maxTtlSec ?? 86_400;
+    this.maxClockSkewSec = options.maxClockSkewSec ?? 30;
+    this.minFreeStake = options.minFreeStake ?? 1n;
+    this.maxMessageBytes = options.maxMessageBytes ?? OFFER_MESSAGE_MAX_BYTES;
+    const max = options.cacheSize ?? 50_000;
+    this.offerSigners = new LRUCache({ max });
+    this.attestationSigners = new LRUCache({ max });
+    this.peerKeys = new LRUCache({ max: Math.min(max, 10_000) });
+  }
+
+  /**
+   * Runs the whole pipeline on a received message. `heldSeq` tells the sequence number already
+   * held for a book key (undefined if none): anything not newer is ignored before any signature
+   * is checked.
+   */
+  async validate(data: Uint8Array | string, heldSeq?: (key: string) => number | undefined): Promise<OfferValidation> {
+    // 1. size
+    const size = typeof data === "string" ? Buffer.byteLength(data) : data.byteLength;
+    if (size > this.maxMessageBytes) return offerFailure("too_large", `${size} bytes; at most ${this.maxMessageBytes}`);
+    // 2. JSON
+    let raw: string;
+    let json: unknown;
+    try {
+      raw = typeof data === "string" ? data : decoder.decode(data);
+      json = JSON.parse(raw);
+    } catch {
+      return offerFailure("not_json", "not UTF-8 JSON");
+    }
+    // 3. schema
+    const parsed = offerMessageSchema.safeParse(json);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      return offerFailure("schema", `${issue.path.join(".") || "(root)"}: ${issue.message}`);
+    }
+    const message = parsed.data;
+    const { offer, machine, capacity } = message;
+
+    // 4. consistency of the message with itself
+    if (offer.renter !== ANY_RENTER) return offerFailure("private_offer", "gossiped offers must be open to any renter");
+    const canonical = canonicalGpuName(machine.model);
+    if (canonical !== machine.model) return offerFailure("unknown_model", `${machine.model} is not a canonical GPU model name`);
+    if (cachedModelHash(machine.model) !== offer.model) return offerFailure("model_mismatch", "offer.model is not keccak256(machine.model)");
+    if (offer.minDuration > offer.maxDuration) return offerFailure("inconsistent", "minDuration > maxDuration");
+    if (capacity.freeUnits > machine.units || capacity.onDemandUnits + capacity.interruptibleUnits + capacity.freeUnits > machine.units) {
+      return offerFailure("inconsistent", "capacity exceeds the machine's units");
+    }
+
+    // 5. expiry, then sequence
+    const now = this.now();
+    if (offer.expiry <= now) return offerFailure("expired", `expired at ${offer.expiry}`);
+    if (offer.expiry > now + this.maxTtlSec) return offerFailure("expiry_too_far", `expiry more than ${this.maxTtlSec} s ahead`);
+    if (message.publishedAt > now + this.maxClockSkewSec) return offerFailure("published_in_future", `publishedAt ${message.publishedAt} is ahead of ${now}`);
+    const key = offerKey(offer.provider, offer.machineId);
+    const held = heldSeq?.(key);
+    if (held !== undefined && message.seq <= held) return offerFailure("stale_seq", `seq ${message.seq} not newer than held ${held}`);
+
+    // 6. EIP-712 signature of the Offer
+    const signer = this.offerSigner(message);
+    if (signer === undefined) return offerFailure("bad_signature", "the offer signature is malformed or recovers to no key");
+    if (signer !== offer.provider) return offerFailure("wrong_signer", `signed by ${signer}, not ${offer.provider}`);
+
+    // 7. peer signature
+    const peerKey = this.peerKey(message.peerId);
+    if (!peerKey) return offerFailure("bad_peer_id", "peerId must be an Ed25519 libp2p peer id");
+    if (!verifyEd25519(null, offerSigningBytes(message), peerKey, hexToBytes(message.peerSignature as Hex))) {
+      return offerFailure("bad_peer_signature", "peerSignature does not verify under peerId");
+    }
+
+    // 8. chain
+    let provider: ProviderRecord | undefined;
+    let declared: MachineRecord | undefined;
+    let revoked: boolean;
+    try {
+      [provider, declared, revoked] = await Promise.all([
+        this.chain.getProvider(offer.provider),
+        this.chain.getMachine(offer.machineId),
+        this.chain.isNonceRevoked(offer.provider, offer.nonce),
+      ]);
+    } catch (error) {
+      return offerFailure("chain_unavailable", (error as Error)?.message ?? String(error));
+    }
+    const chainFailure = this.checkChain(message, provider, declared, revoked);
+    if (chainFailure) return chainFailure;
+
+    // 9. attestations
+    let attestation: AttestationState;
+    try {
+      const result = await this.checkAttestations(message, now);
+      if ("reason" in result) return offerFailure(result.reason, result.detail);
+      attestation = result;
+    } catch (error) {
+      return offerFailure("chain_unavailable", (error as Error)?.message ?? String(error));
+    }
+
+    return { ok: true, offer: { key, message, raw, attestation } };
+  }
+
+  /**
+   * Re-checks a held offer against the chain as it is now (after an event invalidated the
+   * cache). Returns the failure, or undefined if the offer still stands. Throws if the chain
+   * cannot be read.
+   */
+  async recheck(message: OfferMessage): Promise<OfferFailure | undefined> {
+    const { offer } = message;
+    const [provider, declared, revoked] = await Promise.all([
+      this.chain.getProvider(offer.provider),
+      this.chain.getMachine(offer.machineId),
+      this.chain.isNonceRevoked(offer.provider, offer.nonce),
+    ]);
+    return this.checkChain(message, provider, declared, revoked);
+  }
+
+  /** Recomputes the attestation state of a held message (after the attestor set changed). */
+  async attestationState(message: OfferMessage): Promise<AttestationState> {
+    const result = await this.checkAttestations(message, this.now());
+    return "reason" in result ? { attestors: [], attestedUntil: null } : result;
+  }
+
+  private checkChain(
+    message: OfferMessage,
+    provider: ProviderRecord | undefined,
+    declared: MachineRecord | undefined,
+    revoked: boolean,
+  ): OfferFailure | undefined {
+    const { offer, machine } = message;
+    if (!provider || !provider.registered) return offerFailure("unregistered", `${offer.provider} is not a registered provider`);
+    if (provider.peerId !== message.peerId) return offerFailure("peer_id_mismatch", "peerId is not the provider's registered peer id");
+    if (revoked) return offerFailure("nonce_revoked", `nonce ${offer.nonce} was revoked`);
+    const needed = minimumLeaseCollateral(message);
+    const required = needed > this.minFreeStake ? needed : this.minFreeStake;
+    if (provider.freeStake < required) return offerFailure("understaked", `free stake ${provider.freeStake} < ${required}`);
+    if (!declared) return offerFailure("machine_undeclared", `machine ${offer.machineId} is not declared on-chain`);
+    if (declared.owner !== offer.provider) return offerFailure("machine_not_owned", `machine ${offer.machineId} belongs to ${declared.owner}`);
+    const mismatch =
+      declared.model !== offer.model
+        ? "model"
+        : declared.units !== machine.units
+          ? "units"
+          : declared.vramMiB !== machine.vramMiB
+            ? "vramMiB"
+            : declared.interconnect !== machine.interconnect
+              ? "interconnect"
+              : declared.region !== machine.region
+                ? "region"
+                : declared.cluster.toLowerCase() !== machine.cluster.toLowerCase()
+                  ? "cluster"
+                  : undefined;
+    if (mismatch) return offerFailure("machine_mismatch", `machine.${mismatch} differs from the on-chain declaration`);
+    return undefined;
+  }
+
+  private async checkAttestations(
+    message: OfferMessage,
+    now: number,
+  ): Promise<AttestationState | { reason: OfferRejectReason; detail: string }> {
+    const { offer, machine } = message;
+    const expiries = new Map<Address, number>();
+    for (const [index, signed] of message.attestations.entries()) {
+      const { attestation } = signed;
+      if (
+        attestation.provider !== offer.provider ||
+        attestation.machineId !== offer.machineId ||
+        attestation.model !== offer.model ||
+        attestation.units !== machine.units ||
+        attestation.vramMiB !== machine.vramMiB
+      ) {
+        return { reason: "bad_attestation", detail: `attestations.${index} is about another machine` };
+      }
+      const signer = this.attestationSigner(signed);
+      if (!signer) return { reason: "bad_attestation", detail: `attestations.${index} signature recovers to no key` };
+      if (!(await this.chain.isAttestor(signer))) {
+        return { reason: "bad_attestation", detail: `attestations.${index} is signed by ${signer}, not an attestor` };
+      }
+      // An expired attestation is not a lie, only old news: it does not count, and is not punished.
+      if (attestation.expiry <= now) continue;
+      expiries.set(signer, Math.max(expiries.get(signer) ?? 0, attestation.expiry));
+    }
+    const quorum = Math.max(1, await this.chain.attestationQuorum());
+    const sorted = [...expiries.values()].sort((a, b) => b - a);
+    return {
+      attestors: [...expiries.keys()],
+      // The offer stays attested until the quorum-th latest expiry passes.
+      attestedUntil: sorted.length >= quorum ? sorted[quorum - 1] : null,
+    };
+  }
+
+  private offerSigner(message: OfferMessage): Address | undefined {
+    const o = message.offer;
+    // The signature plus every signed field: a cache hit is the same signature over the same Offer.
+    const cacheKey = `${message.signature}|${o.provider}|${o.machineId}|${o.model}|${o.pricePerUnitSecond}|${o.minBidPerUnitSecond}|${o.minDuration}|${o.maxDuration}|${o.collateralBps}|${o.startWindow}|${o.nonce}|${o.expiry}|${o.renter}`;
+    const cached = this.offerSigners.get(cacheKey);
+    if (cached !== undefined) return (cached || undefined) as Address | undefined;
+    const digest = this.recoverer.digest("Offer", message.offer);
+    const signer = this.recoverer.recover(digest, message.signature);
+    this.offerSigners.set(cacheKey, signer ?? "");
+    return signer;
+  }
+
+  private attestationSigner(signed: SignedAttestation): Address | undefined {
+    const a = signed.attestation;
+    const cacheKey = `${signed.signature}|${a.provider}|${a.machineId}|${a.model}|${a.units}|${a.vramMiB}|${a.throughput}|${a.issuedAt}|${a.expiry}`;
+    const cached = this.attestationSigners.get(cacheKey);
+    if (cached !== undefined) return (cached || undefined) as Address | undefined;
+    const digest = this.recoverer.digest("Attestation", signed.attestation);
+    const signer = this.recoverer.recover(digest, signed.signature);
+    this.attestationSigners.set(cacheKey, signer ?? "");
+    return signer;
+  }
+
+  private peerKey(peerId: string): KeyObject | null {
+    const cached = this.peerKeys.get(peerId);
+    if (cached) return cached.key;
+    let key: KeyObject | null = null;
+    try {
+      const id = peerIdFromString(peerId);
+      if (id.type === "Ed25519") {
+        const der = new Uint8Array(ED25519_SPKI_PREFIX.length + 32);
+        der.set(ED25519_SPKI_PREFIX, 0);
+        der.set(id.publicKey.raw, ED25519_SPKI_PREFIX.length);
+        key = createPublicKey({ key: Buffer.from(der), format: "der", type: "spki" });
+      }
+    } catch {
+      key = null;
+    }
+    this.peerKeys.set(peerId, { key });
+    return key;
+  }
+
+  /** Sizes of the verification caches (bounded by `cacheSize`). */
+  cacheSizes(): { offers: number; attestations: number; peerKeys: number } {
+    return { offers: this.offerSigners.size, attestations: this.attestationSigners.size, peerKeys: this.peerKeys.size };
+  }
+}

@@ -1,0 +1,30 @@
+/**
+ * Protocol ids of Suanli's libp2p protocols. Versioned: a breaking change to a message format
+ * gets a new major version and nodes serve old and new ids side by side while the network
+ * upgrades. Gossip topics carry the chain id (`offersTopic(chainId)` in common/offers/message.ts);
+ * request/response bodies that depend on a chain carry it in the body.
+ */
+
+/** Kademlia DHT namespace: Suanli nodes find each other without joining the public IPFS DHT. */
+export const KAD_PROTOCOL = "/suanli/kad/1.0.0";
+
+/** A node that just joined asks a peer for the offers it holds, page by page. */
+export const OFFERS_SYNC_PROTOCOL = "/suanli/offers-sync/1.0.0";
+
+/** A renter asks a provider to hold units; the provider answers with a signed acceptance or a reason. */
+export const RESERVE_PROTOCOL = "/suanli/reserve/1.0.0";
+
+/** The renter sends the task spec once its lease is open. */
+export const TASK_PROTOCOL = "/suanli/task/1.0.0";
+
+/** Lease status and heartbeats (usage, GPU metrics). */
+export const STATUS_PROTOCOL = "/suanli/status/1.0.0";
+
+/** Task logs. */
+export const LOGS_PROTOCOL = "/suanli/logs/1.0.0";
+
+/** Attestor challenges (proof of capacity, liveness probes). */
+export const ATTEST_PROTOCOL = "/suanli/attest/1.0.0";
+
+/** The user agent a Suanli node announces through identify. */
+export const SUANLI_AGENT = "suanli/0.1.0";

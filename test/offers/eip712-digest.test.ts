@@ -1,0 +1,80 @@
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { hashTypedData, type Address, type Hex } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { TypedDataRecoverer, recoverDigestSigner, signDigest } from "../../common/eip712-recover.js";
+import { suanliDomain, suanliTypes } from "../../common/eip712.js";
+
+const market: Address = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
+const address = fc.uint8Array({ minLength: 20, maxLength: 20 }).map((b) => `0x${Buffer.from(b).toString("hex")}` as Address);
+const bytes32 = fc.uint8Array({ minLength: 32, maxLength: 32 }).map((b) => `0x${Buffer.from(b).toString("hex")}` as Hex);
+const uint = (bits: number) => fc.bigInt({ min: 0n, max: (1n << BigInt(bits)) - 1n });
+const uintN = (bits: number) => fc.integer({ min: 0, max: 2 ** bits - 1 });
+
+describe("fast EIP-712 digests", () => {
+  it("equal viem's hashTypedData for random Offers, Attestations, Completions and RenterRequests", () => {
+    const chainId = 31337;
+    const recoverer = new TypedDataRecoverer(chainId, market);
+    const domain = suanliDomain(chainId, market);
+    const offer = fc.record({
+      provider: address,
+      machineId: uintN(32),
+      model: bytes32,
+      pricePerUnitSecond: uint(96),
+      minBidPerUnitSecond: uint(96),
+      minDuration: uintN(32),
+      maxDuration: uintN(32),
+      collateralBps: uintN(16),
+      startWindow: uintN(32),
+      nonce: uint(64),
+      expiry: uintN(32),
+      renter: address,
+    });
+    const attestation = fc.record({
+      provider: address,
+      machineId: uintN(32),
+      model: bytes32,
+      units: uintN(16),
+      vramMiB: uintN(32),
+      throughput: uint(64),
+      issuedAt: uintN(32),
+      expiry: uintN(32),
+    });
+    const completion = fc.record({ leaseId: uint(256), exitCode: fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), outputDigest: bytes32, unitSeconds: uint(64) });
+    const renterRequest = fc.record({
+      leaseId: uint(256),
+      provider: address,
+      action: fc.string({ maxLength: 40 }),
+      bodyHash: bytes32,
+      issuedAt: uintN(32),
+      nonce: bytes32,
+    });
+    const check = (primaryType: "Offer" | "Attestation" | "Completion" | "RenterRequest") => (message: Record<string, unknown>) => {
+      const expected = hashTypedData({ domain, types: suanliTypes, primaryType, message } as Parameters<typeof hashTypedData>[0]);
+      assert.equal(recoverer.digest(primaryType, message), expected);
+    };
+    fc.assert(fc.property(offer, check("Offer")), { numRuns: 150 });
+    fc.assert(fc.property(attestation, check("Attestation")), { numRuns: 100 });
+    fc.assert(fc.property(completion, check("Completion")), { numRuns: 100 });
+    fc.assert(fc.property(renterRequest, check("RenterRequest")), { numRuns: 100 });
+  });
+
+  it("refuses values that do not fit their field", () => {
+    const recoverer = new TypedDataRecoverer(1, market);
+    assert.throws(() => recoverer.digest("Attestation", { provider: market, machineId: 2 ** 32, model: `0x${"00".repeat(32)}`, units: 1, vramMiB: 1, throughput: 1n, issuedAt: 1, expiry: 1 }), RangeError);
+  });
+
+  it("recovers what libsecp256k1 and viem accounts sign, and rejects malleable signatures", async () => {
+    const key = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d" as const;
+    const account = privateKeyToAccount(key);
+    const digest = new TypedDataRecoverer(1, market).digest("Fault", { leaseId: 7n, kind: 1, observedAt: 99 });
+    const fast = signDigest(digest, key);
+    assert.equal(fast, await account.sign({ hash: digest }));
+    assert.equal(recoverDigestSigner(digest, fast), account.address);
+    // The same signature with s replaced by n - s (and v flipped) is valid ECDSA, but malleable.
+    const n = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+    const s = BigInt(`0x${fast.slice(66, 130)}`);
+    const flipped = `${fast.slice(0, 66)}${(n - s).toString(16).padStart(64, "0")}${fast.endsWith("1b") ? "1c" : "1b"}` as Hex;
+    assert.equal(recoverDigestSigner(digest, flipped), undefined);
+  });
+});

@@ -1,0 +1,262 @@
+import assert from "node:assert/strict";
+import { generateKeyPair } from "@libp2p/crypto/keys";
+import { hashTypedData } from "viem";
+import { TypedDataRecoverer } from "../../common/eip712-recover.js";
+import { suanliDomain, suanliTypes, ANY_RENTER, type Offer } from "../../common/eip712.js";
+import { modelHash } from "../../common/gpu.js";
+import { CachedChainView } from "../../common/offers/chain-view.js";
+import { encodeOfferMessage, offerKey, type OfferMessage } from "../../common/offers/message.js";
+import { signOffer, signOfferMessage } from "../../common/offers/sign.js";
+import { OfferValidator, isAttested, minimumLeaseCollateral, type OfferValidation } from "../../common/offers/validate.js";
+import { MemoryChainView } from "../support/memory-chain-view.js";
+import {
+  TEST_CHAIN_ID,
+  TEST_MARKET,
+  attest,
+  buildOfferMessage,
+  createProvider,
+  createSigner,
+  machineSpec,
+  nowSec,
+  registerOnChain,
+  type ProviderFixture,
+} from "../support/offer-fixtures.js";
+
+function expectFailure(result: OfferValidation, reason: string, action: "reject" | "ignore"): void {
+  assert.equal(result.ok, false, "expected the message to be refused");
+  if (result.ok) return;
+  assert.equal(result.reason, reason, result.detail);
+  assert.equal(result.action, action);
+}
+
+describe("offer validation pipeline", () => {
+  let chain: MemoryChainView;
+  let cached: CachedChainView;
+  let validator: OfferValidator;
+  let provider: ProviderFixture;
+  const spec = machineSpec(7);
+
+  beforeEach(async () => {
+    chain = new MemoryChainView();
+    cached = new CachedChainView(chain);
+    validator = new OfferValidator({ chainId: TEST_CHAIN_ID, market: TEST_MARKET, chain: cached });
+    provider = await createProvider();
+    registerOnChain(chain, provider, [spec]);
+  });
+
+  it("accepts a well-formed offer of a registered, staked provider's declared machine", async () => {
+    const message = await buildOfferMessage(provider, spec);
+    const result = await validator.validate(encodeOfferMessage(message));
+    assert.ok(result.ok, result.ok ? "" : result.detail);
+    assert.equal(result.offer.key, offerKey(provider.address, 7));
+    assert.equal(result.offer.message.offer.pricePerUnitSecond, 1_000n);
+    assert.equal(isAttested(result.offer.attestation, nowSec()), false);
+  });
+
+  it("digests exactly like viem's hashTypedData and verifies a viem account's signature", async () => {
+    const recoverer = new TypedDataRecoverer(TEST_CHAIN_ID, TEST_MARKET);
+    const offer: Offer = {
+      provider: provider.address,
+      machineId: 7,
+      model: modelHash("A100-80GB"),
+      pricePerUnitSecond: 123n,
+      minBidPerUnitSecond: 5n,
+      minDuration: 1,
+      maxDuration: 2,
+      collateralBps: 3,
+      startWindow: 4,
+      nonce: 9n,
+      expiry: nowSec() + 100,
+      renter: ANY_RENTER,
+    };
+    const digest = recoverer.digest("Offer", offer);
+    assert.equal(digest, hashTypedData({ domain: suanliDomain(TEST_CHAIN_ID, TEST_MARKET), types: suanliTypes, primaryType: "Offer", message: offer }));
+    const signature = await signOffer(provider.account, TEST_CHAIN_ID, TEST_MARKET, offer);
+    assert.equal(recoverer.recover(digest, signature), provider.address);
+  });
+
+  it("marks an offer attested when a quorum of attestors vouches for it, and not with expired attestations", async () => {
+    const attestor = createSigner();
+    chain.addAttestor(attestor.address);
+    const fresh = await buildOfferMessage(provider, spec, { attestations: [attest(attestor, provider.address, spec)] });
+    const result = await validator.validate(encodeOfferMessage(fresh));
+    assert.ok(result.ok);
+    assert.ok(isAttested(result.offer.attestation, nowSec()));
+    assert.deepEqual(result.offer.attestation.attestors, [attestor.address]);
+
+    const stale = await buildOfferMessage(provider, spec, { seq: 2, attestations: [attest(attestor, provider.address, spec, -5)] });
+    const staleResult = await validator.validate(encodeOfferMessage(stale));
+    assert.ok(staleResult.ok, "an expired attestation is not a forgery");
+    assert.equal(isAttested(staleResult.offer.attestation, nowSec()), false);
+  });
+
+  it("verifies the peer signature over the canonical form, whatever the key order on the wire", async () => {
+    const message = await buildOfferMessage(provider, spec);
+    const wire = JSON.parse(new TextDecoder().decode(encodeOfferMessage(message))) as Record<string, unknown>;
+    const reordered = Object.fromEntries(Object.entries(wire).reverse());
+    (reordered.offer as Record<string, unknown>).provider = provider.address.toLowerCase();
+    const result = await validator.validate(JSON.stringify(reordered));
+    assert.ok(result.ok, result.ok ? "" : result.detail);
+  });
+
+  describe("refuses bad input, each with its reason", () => {
+    it("an oversized message", async () => {
+      const message = await buildOfferMessage(provider, spec);
+      const padded = JSON.stringify({ ...JSON.parse(new TextDecoder().decode(encodeOfferMessage(message))), pad: "x".repeat(20_000) });
+      expectFailure(await validator.validate(padded), "too_large", "reject");
+    });
+
+    it("non-JSON and invalid UTF-8", async () => {
+      expectFailure(await validator.validate("{ not json"), "not_json", "reject");
+      expectFailure(await validator.validate(Uint8Array.from([0xff, 0xfe, 0x7b])), "not_json", "reject");
+    });
+
+    it("a schema-invalid message", async () => {
+      const message = await buildOfferMessage(provider, spec);
+      const wire = JSON.parse(new TextDecoder().decode(encodeOfferMessage(message))) as Record<string, Record<string, unknown>>;
+      wire.capacity.freeUnits = -1;
+      expectFailure(await validator.validate(JSON.stringify(wire)), "schema", "reject");
+      expectFailure(await validator.validate(JSON.stringify({ v: 1 })), "schema", "reject");
+      expectFailure(await validator.validate("[]"), "schema", "reject");
+    });
+
+    it("a malformed offer signature", async () => {
+      const message = await buildOfferMessage(provider, spec);
+      // s = 0 recovers nothing; the peer signature is redone so only the Offer signature is wrong
+      const zeroS = await resign({ ...message, signature: `0x${"11".repeat(32)}${"00".repeat(32)}1b` }, provider);
+      expectFailure(await validator.validate(encodeOfferMessage(zeroS)), "bad_signature", "reject");
+      const badV = await resign({ ...message, signature: `${message.signature.slice(0, -2)}05` as `0x${string}` }, provider);
+      expectFailure(await validator.validate(encodeOfferMessage(badV)), "bad_signature", "reject");
+    });
+
+    it("an offer altered after signing (the signature recovers another address)", async () => {
+      const message = await buildOfferMessage(provider, spec);
+      const altered = await resign({ ...message, offer: { ...message.offer, pricePerUnitSecond: 1n } }, provider);
+      expectFailure(await validator.validate(encodeOfferMessage(altered)), "wrong_signer", "reject");
+    });
+
+    it("an offer signed by a different key", async () => {
+      const message = await buildOfferMessage(provider, spec, { offerSigner: createSigner() });
+      expectFailure(await validator.validate(encodeOfferMessage(message)), "wrong_signer", "reject");
+    });
+
+    it("a message whose peer signature is by another node's key", async () => {
+      const message = await buildOfferMessage(provider, spec, { peerKey: await generateKeyPair("Ed25519") });
+      expectFailure(await validator.validate(encodeOfferMessage(message)), "bad_peer_signature", "reject");
+    });
+
+    it("a message relayed under another peer id than the provider registered", async () => {
+      const impostor = await createProvider();
+      const message = await buildOfferMessage({ ...provider, peerKey: impostor.peerKey, peerId: impostor.peerId }, spec);
+      expectFailure(await validator.validate(encodeOfferMessage(message)), "peer_id_mismatch", "reject");
+    });
+
+    it("a replayed old sequence number", async () => {
+      const message = await buildOfferMessage(provider, spec, { seq: 5 });
+      const held = (key: string) => (key === offerKey(provider.address, 7) ? 5 : undefined);
+      expectFailure(await validator.validate(encodeOfferMessage(message), held), "stale_seq", "ignore");
+      const older = await buildOfferMessage(provider, spec, { seq: 4 });
+      expectFailure(await validator.validate(encodeOfferMessage(older), held), "stale_seq", "ignore");
+    });
+
+    it("an expired offer, and one that claims to live too long", async () => {
+      const expired = await buildOfferMessage(provider, spec, { expiry: nowSec() - 1 });
+      expectFailure(await validator.validate(encodeOfferMessage(expired)), "expired", "ignore");
+      const forever = await buildOfferMessage(provider, spec, { expiry: nowSec() + 10 * 86_400 });
+      expectFailure(await validator.validate(encodeOfferMessage(forever)), "expiry_too_far", "reject");
+    });
+
+    it("an unregistered provider and a deregistered one", async () => {
+      const stranger = await createProvider();
+      const message = await buildOfferMessage(stranger, spec);
+      expectFailure(await validator.validate(encodeOfferMessage(message)), "unregistered", "reject");
+      chain.deregisterProvider(provider.address);
+      const own = await buildOfferMessage(provider, spec);
+      expectFailure(await validator.validate(encodeOfferMessage(own)), "unregistered", "reject");
+    });
+
+    it("an under-staked provider", async () => {
+      const message = await buildOfferMessage(provider, spec, { pricePerUnitSecond: 1_000n, minDuration: 3_600, collateralBps: 5_000 });
+      assert.equal(minimumLeaseCollateral(message), 1_800_000n);
+      chain.setFreeStake(provider.address, 1_799_999n);
+      expectFailure(await validator.validate(encodeOfferMessage(message)), "understaked", "reject");
+      cached.invalidateProvider(provider.address);
+      chain.setFreeStake(provider.address, 1_800_000n);
+      assert.ok((await validator.validate(encodeOfferMessage(message))).ok);
+    });
+
+    it("an offer for an undeclared machine, another provider's machine, or one described differently", async () => {
+      const undeclared = await buildOfferMessage(provider, machineSpec(99));
+      expectFailure(await validator.validate(encodeOfferMessage(undeclared)), "machine_undeclared", "reject");
+
+      const other = await createProvider();
+      registerOnChain(chain, other, [machineSpec(8)]);
+      const stolen = await buildOfferMessage(provider, machineSpec(8));
+      expectFailure(await validator.validate(encodeOfferMessage(stolen)), "machine_not_owned", "reject");
+
+      const moved = await buildOfferMessage(provider, { ...spec, region: "us-east" });
+      expectFailure(await validator.validate(encodeOfferMessage(moved)), "machine_mismatch", "reject");
+    });
+
+    it("a revoked offer nonce", async () => {
+      chain.revokeNonce(provider.address, 1n);
+      const message = await buildOfferMessage(provider, spec, { nonce: 1n });
+      expectFailure(await validator.validate(encodeOfferMessage(message)), "nonce_revoked", "reject");
+    });
+
+    it("a forged attestation and one about another machine", async () => {
+      const notAnAttestor = createSigner();
+      const forged = await buildOfferMessage(provider, spec, { attestations: [attest(notAnAttestor, provider.address, spec)] });
+      expectFailure(await validator.validate(encodeOfferMessage(forged)), "bad_attestation", "reject");
+
+      const attestor = createSigner();
+      chain.addAttestor(attestor.address);
+      const elsewhere = await buildOfferMessage(provider, spec, { attestations: [attest(attestor, provider.address, { ...spec, units: 4 })] });
+      expectFailure(await validator.validate(encodeOfferMessage(elsewhere)), "bad_attestation", "reject");
+    });
+
+    it("inconsistent fields: private offer, unknown model, capacity above the machine", async () => {
+      const privateOffer = await buildOfferMessage(provider, spec, { offer: { renter: createSigner().address } });
+      expectFailure(await validator.validate(encodeOfferMessage(privateOffer)), "private_offer", "reject");
+      const tooFree = await buildOfferMessage(provider, spec, { freeUnits: 9 });
+      expectFailure(await validator.validate(encodeOfferMessage(tooFree)), "inconsistent", "reject");
+      const alias = await buildOfferMessage(provider, { ...spec, model: "A100" }, { offer: { model: modelHash("A100") } });
+      expectFailure(await validator.validate(encodeOfferMessage(alias)), "unknown_model", "reject");
+    });
+
+    it("ignores (does not punish) a message it cannot check because the chain is unreachable", async () => {
+      const message = await buildOfferMessage(provider, spec);
+      chain.failWith = new Error("connection refused");
+      expectFailure(await validator.validate(encodeOfferMessage(message)), "chain_unavailable", "ignore");
+      chain.failWith = undefined;
+      assert.ok((await validator.validate(encodeOfferMessage(message))).ok);
+    });
+  });
+
+  it("reads the chain once per record and verifies an unchanged offer once", async () => {
+    const first = await buildOfferMessage(provider, spec, { seq: 1 });
+    assert.ok((await validator.validate(encodeOfferMessage(first))).ok);
+    const readsAfterFirst = chain.reads;
+    for (let seq = 2; seq <= 20; seq++) {
+      const next = await buildOfferMessage(provider, spec, { seq });
+      assert.ok((await validator.validate(encodeOfferMessage(next))).ok);
+    }
+    assert.equal(chain.reads, readsAfterFirst, "every chain read after the first came from the cache");
+    assert.equal(validator.cacheSizes().offers, 1, "one signed offer, verified once");
+  });
+
+  it("keeps its caches bounded", async () => {
+    const small = new OfferValidator({ chainId: TEST_CHAIN_ID, market: TEST_MARKET, chain: cached, cacheSize: 8 });
+    for (let i = 0; i < 30; i++) {
+      const message = await buildOfferMessage(provider, spec, { seq: i + 1, pricePerUnitSecond: BigInt(1_000 + i) });
+      assert.ok((await small.validate(encodeOfferMessage(message))).ok);
+    }
+    assert.ok(small.cacheSizes().offers <= 8);
+  });
+});
+
+/** Re-signs the peer signature of an altered message (so only the part under test is wrong). */
+async function resign(message: OfferMessage, provider: ProviderFixture): Promise<OfferMessage> {
+  const { peerSignature: _drop, ...unsigned } = message;
+  return signOfferMessage(unsigned, provider.peerKey);
+}
