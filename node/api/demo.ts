@@ -5,12 +5,15 @@
  * explorer's live updates can be watched. Devnet wallets have no value anywhere; none of this runs
  * unless asked for.
  */
-import type { Address, LocalAccount } from "viem";
+import { generateKeyPairFromSeed } from "@libp2p/crypto/keys";
+import { peerIdFromPrivateKey } from "@libp2p/peer-id";
+import { hexToBytes, keccak256, type Address, type LocalAccount } from "viem";
 import type { ProviderView } from "../../common/api/chain.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { ANY_RENTER, suanliDomain, suanliTypes, type Attestation, type Offer } from "../../common/eip712.js";
 import { findGpuModel, modelHash } from "../../common/gpu.js";
-import { offerMessageSchema, type Interconnect } from "../../common/offers/message.js";
+import { type Interconnect } from "../../common/offers/message.js";
+import { signOfferMessage } from "../../common/offers/sign.js";
 import type { InMemoryMarketSource } from "./memory-source.js";
 import type { OfferEntry, VerifiedAttestation } from "./source.js";
 
@@ -42,7 +45,6 @@ export type SignedOfferSpec = {
   expiresIn?: number;
   /** When given, signs a current hardware attestation of the machine. */
   attestor?: LocalAccount;
-  peerId?: string;
 };
 
 /** An offer-book entry with real EIP-712 signatures, parsed through the gossip message schema. */
@@ -89,7 +91,9 @@ export async function signedOfferEntry(spec: SignedOfferSpec): Promise<OfferEntr
   }
   const onDemandUnits = spec.onDemandUnits ?? 0;
   const interruptibleUnits = spec.interruptibleUnits ?? 0;
-  const message = offerMessageSchema.parse({
+  // The provider node's libp2p key, derived from the wallet address so demo data is stable.
+  const peerKey = await generateKeyPairFromSeed("Ed25519", hexToBytes(keccak256(spec.provider.address)));
+  const message = await signOfferMessage({
     v: 1,
     offer,
     signature,
@@ -108,11 +112,11 @@ export async function signedOfferEntry(spec: SignedOfferSpec): Promise<OfferEntr
       lowestInterruptibleBid: interruptibleUnits > 0 ? (spec.minBidPerUnitSecond ?? 1n) : null,
     },
     attestations,
-    peerId: spec.peerId ?? "12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN",
+    peerId: peerIdFromPrivateKey(peerKey).toString(),
     addrs: ["/ip4/127.0.0.1/tcp/4001"],
     seq: spec.seq ?? 1,
     publishedAt: spec.at,
-  });
+  }, peerKey);
   return { message, verifiedAttestations, receivedAt: spec.at };
 }
 
