@@ -74,7 +74,7 @@ type Wallet = Suanli["provider"];
 let nonceCounter = 1000n;
 
 /** An offer of machine 1 by `provider` with sensible defaults; `overrides` replace fields. */
-export async function makeOffer(s: Suanli, overrides: Partial<Offer> = {}): Promise<Offer> {
+export async function makeOffer(s: Pick<Suanli, "publicClient" | "provider">, overrides: Partial<Offer> = {}): Promise<Offer> {
   const now = Number((await s.publicClient.getBlock()).timestamp);
   return {
     provider: s.provider.account.address,
