@@ -4042,12 +4042,12 @@ export const leaseMarketAbi = [
           }
         ],
         "internalType": "struct ILeaseMarketTypes.Offer",
-        "name": "offer",
+        "name": "",
         "type": "tuple"
       },
       {
         "internalType": "bytes",
-        "name": "signature",
+        "name": "",
         "type": "bytes"
       },
       {
@@ -4084,7 +4084,7 @@ export const leaseMarketAbi = [
           }
         ],
         "internalType": "struct ILeaseMarketTypes.LeaseTerms",
-        "name": "terms",
+        "name": "",
         "type": "tuple"
       },
       {
@@ -4116,7 +4116,7 @@ export const leaseMarketAbi = [
           }
         ],
         "internalType": "struct ILeaseMarketTypes.Permit",
-        "name": "permit",
+        "name": "",
         "type": "tuple"
       }
     ],
@@ -4124,7 +4124,7 @@ export const leaseMarketAbi = [
     "outputs": [
       {
         "internalType": "uint256",
-        "name": "leaseId",
+        "name": "",
         "type": "uint256"
       }
     ],
@@ -4360,6 +4360,17 @@ export const leaseMarketExtensionAbi = [
   {
     "inputs": [
       {
+        "internalType": "address",
+        "name": "target",
+        "type": "address"
+      }
+    ],
+    "name": "AddressEmptyCode",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "uint256",
         "name": "count",
         "type": "uint256"
@@ -4451,6 +4462,11 @@ export const leaseMarketExtensionAbi = [
       }
     ],
     "name": "ExtensionPriceTooHigh",
+    "type": "error"
+  },
+  {
+    "inputs": [],
+    "name": "FailedCall",
     "type": "error"
   },
   {
@@ -5581,6 +5597,161 @@ export const leaseMarketExtensionAbi = [
     ],
     "name": "extend",
     "outputs": [],
+    "stateMutability": "nonpayable",
+    "type": "function"
+  },
+  {
+    "inputs": [
+      {
+        "components": [
+          {
+            "internalType": "address",
+            "name": "provider",
+            "type": "address"
+          },
+          {
+            "internalType": "uint32",
+            "name": "machineId",
+            "type": "uint32"
+          },
+          {
+            "internalType": "bytes32",
+            "name": "model",
+            "type": "bytes32"
+          },
+          {
+            "internalType": "uint96",
+            "name": "pricePerUnitSecond",
+            "type": "uint96"
+          },
+          {
+            "internalType": "uint96",
+            "name": "minBidPerUnitSecond",
+            "type": "uint96"
+          },
+          {
+            "internalType": "uint32",
+            "name": "minDuration",
+            "type": "uint32"
+          },
+          {
+            "internalType": "uint32",
+            "name": "maxDuration",
+            "type": "uint32"
+          },
+          {
+            "internalType": "uint16",
+            "name": "collateralBps",
+            "type": "uint16"
+          },
+          {
+            "internalType": "uint32",
+            "name": "startWindow",
+            "type": "uint32"
+          },
+          {
+            "internalType": "uint64",
+            "name": "nonce",
+            "type": "uint64"
+          },
+          {
+            "internalType": "uint32",
+            "name": "expiry",
+            "type": "uint32"
+          },
+          {
+            "internalType": "address",
+            "name": "renter",
+            "type": "address"
+          }
+        ],
+        "internalType": "struct ILeaseMarketTypes.Offer",
+        "name": "offer",
+        "type": "tuple"
+      },
+      {
+        "internalType": "bytes",
+        "name": "signature",
+        "type": "bytes"
+      },
+      {
+        "components": [
+          {
+            "internalType": "uint16",
+            "name": "units",
+            "type": "uint16"
+          },
+          {
+            "internalType": "uint32",
+            "name": "duration",
+            "type": "uint32"
+          },
+          {
+            "internalType": "uint96",
+            "name": "maxPricePerUnitSecond",
+            "type": "uint96"
+          },
+          {
+            "internalType": "bool",
+            "name": "interruptible",
+            "type": "bool"
+          },
+          {
+            "internalType": "uint96",
+            "name": "bidPerUnitSecond",
+            "type": "uint96"
+          },
+          {
+            "internalType": "uint256[]",
+            "name": "preempt",
+            "type": "uint256[]"
+          }
+        ],
+        "internalType": "struct ILeaseMarketTypes.LeaseTerms",
+        "name": "terms",
+        "type": "tuple"
+      },
+      {
+        "components": [
+          {
+            "internalType": "uint256",
+            "name": "value",
+            "type": "uint256"
+          },
+          {
+            "internalType": "uint256",
+            "name": "deadline",
+            "type": "uint256"
+          },
+          {
+            "internalType": "uint8",
+            "name": "v",
+            "type": "uint8"
+          },
+          {
+            "internalType": "bytes32",
+            "name": "r",
+            "type": "bytes32"
+          },
+          {
+            "internalType": "bytes32",
+            "name": "s",
+            "type": "bytes32"
+          }
+        ],
+        "internalType": "struct ILeaseMarketTypes.Permit",
+        "name": "permit",
+        "type": "tuple"
+      }
+    ],
+    "name": "openLeaseWithPermit",
+    "outputs": [
+      {
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      }
+    ],
     "stateMutability": "nonpayable",
     "type": "function"
   },

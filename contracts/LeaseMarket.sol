@@ -2,7 +2,6 @@
 pragma solidity 0.8.34;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
-import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC20Permit.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {Address} from "@openzeppelin/contracts/utils/Address.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
@@ -52,18 +51,13 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
     }
 
     /// @inheritdoc ILeaseMarket
-    function openLeaseWithPermit(
-        Offer calldata offer,
-        bytes calldata signature,
-        LeaseTerms calldata terms,
-        Permit calldata permit
-    ) external nonReentrant returns (uint256 leaseId) {
-        // Ignoring a failed permit is deliberate: anyone who saw it in the mempool may have submitted it
-        // first; the allowance is then already in place and the deposit pull below still succeeds.
-        try IERC20Permit(address(_TOKEN)).permit(
-            msg.sender, address(this), permit.value, permit.deadline, permit.v, permit.r, permit.s
-        ) {} catch {}
-        return _open(offer, signature, terms);
+    function openLeaseWithPermit(Offer calldata, bytes calldata, LeaseTerms calldata, Permit calldata)
+        external
+        returns (uint256)
+    {
+        // The extension submits the permit, then runs openLease on this contract's code: _open keeps a
+        // single call site, so the optimizer cannot copy it (and push this contract over the size limit).
+        return abi.decode(Address.functionDelegateCall(_EXTENSION, msg.data), (uint256));
     }
 
     /// @inheritdoc ILeaseMarket
