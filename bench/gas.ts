@@ -28,7 +28,7 @@ const TARGETS: Record<string, number> = {
 export async function run(_args: string[]): Promise<Record<string, unknown>> {
   const { viem, networkHelpers } = await network.create();
   const publicClient = await viem.getPublicClient();
-  const [deployer, provider, renter, attestorA, attestorB, newcomer] = await viem.getWalletClients();
+  const [deployer, provider, renter, attestorA, attestorB, newcomer, permitRenter] = await viem.getWalletClients();
   const deployment = await deployContracts({
     publicClient: publicClient as never,
     walletClient: deployer as never,
@@ -122,6 +122,36 @@ export async function run(_args: string[]): Promise<Record<string, unknown>> {
   const opened = await openLease();
   gas.openLease = opened.gas;
   gas["openLease (renter-bound offer)"] = (await openLease(terms(2), await offer(big, { renter: renter.account.address }))).gas;
+  {
+    // A renter with tokens but no allowance: the EIP-2612 permit rides along with the open.
+    await tok(permitRenter, "faucet", [permitRenter.account.address, 10_000_000n]);
+    await tok(permitRenter, "transfer", [renter.account.address, 1n]);
+    const deposit = 2n * 100n * 3600n;
+    const deadline = BigInt(Number((await publicClient.getBlock()).timestamp) + 3600);
+    const permitSignature = await permitRenter.signTypedData({
+      account: permitRenter.account,
+      domain: { name: "Suanli Test USD", version: "1", chainId: domain.chainId, verifyingContract: token },
+      types: {
+        Permit: [
+          { name: "owner", type: "address" },
+          { name: "spender", type: "address" },
+          { name: "value", type: "uint256" },
+          { name: "nonce", type: "uint256" },
+          { name: "deadline", type: "uint256" },
+        ],
+      },
+      primaryType: "Permit",
+      message: { owner: permitRenter.account.address, spender: market, value: deposit, nonce: 0n, deadline },
+    });
+    const permit = {
+      value: deposit,
+      deadline,
+      v: Number(BigInt(`0x${permitSignature.slice(130, 132)}`)),
+      r: `0x${permitSignature.slice(2, 66)}`,
+      s: `0x${permitSignature.slice(66, 130)}`,
+    };
+    gas.openLeaseWithPermit = await mkt(permitRenter, "openLeaseWithPermit", [publicOffer.offer, publicOffer.signature, terms(2), permit]);
+  }
   gas.activate = await mkt(provider, "activate", [opened.leaseId]);
   await networkHelpers.time.increase(600);
   gas.claim = await mkt(provider, "claim", [opened.leaseId]);
