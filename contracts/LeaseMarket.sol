@@ -28,6 +28,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
 
     address private immutable _EXTENSION;
 
+    /// @notice Deploys the market for a registry, with its extension and first parameters.
     /// @param registry_ The ProviderRegistry; the market settles in its token.
     /// @param extension_ A LeaseMarketExtension deployed for the same registry.
     /// @param params_ Initial market parameters (see setParams).

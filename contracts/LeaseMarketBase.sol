@@ -76,6 +76,7 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
     uint256 internal _nextLeaseId;
     MarketParams internal _params;
 
+    /// @notice Binds the market code to a registry and its token, under the EIP-712 domain "Suanli" version "1".
     /// @param registry_ The ProviderRegistry; the market settles in its token.
     constructor(address registry_) EIP712("Suanli", "1") {
         _REGISTRY = IProviderRegistry(registry_);

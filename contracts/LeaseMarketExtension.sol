@@ -23,6 +23,7 @@ contract LeaseMarketExtension is LeaseMarketBase {
 
     address private immutable _SELF;
 
+    /// @notice Deploys the extension for the LeaseMarket of `registry_`.
     /// @param registry_ The ProviderRegistry the LeaseMarket uses.
     constructor(address registry_) LeaseMarketBase(registry_) {
         _SELF = address(this);

@@ -4,6 +4,7 @@ pragma solidity 0.8.34;
 import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 
@@ -17,6 +18,7 @@ import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 ///      token.balanceOf(this) == sum over providers of (free + locked + unbonding).
 contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
+    using SafeCast for uint256;
 
     /// @notice The LeaseMarket's role: reserve, release, lockMore, unlockPart.
     bytes32 public constant MARKET_ROLE = keccak256("MARKET_ROLE");
@@ -86,6 +88,7 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
     uint32 private _unbondingDelay;
     uint8 private _faultQuorum;
 
+    /// @notice Deploys the registry for one settlement token, with governance and its first parameters.
     /// @param token_ The settlement token (an ERC-20; EIP-2612 for the permit path of the market).
     /// @param governance Receives DEFAULT_ADMIN_ROLE: grants MARKET_ROLE and ATTESTOR_ROLE, sets parameters.
     /// @param unbondingDelay_ Seconds between an unstake request and its withdrawal.
@@ -141,6 +144,9 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
         _requireRegistered(msg.sender);
         if (amount == 0) revert ZeroAmount();
         Funds storage funds = _funds[msg.sender];
+        // The whole stake must fit 96 bits, so moving collateral between free, locked and unbonding can
+        // never overflow (a release that reverted would trap a renter's refund).
+        (uint256(funds.free) + funds.locked + _accounts[msg.sender].unbonding + amount).toUint96();
         funds.free += amount;
         _emitStake(msg.sender);
         _TOKEN.safeTransferFrom(msg.sender, address(this), amount);

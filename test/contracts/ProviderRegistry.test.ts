@@ -116,6 +116,22 @@ describe("ProviderRegistry", () => {
       );
     });
 
+    it("keeps a provider's whole stake within 96 bits", async () => {
+      const { viem } = connection;
+      const [governance, provider] = await viem.getWalletClients();
+      const token = await viem.deployContract("ReentrantToken");
+      const registry = await viem.deployContract("ProviderRegistry", [token.address, governance.account.address, UNBONDING_DELAY, 1]);
+      const max = 2n ** 96n - 1n;
+      await token.write.mint([provider.account.address, max + 1n]);
+      await token.write.approve([registry.address, max + 1n], { account: provider.account });
+      await registry.write.register(["peer", ""], { account: provider.account });
+      await registry.write.stake([max - 10n], { account: provider.account });
+      await registry.write.requestUnstake([5n], { account: provider.account });
+      await viem.assertions.revertWithCustomErrorWithArgs(registry.write.stake([11n], { account: provider.account }), registry, "SafeCastOverflowedUintDowncast", [96, max + 1n]);
+      await registry.write.stake([10n], { account: provider.account });
+      assert.equal((await registry.read.getProvider([provider.account.address])).stake, max);
+    });
+
     it("unbonds requested stake for the unbonding delay, then pays it out", async () => {
       const s = await load();
       const { viem, networkHelpers } = connection;
