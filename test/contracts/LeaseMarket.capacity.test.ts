@@ -364,7 +364,12 @@ describe("LeaseMarket: capacity modes, preemption, extend, shrink, governance", 
       await viem.assertions.revertWithCustomError(s.extension.write.cancel([1n]), s.market, "NotDelegated");
       const otherRegistry = await viem.deployContract("ProviderRegistry", [s.token.address, s.governance.account.address, UNBONDING_DELAY, FAULT_QUORUM]);
       const otherExtension = await viem.deployContract("LeaseMarketExtension", [otherRegistry.address]);
-      await assert.rejects(viem.deployContract("LeaseMarket", [s.registry.address, otherExtension.address, DEFAULT_PARAMS]), /ExtensionMismatch/);
+      await viem.assertions.revertWithCustomErrorWithArgs(
+        viem.deployContract("LeaseMarket", [s.registry.address, otherExtension.address, DEFAULT_PARAMS]) as unknown as Promise<`0x${string}`>,
+        s.market,
+        "ExtensionMismatch",
+        [getAddress(s.registry.address), getAddress(otherRegistry.address)],
+      );
     });
   });
 

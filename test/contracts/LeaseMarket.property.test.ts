@@ -29,7 +29,7 @@ const MIN_STEPS = 4;
 const MAX_STEPS = 16;
 const PRICE = 3n;
 const NOTICE = 20;
-const UNBONDING = 30;
+const UNBONDING = 10;
 const FEE_BPS = 100n;
 const BPS = 10_000n;
 const ZERO32 = `0x${"00".repeat(32)}` as const;
@@ -58,13 +58,13 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("complete" as const), lease: leaseArb }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant("fault" as const), lease: leaseArb, fraction: fc.double({ min: 0, max: 1, noNaN: true }), signers: fc.integer({ min: 1, max: 3 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("terminate" as const), lease: leaseArb }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant("cancel" as const), lease: leaseArb }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant("cancel" as const), lease: leaseArb }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("extend" as const), lease: leaseArb, extra: fc.integer({ min: 1, max: 300 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("shrink" as const), lease: leaseArb, units: fc.nat(4) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("settle" as const), lease: leaseArb, fraction: fc.double({ min: 0, max: 1, noNaN: true }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("stake" as const), provider: fc.nat(1), fraction: fc.double({ min: 0, max: 1, noNaN: true }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("unstake" as const), provider: fc.nat(1), fraction: fc.double({ min: 0, max: 1, noNaN: true }) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant("withdraw" as const), provider: fc.nat(1) }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant("withdraw" as const), provider: fc.nat(1) }) },
 );
 
 /** The model's view of one lease: what the rules say it may earn, from the operations the test ran. */
@@ -199,7 +199,7 @@ describe("LeaseMarket property: money in = money out, nobody overpaid, no unit l
     const initialRenter = renters.map((r) => balanceAt(initial, r.account.address));
     const startBlock = Number((await publicClient.getBlock()).timestamp);
 
-    let stats = { steps: 0, succeeded: 0, byKind: new Map<string, number>() };
+    let stats = { steps: 0, succeeded: 0, byKind: new Map<string, number>(), endings: new Map<number, number>() };
 
     async function send(from: Address, to: Address, abi: Abi, functionName: string, args: readonly unknown[], at: number): Promise<boolean> {
       await rpc.request({ method: "evm_setNextBlockTimestamp", params: [at] });
@@ -392,7 +392,8 @@ describe("LeaseMarket property: money in = money out, nobody overpaid, no unit l
           case "stake": {
             const p = providers[op.provider];
             const wallet = balanceAt(previous, p.account.address);
-            ok = await send(getAddress(p.account.address), registry.address, providerRegistryAbi, "stake", [BigInt(Math.floor(op.fraction * Number(wallet)))], now);
+            const amount = BigInt(Math.max(1, Math.floor(op.fraction * Number(wallet))));
+            ok = await send(getAddress(p.account.address), registry.address, providerRegistryAbi, "stake", [amount], now);
             break;
           }
           case "unstake": {
@@ -421,6 +422,7 @@ describe("LeaseMarket property: money in = money out, nobody overpaid, no unit l
             assert.ok(ok && rule, `lease ${lease.id} ended ${where}`);
             lease.live = false;
             lease.stop = rule(lease) ?? now;
+            stats.endings.set(view.endReason, (stats.endings.get(view.endReason) ?? 0) + 1);
             if (lease.segments.length) assert.equal(view.stopAt, lease.stop, `stopAt of lease ${lease.id} ${where}`);
           }
           assert.equal(LIVE.has(view.status), lease.live, `lease ${lease.id} live ${where}`);
@@ -512,8 +514,13 @@ describe("LeaseMarket property: money in = money out, nobody overpaid, no unit l
     for (const kind of ["open", "activate", "claim", "claimMany", "close", "complete", "fault", "terminate", "cancel", "extend", "shrink", "settle", "stake", "unstake", "withdraw", "time"]) {
       assert.ok((stats.byKind.get(kind) ?? 0) > 0, `no ${kind} ever succeeded`);
     }
+    // And every way a lease can end must have happened.
+    const reasons = ["", "RenterClosed", "Completed", "Faulted", "Preempted", "Expired", "Terminated", "MissedStart", "CoSigned"];
+    for (let reason = 1; reason < reasons.length; reason++) {
+      assert.ok((stats.endings.get(reason) ?? 0) > 0, `no lease ever ended as ${reasons[reason]}`);
+    }
     const summary = [...stats.byKind.entries()].map(([k, v]) => `${k} ${v}`).join(", ");
-    console.log(`      ${RUNS} sequences, ${stats.steps} steps, ${stats.succeeded} succeeded (${summary})`);
-    stats = { steps: 0, succeeded: 0, byKind: new Map() };
+    const endings = [...stats.endings.entries()].map(([k, v]) => `${reasons[k]} ${v}`).join(", ");
+    console.log(`      ${RUNS} sequences, ${stats.steps} steps, ${stats.succeeded} succeeded (${summary}); leases ended: ${endings}`);
   });
 });
