@@ -199,7 +199,7 @@ describe("LeaseMarket property: money in = money out, nobody overpaid, no unit l
     const initialRenter = renters.map((r) => balanceAt(initial, r.account.address));
     const startBlock = Number((await publicClient.getBlock()).timestamp);
 
-    let stats = { steps: 0, succeeded: 0, byKind: new Map<string, number>(), endings: new Map<number, number>() };
+    const stats = { steps: 0, succeeded: 0, byKind: new Map<string, number>(), endings: new Map<number, number>() };
 
     async function send(from: Address, to: Address, abi: Abi, functionName: string, args: readonly unknown[], at: number): Promise<boolean> {
       await rpc.request({ method: "evm_setNextBlockTimestamp", params: [at] });
