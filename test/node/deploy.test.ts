@@ -6,7 +6,7 @@ import { createPublicClient, http } from "viem";
 import { leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { connectChain } from "../../node/chain/clients.js";
-import { DEVNET_PARAMS, MARKET_ROLE, deployContracts } from "../../node/chain/deploy.js";
+import { ATTESTOR_ROLE, DEVNET_PARAMS, MARKET_ROLE, deployContracts } from "../../node/chain/deploy.js";
 import { startEmbeddedChain, type EmbeddedChain } from "../../node/chain/embedded.js";
 import { readDeployment, writeDeployment } from "../../node/chain/manifest.js";
 
@@ -77,6 +77,37 @@ describe("devnet deployment (embedded chain)", () => {
     assert.equal(
       await reader.readContract({ address: manifest.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [renter] }),
       1_000_000n,
+    );
+  });
+
+  it("grants attestors, applies parameter overrides and hands governance over", async () => {
+    const clients = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0) });
+    const reader = createPublicClient({ transport: http(chain.rpcUrl) });
+    const attestor = devnetAccount(7).address;
+    const withAttestors = await deployContracts({
+      publicClient: clients.publicClient,
+      walletClient: clients.walletClient!,
+      attestors: [attestor],
+      params: { faultQuorum: 2, preemptionNotice: 120 },
+    });
+    const registry = withAttestors.contracts.registry!;
+    assert.equal(await reader.readContract({ address: registry, abi: providerRegistryAbi, functionName: "hasRole", args: [ATTESTOR_ROLE, attestor] }), true);
+    assert.equal(await reader.readContract({ address: registry, abi: providerRegistryAbi, functionName: "faultQuorum" }), 2);
+    assert.equal((await reader.readContract({ address: withAttestors.contracts.market!, abi: leaseMarketAbi, functionName: "params" })).preemptionNotice, 120);
+
+    const governance = devnetAccount(9).address;
+    const handedOver = await deployContracts({ publicClient: clients.publicClient, walletClient: clients.walletClient!, governance });
+    const admin = `0x${"00".repeat(32)}` as const;
+    const [govIsAdmin, deployerIsAdmin] = await Promise.all(
+      [governance, devnetAccount(0).address].map((account) =>
+        reader.readContract({ address: handedOver.contracts.registry!, abi: providerRegistryAbi, functionName: "hasRole", args: [admin, account] }),
+      ),
+    );
+    assert.deepEqual([govIsAdmin, deployerIsAdmin], [true, false]);
+
+    await assert.rejects(
+      deployContracts({ publicClient: clients.publicClient, walletClient: clients.walletClient!, governance, attestors: [attestor] }),
+      (error: unknown) => (error as Error).name === "DeployError",
     );
   });
 
