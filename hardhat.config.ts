@@ -17,7 +17,12 @@ export default defineConfig({
     version: solcVersion,
     path: solcPath,
     settings: {
-      optimizer: { enabled: true, runs: 10_000 },
+      // 1,000 runs keeps LeaseMarket and its extension ~4 KiB under the 24 KiB code limit; the hot
+      // paths cost within ~0.5 % of what 10,000 runs gives (bench/gas.ts measured both).
+      optimizer: { enabled: true, runs: 1_000 },
+      // The market's entry points take many arguments (offer, terms, signatures); the IR pipeline
+      // keeps them off the stack-too-deep wall and packs storage writes better.
+      viaIR: true,
       evmVersion: "cancun",
     },
   },

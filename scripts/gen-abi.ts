@@ -12,6 +12,9 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 /** Contract name -> artifact path under artifacts/. */
 export const ABI_SOURCES: Record<string, string> = {
   TestToken: "contracts/test/TestToken.sol/TestToken.json",
+  ProviderRegistry: "contracts/ProviderRegistry.sol/ProviderRegistry.json",
+  LeaseMarket: "contracts/LeaseMarket.sol/LeaseMarket.json",
+  LeaseMarketExtension: "contracts/LeaseMarketExtension.sol/LeaseMarketExtension.json",
 };
 
 function exportName(contract: string): string {

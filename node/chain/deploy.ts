@@ -1,5 +1,5 @@
-import { getAddress, type Account, type Chain, type PublicClient, type Transport, type WalletClient } from "viem";
-import { testTokenAbi } from "../../common/abi.js";
+import { getAddress, keccak256, toBytes, zeroAddress, type Abi, type Account, type Address, type Chain, type PublicClient, type Transport, type WalletClient } from "viem";
+import { leaseMarketAbi, leaseMarketExtensionAbi, providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
 import type { Deployment } from "../../common/deployment.js";
 import { SuanliError } from "../../common/errors.js";
 import { readBytecode } from "./artifacts.js";
@@ -8,20 +8,70 @@ export class DeployError extends SuanliError {
   override name = "DeployError";
 }
 
-export type DeployOptions = {
-  publicClient: PublicClient<Transport, Chain>;
-  walletClient: WalletClient<Transport, Chain, Account>;
+/** Governance parameters set at deployment (all changeable later by governance). */
+export type DeployParams = {
+  /** Seconds between an unstake request and its withdrawal. */
+  unbondingDelay: number;
+  /** Distinct attestor signatures a fault needs. */
+  faultQuorum: number;
+  /** Share of every provider payment to the treasury, basis points (at most 1,000). */
+  protocolFeeBps: number;
+  /** Share of the collateral a renter gets when the provider misses the start deadline, basis points. */
+  startPenaltyBps: number;
+  /** Lowest share of the collateral a quorum fault credits to the renter, basis points. */
+  faultMinCreditBps: number;
+  /** Seconds a preempted interruptible lease keeps running. */
+  preemptionNotice: number;
+  /** Receives the protocol fee; zero while the fee is zero. */
+  treasury: Address;
 };
 
 /**
- * Deploys every Suanli contract that exists and returns the manifest (not yet written).
- * Each deployment waits for its receipt; the manifest's deploymentBlock is the first one's.
+ * Devnet defaults: short delays so a demo or a test sees unbonding and preemption happen within a
+ * minute; one attestor suffices for a fault. A production deployment passes its own (see
+ * docs/contracts.md: a week of unbonding, a few minutes of preemption notice, a quorum of attestors).
  */
-export async function deployContracts({ publicClient, walletClient }: DeployOptions): Promise<Deployment> {
+export const DEVNET_PARAMS: DeployParams = {
+  unbondingDelay: 60,
+  faultQuorum: 1,
+  protocolFeeBps: 0,
+  startPenaltyBps: 1_000,
+  faultMinCreditBps: 2_000,
+  preemptionNotice: 30,
+  treasury: zeroAddress,
+};
+
+export type DeployOptions = {
+  publicClient: PublicClient<Transport, Chain>;
+  walletClient: WalletClient<Transport, Chain, Account>;
+  /** Overrides of DEVNET_PARAMS. */
+  params?: Partial<DeployParams>;
+  /** Receives DEFAULT_ADMIN_ROLE of the registry (and so governs the market); the deployer by default. */
+  governance?: Address;
+  /** Addresses granted ATTESTOR_ROLE (only possible when the deployer is governance). */
+  attestors?: readonly Address[];
+};
+
+export const MARKET_ROLE = keccak256(toBytes("MARKET_ROLE"));
+export const ATTESTOR_ROLE = keccak256(toBytes("ATTESTOR_ROLE"));
+
+/**
+ * Deploys TestToken, ProviderRegistry, LeaseMarketExtension and LeaseMarket, grants the market
+ * MARKET_ROLE (and the attestors ATTESTOR_ROLE) and returns the manifest (not yet written).
+ * Each transaction waits for its receipt; the manifest's deploymentBlock is the first one's.
+ */
+export async function deployContracts({ publicClient, walletClient, params, governance, attestors = [] }: DeployOptions): Promise<Deployment> {
   const chainId = await publicClient.getChainId();
   const deployer = walletClient.account.address;
+  const settings = { ...DEVNET_PARAMS, ...params };
+  const admin = governance ?? deployer;
+  if (attestors.length && getAddress(admin) !== getAddress(deployer)) {
+    throw new DeployError("Attestors can only be granted at deployment when the deployer is governance", {
+      metaMessages: ["Deploy without attestors and let governance grant ATTESTOR_ROLE later."],
+    });
+  }
 
-  async function deploy(contract: string, abi: readonly unknown[], args: readonly unknown[] = []) {
+  async function deploy(contract: string, abi: Abi, args: readonly unknown[] = []) {
     const hash = await walletClient.deployContract({ abi, bytecode: await readBytecode(contract), args } as never);
     const receipt = await publicClient.waitForTransactionReceipt({ hash });
     if (receipt.status !== "success" || !receipt.contractAddress) {
@@ -30,7 +80,40 @@ export async function deployContracts({ publicClient, walletClient }: DeployOpti
     return { address: getAddress(receipt.contractAddress), blockNumber: receipt.blockNumber };
   }
 
+  async function grant(role: `0x${string}`, account: Address, registry: Address) {
+    const hash = await walletClient.writeContract({ address: registry, abi: providerRegistryAbi, functionName: "grantRole", args: [role, account] });
+    const receipt = await publicClient.waitForTransactionReceipt({ hash });
+    if (receipt.status !== "success") throw new DeployError(`Granting a role to ${account} failed (transaction ${hash})`);
+  }
+
   const token = await deploy("TestToken", testTokenAbi);
+  // The deployer holds the admin role until the roles are granted, then hands it to governance.
+  const registry = await deploy("ProviderRegistry", providerRegistryAbi, [token.address, deployer, settings.unbondingDelay, settings.faultQuorum]);
+  const extension = await deploy("LeaseMarketExtension", leaseMarketExtensionAbi, [registry.address]);
+  const market = await deploy("LeaseMarket", leaseMarketAbi, [
+    registry.address,
+    extension.address,
+    {
+      protocolFeeBps: settings.protocolFeeBps,
+      startPenaltyBps: settings.startPenaltyBps,
+      faultMinCreditBps: settings.faultMinCreditBps,
+      preemptionNotice: settings.preemptionNotice,
+      treasury: settings.treasury,
+    },
+  ]);
+  await grant(MARKET_ROLE, market.address, registry.address);
+  for (const attestor of attestors) await grant(ATTESTOR_ROLE, attestor, registry.address);
+  if (getAddress(admin) !== getAddress(deployer)) {
+    await grant(`0x${"00".repeat(32)}`, admin, registry.address);
+    const hash = await walletClient.writeContract({
+      address: registry.address,
+      abi: providerRegistryAbi,
+      functionName: "renounceRole",
+      args: [`0x${"00".repeat(32)}`, deployer],
+    });
+    await publicClient.waitForTransactionReceipt({ hash });
+  }
+
   const [symbol, decimals] = await Promise.all([
     publicClient.readContract({ address: token.address, abi: testTokenAbi, functionName: "symbol" }),
     publicClient.readContract({ address: token.address, abi: testTokenAbi, functionName: "decimals" }),
@@ -41,7 +124,7 @@ export async function deployContracts({ publicClient, walletClient }: DeployOpti
     deploymentBlock: token.blockNumber,
     deployedAt: new Date().toISOString(),
     deployer,
-    contracts: { token: token.address },
+    contracts: { token: token.address, registry: registry.address, market: market.address },
     token: { symbol, decimals },
   };
 }

@@ -3,10 +3,10 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createPublicClient, http } from "viem";
-import { testTokenAbi } from "../../common/abi.js";
+import { leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { connectChain } from "../../node/chain/clients.js";
-import { deployContracts } from "../../node/chain/deploy.js";
+import { ATTESTOR_ROLE, DEVNET_PARAMS, MARKET_ROLE, deployContracts } from "../../node/chain/deploy.js";
 import { startEmbeddedChain, type EmbeddedChain } from "../../node/chain/embedded.js";
 import { readDeployment, writeDeployment } from "../../node/chain/manifest.js";
 
@@ -22,7 +22,7 @@ describe("devnet deployment (embedded chain)", () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it("deploys the token, writes a manifest and a plain viem client reads the token back", async () => {
+  it("deploys token, registry and market, writes a manifest and a plain viem client reads them back", async () => {
     const clients = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0) });
     const deployment = await deployContracts({ publicClient: clients.publicClient, walletClient: clients.walletClient! });
     await writeDeployment(dir, deployment);
@@ -30,6 +30,7 @@ describe("devnet deployment (embedded chain)", () => {
     const manifest = await readDeployment(dir, 31337);
     assert.equal(manifest.chainId, 31337);
     assert.equal(manifest.contracts.token, deployment.contracts.token);
+    assert.ok(manifest.contracts.registry && manifest.contracts.market);
     assert.ok(manifest.deploymentBlock >= 1n);
 
     // A plain viem client, knowing nothing but the URL and the manifest.
@@ -43,6 +44,27 @@ describe("devnet deployment (embedded chain)", () => {
     assert.equal(decimals, 6);
     assert.equal(supply, 0n);
 
+    // The market is wired to the registry (MARKET_ROLE) and both settle in the token; devnet parameters apply.
+    const registry = manifest.contracts.registry!;
+    const market = manifest.contracts.market!;
+    const [marketRegistry, marketToken, registryToken, hasMarketRole, params, unbondingDelay, quorum] = await Promise.all([
+      reader.readContract({ address: market, abi: leaseMarketAbi, functionName: "registry" }),
+      reader.readContract({ address: market, abi: leaseMarketAbi, functionName: "token" }),
+      reader.readContract({ address: registry, abi: providerRegistryAbi, functionName: "token" }),
+      reader.readContract({ address: registry, abi: providerRegistryAbi, functionName: "hasRole", args: [MARKET_ROLE, market] }),
+      reader.readContract({ address: market, abi: leaseMarketAbi, functionName: "params" }),
+      reader.readContract({ address: registry, abi: providerRegistryAbi, functionName: "unbondingDelay" }),
+      reader.readContract({ address: registry, abi: providerRegistryAbi, functionName: "faultQuorum" }),
+    ]);
+    assert.equal(marketRegistry, registry);
+    assert.equal(marketToken, manifest.contracts.token);
+    assert.equal(registryToken, manifest.contracts.token);
+    assert.equal(hasMarketRole, true);
+    assert.equal(params.preemptionNotice, DEVNET_PARAMS.preemptionNotice);
+    assert.equal(params.protocolFeeBps, 0);
+    assert.equal(unbondingDelay, DEVNET_PARAMS.unbondingDelay);
+    assert.equal(quorum, DEVNET_PARAMS.faultQuorum);
+
     // The faucet mints to a renter, and the balance is visible to any client.
     const renter = devnetAccount(5).address;
     const hash = await clients.walletClient!.writeContract({
@@ -55,6 +77,37 @@ describe("devnet deployment (embedded chain)", () => {
     assert.equal(
       await reader.readContract({ address: manifest.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [renter] }),
       1_000_000n,
+    );
+  });
+
+  it("grants attestors, applies parameter overrides and hands governance over", async () => {
+    const clients = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0) });
+    const reader = createPublicClient({ transport: http(chain.rpcUrl) });
+    const attestor = devnetAccount(7).address;
+    const withAttestors = await deployContracts({
+      publicClient: clients.publicClient,
+      walletClient: clients.walletClient!,
+      attestors: [attestor],
+      params: { faultQuorum: 2, preemptionNotice: 120 },
+    });
+    const registry = withAttestors.contracts.registry!;
+    assert.equal(await reader.readContract({ address: registry, abi: providerRegistryAbi, functionName: "hasRole", args: [ATTESTOR_ROLE, attestor] }), true);
+    assert.equal(await reader.readContract({ address: registry, abi: providerRegistryAbi, functionName: "faultQuorum" }), 2);
+    assert.equal((await reader.readContract({ address: withAttestors.contracts.market!, abi: leaseMarketAbi, functionName: "params" })).preemptionNotice, 120);
+
+    const governance = devnetAccount(9).address;
+    const handedOver = await deployContracts({ publicClient: clients.publicClient, walletClient: clients.walletClient!, governance });
+    const admin = `0x${"00".repeat(32)}` as const;
+    const [govIsAdmin, deployerIsAdmin] = await Promise.all(
+      [governance, devnetAccount(0).address].map((account) =>
+        reader.readContract({ address: handedOver.contracts.registry!, abi: providerRegistryAbi, functionName: "hasRole", args: [admin, account] }),
+      ),
+    );
+    assert.deepEqual([govIsAdmin, deployerIsAdmin], [true, false]);
+
+    await assert.rejects(
+      deployContracts({ publicClient: clients.publicClient, walletClient: clients.walletClient!, governance, attestors: [attestor] }),
+      (error: unknown) => (error as Error).name === "DeployError",
     );
   });
 

@@ -1,0 +1,221 @@
+/**
+ * `npm run bench -- gas [--json]`: gasUsed (from transaction receipts) of the Suanli contract
+ * operations on Hardhat's in-process network, deployed by the real deploy script.
+ *
+ * Steady state: before anything is measured, a full lease cycle has run, so the renter and the
+ * provider already hold token balances, the market already holds deposits, the provider's
+ * reputation counters are nonzero and the provider's offer-nonce bitmap word is in use. A fresh
+ * account's first transfer or first counter costs ~17,000 gas more (a zero-to-nonzero storage
+ * write); that is a one-time cost, not what every lease pays.
+ */
+import { network } from "hardhat";
+import { zeroAddress, type Address, type Hash, type Hex } from "viem";
+import { leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../common/abi.js";
+import { orderFaultSignatures, signFault, signOffer, signSettlement } from "../common/chain/market.js";
+import { suanliDomain, type Offer } from "../common/eip712.js";
+import { modelHash } from "../common/gpu.js";
+import { deployContracts } from "../node/chain/deploy.js";
+
+/** Targets from issue #3 (a benchmark, not a test: the table says whether each is met). */
+const TARGETS: Record<string, number> = {
+  openLease: 160_000,
+  activate: 50_000,
+  claim: 55_000,
+  "claimMany (per lease, 10 leases)": 25_000,
+  "close (renter)": 90_000,
+};
+
+export async function run(_args: string[]): Promise<Record<string, unknown>> {
+  const { viem, networkHelpers } = await network.create();
+  const publicClient = await viem.getPublicClient();
+  const [deployer, provider, renter, attestorA, attestorB, newcomer, permitRenter] = await viem.getWalletClients();
+  const deployment = await deployContracts({
+    publicClient: publicClient as never,
+    walletClient: deployer as never,
+    params: { faultQuorum: 2, preemptionNotice: 30, unbondingDelay: 60 },
+    attestors: [attestorA.account.address, attestorB.account.address],
+  });
+  const token = deployment.contracts.token;
+  const registry = deployment.contracts.registry!;
+  const market = deployment.contracts.market!;
+  const domain = suanliDomain(await publicClient.getChainId(), market);
+  const A100 = modelHash("A100-80GB");
+  const maxUint = 2n ** 256n - 1n;
+
+  type Wallet = typeof provider;
+  async function send(wallet: Wallet, address: Address, abi: typeof leaseMarketAbi | typeof providerRegistryAbi | typeof testTokenAbi, functionName: string, args: readonly unknown[]): Promise<bigint> {
+    const hash: Hash = await wallet.writeContract({ address, abi, functionName, args, account: wallet.account } as never);
+    const receipt = await publicClient.waitForTransactionReceipt({ hash });
+    if (receipt.status !== "success") throw new Error(`${functionName} reverted`);
+    return receipt.gasUsed;
+  }
+  const reg = (wallet: Wallet, fn: string, args: readonly unknown[]) => send(wallet, registry, providerRegistryAbi, fn, args);
+  const mkt = (wallet: Wallet, fn: string, args: readonly unknown[]) => send(wallet, market, leaseMarketAbi, fn, args);
+  const tok = (wallet: Wallet, fn: string, args: readonly unknown[]) => send(wallet, token, testTokenAbi, fn, args);
+
+  // Actors hold balances and allowances already (steady state).
+  for (const wallet of [provider, renter, newcomer]) {
+    await tok(wallet, "faucet", [wallet.account.address, 1_000_000n * 10n ** 6n]);
+    await tok(wallet, "approve", [registry, maxUint]);
+    await tok(wallet, "approve", [market, maxUint]);
+  }
+  await reg(provider, "register", ["12D3KooWBenchProvider", "https://provider.example/meta.json"]);
+  await reg(provider, "stake", [500_000n * 10n ** 6n]);
+  await reg(provider, "addMachine", [A100, 1024, 81_920, 1, "eu-west", `0x${"00".repeat(32)}`]);
+  await reg(provider, "addMachine", [A100, 2, 81_920, 1, "eu-west", `0x${"00".repeat(32)}`]);
+  const big = 1;
+  const small = 2;
+
+  let nonce = 1n;
+  async function offer(machineId: number, overrides: Partial<Offer> = {}): Promise<{ offer: Offer; signature: Hex }> {
+    const now = Number((await publicClient.getBlock()).timestamp);
+    const o: Offer = {
+      provider: provider.account.address,
+      machineId,
+      model: A100,
+      pricePerUnitSecond: 100n,
+      minBidPerUnitSecond: 40n,
+      minDuration: 60,
+      maxDuration: 30 * 24 * 3600,
+      collateralBps: 5_000,
+      startWindow: 600,
+      nonce: nonce++,
+      expiry: now + 3600,
+      renter: zeroAddress,
+      ...overrides,
+    };
+    return { offer: o, signature: await signOffer(provider, domain, o) };
+  }
+  const terms = (units: number, extra: Partial<{ interruptible: boolean; bidPerUnitSecond: bigint; preempt: bigint[] }> = {}) => ({
+    units,
+    duration: 3600,
+    maxPricePerUnitSecond: 1_000n,
+    interruptible: false,
+    bidPerUnitSecond: 0n,
+    preempt: [] as bigint[],
+    ...extra,
+  });
+  const publicOffer = await offer(big, { expiry: Number((await publicClient.getBlock()).timestamp) + 30 * 24 * 3600 });
+  async function openLease(t = terms(2), o = publicOffer): Promise<{ leaseId: bigint; gas: bigint }> {
+    const leaseId = (await publicClient.readContract({ address: market, abi: leaseMarketAbi, functionName: "nextLeaseId" })) as bigint;
+    const gas = await mkt(renter, "openLease", [o.offer, o.signature, t]);
+    return { leaseId, gas };
+  }
+  async function openActive(t = terms(2), o = publicOffer) {
+    const { leaseId } = await openLease(t, o);
+    await mkt(provider, "activate", [leaseId]);
+    return leaseId;
+  }
+
+  // Warm-up: a full cycle (claim, completion, renter-bound nonce use) and a lease that stays open.
+  const warm = await openActive();
+  await networkHelpers.time.increase(60);
+  await mkt(provider, "claim", [warm]);
+  await mkt(provider, "complete", [warm, 0, `0x${"11".repeat(32)}`, 120n]);
+  const warmBound = await offer(big, { renter: renter.account.address });
+  await openActive(terms(1), warmBound);
+
+  const gas: Record<string, bigint> = {};
+  gas["register+stake"] = (await reg(newcomer, "register", ["12D3KooWNewcomer", "https://newcomer.example/meta.json"])) + (await reg(newcomer, "stake", [100_000n * 10n ** 6n]));
+  gas.addMachine = await reg(newcomer, "addMachine", [A100, 8, 81_920, 1, "us-east", `0x${"00".repeat(32)}`]);
+
+  const opened = await openLease();
+  gas.openLease = opened.gas;
+  gas["openLease (renter-bound offer)"] = (await openLease(terms(2), await offer(big, { renter: renter.account.address }))).gas;
+  {
+    // A renter with tokens but no allowance: the EIP-2612 permit rides along with the open.
+    await tok(permitRenter, "faucet", [permitRenter.account.address, 10_000_000n]);
+    await tok(permitRenter, "transfer", [renter.account.address, 1n]);
+    const deposit = 2n * 100n * 3600n;
+    const deadline = BigInt(Number((await publicClient.getBlock()).timestamp) + 3600);
+    const permitSignature = await permitRenter.signTypedData({
+      account: permitRenter.account,
+      domain: { name: "Suanli Test USD", version: "1", chainId: domain.chainId, verifyingContract: token },
+      types: {
+        Permit: [
+          { name: "owner", type: "address" },
+          { name: "spender", type: "address" },
+          { name: "value", type: "uint256" },
+          { name: "nonce", type: "uint256" },
+          { name: "deadline", type: "uint256" },
+        ],
+      },
+      primaryType: "Permit",
+      message: { owner: permitRenter.account.address, spender: market, value: deposit, nonce: 0n, deadline },
+    });
+    const permit = {
+      value: deposit,
+      deadline,
+      v: Number(BigInt(`0x${permitSignature.slice(130, 132)}`)),
+      r: `0x${permitSignature.slice(2, 66)}`,
+      s: `0x${permitSignature.slice(66, 130)}`,
+    };
+    gas.openLeaseWithPermit = await mkt(permitRenter, "openLeaseWithPermit", [publicOffer.offer, publicOffer.signature, terms(2), permit]);
+  }
+  gas.activate = await mkt(provider, "activate", [opened.leaseId]);
+  await networkHelpers.time.increase(600);
+  gas.claim = await mkt(provider, "claim", [opened.leaseId]);
+
+  const batch: bigint[] = [];
+  for (let i = 0; i < 10; i++) batch.push(await openActive());
+  await networkHelpers.time.increase(600);
+  gas["claimMany (per lease, 10 leases)"] = (await mkt(provider, "claimMany", [batch])) / 10n;
+
+  await networkHelpers.time.increase(60);
+  gas["close (renter)"] = await mkt(renter, "close", [opened.leaseId]);
+  gas["claim after close (settles)"] = await mkt(provider, "claim", [opened.leaseId]);
+
+  const toComplete = await openActive();
+  await networkHelpers.time.increase(600);
+  gas["complete (provider)"] = await mkt(provider, "complete", [toComplete, 0, `0x${"22".repeat(32)}`, 1200n]);
+
+  const faulty = await openActive();
+  await networkHelpers.time.increase(600);
+  const observedAt = Number((await publicClient.getBlock()).timestamp) - 100;
+  const fault = { leaseId: faulty, kind: 1, observedAt };
+  const signatures = orderFaultSignatures(
+    await Promise.all([attestorA, attestorB].map(async (w) => ({ signer: w.account.address, signature: await signFault(w, domain, fault) }))),
+  );
+  gas["submitFault (quorum 2)"] = await mkt(deployer, "submitFault", [fault, signatures]);
+
+  const smallOffer = await offer(small);
+  const interrupted = await openActive(terms(2, { interruptible: true, bidPerUnitSecond: 50n }), smallOffer);
+  await networkHelpers.time.increase(300);
+  gas["openLease preempting 1 interruptible"] = (await openLease(terms(2, { preempt: [interrupted] }), smallOffer)).gas;
+
+  const terminated = await openActive();
+  await networkHelpers.time.increase(600);
+  gas["terminate (provider)"] = await mkt(provider, "terminate", [terminated]);
+
+  const missed = (await openLease()).leaseId;
+  await networkHelpers.time.increase(601);
+  gas["cancel (missed start)"] = await mkt(renter, "cancel", [missed]);
+
+  const extended = await openActive();
+  const consent = await offer(big);
+  gas["extend"] = await mkt(renter, "extend", [extended, 600, consent.offer, consent.signature]);
+  await networkHelpers.time.increase(300);
+  gas["shrink"] = await mkt(renter, "shrink", [extended, 1]);
+
+  const settled = await openActive();
+  await networkHelpers.time.increase(600);
+  const deadline = Number((await publicClient.getBlock()).timestamp) + 600;
+  const settlement = { leaseId: settled, providerAmount: 100_000n, deadline };
+  gas["settle (co-signed)"] = await mkt(deployer, "settle", [
+    settlement,
+    await signSettlement(renter, domain, settlement),
+    await signSettlement(provider, domain, settlement),
+  ]);
+
+  const rows = Object.entries(gas).map(([operation, used]) => {
+    const target = TARGETS[operation];
+    return { operation, gas: Number(used), target: target ?? null, met: target === undefined ? null : Number(used) <= target };
+  });
+  const width = Math.max(...rows.map((r) => r.operation.length));
+  console.log(`${"operation".padEnd(width)}  ${"gasUsed".padStart(9)}  ${"target".padStart(9)}`);
+  for (const row of rows) {
+    const target = row.target === null ? "" : `${row.target.toLocaleString("en-US")} ${row.met ? "ok" : "MISSED"}`;
+    console.log(`${row.operation.padEnd(width)}  ${row.gas.toLocaleString("en-US").padStart(9)}  ${target.padStart(9)}`);
+  }
+  return Object.fromEntries(rows.map((r) => [r.operation, r.gas]));
+}

@@ -1,0 +1,184 @@
+/**
+ * Chain-facing helpers that node and SDK share: lease maths that matches the LeaseMarket to the base
+ * unit, EIP-712 signing of offers, faults and settlements, and typed reads of leases, providers and
+ * machines. Everything is typed from the generated ABIs in common/abi.ts.
+ */
+import type { Account, Address, Chain, Client, Hex, Transport, WalletClient } from "viem";
+import { getAddress } from "viem";
+import { readContract } from "viem/actions";
+import { leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../abi.js";
+import { suanliTypes, type Fault, type Offer, type Settlement, type suanliDomain } from "../eip712.js";
+
+/** Lease states, indexed by the contract's `LeaseStatus` enum. */
+export const LEASE_STATUSES = ["None", "Open", "Active", "Ended", "Settled", "Cancelled"] as const;
+export type LeaseStatusName = (typeof LEASE_STATUSES)[number];
+
+/** Why a lease ended, indexed by the contract's `EndReason` enum. */
+export const END_REASONS = [
+  "None",
+  "RenterClosed",
+  "Completed",
+  "Faulted",
+  "Preempted",
+  "Expired",
+  "Terminated",
+  "MissedStart",
+  "CoSigned",
+] as const;
+export type EndReasonName = (typeof END_REASONS)[number];
+
+/** Basis points: 10,000 = 100 %. */
+export const BPS = 10_000n;
+
+/** The deposit a lease escrows: units x price per unit-second x seconds. */
+export function computeDeposit(units: number | bigint, pricePerUnitSecond: bigint, durationSeconds: number | bigint): bigint {
+  return BigInt(units) * pricePerUnitSecond * BigInt(durationSeconds);
+}
+
+/** The provider collateral a lease locks: deposit x collateralBps / 10,000, rounded down like the contract. */
+export function computeCollateral(deposit: bigint, collateralBps: number | bigint): bigint {
+  return (deposit * BigInt(collateralBps)) / BPS;
+}
+
+/** The protocol fee taken from a payment to a provider, rounded down like the contract. */
+export function computeFee(amount: bigint, protocolFeeBps: number | bigint): bigint {
+  return (amount * BigInt(protocolFeeBps)) / BPS;
+}
+
+/** The domain from suanliDomain(chainId, market). */
+type SigningDomain = ReturnType<typeof suanliDomain>;
+type AnyWalletClient = WalletClient<Transport, Chain | undefined, Account | undefined>;
+
+function accountOf(walletClient: AnyWalletClient, account?: Account | Address): Account | Address {
+  const chosen = account ?? walletClient.account;
+  if (!chosen) throw new Error("signing needs an account: pass one or use a wallet client with an account");
+  return chosen;
+}
+
+/**
+ * The provider's EIP-712 signature of an offer, as LeaseMarket.openLease and extend verify it.
+ *
+ * @example
+ * import { suanliDomain } from "suanli/common/eip712";
+ * import { signOffer } from "suanli/common/chain/market";
+ * const signature = await signOffer(providerWallet, suanliDomain(31337, market), offer);
+ */
+export function signOffer(walletClient: AnyWalletClient, domain: SigningDomain, offer: Offer, account?: Account | Address): Promise<Hex> {
+  return walletClient.signTypedData({
+    account: accountOf(walletClient, account),
+    domain,
+    types: { Offer: suanliTypes.Offer },
+    primaryType: "Offer",
+    message: offer,
+  });
+}
+
+/** An attestor's EIP-712 signature of a fault. */
+export function signFault(walletClient: AnyWalletClient, domain: SigningDomain, fault: Fault, account?: Account | Address): Promise<Hex> {
+  return walletClient.signTypedData({
+    account: accountOf(walletClient, account),
+    domain,
+    types: { Fault: suanliTypes.Fault },
+    primaryType: "Fault",
+    message: fault,
+  });
+}
+
+/** A renter's or provider's EIP-712 signature of a co-signed settlement. */
+export function signSettlement(
+  walletClient: AnyWalletClient,
+  domain: SigningDomain,
+  settlement: Settlement,
+  account?: Account | Address,
+): Promise<Hex> {
+  return walletClient.signTypedData({
+    account: accountOf(walletClient, account),
+    domain,
+    types: { Settlement: suanliTypes.Settlement },
+    primaryType: "Settlement",
+    message: settlement,
+  });
+}
+
+/**
+ * Orders attestor signatures the way submitFault requires (strictly increasing signer address) and
+ * drops duplicates of one signer.
+ */
+export function orderFaultSignatures(signatures: readonly { signer: Address; signature: Hex }[]): Hex[] {
+  const bySigner = new Map<string, Hex>();
+  for (const { signer, signature } of signatures) bySigner.set(getAddress(signer).toLowerCase(), signature);
+  return [...bySigner.entries()].sort(([a], [b]) => (BigInt(a) < BigInt(b) ? -1 : 1)).map(([, signature]) => signature);
+}
+
+/** A lease as LeaseMarket.getLease returns it, with the status and end reason as names. */
+export type LeaseView = {
+  leaseId: bigint;
+  renter: Address;
+  provider: Address;
+  machineId: number;
+  units: number;
+  pricePerUnitSecond: bigint;
+  interruptible: boolean;
+  collateralBps: number;
+  /** Collateral locked now (zero once ended). */
+  collateral: bigint;
+  /** Escrowed so far; once ended, the provider's final total. */
+  deposit: bigint;
+  paid: bigint;
+  /** Set while Open. */
+  startDeadline: number;
+  /** Start of metering (moved by shrink); zero while Open. */
+  activatedAt: number;
+  /** When accrual stopped or stops; zero while Open or Active. */
+  stopAt: number;
+  /** When the deposit runs out (Active), or stopAt once ended; zero while Open. */
+  end: number;
+  duration: number;
+  status: LeaseStatusName;
+  endReason: EndReasonName;
+  /** The provider's total so far, paid included. */
+  accrued: bigint;
+  /** What a claim pays now, before the protocol fee. */
+  claimable: bigint;
+};
+
+/** Reads one lease (status "None" when it does not exist). */
+export async function readLease(client: Client, market: Address, leaseId: bigint): Promise<LeaseView> {
+  const raw = await readContract(client, { address: market, abi: leaseMarketAbi, functionName: "getLease", args: [leaseId] });
+  return { leaseId, ...raw, status: LEASE_STATUSES[raw.status], endReason: END_REASONS[raw.endReason] };
+}
+
+/** A provider as ProviderRegistry.getProvider returns it. */
+export type ProviderView = Awaited<ReturnType<typeof readProvider>>;
+
+/** Reads a provider's registration, stake, collateral and reputation. */
+export async function readProvider(client: Client, registry: Address, provider: Address) {
+  return readContract(client, { address: registry, abi: providerRegistryAbi, functionName: "getProvider", args: [provider] });
+}
+
+/** Interconnect names, indexed by the registry's code. */
+export const INTERCONNECTS = ["none", "nvlink", "fabric"] as const;
+
+/** A machine as ProviderRegistry.getMachine returns it, plus its idle units. */
+export type MachineView = Awaited<ReturnType<typeof readMachine>>;
+
+/** Reads a machine's declaration and current use (owner zero when it does not exist). */
+export async function readMachine(client: Client, registry: Address, machineId: number) {
+  const raw = await readContract(client, { address: registry, abi: providerRegistryAbi, functionName: "getMachine", args: [machineId] });
+  return {
+    machineId,
+    ...raw,
+    interconnectName: INTERCONNECTS[raw.interconnect] ?? "none",
+    idleUnits: raw.units - raw.onDemandUnits - raw.interruptibleUnits,
+  };
+}
+
+/**
+ * Every custom error a LeaseMarket transaction can revert with, including those bubbling up from the
+ * registry and the token, for viem's decodeErrorResult or a contract's error decoding.
+ */
+export const suanliErrorsAbi = [
+  ...leaseMarketAbi.filter((item) => item.type === "error"),
+  ...providerRegistryAbi.filter((item) => item.type === "error"),
+  ...testTokenAbi.filter((item) => item.type === "error"),
+].filter((item, index, all) => all.findIndex((other) => other.name === item.name) === index);

@@ -1,0 +1,480 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity 0.8.34;
+
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {Address} from "@openzeppelin/contracts/utils/Address.sol";
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
+import {ILeaseMarket} from "./interfaces/ILeaseMarket.sol";
+import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
+import {LeaseMarketBase} from "./LeaseMarketBase.sol";
+import {LeaseMarketExtension} from "./LeaseMarketExtension.sol";
+
+/// @title LeaseMarket
+/// @notice Escrow, per-second metered payment and QoS of GPU leases. Renters open leases on providers'
+///         EIP-712 offers; deposits are held here, provider collateral in the ProviderRegistry.
+/// @dev The hot paths (open, activate, claim, close, complete) and the views run here; faults, termination,
+///      cancellation, settlement, extension, shrinking and governance run the LeaseMarketExtension's code by
+///      delegatecall on this contract's storage (LeaseMarketBase holds the layout and the shared accounting).
+contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
+    using SafeERC20 for IERC20;
+    using SafeCast for uint256;
+
+    /// @dev A refund owed to a preempted renter, paid after the new lease is recorded.
+    struct Payment {
+        address to;
+        uint96 amount;
+    }
+
+    address private immutable _EXTENSION;
+
+    /// @notice Deploys the market for a registry, with its extension and first parameters.
+    /// @param registry_ The ProviderRegistry; the market settles in its token.
+    /// @param extension_ A LeaseMarketExtension deployed for the same registry.
+    /// @param params_ Initial market parameters (see setParams).
+    constructor(address registry_, address extension_, MarketParams memory params_) LeaseMarketBase(registry_) {
+        address extensionRegistry = LeaseMarketExtension(extension_).registry();
+        if (extensionRegistry != registry_) revert ExtensionMismatch(registry_, extensionRegistry);
+        _EXTENSION = extension_;
+        _nextLeaseId = 1;
+        _setParams(params_);
+    }
+
+    // ---------------------------------------------------------------- open
+
+    /// @inheritdoc ILeaseMarket
+    function openLease(Offer calldata offer, bytes calldata signature, LeaseTerms calldata terms)
+        external
+        nonReentrant
+        returns (uint256 leaseId)
+    {
+        return _open(offer, signature, terms);
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function openLeaseWithPermit(Offer calldata, bytes calldata, LeaseTerms calldata, Permit calldata)
+        external
+        returns (uint256)
+    {
+        // The extension submits the permit, then runs openLease on this contract's code: _open keeps a
+        // single call site, so the optimizer cannot copy it (and push this contract over the size limit).
+        return abi.decode(Address.functionDelegateCall(_EXTENSION, msg.data), (uint256));
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function activate(uint256 leaseId) external {
+        Lease storage lease = _leases[leaseId];
+        LeaseStatus status = lease.status;
+        if (status != LeaseStatus.Open) revert InvalidLeaseStatus(leaseId, status);
+        if (msg.sender != lease.provider) revert NotProvider(leaseId, msg.sender);
+        uint32 deadline = lease.start;
+        if (block.timestamp > deadline) revert StartDeadlinePassed(leaseId, deadline);
+        uint32 now_ = uint32(block.timestamp);
+        lease.start = now_;
+        lease.activated = true;
+        lease.status = LeaseStatus.Active;
+        // Cannot truncate: openLease checked that the start deadline plus the duration fits 32 bits.
+        emit LeaseActivated(leaseId, now_, uint32(now_ + lease.deposit / _rate(lease.units, lease.price)));
+    }
+
+    // ---------------------------------------------------------------- claims
+
+    /// @inheritdoc ILeaseMarket
+    function claim(uint256 leaseId) external nonReentrant {
+        Lease memory lease = _leases[leaseId];
+        if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) {
+            revert InvalidLeaseStatus(leaseId, lease.status);
+        }
+        (uint96 amount, bool changed) = _accrue(leaseId, lease);
+        if (!changed) revert NothingToClaim(leaseId);
+        _payProvider(leaseId, lease.provider, amount);
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function claimMany(uint256[] calldata leaseIds) external nonReentrant {
+        uint256 count = leaseIds.length;
+        if (count > MAX_BATCH) revert BatchTooLarge(count, MAX_BATCH);
+        MarketParams memory params_ = _params;
+        Payment[] memory payments = new Payment[](count);
+        uint256 runs;
+        uint256 fees;
+        for (uint256 i; i < count; ++i) {
+            uint256 leaseId = leaseIds[i];
+            Lease memory lease = _leases[leaseId];
+            if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) continue;
+            (uint96 amount,) = _accrue(leaseId, lease);
+            if (amount == 0) continue;
+            uint96 fee = _fee(amount, params_.protocolFeeBps);
+            emit LeaseClaimed(leaseId, lease.provider, amount, fee);
+            fees += fee;
+            // Consecutive leases of one provider share one transfer.
+            if (runs == 0 || payments[runs - 1].to != lease.provider) {
+                payments[runs].to = lease.provider;
+                ++runs;
+            }
+            payments[runs - 1].amount += amount - fee;
+        }
+        for (uint256 i; i < runs; ++i) {
+            _TOKEN.safeTransfer(payments[i].to, payments[i].amount);
+        }
+        if (fees != 0) _TOKEN.safeTransfer(params_.treasury, fees);
+    }
+
+    // ---------------------------------------------------------------- ends
+
+    /// @inheritdoc ILeaseMarket
+    function close(uint256 leaseId) external nonReentrant {
+        Lease memory lease = _leases[leaseId];
+        if (msg.sender != lease.renter) revert NotRenter(leaseId, msg.sender);
+        uint96 refund;
+        if (lease.status == LeaseStatus.Open) {
+            refund = _finish(
+                leaseId, lease, EndReason.RenterClosed, uint32(block.timestamp), 0, 0, IProviderRegistry.Outcome.Neutral
+            );
+        } else if (lease.status == LeaseStatus.Active) {
+            uint256 end = _endOf(lease);
+            if (block.timestamp >= end) {
+                _finish(leaseId, lease, EndReason.Expired, uint32(end), lease.deposit, 0, IProviderRegistry.Outcome.Completed);
+            } else {
+                refund = _finish(
+                    leaseId,
+                    lease,
+                    EndReason.RenterClosed,
+                    uint32(block.timestamp),
+                    _accruedUntil(lease, block.timestamp),
+                    0,
+                    IProviderRegistry.Outcome.Completed
+                );
+            }
+        } else {
+            revert InvalidLeaseStatus(leaseId, lease.status);
+        }
+        if (refund != 0) _TOKEN.safeTransfer(lease.renter, refund);
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function complete(uint256 leaseId, int32 exitCode, bytes32 outputDigest, uint64 unitSeconds)
+        external
+        nonReentrant
+    {
+        Lease memory lease = _leases[leaseId];
+        if (lease.status != LeaseStatus.Active) revert InvalidLeaseStatus(leaseId, lease.status);
+        if (msg.sender != lease.provider) revert NotProvider(leaseId, msg.sender);
+        uint256 stop = _min(block.timestamp, _endOf(lease));
+        uint96 total = _accruedUntil(lease, stop);
+        uint96 amount = total - lease.paid;
+        lease.paid = total;
+        uint96 refund =
+            _finish(leaseId, lease, EndReason.Completed, uint32(stop), total, 0, IProviderRegistry.Outcome.Completed);
+        emit CompletionReported(leaseId, exitCode, outputDigest, unitSeconds);
+        _payProvider(leaseId, lease.provider, amount);
+        if (refund != 0) _TOKEN.safeTransfer(lease.renter, refund);
+    }
+
+    // ---------------------------------------------------------------- run by the extension
+
+    /// @inheritdoc ILeaseMarket
+    function submitFault(Fault calldata, bytes[] calldata) external {
+        _delegate();
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function terminate(uint256) external {
+        _delegate();
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function cancel(uint256) external {
+        _delegate();
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function settle(Settlement calldata, bytes calldata, bytes calldata) external {
+        _delegate();
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function extend(uint256, uint32, Offer calldata, bytes calldata) external {
+        _delegate();
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function shrink(uint256, uint16) external {
+        _delegate();
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function setParams(MarketParams calldata) external {
+        _delegate();
+    }
+
+    // ---------------------------------------------------------------- views
+
+    /// @inheritdoc ILeaseMarket
+    function getLease(uint256 leaseId) external view returns (LeaseView memory view_) {
+        Lease memory lease = _leases[leaseId];
+        view_.renter = lease.renter;
+        view_.provider = lease.provider;
+        view_.machineId = lease.machineId;
+        view_.units = lease.units;
+        view_.pricePerUnitSecond = lease.price;
+        view_.interruptible = lease.interruptible;
+        view_.collateralBps = lease.collateralBps;
+        view_.deposit = lease.deposit;
+        view_.paid = lease.paid;
+        view_.stopAt = lease.stopAt;
+        view_.status = lease.status;
+        view_.endReason = lease.endReason;
+        if (lease.status == LeaseStatus.None) return view_;
+        if (lease.activated) view_.activatedAt = lease.start;
+        else view_.startDeadline = lease.start;
+        if (lease.status == LeaseStatus.Open || lease.status == LeaseStatus.Active) {
+            view_.collateral = _collateral(lease.deposit, lease.collateralBps);
+            view_.duration = uint32(lease.deposit / _rate(lease.units, lease.price));
+            if (lease.activated) view_.end = lease.start + view_.duration;
+        } else {
+            view_.end = lease.stopAt;
+            if (lease.activated) view_.duration = lease.stopAt - lease.start;
+        }
+        view_.accrued = _accruedNow(lease);
+        view_.claimable = view_.accrued - lease.paid;
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function accrued(uint256 leaseId) external view returns (uint96) {
+        return _accruedNow(_leases[leaseId]);
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function claimable(uint256 leaseId) external view returns (uint96) {
+        Lease memory lease = _leases[leaseId];
+        return _accruedNow(lease) - lease.paid;
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function params() external view returns (MarketParams memory) {
+        return _params;
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function domainSeparator() external view returns (bytes32) {
+        return _domainSeparatorV4();
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function nextLeaseId() external view returns (uint256) {
+        return _nextLeaseId;
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function token() external view returns (address) {
+        return address(_TOKEN);
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function registry() external view returns (address) {
+        return address(_REGISTRY);
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function extension() external view returns (address) {
+        return _EXTENSION;
+    }
+
+    // ---------------------------------------------------------------- internals
+
+    /// @dev Runs the same call on the extension's code with this contract's storage; reverts bubble up.
+    function _delegate() private {
+        Address.functionDelegateCall(_EXTENSION, msg.data);
+    }
+
+    function _open(Offer calldata offer, bytes calldata signature, LeaseTerms calldata terms)
+        private
+        returns (uint256 leaseId)
+    {
+        _verifyOffer(offer, signature);
+        uint16 units = terms.units;
+        if (units == 0) revert ZeroUnits();
+        uint32 duration = terms.duration;
+        if (duration == 0 || duration < offer.minDuration || duration > offer.maxDuration) {
+            revert DurationOutOfRange(duration, offer.minDuration, offer.maxDuration);
+        }
+        uint96 price = _priceOf(offer, terms);
+        uint96 deposit = (_rate(units, price) * duration).toUint96();
+        uint96 collateral = _collateral(deposit, offer.collateralBps);
+        leaseId = _nextLeaseId;
+        ++_nextLeaseId;
+
+        Payment[] memory refunds;
+        if (terms.preempt.length != 0) {
+            refunds = _makeRoom(leaseId, offer.machineId, units, terms.interruptible, price, terms.preempt);
+        }
+        _REGISTRY.reserve(
+            offer.provider,
+            offer.machineId,
+            offer.model,
+            units,
+            terms.interruptible,
+            collateral,
+            offer.nonce,
+            offer.renter != address(0)
+        );
+        _record(leaseId, offer, terms, price, deposit, collateral);
+        _TOKEN.safeTransferFrom(msg.sender, address(this), deposit);
+        for (uint256 i; i < refunds.length; ++i) {
+            if (refunds[i].amount != 0) _TOKEN.safeTransfer(refunds[i].to, refunds[i].amount);
+        }
+    }
+
+    /// @dev Writes a new lease's three slots and announces it.
+    function _record(
+        uint256 leaseId,
+        Offer calldata offer,
+        LeaseTerms calldata terms,
+        uint96 price,
+        uint96 deposit,
+        uint96 collateral
+    ) private {
+        uint32 startDeadline = (block.timestamp + offer.startWindow).toUint32();
+        // Every timestamp of the lease, up to its latest possible end, must fit 32 bits.
+        (uint256(startDeadline) + terms.duration).toUint32();
+        uint16 units = terms.units;
+        _leases[leaseId] = Lease({
+            renter: msg.sender,
+            start: startDeadline,
+            stopAt: 0,
+            collateralBps: offer.collateralBps,
+            endReason: EndReason.None,
+            activated: false,
+            provider: offer.provider,
+            price: price,
+            deposit: deposit,
+            paid: 0,
+            machineId: offer.machineId,
+            units: units,
+            status: LeaseStatus.Open,
+            interruptible: terms.interruptible
+        });
+        emit LeaseOpened(
+            leaseId,
+            offer.provider,
+            msg.sender,
+            offer.machineId,
+            units,
+            price,
+            terms.interruptible,
+            deposit,
+            collateral,
+            startDeadline,
+            offer.nonce
+        );
+    }
+
+    function _priceOf(Offer calldata offer, LeaseTerms calldata terms) private pure returns (uint96 price) {
+        if (terms.interruptible) {
+            uint96 minBid = offer.minBidPerUnitSecond;
+            if (minBid == 0) revert InterruptibleNotOffered(offer.machineId);
+            price = terms.bidPerUnitSecond;
+            if (price < minBid) revert BidTooLow(price, minBid);
+        } else {
+            price = offer.pricePerUnitSecond;
+            if (price == 0) revert ZeroPrice();
+        }
+        if (price > terms.maxPricePerUnitSecond) revert PriceAboveCap(price, terms.maxPricePerUnitSecond);
+    }
+
+    /// @dev Frees units on `machineId` from the listed leases, in order, until `units` are idle: leases past
+    ///      their end are finalized, eligible interruptible leases preempted. Returns the refunds owed.
+    function _makeRoom(
+        uint256 byLeaseId,
+        uint32 machineId,
+        uint16 units,
+        bool interruptible,
+        uint96 bid,
+        uint256[] calldata leaseIds
+    ) private returns (Payment[] memory refunds) {
+        uint256 count = leaseIds.length;
+        if (count > MAX_PREEMPT) revert TooManyPreemptions(count, MAX_PREEMPT);
+        (uint16 total, uint16 onDemand, uint16 interrupt) = _REGISTRY.capacityOf(machineId);
+        uint256 idle = total - onDemand - interrupt;
+        refunds = new Payment[](count);
+        for (uint256 i; i < count && idle < units; ++i) {
+            uint256 leaseId = leaseIds[i];
+            Lease memory lease = _leases[leaseId];
+            if (lease.machineId != machineId) revert PreemptWrongMachine(leaseId, machineId);
+            if (lease.status == LeaseStatus.Active && block.timestamp >= _endOf(lease)) {
+                _finish(
+                    leaseId,
+                    lease,
+                    EndReason.Expired,
+                    uint32(_endOf(lease)),
+                    lease.deposit,
+                    0,
+                    IProviderRegistry.Outcome.Completed
+                );
+            } else {
+                bool running = lease.status == LeaseStatus.Open || lease.status == LeaseStatus.Active;
+                // An on-demand lease preempts any interruptible one; an interruptible bid only lower bids.
+                if (!running || !lease.interruptible || (interruptible && lease.price >= bid)) {
+                    revert NotPreemptible(leaseId);
+                }
+                refunds[i] = Payment(lease.renter, _preempt(leaseId, lease, byLeaseId));
+            }
+            idle += lease.units;
+        }
+    }
+
+    /// @dev Ends an interruptible lease for `byLeaseId`: it keeps running and accruing for the notice period
+    ///      (never past its end); the rest of the deposit is refunded now and its units freed now.
+    function _preempt(uint256 leaseId, Lease memory lease, uint256 byLeaseId) private returns (uint96 refund) {
+        uint256 stop = block.timestamp;
+        uint96 total;
+        if (lease.status == LeaseStatus.Active) {
+            stop = _min(block.timestamp + _params.preemptionNotice, _endOf(lease));
+            total = _accruedUntil(lease, stop);
+        }
+        refund =
+            _finish(leaseId, lease, EndReason.Preempted, uint32(stop), total, 0, IProviderRegistry.Outcome.Neutral);
+        emit LeasePreempted(leaseId, byLeaseId, uint32(stop));
+    }
+
+    /// @dev Brings `paid` up to what accrued (the caller pays the provider the returned amount). An Active
+    ///      lease past its end is finalized; an Ended lease whose accrual is over becomes Settled.
+    ///      `changed` is false when nothing accrued and nothing was finalized.
+    function _accrue(uint256 leaseId, Lease memory lease) private returns (uint96 amount, bool changed) {
+        if (lease.status == LeaseStatus.Active) {
+            uint256 end = _endOf(lease);
+            if (block.timestamp >= end) {
+                amount = lease.deposit - lease.paid;
+                lease.paid = lease.deposit;
+                _finish(leaseId, lease, EndReason.Expired, uint32(end), lease.deposit, 0, IProviderRegistry.Outcome.Completed);
+                return (amount, true);
+            }
+        }
+        uint96 total = _accruedNow(lease);
+        amount = total - lease.paid;
+        if (lease.status == LeaseStatus.Ended && total == lease.deposit) {
+            Lease storage stored = _leases[leaseId];
+            stored.paid = total;
+            stored.status = LeaseStatus.Settled;
+            return (amount, true);
+        }
+        if (amount == 0) return (0, false);
+        _leases[leaseId].paid = total;
+        return (amount, true);
+    }
+
+    /// @dev The provider's total so far: Active leases accrue until their end, Ended leases until stopAt
+    ///      (after stopAt their deposit is the final total); other states have nothing left to accrue.
+    function _accruedNow(Lease memory lease) private view returns (uint96) {
+        if (lease.status == LeaseStatus.Active) {
+            return _accruedUntil(lease, _min(block.timestamp, _endOf(lease)));
+        }
+        if (lease.status == LeaseStatus.Ended) {
+            if (block.timestamp >= lease.stopAt) return lease.deposit;
+            uint96 sofar = _accruedUntil(lease, block.timestamp);
+            return sofar < lease.deposit ? sofar : lease.deposit;
+        }
+        return lease.paid;
+    }
+}
