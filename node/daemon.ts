@@ -1,0 +1,224 @@
+/**
+ * The composition root of a Suanli node. Builds every module from the config, hands each a child
+ * logger and the metrics registry, and closes them in reverse order. Roles (provider, attestor)
+ * attach as extensions on top of the base node: store, chain, chain watcher, libp2p host, offer
+ * book, and optionally the HTTP API.
+ */
+import path from "node:path";
+import type { Account, Address } from "viem";
+import type { Deployment } from "../common/deployment.js";
+import { contractAddress } from "../common/deployment.js";
+import { suanliDomain } from "../common/eip712.js";
+import { SuanliError } from "../common/errors.js";
+import { CachedChainView } from "../common/offers/chain-view.js";
+import { connectChain, type ChainClients } from "./chain/clients.js";
+import { DEFAULT_DEPLOYMENTS_DIR, readDeployment } from "./chain/manifest.js";
+import { RegistryChainView } from "./chain/registry-view.js";
+import { ChainWatcher, type ChainEvent } from "./chain/watcher.js";
+import type { NodeConfig } from "./config/schema.js";
+import { createLogger, type Logger } from "./log/logger.js";
+import { createMetrics, type Metrics } from "./metrics/metrics.js";
+import { offersTopics, startOfferService, type OfferService } from "./offers/service.js";
+import { startNodeHost, type NodeHost } from "./p2p/start.js";
+import { Bucket } from "./store/buckets.js";
+import { Store } from "./store/store.js";
+
+export class DaemonError extends SuanliError {
+  override name = "DaemonError";
+}
+
+/** A module a role adds to the node; stopped (in reverse order) when the node stops. */
+export type DaemonModule = { name: string; stop(): Promise<void> };
+
+export type Daemon = {
+  config: NodeConfig;
+  logger: Logger;
+  metrics: Metrics;
+  store: Store;
+  chain: ChainClients;
+  /** The node's wallet (chain.privateKey), when configured. */
+  account: Account | undefined;
+  deployment: Deployment;
+  domain: ReturnType<typeof suanliDomain>;
+  market: Address;
+  registry: Address;
+  /** Registry reads behind a bounded cache that the watcher invalidates. */
+  chainView: CachedChainView;
+  watcher: ChainWatcher;
+  p2p: NodeHost;
+  offers: OfferService;
+  /** Adds a module to stop with the node. */
+  attach(module: DaemonModule): void;
+  stop(): Promise<void>;
+};
+
+export type StartDaemonOptions = {
+  logger?: Logger;
+  /** The node signs offers (provider role): requires chain.privateKey. */
+  publishesOffers?: boolean;
+};
+
+/** Registry events and the offer-book hooks they call. */
+async function applyRegistryEvent(event: ChainEvent, chainView: CachedChainView, offers: OfferService): Promise<void> {
+  switch (event.eventName) {
+    case "ProviderRegistered":
+    case "ProfileUpdated":
+    case "ProviderDeregistered":
+    case "StakeChanged":
+    case "OfferNonceRevoked":
+    case "OfferNonceFloorRaised":
+      chainView.invalidateProvider(event.args.provider);
+      await offers.onProviderChanged(event.args.provider);
+      return;
+    case "CollateralSlashed":
+      chainView.invalidateProvider(event.args.provider);
+      await offers.onProviderChanged(event.args.provider);
+      return;
+    case "MachineRemoved":
+      chainView.invalidateMachine(event.args.machineId);
+      await offers.onMachineRemoved(event.args.machineId);
+      return;
+    case "MachineUpdated":
+      chainView.invalidateMachine(event.args.machineId);
+      await offers.onMachineChanged(event.args.machineId);
+      return;
+    case "RoleGranted":
+    case "RoleRevoked":
+    case "FaultQuorumChanged":
+      chainView.invalidateAttestors();
+      await offers.onAttestorsChanged();
+      return;
+    default:
+      return;
+  }
+}
+
+/**
+ * Starts the base node. The caller attaches roles (provider agent, attestor, API) and calls
+ * `stop()` to close everything in reverse order.
+ *
+ * @example
+ * const config = await loadConfig(nodeConfigSchema, { file, env: process.env });
+ * const daemon = await startDaemon(config);
+ * process.on("SIGTERM", () => daemon.stop());
+ */
+export async function startDaemon(config: NodeConfig, options: StartDaemonOptions = {}): Promise<Daemon> {
+  const logger = options.logger ?? createLogger(config.log);
+  const modules: DaemonModule[] = [];
+  const stopAll = async () => {
+    for (const module of modules.splice(0).reverse()) {
+      try {
+        await module.stop();
+      } catch (error) {
+        logger.warn("Module failed to stop cleanly", { module: module.name }, error);
+      }
+    }
+  };
+
+  try {
+    const metrics = createMetrics({ processMetrics: true });
+    const dataDir = path.resolve(config.dataDir);
+
+    const account = config.chain.privateKey ? (await import("viem/accounts")).privateKeyToAccount(config.chain.privateKey as `0x${string}`) : undefined;
+    if (options.publishesOffers && !account) {
+      throw new DaemonError("This role signs offers and transactions, but no wallet is configured", {
+        metaMessages: ["Set chain.privateKey in the config file, or SUANLI_CHAIN__PRIVATE_KEY in the environment."],
+      });
+    }
+    const chain = await connectChain({
+      rpcUrl: config.chain.rpcUrl,
+      chainId: config.chain.chainId,
+      account,
+      pollingIntervalMs: config.chain.pollingIntervalMs,
+    });
+    const reported = await chain.publicClient.getChainId();
+    if (config.chain.chainId !== undefined && reported !== config.chain.chainId) {
+      throw new DaemonError(`The endpoint ${config.chain.rpcUrl} serves chain ${reported}, but chain.chainId is ${config.chain.chainId}`);
+    }
+    const deployment = await readDeployment(config.chain.deploymentsDir ?? DEFAULT_DEPLOYMENTS_DIR, reported);
+    const market = contractAddress(deployment, "market");
+    const registry = contractAddress(deployment, "registry");
+    const domain = suanliDomain(deployment.chainId, market);
+
+    const store = await Store.open(path.join(dataDir, "db"));
+    modules.push({ name: "store", stop: () => store.close() });
+
+    const chainView = new CachedChainView(new RegistryChainView(chain.publicClient, registry), config.offers.chainCache);
+
+    const p2p = await startNodeHost({
+      dataDir,
+      options: config.p2p,
+      topics: offersTopics(deployment.chainId),
+      logger: logger.child({ module: "p2p" }),
+      metrics,
+    });
+    modules.push({ name: "p2p", stop: () => p2p.stop() });
+
+    const offers = await startOfferService({
+      host: p2p.host,
+      store,
+      chain: chainView,
+      chainId: deployment.chainId,
+      market,
+      options: config.offers,
+      metrics,
+      logger,
+      provider: options.publishesOffers && account ? { account: account as never, peerKey: p2p.peerKey } : undefined,
+    });
+    modules.push({ name: "offers", stop: () => offers.stop() });
+
+    // The base node follows the chain from the current head: the offer book needs only changes
+    // from now on (a restarted book re-checks itself). Roles that need history (the provider's
+    // leases) run their own reconciliation from their stored cursor.
+    const head = await chain.publicClient.getBlockNumber();
+    const cursors = store.repository<string>(Bucket.meta);
+    const watcher = new ChainWatcher({
+      publicClient: chain.publicClient,
+      deployment,
+      fromBlock: head + 1n,
+      pollIntervalMs: config.chain.pollingIntervalMs,
+      logger: logger.child({ module: "chain" }),
+      onCursor: (next) => cursors.put("watcher.cursor", next.toString()),
+    });
+    watcher.handle((event) => applyRegistryEvent(event, chainView, offers));
+    await watcher.start();
+    modules.push({ name: "watcher", stop: () => watcher.stop() });
+
+    logger.info("Node started", {
+      chainId: deployment.chainId,
+      market,
+      peerId: p2p.host.peerId.toString(),
+      wallet: account?.address ?? null,
+    });
+
+    let stopped = false;
+    return {
+      config,
+      logger,
+      metrics,
+      store,
+      chain,
+      account,
+      deployment,
+      domain,
+      market,
+      registry,
+      chainView,
+      watcher,
+      p2p,
+      offers,
+      attach(module) {
+        modules.push(module);
+      },
+      async stop() {
+        if (stopped) return;
+        stopped = true;
+        await stopAll();
+        logger.info("Node stopped");
+      },
+    };
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}

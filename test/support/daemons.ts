@@ -1,0 +1,60 @@
+/**
+ * Real Suanli nodes for tests: the node's own config schema, a temp data dir, libp2p on
+ * 127.0.0.1 with a random port, the devnet chain from ./devnet.ts.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { nodeConfigSchema, type NodeConfig } from "../../node/config/schema.js";
+import { startDaemon, type Daemon, type StartDaemonOptions } from "../../node/daemon.js";
+import { silentLogger } from "../../node/log/logger.js";
+import type { Devnet } from "./devnet.js";
+
+export type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? DeepPartial<T[K]> : T[K] };
+
+/** A node config for tests: devnet chain, loopback p2p, fast polling, quiet logs. */
+export async function testNodeConfig(devnet: Devnet, overrides: Record<string, unknown> = {}): Promise<NodeConfig> {
+  const dataDir = await mkdtemp(path.join(tmpdir(), "suanli-node-"));
+  const base = {
+    dataDir,
+    log: { level: process.env.SUANLI_TEST_LOG ?? "silent" },
+    chain: { rpcUrl: devnet.rpcUrl, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 100 },
+    p2p: {
+      listen: ["/ip4/127.0.0.1/tcp/0"],
+      allowPrivateAddresses: true,
+      dht: { enabled: false },
+      gossip: { heartbeatIntervalMs: 200, ipColocationWhitelist: ["127.0.0.1"] },
+      connections: { inboundPerSecondPerHost: 1000 },
+    },
+    offers: { sweepIntervalMs: 200 },
+  };
+  return nodeConfigSchema.parse(merge(base, overrides));
+}
+
+function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...a };
+  for (const [key, value] of Object.entries(b)) {
+    const prev = out[key];
+    out[key] =
+      value && typeof value === "object" && !Array.isArray(value) && prev && typeof prev === "object" && !Array.isArray(prev)
+        ? merge(prev as Record<string, unknown>, value as Record<string, unknown>)
+        : value;
+  }
+  return out;
+}
+
+/** Starts a daemon on a test config; `close` stops it and removes its data dir unless kept. */
+export async function startTestDaemon(
+  devnet: Devnet,
+  overrides: Record<string, unknown> = {},
+  options: StartDaemonOptions = {},
+): Promise<Daemon & { close(options?: { keepData?: boolean }): Promise<void> }> {
+  const config = await testNodeConfig(devnet, overrides);
+  const daemon = await startDaemon(config, { logger: silentLogger(), ...options });
+  return Object.assign(daemon, {
+    async close({ keepData = false }: { keepData?: boolean } = {}) {
+      await daemon.stop();
+      if (!keepData) await rm(config.dataDir, { recursive: true, force: true });
+    },
+  });
+}
