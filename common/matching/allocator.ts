@@ -26,6 +26,13 @@ export const allocatorOptionsSchema = z.strictObject({
   maxAttempts: z.number().int().min(1).max(1_000).default(12),
   /** Most matches (the first one plus re-matches after every candidate of a round was lost). */
   maxRounds: z.number().int().min(1).max(100).default(4),
+  /**
+   * After losing a race (a try failed), a re-match that finds nothing waits this long and
+   * matches again, until maxRounds: units held by other renters' reservations come back when
+   * their transactions fail, and a machine that refused may have republished an offer that
+   * has not reached this node yet. A lost race is re-matched, not failed.
+   */
+  rematchDelayMs: z.number().int().min(0).max(60_000).default(250),
 });
 export type AllocatorOptionsInput = z.input<typeof allocatorOptionsSchema>;
 
@@ -125,7 +132,7 @@ export async function allocate<L>(input: MatchRequestInput | unknown, deps: Allo
   const { engine, reserve, open, release, close, renter, logger, signal } = deps;
   const options = parseInput(
     allocatorOptionsSchema,
-    { timeoutMs: deps.timeoutMs, maxAttempts: deps.maxAttempts, maxRounds: deps.maxRounds },
+    { timeoutMs: deps.timeoutMs, maxAttempts: deps.maxAttempts, maxRounds: deps.maxRounds, rematchDelayMs: deps.rematchDelayMs },
     "allocator options",
   );
   if (request.colocation === "cluster" && !close) {
@@ -267,6 +274,11 @@ export async function allocate<L>(input: MatchRequestInput | unknown, deps: Allo
     const result = engine.match(request, { exclude, now: now() });
     if (!result.ok) {
       logger?.debug("No match", { round, summary: result.explanation.summary });
+      const lostARace = attempts.length > 0;
+      if (lostARace && round < options.maxRounds && options.rematchDelayMs > 0) {
+        if (!(await pause(options.rematchDelayMs, signal))) return failed("aborted", null);
+        continue;
+      }
       return failed(attempts.length === 0 ? "no-match" : "exhausted", result.explanation);
     }
     for (const candidate of result.candidates) {
@@ -281,6 +293,22 @@ export async function allocate<L>(input: MatchRequestInput | unknown, deps: Allo
     }
   }
   return failed("exhausted", null);
+}
+
+/** Waits `ms`; false if the signal aborted first. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+  if (signal?.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve(true);
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
 }
 
 function failureMessage(

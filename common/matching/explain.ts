@@ -276,7 +276,7 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
       nearMisses.push({
         constraint: "price",
         count: null,
-        message: `The cheapest ${best.slot.model} machine with ${plural(ctx.count, "GPU")} available that fits everything else costs ${formatUsd(best.price)} USD/GPU-h, ${formatUsd(best.price - request.maxPricePerGpuHour)} above your cap.`,
+        message: `The cheapest ${best.slot.model} machine with ${plural(ctx.count, "GPU")} available that fits everything else costs ${formatUsd(best.price)} USD/GPU-h, ${formatUsd(best.price - request.maxPricePerGpuHour)} USD/GPU-h above your cap of ${formatUsd(request.maxPricePerGpuHour)}.`,
         nearest: nearest(best),
       });
     }
@@ -309,7 +309,7 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
       nearMisses.push({
         constraint: "bid",
         count: null,
-        message: `The lowest minimum bid among machines that fit everything else is ${formatUsd(bidAbove.price)} USD/GPU-h, ${formatUsd(bidAbove.price - perHour(request.bidPerUnitSecond!))} above your bid.`,
+        message: `The lowest minimum bid among machines that fit everything else is ${formatUsd(bidAbove.price)} USD/GPU-h, ${formatUsd(bidAbove.price - perHour(request.bidPerUnitSecond!))} USD/GPU-h above your bid of ${formatUsd(perHour(request.bidPerUnitSecond!))}.`,
         nearest: nearest(bidAbove),
       });
     }
@@ -325,11 +325,13 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
     if (id === "capacity") {
       const capacityNote = capacityHint(scanned, masks, ctx);
       if (only.length > 0) {
-        const most = Math.max(...only.map((s) => availableUnits(s, ctx)));
+        const units = only.map((s) => availableUnits(s, ctx));
+        const most = Math.max(...units);
+        const same = units.every((u) => u === most);
         nearMisses.push({
           constraint: id,
           count: only.length,
-          message: `${only.length} ${modelsIn(only)}machine${only.length === 1 ? "" : "s"} fit${only.length === 1 ? "s" : ""} everything else but ${only.length === 1 ? "has" : "have"} only ${plural(most, "GPU")} available (you asked for ${ctx.count}).${capacityNote ? ` ${capacityNote}` : ""}`,
+          message: `${only.length} ${modelsIn(only)}machine${only.length === 1 ? "" : "s"} fit${only.length === 1 ? "s" : ""} everything else but ${only.length === 1 ? "has" : "have"} ${same ? "only" : "at most"} ${plural(most, "GPU")} available (you asked for ${ctx.count}).${capacityNote ? ` ${capacityNote}` : ""}`,
         });
       } else if (capacityNote) {
         nearMisses.push({ constraint: id, count: 0, message: capacityNote });
@@ -379,7 +381,13 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
   const lines = [summary];
   if (totalOffers > 0) {
     lines.push(`Constraints in the order applied (${plural(totalOffers, "offer")} in the book):`);
-    steps.forEach((s, i) => lines.push(`  ${i + 1}. ${s.label}: removed ${s.removed}, ${s.remaining} left`));
+    const emptyAt = steps.findIndex((s) => s.remaining === 0);
+    steps.forEach((s, i) => {
+      if (emptyAt < 0 || i <= emptyAt) lines.push(`  ${i + 1}. ${s.label}: removed ${s.removed}, ${s.remaining} left`);
+    });
+    if (emptyAt >= 0 && emptyAt < steps.length - 1) {
+      lines.push(`  Not reached (no offer left): ${steps.slice(emptyAt + 1).map((s) => s.label).join("; ")}.`);
+    }
   }
   if (nearMisses.length > 0) {
     lines.push("Nearest offers:");

@@ -24,6 +24,8 @@ export type Hold = {
   readonly id: string;
   readonly machineId: number;
   readonly units: number;
+  /** Whether the hold may draw on preemptible units. */
+  readonly preempt: boolean;
   /** Units drawn from free units, and from preemptible ones (free first, like the contract). */
   readonly fromFree: number;
   readonly fromPreemptible: number;
@@ -107,8 +109,7 @@ export class ReservationTable {
     machine.heldPreemptible = 0;
     const dropped: Hold[] = [];
     for (const hold of holds) {
-      const preempt = hold.fromPreemptible > 0;
-      const placed = this.place(machine, hold.units, preempt);
+      const placed = this.place(machine, hold.units, hold.preempt);
       if (!placed) {
         dropped.push(hold);
         this.byId.delete(hold.id);
@@ -157,6 +158,7 @@ export class ReservationTable {
       id: parsed.id,
       machineId: parsed.machineId,
       units: parsed.units,
+      preempt: parsed.preempt,
       ...placed,
       createdAt: now,
       expiresAt: now + (parsed.ttlMs ?? this.ttlMs),
@@ -234,7 +236,7 @@ export class ReservationTable {
       if (hold.expiresAt <= now) continue;
       const machine = table.machines.get(hold.machineId);
       if (!machine) continue;
-      const placed = table.place(machine, hold.units, hold.fromPreemptible > 0);
+      const placed = table.place(machine, hold.units, hold.preempt);
       if (!placed) continue;
       const restored = { ...hold, ...placed };
       machine.holds.set(hold.id, restored);
