@@ -1,31 +1,31 @@
 /**
- * The engine's index of the offer book. Offers are grouped by GPU model, then by region, and in
- * each (model, region) bucket kept in two B+ trees: by on-demand price, and by minimum
- * interruptible bid (machines selling interruptible capacity only). A request names a few
- * models and regions, so it touches a few buckets, finds its price limit in O(log n) and then
- * walks only the offers under it: O(log n + k).
+ * The engine's index of the offer book. Offers are grouped by GPU model, then by region, and
+ * each (model, region) bucket keeps sorted lists: every offer by on-demand price; machines
+ * selling interruptible capacity by minimum bid and by their fixed ranking cost. A request
+ * names a few models and regions, so it touches a few buckets, finds its price limit by binary
+ * search and walks only the offers under it: O(log n + k). Clustered machines are also listed
+ * per (model, cluster) for multi-machine requests.
  *
- * Updates are incremental. A slot (the indexed form of an entry) lives as long as its key; an
- * update that leaves price, bid, model and region alone — the common case, a capacity change —
- * rewrites the slot's fields in place without touching a tree.
+ * A list keeps, beside its slots, parallel arrays of the numbers the hot loops test first (sort
+ * key, fixed cost, units available, minimum bid). Most offers a walk meets are rejected on
+ * those contiguous numbers without touching the slot object, which at 100,000 offers is the
+ * difference between a cache miss per offer and none.
+ *
+ * Updates are incremental. A slot (the indexed form of an entry) lives as long as its key. A
+ * capacity change rewrites numbers in place; a price change moves the slot within its list: a
+ * binary search and an array splice, O(bucket) memory moves, microseconds for buckets of
+ * thousands.
  */
-import BTreeModule from "sorted-btree";
 import type { OfferEntry } from "./entry.js";
 import { NO_CLUSTER, reputationScore } from "./entry.js";
 import { toIndexNumber } from "./money.js";
 import type { MatchingOptions } from "./options.js";
 
-// sorted-btree ships CommonJS with `exports.default`: Node's ESM loader hands over the exports
-// object, bundlers may hand over the class itself.
-type BTreeClass = typeof BTreeModule.default;
-const BTree: BTreeClass = (BTreeModule as unknown as { default?: BTreeClass }).default ?? (BTreeModule as unknown as BTreeClass);
-type BTree<K, V> = InstanceType<typeof BTreeModule.default<K, V>>;
-
-export type PriceKey = { price: number; id: number };
-export type BidKey = { minBid: number; id: number };
-
-/** The indexed, number-typed form of an entry; hot loops read only these fields. */
-export class Slot implements PriceKey, BidKey {
+/**
+ * An indexed entry: its identity, sort keys and what candidates are built from. The numbers the
+ * checks read live in the columns of the lists that hold it (SlotList).
+ */
+export class Slot {
   entry!: OfferEntry;
   key!: string;
   seq = 0;
@@ -34,40 +34,218 @@ export class Slot implements PriceKey, BidKey {
   bucket!: Bucket;
   price = 0;
   minBid = 0;
-  lowestBid = 0;
-  free = 0;
-  interruptibleUnits = 0;
-  units = 0;
-  vramMiB = 0;
-  expiry = 0;
-  minDuration = 0;
-  maxDuration = 0;
-  attestedAt = -1;
-  attestationExpiry = -1;
-  reputation = 0;
+  // Fields holding fractions start as fractions so every slot keeps one field layout (V8 would
+  // otherwise change the representation on the first fractional write).
+  reputation = 0.5;
   /** Reputation and latency part of the ranking cost: fixed per entry, so computed once. */
-  staticCost = 0;
+  staticCost = 0.5;
+  /** free + units of interruptible leases: the most this machine could give a request. */
+  maxAvailable = 0;
   /** `model|cluster` for clustered machines, empty when standalone. */
   clusterKey = "";
+  /** A number for clusterKey, unique in this index; 0 when standalone. */
+  clusterId = 0;
 
   constructor(readonly id: number) {}
+}
+
+/** Machines of one model sharing a cluster, with totals that let a request skip the cluster unread. */
+export class Cluster {
+  readonly members = new Set<Slot>();
+  /** Sum of the members' maxAvailable. */
+  available = 0;
+  /** Lowest on-demand price among the members. */
+  cheapest = Number.POSITIVE_INFINITY;
+  /** Lowest minimum bid among members selling interruptible capacity. */
+  cheapestBid = Number.POSITIVE_INFINITY;
+
+  /** Recomputes the totals (clusters are a handful of machines). */
+  update(): void {
+    this.available = 0;
+    this.cheapest = Number.POSITIVE_INFINITY;
+    this.cheapestBid = Number.POSITIVE_INFINITY;
+    for (const slot of this.members) {
+      this.available += slot.maxAvailable;
+      if (slot.price < this.cheapest) this.cheapest = slot.price;
+      if (slot.minBid > 0 && slot.minBid < this.cheapestBid) this.cheapestBid = slot.minBid;
+    }
+  }
+}
+
+/**
+ * Slots sorted by (key, id), with one column per number the per-offer checks and the ranking
+ * read (struct of arrays). The key is read through `keyOf` when a slot is placed or found; the
+ * columns are what walks and checks read, so a walk over thousands of offers reads contiguous
+ * numbers instead of thousands of scattered objects.
+ */
+export class SlotList {
+  readonly slots: Slot[] = [];
+  readonly keys: number[] = [];
+  /** Fixed part of the ranking cost (reputation, latency). */
+  readonly costs: number[] = [];
+  /** free + units held by interruptible leases: the most a request could get. */
+  readonly available: number[] = [];
+  readonly free: number[] = [];
+  readonly lowestBids: number[] = [];
+  readonly bids: number[] = [];
+  readonly expiry: number[] = [];
+  readonly minDuration: number[] = [];
+  readonly maxDuration: number[] = [];
+  readonly vramMiB: number[] = [];
+  /** -1 when never attested. */
+  readonly attestedAt: number[] = [];
+  readonly attestationExpiry: number[] = [];
+  readonly reputation: number[] = [];
+  readonly units: number[] = [];
+  /** Slot.clusterId: 0 when standalone. */
+  readonly clusterIds: number[] = [];
+
+  private readonly columns: number[][];
+  /** How many slots have each `available` value; gives maxAvailable without a scan. */
+  private readonly availableCounts: number[] = [];
+  /** The largest `available` in the list: a walk for more units than this can skip the list. */
+  maxAvailable = 0;
+
+  constructor(private readonly keyOf: (slot: Slot) => number) {
+    this.columns = [
+      this.costs,
+      this.available,
+      this.free,
+      this.lowestBids,
+      this.bids,
+      this.expiry,
+      this.minDuration,
+      this.maxDuration,
+      this.vramMiB,
+      this.attestedAt,
+      this.attestationExpiry,
+      this.reputation,
+      this.units,
+      this.clusterIds,
+    ];
+  }
+
+  get length(): number {
+    return this.slots.length;
+  }
+
+  /** Index of the first slot whose key is above `limit` (= how many have a key at most `limit`). */
+  upperBound(limit: number): number {
+    const keys = this.keys;
+    let lo = 0;
+    let hi = keys.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (keys[mid] <= limit) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  insert(slot: Slot): void {
+    const at = this.position(this.keyOf(slot), slot.id);
+    this.slots.splice(at, 0, slot);
+    this.keys.splice(at, 0, this.keyOf(slot));
+    if (at === this.slots.length - 1) {
+      for (const column of this.columns) column.push(0);
+    } else {
+      for (const column of this.columns) column.splice(at, 0, 0);
+    }
+    this.write(at, slot);
+    this.count(this.available[at], 1);
+  }
+
+  /** Removes `slot`, found by the key it was inserted with (call before changing that key). */
+  remove(slot: Slot): void {
+    const at = this.indexOf(slot);
+    this.count(this.available[at], -1);
+    this.slots.splice(at, 1);
+    this.keys.splice(at, 1);
+    for (const column of this.columns) column.splice(at, 1);
+  }
+
+  /** Rewrites the columns of a slot whose sort key did not change. */
+  refresh(slot: Slot): void {
+    const at = this.indexOf(slot);
+    this.count(this.available[at], -1);
+    this.write(at, slot);
+    this.count(this.available[at], 1);
+  }
+
+  private count(available: number, delta: number): void {
+    const counts = this.availableCounts;
+    while (counts.length <= available) counts.push(0);
+    counts[available] += delta;
+    if (delta > 0 && available > this.maxAvailable) this.maxAvailable = available;
+    while (this.maxAvailable > 0 && counts[this.maxAvailable] === 0) this.maxAvailable--;
+  }
+
+  /** Where `slot` sits now (binary search by its key). */
+  indexOf(slot: Slot): number {
+    const at = this.position(this.keyOf(slot), slot.id);
+    if (this.slots[at] !== slot) throw new Error("matching index out of order: a slot is not where its key says");
+    return at;
+  }
+
+  private write(at: number, slot: Slot): void {
+    const entry = slot.entry;
+    this.costs[at] = slot.staticCost;
+    this.available[at] = entry.capacity.freeUnits + entry.capacity.interruptibleUnits;
+    this.free[at] = entry.capacity.freeUnits;
+    const lowest = entry.capacity.lowestInterruptibleBid;
+    this.lowestBids[at] = lowest === null ? Number.POSITIVE_INFINITY : toIndexNumber(lowest);
+    this.bids[at] = slot.minBid;
+    this.expiry[at] = entry.offer.expiry;
+    this.minDuration[at] = entry.offer.minDuration;
+    this.maxDuration[at] = entry.offer.maxDuration;
+    this.vramMiB[at] = entry.machine.vramMiB;
+    this.attestedAt[at] = entry.attestedAt ?? -1;
+    this.attestationExpiry[at] = entry.attestationExpiry ?? -1;
+    this.reputation[at] = slot.reputation;
+    this.units[at] = entry.machine.units;
+    this.clusterIds[at] = slot.clusterId;
+  }
+
+  private position(key: number, id: number): number {
+    const keys = this.keys;
+    let lo = 0;
+    let hi = keys.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const k = keys[mid];
+      if (k < key || (k === key && this.slots[mid].id < id)) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
 }
 
 export type Bucket = {
   readonly model: string;
   readonly region: string;
-  readonly byPrice: BTree<PriceKey, Slot>;
-  readonly byBid: BTree<BidKey, Slot>;
+  /** Every offer of the bucket by ascending (price, id). */
+  readonly byPrice: SlotList;
+  /** Offers selling interruptible capacity (minBid > 0) by ascending (minBid, id). */
+  readonly byBid: SlotList;
+  /** The same offers by ascending fixed ranking cost: interruptible requests walk this one. */
+  readonly byCost: SlotList;
 };
 
 export type ModelGroup = {
   readonly model: string;
   readonly buckets: Map<string, Bucket>;
+  /** Clusters with machines of this model: clusterKey → its machines (any region). */
+  readonly clusters: Map<string, Cluster>;
   size: number;
 };
 
-const byPriceOrder = (a: PriceKey, b: PriceKey) => a.price - b.price || a.id - b.id;
-const byBidOrder = (a: BidKey, b: BidKey) => a.minBid - b.minBid || a.id - b.id;
+const priceOf = (slot: Slot) => slot.price;
+const bidOf = (slot: Slot) => slot.minBid;
+const costOf = (slot: Slot) => slot.staticCost;
+
+function clusterKeyOf(entry: OfferEntry): string {
+  return entry.machine.cluster === NO_CLUSTER ? "" : `${entry.machine.model}|${entry.machine.cluster}`;
+}
 
 export function normalizeRegion(region: string): string {
   return region.trim().toLowerCase();
@@ -77,6 +255,7 @@ export class BookIndex {
   readonly slots = new Map<string, Slot>();
   readonly models = new Map<string, ModelGroup>();
   private nextId = 1;
+  private readonly clusterIds = new Map<string, number>();
 
   constructor(private readonly options: MatchingOptions) {}
 
@@ -86,34 +265,17 @@ export class BookIndex {
 
   /** Adds or replaces the entry under its key. An older `seq` than the one held is ignored (returns false). */
   upsert(entry: OfferEntry): boolean {
-    let slot = this.slots.get(entry.key);
-    if (slot && entry.seq < slot.seq) return false;
-    const price = toIndexNumber(entry.offer.pricePerUnitSecond);
-    const minBid = toIndexNumber(entry.offer.minBidPerUnitSecond);
+    const held = this.slots.get(entry.key);
+    if (held && entry.seq < held.seq) return false;
     const region = normalizeRegion(entry.machine.region);
-    const model = entry.machine.model;
-    if (slot && (slot.model !== model || slot.region !== region)) {
-      this.unlink(slot);
-      slot = undefined;
-    }
-    if (!slot) {
-      slot = new Slot(this.nextId++);
-      this.fill(slot, entry, price, minBid, model, region);
-      this.link(slot);
+    if (held && (held.model !== entry.machine.model || held.region !== region)) this.unlink(held);
+    else if (held) {
+      this.update(held, entry);
       return true;
     }
-    const bucket = slot.bucket;
-    if (slot.price !== price) {
-      bucket.byPrice.delete(slot);
-      slot.price = price;
-      bucket.byPrice.set(slot, slot);
-    }
-    if (slot.minBid !== minBid) {
-      if (slot.minBid > 0) bucket.byBid.delete(slot);
-      slot.minBid = minBid;
-      if (minBid > 0) bucket.byBid.set(slot, slot);
-    }
-    this.fill(slot, entry, price, minBid, model, region);
+    const slot = new Slot(this.nextId++);
+    this.fill(slot, entry);
+    this.link(slot);
     return true;
   }
 
@@ -124,33 +286,60 @@ export class BookIndex {
     return true;
   }
 
-  /** Ranking weights changed: refresh every slot's precomputed part of the cost. */
-  refreshStaticCosts(): void {
-    for (const slot of this.slots.values()) slot.staticCost = this.staticCost(slot.entry, slot.reputation);
+  /** Same model and region: take the slot out of the lists whose sort key changes, refresh the rest. */
+  private update(slot: Slot, entry: OfferEntry): void {
+    const bucket = slot.bucket;
+    const clusterKey = clusterKeyOf(entry);
+    if (clusterKey !== slot.clusterKey) this.unlinkCluster(slot);
+    const wasSeller = slot.minBid > 0;
+    const oldPrice = slot.price;
+    const oldBid = slot.minBid;
+    const oldCost = slot.staticCost;
+    const price = toIndexNumber(entry.offer.pricePerUnitSecond);
+    const minBid = toIndexNumber(entry.offer.minBidPerUnitSecond);
+    const cost = this.staticCost(entry, reputationScore(entry.reputation));
+    const priceMoves = price !== oldPrice;
+    const bidMoves = minBid !== oldBid;
+    const costMoves = cost !== oldCost;
+    if (priceMoves) bucket.byPrice.remove(slot);
+    if (wasSeller && bidMoves) bucket.byBid.remove(slot);
+    if (wasSeller && (costMoves || bidMoves)) bucket.byCost.remove(slot);
+    this.fill(slot, entry);
+    const isSeller = slot.minBid > 0;
+    if (priceMoves) bucket.byPrice.insert(slot);
+    else bucket.byPrice.refresh(slot);
+    if (isSeller) {
+      if (!wasSeller || bidMoves) bucket.byBid.insert(slot);
+      else bucket.byBid.refresh(slot);
+      if (!wasSeller || costMoves || bidMoves) bucket.byCost.insert(slot);
+      else bucket.byCost.refresh(slot);
+    }
+    if (clusterKey !== "" && !this.models.get(slot.model)!.clusters.get(clusterKey)?.members.has(slot)) this.linkCluster(slot);
+    else if (clusterKey !== "") this.models.get(slot.model)!.clusters.get(clusterKey)!.update();
   }
 
-  private fill(slot: Slot, entry: OfferEntry, price: number, minBid: number, model: string, region: string): void {
+  private fill(slot: Slot, entry: OfferEntry): void {
     slot.entry = entry;
     slot.key = entry.key;
     slot.seq = entry.seq;
-    slot.model = model;
-    slot.region = region;
-    slot.price = price;
-    slot.minBid = minBid;
-    const lowest = entry.capacity.lowestInterruptibleBid;
-    slot.lowestBid = lowest === null ? Number.POSITIVE_INFINITY : toIndexNumber(lowest);
-    slot.free = entry.capacity.freeUnits;
-    slot.interruptibleUnits = entry.capacity.interruptibleUnits;
-    slot.units = entry.machine.units;
-    slot.vramMiB = entry.machine.vramMiB;
-    slot.expiry = entry.offer.expiry;
-    slot.minDuration = entry.offer.minDuration;
-    slot.maxDuration = entry.offer.maxDuration;
-    slot.attestedAt = entry.attestedAt ?? -1;
-    slot.attestationExpiry = entry.attestationExpiry ?? -1;
+    slot.model = entry.machine.model;
+    slot.region = normalizeRegion(entry.machine.region);
+    slot.price = toIndexNumber(entry.offer.pricePerUnitSecond);
+    slot.minBid = toIndexNumber(entry.offer.minBidPerUnitSecond);
+    slot.maxAvailable = entry.capacity.freeUnits + entry.capacity.interruptibleUnits;
     slot.reputation = reputationScore(entry.reputation);
     slot.staticCost = this.staticCost(entry, slot.reputation);
-    slot.clusterKey = entry.machine.cluster === NO_CLUSTER ? "" : `${model}|${entry.machine.cluster}`;
+    slot.clusterKey = clusterKeyOf(entry);
+    slot.clusterId = slot.clusterKey === "" ? 0 : this.clusterIdOf(slot.clusterKey);
+  }
+
+  private clusterIdOf(clusterKey: string): number {
+    let id = this.clusterIds.get(clusterKey);
+    if (id === undefined) {
+      id = this.clusterIds.size + 1;
+      this.clusterIds.set(clusterKey, id);
+    }
+    return id;
   }
 
   private staticCost(entry: OfferEntry, reputation: number): number {
@@ -162,59 +351,59 @@ export class BookIndex {
   private link(slot: Slot): void {
     let group = this.models.get(slot.model);
     if (!group) {
-      group = { model: slot.model, buckets: new Map(), size: 0 };
+      group = { model: slot.model, buckets: new Map(), clusters: new Map(), size: 0 };
       this.models.set(slot.model, group);
     }
     let bucket = group.buckets.get(slot.region);
     if (!bucket) {
-      bucket = {
-        model: slot.model,
-        region: slot.region,
-        byPrice: new BTree<PriceKey, Slot>(undefined, byPriceOrder),
-        byBid: new BTree<BidKey, Slot>(undefined, byBidOrder),
-      };
+      bucket = { model: slot.model, region: slot.region, byPrice: new SlotList(priceOf), byBid: new SlotList(bidOf), byCost: new SlotList(costOf) };
       group.buckets.set(slot.region, bucket);
     }
     slot.bucket = bucket;
-    bucket.byPrice.set(slot, slot);
-    if (slot.minBid > 0) bucket.byBid.set(slot, slot);
+    bucket.byPrice.insert(slot);
+    if (slot.minBid > 0) {
+      bucket.byBid.insert(slot);
+      bucket.byCost.insert(slot);
+    }
     group.size++;
     this.slots.set(slot.key, slot);
+    this.linkCluster(slot);
   }
 
   private unlink(slot: Slot): void {
+    this.unlinkCluster(slot);
     const bucket = slot.bucket;
-    bucket.byPrice.delete(slot);
-    if (slot.minBid > 0) bucket.byBid.delete(slot);
+    bucket.byPrice.remove(slot);
+    if (slot.minBid > 0) {
+      bucket.byBid.remove(slot);
+      bucket.byCost.remove(slot);
+    }
     const group = this.models.get(slot.model)!;
     group.size--;
-    if (bucket.byPrice.size === 0) group.buckets.delete(slot.region);
+    if (bucket.byPrice.length === 0) group.buckets.delete(slot.region);
     if (group.size === 0) this.models.delete(slot.model);
     this.slots.delete(slot.key);
   }
-}
 
-/**
- * Visits a bucket's slots by ascending on-demand price from `fromPrice` up to `maxPrice`
- * (inclusive); `visit` returns true to stop. Returns the number of slots visited.
- */
-export function walkByPrice(bucket: Bucket, fromPrice: number, maxPrice: number, visit: (slot: Slot) => boolean | void): number {
-  let visited = 0;
-  bucket.byPrice.editRange({ price: fromPrice, id: 0 }, { price: maxPrice, id: Number.MAX_SAFE_INTEGER }, true, (_key, slot) => {
-    visited++;
-    if (visit(slot) === true) return { break: visited };
-    return undefined;
-  });
-  return visited;
-}
+  private linkCluster(slot: Slot): void {
+    if (slot.clusterKey === "") return;
+    const clusters = this.models.get(slot.model)!.clusters;
+    let cluster = clusters.get(slot.clusterKey);
+    if (!cluster) {
+      cluster = new Cluster();
+      clusters.set(slot.clusterKey, cluster);
+    }
+    cluster.members.add(slot);
+    cluster.update();
+  }
 
-/** Like walkByPrice over the interruptible tree, by minimum bid. */
-export function walkByBid(bucket: Bucket, fromBid: number, maxBid: number, visit: (slot: Slot) => boolean | void): number {
-  let visited = 0;
-  bucket.byBid.editRange({ minBid: fromBid, id: 0 }, { minBid: maxBid, id: Number.MAX_SAFE_INTEGER }, true, (_key, slot) => {
-    visited++;
-    if (visit(slot) === true) return { break: visited };
-    return undefined;
-  });
-  return visited;
+  private unlinkCluster(slot: Slot): void {
+    if (slot.clusterKey === "") return;
+    const clusters = this.models.get(slot.model)!.clusters;
+    const cluster = clusters.get(slot.clusterKey);
+    if (!cluster) return;
+    cluster.members.delete(slot);
+    if (cluster.members.size === 0) clusters.delete(slot.clusterKey);
+    else cluster.update();
+  }
 }

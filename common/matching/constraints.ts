@@ -4,7 +4,7 @@
  * The engine's match and its no-match explanation share these checks, so an explanation never
  * disagrees with a match.
  */
-import type { Slot } from "./book-index.js";
+import type { SlotList } from "./book-index.js";
 import type { MatchRequest } from "./request.js";
 
 export type ConstraintId =
@@ -77,27 +77,27 @@ export type MatchContext = {
 };
 
 /**
- * Units a machine can give this request and how: 0 from free units, 1 by preempting
- * interruptible leases (ranked below free units), or -1 when it cannot give `units`.
- * On demand preempts any interruptible lease; an interruptible bid must beat the lowest one.
+ * Units the machine at position `i` of `list` can give this request and how: 0 from free units,
+ * 1 by preempting interruptible leases (ranked below free units), or -1 when it cannot give
+ * `units`. On demand preempts any interruptible lease; an interruptible bid must beat the
+ * lowest one.
  */
-export function capacityTier(slot: Slot, ctx: MatchContext, units: number): number {
-  if (slot.free >= units) return 0;
-  if (slot.free + slot.interruptibleUnits < units) return -1;
-  if (ctx.interruptible && !(ctx.priceLimit > slot.lowestBid)) return -1;
+export function capacityTier(list: SlotList, i: number, ctx: MatchContext, units: number): number {
+  if (list.free[i] >= units) return 0;
+  if (list.available[i] < units) return -1;
+  if (ctx.interruptible && !(ctx.priceLimit > list.lowestBids[i])) return -1;
   return 1;
 }
 
-/** Units a machine could give at most (free, plus preemptible ones where allowed). */
-export function availableUnits(slot: Slot, ctx: MatchContext): number {
-  if (slot.interruptibleUnits === 0) return slot.free;
-  if (ctx.interruptible && !(ctx.priceLimit > slot.lowestBid)) return slot.free;
-  return slot.free + slot.interruptibleUnits;
+/** Units the machine could give at most (free, plus preemptible ones where allowed). */
+export function availableUnits(list: SlotList, i: number, ctx: MatchContext): number {
+  if (ctx.interruptible && !(ctx.priceLimit > list.lowestBids[i])) return list.free[i];
+  return list.available[i];
 }
 
-function isExcluded(slot: Slot, ctx: MatchContext): boolean {
-  if (ctx.exclusions === null) return false;
-  const triedSeq = ctx.exclusions.get(slot.key);
+function isExcluded(list: SlotList, i: number, ctx: MatchContext): boolean {
+  const slot = list.slots[i];
+  const triedSeq = ctx.exclusions!.get(slot.key);
   return triedSeq !== undefined && slot.seq <= triedSeq;
 }
 
@@ -105,25 +105,25 @@ function isExcluded(slot: Slot, ctx: MatchContext): boolean {
  * The first failing per-offer check other than capacity (0 when all pass). Capacity is judged
  * by the caller, per machine or per cluster.
  */
-export function firstFailure(slot: Slot, ctx: MatchContext): number {
-  if (slot.expiry < ctx.validUntil) return F_EXPIRY;
-  if (ctx.duration < slot.minDuration || ctx.duration > slot.maxDuration) return F_DURATION;
-  if (slot.vramMiB < ctx.minVramMiB) return F_VRAM;
-  if (ctx.attestedOnly && !(slot.attestationExpiry > ctx.now)) return F_ATTESTATION;
-  if (slot.reputation < ctx.minReputation) return F_REPUTATION;
-  if (isExcluded(slot, ctx)) return F_EXCLUDED;
+export function firstFailure(list: SlotList, i: number, ctx: MatchContext): number {
+  if (list.expiry[i] < ctx.validUntil) return F_EXPIRY;
+  if (ctx.duration < list.minDuration[i] || ctx.duration > list.maxDuration[i]) return F_DURATION;
+  if (list.vramMiB[i] < ctx.minVramMiB) return F_VRAM;
+  if (ctx.attestedOnly && !(list.attestationExpiry[i] > ctx.now)) return F_ATTESTATION;
+  if (list.reputation[i] < ctx.minReputation) return F_REPUTATION;
+  if (ctx.exclusions !== null && isExcluded(list, i, ctx)) return F_EXCLUDED;
   return 0;
 }
 
 /** Every failing per-offer check, capacity judged for one machine. */
-export function failureMask(slot: Slot, ctx: MatchContext): number {
+export function failureMask(list: SlotList, i: number, ctx: MatchContext): number {
   let mask = 0;
-  if (slot.expiry < ctx.validUntil) mask |= F_EXPIRY;
-  if (ctx.duration < slot.minDuration || ctx.duration > slot.maxDuration) mask |= F_DURATION;
-  if (slot.vramMiB < ctx.minVramMiB) mask |= F_VRAM;
-  if (ctx.attestedOnly && !(slot.attestationExpiry > ctx.now)) mask |= F_ATTESTATION;
-  if (slot.reputation < ctx.minReputation) mask |= F_REPUTATION;
-  if (capacityTier(slot, ctx, ctx.count) < 0) mask |= F_CAPACITY;
-  if (isExcluded(slot, ctx)) mask |= F_EXCLUDED;
+  if (list.expiry[i] < ctx.validUntil) mask |= F_EXPIRY;
+  if (ctx.duration < list.minDuration[i] || ctx.duration > list.maxDuration[i]) mask |= F_DURATION;
+  if (list.vramMiB[i] < ctx.minVramMiB) mask |= F_VRAM;
+  if (ctx.attestedOnly && !(list.attestationExpiry[i] > ctx.now)) mask |= F_ATTESTATION;
+  if (list.reputation[i] < ctx.minReputation) mask |= F_REPUTATION;
+  if (capacityTier(list, i, ctx, ctx.count) < 0) mask |= F_CAPACITY;
+  if (ctx.exclusions !== null && isExcluded(list, i, ctx)) mask |= F_EXCLUDED;
   return mask;
 }

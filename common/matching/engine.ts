@@ -4,7 +4,7 @@
  * on its gossiped book. No I/O; time comes from an injectable clock.
  */
 import type { OfferEntry } from "./entry.js";
-import { type Bucket, BookIndex, type Slot, walkByBid, walkByPrice } from "./book-index.js";
+import { type Bucket, BookIndex, type Slot, type SlotList } from "./book-index.js";
 import { type Exclusions, type MatchContext, availableUnits, capacityTier, firstFailure } from "./constraints.js";
 import { type NoMatchExplanation, explainNoMatch } from "./explain.js";
 import { SECONDS_PER_HOUR, toIndexNumber } from "./money.js";
@@ -67,7 +67,10 @@ export type MatchOptions = {
   limit?: number;
 };
 
-type Scored = { slot: Slot; tier: number; base: number; priceTerm: number; freshness: number };
+/** A machine in a list: its slot and its position, valid for the duration of one match. */
+type At = { list: SlotList; i: number; slot: Slot };
+
+type Scored = { at: At; base: number; priceTerm: number; freshness: number };
 
 /** The best `limit` items by cost, kept sorted; ties broken by key so results are reproducible. */
 class TopN<T extends { cost: number; tieKey: string }> {
@@ -92,7 +95,25 @@ class TopN<T extends { cost: number; tieKey: string }> {
   }
 }
 
-type Ranked = { cost: number; tieKey: string; build: () => Candidate };
+/** A kept candidate, built into a Candidate only if it survives to the end. */
+type Ranked = {
+  cost: number;
+  tieKey: string;
+  slot: Slot;
+  tier: number;
+  priceTerm: number;
+  freshness: number;
+  group: GroupPlan | null;
+};
+
+type ViableCluster = { members: At[]; cheapest: number; bound: number };
+
+type GroupPlan = {
+  chosen: Scored[];
+  take: Map<Slot, { units: number; preempt: boolean }>;
+  preempt: boolean;
+  sums: { price: number; reputation: number; freshness: number; latency: number };
+};
 
 /**
  * @example
@@ -158,10 +179,21 @@ export class MatchingEngine {
       exclusions: options.exclude && options.exclude.size > 0 ? options.exclude : null,
     };
     const buckets = this.selectBuckets(request);
-    let candidates: Candidate[];
-    if (request.colocation === "cluster") candidates = this.matchWithClusters(ctx, buckets, limit);
-    else if (request.interruptible) candidates = this.matchInterruptible(ctx, buckets, limit);
-    else candidates = this.matchOnDemand(ctx, buckets, limit);
+    const top = new TopN<Ranked>(limit);
+    const groups = request.colocation === "cluster" ? this.viableClusters(ctx) : [];
+    if (request.interruptible) {
+      this.rankInterruptible(ctx, buckets, top);
+      this.rankGroups(top, groups, ctx, 0);
+    } else {
+      // The price term is relative to the cheapest offer that can be part of a candidate.
+      let cheapest = this.cheapestSingle(ctx, buckets);
+      for (const group of groups) if (group.cheapest < cheapest) cheapest = group.cheapest;
+      if (cheapest < Number.POSITIVE_INFINITY) {
+        this.rankOnDemand(ctx, buckets, top, cheapest);
+        this.rankGroups(top, groups, ctx, cheapest);
+      }
+    }
+    const candidates = top.items.map((item) => this.build(item, ctx));
     if (candidates.length > 0) return { ok: true, request, candidates };
     return { ok: false, request, explanation: explainNoMatch(this.index, ctx, this.options) };
   }
@@ -183,9 +215,9 @@ export class MatchingEngine {
     return buckets;
   }
 
-  private freshness(slot: Slot, now: number): number {
-    if (slot.attestedAt < 0) return this.options.weights.freshness;
-    const age = (now - slot.attestedAt) / this.options.freshnessHorizonSeconds;
+  private freshness(attestedAt: number, now: number): number {
+    if (attestedAt < 0) return this.options.weights.freshness;
+    const age = (now - attestedAt) / this.options.freshnessHorizonSeconds;
     return this.options.weights.freshness * (age <= 0 ? 0 : age >= 1 ? 1 : age);
   }
 
@@ -193,162 +225,210 @@ export class MatchingEngine {
     return (this.options.weights.price * (price - cheapest)) / (cheapest > 0 ? cheapest : 1);
   }
 
-  /**
-   * On demand, one machine: first the cheapest fitting price p0 (each bucket walked only up to
-   * the best p0 so far), then a walk by ascending price that stops once the price term alone
-   * exceeds the worst of the best `limit` costs, since every other term is non-negative.
-   */
-  private matchOnDemand(ctx: MatchContext, buckets: Bucket[], limit: number): Candidate[] {
+  /** The cheapest price of a single machine that fits; each bucket is walked only up to the best so far. */
+  private cheapestSingle(ctx: MatchContext, buckets: Bucket[]): number {
     let cheapest = Number.POSITIVE_INFINITY;
-    for (const bucket of buckets) {
-      walkByPrice(bucket, 0, Math.min(ctx.priceLimit, cheapest), (slot) => {
-        if (firstFailure(slot, ctx) !== 0 || capacityTier(slot, ctx, ctx.count) < 0) return false;
-        cheapest = slot.price;
-        return true;
-      });
-    }
-    if (cheapest === Number.POSITIVE_INFINITY) return [];
-    const top = new TopN<Ranked>(limit);
-    for (const bucket of buckets) {
-      walkByPrice(bucket, 0, ctx.priceLimit, (slot) => {
-        const priceTerm = this.priceTerm(slot.price, cheapest);
-        if (top.full && priceTerm > top.worst) return true;
-        if (firstFailure(slot, ctx) !== 0) return false;
-        const tier = capacityTier(slot, ctx, ctx.count);
-        if (tier < 0) return false;
-        this.offerSingle(top, slot, tier, priceTerm, ctx);
-        return false;
-      });
-    }
-    return top.items.map((item) => item.build());
-  }
-
-  /** Interruptible, one machine: every offer's price is the renter's bid, so rank by the other terms. */
-  private matchInterruptible(ctx: MatchContext, buckets: Bucket[], limit: number): Candidate[] {
-    const top = new TopN<Ranked>(limit);
-    for (const bucket of buckets) {
-      walkByBid(bucket, 0, ctx.priceLimit, (slot) => {
-        if (firstFailure(slot, ctx) !== 0) return;
-        const tier = capacityTier(slot, ctx, ctx.count);
-        if (tier < 0) return;
-        this.offerSingle(top, slot, tier, 0, ctx);
-      });
-    }
-    return top.items.map((item) => item.build());
-  }
-
-  private offerSingle(top: TopN<Ranked>, slot: Slot, tier: number, priceTerm: number, ctx: MatchContext): void {
-    const freshness = this.freshness(slot, ctx.now);
-    const cost = priceTerm + slot.staticCost + freshness + tier * PREEMPT_PENALTY;
-    if (top.full && cost > top.worst) return;
-    top.offer({
-      cost,
-      tieKey: slot.key,
-      build: () => {
-        const part = this.part(slot, ctx.count, tier === 1, ctx);
-        return {
-          parts: [part],
-          units: ctx.count,
-          preempt: tier === 1,
-          pricePerGpuHour: part.pricePerUnitSecond * SECONDS_PER_HOUR,
-          cost,
-          breakdown: this.breakdown(slot, priceTerm, freshness, tier === 1 ? PREEMPT_PENALTY : 0, 0),
-        };
-      },
-    });
-  }
-
-  /**
-   * Several machines of one cluster accepted: single machines and groups of a cluster's
-   * machines compete. A group takes free units from its cheapest-ranked members first, then
-   * preemptible ones, and pays multiMachinePenalty.
-   */
-  private matchWithClusters(ctx: MatchContext, buckets: Bucket[], limit: number): Candidate[] {
-    const usable: Slot[] = [];
-    const clusters = new Map<string, Slot[]>();
-    const visit = (slot: Slot) => {
-      if (firstFailure(slot, ctx) !== 0) return;
-      const alone = capacityTier(slot, ctx, ctx.count) >= 0;
-      const inCluster = slot.clusterKey !== "" && availableUnits(slot, ctx) > 0;
-      if (!alone && !inCluster) return;
-      usable.push(slot);
-      if (inCluster) {
-        const members = clusters.get(slot.clusterKey);
-        if (members) members.push(slot);
-        else clusters.set(slot.clusterKey, [slot]);
-      }
-    };
-    for (const bucket of buckets) {
-      if (ctx.interruptible) walkByBid(bucket, 0, ctx.priceLimit, visit);
-      else walkByPrice(bucket, 0, ctx.priceLimit, visit);
-    }
-    if (usable.length === 0) return [];
-    let cheapest = Number.POSITIVE_INFINITY;
-    if (!ctx.interruptible) for (const slot of usable) if (slot.price < cheapest) cheapest = slot.price;
-    const priceTermOf = (slot: Slot) => (ctx.interruptible ? 0 : this.priceTerm(slot.price, cheapest));
-    const top = new TopN<Ranked>(limit);
-    for (const slot of usable) {
-      const tier = capacityTier(slot, ctx, ctx.count);
-      if (tier >= 0) this.offerSingle(top, slot, tier, priceTermOf(slot), ctx);
-    }
-    for (const members of clusters.values()) {
-      let total = 0;
-      for (const slot of members) total += availableUnits(slot, ctx);
-      if (total < ctx.count) continue;
-      const scored: Scored[] = members.map((slot) => {
-        const priceTerm = priceTermOf(slot);
-        const freshness = this.freshness(slot, ctx.now);
-        return { slot, tier: 0, base: priceTerm + slot.staticCost + freshness, priceTerm, freshness };
-      });
-      scored.sort((a, b) => a.base - b.base || (a.slot.key < b.slot.key ? -1 : 1));
-      const take = new Map<Slot, { units: number; preempt: boolean }>();
-      let missing = ctx.count;
-      for (const pass of [0, 1]) {
-        for (const { slot } of scored) {
-          if (missing === 0) break;
-          const room = pass === 0 ? slot.free : availableUnits(slot, ctx) - slot.free;
-          const units = Math.min(room, missing);
-          if (units <= 0) continue;
-          const held = take.get(slot);
-          take.set(slot, { units: (held?.units ?? 0) + units, preempt: pass === 1 || (held?.preempt ?? false) });
-          missing -= units;
+    const count = ctx.count;
+    for (let b = 0; b < buckets.length; b++) {
+      const list = buckets[b].byPrice;
+      if (list.maxAvailable < count) continue;
+      const { keys, available } = list;
+      const limit = Math.min(ctx.priceLimit, cheapest);
+      for (let i = 0; i < keys.length; i++) {
+        if (keys[i] > limit) break;
+        if (available[i] < count) continue;
+        if (firstFailure(list, i, ctx) === 0 && capacityTier(list, i, ctx, count) >= 0) {
+          cheapest = keys[i];
+          break;
         }
       }
-      if (take.size < 2) continue; // one machine alone is already a single candidate
-      const chosen = scored.filter((s) => take.has(s.slot));
-      const preempt = chosen.some((s) => take.get(s.slot)!.preempt);
-      let weighted = 0;
-      const sums = { price: 0, reputation: 0, freshness: 0, latency: 0 };
-      for (const s of chosen) {
-        const share = take.get(s.slot)!.units / ctx.count;
-        weighted += share * s.base;
-        const b = this.breakdown(s.slot, s.priceTerm, s.freshness, 0, 0);
-        sums.price += share * b.price;
-        sums.reputation += share * b.reputation;
-        sums.freshness += share * b.freshness;
-        sums.latency += share * b.latency;
-      }
-      const penalty = this.options.multiMachinePenalty;
-      const cost = weighted + penalty + (preempt ? PREEMPT_PENALTY : 0);
-      top.offer({
-        cost,
-        tieKey: chosen[0].slot.clusterKey,
-        build: () => {
-          const parts = chosen.map((s) => this.part(s.slot, take.get(s.slot)!.units, take.get(s.slot)!.preempt, ctx));
-          let total = 0n;
-          for (const part of parts) total += BigInt(part.units) * part.pricePerUnitSecond;
-          return {
-            parts,
-            units: ctx.count,
-            preempt,
-            pricePerGpuHour: (total * SECONDS_PER_HOUR) / BigInt(ctx.count),
-            cost,
-            breakdown: { ...sums, preempt: preempt ? PREEMPT_PENALTY : 0, multiMachine: penalty },
-          };
-        },
-      });
     }
-    return top.items.map((item) => item.build());
+    return cheapest;
+  }
+
+  /**
+   * On demand, single machines: a walk by ascending price that stops once the price term alone
+   * exceeds the worst of the best `limit` costs, since every other term is non-negative; offers
+   * whose price term and fixed cost together exceed it are skipped.
+   */
+  private rankOnDemand(ctx: MatchContext, buckets: Bucket[], top: TopN<Ranked>, cheapest: number): void {
+    const weight = this.options.weights.price;
+    const denominator = cheapest > 0 ? cheapest : 1;
+    const count = ctx.count;
+    for (let b = 0; b < buckets.length; b++) {
+      const list = buckets[b].byPrice;
+      if (list.maxAvailable < count) continue;
+      const { keys, costs, available } = list;
+      for (let i = 0; i < keys.length; i++) {
+        const price = keys[i];
+        if (price > ctx.priceLimit) break;
+        const priceTerm = (weight * (price - cheapest)) / denominator;
+        if (top.full) {
+          const worst = top.worst;
+          if (priceTerm > worst) break;
+          if (priceTerm + costs[i] > worst) continue;
+        }
+        if (available[i] < count || firstFailure(list, i, ctx) !== 0) continue;
+        const tier = capacityTier(list, i, ctx, count);
+        if (tier >= 0) this.offerSingle(top, list, i, tier, priceTerm, ctx);
+      }
+    }
+  }
+
+  /**
+   * Interruptible, single machines: every offer's price is the renter's bid, so the cost is the
+   * fixed part plus freshness; the walk goes by ascending fixed cost and stops once it alone
+   * exceeds the worst kept cost.
+   */
+  private rankInterruptible(ctx: MatchContext, buckets: Bucket[], top: TopN<Ranked>): void {
+    const count = ctx.count;
+    for (let b = 0; b < buckets.length; b++) {
+      const list = buckets[b].byCost;
+      if (list.maxAvailable < count) continue;
+      const { keys, available, bids } = list;
+      for (let i = 0; i < keys.length; i++) {
+        if (top.full && keys[i] > top.worst) break;
+        if (bids[i] > ctx.priceLimit || available[i] < count || firstFailure(list, i, ctx) !== 0) continue;
+        const tier = capacityTier(list, i, ctx, count);
+        if (tier >= 0) this.offerSingle(top, list, i, tier, 0, ctx);
+      }
+    }
+  }
+
+  private offerSingle(top: TopN<Ranked>, list: SlotList, i: number, tier: number, priceTerm: number, ctx: MatchContext): void {
+    const freshness = this.freshness(list.attestedAt[i], ctx.now);
+    const cost = priceTerm + list.costs[i] + freshness + tier * PREEMPT_PENALTY;
+    if (top.full && cost > top.worst) return;
+    const slot = list.slots[i];
+    top.offer({ cost, tieKey: slot.key, slot, tier, priceTerm, freshness, group: null });
+  }
+
+  private build(item: Ranked, ctx: MatchContext): Candidate {
+    const group = item.group;
+    if (group === null) {
+      const part = this.part(item.slot, ctx.count, item.tier === 1, ctx);
+      return {
+        parts: [part],
+        units: ctx.count,
+        preempt: item.tier === 1,
+        pricePerGpuHour: part.pricePerUnitSecond * SECONDS_PER_HOUR,
+        cost: item.cost,
+        breakdown: this.breakdown(item.slot, item.priceTerm, item.freshness, item.tier === 1 ? PREEMPT_PENALTY : 0, 0),
+      };
+    }
+    const parts = group.chosen.map((s) => this.part(s.at.slot, group.take.get(s.at.slot)!.units, group.take.get(s.at.slot)!.preempt, ctx));
+    let total = 0n;
+    for (const part of parts) total += BigInt(part.units) * part.pricePerUnitSecond;
+    return {
+      parts,
+      units: ctx.count,
+      preempt: group.preempt,
+      pricePerGpuHour: (total * SECONDS_PER_HOUR) / BigInt(ctx.count),
+      cost: item.cost,
+      breakdown: { ...group.sums, preempt: group.preempt ? PREEMPT_PENALTY : 0, multiMachine: this.options.multiMachinePenalty },
+    };
+  }
+
+  /**
+   * Clusters whose machines that fit the request (region, price or bid, per-offer checks) offer
+   * at least the requested units together. Walks the cluster index of the requested models,
+   * not the book: O(clustered machines of those models).
+   */
+  private viableClusters(ctx: MatchContext): ViableCluster[] {
+    const request = ctx.request;
+    const viable: ViableCluster[] = [];
+    for (const model of request.gpuType.models) {
+      const group = this.index.models.get(model);
+      if (!group) continue;
+      for (const cluster of group.clusters.values()) {
+        // The totals bound what the cluster could offer: most clusters are skipped unread.
+        if (cluster.available < ctx.count || (ctx.interruptible ? cluster.cheapestBid : cluster.cheapest) > ctx.priceLimit) continue;
+        const members: At[] = [];
+        let units = 0;
+        let cheapest = Number.POSITIVE_INFINITY;
+        for (const slot of cluster.members) {
+          if (request.regions !== null && !request.regions.includes(slot.region)) continue;
+          if (ctx.interruptible ? slot.minBid === 0 || slot.minBid > ctx.priceLimit : slot.price > ctx.priceLimit) continue;
+          const list = slot.bucket.byPrice;
+          const i = list.indexOf(slot);
+          if (firstFailure(list, i, ctx) !== 0) continue;
+          const available = availableUnits(list, i, ctx);
+          if (available === 0) continue;
+          members.push({ list, i, slot });
+          units += available;
+          if (slot.price < cheapest) cheapest = slot.price;
+        }
+        if (units >= ctx.count && members.length > 1) viable.push({ members, cheapest, bound: 0 });
+      }
+    }
+    return viable;
+  }
+
+  /**
+   * Groups in order of a lower bound on their cost (their best member's price term and fixed
+   * cost, plus the multi-machine penalty: a units-weighted mean is never below its smallest
+   * term), so building stops once the bound exceeds the worst kept candidate.
+   */
+  private rankGroups(top: TopN<Ranked>, groups: ViableCluster[], ctx: MatchContext, cheapest: number): void {
+    if (groups.length === 0) return;
+    for (const group of groups) {
+      let bound = Number.POSITIVE_INFINITY;
+      for (const { slot } of group.members) {
+        const term = (ctx.interruptible ? 0 : this.priceTerm(slot.price, cheapest)) + slot.staticCost;
+        if (term < bound) bound = term;
+      }
+      group.bound = bound + this.options.multiMachinePenalty;
+    }
+    groups.sort((a, b) => a.bound - b.bound);
+    for (const group of groups) {
+      if (top.full && group.bound > top.worst) break;
+      this.offerGroup(top, group.members, ctx, cheapest);
+    }
+  }
+
+  /**
+   * A group on one cluster: free units from its best-ranked machines first, then preemptible
+   * ones; pays multiMachinePenalty. Skipped when one machine alone would serve (that machine is
+   * already a single candidate).
+   */
+  private offerGroup(top: TopN<Ranked>, members: At[], ctx: MatchContext, cheapest: number): void {
+    const scored: Scored[] = members.map((at) => {
+      const priceTerm = ctx.interruptible ? 0 : this.priceTerm(at.slot.price, cheapest);
+      const freshness = this.freshness(at.list.attestedAt[at.i], ctx.now);
+      return { at, base: priceTerm + at.slot.staticCost + freshness, priceTerm, freshness };
+    });
+    scored.sort((a, b) => a.base - b.base || (a.at.slot.key < b.at.slot.key ? -1 : 1));
+    const take = new Map<Slot, { units: number; preempt: boolean }>();
+    let missing = ctx.count;
+    for (const pass of [0, 1]) {
+      for (const { at } of scored) {
+        if (missing === 0) break;
+        const free = at.list.free[at.i];
+        const room = pass === 0 ? free : availableUnits(at.list, at.i, ctx) - free;
+        const units = Math.min(room, missing);
+        if (units <= 0) continue;
+        const held = take.get(at.slot);
+        take.set(at.slot, { units: (held?.units ?? 0) + units, preempt: pass === 1 || (held?.preempt ?? false) });
+        missing -= units;
+      }
+    }
+    if (take.size < 2) return;
+    const chosen = scored.filter((s) => take.has(s.at.slot));
+    const preempt = chosen.some((s) => take.get(s.at.slot)!.preempt);
+    let weighted = 0;
+    const sums = { price: 0, reputation: 0, freshness: 0, latency: 0 };
+    for (const s of chosen) {
+      const share = take.get(s.at.slot)!.units / ctx.count;
+      weighted += share * s.base;
+      const b = this.breakdown(s.at.slot, s.priceTerm, s.freshness, 0, 0);
+      sums.price += share * b.price;
+      sums.reputation += share * b.reputation;
+      sums.freshness += share * b.freshness;
+      sums.latency += share * b.latency;
+    }
+    const cost = weighted + this.options.multiMachinePenalty + (preempt ? PREEMPT_PENALTY : 0);
+    const first = chosen[0].at.slot;
+    top.offer({ cost, tieKey: first.clusterKey, slot: first, tier: 0, priceTerm: 0, freshness: 0, group: { chosen, take, preempt, sums } });
   }
 
   private part(slot: Slot, units: number, preempt: boolean, ctx: MatchContext): CandidatePart {

@@ -5,11 +5,11 @@
  * costs 3.90 USD/GPU-h, 1.90 above your cap").
  *
  * Counts are exact: the index answers the first steps by bucket sizes and a price walk, the
- * rest come from one pass over the offers under the price limit. Nearest offers outside that
- * set (above the price, in other regions, of other models) are searched by ascending price
- * within `explainScanLimit` offers.
+ * rest come from one pass over the offers under the price limit (O(log n + k), like a match).
+ * Nearest offers outside that set (above the price, in other regions, of other models) are
+ * searched by ascending price, each search within `explainScanLimit` offers.
  */
-import { type BookIndex, type Bucket, type Slot, walkByBid, walkByPrice } from "./book-index.js";
+import type { BookIndex, Bucket, Slot, SlotList } from "./book-index.js";
 import {
   type ConstraintId,
   F_ATTESTATION,
@@ -55,7 +55,7 @@ export type NoMatchExplanation = {
   readonly totalOffers: number;
   readonly steps: readonly ExplanationStep[];
   readonly nearMisses: readonly NearMiss[];
-  /** True when the search for nearest offers stopped at explainScanLimit. */
+  /** True when a search for nearest offers stopped at explainScanLimit. */
   readonly nearMissSearchTruncated: boolean;
   /** The whole explanation as text: summary, numbered steps, nearest offers. */
   readonly message: string;
@@ -63,7 +63,7 @@ export type NoMatchExplanation = {
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
-/** `4 × A100-80GB, on demand, 3600 s, at most 2.00 USD/GPU-h, region eu-west` */
+/** `4 × A100-80GB, on demand at most 2.00 USD/GPU-h, 3600 s, region eu-west` */
 export function describeRequest(request: MatchRequest): string {
   const parts = [`${request.gpuCount} × ${request.gpuType.label}`];
   if (request.interruptible) parts.push(`interruptible at a bid of ${formatUsd(perHour(request.bidPerUnitSecond!))} USD/GPU-h`);
@@ -119,30 +119,38 @@ function bitUsed(bit: number, ctx: MatchContext): boolean {
   }
 }
 
-type Found = { slot: Slot; price: bigint };
-
-class Budget {
-  left: number;
-  truncated = false;
-  constructor(limit: number) {
-    this.left = limit;
+/** Offers failing exactly one per-offer check, summarized in the same pass that counts the funnel. */
+class OnlyStats {
+  count = 0;
+  model: string | null | undefined = undefined;
+  max = Number.NEGATIVE_INFINITY;
+  min = Number.POSITIVE_INFINITY;
+  /** Duration: offers that need a longer lease than asked (their minimum is recorded). */
+  below = 0;
+  add(model: string, value: number): void {
+    this.count++;
+    this.model = this.model === undefined || this.model === model ? model : null;
+    if (value > this.max) this.max = value;
+    if (value < this.min) this.min = value;
   }
-  /** Spends one; false (and marks truncated) when none is left. */
-  spend(): boolean {
-    if (this.left <= 0) {
-      this.truncated = true;
-      return false;
-    }
-    this.left--;
-    return true;
+  addBelow(model: string, minimum: number): void {
+    this.count++;
+    this.below++;
+    this.model = this.model === undefined || this.model === model ? model : null;
+    if (minimum < this.min) this.min = minimum;
+  }
+  /** `A100-80GB ` when all offers share a model, else empty. */
+  get modelWord(): string {
+    return this.model ? `${this.model} ` : "";
   }
 }
+
+type Found = { slot: Slot; price: bigint };
 
 export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: MatchingOptions): NoMatchExplanation {
   const request = ctx.request;
   const steps: ExplanationStep[] = [];
-  const nearMisses: NearMiss[] = [];
-  const budget = new Budget(options.explainScanLimit);
+  let truncated = false;
   let remaining = index.size;
   const step = (constraint: ConstraintId, left: number) => {
     steps.push({ constraint, label: constraintLabel(constraint, ctx, options), removed: remaining - left, remaining: left });
@@ -162,88 +170,117 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
       if (request.regions === null || request.regions.includes(bucket.region)) buckets.push(bucket);
     }
   }
-  if (request.regions !== null) step("region", buckets.reduce((n, b) => n + b.byPrice.size, 0));
-  const scanned: Slot[] = [];
+  if (request.regions !== null) step("region", buckets.reduce((n, b) => n + b.byPrice.length, 0));
+  // The offers under the price limit: a prefix of each bucket's list.
+  const scannedLists = buckets.map((b) => (request.interruptible ? b.byBid : b.byPrice));
+  const ends = scannedLists.map((list) => list.upperBound(ctx.priceLimit));
+  const n = ends.reduce((a, b) => a + b, 0);
   if (request.interruptible) {
-    step("interruptible", buckets.reduce((n, b) => n + b.byBid.size, 0));
-    for (const bucket of buckets) walkByBid(bucket, 0, ctx.priceLimit, (slot) => void scanned.push(slot));
-    step("bid", scanned.length);
+    step("interruptible", buckets.reduce((sum, b) => sum + b.byBid.length, 0));
+    step("bid", n);
   } else {
-    for (const bucket of buckets) walkByPrice(bucket, 0, ctx.priceLimit, (slot) => void scanned.push(slot));
-    step("price", scanned.length);
+    step("price", n);
   }
 
-  // Per-offer steps, in order; capacity per machine, or per cluster when clusters are accepted.
-  const masks = scanned.map((slot) => failureMask(slot, ctx));
+  // Per-offer steps: one pass for the masks (and, for clusters, the units each cluster offers).
+  const masks = new Uint8Array(n);
   const before = F_EXPIRY | F_DURATION | F_VRAM | F_ATTESTATION | F_REPUTATION;
-  if (request.colocation === "cluster") {
-    const clusterUnits = new Map<string, number>();
-    scanned.forEach((slot, i) => {
-      if ((masks[i] & before) === 0 && slot.clusterKey !== "") {
-        clusterUnits.set(slot.clusterKey, (clusterUnits.get(slot.clusterKey) ?? 0) + availableUnits(slot, ctx));
+  const clusterMode = request.colocation === "cluster";
+  let largestMachine = 0;
+  const clusterUnits = new Map<number, number>();
+  for (let b = 0, k = 0; b < scannedLists.length; b++) {
+    const list = scannedLists[b];
+    for (let i = 0; i < ends[b]; i++, k++) {
+      const mask = failureMask(list, i, ctx);
+      masks[k] = mask;
+      if ((mask & before) !== 0) continue;
+      if ((mask & ~(F_CAPACITY | F_EXCLUDED)) === 0 && list.units[i] > largestMachine) largestMachine = list.units[i];
+      const clusterId = list.clusterIds[i];
+      if (clusterMode && clusterId !== 0) clusterUnits.set(clusterId, (clusterUnits.get(clusterId) ?? 0) + availableUnits(list, i, ctx));
+    }
+  }
+  // Second pass: capacity per cluster where accepted, then the funnel and the "only this" stats.
+  const removedBy = new Int32Array(F_EXCLUDED * 2); // indexed by a check's bit
+  const only = new Map<number, OnlyStats>(SLOT_CHECKS.map(({ bit }) => [bit, new OnlyStats()]));
+  for (let b = 0, k = 0; b < scannedLists.length; b++) {
+    const list = scannedLists[b];
+    const model = buckets[b].model;
+    for (let i = 0; i < ends[b]; i++, k++) {
+      let mask = masks[k];
+      if (clusterMode && (mask & F_CAPACITY) !== 0 && availableUnits(list, i, ctx) > 0) {
+        const clusterId = list.clusterIds[i];
+        if (clusterId !== 0 && (clusterUnits.get(clusterId) ?? 0) >= ctx.count) mask &= ~F_CAPACITY;
       }
-    });
-    scanned.forEach((slot, i) => {
-      const viaCluster = slot.clusterKey !== "" && availableUnits(slot, ctx) > 0 && (clusterUnits.get(slot.clusterKey) ?? 0) >= ctx.count;
-      if (viaCluster) masks[i] &= ~F_CAPACITY;
-    });
+      if (mask === 0) continue;
+      const lowest = mask & -mask;
+      removedBy[lowest]++;
+      if (mask !== lowest) continue;
+      const stats = only.get(mask)!;
+      switch (mask) {
+        case F_CAPACITY:
+          stats.add(model, availableUnits(list, i, ctx));
+          break;
+        case F_DURATION:
+          if (ctx.duration > list.maxDuration[i]) stats.add(model, list.maxDuration[i]);
+          else stats.addBelow(model, list.minDuration[i]);
+          break;
+        case F_VRAM:
+          stats.add(model, list.vramMiB[i]);
+          break;
+        case F_REPUTATION:
+          stats.add(model, list.reputation[i]);
+          break;
+        default:
+          stats.add(model, 0);
+      }
+    }
   }
   for (const { bit, id } of SLOT_CHECKS) {
-    if (!bitUsed(bit, ctx)) continue;
-    const earlier = bit - 1; // every check before this one
-    let left = 0;
-    for (const mask of masks) if ((mask & (earlier | bit)) === 0) left++;
-    step(id, left);
+    if (bitUsed(bit, ctx)) step(id, remaining - removedBy[bit]);
   }
 
-  // Nearest offers: first those found beyond the index steps, then those failing one per-offer check.
-  const fits = (slot: Slot) => failureMask(slot, ctx) === 0;
-  const firstFitting = (walk: (visit: (slot: Slot) => boolean) => void): Slot | undefined => {
-    let found: Slot | undefined;
-    walk((slot) => {
-      if (!budget.spend()) return true;
-      if (fits(slot)) {
-        found = slot;
-        return true;
+  // Nearest offers beyond the scanned set, each search bounded by explainScanLimit offers read.
+  const nearMisses: NearMiss[] = [];
+  /** The first offer from position of key `from` up to key `max` that fits everything (one machine). */
+  const firstFitting = (list: SlotList, from: number, max: number, budget: { left: number }, onDemandOnly = false): Slot | undefined => {
+    if (list.maxAvailable < ctx.count) return undefined;
+    const { keys, available, bids } = list;
+    for (let i = from > 0 ? list.upperBound(from - 1) : 0; i < keys.length; i++) {
+      if (keys[i] > max) return undefined;
+      // Read from the columns, free: only offers that pass these count against the budget.
+      if (available[i] < ctx.count || (onDemandOnly && bids[i] !== 0)) continue;
+      if (budget.left-- <= 0) {
+        truncated = true;
+        return undefined;
       }
-      return false;
-    });
-    return found;
+      if (failureMask(list, i, ctx) === 0) return list.slots[i];
+    }
+    return undefined;
   };
-  const cheapestPerGroup = (candidates: Bucket[], groupOf: (b: Bucket) => string): Map<string, Found> => {
+  const priceOf = (slot: Slot) => (request.interruptible ? perHour(request.bidPerUnitSecond!) : perHour(slot.entry.offer.pricePerUnitSecond));
+  /** The cheapest fitting offer per group of buckets (a model, a region), walking each bucket by price. */
+  const cheapestPer = (candidates: Bucket[], groupOf: (b: Bucket) => string): [string, Found][] => {
+    const budget = { left: options.explainScanLimit };
     const best = new Map<string, Found>();
     for (const bucket of candidates) {
-      const slot = request.interruptible
-        ? firstFitting((visit) => walkByBid(bucket, 0, ctx.priceLimit, visit))
-        : firstFitting((visit) => walkByPrice(bucket, 0, ctx.priceLimit, visit));
+      const slot = request.interruptible ? firstFitting(bucket.byBid, 0, ctx.priceLimit, budget) : firstFitting(bucket.byPrice, 0, ctx.priceLimit, budget);
       if (!slot) continue;
-      const price = request.interruptible ? perHour(request.bidPerUnitSecond!) : perHour(slot.entry.offer.pricePerUnitSecond);
+      const price = priceOf(slot);
       const key = groupOf(bucket);
       const held = best.get(key);
       if (!held || price < held.price) best.set(key, { slot, price });
     }
-    return best;
+    return [...best.entries()].sort((a, b) => (a[1].price < b[1].price ? -1 : a[1].price > b[1].price ? 1 : a[0] < b[0] ? -1 : 1)).slice(0, 3);
   };
-  const listCheapest = (found: Map<string, Found>) =>
-    [...found.entries()]
-      .sort((a, b) => (a[1].price < b[1].price ? -1 : a[1].price > b[1].price ? 1 : a[0] < b[0] ? -1 : 1))
-      .slice(0, 3);
-  const nearest = (found: Found) => ({
-    key: found.slot.key,
-    model: found.slot.model,
-    region: found.slot.entry.machine.region,
-    pricePerGpuHour: found.price,
-  });
+  const nearest = (found: Found) => ({ key: found.slot.key, model: found.slot.model, region: found.slot.entry.machine.region, pricePerGpuHour: found.price });
 
   if (inModels < index.size) {
     const others: Bucket[] = [];
     for (const group of index.models.values()) {
       if (requested.has(group.model)) continue;
-      for (const bucket of group.buckets.values()) {
-        if (request.regions === null || request.regions.includes(bucket.region)) others.push(bucket);
-      }
+      for (const bucket of group.buckets.values()) if (request.regions === null || request.regions.includes(bucket.region)) others.push(bucket);
     }
-    const best = listCheapest(cheapestPerGroup(others, (b) => b.model));
+    const best = cheapestPer(others, (b) => b.model);
     if (best.length > 0) {
       const list = best.map(([model, f]) => `${model} ${request.interruptible ? "at your bid" : `from ${formatUsd(f.price)} USD/GPU-h`}`).join(", ");
       nearMisses.push({ constraint: "gpuType", count: null, message: `Other GPU models fit everything else: ${list}.`, nearest: nearest(best[0][1]) });
@@ -256,18 +293,17 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
       if (!group) continue;
       for (const bucket of group.buckets.values()) if (!request.regions.includes(bucket.region)) elsewhere.push(bucket);
     }
-    const best = listCheapest(cheapestPerGroup(elsewhere, (b) => b.region));
+    const best = cheapestPer(elsewhere, (b) => b.region);
     if (best.length > 0) {
-      const list = best
-        .map(([, f]) => `${f.slot.entry.machine.region}${request.interruptible ? "" : ` from ${formatUsd(f.price)} USD/GPU-h`}`)
-        .join(", ");
+      const list = best.map(([, f]) => `${f.slot.entry.machine.region}${request.interruptible ? "" : ` from ${formatUsd(f.price)} USD/GPU-h`}`).join(", ");
       nearMisses.push({ constraint: "region", count: null, message: `Offers fit everything else in other regions: ${list}.`, nearest: nearest(best[0][1]) });
     }
   }
   if (!request.interruptible) {
+    const budget = { left: options.explainScanLimit };
     let best: Found | undefined;
     for (const bucket of buckets) {
-      const slot = firstFitting((visit) => walkByPrice(bucket, ctx.priceLimit + 1, Number.MAX_SAFE_INTEGER, visit));
+      const slot = firstFitting(bucket.byPrice, ctx.priceLimit + 1, Number.MAX_SAFE_INTEGER, budget);
       if (!slot) continue;
       const price = perHour(slot.entry.offer.pricePerUnitSecond);
       if (!best || price < best.price) best = { slot, price };
@@ -281,17 +317,18 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
       });
     }
   } else {
+    const bid = perHour(request.bidPerUnitSecond!);
+    const onDemandBudget = { left: options.explainScanLimit };
+    const bidBudget = { left: options.explainScanLimit };
     let onDemandOnly: Found | undefined;
     let bidAbove: Found | undefined;
     for (const bucket of buckets) {
-      const slot = firstFitting((visit) =>
-        walkByPrice(bucket, 0, Number.MAX_SAFE_INTEGER, (s) => (s.minBid === 0 ? visit(s) : !budget.spend())),
-      );
+      const slot = firstFitting(bucket.byPrice, 0, Number.MAX_SAFE_INTEGER, onDemandBudget, true);
       if (slot) {
         const price = perHour(slot.entry.offer.pricePerUnitSecond);
         if (!onDemandOnly || price < onDemandOnly.price) onDemandOnly = { slot, price };
       }
-      const above = firstFitting((visit) => walkByBid(bucket, ctx.priceLimit + 1, Number.MAX_SAFE_INTEGER, visit));
+      const above = firstFitting(bucket.byBid, ctx.priceLimit + 1, Number.MAX_SAFE_INTEGER, bidBudget);
       if (above) {
         const price = perHour(above.entry.offer.minBidPerUnitSecond);
         if (!bidAbove || price < bidAbove.price) bidAbove = { slot: above, price };
@@ -309,67 +346,61 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
       nearMisses.push({
         constraint: "bid",
         count: null,
-        message: `The lowest minimum bid among machines that fit everything else is ${formatUsd(bidAbove.price)} USD/GPU-h, ${formatUsd(bidAbove.price - perHour(request.bidPerUnitSecond!))} USD/GPU-h above your bid of ${formatUsd(perHour(request.bidPerUnitSecond!))}.`,
+        message: `The lowest minimum bid among machines that fit everything else is ${formatUsd(bidAbove.price)} USD/GPU-h, ${formatUsd(bidAbove.price - bid)} USD/GPU-h above your bid of ${formatUsd(bid)}.`,
         nearest: nearest(bidAbove),
       });
     }
   }
 
-  const modelsIn = (slots: Slot[]) => {
-    const names = new Set(slots.map((s) => s.model));
-    return names.size === 1 ? `${[...names][0]} ` : "";
-  };
+  // Nearest offers among the scanned ones: those failing exactly one check.
   for (const { bit, id } of SLOT_CHECKS) {
     if (!bitUsed(bit, ctx)) continue;
-    const only = scanned.filter((_, i) => masks[i] === bit);
-    if (id === "capacity") {
-      const capacityNote = capacityHint(scanned, masks, ctx);
-      if (only.length > 0) {
-        const units = only.map((s) => availableUnits(s, ctx));
-        const most = Math.max(...units);
-        const same = units.every((u) => u === most);
+    const stats = only.get(bit)!;
+    const count = stats.count;
+    const subject = `${count} ${stats.modelWord}machine${count === 1 ? "" : "s"} fit${count === 1 ? "s" : ""} everything else but`;
+    const has = count === 1 ? "has" : "have";
+    if (bit === F_CAPACITY) {
+      const hint = capacityHint(ctx, largestMachine, clusterUnits);
+      if (count > 0) {
+        const most = stats.max;
         nearMisses.push({
           constraint: id,
-          count: only.length,
-          message: `${only.length} ${modelsIn(only)}machine${only.length === 1 ? "" : "s"} fit${only.length === 1 ? "s" : ""} everything else but ${only.length === 1 ? "has" : "have"} ${same ? "only" : "at most"} ${plural(most, "GPU")} available (you asked for ${ctx.count}).${capacityNote ? ` ${capacityNote}` : ""}`,
+          count,
+          message: `${subject} ${has} ${stats.min === most ? "only" : "at most"} ${plural(most, "GPU")} available (you asked for ${ctx.count}).${hint ? ` ${hint}` : ""}`,
         });
-      } else if (capacityNote) {
-        nearMisses.push({ constraint: id, count: 0, message: capacityNote });
+      } else if (hint) {
+        nearMisses.push({ constraint: id, count: 0, message: hint });
       }
       continue;
     }
-    if (only.length === 0) continue;
-    const n = only.length;
-    const subject = `${n} ${modelsIn(only)}machine${n === 1 ? "" : "s"} fit${n === 1 ? "s" : ""} everything else but`;
+    if (count === 0) continue;
     let message: string;
-    switch (id) {
-      case "offerExpiry":
-        message = `${subject} ${n === 1 ? "its offer expires" : "their offers expire"} within ${options.minOfferValiditySeconds} s (the provider republishes before expiry; try again shortly).`;
+    switch (bit) {
+      case F_EXPIRY:
+        message = `${subject} ${count === 1 ? "its offer expires" : "their offers expire"} within ${options.minOfferValiditySeconds} s (the provider republishes before expiry; try again shortly).`;
         break;
-      case "duration": {
-        const tooLong = only.filter((s) => ctx.duration > s.maxDuration);
+      case F_DURATION:
         message =
-          tooLong.length > 0
-            ? `${subject} accept${n === 1 ? "s" : ""} leases of at most ${Math.max(...tooLong.map((s) => s.maxDuration))} s (you asked for ${ctx.duration} s).`
-            : `${subject} require${n === 1 ? "s" : ""} leases of at least ${Math.min(...only.map((s) => s.minDuration))} s (you asked for ${ctx.duration} s).`;
+          stats.count > stats.below
+            ? `${subject} accept${count === 1 ? "s" : ""} leases of at most ${stats.max} s (you asked for ${ctx.duration} s).`
+            : `${subject} require${count === 1 ? "s" : ""} leases of at least ${stats.min} s (you asked for ${ctx.duration} s).`;
         break;
-      }
-      case "vram":
-        message = `${subject} ${n === 1 ? "has" : "have"} only ${Math.max(...only.map((s) => s.vramMiB))} MiB per GPU (you asked for ${ctx.minVramMiB}).`;
+      case F_VRAM:
+        message = `${subject} ${has} only ${stats.max} MiB per GPU (you asked for ${ctx.minVramMiB}).`;
         break;
-      case "attestation":
-        message = `${subject} ${n === 1 ? "has" : "have"} no current hardware attestation (set attestedOnly: false to accept unattested machines).`;
+      case F_ATTESTATION:
+        message = `${subject} ${has} no current hardware attestation (set attestedOnly: false to accept unattested machines).`;
         break;
-      case "reputation":
-        message = `${subject} ${n === 1 ? "its provider's reputation is" : "their providers' reputation is at most"} ${Math.max(...only.map((s) => s.reputation)).toFixed(2)} (you asked for at least ${ctx.minReputation}).`;
+      case F_REPUTATION:
+        message = `${subject} ${count === 1 ? "its provider's reputation is" : "their providers' reputation is at most"} ${stats.max.toFixed(2)} (you asked for at least ${ctx.minReputation}).`;
         break;
-      case "excluded":
-        message = `${subject} ${n === 1 ? "was" : "were"} already tried by this allocation.`;
+      case F_EXCLUDED:
+        message = `${subject} ${count === 1 ? "was" : "were"} already tried by this allocation.`;
         break;
       default:
         continue;
     }
-    nearMisses.push({ constraint: id, count: n, message });
+    nearMisses.push({ constraint: id, count, message });
   }
 
   const totalOffers = index.size;
@@ -393,30 +424,20 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
     lines.push("Nearest offers:");
     for (const miss of nearMisses) lines.push(`  - ${miss.message}`);
   }
-  if (budget.truncated) lines.push(`(The search for nearest offers stopped after ${options.explainScanLimit} offers.)`);
-  return { summary, totalOffers, steps, nearMisses, nearMissSearchTruncated: budget.truncated, message: lines.join("\n") };
+  if (truncated) lines.push(`(Searches for nearest offers stopped after ${options.explainScanLimit} offers each.)`);
+  return { summary, totalOffers, steps, nearMisses, nearMissSearchTruncated: truncated, message: lines.join("\n") };
 }
 
 /** When the count exceeds every machine that passes the other checks, say so and point at clusters. */
-function capacityHint(scanned: Slot[], masks: number[], ctx: MatchContext): string | undefined {
-  let largest = 0;
-  let largestCluster = 0;
-  const clusterUnits = new Map<string, number>();
-  scanned.forEach((slot, i) => {
-    if ((masks[i] & ~(F_CAPACITY | F_EXCLUDED)) !== 0) return;
-    if (slot.units > largest) largest = slot.units;
-    if (slot.clusterKey !== "") {
-      const units = (clusterUnits.get(slot.clusterKey) ?? 0) + availableUnits(slot, ctx);
-      clusterUnits.set(slot.clusterKey, units);
-      if (units > largestCluster) largestCluster = units;
-    }
-  });
-  if (largest === 0) return undefined;
-  if (ctx.request.colocation === "machine" && ctx.count > largest) {
-    return `No machine that fits everything else has ${plural(ctx.count, "GPU")} (the largest has ${largest}); set colocation: "cluster" to accept several machines on a declared fast interconnect.`;
+function capacityHint(ctx: MatchContext, largestMachine: number, clusterUnits: Map<number, number>): string | undefined {
+  if (largestMachine === 0) return undefined;
+  if (ctx.request.colocation === "machine" && ctx.count > largestMachine) {
+    return `No machine that fits everything else has ${plural(ctx.count, "GPU")} (the largest has ${largestMachine}); set colocation: "cluster" to accept several machines on a declared fast interconnect.`;
   }
-  if (ctx.request.colocation === "cluster" && largestCluster > 0 && largestCluster < ctx.count) {
-    return `The most GPUs available in one cluster is ${largestCluster}.`;
+  if (ctx.request.colocation === "cluster") {
+    let most = 0;
+    for (const units of clusterUnits.values()) if (units > most) most = units;
+    if (most > 0 && most < ctx.count) return `The most GPUs available in one cluster is ${most}.`;
   }
   return undefined;
 }

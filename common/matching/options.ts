@@ -35,7 +35,7 @@ export const matchingOptionsSchema = z.strictObject({
   /** An offer must stay valid at least this long after the match, time for reserve and the open transaction. */
   minOfferValiditySeconds: z.number().int().nonnegative().max(3600).default(60),
   /** Most entries examined when looking for the "nearest offers" of a no-match answer outside the scanned set. */
-  explainScanLimit: z.number().int().positive().max(10_000_000).default(20_000),
+  explainScanLimit: z.number().int().positive().max(10_000_000).default(2_000),
 });
 export type MatchingOptions = z.output<typeof matchingOptionsSchema>;
 export type MatchingOptionsInput = z.input<typeof matchingOptionsSchema>;

@@ -393,8 +393,16 @@ function bruteForce(entries: ReturnType<typeof entry>[], request: ReturnType<typ
     return e.capacity.freeUnits + (canPreempt ? e.capacity.interruptibleUnits : 0);
   };
   const singles = eligible.filter((e) => avail(e) >= request.gpuCount);
-  const members = request.colocation === "cluster" ? eligible.filter((e) => e.machine.cluster !== `0x${"0".repeat(64)}` && avail(e) > 0) : [];
-  const usable = [...new Set([...singles, ...members])];
+  const clusters = new Map<string, typeof entries>();
+  if (request.colocation === "cluster") {
+    for (const e of eligible) {
+      if (e.machine.cluster === `0x${"0".repeat(64)}` || avail(e) === 0) continue;
+      const k = `${e.machine.model}|${e.machine.cluster}`;
+      clusters.set(k, [...(clusters.get(k) ?? []), e]);
+    }
+    for (const [k, group] of clusters) if (group.length < 2 || group.reduce((n, e) => n + avail(e), 0) < request.gpuCount) clusters.delete(k);
+  }
+  const usable = [...new Set([...singles, ...[...clusters.values()].flat()])];
   if (usable.length === 0) return [];
   const p0 = request.interruptible ? 0 : Math.min(...usable.map((e) => Number(e.offer.pricePerUnitSecond)));
   const base = (e: (typeof entries)[number]) => {
@@ -405,13 +413,7 @@ function bruteForce(entries: ReturnType<typeof entry>[], request: ReturnType<typ
     return price + rep + w.freshness * age + lat;
   };
   const costs = singles.map((e) => base(e) + (e.capacity.freeUnits >= request.gpuCount ? 0 : PREEMPT_PENALTY));
-  const clusters = new Map<string, typeof entries>();
-  for (const e of members) {
-    const k = `${e.machine.model}|${e.machine.cluster}`;
-    clusters.set(k, [...(clusters.get(k) ?? []), e]);
-  }
   for (const group of clusters.values()) {
-    if (group.reduce((n, e) => n + avail(e), 0) < request.gpuCount) continue;
     const sorted = [...group].sort((a, b) => base(a) - base(b) || (a.key < b.key ? -1 : 1));
     const take = new Map<string, { units: number; preempt: boolean }>();
     let missing = request.gpuCount;

@@ -134,7 +134,8 @@ describe("matching: no-match explanations", () => {
   });
 
   it("bounds the search for nearest offers and says so", () => {
-    const specs: OfferSpec[] = Array.from({ length: 50 }, (_, i) => ({ machineId: i + 1, price: 2000 + i, free: 0, onDemand: 8 }));
+    // Above the cap and unattested: every one is read and fails, so the search hits its limit.
+    const specs: OfferSpec[] = Array.from({ length: 50 }, (_, i) => ({ machineId: i + 1, price: 2000 + i, attestedAgo: null }));
     const e = explain(specs, { gpuCount: 1 }, { explainScanLimit: 10 });
     assert.equal(e.nearMissSearchTruncated, true);
     assert.match(e.message, /stopped after 10 offers/);
