@@ -51,7 +51,8 @@ export class Slot {
 
 /** Machines of one model sharing a cluster, with totals that let a request skip the cluster unread. */
 export class Cluster {
-  readonly members = new Set<Slot>();
+  /** A handful of machines: an array walks without allocating an iterator. */
+  readonly members: Slot[] = [];
   /** Sum of the members' maxAvailable. */
   available = 0;
   /** Lowest on-demand price among the members. */
@@ -64,7 +65,8 @@ export class Cluster {
     this.available = 0;
     this.cheapest = Number.POSITIVE_INFINITY;
     this.cheapestBid = Number.POSITIVE_INFINITY;
-    for (const slot of this.members) {
+    for (let k = 0; k < this.members.length; k++) {
+      const slot = this.members[k];
       this.available += slot.maxAvailable;
       if (slot.price < this.cheapest) this.cheapest = slot.price;
       if (slot.minBid > 0 && slot.minBid < this.cheapestBid) this.cheapestBid = slot.minBid;
@@ -254,6 +256,8 @@ export function normalizeRegion(region: string): string {
 export class BookIndex {
   readonly slots = new Map<string, Slot>();
   readonly models = new Map<string, ModelGroup>();
+  /** Clusters by Slot.clusterId (undefined once a cluster has no machine left). */
+  readonly clustersById: (Cluster | undefined)[] = [];
   private nextId = 1;
   private readonly clusterIds = new Map<string, number>();
 
@@ -314,7 +318,7 @@ export class BookIndex {
       if (!wasSeller || costMoves || bidMoves) bucket.byCost.insert(slot);
       else bucket.byCost.refresh(slot);
     }
-    if (clusterKey !== "" && !this.models.get(slot.model)!.clusters.get(clusterKey)?.members.has(slot)) this.linkCluster(slot);
+    if (clusterKey !== "" && !this.models.get(slot.model)!.clusters.get(clusterKey)?.members.includes(slot)) this.linkCluster(slot);
     else if (clusterKey !== "") this.models.get(slot.model)!.clusters.get(clusterKey)!.update();
   }
 
@@ -392,8 +396,9 @@ export class BookIndex {
     if (!cluster) {
       cluster = new Cluster();
       clusters.set(slot.clusterKey, cluster);
+      this.clustersById[slot.clusterId] = cluster;
     }
-    cluster.members.add(slot);
+    if (!cluster.members.includes(slot)) cluster.members.push(slot);
     cluster.update();
   }
 
@@ -402,8 +407,11 @@ export class BookIndex {
     const clusters = this.models.get(slot.model)!.clusters;
     const cluster = clusters.get(slot.clusterKey);
     if (!cluster) return;
-    cluster.members.delete(slot);
-    if (cluster.members.size === 0) clusters.delete(slot.clusterKey);
-    else cluster.update();
+    const at = cluster.members.indexOf(slot);
+    if (at >= 0) cluster.members.splice(at, 1);
+    if (cluster.members.length === 0) {
+      clusters.delete(slot.clusterKey);
+      this.clustersById[slot.clusterId] = undefined;
+    } else cluster.update();
   }
 }

@@ -4,7 +4,7 @@
  * on its gossiped book. No I/O; time comes from an injectable clock.
  */
 import type { OfferEntry } from "./entry.js";
-import { type Bucket, BookIndex, type Slot, type SlotList } from "./book-index.js";
+import { type Bucket, BookIndex, type Cluster, type Slot, type SlotList } from "./book-index.js";
 import { type Exclusions, type MatchContext, availableUnits, capacityTier, firstFailure } from "./constraints.js";
 import { type NoMatchExplanation, explainNoMatch } from "./explain.js";
 import { SECONDS_PER_HOUR, toIndexNumber } from "./money.js";
@@ -67,11 +67,6 @@ export type MatchOptions = {
   limit?: number;
 };
 
-/** A machine in a list: its slot and its position, valid for the duration of one match. */
-type At = { list: SlotList; i: number; slot: Slot };
-
-type Scored = { at: At; base: number; priceTerm: number; freshness: number };
-
 /** The best `limit` items by cost, kept sorted; ties broken by key so results are reproducible. */
 class TopN<T extends { cost: number; tieKey: string }> {
   readonly items: T[] = [];
@@ -103,17 +98,19 @@ type Ranked = {
   tier: number;
   priceTerm: number;
   freshness: number;
-  group: GroupPlan | null;
+  group: GroupRef | null;
 };
 
-type ViableCluster = { members: At[]; cheapest: number; bound: number };
+/** A cluster that can serve the request, by totals over its machines that fit. */
+type ViableCluster = { cluster: Cluster; cheapest: number; minCost: number; bound: number };
 
-type GroupPlan = {
-  chosen: Scored[];
-  take: Map<Slot, { units: number; preempt: boolean }>;
-  preempt: boolean;
-  sums: { price: number; reputation: number; freshness: number; latency: number };
-};
+// States of a cluster while its totals are summed.
+const UNSEEN = 0;
+const OPEN = 1;
+const SKIP = 2;
+
+/** A group kept in the top: enough to plan it again when the candidate is built. */
+type GroupRef = { cluster: ViableCluster; cheapest: number };
 
 /**
  * @example
@@ -127,6 +124,19 @@ export class MatchingEngine {
   readonly options: MatchingOptions;
   private readonly index: BookIndex;
   private readonly clock: () => number;
+  private totals:
+    | { state: Uint8Array; units: Int32Array; machines: Int32Array; cheapest: Float64Array; minCost: Float64Array; touched: Int32Array }
+    | undefined;
+  /** Scratch arrays for group formation (matching is synchronous, so one set serves every match). */
+  private readonly scratch = {
+    base: [] as number[],
+    order: [] as number[],
+    take: [] as number[],
+    preempted: [] as number[],
+    lists: [] as SlotList[],
+    positions: [] as number[],
+    slots: [] as Slot[],
+  };
 
   constructor(options: MatchingOptionsInput = {}, deps: { now?: () => number } = {}) {
     this.options = parseMatchingOptions(options);
@@ -180,7 +190,7 @@ export class MatchingEngine {
     };
     const buckets = this.selectBuckets(request);
     const top = new TopN<Ranked>(limit);
-    const groups = request.colocation === "cluster" ? this.viableClusters(ctx) : [];
+    const groups = request.colocation === "cluster" ? this.viableClusters(ctx, buckets) : [];
     if (request.interruptible) {
       this.rankInterruptible(ctx, buckets, top);
       this.rankGroups(top, groups, ctx, 0);
@@ -316,119 +326,209 @@ export class MatchingEngine {
         breakdown: this.breakdown(item.slot, item.priceTerm, item.freshness, item.tier === 1 ? PREEMPT_PENALTY : 0, 0),
       };
     }
-    const parts = group.chosen.map((s) => this.part(s.at.slot, group.take.get(s.at.slot)!.units, group.take.get(s.at.slot)!.preempt, ctx));
-    let total = 0n;
-    for (const part of parts) total += BigInt(part.units) * part.pricePerUnitSecond;
-    return {
-      parts,
-      units: ctx.count,
-      preempt: group.preempt,
-      pricePerGpuHour: (total * SECONDS_PER_HOUR) / BigInt(ctx.count),
-      cost: item.cost,
-      breakdown: { ...group.sums, preempt: group.preempt ? PREEMPT_PENALTY : 0, multiMachine: this.options.multiMachinePenalty },
-    };
+    return this.buildGroup(item, group, ctx);
   }
 
   /**
    * Clusters whose machines that fit the request (region, price or bid, per-offer checks) offer
-   * at least the requested units together. Walks the cluster index of the requested models,
-   * not the book: O(clustered machines of those models).
+   * at least the requested units together, with totals only: reads the cluster column of the
+   * offers under the price limit, and skips a cluster whose totals cannot reach the request at
+   * its first machine. Members are gathered later, for the clusters that may enter the top.
    */
-  private viableClusters(ctx: MatchContext): ViableCluster[] {
-    const request = ctx.request;
-    const viable: ViableCluster[] = [];
-    for (const model of request.gpuType.models) {
-      const group = this.index.models.get(model);
-      if (!group) continue;
-      for (const cluster of group.clusters.values()) {
-        // The totals bound what the cluster could offer: most clusters are skipped unread.
-        if (cluster.available < ctx.count || (ctx.interruptible ? cluster.cheapestBid : cluster.cheapest) > ctx.priceLimit) continue;
-        const members: At[] = [];
-        let units = 0;
-        let cheapest = Number.POSITIVE_INFINITY;
-        for (const slot of cluster.members) {
-          if (request.regions !== null && !request.regions.includes(slot.region)) continue;
-          if (ctx.interruptible ? slot.minBid === 0 || slot.minBid > ctx.priceLimit : slot.price > ctx.priceLimit) continue;
-          const list = slot.bucket.byPrice;
-          const i = list.indexOf(slot);
-          if (firstFailure(list, i, ctx) !== 0) continue;
-          const available = availableUnits(list, i, ctx);
-          if (available === 0) continue;
-          members.push({ list, i, slot });
-          units += available;
-          if (slot.price < cheapest) cheapest = slot.price;
+  private viableClusters(ctx: MatchContext, buckets: Bucket[]): ViableCluster[] {
+    const clusters = this.index.clustersById;
+    const totals = this.clusterTotals(clusters.length);
+    const { state, units, machines, cheapest, minCost, touched } = totals;
+    let touchedCount = 0;
+    for (let b = 0; b < buckets.length; b++) {
+      const list = ctx.interruptible ? buckets[b].byBid : buckets[b].byPrice;
+      const { clusterIds, costs } = list;
+      const end = list.upperBound(ctx.priceLimit);
+      for (let i = 0; i < end; i++) {
+        const id = clusterIds[i];
+        if (id === 0 || state[id] === SKIP) continue;
+        if (state[id] === UNSEEN) {
+          touched[touchedCount++] = id;
+          if (clusters[id]!.available < ctx.count) {
+            state[id] = SKIP;
+            continue;
+          }
+          state[id] = OPEN;
+          units[id] = 0;
+          machines[id] = 0;
+          cheapest[id] = Number.POSITIVE_INFINITY;
+          minCost[id] = Number.POSITIVE_INFINITY;
         }
-        if (units >= ctx.count && members.length > 1) viable.push({ members, cheapest, bound: 0 });
+        if (firstFailure(list, i, ctx) !== 0) continue;
+        const available = availableUnits(list, i, ctx);
+        if (available === 0) continue;
+        units[id] += available;
+        machines[id]++;
+        const price = list.slots[i].price;
+        if (price < cheapest[id]) cheapest[id] = price;
+        if (costs[i] < minCost[id]) minCost[id] = costs[i];
       }
+    }
+    const viable: ViableCluster[] = [];
+    for (let t = 0; t < touchedCount; t++) {
+      const id = touched[t];
+      if (state[id] === OPEN && units[id] >= ctx.count && machines[id] > 1) {
+        viable.push({ cluster: clusters[id]!, cheapest: cheapest[id], minCost: minCost[id], bound: 0 });
+      }
+      state[id] = UNSEEN;
     }
     return viable;
   }
 
+  /** Per-cluster totals in arrays indexed by cluster id, reused across matches (grown as ids grow). */
+  private clusterTotals(size: number) {
+    let totals = this.totals;
+    if (!totals || totals.state.length < size) {
+      const capacity = Math.max(64, size * 2);
+      totals = {
+        state: new Uint8Array(capacity),
+        units: new Int32Array(capacity),
+        machines: new Int32Array(capacity),
+        cheapest: new Float64Array(capacity),
+        minCost: new Float64Array(capacity),
+        touched: new Int32Array(capacity),
+      };
+      this.totals = totals;
+    }
+    return totals;
+  }
+
   /**
-   * Groups in order of a lower bound on their cost (their best member's price term and fixed
-   * cost, plus the multi-machine penalty: a units-weighted mean is never below its smallest
-   * term), so building stops once the bound exceeds the worst kept candidate.
+   * Puts the machines of a viable cluster that fit the request, with their list positions, in
+   * the scratch arrays; returns how many.
+   */
+  private clusterMembers(group: ViableCluster, ctx: MatchContext): number {
+    const { lists, positions, slots } = this.scratch;
+    const regions = ctx.request.regions;
+    let m = 0;
+    const members = group.cluster.members;
+    for (let k = 0; k < members.length; k++) {
+      const slot = members[k];
+      if (regions !== null && !regions.includes(slot.region)) continue;
+      if (ctx.interruptible ? slot.minBid === 0 || slot.minBid > ctx.priceLimit : slot.price > ctx.priceLimit) continue;
+      const list = slot.bucket.byPrice;
+      const i = list.indexOf(slot);
+      if (firstFailure(list, i, ctx) !== 0 || availableUnits(list, i, ctx) === 0) continue;
+      lists[m] = list;
+      positions[m] = i;
+      slots[m] = slot;
+      m++;
+    }
+    return m;
+  }
+
+  /**
+   * Groups in order of a lower bound on their cost (their cheapest member's price term plus
+   * their smallest fixed cost plus the multi-machine penalty: a units-weighted mean of member
+   * costs is never below that), so building stops once the bound exceeds the worst kept one.
    */
   private rankGroups(top: TopN<Ranked>, groups: ViableCluster[], ctx: MatchContext, cheapest: number): void {
     if (groups.length === 0) return;
     for (const group of groups) {
-      let bound = Number.POSITIVE_INFINITY;
-      for (const { slot } of group.members) {
-        const term = (ctx.interruptible ? 0 : this.priceTerm(slot.price, cheapest)) + slot.staticCost;
-        if (term < bound) bound = term;
-      }
-      group.bound = bound + this.options.multiMachinePenalty;
+      group.bound = (ctx.interruptible ? 0 : this.priceTerm(group.cheapest, cheapest)) + group.minCost + this.options.multiMachinePenalty;
     }
     groups.sort((a, b) => a.bound - b.bound);
     for (const group of groups) {
       if (top.full && group.bound > top.worst) break;
-      this.offerGroup(top, group.members, ctx, cheapest);
+      this.offerGroup(top, group, ctx, cheapest);
     }
   }
 
   /**
    * A group on one cluster: free units from its best-ranked machines first, then preemptible
    * ones; pays multiMachinePenalty. Skipped when one machine alone would serve (that machine is
-   * already a single candidate).
+   * already a single candidate). Only the cost is computed here (in scratch arrays, without
+   * allocating); the parts of the groups that stay in the top are planned again in build().
    */
-  private offerGroup(top: TopN<Ranked>, members: At[], ctx: MatchContext, cheapest: number): void {
-    const scored: Scored[] = members.map((at) => {
-      const priceTerm = ctx.interruptible ? 0 : this.priceTerm(at.slot.price, cheapest);
-      const freshness = this.freshness(at.list.attestedAt[at.i], ctx.now);
-      return { at, base: priceTerm + at.slot.staticCost + freshness, priceTerm, freshness };
-    });
-    scored.sort((a, b) => a.base - b.base || (a.at.slot.key < b.at.slot.key ? -1 : 1));
-    const take = new Map<Slot, { units: number; preempt: boolean }>();
+  private offerGroup(top: TopN<Ranked>, group: ViableCluster, ctx: MatchContext, cheapest: number): void {
+    const cost = this.planGroup(this.clusterMembers(group, ctx), ctx, cheapest);
+    if (cost === null || (top.full && cost > top.worst)) return;
+    const first = this.scratch.slots[this.scratch.order[0]];
+    top.offer({ cost, tieKey: first.clusterKey, slot: first, tier: 0, priceTerm: 0, freshness: 0, group: { cluster: group, cheapest } });
+  }
+
+  /**
+   * Plans a group over the `m` machines in the scratch arrays: orders them by cost, takes units,
+   * and returns the group's cost, or null when fewer than two machines would be used.
+   */
+  private planGroup(m: number, ctx: MatchContext, cheapest: number): number | null {
+    const { base, order, take, preempted, lists, positions, slots } = this.scratch;
+    for (let j = 0; j < m; j++) {
+      const slot = slots[j];
+      base[j] = (ctx.interruptible ? 0 : this.priceTerm(slot.price, cheapest)) + slot.staticCost + this.freshness(lists[j].attestedAt[positions[j]], ctx.now);
+      take[j] = 0;
+      preempted[j] = 0;
+      // Insertion sort by (base, key): clusters are a handful of machines.
+      let k = j;
+      while (k > 0 && (base[order[k - 1]] > base[j] || (base[order[k - 1]] === base[j] && slots[order[k - 1]].key > slot.key))) {
+        order[k] = order[k - 1];
+        k--;
+      }
+      order[k] = j;
+    }
     let missing = ctx.count;
-    for (const pass of [0, 1]) {
-      for (const { at } of scored) {
-        if (missing === 0) break;
-        const free = at.list.free[at.i];
-        const room = pass === 0 ? free : availableUnits(at.list, at.i, ctx) - free;
+    for (let pass = 0; pass < 2 && missing > 0; pass++) {
+      for (let k = 0; k < m && missing > 0; k++) {
+        const j = order[k];
+        const free = lists[j].free[positions[j]];
+        const room = pass === 0 ? free : availableUnits(lists[j], positions[j], ctx) - free;
         const units = Math.min(room, missing);
         if (units <= 0) continue;
-        const held = take.get(at.slot);
-        take.set(at.slot, { units: (held?.units ?? 0) + units, preempt: pass === 1 || (held?.preempt ?? false) });
+        take[j] += units;
+        if (pass === 1) preempted[j] = 1;
         missing -= units;
       }
     }
-    if (take.size < 2) return;
-    const chosen = scored.filter((s) => take.has(s.at.slot));
-    const preempt = chosen.some((s) => take.get(s.at.slot)!.preempt);
+    let used = 0;
     let weighted = 0;
+    let preempt = false;
+    for (let j = 0; j < m; j++) {
+      if (take[j] === 0) continue;
+      used++;
+      weighted += (take[j] / ctx.count) * base[j];
+      if (preempted[j] === 1) preempt = true;
+    }
+    if (used < 2) return null;
+    return weighted + this.options.multiMachinePenalty + (preempt ? PREEMPT_PENALTY : 0);
+  }
+
+  /** Builds the candidate of a group kept in the top, planning it again from the same data. */
+  private buildGroup(item: Ranked, ref: GroupRef, ctx: MatchContext): Candidate {
+    const m = this.clusterMembers(ref.cluster, ctx);
+    this.planGroup(m, ctx, ref.cheapest);
+    const { order, take, preempted, lists, positions, slots } = this.scratch;
+    const parts: CandidatePart[] = [];
     const sums = { price: 0, reputation: 0, freshness: 0, latency: 0 };
-    for (const s of chosen) {
-      const share = take.get(s.at.slot)!.units / ctx.count;
-      weighted += share * s.base;
-      const b = this.breakdown(s.at.slot, s.priceTerm, s.freshness, 0, 0);
+    let preempt = false;
+    let total = 0n;
+    for (let k = 0; k < m; k++) {
+      const j = order[k];
+      if (take[j] === 0) continue;
+      const slot = slots[j];
+      const part = this.part(slot, take[j], preempted[j] === 1, ctx);
+      parts.push(part);
+      total += BigInt(part.units) * part.pricePerUnitSecond;
+      preempt ||= part.preempt;
+      const share = take[j] / ctx.count;
+      const b = this.breakdown(slot, ctx.interruptible ? 0 : this.priceTerm(slot.price, ref.cheapest), this.freshness(lists[j].attestedAt[positions[j]], ctx.now), 0, 0);
       sums.price += share * b.price;
       sums.reputation += share * b.reputation;
       sums.freshness += share * b.freshness;
       sums.latency += share * b.latency;
     }
-    const cost = weighted + this.options.multiMachinePenalty + (preempt ? PREEMPT_PENALTY : 0);
-    const first = chosen[0].at.slot;
-    top.offer({ cost, tieKey: first.clusterKey, slot: first, tier: 0, priceTerm: 0, freshness: 0, group: { chosen, take, preempt, sums } });
+    return {
+      parts,
+      units: ctx.count,
+      preempt,
+      pricePerGpuHour: (total * SECONDS_PER_HOUR) / BigInt(ctx.count),
+      cost: item.cost,
+      breakdown: { ...sums, preempt: preempt ? PREEMPT_PENALTY : 0, multiMachine: this.options.multiMachinePenalty },
+    };
   }
 
   private part(slot: Slot, units: number, preempt: boolean, ctx: MatchContext): CandidatePart {
