@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { logOptionsSchema } from "../log/logger.js";
 import { chainOptionsSchema } from "../chain/options.js";
+import { matchingOptionsSchema } from "../../common/matching/options.js";
 
 /**
  * The node's configuration: one strict object, each concern's options defined beside the
@@ -11,5 +12,7 @@ export const nodeConfigSchema = z.strictObject({
   dataDir: z.string().min(1).default(".suanli"),
   log: logOptionsSchema.prefault({}),
   chain: chainOptionsSchema.prefault({}),
+  /** Ranking weights and limits of the matching engine (docs/matching.md). */
+  matching: matchingOptionsSchema.prefault({}),
 });
 export type NodeConfig = z.output<typeof nodeConfigSchema>;
