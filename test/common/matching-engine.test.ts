@@ -286,6 +286,74 @@ describe("matching: index maintenance", () => {
     assert.equal(engine.get(entry({ machineId: 1 }).key)?.machine.model, "H100-80GB-SXM");
   });
 
+  it("after any sequence of upserts and removes answers like an engine built from the final book", () => {
+    const change = fc.record({
+      machine: fc.integer({ min: 1, max: 25 }),
+      remove: fc.boolean(),
+      model: fc.constantFrom("A100-80GB", "H100-80GB-SXM"),
+      region: fc.constantFrom("eu-west", "us-east"),
+      price: fc.integer({ min: 100, max: 1200 }),
+      minBid: fc.constantFrom(0, 50, 150, 400),
+      free: fc.integer({ min: 0, max: 8 }),
+      interruptible: fc.integer({ min: 0, max: 8 }),
+      completed: fc.integer({ min: 0, max: 30 }),
+      latencyMs: fc.integer({ min: 1, max: 600 }),
+      cluster: fc.constantFrom(0, 1, 2),
+    });
+    const requests = [
+      requestInput({ gpuCount: 2 }),
+      requestInput({ gpuType: "any 80GB", gpuCount: 4, region: "us-east" }),
+      requestInput({ gpuType: "any 80GB", gpuCount: 12, colocation: "cluster" }),
+      requestInput({ gpuType: "H100", gpuCount: 3, mode: "interruptible", bidPerGpuHour: "1.08", maxPricePerGpuHour: undefined }),
+      requestInput({ gpuCount: 9 }),
+    ].map((r) => parseMatchRequest(r));
+    const view = (result: MatchResult) =>
+      result.ok
+        ? result.candidates.map((c) => [c.cost.toFixed(12), c.parts.map((p) => `${p.entry.key}x${p.units}`).join("+")])
+        : result.explanation.steps.map((s) => [s.constraint, s.removed, s.remaining]);
+    fc.assert(
+      fc.property(fc.array(change, { minLength: 1, maxLength: 60, size: "large" }), (changes) => {
+        const live = new MatchingEngine({}, { now: () => NOW });
+        const last = new Map<number, ReturnType<typeof entry> | null>();
+        const seqs = new Map<number, number>();
+        for (const c of changes) {
+          if (c.remove) {
+            live.remove(entry({ machineId: c.machine }).key);
+            last.set(c.machine, null);
+            continue;
+          }
+          const seq = (seqs.get(c.machine) ?? 0) + 1;
+          seqs.set(c.machine, seq);
+          const interruptible = Math.min(c.interruptible, 8 - c.free);
+          const e = entry({
+            machineId: c.machine,
+            model: c.model,
+            vramMiB: c.model === "A100-80GB" ? 81_920 : 81_559,
+            region: c.region,
+            price: c.price,
+            minBid: c.minBid,
+            units: 8,
+            free: c.free,
+            interruptible,
+            onDemand: 8 - c.free - interruptible,
+            lowestBid: interruptible > 0 ? 100 : null,
+            completed: c.completed,
+            latencyMs: c.latencyMs,
+            cluster: c.cluster,
+            seq,
+          });
+          live.upsert(e);
+          last.set(c.machine, e);
+        }
+        const fresh = new MatchingEngine({}, { now: () => NOW });
+        for (const e of last.values()) if (e) fresh.upsert(e);
+        assert.equal(live.size, fresh.size);
+        for (const request of requests) assert.deepEqual(view(live.match(request)), view(fresh.match(request)));
+      }),
+      { numRuns: 150, seed: 11 },
+    );
+  });
+
   it("finds the same best candidates as ranking every offer by brute force", () => {
     const models = ["A100-80GB", "H100-80GB-SXM", "L4-24GB"];
     const regions = ["eu-west", "us-east", "ap-south"];
