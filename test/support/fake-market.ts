@@ -3,7 +3,8 @@
  * reserve requests after a delay, a gossip layer that delivers their republished offers to
  * every renter's engine after a delay, and a fake chain that, like the LeaseMarket, is the
  * arbiter of capacity (never leases a unit twice) and holds deposits in escrow.
- * Randomness comes from a seeded generator so a failure reproduces.
+ * Delays come from a seeded generator; with real timers the interleaving still varies from run
+ * to run, so the tests assert invariants that hold for every interleaving.
  */
 import type { Address } from "viem";
 import type { Acceptance, CandidatePart, MatchRequest, MatchingEngine, OfferEntry, ReserveReply } from "../../common/matching/index.js";
