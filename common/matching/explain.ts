@@ -182,56 +182,67 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
     step("price", n);
   }
 
-  // Per-offer steps: one pass for the masks (and, for clusters, the units each cluster offers).
-  const masks = new Uint8Array(n);
+  // Per-offer steps. Capacity per machine needs one pass; capacity per cluster needs the units
+  // each cluster offers first, so the masks are kept for a second pass.
   const before = F_EXPIRY | F_DURATION | F_VRAM | F_ATTESTATION | F_REPUTATION;
   const clusterMode = request.colocation === "cluster";
+  const masks = clusterMode ? new Uint8Array(n) : null;
   let largestMachine = 0;
   const clusterUnits = new Map<number, number>();
-  for (let b = 0, k = 0; b < scannedLists.length; b++) {
-    const list = scannedLists[b];
-    for (let i = 0; i < ends[b]; i++, k++) {
-      const mask = failureMask(list, i, ctx);
-      masks[k] = mask;
-      if ((mask & before) !== 0) continue;
-      if ((mask & ~(F_CAPACITY | F_EXCLUDED)) === 0 && list.units[i] > largestMachine) largestMachine = list.units[i];
-      const clusterId = list.clusterIds[i];
-      if (clusterMode && clusterId !== 0) clusterUnits.set(clusterId, (clusterUnits.get(clusterId) ?? 0) + availableUnits(list, i, ctx));
-    }
-  }
-  // Second pass: capacity per cluster where accepted, then the funnel and the "only this" stats.
   const removedBy = new Int32Array(F_EXCLUDED * 2); // indexed by a check's bit
-  const only = new Map<number, OnlyStats>(SLOT_CHECKS.map(({ bit }) => [bit, new OnlyStats()]));
+  // Indexed by a check's bit.
+  const only: OnlyStats[] = [];
+  for (const { bit } of SLOT_CHECKS) only[bit] = new OnlyStats();
+  const tally = (list: SlotList, i: number, model: string, mask: number) => {
+    if (mask === 0) return;
+    const lowest = mask & -mask;
+    removedBy[lowest]++;
+    if (mask !== lowest) return;
+    const stats = only[mask];
+    switch (mask) {
+      case F_CAPACITY:
+        stats.add(model, availableUnits(list, i, ctx));
+        break;
+      case F_DURATION:
+        if (ctx.duration > list.maxDuration[i]) stats.add(model, list.maxDuration[i]);
+        else stats.addBelow(model, list.minDuration[i]);
+        break;
+      case F_VRAM:
+        stats.add(model, list.vramMiB[i]);
+        break;
+      case F_REPUTATION:
+        stats.add(model, list.reputation[i]);
+        break;
+      default:
+        stats.add(model, 0);
+    }
+  };
   for (let b = 0, k = 0; b < scannedLists.length; b++) {
     const list = scannedLists[b];
     const model = buckets[b].model;
     for (let i = 0; i < ends[b]; i++, k++) {
-      let mask = masks[k];
-      if (clusterMode && (mask & F_CAPACITY) !== 0 && availableUnits(list, i, ctx) > 0) {
+      const mask = failureMask(list, i, ctx);
+      if ((mask & before) === 0) {
+        if ((mask & ~(F_CAPACITY | F_EXCLUDED)) === 0 && list.units[i] > largestMachine) largestMachine = list.units[i];
         const clusterId = list.clusterIds[i];
-        if (clusterId !== 0 && (clusterUnits.get(clusterId) ?? 0) >= ctx.count) mask &= ~F_CAPACITY;
+        if (clusterMode && clusterId !== 0) clusterUnits.set(clusterId, (clusterUnits.get(clusterId) ?? 0) + availableUnits(list, i, ctx));
       }
-      if (mask === 0) continue;
-      const lowest = mask & -mask;
-      removedBy[lowest]++;
-      if (mask !== lowest) continue;
-      const stats = only.get(mask)!;
-      switch (mask) {
-        case F_CAPACITY:
-          stats.add(model, availableUnits(list, i, ctx));
-          break;
-        case F_DURATION:
-          if (ctx.duration > list.maxDuration[i]) stats.add(model, list.maxDuration[i]);
-          else stats.addBelow(model, list.minDuration[i]);
-          break;
-        case F_VRAM:
-          stats.add(model, list.vramMiB[i]);
-          break;
-        case F_REPUTATION:
-          stats.add(model, list.reputation[i]);
-          break;
-        default:
-          stats.add(model, 0);
+      if (masks) masks[k] = mask;
+      else tally(list, i, model, mask);
+    }
+  }
+  if (masks) {
+    // Capacity per cluster: a machine with units to give in a cluster that reaches the count passes.
+    for (let b = 0, k = 0; b < scannedLists.length; b++) {
+      const list = scannedLists[b];
+      const model = buckets[b].model;
+      for (let i = 0; i < ends[b]; i++, k++) {
+        let mask = masks[k];
+        if ((mask & F_CAPACITY) !== 0 && availableUnits(list, i, ctx) > 0) {
+          const clusterId = list.clusterIds[i];
+          if (clusterId !== 0 && (clusterUnits.get(clusterId) ?? 0) >= ctx.count) mask &= ~F_CAPACITY;
+        }
+        tally(list, i, model, mask);
       }
     }
   }
@@ -355,7 +366,7 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
   // Nearest offers among the scanned ones: those failing exactly one check.
   for (const { bit, id } of SLOT_CHECKS) {
     if (!bitUsed(bit, ctx)) continue;
-    const stats = only.get(bit)!;
+    const stats = only[bit];
     const count = stats.count;
     const subject = `${count} ${stats.modelWord}machine${count === 1 ? "" : "s"} fit${count === 1 ? "s" : ""} everything else but`;
     const has = count === 1 ? "has" : "have";
