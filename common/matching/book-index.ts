@@ -1,6 +1,7 @@
 /**
- * The engine's index of the offer book. Offers are grouped by GPU model, then by region, and
- * each (model, region) bucket keeps sorted lists: every offer by on-demand price; machines
+ * The engine's index of the offer book. Offers are grouped by GPU model, then by region; each
+ * (model, region) bucket, and one bucket per model for requests without a region, keeps sorted
+ * lists: every offer by on-demand price; machines
  * selling interruptible capacity by minimum bid and by their fixed ranking cost. A request
  * names a few models and regions, so it touches a few buckets, finds its price limit by binary
  * search and walks only the offers under it: O(log n + k). Clustered machines are also listed
@@ -31,7 +32,10 @@ export class Slot {
   seq = 0;
   model!: string;
   region!: string;
+  /** Its (model, region) bucket. */
   bucket!: Bucket;
+  /** Its model's all-regions bucket. */
+  modelBucket!: Bucket;
   price = 0;
   minBid = 0;
   // Fields holding fractions start as fractions so every slot keeps one field layout (V8 would
@@ -235,11 +239,18 @@ export type Bucket = {
 
 export type ModelGroup = {
   readonly model: string;
+  /** By region. */
   readonly buckets: Map<string, Bucket>;
+  /** Every offer of the model, any region: requests without a region walk this one list. */
+  readonly all: Bucket;
   /** Clusters with machines of this model: clusterKey → its machines (any region). */
   readonly clusters: Map<string, Cluster>;
   size: number;
 };
+
+function newBucket(model: string, region: string): Bucket {
+  return { model, region, byPrice: new SlotList(priceOf), byBid: new SlotList(bidOf), byCost: new SlotList(costOf) };
+}
 
 const priceOf = (slot: Slot) => slot.price;
 const bidOf = (slot: Slot) => slot.minBid;
@@ -292,31 +303,32 @@ export class BookIndex {
 
   /** Same model and region: take the slot out of the lists whose sort key changes, refresh the rest. */
   private update(slot: Slot, entry: OfferEntry): void {
-    const bucket = slot.bucket;
     const clusterKey = clusterKeyOf(entry);
     if (clusterKey !== slot.clusterKey) this.unlinkCluster(slot);
     const wasSeller = slot.minBid > 0;
-    const oldPrice = slot.price;
-    const oldBid = slot.minBid;
-    const oldCost = slot.staticCost;
     const price = toIndexNumber(entry.offer.pricePerUnitSecond);
     const minBid = toIndexNumber(entry.offer.minBidPerUnitSecond);
     const cost = this.staticCost(entry, reputationScore(entry.reputation));
-    const priceMoves = price !== oldPrice;
-    const bidMoves = minBid !== oldBid;
-    const costMoves = cost !== oldCost;
-    if (priceMoves) bucket.byPrice.remove(slot);
-    if (wasSeller && bidMoves) bucket.byBid.remove(slot);
-    if (wasSeller && (costMoves || bidMoves)) bucket.byCost.remove(slot);
+    const priceMoves = price !== slot.price;
+    const bidMoves = minBid !== slot.minBid;
+    const costMoves = cost !== slot.staticCost;
+    const buckets = [slot.bucket, slot.modelBucket];
+    for (const bucket of buckets) {
+      if (priceMoves) bucket.byPrice.remove(slot);
+      if (wasSeller && bidMoves) bucket.byBid.remove(slot);
+      if (wasSeller && (costMoves || bidMoves)) bucket.byCost.remove(slot);
+    }
     this.fill(slot, entry);
     const isSeller = slot.minBid > 0;
-    if (priceMoves) bucket.byPrice.insert(slot);
-    else bucket.byPrice.refresh(slot);
-    if (isSeller) {
-      if (!wasSeller || bidMoves) bucket.byBid.insert(slot);
-      else bucket.byBid.refresh(slot);
-      if (!wasSeller || costMoves || bidMoves) bucket.byCost.insert(slot);
-      else bucket.byCost.refresh(slot);
+    for (const bucket of buckets) {
+      if (priceMoves) bucket.byPrice.insert(slot);
+      else bucket.byPrice.refresh(slot);
+      if (isSeller) {
+        if (!wasSeller || bidMoves) bucket.byBid.insert(slot);
+        else bucket.byBid.refresh(slot);
+        if (!wasSeller || costMoves || bidMoves) bucket.byCost.insert(slot);
+        else bucket.byCost.refresh(slot);
+      }
     }
     if (clusterKey !== "" && !this.models.get(slot.model)!.clusters.get(clusterKey)?.members.includes(slot)) this.linkCluster(slot);
     else if (clusterKey !== "") this.models.get(slot.model)!.clusters.get(clusterKey)!.update();
@@ -355,19 +367,22 @@ export class BookIndex {
   private link(slot: Slot): void {
     let group = this.models.get(slot.model);
     if (!group) {
-      group = { model: slot.model, buckets: new Map(), clusters: new Map(), size: 0 };
+      group = { model: slot.model, buckets: new Map(), all: newBucket(slot.model, "*"), clusters: new Map(), size: 0 };
       this.models.set(slot.model, group);
     }
     let bucket = group.buckets.get(slot.region);
     if (!bucket) {
-      bucket = { model: slot.model, region: slot.region, byPrice: new SlotList(priceOf), byBid: new SlotList(bidOf), byCost: new SlotList(costOf) };
+      bucket = newBucket(slot.model, slot.region);
       group.buckets.set(slot.region, bucket);
     }
     slot.bucket = bucket;
-    bucket.byPrice.insert(slot);
-    if (slot.minBid > 0) {
-      bucket.byBid.insert(slot);
-      bucket.byCost.insert(slot);
+    slot.modelBucket = group.all;
+    for (const b of [bucket, group.all]) {
+      b.byPrice.insert(slot);
+      if (slot.minBid > 0) {
+        b.byBid.insert(slot);
+        b.byCost.insert(slot);
+      }
     }
     group.size++;
     this.slots.set(slot.key, slot);
@@ -377,10 +392,12 @@ export class BookIndex {
   private unlink(slot: Slot): void {
     this.unlinkCluster(slot);
     const bucket = slot.bucket;
-    bucket.byPrice.remove(slot);
-    if (slot.minBid > 0) {
-      bucket.byBid.remove(slot);
-      bucket.byCost.remove(slot);
+    for (const b of [bucket, slot.modelBucket]) {
+      b.byPrice.remove(slot);
+      if (slot.minBid > 0) {
+        b.byBid.remove(slot);
+        b.byCost.remove(slot);
+      }
     }
     const group = this.models.get(slot.model)!;
     group.size--;

@@ -214,7 +214,7 @@ export class MatchingEngine {
       const group = this.index.models.get(model);
       if (!group) continue;
       if (request.regions === null) {
-        for (const bucket of group.buckets.values()) buckets.push(bucket);
+        buckets.push(group.all);
       } else {
         for (const region of request.regions) {
           const bucket = group.buckets.get(region);

@@ -166,9 +166,8 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
   for (const model of requested) {
     const group = index.models.get(model);
     if (!group) continue;
-    for (const bucket of group.buckets.values()) {
-      if (request.regions === null || request.regions.includes(bucket.region)) buckets.push(bucket);
-    }
+    if (request.regions === null) buckets.push(group.all);
+    else for (const bucket of group.buckets.values()) if (request.regions.includes(bucket.region)) buckets.push(bucket);
   }
   if (request.regions !== null) step("region", buckets.reduce((n, b) => n + b.byPrice.length, 0));
   // The offers under the price limit: a prefix of each bucket's list.
@@ -289,7 +288,8 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
     const others: Bucket[] = [];
     for (const group of index.models.values()) {
       if (requested.has(group.model)) continue;
-      for (const bucket of group.buckets.values()) if (request.regions === null || request.regions.includes(bucket.region)) others.push(bucket);
+      if (request.regions === null) others.push(group.all);
+      else for (const bucket of group.buckets.values()) if (request.regions.includes(bucket.region)) others.push(bucket);
     }
     const best = cheapestPer(others, (b) => b.model);
     if (best.length > 0) {

@@ -1,0 +1,10 @@
+import { buildMarket } from "./match.js";
+const { engine, makeRequest } = buildMarket({ offers: 100_000, seed: 1 });
+const reqs = Array.from({ length: 20_000 }, makeRequest).filter((r) => r.kind === "cluster");
+const g = globalThis as any;
+for (const r of reqs) engine.match(r.request);
+g.__planned = 0; g.__viable = 0;
+const before = process.threadCpuUsage();
+for (const r of reqs) engine.match(r.request);
+const used = process.threadCpuUsage(before);
+console.log("cluster reqs", reqs.length, "viable/req", (g.__viable / reqs.length).toFixed(1), "planned/req", (g.__planned / reqs.length).toFixed(1), "cpu µs", ((used.user + used.system) / reqs.length).toFixed(0));
