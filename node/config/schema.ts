@@ -6,6 +6,7 @@ import { providerOptionsSchema } from "../provider/options.js";
 import { apiOptionsSchema } from "../api/options.js";
 import { offersOptionsSchema } from "../offers/options.js";
 import { p2pOptionsSchema } from "../p2p/options.js";
+import { matchingOptionsSchema } from "../../common/matching/options.js";
 
 /**
  * The node's configuration: one strict object, each concern's options defined beside the
@@ -21,5 +22,7 @@ export const nodeConfigSchema = z.strictObject({
   api: apiOptionsSchema.prefault({}),
   p2p: p2pOptionsSchema.prefault({}),
   offers: offersOptionsSchema.prefault({}),
+  /** Ranking weights and limits of the matching engine (docs/matching.md). */
+  matching: matchingOptionsSchema.prefault({}),
 });
 export type NodeConfig = z.output<typeof nodeConfigSchema>;

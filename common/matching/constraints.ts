@@ -1,0 +1,129 @@
+/**
+ * The constraints of a match, in the order they are applied. The first ones are answered by the
+ * index (model, region, price or bid); the rest are checked on each offer the index yields.
+ * The engine's match and its no-match explanation share these checks, so an explanation never
+ * disagrees with a match.
+ */
+import type { SlotList } from "./book-index.js";
+import type { MatchRequest } from "./request.js";
+
+export type ConstraintId =
+  | "gpuType"
+  | "region"
+  | "price"
+  | "interruptible"
+  | "bid"
+  | "offerExpiry"
+  | "duration"
+  | "vram"
+  | "attestation"
+  | "reputation"
+  | "capacity"
+  | "excluded";
+
+/** Constraint ids in the order applied. Those that a request does not use are skipped. */
+export const CONSTRAINT_ORDER: readonly ConstraintId[] = [
+  "gpuType",
+  "region",
+  "price",
+  "interruptible",
+  "bid",
+  "offerExpiry",
+  "duration",
+  "vram",
+  "attestation",
+  "reputation",
+  "capacity",
+  "excluded",
+];
+
+// Bits of the per-offer checks (those after the index).
+export const F_EXPIRY = 1;
+export const F_DURATION = 2;
+export const F_VRAM = 4;
+export const F_ATTESTATION = 8;
+export const F_REPUTATION = 16;
+export const F_CAPACITY = 32;
+export const F_EXCLUDED = 64;
+
+export const SLOT_CHECKS: readonly { bit: number; id: ConstraintId }[] = [
+  { bit: F_EXPIRY, id: "offerExpiry" },
+  { bit: F_DURATION, id: "duration" },
+  { bit: F_VRAM, id: "vram" },
+  { bit: F_ATTESTATION, id: "attestation" },
+  { bit: F_REPUTATION, id: "reputation" },
+  { bit: F_CAPACITY, id: "capacity" },
+  { bit: F_EXCLUDED, id: "excluded" },
+];
+
+/** Machines the caller has already tried, by key, with the `seq` tried: an entry is skipped until it has a newer seq. */
+export type Exclusions = ReadonlyMap<string, number>;
+
+/** A request flattened to numbers for the hot loops. */
+export type MatchContext = {
+  readonly request: MatchRequest;
+  readonly now: number;
+  /** Offers expiring before this are skipped. */
+  readonly validUntil: number;
+  readonly count: number;
+  readonly duration: number;
+  readonly minVramMiB: number;
+  readonly attestedOnly: boolean;
+  readonly minReputation: number;
+  readonly interruptible: boolean;
+  /** On demand: the cap per unit-second; interruptible: the bid per unit-second. */
+  readonly priceLimit: number;
+  readonly exclusions: Exclusions | null;
+};
+
+/**
+ * Units the machine at position `i` of `list` can give this request and how: 0 from free units,
+ * 1 by preempting interruptible leases (ranked below free units), or -1 when it cannot give
+ * `units`. On demand preempts any interruptible lease; an interruptible bid must beat the
+ * lowest one.
+ */
+export function capacityTier(list: SlotList, i: number, ctx: MatchContext, units: number): number {
+  if (list.free[i] >= units) return 0;
+  if (list.available[i] < units) return -1;
+  if (ctx.interruptible && !(ctx.priceLimit > list.lowestBids[i])) return -1;
+  return 1;
+}
+
+/** Units the machine could give at most (free, plus preemptible ones where allowed). */
+export function availableUnits(list: SlotList, i: number, ctx: MatchContext): number {
+  if (ctx.interruptible && !(ctx.priceLimit > list.lowestBids[i])) return list.free[i];
+  return list.available[i];
+}
+
+function isExcluded(list: SlotList, i: number, ctx: MatchContext): boolean {
+  const slot = list.slots[i];
+  const triedSeq = ctx.exclusions!.get(slot.key);
+  return triedSeq !== undefined && slot.seq <= triedSeq;
+}
+
+/**
+ * The first failing per-offer check other than capacity (0 when all pass). Capacity is judged
+ * by the caller, per machine or per cluster.
+ */
+export function firstFailure(list: SlotList, i: number, ctx: MatchContext): number {
+  if (list.expiry[i] < ctx.validUntil) return F_EXPIRY;
+  if (ctx.duration < list.minDuration[i] || ctx.duration > list.maxDuration[i]) return F_DURATION;
+  if (list.vramMiB[i] < ctx.minVramMiB) return F_VRAM;
+  if (ctx.attestedOnly && !(list.attestationExpiry[i] > ctx.now)) return F_ATTESTATION;
+  if (list.reputation[i] < ctx.minReputation) return F_REPUTATION;
+  if (ctx.exclusions !== null && isExcluded(list, i, ctx)) return F_EXCLUDED;
+  return 0;
+}
+
+/** Every failing per-offer check, capacity judged for one machine. */
+export function failureMask(list: SlotList, i: number, ctx: MatchContext): number {
+  let mask = 0;
+  if (list.expiry[i] < ctx.validUntil) mask |= F_EXPIRY;
+  if (ctx.duration < list.minDuration[i] || ctx.duration > list.maxDuration[i]) mask |= F_DURATION;
+  if (list.vramMiB[i] < ctx.minVramMiB) mask |= F_VRAM;
+  if (ctx.attestedOnly && !(list.attestationExpiry[i] > ctx.now)) mask |= F_ATTESTATION;
+  if (list.reputation[i] < ctx.minReputation) mask |= F_REPUTATION;
+  if (capacityTier(list, i, ctx, ctx.count) < 0) mask |= F_CAPACITY;
+  if (ctx.exclusions !== null && isExcluded(list, i, ctx)) mask |= F_EXCLUDED;
+  return mask;
+}

@@ -1,0 +1,548 @@
+/**
+ * The matching engine: an incrementally maintained index of the offer book and the match of a
+ * request against it. Pure and in-process: the SDK runs it on offers it fetched, a node runs it
+ * on its gossiped book. No I/O; time comes from an injectable clock.
+ */
+import type { OfferEntry } from "./entry.js";
+import { type Bucket, BookIndex, type Cluster, type Slot, type SlotList } from "./book-index.js";
+import { type Exclusions, type MatchContext, availableUnits, capacityTier, firstFailure } from "./constraints.js";
+import { type NoMatchExplanation, explainNoMatch } from "./explain.js";
+import { SECONDS_PER_HOUR, toIndexNumber } from "./money.js";
+import { type MatchingOptions, type MatchingOptionsInput, parseMatchingOptions } from "./options.js";
+import type { MatchRequest } from "./request.js";
+
+/**
+ * Cost added to a candidate that needs preemption: larger than any other cost sum, so such
+ * candidates always rank below every candidate served from free units.
+ */
+export const PREEMPT_PENALTY = 1000;
+
+export type CandidatePart = {
+  readonly entry: OfferEntry;
+  /** Units to lease on this machine. */
+  readonly units: number;
+  /** True when some of these units are held by interruptible leases that the lease would preempt. */
+  readonly preempt: boolean;
+  /** What the lease costs per unit-second: the offer price on demand, the bid when interruptible. */
+  readonly pricePerUnitSecond: bigint;
+};
+
+export type CostBreakdown = {
+  /** weights.price × premium over the cheapest fitting offer. */
+  price: number;
+  /** weights.reputation × (1 − score). */
+  reputation: number;
+  /** weights.freshness × attestation age / horizon. */
+  freshness: number;
+  /** weights.latency × latency / ceiling. */
+  latency: number;
+  /** PREEMPT_PENALTY when the candidate needs preemption. */
+  preempt: number;
+  /** multiMachinePenalty for a group of machines. */
+  multiMachine: number;
+};
+
+export type Candidate = {
+  /** One part for a single machine; several for a group on a cluster's fast interconnect. */
+  readonly parts: readonly CandidatePart[];
+  readonly units: number;
+  readonly preempt: boolean;
+  /** Units-weighted mean price per GPU-hour, base units. */
+  readonly pricePerGpuHour: bigint;
+  /** Lower is better. */
+  readonly cost: number;
+  readonly breakdown: CostBreakdown;
+};
+
+export type MatchResult =
+  | { readonly ok: true; readonly request: MatchRequest; readonly candidates: readonly Candidate[] }
+  | { readonly ok: false; readonly request: MatchRequest; readonly explanation: NoMatchExplanation };
+
+export type MatchOptions = {
+  /** Unix seconds; defaults to the engine's clock. */
+  now?: number;
+  /** Machines already tried at a given seq (see Exclusions). */
+  exclude?: Exclusions;
+  /** Candidates wanted; defaults to options.maxCandidates. */
+  limit?: number;
+};
+
+/** The best `limit` items by cost, kept sorted; ties broken by key so results are reproducible. */
+class TopN<T extends { cost: number; tieKey: string }> {
+  readonly items: T[] = [];
+  constructor(readonly limit: number) {}
+  get full(): boolean {
+    return this.items.length >= this.limit;
+  }
+  get worst(): number {
+    return this.items.length === 0 ? Number.POSITIVE_INFINITY : this.items[this.items.length - 1].cost;
+  }
+  offer(item: T): void {
+    const items = this.items;
+    if (items.length >= this.limit) {
+      const last = items[items.length - 1];
+      if (item.cost > last.cost || (item.cost === last.cost && item.tieKey >= last.tieKey)) return;
+      items.pop();
+    }
+    let i = items.length;
+    while (i > 0 && (items[i - 1].cost > item.cost || (items[i - 1].cost === item.cost && items[i - 1].tieKey > item.tieKey))) i--;
+    items.splice(i, 0, item);
+  }
+}
+
+/** A kept candidate, built into a Candidate only if it survives to the end. */
+type Ranked = {
+  cost: number;
+  tieKey: string;
+  slot: Slot;
+  tier: number;
+  priceTerm: number;
+  freshness: number;
+  group: GroupRef | null;
+};
+
+/** A cluster that can serve the request, by totals over its machines that fit. */
+type ViableCluster = { cluster: Cluster; cheapest: number; minCost: number; bound: number };
+
+// States of a cluster while its totals are summed.
+const UNSEEN = 0;
+const OPEN = 1;
+const SKIP = 2;
+
+/** A group kept in the top: enough to plan it again when the candidate is built. */
+type GroupRef = { cluster: ViableCluster; cheapest: number };
+
+/**
+ * @example
+ * import { MatchingEngine, parseMatchRequest } from "suanli/common/matching";
+ * const engine = new MatchingEngine({ weights: { latency: 0.2 } });
+ * engine.upsert(entry);
+ * const result = engine.match(parseMatchRequest({ gpuType: "A100", gpuCount: 4, duration: 3600, maxPricePerGpuHour: "2.50" }));
+ * if (!result.ok) console.log(result.explanation.message);
+ */
+export class MatchingEngine {
+  readonly options: MatchingOptions;
+  private readonly index: BookIndex;
+  private readonly clock: () => number;
+  private totals:
+    | { state: Uint8Array; units: Int32Array; machines: Int32Array; cheapest: Float64Array; minCost: Float64Array; touched: Int32Array }
+    | undefined;
+  /** Scratch arrays for group formation (matching is synchronous, so one set serves every match). */
+  private readonly scratch = {
+    base: [] as number[],
+    order: [] as number[],
+    take: [] as number[],
+    preempted: [] as number[],
+    lists: [] as SlotList[],
+    positions: [] as number[],
+    slots: [] as Slot[],
+  };
+
+  constructor(options: MatchingOptionsInput = {}, deps: { now?: () => number } = {}) {
+    this.options = parseMatchingOptions(options);
+    this.index = new BookIndex(this.options);
+    this.clock = deps.now ?? (() => Math.floor(Date.now() / 1000));
+  }
+
+  /** Number of offers indexed. */
+  get size(): number {
+    return this.index.size;
+  }
+
+  /** Adds an entry or replaces the one under its key; an entry older (by seq) than the one held is ignored and false returned. */
+  upsert(entry: OfferEntry): boolean {
+    return this.index.upsert(entry);
+  }
+
+  /** Removes the offer under `key` (`offerKey(provider, machineId)`); false if none. */
+  remove(key: string): boolean {
+    return this.index.remove(key);
+  }
+
+  get(key: string): OfferEntry | undefined {
+    return this.index.slots.get(key)?.entry;
+  }
+
+  /** Every indexed entry (unordered). */
+  *entries(): IterableIterator<OfferEntry> {
+    for (const slot of this.index.slots.values()) yield slot.entry;
+  }
+
+  /**
+   * Ranks the offers that fit a validated request (parseMatchRequest). Without any, the result
+   * explains which constraint removed how many offers and which offers came nearest.
+   */
+  match(request: MatchRequest, options: MatchOptions = {}): MatchResult {
+    const now = options.now ?? this.clock();
+    const limit = options.limit ?? this.options.maxCandidates;
+    const ctx: MatchContext = {
+      request,
+      now,
+      validUntil: now + this.options.minOfferValiditySeconds,
+      count: request.gpuCount,
+      duration: request.duration,
+      minVramMiB: request.minVramMiB,
+      attestedOnly: request.attestedOnly,
+      minReputation: request.minReputation,
+      interruptible: request.interruptible,
+      priceLimit: toIndexNumber(request.interruptible ? request.bidPerUnitSecond! : request.maxPricePerUnitSecond),
+      exclusions: options.exclude && options.exclude.size > 0 ? options.exclude : null,
+    };
+    const buckets = this.selectBuckets(request);
+    const top = new TopN<Ranked>(limit);
+    const groups = request.colocation === "cluster" ? this.viableClusters(ctx, buckets) : [];
+    if (request.interruptible) {
+      this.rankInterruptible(ctx, buckets, top);
+      this.rankGroups(top, groups, ctx, 0);
+    } else {
+      // The price term is relative to the cheapest offer that can be part of a candidate.
+      let cheapest = this.cheapestSingle(ctx, buckets);
+      for (const group of groups) if (group.cheapest < cheapest) cheapest = group.cheapest;
+      if (cheapest < Number.POSITIVE_INFINITY) {
+        this.rankOnDemand(ctx, buckets, top, cheapest);
+        this.rankGroups(top, groups, ctx, cheapest);
+      }
+    }
+    const candidates = top.items.map((item) => this.build(item, ctx));
+    if (candidates.length > 0) return { ok: true, request, candidates };
+    return { ok: false, request, explanation: explainNoMatch(this.index, ctx, this.options) };
+  }
+
+  private selectBuckets(request: MatchRequest): Bucket[] {
+    const buckets: Bucket[] = [];
+    for (const model of request.gpuType.models) {
+      const group = this.index.models.get(model);
+      if (!group) continue;
+      if (request.regions === null) {
+        buckets.push(group.all);
+      } else {
+        for (const region of request.regions) {
+          const bucket = group.buckets.get(region);
+          if (bucket) buckets.push(bucket);
+        }
+      }
+    }
+    return buckets;
+  }
+
+  private freshness(attestedAt: number, now: number): number {
+    if (attestedAt < 0) return this.options.weights.freshness;
+    const age = (now - attestedAt) / this.options.freshnessHorizonSeconds;
+    return this.options.weights.freshness * (age <= 0 ? 0 : age >= 1 ? 1 : age);
+  }
+
+  private priceTerm(price: number, cheapest: number): number {
+    return (this.options.weights.price * (price - cheapest)) / (cheapest > 0 ? cheapest : 1);
+  }
+
+  /** The cheapest price of a single machine that fits; each bucket is walked only up to the best so far. */
+  private cheapestSingle(ctx: MatchContext, buckets: Bucket[]): number {
+    let cheapest = Number.POSITIVE_INFINITY;
+    const count = ctx.count;
+    for (let b = 0; b < buckets.length; b++) {
+      const list = buckets[b].byPrice;
+      if (list.maxAvailable < count) continue;
+      const { keys, available } = list;
+      const limit = Math.min(ctx.priceLimit, cheapest);
+      for (let i = 0; i < keys.length; i++) {
+        if (keys[i] > limit) break;
+        if (available[i] < count) continue;
+        if (firstFailure(list, i, ctx) === 0 && capacityTier(list, i, ctx, count) >= 0) {
+          cheapest = keys[i];
+          break;
+        }
+      }
+    }
+    return cheapest;
+  }
+
+  /**
+   * On demand, single machines: a walk by ascending price that stops once the price term alone
+   * exceeds the worst of the best `limit` costs, since every other term is non-negative; offers
+   * whose price term and fixed cost together exceed it are skipped.
+   */
+  private rankOnDemand(ctx: MatchContext, buckets: Bucket[], top: TopN<Ranked>, cheapest: number): void {
+    const weight = this.options.weights.price;
+    const denominator = cheapest > 0 ? cheapest : 1;
+    const count = ctx.count;
+    for (let b = 0; b < buckets.length; b++) {
+      const list = buckets[b].byPrice;
+      if (list.maxAvailable < count) continue;
+      const { keys, costs, available } = list;
+      for (let i = 0; i < keys.length; i++) {
+        const price = keys[i];
+        if (price > ctx.priceLimit) break;
+        const priceTerm = (weight * (price - cheapest)) / denominator;
+        if (top.full) {
+          const worst = top.worst;
+          if (priceTerm > worst) break;
+          if (priceTerm + costs[i] > worst) continue;
+        }
+        if (available[i] < count || firstFailure(list, i, ctx) !== 0) continue;
+        const tier = capacityTier(list, i, ctx, count);
+        if (tier >= 0) this.offerSingle(top, list, i, tier, priceTerm, ctx);
+      }
+    }
+  }
+
+  /**
+   * Interruptible, single machines: every offer's price is the renter's bid, so the cost is the
+   * fixed part plus freshness; the walk goes by ascending fixed cost and stops once it alone
+   * exceeds the worst kept cost.
+   */
+  private rankInterruptible(ctx: MatchContext, buckets: Bucket[], top: TopN<Ranked>): void {
+    const count = ctx.count;
+    for (let b = 0; b < buckets.length; b++) {
+      const list = buckets[b].byCost;
+      if (list.maxAvailable < count) continue;
+      const { keys, available, bids } = list;
+      for (let i = 0; i < keys.length; i++) {
+        if (top.full && keys[i] > top.worst) break;
+        if (bids[i] > ctx.priceLimit || available[i] < count || firstFailure(list, i, ctx) !== 0) continue;
+        const tier = capacityTier(list, i, ctx, count);
+        if (tier >= 0) this.offerSingle(top, list, i, tier, 0, ctx);
+      }
+    }
+  }
+
+  private offerSingle(top: TopN<Ranked>, list: SlotList, i: number, tier: number, priceTerm: number, ctx: MatchContext): void {
+    const freshness = this.freshness(list.attestedAt[i], ctx.now);
+    const cost = priceTerm + list.costs[i] + freshness + tier * PREEMPT_PENALTY;
+    if (top.full && cost > top.worst) return;
+    const slot = list.slots[i];
+    top.offer({ cost, tieKey: slot.key, slot, tier, priceTerm, freshness, group: null });
+  }
+
+  private build(item: Ranked, ctx: MatchContext): Candidate {
+    const group = item.group;
+    if (group === null) {
+      const part = this.part(item.slot, ctx.count, item.tier === 1, ctx);
+      return {
+        parts: [part],
+        units: ctx.count,
+        preempt: item.tier === 1,
+        pricePerGpuHour: part.pricePerUnitSecond * SECONDS_PER_HOUR,
+        cost: item.cost,
+        breakdown: this.breakdown(item.slot, item.priceTerm, item.freshness, item.tier === 1 ? PREEMPT_PENALTY : 0, 0),
+      };
+    }
+    return this.buildGroup(item, group, ctx);
+  }
+
+  /**
+   * Clusters whose machines that fit the request (region, price or bid, per-offer checks) offer
+   * at least the requested units together, with totals only: reads the cluster column of the
+   * offers under the price limit, and skips a cluster whose totals cannot reach the request at
+   * its first machine. Members are gathered later, for the clusters that may enter the top.
+   */
+  private viableClusters(ctx: MatchContext, buckets: Bucket[]): ViableCluster[] {
+    const clusters = this.index.clustersById;
+    const totals = this.clusterTotals(clusters.length);
+    const { state, units, machines, cheapest, minCost, touched } = totals;
+    let touchedCount = 0;
+    for (let b = 0; b < buckets.length; b++) {
+      const list = ctx.interruptible ? buckets[b].byBid : buckets[b].byPrice;
+      const { clusterIds, costs } = list;
+      const end = list.upperBound(ctx.priceLimit);
+      for (let i = 0; i < end; i++) {
+        const id = clusterIds[i];
+        if (id === 0 || state[id] === SKIP) continue;
+        if (state[id] === UNSEEN) {
+          touched[touchedCount++] = id;
+          if (clusters[id]!.available < ctx.count) {
+            state[id] = SKIP;
+            continue;
+          }
+          state[id] = OPEN;
+          units[id] = 0;
+          machines[id] = 0;
+          cheapest[id] = Number.POSITIVE_INFINITY;
+          minCost[id] = Number.POSITIVE_INFINITY;
+        }
+        if (firstFailure(list, i, ctx) !== 0) continue;
+        const available = availableUnits(list, i, ctx);
+        if (available === 0) continue;
+        units[id] += available;
+        machines[id]++;
+        const price = list.slots[i].price;
+        if (price < cheapest[id]) cheapest[id] = price;
+        if (costs[i] < minCost[id]) minCost[id] = costs[i];
+      }
+    }
+    const viable: ViableCluster[] = [];
+    for (let t = 0; t < touchedCount; t++) {
+      const id = touched[t];
+      if (state[id] === OPEN && units[id] >= ctx.count && machines[id] > 1) {
+        viable.push({ cluster: clusters[id]!, cheapest: cheapest[id], minCost: minCost[id], bound: 0 });
+      }
+      state[id] = UNSEEN;
+    }
+    return viable;
+  }
+
+  /** Per-cluster totals in arrays indexed by cluster id, reused across matches (grown as ids grow). */
+  private clusterTotals(size: number) {
+    let totals = this.totals;
+    if (!totals || totals.state.length < size) {
+      const capacity = Math.max(64, size * 2);
+      totals = {
+        state: new Uint8Array(capacity),
+        units: new Int32Array(capacity),
+        machines: new Int32Array(capacity),
+        cheapest: new Float64Array(capacity),
+        minCost: new Float64Array(capacity),
+        touched: new Int32Array(capacity),
+      };
+      this.totals = totals;
+    }
+    return totals;
+  }
+
+  /**
+   * Puts the machines of a viable cluster that fit the request, with their list positions, in
+   * the scratch arrays; returns how many.
+   */
+  private clusterMembers(group: ViableCluster, ctx: MatchContext): number {
+    const { lists, positions, slots } = this.scratch;
+    const regions = ctx.request.regions;
+    let m = 0;
+    const members = group.cluster.members;
+    for (let k = 0; k < members.length; k++) {
+      const slot = members[k];
+      if (regions !== null && !regions.includes(slot.region)) continue;
+      if (ctx.interruptible ? slot.minBid === 0 || slot.minBid > ctx.priceLimit : slot.price > ctx.priceLimit) continue;
+      const list = slot.bucket.byPrice;
+      const i = list.indexOf(slot);
+      if (firstFailure(list, i, ctx) !== 0 || availableUnits(list, i, ctx) === 0) continue;
+      lists[m] = list;
+      positions[m] = i;
+      slots[m] = slot;
+      m++;
+    }
+    return m;
+  }
+
+  /**
+   * Groups in order of a lower bound on their cost (their cheapest member's price term plus
+   * their smallest fixed cost plus the multi-machine penalty: a units-weighted mean of member
+   * costs is never below that), so building stops once the bound exceeds the worst kept one.
+   */
+  private rankGroups(top: TopN<Ranked>, groups: ViableCluster[], ctx: MatchContext, cheapest: number): void {
+    if (groups.length === 0) return;
+    for (const group of groups) {
+      group.bound = (ctx.interruptible ? 0 : this.priceTerm(group.cheapest, cheapest)) + group.minCost + this.options.multiMachinePenalty;
+    }
+    groups.sort((a, b) => a.bound - b.bound);
+    for (const group of groups) {
+      if (top.full && group.bound > top.worst) break;
+      this.offerGroup(top, group, ctx, cheapest);
+    }
+  }
+
+  /**
+   * A group on one cluster: free units from its best-ranked machines first, then preemptible
+   * ones; pays multiMachinePenalty. Skipped when one machine alone would serve (that machine is
+   * already a single candidate). Only the cost is computed here (in scratch arrays, without
+   * allocating); the parts of the groups that stay in the top are planned again in build().
+   */
+  private offerGroup(top: TopN<Ranked>, group: ViableCluster, ctx: MatchContext, cheapest: number): void {
+    const cost = this.planGroup(this.clusterMembers(group, ctx), ctx, cheapest);
+    if (cost === null || (top.full && cost > top.worst)) return;
+    const first = this.scratch.slots[this.scratch.order[0]];
+    top.offer({ cost, tieKey: first.clusterKey, slot: first, tier: 0, priceTerm: 0, freshness: 0, group: { cluster: group, cheapest } });
+  }
+
+  /**
+   * Plans a group over the `m` machines in the scratch arrays: orders them by cost, takes units,
+   * and returns the group's cost, or null when fewer than two machines would be used.
+   */
+  private planGroup(m: number, ctx: MatchContext, cheapest: number): number | null {
+    const { base, order, take, preempted, lists, positions, slots } = this.scratch;
+    for (let j = 0; j < m; j++) {
+      const slot = slots[j];
+      base[j] = (ctx.interruptible ? 0 : this.priceTerm(slot.price, cheapest)) + slot.staticCost + this.freshness(lists[j].attestedAt[positions[j]], ctx.now);
+      take[j] = 0;
+      preempted[j] = 0;
+      // Insertion sort by (base, key): clusters are a handful of machines.
+      let k = j;
+      while (k > 0 && (base[order[k - 1]] > base[j] || (base[order[k - 1]] === base[j] && slots[order[k - 1]].key > slot.key))) {
+        order[k] = order[k - 1];
+        k--;
+      }
+      order[k] = j;
+    }
+    let missing = ctx.count;
+    for (let pass = 0; pass < 2 && missing > 0; pass++) {
+      for (let k = 0; k < m && missing > 0; k++) {
+        const j = order[k];
+        const free = lists[j].free[positions[j]];
+        const room = pass === 0 ? free : availableUnits(lists[j], positions[j], ctx) - free;
+        const units = Math.min(room, missing);
+        if (units <= 0) continue;
+        take[j] += units;
+        if (pass === 1) preempted[j] = 1;
+        missing -= units;
+      }
+    }
+    let used = 0;
+    let weighted = 0;
+    let preempt = false;
+    for (let j = 0; j < m; j++) {
+      if (take[j] === 0) continue;
+      used++;
+      weighted += (take[j] / ctx.count) * base[j];
+      if (preempted[j] === 1) preempt = true;
+    }
+    if (used < 2) return null;
+    return weighted + this.options.multiMachinePenalty + (preempt ? PREEMPT_PENALTY : 0);
+  }
+
+  /** Builds the candidate of a group kept in the top, planning it again from the same data. */
+  private buildGroup(item: Ranked, ref: GroupRef, ctx: MatchContext): Candidate {
+    const m = this.clusterMembers(ref.cluster, ctx);
+    this.planGroup(m, ctx, ref.cheapest);
+    const { order, take, preempted, lists, positions, slots } = this.scratch;
+    const parts: CandidatePart[] = [];
+    const sums = { price: 0, reputation: 0, freshness: 0, latency: 0 };
+    let preempt = false;
+    let total = 0n;
+    for (let k = 0; k < m; k++) {
+      const j = order[k];
+      if (take[j] === 0) continue;
+      const slot = slots[j];
+      const part = this.part(slot, take[j], preempted[j] === 1, ctx);
+      parts.push(part);
+      total += BigInt(part.units) * part.pricePerUnitSecond;
+      preempt ||= part.preempt;
+      const share = take[j] / ctx.count;
+      const b = this.breakdown(slot, ctx.interruptible ? 0 : this.priceTerm(slot.price, ref.cheapest), this.freshness(lists[j].attestedAt[positions[j]], ctx.now), 0, 0);
+      sums.price += share * b.price;
+      sums.reputation += share * b.reputation;
+      sums.freshness += share * b.freshness;
+      sums.latency += share * b.latency;
+    }
+    return {
+      parts,
+      units: ctx.count,
+      preempt,
+      pricePerGpuHour: (total * SECONDS_PER_HOUR) / BigInt(ctx.count),
+      cost: item.cost,
+      breakdown: { ...sums, preempt: preempt ? PREEMPT_PENALTY : 0, multiMachine: this.options.multiMachinePenalty },
+    };
+  }
+
+  private part(slot: Slot, units: number, preempt: boolean, ctx: MatchContext): CandidatePart {
+    return {
+      entry: slot.entry,
+      units,
+      preempt,
+      pricePerUnitSecond: ctx.interruptible ? ctx.request.bidPerUnitSecond! : slot.entry.offer.pricePerUnitSecond,
+    };
+  }
+
+  private breakdown(slot: Slot, priceTerm: number, freshness: number, preempt: number, multiMachine: number): CostBreakdown {
+    const { weights, latencyCeilingMs, unknownLatencyMs } = this.options;
+    const latency = weights.latency * (Math.min(slot.entry.latencyMs ?? unknownLatencyMs, latencyCeilingMs) / latencyCeilingMs);
+    return { price: priceTerm, reputation: weights.reputation * (1 - slot.reputation), freshness, latency, preempt, multiMachine };
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * The reserve handshake between a renter and a provider, as data: the provider's answer
+ * (a signed acceptance that holds units for a short time, or a refusal with a reason), the
+ * EIP-712 ReserveRequest a renter signs, and the lease terms the renter then opens with.
+ * The p2p protocol (`/suanli/reserve/1.0.0`) carries these; this file only defines and checks them.
+ */
+import type { Address, Hex } from "viem";
+import { z } from "zod";
+import type { Offer, ReserveRequest } from "../eip712.js";
+import { offerWireSchema } from "../offers/message.js";
+import { signatureSchema } from "../schemas.js";
+import type { CandidatePart } from "./engine.js";
+import type { MatchRequest } from "./request.js";
+
+export const REFUSAL_REASONS = [
+  /** The units are held or leased by someone else now. */
+  "insufficient-units",
+  /** The provider's price went up, or the bid is below its minimum now. */
+  "price-changed",
+  /** The machine no longer sells (offer withdrawn, machine in maintenance). */
+  "offer-withdrawn",
+  /** Duration outside what the provider accepts. */
+  "duration-out-of-range",
+  /** Too many reservations in flight at the provider; try another. */
+  "busy",
+  /** The request was malformed or badly signed. */
+  "invalid-request",
+  "other",
+] as const;
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
+
+export const acceptanceSchema = z.strictObject({
+  accepted: z.literal(true),
+  /** The provider's Offer bound to this renter (offer.renter) with a short expiry: what openLease takes. */
+  offer: offerWireSchema,
+  signature: signatureSchema,
+  /** Units held for the renter. */
+  units: z.number().int().min(1).max(65_535),
+  /** Unix seconds until which the provider holds them. */
+  holdUntil: z.number().int().nonnegative().max(2 ** 32 - 1),
+  /** Interruptible leases (ids, decimal) the lease must preempt, when the units need preemption. */
+  preempt: z.array(z.string().regex(/^\d{1,78}$/)).max(64).default([]),
+});
+export type Acceptance = z.output<typeof acceptanceSchema>;
+
+export const refusalSchema = z.strictObject({
+  accepted: z.literal(false),
+  reason: z.enum(REFUSAL_REASONS),
+  /** A sentence for the renter. */
+  message: z.string().max(500).optional(),
+  /** Units the provider could hold right now, when it says. */
+  availableUnits: z.number().int().min(0).max(65_535).optional(),
+});
+export type Refusal = z.output<typeof refusalSchema>;
+
+export const reserveReplySchema = z.discriminatedUnion("accepted", [acceptanceSchema, refusalSchema]);
+export type ReserveReply = Acceptance | Refusal;
+
+/** The EIP-712 ReserveRequest a renter signs for one part of a candidate. */
+export function reserveRequestFor(request: MatchRequest, part: CandidatePart, renter: Address, issuedAt: number, nonce: Hex): ReserveRequest {
+  return {
+    renter,
+    provider: part.entry.provider,
+    machineId: part.entry.machineId,
+    units: part.units,
+    duration: request.duration,
+    interruptible: request.interruptible,
+    bidPerUnitSecond: request.bidPerUnitSecond ?? 0n,
+    issuedAt,
+    nonce,
+  };
+}
+
+/** LeaseMarket.openLease terms for an accepted part (see docs/contracts.md). */
+export type LeaseTerms = {
+  units: number;
+  duration: number;
+  maxPricePerUnitSecond: bigint;
+  interruptible: boolean;
+  bidPerUnitSecond: bigint;
+  preempt: bigint[];
+};
+
+export function leaseTermsFor(request: MatchRequest, acceptance: Acceptance): LeaseTerms {
+  return {
+    units: acceptance.units,
+    duration: request.duration,
+    maxPricePerUnitSecond: request.maxPricePerUnitSecond,
+    interruptible: request.interruptible,
+    bidPerUnitSecond: request.bidPerUnitSecond ?? 0n,
+    preempt: acceptance.preempt.map((id) => BigInt(id)),
+  };
+}
+
+/** Deposit the renter pays at open: units × price × duration (price = offer price, or the bid). */
+export function depositFor(request: MatchRequest, offer: Offer, units: number): bigint {
+  const price = request.interruptible ? request.bidPerUnitSecond! : offer.pricePerUnitSecond;
+  return BigInt(units) * price * BigInt(request.duration);
+}
+
+/**
+ * Why an acceptance cannot be used for this part, or null when it can. Catches a provider that
+ * answers for another machine, raised its price, holds fewer units or signed for someone else
+ * before the renter spends gas on a transaction that would fail. Signatures are checked by the
+ * contract (and by the protocol layer, which knows the domain).
+ */
+export function acceptanceMismatch(acceptance: Acceptance, part: CandidatePart, request: MatchRequest, renter: Address | undefined, now: number): string | null {
+  const offer = acceptance.offer;
+  const entry = part.entry;
+  if (offer.provider !== entry.provider || offer.machineId !== entry.machineId) return "acceptance is for another machine";
+  if (offer.model !== entry.offer.model) return "acceptance is for another GPU model";
+  if (acceptance.units !== part.units) return `acceptance holds ${acceptance.units} units, ${part.units} were asked`;
+  if (renter !== undefined && offer.renter.toLowerCase() !== renter.toLowerCase()) return "acceptance is bound to another renter";
+  if (request.interruptible) {
+    if (offer.minBidPerUnitSecond === 0n || offer.minBidPerUnitSecond > request.bidPerUnitSecond!) return "acceptance requires a higher bid";
+  } else if (offer.pricePerUnitSecond > request.maxPricePerUnitSecond) {
+    return "acceptance price is above the cap";
+  }
+  if (request.duration < offer.minDuration || request.duration > offer.maxDuration) return "acceptance does not cover the duration";
+  if (offer.expiry <= now || acceptance.holdUntil <= now) return "acceptance already expired";
+  return null;
+}

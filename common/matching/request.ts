@@ -1,0 +1,153 @@
+/**
+ * The renter's match request: what the SDK, the CLI and a node's HTTP API accept, validated
+ * field by field. Prices are typed in USD per GPU-hour (decimal string or number); the parsed
+ * request carries them in token base units, per hour and per unit-second (see money.ts).
+ */
+import { z } from "zod";
+import { parseInput } from "../validation.js";
+import { type GpuSelection, acceptedGpuTypes, resolveGpuName } from "./gpu-type.js";
+import { BASE_UNITS_PER_USD, SECONDS_PER_HOUR, formatUsd, perSecondFloor, usdSchema } from "./money.js";
+
+/** Most GPUs one request may ask for (a cluster of 128 eight-GPU machines). */
+export const MAX_GPU_COUNT = 1024;
+/** Longest lease one request may ask for: 366 days. Longer leases are extended, not requested. */
+export const MAX_DURATION_SECONDS = 366 * 24 * 3600;
+/** Highest cap or bid accepted, per GPU-hour: anything above is a typo, not a price. */
+export const MAX_PRICE_PER_GPU_HOUR = 10_000n * BASE_UNITS_PER_USD;
+/** Lowest cap or bid accepted: 1 base unit per second, the on-chain price granularity. */
+export const MIN_PRICE_PER_GPU_HOUR = SECONDS_PER_HOUR;
+/** Largest VRAM requirement accepted, MiB (1 TiB). */
+export const MAX_VRAM_MIB = 1 << 20;
+
+const required =
+  (what: string) =>
+  (issue: { input?: unknown }): string =>
+    issue.input === undefined ? `is required (${what})` : `expected ${what}`;
+
+const priceField = (what: string) =>
+  usdSchema({ max: MAX_PRICE_PER_GPU_HOUR, what }).refine((units) => units >= MIN_PRICE_PER_GPU_HOUR, {
+    message: `must be at least ${formatUsd(MIN_PRICE_PER_GPU_HOUR)} USD (1 base unit per second)`,
+  });
+
+const regionName = z.string().trim().min(1, "expected a region name").max(32, "region names are at most 32 characters");
+
+export const matchRequestSchema = z
+  .strictObject({
+    /** A model, alias, MIG slice or class; see gpu-type.ts. */
+    gpuType: z
+      .union([z.string(), z.array(z.string()).min(1, "expected at least one GPU type").max(20, "at most 20 GPU types")], {
+        error: required(`a GPU type: ${acceptedGpuTypes()}`),
+      })
+      .transform((value, ctx): GpuSelection => {
+        const names = typeof value === "string" ? [value] : value;
+        const models = new Set<string>();
+        const labels: string[] = [];
+        for (const name of names) {
+          const resolved = resolveGpuName(name);
+          if ("error" in resolved) {
+            ctx.addIssue({ code: "custom", message: resolved.error });
+            return z.NEVER;
+          }
+          for (const model of resolved.models) models.add(model);
+          labels.push(resolved.label);
+        }
+        return { label: labels.join(" or "), models: [...models] };
+      }),
+    /** GPUs (units) wanted in total. */
+    gpuCount: z
+      .number({ error: required(`a whole number of GPUs from 1 to ${MAX_GPU_COUNT}`) })
+      .int("expected a whole number of GPUs")
+      .min(1, "must be at least 1")
+      .max(MAX_GPU_COUNT, `must be at most ${MAX_GPU_COUNT}`),
+    /** Minimum memory per GPU in MiB, compared with the machine's declared vramMiB (H100 80GB declares 81559). */
+    minVramMiB: z
+      .number({ error: required("a whole number of MiB") })
+      .int("expected a whole number of MiB")
+      .min(1, "must be at least 1 MiB")
+      .max(MAX_VRAM_MIB, `must be at most ${MAX_VRAM_MIB} MiB`)
+      .optional(),
+    /** Lease length in seconds. */
+    duration: z
+      .number({ error: required(`a lease length in whole seconds, 1 to ${MAX_DURATION_SECONDS}`) })
+      .int("expected whole seconds")
+      .min(1, "must be at least 1 second")
+      .max(MAX_DURATION_SECONDS, `must be at most ${MAX_DURATION_SECONDS} seconds (366 days)`),
+    /** `on-demand` (cannot be preempted) or `interruptible` (pays its bid, can be preempted). */
+    mode: z.enum(["on-demand", "interruptible"], { error: 'expected "on-demand" or "interruptible"' }).default("on-demand"),
+    /** Highest price per GPU-hour in USD. Required on demand; with a bid it defaults to the bid. */
+    maxPricePerGpuHour: priceField("a price per GPU-hour").optional(),
+    /** Interruptible only: the price per GPU-hour in USD offered (and paid). */
+    bidPerGpuHour: priceField("a bid per GPU-hour").optional(),
+    /** Region name or names (any of them); case-insensitive. Absent: any region. */
+    region: z
+      .union([regionName, z.array(regionName).min(1, "expected at least one region").max(16, "at most 16 regions")], {
+        error: "expected a region name or a list of region names",
+      })
+      .optional(),
+    /** Lowest provider reputation score accepted, 0..1 (see docs/matching.md for the score). */
+    minReputation: z.number({ error: "expected a number from 0 to 1" }).min(0, "must be at least 0").max(1, "must be at most 1").default(0),
+    /** Only machines with a current attestation from the attestor quorum. */
+    attestedOnly: z.boolean({ error: "expected true or false" }).default(true),
+    /** `machine`: all GPUs on one machine; `cluster`: several machines sharing a declared fast interconnect are accepted. */
+    colocation: z.enum(["machine", "cluster"], { error: 'expected "machine" or "cluster"' }).default("machine"),
+  })
+  .superRefine((value, ctx) => {
+    if (value.mode === "on-demand") {
+      if (value.maxPricePerGpuHour === undefined) {
+        ctx.addIssue({ code: "custom", path: ["maxPricePerGpuHour"], message: 'is required for mode "on-demand" (USD per GPU-hour, e.g. "2.50")' });
+      }
+      if (value.bidPerGpuHour !== undefined) {
+        ctx.addIssue({ code: "custom", path: ["bidPerGpuHour"], message: 'is only accepted with mode "interruptible"' });
+      }
+    } else {
+      if (value.bidPerGpuHour === undefined) {
+        ctx.addIssue({ code: "custom", path: ["bidPerGpuHour"], message: 'is required for mode "interruptible" (USD per GPU-hour, e.g. "0.80")' });
+      } else if (value.maxPricePerGpuHour !== undefined && value.maxPricePerGpuHour < value.bidPerGpuHour) {
+        ctx.addIssue({ code: "custom", path: ["maxPricePerGpuHour"], message: "must not be lower than bidPerGpuHour (the bid is the price paid)" });
+      }
+    }
+  })
+  .transform((value) => {
+    const interruptible = value.mode === "interruptible";
+    const bidPerGpuHour = interruptible ? value.bidPerGpuHour! : null;
+    const maxPricePerGpuHour = value.maxPricePerGpuHour ?? bidPerGpuHour!;
+    const regions = value.region === undefined ? null : [...new Set((typeof value.region === "string" ? [value.region] : value.region).map((r) => r.toLowerCase()))];
+    return {
+      gpuType: value.gpuType,
+      gpuCount: value.gpuCount,
+      minVramMiB: value.minVramMiB ?? 0,
+      duration: value.duration,
+      mode: value.mode,
+      interruptible,
+      /** Cap per GPU-hour in base units. */
+      maxPricePerGpuHour,
+      /** The cap as the contract takes it: whole base units per unit-second (exactly equivalent for offer prices). */
+      maxPricePerUnitSecond: perSecondFloor(maxPricePerGpuHour),
+      /** Interruptible: bid per GPU-hour in base units as typed. */
+      bidPerGpuHour,
+      /** Interruptible: the bid as the contract takes it (rounded down to whole base units per second). */
+      bidPerUnitSecond: bidPerGpuHour === null ? null : perSecondFloor(bidPerGpuHour),
+      /** Lower-cased region names, or null for any region. */
+      regions,
+      minReputation: value.minReputation,
+      attestedOnly: value.attestedOnly,
+      colocation: value.colocation,
+    };
+  });
+
+/** What callers send (JSON-friendly). */
+export type MatchRequestInput = z.input<typeof matchRequestSchema>;
+/** A validated, normalized request. */
+export type MatchRequest = z.output<typeof matchRequestSchema>;
+
+/**
+ * Validates a renter's request. Throws InvalidInputError naming every bad field (`gpuCount`,
+ * `maxPricePerGpuHour`, ...) and what is accepted; nothing else happens on bad input.
+ *
+ * @example
+ * import { parseMatchRequest } from "suanli/common/matching";
+ * const request = parseMatchRequest({ gpuType: "A100", gpuCount: 4, duration: 3600, maxPricePerGpuHour: "2.50" });
+ */
+export function parseMatchRequest(input: unknown): MatchRequest {
+  return parseInput(matchRequestSchema, input, "match request");
+}
