@@ -168,6 +168,8 @@ export function buildMarket(options: { offers: number; seed: number }) {
       addrs: [...provider.addrs],
       seq: 1 + Math.floor(random() * 100),
       publishedAt: NOW - Math.floor(random() * 600),
+      // Synthetic book entries: the engine never verifies signatures (the offer book does).
+      peerSignature: `0x${"00".repeat(64)}`,
     };
     const attested = random() < 0.9;
     messages.push({

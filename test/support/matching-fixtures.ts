@@ -107,6 +107,8 @@ export function offerWire(spec: OfferSpec) {
     addrs: ["/ip4/127.0.0.1/tcp/4001"],
     seq: spec.seq ?? 1,
     publishedAt: NOW - 10,
+    // The engine indexes messages the offer book already verified; it never checks this field.
+    peerSignature: `0x${"00".repeat(64)}`,
   };
 }
 
