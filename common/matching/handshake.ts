@@ -23,8 +23,12 @@ export const REFUSAL_REASONS = [
   "duration-out-of-range",
   /** Too many reservations in flight at the provider; try another. */
   "busy",
-  /** The request was malformed or badly signed. */
+  /** The request was malformed, stale, replayed, badly signed or for another chain. */
   "invalid-request",
+  /** The renter's balance or allowance cannot cover the deposit. */
+  "renter-unfunded",
+  /** The provider node is shutting down. */
+  "shutting-down",
   "other",
 ] as const;
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];

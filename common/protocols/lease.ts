@@ -12,7 +12,6 @@ import { keccak256, recoverTypedDataAddress, toBytes, type Address, type Hex, ty
 import { z } from "zod";
 import { suanliTypes, type RenterRequest, type ReserveRequest } from "../eip712.js";
 import { stringifyCanonical } from "../json.js";
-import { offerWireSchema } from "../offers/message.js";
 import { addressSchema, bytes32Schema, signatureSchema } from "../schemas.js";
 import { taskSpecSchema } from "./task-spec.js";
 
@@ -112,36 +111,8 @@ export const reserveBodySchema = z.strictObject({
 });
 export type ReserveBody = z.output<typeof reserveBodySchema>;
 
-/** Why a provider refused to hold units. */
-export const REFUSAL_REASONS = [
-  "no_capacity", // not enough free (or preemptible) units right now
-  "unknown_machine", // the machine is not this provider's, or not offered
-  "price", // the bid is below the provider's floor, or interruptible is not sold
-  "duration", // outside the offer's min/max duration
-  "renter_unfunded", // the renter cannot pay the deposit (balance or allowance)
-  "bad_request", // stale, replayed, mis-signed or for another chain
-  "shutting_down",
-] as const;
-
-export const reserveAnswerSchema = z.discriminatedUnion("accepted", [
-  z.strictObject({
-    accepted: z.literal(true),
-    /** The acceptance: an Offer bound to this renter (offer.renter), with a short expiry. */
-    offer: offerWireSchema,
-    signature: signatureSchema,
-    /** Units are held for this renter until this time (unix seconds). */
-    holdUntil: uint32,
-    /** Interruptible leases the renter must list in openLease's `preempt` to get the units. */
-    preempt: z.array(leaseIdSchema).max(32),
-  }),
-  z.strictObject({
-    accepted: z.literal(false),
-    reason: z.enum(REFUSAL_REASONS),
-    message: z.string().max(500),
-    freeUnits: uint16.optional(),
-  }),
-]);
-export type ReserveAnswer = z.output<typeof reserveAnswerSchema>;
+/** The provider's answer: a signed acceptance or a refusal with a reason (common/matching/handshake.ts). */
+export { reserveReplySchema, type ReserveReply, type Acceptance, type Refusal, REFUSAL_REASONS } from "../matching/handshake.js";
 
 // ---------------------------------------------------------------------------------------------
 // task
