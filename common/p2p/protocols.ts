@@ -28,3 +28,12 @@ export const ATTEST_PROTOCOL = "/suanli/attest/1.0.0";
 
 /** The user agent a Suanli node announces through identify. */
 export const SUANLI_AGENT = "suanli/0.1.0";
+
+/** The renter asks the provider to stop a lease's task (then closes the lease on-chain). */
+export const CANCEL_PROTOCOL = "/suanli/cancel/1.0.0";
+
+/** Attestors probe providers that hold active leases; the provider answers with a signed Heartbeat. */
+export const LIVENESS_PROTOCOL = "/suanli/liveness/1.0.0";
+
+/** Attestors exchange signed faults so one of them can submit a quorum on-chain. */
+export const FAULT_PROTOCOL = "/suanli/fault/1.0.0";
