@@ -43,9 +43,19 @@ export const renterAuthSchema = z.strictObject({ request: renterRequestWireSchem
 export type RenterAuth = z.output<typeof renterAuthSchema>;
 export type RenterAction = z.output<typeof renterRequestWireSchema>["action"];
 
-/** keccak256 of the canonical JSON of a request body: what a RenterRequest's bodyHash binds. */
+/** keccak256 of the canonical JSON of a value. */
 export function hashBody(body: unknown): Hex {
   return keccak256(toBytes(stringifyCanonical(body)));
+}
+
+/**
+ * What a RenterRequest's bodyHash binds: the request body without its `auth` field
+ * (`{ spec }` for task, `{ fromSeq, waitMs, limit }` for logs, `{}` for status and cancel).
+ * Both sides compute it from the body as sent, so defaults filled in by a schema do not count.
+ */
+export function requestBodyHash(body: Record<string, unknown>): Hex {
+  const { auth: _auth, ...rest } = body;
+  return hashBody(rest);
 }
 
 function randomNonce(): Hex {
@@ -69,13 +79,13 @@ export type TypedDataSigner = (parameters: {
 export async function signRenterRequest(
   signer: TypedDataSigner,
   domain: TypedDataDomain,
-  parameters: { leaseId: bigint; provider: Address; action: RenterAction; body: unknown; nowSeconds?: number },
+  parameters: { leaseId: bigint; provider: Address; action: RenterAction; body: Record<string, unknown>; nowSeconds?: number },
 ): Promise<RenterAuth> {
   const request: RenterRequest = {
     leaseId: parameters.leaseId,
     provider: parameters.provider,
     action: parameters.action,
-    bodyHash: hashBody(parameters.body),
+    bodyHash: requestBodyHash(parameters.body),
     issuedAt: parameters.nowSeconds ?? Math.floor(Date.now() / 1000),
     nonce: randomNonce(),
   };
