@@ -14,3 +14,4 @@ export * from "./money.js";
 export * from "./options.js";
 export * from "./request.js";
 export * from "./reservations.js";
+export { knowledgeFromValidated, type ReputationCounters } from "./knowledge.js";

@@ -1,0 +1,36 @@
+import { TaskStateError } from "../errors.js";
+import { closeLease } from "../internal/chain.js";
+import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
+import type { TaskReceipt } from "../types.js";
+import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
+import { buildReceipt } from "./waitForTask.js";
+import { readLease } from "../../common/chain/market.js";
+
+/**
+ * Stops the task and ends its lease: the provider is asked to stop (signed by the renter), then
+ * the lease is closed on-chain, which refunds everything not yet accrued in the same
+ * transaction. Returns the receipt.
+ *
+ * @example
+ * import { createClient } from "suanli/sdk";
+ * const receipt = await client.cancel(taskId);
+ * console.log(`refunded ${receipt.totalRefunded}`);
+ */
+export async function cancelTask(ctx: SuanliContext, taskId: string): Promise<TaskReceipt> {
+  const { walletClient, account } = requireWallet(ctx, "cancelling a task");
+  const record = await taskRecord(ctx, taskId);
+  const attempt = record.attempts[record.attempts.length - 1];
+  const lease = await readLease(ctx.publicClient, ctx.market, attempt.leaseId);
+  if (lease.status !== "Open" && lease.status !== "Active") {
+    throw new TaskStateError(`Lease ${attempt.leaseId} is already ${lease.status}; nothing to cancel.`);
+  }
+  // Best effort: the chain transaction below is what ends the lease and refunds.
+  await ctx.link
+    .cancel({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth: await authorize(ctx, attempt, "cancel", {}) })
+    .catch(() => undefined);
+  const sent = await closeLease({ ...ctx, walletClient, account }, attempt.leaseId);
+  attempt.gas.push({ step: "close (cancel)", gasUsed: sent.gasUsed, transaction: sent.transaction });
+  await ctx.tasks.put(record);
+  const status = await getTaskStatus(ctx, taskId);
+  return buildReceipt(ctx, taskId, status.state, status.exitCode, null);
+}

@@ -1,0 +1,49 @@
+import { readLease } from "../../common/chain/market.js";
+import { offerKey } from "../../common/offers/message.js";
+import { parseInput } from "../../common/validation.js";
+import { z } from "zod";
+import { InsufficientBalanceError, TaskStateError } from "../errors.js";
+import { extendLease, tokenBalances } from "../internal/chain.js";
+import { requireWallet, type SuanliContext } from "../internal/context.js";
+import { taskRecord } from "./getTaskStatus.js";
+
+export type ExtendTaskParameters = { seconds: number };
+export type ExtendTaskReturnType = { leaseId: bigint; extraDeposit: bigint; newEnd: number; gasUsed: bigint };
+
+const extendSchema = z.strictObject({
+  seconds: z.number({ error: "is required: seconds to add" }).int("expected whole seconds").min(1, "must be at least 1").max(366 * 86_400, "must be at most 366 days"),
+});
+
+/**
+ * Adds time to a running task's lease at the lease's price. The provider's current public offer
+ * for the machine is its consent (its max duration must cover the new total, its price must not
+ * exceed the lease's); the extra deposit is pulled from the wallet.
+ *
+ * @example
+ * import { createClient } from "suanli/sdk";
+ * await client.extend(taskId, { seconds: 600 });
+ */
+export async function extendTask(ctx: SuanliContext, taskId: string, parameters: ExtendTaskParameters): Promise<ExtendTaskReturnType> {
+  const { seconds } = parseInput(extendSchema, parameters, "extend parameters");
+  const { walletClient, account } = requireWallet(ctx, "extending a task");
+  const record = await taskRecord(ctx, taskId);
+  const attempt = record.attempts[record.attempts.length - 1];
+  const lease = await readLease(ctx.publicClient, ctx.market, attempt.leaseId);
+  if (lease.status !== "Active" && lease.status !== "Open") throw new TaskStateError(`Lease ${attempt.leaseId} is ${lease.status}; only an open or active lease can be extended.`);
+  const message = ctx.feed.message(offerKey(attempt.provider, attempt.machineId));
+  if (!message) {
+    throw new TaskStateError(`The provider has no current offer for machine ${attempt.machineId}: it does not consent to an extension now.`, {
+      metaMessages: ["Submit a new task instead, or try again when the provider re-announces its offer."],
+    });
+  }
+  const extraDeposit = BigInt(lease.units) * lease.pricePerUnitSecond * BigInt(seconds);
+  const { balance } = await tokenBalances(ctx, account.address);
+  if (balance < extraDeposit) throw new InsufficientBalanceError(extraDeposit, balance, ctx.deployment.token.symbol, ctx.deployment.token.decimals);
+  ctx.progress(`Extending lease ${attempt.leaseId} by ${seconds}s...`);
+  const sent = await extendLease({ ...ctx, walletClient, account }, attempt.leaseId, seconds, extraDeposit, message.offer, message.signature);
+  for (const tx of sent) attempt.gas.push({ step: tx.step, gasUsed: tx.gasUsed, transaction: tx.transaction });
+  attempt.deposit += extraDeposit;
+  await ctx.tasks.put(record);
+  const after = await readLease(ctx.publicClient, ctx.market, attempt.leaseId);
+  return { leaseId: attempt.leaseId, extraDeposit, newEnd: after.end, gasUsed: sent.reduce((g, tx) => g + tx.gasUsed, 0n) };
+}

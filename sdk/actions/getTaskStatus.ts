@@ -1,0 +1,55 @@
+import { readLease } from "../../common/chain/market.js";
+import { UnknownTaskError } from "../errors.js";
+import { authorize, type SuanliContext } from "../internal/context.js";
+import type { TaskRecord } from "../internal/store.js";
+import type { TaskStatus } from "../types.js";
+
+export type GetTaskStatusReturnType = TaskStatus;
+
+export async function taskRecord(ctx: SuanliContext, taskId: string): Promise<TaskRecord> {
+  const record = await ctx.tasks.get(taskId);
+  if (!record) throw new UnknownTaskError(taskId);
+  return record;
+}
+
+/**
+ * The task's state on its provider (state, heartbeat, GPU metrics, exit code) together with its
+ * lease on-chain (status, deposit, what the provider earned so far). When the provider cannot be
+ * reached the chain part is still returned, with state "unknown".
+ *
+ * @example
+ * import { createClient } from "suanli/sdk";
+ * const status = await client.status(taskId);
+ * console.log(status.state, status.lease.accrued);
+ */
+export async function getTaskStatus(ctx: SuanliContext, taskId: string): Promise<TaskStatus> {
+  const record = await taskRecord(ctx, taskId);
+  const attempt = record.attempts[record.attempts.length - 1];
+  const [lease, remote] = await Promise.all([
+    readLease(ctx.publicClient, ctx.market, attempt.leaseId),
+    authorize(ctx, attempt, "status", {})
+      .then((auth) => ctx.link.status({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth }))
+      .catch(() => undefined),
+  ]);
+  return {
+    taskId,
+    state: remote?.state ?? "unknown",
+    leaseId: attempt.leaseId,
+    provider: attempt.provider,
+    lease: {
+      status: lease.status,
+      endReason: lease.endReason,
+      deposit: lease.deposit,
+      accrued: lease.accrued,
+      activatedAt: lease.activatedAt,
+      startDeadline: lease.startDeadline,
+      end: lease.end,
+    },
+    startedAt: remote?.startedAt ?? null,
+    heartbeatAt: remote?.heartbeatAt ?? null,
+    exitCode: remote?.exitCode ?? null,
+    error: remote?.error ?? null,
+    gpus: remote?.gpus ?? [],
+    attempts: record.attempts,
+  };
+}

@@ -1,0 +1,135 @@
+import { FINAL_TASK_STATES } from "../../common/protocols/lease.js";
+import { parseMatchRequest } from "../../common/matching/request.js";
+import { WaitTimeoutError } from "../errors.js";
+import { cancelLease, closeLease } from "../internal/chain.js";
+import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
+import { leaseOutcome, verifyCompletion } from "../internal/receipt.js";
+import type { TaskReceipt, TaskStatus } from "../types.js";
+import { runAttempt } from "./submitTask.js";
+import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
+
+export type WaitForTaskParameters = {
+  /** Give up after this long (the task keeps running). Default: until the lease's end plus a minute. */
+  timeoutMs?: number;
+  pollIntervalMs?: number;
+  /** Called with every status read (progress display). */
+  onStatus?: (status: TaskStatus) => void;
+  signal?: AbortSignal;
+};
+
+const ENDED = new Set(["Ended", "Settled", "Cancelled"]);
+/** Lease ends that move an autoMigrate task to another provider. */
+const MIGRATE_ON = new Set(["Faulted", "Preempted", "Terminated", "MissedStart"]);
+
+/**
+ * Waits for the task to finish and its lease to end, then returns the receipt: per lease, who
+ * ran it, for how long, what it cost, what was refunded, the gas of each step, and the provider's
+ * completion report checked against the chain. A task whose provider finished without ending
+ * the lease is closed by the renter (refund of the unused deposit). With `autoMigrate`, a lease
+ * that faults or is preempted is replaced by a new match, paid by the refund.
+ *
+ * @example
+ * import { createClient } from "suanli/sdk";
+ * const receipt = await client.wait(taskId);
+ * console.log(receipt.exitCode, receipt.totalCost, receipt.totalRefunded);
+ */
+export async function waitForTask(ctx: SuanliContext, taskId: string, parameters: WaitForTaskParameters = {}): Promise<TaskReceipt> {
+  const pollIntervalMs = parameters.pollIntervalMs ?? 1_000;
+  const started = Date.now();
+  let finishedAt: number | null = null;
+  for (;;) {
+    if (parameters.signal?.aborted) throw new WaitTimeoutError("Stopped waiting: aborted");
+    const status = await getTaskStatus(ctx, taskId);
+    parameters.onStatus?.(status);
+    const record = await taskRecord(ctx, taskId);
+    const attempt = record.attempts[record.attempts.length - 1];
+    const leaseEnded = ENDED.has(status.lease.status);
+
+    if (leaseEnded && MIGRATE_ON.has(status.lease.endReason) && record.autoMigrate && !(status.state !== "unknown" && FINAL_TASK_STATES.has(status.state) && status.state === "succeeded")) {
+      const spec = ctx.tasks.fullSpec(taskId) ?? record.spec;
+      ctx.progress(`Lease ${attempt.leaseId} ended (${status.lease.endReason}); migrating the task to another provider...`);
+      ctx.feed.avoid(attempt.provider, 600);
+      attempt.migratedBecause = status.lease.endReason;
+      const next = await runAttempt(ctx, parseMatchRequest(record.request), spec);
+      record.attempts.push(next);
+      await ctx.tasks.put(record);
+      continue;
+    }
+    if (status.lease.status === "Open" && status.lease.startDeadline && Date.now() / 1000 > status.lease.startDeadline + 2) {
+      // The provider missed its start deadline: take the deposit back plus the start penalty.
+      const { walletClient, account } = requireWallet(ctx, "cancelling a lease that never started");
+      ctx.progress(`Lease ${attempt.leaseId} was not started in time; cancelling it for a refund and the start penalty...`);
+      const sent = await cancelLease({ ...ctx, walletClient, account }, attempt.leaseId);
+      attempt.gas.push({ step: "cancel (missed start)", gasUsed: sent.gasUsed, transaction: sent.transaction });
+      await ctx.tasks.put(record);
+      continue;
+    }
+    if (status.state !== "unknown" && FINAL_TASK_STATES.has(status.state)) {
+      finishedAt ??= Date.now();
+      // The provider reports completion on-chain; if it has not after a grace period, close.
+      if (!leaseEnded && Date.now() - finishedAt > 15_000 && status.lease.status !== "None") {
+        const { walletClient, account } = requireWallet(ctx, "closing the lease");
+        ctx.progress(`The task ended but the lease is still ${status.lease.status}; closing it for a refund...`);
+        const sent = await closeLease({ ...ctx, walletClient, account }, attempt.leaseId);
+        attempt.gas.push({ step: "close", gasUsed: sent.gasUsed, transaction: sent.transaction });
+        await ctx.tasks.put(record);
+        continue;
+      }
+    }
+    if (leaseEnded && (status.state === "unknown" || FINAL_TASK_STATES.has(status.state))) {
+      return buildReceipt(ctx, taskId, status.state, status.exitCode, await statusCompletion(ctx, taskId));
+    }
+    const deadline = parameters.timeoutMs ?? Math.max(0, (status.lease.end || status.lease.activatedAt || Math.floor(Date.now() / 1000) + 3600) * 1000 - started) + 120_000;
+    if (Date.now() - started > deadline) throw new WaitTimeoutError(`Task ${taskId} still ${status.state} after ${Math.round((Date.now() - started) / 1000)} s`);
+    await new Promise((resolve) => setTimeout(resolve, pollIntervalMs));
+  }
+}
+
+async function statusCompletion(ctx: SuanliContext, taskId: string) {
+  const record = await taskRecord(ctx, taskId);
+  const attempt = record.attempts[record.attempts.length - 1];
+  
+  try {
+    const status = await ctx.link.status({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth: await authorize(ctx, attempt, "status", {}) });
+    return status.completion;
+  } catch {
+    return null;
+  }
+}
+
+/** Builds the receipt of a task from the chain (and the provider's completion report, when given). */
+export async function buildReceipt(
+  ctx: SuanliContext,
+  taskId: string,
+  state: TaskReceipt["state"],
+  exitCode: number | null,
+  signedCompletion: Awaited<ReturnType<typeof ctx.link.status>>["completion"],
+): Promise<TaskReceipt> {
+  const record = await taskRecord(ctx, taskId);
+  const leases: TaskReceipt["leases"] = [];
+  let completion: TaskReceipt["completion"] = null;
+  for (const attempt of record.attempts) {
+    const { completion: onChain, ...outcome } = await leaseOutcome(ctx, attempt);
+    leases.push(outcome);
+    if (attempt === record.attempts[record.attempts.length - 1]) {
+      if (signedCompletion) {
+        const verified = await verifyCompletion(ctx, attempt, signedCompletion, onChain);
+        completion = { ...signedCompletion.report, verified };
+      } else if (onChain) {
+        completion = { ...onChain, verified: false };
+      }
+    }
+  }
+  const sum = (pick: (l: TaskReceipt["leases"][number]) => bigint) => leases.reduce((total, l) => total + pick(l), 0n);
+  return {
+    taskId,
+    state,
+    exitCode: exitCode ?? completion?.exitCode ?? null,
+    completion,
+    leases,
+    totalCost: sum((l) => l.cost),
+    totalRefunded: sum((l) => l.refunded),
+    totalCredit: sum((l) => l.credit),
+    totalGasUsed: leases.reduce((total, l) => total + l.gas.reduce((g, step) => g + step.gasUsed, 0n), 0n),
+  };
+}

@@ -1,0 +1,185 @@
+import {
+  createPublicClient,
+  createWalletClient,
+  defineChain,
+  http,
+  type Account,
+  type Chain,
+  type PublicClient,
+  type Transport,
+  type WalletClient,
+} from "viem";
+import { z } from "zod";
+import { contractAddress, parseDeployment, type Deployment } from "../common/deployment.js";
+import { suanliDomain } from "../common/eip712.js";
+import { SuanliError } from "../common/errors.js";
+import type { MatchingOptionsInput } from "../common/matching/options.js";
+import type { MatchRequestInput } from "../common/matching/request.js";
+import { parseInput } from "../common/validation.js";
+import { cancelTask } from "./actions/cancelTask.js";
+import { extendTask, type ExtendTaskParameters, type ExtendTaskReturnType } from "./actions/extendTask.js";
+import { getTaskStatus } from "./actions/getTaskStatus.js";
+import { matchOffers, type MatchOffersReturnType } from "./actions/matchOffers.js";
+import { queryOffers, type OfferSummary, type QueryOffersParameters } from "./actions/queryOffers.js";
+import { settleTask } from "./actions/settleTask.js";
+import { streamLogs, type StreamLogsParameters, type TaskLogLine } from "./actions/streamLogs.js";
+import { submitTask, type SubmitTaskParameters, type SubmitTaskReturnType } from "./actions/submitTask.js";
+import { waitForTask, type WaitForTaskParameters } from "./actions/waitForTask.js";
+import type { SuanliContext } from "./internal/context.js";
+import { startP2pFeed } from "./internal/feed.js";
+import { p2pLink } from "./internal/link.js";
+import { fileTaskStorage, TaskStore, type TaskRecord } from "./internal/store.js";
+import type { TaskReceipt, TaskStatus } from "./types.js";
+
+export class ClientConfigError extends SuanliError {
+  override name = "ClientConfigError";
+}
+
+const configSchema = z.strictObject({
+  /** JSON-RPC endpoint of the chain (or pass `chain`, a viem chain with an RPC URL). */
+  rpcUrl: z.string().url().optional(),
+  chain: z.custom<Chain>((value) => typeof value === "object" && value !== null && "id" in value).optional(),
+  /** The renter's wallet: a viem Account (privateKeyToAccount in Node). Without it the client is read-only. */
+  account: z.custom<Account>((value) => typeof value === "object" && value !== null && "address" in value).optional(),
+  /** A viem transport for the wallet (an injected EIP-1193 wallet: `custom(window.ethereum)`). */
+  walletTransport: z.custom<Transport>((value) => typeof value === "function").optional(),
+  /** libp2p multiaddrs of Suanli nodes to join through (each ending in /p2p/<peer id>). */
+  bootstrap: z.array(z.string()).default([]),
+  /** The deployment manifest (an object as written by the deploy script), or in Node the folder holding `<chainId>.json`. */
+  deployment: z.union([z.string(), z.record(z.string(), z.unknown())]).optional(),
+  /** Node only: a JSON file where the client keeps its tasks (the CLI uses one per wallet). */
+  stateFile: z.string().optional(),
+  matching: z.record(z.string(), z.unknown()).optional(),
+  /** Progress lines (matching, reserving, opening...) for people; silent by default. */
+  onProgress: z.custom<(line: string) => void>((value) => typeof value === "function").optional(),
+});
+export type CreateClientParameters = z.input<typeof configSchema>;
+
+/** The Suanli client: offers, tasks and their leases, paid from the client's wallet. */
+export type SuanliClient = {
+  readonly chainId: number;
+  readonly deployment: Deployment;
+  /** The wallet address, when the client has one. */
+  readonly address: `0x${string}` | undefined;
+  queryOffers(parameters?: QueryOffersParameters): Promise<OfferSummary[]>;
+  match(request: MatchRequestInput): Promise<MatchOffersReturnType>;
+  submitTask(parameters: SubmitTaskParameters): Promise<SubmitTaskReturnType>;
+  status(taskId: string): Promise<TaskStatus>;
+  logs(taskId: string, parameters?: StreamLogsParameters): AsyncGenerator<TaskLogLine>;
+  wait(taskId: string, parameters?: WaitForTaskParameters): Promise<TaskReceipt>;
+  cancel(taskId: string): Promise<TaskReceipt>;
+  extend(taskId: string, parameters: ExtendTaskParameters): Promise<ExtendTaskReturnType>;
+  settle(taskId: string): Promise<TaskReceipt>;
+  /** Tasks this client knows (submitted here, or kept in its state file). */
+  tasks(): Promise<TaskRecord[]>;
+  close(): Promise<void>;
+};
+
+async function resolveDeployment(value: CreateClientParameters["deployment"], chainId: number): Promise<Deployment> {
+  if (value && typeof value === "object") return parseDeployment(value, "deployment");
+  if (typeof window !== "undefined") {
+    throw new ClientConfigError("In a browser, pass the deployment manifest object as `deployment`.");
+  }
+  const { readFile } = await import("node:fs/promises");
+  const path = await import("node:path");
+  const { fileURLToPath } = await import("node:url");
+  const dir = value ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../deployments");
+  const file = path.join(dir, `${chainId}.json`);
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch {
+    throw new ClientConfigError(`No deployment manifest for chain ${chainId} at ${file}`, {
+      metaMessages: ["Pass `deployment` (the manifest object or its folder); on a devnet, `npm run devnet` writes deployments/31337.json."],
+    });
+  }
+  const deployment = parseDeployment(JSON.parse(text), file);
+  if (deployment.chainId !== chainId) throw new ClientConfigError(`${file} is for chain ${deployment.chainId}, but the RPC serves chain ${chainId}`);
+  return deployment;
+}
+
+/**
+ * Creates a Suanli client. In Node it joins the network through `bootstrap` (libp2p), keeps the
+ * live offers it validates in a local matching engine, and talks to providers directly; the
+ * wallet signs every request and pays deposits.
+ *
+ * @example
+ * import { createClient } from "suanli/sdk";
+ * import { privateKeyToAccount } from "viem/accounts";
+ *
+ * const client = await createClient({
+ *   rpcUrl: "http://127.0.0.1:8545",
+ *   account: privateKeyToAccount(process.env.SUANLI_KEY as `0x${string}`),
+ *   bootstrap: ["/ip4/127.0.0.1/tcp/4001/p2p/12D3KooW..."],
+ * });
+ * const { taskId } = await client.submitTask({ gpuType: "A100", gpuCount: 1, duration: 600,
+ *   maxPricePerGpuHour: "2.5", bundleUrl, sha256, command: "python train.py" });
+ * for await (const line of client.logs(taskId)) console.log(line.text);
+ * console.log(await client.wait(taskId));
+ * await client.close();
+ */
+export async function createClient(parameters: CreateClientParameters): Promise<SuanliClient> {
+  const config = parseInput(configSchema, parameters, "client configuration", [
+    "createClient({ rpcUrl, account, bootstrap, deployment }): see sdk/README in docs/sdk.md.",
+  ]);
+  const rpcUrl = config.rpcUrl ?? config.chain?.rpcUrls.default.http[0];
+  if (!rpcUrl) throw new ClientConfigError("Pass `rpcUrl` (or a viem `chain` with an RPC URL).");
+  const probe = createPublicClient({ transport: http(rpcUrl, { retryCount: 1 }) });
+  let chainId: number;
+  try {
+    chainId = config.chain?.id ?? (await probe.getChainId());
+  } catch (error) {
+    throw new ClientConfigError(`Cannot reach the chain at ${rpcUrl}`, { cause: error, metaMessages: ["Is the devnet running? `npm run devnet`"] });
+  }
+  const chain =
+    config.chain ??
+    defineChain({ id: chainId, name: `chain ${chainId}`, nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
+  const publicClient = createPublicClient({ chain, transport: http(rpcUrl), pollingInterval: 250 }) as PublicClient<Transport, Chain>;
+  const walletClient = config.account
+    ? (createWalletClient({ chain, account: config.account, transport: config.walletTransport ?? http(rpcUrl), pollingInterval: 250 }) as WalletClient<Transport, Chain, Account>)
+    : undefined;
+  const deployment = await resolveDeployment(config.deployment, chainId);
+  const market = contractAddress(deployment, "market");
+  const registry = contractAddress(deployment, "registry");
+
+  const feed = await startP2pFeed({
+    chainId,
+    market,
+    registry,
+    publicClient,
+    bootstrap: config.bootstrap,
+    matching: config.matching as MatchingOptionsInput | undefined,
+  });
+  const ctx: SuanliContext = {
+    chainId,
+    deployment,
+    domain: suanliDomain(chainId, market),
+    market,
+    registry,
+    token: deployment.contracts.token,
+    publicClient,
+    walletClient,
+    account: config.account,
+    feed,
+    link: p2pLink(feed.host!),
+    tasks: new TaskStore(config.stateFile ? fileTaskStorage(config.stateFile) : undefined),
+    progress: config.onProgress ?? (() => {}),
+  };
+
+  return {
+    chainId,
+    deployment,
+    address: config.account?.address,
+    queryOffers: (p) => queryOffers(ctx, p),
+    match: (request) => matchOffers(ctx, request),
+    submitTask: (p) => submitTask(ctx, p),
+    status: (taskId) => getTaskStatus(ctx, taskId),
+    logs: (taskId, p) => streamLogs(ctx, taskId, p),
+    wait: (taskId, p) => waitForTask(ctx, taskId, p),
+    cancel: (taskId) => cancelTask(ctx, taskId),
+    extend: (taskId, p) => extendTask(ctx, taskId, p),
+    settle: (taskId) => settleTask(ctx, taskId),
+    tasks: () => ctx.tasks.list(),
+    close: () => feed.close(),
+  };
+}

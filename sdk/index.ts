@@ -1,0 +1,29 @@
+/**
+ * Suanli's renter and dApp SDK.
+ *
+ * @example
+ * import { createClient } from "suanli/sdk";
+ * import { privateKeyToAccount } from "viem/accounts";
+ * const client = await createClient({ rpcUrl, account: privateKeyToAccount(key), bootstrap });
+ * const { taskId } = await client.submitTask({ gpuType: "A100", gpuCount: 1, duration: 600,
+ *   maxPricePerGpuHour: "2.5", bundleUrl, sha256, command: "python train.py" });
+ * console.log(await client.wait(taskId));
+ */
+export { createClient, ClientConfigError, type CreateClientParameters, type SuanliClient } from "./client.js";
+export * from "./errors.js";
+export type { SubmitTaskParameters, SubmitTaskReturnType, TaskAttempt, TaskReceipt, TaskStatus } from "./types.js";
+export type { OfferSummary, QueryOffersParameters } from "./actions/queryOffers.js";
+export type { MatchOffersReturnType } from "./actions/matchOffers.js";
+export type { StreamLogsParameters, TaskLogLine } from "./actions/streamLogs.js";
+export type { WaitForTaskParameters } from "./actions/waitForTask.js";
+export type { ExtendTaskParameters, ExtendTaskReturnType } from "./actions/extendTask.js";
+export type { TaskRecord } from "./internal/store.js";
+export { submitTask, parseSubmitParameters } from "./actions/submitTask.js";
+export { getTaskStatus } from "./actions/getTaskStatus.js";
+export { streamLogs } from "./actions/streamLogs.js";
+export { waitForTask } from "./actions/waitForTask.js";
+export { cancelTask } from "./actions/cancelTask.js";
+export { extendTask } from "./actions/extendTask.js";
+export { settleTask } from "./actions/settleTask.js";
+export { queryOffers } from "./actions/queryOffers.js";
+export { matchOffers } from "./actions/matchOffers.js";

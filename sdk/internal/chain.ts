@@ -1,0 +1,172 @@
+/**
+ * The renter's transactions: deposits (EIP-2612 permit when the token supports it, otherwise
+ * approve), openLease, close, extend. Every write is simulated first so a revert is reported by
+ * its custom error name without spending gas, then sent and awaited.
+ */
+import {
+  BaseError as ViemBaseError,
+  ContractFunctionRevertedError,
+  hexToSignature,
+  parseEventLogs,
+  type Account,
+  type Address,
+  type Chain,
+  type Hex,
+  type PublicClient,
+  type Transport,
+  type WalletClient,
+} from "viem";
+import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
+import { suanliErrorsAbi } from "../../common/chain/market.js";
+import type { Deployment } from "../../common/deployment.js";
+import type { Offer } from "../../common/eip712.js";
+import type { LeaseTerms } from "../../common/matching/handshake.js";
+import { TransactionError } from "../errors.js";
+
+export type ChainContext = {
+  publicClient: PublicClient<Transport, Chain>;
+  walletClient: WalletClient<Transport, Chain, Account>;
+  account: Account;
+  deployment: Deployment;
+  market: Address;
+  token: Address;
+};
+
+export type SentTransaction = { step: string; gasUsed: bigint; transaction: Hex; blockNumber: bigint };
+
+/** The custom error name (with arguments) of a failed call, or the best short reason viem gives. */
+export function revertReason(error: unknown): string {
+  if (error instanceof ViemBaseError) {
+    const reverted = error.walk((e) => e instanceof ContractFunctionRevertedError) as ContractFunctionRevertedError | null;
+    if (reverted?.data?.errorName) {
+      const args = reverted.data.args?.map((a) => String(a)).join(", ");
+      return `${reverted.data.errorName}(${args ?? ""})`;
+    }
+    return error.shortMessage;
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+async function write(ctx: ChainContext, step: string, request: Record<string, unknown>): Promise<SentTransaction & { logs: unknown[] }> {
+  let simulated;
+  try {
+    simulated = await ctx.publicClient.simulateContract({ account: ctx.account, ...request } as never);
+  } catch (error) {
+    throw new TransactionError(step, revertReason(error), error);
+  }
+  const hash = await ctx.walletClient.writeContract((simulated as unknown as { request: never }).request);
+  const receipt = await ctx.publicClient.waitForTransactionReceipt({ hash });
+  if (receipt.status !== "success") throw new TransactionError(step, `reverted in block ${receipt.blockNumber}`);
+  return { step, gasUsed: receipt.gasUsed, transaction: hash, blockNumber: receipt.blockNumber, logs: receipt.logs };
+}
+
+export async function tokenBalances(ctx: Pick<ChainContext, "publicClient" | "token" | "market">, owner: Address) {
+  const [balance, allowance, native] = await Promise.all([
+    ctx.publicClient.readContract({ address: ctx.token, abi: testTokenAbi, functionName: "balanceOf", args: [owner] }),
+    ctx.publicClient.readContract({ address: ctx.token, abi: testTokenAbi, functionName: "allowance", args: [owner, ctx.market] }),
+    ctx.publicClient.getBalance({ address: owner }),
+  ]);
+  return { balance, allowance, native };
+}
+
+/** Signs an EIP-2612 permit for the market, or returns null when the token has none. */
+async function signPermit(ctx: ChainContext, value: bigint): Promise<{ value: bigint; deadline: bigint; v: number; r: Hex; s: Hex } | null> {
+  let name: string;
+  let nonce: bigint;
+  try {
+    [name, nonce] = await Promise.all([
+      ctx.publicClient.readContract({ address: ctx.token, abi: testTokenAbi, functionName: "name" }),
+      ctx.publicClient.readContract({ address: ctx.token, abi: testTokenAbi, functionName: "nonces", args: [ctx.account.address] }),
+    ]);
+  } catch {
+    return null;
+  }
+  const deadline = BigInt(Math.floor(Date.now() / 1000) + 600);
+  const signature = await ctx.walletClient.signTypedData({
+    account: ctx.account,
+    domain: { name, version: "1", chainId: ctx.deployment.chainId, verifyingContract: ctx.token },
+    types: {
+      Permit: [
+        { name: "owner", type: "address" },
+        { name: "spender", type: "address" },
+        { name: "value", type: "uint256" },
+        { name: "nonce", type: "uint256" },
+        { name: "deadline", type: "uint256" },
+      ],
+    },
+    primaryType: "Permit",
+    message: { owner: ctx.account.address, spender: ctx.market, value, nonce, deadline },
+  });
+  const { v, r, s } = hexToSignature(signature);
+  return { value, deadline, v: Number(v), r, s };
+}
+
+/**
+ * Opens a lease with a provider's acceptance. The deposit is authorized by a permit signature
+ * (one transaction) when the token supports it and the allowance is short; otherwise by approve.
+ */
+export async function openLease(
+  ctx: ChainContext,
+  offer: Offer,
+  signature: Hex,
+  terms: LeaseTerms,
+  deposit: bigint,
+): Promise<{ leaseId: bigint; transactions: SentTransaction[] }> {
+  const transactions: SentTransaction[] = [];
+  const { allowance } = await tokenBalances(ctx, ctx.account.address);
+  let sent;
+  if (allowance >= deposit) {
+    sent = await write(ctx, "openLease", { address: ctx.market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] });
+  } else {
+    const permit = await signPermit(ctx, deposit);
+    if (permit) {
+      sent = await write(ctx, "openLease (permit)", {
+        address: ctx.market,
+        abi: leaseMarketAbi,
+        functionName: "openLeaseWithPermit",
+        args: [offer, signature, terms, permit],
+      });
+    } else {
+      transactions.push(await write(ctx, "approve", { address: ctx.token, abi: testTokenAbi, functionName: "approve", args: [ctx.market, deposit] }));
+      sent = await write(ctx, "openLease", { address: ctx.market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] });
+    }
+  }
+  const opened = parseEventLogs({ abi: leaseMarketAbi, eventName: "LeaseOpened", logs: sent.logs as never });
+  if (!opened.length) throw new TransactionError("openLease", "no LeaseOpened event in the receipt");
+  const { logs: _logs, ...rest } = sent;
+  transactions.push(rest);
+  return { leaseId: opened[0].args.leaseId, transactions };
+}
+
+/** The renter ends a lease: Open → full refund; Active → refund of what has not accrued. */
+export async function closeLease(ctx: ChainContext, leaseId: bigint): Promise<SentTransaction> {
+  const { logs: _logs, ...sent } = await write(ctx, "close", { address: ctx.market, abi: leaseMarketAbi, functionName: "close", args: [leaseId] });
+  return sent;
+}
+
+/** After a missed start deadline: full refund plus the start penalty. */
+export async function cancelLease(ctx: ChainContext, leaseId: bigint): Promise<SentTransaction> {
+  const { logs: _logs, ...sent } = await write(ctx, "cancel", { address: ctx.market, abi: leaseMarketAbi, functionName: "cancel", args: [leaseId] });
+  return sent;
+}
+
+/** Adds `extraSeconds` at the lease's price; the provider's current offer is its consent. */
+export async function extendLease(ctx: ChainContext, leaseId: bigint, extraSeconds: number, extraDeposit: bigint, offer: Offer, signature: Hex): Promise<SentTransaction[]> {
+  const transactions: SentTransaction[] = [];
+  const { allowance } = await tokenBalances(ctx, ctx.account.address);
+  if (allowance < extraDeposit) {
+    const { logs: _l, ...approve } = await write(ctx, "approve", { address: ctx.token, abi: testTokenAbi, functionName: "approve", args: [ctx.market, extraDeposit] });
+    transactions.push(approve);
+  }
+  const { logs: _logs, ...sent } = await write(ctx, "extend", {
+    address: ctx.market,
+    abi: leaseMarketAbi,
+    functionName: "extend",
+    args: [leaseId, extraSeconds, offer, signature],
+  });
+  transactions.push(sent);
+  return transactions;
+}
+
+/** Errors of every Suanli contract, for decoding reverts outside simulate. */
+export const errorsAbi = suanliErrorsAbi;

@@ -1,0 +1,172 @@
+/**
+ * The client's view of the market: validated offers kept in a local matching engine. In Node
+ * the feed joins the offers topic over libp2p (and pulls the current book from its bootstrap
+ * peers with offers-sync); every message goes through the same validation pipeline as on a node.
+ */
+import type { IdentifyResult, PeerId } from "@libp2p/interface";
+import { TopicValidatorResult } from "@libp2p/gossipsub";
+import type { Address, Chain, PublicClient, Transport } from "viem";
+import { readProvider } from "../../common/chain/market.js";
+import { RegistryChainView } from "../../common/chain/registry-view.js";
+import { knowledgeFromValidated } from "../../common/matching/knowledge.js";
+import { MatchingEngine } from "../../common/matching/engine.js";
+import type { MatchingOptionsInput } from "../../common/matching/options.js";
+import { offerEntryFromMessage } from "../../common/matching/entry.js";
+import { CachedChainView } from "../../common/offers/chain-view.js";
+import { offersTopic, type OfferMessage } from "../../common/offers/message.js";
+import { OFFERS_SYNC_MAX_MESSAGE_BYTES, OFFERS_SYNC_MAX_PAGE, offersSyncRequestSchema, offersSyncResponseSchema } from "../../common/offers/sync.js";
+import { OfferValidator, type ValidatedOffer } from "../../common/offers/validate.js";
+import { createHost, type SuanliHost } from "../../common/p2p/host.js";
+import { OFFERS_SYNC_PROTOCOL } from "../../common/p2p/protocols.js";
+import { request } from "../../common/p2p/reqresp.js";
+
+export type OfferFeed = {
+  readonly engine: MatchingEngine;
+  /** Resolves once the current book was pulled from the bootstrap peers (or `timeoutMs` passed). */
+  ready(timeoutMs?: number): Promise<void>;
+  /** The newest validated message of a machine's offer. */
+  message(key: string): OfferMessage | undefined;
+  /** Every validated, unexpired offer message. */
+  messages(): OfferMessage[];
+  /** Forget a provider's offers for a while (after a fault or a failed start). */
+  avoid(provider: Address, seconds: number): void;
+  /** The libp2p host (Node feeds only): providers are reached through it. */
+  readonly host: SuanliHost | undefined;
+  close(): Promise<void>;
+};
+
+export type P2pFeedOptions = {
+  chainId: number;
+  market: Address;
+  registry: Address;
+  publicClient: PublicClient<Transport, Chain>;
+  /** Multiaddrs of nodes to join through, each ending in /p2p/<peer id>. */
+  bootstrap: string[];
+  matching?: MatchingOptionsInput;
+  /** Keep loopback/private addresses (devnets, LANs). */
+  allowPrivateAddresses?: boolean;
+  now?: () => number;
+};
+
+/** Starts a light libp2p client that follows the offers topic. */
+export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> {
+  const now = options.now ?? (() => Math.floor(Date.now() / 1000));
+  const topic = offersTopic(options.chainId);
+  const host = await createHost({
+    listen: [],
+    bootstrap: options.bootstrap,
+    dht: { enabled: false },
+    allowPrivateAddresses: options.allowPrivateAddresses ?? true,
+    gossip: { heartbeatIntervalMs: 500, ipColocationWhitelist: ["127.0.0.1"] },
+    topics: { [topic]: {} },
+  });
+  const chain = new CachedChainView(new RegistryChainView(options.publicClient, options.registry), { ttlMs: 30_000 });
+  const validator = new OfferValidator({ chainId: options.chainId, market: options.market, chain, now });
+  const engine = new MatchingEngine(options.matching ?? {}, { now });
+  const messages = new Map<string, OfferMessage>();
+  const avoided = new Map<string, number>();
+  const reputations = new Map<string, { at: number; value: Awaited<ReturnType<typeof readProvider>> }>();
+
+  async function reputationOf(provider: Address) {
+    const cached = reputations.get(provider);
+    if (cached && cached.at > now() - 60) return cached.value;
+    const value = await readProvider(options.publicClient, options.registry, provider);
+    reputations.set(provider, { at: now(), value });
+    return value;
+  }
+
+  async function ingest(data: Uint8Array | string): Promise<boolean> {
+    const result = await validator.validate(data, (key) => messages.get(key)?.seq);
+    if (!result.ok) return false;
+    await index(result.offer);
+    return true;
+  }
+
+  async function index(offer: ValidatedOffer): Promise<void> {
+    const { message } = offer;
+    if ((avoided.get(message.offer.provider.toLowerCase()) ?? 0) > now()) return;
+    const reputation = await reputationOf(message.offer.provider);
+    try {
+      engine.upsert(offerEntryFromMessage(message, knowledgeFromValidated(offer, reputation)));
+      messages.set(offer.key, message);
+    } catch {
+      // Not indexable (a renter-bound offer, an inconsistent snapshot): keep it out of matching.
+    }
+  }
+
+  const pubsub = host.services.pubsub!;
+  pubsub.topicValidators.set(topic, async (_peer, message) => {
+    try {
+      return (await ingest(message.data)) ? TopicValidatorResult.Accept : TopicValidatorResult.Ignore;
+    } catch {
+      return TopicValidatorResult.Ignore;
+    }
+  });
+  pubsub.subscribe(topic);
+
+  // Pull the current book from every peer that serves offers-sync, once.
+  const synced = new Set<string>();
+  let firstSync: () => void = () => {};
+  const firstSyncDone = new Promise<void>((resolve) => (firstSync = resolve));
+  async function syncFrom(peer: PeerId): Promise<void> {
+    const id = peer.toString();
+    if (synced.has(id)) return;
+    synced.add(id);
+    let after: string | undefined;
+    for (let page = 0; page < 1_000; page++) {
+      const answer = await request(host, peer, OFFERS_SYNC_PROTOCOL, { chainId: options.chainId, after, limit: OFFERS_SYNC_MAX_PAGE }, {
+        requestSchema: offersSyncRequestSchema,
+        responseSchema: offersSyncResponseSchema,
+        maxMessageBytes: OFFERS_SYNC_MAX_MESSAGE_BYTES,
+        timeoutMs: 10_000,
+      });
+      for (const raw of answer.offers) await ingest(raw).catch(() => false);
+      if (!answer.next || !answer.offers.length) break;
+      after = answer.next;
+    }
+  }
+  const onIdentify = (event: CustomEvent<IdentifyResult>) => {
+    if (!event.detail.protocols.includes(OFFERS_SYNC_PROTOCOL)) return;
+    void syncFrom(event.detail.peerId)
+      .catch(() => undefined)
+      .finally(() => firstSync());
+  };
+  host.addEventListener("peer:identify", onIdentify);
+
+  // Offers expire: drop them from the engine so they are never matched.
+  const sweep = setInterval(() => {
+    const t = now();
+    for (const [key, message] of messages) {
+      if (message.offer.expiry <= t) {
+        messages.delete(key);
+        engine.remove(key);
+      }
+    }
+  }, 1_000);
+  sweep.unref();
+
+  return {
+    engine,
+    host,
+    async ready(timeoutMs = 5_000) {
+      if (!options.bootstrap.length) return;
+      await Promise.race([firstSyncDone, new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())]);
+    },
+    message: (key) => messages.get(key),
+    messages: () => [...messages.values()].filter((m) => m.offer.expiry > now()),
+    avoid(provider, seconds) {
+      avoided.set(provider.toLowerCase(), now() + seconds);
+      for (const [key, message] of messages) {
+        if (message.offer.provider.toLowerCase() === provider.toLowerCase()) {
+          messages.delete(key);
+          engine.remove(key);
+        }
+      }
+    },
+    async close() {
+      clearInterval(sweep);
+      host.removeEventListener("peer:identify", onIdentify);
+      await host.stop();
+    },
+  };
+}

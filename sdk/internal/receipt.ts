@@ -1,0 +1,79 @@
+import { recoverTypedDataAddress, type Hex } from "viem";
+import { leaseMarketAbi } from "../../common/abi.js";
+import { readLease } from "../../common/chain/market.js";
+import { suanliTypes } from "../../common/eip712.js";
+import type { TaskStatus as WireTaskStatus } from "../../common/protocols/lease.js";
+import type { TaskAttempt, TaskReceipt } from "../types.js";
+import type { SuanliContext } from "./context.js";
+
+type LeaseOutcome = TaskReceipt["leases"][number] & { completion: { exitCode: number; outputDigest: Hex; unitSeconds: bigint } | null };
+
+/** Reads what a lease cost from the chain: its state and the events that ended it. */
+export async function leaseOutcome(ctx: SuanliContext, attempt: TaskAttempt): Promise<LeaseOutcome> {
+  const lease = await readLease(ctx.publicClient, ctx.market, attempt.leaseId);
+  const events = await ctx.publicClient.getContractEvents({
+    address: ctx.market,
+    abi: leaseMarketAbi,
+    args: { leaseId: attempt.leaseId },
+    fromBlock: attempt.openedBlock,
+    strict: true,
+  });
+  let refunded = 0n;
+  let credit = 0n;
+  let completion: LeaseOutcome["completion"] = null;
+  for (const event of events) {
+    if (event.eventName === "LeaseEnded") {
+      refunded += event.args.refund;
+      credit += event.args.credit;
+    } else if (event.eventName === "LeaseSettled" || event.eventName === "LeaseShrunk") {
+      refunded += event.args.refund;
+    } else if (event.eventName === "CompletionReported") {
+      completion = { exitCode: event.args.exitCode, outputDigest: event.args.outputDigest, unitSeconds: event.args.unitSeconds };
+    }
+  }
+  const finished = lease.status === "Ended" || lease.status === "Settled" || lease.status === "Cancelled";
+  const stop = finished ? lease.stopAt : Math.floor(Date.now() / 1000);
+  return {
+    leaseId: attempt.leaseId,
+    provider: attempt.provider,
+    machineId: attempt.machineId,
+    model: attempt.model,
+    units: attempt.units,
+    status: lease.status,
+    endReason: lease.endReason,
+    seconds: lease.activatedAt ? Math.max(0, stop - lease.activatedAt) : 0,
+    deposit: attempt.deposit,
+    cost: lease.accrued,
+    refunded,
+    credit,
+    gas: attempt.gas,
+    completion,
+  };
+}
+
+/**
+ * Checks the provider's signed completion report: signed by the lease's provider (EIP-712
+ * Completion on this deployment) and, once reported on-chain, equal to the on-chain copy.
+ */
+export async function verifyCompletion(
+  ctx: SuanliContext,
+  attempt: TaskAttempt,
+  signed: NonNullable<WireTaskStatus["completion"]>,
+  onChain: LeaseOutcome["completion"],
+): Promise<boolean> {
+  if (signed.report.leaseId !== attempt.leaseId) return false;
+  const signer = await recoverTypedDataAddress({
+    domain: ctx.domain,
+    types: suanliTypes,
+    primaryType: "Completion",
+    message: signed.report,
+    signature: signed.signature,
+  }).catch(() => undefined);
+  if (!signer || signer.toLowerCase() !== attempt.provider.toLowerCase()) return false;
+  if (!onChain) return true;
+  return (
+    onChain.exitCode === signed.report.exitCode &&
+    onChain.outputDigest.toLowerCase() === signed.report.outputDigest.toLowerCase() &&
+    onChain.unitSeconds === signed.report.unitSeconds
+  );
+}

@@ -1,0 +1,93 @@
+/**
+ * The client's record of its tasks: which leases each ran on, the gas each step cost. Kept in
+ * memory, and in Node optionally in a JSON file so the CLI can follow a task across
+ * invocations. Secret environment values are never written: the stored spec has them redacted,
+ * and the full spec (needed to migrate a task) lives only in the submitting process.
+ */
+import { parseTagged, stringifyTagged } from "../../common/json.js";
+import type { TaskSpec } from "../../common/protocols/task-spec.js";
+import type { TaskAttempt } from "../types.js";
+
+export type TaskRecord = {
+  taskId: string;
+  createdAt: number;
+  /** The match request as given (JSON-safe). */
+  request: Record<string, unknown>;
+  /** The spec with secret values replaced by `[secret:NAME]`. */
+  spec: TaskSpec;
+  autoMigrate: boolean;
+  attempts: TaskAttempt[];
+};
+
+export type TaskStorage = {
+  load(): Promise<TaskRecord[]>;
+  save(records: TaskRecord[]): Promise<void>;
+};
+
+/** A JSON file (Node only), written atomically. */
+export function fileTaskStorage(file: string): TaskStorage {
+  return {
+    async load() {
+      const { readFile } = await import("node:fs/promises");
+      try {
+        return parseTagged<TaskRecord[]>(await readFile(file, "utf8"));
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+        throw error;
+      }
+    },
+    async save(records) {
+      const { mkdir, rename, writeFile } = await import("node:fs/promises");
+      const path = await import("node:path");
+      await mkdir(path.dirname(file), { recursive: true });
+      const temp = `${file}.${process.pid}.tmp`;
+      await writeFile(temp, stringifyTagged(records), { mode: 0o600 });
+      await rename(temp, file);
+    },
+  };
+}
+
+export function storableTaskSpec(spec: TaskSpec): TaskSpec {
+  const env: TaskSpec["env"] = {};
+  for (const [name, value] of Object.entries(spec.env)) env[name] = typeof value === "string" ? value : `[secret:${name}]`;
+  return { ...spec, env };
+}
+
+export class TaskStore {
+  private readonly records = new Map<string, TaskRecord>();
+  private readonly specs = new Map<string, TaskSpec>();
+  private loaded = false;
+  private writing: Promise<void> = Promise.resolve();
+
+  constructor(private readonly storage?: TaskStorage) {}
+
+  private async load(): Promise<void> {
+    if (this.loaded) return;
+    this.loaded = true;
+    for (const record of (await this.storage?.load()) ?? []) this.records.set(record.taskId, record);
+  }
+
+  async get(taskId: string): Promise<TaskRecord | undefined> {
+    await this.load();
+    return this.records.get(taskId);
+  }
+
+  async list(): Promise<TaskRecord[]> {
+    await this.load();
+    return [...this.records.values()].sort((a, b) => a.createdAt - b.createdAt);
+  }
+
+  /** The spec with its secrets, when this process submitted the task. */
+  fullSpec(taskId: string): TaskSpec | undefined {
+    return this.specs.get(taskId);
+  }
+
+  async put(record: TaskRecord, fullSpec?: TaskSpec): Promise<void> {
+    await this.load();
+    this.records.set(record.taskId, record);
+    if (fullSpec) this.specs.set(record.taskId, fullSpec);
+    const snapshot = [...this.records.values()];
+    this.writing = this.writing.then(() => this.storage?.save(snapshot));
+    await this.writing;
+  }
+}
