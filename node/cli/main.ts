@@ -3,6 +3,7 @@ import { InvalidInputError, SuanliError } from "../../common/errors.js";
 import { ConfigError } from "../config/load.js";
 import { registerDevnet } from "./commands/devnet.js";
 import { registerWallet } from "./commands/wallet.js";
+import { registerRenter, renterExitCode } from "./commands/renter.js";
 import { CliError, ExitCode } from "./output.js";
 
 const program = new Command("suanli")
@@ -12,9 +13,12 @@ const program = new Command("suanli")
 
 registerDevnet(program);
 registerWallet(program);
+registerRenter(program);
 
 function exitCodeFor(error: unknown): number {
   if (error instanceof CliError) return error.exitCode;
+  const renter = renterExitCode(error);
+  if (renter !== undefined) return renter;
   if (error instanceof ConfigError || error instanceof InvalidInputError) return ExitCode.usage;
   return ExitCode.failure;
 }

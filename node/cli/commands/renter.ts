@@ -1,0 +1,284 @@
+/**
+ * The renter's commands: offers, submit, tasks, status, logs, wait, cancel, extend. They run the
+ * SDK with the wallet given by --key / --key-file / SUANLI_KEY / --devnet-account and keep the
+ * wallet's tasks in a state file so later commands can follow them.
+ */
+import { homedir } from "node:os";
+import path from "node:path";
+import type { Command } from "commander";
+import { formatUnits } from "viem";
+import { InvalidInputError } from "../../../common/errors.js";
+import { formatUsd } from "../../../common/matching/money.js";
+import { createClient, type SuanliClient, type TaskReceipt, type TaskStatus } from "../../../sdk/index.js";
+import { resolveAccount } from "../account.js";
+import { withChainFlags, type ChainFlags } from "../context.js";
+import { CliError, emit, ExitCode, progress } from "../output.js";
+import { connectChain } from "../../chain/clients.js";
+
+type RenterFlags = ChainFlags & { bootstrap?: string; stateDir?: string };
+
+function withRenterFlags(command: Command, wallet = true): Command {
+  return withChainFlags(command, { wallet })
+    .option("--bootstrap <multiaddrs>", "comma-separated multiaddrs of Suanli nodes (env SUANLI_BOOTSTRAP)", process.env.SUANLI_BOOTSTRAP ?? "")
+    .option("--state-dir <dir>", "where the CLI keeps your tasks", process.env.SUANLI_STATE_DIR ?? path.join(homedir(), ".suanli"));
+}
+
+/** Opens an SDK client for the command's flags; `run` gets it and it is always closed. */
+async function withClient<T>(flags: RenterFlags, needWallet: boolean, run: (client: SuanliClient) => Promise<T>): Promise<T> {
+  const rpcUrl = flags.rpcUrl ?? "http://127.0.0.1:8545";
+  const chain = await connectChain({ rpcUrl });
+  const wants = needWallet || flags.key || flags.keyFile || flags.devnetAccount || process.env.SUANLI_KEY;
+  const account = wants ? await resolveAccount(flags, chain.chain.id) : undefined;
+  const bootstrap = (flags.bootstrap ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+  const stateFile = account ? path.join(flags.stateDir ?? path.join(homedir(), ".suanli"), `tasks-${chain.chain.id}-${account.address.toLowerCase()}.json`) : undefined;
+  const client = await createClient({
+    rpcUrl,
+    account,
+    bootstrap,
+    deployment: flags.deployments,
+    stateFile,
+    onProgress: (line) => progress(Boolean(flags.json), line),
+  });
+  try {
+    return await run(client);
+  } finally {
+    await client.close();
+  }
+}
+
+function parseEnv(pairs: string[], secret: boolean): Record<string, string | { value: string; secret: true }> {
+  const env: Record<string, string | { value: string; secret: true }> = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf("=");
+    if (eq <= 0) throw new CliError(`--${secret ? "secret-env" : "env"} takes NAME=VALUE, got "${pair}"`, ExitCode.usage);
+    const name = pair.slice(0, eq);
+    const value = pair.slice(eq + 1);
+    env[name] = secret ? { value, secret: true } : value;
+  }
+  return env;
+}
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+function number(flag: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isFinite(n)) throw new CliError(`--${flag} must be a number, got "${value}"`, ExitCode.usage);
+  return n;
+}
+
+function elapsed(seconds: number): string {
+  const s = Math.max(0, Math.floor(seconds));
+  return `${String(Math.floor(s / 3600)).padStart(2, "0")}:${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}:${String(s % 60).padStart(2, "0")}`;
+}
+
+function tokens(client: SuanliClient, amount: bigint): string {
+  return `${formatUnits(amount, client.deployment.token.decimals)} ${client.deployment.token.symbol}`;
+}
+
+/** One line of progress while a task runs: state, elapsed time, cost so far. */
+function statusLine(client: SuanliClient, status: TaskStatus): string {
+  const since = status.lease.activatedAt ? Date.now() / 1000 - status.lease.activatedAt : 0;
+  return `${status.state.padEnd(12)} lease ${status.leaseId} ${status.lease.status.padEnd(8)} elapsed ${elapsed(since)}  cost so far ${tokens(client, status.lease.accrued)}`;
+}
+
+function renderReceipt(client: SuanliClient, receipt: TaskReceipt): string {
+  const lines = [`Receipt for ${receipt.taskId}: ${receipt.state}${receipt.exitCode !== null ? ` (exit code ${receipt.exitCode})` : ""}`];
+  for (const lease of receipt.leases) {
+    lines.push(
+      `  lease ${lease.leaseId} on ${lease.units}× ${lease.model} (machine ${lease.machineId}) by ${lease.provider}`,
+      `    ran ${lease.seconds}s, ended ${lease.endReason}; cost ${tokens(client, lease.cost)}, refunded ${tokens(client, lease.refunded)}${lease.credit ? `, credit ${tokens(client, lease.credit)}` : ""}`,
+      ...lease.gas.map((step) => `    gas ${step.step}: ${step.gasUsed}`),
+    );
+  }
+  if (receipt.completion) {
+    lines.push(`  completion: exit ${receipt.completion.exitCode}, output ${receipt.completion.outputDigest.slice(0, 18)}…, ${receipt.completion.unitSeconds} unit-seconds, signature ${receipt.completion.verified ? "verified" : "NOT verified"}`);
+  }
+  lines.push(`  total: cost ${tokens(client, receipt.totalCost)}, refunded ${tokens(client, receipt.totalRefunded)}, gas ${receipt.totalGasUsed}`);
+  return lines.join("\n");
+}
+
+/** Maps SDK errors to exit codes scripts rely on. */
+export function renterExitCode(error: unknown): number | undefined {
+  const name = (error as Error)?.name;
+  if (name === "NoMatchError" || name === "AllocationError") return ExitCode.noMatch;
+  if (name === "InsufficientBalanceError" || name === "InsufficientGasError") return ExitCode.insufficientFunds;
+  if (name === "NoWalletError" || error instanceof InvalidInputError) return ExitCode.usage;
+  return undefined;
+}
+
+async function follow(client: SuanliClient, taskId: string, json: boolean, streamLogs: boolean): Promise<TaskReceipt> {
+  const logs = streamLogs
+    ? (async () => {
+        for await (const line of client.logs(taskId)) {
+          if (json) process.stdout.write(`${JSON.stringify({ type: "log", ...line, leaseId: line.leaseId.toString() })}\n`);
+          else process.stdout.write(`${line.stream === "stderr" ? "! " : line.stream === "system" ? "# " : ""}${line.text}\n`);
+        }
+      })().catch(() => undefined)
+    : Promise.resolve();
+  let last = 0;
+  const receipt = await client.wait(taskId, {
+    onStatus: (status) => {
+      if (json || Date.now() - last < (process.stderr.isTTY ? 1_000 : 5_000)) return;
+      last = Date.now();
+      process.stderr.write(`${statusLine(client, status)}\n`);
+    },
+  });
+  await logs;
+  return receipt;
+}
+
+export function registerRenter(program: Command): void {
+  withRenterFlags(
+    program
+      .command("offers")
+      .description("list live GPU offers, cheapest first")
+      .option("--gpu <type>", "GPU model or class (A100, H100, \"any 80GB\")")
+      .option("--min-free <n>", "at least this many free GPUs")
+      .option("--max-price <usd>", "at most this price per GPU-hour (USD)")
+      .option("--region <name>")
+      .option("--attested", "only machines with a current attestation"),
+    false,
+  ).action(async (flags: RenterFlags & { gpu?: string; minFree?: string; maxPrice?: string; region?: string; attested?: boolean }) => {
+    await withClient(flags, false, async (client) => {
+      const offers = await client.queryOffers({
+        gpuType: flags.gpu,
+        minFreeUnits: number("min-free", flags.minFree),
+        maxPricePerGpuHour: flags.maxPrice,
+        region: flags.region,
+        attestedOnly: Boolean(flags.attested),
+      });
+      emit(Boolean(flags.json), { offers }, () =>
+        offers.length === 0
+          ? "No live offers match (is --bootstrap set to a running node?)."
+          : [
+              `${"MODEL".padEnd(16)} ${"FREE".padStart(5)} ${"USD/GPU-h".padStart(10)} ${"REGION".padEnd(10)} ${"ATTESTED".padEnd(8)} PROVIDER:MACHINE`,
+              ...offers.map(
+                (o) =>
+                  `${o.model.padEnd(16)} ${`${o.freeUnits}/${o.units}`.padStart(5)} ${o.pricePerGpuHour.padStart(10)} ${o.region.padEnd(10)} ${(o.attested ? "yes" : "no").padEnd(8)} ${o.key}`,
+              ),
+            ].join("\n"),
+      );
+    });
+  });
+
+  withRenterFlags(
+    program
+      .command("submit")
+      .description("rent GPUs and run a task: suanli submit --gpu A100 --count 1 --duration 600 --max-price 2.5 --bundle URL --sha256 HEX -- python job.py")
+      .requiredOption("--gpu <type>", "GPU model or class")
+      .option("--count <n>", "GPUs", "1")
+      .requiredOption("--duration <seconds>", "lease length in seconds")
+      .option("--max-price <usd>", "highest price per GPU-hour, USD")
+      .option("--bundle <url>", "http(s):// or file:// URL of a .tar.gz workspace")
+      .option("--sha256 <hex>", "sha256 of the bundle (required with --bundle)")
+      .option("--image <ref>", "container image (providers with a container runtime)")
+      .option("--env <NAME=VALUE>", "environment variable (repeatable)", collect, [])
+      .option("--secret-env <NAME=VALUE>", "secret environment variable: reaches the task only (repeatable)", collect, [])
+      .option("--interruptible", "rent interruptible capacity at --bid (may be preempted)")
+      .option("--bid <usd>", "interruptible bid per GPU-hour, USD")
+      .option("--region <name>")
+      .option("--min-vram <MiB>", "minimum memory per GPU, MiB")
+      .option("--allow-unattested", "also consider machines without a current attestation")
+      .option("--auto-migrate", "re-run elsewhere if the lease faults or is preempted (needs --wait)")
+      .option("--wait", "stream the logs, wait for the end and print the receipt")
+      .argument("<command...>", "the command to run (after --)"),
+  ).action(async (command: string[], flags: RenterFlags & Record<string, string | boolean | string[] | undefined>) => {
+    const json = Boolean(flags.json);
+    await withClient(flags, true, async (client) => {
+      const submitted = await client.submitTask({
+        gpuType: flags.gpu as string,
+        gpuCount: number("count", flags.count as string)!,
+        duration: number("duration", flags.duration as string)!,
+        maxPricePerGpuHour: flags.maxPrice as string | undefined,
+        bundleUrl: flags.bundle as string | undefined,
+        sha256: flags.sha256 as string | undefined,
+        imageUrl: flags.image as string | undefined,
+        command: command.length === 1 ? command[0] : command,
+        env: { ...parseEnv(flags.env as string[], false), ...parseEnv(flags.secretEnv as string[], true) },
+        interruptible: Boolean(flags.interruptible),
+        bidPerGpuHour: flags.bid as string | undefined,
+        region: flags.region as string | undefined,
+        minVramMiB: number("min-vram", flags.minVram as string | undefined),
+        attestedOnly: !flags.allowUnattested,
+        autoMigrate: Boolean(flags.autoMigrate),
+      });
+      const attempt = submitted.attempt;
+      if (!flags.wait) {
+        emit(json, { taskId: submitted.taskId, leaseId: submitted.leaseId, provider: submitted.provider, status: submitted.status }, () =>
+          [
+            `Task ${submitted.taskId} submitted: lease ${attempt.leaseId}, ${attempt.units}× ${attempt.model} on machine ${attempt.machineId} of ${attempt.provider}`,
+            `  price ${formatUsd(attempt.pricePerUnitSecond * 3600n)} USD/GPU-h, deposit ${tokens(client, attempt.deposit)}`,
+            `Follow it: suanli logs ${submitted.taskId} --follow   |   suanli wait ${submitted.taskId}`,
+          ].join("\n"),
+        );
+        return;
+      }
+      progress(json, `Task ${submitted.taskId} running on lease ${attempt.leaseId} (${attempt.units}× ${attempt.model}, ${attempt.provider})`);
+      const receipt = await follow(client, submitted.taskId, json, true);
+      emit(json, { type: "receipt", ...receipt }, () => renderReceipt(client, receipt));
+      if (receipt.state !== "succeeded") throw new CliError(`The task ended ${receipt.state}`, ExitCode.taskFailed);
+    });
+  });
+
+  withRenterFlags(program.command("tasks").description("your tasks and the state of their leases")).action(async (flags: RenterFlags) => {
+    await withClient(flags, true, async (client) => {
+      const records = await client.tasks();
+      const rows: { taskId: string; createdAt: number; attempts: number; state: string; lease: TaskStatus["lease"] | null; leaseId: bigint }[] = [];
+      for (const record of records) {
+        const status = await client.status(record.taskId).catch(() => undefined);
+        rows.push({ taskId: record.taskId, createdAt: record.createdAt, attempts: record.attempts.length, state: status?.state ?? "unknown", lease: status?.lease ?? null, leaseId: record.attempts.at(-1)!.leaseId });
+      }
+      emit(Boolean(flags.json), { tasks: rows }, () =>
+        rows.length === 0
+          ? "No tasks yet: suanli submit ..."
+          : rows.map((r) => `${r.taskId.padEnd(24)} ${String(r.state).padEnd(12)} lease ${r.leaseId} ${r.lease?.status ?? "?"} ${r.lease ? `cost ${tokens(client, r.lease.accrued)}` : ""}`).join("\n"),
+      );
+    });
+  });
+
+  withRenterFlags(program.command("status").description("a task's state and its lease").argument("<taskId>")).action(async (taskId: string, flags: RenterFlags) => {
+    await withClient(flags, true, async (client) => {
+      const status = await client.status(taskId);
+      emit(Boolean(flags.json), status, () => statusLine(client, status));
+    });
+  });
+
+  withRenterFlags(program.command("logs").description("a task's logs").argument("<taskId>").option("--follow", "keep streaming until the task ends")).action(
+    async (taskId: string, flags: RenterFlags & { follow?: boolean }) => {
+      await withClient(flags, true, async (client) => {
+        for await (const line of client.logs(taskId, { follow: Boolean(flags.follow) })) {
+          if (flags.json) process.stdout.write(`${JSON.stringify({ ...line, leaseId: line.leaseId.toString() })}\n`);
+          else process.stdout.write(`${line.stream === "stderr" ? "! " : line.stream === "system" ? "# " : ""}${line.text}\n`);
+        }
+      });
+    },
+  );
+
+  withRenterFlags(program.command("wait").description("wait for a task to end and print its receipt").argument("<taskId>")).action(async (taskId: string, flags: RenterFlags) => {
+    await withClient(flags, true, async (client) => {
+      const receipt = await follow(client, taskId, Boolean(flags.json), false);
+      emit(Boolean(flags.json), receipt, () => renderReceipt(client, receipt));
+      if (receipt.state !== "succeeded") throw new CliError(`The task ended ${receipt.state}`, ExitCode.taskFailed);
+    });
+  });
+
+  withRenterFlags(program.command("cancel").description("stop a task and close its lease (refund of the unused deposit)").argument("<taskId>")).action(
+    async (taskId: string, flags: RenterFlags) => {
+      await withClient(flags, true, async (client) => {
+        const receipt = await client.cancel(taskId);
+        emit(Boolean(flags.json), receipt, () => renderReceipt(client, receipt));
+      });
+    },
+  );
+
+  withRenterFlags(
+    program.command("extend").description("add time to a running task's lease").argument("<taskId>").requiredOption("--seconds <n>", "seconds to add"),
+  ).action(async (taskId: string, flags: RenterFlags & { seconds: string }) => {
+    await withClient(flags, true, async (client) => {
+      const result = await client.extend(taskId, { seconds: number("seconds", flags.seconds)! });
+      emit(Boolean(flags.json), result, () => `Lease ${result.leaseId} extended: +${tokens(client, result.extraDeposit)}, now ends at ${new Date(result.newEnd * 1000).toISOString()}`);
+    });
+  });
+}
+

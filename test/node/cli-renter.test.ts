@@ -1,0 +1,60 @@
+import assert from "node:assert/strict";
+import { devnetPrivateKey } from "../../common/devnet.js";
+import { startTestDaemon } from "../support/daemons.js";
+import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
+import { lastJson, runCli } from "../support/cli.js";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+
+const ZERO32 = `0x${"0".repeat(64)}` as const;
+
+describe("suanli renter commands (CLI)", function () {
+  this.timeout(120_000);
+  let devnet: Devnet;
+  let provider: Awaited<ReturnType<typeof startTestDaemon>>;
+  let base: string[];
+  let stateDir: string;
+
+  before(async () => {
+    devnet = await startDevnet();
+    provider = await startTestDaemon(devnet, { chain: { privateKey: devnetPrivateKey(1) } }, { publishesOffers: true });
+    const [machineId] = await registerProvider(devnet, await devnet.wallet(1), {
+      peerId: provider.p2p.host.peerId.toString(),
+      stake: 1_000_000_000n,
+      machines: [{ model: "H100-80GB-SXM", units: 8, vramMiB: 81_559, region: "us-east" }],
+    });
+    await provider.offers.publisher!.set({
+      machine: { machineId, model: "H100-80GB-SXM", units: 8, vramMiB: 81_559, interconnect: "nvlink", region: "us-east", cluster: ZERO32 },
+      terms: { pricePerUnitSecond: 900n, minDuration: 60, maxDuration: 86_400, collateralBps: 2_000, startWindow: 120 },
+      capacity: { freeUnits: 8 },
+    });
+    stateDir = await mkdtemp(path.join(tmpdir(), "suanli-cli-state-"));
+    base = ["--rpc-url", devnet.rpcUrl, "--deployments", devnet.deploymentsDir, "--bootstrap", provider.p2p.host.getMultiaddrs()[0].toString(), "--state-dir", stateDir];
+  });
+  after(async () => {
+    await provider?.close();
+    await devnet?.close();
+    await rm(stateDir, { recursive: true, force: true });
+  });
+
+  it("lists offers as JSON with model and price", async () => {
+    const result = await runCli(["offers", "--gpu", "H100", "--json", ...base]);
+    assert.equal(result.code, 0, result.stderr);
+    const { offers } = lastJson<{ offers: { model: string; pricePerGpuHour: string; freeUnits: number }[] }>(result.stdout);
+    assert.equal(offers.length, 1);
+    assert.equal(offers[0].model, "H100-80GB-SXM");
+    assert.equal(offers[0].pricePerGpuHour, "3.24");
+  });
+
+  it("exits 2 naming the field for an unknown GPU type, 3 with the explanation when nothing fits", async () => {
+    const common = ["--devnet-account", "5", "--count", "1", "--duration", "600", "--bundle", "http://127.0.0.1:9/x.tar.gz", "--sha256", "ab".repeat(32), ...base];
+    const unknown = await runCli(["submit", "--gpu", "B9000", "--max-price", "5", ...common, "--", "true"]);
+    assert.equal(unknown.code, 2, unknown.stderr);
+    assert.match(unknown.stderr, /gpuType/);
+
+    const tooCheap = await runCli(["submit", "--gpu", "H100", "--max-price", "1", "--allow-unattested", ...common, "--", "true"]);
+    assert.equal(tooCheap.code, 3, tooCheap.stderr);
+    assert.match(tooCheap.stderr, /above your cap/);
+  });
+});
