@@ -1,0 +1,100 @@
+/**
+ * The demo's workloads: a real task bundle (a small computation that prints its progress and
+ * writes a result to output/), served from a local HTTP server with its sha256, and the idle
+ * workload providers run on free GPUs.
+ */
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import path from "node:path";
+import { create as createTar } from "tar";
+
+/** The job: counts primes with a sieve and estimates pi, printing as it goes. Runs on any Node. */
+const JOB = `// Suanli demo job: an honest little computation.
+const limit = Number(process.env.PRIME_LIMIT || 2000000);
+const steps = Number(process.env.STEPS || 5);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const fs = require("fs");
+(async () => {
+  console.log("job: counting primes below " + limit + " on GPUs " + (process.env.CUDA_VISIBLE_DEVICES || "(none)"));
+  const sieve = new Uint8Array(limit + 1);
+  let count = 0;
+  for (let i = 2; i <= limit; i++) {
+    if (sieve[i]) continue;
+    count++;
+    for (let j = i * i; j <= limit; j += i) sieve[j] = 1;
+  }
+  console.log("job: " + count + " primes below " + limit);
+  let inside = 0;
+  let seed = 42;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+  const samples = 400000;
+  for (let step = 1; step <= steps; step++) {
+    for (let k = 0; k < samples; k++) {
+      const x = rand(), y = rand();
+      if (x * x + y * y <= 1) inside++;
+    }
+    console.log("job: step " + step + "/" + steps + " pi ~ " + (4 * inside / (samples * step)).toFixed(5));
+    await sleep(Number(process.env.STEP_MS || 300));
+  }
+  const result = { primesBelow: limit, primes: count, pi: Number((4 * inside / (samples * steps)).toFixed(5)) };
+  fs.mkdirSync("output", { recursive: true });
+  fs.writeFileSync("output/result.json", JSON.stringify(result) + "\\n");
+  console.log("job: result " + JSON.stringify(result));
+})();
+`;
+
+/** A long-running job for interruptible capacity: prints a tick per second until stopped. */
+const BATCH = `let n = 0;
+process.on("SIGTERM", () => { console.log("batch: SIGTERM after " + n + " ticks, checkpointing and exiting"); process.exit(143); });
+console.log("batch: interruptible batch job started");
+setInterval(() => console.log("batch: tick " + ++n), 1000);
+`;
+
+/** The providers' idle workload: a low-priority background job (a stand-in for mining or batch work). */
+export const IDLE_WORKLOAD_SCRIPT = `process.on("SIGTERM", () => { console.log("idle workload: stopping (GPUs leased)"); process.exit(0); });
+console.log("idle workload: running on free GPUs");
+setInterval(() => {}, 60000);
+`;
+
+export type Bundle = { url: string; sha256: string; file: string };
+
+/** Packs `files` into a .tar.gz in `dir` and returns its path and sha256. */
+export async function packBundle(dir: string, name: string, files: Record<string, string>): Promise<{ file: string; sha256: string }> {
+  const src = path.join(dir, `${name}-src`);
+  await mkdir(src, { recursive: true });
+  for (const [file, content] of Object.entries(files)) await writeFile(path.join(src, file), content);
+  const file = path.join(dir, `${name}.tar.gz`);
+  await createTar({ gzip: true, file, cwd: src, portable: true }, Object.keys(files));
+  const sha256 = createHash("sha256").update(await readFile(file)).digest("hex");
+  return { file, sha256 };
+}
+
+/** Serves files from `dir` on 127.0.0.1 (bundles are fetched by providers over HTTP). */
+export async function serveBundles(dir: string): Promise<{ server: Server; baseUrl: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    const name = path.basename(decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname));
+    const stream = createReadStream(path.join(dir, name));
+    stream.on("error", () => {
+      res.writeHead(404).end("not found");
+    });
+    stream.on("open", () => res.writeHead(200, { "content-type": "application/gzip" }));
+    stream.pipe(res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address() as { port: number };
+  return {
+    server,
+    baseUrl: `http://127.0.0.1:${address.port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** Builds the demo job and batch bundles in `dir`. */
+export async function buildDemoBundles(dir: string) {
+  return {
+    job: await packBundle(dir, "primes-job", { "job.js": JOB }),
+    batch: await packBundle(dir, "batch-job", { "batch.js": BATCH }),
+  };
+}
