@@ -30,6 +30,12 @@ export type StatsRecorderOptions = {
   retentionSeconds?: number;
   /** At most this many samples are held; the oldest go first (default 200,000, about 30 MB). */
   maxSamples?: number;
+  /**
+   * Units of the offer's machine in use (on-demand + interruptible leases) when the caller knows
+   * better than the offer's own snapshot (a node follows CapacityChanged events on-chain);
+   * undefined falls back to the snapshot.
+   */
+  usedUnits?: (entry: OfferEntry) => number | undefined;
 };
 
 /** Nearest-rank percentile of a sorted, non-empty list. */
@@ -50,10 +56,9 @@ export function summarizePrices(prices: bigint[]): PriceSummary | null {
   };
 }
 
-function usedUnitsOf(entry: OfferEntry): number {
-  const { capacity, machine } = entry.message;
-  // The snapshot's leased counts, bounded by the machine so a bad snapshot cannot exceed 100 %.
-  return Math.min(machine.units, capacity.onDemandUnits + capacity.interruptibleUnits);
+function snapshotUsedUnits(entry: OfferEntry): number {
+  const { capacity } = entry.message;
+  return capacity.onDemandUnits + capacity.interruptibleUnits;
 }
 
 /**
@@ -64,10 +69,18 @@ export class StatsRecorder {
   private readonly samples: MarketSample[] = [];
   private readonly retentionSeconds: number;
   private readonly maxSamples: number;
+  private readonly knownUsedUnits: ((entry: OfferEntry) => number | undefined) | undefined;
 
   constructor(options: StatsRecorderOptions = {}) {
     this.retentionSeconds = options.retentionSeconds ?? 7 * 24 * 3600;
     this.maxSamples = options.maxSamples ?? 200_000;
+    this.knownUsedUnits = options.usedUnits;
+  }
+
+  /** Leased units of the offer's machine, bounded by the machine so a bad figure cannot exceed 100 %. */
+  private usedUnitsOf(entry: OfferEntry): number {
+    const used = this.knownUsedUnits?.(entry) ?? snapshotUsedUnits(entry);
+    return Math.max(0, Math.min(entry.message.machine.units, used));
   }
 
   get size(): number {
@@ -85,7 +98,7 @@ export class StatsRecorder {
       pricePerUnitSecond: offer.pricePerUnitSecond,
       units: machine.units,
       freeUnits: capacity.freeUnits,
-      usedUnits: usedUnitsOf(entry),
+      usedUnits: this.usedUnitsOf(entry),
       expiry: offer.expiry,
     });
   }
@@ -165,7 +178,7 @@ export class StatsRecorder {
       });
       const current = live.filter((entry) => entry.message.machine.model === model && entry.message.offer.expiry > nowSeconds);
       const units = current.reduce((sum, entry) => sum + entry.message.machine.units, 0);
-      const usedUnits = current.reduce((sum, entry) => sum + usedUnitsOf(entry), 0);
+      const usedUnits = current.reduce((sum, entry) => sum + this.usedUnitsOf(entry), 0);
       result.push({
         model,
         current: {
