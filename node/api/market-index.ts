@@ -58,7 +58,6 @@ export type MarketIndexOptions = {
 };
 
 const CURSOR_KEY = "api.index.cursor";
-const BACKFILL_ATTEMPTS = 5;
 
 export class MarketIndexError extends SuanliError {
   override name = "MarketIndexError";
@@ -111,7 +110,12 @@ export class MarketIndex extends EventEmitter<MarketIndexEvents> {
   private backfilling = true;
   private pending: ChainEvent[] = [];
   private stopped = false;
-  private started = false;
+  private caughtUp: Promise<void> | undefined;
+  private backfillWatcher: ChainWatcher | undefined;
+  private failure: Error | undefined;
+  private retry: { timer: NodeJS.Timeout; resolve: () => void } | undefined;
+  /** Leases whose events the backfill applied and whose status it has not read yet. */
+  private readonly dirty = new Set<bigint>();
   /** Next block whose events are not known to be applied. */
   private cursor: bigint;
   /** What the last start read from past events: its first block and how many events it applied. */
@@ -142,16 +146,45 @@ export class MarketIndex extends EventEmitter<MarketIndexEvents> {
 
   /**
    * Follows the node's watcher, then reads what happened since the cursor (from the deployment
-   * block on a first start) up to the chain head. Resolves once the backfill is applied.
+   * block on a first start) up to the chain head. The returned promise resolves once that
+   * backfill is applied; until then `ready` is false. A backfill that fails (the endpoint refuses
+   * a range, the chain is unreachable) is retried with a growing delay until it succeeds or the
+   * index stops, continuing from the block it reached.
    */
-  async start(): Promise<void> {
-    if (this.started) return;
-    this.started = true;
+  start(): Promise<void> {
+    if (this.caughtUp) return this.caughtUp;
     // Registered before the backfill reads the head: whatever the watcher delivers from now on is
     // seen here, and whatever it delivered before is at or below that head.
     this.options.watcher.handle((event) => this.onLiveEvent(event));
+    this.caughtUp = this.catchUpUntilDone();
+    return this.caughtUp;
+  }
+
+  /** The last backfill failure, while the index retries; undefined once caught up. */
+  get lastError(): Error | undefined {
+    return this.failure;
+  }
+
+  private async catchUpUntilDone(): Promise<void> {
+    for (let attempt = 1; !this.stopped; attempt++) {
+      try {
+        await this.catchUp();
+        this.failure = undefined;
+        return;
+      } catch (error) {
+        this.failure = error instanceof Error ? error : new Error(String(error));
+        const delayMs = Math.min(30_000, 500 * 2 ** Math.min(attempt, 6));
+        this.options.logger.warn("Market index cannot read past events; retrying", { fromBlock: this.cursor.toString(), retryInMs: delayMs }, error);
+        await new Promise<void>((resolve) => {
+          this.retry = { timer: setTimeout(resolve, delayMs), resolve };
+        });
+        this.retry = undefined;
+      }
+    }
+  }
+
+  private async catchUp(): Promise<void> {
     const from = this.cursor;
-    const dirty = new Set<bigint>();
     const backfill = new ChainWatcher({
       publicClient: this.options.publicClient,
       deployment: this.options.deployment,
@@ -162,29 +195,27 @@ export class MarketIndex extends EventEmitter<MarketIndexEvents> {
         this.cursor = next;
       },
     });
+    this.backfillWatcher = backfill;
     let events = 0;
     backfill.handle(async (event) => {
-      events++;
-      await this.apply(event, { live: false, dirty });
-    });
-    // The watcher logs and swallows a failed poll (it retries on its own schedule); a backfill must
-    // reach the head it set out for, so it checks and tries again a few times before giving up.
-    const target = await this.options.publicClient.getBlockNumber({ cacheTime: 0 });
-    for (let attempt = 1; this.cursor <= target; attempt++) {
       if (this.stopped) return;
-      if (attempt > BACKFILL_ATTEMPTS) {
-        throw new MarketIndexError(`Cannot read the contracts' events from block ${this.cursor} to ${target}`, {
-          metaMessages: ["Check that chain.rpcUrl answers eth_getLogs over this range (some providers cap it)."],
-        });
-      }
-      if (attempt > 1) await new Promise((resolve) => setTimeout(resolve, 250 * attempt));
-      await backfill.sync();
-    }
+      events++;
+      await this.apply(event, { live: false, dirty: this.dirty });
+    });
+    // The watcher logs and swallows a failed poll; a backfill must reach the head it set out for.
+    const target = await this.options.publicClient.getBlockNumber({ cacheTime: 0 });
+    await backfill.sync();
     if (this.stopped) return;
+    if (this.cursor <= target) {
+      throw new MarketIndexError(`Cannot read the contracts' events from block ${this.cursor} to ${target}`, {
+        metaMessages: ["Check that chain.rpcUrl answers eth_getLogs over this range (some providers cap it)."],
+      });
+    }
     // Lease statuses are read once per lease, as they are now, rather than once per event.
-    for (const leaseId of dirty) {
+    for (const leaseId of [...this.dirty]) {
       if (this.stopped) return;
       await this.refreshLease(leaseId, false);
+      this.dirty.delete(leaseId);
     }
     await this.meta.put(CURSOR_KEY, this.cursor.toString());
     this.backfill = { fromBlock: from, toBlock: this.cursor - 1n, events };
@@ -205,8 +236,14 @@ export class MarketIndex extends EventEmitter<MarketIndexEvents> {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
+    if (this.retry) {
+      clearTimeout(this.retry.timer);
+      this.retry.resolve();
+    }
+    await this.backfillWatcher?.stop();
+    await this.caughtUp?.catch(() => undefined);
     await this.applying.catch(() => undefined);
-    if (this.started && !this.backfilling) {
+    if (this.caughtUp && !this.backfilling) {
       // Every event up to the watcher's head reached this index's handler (it was registered first).
       const head = this.options.watcher.head + 1n;
       if (head > this.cursor) this.cursor = head;

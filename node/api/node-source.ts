@@ -189,6 +189,12 @@ export class NodeMarketSource implements MarketDataSource {
   private readonly usedUnits = new Map<number, number>();
   private readonly usedLoads = new Set<number>();
   private quorum = 1;
+  /**
+   * Resolves once the market index has read the contracts' past events. Offers, leases by id,
+   * statistics and matching work before; lists of providers, machines and an address's leases are
+   * complete after (GET /v1/health reports `index` degraded until then).
+   */
+  ready: Promise<void> = Promise.resolve();
   private readonly clock: () => number;
   private stopped = false;
   private readonly unhook: (() => void)[] = [];
@@ -207,7 +213,7 @@ export class NodeMarketSource implements MarketDataSource {
     this.recoverer = new TypedDataRecoverer(deps.deployment.chainId, deps.market);
   }
 
-  /** Opens the market index (backfilling it from the chain when needed) and follows the book. */
+  /** Opens the market index, starts its backfill from the chain in the background (see `ready`) and follows the book. */
   static async start(deps: NodeMarketSourceDeps): Promise<NodeMarketSource> {
     const index = await MarketIndex.open({
       store: deps.store,
@@ -252,7 +258,7 @@ export class NodeMarketSource implements MarketDataSource {
     index.on("attestors", onAttestors);
     index.on("lease", onLease);
     this.unhook.push(() => index.removeAllListeners());
-    await index.start();
+    this.ready = index.start();
   }
 
   async stop(): Promise<void> {
@@ -583,10 +589,15 @@ export class NodeMarketSource implements MarketDataSource {
     } catch (error) {
       checks.push({ name: "chain", status: "down", detail: errorLine(error) });
     }
+    const indexError = this.index.lastError;
     checks.push(
       this.index.ready
         ? { name: "index", status: "ok", detail: `providers, machines and leases indexed to block ${this.index.nextBlock - 1n}` }
-        : { name: "index", status: "degraded", detail: "reading the contracts' past events; provider and lease lists are incomplete until done" },
+        : {
+            name: "index",
+            status: "degraded",
+            detail: `reading the contracts' past events (at block ${this.index.nextBlock}); provider, machine and lease lists are incomplete until done${indexError ? `; last attempt failed: ${errorLine(indexError)}` : ""}`,
+          },
     );
     const peers = this.deps.host.getPeers().length;
     checks.push(

@@ -18,7 +18,8 @@ export type ApiModule = DaemonModule & {
 
 /**
  * Starts the API on a running daemon with `daemon.config.api` (its `enabled` flag is the caller's
- * business). Resolves once the market index has caught up with the chain and the server listens.
+ * business). Resolves once the server listens; the market index reads the chain's past events in
+ * the background (`source.ready`).
  *
  * @example
  * const daemon = await startDaemon(config, { api: false });

@@ -93,6 +93,7 @@ describe("explorer page in headless Chromium against a devnet node", function ()
       api: { enabled: true, port: 0, host: "127.0.0.1" },
     });
     base = node.api!.url;
+    await node.api!.source.ready;
     await waitFor("the provider connected to the node", () => node.p2p.host.getPeers().length > 0);
     for (const index of [0, 1, 2, 3]) await publish(index);
     await waitFor("four offers in the node's book", () => node.offers.book.size === 4, { timeoutMs: 15_000 });

@@ -113,6 +113,7 @@ describe("HTTP API on a devnet node", function () {
       api: { enabled: true, port: 0 },
     });
     base = node.api!.url;
+    await node.api!.source.ready;
     await waitFor("the provider connected to the node", () => node.p2p.host.getPeers().length > 0);
     await publish(a100Id, A100, 500n, true);
     await publish(h100Id, H100, 900n, false);
@@ -437,6 +438,7 @@ describe("HTTP API on a devnet node", function () {
     await registerProvider(devnet, late, { peerId: "12D3KooWLateProviderLateProviderLateProviderLate", stake: 5_000_000n, machines: [H100] });
     node = await startTestDaemon(devnet, { dataDir, p2p: { bootstrap: [provider.p2p.host.getMultiaddrs()[0].toString()] }, api: { enabled: true, port: 0 } });
     base = node.api!.url;
+    await node.api!.source.ready;
     // It resumed where it stopped, not from the deployment block, and read the late registration.
     const backfill = node.api!.source.index.backfill!;
     assert.ok(backfill.fromBlock > devnet.deployment.deploymentBlock && backfill.fromBlock <= stoppedAt + 1n, `resumed at ${backfill.fromBlock}`);

@@ -49,19 +49,20 @@ describe("suanli node start / suanli devnet --api-port (CLI)", function () {
     assert.equal(ready.chainId, 31337);
     assert.match(ready.apiUrl, /^http:\/\/127\.0\.0\.1:\d+$/);
     assert.match(ready.addrs[0], /^\/ip4\/127\.0\.0\.1\/tcp\/\d+\/p2p\//);
-    const health = healthSchema.decode(await (await fetch(`${ready.apiUrl}/v1/health`)).json());
+    // The index reads past events in the background; on a fresh devnet that takes a moment.
+    const health = await waitFor("the index caught up", async () => {
+      const body = healthSchema.decode(await (await fetch(`${ready.apiUrl}/v1/health`)).json());
+      return body.checks.find((check) => check.name === "index")?.status === "ok" ? body : undefined;
+    });
     assert.deepEqual(health.checks.map((check) => [check.name, check.status]), [["chain", "ok"], ["index", "ok"], ["p2p", "degraded"], ["offers", "ok"]]);
     assert.equal(await node.stop("SIGTERM"), 0, node.stderr());
   });
 
-  it("refuses a bad config value or an unknown key, naming it, with exit code 2", async () => {
+  it("refuses a bad config value, naming the key and the flag it came from, with exit code 2", async () => {
     const badPort = await runCli(["node", "start", "--api.port", "lots", "--chain.rpcUrl", devnet.rpcUrl]);
     assert.equal(badPort.code, 2, badPort.stderr);
     assert.match(badPort.stderr, /api\.port/);
     assert.match(badPort.stderr, /flag --api\.port/);
-    const unknown = await runCli(["node", "start", "--api.colour", "blue"]);
-    assert.equal(unknown.code, 2, unknown.stderr);
-    assert.match(unknown.stderr, /Unknown config flag --api\.colour/);
   });
 
   it("runs the devnet with a node and demo providers that register on-chain and publish offers", async () => {
