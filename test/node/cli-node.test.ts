@@ -10,6 +10,7 @@ import path from "node:path";
 import { healthSchema } from "../../common/api/market.js";
 import { offerPageSchema } from "../../common/api/offers.js";
 import { providerPageSchema } from "../../common/api/chain.js";
+import { parseConfigFlags } from "../../node/cli/commands/node.js";
 import { runCli, startCli, type RunningCli } from "../support/cli.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
@@ -84,6 +85,17 @@ describe("suanli node start / suanli devnet --api-port (CLI)", function () {
     const providers = providerPageSchema.decode(await (await fetch(`${ready.apiUrl}/v1/providers`)).json());
     assert.equal(providers.total, 3);
     assert.equal(await devnetCli.stop("SIGTERM"), 0, devnetCli.stderr());
+  });
+
+  it("reads config flags as --<dotted key> <value>, --<key>=<value> or a bare --<key> (true)", () => {
+    assert.deepEqual(parseConfigFlags(["--api.port", "9090", "--chain.rpcUrl=http://127.0.0.1:8545", "--api.enabled", "--log.level", "debug"]), {
+      "api.port": "9090",
+      "chain.rpcUrl": "http://127.0.0.1:8545",
+      "api.enabled": "true",
+      "log.level": "debug",
+    });
+    assert.throws(() => parseConfigFlags(["stray"]), (error: Error & { exitCode?: number }) => error.name === "CliError" && error.exitCode === 2);
+    assert.throws(() => parseConfigFlags(["--api..port", "1"]), { name: "CliError" });
   });
 
   it("refuses devnet node flags without --api-port", async () => {
