@@ -67,6 +67,8 @@ function snapshotUsedUnits(entry: OfferEntry): number {
  */
 export class StatsRecorder {
   private readonly samples: MarketSample[] = [];
+  /** The newest sample of each live offer: a re-announcement that changes nothing is not recorded again. */
+  private readonly latest = new Map<string, OfferSample>();
   private readonly retentionSeconds: number;
   private readonly maxSamples: number;
   private readonly knownUsedUnits: ((entry: OfferEntry) => number | undefined) | undefined;
@@ -87,10 +89,14 @@ export class StatsRecorder {
     return this.samples.length;
   }
 
-  /** Records an offer version the book accepted. */
+  /**
+   * Records an offer version the book accepted. Providers re-announce unchanged offers every few
+   * seconds with a new sequence number; a version whose state equals the newest one held for its
+   * key adds nothing (buckets carry the state forward) and is skipped, so the samples hold changes.
+   */
   recordOffer(entry: OfferEntry, at: number): void {
     const { offer, machine, capacity } = entry.message;
-    this.insert({
+    const sample: OfferSample = {
       at,
       key: entryKey(entry),
       removed: false,
@@ -100,11 +106,16 @@ export class StatsRecorder {
       freeUnits: capacity.freeUnits,
       usedUnits: this.usedUnitsOf(entry),
       expiry: offer.expiry,
-    });
+    };
+    const held = this.latest.get(sample.key);
+    if (held && held.at <= at && sameState(held, sample)) return;
+    this.insert(sample);
+    if (!held || held.at <= at) this.latest.set(sample.key, sample);
   }
 
   /** Records that an offer left the book. */
   recordRemoval(key: string, at: number): void {
+    this.latest.delete(key);
     this.insert({ at, key, removed: true });
   }
 
@@ -125,7 +136,14 @@ export class StatsRecorder {
     const horizon = sample.at - this.retentionSeconds;
     let drop = Math.max(0, this.samples.length - this.maxSamples);
     while (drop < this.samples.length && this.samples[drop].at < horizon) drop++;
-    if (drop > 0) this.samples.splice(0, drop);
+    if (drop > 0) {
+      // A dropped sample can no longer stand for its offer's state: the next version records again.
+      for (let i = 0; i < drop; i++) {
+        const dropped = this.samples[i];
+        if (!dropped.removed && this.latest.get(dropped.key) === dropped) this.latest.delete(dropped.key);
+      }
+      this.samples.splice(0, drop);
+    }
   }
 
   /**
@@ -194,6 +212,17 @@ export class StatsRecorder {
     }
     return { from: window.from, to: window.to, bucketSeconds, models: result };
   }
+}
+
+function sameState(a: OfferSample, b: OfferSample): boolean {
+  return (
+    a.model === b.model &&
+    a.pricePerUnitSecond === b.pricePerUnitSecond &&
+    a.units === b.units &&
+    a.freeUnits === b.freeUnits &&
+    a.usedUnits === b.usedUnits &&
+    a.expiry === b.expiry
+  );
 }
 
 function apply(state: Map<string, OfferSample>, sample: MarketSample): void {
