@@ -383,7 +383,7 @@ describe("HTTP API on a devnet node", function () {
     assert.equal(received.length, before);
   });
 
-  it("answers 502 when the provider's node cannot be reached", async () => {
+  it("answers 502 when the provider's node cannot be reached, and 404 for an address that never registered", async () => {
     // A provider registered with a peer id whose node never started.
     const ghostKey = await generateKeyPair("Ed25519");
     const ghost = await devnet.wallet(4);
@@ -403,6 +403,13 @@ describe("HTTP API on a devnet node", function () {
     const response = await post("/v1/reservations", { request: { ...request, bidPerUnitSecond: "0" }, signature });
     assert.equal(response.status, 502, JSON.stringify(response.body));
     assert.equal(errorOf(response.body).name, "ProviderUnreachableError");
+
+    // An address that never registered has no peer to relay to.
+    const nobody = { ...request, provider: accounts.stranger.address, nonce: `0x${"7c".repeat(32)}` as const };
+    const nobodySignature = await accounts.renter.signTypedData({ domain: domain(), types: { ReserveRequest: suanliTypes.ReserveRequest }, primaryType: "ReserveRequest", message: nobody });
+    const missing = await post("/v1/reservations", { request: { ...nobody, bidPerUnitSecond: "0" }, signature: nobodySignature });
+    assert.equal(missing.status, 404);
+    assert.equal(errorOf(missing.body).name, "ProviderNotFoundError");
   });
 
   it("streams a new offer version the moment the book accepts it", async () => {
