@@ -634,6 +634,26 @@ describe("HTTP API routes", () => {
         await limited.close();
       }
     });
+
+    it("limits relayed task and cancel requests by the write budget, and lets status be polled", async () => {
+      const limited = await startApiFixture({ writeRateLimitPerMinute: 1 });
+      try {
+        const auth = (action: string) => ({
+          request: { leaseId: "7", provider: accounts.providerA.address, action, bodyHash: `0x${"ab".repeat(32)}`, issuedAt: T0, nonce: `0x${"cd".repeat(32)}` },
+          signature: `0x${"11".repeat(65)}`,
+        });
+        const relay = (action: string) => limited.api.app.inject({ method: "POST", url: `/v1/leases/7/${action}`, payload: { auth: auth(action) } });
+        assert.equal((await relay("cancel")).statusCode, 200);
+        const refused = await relay("cancel");
+        assert.equal(refused.statusCode, 429);
+        assert.equal(errorOf(refused.body).name, "RateLimitedError");
+        for (let i = 0; i < 3; i++) assert.equal((await relay("status")).statusCode, 200);
+        // What was refused never reached the relay.
+        assert.deepEqual(limited.relay.forwarded.map((call) => call.action), ["cancel", "status", "status", "status"]);
+      } finally {
+        await limited.close();
+      }
+    });
   });
 
   describe("options", () => {
