@@ -16,6 +16,7 @@ import { DEFAULT_DEPLOYMENTS_DIR, readDeployment } from "./chain/manifest.js";
 import { RegistryChainView } from "./chain/registry-view.js";
 import { ChainWatcher, type ChainEvent } from "./chain/watcher.js";
 import type { NodeConfig } from "./config/schema.js";
+import { startApi, type ApiModule } from "./api/start.js";
 import { createLogger, type Logger } from "./log/logger.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
 import { offersTopics, startOfferService, type OfferService } from "./offers/service.js";
@@ -47,6 +48,8 @@ export type Daemon = {
   watcher: ChainWatcher;
   p2p: NodeHost;
   offers: OfferService;
+  /** The HTTP API, when this node serves it (`api.enabled`). */
+  api: ApiModule | undefined;
   /** Adds a module to stop with the node. */
   attach(module: DaemonModule): void;
   stop(): Promise<void>;
@@ -56,6 +59,8 @@ export type StartDaemonOptions = {
   logger?: Logger;
   /** The node signs offers (provider role): requires chain.privateKey. */
   publishesOffers?: boolean;
+  /** Serve the HTTP API (default: `api.enabled` of the config). */
+  api?: boolean;
 };
 
 /** Registry events and the offer-book hooks they call. */
@@ -94,8 +99,8 @@ async function applyRegistryEvent(event: ChainEvent, chainView: CachedChainView,
 }
 
 /**
- * Starts the base node. The caller attaches roles (provider agent, attestor, API) and calls
- * `stop()` to close everything in reverse order.
+ * Starts the base node, and its HTTP API when `api.enabled` is set. The caller attaches roles
+ * (provider agent, attestor) and calls `stop()` to close everything in reverse order.
  *
  * @example
  * const config = await loadConfig(nodeConfigSchema, { file, env: process.env });
@@ -192,7 +197,7 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
     });
 
     let stopped = false;
-    return {
+    const daemon: Daemon = {
       config,
       logger,
       metrics,
@@ -207,6 +212,7 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
       watcher,
       p2p,
       offers,
+      api: undefined,
       attach(module) {
         modules.push(module);
       },
@@ -217,6 +223,11 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
         logger.info("Node stopped");
       },
     };
+    if (options.api ?? config.api.enabled) {
+      daemon.api = await startApi(daemon);
+      modules.push(daemon.api);
+    }
+    return daemon;
   } catch (error) {
     await stopAll();
     throw error;

@@ -8,3 +8,4 @@ export * from "./offers.js";
 export * from "./chain.js";
 export * from "./market.js";
 export * from "./events.js";
+export * from "./relay.js";

@@ -4,6 +4,8 @@
  */
 import { z } from "zod";
 import type { ReserveRequest } from "../eip712.js";
+import { REFUSAL_REASONS } from "../matching/handshake.js";
+import { matchRequestSchema as engineMatchRequestSchema } from "../matching/request.js";
 import { reputationSchema } from "./chain.js";
 import { signedOfferSchema } from "./offers.js";
 import {
@@ -12,7 +14,6 @@ import {
   bytes32WireSchema,
   gpuModelQuery,
   queryInt,
-  regionQuery,
   signatureWireSchema,
   uint16Schema,
   uint32Schema,
@@ -79,54 +80,89 @@ export type MarketStats = z.output<typeof marketStatsSchema>;
 
 // ---- match dry-run ----
 
-export const matchRequestSchema = z.strictObject({
-  model: gpuModelQuery.describe("GPU model name or alias."),
-  gpuCount: z.number().int().min(1).max(1024),
-  minVramMiB: z.number().int().positive().optional().describe("Minimum memory per GPU, MiB."),
-  duration: z.number().int().positive().max(2 ** 32 - 1).describe("Lease duration, seconds."),
-  maxPricePerUnitSecond: amountSchema.optional().describe("Highest acceptable price, token base units per unit-second."),
-  interruptible: z.boolean().default(false).describe("Interruptible (preemptible) capacity at a bid price instead of on-demand."),
-  bidPerUnitSecond: amountSchema.optional().describe("The bid per unit-second; required when interruptible."),
-  region: regionQuery.optional(),
-  minReputation: z.number().int().min(0).optional().describe("Minimum completed leases minus faults of the provider."),
-  attestedOnly: z.boolean().default(true).describe("Only machines with a current hardware attestation (default true)."),
-  colocation: z.enum(["machine", "cluster"]).default("machine").describe("`machine`: all GPUs on one machine; `cluster`: a group of machines on a declared fast interconnect is acceptable."),
-  limit: z.number().int().min(1).max(20).default(5).describe("Candidates to return, 1..20 (default 5)."),
-}).superRefine((request, ctx) => {
-  if (request.interruptible && request.bidPerUnitSecond === undefined) {
-    ctx.addIssue({ code: "custom", path: ["bidPerUnitSecond"], message: "required when interruptible is true" });
-  }
-  if (request.interruptible && request.bidPerUnitSecond === 0n) {
-    ctx.addIssue({ code: "custom", path: ["bidPerUnitSecond"], message: "must be greater than zero" });
-  }
-});
+/**
+ * The body of POST /v1/match: the renter's match request exactly as the SDK and the CLI take it
+ * (common/matching/request.ts: `gpuType`, `gpuCount`, `duration`, USD prices per GPU-hour, ...).
+ * One request format everywhere, so a front end can move between the node and the SDK freely.
+ */
+export const matchRequestSchema = engineMatchRequestSchema;
 export type MatchRequest = z.output<typeof matchRequestSchema>;
+
+/** Query of POST /v1/match. */
+export const matchQuerySchema = z.strictObject({
+  limit: queryInt(1, 64).optional().describe("Candidates to return, 1..64 (default: the node's matching.maxCandidates)."),
+});
+
+export const costBreakdownSchema = z.strictObject({
+  price: z.number().describe("weights.price × premium over the cheapest fitting offer."),
+  reputation: z.number().describe("weights.reputation × (1 − reputation score)."),
+  freshness: z.number().describe("weights.freshness × attestation age / horizon (unattested: the full weight)."),
+  latency: z.number().describe("weights.latency × measured latency / ceiling."),
+  preempt: z.number().describe("1000 when the candidate needs preemption, else 0."),
+  multiMachine: z.number().describe("matching.multiMachinePenalty for a group of machines, else 0."),
+});
+
+export const matchAllocationSchema = z.strictObject({
+  offerKey: z.string(),
+  provider: addressWireSchema,
+  machineId: uint32Schema,
+  units: uint16Schema.describe("Units to lease on this machine."),
+  preempt: z.boolean().describe("Some of these units are held by interruptible leases the lease would preempt."),
+  pricePerUnitSecond: amountSchema.describe("What the lease pays per unit-second: the offer price on demand, the bid when interruptible."),
+  model: z.string(),
+  region: z.string(),
+  attestationExpiry: unixSecondsSchema.nullable().describe("When the machine's quorum attestation expires; null when it has none."),
+  peerId: z.string().describe("The provider node's libp2p peer id (reserve protocol)."),
+  seq: z.number().int().nonnegative().describe("The offer version matched."),
+});
 
 export const matchCandidateSchema = z.strictObject({
   rank: z.number().int().positive().describe("1 is the best."),
-  score: z.number().describe("Ranking score (higher is better): effective price first, then reputation and attestation freshness."),
-  provider: addressWireSchema,
-  /** The machines and units this candidate would lease (one entry unless colocation is `cluster`). */
-  allocations: z.array(
-    z.strictObject({ offerKey: z.string(), machineId: uint32Schema, units: uint16Schema }),
-  ),
-  pricePerUnitSecond: amountSchema.describe("Price per unit-second the renter would pay (offer price, or the bid when interruptible)."),
-  totalCost: amountSchema.describe("gpuCount × price × duration: the deposit the lease would take."),
-  region: z.string(),
-  attested: z.boolean(),
-  reputation: reputationSchema.nullable(),
+  cost: z.number().describe("Ranking cost, lower is better (docs/matching.md)."),
+  breakdown: costBreakdownSchema,
+  provider: addressWireSchema.describe("The provider of the first allocation."),
+  units: z.number().int().positive().describe("Units over all allocations (= gpuCount)."),
+  preempt: z.boolean(),
+  pricePerGpuHour: amountSchema.describe("Units-weighted mean price per GPU-hour, token base units."),
+  totalCost: amountSchema.describe("Σ units × price per unit-second × duration: the deposits the leases would take."),
+  reputation: reputationSchema.describe("The provider's on-chain counters."),
+  allocations: z.array(matchAllocationSchema).describe("One per machine: one unless colocation is `cluster`."),
 });
 export type MatchCandidate = z.output<typeof matchCandidateSchema>;
 
+export const matchExplanationSchema = z.strictObject({
+  summary: z.string().describe("One line: what was asked and which constraint removed the last offers."),
+  totalOffers: z.number().int().nonnegative().describe("Offers in the book when the request was matched."),
+  steps: z
+    .array(
+      z.strictObject({
+        constraint: z.string().describe("gpuType, region, price, interruptible, bid, offerExpiry, duration, vram, attestation, reputation, capacity."),
+        label: z.string().describe("What the constraint requires, in words."),
+        removed: z.number().int().nonnegative().describe("Offers this constraint removed from those the previous ones left."),
+        remaining: z.number().int().nonnegative(),
+      }),
+    )
+    .describe("Every constraint applied, in order."),
+  nearMisses: z.array(
+    z.strictObject({
+      constraint: z.string().describe("The constraint that, relaxed alone, would let these offers fit."),
+      count: z.number().int().nonnegative().nullable().describe("Offers failing only this constraint, when counted."),
+      message: z.string(),
+      nearest: z
+        .strictObject({ key: z.string(), model: z.string(), region: z.string(), pricePerGpuHour: amountSchema })
+        .nullable()
+        .describe("The nearest such offer, when there is one to point at."),
+    }),
+  ),
+  nearMissSearchTruncated: z.boolean().describe("A search for nearest offers stopped at matching.explainScanLimit."),
+  message: z.string().describe("The whole explanation as text."),
+});
+export type MatchExplanation = z.output<typeof matchExplanationSchema>;
+
 export const matchResultSchema = z.strictObject({
   matched: z.boolean(),
-  candidates: z.array(matchCandidateSchema),
-  /** How the book was narrowed down: which constraint removed how many offers, in the order applied. */
-  explanation: z.strictObject({
-    considered: z.number().int().nonnegative(),
-    eliminated: z.array(z.strictObject({ constraint: z.string(), removed: z.number().int().nonnegative(), detail: z.string() })),
-    hint: z.string().nullable().describe("What to change to get a match; null when matched."),
-  }),
+  candidates: z.array(matchCandidateSchema).describe("Ranked, best first; empty when nothing matched."),
+  explanation: matchExplanationSchema.nullable().describe("Why nothing matched: which constraint removed how many offers, and the nearest offers. Null when matched."),
 });
 export type MatchResult = z.output<typeof matchResultSchema>;
 
@@ -151,28 +187,24 @@ export const reservationBodySchema = z.strictObject({
 });
 export type ReservationBody = z.output<typeof reservationBodySchema>;
 
-export const reserveRefusalSchema = z.enum([
-  "no-such-offer",
-  "insufficient-capacity",
-  "duration-out-of-range",
-  "interruptible-not-offered",
-  "bid-too-low",
-  "provider-unreachable",
-  "provider-refused",
-]);
+export const reserveRefusalSchema = z.enum(REFUSAL_REASONS);
 export type ReserveRefusal = z.output<typeof reserveRefusalSchema>;
 
+/** The provider's answer to a reservation, as the reserve protocol carries it (common/matching/handshake.ts). */
 export const reservationAnswerSchema = z.discriminatedUnion("accepted", [
   z.strictObject({
     accepted: z.literal(true),
     /** The provider's acceptance: an Offer bound to the renter, to open the lease with. */
     acceptance: z.strictObject({ offer: signedOfferSchema, signature: signatureWireSchema }),
+    units: uint16Schema.min(1).describe("Units the provider holds for the renter."),
     holdUntil: unixSecondsSchema.describe("The provider holds the units until this time."),
+    preempt: z.array(amountSchema).describe("Interruptible leases the lease must preempt (LeaseTerms.preempt)."),
   }),
   z.strictObject({
     accepted: z.literal(false),
     reason: reserveRefusalSchema,
-    message: z.string(),
+    message: z.string().nullable().describe("A sentence from the provider, when it gave one."),
+    availableUnits: uint16Schema.nullable().describe("Units the provider could hold now, when it says."),
   }),
 ]);
 export type ReservationAnswer = z.output<typeof reservationAnswerSchema>;

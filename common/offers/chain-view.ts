@@ -57,7 +57,7 @@ export type ChainCacheOptions = {
 };
 
 /** A read-through cache of one kind of record: bounded, TTL'd, concurrent misses share one read. */
-class ReadCache<K extends string, V> {
+export class ReadCache<K extends string, V> {
   private readonly values: LRUCache<K, { value: V }>;
   private readonly inflight = new Map<K, Promise<V>>();
   reads = 0;

@@ -112,3 +112,31 @@ export class ExplorerNotBuiltError extends ApiError {
     super(503, "The explorer bundle is missing; run `npm run build` on this node");
   }
 }
+
+/** The provider of a relayed request could not be dialled, or does not serve the protocol (502). */
+export class ProviderUnreachableError extends ApiError {
+  override name = "ProviderUnreachableError";
+  constructor(message: string) {
+    super(502, message, { metaMessages: ["The provider's node may be down; try again later, or another offer."] });
+  }
+}
+
+/** The provider did not answer a relayed request before the deadline (504). */
+export class ProviderTimeoutError extends ApiError {
+  override name = "ProviderTimeoutError";
+  constructor(message: string) {
+    super(504, message);
+  }
+}
+
+/**
+ * The provider answered a relayed request with an error (502). `name` is the provider's own error
+ * name, passed through so that a client can match on it exactly as a libp2p client would.
+ */
+export class ProviderAnsweredError extends ApiError {
+  override name: string;
+  constructor(name: string, message: string) {
+    super(502, `The provider answered ${name}: ${message}`);
+    this.name = name;
+  }
+}

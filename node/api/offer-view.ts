@@ -18,7 +18,9 @@ export function attestationCovers(entry: OfferEntry, verified: VerifiedAttestati
   );
 }
 
+/** Attested under the quorum the source applied (attestedUntil), or by any current verified attestation. */
 export function isAttested(entry: OfferEntry, nowSeconds: number): boolean {
+  if (entry.attestedUntil !== undefined) return entry.attestedUntil !== null && entry.attestedUntil > nowSeconds;
   return entry.verifiedAttestations.some((verified) => attestationCovers(entry, verified, nowSeconds));
 }
 

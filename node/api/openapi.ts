@@ -20,6 +20,17 @@ import {
   reservationBodySchema,
 } from "../../common/api/market.js";
 import { offerPageSchema, offerViewSchema } from "../../common/api/offers.js";
+import {
+  cancelRelayAnswerSchema,
+  cancelRelayBodySchema,
+  logsRelayAnswerSchema,
+  logsRelayBodySchema,
+  renterAuthApiSchema,
+  statusRelayAnswerSchema,
+  statusRelayBodySchema,
+  taskRelayAnswerSchema,
+  taskRelayBodySchema,
+} from "../../common/api/relay.js";
 import { openApiPath, type RouteSpec } from "./route.js";
 
 type Json = Record<string, unknown>;
@@ -45,6 +56,15 @@ const named: [z.ZodType, string][] = [
   [apiErrorSchema, "Error"],
   [offerRemovedEventSchema, "OfferRemovedEvent"],
   [resetEventSchema, "ResetEvent"],
+  [renterAuthApiSchema, "RenterAuth"],
+  [taskRelayBodySchema, "TaskRequest"],
+  [taskRelayAnswerSchema, "TaskAnswer"],
+  [statusRelayBodySchema, "StatusRequest"],
+  [statusRelayAnswerSchema, "TaskStatus"],
+  [logsRelayBodySchema, "LogsRequest"],
+  [logsRelayAnswerSchema, "LogsAnswer"],
+  [cancelRelayBodySchema, "CancelRequest"],
+  [cancelRelayAnswerSchema, "CancelAnswer"],
 ];
 for (const [schema, id] of named) apiComponents.add(schema, { id });
 

@@ -21,7 +21,7 @@ export const apiOptionsSchema = z.strictObject({
   corsOrigins: z.array(z.string().regex(/^(\*|https?:\/\/[^/\s]+)$/, "expected * or an origin like https://app.example")).default(["*"]),
   /** Requests per client (IP address) per minute, over all routes except /metrics. */
   rateLimitPerMinute: z.number().int().min(1).max(1_000_000).default(600),
-  /** Signed writes (reservations) and match dry-runs per client per minute; they cost more. */
+  /** Match dry-runs, reservations and relayed task/cancel requests per client per minute, each route its own budget; they cost more. */
   writeRateLimitPerMinute: z.number().int().min(1).max(100_000).default(60),
   /** Largest request body accepted, bytes; larger ones get 413. */
   maxBodyBytes: z.number().int().min(1024).max(16 * 1024 * 1024).default(64 * 1024),

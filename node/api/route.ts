@@ -23,6 +23,8 @@ export type RouteContext<Q extends AnyObject | undefined, P extends AnyObject | 
   query: Q extends z.ZodType ? z.output<Q> : undefined;
   params: P extends z.ZodType ? z.output<P> : undefined;
   body: B extends z.ZodType ? z.output<B> : undefined;
+  /** The body as the client sent it, before validation (what a relay forwards unchanged). */
+  rawBody: unknown;
   request: FastifyRequest;
   reply: FastifyReply;
 };

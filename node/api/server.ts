@@ -1,7 +1,8 @@
 /**
  * The HTTP API server for dApp front ends (fastify 5): offers, providers, machines, leases, market
- * statistics, a match dry-run, signed reservations, a server-sent event stream, health, Prometheus
- * metrics, the OpenAPI document and the explorer page. Reads everything from a MarketDataSource.
+ * statistics, a match dry-run, signed requests relayed to providers (reservations, task, status,
+ * logs, cancel), a server-sent event stream, health, Prometheus metrics, the OpenAPI document and
+ * the explorer page. Reads everything from a MarketDataSource; relays through a ProviderRelay.
  *
  * @example
  * import { Registry } from "prom-client";
@@ -31,13 +32,15 @@ import { apiOptionsSchema, type ApiOptions } from "./options.js";
 import type { RouteSpec } from "./route.js";
 import { apiRoutes } from "./routes.js";
 import { ReplayGuard } from "./signed.js";
-import type { MarketDataSource } from "./source.js";
+import type { MarketDataSource, ProviderRelay } from "./source.js";
 
 const require = createRequire(import.meta.url);
 const VERSION: string = (require("../../package.json") as { version: string }).version;
 
 export type ApiServerDeps = {
   source: MarketDataSource;
+  /** Forwards renters' signed requests to providers (reservations, task, status, logs, cancel); without it those routes answer 503. */
+  relay?: ProviderRelay;
   /** The deployment the node serves (chain id, contracts, token); its LeaseMarket signs the EIP-712 domain. */
   deployment: Deployment;
   /** `api.*` options; defaults apply to what is left out. */
@@ -157,6 +160,12 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     maxAge: 600,
   });
 
+  // Validation replaces the body with its parsed form; a relay forwards what the client signed.
+  const rawBodies = new WeakMap<object, unknown>();
+  app.addHook("preValidation", async (request) => {
+    if (request.body !== undefined) rawBodies.set(request, request.body);
+  });
+
   app.addHook("onSend", async (_request, reply, payload) => {
     reply.header("x-content-type-options", "nosniff");
     return payload;
@@ -177,6 +186,7 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   let document: Record<string, unknown> = {};
   const routes = apiRoutes({
     source: deps.source,
+    relay: deps.relay,
     options,
     deployment: deps.deployment,
     hub,
@@ -217,7 +227,7 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
       },
       handler: async (request, reply) => {
         if (route.tag === "explorer") reply.header("content-security-policy", CSP);
-        return route.handler({ query: request.query, params: request.params, body: request.body, request, reply } as never);
+        return route.handler({ query: request.query, params: request.params, body: request.body, rawBody: rawBodies.get(request), request, reply } as never);
       },
     });
   }

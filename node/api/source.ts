@@ -1,8 +1,8 @@
 /**
  * What the HTTP API reads from: the node's offer book, its chain reader and its matching engine,
- * behind one interface so the API does not depend on how they are built. The node's composition
- * root passes an adapter over the real parts; tests and the devnet demo pass InMemoryMarketSource
- * (node/api/memory-source.ts).
+ * behind one interface so the API does not depend on how they are built. A node serves
+ * NodeMarketSource (node/api/node-source.ts, over the daemon's book, chain and p2p host); route
+ * tests use an in-memory fixture (test/support/memory-source.ts).
  *
  * Offers are the gossiped messages themselves (common/offers/message.ts) plus what the book
  * verified; providers, machines and leases are in the API's shapes (common/api/chain.ts), which
@@ -11,9 +11,11 @@
 import type { Address, Hex } from "viem";
 import type { LeaseRole, LeaseStatus, LeaseView, MachineFilter, MachineView, ProviderListQuery, ProviderView } from "../../common/api/chain.js";
 import type { OfferRemovedReason } from "../../common/api/events.js";
-import type { HealthCheck, MarketStats, MatchRequest, MatchResult, ReservationAnswer, StatsWindow } from "../../common/api/market.js";
+import type { HealthCheck, MarketStats, MatchRequest, MatchResult, StatsWindow } from "../../common/api/market.js";
 import type { OfferFilter } from "../../common/api/offers.js";
+import type { RelayAction, RelayBody } from "../../common/api/relay.js";
 import type { Attestation, ReserveRequest } from "../../common/eip712.js";
+import type { ReserveReply } from "../../common/matching/handshake.js";
 import type { OfferMessage } from "../../common/offers/message.js";
 
 /** An attestation whose signature the node checked: the signer holds ATTESTOR_ROLE. */
@@ -25,6 +27,11 @@ export type OfferEntry = {
   message: OfferMessage;
   /** The message's attestations whose signers the node verified; expired ones may be included. */
   verifiedAttestations: VerifiedAttestation[];
+  /**
+   * Until when the offer counts as attested under the on-chain attestor quorum (null: it does not).
+   * Absent: any current verified attestation counts (a quorum of one).
+   */
+  attestedUntil?: number | null;
   /** When the node received this version, unix seconds. */
   receivedAt: number;
 };
@@ -58,15 +65,32 @@ export interface MarketDataSource {
   leasesByAddress(address: Address, role: LeaseRole, status: LeaseStatus | undefined, page: Page): Promise<PageOf<LeaseView>>;
   /** Price percentiles and utilization by model over a window (node/api/stats.ts computes them from samples). */
   marketStats(window: StatsWindow): Promise<MarketStats>;
-  /** Runs the matching engine without reserving anything: ranked candidates, or why nothing matched. */
-  matchDryRun(request: MatchRequest): Promise<MatchResult>;
   /**
-   * Forwards a renter's reservation to the provider (reserve protocol) and returns its answer.
-   * The API has already checked the renter's signature, freshness and replay.
+   * Runs the matching engine without reserving anything: ranked candidates (at most `limit`,
+   * default the engine's maxCandidates), or why nothing matched.
    */
-  reserve(request: ReserveRequest, signature: Hex): Promise<ReservationAnswer>;
+  matchDryRun(request: MatchRequest, limit?: number): Promise<MatchResult>;
   /** Pushes every offer and lease change to `listener` until the returned function is called. */
   subscribe(listener: MarketListener): () => void;
   /** The state of what the source depends on (chain, offer book, p2p). */
   health(): Promise<HealthCheck[]>;
+}
+
+/**
+ * Forwards renters' signed requests to providers over the lease protocols, for clients without
+ * libp2p. The API has checked the body's schema first; the relay checks what needs the chain
+ * (the lease, its renter's signature) and finds the provider's peer.
+ */
+export interface ProviderRelay {
+  /**
+   * Forwards a reservation (reserve protocol) and returns the provider's answer. The API has
+   * already checked the renter's signature, freshness and replay.
+   */
+  reserve(request: ReserveRequest, signature: Hex): Promise<ReserveReply>;
+  /**
+   * Forwards a renter-signed lease request unchanged (`raw`: the body as received) to the lease's
+   * provider and returns its answer, parsed with the protocol's answer schema. Throws the API
+   * error to answer with (unknown lease, bad signature, provider unreachable, provider's error).
+   */
+  forward(action: RelayAction, leaseId: bigint, body: RelayBody, raw: unknown): Promise<unknown>;
 }

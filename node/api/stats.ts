@@ -30,6 +30,12 @@ export type StatsRecorderOptions = {
   retentionSeconds?: number;
   /** At most this many samples are held; the oldest go first (default 200,000, about 30 MB). */
   maxSamples?: number;
+  /**
+   * Units of the offer's machine in use (on-demand + interruptible leases) when the caller knows
+   * better than the offer's own snapshot (a node follows CapacityChanged events on-chain);
+   * undefined falls back to the snapshot.
+   */
+  usedUnits?: (entry: OfferEntry) => number | undefined;
 };
 
 /** Nearest-rank percentile of a sorted, non-empty list. */
@@ -50,10 +56,9 @@ export function summarizePrices(prices: bigint[]): PriceSummary | null {
   };
 }
 
-function usedUnitsOf(entry: OfferEntry): number {
-  const { capacity, machine } = entry.message;
-  // The snapshot's leased counts, bounded by the machine so a bad snapshot cannot exceed 100 %.
-  return Math.min(machine.units, capacity.onDemandUnits + capacity.interruptibleUnits);
+function snapshotUsedUnits(entry: OfferEntry): number {
+  const { capacity } = entry.message;
+  return capacity.onDemandUnits + capacity.interruptibleUnits;
 }
 
 /**
@@ -62,22 +67,36 @@ function usedUnitsOf(entry: OfferEntry): number {
  */
 export class StatsRecorder {
   private readonly samples: MarketSample[] = [];
+  /** The newest sample of each live offer: a re-announcement that changes nothing is not recorded again. */
+  private readonly latest = new Map<string, OfferSample>();
   private readonly retentionSeconds: number;
   private readonly maxSamples: number;
+  private readonly knownUsedUnits: ((entry: OfferEntry) => number | undefined) | undefined;
 
   constructor(options: StatsRecorderOptions = {}) {
     this.retentionSeconds = options.retentionSeconds ?? 7 * 24 * 3600;
     this.maxSamples = options.maxSamples ?? 200_000;
+    this.knownUsedUnits = options.usedUnits;
+  }
+
+  /** Leased units of the offer's machine, bounded by the machine so a bad figure cannot exceed 100 %. */
+  private usedUnitsOf(entry: OfferEntry): number {
+    const used = this.knownUsedUnits?.(entry) ?? snapshotUsedUnits(entry);
+    return Math.max(0, Math.min(entry.message.machine.units, used));
   }
 
   get size(): number {
     return this.samples.length;
   }
 
-  /** Records an offer version the book accepted. */
+  /**
+   * Records an offer version the book accepted. Providers re-announce unchanged offers every few
+   * seconds with a new sequence number; a version whose state equals the newest one held for its
+   * key adds nothing (buckets carry the state forward) and is skipped, so the samples hold changes.
+   */
   recordOffer(entry: OfferEntry, at: number): void {
     const { offer, machine, capacity } = entry.message;
-    this.insert({
+    const sample: OfferSample = {
       at,
       key: entryKey(entry),
       removed: false,
@@ -85,13 +104,18 @@ export class StatsRecorder {
       pricePerUnitSecond: offer.pricePerUnitSecond,
       units: machine.units,
       freeUnits: capacity.freeUnits,
-      usedUnits: usedUnitsOf(entry),
+      usedUnits: this.usedUnitsOf(entry),
       expiry: offer.expiry,
-    });
+    };
+    const held = this.latest.get(sample.key);
+    if (held && held.at <= at && sameState(held, sample)) return;
+    this.insert(sample);
+    if (!held || held.at <= at) this.latest.set(sample.key, sample);
   }
 
   /** Records that an offer left the book. */
   recordRemoval(key: string, at: number): void {
+    this.latest.delete(key);
     this.insert({ at, key, removed: true });
   }
 
@@ -112,7 +136,14 @@ export class StatsRecorder {
     const horizon = sample.at - this.retentionSeconds;
     let drop = Math.max(0, this.samples.length - this.maxSamples);
     while (drop < this.samples.length && this.samples[drop].at < horizon) drop++;
-    if (drop > 0) this.samples.splice(0, drop);
+    if (drop > 0) {
+      // A dropped sample can no longer stand for its offer's state: the next version records again.
+      for (let i = 0; i < drop; i++) {
+        const dropped = this.samples[i];
+        if (!dropped.removed && this.latest.get(dropped.key) === dropped) this.latest.delete(dropped.key);
+      }
+      this.samples.splice(0, drop);
+    }
   }
 
   /**
@@ -165,7 +196,7 @@ export class StatsRecorder {
       });
       const current = live.filter((entry) => entry.message.machine.model === model && entry.message.offer.expiry > nowSeconds);
       const units = current.reduce((sum, entry) => sum + entry.message.machine.units, 0);
-      const usedUnits = current.reduce((sum, entry) => sum + usedUnitsOf(entry), 0);
+      const usedUnits = current.reduce((sum, entry) => sum + this.usedUnitsOf(entry), 0);
       result.push({
         model,
         current: {
@@ -181,6 +212,17 @@ export class StatsRecorder {
     }
     return { from: window.from, to: window.to, bucketSeconds, models: result };
   }
+}
+
+function sameState(a: OfferSample, b: OfferSample): boolean {
+  return (
+    a.model === b.model &&
+    a.pricePerUnitSecond === b.pricePerUnitSecond &&
+    a.units === b.units &&
+    a.freeUnits === b.freeUnits &&
+    a.usedUnits === b.usedUnits &&
+    a.expiry === b.expiry
+  );
 }
 
 function apply(state: Map<string, OfferSample>, sample: MarketSample): void {

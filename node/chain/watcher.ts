@@ -46,6 +46,8 @@ export class ChainWatcher extends EventEmitter {
   private next: bigint;
   private timer: NodeJS.Timeout | undefined;
   private running = false;
+  /** Set by stop(): a poll in progress ends after its current range instead of reading to the head. */
+  private halted = false;
   private polling: Promise<void> | undefined;
   private readonly addresses: Address[];
   private readonly handlers: ((event: ChainEvent) => Promise<void> | void)[] = [];
@@ -67,6 +69,7 @@ export class ChainWatcher extends EventEmitter {
   async start(): Promise<void> {
     if (this.running) return;
     this.running = true;
+    this.halted = false;
     await this.poll();
     this.schedule();
   }
@@ -79,6 +82,7 @@ export class ChainWatcher extends EventEmitter {
 
   async stop(): Promise<void> {
     this.running = false;
+    this.halted = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     while (this.polling) await this.polling;
@@ -105,7 +109,7 @@ export class ChainWatcher extends EventEmitter {
   private async pollOnce(): Promise<void> {
     const latest = await this.options.publicClient.getBlockNumber({ cacheTime: 0 });
     const range = this.options.maxBlockRange ?? 2_000n;
-    while (this.next <= latest) {
+    while (this.next <= latest && !this.halted) {
       const to = this.next + range - 1n < latest ? this.next + range - 1n : latest;
       const logs = await this.options.publicClient.getLogs({ address: this.addresses, fromBlock: this.next, toBlock: to });
       const events = parseEventLogs({ abi: watchedAbi, logs: logs as Log[], strict: true });

@@ -2,6 +2,7 @@ import { Command, CommanderError } from "commander";
 import { InvalidInputError, SuanliError } from "../../common/errors.js";
 import { ConfigError } from "../config/load.js";
 import { registerDevnet } from "./commands/devnet.js";
+import { registerNode } from "./commands/node.js";
 import { registerWallet } from "./commands/wallet.js";
 import { registerRenter, renterExitCode } from "./commands/renter.js";
 import { CliError, ExitCode } from "./output.js";
@@ -12,6 +13,7 @@ const program = new Command("suanli")
   .exitOverride();
 
 registerDevnet(program);
+registerNode(program);
 registerWallet(program);
 registerRenter(program);
 

@@ -11,4 +11,13 @@ export enum Bucket {
   offers = 2,
   /** The provider's own offer sequence numbers: machine id → last seq published (never reused). */
   offerSeq = 3,
+  // 16..19: the HTTP API's market index (node/api/market-index.ts), rebuilt from chain events.
+  /** Registered providers: address (lowercase) → the block of their first registration. */
+  apiProviders = 16,
+  /** Declared machines: machine id (10 digits, zero-padded) → owner address. Removed machines are deleted. */
+  apiMachines = 17,
+  /** Leases: lease id (78 digits, zero-padded) → renter, provider, machine and last status seen. */
+  apiLeases = 18,
+  /** Leases by address: `<address lowercase>:<r|p>:<lease id, 78 digits>` → 1 (r: as renter, p: as provider). */
+  apiLeasesByAddress = 19,
 }

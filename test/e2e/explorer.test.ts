@@ -1,8 +1,10 @@
 /**
  * The explorer page in headless Chromium (Debian's chromium, driven by playwright-core) against a
- * running devnet node: an embedded chain with the contracts deployed, the API serving an in-memory
- * offer book seeded with signed offers. The page must show the offers, filter them, open a
- * provider, chart prices, and show a new offer the moment the node learns of it.
+ * running devnet node: an embedded chain with the contracts deployed, a provider node registered
+ * and staked on-chain that publishes signed offers (attested by the devnet attestor wallet) over
+ * gossip, and a node that validates them into its offer book and serves the API and the explorer.
+ * The page must show the offers, filter them, open the provider, chart prices, and show a new offer
+ * the provider publishes after the page loaded, as soon as the node accepts it.
  */
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
@@ -10,30 +12,65 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { providerRegistryAbi } from "../../common/abi.js";
 import { healthSchema } from "../../common/api/market.js";
-import { devnetAccount } from "../../common/devnet.js";
+import { devnetPrivateKey } from "../../common/devnet.js";
+import { findGpuModel, modelHash } from "../../common/gpu.js";
 import { offerKey } from "../../common/offers/message.js";
-import { InMemoryMarketSource } from "../../node/api/memory-source.js";
-import { createApiServer, type ApiServer } from "../../node/api/server.js";
-import { connectChain } from "../../node/chain/clients.js";
-import { deployContracts } from "../../node/chain/deploy.js";
-import { startEmbeddedChain, type EmbeddedChain } from "../../node/chain/embedded.js";
+import { signAttestation } from "../../common/offers/sign.js";
 import { buildExplorer } from "../../scripts/build-explorer.js";
-import { accounts, machineRecord, providerRecord, signedOfferEntry, TEST_MARKET } from "../support/market.js";
+import { startTestDaemon } from "../support/daemons.js";
+import { registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
+import { accounts } from "../support/market.js";
+import { waitFor } from "../support/wait.js";
 
 const CHROMIUM = process.env.SUANLI_CHROMIUM ?? "/usr/bin/chromium";
+const ZERO32 = `0x${"0".repeat(64)}` as const;
+
+type TestDaemon = Awaited<ReturnType<typeof startTestDaemon>>;
+type MachineSpec = { model: string; units: number; region: string; price: bigint; attested: boolean; freeUnits?: number };
 
 describe("explorer page in headless Chromium against a devnet node", function () {
-  let chain: EmbeddedChain;
-  let api: ApiServer;
-  let source: InMemoryMarketSource;
+  this.timeout(120_000);
+  let devnet: Devnet;
+  let provider: TestDaemon;
+  let node: TestDaemon;
   let base: string;
   let context: BrowserContext;
   let profile: string;
   let page: Page;
   const outsideRequests: string[] = [];
   const pageErrors: string[] = [];
-  const now = Math.floor(Date.now() / 1000);
+  // Machines 1..4 are offered before the page loads; 5 and 6 after.
+  const machines: MachineSpec[] = [
+    { model: "A100-80GB", units: 8, region: "eu-west", price: 400n, attested: true },
+    { model: "H100-80GB-SXM", units: 8, region: "eu-west", price: 900n, attested: true },
+    { model: "A100-80GB", units: 4, region: "us-east", price: 650n, attested: false, freeUnits: 1 },
+    { model: "RTX4090-24GB", units: 2, region: "us-east", price: 90n, attested: true },
+    { model: "A100-80GB", units: 8, region: "ap-south", price: 500n, attested: true },
+    { model: "H100-80GB-SXM", units: 8, region: "eu-west", price: 100n, attested: false },
+  ];
+  let ids: number[] = [];
+  const key = (index: number) => offerKey(accounts.providerA.address, ids[index]);
+
+  /** The provider node publishes machine `index` (0-based) over gossip, as its agent would. */
+  async function publish(index: number) {
+    const machine = machines[index];
+    const machineId = ids[index];
+    const vramMiB = findGpuModel(machine.model)!.vramMiB;
+    const attestations = [];
+    if (machine.attested) {
+      const now = Math.floor(Date.now() / 1000);
+      const attestation = { provider: accounts.providerA.address, machineId, model: modelHash(machine.model), units: machine.units, vramMiB, throughput: 1_000_000n, issuedAt: now - 60, expiry: now + 86_400 };
+      attestations.push({ attestation, signature: await signAttestation(accounts.attestor, devnet.deployment.chainId, devnet.deployment.contracts.market!, attestation) });
+    }
+    await provider.offers.publisher!.set({
+      machine: { machineId, model: machine.model, units: machine.units, vramMiB, interconnect: "nvlink", region: machine.region, cluster: ZERO32 },
+      terms: { pricePerUnitSecond: machine.price, minDuration: 60, maxDuration: 86_400, collateralBps: 2_000, startWindow: 300 },
+      capacity: { freeUnits: machine.freeUnits ?? machine.units },
+      attestations,
+    });
+  }
 
   before(async function () {
     if (!existsSync(CHROMIUM)) {
@@ -44,27 +81,22 @@ describe("explorer page in headless Chromium against a devnet node", function ()
     }
     await buildExplorer();
 
-    chain = await startEmbeddedChain();
-    const clients = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0) });
-    const deployment = await deployContracts({ publicClient: clients.publicClient, walletClient: clients.walletClient! });
-    source = new InMemoryMarketSource({ publicClient: clients.publicClient, domain: { chainId: deployment.chainId, verifyingContract: TEST_MARKET } });
-    const { providerA, providerB, attestor } = accounts;
-    // Offers over the last hour, so the chart has more than one bucket.
-    const seeds = [
-      { provider: providerA, machineId: 1, model: "A100-80GB", pricePerUnitSecond: 400n, region: "eu-west", attestor, at: now - 3000 },
-      { provider: providerA, machineId: 2, model: "H100-80GB-SXM", pricePerUnitSecond: 900n, region: "eu-west", attestor, at: now - 2000 },
-      { provider: providerB, machineId: 3, model: "A100-80GB", pricePerUnitSecond: 650n, region: "us-east", at: now - 1000, units: 4, onDemandUnits: 3 },
-      { provider: providerB, machineId: 4, model: "RTX4090-24GB", pricePerUnitSecond: 90n, region: "us-east", attestor, at: now - 100, units: 2, vramMiB: 24_564 },
-    ];
-    for (const seed of seeds) source.putOffer(await signedOfferEntry(seed));
-    source.putProvider(
-      providerRecord(providerA, [machineRecord(providerA.address, 1, "A100-80GB"), machineRecord(providerA.address, 2, "H100-80GB-SXM")], {
-        stake: 25_000_000_000n,
-        freeStake: 24_000_000_000n,
-      }),
-    );
-    api = await createApiServer({ source, deployment, options: { port: 0, host: "127.0.0.1" } });
-    base = await api.listen();
+    devnet = await startDevnet({ attestors: [accounts.attestor.address] });
+    provider = await startTestDaemon(devnet, { chain: { privateKey: devnetPrivateKey(1) } }, { publishesOffers: true });
+    ids = await registerProvider(devnet, await devnet.wallet(1), {
+      peerId: provider.p2p.host.peerId.toString(),
+      stake: 25_000_000_000n,
+      machines: machines.map((machine) => ({ model: machine.model, units: machine.units, vramMiB: findGpuModel(machine.model)!.vramMiB, region: machine.region })),
+    });
+    node = await startTestDaemon(devnet, {
+      p2p: { bootstrap: [provider.p2p.host.getMultiaddrs()[0].toString()] },
+      api: { enabled: true, port: 0, host: "127.0.0.1" },
+    });
+    base = node.api!.url;
+    await node.api!.source.ready;
+    await waitFor("the provider connected to the node", () => node.p2p.host.getPeers().length > 0);
+    for (const index of [0, 1, 2, 3]) await publish(index);
+    await waitFor("four offers in the node's book", () => node.offers.book.size === 4, { timeoutMs: 15_000 });
 
     profile = await mkdtemp(path.join(tmpdir(), "suanli-chromium-"));
     context = await chromium.launchPersistentContext(profile, {
@@ -92,8 +124,9 @@ describe("explorer page in headless Chromium against a devnet node", function ()
 
   after(async () => {
     await context?.close();
-    await api?.close();
-    await chain?.close();
+    await node?.close();
+    await provider?.close();
+    await devnet?.close();
     if (profile) await rm(profile, { recursive: true, force: true });
   });
 
@@ -108,11 +141,10 @@ describe("explorer page in headless Chromium against a devnet node", function ()
       { timeout: 5000 },
     );
   };
-  const key = (provider: { address: string }, machineId: number) => offerKey(provider.address, machineId);
 
-  it("serves the devnet node's health with the chain up", async () => {
+  it("serves the devnet node's health with the chain up and the provider connected", async () => {
     const health = healthSchema.decode(await (await fetch(`${base}/v1/health`)).json());
-    assert.equal(health.status, "ok");
+    assert.equal(health.status, "ok", JSON.stringify(health.checks));
     assert.match(health.checks.find((check) => check.name === "chain")?.detail ?? "", /^chain 31337 at block \d+/);
   });
 
@@ -120,34 +152,34 @@ describe("explorer page in headless Chromium against a devnet node", function ()
     await page.goto(`${base}/explorer/`);
     await page.waitForSelector("body[data-ready=true]", { timeout: 10_000 });
     assert.deepEqual(await rowKeys(), [
-      key(accounts.providerB, 4),
-      key(accounts.providerA, 1),
-      key(accounts.providerB, 3),
-      key(accounts.providerA, 2),
+      key(3),
+      key(0),
+      key(2),
+      key(1),
     ]);
     assert.match((await page.textContent("#chain")) ?? "", /chain 31337 · token tUSD/);
     // 400 base units per second = 1.44 tUSD per GPU-hour (6 decimals).
-    assert.equal(await page.textContent(`tr[data-key="${key(accounts.providerA, 1)}"] td.price`), "1.44 tUSD");
-    assert.equal(await page.textContent(`tr[data-key="${key(accounts.providerB, 3)}"] td.free`), "1 / 4");
+    assert.equal(await page.textContent(`tr[data-key="${key(0)}"] td.price`), "1.44 tUSD");
+    assert.equal(await page.textContent(`tr[data-key="${key(2)}"] td.free`), "1 / 4");
     await page.waitForSelector("#live[data-state=open]", { timeout: 5000 });
   });
 
   it("filters by model, price, free GPUs, region and attestation", async () => {
     await page.selectOption("#f-model", "A100-80GB");
-    await waitForKeys([key(accounts.providerA, 1), key(accounts.providerB, 3)]);
+    await waitForKeys([key(0), key(2)]);
     await page.fill("#f-max-price", "2");
-    await waitForKeys([key(accounts.providerA, 1)]);
+    await waitForKeys([key(0)]);
     await page.fill("#f-max-price", "");
     await page.fill("#f-min-free", "2");
-    await waitForKeys([key(accounts.providerA, 1)]);
+    await waitForKeys([key(0)]);
     await page.fill("#f-min-free", "");
     await page.fill("#f-region", "us-east");
-    await waitForKeys([key(accounts.providerB, 3)]);
+    await waitForKeys([key(2)]);
     await page.fill("#f-region", "");
     await page.selectOption("#f-attested", "true");
-    await waitForKeys([key(accounts.providerA, 1)]);
+    await waitForKeys([key(0)]);
     await page.selectOption("#f-attested", "");
-    await waitForKeys([key(accounts.providerA, 1), key(accounts.providerB, 3)]);
+    await waitForKeys([key(0), key(2)]);
 
     // A bad value is explained, with the field, instead of showing stale rows as if they matched.
     await page.fill("#f-region", "eu west");
@@ -158,35 +190,37 @@ describe("explorer page in headless Chromium against a devnet node", function ()
   });
 
   it("shows a new offer that matches the filters the moment the node learns of it", async () => {
-    // Still filtered to A100-80GB. An H100 offer arrives too and must not show.
-    const arriving = await signedOfferEntry({ provider: accounts.providerB, machineId: 5, model: "A100-80GB", pricePerUnitSecond: 500n, region: "ap-south", at: now, attestor: accounts.attestor });
-    const other = await signedOfferEntry({ provider: accounts.providerB, machineId: 6, model: "H100-80GB-SXM", pricePerUnitSecond: 100n, at: now });
-    source.putOffer(other);
-    source.putOffer(arriving);
-    await waitForKeys([key(accounts.providerA, 1), key(accounts.providerB, 5), key(accounts.providerB, 3)]);
-    assert.equal(await page.getAttribute(`tr[data-key="${key(accounts.providerB, 5)}"]`, "class"), "new");
-    assert.equal(await page.textContent(`tr[data-key="${key(accounts.providerB, 5)}"] td.attested`), "yes");
+    // Still filtered to A100-80GB. The provider publishes an A100 offer and an H100 one; only the first may show.
+    await publish(5);
+    await publish(4);
+    await waitForKeys([key(0), key(4), key(2)]);
+    assert.equal(await page.getAttribute(`tr[data-key="${key(4)}"]`, "class"), "new");
+    assert.equal(await page.textContent(`tr[data-key="${key(4)}"] td.attested`), "yes");
+    assert.equal(node.offers.book.size, 6);
 
-    // And one that leaves the book disappears.
-    source.removeOffer(key(accounts.providerB, 3), "expired");
-    await waitForKeys([key(accounts.providerA, 1), key(accounts.providerB, 5)]);
+    // And one that leaves the book disappears: the provider removes the machine on-chain, the
+    // node's chain watcher evicts its offer.
+    await send(await devnet.wallet(1), { address: devnet.deployment.contracts.registry!, abi: providerRegistryAbi, functionName: "removeMachine", args: [ids[2]] } as never);
+    await waitForKeys([key(0), key(4)]);
   });
 
   it("charts the price per GPU-hour of a model", async () => {
     await page.selectOption("#chart-window", "3600:60");
     await page.selectOption("#chart-model", "A100-80GB");
-    await page.waitForFunction(() => document.querySelectorAll("#price-chart circle.dot").length >= 2, undefined, { timeout: 5000 });
-    assert.match((await page.textContent("#chart-summary")) ?? "", /Now: 2 offers/);
+    // Every offer arrived in the last minute or two: one bucket (two if a minute turned meanwhile).
+    await page.waitForFunction(() => document.querySelectorAll("#price-chart circle.dot").length >= 1, undefined, { timeout: 5000 });
+    assert.match((await page.textContent("#chart-summary")) ?? "", /Now: 2 offers, 16 GPUs/);
   });
 
   it("opens a provider's stake, reputation and machines", async () => {
-    await page.click(`tr[data-key="${key(accounts.providerA, 1)}"] .provider-link`);
+    await page.click(`tr[data-key="${key(0)}"] .provider-link`);
     await page.waitForSelector("#provider:not([hidden]) #provider-machines tbody tr", { timeout: 5000 });
     assert.equal(await page.textContent("#provider-address"), accounts.providerA.address);
     const facts = (await page.textContent("#provider-facts")) ?? "";
     assert.match(facts, /Stake25,000 tUSD/);
-    assert.match(facts, /Leases completed12/);
-    assert.equal(await page.$$eval("#provider-machines tbody tr", (rows) => rows.length), 2);
+    assert.match(facts, /Leases completed0/);
+    // Six machines declared, one removed on-chain.
+    assert.equal(await page.$$eval("#provider-machines tbody tr", (rows) => rows.length), 5);
   });
 
   it("fetched nothing from anywhere but the node, and raised no script error", () => {

@@ -50,6 +50,10 @@ describe("OpenAPI document", () => {
       "GET /v1/stats",
       "POST /v1/match",
       "POST /v1/reservations",
+      "POST /v1/leases/{id}/task",
+      "POST /v1/leases/{id}/status",
+      "POST /v1/leases/{id}/logs",
+      "POST /v1/leases/{id}/cancel",
       "GET /v1/events",
       "GET /v1/health",
       "GET /metrics",
@@ -86,8 +90,18 @@ describe("OpenAPI document", () => {
     await check("GET", `/v1/leases?address=${accounts.renter.address}`, "/v1/leases", 200);
     await check("GET", "/v1/leases/1", "/v1/leases/{id}", 200);
     await check("GET", "/v1/stats", "/v1/stats", 200);
-    await check("POST", "/v1/match", "/v1/match", 200, { model: "A100", gpuCount: 1, duration: 60 });
-    await check("POST", "/v1/match", "/v1/match", 200, { model: "H200", gpuCount: 1, duration: 60 });
+    await check("POST", "/v1/match", "/v1/match", 200, { gpuType: "A100", gpuCount: 1, duration: 60, maxPricePerGpuHour: "5" });
+    await check("POST", "/v1/match", "/v1/match", 200, { gpuType: "H200", gpuCount: 1, duration: 60, maxPricePerGpuHour: "5" });
+    await check("POST", "/v1/match", "/v1/match", 400, { gpuType: "H200" });
+    const auth = (action: string) => ({
+      request: { leaseId: "3", provider: accounts.providerA.address, action, bodyHash: `0x${"ab".repeat(32)}`, issuedAt: 1, nonce: `0x${"cd".repeat(32)}` },
+      signature: `0x${"11".repeat(65)}`,
+    });
+    await check("POST", "/v1/leases/3/task", "/v1/leases/{id}/task", 200, { auth: auth("task"), spec: { image: "busybox", command: "true" } });
+    await check("POST", "/v1/leases/3/status", "/v1/leases/{id}/status", 200, { auth: auth("status") });
+    await check("POST", "/v1/leases/3/logs", "/v1/leases/{id}/logs", 200, { auth: auth("logs"), fromSeq: 0 });
+    await check("POST", "/v1/leases/3/cancel", "/v1/leases/{id}/cancel", 200, { auth: auth("cancel") });
+    await check("POST", "/v1/leases/3/cancel", "/v1/leases/{id}/cancel", 400, { auth: auth("task") });
   });
 
   it("documents amounts as decimal strings and query parameters with their constraints", () => {

@@ -4,9 +4,9 @@ import { leasePageSchema, leaseViewSchema, machinePageSchema, machineViewSchema,
 import { healthSchema, marketStatsSchema, matchResultSchema, nodeInfoSchema, reservationAnswerSchema } from "../../common/api/market.js";
 import { offerPageSchema, offerViewSchema } from "../../common/api/offers.js";
 import { suanliDomain, suanliTypes, type ReserveRequest } from "../../common/eip712.js";
-import { InMemoryMarketSource } from "../../node/api/memory-source.js";
 import { startApiFixture, T0, testDeployment, type ApiFixture } from "../support/api-fixture.js";
 import { accounts, signedOfferEntry, TEST_CHAIN_ID, TEST_MARKET } from "../support/market.js";
+import { InMemoryMarketSource } from "../support/memory-source.js";
 
 type ErrorBody = { error: { name: string; message: string; fields?: { path: string; message: string }[] } };
 
@@ -335,53 +335,71 @@ describe("HTTP API routes", () => {
   });
 
   describe("POST /v1/match", () => {
-    it("ranks candidates for a task that fits", async () => {
-      const response = await post("/v1/match", { model: "A100", gpuCount: 2, duration: 3600 });
+    it("ranks candidates for a task that fits, with the request format of the SDK", async () => {
+      // 1000 base units per second = 3.60 USD per GPU-hour (6 decimals); machine 3 asks 5.40.
+      const response = await post("/v1/match", { gpuType: "A100", gpuCount: 2, duration: 3600, maxPricePerGpuHour: "6" });
       assert.equal(response.statusCode, 200);
       const result = matchResultSchema.decode(response.json());
       assert.equal(result.matched, true);
+      assert.equal(result.explanation, null);
       assert.deepEqual(result.candidates.map((candidate) => candidate.allocations[0].offerKey), [fx.keys.a100, fx.keys.a100b]);
-      assert.equal(result.candidates[0].rank, 1);
-      assert.equal(result.candidates[0].totalCost, 1000n * 2n * 3600n);
-      assert.equal(result.explanation.hint, null);
-      assert.equal(result.explanation.considered, 3);
-      assert.deepEqual(result.explanation.eliminated.find((step) => step.constraint === "model")?.removed, 1);
+      const [best] = result.candidates;
+      assert.equal(best.rank, 1);
+      assert.equal(best.provider, accounts.providerA.address);
+      assert.equal(best.units, 2);
+      assert.equal(best.pricePerGpuHour, 3_600_000n);
+      assert.equal(best.totalCost, 1000n * 2n * 3600n);
+      assert.equal(best.allocations[0].pricePerUnitSecond, 1000n);
+      assert.equal(best.allocations[0].model, "A100-80GB");
+      assert.deepEqual(best.reputation, { leasesCompleted: 12, faults: 1, unitSecondsDelivered: 3_600_000n });
+      assert.ok(best.cost < result.candidates[1].cost);
+
+      const one = matchResultSchema.decode((await post("/v1/match?limit=1", { gpuType: "A100", gpuCount: 2, duration: 3600, maxPricePerGpuHour: "6" })).json());
+      assert.deepEqual(one.candidates.map((candidate) => candidate.allocations[0].offerKey), [fx.keys.a100]);
     });
 
     it("explains which constraint removed how many offers when nothing matches", async () => {
-      const response = await post("/v1/match", { model: "A100-80GB", gpuCount: 2, duration: 3600, maxPricePerUnitSecond: "900" });
+      const response = await post("/v1/match", { gpuType: "A100-80GB", gpuCount: 2, duration: 3600, maxPricePerGpuHour: "3.00" });
       const result = matchResultSchema.decode(response.json());
       assert.equal(result.matched, false);
       assert.deepEqual(result.candidates, []);
+      const explanation = result.explanation!;
+      assert.equal(explanation.totalOffers, 3);
       assert.deepEqual(
-        result.explanation.eliminated.map((step) => [step.constraint, step.removed]),
-        [["model", 1], ["attested", 0], ["duration", 0], ["price", 2], ["capacity", 0]],
+        explanation.steps.filter((step) => step.removed > 0).map((step) => [step.constraint, step.removed]),
+        [["gpuType", 1], ["price", 2]],
       );
-      assert.match(result.explanation.hint ?? "", /cheapest remaining offer asks 1000/);
+      assert.match(explanation.message, /3\.60 USD\/GPU-h/);
 
-      const big = matchResultSchema.decode((await post("/v1/match", { model: "A100", gpuCount: 9, duration: 3600 })).json());
+      const big = matchResultSchema.decode((await post("/v1/match", { gpuType: "A100", gpuCount: 9, duration: 3600, maxPricePerGpuHour: "6" })).json());
       assert.equal(big.matched, false);
-      assert.match(big.explanation.hint ?? "", /largest free block on one machine is 6 units/);
+      assert.deepEqual(big.explanation!.steps.filter((step) => step.removed > 0).map((step) => step.constraint), ["gpuType", "capacity"]);
     });
 
     it("answers 400 naming the bad body fields", async () => {
-      const response = await post("/v1/match", { model: "A100", gpuCount: 0, interruptible: true });
+      const response = await post("/v1/match", { gpuType: "A100", gpuCount: 0, maxPricePerGpuHour: "2" });
       assert.equal(response.statusCode, 400);
       const error = errorOf(response.body);
       assert.equal(error.name, "InvalidInputError");
       assert.deepEqual(error.fields?.map((field) => field.path).sort(), ["duration", "gpuCount"]);
-      const noBid = await post("/v1/match", { model: "A100", gpuCount: 1, duration: 60, interruptible: true });
-      assert.deepEqual(errorOf(noBid.body).fields, [{ path: "bidPerUnitSecond", message: "required when interruptible is true" }]);
+      const unknown = await post("/v1/match", { gpuType: "TPU-v5", gpuCount: 1, duration: 60, maxPricePerGpuHour: "2" });
+      assert.equal(errorOf(unknown.body).fields?.[0].path, "gpuType");
+      assert.match(errorOf(unknown.body).fields?.[0].message ?? "", /A100-80GB/);
+      const noBid = await post("/v1/match", { gpuType: "A100", gpuCount: 1, duration: 60, mode: "interruptible" });
+      assert.equal(noBid.statusCode, 400);
+      assert.deepEqual(errorOf(noBid.body).fields?.map((field) => field.path), ["bidPerGpuHour"]);
+      const badLimit = await post("/v1/match?limit=0", { gpuType: "A100", gpuCount: 1, duration: 60, maxPricePerGpuHour: "2" });
+      assert.equal(errorOf(badLimit.body).fields?.[0].path, "limit");
     });
 
     it("answers 400 for invalid JSON, 415 for another media type and 413 for an oversized body", async () => {
       const invalid = await post("/v1/match", "{not json", { "content-type": "application/json" });
       assert.equal(invalid.statusCode, 400);
       assert.equal(errorOf(invalid.body).name, "InvalidInputError");
-      const text = await post("/v1/match", "model=A100", { "content-type": "text/plain" });
+      const text = await post("/v1/match", "gpuType=A100", { "content-type": "text/plain" });
       assert.equal(text.statusCode, 415);
       assert.equal(errorOf(text.body).name, "UnsupportedMediaTypeError");
-      const huge = await post("/v1/match", JSON.stringify({ model: "A100", padding: "x".repeat(70 * 1024) }), { "content-type": "application/json" });
+      const huge = await post("/v1/match", JSON.stringify({ gpuType: "A100", padding: "x".repeat(70 * 1024) }), { "content-type": "application/json" });
       assert.equal(huge.statusCode, 413);
       assert.equal(errorOf(huge.body).name, "PayloadTooLargeError");
     });
@@ -411,47 +429,40 @@ describe("HTTP API routes", () => {
       request: { ...message, bidPerUnitSecond: message.bidPerUnitSecond.toString() },
       signature,
     });
+    const relayed = () => fx.relay.reserved.length;
 
-    it("forwards a request signed by the renter and returns the provider's signed acceptance", async () => {
+    it("hands a request signed by the renter to the relay and returns the provider's answer", async () => {
+      const before = relayed();
       const message = request();
-      const response = await post("/v1/reservations", wire(message, await sign(message)));
+      const signature = await sign(message);
+      const response = await post("/v1/reservations", wire(message, signature));
       assert.equal(response.statusCode, 200);
       const answer = reservationAnswerSchema.decode(response.json());
-      assert.equal(answer.accepted, true);
-      if (!answer.accepted) return;
-      assert.equal(answer.acceptance.offer.renter, accounts.renter.address);
-      const provider = await recoverTypedDataAddress({
-        domain,
-        types: { Offer: suanliTypes.Offer },
-        primaryType: "Offer",
-        message: answer.acceptance.offer,
-        signature: answer.acceptance.signature,
-      });
-      assert.equal(provider, accounts.providerA.address);
+      assert.deepEqual(answer, { accepted: false, reason: "busy", message: "recorded by the test relay", availableUnits: 2 });
+      assert.equal(relayed(), before + 1);
+      assert.deepEqual(fx.relay.reserved.at(-1), { request: message, signature });
     });
 
-    it("returns the provider's refusal with its reason", async () => {
-      const message = request({ units: 7 });
-      const answer = reservationAnswerSchema.decode((await post("/v1/reservations", wire(message, await sign(message)))).json());
-      assert.deepEqual(answer.accepted ? "accepted" : answer.reason, "insufficient-capacity");
-    });
-
-    it("answers 401 for a signature by another wallet, without burning the nonce", async () => {
+    it("answers 401 for a signature by another wallet, without burning the nonce or reaching the provider", async () => {
+      const before = relayed();
       const message = request();
       const forged = await post("/v1/reservations", wire(message, await sign(message, accounts.stranger)));
       assert.equal(forged.statusCode, 401);
       const error = errorOf(forged.body);
       assert.equal(error.name, "InvalidSignatureError");
       assert.match(error.message, new RegExp(accounts.stranger.address));
+      assert.equal(relayed(), before);
       // The real renter can still use that nonce.
       const genuine = await post("/v1/reservations", wire(message, await sign(message)));
       assert.equal(genuine.statusCode, 200);
+      assert.equal(relayed(), before + 1);
     });
 
     it("answers 409 for a replayed request and 401 for a stale one", async () => {
       const message = request();
       const body = wire(message, await sign(message));
       assert.equal((await post("/v1/reservations", body)).statusCode, 200);
+      const before = relayed();
       const replay = await post("/v1/reservations", body);
       assert.equal(replay.statusCode, 409);
       assert.equal(errorOf(replay.body).name, "ReplayedRequestError");
@@ -460,6 +471,7 @@ describe("HTTP API routes", () => {
       const stale = await post("/v1/reservations", wire(old, await sign(old)));
       assert.equal(stale.statusCode, 401);
       assert.equal(errorOf(stale.body).name, "StaleSignatureError");
+      assert.equal(relayed(), before);
     });
 
     it("answers 400 for a malformed signature or request", async () => {
@@ -482,6 +494,61 @@ describe("HTTP API routes", () => {
       } finally {
         await noMarket.close();
       }
+    });
+  });
+
+  describe("POST /v1/leases/:id/{task,status,logs,cancel} (relayed)", () => {
+    const auth = (action: string, leaseId = "7") => ({
+      request: {
+        leaseId,
+        provider: accounts.providerA.address,
+        action,
+        bodyHash: `0x${"ab".repeat(32)}`,
+        issuedAt: T0,
+        nonce: `0x${"cd".repeat(32)}`,
+      },
+      signature: `0x${"11".repeat(65)}`,
+    });
+
+    it("hands each body, exactly as sent, to the relay for the lease of the route", async () => {
+      const spec = { bundle: { url: "https://example.com/b.tar.gz", sha256: `0x${"AB".repeat(32)}` }, command: ["python", "train.py"] };
+      const bodies = {
+        task: { auth: auth("task"), spec },
+        status: { auth: auth("status") },
+        logs: { auth: auth("logs"), fromSeq: 10, waitMs: 500 },
+        cancel: { auth: auth("cancel") },
+      };
+      for (const [action, body] of Object.entries(bodies)) {
+        const response = await post(`/v1/leases/7/${action}`, body);
+        assert.equal(response.statusCode, 200, `${action}: ${response.body}`);
+        assert.deepEqual(fx.relay.forwarded.at(-1), { action, leaseId: 7n, raw: body });
+      }
+      // The relay's answer is encoded by the route's schema: lease ids as decimal strings.
+      const answer = (await post("/v1/leases/7/cancel", bodies.cancel)).json() as { leaseId: unknown; state: string };
+      assert.deepEqual(answer, { leaseId: "7", state: "stopped" });
+    });
+
+    it("answers 400 naming the field for a bad lease id, auth or body, before anything is relayed", async () => {
+      const before = fx.relay.forwarded.length;
+      const cases: [string, unknown, string][] = [
+        ["/v1/leases/abc/status", { auth: auth("status") }, "id"],
+        ["/v1/leases/7/status", { auth: { ...auth("status"), signature: "0x12" } }, "auth.signature"],
+        ["/v1/leases/7/status", { auth: auth("pause") }, "auth.request.action"],
+        ["/v1/leases/7/status", { auth: auth("status", "-3") }, "auth.request.leaseId"],
+        ["/v1/leases/7/logs", { auth: auth("logs"), fromSeq: -1 }, "fromSeq"],
+        ["/v1/leases/7/logs", { auth: auth("logs"), fromSeq: 0, waitMs: 60_000 }, "waitMs"],
+        ["/v1/leases/7/task", { auth: auth("task"), spec: { command: "run" } }, "spec.bundle"],
+        ["/v1/leases/7/task", { auth: auth("task"), spec: { image: "x", command: "run", env: { CUDA_VISIBLE_DEVICES: "0" } } }, "spec.env.CUDA_VISIBLE_DEVICES"],
+        ["/v1/leases/7/cancel", { auth: auth("cancel"), reason: "bored" }, "reason"],
+      ];
+      for (const [url, body, field] of cases) {
+        const response = await post(url, body);
+        assert.equal(response.statusCode, 400, `${url} ${JSON.stringify(body)}: ${response.body}`);
+        const error = errorOf(response.body);
+        assert.equal(error.name, "InvalidInputError");
+        assert.ok(error.fields?.some((issue) => issue.path === field), `${field} in ${JSON.stringify(error.fields)}`);
+      }
+      assert.equal(fx.relay.forwarded.length, before);
     });
   });
 
@@ -556,13 +623,33 @@ describe("HTTP API routes", () => {
     it("limits match dry-runs and reservations by their own, stricter budget", async () => {
       const limited = await startApiFixture({ writeRateLimitPerMinute: 2 });
       try {
-        const match = () => limited.api.app.inject({ method: "POST", url: "/v1/match", payload: { model: "A100", gpuCount: 1, duration: 60 } });
+        const match = () => limited.api.app.inject({ method: "POST", url: "/v1/match", payload: { gpuType: "A100", gpuCount: 1, duration: 60, maxPricePerGpuHour: "5" } });
         assert.equal((await match()).statusCode, 200);
         assert.equal((await match()).statusCode, 200);
         const refused = await match();
         assert.equal(refused.statusCode, 429);
         assert.ok(refused.headers["retry-after"]);
         assert.equal((await limited.api.app.inject({ method: "GET", url: "/v1/offers" })).statusCode, 200);
+      } finally {
+        await limited.close();
+      }
+    });
+
+    it("limits relayed task and cancel requests by the write budget, and lets status be polled", async () => {
+      const limited = await startApiFixture({ writeRateLimitPerMinute: 1 });
+      try {
+        const auth = (action: string) => ({
+          request: { leaseId: "7", provider: accounts.providerA.address, action, bodyHash: `0x${"ab".repeat(32)}`, issuedAt: T0, nonce: `0x${"cd".repeat(32)}` },
+          signature: `0x${"11".repeat(65)}`,
+        });
+        const relay = (action: string) => limited.api.app.inject({ method: "POST", url: `/v1/leases/7/${action}`, payload: { auth: auth(action) } });
+        assert.equal((await relay("cancel")).statusCode, 200);
+        const refused = await relay("cancel");
+        assert.equal(refused.statusCode, 429);
+        assert.equal(errorOf(refused.body).name, "RateLimitedError");
+        for (let i = 0; i < 3; i++) assert.equal((await relay("status")).statusCode, 200);
+        // What was refused never reached the relay.
+        assert.deepEqual(limited.relay.forwarded.map((call) => call.action), ["cancel", "status", "status", "status"]);
       } finally {
         await limited.close();
       }

@@ -1,15 +1,49 @@
 /**
  * An API server over an in-memory market seeded with signed offers, providers and leases, with a
- * clock the test moves.
+ * clock the test moves: for the routes' own behaviour (validation, paging, errors, limits). The
+ * API over a real node and devnet is in test/node/api-node.test.ts.
  */
 import { Registry } from "prom-client";
+import type { Hex } from "viem";
 import type { z } from "zod";
+import type { RelayAction, RelayBody } from "../../common/api/relay.js";
 import type { Deployment } from "../../common/deployment.js";
+import type { ReserveRequest } from "../../common/eip712.js";
+import type { ReserveReply } from "../../common/matching/handshake.js";
 import { offerKey } from "../../common/offers/message.js";
-import { InMemoryMarketSource } from "../../node/api/memory-source.js";
 import type { apiOptionsSchema } from "../../node/api/options.js";
 import { createApiServer, type ApiServer } from "../../node/api/server.js";
+import type { ProviderRelay } from "../../node/api/source.js";
 import { accounts, leaseRecord, machineRecord, providerRecord, signedOfferEntry, TEST_CHAIN_ID, TEST_MARKET } from "./market.js";
+import { InMemoryMarketSource } from "./memory-source.js";
+
+/**
+ * A relay that records what the API handed it and answers a fixed refusal: the route tests check
+ * what the API lets through to a provider; forwarding itself is tested against real nodes.
+ */
+export class RecordingRelay implements ProviderRelay {
+  readonly reserved: { request: ReserveRequest; signature: Hex }[] = [];
+  readonly forwarded: { action: RelayAction; leaseId: bigint; raw: unknown }[] = [];
+
+  async reserve(request: ReserveRequest, signature: Hex): Promise<ReserveReply> {
+    this.reserved.push({ request, signature });
+    return { accepted: false, reason: "busy", message: "recorded by the test relay", availableUnits: 2 };
+  }
+
+  async forward(action: RelayAction, leaseId: bigint, _body: RelayBody, raw: unknown): Promise<unknown> {
+    this.forwarded.push({ action, leaseId, raw });
+    switch (action) {
+      case "task":
+        return { leaseId, state: "accepted" };
+      case "status":
+        return { leaseId, state: "waiting_spec", startedAt: null, endedAt: null, heartbeatAt: T0 * 1000, unitSeconds: 0, gpus: [], exitCode: null, error: null, completion: null, nextLogSeq: 0 };
+      case "logs":
+        return { lines: [], nextSeq: 0, done: false, firstAvailableSeq: 0 };
+      case "cancel":
+        return { leaseId, state: "stopped" };
+    }
+  }
+}
 
 /** A fixed start, a multiple of 600 s, so that statistics buckets are predictable. */
 export const T0 = 1_700_000_400;
@@ -28,6 +62,7 @@ export function testDeployment(withMarket = true): Deployment {
 export type ApiFixture = {
   api: ApiServer;
   source: InMemoryMarketSource;
+  relay: RecordingRelay;
   registry: Registry;
   clock: { seconds: number };
   keys: { a100: string; h100: string; a100b: string };
@@ -40,7 +75,7 @@ export async function startApiFixture(
 ): Promise<ApiFixture> {
   const clock = { seconds: T0 };
   const now = () => clock.seconds * 1000;
-  const source = extra.source ?? new InMemoryMarketSource({ now, domain: { chainId: TEST_CHAIN_ID, verifyingContract: TEST_MARKET } });
+  const source = extra.source ?? new InMemoryMarketSource({ now });
   const { providerA, providerB, attestor, renter } = accounts;
 
   source.putOffer(
@@ -63,7 +98,6 @@ export async function startApiFixture(
       interruptibleUnits: 2,
     }),
   );
-  source.addProviderSigner(providerA);
 
   source.putProvider(
     providerRecord(providerA, [machineRecord(providerA.address, 1, "A100-80GB"), machineRecord(providerA.address, 2, "H100-80GB-SXM")]),
@@ -81,10 +115,12 @@ export async function startApiFixture(
   source.putLease(leaseRecord(3n, accounts.stranger.address, providerA.address, { status: "Open", activatedAt: null, end: null }));
 
   const registry = new Registry();
-  const api = await createApiServer({ source, deployment: extra.deployment ?? testDeployment(), options, registry, now });
+  const relay = new RecordingRelay();
+  const api = await createApiServer({ source, relay, deployment: extra.deployment ?? testDeployment(), options, registry, now });
   return {
     api,
     source,
+    relay,
     registry,
     clock,
     keys: {

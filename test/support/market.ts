@@ -3,17 +3,123 @@
  * (EIP-712, as providers sign them), attestations signed by an attestor wallet, providers and
  * leases in the API's shapes.
  */
-import type { Address, HDAccount } from "viem";
+import { generateKeyPairFromSeed } from "@libp2p/crypto/keys";
+import { peerIdFromPrivateKey } from "@libp2p/peer-id";
+import { hexToBytes, keccak256, type Address, type HDAccount, type LocalAccount } from "viem";
 import type { LeaseView, ProviderView } from "../../common/api/chain.js";
 import { devnetAccount } from "../../common/devnet.js";
-import { modelHash } from "../../common/gpu.js";
-import { signedOfferEntry as signedEntry, type SignedOfferSpec } from "../../node/api/demo.js";
-import type { OfferEntry } from "../../node/api/source.js";
+import { ANY_RENTER, suanliDomain, suanliTypes, type Attestation, type Offer } from "../../common/eip712.js";
+import { findGpuModel, modelHash } from "../../common/gpu.js";
+import type { Interconnect } from "../../common/offers/message.js";
+import { signOfferMessage } from "../../common/offers/sign.js";
+import type { OfferEntry, VerifiedAttestation } from "../../node/api/source.js";
 
 /** A LeaseMarket address for EIP-712 domains in tests that deploy no market. */
 export const TEST_MARKET: Address = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
 export const TEST_CHAIN_ID = 31337;
+
 export const ZERO32 = `0x${"0".repeat(64)}` as const;
+
+export type SignedOfferSpec = {
+  /** EIP-712 domain: chain id and LeaseMarket address. */
+  domain: { chainId: number; verifyingContract: Address };
+  provider: LocalAccount;
+  machineId: number;
+  /** Canonical GPU model name. */
+  model: string;
+  units?: number;
+  vramMiB?: number;
+  region?: string;
+  interconnect?: Interconnect;
+  cluster?: `0x${string}`;
+  pricePerUnitSecond: bigint;
+  minBidPerUnitSecond?: bigint;
+  onDemandUnits?: number;
+  interruptibleUnits?: number;
+  freeUnits?: number;
+  minDuration?: number;
+  maxDuration?: number;
+  seq?: number;
+  /** Unix seconds the offer is published (and received). */
+  at: number;
+  /** Seconds until the offer expires (default 3600). */
+  expiresIn?: number;
+  /** When given, signs a current hardware attestation of the machine. */
+  attestor?: LocalAccount;
+};
+
+/** An offer-book entry with real EIP-712 signatures, parsed through the gossip message schema. */
+export async function signedEntry(spec: SignedOfferSpec): Promise<OfferEntry> {
+  const domain = suanliDomain(spec.domain.chainId, spec.domain.verifyingContract);
+  const units = spec.units ?? 8;
+  const vramMiB = spec.vramMiB ?? findGpuModel(spec.model)?.vramMiB ?? 81_920;
+  const offer: Offer = {
+    provider: spec.provider.address,
+    machineId: spec.machineId,
+    model: modelHash(spec.model),
+    pricePerUnitSecond: spec.pricePerUnitSecond,
+    minBidPerUnitSecond: spec.minBidPerUnitSecond ?? 0n,
+    minDuration: spec.minDuration ?? 60,
+    maxDuration: spec.maxDuration ?? 86_400,
+    collateralBps: 2000,
+    startWindow: 300,
+    nonce: BigInt(spec.seq ?? 1),
+    expiry: spec.at + (spec.expiresIn ?? 3600),
+    renter: ANY_RENTER,
+  };
+  const signature = await spec.provider.signTypedData({ domain, types: { Offer: suanliTypes.Offer }, primaryType: "Offer", message: offer });
+  const attestations = [];
+  const verifiedAttestations: VerifiedAttestation[] = [];
+  if (spec.attestor) {
+    const attestation: Attestation = {
+      provider: spec.provider.address,
+      machineId: spec.machineId,
+      model: offer.model,
+      units,
+      vramMiB,
+      throughput: 123_456_789n,
+      issuedAt: spec.at - 60,
+      expiry: spec.at + 24 * 3600,
+    };
+    const attestationSignature = await spec.attestor.signTypedData({
+      domain,
+      types: { Attestation: suanliTypes.Attestation },
+      primaryType: "Attestation",
+      message: attestation,
+    });
+    attestations.push({ attestation, signature: attestationSignature });
+    verifiedAttestations.push({ attestor: spec.attestor.address, attestation });
+  }
+  const onDemandUnits = spec.onDemandUnits ?? 0;
+  const interruptibleUnits = spec.interruptibleUnits ?? 0;
+  // The provider node's libp2p key, derived from the wallet address so demo data is stable.
+  const peerKey = await generateKeyPairFromSeed("Ed25519", hexToBytes(keccak256(spec.provider.address)));
+  const message = await signOfferMessage({
+    v: 1,
+    offer,
+    signature,
+    machine: {
+      model: spec.model,
+      units,
+      vramMiB,
+      interconnect: spec.interconnect ?? "nvlink",
+      region: spec.region ?? "eu-west",
+      cluster: spec.cluster ?? ZERO32,
+    },
+    capacity: {
+      freeUnits: spec.freeUnits ?? Math.max(0, units - onDemandUnits - interruptibleUnits),
+      onDemandUnits,
+      interruptibleUnits,
+      lowestInterruptibleBid: interruptibleUnits > 0 ? (spec.minBidPerUnitSecond ?? 1n) : null,
+    },
+    attestations,
+    peerId: peerIdFromPrivateKey(peerKey).toString(),
+    addrs: ["/ip4/127.0.0.1/tcp/4001"],
+    seq: spec.seq ?? 1,
+    publishedAt: spec.at,
+  }, peerKey);
+  return { message, verifiedAttestations, receivedAt: spec.at };
+}
 
 export type OfferSpec = Omit<SignedOfferSpec, "domain" | "provider" | "attestor"> & { provider: HDAccount; attestor?: HDAccount };
 

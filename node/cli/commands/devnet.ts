@@ -1,82 +1,144 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import type { Command } from "commander";
 import { DEVNET_MNEMONIC, devnetAccount } from "../../../common/devnet.js";
 import { connectChain } from "../../chain/clients.js";
 import { deployContracts } from "../../chain/deploy.js";
 import { startEmbeddedChain } from "../../chain/embedded.js";
 import { DEFAULT_DEPLOYMENTS_DIR, writeDeployment } from "../../chain/manifest.js";
-import { seedDemoMarket, startDemoActivity } from "../../api/demo.js";
-import { InMemoryMarketSource } from "../../api/memory-source.js";
-import { createApiServer, type ApiServer } from "../../api/server.js";
+import { nodeConfigSchema } from "../../config/schema.js";
+import { startDaemon, type Daemon } from "../../daemon.js";
+import { DEVNET_ATTESTOR_INDEX, startDemoProviders, type DemoProviders } from "../../devnet/demo.js";
 import { createLogger } from "../../log/logger.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
+import { waitForShutdown } from "./node.js";
+
+function portOption(value: string | undefined, flag: string): number | undefined {
+  if (value === undefined) return undefined;
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new CliError(`${flag} must be an integer from 0 to 65535, got "${value}"`, ExitCode.usage);
+  }
+  return port;
+}
+
+type DevnetFlags = {
+  port: string;
+  deployments: string;
+  apiPort?: string;
+  p2pPort?: string;
+  dataDir?: string;
+  demoOffers?: boolean;
+  json?: boolean;
+};
 
 export function registerDevnet(program: Command): void {
   program
     .command("devnet")
-    .description("start a local chain on 127.0.0.1 with the Suanli contracts deployed, and keep it running")
+    .description("start a local chain on 127.0.0.1 with the Suanli contracts deployed, optionally a node serving the HTTP API, and keep it running")
     .option("--port <port>", "JSON-RPC port", "8545")
     .option("--deployments <dir>", "where to write the deployment manifest", DEFAULT_DEPLOYMENTS_DIR)
-    .option("--api-port <port>", "also serve the HTTP API and explorer on 127.0.0.1:<port>")
-    .option("--demo-offers", "with --api-port: fill the API with signed demo offers from devnet wallets, updated every few seconds")
+    .option("--api-port <port>", "also run a Suanli node on the devnet serving the HTTP API and explorer on 127.0.0.1:<port>")
+    .option("--p2p-port <port>", "with --api-port: the node's libp2p TCP port on 127.0.0.1 (default: any free port)")
+    .option("--data-dir <dir>", "with --api-port: where the node (and demo providers) keep their data (default: a temporary folder, removed at exit)")
+    .option("--demo-offers", "with --api-port: also run three provider nodes that register on-chain and publish signed, attested offers")
     .option("--json", "print the devnet description as JSON")
-    .action(async (options: { port: string; deployments: string; apiPort?: string; demoOffers?: boolean; json?: boolean }) => {
-      const port = Number(options.port);
-      if (!Number.isInteger(port) || port < 0 || port > 65535) {
-        throw new CliError(`--port must be an integer from 0 to 65535, got "${options.port}"`, ExitCode.usage);
-      }
-      const apiPort = options.apiPort === undefined ? undefined : Number(options.apiPort);
-      if (apiPort !== undefined && (!Number.isInteger(apiPort) || apiPort < 0 || apiPort > 65535)) {
-        throw new CliError(`--api-port must be an integer from 0 to 65535, got "${options.apiPort}"`, ExitCode.usage);
-      }
-      if (options.demoOffers && apiPort === undefined) {
-        throw new CliError("--demo-offers needs --api-port", ExitCode.usage);
+    .action(async (options: DevnetFlags) => {
+      const port = portOption(options.port, "--port")!;
+      const apiPort = portOption(options.apiPort, "--api-port");
+      const p2pPort = portOption(options.p2pPort, "--p2p-port");
+      for (const [flag, given] of [["--demo-offers", options.demoOffers], ["--p2p-port", options.p2pPort], ["--data-dir", options.dataDir]] as const) {
+        if (given !== undefined && given !== false && apiPort === undefined) throw new CliError(`${flag} needs --api-port`, ExitCode.usage);
       }
       const json = Boolean(options.json);
       progress(json, "Starting the embedded chain...");
       const chain = await startEmbeddedChain({ port });
-      const clients = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0) });
-      const deployment = await deployContracts({ publicClient: clients.publicClient, walletClient: clients.walletClient! });
-      const manifest = await writeDeployment(options.deployments, deployment);
-      const accounts = Array.from({ length: 10 }, (_, i) => devnetAccount(i).address);
-
-      // The HTTP API over an in-memory market: the node's offer book replaces it once it runs here.
-      let api: ApiServer | undefined;
-      let stopDemo: (() => void) | undefined;
-      let apiUrl: string | undefined;
-      if (apiPort !== undefined) {
-        const domain = { chainId: deployment.chainId, verifyingContract: deployment.contracts.market ?? deployment.contracts.token };
-        const source = new InMemoryMarketSource({ publicClient: clients.publicClient, domain });
-        if (options.demoOffers) {
-          progress(json, "Seeding demo offers...");
-          await seedDemoMarket(source, { domain, nowSeconds: Math.floor(Date.now() / 1000) });
-          stopDemo = startDemoActivity(source, { domain, intervalMs: 5000, nowSeconds: () => Math.floor(Date.now() / 1000) });
-        }
-        api = await createApiServer({
-          source,
-          deployment,
-          options: { enabled: true, host: "127.0.0.1", port: apiPort },
-          logger: createLogger({ level: "warn" }),
+      let node: Daemon | undefined;
+      let demo: DemoProviders | undefined;
+      let tempDir: string | undefined;
+      const shutdown = async () => {
+        await demo?.stop();
+        await node?.stop();
+        await chain.close();
+        if (tempDir) await rm(tempDir, { recursive: true, force: true });
+      };
+      try {
+        const clients = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0) });
+        const deployment = await deployContracts({
+          publicClient: clients.publicClient,
+          walletClient: clients.walletClient!,
+          // The demo's attestations are signed by a devnet wallet that needs the role.
+          attestors: options.demoOffers ? [devnetAccount(DEVNET_ATTESTOR_INDEX).address] : [],
         });
-        apiUrl = await api.listen();
-      }
+        const manifest = await writeDeployment(options.deployments, deployment);
+        const accounts = Array.from({ length: 10 }, (_, i) => devnetAccount(i).address);
 
-      emit(json, { rpcUrl: chain.rpcUrl, chainId: deployment.chainId, manifest, contracts: deployment.contracts, accounts, apiUrl: apiUrl ?? null }, () =>
-        [
-          `Devnet running at ${chain.rpcUrl} (chain ${deployment.chainId})`,
-          ...(apiUrl ? [`HTTP API at ${apiUrl}/v1/ (OpenAPI: ${apiUrl}/openapi.json), explorer at ${apiUrl}/explorer/`] : []),
-          `Contracts (manifest ${manifest}):`,
-          ...Object.entries(deployment.contracts).map(([role, address]) => `  ${role.padEnd(9)} ${address}`),
-          `Funded accounts (mnemonic "${DEVNET_MNEMONIC}"):`,
-          ...accounts.map((address, i) => `  #${i} ${address}`),
-          "Press Ctrl-C to stop.",
-        ].join("\n"),
-      );
-      await new Promise<void>((resolve) => {
-        process.once("SIGINT", resolve);
-        process.once("SIGTERM", resolve);
-      });
-      stopDemo?.();
-      await api?.close();
-      await chain.close();
+        let apiUrl: string | undefined;
+        let nodeAddrs: string[] = [];
+        if (apiPort !== undefined) {
+          progress(json, "Starting a node with the HTTP API...");
+          const dataDir = options.dataDir ? path.resolve(options.dataDir) : (tempDir = await mkdtemp(path.join(tmpdir(), "suanli-devnet-")));
+          const logger = createLogger({ level: "warn" });
+          const config = nodeConfigSchema.parse({
+            dataDir: path.join(dataDir, "node"),
+            log: { level: "warn" },
+            chain: { rpcUrl: chain.rpcUrl, deploymentsDir: options.deployments, pollingIntervalMs: 250 },
+            p2p: {
+              listen: [`/ip4/127.0.0.1/tcp/${p2pPort ?? 0}`],
+              allowPrivateAddresses: true,
+              gossip: { ipColocationWhitelist: ["127.0.0.1"] },
+              connections: { inboundPerSecondPerHost: 100 },
+            },
+            api: { enabled: true, host: "127.0.0.1", port: apiPort },
+          });
+          node = await startDaemon(config, { logger });
+          apiUrl = node.api!.url;
+          nodeAddrs = node.p2p.host.getMultiaddrs().map(String);
+          if (options.demoOffers) {
+            progress(json, "Starting demo providers (registering on-chain, publishing offers)...");
+            demo = await startDemoProviders({
+              rpcUrl: chain.rpcUrl,
+              deploymentsDir: options.deployments,
+              deployment,
+              dataDir,
+              bootstrap: nodeAddrs[0],
+              intervalMs: 5000,
+              logger,
+            });
+          }
+        }
+
+        emit(
+          json,
+          {
+            rpcUrl: chain.rpcUrl,
+            chainId: deployment.chainId,
+            manifest,
+            contracts: deployment.contracts,
+            accounts,
+            apiUrl: apiUrl ?? null,
+            node: node ? { peerId: node.p2p.host.peerId.toString(), addrs: nodeAddrs } : null,
+            demoProviders: demo ? demo.providers.map((provider) => provider.account!.address) : [],
+          },
+          () =>
+            [
+              `Devnet running at ${chain.rpcUrl} (chain ${deployment.chainId})`,
+              ...(apiUrl ? [`HTTP API at ${apiUrl}/v1/ (OpenAPI: ${apiUrl}/openapi.json), explorer at ${apiUrl}/explorer/`] : []),
+              ...(node ? [`Node ${node.p2p.host.peerId} (bootstrap other nodes with ${nodeAddrs[0]})`] : []),
+              ...(demo ? [`Demo providers publishing offers: ${demo.providers.map((provider) => provider.account!.address).join(", ")}`] : []),
+              `Contracts (manifest ${manifest}):`,
+              ...Object.entries(deployment.contracts).map(([role, address]) => `  ${role.padEnd(9)} ${address}`),
+              `Funded accounts (mnemonic "${DEVNET_MNEMONIC}"):`,
+              ...accounts.map((address, i) => `  #${i} ${address}${options.demoOffers && i === DEVNET_ATTESTOR_INDEX ? " (attestor)" : ""}`),
+              "Press Ctrl-C to stop.",
+            ].join("\n"),
+        );
+      } catch (error) {
+        await shutdown().catch(() => undefined);
+        throw error;
+      }
+      await waitForShutdown();
+      await shutdown();
     });
 }

@@ -1,30 +1,28 @@
 /**
- * A MarketDataSource held in memory: what tests and the devnet demo serve the API from, and a
- * reference for adapters over the real offer book, chain reader and matcher. The caller feeds it
- * (putOffer, putProvider, putLease); it filters, pages, records statistics, matches with the
- * reference matcher and signs reservation acceptances for the providers whose keys it was given.
+ * A MarketDataSource held in memory: the fixture the API's route tests serve from, so that they
+ * can set up exact market states (offers at given times, providers with given records, leases in
+ * every status) and move the clock. The caller feeds it (putOffer, putProvider, putLease); it
+ * filters, pages and records statistics with the API's own helpers and matches with the real
+ * MatchingEngine. A node serves NodeMarketSource (node/api/node-source.ts) instead.
  */
-import type { Address, Hex, LocalAccount, PublicClient } from "viem";
+import type { Address, PublicClient } from "viem";
 import type { LeaseRole, LeaseStatus, LeaseView, MachineFilter, MachineView, ProviderListQuery, ProviderView } from "../../common/api/chain.js";
 import type { OfferRemovedReason } from "../../common/api/events.js";
-import type { HealthCheck, MarketStats, MatchRequest, MatchResult, ReservationAnswer, StatsWindow } from "../../common/api/market.js";
+import type { HealthCheck, MarketStats, MatchRequest, MatchResult, StatsWindow } from "../../common/api/market.js";
 import type { OfferFilter } from "../../common/api/offers.js";
-import { suanliTypes, type Offer, type ReserveRequest } from "../../common/eip712.js";
+import { MatchingEngine } from "../../common/matching/engine.js";
+import { offerEntryFromMessage } from "../../common/matching/entry.js";
 import { offerKey } from "../../common/offers/message.js";
-import { entryKey, offerComparator, offerMatchesFilter } from "./offer-view.js";
-import { referenceMatch } from "./reference-match.js";
-import type { MarketChange, MarketDataSource, MarketListener, OfferEntry, Page, PageOf } from "./source.js";
-import { StatsRecorder, type StatsRecorderOptions } from "./stats.js";
+import { toMatchResult } from "../../node/api/match-view.js";
+import { attestationCovers, entryKey, offerComparator, offerMatchesFilter } from "../../node/api/offer-view.js";
+import type { MarketChange, MarketDataSource, MarketListener, OfferEntry, Page, PageOf } from "../../node/api/source.js";
+import { StatsRecorder, type StatsRecorderOptions } from "../../node/api/stats.js";
 
 export type InMemoryMarketSourceOptions = {
   /** Clock in milliseconds (tests move it). Default Date.now. */
   now?: () => number;
   /** When given, health() checks that the chain answers. */
   publicClient?: PublicClient;
-  /** EIP-712 domain of reservation acceptances (chain id and LeaseMarket). */
-  domain?: { chainId: number; verifyingContract: Address };
-  /** How long a provider holds reserved units, seconds (default 120). */
-  holdSeconds?: number;
   stats?: StatsRecorderOptions;
 };
 
@@ -37,13 +35,30 @@ export class InMemoryMarketSource implements MarketDataSource {
   private readonly providers = new Map<string, ProviderView>();
   private readonly leases = new Map<bigint, LeaseView>();
   private readonly listeners = new Set<MarketListener>();
-  private readonly signers = new Map<string, LocalAccount>();
   private readonly clock: () => number;
   readonly stats: StatsRecorder;
+  readonly engine: MatchingEngine;
 
   constructor(private readonly options: InMemoryMarketSourceOptions = {}) {
     this.clock = options.now ?? Date.now;
     this.stats = new StatsRecorder(options.stats);
+    this.engine = new MatchingEngine({}, { now: () => this.nowSeconds() });
+  }
+
+  /** Indexes an offer for matching with what this source knows: its verified attestations and the provider's record. */
+  private index(entry: OfferEntry): void {
+    const now = this.nowSeconds();
+    const current = entry.verifiedAttestations.filter((verified) => attestationCovers(entry, verified, now)).map((verified) => verified.attestation);
+    const reputation = this.providers.get(entry.message.offer.provider.toLowerCase())?.reputation ?? { leasesCompleted: 0, faults: 0, unitSecondsDelivered: 0n };
+    this.engine.upsert(
+      offerEntryFromMessage(entry.message, {
+        attestation: current.length
+          ? { attestedAt: Math.max(...current.map((a) => a.issuedAt)), expiry: Math.max(...current.map((a) => a.expiry)) }
+          : null,
+        reputation,
+        latencyMs: null,
+      }),
+    );
   }
 
   private nowSeconds(): number {
@@ -71,6 +86,7 @@ export class InMemoryMarketSource implements MarketDataSource {
     const held = this.offers.get(key);
     if (held && held.message.seq >= entry.message.seq) return false;
     this.offers.set(key, entry);
+    this.index(entry);
     this.stats.recordOffer(entry, entry.receivedAt);
     this.emit({ type: "offer", entry });
     return true;
@@ -79,6 +95,7 @@ export class InMemoryMarketSource implements MarketDataSource {
   removeOffer(key: string, reason: OfferRemovedReason): boolean {
     const normalized = key.toLowerCase();
     if (!this.offers.delete(normalized)) return false;
+    this.engine.remove(normalized);
     const at = this.nowSeconds();
     this.stats.recordRemoval(normalized, at);
     this.emit({ type: "offer-removed", key: normalized, reason, at });
@@ -87,16 +104,12 @@ export class InMemoryMarketSource implements MarketDataSource {
 
   putProvider(provider: ProviderView): void {
     this.providers.set(provider.address.toLowerCase(), provider);
+    for (const entry of this.offers.values()) if (entry.message.offer.provider.toLowerCase() === provider.address.toLowerCase()) this.index(entry);
   }
 
   putLease(lease: LeaseView): void {
     this.leases.set(lease.id, lease);
     this.emit({ type: "lease", lease });
-  }
-
-  /** Lets the source sign reservation acceptances for this provider (the devnet demo's providers). */
-  addProviderSigner(account: LocalAccount): void {
-    this.signers.set(account.address.toLowerCase(), account);
   }
 
   // ---- MarketDataSource ----
@@ -181,44 +194,8 @@ export class InMemoryMarketSource implements MarketDataSource {
     return this.stats.compute(window, [...this.offers.values()], this.nowSeconds());
   }
 
-  async matchDryRun(request: MatchRequest): Promise<MatchResult> {
-    return referenceMatch(
-      [...this.offers.values()],
-      (provider) => this.providers.get(provider.toLowerCase())?.reputation,
-      request,
-      this.nowSeconds(),
-    );
-  }
-
-  async reserve(request: ReserveRequest, _signature: Hex): Promise<ReservationAnswer> {
-    const entry = await this.getOffer(offerKey(request.provider, request.machineId));
-    if (!entry) return { accepted: false, reason: "no-such-offer", message: `No live offer for machine ${request.machineId} of ${request.provider}` };
-    const { offer, capacity } = entry.message;
-    if (request.duration < offer.minDuration || request.duration > offer.maxDuration) {
-      return { accepted: false, reason: "duration-out-of-range", message: `The offer accepts ${offer.minDuration}..${offer.maxDuration} s` };
-    }
-    if (request.interruptible && offer.minBidPerUnitSecond === 0n) {
-      return { accepted: false, reason: "interruptible-not-offered", message: "The machine sells no interruptible capacity" };
-    }
-    if (request.interruptible && request.bidPerUnitSecond < offer.minBidPerUnitSecond) {
-      return { accepted: false, reason: "bid-too-low", message: `The minimum bid is ${offer.minBidPerUnitSecond} per unit-second` };
-    }
-    if (request.units > capacity.freeUnits) {
-      return { accepted: false, reason: "insufficient-capacity", message: `${capacity.freeUnits} units are free` };
-    }
-    const signer = this.signers.get(request.provider.toLowerCase());
-    if (!signer || !this.options.domain) {
-      return { accepted: false, reason: "provider-unreachable", message: "The provider did not answer the reservation" };
-    }
-    const holdUntil = this.nowSeconds() + (this.options.holdSeconds ?? 120);
-    const acceptance: Offer = { ...offer, renter: request.renter, expiry: holdUntil };
-    const signature = await signer.signTypedData({
-      domain: { name: "Suanli", version: "1", ...this.options.domain },
-      types: { Offer: suanliTypes.Offer },
-      primaryType: "Offer",
-      message: acceptance,
-    });
-    return { accepted: true, acceptance: { offer: acceptance, signature }, holdUntil };
+  async matchDryRun(request: MatchRequest, limit?: number): Promise<MatchResult> {
+    return toMatchResult(this.engine.match(request, limit === undefined ? {} : { limit }));
   }
 
   subscribe(listener: MarketListener): () => void {

@@ -1,0 +1,115 @@
+/**
+ * The lease relay routes of the HTTP API: a browser (no libp2p) sends a renter-signed request
+ * about its lease to any node, which forwards it unchanged to the lease's provider over the lease
+ * protocols (common/protocols/lease.ts) and returns the provider's answer.
+ *
+ * The bodies here are the protocol bodies in their JSON form (amounts as decimal strings, so the
+ * OpenAPI document can describe them); the node checks them with these schemas, checks the
+ * renter's signature against the on-chain lease, and forwards the body exactly as received (the
+ * signature's bodyHash covers the renter's own bytes). Answers are the protocol answers, with
+ * bigints as decimal strings.
+ */
+import { z } from "zod";
+import { TASK_STATES } from "../protocols/lease.js";
+import { taskSpecSchema } from "../protocols/task-spec.js";
+import { addressWireSchema, amountSchema, bytes32WireSchema, signatureWireSchema, unixSecondsSchema } from "./primitives.js";
+
+/** The four lease actions a renter can relay through a node. */
+export const RELAY_ACTIONS = ["task", "status", "logs", "cancel"] as const;
+export type RelayAction = (typeof RELAY_ACTIONS)[number];
+
+const leaseIdWireSchema = amountSchema.refine((value) => value > 0n, { message: "expected a lease id > 0" });
+
+/** The EIP-712 RenterRequest (common/eip712.ts) signed by the lease's renter. */
+export const renterRequestApiSchema = z.strictObject({
+  leaseId: leaseIdWireSchema.describe("The lease, decimal; must be the lease of the route."),
+  provider: addressWireSchema.describe("The lease's provider."),
+  action: z.enum(RELAY_ACTIONS).describe("Must be the route's action."),
+  bodyHash: bytes32WireSchema.describe("keccak256 of the canonical JSON of the request body (hashBody in common/protocols/lease.ts); the provider checks it."),
+  issuedAt: unixSecondsSchema.describe("When the renter signed, unix seconds; refused when further than api.signatureMaxAgeSeconds from the node's clock."),
+  nonce: bytes32WireSchema.describe("Fresh random bytes: the provider refuses a nonce it has seen."),
+});
+
+export const renterAuthApiSchema = z.strictObject({
+  request: renterRequestApiSchema,
+  signature: signatureWireSchema.describe("The renter's EIP-712 signature of `request` (domain: Suanli / 1 / chain id / LeaseMarket)."),
+});
+
+export const taskRelayBodySchema = z.strictObject({
+  auth: renterAuthApiSchema,
+  spec: taskSpecSchema.describe("The task: bundle or image, command, environment (common/protocols/task-spec.ts)."),
+});
+export const statusRelayBodySchema = z.strictObject({ auth: renterAuthApiSchema });
+export const logsRelayBodySchema = z.strictObject({
+  auth: renterAuthApiSchema,
+  fromSeq: z.number().int().nonnegative().describe("First log line wanted (the `nextSeq` of the previous answer)."),
+  waitMs: z.number().int().min(0).max(20_000).default(0).describe("Long-poll: wait up to this long for new lines when none are there yet."),
+  limit: z.number().int().min(1).max(1000).default(500),
+});
+export const cancelRelayBodySchema = z.strictObject({ auth: renterAuthApiSchema });
+
+/** Body schema of each relay route, by action. */
+export const relayBodySchemas = {
+  task: taskRelayBodySchema,
+  status: statusRelayBodySchema,
+  logs: logsRelayBodySchema,
+  cancel: cancelRelayBodySchema,
+} as const;
+export type RelayBody = z.output<(typeof relayBodySchemas)[RelayAction]>;
+
+export const taskRelayAnswerSchema = z.strictObject({
+  leaseId: amountSchema,
+  state: z.enum(["accepted", "already_running", "already_done"]),
+});
+
+const gpuMetricSchema = z.strictObject({
+  device: z.string(),
+  utilizationPct: z.number().nullable(),
+  memoryUsedMiB: z.number().nullable(),
+  temperatureC: z.number().nullable(),
+  powerW: z.number().nullable(),
+});
+
+export const statusRelayAnswerSchema = z.strictObject({
+  leaseId: amountSchema,
+  state: z.enum(TASK_STATES),
+  startedAt: z.number().int().nullable().describe("Unix ms."),
+  endedAt: z.number().int().nullable().describe("Unix ms."),
+  heartbeatAt: z.number().int().describe("When the provider last sampled the task, unix ms."),
+  unitSeconds: z.number().nonnegative(),
+  gpus: z.array(gpuMetricSchema),
+  exitCode: z.number().int().nullable(),
+  error: z.strictObject({ name: z.string(), message: z.string() }).nullable(),
+  completion: z
+    .strictObject({
+      report: z.strictObject({ leaseId: amountSchema, exitCode: z.number().int(), outputDigest: bytes32WireSchema, unitSeconds: amountSchema }),
+      signature: signatureWireSchema,
+    })
+    .nullable()
+    .describe("The provider's signed completion report (EIP-712 Completion), once the task is over."),
+  nextLogSeq: z.number().int().nonnegative(),
+});
+
+export const logsRelayAnswerSchema = z.strictObject({
+  lines: z.array(
+    z.strictObject({
+      seq: z.number().int().nonnegative(),
+      ts: z.number().int().describe("Unix ms."),
+      stream: z.enum(["stdout", "stderr", "system"]),
+      text: z.string(),
+    }),
+  ),
+  nextSeq: z.number().int().nonnegative(),
+  done: z.boolean().describe("The task is over and every line has been sent."),
+  firstAvailableSeq: z.number().int().nonnegative().describe("Lines before this were dropped from the provider's bounded buffer."),
+});
+
+export const cancelRelayAnswerSchema = z.strictObject({ leaseId: amountSchema, state: z.enum(TASK_STATES) });
+
+/** Answer schema of each relay route, by action. */
+export const relayAnswerSchemas = {
+  task: taskRelayAnswerSchema,
+  status: statusRelayAnswerSchema,
+  logs: logsRelayAnswerSchema,
+  cancel: cancelRelayAnswerSchema,
+} as const;

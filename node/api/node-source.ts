@@ -1,0 +1,616 @@
+/**
+ * The HTTP API's data source on a real node: offers from the node's offer book (with the
+ * attestation state the book verified under the on-chain attestor quorum), providers, machines
+ * and leases read from the contracts (cached, invalidated by the chain watcher's events, listed
+ * from the market index in level), statistics recorded from the book's changes with utilization
+ * from the chain's CapacityChanged events, match dry-runs on a MatchingEngine kept in sync with
+ * the book, and a change stream of offers and leases.
+ */
+import type { Address, Chain, Hex, PublicClient, Transport } from "viem";
+import { getAddress } from "viem";
+import type { LeaseRole, LeaseStatus, LeaseView, MachineFilter, MachineView, ProviderListQuery, ProviderView } from "../../common/api/chain.js";
+import type { OfferRemovedReason } from "../../common/api/events.js";
+import type { HealthCheck, MarketStats, MatchRequest, MatchResult, StatsWindow } from "../../common/api/market.js";
+import type { OfferFilter, OfferSort } from "../../common/api/offers.js";
+import { readLease, readMachine, readProvider, type LeaseView as ChainLease } from "../../common/chain/market.js";
+import type { Deployment } from "../../common/deployment.js";
+import { TypedDataRecoverer } from "../../common/eip712-recover.js";
+import { GPU_MODELS, modelHash } from "../../common/gpu.js";
+import { MatchingEngine } from "../../common/matching/engine.js";
+import { offerEntryFromMessage, type OfferKnowledge, type Reputation } from "../../common/matching/entry.js";
+import type { MatchingOptionsInput } from "../../common/matching/options.js";
+import { ReadCache, type CachedChainView } from "../../common/offers/chain-view.js";
+import { offerKey, type OfferMessage } from "../../common/offers/message.js";
+import { isAttested as isAttestedState } from "../../common/offers/validate.js";
+import type { SuanliHost } from "../../common/p2p/host.js";
+import type { ChainWatcher } from "../chain/watcher.js";
+import type { Logger } from "../log/logger.js";
+import type { BookEntry, OfferBook, RemovalReason } from "../offers/book.js";
+import type { Store } from "../store/store.js";
+import { MarketIndex } from "./market-index.js";
+import { toMatchResult } from "./match-view.js";
+import { toAttestationView } from "./offer-view.js";
+import type { MarketChange, MarketDataSource, MarketListener, OfferEntry, Page, PageOf, VerifiedAttestation } from "./source.js";
+import { StatsRecorder, type StatsRecorderOptions } from "./stats.js";
+
+const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
+/** Chain reads one list request runs at once. */
+const READ_CONCURRENCY = 16;
+const NO_REPUTATION: Reputation = { leasesCompleted: 0, faults: 0, unitSecondsDelivered: 0n };
+
+/** Canonical model name by on-chain hash (machines whose model has no live offer to name it). */
+const MODEL_NAMES = new Map(GPU_MODELS.map((model) => [modelHash(model.name), model.name]));
+
+type ChainProvider = Awaited<ReturnType<typeof readProvider>>;
+type ChainMachine = Awaited<ReturnType<typeof readMachine>>;
+
+export type NodeMarketSourceDeps = {
+  book: OfferBook;
+  store: Store;
+  publicClient: PublicClient<Transport, Chain>;
+  deployment: Deployment;
+  market: Address;
+  registry: Address;
+  /** The node's cached registry view: the attestor quorum (the daemon invalidates it from events). */
+  chainView: CachedChainView;
+  watcher: ChainWatcher;
+  host: SuanliHost;
+  /** `matching.*` of the node's configuration. */
+  matching?: MatchingOptionsInput;
+  /** Bounds of the provider and machine read caches (`offers.chainCache`). */
+  cache?: { maxEntries: number; ttlMs: number };
+  stats?: StatsRecorderOptions;
+  logger: Logger;
+  /** Clock in milliseconds (tests). */
+  now?: () => number;
+};
+
+/** Runs `fn` over `items`, at most `limit` at once, keeping the order. */
+async function mapBounded<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const index = next++;
+      out[index] = await fn(items[index]);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+function paginate<T>(items: readonly T[], page: Page): PageOf<T> {
+  return { items: items.slice(page.offset, page.offset + page.limit), total: items.length };
+}
+
+/** The book's removal reasons in the API's vocabulary. */
+function removedReason(reason: RemovalReason): OfferRemovedReason {
+  switch (reason) {
+    case "expired":
+      return "expired";
+    case "nonce_revoked":
+      return "revoked";
+    case "machine_removed":
+      return "withdrawn";
+    default:
+      return "evicted";
+  }
+}
+
+function compareBigint(a: bigint, b: bigint): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** The sort orders of GET /v1/offers over book entries; ties break on the key so pages are stable. */
+function bookComparator(sort: OfferSort): (a: BookEntry, b: BookEntry) => number {
+  const descending = sort.startsWith("-");
+  const field = descending ? sort.slice(1) : sort;
+  const primary = (a: BookEntry, b: BookEntry): number => {
+    switch (field) {
+      case "price":
+        return compareBigint(a.pricePerUnitSecond, b.pricePerUnitSecond);
+      case "vram":
+        return a.vramMiB - b.vramMiB;
+      case "freeUnits":
+        return a.freeUnits - b.freeUnits;
+      default:
+        return a.message.publishedAt - b.message.publishedAt;
+    }
+  };
+  return (a, b) => {
+    const order = primary(a, b);
+    if (order !== 0) return descending ? -order : order;
+    return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+  };
+}
+
+/** The filters of GET /v1/offers over a book entry (the same semantics as offer-view.ts). */
+function bookEntryMatches(entry: BookEntry, filter: OfferFilter, now: number): boolean {
+  if (entry.expiry <= now) return false;
+  if (filter.model !== undefined && entry.model !== filter.model) return false;
+  if (filter.minFreeUnits !== undefined && entry.freeUnits < filter.minFreeUnits) return false;
+  if (filter.minVramMiB !== undefined && entry.vramMiB < filter.minVramMiB) return false;
+  if (filter.maxPricePerUnitSecond !== undefined && entry.pricePerUnitSecond > filter.maxPricePerUnitSecond) return false;
+  if (filter.region !== undefined && entry.region.toLowerCase() !== filter.region.toLowerCase()) return false;
+  if (filter.attested !== undefined && isAttestedState(entry.attestation, now) !== filter.attested) return false;
+  if (filter.provider !== undefined && entry.provider.toLowerCase() !== filter.provider.toLowerCase()) return false;
+  if (filter.interruptible !== undefined && entry.minBidPerUnitSecond > 0n !== filter.interruptible) return false;
+  return true;
+}
+
+function toLeaseView(lease: ChainLease): LeaseView | undefined {
+  if (lease.status === "None") return undefined;
+  return {
+    id: lease.leaseId,
+    renter: lease.renter,
+    provider: lease.provider,
+    machineId: lease.machineId,
+    units: lease.units,
+    pricePerUnitSecond: lease.pricePerUnitSecond,
+    collateralBps: lease.collateralBps,
+    deposit: lease.deposit,
+    paid: lease.paid,
+    accrued: lease.accrued,
+    status: lease.status,
+    interruptible: lease.interruptible,
+    startDeadline: lease.startDeadline,
+    activatedAt: lease.activatedAt || null,
+    stopAt: lease.stopAt || null,
+    end: lease.end || null,
+  };
+}
+
+function errorLine(error: unknown): string {
+  return error instanceof Error ? (error.message.split("\n")[0] ?? error.name) : String(error);
+}
+
+/**
+ * @example
+ * const source = await NodeMarketSource.start({ book: daemon.offers.book, store: daemon.store, ... });
+ * const api = await createApiServer({ source, deployment, options: config.api });
+ * // on shutdown
+ * await api.close();
+ * await source.stop();
+ */
+export class NodeMarketSource implements MarketDataSource {
+  readonly index: MarketIndex;
+  readonly engine: MatchingEngine;
+  readonly stats: StatsRecorder;
+  private readonly listeners = new Set<MarketListener>();
+  private readonly providerReads: ReadCache<string, ChainProvider>;
+  private readonly machineReads: ReadCache<string, ChainMachine>;
+  private readonly recoverer: TypedDataRecoverer;
+  /** Attestations of a message with their recovered signers (a message never changes). */
+  private readonly signers = new WeakMap<OfferMessage, VerifiedAttestation[]>();
+  /** Reputation counters of providers with offers, for the engine's ranking. */
+  private readonly reputations = new Map<string, Reputation>();
+  private readonly reputationLoads = new Set<string>();
+  /** On-chain leased units per machine, from CapacityChanged events and machine reads. */
+  private readonly usedUnits = new Map<number, number>();
+  private readonly usedLoads = new Set<number>();
+  private quorum = 1;
+  /**
+   * Resolves once the market index has read the contracts' past events. Offers, leases by id,
+   * statistics and matching work before; lists of providers, machines and an address's leases are
+   * complete after (GET /v1/health reports `index` degraded until then).
+   */
+  ready: Promise<void> = Promise.resolve();
+  private readonly clock: () => number;
+  private stopped = false;
+  private readonly unhook: (() => void)[] = [];
+
+  private constructor(
+    private readonly deps: NodeMarketSourceDeps,
+    index: MarketIndex,
+  ) {
+    this.index = index;
+    this.clock = deps.now ?? Date.now;
+    this.engine = new MatchingEngine(deps.matching ?? {}, { now: () => this.nowSeconds() });
+    this.stats = new StatsRecorder({ ...deps.stats, usedUnits: (entry) => this.usedUnits.get(entry.message.offer.machineId) });
+    const cache = { maxEntries: deps.cache?.maxEntries ?? 10_000, ttlMs: deps.cache?.ttlMs ?? 60_000 };
+    this.providerReads = new ReadCache((address) => readProvider(deps.publicClient, deps.registry, address as Address), cache);
+    this.machineReads = new ReadCache((id) => readMachine(deps.publicClient, deps.registry, Number(id)), cache);
+    this.recoverer = new TypedDataRecoverer(deps.deployment.chainId, deps.market);
+  }
+
+  /** Opens the market index, starts its backfill from the chain in the background (see `ready`) and follows the book. */
+  static async start(deps: NodeMarketSourceDeps): Promise<NodeMarketSource> {
+    const index = await MarketIndex.open({
+      store: deps.store,
+      publicClient: deps.publicClient,
+      deployment: deps.deployment,
+      market: deps.market,
+      watcher: deps.watcher,
+      logger: deps.logger.child({ module: "api-index" }),
+    });
+    const source = new NodeMarketSource(deps, index);
+    await source.begin();
+    return source;
+  }
+
+  private async begin(): Promise<void> {
+    const { book } = this.deps;
+    this.quorum = await this.deps.chainView.attestationQuorum().catch(() => 1);
+    const onOffer = (entry: BookEntry) => this.onOffer(entry);
+    const onRemoved = (entry: BookEntry, reason: RemovalReason) => this.onRemoved(entry, reason);
+    book.on("offer", onOffer);
+    book.on("removed", onRemoved);
+    this.unhook.push(() => {
+      book.off("offer", onOffer);
+      book.off("removed", onRemoved);
+    });
+    const now = this.nowSeconds();
+    for (const entry of book.all()) {
+      this.upsertEngine(entry);
+      this.stats.recordOffer(this.toEntry(entry), Math.min(now, Math.floor(entry.receivedAt / 1000)));
+      this.watchCapacity(entry.machineId);
+    }
+
+    const { index } = this;
+    const onProvider = (provider: Address) => this.providerChanged(provider);
+    const onMachine = (machineId: number) => this.machineChanged(machineId);
+    const onCapacity = (machineId: number, used: number) => this.capacityChanged(machineId, used);
+    const onAttestors = () => void this.attestorsChanged();
+    const onLease = (lease: ChainLease) => this.leaseChanged(lease);
+    index.on("provider", onProvider);
+    index.on("machine", onMachine);
+    index.on("capacity", onCapacity);
+    index.on("attestors", onAttestors);
+    index.on("lease", onLease);
+    this.unhook.push(() => index.removeAllListeners());
+    this.ready = index.start();
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const unhook of this.unhook.splice(0)) unhook();
+    this.listeners.clear();
+    await this.index.stop();
+  }
+
+  private nowSeconds(): number {
+    return Math.floor(this.clock() / 1000);
+  }
+
+  private emit(change: MarketChange): void {
+    for (const listener of [...this.listeners]) {
+      try {
+        listener(change);
+      } catch (error) {
+        // a failing subscriber must not stop the others nor the book
+        this.deps.logger.warn("Market change listener failed", { type: change.type }, error);
+      }
+    }
+  }
+
+  // ---- offers ----
+
+  /** The attestations of a message with the address that signed each (cached per message). */
+  private attestationSigners(message: OfferMessage): VerifiedAttestation[] {
+    let signed = this.signers.get(message);
+    if (!signed) {
+      signed = [];
+      for (const { attestation, signature } of message.attestations) {
+        const signer = this.recoverer.recover(this.recoverer.digest("Attestation", attestation), signature);
+        if (signer) signed.push({ attestor: signer, attestation });
+      }
+      this.signers.set(message, signed);
+    }
+    return signed;
+  }
+
+  /**
+   * A book entry as the API's OfferEntry. The book verified every attestation of the message and
+   * lists the attestors whose attestations were valid and current when it did; those are the ones
+   * shown (they may have expired since: the view says so).
+   */
+  private toEntry(entry: BookEntry): OfferEntry {
+    const verified = new Set(entry.attestation.attestors.map((address) => address.toLowerCase()));
+    return {
+      message: entry.message,
+      verifiedAttestations: this.attestationSigners(entry.message).filter((signed) => verified.has(signed.attestor.toLowerCase())),
+      attestedUntil: entry.attestation.attestedUntil,
+      receivedAt: Math.floor(entry.receivedAt / 1000),
+    };
+  }
+
+  private onOffer(entry: BookEntry): void {
+    this.upsertEngine(entry);
+    const view = this.toEntry(entry);
+    this.stats.recordOffer(view, this.nowSeconds());
+    this.watchCapacity(entry.machineId);
+    this.emit({ type: "offer", entry: view });
+  }
+
+  private onRemoved(entry: BookEntry, reason: RemovalReason): void {
+    // A removal of a version the engine no longer holds (replaced meanwhile) must not drop the newer one.
+    const held = this.engine.get(entry.key);
+    if (held && held.seq === entry.seq) this.engine.remove(entry.key);
+    const at = this.nowSeconds();
+    this.stats.recordRemoval(entry.key, at);
+    this.emit({ type: "offer-removed", key: entry.key, reason: removedReason(reason), at });
+  }
+
+  async queryOffers(filter: OfferFilter, page: Page): Promise<PageOf<OfferEntry>> {
+    const now = this.nowSeconds();
+    const { book } = this.deps;
+    const candidates = filter.provider !== undefined ? book.byProvider(filter.provider) : book.all();
+    const matching = candidates.filter((entry) => bookEntryMatches(entry, filter, now)).sort(bookComparator(filter.sort));
+    const slice = paginate(matching, page);
+    return { items: slice.items.map((entry) => this.toEntry(entry)), total: slice.total };
+  }
+
+  async getOffer(key: string): Promise<OfferEntry | undefined> {
+    const entry = this.deps.book.get(key.toLowerCase());
+    return entry && entry.expiry > this.nowSeconds() ? this.toEntry(entry) : undefined;
+  }
+
+  // ---- matching ----
+
+  /** The attestation the engine ranks by: the quorum's, with the quorum-th most recent issue time. */
+  private attestationKnowledge(entry: BookEntry): OfferKnowledge["attestation"] {
+    const until = entry.attestation.attestedUntil;
+    if (until === null) return null;
+    const now = this.nowSeconds();
+    const issued = this.toEntry(entry)
+      .verifiedAttestations.filter((signed) => signed.attestation.expiry > now)
+      .map((signed) => signed.attestation.issuedAt)
+      .sort((a, b) => b - a);
+    const attestedAt = issued[Math.min(Math.max(this.quorum, 1), issued.length) - 1] ?? until;
+    return { attestedAt: Math.min(attestedAt, until), expiry: until };
+  }
+
+  private upsertEngine(entry: BookEntry): void {
+    const provider = entry.provider.toLowerCase();
+    try {
+      this.engine.upsert(
+        offerEntryFromMessage(entry.message, {
+          attestation: this.attestationKnowledge(entry),
+          reputation: this.reputations.get(provider) ?? NO_REPUTATION,
+          latencyMs: null,
+        }),
+      );
+    } catch (error) {
+      // A private offer or a non-canonical model name: valid for the book, not matchable.
+      this.deps.logger.debug("Offer not indexed for matching", { key: entry.key, reason: errorLine(error) });
+    }
+    if (!this.reputations.has(provider)) void this.loadReputation(entry.provider);
+  }
+
+  /** Reads a provider's counters and re-ranks its offers with them. */
+  private async loadReputation(provider: Address): Promise<void> {
+    const key = provider.toLowerCase();
+    if (this.reputationLoads.has(key) || this.stopped) return;
+    this.reputationLoads.add(key);
+    try {
+      const record = await this.providerReads.get(getAddress(provider));
+      this.reputations.set(key, {
+        leasesCompleted: Number(record.leasesCompleted),
+        faults: Number(record.faults),
+        unitSecondsDelivered: record.unitSecondsDelivered,
+      });
+      for (const entry of this.deps.book.byProvider(provider)) this.upsertEngine(entry);
+    } catch (error) {
+      this.deps.logger.debug("Cannot read a provider's reputation; ranked as new", { provider, reason: errorLine(error) });
+    } finally {
+      this.reputationLoads.delete(key);
+    }
+  }
+
+  async matchDryRun(request: MatchRequest, limit?: number): Promise<MatchResult> {
+    return toMatchResult(this.engine.match(request, limit === undefined ? {} : { limit }));
+  }
+
+  // ---- chain changes ----
+
+  private providerChanged(provider: Address): void {
+    this.providerReads.delete(getAddress(provider));
+    if (this.reputations.has(provider.toLowerCase())) void this.loadReputation(provider);
+  }
+
+  private machineChanged(machineId: number): void {
+    this.machineReads.delete(String(machineId));
+    this.usedUnits.delete(machineId);
+    this.watchCapacity(machineId);
+  }
+
+  private capacityChanged(machineId: number, used: number): void {
+    this.machineReads.delete(String(machineId));
+    this.usedUnits.set(machineId, used);
+    this.recordMachine(machineId);
+  }
+
+  private async attestorsChanged(): Promise<void> {
+    // The daemon's handler ran first (the watcher calls handlers in order): the book's states are current.
+    this.quorum = await this.deps.chainView.attestationQuorum().catch(() => this.quorum);
+    for (const entry of this.deps.book.all()) this.upsertEngine(entry);
+  }
+
+  private leaseChanged(lease: ChainLease): void {
+    // Opening, ending and claiming move the provider's collateral and counters, and the machine's units.
+    this.providerChanged(lease.provider);
+    this.machineReads.delete(String(lease.machineId));
+    const view = toLeaseView(lease);
+    if (view) this.emit({ type: "lease", lease: view });
+  }
+
+  /** Records a sample for the live offer of a machine (its utilization changed). */
+  private recordMachine(machineId: number): void {
+    const now = this.nowSeconds();
+    for (const entry of this.deps.book.byMachine(machineId)) if (entry.expiry > now) this.stats.recordOffer(this.toEntry(entry), now);
+  }
+
+  /** Learns a machine's on-chain use once; CapacityChanged events keep it current after that. */
+  private watchCapacity(machineId: number): void {
+    if (this.usedUnits.has(machineId) || this.usedLoads.has(machineId) || this.stopped) return;
+    this.usedLoads.add(machineId);
+    this.machineReads
+      .get(String(machineId))
+      .then((machine) => {
+        if (machine.owner === ZERO_ADDRESS || this.usedUnits.has(machineId)) return;
+        this.usedUnits.set(machineId, machine.onDemandUnits + machine.interruptibleUnits);
+        this.recordMachine(machineId);
+      })
+      .catch((error: unknown) => this.deps.logger.debug("Cannot read a machine's use", { machineId, reason: errorLine(error) }))
+      .finally(() => this.usedLoads.delete(machineId));
+  }
+
+  // ---- providers and machines ----
+
+  private async chainProvider(address: Address): Promise<ChainProvider | undefined> {
+    const record = await this.providerReads.get(getAddress(address));
+    // The registry answers zeros for an address that never registered.
+    if (!record.registered && record.stake === 0n && record.peerId === "") return undefined;
+    return record;
+  }
+
+  private async machineView(machineId: number, now: number): Promise<MachineView | undefined> {
+    const machine = await this.machineReads.get(String(machineId));
+    if (machine.owner === ZERO_ADDRESS) return undefined;
+    const key = offerKey(machine.owner, machineId);
+    const live = this.deps.book.get(key);
+    const current = live && live.expiry > now ? live : undefined;
+    const model = current && current.message.offer.model === machine.model ? current.message.machine.model : (MODEL_NAMES.get(machine.model) ?? null);
+    return {
+      machineId,
+      provider: getAddress(machine.owner),
+      model,
+      modelHash: machine.model.toLowerCase() as Hex,
+      units: machine.units,
+      vramMiB: machine.vramMiB,
+      interconnect: machine.interconnectName,
+      region: machine.region,
+      cluster: machine.cluster.toLowerCase() as Hex,
+      onDemandUnits: machine.onDemandUnits,
+      interruptibleUnits: machine.interruptibleUnits,
+      idleUnits: machine.idleUnits,
+      attestations: current ? this.toEntry(current).verifiedAttestations.map((signed) => toAttestationView(signed, now)) : [],
+      offerKey: current ? key : null,
+    };
+  }
+
+  private async providerView(address: Address, record: ChainProvider, now: number): Promise<ProviderView> {
+    const machines = await mapBounded(this.index.machinesOf(address), READ_CONCURRENCY, (id) => this.machineView(id, now));
+    return {
+      address: getAddress(address),
+      peerId: record.peerId,
+      metadataURI: record.metadataURI,
+      registered: record.registered,
+      stake: record.stake,
+      locked: record.locked,
+      unbonding: record.unbonding,
+      unlockAt: record.unlockAt > 0 ? record.unlockAt : null,
+      freeStake: record.free,
+      reputation: {
+        leasesCompleted: Number(record.leasesCompleted),
+        faults: Number(record.faults),
+        unitSecondsDelivered: record.unitSecondsDelivered,
+      },
+      machines: machines.filter((machine): machine is MachineView => machine !== undefined),
+    };
+  }
+
+  async getProvider(address: Address): Promise<ProviderView | undefined> {
+    const record = await this.chainProvider(address);
+    return record && this.providerView(address, record, this.nowSeconds());
+  }
+
+  async listProviders(query: Pick<ProviderListQuery, "sort">, page: Page): Promise<PageOf<ProviderView>> {
+    const now = this.nowSeconds();
+    const addresses = this.index.providers();
+    const records = await mapBounded(addresses, READ_CONCURRENCY, async (address) => ({ address, record: await this.chainProvider(address) }));
+    const known = records.filter((item): item is { address: Address; record: ChainProvider } => item.record !== undefined);
+    const byAddress = (a: { address: Address }, b: { address: Address }) => (a.address.toLowerCase() < b.address.toLowerCase() ? -1 : 1);
+    known.sort((a, b) => {
+      if (query.sort === "reputation") return compareBigint(b.record.leasesCompleted, a.record.leasesCompleted) || byAddress(a, b);
+      if (query.sort === "machines") return this.index.machinesOf(b.address).length - this.index.machinesOf(a.address).length || byAddress(a, b);
+      return compareBigint(b.record.stake, a.record.stake) || byAddress(a, b);
+    });
+    const slice = paginate(known, page);
+    return { items: await mapBounded(slice.items, READ_CONCURRENCY, (item) => this.providerView(item.address, item.record, now)), total: slice.total };
+  }
+
+  async listMachines(filter: MachineFilter, page: Page): Promise<PageOf<MachineView>> {
+    const now = this.nowSeconds();
+    const ids = filter.provider !== undefined ? this.index.machinesOf(filter.provider) : this.index.machineIds();
+    const machines = await mapBounded(ids, READ_CONCURRENCY, (id) => this.machineView(id, now));
+    const matching = machines.filter(
+      (machine): machine is MachineView =>
+        machine !== undefined &&
+        (filter.model === undefined || machine.model === filter.model) &&
+        (filter.region === undefined || machine.region.toLowerCase() === filter.region.toLowerCase()) &&
+        (filter.minUnits === undefined || machine.units >= filter.minUnits),
+    );
+    return paginate(matching, page);
+  }
+
+  getMachine(machineId: number): Promise<MachineView | undefined> {
+    return this.machineView(machineId, this.nowSeconds());
+  }
+
+  // ---- leases ----
+
+  async getLease(id: bigint): Promise<LeaseView | undefined> {
+    return toLeaseView(await readLease(this.deps.publicClient, this.deps.market, id));
+  }
+
+  async leasesByAddress(address: Address, role: LeaseRole, status: LeaseStatus | undefined, page: Page): Promise<PageOf<LeaseView>> {
+    let ids = await this.index.leaseIdsOf(address, role);
+    if (status !== undefined) {
+      const summaries = await mapBounded(ids, READ_CONCURRENCY, (id) => this.index.lease(id));
+      ids = ids.filter((_, i) => summaries[i]?.status === status);
+    }
+    const slice = paginate(ids, page);
+    const leases = await mapBounded(slice.items, READ_CONCURRENCY, (id) => this.getLease(id));
+    return { items: leases.filter((lease): lease is LeaseView => lease !== undefined), total: slice.total };
+  }
+
+  // ---- statistics, changes, health ----
+
+  async marketStats(window: StatsWindow): Promise<MarketStats> {
+    const now = this.nowSeconds();
+    const live = this.deps.book.all().filter((entry) => entry.expiry > now);
+    return this.stats.compute(window, live.map((entry) => this.toEntry(entry)), now);
+  }
+
+  subscribe(listener: MarketListener): () => void {
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
+
+  async health(): Promise<HealthCheck[]> {
+    const checks: HealthCheck[] = [];
+    try {
+      const block = await this.deps.publicClient.getBlockNumber({ cacheTime: 0 });
+      checks.push({ name: "chain", status: "ok", detail: `chain ${this.deps.deployment.chainId} at block ${block}; events read to block ${this.deps.watcher.head}` });
+    } catch (error) {
+      checks.push({ name: "chain", status: "down", detail: errorLine(error) });
+    }
+    const indexError = this.index.lastError;
+    checks.push(
+      this.index.ready
+        ? { name: "index", status: "ok", detail: `providers, machines and leases indexed to block ${this.index.nextBlock - 1n}` }
+        : {
+            name: "index",
+            status: "degraded",
+            detail: `reading the contracts' past events (at block ${this.index.nextBlock}); provider, machine and lease lists are incomplete until done${indexError ? `; last attempt failed: ${errorLine(indexError)}` : ""}`,
+          },
+    );
+    const peers = this.deps.host.getPeers().length;
+    checks.push(
+      peers > 0
+        ? { name: "p2p", status: "ok", detail: `${peers} peer${peers === 1 ? "" : "s"}` }
+        : { name: "p2p", status: "degraded", detail: "no peers: offers published elsewhere cannot arrive (check p2p.bootstrap)" },
+    );
+    const { book } = this.deps;
+    checks.push(
+      book.size < book.capacity
+        ? { name: "offers", status: "ok", detail: `${book.size} offers in the book, ${this.engine.size} matchable` }
+        : { name: "offers", status: "degraded", detail: `the book is full (${book.capacity} offers): new machines are ignored (offers.maxBookSize)` },
+    );
+    return checks;
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * `suanli node start` and `suanli devnet --api-port` as real child processes: a plain node that
+ * keeps the offer book and serves the API from a config file, and the devnet's node with demo
+ * providers that register on-chain and publish offers.
+ */
+import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { healthSchema } from "../../common/api/market.js";
+import { offerPageSchema } from "../../common/api/offers.js";
+import { providerPageSchema } from "../../common/api/chain.js";
+import { parseConfigFlags } from "../../node/cli/commands/node.js";
+import { runCli, startCli, type RunningCli } from "../support/cli.js";
+import { startDevnet, type Devnet } from "../support/devnet.js";
+import { waitFor } from "../support/wait.js";
+
+describe("suanli node start / suanli devnet --api-port (CLI)", function () {
+  this.timeout(120_000);
+  let devnet: Devnet;
+  let dir: string;
+  const running: RunningCli[] = [];
+
+  before(async () => {
+    devnet = await startDevnet();
+    dir = await mkdtemp(path.join(tmpdir(), "suanli-cli-node-"));
+  });
+  after(async () => {
+    for (const child of running) await child.stop("SIGKILL");
+    await devnet?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("starts a node from a config file that serves the API, and stops cleanly on SIGTERM", async () => {
+    const file = path.join(dir, "node.json");
+    await writeFile(
+      file,
+      JSON.stringify({
+        dataDir: path.join(dir, "node-data"),
+        log: { level: "warn" },
+        chain: { rpcUrl: devnet.rpcUrl, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 100 },
+        p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], allowPrivateAddresses: true, dht: { enabled: false } },
+        api: { enabled: true, port: 9 },
+      }),
+    );
+    // The flag overrides the file's port (9 is privileged: the node would fail to listen on it).
+    const node = startCli(["node", "start", "--config", file, "--json", "--api.port", "0"]);
+    running.push(node);
+    const ready = (await node.ready) as { apiUrl: string; peerId: string; chainId: number; addrs: string[] };
+    assert.equal(ready.chainId, 31337);
+    assert.match(ready.apiUrl, /^http:\/\/127\.0\.0\.1:\d+$/);
+    assert.match(ready.addrs[0], /^\/ip4\/127\.0\.0\.1\/tcp\/\d+\/p2p\//);
+    // The index reads past events in the background; on a fresh devnet that takes a moment.
+    const health = await waitFor("the index caught up", async () => {
+      const body = healthSchema.decode(await (await fetch(`${ready.apiUrl}/v1/health`)).json());
+      return body.checks.find((check) => check.name === "index")?.status === "ok" ? body : undefined;
+    });
+    assert.deepEqual(health.checks.map((check) => [check.name, check.status]), [["chain", "ok"], ["index", "ok"], ["p2p", "degraded"], ["offers", "ok"]]);
+    assert.equal(await node.stop("SIGTERM"), 0, node.stderr());
+  });
+
+  it("refuses a bad config value, naming the key and the flag it came from, with exit code 2", async () => {
+    const badPort = await runCli(["node", "start", "--api.port", "lots", "--chain.rpcUrl", devnet.rpcUrl]);
+    assert.equal(badPort.code, 2, badPort.stderr);
+    assert.match(badPort.stderr, /api\.port/);
+    assert.match(badPort.stderr, /flag --api\.port/);
+  });
+
+  it("runs the devnet with a node and demo providers that register on-chain and publish offers", async () => {
+    const deployments = path.join(dir, "devnet-deployments");
+    const devnetCli = startCli(["devnet", "--port", "0", "--api-port", "0", "--demo-offers", "--deployments", deployments, "--json"], { timeoutMs: 90_000 });
+    running.push(devnetCli);
+    const ready = (await devnetCli.ready) as { apiUrl: string; demoProviders: string[]; node: { addrs: string[] } };
+    assert.equal(ready.demoProviders.length, 3);
+    const offers = await waitFor(
+      "the demo offers in the devnet node's book",
+      async () => {
+        const page = offerPageSchema.decode(await (await fetch(`${ready.apiUrl}/v1/offers`)).json());
+        return page.total === 6 ? page : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 200 },
+    );
+    assert.equal(offers.items.filter((offer) => offer.attested).length, 5);
+    assert.deepEqual([...new Set(offers.items.map((offer) => offer.provider))].sort(), [...ready.demoProviders].sort());
+    const providers = providerPageSchema.decode(await (await fetch(`${ready.apiUrl}/v1/providers`)).json());
+    assert.equal(providers.total, 3);
+    assert.equal(await devnetCli.stop("SIGTERM"), 0, devnetCli.stderr());
+  });
+
+  it("reads config flags as --<dotted key> <value>, --<key>=<value> or a bare --<key> (true)", () => {
+    assert.deepEqual(parseConfigFlags(["--api.port", "9090", "--chain.rpcUrl=http://127.0.0.1:8545", "--api.enabled", "--log.level", "debug"]), {
+      "api.port": "9090",
+      "chain.rpcUrl": "http://127.0.0.1:8545",
+      "api.enabled": "true",
+      "log.level": "debug",
+    });
+    assert.throws(() => parseConfigFlags(["stray"]), (error: Error & { exitCode?: number }) => error.name === "CliError" && error.exitCode === 2);
+    assert.throws(() => parseConfigFlags(["--api..port", "1"]), { name: "CliError" });
+  });
+
+  it("refuses devnet node flags without --api-port", async () => {
+    const result = await runCli(["devnet", "--port", "0", "--demo-offers"]);
+    assert.equal(result.code, 2);
+    assert.match(result.stderr, /--demo-offers needs --api-port/);
+  });
+});
