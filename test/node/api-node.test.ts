@@ -70,7 +70,7 @@ describe("HTTP API on a devnet node", function () {
   const domain = () => suanliDomain(devnet.deployment.chainId, devnet.deployment.contracts.market!);
 
   /** A RenterRequest for `action` on the lease, signed by the renter (or `signer`), as JSON. */
-  async function auth(action: RenterAction, body: unknown, options: { signer?: typeof accounts.renter; leaseId?: bigint } = {}) {
+  async function auth(action: RenterAction, body: Record<string, unknown>, options: { signer?: typeof accounts.renter; leaseId?: bigint } = {}) {
     const signer = options.signer ?? accounts.renter;
     const signed = await signRenterRequest((p) => signer.signTypedData(p as never), domain(), {
       leaseId: options.leaseId ?? leaseId,
@@ -338,7 +338,7 @@ describe("HTTP API on a devnet node", function () {
   it("forwards the task spec to the provider exactly as the renter signed it", async () => {
     // An upper-case sha256 with 0x: the node's schema accepts it, and must not rewrite it.
     const spec = { bundle: { url: "https://example.com/job.tar.gz", sha256: `0x${"AB".repeat(32)}` }, command: ["python", "train.py"], env: { SEED: "7" } };
-    const body = { auth: await auth("task", spec), spec };
+    const body = { auth: await auth("task", { spec }), spec };
     const response = await post(`/v1/leases/${leaseId}/task`, body);
     assert.equal(response.status, 200, JSON.stringify(response.body));
     assert.deepEqual(response.body, { leaseId: leaseId.toString(), state: "accepted" });
@@ -353,7 +353,7 @@ describe("HTTP API on a devnet node", function () {
     assert.equal(status.status, 200, JSON.stringify(status.body));
     const decoded = statusRelayAnswerSchema.decode(status.body);
     assert.deepEqual([decoded.state, decoded.exitCode, decoded.completion?.report.unitSeconds], ["succeeded", 0, 2n]);
-    const logs = await post(`/v1/leases/${leaseId}/logs`, { auth: await auth("logs", { fromSeq: 2 }), fromSeq: 2, waitMs: 100 });
+    const logs = await post(`/v1/leases/${leaseId}/logs`, { auth: await auth("logs", { fromSeq: 2, waitMs: 100 }), fromSeq: 2, waitMs: 100 });
     assert.equal(logs.status, 200, JSON.stringify(logs.body));
     assert.deepEqual((logs.body as { lines: { text: string }[] }).lines.map((line) => line.text), ["epoch 1 done"]);
     assert.deepEqual((received.at(-1)!.body as { waitMs: number }).waitMs, 100);
