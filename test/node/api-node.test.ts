@@ -24,7 +24,7 @@ import { offerKey } from "../../common/offers/message.js";
 import { signAttestation } from "../../common/offers/sign.js";
 import { CANCEL_PROTOCOL, LOGS_PROTOCOL, RESERVE_PROTOCOL, STATUS_PROTOCOL, TASK_PROTOCOL } from "../../common/p2p/protocols.js";
 import { handleProtocol } from "../../common/p2p/reqresp.js";
-import { cancelAnswerSchema, hashBody, logsAnswerSchema, reserveBodySchema, signRenterRequest, taskAnswerSchema, taskStatusSchema, type RenterAction } from "../../common/protocols/lease.js";
+import { cancelAnswerSchema, requestBodyHash, logsAnswerSchema, reserveBodySchema, signRenterRequest, taskAnswerSchema, taskStatusSchema, type RenterAction } from "../../common/protocols/lease.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { accounts } from "../support/market.js";
@@ -345,7 +345,7 @@ describe("HTTP API on a devnet node", function () {
     const delivered = received.at(-1)!;
     assert.equal(delivered.protocol, TASK_PROTOCOL);
     assert.deepEqual(delivered.body, body);
-    assert.equal(hashBody(spec), body.auth.request.bodyHash);
+    assert.equal(requestBodyHash(body), body.auth.request.bodyHash);
   });
 
   it("relays status and logs, answers decoded with the shared schemas", async () => {
