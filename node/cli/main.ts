@@ -2,6 +2,7 @@ import { Command, CommanderError } from "commander";
 import { InvalidInputError, SuanliError } from "../../common/errors.js";
 import { ConfigError } from "../config/load.js";
 import { registerDevnet } from "./commands/devnet.js";
+import { registerProvider } from "./commands/provider.js";
 import { registerWallet } from "./commands/wallet.js";
 import { CliError, ExitCode } from "./output.js";
 
@@ -12,10 +13,12 @@ const program = new Command("suanli")
 
 registerDevnet(program);
 registerWallet(program);
+registerProvider(program);
 
 function exitCodeFor(error: unknown): number {
   if (error instanceof CliError) return error.exitCode;
   if (error instanceof ConfigError || error instanceof InvalidInputError) return ExitCode.usage;
+  if (error instanceof SuanliError && error.name === "StakeMissingError") return ExitCode.insufficientFunds;
   return ExitCode.failure;
 }
 
