@@ -255,6 +255,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
         machines: market,
         reservations,
         leases: () => records.open(),
+        chainNow: () => leases.chainNow(),
         options,
         metrics,
         logger: logger.child({ part: "reserve" }),
@@ -264,6 +265,15 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       logger,
     });
     cleanups.push(unserve);
+
+    // Holds that expire without a lease give their units back to the offer (the publisher sends
+    // nothing when no offer changed).
+    const holdSweep = setInterval(() => {
+      if (reservations.table.sweep().length > 0) void reservations.persist().catch((error: unknown) => logger.warn("Cannot write the reservations", {}, error));
+      market.markDirty();
+    }, Math.min(5_000, options.leases.reconcileIntervalMs));
+    holdSweep.unref();
+    cleanups.push(async () => clearInterval(holdSweep));
 
     leases.sweep();
     await market.flush();

@@ -9,9 +9,10 @@ import { SUANLI_BIN } from "../support/cli.js";
 import { fund, startDevnet, type Devnet } from "../support/devnet.js";
 import { testProviderConfig } from "../support/provider.js";
 import { leaseEvents, providerPeer, TestRenter, type ProviderPeer } from "../support/renter.js";
+import { isRunning } from "../support/processes.js";
 import { waitFor } from "../support/wait.js";
 
-type Ready = { event: "ready"; address: `0x${string}`; addrs: string[]; pid: number; machines: { machineId: number }[] };
+type Ready = { event: "ready"; address: `0x${string}`; addrs: string[]; pid: number; machines: { machineId: number }[]; metricsUrl: string | null };
 
 /** A provider node as a real child process: `suanli provider start --config FILE --json`. */
 class ProviderProcess {
@@ -59,14 +60,6 @@ class ProviderProcess {
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function runs(file: string): Promise<{ pid: number }[]> {
   const text = await readFile(file, "utf8").catch(() => "");
@@ -129,7 +122,7 @@ describe("provider agent: crash and restart", function () {
     // The crash: the task survives its node, and nobody watches it.
     assert.equal(await node.kill("SIGKILL"), null);
     const [orphan] = await runs(markA);
-    assert.ok(orphan && alive(orphan.pid), "the task outlived the killed node");
+    assert.ok(orphan && (await isRunning(orphan.pid)), "the task outlived the killed node");
     // Lease B opens while the node is down (the renter needs only the signed acceptance).
     const leaseB = await renter.open(holdB, { machineId, units: 1, duration: 60 });
 
@@ -137,7 +130,7 @@ describe("provider agent: crash and restart", function () {
     // A: what was left of the task is killed and the lease terminated; it is never started again.
     const terminated = await renter.waitLease(leaseA, ["Ended", "Settled"], 30_000);
     assert.equal(terminated.endReason, "Terminated");
-    await waitFor("the orphaned task to be gone", () => !alive(orphan.pid), { timeoutMs: 10_000 });
+    await waitFor("the orphaned task to be gone", async () => !(await isRunning(orphan.pid)), { timeoutMs: 10_000 });
     const statusA = await renter.waitStatus(node.peer, leaseA, (s) => s.state === "failed", "A's status after the restart");
     assert.equal(statusA.error?.name, "TaskLostError");
 
@@ -169,6 +162,13 @@ describe("provider agent: crash and restart", function () {
     const collateralPenalty = ((await leaseEvents(devnet, leaseA)).find((e) => e.eventName === "LeaseEnded")!.args as { credit: bigint }).credit;
     assert.equal((await renter.balance(node.ready.address)) - providerBefore, paid);
     assert.ok(collateralPenalty > 0n);
+
+    // The node's Prometheus endpoint (metrics.enabled) counts what happened since the restart.
+    const metrics = await (await fetch(node.ready.metricsUrl!)).text();
+    assert.match(metrics, /suanli_provider_tasks_total\{result="lost"\} 1/);
+    assert.match(metrics, /suanli_provider_tasks_total\{result="succeeded"\} 1/);
+    assert.match(metrics, /suanli_provider_transactions_total\{function="terminate",outcome="ok"\} 1/);
+    assert.match(metrics, /suanli_provider_leases\{state="running"\} 0/);
 
     // A clean stop.
     assert.equal(await node.kill("SIGTERM"), 0);

@@ -8,6 +8,7 @@ import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 import { startTestProvider, type TestProvider } from "../support/provider.js";
 import { leaseEvents, TestRenter } from "../support/renter.js";
+import { isRunning } from "../support/processes.js";
 import { waitFor } from "../support/wait.js";
 
 const SECRET = "s3cr3t-value-that-must-not-leak";
@@ -128,5 +129,24 @@ describe("provider agent: a lease from reserve to payment", function () {
     assert.match(metrics, /suanli_provider_tasks_total\{result="succeeded"\} 1/);
     assert.match(metrics, /suanli_provider_reservations_total\{outcome="accepted"\} 1/);
     assert.match(metrics, /suanli_provider_earnings_claimed_total [1-9]/);
+  });
+
+  it("a node that stops while a task runs stops the task and terminates the lease (the renter gets the rest back and the penalty)", async () => {
+    const machineId = provider.agent.machines[0].machineId;
+    const bundle = await bundles.bundle({ "run.sh": 'echo "$$" > "$PIDFILE"\nsleep 60\n' });
+    const pidFile = `${provider.daemon.config.dataDir}/../task-${Date.now()}.pid`;
+    const leaseId = await renter.rent(provider.peer, { machineId, units: 2, duration: 60 });
+    await renter.sendTask(provider.peer, leaseId, { bundle, command: "sh run.sh", env: { PIDFILE: pidFile } });
+    await renter.waitStatus(provider.peer, leaseId, (s) => s.state === "running", "the task to run");
+    const { readFile, rm } = await import("node:fs/promises");
+    const pid = Number((await waitFor("the task's pid", () => readFile(pidFile, "utf8").catch(() => ""))).trim());
+    await provider.close();
+    const view = await renter.lease(leaseId);
+    assert.equal(view.endReason, "Terminated");
+    assert.ok(["Ended", "Settled"].includes(view.status));
+    const ended = (await leaseEvents(devnet, leaseId)).find((e) => e.eventName === "LeaseEnded")!.args as { credit: bigint; refund: bigint };
+    assert.ok(ended.credit > 0n && ended.refund > 0n);
+    assert.equal(await isRunning(pid), false);
+    await rm(pidFile, { force: true });
   });
 });

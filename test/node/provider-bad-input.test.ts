@@ -8,6 +8,7 @@ import { runCli } from "../support/cli.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 import { startTestProvider, type TestProvider } from "../support/provider.js";
 import { leaseEvents, TestRenter } from "../support/renter.js";
+import { waitFor } from "../support/wait.js";
 
 type Ended = { reason: number; stopAt: number; providerTotal: bigint; refund: bigint };
 
@@ -22,9 +23,11 @@ describe("provider agent: bad input", function () {
   let good: ServedBundle;
 
   before(async () => {
-    devnet = await startDevnet();
+    // Blocks carry the wall clock's time (no drift ahead under many transactions): lease times
+    // and offer expiries in these tests are a few seconds.
+    devnet = await startDevnet({ wallClockBlocks: true });
     bundles = await startBundleServer();
-    provider = await startTestProvider(devnet, 1);
+    provider = await startTestProvider(devnet, 1, { provider: { reserve: { holdSeconds: 5 } } });
     renter = await TestRenter.start(devnet, 2);
     stranger = await TestRenter.start(devnet, 3);
     machineId = provider.agent.machines[0].machineId;
@@ -51,6 +54,37 @@ describe("provider agent: bad input", function () {
     const reported = events.find((e) => e.eventName === "CompletionReported")?.args as { exitCode: number } | undefined;
     return { leaseId, status, settled, ended, reported, deposit: before.deposit };
   }
+
+  it("refuses reservations it cannot honour, saying why", async () => {
+    const base = { machineId, units: 1, duration: 60 };
+    const reasons = async (reply: Promise<{ accepted: boolean; reason?: string }>) => ((await reply) as { reason?: string }).reason;
+    assert.equal(await reasons(renter.reserve(provider.peer, { ...base, units: 3 })), "insufficient-units");
+    assert.equal(await reasons(renter.reserve(provider.peer, { ...base, duration: 30 * 86_400 })), "duration-out-of-range");
+    assert.equal(await reasons(renter.reserve(provider.peer, { ...base, machineId: machineId + 100 })), "offer-withdrawn");
+    assert.equal(await reasons(renter.reserve(provider.peer, { ...base, interruptible: true, bidPerUnitSecond: 50n })), "offer-withdrawn");
+    assert.equal(await reasons(renter.reserve(provider.peer, base, { chainId: 1 })), "invalid-request");
+    assert.equal(await reasons(renter.reserve(provider.peer, base, { signWith: stranger })), "invalid-request");
+    assert.equal(await reasons(renter.reserve(provider.peer, base, { issuedAt: Math.floor(Date.now() / 1000) - 3_600 })), "invalid-request");
+    const poor = await TestRenter.start(devnet, 4, 0n);
+    try {
+      assert.equal(await reasons(poor.reserve(provider.peer, base)), "renter-unfunded");
+    } finally {
+      await poor.close();
+    }
+    // Two holds of one unit each take both units: a third is refused.
+    const first = await renter.reserve(provider.peer, base);
+    const second = await stranger.reserve(provider.peer, base);
+    assert.equal(first.accepted && second.accepted, true);
+    const third = await renter.reserve(provider.peer, base);
+    assert.equal(third.accepted, false);
+    assert.equal((third as { availableUnits?: number }).availableUnits, 0);
+    const publisher = provider.daemon.offers.publisher!;
+    await waitFor("the offer to show the held units", () => publisher.current(machineId)?.capacity.freeUnits === 0);
+    // Nobody opened a lease with them: the holds expire and the units are offered again (the
+    // offers expire in chain time, which on the devnet runs a few seconds ahead).
+    await waitFor("the holds to expire", () => publisher.current(machineId)?.capacity.freeUnits === 2, { timeoutMs: 30_000 });
+    assert.equal((await renter.reserve(provider.peer, base)).accepted, true);
+  });
 
   it("a bundle whose sha256 differs: nothing runs, the lease ends at once and the renter gets all but a second or two back", async () => {
     const { status, settled, ended, reported, deposit } = await failingTask({ bundle: { url: good.url, sha256: "ab".repeat(32) }, command: "sh run.sh" }, "BundleDigestMismatchError");
@@ -150,31 +184,6 @@ describe("provider agent: bad input", function () {
     const ended = (await leaseEvents(devnet, leaseId)).find((e) => e.eventName === "LeaseEnded")!.args as unknown as Ended;
     assert.ok(ended.refund > 0n && ended.providerTotal > 0n);
     assert.equal(ended.providerTotal + ended.refund, 100n * 120n);
-  });
-
-  it("refuses reservations it cannot honour, saying why", async () => {
-    const base = { machineId, units: 1, duration: 60 };
-    const reasons = async (reply: Promise<{ accepted: boolean; reason?: string }>) => ((await reply) as { reason?: string }).reason;
-    assert.equal(await reasons(renter.reserve(provider.peer, { ...base, units: 3 })), "insufficient-units");
-    assert.equal(await reasons(renter.reserve(provider.peer, { ...base, duration: 30 * 86_400 })), "duration-out-of-range");
-    assert.equal(await reasons(renter.reserve(provider.peer, { ...base, machineId: machineId + 100 })), "offer-withdrawn");
-    assert.equal(await reasons(renter.reserve(provider.peer, { ...base, interruptible: true, bidPerUnitSecond: 50n })), "offer-withdrawn");
-    assert.equal(await reasons(renter.reserve(provider.peer, base, { chainId: 1 })), "invalid-request");
-    assert.equal(await reasons(renter.reserve(provider.peer, base, { signWith: stranger })), "invalid-request");
-    assert.equal(await reasons(renter.reserve(provider.peer, base, { issuedAt: Math.floor(Date.now() / 1000) - 3_600 })), "invalid-request");
-    const poor = await TestRenter.start(devnet, 4, 0n);
-    try {
-      assert.equal(await reasons(poor.reserve(provider.peer, base)), "renter-unfunded");
-    } finally {
-      await poor.close();
-    }
-    // Two holds of one unit each take both units: a third is refused.
-    const first = await renter.reserve(provider.peer, base);
-    const second = await stranger.reserve(provider.peer, base);
-    assert.equal(first.accepted && second.accepted, true);
-    const third = await renter.reserve(provider.peer, base);
-    assert.equal(third.accepted, false);
-    assert.equal((third as { availableUnits?: number }).availableUnits, 0);
   });
 
   it("a provider whose wallet cannot reach the stake target does not start, and says how much is missing", async () => {

@@ -35,7 +35,7 @@ describe("provider agent: capacity switching", function () {
   let machineId: number;
 
   before(async () => {
-    devnet = await startDevnet({ params: { preemptionNotice: NOTICE } });
+    devnet = await startDevnet({ params: { preemptionNotice: NOTICE }, wallClockBlocks: true });
     bundles = await startBundleServer();
     dir = await mkdtemp(path.join(tmpdir(), "suanli-switching-"));
     idleLog = path.join(dir, "idle.log");

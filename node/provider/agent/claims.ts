@@ -80,7 +80,7 @@ export class Claimer {
 
   private async pass(): Promise<void> {
     const { publicClient, market, records, minAmount, tx, logger } = this.options;
-    const candidates = records.all().filter((record) => record.chain.status === "Active" || record.chain.status === "Ended" || (!record.closed && record.chain.status !== "Open"));
+    const candidates = records.open().filter((record) => record.chain.status === "Active" || record.chain.status === "Ended");
     if (candidates.length === 0) return;
     const now = await this.options.chainNow();
     const due: bigint[] = [];

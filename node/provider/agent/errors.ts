@@ -49,13 +49,3 @@ export class LeaseNotFoundError extends SuanliError {
 export class LeaseStateError extends SuanliError {
   override name = "LeaseStateError";
 }
-
-/** The task was running when the provider node stopped or crashed; it was killed and not run again. */
-export class TaskLostError extends SuanliError {
-  override name = "TaskLostError";
-}
-
-/** The task ran past its lease time and was stopped. */
-export class TaskExceededError extends SuanliError {
-  override name = "TaskExceededError";
-}

@@ -35,7 +35,7 @@ import type { Runtime, TaskHandle, TaskResult } from "../runtime/runtime.js";
 import { secretsOf, storableSpec, type TaskSpec } from "../runtime/task.js";
 import type { TxSender } from "./chain-tx.js";
 import { revertName } from "./chain-tx.js";
-import { LeaseNotFoundError, LeaseStateError, TaskExceededError, TaskLostError } from "./errors.js";
+import { LeaseNotFoundError, LeaseStateError } from "./errors.js";
 import type { MachineMarket } from "./offers.js";
 import { chainFields, newLeaseRecord, type EndAction, type LeaseRecord, type LeaseRecords, type TaskError } from "./records.js";
 import type { RenterRequestVerifier } from "./renter-auth.js";
@@ -143,9 +143,11 @@ export class LeaseController {
     this.stopping = true;
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     const running = [...this.live.entries()];
-    for (const [, live] of running) {
+    for (const [leaseId, live] of running) {
       live.abortReason ??= "shutdown";
       live.abort.abort();
+      // A running task is stopped (SIGTERM, grace, SIGKILL); its exit terminates the lease.
+      if (live.handle) void this.ctx.capacity.release(taskIdOf(leaseId)).catch(() => undefined);
     }
     await Promise.all(running.map(([, live]) => live.pipeline?.catch(() => undefined)));
     await Promise.all([...this.locks.values()].map((lock) => lock.catch(() => undefined)));
@@ -419,9 +421,11 @@ export class LeaseController {
     // Activate (metering starts) only now that the task can start at once.
     const ready = await this.withLock(leaseId, async () => {
       let view = await this.readChain(leaseId);
+      let activatedWallMs: number | null = null;
       if (view.status === "Open") {
         try {
           await this.ctx.tx.send({ address: this.ctx.market, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] });
+          activatedWallMs = Date.now();
           logger.info("Lease activated", { leaseId });
         } catch (error) {
           logger.warn("Cannot activate the lease", { leaseId, error: revertName(error) }, error);
@@ -430,11 +434,12 @@ export class LeaseController {
       }
       if (view.status !== "Active" || live.abort.signal.aborted) return undefined;
       // From here on the task is never started again, whatever happens to this process.
-      await this.ctx.records.update(leaseId, (r) => {
+      return this.ctx.records.update(leaseId, (r) => {
+        r.chain = chainFields(view);
+        r.activatedWallMs ??= activatedWallMs;
         r.phase = "starting";
         r.state = "preparing";
       });
-      return view;
     });
     if (!ready) {
       await handle!.cleanup().catch(() => undefined);
@@ -463,7 +468,7 @@ export class LeaseController {
     );
     logger.info("Task started", { leaseId, pid, units: picked.unitIds.length });
     this.updateGauges();
-    handle!.setRemainingTime(Math.max(0, (ready.end - (await this.chainNow())) * 1000));
+    handle!.setRemainingTime(await this.remainingMs(ready));
     const result = await handle!.wait();
     await this.onTaskExit(leaseId, handle!, result, live);
   }
@@ -495,7 +500,7 @@ export class LeaseController {
         } else if (result.status === "succeeded") state = "succeeded";
         else if (result.status === "exceeded") {
           state = "exceeded";
-          error = { name: new TaskExceededError("").name, message: `The task ran past its lease time and was stopped (SIGTERM, then SIGKILL after the grace period)` };
+          error = { name: "TaskExceededError", message: "The task ran past its lease time and was stopped (SIGTERM, then SIGKILL after the grace period)" };
         } else if (result.status === "stopped") state = r.chain.endReason === "Preempted" ? "preempted" : "stopped";
         else state = "failed";
         this.markEnded(r, state, error);
@@ -552,7 +557,7 @@ export class LeaseController {
     if (view.status === "Open" || view.status === "Active") {
       if (live?.handle && view.status === "Active" && live.handle.state === "running" && view.end !== previousEnd && previousEnd !== 0) {
         // An extension moved the end: the task may run until the new end.
-        live.handle.setRemainingTime(Math.max(0, (view.end - (await this.chainNow())) * 1000));
+        live.handle.setRemainingTime(await this.remainingMs(record));
       }
       // While stopping, only a lease whose task is over still gets its end on-chain.
       if (this.stopping && record.phase !== "ended") return;
@@ -564,7 +569,7 @@ export class LeaseController {
         if (view.status === "Open" && (await this.chainNow()) >= record.startDeadline - this.ctx.options.leases.activateMarginSeconds) {
           // No task yet and the start deadline is near: activate anyway, so the renter keeps the
           // units it pays for and this node is not penalised for a start the renter held up.
-          await this.send("activate", leaseId);
+          if (await this.send("activate", leaseId)) await this.ctx.records.update(leaseId, (r) => void (r.activatedWallMs = Date.now()));
           this.ctx.logger.info("Lease activated without a task spec (start deadline near)", { leaseId });
           await this.holdUnits(record);
         } else if (view.status === "Active" && record.unitIds.length === 0) {
@@ -581,6 +586,9 @@ export class LeaseController {
         await this.send("terminate", leaseId);
         this.ctx.logger.info("Lease terminated", { leaseId, reason: record.error?.name });
       } else if (action === "complete") {
+        // A task stopped at the end of its time is reported once the end has come (a devnet's
+        // clock can run ahead of ours): the report then covers all the time the renter paid for.
+        if (record.result?.status === "exceeded" && view.status === "Active" && Date.now() / 1000 < view.end) return;
         if (view.status === "Open") await this.send("activate", leaseId);
         const report = record.completion?.report ?? { leaseId, exitCode: record.result?.chainExitCode ?? TASK_NOT_STARTED_EXIT_CODE, outputDigest: record.result?.outputDigest ?? ZERO_DIGEST, unitSeconds: 0n };
         if (!record.completion) {
@@ -652,7 +660,7 @@ export class LeaseController {
     await this.releaseUnits(leaseId);
     await this.ctx.records.update(leaseId, (r) => {
       this.markEnded(r, "failed", {
-        name: new TaskLostError("").name,
+        name: "TaskLostError",
         message: "The provider node restarted while the task ran; the task was stopped and is not run again. The lease is terminated: the renter gets the rest of its deposit back plus the early-termination penalty",
       });
       r.endAction = view.status === "Active" || view.status === "Open" ? "terminate" : "none";
@@ -676,12 +684,15 @@ export class LeaseController {
     while (this.finishedLogs.size > FINISHED_TASKS_KEPT) this.finishedLogs.delete(this.finishedLogs.keys().next().value!);
   }
 
-  private async send(functionName: "activate" | "complete" | "terminate", leaseId: bigint, extra: readonly unknown[] = []): Promise<void> {
+  /** Sends a lease transaction; false when it failed (logged; the next pass reads the lease again). */
+  private async send(functionName: "activate" | "complete" | "terminate", leaseId: bigint, extra: readonly unknown[] = []): Promise<boolean> {
     try {
       await this.ctx.tx.send({ address: this.ctx.market, abi: leaseMarketAbi, functionName, args: [leaseId, ...extra] });
+      return true;
     } catch (error) {
       // A lease that moved on (the renter closed it, a deadline passed) is read again on the next pass.
       this.ctx.logger.warn(`Cannot ${functionName} the lease`, { leaseId, error: revertName(error) }, error);
+      return false;
     }
   }
 
@@ -695,10 +706,16 @@ export class LeaseController {
     return Math.max(Math.floor(Date.now() / 1000), Number(block.timestamp) + 1);
   }
 
-  /** How long a task of this lease may run: the lease's duration, or what is left of it once active. */
+  /**
+   * How long a task of this lease may still run: the paid duration (end − activatedAt) counted
+   * on this node's clock from when it saw the activation, so a chain clock that runs ahead
+   * (a devnet) does not cut the renter's time short; without that moment, what the chain says is left.
+   */
   private async remainingMs(record: LeaseRecord): Promise<number> {
-    if (record.chain.status === "Active" && record.chain.end > 0) return Math.max(0, (record.chain.end - (await this.chainNow())) * 1000);
-    return record.chain.duration * 1000;
+    const { chain } = record;
+    if (chain.status !== "Active" || chain.end === 0) return chain.duration * 1000;
+    if (record.activatedWallMs !== null) return Math.max(0, (chain.end - chain.activatedAt) * 1000 - (Date.now() - record.activatedWallMs));
+    return Math.max(0, (chain.end - (await this.chainNow())) * 1000);
   }
 
   /** Notice for interruptible leases that hold units this lease takes (their chain stopAt). */

@@ -75,6 +75,8 @@ export type LeaseRecord = {
   /** The task's process group leader and its start time, to find it after a crash. */
   pid: number | null;
   pidStartTicks: number | null;
+  /** Unix ms when this node saw its activation confirmed: the task's time runs from here. */
+  activatedWallMs: number | null;
   /** Unix ms. */
   startedAt: number | null;
   endedAt: number | null;
@@ -134,6 +136,7 @@ export function newLeaseRecord(view: LeaseView, offerNonce: bigint, now = Date.n
     devices: [],
     pid: null,
     pidStartTicks: null,
+    activatedWallMs: null,
     startedAt: null,
     endedAt: null,
     exitCode: null,

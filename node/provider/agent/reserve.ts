@@ -7,7 +7,7 @@
  */
 import { getAddress, recoverTypedDataAddress, type Address, type Chain, type PublicClient, type Transport, type TypedDataDomain } from "viem";
 import { testTokenAbi } from "../../../common/abi.js";
-import { computeCollateral, computeDeposit, readProvider } from "../../../common/chain/market.js";
+import { computeCollateral, computeDeposit, readMachine, readProvider } from "../../../common/chain/market.js";
 import type { Deployment } from "../../../common/deployment.js";
 import { suanliTypes, type Offer } from "../../../common/eip712.js";
 import { modelHash } from "../../../common/gpu.js";
@@ -40,6 +40,8 @@ export type ReserveContext = {
   options: ProviderOptions;
   metrics: Metrics;
   logger: Logger;
+  /** The chain's clock, unix seconds (offers expire in chain time). */
+  chainNow: () => Promise<number>;
   /** Unix ms. */
   now?: () => number;
 };
@@ -126,23 +128,34 @@ async function decide(ctx: ReserveContext, body: ReserveBody): Promise<ReserveRe
     return refuse("busy", "This provider's free stake cannot cover the collateral of another lease right now");
   }
 
+  // The contract checks the offer's expiry against block time, which may run ahead of this
+  // node's clock (a devnet mines a block per transaction): the offer expires in chain time, and
+  // the hold lasts until the chain gets there.
+  if (request.units > reservations.table.available(request.machineId, false)) {
+    // Our counts follow the chain's events a poll behind: a lease that just ended may have freed
+    // units we do not know about yet. Read them before saying no.
+    const view = await readMachine(ctx.publicClient, ctx.registry, request.machineId);
+    machines.setChainCapacity(request.machineId, { onDemand: view.onDemandUnits, interruptible: view.interruptibleUnits, idle: view.idleUnits });
+  }
+  const chainNow = await ctx.chainNow();
+  const holdUntil = chainNow + options.reserve.holdSeconds;
+
   // Synchronous from here to the hold: concurrent requests see each other's holds.
   const table = reservations.table;
   const freeRoom = table.available(request.machineId, false);
   let preempt = false;
   let candidates: LeaseRecord[] = [];
   if (request.units > freeRoom) {
-    candidates = preemptionCandidates(ctx.leases(), request.machineId, { interruptible: request.interruptible, bid: price }, nowSeconds);
+    candidates = preemptionCandidates(ctx.leases(), request.machineId, { interruptible: request.interruptible, bid: price }, chainNow);
     const eligibleUnits = candidates.reduce((sum, lease) => sum + lease.units, 0);
     preempt = request.units - freeRoom <= Math.min(eligibleUnits, table.available(request.machineId, true) - freeRoom);
     if (!preempt) return refuse("insufficient-units", `${freeRoom} units of machine ${request.machineId} are free now`, freeRoom);
   }
   const offerNonce = reservations.allocateOfferNonce();
   const holdId = offerNonce.toString();
-  const ttlMs = options.reserve.holdSeconds * 1000;
+  const ttlMs = Math.min(3_600_000, Math.max(1_000, (holdUntil + 1) * 1000 - (ctx.now?.() ?? Date.now())));
   const held = table.hold({ id: holdId, machineId: request.machineId, units: request.units, preempt, renter: request.renter, ttlMs });
   if (!held.ok) return refuse("insufficient-units", `${held.available} units of machine ${request.machineId} can be held now`, held.available);
-  const holdUntil = Math.floor(held.hold.expiresAt / 1000);
   reservations.addTerms({
     holdId,
     reserveNonce: request.nonce,
