@@ -8,6 +8,7 @@ import { formatUnits, parseEventLogs, parseUnits, type Address, type Chain, type
 import { providerRegistryAbi, testTokenAbi } from "../../../common/abi.js";
 import { readMachine, readProvider, type ProviderView } from "../../../common/chain/market.js";
 import type { Deployment } from "../../../common/deployment.js";
+import { DEVNET_CHAIN_ID, devnetAccount } from "../../../common/devnet.js";
 import { modelHash } from "../../../common/gpu.js";
 import { INTERCONNECT_CODES, type Interconnect } from "../../../common/offers/message.js";
 import type { Logger } from "../../log/logger.js";
@@ -85,11 +86,13 @@ export async function ensureRegistration(ctx: SetupContext, options: ProviderOpt
     const needed = target - active;
     const balance = await publicClient.readContract({ address: deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [address] });
     if (balance < needed) {
+      const devnetIndex = deployment.chainId === DEVNET_CHAIN_ID ? Array.from({ length: 20 }, (_, i) => i).find((i) => devnetAccount(i).address === address) : undefined;
+      const wallet = devnetIndex === undefined ? "--key-file <file with chain.privateKey>" : `--devnet-account ${devnetIndex}`;
       throw new StakeMissingError(
         `Stake missing: ${formatUnits(needed, decimals)} ${symbol} needed to reach provider.chain.stakeTarget ${options.stakeTarget} ${symbol}, wallet ${address} holds ${formatUnits(balance, decimals)} ${symbol}`,
         {
           metaMessages: [
-            `On the devnet: \`suanli wallet faucet --key-file <your key file> --amount ${formatUnits(needed, decimals)}\`, then start again.`,
+            `On the devnet: \`npx suanli wallet faucet ${wallet} --amount ${formatUnits(needed, decimals)}\`, then start again.`,
             `Elsewhere: send ${symbol} to ${address}, or lower provider.chain.stakeTarget (offers need free stake for their collateral).`,
           ],
         },
