@@ -72,6 +72,8 @@ export type ProviderAgent = DaemonModule & {
   setAttestations(machineId: number, attestations: readonly SignedAttestation[]): void;
   /** What level holds about a lease. */
   lease(leaseId: bigint): LeaseRecord | undefined;
+  /** Leases active on-chain (metering), as last read: what liveness probes ask about. */
+  activeLeases(): LeaseRecord[];
   summary(): ProviderAgentSummary;
 };
 
@@ -334,6 +336,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       watcher,
       setAttestations: (machineId, attestations) => market.setAttestations(machineId, attestations),
       lease: (leaseId) => records.get(leaseId),
+      activeLeases: () => records.open().filter((record) => record.chain.status === "Active"),
       summary,
       async stop() {
         if (stopped) return;

@@ -434,11 +434,30 @@ export class LeaseController {
       }
       if (view.status !== "Active" || live.abort.signal.aborted) return undefined;
       // From here on the task is never started again, whatever happens to this process.
-      return this.ctx.records.update(leaseId, (r) => {
+      const starting = await this.ctx.records.update(leaseId, (r) => {
         r.chain = chainFields(view);
         r.activatedWallMs ??= activatedWallMs;
         r.phase = "starting";
         r.state = "preparing";
+      });
+      // Started under the lock: a lease that ends meanwhile is seen with the task attached, so
+      // stopping it reaches the process.
+      await handle!.start();
+      try {
+        capacity.attachTask(taskId, handle!);
+      } catch (error) {
+        await handle!.stop(0);
+        throw error;
+      }
+      const pid = handle!.pid ?? null;
+      const pidStartTicks = pid === null ? null : ((await processStartTicks(pid)) ?? null);
+      return this.ctx.records.update(leaseId, (r) => {
+        r.phase = "running";
+        r.state = "running";
+        r.pid = pid;
+        r.pidStartTicks = pidStartTicks;
+        r.startedAt = Date.now();
+        r.activatedWallMs ??= starting.activatedWallMs;
       });
     });
     if (!ready) {
@@ -453,20 +472,7 @@ export class LeaseController {
       return;
     }
 
-    await handle!.start();
-    capacity.attachTask(taskId, handle!);
-    const pid = handle!.pid ?? null;
-    const pidStartTicks = pid === null ? null : ((await processStartTicks(pid)) ?? null);
-    await this.withLock(leaseId, () =>
-      this.ctx.records.update(leaseId, (r) => {
-        r.phase = "running";
-        r.state = "running";
-        r.pid = pid;
-        r.pidStartTicks = pidStartTicks;
-        r.startedAt = Date.now();
-      }),
-    );
-    logger.info("Task started", { leaseId, pid, units: picked.unitIds.length });
+    logger.info("Task started", { leaseId, pid: ready.pid, units: picked.unitIds.length });
     this.updateGauges();
     handle!.setRemainingTime(await this.remainingMs(ready));
     const result = await handle!.wait();
