@@ -7,6 +7,7 @@
 import type { SignedAttestation } from "../../../common/offers/message.js";
 import type { ReservationTable } from "../../../common/matching/reservations.js";
 import type { Logger } from "../../log/logger.js";
+import { OfferRejectedError } from "../../offers/gossip.js";
 import type { OfferPublisher } from "../../offers/publisher.js";
 import { minBidForModel, priceForModel, type ProviderOptions } from "../options.js";
 import { ZERO_CLUSTER, type DeclaredMachine } from "./setup.js";
@@ -156,6 +157,12 @@ export class MachineMarket {
         attestations: this.attestations.get(machineId) ?? [],
       });
     } catch (error) {
+      if (error instanceof OfferRejectedError && error.reason === "bad_attestation" && (this.attestations.get(machineId)?.length ?? 0) > 0) {
+        // One bad attestation would keep the whole offer off the network: sell without them.
+        logger.warn("Attestations refused; offering the machine without them", { machineId, detail: error.details });
+        this.attestations.delete(machineId);
+        return this.publish(machineId);
+      }
       // The network would refuse it (stake below the collateral, a stale chain view): the next
       // change or re-announcement tries again.
       logger.warn("Cannot publish an offer", { machineId }, error);
