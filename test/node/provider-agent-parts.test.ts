@@ -118,6 +118,8 @@ describe("provider agent parts", function () {
     assert.equal(claimWorthy(view({ claimable: 5_000n }), 1_000, 1_000n), true);
     assert.equal(claimWorthy(view({ claimable: 50n, end: 990 }), 1_000, 1_000n), true, "past its end: the claim finalizes it");
     assert.equal(claimWorthy(view({ claimable: 50n, status: "Settled" }), 1_000, 1n), false);
+    assert.equal(claimWorthy(view({ claimable: 5_000n, end: 990 }), 1_000, 1_000n, true), false, "a lease that still gets its completion report is not finalized by a claim");
+    assert.equal(claimWorthy(view({ claimable: 5_000n }), 1_000, 1_000n, true), true, "before its end it may be claimed in part");
   });
 
   it("config flags after the command's options: --dotted.key value and --dotted.key=value", () => {

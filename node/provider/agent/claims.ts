@@ -30,11 +30,18 @@ export type ClaimerOptions = {
   logger: Logger;
 };
 
-export function claimWorthy(view: LeaseView, nowSeconds: number, minAmount: bigint): boolean {
+/**
+ * Whether to claim a lease now. `reportPending`: the node still owes the lease a completion
+ * report (its task runs or just ended); a claim past the end would finalize the lease first and
+ * the report would be lost, so such a lease is claimed past its end only by its report.
+ */
+export function claimWorthy(view: LeaseView, nowSeconds: number, minAmount: bigint, reportPending = false): boolean {
   if (view.claimable === 0n) return false;
   if (view.status === "Ended") return nowSeconds >= view.stopAt || view.claimable >= minAmount;
-  if (view.status === "Active") return (view.end > 0 && nowSeconds >= view.end) || view.claimable >= minAmount;
-  return false;
+  if (view.status !== "Active") return false;
+  const pastEnd = view.end > 0 && nowSeconds >= view.end;
+  if (pastEnd) return !reportPending;
+  return view.claimable >= minAmount;
 }
 
 export class Claimer {
@@ -87,7 +94,8 @@ export class Claimer {
     let total = 0n;
     for (const record of candidates) {
       const view = await readLease(publicClient, market, record.leaseId);
-      if (claimWorthy(view, now, minAmount)) {
+      const reportPending = record.phase === "preparing" || record.phase === "starting" || record.phase === "running" || record.endAction !== "none";
+      if (claimWorthy(view, now, minAmount, reportPending)) {
         due.push(record.leaseId);
         total += view.claimable;
       }

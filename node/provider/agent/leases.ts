@@ -571,6 +571,13 @@ export class LeaseController {
         await this.recover(record, view);
         record = this.ctx.records.get(leaseId)!;
       }
+      if (record.phase === "preparing" && view.status === "Open" && (await this.chainNow()) >= record.startDeadline - this.ctx.options.leases.activateMarginSeconds) {
+        // The renter's bundle is taking long to fetch: start metering before the deadline rather
+        // than be penalised for a late start; the task runs for the time left once ready.
+        if (await this.send("activate", leaseId)) await this.ctx.records.update(leaseId, (r) => void (r.activatedWallMs = Date.now()));
+        this.ctx.logger.info("Lease activated while its task is still being prepared (start deadline near)", { leaseId });
+        return;
+      }
       if (record.phase === "waiting_spec") {
         if (view.status === "Open" && (await this.chainNow()) >= record.startDeadline - this.ctx.options.leases.activateMarginSeconds) {
           // No task yet and the start deadline is near: activate anyway, so the renter keeps the
@@ -611,9 +618,10 @@ export class LeaseController {
     // Ended, Settled or Cancelled: stop what runs, hand the units back, close when paid out.
     if (live) {
       if (!live.abort.signal.aborted && live.abortReason !== "lease-ended") {
-        const preemptedLater = view.endReason === "Preempted" && live.handle?.state === "running" && view.stopAt > (await this.chainNow());
+        const chainTime = await this.chainTime();
+        const preemptedLater = view.endReason === "Preempted" && live.handle?.state === "running" && view.stopAt > chainTime;
         if (preemptedLater) {
-          const noticeMs = Math.max(0, (view.stopAt - (await this.chainNow())) * 1000);
+          const noticeMs = Math.max(0, Math.round((view.stopAt - chainTime) * 1000));
           this.ctx.logger.info("Lease preempted: the task runs until the notice ends", { leaseId, stopAt: view.stopAt, noticeMs });
           void this.ctx.capacity.preempt(taskIdOf(leaseId), noticeMs).catch(() => undefined);
           live.abortReason = "lease-ended";
@@ -712,6 +720,12 @@ export class LeaseController {
     return Math.max(Math.floor(Date.now() / 1000), Number(block.timestamp) + 1);
   }
 
+  /** The chain's time now, as well as we can tell: for notices, which must not be cut short. */
+  private async chainTime(): Promise<number> {
+    const block = await this.ctx.publicClient.getBlock({ blockTag: "latest" });
+    return Math.max(Date.now() / 1000, Number(block.timestamp));
+  }
+
   /**
    * How long a task of this lease may still run: the paid duration (end − activatedAt) counted
    * on this node's clock from when it saw the activation, so a chain clock that runs ahead
@@ -724,17 +738,24 @@ export class LeaseController {
     return Math.max(0, (chain.end - (await this.chainNow())) * 1000);
   }
 
-  /** Notice for interruptible leases that hold units this lease takes (their chain stopAt). */
+  /**
+   * Notice for interruptible leases that hold units this lease takes: until their `stopAt`, read
+   * from the chain (our record of them may not have caught up with the preemption yet, and the
+   * first notice given to the capacity manager is the one it keeps).
+   */
   private async preemptionNoticeFor(record: LeaseRecord): Promise<number> {
     let latest = 0;
+    const holders = new Set<string>();
     for (const unit of record.unitIds) {
       const holder = this.ctx.capacity.modes()[unit]?.leaseId;
-      if (!holder) continue;
-      const other = this.ctx.records.get(BigInt(holder.replace(/^lease-/, "")));
-      if (other && other.chain.stopAt > latest) latest = other.chain.stopAt;
+      if (holder) holders.add(holder);
+    }
+    for (const holder of holders) {
+      const view = await this.readChain(BigInt(holder.replace(/^lease-/, "")));
+      if (view.endReason === "Preempted" && view.stopAt > latest) latest = view.stopAt;
     }
     if (latest === 0) return this.ctx.options.grace.preemptionNoticeMs;
-    return Math.max(0, (latest - (await this.chainNow())) * 1000);
+    return Math.max(0, Math.round((latest - (await this.chainTime())) * 1000));
   }
 
   /**
