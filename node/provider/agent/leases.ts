@@ -390,7 +390,11 @@ export class LeaseController {
         await this.releaseUnits(leaseId);
         await this.ctx.records.update(leaseId, (r) => {
           if (live.abort.signal.aborted) {
-            this.markEnded(r, r.chain.endReason === "Preempted" ? "preempted" : "stopped", r.error ?? { name: "TaskCancelledError", message: "The task was stopped before it started" });
+            const error =
+              live.abortReason === "cancel"
+                ? { name: "TaskCancelledError", message: "The renter cancelled the task before it started" }
+                : { name: "LeaseEndedError", message: `The lease ended on-chain (${r.chain.endReason}) before its task started` };
+            this.markEnded(r, r.chain.endReason === "Preempted" ? "preempted" : "stopped", r.error ?? error);
             return;
           }
           const error = errorOf(failure);
@@ -594,10 +598,14 @@ export class LeaseController {
       let action = record.endAction;
       if (action === "await_close" && record.endAfter !== null && Date.now() >= record.endAfter) action = "complete";
       if (action === "await_close" && view.status === "Open" && (await this.chainNow()) >= record.startDeadline - this.ctx.options.leases.activateMarginSeconds) action = "complete";
+      if (view.status === "Open" && action !== "terminate" && (await this.chainNow()) > record.startDeadline) {
+        // Too late to activate: anyone may cancel the lease now (the renter is refunded with the
+        // start penalty). Nothing is left for this node to send.
+        action = "none";
+      }
       if (action !== record.endAction) await this.ctx.records.update(leaseId, (r) => void (r.endAction = action));
       if (action === "terminate") {
-        await this.send("terminate", leaseId);
-        this.ctx.logger.info("Lease terminated", { leaseId, reason: record.error?.name });
+        if (await this.send("terminate", leaseId)) this.ctx.logger.info("Lease terminated", { leaseId, reason: record.error?.name });
       } else if (action === "complete") {
         // A task stopped at the end of its time is reported once the end has come (a devnet's
         // clock can run ahead of ours): the report then covers all the time the renter paid for.
@@ -608,8 +616,9 @@ export class LeaseController {
           const signature = await this.ctx.account.signTypedData({ domain: this.ctx.domain, types: { Completion: suanliTypes.Completion }, primaryType: "Completion", message: report });
           await this.ctx.records.update(leaseId, (r) => void (r.completion = { report, signature }));
         }
-        await this.send("complete", leaseId, [report.exitCode, report.outputDigest, report.unitSeconds]);
-        this.ctx.logger.info("Completion reported", { leaseId, exitCode: report.exitCode, unitSeconds: report.unitSeconds });
+        if (await this.send("complete", leaseId, [report.exitCode, report.outputDigest, report.unitSeconds])) {
+          this.ctx.logger.info("Completion reported", { leaseId, exitCode: report.exitCode, unitSeconds: report.unitSeconds });
+        }
       }
       // The transaction's events bring the next pass.
       return;
