@@ -232,7 +232,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
         return;
       }
       await leases.onChainEvent(event);
-      if (event.eventName === "LeaseEnded" && leases && records.get(event.args.leaseId)) claimer.trigger();
+      if (event.eventName === "LeaseEnded" && records.get(event.args.leaseId)) claimer.trigger();
       if (event.eventName === "LeaseOpened" || event.eventName === "LeaseEnded") {
         const record = records.get(event.args.leaseId);
         if (record) market.markDirty(record.machineId);
