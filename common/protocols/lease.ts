@@ -221,3 +221,54 @@ export const logsAnswerSchema = z.strictObject({
 
 export const cancelBodySchema = z.strictObject({ auth: renterAuthSchema });
 export const cancelAnswerSchema = z.strictObject({ leaseId: leaseIdSchema, state: z.enum(TASK_STATES) });
+
+// ---------------------------------------------------------------------------------------------
+// what a RenterRequest's bodyHash binds
+
+/** Each lease request's body without `auth`, as the provider's schema outputs it. */
+const unauthenticatedBodySchemas = {
+  task: taskBodySchema.omit({ auth: true }),
+  status: statusBodySchema.omit({ auth: true }),
+  logs: logsBodySchema.omit({ auth: true }),
+  cancel: cancelBodySchema.omit({ auth: true }),
+} as const;
+
+/**
+ * The bodyHash of a lease request: `hashBody` of the request body without `auth`, as the
+ * protocol's schema outputs it (defaults filled in, sha256 normalised), so renter and provider
+ * hash the same value whatever spelling the renter used. Task: `{ spec }`; logs:
+ * `{ fromSeq, waitMs, limit }`; status and cancel: `{}`.
+ *
+ * @example
+ * import { leaseRequestBodyHash } from "suanli/common/protocols/lease";
+ * const bodyHash = leaseRequestBodyHash("logs", { fromSeq: 0 }); // waitMs 0 and limit 500 included
+ */
+export function leaseRequestBodyHash(action: RenterAction, body: unknown): Hex {
+  return hashBody(unauthenticatedBodySchemas[action].parse(body));
+}
+
+/**
+ * Signs the authorization of one lease request: its bodyHash is {@link leaseRequestBodyHash}.
+ * Every request needs a fresh one (the nonce is single-use and it expires after
+ * RENTER_REQUEST_MAX_AGE_SECONDS).
+ *
+ * @example
+ * import { signLeaseRequest } from "suanli/common/protocols/lease";
+ * const auth = await signLeaseRequest((p) => account.signTypedData(p), domain, { leaseId, provider, action: "task", body: { spec } });
+ * await request(host, providerPeer, TASK_PROTOCOL, { auth, spec }, { responseSchema: taskAnswerSchema });
+ */
+export async function signLeaseRequest(
+  signer: TypedDataSigner,
+  domain: TypedDataDomain,
+  parameters: { leaseId: bigint; provider: Address; action: RenterAction; body: unknown; nowSeconds?: number },
+): Promise<RenterAuth> {
+  const body = unauthenticatedBodySchemas[parameters.action].parse(parameters.body);
+  return signRenterRequest(signer, domain, { ...parameters, body });
+}
+
+/**
+ * The exit code a provider reports on-chain (`complete`) for a task that never started because
+ * its input was bad (bundle digest, unreachable URL, missing command): the renter pays only the
+ * second or two between activation and completion. The status carries the error.
+ */
+export const TASK_NOT_STARTED_EXIT_CODE = -1;

@@ -12,9 +12,13 @@ export type EmbeddedChain = {
  * demo or a test needs no second terminal. Any viem client can talk to `rpcUrl`. Hardhat is a
  * development dependency: production nodes connect to a real RPC endpoint instead.
  */
-export async function startEmbeddedChain(options: { port?: number } = {}): Promise<EmbeddedChain> {
+export async function startEmbeddedChain(options: { port?: number; wallClockBlocks?: boolean } = {}): Promise<EmbeddedChain> {
   const { network } = await import("hardhat");
-  const server: JsonRpcServer = await network.createServer("default", "127.0.0.1", options.port ?? 0);
+  // Hardhat gives every block a timestamp at least one second after the previous one, so a burst
+  // of transactions pushes the chain's clock ahead of the wall clock. With wallClockBlocks,
+  // blocks mined within one second share its timestamp, as on a real chain.
+  const params = options.wallClockBlocks ? { network: "default", override: { allowBlocksWithSameTimestamp: true } } : "default";
+  const server: JsonRpcServer = await network.createServer(params, "127.0.0.1", options.port ?? 0);
   const { address, port } = await server.listen();
   let closed = false;
   return {

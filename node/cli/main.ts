@@ -3,6 +3,7 @@ import { InvalidInputError, SuanliError } from "../../common/errors.js";
 import { ConfigError } from "../config/load.js";
 import { registerDevnet } from "./commands/devnet.js";
 import { registerNode } from "./commands/node.js";
+import { registerProvider } from "./commands/provider.js";
 import { registerWallet } from "./commands/wallet.js";
 import { registerRenter, renterExitCode } from "./commands/renter.js";
 import { CliError, ExitCode } from "./output.js";
@@ -16,12 +17,14 @@ registerDevnet(program);
 registerNode(program);
 registerWallet(program);
 registerRenter(program);
+registerProvider(program);
 
 function exitCodeFor(error: unknown): number {
   if (error instanceof CliError) return error.exitCode;
   const renter = renterExitCode(error);
   if (renter !== undefined) return renter;
   if (error instanceof ConfigError || error instanceof InvalidInputError) return ExitCode.usage;
+  if (error instanceof SuanliError && error.name === "StakeMissingError") return ExitCode.insufficientFunds;
   return ExitCode.failure;
 }
 

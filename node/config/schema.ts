@@ -7,6 +7,7 @@ import { apiOptionsSchema } from "../api/options.js";
 import { offersOptionsSchema } from "../offers/options.js";
 import { p2pOptionsSchema } from "../p2p/options.js";
 import { matchingOptionsSchema } from "../../common/matching/options.js";
+import { metricsOptionsSchema } from "../metrics/options.js";
 
 /**
  * The node's configuration: one strict object, each concern's options defined beside the
@@ -24,5 +25,7 @@ export const nodeConfigSchema = z.strictObject({
   offers: offersOptionsSchema.prefault({}),
   /** Ranking weights and limits of the matching engine (docs/matching.md). */
   matching: matchingOptionsSchema.prefault({}),
+  /** The node's Prometheus endpoint (docs/configuration.md#metrics). */
+  metrics: metricsOptionsSchema.prefault({}),
 });
 export type NodeConfig = z.output<typeof nodeConfigSchema>;

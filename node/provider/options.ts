@@ -42,6 +42,24 @@ export const idleWorkloadSchema = z.strictObject({
   maxRestartDelayMs: z.number().int().min(10).max(3_600_000).default(60_000),
 });
 
+/** A whole-token amount as a decimal string ("100", "2.5"), converted with the token's decimals at start. */
+const tokenAmountSchema = z
+  .union([z.string().regex(/^\d{1,20}(\.\d{1,18})?$/, "expected a decimal number of tokens such as \"100\" or \"2.5\""), z.number().nonnegative().max(1e15)])
+  .transform((value) => String(value));
+
+/** A model-keyed price table (prices, interruptible floors). */
+const priceTableSchema = z
+  .record(
+    z
+      .string()
+      .max(64)
+      .refine((key) => canonicalGpuName(key) !== undefined),
+    priceSchema,
+    { error: (issue) => (issue.code === "invalid_key" ? `unknown GPU model; known: ${knownGpuNames().join(", ")} (MIG slices as <model>/<profile>)` : undefined) },
+  )
+  .default({})
+  .transform((prices) => Object.fromEntries(Object.entries(prices).map(([key, value]) => [canonicalGpuName(key)!, value])));
+
 export const providerOptionsSchema = z.strictObject({
   inventory: z
     .strictObject({
@@ -61,17 +79,70 @@ export const providerOptionsSchema = z.strictObject({
       }
     }),
   /** Price per unit of each model, keyed by model name or alias (MIG slices as `<model>/<profile>`). */
-  prices: z
-    .record(
-      z
-        .string()
-        .max(64)
-        .refine((key) => canonicalGpuName(key) !== undefined),
-      priceSchema,
-      { error: (issue) => (issue.code === "invalid_key" ? `unknown GPU model; known: ${knownGpuNames().join(", ")} (MIG slices as <model>/<profile>)` : undefined) },
-    )
-    .default({})
-    .transform((prices) => Object.fromEntries(Object.entries(prices).map(([key, value]) => [canonicalGpuName(key)!, value]))),
+  prices: priceTableSchema,
+  /**
+   * Lowest interruptible bid per unit of each model (same forms as prices). A model without an
+   * entry sells no interruptible capacity.
+   */
+  minBids: priceTableSchema,
+  /** Registration and stake on-chain (docs/provider.md, "Setup"). */
+  chain: z
+    .strictObject({
+      /** Register the wallet (and fix a changed peer id) at start; false: fail when not registered. */
+      autoRegister: z.boolean().default(true),
+      /** The profile's metadata URI (at most 256 bytes). */
+      metadataURI: z.string().max(256).default(""),
+      /** Stake (free + locked, in whole tokens) the node tops up to at start from the wallet; it refuses to start below it. */
+      stakeTarget: tokenAmountSchema.default("100"),
+    })
+    .prefault({}),
+  /** Terms of every offer this node signs. */
+  terms: z
+    .strictObject({
+      /** Collateral locked per lease, in basis points of its deposit. */
+      collateralBps: z.number().int().min(0).max(10_000).default(1_000),
+      /** Seconds after a lease opens by which the node must activate it. */
+      startWindowSeconds: z.number().int().min(10).max(86_400).default(300),
+      minDurationSeconds: z.number().int().min(1).max(2 ** 32 - 1).default(60),
+      maxDurationSeconds: z.number().int().min(1).max(2 ** 32 - 1).default(7 * 86_400),
+    })
+    .prefault({})
+    .refine((terms) => terms.minDurationSeconds <= terms.maxDurationSeconds, {
+      message: "minDurationSeconds must not exceed maxDurationSeconds",
+      path: ["minDurationSeconds"],
+    }),
+  /** The reserve protocol: how long units are held for a renter's open transaction. */
+  reserve: z
+    .strictObject({
+      holdSeconds: z.number().int().min(5).max(3_600).default(120),
+      /** Holds in flight at once; more requests are refused as "busy". */
+      maxHolds: z.number().int().min(1).max(100_000).default(256),
+    })
+    .prefault({}),
+  /** Lease handling. */
+  leases: z
+    .strictObject({
+      /** An Open lease still without a task spec this close to its start deadline is activated anyway (the renter has the units and pays for them). */
+      activateMarginSeconds: z.number().int().min(1).max(3_600).default(30),
+      /** After a renter's cancel, the renter has this long to close the lease before the node completes it. */
+      cancelGraceSeconds: z.number().int().min(0).max(86_400).default(30),
+      /** How often every lease is checked against the chain (deadlines, grace periods, missed events). */
+      reconcileIntervalMs: z.number().int().min(50).max(600_000).default(5_000),
+    })
+    .prefault({}),
+  /** Claiming accrued payments. */
+  claims: z
+    .strictObject({
+      intervalMs: z.number().int().min(50).max(86_400_000).default(300_000),
+      /** Active leases are claimed once this much (base units) has accrued; ended leases always. */
+      minAmount: z
+        .union([z.string().regex(/^\d{1,29}$/, "expected a decimal integer of base units"), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)])
+        .transform((value) => BigInt(value))
+        .default(1_000_000n),
+    })
+    .prefault({}),
+  /** How often GPU metrics are sampled for the metrics endpoint (nvidia-smi inventories). */
+  metricsSampleMs: z.number().int().min(100).max(3_600_000).default(15_000),
   idle: idleWorkloadSchema.optional(),
   runtime: z
     .strictObject({
@@ -144,5 +215,11 @@ export function pricePerUnitSecond(price: PriceInput, tokenDecimals = SETTLEMENT
 /** The configured price of a model (canonical name), in base units per unit-second. */
 export function priceForModel(options: ProviderOptions, model: string, tokenDecimals = SETTLEMENT_TOKEN_DECIMALS): bigint | undefined {
   const price = options.prices[model];
+  return price ? pricePerUnitSecond(price, tokenDecimals) : undefined;
+}
+
+/** The lowest interruptible bid for a model, or undefined when it sells no interruptible capacity. */
+export function minBidForModel(options: ProviderOptions, model: string, tokenDecimals = SETTLEMENT_TOKEN_DECIMALS): bigint | undefined {
+  const price = options.minBids[model];
   return price ? pricePerUnitSecond(price, tokenDecimals) : undefined;
 }

@@ -11,6 +11,15 @@ export enum Bucket {
   offers = 2,
   /** The provider's own offer sequence numbers: machine id → last seq published (never reused). */
   offerSeq = 3,
+  // 4..15: the provider agent (node/provider/agent/). Written before the node acts on them.
+  /** The provider's leases: lease id (78 digits, zero-padded) → lease record (task state, result, claims). Specs are stored without secret values. */
+  providerLeases = 4,
+  /** Declared machines: inventory machine key → the on-chain machine id and the declaration sent. */
+  providerMachines = 5,
+  /** Reservations: "table" → the reservation table snapshot, hold terms and recently used reserve nonces. */
+  providerReservations = 6,
+  /** Agent state: "cursor" → next block to read, "offerNonce" → next renter-bound offer nonce. */
+  providerState = 7,
   // 16..19: the HTTP API's market index (node/api/market-index.ts), rebuilt from chain events.
   /** Registered providers: address (lowercase) → the block of their first registration. */
   apiProviders = 16,

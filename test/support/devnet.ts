@@ -28,8 +28,8 @@ export type Devnet = {
   close(): Promise<void>;
 };
 
-export async function startDevnet(options: { params?: DeployOptions["params"]; attestors?: Address[] } = {}): Promise<Devnet> {
-  const chain = await startEmbeddedChain();
+export async function startDevnet(options: { params?: DeployOptions["params"]; attestors?: Address[]; wallClockBlocks?: boolean } = {}): Promise<Devnet> {
+  const chain = await startEmbeddedChain({ wallClockBlocks: options.wallClockBlocks });
   const admin = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0), pollingIntervalMs: 50 });
   const deployment = await deployContracts({
     publicClient: admin.publicClient,

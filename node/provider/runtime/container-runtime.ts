@@ -20,6 +20,7 @@ import { fetchBundle, unpackBundle } from "./bundle.js";
 import type { ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
 import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "./process-runtime.js";
+import { reapTaskProcesses } from "./orphans.js";
 import { RunningTask, type Runtime, type TaskHandle } from "./runtime.js";
 import { Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
 
@@ -123,6 +124,11 @@ export function buildContainerRunArgs(options: ContainerRunOptions): string[] {
   return args;
 }
 
+/** The container's name: found again by it after a restart. */
+function containerName(taskId: string): string {
+  return `suanli-${taskId}`.replace(/[^A-Za-z0-9_.-]/g, "-");
+}
+
 export type ContainerRuntimeOptions = {
   workspaceRoot: string;
   engine?: "auto" | EngineKind;
@@ -149,6 +155,24 @@ export class ContainerRuntime implements Runtime {
   engine(): Promise<EngineDetection> {
     this.detection ??= detectContainerEngine(this.options.engine ?? "auto", this.options.enginePaths);
     return this.detection;
+  }
+
+  async reap(taskId: string, hints: { pid?: number | undefined; startTicks?: number | undefined } = {}): Promise<number> {
+    if (!TASK_ID_PATTERN.test(taskId)) return 0;
+    const root = path.resolve(this.options.workspaceRoot);
+    const workspace = path.join(root, taskId);
+    // The container belongs to the engine's daemon and outlives the client process: remove it by name.
+    let killed = 0;
+    const { engine } = await this.engine();
+    if (engine) {
+      const removed = await run(engine.path, ["rm", "--force", containerName(taskId)], 60_000);
+      if (removed.code === 0 && removed.stdout.trim() !== "") killed++;
+    }
+    killed += await reapTaskProcesses(workspace, hints);
+    await rm(path.join(root, `.${taskId}.env`), { force: true });
+    await rm(path.join(root, `.${taskId}.bundle`), { force: true });
+    await rm(workspace, { recursive: true, force: true });
+    return killed;
   }
 
   async prepare(launch: TaskLaunch, options: { signal?: AbortSignal } = {}): Promise<TaskHandle> {
@@ -191,7 +215,7 @@ export class ContainerRuntime implements Runtime {
 
     const plainEnv: Record<string, string> = {};
     for (const [name, value] of Object.entries(spec.env)) if (typeof value === "string") plainEnv[name] = value;
-    const name = `suanli-${launch.taskId}`.replace(/[^A-Za-z0-9_.-]/g, "-");
+    const name = containerName(launch.taskId);
     const argv = [
       engine.path,
       ...buildContainerRunArgs({

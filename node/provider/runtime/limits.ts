@@ -12,7 +12,7 @@
  *
  * Wall-clock time is not an rlimit: the runtime stops a task when its lease time is over.
  */
-import { access, constants, stat } from "node:fs/promises";
+import { access, constants, readFile, stat } from "node:fs/promises";
 import path from "node:path";
 
 export type ResourceLimits = {
@@ -56,4 +56,32 @@ export async function findExecutable(name: string, searchPath: string | undefine
     }
   }
   return undefined;
+}
+
+const PROC_LIMIT_NAMES: Record<keyof ResourceLimits, string> = {
+  memoryBytes: "Max address space",
+  cpuSeconds: "Max cpu time",
+  fileSizeBytes: "Max file size",
+  processes: "Max processes",
+  openFiles: "Max open files",
+};
+
+/**
+ * Lowers each limit to the node's own hard limit: prlimit sets soft and hard together, and an
+ * unprivileged process cannot raise a hard limit (a task never gets more than its node has
+ * anyway). Reads /proc/self/limits; elsewhere the limits are returned unchanged.
+ */
+export async function clampToHardLimits(limits: ResourceLimits, procLimits = "/proc/self/limits"): Promise<ResourceLimits> {
+  const text = await readFile(procLimits, "utf8").catch(() => undefined);
+  if (!text) return limits;
+  const out: ResourceLimits = { ...limits };
+  for (const [key, label] of Object.entries(PROC_LIMIT_NAMES) as [keyof ResourceLimits, string][]) {
+    const value = out[key];
+    if (value === undefined) continue;
+    const line = text.split("\n").find((row) => row.startsWith(label));
+    // Columns: name (padded), soft, hard, units.
+    const hard = line?.slice(label.length).trim().split(/\s+/)[1];
+    if (hard && /^\d+$/.test(hard)) out[key] = Math.min(value, Number(hard));
+  }
+  return out;
 }

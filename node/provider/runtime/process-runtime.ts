@@ -14,9 +14,10 @@ import { silentLogger, type Logger } from "../../log/logger.js";
 import { CommandNotFoundError, RuntimeUnavailableError } from "../errors.js";
 import type { UnitMetrics } from "../inventory/inventory.js";
 import { fetchBundle, unpackBundle } from "./bundle.js";
-import { findExecutable, hasLimits, prlimitPrefix, type ResourceLimits } from "./limits.js";
+import { clampToHardLimits, findExecutable, hasLimits, prlimitPrefix, type ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
 import { RunningTask, type Runtime, type TaskHandle } from "./runtime.js";
+import { reapTaskProcesses } from "./orphans.js";
 import { bubblewrapArgs, detectBubblewrap, nvidiaDeviceNodes, type SandboxMode } from "./sandbox.js";
 import { childEnv, Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
 
@@ -107,6 +108,16 @@ export class ProcessRuntime implements Runtime {
     return { sandboxed: false, reason: status.reason };
   }
 
+  async reap(taskId: string, hints: { pid?: number | undefined; startTicks?: number | undefined } = {}): Promise<number> {
+    if (!TASK_ID_PATTERN.test(taskId)) return 0;
+    const root = path.resolve(this.options.workspaceRoot);
+    const workspace = path.join(root, taskId);
+    const killed = await reapTaskProcesses(workspace, hints);
+    await rm(workspace, { recursive: true, force: true });
+    await rm(path.join(root, `.${taskId}.bundle`), { force: true });
+    return killed;
+  }
+
   async prepare(launch: TaskLaunch, options: { signal?: AbortSignal } = {}): Promise<TaskHandle> {
     if (!TASK_ID_PATTERN.test(launch.taskId)) {
       throw new InvalidInputError("task launch", [{ path: "taskId", message: "expected 1-128 letters, digits, '.', '_' or '-'" }]);
@@ -147,7 +158,7 @@ export class ProcessRuntime implements Runtime {
       const command = await resolveCommand(spec, workspace, env.PATH);
 
       const prefix: string[] = [];
-      const limits = this.options.limits ?? {};
+      const limits = await clampToHardLimits(this.options.limits ?? {});
       if (hasLimits(limits)) {
         const prlimit = await findExecutable("prlimit", process.env.PATH ?? DEFAULT_PATH);
         if (prlimit) {

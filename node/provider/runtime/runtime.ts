@@ -79,7 +79,14 @@ export interface TaskHandle {
   /** Whether the resource limits were applied (false when prlimit is missing). */
   readonly limitsApplied: boolean;
   readonly state: TaskState;
+  /** The process id of the task's process group leader while it runs (the engine client for containers). */
+  readonly pid: number | undefined;
   start(): Promise<void>;
+  /**
+   * Sets the time the task may still run, from now (the lease was extended). The task is stopped
+   * (SIGTERM, grace, SIGKILL, status "exceeded") when it runs out.
+   */
+  setRemainingTime(durationMs: number): void;
   /** SIGTERM, up to graceMs, SIGKILL; resolves with the result (status "stopped"). */
   stop(graceMs?: number): Promise<TaskResult>;
   /** Resolves when the task has ended. */
@@ -96,6 +103,12 @@ export interface TaskHandle {
 export interface Runtime {
   readonly kind: "process" | "container";
   prepare(launch: TaskLaunch, options?: { signal?: AbortSignal }): Promise<TaskHandle>;
+  /**
+   * Kills whatever is left of a task this node started before it restarted (a crash leaves the
+   * task's process group running without anyone reading its output) and removes its workspace.
+   * Returns how many processes (or containers) were found and killed.
+   */
+  reap(taskId: string, hints?: { pid?: number | undefined; startTicks?: number | undefined }): Promise<number>;
 }
 
 /** How a runtime starts, stops and judges one task's process. */
@@ -161,6 +174,25 @@ export class RunningTask implements TaskHandle {
     return this.stateValue;
   }
 
+  get pid(): number | undefined {
+    return this.process?.hasExited === false ? this.process.pid : undefined;
+  }
+
+  setRemainingTime(durationMs: number): void {
+    if (this.stateValue !== "running") return;
+    if (this.durationTimer) clearTimeout(this.durationTimer);
+    this.armDurationTimer(Math.max(0, durationMs));
+  }
+
+  private armDurationTimer(durationMs: number): void {
+    this.durationTimer = setTimeout(() => {
+      if (this.stateValue !== "running") return;
+      this.stopReason = "exceeded";
+      this.options.logs.push("system", `Lease time of ${durationMs} ms is over: stopping the task`);
+      void this.halt(this.options.defaultGraceMs);
+    }, durationMs);
+  }
+
   async start(): Promise<void> {
     if (this.stateValue !== "prepared") throw new TaskStateError(this.taskId, "start", this.stateValue);
     const { launcher, logs, redactor, launch } = this.options;
@@ -175,12 +207,7 @@ export class RunningTask implements TaskHandle {
       onStdout: (chunk) => this.stdoutDigest.update(chunk),
       onLine: (stream, line) => logs.push(stream, redactor.redact(line)),
     });
-    this.durationTimer = setTimeout(() => {
-      if (this.stateValue !== "running") return;
-      this.stopReason = "exceeded";
-      logs.push("system", `Lease time of ${launch.durationMs} ms is over: stopping the task`);
-      void this.halt(this.options.defaultGraceMs);
-    }, launch.durationMs);
+    this.armDurationTimer(launch.durationMs);
     void this.process.exited.then((exit) => this.finish(exit));
   }
 

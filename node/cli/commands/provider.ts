@@ -1,0 +1,101 @@
+import type { Command } from "commander";
+import { formatUnits } from "viem";
+import { readProvider } from "../../../common/chain/market.js";
+import { loadConfig } from "../../config/load.js";
+import { nodeConfigSchema } from "../../config/schema.js";
+import { startDaemon, type Daemon } from "../../daemon.js";
+import { startMetricsServer, type MetricsServer } from "../../metrics/server.js";
+import { startProviderAgent } from "../../provider/agent.js";
+import { CliError, emit, ExitCode } from "../output.js";
+
+/**
+ * Config keys given as flags after the command's own options: `--chain.rpcUrl URL` or
+ * `--chain.rpcUrl=URL` (dotted paths of docs/configuration.md).
+ */
+export function configFlags(args: readonly string[]): Record<string, string> {
+  const flags: Record<string, string> = {};
+  for (let i = 0; i < args.length; i++) {
+    const token = args[i];
+    if (!token.startsWith("--")) throw new CliError(`Unexpected argument "${token}"`, ExitCode.usage, ["Config keys go as --<dotted.key> <value>, e.g. --chain.rpcUrl http://127.0.0.1:8545."]);
+    const body = token.slice(2);
+    const eq = body.indexOf("=");
+    if (eq > 0) {
+      flags[body.slice(0, eq)] = body.slice(eq + 1);
+      continue;
+    }
+    const value = args[i + 1];
+    if (value === undefined || value.startsWith("--")) throw new CliError(`--${body} needs a value`, ExitCode.usage);
+    flags[body] = value;
+    i++;
+  }
+  return flags;
+}
+
+function waitForSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+      // A second Ctrl-C does not wait for the clean stop.
+      process.once("SIGINT", () => process.exit(130));
+      resolve(signal);
+    };
+    process.on("SIGINT", onSignal);
+    process.on("SIGTERM", onSignal);
+  });
+}
+
+export function registerProvider(program: Command): void {
+  const provider = program.command("provider").description("sell this machine's GPU time: register, offer, run renters' tasks, get paid");
+  provider
+    .command("start")
+    .description("start a provider node from a config file and keep it running until Ctrl-C or SIGTERM")
+    .requiredOption("--config <file>", "the node's JSON config (keys: docs/configuration.md; provider section: docs/provider.md)")
+    .option("--json", "print one JSON line when the node is ready and one when it stopped")
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .addHelpText("after", "\nAny config key can also be given as a flag after the options: --chain.rpcUrl http://127.0.0.1:8545")
+    .action(async (options: { config: string; json?: boolean }, command: Command) => {
+      const json = Boolean(options.json);
+      const config = await loadConfig(nodeConfigSchema, { file: options.config, env: process.env, flags: configFlags(command.args) });
+      if (!config.chain.privateKey) {
+        throw new CliError("A provider needs a wallet: chain.privateKey is not set", ExitCode.usage, [
+          "Set chain.privateKey in the config file, or SUANLI_CHAIN__PRIVATE_KEY in the environment.",
+        ]);
+      }
+      const daemon: Daemon = await startDaemon(config, { publishesOffers: true });
+      let metricsServer: MetricsServer | undefined;
+      try {
+        const agent = await startProviderAgent(daemon);
+        if (config.metrics.enabled) metricsServer = await startMetricsServer(daemon.metrics.registry, config.metrics, daemon.logger);
+        const summary = agent.summary();
+        const stake = await readProvider(daemon.chain.publicClient, daemon.registry, summary.address);
+        const { symbol, decimals } = daemon.deployment.token;
+        emit(
+          json,
+          { event: "ready", ...summary, pid: process.pid, stake: { total: stake.stake, free: stake.free, locked: stake.locked }, metricsUrl: metricsServer ? `${metricsServer.url}/metrics` : null },
+          () =>
+            [
+              `Provider node running (chain ${daemon.deployment.chainId}, ${summary.inventorySource} inventory, ${summary.runtime} runtime)`,
+              `  wallet   ${summary.address}`,
+              `  peer id  ${summary.peerId}`,
+              ...summary.addrs.map((addr) => `  listen   ${addr}`),
+              `  stake    ${formatUnits(BigInt(stake.stake), decimals)} ${symbol} (${formatUnits(BigInt(stake.free), decimals)} free)`,
+              ...summary.machines.map(
+                (m) =>
+                  `  machine  #${m.machineId} ${m.model} x${m.units} (${m.vramMiB} MiB, ${m.region}) at ${m.pricePerUnitSecond} base units per unit-second = ${formatUnits(m.pricePerUnitSecond * 3600n, decimals)} ${symbol}/unit-hour${m.minBidPerUnitSecond > 0n ? `, interruptible from ${formatUnits(m.minBidPerUnitSecond * 3600n, decimals)}` : ""}${m.offered ? "" : " (not offered)"}`,
+              ),
+              ...summary.problems.map((problem) => `  problem  ${problem}`),
+              ...(metricsServer ? [`  metrics  ${metricsServer.url}/metrics`] : []),
+              "Press Ctrl-C to stop.",
+            ].join("\n"),
+        );
+        const signal = await waitForSignal();
+        daemon.logger.info("Stopping", { signal });
+      } finally {
+        await metricsServer?.close();
+        await daemon.stop();
+      }
+      if (json) emit(true, { event: "stopped" }, () => "");
+    });
+}

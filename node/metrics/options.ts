@@ -1,0 +1,16 @@
+import { z } from "zod";
+
+/**
+ * The node's own Prometheus endpoint (`metrics.*`, docs/configuration.md). A node that runs the
+ * HTTP API serves the same registry at the API's `/metrics` too; this endpoint is for nodes that
+ * do not expose the API (a provider on a GPU server).
+ */
+export const metricsOptionsSchema = z.strictObject({
+  /** Serve `GET /metrics` on host:port. */
+  enabled: z.boolean().default(false),
+  /** Loopback by default: let the Prometheus server reach it through your own network setup. */
+  host: z.string().min(1).default("127.0.0.1"),
+  /** TCP port; 0 picks a free one. 9464 is the usual port of a Prometheus exporter. */
+  port: z.number().int().min(0).max(65_535).default(9464),
+});
+export type MetricsOptions = z.output<typeof metricsOptionsSchema>;

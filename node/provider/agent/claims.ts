@@ -1,0 +1,110 @@
+/**
+ * Getting paid: on a schedule, one `claimMany` (up to 64 leases per transaction) for the leases
+ * with money waiting. An ended lease is claimed once its accrual is over (a preempted lease
+ * accrues until its notice ends); an active lease once `provider.claims.minAmount` has accrued,
+ * or when it is past its end (the claim finalizes it and frees its units). Only leases whose
+ * claimable amount the chain reports as nonzero are sent, so no claim transaction fails and none
+ * pays twice (the contract pays only what accrued since the last claim).
+ */
+import type { Address, Chain, PublicClient, Transport } from "viem";
+import { leaseMarketAbi } from "../../../common/abi.js";
+import { readLease, type LeaseView } from "../../../common/chain/market.js";
+import type { Logger } from "../../log/logger.js";
+import type { TxSender } from "./chain-tx.js";
+import type { LeaseRecords } from "./records.js";
+
+/** The contract's MAX_BATCH. */
+const CLAIM_BATCH = 64;
+
+export type ClaimerOptions = {
+  publicClient: PublicClient<Transport, Chain>;
+  market: Address;
+  tx: TxSender;
+  records: LeaseRecords;
+  intervalMs: number;
+  minAmount: bigint;
+  /** The chain's clock (unix seconds). */
+  chainNow: () => Promise<number>;
+  /** Called with the leases a claim touched (they may have settled). */
+  onClaimed: (leaseIds: bigint[]) => void;
+  logger: Logger;
+};
+
+/**
+ * Whether to claim a lease now. `reportPending`: the node still owes the lease a completion
+ * report (its task runs or just ended); a claim past the end would finalize the lease first and
+ * the report would be lost, so such a lease is claimed past its end only by its report.
+ */
+export function claimWorthy(view: LeaseView, nowSeconds: number, minAmount: bigint, reportPending = false): boolean {
+  if (view.claimable === 0n) return false;
+  if (view.status === "Ended") return nowSeconds >= view.stopAt || view.claimable >= minAmount;
+  if (view.status !== "Active") return false;
+  const pastEnd = view.end > 0 && nowSeconds >= view.end;
+  if (pastEnd) return !reportPending;
+  return view.claimable >= minAmount;
+}
+
+export class Claimer {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private soon: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(private readonly options: ClaimerOptions) {}
+
+  start(): void {
+    this.timer = setInterval(() => void this.claimNow(), this.options.intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    if (this.soon) clearTimeout(this.soon);
+    await this.running;
+  }
+
+  /** Claims shortly (a lease just ended); several calls coalesce into one pass. */
+  trigger(delayMs = 500): void {
+    if (this.stopped || this.soon) return;
+    this.soon = setTimeout(() => {
+      this.soon = undefined;
+      void this.claimNow();
+    }, delayMs);
+    this.soon.unref();
+  }
+
+  /** One pass: reads the candidates and claims those worth it. Resolves with the lease ids claimed. */
+  claimNow(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    this.running ??= this.pass()
+      .catch((error: unknown) => this.options.logger.warn("Claiming failed; retrying on the next pass", {}, error))
+      .finally(() => {
+        this.running = undefined;
+      });
+    return this.running;
+  }
+
+  private async pass(): Promise<void> {
+    const { publicClient, market, records, minAmount, tx, logger } = this.options;
+    const candidates = records.open().filter((record) => record.chain.status === "Active" || record.chain.status === "Ended");
+    if (candidates.length === 0) return;
+    const now = await this.options.chainNow();
+    const due: bigint[] = [];
+    let total = 0n;
+    for (const record of candidates) {
+      const view = await readLease(publicClient, market, record.leaseId);
+      const reportPending = record.phase === "preparing" || record.phase === "starting" || record.phase === "running" || record.endAction !== "none";
+      if (claimWorthy(view, now, minAmount, reportPending)) {
+        due.push(record.leaseId);
+        total += view.claimable;
+      }
+    }
+    for (let start = 0; start < due.length; start += CLAIM_BATCH) {
+      const batch = due.slice(start, start + CLAIM_BATCH);
+      await tx.send({ address: market, abi: leaseMarketAbi, functionName: "claimMany", args: [batch] });
+      logger.info("Claimed", { leases: batch.map(String), claimable: total });
+      this.options.onClaimed(batch);
+    }
+  }
+}

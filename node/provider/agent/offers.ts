@@ -1,0 +1,171 @@
+/**
+ * The provider's machines as a market: what each machine sells (terms from the config), what it
+ * has free (the chain's counts less the units held for renters), and its offer on the gossip
+ * topic, republished whenever one of those changes and withdrawn when the machine must not be
+ * sold.
+ */
+import type { SignedAttestation } from "../../../common/offers/message.js";
+import type { ReservationTable } from "../../../common/matching/reservations.js";
+import type { Logger } from "../../log/logger.js";
+import { OfferRejectedError } from "../../offers/gossip.js";
+import type { OfferPublisher } from "../../offers/publisher.js";
+import { minBidForModel, priceForModel, type ProviderOptions } from "../options.js";
+import { ZERO_CLUSTER, type DeclaredMachine } from "./setup.js";
+
+/** A machine's units by mode, as the registry counts them. */
+export type ChainCapacity = { onDemand: number; interruptible: number; idle: number };
+
+export type MachineTerms = {
+  pricePerUnitSecond: bigint;
+  /** Zero: no interruptible capacity. */
+  minBidPerUnitSecond: bigint;
+  minDuration: number;
+  maxDuration: number;
+  collateralBps: number;
+  startWindow: number;
+};
+
+export type MachineMarketOptions = {
+  machines: readonly DeclaredMachine[];
+  table: ReservationTable;
+  publisher: OfferPublisher;
+  options: ProviderOptions;
+  tokenDecimals: number;
+  /** Lowest bid among the machine's running interruptible leases. */
+  lowestBid: (machineId: number) => bigint | null;
+  logger: Logger;
+};
+
+export class MachineMarket {
+  private readonly machines = new Map<number, DeclaredMachine>();
+  private readonly capacity = new Map<number, ChainCapacity>();
+  private readonly attestations = new Map<number, SignedAttestation[]>();
+  private readonly dirty = new Set<number>();
+  private scheduled: NodeJS.Immediate | undefined;
+  private chain: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(private readonly ctx: MachineMarketOptions) {
+    for (const machine of ctx.machines) this.machines.set(machine.machineId, machine);
+  }
+
+  machine(machineId: number): DeclaredMachine | undefined {
+    return this.machines.get(machineId);
+  }
+
+  all(): DeclaredMachine[] {
+    return [...this.machines.values()];
+  }
+
+  /** The terms a machine is sold on, or undefined when it is not sold (no price, declaration blocked). */
+  terms(machineId: number): MachineTerms | undefined {
+    const machine = this.machines.get(machineId);
+    if (!machine || machine.blocked) return undefined;
+    const { options, tokenDecimals } = this.ctx;
+    const price = priceForModel(options, machine.model, tokenDecimals);
+    if (price === undefined) return undefined;
+    return {
+      pricePerUnitSecond: price,
+      minBidPerUnitSecond: minBidForModel(options, machine.model, tokenDecimals) ?? 0n,
+      minDuration: options.terms.minDurationSeconds,
+      maxDuration: options.terms.maxDurationSeconds,
+      collateralBps: options.terms.collateralBps,
+      startWindow: options.terms.startWindowSeconds,
+    };
+  }
+
+  chainCapacity(machineId: number): ChainCapacity | undefined {
+    return this.capacity.get(machineId);
+  }
+
+  /** Records the registry's counts (a CapacityChanged event or a read) and the reservation table's room. */
+  setChainCapacity(machineId: number, capacity: ChainCapacity): void {
+    if (!this.machines.has(machineId)) return;
+    this.capacity.set(machineId, capacity);
+    const dropped = this.ctx.table.setCapacity(machineId, { freeUnits: Math.max(0, capacity.idle), preemptibleUnits: Math.max(0, capacity.interruptible) });
+    if (dropped.length > 0) this.ctx.logger.info("Reservations dropped: the machine's free units shrank under them", { machineId, holds: dropped.map((hold) => hold.id) });
+    this.markDirty(machineId);
+  }
+
+  /** The hardware attestations published with a machine's offer (from the attestor). */
+  setAttestations(machineId: number, attestations: readonly SignedAttestation[]): void {
+    if (!this.machines.has(machineId)) return;
+    this.attestations.set(machineId, attestations.slice(0, 8));
+    this.markDirty(machineId);
+  }
+
+  /** Republishes a machine's offer (all machines without an id) soon; changes coalesce. */
+  markDirty(machineId?: number): void {
+    if (this.closed) return;
+    if (machineId === undefined) for (const id of this.machines.keys()) this.dirty.add(id);
+    else this.dirty.add(machineId);
+    if (this.scheduled) return;
+    this.scheduled = setImmediate(() => {
+      this.scheduled = undefined;
+      void this.flush();
+    });
+  }
+
+  /** Publishes every pending change; resolves when they are out. */
+  flush(): Promise<void> {
+    const run = this.chain.then(async () => {
+      const ids = [...this.dirty];
+      this.dirty.clear();
+      for (const id of ids) await this.publish(id);
+    });
+    this.chain = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Withdraws every offer and stops publishing (the node is stopping). */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.scheduled) clearImmediate(this.scheduled);
+    await this.chain;
+    for (const id of this.machines.keys()) {
+      await this.ctx.publisher.withdraw(id).catch((error: unknown) => this.ctx.logger.warn("Cannot withdraw an offer", { machineId: id }, error));
+    }
+  }
+
+  private async publish(machineId: number): Promise<void> {
+    const machine = this.machines.get(machineId)!;
+    const terms = this.terms(machineId);
+    const capacity = this.capacity.get(machineId);
+    const { publisher, table, logger } = this.ctx;
+    try {
+      if (!terms || !capacity) {
+        await publisher.withdraw(machineId);
+        return;
+      }
+      await publisher.set({
+        machine: {
+          machineId,
+          model: machine.model,
+          units: machine.units,
+          vramMiB: machine.vramMiB,
+          interconnect: machine.interconnect,
+          region: machine.region,
+          cluster: ZERO_CLUSTER,
+        },
+        terms: { ...terms, nonce: 0n },
+        capacity: {
+          freeUnits: Math.min(machine.units, table.available(machineId, false)),
+          onDemandUnits: capacity.onDemand,
+          interruptibleUnits: capacity.interruptible,
+          lowestInterruptibleBid: this.ctx.lowestBid(machineId),
+        },
+        attestations: this.attestations.get(machineId) ?? [],
+      });
+    } catch (error) {
+      if (error instanceof OfferRejectedError && error.reason === "bad_attestation" && (this.attestations.get(machineId)?.length ?? 0) > 0) {
+        // One bad attestation would keep the whole offer off the network: sell without them.
+        logger.warn("Attestations refused; offering the machine without them", { machineId, detail: error.details });
+        this.attestations.delete(machineId);
+        return this.publish(machineId);
+      }
+      // The network would refuse it (stake below the collateral, a stale chain view): the next
+      // change or re-announcement tries again.
+      logger.warn("Cannot publish an offer", { machineId }, error);
+    }
+  }
+}

@@ -1,0 +1,67 @@
+/**
+ * Access control of the lease protocols: every task spec, status read, log read and cancel
+ * carries a RenterRequest signed by the lease's renter (EIP-712, bound to the lease id, this
+ * provider, the action, the body and a fresh nonce). The renter checked against is the one the
+ * chain recorded when the lease opened.
+ */
+import { getAddress, type Address, type TypedDataDomain } from "viem";
+import { LRUCache } from "lru-cache";
+import { leaseRequestBodyHash, recoverRenter, RENTER_REQUEST_MAX_AGE_SECONDS, type RenterAction, type RenterAuth } from "../../../common/protocols/lease.js";
+import { RenterAuthError } from "./errors.js";
+
+export class RenterRequestVerifier {
+  /** Nonces seen within twice the allowed age: a replay is refused for as long as it could be fresh. */
+  private readonly seen: LRUCache<string, true>;
+
+  constructor(
+    private readonly options: {
+      domain: TypedDataDomain;
+      provider: Address;
+      maxAgeSeconds?: number;
+      /** Unix seconds. */
+      now?: () => number;
+    },
+  ) {
+    const maxAge = options.maxAgeSeconds ?? RENTER_REQUEST_MAX_AGE_SECONDS;
+    this.seen = new LRUCache({ max: 200_000, ttl: 2 * maxAge * 1000 + 1000 });
+  }
+
+  /**
+   * Throws RenterAuthError unless `auth` is a fresh, unused authorization of `action` on `leaseId`
+   * for this provider, over exactly `body` (without auth), signed by `renter`.
+   */
+  async verify(auth: RenterAuth, expected: { leaseId: bigint; action: RenterAction; body: unknown; renter: Address }): Promise<void> {
+    const { request } = auth;
+    const maxAge = this.options.maxAgeSeconds ?? RENTER_REQUEST_MAX_AGE_SECONDS;
+    if (request.leaseId !== expected.leaseId) throw new RenterAuthError(`The authorization is for lease ${request.leaseId}, not ${expected.leaseId}`);
+    if (request.action !== expected.action) throw new RenterAuthError(`The authorization is for "${request.action}", not "${expected.action}"`);
+    if (getAddress(request.provider) !== getAddress(this.options.provider)) {
+      throw new RenterAuthError(`The authorization is for provider ${request.provider}, not this one (${this.options.provider})`);
+    }
+    const now = this.options.now?.() ?? Math.floor(Date.now() / 1000);
+    if (Math.abs(now - request.issuedAt) > maxAge) {
+      throw new RenterAuthError(`The authorization was issued at ${request.issuedAt}, more than ${maxAge} s from this node's clock (${now})`, {
+        metaMessages: ["Sign a fresh request; check the clock of the signing machine."],
+      });
+    }
+    if (leaseRequestBodyHash(expected.action, expected.body) !== request.bodyHash) {
+      throw new RenterAuthError("The request body does not match the signed bodyHash", {
+        metaMessages: ["bodyHash is leaseRequestBodyHash(action, body without auth) from common/protocols/lease.ts."],
+      });
+    }
+    let signer: Address;
+    try {
+      signer = await recoverRenter(this.options.domain, auth);
+    } catch (error) {
+      throw new RenterAuthError("The authorization's signature cannot be read", { cause: error });
+    }
+    if (getAddress(signer) !== getAddress(expected.renter)) {
+      throw new RenterAuthError(`Lease ${expected.leaseId} belongs to another renter: the request is signed by ${signer}`, {
+        metaMessages: ["Only the wallet that opened the lease may send its task, read its status and logs, or cancel it."],
+      });
+    }
+    const key = `${request.nonce}`;
+    if (this.seen.has(key)) throw new RenterAuthError("The authorization's nonce was already used", { metaMessages: ["Sign each request with a fresh nonce."] });
+    this.seen.set(key, true);
+  }
+}

@@ -1,0 +1,205 @@
+/**
+ * The provider's side of the reserve protocol (`/suanli/reserve/1.0.0`): a renter asks to hold
+ * units of a machine for a lease; the provider checks the signed request and its own capacity,
+ * holds the units, writes the hold to level and answers with an Offer bound to the renter
+ * (single-use on-chain, expiring with the hold), plus the interruptible leases the lease must
+ * preempt when the free units do not suffice. It never holds more than it has.
+ */
+import { getAddress, recoverTypedDataAddress, type Address, type Chain, type PublicClient, type Transport, type TypedDataDomain } from "viem";
+import { testTokenAbi } from "../../../common/abi.js";
+import { computeCollateral, computeDeposit, readMachine, readProvider } from "../../../common/chain/market.js";
+import type { Deployment } from "../../../common/deployment.js";
+import { suanliTypes, type Offer } from "../../../common/eip712.js";
+import { modelHash } from "../../../common/gpu.js";
+import { signOffer, type TypedDataSigner } from "../../../common/offers/sign.js";
+import { RENTER_REQUEST_MAX_AGE_SECONDS, type ReserveBody, type ReserveReply } from "../../../common/protocols/lease.js";
+import type { RefusalReason } from "../../../common/matching/handshake.js";
+import type { Logger } from "../../log/logger.js";
+import type { Metrics } from "../../metrics/metrics.js";
+import type { ProviderOptions } from "../options.js";
+import type { MachineMarket } from "./offers.js";
+import type { LeaseRecord } from "./records.js";
+import type { ReservationBook } from "./reservations.js";
+
+/** At most this many leases in one `terms.preempt` (the contract's MAX_PREEMPT). */
+const MAX_PREEMPT = 16;
+const UINT96_MAX = 2n ** 96n - 1n;
+
+export type ReserveContext = {
+  deployment: Deployment;
+  domain: TypedDataDomain;
+  market: Address;
+  registry: Address;
+  /** The provider's wallet: signs the renter-bound offers. */
+  account: TypedDataSigner;
+  publicClient: PublicClient<Transport, Chain>;
+  machines: MachineMarket;
+  reservations: ReservationBook;
+  /** The provider's running leases (for the preemption list). */
+  leases: () => LeaseRecord[];
+  options: ProviderOptions;
+  metrics: Metrics;
+  logger: Logger;
+  /** The chain's clock, unix seconds (offers expire in chain time). */
+  chainNow: () => Promise<number>;
+  /** Unix ms. */
+  now?: () => number;
+};
+
+function refuse(reason: RefusalReason, message: string, availableUnits?: number): ReserveReply {
+  return { accepted: false, reason, message, ...(availableUnits === undefined ? {} : { availableUnits }) };
+}
+
+/**
+ * Leases on the machine the opener may free, in the order the contract should try them: leases
+ * past their end first (finalizing them costs nobody anything), then interruptible leases by
+ * ascending price. An interruptible opener may only preempt lower bids.
+ */
+export function preemptionCandidates(leases: readonly LeaseRecord[], machineId: number, opener: { interruptible: boolean; bid: bigint }, nowSeconds: number): LeaseRecord[] {
+  const running = leases.filter((lease) => lease.machineId === machineId && (lease.chain.status === "Open" || lease.chain.status === "Active"));
+  const expired = running.filter((lease) => lease.chain.status === "Active" && lease.chain.end > 0 && lease.chain.end <= nowSeconds);
+  const preemptible = running
+    .filter((lease) => !expired.includes(lease) && lease.interruptible && (!opener.interruptible || lease.pricePerUnitSecond < opener.bid))
+    .sort((a, b) => (a.pricePerUnitSecond < b.pricePerUnitSecond ? -1 : a.pricePerUnitSecond > b.pricePerUnitSecond ? 1 : Number(a.leaseId - b.leaseId)));
+  return [...expired, ...preemptible].slice(0, MAX_PREEMPT);
+}
+
+/** Answers one reserve request (the protocol layer has parsed it with reserveBodySchema). */
+export async function answerReserve(ctx: ReserveContext, body: ReserveBody): Promise<ReserveReply> {
+  const reply = await decide(ctx, body);
+  ctx.metrics.providerReservations.inc({ outcome: reply.accepted ? "accepted" : reply.reason });
+  ctx.logger.debug("Reserve request answered", {
+    renter: body.request.renter,
+    machineId: body.request.machineId,
+    units: body.request.units,
+    accepted: reply.accepted,
+    reason: reply.accepted ? undefined : reply.reason,
+  });
+  return reply;
+}
+
+async function decide(ctx: ReserveContext, body: ReserveBody): Promise<ReserveReply> {
+  const { request, signature } = body;
+  const { options, machines, reservations } = ctx;
+  const nowMs = ctx.now?.() ?? Date.now();
+  const nowSeconds = Math.floor(nowMs / 1000);
+  const provider = getAddress(ctx.account.address);
+
+  if (body.chainId !== ctx.deployment.chainId) return refuse("invalid-request", `This provider serves chain ${ctx.deployment.chainId}, not ${body.chainId}`);
+  if (getAddress(request.provider) !== provider) return refuse("invalid-request", `The request is for provider ${request.provider}; this is ${provider}`);
+  if (Math.abs(nowSeconds - request.issuedAt) > RENTER_REQUEST_MAX_AGE_SECONDS) {
+    return refuse("invalid-request", `The request was issued at ${request.issuedAt}, more than ${RENTER_REQUEST_MAX_AGE_SECONDS} s from this node's clock (${nowSeconds})`);
+  }
+  let signer: Address;
+  try {
+    signer = await recoverTypedDataAddress({ domain: ctx.domain, types: suanliTypes, primaryType: "ReserveRequest", message: request, signature });
+  } catch {
+    return refuse("invalid-request", "The request's signature cannot be read");
+  }
+  if (getAddress(signer) !== getAddress(request.renter)) return refuse("invalid-request", `The request is signed by ${signer}, not by the renter ${request.renter}`);
+  if (reservations.isNonceUsed(request.nonce)) return refuse("invalid-request", "The request's nonce was already used: sign a fresh request");
+
+  const machine = machines.machine(request.machineId);
+  const terms = machines.terms(request.machineId);
+  if (!machine || !terms) return refuse("offer-withdrawn", `Machine ${request.machineId} is not sold by this provider`);
+  if (request.duration < terms.minDuration || request.duration > terms.maxDuration) {
+    return refuse("duration-out-of-range", `Duration ${request.duration} s is outside ${terms.minDuration}..${terms.maxDuration} s`);
+  }
+  let price = terms.pricePerUnitSecond;
+  if (request.interruptible) {
+    if (terms.minBidPerUnitSecond === 0n) return refuse("offer-withdrawn", `Machine ${request.machineId} sells no interruptible capacity`);
+    if (request.bidPerUnitSecond < terms.minBidPerUnitSecond) {
+      return refuse("price-changed", `The bid ${request.bidPerUnitSecond} is below the minimum of ${terms.minBidPerUnitSecond} per unit-second`);
+    }
+    price = request.bidPerUnitSecond;
+  }
+  if (request.units > machine.units) return refuse("insufficient-units", `Machine ${request.machineId} has ${machine.units} units`, machine.units);
+  if (reservations.live().length >= options.reserve.maxHolds) return refuse("busy", "Too many reservations in flight; try again shortly or another provider");
+
+  const deposit = computeDeposit(request.units, price, request.duration);
+  if (deposit > UINT96_MAX) return refuse("duration-out-of-range", "The deposit for this duration does not fit the contract's amounts");
+  const collateral = computeCollateral(deposit, terms.collateralBps);
+  const [balance, providerView] = await Promise.all([
+    ctx.publicClient.readContract({ address: ctx.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [request.renter] }),
+    readProvider(ctx.publicClient, ctx.registry, provider),
+  ]);
+  if (balance < deposit) return refuse("renter-unfunded", `The deposit is ${deposit} base units; the renter holds ${balance}`);
+  if (BigInt(providerView.free) < reservations.pendingCollateral() + collateral) {
+    return refuse("busy", "This provider's free stake cannot cover the collateral of another lease right now");
+  }
+
+  // The contract checks the offer's expiry against block time, which may run ahead of this
+  // node's clock (a devnet mines a block per transaction): the offer expires in chain time, and
+  // the hold lasts until the chain gets there.
+  if (request.units > reservations.table.available(request.machineId, false)) {
+    // Our counts follow the chain's events a poll behind: a lease that just ended may have freed
+    // units we do not know about yet. Read them before saying no.
+    const view = await readMachine(ctx.publicClient, ctx.registry, request.machineId);
+    machines.setChainCapacity(request.machineId, { onDemand: view.onDemandUnits, interruptible: view.interruptibleUnits, idle: view.idleUnits });
+  }
+  const chainNow = await ctx.chainNow();
+  const holdUntil = chainNow + options.reserve.holdSeconds;
+
+  // Synchronous from here to the hold: concurrent requests see each other's holds.
+  const table = reservations.table;
+  const freeRoom = table.available(request.machineId, false);
+  let preempt = false;
+  let candidates: LeaseRecord[] = [];
+  if (request.units > freeRoom) {
+    candidates = preemptionCandidates(ctx.leases(), request.machineId, { interruptible: request.interruptible, bid: price }, chainNow);
+    const eligibleUnits = candidates.reduce((sum, lease) => sum + lease.units, 0);
+    preempt = request.units - freeRoom <= Math.min(eligibleUnits, table.available(request.machineId, true) - freeRoom);
+    if (!preempt) return refuse("insufficient-units", `${freeRoom} units of machine ${request.machineId} are free now`, freeRoom);
+  }
+  const offerNonce = reservations.allocateOfferNonce();
+  const holdId = offerNonce.toString();
+  const ttlMs = Math.min(3_600_000, Math.max(1_000, (holdUntil + 1) * 1000 - (ctx.now?.() ?? Date.now())));
+  const held = table.hold({ id: holdId, machineId: request.machineId, units: request.units, preempt, renter: request.renter, ttlMs });
+  if (!held.ok) return refuse("insufficient-units", `${held.available} units of machine ${request.machineId} can be held now`, held.available);
+  reservations.addTerms({
+    holdId,
+    reserveNonce: request.nonce,
+    renter: request.renter,
+    machineId: request.machineId,
+    units: request.units,
+    duration: request.duration,
+    interruptible: request.interruptible,
+    pricePerUnitSecond: price,
+    deposit,
+    collateral,
+    expiresAt: held.hold.expiresAt,
+  });
+  reservations.markNonceUsed(request.nonce, (request.issuedAt + 2 * RENTER_REQUEST_MAX_AGE_SECONDS) * 1000);
+
+  const offer: Offer = {
+    provider,
+    machineId: request.machineId,
+    model: modelHash(machine.model),
+    pricePerUnitSecond: terms.pricePerUnitSecond,
+    minBidPerUnitSecond: terms.minBidPerUnitSecond,
+    minDuration: terms.minDuration,
+    maxDuration: terms.maxDuration,
+    collateralBps: terms.collateralBps,
+    startWindow: terms.startWindow,
+    nonce: offerNonce,
+    expiry: holdUntil,
+    renter: getAddress(request.renter),
+  };
+  try {
+    // The hold, its terms, the used nonce and the nonce counter reach the disk before the answer.
+    await reservations.persist();
+  } catch (error) {
+    reservations.release(holdId);
+    throw error;
+  }
+  const offerSignature = await signOffer(ctx.account, ctx.deployment.chainId, ctx.market, offer);
+  machines.markDirty(request.machineId);
+  return {
+    accepted: true,
+    offer,
+    signature: offerSignature,
+    units: request.units,
+    holdUntil,
+    preempt: held.hold.fromPreemptible > 0 ? candidates.map((lease) => lease.leaseId.toString()) : [],
+  };
+}
