@@ -48,15 +48,6 @@ export function hashBody(body: unknown): Hex {
   return keccak256(toBytes(stringifyCanonical(body)));
 }
 
-/**
- * What a RenterRequest's bodyHash binds: the request body without its `auth` field
- * (`{ spec }` for task, `{ fromSeq, waitMs, limit }` for logs, `{}` for status and cancel).
- * Both sides compute it from the body as sent, so defaults filled in by a schema do not count.
- */
-export function requestBodyHash(body: Record<string, unknown>): Hex {
-  const { auth: _auth, ...rest } = body;
-  return hashBody(rest);
-}
 
 function randomNonce(): Hex {
   const bytes = new Uint8Array(32);
@@ -75,17 +66,17 @@ export type TypedDataSigner = (parameters: {
   message: RenterRequest | ReserveRequest;
 }) => Promise<Hex>;
 
-/** Signs a RenterRequest for `action` on `leaseId` with the renter's wallet. */
-export async function signRenterRequest(
+/** Signs a RenterRequest whose body the caller already normalised (see signLeaseRequest). */
+async function signRenterRequest(
   signer: TypedDataSigner,
   domain: TypedDataDomain,
-  parameters: { leaseId: bigint; provider: Address; action: RenterAction; body: Record<string, unknown>; nowSeconds?: number },
+  parameters: { leaseId: bigint; provider: Address; action: RenterAction; body: unknown; nowSeconds?: number },
 ): Promise<RenterAuth> {
   const request: RenterRequest = {
     leaseId: parameters.leaseId,
     provider: parameters.provider,
     action: parameters.action,
-    bodyHash: requestBodyHash(parameters.body),
+    bodyHash: hashBody(parameters.body),
     issuedAt: parameters.nowSeconds ?? Math.floor(Date.now() / 1000),
     nonce: randomNonce(),
   };

@@ -1,7 +1,7 @@
 import type { Account, Address, Chain, PublicClient, Transport, WalletClient } from "viem";
 import type { Deployment } from "../../common/deployment.js";
 import type { suanliDomain } from "../../common/eip712.js";
-import { signRenterRequest, type RenterAction, type RenterAuth } from "../../common/protocols/lease.js";
+import { signLeaseRequest, type RenterAction, type RenterAuth } from "../../common/protocols/lease.js";
 import { NoWalletError } from "../errors.js";
 import type { TaskAttempt } from "../types.js";
 import type { OfferFeed } from "./feed.js";
@@ -35,7 +35,7 @@ export function requireWallet(ctx: SuanliContext, action: string): { walletClien
 /** Signs the renter's authorization of one request about an attempt's lease. */
 export async function authorize(ctx: SuanliContext, attempt: TaskAttempt, action: RenterAction, body: Record<string, unknown>): Promise<RenterAuth> {
   const { walletClient, account } = requireWallet(ctx, `the ${action} request`);
-  return signRenterRequest((parameters) => walletClient.signTypedData({ account, ...parameters } as never), ctx.domain, {
+  return signLeaseRequest((parameters) => walletClient.signTypedData({ account, ...parameters } as never), ctx.domain, {
     leaseId: attempt.leaseId,
     provider: attempt.provider,
     action,

@@ -24,7 +24,7 @@ import { offerKey } from "../../common/offers/message.js";
 import { signAttestation } from "../../common/offers/sign.js";
 import { CANCEL_PROTOCOL, LOGS_PROTOCOL, RESERVE_PROTOCOL, STATUS_PROTOCOL, TASK_PROTOCOL } from "../../common/p2p/protocols.js";
 import { handleProtocol } from "../../common/p2p/reqresp.js";
-import { cancelAnswerSchema, requestBodyHash, logsAnswerSchema, reserveBodySchema, signRenterRequest, taskAnswerSchema, taskStatusSchema, type RenterAction } from "../../common/protocols/lease.js";
+import { cancelAnswerSchema, leaseRequestBodyHash, logsAnswerSchema, reserveBodySchema, signLeaseRequest, taskAnswerSchema, taskStatusSchema, type RenterAction } from "../../common/protocols/lease.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { accounts } from "../support/market.js";
@@ -72,7 +72,7 @@ describe("HTTP API on a devnet node", function () {
   /** A RenterRequest for `action` on the lease, signed by the renter (or `signer`), as JSON. */
   async function auth(action: RenterAction, body: Record<string, unknown>, options: { signer?: typeof accounts.renter; leaseId?: bigint } = {}) {
     const signer = options.signer ?? accounts.renter;
-    const signed = await signRenterRequest((p) => signer.signTypedData(p as never), domain(), {
+    const signed = await signLeaseRequest((p) => signer.signTypedData(p as never), domain(), {
       leaseId: options.leaseId ?? leaseId,
       provider: providerAddress,
       action,
@@ -345,7 +345,7 @@ describe("HTTP API on a devnet node", function () {
     const delivered = received.at(-1)!;
     assert.equal(delivered.protocol, TASK_PROTOCOL);
     assert.deepEqual(delivered.body, body);
-    assert.equal(requestBodyHash(body), body.auth.request.bodyHash);
+    assert.equal(leaseRequestBodyHash("task", { spec }), body.auth.request.bodyHash);
   });
 
   it("relays status and logs, answers decoded with the shared schemas", async () => {
