@@ -1,6 +1,7 @@
 import { Command, CommanderError } from "commander";
 import { InvalidInputError, SuanliError } from "../../common/errors.js";
 import { ConfigError } from "../config/load.js";
+import { registerAttestor } from "./commands/attestor.js";
 import { registerDevnet } from "./commands/devnet.js";
 import { registerWallet } from "./commands/wallet.js";
 import { CliError, ExitCode } from "./output.js";
@@ -11,6 +12,7 @@ const program = new Command("suanli")
   .exitOverride();
 
 registerDevnet(program);
+registerAttestor(program);
 registerWallet(program);
 
 function exitCodeFor(error: unknown): number {

@@ -11,4 +11,12 @@ export enum Bucket {
   offers = 2,
   /** The provider's own offer sequence numbers: machine id → last seq published (never reused). */
   offerSeq = 3,
+  // 20..29: the attestor role. Numbered apart from the provider's buckets so branches built in
+  // parallel never pick the same number.
+  /** Challenge results: `<machineId, 10 digits>/<startedAtMs, 15 digits>` → pass or fail, throughput, attestation. */
+  attestResults = 20,
+  /** Leases the attestor probes: lease id → provider, machine, activation and end. */
+  attestLeases = 21,
+  /** Faults this attestor proposed or co-signed: lease id → the Fault, signatures collected, submission. */
+  attestFaults = 22,
 }

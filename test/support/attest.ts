@@ -1,0 +1,103 @@
+/**
+ * Attestor-role fixtures: attestor and provider daemons on the devnet, the provider's attest and
+ * liveness responders mounted as the provider agent mounts them, and a dishonest runner.
+ */
+import { bytesToHex, hexToBytes, type Hex } from "viem";
+import { computeAnswerRow, deriveMatrixKeys, generateMatrixB, rowToBytes } from "../../common/attest/arithmetic.js";
+import type { SignedAttestation } from "../../common/attest/attestation.js";
+import { MerkleTree, leafHash } from "../../common/attest/merkle.js";
+import { devnetPrivateKey } from "../../common/devnet.js";
+import { startAttestorService, type AttestorService } from "../../node/attest/service.js";
+import { mountProviderAttestation, type ProviderAttestation } from "../../node/attest/provider-service.js";
+import type { ProviderMachine } from "../../node/attest/provider.js";
+import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
+import type { MachineOfferInput } from "../../node/offers/publisher.js";
+import { startTestDaemon } from "./daemons.js";
+import type { Devnet } from "./devnet.js";
+
+export const ZERO32 = `0x${"0".repeat(64)}` as Hex;
+
+export type TestDaemon = Awaited<ReturnType<typeof startTestDaemon>>;
+
+/** The first listen address of a daemon, with its /p2p/ suffix. */
+export function addrOf(daemon: TestDaemon): string {
+  return daemon.p2p.host.getMultiaddrs()[0].toString();
+}
+
+/** The offer a test provider publishes for one of its machines (registerProvider declares nvlink, eu-west). */
+export function machineOffer(machine: ProviderMachine, attestations: SignedAttestation[] = []): MachineOfferInput {
+  return {
+    machine: { machineId: machine.machineId, model: machine.model, units: machine.units, vramMiB: machine.vramMiB, interconnect: "nvlink", region: "eu-west", cluster: ZERO32 },
+    terms: { pricePerUnitSecond: 500n, minDuration: 60, maxDuration: 86_400, collateralBps: 5_000, startWindow: 600 },
+    capacity: { freeUnits: machine.units },
+    attestations,
+  };
+}
+
+/** An attestor daemon (devnet account `index`, which must hold ATTESTOR_ROLE) running the attestor role. */
+export async function startAttestorDaemon(devnet: Devnet, index: number, overrides: Record<string, unknown> = {}): Promise<{ daemon: TestDaemon; attestor: AttestorService }> {
+  const daemon = await startTestDaemon(devnet, merge({ chain: { privateKey: devnetPrivateKey(index) }, attest: { challenge: { preset: "cpu-devnet" }, runner: { workers: 1 } } }, overrides));
+  try {
+    const attestor = await startAttestorService(daemon);
+    daemon.attach(attestor);
+    return { daemon, attestor };
+  } catch (error) {
+    await daemon.close();
+    throw error;
+  }
+}
+
+/** A provider daemon (devnet account `index`) that publishes offers and answers attestors. */
+export async function startProviderDaemon(
+  devnet: Devnet,
+  index: number,
+  options: { runner: Runner; machines: () => ProviderMachine[]; onAttestation?: (machineId: number, signed: SignedAttestation) => void | Promise<void>; overrides?: Record<string, unknown> },
+): Promise<{ daemon: TestDaemon; mounted: ProviderAttestation }> {
+  const daemon = await startTestDaemon(devnet, merge({ chain: { privateKey: devnetPrivateKey(index) }, offers: { reannounceIntervalMs: 1_000 } }, options.overrides ?? {}), { publishesOffers: true });
+  const mounted = await mountProviderAttestation(daemon, {
+    runner: options.runner,
+    machines: (machineId) => options.machines().find((machine) => machine.machineId === machineId),
+    onAttestation: options.onAttestation,
+  });
+  daemon.attach(mounted);
+  return { daemon, mounted };
+}
+
+function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...a };
+  for (const [key, value] of Object.entries(b)) {
+    const prev = out[key];
+    out[key] =
+      value && typeof value === "object" && !Array.isArray(value) && prev && typeof prev === "object" && !Array.isArray(prev)
+        ? merge(prev as Record<string, unknown>, value as Record<string, unknown>)
+        : value;
+  }
+  return out;
+}
+
+/**
+ * A dishonest runner: commits to a consistent Merkle tree over rows that are each wrong in one
+ * element (what a provider guessing, or computing with a broken kernel, sends).
+ */
+export class WrongRowsRunner implements Runner {
+  readonly name = "wrong-rows";
+  async computeCommit(challenge: RunnerChallenge): Promise<RunnerCommitment> {
+    const keys = deriveMatrixKeys(hexToBytes(challenge.seed as Hex));
+    const b = generateMatrixB(keys, challenge.cols);
+    const rows = Array.from({ length: challenge.rows }, (_, r) => {
+      const row = computeAnswerRow(keys.a, b, r, challenge.cols, challenge.rounds);
+      row[r % challenge.cols] += 1;
+      return rowToBytes(row);
+    });
+    const id = hexToBytes(challenge.id);
+    const tree = MerkleTree.fromLeaves(rows.map((row, i) => leafHash(id, i, row)));
+    return {
+      root: bytesToHex(tree.root),
+      rows: challenge.rows,
+      computeMs: 0,
+      openRows: async (indices) => indices.map((index) => ({ index, data: bytesToHex(rows[index]), proof: tree.proof(index).map((s) => bytesToHex(s)) })),
+      release: async () => undefined,
+    };
+  }
+  async close(): Promise<void> {}
+}
