@@ -11,25 +11,18 @@ import { signFaultAs } from "../../common/attest/liveness.js";
 import { faultAnswerSchema } from "../../common/attest/wire.js";
 import { computeCollateral, readLease } from "../../common/chain/market.js";
 import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
-import { ANY_RENTER, FaultKind, type Offer } from "../../common/eip712.js";
-import { modelHash } from "../../common/gpu.js";
-import { signOffer } from "../../common/offers/sign.js";
+import { FaultKind } from "../../common/eip712.js";
 import { FAULT_PROTOCOL } from "../../common/p2p/protocols.js";
 import { request } from "../../common/p2p/reqresp.js";
 import { revertName } from "../../node/attest/faults.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
-import type { ChainClients } from "../../node/chain/clients.js";
-import { addrOf, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
+import { addrOf, COLLATERAL_BPS, TEST_MACHINE, DURATION, openActiveLease, PRICE, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
 import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const PRICE = 100n;
-const DURATION = 3_600;
-const COLLATERAL_BPS = 5_000;
 const FAULT_MIN_CREDIT_BPS = 2_000;
 const ATTESTORS = [6, 7, 8];
-const A100 = { model: "A100-80GB", units: 1, vramMiB: 81_920 };
 
 /** Fast probes and a short QoS window, so an outage is faulted within seconds. */
 const LIVENESS = { probeIntervalMs: 400, probeTimeoutMs: 2_000, qosWindowSeconds: 4, minFailedProbes: 2, backupSubmitDelayMs: 3_000 };
@@ -38,7 +31,7 @@ const LIVENESS = { probeIntervalMs: 400, probeTimeoutMs: 2_000, qosWindowSeconds
 async function spawnProvider(devnet: Devnet, index: number): Promise<{ child: ChildProcess; peerId: string; addrs: string[]; dataDir: string }> {
   const dataDir = await mkdtemp(path.join(tmpdir(), "suanli-provider-"));
   const input = JSON.stringify({ dataDir, rpcUrl: devnet.rpcUrl, deploymentsDir: devnet.deploymentsDir, privateKey: devnetPrivateKey(index) });
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "test/support/provider-process.ts"), input], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "test/node/fixtures/provider-process.mjs"), input], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   const ready = await new Promise<{ peerId: string; addrs: string[] }>((resolve, reject) => {
@@ -58,32 +51,6 @@ async function spawnProvider(devnet: Devnet, index: number): Promise<{ child: Ch
     });
   });
   return { child, dataDir, ...ready };
-}
-
-/** The renter opens a lease on the provider's signed offer; the provider activates it. Returns the lease id. */
-async function openActiveLease(devnet: Devnet, renter: Required<ChainClients>, providerIndex: number, machineId: number): Promise<bigint> {
-  const provider = await devnet.wallet(providerIndex);
-  const market = devnet.deployment.contracts.market!;
-  const offer: Offer = {
-    provider: provider.account.address,
-    machineId,
-    model: modelHash(A100.model),
-    pricePerUnitSecond: PRICE,
-    minBidPerUnitSecond: 0n,
-    minDuration: 60,
-    maxDuration: 86_400,
-    collateralBps: COLLATERAL_BPS,
-    startWindow: 600,
-    nonce: 0n,
-    expiry: Math.floor(Date.now() / 1000) + 7_200,
-    renter: ANY_RENTER,
-  };
-  const signature = await signOffer(devnetAccount(providerIndex), devnet.deployment.chainId, market, offer);
-  const terms = { units: 1, duration: DURATION, maxPricePerUnitSecond: PRICE, interruptible: false, bidPerUnitSecond: 0n, preempt: [] as bigint[] };
-  const { result: leaseId } = await renter.publicClient.simulateContract({ account: renter.account, address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] });
-  await send(renter, { address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] } as never);
-  await send(provider, { address: market, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] } as never);
-  return leaseId;
 }
 
 async function tokenBalance(devnet: Devnet, address: Address): Promise<bigint> {
@@ -113,8 +80,8 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       killed = await spawnProvider(devnet, 1);
       const live = await startProviderDaemon(devnet, 2, { runner: cpu, machines: () => [] });
       nodes.push(live.daemon);
-      const [doomedMachine] = await registerProvider(devnet, doomedWallet, { peerId: killed.peerId, stake: 10_000_000n, machines: [A100] });
-      const [liveMachine] = await registerProvider(devnet, liveWallet, { peerId: live.daemon.p2p.host.peerId.toString(), stake: 10_000_000n, machines: [A100] });
+      const [doomedMachine] = await registerProvider(devnet, doomedWallet, { peerId: killed.peerId, stake: 10_000_000n, machines: [TEST_MACHINE] });
+      const [liveMachine] = await registerProvider(devnet, liveWallet, { peerId: live.daemon.p2p.host.peerId.toString(), stake: 10_000_000n, machines: [TEST_MACHINE] });
 
       const deposit = PRICE * BigInt(DURATION);
       await fund(devnet, renter, deposit * 2n);
@@ -216,7 +183,7 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       const wallet = await devnet.wallet(3);
       const provider = await startProviderDaemon(devnet, 3, { runner: cpu, machines: () => [] });
       nodes.push(provider.daemon);
-      const [machineId] = await registerProvider(devnet, wallet, { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 10_000_000n, machines: [A100] });
+      const [machineId] = await registerProvider(devnet, wallet, { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 10_000_000n, machines: [TEST_MACHINE] });
       await fund(devnet, renter, PRICE * BigInt(DURATION));
       await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, PRICE * BigInt(DURATION)] } as never);
       const leaseId = await openActiveLease(devnet, renter, 3, machineId);

@@ -6,16 +6,29 @@ import { bytesToHex, hexToBytes, type Hex } from "viem";
 import { computeAnswerRow, deriveMatrixKeys, generateMatrixB, rowToBytes } from "../../common/attest/arithmetic.js";
 import type { SignedAttestation } from "../../common/attest/attestation.js";
 import { MerkleTree, leafHash } from "../../common/attest/merkle.js";
-import { devnetPrivateKey } from "../../common/devnet.js";
 import { startAttestorService, type AttestorService } from "../../node/attest/service.js";
 import { mountProviderAttestation, type ProviderAttestation } from "../../node/attest/provider-service.js";
 import type { ProviderMachine } from "../../node/attest/provider.js";
 import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
 import type { MachineOfferInput } from "../../node/offers/publisher.js";
+import { leaseMarketAbi } from "../../common/abi.js";
+import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
+import { ANY_RENTER, type Offer } from "../../common/eip712.js";
+import { modelHash } from "../../common/gpu.js";
+import { signOffer } from "../../common/offers/sign.js";
+import type { ChainClients } from "../../node/chain/clients.js";
 import { startTestDaemon } from "./daemons.js";
-import type { Devnet } from "./devnet.js";
+import { send, type Devnet } from "./devnet.js";
 
 export const ZERO32 = `0x${"0".repeat(64)}` as Hex;
+
+/** Lease terms the attestor tests use: 100 base units per second for an hour, 50 % collateral. */
+export const PRICE = 100n;
+export const DURATION = 3_600;
+export const COLLATERAL_BPS = 5_000;
+/** The machine test providers declare (one A100). */
+export const TEST_MACHINE = { model: "A100-80GB", units: 1, vramMiB: 81_920 };
+
 
 export type TestDaemon = Awaited<ReturnType<typeof startTestDaemon>>;
 
@@ -100,4 +113,30 @@ export class WrongRowsRunner implements Runner {
     };
   }
   async close(): Promise<void> {}
+}
+
+/** The renter opens a lease on the provider's signed offer; the provider activates it. Returns the lease id. */
+export async function openActiveLease(devnet: Devnet, renter: Required<ChainClients>, providerIndex: number, machineId: number): Promise<bigint> {
+  const provider = await devnet.wallet(providerIndex);
+  const market = devnet.deployment.contracts.market!;
+  const offer: Offer = {
+    provider: provider.account.address,
+    machineId,
+    model: modelHash(TEST_MACHINE.model),
+    pricePerUnitSecond: PRICE,
+    minBidPerUnitSecond: 0n,
+    minDuration: 60,
+    maxDuration: 86_400,
+    collateralBps: COLLATERAL_BPS,
+    startWindow: 600,
+    nonce: 0n,
+    expiry: Math.floor(Date.now() / 1000) + 7_200,
+    renter: ANY_RENTER,
+  };
+  const signature = await signOffer(devnetAccount(providerIndex), devnet.deployment.chainId, market, offer);
+  const terms = { units: 1, duration: DURATION, maxPricePerUnitSecond: PRICE, interruptible: false, bidPerUnitSecond: 0n, preempt: [] as bigint[] };
+  const { result: leaseId } = await renter.publicClient.simulateContract({ account: renter.account, address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] });
+  await send(renter, { address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] } as never);
+  await send(provider, { address: market, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] } as never);
+  return leaseId;
 }
