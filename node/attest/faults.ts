@@ -66,6 +66,12 @@ import type { LivenessOptions } from "./options.js";
 const MAX_FUTURE_SKEW_SECONDS = 30;
 /** Most attestors asked per round. */
 const MAX_PEERS_ASKED = 64;
+/**
+ * Gas limit of a submitFault sent without a simulation: about 128,000 are used with two
+ * signatures (README, "Gas"); each further signature costs a recovery and a role lookup.
+ */
+const SUBMIT_FAULT_GAS_BASE = 250_000n;
+const SUBMIT_FAULT_GAS_PER_SIGNATURE = 30_000n;
 
 export type FaultStatus =
   /** Collecting signatures, or holding a quorum waiting to submit. */
@@ -369,14 +375,7 @@ export class FaultCoordinator {
     }
     const signatures = orderFaultSignatures(record.signatures);
     try {
-      const { request: call } = await this.o.publicClient.simulateContract({
-        account: this.o.account,
-        address: this.o.market,
-        abi: leaseMarketAbi,
-        functionName: "submitFault",
-        args: [record.fault, signatures],
-      });
-      const hash = await this.o.walletClient.writeContract(call);
+      const hash = await this.send(record.fault, signatures);
       await this.update(record, { submittedTx: hash });
       this.o.metrics.attestFaults.inc({ event: "submitted", reason: "" });
       const receipt = await this.o.publicClient.waitForTransactionReceipt({ hash });
@@ -412,6 +411,27 @@ export class FaultCoordinator {
       }
       await this.update(record, { note: `submitFault failed: ${name ?? (error as Error)?.message?.split("\n")[0] ?? String(error)}` });
       this.o.logger.warn("submitFault failed; retrying", { leaseId: record.leaseId, error: name }, name ? undefined : error);
+    }
+  }
+
+  /**
+   * Simulates submitFault, then sends it. A simulation runs against the latest block, whose
+   * timestamp on an idle chain (a devnet mines only when a transaction comes) can lag our clock:
+   * observedAt then looks "in the future" although the block this transaction opens will be
+   * later. In exactly that case the transaction is sent without a simulation, with a fixed gas limit.
+   */
+  private async send(fault: Fault, signatures: Hex[]): Promise<Hex> {
+    const call = { account: this.o.account, address: this.o.market, abi: leaseMarketAbi, functionName: "submitFault" as const, args: [fault, signatures] as const };
+    try {
+      const { request: simulated } = await this.o.publicClient.simulateContract(call);
+      return await this.o.walletClient.writeContract(simulated);
+    } catch (error) {
+      if (revertName(error) !== "FaultObservedOutOfRange") throw error;
+      const head = await this.o.publicClient.getBlock({ blockTag: "latest" });
+      const nowS = Math.floor(this.now() / 1000);
+      if (!(Number(head.timestamp) < fault.observedAt && fault.observedAt <= nowS)) throw error;
+      this.o.logger.debug("The chain's latest block is older than observedAt; sending without a simulation", { leaseId: fault.leaseId, head: head.timestamp });
+      return this.o.walletClient.writeContract({ ...call, chain: this.o.walletClient.chain, gas: SUBMIT_FAULT_GAS_BASE + SUBMIT_FAULT_GAS_PER_SIGNATURE * BigInt(signatures.length) });
     }
   }
 

@@ -110,8 +110,11 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       assert.deepEqual(proposal.signatures.map((entry) => entry.signer), [devnetAccount(ATTESTORS[0]).address]);
       await new Promise((resolve) => setTimeout(resolve, 3 * LIVENESS.probeIntervalMs + 1_000));
       assert.equal((await readLease(devnet.admin.publicClient, market, doomedLease)).status, "Active", "one signature must not end the lease");
+      // On-chain too: one attestor's signature of a fault inside the lease is refused.
+      const inRange = { ...proposal.fault, observedAt: (await readLease(devnet.admin.publicClient, market, doomedLease)).activatedAt };
+      const loneSignature = await signFaultAs(devnetAccount(ATTESTORS[0]), first.daemon.domain, inRange);
       const lone = await devnet.admin.publicClient
-        .simulateContract({ account: renter.account, address: market, abi: leaseMarketAbi, functionName: "submitFault", args: [proposal.fault, [proposal.signatures[0].signature]] })
+        .simulateContract({ account: renter.account, address: market, abi: leaseMarketAbi, functionName: "submitFault", args: [inRange, [loneSignature]] })
         .then(() => undefined, (error: unknown) => error);
       assert.equal(revertName(lone), "FaultQuorumNotMet");
 

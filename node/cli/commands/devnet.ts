@@ -18,8 +18,9 @@ export function registerDevnet(program: Command): void {
     .option("--deployments <dir>", "where to write the deployment manifest", DEFAULT_DEPLOYMENTS_DIR)
     .option("--api-port <port>", "also serve the HTTP API and explorer on 127.0.0.1:<port>")
     .option("--demo-offers", "with --api-port: fill the API with signed demo offers from devnet wallets, updated every few seconds")
+    .option("--attestors <accounts>", "devnet accounts granted ATTESTOR_ROLE, comma-separated (\"\" for none)", "7,8,9")
     .option("--json", "print the devnet description as JSON")
-    .action(async (options: { port: string; deployments: string; apiPort?: string; demoOffers?: boolean; json?: boolean }) => {
+    .action(async (options: { port: string; deployments: string; apiPort?: string; demoOffers?: boolean; attestors: string; json?: boolean }) => {
       const port = Number(options.port);
       if (!Number.isInteger(port) || port < 0 || port > 65535) {
         throw new CliError(`--port must be an integer from 0 to 65535, got "${options.port}"`, ExitCode.usage);
@@ -31,11 +32,16 @@ export function registerDevnet(program: Command): void {
       if (options.demoOffers && apiPort === undefined) {
         throw new CliError("--demo-offers needs --api-port", ExitCode.usage);
       }
+      const attestorIndexes = options.attestors.trim() === "" ? [] : options.attestors.split(",").map((part) => Number(part.trim()));
+      if (attestorIndexes.some((index) => !Number.isInteger(index) || index < 0 || index > 999)) {
+        throw new CliError(`--attestors must list devnet account numbers such as 7,8,9, got "${options.attestors}"`, ExitCode.usage);
+      }
       const json = Boolean(options.json);
       progress(json, "Starting the embedded chain...");
       const chain = await startEmbeddedChain({ port });
       const clients = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0) });
-      const deployment = await deployContracts({ publicClient: clients.publicClient, walletClient: clients.walletClient! });
+      const attestors = attestorIndexes.map((index) => devnetAccount(index).address);
+      const deployment = await deployContracts({ publicClient: clients.publicClient, walletClient: clients.walletClient!, attestors });
       const manifest = await writeDeployment(options.deployments, deployment);
       const accounts = Array.from({ length: 10 }, (_, i) => devnetAccount(i).address);
 
@@ -60,14 +66,14 @@ export function registerDevnet(program: Command): void {
         apiUrl = await api.listen();
       }
 
-      emit(json, { rpcUrl: chain.rpcUrl, chainId: deployment.chainId, manifest, contracts: deployment.contracts, accounts, apiUrl: apiUrl ?? null }, () =>
+      emit(json, { rpcUrl: chain.rpcUrl, chainId: deployment.chainId, manifest, contracts: deployment.contracts, accounts, attestors, apiUrl: apiUrl ?? null }, () =>
         [
           `Devnet running at ${chain.rpcUrl} (chain ${deployment.chainId})`,
           ...(apiUrl ? [`HTTP API at ${apiUrl}/v1/ (OpenAPI: ${apiUrl}/openapi.json), explorer at ${apiUrl}/explorer/`] : []),
           `Contracts (manifest ${manifest}):`,
           ...Object.entries(deployment.contracts).map(([role, address]) => `  ${role.padEnd(9)} ${address}`),
           `Funded accounts (mnemonic "${DEVNET_MNEMONIC}"):`,
-          ...accounts.map((address, i) => `  #${i} ${address}`),
+          ...accounts.map((address, i) => `  #${i} ${address}${attestorIndexes.includes(i) ? " (attestor)" : ""}`),
           "Press Ctrl-C to stop.",
         ].join("\n"),
       );
