@@ -70,7 +70,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
     throw new NotAnAttestorError(`${address} does not hold ATTESTOR_ROLE on the registry ${daemon.registry}`, {
       metaMessages: [
         "Governance grants it: ProviderRegistry.grantRole(ATTESTOR_ROLE, address), ATTESTOR_ROLE = keccak256(\"ATTESTOR_ROLE\").",
-        "On a devnet, deploy with the attestor's address in the attestor list.",
+        "On the devnet, accounts 7, 8 and 9 are attestors (`npm run devnet -- --attestors 7,8,9` chooses others).",
       ],
     });
   }
