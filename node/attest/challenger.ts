@@ -143,6 +143,8 @@ export class Challenger {
     if (latest.outcome === "pass" && latest.attestation) {
       return latest.attestation.attestation.expiry - nowMs / 1000 <= this.o.options.refreshBeforeExpirySeconds;
     }
+    // An error (unreachable, busy) says nothing about the machine: try again at the next scan.
+    if (latest.outcome === "error") return nowMs - latest.finishedAtMs >= this.o.options.scheduleIntervalMs;
     return nowMs - latest.finishedAtMs >= this.o.options.retryAfterFailureSeconds * 1000;
   }
 
@@ -291,8 +293,13 @@ export class Challenger {
     }
     // Stamped before anything else reads it: the measured throughput counts from issue to here.
     const commitAtMs = this.now();
-    const answer = commit as { type: string };
-    if (answer.type === "refused") return this.deliver(peer, finish(challenge.onRefused(commit)));
+    const answer = commit as { type: string; reason?: string; message?: string };
+    if (answer.type === "refused") {
+      const refusal = challenge.onRefused(commit);
+      // Busy with another attestor's challenge: not a verdict on the machine.
+      if (answer.reason === "busy") return { ...finish(refusal), outcome: "error", reason: "busy", detail: answer.message ?? "busy" };
+      return this.deliver(peer, finish(refusal));
+    }
     const next = challenge.onCommit(commit, commitAtMs);
     if (next.outcome === "fail") return this.deliver(peer, finish(next));
 

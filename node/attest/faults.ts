@@ -64,6 +64,8 @@ import type { LivenessOptions } from "./options.js";
 
 /** How far ahead of the newest block (or our clock) a proposed observedAt may be. */
 const MAX_FUTURE_SKEW_SECONDS = 30;
+/** How long a connected peer that does not serve the fault protocol is not asked again. */
+const NOT_ATTESTOR_TTL_MS = 60_000;
 /** Most attestors asked per round. */
 const MAX_PEERS_ASKED = 64;
 /**
@@ -130,6 +132,8 @@ export class FaultCoordinator {
   private readonly configuredPeers: PeerId[] = [];
   /** Peer id → the attestor address it signed as, learnt from its answers. */
   private readonly peerSigners = new Map<string, Address>();
+  /** Connected peers that do not serve the fault protocol → until when they are not asked again (unix ms). */
+  private readonly notAttestors = new Map<string, number>();
   private timer: ReturnType<typeof setInterval> | undefined;
   private progressing: Promise<void> | undefined;
   private unhandle: (() => Promise<void>) | undefined;
@@ -249,7 +253,9 @@ export class FaultCoordinator {
       failedProbes: state.failures,
       lastSeenAt: state.lastSuccessAt ?? null,
     });
-    await this.progress(record);
+    // Not awaited: the prober (and a co-signer answering a proposal) must not wait for the
+    // other attestors' answers.
+    void this.progress(record).catch((error: unknown) => this.o.logger.warn("Fault progress failed", { leaseId: record.leaseId }, error));
   }
 
   /** Moves every open record forward: ask for signatures, submit a quorum. */
@@ -313,12 +319,24 @@ export class FaultCoordinator {
     this.o.logger.info("Fault moved past another attestor's last heartbeat", { leaseId: record.leaseId, observedAt });
   }
 
-  /** The attestors to ask: configured ones and every known peer that serves the fault protocol. */
+  /**
+   * The attestors to ask: configured ones, known peers that serve the fault protocol, and the
+   * other connected peers. Identify tells a peer's protocols only as they were when the
+   * connection opened, and a node starts its attestor role after joining the network, so a
+   * connected attestor may not be listed as one yet; a connected peer that turns out not to
+   * serve the protocol is left alone for a while.
+   */
   private async attestorPeers(): Promise<PeerId[]> {
+    const nowMs = this.now();
     const peers = new Map<string, PeerId>();
     for (const peer of this.configuredPeers) peers.set(peer.toString(), peer);
     const known = await this.o.host.peerStore.all({ filters: [(peer) => peer.protocols.includes(FAULT_PROTOCOL)], limit: 1_000 }).catch(() => []);
     for (const peer of known) if (!peer.id.equals(this.o.host.peerId)) peers.set(peer.id.toString(), peer.id);
+    for (const peer of this.o.host.getPeers()) {
+      const key = peer.toString();
+      if ((this.notAttestors.get(key) ?? 0) > nowMs) continue;
+      peers.set(key, peer);
+    }
     return [...peers.values()].slice(0, MAX_PEERS_ASKED);
   }
 
@@ -345,9 +363,13 @@ export class FaultCoordinator {
     );
     const signatures = [...record.signatures];
     let minObservedAt = record.minObservedAt;
-    for (const settled of answers) {
-      if (settled.status === "rejected") continue;
+    for (const [index, settled] of answers.entries()) {
+      if (settled.status === "rejected") {
+        if ((settled.reason as Error)?.name === "ProtocolNotSupportedError") this.notAttestors.set(peers[index].toString(), this.now() + NOT_ATTESTOR_TTL_MS);
+        continue;
+      }
       const { peer, answer } = settled.value;
+      this.notAttestors.delete(peer.toString());
       if (answer.outcome === "declined") {
         this.o.logger.info("Attestor declined to co-sign a fault", { leaseId: record.leaseId, peer: peer.toString(), reason: answer.reason, detail: answer.detail });
         if (answer.reason === "seen_alive" && answer.lastSeenAt !== null && answer.lastSeenAt >= record.fault.observedAt) {

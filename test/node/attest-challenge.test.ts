@@ -150,6 +150,18 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       const cliFail = await runCli(["attestor", "challenge", "--machine", String(cheaterId), "--attestor", addrOf(attestorNode), "--rpc-url", devnet.rpcUrl, "--deployments", devnet.deploymentsDir, "--json"]);
       assert.equal(cliFail.code, 1);
       assert.equal(lastJson<{ reason: string }>(cliFail.stdout).reason, "wrong_rows");
+
+      // The records are in level: a restarted attestor knows both machines and challenges neither again.
+      const dataDir = attestorNode.config.dataDir;
+      nodes.splice(nodes.indexOf(attestorNode), 1);
+      await attestorNode.close({ keepData: true });
+      const restarted = await startAttestorDaemon(devnet, attestorIndex, { dataDir, p2p: { bootstrap }, attest: { liveness: { enabled: false } } });
+      nodes.push(restarted.daemon);
+      assert.equal((await restarted.attestor.results.latest(honestId))?.outcome, "pass");
+      assert.equal((await restarted.attestor.results.latest(cheaterId))?.reason, "wrong_rows");
+      assert.equal(await restarted.attestor.challenger.isDue(honestId), false);
+      assert.equal(await restarted.attestor.challenger.isDue(cheaterId), false);
+      assert.deepEqual(await restarted.attestor.challenger.runDue(), []);
     } finally {
       for (const node of nodes.reverse()) await node.close();
     }

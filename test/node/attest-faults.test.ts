@@ -5,9 +5,9 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { multiaddr } from "@multiformats/multiaddr";
-import { parseEventLogs, type Address, type Hex } from "viem";
+import { decodeFunctionData, parseEventLogs, type Address, type Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
-import { signFaultAs } from "../../common/attest/liveness.js";
+import { recoverFaultSigner, signFaultAs } from "../../common/attest/liveness.js";
 import { faultAnswerSchema } from "../../common/attest/wire.js";
 import { computeCollateral, readLease } from "../../common/chain/market.js";
 import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
@@ -155,13 +155,18 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       assert.equal(await tokenBalance(devnet, renter.account.address), renterBalance + end.args.refund + end.args.credit);
       assert.equal(await devnet.admin.publicClient.getTransactionCount({ address: renter.account.address }), renterNonce, "the renter sent no transaction");
 
-      // The landing was seen by the attestors; two signers, both attestors, made it.
-      const landed = await waitFor("the proposer recording the landed fault", () => {
-        const record = first.attestor.faults!.get(doomedLease);
-        return record?.status === "landed" ? record : undefined;
-      }, { timeoutMs: 15_000 });
-      assert.ok(landed.signatures.length >= 2);
-      assert.ok(landed.signatures.every((entry) => ATTESTORS.map((i) => devnetAccount(i).address).includes(entry.signer)));
+      // The transaction carried the signatures of at least two distinct attestors, over the struct that landed.
+      const transaction = await devnet.admin.publicClient.getTransaction({ hash: submitted.transactionHash });
+      const call = decodeFunctionData({ abi: leaseMarketAbi, data: transaction.input });
+      assert.equal(call.functionName, "submitFault");
+      const [fault, signatures] = call.args as readonly [{ leaseId: bigint; kind: number; observedAt: number }, readonly Hex[]];
+      assert.deepEqual(fault, { leaseId: doomedLease, kind: FaultKind.unresponsive, observedAt });
+      const signers = await Promise.all(signatures.map((signature) => recoverFaultSigner(first.daemon.domain, fault, signature)));
+      assert.ok(signers.length >= 2);
+      assert.equal(new Set(signers).size, signers.length);
+      assert.ok(signers.every((signer) => ATTESTORS.some((i) => devnetAccount(i).address === signer)), signers.join());
+      // Every attestor that took part records the fault as landed.
+      await waitFor("the proposer recording the landed fault", () => first.attestor.faults!.get(doomedLease)?.status === "landed", { timeoutMs: 15_000 });
 
       // The live provider kept answering every attestor and its lease runs on, never faulted.
       await waitFor("every attestor hearing from the live provider", () => [first, ...others].every((node) => probed(node.attestor, liveLease)), { timeoutMs: 15_000 });

@@ -17,6 +17,7 @@ import { ANY_RENTER, type Offer } from "../../common/eip712.js";
 import { modelHash } from "../../common/gpu.js";
 import { signOffer } from "../../common/offers/sign.js";
 import type { ChainClients } from "../../node/chain/clients.js";
+import { createLogger, silentLogger, type Logger } from "../../node/log/logger.js";
 import { startTestDaemon } from "./daemons.js";
 import { send, type Devnet } from "./devnet.js";
 
@@ -47,9 +48,17 @@ export function machineOffer(machine: ProviderMachine, attestations: SignedAttes
   };
 }
 
+/** Logs of a test node on stderr when SUANLI_TEST_LOG names a level (debugging), else none. */
+export function testLogger(node: string): Logger {
+  const level = process.env.SUANLI_TEST_LOG as "debug" | "info" | "warn" | undefined;
+  return level ? createLogger({ level, format: "pretty" }).child({ node }) : silentLogger();
+}
+
 /** An attestor daemon (devnet account `index`, which must hold ATTESTOR_ROLE) running the attestor role. */
 export async function startAttestorDaemon(devnet: Devnet, index: number, overrides: Record<string, unknown> = {}): Promise<{ daemon: TestDaemon; attestor: AttestorService }> {
-  const daemon = await startTestDaemon(devnet, merge({ chain: { privateKey: devnetPrivateKey(index) }, attest: { challenge: { preset: "cpu-devnet" }, runner: { workers: 1 } } }, overrides));
+  const daemon = await startTestDaemon(devnet, merge({ chain: { privateKey: devnetPrivateKey(index) }, attest: { challenge: { preset: "cpu-devnet" }, runner: { workers: 1 } } }, overrides), {
+    logger: testLogger(`attestor-${index}`),
+  });
   try {
     const attestor = await startAttestorService(daemon);
     daemon.attach(attestor);
@@ -66,7 +75,10 @@ export async function startProviderDaemon(
   index: number,
   options: { runner: Runner; machines: () => ProviderMachine[]; onAttestation?: (machineId: number, signed: SignedAttestation) => void | Promise<void>; overrides?: Record<string, unknown> },
 ): Promise<{ daemon: TestDaemon; mounted: ProviderAttestation }> {
-  const daemon = await startTestDaemon(devnet, merge({ chain: { privateKey: devnetPrivateKey(index) }, offers: { reannounceIntervalMs: 1_000 } }, options.overrides ?? {}), { publishesOffers: true });
+  const daemon = await startTestDaemon(devnet, merge({ chain: { privateKey: devnetPrivateKey(index) }, offers: { reannounceIntervalMs: 1_000 } }, options.overrides ?? {}), {
+    publishesOffers: true,
+    logger: testLogger(`provider-${index}`),
+  });
   const mounted = await mountProviderAttestation(daemon, {
     runner: options.runner,
     machines: (machineId) => options.machines().find((machine) => machine.machineId === machineId),
