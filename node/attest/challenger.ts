@@ -188,13 +188,11 @@ export class Challenger {
     if (chainId !== this.o.chainId) {
       return { v: 1, machineId, outcome: "error", reason: "wrong_chain", detail: `this attestor serves chain ${this.o.chainId}`, retryAfter: null };
     }
-    const nowMs = this.now();
+    // A pass not yet due for renewal is answered from the record (a provider that restarted gets
+    // its attestation back at once), and so is a failure within its backoff; an error (the
+    // provider was unreachable...) was no verdict on the machine, so it is tried again.
     const latest = await this.o.results.latest(machineId);
-    // A still-fresh attestation is answered from the record: a provider that restarted gets it back at once.
-    const fresh = await this.o.results.freshPass(machineId, nowMs / 1000);
-    if (fresh && !(await this.isDue(machineId, nowMs)) && latest?.outcome === "pass") return outcomeMessage(fresh, true);
-    // A machine's failure holds for the backoff; an error (unreachable...) was not the machine's verdict.
-    if (latest?.outcome === "fail" && !(await this.isDue(machineId, nowMs))) return outcomeMessage(latest, true);
+    if (latest && latest.outcome !== "error" && !(await this.isDue(machineId))) return outcomeMessage(latest, true);
     let record: ChallengeRecord;
     try {
       record = await this.challenge(machineId, "request");

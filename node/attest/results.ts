@@ -66,12 +66,4 @@ export class ChallengeResults {
   async latest(machineId: number): Promise<ChallengeRecord | undefined> {
     return (await this.history(machineId, 1))[0];
   }
-
-  /** The machine's latest pass whose attestation is still valid at `nowSeconds`. */
-  async freshPass(machineId: number, nowSeconds: number): Promise<ChallengeRecord | undefined> {
-    for (const record of await this.history(machineId)) {
-      if (record.outcome === "pass" && record.attestation && record.attestation.attestation.expiry > nowSeconds) return record;
-    }
-    return undefined;
-  }
 }

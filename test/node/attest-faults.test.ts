@@ -7,16 +7,17 @@ import { fileURLToPath } from "node:url";
 import { multiaddr } from "@multiformats/multiaddr";
 import { decodeFunctionData, parseEventLogs, type Address, type Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
-import { recoverFaultSigner, signFaultAs } from "../../common/attest/liveness.js";
-import { faultAnswerSchema } from "../../common/attest/wire.js";
+import { recoverFaultSigner, recoverHeartbeatSigner, signFaultAs } from "../../common/attest/liveness.js";
+import { faultAnswerSchema, signedHeartbeatSchema } from "../../common/attest/wire.js";
 import { computeCollateral, readLease } from "../../common/chain/market.js";
 import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
 import { FaultKind } from "../../common/eip712.js";
-import { FAULT_PROTOCOL } from "../../common/p2p/protocols.js";
+import { FAULT_PROTOCOL, LIVENESS_PROTOCOL } from "../../common/p2p/protocols.js";
 import { request } from "../../common/p2p/reqresp.js";
 import { revertName } from "../../node/attest/faults.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
 import { addrOf, COLLATERAL_BPS, TEST_MACHINE, DURATION, openActiveLease, PRICE, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
+import { startTestDaemon } from "../support/daemons.js";
 import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
 
@@ -182,7 +183,7 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
     }
   });
 
-  it("an attestor does not co-sign a fault against a provider that answers it", async () => {
+  it("a provider signs heartbeats only for its active leases; an attestor does not co-sign a fault against a provider that answers it", async () => {
     const nodes: TestDaemon[] = [];
     const cpu = new CpuRunner({ workers: 1 });
     try {
@@ -196,6 +197,20 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, PRICE * BigInt(DURATION)] } as never);
       const leaseId = await openActiveLease(devnet, renter, 3, machineId);
       const lease = await readLease(devnet.admin.publicClient, market, leaseId);
+
+      // The provider signs heartbeats for its own active leases only.
+      const renterNode = await startTestDaemon(devnet);
+      nodes.push(renterNode);
+      const probe = (body: Record<string, unknown>) =>
+        request(renterNode.p2p.host, multiaddr(addrOf(provider.daemon)), LIVENESS_PROTOCOL, { v: 1, chainId: devnet.deployment.chainId, leaseId: leaseId.toString(), challenge: `0x${"ab".repeat(32)}`, ...body }, {
+          responseSchema: signedHeartbeatSchema,
+        });
+      const heartbeat = await probe({});
+      assert.equal(heartbeat.heartbeat.leaseId, leaseId);
+      assert.equal(heartbeat.heartbeat.challenge, `0x${"ab".repeat(32)}`);
+      assert.equal(await recoverHeartbeatSigner(provider.daemon.domain, heartbeat.heartbeat, heartbeat.signature), devnetAccount(3).address);
+      await assert.rejects(probe({ leaseId: (leaseId + 100n).toString() }), { name: "LeaseNotHeldError" });
+      await assert.rejects(probe({ chainId: 1 }), { name: "WrongChainError" });
 
       const attestor = await startAttestorDaemon(devnet, ATTESTORS[1], { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: LIVENESS } });
       nodes.push(attestor.daemon);
