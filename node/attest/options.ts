@@ -90,9 +90,10 @@ export const livenessOptionsSchema = z.strictObject({
   maxConcurrentProbes: z.number().int().min(1).max(1_024).default(32),
   /**
    * An attestor that co-signed a fault submits the quorum itself when the lease is still active
-   * this long after it signed (the proposer may have gone away).
+   * this long after it signed (the proposer may have gone away). A minute leaves the proposer's
+   * own transaction time to be mined first, so two submitters rarely both pay gas.
    */
-  backupSubmitDelayMs: z.number().int().min(0).max(3_600_000).default(10_000),
+  backupSubmitDelayMs: z.number().int().min(0).max(3_600_000).default(60_000),
 });
 
 export const attestOptionsSchema = z.strictObject({
