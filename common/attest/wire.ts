@@ -117,15 +117,20 @@ export type ChallengeOutcomeMessageInput = z.input<typeof challengeOutcomeSchema
 // ---------------------------------------------------------------- /suanli/liveness/1.0.0
 
 /**
- * A liveness probe. Unsigned: the answer proves only that the provider's key was online for this
- * lease at `respondedAt`, which anyone (an attestor, the renter) may ask. The random challenge
- * makes each heartbeat fresh; the provider answers only for active leases it holds.
+ * A liveness probe, signed by the attestor (EIP-712 `LivenessProbe`, common/attest/liveness.ts):
+ * a provider spends a chain read and a signature only on probes from the on-chain attestor set.
+ * The random challenge makes each heartbeat fresh; `issuedAtMs` bounds how long a probe can be
+ * replayed; the provider answers only for active leases it holds.
  */
 export const livenessProbeSchema = z.strictObject({
   v: z.literal(1),
   chainId: chainIdSchema,
   leaseId: leaseIdSchema,
   challenge: bytes32Schema,
+  attestor: addressSchema,
+  issuedAtMs: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  /** The attestor's signature of {leaseId, challenge, attestor, issuedAtMs}. */
+  signature: signatureSchema,
 });
 export type LivenessProbe = z.output<typeof livenessProbeSchema>;
 

@@ -30,3 +30,8 @@ export class LeaseNotHeldError extends SuanliError {
 export class NoProviderWalletError extends SuanliError {
   override name = "NoProviderWalletError";
 }
+
+/** A liveness probe was not signed by an attestor, or was issued too far from this node's clock. */
+export class UnauthorizedProbeError extends SuanliError {
+  override name = "UnauthorizedProbeError";
+}

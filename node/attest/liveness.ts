@@ -1,13 +1,14 @@
 /**
  * Liveness probes: every `probeIntervalMs` the attestor sends each active lease's provider a
- * fresh random challenge over `/suanli/liveness/1.0.0` and expects a Heartbeat {leaseId,
+ * fresh random challenge, signed, over `/suanli/liveness/1.0.0` and expects a Heartbeat {leaseId,
  * challenge, respondedAt} signed by the lease's provider. Per lease it remembers when it last got
  * one and since when the provider has been failing; the fault coordinator decides from that.
  */
 import type { PeerId } from "@libp2p/interface";
 import { peerIdFromString } from "@libp2p/peer-id";
 import { multiaddr } from "@multiformats/multiaddr";
-import { bytesToHex, type Hex } from "viem";
+import { bytesToHex, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
+import { signLivenessProbe } from "../../common/attest/liveness.js";
 import { signedHeartbeatSchema } from "../../common/attest/wire.js";
 import type { TypedDataRecoverer } from "../../common/eip712-recover.js";
 import type { CachedChainView } from "../../common/offers/chain-view.js";
@@ -41,6 +42,10 @@ export type ProbeResult = { ok: true } | { ok: false; error: string };
 export type LivenessProberOptions = {
   host: SuanliHost;
   chainId: number;
+  /** suanliDomain(chainId, market): probes are signed in it. */
+  domain: TypedDataDomain;
+  /** The attestor's key: signs every probe. */
+  account: Pick<LocalAccount, "address" | "signTypedData">;
   recoverer: TypedDataRecoverer;
   chainView: CachedChainView;
   book: OfferBook;
@@ -145,17 +150,20 @@ export class LivenessProber {
   private async exchange(lease: Pick<TrackedLease, "leaseId" | "provider">): Promise<void> {
     const peer = await this.peerOf(lease.provider);
     const challenge = bytesToHex(globalThis.crypto.getRandomValues(new Uint8Array(32)));
-    const answer = await request(this.o.host, peer, LIVENESS_PROTOCOL, { v: 1, chainId: this.o.chainId, leaseId: lease.leaseId.toString(), challenge }, {
+    const fields = { leaseId: lease.leaseId, challenge, attestor: this.o.account.address, issuedAtMs: Math.floor(this.now()) };
+    const signature = await signLivenessProbe(this.o.account, this.o.domain, fields);
+    const body = { v: 1, chainId: this.o.chainId, ...fields, leaseId: lease.leaseId.toString(), signature };
+    const answer = await request(this.o.host, peer, LIVENESS_PROTOCOL, body, {
       responseSchema: signedHeartbeatSchema,
       timeoutMs: this.o.options.probeTimeoutMs,
       maxMessageBytes: 1_024,
     });
-    const { heartbeat, signature } = answer;
+    const { heartbeat, signature: heartbeatSignature } = answer;
     if (heartbeat.leaseId !== lease.leaseId || heartbeat.challenge !== challenge.toLowerCase()) throw new Error("the heartbeat is for another lease or challenge");
     const now = Math.floor(this.now() / 1000);
     if (Math.abs(heartbeat.respondedAt - now) > MAX_HEARTBEAT_SKEW_SECONDS) throw new Error(`the heartbeat's respondedAt ${heartbeat.respondedAt} is far from ${now}`);
     const digest = this.o.recoverer.digest("Heartbeat", { leaseId: heartbeat.leaseId, challenge: heartbeat.challenge as Hex, respondedAt: heartbeat.respondedAt });
-    const signer = this.o.recoverer.recover(digest, signature);
+    const signer = this.o.recoverer.recover(digest, heartbeatSignature);
     if (signer?.toLowerCase() !== lease.provider.toLowerCase()) throw new Error(`the heartbeat is signed by ${signer ?? "no key"}, not the provider`);
   }
 

@@ -4,8 +4,8 @@
  * - `/suanli/attest/1.0.0`: answers proof-of-capacity challenges with the ChallengeResponder
  *   (commit, then the opened rows) and receives the result; a pass carries the signed attestation,
  *   which is checked and handed to `onAttestation` so the agent puts it in its offers.
- * - `/suanli/liveness/1.0.0`: answers liveness probes of the leases this provider really holds
- *   active with a Heartbeat signed by its wallet.
+ * - `/suanli/liveness/1.0.0`: answers attestors' signed liveness probes of the leases this
+ *   provider really holds active with a Heartbeat signed by its wallet.
  *
  * @example
  * const mounted = await mountProviderAttestation(daemon, {
@@ -19,9 +19,10 @@ import { LRUCache } from "lru-cache";
 import { getAddress, type Address, type Hex, type LocalAccount } from "viem";
 import { verifyAttestation, type SignedAttestation } from "../../common/attest/attestation.js";
 import { MAX_CONTROL_MESSAGE_BYTES, ATTEST_PROTOCOL_VERSION, type ChallengeMessage } from "../../common/attest/messages.js";
-import { signHeartbeat } from "../../common/attest/liveness.js";
+import { livenessProbeDigest, signHeartbeat } from "../../common/attest/liveness.js";
 import { attestAnswerSchema, attestRequestSchema, livenessProbeSchema, signedHeartbeatSchema, type ResultMessage } from "../../common/attest/wire.js";
 import { readLease } from "../../common/chain/market.js";
+import { recoverDigestSigner } from "../../common/eip712-recover.js";
 import { modelHash } from "../../common/gpu.js";
 import { ATTEST_PROTOCOL, LIVENESS_PROTOCOL } from "../../common/p2p/protocols.js";
 import { handleProtocol } from "../../common/p2p/reqresp.js";
@@ -29,12 +30,14 @@ import type { Daemon, DaemonModule } from "../daemon.js";
 import type { Logger } from "../log/logger.js";
 import { maxChallengeOps } from "./create.js";
 import { WrongChainError } from "../offers/gossip.js";
-import { ChallengeRefusedError, LeaseNotHeldError, NoProviderWalletError } from "./errors.js";
+import { ChallengeRefusedError, LeaseNotHeldError, NoProviderWalletError, UnauthorizedProbeError } from "./errors.js";
 import { ChallengeResponder, type ProviderMachine } from "./provider.js";
 import type { Runner } from "./runner/types.js";
 
 /** Longest a challenge exchange may stay open on the provider: the compute runs inside it (the responder stops at the cutoff). */
 const CHALLENGE_EXCHANGE_TIMEOUT_MS = 15 * 60_000;
+/** A liveness probe issued further than this from our clock is refused (bounds replays; clocks are NTP-synced). */
+const PROBE_MAX_AGE_MS = 60_000;
 /** How long a provider remembers which attestor sent a challenge, for its open and result requests. */
 const SESSION_TTL_MS = 15 * 60_000;
 
@@ -195,6 +198,15 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       if (probe.chainId !== daemon.deployment.chainId) {
         throw new WrongChainError(`This node serves chain ${daemon.deployment.chainId}, not ${probe.chainId}`);
       }
+      // Cheapest first: the clock, the signature (native recovery), the cached attestor set; only
+      // then a chain read and a signature of ours.
+      if (Math.abs(now() - probe.issuedAtMs) > PROBE_MAX_AGE_MS) {
+        throw new UnauthorizedProbeError(`The probe was issued ${Math.round((now() - probe.issuedAtMs) / 1000)} s from this node's clock; at most ${PROBE_MAX_AGE_MS / 1000} s`);
+      }
+      const fields = { leaseId: probe.leaseId, challenge: probe.challenge as Hex, attestor: probe.attestor, issuedAtMs: probe.issuedAtMs };
+      const signer = recoverDigestSigner(livenessProbeDigest(daemon.domain, fields), probe.signature);
+      if (signer !== probe.attestor) throw new UnauthorizedProbeError("The probe's signature is not its attestor's");
+      if (!(await isAttestor(signer))) throw new UnauthorizedProbeError(`${signer} is not in the attestor set`);
       if (!(await holdsLease(probe.leaseId))) {
         throw new LeaseNotHeldError(`Lease ${probe.leaseId} is not an active lease of ${provider}`);
       }

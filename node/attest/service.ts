@@ -140,6 +140,8 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       prober = new LivenessProber({
         host: daemon.p2p.host,
         chainId: daemon.deployment.chainId,
+        domain: daemon.domain,
+        account,
         recoverer,
         chainView: daemon.chainView,
         book: daemon.offers.book,

@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { multiaddr } from "@multiformats/multiaddr";
 import { decodeFunctionData, parseEventLogs, type Address, type Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
-import { recoverFaultSigner, recoverHeartbeatSigner, signFaultAs } from "../../common/attest/liveness.js";
+import { recoverFaultSigner, recoverHeartbeatSigner, signFaultAs, signLivenessProbe } from "../../common/attest/liveness.js";
 import { faultAnswerSchema, signedHeartbeatSchema } from "../../common/attest/wire.js";
 import { computeCollateral, readLease } from "../../common/chain/market.js";
 import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
@@ -201,16 +201,24 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       // The provider signs heartbeats for its own active leases only.
       const renterNode = await startTestDaemon(devnet);
       nodes.push(renterNode);
-      const probe = (body: Record<string, unknown>) =>
-        request(renterNode.p2p.host, multiaddr(addrOf(provider.daemon)), LIVENESS_PROTOCOL, { v: 1, chainId: devnet.deployment.chainId, leaseId: leaseId.toString(), challenge: `0x${"ab".repeat(32)}`, ...body }, {
-          responseSchema: signedHeartbeatSchema,
-        });
-      const heartbeat = await probe({});
+      // A probe signed by `signer` (an attestor unless said otherwise), with fields changed after signing by `tamper`.
+      const probe = async (options: { signer?: number; leaseId?: bigint; issuedAtMs?: number; tamper?: Record<string, unknown> } = {}) => {
+        const signer = devnetAccount(options.signer ?? ATTESTORS[0]);
+        const fields = { leaseId: options.leaseId ?? leaseId, challenge: `0x${"ab".repeat(32)}` as Hex, attestor: signer.address, issuedAtMs: options.issuedAtMs ?? Date.now() };
+        const signature = await signLivenessProbe(signer, provider.daemon.domain, fields);
+        const body = { v: 1, chainId: devnet.deployment.chainId, ...fields, leaseId: fields.leaseId.toString(), signature, ...options.tamper };
+        return request(renterNode.p2p.host, multiaddr(addrOf(provider.daemon)), LIVENESS_PROTOCOL, body, { responseSchema: signedHeartbeatSchema });
+      };
+      const heartbeat = await probe();
       assert.equal(heartbeat.heartbeat.leaseId, leaseId);
       assert.equal(heartbeat.heartbeat.challenge, `0x${"ab".repeat(32)}`);
       assert.equal(await recoverHeartbeatSigner(provider.daemon.domain, heartbeat.heartbeat, heartbeat.signature), devnetAccount(3).address);
-      await assert.rejects(probe({ leaseId: (leaseId + 100n).toString() }), { name: "LeaseNotHeldError" });
-      await assert.rejects(probe({ chainId: 1 }), { name: "WrongChainError" });
+      await assert.rejects(probe({ leaseId: leaseId + 100n }), { name: "LeaseNotHeldError" });
+      await assert.rejects(probe({ tamper: { chainId: 1 } }), { name: "WrongChainError" });
+      // Only attestors' fresh probes are answered.
+      await assert.rejects(probe({ signer: 9 }), { name: "UnauthorizedProbeError" });
+      await assert.rejects(probe({ tamper: { challenge: `0x${"cd".repeat(32)}` } }), { name: "UnauthorizedProbeError" });
+      await assert.rejects(probe({ issuedAtMs: Date.now() - 120_000 }), { name: "UnauthorizedProbeError" });
 
       const attestor = await startAttestorDaemon(devnet, ATTESTORS[1], { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: LIVENESS } });
       nodes.push(attestor.daemon);
