@@ -72,6 +72,12 @@ export type AttestationState = {
   attestors: Address[];
   /** When enough of them expire for the offer to fall below the quorum; null if it never met it. */
   attestedUntil: number | null;
+  /**
+   * The oldest `issuedAt` among the quorum of attestations that keeps the offer attested until
+   * `attestedUntil` (how fresh the weakest evidence is); null when the quorum is not met. Absent
+   * in book entries stored before it existed.
+   */
+  attestedAt?: number | null;
 };
 
 export type ValidatedOffer = {
@@ -136,6 +142,16 @@ export function minimumLeaseCollateral(message: Pick<OfferMessage, "offer">): bi
 /** Whether an offer counts as attested at `now`. */
 export function isAttested(state: AttestationState, now: number): boolean {
   return state.attestedUntil !== null && state.attestedUntil > now;
+}
+
+/**
+ * The attestation knowledge the matching engine takes (`offerEntryFromMessage(message,
+ * { attestation, ... })`) from a book entry's verified state: null unless the quorum holds at
+ * `now`, so an offer whose attestations expired, or were never by attestors, ranks as unattested.
+ */
+export function engineAttestation(state: AttestationState, now: number): { attestedAt: number; expiry: number } | null {
+  if (!isAttested(state, now)) return null;
+  return { attestedAt: state.attestedAt ?? now, expiry: state.attestedUntil! };
 }
 
 /**
@@ -283,7 +299,7 @@ export class OfferValidator {
   /** Recomputes the attestation state of a held message (after the attestor set changed). */
   async attestationState(message: OfferMessage): Promise<AttestationState> {
     const result = await this.checkAttestations(message, this.now());
-    return "reason" in result ? { attestors: [], attestedUntil: null } : result;
+    return "reason" in result ? { attestors: [], attestedUntil: null, attestedAt: null } : result;
   }
 
   private checkChain(
@@ -325,6 +341,7 @@ export class OfferValidator {
   ): Promise<AttestationState | { reason: OfferRejectReason; detail: string }> {
     const { offer, machine } = message;
     const expiries = new Map<Address, number>();
+    const issued = new Map<Address, number>();
     for (const [index, signed] of message.attestations.entries()) {
       const { attestation } = signed;
       if (
@@ -343,14 +360,21 @@ export class OfferValidator {
       }
       // An expired attestation is not a lie, only old news: it does not count, and is not punished.
       if (attestation.expiry <= now) continue;
-      expiries.set(signer, Math.max(expiries.get(signer) ?? 0, attestation.expiry));
+      // Per attestor, the attestation that lasts longest counts.
+      if (attestation.expiry > (expiries.get(signer) ?? 0)) {
+        expiries.set(signer, attestation.expiry);
+        issued.set(signer, attestation.issuedAt);
+      }
     }
     const quorum = Math.max(1, await this.chain.attestationQuorum());
-    const sorted = [...expiries.values()].sort((a, b) => b - a);
+    const sorted = [...expiries.entries()].sort((a, b) => b[1] - a[1]);
+    const counted = sorted.slice(0, quorum);
+    const met = sorted.length >= quorum;
     return {
       attestors: [...expiries.keys()],
       // The offer stays attested until the quorum-th latest expiry passes.
-      attestedUntil: sorted.length >= quorum ? sorted[quorum - 1] : null,
+      attestedUntil: met ? sorted[quorum - 1][1] : null,
+      attestedAt: met ? Math.min(...counted.map(([signer]) => issued.get(signer)!)) : null,
     };
   }
 

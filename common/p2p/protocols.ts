@@ -23,7 +23,7 @@ export const STATUS_PROTOCOL = "/suanli/status/1.0.0";
 /** Task logs. */
 export const LOGS_PROTOCOL = "/suanli/logs/1.0.0";
 
-/** Attestor challenges (proof of capacity, liveness probes). */
+/** Attestor challenges (proof of capacity): challenge, open and result, one exchange each. */
 export const ATTEST_PROTOCOL = "/suanli/attest/1.0.0";
 
 /** The user agent a Suanli node announces through identify. */
@@ -37,3 +37,9 @@ export const LIVENESS_PROTOCOL = "/suanli/liveness/1.0.0";
 
 /** Attestors exchange signed faults so one of them can submit a quorum on-chain. */
 export const FAULT_PROTOCOL = "/suanli/fault/1.0.0";
+
+/**
+ * Anyone asks an attestor to challenge a machine now (a provider that just joined, an operator's
+ * `suanli attestor challenge`); the answer is the outcome, with the attestation on a pass.
+ */
+export const ATTEST_REQUEST_PROTOCOL = "/suanli/attest-request/1.0.0";

@@ -15,3 +15,23 @@ export class ChallengeRefusedError extends SuanliError {
 export class ChallengeStateError extends SuanliError {
   override name = "ChallengeStateError";
 }
+
+/** The node's wallet does not hold ATTESTOR_ROLE (or no wallet is configured): it cannot run the attestor role. */
+export class NotAnAttestorError extends SuanliError {
+  override name = "NotAnAttestorError";
+}
+
+/** A liveness probe named a lease this provider does not hold active; no heartbeat is signed for it. */
+export class LeaseNotHeldError extends SuanliError {
+  override name = "LeaseNotHeldError";
+}
+
+/** The provider role's attestation parts need a local wallet (chain.privateKey) to sign heartbeats. */
+export class NoProviderWalletError extends SuanliError {
+  override name = "NoProviderWalletError";
+}
+
+/** A liveness probe was not signed by an attestor, or was issued too far from this node's clock. */
+export class UnauthorizedProbeError extends SuanliError {
+  override name = "UnauthorizedProbeError";
+}

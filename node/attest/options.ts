@@ -1,9 +1,11 @@
+import { multiaddr } from "@multiformats/multiaddr";
 import { z } from "zod";
 import { challengeProfileSchema } from "../../common/attest/params.js";
 
 /**
  * Options of attestation (config key `attest`): the challenge profile an attestor issues, how
- * long its attestations last, and the runner a provider computes challenges with.
+ * long its attestations last, the runner a provider computes challenges with, and the attestor
+ * role's schedule, liveness probes and fault exchange.
  * Documented in docs/configuration.md; the reasoning in docs/attestation.md.
  */
 export const attestRunnerOptionsSchema = z
@@ -24,6 +26,76 @@ export const attestRunnerOptionsSchema = z
     path: ["command"],
   });
 
+/** A multiaddr that names its peer: `/ip4/10.0.0.7/tcp/4001/p2p/12D3Koo…`. */
+const peerAddrSchema = z
+  .string()
+  .min(1)
+  .max(512)
+  .refine(
+    (value) => {
+      try {
+        return multiaddr(value).getComponents().some((component) => component.name === "p2p");
+      } catch {
+        return false;
+      }
+    },
+    { message: "expected a multiaddr ending in /p2p/<peer id>, such as /ip4/10.0.0.7/tcp/4001/p2p/12D3KooW…" },
+  );
+
+/**
+ * The attestor role (`suanli attestor start`): which machines it challenges and when, and which
+ * other attestors it exchanges faults with.
+ */
+export const attestorRoleOptionsSchema = z.strictObject({
+  /** How often the offer book is scanned for machines due a challenge. */
+  scheduleIntervalMs: z.number().int().min(100).max(86_400_000).default(60_000),
+  /**
+   * A machine is challenged again once this attestor's own attestation of it has less than this
+   * left. Six hours before a one-day expiry: a provider never goes unattested while the attestor runs.
+   */
+  refreshBeforeExpirySeconds: z.number().int().min(0).max(30 * 86_400).default(21_600),
+  /** After a failed challenge, a machine waits this long for the next one (scheduled or requested). */
+  retryAfterFailureSeconds: z.number().int().min(0).max(30 * 86_400).default(3_600),
+  /** Challenges in flight at once: each recomputes opened rows on this machine's CPU. */
+  maxConcurrentChallenges: z.number().int().min(1).max(64).default(2),
+  /** Challenge results kept per machine in the database (older ones are pruned). */
+  keepResultsPerMachine: z.number().int().min(1).max(1_000).default(20),
+  /**
+   * Other attestors to exchange faults with, beyond the peers this node meets on the network that
+   * serve the fault protocol. Trust never comes from this list: every signature is checked against
+   * the on-chain attestor set.
+   */
+  peers: z.array(peerAddrSchema).max(64).default([]),
+});
+
+/**
+ * Liveness probes of providers that hold active leases, and the QoS window after which an
+ * unresponsive provider is faulted. Defaults suit a devnet; see docs/attestation.md ("Liveness").
+ */
+export const livenessOptionsSchema = z.strictObject({
+  /** Probe providers of active leases (attestor role). */
+  enabled: z.boolean().default(true),
+  /** Time between two probes of one lease. */
+  probeIntervalMs: z.number().int().min(100).max(3_600_000).default(2_000),
+  /** A probe not answered within this counts as failed. */
+  probeTimeoutMs: z.number().int().min(100).max(60_000).default(5_000),
+  /**
+   * A provider that has not answered for longer than this is faulted. 30 s suits a devnet; on a
+   * real network choose minutes: it is the outage a renter pays for before the SLA credit applies.
+   */
+  qosWindowSeconds: z.number().int().min(1).max(86_400).default(30),
+  /** Failed probes in a row needed before a fault is proposed, whatever the window. */
+  minFailedProbes: z.number().int().min(1).max(1_000).default(2),
+  /** Probes in flight at once. */
+  maxConcurrentProbes: z.number().int().min(1).max(1_024).default(32),
+  /**
+   * An attestor that co-signed a fault submits the quorum itself when the lease is still active
+   * this long after it signed (the proposer may have gone away). A minute leaves the proposer's
+   * own transaction time to be mined first, so two submitters rarely both pay gas.
+   */
+  backupSubmitDelayMs: z.number().int().min(0).max(3_600_000).default(60_000),
+});
+
 export const attestOptionsSchema = z.strictObject({
   challenge: challengeProfileSchema.prefault({}),
   /** Validity of an attestation this node signs, seconds. One day: machines are re-challenged daily. */
@@ -31,5 +103,9 @@ export const attestOptionsSchema = z.strictObject({
   /** Largest challenge a provider computes, in tera-ops (10¹² int8 ops); larger ones are refused. */
   maxChallengeTeraOps: z.number().positive().max(1e9).default(1e6),
   runner: attestRunnerOptionsSchema.prefault({}),
+  attestor: attestorRoleOptionsSchema.prefault({}),
+  liveness: livenessOptionsSchema.prefault({}),
 });
 export type AttestOptions = z.output<typeof attestOptionsSchema>;
+export type AttestorRoleOptions = z.output<typeof attestorRoleOptionsSchema>;
+export type LivenessOptions = z.output<typeof livenessOptionsSchema>;

@@ -1,6 +1,7 @@
 import { Command, CommanderError } from "commander";
 import { InvalidInputError, SuanliError } from "../../common/errors.js";
 import { ConfigError } from "../config/load.js";
+import { registerAttestor } from "./commands/attestor.js";
 import { registerDevnet } from "./commands/devnet.js";
 import { registerNode } from "./commands/node.js";
 import { registerProvider } from "./commands/provider.js";
@@ -15,6 +16,7 @@ const program = new Command("suanli")
 
 registerDevnet(program);
 registerNode(program);
+registerAttestor(program);
 registerWallet(program);
 registerRenter(program);
 registerProvider(program);

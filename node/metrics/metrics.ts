@@ -134,5 +134,28 @@ export function createMetrics(options: { registry?: Registry; processMetrics?: b
       labelNames: ["protocol", "name"] as const,
       registers: [registry],
     }),
+    attestChallenges: new Counter({
+      name: "suanli_attest_challenges_total",
+      help: "Proof-of-capacity challenges this attestor ran, by outcome (pass, fail, error) and reason",
+      labelNames: ["outcome", "reason", "trigger"] as const,
+      registers: [registry],
+    }),
+    attestProbes: new Counter({
+      name: "suanli_attest_probes_total",
+      help: "Liveness probes of leased providers, by outcome (ok, failed)",
+      labelNames: ["outcome"] as const,
+      registers: [registry],
+    }),
+    attestFaults: new Counter({
+      name: "suanli_attest_faults_total",
+      help: "Fault handling steps: proposed, cosigned, declined (with reason), submitted, landed, abandoned",
+      labelNames: ["event", "reason"] as const,
+      registers: [registry],
+    }),
+    attestLeasesWatched: new Gauge({
+      name: "suanli_attest_leases_watched",
+      help: "Active leases whose providers this attestor probes",
+      registers: [registry],
+    }),
   };
 }

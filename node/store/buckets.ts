@@ -29,4 +29,12 @@ export enum Bucket {
   apiLeases = 18,
   /** Leases by address: `<address lowercase>:<r|p>:<lease id, 78 digits>` → 1 (r: as renter, p: as provider). */
   apiLeasesByAddress = 19,
+  // 20..29: the attestor role. Numbered apart from the provider's buckets so branches built in
+  // parallel never pick the same number.
+  /** Challenge results: `<machineId, 10 digits>/<startedAtMs, 15 digits>` → pass or fail, throughput, attestation. */
+  attestResults = 20,
+  /** Leases the attestor probes: lease id → provider, machine, activation and end. */
+  attestLeases = 21,
+  /** Faults this attestor proposed or co-signed: lease id → the Fault, signatures collected, submission. */
+  attestFaults = 22,
 }

@@ -30,6 +30,7 @@ type DevnetFlags = {
   p2pPort?: string;
   dataDir?: string;
   demoOffers?: boolean;
+  attestors: string;
   json?: boolean;
 };
 
@@ -43,8 +44,14 @@ export function registerDevnet(program: Command): void {
     .option("--p2p-port <port>", "with --api-port: the node's libp2p TCP port on 127.0.0.1 (default: any free port)")
     .option("--data-dir <dir>", "with --api-port: where the node (and demo providers) keep their data (default: a temporary folder, removed at exit)")
     .option("--demo-offers", "with --api-port: also run three provider nodes that register on-chain and publish signed, attested offers")
+    .option("--attestors <accounts>", "devnet accounts granted ATTESTOR_ROLE, comma-separated (\"\" for none)", "7,8,9")
     .option("--json", "print the devnet description as JSON")
     .action(async (options: DevnetFlags) => {
+      const attestorIndexes = options.attestors.trim() === "" ? [] : options.attestors.split(",").map((part) => Number(part.trim()));
+      if (attestorIndexes.some((index) => !Number.isInteger(index) || index < 0 || index > 999)) {
+        throw new CliError(`--attestors takes devnet account numbers like "7,8,9", got "${options.attestors}"`, ExitCode.usage);
+      }
+      if (options.demoOffers && !attestorIndexes.includes(DEVNET_ATTESTOR_INDEX)) attestorIndexes.push(DEVNET_ATTESTOR_INDEX);
       const port = portOption(options.port, "--port")!;
       const apiPort = portOption(options.apiPort, "--api-port");
       const p2pPort = portOption(options.p2pPort, "--p2p-port");
@@ -69,7 +76,7 @@ export function registerDevnet(program: Command): void {
           publicClient: clients.publicClient,
           walletClient: clients.walletClient!,
           // The demo's attestations are signed by a devnet wallet that needs the role.
-          attestors: options.demoOffers ? [devnetAccount(DEVNET_ATTESTOR_INDEX).address] : [],
+          attestors: attestorIndexes.map((index) => devnetAccount(index).address),
         });
         const manifest = await writeDeployment(options.deployments, deployment);
         const accounts = Array.from({ length: 10 }, (_, i) => devnetAccount(i).address);
@@ -130,7 +137,7 @@ export function registerDevnet(program: Command): void {
               `Contracts (manifest ${manifest}):`,
               ...Object.entries(deployment.contracts).map(([role, address]) => `  ${role.padEnd(9)} ${address}`),
               `Funded accounts (mnemonic "${DEVNET_MNEMONIC}"):`,
-              ...accounts.map((address, i) => `  #${i} ${address}${options.demoOffers && i === DEVNET_ATTESTOR_INDEX ? " (attestor)" : ""}`),
+              ...accounts.map((address, i) => `  #${i} ${address}${attestorIndexes.includes(i) ? " (attestor)" : ""}`),
               "Press Ctrl-C to stop.",
             ].join("\n"),
         );

@@ -46,4 +46,31 @@ describe("attest options", () => {
     assert.equal(runner.name, "external:runner");
     await runner.close();
   });
+
+  it("reads the attestor role's schedule, peers and liveness window, and names a bad key", async () => {
+    const defaults = await loadConfig(nodeConfigSchema, {});
+    assert.equal(defaults.attest.liveness.enabled, true);
+    assert.equal(defaults.attest.liveness.qosWindowSeconds, 30);
+    assert.equal(defaults.attest.liveness.probeIntervalMs, 2_000);
+    assert.deepEqual(defaults.attest.attestor.peers, []);
+    const peer = "/ip4/10.0.0.7/tcp/4001/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN";
+    const config = await loadConfig(nodeConfigSchema, {
+      env: { SUANLI_ATTEST__LIVENESS__QOS_WINDOW_SECONDS: "120", SUANLI_ATTEST__ATTESTOR__PEERS: peer },
+      flags: { "attest.liveness.probeIntervalMs": "10000", "attest.attestor.refreshBeforeExpirySeconds": "3600" },
+    });
+    assert.equal(config.attest.liveness.qosWindowSeconds, 120);
+    assert.equal(config.attest.liveness.probeIntervalMs, 10_000);
+    assert.equal(config.attest.attestor.refreshBeforeExpirySeconds, 3_600);
+    assert.deepEqual(config.attest.attestor.peers, [peer]);
+    // A peer address must name its peer: the fault exchange dials it by id.
+    await assert.rejects(loadConfig(nodeConfigSchema, { flags: { "attest.attestor.peers": "/ip4/10.0.0.7/tcp/4001" } }), (error: Error & { keys?: string[] }) => {
+      assert.equal(error.name, "ConfigError");
+      assert.deepEqual(error.keys, ["attest.attestor.peers.0"]);
+      return true;
+    });
+    await assert.rejects(loadConfig(nodeConfigSchema, { flags: { "attest.liveness.qosWindowSeconds": "0" } }), (error: Error & { keys?: string[] }) => {
+      assert.deepEqual(error.keys, ["attest.liveness.qosWindowSeconds"]);
+      return true;
+    });
+  });
 });

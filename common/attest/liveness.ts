@@ -1,0 +1,77 @@
+/**
+ * Liveness probes, heartbeats and faults: the EIP-712 messages of liveness (the attestor's
+ * `LivenessProbe` below; common/eip712.ts `Heartbeat`, `Fault`), signed with a local account and
+ * recovered with viem (pure: the SDK may import it).
+ */
+import { getAddress, hashTypedData, recoverTypedDataAddress, type Address, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
+import { suanliTypes, type Fault, type Heartbeat } from "../eip712.js";
+
+type Signer = Pick<LocalAccount, "signTypedData">;
+
+function heartbeatTypedData(domain: TypedDataDomain, heartbeat: Heartbeat) {
+  return { domain, types: { Heartbeat: suanliTypes.Heartbeat }, primaryType: "Heartbeat" as const, message: heartbeat };
+}
+
+function faultTypedData(domain: TypedDataDomain, fault: Fault) {
+  return { domain, types: { Fault: suanliTypes.Fault }, primaryType: "Fault" as const, message: fault };
+}
+
+/** EIP-712 type of a liveness probe. Kept beside the protocol rather than in common/eip712.ts: nothing on-chain reads it. */
+export const livenessProbeTypes = {
+  LivenessProbe: [
+    { name: "leaseId", type: "uint256" },
+    { name: "challenge", type: "bytes32" },
+    { name: "attestor", type: "address" },
+    { name: "issuedAtMs", type: "uint64" },
+  ],
+} as const;
+
+/** The fields of a probe its attestor signs. */
+export type LivenessProbeFields = { leaseId: bigint; challenge: Hex; attestor: Address; issuedAtMs: number };
+
+function probeTypedData(domain: TypedDataDomain, probe: LivenessProbeFields) {
+  return {
+    domain,
+    types: livenessProbeTypes,
+    primaryType: "LivenessProbe" as const,
+    message: { leaseId: probe.leaseId, challenge: probe.challenge, attestor: probe.attestor, issuedAtMs: BigInt(probe.issuedAtMs) },
+  };
+}
+
+/** The EIP-712 digest of a probe (what its attestor signs). */
+export function livenessProbeDigest(domain: TypedDataDomain, probe: LivenessProbeFields): Hex {
+  return hashTypedData(probeTypedData(domain, probe));
+}
+
+/** The attestor's signature of a probe. */
+export function signLivenessProbe(account: Signer, domain: TypedDataDomain, probe: LivenessProbeFields): Promise<Hex> {
+  return account.signTypedData(probeTypedData(domain, probe));
+}
+
+/** The provider's signature of a heartbeat. */
+export function signHeartbeat(account: Signer, domain: TypedDataDomain, heartbeat: Heartbeat): Promise<Hex> {
+  return account.signTypedData(heartbeatTypedData(domain, heartbeat));
+}
+
+/** Who signed a heartbeat; undefined when the signature is malformed. */
+export async function recoverHeartbeatSigner(domain: TypedDataDomain, heartbeat: Heartbeat, signature: Hex): Promise<Address | undefined> {
+  try {
+    return getAddress(await recoverTypedDataAddress({ ...heartbeatTypedData(domain, heartbeat), signature }));
+  } catch {
+    return undefined;
+  }
+}
+
+/** An attestor's signature of a fault, with a local account (common/chain/market.ts `signFault` takes a wallet client). */
+export function signFaultAs(account: Signer, domain: TypedDataDomain, fault: Fault): Promise<Hex> {
+  return account.signTypedData(faultTypedData(domain, fault));
+}
+
+/** Who signed a fault; undefined when the signature is malformed. */
+export async function recoverFaultSigner(domain: TypedDataDomain, fault: Fault, signature: Hex): Promise<Address | undefined> {
+  try {
+    return getAddress(await recoverTypedDataAddress({ ...faultTypedData(domain, fault), signature }));
+  } catch {
+    return undefined;
+  }
+}

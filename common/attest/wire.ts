@@ -1,0 +1,203 @@
+/**
+ * The libp2p message formats of the attestor role (docs/attestation.md, "Over libp2p"). JSON,
+ * one length-prefixed request and one answer per stream (common/p2p/reqresp.ts); every body is
+ * parsed with these schemas before anything reads it. Lease ids are uint256 and travel as
+ * decimal strings; times are unix seconds unless the name says otherwise.
+ *
+ *   /suanli/attest/1.0.0          attestor → provider   challenge → commit | refused
+ *                                                       open      → rows   | refused
+ *                                                       result    → ack    (the signed attestation on a pass)
+ *   /suanli/attest-request/1.0.0  anyone → attestor     request   → outcome (challenge a machine now)
+ *   /suanli/liveness/1.0.0        attestor → provider   probe     → signed Heartbeat
+ *   /suanli/fault/1.0.0           attestor → attestor   proposal  → signature | declined
+ */
+import { z } from "zod";
+import { addressSchema, bytes32Schema, signatureSchema, uintSchema } from "../schemas.js";
+import { signedAttestationSchema } from "../offers/message.js";
+import {
+  ATTEST_PROTOCOL_VERSION,
+  FAILURE_REASONS,
+  challengeMessageSchema,
+  commitMessageSchema,
+  openRequestMessageSchema,
+  openResponseMessageSchema,
+  refusalMessageSchema,
+} from "./messages.js";
+
+const uint32 = z.number().int().min(0).max(2 ** 32 - 1);
+const chainIdSchema = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+/** A uint256 lease id: decimal string (or number) on the wire, bigint after parsing. */
+const leaseIdSchema = uintSchema.refine((value) => value > 0n, { message: "lease ids start at 1" });
+
+// ---------------------------------------------------------------- /suanli/attest/1.0.0
+
+/** The attestor tells the provider how its challenge ended; on a pass it carries the attestation for the provider's offers. */
+export const resultMessageSchema = z.discriminatedUnion("outcome", [
+  z.strictObject({
+    v: z.literal(ATTEST_PROTOCOL_VERSION),
+    type: z.literal("result"),
+    challengeId: bytes32Schema,
+    outcome: z.literal("pass"),
+    attestation: signedAttestationSchema,
+  }),
+  z.strictObject({
+    v: z.literal(ATTEST_PROTOCOL_VERSION),
+    type: z.literal("result"),
+    challengeId: bytes32Schema,
+    outcome: z.literal("fail"),
+    reason: z.enum(FAILURE_REASONS),
+    detail: z.string().max(1_000),
+  }),
+]);
+export type ResultMessage = z.output<typeof resultMessageSchema>;
+export type ResultMessageInput = z.input<typeof resultMessageSchema>;
+
+export const ackMessageSchema = z.strictObject({
+  v: z.literal(ATTEST_PROTOCOL_VERSION),
+  type: z.literal("ack"),
+  challengeId: bytes32Schema,
+});
+
+/** What an attestor sends on /suanli/attest/1.0.0. */
+export const attestRequestSchema = z.union([challengeMessageSchema, openRequestMessageSchema, resultMessageSchema]);
+/** What a provider answers on /suanli/attest/1.0.0. */
+export const attestAnswerSchema = z.union([commitMessageSchema, openResponseMessageSchema, refusalMessageSchema, ackMessageSchema]);
+
+// ---------------------------------------------------------------- /suanli/attest-request/1.0.0
+
+export const challengeRequestSchema = z.strictObject({
+  v: z.literal(1),
+  chainId: chainIdSchema,
+  machineId: uint32.min(1),
+});
+export type ChallengeRequest = z.output<typeof challengeRequestSchema>;
+
+/**
+ * Why an attestor could not run a challenge at all (not the machine's verdict):
+ * `not_declared` (no such machine on-chain), `unreachable` (the provider's node did not answer),
+ * `backoff` (the machine failed recently: see retryAfter), `busy` (too many challenges in flight),
+ * `wrong_chain`, `internal`.
+ */
+export const CHALLENGE_ERRORS = ["not_declared", "unreachable", "backoff", "busy", "wrong_chain", "internal"] as const;
+export type ChallengeErrorReason = (typeof CHALLENGE_ERRORS)[number];
+
+export const challengeOutcomeSchema = z.discriminatedUnion("outcome", [
+  z.strictObject({
+    v: z.literal(1),
+    machineId: uint32.min(1),
+    outcome: z.literal("pass"),
+    attestation: signedAttestationSchema,
+    /** int8 ops per second over the whole machine, decimal. */
+    measuredThroughput: uintSchema,
+    /** True when this is a still-fresh earlier result rather than a new challenge. */
+    cached: z.boolean(),
+  }),
+  z.strictObject({
+    v: z.literal(1),
+    machineId: uint32.min(1),
+    outcome: z.literal("fail"),
+    reason: z.enum(FAILURE_REASONS),
+    detail: z.string().max(1_000),
+    measuredThroughput: uintSchema.nullable(),
+    cached: z.boolean(),
+  }),
+  z.strictObject({
+    v: z.literal(1),
+    machineId: uint32.min(1),
+    outcome: z.literal("error"),
+    reason: z.enum(CHALLENGE_ERRORS),
+    detail: z.string().max(1_000),
+    /** With `backoff`: when a new challenge will be accepted (unix s). */
+    retryAfter: uint32.nullable(),
+  }),
+]);
+export type ChallengeOutcomeMessage = z.output<typeof challengeOutcomeSchema>;
+export type ChallengeOutcomeMessageInput = z.input<typeof challengeOutcomeSchema>;
+
+// ---------------------------------------------------------------- /suanli/liveness/1.0.0
+
+/**
+ * A liveness probe, signed by the attestor (EIP-712 `LivenessProbe`, common/attest/liveness.ts):
+ * a provider spends a chain read and a signature only on probes from the on-chain attestor set.
+ * The random challenge makes each heartbeat fresh; `issuedAtMs` bounds how long a probe can be
+ * replayed; the provider answers only for active leases it holds.
+ */
+export const livenessProbeSchema = z.strictObject({
+  v: z.literal(1),
+  chainId: chainIdSchema,
+  leaseId: leaseIdSchema,
+  challenge: bytes32Schema,
+  attestor: addressSchema,
+  issuedAtMs: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  /** The attestor's signature of {leaseId, challenge, attestor, issuedAtMs}. */
+  signature: signatureSchema,
+});
+export type LivenessProbe = z.output<typeof livenessProbeSchema>;
+
+export const heartbeatSchema = z.strictObject({
+  leaseId: leaseIdSchema,
+  challenge: bytes32Schema,
+  respondedAt: uint32,
+});
+
+/** The provider's EIP-712 Heartbeat (common/eip712.ts), signed by its registered wallet. */
+export const signedHeartbeatSchema = z.strictObject({
+  v: z.literal(1),
+  heartbeat: heartbeatSchema,
+  signature: signatureSchema,
+});
+export type SignedHeartbeat = z.output<typeof signedHeartbeatSchema>;
+
+// ---------------------------------------------------------------- /suanli/fault/1.0.0
+
+export const faultWireSchema = z.strictObject({
+  leaseId: leaseIdSchema,
+  kind: z.number().int().min(1).max(255),
+  observedAt: uint32,
+});
+
+export const faultSignatureSchema = z.strictObject({ signer: addressSchema, signature: signatureSchema });
+export type FaultSignature = z.output<typeof faultSignatureSchema>;
+
+/** A proposed fault with the signatures collected so far (at least the proposer's). */
+export const faultProposalSchema = z.strictObject({
+  v: z.literal(1),
+  chainId: chainIdSchema,
+  fault: faultWireSchema,
+  signatures: z.array(faultSignatureSchema).min(1).max(32),
+});
+export type FaultProposal = z.output<typeof faultProposalSchema>;
+
+/**
+ * Why an attestor declined to co-sign (stable codes): `provider_alive` (its own probe just got a
+ * heartbeat), `seen_alive` (it heard from the provider after `observedAt`: see lastSeenAt),
+ * `lease_not_active`, `out_of_range` (observedAt before activation, past the end or in the
+ * future), `unsupported_kind`, `bad_proposal` (no valid attestor signature), `not_attestor`
+ * (this node lost its role), `wrong_chain`, `internal`.
+ */
+export const FAULT_DECLINE_REASONS = [
+  "provider_alive",
+  "seen_alive",
+  "lease_not_active",
+  "out_of_range",
+  "unsupported_kind",
+  "bad_proposal",
+  "not_attestor",
+  "wrong_chain",
+  "internal",
+] as const;
+export type FaultDeclineReason = (typeof FAULT_DECLINE_REASONS)[number];
+
+export const faultAnswerSchema = z.discriminatedUnion("outcome", [
+  z.strictObject({ v: z.literal(1), outcome: z.literal("signed"), signer: addressSchema, signature: signatureSchema }),
+  z.strictObject({
+    v: z.literal(1),
+    outcome: z.literal("declined"),
+    reason: z.enum(FAULT_DECLINE_REASONS),
+    detail: z.string().max(500),
+    /** With `seen_alive`: when this attestor last got a heartbeat (unix s). */
+    lastSeenAt: uint32.nullable(),
+  }),
+]);
+export type FaultAnswer = z.output<typeof faultAnswerSchema>;
+export type FaultAnswerInput = z.input<typeof faultAnswerSchema>;

@@ -1,0 +1,188 @@
+/**
+ * Liveness probes: every `probeIntervalMs` the attestor sends each active lease's provider a
+ * fresh random challenge, signed, over `/suanli/liveness/1.0.0` and expects a Heartbeat {leaseId,
+ * challenge, respondedAt} signed by the lease's provider. Per lease it remembers when it last got
+ * one and since when the provider has been failing; the fault coordinator decides from that.
+ */
+import type { PeerId } from "@libp2p/interface";
+import { peerIdFromString } from "@libp2p/peer-id";
+import { multiaddr } from "@multiformats/multiaddr";
+import { bytesToHex, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
+import { signLivenessProbe } from "../../common/attest/liveness.js";
+import { signedHeartbeatSchema } from "../../common/attest/wire.js";
+import type { TypedDataRecoverer } from "../../common/eip712-recover.js";
+import type { CachedChainView } from "../../common/offers/chain-view.js";
+import type { SuanliHost } from "../../common/p2p/host.js";
+import { LIVENESS_PROTOCOL } from "../../common/p2p/protocols.js";
+import { request } from "../../common/p2p/reqresp.js";
+import type { Logger } from "../log/logger.js";
+import type { Metrics } from "../metrics/metrics.js";
+import type { OfferBook } from "../offers/book.js";
+import type { TrackedLease, LeaseTracker } from "./leases.js";
+import type { LivenessOptions } from "./options.js";
+
+/** A heartbeat whose respondedAt is further than this from our clock is not trusted (a replay or a broken clock). */
+const MAX_HEARTBEAT_SKEW_SECONDS = 300;
+
+/** What one attestor knows about one lease's provider. Times are unix seconds on the attestor's clock. */
+export type ProbeState = {
+  /** The last heartbeat that verified. */
+  lastSuccessAt: number | undefined;
+  /** Start of the first failed probe since the last success. */
+  firstFailureAt: number | undefined;
+  /** Failed probes in a row. */
+  failures: number;
+  /** When probing of this lease began in this process (the outage clock starts no earlier). */
+  trackedSince: number;
+  lastProbeAtMs: number;
+};
+
+export type ProbeResult = { ok: true } | { ok: false; error: string };
+
+export type LivenessProberOptions = {
+  host: SuanliHost;
+  chainId: number;
+  /** suanliDomain(chainId, market): probes are signed in it. */
+  domain: TypedDataDomain;
+  /** The attestor's key: signs every probe. */
+  account: Pick<LocalAccount, "address" | "signTypedData">;
+  recoverer: TypedDataRecoverer;
+  chainView: CachedChainView;
+  book: OfferBook;
+  tracker: LeaseTracker;
+  options: LivenessOptions;
+  metrics: Metrics;
+  logger: Logger;
+  /** Called after every probe, in order, with the lease's updated state. */
+  onProbe?: (lease: TrackedLease, result: ProbeResult, state: ProbeState) => void | Promise<void>;
+  now?: () => number;
+};
+
+export class LivenessProber {
+  private readonly states = new Map<string, ProbeState>();
+  private readonly inflight = new Map<string, Promise<ProbeResult>>();
+  private timer: ReturnType<typeof setInterval> | undefined;
+  private readonly now: () => number;
+
+  constructor(private readonly o: LivenessProberOptions) {
+    this.now = o.now ?? Date.now;
+  }
+
+  start(): void {
+    if (this.timer) return;
+    // Ticks at a quarter of the interval so each lease is probed close to its own schedule.
+    this.timer = setInterval(() => this.tick(), Math.max(50, Math.floor(this.o.options.probeIntervalMs / 4)));
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await Promise.allSettled([...this.inflight.values()]);
+  }
+
+  /** The lease's probe state, if this attestor has probed it. */
+  state(leaseId: bigint): ProbeState | undefined {
+    return this.states.get(leaseId.toString());
+  }
+
+  forget(leaseId: bigint): void {
+    this.states.delete(leaseId.toString());
+  }
+
+  /** Probes every active lease whose turn it is. */
+  tick(): void {
+    const nowMs = this.now();
+    const active = this.o.tracker.active(Math.floor(nowMs / 1000));
+    this.o.metrics.attestLeasesWatched.set(active.length);
+    const live = new Set(active.map((lease) => lease.leaseId.toString()));
+    for (const key of this.states.keys()) if (!live.has(key)) this.states.delete(key);
+    for (const lease of active) {
+      if (this.inflight.size >= this.o.options.maxConcurrentProbes) break;
+      const key = lease.leaseId.toString();
+      const state = this.states.get(key);
+      if (this.inflight.has(key) || (state && nowMs - state.lastProbeAtMs < this.o.options.probeIntervalMs)) continue;
+      void this.probe(lease).catch((error: unknown) => this.o.logger.warn("Probe failed to run", { leaseId: lease.leaseId }, error));
+    }
+  }
+
+  /** Probes one lease now (a probe already running for it is joined) and records the result. */
+  probe(lease: Pick<TrackedLease, "leaseId" | "provider"> & Partial<TrackedLease>): Promise<ProbeResult> {
+    const key = lease.leaseId.toString();
+    const running = this.inflight.get(key);
+    if (running) return running;
+    const work = this.probeOnce(lease).finally(() => this.inflight.delete(key));
+    this.inflight.set(key, work);
+    return work;
+  }
+
+  private async probeOnce(lease: Pick<TrackedLease, "leaseId" | "provider"> & Partial<TrackedLease>): Promise<ProbeResult> {
+    const key = lease.leaseId.toString();
+    const startedMs = this.now();
+    const startedAt = Math.floor(startedMs / 1000);
+    let state = this.states.get(key);
+    if (!state) {
+      const trackedSinceMs = this.o.tracker.get(lease.leaseId)?.trackedSinceMs ?? startedMs;
+      state = { lastSuccessAt: undefined, firstFailureAt: undefined, failures: 0, trackedSince: Math.floor(trackedSinceMs / 1000), lastProbeAtMs: startedMs };
+      this.states.set(key, state);
+    }
+    state.lastProbeAtMs = startedMs;
+    const result = await this.exchange(lease).then(
+      (): ProbeResult => ({ ok: true }),
+      (error: unknown): ProbeResult => ({ ok: false, error: (error as Error)?.name ? `${(error as Error).name}: ${(error as Error).message.split("\n")[0]}` : String(error) }),
+    );
+    if (result.ok) {
+      state.lastSuccessAt = Math.floor(this.now() / 1000);
+      state.firstFailureAt = undefined;
+      state.failures = 0;
+    } else {
+      state.failures++;
+      state.firstFailureAt ??= startedAt;
+      this.o.logger.debug("Provider did not answer a probe", { leaseId: lease.leaseId, provider: lease.provider, failures: state.failures, error: result.error });
+    }
+    this.o.metrics.attestProbes.inc({ outcome: result.ok ? "ok" : "failed" });
+    const tracked = this.o.tracker.get(lease.leaseId);
+    if (tracked) await this.o.onProbe?.(tracked, result, state);
+    return result;
+  }
+
+  /** One probe: throws unless a heartbeat signed by the lease's provider for this challenge came back in time. */
+  private async exchange(lease: Pick<TrackedLease, "leaseId" | "provider">): Promise<void> {
+    const peer = await this.peerOf(lease.provider);
+    const challenge = bytesToHex(globalThis.crypto.getRandomValues(new Uint8Array(32)));
+    const fields = { leaseId: lease.leaseId, challenge, attestor: this.o.account.address, issuedAtMs: Math.floor(this.now()) };
+    const signature = await signLivenessProbe(this.o.account, this.o.domain, fields);
+    const body = { v: 1, chainId: this.o.chainId, ...fields, leaseId: lease.leaseId.toString(), signature };
+    const answer = await request(this.o.host, peer, LIVENESS_PROTOCOL, body, {
+      responseSchema: signedHeartbeatSchema,
+      timeoutMs: this.o.options.probeTimeoutMs,
+      maxMessageBytes: 1_024,
+    });
+    const { heartbeat, signature: heartbeatSignature } = answer;
+    if (heartbeat.leaseId !== lease.leaseId || heartbeat.challenge !== challenge.toLowerCase()) throw new Error("the heartbeat is for another lease or challenge");
+    const now = Math.floor(this.now() / 1000);
+    if (Math.abs(heartbeat.respondedAt - now) > MAX_HEARTBEAT_SKEW_SECONDS) throw new Error(`the heartbeat's respondedAt ${heartbeat.respondedAt} is far from ${now}`);
+    const digest = this.o.recoverer.digest("Heartbeat", { leaseId: heartbeat.leaseId, challenge: heartbeat.challenge as Hex, respondedAt: heartbeat.respondedAt });
+    const signer = this.o.recoverer.recover(digest, heartbeatSignature);
+    if (signer?.toLowerCase() !== lease.provider.toLowerCase()) throw new Error(`the heartbeat is signed by ${signer ?? "no key"}, not the provider`);
+  }
+
+  /** The provider's registered peer id, with the addresses its offers announce added to the peer store. */
+  private async peerOf(provider: `0x${string}`): Promise<PeerId> {
+    const record = await this.o.chainView.getProvider(provider);
+    if (!record?.registered) throw new Error(`${provider} is not a registered provider`);
+    const peer = peerIdFromString(record.peerId);
+    const addrs = this.o.book.byProvider(provider).flatMap((entry) => entry.addrs);
+    if (addrs.length) {
+      const multiaddrs = addrs.flatMap((addr) => {
+        try {
+          return [multiaddr(addr)];
+        } catch {
+          return [];
+        }
+      });
+      await this.o.host.peerStore.merge(peer, { multiaddrs }).catch(() => undefined);
+    }
+    return peer;
+  }
+}

@@ -1,0 +1,234 @@
+/**
+ * The provider's side of the attestor protocols, mounted on a running node by the provider agent:
+ *
+ * - `/suanli/attest/1.0.0`: answers proof-of-capacity challenges with the ChallengeResponder
+ *   (commit, then the opened rows) and receives the result; a pass carries the signed attestation,
+ *   which is checked and handed to `onAttestation` so the agent puts it in its offers.
+ * - `/suanli/liveness/1.0.0`: answers attestors' signed liveness probes of the leases this
+ *   provider really holds active with a Heartbeat signed by its wallet.
+ *
+ * @example
+ * const mounted = await mountProviderAttestation(daemon, {
+ *   runner: createRunner(config.attest.runner, logger),
+ *   machines: (machineId) => inventory.machine(machineId),
+ *   onAttestation: (machineId, signed) => offers.addAttestation(machineId, signed),
+ * });
+ * daemon.attach(mounted);
+ */
+import { LRUCache } from "lru-cache";
+import { getAddress, type Address, type Hex, type LocalAccount } from "viem";
+import { verifyAttestation, type SignedAttestation } from "../../common/attest/attestation.js";
+import { MAX_CONTROL_MESSAGE_BYTES, ATTEST_PROTOCOL_VERSION, type ChallengeMessage } from "../../common/attest/messages.js";
+import { livenessProbeDigest, signHeartbeat } from "../../common/attest/liveness.js";
+import { attestAnswerSchema, attestRequestSchema, livenessProbeSchema, signedHeartbeatSchema, type ResultMessage } from "../../common/attest/wire.js";
+import { readLease } from "../../common/chain/market.js";
+import { recoverDigestSigner } from "../../common/eip712-recover.js";
+import { modelHash } from "../../common/gpu.js";
+import { ATTEST_PROTOCOL, LIVENESS_PROTOCOL } from "../../common/p2p/protocols.js";
+import { handleProtocol } from "../../common/p2p/reqresp.js";
+import type { Daemon, DaemonModule } from "../daemon.js";
+import type { Logger } from "../log/logger.js";
+import { maxChallengeOps } from "./create.js";
+import { WrongChainError } from "../offers/gossip.js";
+import { ChallengeRefusedError, LeaseNotHeldError, NoProviderWalletError, UnauthorizedProbeError } from "./errors.js";
+import { ChallengeResponder, type ProviderMachine } from "./provider.js";
+import type { Runner } from "./runner/types.js";
+
+/** Longest a challenge exchange may stay open on the provider: the compute runs inside it (the responder stops at the cutoff). */
+const CHALLENGE_EXCHANGE_TIMEOUT_MS = 15 * 60_000;
+/** A liveness probe issued further than this from our clock is refused (bounds replays; clocks are NTP-synced). */
+const PROBE_MAX_AGE_MS = 60_000;
+/** How long a provider remembers which attestor sent a challenge, for its open and result requests. */
+const SESSION_TTL_MS = 15 * 60_000;
+
+export type ProviderAttestationOptions = {
+  /** Computes challenges: the CPU reference runner or a GPU runner (createRunner). The caller owns and closes it. */
+  runner: Runner;
+  /** This provider's machines as declared on-chain: a list, or a lookup the agent keeps current. */
+  machines: readonly ProviderMachine[] | ((machineId: number) => ProviderMachine | undefined);
+  /** A machine passed a challenge: the checked attestation, to carry in the machine's offers. */
+  onAttestation?: (machineId: number, attestation: SignedAttestation) => void | Promise<void>;
+  /**
+   * Whether this provider holds `leaseId` active (heartbeats are signed only for those). Default:
+   * reads the lease on-chain (cached for `leaseCacheMs`). The agent may pass its own lease table.
+   */
+  holdsLease?: (leaseId: bigint) => boolean | Promise<boolean>;
+  /** How long an on-chain lease read is reused. Default 2 s. */
+  leaseCacheMs?: number;
+  /** Largest challenge accepted (int8 ops); default from `attest.maxChallengeTeraOps`. */
+  maxOps?: bigint;
+  now?: () => number;
+};
+
+export type ProviderAttestation = DaemonModule & {
+  responder: ChallengeResponder;
+};
+
+type Session = { peer: string; attestor: Address; machineId: number; model: string; units: number; vramMiB: number };
+
+/** The provider's local wallet, or a clear error. */
+function providerAccount(daemon: Daemon): LocalAccount {
+  const account = daemon.account;
+  if (!account || account.type !== "local") {
+    throw new NoProviderWalletError("Answering attestors needs the provider's wallet on this node", {
+      metaMessages: ["Set chain.privateKey (or SUANLI_CHAIN__PRIVATE_KEY) to the provider's registered wallet."],
+    });
+  }
+  return account;
+}
+
+/**
+ * Registers the provider's attest and liveness handlers on the daemon's libp2p host. Stop the
+ * returned module (or attach it to the daemon) to unregister them.
+ */
+export async function mountProviderAttestation(daemon: Daemon, options: ProviderAttestationOptions): Promise<ProviderAttestation> {
+  const account = providerAccount(daemon);
+  const logger: Logger = daemon.logger.child({ module: "attest-provider" });
+  const now = options.now ?? Date.now;
+  const provider = getAddress(account.address);
+  const lookup = typeof options.machines === "function" ? options.machines : listLookup(options.machines);
+  const isAttestor = (address: Address) => daemon.chainView.isAttestor(address);
+
+  const responder = new ChallengeResponder({
+    provider,
+    machine: lookup,
+    runner: options.runner,
+    domain: daemon.domain,
+    isAttestor,
+    maxOps: options.maxOps ?? maxChallengeOps(daemon.config.attest),
+    now,
+    logger,
+  });
+  const sessions = new LRUCache<string, Session>({ max: 1_024, ttl: SESSION_TTL_MS });
+
+  const handleResult = async (result: ResultMessage, session: Session): Promise<void> => {
+    if (result.outcome === "fail") {
+      logger.warn("Machine failed an attestor's challenge", { machineId: session.machineId, attestor: session.attestor, reason: result.reason, detail: result.detail });
+      return;
+    }
+    const verdict = await verifyAttestation(result.attestation, {
+      domain: daemon.domain,
+      isAttestor,
+      now: Math.floor(now() / 1000),
+      expected: { provider, machineId: session.machineId, model: modelHash(session.model), units: session.units, vramMiB: session.vramMiB },
+    });
+    if (!verdict.valid) {
+      logger.warn("Attestation refused", { machineId: session.machineId, attestor: session.attestor, reason: verdict.reason });
+      return;
+    }
+    if (verdict.attestor !== session.attestor) {
+      logger.warn("Attestation refused", { machineId: session.machineId, attestor: session.attestor, reason: "signed by another attestor than the challenger" });
+      return;
+    }
+    logger.info("Attestation received", {
+      machineId: session.machineId,
+      attestor: verdict.attestor,
+      throughput: result.attestation.attestation.throughput,
+      expiry: result.attestation.attestation.expiry,
+    });
+    await options.onAttestation?.(session.machineId, result.attestation);
+  };
+
+  const unhandleAttest = await handleProtocol(daemon.p2p.host, ATTEST_PROTOCOL, {
+    requestSchema: attestRequestSchema,
+    responseSchema: attestAnswerSchema,
+    maxMessageBytes: MAX_CONTROL_MESSAGE_BYTES,
+    timeoutMs: CHALLENGE_EXCHANGE_TIMEOUT_MS,
+    maxInboundStreamsPerPeer: 2,
+    onError: (error, peer) => logger.debug("Attest request failed", { peer: peer.toString(), error: error.name }),
+    handler: async (request, context) => {
+      const peer = context.peer.toString();
+      if (request.type === "challenge") {
+        const challenge = request as ChallengeMessage;
+        try {
+          const commit = await responder.respond(challenge);
+          sessions.set(challenge.id, {
+            peer,
+            attestor: getAddress(challenge.attestor),
+            machineId: challenge.machineId,
+            model: challenge.model,
+            units: challenge.units,
+            vramMiB: challenge.vramMiB,
+          });
+          return commit;
+        } catch (error) {
+          logger.info("Challenge refused", { challengeId: challenge.id, peer, reason: (error as ChallengeRefusedError).reason ?? "runner_failed" });
+          return ChallengeResponder.refusal(challenge.id, error);
+        }
+      }
+      const session = sessions.get(request.challengeId);
+      // Only the attestor that sent a challenge may open its rows or report on it: a third peer
+      // that learned the id could otherwise make the provider release the answer early.
+      if (!session || session.peer !== peer) {
+        return ChallengeResponder.refusal(request.challengeId, new ChallengeRefusedError("expired", "No challenge with this id from this peer."));
+      }
+      if (request.type === "open") {
+        try {
+          return await responder.open(request);
+        } catch (error) {
+          return ChallengeResponder.refusal(request.challengeId, error);
+        }
+      }
+      sessions.delete(request.challengeId);
+      await handleResult(request as ResultMessage, session);
+      return { v: ATTEST_PROTOCOL_VERSION as 1, type: "ack" as const, challengeId: request.challengeId };
+    },
+  });
+
+  const leaseCache = new LRUCache<string, { held: boolean }>({ max: 10_000, ttl: options.leaseCacheMs ?? 2_000 });
+  const holdsLease =
+    options.holdsLease ??
+    (async (leaseId: bigint) => {
+      const key = leaseId.toString();
+      const cached = leaseCache.get(key);
+      if (cached) return cached.held;
+      const lease = await readLease(daemon.chain.publicClient, daemon.market, leaseId);
+      const held = lease.status === "Active" && lease.provider === provider;
+      leaseCache.set(key, { held });
+      return held;
+    });
+
+  const unhandleLiveness = await handleProtocol(daemon.p2p.host, LIVENESS_PROTOCOL, {
+    requestSchema: livenessProbeSchema,
+    responseSchema: signedHeartbeatSchema,
+    maxMessageBytes: 1_024,
+    timeoutMs: 10_000,
+    maxInboundStreamsPerPeer: 8,
+    handler: async (probe) => {
+      if (probe.chainId !== daemon.deployment.chainId) {
+        throw new WrongChainError(`This node serves chain ${daemon.deployment.chainId}, not ${probe.chainId}`);
+      }
+      // Cheapest first: the clock, the signature (native recovery), the cached attestor set; only
+      // then a chain read and a signature of ours.
+      if (Math.abs(now() - probe.issuedAtMs) > PROBE_MAX_AGE_MS) {
+        throw new UnauthorizedProbeError(`The probe was issued ${Math.round((now() - probe.issuedAtMs) / 1000)} s from this node's clock; at most ${PROBE_MAX_AGE_MS / 1000} s`);
+      }
+      const fields = { leaseId: probe.leaseId, challenge: probe.challenge as Hex, attestor: probe.attestor, issuedAtMs: probe.issuedAtMs };
+      const signer = recoverDigestSigner(livenessProbeDigest(daemon.domain, fields), probe.signature);
+      if (signer !== probe.attestor) throw new UnauthorizedProbeError("The probe's signature is not its attestor's");
+      if (!(await isAttestor(signer))) throw new UnauthorizedProbeError(`${signer} is not in the attestor set`);
+      if (!(await holdsLease(probe.leaseId))) {
+        throw new LeaseNotHeldError(`Lease ${probe.leaseId} is not an active lease of ${provider}`);
+      }
+      const heartbeat = { leaseId: probe.leaseId, challenge: probe.challenge as Hex, respondedAt: Math.floor(now() / 1000) };
+      const signature = await signHeartbeat(account, daemon.domain, heartbeat);
+      return { v: 1 as const, heartbeat, signature };
+    },
+  });
+
+  logger.info("Provider attestation mounted", { provider, runner: options.runner.name });
+  return {
+    name: "attest-provider",
+    responder,
+    async stop() {
+      await unhandleAttest();
+      await unhandleLiveness();
+      await responder.close();
+    },
+  };
+}
+
+function listLookup(machines: readonly ProviderMachine[]): (machineId: number) => ProviderMachine | undefined {
+  const byId = new Map(machines.map((machine) => [machine.machineId, machine]));
+  return (machineId) => byId.get(machineId);
+}

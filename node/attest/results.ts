@@ -1,0 +1,69 @@
+/**
+ * The attestor's record of challenges, in level: one entry per challenge, keyed by machine and
+ * start time so the latest result of a machine is one reverse seek. Older entries beyond
+ * `keepPerMachine` are pruned as new ones arrive.
+ */
+import type { Address, Hex } from "viem";
+import type { SignedAttestation } from "../../common/attest/attestation.js";
+import type { FailureReason } from "../../common/attest/messages.js";
+import type { ChallengeErrorReason } from "../../common/attest/wire.js";
+import { Bucket } from "../store/buckets.js";
+import type { Repository, Store } from "../store/store.js";
+
+/** Why a challenge was run. */
+export type ChallengeTrigger = "schedule" | "request";
+
+/** One challenge as the attestor saw it end. */
+export type ChallengeRecord = {
+  machineId: number;
+  provider: Address;
+  /** Canonical model name and units claimed (the on-chain declaration). */
+  model: string;
+  units: number;
+  /** Null when no challenge could be issued (outcome `error` before the exchange). */
+  challengeId: Hex | null;
+  trigger: ChallengeTrigger;
+  startedAtMs: number;
+  finishedAtMs: number;
+  /** pass: signed attestation; fail: the machine's verdict; error: the attestor could not run it. */
+  outcome: "pass" | "fail" | "error";
+  reason: FailureReason | ChallengeErrorReason | null;
+  detail: string | null;
+  /** Measured int8 ops per second over the machine, when it committed. */
+  measuredThroughput: bigint | null;
+  attestation: SignedAttestation | null;
+};
+
+const pad = (value: number, width: number) => value.toString().padStart(width, "0");
+const machinePrefix = (machineId: number) => `${pad(machineId, 10)}/`;
+
+export class ChallengeResults {
+  private readonly repo: Repository<ChallengeRecord>;
+
+  constructor(
+    store: Store,
+    private readonly keepPerMachine: number,
+  ) {
+    this.repo = store.repository<ChallengeRecord>(Bucket.attestResults);
+  }
+
+  /** Stores a result and prunes the machine's oldest beyond the limit. */
+  async add(record: ChallengeRecord): Promise<void> {
+    const prefix = machinePrefix(record.machineId);
+    await this.repo.put(`${prefix}${pad(record.startedAtMs, 15)}`, record);
+    const keys: string[] = [];
+    for await (const [key] of this.repo.entries({ gte: prefix, lt: `${prefix.slice(0, -1)}0`, reverse: true })) keys.push(key);
+    for (const key of keys.slice(this.keepPerMachine)) await this.repo.del(key);
+  }
+
+  /** The machine's results, newest first. */
+  async history(machineId: number, limit = 100): Promise<ChallengeRecord[]> {
+    const prefix = machinePrefix(machineId);
+    return this.repo.values({ gte: prefix, lt: `${prefix.slice(0, -1)}0`, reverse: true, limit });
+  }
+
+  /** The machine's latest result. */
+  async latest(machineId: number): Promise<ChallengeRecord | undefined> {
+    return (await this.history(machineId, 1))[0];
+  }
+}

@@ -1,0 +1,208 @@
+/**
+ * The attestor role on a running node (`suanli attestor start`): proof-of-capacity challenges of
+ * the machines in the offer book (on a schedule and on request), results kept in level, liveness
+ * probes of providers that hold active leases, and faults signed, exchanged with the other
+ * attestors and submitted once a quorum agrees. docs/attestation.md describes the whole role.
+ *
+ * @example
+ * const daemon = await startDaemon(config);
+ * const attestor = await startAttestorService(daemon);
+ * daemon.attach(attestor);
+ * const record = await attestor.challenge(7);   // challenge machine 7 now
+ */
+import type { Address, LocalAccount } from "viem";
+import { getAddress } from "viem";
+import { providerRegistryAbi } from "../../common/abi.js";
+import type { RowRecomputer } from "../../common/attest/verify.js";
+import { TypedDataRecoverer } from "../../common/eip712-recover.js";
+import type { Daemon, DaemonModule } from "../daemon.js";
+import { Attestor } from "./attestor.js";
+import { Challenger } from "./challenger.js";
+import { NotAnAttestorError } from "./errors.js";
+import { FaultCoordinator } from "./faults.js";
+import { LeaseTracker } from "./leases.js";
+import { LivenessProber } from "./liveness.js";
+import { ChallengeResults, type ChallengeRecord } from "./results.js";
+import { CpuRunner } from "./runner/cpu.js";
+
+export type AttestorService = DaemonModule & {
+  /** The attestor's wallet address (holds ATTESTOR_ROLE). */
+  address: Address;
+  results: ChallengeResults;
+  challenger: Challenger;
+  /** Present while `attest.liveness.enabled`. */
+  leases: LeaseTracker | undefined;
+  prober: LivenessProber | undefined;
+  faults: FaultCoordinator | undefined;
+  /** Challenges a machine now and returns the recorded result. */
+  challenge(machineId: number): Promise<ChallengeRecord>;
+};
+
+export type StartAttestorServiceOptions = {
+  /** Row recomputation for checking answers; default the CPU runner's worker pool (`attest.runner.workers`). */
+  recompute?: RowRecomputer;
+  /** Clock in unix ms (tests). */
+  now?: () => number;
+};
+
+function attestorAccount(daemon: Daemon): LocalAccount {
+  const account = daemon.account;
+  if (!account || account.type !== "local") {
+    throw new NotAnAttestorError("The attestor role needs a wallet: no chain.privateKey is configured", {
+      metaMessages: ["Set chain.privateKey (or SUANLI_CHAIN__PRIVATE_KEY) to the key of an address that holds ATTESTOR_ROLE."],
+    });
+  }
+  return account;
+}
+
+/**
+ * Starts the attestor role on a node. The node's wallet must hold ATTESTOR_ROLE on the
+ * deployment's ProviderRegistry (NotAnAttestorError otherwise). Attach the result to the daemon
+ * (`daemon.attach(service)`) so it stops with the node.
+ */
+export async function startAttestorService(daemon: Daemon, options: StartAttestorServiceOptions = {}): Promise<AttestorService> {
+  const account = attestorAccount(daemon);
+  const address = getAddress(account.address);
+  const walletClient = daemon.chain.walletClient;
+  if (!walletClient) throw new NotAnAttestorError("The attestor role needs a wallet client to submit faults");
+  const holdsRole = await daemon.chain.publicClient.readContract({ address: daemon.registry, abi: providerRegistryAbi, functionName: "isAttestor", args: [address] });
+  if (!holdsRole) {
+    throw new NotAnAttestorError(`${address} does not hold ATTESTOR_ROLE on the registry ${daemon.registry}`, {
+      metaMessages: [
+        "Governance grants it: ProviderRegistry.grantRole(ATTESTOR_ROLE, address), ATTESTOR_ROLE = keccak256(\"ATTESTOR_ROLE\").",
+        "On the devnet, accounts 7, 8 and 9 are attestors (`npm run devnet -- --attestors 7,8,9` chooses others).",
+      ],
+    });
+  }
+
+  const { config } = daemon;
+  const logger = daemon.logger.child({ module: "attestor" });
+  const now = options.now ?? Date.now;
+  const stops: (() => Promise<void>)[] = [];
+  const stopAll = async () => {
+    for (const stop of stops.splice(0).reverse()) {
+      try {
+        await stop();
+      } catch (error) {
+        logger.warn("Attestor part failed to stop cleanly", {}, error);
+      }
+    }
+  };
+
+  try {
+    let recompute = options.recompute;
+    if (!recompute) {
+      const pool = new CpuRunner({ workers: config.attest.runner.workers });
+      stops.push(() => pool.close());
+      recompute = pool.recompute;
+    }
+    const attestor = new Attestor({
+      account,
+      domain: daemon.domain,
+      profile: config.attest.challenge,
+      attestationTtlSeconds: config.attest.attestationTtlSeconds,
+      recompute,
+      now,
+      logger,
+    });
+    const results = new ChallengeResults(daemon.store, config.attest.attestor.keepResultsPerMachine);
+    const challenger = new Challenger({
+      host: daemon.p2p.host,
+      chainId: daemon.deployment.chainId,
+      publicClient: daemon.chain.publicClient,
+      registry: daemon.registry,
+      book: daemon.offers.book,
+      attestor,
+      results,
+      options: config.attest.attestor,
+      metrics: daemon.metrics,
+      logger,
+      now,
+    });
+    await challenger.start();
+    stops.push(() => challenger.stop());
+
+    let leases: LeaseTracker | undefined;
+    let prober: LivenessProber | undefined;
+    let faults: FaultCoordinator | undefined;
+    if (config.attest.liveness.enabled) {
+      const recoverer = new TypedDataRecoverer(daemon.deployment.chainId, daemon.market);
+      leases = new LeaseTracker({
+        publicClient: daemon.chain.publicClient,
+        deployment: daemon.deployment,
+        market: daemon.market,
+        store: daemon.store,
+        pollIntervalMs: config.chain.pollingIntervalMs,
+        logger: logger.child({ part: "leases" }),
+        onEnded: (leaseId, reason) => faults?.onLeaseEnded(leaseId, reason),
+        now,
+      });
+      prober = new LivenessProber({
+        host: daemon.p2p.host,
+        chainId: daemon.deployment.chainId,
+        domain: daemon.domain,
+        account,
+        recoverer,
+        chainView: daemon.chainView,
+        book: daemon.offers.book,
+        tracker: leases,
+        options: config.attest.liveness,
+        metrics: daemon.metrics,
+        logger: logger.child({ part: "liveness" }),
+        onProbe: (lease, result, state) => faults?.onProbe(lease, result, state),
+        now,
+      });
+      faults = new FaultCoordinator({
+        host: daemon.p2p.host,
+        chainId: daemon.deployment.chainId,
+        domain: daemon.domain,
+        market: daemon.market,
+        recoverer,
+        account,
+        publicClient: daemon.chain.publicClient,
+        walletClient,
+        chainView: daemon.chainView,
+        store: daemon.store,
+        tracker: leases,
+        prober,
+        liveness: config.attest.liveness,
+        peers: config.attest.attestor.peers,
+        metrics: daemon.metrics,
+        logger: logger.child({ part: "faults" }),
+        now,
+      });
+      // The fault protocol is served before the first probe, so peers can ask from the start.
+      await faults.start();
+      stops.push(() => faults!.stop());
+      await leases.start();
+      stops.push(() => leases!.stop());
+      prober.start();
+      stops.push(() => prober!.stop());
+    }
+
+    logger.info("Attestor started", {
+      address,
+      preset: config.attest.challenge.preset,
+      liveness: config.attest.liveness.enabled,
+      qosWindowSeconds: config.attest.liveness.qosWindowSeconds,
+      peers: config.attest.attestor.peers.length,
+    });
+    return {
+      name: "attestor",
+      address,
+      results,
+      challenger,
+      leases,
+      prober,
+      faults,
+      challenge: (machineId) => challenger.challenge(machineId, "request"),
+      async stop() {
+        await stopAll();
+        logger.info("Attestor stopped", { address });
+      },
+    };
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}

@@ -1,0 +1,52 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type { Address } from "viem";
+import { providerRegistryAbi } from "../../common/abi.js";
+import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
+import { connectChain } from "../../node/chain/clients.js";
+import { runCli, SUANLI_BIN } from "../support/cli.js";
+
+describe("suanli devnet attestors and suanli attestor start (CLI)", function () {
+  this.timeout(120_000);
+
+  it("the devnet grants ATTESTOR_ROLE to the accounts asked for, and attestor start refuses a wallet without it", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "suanli-cli-attestor-"));
+    const devnet = spawn(process.execPath, [SUANLI_BIN, "devnet", "--port", "0", "--deployments", dir, "--attestors", "7,8", "--json"], { stdio: ["ignore", "pipe", "pipe"] });
+    try {
+      const described = await new Promise<{ rpcUrl: string; attestors: Address[]; contracts: { registry: Address } }>((resolve, reject) => {
+        let stdout = "";
+        let stderr = "";
+        devnet.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+        devnet.stdout.on("data", (chunk: Buffer) => {
+          stdout += chunk.toString();
+          const line = stdout.split("\n").find((text) => text.startsWith("{"));
+          if (line) resolve(JSON.parse(line));
+        });
+        devnet.once("exit", (code) => reject(new Error(`devnet exited with ${code}: ${stderr}`)));
+      });
+      assert.deepEqual(described.attestors, [devnetAccount(7).address, devnetAccount(8).address]);
+      const { publicClient } = await connectChain({ rpcUrl: described.rpcUrl });
+      const isAttestor = (index: number) =>
+        publicClient.readContract({ address: described.contracts.registry, abi: providerRegistryAbi, functionName: "isAttestor", args: [devnetAccount(index).address] });
+      assert.deepEqual(await Promise.all([7, 8, 9].map(isAttestor)), [true, true, false]);
+
+      const config = path.join(dir, "attestor.json");
+      await writeFile(config, JSON.stringify({
+        dataDir: path.join(dir, "node"),
+        log: { level: "warn" },
+        chain: { rpcUrl: described.rpcUrl, deploymentsDir: dir, privateKey: devnetPrivateKey(9) },
+        p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], dht: { enabled: false } },
+      }));
+      const refused = await runCli(["attestor", "start", "--config", config]);
+      assert.equal(refused.code, 1);
+      assert.match(refused.stderr, /does not hold ATTESTOR_ROLE/);
+    } finally {
+      devnet.kill("SIGINT");
+      await new Promise((resolve) => (devnet.exitCode !== null ? resolve(undefined) : devnet.once("exit", resolve)));
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,154 @@
+/**
+ * Attestor-role fixtures: attestor and provider daemons on the devnet, the provider's attest and
+ * liveness responders mounted as the provider agent mounts them, and a dishonest runner.
+ */
+import { bytesToHex, hexToBytes, type Hex } from "viem";
+import { computeAnswerRow, deriveMatrixKeys, generateMatrixB, rowToBytes } from "../../common/attest/arithmetic.js";
+import type { SignedAttestation } from "../../common/attest/attestation.js";
+import { MerkleTree, leafHash } from "../../common/attest/merkle.js";
+import { startAttestorService, type AttestorService } from "../../node/attest/service.js";
+import { mountProviderAttestation, type ProviderAttestation } from "../../node/attest/provider-service.js";
+import type { ProviderMachine } from "../../node/attest/provider.js";
+import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
+import type { MachineOfferInput } from "../../node/offers/publisher.js";
+import { leaseMarketAbi } from "../../common/abi.js";
+import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
+import { ANY_RENTER, type Offer } from "../../common/eip712.js";
+import { modelHash } from "../../common/gpu.js";
+import { signOffer } from "../../common/offers/sign.js";
+import type { ChainClients } from "../../node/chain/clients.js";
+import { createLogger, silentLogger, type Logger } from "../../node/log/logger.js";
+import { startTestDaemon } from "./daemons.js";
+import { send, type Devnet } from "./devnet.js";
+
+export const ZERO32 = `0x${"0".repeat(64)}` as Hex;
+
+/** Lease terms the attestor tests use: 100 base units per second for an hour, 50 % collateral. */
+export const PRICE = 100n;
+export const DURATION = 3_600;
+export const COLLATERAL_BPS = 5_000;
+/** The machine test providers declare (one A100). */
+export const TEST_MACHINE = { model: "A100-80GB", units: 1, vramMiB: 81_920 };
+
+
+export type TestDaemon = Awaited<ReturnType<typeof startTestDaemon>>;
+
+/** The first listen address of a daemon, with its /p2p/ suffix. */
+export function addrOf(daemon: TestDaemon): string {
+  return daemon.p2p.host.getMultiaddrs()[0].toString();
+}
+
+/** The offer a test provider publishes for one of its machines (registerProvider declares nvlink, eu-west). */
+export function machineOffer(machine: ProviderMachine, attestations: SignedAttestation[] = []): MachineOfferInput {
+  return {
+    machine: { machineId: machine.machineId, model: machine.model, units: machine.units, vramMiB: machine.vramMiB, interconnect: "nvlink", region: "eu-west", cluster: ZERO32 },
+    terms: { pricePerUnitSecond: 500n, minDuration: 60, maxDuration: 86_400, collateralBps: 5_000, startWindow: 600 },
+    capacity: { freeUnits: machine.units },
+    attestations,
+  };
+}
+
+/** Logs of a test node on stderr when SUANLI_TEST_LOG names a level (debugging), else none. */
+export function testLogger(node: string): Logger {
+  const level = process.env.SUANLI_TEST_LOG as "debug" | "info" | "warn" | undefined;
+  return level ? createLogger({ level, format: "pretty" }).child({ node }) : silentLogger();
+}
+
+/** An attestor daemon (devnet account `index`, which must hold ATTESTOR_ROLE) running the attestor role. */
+export async function startAttestorDaemon(devnet: Devnet, index: number, overrides: Record<string, unknown> = {}): Promise<{ daemon: TestDaemon; attestor: AttestorService }> {
+  const daemon = await startTestDaemon(devnet, merge({ chain: { privateKey: devnetPrivateKey(index) }, attest: { challenge: { preset: "cpu-devnet" }, runner: { workers: 1 } } }, overrides), {
+    logger: testLogger(`attestor-${index}`),
+  });
+  try {
+    const attestor = await startAttestorService(daemon);
+    daemon.attach(attestor);
+    return { daemon, attestor };
+  } catch (error) {
+    await daemon.close();
+    throw error;
+  }
+}
+
+/** A provider daemon (devnet account `index`) that publishes offers and answers attestors. */
+export async function startProviderDaemon(
+  devnet: Devnet,
+  index: number,
+  options: { runner: Runner; machines: () => ProviderMachine[]; onAttestation?: (machineId: number, signed: SignedAttestation) => void | Promise<void>; overrides?: Record<string, unknown> },
+): Promise<{ daemon: TestDaemon; mounted: ProviderAttestation }> {
+  const daemon = await startTestDaemon(devnet, merge({ chain: { privateKey: devnetPrivateKey(index) }, offers: { reannounceIntervalMs: 1_000 } }, options.overrides ?? {}), {
+    publishesOffers: true,
+    logger: testLogger(`provider-${index}`),
+  });
+  const mounted = await mountProviderAttestation(daemon, {
+    runner: options.runner,
+    machines: (machineId) => options.machines().find((machine) => machine.machineId === machineId),
+    onAttestation: options.onAttestation,
+  });
+  daemon.attach(mounted);
+  return { daemon, mounted };
+}
+
+function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...a };
+  for (const [key, value] of Object.entries(b)) {
+    const prev = out[key];
+    out[key] =
+      value && typeof value === "object" && !Array.isArray(value) && prev && typeof prev === "object" && !Array.isArray(prev)
+        ? merge(prev as Record<string, unknown>, value as Record<string, unknown>)
+        : value;
+  }
+  return out;
+}
+
+/**
+ * A dishonest runner: commits to a consistent Merkle tree over rows that are each wrong in one
+ * element (what a provider guessing, or computing with a broken kernel, sends).
+ */
+export class WrongRowsRunner implements Runner {
+  readonly name = "wrong-rows";
+  async computeCommit(challenge: RunnerChallenge): Promise<RunnerCommitment> {
+    const keys = deriveMatrixKeys(hexToBytes(challenge.seed as Hex));
+    const b = generateMatrixB(keys, challenge.cols);
+    const rows = Array.from({ length: challenge.rows }, (_, r) => {
+      const row = computeAnswerRow(keys.a, b, r, challenge.cols, challenge.rounds);
+      row[r % challenge.cols] += 1;
+      return rowToBytes(row);
+    });
+    const id = hexToBytes(challenge.id);
+    const tree = MerkleTree.fromLeaves(rows.map((row, i) => leafHash(id, i, row)));
+    return {
+      root: bytesToHex(tree.root),
+      rows: challenge.rows,
+      computeMs: 0,
+      openRows: async (indices) => indices.map((index) => ({ index, data: bytesToHex(rows[index]), proof: tree.proof(index).map((s) => bytesToHex(s)) })),
+      release: async () => undefined,
+    };
+  }
+  async close(): Promise<void> {}
+}
+
+/** The renter opens a lease on the provider's signed offer; the provider activates it. Returns the lease id. */
+export async function openActiveLease(devnet: Devnet, renter: Required<ChainClients>, providerIndex: number, machineId: number): Promise<bigint> {
+  const provider = await devnet.wallet(providerIndex);
+  const market = devnet.deployment.contracts.market!;
+  const offer: Offer = {
+    provider: provider.account.address,
+    machineId,
+    model: modelHash(TEST_MACHINE.model),
+    pricePerUnitSecond: PRICE,
+    minBidPerUnitSecond: 0n,
+    minDuration: 60,
+    maxDuration: 86_400,
+    collateralBps: COLLATERAL_BPS,
+    startWindow: 600,
+    nonce: 0n,
+    expiry: Math.floor(Date.now() / 1000) + 7_200,
+    renter: ANY_RENTER,
+  };
+  const signature = await signOffer(devnetAccount(providerIndex), devnet.deployment.chainId, market, offer);
+  const terms = { units: 1, duration: DURATION, maxPricePerUnitSecond: PRICE, interruptible: false, bidPerUnitSecond: 0n, preempt: [] as bigint[] };
+  const { result: leaseId } = await renter.publicClient.simulateContract({ account: renter.account, address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] });
+  await send(renter, { address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] } as never);
+  await send(provider, { address: market, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] } as never);
+  return leaseId;
+}
