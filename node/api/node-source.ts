@@ -21,7 +21,7 @@ import { offerEntryFromMessage, type OfferKnowledge, type Reputation } from "../
 import type { MatchingOptionsInput } from "../../common/matching/options.js";
 import { ReadCache, type CachedChainView } from "../../common/offers/chain-view.js";
 import { offerKey, type OfferMessage } from "../../common/offers/message.js";
-import { isAttested as isAttestedState } from "../../common/offers/validate.js";
+import { engineAttestation, isAttested as isAttestedState } from "../../common/offers/validate.js";
 import type { SuanliHost } from "../../common/p2p/host.js";
 import type { ChainWatcher } from "../chain/watcher.js";
 import type { Logger } from "../log/logger.js";
@@ -350,16 +350,9 @@ export class NodeMarketSource implements MarketDataSource {
 
   /** The attestation the engine ranks by: the quorum's, with the quorum-th most recent issue time. */
   private attestationKnowledge(entry: BookEntry): OfferKnowledge["attestation"] {
-    const until = entry.attestation.attestedUntil;
-    if (until === null) return null;
-    const now = this.nowSeconds();
-    const issued = this.toEntry(entry)
-      .verifiedAttestations.filter((signed) => signed.attestation.expiry > now)
-      .map((signed) => signed.attestation.issuedAt)
-      .sort((a, b) => b - a);
-    const attestedAt = issued[Math.min(Math.max(this.quorum, 1), issued.length) - 1] ?? until;
-    return { attestedAt: Math.min(attestedAt, until), expiry: until };
+    return engineAttestation(entry.attestation, this.nowSeconds());
   }
+
 
   private upsertEngine(entry: BookEntry): void {
     const provider = entry.provider.toLowerCase();

@@ -19,6 +19,7 @@
  * const daemon = await startDaemon(config, { publishesOffers: true });
  * const agent = await startProviderAgent(daemon); // attaches itself: daemon.stop() stops it first
  */
+import { startProviderAttestation } from "./agent/attestation.js";
 import type { Address, LocalAccount } from "viem";
 import { readMachine } from "../../common/chain/market.js";
 import type { SignedAttestation } from "../../common/offers/message.js";
@@ -276,6 +277,15 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     }, Math.min(5_000, options.leases.reconcileIntervalMs));
     holdSweep.unref();
     cleanups.push(async () => clearInterval(holdSweep));
+
+    // Attestors challenge the machines (proof of capacity) and probe the leases (liveness).
+    const attestation = await startProviderAttestation(daemon, {
+      machines,
+      setAttestations: (machineId, attestations) => market.setAttestations(machineId, attestations),
+      holdsLease: (leaseId) => records.get(leaseId)?.chain.status === "Active",
+      logger,
+    });
+    cleanups.push(() => attestation.stop());
 
     leases.sweep();
     await market.flush();

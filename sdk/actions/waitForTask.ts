@@ -3,7 +3,7 @@ import { parseMatchRequest } from "../../common/matching/request.js";
 import { WaitTimeoutError } from "../errors.js";
 import { cancelLease, closeLease } from "../internal/chain.js";
 import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
-import { leaseOutcome, verifyCompletion } from "../internal/receipt.js";
+import { checkCompletion, leaseOutcome } from "../internal/receipt.js";
 import type { TaskReceipt, TaskStatus } from "../types.js";
 import { runAttempt } from "./submitTask.js";
 import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
@@ -113,7 +113,7 @@ export async function buildReceipt(
     leases.push(outcome);
     if (attempt === record.attempts[record.attempts.length - 1]) {
       if (signedCompletion) {
-        const verified = await verifyCompletion(ctx, attempt, signedCompletion, onChain);
+        const verified = await checkCompletion(ctx, attempt, signedCompletion, onChain);
         completion = { ...signedCompletion.report, verified };
       } else if (onChain) {
         completion = { ...onChain, verified: false };

@@ -87,7 +87,7 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
     if ((avoided.get(message.offer.provider.toLowerCase()) ?? 0) > now()) return;
     const reputation = await reputationOf(message.offer.provider);
     try {
-      engine.upsert(offerEntryFromMessage(message, knowledgeFromValidated(offer, reputation)));
+      engine.upsert(offerEntryFromMessage(message, knowledgeFromValidated(offer, reputation, now())));
       messages.set(offer.key, message);
     } catch {
       // Not indexable (a renter-bound offer, an inconsistent snapshot): keep it out of matching.

@@ -1,7 +1,7 @@
-import { recoverTypedDataAddress, type Hex } from "viem";
+import type { Hex } from "viem";
 import { leaseMarketAbi } from "../../common/abi.js";
 import { readLease } from "../../common/chain/market.js";
-import { suanliTypes } from "../../common/eip712.js";
+import { verifyCompletion } from "../../common/attest/completion.js";
 import type { TaskStatus as WireTaskStatus } from "../../common/protocols/lease.js";
 import type { TaskAttempt, TaskReceipt } from "../types.js";
 import type { SuanliContext } from "./context.js";
@@ -55,25 +55,13 @@ export async function leaseOutcome(ctx: SuanliContext, attempt: TaskAttempt): Pr
  * Checks the provider's signed completion report: signed by the lease's provider (EIP-712
  * Completion on this deployment) and, once reported on-chain, equal to the on-chain copy.
  */
-export async function verifyCompletion(
+export async function checkCompletion(
   ctx: SuanliContext,
   attempt: TaskAttempt,
   signed: NonNullable<WireTaskStatus["completion"]>,
   onChain: LeaseOutcome["completion"],
 ): Promise<boolean> {
   if (signed.report.leaseId !== attempt.leaseId) return false;
-  const signer = await recoverTypedDataAddress({
-    domain: ctx.domain,
-    types: suanliTypes,
-    primaryType: "Completion",
-    message: signed.report,
-    signature: signed.signature,
-  }).catch(() => undefined);
-  if (!signer || signer.toLowerCase() !== attempt.provider.toLowerCase()) return false;
-  if (!onChain) return true;
-  return (
-    onChain.exitCode === signed.report.exitCode &&
-    onChain.outputDigest.toLowerCase() === signed.report.outputDigest.toLowerCase() &&
-    onChain.unitSeconds === signed.report.unitSeconds
-  );
+  const verdict = await verifyCompletion(signed, { domain: ctx.domain, provider: attempt.provider, onChain: onChain ?? undefined });
+  return verdict.valid;
 }

@@ -124,6 +124,7 @@ export function registerDevnet(program: Command): void {
             manifest,
             contracts: deployment.contracts,
             accounts,
+            attestors: attestorIndexes.map((index) => devnetAccount(index).address),
             apiUrl: apiUrl ?? null,
             node: node ? { peerId: node.p2p.host.peerId.toString(), addrs: nodeAddrs } : null,
             demoProviders: demo ? demo.providers.map((provider) => provider.account!.address) : [],
