@@ -1,14 +1,7 @@
 /**
- * The demo's workloads: a real task bundle (a small computation that prints its progress and
- * writes a result to output/), served from a local HTTP server with its sha256, and the idle
- * workload providers run on free GPUs.
+ * The demo's workloads: a real task (a small computation that prints its progress and writes a
+ * result to output/), an interruptible batch job, and the idle workload providers run on free GPUs.
  */
-import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
-import { createServer, type Server } from "node:http";
-import path from "node:path";
-import { create as createTar } from "tar";
 
 /** The job: counts primes with a sieve and estimates pi, printing as it goes. Runs on any Node. */
 const JOB = `// Suanli demo job: an honest little computation.
@@ -58,43 +51,6 @@ console.log("idle workload: running on free GPUs");
 setInterval(() => {}, 60000);
 `;
 
-export type Bundle = { url: string; sha256: string; file: string };
-
-/** Packs `files` into a .tar.gz in `dir` and returns its path and sha256. */
-export async function packBundle(dir: string, name: string, files: Record<string, string>): Promise<{ file: string; sha256: string }> {
-  const src = path.join(dir, `${name}-src`);
-  await mkdir(src, { recursive: true });
-  for (const [file, content] of Object.entries(files)) await writeFile(path.join(src, file), content);
-  const file = path.join(dir, `${name}.tar.gz`);
-  await createTar({ gzip: true, file, cwd: src, portable: true }, Object.keys(files));
-  const sha256 = createHash("sha256").update(await readFile(file)).digest("hex");
-  return { file, sha256 };
-}
-
-/** Serves files from `dir` on 127.0.0.1 (bundles are fetched by providers over HTTP). */
-export async function serveBundles(dir: string): Promise<{ server: Server; baseUrl: string; close(): Promise<void> }> {
-  const server = createServer((req, res) => {
-    const name = path.basename(decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname));
-    const stream = createReadStream(path.join(dir, name));
-    stream.on("error", () => {
-      res.writeHead(404).end("not found");
-    });
-    stream.on("open", () => res.writeHead(200, { "content-type": "application/gzip" }));
-    stream.pipe(res);
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address() as { port: number };
-  return {
-    server,
-    baseUrl: `http://127.0.0.1:${address.port}`,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
-
-/** Builds the demo job and batch bundles in `dir`. */
-export async function buildDemoBundles(dir: string) {
-  return {
-    job: await packBundle(dir, "primes-job", { "job.js": JOB }),
-    batch: await packBundle(dir, "batch-job", { "batch.js": BATCH }),
-  };
-}
+/** The demo's task files: the job and the interruptible batch job, for the bundle server. */
+export const DEMO_JOB_FILES = { "job.js": JOB };
+export const DEMO_BATCH_FILES = { "batch.js": BATCH };

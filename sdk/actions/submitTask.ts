@@ -51,7 +51,8 @@ type OpenedLease = { attempt: TaskAttempt };
  * to the next candidate on refusal, timeout or a failed transaction. Used by submitTask and by
  * migrations.
  */
-export async function runAttempt(ctx: SuanliContext, request: MatchRequest, spec: TaskSpec): Promise<TaskAttempt> {
+export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestInput, spec: TaskSpec): Promise<TaskAttempt> {
+  const request = parseMatchRequest(requestInput);
   const { walletClient, account } = requireWallet(ctx, "submitting a task");
   const { balance, native } = await tokenBalances(ctx, account.address);
   if (native === 0n) throw new InsufficientGasError(account.address);
@@ -69,7 +70,7 @@ export async function runAttempt(ctx: SuanliContext, request: MatchRequest, spec
   const abort = new AbortController();
   let shortOfFunds: InsufficientBalanceError | undefined;
 
-  const result: AllocationResult<OpenedLease> = await allocate<OpenedLease>(request, {
+  const result: AllocationResult<OpenedLease> = await allocate<OpenedLease>(requestInput, {
     engine: ctx.feed.engine,
     renter: account.address,
     signal: abort.signal,
@@ -154,10 +155,10 @@ export async function runAttempt(ctx: SuanliContext, request: MatchRequest, spec
  * });
  */
 export async function submitTask(ctx: SuanliContext, parameters: SubmitTaskParameters): Promise<SubmitTaskReturnType> {
-  const { request, requestInput, spec, autoMigrate } = parseSubmitParameters(parameters);
+  const { requestInput, spec, autoMigrate } = parseSubmitParameters(parameters);
   requireWallet(ctx, "submitting a task");
   await ctx.feed.ready();
-  const attempt = await runAttempt(ctx, request, spec);
+  const attempt = await runAttempt(ctx, requestInput, spec);
   const record: TaskRecord = {
     taskId: `task-${attempt.leaseId}-${randomHex(3)}`,
     createdAt: Date.now(),

@@ -1,5 +1,5 @@
 import { FINAL_TASK_STATES } from "../../common/protocols/lease.js";
-import { parseMatchRequest } from "../../common/matching/request.js";
+import type { MatchRequestInput } from "../../common/matching/request.js";
 import { WaitTimeoutError } from "../errors.js";
 import { cancelLease, closeLease } from "../internal/chain.js";
 import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
@@ -50,7 +50,7 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
       ctx.progress(`Lease ${attempt.leaseId} ended (${status.lease.endReason}); migrating the task to another provider...`);
       ctx.feed.avoid(attempt.provider, 600);
       attempt.migratedBecause = status.lease.endReason;
-      const next = await runAttempt(ctx, parseMatchRequest(record.request), spec);
+      const next = await runAttempt(ctx, record.request as MatchRequestInput, spec);
       record.attempts.push(next);
       await ctx.tasks.put(record);
       continue;

@@ -1,0 +1,111 @@
+import assert from "node:assert/strict";
+import { testTokenAbi } from "../../common/abi.js";
+import { readLease } from "../../common/chain/market.js";
+import { devnetAccount } from "../../common/devnet.js";
+import { createClient, type SuanliClient, type TaskLogLine } from "../../sdk/index.js";
+import { startBundleServer, type BundleServer } from "../support/bundles.js";
+import { fund, startDevnet, type Devnet } from "../support/devnet.js";
+import { startTestProvider, type TestProvider } from "../support/provider.js";
+import { waitFor } from "../support/wait.js";
+
+const SECRET = "sdk-secret-never-in-logs";
+
+describe("SDK against a real provider node: submit, logs, wait, cancel, extend", function () {
+  this.timeout(120_000);
+  let devnet: Devnet;
+  let bundles: BundleServer;
+  let provider: TestProvider;
+  let client: SuanliClient;
+  const renter = devnetAccount(5);
+
+  const balance = (who: `0x${string}`) =>
+    devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [who] });
+
+  before(async () => {
+    devnet = await startDevnet({ wallClockBlocks: true } as never);
+    bundles = await startBundleServer();
+    provider = await startTestProvider(devnet, 1);
+    await fund(devnet, await devnet.wallet(5), 100_000_000n);
+    client = await createClient({ rpcUrl: devnet.rpcUrl, account: renter, bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir });
+    await waitFor("the provider's offer in the SDK", async () => (await client.queryOffers()).some((o) => o.freeUnits === 2), { timeoutMs: 20_000 });
+  });
+  after(async () => {
+    await client?.close();
+    await provider?.close();
+    await bundles?.close();
+    await devnet?.close();
+  });
+
+  it("runs a task end to end: logs stream, the receipt adds up and the completion report is verified", async () => {
+    const bundle = await bundles.bundle({ "run.sh": ["echo computing", 'echo "secret is $API_TOKEN"', "mkdir -p output", "echo 7 > output/answer", "sleep 1", "echo finished"].join("\n") });
+    const before = await balance(renter.address);
+    const submitted = await client.submitTask({
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 30,
+      maxPricePerGpuHour: "1",
+      attestedOnly: false,
+      bundleUrl: bundle.url,
+      sha256: bundle.sha256,
+      command: "sh run.sh",
+      env: { API_TOKEN: { value: SECRET, secret: true } },
+    });
+    assert.equal(submitted.status, "submitted");
+    assert.equal(submitted.provider, provider.peer.address);
+
+    const lines: TaskLogLine[] = [];
+    for await (const line of client.logs(submitted.taskId)) lines.push(line);
+    const text = lines.map((line) => line.text).join("\n");
+    assert.match(text, /computing/);
+    assert.match(text, /finished/);
+    assert.ok(!text.includes(SECRET), "the secret never appears in logs");
+
+    const receipt = await client.wait(submitted.taskId);
+    assert.equal(receipt.state, "succeeded");
+    assert.equal(receipt.exitCode, 0);
+    assert.equal(receipt.completion?.verified, true);
+    const [lease] = receipt.leases;
+    assert.equal(lease.endReason, "Completed");
+    assert.equal(lease.cost + lease.refunded, lease.deposit, "cost plus refund is the whole deposit");
+    assert.equal(lease.cost, BigInt(lease.seconds) * 100n, "units × price × metered seconds");
+    const gas = lease.gas.reduce((sum, step) => sum + step.gasUsed, 0n);
+    assert.ok(gas > 0n);
+    assert.equal(await balance(renter.address), before - lease.cost, "the renter paid exactly the cost");
+  });
+
+  it("cancel stops the task and closes the lease, refunding what did not accrue", async () => {
+    const bundle = await bundles.bundle({ "long.sh": "echo started; sleep 60; echo never" });
+    const submitted = await client.submitTask({
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 120,
+      maxPricePerGpuHour: "1",
+      attestedOnly: false,
+      bundleUrl: bundle.url,
+      sha256: bundle.sha256,
+      command: "sh long.sh",
+    });
+    await waitFor("the task running", async () => (await client.status(submitted.taskId)).state === "running", { timeoutMs: 20_000 });
+    const status = await client.status(submitted.taskId);
+    assert.equal(status.lease.status, "Active");
+
+    const extended = await client.extend(submitted.taskId, { seconds: 30 });
+    assert.equal(extended.extraDeposit, 30n * 100n);
+    assert.ok(extended.newEnd >= status.lease.end + 30);
+
+    const receipt = await client.cancel(submitted.taskId);
+    const [lease] = receipt.leases;
+    assert.equal(lease.endReason, "RenterClosed");
+    assert.ok(lease.refunded > 0n);
+    assert.equal(lease.cost + lease.refunded, lease.deposit);
+    const onChain = await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, submitted.leaseId);
+    assert.equal(onChain.status === "Ended" || onChain.status === "Settled", true);
+    await waitFor("the provider stopped the task", async () => ["stopped", "failed"].includes((await client.status(submitted.taskId)).state), { timeoutMs: 20_000 });
+  });
+
+  it("keeps its tasks: status and listing know the submitted ones", async () => {
+    const tasks = await client.tasks();
+    assert.equal(tasks.length, 2);
+    assert.ok(tasks.every((task) => !JSON.stringify(task.spec.env).includes(SECRET)), "stored specs hold no secret values");
+  });
+});
