@@ -25,8 +25,8 @@ export const GPU_MODELS: readonly GpuModelInfo[] = [
   { name: "L40S-48GB", vramMiB: 46_068, tflops: 362, aliases: ["L40S", "NVIDIA L40S"] },
   { name: "L4-24GB", vramMiB: 23_034, tflops: 121, aliases: ["L4", "NVIDIA L4"] },
   { name: "A10-24GB", vramMiB: 23_028, tflops: 125, aliases: ["A10", "NVIDIA A10"] },
-  { name: "RTX4090-24GB", vramMiB: 24_564, tflops: 165, aliases: ["RTX 4090", "4090", "NVIDIA GeForce RTX 4090"] },
-  { name: "RTX3090-24GB", vramMiB: 24_576, tflops: 71, aliases: ["RTX 3090", "3090", "NVIDIA GeForce RTX 3090"] },
+  { name: "RTX4090-24GB", vramMiB: 24_564, tflops: 165, aliases: ["RTX 4090", "RTX4090", "4090", "NVIDIA GeForce RTX 4090"] },
+  { name: "RTX3090-24GB", vramMiB: 24_576, tflops: 71, aliases: ["RTX 3090", "RTX3090", "3090", "NVIDIA GeForce RTX 3090"] },
   { name: "T4-16GB", vramMiB: 15_360, tflops: 65, aliases: ["T4", "Tesla T4", "NVIDIA T4"] },
   { name: "V100-32GB", vramMiB: 32_768, tflops: 125, aliases: ["V100", "Tesla V100-SXM2-32GB", "NVIDIA V100"] },
 ];

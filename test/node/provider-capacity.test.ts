@@ -175,6 +175,23 @@ describe("capacity manager", () => {
     assert.deepEqual(live, ["u1"]);
   });
 
+  it("listeners that read modes() during a change see a consistent state (a lease of two units preempted)", async () => {
+    const { manager: m } = newManager("idle-listener.log");
+    const seen: string[] = [];
+    // The provider agent's metrics listener does exactly this on every mode event.
+    m.on("mode", () => {
+      const modes = m.modes();
+      seen.push(Object.values(modes).map((unit) => unit.mode).join(","));
+    });
+    await m.start();
+    await m.assign("spot", ["u0", "u1"], "interruptible");
+    const task = startTask();
+    m.attachTask("spot", { stop: (grace) => task.terminate(grace ?? 1_000) });
+    await m.assign("demand", ["u0", "u1"], "ai", { preemptNoticeMs: 100 });
+    assert.deepEqual(m.modes(), { u0: { mode: "ai", leaseId: "demand" }, u1: { mode: "ai", leaseId: "demand" } });
+    assert.ok(seen.includes("idle,idle"), `both units were idle together between the leases: ${seen.join(" | ")}`);
+  });
+
   it("machine scope: one idle process over all idle units, restarted with the remaining ones", async () => {
     const { manager: m } = newManager("idle-4.log", "machine");
     await m.start();

@@ -415,7 +415,7 @@ export class LeaseController {
         });
       });
       if (failure !== undefined) {
-        logger.warn("Task could not start", { leaseId, error: errorOf(failure).name });
+        logger.warn("Task could not start", { leaseId }, failure);
         this.ctx.metrics.providerTasks.inc({ result: "failed" });
       }
       return;

@@ -202,7 +202,7 @@ export class CapacityManager extends EventEmitter {
             const holderId = this.holder.get(id);
             if (holderId && holderId !== leaseId) holders.add(holderId);
           }
-          const onDemand = [...holders].filter((id) => this.leases.get(id)!.mode === "ai");
+          const onDemand = [...holders].filter((id) => this.leases.get(id)?.mode === "ai");
           if (onDemand.length > 0) throw new UnitsBusyError(unitIds, `held by on-demand lease ${onDemand.join(", ")}`);
           if (holders.size > 0) return [...holders];
           await this.take(leaseId, unitIds, mode);
@@ -253,12 +253,14 @@ export class CapacityManager extends EventEmitter {
     lease.cancelNotice?.abort();
     if (lease.task) await lease.task.stop(this.options.taskStopGraceMs ?? 10_000);
     await this.serial(async () => {
-      if (!this.leases.has(leaseId)) return;
+      // Read again under the lock: the lease may have been released and taken again meanwhile.
+      const current = this.leases.get(leaseId);
+      if (!current) return;
+      // Update the whole state first, then tell listeners: a listener may read modes().
       this.leases.delete(leaseId);
-      for (const id of lease.units) {
-        this.holder.delete(id);
-        this.emitMode(id, lease.mode, "idle", null);
-      }
+      const freed = [...this.holder].filter(([, holderId]) => holderId === leaseId).map(([id]) => id);
+      for (const id of freed) this.holder.delete(id);
+      for (const id of freed) this.emitMode(id, current.mode, "idle", null);
       await this.restartIdle();
     });
   }
