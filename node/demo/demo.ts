@@ -40,6 +40,9 @@ export type DemoSummary = {
   onDemand: TaskReceipt;
   idleResumed: boolean;
   renters: { job: Address; interruptible: Address; onDemand: Address };
+  /** Tokens each renter was given, and what each holds at the end (read before shutdown). */
+  renterFunding: bigint;
+  renterBalances: { job: bigint; interruptible: bigint; onDemand: bigint };
 };
 
 const PROVIDERS = [
@@ -49,6 +52,7 @@ const PROVIDERS = [
 ] as const;
 const ATTESTORS = [7, 8];
 const RENTERS = { job: 4, interruptible: 5, onDemand: 6 };
+const RENTER_FUNDING = 1_000n * 10n ** 6n;
 
 async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs: number, intervalMs = 250): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -91,7 +95,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
       await admin.publicClient.waitForTransactionReceipt({ hash });
     };
     for (const p of PROVIDERS) await mint(devnetAccount(p.account).address, 10_000n);
-    for (const index of Object.values(RENTERS)) await mint(devnetAccount(index).address, 1_000n);
+    for (const index of Object.values(RENTERS)) await mint(devnetAccount(index).address, RENTER_FUNDING / 10n ** 6n);
     say(`   chain ${deployment.chainId} at ${chain.rpcUrl}; market ${deployment.contracts.market}; attestors: accounts ${ATTESTORS.join(", ")}`);
 
     // Node identities and ports are fixed up front so every node can bootstrap from the others.
@@ -260,7 +264,12 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
     );
     say("   provider-3 metrics: suanli_provider_units{mode=\"idle\"} 2 — the idle workload is running again.");
 
+    const balanceOf = (index: number) =>
+      admin.publicClient.readContract({ address: token, abi: testTokenAbi, functionName: "balanceOf", args: [devnetAccount(index).address] });
+    const renterBalances = { job: await balanceOf(RENTERS.job), interruptible: await balanceOf(RENTERS.interruptible), onDemand: await balanceOf(RENTERS.onDemand) };
     return {
+      renterFunding: RENTER_FUNDING,
+      renterBalances,
       chainId: deployment.chainId,
       providers: PROVIDERS.map((p) => ({ name: p.name, address: devnetAccount(p.account).address, model: p.model, units: p.count, usdPerGpuHour: p.usd })),
       attestedOffers: attested.length,

@@ -20,12 +20,19 @@ export async function leaseOutcome(ctx: SuanliContext, attempt: TaskAttempt): Pr
   });
   let refunded = 0n;
   let credit = 0n;
+  // Once a lease has ended, the event carries the provider's final total; reading the accrual
+  // instead would undercount a preempted lease that still accrues until its notice ends.
+  let finalCost: bigint | undefined;
   let completion: LeaseOutcome["completion"] = null;
   for (const event of events) {
     if (event.eventName === "LeaseEnded") {
       refunded += event.args.refund;
       credit += event.args.credit;
-    } else if (event.eventName === "LeaseSettled" || event.eventName === "LeaseShrunk") {
+      finalCost = event.args.providerTotal;
+    } else if (event.eventName === "LeaseSettled") {
+      refunded += event.args.refund;
+      finalCost = event.args.providerAmount;
+    } else if (event.eventName === "LeaseShrunk") {
       refunded += event.args.refund;
     } else if (event.eventName === "CompletionReported") {
       completion = { exitCode: event.args.exitCode, outputDigest: event.args.outputDigest, unitSeconds: event.args.unitSeconds };
@@ -43,7 +50,7 @@ export async function leaseOutcome(ctx: SuanliContext, attempt: TaskAttempt): Pr
     endReason: lease.endReason,
     seconds: lease.activatedAt ? Math.max(0, stop - lease.activatedAt) : 0,
     deposit: attempt.deposit,
-    cost: lease.accrued,
+    cost: finalCost ?? lease.accrued,
     refunded,
     credit,
     gas: attempt.gas,
