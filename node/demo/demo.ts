@@ -5,23 +5,14 @@
  * one and the idle workload comes back. Every node is a real `suanli` process; everything the
  * demo starts is stopped when it ends.
  */
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { peerIdFromPrivateKey } from "@libp2p/peer-id";
 import { formatUnits, type Address } from "viem";
 import { testTokenAbi } from "../../common/abi.js";
 import { readLease } from "../../common/chain/market.js";
-import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
+import { devnetAccount } from "../../common/devnet.js";
 import { createClient, type SuanliClient, type TaskReceipt } from "../../sdk/index.js";
-import { connectChain } from "../chain/clients.js";
-import { deployContracts } from "../chain/deploy.js";
-import { startEmbeddedChain } from "../chain/embedded.js";
-import { writeDeployment } from "../chain/manifest.js";
-import { loadOrCreatePeerKey } from "../p2p/identity.js";
 import { startBundleServer } from "./bundles.js";
-import { freePort, startNodeProcess, type NodeProcess } from "./processes.js";
-import { DEMO_BATCH_FILES, DEMO_JOB_FILES, IDLE_WORKLOAD_SCRIPT } from "./workload.js";
+import { startDemoMarket, type DemoMarket, type ProviderSpec } from "./market.js";
+import { DEMO_BATCH_FILES, DEMO_JOB_FILES } from "./workload.js";
 
 export type DemoOptions = {
   /** Where the narrative goes (default: stdout). */
@@ -45,11 +36,11 @@ export type DemoSummary = {
   renterBalances: { job: bigint; interruptible: bigint; onDemand: bigint };
 };
 
-const PROVIDERS = [
+const PROVIDERS: ProviderSpec[] = [
   { name: "provider-1", account: 1, model: "A100-80GB", count: 4, region: "eu-west", usd: "1.80", minBid: "0.60" },
   { name: "provider-2", account: 2, model: "H100-80GB-SXM", count: 8, region: "us-east", usd: "3.24", minBid: undefined },
   { name: "provider-3", account: 3, model: "RTX4090-24GB", count: 2, region: "ap-south", usd: "0.45", minBid: "0.15" },
-] as const;
+];
 const ATTESTORS = [7, 8];
 const RENTERS = { job: 4, interruptible: 5, onDemand: 6 };
 const RENTER_FUNDING = 1_000n * 10n ** 6n;
@@ -70,109 +61,16 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
   const started = Date.now();
   const t = () => `[${((Date.now() - started) / 1000).toFixed(1).padStart(5)}s]`;
   const say = (line: string) => out(`${t()} ${line}`);
-  const workDir = await mkdtemp(path.join(tmpdir(), "suanli-demo-"));
-  const processes: NodeProcess[] = [];
   const clients: SuanliClient[] = [];
-  const chain = await startEmbeddedChain({ wallClockBlocks: true });
   const bundles = await startBundleServer();
+  let market: DemoMarket | undefined;
 
   try {
     out("Suanli demo: a decentralized GPU market on this machine. Every node below is a real `suanli` process.");
-    out(`Work folder (configs and node logs): ${workDir}${options.keep ? "" : " (removed at the end)"}`);
-    say("1. Starting the chain and deploying the contracts (token, registry, lease market)...");
-    const admin = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0), pollingIntervalMs: 100 });
-    const deployment = await deployContracts({
-      publicClient: admin.publicClient,
-      walletClient: admin.walletClient!,
-      params: { preemptionNotice: 5 },
-      attestors: ATTESTORS.map((i) => devnetAccount(i).address),
-    });
-    const deploymentsDir = path.join(workDir, "deployments");
-    await writeDeployment(deploymentsDir, deployment);
+    market = await startDemoMarket({ providers: PROVIDERS, attestors: ATTESTORS, params: { preemptionNotice: 5 }, say });
+    const { chain, deployment, admin, providerAddrs, metricsPorts } = market;
     const token = deployment.contracts.token;
-    const mint = async (to: Address, tokens: bigint) => {
-      const hash = await admin.walletClient!.writeContract({ address: token, abi: testTokenAbi, functionName: "faucet", args: [to, tokens * 10n ** 6n] });
-      await admin.publicClient.waitForTransactionReceipt({ hash });
-    };
-    for (const p of PROVIDERS) await mint(devnetAccount(p.account).address, 10_000n);
-    for (const index of Object.values(RENTERS)) await mint(devnetAccount(index).address, RENTER_FUNDING / 10n ** 6n);
-    say(`   chain ${deployment.chainId} at ${chain.rpcUrl}; market ${deployment.contracts.market}; attestors: accounts ${ATTESTORS.join(", ")}`);
-
-    // Node identities and ports are fixed up front so every node can bootstrap from the others.
-    type NodeSpec = { name: string; dir: string; port: number; peerId: string; addr: string };
-    const specs: NodeSpec[] = [];
-    for (const name of [...PROVIDERS.map((p) => p.name), ...ATTESTORS.map((i) => `attestor-${i}`)]) {
-      const dir = path.join(workDir, name);
-      await mkdir(dir, { recursive: true });
-      const { key } = await loadOrCreatePeerKey(path.join(dir, "peer.key"));
-      const port = await freePort();
-      const peerId = peerIdFromPrivateKey(key).toString();
-      specs.push({ name, dir, port, peerId, addr: `/ip4/127.0.0.1/tcp/${port}/p2p/${peerId}` });
-    }
-    const providerAddrs = specs.slice(0, PROVIDERS.length).map((s) => s.addr);
-    const common = (spec: NodeSpec, key: `0x${string}`) => ({
-      dataDir: spec.dir,
-      log: { level: "info", format: "pretty" },
-      chain: { rpcUrl: chain.rpcUrl, deploymentsDir, privateKey: key, pollingIntervalMs: 200 },
-      p2p: {
-        listen: [`/ip4/127.0.0.1/tcp/${spec.port}`],
-        bootstrap: providerAddrs.filter((addr) => addr !== spec.addr),
-        allowPrivateAddresses: true,
-        dht: { enabled: false },
-        gossip: { heartbeatIntervalMs: 300, ipColocationWhitelist: ["127.0.0.1"] },
-        connections: { inboundPerSecondPerHost: 100 },
-      },
-      attest: { challenge: { preset: "cpu-devnet" }, runner: { kind: "cpu", workers: 1 } },
-    });
-
-    say("2. Starting three providers (declared GPUs, idle workload on free GPUs) and two attestors...");
-    const metricsPorts: number[] = [];
-    for (const [i, p] of PROVIDERS.entries()) {
-      const spec = specs[i];
-      const idleScript = path.join(spec.dir, "idle.js");
-      await writeFile(idleScript, IDLE_WORKLOAD_SCRIPT);
-      const metricsPort = await freePort();
-      metricsPorts.push(metricsPort);
-      const config = {
-        ...common(spec, devnetPrivateKey(p.account)),
-        metrics: { enabled: true, host: "127.0.0.1", port: metricsPort },
-        provider: {
-          inventory: { source: "declared", declared: [{ model: p.model, count: p.count, interconnect: "nvlink", region: p.region }] },
-          prices: { [p.model]: { usdPerGpuHour: Number(p.usd) } },
-          ...(p.minBid ? { minBids: { [p.model]: { usdPerGpuHour: Number(p.minBid) } } } : {}),
-          idle: { command: ["node", idleScript], scope: "machine" },
-          runtime: { sandbox: "auto" },
-          grace: { taskStopMs: 1_000, idleStopMs: 1_000 },
-          chain: { stakeTarget: "2000" },
-          terms: { collateralBps: 2000, startWindowSeconds: 120, minDurationSeconds: 10 },
-          claims: { intervalMs: 5_000, minAmount: "1" },
-          leases: { reconcileIntervalMs: 500 },
-        },
-      };
-      const file = path.join(spec.dir, "config.json");
-      await writeFile(file, JSON.stringify(config, null, 2));
-      processes.push(startNodeProcess(p.name, ["provider", "start", "--config", file], path.join(spec.dir, "node.log")));
-      say(`   ${p.name}: ${p.count}× ${p.model} in ${p.region} at ${p.usd} USD/GPU-h${p.minBid ? ` (interruptible from ${p.minBid})` : ""} — wallet ${devnetAccount(p.account).address}`);
-    }
-    for (const [j, index] of ATTESTORS.entries()) {
-      const spec = specs[PROVIDERS.length + j];
-      const config = {
-        ...common(spec, devnetPrivateKey(index)),
-        attest: {
-          ...common(spec, devnetPrivateKey(index)).attest,
-          attestor: { scheduleIntervalMs: 1_000, peers: specs.slice(PROVIDERS.length).filter((s) => s !== spec).map((s) => s.addr) },
-        },
-      };
-      const file = path.join(spec.dir, "config.json");
-      await writeFile(file, JSON.stringify(config, null, 2));
-      processes.push(startNodeProcess(spec.name, ["attestor", "start", "--config", file], path.join(spec.dir, "node.log")));
-      say(`   ${spec.name}: wallet ${devnetAccount(index).address} (ATTESTOR_ROLE)`);
-    }
-    for (const proc of processes) {
-      void proc.exited.then((code) => {
-        if (code !== null && code !== 0) out(`${t()}   !! ${proc.name} exited with code ${code}; its log: ${proc.logFile}`);
-      });
-    }
+    for (const index of Object.values(RENTERS)) await market.mint(devnetAccount(index).address, RENTER_FUNDING / 10n ** 6n);
 
     const renter = await createClient({ rpcUrl: chain.rpcUrl, account: devnetAccount(RENTERS.job), bootstrap: providerAddrs, deployment });
     clients.push(renter);
@@ -287,10 +185,9 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
   } finally {
     say("Stopping everything the demo started...");
     for (const client of clients) await client.close().catch(() => undefined);
-    await Promise.all(processes.map((proc) => proc.stop()));
     await bundles.close();
-    await chain.close();
-    if (!options.keep) await rm(workDir, { recursive: true, force: true });
+    if (market && options.keep) out(`Configs and node logs kept in ${market.workDir}`);
+    await market?.stop({ keep: options.keep });
     say("Done.");
   }
 }
