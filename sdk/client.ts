@@ -1,4 +1,5 @@
 import {
+  getAddress,
   createPublicClient,
   createWalletClient,
   defineChain,
@@ -26,8 +27,8 @@ import { streamLogs, type StreamLogsParameters, type TaskLogLine } from "./actio
 import { submitTask, type SubmitTaskParameters, type SubmitTaskReturnType } from "./actions/submitTask.js";
 import { waitForTask, type WaitForTaskParameters } from "./actions/waitForTask.js";
 import type { SuanliContext } from "./internal/context.js";
-import { startP2pFeed } from "./internal/feed.js";
-import { p2pLink } from "./internal/link.js";
+import type { OfferFeed } from "./internal/feed.js";
+import type { ProviderLink } from "./internal/link.js";
 import { fileTaskStorage, TaskStore, type TaskRecord } from "./internal/store.js";
 import type { TaskReceipt, TaskStatus } from "./types.js";
 
@@ -39,8 +40,22 @@ const configSchema = z.strictObject({
   /** JSON-RPC endpoint of the chain (or pass `chain`, a viem chain with an RPC URL). */
   rpcUrl: z.string().url().optional(),
   chain: z.custom<Chain>((value) => typeof value === "object" && value !== null && "id" in value).optional(),
-  /** The renter's wallet: a viem Account (privateKeyToAccount in Node). Without it the client is read-only. */
-  account: z.custom<Account>((value) => typeof value === "object" && value !== null && "address" in value).optional(),
+  /**
+   * The renter's wallet: a viem Account (privateKeyToAccount in Node), or in a browser the address
+   * of an injected wallet together with `walletTransport: custom(window.ethereum)`. Without it the
+   * client is read-only.
+   */
+  account: z
+    .union([
+      z.custom<Account>((value) => typeof value === "object" && value !== null && "address" in value),
+      z.string().regex(/^0x[0-9a-fA-F]{40}$/, "expected an address (0x + 40 hex digits) or a viem Account"),
+    ])
+    .optional(),
+  /**
+   * A Suanli node's HTTP API (e.g. http://127.0.0.1:8080). With it the client needs no libp2p
+   * (browsers): offers come from the node, requests to providers go through its relay routes.
+   */
+  nodeUrl: z.string().url().optional(),
   /** A viem transport for the wallet (an injected EIP-1193 wallet: `custom(window.ethereum)`). */
   walletTransport: z.custom<Transport>((value) => typeof value === "function").optional(),
   /** libp2p multiaddrs of Suanli nodes to join through (each ending in /p2p/<peer id>). */
@@ -135,21 +150,31 @@ export async function createClient(parameters: CreateClientParameters): Promise<
     config.chain ??
     defineChain({ id: chainId, name: `chain ${chainId}`, nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
   const publicClient = createPublicClient({ chain, transport: http(rpcUrl), pollingInterval: 250 }) as PublicClient<Transport, Chain>;
-  const walletClient = config.account
-    ? (createWalletClient({ chain, account: config.account, transport: config.walletTransport ?? http(rpcUrl), pollingInterval: 250 }) as WalletClient<Transport, Chain, Account>)
+  const account: Account | undefined =
+    typeof config.account === "string" ? { address: getAddress(config.account), type: "json-rpc" } : config.account;
+  if (typeof config.account === "string" && !config.walletTransport) {
+    throw new ClientConfigError("An address as `account` needs `walletTransport`: the wallet that signs for it (custom(window.ethereum)).");
+  }
+  const walletClient = account
+    ? (createWalletClient({ chain, account, transport: config.walletTransport ?? http(rpcUrl), pollingInterval: 250 }) as WalletClient<Transport, Chain, Account>)
     : undefined;
   const deployment = await resolveDeployment(config.deployment, chainId);
   const market = contractAddress(deployment, "market");
   const registry = contractAddress(deployment, "registry");
 
-  const feed = await startP2pFeed({
-    chainId,
-    market,
-    registry,
-    publicClient,
-    bootstrap: config.bootstrap,
-    matching: config.matching as MatchingOptionsInput | undefined,
-  });
+  let feed: OfferFeed;
+  let link: ProviderLink;
+  if (config.nodeUrl) {
+    const { startHttpFeed, httpLink } = await import("./internal/http.js");
+    feed = await startHttpFeed({ nodeUrl: config.nodeUrl, matching: config.matching as MatchingOptionsInput | undefined });
+    link = httpLink(config.nodeUrl);
+  } else {
+    // Loaded only here: libp2p over TCP exists in Node, not in browsers.
+    const { startP2pFeed } = await import("./internal/feed.js");
+    const { p2pLink } = await import("./internal/link.js");
+    feed = await startP2pFeed({ chainId, market, registry, publicClient, bootstrap: config.bootstrap, matching: config.matching as MatchingOptionsInput | undefined });
+    link = p2pLink(feed.host!);
+  }
   const ctx: SuanliContext = {
     chainId,
     deployment,
@@ -159,9 +184,9 @@ export async function createClient(parameters: CreateClientParameters): Promise<
     token: deployment.contracts.token,
     publicClient,
     walletClient,
-    account: config.account,
+    account,
     feed,
-    link: p2pLink(feed.host!),
+    link,
     tasks: new TaskStore(config.stateFile ? fileTaskStorage(config.stateFile) : undefined),
     progress: config.onProgress ?? (() => {}),
   };
@@ -169,7 +194,7 @@ export async function createClient(parameters: CreateClientParameters): Promise<
   return {
     chainId,
     deployment,
-    address: config.account?.address,
+    address: account?.address,
     queryOffers: (p) => queryOffers(ctx, p),
     match: (request) => matchOffers(ctx, request),
     submitTask: (p) => submitTask(ctx, p),

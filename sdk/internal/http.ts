@@ -1,0 +1,177 @@
+/**
+ * The client without libp2p (a browser): offers come from a node's HTTP API (polled), and every
+ * request to a provider goes through the node's relay routes, signed by the renter's wallet as
+ * over libp2p. The node checks the signature against the chain and forwards the body unchanged.
+ */
+import type { Address } from "viem";
+import { providerViewSchema } from "../../common/api/chain.js";
+import { offerPageSchema, type OfferView } from "../../common/api/offers.js";
+import { reservationAnswerSchema } from "../../common/api/market.js";
+import { relayAnswerSchemas } from "../../common/api/relay.js";
+import { SuanliError } from "../../common/errors.js";
+import { stringifyPlain } from "../../common/json.js";
+import { MatchingEngine } from "../../common/matching/engine.js";
+import { offerEntryFromMessage, type OfferKnowledge } from "../../common/matching/entry.js";
+import type { MatchingOptionsInput } from "../../common/matching/options.js";
+import type { OfferMessage } from "../../common/offers/message.js";
+import { cancelAnswerSchema, logsAnswerSchema, reserveReplySchema, taskAnswerSchema, taskStatusSchema } from "../../common/protocols/lease.js";
+import type { z } from "zod";
+import { ProviderRequestError } from "../errors.js";
+import type { OfferFeed } from "./feed.js";
+import type { ProviderLink } from "./link.js";
+
+/** An error a node or provider answered, under its own name. */
+class RemoteAnswerError extends SuanliError {
+  constructor(name: string, message: string, status: number) {
+    super(message, { details: `HTTP ${status}` });
+    this.name = name;
+  }
+}
+
+async function call(nodeUrl: string, path: string, init?: { body?: unknown }): Promise<unknown> {
+  let response: Response;
+  try {
+    response = await fetch(new URL(path, nodeUrl), {
+      method: init?.body === undefined ? "GET" : "POST",
+      headers: init?.body === undefined ? {} : { "content-type": "application/json" },
+      body: init?.body === undefined ? undefined : stringifyPlain(init.body),
+    });
+  } catch (error) {
+    throw new ProviderRequestError(`Cannot reach the node at ${nodeUrl}`, { cause: error });
+  }
+  const json = (await response.json().catch(() => null)) as { error?: { name?: string; message?: string } } | null;
+  if (!response.ok) {
+    throw new RemoteAnswerError(json?.error?.name ?? "HttpError", json?.error?.message ?? `HTTP ${response.status} from ${path}`, response.status);
+  }
+  return json;
+}
+
+/** The gossip message shape the engine indexes, from the node's offer view. */
+function messageFromView(view: OfferView): OfferMessage {
+  return {
+    v: 1,
+    offer: view.signed.offer,
+    signature: view.signed.signature,
+    machine: { model: view.model, units: view.units, vramMiB: view.vramMiB, interconnect: view.interconnect, region: view.region, cluster: view.cluster },
+    capacity: view.capacity,
+    attestations: [],
+    peerId: view.peerId,
+    addrs: view.addrs,
+    seq: view.seq,
+    publishedAt: view.publishedAt,
+    // The node verified the provider's message signature; the engine does not read it.
+    peerSignature: `0x${"00".repeat(64)}`,
+  } as OfferMessage;
+}
+
+function attestationOf(view: OfferView, now: number): OfferKnowledge["attestation"] {
+  if (!view.attested) return null;
+  const current = view.attestations.filter((a) => a.expiry > now);
+  if (!current.length) return null;
+  return { attestedAt: Math.max(...current.map((a) => a.issuedAt)), expiry: Math.max(...current.map((a) => a.expiry)) };
+}
+
+/** Follows a node's offers over HTTP into a local matching engine (refreshed every `intervalMs`). */
+export async function startHttpFeed(options: { nodeUrl: string; matching?: MatchingOptionsInput; intervalMs?: number; now?: () => number }): Promise<OfferFeed> {
+  const now = options.now ?? (() => Math.floor(Date.now() / 1000));
+  const engine = new MatchingEngine(options.matching ?? {}, { now });
+  const messages = new Map<string, OfferMessage>();
+  const avoided = new Map<string, number>();
+  const reputations = new Map<string, OfferKnowledge["reputation"]>();
+
+  async function reputationOf(provider: Address): Promise<OfferKnowledge["reputation"]> {
+    const key = provider.toLowerCase();
+    const known = reputations.get(key);
+    if (known) return known;
+    const view = providerViewSchema.parse(await call(options.nodeUrl, `/v1/providers/${provider}`));
+    const reputation = { leasesCompleted: Number(view.reputation.leasesCompleted), faults: Number(view.reputation.faults), unitSecondsDelivered: BigInt(view.reputation.unitSecondsDelivered) };
+    reputations.set(key, reputation);
+    return reputation;
+  }
+
+  async function refresh(): Promise<void> {
+    const seen = new Set<string>();
+    for (let offset: number | null = 0, pages = 0; offset !== null && pages < 100; pages++) {
+      const page = offerPageSchema.parse(await call(options.nodeUrl, `/v1/offers?limit=100&offset=${offset}`));
+      for (const view of page.items) {
+        seen.add(view.key);
+        if ((avoided.get(view.provider.toLowerCase()) ?? 0) > now()) continue;
+        const message = messageFromView(view);
+        try {
+          engine.upsert(offerEntryFromMessage(message, { attestation: attestationOf(view, now()), reputation: await reputationOf(view.provider), latencyMs: null }));
+          messages.set(view.key, message);
+        } catch {
+          // Not matchable (a private offer, a snapshot that does not fit): skip it.
+        }
+      }
+      offset = page.nextOffset;
+    }
+    for (const key of messages.keys()) {
+      if (!seen.has(key)) {
+        messages.delete(key);
+        engine.remove(key);
+      }
+    }
+  }
+
+  let first = refresh();
+  const timer = setInterval(() => {
+    first = refresh().catch(() => undefined);
+  }, options.intervalMs ?? 2_000);
+  (timer as { unref?: () => void }).unref?.();
+  return {
+    engine,
+    host: undefined,
+    async ready() {
+      await first;
+    },
+    message: (key) => messages.get(key),
+    messages: () => [...messages.values()].filter((m) => m.offer.expiry > now()),
+    avoid(provider, seconds) {
+      avoided.set(provider.toLowerCase(), now() + seconds);
+      for (const [key, message] of messages) {
+        if (message.offer.provider.toLowerCase() === provider.toLowerCase()) {
+          messages.delete(key);
+          engine.remove(key);
+        }
+      }
+    },
+    async close() {
+      clearInterval(timer);
+    },
+  };
+}
+
+function leaseIdOf(body: { auth: { request: { leaseId: bigint | string | number } } }): string {
+  return String(body.auth.request.leaseId);
+}
+
+/** Reaches providers through a node's relay routes. */
+export function httpLink(nodeUrl: string): ProviderLink {
+  const relay = async <S extends z.ZodType>(action: "task" | "status" | "logs" | "cancel", body: { auth: { request: { leaseId: bigint | string | number } } }, schema: S): Promise<z.output<S>> => {
+    const answer = await call(nodeUrl, `/v1/leases/${leaseIdOf(body)}/${action}`, { body });
+    relayAnswerSchemas[action].parse(answer);
+    return schema.parse(answer) as z.output<S>;
+  };
+  return {
+    async reserve(_to, body) {
+      const { request, signature } = body as { request: unknown; signature: string };
+      const answer = reservationAnswerSchema.parse(await call(nodeUrl, "/v1/reservations", { body: { request, signature } }));
+      if (!answer.accepted) {
+        return reserveReplySchema.parse({
+          accepted: false,
+          reason: answer.reason,
+          ...(answer.message ? { message: answer.message } : {}),
+          ...(answer.availableUnits !== null ? { availableUnits: answer.availableUnits } : {}),
+        });
+      }
+      return reserveReplySchema.parse(
+        JSON.parse(stringifyPlain({ accepted: true, offer: answer.acceptance.offer, signature: answer.acceptance.signature, units: answer.units, holdUntil: answer.holdUntil, preempt: answer.preempt })),
+      );
+    },
+    task: (_to, body) => relay("task", body as never, taskAnswerSchema),
+    status: (_to, body) => relay("status", body as never, taskStatusSchema),
+    logs: (_to, body) => relay("logs", body as never, logsAnswerSchema),
+    cancel: (_to, body) => relay("cancel", body as never, cancelAnswerSchema),
+  };
+}
