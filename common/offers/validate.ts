@@ -355,10 +355,10 @@ export class OfferValidator {
       }
       const signer = this.attestationSigner(signed);
       if (!signer) return { reason: "bad_attestation", detail: `attestations.${index} signature recovers to no key` };
-      if (!(await this.chain.isAttestor(signer))) {
-        return { reason: "bad_attestation", detail: `attestations.${index} is signed by ${signer}, not an attestor` };
-      }
-      // An expired attestation is not a lie, only old news: it does not count, and is not punished.
+      // Neither an attestation by an address outside the attestor set (never one, or one that
+      // governance removed since) nor an expired one counts; neither is punished, so removing an
+      // attestor un-attests nobody whom the remaining attestors still vouch for.
+      if (!(await this.chain.isAttestor(signer))) continue;
       if (attestation.expiry <= now) continue;
       // Per attestor, the attestation that lasts longest counts.
       if (attestation.expiry > (expiries.get(signer) ?? 0)) {

@@ -167,7 +167,7 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
     }
   });
 
-  it("offer books and the matcher ignore an expired attestation and refuse one signed by a non-attestor", async () => {
+  it("offer books and the matcher ignore expired attestations and those of non-attestors, and refuse one about another machine", async () => {
     const nodes: TestDaemon[] = [];
     try {
       const machines: ProviderMachine[] = [];
@@ -194,9 +194,20 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       assert.equal(result.explanation.steps.find((step) => step.constraint === "attestation")?.removed, 1);
       assert.deepEqual(matchedProviders(matchOn(renter.offers.book.all(), { attestedOnly: false })), [devnetAccount(3).address]);
 
-      // Signed by an address outside the attestor set: the provider's own node refuses to publish it...
+      // Signed by an address outside the attestor set: it does not count, and nobody is punished.
       const forged = await signAttestation(devnetAccount(9), provider.daemon.domain, { ...about, issuedAt: now, expiry: now + 3_600 });
-      await assert.rejects(provider.daemon.offers.publisher!.set(machineOffer(machine, [forged])), (error: Error & { reason?: string }) => {
+      await provider.daemon.offers.publisher!.set(machineOffer(machine, [forged]));
+      const outsider = await waitFor("the offer carrying the outsider's attestation", () => {
+        const held = renter.offers.book.get(key);
+        return held?.message.attestations[0]?.signature === forged.signature ? held : undefined;
+      }, { timeoutMs: 20_000 });
+      assert.deepEqual(outsider.attestation.attestors, []);
+      assert.equal(engineAttestation(outsider.attestation, nowSec()), null);
+      assert.equal(matchOn(renter.offers.book.all()).ok, false, "attested-only matching skips it");
+
+      // An attestation about another machine is a lie the provider's node refuses to publish...
+      const elsewhere = await signAttestation(devnetAccount(attestorIndex), provider.daemon.domain, { ...about, units: 4, issuedAt: now, expiry: now + 3_600 });
+      await assert.rejects(provider.daemon.offers.publisher!.set(machineOffer(machine, [elsewhere])), (error: Error & { reason?: string }) => {
         assert.equal(error.name, "OfferRejectedError");
         assert.equal(error.reason, "bad_attestation");
         return true;
@@ -210,14 +221,14 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
           ...unsigned,
           offer,
           signature: await signOffer(devnetAccount(3), devnet.deployment.chainId, devnet.deployment.contracts.market!, offer),
-          attestations: [forged],
+          attestations: [elsewhere],
           seq: held.seq + 100,
           publishedAt: nowSec(),
         },
         provider.daemon.p2p.peerKey,
       );
       await provider.daemon.p2p.host.services.pubsub!.publish(offersTopic(devnet.deployment.chainId), encodeOfferMessage(message));
-      await waitFor("the forged attestation rejected by the renter's node", async () => {
+      await waitFor("the lying attestation rejected by the renter's node", async () => {
         const counts = await renter.metrics.offersRejected.get();
         return counts.values.some((value) => value.labels.reason === "bad_attestation" && value.value > 0);
       }, { timeoutMs: 20_000, intervalMs: 100 });

@@ -90,6 +90,37 @@ describe("offer validation pipeline", () => {
     assert.equal(isAttested(staleResult.offer.attestation, nowSec()), false);
   });
 
+  it("ignores, without punishing, attestations by addresses outside the attestor set", async () => {
+    const [a, b, outsider] = [createSigner(), createSigner(), createSigner()];
+    chain.addAttestor(a.address);
+    chain.addAttestor(b.address);
+    chain.setQuorum(2);
+    const onlyOutsider = await buildOfferMessage(provider, spec, { attestations: [attest(outsider, provider.address, spec)] });
+    const alone = await validator.validate(encodeOfferMessage(onlyOutsider));
+    assert.ok(alone.ok, alone.ok ? "" : alone.detail);
+    assert.deepEqual(alone.offer.attestation.attestors, [], "the outsider's attestation does not count");
+    assert.equal(isAttested(alone.offer.attestation, nowSec()), false);
+
+    const mixed = await buildOfferMessage(provider, spec, {
+      seq: 2,
+      attestations: [attest(a, provider.address, spec), attest(outsider, provider.address, spec), attest(b, provider.address, spec)],
+    });
+    const result = await validator.validate(encodeOfferMessage(mixed));
+    assert.ok(result.ok, result.ok ? "" : result.detail);
+    assert.deepEqual(result.offer.attestation.attestors, [a.address, b.address]);
+    assert.ok(isAttested(result.offer.attestation, nowSec()), "two real attestors meet the quorum of two");
+
+    // Governance removes an attestor: the held offer is re-evaluated on what the others vouch for.
+    chain.removeAttestor(b.address);
+    cached.invalidateAttestors();
+    assert.equal(isAttested(await validator.attestationState(mixed), nowSec()), false, "one attestor left, quorum two");
+    chain.setQuorum(1);
+    cached.invalidateAttestors();
+    const state = await validator.attestationState(mixed);
+    assert.deepEqual(state.attestors, [a.address]);
+    assert.ok(isAttested(state, nowSec()), "the remaining attestor still vouches for it");
+  });
+
   it("verifies the peer signature over the canonical form, whatever the key order on the wire", async () => {
     const message = await buildOfferMessage(provider, spec);
     const wire = JSON.parse(new TextDecoder().decode(encodeOfferMessage(message))) as Record<string, unknown>;
@@ -204,11 +235,7 @@ describe("offer validation pipeline", () => {
       expectFailure(await validator.validate(encodeOfferMessage(message)), "nonce_revoked", "reject");
     });
 
-    it("a forged attestation and one about another machine", async () => {
-      const notAnAttestor = createSigner();
-      const forged = await buildOfferMessage(provider, spec, { attestations: [attest(notAnAttestor, provider.address, spec)] });
-      expectFailure(await validator.validate(encodeOfferMessage(forged)), "bad_attestation", "reject");
-
+    it("an attestation about another machine", async () => {
       const attestor = createSigner();
       chain.addAttestor(attestor.address);
       const elsewhere = await buildOfferMessage(provider, spec, { attestations: [attest(attestor, provider.address, { ...spec, units: 4 })] });
