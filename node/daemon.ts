@@ -175,13 +175,14 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
     // The base node follows the chain from the current head: the offer book needs only changes
     // from now on (a restarted book re-checks itself). Roles that need history (the provider's
     // leases) run their own reconciliation from their stored cursor.
-    const head = await chain.publicClient.getBlockNumber();
+    const head = (await chain.publicClient.getBlockNumber()) - BigInt(config.chain.confirmations);
     const cursors = store.repository<string>(Bucket.meta);
     const watcher = new ChainWatcher({
       publicClient: chain.publicClient,
       deployment,
       fromBlock: head + 1n,
       pollIntervalMs: config.chain.pollingIntervalMs,
+      confirmations: config.chain.confirmations,
       logger: logger.child({ module: "chain" }),
       onCursor: (next) => cursors.put("watcher.cursor", next.toString()),
     });

@@ -190,6 +190,8 @@ export class MarketIndex extends EventEmitter<MarketIndexEvents> {
       deployment: this.options.deployment,
       fromBlock: from,
       maxBlockRange: this.options.maxBlockRange,
+      // The same depth as the node's watcher, which takes over where the backfill ends.
+      confirmations: Number(this.options.watcher.confirmations),
       logger: this.options.logger,
       onCursor: (next) => {
         this.cursor = next;
@@ -203,7 +205,7 @@ export class MarketIndex extends EventEmitter<MarketIndexEvents> {
       await this.apply(event, { live: false, dirty: this.dirty });
     });
     // The watcher logs and swallows a failed poll; a backfill must reach the head it set out for.
-    const target = await this.options.publicClient.getBlockNumber({ cacheTime: 0 });
+    const target = (await this.options.publicClient.getBlockNumber({ cacheTime: 0 })) - this.options.watcher.confirmations;
     await backfill.sync();
     if (this.stopped) return;
     if (this.cursor <= target) {

@@ -32,6 +32,8 @@ export type LeaseTrackerOptions = {
   market: Address;
   store: Store;
   pollIntervalMs: number;
+  /** Blocks an event must be buried under before it counts (config `chain.confirmations`). */
+  confirmations?: number;
   logger: Logger;
   /** A lease ended on-chain (any reason); the fault coordinator closes its records. */
   onEnded?: (leaseId: bigint, reason: string) => void | Promise<void>;
@@ -61,6 +63,7 @@ export class LeaseTracker {
       deployment: this.o.deployment,
       fromBlock: cursor === undefined ? this.o.deployment.deploymentBlock : BigInt(cursor),
       pollIntervalMs: this.o.pollIntervalMs,
+      confirmations: this.o.confirmations,
       logger: this.o.logger,
       onCursor: (next) => this.cursors.put(CURSOR_KEY, next.toString()),
     });

@@ -133,6 +133,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
         market: daemon.market,
         store: daemon.store,
         pollIntervalMs: config.chain.pollingIntervalMs,
+        confirmations: config.chain.confirmations,
         logger: logger.child({ part: "leases" }),
         onEnded: (leaseId, reason) => faults?.onLeaseEnded(leaseId, reason),
         now,

@@ -26,6 +26,8 @@ export type ChainWatcherOptions = {
   pollIntervalMs?: number;
   /** Largest block range per getLogs call. */
   maxBlockRange?: bigint;
+  /** Read only blocks at least this many below the head (default 0: up to the head). */
+  confirmations?: number;
   logger: Logger;
   /** Called after every delivered batch with the next block to read (persist it to resume there). */
   onCursor?: (nextBlock: bigint) => Promise<void> | void;
@@ -53,10 +55,13 @@ export class ChainWatcher extends EventEmitter {
   private readonly handlers: ((event: ChainEvent) => Promise<void> | void)[] = [];
   /** The newest block fully delivered. */
   head = 0n;
+  /** Blocks below the chain head this watcher stops at. */
+  readonly confirmations: bigint;
 
   constructor(private readonly options: ChainWatcherOptions) {
     super();
     this.next = options.fromBlock ?? options.deployment.deploymentBlock;
+    this.confirmations = BigInt(options.confirmations ?? 0);
     this.addresses = [contractAddress(options.deployment, "registry"), contractAddress(options.deployment, "market")];
   }
 
@@ -74,7 +79,7 @@ export class ChainWatcher extends EventEmitter {
     this.schedule();
   }
 
-  /** Reads up to the current head now (tests and callers that just sent a transaction). */
+  /** Reads up to the current head (less the confirmations) now (tests and callers that just sent a transaction). */
   async sync(): Promise<void> {
     while (this.polling) await this.polling;
     await this.poll();
@@ -107,7 +112,7 @@ export class ChainWatcher extends EventEmitter {
   }
 
   private async pollOnce(): Promise<void> {
-    const latest = await this.options.publicClient.getBlockNumber({ cacheTime: 0 });
+    const latest = (await this.options.publicClient.getBlockNumber({ cacheTime: 0 })) - this.confirmations;
     const range = this.options.maxBlockRange ?? 2_000n;
     while (this.next <= latest && !this.halted) {
       const to = this.next + range - 1n < latest ? this.next + range - 1n : latest;

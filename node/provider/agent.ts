@@ -216,6 +216,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       deployment,
       fromBlock: cursor ? BigInt(cursor) : deployment.deploymentBlock,
       pollIntervalMs: daemon.config.chain.pollingIntervalMs,
+      confirmations: daemon.config.chain.confirmations,
       logger: logger.child({ part: "chain" }),
       onCursor: async (next) => {
         flushCapacity();

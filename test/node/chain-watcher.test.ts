@@ -88,4 +88,27 @@ describe("chain reads and the event watcher (devnet)", function () {
     await resumed.stop();
     assert.deepEqual(later, ["OfferNonceFloorRaised"]);
   });
+
+  it("with confirmations, delivers an event only once enough blocks bury it", async () => {
+    const seen: string[] = [];
+    const head = await devnet.admin.publicClient.getBlockNumber();
+    const watcher = new ChainWatcher({ publicClient: devnet.admin.publicClient, deployment: devnet.deployment, logger: silentLogger(), fromBlock: head + 1n, confirmations: 2 });
+    watcher.handle((event) => {
+      seen.push(event.eventName);
+    });
+    await watcher.start();
+    const provider = await devnet.wallet(1);
+    const registry = devnet.deployment.contracts.registry!;
+    await send(provider, { address: registry, abi: providerRegistryAbi, functionName: "revokeNonce", args: [77n] } as never);
+    await watcher.sync();
+    assert.deepEqual(seen, [], "no block on top of it yet");
+    await devnet.admin.publicClient.request({ method: "hardhat_mine" as never, params: ["0x1"] as never });
+    await watcher.sync();
+    assert.deepEqual(seen, [], "one block on top of it: one to go");
+    await devnet.admin.publicClient.request({ method: "hardhat_mine" as never, params: ["0x1"] as never });
+    await watcher.sync();
+    assert.deepEqual(seen, ["OfferNonceRevoked"]);
+    assert.equal(watcher.head, (await devnet.admin.publicClient.getBlockNumber()) - 2n);
+    await watcher.stop();
+  });
 });
