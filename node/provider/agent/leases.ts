@@ -562,6 +562,7 @@ export class LeaseController {
       r.chain = chainFields(view);
       r.units = view.units;
     });
+    if (record.unitIds.length > view.units) record = await this.shrinkUnits(record, view.units);
     const live = this.live.get(leaseId);
 
     if (view.status === "Open" || view.status === "Active") {
@@ -823,6 +824,25 @@ export class LeaseController {
       if (record && record.chain.status !== "Open" && record.chain.status !== "Active" && record.chain.endReason !== "Preempted") holders.add(holder);
     }
     await Promise.all([...holders].map((holder) => this.ctx.capacity.release(holder).catch(() => undefined)));
+  }
+
+  /**
+   * The renter released units early (`LeaseShrunk`): it stopped paying for them, so they go back
+   * to idle work and to the next lease at once. The running task keeps the environment it started
+   * with (CUDA_VISIBLE_DEVICES cannot change under a process); docs/provider.md says the renter
+   * shrinks only once its task has stopped using the released GPUs.
+   */
+  private async shrinkUnits(record: LeaseRecord, units: number): Promise<LeaseRecord> {
+    const keep = record.unitIds.slice(0, units);
+    const dropped = record.unitIds.slice(units);
+    const updated = await this.ctx.records.update(record.leaseId, (r) => {
+      r.unitIds = keep;
+      r.devices = r.devices.slice(0, units);
+    });
+    for (const unit of dropped) if (this.unitOwner.get(unit) === record.leaseId) this.unitOwner.delete(unit);
+    await this.ctx.capacity.shrink(taskIdOf(record.leaseId), keep);
+    this.ctx.logger.info("Lease shrunk; released units go back to idle work", { leaseId: record.leaseId, kept: keep, released: dropped });
+    return updated;
   }
 
   /** Hands a lease's units back to the idle workload and forgets them. */

@@ -265,6 +265,25 @@ export class CapacityManager extends EventEmitter {
     });
   }
 
+  /**
+   * A lease keeps only `keepUnitIds` of its units (its renter released the others on-chain): the
+   * others go back to idle work at once, and to the next lease. Its task is not stopped.
+   */
+  async shrink(leaseId: string, keepUnitIds: readonly string[]): Promise<string[]> {
+    return this.serial(async () => {
+      const lease = this.leases.get(leaseId);
+      if (!lease) return [];
+      const keep = new Set(keepUnitIds);
+      const dropped = lease.units.filter((id) => !keep.has(id));
+      if (dropped.length === 0) return [];
+      lease.units = lease.units.filter((id) => keep.has(id));
+      for (const id of dropped) if (this.holder.get(id) === leaseId) this.holder.delete(id);
+      for (const id of dropped) this.emitMode(id, lease.mode, "idle", null);
+      await this.restartIdle();
+      return dropped;
+    });
+  }
+
   // --- internals (always called inside serial()) ---
 
   private async take(leaseId: string, unitIds: string[], mode: LeaseMode): Promise<void> {
