@@ -32,6 +32,22 @@ import type { ProviderLink } from "./internal/link.js";
 import { fileTaskStorage, TaskStore, type TaskRecord } from "./internal/store.js";
 import type { TaskReceipt, TaskStatus } from "./types.js";
 
+/**
+ * createClient cannot build a client from its configuration: neither `rpcUrl` nor a `chain` with
+ * one, the chain cannot be reached, no deployment manifest for the chain (or one for another
+ * chain), or an address as `account` without `walletTransport`. A field of the wrong shape throws
+ * InvalidInputError (naming the field) instead.
+ *
+ * @example
+ * import { createClient, ClientConfigError } from "suanli/sdk";
+ * try {
+ *   await createClient({ rpcUrl: "http://127.0.0.1:8545" });
+ * } catch (error) {
+ *   if (!(error instanceof ClientConfigError)) throw error;
+ *   console.error(error.shortMessage); // "Cannot reach the chain at http://127.0.0.1:8545"
+ *   for (const hint of error.metaMessages ?? []) console.error(hint); // "Is the devnet running? `npm run devnet`"
+ * }
+ */
 export class ClientConfigError extends SuanliError {
   override name = "ClientConfigError";
 }
@@ -39,6 +55,7 @@ export class ClientConfigError extends SuanliError {
 const configSchema = z.strictObject({
   /** JSON-RPC endpoint of the chain (or pass `chain`, a viem chain with an RPC URL). */
   rpcUrl: z.string().url().optional(),
+  /** A viem chain: its `id` is used without asking the RPC, its first default HTTP URL when `rpcUrl` is absent. */
   chain: z.custom<Chain>((value) => typeof value === "object" && value !== null && "id" in value).optional(),
   /**
    * The renter's wallet: a viem Account (privateKeyToAccount in Node), or in a browser the address
@@ -58,35 +75,87 @@ const configSchema = z.strictObject({
   nodeUrl: z.string().url().optional(),
   /** A viem transport for the wallet (an injected EIP-1193 wallet: `custom(window.ethereum)`). */
   walletTransport: z.custom<Transport>((value) => typeof value === "function").optional(),
-  /** libp2p multiaddrs of Suanli nodes to join through (each ending in /p2p/<peer id>). */
+  /** libp2p multiaddrs of Suanli nodes to join through (each ending in /p2p/<peer id>); default none. Ignored with `nodeUrl`. */
   bootstrap: z.array(z.string()).default([]),
-  /** The deployment manifest (an object as written by the deploy script), or in Node the folder holding `<chainId>.json`. */
+  /**
+   * The deployment manifest (an object as written by the deploy script), or in Node the folder
+   * holding `<chainId>.json`. Default (Node only): the package's `deployments/` folder.
+   */
   deployment: z.union([z.string(), z.record(z.string(), z.unknown())]).optional(),
-  /** Node only: a JSON file where the client keeps its tasks (the CLI uses one per wallet). */
+  /** Node only: a JSON file where the client keeps its tasks (the CLI uses one per wallet). Default: memory only. */
   stateFile: z.string().optional(),
+  /** Matching engine options (ranking weights, `maxCandidates`, ...), as in common/matching/options.ts; default: its defaults. */
   matching: z.record(z.string(), z.unknown()).optional(),
   /** Progress lines (matching, reserving, opening...) for people; silent by default. */
   onProgress: z.custom<(line: string) => void>((value) => typeof value === "function").optional(),
 });
+/**
+ * What `createClient` takes. Give `rpcUrl` (or `chain`); add `account` to submit and pay, and
+ * either `bootstrap` (Node: libp2p) or `nodeUrl` (browsers: a node's HTTP API). Unknown keys are
+ * rejected with InvalidInputError.
+ *
+ * @example
+ * import { createClient, type CreateClientParameters } from "suanli/sdk";
+ * import { privateKeyToAccount } from "viem/accounts";
+ * const parameters: CreateClientParameters = {
+ *   rpcUrl: "http://127.0.0.1:8545",
+ *   account: privateKeyToAccount(process.env.SUANLI_KEY as `0x${string}`),
+ *   bootstrap: ["/ip4/127.0.0.1/tcp/4001/p2p/12D3KooW..."],
+ *   deployment: "./deployments",
+ *   stateFile: "./.suanli/tasks.json",
+ *   onProgress: (line) => console.log(line),
+ * };
+ * const client = await createClient(parameters);
+ */
 export type CreateClientParameters = z.input<typeof configSchema>;
 
-/** The Suanli client: offers, tasks and their leases, paid from the client's wallet. */
+/**
+ * The Suanli client: offers, tasks and their leases, paid from the client's wallet. Each method
+ * is the action of the same purpose (`status` is getTaskStatus, `wait` is waitForTask...) bound
+ * to this client. Call `close` when done: it stops the client's libp2p node.
+ *
+ * @example
+ * import { createClient, type SuanliClient } from "suanli/sdk";
+ * const client: SuanliClient = await createClient({ rpcUrl: "http://127.0.0.1:8545", account, bootstrap });
+ * try {
+ *   console.log(client.chainId, client.address, client.deployment.token.symbol);
+ *   const offers = await client.queryOffers({ gpuType: "A100" });
+ *   const { taskId } = await client.submitTask({ gpuType: "A100", gpuCount: 1, duration: 600,
+ *     maxPricePerGpuHour: "2.50", imageUrl: "nvcr.io/nvidia/pytorch:24.03-py3", command: "python train.py" });
+ *   const receipt = await client.wait(taskId);
+ *   console.log(offers.length, receipt.totalCost);
+ * } finally {
+ *   await client.close();
+ * }
+ */
 export type SuanliClient = {
+  /** The chain id the client's RPC serves. */
   readonly chainId: number;
+  /** The deployment manifest in use: contract addresses and the settlement token (`token.symbol`, `token.decimals`). */
   readonly deployment: Deployment;
   /** The wallet address, when the client has one. */
   readonly address: `0x${string}` | undefined;
+  /** Live offers, cheapest first (queryOffers). */
   queryOffers(parameters?: QueryOffersParameters): Promise<OfferSummary[]>;
+  /** A dry run of matching: candidates, or why nothing fits (matchOffers). */
   match(request: MatchRequestInput): Promise<MatchOffersReturnType>;
+  /** Matches, opens a lease and hands the task to a provider (submitTask). */
   submitTask(parameters: SubmitTaskParameters): Promise<SubmitTaskReturnType>;
+  /** The task on its provider and its lease on-chain (getTaskStatus). */
   status(taskId: string): Promise<TaskStatus>;
+  /** The task's log lines as an async iterator (streamLogs). */
   logs(taskId: string, parameters?: StreamLogsParameters): AsyncGenerator<TaskLogLine>;
+  /** Waits until the task is over and returns its receipt (waitForTask). */
   wait(taskId: string, parameters?: WaitForTaskParameters): Promise<TaskReceipt>;
+  /** Stops the task and closes its lease, refunding the unused deposit (cancelTask). */
   cancel(taskId: string): Promise<TaskReceipt>;
+  /** Adds time to the task's lease at its price (extendTask). */
   extend(taskId: string, parameters: ExtendTaskParameters): Promise<ExtendTaskReturnType>;
+  /** Makes sure the lease is over and returns the receipt (settleTask). */
   settle(taskId: string): Promise<TaskReceipt>;
-  /** Tasks this client knows (submitted here, or kept in its state file). */
+  /** Tasks this client knows (submitted here, or kept in its state file), oldest first. */
   tasks(): Promise<TaskRecord[]>;
+  /** Stops the client's offer feed (and libp2p node); the tasks keep running. */
   close(): Promise<void>;
 };
 

@@ -4,11 +4,17 @@ import type { NoMatchExplanation } from "../common/matching/explain.js";
 export { SuanliError, InvalidInputError } from "../common/errors.js";
 
 /**
- * The client needs a wallet for this action (signing requests, paying deposits).
+ * The client needs a wallet for this action (signing requests, paying deposits): it was created
+ * without `account`. Reading offers and matching work without one.
  *
  * @example
  * import { createClient, NoWalletError } from "suanli/sdk";
- * try { await client.submitTask(params); } catch (e) { if (e instanceof NoWalletError) console.log(e.metaMessages); }
+ * const readOnly = await createClient({ rpcUrl: "http://127.0.0.1:8545", bootstrap });
+ * try {
+ *   await readOnly.submitTask(parameters);
+ * } catch (error) {
+ *   if (error instanceof NoWalletError) console.error(error.shortMessage, error.metaMessages); // "No wallet: submitting a task needs one."
+ * }
  */
 export class NoWalletError extends SuanliError {
   override name = "NoWalletError";
@@ -19,10 +25,26 @@ export class NoWalletError extends SuanliError {
   }
 }
 
-/** Nothing on the market fits the request; `explanation` says which constraint removed what. */
+/**
+ * Nothing on the market fits the request (thrown by submitTask; `client.match` returns the same
+ * explanation instead of throwing). `explanation` says which constraint removed how many offers,
+ * and which offers came nearest. No funds were moved.
+ *
+ * @example
+ * import { createClient, NoMatchError } from "suanli/sdk";
+ * try {
+ *   await client.submitTask(parameters);
+ * } catch (error) {
+ *   if (!(error instanceof NoMatchError)) throw error;
+ *   console.error(error.explanation?.summary ?? error.shortMessage);
+ *   for (const step of error.explanation?.steps ?? []) console.error(`${step.label}: removed ${step.removed}, ${step.remaining} left`);
+ *   for (const miss of error.explanation?.nearMisses ?? []) console.error(`nearest: ${miss.message}`);
+ * }
+ */
 export class NoMatchError extends SuanliError {
   override name = "NoMatchError";
   constructor(
+    /** Why nothing fits (null only when no explanation was produced); `message` is all of it as text. */
     readonly explanation: NoMatchExplanation | null,
     summary: string,
   ) {
@@ -30,13 +52,31 @@ export class NoMatchError extends SuanliError {
   }
 }
 
-/** The wallet's settlement-token balance cannot pay the deposit. No funds were moved. */
+/**
+ * The wallet's settlement-token balance cannot pay the deposit (of a new lease or an
+ * extension). No funds were moved.
+ *
+ * @example
+ * import { createClient, InsufficientBalanceError } from "suanli/sdk";
+ * import { formatUnits } from "viem";
+ * try {
+ *   await client.submitTask(parameters);
+ * } catch (error) {
+ *   if (!(error instanceof InsufficientBalanceError)) throw error;
+ *   const missing = formatUnits(error.needed - error.available, error.decimals);
+ *   console.error(`Top up ${missing} ${error.symbol}`, error.metaMessages);
+ * }
+ */
 export class InsufficientBalanceError extends SuanliError {
   override name = "InsufficientBalanceError";
   constructor(
+    /** The deposit, in the token's base units. */
     readonly needed: bigint,
+    /** The wallet's balance, in the token's base units. */
     readonly available: bigint,
+    /** The settlement token's symbol (e.g. "USDC"). */
     readonly symbol: string,
+    /** The settlement token's decimals (base units per token = 10^decimals). */
     readonly decimals: number,
   ) {
     super(`Insufficient ${symbol} balance: the deposit needs ${format(needed, decimals)} ${symbol}, the wallet holds ${format(available, decimals)}.`, {
@@ -45,7 +85,17 @@ export class InsufficientBalanceError extends SuanliError {
   }
 }
 
-/** The wallet has no native currency to pay gas. No funds were moved. */
+/**
+ * The wallet has no native currency to pay gas. No funds were moved.
+ *
+ * @example
+ * import { createClient, InsufficientGasError } from "suanli/sdk";
+ * try {
+ *   await client.submitTask(parameters);
+ * } catch (error) {
+ *   if (error instanceof InsufficientGasError) console.error(error.shortMessage, error.metaMessages); // names the wallet address
+ * }
+ */
 export class InsufficientGasError extends SuanliError {
   override name = "InsufficientGasError";
   constructor(address: string) {
@@ -55,12 +105,34 @@ export class InsufficientGasError extends SuanliError {
   }
 }
 
-/** Every candidate refused, timed out or failed to open; the message lists the attempts. */
+/**
+ * Offers matched, but every candidate refused, timed out or failed to open its lease;
+ * `shortMessage` lists the attempts. Leases opened along the way were closed and refunded.
+ *
+ * @example
+ * import { createClient, AllocationError } from "suanli/sdk";
+ * try {
+ *   await client.submitTask(parameters);
+ * } catch (error) {
+ *   if (error instanceof AllocationError) console.error(error.shortMessage); // retry later, or relax the request
+ * }
+ */
 export class AllocationError extends SuanliError {
   override name = "AllocationError";
 }
 
-/** The task id is not one this client knows. */
+/**
+ * The task id is not one this client knows (not submitted by it, nor kept in its `stateFile`).
+ * Thrown by every action that takes a `taskId`.
+ *
+ * @example
+ * import { createClient, UnknownTaskError } from "suanli/sdk";
+ * try {
+ *   await client.status("task-42-abcdef");
+ * } catch (error) {
+ *   if (error instanceof UnknownTaskError) console.error(error.shortMessage, error.metaMessages);
+ * }
+ */
 export class UnknownTaskError extends SuanliError {
   override name = "UnknownTaskError";
   constructor(taskId: string) {
@@ -68,11 +140,24 @@ export class UnknownTaskError extends SuanliError {
   }
 }
 
-/** A transaction reverted; `reason` is the contract's custom error name when known. */
+/**
+ * A transaction failed in simulation or reverted. `reason` is the contract's custom error with
+ * its arguments when known (`InvalidLeaseStatus(7, 3)`), else viem's short message; `cause` is viem's error.
+ *
+ * @example
+ * import { createClient, TransactionError } from "suanli/sdk";
+ * try {
+ *   await client.extend(taskId, { seconds: 600 });
+ * } catch (error) {
+ *   if (error instanceof TransactionError) console.error(`${error.step} failed: ${error.reason}`, error.cause);
+ * }
+ */
 export class TransactionError extends SuanliError {
   override name = "TransactionError";
   constructor(
+    /** The transaction's step, e.g. "approve", "openLease", "extend", "close". */
     readonly step: string,
+    /** The custom error name with arguments, or the best short reason known. */
     readonly reason: string,
     cause?: unknown,
   ) {
@@ -80,22 +165,71 @@ export class TransactionError extends SuanliError {
   }
 }
 
-/** The provider could not be reached or answered with an error. */
+/**
+ * The provider (or, in browser mode, the node relaying to it) could not be reached or answered
+ * with an error. When the task could not be delivered after the lease opened, that lease was
+ * closed and refunded before this was thrown. `cause` holds the underlying error.
+ *
+ * @example
+ * import { createClient, ProviderRequestError } from "suanli/sdk";
+ * try {
+ *   await client.submitTask(parameters);
+ * } catch (error) {
+ *   if (error instanceof ProviderRequestError) console.error(error.shortMessage, error.details);
+ * }
+ */
 export class ProviderRequestError extends SuanliError {
   override name = "ProviderRequestError";
 }
 
-/** The provider's signed completion report does not check out (wrong signer or contradicts the chain). */
+/**
+ * The provider's signed completion report does not check out (wrong signer or contradicts the
+ * chain). The SDK's actions do not throw it: they report `receipt.completion.verified === false`;
+ * it is here for callers who want to treat that as an error with a stable name.
+ *
+ * @example
+ * import { createClient, CompletionMismatchError } from "suanli/sdk";
+ * const receipt = await client.wait(taskId);
+ * if (receipt.completion && !receipt.completion.verified) {
+ *   throw new CompletionMismatchError(`Task ${receipt.taskId}: the completion report does not match the chain`, {
+ *     metaMessages: ["Do not trust the output digest; compare the task's output yourself."],
+ *   });
+ * }
+ */
 export class CompletionMismatchError extends SuanliError {
   override name = "CompletionMismatchError";
 }
 
-/** The action is not possible in the lease's current state. */
+/**
+ * The action is not possible in the lease's current state: cancelling a lease already over,
+ * extending one that is not open or active, or extending when the provider has no current offer.
+ *
+ * @example
+ * import { createClient, TaskStateError } from "suanli/sdk";
+ * try {
+ *   await client.cancel(taskId);
+ * } catch (error) {
+ *   if (error instanceof TaskStateError) console.error(error.shortMessage); // "Lease 7 is already Ended; nothing to cancel."
+ * }
+ */
 export class TaskStateError extends SuanliError {
   override name = "TaskStateError";
 }
 
-/** `wait` gave up after its timeout; the task may still be running. */
+/**
+ * `wait` gave up after its `timeoutMs` (or its `signal` was aborted); the task may still be
+ * running and its lease is untouched: call `wait`, `status` or `cancel` again.
+ *
+ * @example
+ * import { createClient, WaitTimeoutError } from "suanli/sdk";
+ * try {
+ *   const receipt = await client.wait(taskId, { timeoutMs: 60_000 });
+ *   console.log(receipt.totalCost);
+ * } catch (error) {
+ *   if (!(error instanceof WaitTimeoutError)) throw error;
+ *   console.error(error.shortMessage, (await client.status(taskId)).state);
+ * }
+ */
 export class WaitTimeoutError extends SuanliError {
   override name = "WaitTimeoutError";
 }

@@ -26,11 +26,13 @@ const envValue = z.union([z.string(), z.strictObject({ value: z.string().min(1),
  */
 export const submitTaskParametersSchema = z
   .strictObject({
-    /** A model ("A100", "H100-80GB-SXM"), a MIG slice or a class ("any 80GB"). */
+    /** A model ("A100", "H100-80GB-SXM"), a MIG slice or a class ("any 80GB"); or a list of them (any of them, at most 20). */
     gpuType: z.union([z.string(), z.array(z.string())], { error: "is required: a GPU model or class, e.g. \"A100\"" }),
+    /** GPUs wanted in total: a whole number from 1 to 1024. */
     gpuCount: z.number({ error: "is required: a whole number of GPUs" }),
-    /** Seconds of service to pay for. */
+    /** Seconds of service to pay for: a whole number from 1 to 31,622,400 (366 days); extend later for more. */
     duration: z.number({ error: "is required: the lease length in seconds" }),
+    /** Where the provider fetches the task's .tar.gz (http(s):// or file://, at most 2048 characters); needs `sha256`. */
     bundleUrl: urlField(["http:", "https:", "file:"], "an http(s):// or file:// URL of a .tar.gz bundle").optional(),
     /** Hex sha256 of the bundle (64 digits); required with bundleUrl. */
     sha256: z.string().regex(/^(0x)?[0-9a-fA-F]{64}$/, "expected 64 hex digits").optional(),
@@ -40,18 +42,23 @@ export const submitTaskParametersSchema = z
     command: z.union([z.string().min(1), z.array(z.string()).min(1)], { error: "is required: the command to run" }),
     /** Environment; `{ value, secret: true }` values reach the task only, never logs or stores. */
     env: z.record(z.string(), envValue).default({}),
+    /** Highest price in USD per GPU-hour ("2.50" or 2.5; at most 6 decimals, 0.0036 to 10000). Required unless interruptible, where it defaults to the bid. */
     maxPricePerGpuHour: z.union([z.string(), z.number()]).optional(),
-    /** Interruptible: run at this bid (USD per GPU-hour); the lease may be preempted. */
+    /** Interruptible: run at `bidPerGpuHour`, cheaper, but the lease may be preempted (default false: on demand). */
     interruptible: z.boolean().default(false),
+    /** Interruptible only, and required there: the price offered and paid, USD per GPU-hour (same format as maxPricePerGpuHour). */
     bidPerGpuHour: z.union([z.string(), z.number()]).optional(),
+    /** A region name or a list (any of them, at most 16), case-insensitive. Default: any region. */
     region: z.union([z.string(), z.array(z.string())]).optional(),
+    /** Least memory per GPU in MiB, a whole number from 1 to 1048576 (H100 80GB declares 81559). Default: no minimum. */
     minVramMiB: z.number().optional(),
+    /** Lowest provider reputation score accepted, 0 to 1 (default 0). */
     minReputation: z.number().optional(),
     /** Only attested machines (default true). */
     attestedOnly: z.boolean().optional(),
-    /** Accept a group of machines on a declared fast interconnect for large counts. */
+    /** "cluster": accept a group of machines on a declared fast interconnect for large counts; "machine" (default): all GPUs on one machine. */
     colocation: z.enum(["machine", "cluster"]).optional(),
-    /** Re-match and restart on another provider when the lease faults or is preempted. */
+    /** Re-match and restart on another provider when the lease faults or is preempted (default false); `wait` does the migrating. */
     autoMigrate: z.boolean().default(false),
   })
   .superRefine((value, ctx) => {
@@ -65,22 +72,63 @@ export const submitTaskParametersSchema = z
       ctx.addIssue({ code: "custom", path: ["bundleUrl"], message: "sha256 was given without bundleUrl" });
     }
   });
+/**
+ * What `submitTask` takes: the GPUs wanted (matched against live offers) and the work to run.
+ * Prices are USD per GPU-hour, durations whole seconds. Give `bundleUrl` + `sha256` (process
+ * runtime) or `imageUrl` (container runtime). Bad fields throw InvalidInputError naming them.
+ *
+ * @example
+ * import { createClient, type SubmitTaskParameters } from "suanli/sdk";
+ * const parameters: SubmitTaskParameters = {
+ *   gpuType: "A100",
+ *   gpuCount: 2,
+ *   duration: 3600,
+ *   maxPricePerGpuHour: "2.50",
+ *   bundleUrl: "https://example.com/job.tar.gz",
+ *   sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+ *   command: ["python", "train.py", "--epochs", "3"],
+ *   env: { EPOCHS: "3", HF_TOKEN: { value: process.env.HF_TOKEN!, secret: true } },
+ *   region: ["eu-west", "eu-central"],
+ * };
+ * const { taskId } = await client.submitTask(parameters);
+ */
 export type SubmitTaskParameters = z.input<typeof submitTaskParametersSchema>;
 
-/** One lease a task ran on (several after a migration). */
+/**
+ * One lease a task ran on (several after a migration), as the client recorded it when the lease
+ * opened. Amounts are in the settlement token's base units.
+ *
+ * @example
+ * import { createClient, type TaskAttempt } from "suanli/sdk";
+ * const { attempts } = await client.status(taskId);
+ * for (const attempt of attempts) {
+ *   console.log(attempt.leaseId, attempt.provider, `${attempt.units}× ${attempt.model}`, attempt.migratedBecause ?? "current");
+ * }
+ */
 export type TaskAttempt = {
+  /** The lease's id in the market contract. */
   leaseId: bigint;
+  /** The provider's wallet address. */
   provider: Address;
+  /** The provider node's libp2p peer id. */
   peerId: string;
+  /** The provider node's multiaddrs when the lease opened. */
   addrs: string[];
+  /** The provider's machine id in the registry. */
   machineId: number;
+  /** The machine's GPU model, e.g. "A100-80GB". */
   model: string;
+  /** GPUs leased on this machine. */
   units: number;
+  /** Price per GPU per second in token base units (the bid, for an interruptible lease). */
   pricePerUnitSecond: bigint;
+  /** Deposit paid into the lease so far (extensions included), token base units. */
   deposit: bigint;
+  /** Whether the lease is interruptible (may be preempted). */
   interruptible: boolean;
   /** Block of the openLease transaction (receipt reads start here). */
   openedBlock: bigint;
+  /** When the lease opened, unix seconds (the client's clock). */
   openedAt: number;
   /** Gas used by the renter's transactions, per step. */
   gas: { step: string; gasUsed: bigint; transaction: Hex }[];
@@ -88,41 +136,86 @@ export type TaskAttempt = {
   migratedBecause?: string;
 };
 
+/**
+ * What `submitTask` returns once the provider accepted the task: the task id every other action
+ * takes, and the lease it runs on.
+ *
+ * @example
+ * import { createClient, type SubmitTaskReturnType } from "suanli/sdk";
+ * const submitted: SubmitTaskReturnType = await client.submitTask(parameters);
+ * console.log(submitted.taskId, submitted.leaseId, submitted.provider, submitted.attempt.deposit);
+ */
 export type SubmitTaskReturnType = {
+  /** The client's id for the task (`task-<leaseId>-<random>`); pass it to status, logs, wait, cancel... */
   taskId: string;
+  /** The lease opened for it. */
   leaseId: bigint;
+  /** The provider's wallet address. */
   provider: Address;
   status: "submitted";
+  /** The lease in detail (price, deposit, gas per step). */
   attempt: TaskAttempt;
 };
 
+/**
+ * What `status` returns: the task on its provider (state, heartbeat, GPU metrics, exit code)
+ * and its current lease on-chain. Amounts are in token base units, chain times in unix seconds,
+ * provider times in unix milliseconds.
+ *
+ * @example
+ * import { createClient, type TaskStatus } from "suanli/sdk";
+ * const status: TaskStatus = await client.status(taskId);
+ * console.log(status.state, status.lease.status, `earned ${status.lease.accrued} of ${status.lease.deposit}`);
+ * for (const gpu of status.gpus) console.log(gpu.device, gpu.utilizationPct, gpu.memoryUsedMiB);
+ * if (status.error) console.error(status.error.name, status.error.message);
+ */
 export type TaskStatus = {
   taskId: string;
   /** The task's state on the provider, or "unknown" when the provider cannot be reached. */
   state: TaskState | "unknown";
+  /** The current lease (the latest attempt's). */
   leaseId: bigint;
   provider: Address;
   /** The lease on-chain. */
   lease: {
     status: "None" | "Open" | "Active" | "Ended" | "Settled" | "Cancelled";
+    /** Why it ended (e.g. "Completed", "Faulted", "Preempted"); "None" while it runs. */
     endReason: string;
     deposit: bigint;
     /** What the provider has earned so far (paid included). */
     accrued: bigint;
+    /** When the provider activated it, unix seconds (0 while Open). */
     activatedAt: number;
     /** While Open: the provider must activate by then, or the renter may cancel with a penalty paid to it. */
     startDeadline: number;
+    /** When the paid time runs out, unix seconds. */
     end: number;
   };
+  /** When the task started on the provider, unix ms. */
   startedAt: number | null;
+  /** When the provider last sampled the task, unix ms. */
   heartbeatAt: number | null;
   exitCode: number | null;
+  /** Why the task failed, as the provider reports it. */
   error: { name: string; message: string } | null;
+  /** Per-GPU metrics from the provider's last sample (null where the GPU does not report one). */
   gpus: { device: string; utilizationPct: number | null; memoryUsedMiB: number | null; temperatureC: number | null; powerW: number | null }[];
   attempts: TaskAttempt[];
 };
 
-/** What a finished task cost, per lease it ran on. */
+/**
+ * What a finished task cost, per lease it ran on (returned by wait, cancel and settle). Amounts
+ * are in the settlement token's base units (`client.deployment.token.decimals`).
+ *
+ * @example
+ * import { createClient, type TaskReceipt } from "suanli/sdk";
+ * import { formatUnits } from "viem";
+ * const receipt: TaskReceipt = await client.wait(taskId);
+ * const { symbol, decimals } = client.deployment.token;
+ * console.log(`exit ${receipt.exitCode}: paid ${formatUnits(receipt.totalCost, decimals)} ${symbol}, refunded ${formatUnits(receipt.totalRefunded, decimals)}`);
+ * for (const lease of receipt.leases) console.log(lease.leaseId, lease.endReason, `${lease.seconds} s`, lease.cost);
+ * if (receipt.completion && !receipt.completion.verified) console.warn("completion report does not match the chain");
+ */
 export type TaskReceipt = {
   taskId: string;
   state: TaskState | "unknown";
@@ -147,8 +240,12 @@ export type TaskReceipt = {
     credit: bigint;
     gas: { step: string; gasUsed: bigint; transaction: Hex }[];
   }[];
+  /** Sum of the leases' `cost`. */
   totalCost: bigint;
+  /** Sum of the leases' `refunded`. */
   totalRefunded: bigint;
+  /** Sum of the leases' `credit`. */
   totalCredit: bigint;
+  /** Gas used by the renter's transactions over all leases (in gas units, not tokens). */
   totalGasUsed: bigint;
 };

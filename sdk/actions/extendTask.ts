@@ -7,8 +7,36 @@ import { extendLease, tokenBalances } from "../internal/chain.js";
 import { requireWallet, type SuanliContext } from "../internal/context.js";
 import { taskRecord } from "./getTaskStatus.js";
 
-export type ExtendTaskParameters = { seconds: number };
-export type ExtendTaskReturnType = { leaseId: bigint; extraDeposit: bigint; newEnd: number; gasUsed: bigint };
+/**
+ * What `client.extend` takes.
+ *
+ * @example
+ * import { createClient, type ExtendTaskParameters } from "suanli/sdk";
+ * const more: ExtendTaskParameters = { seconds: 30 * 60 };
+ * await client.extend(taskId, more);
+ */
+export type ExtendTaskParameters = {
+  /** Seconds to add to the lease: a whole number from 1 to 31,622,400 (366 days). */
+  seconds: number;
+};
+
+/**
+ * What `client.extend` returns: the lease extended, what it cost, and its new end.
+ *
+ * @example
+ * import { createClient, type ExtendTaskReturnType } from "suanli/sdk";
+ * const extended: ExtendTaskReturnType = await client.extend(taskId, { seconds: 600 });
+ * console.log(`lease ${extended.leaseId} now ends at ${new Date(extended.newEnd * 1000).toISOString()}`, extended.extraDeposit, extended.gasUsed);
+ */
+export type ExtendTaskReturnType = {
+  leaseId: bigint;
+  /** Deposit added (units × price per unit-second × seconds), token base units. */
+  extraDeposit: bigint;
+  /** The lease's new end, unix seconds. */
+  newEnd: number;
+  /** Gas used by the renter's transactions (approve, extend). */
+  gasUsed: bigint;
+};
 
 const extendSchema = z.strictObject({
   seconds: z.number({ error: "is required: seconds to add" }).int("expected whole seconds").min(1, "must be at least 1").max(366 * 86_400, "must be at most 366 days"),
@@ -21,7 +49,7 @@ const extendSchema = z.strictObject({
  *
  * @example
  * import { createClient } from "suanli/sdk";
- * await client.extend(taskId, { seconds: 600 });
+ * const { newEnd, extraDeposit } = await client.extend(taskId, { seconds: 600 });
  */
 export async function extendTask(ctx: SuanliContext, taskId: string, parameters: ExtendTaskParameters): Promise<ExtendTaskReturnType> {
   const { seconds } = parseInput(extendSchema, parameters, "extend parameters");

@@ -4,6 +4,21 @@ import { formatUsd } from "../../common/matching/money.js";
 import { parseMatchRequest, type MatchRequestInput } from "../../common/matching/request.js";
 import type { SuanliContext } from "../internal/context.js";
 
+/**
+ * What `client.match` returns: `ok: true` with the ranked candidates (best first; prices in USD
+ * per GPU-hour as decimal strings; `preempts` when taking it would preempt interruptible leases),
+ * or `ok: false` with the explanation of why nothing fits.
+ *
+ * @example
+ * import { createClient, type MatchOffersReturnType } from "suanli/sdk";
+ * const result: MatchOffersReturnType = await client.match({ gpuType: "A100", gpuCount: 8, duration: 3600, maxPricePerGpuHour: "2.50" });
+ * if (result.ok) {
+ *   for (const c of result.candidates) console.log(c.provider, c.pricePerGpuHour, c.machines.map((m) => `${m.units}× ${m.model}`));
+ * } else {
+ *   console.log(result.explanation.summary);
+ *   for (const step of result.explanation.steps) console.log(step.label, step.removed, step.remaining);
+ * }
+ */
 export type MatchOffersReturnType =
   | { ok: true; candidates: { provider: `0x${string}`; machines: { machineId: number; model: string; units: number; pricePerGpuHour: string }[]; pricePerGpuHour: string; preempts: boolean }[] }
   | { ok: false; explanation: NoMatchExplanation };

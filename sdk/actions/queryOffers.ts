@@ -6,35 +6,70 @@ import { parseInput } from "../../common/validation.js";
 import type { SuanliContext } from "../internal/context.js";
 
 const queryOffersSchema = z.strictObject({
-  /** A model, alias, MIG slice or class ("any 80GB"). */
+  /** A model, alias, MIG slice or class ("any 80GB"). Default: every model. */
   gpuType: z.string().optional(),
+  /** Only machines with at least this many free GPUs, a whole number >= 0. Default: any. */
   minFreeUnits: z.number().int("expected a whole number").min(0, "must be at least 0").optional(),
+  /** Only offers at or below this price, USD per GPU-hour ("2.50" or 2.5; at most 6 decimals, up to 10000). Default: any. */
   maxPricePerGpuHour: usdSchema({ max: 10_000n * 1_000_000n, what: "a price per GPU-hour" }).optional(),
+  /** Only machines in this region (exact name, case-insensitive). Default: any region. */
   region: z.string().optional(),
+  /** Only machines with a current attestation (default false: attested or not, see `attested`). */
   attestedOnly: z.boolean().default(false),
+  /** Most offers returned, 1 to 1000 (default 100). */
   limit: z.number().int().min(1).max(1000).default(100),
 });
+/**
+ * Filters for `queryOffers`; every field is optional and all given filters must hold. Bad
+ * fields throw InvalidInputError naming them.
+ *
+ * @example
+ * import { createClient, type QueryOffersParameters } from "suanli/sdk";
+ * const filters: QueryOffersParameters = { gpuType: "any 80GB", minFreeUnits: 4, maxPricePerGpuHour: "3.00", region: "eu-west", attestedOnly: true, limit: 20 };
+ * const offers = await client.queryOffers(filters);
+ */
 export type QueryOffersParameters = z.input<typeof queryOffersSchema>;
 
-/** One machine's live offer, as a renter reads it. */
+/**
+ * One machine's live offer, as a renter reads it.
+ *
+ * @example
+ * import { createClient, type OfferSummary } from "suanli/sdk";
+ * const offers: OfferSummary[] = await client.queryOffers({ gpuType: "H100" });
+ * for (const offer of offers) {
+ *   console.log(`${offer.key} ${offer.freeUnits}/${offer.units}× ${offer.model} (${offer.vramMiB} MiB) in ${offer.region}: ` +
+ *     `${offer.pricePerGpuHour} USD/GPU-h, interruptible from ${offer.minBidPerGpuHour ?? "n/a"}, attested ${offer.attested}`);
+ * }
+ */
 export type OfferSummary = {
+  /** `<provider address, lower case>:<machineId>`, unique per machine. */
   key: string;
+  /** The provider's wallet address. */
   provider: `0x${string}`;
+  /** The machine's id in the registry. */
   machineId: number;
+  /** GPU model, e.g. "A100-80GB" (a MIG slice has a "/" suffix). */
   model: string;
+  /** GPUs on the machine. */
   units: number;
+  /** GPUs free now. */
   freeUnits: number;
   /** Units held by interruptible leases: an on-demand renter may preempt them. */
   interruptibleUnits: number;
+  /** Memory per GPU, MiB. */
   vramMiB: number;
   region: string;
+  /** The machine's declared GPU interconnect, e.g. "nvlink". */
   interconnect: string;
+  /** On-demand price per GPU per second, in the settlement token's base units. */
   pricePerUnitSecond: bigint;
   /** USD per GPU-hour, e.g. "2.52". */
   pricePerGpuHour: string;
   /** USD per GPU-hour of the lowest interruptible bid accepted, or null if interruptible is not sold. */
   minBidPerGpuHour: string | null;
+  /** Whether the machine has a current attestation from the attestor quorum. */
   attested: boolean;
+  /** When the signed offer expires, unix seconds. */
   expiry: number;
 };
 

@@ -2,16 +2,39 @@ import { FINAL_TASK_STATES, type LogLine } from "../../common/protocols/lease.js
 import { authorize, type SuanliContext } from "../internal/context.js";
 import { taskRecord } from "./getTaskStatus.js";
 
+/**
+ * Options of `client.logs`; all optional.
+ *
+ * @example
+ * import { createClient, type StreamLogsParameters } from "suanli/sdk";
+ * const controller = new AbortController();
+ * const options: StreamLogsParameters = { fromSeq: 0, follow: true, waitMs: 5_000, signal: controller.signal };
+ * for await (const line of client.logs(taskId, options)) {
+ *   if (line.text.includes("epoch 3")) controller.abort(); // the iteration ends after the lines already fetched
+ * }
+ */
 export type StreamLogsParameters = {
-  /** First sequence number wanted (default 0: everything the provider still holds). */
+  /** First sequence number wanted, a whole number >= 0 (default 0: everything the provider still holds). */
   fromSeq?: number;
-  /** Keep waiting for new lines until the task ends (default true). */
+  /** Keep waiting for new lines until the task ends (default true); false reads what is there and returns. */
   follow?: boolean;
-  /** Long-poll wait per request, ms. */
+  /** Long-poll wait per request while following, ms, 0 to 20000 (default 5000). */
   waitMs?: number;
+  /** Aborting it ends the iteration (checked before each request). */
   signal?: AbortSignal;
 };
 
+/**
+ * One log line of a task: the provider's line (`seq`, `ts` in unix ms, `stream` "stdout",
+ * "stderr" or "system", `text`) and the lease it came from (it changes after a migration).
+ *
+ * @example
+ * import { createClient, type TaskLogLine } from "suanli/sdk";
+ * for await (const line of client.logs(taskId)) {
+ *   const l: TaskLogLine = line;
+ *   console.log(`${new Date(l.ts).toISOString()} #${l.seq} lease ${l.leaseId} [${l.stream}] ${l.text}`);
+ * }
+ */
 export type TaskLogLine = LogLine & { leaseId: bigint };
 
 /**

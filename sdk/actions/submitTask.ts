@@ -14,7 +14,19 @@ import { submitTaskParametersSchema, type SubmitTaskParameters, type SubmitTaskR
 
 export type { SubmitTaskParameters, SubmitTaskReturnType };
 
-/** Splits the caller's parameters into the match request and the task spec (both validated). */
+/**
+ * Splits the caller's parameters into the match request and the task spec (both validated),
+ * as submitTask does before anything else: a way to check parameters without a client. Throws
+ * InvalidInputError naming every bad field.
+ *
+ * @example
+ * import { parseSubmitParameters } from "suanli/sdk";
+ * const { request, spec, autoMigrate } = parseSubmitParameters({
+ *   gpuType: "A100", gpuCount: 1, duration: 600, maxPricePerGpuHour: "2.50",
+ *   imageUrl: "nvcr.io/nvidia/pytorch:24.03-py3", command: ["python", "train.py"],
+ * });
+ * console.log(request.maxPricePerUnitSecond, spec.image, autoMigrate); // 694n, "nvcr.io/nvidia/pytorch:24.03-py3", false
+ */
 export function parseSubmitParameters(parameters: SubmitTaskParameters): { request: MatchRequest; requestInput: MatchRequestInput; spec: TaskSpec; autoMigrate: boolean } {
   const params = parseInput(submitTaskParametersSchema, parameters, "task parameters");
   const requestInput: MatchRequestInput = {

@@ -8,12 +8,28 @@ import type { TaskReceipt, TaskStatus } from "../types.js";
 import { runAttempt } from "./submitTask.js";
 import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
 
+/**
+ * Options of `client.wait`; all optional. Giving up (timeout or abort) throws WaitTimeoutError and
+ * leaves the task running.
+ *
+ * @example
+ * import { createClient, type WaitForTaskParameters } from "suanli/sdk";
+ * const options: WaitForTaskParameters = {
+ *   timeoutMs: 30 * 60_000,
+ *   pollIntervalMs: 2_000,
+ *   onStatus: (status) => console.log(status.state, status.lease.status),
+ *   signal: AbortSignal.timeout(60 * 60_000),
+ * };
+ * const receipt = await client.wait(taskId, options);
+ */
 export type WaitForTaskParameters = {
-  /** Give up after this long (the task keeps running). Default: until the lease's end plus a minute. */
+  /** Give up after this long, ms (the task keeps running). Default: until the lease's end plus two minutes. */
   timeoutMs?: number;
+  /** Time between status reads, ms (default 1000). */
   pollIntervalMs?: number;
   /** Called with every status read (progress display). */
   onStatus?: (status: TaskStatus) => void;
+  /** Aborting it makes `wait` throw WaitTimeoutError before its next status read. */
   signal?: AbortSignal;
 };
 

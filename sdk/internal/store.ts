@@ -8,14 +8,28 @@ import { parseTagged, stringifyTagged } from "../../common/json.js";
 import type { TaskSpec } from "../../common/protocols/task-spec.js";
 import type { TaskAttempt } from "../types.js";
 
+/**
+ * A task as the client keeps it (`client.tasks()`): the request it was matched with, its spec
+ * (secrets redacted) and every lease it ran on.
+ *
+ * @example
+ * import { createClient, type TaskRecord } from "suanli/sdk";
+ * const tasks: TaskRecord[] = await client.tasks();
+ * for (const task of tasks) {
+ *   const current = task.attempts[task.attempts.length - 1];
+ *   console.log(task.taskId, new Date(task.createdAt).toISOString(), current.leaseId, task.attempts.length - 1, "migrations");
+ * }
+ */
 export type TaskRecord = {
   taskId: string;
+  /** When the task was submitted, unix ms. */
   createdAt: number;
   /** The match request as given (JSON-safe). */
   request: Record<string, unknown>;
   /** The spec with secret values replaced by `[secret:NAME]`. */
   spec: TaskSpec;
   autoMigrate: boolean;
+  /** Every lease the task ran on, oldest first; the last is the current one. */
   attempts: TaskAttempt[];
 };
 
