@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { http, parseEther } from "viem";
+import { parseEther } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { readMachine } from "../../common/chain/market.js";
 import { createClient, type SubmitTaskReturnType, type SuanliClient } from "../../sdk/index.js";

@@ -133,6 +133,13 @@ describe("SDK docs: every export of sdk/index.ts has a description and an @examp
     assert.deepEqual(unresolved, [], `exports that do not resolve to a declaration: ${unresolved.join(", ")}`);
   });
 
+  it("resolves \"suanli/sdk\", the import path every example uses, to the SDK", async () => {
+    const published = (await import("suanli/sdk")) as Record<string, unknown>;
+    const local = (await import("../../sdk/index.js")) as Record<string, unknown>;
+    assert.deepEqual(Object.keys(published).sort(), Object.keys(local).sort());
+    assert.equal(published.createClient, local.createClient);
+  });
+
   it("documents every export with a description and an @example", () => {
     const offenders = undocumented(docs);
     assert.deepEqual(offenders, [], `exports lacking docs:\n  ${offenders.join("\n  ")}`);
