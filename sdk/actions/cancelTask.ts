@@ -28,9 +28,16 @@ export async function cancelTask(ctx: SuanliContext, taskId: string): Promise<Ta
   await ctx.link
     .cancel({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth: await authorize(ctx, attempt, "cancel", {}) })
     .catch(() => undefined);
-  const sent = await closeLease({ ...ctx, walletClient, account }, attempt.leaseId);
-  attempt.gas.push({ step: "close (cancel)", gasUsed: sent.gasUsed, transaction: sent.transaction });
-  await ctx.tasks.put(record);
+  try {
+    const sent = await closeLease({ ...ctx, walletClient, account }, attempt.leaseId);
+    attempt.gas.push({ step: "close (cancel)", gasUsed: sent.gasUsed, transaction: sent.transaction });
+    await ctx.tasks.put(record);
+  } catch (error) {
+    // The provider may end the lease itself once the task has stopped (its cancel grace): the
+    // refund then happened in its transaction, and there is nothing left for the renter to close.
+    const now = await readLease(ctx.publicClient, ctx.market, attempt.leaseId);
+    if (now.status === "Open" || now.status === "Active") throw error;
+  }
   const status = await getTaskStatus(ctx, taskId);
   return buildReceipt(ctx, taskId, status.state, status.exitCode, null);
 }

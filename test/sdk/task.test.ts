@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { testTokenAbi } from "../../common/abi.js";
 import { readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
@@ -107,5 +109,52 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
     const tasks = await client.tasks();
     assert.equal(tasks.length, 2);
     assert.ok(tasks.every((task) => !JSON.stringify(task.spec.env).includes(SECRET)), "stored specs hold no secret values");
+  });
+
+  it("cancel succeeds when the provider ends the lease before the renter's close lands", async () => {
+    // A JSON-RPC relay that holds the renter's transactions until the provider has ended the
+    // lease (after its cancel grace), so the renter's close arrives too late and reverts.
+    let leaseId: bigint | undefined;
+    let held = 0;
+    const relay = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (chunk: Buffer) => chunks.push(chunk));
+      req.on("end", () => {
+        void (async () => {
+          const body = Buffer.concat(chunks).toString("utf8");
+          if (leaseId !== undefined && body.includes("eth_sendRawTransaction")) {
+            held++;
+            await waitFor("the provider to end the lease", async () => !["Open", "Active"].includes((await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, leaseId!)).status), { timeoutMs: 20_000 });
+          }
+          const upstream = await fetch(devnet.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body });
+          res.writeHead(upstream.status, { "content-type": "application/json" }).end(await upstream.text());
+        })().catch((error: unknown) => res.writeHead(502).end(String(error)));
+      });
+    });
+    await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve));
+    const late = devnetAccount(6);
+    await fund(devnet, await devnet.wallet(6), 100_000_000n);
+    const lateClient = await createClient({ rpcUrl: `http://127.0.0.1:${(relay.address() as AddressInfo).port}`, account: late, bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir });
+    try {
+      await waitFor("a free unit", async () => (await lateClient.queryOffers()).some((o) => o.freeUnits >= 1), { timeoutMs: 20_000 });
+      const bundle = await bundles.bundle({ "long.sh": "echo started; sleep 60" });
+      const before = await balance(late.address);
+      const submitted = await lateClient.submitTask({
+        gpuType: "A100", gpuCount: 1, duration: 120, maxPricePerGpuHour: "1", attestedOnly: false,
+        bundleUrl: bundle.url, sha256: bundle.sha256, command: "sh long.sh",
+      });
+      await waitFor("the task running", async () => (await lateClient.status(submitted.taskId)).state === "running", { timeoutMs: 20_000 });
+      leaseId = submitted.leaseId;
+
+      const receipt = await lateClient.cancel(submitted.taskId);
+      assert.ok(held >= 1, "the renter's close was held back");
+      const [lease] = receipt.leases;
+      assert.equal(lease.endReason, "Completed", "the provider ended it, with its completion report");
+      assert.equal(lease.cost + lease.refunded, lease.deposit);
+      assert.equal(await balance(late.address), before - lease.cost, "refunded all that did not accrue");
+    } finally {
+      await lateClient.close();
+      await new Promise((resolve) => relay.close(resolve));
+    }
   });
 });
