@@ -5,11 +5,13 @@
  * computed once, and the flat structs of common/eip712.ts encoded straight into one buffer:
  * about three times faster than `hashTypedData`, which re-derives all of it per call.
  * Recovery uses libsecp256k1 through the native `secp256k1` package, about 25 times faster
- * than viem's pure-JS recovery. Node only: browsers verify through viem instead.
+ * than viem's pure-JS recovery; hashing goes through common/keccak.ts (WebAssembly). Node only:
+ * browsers verify through viem instead.
  */
 import { createRequire } from "node:module";
-import { bytesToHex, getAddress, hashDomain, hexToBytes, keccak256, toBytes, type Address, type Hex } from "viem";
+import { bytesToHex, hashDomain, hexToBytes, toBytes, type Address, type Hex } from "viem";
 import { suanliDomain, suanliTypes, type SuanliPrimaryType } from "./eip712.js";
+import { keccak256Bytes } from "./keccak.js";
 
 type Secp256k1 = {
   ecdsaRecover(signature: Uint8Array, recid: number, message: Uint8Array, compressed?: boolean): Uint8Array;
@@ -25,10 +27,57 @@ const EIP712_DOMAIN_TYPE = [
   { name: "verifyingContract", type: "address" },
 ] as const;
 
-/** Half the secp256k1 group order: signatures with a larger `s` are malleable; OpenZeppelin's ECDSA rejects them. */
-const HALF_N = 0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0n;
+/** Half the secp256k1 group order, big-endian: signatures with a larger `s` are malleable; OpenZeppelin's ECDSA rejects them. */
+const HALF_N = Buffer.from("7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0", "hex");
+
+/** 0 < s <= HALF_N for the `s` at bytes 32..63 of a signature (compared as big-endian bytes). */
+function isLowNonZeroS(signature: Uint8Array): boolean {
+  let nonZero = false;
+  let order = 0; // sign of s - HALF_N once a byte differs
+  for (let i = 0; i < 32; i++) {
+    const byte = signature[32 + i];
+    if (byte) nonZero = true;
+    if (order === 0 && byte !== HALF_N[i]) order = byte > HALF_N[i] ? 1 : -1;
+  }
+  return nonZero && order <= 0;
+}
 
 type Field = { name: string; type: string };
+
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+const EVEN_HEX = /^0x(?:[0-9a-fA-F]{2})*$/;
+// ASCII of the lowercase hex digits.
+const HEX_ASCII = Uint8Array.from("0123456789abcdef", (c) => c.charCodeAt(0));
+
+/**
+ * viem's `hexToBytes`, through Buffer's decoder for the usual well-formed, even-length input
+ * (10 times faster); anything else goes to viem, so odd lengths and bad digits behave as before.
+ */
+function hexBytes(value: Hex): Uint8Array {
+  return typeof value === "string" && EVEN_HEX.test(value) ? Buffer.from(value.slice(2), "hex") : hexToBytes(value);
+}
+
+/**
+ * The EIP-55 checksummed address of 20 bytes (what viem's `getAddress` returns), hashed
+ * through the fast keccak and built in one buffer: `getAddress` costs a pure-JS keccak on every
+ * cache miss and a string per character.
+ */
+function checksummedAddress(bytes: Uint8Array): Address {
+  const ascii = Buffer.allocUnsafe(42);
+  ascii[0] = 0x30; // "0"
+  ascii[1] = 0x78; // "x"
+  for (let i = 0; i < 20; i++) {
+    ascii[2 + 2 * i] = HEX_ASCII[bytes[i] >> 4];
+    ascii[3 + 2 * i] = HEX_ASCII[bytes[i] & 0x0f];
+  }
+  const hash = keccak256Bytes(ascii.subarray(2));
+  for (let i = 0; i < 40; i++) {
+    const nibble = i % 2 === 0 ? hash[i >> 1] >> 4 : hash[i >> 1] & 0x0f;
+    // Letters a-f (0x61-0x66) become A-F where the hash nibble is 8 or more.
+    if (nibble >= 8 && ascii[2 + i] >= 0x61) ascii[2 + i] -= 0x20;
+  }
+  return ascii.toString("latin1") as Address;
+}
 
 /** A primary type's hash and fields, derived once. */
 type TypeInfo = { typeHash: Uint8Array; fields: readonly Field[] };
@@ -41,7 +90,7 @@ function typeInfo(primaryType: SuanliPrimaryType): TypeInfo {
     const fields = suanliTypes[primaryType] as readonly Field[];
     // Every Suanli type is flat (atomic fields only), so encodeType references no other struct.
     const encoded = `${primaryType}(${fields.map((field) => `${field.type} ${field.name}`).join(",")})`;
-    info = { typeHash: keccak256(toBytes(encoded), "bytes"), fields };
+    info = { typeHash: keccak256Bytes(toBytes(encoded)), fields };
     typeInfos.set(primaryType, info);
   }
   return info;
@@ -54,6 +103,19 @@ function writeUint(out: Uint8Array, at: number, value: bigint, bits: number, nam
   for (let i = 31; i >= 0 && v > 0n; i--) {
     out[at + i] = Number(v & 0xffn);
     v >>= 8n;
+  }
+}
+
+/**
+ * `writeUint` for a safe non-negative integer (most fields: ids, durations, times, small
+ * amounts) in float arithmetic, without a BigInt per byte.
+ */
+function writeSafeUint(out: Uint8Array, at: number, value: number, bits: number, name: string): void {
+  if (bits < 53 && value >= 2 ** bits) throw new RangeError(`${name} does not fit in uint${bits}`);
+  let v = value;
+  for (let i = 31; i >= 0 && v > 0; i--) {
+    out[at + i] = v % 256;
+    v = Math.floor(v / 256);
   }
 }
 
@@ -74,26 +136,29 @@ function structHash(primaryType: SuanliPrimaryType, message: Record<string, unkn
     const value = message[name];
     const at = 32 * (k + 1);
     if (type === "address") {
-      const bytes = hexToBytes(value as Hex);
+      const bytes = hexBytes(value as Hex);
       if (bytes.length !== 20) throw new RangeError(`${name} is not an address`);
       out.set(bytes, at + 12);
     } else if (type === "bytes32") {
-      const bytes = hexToBytes(value as Hex);
+      const bytes = hexBytes(value as Hex);
       if (bytes.length !== 32) throw new RangeError(`${name} is not 32 bytes`);
       out.set(bytes, at);
     } else if (type === "bool") {
       out[at + 31] = value ? 1 : 0;
     } else if (type === "string") {
-      out.set(keccak256(toBytes(value as string), "bytes"), at);
+      out.set(keccak256Bytes(toBytes(value as string)), at);
     } else if (type.startsWith("uint")) {
-      writeUint(out, at, BigInt(value as bigint | number), Number(type.slice(4)), name);
+      const bits = Number(type.slice(4));
+      const number = typeof value === "bigint" && value >= 0n && value <= MAX_SAFE ? Number(value) : value;
+      if (typeof number === "number" && Number.isSafeInteger(number) && number >= 0) writeSafeUint(out, at, number, bits, name);
+      else writeUint(out, at, BigInt(value as bigint | number), bits, name);
     } else if (type.startsWith("int")) {
       writeInt(out, at, BigInt(value as bigint | number), Number(type.slice(3)), name);
     } else {
       throw new TypeError(`unsupported EIP-712 field type ${type}`);
     }
   }
-  return keccak256(out, "bytes");
+  return keccak256Bytes(out);
 }
 
 /** Digests and recovers Suanli EIP-712 messages of one deployment (chain id + LeaseMarket). */
@@ -111,12 +176,25 @@ export class TypedDataRecoverer {
 
   /** The EIP-712 digest of `message` (equal to viem's `hashTypedData` under this domain). */
   digest(primaryType: SuanliPrimaryType, message: Record<string, unknown>): Hex {
+    return bytesToHex(this.digestBytes(primaryType, message));
+  }
+
+  /** `digest` as bytes. */
+  digestBytes(primaryType: SuanliPrimaryType, message: Record<string, unknown>): Uint8Array {
     const input = new Uint8Array(66);
     input[0] = 0x19;
     input[1] = 0x01;
     input.set(this.domainSeparator, 2);
     input.set(structHash(primaryType, message), 34);
-    return keccak256(input);
+    return keccak256Bytes(input);
+  }
+
+  /**
+   * The address that signed `message` as `primaryType` under this domain, or undefined (as
+   * `recover(digest(primaryType, message), signature)`, without the digest's hex round trip).
+   */
+  recoverSigner(primaryType: SuanliPrimaryType, message: Record<string, unknown>, signature: Hex): Address | undefined {
+    return recoverSigner(this.digestBytes(primaryType, message), signature);
   }
 
   /**
@@ -130,18 +208,19 @@ export class TypedDataRecoverer {
 
 /** Recovers the signer of a 32-byte digest from a 65-byte (r, s, v) signature; undefined if invalid. */
 export function recoverDigestSigner(digest: Hex, signature: Hex): Address | undefined {
-  const bytes = hexToBytes(signature);
+  return recoverSigner(digest, signature);
+}
+
+function recoverSigner(digest: Uint8Array | Hex, signature: Hex): Address | undefined {
+  const bytes = hexBytes(signature);
   if (bytes.length !== 65) return undefined;
   const v = bytes[64];
   const recid = v >= 27 ? v - 27 : v;
   if (recid !== 0 && recid !== 1) return undefined;
-  let s = 0n;
-  for (let i = 32; i < 64; i++) s = (s << 8n) | BigInt(bytes[i]);
-  if (s === 0n || s > HALF_N) return undefined;
+  if (!isLowNonZeroS(bytes)) return undefined;
   try {
-    const publicKey = secp256k1.ecdsaRecover(bytes.subarray(0, 64), recid, hexToBytes(digest), false);
-    const hash = keccak256(publicKey.subarray(1));
-    return getAddress(`0x${hash.slice(-40)}`);
+    const publicKey = secp256k1.ecdsaRecover(bytes.subarray(0, 64), recid, typeof digest === "string" ? hexToBytes(digest) : digest, false);
+    return checksummedAddress(keccak256Bytes(publicKey.subarray(1)).subarray(12));
   } catch {
     return undefined;
   }

@@ -20,7 +20,7 @@
 import { createPublicKey, verify as verifyEd25519, type KeyObject } from "node:crypto";
 import { peerIdFromString } from "@libp2p/peer-id";
 import { LRUCache } from "lru-cache";
-import { hexToBytes, type Address, type Hex } from "viem";
+import type { Address, Hex } from "viem";
 import { TypedDataRecoverer } from "../eip712-recover.js";
 import { ANY_RENTER } from "../eip712.js";
 import { canonicalGpuName, modelHash } from "../gpu.js";
@@ -29,7 +29,7 @@ import {
   OFFER_MESSAGE_MAX_BYTES,
   offerKey,
   offerMessageSchema,
-  offerSigningBytes,
+  offerSigningText,
   type OfferMessage,
   type SignedAttestation,
 } from "./message.js";
@@ -248,7 +248,9 @@ export class OfferValidator {
     // 7. peer signature
     const peerKey = this.peerKey(message.peerId);
     if (!peerKey) return offerFailure("bad_peer_id", "peerId must be an Ed25519 libp2p peer id");
-    if (!verifyEd25519(null, offerSigningBytes(message), peerKey, hexToBytes(message.peerSignature as Hex))) {
+    // Buffer, not TextEncoder or viem's hexToBytes: both allocate far more per message. The
+    // schema guarantees peerSignature is 0x and 128 hex digits.
+    if (!verifyEd25519(null, Buffer.from(offerSigningText(message), "utf8"), peerKey, Buffer.from(message.peerSignature.slice(2), "hex"))) {
       return offerFailure("bad_peer_signature", "peerSignature does not verify under peerId");
     }
 
@@ -384,8 +386,7 @@ export class OfferValidator {
     const cacheKey = `${message.signature}|${o.provider}|${o.machineId}|${o.model}|${o.pricePerUnitSecond}|${o.minBidPerUnitSecond}|${o.minDuration}|${o.maxDuration}|${o.collateralBps}|${o.startWindow}|${o.nonce}|${o.expiry}|${o.renter}`;
     const cached = this.offerSigners.get(cacheKey);
     if (cached !== undefined) return (cached || undefined) as Address | undefined;
-    const digest = this.recoverer.digest("Offer", message.offer);
-    const signer = this.recoverer.recover(digest, message.signature);
+    const signer = this.recoverer.recoverSigner("Offer", message.offer, message.signature);
     this.offerSigners.set(cacheKey, signer ?? "");
     return signer;
   }
@@ -395,8 +396,7 @@ export class OfferValidator {
     const cacheKey = `${signed.signature}|${a.provider}|${a.machineId}|${a.model}|${a.units}|${a.vramMiB}|${a.throughput}|${a.issuedAt}|${a.expiry}`;
     const cached = this.attestationSigners.get(cacheKey);
     if (cached !== undefined) return (cached || undefined) as Address | undefined;
-    const digest = this.recoverer.digest("Attestation", signed.attestation);
-    const signer = this.recoverer.recover(digest, signed.signature);
+    const signer = this.recoverer.recoverSigner("Attestation", signed.attestation, signed.signature);
     this.attestationSigners.set(cacheKey, signer ?? "");
     return signer;
   }
