@@ -81,10 +81,21 @@ describe("provider agent: setup across restarts, attestations in offers", functi
       });
       assert.equal(attested.attestations[0].attestation.throughput, 123_456n);
 
-      // Signed by someone without the attestor role: the offer goes out without it rather than not at all.
+      // Signed by someone without the attestor role: published, but it does not count.
       const forged = await signAttestation(devnetAccount(8), devnet.deployment.chainId, market, attestation);
-      const seqBefore = publisher.current(machine.machineId)!.seq;
+      let seqBefore = publisher.current(machine.machineId)!.seq;
       provider.agent.setAttestations(machine.machineId, [{ attestation, signature: forged }]);
+      await waitFor("the offer with the outsider's attestation", () => {
+        const current = publisher.current(machine.machineId)!;
+        return current.seq > seqBefore && current.attestations[0]?.signature === forged ? current : undefined;
+      });
+
+      // About another machine (a unit count it does not have): the network would refuse the whole
+      // offer, so it goes out without it rather than not at all.
+      const lie = { ...attestation, units: machine.units + 1 };
+      const lying = await signAttestation(ATTESTOR, devnet.deployment.chainId, market, lie);
+      seqBefore = publisher.current(machine.machineId)!.seq;
+      provider.agent.setAttestations(machine.machineId, [{ attestation: lie, signature: lying }]);
       await waitFor("the offer without the refused attestation", () => {
         const current = publisher.current(machine.machineId)!;
         return current.seq > seqBefore && current.attestations.length === 0;
