@@ -4,7 +4,7 @@
  * on its gossiped book. No I/O; time comes from an injectable clock.
  */
 import type { OfferEntry } from "./entry.js";
-import { type Bucket, BookIndex, type Cluster, type Slot, type SlotList } from "./book-index.js";
+import { type Bucket, BookIndex, type Slot, type SlotList } from "./book-index.js";
 import { type Exclusions, type MatchContext, availableUnits, capacityTier, firstFailure } from "./constraints.js";
 import { type NoMatchExplanation, explainNoMatch } from "./explain.js";
 import { SECONDS_PER_HOUR, toIndexNumber } from "./money.js";
@@ -101,13 +101,26 @@ type Ranked = {
   group: GroupRef | null;
 };
 
-/** A cluster that can serve the request, by totals over its machines that fit. */
-type ViableCluster = { cluster: Cluster; cheapest: number; minCost: number; bound: number };
+/**
+ * A cluster that can serve the request, by totals over its machines that fit: positions
+ * [start, end) of its model's cluster list, valid while this match runs (matching is synchronous).
+ */
+type ViableCluster = { list: SlotList; start: number; end: number; cheapest: number; bound: number };
 
-// States of a cluster while its totals are summed.
-const UNSEEN = 0;
-const OPEN = 1;
-const SKIP = 2;
+const byBound = (a: ViableCluster, b: ViableCluster) => a.bound - b.bound;
+
+/**
+ * Units a cluster member at position `i` of its model's cluster list can give the request (0 when it
+ * cannot take part): in a requested region, under the price limit (interruptible: selling
+ * interruptible capacity at a minimum bid under the bid), passing the per-offer checks.
+ */
+function memberUnits(list: SlotList, i: number, ctx: MatchContext): number {
+  const regions = ctx.request.regions;
+  if (regions !== null && !regions.includes(list.slots[i].region)) return 0;
+  if (ctx.interruptible ? list.bids[i] === 0 || list.bids[i] > ctx.priceLimit : list.prices[i] > ctx.priceLimit) return 0;
+  if (firstFailure(list, i, ctx) !== 0) return 0;
+  return availableUnits(list, i, ctx);
+}
 
 /** A group kept in the top: enough to plan it again when the candidate is built. */
 type GroupRef = { cluster: ViableCluster; cheapest: number };
@@ -124,9 +137,6 @@ export class MatchingEngine {
   readonly options: MatchingOptions;
   private readonly index: BookIndex;
   private readonly clock: () => number;
-  private totals:
-    | { state: Uint8Array; units: Int32Array; machines: Int32Array; cheapest: Float64Array; minCost: Float64Array; touched: Int32Array }
-    | undefined;
   /** Scratch arrays for group formation (matching is synchronous, so one set serves every match). */
   private readonly scratch = {
     base: [] as number[],
@@ -190,7 +200,7 @@ export class MatchingEngine {
     };
     const buckets = this.selectBuckets(request);
     const top = new TopN<Ranked>(limit);
-    const groups = request.colocation === "cluster" ? this.viableClusters(ctx, buckets) : [];
+    const groups = request.colocation === "cluster" ? this.viableClusters(ctx) : [];
     if (request.interruptible) {
       this.rankInterruptible(ctx, buckets, top);
       this.rankGroups(top, groups, ctx, 0);
@@ -331,71 +341,36 @@ export class MatchingEngine {
 
   /**
    * Clusters whose machines that fit the request (region, price or bid, per-offer checks) offer
-   * at least the requested units together, with totals only: reads the cluster column of the
-   * offers under the price limit, and skips a cluster whose totals cannot reach the request at
-   * its first machine. Members are gathered later, for the clusters that may enter the top.
+   * at least the requested units together. Reads the clustered machines of the requested models
+   * in one pass over each model's cluster list, a cluster being a run of positions there.
+   * Members are gathered again later, for the clusters that may enter the top.
    */
-  private viableClusters(ctx: MatchContext, buckets: Bucket[]): ViableCluster[] {
-    const clusters = this.index.clustersById;
-    const totals = this.clusterTotals(clusters.length);
-    const { state, units, machines, cheapest, minCost, touched } = totals;
-    let touchedCount = 0;
-    for (let b = 0; b < buckets.length; b++) {
-      const list = ctx.interruptible ? buckets[b].byBid : buckets[b].byPrice;
-      const { clusterIds, costs } = list;
-      const end = list.upperBound(ctx.priceLimit);
-      for (let i = 0; i < end; i++) {
-        const id = clusterIds[i];
-        if (id === 0 || state[id] === SKIP) continue;
-        if (state[id] === UNSEEN) {
-          touched[touchedCount++] = id;
-          if (clusters[id]!.available < ctx.count) {
-            state[id] = SKIP;
-            continue;
-          }
-          state[id] = OPEN;
-          units[id] = 0;
-          machines[id] = 0;
-          cheapest[id] = Number.POSITIVE_INFINITY;
-          minCost[id] = Number.POSITIVE_INFINITY;
-        }
-        if (firstFailure(list, i, ctx) !== 0) continue;
-        const available = availableUnits(list, i, ctx);
-        if (available === 0) continue;
-        units[id] += available;
-        machines[id]++;
-        const price = list.slots[i].price;
-        if (price < cheapest[id]) cheapest[id] = price;
-        if (costs[i] < minCost[id]) minCost[id] = costs[i];
-      }
-    }
+  private viableClusters(ctx: MatchContext): ViableCluster[] {
     const viable: ViableCluster[] = [];
-    for (let t = 0; t < touchedCount; t++) {
-      const id = touched[t];
-      if (state[id] === OPEN && units[id] >= ctx.count && machines[id] > 1) {
-        viable.push({ cluster: clusters[id]!, cheapest: cheapest[id], minCost: minCost[id], bound: 0 });
+    const count = ctx.count;
+    for (const model of ctx.request.gpuType.models) {
+      const list = this.index.models.get(model)?.clustered;
+      if (list === undefined) continue;
+      const { clusterIds, prices } = list;
+      const length = list.length;
+      let i = 0;
+      while (i < length) {
+        const id = clusterIds[i];
+        const start = i;
+        let units = 0;
+        let machines = 0;
+        let cheapest = Number.POSITIVE_INFINITY;
+        for (; i < length && clusterIds[i] === id; i++) {
+          const available = memberUnits(list, i, ctx);
+          if (available === 0) continue;
+          units += available;
+          machines++;
+          if (prices[i] < cheapest) cheapest = prices[i];
+        }
+        if (units >= count && machines > 1) viable.push({ list, start, end: i, cheapest, bound: 0 });
       }
-      state[id] = UNSEEN;
     }
     return viable;
-  }
-
-  /** Per-cluster totals in arrays indexed by cluster id, reused across matches (grown as ids grow). */
-  private clusterTotals(size: number) {
-    let totals = this.totals;
-    if (!totals || totals.state.length < size) {
-      const capacity = Math.max(64, size * 2);
-      totals = {
-        state: new Uint8Array(capacity),
-        units: new Int32Array(capacity),
-        machines: new Int32Array(capacity),
-        cheapest: new Float64Array(capacity),
-        minCost: new Float64Array(capacity),
-        touched: new Int32Array(capacity),
-      };
-      this.totals = totals;
-    }
-    return totals;
   }
 
   /**
@@ -404,36 +379,41 @@ export class MatchingEngine {
    */
   private clusterMembers(group: ViableCluster, ctx: MatchContext): number {
     const { lists, positions, slots } = this.scratch;
-    const regions = ctx.request.regions;
+    const list = group.list;
     let m = 0;
-    const members = group.cluster.members;
-    for (let k = 0; k < members.length; k++) {
-      const slot = members[k];
-      if (regions !== null && !regions.includes(slot.region)) continue;
-      if (ctx.interruptible ? slot.minBid === 0 || slot.minBid > ctx.priceLimit : slot.price > ctx.priceLimit) continue;
-      const list = slot.bucket.byPrice;
-      const i = list.indexOf(slot);
-      if (firstFailure(list, i, ctx) !== 0 || availableUnits(list, i, ctx) === 0) continue;
+    for (let i = group.start; i < group.end; i++) {
+      if (memberUnits(list, i, ctx) === 0) continue;
       lists[m] = list;
       positions[m] = i;
-      slots[m] = slot;
+      slots[m] = list.slots[i];
       m++;
     }
     return m;
   }
 
   /**
-   * Groups in order of a lower bound on their cost (their cheapest member's price term plus
-   * their smallest fixed cost plus the multi-machine penalty: a units-weighted mean of member
-   * costs is never below that), so building stops once the bound exceeds the worst kept one.
+   * Groups in order of a lower bound on their cost, so building stops once the bound exceeds the
+   * worst kept cost. A group's cost is a units-weighted mean of its members' costs plus the
+   * multi-machine penalty, never below its cheapest fitting member's cost plus that penalty; the
+   * bound takes that member's cost a hair lower (a relative 1e-9, far above the rounding of the
+   * weighted sum) so that rounding can never make it exceed the cost it bounds.
    */
   private rankGroups(top: TopN<Ranked>, groups: ViableCluster[], ctx: MatchContext, cheapest: number): void {
     if (groups.length === 0) return;
     for (const group of groups) {
-      group.bound = (ctx.interruptible ? 0 : this.priceTerm(group.cheapest, cheapest)) + group.minCost + this.options.multiMachinePenalty;
+      const { list, start, end } = group;
+      const { prices, costs, attestedAt } = list;
+      let least = Number.POSITIVE_INFINITY;
+      for (let i = start; i < end; i++) {
+        if (memberUnits(list, i, ctx) === 0) continue;
+        const base = (ctx.interruptible ? 0 : this.priceTerm(prices[i], cheapest)) + costs[i] + this.freshness(attestedAt[i], ctx.now);
+        if (base < least) least = base;
+      }
+      group.bound = least * (1 - 1e-9) + this.options.multiMachinePenalty;
     }
-    groups.sort((a, b) => a.bound - b.bound);
-    for (const group of groups) {
+    groups.sort(byBound);
+    for (let g = 0; g < groups.length; g++) {
+      const group = groups[g];
       if (top.full && group.bound > top.worst) break;
       this.offerGroup(top, group, ctx, cheapest);
     }
@@ -460,7 +440,10 @@ export class MatchingEngine {
     const { base, order, take, preempted, lists, positions, slots } = this.scratch;
     for (let j = 0; j < m; j++) {
       const slot = slots[j];
-      base[j] = (ctx.interruptible ? 0 : this.priceTerm(slot.price, cheapest)) + slot.staticCost + this.freshness(lists[j].attestedAt[positions[j]], ctx.now);
+      const list = lists[j];
+      const i = positions[j];
+      // The list's columns hold the slot's price and fixed cost (read there: no object to load).
+      base[j] = (ctx.interruptible ? 0 : this.priceTerm(list.prices[i], cheapest)) + list.costs[i] + this.freshness(list.attestedAt[i], ctx.now);
       take[j] = 0;
       preempted[j] = 0;
       // Insertion sort by (base, key): clusters are a handful of machines.
