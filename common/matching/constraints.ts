@@ -127,3 +127,26 @@ export function failureMask(list: SlotList, i: number, ctx: MatchContext): numbe
   if (ctx.exclusions !== null && isExcluded(list, i, ctx)) mask |= F_EXCLUDED;
   return mask;
 }
+
+/**
+ * failureMask for positions [from, to) of `list`, written to `out` from `offset`: the same checks
+ * in the same terms, with the columns and the request's numbers read once for the whole range
+ * (a no-match explanation masks thousands of offers).
+ */
+export function failureMasks(list: SlotList, from: number, to: number, ctx: MatchContext, out: Uint8Array, offset: number): void {
+  const { expiry, minDuration, maxDuration, vramMiB, attestationExpiry, reputation, free, available, lowestBids } = list;
+  const { validUntil, duration, minVramMiB, attestedOnly, now, minReputation, count, interruptible, priceLimit } = ctx;
+  const excluding = ctx.exclusions !== null;
+  for (let i = from, k = offset; i < to; i++, k++) {
+    let mask = 0;
+    if (expiry[i] < validUntil) mask |= F_EXPIRY;
+    if (duration < minDuration[i] || duration > maxDuration[i]) mask |= F_DURATION;
+    if (vramMiB[i] < minVramMiB) mask |= F_VRAM;
+    if (attestedOnly && !(attestationExpiry[i] > now)) mask |= F_ATTESTATION;
+    if (reputation[i] < minReputation) mask |= F_REPUTATION;
+    // capacityTier(list, i, ctx, count) < 0
+    if (free[i] < count && (available[i] < count || (interruptible && !(priceLimit > lowestBids[i])))) mask |= F_CAPACITY;
+    if (excluding && isExcluded(list, i, ctx)) mask |= F_EXCLUDED;
+    out[k] = mask;
+  }
+}

@@ -67,39 +67,72 @@ export type MatchOptions = {
   limit?: number;
 };
 
-/** The best `limit` items by cost, kept sorted; ties broken by key so results are reproducible. */
-class TopN<T extends { cost: number; tieKey: string }> {
-  readonly items: T[] = [];
-  constructor(readonly limit: number) {}
+/**
+ * A kept candidate, built into a Candidate only if it survives to the end. A class with every
+ * field set at construction, so records share one layout and can be reused.
+ */
+class Ranked {
+  cost = 0.5;
+  tieKey = "";
+  slot: Slot | null = null;
+  tier = 0;
+  priceTerm = 0.5;
+  freshness = 0.5;
+  /** The cluster of a group candidate (null for one machine), planned again when built. */
+  group: ViableCluster | null = null;
+  /** The cheapest price the group's price terms were relative to. */
+  groupCheapest = 0.5;
+}
+
+/**
+ * The best `limit` candidates by cost, kept sorted; ties broken by key so results are
+ * reproducible. Its records are reused, an evicted one for the next offer and all of them by the
+ * next match (matching is synchronous and the records never leave it), so a walk that offers
+ * hundreds of candidates allocates nothing.
+ */
+class TopN {
+  readonly items: Ranked[] = [];
+  private readonly spare: Ranked[] = [];
+  private limit = 0;
+
+  reset(limit: number): void {
+    for (const item of this.items) this.spare.push(item);
+    this.items.length = 0;
+    this.limit = limit;
+  }
   get full(): boolean {
     return this.items.length >= this.limit;
   }
   get worst(): number {
     return this.items.length === 0 ? Number.POSITIVE_INFINITY : this.items[this.items.length - 1].cost;
   }
-  offer(item: T): void {
+  offer(cost: number, tieKey: string, slot: Slot, tier: number, priceTerm: number, freshness: number, group: ViableCluster | null, groupCheapest: number): void {
     const items = this.items;
+    let record: Ranked;
     if (items.length >= this.limit) {
       const last = items[items.length - 1];
-      if (item.cost > last.cost || (item.cost === last.cost && item.tieKey >= last.tieKey)) return;
-      items.pop();
+      if (cost > last.cost || (cost === last.cost && tieKey >= last.tieKey)) return;
+      record = items.pop()!;
+    } else {
+      record = this.spare.pop() ?? new Ranked();
     }
+    record.cost = cost;
+    record.tieKey = tieKey;
+    record.slot = slot;
+    record.tier = tier;
+    record.priceTerm = priceTerm;
+    record.freshness = freshness;
+    record.group = group;
+    record.groupCheapest = groupCheapest;
     let i = items.length;
-    while (i > 0 && (items[i - 1].cost > item.cost || (items[i - 1].cost === item.cost && items[i - 1].tieKey > item.tieKey))) i--;
-    items.splice(i, 0, item);
+    items.push(record);
+    while (i > 0 && (items[i - 1].cost > cost || (items[i - 1].cost === cost && items[i - 1].tieKey > tieKey))) {
+      items[i] = items[i - 1];
+      i--;
+    }
+    items[i] = record;
   }
 }
-
-/** A kept candidate, built into a Candidate only if it survives to the end. */
-type Ranked = {
-  cost: number;
-  tieKey: string;
-  slot: Slot;
-  tier: number;
-  priceTerm: number;
-  freshness: number;
-  group: GroupRef | null;
-};
 
 /**
  * A cluster that can serve the request, by totals over its machines that fit: positions
@@ -122,8 +155,6 @@ function memberUnits(list: SlotList, i: number, ctx: MatchContext): number {
   return availableUnits(list, i, ctx);
 }
 
-/** A group kept in the top: enough to plan it again when the candidate is built. */
-type GroupRef = { cluster: ViableCluster; cheapest: number };
 
 /**
  * @example
@@ -137,6 +168,8 @@ export class MatchingEngine {
   readonly options: MatchingOptions;
   private readonly index: BookIndex;
   private readonly clock: () => number;
+  /** The ranking of the match in progress (reset by every match). */
+  private readonly top = new TopN();
   /** Scratch arrays for group formation (matching is synchronous, so one set serves every match). */
   private readonly scratch = {
     base: [] as number[],
@@ -199,7 +232,8 @@ export class MatchingEngine {
       exclusions: options.exclude && options.exclude.size > 0 ? options.exclude : null,
     };
     const buckets = this.selectBuckets(request);
-    const top = new TopN<Ranked>(limit);
+    const top = this.top;
+    top.reset(limit);
     const groups = request.colocation === "cluster" ? this.viableClusters(ctx) : [];
     if (request.interruptible) {
       this.rankInterruptible(ctx, buckets, top);
@@ -271,7 +305,7 @@ export class MatchingEngine {
    * exceeds the worst of the best `limit` costs, since every other term is non-negative; offers
    * whose price term and fixed cost together exceed it are skipped.
    */
-  private rankOnDemand(ctx: MatchContext, buckets: Bucket[], top: TopN<Ranked>, cheapest: number): void {
+  private rankOnDemand(ctx: MatchContext, buckets: Bucket[], top: TopN, cheapest: number): void {
     const weight = this.options.weights.price;
     const denominator = cheapest > 0 ? cheapest : 1;
     const count = ctx.count;
@@ -300,7 +334,7 @@ export class MatchingEngine {
    * fixed part plus freshness; the walk goes by ascending fixed cost and stops once it alone
    * exceeds the worst kept cost.
    */
-  private rankInterruptible(ctx: MatchContext, buckets: Bucket[], top: TopN<Ranked>): void {
+  private rankInterruptible(ctx: MatchContext, buckets: Bucket[], top: TopN): void {
     const count = ctx.count;
     for (let b = 0; b < buckets.length; b++) {
       const list = buckets[b].byCost;
@@ -315,25 +349,26 @@ export class MatchingEngine {
     }
   }
 
-  private offerSingle(top: TopN<Ranked>, list: SlotList, i: number, tier: number, priceTerm: number, ctx: MatchContext): void {
+  private offerSingle(top: TopN, list: SlotList, i: number, tier: number, priceTerm: number, ctx: MatchContext): void {
     const freshness = this.freshness(list.attestedAt[i], ctx.now);
     const cost = priceTerm + list.costs[i] + freshness + tier * PREEMPT_PENALTY;
     if (top.full && cost > top.worst) return;
     const slot = list.slots[i];
-    top.offer({ cost, tieKey: slot.key, slot, tier, priceTerm, freshness, group: null });
+    top.offer(cost, slot.key, slot, tier, priceTerm, freshness, null, 0);
   }
 
   private build(item: Ranked, ctx: MatchContext): Candidate {
     const group = item.group;
+    const slot = item.slot!;
     if (group === null) {
-      const part = this.part(item.slot, ctx.count, item.tier === 1, ctx);
+      const part = this.part(slot, ctx.count, item.tier === 1, ctx);
       return {
         parts: [part],
         units: ctx.count,
         preempt: item.tier === 1,
         pricePerGpuHour: part.pricePerUnitSecond * SECONDS_PER_HOUR,
         cost: item.cost,
-        breakdown: this.breakdown(item.slot, item.priceTerm, item.freshness, item.tier === 1 ? PREEMPT_PENALTY : 0, 0),
+        breakdown: this.breakdown(slot, item.priceTerm, item.freshness, item.tier === 1 ? PREEMPT_PENALTY : 0, 0),
       };
     }
     return this.buildGroup(item, group, ctx);
@@ -398,7 +433,7 @@ export class MatchingEngine {
    * bound takes that member's cost a hair lower (a relative 1e-9, far above the rounding of the
    * weighted sum) so that rounding can never make it exceed the cost it bounds.
    */
-  private rankGroups(top: TopN<Ranked>, groups: ViableCluster[], ctx: MatchContext, cheapest: number): void {
+  private rankGroups(top: TopN, groups: ViableCluster[], ctx: MatchContext, cheapest: number): void {
     if (groups.length === 0) return;
     for (const group of groups) {
       const { list, start, end } = group;
@@ -425,11 +460,11 @@ export class MatchingEngine {
    * already a single candidate). Only the cost is computed here (in scratch arrays, without
    * allocating); the parts of the groups that stay in the top are planned again in build().
    */
-  private offerGroup(top: TopN<Ranked>, group: ViableCluster, ctx: MatchContext, cheapest: number): void {
+  private offerGroup(top: TopN, group: ViableCluster, ctx: MatchContext, cheapest: number): void {
     const cost = this.planGroup(this.clusterMembers(group, ctx), ctx, cheapest);
     if (cost === null || (top.full && cost > top.worst)) return;
     const first = this.scratch.slots[this.scratch.order[0]];
-    top.offer({ cost, tieKey: first.clusterKey, slot: first, tier: 0, priceTerm: 0, freshness: 0, group: { cluster: group, cheapest } });
+    top.offer(cost, first.clusterKey, first, 0, 0, 0, group, cheapest);
   }
 
   /**
@@ -481,9 +516,10 @@ export class MatchingEngine {
   }
 
   /** Builds the candidate of a group kept in the top, planning it again from the same data. */
-  private buildGroup(item: Ranked, ref: GroupRef, ctx: MatchContext): Candidate {
-    const m = this.clusterMembers(ref.cluster, ctx);
-    this.planGroup(m, ctx, ref.cheapest);
+  private buildGroup(item: Ranked, group: ViableCluster, ctx: MatchContext): Candidate {
+    const cheapest = item.groupCheapest;
+    const m = this.clusterMembers(group, ctx);
+    this.planGroup(m, ctx, cheapest);
     const { order, take, preempted, lists, positions, slots } = this.scratch;
     const parts: CandidatePart[] = [];
     const sums = { price: 0, reputation: 0, freshness: 0, latency: 0 };
@@ -498,7 +534,7 @@ export class MatchingEngine {
       total += BigInt(part.units) * part.pricePerUnitSecond;
       preempt ||= part.preempt;
       const share = take[j] / ctx.count;
-      const b = this.breakdown(slot, ctx.interruptible ? 0 : this.priceTerm(slot.price, ref.cheapest), this.freshness(lists[j].attestedAt[positions[j]], ctx.now), 0, 0);
+      const b = this.breakdown(slot, ctx.interruptible ? 0 : this.priceTerm(slot.price, cheapest), this.freshness(lists[j].attestedAt[positions[j]], ctx.now), 0, 0);
       sums.price += share * b.price;
       sums.reputation += share * b.reputation;
       sums.freshness += share * b.freshness;

@@ -23,6 +23,7 @@ import {
   SLOT_CHECKS,
   availableUnits,
   failureMask,
+  failureMasks,
 } from "./constraints.js";
 import { formatUsd, perHour } from "./money.js";
 import type { MatchingOptions } from "./options.js";
@@ -147,6 +148,13 @@ class OnlyStats {
 
 type Found = { slot: Slot; price: bigint };
 
+/** Masks of the offers an explanation scans, reused across explanations (they run synchronously). */
+let masksBuffer = new Uint8Array(1024);
+function maskScratch(n: number): Uint8Array {
+  if (masksBuffer.length < n) masksBuffer = new Uint8Array(Math.max(n, masksBuffer.length * 2));
+  return masksBuffer;
+}
+
 export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: MatchingOptions): NoMatchExplanation {
   const request = ctx.request;
   const steps: ExplanationStep[] = [];
@@ -181,11 +189,15 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
     step("price", n);
   }
 
-  // Per-offer steps. Capacity per machine needs one pass; capacity per cluster needs the units
-  // each cluster offers first, so the masks are kept for a second pass.
+  // Per-offer steps: the masks of every offer under the limit first, then the counts. Capacity
+  // per cluster needs the units each cluster offers before its machines' masks are tallied.
   const before = F_EXPIRY | F_DURATION | F_VRAM | F_ATTESTATION | F_REPUTATION;
   const clusterMode = request.colocation === "cluster";
-  const masks = clusterMode ? new Uint8Array(n) : null;
+  const masks = maskScratch(n);
+  for (let b = 0, k = 0; b < scannedLists.length; b++) {
+    failureMasks(scannedLists[b], 0, ends[b], ctx, masks, k);
+    k += ends[b];
+  }
   let largestMachine = 0;
   const clusterUnits = new Map<number, number>();
   const removedBy = new Int32Array(F_EXCLUDED * 2); // indexed by a check's bit
@@ -193,7 +205,6 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
   const only: OnlyStats[] = [];
   for (const { bit } of SLOT_CHECKS) only[bit] = new OnlyStats();
   const tally = (list: SlotList, i: number, model: string, mask: number) => {
-    if (mask === 0) return;
     const lowest = mask & -mask;
     removedBy[lowest]++;
     if (mask !== lowest) return;
@@ -216,33 +227,31 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
         stats.add(model, 0);
     }
   };
+  if (clusterMode) {
+    for (let b = 0, k = 0; b < scannedLists.length; b++) {
+      const list = scannedLists[b];
+      const clusterIds = list.clusterIds;
+      for (let i = 0; i < ends[b]; i++, k++) {
+        const clusterId = clusterIds[i];
+        if (clusterId !== 0 && (masks[k] & before) === 0) clusterUnits.set(clusterId, (clusterUnits.get(clusterId) ?? 0) + availableUnits(list, i, ctx));
+      }
+    }
+  }
   for (let b = 0, k = 0; b < scannedLists.length; b++) {
     const list = scannedLists[b];
     const model = buckets[b].model;
+    const units = list.units;
     for (let i = 0; i < ends[b]; i++, k++) {
-      const mask = failureMask(list, i, ctx);
-      if ((mask & before) === 0) {
-        if ((mask & ~(F_CAPACITY | F_EXCLUDED)) === 0 && list.units[i] > largestMachine) largestMachine = list.units[i];
+      let mask = masks[k];
+      if ((mask & ~(F_CAPACITY | F_EXCLUDED)) === 0 && units[i] > largestMachine) largestMachine = units[i];
+      if (mask === 0) continue;
+      // Capacity per cluster: a machine with units to give in a cluster that reaches the count passes.
+      if (clusterMode && (mask & F_CAPACITY) !== 0 && availableUnits(list, i, ctx) > 0) {
         const clusterId = list.clusterIds[i];
-        if (clusterMode && clusterId !== 0) clusterUnits.set(clusterId, (clusterUnits.get(clusterId) ?? 0) + availableUnits(list, i, ctx));
+        if (clusterId !== 0 && (clusterUnits.get(clusterId) ?? 0) >= ctx.count) mask &= ~F_CAPACITY;
+        if (mask === 0) continue;
       }
-      if (masks) masks[k] = mask;
-      else tally(list, i, model, mask);
-    }
-  }
-  if (masks) {
-    // Capacity per cluster: a machine with units to give in a cluster that reaches the count passes.
-    for (let b = 0, k = 0; b < scannedLists.length; b++) {
-      const list = scannedLists[b];
-      const model = buckets[b].model;
-      for (let i = 0; i < ends[b]; i++, k++) {
-        let mask = masks[k];
-        if ((mask & F_CAPACITY) !== 0 && availableUnits(list, i, ctx) > 0) {
-          const clusterId = list.clusterIds[i];
-          if (clusterId !== 0 && (clusterUnits.get(clusterId) ?? 0) >= ctx.count) mask &= ~F_CAPACITY;
-        }
-        tally(list, i, model, mask);
-      }
+      tally(list, i, model, mask);
     }
   }
   for (const { bit, id } of SLOT_CHECKS) {
