@@ -123,26 +123,33 @@ function bitUsed(bit: number, ctx: MatchContext): boolean {
 /** Offers failing exactly one per-offer check, summarized in the same pass that counts the funnel. */
 class OnlyStats {
   count = 0;
-  model: string | null | undefined = undefined;
+  // The model they share is kept as a string and a flag (not string | null | undefined), so the
+  // field keeps one representation and optimized code that reads it is not thrown away.
+  private model = "";
+  private mixed = false;
   max = Number.NEGATIVE_INFINITY;
   min = Number.POSITIVE_INFINITY;
   /** Duration: offers that need a longer lease than asked (their minimum is recorded). */
   below = 0;
   add(model: string, value: number): void {
     this.count++;
-    this.model = this.model === undefined || this.model === model ? model : null;
+    this.see(model);
     if (value > this.max) this.max = value;
     if (value < this.min) this.min = value;
   }
   addBelow(model: string, minimum: number): void {
     this.count++;
     this.below++;
-    this.model = this.model === undefined || this.model === model ? model : null;
+    this.see(model);
     if (minimum < this.min) this.min = minimum;
+  }
+  private see(model: string): void {
+    if (this.count === 1) this.model = model;
+    else if (this.model !== model) this.mixed = true;
   }
   /** `A100-80GB ` when all offers share a model, else empty. */
   get modelWord(): string {
-    return this.model ? `${this.model} ` : "";
+    return this.model !== "" && !this.mixed ? `${this.model} ` : "";
   }
 }
 
@@ -155,42 +162,14 @@ function maskScratch(n: number): Uint8Array {
   return masksBuffer;
 }
 
-export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: MatchingOptions): NoMatchExplanation {
+/**
+ * The per-offer part of the funnel over the offers under the limit: their masks first, then
+ * the counts. Capacity per cluster needs the units each cluster offers before its machines'
+ * masks are tallied. A function of its own, apart from the text, so that it is compiled and
+ * optimized on its own.
+ */
+function tallyScanned(scannedLists: SlotList[], ends: number[], buckets: Bucket[], ctx: MatchContext, n: number) {
   const request = ctx.request;
-  const steps: ExplanationStep[] = [];
-  let truncated = false;
-  let remaining = index.size;
-  const step = (constraint: ConstraintId, left: number) => {
-    steps.push({ constraint, label: constraintLabel(constraint, ctx, options), removed: remaining - left, remaining: left });
-    remaining = left;
-  };
-
-  // Index steps: model, region, price or bid.
-  const requested = new Set(request.gpuType.models);
-  let inModels = 0;
-  for (const model of requested) inModels += index.models.get(model)?.size ?? 0;
-  step("gpuType", inModels);
-  const buckets: Bucket[] = [];
-  for (const model of requested) {
-    const group = index.models.get(model);
-    if (!group) continue;
-    if (request.regions === null) buckets.push(group.all);
-    else for (const bucket of group.buckets.values()) if (request.regions.includes(bucket.region)) buckets.push(bucket);
-  }
-  if (request.regions !== null) step("region", buckets.reduce((n, b) => n + b.byPrice.length, 0));
-  // The offers under the price limit: a prefix of each bucket's list.
-  const scannedLists = buckets.map((b) => (request.interruptible ? b.byBid : b.byPrice));
-  const ends = scannedLists.map((list) => list.upperBound(ctx.priceLimit));
-  const n = ends.reduce((a, b) => a + b, 0);
-  if (request.interruptible) {
-    step("interruptible", buckets.reduce((sum, b) => sum + b.byBid.length, 0));
-    step("bid", n);
-  } else {
-    step("price", n);
-  }
-
-  // Per-offer steps: the masks of every offer under the limit first, then the counts. Capacity
-  // per cluster needs the units each cluster offers before its machines' masks are tallied.
   const before = F_EXPIRY | F_DURATION | F_VRAM | F_ATTESTATION | F_REPUTATION;
   const clusterMode = request.colocation === "cluster";
   const masks = maskScratch(n);
@@ -254,28 +233,48 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
       tally(list, i, model, mask);
     }
   }
-  for (const { bit, id } of SLOT_CHECKS) {
-    if (bitUsed(bit, ctx)) step(id, remaining - removedBy[bit]);
-  }
+  return { removedBy, only, largestMachine, clusterUnits };
+}
 
-  // Nearest offers beyond the scanned set, each search bounded by explainScanLimit offers read.
-  const nearMisses: NearMiss[] = [];
-  /** The first offer from position of key `from` up to key `max` that fits everything (one machine). */
-  const firstFitting = (list: SlotList, from: number, max: number, budget: { left: number }, onDemandOnly = false): Slot | undefined => {
-    if (list.maxAvailable < ctx.count) return undefined;
-    const { keys, available, bids } = list;
-    for (let i = from > 0 ? list.upperBound(from - 1) : 0; i < keys.length; i++) {
-      if (keys[i] > max) return undefined;
-      // Read from the columns, free: only offers that pass these count against the budget.
-      if (available[i] < ctx.count || (onDemandOnly && bids[i] !== 0)) continue;
-      if (budget.left-- <= 0) {
-        truncated = true;
-        return undefined;
-      }
-      if (failureMask(list, i, ctx) === 0) return list.slots[i];
+/** The first offer from position of key `from` up to key `max` that fits everything (one machine). */
+function firstFittingOffer(
+  list: SlotList,
+  from: number,
+  max: number,
+  budget: { left: number },
+  ctx: MatchContext,
+  search: { truncated: boolean },
+  onDemandOnly: boolean,
+): Slot | undefined {
+  if (list.maxAvailable < ctx.count) return undefined;
+  const { keys, available, bids } = list;
+  for (let i = from > 0 ? list.upperBound(from - 1) : 0; i < keys.length; i++) {
+    if (keys[i] > max) return undefined;
+    // Read from the columns, free: only offers that pass these count against the budget.
+    if (available[i] < ctx.count || (onDemandOnly && bids[i] !== 0)) continue;
+    if (budget.left-- <= 0) {
+      search.truncated = true;
+      return undefined;
     }
-    return undefined;
-  };
+    if (failureMask(list, i, ctx) === 0) return list.slots[i];
+  }
+  return undefined;
+}
+
+/** Offers outside the scanned set that would fit with one index constraint relaxed (model, region, price or bid). */
+function nearMissesBeyond(
+  index: BookIndex,
+  ctx: MatchContext,
+  options: MatchingOptions,
+  requested: Set<string>,
+  buckets: Bucket[],
+  inModels: number,
+  search: { truncated: boolean },
+): NearMiss[] {
+  const request = ctx.request;
+  const nearMisses: NearMiss[] = [];
+  const firstFitting = (list: SlotList, from: number, max: number, budget: { left: number }, onDemandOnly = false) =>
+    firstFittingOffer(list, from, max, budget, ctx, search, onDemandOnly);
   const priceOf = (slot: Slot) => (request.interruptible ? perHour(request.bidPerUnitSecond!) : perHour(slot.entry.offer.pricePerUnitSecond));
   /** The cheapest fitting offer per group of buckets (a model, a region), walking each bucket by price. */
   const cheapestPer = (candidates: Bucket[], groupOf: (b: Bucket) => string): [string, Found][] => {
@@ -371,6 +370,53 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
       });
     }
   }
+
+  return nearMisses;
+}
+
+export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: MatchingOptions): NoMatchExplanation {
+  const request = ctx.request;
+  const steps: ExplanationStep[] = [];
+  let remaining = index.size;
+  const step = (constraint: ConstraintId, left: number) => {
+    steps.push({ constraint, label: constraintLabel(constraint, ctx, options), removed: remaining - left, remaining: left });
+    remaining = left;
+  };
+
+  // Index steps: model, region, price or bid.
+  const requested = new Set(request.gpuType.models);
+  let inModels = 0;
+  for (const model of requested) inModels += index.models.get(model)?.size ?? 0;
+  step("gpuType", inModels);
+  const buckets: Bucket[] = [];
+  for (const model of requested) {
+    const group = index.models.get(model);
+    if (!group) continue;
+    if (request.regions === null) buckets.push(group.all);
+    else for (const bucket of group.buckets.values()) if (request.regions.includes(bucket.region)) buckets.push(bucket);
+  }
+  if (request.regions !== null) step("region", buckets.reduce((n, b) => n + b.byPrice.length, 0));
+  // The offers under the price limit: a prefix of each bucket's list.
+  const scannedLists = buckets.map((b) => (request.interruptible ? b.byBid : b.byPrice));
+  const ends = scannedLists.map((list) => list.upperBound(ctx.priceLimit));
+  const n = ends.reduce((a, b) => a + b, 0);
+  if (request.interruptible) {
+    step("interruptible", buckets.reduce((sum, b) => sum + b.byBid.length, 0));
+    step("bid", n);
+  } else {
+    step("price", n);
+  }
+
+  // Per-offer steps.
+  const { removedBy, only, largestMachine, clusterUnits } = tallyScanned(scannedLists, ends, buckets, ctx, n);
+  for (const { bit, id } of SLOT_CHECKS) {
+    if (bitUsed(bit, ctx)) step(id, remaining - removedBy[bit]);
+  }
+
+  // Nearest offers beyond the scanned set, each search bounded by explainScanLimit offers read.
+  const search = { truncated: false };
+  const nearMisses = nearMissesBeyond(index, ctx, options, requested, buckets, inModels, search);
+  const truncated = search.truncated;
 
   // Nearest offers among the scanned ones: those failing exactly one check.
   for (const { bit, id } of SLOT_CHECKS) {
