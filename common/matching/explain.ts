@@ -172,17 +172,20 @@ function tallyScanned(scannedLists: SlotList[], ends: number[], buckets: Bucket[
   const request = ctx.request;
   const before = F_EXPIRY | F_DURATION | F_VRAM | F_ATTESTATION | F_REPUTATION;
   const clusterMode = request.colocation === "cluster";
-  const masks = maskScratch(n);
-  for (let b = 0, k = 0; b < scannedLists.length; b++) {
-    failureMasks(scannedLists[b], 0, ends[b], ctx, masks, k);
-    k += ends[b];
-  }
   let largestMachine = 0;
   const clusterUnits = new Map<number, number>();
   const removedBy = new Int32Array(F_EXCLUDED * 2); // indexed by a check's bit
   // Indexed by a check's bit.
   const only: OnlyStats[] = [];
   for (const { bit } of SLOT_CHECKS) only[bit] = new OnlyStats();
+  // Nothing under the limit (no bucket at all, often): the loops below would only meet empty
+  // arrays, whose other elements kind would throw their optimized code away.
+  if (n === 0) return { removedBy, only, largestMachine, clusterUnits };
+  const masks = maskScratch(n);
+  for (let b = 0, k = 0; b < scannedLists.length; b++) {
+    failureMasks(scannedLists[b], 0, ends[b], ctx, masks, k);
+    k += ends[b];
+  }
   const tally = (list: SlotList, i: number, model: string, mask: number) => {
     const lowest = mask & -mask;
     removedBy[lowest]++;
