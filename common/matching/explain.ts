@@ -22,8 +22,9 @@ import {
   type MatchContext,
   SLOT_CHECKS,
   availableUnits,
-  failureMask,
+  capacityTier,
   failureMasks,
+  firstFailure,
 } from "./constraints.js";
 import { formatUsd, perHour } from "./money.js";
 import type { MatchingOptions } from "./options.js";
@@ -259,7 +260,8 @@ function firstFittingOffer(
       search.truncated = true;
       return undefined;
     }
-    if (failureMask(list, i, ctx) === 0) return list.slots[i];
+    // failureMask(list, i, ctx) === 0, stopping at the first failing check.
+    if (firstFailure(list, i, ctx) === 0 && capacityTier(list, i, ctx, ctx.count) >= 0) return list.slots[i];
   }
   return undefined;
 }
