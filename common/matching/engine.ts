@@ -245,9 +245,11 @@ export class MatchingEngine {
         this.rankGroups(top, groups, ctx, cheapest);
       }
     }
+    // Tested on the kept items, not on an empty candidates array: an empty array has another
+    // elements kind, and reading it would throw away this function's optimized code.
+    if (top.items.length === 0) return { ok: false, request, explanation: explainNoMatch(this.index, ctx, this.options) };
     const candidates = top.items.map((item) => this.build(item, ctx));
-    if (candidates.length > 0) return { ok: true, request, candidates };
-    return { ok: false, request, explanation: explainNoMatch(this.index, ctx, this.options) };
+    return { ok: true, request, candidates };
   }
 
   private selectBuckets(request: MatchRequest): Bucket[] {

@@ -402,9 +402,15 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
   }
   if (request.regions !== null) step("region", buckets.reduce((n, b) => n + b.byPrice.length, 0));
   // The offers under the price limit: a prefix of each bucket's list.
-  const scannedLists = buckets.map((b) => (request.interruptible ? b.byBid : b.byPrice));
-  const ends = scannedLists.map((list) => list.upperBound(ctx.priceLimit));
-  const n = ends.reduce((a, b) => a + b, 0);
+  const scannedLists: SlotList[] = [];
+  const ends: number[] = [];
+  let n = 0;
+  for (let b = 0; b < buckets.length; b++) {
+    const list = request.interruptible ? buckets[b].byBid : buckets[b].byPrice;
+    scannedLists.push(list);
+    ends.push(list.upperBound(ctx.priceLimit));
+    n += ends[b];
+  }
   if (request.interruptible) {
     step("interruptible", buckets.reduce((sum, b) => sum + b.byBid.length, 0));
     step("bid", n);
