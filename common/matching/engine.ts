@@ -96,7 +96,12 @@ class TopN {
   private limit = 0;
 
   reset(limit: number): void {
-    for (const item of this.items) this.spare.push(item);
+    for (const item of this.items) {
+      // Let go of the last match's offers (an entry removed since must not stay reachable).
+      item.slot = null;
+      item.group = null;
+      this.spare.push(item);
+    }
     this.items.length = 0;
     this.limit = limit;
   }
