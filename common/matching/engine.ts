@@ -73,7 +73,6 @@ export type MatchOptions = {
  */
 class Ranked {
   cost = 0.5;
-  tieKey = "";
   slot: Slot | null = null;
   tier = 0;
   priceTerm = 0.5;
@@ -82,6 +81,14 @@ class Ranked {
   group: ViableCluster | null = null;
   /** The cheapest price the group's price terms were relative to. */
   groupCheapest = 0.5;
+}
+
+/**
+ * What breaks a tie in cost: the machine's key, or the cluster's for a group. Read only on a tie,
+ * so that ranking does not load every offered slot just for its key.
+ */
+function tieKeyOf(slot: Slot, group: ViableCluster | null): string {
+  return group === null ? slot.key : slot.clusterKey;
 }
 
 /**
@@ -111,18 +118,17 @@ class TopN {
   get worst(): number {
     return this.items.length === 0 ? Number.POSITIVE_INFINITY : this.items[this.items.length - 1].cost;
   }
-  offer(cost: number, tieKey: string, slot: Slot, tier: number, priceTerm: number, freshness: number, group: ViableCluster | null, groupCheapest: number): void {
+  offer(cost: number, slot: Slot, tier: number, priceTerm: number, freshness: number, group: ViableCluster | null, groupCheapest: number): void {
     const items = this.items;
     let record: Ranked;
     if (items.length >= this.limit) {
       const last = items[items.length - 1];
-      if (cost > last.cost || (cost === last.cost && tieKey >= last.tieKey)) return;
+      if (cost > last.cost || (cost === last.cost && tieKeyOf(slot, group) >= tieKeyOf(last.slot!, last.group))) return;
       record = items.pop()!;
     } else {
       record = this.spare.pop() ?? new Ranked();
     }
     record.cost = cost;
-    record.tieKey = tieKey;
     record.slot = slot;
     record.tier = tier;
     record.priceTerm = priceTerm;
@@ -131,7 +137,7 @@ class TopN {
     record.groupCheapest = groupCheapest;
     let i = items.length;
     items.push(record);
-    while (i > 0 && (items[i - 1].cost > cost || (items[i - 1].cost === cost && items[i - 1].tieKey > tieKey))) {
+    while (i > 0 && (items[i - 1].cost > cost || (items[i - 1].cost === cost && tieKeyOf(items[i - 1].slot!, items[i - 1].group) > tieKeyOf(slot, group)))) {
       items[i] = items[i - 1];
       i--;
     }
@@ -358,8 +364,7 @@ export class MatchingEngine {
     const freshness = this.freshness(list.attestedAt[i], ctx.now);
     const cost = priceTerm + list.costs[i] + freshness + tier * PREEMPT_PENALTY;
     if (top.full && cost > top.worst) return;
-    const slot = list.slots[i];
-    top.offer(cost, slot.key, slot, tier, priceTerm, freshness, null, 0);
+    top.offer(cost, list.slots[i], tier, priceTerm, freshness, null, 0);
   }
 
   private build(item: Ranked, ctx: MatchContext): Candidate {
@@ -479,7 +484,7 @@ export class MatchingEngine {
     const cost = this.planGroup(this.clusterMembers(group, ctx), ctx, cheapest);
     if (cost === null || (top.full && cost > top.worst)) return;
     const first = this.scratch.slots[this.scratch.order[0]];
-    top.offer(cost, first.clusterKey, first, 0, 0, 0, group, cheapest);
+    top.offer(cost, first, 0, 0, 0, group, cheapest);
   }
 
   /**
