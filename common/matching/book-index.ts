@@ -5,7 +5,7 @@
  * selling interruptible capacity by minimum bid and by their fixed ranking cost. A request
  * names a few models and regions, so it touches a few buckets, finds its price limit by binary
  * search and walks only the offers under it: O(log n + k). Clustered machines are also listed
- * per (model, cluster) for multi-machine requests.
+ * per model, by cluster, for multi-machine requests.
  *
  * A list keeps, beside its slots, parallel arrays of the numbers the hot loops test first (sort
  * key, fixed cost, units available, minimum bid). Most offers a walk meets are rejected on
@@ -53,31 +53,6 @@ export class Slot {
   constructor(readonly id: number) {}
 }
 
-/** Machines of one model sharing a cluster, with totals that let a request skip the cluster unread. */
-export class Cluster {
-  /** A handful of machines: an array walks without allocating an iterator. */
-  readonly members: Slot[] = [];
-  /** Sum of the members' maxAvailable. */
-  available = 0;
-  /** Lowest on-demand price among the members. */
-  cheapest = Number.POSITIVE_INFINITY;
-  /** Lowest minimum bid among members selling interruptible capacity. */
-  cheapestBid = Number.POSITIVE_INFINITY;
-
-  /** Recomputes the totals (clusters are a handful of machines). */
-  update(): void {
-    this.available = 0;
-    this.cheapest = Number.POSITIVE_INFINITY;
-    this.cheapestBid = Number.POSITIVE_INFINITY;
-    for (let k = 0; k < this.members.length; k++) {
-      const slot = this.members[k];
-      this.available += slot.maxAvailable;
-      if (slot.price < this.cheapest) this.cheapest = slot.price;
-      if (slot.minBid > 0 && slot.minBid < this.cheapestBid) this.cheapestBid = slot.minBid;
-    }
-  }
-}
-
 /**
  * Slots sorted by (key, id), with one column per number the per-offer checks and the ranking
  * read (struct of arrays). The key is read through `keyOf` when a slot is placed or found; the
@@ -87,6 +62,8 @@ export class Cluster {
 export class SlotList {
   readonly slots: Slot[] = [];
   readonly keys: number[] = [];
+  /** Slot.price (on-demand price per unit-second), whatever the list is sorted by. */
+  readonly prices: number[] = [];
   /** Fixed part of the ranking cost (reputation, latency). */
   readonly costs: number[] = [];
   /** free + units held by interruptible leases: the most a request could get. */
@@ -114,6 +91,7 @@ export class SlotList {
 
   constructor(private readonly keyOf: (slot: Slot) => number) {
     this.columns = [
+      this.prices,
       this.costs,
       this.available,
       this.free,
@@ -195,6 +173,7 @@ export class SlotList {
 
   private write(at: number, slot: Slot): void {
     const entry = slot.entry;
+    this.prices[at] = slot.price;
     this.costs[at] = slot.staticCost;
     this.available[at] = entry.capacity.freeUnits + entry.capacity.interruptibleUnits;
     this.free[at] = entry.capacity.freeUnits;
@@ -243,8 +222,12 @@ export type ModelGroup = {
   readonly buckets: Map<string, Bucket>;
   /** Every offer of the model, any region: requests without a region walk this one list. */
   readonly all: Bucket;
-  /** Clusters with machines of this model: clusterKey → its machines (any region). */
-  readonly clusters: Map<string, Cluster>;
+  /**
+   * The clustered machines of this model (any region) by ascending (clusterId, id): each cluster
+   * is a run of consecutive positions, so a multi-machine request reads every cluster of the
+   * model in one sequential pass over its columns instead of walking all of the model's offers.
+   */
+  readonly clustered: SlotList;
   size: number;
 };
 
@@ -255,6 +238,7 @@ function newBucket(model: string, region: string): Bucket {
 const priceOf = (slot: Slot) => slot.price;
 const bidOf = (slot: Slot) => slot.minBid;
 const costOf = (slot: Slot) => slot.staticCost;
+const clusterIdOf = (slot: Slot) => slot.clusterId;
 
 function clusterKeyOf(entry: OfferEntry): string {
   return entry.machine.cluster === NO_CLUSTER ? "" : `${entry.machine.model}|${entry.machine.cluster}`;
@@ -267,8 +251,6 @@ export function normalizeRegion(region: string): string {
 export class BookIndex {
   readonly slots = new Map<string, Slot>();
   readonly models = new Map<string, ModelGroup>();
-  /** Clusters by Slot.clusterId (undefined once a cluster has no machine left). */
-  readonly clustersById: (Cluster | undefined)[] = [];
   private nextId = 1;
   private readonly clusterIds = new Map<string, number>();
 
@@ -303,8 +285,8 @@ export class BookIndex {
 
   /** Same model and region: take the slot out of the lists whose sort key changes, refresh the rest. */
   private update(slot: Slot, entry: OfferEntry): void {
-    const clusterKey = clusterKeyOf(entry);
-    if (clusterKey !== slot.clusterKey) this.unlinkCluster(slot);
+    const clusterMoves = clusterKeyOf(entry) !== slot.clusterKey;
+    if (clusterMoves) this.unlinkCluster(slot);
     const wasSeller = slot.minBid > 0;
     const price = toIndexNumber(entry.offer.pricePerUnitSecond);
     const minBid = toIndexNumber(entry.offer.minBidPerUnitSecond);
@@ -330,8 +312,8 @@ export class BookIndex {
         else bucket.byCost.refresh(slot);
       }
     }
-    if (clusterKey !== "" && !this.models.get(slot.model)!.clusters.get(clusterKey)?.members.includes(slot)) this.linkCluster(slot);
-    else if (clusterKey !== "") this.models.get(slot.model)!.clusters.get(clusterKey)!.update();
+    if (clusterMoves) this.linkCluster(slot);
+    else if (slot.clusterKey !== "") this.models.get(slot.model)!.clustered.refresh(slot);
   }
 
   private fill(slot: Slot, entry: OfferEntry): void {
@@ -346,10 +328,10 @@ export class BookIndex {
     slot.reputation = reputationScore(entry.reputation);
     slot.staticCost = this.staticCost(entry, slot.reputation);
     slot.clusterKey = clusterKeyOf(entry);
-    slot.clusterId = slot.clusterKey === "" ? 0 : this.clusterIdOf(slot.clusterKey);
+    slot.clusterId = slot.clusterKey === "" ? 0 : this.clusterNumber(slot.clusterKey);
   }
 
-  private clusterIdOf(clusterKey: string): number {
+  private clusterNumber(clusterKey: string): number {
     let id = this.clusterIds.get(clusterKey);
     if (id === undefined) {
       id = this.clusterIds.size + 1;
@@ -367,7 +349,7 @@ export class BookIndex {
   private link(slot: Slot): void {
     let group = this.models.get(slot.model);
     if (!group) {
-      group = { model: slot.model, buckets: new Map(), all: newBucket(slot.model, "*"), clusters: new Map(), size: 0 };
+      group = { model: slot.model, buckets: new Map(), all: newBucket(slot.model, "*"), clustered: new SlotList(clusterIdOf), size: 0 };
       this.models.set(slot.model, group);
     }
     let bucket = group.buckets.get(slot.region);
@@ -408,27 +390,12 @@ export class BookIndex {
 
   private linkCluster(slot: Slot): void {
     if (slot.clusterKey === "") return;
-    const clusters = this.models.get(slot.model)!.clusters;
-    let cluster = clusters.get(slot.clusterKey);
-    if (!cluster) {
-      cluster = new Cluster();
-      clusters.set(slot.clusterKey, cluster);
-      this.clustersById[slot.clusterId] = cluster;
-    }
-    if (!cluster.members.includes(slot)) cluster.members.push(slot);
-    cluster.update();
+    this.models.get(slot.model)!.clustered.insert(slot);
   }
 
+  /** Call before the slot's clusterId changes (the list is sorted by it). */
   private unlinkCluster(slot: Slot): void {
     if (slot.clusterKey === "") return;
-    const clusters = this.models.get(slot.model)!.clusters;
-    const cluster = clusters.get(slot.clusterKey);
-    if (!cluster) return;
-    const at = cluster.members.indexOf(slot);
-    if (at >= 0) cluster.members.splice(at, 1);
-    if (cluster.members.length === 0) {
-      clusters.delete(slot.clusterKey);
-      this.clustersById[slot.clusterId] = undefined;
-    } else cluster.update();
+    this.models.get(slot.model)!.clustered.remove(slot);
   }
 }

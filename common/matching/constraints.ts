@@ -127,3 +127,45 @@ export function failureMask(list: SlotList, i: number, ctx: MatchContext): numbe
   if (ctx.exclusions !== null && isExcluded(list, i, ctx)) mask |= F_EXCLUDED;
   return mask;
 }
+
+/**
+ * failureMask for positions [from, to) of `list`, written to `out` from `offset`: the same checks
+ * in the same terms, one check at a time over the whole range (a no-match explanation masks
+ * thousands of offers): short loops over one or two columns each.
+ */
+export function failureMasks(list: SlotList, from: number, to: number, ctx: MatchContext, out: Uint8Array, offset: number): void {
+  const shift = offset - from;
+  const { expiry, minDuration, maxDuration, free, available } = list;
+  const { validUntil, duration, count } = ctx;
+  for (let i = from; i < to; i++) {
+    let mask = 0;
+    if (expiry[i] < validUntil) mask |= F_EXPIRY;
+    if (duration < minDuration[i] || duration > maxDuration[i]) mask |= F_DURATION;
+    // capacityTier(list, i, ctx, count) < 0, the interruptible part below.
+    if (free[i] < count && available[i] < count) mask |= F_CAPACITY;
+    out[i + shift] = mask;
+  }
+  if (ctx.interruptible) {
+    const lowestBids = list.lowestBids;
+    const priceLimit = ctx.priceLimit;
+    for (let i = from; i < to; i++) if (free[i] < count && available[i] >= count && !(priceLimit > lowestBids[i])) out[i + shift] |= F_CAPACITY;
+  }
+  {
+    const { vramMiB } = list;
+    const minVramMiB = ctx.minVramMiB;
+    for (let i = from; i < to; i++) if (vramMiB[i] < minVramMiB) out[i + shift] |= F_VRAM;
+  }
+  if (ctx.attestedOnly) {
+    const { attestationExpiry } = list;
+    const now = ctx.now;
+    for (let i = from; i < to; i++) if (!(attestationExpiry[i] > now)) out[i + shift] |= F_ATTESTATION;
+  }
+  {
+    const { reputation } = list;
+    const minReputation = ctx.minReputation;
+    for (let i = from; i < to; i++) if (reputation[i] < minReputation) out[i + shift] |= F_REPUTATION;
+  }
+  if (ctx.exclusions !== null) {
+    for (let i = from; i < to; i++) if (isExcluded(list, i, ctx)) out[i + shift] |= F_EXCLUDED;
+  }
+}

@@ -4,7 +4,7 @@
  * on its gossiped book. No I/O; time comes from an injectable clock.
  */
 import type { OfferEntry } from "./entry.js";
-import { type Bucket, BookIndex, type Cluster, type Slot, type SlotList } from "./book-index.js";
+import { type Bucket, BookIndex, type Slot, type SlotList } from "./book-index.js";
 import { type Exclusions, type MatchContext, availableUnits, capacityTier, firstFailure } from "./constraints.js";
 import { type NoMatchExplanation, explainNoMatch } from "./explain.js";
 import { SECONDS_PER_HOUR, toIndexNumber } from "./money.js";
@@ -67,50 +67,103 @@ export type MatchOptions = {
   limit?: number;
 };
 
-/** The best `limit` items by cost, kept sorted; ties broken by key so results are reproducible. */
-class TopN<T extends { cost: number; tieKey: string }> {
-  readonly items: T[] = [];
-  constructor(readonly limit: number) {}
+/**
+ * A kept candidate, built into a Candidate only if it survives to the end. A class with every
+ * field set at construction, so records share one layout and can be reused.
+ */
+class Ranked {
+  cost = 0.5;
+  slot: Slot | null = null;
+  tier = 0;
+  priceTerm = 0.5;
+  freshness = 0.5;
+  /** The cluster of a group candidate (null for one machine), planned again when built. */
+  group: ViableCluster | null = null;
+  /** The cheapest price the group's price terms were relative to. */
+  groupCheapest = 0.5;
+}
+
+/**
+ * What breaks a tie in cost: the machine's key, or the cluster's for a group. Read only on a tie,
+ * so that ranking does not load every offered slot just for its key.
+ */
+function tieKeyOf(slot: Slot, group: ViableCluster | null): string {
+  return group === null ? slot.key : slot.clusterKey;
+}
+
+/**
+ * The best `limit` candidates by cost, kept sorted; ties broken by key so results are
+ * reproducible. Its records are reused, an evicted one for the next offer and all of them by the
+ * next match (matching is synchronous and the records never leave it), so a walk that offers
+ * hundreds of candidates allocates nothing.
+ */
+class TopN {
+  readonly items: Ranked[] = [];
+  private readonly spare: Ranked[] = [];
+  private limit = 0;
+
+  reset(limit: number): void {
+    for (const item of this.items) {
+      // Let go of the last match's offers (an entry removed since must not stay reachable).
+      item.slot = null;
+      item.group = null;
+      this.spare.push(item);
+    }
+    this.items.length = 0;
+    this.limit = limit;
+  }
   get full(): boolean {
     return this.items.length >= this.limit;
   }
   get worst(): number {
     return this.items.length === 0 ? Number.POSITIVE_INFINITY : this.items[this.items.length - 1].cost;
   }
-  offer(item: T): void {
+  offer(cost: number, slot: Slot, tier: number, priceTerm: number, freshness: number, group: ViableCluster | null, groupCheapest: number): void {
     const items = this.items;
+    let record: Ranked;
     if (items.length >= this.limit) {
       const last = items[items.length - 1];
-      if (item.cost > last.cost || (item.cost === last.cost && item.tieKey >= last.tieKey)) return;
-      items.pop();
+      if (cost > last.cost || (cost === last.cost && tieKeyOf(slot, group) >= tieKeyOf(last.slot!, last.group))) return;
+      record = items.pop()!;
+    } else {
+      record = this.spare.pop() ?? new Ranked();
     }
+    record.cost = cost;
+    record.slot = slot;
+    record.tier = tier;
+    record.priceTerm = priceTerm;
+    record.freshness = freshness;
+    record.group = group;
+    record.groupCheapest = groupCheapest;
     let i = items.length;
-    while (i > 0 && (items[i - 1].cost > item.cost || (items[i - 1].cost === item.cost && items[i - 1].tieKey > item.tieKey))) i--;
-    items.splice(i, 0, item);
+    items.push(record);
+    while (i > 0 && (items[i - 1].cost > cost || (items[i - 1].cost === cost && tieKeyOf(items[i - 1].slot!, items[i - 1].group) > tieKeyOf(slot, group)))) {
+      items[i] = items[i - 1];
+      i--;
+    }
+    items[i] = record;
   }
 }
 
-/** A kept candidate, built into a Candidate only if it survives to the end. */
-type Ranked = {
-  cost: number;
-  tieKey: string;
-  slot: Slot;
-  tier: number;
-  priceTerm: number;
-  freshness: number;
-  group: GroupRef | null;
-};
+/**
+ * A cluster that can serve the request, by totals over its machines that fit: positions
+ * [start, end) of its model's cluster list, valid while this match runs (matching is synchronous).
+ */
+type ViableCluster = { list: SlotList; start: number; end: number; cheapest: number; bound: number };
 
-/** A cluster that can serve the request, by totals over its machines that fit. */
-type ViableCluster = { cluster: Cluster; cheapest: number; minCost: number; bound: number };
+/**
+ * Units a cluster member at position `i` of its model's cluster list can give the request (0 when it
+ * cannot take part): in a requested region, under the price limit (interruptible: selling
+ * interruptible capacity at a minimum bid under the bid), passing the per-offer checks.
+ */
+function memberUnits(list: SlotList, i: number, ctx: MatchContext): number {
+  const regions = ctx.request.regions;
+  if (regions !== null && !regions.includes(list.slots[i].region)) return 0;
+  if (ctx.interruptible ? list.bids[i] === 0 || list.bids[i] > ctx.priceLimit : list.prices[i] > ctx.priceLimit) return 0;
+  if (firstFailure(list, i, ctx) !== 0) return 0;
+  return availableUnits(list, i, ctx);
+}
 
-// States of a cluster while its totals are summed.
-const UNSEEN = 0;
-const OPEN = 1;
-const SKIP = 2;
-
-/** A group kept in the top: enough to plan it again when the candidate is built. */
-type GroupRef = { cluster: ViableCluster; cheapest: number };
 
 /**
  * @example
@@ -124,9 +177,8 @@ export class MatchingEngine {
   readonly options: MatchingOptions;
   private readonly index: BookIndex;
   private readonly clock: () => number;
-  private totals:
-    | { state: Uint8Array; units: Int32Array; machines: Int32Array; cheapest: Float64Array; minCost: Float64Array; touched: Int32Array }
-    | undefined;
+  /** The ranking of the match in progress (reset by every match). */
+  private readonly top = new TopN();
   /** Scratch arrays for group formation (matching is synchronous, so one set serves every match). */
   private readonly scratch = {
     base: [] as number[],
@@ -189,8 +241,9 @@ export class MatchingEngine {
       exclusions: options.exclude && options.exclude.size > 0 ? options.exclude : null,
     };
     const buckets = this.selectBuckets(request);
-    const top = new TopN<Ranked>(limit);
-    const groups = request.colocation === "cluster" ? this.viableClusters(ctx, buckets) : [];
+    const top = this.top;
+    top.reset(limit);
+    const groups = request.colocation === "cluster" ? this.viableClusters(ctx) : [];
     if (request.interruptible) {
       this.rankInterruptible(ctx, buckets, top);
       this.rankGroups(top, groups, ctx, 0);
@@ -203,9 +256,11 @@ export class MatchingEngine {
         this.rankGroups(top, groups, ctx, cheapest);
       }
     }
+    // Tested on the kept items, not on an empty candidates array: an empty array has another
+    // elements kind, and reading it would throw away this function's optimized code.
+    if (top.items.length === 0) return { ok: false, request, explanation: explainNoMatch(this.index, ctx, this.options) };
     const candidates = top.items.map((item) => this.build(item, ctx));
-    if (candidates.length > 0) return { ok: true, request, candidates };
-    return { ok: false, request, explanation: explainNoMatch(this.index, ctx, this.options) };
+    return { ok: true, request, candidates };
   }
 
   private selectBuckets(request: MatchRequest): Bucket[] {
@@ -261,7 +316,7 @@ export class MatchingEngine {
    * exceeds the worst of the best `limit` costs, since every other term is non-negative; offers
    * whose price term and fixed cost together exceed it are skipped.
    */
-  private rankOnDemand(ctx: MatchContext, buckets: Bucket[], top: TopN<Ranked>, cheapest: number): void {
+  private rankOnDemand(ctx: MatchContext, buckets: Bucket[], top: TopN, cheapest: number): void {
     const weight = this.options.weights.price;
     const denominator = cheapest > 0 ? cheapest : 1;
     const count = ctx.count;
@@ -290,7 +345,7 @@ export class MatchingEngine {
    * fixed part plus freshness; the walk goes by ascending fixed cost and stops once it alone
    * exceeds the worst kept cost.
    */
-  private rankInterruptible(ctx: MatchContext, buckets: Bucket[], top: TopN<Ranked>): void {
+  private rankInterruptible(ctx: MatchContext, buckets: Bucket[], top: TopN): void {
     const count = ctx.count;
     for (let b = 0; b < buckets.length; b++) {
       const list = buckets[b].byCost;
@@ -305,25 +360,25 @@ export class MatchingEngine {
     }
   }
 
-  private offerSingle(top: TopN<Ranked>, list: SlotList, i: number, tier: number, priceTerm: number, ctx: MatchContext): void {
+  private offerSingle(top: TopN, list: SlotList, i: number, tier: number, priceTerm: number, ctx: MatchContext): void {
     const freshness = this.freshness(list.attestedAt[i], ctx.now);
     const cost = priceTerm + list.costs[i] + freshness + tier * PREEMPT_PENALTY;
     if (top.full && cost > top.worst) return;
-    const slot = list.slots[i];
-    top.offer({ cost, tieKey: slot.key, slot, tier, priceTerm, freshness, group: null });
+    top.offer(cost, list.slots[i], tier, priceTerm, freshness, null, 0);
   }
 
   private build(item: Ranked, ctx: MatchContext): Candidate {
     const group = item.group;
+    const slot = item.slot!;
     if (group === null) {
-      const part = this.part(item.slot, ctx.count, item.tier === 1, ctx);
+      const part = this.part(slot, ctx.count, item.tier === 1, ctx);
       return {
         parts: [part],
         units: ctx.count,
         preempt: item.tier === 1,
         pricePerGpuHour: part.pricePerUnitSecond * SECONDS_PER_HOUR,
         cost: item.cost,
-        breakdown: this.breakdown(item.slot, item.priceTerm, item.freshness, item.tier === 1 ? PREEMPT_PENALTY : 0, 0),
+        breakdown: this.breakdown(slot, item.priceTerm, item.freshness, item.tier === 1 ? PREEMPT_PENALTY : 0, 0),
       };
     }
     return this.buildGroup(item, group, ctx);
@@ -331,71 +386,36 @@ export class MatchingEngine {
 
   /**
    * Clusters whose machines that fit the request (region, price or bid, per-offer checks) offer
-   * at least the requested units together, with totals only: reads the cluster column of the
-   * offers under the price limit, and skips a cluster whose totals cannot reach the request at
-   * its first machine. Members are gathered later, for the clusters that may enter the top.
+   * at least the requested units together. Reads the clustered machines of the requested models
+   * in one pass over each model's cluster list, a cluster being a run of positions there.
+   * Members are gathered again later, for the clusters that may enter the top.
    */
-  private viableClusters(ctx: MatchContext, buckets: Bucket[]): ViableCluster[] {
-    const clusters = this.index.clustersById;
-    const totals = this.clusterTotals(clusters.length);
-    const { state, units, machines, cheapest, minCost, touched } = totals;
-    let touchedCount = 0;
-    for (let b = 0; b < buckets.length; b++) {
-      const list = ctx.interruptible ? buckets[b].byBid : buckets[b].byPrice;
-      const { clusterIds, costs } = list;
-      const end = list.upperBound(ctx.priceLimit);
-      for (let i = 0; i < end; i++) {
-        const id = clusterIds[i];
-        if (id === 0 || state[id] === SKIP) continue;
-        if (state[id] === UNSEEN) {
-          touched[touchedCount++] = id;
-          if (clusters[id]!.available < ctx.count) {
-            state[id] = SKIP;
-            continue;
-          }
-          state[id] = OPEN;
-          units[id] = 0;
-          machines[id] = 0;
-          cheapest[id] = Number.POSITIVE_INFINITY;
-          minCost[id] = Number.POSITIVE_INFINITY;
-        }
-        if (firstFailure(list, i, ctx) !== 0) continue;
-        const available = availableUnits(list, i, ctx);
-        if (available === 0) continue;
-        units[id] += available;
-        machines[id]++;
-        const price = list.slots[i].price;
-        if (price < cheapest[id]) cheapest[id] = price;
-        if (costs[i] < minCost[id]) minCost[id] = costs[i];
-      }
-    }
+  private viableClusters(ctx: MatchContext): ViableCluster[] {
     const viable: ViableCluster[] = [];
-    for (let t = 0; t < touchedCount; t++) {
-      const id = touched[t];
-      if (state[id] === OPEN && units[id] >= ctx.count && machines[id] > 1) {
-        viable.push({ cluster: clusters[id]!, cheapest: cheapest[id], minCost: minCost[id], bound: 0 });
+    const count = ctx.count;
+    for (const model of ctx.request.gpuType.models) {
+      const list = this.index.models.get(model)?.clustered;
+      if (list === undefined) continue;
+      const { clusterIds, prices } = list;
+      const length = list.length;
+      let i = 0;
+      while (i < length) {
+        const id = clusterIds[i];
+        const start = i;
+        let units = 0;
+        let machines = 0;
+        let cheapest = Number.POSITIVE_INFINITY;
+        for (; i < length && clusterIds[i] === id; i++) {
+          const available = memberUnits(list, i, ctx);
+          if (available === 0) continue;
+          units += available;
+          machines++;
+          if (prices[i] < cheapest) cheapest = prices[i];
+        }
+        if (units >= count && machines > 1) viable.push({ list, start, end: i, cheapest, bound: 0 });
       }
-      state[id] = UNSEEN;
     }
     return viable;
-  }
-
-  /** Per-cluster totals in arrays indexed by cluster id, reused across matches (grown as ids grow). */
-  private clusterTotals(size: number) {
-    let totals = this.totals;
-    if (!totals || totals.state.length < size) {
-      const capacity = Math.max(64, size * 2);
-      totals = {
-        state: new Uint8Array(capacity),
-        units: new Int32Array(capacity),
-        machines: new Int32Array(capacity),
-        cheapest: new Float64Array(capacity),
-        minCost: new Float64Array(capacity),
-        touched: new Int32Array(capacity),
-      };
-      this.totals = totals;
-    }
-    return totals;
   }
 
   /**
@@ -404,36 +424,51 @@ export class MatchingEngine {
    */
   private clusterMembers(group: ViableCluster, ctx: MatchContext): number {
     const { lists, positions, slots } = this.scratch;
-    const regions = ctx.request.regions;
+    const list = group.list;
     let m = 0;
-    const members = group.cluster.members;
-    for (let k = 0; k < members.length; k++) {
-      const slot = members[k];
-      if (regions !== null && !regions.includes(slot.region)) continue;
-      if (ctx.interruptible ? slot.minBid === 0 || slot.minBid > ctx.priceLimit : slot.price > ctx.priceLimit) continue;
-      const list = slot.bucket.byPrice;
-      const i = list.indexOf(slot);
-      if (firstFailure(list, i, ctx) !== 0 || availableUnits(list, i, ctx) === 0) continue;
+    for (let i = group.start; i < group.end; i++) {
+      if (memberUnits(list, i, ctx) === 0) continue;
       lists[m] = list;
       positions[m] = i;
-      slots[m] = slot;
+      slots[m] = list.slots[i];
       m++;
     }
     return m;
   }
 
   /**
-   * Groups in order of a lower bound on their cost (their cheapest member's price term plus
-   * their smallest fixed cost plus the multi-machine penalty: a units-weighted mean of member
-   * costs is never below that), so building stops once the bound exceeds the worst kept one.
+   * Groups in order of a lower bound on their cost, so building stops once the bound exceeds the
+   * worst kept cost. A group's cost is a units-weighted mean of its members' costs plus the
+   * multi-machine penalty, never below its cheapest fitting member's cost plus that penalty; the
+   * bound takes that member's cost a hair lower (a relative 1e-9, far above the rounding of the
+   * weighted sum) so that rounding can never make it exceed the cost it bounds.
    */
-  private rankGroups(top: TopN<Ranked>, groups: ViableCluster[], ctx: MatchContext, cheapest: number): void {
+  private rankGroups(top: TopN, groups: ViableCluster[], ctx: MatchContext, cheapest: number): void {
     if (groups.length === 0) return;
     for (const group of groups) {
-      group.bound = (ctx.interruptible ? 0 : this.priceTerm(group.cheapest, cheapest)) + group.minCost + this.options.multiMachinePenalty;
+      const { list, start, end } = group;
+      const { prices, costs, attestedAt } = list;
+      let least = Number.POSITIVE_INFINITY;
+      for (let i = start; i < end; i++) {
+        if (memberUnits(list, i, ctx) === 0) continue;
+        const base = (ctx.interruptible ? 0 : this.priceTerm(prices[i], cheapest)) + costs[i] + this.freshness(attestedAt[i], ctx.now);
+        if (base < least) least = base;
+      }
+      group.bound = least * (1 - 1e-9) + this.options.multiMachinePenalty;
     }
-    groups.sort((a, b) => a.bound - b.bound);
-    for (const group of groups) {
+    // Insertion sort, stable like Array.prototype.sort: a few dozen groups, and no comparator
+    // calls (which cost more than the sort itself here).
+    for (let g = 1; g < groups.length; g++) {
+      const group = groups[g];
+      let at = g;
+      while (at > 0 && groups[at - 1].bound > group.bound) {
+        groups[at] = groups[at - 1];
+        at--;
+      }
+      groups[at] = group;
+    }
+    for (let g = 0; g < groups.length; g++) {
+      const group = groups[g];
       if (top.full && group.bound > top.worst) break;
       this.offerGroup(top, group, ctx, cheapest);
     }
@@ -445,11 +480,11 @@ export class MatchingEngine {
    * already a single candidate). Only the cost is computed here (in scratch arrays, without
    * allocating); the parts of the groups that stay in the top are planned again in build().
    */
-  private offerGroup(top: TopN<Ranked>, group: ViableCluster, ctx: MatchContext, cheapest: number): void {
+  private offerGroup(top: TopN, group: ViableCluster, ctx: MatchContext, cheapest: number): void {
     const cost = this.planGroup(this.clusterMembers(group, ctx), ctx, cheapest);
     if (cost === null || (top.full && cost > top.worst)) return;
     const first = this.scratch.slots[this.scratch.order[0]];
-    top.offer({ cost, tieKey: first.clusterKey, slot: first, tier: 0, priceTerm: 0, freshness: 0, group: { cluster: group, cheapest } });
+    top.offer(cost, first, 0, 0, 0, group, cheapest);
   }
 
   /**
@@ -460,7 +495,10 @@ export class MatchingEngine {
     const { base, order, take, preempted, lists, positions, slots } = this.scratch;
     for (let j = 0; j < m; j++) {
       const slot = slots[j];
-      base[j] = (ctx.interruptible ? 0 : this.priceTerm(slot.price, cheapest)) + slot.staticCost + this.freshness(lists[j].attestedAt[positions[j]], ctx.now);
+      const list = lists[j];
+      const i = positions[j];
+      // The list's columns hold the slot's price and fixed cost (read there: no object to load).
+      base[j] = (ctx.interruptible ? 0 : this.priceTerm(list.prices[i], cheapest)) + list.costs[i] + this.freshness(list.attestedAt[i], ctx.now);
       take[j] = 0;
       preempted[j] = 0;
       // Insertion sort by (base, key): clusters are a handful of machines.
@@ -498,9 +536,10 @@ export class MatchingEngine {
   }
 
   /** Builds the candidate of a group kept in the top, planning it again from the same data. */
-  private buildGroup(item: Ranked, ref: GroupRef, ctx: MatchContext): Candidate {
-    const m = this.clusterMembers(ref.cluster, ctx);
-    this.planGroup(m, ctx, ref.cheapest);
+  private buildGroup(item: Ranked, group: ViableCluster, ctx: MatchContext): Candidate {
+    const cheapest = item.groupCheapest;
+    const m = this.clusterMembers(group, ctx);
+    this.planGroup(m, ctx, cheapest);
     const { order, take, preempted, lists, positions, slots } = this.scratch;
     const parts: CandidatePart[] = [];
     const sums = { price: 0, reputation: 0, freshness: 0, latency: 0 };
@@ -515,7 +554,7 @@ export class MatchingEngine {
       total += BigInt(part.units) * part.pricePerUnitSecond;
       preempt ||= part.preempt;
       const share = take[j] / ctx.count;
-      const b = this.breakdown(slot, ctx.interruptible ? 0 : this.priceTerm(slot.price, ref.cheapest), this.freshness(lists[j].attestedAt[positions[j]], ctx.now), 0, 0);
+      const b = this.breakdown(slot, ctx.interruptible ? 0 : this.priceTerm(slot.price, cheapest), this.freshness(lists[j].attestedAt[positions[j]], ctx.now), 0, 0);
       sums.price += share * b.price;
       sums.reputation += share * b.reputation;
       sums.freshness += share * b.freshness;

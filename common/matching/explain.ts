@@ -22,7 +22,9 @@ import {
   type MatchContext,
   SLOT_CHECKS,
   availableUnits,
-  failureMask,
+  capacityTier,
+  failureMasks,
+  firstFailure,
 } from "./constraints.js";
 import { formatUsd, perHour } from "./money.js";
 import type { MatchingOptions } from "./options.js";
@@ -122,78 +124,70 @@ function bitUsed(bit: number, ctx: MatchContext): boolean {
 /** Offers failing exactly one per-offer check, summarized in the same pass that counts the funnel. */
 class OnlyStats {
   count = 0;
-  model: string | null | undefined = undefined;
+  // The model they share is kept as a string and a flag (not string | null | undefined), so the
+  // field keeps one representation and optimized code that reads it is not thrown away.
+  private model = "";
+  private mixed = false;
   max = Number.NEGATIVE_INFINITY;
   min = Number.POSITIVE_INFINITY;
   /** Duration: offers that need a longer lease than asked (their minimum is recorded). */
   below = 0;
   add(model: string, value: number): void {
     this.count++;
-    this.model = this.model === undefined || this.model === model ? model : null;
+    this.see(model);
     if (value > this.max) this.max = value;
     if (value < this.min) this.min = value;
   }
   addBelow(model: string, minimum: number): void {
     this.count++;
     this.below++;
-    this.model = this.model === undefined || this.model === model ? model : null;
+    this.see(model);
     if (minimum < this.min) this.min = minimum;
+  }
+  private see(model: string): void {
+    if (this.count === 1) this.model = model;
+    else if (this.model !== model) this.mixed = true;
   }
   /** `A100-80GB ` when all offers share a model, else empty. */
   get modelWord(): string {
-    return this.model ? `${this.model} ` : "";
+    return this.model !== "" && !this.mixed ? `${this.model} ` : "";
   }
 }
 
 type Found = { slot: Slot; price: bigint };
 
-export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: MatchingOptions): NoMatchExplanation {
+/** Masks of the offers an explanation scans, reused across explanations (they run synchronously). */
+let masksBuffer = new Uint8Array(1024);
+function maskScratch(n: number): Uint8Array {
+  if (masksBuffer.length < n) masksBuffer = new Uint8Array(Math.max(n, masksBuffer.length * 2));
+  return masksBuffer;
+}
+
+/**
+ * The per-offer part of the funnel over the offers under the limit: their masks first, then
+ * the counts. Capacity per cluster needs the units each cluster offers before its machines'
+ * masks are tallied. A function of its own, apart from the text, so that it is compiled and
+ * optimized on its own.
+ */
+function tallyScanned(scannedLists: SlotList[], ends: number[], buckets: Bucket[], ctx: MatchContext, n: number) {
   const request = ctx.request;
-  const steps: ExplanationStep[] = [];
-  let truncated = false;
-  let remaining = index.size;
-  const step = (constraint: ConstraintId, left: number) => {
-    steps.push({ constraint, label: constraintLabel(constraint, ctx, options), removed: remaining - left, remaining: left });
-    remaining = left;
-  };
-
-  // Index steps: model, region, price or bid.
-  const requested = new Set(request.gpuType.models);
-  let inModels = 0;
-  for (const model of requested) inModels += index.models.get(model)?.size ?? 0;
-  step("gpuType", inModels);
-  const buckets: Bucket[] = [];
-  for (const model of requested) {
-    const group = index.models.get(model);
-    if (!group) continue;
-    if (request.regions === null) buckets.push(group.all);
-    else for (const bucket of group.buckets.values()) if (request.regions.includes(bucket.region)) buckets.push(bucket);
-  }
-  if (request.regions !== null) step("region", buckets.reduce((n, b) => n + b.byPrice.length, 0));
-  // The offers under the price limit: a prefix of each bucket's list.
-  const scannedLists = buckets.map((b) => (request.interruptible ? b.byBid : b.byPrice));
-  const ends = scannedLists.map((list) => list.upperBound(ctx.priceLimit));
-  const n = ends.reduce((a, b) => a + b, 0);
-  if (request.interruptible) {
-    step("interruptible", buckets.reduce((sum, b) => sum + b.byBid.length, 0));
-    step("bid", n);
-  } else {
-    step("price", n);
-  }
-
-  // Per-offer steps. Capacity per machine needs one pass; capacity per cluster needs the units
-  // each cluster offers first, so the masks are kept for a second pass.
   const before = F_EXPIRY | F_DURATION | F_VRAM | F_ATTESTATION | F_REPUTATION;
   const clusterMode = request.colocation === "cluster";
-  const masks = clusterMode ? new Uint8Array(n) : null;
   let largestMachine = 0;
   const clusterUnits = new Map<number, number>();
   const removedBy = new Int32Array(F_EXCLUDED * 2); // indexed by a check's bit
   // Indexed by a check's bit.
   const only: OnlyStats[] = [];
   for (const { bit } of SLOT_CHECKS) only[bit] = new OnlyStats();
+  // Nothing under the limit (no bucket at all, often): the loops below would only meet empty
+  // arrays, whose other elements kind would throw their optimized code away.
+  if (n === 0) return { removedBy, only, largestMachine, clusterUnits };
+  const masks = maskScratch(n);
+  for (let b = 0, k = 0; b < scannedLists.length; b++) {
+    failureMasks(scannedLists[b], 0, ends[b], ctx, masks, k);
+    k += ends[b];
+  }
   const tally = (list: SlotList, i: number, model: string, mask: number) => {
-    if (mask === 0) return;
     const lowest = mask & -mask;
     removedBy[lowest]++;
     if (mask !== lowest) return;
@@ -216,57 +210,76 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
         stats.add(model, 0);
     }
   };
+  if (clusterMode) {
+    for (let b = 0, k = 0; b < scannedLists.length; b++) {
+      const list = scannedLists[b];
+      const clusterIds = list.clusterIds;
+      for (let i = 0; i < ends[b]; i++, k++) {
+        const clusterId = clusterIds[i];
+        if (clusterId !== 0 && (masks[k] & before) === 0) clusterUnits.set(clusterId, (clusterUnits.get(clusterId) ?? 0) + availableUnits(list, i, ctx));
+      }
+    }
+  }
   for (let b = 0, k = 0; b < scannedLists.length; b++) {
     const list = scannedLists[b];
     const model = buckets[b].model;
+    const units = list.units;
     for (let i = 0; i < ends[b]; i++, k++) {
-      const mask = failureMask(list, i, ctx);
-      if ((mask & before) === 0) {
-        if ((mask & ~(F_CAPACITY | F_EXCLUDED)) === 0 && list.units[i] > largestMachine) largestMachine = list.units[i];
+      let mask = masks[k];
+      if ((mask & ~(F_CAPACITY | F_EXCLUDED)) === 0 && units[i] > largestMachine) largestMachine = units[i];
+      if (mask === 0) continue;
+      // Capacity per cluster: a machine with units to give in a cluster that reaches the count passes.
+      if (clusterMode && (mask & F_CAPACITY) !== 0 && availableUnits(list, i, ctx) > 0) {
         const clusterId = list.clusterIds[i];
-        if (clusterMode && clusterId !== 0) clusterUnits.set(clusterId, (clusterUnits.get(clusterId) ?? 0) + availableUnits(list, i, ctx));
+        if (clusterId !== 0 && (clusterUnits.get(clusterId) ?? 0) >= ctx.count) mask &= ~F_CAPACITY;
+        if (mask === 0) continue;
       }
-      if (masks) masks[k] = mask;
-      else tally(list, i, model, mask);
+      tally(list, i, model, mask);
     }
   }
-  if (masks) {
-    // Capacity per cluster: a machine with units to give in a cluster that reaches the count passes.
-    for (let b = 0, k = 0; b < scannedLists.length; b++) {
-      const list = scannedLists[b];
-      const model = buckets[b].model;
-      for (let i = 0; i < ends[b]; i++, k++) {
-        let mask = masks[k];
-        if ((mask & F_CAPACITY) !== 0 && availableUnits(list, i, ctx) > 0) {
-          const clusterId = list.clusterIds[i];
-          if (clusterId !== 0 && (clusterUnits.get(clusterId) ?? 0) >= ctx.count) mask &= ~F_CAPACITY;
-        }
-        tally(list, i, model, mask);
-      }
-    }
-  }
-  for (const { bit, id } of SLOT_CHECKS) {
-    if (bitUsed(bit, ctx)) step(id, remaining - removedBy[bit]);
-  }
+  return { removedBy, only, largestMachine, clusterUnits };
+}
 
-  // Nearest offers beyond the scanned set, each search bounded by explainScanLimit offers read.
-  const nearMisses: NearMiss[] = [];
-  /** The first offer from position of key `from` up to key `max` that fits everything (one machine). */
-  const firstFitting = (list: SlotList, from: number, max: number, budget: { left: number }, onDemandOnly = false): Slot | undefined => {
-    if (list.maxAvailable < ctx.count) return undefined;
-    const { keys, available, bids } = list;
-    for (let i = from > 0 ? list.upperBound(from - 1) : 0; i < keys.length; i++) {
-      if (keys[i] > max) return undefined;
-      // Read from the columns, free: only offers that pass these count against the budget.
-      if (available[i] < ctx.count || (onDemandOnly && bids[i] !== 0)) continue;
-      if (budget.left-- <= 0) {
-        truncated = true;
-        return undefined;
-      }
-      if (failureMask(list, i, ctx) === 0) return list.slots[i];
+/** The first offer from position of key `from` up to key `max` that fits everything (one machine). */
+function firstFittingOffer(
+  list: SlotList,
+  from: number,
+  max: number,
+  budget: { left: number },
+  ctx: MatchContext,
+  search: { truncated: boolean },
+  onDemandOnly: boolean,
+): Slot | undefined {
+  if (list.maxAvailable < ctx.count) return undefined;
+  const { keys, available, bids } = list;
+  for (let i = from > 0 ? list.upperBound(from - 1) : 0; i < keys.length; i++) {
+    if (keys[i] > max) return undefined;
+    // Read from the columns, free: only offers that pass these count against the budget.
+    if (available[i] < ctx.count || (onDemandOnly && bids[i] !== 0)) continue;
+    if (budget.left-- <= 0) {
+      search.truncated = true;
+      return undefined;
     }
-    return undefined;
-  };
+    // failureMask(list, i, ctx) === 0, stopping at the first failing check.
+    if (firstFailure(list, i, ctx) === 0 && capacityTier(list, i, ctx, ctx.count) >= 0) return list.slots[i];
+  }
+  return undefined;
+}
+
+/** Offers outside the scanned set that would fit with one index constraint relaxed (model, region, price or bid). */
+function nearMissesBeyond(
+  index: BookIndex,
+  ctx: MatchContext,
+  options: MatchingOptions,
+  requested: Set<string>,
+  buckets: Bucket[],
+  inModels: number,
+  search: { truncated: boolean },
+): NearMiss[] {
+  const request = ctx.request;
+  const nearMisses: NearMiss[] = [];
+  const firstFitting = (list: SlotList, from: number, max: number, budget: { left: number }, onDemandOnly = false) =>
+    firstFittingOffer(list, from, max, budget, ctx, search, onDemandOnly);
   const priceOf = (slot: Slot) => (request.interruptible ? perHour(request.bidPerUnitSecond!) : perHour(slot.entry.offer.pricePerUnitSecond));
   /** The cheapest fitting offer per group of buckets (a model, a region), walking each bucket by price. */
   const cheapestPer = (candidates: Bucket[], groupOf: (b: Bucket) => string): [string, Found][] => {
@@ -362,6 +375,59 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
       });
     }
   }
+
+  return nearMisses;
+}
+
+export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: MatchingOptions): NoMatchExplanation {
+  const request = ctx.request;
+  const steps: ExplanationStep[] = [];
+  let remaining = index.size;
+  const step = (constraint: ConstraintId, left: number) => {
+    steps.push({ constraint, label: constraintLabel(constraint, ctx, options), removed: remaining - left, remaining: left });
+    remaining = left;
+  };
+
+  // Index steps: model, region, price or bid.
+  const requested = new Set(request.gpuType.models);
+  let inModels = 0;
+  for (const model of requested) inModels += index.models.get(model)?.size ?? 0;
+  step("gpuType", inModels);
+  const buckets: Bucket[] = [];
+  for (const model of requested) {
+    const group = index.models.get(model);
+    if (!group) continue;
+    if (request.regions === null) buckets.push(group.all);
+    else for (const bucket of group.buckets.values()) if (request.regions.includes(bucket.region)) buckets.push(bucket);
+  }
+  if (request.regions !== null) step("region", buckets.reduce((n, b) => n + b.byPrice.length, 0));
+  // The offers under the price limit: a prefix of each bucket's list.
+  const scannedLists: SlotList[] = [];
+  const ends: number[] = [];
+  let n = 0;
+  for (let b = 0; b < buckets.length; b++) {
+    const list = request.interruptible ? buckets[b].byBid : buckets[b].byPrice;
+    scannedLists.push(list);
+    ends.push(list.upperBound(ctx.priceLimit));
+    n += ends[b];
+  }
+  if (request.interruptible) {
+    step("interruptible", buckets.reduce((sum, b) => sum + b.byBid.length, 0));
+    step("bid", n);
+  } else {
+    step("price", n);
+  }
+
+  // Per-offer steps.
+  const { removedBy, only, largestMachine, clusterUnits } = tallyScanned(scannedLists, ends, buckets, ctx, n);
+  for (const { bit, id } of SLOT_CHECKS) {
+    if (bitUsed(bit, ctx)) step(id, remaining - removedBy[bit]);
+  }
+
+  // Nearest offers beyond the scanned set, each search bounded by explainScanLimit offers read.
+  const search = { truncated: false };
+  const nearMisses = nearMissesBeyond(index, ctx, options, requested, buckets, inModels, search);
+  const truncated = search.truncated;
 
   // Nearest offers among the scanned ones: those failing exactly one check.
   for (const { bit, id } of SLOT_CHECKS) {
