@@ -36,6 +36,9 @@ import {
 
 export type OfferAction = "reject" | "ignore";
 
+/** Unexpired attestations by non-attestors a message may carry before it is refused. */
+export const MAX_OUTSIDER_ATTESTATIONS = 2;
+
 /** Why a message was not accepted. Stable strings: metrics and tests use them. */
 export const OFFER_REJECT_REASONS = {
   too_large: "reject",
@@ -344,6 +347,7 @@ export class OfferValidator {
     const { offer, machine } = message;
     const expiries = new Map<Address, number>();
     const issued = new Map<Address, number>();
+    let outsiders = 0;
     for (const [index, signed] of message.attestations.entries()) {
       const { attestation } = signed;
       if (
@@ -357,11 +361,19 @@ export class OfferValidator {
       }
       const signer = this.attestationSigner(signed);
       if (!signer) return { reason: "bad_attestation", detail: `attestations.${index} signature recovers to no key` };
-      // Neither an attestation by an address outside the attestor set (never one, or one that
-      // governance removed since) nor an expired one counts; neither is punished, so removing an
-      // attestor un-attests nobody whom the remaining attestors still vouch for.
-      if (!(await this.chain.isAttestor(signer))) continue;
+      // Neither an expired attestation nor one by an address outside the attestor set (never
+      // one, or one that governance removed since) counts; neither is punished, so removing an
+      // attestor un-attests nobody whom the remaining attestors still vouch for. Expiry first:
+      // it costs no chain read.
       if (attestation.expiry <= now) continue;
+      if (!(await this.chain.isAttestor(signer))) {
+        // One or two are old news (removed attestors); more are a provider making every node
+        // look up made-up keys.
+        if (++outsiders > MAX_OUTSIDER_ATTESTATIONS) {
+          return { reason: "bad_attestation", detail: `more than ${MAX_OUTSIDER_ATTESTATIONS} attestations by addresses that are not attestors` };
+        }
+        continue;
+      }
       // Per attestor, the attestation that lasts longest counts.
       if (attestation.expiry > (expiries.get(signer) ?? 0)) {
         expiries.set(signer, attestation.expiry);

@@ -297,10 +297,11 @@ export class OfferBook extends EventEmitter<OfferBookEvents> {
     return previous ? "updated" : "added";
   }
 
-  /** Replaces the attestation state of a held offer (the attestor set changed). */
-  setAttestation(key: string, attestation: AttestationState): void {
+  /** Replaces the attestation state of a held offer (the attestor set changed), if it still holds message `seq`. */
+  setAttestation(key: string, attestation: AttestationState, seq?: number): void {
     const entry = this.entries.get(key);
-    if (!entry) return;
+    // A newer message arrived while its state was being computed: it carries its own.
+    if (!entry || (seq !== undefined && entry.seq !== seq)) return;
     entry.attestation = attestation;
     this.persist(key, { raw: entry.raw, receivedAt: entry.receivedAt, attestation });
   }

@@ -95,7 +95,7 @@ export class OfferEviction {
     this.options.chain.invalidateAttestors();
     for (const entry of this.options.book.all()) {
       try {
-        this.options.book.setAttestation(entry.key, await this.options.validator.attestationState(entry.message));
+        this.options.book.setAttestation(entry.key, await this.options.validator.attestationState(entry.message), entry.seq);
       } catch (error) {
         this.options.logger.warn("Cannot recompute an offer's attestation state", { key: entry.key }, error);
       }

@@ -110,7 +110,14 @@ export async function startOfferService(parameters: StartOfferServiceParameters)
   eviction.start();
   if (book.size) {
     // The chain moved while the node was down: re-check what was loaded, in the background.
-    void eviction.recheckAll().then(
+    // Attestor roles may have changed too (the daemon's watcher starts at the head).
+    void eviction
+      .recheckAll()
+      .then(async (removed) => {
+        await eviction.onAttestorsChanged();
+        return removed;
+      })
+      .then(
       (removed) => logger.info("Offer book reloaded", { offers: book.size, evicted: removed }),
       (error: unknown) => logger.warn("Cannot re-check the reloaded offer book", {}, error),
     );

@@ -110,6 +110,13 @@ describe("offer validation pipeline", () => {
     assert.deepEqual(result.offer.attestation.attestors, [a.address, b.address]);
     assert.ok(isAttested(result.offer.attestation, nowSec()), "two real attestors meet the quorum of two");
 
+    // Many made-up attestor keys make every node read the chain for each: refused.
+    const padded = await buildOfferMessage(provider, spec, {
+      seq: 3,
+      attestations: [createSigner(), createSigner(), createSigner()].map((key) => attest(key, provider.address, spec)),
+    });
+    expectFailure(await validator.validate(encodeOfferMessage(padded)), "bad_attestation", "reject");
+
     // Governance removes an attestor: the held offer is re-evaluated on what the others vouch for.
     chain.removeAttestor(b.address);
     cached.invalidateAttestors();
