@@ -175,7 +175,9 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
     // The base node follows the chain from the current head: the offer book needs only changes
     // from now on (a restarted book re-checks itself). Roles that need history (the provider's
     // leases) run their own reconciliation from their stored cursor.
-    const head = (await chain.publicClient.getBlockNumber()) - BigInt(config.chain.confirmations);
+    const confirmed = (await chain.publicClient.getBlockNumber()) - BigInt(config.chain.confirmations);
+    // On a chain younger than the confirmations, start at the deployment (never a negative block).
+    const head = confirmed < deployment.deploymentBlock ? deployment.deploymentBlock - 1n : confirmed;
     const cursors = store.repository<string>(Bucket.meta);
     const watcher = new ChainWatcher({
       publicClient: chain.publicClient,

@@ -15,9 +15,9 @@ export const chainOptionsSchema = z.strictObject({
   /** How often to poll for new blocks and events. 500 ms suits a devnet with 1 s blocks. */
   pollingIntervalMs: z.number().int().min(50).max(60_000).default(500),
   /**
-   * Blocks an event must be buried under before the node acts on it: a reorg shallower than
-   * this never reaches the offer book, the provider's leases or an attestor. 0 (the default)
-   * suits the devnet and chains with instant finality; see docs/configuration.md for others.
+   * Blocks an event must be buried under before the node's event followers see it (state read
+   * directly, such as a lease's status, is still the latest block's). 0 (the default) suits the
+   * devnet and chains with instant finality; see docs/configuration.md for others.
    */
   confirmations: z.number().int().min(0).max(1_000).default(0),
 });

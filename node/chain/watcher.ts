@@ -113,6 +113,7 @@ export class ChainWatcher extends EventEmitter {
 
   private async pollOnce(): Promise<void> {
     const latest = (await this.options.publicClient.getBlockNumber({ cacheTime: 0 })) - this.confirmations;
+    if (latest < 0n) return;
     const range = this.options.maxBlockRange ?? 2_000n;
     while (this.next <= latest && !this.halted) {
       const to = this.next + range - 1n < latest ? this.next + range - 1n : latest;

@@ -5,7 +5,7 @@ import { modelHash } from "../../common/gpu.js";
 import { CachedChainView } from "../../common/offers/chain-view.js";
 import { RegistryChainView } from "../../node/chain/registry-view.js";
 import { ChainWatcher, type ChainEvent } from "../../node/chain/watcher.js";
-import { silentLogger } from "../../node/log/logger.js";
+import { silentLogger, type Logger } from "../../node/log/logger.js";
 import { registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 
 describe("chain reads and the event watcher (devnet)", function () {
@@ -87,6 +87,27 @@ describe("chain reads and the event watcher (devnet)", function () {
     await resumed.start();
     await resumed.stop();
     assert.deepEqual(later, ["OfferNonceFloorRaised"]);
+  });
+
+  it("on a chain younger than its confirmations, waits without a failing poll", async () => {
+    const warnings: string[] = [];
+    const logger: Logger = {
+      level: "warn",
+      trace: () => undefined,
+      debug: () => undefined,
+      info: () => undefined,
+      warn: (message) => void warnings.push(message),
+      error: (message) => void warnings.push(message),
+      child: () => logger,
+    };
+    const watcher = new ChainWatcher({ publicClient: devnet.admin.publicClient, deployment: devnet.deployment, logger, confirmations: 1_000 });
+    const seen: string[] = [];
+    watcher.handle((event) => void seen.push(event.eventName));
+    await watcher.start();
+    await watcher.sync();
+    await watcher.stop();
+    assert.deepEqual(seen, []);
+    assert.deepEqual(warnings, []);
   });
 
   it("with confirmations, delivers an event only once enough blocks bury it", async () => {

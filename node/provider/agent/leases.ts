@@ -827,12 +827,18 @@ export class LeaseController {
   }
 
   /**
-   * The renter released units early (`LeaseShrunk`): it stopped paying for them, so they go back
-   * to idle work and to the next lease at once. The running task keeps the environment it started
-   * with (CUDA_VISIBLE_DEVICES cannot change under a process); docs/provider.md says the renter
-   * shrinks only once its task has stopped using the released GPUs.
+   * The renter released units early (`LeaseShrunk`) and stopped paying for them. Without a task
+   * yet, the lease keeps its first `units` units and the others go back to idle work and the next
+   * lease at once. A task being prepared or running keeps them all until it ends: its
+   * environment (CUDA_VISIBLE_DEVICES, container devices) cannot change under it, and another
+   * tenant must never share a GPU with it. Until then those units are neither offered nor
+   * reserved (`MachineMarket.setDraining`).
    */
   private async shrinkUnits(record: LeaseRecord, units: number): Promise<LeaseRecord> {
+    if (this.live.has(record.leaseId)) {
+      this.updateDraining(record.machineId);
+      return record;
+    }
     const keep = record.unitIds.slice(0, units);
     const dropped = record.unitIds.slice(units);
     const updated = await this.ctx.records.update(record.leaseId, (r) => {
@@ -842,7 +848,18 @@ export class LeaseController {
     for (const unit of dropped) if (this.unitOwner.get(unit) === record.leaseId) this.unitOwner.delete(unit);
     await this.ctx.capacity.shrink(taskIdOf(record.leaseId), keep);
     this.ctx.logger.info("Lease shrunk; released units go back to idle work", { leaseId: record.leaseId, kept: keep, released: dropped });
+    this.updateDraining(record.machineId);
     return updated;
+  }
+
+  /** Units of a machine held by tasks beyond what their leases pay for now (after a shrink). */
+  private updateDraining(machineId: number): void {
+    let draining = 0;
+    for (const record of this.ctx.records.open()) {
+      if (record.machineId !== machineId || record.released) continue;
+      draining += Math.max(0, record.unitIds.length - record.units);
+    }
+    this.ctx.machines.setDraining(machineId, draining);
   }
 
   /** Hands a lease's units back to the idle workload and forgets them. */
@@ -850,6 +867,14 @@ export class LeaseController {
     await this.ctx.capacity.release(taskIdOf(leaseId)).catch(() => undefined);
     for (const [unit, owner] of this.unitOwner) if (owner === leaseId) this.unitOwner.delete(unit);
     const record = this.ctx.records.get(leaseId);
+    if (record && record.unitIds.length > record.units) {
+      // A shrunk lease's task is over: what it kept beyond its units is for sale again.
+      await this.ctx.records.update(leaseId, (r) => {
+        r.unitIds = r.unitIds.slice(0, r.units);
+        r.devices = r.devices.slice(0, r.units);
+      });
+      this.updateDraining(record.machineId);
+    }
     if (record && !record.released && record.phase === "ended") {
       await this.ctx.runtime.reap(taskIdOf(leaseId)).catch(() => 0);
       await this.ctx.records.update(leaseId, (r) => void (r.released = true));

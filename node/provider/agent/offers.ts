@@ -39,6 +39,8 @@ export type MachineMarketOptions = {
 export class MachineMarket {
   private readonly machines = new Map<number, DeclaredMachine>();
   private readonly capacity = new Map<number, ChainCapacity>();
+  /** Units the chain counts free that a running task still holds (its lease shrank): not sold yet. */
+  private readonly draining = new Map<number, number>();
   private readonly attestations = new Map<number, SignedAttestation[]>();
   private readonly dirty = new Set<number>();
   private scheduled: NodeJS.Immediate | undefined;
@@ -82,9 +84,22 @@ export class MachineMarket {
   setChainCapacity(machineId: number, capacity: ChainCapacity): void {
     if (!this.machines.has(machineId)) return;
     this.capacity.set(machineId, capacity);
-    const dropped = this.ctx.table.setCapacity(machineId, { freeUnits: Math.max(0, capacity.idle), preemptibleUnits: Math.max(0, capacity.interruptible) });
+    const freeUnits = Math.max(0, capacity.idle - (this.draining.get(machineId) ?? 0));
+    const dropped = this.ctx.table.setCapacity(machineId, { freeUnits, preemptibleUnits: Math.max(0, capacity.interruptible) });
     if (dropped.length > 0) this.ctx.logger.info("Reservations dropped: the machine's free units shrank under them", { machineId, holds: dropped.map((hold) => hold.id) });
     this.markDirty(machineId);
+  }
+
+  /**
+   * Units of a machine that running tasks still hold though their leases released them on-chain
+   * (shrink): neither offered nor reserved until those tasks end.
+   */
+  setDraining(machineId: number, units: number): void {
+    if ((this.draining.get(machineId) ?? 0) === units) return;
+    if (units > 0) this.draining.set(machineId, units);
+    else this.draining.delete(machineId);
+    const capacity = this.capacity.get(machineId);
+    if (capacity) this.setChainCapacity(machineId, capacity);
   }
 
   /** The hardware attestations published with a machine's offer (from the attestor). */
