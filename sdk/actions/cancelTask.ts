@@ -28,15 +28,18 @@ export async function cancelTask(ctx: SuanliContext, taskId: string): Promise<Ta
   await ctx.link
     .cancel({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth: await authorize(ctx, attempt, "cancel", {}) })
     .catch(() => undefined);
+  let sent: Awaited<ReturnType<typeof closeLease>> | undefined;
   try {
-    const sent = await closeLease({ ...ctx, walletClient, account }, attempt.leaseId);
-    attempt.gas.push({ step: "close (cancel)", gasUsed: sent.gasUsed, transaction: sent.transaction });
-    await ctx.tasks.put(record);
+    sent = await closeLease({ ...ctx, walletClient, account }, attempt.leaseId);
   } catch (error) {
     // The provider may end the lease itself once the task has stopped (its cancel grace): the
     // refund then happened in its transaction, and there is nothing left for the renter to close.
-    const now = await readLease(ctx.publicClient, ctx.market, attempt.leaseId);
-    if (now.status === "Open" || now.status === "Active") throw error;
+    const now = await readLease(ctx.publicClient, ctx.market, attempt.leaseId).catch(() => undefined);
+    if (!now || now.status === "Open" || now.status === "Active") throw error;
+  }
+  if (sent) {
+    attempt.gas.push({ step: "close (cancel)", gasUsed: sent.gasUsed, transaction: sent.transaction });
+    await ctx.tasks.put(record);
   }
   const status = await getTaskStatus(ctx, taskId);
   return buildReceipt(ctx, taskId, status.state, status.exitCode, null);
