@@ -1,16 +1,15 @@
 import assert from "node:assert/strict";
-import { bytesToHex, hexToBytes, type Hex } from "viem";
+import type { Hex } from "viem";
 import { verifyAttestation } from "../../../common/attest/attestation.js";
-import { computeAnswerRow, deriveMatrixKeys, generateMatrixB, rowToBytes } from "../../../common/attest/arithmetic.js";
-import { MerkleTree, leafHash } from "../../../common/attest/merkle.js";
 import type { ChallengeMessage, CommitMessage, OpenResponseMessage } from "../../../common/attest/messages.js";
 import { challengeProfileSchema, deriveChallengeParams, type ChallengeProfileInput } from "../../../common/attest/params.js";
 import { modelHash } from "../../../common/gpu.js";
 import { Attestor, type AttestorChallenge, type ChallengeFailure, type ChallengePass, type MachineClaim } from "../../../node/attest/attestor.js";
 import { ChallengeResponder } from "../../../node/attest/provider.js";
 import { CpuRunner } from "../../../node/attest/runner/cpu.js";
-import type { Runner, RunnerChallenge, RunnerCommitment } from "../../../node/attest/runner/types.js";
+import type { Runner } from "../../../node/attest/runner/types.js";
 import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount, strangerAccount } from "./helpers.js";
+import { WrongRowsRunner } from "../../support/attest.js";
 
 const machine = { machineId: 7, model: "H100-80GB-SXM", units: 1, vramMiB: 81_559 };
 const claim: MachineClaim = { provider: providerAccount.address, ...machine };
@@ -45,33 +44,6 @@ function expectFailure(outcome: unknown, reason: ChallengeFailure["reason"]): Ch
   assert.equal(failure.outcome, "fail", `expected failure ${reason}, got ${JSON.stringify(outcome, (_k, v) => (typeof v === "bigint" ? String(v) : v))}`);
   assert.equal(failure.reason, reason, failure.detail);
   return failure;
-}
-
-/**
- * A dishonest runner: commits to a consistent Merkle tree over rows that are wrong in one
- * element each (what a provider guessing, or computing with a broken kernel, would send).
- */
-class WrongRowsRunner implements Runner {
-  readonly name = "wrong-rows";
-  async computeCommit(challenge: RunnerChallenge): Promise<RunnerCommitment> {
-    const keys = deriveMatrixKeys(hexToBytes(challenge.seed));
-    const b = generateMatrixB(keys, challenge.cols);
-    const rows = Array.from({ length: challenge.rows }, (_, r) => {
-      const row = computeAnswerRow(keys.a, b, r, challenge.cols, challenge.rounds);
-      row[r % challenge.cols] += 1;
-      return rowToBytes(row);
-    });
-    const id = hexToBytes(challenge.id);
-    const tree = MerkleTree.fromLeaves(rows.map((row, i) => leafHash(id, i, row)));
-    return {
-      root: bytesToHex(tree.root),
-      rows: challenge.rows,
-      computeMs: 0,
-      openRows: async (indices) => indices.map((index) => ({ index, data: bytesToHex(rows[index]), proof: tree.proof(index).map((s) => bytesToHex(s)) })),
-      release: async () => undefined,
-    };
-  }
-  async close(): Promise<void> {}
 }
 
 describe("attest challenge protocol", function () {
