@@ -93,17 +93,19 @@ type ModelLease = {
    * observedAt from the lease's collateral only as far as that collateral reaches.
    */
   unrecoverable: bigint;
+  /** It preempted another lease: closed by its renter, it owes at least the notice period (`minimum`). */
+  preemptor: boolean;
+  minimum?: bigint;
 };
 
 function earnable(lease: ModelLease, at: number): bigint {
-  if (lease.segments.length === 0) return 0n;
   const limit = Math.min(at, lease.stop ?? Infinity, lease.end ?? Infinity);
   let total = 0n;
   lease.segments.forEach((segment, i) => {
     const segmentEnd = Math.min(lease.segments[i + 1]?.from ?? Infinity, limit);
     if (segmentEnd > segment.from) total += BigInt(segment.units) * lease.price * BigInt(segmentEnd - segment.from);
   });
-  return total;
+  return lease.minimum !== undefined && lease.minimum > total ? lease.minimum : total;
 }
 
 /** What the renter is committed to pay: through the stop of an ended lease (a preemption notice runs ahead). */
@@ -289,6 +291,7 @@ describe("LeaseMarket property: money in = money out, nobody overpaid, no unit l
                 segments: [],
                 live: true,
                 unrecoverable: 0n,
+                preemptor: false,
               });
             }
             break;
@@ -365,6 +368,8 @@ describe("LeaseMarket property: money in = money out, nobody overpaid, no unit l
             if (!m) break;
             ok = await send(m.renter, market.address, leaseMarketAbi, "shrink", [m.id, op.units], now);
             if (ok) {
+              // Shrinking is allowed once a preemptor paid its notice; the minimum no longer applies.
+              m.preemptor = false;
               m.units = op.units;
               if (m.segments.length) {
                 m.segments.push({ from: now, units: op.units });
@@ -415,18 +420,26 @@ describe("LeaseMarket property: money in = money out, nobody overpaid, no unit l
         const where = `after ${JSON.stringify(op)} (${ok ? "succeeded" : "reverted"}) at ${T}`;
 
         // Leases that stopped running in this step: only the targeted ones, at the time the rules give.
+        let preempted = false;
         for (const lease of model) {
           const view = snap.leases[Number(lease.id) - 1];
           if (lease.live && !LIVE.has(view.status)) {
             const rule = mayEnd.get(lease.id);
             assert.ok(ok && rule, `lease ${lease.id} ended ${where}`);
             lease.live = false;
+            if (view.endReason === 4) preempted = true;
+            // A preemptor closed by its renter owes at least min(notice, duration) of its units x price.
+            if (lease.preemptor && view.endReason === 1) {
+              const notice = BigInt(lease.units) * lease.price * BigInt(NOTICE);
+              lease.minimum = notice < lease.deposit ? notice : lease.deposit;
+            }
             lease.stop = rule(lease) ?? now;
             stats.endings.set(view.endReason, (stats.endings.get(view.endReason) ?? 0) + 1);
             if (lease.segments.length) assert.equal(view.stopAt, lease.stop, `stopAt of lease ${lease.id} ${where}`);
           }
           assert.equal(LIVE.has(view.status), lease.live, `lease ${lease.id} live ${where}`);
         }
+        if (op.kind === "open" && ok && preempted) model.at(-1)!.preemptor = true;
 
         // Money: contracts hold exactly what they owe; nothing is created or lost.
         const owed = snap.leases.reduce((sum, l) => sum + l.deposit - l.paid, 0n);
@@ -453,7 +466,7 @@ describe("LeaseMarket property: money in = money out, nobody overpaid, no unit l
           } else {
             // Once ended, `deposit` is the provider's final total: never above what the rules allow.
             const bound = lease.faultSubmittedAt !== undefined ? earnable({ ...lease, stop: lease.faultSubmittedAt }, T) : committed(lease, T);
-            if (lease.segments.length === 0) assert.equal(view.deposit, 0n, `an unstarted lease pays nothing ${where}`);
+            if (lease.segments.length === 0) assert.equal(view.deposit, lease.minimum ?? 0n, `an unstarted lease pays nothing (a preemptor its notice) ${where}`);
             else assert.ok(view.deposit <= bound, `final total ${view.deposit} > ${bound} for lease ${lease.id} ${where}`);
           }
         }
