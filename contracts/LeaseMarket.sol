@@ -68,10 +68,11 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         if (status != LeaseStatus.Open) revert InvalidLeaseStatus(leaseId, status);
         if (msg.sender != lease.provider) revert NotProvider(leaseId, msg.sender);
         uint32 deadline = lease.start;
+        uint8 flags = lease.flags;
         if (block.timestamp > deadline) revert StartDeadlinePassed(leaseId, deadline);
         uint32 now_ = uint32(block.timestamp);
         lease.start = now_;
-        lease.flags |= FLAG_ACTIVATED;
+        lease.flags = flags | FLAG_ACTIVATED;
         lease.status = LeaseStatus.Active;
         // Cannot truncate: openLease checked that the start deadline plus the duration fits 32 bits.
         emit LeaseActivated(leaseId, now_, uint32(now_ + lease.deposit / _rate(lease.units, lease.price)));
@@ -107,8 +108,10 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             (uint96 amount,) = _accrue(leaseId, lease);
             if (amount == 0) continue;
             // The fee on the lease's cumulative payments, so splitting claims never changes the treasury's total.
-            uint96 fee =
-                _fee(paidBefore + amount, params_.protocolFeeBps) - _fee(paidBefore, params_.protocolFeeBps);
+            uint96 fee;
+            if (params_.protocolFeeBps != 0) {
+                fee = _fee(paidBefore + amount, params_.protocolFeeBps) - _fee(paidBefore, params_.protocolFeeBps);
+            }
             emit LeaseClaimed(leaseId, lease.provider, amount, fee);
             fees += fee;
             // Consecutive leases of one provider share one transfer.

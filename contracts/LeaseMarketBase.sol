@@ -149,12 +149,17 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
     ///      payments are split the treasury receives fee(total).
     function _payProvider(uint256 leaseId, address provider, uint96 paidBefore, uint96 paidAfter) internal {
         if (paidAfter == paidBefore) return;
-        MarketParams memory params_ = _params;
-        uint96 fee = _fee(paidAfter, params_.protocolFeeBps) - _fee(paidBefore, params_.protocolFeeBps);
         uint96 amount = paidAfter - paidBefore;
+        uint16 feeBps = _params.protocolFeeBps;
+        if (feeBps == 0) {
+            emit LeaseClaimed(leaseId, provider, amount, 0);
+            _pay(provider, amount);
+            return;
+        }
+        uint96 fee = _fee(paidAfter, feeBps) - _fee(paidBefore, feeBps);
         emit LeaseClaimed(leaseId, provider, amount, fee);
         _pay(provider, amount - fee);
-        _pay(params_.treasury, fee);
+        _pay(_params.treasury, fee);
     }
 
     /// @dev Sends `amount` to `to`; if the token refuses (a blocklisted receiver, say), records it as owed to `to`

@@ -107,13 +107,7 @@ contract LeaseMarketExtension is LeaseMarketBase {
             _pay(lease.renter, rest);
             return;
         }
-        // The lease as it was at observedAt: an extension made after it does not raise the credit
-        // (stopAt is the latest extension's time while the lease runs).
-        uint96 termsDeposit = observedAt < lease.stopAt ? _depositBefore[leaseId] : lease.deposit;
-        uint256 credit = _proRata(lease, termsDeposit, observedAt);
-        uint256 minCredit = uint256(_collateral(termsDeposit, lease.collateralBps)) * _params.faultMinCreditBps / BPS;
-        if (credit < minCredit) credit = minCredit;
-        credit = _min(credit + (total - accruedAtFault), _collateral(lease.deposit, lease.collateralBps));
+        uint256 credit = _faultCredit(leaseId, lease, observedAt, end, total - accruedAtFault);
         uint256 toRenter = _finish(
             leaseId, lease, EndReason.Faulted, observedAt, total, uint96(credit), IProviderRegistry.Outcome.Faulted
         );
@@ -324,6 +318,28 @@ contract LeaseMarketExtension is LeaseMarketBase {
         _owed[msg.sender] = 0;
         emit OwedWithdrawn(msg.sender, to, amount);
         _TOKEN.safeTransfer(to, amount);
+    }
+
+    /// @dev The SLA credit of a fault observed at `observedAt` on the lease as it was then (an extension made after
+    ///      it does not raise the credit; stopAt is the latest extension's time while the lease runs), plus
+    ///      `overpaid` (what the provider claimed after observedAt), capped at the collateral locked now.
+    function _faultCredit(uint256 leaseId, Lease memory lease, uint32 observedAt, uint256 end, uint256 overpaid)
+        private
+        view
+        returns (uint256 credit)
+    {
+        uint256 collateral = _collateral(lease.deposit, lease.collateralBps);
+        uint256 minCredit;
+        if (observedAt < lease.stopAt) {
+            uint96 termsDeposit = _depositBefore[leaseId];
+            credit = _proRata(lease, termsDeposit, observedAt);
+            minCredit = uint256(_collateral(termsDeposit, lease.collateralBps)) * _params.faultMinCreditBps / BPS;
+        } else {
+            credit = collateral * (end - observedAt) / (end - lease.start);
+            minCredit = collateral * _params.faultMinCreditBps / BPS;
+        }
+        if (credit < minCredit) credit = minCredit;
+        credit = _min(credit + overpaid, collateral);
     }
 
     /// @dev The provider's consent to extend `lease`: a valid offer for its machine at a nonzero price (minimum bid
