@@ -373,7 +373,7 @@ describe("LeaseMarket under attack: the money threat model", () => {
   });
 
   describe("finding 5: reputation counts delivered, paid unit-seconds", () => {
-    it("a provider renting from itself gains nothing for unactivated or unpaid leases", async () => {
+    it("a provider renting from itself gains nothing for unactivated, unpaid or zero-length leases", async () => {
       const s = await load();
       await s.token.write.faucet([s.provider.account.address, 10_000_000n]);
       const self = s.provider;
@@ -394,6 +394,26 @@ describe("LeaseMarket under attack: the money threat model", () => {
       const zero = { leaseId: unpaid.leaseId, providerAmount: 0n, deadline: unpaid.activatedAt + 4000 };
       const zeroSig = await signSettlement(self, s.domain, zero);
       await s.market.write.settle([zero, zeroSig, zeroSig]);
+      assert.deepEqual(await reputation(), [0n, 0n]);
+      // Open, activate and close in one block: no second of service, nothing counted.
+      const rpc = connection.provider;
+      const offer = await makeOffer(s);
+      const signature = await sign(s, offer);
+      const sameBlock = await s.market.read.nextLeaseId();
+      await rpc.request({ method: "evm_setAutomine", params: [false] });
+      try {
+        const gas = 1_000_000n;
+        const hashes = [
+          await s.market.write.openLease([offer, signature, terms()], { account: self.account, gas }),
+          await s.market.write.activate([sameBlock], { account: self.account, gas }),
+          await s.market.write.close([sameBlock], { account: self.account, gas }),
+        ];
+        await rpc.request({ method: "evm_mine", params: [] });
+        for (const hash of hashes) assert.equal((await s.publicClient.getTransactionReceipt({ hash })).status, "success");
+      } finally {
+        await rpc.request({ method: "evm_setAutomine", params: [true] });
+      }
+      assert.equal((await readLease(s.publicClient, s.market.address, sameBlock)).endReason, "RenterClosed");
       assert.deepEqual(await reputation(), [0n, 0n]);
       // Paid service counts, exactly what was paid for.
       const paid = await openActive(s, { renter: self });
