@@ -45,11 +45,11 @@ export async function startRpcCounter(upstream: string): Promise<RpcCounter> {
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
-  return {
+  const counter: RpcCounter = {
     url: `http://127.0.0.1:${port}`,
     calls,
     ethCalls(abi, functionName) {
-      return this.ethCallData(abi, functionName).length;
+      return counter.ethCallData(abi, functionName).length;
     },
     ethCallData(abi, functionName) {
       const item = abi.find((entry) => entry.type === "function" && entry.name === functionName);
@@ -68,4 +68,5 @@ export async function startRpcCounter(upstream: string): Promise<RpcCounter> {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+  return counter;
 }
