@@ -70,7 +70,7 @@ async function propagation(options: Options) {
   // penalty is lifted, since every node here shares 127.0.0.1.
   const p2p = {
     connections: { inboundPerSecondPerHost: 10_000, min: 6, max: 300, dialTimeoutMs: 10_000 },
-    gossip: { enabled: true, D: 6, Dlo: 4, Dhi: 12, heartbeatIntervalMs: 700, maxInboundFrameBytes: 1024 * 1024, ipColocationWhitelist: ["127.0.0.1"] },
+    gossip: { enabled: true, D: 6, Dlo: 4, Dhi: 12, heartbeatIntervalMs: 700, maxInboundFrameBytes: 1024 * 1024, ipColocationWhitelist: ["127.0.0.1"], peerMemorySeconds: 3_600 },
   };
   try {
     const seed = await startTestNode({ chain, dht: true, p2p });

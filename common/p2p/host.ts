@@ -18,6 +18,8 @@ import { createLibp2p, type ServiceFactoryMap } from "libp2p";
 import { z } from "zod";
 import { SuanliError } from "../errors.js";
 import { parseInput } from "../validation.js";
+import { hardenGossipsub } from "./gossip-hardening.js";
+import { ipOf, PeerGuard } from "./peer-guard.js";
 import { KAD_PROTOCOL, SUANLI_AGENT } from "./protocols.js";
 
 export class HostStartError extends SuanliError {
@@ -80,6 +82,13 @@ export const hostOptionsSchema = z.strictObject({
        * the tests) would otherwise score each other down.
        */
       ipColocationWhitelist: z.array(z.ipv4().or(z.ipv6())).max(64).default([]),
+      /**
+       * How long a misbehaving peer (and its address, unless whitelisted above) is remembered:
+       * its worst gossip score decays linearly to zero over this period, and while it is at or
+       * below the graylist threshold (−80) the host refuses its connections, whatever its
+       * gossipsub score says after a reconnect.
+       */
+      peerMemorySeconds: z.number().int().min(1).max(7 * 86_400).default(3_600),
     })
     .prefault({}),
   connections: z
@@ -120,7 +129,23 @@ export type CreateHostParameters = HostOptionsInput & {
   privateKey?: PrivateKey | undefined;
   /** Gossip topics the host may carry, each with its peer-score parameters. Others are dropped. */
   topics?: Record<string, Partial<TopicScoreParams>> | undefined;
+  /** Called when a connection is refused because the peer or its address misbehaved (metrics, logs). */
+  onPeerRefused?: ((match: "peer" | "address", who: string) => void) | undefined;
+  /** Called when a peer sent a gossip frame over our limit (it is penalised and disconnected). */
+  onOversizedFrame?: ((peer: string, score: number) => void) | undefined;
 };
+
+/** The graylist threshold of gossipsub's default thresholds: below it a peer's RPCs are ignored. */
+export const GRAYLIST_THRESHOLD = -80;
+/** What one oversized gossip frame costs in the host's own memory: two within a few minutes pass the graylist threshold. */
+export const OVERSIZED_FRAME_SCORE = -45;
+
+const guards = new WeakMap<object, PeerGuard>();
+
+/** The host's memory of misbehaving peers (undefined for hosts not made by createHost). */
+export function peerGuardOf(host: SuanliHost): PeerGuard | undefined {
+  return guards.get(host);
+}
 
 /**
  * Creates and starts a host. Stop it with `host.stop()`; the host also stops dialing
@@ -133,7 +158,7 @@ export type CreateHostParameters = HostOptionsInput & {
  * await host.stop();
  */
 export async function createHost(parameters: CreateHostParameters = {}): Promise<SuanliHost> {
-  const { privateKey, topics, ...rest } = parameters;
+  const { privateKey, topics, onPeerRefused, onOversizedFrame, ...rest } = parameters;
   const options = parseInput(hostOptionsSchema, rest, "p2p host options", [
     "Multiaddrs look like /ip4/127.0.0.1/tcp/4001; bootstrap entries end in /p2p/<peer id>.",
   ]);
@@ -188,10 +213,18 @@ export async function createHost(parameters: CreateHostParameters = {}): Promise
     });
   }
 
+  const guard = new PeerGuard({
+    retentionMs: options.gossip.peerMemorySeconds * 1000,
+    refuseAtOrBelow: GRAYLIST_THRESHOLD,
+    addressWhitelist: options.gossip.ipColocationWhitelist,
+    onRefused: onPeerRefused,
+  });
+
   let host: SuanliHost;
   try {
     host = (await createLibp2p({
       privateKey,
+      connectionGater: guard.gater(),
       start: false,
       nodeInfo: { userAgent: SUANLI_AGENT },
       addresses: { listen: options.listen, announce: options.announce },
@@ -208,6 +241,36 @@ export async function createHost(parameters: CreateHostParameters = {}): Promise
     })) as unknown as SuanliHost;
   } catch (error) {
     throw new HostStartError("Cannot create the p2p host", { cause: error });
+  }
+
+  guards.set(host, guard);
+  const pubsub = host.services.pubsub;
+  if (pubsub) {
+    const ipOfPeer = (peer: PeerId) => ipOf(host.getConnections(peer)[0]?.remoteAddr);
+    hardenGossipsub(pubsub, {
+      // A quarter of the frame stays free for the control messages gossipsub piggybacks.
+      maxOutboundRpcBytes: Math.floor((options.gossip.maxInboundFrameBytes * 3) / 4),
+      onOversizedFrame: (peer, score) => {
+        guard.penalize(peer.toString(), ipOfPeer(peer), OVERSIZED_FRAME_SCORE);
+        guard.remember(peer.toString(), ipOfPeer(peer), score);
+        onOversizedFrame?.(peer.toString(), guard.scoreOf(peer.toString()));
+        // Out of gossip but connected helps nobody: an honest peer redials and resumes.
+        void Promise.resolve(host.hangUp(peer)).catch(() => undefined);
+      },
+    });
+    // Every heartbeat, negative scores go into the guard's memory; a peer at or below the
+    // graylist threshold is disconnected, and the gater keeps it out while the memory lasts.
+    const inspect = pubsub as GossipSubInspect;
+    const onHeartbeat = () => {
+      for (const peer of pubsub.getPeers()) {
+        const id = peer.toString();
+        const score = inspect.getScore(id);
+        if (score < 0) guard.remember(id, ipOfPeer(peer), score);
+        if (guard.refusesPeer(id)) void Promise.resolve(host.hangUp(peer)).catch(() => undefined);
+      }
+    };
+    pubsub.addEventListener("gossipsub:heartbeat", onHeartbeat);
+    host.addEventListener("stop", () => pubsub.removeEventListener("gossipsub:heartbeat", onHeartbeat));
   }
 
   const keeper = new ConnectionKeeper(host, options.connections.min);

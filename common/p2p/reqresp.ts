@@ -34,6 +34,12 @@ import {
 export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024;
 /** Default deadline of one exchange (dial, write, handler, read). */
 export const DEFAULT_TIMEOUT_MS = 10_000;
+/**
+ * Default deadline for reading the request, whatever the exchange's deadline: a protocol whose
+ * handler may work for minutes (a challenge) still gets its request within seconds, so an idle
+ * stream cannot hold a slot for the whole exchange.
+ */
+export const DEFAULT_REQUEST_READ_TIMEOUT_MS = 10_000;
 /** Default number of concurrent inbound streams of one protocol from one peer. */
 export const DEFAULT_MAX_INBOUND_STREAMS_PER_PEER = 4;
 /** How long a server tries to deliver an error answer once the exchange's own deadline has passed. */
@@ -72,6 +78,8 @@ export type HandleProtocolOptions<Req extends z.ZodType, Res extends z.ZodType> 
   maxMessageBytes?: number;
   /** Deadline of the whole exchange on this side, in ms (default 10 s). */
   timeoutMs?: number;
+  /** Deadline for reading the request, in ms (default: the smaller of timeoutMs and 10 s). */
+  requestTimeoutMs?: number;
   /** Concurrent streams of this protocol one peer may hold open with us (default 4). */
   maxInboundStreamsPerPeer?: number;
   /** Called with every failure the handler answered (for logs and metrics). */
@@ -166,6 +174,7 @@ export async function handleProtocol<Req extends z.ZodType, Res extends z.ZodTyp
 ): Promise<() => Promise<void>> {
   const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const readTimeoutMs = Math.min(timeoutMs, options.requestTimeoutMs ?? DEFAULT_REQUEST_READ_TIMEOUT_MS);
   const perPeer = options.maxInboundStreamsPerPeer ?? DEFAULT_MAX_INBOUND_STREAMS_PER_PEER;
   const open = new Map<string, number>();
 
@@ -189,10 +198,14 @@ export async function handleProtocol<Req extends z.ZodType, Res extends z.ZodTyp
         });
       }
       let raw: Uint8Array;
+      const readSignal = AbortSignal.any([signal, AbortSignal.timeout(readTimeoutMs)]);
       try {
-        raw = (await lp.read({ signal })).subarray();
+        raw = (await lp.read({ signal: readSignal })).subarray();
       } catch (error) {
-        throw streamError(error, signal, "request", maxBytes, timeoutMs);
+        // A request cut short (the peer closed its side before the length its prefix announced)
+        // is a malformed message, not a network failure.
+        if ((error as Error)?.name === "UnexpectedEOFError") throw new InvalidMessageError("The request ended before the length its prefix announced");
+        throw streamError(error, readSignal, "request", maxBytes, readTimeoutMs);
       }
       const request = parseMessage(options.requestSchema, decodeJson(raw, "request"), "request");
       let result: unknown;

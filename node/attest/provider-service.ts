@@ -129,13 +129,18 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
     await options.onAttestation?.(session.machineId, result.attestation);
   };
 
+  // Refusals travel as answers (the attestor records them), and count as refused requests here.
+  const refused = () => daemon.metrics.p2pRequestErrors.inc({ protocol: ATTEST_PROTOCOL, name: "ChallengeRefusedError" });
   const unhandleAttest = await handleProtocol(daemon.p2p.host, ATTEST_PROTOCOL, {
     requestSchema: attestRequestSchema,
     responseSchema: attestAnswerSchema,
     maxMessageBytes: MAX_CONTROL_MESSAGE_BYTES,
     timeoutMs: CHALLENGE_EXCHANGE_TIMEOUT_MS,
     maxInboundStreamsPerPeer: 2,
-    onError: (error, peer) => logger.debug("Attest request failed", { peer: peer.toString(), error: error.name }),
+    onError: (error, peer) => {
+      daemon.metrics.p2pRequestErrors.inc({ protocol: ATTEST_PROTOCOL, name: error.name });
+      logger.debug("Attest request failed", { peer: peer.toString(), error: error.name });
+    },
     handler: async (request, context) => {
       const peer = context.peer.toString();
       if (request.type === "challenge") {
@@ -153,6 +158,7 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
           return commit;
         } catch (error) {
           logger.info("Challenge refused", { challengeId: challenge.id, peer, reason: (error as ChallengeRefusedError).reason ?? "runner_failed" });
+          refused();
           return ChallengeResponder.refusal(challenge.id, error);
         }
       }
@@ -160,12 +166,14 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       // Only the attestor that sent a challenge may open its rows or report on it: a third peer
       // that learned the id could otherwise make the provider release the answer early.
       if (!session || session.peer !== peer) {
+        refused();
         return ChallengeResponder.refusal(request.challengeId, new ChallengeRefusedError("expired", "No challenge with this id from this peer."));
       }
       if (request.type === "open") {
         try {
           return await responder.open(request);
         } catch (error) {
+          refused();
           return ChallengeResponder.refusal(request.challengeId, error);
         }
       }
@@ -194,6 +202,10 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
     maxMessageBytes: 1_024,
     timeoutMs: 10_000,
     maxInboundStreamsPerPeer: 8,
+    onError: (error, peer) => {
+      daemon.metrics.p2pRequestErrors.inc({ protocol: LIVENESS_PROTOCOL, name: error.name });
+      logger.debug("Liveness probe refused", { peer: peer.toString(), error: error.name });
+    },
     handler: async (probe) => {
       if (probe.chainId !== daemon.deployment.chainId) {
         throw new WrongChainError(`This node serves chain ${daemon.deployment.chainId}, not ${probe.chainId}`);

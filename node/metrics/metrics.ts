@@ -92,6 +92,17 @@ export function createMetrics(options: { registry?: Registry; processMetrics?: b
       labelNames: ["outcome"] as const,
       registers: [registry],
     }),
+    providerHoldsUnopened: new Counter({
+      name: "suanli_provider_holds_unopened_total",
+      help: "Reservations (held units) that expired without the renter opening a lease",
+      registers: [registry],
+    }),
+    p2pPeersRefused: new Counter({
+      name: "suanli_p2p_peers_refused_total",
+      help: "Connections refused because the peer or its address misbehaved recently, by what matched (peer, address)",
+      labelNames: ["match"] as const,
+      registers: [registry],
+    }),
     providerTransactions: new Counter({
       name: "suanli_provider_transactions_total",
       help: "Transactions this provider node sent, by contract function and outcome",

@@ -32,7 +32,16 @@ export async function startNodeHost(parameters: {
   const file = path.resolve(parameters.dataDir, options.identityFile);
   const { key, created } = await loadOrCreatePeerKey(file);
   const { identityFile: _file, ...hostOptions } = options;
-  const host = await createHost({ ...hostOptions, privateKey: key, topics: parameters.topics });
+  const host = await createHost({
+    ...hostOptions,
+    privateKey: key,
+    topics: parameters.topics,
+    onPeerRefused: (match, who) => {
+      metrics?.p2pPeersRefused.inc({ match });
+      logger.debug("Connection refused: the peer misbehaved recently", { match, who });
+    },
+    onOversizedFrame: (peer, score) => logger.info("Gossip peer sent a frame over the limit: penalised and disconnected", { peer, score }),
+  });
   const updatePeers = () => metrics?.p2pPeers.set(host.getPeers().length);
   host.addEventListener("peer:connect", updatePeers);
   host.addEventListener("peer:disconnect", updatePeers);

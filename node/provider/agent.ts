@@ -39,7 +39,9 @@ import { MachineMarket, type ChainCapacity } from "./agent/offers.js";
 import { serveLeaseProtocols } from "./agent/protocols.js";
 import { LeaseRecords, type LeaseRecord } from "./agent/records.js";
 import { RenterRequestVerifier } from "./agent/renter-auth.js";
+import { HoldThrottle } from "./agent/hold-throttle.js";
 import { ReservationBook } from "./agent/reservations.js";
+import { ChainReadCache } from "./agent/reserve.js";
 import { declareMachines, ensureRegistration, pricedMachines, type DeclaredMachine, type MachineBinding } from "./agent/setup.js";
 
 export class ProviderAgentError extends SuanliError {
@@ -69,6 +71,8 @@ export type ProviderAgent = DaemonModule & {
   claimer: Claimer;
   market: MachineMarket;
   watcher: ChainWatcher;
+  /** Units held for renters (reserve protocol), with their terms. */
+  reservations: ReservationBook;
   /** Signed hardware attestations to publish with a machine's offer (from the attestor), replacing earlier ones. */
   setAttestations(machineId: number, attestations: readonly SignedAttestation[]): void;
   /** What level holds about a lease. */
@@ -127,6 +131,21 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     const records = new LeaseRecords(store);
     await records.load();
     const reservations = await ReservationBook.load(store, { ttlMs: options.reserve.holdSeconds * 1000 });
+    const throttle = new HoldThrottle({ ...options.reserve.unopened });
+    const reserveLogger = logger.child({ part: "reserve" });
+    reservations.onUnopened((terms) => {
+      metrics.providerHoldsUnopened.inc();
+      throttle.record(terms.renter, terms.peer);
+      const counts = throttle.counts(terms.renter, terms.peer);
+      reserveLogger.info("Hold expired without a lease", {
+        renter: terms.renter,
+        peer: terms.peer,
+        machineId: terms.machineId,
+        units: terms.units,
+        unopenedByRenter: counts.wallet,
+        unopenedByPeer: counts.peer,
+      });
+    });
     const decimals = deployment.token.decimals;
     const market = new MachineMarket({
       machines,
@@ -260,9 +279,11 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
         reservations,
         leases: () => records.open(),
         chainNow: () => leases.chainNow(),
+        throttle,
+        reads: new ChainReadCache(),
         options,
         metrics,
-        logger: logger.child({ part: "reserve" }),
+        logger: reserveLogger,
       },
       leases,
       metrics,
@@ -273,7 +294,8 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     // Holds that expire without a lease give their units back to the offer (the publisher sends
     // nothing when no offer changed).
     const holdSweep = setInterval(() => {
-      if (reservations.table.sweep().length > 0) void reservations.persist().catch((error: unknown) => logger.warn("Cannot write the reservations", {}, error));
+      const expired = reservations.table.sweep().length + reservations.collectUnopened().length;
+      if (expired > 0) void reservations.persist().catch((error: unknown) => logger.warn("Cannot write the reservations", {}, error));
       market.markDirty();
     }, Math.min(5_000, options.leases.reconcileIntervalMs));
     holdSweep.unref();
@@ -345,6 +367,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       claimer,
       market,
       watcher,
+      reservations,
       setAttestations: (machineId, attestations) => market.setAttestations(machineId, attestations),
       lease: (leaseId) => records.get(leaseId),
       activeLeases: () => records.open().filter((record) => record.chain.status === "Active"),

@@ -117,6 +117,24 @@ export const providerOptionsSchema = z.strictObject({
       holdSeconds: z.number().int().min(5).max(3_600).default(120),
       /** Holds in flight at once; more requests are refused as "busy". */
       maxHolds: z.number().int().min(1).max(100_000).default(256),
+      /**
+       * Live holds one renter wallet may have here at once; their deposits together must also fit
+       * its token balance. A hold costs nothing, so without a cap one wallet could hold every unit.
+       */
+      maxHoldsPerRenter: z.number().int().min(1).max(10_000).default(4),
+      /** Live holds requested by one libp2p peer (an HTTP relay node sends for many wallets). */
+      maxHoldsPerPeer: z.number().int().min(1).max(100_000).default(64),
+      /**
+       * Holds that expire without a lease count against their wallet and peer for `windowSeconds`;
+       * past the limit new reserve requests from them are refused ("busy") until old ones age out.
+       */
+      unopened: z
+        .strictObject({
+          limit: z.number().int().min(1).max(10_000).default(5),
+          peerLimit: z.number().int().min(1).max(100_000).default(50),
+          windowSeconds: z.number().int().min(60).max(7 * 86_400).default(3_600),
+        })
+        .prefault({}),
     })
     .prefault({}),
   /** Lease handling. */

@@ -12,6 +12,7 @@
  * started again: what is left of it is killed and the lease is terminated (docs/provider.md).
  */
 import { getAddress, type Account, type Address, type Chain, type Hex, type PublicClient, type Transport, type TypedDataDomain } from "viem";
+import { LRUCache } from "lru-cache";
 import { leaseMarketAbi } from "../../../common/abi.js";
 import { readLease, type LeaseView } from "../../../common/chain/market.js";
 import { suanliTypes } from "../../../common/eip712.js";
@@ -19,6 +20,7 @@ import {
   FINAL_TASK_STATES,
   TASK_NOT_STARTED_EXIT_CODE,
   type LogLine as WireLogLine,
+  type RenterAction,
   type RenterAuth,
   type TaskState,
   type TaskStatus,
@@ -35,10 +37,10 @@ import type { Runtime, TaskHandle, TaskResult } from "../runtime/runtime.js";
 import { secretsOf, storableSpec, type TaskSpec } from "../runtime/task.js";
 import type { TxSender } from "./chain-tx.js";
 import { revertName } from "./chain-tx.js";
-import { LeaseNotFoundError, LeaseStateError } from "./errors.js";
+import { LeaseStateError } from "./errors.js";
 import type { MachineMarket } from "./offers.js";
 import { chainFields, newLeaseRecord, type EndAction, type LeaseRecord, type LeaseRecords, type TaskError } from "./records.js";
-import type { RenterRequestVerifier } from "./renter-auth.js";
+import { notAuthorized, type RenterRequestVerifier } from "./renter-auth.js";
 import type { ReservationBook } from "./reservations.js";
 
 /** Errors of the renter's input: the task never runs, the lease ends with a completion report (the renter pays a second or two). */
@@ -49,6 +51,15 @@ const ZERO_DIGEST = `0x${"0".repeat(64)}` as Hex;
 export const LOGS_ANSWER_MAX_BYTES = 256 * 1024;
 /** Finished tasks whose logs stay readable in memory. */
 const FINISHED_TASKS_KEPT = 64;
+/** How long one read of the market's lease counter answers for unknown lease ids. */
+const NEXT_LEASE_ID_MAX_AGE_MS = 250;
+/**
+ * A lease id this close above the last counter read may have just been opened: the counter is
+ * read again before the request is refused. Farther ids are refused without a read.
+ */
+const NEXT_LEASE_ID_SLACK = 64n;
+/** How long a chain read of one lease answers concurrent and repeated requests about it. */
+const LEASE_READ_TTL_MS = 2_000;
 
 export type LeaseControllerContext = {
   publicClient: PublicClient<Transport, Chain>;
@@ -112,6 +123,13 @@ export class LeaseController {
   private readonly provider: Address;
   private sweepTimer: NodeJS.Timeout | undefined;
   private stopping = false;
+  /**
+   * Every lease id below this one was opened on-chain and its LeaseOpened event handled here: a
+   * lease below it without a record is not this provider's, and costs no chain read to say so.
+   */
+  private eventsNext = 1n;
+  private counter: { value: bigint; at: number; pending?: Promise<bigint> | undefined } = { value: 0n, at: 0 };
+  private readonly leaseReads = new LRUCache<string, Promise<LeaseView>>({ max: 10_000, ttl: LEASE_READ_TTL_MS });
 
   constructor(private readonly ctx: LeaseControllerContext) {
     this.provider = getAddress(ctx.account.address);
@@ -122,6 +140,7 @@ export class LeaseController {
 
   /** Takes back the units of leases that hold them (before the idle workload starts) and reconciles every open lease. */
   async start(): Promise<void> {
+    for (const record of this.ctx.records.all()) if (record.leaseId >= this.eventsNext) this.eventsNext = record.leaseId + 1n;
     for (const record of this.ctx.records.open()) {
       if (record.unitIds.length > 0 && !record.released) for (const unit of record.unitIds) this.unitOwner.set(unit, record.leaseId);
     }
@@ -160,8 +179,11 @@ export class LeaseController {
   async onChainEvent(event: ChainEvent): Promise<void> {
     switch (event.eventName) {
       case "LeaseOpened": {
-        if (getAddress(event.args.provider) !== this.provider) return;
         const leaseId = event.args.leaseId;
+        if (getAddress(event.args.provider) !== this.provider) {
+          this.sawLease(leaseId);
+          return;
+        }
         if (this.ctx.reservations.commit(event.args.offerNonce.toString())) await this.ctx.reservations.persist();
         if (!this.ctx.records.get(leaseId)) {
           const view = await readLease(this.ctx.publicClient, this.ctx.market, leaseId);
@@ -170,6 +192,7 @@ export class LeaseController {
           this.ctx.logger.info("Lease opened", { leaseId, renter: view.renter, machineId: view.machineId, units: view.units, interruptible: view.interruptible });
           this.updateGauges();
         }
+        this.sawLease(leaseId);
         this.schedule(leaseId);
         return;
       }
@@ -195,12 +218,63 @@ export class LeaseController {
   // -------------------------------------------------------------------------------------------
   // renter requests (the protocol layer parsed the bodies)
 
-  /** The record of a lease of this provider, created from the chain when the event has not been seen yet. */
-  private async recordFor(leaseId: bigint): Promise<LeaseRecord> {
+  /** Events arrive in order: every lease up to this one has been handled. */
+  private sawLease(leaseId: bigint): void {
+    if (leaseId >= this.eventsNext) this.eventsNext = leaseId + 1n;
+  }
+
+  /** The market's lease counter, read at most every `maxAgeMs` (concurrent callers share a read). */
+  private async nextLeaseId(maxAgeMs: number): Promise<bigint> {
+    if (this.counter.at > 0 && Date.now() - this.counter.at <= maxAgeMs) return this.counter.value;
+    this.counter.pending ??= this.ctx.publicClient
+      .readContract({ address: this.ctx.market, abi: leaseMarketAbi, functionName: "nextLeaseId" })
+      .then((value) => {
+        this.counter = { value, at: Date.now() };
+        return value;
+      })
+      .finally(() => {
+        this.counter.pending = undefined;
+      });
+    return this.counter.pending;
+  }
+
+  /**
+   * What the chain says about a lease that has no record here, when it may be this provider's;
+   * undefined when it is not (or does not exist). Ids below the events handled cost nothing; ids
+   * at or above the market's counter cost a shared counter read; only ids of leases opened since
+   * the last event handled (a short window) cost a read of the lease, shared and cached.
+   */
+  private async lookupLease(leaseId: bigint): Promise<LeaseView | undefined> {
+    if (leaseId < this.eventsNext) return undefined;
+    let next = await this.nextLeaseId(NEXT_LEASE_ID_MAX_AGE_MS);
+    if (leaseId >= next && leaseId - next < NEXT_LEASE_ID_SLACK) next = await this.nextLeaseId(0);
+    if (leaseId >= next) return undefined;
+    const key = leaseId.toString();
+    let read = this.leaseReads.get(key);
+    if (!read) {
+      read = readLease(this.ctx.publicClient, this.ctx.market, leaseId);
+      this.leaseReads.set(key, read);
+      read.catch(() => this.leaseReads.delete(key));
+    }
+    const view = await read;
+    return view.status === "None" || getAddress(view.provider) !== this.provider ? undefined : view;
+  }
+
+  /**
+   * Checks a renter request and returns the lease's record: the signature first (local, cheap),
+   * then whether the signer is the renter of a lease of this provider (its record, or the chain
+   * read at most once per lease), then the nonce, used up in the same step as its check.
+   * Strangers get one answer whether the lease exists or not.
+   */
+  private async authorize(auth: RenterAuth, action: RenterAction, body: unknown): Promise<LeaseRecord> {
+    const leaseId = auth.request.leaseId;
+    const signer = await this.ctx.verifier.authenticate(auth, { leaseId, action, body });
     const known = this.ctx.records.get(leaseId);
-    if (known) return known;
-    const view = await readLease(this.ctx.publicClient, this.ctx.market, leaseId);
-    if (view.status === "None" || getAddress(view.provider) !== this.provider) throw new LeaseNotFoundError(`Lease ${leaseId} is not a lease of this provider`);
+    const view = known ? undefined : await this.lookupLease(leaseId);
+    const renter = known?.renter ?? view?.renter;
+    if (!renter || getAddress(renter) !== signer) throw notAuthorized(leaseId);
+    this.ctx.verifier.consume(auth);
+    if (known || !view) return known!;
     return this.withLock(leaseId, async () => {
       const again = this.ctx.records.get(leaseId);
       if (again) return again;
@@ -213,8 +287,7 @@ export class LeaseController {
   /** The task spec of a lease: accepted once, prepared and run in the background. */
   async submitTask(auth: RenterAuth, spec: TaskSpec): Promise<{ leaseId: bigint; state: "accepted" | "already_running" | "already_done" }> {
     const leaseId = auth.request.leaseId;
-    const record = await this.recordFor(leaseId);
-    await this.ctx.verifier.verify(auth, { leaseId, action: "task", body: { spec }, renter: record.renter });
+    await this.authorize(auth, "task", { spec });
     return this.withLock(leaseId, async () => {
       const current = this.ctx.records.get(leaseId)!;
       if (current.phase === "ended") return { leaseId, state: "already_done" as const };
@@ -241,8 +314,7 @@ export class LeaseController {
 
   async status(auth: RenterAuth): Promise<TaskStatus> {
     const leaseId = auth.request.leaseId;
-    const record = await this.recordFor(leaseId);
-    await this.ctx.verifier.verify(auth, { leaseId, action: "status", body: {}, renter: record.renter });
+    await this.authorize(auth, "status", {});
     const current = this.ctx.records.get(leaseId)!;
     const handle = this.live.get(leaseId)?.handle;
     let unitSeconds = current.result?.unitSeconds ?? 0;
@@ -283,8 +355,7 @@ export class LeaseController {
     signal: AbortSignal,
   ): Promise<{ lines: WireLogLine[]; nextSeq: number; done: boolean; firstAvailableSeq: number }> {
     const leaseId = auth.request.leaseId;
-    const record = await this.recordFor(leaseId);
-    await this.ctx.verifier.verify(auth, { leaseId, action: "logs", body, renter: record.renter });
+    await this.authorize(auth, "logs", body);
     const handle = this.live.get(leaseId)?.handle;
     const source = handle ? sourceOfHandle(handle) : this.finishedLogs.get(leaseId);
     if (!source) {
@@ -322,8 +393,7 @@ export class LeaseController {
    */
   async cancel(auth: RenterAuth): Promise<{ leaseId: bigint; state: TaskState }> {
     const leaseId = auth.request.leaseId;
-    const record = await this.recordFor(leaseId);
-    await this.ctx.verifier.verify(auth, { leaseId, action: "cancel", body: {}, renter: record.renter });
+    await this.authorize(auth, "cancel", {});
     const stopping = await this.withLock(leaseId, async () => {
       const current = this.ctx.records.get(leaseId)!;
       if (current.phase === "ended") return undefined;

@@ -45,7 +45,7 @@ export async function serveLeaseProtocols(
     await handleProtocol(host, RESERVE_PROTOCOL, {
       requestSchema: reserveBodySchema,
       responseSchema: reserveReplySchema,
-      handler: (body) => answerReserve(parts.reserve, body),
+      handler: (body, context) => answerReserve(parts.reserve, body, context.peer.toString()),
       onError: onError(RESERVE_PROTOCOL),
     }),
     await handleProtocol(host, TASK_PROTOCOL, {

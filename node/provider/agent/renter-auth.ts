@@ -27,10 +27,12 @@ export class RenterRequestVerifier {
   }
 
   /**
-   * Throws RenterAuthError unless `auth` is a fresh, unused authorization of `action` on `leaseId`
-   * for this provider, over exactly `body` (without auth), signed by `renter`.
+   * The local half of the check, before anything costs a chain read: `auth` authorizes `action` on
+   * `leaseId` for this provider, over exactly `body` (without auth), is fresh, and its signature
+   * reads. Returns the signer; whether the signer is the lease's renter, and whether the nonce is
+   * fresh, are `consume`'s to decide once the lease is known. Throws RenterAuthError.
    */
-  async verify(auth: RenterAuth, expected: { leaseId: bigint; action: RenterAction; body: unknown; renter: Address }): Promise<void> {
+  async authenticate(auth: RenterAuth, expected: { leaseId: bigint; action: RenterAction; body: unknown }): Promise<Address> {
     const { request } = auth;
     const maxAge = this.options.maxAgeSeconds ?? RENTER_REQUEST_MAX_AGE_SECONDS;
     if (request.leaseId !== expected.leaseId) throw new RenterAuthError(`The authorization is for lease ${request.leaseId}, not ${expected.leaseId}`);
@@ -49,19 +51,45 @@ export class RenterRequestVerifier {
         metaMessages: ["bodyHash is leaseRequestBodyHash(action, body without auth) from common/protocols/lease.ts."],
       });
     }
-    let signer: Address;
+    if (this.seen.has(`${request.nonce}`)) throw replayed();
     try {
-      signer = await recoverRenter(this.options.domain, auth);
+      return getAddress(await recoverRenter(this.options.domain, auth));
     } catch (error) {
       throw new RenterAuthError("The authorization's signature cannot be read", { cause: error });
     }
-    if (getAddress(signer) !== getAddress(expected.renter)) {
-      throw new RenterAuthError(`Lease ${expected.leaseId} belongs to another renter: the request is signed by ${signer}`, {
-        metaMessages: ["Only the wallet that opened the lease may send its task, read its status and logs, or cancel it."],
-      });
-    }
-    const key = `${request.nonce}`;
-    if (this.seen.has(key)) throw new RenterAuthError("The authorization's nonce was already used", { metaMessages: ["Sign each request with a fresh nonce."] });
+  }
+
+  /**
+   * Uses the authorization's nonce up: check and mark in one synchronous step, so of concurrent
+   * copies of one authorization exactly one passes. Throws RenterAuthError for a replay.
+   */
+  consume(auth: RenterAuth): void {
+    const key = `${auth.request.nonce}`;
+    if (this.seen.has(key)) throw replayed();
     this.seen.set(key, true);
   }
+
+  /**
+   * The whole check for callers that already know the lease's renter: authenticate, compare the
+   * signer with `renter`, consume the nonce.
+   */
+  async verify(auth: RenterAuth, expected: { leaseId: bigint; action: RenterAction; body: unknown; renter: Address }): Promise<void> {
+    const signer = await this.authenticate(auth, expected);
+    if (signer !== getAddress(expected.renter)) throw notAuthorized(expected.leaseId);
+    this.consume(auth);
+  }
+}
+
+function replayed(): RenterAuthError {
+  return new RenterAuthError("The authorization's nonce was already used", { metaMessages: ["Sign each request with a fresh nonce."] });
+}
+
+/**
+ * The one answer for "no such lease here" and "not your lease": a stranger learns nothing about
+ * which leases exist.
+ */
+export function notAuthorized(leaseId: bigint): RenterAuthError {
+  return new RenterAuthError(`The signer is not the renter of a lease ${leaseId} with this provider`, {
+    metaMessages: ["Only the wallet that opened the lease may send its task, read its status and logs, or cancel it."],
+  });
 }

@@ -15,6 +15,8 @@ export type HoldTerms = {
   holdId: string;
   reserveNonce: Hex;
   renter: Address;
+  /** The libp2p peer that sent the request (a relay node sends for many renters). */
+  peer?: string | undefined;
   machineId: number;
   units: number;
   duration: number;
@@ -44,6 +46,7 @@ export class ReservationBook {
   private readonly usedNonces = new Map<string, number>();
   private nextNonce = FIRST_OFFER_NONCE;
   private writing: Promise<void> = Promise.resolve();
+  private readonly unopenedListeners: ((terms: HoldTerms) => void)[] = [];
 
   private constructor(
     readonly table: ReservationTable,
@@ -83,6 +86,59 @@ export class ReservationBook {
     this.usedNonces.set(nonce.toLowerCase(), untilMs);
   }
 
+  /**
+   * Uses a reserve nonce up: true the first time, false for as long as it is remembered. Check
+   * and mark are one synchronous step, so of concurrent requests carrying one nonce exactly one
+   * gets true, whatever the others await later. A request refused after this still used its
+   * nonce: the renter signs a fresh request (the SDK does for every try).
+   */
+  claimNonce(nonce: Hex, untilMs: number): boolean {
+    if (this.isNonceUsed(nonce)) return false;
+    this.usedNonces.set(nonce.toLowerCase(), untilMs);
+    return true;
+  }
+
+  /** Called with the terms of every hold that ended without a lease (expired, never opened). */
+  onUnopened(listener: (terms: HoldTerms) => void): void {
+    this.unopenedListeners.push(listener);
+  }
+
+  /**
+   * Drops the terms of holds that are gone from the table without a commit or a release: they
+   * expired unopened. Returns them (and tells the listeners).
+   */
+  collectUnopened(): HoldTerms[] {
+    const live = new Set(this.table.holds().map((hold) => hold.id));
+    const gone: HoldTerms[] = [];
+    for (const [id, terms] of this.terms) {
+      if (live.has(id)) continue;
+      this.terms.delete(id);
+      gone.push(terms);
+    }
+    for (const terms of gone) for (const listener of this.unopenedListeners) listener(terms);
+    return gone;
+  }
+
+  /** Live holds of one renter wallet, with the deposits they will ask of it. */
+  holdsOfRenter(renter: Address): { count: number; deposits: bigint } {
+    const key = renter.toLowerCase();
+    let count = 0;
+    let deposits = 0n;
+    for (const { terms } of this.live()) {
+      if (terms?.renter.toLowerCase() !== key) continue;
+      count++;
+      deposits += terms.deposit;
+    }
+    return { count, deposits };
+  }
+
+  /** Live holds requested by one peer. */
+  holdsOfPeer(peer: string): number {
+    let count = 0;
+    for (const { terms } of this.live()) if (terms?.peer === peer) count++;
+    return count;
+  }
+
   addTerms(terms: HoldTerms): void {
     this.terms.set(terms.holdId, terms);
   }
@@ -120,9 +176,8 @@ export class ReservationBook {
     const run = this.writing.then(async () => {
       const now = this.now();
       for (const [nonce, until] of this.usedNonces) if (until <= now) this.usedNonces.delete(nonce);
+      this.collectUnopened();
       const snapshot = this.table.snapshot();
-      const live = new Set(snapshot.holds.map((hold) => hold.id));
-      for (const id of [...this.terms.keys()]) if (!live.has(id)) this.terms.delete(id);
       await this.store.batch([
         this.repo.putOp("table", { snapshot, terms: [...this.terms.values()], usedNonces: Object.fromEntries(this.usedNonces) }),
         this.state.putOp("offerNonce", this.nextNonce.toString()),

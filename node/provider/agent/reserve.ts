@@ -5,6 +5,7 @@
  * (single-use on-chain, expiring with the hold), plus the interruptible leases the lease must
  * preempt when the free units do not suffice. It never holds more than it has.
  */
+import { LRUCache } from "lru-cache";
 import { getAddress, recoverTypedDataAddress, type Address, type Chain, type PublicClient, type Transport, type TypedDataDomain } from "viem";
 import { testTokenAbi } from "../../../common/abi.js";
 import { computeCollateral, computeDeposit, readMachine, readProvider } from "../../../common/chain/market.js";
@@ -17,6 +18,7 @@ import type { RefusalReason } from "../../../common/matching/handshake.js";
 import type { Logger } from "../../log/logger.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import type { ProviderOptions } from "../options.js";
+import type { HoldThrottle } from "./hold-throttle.js";
 import type { MachineMarket } from "./offers.js";
 import type { LeaseRecord } from "./records.js";
 import type { ReservationBook } from "./reservations.js";
@@ -24,6 +26,29 @@ import type { ReservationBook } from "./reservations.js";
 /** At most this many leases in one `terms.preempt` (the contract's MAX_PREEMPT). */
 const MAX_PREEMPT = 16;
 const UINT96_MAX = 2n ** 96n - 1n;
+/**
+ * Balances and the provider's free stake are read at most this often per key: a burst of reserve
+ * requests costs a chain read or two, not two per request. The contract checks both again when
+ * the lease opens, so a reading this old only decides whether a hold is worth making.
+ */
+const CHAIN_READ_TTL_MS = 2_000;
+
+/** Short-lived, de-duplicated chain reads (concurrent requests share one read). */
+export class ChainReadCache {
+  private readonly entries = new LRUCache<string, Promise<unknown>>({ max: 10_000, ttl: CHAIN_READ_TTL_MS });
+  /** Chain reads actually sent (for tests and metrics). */
+  reads = 0;
+
+  get<T>(key: string, read: () => Promise<T>): Promise<T> {
+    const cached = this.entries.get(key) as Promise<T> | undefined;
+    if (cached) return cached;
+    this.reads++;
+    const pending = read();
+    this.entries.set(key, pending);
+    pending.catch(() => this.entries.delete(key));
+    return pending;
+  }
+}
 
 export type ReserveContext = {
   deployment: Deployment;
@@ -42,6 +67,9 @@ export type ReserveContext = {
   logger: Logger;
   /** The chain's clock, unix seconds (offers expire in chain time). */
   chainNow: () => Promise<number>;
+  /** Wallets and peers whose holds keep expiring unopened. */
+  throttle: HoldThrottle;
+  reads: ChainReadCache;
   /** Unix ms. */
   now?: () => number;
 };
@@ -65,8 +93,8 @@ export function preemptionCandidates(leases: readonly LeaseRecord[], machineId: 
 }
 
 /** Answers one reserve request (the protocol layer has parsed it with reserveBodySchema). */
-export async function answerReserve(ctx: ReserveContext, body: ReserveBody): Promise<ReserveReply> {
-  const reply = await decide(ctx, body);
+export async function answerReserve(ctx: ReserveContext, body: ReserveBody, peer?: string): Promise<ReserveReply> {
+  const reply = await decide(ctx, body, peer);
   ctx.metrics.providerReservations.inc({ outcome: reply.accepted ? "accepted" : reply.reason });
   ctx.logger.debug("Reserve request answered", {
     renter: body.request.renter,
@@ -78,7 +106,7 @@ export async function answerReserve(ctx: ReserveContext, body: ReserveBody): Pro
   return reply;
 }
 
-async function decide(ctx: ReserveContext, body: ReserveBody): Promise<ReserveReply> {
+async function decide(ctx: ReserveContext, body: ReserveBody, peer: string | undefined): Promise<ReserveReply> {
   const { request, signature } = body;
   const { options, machines, reservations } = ctx;
   const nowMs = ctx.now?.() ?? Date.now();
@@ -90,6 +118,11 @@ async function decide(ctx: ReserveContext, body: ReserveBody): Promise<ReserveRe
   if (Math.abs(nowSeconds - request.issuedAt) > RENTER_REQUEST_MAX_AGE_SECONDS) {
     return refuse("invalid-request", `The request was issued at ${request.issuedAt}, more than ${RENTER_REQUEST_MAX_AGE_SECONDS} s from this node's clock (${nowSeconds})`);
   }
+  // Holds that expired since the last look count against their wallet and peer now.
+  reservations.collectUnopened();
+  const throttled = ctx.throttle.refusal(request.renter, peer);
+  if (throttled) return refuse("busy", throttled);
+  if (reservations.isNonceUsed(request.nonce)) return refuse("invalid-request", "The request's nonce was already used: sign a fresh request");
   let signer: Address;
   try {
     signer = await recoverTypedDataAddress({ domain: ctx.domain, types: suanliTypes, primaryType: "ReserveRequest", message: request, signature });
@@ -97,7 +130,11 @@ async function decide(ctx: ReserveContext, body: ReserveBody): Promise<ReserveRe
     return refuse("invalid-request", "The request's signature cannot be read");
   }
   if (getAddress(signer) !== getAddress(request.renter)) return refuse("invalid-request", `The request is signed by ${signer}, not by the renter ${request.renter}`);
-  if (reservations.isNonceUsed(request.nonce)) return refuse("invalid-request", "The request's nonce was already used: sign a fresh request");
+  // Check and mark in one synchronous step, before any await: of concurrent copies of one signed
+  // request exactly one gets past here (the replay race of issue #23).
+  if (!reservations.claimNonce(request.nonce, (request.issuedAt + 2 * RENTER_REQUEST_MAX_AGE_SECONDS) * 1000)) {
+    return refuse("invalid-request", "The request's nonce was already used: sign a fresh request");
+  }
 
   const machine = machines.machine(request.machineId);
   const terms = machines.terms(request.machineId);
@@ -115,15 +152,21 @@ async function decide(ctx: ReserveContext, body: ReserveBody): Promise<ReserveRe
   }
   if (request.units > machine.units) return refuse("insufficient-units", `Machine ${request.machineId} has ${machine.units} units`, machine.units);
   if (reservations.live().length >= options.reserve.maxHolds) return refuse("busy", "Too many reservations in flight; try again shortly or another provider");
+  const capRefusal = holdCapRefusal(ctx, request.renter, peer);
+  if (capRefusal) return capRefusal;
 
   const deposit = computeDeposit(request.units, price, request.duration);
   if (deposit > UINT96_MAX) return refuse("duration-out-of-range", "The deposit for this duration does not fit the contract's amounts");
   const collateral = computeCollateral(deposit, terms.collateralBps);
+  const renter = getAddress(request.renter);
   const [balance, providerView] = await Promise.all([
-    ctx.publicClient.readContract({ address: ctx.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [request.renter] }),
-    readProvider(ctx.publicClient, ctx.registry, provider),
+    ctx.reads.get(`balance:${renter}`, () =>
+      ctx.publicClient.readContract({ address: ctx.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [renter] }),
+    ),
+    ctx.reads.get("provider", () => readProvider(ctx.publicClient, ctx.registry, provider)),
   ]);
-  if (balance < deposit) return refuse("renter-unfunded", `The deposit is ${deposit} base units; the renter holds ${balance}`);
+  const fundsRefusal = unfundedRefusal(ctx, renter, balance, deposit);
+  if (fundsRefusal) return fundsRefusal;
   if (BigInt(providerView.free) < reservations.pendingCollateral() + collateral) {
     return refuse("busy", "This provider's free stake cannot cover the collateral of another lease right now");
   }
@@ -140,7 +183,10 @@ async function decide(ctx: ReserveContext, body: ReserveBody): Promise<ReserveRe
   const chainNow = await ctx.chainNow();
   const holdUntil = chainNow + options.reserve.holdSeconds;
 
-  // Synchronous from here to the hold: concurrent requests see each other's holds.
+  // Synchronous from here to the hold: concurrent requests see each other's holds. The renter's
+  // caps are checked again here: its other requests may have taken holds while we awaited.
+  const again = holdCapRefusal(ctx, request.renter, peer) ?? unfundedRefusal(ctx, renter, balance, deposit);
+  if (again) return again;
   const table = reservations.table;
   const freeRoom = table.available(request.machineId, false);
   let preempt = false;
@@ -160,6 +206,7 @@ async function decide(ctx: ReserveContext, body: ReserveBody): Promise<ReserveRe
     holdId,
     reserveNonce: request.nonce,
     renter: request.renter,
+    peer,
     machineId: request.machineId,
     units: request.units,
     duration: request.duration,
@@ -169,7 +216,6 @@ async function decide(ctx: ReserveContext, body: ReserveBody): Promise<ReserveRe
     collateral,
     expiresAt: held.hold.expiresAt,
   });
-  reservations.markNonceUsed(request.nonce, (request.issuedAt + 2 * RENTER_REQUEST_MAX_AGE_SECONDS) * 1000);
 
   const offer: Offer = {
     provider,
@@ -202,4 +248,25 @@ async function decide(ctx: ReserveContext, body: ReserveBody): Promise<ReserveRe
     holdUntil,
     preempt: held.hold.fromPreemptible > 0 ? candidates.map((lease) => lease.leaseId.toString()) : [],
   };
+}
+
+/** The renter's (or its peer's) live holds are at their cap: a refusal, or undefined. */
+function holdCapRefusal(ctx: ReserveContext, renter: Address, peer: string | undefined): ReserveReply | undefined {
+  const { maxHoldsPerRenter, maxHoldsPerPeer } = ctx.options.reserve;
+  const mine = ctx.reservations.holdsOfRenter(renter);
+  if (mine.count >= maxHoldsPerRenter) {
+    return refuse("busy", `Renter ${renter} already holds ${mine.count} reservations here (at most ${maxHoldsPerRenter}): open a lease with one, or let one expire`);
+  }
+  if (peer && ctx.reservations.holdsOfPeer(peer) >= maxHoldsPerPeer) {
+    return refuse("busy", `Peer ${peer} already holds ${maxHoldsPerPeer} reservations here: open leases with them, or let them expire`);
+  }
+  return undefined;
+}
+
+/** The renter's balance cannot cover this deposit on top of the deposits of its live holds here. */
+function unfundedRefusal(ctx: ReserveContext, renter: Address, balance: bigint, deposit: bigint): ReserveReply | undefined {
+  const held = ctx.reservations.holdsOfRenter(renter);
+  if (balance >= held.deposits + deposit) return undefined;
+  const promised = held.count > 0 ? `, and ${held.deposits} of it is promised to its ${held.count} live holds here` : "";
+  return refuse("renter-unfunded", `The deposit is ${deposit} base units; the renter holds ${balance}${promised}`);
 }
