@@ -30,7 +30,7 @@ async function withClient<T>(flags: RenterFlags, needWallet: boolean, run: (clie
   const wants = needWallet || flags.key || flags.keyFile || flags.devnetAccount || process.env.SUANLI_KEY;
   const account = wants ? await resolveAccount(flags, chain.chain.id) : undefined;
   const bootstrap = (flags.bootstrap ?? "").split(",").map((s) => s.trim()).filter(Boolean);
-  const stateFile = account ? path.join(flags.stateDir ?? path.join(homedir(), ".suanli"), `tasks-${chain.chain.id}-${account.address.toLowerCase()}.json`) : undefined;
+  const stateFile = account ? path.join(flags.stateDir ?? path.join(homedir(), ".suanli"), `tasks-{deployment}-${account.address.toLowerCase()}.json`) : undefined;
   const client = await createClient({
     rpcUrl,
     account,
