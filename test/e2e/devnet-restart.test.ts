@@ -53,7 +53,7 @@ describe("a provider's data dir is bound to its deployment (issue #22)", functio
         },
       }),
     );
-    const devnetArgs = ["devnet", "--port", String(port), "--deployments", deployments, "--json"];
+    const devnetArgs = ["devnet", "--port", String(port), "--deployments", deployments, "--attestor-nodes", "", "--json"];
 
     const first = startCli(devnetArgs);
     let firstMarket: unknown;

@@ -180,6 +180,7 @@ export function registerRenter(program: Command): void {
       .option("--region <name>")
       .option("--min-vram <MiB>", "minimum memory per GPU, MiB")
       .option("--allow-unattested", "also consider machines without a current attestation")
+      .option("--colocation <machine|cluster>", "machine: all GPUs on one machine (default); cluster: may span machines of one declared fast-interconnect cluster")
       .option("--auto-migrate", "re-run elsewhere if the lease faults or is preempted (needs --wait)")
       .option("--wait", "stream the logs, wait for the end and print the receipt")
       .argument("<command...>", "the command to run (after --)"),
@@ -201,6 +202,7 @@ export function registerRenter(program: Command): void {
         region: flags.region as string | undefined,
         minVramMiB: number("min-vram", flags.minVram as string | undefined),
         attestedOnly: !flags.allowUnattested,
+        colocation: flags.colocation as "machine" | "cluster" | undefined,
         autoMigrate: Boolean(flags.autoMigrate),
       });
       const attempt = submitted.attempt;
