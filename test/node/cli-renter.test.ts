@@ -78,4 +78,12 @@ describe("suanli renter commands (CLI)", function () {
     assert.equal(cluster.code, 3, cluster.stderr);
     assert.match(cluster.stderr, /one machine or a cluster/);
   });
+
+  it("submit --help says one argument is a shell string and several an argv (issue #22 item 4)", async () => {
+    const help = await runCli(["submit", "--help"]);
+    assert.equal(help.code, 0, help.stderr);
+    const text = help.stdout.replace(/\s+/g, " ");
+    assert.match(text, /one argument is a shell string run by \/bin\/sh -c/);
+    assert.match(text, /several are an argv, its program looked up on the task's PATH inside the provider's sandbox/);
+  });
 });

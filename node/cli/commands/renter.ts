@@ -165,7 +165,7 @@ export function registerRenter(program: Command): void {
   withRenterFlags(
     program
       .command("submit")
-      .description("rent GPUs and run a task: suanli submit --gpu A100 --count 1 --duration 600 --max-price 2.5 --bundle URL --sha256 HEX -- python job.py")
+      .description("rent GPUs and run a task: suanli submit --gpu A100 --count 1 --duration 600 --max-price 2.5 --bundle URL --sha256 HEX -- python3 job.py")
       .requiredOption("--gpu <type>", "GPU model or class")
       .option("--count <n>", "GPUs", "1")
       .requiredOption("--duration <seconds>", "lease length in seconds")
@@ -183,7 +183,10 @@ export function registerRenter(program: Command): void {
       .option("--colocation <machine|cluster>", "machine: all GPUs on one machine (default); cluster: may span machines of one declared fast-interconnect cluster")
       .option("--auto-migrate", "re-run elsewhere if the lease faults or is preempted (needs --wait)")
       .option("--wait", "stream the logs, wait for the end and print the receipt")
-      .argument("<command...>", "the command to run (after --)"),
+      .argument(
+        "<command...>",
+        "the command to run, after --: one argument is a shell string run by /bin/sh -c in the workspace (-- 'python3 train.py > out.txt'); several are an argv, its program looked up on the task's PATH inside the provider's sandbox (-- python3 train.py)",
+      ),
   ).action(async (command: string[], flags: RenterFlags & Record<string, string | boolean | string[] | undefined>) => {
     const json = Boolean(flags.json);
     await withClient(flags, true, async (client) => {
