@@ -92,7 +92,7 @@ function renderReceipt(client: SuanliClient, receipt: TaskReceipt): string {
     );
   }
   if (receipt.completion) {
-    lines.push(`  completion: exit ${receipt.completion.exitCode}, output ${receipt.completion.outputDigest.slice(0, 18)}…, ${receipt.completion.unitSeconds} unit-seconds, signature ${receipt.completion.verified ? "verified" : "NOT verified"}`);
+    lines.push(`  completion: exit ${receipt.completion.exitCode}, output ${receipt.completion.outputDigest.slice(0, 18)}…, ${receipt.completion.unitSeconds} unit-seconds, ${receipt.completion.verified ? "verified against the on-chain report" : "NOT verified: no matching on-chain report"}`);
   }
   lines.push(`  total: cost ${tokens(client, receipt.totalCost)}, refunded ${tokens(client, receipt.totalRefunded)}, gas ${receipt.totalGasUsed}`);
   return lines.join("\n");
