@@ -93,7 +93,7 @@ class Terminals {
   private captureFrom(block: Block, output: string): void {
     for (const { name, pattern } of block.capture) {
       const found = pattern.exec(output);
-      assert.ok(found, `README line ${block.line} (${block.section}, terminal ${block.terminal}): nothing matched ${pattern} to capture ${name}.\n${output}`);
+      assert.ok(found, `README line ${block.line} (${block.section}, terminal ${block.terminal}): nothing matched ${pattern} to capture ${name}.\n${tail(output)}`);
       this.vars[name] = found[1];
     }
   }
@@ -108,8 +108,8 @@ class Terminals {
     const code = await new Promise<number | null>((resolve) => child.once("close", resolve));
     clearTimeout(timer);
     const where = `README line ${block.line} (${block.section}, terminal ${block.terminal})`;
-    assert.equal(code, 0, `${where}: a command failed (exit ${code}).\n${output}`);
-    for (const pattern of block.expect) assert.match(output, pattern, `${where}: the output lacks ${pattern}.\n${output}`);
+    assert.equal(code, 0, `${where}: a command failed (exit ${code}).\n${tail(output)}`);
+    for (const pattern of block.expect) assert.match(output, pattern, `${where}: the output lacks ${pattern}.\n${tail(output)}`);
     this.captureFrom(block, output);
     return output;
   }
@@ -122,7 +122,7 @@ class Terminals {
     this.running.push(entry);
     const where = `README line ${block.line} (${block.section}, terminal ${block.terminal})`;
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${where}: not ready (${block.ready}) within ${timeoutMs} ms.\n${output}`)), timeoutMs);
+      const timer = setTimeout(() => reject(new Error(`${where}: not ready (${block.ready}) within ${timeoutMs} ms.\n${tail(output)}`)), timeoutMs);
       const check = () => {
         if (block.ready && block.ready.test(output)) {
           clearTimeout(timer);
@@ -139,7 +139,7 @@ class Terminals {
       });
       child.once("close", (code) => {
         clearTimeout(timer);
-        reject(new Error(`${where}: exited with ${code} before it was ready.\n${output}`));
+        reject(new Error(`${where}: exited with ${code} before it was ready.\n${tail(output)}`));
       });
     });
     this.captureFrom(block, output);
@@ -156,6 +156,11 @@ class Terminals {
       clearTimeout(timer);
     }
   }
+}
+
+/** The end of a long output, for a failure message. */
+function tail(output: string): string {
+  return output.length > 4_000 ? `…${output.slice(-4_000)}` : output;
 }
 
 function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {

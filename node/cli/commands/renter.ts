@@ -78,8 +78,7 @@ function tokens(client: SuanliClient, amount: bigint): string {
 
 /** One line of progress while a task runs: state, elapsed time, cost so far. */
 function statusLine(client: SuanliClient, status: TaskStatus): string {
-  const since = status.lease.activatedAt ? Date.now() / 1000 - status.lease.activatedAt : 0;
-  return `${status.state.padEnd(12)} lease ${status.leaseId} ${status.lease.status.padEnd(8)} elapsed ${elapsed(since)}  cost so far ${tokens(client, status.lease.accrued)}`;
+  return `${status.state.padEnd(12)} lease ${status.leaseId} ${status.lease.status.padEnd(8)} elapsed ${elapsed(status.lease.elapsedSeconds)}  cost so far ${tokens(client, status.lease.accruedNow)}`;
 }
 
 function renderReceipt(client: SuanliClient, receipt: TaskReceipt): string {
