@@ -81,6 +81,23 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
     assert.equal(await balance(renter.address), before - lease.cost, "the renter paid exactly the cost");
   });
 
+  it("a bundle whose sha256 differs is refused before any reservation or transaction (issue #22 item 7)", async () => {
+    const bundle = await bundles.bundle({ "run.sh": "echo never" });
+    const before = await balance(renter.address);
+    const nonce = await devnet.admin.publicClient.getTransactionCount({ address: renter.address });
+    await assert.rejects(
+      client.submitTask({ gpuType: "A100", gpuCount: 1, duration: 30, maxPricePerGpuHour: "1", attestedOnly: false, bundleUrl: bundle.url, sha256: "ab".repeat(32), command: "sh run.sh" }),
+      (error: Error & { fields?: string[] }) => {
+        assert.equal(error.name, "InvalidInputError");
+        assert.deepEqual(error.fields, ["sha256"]);
+        assert.ok(error.message.includes(bundle.sha256), "names the digest the bundle really has");
+        return true;
+      },
+    );
+    assert.equal(await balance(renter.address), before, "nothing paid");
+    assert.equal(await devnet.admin.publicClient.getTransactionCount({ address: renter.address }), nonce, "no transaction sent");
+  });
+
   it("cancel stops the task and closes the lease, refunding what did not accrue", async () => {
     const bundle = await bundles.bundle({ "long.sh": "echo started; sleep 60; echo never" });
     const submitted = await client.submitTask({
