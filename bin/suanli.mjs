@@ -2,7 +2,7 @@
 // The `suanli` command. Runs the TypeScript sources through tsx. Suanli needs Node >= 22.13;
 // when started by an older Node (a machine whose system Node is 20), it re-runs itself with the
 // Node 22 binary that the `node` npm package installed next to it.
-import { spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,13 +15,32 @@ if (major < 22 || (major === 22 && minor < 13)) {
     console.error(`suanli needs Node.js >= 22.13 (this is ${process.versions.node}). Run \`npm ci\` in the package, or install Node 22.`);
     process.exit(1);
   }
-  const child = spawnSync(bundled, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
+  const child = spawn(bundled, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
     stdio: "inherit",
     env: { ...process.env, SUANLI_REEXEC: "1" },
   });
-  process.exit(child.status ?? 1);
+  // A signal meant for `suanli` (SIGTERM from a supervisor, npm or npx passing one on) goes to the
+  // Node 22 process that does the work; this one only waits and exits the way the child did.
+  // Ctrl-C already reaches both (the terminal signals the whole process group): passing SIGINT on
+  // as well would be a second Ctrl-C, which skips the node's clean stop.
+  process.on("SIGINT", () => {});
+  for (const signal of ["SIGTERM", "SIGHUP"]) {
+    process.on(signal, () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    });
+  }
+  child.on("error", (error) => {
+    console.error(`suanli: cannot start ${bundled}: ${error.message}`);
+    process.exit(1);
+  });
+  child.on("exit", (code, signal) => {
+    if (signal) {
+      process.removeAllListeners(signal);
+      process.kill(process.pid, signal);
+    } else process.exit(code ?? 1);
+  });
+} else {
+  const { register } = await import("tsx/esm/api");
+  register();
+  await import(join(here, "..", "node", "cli", "main.ts"));
 }
-
-const { register } = await import("tsx/esm/api");
-register();
-await import(join(here, "..", "node", "cli", "main.ts"));

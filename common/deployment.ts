@@ -55,3 +55,60 @@ export function contractAddress(deployment: Deployment, role: ContractRole): `0x
   }
   return address;
 }
+
+/**
+ * What identifies one deployment beyond doubt: a devnet restarted on the same port has the same
+ * chain id and (deterministic deploys) the same contract addresses, and its lease ids start again
+ * at 1, so data written for an earlier chain would be read as this one's. The hash of the
+ * deployment block tells the two apart. Every store a node or client keeps is bound to it.
+ */
+export type DeploymentBinding = { chainId: number; market: `0x${string}`; deploymentBlock: bigint; deploymentBlockHash: `0x${string}` };
+
+/** A short, file-name-safe id of a binding: `<chainId>-<market 8 hex>-<block hash 12 hex>`. */
+export function bindingId(binding: DeploymentBinding): string {
+  return `${binding.chainId}-${binding.market.slice(2, 10).toLowerCase()}-${binding.deploymentBlockHash.slice(2, 14).toLowerCase()}`;
+}
+
+/** True when two bindings name the same deployment. */
+export function sameBinding(a: DeploymentBinding, b: DeploymentBinding): boolean {
+  return (
+    a.chainId === b.chainId &&
+    a.market.toLowerCase() === b.market.toLowerCase() &&
+    BigInt(a.deploymentBlock) === BigInt(b.deploymentBlock) &&
+    a.deploymentBlockHash.toLowerCase() === b.deploymentBlockHash.toLowerCase()
+  );
+}
+
+/** One line naming a binding, for error messages. */
+export function describeBinding(binding: DeploymentBinding): string {
+  return `chain ${binding.chainId}, market ${binding.market}, deployed in block ${binding.deploymentBlock} (hash ${binding.deploymentBlockHash})`;
+}
+
+/**
+ * Reads the deployment block's hash from the chain the client talks to. Fails with
+ * DeploymentError when that chain has no such block (the manifest is from an earlier chain, e.g.
+ * a devnet that was restarted without deploying) or no market at the manifest's address.
+ *
+ * @example
+ * const binding = await readDeploymentBinding(publicClient, deployment);
+ * console.log(bindingId(binding)); // "31337-e7f1725e-5a1c3d9e0b2f"
+ */
+export async function readDeploymentBinding(
+  client: { getBlock(args: { blockNumber: bigint }): Promise<{ hash: `0x${string}` | null }>; getCode(args: { address: `0x${string}` }): Promise<`0x${string}` | undefined> },
+  deployment: Deployment,
+): Promise<DeploymentBinding> {
+  const market = contractAddress(deployment, "market");
+  let hash: `0x${string}` | null = null;
+  try {
+    hash = (await client.getBlock({ blockNumber: deployment.deploymentBlock })).hash;
+  } catch (error) {
+    if (!/not (be )?found|could not be found/i.test(String((error as Error).message))) throw error;
+  }
+  const code = hash ? await client.getCode({ address: market }) : undefined;
+  if (!hash || !code || code === "0x") {
+    throw new DeploymentError(`The deployment manifest of chain ${deployment.chainId} does not describe this chain: ${hash ? `no contract at the market address ${market}` : `it has no block ${deployment.deploymentBlock}`}`, {
+      metaMessages: ["The manifest is from an earlier chain (a devnet restarted without deploying?). Deploy again: `npm run devnet` or `npm run deploy`."],
+    });
+  }
+  return { chainId: deployment.chainId, market, deploymentBlock: deployment.deploymentBlock, deploymentBlockHash: hash };
+}

@@ -7,7 +7,7 @@
 import path from "node:path";
 import type { Account, Address } from "viem";
 import type { Deployment } from "../common/deployment.js";
-import { contractAddress } from "../common/deployment.js";
+import { contractAddress, readDeploymentBinding } from "../common/deployment.js";
 import { suanliDomain } from "../common/eip712.js";
 import { SuanliError } from "../common/errors.js";
 import { CachedChainView } from "../common/offers/chain-view.js";
@@ -145,8 +145,10 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
     const registry = contractAddress(deployment, "registry");
     const domain = suanliDomain(deployment.chainId, market);
 
+    const binding = await readDeploymentBinding(chain.publicClient, deployment);
     const store = await Store.open(path.join(dataDir, "db"));
     modules.push({ name: "store", stop: () => store.close() });
+    await store.bindDeployment(binding, dataDir);
 
     const chainView = new CachedChainView(new RegistryChainView(chain.publicClient, registry), config.offers.chainCache);
 

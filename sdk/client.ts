@@ -11,7 +11,7 @@ import {
   type WalletClient,
 } from "viem";
 import { z } from "zod";
-import { contractAddress, parseDeployment, type Deployment } from "../common/deployment.js";
+import { contractAddress, parseDeployment, readDeploymentBinding, bindingId, type Deployment } from "../common/deployment.js";
 import { suanliDomain } from "../common/eip712.js";
 import { SuanliError } from "../common/errors.js";
 import type { MatchingOptionsInput } from "../common/matching/options.js";
@@ -82,7 +82,13 @@ const configSchema = z.strictObject({
    * holding `<chainId>.json`. Default (Node only): the package's `deployments/` folder.
    */
   deployment: z.union([z.string(), z.record(z.string(), z.unknown())]).optional(),
-  /** Node only: a JSON file where the client keeps its tasks (the CLI uses one per wallet). Default: memory only. */
+  /**
+   * Node only: a JSON file where the client keeps its tasks (the CLI uses one per wallet and
+   * deployment). The file is bound to the deployment it was written for: another deployment's
+   * file is refused (TaskStoreMismatchError). `{deployment}` in the path is replaced by the
+   * deployment's id (`<chainId>-<market>-<deployment block hash>`, shortened), which keeps one
+   * file per deployment. Default: memory only.
+   */
   stateFile: z.string().optional(),
   /** Matching engine options (ranking weights, `maxCandidates`, ...), as in common/matching/options.ts; default: its defaults. */
   matching: z.record(z.string(), z.unknown()).optional(),
@@ -230,6 +236,8 @@ export async function createClient(parameters: CreateClientParameters): Promise<
   const deployment = await resolveDeployment(config.deployment, chainId);
   const market = contractAddress(deployment, "market");
   const registry = contractAddress(deployment, "registry");
+  // Checked before anything else happens: a manifest of an earlier chain fails here, clearly.
+  const binding = await readDeploymentBinding(publicClient, deployment);
 
   let feed: OfferFeed;
   let link: ProviderLink;
@@ -256,7 +264,7 @@ export async function createClient(parameters: CreateClientParameters): Promise<
     account,
     feed,
     link,
-    tasks: new TaskStore(config.stateFile ? fileTaskStorage(config.stateFile) : undefined),
+    tasks: new TaskStore(config.stateFile ? fileTaskStorage(config.stateFile.replaceAll("{deployment}", bindingId(binding)), binding) : undefined),
     progress: config.onProgress ?? (() => {}),
   };
 

@@ -17,7 +17,7 @@ export type { MatchOffersReturnType } from "./actions/matchOffers.js";
 export type { StreamLogsParameters, TaskLogLine } from "./actions/streamLogs.js";
 export type { WaitForTaskParameters } from "./actions/waitForTask.js";
 export type { ExtendTaskParameters, ExtendTaskReturnType } from "./actions/extendTask.js";
-export type { TaskRecord } from "./internal/store.js";
+export { TaskStoreMismatchError, type TaskRecord } from "./internal/store.js";
 export { submitTask, parseSubmitParameters } from "./actions/submitTask.js";
 export { getTaskStatus } from "./actions/getTaskStatus.js";
 export { streamLogs } from "./actions/streamLogs.js";

@@ -190,6 +190,13 @@ export type TaskStatus = {
     startDeadline: number;
     /** When the paid time runs out, unix seconds. */
     end: number;
+    /**
+     * Seconds metered so far by the wall clock (the chain's clock moves only with blocks, so a
+     * quiet devnet would show none): from activation to now, the lease's end or its stop.
+     */
+    elapsedSeconds: number;
+    /** What the lease has cost by now: `accrued` as of the latest block, plus what accrued since by the wall clock. */
+    accruedNow: bigint;
   };
   /** When the task started on the provider, unix ms. */
   startedAt: number | null;

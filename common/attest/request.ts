@@ -23,7 +23,7 @@ export const DEFAULT_CHALLENGE_REQUEST_TIMEOUT_MS = 180_000;
 export function requestChallenge(
   host: Pick<Libp2p, "dialProtocol">,
   attestor: PeerId | Multiaddr,
-  body: { chainId: number; machineId: number },
+  body: { chainId: number; machineId: number; force?: boolean },
   options: { timeoutMs?: number; signal?: AbortSignal } = {},
 ): Promise<ChallengeOutcomeMessage> {
   return request(host, attestor, ATTEST_REQUEST_PROTOCOL, { v: 1, ...body }, {

@@ -69,6 +69,11 @@ export const challengeRequestSchema = z.strictObject({
   v: z.literal(1),
   chainId: chainIdSchema,
   machineId: uint32.min(1),
+  /**
+   * Challenge now even when a recent result (a pass not due for renewal, a failure within its
+   * backoff) would be answered instead. At most one forced challenge per machine a minute.
+   */
+  force: z.boolean().optional(),
 });
 export type ChallengeRequest = z.output<typeof challengeRequestSchema>;
 

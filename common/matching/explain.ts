@@ -466,7 +466,7 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
         message = `${subject} ${has} only ${stats.max} MiB per GPU (you asked for ${ctx.minVramMiB}).`;
         break;
       case F_ATTESTATION:
-        message = `${subject} ${has} no current hardware attestation (set attestedOnly: false to accept unattested machines).`;
+        message = `${subject} ${has} no current hardware attestation (${EXPLAIN_REMEDIES.acceptUnattested}).`;
         break;
       case F_REPUTATION:
         message = `${subject} ${count === 1 ? "its provider's reputation is" : "their providers' reputation is at most"} ${stats.max.toFixed(2)} (you asked for at least ${ctx.minReputation}).`;
@@ -505,11 +505,20 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
   return { summary, totalOffers, steps, nearMisses, nearMissSearchTruncated: truncated, message: lines.join("\n") };
 }
 
+/**
+ * The remedies a no-match explanation suggests, in the SDK's words. Other front ends (the CLI)
+ * replace them with their own (`--allow-unattested`), so they are named here once.
+ */
+export const EXPLAIN_REMEDIES = {
+  acceptUnattested: "set attestedOnly: false to accept unattested machines",
+  acceptCluster: 'set colocation: "cluster" to accept several machines on a declared fast interconnect',
+} as const;
+
 /** When the count exceeds every machine that passes the other checks, say so and point at clusters. */
 function capacityHint(ctx: MatchContext, largestMachine: number, clusterUnits: Map<number, number>): string | undefined {
   if (largestMachine === 0) return undefined;
   if (ctx.request.colocation === "machine" && ctx.count > largestMachine) {
-    return `No machine that fits everything else has ${plural(ctx.count, "GPU")} (the largest has ${largestMachine}); set colocation: "cluster" to accept several machines on a declared fast interconnect.`;
+    return `No machine that fits everything else has ${plural(ctx.count, "GPU")} (the largest has ${largestMachine}); ${EXPLAIN_REMEDIES.acceptCluster}.`;
   }
   if (ctx.request.colocation === "cluster") {
     let most = 0;

@@ -40,6 +40,10 @@ import type { ChallengeRecord, ChallengeResults, ChallengeTrigger } from "./resu
 
 /** Extra wait beyond a challenge's own deadlines, for the network. */
 const NETWORK_GRACE_MS = 2_000;
+/** How long connecting to the provider's node may take before the challenge starts; the challenge clock starts after. */
+const CONNECT_TIMEOUT_MS = 10_000;
+/** Forced challenges (`suanli attestor challenge --force`) run at most this often per machine. */
+const FORCE_MIN_INTERVAL_MS = 60_000;
 /** Requests waiting for a challenge slot before new ones are answered `busy`. */
 const MAX_WAITING = 32;
 /** How long a challenge-request exchange may stay open (a challenge at the gpu preset takes about a minute at worst). */
@@ -76,6 +80,8 @@ export class Challenger {
   private timer: ReturnType<typeof setInterval> | undefined;
   private kickTimer: ReturnType<typeof setTimeout> | undefined;
   private unhandle: (() => Promise<void>) | undefined;
+  /** When each machine last had a forced challenge (unix ms). */
+  private readonly forcedAt = new Map<number, number>();
   private running = false;
   private readonly now: () => number;
   private readonly onOffer = (_entry: unknown, previous: unknown) => {
@@ -95,7 +101,7 @@ export class Challenger {
       maxMessageBytes: 1_024,
       timeoutMs: REQUEST_EXCHANGE_TIMEOUT_MS,
       maxInboundStreamsPerPeer: 2,
-      handler: (body) => this.answerRequest(body.chainId, body.machineId),
+      handler: (body) => this.answerRequest(body.chainId, body.machineId, body.force ?? false),
     });
     this.timer = setInterval(() => this.kick(), this.o.options.scheduleIntervalMs);
     this.timer.unref();
@@ -184,15 +190,33 @@ export class Challenger {
     else this.active--;
   }
 
-  private async answerRequest(chainId: number, machineId: number): Promise<ChallengeOutcomeMessageInput> {
+  private async answerRequest(chainId: number, machineId: number, force: boolean): Promise<ChallengeOutcomeMessageInput> {
     if (chainId !== this.o.chainId) {
       return { v: 1, machineId, outcome: "error", reason: "wrong_chain", detail: `this attestor serves chain ${this.o.chainId}`, retryAfter: null };
+    }
+    if (force) {
+      // A forced challenge skips the recorded result (an operator fixed the cause of a failure
+      // and wants to know now), bounded so that nobody can keep the attestor computing.
+      const last = this.forcedAt.get(machineId);
+      const nowMs = this.now();
+      if (last !== undefined && nowMs - last < FORCE_MIN_INTERVAL_MS) {
+        return {
+          v: 1,
+          machineId,
+          outcome: "error",
+          reason: "backoff",
+          detail: `machine ${machineId} had a forced challenge ${Math.round((nowMs - last) / 1000)} s ago; forced challenges run at most once a minute per machine`,
+          retryAfter: Math.ceil((last + FORCE_MIN_INTERVAL_MS) / 1000),
+        };
+      }
+      this.forcedAt.set(machineId, nowMs);
+      if (this.forcedAt.size > 10_000) this.forcedAt.delete(this.forcedAt.keys().next().value!);
     }
     // A pass not yet due for renewal is answered from the record (a provider that restarted gets
     // its attestation back at once), and so is a failure within its backoff; an error (the
     // provider was unreachable...) was no verdict on the machine, so it is tried again.
     const latest = await this.o.results.latest(machineId);
-    if (latest && latest.outcome !== "error" && !(await this.isDue(machineId))) return outcomeMessage(latest, true);
+    if (!force && latest && latest.outcome !== "error" && !(await this.isDue(machineId))) return outcomeMessage(latest, true);
     let record: ChallengeRecord;
     try {
       record = await this.challenge(machineId, "request");
@@ -243,7 +267,12 @@ export class Challenger {
       if ("reason" in target) {
         record = { ...base, provider: "0x0000000000000000000000000000000000000000", model: "", units: 0, challengeId: null, finishedAtMs: this.now(), outcome: "error", reason: target.reason, detail: target.detail, measuredThroughput: null, attestation: null };
       } else {
-        record = await this.exchange(target, base);
+        // Connect first: a provider this node cannot reach is "unreachable", said at once, never a
+        // late commit after the whole challenge window (the clock starts once connected).
+        const unreachable = await this.connect(target);
+        record = unreachable
+          ? { ...base, provider: target.claim.provider, model: target.claim.model, units: target.claim.units, challengeId: null, finishedAtMs: this.now(), outcome: "error", reason: "unreachable", detail: unreachable, measuredThroughput: null, attestation: null }
+          : await this.exchange(target, base);
       }
     } catch (error) {
       this.o.logger.error("Challenge could not run", { machineId }, error);
@@ -253,6 +282,22 @@ export class Challenger {
     this.o.metrics.attestChallenges.inc({ outcome: record.outcome, reason: record.reason ?? "", trigger });
     this.o.logger.info("Challenge recorded", { machineId, provider: record.provider, outcome: record.outcome, reason: record.reason, measuredThroughput: record.measuredThroughput, trigger });
     return record;
+  }
+
+  /** Connects to the provider's node; returns why it cannot be reached, or undefined when connected. */
+  private async connect(target: Target): Promise<string | undefined> {
+    const { peer } = target;
+    if (this.o.host.getConnections(peer).length > 0) return undefined;
+    const known = (await this.o.host.peerStore.get(peer).catch(() => undefined))?.addresses ?? [];
+    if (!known.length) {
+      return `no address known for the provider's node ${peer.toString()}: it has no offer in this attestor's offer book; connect this attestor to the provider's network (p2p.bootstrap)`;
+    }
+    try {
+      await this.o.host.dial(peer, { signal: AbortSignal.timeout(CONNECT_TIMEOUT_MS) });
+      return undefined;
+    } catch (error) {
+      return `cannot connect to the provider's node ${peer.toString()} at ${known.map((address) => address.multiaddr.toString()).join(", ")}: ${errorText(error)}`;
+    }
   }
 
   private async exchange(target: Target, base: Pick<ChallengeRecord, "machineId" | "trigger" | "startedAtMs">): Promise<ChallengeRecord> {

@@ -7,7 +7,7 @@ import { registerNode } from "./commands/node.js";
 import { registerProvider } from "./commands/provider.js";
 import { registerWallet } from "./commands/wallet.js";
 import { registerRenter, renterExitCode } from "./commands/renter.js";
-import { CliError, ExitCode } from "./output.js";
+import { CliError, cliWording, ExitCode } from "./output.js";
 
 const program = new Command("suanli")
   .description("Suanli: a decentralized marketplace for renting GPU compute")
@@ -38,6 +38,6 @@ try {
     process.exit(error.exitCode === 0 ? 0 : ExitCode.usage);
   }
   const message = error instanceof SuanliError ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error);
-  process.stderr.write(`Error: ${message}\n`);
+  process.stderr.write(`Error: ${cliWording(message)}\n`);
   process.exit(exitCodeFor(error));
 }

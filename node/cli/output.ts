@@ -1,5 +1,6 @@
 import { SuanliError } from "../../common/errors.js";
 import { stringifyPlain } from "../../common/json.js";
+import { EXPLAIN_REMEDIES } from "../../common/matching/explain.js";
 
 /**
  * Exit codes scripts can rely on. Documented in README ("Exit codes").
@@ -39,4 +40,24 @@ export function emit(json: boolean, data: unknown, human: () => string): void {
 /** Progress lines go to stderr so stdout stays parseable; silent with --json. */
 export function progress(json: boolean, line: string): void {
   if (!json) process.stderr.write(`${line}\n`);
+}
+
+/**
+ * The SDK's hints name its options (`attestedOnly: false`); a CLI user needs the flags. Every
+ * error the CLI prints goes through this, so no hint tells a CLI user to edit code.
+ */
+const CLI_WORDING: [string, string][] = [
+  [EXPLAIN_REMEDIES.acceptUnattested, "add --allow-unattested to accept unattested machines"],
+  [EXPLAIN_REMEDIES.acceptCluster, "add --colocation cluster to accept several machines on a declared fast interconnect"],
+  [
+    "Pass `account` to createClient: privateKeyToAccount(key) in Node, or an injected wallet in a browser.",
+    "Give a wallet: --key-file <file>, SUANLI_KEY, --key <hex>, or --devnet-account <n> on the devnet.",
+  ],
+];
+
+/** Rewrites SDK hints in `text` into the CLI's flags. */
+export function cliWording(text: string): string {
+  let out = text;
+  for (const [sdk, cli] of CLI_WORDING) out = out.replaceAll(sdk, cli);
+  return out;
 }

@@ -1,5 +1,6 @@
 import { mkdir } from "node:fs/promises";
 import { Level } from "level";
+import { describeBinding, sameBinding, type DeploymentBinding } from "../../common/deployment.js";
 import { SuanliError } from "../../common/errors.js";
 import { parseTagged, stringifyTagged } from "../../common/json.js";
 import { Bucket } from "./buckets.js";
@@ -11,6 +12,14 @@ export class StoreError extends SuanliError {
 /** Keys are `<bucket as 2 hex digits>/<key>`; a bucket spans ["xx/", "xx0"). */
 function prefixOf(bucket: Bucket): string {
   return `${bucket.toString(16).padStart(2, "0")}/`;
+}
+
+/**
+ * The database holds data of one deployment and the node was started against another (a devnet
+ * restarted under an old data dir: same chain id and addresses, lease ids starting at 1 again).
+ */
+export class DeploymentMismatchError extends StoreError {
+  override name = "DeploymentMismatchError";
 }
 
 const STORE_SCHEMA_VERSION = 1;
@@ -50,6 +59,32 @@ export class Store {
       throw new StoreError(`Database at ${dir} has schema version ${current.version}; this build reads ${STORE_SCHEMA_VERSION}`);
     }
     return store;
+  }
+
+  /**
+   * Binds the database to the deployment it holds data of, on first use, and refuses any other
+   * one afterwards (DeploymentMismatchError, with the fix). A database written before bindings
+   * existed is bound to the deployment it is first opened with.
+   *
+   * @example
+   * await store.bindDeployment(await readDeploymentBinding(publicClient, deployment), dataDir);
+   */
+  async bindDeployment(binding: DeploymentBinding, dataDir: string): Promise<void> {
+    const meta = this.repository<DeploymentBinding>(Bucket.meta);
+    const stored = await meta.get("deployment");
+    if (!stored) {
+      await meta.put("deployment", binding);
+      return;
+    }
+    if (sameBinding(stored, binding)) return;
+    throw new DeploymentMismatchError(`The data dir ${dataDir} holds another deployment's data; refusing to mix it with this chain's`, {
+      metaMessages: [
+        `Stored:  ${describeBinding(stored)}`,
+        `Chain:   ${describeBinding(binding)}`,
+        "Its leases, offers and cursors would be read as this chain's (a restarted devnet reuses lease ids and addresses).",
+        `Fix: start with another data dir (dataDir in the config, or --dataDir <dir>), or, if the old chain is gone for good, delete ${this.location} (the node's peer identity beside it is kept).`,
+      ],
+    });
   }
 
   /** A typed repository over one bucket. Values are JSON with bigints preserved. */

@@ -62,7 +62,15 @@ export async function extendTask(ctx: SuanliContext, taskId: string, parameters:
       metaMessages: lease.status === "Open" ? ["Wait until the provider starts it, or cancel it and submit the task again with a longer duration."] : undefined,
     });
   }
-  const message = ctx.feed.message(offerKey(attempt.provider, attempt.machineId));
+  // The offer feed fills in the background: wait for the first sync, then, when the offer is
+  // still unknown (no bootstrap given, as with `suanli extend`), ask the provider itself.
+  await ctx.feed.ready();
+  const key = offerKey(attempt.provider, attempt.machineId);
+  if (!ctx.feed.message(key)) {
+    ctx.progress(`Fetching the provider's current offer for machine ${attempt.machineId}...`);
+    await ctx.feed.syncPeer(attempt.peerId, attempt.addrs).catch(() => undefined);
+  }
+  const message = ctx.feed.message(key);
   if (!message) {
     throw new TaskStateError(`The provider has no current offer for machine ${attempt.machineId}: it does not consent to an extension now.`, {
       metaMessages: ["Submit a new task instead, or try again when the provider re-announces its offer."],

@@ -1,4 +1,5 @@
 import { readLease } from "../../common/chain/market.js";
+import { meteredByNow } from "../internal/metering.js";
 import { UnknownTaskError } from "../errors.js";
 import { authorize, type SuanliContext } from "../internal/context.js";
 import type { TaskRecord } from "../internal/store.js";
@@ -44,6 +45,7 @@ export async function getTaskStatus(ctx: SuanliContext, taskId: string): Promise
       activatedAt: lease.activatedAt,
       startDeadline: lease.startDeadline,
       end: lease.end,
+      ...meteredByNow(lease, Date.now() / 1000),
     },
     startedAt: remote?.startedAt ?? null,
     heartbeatAt: remote?.heartbeatAt ?? null,
@@ -53,3 +55,4 @@ export async function getTaskStatus(ctx: SuanliContext, taskId: string): Promise
     attempts: record.attempts,
   };
 }
+

@@ -5,6 +5,7 @@ import { parseMatchRequest, type MatchRequest, type MatchRequestInput } from "..
 import { suanliTypes } from "../../common/eip712.js";
 import { taskSpecSchema, type TaskSpec } from "../../common/protocols/task-spec.js";
 import { parseInput } from "../../common/validation.js";
+import { checkBundleDigest } from "../internal/bundle-check.js";
 import { AllocationError, InsufficientBalanceError, InsufficientGasError, NoMatchError, ProviderRequestError } from "../errors.js";
 import { closeLease, openLease, tokenBalances, type SentTransaction } from "../internal/chain.js";
 import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
@@ -170,6 +171,11 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
 export async function submitTask(ctx: SuanliContext, parameters: SubmitTaskParameters): Promise<SubmitTaskReturnType> {
   const { requestInput, spec, autoMigrate } = parseSubmitParameters(parameters);
   requireWallet(ctx, "submitting a task");
+  if (spec.bundle) {
+    // Before anything is reserved or paid: a wrong digest would otherwise cost a lease opening.
+    const check = await checkBundleDigest(spec.bundle.url, spec.bundle.sha256);
+    if (!check.checked) ctx.progress(`Bundle digest not checked here (${check.reason}); the provider checks it.`);
+  }
   await ctx.feed.ready();
   const attempt = await runAttempt(ctx, requestInput, spec);
   const record: TaskRecord = {

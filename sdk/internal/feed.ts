@@ -4,6 +4,8 @@
  * peers with offers-sync); every message goes through the same validation pipeline as on a node.
  */
 import type { IdentifyResult, PeerId } from "@libp2p/interface";
+import { peerIdFromString } from "@libp2p/peer-id";
+import { multiaddr } from "@multiformats/multiaddr";
 import { TopicValidatorResult } from "@libp2p/gossipsub";
 import type { Address, Chain, PublicClient, Transport } from "viem";
 import { readProvider } from "../../common/chain/market.js";
@@ -24,6 +26,11 @@ export type OfferFeed = {
   readonly engine: MatchingEngine;
   /** Resolves once the current book was pulled from the bootstrap peers (or `timeoutMs` passed). */
   ready(timeoutMs?: number): Promise<void>;
+  /**
+   * Pulls the current offers of one peer (a provider the client already deals with, known by its
+   * peer id and addresses) even when it was not a bootstrap peer. HTTP feeds refresh instead.
+   */
+  syncPeer(peerId: string, addrs: string[], timeoutMs?: number): Promise<void>;
   /** The newest validated message of a machine's offer. */
   message(key: string): OfferMessage | undefined;
   /** Every validated, unexpired offer message. */
@@ -151,6 +158,20 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
     async ready(timeoutMs = 5_000) {
       if (!options.bootstrap.length) return;
       await Promise.race([firstSyncDone, new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())]);
+    },
+    async syncPeer(peerId, addrs, timeoutMs = 10_000) {
+      const peer = peerIdFromString(peerId);
+      const multiaddrs = addrs.flatMap((addr) => {
+        try {
+          return [multiaddr(addr)];
+        } catch {
+          return [];
+        }
+      });
+      if (multiaddrs.length) await host.peerStore.merge(peer, { multiaddrs });
+      await host.dial(peer, { signal: AbortSignal.timeout(timeoutMs) });
+      synced.delete(peerId);
+      await syncFrom(peer);
     },
     message: (key) => messages.get(key),
     messages: () => [...messages.values()].filter((m) => m.offer.expiry > now()),

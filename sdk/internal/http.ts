@@ -125,6 +125,9 @@ export async function startHttpFeed(options: { nodeUrl: string; matching?: Match
     async ready() {
       await first;
     },
+    async syncPeer() {
+      await refresh();
+    },
     message: (key) => messages.get(key),
     messages: () => [...messages.values()].filter((m) => m.offer.expiry > now()),
     avoid(provider, seconds) {

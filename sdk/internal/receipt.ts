@@ -60,7 +60,9 @@ export async function leaseOutcome(ctx: SuanliContext, attempt: TaskAttempt): Pr
 
 /**
  * Checks the provider's signed completion report: signed by the lease's provider (EIP-712
- * Completion on this deployment) and, once reported on-chain, equal to the on-chain copy.
+ * Completion on this deployment) and equal to the lease's on-chain CompletionReported event. A
+ * signature alone never verifies a completion: a restarted devnet has the same domain (chain id,
+ * market address), so a report of an earlier chain's lease with the same id would pass it.
  */
 export async function checkCompletion(
   ctx: SuanliContext,
@@ -69,6 +71,6 @@ export async function checkCompletion(
   onChain: LeaseOutcome["completion"],
 ): Promise<boolean> {
   if (signed.report.leaseId !== attempt.leaseId) return false;
-  const verdict = await verifyCompletion(signed, { domain: ctx.domain, provider: attempt.provider, onChain: onChain ?? undefined });
+  const verdict = await verifyCompletion(signed, { domain: ctx.domain, provider: attempt.provider, onChain });
   return verdict.valid;
 }

@@ -4,6 +4,8 @@
  * invocations. Secret environment values are never written: the stored spec has them redacted,
  * and the full spec (needed to migrate a task) lives only in the submitting process.
  */
+import { describeBinding, sameBinding, type DeploymentBinding } from "../../common/deployment.js";
+import { SuanliError } from "../../common/errors.js";
 import { parseTagged, stringifyTagged } from "../../common/json.js";
 import type { TaskSpec } from "../../common/protocols/task-spec.js";
 import type { TaskAttempt } from "../types.js";
@@ -33,29 +35,65 @@ export type TaskRecord = {
   attempts: TaskAttempt[];
 };
 
+/**
+ * A task file holds another deployment's tasks than the chain the client talks to (a devnet
+ * restarted with the same addresses reuses lease ids: its tasks would be mixed with the old ones).
+ *
+ * @example
+ * import { createClient, TaskStoreMismatchError } from "suanli/sdk";
+ * try {
+ *   await createClient({ rpcUrl, account, bootstrap, stateFile: "tasks.json" }).then((client) => client.tasks());
+ * } catch (error) {
+ *   if (error instanceof TaskStoreMismatchError) console.error(error.message); // names both deployments and the fix
+ * }
+ */
+export class TaskStoreMismatchError extends SuanliError {
+  override name = "TaskStoreMismatchError";
+}
+
+/** The task file: the deployment its tasks belong to, and the tasks. */
+type TaskFile = { deployment: DeploymentBinding; tasks: TaskRecord[] };
+
 export type TaskStorage = {
   load(): Promise<TaskRecord[]>;
   save(records: TaskRecord[]): Promise<void>;
 };
 
-/** A JSON file (Node only), written atomically. */
-export function fileTaskStorage(file: string): TaskStorage {
+/**
+ * A JSON file (Node only), written atomically, bound to one deployment: a file of another
+ * deployment (or of a version that did not record one) is refused with TaskStoreMismatchError.
+ */
+export function fileTaskStorage(file: string, binding: DeploymentBinding): TaskStorage {
   return {
     async load() {
       const { readFile } = await import("node:fs/promises");
+      let text: string;
       try {
-        return parseTagged<TaskRecord[]>(await readFile(file, "utf8"));
+        text = await readFile(file, "utf8");
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
         throw error;
       }
+      const stored = parseTagged<TaskFile | TaskRecord[]>(text);
+      const fix = `Use another state file for this chain, or, if the old chain is gone for good, delete ${file}.`;
+      if (Array.isArray(stored)) {
+        throw new TaskStoreMismatchError(`The task file ${file} does not say which deployment its tasks belong to (written by an older version)`, {
+          metaMessages: [fix],
+        });
+      }
+      if (!sameBinding(stored.deployment, binding)) {
+        throw new TaskStoreMismatchError(`The task file ${file} holds another deployment's tasks`, {
+          metaMessages: [`Stored: ${describeBinding(stored.deployment)}`, `Chain:  ${describeBinding(binding)}`, fix],
+        });
+      }
+      return stored.tasks;
     },
     async save(records) {
       const { mkdir, rename, writeFile } = await import("node:fs/promises");
       const path = await import("node:path");
       await mkdir(path.dirname(file), { recursive: true });
       const temp = `${file}.${process.pid}.tmp`;
-      await writeFile(temp, stringifyTagged(records), { mode: 0o600 });
+      await writeFile(temp, stringifyTagged({ deployment: binding, tasks: records } satisfies TaskFile), { mode: 0o600 });
       await rename(temp, file);
     },
   };

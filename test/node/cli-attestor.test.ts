@@ -1,20 +1,22 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { multiaddr } from "@multiformats/multiaddr";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Address } from "viem";
 import { providerRegistryAbi } from "../../common/abi.js";
 import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
 import { connectChain } from "../../node/chain/clients.js";
-import { runCli, SUANLI_BIN } from "../support/cli.js";
+import { createHost } from "../../common/p2p/host.js";
+import { runCli, startCli, SUANLI_BIN } from "../support/cli.js";
 
 describe("suanli devnet attestors and suanli attestor start (CLI)", function () {
   this.timeout(120_000);
 
   it("the devnet grants ATTESTOR_ROLE to the accounts asked for, and attestor start refuses a wallet without it", async () => {
     const dir = await mkdtemp(path.join(tmpdir(), "suanli-cli-attestor-"));
-    const devnet = spawn(process.execPath, [SUANLI_BIN, "devnet", "--port", "0", "--deployments", dir, "--attestors", "7,8", "--json"], { stdio: ["ignore", "pipe", "pipe"] });
+    const devnet = spawn(process.execPath, [SUANLI_BIN, "devnet", "--port", "0", "--deployments", dir, "--attestors", "7,8", "--attestor-nodes", "", "--json"], { stdio: ["ignore", "pipe", "pipe"] });
     try {
       const described = await new Promise<{ rpcUrl: string; attestors: Address[]; contracts: { registry: Address } }>((resolve, reject) => {
         let stdout = "";
@@ -46,6 +48,39 @@ describe("suanli devnet attestors and suanli attestor start (CLI)", function () 
     } finally {
       devnet.kill("SIGINT");
       await new Promise((resolve) => (devnet.exitCode !== null ? resolve(undefined) : devnet.once("exit", resolve)));
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a plain devnet runs attestor nodes 7-9 at the fixed addresses examples/provider.devnet.json bootstraps from (issue #22 item 2)", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "suanli-cli-attestor-"));
+    const devnet = startCli(["devnet", "--port", "0", "--deployments", dir, "--json"], { timeoutMs: 90_000 });
+    try {
+      const described = (await devnet.ready) as { attestorNodes: { account: number; address: Address; addr: string }[] };
+      const example = JSON.parse(await readFile("examples/provider.devnet.json", "utf8")) as { p2p: { bootstrap: string[] } };
+      assert.deepEqual(
+        described.attestorNodes.map((node) => node.account),
+        [7, 8, 9],
+      );
+      assert.deepEqual(
+        described.attestorNodes.map((node) => node.addr),
+        example.p2p.bootstrap,
+      );
+      // Each is a running node: a libp2p dial to its address succeeds and it speaks the attest protocol.
+      const host = await createHost({ listen: [], dht: { enabled: false }, gossip: { enabled: false }, connections: { min: 0 } });
+      try {
+        for (const node of described.attestorNodes) {
+          const connection = await host.dial(multiaddr(node.addr), { signal: AbortSignal.timeout(10_000) });
+          assert.equal(connection.remotePeer.toString(), node.addr.split("/p2p/")[1]);
+        }
+      } finally {
+        await host.stop();
+      }
+      const refused = await runCli(["devnet", "--port", "0", "--attestors", "7", "--attestor-nodes", "8"]);
+      assert.equal(refused.code, 2);
+      assert.match(refused.stderr, /--attestor-nodes takes accounts among --attestors/);
+    } finally {
+      await devnet.stop("SIGINT");
       await rm(dir, { recursive: true, force: true });
     }
   });

@@ -68,7 +68,7 @@ describe("suanli node start / suanli devnet --api-port (CLI)", function () {
 
   it("runs the devnet with a node and demo providers that register on-chain and publish offers", async () => {
     const deployments = path.join(dir, "devnet-deployments");
-    const devnetCli = startCli(["devnet", "--port", "0", "--api-port", "0", "--demo-offers", "--deployments", deployments, "--json"], { timeoutMs: 90_000 });
+    const devnetCli = startCli(["devnet", "--port", "0", "--api-port", "0", "--demo-offers", "--attestor-nodes", "", "--deployments", deployments, "--json"], { timeoutMs: 90_000 });
     running.push(devnetCli);
     const ready = (await devnetCli.ready) as { apiUrl: string; demoProviders: string[]; node: { addrs: string[] } };
     assert.equal(ready.demoProviders.length, 3);

@@ -57,4 +57,33 @@ describe("suanli renter commands (CLI)", function () {
     assert.equal(tooCheap.code, 3, tooCheap.stderr);
     assert.match(tooCheap.stderr, /above your cap/);
   });
+
+  it("hints name the CLI's flags, never the SDK's options (issue #22 item 2)", async () => {
+    const common = ["--devnet-account", "5", "--duration", "600", "--max-price", "5", "--bundle", "http://127.0.0.1:9/x.tar.gz", "--sha256", "ab".repeat(32), ...base];
+    const unattested = await runCli(["submit", "--gpu", "H100", "--count", "1", ...common, "--", "true"]);
+    assert.equal(unattested.code, 3, unattested.stderr);
+    assert.match(unattested.stderr, /add --allow-unattested to accept unattested machines/);
+    assert.doesNotMatch(unattested.stderr, /attestedOnly/);
+
+    const tooMany = await runCli(["submit", "--gpu", "H100", "--count", "9", "--allow-unattested", ...common, "--", "true"]);
+    assert.equal(tooMany.code, 3, tooMany.stderr);
+    assert.match(tooMany.stderr, /add --colocation cluster/);
+    assert.doesNotMatch(tooMany.stderr, /colocation: "cluster"/);
+
+    // The flag the hint names exists and is checked.
+    const bad = await runCli(["submit", "--gpu", "H100", "--count", "9", "--allow-unattested", "--colocation", "rack", ...common, "--", "true"]);
+    assert.equal(bad.code, 2, bad.stderr);
+    assert.match(bad.stderr, /colocation/);
+    const cluster = await runCli(["submit", "--gpu", "H100", "--count", "9", "--allow-unattested", "--colocation", "cluster", ...common, "--", "true"]);
+    assert.equal(cluster.code, 3, cluster.stderr);
+    assert.match(cluster.stderr, /one machine or a cluster/);
+  });
+
+  it("submit --help says one argument is a shell string and several an argv (issue #22 item 4)", async () => {
+    const help = await runCli(["submit", "--help"]);
+    assert.equal(help.code, 0, help.stderr);
+    const text = help.stdout.replace(/\s+/g, " ");
+    assert.match(text, /one argument is a shell string run by \/bin\/sh -c/);
+    assert.match(text, /several are an argv, its program looked up on the task's PATH inside the provider's sandbox/);
+  });
 });

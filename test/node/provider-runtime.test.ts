@@ -332,6 +332,48 @@ describe("process runtime", function () {
     await rm(outside);
   });
 
+  it("resolves an argv command inside the task's environment, not on the node's PATH (issue #22 item 4)", async () => {
+    // A host-only folder first on the node's PATH, as pyenv's shims are: a "python3" and an "sh"
+    // the sandbox does not show.
+    const hostBin = path.join(dir, "host-bin");
+    await mkdir(hostBin, { recursive: true });
+    for (const name of ["only-on-host", "sh"]) await writeFile(path.join(hostBin, name), "#!/bin/sh\necho host-copy\nexit 42\n", { mode: 0o755 });
+    const taskPath = `${hostBin}:/usr/local/bin:/usr/bin:/bin`;
+    const b = await bundle({ "noop.txt": "x" });
+    const bwrap = await detectBubblewrap();
+    const rt = runtime({ sandbox: "auto", taskPath });
+
+    if (bwrap.available) {
+      // Found only outside the sandbox: CommandNotFoundError before the start, saying where it is and what to do.
+      await assert.rejects(rt.prepare(launch({ bundle: { url: b.url, sha256: b.sha256 }, command: ["only-on-host", "--version"] })), (error: Error & { details?: string }) => {
+        assert.equal(error.name, "CommandNotFoundError");
+        assert.ok(error.details?.includes(path.join(hostBin, "only-on-host")), error.details);
+        assert.ok(error.details?.includes("provider.runtime.readOnlyPaths"), error.details);
+        return true;
+      });
+      // A name the host shadows with a hidden copy resolves to the one the sandbox has.
+      const { result, lines } = await run(rt, launch({ bundle: { url: b.url, sha256: b.sha256 }, command: ["sh", "-c", "echo sandbox-sh; echo PATH=$PATH"] }));
+      assert.equal(result.status, "succeeded", lines.join("\n"));
+      assert.ok(lines.includes("stdout:sandbox-sh"), lines.join("\n"));
+      assert.ok(lines.includes("stdout:PATH=/usr/local/bin:/usr/bin:/bin"), lines.join("\n"));
+      // Shown with readOnlyPaths, it runs.
+      const shown = runtime({ sandbox: "auto", taskPath, readOnlyPaths: [hostBin] });
+      const again = await run(shown, launch({ bundle: { url: b.url, sha256: b.sha256 }, command: ["only-on-host"] }));
+      assert.equal(again.result.exitCode, 42);
+    } else {
+      const { result } = await run(rt, launch({ bundle: { url: b.url, sha256: b.sha256 }, command: ["only-on-host"] }));
+      assert.equal(result.exitCode, 42, "unsandboxed, the host's PATH is the task's environment");
+    }
+  });
+
+  it("keeps npm's and npx's folders off the task's PATH (issue #22 item 4)", async () => {
+    const taskPath = ["/work/app/node_modules/.bin", "/root/.npm/_npx/4f1c/node_modules/.bin", "/usr/lib/node_modules/npm/node_modules/@npmcli/run-script/lib/node-gyp-bin", "/usr/bin", "/bin"].join(":");
+    const b = await bundle({ "noop.txt": "x" });
+    const { result, lines } = await run(runtime({ sandbox: "none", taskPath }), launch({ bundle: { url: b.url, sha256: b.sha256 }, command: "echo PATH=$PATH" }));
+    assert.equal(result.status, "succeeded");
+    assert.ok(lines.includes("stdout:PATH=/usr/bin:/bin"), lines.join("\n"));
+  });
+
   it("a stop gives the task its grace period and keeps its own exit code, sandboxed or not", async () => {
     const b = await bundle({
       "t.mjs": "process.on('SIGTERM', () => { console.log('got SIGTERM'); setTimeout(() => process.exit(7), 150); }); console.log('working'); setInterval(() => {}, 1000);",

@@ -58,4 +58,24 @@ describe("level store", () => {
     await assert.rejects(Store.open(dir), { name: "StoreError" });
     await store.close();
   });
+
+  it("binds to the deployment it was first used with and refuses another (issue #22)", async () => {
+    const first = { chainId: 31337, market: "0x5FbDB2315678afecb367f032d93F642f64180aa3", deploymentBlock: 1n, deploymentBlockHash: `0x${"aa".repeat(32)}` } as const;
+    let store = await Store.open(dir);
+    await store.bindDeployment(first, dir);
+    await store.repository<number>(Bucket.scratch).put("x", 1);
+    await store.close();
+
+    store = await Store.open(dir);
+    await store.bindDeployment({ ...first, market: first.market.toLowerCase() as `0x${string}` }, dir); // same deployment
+    await assert.rejects(store.bindDeployment({ ...first, deploymentBlockHash: `0x${"bb".repeat(32)}` }, dir), (error: Error & { metaMessages?: string[] }) => {
+      assert.equal(error.name, "DeploymentMismatchError");
+      assert.ok(error.metaMessages?.some((line) => line.startsWith("Fix:")));
+      return true;
+    });
+    await assert.rejects(store.bindDeployment({ ...first, chainId: 1 }, dir), { name: "DeploymentMismatchError" });
+    // Nothing was changed by the refusals.
+    assert.equal(await store.repository<number>(Bucket.scratch).get("x"), 1);
+    await store.close();
+  });
 });

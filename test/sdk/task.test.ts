@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import type { AddressInfo } from "node:net";
 import { testTokenAbi } from "../../common/abi.js";
 import { readLease } from "../../common/chain/market.js";
@@ -18,6 +21,7 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
   let bundles: BundleServer;
   let provider: TestProvider;
   let client: SuanliClient;
+  let stateDir: string | undefined;
   const renter = devnetAccount(5);
 
   const balance = (who: `0x${string}`) =>
@@ -28,7 +32,8 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
     bundles = await startBundleServer();
     provider = await startTestProvider(devnet, 1);
     await fund(devnet, await devnet.wallet(5), 100_000_000n);
-    client = await createClient({ rpcUrl: devnet.rpcUrl, account: renter, bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir });
+    stateDir = await mkdtemp(path.join(tmpdir(), "suanli-sdk-state-"));
+    client = await createClient({ rpcUrl: devnet.rpcUrl, account: renter, bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir, stateFile: path.join(stateDir, "tasks-{deployment}.json") });
     await waitFor("the provider's offer in the SDK", async () => (await client.queryOffers()).some((o) => o.freeUnits === 2), { timeoutMs: 20_000 });
   });
   after(async () => {
@@ -36,6 +41,7 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
     await provider?.close();
     await bundles?.close();
     await devnet?.close();
+    if (stateDir) await rm(stateDir, { recursive: true, force: true });
   });
 
   it("runs a task end to end: logs stream, the receipt adds up and the completion report is verified", async () => {
@@ -75,6 +81,23 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
     assert.equal(await balance(renter.address), before - lease.cost, "the renter paid exactly the cost");
   });
 
+  it("a bundle whose sha256 differs is refused before any reservation or transaction (issue #22 item 7)", async () => {
+    const bundle = await bundles.bundle({ "run.sh": "echo never" });
+    const before = await balance(renter.address);
+    const nonce = await devnet.admin.publicClient.getTransactionCount({ address: renter.address });
+    await assert.rejects(
+      client.submitTask({ gpuType: "A100", gpuCount: 1, duration: 30, maxPricePerGpuHour: "1", attestedOnly: false, bundleUrl: bundle.url, sha256: "ab".repeat(32), command: "sh run.sh" }),
+      (error: Error & { fields?: string[] }) => {
+        assert.equal(error.name, "InvalidInputError");
+        assert.deepEqual(error.fields, ["sha256"]);
+        assert.ok(error.message.includes(bundle.sha256), "names the digest the bundle really has");
+        return true;
+      },
+    );
+    assert.equal(await balance(renter.address), before, "nothing paid");
+    assert.equal(await devnet.admin.publicClient.getTransactionCount({ address: renter.address }), nonce, "no transaction sent");
+  });
+
   it("cancel stops the task and closes the lease, refunding what did not accrue", async () => {
     const bundle = await bundles.bundle({ "long.sh": "echo started; sleep 60; echo never" });
     const submitted = await client.submitTask({
@@ -109,6 +132,37 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
     const tasks = await client.tasks();
     assert.equal(tasks.length, 2);
     assert.ok(tasks.every((task) => !JSON.stringify(task.spec.env).includes(SECRET)), "stored specs hold no secret values");
+  });
+
+  it("a fresh client (as each CLI command is) extends a running task at once, with or without a bootstrap (issue #22 item 3)", async () => {
+    const bundle = await bundles.bundle({ "long.sh": "echo started; sleep 60" });
+    const submitted = await client.submitTask({ gpuType: "A100", gpuCount: 1, duration: 120, maxPricePerGpuHour: "1", attestedOnly: false, bundleUrl: bundle.url, sha256: bundle.sha256, command: "sh long.sh" });
+    await waitFor("the task running", async () => (await client.status(submitted.taskId)).state === "running", { timeoutMs: 20_000 });
+    const [file] = await readdir(stateDir!);
+    assert.match(file, /^tasks-31337-[0-9a-f]{8}-[0-9a-f]{12}\.json$/, "one task file per deployment");
+    const stateFile = path.join(stateDir!, "tasks-{deployment}.json");
+    const before = (await client.status(submitted.taskId)).lease.end;
+
+    // Bootstrapped: the offer arrives through the feed's first sync, which extend now awaits.
+    const viaBootstrap = await createClient({ rpcUrl: devnet.rpcUrl, account: renter, bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir, stateFile });
+    try {
+      const extended = await viaBootstrap.extend(submitted.taskId, { seconds: 30 });
+      assert.ok(extended.newEnd >= before + 30);
+    } finally {
+      await viaBootstrap.close();
+    }
+    // No bootstrap at all (`suanli extend <taskId>` without --bootstrap): the provider is asked.
+    const alone = await createClient({ rpcUrl: devnet.rpcUrl, account: renter, bootstrap: [], deployment: devnet.deploymentsDir, stateFile });
+    try {
+      const extended = await alone.extend(submitted.taskId, { seconds: 30 });
+      assert.ok(extended.newEnd >= before + 60);
+      const receipt = await alone.cancel(submitted.taskId);
+      const [lease] = receipt.leases;
+      assert.equal(lease.deposit, 120n * 100n + 60n * 100n, "both extensions are in the stored deposit");
+      assert.equal(lease.cost + lease.refunded, lease.deposit);
+    } finally {
+      await alone.close();
+    }
   });
 
   it("cancel succeeds when the provider ends the lease before the renter's close lands", async () => {

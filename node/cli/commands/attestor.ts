@@ -8,6 +8,7 @@ import { startAttestorService } from "../../attest/service.js";
 import { loadConfig } from "../../config/load.js";
 import { nodeConfigSchema } from "../../config/schema.js";
 import { startDaemon } from "../../daemon.js";
+import { parseConfigFlags } from "./node.js";
 import { cliContext, withChainFlags, type ChainFlags } from "../context.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
 
@@ -17,11 +18,14 @@ export function registerAttestor(program: Command): void {
   attestor
     .command("start")
     .description("run an attestor node until Ctrl-C (its wallet must hold ATTESTOR_ROLE)")
-    .option("--config <file>", "JSON config file (keys: docs/configuration.md)")
+    .option("--config <file>", "JSON config file (keys: docs/configuration.md); SUANLI_<KEY>__<SUBKEY> variables and --<key> <value> flags override it")
     .option("--json", "print the node's identity as one JSON line")
-    .action(async (flags: { config?: string; json?: boolean }) => {
+    .allowUnknownOption(true)
+    .allowExcessArguments(true)
+    .addHelpText("after", "\nAny config key can also be given as a flag after the options: --p2p.bootstrap /ip4/127.0.0.1/tcp/4107/p2p/12D3KooW...")
+    .action(async (flags: { config?: string; json?: boolean }, command: Command) => {
       const json = Boolean(flags.json);
-      const config = await loadConfig(nodeConfigSchema, { file: flags.config, env: process.env });
+      const config = await loadConfig(nodeConfigSchema, { file: flags.config, env: process.env, flags: parseConfigFlags(command.args) });
       progress(json, "Starting the attestor node...");
       const daemon = await startDaemon(config);
       try {
@@ -55,9 +59,10 @@ export function registerAttestor(program: Command): void {
       .description("ask a running attestor to challenge a machine now, and print the outcome")
       .requiredOption("--machine <id>", "the machine's on-chain id")
       .requiredOption("--attestor <multiaddr>", "the attestor node, /ip4/…/tcp/…/p2p/<peer id> (printed by `suanli attestor start`)")
-      .option("--timeout-ms <ms>", "how long to wait for the outcome", String(DEFAULT_CHALLENGE_REQUEST_TIMEOUT_MS)),
+      .option("--timeout-ms <ms>", "how long to wait for the outcome", String(DEFAULT_CHALLENGE_REQUEST_TIMEOUT_MS))
+      .option("--force", "challenge now even if the attestor has a recent result (a failure within its backoff, a pass not yet due); at most once a minute per machine"),
     { wallet: false },
-  ).action(async (flags: ChainFlags & { machine: string; attestor: string; timeoutMs: string }) => {
+  ).action(async (flags: ChainFlags & { machine: string; attestor: string; timeoutMs: string; force?: boolean }) => {
     const json = Boolean(flags.json);
     const machineId = Number(flags.machine);
     if (!Number.isInteger(machineId) || machineId < 1 || machineId > 2 ** 32 - 1) {
@@ -81,13 +86,19 @@ export function registerAttestor(program: Command): void {
     const host = await createHost({ listen: [], dht: { enabled: false }, gossip: { enabled: false }, connections: { min: 0 } });
     let outcome: ChallengeOutcomeMessage;
     try {
-      outcome = await requestChallenge(host, target, { chainId: ctx.deployment.chainId, machineId }, { timeoutMs });
+      outcome = await requestChallenge(host, target, { chainId: ctx.deployment.chainId, machineId, ...(flags.force ? { force: true } : {}) }, { timeoutMs });
     } finally {
       await host.stop();
     }
     emit(json, outcome, () => describeOutcome(outcome));
     if (outcome.outcome !== "pass") {
-      throw new CliError(`Machine ${machineId} has no attestation from this attestor (${outcome.outcome}: ${outcome.reason})`, ExitCode.failure);
+      const hints =
+        outcome.outcome === "fail" && outcome.cached
+          ? ["This is the attestor's recorded result; once the cause is fixed, challenge again now with --force."]
+          : outcome.outcome === "error" && outcome.reason === "unreachable"
+            ? ["The attestor must reach the provider's node: start it with --p2p.bootstrap <an address of the provider's network> (on the devnet, an attestor node printed by `npm run devnet`)."]
+            : [];
+      throw new CliError(`Machine ${machineId} has no attestation from this attestor (${outcome.outcome}: ${outcome.reason})`, ExitCode.failure, hints);
     }
   });
 }

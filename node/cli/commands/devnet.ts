@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Command } from "commander";
@@ -9,6 +9,7 @@ import { startEmbeddedChain } from "../../chain/embedded.js";
 import { DEFAULT_DEPLOYMENTS_DIR, writeDeployment } from "../../chain/manifest.js";
 import { nodeConfigSchema } from "../../config/schema.js";
 import { startDaemon, type Daemon } from "../../daemon.js";
+import { startDevnetAttestors, type DevnetAttestors } from "../../devnet/attestors.js";
 import { DEVNET_ATTESTOR_INDEX, startDemoProviders, type DemoProviders } from "../../devnet/demo.js";
 import { createLogger } from "../../log/logger.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
@@ -31,6 +32,7 @@ type DevnetFlags = {
   dataDir?: string;
   demoOffers?: boolean;
   attestors: string;
+  attestorNodes?: string;
   json?: boolean;
 };
 
@@ -42,20 +44,31 @@ export function registerDevnet(program: Command): void {
     .option("--deployments <dir>", "where to write the deployment manifest", DEFAULT_DEPLOYMENTS_DIR)
     .option("--api-port <port>", "also run a Suanli node on the devnet serving the HTTP API and explorer on 127.0.0.1:<port>")
     .option("--p2p-port <port>", "with --api-port: the node's libp2p TCP port on 127.0.0.1 (default: any free port)")
-    .option("--data-dir <dir>", "with --api-port: where the node (and demo providers) keep their data (default: a temporary folder, removed at exit)")
+    .option("--data-dir <dir>", "where the attestor nodes, the API node and demo providers keep their data (default: a temporary folder, removed at exit)")
     .option("--demo-offers", "with --api-port: also run three provider nodes that register on-chain and publish signed, attested offers")
     .option("--attestors <accounts>", "devnet accounts granted ATTESTOR_ROLE, comma-separated (\"\" for none)", "7,8,9")
+    .option(
+      "--attestor-nodes <accounts>",
+      "devnet accounts whose attestor nodes run here, on 127.0.0.1:41NN (NN the account number) with fixed peer ids, challenging and attesting every offered machine (default: all of --attestors; \"\" for none)",
+    )
     .option("--json", "print the devnet description as JSON")
     .action(async (options: DevnetFlags) => {
       const attestorIndexes = options.attestors.trim() === "" ? [] : options.attestors.split(",").map((part) => Number(part.trim()));
       if (attestorIndexes.some((index) => !Number.isInteger(index) || index < 0 || index > 999)) {
         throw new CliError(`--attestors takes devnet account numbers like "7,8,9", got "${options.attestors}"`, ExitCode.usage);
       }
+      const nodeIndexes =
+        options.attestorNodes === undefined ? [...attestorIndexes] : options.attestorNodes.trim() === "" ? [] : options.attestorNodes.split(",").map((part) => Number(part.trim()));
+      for (const index of nodeIndexes) {
+        if (!attestorIndexes.includes(index)) {
+          throw new CliError(`--attestor-nodes takes accounts among --attestors (${options.attestors || "none"}): account "${index}" would not hold ATTESTOR_ROLE`, ExitCode.usage);
+        }
+      }
       if (options.demoOffers && !attestorIndexes.includes(DEVNET_ATTESTOR_INDEX)) attestorIndexes.push(DEVNET_ATTESTOR_INDEX);
       const port = portOption(options.port, "--port")!;
       const apiPort = portOption(options.apiPort, "--api-port");
       const p2pPort = portOption(options.p2pPort, "--p2p-port");
-      for (const [flag, given] of [["--demo-offers", options.demoOffers], ["--p2p-port", options.p2pPort], ["--data-dir", options.dataDir]] as const) {
+      for (const [flag, given] of [["--demo-offers", options.demoOffers], ["--p2p-port", options.p2pPort]] as const) {
         if (given !== undefined && given !== false && apiPort === undefined) throw new CliError(`${flag} needs --api-port`, ExitCode.usage);
       }
       const json = Boolean(options.json);
@@ -63,10 +76,12 @@ export function registerDevnet(program: Command): void {
       const chain = await startEmbeddedChain({ port });
       let node: Daemon | undefined;
       let demo: DemoProviders | undefined;
+      let attestors: DevnetAttestors | undefined;
       let tempDir: string | undefined;
       const shutdown = async () => {
         await demo?.stop();
         await node?.stop();
+        await attestors?.stop();
         await chain.close();
         if (tempDir) await rm(tempDir, { recursive: true, force: true });
       };
@@ -83,16 +98,36 @@ export function registerDevnet(program: Command): void {
 
         let apiUrl: string | undefined;
         let nodeAddrs: string[] = [];
+        const logger = createLogger({ level: "warn" });
+        let cleared = false;
+        const dataDirOf = async () => {
+          if (!options.dataDir) return (tempDir ??= await mkdtemp(path.join(tmpdir(), "suanli-devnet-")));
+          const dir = path.resolve(options.dataDir);
+          if (!cleared) {
+            // Each devnet is a new chain: its own nodes' databases of the previous one are stale
+            // (and would be refused as another deployment's); identities and logs are kept.
+            cleared = true;
+            const entries = await readdir(dir).catch(() => [] as string[]);
+            for (const entry of entries) {
+              if (/^(node|attestor-\d+|provider-\d+)$/.test(entry)) await rm(path.join(dir, entry, "db"), { recursive: true, force: true });
+            }
+          }
+          return dir;
+        };
+        if (nodeIndexes.length) {
+          progress(json, `Starting attestor nodes (accounts ${nodeIndexes.join(", ")})...`);
+          attestors = await startDevnetAttestors({ rpcUrl: chain.rpcUrl, deploymentsDir: options.deployments, indexes: nodeIndexes, dataDir: await dataDirOf(), logger });
+        }
         if (apiPort !== undefined) {
           progress(json, "Starting a node with the HTTP API...");
-          const dataDir = options.dataDir ? path.resolve(options.dataDir) : (tempDir = await mkdtemp(path.join(tmpdir(), "suanli-devnet-")));
-          const logger = createLogger({ level: "warn" });
+          const dataDir = await dataDirOf();
           const config = nodeConfigSchema.parse({
             dataDir: path.join(dataDir, "node"),
             log: { level: "warn" },
             chain: { rpcUrl: chain.rpcUrl, deploymentsDir: options.deployments, pollingIntervalMs: 250 },
             p2p: {
               listen: [`/ip4/127.0.0.1/tcp/${p2pPort ?? 0}`],
+              bootstrap: attestors?.nodes.map((attestor) => attestor.addr) ?? [],
               allowPrivateAddresses: true,
               gossip: { ipColocationWhitelist: ["127.0.0.1"] },
               connections: { inboundPerSecondPerHost: 100 },
@@ -125,6 +160,7 @@ export function registerDevnet(program: Command): void {
             contracts: deployment.contracts,
             accounts,
             attestors: attestorIndexes.map((index) => devnetAccount(index).address),
+            attestorNodes: attestors?.nodes.map((attestor) => ({ account: attestor.index, address: devnetAccount(attestor.index).address, addr: attestor.addr })) ?? [],
             apiUrl: apiUrl ?? null,
             node: node ? { peerId: node.p2p.host.peerId.toString(), addrs: nodeAddrs } : null,
             demoProviders: demo ? demo.providers.map((provider) => provider.account!.address) : [],
@@ -132,6 +168,9 @@ export function registerDevnet(program: Command): void {
           () =>
             [
               `Devnet running at ${chain.rpcUrl} (chain ${deployment.chainId})`,
+              ...(attestors?.nodes.length
+                ? ["Attestor nodes (challenge and attest every offered machine; bootstrap from any):", ...attestors.nodes.map((attestor) => `  #${attestor.index} ${attestor.addr}`)]
+                : []),
               ...(apiUrl ? [`HTTP API at ${apiUrl}/v1/ (OpenAPI: ${apiUrl}/openapi.json), explorer at ${apiUrl}/explorer/`] : []),
               ...(node ? [`Node ${node.p2p.host.peerId} (bootstrap other nodes with ${nodeAddrs[0]})`] : []),
               ...(demo ? [`Demo providers publishing offers: ${demo.providers.map((provider) => provider.account!.address).join(", ")}`] : []),

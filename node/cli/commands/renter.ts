@@ -30,7 +30,7 @@ async function withClient<T>(flags: RenterFlags, needWallet: boolean, run: (clie
   const wants = needWallet || flags.key || flags.keyFile || flags.devnetAccount || process.env.SUANLI_KEY;
   const account = wants ? await resolveAccount(flags, chain.chain.id) : undefined;
   const bootstrap = (flags.bootstrap ?? "").split(",").map((s) => s.trim()).filter(Boolean);
-  const stateFile = account ? path.join(flags.stateDir ?? path.join(homedir(), ".suanli"), `tasks-${chain.chain.id}-${account.address.toLowerCase()}.json`) : undefined;
+  const stateFile = account ? path.join(flags.stateDir ?? path.join(homedir(), ".suanli"), `tasks-{deployment}-${account.address.toLowerCase()}.json`) : undefined;
   const client = await createClient({
     rpcUrl,
     account,
@@ -78,8 +78,7 @@ function tokens(client: SuanliClient, amount: bigint): string {
 
 /** One line of progress while a task runs: state, elapsed time, cost so far. */
 function statusLine(client: SuanliClient, status: TaskStatus): string {
-  const since = status.lease.activatedAt ? Date.now() / 1000 - status.lease.activatedAt : 0;
-  return `${status.state.padEnd(12)} lease ${status.leaseId} ${status.lease.status.padEnd(8)} elapsed ${elapsed(since)}  cost so far ${tokens(client, status.lease.accrued)}`;
+  return `${status.state.padEnd(12)} lease ${status.leaseId} ${status.lease.status.padEnd(8)} elapsed ${elapsed(status.lease.elapsedSeconds)}  cost so far ${tokens(client, status.lease.accruedNow)}`;
 }
 
 function renderReceipt(client: SuanliClient, receipt: TaskReceipt): string {
@@ -92,7 +91,7 @@ function renderReceipt(client: SuanliClient, receipt: TaskReceipt): string {
     );
   }
   if (receipt.completion) {
-    lines.push(`  completion: exit ${receipt.completion.exitCode}, output ${receipt.completion.outputDigest.slice(0, 18)}…, ${receipt.completion.unitSeconds} unit-seconds, signature ${receipt.completion.verified ? "verified" : "NOT verified"}`);
+    lines.push(`  completion: exit ${receipt.completion.exitCode}, output ${receipt.completion.outputDigest.slice(0, 18)}…, ${receipt.completion.unitSeconds} unit-seconds, ${receipt.completion.verified ? "verified against the on-chain report" : "NOT verified: no matching on-chain report"}`);
   }
   lines.push(`  total: cost ${tokens(client, receipt.totalCost)}, refunded ${tokens(client, receipt.totalRefunded)}, gas ${receipt.totalGasUsed}`);
   return lines.join("\n");
@@ -165,7 +164,7 @@ export function registerRenter(program: Command): void {
   withRenterFlags(
     program
       .command("submit")
-      .description("rent GPUs and run a task: suanli submit --gpu A100 --count 1 --duration 600 --max-price 2.5 --bundle URL --sha256 HEX -- python job.py")
+      .description("rent GPUs and run a task: suanli submit --gpu A100 --count 1 --duration 600 --max-price 2.5 --bundle URL --sha256 HEX -- python3 job.py")
       .requiredOption("--gpu <type>", "GPU model or class")
       .option("--count <n>", "GPUs", "1")
       .requiredOption("--duration <seconds>", "lease length in seconds")
@@ -180,9 +179,13 @@ export function registerRenter(program: Command): void {
       .option("--region <name>")
       .option("--min-vram <MiB>", "minimum memory per GPU, MiB")
       .option("--allow-unattested", "also consider machines without a current attestation")
+      .option("--colocation <machine|cluster>", "machine: all GPUs on one machine (default); cluster: may span machines of one declared fast-interconnect cluster")
       .option("--auto-migrate", "re-run elsewhere if the lease faults or is preempted (needs --wait)")
       .option("--wait", "stream the logs, wait for the end and print the receipt")
-      .argument("<command...>", "the command to run (after --)"),
+      .argument(
+        "<command...>",
+        "the command to run, after --: one argument is a shell string run by /bin/sh -c in the workspace (-- 'python3 train.py > out.txt'); several are an argv, its program looked up on the task's PATH inside the provider's sandbox (-- python3 train.py)",
+      ),
   ).action(async (command: string[], flags: RenterFlags & Record<string, string | boolean | string[] | undefined>) => {
     const json = Boolean(flags.json);
     await withClient(flags, true, async (client) => {
@@ -201,6 +204,7 @@ export function registerRenter(program: Command): void {
         region: flags.region as string | undefined,
         minVramMiB: number("min-vram", flags.minVram as string | undefined),
         attestedOnly: !flags.allowUnattested,
+        colocation: flags.colocation as "machine" | "cluster" | undefined,
         autoMigrate: Boolean(flags.autoMigrate),
       });
       const attempt = submitted.attempt;

@@ -7,7 +7,7 @@
  * variables and the provider's own (CUDA_VISIBLE_DEVICES, SUANLI_*). Nothing of the node's
  * environment leaks in, because it may hold the node's keys.
  */
-import { mkdir, rm } from "node:fs/promises";
+import { mkdir, realpath, rm } from "node:fs/promises";
 import path from "node:path";
 import { InvalidInputError } from "../../../common/errors.js";
 import { silentLogger, type Logger } from "../../log/logger.js";
@@ -18,7 +18,7 @@ import { clampToHardLimits, findExecutable, hasLimits, prlimitPrefix, type Resou
 import { LogBuffer } from "./logs.js";
 import { RunningTask, type Runtime, type TaskHandle } from "./runtime.js";
 import { reapTaskProcesses } from "./orphans.js";
-import { bubblewrapArgs, detectBubblewrap, nvidiaDeviceNodes, type SandboxMode } from "./sandbox.js";
+import { bubblewrapArgs, detectBubblewrap, nvidiaDeviceNodes, SYSTEM_READ_ONLY_PATHS, type SandboxMode } from "./sandbox.js";
 import { childEnv, Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
 
 export type BundleLimits = {
@@ -75,15 +75,58 @@ export function taskEnvironment(launch: TaskLaunch, workspace: string, tmpDir: s
   };
 }
 
-/** Resolves the command to an argv: a string runs through /bin/sh -c, an array must name a program that exists. */
-export async function resolveCommand(spec: TaskSpec, workspace: string, envPath: string): Promise<string[]> {
+/** PATH entries npm and npx add for their own scripts (`node_modules/.bin`, npx's cache, node-gyp): never the task's. */
+function isPackageManagerDir(dir: string): boolean {
+  return /(^|\/)node_modules\/\.bin\/?$/.test(dir) || dir.includes("/_npx/") || /\/node-gyp-bin\/?$/.test(dir);
+}
+
+function isUnder(file: string, roots: readonly string[]): boolean {
+  return roots.some((root) => {
+    const base = root.replace(/\/+$/, "") || "/";
+    return file === base || file.startsWith(base === "/" ? "/" : `${base}/`);
+  });
+}
+
+/**
+ * The PATH a task gets by default: the node's, without the folders npm/npx put there for their
+ * own scripts (a node started by `npx suanli` would otherwise hand its temporary folders to every
+ * task) and, in the sandbox, without folders the sandbox does not show (`visibleRoots`).
+ */
+export function taskSearchPath(hostPath: string, visibleRoots?: readonly string[]): string {
+  const dirs = hostPath
+    .split(":")
+    .filter((dir) => dir !== "" && path.isAbsolute(dir) && !isPackageManagerDir(dir) && (!visibleRoots || isUnder(path.resolve(dir), visibleRoots)));
+  const unique = [...new Set(dirs)];
+  return unique.length ? unique.join(":") : DEFAULT_PATH;
+}
+
+/**
+ * Resolves the command to an argv: a string runs through /bin/sh -c, an array must name a program
+ * that exists in the task's environment, on the task's PATH. In the sandbox that means a file the
+ * sandbox shows (`sandbox.visibleRoots` or the workspace), whatever the host has elsewhere: a
+ * program found only outside is a CommandNotFoundError that says where it is and how to show it.
+ */
+export async function resolveCommand(
+  spec: TaskSpec,
+  workspace: string,
+  envPath: string,
+  sandbox?: { visibleRoots: readonly string[]; hostPath: string },
+): Promise<string[]> {
   if (typeof spec.command === "string") return ["/bin/sh", "-c", spec.command];
   const [program, ...args] = spec.command;
   const found = await findExecutable(program, envPath, workspace);
-  if (!found) {
-    throw new CommandNotFoundError(program, program.includes("/") ? `no executable file at ${program} in the workspace` : `not found in the workspace or on PATH (${envPath})`);
+  if (found && sandbox) {
+    const real = await realpath(found).catch(() => found);
+    if (isUnder(path.resolve(found), [...sandbox.visibleRoots, workspace]) && isUnder(real, [...sandbox.visibleRoots, workspace])) return [found, ...args];
+    throw new CommandNotFoundError(program, `${found}${real !== found ? ` (${real})` : ""} is outside the task's sandbox; add its folder to provider.runtime.readOnlyPaths to show it`);
   }
-  return [found, ...args];
+  if (found) return [found, ...args];
+  if (program.includes("/")) throw new CommandNotFoundError(program, `no executable file at ${program} in the workspace`);
+  const onHost = sandbox ? await findExecutable(program, sandbox.hostPath, workspace) : undefined;
+  throw new CommandNotFoundError(
+    program,
+    `not found in the workspace or on the task's PATH (${envPath})${onHost ? `; the host has ${onHost}, outside the task's sandbox (add its folder to provider.runtime.readOnlyPaths to show it)` : ""}`,
+  );
 }
 
 export class ProcessRuntime implements Runtime {
@@ -154,8 +197,10 @@ export class ProcessRuntime implements Runtime {
 
       const tmpDir = sandbox.sandboxed ? "/tmp" : path.join(workspace, ".tmp");
       if (!sandbox.sandboxed) await mkdir(tmpDir, { recursive: true });
-      env = taskEnvironment(launch, workspace, tmpDir, this.options.taskPath ?? process.env.PATH ?? DEFAULT_PATH);
-      const command = await resolveCommand(spec, workspace, env.PATH);
+      const hostPath = this.options.taskPath ?? process.env.PATH ?? DEFAULT_PATH;
+      const visibleRoots = sandbox.sandboxed ? [...SYSTEM_READ_ONLY_PATHS, ...(this.options.readOnlyPaths ?? [])] : undefined;
+      env = taskEnvironment(launch, workspace, tmpDir, taskSearchPath(hostPath, visibleRoots));
+      const command = await resolveCommand(spec, workspace, env.PATH, visibleRoots ? { visibleRoots, hostPath } : undefined);
 
       const prefix: string[] = [];
       const limits = await clampToHardLimits(this.options.limits ?? {});

@@ -1,0 +1,99 @@
+/**
+ * Issue #22, item 5: the attestor section as a user meets it. An attestor that cannot reach the
+ * provider says so ("unreachable", at once) instead of a late commit after the challenge window;
+ * `--force` challenges again within a failure's backoff; `attestor start` takes config flags.
+ */
+import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { multiaddr } from "@multiformats/multiaddr";
+import { requestChallenge } from "../../common/attest/request.js";
+import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
+import { createHost } from "../../common/p2p/host.js";
+import type { ProviderMachine } from "../../node/attest/provider.js";
+import { addrOf, machineOffer, startAttestorDaemon, startProviderDaemon, WrongRowsRunner, type TestDaemon } from "../support/attest.js";
+import { runCli } from "../support/cli.js";
+import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
+import { waitFor } from "../support/wait.js";
+
+const A100 = { model: "A100-80GB", units: 1, vramMiB: 81_920 };
+
+describe("attestor requests: unreachable providers, --force, config flags (issue #22 item 5)", function () {
+  this.timeout(180_000);
+  let devnet: Devnet;
+  const nodes: TestDaemon[] = [];
+  before(async () => {
+    devnet = await startDevnet({ attestors: [devnetAccount(7).address] });
+  });
+  after(async () => {
+    for (const node of nodes.reverse()) await node.close().catch(() => undefined);
+    await devnet?.close();
+  });
+
+  it("an attestor without a way to the provider answers unreachable, naming the fix; forced challenges bypass a failure's backoff, once a minute", async () => {
+    const machines: ProviderMachine[] = [];
+    const provider = await startProviderDaemon(devnet, 1, { runner: new WrongRowsRunner(), machines: () => machines });
+    nodes.push(provider.daemon);
+    const [machineId] = await registerProvider(devnet, await devnet.wallet(1), { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 100_000_000n, machines: [A100] });
+    machines.push({ machineId, ...A100 });
+    await provider.daemon.offers.publisher!.set(machineOffer(machines[0]));
+
+    // No bootstrap: the attestor never sees the provider's offer, so it knows no address.
+    const lonely = await startAttestorDaemon(devnet, 7, { attest: { liveness: { enabled: false }, attestor: { scheduleIntervalMs: 3_600_000 } } });
+    nodes.push(lonely.daemon);
+    const host = await createHost({ listen: [], dht: { enabled: false }, gossip: { enabled: false }, connections: { min: 0 } });
+    try {
+      const unreachable = await requestChallenge(host, multiaddr(addrOf(lonely.daemon)), { chainId: devnet.deployment.chainId, machineId }, { timeoutMs: 60_000 });
+      assert.equal(unreachable.outcome, "error");
+      assert.equal(unreachable.outcome === "error" && unreachable.reason, "unreachable");
+      assert.match(unreachable.outcome === "error" ? unreachable.detail : "", /no address known for the provider's node .*p2p\.bootstrap/);
+      await lonely.daemon.close();
+      nodes.pop();
+
+      // With a way to the provider: a real challenge, which this provider fails (wrong rows).
+      const attestor = await startAttestorDaemon(devnet, 7, { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: { enabled: false }, attestor: { scheduleIntervalMs: 3_600_000 } } });
+      nodes.push(attestor.daemon);
+      const target = multiaddr(addrOf(attestor.daemon));
+      await waitFor("the provider's offer in the attestor's book", () => attestor.daemon.offers.book.byMachine(machineId).length > 0, { timeoutMs: 30_000 });
+      const first = await requestChallenge(host, target, { chainId: devnet.deployment.chainId, machineId }, { timeoutMs: 60_000 });
+      assert.equal(first.outcome, "fail");
+      assert.equal(first.outcome === "fail" && first.reason, "wrong_rows");
+
+      // Within the backoff, a plain request gets the recorded failure back...
+      const cached = await requestChallenge(host, target, { chainId: devnet.deployment.chainId, machineId }, { timeoutMs: 60_000 });
+      assert.equal(cached.outcome === "fail" && cached.cached, true);
+      // ...a forced one runs a new challenge...
+      const forced = await requestChallenge(host, target, { chainId: devnet.deployment.chainId, machineId, force: true }, { timeoutMs: 60_000 });
+      assert.equal(forced.outcome, "fail");
+      assert.equal(forced.outcome === "fail" && forced.cached, false);
+      const results = await attestor.attestor.results.history(machineId);
+      assert.equal(results.length, 2, "two challenges ran");
+      // ...and a second forced one within a minute is refused with when to retry.
+      const again = await requestChallenge(host, target, { chainId: devnet.deployment.chainId, machineId, force: true }, { timeoutMs: 60_000 });
+      assert.equal(again.outcome, "error");
+      assert.equal(again.outcome === "error" && again.reason, "backoff");
+      assert.ok(again.outcome === "error" && again.retryAfter !== null && again.retryAfter > Date.now() / 1000);
+    } finally {
+      await host.stop();
+    }
+  });
+
+  it("attestor start takes config keys as flags (--p2p.bootstrap), like every node command", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "suanli-attestor-flags-"));
+    try {
+      const config = path.join(dir, "attestor.json");
+      await writeFile(
+        config,
+        JSON.stringify({ dataDir: path.join(dir, "node"), chain: { rpcUrl: devnet.rpcUrl, deploymentsDir: devnet.deploymentsDir, privateKey: devnetPrivateKey(7) }, p2p: { listen: ["/ip4/127.0.0.1/tcp/0"] } }),
+      );
+      // The flag reaches the config: a malformed value is refused naming the key and the flag.
+      const bad = await runCli(["attestor", "start", "--config", config, "--p2p.bootstrap", "not-a-multiaddr"]);
+      assert.equal(bad.code, 2, bad.stderr);
+      assert.match(bad.stderr, /p2p\.bootstrap/);
+      assert.doesNotMatch(bad.stderr, /unknown option/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
