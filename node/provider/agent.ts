@@ -30,6 +30,7 @@ import { Bucket } from "../store/buckets.js";
 import type { CapacityManager } from "./capacity/capacity-manager.js";
 import type { CommandRunner, Inventory } from "./inventory/inventory.js";
 import { minBidForModel, priceForModel } from "./options.js";
+import { PriceEngine } from "./pricing/engine.js";
 import { createCapacityManager, createRuntime, gpuSampler, loadInventory } from "./provider.js";
 import type { Runtime } from "./runtime/runtime.js";
 import { TxSender } from "./agent/chain-tx.js";
@@ -68,6 +69,8 @@ export type ProviderAgent = DaemonModule & {
   leases: LeaseController;
   claimer: Claimer;
   market: MachineMarket;
+  /** Prices by the configured policy, each evaluation explained. */
+  pricing: PriceEngine;
   watcher: ChainWatcher;
   /** Signed hardware attestations to publish with a machine's offer (from the attestor), replacing earlier ones. */
   setAttestations(machineId: number, attestations: readonly SignedAttestation[]): void;
@@ -128,12 +131,34 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     await records.load();
     const reservations = await ReservationBook.load(store, { ttlMs: options.reserve.holdSeconds * 1000 });
     const decimals = deployment.token.decimals;
-    const market = new MachineMarket({
+    // Prices follow the configured policy (provider.pricing); the market republishes a model's
+    // offers when its price changes.
+    const pricedModels = [...new Set(machines.map((machine) => machine.model))];
+    const pricing = new PriceEngine({
+      options,
+      models: pricedModels,
+      tokenDecimals: decimals,
+      usage: (model) => market.usage(model),
+      networkAsks: (model) => {
+        const nowSeconds = Math.floor(Date.now() / 1000);
+        return daemon.offers.book
+          .all()
+          .filter((entry) => entry.model === model && entry.provider !== address && entry.expiry > nowSeconds)
+          .map((entry) => entry.pricePerUnitSecond);
+      },
+      onChange: (models) => {
+        for (const model of models) market.markModelDirty(model);
+      },
+      metrics,
+      logger: logger.child({ part: "pricing" }),
+    });
+    const market: MachineMarket = new MachineMarket({
       machines,
       table: reservations.table,
       publisher,
       options,
       tokenDecimals: decimals,
+      prices: (model) => pricing.current(model),
       lowestBid: (machineId) => {
         let lowest: bigint | null = null;
         for (const record of records.open()) {
@@ -145,6 +170,8 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       logger,
     });
     cleanups.push(() => market.close());
+    await pricing.start();
+    cleanups.push(async () => pricing.stop());
     const verifier = new RenterRequestVerifier({ domain: daemon.domain, provider: address });
     const leases = new LeaseController({
       publicClient,
@@ -247,6 +274,8 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       const view = await readMachine(publicClient, daemon.registry, machine.machineId);
       market.setChainCapacity(machine.machineId, { onDemand: view.onDemandUnits, interruptible: view.interruptibleUnits, idle: view.idleUnits });
     }
+    // The first prices were set before the chain's counts were known: set them again from those.
+    pricing.evaluate({ fromScratch: true });
 
     const unserve = await serveLeaseProtocols(daemon.p2p.host, {
       reserve: {
@@ -327,8 +356,8 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
         units: machine.units,
         vramMiB: machine.vramMiB,
         region: machine.region,
-        pricePerUnitSecond: priceForModel(options, machine.model, decimals) ?? 0n,
-        minBidPerUnitSecond: minBidForModel(options, machine.model, decimals) ?? 0n,
+        pricePerUnitSecond: pricing.current(machine.model)?.pricePerUnitSecond ?? priceForModel(options, machine.model, decimals) ?? 0n,
+        minBidPerUnitSecond: pricing.current(machine.model)?.minBidPerUnitSecond ?? minBidForModel(options, machine.model, decimals) ?? 0n,
         offered: market.terms(machine.machineId) !== undefined,
       })),
       problems: inventory.problems,
@@ -344,6 +373,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       leases,
       claimer,
       market,
+      pricing,
       watcher,
       setAttestations: (machineId, attestations) => market.setAttestations(machineId, attestations),
       lease: (leaseId) => records.get(leaseId),

@@ -7,6 +7,7 @@ import { z } from "zod";
 import { canonicalGpuName, knownGpuNames } from "../../common/gpu.js";
 import { interconnectSchema } from "../../common/offers/message.js";
 import { declaredMachineSchema } from "./inventory/inventory.js";
+import { pricingOptionsSchema } from "./pricing/options.js";
 
 const GiB = 1024 ** 3;
 
@@ -85,6 +86,8 @@ export const providerOptionsSchema = z.strictObject({
    * entry sells no interruptible capacity.
    */
   minBids: priceTableSchema,
+  /** How prices move with demand, the network's index and the idle workload's earnings (pricing/options.ts). */
+  pricing: pricingOptionsSchema,
   /** Registration and stake on-chain (docs/provider.md, "Setup"). */
   chain: z
     .strictObject({

@@ -10,6 +10,7 @@ import type { Logger } from "../../log/logger.js";
 import { OfferRejectedError } from "../../offers/gossip.js";
 import type { OfferPublisher } from "../../offers/publisher.js";
 import { minBidForModel, priceForModel, type ProviderOptions } from "../options.js";
+import type { PublishedPrice } from "../pricing/policy.js";
 import { ZERO_CLUSTER, type DeclaredMachine } from "./setup.js";
 
 /** A machine's units by mode, as the registry counts them. */
@@ -31,6 +32,8 @@ export type MachineMarketOptions = {
   publisher: OfferPublisher;
   options: ProviderOptions;
   tokenDecimals: number;
+  /** The price a model sells at now (the pricing engine); without it, the configured prices. */
+  prices?: (model: string) => PublishedPrice | undefined;
   /** Lowest bid among the machine's running interruptible leases. */
   lowestBid: (machineId: number) => bigint | null;
   logger: Logger;
@@ -64,16 +67,38 @@ export class MachineMarket {
     const machine = this.machines.get(machineId);
     if (!machine || machine.blocked) return undefined;
     const { options, tokenDecimals } = this.ctx;
-    const price = priceForModel(options, machine.model, tokenDecimals);
-    if (price === undefined) return undefined;
+    const priced = this.ctx.prices
+      ? this.ctx.prices(machine.model)
+      : priceForModel(options, machine.model, tokenDecimals) === undefined
+        ? undefined
+        : { pricePerUnitSecond: priceForModel(options, machine.model, tokenDecimals)!, minBidPerUnitSecond: minBidForModel(options, machine.model, tokenDecimals) ?? 0n };
+    if (priced === undefined) return undefined;
     return {
-      pricePerUnitSecond: price,
-      minBidPerUnitSecond: minBidForModel(options, machine.model, tokenDecimals) ?? 0n,
+      pricePerUnitSecond: priced.pricePerUnitSecond,
+      minBidPerUnitSecond: priced.minBidPerUnitSecond,
       minDuration: options.terms.minDurationSeconds,
       maxDuration: options.terms.maxDurationSeconds,
       collateralBps: options.terms.collateralBps,
       startWindow: options.terms.startWindowSeconds,
     };
+  }
+
+  /** Units of a model under lease (on-demand + interruptible, as the chain counts them) and in all. */
+  usage(model: string): { usedUnits: number; totalUnits: number } {
+    let usedUnits = 0;
+    let totalUnits = 0;
+    for (const machine of this.machines.values()) {
+      if (machine.model !== model || machine.blocked) continue;
+      totalUnits += machine.units;
+      const capacity = this.capacity.get(machine.machineId);
+      if (capacity) usedUnits += capacity.onDemand + capacity.interruptible;
+    }
+    return { usedUnits, totalUnits };
+  }
+
+  /** Republishes the offers of every machine of a model (its price changed). */
+  markModelDirty(model: string): void {
+    for (const machine of this.machines.values()) if (machine.model === model) this.markDirty(machine.machineId);
   }
 
   chainCapacity(machineId: number): ChainCapacity | undefined {
