@@ -64,9 +64,11 @@ const priceTableSchema = z
 export const providerOptionsSchema = z.strictObject({
   inventory: z
     .strictObject({
-      /** `nvidia-smi`: probe the GPUs; `declared`: use `declared` (machines without NVIDIA tools). */
-      source: z.enum(["nvidia-smi", "declared"]).default("nvidia-smi"),
+      /** `nvidia-smi` / `amd-smi` / `rocm-smi`: probe the GPUs; `declared`: use `declared` (machines without those tools). */
+      source: z.enum(["nvidia-smi", "amd-smi", "rocm-smi", "declared"]).default("nvidia-smi"),
       nvidiaSmiPath: z.string().min(1).default("nvidia-smi"),
+      amdSmiPath: z.string().min(1).default("amd-smi"),
+      rocmSmiPath: z.string().min(1).default("rocm-smi"),
       commandTimeoutMs: z.number().int().min(100).max(120_000).default(10_000),
       /** Placement of the probed machine, as registered on-chain. */
       region: z.string().min(1).max(32).default("unknown"),

@@ -27,13 +27,17 @@ import {
   type UnitMetrics,
 } from "./inventory/inventory.js";
 import type { ProviderOptions } from "./options.js";
+import { detectAmdInventory, sampleAmdMetrics, type AmdSmiOptions } from "./inventory/amd.js";
 import { ContainerRuntime } from "./runtime/container-runtime.js";
 import { ProcessRuntime } from "./runtime/process-runtime.js";
 import type { Runtime } from "./runtime/runtime.js";
 
-/** Reads the inventory the config asks for: nvidia-smi, or the declared machines. */
+/** Reads the inventory the config asks for: nvidia-smi, amd-smi, rocm-smi, or the declared machines. */
 export async function loadInventory(options: ProviderOptions, runner?: CommandRunner): Promise<Inventory> {
   if (options.inventory.source === "declared") return inventoryFromDeclared(options.inventory.declared);
+  if (options.inventory.source === "amd-smi" || options.inventory.source === "rocm-smi") {
+    return detectAmdInventory({ ...amdOptions(options, runner), region: options.inventory.region, interconnect: options.inventory.interconnect });
+  }
   return detectInventory({
     nvidiaSmiPath: options.inventory.nvidiaSmiPath,
     commandTimeoutMs: options.inventory.commandTimeoutMs,
@@ -43,8 +47,16 @@ export async function loadInventory(options: ProviderOptions, runner?: CommandRu
   });
 }
 
-/** A sampler of the leased devices' GPU metrics for task usage (nvidia-smi inventories only). */
+function amdOptions(options: ProviderOptions, runner?: CommandRunner): AmdSmiOptions {
+  const tool = options.inventory.source as AmdSmiOptions["tool"];
+  return { tool, path: tool === "amd-smi" ? options.inventory.amdSmiPath : options.inventory.rocmSmiPath, commandTimeoutMs: options.inventory.commandTimeoutMs, runner };
+}
+
+/** A sampler of the leased devices' GPU metrics for task usage (probed inventories only). */
 export function gpuSampler(options: ProviderOptions, inventory: Inventory, runner?: CommandRunner): ((devices: string[]) => Promise<UnitMetrics[]>) | undefined {
+  if (inventory.source === "amd-smi" || inventory.source === "rocm-smi") {
+    return async (devices) => metricsForUnits(await sampleAmdMetrics(amdOptions(options, runner)), inventory.units.filter((unit) => devices.includes(unit.device)));
+  }
   if (inventory.source !== "nvidia-smi") return undefined;
   return async (devices) => {
     const sample = await sampleGpuMetrics({ nvidiaSmiPath: options.inventory.nvidiaSmiPath, commandTimeoutMs: options.inventory.commandTimeoutMs, runner });
