@@ -125,7 +125,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     for (const machine of machines) daemon.chainView.invalidateMachine(machine.machineId);
 
     const sampleGpus = gpuSampler(options, inventory, agentOptions.commandRunner);
-    const runtime = createRuntime(options, { dataDir: daemon.config.dataDir, logger: logger.child({ part: "runtime" }), sampleGpus });
+    const runtime = createRuntime(options, { dataDir: daemon.config.dataDir, logger: logger.child({ part: "runtime" }), sampleGpus, inventory });
     const capacity = createCapacityManager(options, inventory, logger.child({ part: "capacity" }));
     const records = new LeaseRecords(store);
     await records.load();

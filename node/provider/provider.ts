@@ -70,7 +70,7 @@ export function gpuSampler(options: ProviderOptions, inventory: Inventory, runne
 /** The runtime the config selects, with the config's limits, sandbox and grace period. */
 export function createRuntime(
   options: ProviderOptions,
-  context: { dataDir: string; logger?: Logger; sampleGpus?: (devices: string[]) => Promise<UnitMetrics[]> },
+  context: { dataDir: string; logger?: Logger; sampleGpus?: (devices: string[]) => Promise<UnitMetrics[]>; inventory?: Inventory },
 ): Runtime {
   const workspaceRoot = options.workspaceDir ?? path.join(context.dataDir, "workspaces");
   const { limits } = options;
@@ -90,7 +90,11 @@ export function createRuntime(
     sampleGpus: context.sampleGpus,
     logger: context.logger,
   };
-  if (options.runtime.kind === "container") return new ContainerRuntime({ ...common, engine: options.runtime.containerEngine });
+  if (options.runtime.kind === "container") {
+    const renderNodes = new Map((context.inventory?.units ?? []).filter((unit) => unit.renderNode).map((unit) => [unit.device, unit.renderNode!]));
+    const amdRenderNode = renderNodes.size > 0 ? (device: string) => renderNodes.get(device) ?? `/dev/dri/renderD${128 + Number(device)}` : undefined;
+    return new ContainerRuntime({ ...common, engine: options.runtime.containerEngine, amdRenderNode });
+  }
   return new ProcessRuntime({ ...common, sandbox: options.runtime.sandbox, bwrapPath: options.runtime.bwrapPath, readOnlyPaths: options.runtime.readOnlyPaths });
 }
 

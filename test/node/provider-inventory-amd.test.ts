@@ -6,7 +6,8 @@ import { INT8_DENSE_TOPS, challengeProfileSchema, deriveChallengeParams } from "
 import { GPU_MODELS, canonicalGpuName, gpuNamesOf } from "../../common/gpu.js";
 import { resolveGpuName } from "../../common/matching/gpu-type.js";
 import { nodeConfigSchema } from "../../node/config/schema.js";
-import { inventoryFromAmd } from "../../node/provider/inventory/amd.js";
+import { inventoryFromAmd, renderNodeOf } from "../../node/provider/inventory/amd.js";
+import { buildContainerRunArgs } from "../../node/provider/runtime/container-runtime.js";
 import { AMD_SMI_METRIC_ARGS, AMD_SMI_STATIC_ARGS, AmdSmiParseError, ROCM_SMI_ARGS, amdCanonicalName, amdValue, parseAmdSmi, parseRocmSmi, visibleAmdGpus } from "../../node/provider/inventory/amd-smi.js";
 import { metricsForUnits, type CommandRunner } from "../../node/provider/inventory/inventory.js";
 import { gpuSampler, loadInventory } from "../../node/provider/provider.js";
@@ -162,5 +163,34 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
     const both = resolveGpuName("any gpu 150GB");
     assert.ok("models" in both && both.models.includes("MI300X-192GB") && !both.models.includes("H200-141GB"));
     assert.ok("error" in resolveGpuName("any amd 512GB"));
+  });
+
+  it("gives a container /dev/kfd and the render nodes of exactly its leased GPUs (argv)", async () => {
+    const gpus = parseAmdSmi({ static: await fixture("mi300x-static.json") });
+    // The kernel's by-path links name each GPU's render node by PCI address (here, with a BMC's card first).
+    const links: Record<string, string> = { "/dev/dri/by-path/pci-0000:46:00.0-render": "/dev/dri/renderD131", "/dev/dri/by-path/pci-0000:5d:00.0-render": "/dev/dri/renderD132" };
+    const inventory = inventoryFromAmd(gpus, "amd-smi", { resolve: (link) => links[link] });
+    assert.deepEqual(inventory.units.slice(2, 4).map((unit) => unit.renderNode), ["/dev/dri/renderD131", "/dev/dri/renderD132"]);
+    assert.equal(renderNodeOf(gpus[7], () => undefined), "/dev/dri/renderD135", "without the link: 128 + index");
+    for (const engine of ["docker", "podman"] as const) {
+      const args = buildContainerRunArgs({
+        engine,
+        name: "suanli-lease-4",
+        taskId: "lease-4",
+        image: "rocm/pytorch:latest",
+        command: ["python3", "train.py"],
+        workspace: "/var/lib/suanli/workspaces/lease-4",
+        devices: ["2", "3"],
+        amdRenderNodes: ["/dev/dri/renderD131", "/dev/dri/renderD132"],
+        env: {},
+        limits: {},
+        network: false,
+        stopGraceMs: 10_000,
+      });
+      const devices = args.flatMap((arg, i) => (arg === "--device" ? [args[i + 1]] : []));
+      assert.deepEqual(devices, ["/dev/kfd", "/dev/dri/renderD131", "/dev/dri/renderD132"], engine);
+      assert.ok(!args.includes("--gpus") && !args.some((arg) => arg.startsWith("nvidia.com/gpu")), "no NVIDIA flags on an AMD machine");
+      assert.ok(args.includes("CUDA_VISIBLE_DEVICES=0,1"), "HIP numbers the container's GPUs from 0");
+    }
   });
 });

@@ -5,6 +5,7 @@
  * HIP_VISIBLE_DEVICES and containers as the GPU's /dev/dri render node. A node started under
  * ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES offers only the GPUs those leave visible.
  */
+import { realpathSync } from "node:fs";
 import { SuanliError } from "../../../common/errors.js";
 import { knownGpuNames } from "../../../common/gpu.js";
 import { NvidiaSmiUnavailableError } from "../errors.js";
@@ -58,8 +59,30 @@ export async function readAmdGpus(options: AmdSmiOptions, withMetrics = true): P
   return parseAmdSmi({ static: staticText, metric });
 }
 
-/** Builds the inventory from AMD readings (pure): visible GPUs only, unknown models listed as problems. */
-export function inventoryFromAmd(gpus: readonly GpuReading[], tool: AmdTool, placement: MachinePlacement & { env?: AmdSmiOptions["env"] } = {}): Inventory {
+/**
+ * The render node of a GPU from its PCI address: the /dev/dri/by-path link the kernel makes,
+ * resolved (containers need the node's own name, which ROCm opens by its minor number). Falls
+ * back to renderD<128 + index>, the numbering on hosts whose only DRM devices are these GPUs.
+ */
+export function renderNodeOf(gpu: GpuReading, resolve: (link: string) => string | undefined = resolveLink): string {
+  const bdf = gpu.uuid.startsWith("amd-") && !gpu.uuid.startsWith("amd-gpu-") ? gpu.uuid.slice(4) : undefined;
+  return (bdf && resolve(`/dev/dri/by-path/pci-${bdf}-render`)) || `/dev/dri/renderD${128 + gpu.index}`;
+}
+
+function resolveLink(link: string): string | undefined {
+  try {
+    return realpathSync(link);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Builds the inventory from AMD readings (pure but for `resolve`): visible GPUs only, unknown models listed as problems. */
+export function inventoryFromAmd(
+  gpus: readonly GpuReading[],
+  tool: AmdTool,
+  placement: MachinePlacement & { env?: AmdSmiOptions["env"]; resolve?: (link: string) => string | undefined } = {},
+): Inventory {
   const interconnect = placement.interconnect ?? "none";
   const region = placement.region ?? "unknown";
   const visible = new Set(visibleAmdGpus(gpus.map((gpu) => gpu.index), placement.env ?? {}));
@@ -81,6 +104,7 @@ export function inventoryFromAmd(gpus: readonly GpuReading[], tool: AmdTool, pla
       migProfile: null,
       migDeviceIndex: null,
       machineKey: model ? machineKeyOf(model, interconnect, region) : "",
+      renderNode: renderNodeOf(gpu, placement.resolve ?? (() => undefined)),
     });
   }
   return { source: tool, units, machines: groupMachines(units, { interconnect, region }), gpus: gpus.filter((gpu) => visible.has(gpu.index)), problems };
@@ -88,7 +112,7 @@ export function inventoryFromAmd(gpus: readonly GpuReading[], tool: AmdTool, pla
 
 export async function detectAmdInventory(options: AmdSmiOptions & MachinePlacement): Promise<Inventory> {
   const env = options.env ?? { ROCR_VISIBLE_DEVICES: process.env.ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES: process.env.HIP_VISIBLE_DEVICES };
-  return inventoryFromAmd(await readAmdGpus(options, false), options.tool, { ...options, env });
+  return inventoryFromAmd(await readAmdGpus(options, false), options.tool, { ...options, env, resolve: resolveLink });
 }
 
 /** One metrics sample (temperature, power, utilization, VRAM in use) for metricsForUnits. */

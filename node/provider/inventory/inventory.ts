@@ -45,6 +45,8 @@ export type InventoryUnit = {
   migDeviceIndex: number | null;
   /** Units sharing a machine key form one on-chain machine (same model, interconnect, region). */
   machineKey: string;
+  /** AMD GPUs: the /dev/dri render node a container needs (beside /dev/kfd) to reach this GPU. */
+  renderNode?: string;
 };
 
 /** One on-chain machine: units of one model on one host (ProviderRegistry.addMachine). */
