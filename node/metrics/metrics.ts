@@ -128,6 +128,24 @@ export function createMetrics(options: { registry?: Registry; processMetrics?: b
       labelNames: ["model", "policy", "limited_by"] as const,
       registers: [registry],
     }),
+    providerPowerState: new Gauge({
+      name: "suanli_gpu_power_state",
+      help: "Power management of each GPU: 1 for its current state (normal, idle-limited: power limit lowered while idle, unmanaged: the limit could not be set)",
+      labelNames: ["gpu", "state"] as const,
+      registers: [registry],
+    }),
+    providerPowerLimit: new Gauge({
+      name: "suanli_gpu_power_limit_watts",
+      help: "Power limit the node set on each GPU (its normal limit, or the idle one)",
+      labelNames: ["gpu"] as const,
+      registers: [registry],
+    }),
+    providerPowerCommands: new Counter({
+      name: "suanli_gpu_power_commands_total",
+      help: "Power limit changes the node ran, by action (lower, restore) and outcome",
+      labelNames: ["action", "outcome"] as const,
+      registers: [registry],
+    }),
     gpuUtilization: new Gauge({
       name: "suanli_gpu_utilization_percent",
       help: "GPU utilization by unit (whole GPUs; MIG slices report none)",

@@ -31,6 +31,7 @@ import type { CapacityManager } from "./capacity/capacity-manager.js";
 import type { CommandRunner, Inventory } from "./inventory/inventory.js";
 import { minBidForModel, priceForModel } from "./options.js";
 import { PriceEngine } from "./pricing/engine.js";
+import { createIdlePower, withPowerRestore } from "./power/idle-power.js";
 import { createCapacityManager, createRuntime, gpuSampler, loadInventory } from "./provider.js";
 import type { Runtime } from "./runtime/runtime.js";
 import { TxSender } from "./agent/chain-tx.js";
@@ -125,7 +126,11 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     for (const machine of machines) daemon.chainView.invalidateMachine(machine.machineId);
 
     const sampleGpus = gpuSampler(options, inventory, agentOptions.commandRunner);
-    const runtime = createRuntime(options, { dataDir: daemon.config.dataDir, logger: logger.child({ part: "runtime" }), sampleGpus, inventory });
+    // Idle GPUs run at a lower power limit when no idle workload uses them; a task's GPUs get
+    // their limit back before it is prepared.
+    const power = await createIdlePower(options, inventory, { runner: agentOptions.commandRunner, metrics, logger: logger.child({ part: "power" }) });
+    const baseRuntime = createRuntime(options, { dataDir: daemon.config.dataDir, logger: logger.child({ part: "runtime" }), sampleGpus, inventory });
+    const runtime = power ? withPowerRestore(baseRuntime, power) : baseRuntime;
     const capacity = createCapacityManager(options, inventory, logger.child({ part: "capacity" }));
     const records = new LeaseRecords(store);
     await records.load();
@@ -202,11 +207,16 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       for (const [mode, count] of Object.entries(counts)) metrics.providerUnits.set({ mode }, count);
     };
     capacity.on("mode", unitModes);
+    const powerModes = () => void power?.apply(capacity.modes());
+    if (power) capacity.on("mode", powerModes);
     await capacity.start();
     unitModes();
+    powerModes();
     cleanups.push(async () => {
       capacity.off("mode", unitModes);
+      capacity.off("mode", powerModes);
       await capacity.close();
+      await power?.restoreAll();
     });
     await leases.start();
     cleanups.push(() => leases.stop());

@@ -149,6 +149,17 @@ export const providerOptionsSchema = z.strictObject({
   /** How often GPU metrics are sampled for the metrics endpoint (nvidia-smi inventories). */
   metricsSampleMs: z.number().int().min(100).max(3_600_000).default(15_000),
   idle: idleWorkloadSchema.optional(),
+  /** Idle power: GPUs with no task and no idle workload run at a lower power limit (power/idle-power.ts). */
+  power: z
+    .strictObject({
+      /** Lower idle GPUs' power limits when no idle workload is configured (probed inventories only). */
+      idleLimit: z.boolean().default(true),
+      /** The idle limit as a percentage of the GPU's normal limit (never under its minimum). */
+      idleLimitPercent: z.number().int().min(10).max(100).default(40),
+      /** The idle limit in watts, instead of the percentage. */
+      idleLimitWatts: z.number().int().min(10).max(5_000).optional(),
+    })
+    .prefault({}),
   runtime: z
     .strictObject({
       kind: z.enum(["process", "container"]).default("process"),

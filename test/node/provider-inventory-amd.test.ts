@@ -28,7 +28,7 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
       utilizationPct: 100,
       temperatureC: 78,
       powerDrawW: 612,
-      powerLimitW: null,
+      powerLimitW: 750,
       migMode: "unsupported",
     });
     const inventory = inventoryFromAmd(gpus, "amd-smi", { region: "us-east", interconnect: "fabric" });
@@ -98,7 +98,7 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
     const gpus = parseAmdSmi({ static: await fixture("mi300x-static.json"), metric: await fixture("mi300x-metric.json") });
     const inventory = inventoryFromAmd(gpus, "amd-smi");
     const metrics = metricsForUnits({ at: 0, gpus, mig: [] }, inventory.units.slice(6, 7));
-    assert.deepEqual(metrics, [{ unitId: "amd-0000:c2:00.0", memoryUsedMiB: 40_219, memoryTotalMiB: 196_592, utilizationPct: 37, temperatureC: 61, powerDrawW: 301, powerLimitW: null }]);
+    assert.deepEqual(metrics, [{ unitId: "amd-0000:c2:00.0", memoryUsedMiB: 40_219, memoryTotalMiB: 196_592, utilizationPct: 37, temperatureC: 61, powerDrawW: 301, powerLimitW: 750 }]);
   });
 
   it("runs the documented commands through the configured binary, for the inventory and for samples", async () => {
@@ -116,11 +116,11 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
     const config = nodeConfigSchema.parse({ provider: { inventory: { source: "amd-smi", amdSmiPath: "/opt/rocm/bin/amd-smi", region: "eu" } } }).provider;
     const inventory = await loadInventory(config, runner);
     assert.equal(inventory.machines[0].model, "MI250-64GB");
-    assert.deepEqual(calls, ["/opt/rocm/bin/amd-smi static --asic --bus --vram --board --json"]);
+    assert.deepEqual(calls, ["/opt/rocm/bin/amd-smi static --asic --bus --vram --board --limit --json"]);
     const sample = gpuSampler(config, inventory, runner)!;
     const used = await sample(["2", "3"]);
     assert.deepEqual(used.map((unit) => [unit.utilizationPct, unit.temperatureC]), [[99, 74], [98, 72]]);
-    assert.deepEqual(calls.slice(1), ["/opt/rocm/bin/amd-smi static --asic --bus --vram --board --json", "/opt/rocm/bin/amd-smi metric --usage --power --temperature --mem-usage --json"]);
+    assert.deepEqual(calls.slice(1), ["/opt/rocm/bin/amd-smi static --asic --bus --vram --board --limit --json", "/opt/rocm/bin/amd-smi metric --usage --power --temperature --mem-usage --json"]);
 
     calls.length = 0;
     const rocm = nodeConfigSchema.parse({ provider: { inventory: { source: "rocm-smi" } } }).provider;

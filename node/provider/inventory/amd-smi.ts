@@ -4,7 +4,8 @@
  * Radeon machines (test/node/fixtures/amd-smi/). Both tools give the same per-GPU readings as the
  * NVIDIA path (`GpuReading`), so inventory grouping and metrics are shared.
  *
- * - {@link AMD_SMI_STATIC_ARGS}: identity (market name, device id, PCI address) and VRAM size.
+ * - {@link AMD_SMI_STATIC_ARGS}: identity (market name, device id, PCI address), VRAM size and
+ *   the power cap (what idle power management restores).
  * - {@link AMD_SMI_METRIC_ARGS}: utilization, power, temperatures, VRAM in use; every sample.
  * - {@link ROCM_SMI_ARGS}: `rocm-smi --showallinfo --json`, all of the above in one object.
  *
@@ -17,7 +18,7 @@ import { SuanliError } from "../../../common/errors.js";
 import { canonicalGpuName } from "../../../common/gpu.js";
 import type { GpuReading } from "./nvidia-smi.js";
 
-export const AMD_SMI_STATIC_ARGS: readonly string[] = ["static", "--asic", "--bus", "--vram", "--board", "--json"];
+export const AMD_SMI_STATIC_ARGS: readonly string[] = ["static", "--asic", "--bus", "--vram", "--board", "--limit", "--json"];
 export const AMD_SMI_METRIC_ARGS: readonly string[] = ["metric", "--usage", "--power", "--temperature", "--mem-usage", "--json"];
 export const ROCM_SMI_ARGS: readonly string[] = ["--showallinfo", "--json"];
 
@@ -106,6 +107,7 @@ export function parseAmdSmi(outputs: { static: string; metric?: string | undefin
     const board = isObject(entry.board) ? entry.board : {};
     const bus = isObject(entry.bus) ? entry.bus : {};
     const vram = isObject(entry.vram) ? entry.vram : {};
+    const limit = isObject(entry.limit) ? entry.limit : {};
     const name = str(asic.market_name) ?? str(board.product_name);
     if (!name) throw new AmdSmiParseError(`Cannot read amd-smi static: GPU ${index} has no market name`);
     const memoryTotalMiB = amdValue(vram.size);
@@ -126,7 +128,8 @@ export function parseAmdSmi(outputs: { static: string; metric?: string | undefin
       // The junction ("hotspot") is what throttles; edge is absent on MI300.
       temperatureC: amdValue(temperature.hotspot) ?? amdValue(temperature.edge),
       powerDrawW: amdValue(power.socket_power) ?? amdValue(power.average_socket_power),
-      powerLimitW: null,
+      // The cap in force ("socket_power" under "limit"), else the largest allowed.
+      powerLimitW: amdValue(limit.socket_power) ?? amdValue(limit.max_power),
       migMode: "unsupported",
     } satisfies GpuReading;
   });
