@@ -148,7 +148,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
         const nowSeconds = Math.floor(Date.now() / 1000);
         return daemon.offers.book
           .all()
-          .filter((entry) => entry.model === model && entry.provider !== address && entry.expiry > nowSeconds)
+          .filter((entry) => entry.model === model && entry.provider !== address && entry.expiry > nowSeconds && !entry.message.tier)
           .map((entry) => entry.pricePerUnitSecond);
       },
       onChange: (models) => {
@@ -164,6 +164,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       options,
       tokenDecimals: decimals,
       prices: (model) => pricing.current(model),
+      floor: (model) => pricing.explain(model)?.idleFloorPerUnitSecond ?? null,
       lowestBid: (machineId) => {
         let lowest: bigint | null = null;
         for (const record of records.open()) {

@@ -110,11 +110,39 @@ export const providerOptionsSchema = z.strictObject({
       startWindowSeconds: z.number().int().min(10).max(86_400).default(300),
       minDurationSeconds: z.number().int().min(1).max(2 ** 32 - 1).default(60),
       maxDurationSeconds: z.number().int().min(1).max(2 ** 32 - 1).default(7 * 86_400),
+      /**
+       * Reserved terms: each tier is an offer of its own beside the on-demand one, for leases of
+       * at least `minDurationSeconds` (up to `maxDurationSeconds`, default the on-demand maximum)
+       * at `discountBps` under the price (docs/provider.md, "Reserved terms").
+       */
+      tiers: z
+        .array(
+          z.strictObject({
+            minDurationSeconds: z.number().int().min(2).max(2 ** 32 - 1),
+            maxDurationSeconds: z.number().int().min(2).max(2 ** 32 - 1).optional(),
+            discountBps: z.number().int().min(1).max(9_999),
+          }),
+        )
+        .max(8)
+        .default([]),
     })
     .prefault({})
     .refine((terms) => terms.minDurationSeconds <= terms.maxDurationSeconds, {
       message: "minDurationSeconds must not exceed maxDurationSeconds",
       path: ["minDurationSeconds"],
+    })
+    .superRefine((terms, ctx) => {
+      terms.tiers.forEach((tier, i) => {
+        const previous = terms.tiers[i - 1];
+        const max = tier.maxDurationSeconds ?? terms.maxDurationSeconds;
+        if (tier.minDurationSeconds <= (previous?.minDurationSeconds ?? terms.minDurationSeconds)) {
+          ctx.addIssue({ code: "custom", path: ["tiers", i, "minDurationSeconds"], message: `must exceed ${previous ? "the previous tier's" : "terms.minDurationSeconds"} (${previous?.minDurationSeconds ?? terms.minDurationSeconds}): tiers are listed from the shortest` });
+        }
+        if (max < tier.minDurationSeconds) ctx.addIssue({ code: "custom", path: ["tiers", i, "maxDurationSeconds"], message: `must be at least the tier's minDurationSeconds (${tier.minDurationSeconds})` });
+        if (previous && tier.discountBps < previous.discountBps) {
+          ctx.addIssue({ code: "custom", path: ["tiers", i, "discountBps"], message: `must be at least the previous tier's (${previous.discountBps}): a longer commitment never costs more` });
+        }
+      });
     }),
   /** The reserve protocol: how long units are held for a renter's open transaction. */
   reserve: z

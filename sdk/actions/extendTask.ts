@@ -1,5 +1,5 @@
 import { readLease } from "../../common/chain/market.js";
-import { offerKey } from "../../common/offers/message.js";
+import { MAX_OFFER_TIER, offerKey } from "../../common/offers/message.js";
 import { parseInput } from "../../common/validation.js";
 import { z } from "zod";
 import { InsufficientBalanceError, TaskStateError } from "../errors.js";
@@ -58,7 +58,13 @@ export async function extendTask(ctx: SuanliContext, taskId: string, parameters:
   const attempt = record.attempts[record.attempts.length - 1];
   const lease = await readLease(ctx.publicClient, ctx.market, attempt.leaseId);
   if (lease.status !== "Active" && lease.status !== "Open") throw new TaskStateError(`Lease ${attempt.leaseId} is ${lease.status}; only an open or active lease can be extended.`);
-  const message = ctx.feed.message(offerKey(attempt.provider, attempt.machineId));
+  // The provider's offers for the machine (on-demand, then its reserved-term tiers): the first
+  // whose duration range covers the lease's new total and whose price does not exceed the
+  // lease's is its consent. An extension that crosses into a tier uses that tier's offer.
+  const total = Number(lease.deposit / (BigInt(lease.units) * lease.pricePerUnitSecond)) + seconds;
+  const offers = Array.from({ length: MAX_OFFER_TIER + 1 }, (_, tier) => ctx.feed.message(offerKey(attempt.provider, attempt.machineId, tier))).filter((m) => m !== undefined);
+  const message =
+    offers.find((m) => total >= m.offer.minDuration && total <= m.offer.maxDuration && (lease.interruptible ? m.offer.minBidPerUnitSecond > 0n && m.offer.minBidPerUnitSecond <= lease.pricePerUnitSecond : m.offer.pricePerUnitSecond <= lease.pricePerUnitSecond)) ?? offers[0];
   if (!message) {
     throw new TaskStateError(`The provider has no current offer for machine ${attempt.machineId}: it does not consent to an extension now.`, {
       metaMessages: ["Submit a new task instead, or try again when the provider re-announces its offer."],
