@@ -116,14 +116,14 @@ export type OfferFilter = Omit<OfferQuery, "limit" | "offset">;
 export const offerPageSchema = pageSchema(offerViewSchema);
 export type OfferPage = z.output<typeof offerPageSchema>;
 
-/** `/v1/offers/{key}`: `<provider>:<machineId>`. */
+/** `/v1/offers/{key}`: `<provider>:<machineId>`, or `<provider>:<machineId>:<tier>` for a reserved-term tier. */
 export const offerKeyParamsSchema = z.strictObject({
   key: z
     .string()
-    .regex(/^0x[0-9a-fA-F]{40}:\d{1,10}$/, "expected <provider address>:<machine id>, e.g. 0xabc…:3")
+    .regex(/^0x[0-9a-fA-F]{40}:\d{1,10}(:[1-8])?$/, "expected <provider address>:<machine id>[:<tier 1-8>], e.g. 0xabc…:3")
     .transform((key) => {
-      const [provider, machineId] = key.split(":");
-      return `${provider.toLowerCase()}:${Number(machineId)}`;
+      const [provider, machineId, tier] = key.split(":");
+      return `${provider.toLowerCase()}:${Number(machineId)}${tier ? `:${tier}` : ""}`;
     }),
 });
 

@@ -39,6 +39,13 @@ export const INT8_DENSE_TOPS: Readonly<Record<string, number>> = {
   "RTX3090-24GB": 284,
   "T4-16GB": 130,
   "V100-32GB": 62,
+  // AMD: int8 dense (matrix cores / WMMA); MI250 is one GCD, half of the package's 362.1.
+  "MI325X-256GB": 2615,
+  "MI300X-192GB": 2615,
+  "MI250-64GB": 181,
+  "MI210-64GB": 181,
+  "W7900-48GB": 123,
+  "RX7900XTX-24GB": 123,
 };
 
 /** Per-model overrides of the profile; any key left out falls back to the profile's value. */

@@ -241,7 +241,9 @@ const costOf = (slot: Slot) => slot.staticCost;
 const clusterIdOf = (slot: Slot) => slot.clusterId;
 
 function clusterKeyOf(entry: OfferEntry): string {
-  return entry.machine.cluster === NO_CLUSTER ? "" : `${entry.machine.model}|${entry.machine.cluster}`;
+  // A reserved-term tier sells the same units as its machine's on-demand offer: it is matched
+  // alone, never summed with that offer into a cluster group.
+  return entry.machine.cluster === NO_CLUSTER || entry.tier > 0 ? "" : `${entry.machine.model}|${entry.machine.cluster}`;
 }
 
 export function normalizeRegion(region: string): string {

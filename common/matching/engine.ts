@@ -25,6 +25,11 @@ export type CandidatePart = {
   readonly preempt: boolean;
   /** What the lease costs per unit-second: the offer price on demand, the bid when interruptible. */
   readonly pricePerUnitSecond: bigint;
+  /**
+   * Which of the machine's offers this is, in words: "on-demand", or the reserved-term tier the
+   * lease's duration qualifies for ("reserved tier 2: leases of 604800 s or more, 3000 base units/s").
+   */
+  readonly terms?: string;
 };
 
 export type CostBreakdown = {
@@ -571,11 +576,14 @@ export class MatchingEngine {
   }
 
   private part(slot: Slot, units: number, preempt: boolean, ctx: MatchContext): CandidatePart {
+    const pricePerUnitSecond = ctx.interruptible ? ctx.request.bidPerUnitSecond! : slot.entry.offer.pricePerUnitSecond;
+    const { tier, offer } = slot.entry;
     return {
       entry: slot.entry,
       units,
       preempt,
-      pricePerUnitSecond: ctx.interruptible ? ctx.request.bidPerUnitSecond! : slot.entry.offer.pricePerUnitSecond,
+      pricePerUnitSecond,
+      terms: tier > 0 ? `reserved tier ${tier}: leases of ${offer.minDuration} s or more, ${offer.pricePerUnitSecond} base units/s` : "on-demand",
     };
   }
 

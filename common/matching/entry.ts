@@ -24,8 +24,10 @@ export type Reputation = {
 };
 
 export type OfferEntry = {
-  /** `offerKey(provider, machineId)`: the book key, one live offer per machine. */
+  /** `offerKey(provider, machineId, tier)`: the book key, one live offer per machine and tier. */
   readonly key: string;
+  /** 0: the on-demand offer; 1..8: a reserved-term tier (a longer minimum duration, a lower price). */
+  readonly tier: number;
   /** The message's sequence number; a newer one replaces the entry. */
   readonly seq: number;
   readonly provider: Address;
@@ -116,7 +118,7 @@ function cachedModelHash(name: string): Hex {
 export function offerEntryFromMessage(message: OfferMessage, knowledge: OfferKnowledge): OfferEntry {
   const known = parseInput(offerKnowledgeSchema, knowledge, "offer knowledge");
   const { offer, machine, capacity } = message;
-  const key = offerKey(offer.provider, offer.machineId);
+  const key = offerKey(offer.provider, offer.machineId, message.tier ?? 0);
   if (offer.renter !== ANY_RENTER) {
     throw new UnindexableOfferError(`Offer ${key} is bound to renter ${offer.renter}; only public offers are matched.`);
   }
@@ -137,6 +139,7 @@ export function offerEntryFromMessage(message: OfferMessage, knowledge: OfferKno
   }
   return {
     key,
+    tier: message.tier ?? 0,
     seq: message.seq,
     provider: offer.provider,
     machineId: offer.machineId,

@@ -104,6 +104,12 @@ export const offerMessageSchema = z.strictObject({
   /** Strictly increasing per (provider, machineId): receivers drop anything not newer than held. */
   seq: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
   publishedAt: uint32,
+  /**
+   * Absent (or 0): the machine's on-demand offer. 1..8: a reserved-term tier, an offer of its
+   * own (its min duration is the tier's threshold, its price the tier's discounted price) beside
+   * it. Absent rather than 0 on the wire, so on-demand messages sign exactly as before tiers.
+   */
+  tier: z.number().int().min(1).max(8).optional(),
   /** Ed25519 signature by the key of `peerId` over `offerSigningBytes(message)`. */
   peerSignature: z.string().regex(/^0x[0-9a-fA-F]{128}$/, "expected a 64-byte Ed25519 signature as 0x followed by 128 hex digits"),
 });
@@ -131,9 +137,20 @@ export function offerSigningText(message: UnsignedOfferMessage | OfferMessage): 
   return PEER_SIGNATURE_PREFIX + stringifyPlain(unsigned);
 }
 
-/** The book key of an offer: one live offer per provider machine. */
-export function offerKey(provider: string, machineId: number): string {
-  return `${provider.toLowerCase()}:${machineId}`;
+/** Reserved-term tiers a machine may publish beside its on-demand offer (the schema's bound). */
+export const MAX_OFFER_TIER = 8;
+
+/**
+ * The book key of an offer: one live offer per provider machine and tier
+ * (`<provider>:<machineId>` for the on-demand offer, `<provider>:<machineId>:<tier>` for a tier).
+ */
+export function offerKey(provider: string, machineId: number, tier = 0): string {
+  return tier === 0 ? `${provider.toLowerCase()}:${machineId}` : `${provider.toLowerCase()}:${machineId}:${tier}`;
+}
+
+/** The book key of a message. */
+export function messageKey(message: { offer: { provider: string; machineId: number }; tier?: number | undefined }): string {
+  return offerKey(message.offer.provider, message.offer.machineId, message.tier ?? 0);
 }
 
 /** Encodes a message for the wire (bigints as decimal strings). */

@@ -245,7 +245,7 @@ export class OfferValidator {
     if (offer.expiry <= now) return offerFailure("expired", `expired at ${offer.expiry}`);
     if (offer.expiry > now + this.maxTtlSec) return offerFailure("expiry_too_far", `expiry more than ${this.maxTtlSec} s ahead`);
     if (message.publishedAt > now + this.maxClockSkewSec) return offerFailure("published_in_future", `publishedAt ${message.publishedAt} is ahead of ${now}`);
-    const key = offerKey(offer.provider, offer.machineId);
+    const key = offerKey(offer.provider, offer.machineId, message.tier ?? 0);
     const held = heldSeq?.(key);
     if (held !== undefined && message.seq <= held) return offerFailure("stale_seq", `seq ${message.seq} not newer than held ${held}`);
 

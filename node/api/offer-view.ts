@@ -38,7 +38,7 @@ export function toAttestationView(verified: VerifiedAttestation, nowSeconds: num
 }
 
 export function entryKey(entry: OfferEntry): string {
-  return offerKey(entry.message.offer.provider, entry.message.offer.machineId);
+  return offerKey(entry.message.offer.provider, entry.message.offer.machineId, entry.message.tier ?? 0);
 }
 
 export function toOfferView(entry: OfferEntry, nowSeconds: number): OfferView {

@@ -95,6 +95,9 @@ export class StatsRecorder {
    * key adds nothing (buckets carry the state forward) and is skipped, so the samples hold changes.
    */
   recordOffer(entry: OfferEntry, at: number): void {
+    // A reserved-term tier offers the same units as its machine's on-demand offer at a discount
+    // for long leases: counting it would count the units twice and pull the index down.
+    if ((entry.message.tier ?? 0) > 0) return;
     const { offer, machine, capacity } = entry.message;
     const sample: OfferSample = {
       at,

@@ -115,6 +115,48 @@ export function createMetrics(options: { registry?: Registry; processMetrics?: b
       labelNames: ["mode"] as const,
       registers: [registry],
     }),
+    providerPrice: new Gauge({
+      name: "suanli_provider_price_per_unit_second",
+      help: "Price this node publishes per model, in base units per unit-second (kind: on_demand, interruptible_min_bid)",
+      labelNames: ["model", "kind"] as const,
+      registers: [registry],
+    }),
+    providerPriceTarget: new Gauge({
+      name: "suanli_provider_price_target_per_unit_second",
+      help: "Where the pricing policy wants a model's price (before the step bound and the idle floor)",
+      labelNames: ["model", "policy"] as const,
+      registers: [registry],
+    }),
+    providerPriceInput: new Gauge({
+      name: "suanli_provider_price_input",
+      help: "Inputs of the last price evaluation per model (input: utilization_bps, network_index, idle_floor; prices in base units per unit-second)",
+      labelNames: ["model", "input"] as const,
+      registers: [registry],
+    }),
+    providerPriceChanges: new Counter({
+      name: "suanli_provider_price_changes_total",
+      help: "Price changes per model, by policy and by what set the price (policy target, step bound, idle floor)",
+      labelNames: ["model", "policy", "limited_by"] as const,
+      registers: [registry],
+    }),
+    providerPowerState: new Gauge({
+      name: "suanli_gpu_power_state",
+      help: "Power management of each GPU: 1 for its current state (normal, idle-limited: power limit lowered while idle, unmanaged: the limit could not be set)",
+      labelNames: ["gpu", "state"] as const,
+      registers: [registry],
+    }),
+    providerPowerLimit: new Gauge({
+      name: "suanli_gpu_power_limit_watts",
+      help: "Power limit the node set on each GPU (its normal limit, or the idle one)",
+      labelNames: ["gpu"] as const,
+      registers: [registry],
+    }),
+    providerPowerCommands: new Counter({
+      name: "suanli_gpu_power_commands_total",
+      help: "Power limit changes the node ran, by action (lower, restore) and outcome",
+      labelNames: ["action", "outcome"] as const,
+      registers: [registry],
+    }),
     gpuUtilization: new Gauge({
       name: "suanli_gpu_utilization_percent",
       help: "GPU utilization by unit (whole GPUs; MIG slices report none)",

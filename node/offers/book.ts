@@ -12,7 +12,7 @@
 import { EventEmitter } from "node:events";
 import type { Address, Hex } from "viem";
 import { InvalidInputError } from "../../common/errors.js";
-import { offerKey, offerMessageSchema, type Interconnect, type OfferMessage } from "../../common/offers/message.js";
+import { messageKey, offerMessageSchema, type Interconnect, type OfferMessage } from "../../common/offers/message.js";
 import { offerFilterSchema, offerPageSchema, type OfferFilterInput, type OfferPageInput } from "../../common/offers/query.js";
 import { isAttested, type AttestationState, type ValidatedOffer } from "../../common/offers/validate.js";
 import { parseInput } from "../../common/validation.js";
@@ -145,7 +145,7 @@ function removeFrom<K>(index: Map<K, Set<string>>, key: K, value: string): void 
 function toEntry(message: OfferMessage, raw: string, attestation: AttestationState, receivedAt: number): BookEntry {
   const { offer, machine, capacity } = message;
   return {
-    key: offerKey(offer.provider, offer.machineId),
+    key: messageKey(message),
     provider: offer.provider,
     machineId: offer.machineId,
     model: machine.model,
@@ -240,7 +240,7 @@ export class OfferBook extends EventEmitter<OfferBookEvents> {
     const stale: string[] = [];
     for await (const [key, stored] of this.repo.entries()) {
       const parsed = offerMessageSchema.safeParse(safeJson(stored.raw));
-      if (!parsed.success || parsed.data.offer.expiry <= now || offerKey(parsed.data.offer.provider, parsed.data.offer.machineId) !== key) {
+      if (!parsed.success || parsed.data.offer.expiry <= now || messageKey(parsed.data) !== key) {
         stale.push(key);
         continue;
       }

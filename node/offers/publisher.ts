@@ -12,7 +12,7 @@ import { ANY_RENTER, type Offer } from "../../common/eip712.js";
 import { InvalidInputError } from "../../common/errors.js";
 import { canonicalGpuName, knownGpuNames, modelHash } from "../../common/gpu.js";
 import { stringifyPlain } from "../../common/json.js";
-import { interconnectSchema, offerKey, signedAttestationSchema, type OfferMessage } from "../../common/offers/message.js";
+import { MAX_OFFER_TIER, interconnectSchema, offerKey, signedAttestationSchema, type OfferMessage } from "../../common/offers/message.js";
 import { signOffer, signOfferMessage, type TypedDataSigner } from "../../common/offers/sign.js";
 import { bytes32Schema } from "../../common/schemas.js";
 import { parseInput } from "../../common/validation.js";
@@ -30,6 +30,8 @@ const amount = z
 
 /** What the provider agent says about one machine; the publisher turns it into signed messages. */
 export const machineOfferSchema = z.strictObject({
+  /** 0: the machine's on-demand offer; 1..8: a reserved-term tier published beside it (its own key). */
+  tier: z.number().int().min(0).max(MAX_OFFER_TIER).default(0),
   machine: z.strictObject({
     machineId: uint(2 ** 32 - 1).min(1),
     model: z
@@ -106,7 +108,8 @@ export type OfferPublisherOptions = {
  * await publisher.set({ machine, terms, capacity: { freeUnits: 8 } });
  */
 export class OfferPublisher {
-  private readonly machines = new Map<number, MachineState>();
+  /** By `<machineId>:<tier>`. */
+  private readonly machines = new Map<string, MachineState>();
   private readonly seqs: Repository<number>;
   private queue: Promise<unknown> = Promise.resolve();
   private timer: ReturnType<typeof setInterval> | undefined;
@@ -146,32 +149,43 @@ export class OfferPublisher {
     }
     return this.serialize(async () => {
       const fingerprint = stringifyPlain(offer) + stringifyPlain(this.options.addrs());
-      const state = this.machines.get(offer.machine.machineId);
+      const id = stateKey(offer.machine.machineId, offer.tier);
+      const state = this.machines.get(id);
       if (state && !state.withdrawn && state.fingerprint === fingerprint) return undefined;
       const next: MachineState = { ...state, input: offer, fingerprint, withdrawn: false };
-      this.machines.set(offer.machine.machineId, next);
+      this.machines.set(id, next);
       return this.publish(next, "change");
     });
   }
 
   /**
    * Stops offering a machine: announces it with no free units (so books stop matching it at
-   * once) and stops re-announcing it, so it expires everywhere.
+   * once) and stops re-announcing it, so it expires everywhere. Without `tier`, every offer of
+   * the machine (on-demand and tiers); with it, that one. Returns the on-demand offer's message.
    */
-  withdraw(machineId: number): Promise<OfferMessage | undefined> {
+  withdraw(machineId: number, tier?: number): Promise<OfferMessage | undefined> {
     return this.serialize(async () => {
-      const state = this.machines.get(machineId);
-      if (!state || state.withdrawn) return undefined;
-      state.input = { ...state.input, capacity: { ...state.input.capacity, freeUnits: 0 } };
-      state.fingerprint = "";
-      state.withdrawn = true;
-      return this.publish(state, "withdraw");
+      let result: OfferMessage | undefined;
+      for (const state of this.machines.values()) {
+        if (state.input.machine.machineId !== machineId || (tier !== undefined && state.input.tier !== tier) || state.withdrawn) continue;
+        state.input = { ...state.input, capacity: { ...state.input.capacity, freeUnits: 0 } };
+        state.fingerprint = "";
+        state.withdrawn = true;
+        const message = await this.publish(state, "withdraw");
+        if (state.input.tier === 0) result = message;
+      }
+      return result;
     });
   }
 
-  /** The last message published for a machine. */
-  current(machineId: number): OfferMessage | undefined {
-    return this.machines.get(machineId)?.last;
+  /** The last message published for a machine (its on-demand offer, or a tier's). */
+  current(machineId: number, tier = 0): OfferMessage | undefined {
+    return this.machines.get(stateKey(machineId, tier))?.last;
+  }
+
+  /** The tiers (1..8) with a live offer of a machine. */
+  liveTiers(machineId: number): number[] {
+    return [...this.machines.values()].filter((state) => state.input.machine.machineId === machineId && state.input.tier > 0 && !state.withdrawn).map((state) => state.input.tier);
   }
 
   /** Publishes every offered machine again (called on the interval). */
@@ -196,11 +210,12 @@ export class OfferPublisher {
     return run;
   }
 
-  private async nextSeq(machineId: number): Promise<number> {
+  private async nextSeq(machineId: number, tier: number): Promise<number> {
+    // One counter per machine for all its offers (on-demand and tiers): each key's seqs increase.
     const last = (await this.seqs.get(String(machineId))) ?? 0;
     // A data dir restored from a backup may be behind what the network (and so our synced book)
     // holds for this machine: continue above both.
-    const held = this.options.heldSeq?.(offerKey(this.options.account.address, machineId)) ?? 0;
+    const held = this.options.heldSeq?.(offerKey(this.options.account.address, machineId, tier)) ?? 0;
     const seq = Math.max(last, held) + 1;
     // Persisted before the message exists: a crash right after still never reuses this number.
     await this.seqs.put(String(machineId), seq);
@@ -229,7 +244,7 @@ export class OfferPublisher {
       const signature = await signOffer(this.options.account, this.options.chainId, this.options.market, offer);
       state.signed = { offer, signature, termsFingerprint };
     }
-    const seq = await this.nextSeq(machine.machineId);
+    const seq = await this.nextSeq(machine.machineId, state.input.tier);
     const message = await signOfferMessage(
       {
         v: 1,
@@ -249,15 +264,20 @@ export class OfferPublisher {
         addrs: this.options.addrs().slice(0, 8),
         seq,
         publishedAt: now,
+        ...(state.input.tier > 0 ? { tier: state.input.tier } : {}),
       },
       this.options.peerKey,
     );
     await this.options.gossip.publish(message);
     state.last = message;
     this.options.metrics.offersPublished.inc({ trigger });
-    this.options.logger.debug("Offer published", { machineId: machine.machineId, seq, trigger });
+    this.options.logger.debug("Offer published", { machineId: machine.machineId, tier: state.input.tier, seq, trigger });
     return message;
   }
+}
+
+function stateKey(machineId: number, tier: number): string {
+  return `${machineId}:${tier}`;
 }
 
 function parseInputError(path: string, message: string): InvalidInputError {

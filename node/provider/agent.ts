@@ -30,6 +30,8 @@ import { Bucket } from "../store/buckets.js";
 import type { CapacityManager } from "./capacity/capacity-manager.js";
 import type { CommandRunner, Inventory } from "./inventory/inventory.js";
 import { minBidForModel, priceForModel } from "./options.js";
+import { PriceEngine } from "./pricing/engine.js";
+import { createIdlePower, withPowerRestore } from "./power/idle-power.js";
 import { createCapacityManager, createRuntime, gpuSampler, loadInventory } from "./provider.js";
 import type { Runtime } from "./runtime/runtime.js";
 import { TxSender } from "./agent/chain-tx.js";
@@ -70,6 +72,8 @@ export type ProviderAgent = DaemonModule & {
   leases: LeaseController;
   claimer: Claimer;
   market: MachineMarket;
+  /** Prices by the configured policy, each evaluation explained. */
+  pricing: PriceEngine;
   watcher: ChainWatcher;
   /** Units held for renters (reserve protocol), with their terms. */
   reservations: ReservationBook;
@@ -126,7 +130,11 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     for (const machine of machines) daemon.chainView.invalidateMachine(machine.machineId);
 
     const sampleGpus = gpuSampler(options, inventory, agentOptions.commandRunner);
-    const runtime = createRuntime(options, { dataDir: daemon.config.dataDir, logger: logger.child({ part: "runtime" }), sampleGpus });
+    // Idle GPUs run at a lower power limit when no idle workload uses them; a task's GPUs get
+    // their limit back before it is prepared.
+    const power = await createIdlePower(options, inventory, { runner: agentOptions.commandRunner, metrics, logger: logger.child({ part: "power" }) });
+    const baseRuntime = createRuntime(options, { dataDir: daemon.config.dataDir, logger: logger.child({ part: "runtime" }), sampleGpus, inventory });
+    const runtime = power ? withPowerRestore(baseRuntime, power) : baseRuntime;
     const capacity = createCapacityManager(options, inventory, logger.child({ part: "capacity" }));
     const records = new LeaseRecords(store);
     await records.load();
@@ -147,12 +155,35 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       });
     });
     const decimals = deployment.token.decimals;
-    const market = new MachineMarket({
+    // Prices follow the configured policy (provider.pricing); the market republishes a model's
+    // offers when its price changes.
+    const pricedModels = [...new Set(machines.map((machine) => machine.model))];
+    const pricing = new PriceEngine({
+      options,
+      models: pricedModels,
+      tokenDecimals: decimals,
+      usage: (model) => market.usage(model),
+      networkAsks: (model) => {
+        const nowSeconds = Math.floor(Date.now() / 1000);
+        return daemon.offers.book
+          .all()
+          .filter((entry) => entry.model === model && entry.provider !== address && entry.expiry > nowSeconds && !entry.message.tier)
+          .map((entry) => entry.pricePerUnitSecond);
+      },
+      onChange: (models) => {
+        for (const model of models) market.markModelDirty(model);
+      },
+      metrics,
+      logger: logger.child({ part: "pricing" }),
+    });
+    const market: MachineMarket = new MachineMarket({
       machines,
       table: reservations.table,
       publisher,
       options,
       tokenDecimals: decimals,
+      prices: (model) => pricing.current(model),
+      floor: (model) => pricing.explain(model)?.idleFloorPerUnitSecond ?? null,
       lowestBid: (machineId) => {
         let lowest: bigint | null = null;
         for (const record of records.open()) {
@@ -164,6 +195,8 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       logger,
     });
     cleanups.push(() => market.close());
+    await pricing.start();
+    cleanups.push(async () => pricing.stop());
     const verifier = new RenterRequestVerifier({ domain: daemon.domain, provider: address });
     const leases = new LeaseController({
       publicClient,
@@ -194,11 +227,16 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       for (const [mode, count] of Object.entries(counts)) metrics.providerUnits.set({ mode }, count);
     };
     capacity.on("mode", unitModes);
+    const powerModes = () => void power?.apply(capacity.modes());
+    if (power) capacity.on("mode", powerModes);
     await capacity.start();
     unitModes();
+    powerModes();
     cleanups.push(async () => {
       capacity.off("mode", unitModes);
+      capacity.off("mode", powerModes);
       await capacity.close();
+      await power?.restoreAll();
     });
     await leases.start();
     cleanups.push(() => leases.stop());
@@ -266,6 +304,8 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       const view = await readMachine(publicClient, daemon.registry, machine.machineId);
       market.setChainCapacity(machine.machineId, { onDemand: view.onDemandUnits, interruptible: view.interruptibleUnits, idle: view.idleUnits });
     }
+    // The first prices were set before the chain's counts were known: set them again from those.
+    pricing.evaluate({ fromScratch: true });
 
     const unserve = await serveLeaseProtocols(daemon.p2p.host, {
       reserve: {
@@ -349,8 +389,8 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
         units: machine.units,
         vramMiB: machine.vramMiB,
         region: machine.region,
-        pricePerUnitSecond: priceForModel(options, machine.model, decimals) ?? 0n,
-        minBidPerUnitSecond: minBidForModel(options, machine.model, decimals) ?? 0n,
+        pricePerUnitSecond: pricing.current(machine.model)?.pricePerUnitSecond ?? priceForModel(options, machine.model, decimals) ?? 0n,
+        minBidPerUnitSecond: pricing.current(machine.model)?.minBidPerUnitSecond ?? minBidForModel(options, machine.model, decimals) ?? 0n,
         offered: market.terms(machine.machineId) !== undefined,
       })),
       problems: inventory.problems,
@@ -366,6 +406,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       leases,
       claimer,
       market,
+      pricing,
       watcher,
       reservations,
       setAttestations: (machineId, attestations) => market.setAttestations(machineId, attestations),

@@ -7,6 +7,7 @@ import { z } from "zod";
 import { canonicalGpuName, knownGpuNames } from "../../common/gpu.js";
 import { interconnectSchema } from "../../common/offers/message.js";
 import { declaredMachineSchema } from "./inventory/inventory.js";
+import { pricingOptionsSchema } from "./pricing/options.js";
 
 const GiB = 1024 ** 3;
 
@@ -63,9 +64,11 @@ const priceTableSchema = z
 export const providerOptionsSchema = z.strictObject({
   inventory: z
     .strictObject({
-      /** `nvidia-smi`: probe the GPUs; `declared`: use `declared` (machines without NVIDIA tools). */
-      source: z.enum(["nvidia-smi", "declared"]).default("nvidia-smi"),
+      /** `nvidia-smi` / `amd-smi` / `rocm-smi`: probe the GPUs; `declared`: use `declared` (machines without those tools). */
+      source: z.enum(["nvidia-smi", "amd-smi", "rocm-smi", "declared"]).default("nvidia-smi"),
       nvidiaSmiPath: z.string().min(1).default("nvidia-smi"),
+      amdSmiPath: z.string().min(1).default("amd-smi"),
+      rocmSmiPath: z.string().min(1).default("rocm-smi"),
       commandTimeoutMs: z.number().int().min(100).max(120_000).default(10_000),
       /** Placement of the probed machine, as registered on-chain. */
       region: z.string().min(1).max(32).default("unknown"),
@@ -85,6 +88,8 @@ export const providerOptionsSchema = z.strictObject({
    * entry sells no interruptible capacity.
    */
   minBids: priceTableSchema,
+  /** How prices move with demand, the network's index and the idle workload's earnings (pricing/options.ts). */
+  pricing: pricingOptionsSchema,
   /** Registration and stake on-chain (docs/provider.md, "Setup"). */
   chain: z
     .strictObject({
@@ -105,11 +110,39 @@ export const providerOptionsSchema = z.strictObject({
       startWindowSeconds: z.number().int().min(10).max(86_400).default(300),
       minDurationSeconds: z.number().int().min(1).max(2 ** 32 - 1).default(60),
       maxDurationSeconds: z.number().int().min(1).max(2 ** 32 - 1).default(7 * 86_400),
+      /**
+       * Reserved terms: each tier is an offer of its own beside the on-demand one, for leases of
+       * at least `minDurationSeconds` (up to `maxDurationSeconds`, default the on-demand maximum)
+       * at `discountBps` under the price (docs/provider.md, "Reserved terms").
+       */
+      tiers: z
+        .array(
+          z.strictObject({
+            minDurationSeconds: z.number().int().min(2).max(2 ** 32 - 1),
+            maxDurationSeconds: z.number().int().min(2).max(2 ** 32 - 1).optional(),
+            discountBps: z.number().int().min(1).max(9_999),
+          }),
+        )
+        .max(8)
+        .default([]),
     })
     .prefault({})
     .refine((terms) => terms.minDurationSeconds <= terms.maxDurationSeconds, {
       message: "minDurationSeconds must not exceed maxDurationSeconds",
       path: ["minDurationSeconds"],
+    })
+    .superRefine((terms, ctx) => {
+      terms.tiers.forEach((tier, i) => {
+        const previous = terms.tiers[i - 1];
+        const max = tier.maxDurationSeconds ?? terms.maxDurationSeconds;
+        if (tier.minDurationSeconds <= (previous?.minDurationSeconds ?? terms.minDurationSeconds)) {
+          ctx.addIssue({ code: "custom", path: ["tiers", i, "minDurationSeconds"], message: `must exceed ${previous ? "the previous tier's" : "terms.minDurationSeconds"} (${previous?.minDurationSeconds ?? terms.minDurationSeconds}): tiers are listed from the shortest` });
+        }
+        if (max < tier.minDurationSeconds) ctx.addIssue({ code: "custom", path: ["tiers", i, "maxDurationSeconds"], message: `must be at least the tier's minDurationSeconds (${tier.minDurationSeconds})` });
+        if (previous && tier.discountBps < previous.discountBps) {
+          ctx.addIssue({ code: "custom", path: ["tiers", i, "discountBps"], message: `must be at least the previous tier's (${previous.discountBps}): a longer commitment never costs more` });
+        }
+      });
     }),
   /** The reserve protocol: how long units are held for a renter's open transaction. */
   reserve: z
@@ -162,6 +195,17 @@ export const providerOptionsSchema = z.strictObject({
   /** How often GPU metrics are sampled for the metrics endpoint (nvidia-smi inventories). */
   metricsSampleMs: z.number().int().min(100).max(3_600_000).default(15_000),
   idle: idleWorkloadSchema.optional(),
+  /** Idle power: GPUs with no task and no idle workload run at a lower power limit (power/idle-power.ts). */
+  power: z
+    .strictObject({
+      /** Lower idle GPUs' power limits when no idle workload is configured (probed inventories only). */
+      idleLimit: z.boolean().default(true),
+      /** The idle limit as a percentage of the GPU's normal limit (never under its minimum). */
+      idleLimitPercent: z.number().int().min(10).max(100).default(40),
+      /** The idle limit in watts, instead of the percentage. */
+      idleLimitWatts: z.number().int().min(10).max(5_000).optional(),
+    })
+    .prefault({}),
   runtime: z
     .strictObject({
       kind: z.enum(["process", "container"]).default("process"),

@@ -27,13 +27,17 @@ import {
   type UnitMetrics,
 } from "./inventory/inventory.js";
 import type { ProviderOptions } from "./options.js";
+import { detectAmdInventory, sampleAmdMetrics, type AmdSmiOptions } from "./inventory/amd.js";
 import { ContainerRuntime } from "./runtime/container-runtime.js";
 import { ProcessRuntime } from "./runtime/process-runtime.js";
 import type { Runtime } from "./runtime/runtime.js";
 
-/** Reads the inventory the config asks for: nvidia-smi, or the declared machines. */
+/** Reads the inventory the config asks for: nvidia-smi, amd-smi, rocm-smi, or the declared machines. */
 export async function loadInventory(options: ProviderOptions, runner?: CommandRunner): Promise<Inventory> {
   if (options.inventory.source === "declared") return inventoryFromDeclared(options.inventory.declared);
+  if (options.inventory.source === "amd-smi" || options.inventory.source === "rocm-smi") {
+    return detectAmdInventory({ ...amdOptions(options, runner), region: options.inventory.region, interconnect: options.inventory.interconnect });
+  }
   return detectInventory({
     nvidiaSmiPath: options.inventory.nvidiaSmiPath,
     commandTimeoutMs: options.inventory.commandTimeoutMs,
@@ -43,8 +47,16 @@ export async function loadInventory(options: ProviderOptions, runner?: CommandRu
   });
 }
 
-/** A sampler of the leased devices' GPU metrics for task usage (nvidia-smi inventories only). */
+function amdOptions(options: ProviderOptions, runner?: CommandRunner): AmdSmiOptions {
+  const tool = options.inventory.source as AmdSmiOptions["tool"];
+  return { tool, path: tool === "amd-smi" ? options.inventory.amdSmiPath : options.inventory.rocmSmiPath, commandTimeoutMs: options.inventory.commandTimeoutMs, runner };
+}
+
+/** A sampler of the leased devices' GPU metrics for task usage (probed inventories only). */
 export function gpuSampler(options: ProviderOptions, inventory: Inventory, runner?: CommandRunner): ((devices: string[]) => Promise<UnitMetrics[]>) | undefined {
+  if (inventory.source === "amd-smi" || inventory.source === "rocm-smi") {
+    return async (devices) => metricsForUnits(await sampleAmdMetrics(amdOptions(options, runner)), inventory.units.filter((unit) => devices.includes(unit.device)));
+  }
   if (inventory.source !== "nvidia-smi") return undefined;
   return async (devices) => {
     const sample = await sampleGpuMetrics({ nvidiaSmiPath: options.inventory.nvidiaSmiPath, commandTimeoutMs: options.inventory.commandTimeoutMs, runner });
@@ -58,7 +70,7 @@ export function gpuSampler(options: ProviderOptions, inventory: Inventory, runne
 /** The runtime the config selects, with the config's limits, sandbox and grace period. */
 export function createRuntime(
   options: ProviderOptions,
-  context: { dataDir: string; logger?: Logger; sampleGpus?: (devices: string[]) => Promise<UnitMetrics[]> },
+  context: { dataDir: string; logger?: Logger; sampleGpus?: (devices: string[]) => Promise<UnitMetrics[]>; inventory?: Inventory },
 ): Runtime {
   const workspaceRoot = options.workspaceDir ?? path.join(context.dataDir, "workspaces");
   const { limits } = options;
@@ -78,7 +90,11 @@ export function createRuntime(
     sampleGpus: context.sampleGpus,
     logger: context.logger,
   };
-  if (options.runtime.kind === "container") return new ContainerRuntime({ ...common, engine: options.runtime.containerEngine });
+  if (options.runtime.kind === "container") {
+    const renderNodes = new Map((context.inventory?.units ?? []).filter((unit) => unit.renderNode).map((unit) => [unit.device, unit.renderNode!]));
+    const amdRenderNode = renderNodes.size > 0 ? (device: string) => renderNodes.get(device) ?? `/dev/dri/renderD${128 + Number(device)}` : undefined;
+    return new ContainerRuntime({ ...common, engine: options.runtime.containerEngine, amdRenderNode });
+  }
   return new ProcessRuntime({ ...common, sandbox: options.runtime.sandbox, bwrapPath: options.runtime.bwrapPath, readOnlyPaths: options.runtime.readOnlyPaths });
 }
 

@@ -1,5 +1,5 @@
 import { readLease } from "../../common/chain/market.js";
-import { offerKey } from "../../common/offers/message.js";
+import { MAX_OFFER_TIER, offerKey } from "../../common/offers/message.js";
 import { parseInput } from "../../common/validation.js";
 import { z } from "zod";
 import { InsufficientBalanceError, TaskStateError } from "../errors.js";
@@ -62,15 +62,23 @@ export async function extendTask(ctx: SuanliContext, taskId: string, parameters:
       metaMessages: lease.status === "Open" ? ["Wait until the provider starts it, or cancel it and submit the task again with a longer duration."] : undefined,
     });
   }
-  // The offer feed fills in the background: wait for the first sync, then, when the offer is
-  // still unknown (no bootstrap given, as with `suanli extend`), ask the provider itself.
+  // The provider's offers for the machine (on-demand, then its reserved-term tiers): the first
+  // whose duration range covers the lease's new total and whose price does not exceed the
+  // lease's is its consent. An extension that crosses into a tier uses that tier's offer.
+  // The offer feed fills in the background: wait for the first sync, then, when no offer is
+  // known (no bootstrap given, as with `suanli extend`), ask the provider itself.
   await ctx.feed.ready();
-  const key = offerKey(attempt.provider, attempt.machineId);
-  if (!ctx.feed.message(key)) {
+  const machineOffers = () =>
+    Array.from({ length: MAX_OFFER_TIER + 1 }, (_, tier) => ctx.feed.message(offerKey(attempt.provider, attempt.machineId, tier))).filter((m) => m !== undefined);
+  let offers = machineOffers();
+  if (offers.length === 0) {
     ctx.progress(`Fetching the provider's current offer for machine ${attempt.machineId}...`);
     await ctx.feed.syncPeer(attempt.peerId, attempt.addrs).catch(() => undefined);
+    offers = machineOffers();
   }
-  const message = ctx.feed.message(key);
+  const total = Number(lease.deposit / (BigInt(lease.units) * lease.pricePerUnitSecond)) + seconds;
+  const message =
+    offers.find((m) => total >= m.offer.minDuration && total <= m.offer.maxDuration && (lease.interruptible ? m.offer.minBidPerUnitSecond > 0n && m.offer.minBidPerUnitSecond <= lease.pricePerUnitSecond : m.offer.pricePerUnitSecond <= lease.pricePerUnitSecond)) ?? offers[0];
   if (!message) {
     throw new TaskStateError(`The provider has no current offer for machine ${attempt.machineId}: it does not consent to an extension now.`, {
       metaMessages: ["Submit a new task instead, or try again when the provider re-announces its offer."],

@@ -20,7 +20,7 @@ import type { SuanliContext } from "../internal/context.js";
  * }
  */
 export type MatchOffersReturnType =
-  | { ok: true; candidates: { provider: `0x${string}`; machines: { machineId: number; model: string; units: number; pricePerGpuHour: string }[]; pricePerGpuHour: string; preempts: boolean }[] }
+  | { ok: true; candidates: { provider: `0x${string}`; machines: { machineId: number; model: string; units: number; pricePerGpuHour: string; terms: string }[]; pricePerGpuHour: string; preempts: boolean }[] }
   | { ok: false; explanation: NoMatchExplanation };
 
 function summarize(candidate: Candidate) {
@@ -31,6 +31,8 @@ function summarize(candidate: Candidate) {
       model: part.entry.machine.model,
       units: part.units,
       pricePerGpuHour: formatUsd(part.pricePerUnitSecond * 3600n),
+      /** "on-demand", or the reserved-term tier the duration qualifies for. */
+      terms: part.terms ?? "on-demand",
     })),
     pricePerGpuHour: formatUsd(candidate.pricePerGpuHour),
     preempts: candidate.preempt,

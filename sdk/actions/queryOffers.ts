@@ -3,6 +3,7 @@ import { InvalidInputError } from "../../common/errors.js";
 import { resolveGpuName } from "../../common/matching/gpu-type.js";
 import { formatUsd, usdSchema } from "../../common/matching/money.js";
 import { parseInput } from "../../common/validation.js";
+import { messageKey } from "../../common/offers/message.js";
 import type { SuanliContext } from "../internal/context.js";
 
 const queryOffersSchema = z.strictObject({
@@ -42,7 +43,7 @@ export type QueryOffersParameters = z.input<typeof queryOffersSchema>;
  * }
  */
 export type OfferSummary = {
-  /** `<provider address, lower case>:<machineId>`, unique per machine. */
+  /** `<provider address, lower case>:<machineId>`, plus `:<tier>` for a reserved-term tier's offer. */
   key: string;
   /** The provider's wallet address. */
   provider: `0x${string}`;
@@ -102,7 +103,7 @@ export async function queryOffers(ctx: SuanliContext, parameters: QueryOffersPar
     if (query.region !== undefined && message.machine.region.toLowerCase() !== query.region.toLowerCase()) continue;
     if (query.attestedOnly && !attested) continue;
     out.push({
-      key: `${message.offer.provider.toLowerCase()}:${message.offer.machineId}`,
+      key: messageKey(message),
       provider: message.offer.provider,
       machineId: message.offer.machineId,
       model: message.machine.model,

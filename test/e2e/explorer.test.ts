@@ -209,7 +209,8 @@ describe("explorer page in headless Chromium against a devnet node", function ()
     await page.selectOption("#chart-model", "A100-80GB");
     // Every offer arrived in the last minute or two: one bucket (two if a minute turned meanwhile).
     await page.waitForFunction(() => document.querySelectorAll("#price-chart circle.dot").length >= 1, undefined, { timeout: 5000 });
-    assert.match((await page.textContent("#chart-summary")) ?? "", /Now: 2 offers, 16 GPUs/);
+    assert.match((await page.textContent("#chart-summary")) ?? "", /Now: 2 offers, 16 GPUs.*network index/);
+    assert.match((await page.textContent("#price-chart text.legend")) ?? "", /A100-80GB: network index \(median ask\)/);
   });
 
   it("opens a provider's stake, reputation and machines", async () => {

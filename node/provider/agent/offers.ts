@@ -10,12 +10,15 @@ import type { Logger } from "../../log/logger.js";
 import { OfferRejectedError } from "../../offers/gossip.js";
 import type { OfferPublisher } from "../../offers/publisher.js";
 import { minBidForModel, priceForModel, type ProviderOptions } from "../options.js";
+import type { PublishedPrice } from "../pricing/policy.js";
 import { ZERO_CLUSTER, type DeclaredMachine } from "./setup.js";
 
 /** A machine's units by mode, as the registry counts them. */
 export type ChainCapacity = { onDemand: number; interruptible: number; idle: number };
 
 export type MachineTerms = {
+  /** 0: on-demand; 1..8: the reserved-term tier (provider.terms.tiers[tier - 1]) these terms are of. */
+  tier: number;
   pricePerUnitSecond: bigint;
   /** Zero: no interruptible capacity. */
   minBidPerUnitSecond: bigint;
@@ -31,6 +34,10 @@ export type MachineMarketOptions = {
   publisher: OfferPublisher;
   options: ProviderOptions;
   tokenDecimals: number;
+  /** The price a model sells at now (the pricing engine); without it, the configured prices. */
+  prices?: (model: string) => PublishedPrice | undefined;
+  /** The idle earnings floor of a model (the pricing engine): tier discounts never go under it. */
+  floor?: (model: string) => bigint | null;
   /** Lowest bid among the machine's running interruptible leases. */
   lowestBid: (machineId: number) => bigint | null;
   logger: Logger;
@@ -59,21 +66,75 @@ export class MachineMarket {
     return [...this.machines.values()];
   }
 
-  /** The terms a machine is sold on, or undefined when it is not sold (no price, declaration blocked). */
-  terms(machineId: number): MachineTerms | undefined {
+  /**
+   * The terms a machine is sold on, or undefined when it is not sold (no price, declaration
+   * blocked). With a duration: the terms of the longest reserved-term tier that duration
+   * qualifies for (the cheapest), else the on-demand terms.
+   */
+  terms(machineId: number, duration?: number): MachineTerms | undefined {
+    const base = this.baseTerms(machineId);
+    if (!base || duration === undefined) return base;
+    const tiers = this.tierTerms(machineId, base);
+    for (let i = tiers.length - 1; i >= 0; i--) {
+      if (duration >= tiers[i].minDuration && duration <= tiers[i].maxDuration) return { ...tiers[i], minBidPerUnitSecond: base.minBidPerUnitSecond };
+    }
+    return base;
+  }
+
+  /**
+   * The reserved-term tiers of a machine as offers: the tier's minimum duration, its maximum, the
+   * price less the tier's discount (never under the idle earnings floor), and no interruptible
+   * capacity (interruptible leases bid on the on-demand offer).
+   */
+  tierTerms(machineId: number, base = this.baseTerms(machineId)): MachineTerms[] {
+    const machine = this.machines.get(machineId);
+    if (!base || !machine) return [];
+    const { terms } = this.ctx.options;
+    const floor = this.ctx.floor?.(machine.model) ?? null;
+    return terms.tiers.map((tier, i) => {
+      const discounted = (base.pricePerUnitSecond * BigInt(10_000 - tier.discountBps)) / 10_000n;
+      const price = discounted < 1n ? 1n : floor !== null && discounted < floor ? floor : discounted;
+      return { ...base, tier: i + 1, pricePerUnitSecond: price, minBidPerUnitSecond: 0n, minDuration: tier.minDurationSeconds, maxDuration: tier.maxDurationSeconds ?? terms.maxDurationSeconds };
+    });
+  }
+
+  private baseTerms(machineId: number): MachineTerms | undefined {
     const machine = this.machines.get(machineId);
     if (!machine || machine.blocked) return undefined;
     const { options, tokenDecimals } = this.ctx;
-    const price = priceForModel(options, machine.model, tokenDecimals);
-    if (price === undefined) return undefined;
+    const priced = this.ctx.prices
+      ? this.ctx.prices(machine.model)
+      : priceForModel(options, machine.model, tokenDecimals) === undefined
+        ? undefined
+        : { pricePerUnitSecond: priceForModel(options, machine.model, tokenDecimals)!, minBidPerUnitSecond: minBidForModel(options, machine.model, tokenDecimals) ?? 0n };
+    if (priced === undefined) return undefined;
     return {
-      pricePerUnitSecond: price,
-      minBidPerUnitSecond: minBidForModel(options, machine.model, tokenDecimals) ?? 0n,
+      tier: 0,
+      pricePerUnitSecond: priced.pricePerUnitSecond,
+      minBidPerUnitSecond: priced.minBidPerUnitSecond,
       minDuration: options.terms.minDurationSeconds,
       maxDuration: options.terms.maxDurationSeconds,
       collateralBps: options.terms.collateralBps,
       startWindow: options.terms.startWindowSeconds,
     };
+  }
+
+  /** Units of a model under lease (on-demand + interruptible, as the chain counts them) and in all. */
+  usage(model: string): { usedUnits: number; totalUnits: number } {
+    let usedUnits = 0;
+    let totalUnits = 0;
+    for (const machine of this.machines.values()) {
+      if (machine.model !== model || machine.blocked) continue;
+      totalUnits += machine.units;
+      const capacity = this.capacity.get(machine.machineId);
+      if (capacity) usedUnits += capacity.onDemand + capacity.interruptible;
+    }
+    return { usedUnits, totalUnits };
+  }
+
+  /** Republishes the offers of every machine of a model (its price changed). */
+  markModelDirty(model: string): void {
+    for (const machine of this.machines.values()) if (machine.model === model) this.markDirty(machine.machineId);
   }
 
   chainCapacity(machineId: number): ChainCapacity | undefined {
@@ -152,7 +213,9 @@ export class MachineMarket {
         await publisher.withdraw(machineId);
         return;
       }
-      await publisher.set({
+      const { tier: _tier, ...onDemand } = terms;
+      const offerOf = (tier: number, tierTerms: Omit<MachineTerms, "tier">) => ({
+        tier,
         machine: {
           machineId,
           model: machine.model,
@@ -162,7 +225,7 @@ export class MachineMarket {
           region: machine.region,
           cluster: ZERO_CLUSTER,
         },
-        terms: { ...terms, nonce: 0n },
+        terms: { ...tierTerms, nonce: 0n },
         capacity: {
           freeUnits: Math.min(machine.units, table.available(machineId, false)),
           onDemandUnits: capacity.onDemand,
@@ -171,6 +234,11 @@ export class MachineMarket {
         },
         attestations: this.attestations.get(machineId) ?? [],
       });
+      await publisher.set(offerOf(0, onDemand));
+      // Reserved terms: one signed offer per tier, with the same free units.
+      const tiers = this.tierTerms(machineId, terms);
+      for (const { tier, ...tierTerms } of tiers) await publisher.set(offerOf(tier, tierTerms));
+      for (const stale of publisher.liveTiers(machineId)) if (stale > tiers.length) await publisher.withdraw(machineId, stale);
     } catch (error) {
       if (error instanceof OfferRejectedError && error.reason === "bad_attestation" && (this.attestations.get(machineId)?.length ?? 0) > 0) {
         // One bad attestation would keep the whole offer off the network: sell without them.

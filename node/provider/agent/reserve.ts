@@ -137,7 +137,8 @@ async function decide(ctx: ReserveContext, body: ReserveBody, peer: string | und
   }
 
   const machine = machines.machine(request.machineId);
-  const terms = machines.terms(request.machineId);
+  // The terms of the reserved-term tier the duration qualifies for (on-demand when none).
+  const terms = machines.terms(request.machineId, request.duration);
   if (!machine || !terms) return refuse("offer-withdrawn", `Machine ${request.machineId} is not sold by this provider`);
   if (request.duration < terms.minDuration || request.duration > terms.maxDuration) {
     return refuse("duration-out-of-range", `Duration ${request.duration} s is outside ${terms.minDuration}..${terms.maxDuration} s`);

@@ -23,7 +23,7 @@ import {
   type MigMemoryRow,
 } from "./nvidia-smi.js";
 
-export type InventorySource = "nvidia-smi" | "declared";
+export type InventorySource = "nvidia-smi" | "amd-smi" | "rocm-smi" | "declared";
 
 export type InventoryUnit = {
   /** Stable id: the GPU or MIG UUID; for declared units `declared:<machine>:<n>`. */
@@ -35,8 +35,8 @@ export type InventoryUnit = {
   reportedName: string;
   vramMiB: number;
   /** Where vramMiB comes from: measured, derived from the MIG profile name, or declared. */
-  vramSource: "nvidia-smi" | "profile" | "declared";
-  /** The entry for CUDA_VISIBLE_DEVICES (a GPU/MIG UUID, or a declared index). */
+  vramSource: "nvidia-smi" | "amd-smi" | "rocm-smi" | "profile" | "declared";
+  /** The entry for CUDA_VISIBLE_DEVICES (a GPU/MIG UUID, or a declared index); for AMD GPUs the ROCm device index. */
   device: string;
   /** Index of the physical GPU (null for declared units). */
   gpuIndex: number | null;
@@ -45,6 +45,8 @@ export type InventoryUnit = {
   migDeviceIndex: number | null;
   /** Units sharing a machine key form one on-chain machine (same model, interconnect, region). */
   machineKey: string;
+  /** AMD GPUs: the /dev/dri render node a container needs (beside /dev/kfd) to reach this GPU. */
+  renderNode?: string;
 };
 
 /** One on-chain machine: units of one model on one host (ProviderRegistry.addMachine). */
@@ -142,7 +144,7 @@ export type NvidiaSmiOutputs = {
 
 export type MachinePlacement = { interconnect?: Interconnect; region?: string };
 
-function machineKeyOf(model: string, interconnect: Interconnect, region: string): string {
+export function machineKeyOf(model: string, interconnect: Interconnect, region: string): string {
   return `${model}|${interconnect}|${region}`;
 }
 
@@ -244,7 +246,7 @@ export function inventoryFromDeclared(machines: readonly DeclaredMachine[]): Inv
   return { source: "declared", units, machines: groups, gpus: [], problems: [] };
 }
 
-function groupMachines(units: readonly InventoryUnit[], placement: { interconnect: Interconnect; region: string }): MachineGroup[] {
+export function groupMachines(units: readonly InventoryUnit[], placement: { interconnect: Interconnect; region: string }): MachineGroup[] {
   const groups = new Map<string, MachineGroup>();
   for (const unit of units) {
     if (unit.model === null) continue;

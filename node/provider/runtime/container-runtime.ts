@@ -77,6 +77,12 @@ export type ContainerRunOptions = {
   command: TaskSpec["command"];
   workspace: string;
   devices: readonly string[];
+  /**
+   * AMD machines: the /dev/dri render node of each device, in order. The container then gets
+   * /dev/kfd and exactly these nodes (ROCm sees only the GPUs whose render node it can open)
+   * instead of the NVIDIA device flags.
+   */
+  amdRenderNodes?: readonly string[] | undefined;
   /** Plain variables, passed as `-e NAME=value`. */
   env: Record<string, string>;
   /** Env file with the secret variables, or undefined when there are none. */
@@ -91,7 +97,10 @@ export function buildContainerRunArgs(options: ContainerRunOptions): string[] {
   const args = ["run", "--rm", "--init", "--name", options.name, "--label", `suanli.task=${options.taskId}`];
   args.push("--stop-timeout", String(Math.max(1, Math.ceil(options.stopGraceMs / 1000))));
   args.push("--security-opt", "no-new-privileges");
-  if (options.devices.length > 0) {
+  if (options.devices.length > 0 && options.amdRenderNodes) {
+    args.push("--device", "/dev/kfd");
+    for (const node of options.amdRenderNodes) args.push("--device", node);
+  } else if (options.devices.length > 0) {
     if (options.engine === "docker") {
       // The quotes are part of the value: Docker splits --gpus on commas otherwise.
       args.push("--gpus", `"device=${options.devices.join(",")}"`);
@@ -139,6 +148,8 @@ export type ContainerRuntimeOptions = {
   logs?: { maxLines?: number; maxLineChars?: number };
   stopGraceMs?: number;
   sampleGpus?: (devices: string[]) => Promise<UnitMetrics[]>;
+  /** AMD inventories: the render node of a device (amd.ts); undefined on NVIDIA machines. */
+  amdRenderNode?: ((device: string) => string) | undefined;
   logger?: Logger;
 };
 
@@ -226,6 +237,7 @@ export class ContainerRuntime implements Runtime {
         command: spec.command,
         workspace,
         devices: launch.devices,
+        amdRenderNodes: this.options.amdRenderNode ? launch.devices.map(this.options.amdRenderNode) : undefined,
         env: plainEnv,
         envFile,
         limits: this.options.limits ?? {},

@@ -1,6 +1,7 @@
 /**
- * The price chart: p10–p90 band, median line and dots per bucket, drawn as SVG by hand (a few
- * elements; no chart library to fetch or bundle).
+ * The price chart: p10–p90 band, the network index line (the median ask of the model's live
+ * offers, the index the `market` pricing policy follows) and dots per bucket, drawn as SVG by
+ * hand (a few elements; no chart library to fetch or bundle).
  */
 import type { ModelStats } from "../../../../common/api/market.js";
 import { clockTime, formatTokens } from "./format.js";
@@ -64,7 +65,7 @@ export function drawPriceChart(svg: SVGSVGElement, input: ChartInput): number {
       el(
         "title",
         {},
-        `${clockTime(bucket.start, withDate)}: median ${formatTokens(perHour(bucket.price!.p50), input.decimals)} ${input.symbol}/GPU-h, ` +
+        `${clockTime(bucket.start, withDate)}: network index (median ask) ${formatTokens(perHour(bucket.price!.p50), input.decimals)} ${input.symbol}/GPU-h, ` +
           `p10 ${formatTokens(perHour(bucket.price!.p10), input.decimals)}, p90 ${formatTokens(perHour(bucket.price!.p90), input.decimals)}, ${bucket.offers} offers`,
       ),
     );
@@ -73,6 +74,7 @@ export function drawPriceChart(svg: SVGSVGElement, input: ChartInput): number {
   svg.append(
     el("text", { x: PAD.left - 6, y: PAD.top + 10, "text-anchor": "end" }, formatTokens(yMax, input.decimals, 2)),
     el("text", { x: PAD.left - 6, y: PAD.top + plotH, "text-anchor": "end" }, "0"),
+    el("text", { class: "legend", x: PAD.left + plotW, y: PAD.top + 10, "text-anchor": "end" }, `${input.model}: network index (median ask) with p10–p90 band`),
   );
   return points.length;
 }

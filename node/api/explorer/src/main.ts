@@ -184,7 +184,7 @@ async function refreshChart(): Promise<void> {
     const current = modelStats?.current;
     $("#chart-summary").textContent = current
       ? `Now: ${current.offers} offers, ${current.units} GPUs, utilization ${current.utilization === null ? "–" : `${Math.round(current.utilization * 100)} %`}` +
-        (current.price ? `, median ${perHour(current.price.p50)} ${symbol()}/GPU-hour` : "") +
+        (current.price ? `, network index ${perHour(current.price.p50)} ${symbol()}/GPU-hour` : "") +
         ` · ${drawn} buckets with prices`
       : "";
   } catch (error) {
