@@ -13,6 +13,7 @@ import { z } from "zod";
 import { suanliTypes, type RenterRequest, type ReserveRequest } from "../eip712.js";
 import { stringifyCanonical } from "../json.js";
 import { addressSchema, bytes32Schema, signatureSchema } from "../schemas.js";
+import { execParamsSchema, forwardParamsSchema, outputParamsSchema } from "./task-io.js";
 import { taskSpecSchema } from "./task-spec.js";
 
 /** A RenterRequest older than this (or this far in the future) is refused. */
@@ -32,7 +33,7 @@ const uint96 = z
 export const renterRequestWireSchema = z.strictObject({
   leaseId: leaseIdSchema,
   provider: addressSchema,
-  action: z.enum(["task", "status", "logs", "cancel"]),
+  action: z.enum(["task", "status", "logs", "cancel", "output", "exec", "forward"]),
   bodyHash: bytes32Schema,
   issuedAt: uint32,
   nonce: bytes32Schema,
@@ -214,6 +215,13 @@ export const cancelBodySchema = z.strictObject({ auth: renterAuthSchema });
 export const cancelAnswerSchema = z.strictObject({ leaseId: leaseIdSchema, state: z.enum(TASK_STATES) });
 
 // ---------------------------------------------------------------------------------------------
+// task I/O (common/protocols/task-io.ts): `{ auth, params }`
+
+export const outputRequestSchema = z.strictObject({ auth: renterAuthSchema, params: outputParamsSchema });
+export const execRequestSchema = z.strictObject({ auth: renterAuthSchema, params: execParamsSchema });
+export const forwardRequestSchema = z.strictObject({ auth: renterAuthSchema, params: forwardParamsSchema });
+
+// ---------------------------------------------------------------------------------------------
 // what a RenterRequest's bodyHash binds
 
 /** Each lease request's body without `auth`, as the provider's schema outputs it. */
@@ -222,6 +230,10 @@ const unauthenticatedBodySchemas = {
   status: statusBodySchema.omit({ auth: true }),
   logs: logsBodySchema.omit({ auth: true }),
   cancel: cancelBodySchema.omit({ auth: true }),
+  // Task I/O (common/protocols/task-io.ts): the params are the body.
+  output: outputParamsSchema,
+  exec: execParamsSchema,
+  forward: forwardParamsSchema,
 } as const;
 
 /**

@@ -56,6 +56,15 @@ export const taskSpecSchema = z
     image: z.string().min(1).max(512).regex(/^[^\s]+$/, "expected an image reference without spaces").optional(),
     /** A string runs through `/bin/sh -c`; an array is an argv run directly (no shell). */
     command: z.union([z.string().min(1).max(16 * 1024), z.array(z.string().max(16 * 1024)).min(1).max(512)]),
+    /**
+     * TCP ports the task serves (an inference server): the renter reaches them through the
+     * provider with `client.forward` while the task runs. No other port is reachable.
+     */
+    ports: z
+      .array(z.number().int().min(1).max(65_535))
+      .max(16)
+      .refine((ports) => new Set(ports).size === ports.length, { message: "ports must not repeat" })
+      .optional(),
     env: z
       .record(envNameSchema, envValueSchema)
       .default({})

@@ -50,6 +50,7 @@ export function parseSubmitParameters(parameters: SubmitTaskParameters): { reque
       ...(params.imageUrl ? { image: params.imageUrl } : {}),
       command: params.command,
       env: params.env,
+      ...(params.ports !== undefined ? { ports: params.ports } : {}),
     },
     "task spec",
   );

@@ -11,6 +11,7 @@
  * task found `starting` or `running` without a live process (the node restarted) is never
  * started again: what is left of it is killed and the lease is terminated (docs/provider.md).
  */
+import path from "node:path";
 import { getAddress, type Account, type Address, type Chain, type Hex, type PublicClient, type Transport, type TypedDataDomain } from "viem";
 import { leaseMarketAbi } from "../../../common/abi.js";
 import { readLease, type LeaseView } from "../../../common/chain/market.js";
@@ -40,6 +41,7 @@ import type { MachineMarket } from "./offers.js";
 import { chainFields, newLeaseRecord, type EndAction, type LeaseRecord, type LeaseRecords, type TaskError } from "./records.js";
 import type { RenterRequestVerifier } from "./renter-auth.js";
 import type { ReservationBook } from "./reservations.js";
+import type { OutputStore } from "./outputs.js";
 
 /** Errors of the renter's input: the task never runs, the lease ends with a completion report (the renter pays a second or two). */
 const RENTER_INPUT_ERRORS = new Set(["BundleDigestMismatchError", "BundleFetchError", "BundleTooLargeError", "BundleUnpackError", "CommandNotFoundError", "InvalidInputError"]);
@@ -67,6 +69,8 @@ export type LeaseControllerContext = {
   options: ProviderOptions;
   metrics: Metrics;
   logger: Logger;
+  /** Keeps each ended task's output/ folder for its renter (node/provider/agent/outputs.ts). */
+  outputs?: OutputStore;
 };
 
 /** What a task's log reader needs: the task's own buffer, or a one-line buffer when it never ran. */
@@ -316,6 +320,19 @@ export class LeaseController {
   }
 
   /**
+   * Checks a task I/O request (output, exec, forward) against the lease's renter; returns the
+   * lease's record and, while the task runs, its handle.
+   */
+  async authorizeIo(auth: RenterAuth, action: "output" | "exec" | "forward", body: unknown): Promise<{ record: LeaseRecord; handle: TaskHandle | undefined }> {
+    const leaseId = auth.request.leaseId;
+    const record = await this.recordFor(leaseId);
+    await this.ctx.verifier.verify(auth, { leaseId, action, body, renter: record.renter });
+    const current = this.ctx.records.get(leaseId)!;
+    const handle = this.live.get(leaseId)?.handle;
+    return { record: current, handle: current.phase === "running" && handle?.state === "running" ? handle : undefined };
+  }
+
+  /**
    * The renter asks to stop its task. The task is stopped now; the renter then closes the lease
    * (`close`), and if it has not within `provider.leases.cancelGraceSeconds`, the node ends it
    * with a completion report so that the renter stops paying.
@@ -524,6 +541,8 @@ export class LeaseController {
         if (!over) action = live.abortReason === "shutdown" ? "terminate" : r.endAction === "await_close" ? "await_close" : "complete";
         r.endAction = action;
       });
+      // Before the workspace goes: the output the completion report digests stays for the renter.
+      await this.ctx.outputs?.keep(leaseId, path.join(handle.workspace, "output"));
       await this.releaseUnits(leaseId);
       await handle.cleanup().catch(() => undefined);
     });

@@ -244,6 +244,8 @@ export class ContainerRuntime implements Runtime {
         cwd: workspace,
         env: clientEnv,
         groupUsage: false,
+        // Inside the running container: same namespaces, cgroup limits, user and environment.
+        execArgv: (command) => [engine.path, "exec", "-i", "--workdir", "/workspace", name, ...command],
         stop: async (proc, graceMs) => {
           const seconds = Math.max(0, Math.ceil(graceMs / 1000));
           const stopped = await run(engine.path, ["stop", "--time", String(seconds), name], graceMs + 30_000);

@@ -135,6 +135,7 @@ export class ProcessRuntime implements Runtime {
     await removeWorkspace();
     await mkdir(workspace, { mode: 0o700 });
     let argv: string[];
+    let prefixArgv: string[] = [];
     let env: Record<string, string>;
     let limitsApplied = false;
     try {
@@ -184,6 +185,7 @@ export class ProcessRuntime implements Runtime {
         this.logger.warn("Tasks run unsandboxed", { reason: sandbox.reason, hint: "install bubblewrap (apt-get install bubblewrap) to sandbox tasks" });
       }
       argv = [...prefix, ...command];
+      prefixArgv = prefix;
     } catch (error) {
       await removeWorkspace();
       throw redactError(error, new Redactor(secretsOf(spec)));
@@ -201,6 +203,10 @@ export class ProcessRuntime implements Runtime {
         env,
         groupUsage: true,
         spareFromTerm: sandbox.sandboxed ? ["bwrap"] : [],
+        // The same prlimit and bubblewrap prefix as the task: same limits, same view of the
+        // filesystem, same user. A fresh bubblewrap instance (its own PID namespace): the command
+        // sees the task's files, not its processes.
+        execArgv: (command) => [...prefixArgv, ...command],
         // sh reports a command it cannot find with 127; bubblewrap with 1 and "execvp" on stderr
         // cannot happen for argv commands, which are resolved before the start.
         classifyExit: (exit) =>
