@@ -9,11 +9,12 @@
  * - output `list`: the answer is the manifest, and the stream closes.
  * - output `read`: the answer is the manifest, then the bytes of the files in manifest order from
  *   (`fromPath`, `fromOffset`) to the end, in frames of up to OUTPUT_FRAME_BYTES; the renter knows
- *   where each file ends from its size. A download resumes by asking again from where it stopped.
+ *   where each file ends from its size; it acknowledges every OUTPUT_ACK_BYTES with a one-byte
+ *   frame (flow control). A download resumes by asking again from where it stopped.
  * - exec: frames `{ stream, data }` (base64) until a final `{ exitCode, signal }`; the renter may
  *   send `{ stdin }` frames and `{ stdinEnd: true }`.
- * - forward: raw bytes both ways, one frame each; an empty frame means "no more bytes from me"
- *   (a TCP half-close).
+ * - forward: bytes both ways, each frame typed by its first byte (data or acknowledgement; see
+ *   common/p2p/socket-pipe.ts); a data frame without bytes is a TCP half-close.
  *
  * Errors before the data starts are the answer frame `{ ok: false, error }` of common/p2p/reqresp.ts.
  */
@@ -21,6 +22,12 @@ import { z } from "zod";
 
 /** Largest data frame of an output download. */
 export const OUTPUT_FRAME_BYTES = 256 * 1024;
+/**
+ * Flow control of an output read: the provider keeps at most OUTPUT_WINDOW_BYTES sent but not
+ * acknowledged; the renter sends a one-byte frame for every OUTPUT_ACK_BYTES it has written.
+ */
+export const OUTPUT_WINDOW_BYTES = 2 * 1024 * 1024;
+export const OUTPUT_ACK_BYTES = 512 * 1024;
 /** Largest data frame of a forwarded connection or an exec stream. */
 export const FORWARD_FRAME_BYTES = 64 * 1024;
 /** Largest control frame (request, answer, manifest). */

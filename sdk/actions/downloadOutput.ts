@@ -1,5 +1,5 @@
 import { OUTPUT_PROTOCOL } from "../../common/p2p/protocols.js";
-import { OUTPUT_FRAME_BYTES, TASK_IO_CONTROL_MAX_BYTES, outputManifestSchema, type OutputManifest } from "../../common/protocols/task-io.js";
+import { OUTPUT_ACK_BYTES, OUTPUT_FRAME_BYTES, TASK_IO_CONTROL_MAX_BYTES, outputManifestSchema, type OutputManifest } from "../../common/protocols/task-io.js";
 import { CompletionMismatchError, OutputDigestMismatchError, OutputDownloadError } from "../errors.js";
 import { authorize, type SuanliContext } from "../internal/context.js";
 import { checkCompletion, leaseOutcome } from "../internal/receipt.js";
@@ -56,6 +56,8 @@ export type DownloadOutputReturnType = {
   /** Bytes actually transferred this time (less than `bytes` when a download was resumed). */
   transferred: number;
 };
+
+const ACK_FRAME = Uint8Array.of(1);
 
 type LocalFs = typeof import("node:fs/promises");
 type LocalPath = typeof import("node:path");
@@ -133,6 +135,7 @@ export async function downloadOutput(ctx: SuanliContext, taskId: string, paramet
       throw new OutputDownloadError("The task's output changed between listing and reading (a running task writes to it); download again");
     }
     manifest = read.answer;
+    let consumed = 0;
     let done = manifest.files.slice(0, start.index).reduce((sum, file) => sum + file.size, 0) + start.offset;
     try {
       for (let index = start.index; index < manifest.files.length; index++) {
@@ -149,6 +152,11 @@ export async function downloadOutput(ctx: SuanliContext, taskId: string, paramet
             const frame = (await read.lp.read({ signal: parameters.signal })).subarray();
             if (frame.length === 0 || position + frame.length > file.size) throw new OutputDownloadError(`The provider sent more bytes than ${file.path} holds`);
             await handle.write(frame, 0, frame.length, position);
+            consumed += frame.length;
+            while (consumed >= OUTPUT_ACK_BYTES) {
+              consumed -= OUTPUT_ACK_BYTES;
+              await read.lp.write(ACK_FRAME).catch(() => undefined);
+            }
             position += frame.length;
             transferred += frame.length;
             done += frame.length;

@@ -56,12 +56,12 @@ export async function forwardPort(ctx: SuanliContext, taskId: string, parameters
   if (!Number.isInteger(localPort) || localPort < 0 || localPort > 65_535) throw new InvalidInputError("forward", [{ path: "localPort", message: "expected a TCP port, 0 to 65535" }]);
   const attempt = await taskAttempt(ctx, taskId, parameters.rank ?? 0);
   const net = await import("node:net");
-  const { pipeSocket } = await import("../../common/p2p/socket-pipe.js");
+  const { pipeSocket, FORWARD_EOF_FRAME } = await import("../../common/p2p/socket-pipe.js");
   const open = () =>
     openTaskStream(ctx, attempt, FORWARD_PROTOCOL, "forward", { port }, { responseSchema: forwardOpenedSchema, maxFrameBytes: Math.max(FORWARD_FRAME_BYTES, TASK_IO_CONTROL_MAX_BYTES) });
   // Access check: an error comes back here, not on the first local connection.
   const probe = await open();
-  await probe.lp.write(new Uint8Array(0)).catch(() => undefined);
+  await probe.lp.write(FORWARD_EOF_FRAME).catch(() => undefined);
   await probe.stream.close().catch(() => undefined);
 
   const sockets = new Set<import("node:net").Socket>();

@@ -18,7 +18,9 @@ import type { SuanliHost } from "../../../common/p2p/host.js";
 import { execRequestSchema, forwardRequestSchema, outputRequestSchema } from "../../../common/protocols/lease.js";
 import {
   FORWARD_FRAME_BYTES,
+  OUTPUT_ACK_BYTES,
   OUTPUT_FRAME_BYTES,
+  OUTPUT_WINDOW_BYTES,
   TASK_IO_CONTROL_MAX_BYTES,
   execInputFrameSchema,
   type OutputManifest,
@@ -184,6 +186,7 @@ export class TaskIoService {
       return;
     }
     let sent = 0;
+    let unacked = 0;
     for (let index = start; index < snapshot.files.length; index++) {
       const file = snapshot.files[index];
       let position = index === start ? offset : 0;
@@ -197,6 +200,12 @@ export class TaskIoService {
           await lp.write(buffer.subarray(0, bytesRead));
           position += bytesRead;
           sent += bytesRead;
+          unacked += bytesRead;
+          // Flow control: wait for the renter to have written what is in flight.
+          while (unacked > OUTPUT_WINDOW_BYTES) {
+            await lp.read({ signal: AbortSignal.timeout(60_000) });
+            unacked -= OUTPUT_ACK_BYTES;
+          }
         }
       } finally {
         await fileHandle.close();
