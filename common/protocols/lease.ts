@@ -126,6 +126,8 @@ export const taskBodySchema = z.strictObject({
 export const taskAnswerSchema = z.strictObject({
   leaseId: leaseIdSchema,
   state: z.enum(["accepted", "already_running", "already_done"]),
+  /** For rank 0 of a group job: where the other machines reach it (provider.groupJobs). */
+  master: z.strictObject({ addr: z.string().max(253), port: z.number().int().min(1).max(65_535) }).optional(),
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -65,6 +65,24 @@ export const taskSpecSchema = z
       .max(16)
       .refine((ports) => new Set(ports).size === ports.length, { message: "ports must not repeat" })
       .optional(),
+    /**
+     * One machine of a group job (`colocation: "cluster"`): its rank, the number of machines,
+     * and (ranks above 0) where rank 0 listens. The task gets SUANLI_RANK, SUANLI_WORLD_SIZE,
+     * SUANLI_MASTER_ADDR and SUANLI_MASTER_PORT; rank 0's provider fills in its own address.
+     */
+    group: z
+      .strictObject({
+        rank: z.number().int().min(0).max(1023),
+        worldSize: z.number().int().min(2).max(1024),
+        masterAddr: z.string().min(1).max(253).regex(/^[A-Za-z0-9.:_-]+$/, "expected a host name or IP address").optional(),
+        masterPort: z.number().int().min(1).max(65_535).optional(),
+      })
+      .refine((group) => group.rank < group.worldSize, { message: "rank must be below worldSize", path: ["rank"] })
+      .refine((group) => group.rank === 0 || (group.masterAddr !== undefined && group.masterPort !== undefined), {
+        message: "ranks above 0 need masterAddr and masterPort (rank 0's provider answers them)",
+        path: ["masterAddr"],
+      })
+      .optional(),
     env: z
       .record(envNameSchema, envValueSchema)
       .default({})

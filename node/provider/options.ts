@@ -205,6 +205,15 @@ export const providerOptionsSchema = z.strictObject({
       maxPerLease: z.number().int().min(1).max(64).default(4),
     })
     .prefault({}),
+  /** Group jobs (several machines of one cluster): what rank 0's tasks tell the others. */
+  groupJobs: z
+    .strictObject({
+      /** This machine's address on the cluster network, as the other machines reach it (SUANLI_MASTER_ADDR). */
+      masterAddress: z.string().min(1).max(253).regex(/^[A-Za-z0-9.:_-]+$/, "expected a host name or IP address").default("127.0.0.1"),
+      /** The rendezvous port rank 0's task listens on (SUANLI_MASTER_PORT). */
+      masterPort: z.number().int().min(1).max(65_535).default(29_500),
+    })
+    .prefault({}),
   /** Port forwarding to the ports a task declared (`ports` in its spec). */
   ports: z
     .strictObject({

@@ -215,7 +215,20 @@ export class LeaseController {
   }
 
   /** The task spec of a lease: accepted once, prepared and run in the background. */
-  async submitTask(auth: RenterAuth, spec: TaskSpec): Promise<{ leaseId: bigint; state: "accepted" | "already_running" | "already_done" }> {
+  /** Where rank 0 of a group job on this node is reached (provider.groupJobs). */
+  groupMaster(): { addr: string; port: number } {
+    return { addr: this.ctx.options.groupJobs.masterAddress, port: this.ctx.options.groupJobs.masterPort };
+  }
+
+  async submitTask(
+    auth: RenterAuth,
+    spec: TaskSpec,
+  ): Promise<{ leaseId: bigint; state: "accepted" | "already_running" | "already_done"; master?: { addr: string; port: number } }> {
+    const answer = await this.acceptTask(auth, spec);
+    return spec.group?.rank === 0 ? { ...answer, master: this.groupMaster() } : answer;
+  }
+
+  private async acceptTask(auth: RenterAuth, spec: TaskSpec): Promise<{ leaseId: bigint; state: "accepted" | "already_running" | "already_done" }> {
     const leaseId = auth.request.leaseId;
     const record = await this.recordFor(leaseId);
     await this.ctx.verifier.verify(auth, { leaseId, action: "task", body: { spec }, renter: record.renter });
@@ -395,7 +408,10 @@ export class LeaseController {
     const durationMs = await this.remainingMs(picked);
     const noticeMs = await this.preemptionNoticeFor(picked);
     const [prepared, assigned] = await Promise.allSettled([
-      runtime.prepare({ taskId, spec, devices: picked.devices, durationMs }, { signal: live.abort.signal }),
+      runtime.prepare(
+        { taskId, spec, devices: picked.devices, durationMs, ...(spec.group?.rank === 0 ? { master: this.groupMaster() } : {}) },
+        { signal: live.abort.signal },
+      ),
       this.freeEndedHolders(picked.unitIds).then(() => capacity.assign(taskId, picked.unitIds, picked.interruptible ? "interruptible" : "ai", { preemptNoticeMs: noticeMs })),
     ]);
     const handle = prepared.status === "fulfilled" ? prepared.value : undefined;

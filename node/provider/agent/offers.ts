@@ -10,7 +10,7 @@ import type { Logger } from "../../log/logger.js";
 import { OfferRejectedError } from "../../offers/gossip.js";
 import type { OfferPublisher } from "../../offers/publisher.js";
 import { minBidForModel, priceForModel, type ProviderOptions } from "../options.js";
-import { ZERO_CLUSTER, type DeclaredMachine } from "./setup.js";
+import type { DeclaredMachine } from "./setup.js";
 
 /** A machine's units by mode, as the registry counts them. */
 export type ChainCapacity = { onDemand: number; interruptible: number; idle: number };
@@ -160,7 +160,7 @@ export class MachineMarket {
           vramMiB: machine.vramMiB,
           interconnect: machine.interconnect,
           region: machine.region,
-          cluster: ZERO_CLUSTER,
+          cluster: machine.cluster,
         },
         terms: { ...terms, nonce: 0n },
         capacity: {

@@ -21,6 +21,7 @@ import type { ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
 import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "./process-runtime.js";
 import { reapTaskProcesses } from "./orphans.js";
+import { groupEnvironment } from "./process-runtime.js";
 import { RunningTask, type Runtime, type TaskHandle } from "./runtime.js";
 import { Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
 
@@ -226,7 +227,7 @@ export class ContainerRuntime implements Runtime {
         command: spec.command,
         workspace,
         devices: launch.devices,
-        env: plainEnv,
+        env: { ...plainEnv, ...groupEnvironment(launch) },
         envFile,
         limits: this.options.limits ?? {},
         network: this.options.network ?? true,

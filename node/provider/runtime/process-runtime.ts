@@ -72,6 +72,20 @@ export function taskEnvironment(launch: TaskLaunch, workspace: string, tmpDir: s
     SUANLI_TASK_ID: launch.taskId,
     SUANLI_WORKSPACE: workspace,
     SUANLI_OUTPUT_DIR: path.join(workspace, "output"),
+    ...groupEnvironment(launch),
+  };
+}
+
+/** SUANLI_RANK, SUANLI_WORLD_SIZE, SUANLI_MASTER_ADDR/PORT of a group job's task (none otherwise). */
+export function groupEnvironment(launch: TaskLaunch): Record<string, string> {
+  const group = launch.spec.group;
+  if (!group) return {};
+  const master = launch.master ?? { addr: group.masterAddr ?? "", port: group.masterPort ?? 0 };
+  return {
+    SUANLI_RANK: String(group.rank),
+    SUANLI_WORLD_SIZE: String(group.worldSize),
+    SUANLI_MASTER_ADDR: group.rank === 0 ? master.addr : (group.masterAddr ?? master.addr),
+    SUANLI_MASTER_PORT: String(group.rank === 0 ? master.port : (group.masterPort ?? master.port)),
   };
 }
 
