@@ -29,6 +29,7 @@ export type DownloadOutputParameters = {
   rank?: number;
   /** Called as bytes arrive. */
   onProgress?: (progress: { bytes: number; totalBytes: number; file: string }) => void;
+  /** Aborting it stops the download (run it again to resume). */
   signal?: AbortSignal;
 };
 

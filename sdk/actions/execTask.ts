@@ -30,6 +30,7 @@ export type ExecTaskParameters = {
   onOutput?: (stream: "stdout" | "stderr", chunk: Uint8Array) => void;
   /** For a group task: which machine, by rank (default 0). */
   rank?: number;
+  /** Aborting it kills the command and ends the call. */
   signal?: AbortSignal;
 };
 
