@@ -26,6 +26,9 @@ import { settleTask } from "./actions/settleTask.js";
 import { streamLogs, type StreamLogsParameters, type TaskLogLine } from "./actions/streamLogs.js";
 import { submitTask, type SubmitTaskParameters, type SubmitTaskReturnType } from "./actions/submitTask.js";
 import { waitForTask, type WaitForTaskParameters } from "./actions/waitForTask.js";
+import { execTask, type ExecTaskParameters, type ExecTaskReturnType } from "./actions/execTask.js";
+import { forwardPort, type ForwardPortParameters, type ForwardPortReturnType } from "./actions/forwardPort.js";
+import { downloadOutput, type DownloadOutputParameters, type DownloadOutputReturnType } from "./actions/downloadOutput.js";
 import type { SuanliContext } from "./internal/context.js";
 import type { OfferFeed } from "./internal/feed.js";
 import type { ProviderLink } from "./internal/link.js";
@@ -159,6 +162,12 @@ export type SuanliClient = {
   extend(taskId: string, parameters: ExtendTaskParameters): Promise<ExtendTaskReturnType>;
   /** Makes sure the lease is over and returns the receipt (settleTask). */
   settle(taskId: string): Promise<TaskReceipt>;
+  /** Downloads the task's output folder into `dir` and verifies it against the signed completion report (downloadOutput). */
+  downloadOutput(taskId: string, parameters: DownloadOutputParameters): Promise<DownloadOutputReturnType>;
+  /** Runs a command inside the running task's environment and returns its exit code and output (execTask). */
+  exec(taskId: string, command: string | string[], parameters?: ExecTaskParameters): Promise<ExecTaskReturnType>;
+  /** Forwards a local port to a port the running task declared (forwardPort). */
+  forward(taskId: string, parameters: ForwardPortParameters): Promise<ForwardPortReturnType>;
   /** Tasks this client knows (submitted here, or kept in its state file), oldest first. */
   tasks(): Promise<TaskRecord[]>;
   /** Stops the client's offer feed (and libp2p node); the tasks keep running. */
@@ -281,6 +290,9 @@ export async function createClient(parameters: CreateClientParameters): Promise<
     cancel: (taskId) => cancelTask(ctx, taskId),
     extend: (taskId, p) => extendTask(ctx, taskId, p),
     settle: (taskId) => settleTask(ctx, taskId),
+    downloadOutput: (taskId, p) => downloadOutput(ctx, taskId, p),
+    exec: (taskId, command, p) => execTask(ctx, taskId, command, p),
+    forward: (taskId, p) => forwardPort(ctx, taskId, p),
     tasks: () => ctx.tasks.list(),
     close: () => feed.close(),
   };

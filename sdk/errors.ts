@@ -240,3 +240,62 @@ function format(amount: bigint, decimals: number): string {
   const fraction = (amount % base).toString().padStart(decimals, "0").replace(/0+$/, "");
   return fraction ? `${whole}.${fraction}` : whole.toString();
 }
+
+/**
+ * The output downloaded does not hash to the digest the provider signed in its completion report
+ * (and reported on-chain): the files were altered on the provider or on the way. `expected` is
+ * the signed digest, `actual` the one recomputed over the downloaded files. The files are left in
+ * the folder for inspection; do not trust them.
+ *
+ * @example
+ * import { createClient, OutputDigestMismatchError } from "suanli/sdk";
+ * try {
+ *   await client.downloadOutput(taskId, { dir: "./out" });
+ * } catch (error) {
+ *   if (error instanceof OutputDigestMismatchError) console.error(`signed ${error.expected}, got ${error.actual}`);
+ * }
+ */
+export class OutputDigestMismatchError extends SuanliError {
+  override name = "OutputDigestMismatchError";
+  constructor(
+    readonly expected: `0x${string}`,
+    readonly actual: `0x${string}`,
+    where: string,
+  ) {
+    super(`The downloaded output hashes to ${actual}, but the provider's completion report signs ${expected}${where}`, {
+      metaMessages: ["The files were altered after the task ended. Do not use them; the provider's signed report and the chain record what the task produced."],
+    });
+  }
+}
+
+/**
+ * The output cannot be downloaded as asked: larger than `maxBytes`, a file the provider listed
+ * is missing from the stream, or the folder holds something in the way.
+ *
+ * @example
+ * import { createClient, OutputDownloadError } from "suanli/sdk";
+ * try {
+ *   await client.downloadOutput(taskId, { dir: "./out", maxBytes: 1024 ** 3 });
+ * } catch (error) {
+ *   if (error instanceof OutputDownloadError) console.error(error.shortMessage);
+ * }
+ */
+export class OutputDownloadError extends SuanliError {
+  override name = "OutputDownloadError";
+}
+
+/**
+ * This client cannot do the task I/O asked (a browser client, which has no libp2p, cannot
+ * forward ports or exec; a group task needs `rank` for exec and forward).
+ *
+ * @example
+ * import { createClient, TaskIoUnsupportedError } from "suanli/sdk";
+ * try {
+ *   await client.forward(taskId, { port: 8000 });
+ * } catch (error) {
+ *   if (error instanceof TaskIoUnsupportedError) console.error(error.shortMessage);
+ * }
+ */
+export class TaskIoUnsupportedError extends SuanliError {
+  override name = "TaskIoUnsupportedError";
+}

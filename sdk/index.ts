@@ -18,6 +18,9 @@ export type { StreamLogsParameters, TaskLogLine } from "./actions/streamLogs.js"
 export type { WaitForTaskParameters } from "./actions/waitForTask.js";
 export type { ExtendTaskParameters, ExtendTaskReturnType } from "./actions/extendTask.js";
 export { TaskStoreMismatchError, type TaskRecord } from "./internal/store.js";
+export type { ExecTaskParameters, ExecTaskReturnType } from "./actions/execTask.js";
+export type { ForwardPortParameters, ForwardPortReturnType } from "./actions/forwardPort.js";
+export type { DownloadOutputParameters, DownloadOutputReturnType } from "./actions/downloadOutput.js";
 export { submitTask, parseSubmitParameters } from "./actions/submitTask.js";
 export { getTaskStatus } from "./actions/getTaskStatus.js";
 export { streamLogs } from "./actions/streamLogs.js";
@@ -27,3 +30,6 @@ export { extendTask } from "./actions/extendTask.js";
 export { settleTask } from "./actions/settleTask.js";
 export { queryOffers } from "./actions/queryOffers.js";
 export { matchOffers } from "./actions/matchOffers.js";
+export { downloadOutput } from "./actions/downloadOutput.js";
+export { execTask } from "./actions/execTask.js";
+export { forwardPort } from "./actions/forwardPort.js";

@@ -42,6 +42,8 @@ export const submitTaskParametersSchema = z
     command: z.union([z.string().min(1), z.array(z.string()).min(1)], { error: "is required: the command to run" }),
     /** Environment; `{ value, secret: true }` values reach the task only, never logs or stores. */
     env: z.record(z.string(), envValue).default({}),
+    /** TCP ports the task serves (at most 16): reachable with `client.forward` while it runs, and no other. */
+    ports: z.array(z.number()).optional(),
     /** Highest price in USD per GPU-hour ("2.50" or 2.5; at most 6 decimals, 0.0036 to 10000). Required unless interruptible, where it defaults to the bid. */
     maxPricePerGpuHour: z.union([z.string(), z.number()]).optional(),
     /** Interruptible: run at `bidPerGpuHour`, cheaper, but the lease may be preempted (default false: on demand). */
@@ -134,6 +136,12 @@ export type TaskAttempt = {
   gas: { step: string; gasUsed: bigint; transaction: Hex }[];
   /** Why this attempt was left for another (lease faulted, preempted). */
   migratedBecause?: string;
+  /**
+   * A group task (one lease per machine of a cluster): every lease of the group by rank, this
+   * one first (rank 0, the master). Absent for a single-machine task. wait, cancel, extend,
+   * receipts and migrations act on all of them.
+   */
+  group?: TaskAttempt[];
 };
 
 /**

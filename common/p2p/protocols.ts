@@ -43,3 +43,12 @@ export const FAULT_PROTOCOL = "/suanli/fault/1.0.0";
  * `suanli attestor challenge`); the answer is the outcome, with the attestation on a pass.
  */
 export const ATTEST_REQUEST_PROTOCOL = "/suanli/attest-request/1.0.0";
+
+/** The renter downloads a task's output folder (list, then read from a resume point). */
+export const OUTPUT_PROTOCOL = "/suanli/output/1.0.0";
+
+/** The renter runs a command in a running task's environment, streaming its output. */
+export const EXEC_PROTOCOL = "/suanli/exec/1.0.0";
+
+/** The renter opens a TCP connection to a port its task declared. */
+export const FORWARD_PROTOCOL = "/suanli/forward/1.0.0";

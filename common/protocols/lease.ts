@@ -13,6 +13,7 @@ import { z } from "zod";
 import { suanliTypes, type RenterRequest, type ReserveRequest } from "../eip712.js";
 import { stringifyCanonical } from "../json.js";
 import { addressSchema, bytes32Schema, signatureSchema } from "../schemas.js";
+import { execParamsSchema, forwardParamsSchema, outputParamsSchema } from "./task-io.js";
 import { taskSpecSchema } from "./task-spec.js";
 
 /** A RenterRequest older than this (or this far in the future) is refused. */
@@ -32,7 +33,7 @@ const uint96 = z
 export const renterRequestWireSchema = z.strictObject({
   leaseId: leaseIdSchema,
   provider: addressSchema,
-  action: z.enum(["task", "status", "logs", "cancel"]),
+  action: z.enum(["task", "status", "logs", "cancel", "output", "exec", "forward"]),
   bodyHash: bytes32Schema,
   issuedAt: uint32,
   nonce: bytes32Schema,
@@ -125,6 +126,8 @@ export const taskBodySchema = z.strictObject({
 export const taskAnswerSchema = z.strictObject({
   leaseId: leaseIdSchema,
   state: z.enum(["accepted", "already_running", "already_done"]),
+  /** For rank 0 of a group job: where the other machines reach it (provider.groupJobs). */
+  master: z.strictObject({ addr: z.string().max(253), port: z.number().int().min(1).max(65_535) }).optional(),
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -214,6 +217,13 @@ export const cancelBodySchema = z.strictObject({ auth: renterAuthSchema });
 export const cancelAnswerSchema = z.strictObject({ leaseId: leaseIdSchema, state: z.enum(TASK_STATES) });
 
 // ---------------------------------------------------------------------------------------------
+// task I/O (common/protocols/task-io.ts): `{ auth, params }`
+
+export const outputRequestSchema = z.strictObject({ auth: renterAuthSchema, params: outputParamsSchema });
+export const execRequestSchema = z.strictObject({ auth: renterAuthSchema, params: execParamsSchema });
+export const forwardRequestSchema = z.strictObject({ auth: renterAuthSchema, params: forwardParamsSchema });
+
+// ---------------------------------------------------------------------------------------------
 // what a RenterRequest's bodyHash binds
 
 /** Each lease request's body without `auth`, as the provider's schema outputs it. */
@@ -222,6 +232,10 @@ const unauthenticatedBodySchemas = {
   status: statusBodySchema.omit({ auth: true }),
   logs: logsBodySchema.omit({ auth: true }),
   cancel: cancelBodySchema.omit({ auth: true }),
+  // Task I/O (common/protocols/task-io.ts): the params are the body.
+  output: outputParamsSchema,
+  exec: execParamsSchema,
+  forward: forwardParamsSchema,
 } as const;
 
 /**

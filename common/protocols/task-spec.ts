@@ -56,6 +56,33 @@ export const taskSpecSchema = z
     image: z.string().min(1).max(512).regex(/^[^\s]+$/, "expected an image reference without spaces").optional(),
     /** A string runs through `/bin/sh -c`; an array is an argv run directly (no shell). */
     command: z.union([z.string().min(1).max(16 * 1024), z.array(z.string().max(16 * 1024)).min(1).max(512)]),
+    /**
+     * TCP ports the task serves (an inference server): the renter reaches them through the
+     * provider with `client.forward` while the task runs. No other port is reachable.
+     */
+    ports: z
+      .array(z.number().int().min(1).max(65_535))
+      .max(16)
+      .refine((ports) => new Set(ports).size === ports.length, { message: "ports must not repeat" })
+      .optional(),
+    /**
+     * One machine of a group job (`colocation: "cluster"`): its rank, the number of machines,
+     * and (ranks above 0) where rank 0 listens. The task gets SUANLI_RANK, SUANLI_WORLD_SIZE,
+     * SUANLI_MASTER_ADDR and SUANLI_MASTER_PORT; rank 0's provider fills in its own address.
+     */
+    group: z
+      .strictObject({
+        rank: z.number().int().min(0).max(1023),
+        worldSize: z.number().int().min(2).max(1024),
+        masterAddr: z.string().min(1).max(253).regex(/^[A-Za-z0-9.:_-]+$/, "expected a host name or IP address").optional(),
+        masterPort: z.number().int().min(1).max(65_535).optional(),
+      })
+      .refine((group) => group.rank < group.worldSize, { message: "rank must be below worldSize", path: ["rank"] })
+      .refine((group) => group.rank === 0 || (group.masterAddr !== undefined && group.masterPort !== undefined), {
+        message: "ranks above 0 need masterAddr and masterPort (rank 0's provider answers them)",
+        path: ["masterAddr"],
+      })
+      .optional(),
     env: z
       .record(envNameSchema, envValueSchema)
       .default({})

@@ -19,6 +19,7 @@
  * const daemon = await startDaemon(config, { publishesOffers: true });
  * const agent = await startProviderAgent(daemon); // attaches itself: daemon.stop() stops it first
  */
+import path from "node:path";
 import { startProviderAttestation } from "./agent/attestation.js";
 import type { Address, LocalAccount } from "viem";
 import { readMachine } from "../../common/chain/market.js";
@@ -34,6 +35,8 @@ import { PriceEngine } from "./pricing/engine.js";
 import { createIdlePower, withPowerRestore } from "./power/idle-power.js";
 import { createCapacityManager, createRuntime, gpuSampler, loadInventory } from "./provider.js";
 import type { Runtime } from "./runtime/runtime.js";
+import { OutputStore } from "./agent/outputs.js";
+import { TaskIoService } from "./agent/task-io.js";
 import { TxSender } from "./agent/chain-tx.js";
 import { Claimer } from "./agent/claims.js";
 import { LeaseController } from "./agent/leases.js";
@@ -198,6 +201,15 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     await pricing.start();
     cleanups.push(async () => pricing.stop());
     const verifier = new RenterRequestVerifier({ domain: daemon.domain, provider: address });
+    const outputs = new OutputStore({
+      dir: options.outputs.dir ?? path.join(daemon.config.dataDir, "outputs"),
+      retentionSeconds: options.outputs.retentionSeconds,
+      maxBytes: options.outputs.maxBytes,
+      quotaBytes: options.outputs.quotaBytes,
+      logger: logger.child({ part: "outputs" }),
+    });
+    await outputs.start();
+    cleanups.push(async () => outputs.stop());
     const leases = new LeaseController({
       publicClient,
       market: daemon.market,
@@ -214,6 +226,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       options,
       metrics,
       logger: logger.child({ part: "leases" }),
+      outputs,
     });
 
     // Units of leases that were running stay away from the idle workload while they are sorted out.
@@ -330,6 +343,8 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       logger,
     });
     cleanups.push(unserve);
+    const taskIo = new TaskIoService({ leases, outputs, options, metrics, logger: logger.child({ part: "task-io" }) });
+    cleanups.push(await taskIo.serve(daemon.p2p.host));
 
     // Holds that expire without a lease give their units back to the offer (the publisher sends
     // nothing when no offer changed).

@@ -240,6 +240,54 @@ export const providerOptionsSchema = z.strictObject({
       logLineChars: positiveInt(1_048_576).default(16_384),
     })
     .prefault({}),
+  /**
+   * Task outputs (the task's `output/` folder) kept for the renter to download after the task
+   * ends (docs/provider.md, "Task I/O"). Over `maxBytes` an output is not kept (the renter's
+   * download says so); when the quota is full the oldest kept outputs go first.
+   */
+  outputs: z
+    .strictObject({
+      /** How long an output stays downloadable after its task ended (default 24 h). */
+      retentionSeconds: z.number().int().min(0).max(90 * 86_400).default(86_400),
+      /** Largest output folder kept per lease, bytes (default 10 GiB). */
+      maxBytes: positiveInt(Number.MAX_SAFE_INTEGER).default(10 * GiB),
+      /** All kept outputs together at most, bytes (default 100 GiB). */
+      quotaBytes: positiveInt(Number.MAX_SAFE_INTEGER).default(100 * GiB),
+      /** Where outputs are kept; default `<dataDir>/outputs`. Best on the workspaces' filesystem (a rename, not a copy). */
+      dir: z.string().min(1).optional(),
+    })
+    .prefault({}),
+  /** `exec`: commands a renter runs inside its running task. */
+  exec: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      /** Longest an exec may run, seconds (and never past the lease). */
+      maxSeconds: z.number().int().min(1).max(86_400).default(3_600),
+      /** Execs running at once per lease. */
+      maxPerLease: z.number().int().min(1).max(64).default(4),
+    })
+    .prefault({}),
+  /** Group jobs (several machines of one cluster): what rank 0's tasks tell the others. */
+  groupJobs: z
+    .strictObject({
+      /** This machine's address on the cluster network, as the other machines reach it (SUANLI_MASTER_ADDR). */
+      masterAddress: z.string().min(1).max(253).regex(/^[A-Za-z0-9.:_-]+$/, "expected a host name or IP address").default("127.0.0.1"),
+      /** The rendezvous port rank 0's task listens on (SUANLI_MASTER_PORT). */
+      masterPort: z.number().int().min(1).max(65_535).default(29_500),
+    })
+    .prefault({}),
+  /** Port forwarding to the ports a task declared (`ports` in its spec). */
+  ports: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      /** TCP connections open at once per lease. */
+      maxConnectionsPerLease: z.number().int().min(1).max(10_000).default(64),
+      /** Bytes per second per lease, both directions together; 0: no cap. */
+      maxBytesPerSecondPerLease: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+      /** A forwarded connection with no traffic for this long is closed, seconds. */
+      idleTimeoutSeconds: z.number().int().min(1).max(86_400).default(600),
+    })
+    .prefault({}),
   /** Parent of the task workspaces; default `<dataDir>/workspaces`. */
   workspaceDir: z.string().min(1).optional(),
   grace: z

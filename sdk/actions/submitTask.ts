@@ -51,6 +51,7 @@ export function parseSubmitParameters(parameters: SubmitTaskParameters): { reque
       ...(params.imageUrl ? { image: params.imageUrl } : {}),
       command: params.command,
       env: params.env,
+      ...(params.ports !== undefined ? { ports: params.ports } : {}),
     },
     "task spec",
   );
@@ -131,24 +132,34 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
     if (result.reason === "no-match") throw new NoMatchError(result.explanation, result.message);
     throw new AllocationError(result.message);
   }
-  if (result.leases.length !== 1) {
-    // A group spans several machines: one lease per machine, each gets the same spec.
-    ctx.progress(`Leased ${result.leases.length} machines on one cluster.`);
-  }
-  const attempt = result.leases[0].lease.attempt;
-  for (const leased of result.leases) {
-    const part = leased.lease.attempt;
+  const attempts = result.leases.map((leased) => leased.lease.attempt);
+  const worldSize = attempts.length;
+  if (worldSize > 1) ctx.progress(`Leased ${worldSize} machines on one cluster: one lease each, ranks 0..${worldSize - 1}.`);
+  let master: { addr: string; port: number } | undefined;
+  for (const [rank, part] of attempts.entries()) {
     ctx.progress(`Lease ${part.leaseId} opened; sending the task to ${part.provider}...`);
+    // A group's machines learn about each other: rank 0's provider answers its rendezvous address.
+    const partSpec: TaskSpec =
+      worldSize > 1 ? { ...spec, group: { rank, worldSize, ...(rank > 0 && master ? { masterAddr: master.addr, masterPort: master.port } : {}) } } : spec;
     try {
-      await ctx.link.task({ peerId: part.peerId, addrs: part.addrs }, { auth: await authorize(ctx, part, "task", { spec }), spec });
+      const answer = await ctx.link.task({ peerId: part.peerId, addrs: part.addrs }, { auth: await authorize(ctx, part, "task", { spec: partSpec }), spec: partSpec });
+      if (rank === 0 && worldSize > 1) {
+        if (!answer.master) throw new ProviderRequestError(`The provider ${part.provider} did not answer a rendezvous address for rank 0 (it does not run group jobs)`);
+        master = answer.master;
+      }
     } catch (error) {
-      // The provider took the lease but not the task: close it (full refund while Open, except the notice
-      // period a lease that preempted others owes its provider).
-      const closed = await closeLease(chainCtx, part.leaseId).catch(() => undefined);
-      if (closed) part.gas.push({ step: "close (task not delivered)", gasUsed: closed.gasUsed, transaction: closed.transaction });
-      throw new ProviderRequestError(`The provider ${part.provider} did not accept the task; lease ${part.leaseId} was closed and refunded`, { cause: error });
+      // A provider took the lease but not the task: every lease of the group still Open is closed
+      // (full refund, except the notice period a lease that preempted others owes its
+      // provider); those already running are cancelled by the caller's cleanup below.
+      for (const other of attempts) {
+        const closed = await closeLease(chainCtx, other.leaseId).catch(() => undefined);
+        if (closed) other.gas.push({ step: "close (task not delivered)", gasUsed: closed.gasUsed, transaction: closed.transaction });
+      }
+      throw new ProviderRequestError(`The provider ${part.provider} did not accept the task; lease ${part.leaseId}${worldSize > 1 ? " and the rest of its group were" : " was"} closed and refunded`, { cause: error });
     }
   }
+  const attempt = attempts[0];
+  if (worldSize > 1) attempt.group = attempts.map((member) => ({ ...member }));
   return attempt;
 }
 

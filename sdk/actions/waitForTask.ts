@@ -4,7 +4,9 @@ import { WaitTimeoutError } from "../errors.js";
 import { cancelLease, closeLease } from "../internal/chain.js";
 import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
 import { checkCompletion, leaseOutcome } from "../internal/receipt.js";
-import type { TaskReceipt, TaskStatus } from "../types.js";
+import type { TaskAttempt, TaskReceipt, TaskStatus } from "../types.js";
+import { readLease } from "../../common/chain/market.js";
+import { cancelTask } from "./cancelTask.js";
 import { runAttempt } from "./submitTask.js";
 import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
 
@@ -71,6 +73,12 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
       await ctx.tasks.put(record);
       continue;
     }
+    if (attempt.group && attempt.group.length > 1) {
+      const outcome = await waitGroupStep(ctx, taskId, attempt.group);
+      if (outcome === "done") return buildReceipt(ctx, taskId, status.state, status.exitCode, await statusCompletion(ctx, taskId));
+      await new Promise((resolve) => setTimeout(resolve, pollIntervalMs));
+      continue;
+    }
     if (status.lease.status === "Open" && status.lease.startDeadline && Date.now() / 1000 > status.lease.startDeadline + 2) {
       // The provider missed its start deadline: take the deposit back plus the start penalty.
       const { walletClient, account } = requireWallet(ctx, "cancelling a lease that never started");
@@ -101,6 +109,32 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
   }
 }
 
+/**
+ * One look at every machine of a group task: done once every lease ended with its task over;
+ * when one machine failed (its task failed or its lease ended by a fault) while others still run,
+ * those are cancelled and refunded — a group job cannot go on without one of its ranks.
+ */
+async function waitGroupStep(ctx: SuanliContext, taskId: string, members: TaskAttempt[]): Promise<"done" | "waiting"> {
+  const views = await Promise.all(
+    members.map(async (member) => {
+      const lease = await readLease(ctx.publicClient, ctx.market, member.leaseId);
+      const remote = await authorize(ctx, member, "status", {})
+        .then((auth) => ctx.link.status({ peerId: member.peerId, addrs: member.addrs }, { auth }))
+        .catch(() => undefined);
+      return { lease, state: remote?.state ?? "unknown" };
+    }),
+  );
+  const live = (lease: { status: string }) => lease.status === "Open" || lease.status === "Active";
+  const failed = views.some((view) => view.state === "failed" || view.state === "exceeded" || (ENDED.has(view.lease.status) && MIGRATE_ON.has(view.lease.endReason)));
+  if (failed && views.some((view) => live(view.lease))) {
+    ctx.progress(`A machine of group task ${taskId} failed; cancelling the others for a refund...`);
+    await cancelTask(ctx, taskId);
+    return "waiting";
+  }
+  const over = (state: string) => state === "unknown" || FINAL_TASK_STATES.has(state as never);
+  return views.every((view) => ENDED.has(view.lease.status) && over(view.state)) ? "done" : "waiting";
+}
+
 async function statusCompletion(ctx: SuanliContext, taskId: string) {
   const record = await taskRecord(ctx, taskId);
   const attempt = record.attempts[record.attempts.length - 1];
@@ -127,6 +161,11 @@ export async function buildReceipt(
   for (const attempt of record.attempts) {
     const { completion: onChain, ...outcome } = await leaseOutcome(ctx, attempt);
     leases.push(outcome);
+    // The other machines of a group task: their leases are part of the bill.
+    for (const member of attempt.group?.slice(1) ?? []) {
+      const { completion: _memberCompletion, ...memberOutcome } = await leaseOutcome(ctx, member);
+      leases.push(memberOutcome);
+    }
     if (attempt === record.attempts[record.attempts.length - 1]) {
       if (signedCompletion) {
         const verified = await checkCompletion(ctx, attempt, signedCompletion, onChain);

@@ -9,6 +9,9 @@ import type { z } from "zod";
 import type { SuanliHost } from "../../common/p2p/host.js";
 import { CANCEL_PROTOCOL, LOGS_PROTOCOL, RESERVE_PROTOCOL, STATUS_PROTOCOL, TASK_PROTOCOL } from "../../common/p2p/protocols.js";
 import { request } from "../../common/p2p/reqresp.js";
+import { openStreamProtocol } from "../../common/p2p/streams.js";
+import type { Stream } from "@libp2p/interface";
+import type { LengthPrefixedStream } from "@libp2p/utils";
 import {
   cancelAnswerSchema,
   cancelBodySchema,
@@ -31,6 +34,16 @@ export type ProviderLink = {
   status(to: ProviderAddress, body: z.input<typeof statusBodySchema>): Promise<z.output<typeof taskStatusSchema>>;
   logs(to: ProviderAddress, body: z.input<typeof logsBodySchema>): Promise<z.output<typeof logsAnswerSchema>>;
   cancel(to: ProviderAddress, body: z.input<typeof cancelBodySchema>): Promise<z.output<typeof cancelAnswerSchema>>;
+  /**
+   * Opens a streaming task I/O exchange (output, exec, forward): sends `body`, checks the answer,
+   * returns the stream for the protocol's frames. Absent where the client has no libp2p (browsers).
+   */
+  openStream?<S extends z.ZodType>(
+    to: ProviderAddress,
+    protocol: string,
+    body: unknown,
+    options: { responseSchema: S; maxFrameBytes: number; signal?: AbortSignal },
+  ): Promise<{ answer: z.output<S>; lp: LengthPrefixedStream<Stream>; stream: Stream }>;
 };
 
 /** Reaches providers over libp2p from the client's own host. */
@@ -64,6 +77,9 @@ export function p2pLink(host: SuanliHost, options: { timeoutMs?: number } = {}):
     },
     async cancel(to, body) {
       return request(host, await target(to), CANCEL_PROTOCOL, body, { requestSchema: cancelBodySchema, responseSchema: cancelAnswerSchema, timeoutMs });
+    },
+    async openStream(to, protocol, body, options) {
+      return openStreamProtocol(host, await target(to), protocol, body, { ...options, timeoutMs });
     },
   };
 }

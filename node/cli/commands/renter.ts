@@ -1,5 +1,6 @@
 /**
- * The renter's commands: offers, submit, tasks, status, logs, wait, cancel, extend. They run the
+ * The renter's commands: offers, submit, tasks, status, logs, wait, cancel, extend, output,
+ * forward, exec. They run the
  * SDK with the wallet given by --key / --key-file / SUANLI_KEY / --devnet-account and keep the
  * wallet's tasks in a state file so later commands can follow them.
  */
@@ -9,7 +10,7 @@ import type { Command } from "commander";
 import { formatUnits } from "viem";
 import { InvalidInputError } from "../../../common/errors.js";
 import { formatUsd } from "../../../common/matching/money.js";
-import { createClient, type SuanliClient, type TaskReceipt, type TaskStatus } from "../../../sdk/index.js";
+import { createClient, type DownloadOutputReturnType, type SuanliClient, type TaskReceipt, type TaskStatus } from "../../../sdk/index.js";
 import { resolveAccount } from "../account.js";
 import { withChainFlags, type ChainFlags } from "../context.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
@@ -182,6 +183,8 @@ export function registerRenter(program: Command): void {
       .option("--colocation <machine|cluster>", "machine: all GPUs on one machine (default); cluster: may span machines of one declared fast-interconnect cluster")
       .option("--auto-migrate", "re-run elsewhere if the lease faults or is preempted (needs --wait)")
       .option("--wait", "stream the logs, wait for the end and print the receipt")
+      .option("--out <dir>", "with --wait: download the task's output folder here at the end and verify it")
+      .option("--port <port>", "a TCP port the task serves, reachable with `suanli forward` (repeatable)", collect, [])
       .argument(
         "<command...>",
         "the command to run, after --: one argument is a shell string run by /bin/sh -c in the workspace (-- 'python3 train.py > out.txt'); several are an argv, its program looked up on the task's PATH inside the provider's sandbox (-- python3 train.py)",
@@ -206,7 +209,9 @@ export function registerRenter(program: Command): void {
         attestedOnly: !flags.allowUnattested,
         colocation: flags.colocation as "machine" | "cluster" | undefined,
         autoMigrate: Boolean(flags.autoMigrate),
+        ...((flags.port as string[]).length > 0 ? { ports: (flags.port as string[]).map((port) => number("port", port)!) } : {}),
       });
+      if (flags.out && !flags.wait) throw new CliError("--out needs --wait (or run `suanli output <taskId> --out DIR` later)", ExitCode.usage);
       const attempt = submitted.attempt;
       if (!flags.wait) {
         emit(json, { taskId: submitted.taskId, leaseId: submitted.leaseId, provider: submitted.provider, status: submitted.status }, () =>
@@ -221,6 +226,10 @@ export function registerRenter(program: Command): void {
       progress(json, `Task ${submitted.taskId} running on lease ${attempt.leaseId} (${attempt.units}× ${attempt.model}, ${attempt.provider})`);
       const receipt = await follow(client, submitted.taskId, json, true);
       emit(json, { type: "receipt", ...receipt }, () => renderReceipt(client, receipt));
+      if (flags.out) {
+        const result = await downloadWithProgress(client, submitted.taskId, flags.out as string, json, {});
+        emit(json, { type: "output", ...result }, () => renderOutput(result, flags.out as string));
+      }
       if (receipt.state !== "succeeded") throw new CliError(`The task ended ${receipt.state}`, ExitCode.taskFailed);
     });
   });
@@ -284,5 +293,109 @@ export function registerRenter(program: Command): void {
       emit(Boolean(flags.json), result, () => `Lease ${result.leaseId} extended: +${tokens(client, result.extraDeposit)}, now ends at ${new Date(result.newEnd * 1000).toISOString()}`);
     });
   });
+
+  withRenterFlags(
+    program
+      .command("output")
+      .description("download a task's output folder and verify it against the provider's signed completion report")
+      .argument("<taskId>")
+      .requiredOption("--out <dir>", "folder to write the files into")
+      .option("--max-bytes <n>", "refuse an output larger than this")
+      .option("--rank <n>", "a group task's machine (default 0)")
+      .option("--no-resume", "download every file again"),
+  ).action(async (taskId: string, flags: RenterFlags & { out: string; maxBytes?: string; rank?: string; resume: boolean }) => {
+    await withClient(flags, true, async (client) => {
+      const result = await downloadWithProgress(client, taskId, flags.out, Boolean(flags.json), {
+        maxBytes: number("max-bytes", flags.maxBytes),
+        rank: number("rank", flags.rank),
+        resume: flags.resume,
+      });
+      emit(Boolean(flags.json), result, () => renderOutput(result, flags.out));
+    });
+  });
+
+  withRenterFlags(
+    program
+      .command("forward")
+      .description("forward a local port to a port the running task declared, until Ctrl-C: suanli forward <taskId> 8000:8000")
+      .argument("<taskId>")
+      .argument("<localPort:taskPort>", "local port (0: any free one) and the task's port")
+      .option("--rank <n>", "a group task's machine (default 0)"),
+  ).action(async (taskId: string, mapping: string, flags: RenterFlags & { rank?: string }) => {
+    const match = /^(\d{1,5}):(\d{1,5})$/.exec(mapping);
+    if (!match) throw new CliError(`Expected <localPort>:<taskPort> such as 8000:8000, got "${mapping}"`, ExitCode.usage);
+    await withClient(flags, true, async (client) => {
+      const tunnel = await client.forward(taskId, {
+        port: Number(match[2]),
+        localPort: Number(match[1]),
+        rank: number("rank", flags.rank),
+        onError: (error) => progress(Boolean(flags.json), `connection refused: ${error.message}`),
+      });
+      emit(Boolean(flags.json), { localPort: tunnel.localPort, taskPort: Number(match[2]) }, () => `Forwarding 127.0.0.1:${tunnel.localPort} -> port ${match[2]} of task ${taskId} (Ctrl-C to stop)`);
+      await new Promise<void>((resolve) => {
+        process.once("SIGINT", resolve);
+        process.once("SIGTERM", resolve);
+      });
+      await tunnel.close();
+    });
+  });
+
+  withRenterFlags(
+    program
+      .command("exec")
+      .description("run a command inside the running task: suanli exec <taskId> -- ls -la")
+      .argument("<taskId>")
+      .argument("<command...>", "the command (after --); one argument runs through /bin/sh -c")
+      .option("--timeout <seconds>", "longest the command may run", "300")
+      .option("--rank <n>", "a group task's machine (default 0)"),
+  ).action(async (taskId: string, command: string[], flags: RenterFlags & { timeout: string; rank?: string }) => {
+    await withClient(flags, true, async (client) => {
+      const json = Boolean(flags.json);
+      const result = await client.exec(taskId, command.length === 1 ? command[0] : command, {
+        timeoutSeconds: number("timeout", flags.timeout),
+        rank: number("rank", flags.rank),
+        // Piped input reaches the command; a terminal's does not (no TTY is allocated).
+        ...(process.stdin.isTTY ? {} : { stdin: process.stdin as AsyncIterable<Uint8Array> }),
+        onOutput: json ? undefined : (stream, chunk) => (stream === "stdout" ? process.stdout : process.stderr).write(chunk),
+      });
+      if (json) emit(true, result, () => "");
+      else if (result.timedOut) process.stderr.write(`# the command ran past --timeout and was killed\n`);
+      if (result.exitCode !== 0) process.exitCode = result.exitCode ?? 128;
+    });
+  });
 }
 
+async function downloadWithProgress(
+  client: SuanliClient,
+  taskId: string,
+  dir: string,
+  json: boolean,
+  options: { maxBytes?: number | undefined; rank?: number | undefined; resume?: boolean },
+): Promise<DownloadOutputReturnType> {
+  const tty = !json && process.stderr.isTTY;
+  let last = 0;
+  const result = await client.downloadOutput(taskId, {
+    dir,
+    ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}),
+    ...(options.rank !== undefined ? { rank: options.rank } : {}),
+    ...(options.resume !== undefined ? { resume: options.resume } : {}),
+    onProgress: tty
+      ? ({ bytes, totalBytes }) => {
+          if (Date.now() - last < 100 && bytes < totalBytes) return;
+          last = Date.now();
+          const width = 30;
+          const filled = totalBytes === 0 ? width : Math.round((bytes / totalBytes) * width);
+          process.stderr.write(`\r[${"#".repeat(filled)}${".".repeat(width - filled)}] ${(bytes / 1e6).toFixed(1)}/${(totalBytes / 1e6).toFixed(1)} MB`);
+        }
+      : undefined,
+  });
+  if (tty) process.stderr.write("\n");
+  return result;
+}
+
+function renderOutput(result: DownloadOutputReturnType, dir: string): string {
+  return [
+    `${result.files.length} file(s), ${result.bytes} bytes in ${dir}${result.transferred < result.bytes ? ` (${result.transferred} transferred, the rest resumed)` : ""}`,
+    `  digest ${result.digest}: ${result.verified ? "verified against the provider's signed completion report and the chain" : result.snapshot ? "a snapshot of a running task (not verifiable until it ends)" : "no completion report to check against yet"}`,
+  ].join("\n");
+}

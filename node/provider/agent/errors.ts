@@ -49,3 +49,33 @@ export class LeaseNotFoundError extends SuanliError {
 export class LeaseStateError extends SuanliError {
   override name = "LeaseStateError";
 }
+
+/** Exec and port forwarding need the lease's task to be running. */
+export class TaskNotRunningError extends SuanliError {
+  override name = "TaskNotRunningError";
+}
+
+/** The lease has no output to download: none was written, it was too large, or its retention ran out. */
+export class OutputNotAvailableError extends SuanliError {
+  override name = "OutputNotAvailableError";
+}
+
+/** A forward to a port the task's spec did not declare in `ports`. */
+export class PortNotDeclaredError extends SuanliError {
+  override name = "PortNotDeclaredError";
+}
+
+/** Nothing of the task listens on the declared port (yet). */
+export class TaskPortClosedError extends SuanliError {
+  override name = "TaskPortClosedError";
+}
+
+/** The provider turned this task I/O feature off (`provider.exec.enabled`, `provider.ports.enabled`) or its runtime cannot do it. */
+export class TaskIoUnavailableError extends SuanliError {
+  override name = "TaskIoUnavailableError";
+}
+
+/** The lease is at its cap of forwarded connections or running execs. */
+export class TaskIoLimitError extends SuanliError {
+  override name = "TaskIoLimitError";
+}

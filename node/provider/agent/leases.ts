@@ -11,6 +11,7 @@
  * task found `starting` or `running` without a live process (the node restarted) is never
  * started again: what is left of it is killed and the lease is terminated (docs/provider.md).
  */
+import path from "node:path";
 import { getAddress, type Account, type Address, type Chain, type Hex, type PublicClient, type Transport, type TypedDataDomain } from "viem";
 import { LRUCache } from "lru-cache";
 import { leaseMarketAbi } from "../../../common/abi.js";
@@ -42,6 +43,7 @@ import type { MachineMarket } from "./offers.js";
 import { chainFields, newLeaseRecord, type EndAction, type LeaseRecord, type LeaseRecords, type TaskError } from "./records.js";
 import { notAuthorized, type RenterRequestVerifier } from "./renter-auth.js";
 import type { ReservationBook } from "./reservations.js";
+import type { OutputStore } from "./outputs.js";
 
 /** Errors of the renter's input: the task never runs, the lease ends with a completion report (the renter pays a second or two). */
 const RENTER_INPUT_ERRORS = new Set(["BundleDigestMismatchError", "BundleFetchError", "BundleTooLargeError", "BundleUnpackError", "CommandNotFoundError", "InvalidInputError"]);
@@ -78,6 +80,8 @@ export type LeaseControllerContext = {
   options: ProviderOptions;
   metrics: Metrics;
   logger: Logger;
+  /** Keeps each ended task's output/ folder for its renter (node/provider/agent/outputs.ts). */
+  outputs?: OutputStore;
 };
 
 /** What a task's log reader needs: the task's own buffer, or a one-line buffer when it never ran. */
@@ -285,7 +289,20 @@ export class LeaseController {
   }
 
   /** The task spec of a lease: accepted once, prepared and run in the background. */
-  async submitTask(auth: RenterAuth, spec: TaskSpec): Promise<{ leaseId: bigint; state: "accepted" | "already_running" | "already_done" }> {
+  /** Where rank 0 of a group job on this node is reached (provider.groupJobs). */
+  groupMaster(): { addr: string; port: number } {
+    return { addr: this.ctx.options.groupJobs.masterAddress, port: this.ctx.options.groupJobs.masterPort };
+  }
+
+  async submitTask(
+    auth: RenterAuth,
+    spec: TaskSpec,
+  ): Promise<{ leaseId: bigint; state: "accepted" | "already_running" | "already_done"; master?: { addr: string; port: number } }> {
+    const answer = await this.acceptTask(auth, spec);
+    return spec.group?.rank === 0 ? { ...answer, master: this.groupMaster() } : answer;
+  }
+
+  private async acceptTask(auth: RenterAuth, spec: TaskSpec): Promise<{ leaseId: bigint; state: "accepted" | "already_running" | "already_done" }> {
     const leaseId = auth.request.leaseId;
     await this.authorize(auth, "task", { spec });
     return this.withLock(leaseId, async () => {
@@ -387,6 +404,19 @@ export class LeaseController {
   }
 
   /**
+   * Checks a task I/O request (output, exec, forward) against the lease's renter; returns the
+   * lease's record and, while the task runs, its handle.
+   */
+  async authorizeIo(auth: RenterAuth, action: "output" | "exec" | "forward", body: unknown): Promise<{ record: LeaseRecord; handle: TaskHandle | undefined }> {
+    const leaseId = auth.request.leaseId;
+    const record = await this.recordFor(leaseId);
+    await this.ctx.verifier.verify(auth, { leaseId, action, body, renter: record.renter });
+    const current = this.ctx.records.get(leaseId)!;
+    const handle = this.live.get(leaseId)?.handle;
+    return { record: current, handle: current.phase === "running" && handle?.state === "running" ? handle : undefined };
+  }
+
+  /**
    * The renter asks to stop its task. The task is stopped now; the renter then closes the lease
    * (`close`), and if it has not within `provider.leases.cancelGraceSeconds`, the node ends it
    * with a completion report so that the renter stops paying.
@@ -448,7 +478,10 @@ export class LeaseController {
     const durationMs = await this.remainingMs(picked);
     const noticeMs = await this.preemptionNoticeFor(picked);
     const [prepared, assigned] = await Promise.allSettled([
-      runtime.prepare({ taskId, spec, devices: picked.devices, durationMs }, { signal: live.abort.signal }),
+      runtime.prepare(
+        { taskId, spec, devices: picked.devices, durationMs, ...(spec.group?.rank === 0 ? { master: this.groupMaster() } : {}) },
+        { signal: live.abort.signal },
+      ),
       this.freeEndedHolders(picked.unitIds).then(() => capacity.assign(taskId, picked.unitIds, picked.interruptible ? "interruptible" : "ai", { preemptNoticeMs: noticeMs })),
     ]);
     const handle = prepared.status === "fulfilled" ? prepared.value : undefined;
@@ -594,6 +627,8 @@ export class LeaseController {
         if (!over) action = live.abortReason === "shutdown" ? "terminate" : r.endAction === "await_close" ? "await_close" : "complete";
         r.endAction = action;
       });
+      // Before the workspace goes: the output the completion report digests stays for the renter.
+      await this.ctx.outputs?.keep(leaseId, path.join(handle.workspace, "output"));
       await this.releaseUnits(leaseId);
       await handle.cleanup().catch(() => undefined);
     });

@@ -11,7 +11,7 @@ import { OfferRejectedError } from "../../offers/gossip.js";
 import type { OfferPublisher } from "../../offers/publisher.js";
 import { minBidForModel, priceForModel, type ProviderOptions } from "../options.js";
 import type { PublishedPrice } from "../pricing/policy.js";
-import { ZERO_CLUSTER, type DeclaredMachine } from "./setup.js";
+import type { DeclaredMachine } from "./setup.js";
 
 /** A machine's units by mode, as the registry counts them. */
 export type ChainCapacity = { onDemand: number; interruptible: number; idle: number };
@@ -223,7 +223,7 @@ export class MachineMarket {
           vramMiB: machine.vramMiB,
           interconnect: machine.interconnect,
           region: machine.region,
-          cluster: ZERO_CLUSTER,
+          cluster: machine.cluster,
         },
         terms: { ...tierTerms, nonce: 0n },
         capacity: {

@@ -32,6 +32,8 @@ export type DeclaredMachine = {
   vramMiB: number;
   interconnect: Interconnect;
   region: string;
+  /** Cluster id declared on-chain (zero when standalone). */
+  cluster: `0x${string}`;
   /** Inventory unit ids of the machine, in order. */
   unitIds: string[];
   /**
@@ -42,7 +44,7 @@ export type DeclaredMachine = {
 };
 
 /** What level remembers per inventory machine. */
-export type MachineBinding = { machineId: number; model: string; units: number; vramMiB: number; interconnect: Interconnect; region: string };
+export type MachineBinding = { machineId: number; model: string; units: number; vramMiB: number; interconnect: Interconnect; region: string; cluster?: `0x${string}` };
 
 export type SetupContext = {
   publicClient: PublicClient<Transport, Chain>;
@@ -107,11 +109,11 @@ export async function ensureRegistration(ctx: SetupContext, options: ProviderOpt
 }
 
 function sameDeclaration(a: MachineBinding, b: MachineBinding): boolean {
-  return a.model === b.model && a.units === b.units && a.vramMiB === b.vramMiB && a.interconnect === b.interconnect && a.region === b.region;
+  return a.model === b.model && a.units === b.units && a.vramMiB === b.vramMiB && a.interconnect === b.interconnect && a.region === b.region && (a.cluster ?? ZERO_CLUSTER) === (b.cluster ?? ZERO_CLUSTER);
 }
 
 function declarationArgs(binding: MachineBinding): readonly unknown[] {
-  return [modelHash(binding.model), binding.units, binding.vramMiB, INTERCONNECT_CODES[binding.interconnect], binding.region, ZERO_CLUSTER];
+  return [modelHash(binding.model), binding.units, binding.vramMiB, INTERCONNECT_CODES[binding.interconnect], binding.region, binding.cluster ?? ZERO_CLUSTER];
 }
 
 /**
@@ -130,6 +132,7 @@ export async function declareMachines(ctx: SetupContext, groups: readonly Machin
       vramMiB: group.vramMiB,
       interconnect: group.interconnect,
       region: group.region,
+      cluster: group.cluster ?? ZERO_CLUSTER,
     };
     let binding = await bindings.get(group.key);
     let blocked: string | null = null;
@@ -167,6 +170,7 @@ export async function declareMachines(ctx: SetupContext, groups: readonly Machin
       vramMiB: binding.vramMiB,
       interconnect: binding.interconnect,
       region: binding.region,
+      cluster: binding.cluster ?? ZERO_CLUSTER,
       unitIds: [...group.units],
       blocked,
     });

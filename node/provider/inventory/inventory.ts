@@ -5,6 +5,7 @@
  * `source: "declared"` until attested). Models `nvidia-smi` reports that Suanli does not know
  * are listed in `problems` and not offered: a wrong model name would put a wrong hash on-chain.
  */
+import { keccak256, toBytes } from "viem";
 import { execFile } from "node:child_process";
 import { z } from "zod";
 import { canonicalGpuName, findGpuModel, knownGpuNames } from "../../../common/gpu.js";
@@ -58,6 +59,8 @@ export type MachineGroup = {
   vramMiB: number;
   interconnect: Interconnect;
   region: string;
+  /** The cluster the machine belongs to (keccak256 of its configured name), for group jobs; absent when standalone. */
+  cluster?: `0x${string}`;
 };
 
 export type Inventory = {
@@ -92,6 +95,12 @@ export const declaredMachineSchema = z
     region: z.string().min(1).max(32).default("unknown"),
     /** CUDA_VISIBLE_DEVICES entry of each unit, in order; default "0", "1", ... */
     devices: z.array(z.string().min(1).max(128)).optional(),
+    /**
+     * Name of the cluster this machine belongs to (machines on one fast interconnect): renters'
+     * multi-machine jobs (`colocation: "cluster"`) span machines of one cluster. Declared on-chain
+     * as keccak256 of the name.
+     */
+    cluster: z.string().min(1).max(64).optional(),
   })
   .superRefine((machine, ctx) => {
     if (machine.model.includes("/") && machine.vramMiB === undefined) {
@@ -241,7 +250,15 @@ export function inventoryFromDeclared(machines: readonly DeclaredMachine[]): Inv
         machineKey: key,
       });
     }
-    groups.push({ key, model: machine.model, units: ids, vramMiB, interconnect: machine.interconnect, region: machine.region });
+    groups.push({
+      key,
+      model: machine.model,
+      units: ids,
+      vramMiB,
+      interconnect: machine.interconnect,
+      region: machine.region,
+      ...(machine.cluster ? { cluster: keccak256(toBytes(machine.cluster)) } : {}),
+    });
   });
   return { source: "declared", units, machines: groups, gpus: [], problems: [] };
 }

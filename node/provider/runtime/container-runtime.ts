@@ -21,6 +21,7 @@ import type { ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
 import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "./process-runtime.js";
 import { reapTaskProcesses } from "./orphans.js";
+import { groupEnvironment } from "./process-runtime.js";
 import { RunningTask, type Runtime, type TaskHandle } from "./runtime.js";
 import { Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
 
@@ -238,7 +239,7 @@ export class ContainerRuntime implements Runtime {
         workspace,
         devices: launch.devices,
         amdRenderNodes: this.options.amdRenderNode ? launch.devices.map(this.options.amdRenderNode) : undefined,
-        env: plainEnv,
+        env: { ...plainEnv, ...groupEnvironment(launch) },
         envFile,
         limits: this.options.limits ?? {},
         network: this.options.network ?? true,
@@ -256,6 +257,8 @@ export class ContainerRuntime implements Runtime {
         cwd: workspace,
         env: clientEnv,
         groupUsage: false,
+        // Inside the running container: same namespaces, cgroup limits, user and environment.
+        execArgv: (command) => [engine.path, "exec", "-i", "--workdir", "/workspace", name, ...command],
         stop: async (proc, graceMs) => {
           const seconds = Math.max(0, Math.ceil(graceMs / 1000));
           const stopped = await run(engine.path, ["stop", "--time", String(seconds), name], graceMs + 30_000);

@@ -182,10 +182,10 @@ export class ManagedProcess {
 const CLOCK_TICKS_PER_SECOND = 100;
 const PAGE_BYTES = 4096;
 
-type GroupMember = { pid: number; comm: string; state: string; ticks: number; pages: number };
+export type GroupMember = { pid: number; comm: string; state: string; ticks: number; pages: number };
 
 /** The processes whose process group is `pgid`, read from /proc; null where there is no /proc. */
-async function readGroupMembers(pgid: number): Promise<GroupMember[] | null> {
+export async function readGroupMembers(pgid: number): Promise<GroupMember[] | null> {
   const entries = await readdir("/proc").catch(() => null);
   if (!entries) return null;
   const out: GroupMember[] = [];

@@ -72,6 +72,20 @@ export function taskEnvironment(launch: TaskLaunch, workspace: string, tmpDir: s
     SUANLI_TASK_ID: launch.taskId,
     SUANLI_WORKSPACE: workspace,
     SUANLI_OUTPUT_DIR: path.join(workspace, "output"),
+    ...groupEnvironment(launch),
+  };
+}
+
+/** SUANLI_RANK, SUANLI_WORLD_SIZE, SUANLI_MASTER_ADDR/PORT of a group job's task (none otherwise). */
+export function groupEnvironment(launch: TaskLaunch): Record<string, string> {
+  const group = launch.spec.group;
+  if (!group) return {};
+  const master = launch.master ?? { addr: group.masterAddr ?? "", port: group.masterPort ?? 0 };
+  return {
+    SUANLI_RANK: String(group.rank),
+    SUANLI_WORLD_SIZE: String(group.worldSize),
+    SUANLI_MASTER_ADDR: group.rank === 0 ? master.addr : (group.masterAddr ?? master.addr),
+    SUANLI_MASTER_PORT: String(group.rank === 0 ? master.port : (group.masterPort ?? master.port)),
   };
 }
 
@@ -178,6 +192,7 @@ export class ProcessRuntime implements Runtime {
     await removeWorkspace();
     await mkdir(workspace, { mode: 0o700 });
     let argv: string[];
+    let prefixArgv: string[] = [];
     let env: Record<string, string>;
     let limitsApplied = false;
     try {
@@ -229,6 +244,7 @@ export class ProcessRuntime implements Runtime {
         this.logger.warn("Tasks run unsandboxed", { reason: sandbox.reason, hint: "install bubblewrap (apt-get install bubblewrap) to sandbox tasks" });
       }
       argv = [...prefix, ...command];
+      prefixArgv = prefix;
     } catch (error) {
       await removeWorkspace();
       throw redactError(error, new Redactor(secretsOf(spec)));
@@ -246,6 +262,10 @@ export class ProcessRuntime implements Runtime {
         env,
         groupUsage: true,
         spareFromTerm: sandbox.sandboxed ? ["bwrap"] : [],
+        // The same prlimit and bubblewrap prefix as the task: same limits, same view of the
+        // filesystem, same user. A fresh bubblewrap instance (its own PID namespace): the command
+        // sees the task's files, not its processes.
+        execArgv: (command) => [...prefixArgv, ...command],
         // sh reports a command it cannot find with 127; bubblewrap with 1 and "execvp" on stderr
         // cannot happen for argv commands, which are resolved before the start.
         classifyExit: (exit) =>

@@ -17,7 +17,7 @@ import { constants } from "node:os";
 import type { Hex } from "viem";
 import type { UnitMetrics } from "../inventory/inventory.js";
 import type { LogBuffer, LogLine, LogRead } from "./logs.js";
-import { ManagedProcess, type ProcessExit } from "./process-group.js";
+import { ManagedProcess, readGroupMembers, type ProcessExit } from "./process-group.js";
 import { digestOutputDir, StreamDigest } from "./output-digest.js";
 import type { Redactor, TaskLaunch } from "./task.js";
 import { TaskStateError } from "../errors.js";
@@ -96,6 +96,13 @@ export interface TaskHandle {
   /** What the bounded log buffer still holds from `fromSeq`. */
   readLogs(fromSeq?: number): LogRead;
   usage(): Promise<TaskUsage>;
+  /**
+   * How to run `command` (an argv) inside the running task's environment: the same sandbox or
+   * container, user, limits, variables and working directory. Undefined unless the task runs.
+   */
+  execLaunch(command: readonly string[]): ExecLaunch | undefined;
+  /** Process ids of the task's processes while it runs (empty for containers and after exit). */
+  processIds(): Promise<number[]>;
   /** Removes the workspace (call after the result is reported). */
   cleanup(): Promise<void>;
 }
@@ -110,6 +117,9 @@ export interface Runtime {
    */
   reap(taskId: string, hints?: { pid?: number | undefined; startTicks?: number | undefined }): Promise<number>;
 }
+
+/** A command to spawn in a task's environment (see TaskHandle.execLaunch). */
+export type ExecLaunch = { argv: string[]; cwd: string; env: Record<string, string> };
 
 /** How a runtime starts, stops and judges one task's process. */
 export type TaskLauncher = {
@@ -126,6 +136,8 @@ export type TaskLauncher = {
   groupUsage?: boolean;
   /** Process names spared from SIGTERM on stop (see ManagedProcessOptions.spareFromTerm). */
   spareFromTerm?: readonly string[];
+  /** The argv that runs a command in the task's environment (exec); absent: exec is not supported. */
+  execArgv?: (command: readonly string[]) => string[];
 };
 
 export type RunningTaskOptions = {
@@ -254,6 +266,19 @@ export class RunningTask implements TaskHandle {
       processes: group?.processes ?? null,
       gpus,
     };
+  }
+
+  execLaunch(command: readonly string[]): ExecLaunch | undefined {
+    const { launcher } = this.options;
+    if (this.stateValue !== "running" || !launcher.execArgv) return undefined;
+    return { argv: launcher.execArgv(command), cwd: launcher.cwd, env: { ...launcher.env } };
+  }
+
+  async processIds(): Promise<number[]> {
+    const pid = this.pid;
+    if (pid === undefined || this.options.launcher.groupUsage === false) return [];
+    const members = await readGroupMembers(pid);
+    return (members ?? []).filter((member) => member.state !== "Z").map((member) => member.pid);
   }
 
   async cleanup(): Promise<void> {

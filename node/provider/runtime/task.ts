@@ -18,6 +18,8 @@ export type TaskLaunch = {
   devices: string[];
   /** How long the task may run: the lease time left. It is stopped (SIGTERM, grace, SIGKILL) after. */
   durationMs: number;
+  /** For rank 0 of a group job: this machine's rendezvous address (provider.groupJobs). */
+  master?: { addr: string; port: number };
 };
 
 export const TASK_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;

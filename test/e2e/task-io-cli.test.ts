@@ -1,0 +1,108 @@
+import assert from "node:assert/strict";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { startBundleServer, type BundleServer } from "../support/bundles.js";
+import { lastJson, runCli, startCli } from "../support/cli.js";
+import { fund, startDevnet, type Devnet } from "../support/devnet.js";
+import { startTestProvider, type TestProvider } from "../support/provider.js";
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe("suanli output, exec and forward (CLI)", function () {
+  this.timeout(180_000);
+  let devnet: Devnet;
+  let bundles: BundleServer;
+  let provider: TestProvider;
+  let work: string;
+  let base: string[];
+
+  before(async () => {
+    work = await mkdtemp(path.join(tmpdir(), "suanli-io-cli-"));
+    devnet = await startDevnet({ wallClockBlocks: true } as never);
+    bundles = await startBundleServer();
+    provider = await startTestProvider(devnet, 1);
+    await fund(devnet, await devnet.wallet(5), 100_000_000n);
+    base = ["--rpc-url", devnet.rpcUrl, "--deployments", devnet.deploymentsDir, "--bootstrap", provider.peer.addr, "--state-dir", work, "--devnet-account", "5"];
+  });
+  after(async () => {
+    await provider?.close();
+    await bundles?.close();
+    await devnet?.close();
+    if (work) await rm(work, { recursive: true, force: true });
+  });
+
+  it("submit --wait --out downloads and verifies the output; `output` downloads it again", async () => {
+    const bundle = await bundles.bundle({ "run.sh": 'mkdir -p "$SUANLI_OUTPUT_DIR" && echo 42 > "$SUANLI_OUTPUT_DIR/answer.txt"' });
+    const out = path.join(work, "out");
+    const submitted = await runCli([
+      "submit", "--gpu", "A100", "--duration", "60", "--max-price", "1", "--allow-unattested",
+      "--bundle", bundle.url, "--sha256", bundle.sha256, "--wait", "--out", out, "--json", ...base, "--", "sh run.sh",
+    ]);
+    assert.equal(submitted.code, 0, submitted.stderr);
+    const result = lastJson<{ type: string; verified: boolean; files: { path: string }[]; digest: string }>(submitted.stdout);
+    assert.equal(result.type, "output");
+    assert.equal(result.verified, true);
+    assert.deepEqual(result.files.map((file) => file.path), ["answer.txt"]);
+    assert.equal(await readFile(path.join(out, "answer.txt"), "utf8"), "42\n");
+    const receipt = submitted.stdout.trim().split("\n").map((line) => JSON.parse(line) as { type?: string; taskId?: string; completion?: { outputDigest: string } }).find((line) => line.type === "receipt")!;
+    assert.equal(result.digest, receipt.completion!.outputDigest);
+
+    const again = await runCli(["output", receipt.taskId!, "--out", path.join(work, "again"), "--json", ...base]);
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(lastJson<{ verified: boolean }>(again.stdout).verified, true);
+  });
+
+  it("exec runs a command in the running task with its exit code; forward serves the task's port until stopped", async () => {
+    const port = await freePort();
+    const bundle = await bundles.bundle({
+      "server.js": `require("node:http").createServer((q, s) => s.end("cli page")).listen(${port}, "127.0.0.1", () => console.log("up"));`,
+    });
+    const submitted = await runCli([
+      "submit", "--gpu", "A100", "--duration", "120", "--max-price", "1", "--allow-unattested", "--port", String(port),
+      "--bundle", bundle.url, "--sha256", bundle.sha256, "--json", ...base, "--", process.execPath, "server.js",
+    ]);
+    assert.equal(submitted.code, 0, submitted.stderr);
+    const { taskId } = lastJson<{ taskId: string }>(submitted.stdout);
+
+    let listed = await runCli(["exec", taskId, ...base, "--", "ls"]);
+    for (let tries = 0; tries < 20 && listed.code !== 0; tries++) {
+      // The task may still be preparing: exec needs it running.
+      assert.match(listed.stderr, /TaskNotRunningError|not running/);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      listed = await runCli(["exec", taskId, ...base, "--", "ls"]);
+    }
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.equal(listed.stdout.trim(), "server.js");
+    const failing = await runCli(["exec", taskId, ...base, "--", "exit 7"]);
+    assert.equal(failing.code, 7, "the CLI exits with the command's exit code");
+
+    // The server may take a moment after the task starts: forward refuses until it listens.
+    let forward = startCli(["forward", taskId, `0:${port}`, "--json", ...base]);
+    let ready: Record<string, unknown> | undefined;
+    for (let tries = 0; tries < 20 && !ready; tries++) {
+      ready = await forward.ready.catch(() => undefined);
+      if (!ready) {
+        assert.match(forward.stderr(), /TaskPortClosedError|Nothing in the task listens/);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        forward = startCli(["forward", taskId, `0:${port}`, "--json", ...base]);
+      }
+    }
+    try {
+      assert.ok(ready, forward.stderr());
+      const page = await fetch(`http://127.0.0.1:${ready.localPort as number}/`).then((r) => r.text());
+      assert.equal(page, "cli page");
+    } finally {
+      assert.equal(await forward.stop("SIGINT"), 0, forward.stderr());
+    }
+    assert.equal((await runCli(["cancel", taskId, "--json", ...base])).code, 0);
+  });
+});
