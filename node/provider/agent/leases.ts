@@ -288,12 +288,12 @@ export class LeaseController {
     });
   }
 
-  /** The task spec of a lease: accepted once, prepared and run in the background. */
   /** Where rank 0 of a group job on this node is reached (provider.groupJobs). */
   groupMaster(): { addr: string; port: number } {
     return { addr: this.ctx.options.groupJobs.masterAddress, port: this.ctx.options.groupJobs.masterPort };
   }
 
+  /** The task spec of a lease: accepted once, prepared and run in the background. */
   async submitTask(
     auth: RenterAuth,
     spec: TaskSpec,
@@ -409,8 +409,7 @@ export class LeaseController {
    */
   async authorizeIo(auth: RenterAuth, action: "output" | "exec" | "forward", body: unknown): Promise<{ record: LeaseRecord; handle: TaskHandle | undefined }> {
     const leaseId = auth.request.leaseId;
-    const record = await this.recordFor(leaseId);
-    await this.ctx.verifier.verify(auth, { leaseId, action, body, renter: record.renter });
+    await this.authorize(auth, action, body);
     const current = this.ctx.records.get(leaseId)!;
     const handle = this.live.get(leaseId)?.handle;
     return { record: current, handle: current.phase === "running" && handle?.state === "running" ? handle : undefined };
