@@ -31,7 +31,7 @@ import type { CapacityManager } from "./capacity/capacity-manager.js";
 import type { CommandRunner, Inventory } from "./inventory/inventory.js";
 import { minBidForModel, priceForModel } from "./options.js";
 import { createCapacityManager, createRuntime, gpuSampler, loadInventory } from "./provider.js";
-import type { Runtime } from "./runtime/runtime.js";
+import type { Runtime, RuntimeIsolation } from "./runtime/runtime.js";
 import { TxSender } from "./agent/chain-tx.js";
 import { Claimer } from "./agent/claims.js";
 import { LeaseController } from "./agent/leases.js";
@@ -49,6 +49,8 @@ export class ProviderAgentError extends SuanliError {
 export type ProviderAgentOptions = {
   /** Runs nvidia-smi (tests play recordings through it); the default spawns the real binary. */
   commandRunner?: CommandRunner;
+  /** More of the node's own files kept out of task sandboxes (the CLI passes the config file). */
+  hiddenPaths?: string[];
 };
 
 export type ProviderAgentSummary = {
@@ -57,6 +59,8 @@ export type ProviderAgentSummary = {
   addrs: string[];
   inventorySource: Inventory["source"];
   runtime: Runtime["kind"];
+  /** What the runtime verified about task isolation at start, and its warnings (unsandboxed). */
+  isolation: RuntimeIsolation;
   machines: { machineId: number; model: string; units: number; vramMiB: number; region: string; pricePerUnitSecond: bigint; minBidPerUnitSecond: bigint; offered: boolean }[];
   problems: string[];
 };
@@ -104,6 +108,13 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
   try {
     const inventory = await loadInventory(options, agentOptions.commandRunner);
     for (const problem of inventory.problems) logger.warn("Inventory problem", { problem });
+    // Renter code never runs without an isolation verified here: check before anything is sold
+    // or sent to the chain, and say it at every start when the operator chose none.
+    const sampleGpus = gpuSampler(options, inventory, agentOptions.commandRunner);
+    const runtime = createRuntime(options, { dataDir: daemon.config.dataDir, logger: logger.child({ part: "runtime" }), sampleGpus, hiddenPaths: agentOptions.hiddenPaths });
+    const isolation: RuntimeIsolation = runtime.verify ? await runtime.verify() : { sandboxed: true, description: `${runtime.kind} runtime`, warnings: [] };
+    for (const warning of isolation.warnings) logger.warn(warning);
+    logger.info("Task isolation verified", { runtime: runtime.kind, isolation: isolation.description });
     const tx = new TxSender({ publicClient, walletClient, metrics, logger });
     const setup = { publicClient, deployment, registry: daemon.registry, address, tx, logger };
 
@@ -121,8 +132,6 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     const machines = await declareMachines(setup, groups, store.repository<MachineBinding>(Bucket.providerMachines));
     for (const machine of machines) daemon.chainView.invalidateMachine(machine.machineId);
 
-    const sampleGpus = gpuSampler(options, inventory, agentOptions.commandRunner);
-    const runtime = createRuntime(options, { dataDir: daemon.config.dataDir, logger: logger.child({ part: "runtime" }), sampleGpus });
     const capacity = createCapacityManager(options, inventory, logger.child({ part: "capacity" }));
     const records = new LeaseRecords(store);
     await records.load();
@@ -321,6 +330,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       addrs: daemon.p2p.host.getMultiaddrs().map(String),
       inventorySource: inventory.source,
       runtime: runtime.kind,
+      isolation,
       machines: machines.map((machine) => ({
         machineId: machine.machineId,
         model: machine.model,

@@ -17,6 +17,7 @@ import { silentLogger, type Logger } from "../../log/logger.js";
 import { RuntimeUnavailableError } from "../errors.js";
 import type { UnitMetrics } from "../inventory/inventory.js";
 import { fetchBundle, unpackBundle } from "./bundle.js";
+import type { FetchPolicy } from "./fetch-policy.js";
 import type { ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
 import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "./process-runtime.js";
@@ -136,6 +137,8 @@ export type ContainerRuntimeOptions = {
   network?: boolean;
   limits?: ResourceLimits;
   bundle?: Partial<BundleLimits>;
+  /** Where renter-supplied bundle URLs may be fetched from. */
+  fetchPolicy?: Partial<FetchPolicy>;
   logs?: { maxLines?: number; maxLineChars?: number };
   stopGraceMs?: number;
   sampleGpus?: (devices: string[]) => Promise<UnitMetrics[]>;
@@ -199,7 +202,7 @@ export class ContainerRuntime implements Runtime {
       if (spec.bundle) {
         const limits = { ...DEFAULT_BUNDLE_LIMITS, ...this.options.bundle };
         const bundleFile = path.join(root, `.${launch.taskId}.bundle`);
-        await fetchBundle({ url: spec.bundle.url, sha256: spec.bundle.sha256, destFile: bundleFile, maxBytes: limits.maxBytes, timeoutMs: limits.fetchTimeoutMs, signal: options.signal });
+        await fetchBundle({ url: spec.bundle.url, sha256: spec.bundle.sha256, destFile: bundleFile, maxBytes: limits.maxBytes, timeoutMs: limits.fetchTimeoutMs, signal: options.signal, policy: this.options.fetchPolicy });
         try {
           await unpackBundle(bundleFile, workspace, limits);
         } finally {
