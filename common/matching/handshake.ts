@@ -6,6 +6,7 @@
  */
 import type { Address, Hex } from "viem";
 import { z } from "zod";
+import { sealingKeySchema } from "../sealed.js";
 import type { Offer, ReserveRequest } from "../eip712.js";
 import { offerWireSchema } from "../offers/message.js";
 import { signatureSchema } from "../schemas.js";
@@ -44,6 +45,8 @@ export const acceptanceSchema = z.strictObject({
   holdUntil: z.number().int().nonnegative().max(2 ** 32 - 1),
   /** Interruptible leases (ids, decimal) the lease must preempt, when the units need preemption. */
   preempt: z.array(z.string().regex(/^\d{1,78}$/)).max(64).default([]),
+  /** The provider's encryption key for sealed secrets, signed by its wallet (common/sealed.ts). */
+  sealingKey: sealingKeySchema.optional(),
 });
 export type Acceptance = z.output<typeof acceptanceSchema>;
 

@@ -99,6 +99,7 @@ function toReservationAnswer(reply: ReserveReply): ReservationAnswer {
       units: reply.units,
       holdUntil: reply.holdUntil,
       preempt: reply.preempt.map((id) => BigInt(id)),
+      ...(reply.sealingKey ? { sealingKey: reply.sealingKey } : {}),
     };
   }
   return { accepted: false, reason: reply.reason, message: reply.message ?? null, availableUnits: reply.availableUnits ?? null };

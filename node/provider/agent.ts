@@ -32,6 +32,10 @@ import type { CommandRunner, Inventory } from "./inventory/inventory.js";
 import { minBidForModel, priceForModel } from "./options.js";
 import { createCapacityManager, createRuntime, gpuSampler, loadInventory } from "./provider.js";
 import type { Runtime, RuntimeIsolation } from "./runtime/runtime.js";
+import { randomBytes } from "node:crypto";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { sealingKeyPairFromSeed, sealingKeyStatement, type SealingKey, type SealingKeyPair } from "../../common/sealed.js";
 import { TxSender } from "./agent/chain-tx.js";
 import { Claimer } from "./agent/claims.js";
 import { LeaseController } from "./agent/leases.js";
@@ -155,6 +159,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     });
     cleanups.push(() => market.close());
     const verifier = new RenterRequestVerifier({ domain: daemon.domain, provider: address });
+    const sealing = await loadSealingKey(daemon.config.dataDir, account, deployment.chainId);
     const leases = new LeaseController({
       publicClient,
       market: daemon.market,
@@ -171,6 +176,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       options,
       metrics,
       logger: logger.child({ part: "leases" }),
+      sealing: { keyPair: sealing.keyPair, chainId: deployment.chainId },
     });
 
     // Units of leases that were running stay away from the idle workload while they are sorted out.
@@ -272,6 +278,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
         options,
         metrics,
         logger: logger.child({ part: "reserve" }),
+        sealingKey: sealing.key,
       },
       leases,
       metrics,
@@ -372,4 +379,30 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     await runCleanups();
     throw error;
   }
+}
+
+/**
+ * The node's key for sealed secrets: a P-256 key pair derived from a 32-byte seed kept in
+ * `<dataDir>/sealing.key` (mode 0600, created on first start), and the wallet's signature that
+ * binds its public key to this provider on this chain (sent with every reserve acceptance).
+ */
+async function loadSealingKey(dataDir: string, account: LocalAccount, chainId: number): Promise<{ keyPair: SealingKeyPair; key: SealingKey }> {
+  const file = path.join(dataDir, "sealing.key");
+  let seedHex = (await readFile(file, "utf8").catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ENOENT") return undefined;
+    throw error;
+  }))?.trim();
+  if (seedHex === undefined) {
+    seedHex = randomBytes(32).toString("hex");
+    await mkdir(dataDir, { recursive: true });
+    // wx: never overwrite a key another start wrote meanwhile.
+    await writeFile(file, `${seedHex}\n`, { mode: 0o600, flag: "wx" }).catch(async (error: NodeJS.ErrnoException) => {
+      if (error.code !== "EEXIST") throw error;
+      seedHex = (await readFile(file, "utf8")).trim();
+    });
+  }
+  if (!/^[0-9a-f]{64}$/.test(seedHex!)) throw new ProviderAgentError(`The sealing key ${file} is not 64 hex digits`, { metaMessages: ["Move it away to create a new one (renters seal to the key in each acceptance)."] });
+  const keyPair = await sealingKeyPairFromSeed(Buffer.from(seedHex!, "hex"));
+  const signature = await account.signMessage({ message: sealingKeyStatement(chainId, account.address, keyPair.publicKey) });
+  return { keyPair, key: { publicKey: keyPair.publicKey, signature } };
 }

@@ -11,6 +11,8 @@
  * task found `starting` or `running` without a live process (the node restarted) is never
  * started again: what is left of it is killed and the lease is terminated (docs/provider.md).
  */
+import { InvalidInputError } from "../../../common/errors.js";
+import type { SealingKeyPair } from "../../../common/sealed.js";
 import { getAddress, type Account, type Address, type Chain, type Hex, type PublicClient, type Transport, type TypedDataDomain } from "viem";
 import { leaseMarketAbi } from "../../../common/abi.js";
 import { readLease, type LeaseView } from "../../../common/chain/market.js";
@@ -42,7 +44,7 @@ import type { RenterRequestVerifier } from "./renter-auth.js";
 import type { ReservationBook } from "./reservations.js";
 
 /** Errors of the renter's input: the task never runs, the lease ends with a completion report (the renter pays a second or two). */
-const RENTER_INPUT_ERRORS = new Set(["BundleDigestMismatchError", "BundleFetchError", "BundleTooLargeError", "BundleUnpackError", "CommandNotFoundError", "InvalidInputError"]);
+const RENTER_INPUT_ERRORS = new Set(["FetchRefusedError", "BundleDigestMismatchError", "BundleFetchError", "BundleTooLargeError", "BundleUnpackError", "CommandNotFoundError", "InvalidInputError"]);
 
 const ZERO_DIGEST = `0x${"0".repeat(64)}` as Hex;
 /** Most bytes of log text in one logs answer (the renter asks again from nextSeq). */
@@ -67,6 +69,8 @@ export type LeaseControllerContext = {
   options: ProviderOptions;
   metrics: Metrics;
   logger: Logger;
+  /** Opens secret env values sealed to this node's key (common/sealed.ts). */
+  sealing?: { keyPair: SealingKeyPair; chainId: number };
 };
 
 /** What a task's log reader needs: the task's own buffer, or a one-line buffer when it never ran. */
@@ -210,11 +214,32 @@ export class LeaseController {
     });
   }
 
+  /**
+   * The spec with its sealed env values opened (in memory only, as `{ value, secret: true }`).
+   * A value that does not open for this lease, variable and key is the renter's error.
+   */
+  private async openSealed(leaseId: bigint, spec: TaskSpec): Promise<TaskSpec> {
+    const sealed = Object.entries(spec.env).filter(([, value]) => typeof value !== "string" && "sealed" in value);
+    if (sealed.length === 0) return spec;
+    const sealing = this.ctx.sealing;
+    const env = { ...spec.env };
+    for (const [name, value] of sealed) {
+      try {
+        if (!sealing) throw new Error("this provider has no sealing key");
+        env[name] = { value: await sealing.keyPair.open((value as { sealed: string }).sealed, { chainId: sealing.chainId, leaseId, name }), secret: true };
+      } catch {
+        throw new InvalidInputError("task", [{ path: `env.${name}`, message: "the sealed value does not open with this provider's key for this lease and variable; seal it again to the key in the provider's acceptance" }]);
+      }
+    }
+    return { ...spec, env };
+  }
+
   /** The task spec of a lease: accepted once, prepared and run in the background. */
   async submitTask(auth: RenterAuth, spec: TaskSpec): Promise<{ leaseId: bigint; state: "accepted" | "already_running" | "already_done" }> {
     const leaseId = auth.request.leaseId;
     const record = await this.recordFor(leaseId);
     await this.ctx.verifier.verify(auth, { leaseId, action: "task", body: { spec }, renter: record.renter });
+    spec = await this.openSealed(leaseId, spec);
     return this.withLock(leaseId, async () => {
       const current = this.ctx.records.get(leaseId)!;
       if (current.phase === "ended") return { leaseId, state: "already_done" as const };

@@ -17,6 +17,7 @@ import type { RefusalReason } from "../../../common/matching/handshake.js";
 import type { Logger } from "../../log/logger.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import type { ProviderOptions } from "../options.js";
+import type { SealingKey } from "../../../common/sealed.js";
 import type { MachineMarket } from "./offers.js";
 import type { LeaseRecord } from "./records.js";
 import type { ReservationBook } from "./reservations.js";
@@ -44,6 +45,8 @@ export type ReserveContext = {
   chainNow: () => Promise<number>;
   /** Unix ms. */
   now?: () => number;
+  /** Sent with every acceptance: renters seal secret env values to it. */
+  sealingKey?: SealingKey;
 };
 
 function refuse(reason: RefusalReason, message: string, availableUnits?: number): ReserveReply {
@@ -201,5 +204,6 @@ async function decide(ctx: ReserveContext, body: ReserveBody): Promise<ReserveRe
     units: request.units,
     holdUntil,
     preempt: held.hold.fromPreemptible > 0 ? candidates.map((lease) => lease.leaseId.toString()) : [],
+    ...(ctx.sealingKey ? { sealingKey: ctx.sealingKey } : {}),
   };
 }
