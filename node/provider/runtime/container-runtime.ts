@@ -17,7 +17,7 @@ import { silentLogger, type Logger } from "../../log/logger.js";
 import { RuntimeUnavailableError } from "../errors.js";
 import type { UnitMetrics } from "../inventory/inventory.js";
 import { fetchBundle, unpackBundle } from "./bundle.js";
-import type { FetchPolicy } from "./fetch-policy.js";
+import { checkImageReference, compileFetchPolicy, type FetchPolicy } from "./fetch-policy.js";
 import type { ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
 import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "./process-runtime.js";
@@ -184,6 +184,7 @@ export class ContainerRuntime implements Runtime {
     }
     const { spec } = launch;
     if (!spec.image) throw new InvalidInputError("task", [{ path: "image", message: "required by the container runtime" }]);
+    checkImageReference(spec.image, compileFetchPolicy(this.options.fetchPolicy));
     const secrets = secretsOf(spec);
     const badSecrets = [...secrets].filter(([, value]) => /[\r\n]/.test(value)).map(([name]) => ({ path: `env.${name}`, message: "a secret for the container runtime cannot contain a line break" }));
     if (badSecrets.length > 0) throw new InvalidInputError("task", badSecrets);

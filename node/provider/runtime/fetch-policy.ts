@@ -107,3 +107,30 @@ function requestOnce(url: URL, policy: CompiledFetchPolicy, signal: AbortSignal)
     request.end();
   });
 }
+
+/**
+ * Throws FetchRefusedError for a container image reference the engine would resolve somewhere the
+ * policy forbids: a transport prefix (`oci-archive:/path`, `docker-archive:`, `dir:`,
+ * `containers-storage:`, `docker-daemon:` — files or stores of the host), or a registry named by a
+ * loopback, link-local or private literal address or `localhost` (unless allow-listed). Registry
+ * names are resolved by the engine, not here: the operator's firewall covers what DNS returns.
+ */
+export function checkImageReference(image: string, policy: CompiledFetchPolicy): void {
+  const slash = image.indexOf("/");
+  const first = slash === -1 ? image : image.slice(0, slash);
+  // Without a slash "name:tag" is a Docker Hub image; with one, a first segment with ":" must be host:port.
+  if (slash !== -1 && first.includes(":") && !/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(first)) {
+    throw new FetchRefusedError(image, `the image reference names a transport (${first}); only registry references are accepted`);
+  }
+  // Podman reads these transports before any registry syntax ("containers-storage:name" is not name:tag).
+  if (/^(docker|docker-archive|docker-daemon|oci|oci-archive|dir|containers-storage|ostree|sif|tarball):/i.test(image)) {
+    throw new FetchRefusedError(image, "the image reference names a transport; only registry references are accepted");
+  }
+  if (slash === -1 || !(first.includes(".") || first.includes(":") || first === "localhost")) return; // a Docker Hub path
+  const host = first.replace(/:\d{1,5}$/, "").replace(/^\[|\]$/g, "");
+  if (host.toLowerCase() === "localhost" || host.toLowerCase().endsWith(".localhost")) {
+    if (!checkAddress("127.0.0.1", policy.allow).allowed) throw new FetchRefusedError(image, "the registry is on this host's loopback");
+    return;
+  }
+  if (isIP(host) && !checkAddress(host, policy.allow).allowed) throw new FetchRefusedError(image, "the registry address is loopback, link-local, private or reserved");
+}
