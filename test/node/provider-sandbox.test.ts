@@ -223,4 +223,17 @@ describe("provider sandbox: what a renter's task can reach", function () {
       assert.ok(run.lines.includes("self=me"), run.lines.join("\n"));
     }
   });
+
+  it("refuses to start with the network on but pasta missing, and ends a task whose network cannot be set up as the provider's error", async () => {
+    const missing = runtimeFromConfig({ runtime: { sandbox: "bubblewrap", network: true, pastaPath: path.join(dir, "no-pasta-here") } }, { dataDir: path.join(dir, "data-nopasta") });
+    await assert.rejects(missing.verify(), (error: Error) => error.name === "RuntimeUnavailableError" && /passt/.test(error.message));
+    // A pasta that fails: the sandbox was created, its network was not.
+    const broken = path.join(dir, "broken-pasta");
+    await writeFile(broken, "#!/bin/sh\necho 'cannot attach' >&2\nexit 3\n", { mode: 0o755 });
+    const runtime = runtimeFromConfig({ runtime: { sandbox: "bubblewrap", network: true, pastaPath: broken, readOnlyPaths: [path.dirname(NODE)] } }, { dataDir: path.join(dir, "data-broken") });
+    const { result, lines } = await runTask(runtime, { "x.mjs": "console.log('ran')" }, [NODE, "x.mjs"]);
+    assert.equal(result.status, "error", lines.join("\n"));
+    assert.equal(result.error?.name, "SandboxNetworkError");
+    assert.ok(!lines.includes("ran"), "the command never ran without its network policy");
+  });
 });
