@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { attestationViewSchema } from "./offers.js";
 import {
+  MAX_UINT256,
   addressWireSchema,
   amountSchema,
   bytes32WireSchema,
@@ -121,5 +122,9 @@ export type LeaseQuery = z.output<typeof leaseQuerySchema>;
 
 export const providerParamsSchema = z.strictObject({ address: queryAddress });
 export const leaseIdParamsSchema = z.strictObject({
-  id: z.string().regex(/^\d{1,78}$/, "expected a lease id (decimal integer)").transform((text) => BigInt(text)),
+  id: z
+    .string()
+    .regex(/^\d{1,78}$/, "expected a lease id (decimal integer)")
+    .transform((text) => BigInt(text))
+    .refine((value) => value <= MAX_UINT256, "expected a lease id below 2^256"),
 });

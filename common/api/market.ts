@@ -3,6 +3,7 @@
  * HTTP API.
  */
 import { z } from "zod";
+import { sealingPublicKeySchema } from "../sealed.js";
 import type { ReserveRequest } from "../eip712.js";
 import { REFUSAL_REASONS } from "../matching/handshake.js";
 import { matchRequestSchema as engineMatchRequestSchema } from "../matching/request.js";
@@ -199,6 +200,7 @@ export const reservationAnswerSchema = z.discriminatedUnion("accepted", [
     units: uint16Schema.min(1).describe("Units the provider holds for the renter."),
     holdUntil: unixSecondsSchema.describe("The provider holds the units until this time."),
     preempt: z.array(amountSchema).describe("Interruptible leases the lease must preempt (LeaseTerms.preempt)."),
+    sealingKey: z.strictObject({ publicKey: sealingPublicKeySchema, signature: signatureWireSchema }).optional().describe("The provider's encryption key for sealed secrets, signed by its wallet; the SDK checks the signature before sealing to it."),
   }),
   z.strictObject({
     accepted: z.literal(false),

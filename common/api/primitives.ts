@@ -9,10 +9,14 @@ import { getAddress, isAddress, type Address, type Hex } from "viem";
 import { z } from "zod";
 import { canonicalGpuName, knownGpuNames } from "../gpu.js";
 
+/** The largest uint256: every on-chain amount and id fits below 2^256. */
+export const MAX_UINT256 = 2n ** 256n - 1n;
+
 /** A non-negative integer amount (token base units, ids): a decimal string on the wire, a bigint in code. */
 export const amountSchema = z.codec(
   z.string().regex(/^\d{1,78}$/, "expected a non-negative decimal integer string"),
-  z.bigint().nonnegative(),
+  // Every amount and id on-chain is a uint256: larger decimals are a 400, not a failed chain read.
+  z.bigint().nonnegative().max(MAX_UINT256, "expected an integer below 2^256"),
   { decode: (text) => BigInt(text), encode: (value) => value.toString() },
 );
 
@@ -79,7 +83,8 @@ export const queryBool = z
 export const queryAmount = z
   .string()
   .regex(/^\d{1,78}$/, "expected a non-negative decimal integer (token base units)")
-  .transform((text) => BigInt(text));
+  .transform((text) => BigInt(text))
+  .refine((value) => value <= MAX_UINT256, "expected an integer below 2^256");
 
 /** An address query parameter, checksummed after parsing. */
 export const queryAddress = addressWireSchema;

@@ -6,6 +6,7 @@
  */
 import type { Address, Hex } from "viem";
 import { z } from "zod";
+import { sealingKeySchema } from "../sealed.js";
 import type { Offer, ReserveRequest } from "../eip712.js";
 import { offerWireSchema } from "../offers/message.js";
 import { signatureSchema } from "../schemas.js";
@@ -43,7 +44,12 @@ export const acceptanceSchema = z.strictObject({
   /** Unix seconds until which the provider holds them. */
   holdUntil: z.number().int().nonnegative().max(2 ** 32 - 1),
   /** Interruptible leases (ids, decimal) the lease must preempt, when the units need preemption. */
-  preempt: z.array(z.string().regex(/^\d{1,78}$/)).max(64).default([]),
+  preempt: z
+    .array(z.string().regex(/^\d{1,78}$/).refine((id) => BigInt(id) < 2n ** 256n, "expected a lease id below 2^256"))
+    .max(64)
+    .default([]),
+  /** The provider's encryption key for sealed secrets, signed by its wallet (common/sealed.ts). */
+  sealingKey: sealingKeySchema.optional(),
 });
 export type Acceptance = z.output<typeof acceptanceSchema>;
 

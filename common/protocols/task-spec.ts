@@ -5,6 +5,7 @@
  * nothing else (never logs, errors, results or the provider's store).
  */
 import { z } from "zod";
+import { sealedValueSchema } from "../sealed.js";
 
 /** Env names a task may not set: the provider owns device selection and its own namespace. */
 const RESERVED_ENV = /^(CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|SUANLI_.*)$/;
@@ -21,6 +22,11 @@ const envValueSchema = z.union([
   z.strictObject({
     value: z.string().min(1).max(32 * 1024),
     /** Passed to the task, replaced by `[secret:NAME]` everywhere else. */
+    secret: z.literal(true),
+  }),
+  z.strictObject({
+    /** The value sealed to the provider's encryption key (common/sealed.ts): relays see only this. */
+    sealed: sealedValueSchema,
     secret: z.literal(true),
   }),
 ]);

@@ -99,6 +99,7 @@ function toReservationAnswer(reply: ReserveReply): ReservationAnswer {
       units: reply.units,
       holdUntil: reply.holdUntil,
       preempt: reply.preempt.map((id) => BigInt(id)),
+      ...(reply.sealingKey ? { sealingKey: reply.sealingKey } : {}),
     };
   }
   return { accepted: false, reason: reply.reason, message: reply.message ?? null, availableUnits: reply.availableUnits ?? null };
@@ -472,6 +473,9 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
         503: error("The node serves its maximum number of streams"),
       },
       handler: async ({ query, request, reply }) => {
+        // HEAD (fastify's automatic HEAD route): the stream's headers only, without taking one of
+        // the client's stream slots or holding the connection open.
+        if (request.method === "HEAD") return reply.code(200).header("content-type", "text/event-stream").header("cache-control", "no-cache").send();
         const header = request.headers["last-event-id"];
         deps.hub.attach(request, reply, query.types, typeof header === "string" ? header : undefined);
         return reply;

@@ -15,7 +15,7 @@
 import { createRequire } from "node:module";
 import cors from "@fastify/cors";
 import rateLimit from "@fastify/rate-limit";
-import Fastify, { type FastifyError, type FastifyInstance } from "fastify";
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
 import { Registry } from "prom-client";
 import type { z } from "zod";
 import type { ApiErrorBody } from "../../common/api/market.js";
@@ -67,6 +67,9 @@ export type ApiServer = {
   close(): Promise<void>;
 };
 
+/** Longest path parameter the router accepts (a lease id has at most 78 digits, an address 42 characters); longer: 414. */
+const MAX_PARAM_LENGTH = 200;
+
 const PART_NAMES: Record<string, string> = { querystring: "query string", params: "path", body: "request body", headers: "headers" };
 
 function errorBody(name: string, message: string, fields?: { path: string; message: string }[]): ApiErrorBody {
@@ -85,7 +88,15 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     logger: false,
     bodyLimit: options.maxBodyBytes,
     trustProxy: options.trustProxy,
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
+    // The router's own refusals get the documented error shape too.
+    frameworkErrors: (error, _request, frameworkReply) => {
+      const reply = frameworkReply as unknown as FastifyReply;
+      const code = (error as FastifyError).code;
+      if (code === "FST_ERR_MAX_PARAM_LENGTH") return reply.code(414).send(errorBody("UriTooLongError", `A path parameter is longer than ${MAX_PARAM_LENGTH} characters`));
+      if (code === "FST_ERR_BAD_URL") return reply.code(400).send(errorBody("InvalidInputError", "The URL is not valid (bad percent-encoding)", [{ path: "(url)", message: "expected a valid URL" }]));
+      return reply.code(500).send(errorBody("InternalError", "The node failed to answer; the error is in its log"));
+    },
   });
 
   // Every route fastify registers, plugins' included: the OpenAPI test compares them with the document.
@@ -151,6 +162,19 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     timeWindow: 60_000,
     keyGenerator: (request) => request.ip,
     errorResponseBuilder: (_request, context) => new RateLimitedError(Math.max(1, Math.ceil(context.ttl / 1000)), context.max),
+  });
+  // @fastify/cors answers an OPTIONS without Origin or Access-Control-Request-Method with a
+  // text/plain 400; answer it first, in the documented error shape.
+  app.addHook("onRequest", async (request, reply) => {
+    if (request.method === "OPTIONS" && (!request.headers.origin || !request.headers["access-control-request-method"])) {
+      return reply
+        .code(400)
+        .send(
+          errorBody("InvalidInputError", "Not a CORS preflight: OPTIONS needs the Origin and Access-Control-Request-Method headers", [
+            { path: "(headers)", message: "expected Origin and Access-Control-Request-Method" },
+          ]),
+        );
+    }
   });
   await app.register(cors, {
     origin: options.corsOrigins.includes("*") ? "*" : options.corsOrigins,

@@ -18,6 +18,30 @@ import { writeDeployment } from "../chain/manifest.js";
 import { loadOrCreatePeerKey } from "../p2p/identity.js";
 import { freePort, startNodeProcess, type NodeProcess } from "./processes.js";
 import { IDLE_WORKLOAD_SCRIPT } from "./workload.js";
+import { detectBubblewrap, detectNetworkTools } from "../provider/runtime/sandbox.js";
+
+/**
+ * The providers' task runtime for the demo: bubblewrap where it works here (with the task network
+ * where pasta is installed), else an explicit, announced sandbox "none" so the demo still runs on
+ * a fresh machine. Demo tasks run `node`, which lives in node_modules: bound read-only.
+ */
+async function demoTaskRuntime(): Promise<{ config: Record<string, unknown>; description: string }> {
+  const bwrap = await detectBubblewrap();
+  if (!bwrap.available) {
+    return {
+      config: { sandbox: "none" },
+      description: `UNSANDBOXED (sandbox "none") because ${bwrap.reason}; install bubblewrap and passt to run the demo's tasks sandboxed`,
+    };
+  }
+  const tools = await detectNetworkTools();
+  const nodeBin = path.dirname(process.execPath);
+  const readOnlyPaths = [...new Set([nodeBin, ...(process.env.PATH ?? "").split(":").filter((dir) => dir.endsWith(`node_modules${path.sep}.bin`))])];
+  const network = "tools" in tools;
+  return {
+    config: { sandbox: "bubblewrap", network, readOnlyPaths },
+    description: `sandboxed in bubblewrap (${bwrap.version}), ${network ? "own network namespace through pasta" : `no network (${"reason" in tools ? tools.reason : ""})`}`,
+  };
+}
 
 export type ProviderSpec = {
   name: string;
@@ -107,6 +131,8 @@ export async function startDemoMarket(options: {
     });
     const attest = { challenge: { preset: "cpu-devnet" }, runner: { kind: "cpu", workers: 1 } };
 
+    const runtime = await demoTaskRuntime();
+    say(`   tasks: ${runtime.description}`);
     say(`2. Starting ${options.providers.length} providers (declared GPUs, idle workload on free GPUs)${options.attestors.length ? ` and ${options.attestors.length} attestors` : ""}...`);
     const metricsPorts: number[] = [];
     for (const [i, p] of options.providers.entries()) {
@@ -124,7 +150,9 @@ export async function startDemoMarket(options: {
           prices: { [p.model]: { usdPerGpuHour: Number(p.usd) } },
           ...(p.minBid ? { minBids: { [p.model]: { usdPerGpuHour: Number(p.minBid) } } } : {}),
           idle: { command: ["node", idleScript], scope: "machine" },
-          runtime: { sandbox: "auto" },
+          runtime: runtime.config,
+          // The demo's bundle server listens on 127.0.0.1, which a provider refuses by default.
+          fetch: { allowNetworks: ["127.0.0.1"] },
           grace: { taskStopMs: 1_000, idleStopMs: 1_000 },
           chain: { stakeTarget: "2000" },
           terms: { collateralBps: 2000, startWindowSeconds: 120, minDurationSeconds: 10 },

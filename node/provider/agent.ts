@@ -34,9 +34,12 @@ import { minBidForModel, priceForModel } from "./options.js";
 import { PriceEngine } from "./pricing/engine.js";
 import { createIdlePower, withPowerRestore } from "./power/idle-power.js";
 import { createCapacityManager, createRuntime, gpuSampler, loadInventory } from "./provider.js";
-import type { Runtime } from "./runtime/runtime.js";
 import { OutputStore } from "./agent/outputs.js";
 import { TaskIoService } from "./agent/task-io.js";
+import type { Runtime, RuntimeIsolation } from "./runtime/runtime.js";
+import { randomBytes } from "node:crypto";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { sealingKeyPairFromSeed, sealingKeyStatement, type SealingKey, type SealingKeyPair } from "../../common/sealed.js";
 import { TxSender } from "./agent/chain-tx.js";
 import { Claimer } from "./agent/claims.js";
 import { LeaseController } from "./agent/leases.js";
@@ -56,6 +59,8 @@ export class ProviderAgentError extends SuanliError {
 export type ProviderAgentOptions = {
   /** Runs nvidia-smi (tests play recordings through it); the default spawns the real binary. */
   commandRunner?: CommandRunner;
+  /** More of the node's own files kept out of task sandboxes (the CLI passes the config file). */
+  hiddenPaths?: string[];
 };
 
 export type ProviderAgentSummary = {
@@ -64,6 +69,8 @@ export type ProviderAgentSummary = {
   addrs: string[];
   inventorySource: Inventory["source"];
   runtime: Runtime["kind"];
+  /** What the runtime verified about task isolation at start, and its warnings (unsandboxed). */
+  isolation: RuntimeIsolation;
   machines: { machineId: number; model: string; units: number; vramMiB: number; region: string; pricePerUnitSecond: bigint; minBidPerUnitSecond: bigint; offered: boolean }[];
   problems: string[];
 };
@@ -115,6 +122,13 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
   try {
     const inventory = await loadInventory(options, agentOptions.commandRunner);
     for (const problem of inventory.problems) logger.warn("Inventory problem", { problem });
+    // Renter code never runs without an isolation verified here: check before anything is sold
+    // or sent to the chain, and say it at every start when the operator chose none.
+    const sampleGpus = gpuSampler(options, inventory, agentOptions.commandRunner);
+    const baseRuntime = createRuntime(options, { dataDir: daemon.config.dataDir, logger: logger.child({ part: "runtime" }), sampleGpus, inventory, hiddenPaths: agentOptions.hiddenPaths });
+    const isolation: RuntimeIsolation = baseRuntime.verify ? await baseRuntime.verify() : { sandboxed: true, description: `${baseRuntime.kind} runtime`, warnings: [] };
+    for (const warning of isolation.warnings) logger.warn(warning);
+    logger.info("Task isolation verified", { runtime: baseRuntime.kind, isolation: isolation.description });
     const tx = new TxSender({ publicClient, walletClient, metrics, logger });
     const setup = { publicClient, deployment, registry: daemon.registry, address, tx, logger };
 
@@ -132,11 +146,9 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     const machines = await declareMachines(setup, groups, store.repository<MachineBinding>(Bucket.providerMachines));
     for (const machine of machines) daemon.chainView.invalidateMachine(machine.machineId);
 
-    const sampleGpus = gpuSampler(options, inventory, agentOptions.commandRunner);
     // Idle GPUs run at a lower power limit when no idle workload uses them; a task's GPUs get
     // their limit back before it is prepared.
     const power = await createIdlePower(options, inventory, { runner: agentOptions.commandRunner, metrics, logger: logger.child({ part: "power" }) });
-    const baseRuntime = createRuntime(options, { dataDir: daemon.config.dataDir, logger: logger.child({ part: "runtime" }), sampleGpus, inventory });
     const runtime = power ? withPowerRestore(baseRuntime, power) : baseRuntime;
     const capacity = createCapacityManager(options, inventory, logger.child({ part: "capacity" }));
     const records = new LeaseRecords(store);
@@ -210,6 +222,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     });
     await outputs.start();
     cleanups.push(async () => outputs.stop());
+    const sealing = await loadSealingKey(daemon.config.dataDir, account, deployment.chainId);
     const leases = new LeaseController({
       publicClient,
       market: daemon.market,
@@ -227,6 +240,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       metrics,
       logger: logger.child({ part: "leases" }),
       outputs,
+      sealing: { keyPair: sealing.keyPair, chainId: deployment.chainId },
     });
 
     // Units of leases that were running stay away from the idle workload while they are sorted out.
@@ -337,6 +351,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
         options,
         metrics,
         logger: reserveLogger,
+        sealingKey: sealing.key,
       },
       leases,
       metrics,
@@ -398,6 +413,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       addrs: daemon.p2p.host.getMultiaddrs().map(String),
       inventorySource: inventory.source,
       runtime: runtime.kind,
+      isolation,
       machines: machines.map((machine) => ({
         machineId: machine.machineId,
         model: machine.model,
@@ -441,4 +457,30 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     await runCleanups();
     throw error;
   }
+}
+
+/**
+ * The node's key for sealed secrets: a P-256 key pair derived from a 32-byte seed kept in
+ * `<dataDir>/sealing.key` (mode 0600, created on first start), and the wallet's signature that
+ * binds its public key to this provider on this chain (sent with every reserve acceptance).
+ */
+async function loadSealingKey(dataDir: string, account: LocalAccount, chainId: number): Promise<{ keyPair: SealingKeyPair; key: SealingKey }> {
+  const file = path.join(dataDir, "sealing.key");
+  let seedHex = (await readFile(file, "utf8").catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ENOENT") return undefined;
+    throw error;
+  }))?.trim();
+  if (seedHex === undefined) {
+    seedHex = randomBytes(32).toString("hex");
+    await mkdir(dataDir, { recursive: true });
+    // wx: never overwrite a key another start wrote meanwhile.
+    await writeFile(file, `${seedHex}\n`, { mode: 0o600, flag: "wx" }).catch(async (error: NodeJS.ErrnoException) => {
+      if (error.code !== "EEXIST") throw error;
+      seedHex = (await readFile(file, "utf8")).trim();
+    });
+  }
+  if (!/^[0-9a-f]{64}$/.test(seedHex!)) throw new ProviderAgentError(`The sealing key ${file} is not 64 hex digits`, { metaMessages: ["Move it away to create a new one (renters seal to the key in each acceptance)."] });
+  const keyPair = await sealingKeyPairFromSeed(Buffer.from(seedHex!, "hex"));
+  const signature = await account.signMessage({ message: sealingKeyStatement(chainId, account.address, keyPair.publicKey) });
+  return { keyPair, key: { publicKey: keyPair.publicKey, signature } };
 }

@@ -100,8 +100,8 @@ export class CommandNotFoundError extends SuanliError {
 /** The selected runtime cannot run here (no container engine, bubblewrap required but missing). */
 export class RuntimeUnavailableError extends SuanliError {
   override name = "RuntimeUnavailableError";
-  constructor(runtime: string, reason: string) {
-    super(`The ${runtime} runtime is not available: ${reason}`);
+  constructor(runtime: string, reason: string, metaMessages?: string[]) {
+    super(`The ${runtime} runtime is not available: ${reason}`, { metaMessages });
   }
 }
 
@@ -128,5 +128,28 @@ export class UnknownLeaseError extends SuanliError {
   override name = "UnknownLeaseError";
   constructor(leaseId: string) {
     super(`No units are assigned to lease ${leaseId}`);
+  }
+}
+
+/** The task's network namespace could not be connected or its policy installed (the provider's fault, not the renter's). */
+export class SandboxNetworkError extends SuanliError {
+  override name = "SandboxNetworkError";
+  constructor(message: string, details?: string) {
+    super(`Cannot set up the task's network: ${message}`, { details: details || undefined });
+  }
+}
+
+/**
+ * A renter-supplied URL points where the provider's policy does not fetch from (file:, loopback,
+ * link-local, private ranges, an unsupported scheme). The message never says what answered there.
+ */
+export class FetchRefusedError extends SuanliError {
+  override name = "FetchRefusedError";
+  readonly url: string;
+  constructor(url: string, reason: string) {
+    super(`Fetching ${url} was refused by the provider's policy: ${reason}`, {
+      metaMessages: ["Serve the bundle from a public http(s) address, or ask the provider to allow-list its network."],
+    });
+    this.url = url;
   }
 }

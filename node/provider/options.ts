@@ -8,6 +8,7 @@ import { canonicalGpuName, knownGpuNames } from "../../common/gpu.js";
 import { interconnectSchema } from "../../common/offers/message.js";
 import { declaredMachineSchema } from "./inventory/inventory.js";
 import { pricingOptionsSchema } from "./pricing/options.js";
+import { isCidr } from "./runtime/network-policy.js";
 
 const GiB = 1024 ** 3;
 
@@ -27,6 +28,8 @@ export const priceSchema = z.union([
   }),
 ]);
 export type PriceInput = z.output<typeof priceSchema>;
+
+const cidrSchema = z.string().max(64).refine(isCidr, { message: 'expected an IP address or CIDR range such as "10.20.0.0/16"' });
 
 const envNameSchema = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "expected an environment variable name");
 const positiveInt = (max: number) => z.number().int().positive().max(max);
@@ -209,11 +212,28 @@ export const providerOptionsSchema = z.strictObject({
   runtime: z
     .strictObject({
       kind: z.enum(["process", "container"]).default("process"),
-      /** `auto`: bubblewrap when it works here, else unsandboxed (with a warning); `bubblewrap`: required; `none`: never. */
+      /**
+       * `auto` and `bubblewrap`: tasks run in bubblewrap, and the node refuses to start where it does
+       * not work; `none`: tasks run unsandboxed as the node's user (development only; the node warns
+       * at every start). Never a silent fallback.
+       */
       sandbox: z.enum(["auto", "bubblewrap", "none"]).default("auto"),
       bwrapPath: z.string().min(1).default("bwrap"),
-      /** Network access for tasks (bubblewrap and containers). */
+      /**
+       * Outbound network for tasks. Under bubblewrap a task always has its own network namespace;
+       * with this on, pasta connects it to public addresses only (see networkAllow).
+       */
       network: z.boolean().default(true),
+      pastaPath: z.string().min(1).default("pasta"),
+      /** What a task may reach beyond public addresses (bubblewrap runtime). */
+      networkAllow: z
+        .strictObject({
+          /** Host loopback TCP ports a task reaches at 127.0.0.1:<port> (a local model server, a cache). */
+          loopbackPorts: z.array(z.number().int().min(1).max(65_535)).max(64).default([]),
+          /** Private, link-local or reserved IPv4 ranges a task may reach ("10.20.0.0/16"). */
+          networks: z.array(cidrSchema).max(64).default([]),
+        })
+        .prefault({}),
       /** More host paths visible read-only in the sandbox (an interpreter outside /usr, datasets). */
       readOnlyPaths: z.array(z.string().regex(/^\//, "expected an absolute path")).max(64).default([]),
       containerEngine: z.enum(["auto", "docker", "podman"]).default("auto"),
@@ -286,6 +306,15 @@ export const providerOptionsSchema = z.strictObject({
       maxBytesPerSecondPerLease: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
       /** A forwarded connection with no traffic for this long is closed, seconds. */
       idleTimeoutSeconds: z.number().int().min(1).max(86_400).default(600),
+    })
+    .prefault({}),
+  /** Fetching renter-supplied URLs (task bundles). */
+  fetch: z
+    .strictObject({
+      /** Accept `file:` bundle URLs (any file the node can read). Devnet and tests only. */
+      allowFileUrls: z.boolean().default(false),
+      /** Loopback, link-local or private ranges bundles may be fetched from ("10.0.0.0/8", "127.0.0.1"). */
+      allowNetworks: z.array(cidrSchema).max(64).default([]),
     })
     .prefault({}),
   /** Parent of the task workspaces; default `<dataDir>/workspaces`. */

@@ -14,6 +14,7 @@
  * capacity.attachTask(leaseId, task);
  * await task.start();
  */
+import { homedir } from "node:os";
 import path from "node:path";
 import type { Logger } from "../log/logger.js";
 import { CapacityManager } from "./capacity/capacity-manager.js";
@@ -70,7 +71,14 @@ export function gpuSampler(options: ProviderOptions, inventory: Inventory, runne
 /** The runtime the config selects, with the config's limits, sandbox and grace period. */
 export function createRuntime(
   options: ProviderOptions,
-  context: { dataDir: string; logger?: Logger; sampleGpus?: (devices: string[]) => Promise<UnitMetrics[]>; inventory?: Inventory },
+  context: {
+    dataDir: string;
+    logger?: Logger;
+    sampleGpus?: (devices: string[]) => Promise<UnitMetrics[]>;
+    /** More of the node's own files to keep out of the sandbox (the config file); the data dir and home always are. */
+    hiddenPaths?: string[];
+    inventory?: Inventory;
+  },
 ): Runtime {
   const workspaceRoot = options.workspaceDir ?? path.join(context.dataDir, "workspaces");
   const { limits } = options;
@@ -93,9 +101,18 @@ export function createRuntime(
   if (options.runtime.kind === "container") {
     const renderNodes = new Map((context.inventory?.units ?? []).filter((unit) => unit.renderNode).map((unit) => [unit.device, unit.renderNode!]));
     const amdRenderNode = renderNodes.size > 0 ? (device: string) => renderNodes.get(device) ?? `/dev/dri/renderD${128 + Number(device)}` : undefined;
-    return new ContainerRuntime({ ...common, engine: options.runtime.containerEngine, amdRenderNode });
+    return new ContainerRuntime({ ...common, engine: options.runtime.containerEngine, fetchPolicy: options.fetch, amdRenderNode });
   }
-  return new ProcessRuntime({ ...common, sandbox: options.runtime.sandbox, bwrapPath: options.runtime.bwrapPath, readOnlyPaths: options.runtime.readOnlyPaths });
+  return new ProcessRuntime({
+    ...common,
+    sandbox: options.runtime.sandbox,
+    bwrapPath: options.runtime.bwrapPath,
+    readOnlyPaths: options.runtime.readOnlyPaths,
+    pastaPath: options.runtime.pastaPath,
+    networkAllow: options.runtime.networkAllow,
+    fetchPolicy: options.fetch,
+    hiddenPaths: [path.resolve(context.dataDir), homedir(), ...(context.hiddenPaths ?? [])],
+  });
 }
 
 /** A capacity manager over the inventory's offerable units, running the configured idle workload. */

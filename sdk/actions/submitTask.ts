@@ -1,4 +1,4 @@
-import type { Hex } from "viem";
+import type { Address, Hex } from "viem";
 import { allocate, type AllocationResult } from "../../common/matching/allocator.js";
 import { depositFor, leaseTermsFor, reserveRequestFor } from "../../common/matching/handshake.js";
 import { parseMatchRequest, type MatchRequest, type MatchRequestInput } from "../../common/matching/request.js";
@@ -6,6 +6,7 @@ import { suanliTypes } from "../../common/eip712.js";
 import { taskSpecSchema, type TaskSpec } from "../../common/protocols/task-spec.js";
 import { parseInput } from "../../common/validation.js";
 import { checkBundleDigest } from "../internal/bundle-check.js";
+import { sealSecret, verifySealingKey, type SealingKey } from "../../common/sealed.js";
 import { AllocationError, InsufficientBalanceError, InsufficientGasError, NoMatchError, ProviderRequestError } from "../errors.js";
 import { closeLease, openLease, tokenBalances, type SentTransaction } from "../internal/chain.js";
 import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
@@ -82,6 +83,8 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
 
   const chainCtx = { publicClient: ctx.publicClient, walletClient, account, deployment: ctx.deployment, market: ctx.market, token: ctx.token };
   const abort = new AbortController();
+  // Each provider's sealing key, from its acceptance, by lease id: secrets are sealed to it.
+  const sealingKeys = new Map<bigint, SealingKey | undefined>();
   let shortOfFunds: InsufficientBalanceError | undefined;
 
   const result: AllocationResult<OpenedLease> = await allocate<OpenedLease>(requestInput, {
@@ -106,6 +109,7 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
       }
       ctx.progress(`Opening the lease on-chain (deposit ${deposit} base units)...`);
       const opened = await openLease(chainCtx, acceptance.offer, acceptance.signature, leaseTermsFor(req, acceptance), deposit);
+      sealingKeys.set(opened.leaseId, acceptance.sealingKey);
       const attempt: TaskAttempt = {
         leaseId: opened.leaseId,
         provider: acceptance.offer.provider,
@@ -142,7 +146,8 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
     const partSpec: TaskSpec =
       worldSize > 1 ? { ...spec, group: { rank, worldSize, ...(rank > 0 && master ? { masterAddr: master.addr, masterPort: master.port } : {}) } } : spec;
     try {
-      const answer = await ctx.link.task({ peerId: part.peerId, addrs: part.addrs }, { auth: await authorize(ctx, part, "task", { spec: partSpec }), spec: partSpec });
+      const sealed = await sealSpec(partSpec, sealingKeys.get(part.leaseId), part.provider, ctx.chainId, part.leaseId);
+      const answer = await ctx.link.task({ peerId: part.peerId, addrs: part.addrs }, { auth: await authorize(ctx, part, "task", { spec: sealed }), spec: sealed });
       if (rank === 0 && worldSize > 1) {
         if (!answer.master) throw new ProviderRequestError(`The provider ${part.provider} did not answer a rendezvous address for rank 0 (it does not run group jobs)`);
         master = answer.master;
@@ -199,4 +204,19 @@ export async function submitTask(ctx: SuanliContext, parameters: SubmitTaskParam
   };
   await ctx.tasks.put(record, spec);
   return { taskId: record.taskId, leaseId: attempt.leaseId, provider: attempt.provider, status: "submitted", attempt };
+}
+
+/**
+ * The spec as it leaves the SDK: every `{ value, secret: true }` sealed to the provider's key
+ * (HPKE, common/sealed.ts) for this lease and variable, so relays and stores see ciphertext only.
+ * The key must be signed by the provider's wallet; without one a secret is never sent.
+ */
+export async function sealSpec(spec: TaskSpec, key: SealingKey | undefined, provider: Address, chainId: number, leaseId: bigint): Promise<TaskSpec> {
+  const secrets = Object.entries(spec.env).filter(([, value]) => typeof value !== "string" && "value" in value);
+  if (secrets.length === 0) return spec;
+  if (!key) throw new ProviderRequestError(`The provider ${provider} published no sealing key: the task's secrets were not sent`);
+  if (!(await verifySealingKey(key, provider, chainId))) throw new ProviderRequestError(`The sealing key offered for ${provider} is not signed by its wallet: the task's secrets were not sent`);
+  const env = { ...spec.env };
+  for (const [name, value] of secrets) env[name] = { sealed: await sealSecret(key.publicKey, (value as { value: string }).value, { chainId, leaseId, name }), secret: true };
+  return { ...spec, env };
 }

@@ -169,7 +169,17 @@ export function httpLink(nodeUrl: string): ProviderLink {
         });
       }
       return reserveReplySchema.parse(
-        JSON.parse(stringifyPlain({ accepted: true, offer: answer.acceptance.offer, signature: answer.acceptance.signature, units: answer.units, holdUntil: answer.holdUntil, preempt: answer.preempt })),
+        JSON.parse(
+          stringifyPlain({
+            accepted: true,
+            offer: answer.acceptance.offer,
+            signature: answer.acceptance.signature,
+            units: answer.units,
+            holdUntil: answer.holdUntil,
+            preempt: answer.preempt,
+            ...(answer.sealingKey ? { sealingKey: answer.sealingKey } : {}),
+          }),
+        ),
       );
     },
     task: (_to, body) => relay("task", body as never, taskAnswerSchema),

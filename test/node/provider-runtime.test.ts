@@ -70,7 +70,9 @@ describe("process runtime", function () {
   }
 
   function runtime(overrides: Partial<ConstructorParameters<typeof ProcessRuntime>[0]> = {}): ProcessRuntime {
-    return new ProcessRuntime({ workspaceRoot: path.join(dir, "ws"), sandbox: "none", stopGraceMs: 500, ...overrides });
+    // The bundle server is on 127.0.0.1 and some bundles are files, which the default fetch policy
+    // refuses (test/node/provider-fetch-policy.test.ts): allow both here.
+    return new ProcessRuntime({ workspaceRoot: path.join(dir, "ws"), sandbox: "none", stopGraceMs: 500, fetchPolicy: { allowNetworks: ["127.0.0.1"], allowFileUrls: true }, ...overrides });
   }
 
   function launch(spec: unknown, extra: Partial<TaskLaunch> = {}): TaskLaunch {
@@ -303,32 +305,29 @@ describe("process runtime", function () {
     }
   });
 
-  it("sandboxes with bubblewrap where it works, and says so when it does not", async () => {
+  it("sandboxes with bubblewrap: host files absent, own PID namespace, no capabilities", async () => {
     const outside = path.join(dir, "host-secret.txt");
     await writeFile(outside, "host data");
     const b = await bundle({
       "probe.mjs": [
-        "import { existsSync } from 'node:fs';",
+        "import { existsSync, readFileSync } from 'node:fs';",
         `console.log('sees-host-file=' + existsSync(${JSON.stringify(outside)}));`,
         "console.log('pid=' + process.pid);",
+        "console.log('caps=' + readFileSync('/proc/self/status', 'utf8').split('\\n').find((l) => l.startsWith('CapEff:')).split(/\\s+/)[1]);",
       ].join("\n"),
     });
-    const rt = runtime({ sandbox: "auto", readOnlyPaths: [path.dirname(NODE)] });
-    const bwrap = await detectBubblewrap();
+    const rt = runtime({ sandbox: "auto", network: false, readOnlyPaths: [path.dirname(NODE)] });
+    assert.equal((await detectBubblewrap()).available, true, "CI installs bubblewrap (.ci/run)");
     const task = await rt.prepare(launch({ bundle: { url: b.url, sha256: b.sha256 }, command: [NODE, "probe.mjs"] }));
     await task.start();
     const result = await task.wait();
     const texts = task.readLogs().lines.map((line) => line.text);
     assert.equal(result.status, "succeeded", texts.join("\n"));
-    assert.equal(task.sandboxed, bwrap.available);
-    if (bwrap.available) {
-      assert.ok(texts.includes("sees-host-file=false"), texts.join("\n"));
-      const pid = Number(texts.find((text) => text.startsWith("pid="))!.slice(4));
-      assert.ok(pid < 10, `the task has its own PID namespace (pid ${pid})`);
-    } else {
-      assert.ok(texts.includes("sees-host-file=true"));
-      assert.ok(texts.some((text) => text.startsWith("Running unsandboxed:")), texts.join("\n"));
-    }
+    assert.equal(task.sandboxed, true);
+    assert.ok(texts.includes("sees-host-file=false"), texts.join("\n"));
+    assert.ok(texts.includes("caps=0000000000000000"), texts.join("\n"));
+    const pid = Number(texts.find((text) => text.startsWith("pid="))!.slice(4));
+    assert.ok(pid < 10, `the task has its own PID namespace (pid ${pid})`);
     await rm(outside);
   });
 
@@ -374,6 +373,17 @@ describe("process runtime", function () {
     assert.ok(lines.includes("stdout:PATH=/usr/bin:/bin"), lines.join("\n"));
   });
 
+  it('runs unsandboxed only with an explicit sandbox "none", and says so in the task log', async () => {
+    const b = await bundle({ "x.txt": "x" });
+    const rt = runtime({ sandbox: "none" });
+    const isolation = await rt.verify();
+    assert.equal(isolation.sandboxed, false);
+    assert.match(isolation.warnings.join(" "), /UNSANDBOXED/);
+    const { result, lines } = await run(rt, launch({ bundle: { url: b.url, sha256: b.sha256 }, command: "true" }));
+    assert.equal(result.status, "succeeded");
+    assert.ok(lines.some((line) => line.startsWith("system:Running unsandboxed")), lines.join("\n"));
+  });
+
   it("a stop gives the task its grace period and keeps its own exit code, sandboxed or not", async () => {
     const b = await bundle({
       "t.mjs": "process.on('SIGTERM', () => { console.log('got SIGTERM'); setTimeout(() => process.exit(7), 150); }); console.log('working'); setInterval(() => {}, 1000);",
@@ -390,11 +400,14 @@ describe("process runtime", function () {
     assert.ok(texts.includes("got SIGTERM"));
   });
 
-  it('refuses to run without a sandbox when the config requires "bubblewrap"', async () => {
-    const b = await bundle({ "x.txt": "x" });
-    const rt = runtime({ sandbox: "bubblewrap", bwrapPath: path.join(dir, "no-bwrap-here") });
-    await assert.rejects(rt.prepare(launch({ bundle: { url: b.url, sha256: b.sha256 }, command: "true" })), { name: "RuntimeUnavailableError" });
-  });
+  for (const sandbox of ["auto", "bubblewrap"] as const) {
+    it(`refuses to run renter code without a working sandbox (sandbox "${sandbox}"), never falling back to none`, async () => {
+      const b = await bundle({ "x.txt": "x" });
+      const rt = runtime({ sandbox, bwrapPath: path.join(dir, "no-bwrap-here") });
+      await assert.rejects(rt.verify(), (error: Error) => error.name === "RuntimeUnavailableError" && /sandbox/.test(error.message) && /bubblewrap/.test(error.message));
+      await assert.rejects(rt.prepare(launch({ bundle: { url: b.url, sha256: b.sha256 }, command: "true" })), { name: "RuntimeUnavailableError" });
+    });
+  }
 });
 
 describe("task spec, secrets and logs", () => {

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { providerRegistryAbi } from "../../common/abi.js";
-import { readMachine } from "../../common/chain/market.js";
+import { readMachine, readProvider } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { modelHash } from "../../common/gpu.js";
 import { signAttestation } from "../../common/offers/sign.js";
@@ -53,6 +53,31 @@ describe("provider agent: setup across restarts, attestations in offers", functi
       await waitFor("the offer of 3 units", () => provider.daemon.offers.publisher!.current(machineId)?.machine.units === 3);
     } finally {
       await provider.close({ keepData: true });
+    }
+  });
+
+  it("refuses to start where renter code would run without a verified sandbox, before anything reaches the chain", async () => {
+    const noSandbox = { dataDir: path.join(dir, "no-sandbox"), provider: { runtime: { sandbox: "auto", bwrapPath: path.join(dir, "no-bwrap-here") } } };
+    await assert.rejects(startTestProvider(devnet, 5, noSandbox), (error: Error) => {
+      assert.equal(error.name, "RuntimeUnavailableError");
+      assert.match(error.message, /bubblewrap/);
+      assert.match(error.message, /sandbox "none"/, "the message names the explicit opt-out");
+      return true;
+    });
+    const registered = await readProvider(devnet.admin.publicClient, devnet.deployment.contracts.registry!, devnetAccount(5).address);
+    assert.equal(registered.stake, 0n, "no registration or stake was sent");
+  });
+
+  it('runs unsandboxed only with an explicit sandbox "none", and says so at every start', async () => {
+    for (let start = 0; start < 2; start++) {
+      const provider = await startTestProvider(devnet, 6, { dataDir: path.join(dir, "unsandboxed"), provider: { runtime: { sandbox: "none" } } }, { fundTokens: start === 0 ? undefined : 0n });
+      try {
+        const { isolation } = provider.agent.summary();
+        assert.equal(isolation.sandboxed, false);
+        assert.match(isolation.warnings.join("\n"), /TASKS RUN UNSANDBOXED/);
+      } finally {
+        await provider.close({ keepData: true });
+      }
     }
   });
 

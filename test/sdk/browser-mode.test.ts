@@ -1,6 +1,10 @@
 import assert from "node:assert/strict";
+import { createHash, randomBytes } from "node:crypto";
+import { readdir, readFile } from "node:fs/promises";
+import path from "node:path";
 import { http } from "viem";
 import { devnetAccount } from "../../common/devnet.js";
+import type { Logger } from "../../node/log/logger.js";
 import { createClient, type SuanliClient } from "../../sdk/index.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { startTestDaemon } from "../support/daemons.js";
@@ -22,12 +26,20 @@ describe("SDK over a node's HTTP API with an injected-style wallet", function ()
   let node: Awaited<ReturnType<typeof startTestDaemon>>;
   let client: SuanliClient;
   const renter = devnetAccount(6);
+  /** Everything the relay node logs, at every level, serialized. */
+  const relayLog: string[] = [];
+  const recorder = (bindings: Record<string, unknown>): Logger => {
+    const record = (level: string) => (message: string, context?: unknown, error?: unknown) =>
+      relayLog.push(`${level} ${message} ${JSON.stringify({ ...bindings, ...(context as object) }, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))} ${error instanceof Error ? `${error.message} ${String(error.cause)}` : ""}`);
+    return { trace: record("trace"), debug: record("debug"), info: record("info"), warn: record("warn"), error: record("error"), child: (more) => recorder({ ...bindings, ...more }), level: "trace" };
+  };
+  const relayLogger = recorder({});
 
   before(async () => {
     devnet = await startDevnet({ wallClockBlocks: true });
     bundles = await startBundleServer();
     provider = await startTestProvider(devnet, 1);
-    node = await startTestDaemon(devnet, { p2p: { bootstrap: [provider.peer.addr] }, api: { enabled: true, host: "127.0.0.1", port: 0 } });
+    node = await startTestDaemon(devnet, { p2p: { bootstrap: [provider.peer.addr] }, api: { enabled: true, host: "127.0.0.1", port: 0 } }, { logger: relayLogger });
     await fund(devnet, await devnet.wallet(6), 50_000_000n);
     client = await createClient({
       rpcUrl: devnet.rpcUrl,
@@ -67,4 +79,61 @@ describe("SDK over a node's HTTP API with an injected-style wallet", function ()
     assert.equal(receipt.completion?.verified, true);
     assert.equal(receipt.leases[0].cost + receipt.leases[0].refunded, receipt.leases[0].deposit);
   });
+
+  it("a secret travels sealed to the provider's key: the relay forwards and keeps only ciphertext, the task gets the value", async () => {
+    const secret = `hf_${randomBytes(12).toString("hex")}`;
+    const bundle = await bundles.bundle({ "run.sh": 'printf %s "$HF_TOKEN" | sha256sum | cut -c1-64 | sed "s/^/token-sha256=/"' });
+    // What the browser sends to the relay node, and what the relay answers.
+    const sent: { url: string; body: string }[] = [];
+    const realFetch = globalThis.fetch;
+    globalThis.fetch = (async (input: Parameters<typeof fetch>[0], init?: Parameters<typeof fetch>[1]) => {
+      const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
+      if (url.startsWith(node.api!.url)) sent.push({ url, body: typeof init?.body === "string" ? init.body : "" });
+      return realFetch(input, init);
+    }) as typeof fetch;
+    let submitted;
+    try {
+      submitted = await client.submitTask({
+        gpuType: "A100",
+        gpuCount: 1,
+        duration: 30,
+        maxPricePerGpuHour: "1",
+        attestedOnly: false,
+        bundleUrl: bundle.url,
+        sha256: bundle.sha256,
+        command: "sh run.sh",
+        env: { MODE: "plain", HF_TOKEN: { value: secret, secret: true } },
+      });
+    } finally {
+      globalThis.fetch = realFetch;
+    }
+    const receipt = await client.wait(submitted.taskId);
+    assert.equal(receipt.state, "succeeded");
+    const lines: string[] = [];
+    for await (const line of client.logs(submitted.taskId)) lines.push(line.text);
+    const expected = createHash("sha256").update(secret).digest("hex");
+    assert.ok(lines.includes(`token-sha256=${expected}`), `the task got the plaintext:\n${lines.join("\n")}`);
+
+    const taskCall = sent.find((call) => /\/v1\/leases\/\d+\/task$/.test(call.url));
+    assert.ok(taskCall, "the task went through the relay");
+    const forwarded = JSON.parse(taskCall.body) as { spec: { env: Record<string, unknown> } };
+    assert.equal(forwarded.spec.env.MODE, "plain");
+    assert.match((forwarded.spec.env.HF_TOKEN as { sealed: string }).sealed, /^0x[0-9a-f]+$/);
+    for (const call of sent) assert.ok(!call.body.includes(secret), `${call.url} carried the plaintext`);
+    assert.ok(!relayLog.some((line) => line.includes(secret)), "the relay's logs hold no plaintext");
+    assert.ok(relayLog.length > 0, "the relay logged (the check above looked at something)");
+    const stored = await readTree(node.config.dataDir);
+    assert.ok(stored.length > 0 && !stored.includes(Buffer.from(secret)), "the relay's data dir holds no plaintext");
+    assert.ok(!(await readTree(provider.daemon.config.dataDir)).includes(Buffer.from(secret)), "the provider's store holds no plaintext either");
+  });
+
 });
+
+/** Every file under `dir`, concatenated (level's log and tables, the node's keys). */
+async function readTree(dir: string): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
+    if (entry.isFile()) parts.push(await readFile(path.join(entry.parentPath, entry.name)).catch(() => Buffer.alloc(0)));
+  }
+  return Buffer.concat(parts);
+}

@@ -25,7 +25,10 @@ export function testProviderConfig(index: number, overrides: Record<string, unkn
       provider: {
         inventory: { source: "declared", declared: [{ model: "A100-80GB", count: 2, region: "eu-west" }] },
         prices: { "A100-80GB": { pricePerUnitSecond: "100" } },
+        // Test tasks run the test's own node binary and read bundles from 127.0.0.1 or files:
+        // sandboxing is tested in provider-sandbox.test.ts, the fetch policy in provider-fetch-policy.test.ts.
         runtime: { sandbox: "none" },
+        fetch: { allowFileUrls: true, allowNetworks: ["127.0.0.1"] },
         grace: { taskStopMs: 300, idleStopMs: 300, preemptionNoticeMs: 1_000 },
         chain: { stakeTarget: "1000" },
         terms: { startWindowSeconds: 300, minDurationSeconds: 1 },

@@ -1,3 +1,4 @@
+import path from "node:path";
 import type { Command } from "commander";
 import { formatUnits } from "viem";
 import { readProvider } from "../../../common/chain/market.js";
@@ -66,7 +67,7 @@ export function registerProvider(program: Command): void {
       const daemon: Daemon = await startDaemon(config, { publishesOffers: true });
       let metricsServer: MetricsServer | undefined;
       try {
-        const agent = await startProviderAgent(daemon);
+        const agent = await startProviderAgent(daemon, { hiddenPaths: [path.resolve(options.config)] });
         if (config.metrics.enabled) metricsServer = await startMetricsServer(daemon.metrics.registry, config.metrics, daemon.logger);
         const summary = agent.summary();
         const stake = await readProvider(daemon.chain.publicClient, daemon.registry, summary.address);
@@ -77,6 +78,8 @@ export function registerProvider(program: Command): void {
           () =>
             [
               `Provider node running (chain ${daemon.deployment.chainId}, ${summary.inventorySource} inventory, ${summary.runtime} runtime)`,
+              `  tasks    ${summary.isolation.description}`,
+              ...summary.isolation.warnings.map((warning) => `  WARNING  ${warning}`),
               `  wallet   ${summary.address}`,
               `  peer id  ${summary.peerId}`,
               ...summary.addrs.map((addr) => `  listen   ${addr}`),

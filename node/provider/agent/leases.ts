@@ -12,6 +12,8 @@
  * started again: what is left of it is killed and the lease is terminated (docs/provider.md).
  */
 import path from "node:path";
+import { InvalidInputError } from "../../../common/errors.js";
+import type { SealingKeyPair } from "../../../common/sealed.js";
 import { getAddress, type Account, type Address, type Chain, type Hex, type PublicClient, type Transport, type TypedDataDomain } from "viem";
 import { LRUCache } from "lru-cache";
 import { leaseMarketAbi } from "../../../common/abi.js";
@@ -46,7 +48,7 @@ import type { ReservationBook } from "./reservations.js";
 import type { OutputStore } from "./outputs.js";
 
 /** Errors of the renter's input: the task never runs, the lease ends with a completion report (the renter pays a second or two). */
-const RENTER_INPUT_ERRORS = new Set(["BundleDigestMismatchError", "BundleFetchError", "BundleTooLargeError", "BundleUnpackError", "CommandNotFoundError", "InvalidInputError"]);
+const RENTER_INPUT_ERRORS = new Set(["FetchRefusedError", "BundleDigestMismatchError", "BundleFetchError", "BundleTooLargeError", "BundleUnpackError", "CommandNotFoundError", "InvalidInputError"]);
 
 const ZERO_DIGEST = `0x${"0".repeat(64)}` as Hex;
 /** Most bytes of log text in one logs answer (the renter asks again from nextSeq). */
@@ -82,6 +84,8 @@ export type LeaseControllerContext = {
   logger: Logger;
   /** Keeps each ended task's output/ folder for its renter (node/provider/agent/outputs.ts). */
   outputs?: OutputStore;
+  /** Opens secret env values sealed to this node's key (common/sealed.ts). */
+  sealing?: { keyPair: SealingKeyPair; chainId: number };
 };
 
 /** What a task's log reader needs: the task's own buffer, or a one-line buffer when it never ran. */
@@ -288,6 +292,26 @@ export class LeaseController {
     });
   }
 
+  /**
+   * The spec with its sealed env values opened (in memory only, as `{ value, secret: true }`).
+   * A value that does not open for this lease, variable and key is the renter's error.
+   */
+  private async openSealed(leaseId: bigint, spec: TaskSpec): Promise<TaskSpec> {
+    const sealed = Object.entries(spec.env).filter(([, value]) => typeof value !== "string" && "sealed" in value);
+    if (sealed.length === 0) return spec;
+    const sealing = this.ctx.sealing;
+    const env = { ...spec.env };
+    for (const [name, value] of sealed) {
+      try {
+        if (!sealing) throw new Error("this provider has no sealing key");
+        env[name] = { value: await sealing.keyPair.open((value as { sealed: string }).sealed, { chainId: sealing.chainId, leaseId, name }), secret: true };
+      } catch {
+        throw new InvalidInputError("task", [{ path: `env.${name}`, message: "the sealed value does not open with this provider's key for this lease and variable; seal it again to the key in the provider's acceptance" }]);
+      }
+    }
+    return { ...spec, env };
+  }
+
   /** Where rank 0 of a group job on this node is reached (provider.groupJobs). */
   groupMaster(): { addr: string; port: number } {
     return { addr: this.ctx.options.groupJobs.masterAddress, port: this.ctx.options.groupJobs.masterPort };
@@ -305,6 +329,7 @@ export class LeaseController {
   private async acceptTask(auth: RenterAuth, spec: TaskSpec): Promise<{ leaseId: bigint; state: "accepted" | "already_running" | "already_done" }> {
     const leaseId = auth.request.leaseId;
     await this.authorize(auth, "task", { spec });
+    spec = await this.openSealed(leaseId, spec);
     return this.withLock(leaseId, async () => {
       const current = this.ctx.records.get(leaseId)!;
       if (current.phase === "ended") return { leaseId, state: "already_done" as const };

@@ -19,6 +19,7 @@ import type { Logger } from "../../log/logger.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import type { ProviderOptions } from "../options.js";
 import type { HoldThrottle } from "./hold-throttle.js";
+import type { SealingKey } from "../../../common/sealed.js";
 import type { MachineMarket } from "./offers.js";
 import type { LeaseRecord } from "./records.js";
 import type { ReservationBook } from "./reservations.js";
@@ -72,6 +73,8 @@ export type ReserveContext = {
   reads: ChainReadCache;
   /** Unix ms. */
   now?: () => number;
+  /** Sent with every acceptance: renters seal secret env values to it. */
+  sealingKey?: SealingKey;
 };
 
 function refuse(reason: RefusalReason, message: string, availableUnits?: number): ReserveReply {
@@ -248,6 +251,7 @@ async function decide(ctx: ReserveContext, body: ReserveBody, peer: string | und
     units: request.units,
     holdUntil,
     preempt: held.hold.fromPreemptible > 0 ? candidates.map((lease) => lease.leaseId.toString()) : [],
+    ...(ctx.sealingKey ? { sealingKey: ctx.sealingKey } : {}),
   };
 }
 

@@ -12,7 +12,8 @@ import path from "node:path";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 import * as tar from "tar";
-import { BundleDigestMismatchError, BundleFetchError, BundleTooLargeError, BundleUnpackError } from "../errors.js";
+import { BundleDigestMismatchError, BundleFetchError, BundleTooLargeError, BundleUnpackError, FetchRefusedError } from "../errors.js";
+import { checkUrl, compileFetchPolicy, policedGet, type FetchPolicy } from "./fetch-policy.js";
 
 export type FetchBundleOptions = {
   url: string;
@@ -22,7 +23,9 @@ export type FetchBundleOptions = {
   destFile: string;
   maxBytes: number;
   timeoutMs: number;
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
+  /** Where the URL may point (default: no file:, public addresses only). */
+  policy?: Partial<FetchPolicy> | undefined;
 };
 
 /** The URL without query, fragment or credentials: signed URLs carry tokens that must not reach logs. */
@@ -36,20 +39,25 @@ export function displayUrl(url: string): string {
 }
 
 function describeFetchFailure(error: unknown, timeoutMs: number): string {
-  const err = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (err?.name === "TimeoutError") return `timed out after ${timeoutMs} ms`;
+  const err = error as { name?: string; code?: string; message?: string; cause?: { name?: string; code?: string; message?: string } };
+  if (err?.name === "TimeoutError" || err?.cause?.name === "TimeoutError") return `timed out after ${timeoutMs} ms`;
   if (err?.name === "AbortError") return "aborted";
-  const code = err?.cause?.code;
+  const code = err?.cause?.code ?? err?.code;
   if (code === "ECONNREFUSED") return "connection refused (unreachable)";
   if (code === "ENOTFOUND" || code === "EAI_AGAIN") return "host not found (unreachable)";
   if (code) return `unreachable (${code})`;
   return err?.cause?.message ?? err?.message ?? String(error);
 }
 
-/** Downloads (http/https) or copies (file) the bundle to destFile and checks its sha256. */
+/**
+ * Downloads (http/https) or copies (file, when the policy allows it) the bundle to destFile and
+ * checks its sha256. A URL the policy refuses fails with FetchRefusedError before anything is sent.
+ */
 export async function fetchBundle(options: FetchBundleOptions): Promise<{ bytes: number }> {
   const shown = displayUrl(options.url);
   const url = new URL(options.url);
+  const policy = compileFetchPolicy(options.policy);
+  checkUrl(url, policy);
   const hash = createHash("sha256");
   const out = createWriteStream(options.destFile, { mode: 0o600 });
   let bytes = 0;
@@ -74,31 +82,29 @@ export async function fetchBundle(options: FetchBundleOptions): Promise<{ bytes:
       const signals = [AbortSignal.timeout(options.timeoutMs)];
       if (options.signal) signals.push(options.signal);
       const signal = AbortSignal.any(signals);
-      let response: Response;
+      let response: import("node:http").IncomingMessage;
       try {
-        response = await fetch(url, { signal, redirect: "follow" });
+        ({ response } = await policedGet(url, policy, signal));
       } catch (error) {
+        if (error instanceof FetchRefusedError) throw error;
+        if ((error as { cause?: unknown })?.cause instanceof FetchRefusedError) throw (error as { cause: FetchRefusedError }).cause;
         throw new BundleFetchError(shown, describeFetchFailure(error, options.timeoutMs), error);
       }
-      if (!response.ok || !response.body) {
-        await response.body?.cancel().catch(() => undefined);
-        throw new BundleFetchError(shown, `HTTP ${response.status} ${response.statusText}`.trim());
+      const status = response.statusCode ?? 0;
+      if (status < 200 || status > 299) {
+        response.destroy();
+        throw new BundleFetchError(shown, `HTTP ${status} ${response.statusMessage ?? ""}`.trim());
       }
-      const declared = Number(response.headers.get("content-length"));
+      const declared = Number(response.headers["content-length"]);
       if (Number.isFinite(declared) && declared > options.maxBytes) {
-        await response.body.cancel().catch(() => undefined);
+        response.destroy();
         throw new BundleTooLargeError(`Bundle ${shown}`, options.maxBytes);
       }
-      const reader = response.body.getReader();
       try {
         // Bounded by maxBytes: take() throws once the cap is passed.
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) break;
-          await take(value);
-        }
+        for await (const chunk of response) await take(chunk as Buffer);
       } catch (error) {
-        await reader.cancel().catch(() => undefined);
+        response.destroy();
         if (error instanceof BundleTooLargeError) throw error;
         throw new BundleFetchError(shown, describeFetchFailure(error, options.timeoutMs), error);
       }

@@ -17,6 +17,7 @@ import { silentLogger, type Logger } from "../../log/logger.js";
 import { RuntimeUnavailableError } from "../errors.js";
 import type { UnitMetrics } from "../inventory/inventory.js";
 import { fetchBundle, unpackBundle } from "./bundle.js";
+import { checkImageReference, compileFetchPolicy, type FetchPolicy } from "./fetch-policy.js";
 import type { ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
 import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "./process-runtime.js";
@@ -146,6 +147,8 @@ export type ContainerRuntimeOptions = {
   network?: boolean;
   limits?: ResourceLimits;
   bundle?: Partial<BundleLimits>;
+  /** Where renter-supplied bundle URLs may be fetched from. */
+  fetchPolicy?: Partial<FetchPolicy>;
   logs?: { maxLines?: number; maxLineChars?: number };
   stopGraceMs?: number;
   sampleGpus?: (devices: string[]) => Promise<UnitMetrics[]>;
@@ -193,6 +196,7 @@ export class ContainerRuntime implements Runtime {
     }
     const { spec } = launch;
     if (!spec.image) throw new InvalidInputError("task", [{ path: "image", message: "required by the container runtime" }]);
+    checkImageReference(spec.image, compileFetchPolicy(this.options.fetchPolicy));
     const secrets = secretsOf(spec);
     const badSecrets = [...secrets].filter(([, value]) => /[\r\n]/.test(value)).map(([name]) => ({ path: `env.${name}`, message: "a secret for the container runtime cannot contain a line break" }));
     if (badSecrets.length > 0) throw new InvalidInputError("task", badSecrets);
@@ -211,7 +215,7 @@ export class ContainerRuntime implements Runtime {
       if (spec.bundle) {
         const limits = { ...DEFAULT_BUNDLE_LIMITS, ...this.options.bundle };
         const bundleFile = path.join(root, `.${launch.taskId}.bundle`);
-        await fetchBundle({ url: spec.bundle.url, sha256: spec.bundle.sha256, destFile: bundleFile, maxBytes: limits.maxBytes, timeoutMs: limits.fetchTimeoutMs, signal: options.signal });
+        await fetchBundle({ url: spec.bundle.url, sha256: spec.bundle.sha256, destFile: bundleFile, maxBytes: limits.maxBytes, timeoutMs: limits.fetchTimeoutMs, signal: options.signal, policy: this.options.fetchPolicy });
         try {
           await unpackBundle(bundleFile, workspace, limits);
         } finally {

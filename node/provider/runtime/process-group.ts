@@ -28,6 +28,8 @@ export type ManagedProcessOptions = {
    * SIGTERM and would report that instead of waiting for the task it runs to finish.
    */
   spareFromTerm?: readonly string[];
+  /** Extra pipes at fd 3, 4, ... of the child (bubblewrap's --info-fd and --block-fd). */
+  extraPipes?: number;
 };
 
 /** How often the group is polled while waiting for it to empty. */
@@ -53,7 +55,7 @@ export class ManagedProcess {
       cwd: options.cwd,
       env: options.env,
       detached: true,
-      stdio: ["ignore", "pipe", "pipe"],
+      stdio: ["ignore", "pipe", "pipe", ...Array.from({ length: options.extraPipes ?? 0 }, () => "pipe" as const)],
     });
     this.pid = this.child.pid;
     this.spareFromTerm = options.spareFromTerm ?? [];
@@ -99,6 +101,12 @@ export class ManagedProcess {
 
   static spawn(options: ManagedProcessOptions): ManagedProcess {
     return new ManagedProcess(options);
+  }
+
+  /** The parent's end of the child's extra pipe at `fd` (3 or more), when it was asked for. */
+  pipe(fd: number): import("node:stream").Duplex | undefined {
+    const stream = fd >= 3 ? this.child.stdio[fd] : undefined;
+    return (stream ?? undefined) as import("node:stream").Duplex | undefined;
   }
 
   get hasExited(): boolean {

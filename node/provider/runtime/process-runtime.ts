@@ -11,14 +11,17 @@ import { mkdir, realpath, rm } from "node:fs/promises";
 import path from "node:path";
 import { InvalidInputError } from "../../../common/errors.js";
 import { silentLogger, type Logger } from "../../log/logger.js";
-import { CommandNotFoundError, RuntimeUnavailableError } from "../errors.js";
+import { CommandNotFoundError, RuntimeUnavailableError, SandboxNetworkError } from "../errors.js";
 import type { UnitMetrics } from "../inventory/inventory.js";
 import { fetchBundle, unpackBundle } from "./bundle.js";
 import { clampToHardLimits, findExecutable, hasLimits, prlimitPrefix, type ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
-import { RunningTask, type Runtime, type TaskHandle } from "./runtime.js";
+import { RunningTask, type Runtime, type RuntimeIsolation, type TaskHandle } from "./runtime.js";
+import type { ManagedProcess } from "./process-group.js";
 import { reapTaskProcesses } from "./orphans.js";
-import { bubblewrapArgs, detectBubblewrap, nvidiaDeviceNodes, SYSTEM_READ_ONLY_PATHS, type SandboxMode } from "./sandbox.js";
+import { attachTaskNetwork, bubblewrapArgs, detectBubblewrap, detectNetworkTools, maskArgs, nvidiaDeviceNodes, SYSTEM_READ_ONLY_PATHS, type NetworkTools, type SandboxMode, type TaskNetwork } from "./sandbox.js";
+import { parseCidr, type ParsedCidr } from "./network-policy.js";
+import type { FetchPolicy } from "./fetch-policy.js";
 import { childEnv, Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
 
 export type BundleLimits = {
@@ -33,8 +36,18 @@ export type ProcessRuntimeOptions = {
   workspaceRoot: string;
   sandbox?: SandboxMode;
   bwrapPath?: string;
-  /** Whether sandboxed tasks have network access. */
+  /** Whether sandboxed tasks have (policed) outbound network access; off: loopback only. */
   network?: boolean;
+  pastaPath?: string;
+  /** What a task's network may reach beyond public unicast (see sandbox.ts). */
+  networkAllow?: { loopbackPorts?: number[]; networks?: string[] };
+  /**
+   * The node's own files (data dir, config file, key files, home): masked inside the sandbox
+   * wherever a read-only path would show them.
+   */
+  hiddenPaths?: string[];
+  /** Where renter-supplied URLs may be fetched from (file:, private ranges). */
+  fetchPolicy?: Partial<FetchPolicy>;
   /** More host paths to bind read-only into the sandbox (an interpreter outside /usr, datasets). */
   readOnlyPaths?: string[];
   limits?: ResourceLimits;
@@ -143,26 +156,59 @@ export async function resolveCommand(
   );
 }
 
+export const UNSANDBOXED_WARNING =
+  'TASKS RUN UNSANDBOXED (provider.runtime.sandbox is "none"): renter code runs as this node\'s user and can read its config, data dir and keys, and reach the host\'s network. Use only for development or a single-tenant machine you trust.';
+
 export class ProcessRuntime implements Runtime {
   readonly kind = "process" as const;
   private readonly logger: Logger;
   private readonly bundleLimits: BundleLimits;
+  private readonly allowNetworks: ParsedCidr[];
   private warnedUnsandboxed = false;
   private warnedNoPrlimit = false;
+  private networkTools: Promise<NetworkTools> | undefined;
 
   constructor(private readonly options: ProcessRuntimeOptions) {
     this.logger = options.logger ?? silentLogger();
     this.bundleLimits = { ...DEFAULT_BUNDLE_LIMITS, ...options.bundle };
+    this.allowNetworks = (options.networkAllow?.networks ?? []).map(parseCidr);
   }
 
-  /** Whether tasks will run in bubblewrap, and why not. */
-  async sandboxStatus(): Promise<{ sandboxed: boolean; reason?: string }> {
+  /**
+   * Verifies the isolation the config asks for works here; throws RuntimeUnavailableError (what
+   * is missing and what to do) otherwise. The provider agent calls it at start, before selling.
+   */
+  async verify(): Promise<RuntimeIsolation> {
     const mode = this.options.sandbox ?? "auto";
-    if (mode === "none") return { sandboxed: false, reason: 'sandbox is "none" in the config' };
+    if (mode === "none") return { sandboxed: false, description: 'unsandboxed (sandbox "none")', warnings: [UNSANDBOXED_WARNING] };
     const status = await detectBubblewrap(this.options.bwrapPath);
-    if (status.available) return { sandboxed: true };
-    if (mode === "bubblewrap") throw new RuntimeUnavailableError("process", `sandbox "bubblewrap" is required but ${status.reason}`);
-    return { sandboxed: false, reason: status.reason };
+    if (!status.available) {
+      throw new RuntimeUnavailableError("process", `renter tasks need a sandbox and ${status.reason}`, [
+        "Install bubblewrap (apt-get install bubblewrap) and allow user namespaces,",
+        'or use provider.runtime.kind "container" with Docker or Podman,',
+        'or, for development only, set provider.runtime.sandbox "none" (renter code could then read this node\'s keys).',
+      ]);
+    }
+    if (!(this.options.network ?? true)) return { sandboxed: true, description: `${status.version}, no network (loopback only)`, warnings: [] };
+    await this.tools();
+    return { sandboxed: true, description: `${status.version}, own network namespace through pasta (public addresses only, ${this.allowNetworks.length} allow-listed range(s), ${this.options.networkAllow?.loopbackPorts?.length ?? 0} loopback port(s))`, warnings: [] };
+  }
+
+  private tools(): Promise<NetworkTools> {
+    this.networkTools ??= detectNetworkTools(this.options.pastaPath).then((found) => {
+      if ("tools" in found) return found.tools;
+      this.networkTools = undefined;
+      throw new RuntimeUnavailableError("process", `provider.runtime.network is on, but the task network tools are ${found.reason}`, [
+        "Install them (apt-get install passt iproute2), or set provider.runtime.network false (tasks then have no network).",
+      ]);
+    });
+    return this.networkTools;
+  }
+
+  /** Whether tasks will run in bubblewrap (throws when the config needs a sandbox that does not work here). */
+  async sandboxStatus(): Promise<{ sandboxed: boolean; reason?: string }> {
+    const isolation = await this.verify();
+    return isolation.sandboxed ? { sandboxed: true } : { sandboxed: false, reason: isolation.description };
   }
 
   async reap(taskId: string, hints: { pid?: number | undefined; startTicks?: number | undefined } = {}): Promise<number> {
@@ -182,6 +228,7 @@ export class ProcessRuntime implements Runtime {
     const { spec } = launch;
     if (!spec.bundle) throw new InvalidInputError("task", [{ path: "bundle", message: "required by the process runtime (a .tar.gz URL and its sha256)" }]);
     const sandbox = await this.sandboxStatus();
+    const networked = sandbox.sandboxed && (this.options.network ?? true);
     const root = path.resolve(this.options.workspaceRoot);
     const workspace = path.join(root, launch.taskId);
     const bundleFile = path.join(root, `.${launch.taskId}.bundle`);
@@ -203,6 +250,7 @@ export class ProcessRuntime implements Runtime {
         maxBytes: this.bundleLimits.maxBytes,
         timeoutMs: this.bundleLimits.fetchTimeoutMs,
         signal: options.signal,
+        policy: this.options.fetchPolicy,
       });
       try {
         await unpackBundle(bundleFile, workspace, this.bundleLimits);
@@ -230,18 +278,21 @@ export class ProcessRuntime implements Runtime {
         }
       }
       if (sandbox.sandboxed) {
+        const readOnlyPaths = this.options.readOnlyPaths ?? [];
+        const hidden = this.options.hiddenPaths ?? [];
         prefix.push(
           ...bubblewrapArgs({
             bwrapPath: this.options.bwrapPath ?? "bwrap",
             workspace,
-            network: this.options.network ?? true,
-            readOnlyPaths: this.options.readOnlyPaths ?? [],
+            readOnlyPaths,
             deviceNodes: launch.devices.length > 0 ? await nvidiaDeviceNodes() : [],
+            masks: await maskArgs(hidden, [...SYSTEM_READ_ONLY_PATHS, ...readOnlyPaths]),
+            ...(networked ? { infoFd: 3, blockFd: 4 } : {}),
           }),
         );
       } else if (!this.warnedUnsandboxed) {
         this.warnedUnsandboxed = true;
-        this.logger.warn("Tasks run unsandboxed", { reason: sandbox.reason, hint: "install bubblewrap (apt-get install bubblewrap) to sandbox tasks" });
+        this.logger.warn(UNSANDBOXED_WARNING, { reason: sandbox.reason });
       }
       argv = [...prefix, ...command];
       prefixArgv = prefix;
@@ -253,6 +304,26 @@ export class ProcessRuntime implements Runtime {
     const logs = new LogBuffer(this.options.logs);
     if (!sandbox.sandboxed) logs.push("system", `Running unsandboxed: ${sandbox.reason}`);
     const isShell = typeof spec.command === "string";
+    let network: TaskNetwork | undefined;
+    const networkSetup = networked
+      ? {
+          extraPipes: 2,
+          afterSpawn: async (child: ManagedProcess) => {
+            const pid = await readSandboxPid(child);
+            network = await attachTaskNetwork(pid, {
+              tools: await this.tools(),
+              loopbackPorts: this.options.networkAllow?.loopbackPorts ?? [],
+              allow: this.allowNetworks,
+              pidFile: path.join(root, `.${launch.taskId}.pasta.pid`),
+            });
+            // bwrap reads one byte from --block-fd, then runs the command.
+            child.pipe(4)?.end("1");
+          },
+          afterExit: async () => {
+            await network?.stop();
+          },
+        }
+      : {};
     return new RunningTask({
       launch,
       workspace,
@@ -266,6 +337,7 @@ export class ProcessRuntime implements Runtime {
         // filesystem, same user. A fresh bubblewrap instance (its own PID namespace): the command
         // sees the task's files, not its processes.
         execArgv: (command) => [...prefixArgv, ...command],
+        ...networkSetup,
         // sh reports a command it cannot find with 127; bubblewrap with 1 and "execvp" on stderr
         // cannot happen for argv commands, which are resolved before the start.
         classifyExit: (exit) =>
@@ -281,4 +353,30 @@ export class ProcessRuntime implements Runtime {
       logger: this.logger,
     });
   }
+}
+
+/** The sandboxed process's pid, from the JSON bwrap writes to --info-fd (fd 3) once its namespaces exist. */
+function readSandboxPid(child: ManagedProcess, timeoutMs = 15_000): Promise<number> {
+  const info = child.pipe(3);
+  if (!info) return Promise.reject(new SandboxNetworkError("bubblewrap's info pipe is missing"));
+  return new Promise<number>((resolve, reject) => {
+    let text = "";
+    const done = (error: Error | undefined, pid?: number) => {
+      clearTimeout(timer);
+      info.off("data", onData);
+      info.off("close", onClose);
+      if (error) reject(error);
+      else resolve(pid!);
+    };
+    const onData = (chunk: Buffer) => {
+      text += chunk.toString("utf8");
+      const match = /"child-pid"\s*:\s*(\d+)/.exec(text);
+      if (match) done(undefined, Number(match[1]));
+      else if (text.length > 65_536) done(new SandboxNetworkError("bubblewrap's info is not what was expected"));
+    };
+    const onClose = () => done(new SandboxNetworkError("bubblewrap exited before its sandbox was ready"));
+    const timer = setTimeout(() => done(new SandboxNetworkError(`no answer from bubblewrap in ${timeoutMs} ms`)), timeoutMs);
+    info.on("data", onData);
+    info.once("close", onClose);
+  });
 }

@@ -107,8 +107,19 @@ export interface TaskHandle {
   cleanup(): Promise<void>;
 }
 
+/** What a runtime verified about the isolation of the tasks it will run. */
+export type RuntimeIsolation = {
+  sandboxed: boolean;
+  /** One line for the operator: "bubblewrap 0.8.0, own network namespace through pasta". */
+  description: string;
+  /** Said loudly at every start (an unsandboxed runtime). */
+  warnings: string[];
+};
+
 export interface Runtime {
   readonly kind: "process" | "container";
+  /** Checks the isolation works here; throws RuntimeUnavailableError (with what to do) when it does not. */
+  verify?(): Promise<RuntimeIsolation>;
   prepare(launch: TaskLaunch, options?: { signal?: AbortSignal }): Promise<TaskHandle>;
   /**
    * Kills whatever is left of a task this node started before it restarted (a crash leaves the
@@ -130,6 +141,13 @@ export type TaskLauncher = {
   stop?: (process: ManagedProcess, graceMs: number) => Promise<void>;
   /** An exit that means the runtime failed rather than the task (status "error"). */
   classifyExit?: (exit: ProcessExit) => { name: string; message: string } | undefined;
+  /** Extra pipes the process gets at fd 3, 4, ... (see ManagedProcess.pipe). */
+  extraPipes?: number;
+  /**
+   * Runs right after the spawn, before the command is let go (bubblewrap waits on --block-fd):
+   * the sandbox's network is connected here. A throw ends the task with status "error".
+   */
+  afterSpawn?: (process: ManagedProcess) => Promise<void>;
   /** Runs once after the task ended (remove temporary files). */
   afterExit?: () => Promise<void>;
   /** Whether /proc usage of the process group describes the task (false for containers). */
@@ -169,6 +187,7 @@ export class RunningTask implements TaskHandle {
   private process: ManagedProcess | undefined;
   private startedAt: number | null = null;
   private stopReason: "stopped" | "exceeded" | undefined;
+  private setupError: { name: string; message: string } | undefined;
   private durationTimer: NodeJS.Timeout | undefined;
   private readonly stdoutDigest = new StreamDigest();
   private readonly result: Promise<TaskResult>;
@@ -216,11 +235,26 @@ export class RunningTask implements TaskHandle {
       cwd: launcher.cwd,
       env: launcher.env,
       spareFromTerm: launcher.spareFromTerm,
+      extraPipes: launcher.extraPipes,
       onStdout: (chunk) => this.stdoutDigest.update(chunk),
       onLine: (stream, line) => logs.push(stream, redactor.redact(line)),
     });
-    this.armDurationTimer(launch.durationMs);
     void this.process.exited.then((exit) => this.finish(exit));
+    if (launcher.afterSpawn) {
+      try {
+        await launcher.afterSpawn(this.process);
+      } catch (error) {
+        // The host failed to set the task up: the provider's fault, reported as a runtime error.
+        const err = error as Error;
+        this.setupError = { name: err.name || "Error", message: err.message };
+        this.options.logger.warn("Task setup failed after the spawn", { taskId: this.taskId }, error);
+        await this.process.terminate(0);
+        return;
+      }
+      // The setup is the provider's time, not the renter's.
+      this.startedAt = Date.now();
+    }
+    this.armDurationTimer(launch.durationMs);
   }
 
   async stop(graceMs = this.options.defaultGraceMs): Promise<TaskResult> {
@@ -310,7 +344,9 @@ export class RunningTask implements TaskHandle {
     const startedAt = this.startedAt ?? endedAt;
     const runMs = endedAt - startedAt;
     let error: { name: string; message: string } | undefined;
-    if (exit.spawnError) {
+    if (this.setupError) {
+      error = this.setupError;
+    } else if (exit.spawnError) {
       error = { name: "CommandNotFoundError", message: `Cannot start ${launcher.argv[0]}: ${exit.spawnError.code ?? exit.spawnError.message}` };
     } else if (!this.stopReason) {
       error = launcher.classifyExit?.(exit);

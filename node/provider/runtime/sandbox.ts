@@ -1,30 +1,51 @@
 /**
- * The process runtime's sandbox: bubblewrap (`bwrap`) where it is installed and works (it needs
- * unprivileged user namespaces, or root). Inside, the task sees:
+ * The process runtime's sandbox: bubblewrap (`bwrap`), verified to work here before the node
+ * sells anything. Inside, the task sees:
  * - the host's system directories read-only (/usr, /bin, /lib*, /etc, /opt, ...) so interpreters
  *   and the CUDA driver libraries work, plus any extra read-only paths the operator configures;
+ *   the node's own files (data dir, config file, keys, home) are masked even when they lie under
+ *   one of those paths;
  * - its workspace read-write, a private /tmp, a fresh /proc and a minimal /dev with the NVIDIA
  *   device nodes bound in;
- * - its own PID, IPC and UTS namespaces (it cannot see or signal host processes), and no network
- *   when the operator turns the network off.
- * Everything else on the host (home directories, the node's data dir with its keys) is absent.
- * Without bubblewrap tasks run unsandboxed as the provider's user, and the node says so at start.
+ * - its own user namespace with every capability dropped, and its own PID, IPC, UTS and network
+ *   namespaces: it cannot see or signal host processes, and the host's loopback is not its
+ *   loopback.
+ * With `network` on, pasta (Debian's `passt` package, user-mode networking) connects the task's
+ * network namespace to the outside through ordinary sockets of the node, and routes in the
+ * namespace refuse the host's own addresses, link-local, the private and reserved ranges (see
+ * network-policy.ts) unless the operator allow-lists them. pasta forwards no host loopback port
+ * into the namespace except the allow-listed ones, and no port inward.
+ *
+ * Running without a sandbox is an explicit `sandbox: "none"`, never a fallback.
  */
-import { execFile } from "node:child_process";
-import { readdir } from "node:fs/promises";
+import { execFile, spawn } from "node:child_process";
+import { readdir, readFile, realpath, rm, stat } from "node:fs/promises";
+import { networkInterfaces } from "node:os";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { SandboxNetworkError } from "../errors.js";
+import { findExecutable } from "./limits.js";
+import { BLOCKED_IPV4_RANGES, coveredByAllowList, type ParsedCidr } from "./network-policy.js";
 
+/** `auto` and `bubblewrap` both require bubblewrap (auto names the default); `none` runs tasks unsandboxed. */
 export type SandboxMode = "auto" | "bubblewrap" | "none";
 
 /** Host paths bound read-only into the sandbox when they exist. */
 export const SYSTEM_READ_ONLY_PATHS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/run/systemd/resolve", "/run/nvidia-persistenced"];
+
+/** The task namespace's own /30: it is .254, the gateway pasta answers for is .253 (prohibited as a destination). */
+export const TASK_ADDRESS = "10.255.255.254";
+export const TASK_GATEWAY = "10.255.255.253";
+const TASK_NETMASK_BITS = 30;
 
 export type BubblewrapStatus = { available: true; path: string; version: string } | { available: false; path: string; reason: string };
 
 const probes = new Map<string, Promise<BubblewrapStatus>>();
 
 /**
- * Whether bubblewrap is installed and can create a sandbox here. Runs a trivial sandbox once per
- * path (cached): being installed is not enough where user namespaces are disabled.
+ * Whether bubblewrap is installed and can create the sandbox the runtime uses here (user, PID and
+ * network namespaces, capabilities dropped). Runs a trivial sandbox once per path (cached): being
+ * installed is not enough where user namespaces are disabled.
  */
 export function detectBubblewrap(bwrapPath = "bwrap"): Promise<BubblewrapStatus> {
   let probe = probes.get(bwrapPath);
@@ -36,7 +57,8 @@ export function detectBubblewrap(bwrapPath = "bwrap"): Promise<BubblewrapStatus>
           resolve({ available: false, path: bwrapPath, reason: code === "ENOENT" ? "bwrap is not installed" : `bwrap --version failed: ${versionError.message}` });
           return;
         }
-        execFile(bwrapPath, ["--unshare-pid", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"], { timeout: 5_000 }, (error, _out, stderr) => {
+        const args = ["--unshare-user", "--unshare-pid", "--unshare-net", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"];
+        execFile(bwrapPath, args, { timeout: 5_000 }, (error, _out, stderr) => {
           if (error) resolve({ available: false, path: bwrapPath, reason: `bwrap cannot create a sandbox here: ${String(stderr).trim() || error.message}` });
           else resolve({ available: true, path: bwrapPath, version: String(versionOut).trim() });
         });
@@ -47,27 +69,214 @@ export function detectBubblewrap(bwrapPath = "bwrap"): Promise<BubblewrapStatus>
   return probe;
 }
 
+export type NetworkTools = { pasta: string; nsenter: string; ip: string };
+
+/**
+ * Finds pasta, nsenter and ip (the tools a task's network needs). Returns what is missing as a
+ * reason the operator can act on.
+ */
+export async function detectNetworkTools(pastaPath = "pasta", searchPath = process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin"): Promise<{ tools: NetworkTools } | { reason: string }> {
+  const pathWithSbin = `${searchPath}:/usr/sbin:/sbin`;
+  const pasta = await findExecutable(pastaPath, pathWithSbin);
+  const nsenter = await findExecutable("nsenter", pathWithSbin);
+  const ip = await findExecutable("ip", pathWithSbin);
+  const missing = [!pasta && `pasta (apt-get install passt)`, !nsenter && "nsenter (util-linux)", !ip && "ip (apt-get install iproute2)"].filter(Boolean);
+  if (missing.length > 0 || !pasta || !nsenter || !ip) return { reason: `not installed: ${missing.join(", ")}` };
+  return { tools: { pasta, nsenter, ip } };
+}
+
 /** The NVIDIA device nodes present on the host (/dev/nvidia0, /dev/nvidiactl, /dev/nvidia-caps, ...). */
 export async function nvidiaDeviceNodes(devDir = "/dev"): Promise<string[]> {
   const entries = await readdir(devDir).catch(() => [] as string[]);
   return entries.filter((name) => name.startsWith("nvidia")).map((name) => `${devDir}/${name}`);
 }
 
+function isInside(child: string, parent: string): boolean {
+  const relative = path.relative(parent, child);
+  return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative));
+}
+
+/**
+ * bwrap arguments that hide the node's own files (data dir, config, keys, home) wherever they
+ * would show through a read-only bind: a directory is covered with an empty tmpfs, a file with
+ * /dev/null. Paths are resolved through symlinks, since bwrap binds what the links point to.
+ */
+export async function maskArgs(hiddenPaths: readonly string[], boundPaths: readonly string[]): Promise<string[]> {
+  const bound = (await Promise.all(boundPaths.map((entry) => realpath(entry).catch(() => undefined)))).filter((entry): entry is string => entry !== undefined);
+  const args: string[] = [];
+  const seen = new Set<string>();
+  for (const hidden of hiddenPaths) {
+    const real = await realpath(hidden).catch(() => undefined);
+    if (!real || seen.has(real) || !bound.some((root) => isInside(real, root))) continue;
+    seen.add(real);
+    const info = await stat(real).catch(() => undefined);
+    if (!info) continue;
+    if (info.isDirectory()) args.push("--tmpfs", real);
+    else args.push("--ro-bind", "/dev/null", real);
+  }
+  return args;
+}
+
 export type BubblewrapArgsOptions = {
   bwrapPath: string;
   workspace: string;
-  network: boolean;
   readOnlyPaths: readonly string[];
   deviceNodes: readonly string[];
+  /** From maskArgs(): the node's own files covered. */
+  masks?: readonly string[];
+  /** File descriptors of the child for `--info-fd` / `--block-fd` (network setup before the command runs). */
+  infoFd?: number;
+  blockFd?: number;
 };
 
 /** The bwrap argv prefix (ending in `--`) that runs a command in the sandbox described above. */
 export function bubblewrapArgs(options: BubblewrapArgsOptions): string[] {
-  const args = [options.bwrapPath, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"];
-  if (!options.network) args.push("--unshare-net");
+  const args = [options.bwrapPath, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net", "--cap-drop", "ALL"];
+  if (options.infoFd !== undefined) args.push("--info-fd", String(options.infoFd));
+  if (options.blockFd !== undefined) args.push("--block-fd", String(options.blockFd));
   args.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp");
   for (const hostPath of [...SYSTEM_READ_ONLY_PATHS, ...options.readOnlyPaths]) args.push("--ro-bind-try", hostPath, hostPath);
+  args.push(...(options.masks ?? []));
   for (const node of options.deviceNodes) args.push("--dev-bind-try", node, node);
   args.push("--bind", options.workspace, options.workspace, "--chdir", options.workspace, "--");
   return args;
+}
+
+/** The host's own IPv4 addresses (every interface but loopback): a task must not reach the node through them. */
+export function hostIpv4Addresses(): string[] {
+  return Object.values(networkInterfaces())
+    .flat()
+    .filter((entry) => entry !== undefined && entry.family === "IPv4" && !entry.internal)
+    .map((entry) => entry!.address);
+}
+
+/**
+ * The `ip -batch` lines that make a task's namespace refuse everything but public unicast and the
+ * allow-listed ranges: "prohibit" routes (connect() fails with EACCES) for the blocked ranges,
+ * the host's own addresses and the gateway, and routes through the gateway for allow-listed
+ * IPv4 ranges (more specific than the prohibit routes they punch through).
+ */
+export function taskRoutes(allow: readonly ParsedCidr[], hostAddresses: readonly string[]): string[] {
+  const lines: string[] = [];
+  for (const range of BLOCKED_IPV4_RANGES) if (!coveredByAllowList(range, allow)) lines.push(`route add prohibit ${range}`);
+  // The host's own addresses stay closed even inside an allow-listed range: only an entry naming
+  // the address itself (a /32) opens the node's ports on it.
+  for (const address of new Set(hostAddresses)) {
+    if (!allow.some((cidr) => cidr.prefix === 32 && cidr.address.toString() === address)) lines.push(`route add prohibit ${address}/32`);
+  }
+  lines.push(`route add prohibit ${TASK_GATEWAY}/32`);
+  for (const cidr of allow) {
+    if (cidr.address.kind() !== "ipv4") continue;
+    const network = `${cidr.address.toString()}/${cidr.prefix}`;
+    if (cidr.prefix === 0) continue; // the default route already goes through the gateway
+    lines.push(`route add ${network} via ${TASK_GATEWAY}`);
+  }
+  return lines;
+}
+
+export type TaskNetworkOptions = {
+  tools: NetworkTools;
+  /** Host loopback TCP ports the task reaches at 127.0.0.1:<port> in its namespace. */
+  loopbackPorts: readonly number[];
+  /** Ranges the task may reach although they are private, link-local or reserved. */
+  allow: readonly ParsedCidr[];
+  /** Where pasta writes its pid (outside the workspace). */
+  pidFile: string;
+  timeoutMs?: number;
+};
+
+export type TaskNetwork = { pastaPid: number; stop(): Promise<void> };
+
+function run(file: string, args: string[], input: string | undefined, timeoutMs: number): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(file, args, { stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"], timeout: timeoutMs });
+    let output = "";
+    const take = (chunk: Buffer) => {
+      if (output.length < 16_384) output += chunk.toString("utf8");
+    };
+    child.stdout?.on("data", take);
+    child.stderr?.on("data", take);
+    child.once("error", (error) => resolve({ code: null, output: error.message }));
+    child.once("close", (code) => resolve({ code, output }));
+    if (input !== undefined) child.stdin?.end(input);
+  });
+}
+
+/** pasta writes to syslog and complains on stderr where there is none: keep only its own messages. */
+function pastaMessages(output: string): string {
+  return output
+    .split("\n")
+    .filter((line) => line.trim() !== "" && !line.startsWith("Failed to send"))
+    .slice(0, 5)
+    .join("; ");
+}
+
+/**
+ * Connects the network namespace of process `pid` (the sandbox's, created by bwrap and held by
+ * `--block-fd` before the task runs) to the outside through pasta, then installs the policy
+ * routes. Throws SandboxNetworkError when either step fails; nothing is left running then.
+ */
+export async function attachTaskNetwork(pid: number, options: TaskNetworkOptions): Promise<TaskNetwork> {
+  const timeoutMs = options.timeoutMs ?? 15_000;
+  const ports = options.loopbackPorts.length > 0 ? [...new Set(options.loopbackPorts)].join(",") : "none";
+  const pastaArgs = [
+    "--quiet",
+    "--ipv4-only",
+    "--config-net",
+    "--no-map-gw",
+    "--tcp-ports",
+    "none",
+    "--udp-ports",
+    "none",
+    "--tcp-ns",
+    ports,
+    "--udp-ns",
+    "none",
+    "--address",
+    TASK_ADDRESS,
+    "--netmask",
+    String(TASK_NETMASK_BITS),
+    "--gateway",
+    TASK_GATEWAY,
+    "--pid",
+    options.pidFile,
+    // As root pasta would switch to "nobody", which cannot enter the sandbox's user namespace.
+    ...(process.getuid?.() === 0 ? ["--runas", "0"] : []),
+    String(pid),
+  ];
+  await rm(options.pidFile, { force: true });
+  // pasta configures the namespace, then forks into the background and the first process exits 0.
+  const started = await run(options.tools.pasta, pastaArgs, undefined, timeoutMs);
+  let pastaPid: number | undefined;
+  for (let attempt = 0; attempt < 40 && pastaPid === undefined; attempt++) {
+    const text = await readFile(options.pidFile, "utf8").catch(() => "");
+    if (/^\d+\s*$/.test(text)) pastaPid = Number(text.trim());
+    else if (started.code !== 0) break;
+    else await sleep(25);
+  }
+  const stop = async () => {
+    if (pastaPid !== undefined) {
+      const comm = await readFile(`/proc/${pastaPid}/comm`, "utf8").catch(() => "");
+      if (comm.trim().startsWith("pasta")) {
+        try {
+          process.kill(pastaPid, "SIGTERM");
+        } catch {
+          // already gone with the namespace
+        }
+      }
+    }
+    await rm(options.pidFile, { force: true });
+  };
+  if (started.code !== 0 || pastaPid === undefined) {
+    await stop();
+    throw new SandboxNetworkError(`pasta could not connect the task's network namespace (exit code ${started.code})`, pastaMessages(started.output));
+  }
+  const routes = taskRoutes(options.allow, hostIpv4Addresses());
+  const enter = ["-t", String(pid), "-U", "-n", "--preserve-credentials", options.tools.ip, "-batch", "-"];
+  const configured = await run(options.tools.nsenter, enter, `${routes.join("\n")}\n`, timeoutMs);
+  if (configured.code !== 0) {
+    await stop();
+    throw new SandboxNetworkError(`the task's network policy could not be installed (exit code ${configured.code})`, configured.output.trim().slice(0, 500));
+  }
+  return { pastaPid, stop };
 }

@@ -27,7 +27,11 @@ export const TASK_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 /** Plain values of the env as the child gets them (secrets in clear). */
 export function childEnv(spec: TaskSpec): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(spec.env)) out[name] = typeof value === "string" ? value : value.value;
+  for (const [name, value] of Object.entries(spec.env)) {
+    // The provider agent opens sealed values when the task arrives (leases.ts); one left sealed here is a bug.
+    if (typeof value !== "string" && !("value" in value)) throw new TypeError(`The secret ${name} is still sealed`);
+    out[name] = typeof value === "string" ? value : value.value;
+  }
   return out;
 }
 
@@ -46,7 +50,7 @@ export function storableSpec(spec: TaskSpec): Omit<TaskSpec, "env"> & { env: Rec
 /** Secret values of a spec, by variable name. */
 export function secretsOf(spec: TaskSpec): Map<string, string> {
   const out = new Map<string, string>();
-  for (const [name, value] of Object.entries(spec.env)) if (typeof value !== "string") out.set(name, value.value);
+  for (const [name, value] of Object.entries(spec.env)) if (typeof value !== "string" && "value" in value) out.set(name, value.value);
   return out;
 }
 

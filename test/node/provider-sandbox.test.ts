@@ -1,0 +1,239 @@
+/**
+ * The provider's host is not the renter's: real bubblewrap sandboxes and real pasta networks,
+ * probed from inside by renter tasks (docs/provider.md, "Security model").
+ */
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import type { AddressInfo } from "node:net";
+import { homedir, tmpdir } from "node:os";
+import path from "node:path";
+import * as tar from "tar";
+import { parseInput } from "../../common/validation.js";
+import { providerOptionsSchema } from "../../node/provider/options.js";
+import { createRuntime } from "../../node/provider/provider.js";
+import type { ProcessRuntime } from "../../node/provider/runtime/process-runtime.js";
+import type { TaskResult } from "../../node/provider/runtime/runtime.js";
+import { detectBubblewrap, detectNetworkTools, hostIpv4Addresses } from "../../node/provider/runtime/sandbox.js";
+import { taskSpecSchema, type TaskSpec } from "../../node/provider/runtime/task.js";
+
+const NODE = process.execPath;
+
+/** A node script that tries to connect to each target and prints `<label>=<outcome>`. */
+const CONNECT_PROBE = `
+import net from "node:net";
+const targets = JSON.parse(process.env.TARGETS);
+for (const [label, host, port] of targets) {
+  const outcome = await new Promise((resolve) => {
+    const socket = net.connect({ host, port, timeout: 3000 });
+    let body = "";
+    socket.on("connect", () => socket.write("GET / HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n"));
+    socket.on("data", (chunk) => (body += chunk));
+    socket.on("end", () => resolve("answered:" + body.split("\\r\\n\\r\\n")[1]));
+    socket.on("timeout", () => { socket.destroy(); resolve("timeout"); });
+    socket.on("error", (error) => resolve("error:" + error.code));
+  });
+  console.log(label + "=" + outcome);
+}
+`;
+
+describe("provider sandbox: what a renter's task can reach", function () {
+  this.timeout(60_000);
+  let dir: string;
+  let bundleServer: Server;
+  let nodeService: Server;
+  let allowedService: Server;
+  let publicService: Server;
+  let baseUrl: string;
+  let nodePort: number;
+  let allowedPort: number;
+  let publicPort: number;
+  const served = new Map<string, Buffer>();
+  let counter = 0;
+
+  const listen = async (server: Server, host: string) => {
+    await new Promise<void>((resolve) => server.listen(0, host, resolve));
+    return (server.address() as AddressInfo).port;
+  };
+
+  before(async () => {
+    assert.equal((await detectBubblewrap()).available, true, "CI installs bubblewrap (.ci/run)");
+    assert.ok("tools" in (await detectNetworkTools()), "CI installs passt and iproute2 (.ci/run)");
+    dir = await mkdtemp(path.join(tmpdir(), "suanli-sandbox-"));
+    bundleServer = createServer((req, res) => {
+      const body = served.get(req.url ?? "");
+      if (!body) return void res.writeHead(404).end();
+      res.writeHead(200, { "content-length": body.length }).end(body);
+    });
+    baseUrl = `http://127.0.0.1:${await listen(bundleServer, "127.0.0.1")}`;
+    // Stands for the node's own ports (metrics, RPC, API) on the host's loopback.
+    nodeService = createServer((_req, res) => res.end("node-private-answer"));
+    nodePort = await listen(nodeService, "127.0.0.1");
+    allowedService = createServer((_req, res) => res.end("allowed-service"));
+    allowedPort = await listen(allowedService, "127.0.0.1");
+    // Listens on every interface, like a node's p2p or API port bound to 0.0.0.0.
+    publicService = createServer((_req, res) => res.end("all-interfaces"));
+    publicPort = await listen(publicService, "0.0.0.0");
+  });
+
+  after(async () => {
+    for (const server of [bundleServer, nodeService, allowedService, publicService]) await new Promise<void>((resolve) => server?.close(() => resolve()));
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  async function bundle(files: Record<string, string>): Promise<{ url: string; sha256: string }> {
+    const name = `b${++counter}`;
+    const staging = path.join(dir, `${name}-src`);
+    await mkdir(staging, { recursive: true });
+    for (const [rel, content] of Object.entries(files)) await writeFile(path.join(staging, rel), content);
+    const file = path.join(dir, `${name}.tar.gz`);
+    await tar.c({ gzip: true, file, cwd: staging, portable: true }, Object.keys(files));
+    const bytes = await readFile(file);
+    served.set(`/${name}.tar.gz`, bytes);
+    return { url: `${baseUrl}/${name}.tar.gz`, sha256: createHash("sha256").update(bytes).digest("hex") };
+  }
+
+  /** A runtime built the way the provider agent builds it: from the config section, the data dir and the config file. */
+  function runtimeFromConfig(provider: Record<string, unknown>, context: { dataDir: string; configFile?: string }): ProcessRuntime {
+    const options = providerOptionsSchema.parse({
+      ...provider,
+      fetch: { allowNetworks: ["127.0.0.1"] },
+      grace: { taskStopMs: 500 },
+    });
+    return createRuntime(options, { dataDir: context.dataDir, hiddenPaths: context.configFile ? [context.configFile] : [] }) as ProcessRuntime;
+  }
+
+  async function runTask(runtime: ProcessRuntime, files: Record<string, string>, command: string[], env: Record<string, string> = {}): Promise<{ result: TaskResult; lines: string[] }> {
+    const b = await bundle(files);
+    const spec = parseInput(taskSpecSchema, { bundle: b, command, env }, "task") as TaskSpec;
+    const task = await runtime.prepare({ taskId: `t${++counter}`, spec, devices: [], durationMs: 30_000 });
+    await task.start();
+    const result = await task.wait();
+    const lines = task.readLogs().lines.map((line) => line.text);
+    await task.cleanup();
+    return { result, lines };
+  }
+
+  it("never shows a task the node's data dir, keys, config file or home, even under a read-only path", async () => {
+    // An operator who binds a whole directory read-only (a dataset next to the node's files).
+    const opt = path.join(dir, "opt");
+    const dataDir = path.join(opt, "suanli-data");
+    await mkdir(path.join(dataDir, "db"), { recursive: true });
+    const peerKey = path.join(dataDir, "peer.key");
+    await writeFile(peerKey, "PEER-KEY-BYTES", { mode: 0o600 });
+    const configFile = path.join(opt, "provider.json");
+    await writeFile(configFile, JSON.stringify({ chain: { privateKey: "0xCONFIG-PRIVATE-KEY" } }));
+    const dataset = path.join(opt, "dataset.txt");
+    await writeFile(dataset, "public dataset");
+    const home = homedir();
+
+    const runtime = runtimeFromConfig({ runtime: { sandbox: "bubblewrap", network: false, readOnlyPaths: [path.dirname(NODE), opt] } }, { dataDir, configFile });
+    assert.equal((await runtime.verify()).sandboxed, true);
+    const probe = [
+      "import { readFileSync, readdirSync } from 'node:fs';",
+      "for (const p of JSON.parse(process.env.PATHS)) {",
+      "  let outcome;",
+      "  try { outcome = 'read:' + readFileSync(p, 'utf8'); } catch (e) {",
+      "    if (e.code === 'EISDIR') { try { outcome = 'dir:' + readdirSync(p).join(','); } catch (d) { outcome = 'error:' + d.code; } } else outcome = 'error:' + e.code;",
+      "  }",
+      "  console.log(p + ' => ' + outcome);",
+      "}",
+    ].join("\n");
+    const paths = [peerKey, configFile, dataDir, path.join(dataDir, "db"), home, dataset];
+    const { result, lines } = await runTask(runtime, { "probe.mjs": probe }, [NODE, "probe.mjs"], { PATHS: JSON.stringify(paths) });
+    assert.equal(result.status, "succeeded", lines.join("\n"));
+    const outcome = (p: string) => lines.find((line) => line.startsWith(`${p} => `))?.slice(p.length + 4);
+    assert.match(outcome(peerKey) ?? "", /^error:ENOENT$/, lines.join("\n"));
+    // Covered by /dev/null: empty, or not openable where the covered mount is nodev.
+    assert.match(outcome(configFile) ?? "", /^(read:|error:EACCES)$/, lines.join("\n"));
+    assert.match(outcome(dataDir) ?? "", /^dir:(workspaces)?$/, "the data dir is an empty tmpfs (only the task's own workspace path inside)");
+    assert.match(outcome(path.join(dataDir, "db")) ?? "", /^error:ENOENT$/);
+    assert.match(outcome(home) ?? "", /^(error:ENOENT|dir:)$/, `home ${home}: ${outcome(home)}`);
+    assert.equal(outcome(dataset), "read:public dataset", "what the operator did bind is still there");
+    assert.ok(!lines.some((line) => line.includes("PEER-KEY-BYTES") || line.includes("CONFIG-PRIVATE-KEY")));
+  });
+
+  it("a task cannot reach the node's loopback ports, the host's own addresses or private ranges; it reaches allow-listed ones", async () => {
+    const hostAddress = hostIpv4Addresses()[0];
+    assert.ok(hostAddress, "the machine has a non-loopback IPv4 address");
+    const runtime = runtimeFromConfig(
+      { runtime: { sandbox: "bubblewrap", network: true, readOnlyPaths: [path.dirname(NODE)], networkAllow: { loopbackPorts: [allowedPort] } } },
+      { dataDir: path.join(dir, "data-net") },
+    );
+    const isolation = await runtime.verify();
+    assert.match(isolation.description, /pasta/);
+    const targets = [
+      ["node-port", "127.0.0.1", nodePort],
+      ["allowed-port", "127.0.0.1", allowedPort],
+      ["host-address", hostAddress, publicPort],
+      ["metadata", "169.254.169.254", 80],
+      ["private-10", "10.1.2.3", 80],
+      ["private-192", "192.168.1.1", 80],
+    ];
+    const { result, lines } = await runTask(runtime, { "probe.mjs": CONNECT_PROBE }, [NODE, "probe.mjs"], { TARGETS: JSON.stringify(targets) });
+    assert.equal(result.status, "succeeded", lines.join("\n"));
+    const outcome = (label: string) => lines.find((line) => line.startsWith(`${label}=`))?.slice(label.length + 1) ?? "";
+    assert.match(outcome("node-port"), /^error:ECONNREFUSED$/, lines.join("\n"));
+    assert.equal(outcome("allowed-port"), "answered:allowed-service", lines.join("\n"));
+    for (const label of ["host-address", "metadata", "private-10", "private-192"]) assert.match(outcome(label), /^error:(EACCES|ENETUNREACH|EHOSTUNREACH)$/, `${label}: ${lines.join("\n")}`);
+  });
+
+  it("an allow-listed range is reached through the task's own network (pasta), not the host's namespace", async () => {
+    const hostAddress = hostIpv4Addresses()[0];
+    const runtime = runtimeFromConfig(
+      { runtime: { sandbox: "bubblewrap", network: true, readOnlyPaths: [path.dirname(NODE)], networkAllow: { networks: [`${hostAddress}/32`] } } },
+      { dataDir: path.join(dir, "data-allow") },
+    );
+    const probe = `${CONNECT_PROBE}\nimport { networkInterfaces } from "node:os";\nconsole.log("ifaces=" + Object.values(networkInterfaces()).flat().map((i) => i.address).filter((a) => a.includes(".")).join(","));`;
+    const { result, lines } = await runTask(runtime, { "probe.mjs": probe }, [NODE, "probe.mjs"], { TARGETS: JSON.stringify([["host-address", hostAddress, publicPort], ["node-port", "127.0.0.1", nodePort]]) });
+    assert.equal(result.status, "succeeded", lines.join("\n"));
+    assert.ok(lines.includes("host-address=answered:all-interfaces"), lines.join("\n"));
+    assert.ok(lines.includes("node-port=error:ECONNREFUSED"), lines.join("\n"));
+    const ifaces = lines.find((line) => line.startsWith("ifaces="))!.slice(7).split(",");
+    assert.ok(!ifaces.includes(hostAddress), `the task has its own addresses (${ifaces.join(",")}), not the host's`);
+  });
+
+  it("with network off a task has only its own loopback: even allow-listed ports are closed", async () => {
+    const runtime = runtimeFromConfig(
+      { runtime: { sandbox: "bubblewrap", network: false, readOnlyPaths: [path.dirname(NODE)], networkAllow: { loopbackPorts: [allowedPort] } } },
+      { dataDir: path.join(dir, "data-off") },
+    );
+    const { result, lines } = await runTask(runtime, { "probe.mjs": CONNECT_PROBE }, [NODE, "probe.mjs"], {
+      TARGETS: JSON.stringify([["allowed-port", "127.0.0.1", allowedPort], ["host-address", hostIpv4Addresses()[0], publicPort]]),
+    });
+    assert.equal(result.status, "succeeded", lines.join("\n"));
+    assert.ok(lines.includes("allowed-port=error:ECONNREFUSED"), lines.join("\n"));
+    assert.match(lines.find((line) => line.startsWith("host-address="))!, /=error:(ENETUNREACH|EHOSTUNREACH)$/);
+  });
+
+  it("two tenants listen on the same port at once: each task has its own network namespace", async () => {
+    const runtime = runtimeFromConfig({ runtime: { sandbox: "bubblewrap", network: true, readOnlyPaths: [path.dirname(NODE)] } }, { dataDir: path.join(dir, "data-two") });
+    const server = [
+      "import net from 'node:net';",
+      "const server = net.createServer((s) => s.end('me')).listen(8000, '127.0.0.1', () => {",
+      "  console.log('listening');",
+      "  net.connect(8000, '127.0.0.1').on('data', (d) => { console.log('self=' + d); server.close(); });",
+      "});",
+      "setTimeout(() => {}, 1500);",
+    ].join("\n");
+    const [a, b] = await Promise.all([runTask(runtime, { "s.mjs": server }, [NODE, "s.mjs"]), runTask(runtime, { "s.mjs": server }, [NODE, "s.mjs"])]);
+    for (const run of [a, b]) {
+      assert.equal(run.result.status, "succeeded", run.lines.join("\n"));
+      assert.ok(run.lines.includes("self=me"), run.lines.join("\n"));
+    }
+  });
+
+  it("refuses to start with the network on but pasta missing, and ends a task whose network cannot be set up as the provider's error", async () => {
+    const missing = runtimeFromConfig({ runtime: { sandbox: "bubblewrap", network: true, pastaPath: path.join(dir, "no-pasta-here") } }, { dataDir: path.join(dir, "data-nopasta") });
+    await assert.rejects(missing.verify(), (error: Error) => error.name === "RuntimeUnavailableError" && /passt/.test(error.message));
+    // A pasta that fails: the sandbox was created, its network was not.
+    const broken = path.join(dir, "broken-pasta");
+    await writeFile(broken, "#!/bin/sh\necho 'cannot attach' >&2\nexit 3\n", { mode: 0o755 });
+    const runtime = runtimeFromConfig({ runtime: { sandbox: "bubblewrap", network: true, pastaPath: broken, readOnlyPaths: [path.dirname(NODE)] } }, { dataDir: path.join(dir, "data-broken") });
+    const { result, lines } = await runTask(runtime, { "x.mjs": "console.log('ran')" }, [NODE, "x.mjs"]);
+    assert.equal(result.status, "error", lines.join("\n"));
+    assert.equal(result.error?.name, "SandboxNetworkError");
+    assert.ok(!lines.includes("ran"), "the command never ran without its network policy");
+  });
+});
