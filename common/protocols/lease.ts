@@ -66,9 +66,15 @@ export type TypedDataSigner = (parameters: {
   message: RenterRequest | ReserveRequest;
 }) => Promise<Hex>;
 
+/**
+ * Signs a RenterRequest: `(p) => walletClient.signTypedData({ account, ...p })` type-checks as
+ * written (a TypedDataSigner is one too).
+ */
+export type RenterRequestSigner = (parameters: { domain: TypedDataDomain; types: typeof suanliTypes; primaryType: "RenterRequest"; message: RenterRequest }) => Promise<Hex>;
+
 /** Signs a RenterRequest whose body the caller already normalised (see signLeaseRequest). */
 async function signRenterRequest(
-  signer: TypedDataSigner,
+  signer: RenterRequestSigner,
   domain: TypedDataDomain,
   parameters: { leaseId: bigint; provider: Address; action: RenterAction; body: unknown; nowSeconds?: number },
 ): Promise<RenterAuth> {
@@ -249,7 +255,7 @@ export function leaseRequestBodyHash(action: RenterAction, body: unknown): Hex {
  * await request(host, providerPeer, TASK_PROTOCOL, { auth, spec }, { responseSchema: taskAnswerSchema });
  */
 export async function signLeaseRequest(
-  signer: TypedDataSigner,
+  signer: RenterRequestSigner,
   domain: TypedDataDomain,
   parameters: { leaseId: bigint; provider: Address; action: RenterAction; body: unknown; nowSeconds?: number },
 ): Promise<RenterAuth> {
