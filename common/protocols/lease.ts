@@ -69,6 +69,11 @@ export type TypedDataSigner = (parameters: {
 /**
  * Signs a RenterRequest: `(p) => walletClient.signTypedData({ account, ...p })` type-checks as
  * written (a TypedDataSigner is one too).
+ *
+ * @example
+ * import { signLeaseRequest, type RenterRequestSigner } from "suanli/sdk";
+ * const signer: RenterRequestSigner = (p) => walletClient.signTypedData({ account: renter, ...p });
+ * const auth = await signLeaseRequest(signer, domain, { leaseId, provider, action: "status", body: {} });
  */
 export type RenterRequestSigner = (parameters: { domain: TypedDataDomain; types: typeof suanliTypes; primaryType: "RenterRequest"; message: RenterRequest }) => Promise<Hex>;
 
@@ -250,7 +255,7 @@ export function leaseRequestBodyHash(action: RenterAction, body: unknown): Hex {
  * RENTER_REQUEST_MAX_AGE_SECONDS).
  *
  * @example
- * import { signLeaseRequest } from "suanli/common/protocols/lease";
+ * import { signLeaseRequest } from "suanli/sdk";
  * const auth = await signLeaseRequest((p) => account.signTypedData(p), domain, { leaseId, provider, action: "task", body: { spec } });
  * await request(host, providerPeer, TASK_PROTOCOL, { auth, spec }, { responseSchema: taskAnswerSchema });
  */
