@@ -40,7 +40,8 @@ async function importedPackages(dist: string): Promise<Set<string>> {
   for (const file of (await listFiles(dist)).filter((name) => name.endsWith(".js") || name.endsWith(".d.ts"))) {
     // Comments hold examples with import lines; strings never start a line with `import`.
     const code = (await readFile(file, "utf8")).replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
-    for (const match of code.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|^import\s+)["']((?:@[\w.-]+\/)?[\w-][\w.-]*(?:\/[\w.@-]+)*)["']/gm)) {
+    const required = [...code.matchAll(/createRequire\([^)]*\)\(\s*["']([^"'.][^"']*)["']\s*\)/g)];
+    for (const match of [...required, ...code.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|^import\s+)["']((?:@[\w.-]+\/)?[\w-][\w.-]*(?:\/[\w.@-]+)*)["']/gm)]) {
       const specifier = match[1];
       if (specifier.startsWith("node:") || builtins.has(specifier)) continue;
       const parts = specifier.split("/");

@@ -4,7 +4,7 @@
 import { parseDeployment, type Deployment } from "../common/deployment.js";
 import { ClientConfigError, createClientWith, type CreateClientParameters, type SuanliClient } from "./client.js";
 import type { ClientPlatform } from "./internal/platform.js";
-import { fileTaskStorage } from "./internal/store.js";
+import { fileTaskStorage } from "./internal/file-storage.js";
 
 const nodePlatform: ClientPlatform = {
   async startP2p(parameters) {

@@ -4,7 +4,6 @@
  * invocations. Secret environment values are never written: the stored spec has them redacted,
  * and the full spec (needed to migrate a task) lives only in the submitting process.
  */
-import { parseTagged, stringifyTagged } from "../../common/json.js";
 import type { TaskSpec } from "../../common/protocols/task-spec.js";
 import type { TaskAttempt } from "../types.js";
 
@@ -37,29 +36,6 @@ export type TaskStorage = {
   load(): Promise<TaskRecord[]>;
   save(records: TaskRecord[]): Promise<void>;
 };
-
-/** A JSON file (Node only), written atomically. */
-export function fileTaskStorage(file: string): TaskStorage {
-  return {
-    async load() {
-      const { readFile } = await import("node:fs/promises");
-      try {
-        return parseTagged<TaskRecord[]>(await readFile(file, "utf8"));
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
-        throw error;
-      }
-    },
-    async save(records) {
-      const { mkdir, rename, writeFile } = await import("node:fs/promises");
-      const path = await import("node:path");
-      await mkdir(path.dirname(file), { recursive: true });
-      const temp = `${file}.${process.pid}.tmp`;
-      await writeFile(temp, stringifyTagged(records), { mode: 0o600 });
-      await rename(temp, file);
-    },
-  };
-}
 
 export function storableTaskSpec(spec: TaskSpec): TaskSpec {
   const env: TaskSpec["env"] = {};
