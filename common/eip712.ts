@@ -11,11 +11,27 @@ import type { Address, Hex, TypedDataDomain } from "viem";
 export const EIP712_NAME = "Suanli";
 export const EIP712_VERSION = "1";
 
-/** The EIP-712 domain of a deployment. `market` is the LeaseMarket address. */
+/**
+ * The EIP-712 domain of a deployment. `market` is the LeaseMarket address.
+ *
+ * @example
+ * import { suanliDomain } from "suanli/sdk";
+ * const info = await (await fetch(`${nodeUrl}/v1/info`)).json();
+ * const domain = suanliDomain(info.chainId, info.contracts.market);
+ */
 export function suanliDomain(chainId: number, market: Address): TypedDataDomain & { chainId: number; verifyingContract: Address } {
   return { name: EIP712_NAME, version: EIP712_VERSION, chainId, verifyingContract: market };
 }
 
+/**
+ * Suanli's EIP-712 types (Offer, ReserveRequest, RenterRequest, Attestation...), for signing with
+ * any wallet.
+ *
+ * @example
+ * import { suanliDomain, suanliTypes } from "suanli/sdk";
+ * const signature = await walletClient.signTypedData({ account, domain: suanliDomain(chainId, market),
+ *   types: { ReserveRequest: suanliTypes.ReserveRequest }, primaryType: "ReserveRequest", message: request });
+ */
 export const suanliTypes = {
   /**
    * A provider's offer for one machine. With `renter` = 0 it is public (gossiped, usable by

@@ -121,8 +121,8 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
   };
 
   try {
-    const metrics = createMetrics({ processMetrics: true });
     const dataDir = path.resolve(config.dataDir);
+    const metrics = createMetrics({ processMetrics: true, dataDir });
 
     const account = config.chain.privateKey ? (await import("viem/accounts")).privateKeyToAccount(config.chain.privateKey as `0x${string}`) : undefined;
     if (options.publishesOffers && !account) {
@@ -188,6 +188,7 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
       pollIntervalMs: config.chain.pollingIntervalMs,
       confirmations: config.chain.confirmations,
       logger: logger.child({ module: "chain" }),
+      metrics,
       onCursor: (next) => cursors.put("watcher.cursor", next.toString()),
     });
     watcher.handle((event) => applyRegistryEvent(event, chainView, offers));

@@ -11,7 +11,7 @@ import {
   type WalletClient,
 } from "viem";
 import { z } from "zod";
-import { contractAddress, parseDeployment, readDeploymentBinding, bindingId, type Deployment } from "../common/deployment.js";
+import { contractAddress, parseDeployment, readDeploymentBinding, bindingId, type Deployment, type DeploymentBinding } from "../common/deployment.js";
 import { suanliDomain } from "../common/eip712.js";
 import { SuanliError } from "../common/errors.js";
 import type { MatchingOptionsInput } from "../common/matching/options.js";
@@ -32,7 +32,8 @@ import { downloadOutput, type DownloadOutputParameters, type DownloadOutputRetur
 import type { SuanliContext } from "./internal/context.js";
 import type { OfferFeed } from "./internal/feed.js";
 import type { ProviderLink } from "./internal/link.js";
-import { fileTaskStorage, TaskStore, type TaskRecord } from "./internal/store.js";
+import type { ClientPlatform } from "./internal/platform.js";
+import { TaskStore, type TaskRecord, type TaskStorage } from "./internal/store.js";
 import type { TaskReceipt, TaskStatus } from "./types.js";
 
 /**
@@ -174,50 +175,26 @@ export type SuanliClient = {
   close(): Promise<void>;
 };
 
-async function resolveDeployment(value: CreateClientParameters["deployment"], chainId: number): Promise<Deployment> {
+function stateFileStorage(platform: ClientPlatform, file: string, binding: DeploymentBinding): TaskStorage {
+  if (!platform.fileStorage) throw new ClientConfigError("`stateFile` needs Node (a file): in a browser, leave it out.");
+  return platform.fileStorage(file, binding);
+}
+
+async function resolveDeployment(value: CreateClientParameters["deployment"], chainId: number, platform: ClientPlatform): Promise<Deployment> {
   if (value && typeof value === "object") return parseDeployment(value, "deployment");
-  if (typeof window !== "undefined") {
-    throw new ClientConfigError("In a browser, pass the deployment manifest object as `deployment`.");
-  }
-  const { readFile } = await import("node:fs/promises");
-  const path = await import("node:path");
-  const { fileURLToPath } = await import("node:url");
-  const dir = value ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../deployments");
-  const file = path.join(dir, `${chainId}.json`);
-  let text: string;
-  try {
-    text = await readFile(file, "utf8");
-  } catch {
-    throw new ClientConfigError(`No deployment manifest for chain ${chainId} at ${file}`, {
-      metaMessages: ["Pass `deployment` (the manifest object or its folder); on a devnet, `npm run devnet` writes deployments/31337.json."],
+  if (!platform.readDeployment) {
+    throw new ClientConfigError("In a browser, pass the deployment manifest object as `deployment`.", {
+      metaMessages: ["A node serves it: fetch your node's deployments/<chainId>.json, or import it in your bundle."],
     });
   }
-  const deployment = parseDeployment(JSON.parse(text), file);
-  if (deployment.chainId !== chainId) throw new ClientConfigError(`${file} is for chain ${deployment.chainId}, but the RPC serves chain ${chainId}`);
-  return deployment;
+  return platform.readDeployment(value, chainId);
 }
 
 /**
- * Creates a Suanli client. In Node it joins the network through `bootstrap` (libp2p), keeps the
- * live offers it validates in a local matching engine, and talks to providers directly; the
- * wallet signs every request and pays deposits.
- *
- * @example
- * import { createClient } from "suanli/sdk";
- * import { privateKeyToAccount } from "viem/accounts";
- *
- * const client = await createClient({
- *   rpcUrl: "http://127.0.0.1:8545",
- *   account: privateKeyToAccount(process.env.SUANLI_KEY as `0x${string}`),
- *   bootstrap: ["/ip4/127.0.0.1/tcp/4001/p2p/12D3KooW..."],
- * });
- * const { taskId } = await client.submitTask({ gpuType: "A100", gpuCount: 1, duration: 600,
- *   maxPricePerGpuHour: "2.5", bundleUrl, sha256, command: "python train.py" });
- * for await (const line of client.logs(taskId)) console.log(line.text);
- * console.log(await client.wait(taskId));
- * await client.close();
+ * Builds a client on a platform: the Node entry (sdk/index.ts) gives libp2p, files and the
+ * deployments folder; the browser entry (sdk/browser.ts) gives none of them.
  */
-export async function createClient(parameters: CreateClientParameters): Promise<SuanliClient> {
+export async function createClientWith(platform: ClientPlatform, parameters: CreateClientParameters): Promise<SuanliClient> {
   const config = parseInput(configSchema, parameters, "client configuration", [
     "createClient({ rpcUrl, account, bootstrap, deployment }): see sdk/README in docs/sdk.md.",
   ]);
@@ -242,7 +219,7 @@ export async function createClient(parameters: CreateClientParameters): Promise<
   const walletClient = account
     ? (createWalletClient({ chain, account, transport: config.walletTransport ?? http(rpcUrl), pollingInterval: 250 }) as WalletClient<Transport, Chain, Account>)
     : undefined;
-  const deployment = await resolveDeployment(config.deployment, chainId);
+  const deployment = await resolveDeployment(config.deployment, chainId, platform);
   const market = contractAddress(deployment, "market");
   const registry = contractAddress(deployment, "registry");
   // Checked before anything else happens: a manifest of an earlier chain fails here, clearly.
@@ -255,11 +232,10 @@ export async function createClient(parameters: CreateClientParameters): Promise<
     feed = await startHttpFeed({ nodeUrl: config.nodeUrl, matching: config.matching as MatchingOptionsInput | undefined });
     link = httpLink(config.nodeUrl);
   } else {
-    // Loaded only here: libp2p over TCP exists in Node, not in browsers.
-    const { startP2pFeed } = await import("./internal/feed.js");
-    const { p2pLink } = await import("./internal/link.js");
-    feed = await startP2pFeed({ chainId, market, registry, publicClient, bootstrap: config.bootstrap, matching: config.matching as MatchingOptionsInput | undefined });
-    link = p2pLink(feed.host!);
+    if (!platform.startP2p) {
+      throw new ClientConfigError("In a browser, pass `nodeUrl`: a Suanli node's HTTP API (libp2p over TCP exists in Node only).");
+    }
+    ({ feed, link } = await platform.startP2p({ chainId, market, registry, publicClient, bootstrap: config.bootstrap, matching: config.matching as MatchingOptionsInput | undefined }));
   }
   const ctx: SuanliContext = {
     chainId,
@@ -273,7 +249,7 @@ export async function createClient(parameters: CreateClientParameters): Promise<
     account,
     feed,
     link,
-    tasks: new TaskStore(config.stateFile ? fileTaskStorage(config.stateFile.replaceAll("{deployment}", bindingId(binding)), binding) : undefined),
+    tasks: new TaskStore(config.stateFile ? stateFileStorage(platform, config.stateFile.replaceAll("{deployment}", bindingId(binding)), binding) : undefined),
     progress: config.onProgress ?? (() => {}),
   };
 

@@ -1,5 +1,5 @@
 /**
- * Suanli's renter and dApp SDK.
+ * Suanli's renter and dApp SDK (Node entry: libp2p, files). Browsers: `suanli/sdk/browser`.
  *
  * @example
  * import { createClient } from "suanli/sdk";
@@ -9,7 +9,8 @@
  *   maxPricePerGpuHour: "2.5", bundleUrl, sha256, command: "python train.py" });
  * console.log(await client.wait(taskId));
  */
-export { createClient, ClientConfigError, type CreateClientParameters, type SuanliClient } from "./client.js";
+export { createClient } from "./node.js";
+export { ClientConfigError, type CreateClientParameters, type SuanliClient } from "./client.js";
 export * from "./errors.js";
 export type { SubmitTaskParameters, SubmitTaskReturnType, TaskAttempt, TaskReceipt, TaskStatus } from "./types.js";
 export type { OfferSummary, QueryOffersParameters } from "./actions/queryOffers.js";
@@ -33,3 +34,5 @@ export { matchOffers } from "./actions/matchOffers.js";
 export { downloadOutput } from "./actions/downloadOutput.js";
 export { execTask } from "./actions/execTask.js";
 export { forwardPort } from "./actions/forwardPort.js";
+export { signLeaseRequest, type RenterRequestSigner } from "../common/protocols/lease.js";
+export { suanliDomain, suanliTypes } from "../common/eip712.js";

@@ -67,9 +67,20 @@ export type TypedDataSigner = (parameters: {
   message: RenterRequest | ReserveRequest;
 }) => Promise<Hex>;
 
+/**
+ * Signs a RenterRequest: `(p) => walletClient.signTypedData({ account, ...p })` type-checks as
+ * written (a TypedDataSigner is one too).
+ *
+ * @example
+ * import { signLeaseRequest, type RenterRequestSigner } from "suanli/sdk";
+ * const signer: RenterRequestSigner = (p) => walletClient.signTypedData({ account: renter, ...p });
+ * const auth = await signLeaseRequest(signer, domain, { leaseId, provider, action: "status", body: {} });
+ */
+export type RenterRequestSigner = (parameters: { domain: TypedDataDomain; types: typeof suanliTypes; primaryType: "RenterRequest"; message: RenterRequest }) => Promise<Hex>;
+
 /** Signs a RenterRequest whose body the caller already normalised (see signLeaseRequest). */
 async function signRenterRequest(
-  signer: TypedDataSigner,
+  signer: RenterRequestSigner,
   domain: TypedDataDomain,
   parameters: { leaseId: bigint; provider: Address; action: RenterAction; body: unknown; nowSeconds?: number },
 ): Promise<RenterAuth> {
@@ -258,12 +269,12 @@ export function leaseRequestBodyHash(action: RenterAction, body: unknown): Hex {
  * RENTER_REQUEST_MAX_AGE_SECONDS).
  *
  * @example
- * import { signLeaseRequest } from "suanli/common/protocols/lease";
+ * import { signLeaseRequest } from "suanli/sdk";
  * const auth = await signLeaseRequest((p) => account.signTypedData(p), domain, { leaseId, provider, action: "task", body: { spec } });
  * await request(host, providerPeer, TASK_PROTOCOL, { auth, spec }, { responseSchema: taskAnswerSchema });
  */
 export async function signLeaseRequest(
-  signer: TypedDataSigner,
+  signer: RenterRequestSigner,
   domain: TypedDataDomain,
   parameters: { leaseId: bigint; provider: Address; action: RenterAction; body: unknown; nowSeconds?: number },
 ): Promise<RenterAuth> {

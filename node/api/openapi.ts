@@ -101,13 +101,34 @@ function parameters(schema: z.ZodType | undefined, where: "query" | "path"): Jso
 
 export type OpenApiInfo = { title: string; version: string; description: string };
 
+/** What each tag groups, shown by documentation viewers; a route with a tag not listed here is a build error. */
+export const API_TAGS: Record<string, string> = {
+  node: "This node: identity, health, metrics and this document",
+  offers: "Live, validated GPU offers from the peer-to-peer network",
+  providers: "Provider and machine records read from the ProviderRegistry contract",
+  leases: "Leases read from the LeaseMarket contract, and renters' signed requests relayed to their providers",
+  market: "Market statistics, matching (dry run) and reservations",
+  events: "Server-sent events: live offer and lease changes",
+  explorer: "The explorer web page and its assets",
+};
+
 export function buildOpenApiDocument(routes: readonly RouteSpec[], info: OpenApiInfo): Json {
   const paths: Record<string, Record<string, Json>> = {};
   for (const route of routes) {
     const responses: Record<string, Json> = {};
     for (const [code, response] of Object.entries(route.responses)) {
       const entry: Json = { description: response.description };
-      if (response.schema) entry.content = { [response.contentType ?? "application/json"]: { schema: jsonSchema(response.schema) } };
+      if (response.events) {
+        // OpenAPI 3.1 has no keyword for the items of a stream (3.2's itemSchema): the schema is
+        // the union of the events' data, and the description maps event names to components.
+        const events = Object.entries(response.events).map(([name, schema]) => ({ name, schema: jsonSchema(schema) }));
+        const names = events.map(({ name, schema }) => `\`${name}\`: ${String(schema.$ref ?? "").replace(REF_PREFIX, "") || "inline"}`).join(", ");
+        entry.content = {
+          [response.contentType ?? "text/event-stream"]: {
+            schema: { description: `The JSON \`data\` of each event, by event name: ${names}.`, oneOf: events.map(({ schema }) => schema) },
+          },
+        };
+      } else if (response.schema) entry.content = { [response.contentType ?? "application/json"]: { schema: jsonSchema(response.schema) } };
       else if (response.contentType) entry.content = { [response.contentType]: { schema: { type: "string" } } };
       if (response.headers) {
         entry.headers = Object.fromEntries(
@@ -137,11 +158,22 @@ export function buildOpenApiDocument(routes: readonly RouteSpec[], info: OpenApi
   }) as { schemas: Record<string, Json> };
   const schemas = Object.fromEntries(Object.entries(components.schemas).map(([id, schema]) => [id, stripIdentity(schema)]));
 
+  const tags = [...new Set(routes.map((route) => route.tag))].map((name) => {
+    const description = API_TAGS[name];
+    if (!description) throw new Error(`OpenAPI tag "${name}" has no description: add it to API_TAGS (node/api/openapi.ts)`);
+    return { name, description };
+  });
+
   return {
     openapi: "3.1.0",
-    info,
+    info: { ...info, license: { name: "Apache-2.0", identifier: "Apache-2.0" } },
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
-    tags: [...new Set(routes.map((route) => route.tag))].map((name) => ({ name })),
+    // Relative: the document is served by the node it describes, at whatever address (or proxy) the client used.
+    servers: [{ url: "/", description: "The node that serves this document" }],
+    // No HTTP-level authentication: reads are public, and renters' requests carry an EIP-712
+    // signature in their body (RenterAuth) that the node checks against the chain.
+    security: [],
+    tags,
     paths,
     components: { schemas },
   };

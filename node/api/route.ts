@@ -13,6 +13,11 @@ export type ResponseSpec = {
   /** JSON body schema (a registered component, see openapi.ts), or a non-JSON media type. */
   schema?: z.ZodType;
   contentType?: string;
+  /**
+   * For `text/event-stream`: the schema of each event's JSON data, by event name (registered
+   * components). Documentation only: the stream is written by its handler.
+   */
+  events?: Record<string, z.ZodType>;
   /** Response headers worth documenting (name → description). */
   headers?: Record<string, string>;
 };

@@ -16,7 +16,7 @@ import {
   providerParamsSchema,
   providerViewSchema,
 } from "../../common/api/chain.js";
-import { eventsQuerySchema } from "../../common/api/events.js";
+import { eventsQuerySchema, marketEventSchemas } from "../../common/api/events.js";
 import {
   apiErrorSchema,
   healthSchema,
@@ -467,7 +467,7 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
       tag: "events",
       querystring: eventsQuerySchema,
       responses: {
-        200: { description: "The event stream", contentType: "text/event-stream" },
+        200: { description: "The event stream", contentType: "text/event-stream", events: marketEventSchemas },
         400: badInput,
         429: error("Too many streams from this client, or rate limit exceeded"),
         503: error("The node serves its maximum number of streams"),
@@ -519,12 +519,13 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
         operationId: "getRoot",
         summary: "Redirects to the explorer",
         tag: "explorer",
-        responses: { 302: { description: "To /explorer/", headers: { Location: "/explorer/" } }, 429: rateLimited },
-        handler: async ({ reply }) => reply.redirect("/explorer/", 302),
+        responses: { 302: { description: "To /explorer", headers: { Location: "/explorer" } }, 429: rateLimited },
+        handler: async ({ reply }) => reply.redirect("/explorer", 302),
       }),
       defineRoute({
         method: "GET",
-        url: "/explorer/",
+        // Also answers /explorer/ (the server ignores trailing slashes); the assets' URLs are absolute.
+        url: "/explorer",
         operationId: "getExplorer",
         summary: "The explorer page",
         tag: "explorer",

@@ -4,6 +4,7 @@ import { leaseMarketAbi, providerRegistryAbi } from "../../common/abi.js";
 import type { Deployment } from "../../common/deployment.js";
 import { contractAddress } from "../../common/deployment.js";
 import type { Logger } from "../log/logger.js";
+import type { Metrics } from "../metrics/metrics.js";
 
 /** Both contracts' events, decoded by one ABI (the market's extension emits through the market). */
 const watchedAbi = [
@@ -29,6 +30,8 @@ export type ChainWatcherOptions = {
   /** Read only blocks at least this many below the head (default 0: up to the head). */
   confirmations?: number;
   logger: Logger;
+  /** Where to count polls of the RPC endpoint (one watcher per node does: the base node's). */
+  metrics?: Pick<Metrics, "chainPolls" | "chainLastPollSuccess" | "chainHead">;
   /** Called after every delivered batch with the next block to read (persist it to resume there). */
   onCursor?: (nextBlock: bigint) => Promise<void> | void;
 };
@@ -103,8 +106,17 @@ export class ChainWatcher extends EventEmitter {
 
   private poll(): Promise<void> {
     if (this.polling) return this.polling;
+    const metrics = this.options.metrics;
     this.polling = this.pollOnce()
-      .catch((error: unknown) => this.options.logger.warn("Chain poll failed; retrying", {}, error))
+      .then(() => {
+        metrics?.chainPolls.inc({ outcome: "ok" });
+        metrics?.chainLastPollSuccess.set(Date.now() / 1000);
+        metrics?.chainHead.set(Number(this.next - 1n));
+      })
+      .catch((error: unknown) => {
+        metrics?.chainPolls.inc({ outcome: "error" });
+        this.options.logger.warn("Chain poll failed; retrying", {}, error);
+      })
       .finally(() => {
         this.polling = undefined;
       });

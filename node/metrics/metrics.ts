@@ -3,6 +3,7 @@
  * durations in `_seconds`. Each node instance owns its registry (several nodes can share a
  * process in tests and benchmarks); the HTTP API serves `registry.metrics()`.
  */
+import { statfs } from "node:fs/promises";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 
 export type Metrics = ReturnType<typeof createMetrics>;
@@ -18,9 +19,12 @@ export type OfferSource = "gossip" | "sync" | "local";
  * metrics.offersAccepted.inc({ source: "gossip" });
  * console.log(await metrics.registry.metrics());
  */
-export function createMetrics(options: { registry?: Registry; processMetrics?: boolean } = {}) {
+export function createMetrics(options: { registry?: Registry; processMetrics?: boolean; dataDir?: string } = {}) {
   const registry = options.registry ?? new Registry();
   if (options.processMetrics) collectDefaultMetrics({ register: registry, prefix: "suanli_" });
+  const { dataDir } = options;
+  // Read at scrape time: the disk fills while nothing in the node changes.
+  const dataDirStat = async () => (dataDir ? statfs(dataDir).catch(() => undefined) : undefined);
   return {
     registry,
     offersAccepted: new Counter({
@@ -146,8 +150,8 @@ export function createMetrics(options: { registry?: Registry; processMetrics?: b
       registers: [registry],
     }),
     providerPowerLimit: new Gauge({
-      name: "suanli_gpu_power_limit_watts",
-      help: "Power limit the node set on each GPU (its normal limit, or the idle one)",
+      name: "suanli_gpu_power_limit_set_watts",
+      help: "Power limit the node's idle power management set on each GPU (its normal limit, or the idle one)",
       labelNames: ["gpu"] as const,
       registers: [registry],
     }),
@@ -172,6 +176,12 @@ export function createMetrics(options: { registry?: Registry; processMetrics?: b
     gpuPower: new Gauge({
       name: "suanli_gpu_power_watts",
       help: "GPU power draw by unit (MIG slices report their GPU's)",
+      labelNames: ["unit", "model"] as const,
+      registers: [registry],
+    }),
+    gpuPowerLimit: new Gauge({
+      name: "suanli_gpu_power_limit_watts",
+      help: "GPU power limit by unit (the cap the driver enforces; a draw at the limit means the GPU is power capped)",
       labelNames: ["unit", "model"] as const,
       registers: [registry],
     }),
@@ -204,6 +214,46 @@ export function createMetrics(options: { registry?: Registry; processMetrics?: b
       help: "Fault handling steps: proposed, cosigned, declined (with reason), submitted, landed, abandoned",
       labelNames: ["event", "reason"] as const,
       registers: [registry],
+    }),
+    providerAttestationExpiry: new Gauge({
+      name: "suanli_provider_attestation_expiry_timestamp_seconds",
+      help: "Unix time at which the newest attestation of this provider's machine expires (0: never attested since the node started)",
+      labelNames: ["machine"] as const,
+      registers: [registry],
+    }),
+    chainPolls: new Counter({
+      name: "suanli_chain_polls_total",
+      help: "Polls of the chain RPC endpoint for new blocks and contract logs, by outcome (ok, error)",
+      labelNames: ["outcome"] as const,
+      registers: [registry],
+    }),
+    chainLastPollSuccess: new Gauge({
+      name: "suanli_chain_last_poll_success_timestamp_seconds",
+      help: "Unix time of the last poll of the chain RPC endpoint that succeeded",
+      registers: [registry],
+    }),
+    chainHead: new Gauge({
+      name: "suanli_chain_head_block",
+      help: "Newest block whose contract logs this node has read",
+      registers: [registry],
+    }),
+    dataDirFree: new Gauge({
+      name: "suanli_data_dir_free_bytes",
+      help: "Bytes available to the node on the filesystem of its data directory (store, task bundles, logs)",
+      registers: [registry],
+      async collect() {
+        const stat = await dataDirStat();
+        if (stat) this.set(stat.bavail * stat.bsize);
+      },
+    }),
+    dataDirSize: new Gauge({
+      name: "suanli_data_dir_size_bytes",
+      help: "Size in bytes of the filesystem of the node's data directory",
+      registers: [registry],
+      async collect() {
+        const stat = await dataDirStat();
+        if (stat) this.set(stat.blocks * stat.bsize);
+      },
     }),
     attestLeasesWatched: new Gauge({
       name: "suanli_attest_leases_watched",

@@ -371,10 +371,16 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     holdSweep.unref();
     cleanups.push(async () => clearInterval(holdSweep));
 
+    // The expiry gauge starts at 0, so an alert on "expired" covers "never attested" too.
+    for (const machine of machines) metrics.providerAttestationExpiry.set({ machine: String(machine.machineId) }, 0);
+    const setAttestations = (machineId: number, attestations: readonly SignedAttestation[]) => {
+      market.setAttestations(machineId, attestations);
+      metrics.providerAttestationExpiry.set({ machine: String(machineId) }, Math.max(0, ...attestations.map((signed) => signed.attestation.expiry)));
+    };
     // Attestors challenge the machines (proof of capacity) and probe the leases (liveness).
     const attestation = await startProviderAttestation(daemon, {
       machines,
-      setAttestations: (machineId, attestations) => market.setAttestations(machineId, attestations),
+      setAttestations,
       holdsLease: (leaseId) => records.get(leaseId)?.chain.status === "Active",
       logger,
     });
@@ -395,6 +401,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
             if (gpu.utilizationPct !== null) metrics.gpuUtilization.set(labels, gpu.utilizationPct);
             if (gpu.temperatureC !== null) metrics.gpuTemperature.set(labels, gpu.temperatureC);
             if (gpu.powerDrawW !== null) metrics.gpuPower.set(labels, gpu.powerDrawW);
+            if (gpu.powerLimitW !== null) metrics.gpuPowerLimit.set(labels, gpu.powerLimitW);
             if (gpu.memoryUsedMiB !== null) metrics.gpuMemoryUsed.set(labels, gpu.memoryUsedMiB);
           }
         } catch (error) {
@@ -440,7 +447,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       pricing,
       watcher,
       reservations,
-      setAttestations: (machineId, attestations) => market.setAttestations(machineId, attestations),
+      setAttestations,
       lease: (leaseId) => records.get(leaseId),
       activeLeases: () => records.open().filter((record) => record.chain.status === "Active"),
       summary,

@@ -4,9 +4,8 @@
  * invocations. Secret environment values are never written: the stored spec has them redacted,
  * and the full spec (needed to migrate a task) lives only in the submitting process.
  */
-import { describeBinding, sameBinding, type DeploymentBinding } from "../../common/deployment.js";
+import type { DeploymentBinding } from "../../common/deployment.js";
 import { SuanliError } from "../../common/errors.js";
-import { parseTagged, stringifyTagged } from "../../common/json.js";
 import type { TaskSpec } from "../../common/protocols/task-spec.js";
 import type { TaskAttempt } from "../types.js";
 
@@ -52,52 +51,12 @@ export class TaskStoreMismatchError extends SuanliError {
 }
 
 /** The task file: the deployment its tasks belong to, and the tasks. */
-type TaskFile = { deployment: DeploymentBinding; tasks: TaskRecord[] };
+export type TaskFile = { deployment: DeploymentBinding; tasks: TaskRecord[] };
 
 export type TaskStorage = {
   load(): Promise<TaskRecord[]>;
   save(records: TaskRecord[]): Promise<void>;
 };
-
-/**
- * A JSON file (Node only), written atomically, bound to one deployment: a file of another
- * deployment (or of a version that did not record one) is refused with TaskStoreMismatchError.
- */
-export function fileTaskStorage(file: string, binding: DeploymentBinding): TaskStorage {
-  return {
-    async load() {
-      const { readFile } = await import("node:fs/promises");
-      let text: string;
-      try {
-        text = await readFile(file, "utf8");
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
-        throw error;
-      }
-      const stored = parseTagged<TaskFile | TaskRecord[]>(text);
-      const fix = `Use another state file for this chain, or, if the old chain is gone for good, delete ${file}.`;
-      if (Array.isArray(stored)) {
-        throw new TaskStoreMismatchError(`The task file ${file} does not say which deployment its tasks belong to (written by an older version)`, {
-          metaMessages: [fix],
-        });
-      }
-      if (!sameBinding(stored.deployment, binding)) {
-        throw new TaskStoreMismatchError(`The task file ${file} holds another deployment's tasks`, {
-          metaMessages: [`Stored: ${describeBinding(stored.deployment)}`, `Chain:  ${describeBinding(binding)}`, fix],
-        });
-      }
-      return stored.tasks;
-    },
-    async save(records) {
-      const { mkdir, rename, writeFile } = await import("node:fs/promises");
-      const path = await import("node:path");
-      await mkdir(path.dirname(file), { recursive: true });
-      const temp = `${file}.${process.pid}.tmp`;
-      await writeFile(temp, stringifyTagged({ deployment: binding, tasks: records } satisfies TaskFile), { mode: 0o600 });
-      await rename(temp, file);
-    },
-  };
-}
 
 export function storableTaskSpec(spec: TaskSpec): TaskSpec {
   const env: TaskSpec["env"] = {};

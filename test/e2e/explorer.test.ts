@@ -1,5 +1,6 @@
 /**
- * The explorer page in headless Chromium (Debian's chromium, driven by playwright-core) against a
+ * The explorer page in headless Chromium (test/support/chromium.ts: Debian's, else the one shipped
+ * in the @sparticuz/chromium package; driven by playwright-core) against a
  * running devnet node: an embedded chain with the contracts deployed, a provider node registered
  * and staked on-chain that publishes signed offers (attested by the devnet attestor wallet) over
  * gossip, and a node that validates them into its offer book and serves the API and the explorer.
@@ -7,11 +8,7 @@
  * the provider publishes after the page loaded, as soon as the node accepts it.
  */
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { providerRegistryAbi } from "../../common/abi.js";
 import { healthSchema } from "../../common/api/market.js";
 import { devnetPrivateKey } from "../../common/devnet.js";
@@ -19,12 +16,12 @@ import { findGpuModel, modelHash } from "../../common/gpu.js";
 import { offerKey } from "../../common/offers/message.js";
 import { signAttestation } from "../../common/offers/sign.js";
 import { buildExplorer } from "../../scripts/build-explorer.js";
+import { launchChromium } from "../support/chromium.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { accounts } from "../support/market.js";
 import { waitFor } from "../support/wait.js";
 
-const CHROMIUM = process.env.SUANLI_CHROMIUM ?? "/usr/bin/chromium";
 const ZERO32 = `0x${"0".repeat(64)}` as const;
 
 type TestDaemon = Awaited<ReturnType<typeof startTestDaemon>>;
@@ -36,8 +33,7 @@ describe("explorer page in headless Chromium against a devnet node", function ()
   let provider: TestDaemon;
   let node: TestDaemon;
   let base: string;
-  let context: BrowserContext;
-  let profile: string;
+  let browser: Awaited<ReturnType<typeof launchChromium>> | undefined;
   let page: Page;
   const outsideRequests: string[] = [];
   const pageErrors: string[] = [];
@@ -73,12 +69,6 @@ describe("explorer page in headless Chromium against a devnet node", function ()
   }
 
   before(async function () {
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(
-        `Chromium is required for the explorer test and was not found at ${CHROMIUM}. ` +
-          "Install Debian's package (`apt-get install -y chromium`; .ci/run does it) or set SUANLI_CHROMIUM to its path.",
-      );
-    }
     await buildExplorer();
 
     devnet = await startDevnet({ attestors: [accounts.attestor.address] });
@@ -98,23 +88,8 @@ describe("explorer page in headless Chromium against a devnet node", function ()
     for (const index of [0, 1, 2, 3]) await publish(index);
     await waitFor("four offers in the node's book", () => node.offers.book.size === 4, { timeoutMs: 15_000 });
 
-    profile = await mkdtemp(path.join(tmpdir(), "suanli-chromium-"));
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        // Resolve no host name but loopback: the page may reach the node and nothing else.
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-      ],
-    });
+    browser = await launchChromium();
+    const { context } = browser;
     page = context.pages()[0] ?? (await context.newPage());
     page.on("request", (request) => {
       if (!request.url().startsWith(base)) outsideRequests.push(request.url());
@@ -123,11 +98,10 @@ describe("explorer page in headless Chromium against a devnet node", function ()
   });
 
   after(async () => {
-    await context?.close();
+    await browser?.close();
     await node?.close();
     await provider?.close();
     await devnet?.close();
-    if (profile) await rm(profile, { recursive: true, force: true });
   });
 
   const rowKeys = () => page.$$eval("#offers-table tbody tr[data-key]", (rows) => rows.map((row) => (row as HTMLElement).dataset.key));

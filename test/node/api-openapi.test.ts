@@ -58,7 +58,7 @@ describe("OpenAPI document", () => {
       "GET /v1/health",
       "GET /metrics",
       "GET /openapi.json",
-      "GET /explorer/",
+      "GET /explorer",
     ]) {
       assert.ok(documented.has(expected), expected);
     }

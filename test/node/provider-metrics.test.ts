@@ -85,6 +85,18 @@ describe("provider agent: nvidia-smi inventory and the metrics endpoint", functi
     assert.match(text, /suanli_provider_leases\{state="running"\} 1/);
     assert.match(text, /suanli_provider_transactions_total\{function="activate",outcome="ok"\} 1/);
     assert.match(text, /suanli_p2p_peers [1-9]/);
+    // What the shipped alerts (ops/prometheus) need: power limit, attestation expiry (0: no
+    // attestor on this devnet), chain polls, the data directory's disk.
+    assert.match(text, /suanli_gpu_power_limit_watts\{unit="GPU-00000000-0000-0000-0000-000000000000",model="H100-80GB-SXM"\} 700/);
+    assert.match(text, new RegExp(`suanli_provider_attestation_expiry_timestamp_seconds\\{machine="${machineId}"\\} 0`));
+    assert.match(text, /suanli_chain_polls_total\{outcome="ok"\} [1-9]/);
+    const lastPoll = Number(/^suanli_chain_last_poll_success_timestamp_seconds (\S+)$/m.exec(text)?.[1]);
+    assert.ok(Math.abs(lastPoll - Date.now() / 1000) < 30, `last good chain poll at ${lastPoll}`);
+    const head = Number(/^suanli_chain_head_block (\d+)$/m.exec(text)?.[1]);
+    assert.ok(head > 0 && head <= Number(await devnet.admin.publicClient.getBlockNumber()), `chain head ${head}`);
+    const free = Number(/^suanli_data_dir_free_bytes (\d+)$/m.exec(text)?.[1]);
+    const size = Number(/^suanli_data_dir_size_bytes (\d+)$/m.exec(text)?.[1]);
+    assert.ok(free > 0 && size >= free, `data dir free ${free} of ${size}`);
     assert.equal((await fetch(`${server.url}/other`)).status, 404);
     await renter.waitLease(leaseId, ["Settled"]);
   });

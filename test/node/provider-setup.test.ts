@@ -105,6 +105,9 @@ describe("provider agent: setup across restarts, attestations in offers", functi
         return current?.attestations.length === 1 ? current : undefined;
       });
       assert.equal(attested.attestations[0].attestation.throughput, 123_456n);
+      // The operator's dashboard and the attestation alerts read its expiry.
+      const expiry = await provider.daemon.metrics.providerAttestationExpiry.get();
+      assert.deepEqual(expiry.values.find((sample) => sample.labels.machine === String(machine.machineId))?.value, now + 3_600);
 
       // Signed by someone without the attestor role: published, but it does not count.
       const forged = await signAttestation(devnetAccount(8), devnet.deployment.chainId, market, attestation);

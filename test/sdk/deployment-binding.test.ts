@@ -13,7 +13,8 @@ import { devnetAccount } from "../../common/devnet.js";
 import { suanliDomain } from "../../common/eip712.js";
 import { checkCompletion } from "../../sdk/internal/receipt.js";
 import type { SuanliContext } from "../../sdk/internal/context.js";
-import { fileTaskStorage, TaskStore, type TaskRecord } from "../../sdk/internal/store.js";
+import { fileTaskStorage } from "../../sdk/internal/file-storage.js";
+import { TaskStore, type TaskRecord } from "../../sdk/internal/store.js";
 import type { TaskAttempt } from "../../sdk/types.js";
 
 const MARKET = "0x5FbDB2315678afecb367f032d93F642f64180aa3";

@@ -1,0 +1,30 @@
+/**
+ * Suanli's renter and dApp SDK, browser entry: the same API as the Node entry, but the client talks
+ * to a node's HTTP API (`nodeUrl`) and never loads libp2p or Node's file system.
+ *
+ * @example
+ * import { createClient } from "suanli/sdk/browser";
+ * import { custom } from "viem";
+ * const client = await createClient({ rpcUrl, nodeUrl, account: address, walletTransport: custom(window.ethereum), deployment });
+ */
+export { createClient } from "./browser-client.js";
+export { ClientConfigError, type CreateClientParameters, type SuanliClient } from "./client.js";
+export * from "./errors.js";
+export type { SubmitTaskParameters, SubmitTaskReturnType, TaskAttempt, TaskReceipt, TaskStatus } from "./types.js";
+export type { OfferSummary, QueryOffersParameters } from "./actions/queryOffers.js";
+export type { MatchOffersReturnType } from "./actions/matchOffers.js";
+export type { StreamLogsParameters, TaskLogLine } from "./actions/streamLogs.js";
+export type { WaitForTaskParameters } from "./actions/waitForTask.js";
+export type { ExtendTaskParameters, ExtendTaskReturnType } from "./actions/extendTask.js";
+export type { TaskRecord } from "./internal/store.js";
+export { submitTask, parseSubmitParameters } from "./actions/submitTask.js";
+export { getTaskStatus } from "./actions/getTaskStatus.js";
+export { streamLogs } from "./actions/streamLogs.js";
+export { waitForTask } from "./actions/waitForTask.js";
+export { cancelTask } from "./actions/cancelTask.js";
+export { extendTask } from "./actions/extendTask.js";
+export { settleTask } from "./actions/settleTask.js";
+export { queryOffers } from "./actions/queryOffers.js";
+export { matchOffers } from "./actions/matchOffers.js";
+export { signLeaseRequest, type RenterRequestSigner } from "../common/protocols/lease.js";
+export { suanliDomain, suanliTypes } from "../common/eip712.js";

@@ -1,0 +1,68 @@
+/**
+ * Snapshot of the SDK's public API, both entries: a name added, removed or renamed fails here, so
+ * a change to what dApps import is always deliberate (update the list and the package version).
+ */
+import assert from "node:assert/strict";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import ts from "typescript";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** Values (runtime exports) and types of `suanli/sdk` and `suanli/sdk/browser`. */
+const PUBLIC_VALUES = [
+  "AllocationError", "ClientConfigError", "CompletionMismatchError", "InsufficientBalanceError", "InsufficientGasError", "InvalidInputError",
+  "NoMatchError", "NoWalletError", "ProviderRequestError", "SuanliError", "TaskStateError", "TransactionError", "UnknownTaskError",
+  "WaitTimeoutError", "cancelTask", "createClient", "extendTask", "getTaskStatus", "matchOffers", "parseSubmitParameters", "queryOffers",
+  "settleTask", "signLeaseRequest", "streamLogs", "suanliDomain", "suanliTypes", "submitTask", "waitForTask",
+];
+const PUBLIC_TYPES = [
+  "CreateClientParameters", "ExtendTaskParameters", "ExtendTaskReturnType", "MatchOffersReturnType", "OfferSummary", "QueryOffersParameters",
+  "RenterRequestSigner", "StreamLogsParameters", "SuanliClient", "SubmitTaskParameters", "SubmitTaskReturnType", "TaskAttempt", "TaskLogLine",
+  "TaskReceipt", "TaskRecord", "TaskStatus", "WaitForTaskParameters",
+];
+
+const options: ts.CompilerOptions = {
+  module: ts.ModuleKind.NodeNext,
+  moduleResolution: ts.ModuleResolutionKind.NodeNext,
+  target: ts.ScriptTarget.ES2022,
+  noEmit: true,
+  noLib: true,
+  types: [],
+};
+
+/** Every name an entry exports, types included, as the compiler sees it. */
+function exportedNames(entry: string): string[] {
+  const file = path.join(root, entry);
+  const program = ts.createProgram({ rootNames: [file], options });
+  const checker = program.getTypeChecker();
+  const symbol = checker.getSymbolAtLocation(program.getSourceFile(file)!);
+  assert.ok(symbol, `${entry} is not a module`);
+  return checker.getExportsOfModule(symbol).map((exported) => exported.name).sort();
+}
+
+describe("SDK public API snapshot (suanli/sdk, suanli/sdk/browser)", function () {
+  this.timeout(120_000);
+
+  for (const [entry, module] of [
+    ["sdk/index.ts", "../../sdk/index.js"],
+    ["sdk/browser.ts", "../../sdk/browser.js"],
+  ] as const) {
+    it(`${entry} exports exactly the pinned values and types`, async () => {
+      assert.deepEqual(exportedNames(entry), [...PUBLIC_VALUES, ...PUBLIC_TYPES].sort());
+      const runtime = (await import(module)) as Record<string, unknown>;
+      assert.deepEqual(Object.keys(runtime).sort(), [...PUBLIC_VALUES].sort());
+    });
+  }
+
+  it("the browser entry's createClient refuses libp2p and files instead of loading them", async () => {
+    const browser = await import("../../sdk/browser.js");
+    const node = await import("../../sdk/index.js");
+    assert.notEqual(browser.createClient, node.createClient);
+    assert.equal(browser.NoMatchError, node.NoMatchError, "one error class for both entries: instanceof works across them");
+    const deployment = { chainId: 31337, deploymentBlock: "1", deployedAt: "2026-01-01T00:00:00.000Z", deployer: `0x${"1".repeat(40)}`, contracts: { token: `0x${"2".repeat(40)}`, market: `0x${"3".repeat(40)}`, registry: `0x${"4".repeat(40)}` }, token: { symbol: "tUSD", decimals: 6 } };
+    const chain = { id: 31337, name: "devnet", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: ["http://127.0.0.1:1"] } } };
+    await assert.rejects(browser.createClient({ chain: chain as never, deployment: deployment as never, bootstrap: [] }), { name: "ClientConfigError", message: /nodeUrl/ });
+    await assert.rejects(browser.createClient({ chain: chain as never, bootstrap: [] }), { name: "ClientConfigError", message: /deployment manifest object/ });
+  });
+});
