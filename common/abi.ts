@@ -696,6 +696,11 @@ export const providerRegistryAbi = [
         "internalType": "uint8",
         "name": "quorum",
         "type": "uint8"
+      },
+      {
+        "internalType": "uint8",
+        "name": "max",
+        "type": "uint8"
       }
     ],
     "name": "InvalidFaultQuorum",
@@ -940,6 +945,22 @@ export const providerRegistryAbi = [
       }
     ],
     "name": "StillUnbonding",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint256",
+        "name": "expected",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "received",
+        "type": "uint256"
+      }
+    ],
+    "name": "TokenTransferShortfall",
     "type": "error"
   },
   {
@@ -1426,6 +1447,19 @@ export const providerRegistryAbi = [
         "internalType": "bytes32",
         "name": "",
         "type": "bytes32"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [],
+    "name": "MAX_FAULT_QUORUM",
+    "outputs": [
+      {
+        "internalType": "uint8",
+        "name": "",
+        "type": "uint8"
       }
     ],
     "stateMutability": "view",
@@ -2431,6 +2465,22 @@ export const leaseMarketAbi = [
   {
     "inputs": [
       {
+        "internalType": "uint16",
+        "name": "offerCollateralBps",
+        "type": "uint16"
+      },
+      {
+        "internalType": "uint16",
+        "name": "leaseCollateralBps",
+        "type": "uint16"
+      }
+    ],
+    "name": "ExtensionCollateralTooLow",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "address",
         "name": "registry",
         "type": "address"
@@ -2500,6 +2550,22 @@ export const leaseMarketAbi = [
       }
     ],
     "name": "FaultQuorumNotMet",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint32",
+        "name": "observedAt",
+        "type": "uint32"
+      },
+      {
+        "internalType": "uint256",
+        "name": "deadline",
+        "type": "uint256"
+      }
+    ],
+    "name": "FaultSubmissionClosed",
     "type": "error"
   },
   {
@@ -2666,6 +2732,17 @@ export const leaseMarketAbi = [
   {
     "inputs": [
       {
+        "internalType": "address",
+        "name": "account",
+        "type": "address"
+      }
+    ],
+    "name": "NothingOwed",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "uint256",
         "name": "leaseId",
         "type": "uint256"
@@ -2762,6 +2839,22 @@ export const leaseMarketAbi = [
       }
     ],
     "name": "PreemptWrongMachine",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "paidFrom",
+        "type": "uint256"
+      }
+    ],
+    "name": "PreemptionNoticeUnpaid",
     "type": "error"
   },
   {
@@ -2900,12 +2993,44 @@ export const leaseMarketAbi = [
   {
     "inputs": [
       {
+        "internalType": "uint32",
+        "name": "startWindow",
+        "type": "uint32"
+      },
+      {
+        "internalType": "uint32",
+        "name": "min",
+        "type": "uint32"
+      }
+    ],
+    "name": "StartWindowTooShort",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "string",
         "name": "str",
         "type": "string"
       }
     ],
     "name": "StringTooLong",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint256",
+        "name": "expected",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "received",
+        "type": "uint256"
+      }
+    ],
+    "name": "TokenTransferShortfall",
     "type": "error"
   },
   {
@@ -3347,6 +3472,63 @@ export const leaseMarketAbi = [
     "type": "event"
   },
   {
+    "anonymous": false,
+    "inputs": [
+      {
+        "indexed": true,
+        "internalType": "address",
+        "name": "account",
+        "type": "address"
+      },
+      {
+        "indexed": true,
+        "internalType": "address",
+        "name": "to",
+        "type": "address"
+      },
+      {
+        "indexed": false,
+        "internalType": "uint256",
+        "name": "amount",
+        "type": "uint256"
+      }
+    ],
+    "name": "OwedWithdrawn",
+    "type": "event"
+  },
+  {
+    "anonymous": false,
+    "inputs": [
+      {
+        "indexed": true,
+        "internalType": "address",
+        "name": "to",
+        "type": "address"
+      },
+      {
+        "indexed": false,
+        "internalType": "uint256",
+        "name": "amount",
+        "type": "uint256"
+      }
+    ],
+    "name": "PaymentDeferred",
+    "type": "event"
+  },
+  {
+    "inputs": [],
+    "name": "FAULT_SUBMISSION_WINDOW",
+    "outputs": [
+      {
+        "internalType": "uint32",
+        "name": "",
+        "type": "uint32"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
     "inputs": [],
     "name": "FAULT_TYPEHASH",
     "outputs": [
@@ -3419,6 +3601,19 @@ export const leaseMarketAbi = [
         "internalType": "uint16",
         "name": "",
         "type": "uint16"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [],
+    "name": "MIN_START_WINDOW",
+    "outputs": [
+      {
+        "internalType": "uint32",
+        "name": "",
+        "type": "uint32"
       }
     ],
     "stateMutability": "view",
@@ -4148,6 +4343,25 @@ export const leaseMarketAbi = [
     "type": "function"
   },
   {
+    "inputs": [
+      {
+        "internalType": "address",
+        "name": "account",
+        "type": "address"
+      }
+    ],
+    "name": "owed",
+    "outputs": [
+      {
+        "internalType": "uint256",
+        "name": "",
+        "type": "uint256"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
     "inputs": [],
     "name": "params",
     "outputs": [
@@ -4358,6 +4572,19 @@ export const leaseMarketAbi = [
     ],
     "stateMutability": "view",
     "type": "function"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "address",
+        "name": "",
+        "type": "address"
+      }
+    ],
+    "name": "withdraw",
+    "outputs": [],
+    "stateMutability": "nonpayable",
+    "type": "function"
   }
 ] as const;
 
@@ -4451,6 +4678,22 @@ export const leaseMarketExtensionAbi = [
   {
     "inputs": [
       {
+        "internalType": "uint16",
+        "name": "offerCollateralBps",
+        "type": "uint16"
+      },
+      {
+        "internalType": "uint16",
+        "name": "leaseCollateralBps",
+        "type": "uint16"
+      }
+    ],
+    "name": "ExtensionCollateralTooLow",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "address",
         "name": "registry",
         "type": "address"
@@ -4520,6 +4763,22 @@ export const leaseMarketExtensionAbi = [
       }
     ],
     "name": "FaultQuorumNotMet",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint32",
+        "name": "observedAt",
+        "type": "uint32"
+      },
+      {
+        "internalType": "uint256",
+        "name": "deadline",
+        "type": "uint256"
+      }
+    ],
+    "name": "FaultSubmissionClosed",
     "type": "error"
   },
   {
@@ -4686,6 +4945,17 @@ export const leaseMarketExtensionAbi = [
   {
     "inputs": [
       {
+        "internalType": "address",
+        "name": "account",
+        "type": "address"
+      }
+    ],
+    "name": "NothingOwed",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "uint256",
         "name": "leaseId",
         "type": "uint256"
@@ -4782,6 +5052,22 @@ export const leaseMarketExtensionAbi = [
       }
     ],
     "name": "PreemptWrongMachine",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "paidFrom",
+        "type": "uint256"
+      }
+    ],
+    "name": "PreemptionNoticeUnpaid",
     "type": "error"
   },
   {
@@ -4920,12 +5206,44 @@ export const leaseMarketExtensionAbi = [
   {
     "inputs": [
       {
+        "internalType": "uint32",
+        "name": "startWindow",
+        "type": "uint32"
+      },
+      {
+        "internalType": "uint32",
+        "name": "min",
+        "type": "uint32"
+      }
+    ],
+    "name": "StartWindowTooShort",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "string",
         "name": "str",
         "type": "string"
       }
     ],
     "name": "StringTooLong",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint256",
+        "name": "expected",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "received",
+        "type": "uint256"
+      }
+    ],
+    "name": "TokenTransferShortfall",
     "type": "error"
   },
   {
@@ -5367,6 +5685,63 @@ export const leaseMarketExtensionAbi = [
     "type": "event"
   },
   {
+    "anonymous": false,
+    "inputs": [
+      {
+        "indexed": true,
+        "internalType": "address",
+        "name": "account",
+        "type": "address"
+      },
+      {
+        "indexed": true,
+        "internalType": "address",
+        "name": "to",
+        "type": "address"
+      },
+      {
+        "indexed": false,
+        "internalType": "uint256",
+        "name": "amount",
+        "type": "uint256"
+      }
+    ],
+    "name": "OwedWithdrawn",
+    "type": "event"
+  },
+  {
+    "anonymous": false,
+    "inputs": [
+      {
+        "indexed": true,
+        "internalType": "address",
+        "name": "to",
+        "type": "address"
+      },
+      {
+        "indexed": false,
+        "internalType": "uint256",
+        "name": "amount",
+        "type": "uint256"
+      }
+    ],
+    "name": "PaymentDeferred",
+    "type": "event"
+  },
+  {
+    "inputs": [],
+    "name": "FAULT_SUBMISSION_WINDOW",
+    "outputs": [
+      {
+        "internalType": "uint32",
+        "name": "",
+        "type": "uint32"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
     "inputs": [],
     "name": "FAULT_TYPEHASH",
     "outputs": [
@@ -5439,6 +5814,19 @@ export const leaseMarketExtensionAbi = [
         "internalType": "uint16",
         "name": "",
         "type": "uint16"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [],
+    "name": "MIN_START_WINDOW",
+    "outputs": [
+      {
+        "internalType": "uint32",
+        "name": "",
+        "type": "uint32"
       }
     ],
     "stateMutability": "view",
@@ -5926,6 +6314,19 @@ export const leaseMarketExtensionAbi = [
       }
     ],
     "name": "terminate",
+    "outputs": [],
+    "stateMutability": "nonpayable",
+    "type": "function"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "address",
+        "name": "to",
+        "type": "address"
+      }
+    ],
+    "name": "withdraw",
     "outputs": [],
     "stateMutability": "nonpayable",
     "type": "function"

@@ -68,10 +68,11 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         if (status != LeaseStatus.Open) revert InvalidLeaseStatus(leaseId, status);
         if (msg.sender != lease.provider) revert NotProvider(leaseId, msg.sender);
         uint32 deadline = lease.start;
+        uint8 flags = lease.flags;
         if (block.timestamp > deadline) revert StartDeadlinePassed(leaseId, deadline);
         uint32 now_ = uint32(block.timestamp);
         lease.start = now_;
-        lease.activated = true;
+        lease.flags = flags | FLAG_ACTIVATED;
         lease.status = LeaseStatus.Active;
         // Cannot truncate: openLease checked that the start deadline plus the duration fits 32 bits.
         emit LeaseActivated(leaseId, now_, uint32(now_ + lease.deposit / _rate(lease.units, lease.price)));
@@ -85,9 +86,10 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) {
             revert InvalidLeaseStatus(leaseId, lease.status);
         }
+        uint96 paidBefore = lease.paid;
         (uint96 amount, bool changed) = _accrue(leaseId, lease);
         if (!changed) revert NothingToClaim(leaseId);
-        _payProvider(leaseId, lease.provider, amount);
+        _payProvider(leaseId, lease.provider, paidBefore, paidBefore + amount);
     }
 
     /// @inheritdoc ILeaseMarket
@@ -102,9 +104,14 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             uint256 leaseId = leaseIds[i];
             Lease memory lease = _leases[leaseId];
             if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) continue;
+            uint96 paidBefore = lease.paid;
             (uint96 amount,) = _accrue(leaseId, lease);
             if (amount == 0) continue;
-            uint96 fee = _fee(amount, params_.protocolFeeBps);
+            // The fee on the lease's cumulative payments, so splitting claims never changes the treasury's total.
+            uint96 fee;
+            if (params_.protocolFeeBps != 0) {
+                fee = _fee(paidBefore + amount, params_.protocolFeeBps) - _fee(paidBefore, params_.protocolFeeBps);
+            }
             emit LeaseClaimed(leaseId, lease.provider, amount, fee);
             fees += fee;
             // Consecutive leases of one provider share one transfer.
@@ -115,9 +122,9 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             payments[runs - 1].amount += amount - fee;
         }
         for (uint256 i; i < runs; ++i) {
-            _TOKEN.safeTransfer(payments[i].to, payments[i].amount);
+            _pay(payments[i].to, payments[i].amount);
         }
-        if (fees != 0) _TOKEN.safeTransfer(params_.treasury, fees);
+        _pay(params_.treasury, fees);
     }
 
     // ---------------------------------------------------------------- ends
@@ -126,10 +133,16 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
     function close(uint256 leaseId) external nonReentrant {
         Lease memory lease = _leases[leaseId];
         if (msg.sender != lease.renter) revert NotRenter(leaseId, msg.sender);
-        uint96 refund;
+        uint256 refund;
         if (lease.status == LeaseStatus.Open) {
             refund = _finish(
-                leaseId, lease, EndReason.RenterClosed, uint32(block.timestamp), 0, 0, IProviderRegistry.Outcome.Neutral
+                leaseId,
+                lease,
+                EndReason.RenterClosed,
+                uint32(block.timestamp),
+                _preemptorMinimum(lease, 0),
+                0,
+                IProviderRegistry.Outcome.Neutral
             );
         } else if (lease.status == LeaseStatus.Active) {
             uint256 end = _endOf(lease);
@@ -141,7 +154,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
                     lease,
                     EndReason.RenterClosed,
                     uint32(block.timestamp),
-                    _accruedUntil(lease, block.timestamp),
+                    _preemptorMinimum(lease, _accruedUntil(lease, block.timestamp)),
                     0,
                     IProviderRegistry.Outcome.Completed
                 );
@@ -149,7 +162,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         } else {
             revert InvalidLeaseStatus(leaseId, lease.status);
         }
-        if (refund != 0) _TOKEN.safeTransfer(lease.renter, refund);
+        _pay(lease.renter, refund);
     }
 
     /// @inheritdoc ILeaseMarket
@@ -162,13 +175,13 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         if (msg.sender != lease.provider) revert NotProvider(leaseId, msg.sender);
         uint256 stop = _min(block.timestamp, _endOf(lease));
         uint96 total = _accruedUntil(lease, stop);
-        uint96 amount = total - lease.paid;
+        uint96 paidBefore = lease.paid;
         lease.paid = total;
-        uint96 refund =
+        uint256 refund =
             _finish(leaseId, lease, EndReason.Completed, uint32(stop), total, 0, IProviderRegistry.Outcome.Completed);
         emit CompletionReported(leaseId, exitCode, outputDigest, unitSeconds);
-        _payProvider(leaseId, lease.provider, amount);
-        if (refund != 0) _TOKEN.safeTransfer(lease.renter, refund);
+        _payProvider(leaseId, lease.provider, paidBefore, total);
+        _pay(lease.renter, refund);
     }
 
     // ---------------------------------------------------------------- run by the extension
@@ -208,6 +221,11 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         _delegate();
     }
 
+    /// @inheritdoc ILeaseMarket
+    function withdraw(address) external {
+        _delegate();
+    }
+
     // ---------------------------------------------------------------- views
 
     /// @inheritdoc ILeaseMarket
@@ -222,19 +240,21 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         view_.collateralBps = lease.collateralBps;
         view_.deposit = lease.deposit;
         view_.paid = lease.paid;
-        view_.stopAt = lease.stopAt;
         view_.status = lease.status;
         view_.endReason = lease.endReason;
         if (lease.status == LeaseStatus.None) return view_;
-        if (lease.activated) view_.activatedAt = lease.start;
+        bool activated = (lease.flags & FLAG_ACTIVATED) != 0;
+        if (activated) view_.activatedAt = lease.start;
         else view_.startDeadline = lease.start;
         if (lease.status == LeaseStatus.Open || lease.status == LeaseStatus.Active) {
+            // stopAt holds the latest extension's time while the lease runs; the view shows zero.
             view_.collateral = _collateral(lease.deposit, lease.collateralBps);
             view_.duration = uint32(lease.deposit / _rate(lease.units, lease.price));
-            if (lease.activated) view_.end = lease.start + view_.duration;
+            if (activated) view_.end = lease.start + view_.duration;
         } else {
+            view_.stopAt = lease.stopAt;
             view_.end = lease.stopAt;
-            if (lease.activated) view_.duration = lease.stopAt - lease.start;
+            if (activated) view_.duration = lease.stopAt - lease.start;
         }
         view_.accrued = _accruedNow(lease);
         view_.claimable = view_.accrued - lease.paid;
@@ -249,6 +269,11 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
     function claimable(uint256 leaseId) external view returns (uint96) {
         Lease memory lease = _leases[leaseId];
         return _accruedNow(lease) - lease.paid;
+    }
+
+    /// @inheritdoc ILeaseMarket
+    function owed(address account) external view returns (uint256) {
+        return _owed[account];
     }
 
     /// @inheritdoc ILeaseMarket
@@ -293,6 +318,8 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         returns (uint256 leaseId)
     {
         _verifyOffer(offer, signature);
+        // A shorter window lets a renter collect the start penalty from a provider that had no time to start.
+        if (offer.startWindow < MIN_START_WINDOW) revert StartWindowTooShort(offer.startWindow, MIN_START_WINDOW);
         uint16 units = terms.units;
         if (units == 0) revert ZeroUnits();
         uint32 duration = terms.duration;
@@ -306,8 +333,9 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         ++_nextLeaseId;
 
         Payment[] memory refunds;
+        bool preempted;
         if (terms.preempt.length != 0) {
-            refunds = _makeRoom(leaseId, offer.machineId, units, terms.interruptible, price, terms.preempt);
+            (refunds, preempted) = _makeRoom(leaseId, offer.machineId, units, terms.interruptible, price, terms.preempt);
         }
         _REGISTRY.reserve(
             offer.provider,
@@ -319,10 +347,10 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             offer.nonce,
             offer.renter != address(0)
         );
-        _record(leaseId, offer, terms, price, deposit, collateral);
-        _TOKEN.safeTransferFrom(msg.sender, address(this), deposit);
+        _record(leaseId, offer, terms, price, deposit, collateral, preempted ? FLAG_PREEMPTOR : 0);
+        _pull(msg.sender, deposit);
         for (uint256 i; i < refunds.length; ++i) {
-            if (refunds[i].amount != 0) _TOKEN.safeTransfer(refunds[i].to, refunds[i].amount);
+            _pay(refunds[i].to, refunds[i].amount);
         }
     }
 
@@ -333,7 +361,8 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         LeaseTerms calldata terms,
         uint96 price,
         uint96 deposit,
-        uint96 collateral
+        uint96 collateral,
+        uint8 flags
     ) private {
         uint32 startDeadline = (block.timestamp + offer.startWindow).toUint32();
         // Every timestamp of the lease, up to its latest possible end, must fit 32 bits.
@@ -345,7 +374,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             stopAt: 0,
             collateralBps: offer.collateralBps,
             endReason: EndReason.None,
-            activated: false,
+            flags: flags,
             provider: offer.provider,
             price: price,
             deposit: deposit,
@@ -384,7 +413,8 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
     }
 
     /// @dev Frees units on `machineId` from the listed leases, in order, until `units` are idle: leases past
-    ///      their end are finalized, eligible interruptible leases preempted. Returns the refunds owed.
+    ///      their end are finalized, eligible interruptible leases preempted. Returns the refunds owed and whether
+    ///      any lease was preempted.
     function _makeRoom(
         uint256 byLeaseId,
         uint32 machineId,
@@ -392,7 +422,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         bool interruptible,
         uint96 bid,
         uint256[] calldata leaseIds
-    ) private returns (Payment[] memory refunds) {
+    ) private returns (Payment[] memory refunds, bool preempted) {
         uint256 count = leaseIds.length;
         if (count > MAX_PREEMPT) revert TooManyPreemptions(count, MAX_PREEMPT);
         (uint16 total, uint16 onDemand, uint16 interrupt) = _REGISTRY.capacityOf(machineId);
@@ -419,6 +449,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
                     revert NotPreemptible(leaseId);
                 }
                 refunds[i] = Payment(lease.renter, _preempt(leaseId, lease, byLeaseId));
+                preempted = true;
             }
             idle += lease.units;
         }
@@ -433,9 +464,19 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             stop = _min(block.timestamp + _params.preemptionNotice, _endOf(lease));
             total = _accruedUntil(lease, stop);
         }
-        refund =
-            _finish(leaseId, lease, EndReason.Preempted, uint32(stop), total, 0, IProviderRegistry.Outcome.Neutral);
+        // No credit: the refund is at most the deposit, so it fits 96 bits.
+        refund = uint96(
+            _finish(leaseId, lease, EndReason.Preempted, uint32(stop), total, 0, IProviderRegistry.Outcome.Neutral)
+        );
         emit LeasePreempted(leaseId, byLeaseId, uint32(stop));
+    }
+
+    /// @dev What a renter closing its lease owes: `accrued_`, but a lease that preempted another owes at least
+    ///      min(preemptionNotice, duration) seconds of its units x price, so preempting is never free.
+    function _preemptorMinimum(Lease memory lease, uint96 accrued_) private view returns (uint96) {
+        if ((lease.flags & FLAG_PREEMPTOR) == 0) return accrued_;
+        uint256 minimum = _min(_rate(lease.units, lease.price) * _params.preemptionNotice, lease.deposit);
+        return accrued_ > minimum ? accrued_ : uint96(minimum);
     }
 
     /// @dev Brings `paid` up to what accrued (the caller pays the provider the returned amount). An Active

@@ -15,14 +15,18 @@ import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 ///         extension's code by delegatecall on its own storage, so both inherit exactly this layout and
 ///         neither declares state of its own.
 /// @dev Lease storage is three slots, all written once at open:
-///        slot 0: renter (160) | start (32) | stopAt (32) | collateralBps (16) | endReason (8) | activated (8)
+///        slot 0: renter (160) | start (32) | stopAt (32) | collateralBps (16) | endReason (8) | flags (8)
 ///        slot 1: provider (160) | price (96)
 ///        slot 2: deposit (96) | paid (96) | machineId (32) | units (16) | status (8) | interruptible (8)
 ///      `start` is the start deadline while Open and the start of metering once active (shrink moves it).
+///      `stopAt` is when accrual stopped once the lease ended; while it runs it is the time of its latest
+///      extension (zero: never extended), and `_depositBefore` holds the deposit that faults and penalties
+///      about earlier times are computed on. `flags`: FLAG_ACTIVATED (start is the activation time),
+///      FLAG_PREEMPTOR (the lease preempted another, so its renter owes at least the notice period).
 ///      While a lease is Open or Active, deposit is a whole multiple of units x price, so its end
 ///      `start + deposit / (units x price)` is exact. Once it ends, `deposit` is the provider's final total
 ///      and the renter has been refunded the rest. The invariant kept by every function:
-///      token.balanceOf(market) == sum over leases of (deposit - paid).
+///      token.balanceOf(market) == sum over leases of (deposit - paid) + sum over accounts of owed.
 abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
     using SafeCast for uint256;
@@ -48,7 +52,14 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
     uint256 public constant MAX_PREEMPT = 16;
     /// @notice Most signatures per fault.
     uint256 public constant MAX_FAULT_SIGNATURES = 32;
+    /// @notice A fault must be submitted within this many seconds of its observedAt; an extension counts for
+    ///         a termination penalty once it is this old.
+    uint32 public constant FAULT_SUBMISSION_WINDOW = 10 minutes;
+    /// @notice Shortest start window an offer may give its provider to activate a lease.
+    uint32 public constant MIN_START_WINDOW = 10;
     uint256 internal constant BPS = 10_000;
+    uint8 internal constant FLAG_ACTIVATED = 1;
+    uint8 internal constant FLAG_PREEMPTOR = 2;
 
     // Packed into exactly three slots (see the layout above); the rule miscounts the enums.
     // solhint-disable-next-line gas-struct-packing
@@ -58,7 +69,7 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
         uint32 stopAt;
         uint16 collateralBps;
         EndReason endReason;
-        bool activated;
+        uint8 flags;
         address provider;
         uint96 price;
         uint96 deposit;
@@ -75,6 +86,11 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
     mapping(uint256 leaseId => Lease) internal _leases;
     uint256 internal _nextLeaseId;
     MarketParams internal _params;
+    /// @dev Tokens whose transfer failed (a blocklisted or otherwise refusing receiver), pulled with withdraw.
+    mapping(address account => uint256) internal _owed;
+    /// @dev While a lease runs and was extended (stopAt = the latest extension): the deposit before the earliest
+    ///      extension whose earlier faults may still be submitted. Faults and penalties about earlier times use it.
+    mapping(uint256 leaseId => uint96) internal _depositBefore;
 
     /// @notice Binds the market code to a registry and its token, under the EIP-712 domain "Suanli" version "1".
     /// @param registry_ The ProviderRegistry; the market settles in its token.
@@ -85,8 +101,8 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
 
     /// @dev Ends an Open or Active lease: accrual stops at `stopAt`, the provider's total becomes `providerTotal`
     ///      (the caller has set `lease.paid` if it pays the provider now), units and collateral go back to the
-    ///      registry less `credit` paid from the collateral to the renter. Returns the renter's refund, which
-    ///      the caller transfers.
+    ///      registry less `credit`, which the registry sends here for the renter. Returns what the renter gets
+    ///      (refund plus credit), which the caller pays with _pay.
     function _finish(
         uint256 leaseId,
         Lease memory lease,
@@ -95,15 +111,19 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
         uint96 providerTotal,
         uint96 credit,
         IProviderRegistry.Outcome outcome
-    ) internal returns (uint96 refund) {
+    ) internal returns (uint256 toRenter) {
         uint96 collateral = _collateral(lease.deposit, lease.collateralBps);
-        refund = lease.deposit - providerTotal;
+        uint96 refund = lease.deposit - providerTotal;
         uint64 unitSeconds;
         if (lease.status == LeaseStatus.Active) {
-            unitSeconds = uint64(uint256(lease.units) * (stopAt - lease.start));
+            // Reputation counts paid unit-seconds: never more than were metered, nor than the provider's total buys.
+            unitSeconds = uint64(_min(uint256(lease.units) * (stopAt - lease.start), providerTotal / lease.price));
             lease.status = providerTotal == lease.paid ? LeaseStatus.Settled : LeaseStatus.Ended;
-        } else {
+        } else if (reason == EndReason.CoSigned || providerTotal == 0) {
             lease.status = reason == EndReason.CoSigned ? LeaseStatus.Settled : LeaseStatus.Cancelled;
+        } else {
+            // A preempting lease closed before activation: its renter owes the notice period, claimed later.
+            lease.status = LeaseStatus.Ended;
         }
         lease.deposit = providerTotal;
         lease.stopAt = stopAt;
@@ -121,16 +141,44 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
             outcome
         );
         emit LeaseEnded(leaseId, reason, stopAt, providerTotal, refund, credit);
+        toRenter = uint256(refund) + credit;
     }
 
-    /// @dev Pays the provider `amount` of a lease, less the protocol fee to the treasury.
-    function _payProvider(uint256 leaseId, address provider, uint96 amount) internal {
-        if (amount == 0) return;
-        MarketParams memory params_ = _params;
-        uint96 fee = _fee(amount, params_.protocolFeeBps);
+    /// @dev Pays the provider of a lease what it was paid beyond `paidBefore` up to `paidAfter`, less the protocol
+    ///      fee. The fee is taken on the lease's cumulative payments (fee(after) - fee(before)), so however the
+    ///      payments are split the treasury receives fee(total).
+    function _payProvider(uint256 leaseId, address provider, uint96 paidBefore, uint96 paidAfter) internal {
+        if (paidAfter == paidBefore) return;
+        uint96 amount = paidAfter - paidBefore;
+        uint16 feeBps = _params.protocolFeeBps;
+        if (feeBps == 0) {
+            emit LeaseClaimed(leaseId, provider, amount, 0);
+            _pay(provider, amount);
+            return;
+        }
+        uint96 fee = _fee(paidAfter, feeBps) - _fee(paidBefore, feeBps);
         emit LeaseClaimed(leaseId, provider, amount, fee);
-        _TOKEN.safeTransfer(provider, amount - fee);
-        if (fee != 0) _TOKEN.safeTransfer(params_.treasury, fee);
+        _pay(provider, amount - fee);
+        _pay(_params.treasury, fee);
+    }
+
+    /// @dev Sends `amount` to `to`; if the token refuses (a blocklisted receiver, say), records it as owed to `to`
+    ///      instead, so no receiver can make another party's transaction revert. `to` pulls it with withdraw.
+    function _pay(address to, uint256 amount) internal {
+        if (amount == 0) return;
+        if (!_TOKEN.trySafeTransfer(to, amount)) {
+            _owed[to] += amount;
+            emit PaymentDeferred(to, amount);
+        }
+    }
+
+    /// @dev Pulls `amount` from `from` and checks the market received all of it (a fee-on-transfer token
+    ///      would leave the escrow short of what it owes).
+    function _pull(address from, uint256 amount) internal {
+        uint256 before = _TOKEN.balanceOf(address(this));
+        _TOKEN.safeTransferFrom(from, address(this), amount);
+        uint256 received = _TOKEN.balanceOf(address(this)) - before;
+        if (received != amount) revert TokenTransferShortfall(amount, received);
     }
 
     /// @dev units x price x (until - start); the callers keep `until` within [start, end], so it fits the deposit.

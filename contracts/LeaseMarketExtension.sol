@@ -8,6 +8,7 @@ import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol
 import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {Address} from "@openzeppelin/contracts/utils/Address.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
+import {TransientSlot} from "@openzeppelin/contracts/utils/TransientSlot.sol";
 import {ILeaseMarket} from "./interfaces/ILeaseMarket.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 import {LeaseMarketBase} from "./LeaseMarketBase.sol";
@@ -20,6 +21,7 @@ import {LeaseMarketBase} from "./LeaseMarketBase.sol";
 contract LeaseMarketExtension is LeaseMarketBase {
     using SafeERC20 for IERC20;
     using SafeCast for uint256;
+    using TransientSlot for *;
 
     address private immutable _SELF;
 
@@ -40,8 +42,9 @@ contract LeaseMarketExtension is LeaseMarketBase {
         return address(_REGISTRY);
     }
 
-    /// @notice ILeaseMarket.openLeaseWithPermit: submits the caller's permit, then runs the LeaseMarket's own
-    ///         openLease (by delegatecall, so the caller stays msg.sender and openLease's guard applies).
+    /// @notice ILeaseMarket.openLeaseWithPermit: submits the caller's permit inside the reentrancy guard, then
+    ///         runs the LeaseMarket's own openLease (by delegatecall, so the caller stays msg.sender and openLease
+    ///         takes the guard over).
     /// @param offer The provider's offer.
     /// @param signature The provider's signature of `offer`.
     /// @param terms The lease terms.
@@ -52,12 +55,14 @@ contract LeaseMarketExtension is LeaseMarketBase {
         bytes calldata signature,
         LeaseTerms calldata terms,
         Permit calldata permit
-    ) external onlyDelegated returns (uint256 leaseId) {
+    ) external onlyDelegated nonReentrant returns (uint256 leaseId) {
         // Ignoring a failed permit is deliberate: anyone who saw it in the mempool may have submitted it
         // first; the allowance is then already in place and the deposit pull still succeeds.
         try IERC20Permit(address(_TOKEN)).permit(
             msg.sender, address(this), permit.value, permit.deadline, permit.v, permit.r, permit.s
         ) {} catch {}
+        // Hand the guard to openLease, which enters it again at once: no call runs in between.
+        _reentrancyGuardStorageSlot().asBoolean().tstore(false);
         bytes memory result =
             Address.functionDelegateCall(address(this), abi.encodeCall(ILeaseMarket.openLease, (offer, signature, terms)));
         return abi.decode(result, (uint256));
@@ -69,30 +74,45 @@ contract LeaseMarketExtension is LeaseMarketBase {
     function submitFault(Fault calldata fault, bytes[] calldata signatures) external onlyDelegated nonReentrant {
         uint256 leaseId = fault.leaseId;
         Lease memory lease = _leases[leaseId];
-        if (lease.status != LeaseStatus.Active) revert InvalidLeaseStatus(leaseId, lease.status);
+        // A preempted lease keeps running until stopAt (its notice period); a fault can stop it earlier.
+        bool inNotice = lease.status == LeaseStatus.Ended && lease.endReason == EndReason.Preempted
+            && block.timestamp < lease.stopAt;
+        if (lease.status != LeaseStatus.Active && !inNotice) revert InvalidLeaseStatus(leaseId, lease.status);
         if (fault.kind == 0) revert InvalidFaultKind(fault.kind);
-        uint256 end = _endOf(lease);
+        uint256 end = inNotice ? lease.stopAt : _endOf(lease);
         // A fault must fall inside the paid-for service: after activation, before the end, not in the future.
         uint256 latest = _min(block.timestamp, end - 1);
         uint32 observedAt = fault.observedAt;
         if (observedAt < lease.start || observedAt > latest) {
             revert FaultObservedOutOfRange(observedAt, lease.start, latest);
         }
+        // A fault held back would end the lease long after the provider kept serving it.
+        uint256 deadline = uint256(observedAt) + FAULT_SUBMISSION_WINDOW;
+        if (block.timestamp > deadline) revert FaultSubmissionClosed(observedAt, deadline);
         _checkQuorum(keccak256(abi.encode(FAULT_TYPEHASH, fault)), signatures);
 
         uint96 accruedAtFault = _accruedUntil(lease, observedAt);
         // Whatever the provider claimed after observedAt stays paid but comes back to the renter from collateral.
         uint96 total = lease.paid > accruedAtFault ? lease.paid : accruedAtFault;
-        uint256 collateral = _collateral(lease.deposit, lease.collateralBps);
-        uint256 credit = collateral * (end - observedAt) / (end - lease.start);
-        uint256 minCredit = collateral * _params.faultMinCreditBps / BPS;
-        if (credit < minCredit) credit = minCredit;
-        credit = _min(credit + (total - accruedAtFault), collateral);
-        uint96 refund = _finish(
+        if (inNotice) {
+            // The collateral was released at the preemption: accrual stops at observedAt, without credit.
+            uint96 rest = lease.deposit - total;
+            lease.deposit = total;
+            lease.stopAt = observedAt;
+            lease.endReason = EndReason.Faulted;
+            lease.status = total == lease.paid ? LeaseStatus.Settled : LeaseStatus.Ended;
+            _leases[leaseId] = lease;
+            emit LeaseEnded(leaseId, EndReason.Faulted, observedAt, total, rest, 0);
+            emit FaultSubmitted(leaseId, fault.kind, observedAt, 0);
+            _pay(lease.renter, rest);
+            return;
+        }
+        uint256 credit = _faultCredit(leaseId, lease, observedAt, end, total - accruedAtFault);
+        uint256 toRenter = _finish(
             leaseId, lease, EndReason.Faulted, observedAt, total, uint96(credit), IProviderRegistry.Outcome.Faulted
         );
         emit FaultSubmitted(leaseId, fault.kind, observedAt, uint96(credit));
-        if (refund != 0) _TOKEN.safeTransfer(lease.renter, refund);
+        _pay(lease.renter, toRenter);
     }
 
     /// @notice ILeaseMarket.terminate.
@@ -100,30 +120,35 @@ contract LeaseMarketExtension is LeaseMarketBase {
     function terminate(uint256 leaseId) external onlyDelegated nonReentrant {
         Lease memory lease = _leases[leaseId];
         if (msg.sender != lease.provider) revert NotProvider(leaseId, msg.sender);
-        uint256 collateral = _collateral(lease.deposit, lease.collateralBps);
-        uint96 refund;
-        uint96 amount;
+        uint256 toRenter;
+        uint96 paidBefore = lease.paid;
         if (lease.status == LeaseStatus.Open) {
-            // Same price as missing the start deadline, so a provider gains nothing by waiting it out.
-            uint96 penalty = uint96(collateral * _params.startPenaltyBps / BPS);
-            refund = _finish(
+            // Same price as missing the start deadline, so a provider gains nothing by waiting it out. An Open
+            // lease cannot be extended, so this is the lease as opened.
+            uint96 penalty =
+                uint96(uint256(_collateral(lease.deposit, lease.collateralBps)) * _params.startPenaltyBps / BPS);
+            toRenter = _finish(
                 leaseId, lease, EndReason.Terminated, uint32(block.timestamp), 0, penalty, IProviderRegistry.Outcome.Faulted
             );
         } else if (lease.status == LeaseStatus.Active) {
             uint256 end = _endOf(lease);
             if (block.timestamp >= end) revert LeaseExpired(leaseId, uint32(end));
             uint96 total = _accruedUntil(lease, block.timestamp);
-            uint96 penalty = uint96(collateral * (end - block.timestamp) / (end - lease.start));
-            amount = total - lease.paid;
+            // An extension younger than the window does not count: a renter cannot front-run a termination
+            // with an extension to raise the penalty.
+            uint96 termsDeposit = block.timestamp < uint256(lease.stopAt) + FAULT_SUBMISSION_WINDOW
+                ? _depositBefore[leaseId]
+                : lease.deposit;
+            uint96 penalty = uint96(_proRata(lease, termsDeposit, block.timestamp));
             lease.paid = total;
-            refund = _finish(
+            toRenter = _finish(
                 leaseId, lease, EndReason.Terminated, uint32(block.timestamp), total, penalty, IProviderRegistry.Outcome.Faulted
             );
         } else {
             revert InvalidLeaseStatus(leaseId, lease.status);
         }
-        _payProvider(leaseId, lease.provider, amount);
-        if (refund != 0) _TOKEN.safeTransfer(lease.renter, refund);
+        _payProvider(leaseId, lease.provider, paidBefore, lease.paid);
+        _pay(lease.renter, toRenter);
     }
 
     /// @notice ILeaseMarket.cancel.
@@ -132,11 +157,12 @@ contract LeaseMarketExtension is LeaseMarketBase {
         Lease memory lease = _leases[leaseId];
         if (lease.status != LeaseStatus.Open) revert InvalidLeaseStatus(leaseId, lease.status);
         if (block.timestamp <= lease.start) revert StartDeadlineNotPassed(leaseId, lease.start);
+        // On the lease as opened (an Open lease cannot be extended; a shrink only lowers it).
         uint96 penalty = uint96(_collateral(lease.deposit, lease.collateralBps) * _params.startPenaltyBps / BPS);
-        uint96 refund = _finish(
+        uint256 toRenter = _finish(
             leaseId, lease, EndReason.MissedStart, uint32(block.timestamp), 0, penalty, IProviderRegistry.Outcome.Faulted
         );
-        _TOKEN.safeTransfer(lease.renter, refund);
+        _pay(lease.renter, toRenter);
     }
 
     /// @notice ILeaseMarket.settle.
@@ -163,8 +189,8 @@ contract LeaseMarketExtension is LeaseMarketBase {
         _requireSigner(digest, renterSignature, lease.renter);
         _requireSigner(digest, providerSignature, lease.provider);
 
-        uint96 amount = total - lease.paid;
-        uint96 refund;
+        uint96 paidBefore = lease.paid;
+        uint256 refund;
         lease.paid = total;
         if (status == LeaseStatus.Ended) {
             refund = lease.deposit - total;
@@ -175,9 +201,9 @@ contract LeaseMarketExtension is LeaseMarketBase {
             uint256 stop = status == LeaseStatus.Active ? _min(block.timestamp, _endOf(lease)) : block.timestamp;
             refund = _finish(leaseId, lease, EndReason.CoSigned, uint32(stop), total, 0, IProviderRegistry.Outcome.Completed);
         }
-        emit LeaseSettled(leaseId, total, refund);
-        _payProvider(leaseId, lease.provider, amount);
-        if (refund != 0) _TOKEN.safeTransfer(lease.renter, refund);
+        emit LeaseSettled(leaseId, total, uint96(refund));
+        _payProvider(leaseId, lease.provider, paidBefore, total);
+        _pay(lease.renter, refund);
     }
 
     /// @notice ILeaseMarket.extend.
@@ -192,23 +218,15 @@ contract LeaseMarketExtension is LeaseMarketBase {
     {
         Lease memory lease = _leases[leaseId];
         if (msg.sender != lease.renter) revert NotRenter(leaseId, msg.sender);
+        // Only Active leases: extending an Open one would raise the start penalty its provider risks after the
+        // fact (a renter can close an Open lease for a full refund and open a longer one instead).
+        if (lease.status != LeaseStatus.Active) revert InvalidLeaseStatus(leaseId, lease.status);
         uint256 rate = _rate(lease.units, lease.price);
-        // The end before the extension; while Open, the latest it can be (activation at the start deadline).
         uint256 end = _endOf(lease);
-        if (lease.status == LeaseStatus.Active) {
-            if (block.timestamp >= end) revert LeaseExpired(leaseId, uint32(end));
-        } else if (lease.status != LeaseStatus.Open) {
-            revert InvalidLeaseStatus(leaseId, lease.status);
-        }
+        if (block.timestamp >= end) revert LeaseExpired(leaseId, uint32(end));
         if (extraSeconds == 0) revert ZeroExtension();
         uint32 newEnd = (end + extraSeconds).toUint32();
-        _verifyOffer(offer, signature);
-        if (offer.provider != lease.provider || offer.machineId != lease.machineId) {
-            revert OfferForOtherMachine(leaseId, offer.provider, offer.machineId);
-        }
-        uint96 offerPrice = lease.interruptible ? offer.minBidPerUnitSecond : offer.pricePerUnitSecond;
-        if (lease.interruptible && offerPrice == 0) revert InterruptibleNotOffered(offer.machineId);
-        if (offerPrice > lease.price) revert ExtensionPriceTooHigh(offerPrice, lease.price);
+        _requireConsent(leaseId, lease, offer, signature);
         uint256 total = lease.deposit / rate + extraSeconds;
         if (total < offer.minDuration || total > offer.maxDuration) {
             revert DurationOutOfRange(total.toUint32(), offer.minDuration, offer.maxDuration);
@@ -217,15 +235,21 @@ contract LeaseMarketExtension is LeaseMarketBase {
         uint96 extraDeposit = (rate * extraSeconds).toUint96();
         uint96 oldCollateral = _collateral(lease.deposit, lease.collateralBps);
         uint96 newDeposit = (uint256(lease.deposit) + extraDeposit).toUint96();
-        _leases[leaseId].deposit = newDeposit;
+        // Faults observed before now, and terminations within the window, use the deposit before the extension.
+        // While a fault observed before the previous extension may still be submitted, keep the older (smaller)
+        // deposit: never more than the lease was at any time a pending fault may name.
+        if (block.timestamp >= uint256(lease.stopAt) + FAULT_SUBMISSION_WINDOW) _depositBefore[leaseId] = lease.deposit;
+        Lease storage stored = _leases[leaseId];
+        stored.deposit = newDeposit;
+        stored.stopAt = uint32(block.timestamp);
         _REGISTRY.lockMore(
             lease.provider,
             _collateral(newDeposit, lease.collateralBps) - oldCollateral,
             offer.nonce,
             offer.renter != address(0)
         );
-        emit LeaseExtended(leaseId, extraSeconds, extraDeposit, lease.status == LeaseStatus.Active ? newEnd : 0);
-        _TOKEN.safeTransferFrom(msg.sender, address(this), extraDeposit);
+        emit LeaseExtended(leaseId, extraSeconds, extraDeposit, newEnd);
+        _pull(msg.sender, extraDeposit);
     }
 
     /// @notice ILeaseMarket.shrink.
@@ -235,20 +259,25 @@ contract LeaseMarketExtension is LeaseMarketBase {
         Lease memory lease = _leases[leaseId];
         if (msg.sender != lease.renter) revert NotRenter(leaseId, msg.sender);
         if (newUnits == 0 || newUnits >= lease.units) revert InvalidShrink(newUnits, lease.units);
+        if ((lease.flags & FLAG_PREEMPTOR) != 0) {
+            _requireNoticePaid(leaseId, lease);
+            lease.flags &= ~FLAG_PREEMPTOR;
+        }
         uint96 oldCollateral = _collateral(lease.deposit, lease.collateralBps);
-        uint96 amount;
+        uint96 paidBefore = lease.paid;
+        uint96 accrued_;
         uint96 newDeposit;
         uint64 unitSeconds;
         uint96 refund;
         if (lease.status == LeaseStatus.Active) {
             uint256 end = _endOf(lease);
             if (block.timestamp >= end) revert LeaseExpired(leaseId, uint32(end));
-            uint96 accrued_ = _accruedUntil(lease, block.timestamp);
-            amount = accrued_ - lease.paid;
+            accrued_ = _accruedUntil(lease, block.timestamp);
             unitSeconds = uint64(uint256(lease.units) * (block.timestamp - lease.start));
             // Metering restarts now for the kept units: what accrued is paid out, so paid starts at zero.
             newDeposit = uint96(uint256(newUnits) * lease.price * (end - block.timestamp));
             refund = lease.deposit - accrued_ - newDeposit;
+            if (block.timestamp < uint256(lease.stopAt) + FAULT_SUBMISSION_WINDOW) _restateDepositBefore(leaseId, lease, newUnits);
             lease.start = uint32(block.timestamp);
             lease.paid = 0;
         } else if (lease.status == LeaseStatus.Open) {
@@ -270,8 +299,8 @@ contract LeaseMarketExtension is LeaseMarketBase {
             unitSeconds
         );
         emit LeaseShrunk(leaseId, newUnits, refund);
-        _payProvider(leaseId, lease.provider, amount);
-        if (refund != 0) _TOKEN.safeTransfer(lease.renter, refund);
+        _payProvider(leaseId, lease.provider, paidBefore, accrued_ > paidBefore ? accrued_ : paidBefore);
+        _pay(lease.renter, refund);
     }
 
     /// @notice ILeaseMarket.setParams.
@@ -279,6 +308,86 @@ contract LeaseMarketExtension is LeaseMarketBase {
     function setParams(MarketParams calldata params_) external onlyDelegated {
         if (!IAccessControl(address(_REGISTRY)).hasRole(bytes32(0), msg.sender)) revert NotGovernance(msg.sender);
         _setParams(params_);
+    }
+
+    /// @notice ILeaseMarket.withdraw.
+    /// @param to The receiver.
+    function withdraw(address to) external onlyDelegated nonReentrant {
+        uint256 amount = _owed[msg.sender];
+        if (amount == 0) revert NothingOwed(msg.sender);
+        _owed[msg.sender] = 0;
+        emit OwedWithdrawn(msg.sender, to, amount);
+        _TOKEN.safeTransfer(to, amount);
+    }
+
+    /// @dev The SLA credit of a fault observed at `observedAt` on the lease as it was then (an extension made after
+    ///      it does not raise the credit; stopAt is the latest extension's time while the lease runs), plus
+    ///      `overpaid` (what the provider claimed after observedAt), capped at the collateral locked now.
+    function _faultCredit(uint256 leaseId, Lease memory lease, uint32 observedAt, uint256 end, uint256 overpaid)
+        private
+        view
+        returns (uint256 credit)
+    {
+        uint256 collateral = _collateral(lease.deposit, lease.collateralBps);
+        uint256 minCredit;
+        if (observedAt < lease.stopAt) {
+            uint96 termsDeposit = _depositBefore[leaseId];
+            credit = _proRata(lease, termsDeposit, observedAt);
+            minCredit = uint256(_collateral(termsDeposit, lease.collateralBps)) * _params.faultMinCreditBps / BPS;
+        } else {
+            credit = collateral * (end - observedAt) / (end - lease.start);
+            minCredit = collateral * _params.faultMinCreditBps / BPS;
+        }
+        if (credit < minCredit) credit = minCredit;
+        credit = _min(credit + overpaid, collateral);
+    }
+
+    /// @dev The provider's consent to extend `lease`: a valid offer for its machine at a nonzero price (minimum bid
+    ///      for an interruptible lease) not above the lease's, locking at least the lease's collateralBps.
+    function _requireConsent(uint256 leaseId, Lease memory lease, Offer calldata offer, bytes calldata signature)
+        private
+        view
+    {
+        _verifyOffer(offer, signature);
+        if (offer.provider != lease.provider || offer.machineId != lease.machineId) {
+            revert OfferForOtherMachine(leaseId, offer.provider, offer.machineId);
+        }
+        // A zero price consents to nothing: no interruptible capacity, or no on-demand price.
+        uint96 offerPrice = lease.interruptible ? offer.minBidPerUnitSecond : offer.pricePerUnitSecond;
+        if (offerPrice == 0) {
+            if (lease.interruptible) revert InterruptibleNotOffered(offer.machineId);
+            revert ZeroPrice();
+        }
+        if (offerPrice > lease.price) revert ExtensionPriceTooHigh(offerPrice, lease.price);
+        // The extension locks lease.collateralBps of its deposit: the provider must have offered at least that.
+        if (offer.collateralBps < lease.collateralBps) {
+            revert ExtensionCollateralTooLow(offer.collateralBps, lease.collateralBps);
+        }
+    }
+
+    /// @dev A preempting lease owes its notice period on all its units: it cannot release any before paying it
+    ///      (never while Open; once Active, from activation plus the notice).
+    function _requireNoticePaid(uint256 leaseId, Lease memory lease) private view {
+        uint256 paidFrom = uint256(lease.start) + _params.preemptionNotice;
+        if (lease.status == LeaseStatus.Open || block.timestamp < paidFrom) {
+            revert PreemptionNoticeUnpaid(leaseId, lease.status == LeaseStatus.Open ? 0 : paidFrom);
+        }
+    }
+
+    /// @dev A shrink restarts metering now: the deposit before a recent extension (still used by a termination
+    ///      within the window) is restated for the kept units from now to the end it bought.
+    function _restateDepositBefore(uint256 leaseId, Lease memory lease, uint16 newUnits) private {
+        uint256 endBefore = lease.start + _depositBefore[leaseId] / _rate(lease.units, lease.price);
+        _depositBefore[leaseId] =
+            endBefore > block.timestamp ? uint96(uint256(newUnits) * lease.price * (endBefore - block.timestamp)) : 0;
+    }
+
+    /// @dev collateral(deposit_) x (end_ - at) / (end_ - start), where end_ is when deposit_ runs out: the share of
+    ///      the promised time left at `at`, on the lease as if its deposit were deposit_ (zero once end_ passed).
+    function _proRata(Lease memory lease, uint96 deposit_, uint256 at) private pure returns (uint256) {
+        uint256 end_ = lease.start + deposit_ / _rate(lease.units, lease.price);
+        if (end_ <= at) return 0;
+        return uint256(_collateral(deposit_, lease.collateralBps)) * (end_ - at) / (end_ - lease.start);
     }
 
     /// @dev Requires at least faultQuorum signatures, all by distinct attestors in strictly increasing order.

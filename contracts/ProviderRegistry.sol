@@ -34,6 +34,8 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
     uint256 public constant MAX_REGION_LENGTH = 32;
     /// @notice Highest interconnect code (2 = fabric).
     uint8 public constant MAX_INTERCONNECT = 2;
+    /// @notice Highest fault quorum: a fault carries at most 32 signatures (LeaseMarket.MAX_FAULT_SIGNATURES).
+    uint8 public constant MAX_FAULT_QUORUM = 32;
 
     /// @dev The slot a lease transition reads and writes: 96 + 96 + 64 bits.
     struct Funds {
@@ -149,7 +151,11 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
         (uint256(funds.free) + funds.locked + _accounts[msg.sender].unbonding + amount).toUint96();
         funds.free += amount;
         _emitStake(msg.sender);
+        // Measured, so a fee-on-transfer token can never leave the stakes short of what they record.
+        uint256 before = _TOKEN.balanceOf(address(this));
         _TOKEN.safeTransferFrom(msg.sender, address(this), amount);
+        uint256 received = _TOKEN.balanceOf(address(this)) - before;
+        if (received != amount) revert TokenTransferShortfall(amount, received);
     }
 
     /// @inheritdoc IProviderRegistry
@@ -335,7 +341,9 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
         if (slashAmount != 0) {
             emit CollateralSlashed(provider, slashTo, slashAmount);
             _emitStake(provider);
-            _TOKEN.safeTransfer(slashTo, slashAmount);
+            // To the market, which pays it to `slashTo` with the refund (or records it as owed if the token
+            // refuses): no receiver can make a lease's end revert.
+            _TOKEN.safeTransfer(msg.sender, slashAmount);
         }
     }
 
@@ -513,7 +521,11 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
         if (unitSeconds == 0 && outcome == Outcome.Neutral) return;
         Reputation memory reputation = _reputation[provider];
         reputation.unitSecondsDelivered += unitSeconds;
-        if (outcome == Outcome.Completed) ++reputation.leasesCompleted;
+        // A lease counts as completed only if it delivered paid service: an unactivated or zero-length lease
+        // (a provider renting from itself for gas only) adds nothing.
+        if (outcome == Outcome.Completed) {
+            if (unitSeconds != 0) ++reputation.leasesCompleted;
+        }
         else if (outcome == Outcome.Faulted) ++reputation.faults;
         _reputation[provider] = reputation;
     }
@@ -533,7 +545,7 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
     }
 
     function _setFaultQuorum(uint8 quorum) private {
-        if (quorum == 0) revert InvalidFaultQuorum(quorum);
+        if (quorum == 0 || quorum > MAX_FAULT_QUORUM) revert InvalidFaultQuorum(quorum, MAX_FAULT_QUORUM);
         _faultQuorum = quorum;
         emit FaultQuorumChanged(quorum);
     }

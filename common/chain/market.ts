@@ -40,9 +40,17 @@ export function computeCollateral(deposit: bigint, collateralBps: number | bigin
   return (deposit * BigInt(collateralBps)) / BPS;
 }
 
-/** The protocol fee taken from a payment to a provider, rounded down like the contract. */
+/** The protocol fee on a lease's cumulative payments to its provider, rounded down like the contract. */
 export function computeFee(amount: bigint, protocolFeeBps: number | bigint): bigint {
   return (amount * BigInt(protocolFeeBps)) / BPS;
+}
+
+/**
+ * The fee taken from one payment that brings a lease's `paid` from `paidBefore` to `paidAfter`: the contract
+ * charges fee(paidAfter) - fee(paidBefore), so however the payments are split the treasury gets fee(total).
+ */
+export function computePaymentFee(paidBefore: bigint, paidAfter: bigint, protocolFeeBps: number | bigint): bigint {
+  return computeFee(paidAfter, protocolFeeBps) - computeFee(paidBefore, protocolFeeBps);
 }
 
 /** The domain from suanliDomain(chainId, market). */

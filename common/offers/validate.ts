@@ -39,6 +39,9 @@ export type OfferAction = "reject" | "ignore";
 /** Unexpired attestations by non-attestors a message may carry before it is refused. */
 export const MAX_OUTSIDER_ATTESTATIONS = 2;
 
+/** LeaseMarket.MIN_START_WINDOW: an offer with a shorter start window can never be opened. */
+export const MIN_START_WINDOW_SECONDS = 10;
+
 /** Why a message was not accepted. Stable strings: metrics and tests use them. */
 export const OFFER_REJECT_REASONS = {
   too_large: "reject",
@@ -230,6 +233,9 @@ export class OfferValidator {
     if (canonical !== machine.model) return offerFailure("unknown_model", `${machine.model} is not a canonical GPU model name`);
     if (cachedModelHash(machine.model) !== offer.model) return offerFailure("model_mismatch", "offer.model is not keccak256(machine.model)");
     if (offer.minDuration > offer.maxDuration) return offerFailure("inconsistent", "minDuration > maxDuration");
+    if (offer.startWindow < MIN_START_WINDOW_SECONDS) {
+      return offerFailure("inconsistent", `startWindow ${offer.startWindow} s is below the market's minimum of ${MIN_START_WINDOW_SECONDS} s`);
+    }
     if (capacity.freeUnits > machine.units || capacity.onDemandUnits + capacity.interruptibleUnits + capacity.freeUnits > machine.units) {
       return offerFailure("inconsistent", "capacity exceeds the machine's units");
     }

@@ -49,7 +49,8 @@ interface ILeaseMarket is ILeaseMarketTypes {
     function claimMany(uint256[] calldata leaseIds) external;
 
     /// @notice The renter ends the lease. Open: full refund. Active: accrual stops now, the unaccrued
-    ///         deposit is refunded; the provider claims the rest.
+    ///         deposit is refunded; the provider claims the rest. A lease that preempted another owes at least
+    ///         min(preemptionNotice, duration) seconds of its units x price, even when closed before activation.
     /// @param leaseId The lease.
     function close(uint256 leaseId) external;
 
@@ -61,17 +62,21 @@ interface ILeaseMarket is ILeaseMarketTypes {
     /// @param unitSeconds Unit-seconds the provider measured (informational; billing is metered on-chain).
     function complete(uint256 leaseId, int32 exitCode, bytes32 outputDigest, uint64 unitSeconds) external;
 
-    /// @notice Ends an Active lease on a quorum of attestors' signatures of `fault` (anyone may submit).
-    ///         Accrual stops at observedAt; the renter is refunded and credited from the provider's collateral:
-    ///         collateral x max(remaining / promised, faultMinCreditBps / 10000), plus anything the provider
-    ///         claimed after observedAt, capped at the collateral.
+    /// @notice Ends an Active lease on a quorum of attestors' signatures of `fault` (anyone may submit), at
+    ///         most FAULT_SUBMISSION_WINDOW seconds after observedAt. Accrual stops at observedAt; the renter is
+    ///         refunded and credited from the provider's collateral: collateral x max(remaining / promised,
+    ///         faultMinCreditBps / 10000) on the lease as it was at observedAt (an extension made after
+    ///         observedAt does not count), plus anything the provider claimed after observedAt, capped at the
+    ///         collateral. A preempted lease in its notice period can be faulted too: accrual stops at
+    ///         observedAt, without credit (its collateral was released at the preemption).
     /// @param fault The fault.
     /// @param signatures At least faultQuorum attestor signatures, ordered by strictly increasing signer.
     function submitFault(Fault calldata fault, bytes[] calldata signatures) external;
 
     /// @notice The provider ends a lease without cause. Open: full refund plus the start penalty. Active:
     ///         accrual stops now, the provider is paid, the renter refunded plus a penalty of
-    ///         collateral x remaining / promised time.
+    ///         collateral x remaining / promised time, on the lease as it was FAULT_SUBMISSION_WINDOW ago (a
+    ///         younger extension does not count).
     /// @param leaseId The lease.
     function terminate(uint256 leaseId) external;
 
@@ -89,8 +94,9 @@ interface ILeaseMarket is ILeaseMarketTypes {
         external;
 
     /// @notice The renter buys `extraSeconds` more; the provider's consent is a current offer for the same
-    ///         machine whose maxDuration covers the new total and whose price is not above the lease's.
-    /// @param leaseId An Open lease, or an Active one before its end.
+    ///         machine whose maxDuration covers the new total, whose price (minimum bid for an interruptible
+    ///         lease) is nonzero and not above the lease's, and whose collateralBps is at least the lease's.
+    /// @param leaseId An Active lease before its end (an Open lease cannot be extended: close and reopen it).
     /// @param extraSeconds Seconds to add.
     /// @param offer The consenting offer.
     /// @param signature The provider's signature of `offer`.
@@ -107,6 +113,17 @@ interface ILeaseMarket is ILeaseMarketTypes {
     /// @notice Sets the market parameters (governance: the registry's DEFAULT_ADMIN_ROLE).
     /// @param params The new parameters.
     function setParams(MarketParams calldata params) external;
+
+    // ---------------------------------------------------------------- owed payments
+
+    /// @notice Sends the caller what it is owed (payments the token refused to deliver) to `to`.
+    /// @param to The receiver (the caller itself, or another address when the caller cannot receive).
+    function withdraw(address to) external;
+
+    /// @notice What `account` is owed: payments to it that the token refused, waiting for withdraw.
+    /// @param account The account.
+    /// @return Base units.
+    function owed(address account) external view returns (uint256);
 
     // ---------------------------------------------------------------- views
 

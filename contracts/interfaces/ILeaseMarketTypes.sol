@@ -187,6 +187,10 @@ interface ILeaseMarketTypes {
     event FaultSubmitted(uint256 indexed leaseId, uint8 kind, uint32 observedAt, uint96 credit);
     /// @notice Governance changed the market parameters.
     event MarketParamsChanged(MarketParams params);
+    /// @notice A payment to `to` failed (the token refused it); it is owed to `to`, which pulls it with withdraw.
+    event PaymentDeferred(address indexed to, uint256 amount);
+    /// @notice `account` withdrew `amount` it was owed, sent to `to`.
+    event OwedWithdrawn(address indexed account, address indexed to, uint256 amount);
 
     // ---------------------------------------------------------------- errors
 
@@ -264,6 +268,19 @@ interface ILeaseMarketTypes {
     error ZeroTreasury();
     /// @notice LeaseMarketExtension code runs only by delegatecall from the LeaseMarket.
     error NotDelegated();
+    /// @notice A fault observed at `observedAt` had to be submitted by `deadline` (FAULT_SUBMISSION_WINDOW).
+    error FaultSubmissionClosed(uint32 observedAt, uint256 deadline);
+    /// @notice The consenting offer locks less collateral per deposit than the lease (`leaseCollateralBps`).
+    error ExtensionCollateralTooLow(uint16 offerCollateralBps, uint16 leaseCollateralBps);
+    /// @notice The offer's start window is shorter than MIN_START_WINDOW.
+    error StartWindowTooShort(uint32 startWindow, uint32 min);
+    /// @notice A lease that preempted another cannot shrink before it has paid its notice period on all its
+    ///         units: never while Open, and once Active not before `paidFrom`.
+    error PreemptionNoticeUnpaid(uint256 leaseId, uint256 paidFrom);
+    /// @notice Nothing is owed to `account`.
+    error NothingOwed(address account);
+    /// @notice The market received `received` of a `expected` transfer (fee-on-transfer tokens are not supported).
+    error TokenTransferShortfall(uint256 expected, uint256 received);
     /// @notice The extension was built for registry `extensionRegistry`, not `registry`.
     error ExtensionMismatch(address registry, address extensionRegistry);
 }

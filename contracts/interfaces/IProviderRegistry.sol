@@ -10,7 +10,7 @@ interface IProviderRegistry {
     enum Outcome {
         /// @dev No counter moves except unit-seconds (renter closed an unstarted lease, preemption, shrink).
         Neutral,
-        /// @dev The provider served the lease to its end: leasesCompleted + 1.
+        /// @dev The provider served the lease to its end: leasesCompleted + 1 if it delivered paid unit-seconds.
         Completed,
         /// @dev The provider failed it (quorum fault, termination without cause, missed start): faults + 1.
         Faulted
@@ -31,8 +31,10 @@ interface IProviderRegistry {
         uint32 machineCount;
         /// @dev Offers with a lower nonce are revoked.
         uint64 nonceFloor;
+        /// @dev Leases that delivered paid service and ended without a fault.
         uint64 leasesCompleted;
         uint64 faults;
+        /// @dev Unit-seconds delivered and paid for.
         uint128 unitSecondsDelivered;
         string peerId;
         string metadataURI;
@@ -143,8 +145,10 @@ interface IProviderRegistry {
     error InvalidOfferNonce(address provider, uint64 nonce);
     /// @notice A new nonce floor must be above the current one.
     error NonceFloorNotRaised(uint64 current, uint64 requested);
-    /// @notice The fault quorum must be at least 1.
-    error InvalidFaultQuorum(uint8 quorum);
+    /// @notice The fault quorum must be at least 1 and at most `max` (the signatures a fault may carry).
+    error InvalidFaultQuorum(uint8 quorum, uint8 max);
+    /// @notice The registry received `received` of a `expected` transfer (fee-on-transfer tokens are not supported).
+    error TokenTransferShortfall(uint256 expected, uint256 received);
     /// @notice The unbonding delay may not exceed `max` seconds.
     error UnbondingDelayTooLong(uint32 delay, uint32 max);
 
@@ -233,7 +237,7 @@ interface IProviderRegistry {
     function setUnbondingDelay(uint32 delay) external;
 
     /// @notice Sets how many distinct attestor signatures a fault needs (DEFAULT_ADMIN_ROLE).
-    /// @param quorum At least 1.
+    /// @param quorum From 1 to MAX_FAULT_QUORUM (32, the most signatures a fault carries).
     function setFaultQuorum(uint8 quorum) external;
 
     // ---------------------------------------------------------------- market hooks (MARKET_ROLE)
@@ -259,7 +263,8 @@ interface IProviderRegistry {
         bool consumeNonce
     ) external;
 
-    /// @notice Releases a lease's units and collateral; pays `slashAmount` of the collateral to `slashTo`.
+    /// @notice Releases a lease's units and collateral; sends `slashAmount` of the collateral to the market, which
+    ///         pays it to `slashTo` (so a receiver that refuses tokens cannot block the release).
     /// @param provider The lease's provider.
     /// @param machineId The lease's machine.
     /// @param units Units to free.
@@ -267,7 +272,7 @@ interface IProviderRegistry {
     /// @param collateral Collateral to unlock.
     /// @param slashAmount Part of `collateral` paid to `slashTo` (penalty or SLA credit); the rest becomes free stake.
     /// @param slashTo The renter.
-    /// @param unitSeconds Unit-seconds delivered, added to reputation.
+    /// @param unitSeconds Paid unit-seconds delivered, added to reputation (zero: the lease is not counted).
     /// @param outcome Which reputation counter moves.
     function release(
         address provider,

@@ -31,6 +31,19 @@ contract ReentrantToken is ERC20 {
         _armed = true;
     }
 
+    /// @notice Whether the call made by the last armed permit succeeded.
+    bool public lastPermitCallSucceeded;
+
+    /// @notice An EIP-2612 stand-in: when armed, calls `target` with `data` (recording whether it succeeded)
+    ///         instead of approving anything, the way a hostile token's permit could re-enter its caller.
+    function permit(address, address, uint256, uint256, uint8, bytes32, bytes32) external {
+        if (!_armed) return;
+        _armed = false;
+        // solhint-disable-next-line avoid-low-level-calls
+        (bool ok,) = _target.call(_data);
+        lastPermitCallSucceeded = ok;
+    }
+
     function _update(address from, address to, uint256 value) internal override {
         super._update(from, to, value);
         if (_armed && from != address(0)) {

@@ -431,6 +431,12 @@ export class FaultCoordinator {
         }
         // The chain's clock has not reached observedAt yet: the next round tries again.
       }
+      if (name === "FaultSubmissionClosed") {
+        // LeaseMarket.FAULT_SUBMISSION_WINDOW after observedAt the fault can no longer land; if the provider is
+        // still down, a new failed probe starts a fresh fault.
+        await this.update(record, { status: "abandoned", note: "the fault's submission window closed" });
+        return;
+      }
       await this.update(record, { note: `submitFault failed: ${name ?? (error as Error)?.message?.split("\n")[0] ?? String(error)}` });
       this.o.logger.warn("submitFault failed; retrying", { leaseId: record.leaseId, error: name }, name ? undefined : error);
     }

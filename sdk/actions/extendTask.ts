@@ -43,7 +43,7 @@ const extendSchema = z.strictObject({
 });
 
 /**
- * Adds time to a running task's lease at the lease's price. The provider's current public offer
+ * Adds time to a running task's lease (Active: the provider started it) at the lease's price. The provider's current public offer
  * for the machine is its consent (its max duration must cover the new total, its price must not
  * exceed the lease's); the extra deposit is pulled from the wallet.
  *
@@ -57,7 +57,11 @@ export async function extendTask(ctx: SuanliContext, taskId: string, parameters:
   const record = await taskRecord(ctx, taskId);
   const attempt = record.attempts[record.attempts.length - 1];
   const lease = await readLease(ctx.publicClient, ctx.market, attempt.leaseId);
-  if (lease.status !== "Active" && lease.status !== "Open") throw new TaskStateError(`Lease ${attempt.leaseId} is ${lease.status}; only an open or active lease can be extended.`);
+  if (lease.status !== "Active") {
+    throw new TaskStateError(`Lease ${attempt.leaseId} is ${lease.status}; only an active lease can be extended.`, {
+      metaMessages: lease.status === "Open" ? ["Wait until the provider starts it, or cancel it and submit the task again with a longer duration."] : undefined,
+    });
+  }
   const message = ctx.feed.message(offerKey(attempt.provider, attempt.machineId));
   if (!message) {
     throw new TaskStateError(`The provider has no current offer for machine ${attempt.machineId}: it does not consent to an extension now.`, {

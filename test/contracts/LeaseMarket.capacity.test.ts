@@ -201,18 +201,19 @@ describe("LeaseMarket: capacity modes, preemption, extend, shrink, governance", 
       assert.equal((await s.registry.read.getProvider([s.provider.account.address])).locked, locked0 + PRICE * 600n);
     });
 
-    it("extends an Open lease and an interruptible one at its bid", async () => {
+    it("refuses an Open lease, and extends an interruptible one at its bid", async () => {
       const s = await load();
       const { viem } = connection;
       const opened = await open(s);
       const consent = await makeOffer(s);
-      await viem.assertions.emitWithArgs(s.market.write.extend([opened.leaseId, 100, consent, await sign(s, consent)], { account: s.renter.account }), s.market, "LeaseExtended", [
-        opened.leaseId,
-        100,
-        2n * PRICE * 100n,
-        0,
-      ]);
-      assert.equal((await s.market.read.getLease([opened.leaseId])).duration, 3700);
+      // An Open lease cannot be extended (it would raise the start penalty after the fact): close and reopen.
+      await viem.assertions.revertWithCustomErrorWithArgs(
+        s.market.write.extend([opened.leaseId, 100, consent, await sign(s, consent)], { account: s.renter.account }),
+        s.market,
+        "InvalidLeaseStatus",
+        [opened.leaseId, 1],
+      );
+      assert.equal((await s.market.read.getLease([opened.leaseId])).duration, 3600);
       const bid = await openActive(s, { terms: interruptible(50n, 2), renter: s.renter2 });
       await s.market.write.extend([bid.leaseId, 100, consent, await sign(s, consent)], { account: s.renter2.account });
       assert.equal((await s.market.read.getLease([bid.leaseId])).deposit, 2n * 50n * 3700n);
@@ -271,7 +272,7 @@ describe("LeaseMarket: capacity modes, preemption, extend, shrink, governance", 
       await viem.assertions.revertWithCustomErrorWithArgs(extend(10, fresh, freshSig), s.market, "LeaseExpired", [leaseId, activatedAt + 3610]);
       await s.market.write.claim([leaseId]);
       await viem.assertions.revertWithCustomErrorWithArgs(extend(10, fresh, freshSig), s.market, "InvalidLeaseStatus", [leaseId, 4]);
-      const late = await open(s);
+      const late = await openActive(s);
       const t = (await latest(s)) + 1;
       const expiredOffer = { ...fresh, expiry: t - 1 };
       await at(t);
@@ -397,10 +398,23 @@ describe("LeaseMarket: capacity modes, preemption, extend, shrink, governance", 
       await market.write.activate([1n], { account: provider.account });
       await networkHelpers.time.increase(10);
 
+      // A payment whose transfer re-enters fails (the guard refuses the inner call); the market records it as
+      // owed instead of reverting, so the outer call completes exactly once.
       await token.write.arm([market.address, encodeFunctionData({ abi: leaseMarketAbi, functionName: "claim", args: [1n] })]);
-      await viem.assertions.revertWithCustomError(market.write.claim([1n]), market, "ReentrancyGuardReentrantCall");
+      await viem.assertions.emit(market.write.claim([1n]), market, "PaymentDeferred");
+      const claimed = (await market.read.getLease([1n])).paid;
+      assert.ok(claimed > 0n);
+      assert.equal(await market.read.owed([provider.account.address]), claimed);
       await token.write.arm([market.address, encodeFunctionData({ abi: leaseMarketAbi, functionName: "close", args: [1n] })]);
-      await viem.assertions.revertWithCustomError(market.write.close([1n], { account: renter.account }), market, "ReentrancyGuardReentrantCall");
+      await viem.assertions.emit(market.write.close([1n], { account: renter.account }), market, "PaymentDeferred");
+      assert.ok((await market.read.owed([renter.account.address])) > 0n);
+      // Withdrawing what is owed refuses re-entry outright.
+      await token.write.arm([market.address, encodeFunctionData({ abi: leaseMarketAbi, functionName: "withdraw", args: [provider.account.address] })]);
+      await viem.assertions.revertWithCustomError(market.write.withdraw([provider.account.address], { account: provider.account }), market, "ReentrancyGuardReentrantCall");
+      // Armed with a harmless view instead, the same withdrawal goes through.
+      await token.write.arm([market.address, encodeFunctionData({ abi: leaseMarketAbi, functionName: "owed", args: [provider.account.address] })]);
+      await market.write.withdraw([provider.account.address], { account: provider.account });
+      assert.equal(await market.read.owed([provider.account.address]), 0n);
 
       await registry.write.requestUnstake([1_000n], { account: provider.account });
       await networkHelpers.time.increase(2);

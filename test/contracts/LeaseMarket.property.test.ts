@@ -29,7 +29,7 @@ describe("LeaseMarket invariants: exact model, attacker bound, liveness", functi
     const endings = Object.entries(result.endings).map(([k, v]) => `${k} ${v}`).join(", ");
     console.log(`      seed ${SEED}: ${result.sequences} sequences, ${result.steps} steps, ${result.succeeded} succeeded (${kinds}); leases ended: ${endings}`);
     // The generator must reach every operation, and every way a lease ends, for the property to mean something.
-    for (const kind of ["open", "activate", "claim", "claimMany", "close", "complete", "terminate", "cancel", "signFault", "submitHeld", "extend", "shrink", "settle", "stake", "unstake", "withdraw", "addMachine", "updateMachine", "removeMachine", "deregister", "register", "revokeNonce", "revokeNoncesBelow", "setParams", "setFaultQuorum", "setUnbondingDelay", "block"]) {
+    for (const kind of ["open", "activate", "claim", "claimMany", "close", "complete", "terminate", "cancel", "signFault", "submitHeld", "extend", "shrink", "settle", "stake", "unstake", "withdraw", "addMachine", "updateMachine", "removeMachine", "deregister", "register", "revokeNonce", "revokeNoncesBelow", "setParams", "setFaultQuorum", "setUnbondingDelay", "block", "withdrawOwed"]) {
       assert.ok((result.byKind[kind] ?? 0) > 0, `no ${kind} ever succeeded`);
     }
     for (const reason of END_REASON_NAMES.slice(1)) assert.ok((result.endings[reason] ?? 0) > 0, `no lease ever ended as ${reason}`);

@@ -326,7 +326,7 @@ describe("ProviderRegistry", () => {
       ]);
       await viem.assertions.emitWithArgs(s.registry.write.setUnbondingDelay([7 * 86_400]), s.registry, "UnbondingDelayChanged", [7 * 86_400]);
       assert.equal(await s.registry.read.unbondingDelay(), 7 * 86_400);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setFaultQuorum([0]), s.registry, "InvalidFaultQuorum", [0]);
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setFaultQuorum([0]), s.registry, "InvalidFaultQuorum", [0, 32]);
       await viem.assertions.revertWithCustomErrorWithArgs(
         s.registry.write.setFaultQuorum([3], { account: s.other.account }),
         s.registry,

@@ -6,6 +6,7 @@ import {
   computeCollateral,
   computeDeposit,
   computeFee,
+  computePaymentFee,
   orderFaultSignatures,
   readLease,
   readMachine,
@@ -29,6 +30,10 @@ describe("common/chain/market helpers", () => {
     assert.equal(computeCollateral(231n, 5_000), 115n);
     assert.equal(computeCollateral(231n, 0), 0n);
     assert.equal(computeFee(999n, 100), 9n);
+    // Ten payments of 99 at 1 %: each alone rounds to 0, together they pay fee(990) = 9, as the contract does.
+    let fees = 0n;
+    for (let paid = 0n; paid < 990n; paid += 99n) fees += computePaymentFee(paid, paid + 99n, 100);
+    assert.equal(fees, computeFee(990n, 100));
     assert.deepEqual([LEASE_STATUSES[2], END_REASONS[3]], ["Active", "Faulted"]);
   });
 

@@ -249,13 +249,17 @@ describe("offer validation pipeline", () => {
       expectFailure(await validator.validate(encodeOfferMessage(elsewhere)), "bad_attestation", "reject");
     });
 
-    it("inconsistent fields: private offer, unknown model, capacity above the machine", async () => {
+    it("inconsistent fields: private offer, unknown model, capacity above the machine, a start window the market refuses", async () => {
       const privateOffer = await buildOfferMessage(provider, spec, { offer: { renter: createSigner().address } });
       expectFailure(await validator.validate(encodeOfferMessage(privateOffer)), "private_offer", "reject");
       const tooFree = await buildOfferMessage(provider, spec, { freeUnits: 9 });
       expectFailure(await validator.validate(encodeOfferMessage(tooFree)), "inconsistent", "reject");
       const alias = await buildOfferMessage(provider, { ...spec, model: "A100" }, { offer: { model: modelHash("A100") } });
       expectFailure(await validator.validate(encodeOfferMessage(alias)), "unknown_model", "reject");
+      // LeaseMarket.openLease refuses startWindow < MIN_START_WINDOW (10 s): such an offer could never be opened.
+      const instant = await buildOfferMessage(provider, spec, { offer: { startWindow: 9 } });
+      expectFailure(await validator.validate(encodeOfferMessage(instant)), "inconsistent", "reject");
+      assert.ok((await validator.validate(encodeOfferMessage(await buildOfferMessage(provider, spec, { offer: { startWindow: 10 } })))).ok);
     });
 
     it("ignores (does not punish) a message it cannot check because the chain is unreachable", async () => {

@@ -49,6 +49,9 @@ const MAX_UINT = 2n ** 256n - 1n;
 const MAX_PREEMPT = 16;
 const MAX_BATCH = 64;
 const MAX_FAULT_SIGNATURES = 32;
+const MAX_FAULT_QUORUM = 32;
+const FAULT_SUBMISSION_WINDOW = 600;
+const MIN_START_WINDOW = 10;
 const MAX_PROTOCOL_FEE_BPS = 1000;
 const MAX_PREEMPTION_NOTICE = 86_400;
 const MAX_UNBONDING_DELAY = 90 * 86_400;
@@ -115,7 +118,7 @@ export const FINDINGS = {
  * Findings the contracts of this branch still have (empty once the money-rules fixes are merged):
  * the default of `known` for the test and the benchmark.
  */
-export const KNOWN_OPEN_FINDINGS: string[] = [FINDINGS.faultAfterExtension, FINDINGS.penaltyAfterExtension, FINDINGS.freePreemption, FINDINGS.blockedRenterLocks];
+export const KNOWN_OPEN_FINDINGS: string[] = [];
 
 class Revert extends Error {}
 function revert(reason: string): never {
@@ -155,6 +158,11 @@ type MLease = {
   promised: bigint;
   /** How many leases this one preempted when it was opened. */
   preempted: number;
+  /** Contract state: FLAG_PREEMPTOR, and the deposit the terms of a recent extension's faults and terminations use. */
+  preemptor: boolean;
+  depositBefore: bigint;
+  /** The minimum a preemptor closed by its renter paid (the promise checked). */
+  closeMinimum?: bigint;
   /** After a fault: what the provider had claimed beyond observedAt, returned to the renter from collateral. */
   recovered: bigint;
 };
@@ -191,6 +199,7 @@ export type State = {
   allowances: Record<Address, bigint>;
   permitNonce: bigint;
   blocked: Address[];
+  owed: Record<Address, bigint>;
   held: HeldFault[];
 };
 
@@ -283,8 +292,10 @@ export class Model {
     if (unitSeconds === 0n && outcome === OUTCOME.Neutral) return;
     const p = this.provider(provider);
     p.unitSeconds += unitSeconds;
-    if (outcome === OUTCOME.Completed) p.leasesCompleted++;
-    else if (outcome === OUTCOME.Faulted) p.faults++;
+    // Only delivered, paid service counts as a completed lease (finding 5).
+    if (outcome === OUTCOME.Completed) {
+      if (unitSeconds !== 0n) p.leasesCompleted++;
+    } else if (outcome === OUTCOME.Faulted) p.faults++;
   }
   private release(l: MLease, collateral: bigint, slash: bigint, unitSeconds: bigint, outcome: number): void {
     this.freeUnits(l.machineId, l.units, l.interruptible);
@@ -293,22 +304,37 @@ export class Model {
     p.locked -= collateral;
     p.free += collateral - slash;
     this.recordOutcome(l.provider, unitSeconds, outcome);
-    if (slash !== 0n) this.transfer(this.w.registry, l.renter, slash);
+    // The slash goes to the market, which pays it to the renter with the refund.
+    if (slash !== 0n) this.transfer(this.w.registry, this.w.market, slash);
   }
 
   // -- market internals
   private lease(id: number): MLease | undefined {
     return this.st.leases[id - 1];
   }
+  /** Pays `amount` out of the market; a payment the token refuses is owed to `to` instead (finding 4). */
+  private pay(to: Address, amount: bigint): void {
+    if (amount === 0n) return;
+    if (this.st.blocked.includes(to)) {
+      this.st.owed[to] = (this.st.owed[to] ?? 0n) + amount;
+      return;
+    }
+    this.transfer(this.w.market, to, amount);
+  }
+  /** Ends a lease; returns what the renter gets (refund + credit). */
   private finish(l: MLease, reason: number, stopAt: number, providerTotal: bigint, credit: bigint, outcome: number, promised: bigint): bigint {
     const collateral = collateralOf(l.deposit, l.collateralBps);
     const refund = l.deposit - providerTotal;
     let unitSeconds = 0n;
     if (l.status === S.Active) {
-      unitSeconds = BigInt(l.units) * BigInt(stopAt - l.start);
+      const metered = BigInt(l.units) * BigInt(stopAt - l.start);
+      const bought = providerTotal / l.price;
+      unitSeconds = metered < bought ? metered : bought;
       l.status = providerTotal === l.paid ? S.Settled : S.Ended;
-    } else {
+    } else if (reason === R.CoSigned || providerTotal === 0n) {
       l.status = reason === R.CoSigned ? S.Settled : S.Cancelled;
+    } else {
+      l.status = S.Ended;
     }
     l.deposit = providerTotal;
     l.stopAt = stopAt;
@@ -316,13 +342,20 @@ export class Model {
     l.credit += credit;
     l.promised += promised;
     this.release(l, collateral, credit, unitSeconds, outcome);
-    return refund;
+    return refund + credit;
   }
-  private payProvider(provider: Address, amount: bigint): void {
-    if (amount === 0n) return;
-    const f = fee(amount, this.st.params.protocolFeeBps);
-    this.transfer(this.w.market, provider, amount - f);
-    if (f !== 0n) this.transfer(this.w.market, this.st.params.treasury, f);
+  /** Pays the provider what its paid total rose by; the fee is on the cumulative total (finding 7). */
+  private payProvider(provider: Address, paidBefore: bigint, paidAfter: bigint): void {
+    if (paidAfter === paidBefore) return;
+    const amount = paidAfter - paidBefore;
+    const bps = this.st.params.protocolFeeBps;
+    if (bps === 0) {
+      this.pay(provider, amount);
+      return;
+    }
+    const f = fee(paidAfter, bps) - fee(paidBefore, bps);
+    this.pay(provider, amount - f);
+    this.pay(this.st.params.treasury, f);
   }
   private accruedNow(l: MLease): bigint {
     const now = this.st.now;
@@ -364,6 +397,19 @@ export class Model {
     l.deposit = deposit;
     l.collateralFrom.push({ at: this.st.now, collateral: collateralOf(deposit, l.collateralBps) });
   }
+  /** The collateral share of `deposit` for the time left at `at`, on the lease's current start and rate. */
+  private proRata(l: MLease, deposit: bigint, at: number): bigint {
+    const end = l.start + Number(deposit / rate(l));
+    if (end <= at) return 0n;
+    return (collateralOf(deposit, l.collateralBps) * BigInt(end - at)) / BigInt(end - l.start);
+  }
+  /** A preempting lease closed by its renter pays at least the notice on its units, or its deposit (finding 2). */
+  private preemptorMinimum(l: MLease, accrued: bigint): bigint {
+    if (!l.preemptor) return accrued;
+    const minimum = bmin(rate(l) * BigInt(this.st.params.preemptionNotice), l.deposit);
+    l.closeMinimum = minimum;
+    return accrued > minimum ? accrued : minimum;
+  }
 
   // -- operations (each mutates this.st; a Revert leaves the caller to discard the copy)
   open(sender: Address, offer: Offer, terms: Terms, permit?: { value: bigint; deadline: number }): void {
@@ -377,6 +423,7 @@ export class Model {
     }
     if (now > offer.expiry) revert("OfferExpired");
     if (offer.renter !== zeroAddress && getAddress(offer.renter) !== sender) revert("OfferNotForRenter");
+    if (offer.startWindow < MIN_START_WINDOW) revert("StartWindowTooShort");
     if (terms.units === 0) revert("ZeroUnits");
     if (terms.duration === 0 || terms.duration < offer.minDuration || terms.duration > offer.maxDuration) revert("DurationOutOfRange");
     let price: bigint;
@@ -448,6 +495,8 @@ export class Model {
       units: terms.units,
       status: S.Open,
       interruptible: terms.interruptible,
+      preemptor: preempted > 0,
+      depositBefore: 0n,
       openCollateral: collateral,
       openDeposit: deposit,
       openUnits: terms.units,
@@ -460,8 +509,9 @@ export class Model {
       recovered: 0n,
     };
     this.transferFrom(this.w.market, sender, this.w.market, deposit);
-    for (const [to, amount] of refunds) if (amount !== 0n) this.transfer(this.w.market, to, amount);
+    for (const [to, amount] of refunds) this.pay(to, amount);
   }
+
   activate(sender: Address, id: number): void {
     const l = this.lease(id);
     if (!l || l.status !== S.Open) revert("InvalidLeaseStatus");
@@ -476,27 +526,30 @@ export class Model {
   claim(id: number): void {
     const l = this.lease(id);
     if (!l || (l.status !== S.Active && l.status !== S.Ended)) revert("InvalidLeaseStatus");
+    const paidBefore = l.paid;
     const [amount, changed] = this.accrue(l);
     if (!changed) revert("NothingToClaim");
-    this.payProvider(l.provider, amount);
+    this.payProvider(l.provider, paidBefore, paidBefore + amount);
   }
 
   claimMany(ids: number[]): void {
     if (ids.length > MAX_BATCH) revert("BatchTooLarge");
+    const bps = this.st.params.protocolFeeBps;
     const payments: [Address, bigint][] = [];
     let fees = 0n;
     for (const id of ids) {
       const l = this.lease(id);
       if (!l || (l.status !== S.Active && l.status !== S.Ended)) continue;
+      const paidBefore = l.paid;
       const [amount] = this.accrue(l);
       if (amount === 0n) continue;
-      const f = fee(amount, this.st.params.protocolFeeBps);
+      const f = bps === 0 ? 0n : fee(paidBefore + amount, bps) - fee(paidBefore, bps);
       fees += f;
       if (payments.length === 0 || payments[payments.length - 1][0] !== l.provider) payments.push([l.provider, 0n]);
       payments[payments.length - 1][1] += amount - f;
     }
-    for (const [to, amount] of payments) this.transfer(this.w.market, to, amount);
-    if (fees !== 0n) this.transfer(this.w.market, this.st.params.treasury, fees);
+    for (const [to, amount] of payments) this.pay(to, amount);
+    this.pay(this.st.params.treasury, fees);
   }
 
   close(sender: Address, id: number): void {
@@ -505,13 +558,13 @@ export class Model {
     const now = this.st.now;
     let refund = 0n;
     if (l.status === S.Open) {
-      refund = this.finish(l, R.RenterClosed, now, 0n, 0n, OUTCOME.Neutral, 0n);
+      refund = this.finish(l, R.RenterClosed, now, this.preemptorMinimum(l, 0n), 0n, OUTCOME.Neutral, 0n);
     } else if (l.status === S.Active) {
       const end = endOf(l);
       if (now >= end) this.finish(l, R.Expired, end, l.deposit, 0n, OUTCOME.Completed, 0n);
-      else refund = this.finish(l, R.RenterClosed, now, accruedUntil(l, now), 0n, OUTCOME.Completed, 0n);
+      else refund = this.finish(l, R.RenterClosed, now, this.preemptorMinimum(l, accruedUntil(l, now)), 0n, OUTCOME.Completed, 0n);
     } else revert("InvalidLeaseStatus");
-    if (refund !== 0n) this.transfer(this.w.market, l.renter, refund);
+    this.pay(l.renter, refund);
   }
 
   complete(sender: Address, id: number): void {
@@ -520,37 +573,36 @@ export class Model {
     if (sender !== l.provider) revert("NotProvider");
     const stop = min(this.st.now, endOf(l));
     const total = accruedUntil(l, stop);
-    const amount = total - l.paid;
+    const paidBefore = l.paid;
     l.paid = total;
     const refund = this.finish(l, R.Completed, stop, total, 0n, OUTCOME.Completed, 0n);
-    this.payProvider(l.provider, amount);
-    if (refund !== 0n) this.transfer(this.w.market, l.renter, refund);
+    this.payProvider(l.provider, paidBefore, total);
+    this.pay(l.renter, refund);
   }
 
   terminate(sender: Address, id: number): void {
     const l = this.lease(id);
     if (!l || sender !== l.provider) revert("NotProvider");
     const now = this.st.now;
-    const collateral = collateralOf(l.deposit, l.collateralBps);
-    let refund: bigint;
-    let amount = 0n;
+    let toRenter: bigint;
+    const paidBefore = l.paid;
     if (l.status === S.Open) {
-      const penalty = (collateral * BigInt(this.st.params.startPenaltyBps)) / BPS;
-      const base = this.known.has(FINDINGS.penaltyAfterExtension) ? collateral : l.openCollateral;
-      const promise = (base * BigInt(this.st.params.startPenaltyBps)) / BPS;
-      refund = this.finish(l, R.Terminated, now, 0n, penalty, OUTCOME.Faulted, promise);
+      const bps = BigInt(this.st.params.startPenaltyBps);
+      const penalty = (collateralOf(l.deposit, l.collateralBps) * bps) / BPS;
+      const base = this.known.has(FINDINGS.penaltyAfterExtension) ? collateralOf(l.deposit, l.collateralBps) : l.openCollateral;
+      toRenter = this.finish(l, R.Terminated, now, 0n, penalty, OUTCOME.Faulted, (base * bps) / BPS);
     } else if (l.status === S.Active) {
       const end = endOf(l);
       if (now >= end) revert("LeaseExpired");
       const total = accruedUntil(l, now);
-      const penalty = (collateral * BigInt(end - now)) / BigInt(end - l.start);
-      amount = total - l.paid;
+      const termsDeposit = now < l.stopAt + FAULT_SUBMISSION_WINDOW ? l.depositBefore : l.deposit;
+      const penalty = this.proRata(l, termsDeposit, now);
       l.paid = total;
-      // The provider walks away: the renter is owed the unserved share of the collateral as it stands.
-      refund = this.finish(l, R.Terminated, now, total, penalty, OUTCOME.Faulted, collateral);
+      // The provider walks away: the renter is owed at most the collateral as it stands.
+      toRenter = this.finish(l, R.Terminated, now, total, penalty, OUTCOME.Faulted, collateralOf(l.deposit, l.collateralBps));
     } else revert("InvalidLeaseStatus");
-    this.payProvider(l.provider, amount);
-    if (refund !== 0n) this.transfer(this.w.market, l.renter, refund);
+    this.payProvider(l.provider, paidBefore, l.paid);
+    this.pay(l.renter, toRenter);
   }
 
   cancel(id: number): void {
@@ -561,33 +613,53 @@ export class Model {
     const penalty = (collateralOf(l.deposit, l.collateralBps) * bps) / BPS;
     // Promise: the start penalty on the lease as it was opened.
     const base = this.known.has(FINDINGS.penaltyAfterExtension) ? collateralOf(l.deposit, l.collateralBps) : l.openCollateral;
-    const refund = this.finish(l, R.MissedStart, this.st.now, 0n, penalty, OUTCOME.Faulted, (base * bps) / BPS);
-    this.transfer(this.w.market, l.renter, refund);
+    const toRenter = this.finish(l, R.MissedStart, this.st.now, 0n, penalty, OUTCOME.Faulted, (base * bps) / BPS);
+    this.pay(l.renter, toRenter);
   }
 
   submitFault(fault: HeldFault): void {
     const l = this.lease(fault.leaseId);
-    if (!l || l.status !== S.Active) revert("InvalidLeaseStatus");
+    const now = this.st.now;
+    const inNotice = !!l && l.status === S.Ended && l.endReason === R.Preempted && now < l.stopAt;
+    if (!l || (l.status !== S.Active && !inNotice)) revert("InvalidLeaseStatus");
     if (fault.kind === 0) revert("InvalidFaultKind");
-    const end = endOf(l);
-    const latest = min(this.st.now, end - 1);
+    const end = inNotice ? l.stopAt : endOf(l);
+    const latest = min(now, end - 1);
     const observedAt = fault.observedAt;
     if (observedAt < l.start || observedAt > latest) revert("FaultObservedOutOfRange");
+    if (now > observedAt + FAULT_SUBMISSION_WINDOW) revert("FaultSubmissionClosed");
     if (fault.signatures.length > MAX_FAULT_SIGNATURES) revert("TooManySignatures");
     if (fault.signatures.length < this.st.quorum) revert("FaultQuorumNotMet");
     const accruedAtFault = accruedUntil(l, observedAt);
     const total = bmax(l.paid, accruedAtFault);
+    if (inNotice) {
+      // The collateral went back at the preemption: accrual stops at observedAt, no credit.
+      const rest = l.deposit - total;
+      l.deposit = total;
+      l.stopAt = observedAt;
+      l.endReason = R.Faulted;
+      l.status = total === l.paid ? S.Settled : S.Ended;
+      this.pay(l.renter, rest);
+      return;
+    }
     const collateral = collateralOf(l.deposit, l.collateralBps);
-    let credit = (collateral * BigInt(end - observedAt)) / BigInt(end - l.start);
-    const minCredit = (collateral * BigInt(this.st.params.faultMinCreditBps)) / BPS;
+    let credit: bigint;
+    let minCredit: bigint;
+    if (observedAt < l.stopAt) {
+      credit = this.proRata(l, l.depositBefore, observedAt);
+      minCredit = (collateralOf(l.depositBefore, l.collateralBps) * BigInt(this.st.params.faultMinCreditBps)) / BPS;
+    } else {
+      credit = (collateral * BigInt(end - observedAt)) / BigInt(end - l.start);
+      minCredit = (collateral * BigInt(this.st.params.faultMinCreditBps)) / BPS;
+    }
     if (credit < minCredit) credit = minCredit;
     credit = bmin(credit + (total - accruedAtFault), collateral);
     // Promise: at most the collateral of the lease as it stood when the fault was observed, plus
     // whatever the provider claimed after observedAt (the renter's own money coming back).
     const promised = (this.known.has(FINDINGS.faultAfterExtension) ? collateral : this.collateralAt(l, observedAt)) + (total - accruedAtFault);
     l.recovered = total - accruedAtFault;
-    const refund = this.finish(l, R.Faulted, observedAt, total, credit, OUTCOME.Faulted, promised);
-    if (refund !== 0n) this.transfer(this.w.market, l.renter, refund);
+    const toRenter = this.finish(l, R.Faulted, observedAt, total, credit, OUTCOME.Faulted, promised);
+    this.pay(l.renter, toRenter);
   }
 
   settle(id: number, providerAmount: bigint, deadline: number): void {
@@ -595,7 +667,7 @@ export class Model {
     if (!l || (l.status !== S.Open && l.status !== S.Active && l.status !== S.Ended)) revert("InvalidLeaseStatus");
     if (this.st.now > deadline) revert("SettlementExpired");
     if (providerAmount < l.paid || providerAmount > l.deposit) revert("SettlementAmountOutOfRange");
-    const amount = providerAmount - l.paid;
+    const paidBefore = l.paid;
     l.paid = providerAmount;
     let refund: bigint;
     if (l.status === S.Ended) {
@@ -606,31 +678,34 @@ export class Model {
       const stop = l.status === S.Active ? min(this.st.now, endOf(l)) : this.st.now;
       refund = this.finish(l, R.CoSigned, stop, providerAmount, 0n, OUTCOME.Completed, 0n);
     }
-    this.payProvider(l.provider, amount);
-    if (refund !== 0n) this.transfer(this.w.market, l.renter, refund);
+    this.payProvider(l.provider, paidBefore, providerAmount);
+    this.pay(l.renter, refund);
   }
 
   extend(sender: Address, id: number, extra: number, offer: Offer): void {
     const l = this.lease(id);
     if (!l || sender !== l.renter) revert("NotRenter");
+    // Only Active leases (finding 3).
+    if (l.status !== S.Active) revert("InvalidLeaseStatus");
     const r = rate(l);
     const end = endOf(l);
-    if (l.status === S.Active) {
-      if (this.st.now >= end) revert("LeaseExpired");
-    } else if (l.status !== S.Open) revert("InvalidLeaseStatus");
+    if (this.st.now >= end) revert("LeaseExpired");
     if (extra === 0) revert("ZeroExtension");
     if (end + extra >= 2 ** 32) revert("SafeCastOverflowedUintDowncast");
     if (this.st.now > offer.expiry) revert("OfferExpired");
     if (offer.renter !== zeroAddress && getAddress(offer.renter) !== sender) revert("OfferNotForRenter");
     if (getAddress(offer.provider) !== l.provider || offer.machineId !== l.machineId) revert("OfferForOtherMachine");
     const offerPrice = l.interruptible ? offer.minBidPerUnitSecond : offer.pricePerUnitSecond;
-    if (l.interruptible && offerPrice === 0n) revert("InterruptibleNotOffered");
+    if (offerPrice === 0n) revert(l.interruptible ? "InterruptibleNotOffered" : "ZeroPrice");
     if (offerPrice > l.price) revert("ExtensionPriceTooHigh");
+    if (offer.collateralBps < l.collateralBps) revert("ExtensionCollateralTooLow");
     const total = Number(l.deposit / r) + extra;
     if (total < offer.minDuration || total > offer.maxDuration) revert("DurationOutOfRange");
     const extraDeposit = r * BigInt(extra);
     const oldCollateral = collateralOf(l.deposit, l.collateralBps);
+    if (this.st.now >= l.stopAt + FAULT_SUBMISSION_WINDOW) l.depositBefore = l.deposit;
     this.setDeposit(l, l.deposit + extraDeposit);
+    l.stopAt = this.st.now;
     // lockMore
     this.useNonce(l.provider, offer.nonce, offer.renter !== zeroAddress);
     const more = collateralOf(l.deposit, l.collateralBps) - oldCollateral;
@@ -646,19 +721,27 @@ export class Model {
     if (!l || sender !== l.renter) revert("NotRenter");
     if (newUnits === 0 || newUnits >= l.units) revert("InvalidShrink");
     const now = this.st.now;
+    if (l.preemptor) {
+      if (l.status === S.Open || now < l.start + this.st.params.preemptionNotice) revert("PreemptionNoticeUnpaid");
+      l.preemptor = false;
+    }
     const oldCollateral = collateralOf(l.deposit, l.collateralBps);
-    let amount = 0n;
+    const paidBefore = l.paid;
+    let accrued = 0n;
     let newDeposit: bigint;
     let unitSeconds = 0n;
     let refund: bigint;
     if (l.status === S.Active) {
       const end = endOf(l);
       if (now >= end) revert("LeaseExpired");
-      const accrued = accruedUntil(l, now);
-      amount = accrued - l.paid;
+      accrued = accruedUntil(l, now);
       unitSeconds = BigInt(l.units) * BigInt(now - l.start);
       newDeposit = BigInt(newUnits) * l.price * BigInt(end - now);
       refund = l.deposit - accrued - newDeposit;
+      if (now < l.stopAt + FAULT_SUBMISSION_WINDOW) {
+        const endBefore = l.start + Number(l.depositBefore / rate(l));
+        l.depositBefore = endBefore > now ? BigInt(newUnits) * l.price * BigInt(endBefore - now) : 0n;
+      }
       l.start = now;
       l.paid = 0n;
       l.segments.push({ from: now, units: newUnits });
@@ -675,8 +758,16 @@ export class Model {
     p.locked -= unlocked;
     p.free += unlocked;
     this.recordOutcome(l.provider, unitSeconds, OUTCOME.Neutral);
-    this.payProvider(l.provider, amount);
-    if (refund !== 0n) this.transfer(this.w.market, l.renter, refund);
+    this.payProvider(l.provider, paidBefore, accrued > paidBefore ? accrued : paidBefore);
+    this.pay(l.renter, refund);
+  }
+
+  /** Pulls what the market owes `sender` (refused payments), to `to`. */
+  withdrawOwed(sender: Address, to: Address): void {
+    const amount = this.st.owed[sender] ?? 0n;
+    if (amount === 0n) revert("NothingOwed");
+    this.st.owed[sender] = 0n;
+    this.transfer(this.w.market, to, amount);
   }
 
   setParams(sender: Address, params: Params): void {
@@ -690,7 +781,7 @@ export class Model {
   }
   setFaultQuorum(sender: Address, quorum: number): void {
     if (sender !== this.w.governance) revert("AccessControlUnauthorizedAccount");
-    if (quorum === 0) revert("InvalidFaultQuorum");
+    if (quorum === 0 || quorum > MAX_FAULT_QUORUM) revert("InvalidFaultQuorum");
     this.st.quorum = quorum;
   }
   setUnbondingDelay(sender: Address, delay: number): void {
@@ -803,7 +894,8 @@ export type Step =
   | { kind: "setParams"; who: Address; params: Params }
   | { kind: "setFaultQuorum"; who: Address; quorum: number }
   | { kind: "setUnbondingDelay"; who: Address; delay: number }
-  | { kind: "block"; who: Address; target: Address; value: boolean };
+  | { kind: "block"; who: Address; target: Address; value: boolean }
+  | { kind: "withdrawOwed"; who: Address; to: Address };
 
 // ---------------------------------------------------------------------------------------------
 // The world on chain
@@ -944,6 +1036,8 @@ export async function deployWorld(connection: Connection): Promise<World> {
     { ...base, provider: P, machineId: 1, pricePerUnitSecond: 0n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 13n },
     { ...base, provider: A, machineId: 4, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 2n },
     { ...base, provider: P, machineId: 2, pricePerUnitSecond: 4n, minBidPerUnitSecond: 2n, collateralBps: 5_000, nonce: 14n, maxDuration: 60_000, startWindow: 30 },
+    { ...base, provider: P, machineId: 1, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 15n, startWindow: 5 },
+    { ...base, provider: P, machineId: 2, pricePerUnitSecond: 3n, minBidPerUnitSecond: 2n, collateralBps: 10_000, nonce: 16n },
   ];
   const signed = await Promise.all(
     offers.map(async (offer) => ({ offer, signature: await keys[offer.provider].signTypedData({ domain, types: { Offer: suanliTypes.Offer }, primaryType: "Offer", message: offer }) })),
@@ -964,6 +1058,7 @@ export async function deployWorld(connection: Connection): Promise<World> {
     allowances,
     permitNonce: 0n,
     blocked: [],
+    owed: {},
     held: [],
   };
   for (const a of accounts) balances[a] ??= 0n;
@@ -1143,6 +1238,11 @@ export function generate(r: Rng, st: State, w: World): Step {
     if (k === 1) return { kind: "setFaultQuorum", who, quorum: r.pick([0, 1, 2, 3, 3, 33]) };
     return { kind: "setUnbondingDelay", who, delay: r.pick([0, 30, 600]) };
   }
+  if (roll < 97) {
+    const creditors = Object.entries(st.owed).filter(([, v]) => v > 0n).map(([a]) => a as Address);
+    const who = creditors.length && r.chance(0.9) ? r.pick(creditors) : r.pick([w.A, w.R2, w.P]);
+    return { kind: "withdrawOwed", who, to: r.chance(0.5) ? who : r.pick([w.R1, w.A, w.treasuries[1]]) };
+  }
   if (roll < 98) return { kind: "block", who: w.governance, target: r.pick([w.A, w.R2, w.P]), value: r.chance(0.6) };
   return { kind: "time", seconds: r.int(1, 120) };
 }
@@ -1318,6 +1418,10 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
       expected = modelRun(model, (m) => m.setUnbondingDelay(step.who, step.delay));
       chain = await reg(step.who, "setUnbondingDelay", [step.delay]);
       break;
+    case "withdrawOwed":
+      expected = modelRun(model, (m) => m.withdrawOwed(step.who, step.to));
+      chain = await mkt(step.who, "withdraw", [step.to]);
+      break;
     case "block":
       expected = modelRun(model, (m) => m.setBlocked(step.who, step.target, step.value));
       chain = await sendAt(w.rpc, at, step.who, w.token, w.tokenAbi, "setBlocked", [step.target, step.value]);
@@ -1374,7 +1478,7 @@ function wealth(st: State, who: Address): bigint {
   return (st.balances[who] ?? 0n) + (p ? p.free + p.locked + p.unbonding : 0n);
 }
 
-/** What a lease's provider may be paid at most: units x price over the metered seconds, up to its stop. */
+/** What a lease's provider may be paid at most: units x price over the metered seconds, up to its stop (or a preemptor's minimum). */
 function meteredBound(l: MLease, at: number): bigint {
   const limit = l.status === S.Open || l.status === S.Active ? Math.min(at, endOf(l)) : l.stopAt;
   let total = 0n;
@@ -1382,7 +1486,8 @@ function meteredBound(l: MLease, at: number): bigint {
     const to = Math.min(l.segments[i + 1]?.from ?? Infinity, limit);
     if (to > segment.from) total += BigInt(segment.units) * l.price * BigInt(to - segment.from);
   });
-  return total;
+  // A preemptor closed by its renter pays at least the notice it imposed (rule 4), metered or not.
+  return l.closeMinimum !== undefined && l.closeMinimum > total ? l.closeMinimum : total;
 }
 
 function compare(w: World, st: State, snap: Snapshot): void {
@@ -1398,7 +1503,7 @@ function compare(w: World, st: State, snap: Snapshot): void {
       ["deposit", v.deposit, l.deposit],
       ["paid", v.paid, l.paid],
       ["units", v.units, l.units],
-      ["stopAt", v.stopAt, l.stopAt],
+      ["stopAt", v.stopAt, live ? 0 : l.stopAt],
       ["activatedAt", v.activatedAt, l.activated ? l.start : 0],
       ["startDeadline", v.startDeadline, l.activated ? 0 : l.start],
       ["collateral", v.collateral, live ? collateralOf(l.deposit, l.collateralBps) : 0n],
@@ -1433,11 +1538,21 @@ function compare(w: World, st: State, snap: Snapshot): void {
   });
 }
 
+/** What the market owes each party (payments the token refused), chain against model. */
+async function compareOwed(w: World, st: State): Promise<void> {
+  for (const a of [w.P, w.A, w.R1, w.R2, w.RP, ...w.treasuries]) {
+    const data = await w.rpc.request({ method: "eth_call", params: [{ to: w.market, data: encodeFunctionData({ abi: leaseMarketAbi, functionName: "owed", args: [a] }) }, "latest"] });
+    const chain = decodeFunctionResult({ abi: leaseMarketAbi, functionName: "owed", data: data as Hex }) as bigint;
+    check(chain === (st.owed[a] ?? 0n), `owed to ${label(w, a)}: chain ${chain}, model ${st.owed[a] ?? 0n}`);
+  }
+}
+
 /** The promises of docs/contracts.md "Threat model": they hold whatever the model says. */
 function checkPromises(w: World, st: State, known: ReadonlySet<string>): void {
   // Conservation: nothing appears or vanishes; the market holds exactly what the leases escrow.
   const escrowed = st.leases.reduce((sum, l) => sum + l.deposit - l.paid, 0n);
-  check(st.balances[w.market] === escrowed, `market holds ${st.balances[w.market]}, leases escrow ${escrowed}`);
+  const owed = Object.values(st.owed).reduce((sum, v) => sum + v, 0n);
+  check(st.balances[w.market] === escrowed + owed, `market holds ${st.balances[w.market]}, leases escrow ${escrowed} and ${owed} is owed`);
   const staked = Object.values(st.providers).reduce((sum, p) => sum + p.free + p.locked + p.unbonding, 0n);
   check(st.balances[w.registry] === staked, `registry holds ${st.balances[w.registry]}, stakes are ${staked}`);
   for (const l of st.leases) {
@@ -1448,9 +1563,10 @@ function checkPromises(w: World, st: State, known: ReadonlySet<string>): void {
     // A renter gets from the provider's collateral at most what the rules promise for the event.
     check(l.credit <= l.promised, `lease ${l.id} (${END_REASON_NAMES[l.endReason]}): renter credited ${l.credit} from collateral, the rules promise at most ${l.promised}`);
     // A lease that preempted others pays for the units it took: at least the notice it imposed, at its price.
-    if (l.preempted > 0 && l.endReason === R.RenterClosed && !known.has(FINDINGS.freePreemption)) {
-      const owed = bmin(l.openDeposit, BigInt(l.openNotice) * BigInt(l.openUnits) * l.price);
-      check(total >= owed, `lease ${l.id} preempted ${l.preempted} lease(s) and was closed paying ${total}, less than the notice it imposed (${owed})`);
+    // (docs/contracts.md rule 4: min(units x price x notice, deposit) at close; a shrink after the notice clears it.)
+    if (l.preempted > 0 && l.endReason === R.RenterClosed && !known.has(FINDINGS.freePreemption) && (l.closeMinimum !== undefined || l.segments.length <= 1)) {
+      const minimum = l.closeMinimum ?? bmin(l.openDeposit, BigInt(l.openNotice) * BigInt(l.openUnits) * l.price);
+      check(total >= minimum, `lease ${l.id} preempted ${l.preempted} lease(s) and was closed paying ${total}, less than the notice it imposed (${minimum})`);
     }
   }
   // The attacker's bound: its net gain is at most what it was promised by honest providers plus
@@ -1525,6 +1641,8 @@ function drainSteps(w: World, st: State, phase: number): Step[] {
     const ids = st.leases.filter((l) => l.status === S.Ended).map((l) => l.id);
     for (let i = 0; i < ids.length; i += MAX_BATCH) steps.push({ kind: "claimMany", who: w.R2, ids: ids.slice(i, i + MAX_BATCH) });
   } else if (phase === 3) {
+    // Everything owed (refused while blocked) is pulled.
+    for (const [who, amount] of Object.entries(st.owed)) if (amount > 0n) steps.push({ kind: "withdrawOwed", who: who as Address, to: who as Address });
     for (const a of w.providers) if (st.providers[a].free > 0n) steps.push({ kind: "unstake", who: a, amount: st.providers[a].free });
   } else if (phase === 4) {
     const unlock = Math.max(...w.providers.map((a) => st.providers[a].unlockAt));
@@ -1624,6 +1742,7 @@ export async function runInvariants(connection: Connection, options: RunOptions)
         const snap = await readChain(w);
         try {
           compare(w, model.st, snap);
+          if (model.st.blocked.length || Object.values(model.st.owed).some((v) => v > 0n)) await compareOwed(w, model.st);
           if (options.promises !== false) checkPromises(w, model.st, known);
           if (phase === 0 && options.liveness !== false && outcome.ok) await checkLiveness(w, model.st, known);
         } catch (error) {

@@ -35,13 +35,19 @@ export async function connect(): Promise<Connection> {
   return network.create();
 }
 
-/** Deploys and wires Suanli; machine 1 (A100, 8 units) belongs to `provider`, machine 2 (H100, 4) to `provider2`. */
-export async function deploySuanli(connection: Connection, params = DEFAULT_PARAMS) {
+/**
+ * Deploys and wires Suanli; machine 1 (A100, 8 units) belongs to `provider`, machine 2 (H100, 4) to `provider2`.
+ * `token: "BlocklistToken"` settles in a TestToken with a USDC-style blocklist (`setBlocked`, read it with
+ * `viem.getContractAt("BlocklistToken", s.token.address)`).
+ */
+export async function deploySuanli(connection: Connection, params = DEFAULT_PARAMS, options: { token?: "TestToken" | "BlocklistToken" } = {}) {
   const { viem } = connection;
   const publicClient = await viem.getPublicClient();
   const wallets = await viem.getWalletClients();
   const [governance, provider, provider2, renter, renter2, attestor1, attestor2, attestor3, other, treasury] = wallets;
-  const token = await viem.deployContract("TestToken");
+  const testToken = () => viem.deployContract("TestToken");
+  // BlocklistToken is a TestToken (same functions and events) plus setBlocked.
+  const token = options.token === "BlocklistToken" ? ((await viem.deployContract("BlocklistToken")) as unknown as Awaited<ReturnType<typeof testToken>>) : await testToken();
   const registry = await viem.deployContract("ProviderRegistry", [token.address, governance.account.address, UNBONDING_DELAY, FAULT_QUORUM]);
   const extension = await viem.deployContract("LeaseMarketExtension", [registry.address]);
   const market = await viem.deployContract("LeaseMarket", [registry.address, extension.address, params]);
