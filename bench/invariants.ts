@@ -1,10 +1,11 @@
 /**
- * `npm run bench -- invariants [--json] [--sequences N] [--max-steps M] [--seed S] [--jobs J]`:
+ * `npm run bench -- invariants [--json] [--sequences N] [--max-steps M] [--seed S] [--jobs J] [--only I]`:
  * the adversarial invariant suite of the money rules (test/contracts/support/invariants.ts) at
  * scale: by default 10,000 sequences of 4 to 40 random steps (plus the drain that ends every lease
  * and withdraws every stake), each step checked against the exact model, the attacker's bound and
  * liveness. The sequences are spread over J in-process chains run concurrently (default: the
- * number of CPUs, at most 4). Seed: --seed, else SUANLI_PROPERTY_SEED, else the suite's default.
+ * number of CPUs, at most 4). Seed: --seed, else SUANLI_PROPERTY_SEED, else the suite's default;
+ * --only I (or SUANLI_PROPERTY_SEQUENCE) replays sequence I alone.
  *
  * Summary: {"suite":"invariants","sequences":N,"steps":M,"violations":V,...}; a violation is
  * printed with its seed, sequence and steps (replay it with the CI test's environment variables).
@@ -30,6 +31,8 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const maxSteps = positiveInteger(option(args, "max-steps"), 40, "max-steps");
   const seed = positiveInteger(option(args, "seed") ?? process.env.SUANLI_PROPERTY_SEED, DEFAULT_SEED, "seed");
   const jobs = Math.max(1, positiveInteger(option(args, "jobs"), Math.min(4, availableParallelism()), "jobs"));
+  const onlyOption = option(args, "only") ?? process.env.SUANLI_PROPERTY_SEQUENCE;
+  const only = onlyOption === undefined ? undefined : positiveInteger(onlyOption, 0, "only");
   const started = performance.now();
   let done = 0;
   let lastReport = started;
@@ -42,9 +45,9 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     }
   };
   const results: RunResult[] = await Promise.all(
-    Array.from({ length: jobs }, async (_, index) => {
+    Array.from({ length: only === undefined ? jobs : 1 }, async (_, index) => {
       const connection = await network.create();
-      return runInvariants(connection, { sequences, minSteps: 4, maxSteps, seed, shard: { index, count: jobs }, known: KNOWN_OPEN_FINDINGS, progress });
+      return runInvariants(connection, { sequences, minSteps: 4, maxSteps, seed, only, shard: only === undefined ? { index, count: jobs } : undefined, known: KNOWN_OPEN_FINDINGS, progress });
     }),
   );
   const seconds = (performance.now() - started) / 1000;

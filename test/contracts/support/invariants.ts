@@ -163,6 +163,8 @@ type MLease = {
   depositBefore: bigint;
   /** The minimum a preemptor closed by its renter paid (the promise checked). */
   closeMinimum?: bigint;
+  /** Renter and provider co-signed its final total after it ended. */
+  cosigned?: boolean;
   /** After a fault: what the provider had claimed beyond observedAt, returned to the renter from collateral. */
   recovered: bigint;
 };
@@ -674,6 +676,8 @@ export class Model {
       refund = l.deposit - providerAmount;
       l.deposit = providerAmount;
       l.status = S.Settled;
+      // Renter and provider agreed on a new final total (at most what was owed): the minimum is no longer a floor.
+      l.cosigned = true;
     } else {
       const stop = l.status === S.Active ? min(this.st.now, endOf(l)) : this.st.now;
       refund = this.finish(l, R.CoSigned, stop, providerAmount, 0n, OUTCOME.Completed, 0n);
@@ -1241,7 +1245,9 @@ export function generate(r: Rng, st: State, w: World): Step {
   if (roll < 97) {
     const creditors = Object.entries(st.owed).filter(([, v]) => v > 0n).map(([a]) => a as Address);
     const who = creditors.length && r.chance(0.9) ? r.pick(creditors) : r.pick([w.A, w.R2, w.P]);
-    return { kind: "withdrawOwed", who, to: r.chance(0.5) ? who : r.pick([w.R1, w.A, w.treasuries[1]]) };
+    // The attacker may send what it is owed anywhere; an honest party only to itself or another honest address.
+    const to = who === w.A ? r.pick([w.A, w.R1, w.treasuries[1]]) : r.chance(0.7) ? who : r.pick([w.R1, w.treasuries[1]]);
+    return { kind: "withdrawOwed", who, to };
   }
   if (roll < 98) return { kind: "block", who: w.governance, target: r.pick([w.A, w.R2, w.P]), value: r.chance(0.6) };
   return { kind: "time", seconds: r.int(1, 120) };
@@ -1564,7 +1570,7 @@ function checkPromises(w: World, st: State, known: ReadonlySet<string>): void {
     check(l.credit <= l.promised, `lease ${l.id} (${END_REASON_NAMES[l.endReason]}): renter credited ${l.credit} from collateral, the rules promise at most ${l.promised}`);
     // A lease that preempted others pays for the units it took: at least the notice it imposed, at its price.
     // (docs/contracts.md rule 4: min(units x price x notice, deposit) at close; a shrink after the notice clears it.)
-    if (l.preempted > 0 && l.endReason === R.RenterClosed && !known.has(FINDINGS.freePreemption) && (l.closeMinimum !== undefined || l.segments.length <= 1)) {
+    if (l.preempted > 0 && l.endReason === R.RenterClosed && !l.cosigned && !known.has(FINDINGS.freePreemption) && (l.closeMinimum !== undefined || l.segments.length <= 1)) {
       const minimum = l.closeMinimum ?? bmin(l.openDeposit, BigInt(l.openNotice) * BigInt(l.openUnits) * l.price);
       check(total >= minimum, `lease ${l.id} preempted ${l.preempted} lease(s) and was closed paying ${total}, less than the notice it imposed (${minimum})`);
     }
