@@ -432,9 +432,10 @@ export class FaultCoordinator {
         // The chain's clock has not reached observedAt yet: the next round tries again.
       }
       if (name === "FaultSubmissionClosed") {
-        // LeaseMarket.FAULT_SUBMISSION_WINDOW after observedAt the fault can no longer land; if the provider is
-        // still down, a new failed probe starts a fresh fault.
-        await this.update(record, { status: "abandoned", note: "the fault's submission window closed" });
+        // LeaseMarket.FAULT_SUBMISSION_WINDOW after observedAt this fault can no longer land: sign one observed
+        // now and collect again (co-signers only sign it if the provider is still silent to them too).
+        await this.update(record, { minObservedAt: Math.max(record.minObservedAt, Math.floor(this.now() / 1000)), note: "the fault's submission window closed" });
+        await this.resign(record);
         return;
       }
       await this.update(record, { note: `submitFault failed: ${name ?? (error as Error)?.message?.split("\n")[0] ?? String(error)}` });

@@ -82,8 +82,11 @@ export const livenessOptionsSchema = z.strictObject({
   /**
    * A provider that has not answered for longer than this is faulted. 30 s suits a devnet; on a
    * real network choose minutes: it is the outage a renter pays for before the SLA credit applies.
+   * At most 300 s: observedAt is the start of the outage, and the market refuses a fault more than
+   * FAULT_SUBMISSION_WINDOW (600 s) after it, so the window plus the backup delay must leave time to
+   * collect the quorum and land the transaction.
    */
-  qosWindowSeconds: z.number().int().min(1).max(86_400).default(30),
+  qosWindowSeconds: z.number().int().min(1).max(300).default(30),
   /** Failed probes in a row needed before a fault is proposed, whatever the window. */
   minFailedProbes: z.number().int().min(1).max(1_000).default(2),
   /** Probes in flight at once. */
@@ -93,7 +96,7 @@ export const livenessOptionsSchema = z.strictObject({
    * this long after it signed (the proposer may have gone away). A minute leaves the proposer's
    * own transaction time to be mined first, so two submitters rarely both pay gas.
    */
-  backupSubmitDelayMs: z.number().int().min(0).max(3_600_000).default(60_000),
+  backupSubmitDelayMs: z.number().int().min(0).max(120_000).default(60_000),
 });
 
 export const attestOptionsSchema = z.strictObject({

@@ -141,7 +141,8 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
     try {
       await ctx.link.task({ peerId: part.peerId, addrs: part.addrs }, { auth: await authorize(ctx, part, "task", { spec }), spec });
     } catch (error) {
-      // The provider took the lease but not the task: close it (full refund while Open).
+      // The provider took the lease but not the task: close it (full refund while Open, except the notice
+      // period a lease that preempted others owes its provider).
       const closed = await closeLease(chainCtx, part.leaseId).catch(() => undefined);
       if (closed) part.gas.push({ step: "close (task not delivered)", gasUsed: closed.gasUsed, transaction: closed.transaction });
       throw new ProviderRequestError(`The provider ${part.provider} did not accept the task; lease ${part.leaseId} was closed and refunded`, { cause: error });

@@ -138,7 +138,10 @@ export async function openLease(
   return { leaseId: opened[0].args.leaseId, transactions };
 }
 
-/** The renter ends a lease: Open → full refund; Active → refund of what has not accrued. */
+/**
+ * The renter ends a lease: Open → full refund; Active → refund of what has not accrued. A lease that
+ * preempted others pays at least its notice period either way (LeaseMarket.close).
+ */
 export async function closeLease(ctx: ChainContext, leaseId: bigint): Promise<SentTransaction> {
   const { logs: _logs, ...sent } = await write(ctx, "close", { address: ctx.market, abi: leaseMarketAbi, functionName: "close", args: [leaseId] });
   return sent;
