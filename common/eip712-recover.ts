@@ -198,15 +198,22 @@ export class TypedDataRecoverer {
   }
 
   /**
-   * The address that signed `digest`, or undefined when the signature is malformed, malleable
-   * (high s) or recovers to no key.
+   * The address that signed `digest`, or undefined when the contracts would refuse the
+   * signature: not 65 bytes, v not 27 or 28, high or zero s, or no key recovered.
    */
   recover(digest: Hex, signature: Hex): Address | undefined {
     return recoverDigestSigner(digest, signature);
   }
 }
 
-/** Recovers the signer of a 32-byte digest from a 65-byte (r, s, v) signature; undefined if invalid. */
+/**
+ * Recovers the signer of a 32-byte digest from a 65-byte (r, s, v) signature; undefined for
+ * every signature the contracts refuse. The contracts verify with OpenZeppelin ECDSA 5.x
+ * (`tryRecoverCalldata`): exactly 65 bytes, s in [1, n/2], then the ecrecover precompile, which
+ * takes only v = 27 or 28 and 0 < r < n. So v = 0/1 (the "y parity" other libraries emit),
+ * 64-byte EIP-2098 compact signatures and high-s ones are refused here as well: an offer or
+ * fault this node accepts is one the chain accepts (test/contracts/signature-forms.test.ts).
+ */
 export function recoverDigestSigner(digest: Hex, signature: Hex): Address | undefined {
   return recoverSigner(digest, signature);
 }
@@ -214,8 +221,8 @@ export function recoverDigestSigner(digest: Hex, signature: Hex): Address | unde
 function recoverSigner(digest: Uint8Array | Hex, signature: Hex): Address | undefined {
   const bytes = hexBytes(signature);
   if (bytes.length !== 65) return undefined;
-  const v = bytes[64];
-  const recid = v >= 27 ? v - 27 : v;
+  // ecrecover takes v = 27 or 28 only; OpenZeppelin passes v through unchanged.
+  const recid = bytes[64] - 27;
   if (recid !== 0 && recid !== 1) return undefined;
   if (!isLowNonZeroS(bytes)) return undefined;
   try {

@@ -5,6 +5,7 @@
  */
 import { getAddress, hashTypedData, recoverTypedDataAddress, type Address, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
 import { suanliTypes, type Fault, type Heartbeat } from "../eip712.js";
+import { isContractSignature } from "../signature.js";
 
 type Signer = Pick<LocalAccount, "signTypedData">;
 
@@ -67,8 +68,9 @@ export function signFaultAs(account: Signer, domain: TypedDataDomain, fault: Fau
   return account.signTypedData(faultTypedData(domain, fault));
 }
 
-/** Who signed a fault; undefined when the signature is malformed. */
+/** Who signed a fault; undefined when the signature is malformed or one submitFault would refuse (common/signature.ts). */
 export async function recoverFaultSigner(domain: TypedDataDomain, fault: Fault, signature: Hex): Promise<Address | undefined> {
+  if (!isContractSignature(signature)) return undefined;
   try {
     return getAddress(await recoverTypedDataAddress({ ...faultTypedData(domain, fault), signature }));
   } catch {
