@@ -146,24 +146,22 @@ describe("provider agent: an attacker node fuzzes every request/response protoco
 
     // Slow attacks first: an idle stream per protocol, and a trickle (a length prefix, then a
     // byte every second) per protocol, all at once from one peer.
-    const slow = PROTOCOLS.flatMap((protocol) => [
-      exchange(sloth, addr, protocol, new Uint8Array(0), { closeWrite: false }).then(record(protocol, "idle")),
-      exchange(
-        sloth,
-        addr,
-        protocol,
-        async (stream) => {
-          stream.send(varint(200));
-          for (let i = 0; i < 14; i++) {
-            await new Promise((resolve) => setTimeout(resolve, 1_000));
-            if (stream.status !== "open" || stream.writeStatus !== "writable") return;
-            stream.send(Uint8Array.from([0x20]));
-          }
-        },
-        { closeWrite: false },
-      ).then(record(protocol, "trickle")),
-    ]);
-
+    const slow: Promise<unknown>[] = [];
+    const trickle = async (stream: Stream) => {
+      stream.send(varint(200));
+      for (let i = 0; i < 14; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        if (stream.status !== "open" || stream.writeStatus !== "writable") return;
+        stream.send(Uint8Array.from([0x20]));
+      }
+    };
+    // Opened one after another (each stream negotiated before the next is asked for).
+    for (const protocol of PROTOCOLS) {
+      slow.push(exchange(sloth, addr, protocol, new Uint8Array(0), { closeWrite: false }).then(record(protocol, "idle")));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      slow.push(exchange(sloth, addr, protocol, trickle, { closeWrite: false }).then(record(protocol, "trickle")));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
     await Promise.all(slow);
 
     for (const protocol of PROTOCOLS) {

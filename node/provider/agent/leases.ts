@@ -231,18 +231,22 @@ export class LeaseController {
     if (leaseId >= this.eventsNext) this.eventsNext = leaseId + 1n;
   }
 
-  /** The market's lease counter, read at most every `maxAgeMs` (concurrent callers share a read). */
-  private async nextLeaseId(maxAgeMs: number): Promise<bigint> {
-    if (this.counter.at > 0 && Date.now() - this.counter.at <= maxAgeMs) return this.counter.value;
-    this.counter.pending ??= this.ctx.publicClient
-      .readContract({ address: this.ctx.market, abi: leaseMarketAbi, functionName: "nextLeaseId" })
-      .then((value) => {
-        this.counter = { value, at: Date.now() };
+  /**
+   * The market's lease counter. `shared`: read at most every NEXT_LEASE_ID_MAX_AGE_MS, concurrent
+   * callers sharing one read. Otherwise a read of its own, started now: a shared read that began
+   * before the caller's lease was opened would not count it.
+   */
+  private async nextLeaseId(shared: boolean): Promise<bigint> {
+    const read = () =>
+      this.ctx.publicClient.readContract({ address: this.ctx.market, abi: leaseMarketAbi, functionName: "nextLeaseId" }).then((value) => {
+        if (value >= this.counter.value) this.counter = { ...this.counter, value, at: Date.now() };
         return value;
-      })
-      .finally(() => {
-        this.counter.pending = undefined;
       });
+    if (!shared) return read();
+    if (this.counter.at > 0 && Date.now() - this.counter.at <= NEXT_LEASE_ID_MAX_AGE_MS) return this.counter.value;
+    this.counter.pending ??= read().finally(() => {
+      this.counter.pending = undefined;
+    });
     return this.counter.pending;
   }
 
@@ -250,12 +254,13 @@ export class LeaseController {
    * What the chain says about a lease that has no record here, when it may be this provider's;
    * undefined when it is not (or does not exist). Ids below the events handled cost nothing; ids
    * at or above the market's counter cost a shared counter read; only ids of leases opened since
-   * the last event handled (a short window) cost a read of the lease, shared and cached.
+   * the last event handled (a short window) cost a read of the lease, shared and cached. Ids just
+   * above the last counter read (a lease opened a moment ago) get a fresh counter read of their own.
    */
   private async lookupLease(leaseId: bigint): Promise<LeaseView | undefined> {
     if (leaseId < this.eventsNext) return undefined;
-    let next = await this.nextLeaseId(NEXT_LEASE_ID_MAX_AGE_MS);
-    if (leaseId >= next && leaseId - next < NEXT_LEASE_ID_SLACK) next = await this.nextLeaseId(0);
+    let next = await this.nextLeaseId(true);
+    if (leaseId >= next && leaseId - next < NEXT_LEASE_ID_SLACK) next = await this.nextLeaseId(false);
     if (leaseId >= next) return undefined;
     const key = leaseId.toString();
     let read = this.leaseReads.get(key);
