@@ -125,6 +125,10 @@ export const matchCandidateSchema = z.strictObject({
   units: z.number().int().positive().describe("Units over all allocations (= gpuCount)."),
   preempt: z.boolean(),
   pricePerGpuHour: amountSchema.describe("Units-weighted mean price per GPU-hour, token base units."),
+  pricePerGpuHourUsd: z
+    .string()
+    .regex(/^\d+\.\d{2,6}$/)
+    .describe("The same price in USD per GPU-hour: the unit of the request's maxPricePerGpuHour (1 token = 1 USD)."),
   totalCost: amountSchema.describe("Σ units × price per unit-second × duration: the deposits the leases would take."),
   reputation: reputationSchema.describe("The provider's on-chain counters."),
   allocations: z.array(matchAllocationSchema).describe("One per machine: one unless colocation is `cluster`."),

@@ -5,6 +5,7 @@
  */
 import type { MatchCandidate, MatchResult } from "../../common/api/market.js";
 import type { Candidate, MatchResult as EngineResult } from "../../common/matching/engine.js";
+import { formatUsd } from "../../common/matching/money.js";
 
 function toCandidate(candidate: Candidate, rank: number, duration: number): MatchCandidate {
   const first = candidate.parts[0].entry;
@@ -16,6 +17,7 @@ function toCandidate(candidate: Candidate, rank: number, duration: number): Matc
     units: candidate.units,
     preempt: candidate.preempt,
     pricePerGpuHour: candidate.pricePerGpuHour,
+    pricePerGpuHourUsd: formatUsd(candidate.pricePerGpuHour),
     totalCost: candidate.parts.reduce((sum, part) => sum + BigInt(part.units) * part.pricePerUnitSecond * BigInt(duration), 0n),
     reputation: { ...first.reputation },
     allocations: candidate.parts.map((part) => ({

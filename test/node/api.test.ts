@@ -348,6 +348,8 @@ describe("HTTP API routes", () => {
       assert.equal(best.provider, accounts.providerA.address);
       assert.equal(best.units, 2);
       assert.equal(best.pricePerGpuHour, 3_600_000n);
+      // Beside the base units, the price in the question's own unit (issue #22 item 6).
+      assert.equal(best.pricePerGpuHourUsd, "3.60");
       assert.equal(best.totalCost, 1000n * 2n * 3600n);
       assert.equal(best.allocations[0].pricePerUnitSecond, 1000n);
       assert.equal(best.allocations[0].model, "A100-80GB");

@@ -173,7 +173,10 @@ export function registerDevnet(program: Command): void {
                 : []),
               ...(apiUrl ? [`HTTP API at ${apiUrl}/v1/ (OpenAPI: ${apiUrl}/openapi.json), explorer at ${apiUrl}/explorer/`] : []),
               ...(node ? [`Node ${node.p2p.host.peerId} (bootstrap other nodes with ${nodeAddrs[0]})`] : []),
-              ...(demo ? [`Demo providers publishing offers: ${demo.providers.map((provider) => provider.account!.address).join(", ")}`] : []),
+              ...(demo ? [
+                    `Demo providers publishing offers: ${demo.providers.map((provider) => provider.account!.address).join(", ")}`,
+                    "  (offers to browse only: they run no provider agent, so they take no reservations; run `suanli provider start` for one you can rent)",
+                  ] : []),
               `Contracts (manifest ${manifest}):`,
               ...Object.entries(deployment.contracts).map(([role, address]) => `  ${role.padEnd(9)} ${address}`),
               `Funded accounts (mnemonic "${DEVNET_MNEMONIC}"):`,
