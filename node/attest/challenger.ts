@@ -40,6 +40,8 @@ import type { ChallengeRecord, ChallengeResults, ChallengeTrigger } from "./resu
 
 /** Extra wait beyond a challenge's own deadlines, for the network. */
 const NETWORK_GRACE_MS = 2_000;
+/** How long the attestor tries to reach a provider before it issues a challenge (the dial is not timed). */
+const DIAL_TIMEOUT_MS = 15_000;
 /** Requests waiting for a challenge slot before new ones are answered `busy`. */
 const MAX_WAITING = 32;
 /** How long a challenge-request exchange may stay open (a challenge at the gpu preset takes about a minute at worst). */
@@ -257,6 +259,16 @@ export class Challenger {
 
   private async exchange(target: Target, base: Pick<ChallengeRecord, "machineId" | "trigger" | "startedAtMs">): Promise<ChallengeRecord> {
     const { claim, peer } = target;
+    // Dial first: the challenge's clock (issuedAtMs) starts when it is sent over an open
+    // connection, so the dial and the handshake are never inside the deadline.
+    try {
+      await this.o.host.dial(peer, { signal: AbortSignal.timeout(DIAL_TIMEOUT_MS) });
+    } catch (error) {
+      return {
+        ...base, provider: claim.provider, model: claim.model, units: claim.units, challengeId: null, finishedAtMs: this.now(),
+        outcome: "error", reason: "unreachable", detail: `could not dial the provider: ${errorText(error)}`, measuredThroughput: null, attestation: null,
+      };
+    }
     const challenge = await this.o.attestor.startChallenge(claim);
     const known = { ...base, provider: claim.provider, model: claim.model, units: claim.units, challengeId: challenge.id };
     const finish = (outcome: ChallengeOutcome): ChallengeRecord => ({
