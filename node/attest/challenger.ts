@@ -138,9 +138,31 @@ export class Challenger {
     return started;
   }
 
+  /**
+   * The failure that holds the machine's provider in backoff (per provider, not per machine id:
+   * a fresh machine id costs only gas), or undefined. The provider is the one the book or the
+   * machine's last result names.
+   */
+  private async providerBackoff(machineId: number, nowMs: number, latest?: ChallengeRecord): Promise<ChallengeRecord | undefined> {
+    const providers = new Set(this.o.book.byMachine(machineId).map((entry) => entry.provider.toLowerCase()));
+    if (latest && latest.provider !== "0x0000000000000000000000000000000000000000") providers.add(latest.provider.toLowerCase());
+    for (const provider of providers) {
+      const failure = await this.providerFailure(provider, nowMs);
+      if (failure) return failure;
+    }
+    return undefined;
+  }
+
+  /** The provider's failure within the backoff, if any. */
+  private async providerFailure(provider: string, nowMs: number): Promise<ChallengeRecord | undefined> {
+    const failure = await this.o.results.latestProviderFailure(provider);
+    return failure && nowMs - failure.finishedAtMs < this.o.options.retryAfterFailureSeconds * 1000 ? failure : undefined;
+  }
+
   /** Whether this attestor should challenge the machine now. */
   async isDue(machineId: number, nowMs = this.now()): Promise<boolean> {
     const latest = await this.o.results.latest(machineId);
+    if (await this.providerBackoff(machineId, nowMs, latest)) return false;
     if (!latest) return true;
     if (latest.outcome === "pass" && latest.attestation) {
       return latest.attestation.attestation.expiry - nowMs / 1000 <= this.o.options.refreshBeforeExpirySeconds;
@@ -194,6 +216,11 @@ export class Challenger {
     // its attestation back at once), and so is a failure within its backoff; an error (the
     // provider was unreachable...) was no verdict on the machine, so it is tried again.
     const latest = await this.o.results.latest(machineId);
+    const held = await this.providerBackoff(machineId, this.now(), latest);
+    if (held && held.machineId !== machineId) {
+      const retryAfter = Math.ceil(held.finishedAtMs / 1000) + this.o.options.retryAfterFailureSeconds;
+      return { v: 1, machineId, outcome: "error", reason: "backoff", detail: `provider ${held.provider} failed a challenge of machine ${held.machineId} (${held.reason}); its machines are challenged again after ${retryAfter}`, retryAfter };
+    }
     if (latest && latest.outcome !== "error" && !(await this.isDue(machineId))) return outcomeMessage(latest, true);
     let record: ChallengeRecord;
     try {
@@ -201,6 +228,10 @@ export class Challenger {
     } catch (error) {
       if (error instanceof BusyError) return { v: 1, machineId, outcome: "error", reason: "busy", detail: error.shortMessage, retryAfter: null };
       throw error;
+    }
+    if (record.outcome === "error" && record.reason === "backoff") {
+      const held = await this.providerFailure(record.provider, this.now());
+      if (held) return { ...outcomeMessage(record, false), retryAfter: Math.ceil(held.finishedAtMs / 1000) + this.o.options.retryAfterFailureSeconds } as ChallengeOutcomeMessageInput;
     }
     return outcomeMessage(record, false);
   }
@@ -245,7 +276,11 @@ export class Challenger {
       if ("reason" in target) {
         record = { ...base, provider: "0x0000000000000000000000000000000000000000", model: "", units: 0, challengeId: null, finishedAtMs: this.now(), outcome: "error", reason: target.reason, detail: target.detail, measuredThroughput: null, attestation: null };
       } else {
-        record = await this.exchange(target, base);
+        // The owner on-chain, whatever the book said: a machine the book does not know yet is held too.
+        const held = await this.providerFailure(target.claim.provider, this.now());
+        record = held
+          ? { ...base, provider: target.claim.provider, model: target.claim.model, units: target.claim.units, challengeId: null, finishedAtMs: this.now(), outcome: "error", reason: "backoff", detail: `provider ${held.provider} failed a challenge of machine ${held.machineId} (${held.reason}); no challenge of its machines before the backoff ends`, measuredThroughput: null, attestation: null }
+          : await this.exchange(target, base);
       }
     } catch (error) {
       this.o.logger.error("Challenge could not run", { machineId }, error);

@@ -109,16 +109,20 @@ function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<s
 
 /**
  * A dishonest runner: commits to a consistent Merkle tree over rows that are each wrong in one
- * element (what a provider guessing, or computing with a broken kernel, sends).
+ * element (what a provider guessing, or computing with a broken kernel, sends). With
+ * `correctFraction` f it is the partial-work cheat instead: the first f of the rows are the real
+ * product (the work a slower machine finished in time), the rest are filler.
  */
 export class WrongRowsRunner implements Runner {
   readonly name = "wrong-rows";
+  constructor(private readonly correctFraction = 0) {}
   async computeCommit(challenge: RunnerChallenge): Promise<RunnerCommitment> {
     const keys = deriveMatrixKeys(hexToBytes(challenge.seed as Hex));
     const b = generateMatrixB(keys, challenge.cols);
+    const correct = Math.floor(challenge.rows * this.correctFraction);
     const rows = Array.from({ length: challenge.rows }, (_, r) => {
       const row = computeAnswerRow(keys.a, b, r, challenge.cols, challenge.rounds);
-      row[r % challenge.cols] += 1;
+      if (r >= correct) row[r % challenge.cols] += 1;
       return rowToBytes(row);
     });
     const id = hexToBytes(challenge.id);
