@@ -62,8 +62,9 @@ export type ChallengeClassOverrides = z.output<typeof challengeClassSchema>;
 export const CHALLENGE_PRESETS = {
   /**
    * Real GPUs. cols 4096 keeps B (16 MiB) in a data-center GPU's L2 and makes each round
-   * compute-bound even without a fused epilogue; 16 rounds and 8 opened rows put the attestor's
-   * check at 8·16·4096² ≈ 2.1·10⁹ multiply-adds. Requiring half the int8 datasheet rate means
+   * compute-bound even without a fused epilogue; 16 rounds and 32 opened rows put the attestor's
+   * check at 32·16·4096² ≈ 8.6·10⁹ multiply-adds. 32 rows: a machine that computed a fraction f
+   * of the answer passes with probability at most f³², ≤ 10⁻⁴ for f ≤ 0.75 (issue 24). Requiring half the int8 datasheet rate means
    * a slower class cannot make the deadline even at its own full datasheet rate (A100 vs H100),
    * while a plain cuBLAS runner on the claimed card clears it; 10 s of compute at that rate
    * dwarfs the 2 s allowance.
@@ -71,7 +72,7 @@ export const CHALLENGE_PRESETS = {
   gpu: {
     cols: 4096,
     rounds: 16,
-    openRows: 8,
+    openRows: 32,
     efficiency: 0.5,
     targetComputeMs: 10_000,
     rowsPerUnit: undefined as number | undefined,
@@ -87,7 +88,7 @@ export const CHALLENGE_PRESETS = {
   "cpu-devnet": {
     cols: 64,
     rounds: 2,
-    openRows: 8,
+    openRows: 32,
     efficiency: 1e-6,
     targetComputeMs: 100,
     rowsPerUnit: 1024 as number | undefined,

@@ -176,6 +176,8 @@ export type FaultProposal = z.output<typeof faultProposalSchema>;
 /**
  * Why an attestor declined to co-sign (stable codes): `provider_alive` (its own probe just got a
  * heartbeat), `seen_alive` (it heard from the provider after `observedAt`: see lastSeenAt),
+ * `no_evidence` (its own probes have not failed `minFailedProbes` times over the whole QoS
+ * window, or observedAt is earlier than its own first failed probe: see earliestObservedAt),
  * `lease_not_active`, `out_of_range` (observedAt before activation, past the end or in the
  * future), `unsupported_kind`, `bad_proposal` (no valid attestor signature), `not_attestor`
  * (this node lost its role), `wrong_chain`, `internal`.
@@ -183,6 +185,7 @@ export type FaultProposal = z.output<typeof faultProposalSchema>;
 export const FAULT_DECLINE_REASONS = [
   "provider_alive",
   "seen_alive",
+  "no_evidence",
   "lease_not_active",
   "out_of_range",
   "unsupported_kind",
@@ -202,6 +205,11 @@ export const faultAnswerSchema = z.discriminatedUnion("outcome", [
     detail: z.string().max(500),
     /** With `seen_alive`: when this attestor last got a heartbeat (unix s). */
     lastSeenAt: uint32.nullable(),
+    /**
+     * With `no_evidence`: the start of this attestor's own first failed probe of the current
+     * outage (unix s), the earliest observedAt it could sign; null when its probes do not fail.
+     */
+    earliestObservedAt: uint32.nullable().default(null),
   }),
 ]);
 export type FaultAnswer = z.output<typeof faultAnswerSchema>;

@@ -142,9 +142,31 @@ export class Challenger {
     return started;
   }
 
+  /**
+   * The failure that holds the machine's provider in backoff (per provider, not per machine id:
+   * a fresh machine id costs only gas), or undefined. The provider is the one the book or the
+   * machine's last result names.
+   */
+  private async providerBackoff(machineId: number, nowMs: number, latest?: ChallengeRecord): Promise<ChallengeRecord | undefined> {
+    const providers = new Set(this.o.book.byMachine(machineId).map((entry) => entry.provider.toLowerCase()));
+    if (latest && latest.provider !== "0x0000000000000000000000000000000000000000") providers.add(latest.provider.toLowerCase());
+    for (const provider of providers) {
+      const failure = await this.providerFailure(provider, nowMs);
+      if (failure) return failure;
+    }
+    return undefined;
+  }
+
+  /** The provider's failure within the backoff, if any. */
+  private async providerFailure(provider: string, nowMs: number): Promise<ChallengeRecord | undefined> {
+    const failure = await this.o.results.latestProviderFailure(provider);
+    return failure && nowMs - failure.finishedAtMs < this.o.options.retryAfterFailureSeconds * 1000 ? failure : undefined;
+  }
+
   /** Whether this attestor should challenge the machine now. */
   async isDue(machineId: number, nowMs = this.now()): Promise<boolean> {
     const latest = await this.o.results.latest(machineId);
+    if (await this.providerBackoff(machineId, nowMs, latest)) return false;
     if (!latest) return true;
     if (latest.outcome === "pass" && latest.attestation) {
       return latest.attestation.attestation.expiry - nowMs / 1000 <= this.o.options.refreshBeforeExpirySeconds;
@@ -216,6 +238,11 @@ export class Challenger {
     // its attestation back at once), and so is a failure within its backoff; an error (the
     // provider was unreachable...) was no verdict on the machine, so it is tried again.
     const latest = await this.o.results.latest(machineId);
+    const held = await this.providerBackoff(machineId, this.now(), latest);
+    if (held && held.machineId !== machineId) {
+      const retryAfter = Math.ceil(held.finishedAtMs / 1000) + this.o.options.retryAfterFailureSeconds;
+      return { v: 1, machineId, outcome: "error", reason: "backoff", detail: `provider ${held.provider} failed a challenge of machine ${held.machineId} (${held.reason}); its machines are challenged again after ${retryAfter}`, retryAfter };
+    }
     if (!force && latest && latest.outcome !== "error" && !(await this.isDue(machineId))) return outcomeMessage(latest, true);
     let record: ChallengeRecord;
     try {
@@ -223,6 +250,10 @@ export class Challenger {
     } catch (error) {
       if (error instanceof BusyError) return { v: 1, machineId, outcome: "error", reason: "busy", detail: error.shortMessage, retryAfter: null };
       throw error;
+    }
+    if (record.outcome === "error" && record.reason === "backoff") {
+      const held = await this.providerFailure(record.provider, this.now());
+      if (held) return { ...outcomeMessage(record, false), retryAfter: Math.ceil(held.finishedAtMs / 1000) + this.o.options.retryAfterFailureSeconds } as ChallengeOutcomeMessageInput;
     }
     return outcomeMessage(record, false);
   }
@@ -267,10 +298,16 @@ export class Challenger {
       if ("reason" in target) {
         record = { ...base, provider: "0x0000000000000000000000000000000000000000", model: "", units: 0, challengeId: null, finishedAtMs: this.now(), outcome: "error", reason: target.reason, detail: target.detail, measuredThroughput: null, attestation: null };
       } else {
-        // Connect first: a provider this node cannot reach is "unreachable", said at once, never a
+        // The owner on-chain, whatever the book said: a machine the book does not know yet is held
+        // too (a forced request for the failed machine itself is the operator's retry).
+        const failure = await this.providerFailure(target.claim.provider, this.now());
+        const held = failure && !(trigger === "request" && failure.machineId === machineId) ? failure : undefined;
+        // Then connect: a provider this node cannot reach is "unreachable", said at once, never a
         // late commit after the whole challenge window (the clock starts once connected).
-        const unreachable = await this.connect(target);
-        record = unreachable
+        const unreachable = held ? undefined : await this.connect(target);
+        record = held
+          ? { ...base, provider: target.claim.provider, model: target.claim.model, units: target.claim.units, challengeId: null, finishedAtMs: this.now(), outcome: "error", reason: "backoff", detail: `provider ${held.provider} failed a challenge of machine ${held.machineId} (${held.reason}); no challenge of its machines before the backoff ends`, measuredThroughput: null, attestation: null }
+          : unreachable
           ? { ...base, provider: target.claim.provider, model: target.claim.model, units: target.claim.units, challengeId: null, finishedAtMs: this.now(), outcome: "error", reason: "unreachable", detail: unreachable, measuredThroughput: null, attestation: null }
           : await this.exchange(target, base);
       }
@@ -302,6 +339,8 @@ export class Challenger {
 
   private async exchange(target: Target, base: Pick<ChallengeRecord, "machineId" | "trigger" | "startedAtMs">): Promise<ChallengeRecord> {
     const { claim, peer } = target;
+    // run() connected first: the challenge's clock (issuedAtMs) starts when it is sent over an
+    // open connection, so the dial and the handshake are never inside the deadline.
     const challenge = await this.o.attestor.startChallenge(claim);
     const known = { ...base, provider: claim.provider, model: claim.model, units: claim.units, challengeId: challenge.id };
     const finish = (outcome: ChallengeOutcome): ChallengeRecord => ({

@@ -6,12 +6,21 @@
  * `LeaseMarket.submitFault`, which stops accrual at `observedAt` and pays the renter back with
  * the SLA credit in the same transaction.
  *
- * Never faulting a live provider: an attestor co-signs only when its own probe, made on receipt
- * of the proposal, fails too, and it has not heard from the provider after `observedAt`. If it
- * has, it declines with the time it last heard, and the proposer moves `observedAt` past it.
+ * Never faulting a live provider: every signer, proposer and co-signer alike, holds its own
+ * evidence (hasOutageEvidence): at least `minFailedProbes` failed probes in a row, the first
+ * started at least `qosWindowSeconds` ago, watched without a gap; a co-signer also probes on
+ * receipt of the proposal and that probe must fail too. A co-signer signs an `observedAt` only
+ * within [its own first failed probe of the current outage, now]: never in the future, never
+ * before what it saw itself. If it heard from the provider after `observedAt` it declines with
+ * the time it last heard (`seen_alive`); if its own outage began later it declines with that
+ * start (`no_evidence`); the proposer moves `observedAt` forward and asks again. So one lying
+ * attestor, or an honest one cut off from a live provider, cannot fault it: the others answer
+ * that they hear from it, and a blip shorter than the QoS window at another attestor is no
+ * evidence either.
  *
  * `observedAt` is the start of the proposer's first failed probe since its last heartbeat
- * (never before the lease's activation): the renter pays up to the moment the outage was seen.
+ * (never before the lease's activation), moved later to the latest co-signer's: the renter pays
+ * up to the moment every signer saw the outage.
  *
  * Every record is in level: a restarted attestor keeps collecting or submitting where it stopped.
  * Any attestor that co-signed also submits once it holds a quorum and the lease is still active
@@ -59,11 +68,9 @@ import type { Metrics } from "../metrics/metrics.js";
 import { Bucket } from "../store/buckets.js";
 import type { Repository, Store } from "../store/store.js";
 import type { LeaseTracker, TrackedLease } from "./leases.js";
-import type { LivenessProber, ProbeResult, ProbeState } from "./liveness.js";
+import { hasOutageEvidence, type LivenessProber, type ProbeResult, type ProbeState } from "./liveness.js";
 import type { LivenessOptions } from "./options.js";
 
-/** How far ahead of the newest block (or our clock) a proposed observedAt may be. */
-const MAX_FUTURE_SKEW_SECONDS = 30;
 /** How long a connected peer that does not serve the fault protocol is not asked again. */
 const NOT_ATTESTOR_TTL_MS = 60_000;
 /** Most attestors asked per round. */
@@ -199,9 +206,7 @@ export class FaultCoordinator {
       return;
     }
     if (record?.status === "collecting" || record?.status === "landed" || record?.status === "ended") return;
-    const nowS = Math.floor(this.now() / 1000);
-    const reference = state.lastSuccessAt ?? state.trackedSince;
-    if (state.failures < this.o.liveness.minFailedProbes || nowS - reference <= this.o.liveness.qosWindowSeconds) return;
+    if (!hasOutageEvidence(state, Math.floor(this.now() / 1000), this.o.liveness)) return;
     await this.propose(lease, state);
   }
 
@@ -375,6 +380,10 @@ export class FaultCoordinator {
         if (answer.reason === "seen_alive" && answer.lastSeenAt !== null && answer.lastSeenAt >= record.fault.observedAt) {
           minObservedAt = Math.max(minObservedAt, answer.lastSeenAt + 1);
         }
+        // Its own outage began later: it can sign from then on, once it has watched the whole window.
+        if (answer.reason === "no_evidence" && answer.earliestObservedAt !== null && answer.earliestObservedAt > record.fault.observedAt) {
+          minObservedAt = Math.max(minObservedAt, Math.min(answer.earliestObservedAt, Math.floor(this.now() / 1000)));
+        }
         continue;
       }
       const signer = this.faultSigner(record.fault, answer.signature);
@@ -475,9 +484,9 @@ export class FaultCoordinator {
 
   /** The fault exchange's server side: co-sign only what this attestor observed itself. */
   private async answerProposal(proposal: FaultProposal): Promise<FaultAnswerInput> {
-    const decline = (reason: FaultDeclineReason, detail: string, lastSeenAt: number | null = null): FaultAnswerInput => {
+    const decline = (reason: FaultDeclineReason, detail: string, lastSeenAt: number | null = null, earliestObservedAt: number | null = null): FaultAnswerInput => {
       this.o.metrics.attestFaults.inc({ event: "declined", reason });
-      return { v: 1, outcome: "declined", reason, detail, lastSeenAt };
+      return { v: 1, outcome: "declined", reason, detail, lastSeenAt, earliestObservedAt };
     };
     if (proposal.chainId !== this.o.chainId) return decline("wrong_chain", `this attestor serves chain ${this.o.chainId}`);
     const fault: Fault = { leaseId: proposal.fault.leaseId, kind: proposal.fault.kind, observedAt: proposal.fault.observedAt };
@@ -493,8 +502,8 @@ export class FaultCoordinator {
 
     const lease = await readLease(this.o.publicClient, this.o.market, fault.leaseId);
     if (lease.status !== "Active") return decline("lease_not_active", `lease ${fault.leaseId} is ${lease.status}`);
-    const head = await this.o.publicClient.getBlock({ blockTag: "latest" }).then((block) => Number(block.timestamp)).catch(() => 0);
-    const latest = Math.max(head, Math.floor(this.now() / 1000)) + MAX_FUTURE_SKEW_SECONDS;
+    // Never in the future: an observedAt ahead of this attestor's clock claims an outage nobody saw yet.
+    const latest = Math.floor(this.now() / 1000);
     if (fault.observedAt < lease.activatedAt || fault.observedAt >= lease.end || fault.observedAt > latest) {
       return decline("out_of_range", `observedAt ${fault.observedAt} is outside [${lease.activatedAt}, ${Math.min(lease.end - 1, latest)}]`);
     }
@@ -504,6 +513,21 @@ export class FaultCoordinator {
     }
     const probe = await this.o.prober.probe({ leaseId: fault.leaseId, provider: getAddress(lease.provider) });
     if (probe.ok) return decline("provider_alive", "the provider answered this attestor's probe just now", Math.floor(this.now() / 1000));
+    // This attestor's own evidence: its probes failed over the whole QoS window, from no later than observedAt.
+    const evidence = this.o.prober.state(fault.leaseId);
+    const nowS = Math.floor(this.now() / 1000);
+    const firstFailureAt = evidence?.firstFailureAt ?? null;
+    if (firstFailureAt === null || fault.observedAt < firstFailureAt) {
+      return decline("no_evidence", `observedAt ${fault.observedAt} is before this attestor's own first failed probe${firstFailureAt === null ? "" : ` at ${firstFailureAt}`}`, null, firstFailureAt);
+    }
+    if (!hasOutageEvidence(evidence, nowS, this.o.liveness)) {
+      return decline(
+        "no_evidence",
+        `this attestor's probes failed ${evidence?.failures ?? 0} times since ${firstFailureAt}; it signs after ${this.o.liveness.minFailedProbes} failures over ${this.o.liveness.qosWindowSeconds} s`,
+        null,
+        firstFailureAt,
+      );
+    }
 
     const signature = await signFaultAs(this.o.account, this.o.domain, fault);
     const mine: FaultSignature = { signer: this.address, signature };

@@ -3,6 +3,11 @@
  * fresh random challenge, signed, over `/suanli/liveness/1.0.0` and expects a Heartbeat {leaseId,
  * challenge, respondedAt} signed by the lease's provider. Per lease it remembers when it last got
  * one and since when the provider has been failing; the fault coordinator decides from that.
+ *
+ * The state is kept in level (Bucket.attestProbes) and written after every probe, so a restarted
+ * attestor still knows when it last heard from a provider. An outage is only as long as this
+ * attestor watched it without a gap: a failed probe that starts more than `maxProbeGapMs` after
+ * the previous one (a restart, a stalled process) starts a new outage.
  */
 import type { PeerId } from "@libp2p/interface";
 import { peerIdFromString } from "@libp2p/peer-id";
@@ -18,6 +23,8 @@ import { request } from "../../common/p2p/reqresp.js";
 import type { Logger } from "../log/logger.js";
 import type { Metrics } from "../metrics/metrics.js";
 import type { OfferBook } from "../offers/book.js";
+import { Bucket } from "../store/buckets.js";
+import type { Repository, Store } from "../store/store.js";
 import type { TrackedLease, LeaseTracker } from "./leases.js";
 import type { LivenessOptions } from "./options.js";
 
@@ -39,6 +46,24 @@ export type ProbeState = {
 
 export type ProbeResult = { ok: true } | { ok: false; error: string };
 
+/**
+ * The longest time between the starts of two probes of one lease that still counts as watching
+ * the provider without a break: a probe waits up to probeTimeoutMs, the next starts
+ * probeIntervalMs later; twice that leaves room for a loaded machine.
+ */
+export function maxProbeGapMs(options: Pick<LivenessOptions, "probeIntervalMs" | "probeTimeoutMs">): number {
+  return 2 * (options.probeIntervalMs + options.probeTimeoutMs);
+}
+
+/**
+ * Whether this attestor holds its own evidence of an outage: at least `minFailedProbes` failed
+ * probes in a row, the first of which started at least `qosWindowSeconds` ago. The same rule
+ * holds for proposing a fault and for co-signing one.
+ */
+export function hasOutageEvidence(state: ProbeState | undefined, nowS: number, options: Pick<LivenessOptions, "minFailedProbes" | "qosWindowSeconds">): boolean {
+  return state?.firstFailureAt !== undefined && state.failures >= options.minFailedProbes && nowS - state.firstFailureAt >= options.qosWindowSeconds;
+}
+
 export type LivenessProberOptions = {
   host: SuanliHost;
   chainId: number;
@@ -55,6 +80,8 @@ export type LivenessProberOptions = {
   logger: Logger;
   /** Called after every probe, in order, with the lease's updated state. */
   onProbe?: (lease: TrackedLease, result: ProbeResult, state: ProbeState) => void | Promise<void>;
+  /** Where probe state is kept across restarts. */
+  store: Store;
   now?: () => number;
 };
 
@@ -63,13 +90,17 @@ export class LivenessProber {
   private readonly inflight = new Map<string, Promise<ProbeResult>>();
   private timer: ReturnType<typeof setInterval> | undefined;
   private readonly now: () => number;
+  private readonly repo: Repository<ProbeState>;
 
   constructor(private readonly o: LivenessProberOptions) {
     this.now = o.now ?? Date.now;
+    this.repo = o.store.repository<ProbeState>(Bucket.attestProbes);
   }
 
-  start(): void {
+  /** Loads the probe state kept before a restart, then probes on schedule. */
+  async start(): Promise<void> {
     if (this.timer) return;
+    for await (const [key, state] of this.repo.entries()) this.states.set(key, state);
     // Ticks at a quarter of the interval so each lease is probed close to its own schedule.
     this.timer = setInterval(() => this.tick(), Math.max(50, Math.floor(this.o.options.probeIntervalMs / 4)));
     this.timer.unref();
@@ -88,6 +119,7 @@ export class LivenessProber {
 
   forget(leaseId: bigint): void {
     this.states.delete(leaseId.toString());
+    void this.repo.del(leaseId.toString()).catch(() => undefined);
   }
 
   /** Probes every active lease whose turn it is. */
@@ -96,7 +128,11 @@ export class LivenessProber {
     const active = this.o.tracker.active(Math.floor(nowMs / 1000));
     this.o.metrics.attestLeasesWatched.set(active.length);
     const live = new Set(active.map((lease) => lease.leaseId.toString()));
-    for (const key of this.states.keys()) if (!live.has(key)) this.states.delete(key);
+    for (const key of this.states.keys()) {
+      if (live.has(key)) continue;
+      this.states.delete(key);
+      void this.repo.del(key).catch(() => undefined);
+    }
     for (const lease of active) {
       if (this.inflight.size >= this.o.options.maxConcurrentProbes) break;
       const key = lease.leaseId.toString();
@@ -126,6 +162,7 @@ export class LivenessProber {
       state = { lastSuccessAt: undefined, firstFailureAt: undefined, failures: 0, trackedSince: Math.floor(trackedSinceMs / 1000), lastProbeAtMs: startedMs };
       this.states.set(key, state);
     }
+    const previousProbeAtMs = state.lastProbeAtMs;
     state.lastProbeAtMs = startedMs;
     const result = await this.exchange(lease).then(
       (): ProbeResult => ({ ok: true }),
@@ -136,11 +173,17 @@ export class LivenessProber {
       state.firstFailureAt = undefined;
       state.failures = 0;
     } else {
+      if (state.failures > 0 && startedMs - previousProbeAtMs > maxProbeGapMs(this.o.options)) {
+        // This attestor did not watch the time in between: the outage it can vouch for starts now.
+        state.failures = 0;
+        state.firstFailureAt = undefined;
+      }
       state.failures++;
       state.firstFailureAt ??= startedAt;
       this.o.logger.debug("Provider did not answer a probe", { leaseId: lease.leaseId, provider: lease.provider, failures: state.failures, error: result.error });
     }
     this.o.metrics.attestProbes.inc({ outcome: result.ok ? "ok" : "failed" });
+    await this.repo.put(key, state).catch((error: unknown) => this.o.logger.warn("Could not save the probe state", { leaseId: lease.leaseId }, error));
     const tracked = this.o.tracker.get(lease.leaseId);
     if (tracked) await this.o.onProbe?.(tracked, result, state);
     return result;

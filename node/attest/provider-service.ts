@@ -228,6 +228,8 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
     },
   });
 
+  // The runner starts now (a GPU context takes seconds), not inside the first challenge's deadline.
+  void options.runner.warm?.().catch((error: unknown) => logger.warn("The runner did not start; the first challenge will try again", { runner: options.runner.name }, error));
   logger.info("Provider attestation mounted", { provider, runner: options.runner.name });
   return {
     name: "attest-provider",

@@ -151,6 +151,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
         metrics: daemon.metrics,
         logger: logger.child({ part: "liveness" }),
         onProbe: (lease, result, state) => faults?.onProbe(lease, result, state),
+        store: daemon.store,
         now,
       });
       faults = new FaultCoordinator({
@@ -177,7 +178,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       stops.push(() => faults!.stop());
       await leases.start();
       stops.push(() => leases!.stop());
-      prober.start();
+      await prober.start();
       stops.push(() => prober!.stop());
     }
 

@@ -37,4 +37,6 @@ export enum Bucket {
   attestLeases = 21,
   /** Faults this attestor proposed or co-signed: lease id → the Fault, signatures collected, submission. */
   attestFaults = 22,
+  /** Probe state per lease (last heartbeat, current outage's first failed probe, failures): lease id → ProbeState. */
+  attestProbes = 23,
 }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { multiaddr } from "@multiformats/multiaddr";
 import { signAttestation, type SignedAttestation } from "../../common/attest/attestation.js";
+import { providerRegistryAbi } from "../../common/abi.js";
 import { requestChallenge } from "../../common/attest/request.js";
 import { ANY_RENTER, type Offer } from "../../common/eip712.js";
 import { devnetAccount } from "../../common/devnet.js";
@@ -15,7 +16,7 @@ import type { BookEntry } from "../../node/offers/book.js";
 import { addrOf, machineOffer, startAttestorDaemon, startProviderDaemon, WrongRowsRunner, type TestDaemon } from "../support/attest.js";
 import { lastJson, runCli } from "../support/cli.js";
 import { startTestDaemon } from "../support/daemons.js";
-import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
+import { registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
 
 const NO_REPUTATION = { leasesCompleted: 0, faults: 0, unitSecondsDelivered: 0n };
@@ -136,6 +137,23 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       const refused = await requestChallenge(renter.p2p.host, target, { chainId: devnet.deployment.chainId, machineId: cheaterId });
       assert.equal(refused.outcome, "fail");
       assert.equal(refused.outcome === "fail" && refused.reason, "wrong_rows");
+      // A new machine id costs only gas: it does not buy the cheater a new try, the backoff is per provider.
+      const cheaterWallet = await devnet.wallet(2);
+      const registry = devnet.deployment.contracts.registry!;
+      const addArgs = [modelHash(A100.model), A100.units, A100.vramMiB, 1, "eu-west", `0x${"0".repeat(64)}`] as const;
+      const { result: freshId } = await cheaterWallet.publicClient.simulateContract({ account: cheaterWallet.account, address: registry, abi: providerRegistryAbi, functionName: "addMachine", args: addArgs });
+      await send(cheaterWallet, { address: registry, abi: providerRegistryAbi, functionName: "addMachine", args: addArgs } as never);
+      const fresh = await requestChallenge(renter.p2p.host, target, { chainId: devnet.deployment.chainId, machineId: Number(freshId) });
+      assert.equal(fresh.outcome === "error" && fresh.reason, "backoff", JSON.stringify(fresh, (_k, v) => (typeof v === "bigint" ? String(v) : v)));
+      assert.ok(fresh.outcome === "error" && fresh.retryAfter !== null && fresh.retryAfter > nowSec());
+      assert.equal(await attestor.challenger.isDue(Number(freshId)), false);
+      // Its offer in the book changes nothing.
+      cheaterMachines.push({ machineId: Number(freshId), ...A100 });
+      await cheater.daemon.offers.publisher!.set(machineOffer(cheaterMachines[1]));
+      await waitFor("the fresh machine's offer in the attestor's book", () => attestorNode.offers.book.get(offerKey(devnetAccount(2).address, Number(freshId))), { timeoutMs: 15_000 });
+      const viaBook = await requestChallenge(renter.p2p.host, target, { chainId: devnet.deployment.chainId, machineId: Number(freshId) });
+      assert.equal(viaBook.outcome === "error" && viaBook.reason, "backoff");
+      assert.deepEqual(await attestor.challenger.runDue(), []);
       const undeclared = await requestChallenge(renter.p2p.host, target, { chainId: devnet.deployment.chainId, machineId: 999 });
       assert.equal(undeclared.outcome, "error");
       assert.equal(undeclared.outcome === "error" && undeclared.reason, "not_declared");

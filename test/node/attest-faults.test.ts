@@ -1,58 +1,27 @@
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { rm } from "node:fs/promises";
 import { multiaddr } from "@multiformats/multiaddr";
 import { decodeFunctionData, parseEventLogs, type Address, type Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
 import { recoverFaultSigner, recoverHeartbeatSigner, signFaultAs, signLivenessProbe } from "../../common/attest/liveness.js";
 import { faultAnswerSchema, signedHeartbeatSchema } from "../../common/attest/wire.js";
 import { computeCollateral, readLease } from "../../common/chain/market.js";
-import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
+import { devnetAccount } from "../../common/devnet.js";
 import { FaultKind } from "../../common/eip712.js";
 import { FAULT_PROTOCOL, LIVENESS_PROTOCOL } from "../../common/p2p/protocols.js";
 import { request } from "../../common/p2p/reqresp.js";
 import { revertName } from "../../node/attest/faults.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
-import { addrOf, COLLATERAL_BPS, TEST_MACHINE, DURATION, openActiveLease, PRICE, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
+import { addrOf, COLLATERAL_BPS, TEST_MACHINE, DURATION, openActiveLease, PRICE, spawnProvider, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const FAULT_MIN_CREDIT_BPS = 2_000;
 const ATTESTORS = [6, 7, 8];
 
 /** Fast probes and a short QoS window, so an outage is faulted within seconds. */
 const LIVENESS = { probeIntervalMs: 400, probeTimeoutMs: 2_000, qosWindowSeconds: 4, minFailedProbes: 2, backupSubmitDelayMs: 3_000 };
-
-/** A provider node in a child process, so it can be killed like a crashed machine. */
-async function spawnProvider(devnet: Devnet, index: number): Promise<{ child: ChildProcess; peerId: string; addrs: string[]; dataDir: string }> {
-  const dataDir = await mkdtemp(path.join(tmpdir(), "suanli-provider-"));
-  const input = JSON.stringify({ dataDir, rpcUrl: devnet.rpcUrl, deploymentsDir: devnet.deploymentsDir, privateKey: devnetPrivateKey(index) });
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "test/node/fixtures/provider-process.mjs"), input], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
-  let stderr = "";
-  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-  const ready = await new Promise<{ peerId: string; addrs: string[] }>((resolve, reject) => {
-    let stdout = "";
-    const timer = setTimeout(() => reject(new Error(`the provider process did not start: ${stderr}`)), 60_000);
-    child.stdout!.on("data", (chunk: Buffer) => {
-      stdout += chunk.toString();
-      const line = stdout.split("\n").find((l) => l.startsWith("READY "));
-      if (line) {
-        clearTimeout(timer);
-        resolve(JSON.parse(line.slice(6)) as { peerId: string; addrs: string[] });
-      }
-    });
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`the provider process exited with ${code}: ${stderr}`));
-    });
-  });
-  return { child, dataDir, ...ready };
-}
 
 async function tokenBalance(devnet: Devnet, address: Address): Promise<bigint> {
   return devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [address] });

@@ -2,6 +2,11 @@
  * Attestor-role fixtures: attestor and provider daemons on the devnet, the provider's attest and
  * liveness responders mounted as the provider agent mounts them, and a dishonest runner.
  */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { bytesToHex, hexToBytes, type Hex } from "viem";
 import { computeAnswerRow, deriveMatrixKeys, generateMatrixB, rowToBytes } from "../../common/attest/arithmetic.js";
 import type { SignedAttestation } from "../../common/attest/attestation.js";
@@ -20,6 +25,8 @@ import type { ChainClients } from "../../node/chain/clients.js";
 import { createLogger, silentLogger, type Logger } from "../../node/log/logger.js";
 import { startTestDaemon } from "./daemons.js";
 import { send, type Devnet } from "./devnet.js";
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
 export const ZERO32 = `0x${"0".repeat(64)}` as Hex;
 
@@ -102,16 +109,20 @@ function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<s
 
 /**
  * A dishonest runner: commits to a consistent Merkle tree over rows that are each wrong in one
- * element (what a provider guessing, or computing with a broken kernel, sends).
+ * element (what a provider guessing, or computing with a broken kernel, sends). With
+ * `correctFraction` f it is the partial-work cheat instead: the first f of the rows are the real
+ * product (the work a slower machine finished in time), the rest are filler.
  */
 export class WrongRowsRunner implements Runner {
   readonly name = "wrong-rows";
+  constructor(private readonly correctFraction = 0) {}
   async computeCommit(challenge: RunnerChallenge): Promise<RunnerCommitment> {
     const keys = deriveMatrixKeys(hexToBytes(challenge.seed as Hex));
     const b = generateMatrixB(keys, challenge.cols);
+    const correct = Math.floor(challenge.rows * this.correctFraction);
     const rows = Array.from({ length: challenge.rows }, (_, r) => {
       const row = computeAnswerRow(keys.a, b, r, challenge.cols, challenge.rounds);
-      row[r % challenge.cols] += 1;
+      if (r >= correct) row[r % challenge.cols] += 1;
       return rowToBytes(row);
     });
     const id = hexToBytes(challenge.id);
@@ -151,4 +162,33 @@ export async function openActiveLease(devnet: Devnet, renter: Required<ChainClie
   await send(renter, { address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] } as never);
   await send(provider, { address: market, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] } as never);
   return leaseId;
+}
+
+/** A provider node in its own process (test/node/fixtures/provider-process.mjs). */
+export type SpawnedProvider = { child: ChildProcess; peerId: string; addrs: string[]; dataDir: string };
+
+/** A provider node in a child process, so it can be killed like a crashed machine. */
+export async function spawnProvider(devnet: Devnet, index: number): Promise<SpawnedProvider> {
+  const dataDir = await mkdtemp(path.join(tmpdir(), "suanli-provider-"));
+  const input = JSON.stringify({ dataDir, rpcUrl: devnet.rpcUrl, deploymentsDir: devnet.deploymentsDir, privateKey: devnetPrivateKey(index) });
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "test/node/fixtures/provider-process.mjs"), input], { cwd: repoRoot, stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  const ready = await new Promise<{ peerId: string; addrs: string[] }>((resolve, reject) => {
+    let stdout = "";
+    const timer = setTimeout(() => reject(new Error(`the provider process did not start: ${stderr}`)), 60_000);
+    child.stdout!.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString();
+      const line = stdout.split("\n").find((l) => l.startsWith("READY "));
+      if (line) {
+        clearTimeout(timer);
+        resolve(JSON.parse(line.slice(6)) as { peerId: string; addrs: string[] });
+      }
+    });
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the provider process exited with ${code}: ${stderr}`));
+    });
+  });
+  return { child, dataDir, ...ready };
 }

@@ -211,6 +211,13 @@ export class ExternalRunner implements Runner {
     return proc;
   }
 
+  /** Starts the runner program now (and waits for its hello), not inside the first challenge's deadline. */
+  warm(): Promise<void> {
+    return this.exclusive(async () => {
+      await this.started();
+    });
+  }
+
   computeCommit(challenge: RunnerChallenge, options: { signal?: AbortSignal } = {}): Promise<RunnerCommitment> {
     return this.exclusive(async () => {
       const { signal } = options;

@@ -38,6 +38,12 @@ export interface Runner {
   readonly name: string;
   /** Computes every answer row, commits to them and keeps what it needs to open rows later. */
   computeCommit(challenge: RunnerChallenge, options?: { signal?: AbortSignal }): Promise<RunnerCommitment>;
+  /**
+   * Starts what the first challenge would otherwise start (a GPU runner's process and its device
+   * context), so that start-up is never inside a challenge's deadline. Providers call it when
+   * they mount attestation; a runner with nothing to start leaves it out.
+   */
+  warm?(): Promise<void>;
   /** Stops workers or the runner process. */
   close(): Promise<void>;
 }

@@ -63,7 +63,7 @@ describe("attest challenge parameters", () => {
     assert.equal(v100.requiredOpsPerSecond, 62e12 * 0.2);
     assert.equal(deriveChallengeParams(profile, { model: "T4-16GB", units: 1 }).rounds, CHALLENGE_PRESETS.gpu.rounds);
     const d = deriveChallengeParams(devnet, { model: "H100-80GB-SXM", units: 2 });
-    assert.deepEqual([d.rows, d.cols, d.rounds, d.openRows], [2048, 64, 2, 8]);
+    assert.deepEqual([d.rows, d.cols, d.rounds, d.openRows], [2048, 64, 2, 32]);
     assert.ok(d.deadlineMs >= 10_000);
     assert.equal(d.cutoffMs, Math.ceil(d.deadlineMs * 4));
   });

@@ -86,6 +86,18 @@ describe("attest challenge protocol", function () {
     expectFailure(outcome, "wrong_rows");
   });
 
+  it("fails partial work: a runner that computed half the product never passes with 32 opened rows (issue 24, item 3)", async () => {
+    const attestor = attestorWith({ preset: "cpu-devnet" });
+    const responder = responderWith(new WrongRowsRunner(0.5));
+    for (let attempt = 0; attempt < 6; attempt++) {
+      const challenge = await attestor.startChallenge(claim);
+      // 32 rows: passing needs every opened row in the computed half, probability < 2^-32 per try.
+      assert.equal(challenge.params.openRows, 32);
+      assert.ok(0.75 ** challenge.params.openRows <= 1.01e-4);
+      expectFailure(await exchange(challenge, responder), "wrong_rows");
+    }
+  });
+
   it("fails rows that do not match the committed root (bad_proof)", async () => {
     const attestor = attestorWith({ preset: "cpu-devnet" }, runner.recompute);
     // A row changed after the commit: the right product for another row, say.

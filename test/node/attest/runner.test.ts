@@ -18,6 +18,7 @@ const root = path.resolve(here, "../../..");
 const tsxLoader = import.meta.resolve("tsx");
 const referenceRunner = path.join(root, "node/attest/runner/reference-runner.ts");
 const faultyRunner = path.join(here, "fixtures/faulty-runner.mjs");
+const slowStartRunner = path.join(here, "fixtures/slow-start-runner.mjs");
 
 function challenge(rows: number, cols = 64, rounds = 2, tag = 1): RunnerChallenge {
   return { id: bytesToHex(new Uint8Array(32).fill(tag)), seed: bytesToHex(new Uint8Array(32).fill(tag + 100)), rows, cols, rounds, units: 1 };
@@ -131,6 +132,39 @@ describe("attest runners", function () {
         assert.equal(outcome.outcome === "pass" && outcome.attestation.attestation.units, 2);
       } finally {
         await runner.close();
+      }
+    });
+
+    it("a runner warmed before the challenge passes; one started inside the deadline (CUDA start-up) does not (issue 24, item 6)", async function () {
+      this.timeout(90_000);
+      const STARTUP_MS = 8_000;
+      // A deadline well above the compute and well below the start-up; no grace past it.
+      const profile = challengeProfileSchema.parse({ preset: "cpu-devnet", rowsPerUnit: 100, latencyAllowanceMs: 4_000, cutoffFactor: 1 });
+      const machine = { machineId: 1, model: "L4-24GB", units: 1, vramMiB: 23_034 };
+      const attempt = async (runner: ExternalRunner): Promise<string> => {
+        const attestor = new Attestor({ account: attestorAccount, domain, profile });
+        const responder = new ChallengeResponder({ provider: providerAccount.address, machine: () => machine, runner, domain, isAttestor });
+        const state = await attestor.startChallenge({ provider: providerAccount.address, ...machine });
+        let commit: unknown;
+        try {
+          commit = await responder.respond(state.message);
+        } catch (error) {
+          return `refused: ${(error as Error).name} ${(error as Error).message}`;
+        }
+        const next = state.onCommit(commit, Date.now());
+        if (next.outcome !== "open") return `${next.outcome}: ${next.outcome === "fail" ? next.reason : ""}`;
+        const outcome = await state.onOpen(await responder.open(openRequestOf(next)), Date.now());
+        return outcome.outcome === "pass" ? "pass" : `fail: ${outcome.reason}`;
+      };
+      const slow = () => new ExternalRunner({ command: process.execPath, args: ["--import", tsxLoader, slowStartRunner, String(STARTUP_MS)], startTimeoutMs: 60_000 });
+      const cold = slow();
+      const warmed = slow();
+      try {
+        const [coldOutcome] = await Promise.all([attempt(cold), warmed.warm()]);
+        assert.notEqual(coldOutcome, "pass", "a start-up longer than the deadline must not fit inside it");
+        assert.equal(await attempt(warmed), "pass");
+      } finally {
+        await Promise.all([cold.close(), warmed.close()]);
       }
     });
 
