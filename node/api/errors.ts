@@ -121,6 +121,17 @@ export class ProviderUnreachableError extends ApiError {
   }
 }
 
+/**
+ * The provider's node is up but rents nothing: it publishes offers and does not serve the reserve
+ * protocol (a node without a provider agent, such as the devnet's `--demo-offers` providers) (409).
+ */
+export class ProviderNotRentingError extends ApiError {
+  override name = "ProviderNotRentingError";
+  constructor(message: string) {
+    super(409, message, { metaMessages: ["Its offers can be browsed but not rented: choose another offer (on a devnet, start a provider as in the README's Provider section)."] });
+  }
+}
+
 /** The provider did not answer a relayed request before the deadline (504). */
 export class ProviderTimeoutError extends ApiError {
   override name = "ProviderTimeoutError";

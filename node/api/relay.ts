@@ -33,6 +33,7 @@ import {
   LeaseNotFoundError,
   ProviderAnsweredError,
   ProviderNotFoundError,
+  ProviderNotRentingError,
   ProviderTimeoutError,
   ProviderUnreachableError,
   RequestInputError,
@@ -178,6 +179,9 @@ export class NodeProviderRelay implements ProviderRelay {
    */
   private translate(error: unknown, peer: PeerId, protocol: string): Error {
     if (error instanceof RequestTimeoutError) return new ProviderTimeoutError(`The provider (${peer}) did not answer ${protocol} in time`);
+    if (error instanceof ProtocolNotSupportedError && protocol === RESERVE_PROTOCOL) {
+      return new ProviderNotRentingError(`The provider (${peer}) is reachable but does not serve reservations: its node publishes offers and rents nothing`);
+    }
     if (error instanceof PeerUnreachableError || error instanceof ProtocolNotSupportedError) {
       this.options.logger.debug("Relay could not reach a provider", { peer: peer.toString(), protocol, reason: error.shortMessage });
       return new ProviderUnreachableError(

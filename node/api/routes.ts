@@ -430,7 +430,7 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
         400: badInput,
         401: badSignature,
         404: error("The provider is not registered (ProviderNotFoundError)"),
-        409: error("This signed request was already received"),
+        409: error("This signed request was already received (ReplayedRequestError), or the provider's node rents nothing: it publishes offers but serves no reservations (ProviderNotRentingError)"),
         413: tooLarge,
         415: badMediaType,
         429: rateLimited,

@@ -8,6 +8,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { healthSchema } from "../../common/api/market.js";
+import { devnetAccount } from "../../common/devnet.js";
+import { suanliDomain, suanliTypes, type ReserveRequest } from "../../common/eip712.js";
 import { offerPageSchema } from "../../common/api/offers.js";
 import { providerPageSchema } from "../../common/api/chain.js";
 import { parseConfigFlags } from "../../node/cli/commands/node.js";
@@ -70,7 +72,7 @@ describe("suanli node start / suanli devnet --api-port (CLI)", function () {
     const deployments = path.join(dir, "devnet-deployments");
     const devnetCli = startCli(["devnet", "--port", "0", "--api-port", "0", "--demo-offers", "--attestor-nodes", "", "--deployments", deployments, "--json"], { timeoutMs: 90_000 });
     running.push(devnetCli);
-    const ready = (await devnetCli.ready) as { apiUrl: string; demoProviders: string[]; node: { addrs: string[] } };
+    const ready = (await devnetCli.ready) as { apiUrl: string; chainId: number; contracts: { market: `0x${string}` }; demoProviders: string[]; node: { addrs: string[] } };
     assert.equal(ready.demoProviders.length, 3);
     const offers = await waitFor(
       "the demo offers in the devnet node's book",
@@ -84,6 +86,36 @@ describe("suanli node start / suanli devnet --api-port (CLI)", function () {
     assert.deepEqual([...new Set(offers.items.map((offer) => offer.provider))].sort(), [...ready.demoProviders].sort());
     const providers = providerPageSchema.decode(await (await fetch(`${ready.apiUrl}/v1/providers`)).json());
     assert.equal(providers.total, 3);
+    // The demo providers publish offers but rent nothing: a reservation says so with a 4xx that
+    // names it (issue #22 item 6), not a 502 as if the provider were down.
+    const renter = devnetAccount(4);
+    const offer = offers.items[0];
+    const message: ReserveRequest = {
+      renter: renter.address,
+      provider: offer.provider,
+      machineId: offer.machineId,
+      units: 1,
+      duration: 3600,
+      interruptible: false,
+      bidPerUnitSecond: 0n,
+      issuedAt: Math.floor(Date.now() / 1000),
+      nonce: `0x${"ab".repeat(32)}`,
+    };
+    const signature = await renter.signTypedData({
+      domain: suanliDomain(ready.chainId, ready.contracts.market),
+      types: { ReserveRequest: suanliTypes.ReserveRequest },
+      primaryType: "ReserveRequest",
+      message,
+    });
+    const reserved = await fetch(`${ready.apiUrl}/v1/reservations`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ request: { ...message, bidPerUnitSecond: "0" }, signature }),
+    });
+    const answer = (await reserved.json()) as { error: { name: string; message: string } };
+    assert.equal(reserved.status, 409, JSON.stringify(answer));
+    assert.equal(answer.error.name, "ProviderNotRentingError");
+    assert.match(answer.error.message, /does not serve reservations/);
     assert.equal(await devnetCli.stop("SIGTERM"), 0, devnetCli.stderr());
   });
 
