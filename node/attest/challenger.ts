@@ -180,13 +180,13 @@ export class Challenger {
    * Challenges a machine now (one challenge per machine at a time: a second call joins the first).
    * Resolves with the recorded result; throws AttestorBusyError when too many wait for a slot.
    */
-  challenge(machineId: number, trigger: ChallengeTrigger = "request"): Promise<ChallengeRecord> {
+  challenge(machineId: number, trigger: ChallengeTrigger = "request", forced = false): Promise<ChallengeRecord> {
     const running = this.inflight.get(machineId);
     if (running) return running;
     const work = (async () => {
       await this.acquire(trigger === "request");
       try {
-        return await this.run(machineId, trigger);
+        return await this.run(machineId, trigger, forced);
       } finally {
         this.release();
       }
@@ -246,7 +246,7 @@ export class Challenger {
     if (!force && latest && latest.outcome !== "error" && !(await this.isDue(machineId))) return outcomeMessage(latest, true);
     let record: ChallengeRecord;
     try {
-      record = await this.challenge(machineId, "request");
+      record = await this.challenge(machineId, "request", force);
     } catch (error) {
       if (error instanceof BusyError) return { v: 1, machineId, outcome: "error", reason: "busy", detail: error.shortMessage, retryAfter: null };
       throw error;
@@ -289,7 +289,7 @@ export class Challenger {
     return { claim: { provider: owner, machineId, model, units: machine.units, vramMiB: machine.vramMiB }, peer };
   }
 
-  private async run(machineId: number, trigger: ChallengeTrigger): Promise<ChallengeRecord> {
+  private async run(machineId: number, trigger: ChallengeTrigger, forced: boolean): Promise<ChallengeRecord> {
     const startedAtMs = this.now();
     const base = { machineId, trigger, startedAtMs };
     let record: ChallengeRecord;
@@ -299,9 +299,9 @@ export class Challenger {
         record = { ...base, provider: "0x0000000000000000000000000000000000000000", model: "", units: 0, challengeId: null, finishedAtMs: this.now(), outcome: "error", reason: target.reason, detail: target.detail, measuredThroughput: null, attestation: null };
       } else {
         // The owner on-chain, whatever the book said: a machine the book does not know yet is held
-        // too (a forced request for the failed machine itself is the operator's retry).
+        // too; a forced request (`--force`) for the failed machine itself is the operator's retry.
         const failure = await this.providerFailure(target.claim.provider, this.now());
-        const held = failure && !(trigger === "request" && failure.machineId === machineId) ? failure : undefined;
+        const held = failure && !(forced && failure.machineId === machineId) ? failure : undefined;
         // Then connect: a provider this node cannot reach is "unreachable", said at once, never a
         // late commit after the whole challenge window (the clock starts once connected).
         const unreachable = held ? undefined : await this.connect(target);

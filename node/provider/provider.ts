@@ -111,7 +111,15 @@ export function createRuntime(
     pastaPath: options.runtime.pastaPath,
     networkAllow: options.runtime.networkAllow,
     fetchPolicy: options.fetch,
-    hiddenPaths: [path.resolve(context.dataDir), homedir(), ...(context.hiddenPaths ?? [])],
+    // Other renters' workspaces and kept outputs too, wherever the operator put them (each task's
+    // own workspace is bound back over the mask).
+    hiddenPaths: [
+      path.resolve(context.dataDir),
+      homedir(),
+      path.resolve(workspaceRoot),
+      ...(options.outputs.dir ? [path.resolve(options.outputs.dir)] : []),
+      ...(context.hiddenPaths ?? []),
+    ],
   });
 }
 

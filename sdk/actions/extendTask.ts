@@ -65,20 +65,29 @@ export async function extendTask(ctx: SuanliContext, taskId: string, parameters:
   // The provider's offers for the machine (on-demand, then its reserved-term tiers): the first
   // whose duration range covers the lease's new total and whose price does not exceed the
   // lease's is its consent. An extension that crosses into a tier uses that tier's offer.
-  // The offer feed fills in the background: wait for the first sync, then, when no offer is
-  // known (no bootstrap given, as with `suanli extend`), ask the provider itself.
+  // The offer feed fills in the background: wait for the first sync, then, when no known offer
+  // qualifies (no bootstrap given, as with `suanli extend`, or the tier it needs not seen yet),
+  // ask the provider itself.
   await ctx.feed.ready();
-  const machineOffers = () =>
-    Array.from({ length: MAX_OFFER_TIER + 1 }, (_, tier) => ctx.feed.message(offerKey(attempt.provider, attempt.machineId, tier))).filter((m) => m !== undefined);
-  let offers = machineOffers();
-  if (offers.length === 0) {
-    ctx.progress(`Fetching the provider's current offer for machine ${attempt.machineId}...`);
-    await ctx.feed.syncPeer(attempt.peerId, attempt.addrs).catch(() => undefined);
-    offers = machineOffers();
-  }
   const total = Number(lease.deposit / (BigInt(lease.units) * lease.pricePerUnitSecond)) + seconds;
-  const message =
-    offers.find((m) => total >= m.offer.minDuration && total <= m.offer.maxDuration && (lease.interruptible ? m.offer.minBidPerUnitSecond > 0n && m.offer.minBidPerUnitSecond <= lease.pricePerUnitSecond : m.offer.pricePerUnitSecond <= lease.pricePerUnitSecond)) ?? offers[0];
+  const consenting = () => {
+    const offers = Array.from({ length: MAX_OFFER_TIER + 1 }, (_, tier) => ctx.feed.message(offerKey(attempt.provider, attempt.machineId, tier))).filter((m) => m !== undefined);
+    const qualifying = offers.find(
+      (m) =>
+        total >= m.offer.minDuration &&
+        total <= m.offer.maxDuration &&
+        (lease.interruptible ? m.offer.minBidPerUnitSecond > 0n && m.offer.minBidPerUnitSecond <= lease.pricePerUnitSecond : m.offer.pricePerUnitSecond <= lease.pricePerUnitSecond),
+    );
+    return { qualifying, any: offers[0] };
+  };
+  let found = consenting();
+  if (!found.qualifying) {
+    ctx.progress(`Fetching the provider's current offers for machine ${attempt.machineId}...`);
+    await ctx.feed.syncPeer(attempt.peerId, attempt.addrs).catch(() => undefined);
+    found = consenting();
+  }
+  // Without a qualifying offer, the closest one goes to the chain, whose refusal says why.
+  const message = found.qualifying ?? found.any;
   if (!message) {
     throw new TaskStateError(`The provider has no current offer for machine ${attempt.machineId}: it does not consent to an extension now.`, {
       metaMessages: ["Submit a new task instead, or try again when the provider re-announces its offer."],

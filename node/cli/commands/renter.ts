@@ -191,6 +191,8 @@ export function registerRenter(program: Command): void {
       ),
   ).action(async (command: string[], flags: RenterFlags & Record<string, string | boolean | string[] | undefined>) => {
     const json = Boolean(flags.json);
+    // A usage error before anything is reserved or paid.
+    if (flags.out && !flags.wait) throw new CliError("--out needs --wait (or run `suanli output <taskId> --out DIR` later)", ExitCode.usage);
     await withClient(flags, true, async (client) => {
       const submitted = await client.submitTask({
         gpuType: flags.gpu as string,
@@ -211,7 +213,6 @@ export function registerRenter(program: Command): void {
         autoMigrate: Boolean(flags.autoMigrate),
         ...((flags.port as string[]).length > 0 ? { ports: (flags.port as string[]).map((port) => number("port", port)!) } : {}),
       });
-      if (flags.out && !flags.wait) throw new CliError("--out needs --wait (or run `suanli output <taskId> --out DIR` later)", ExitCode.usage);
       const attempt = submitted.attempt;
       if (!flags.wait) {
         emit(json, { taskId: submitted.taskId, leaseId: submitted.leaseId, provider: submitted.provider, status: submitted.status }, () =>
