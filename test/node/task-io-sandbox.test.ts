@@ -59,6 +59,7 @@ describe("task I/O into sandboxed tasks (own user+network namespace)", function 
   let hostPort: number;
   let baseUrl: string;
   let runtime: ProcessRuntime;
+  let offlineRuntime: ProcessRuntime;
   const served = new Map<string, Buffer>();
   let counter = 0;
   const tasks: TaskHandle[] = [];
@@ -81,13 +82,18 @@ describe("task I/O into sandboxed tasks (own user+network namespace)", function 
     // Stands for one of the host's own services (the node's API) on the host's loopback.
     hostService = createServer((_req, res) => res.end("host-private"));
     hostPort = await listen(hostService);
-    const options = providerOptionsSchema.parse({
-      runtime: { sandbox: "bubblewrap", network: true, readOnlyPaths: [path.dirname(NODE)] },
-      fetch: { allowNetworks: ["127.0.0.1"] },
-      grace: { taskStopMs: 500 },
-    });
-    runtime = createRuntime(options, { dataDir: path.join(dir, "data"), hiddenPaths: [] }) as ProcessRuntime;
+    const build = (network: boolean, dataDir: string) => {
+      const options = providerOptionsSchema.parse({
+        runtime: { sandbox: "bubblewrap", network, readOnlyPaths: [path.dirname(NODE)] },
+        fetch: { allowNetworks: ["127.0.0.1"] },
+        grace: { taskStopMs: 500 },
+      });
+      return createRuntime(options, { dataDir: path.join(dir, dataDir), hiddenPaths: [] }) as ProcessRuntime;
+    };
+    runtime = build(true, "data");
+    offlineRuntime = build(false, "data-offline");
     await runtime.verify();
+    await offlineRuntime.verify();
   });
 
   after(async () => {
@@ -96,7 +102,7 @@ describe("task I/O into sandboxed tasks (own user+network namespace)", function 
     await rm(dir, { recursive: true, force: true });
   });
 
-  async function startServerTask(name: string): Promise<TaskHandle> {
+  async function startServerTask(name: string, on: ProcessRuntime = runtime): Promise<TaskHandle> {
     const bundleName = `b${++counter}`;
     const staging = path.join(dir, `${bundleName}-src`);
     await mkdir(staging, { recursive: true });
@@ -111,7 +117,7 @@ describe("task I/O into sandboxed tasks (own user+network namespace)", function 
       { bundle: { url: `${baseUrl}/${bundleName}.tar.gz`, sha256: createHash("sha256").update(bytes).digest("hex") }, command: [NODE, "server.mjs"], env: { NAME: name }, ports: [8000] },
       "task",
     ) as TaskSpec;
-    const task = await runtime.prepare({ taskId: `io-${name}-${counter}`, spec, devices: [], durationMs: 60_000 });
+    const task = await on.prepare({ taskId: `io-${name}-${counter}`, spec, devices: [], durationMs: 60_000 });
     tasks.push(task);
     await task.start();
     for (let tries = 0; tries < 200 && !task.readLogs().lines.some((line) => line.text === "listening"); tries++) {
@@ -147,5 +153,14 @@ describe("task I/O into sandboxed tasks (own user+network namespace)", function 
     for (const port of [8001, hostPort]) {
       await assert.rejects(connectToTaskPort(alpha, port), (error: Error) => error.name === "TaskPortClosedError" && /listens on port/.test(error.message));
     }
+  });
+
+  it("with the network off too: exec and forward reach the task's own loopback", async () => {
+    const task = await startServerTask("gamma", offlineRuntime);
+    const inside = await runExec(task, [NODE, "--input-type=module", "-e", "const r = await fetch('http://127.0.0.1:8000/'); console.log(await r.text());"]);
+    assert.equal(inside.code, 0, inside.stderr);
+    assert.equal(inside.stdout.trim(), "hello from gamma");
+    const response = await httpGet(await connectToTaskPort(task, 8000));
+    assert.ok(response.endsWith("hello from gamma"), response);
   });
 });
