@@ -2,7 +2,8 @@
  * Exec and port forwarding into tasks that run in their own user+network namespace (bubblewrap
  * with the network on, outbound through pasta): exec sees the task's files and its network, a
  * forward reaches the task's own loopback server, and two tasks on the same port each answer
- * for themselves (docs/provider.md, "Task I/O").
+ * for themselves; with the network off the same holds for the task's own loopback
+ * (docs/provider.md, "Task I/O").
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
