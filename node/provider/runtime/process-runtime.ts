@@ -10,6 +10,7 @@
 import { mkdir, realpath, rm } from "node:fs/promises";
 import path from "node:path";
 import { InvalidInputError } from "../../../common/errors.js";
+import { TaskIoUnavailableError } from "../agent/errors.js";
 import { silentLogger, type Logger } from "../../log/logger.js";
 import { CommandNotFoundError, RuntimeUnavailableError, SandboxNetworkError } from "../errors.js";
 import type { UnitMetrics } from "../inventory/inventory.js";
@@ -166,6 +167,7 @@ export class ProcessRuntime implements Runtime {
   private readonly allowNetworks: ParsedCidr[];
   private warnedUnsandboxed = false;
   private warnedNoPrlimit = false;
+  private warnedNoNsenter = false;
   private networkTools: Promise<NetworkTools> | undefined;
 
   constructor(private readonly options: ProcessRuntimeOptions) {
@@ -240,6 +242,7 @@ export class ProcessRuntime implements Runtime {
     await mkdir(workspace, { mode: 0o700 });
     let argv: string[];
     let prefixArgv: string[] = [];
+    let nsenter: string | undefined;
     let env: Record<string, string>;
     let limitsApplied = false;
     try {
@@ -277,25 +280,33 @@ export class ProcessRuntime implements Runtime {
           this.logger.warn("prlimit not found: task resource limits are not applied", { limits });
         }
       }
+      prefixArgv = [...prefix];
       if (sandbox.sandboxed) {
         const readOnlyPaths = this.options.readOnlyPaths ?? [];
         const hidden = this.options.hiddenPaths ?? [];
-        prefix.push(
-          ...bubblewrapArgs({
-            bwrapPath: this.options.bwrapPath ?? "bwrap",
-            workspace,
-            readOnlyPaths,
-            deviceNodes: launch.devices.length > 0 ? await nvidiaDeviceNodes() : [],
-            masks: await maskArgs(hidden, [...SYSTEM_READ_ONLY_PATHS, ...readOnlyPaths]),
-            ...(networked ? { infoFd: 3, blockFd: 4 } : {}),
-          }),
-        );
+        const bwrapOptions = {
+          bwrapPath: this.options.bwrapPath ?? "bwrap",
+          workspace,
+          readOnlyPaths,
+          deviceNodes: launch.devices.length > 0 ? await nvidiaDeviceNodes() : [],
+          masks: await maskArgs(hidden, [...SYSTEM_READ_ONLY_PATHS, ...readOnlyPaths]),
+        };
+        // fd 3 always (the sandbox's pid, for exec and port forwarding); fd 4 holds the command
+        // until pasta has attached the task's network.
+        prefix.push(...bubblewrapArgs({ ...bwrapOptions, infoFd: 3, ...(networked ? { blockFd: 4 } : {}) }));
+        // exec: the same filesystem view, run inside the task's user and network namespaces.
+        prefixArgv.push(...bubblewrapArgs({ ...bwrapOptions, keepNetwork: true }));
+        nsenter = await findExecutable("nsenter", process.env.PATH ?? DEFAULT_PATH);
+        if (!nsenter && !this.warnedNoNsenter) {
+          this.warnedNoNsenter = true;
+          this.logger.warn("nsenter (util-linux) not found: exec into sandboxed tasks is unavailable");
+        }
       } else if (!this.warnedUnsandboxed) {
         this.warnedUnsandboxed = true;
         this.logger.warn(UNSANDBOXED_WARNING, { reason: sandbox.reason });
       }
       argv = [...prefix, ...command];
-      prefixArgv = prefix;
+      if (!sandbox.sandboxed) prefixArgv = prefix;
     } catch (error) {
       await removeWorkspace();
       throw redactError(error, new Redactor(secretsOf(spec)));
@@ -305,11 +316,13 @@ export class ProcessRuntime implements Runtime {
     if (!sandbox.sandboxed) logs.push("system", `Running unsandboxed: ${sandbox.reason}`);
     const isShell = typeof spec.command === "string";
     let network: TaskNetwork | undefined;
+    let sandboxPid: number | undefined;
     const networkSetup = networked
       ? {
           extraPipes: 2,
           afterSpawn: async (child: ManagedProcess) => {
             const pid = await readSandboxPid(child);
+            sandboxPid = pid;
             network = await attachTaskNetwork(pid, {
               tools: await this.tools(),
               loopbackPorts: this.options.networkAllow?.loopbackPorts ?? [],
@@ -323,7 +336,21 @@ export class ProcessRuntime implements Runtime {
             await network?.stop();
           },
         }
-      : {};
+      : sandbox.sandboxed
+        ? {
+            extraPipes: 1,
+            afterSpawn: async (child: ManagedProcess) => {
+              sandboxPid = await readSandboxPid(child);
+            },
+          }
+        : {};
+    const execArgv = (command: readonly string[]): string[] => {
+      if (!sandbox.sandboxed) return [...prefixArgv, ...command];
+      if (sandboxPid === undefined) throw new TaskIoUnavailableError("The task's sandbox is still being set up: try again in a moment");
+      // Inside the task's user and network namespaces (it sees the task's loopback and servers),
+      // then the task's limits and a fresh bubblewrap with its filesystem view.
+      return [nsenter!, "-t", String(sandboxPid), "-U", "--preserve-credentials", "-n", "--", ...prefixArgv, ...command];
+    };
     return new RunningTask({
       launch,
       workspace,
@@ -334,9 +361,9 @@ export class ProcessRuntime implements Runtime {
         groupUsage: true,
         spareFromTerm: sandbox.sandboxed ? ["bwrap"] : [],
         // The same prlimit and bubblewrap prefix as the task: same limits, same view of the
-        // filesystem, same user. A fresh bubblewrap instance (its own PID namespace): the command
-        // sees the task's files, not its processes.
-        execArgv: (command) => [...prefixArgv, ...command],
+        // filesystem, same user, and (through nsenter) the task's own network. A fresh bubblewrap
+        // instance (its own PID namespace): the command sees the task's files, not its processes.
+        ...(sandbox.sandboxed && !nsenter ? {} : { execArgv }),
         ...networkSetup,
         // sh reports a command it cannot find with 127; bubblewrap with 1 and "execvp" on stderr
         // cannot happen for argv commands, which are resolved before the start.

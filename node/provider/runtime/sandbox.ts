@@ -127,11 +127,13 @@ export type BubblewrapArgsOptions = {
   /** File descriptors of the child for `--info-fd` / `--block-fd` (network setup before the command runs). */
   infoFd?: number;
   blockFd?: number;
+  /** Keep the caller's network namespace (exec, already inside the task's: see process-runtime.ts). */
+  keepNetwork?: boolean;
 };
 
 /** The bwrap argv prefix (ending in `--`) that runs a command in the sandbox described above. */
 export function bubblewrapArgs(options: BubblewrapArgsOptions): string[] {
-  const args = [options.bwrapPath, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net", "--cap-drop", "ALL"];
+  const args = [options.bwrapPath, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", ...(options.keepNetwork ? [] : ["--unshare-net"]), "--cap-drop", "ALL"];
   if (options.infoFd !== undefined) args.push("--info-fd", String(options.infoFd));
   if (options.blockFd !== undefined) args.push("--block-fd", String(options.blockFd));
   args.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp");
