@@ -155,6 +155,8 @@ describe("reserved terms: one signed offer per duration tier", () => {
       // 50 minutes on demand, then 20 more: past the on-demand maximum, inside tier 1's range.
       const onDemand = await short.submitTask({ ...task, duration: 3_000 });
       assert.equal(onDemand.attempt.pricePerUnitSecond, 100n);
+      // Only an active lease can be extended: the provider activates it when it starts the task.
+      await waitFor("the provider to activate the on-demand lease", async () => (await short.status(onDemand.taskId)).lease.status === "Active", { timeoutMs: 30_000 });
       const extended = await short.extend(onDemand.taskId, { seconds: 1_200 });
       assert.equal(extended.extraDeposit, 100n * 1_200n, "billed at the lease's own price");
       const after = await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, onDemand.leaseId);
