@@ -1,6 +1,9 @@
 /**
- * Suanli's renter and dApp SDK, browser entry: the same API as the Node entry, but the client talks
- * to a node's HTTP API (`nodeUrl`) and never loads libp2p or Node's file system.
+ * Suanli's renter and dApp SDK, browser entry: the Node entry's API less what needs Node, and the
+ * client talks to a node's HTTP API (`nodeUrl`), never loading libp2p, Node's file system or sockets.
+ * Node only (not exported here): the task I/O actions downloadOutput, execTask and forwardPort
+ * (a browser client's `downloadOutput`, `exec` and `forward` throw TaskIoUnsupportedError at
+ * once) and TaskStoreMismatchError (the `stateFile` task records, a file).
  *
  * @example
  * import { createClient } from "suanli/sdk/browser";

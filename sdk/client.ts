@@ -26,13 +26,16 @@ import { settleTask } from "./actions/settleTask.js";
 import { streamLogs, type StreamLogsParameters, type TaskLogLine } from "./actions/streamLogs.js";
 import { submitTask, type SubmitTaskParameters, type SubmitTaskReturnType } from "./actions/submitTask.js";
 import { waitForTask, type WaitForTaskParameters } from "./actions/waitForTask.js";
-import { execTask, type ExecTaskParameters, type ExecTaskReturnType } from "./actions/execTask.js";
-import { forwardPort, type ForwardPortParameters, type ForwardPortReturnType } from "./actions/forwardPort.js";
-import { downloadOutput, type DownloadOutputParameters, type DownloadOutputReturnType } from "./actions/downloadOutput.js";
+// Types only: the task I/O actions load node:fs, node:net and libp2p streams, so only the Node
+// platform imports them (ClientPlatform.taskIo); a browser bundle never includes them.
+import type { ExecTaskParameters, ExecTaskReturnType } from "./actions/execTask.js";
+import type { ForwardPortParameters, ForwardPortReturnType } from "./actions/forwardPort.js";
+import type { DownloadOutputParameters, DownloadOutputReturnType } from "./actions/downloadOutput.js";
+import { TaskIoUnsupportedError } from "./errors.js";
 import type { SuanliContext } from "./internal/context.js";
 import type { OfferFeed } from "./internal/feed.js";
 import type { ProviderLink } from "./internal/link.js";
-import type { ClientPlatform } from "./internal/platform.js";
+import type { ClientPlatform, TaskIoActions } from "./internal/platform.js";
 import { TaskStore, type TaskRecord, type TaskStorage } from "./internal/store.js";
 import type { TaskReceipt, TaskStatus } from "./types.js";
 
@@ -180,14 +183,26 @@ function stateFileStorage(platform: ClientPlatform, file: string, binding: Deplo
   return platform.fileStorage(file, binding);
 }
 
-async function resolveDeployment(value: CreateClientParameters["deployment"], chainId: number, platform: ClientPlatform): Promise<Deployment> {
-  if (value && typeof value === "object") return parseDeployment(value, "deployment");
-  if (!platform.readDeployment) {
-    throw new ClientConfigError("In a browser, pass the deployment manifest object as `deployment`.", {
-      metaMessages: ["A node serves it: fetch your node's deployments/<chainId>.json, or import it in your bundle."],
+/** The task I/O actions of the platform, or TaskIoUnsupportedError at once (a browser). */
+async function taskIo(platform: ClientPlatform, action: string): Promise<TaskIoActions> {
+  if (!platform.taskIo) {
+    throw new TaskIoUnsupportedError(`${action} needs the Node SDK (suanli/sdk): a browser cannot write files, listen on local ports or open libp2p streams`, {
+      metaMessages: ["Run it with the Node SDK or the CLI (`suanli output`, `suanli exec`, `suanli forward`) on the wallet's tasks."],
     });
   }
+  return platform.taskIo();
+}
+
+async function resolveDeployment(value: CreateClientParameters["deployment"], chainId: number, platform: ClientPlatform): Promise<Deployment> {
+  if (value && typeof value === "object") return parseDeployment(value, "deployment");
+  if (!platform.readDeployment) throw deploymentObjectNeeded();
   return platform.readDeployment(value, chainId);
+}
+
+function deploymentObjectNeeded(): ClientConfigError {
+  return new ClientConfigError("In a browser, pass the deployment manifest object as `deployment`.", {
+    metaMessages: ["A node serves it: fetch your node's deployments/<chainId>.json, or import it in your bundle."],
+  });
 }
 
 /**
@@ -198,6 +213,11 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
   const config = parseInput(configSchema, parameters, "client configuration", [
     "createClient({ rpcUrl, account, bootstrap, deployment }): see sdk/README in docs/sdk.md.",
   ]);
+  // Refused before anything reaches the chain: what a browser cannot do without a manifest object or `nodeUrl`.
+  if (!platform.readDeployment && !(config.deployment && typeof config.deployment === "object")) throw deploymentObjectNeeded();
+  if (!config.nodeUrl && !platform.startP2p) {
+    throw new ClientConfigError("In a browser, pass `nodeUrl`: a Suanli node's HTTP API (libp2p over TCP exists in Node only).");
+  }
   const rpcUrl = config.rpcUrl ?? config.chain?.rpcUrls.default.http[0];
   if (!rpcUrl) throw new ClientConfigError("Pass `rpcUrl` (or a viem `chain` with an RPC URL).");
   const probe = createPublicClient({ transport: http(rpcUrl, { retryCount: 1 }) });
@@ -232,10 +252,7 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     feed = await startHttpFeed({ nodeUrl: config.nodeUrl, matching: config.matching as MatchingOptionsInput | undefined });
     link = httpLink(config.nodeUrl);
   } else {
-    if (!platform.startP2p) {
-      throw new ClientConfigError("In a browser, pass `nodeUrl`: a Suanli node's HTTP API (libp2p over TCP exists in Node only).");
-    }
-    ({ feed, link } = await platform.startP2p({ chainId, market, registry, publicClient, bootstrap: config.bootstrap, matching: config.matching as MatchingOptionsInput | undefined }));
+    ({ feed, link } = await platform.startP2p!({ chainId, market, registry, publicClient, bootstrap: config.bootstrap, matching: config.matching as MatchingOptionsInput | undefined }));
   }
   const ctx: SuanliContext = {
     chainId,
@@ -266,9 +283,9 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     cancel: (taskId) => cancelTask(ctx, taskId),
     extend: (taskId, p) => extendTask(ctx, taskId, p),
     settle: (taskId) => settleTask(ctx, taskId),
-    downloadOutput: (taskId, p) => downloadOutput(ctx, taskId, p),
-    exec: (taskId, command, p) => execTask(ctx, taskId, command, p),
-    forward: (taskId, p) => forwardPort(ctx, taskId, p),
+    downloadOutput: async (taskId, p) => (await taskIo(platform, "downloadOutput")).downloadOutput(ctx, taskId, p),
+    exec: async (taskId, command, p) => (await taskIo(platform, "exec")).execTask(ctx, taskId, command, p),
+    forward: async (taskId, p) => (await taskIo(platform, "forward")).forwardPort(ctx, taskId, p),
     tasks: () => ctx.tasks.list(),
     close: () => feed.close(),
   };

@@ -33,6 +33,15 @@ const nodePlatform: ClientPlatform = {
     return deployment;
   },
   fileStorage: fileTaskStorage,
+  async taskIo() {
+    // Loaded only when used, and only here: they need node:fs, node:net and libp2p streams.
+    const [{ downloadOutput }, { execTask }, { forwardPort }] = await Promise.all([
+      import("./actions/downloadOutput.js"),
+      import("./actions/execTask.js"),
+      import("./actions/forwardPort.js"),
+    ]);
+    return { downloadOutput, execTask, forwardPort };
+  },
 };
 
 /**

@@ -53,9 +53,16 @@ export const attestationViewSchema = z.strictObject({
 export type AttestationView = z.output<typeof attestationViewSchema>;
 
 export const offerViewSchema = z.strictObject({
-  key: z.string().describe("`<provider lowercase>:<machineId>`: one live offer per provider machine."),
+  key: z.string().describe("`<provider lowercase>:<machineId>` (on-demand) or `<provider lowercase>:<machineId>:<tier>` (a reserved-term tier): one live offer per provider machine and tier."),
   provider: addressWireSchema,
   machineId: uint32Schema,
+  tier: z
+    .number()
+    .int()
+    .min(1)
+    .max(8)
+    .optional()
+    .describe("Reserved-term tier 1..8: an offer of its own beside the machine's on-demand one (its minDuration the tier's term, its price the tier's discounted price). Absent for the on-demand offer."),
   model: z.string().describe("Canonical GPU model name (common/gpu.ts); a MIG slice is `<model>/<profile>`."),
   modelHash: bytes32WireSchema.describe("keccak256 of the canonical name, as on-chain."),
   units: uint16Schema,

@@ -47,6 +47,7 @@ export function toOfferView(entry: OfferEntry, nowSeconds: number): OfferView {
     key: entryKey(entry),
     provider: offer.provider,
     machineId: offer.machineId,
+    ...(entry.message.tier ? { tier: entry.message.tier } : {}),
     model: machine.model,
     modelHash: offer.model,
     units: machine.units,

@@ -52,6 +52,9 @@ function messageFromView(view: OfferView): OfferMessage {
     v: 1,
     offer: view.signed.offer,
     signature: view.signed.signature,
+    // A reserved-term tier is an offer of its own: without its tier it would be filed (and
+    // replaced) under the machine's on-demand key, and matched as on-demand.
+    ...(view.tier ? { tier: view.tier } : {}),
     machine: { model: view.model, units: view.units, vramMiB: view.vramMiB, interconnect: view.interconnect, region: view.region, cluster: view.cluster },
     capacity: view.capacity,
     attestations: [],

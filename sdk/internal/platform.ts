@@ -1,7 +1,7 @@
 /**
  * What a client needs from where it runs. The Node entry (sdk/node.ts) provides all of it; the
- * browser entry (sdk/browser.ts) none, so a browser bundle never includes libp2p's TCP transport
- * or Node's file system.
+ * browser entry (sdk/browser.ts) none, so a browser bundle never includes libp2p's TCP transport,
+ * Node's file system or sockets.
  */
 import type { Address, Chain, PublicClient, Transport } from "viem";
 import type { Deployment, DeploymentBinding } from "../../common/deployment.js";
@@ -9,6 +9,13 @@ import type { MatchingOptionsInput } from "../../common/matching/options.js";
 import type { OfferFeed } from "./feed.js";
 import type { ProviderLink } from "./link.js";
 import type { TaskStorage } from "./store.js";
+
+/** The task I/O actions (output download, exec, port forwarding): libp2p streams, files and sockets. */
+export type TaskIoActions = {
+  downloadOutput: typeof import("../actions/downloadOutput.js").downloadOutput;
+  execTask: typeof import("../actions/execTask.js").execTask;
+  forwardPort: typeof import("../actions/forwardPort.js").forwardPort;
+};
 
 export type ClientPlatform = {
   /** Joins the network over libp2p: the live offer feed and direct links to providers. */
@@ -24,4 +31,10 @@ export type ClientPlatform = {
   readDeployment?(dir: string | undefined, chainId: number): Promise<Deployment>;
   /** Task records kept in a file. */
   fileStorage?(file: string, binding: DeploymentBinding): TaskStorage;
+  /**
+   * Loads the task I/O actions. Node only: they write files (node:fs), listen on local ports
+   * (node:net) and speak libp2p streams, none of which a browser bundle may pull in; without it,
+   * `downloadOutput`, `exec` and `forward` throw TaskIoUnsupportedError at once.
+   */
+  taskIo?(): Promise<TaskIoActions>;
 };

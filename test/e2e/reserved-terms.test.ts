@@ -4,8 +4,11 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { readLease } from "../../common/chain/market.js";
 import { MatchingEngine, offerEntryFromMessage, parseMatchRequest } from "../../common/matching/index.js";
 import { nodeConfigSchema } from "../../node/config/schema.js";
+import { offerPageSchema } from "../../common/api/offers.js";
+import { createClient as createBrowserClient } from "../../sdk/browser.js";
 import { createClient, type SuanliClient } from "../../sdk/index.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
+import { startTestDaemon } from "../support/daemons.js";
 import { fund, startDevnet, type Devnet } from "../support/devnet.js";
 import { NOW, offerMessage, requestInput, type OfferSpec } from "../support/matching-fixtures.js";
 import { startTestProvider, type TestProvider } from "../support/provider.js";
@@ -97,6 +100,37 @@ describe("reserved terms: one signed offer per duration tier", () => {
       await devnet?.close();
     });
 
+    it("over a node's HTTP API (the browser's feed), each tier offer keeps its tier: its own key, its price, matched as that tier", async () => {
+      const node = await startTestDaemon(devnet, { p2p: { bootstrap: [provider.peer.addr] }, api: { enabled: true, host: "127.0.0.1", port: 0 } });
+      const browser = await createBrowserClient({ rpcUrl: devnet.rpcUrl, nodeUrl: node.api!.url, deployment: devnet.deployment as never });
+      try {
+        const machineId = provider.agent.machines[0].machineId;
+        const key = `${provider.peer.address.toLowerCase()}:${machineId}`;
+        // The API's view carries the tier (absent for the on-demand offer).
+        const views = await waitFor("the on-demand offer and both tiers in the node's API", async () => {
+          const page = offerPageSchema.parse(await (await fetch(`${node.api!.url}/v1/offers?limit=100`)).json());
+          const mine = page.items.filter((view) => view.machineId === machineId);
+          return mine.length === 3 ? mine : undefined;
+        }, { timeoutMs: 30_000 });
+        assert.deepEqual(views.map((view) => [view.key, view.tier, view.pricePerUnitSecond]).sort(), [[key, undefined, 100n], [`${key}:1`, 1, 90n], [`${key}:2`, 2, 75n]]);
+        // The HTTP feed files each tier under its own key: none replaces the on-demand offer.
+        const offers = await waitFor("the three offers in the browser client", async () => {
+          const seen = (await browser.queryOffers({ gpuType: "A100" })).filter((offer) => offer.machineId === machineId);
+          return seen.length === 3 ? seen : undefined;
+        }, { timeoutMs: 30_000 });
+        assert.deepEqual(offers.map((offer) => [offer.key, offer.pricePerUnitSecond]), [[`${key}:2`, 75n], [`${key}:1`, 90n], [key, 100n]]);
+        const dry = await browser.match({ ...requestInput({ duration: 7_200, maxPricePerGpuHour: "1" }), attestedOnly: false } as never);
+        assert.ok(dry.ok);
+        assert.match(dry.candidates[0].machines[0].terms, /^reserved tier 2: leases of 7200 s or more/);
+        const short = await browser.match({ ...requestInput({ duration: 600, maxPricePerGpuHour: "1" }), attestedOnly: false } as never);
+        assert.ok(short.ok);
+        assert.equal(short.candidates[0].machines[0].terms, "on-demand", "a 10-minute lease gets the on-demand offer");
+      } finally {
+        await browser.close();
+        await node.close();
+      }
+    });
+
     it("publishes one offer per tier, leases at the tier's price, and extends into a tier with that tier's offer", async () => {
       const [long, short] = renters;
       const machineId = provider.agent.machines[0].machineId;
@@ -121,6 +155,8 @@ describe("reserved terms: one signed offer per duration tier", () => {
       // 50 minutes on demand, then 20 more: past the on-demand maximum, inside tier 1's range.
       const onDemand = await short.submitTask({ ...task, duration: 3_000 });
       assert.equal(onDemand.attempt.pricePerUnitSecond, 100n);
+      // Only an active lease can be extended: the provider activates it when it starts the task.
+      await waitFor("the provider to activate the on-demand lease", async () => (await short.status(onDemand.taskId)).lease.status === "Active", { timeoutMs: 30_000 });
       const extended = await short.extend(onDemand.taskId, { seconds: 1_200 });
       assert.equal(extended.extraDeposit, 100n * 1_200n, "billed at the lease's own price");
       const after = await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, onDemand.leaseId);

@@ -5,6 +5,7 @@ import path from "node:path";
 import { http } from "viem";
 import { devnetAccount } from "../../common/devnet.js";
 import type { Logger } from "../../node/log/logger.js";
+import { createClient as createBrowserClient } from "../../sdk/browser.js";
 import { createClient, type SuanliClient } from "../../sdk/index.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { startTestDaemon } from "../support/daemons.js";
@@ -127,6 +128,37 @@ describe("SDK over a node's HTTP API with an injected-style wallet", function ()
     assert.ok(!(await readTree(provider.daemon.config.dataDir)).includes(Buffer.from(secret)), "the provider's store holds no plaintext either");
   });
 
+  it("the browser entry's client: offers and the bundle digest check work, task I/O throws TaskIoUnsupportedError at once", async () => {
+    const browserClient = await createBrowserClient({
+      rpcUrl: devnet.rpcUrl,
+      nodeUrl: node.api!.url,
+      account: renter.address,
+      walletTransport: http(devnet.rpcUrl),
+      deployment: devnet.deployment as never,
+    });
+    try {
+      await waitFor("the offer through the browser client", async () => (await browserClient.queryOffers()).length === 1, { timeoutMs: 20_000 });
+      // Task I/O is refused before anything else: even an unknown task id gets TaskIoUnsupportedError, not UnknownTaskError.
+      await assert.rejects(browserClient.exec("task-unknown", "ls"), { name: "TaskIoUnsupportedError", message: /exec needs the Node SDK/ });
+      await assert.rejects(browserClient.forward("task-unknown", { port: 8000 }), { name: "TaskIoUnsupportedError", message: /forward needs the Node SDK/ });
+      await assert.rejects(browserClient.downloadOutput("task-unknown", { dir: "/tmp/never" }), { name: "TaskIoUnsupportedError", message: /downloadOutput needs the Node SDK/ });
+      // The bundle digest is checked without node:crypto (streaming SHA-256 that also runs in browsers): a wrong one costs nothing.
+      const bundle = await bundles.bundle({ "run.sh": "echo never runs" });
+      const leasesBefore = (await browserClient.tasks()).length;
+      await assert.rejects(
+        browserClient.submitTask({ gpuType: "A100", gpuCount: 1, duration: 30, maxPricePerGpuHour: "1", attestedOnly: false, bundleUrl: bundle.url, sha256: "ab".repeat(32), command: "sh run.sh" }),
+        (error: Error & { fields?: string[] }) => {
+          assert.equal(error.name, "InvalidInputError");
+          assert.deepEqual(error.fields, ["sha256"]);
+          assert.ok(error.message.includes(`has sha256 ${bundle.sha256.replace(/^0x/, "").toLowerCase()}`), error.message);
+          return true;
+        },
+      );
+      assert.equal((await browserClient.tasks()).length, leasesBefore, "nothing was submitted");
+    } finally {
+      await browserClient.close();
+    }
+  });
 });
 
 /** Every file under `dir`, concatenated (level's log and tables, the node's keys). */

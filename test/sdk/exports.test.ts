@@ -9,18 +9,31 @@ import ts from "typescript";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
-/** Values (runtime exports) and types of `suanli/sdk` and `suanli/sdk/browser`. */
-const PUBLIC_VALUES = [
+/** Values (runtime exports) and types of both `suanli/sdk` and `suanli/sdk/browser`. */
+const SHARED_VALUES = [
   "AllocationError", "ClientConfigError", "CompletionMismatchError", "InsufficientBalanceError", "InsufficientGasError", "InvalidInputError",
-  "NoMatchError", "NoWalletError", "ProviderRequestError", "SuanliError", "TaskStateError", "TransactionError", "UnknownTaskError",
-  "WaitTimeoutError", "cancelTask", "createClient", "extendTask", "getTaskStatus", "matchOffers", "parseSubmitParameters", "queryOffers",
-  "settleTask", "signLeaseRequest", "streamLogs", "suanliDomain", "suanliTypes", "submitTask", "waitForTask",
+  "NoMatchError", "NoWalletError", "OutputDigestMismatchError", "OutputDownloadError", "ProviderRequestError", "SuanliError", "TaskIoUnsupportedError",
+  "TaskStateError", "TransactionError", "UnknownTaskError", "WaitTimeoutError", "cancelTask", "createClient", "extendTask", "getTaskStatus",
+  "matchOffers", "parseSubmitParameters", "queryOffers", "settleTask", "signLeaseRequest", "streamLogs", "suanliDomain", "suanliTypes",
+  "submitTask", "waitForTask",
 ];
-const PUBLIC_TYPES = [
+const SHARED_TYPES = [
   "CreateClientParameters", "ExtendTaskParameters", "ExtendTaskReturnType", "MatchOffersReturnType", "OfferSummary", "QueryOffersParameters",
   "RenterRequestSigner", "StreamLogsParameters", "SuanliClient", "SubmitTaskParameters", "SubmitTaskReturnType", "TaskAttempt", "TaskLogLine",
   "TaskReceipt", "TaskRecord", "TaskStatus", "WaitForTaskParameters",
 ];
+/**
+ * `suanli/sdk` only: the task I/O actions (node:fs, node:net, libp2p streams; a browser client's
+ * methods throw TaskIoUnsupportedError instead) and the state file's error.
+ */
+const NODE_ONLY_VALUES = ["TaskStoreMismatchError", "downloadOutput", "execTask", "forwardPort"];
+const NODE_ONLY_TYPES = [
+  "DownloadOutputParameters", "DownloadOutputReturnType", "ExecTaskParameters", "ExecTaskReturnType", "ForwardPortParameters", "ForwardPortReturnType",
+];
+const ENTRIES = {
+  "sdk/index.ts": { module: "../../sdk/index.js", values: [...SHARED_VALUES, ...NODE_ONLY_VALUES], types: [...SHARED_TYPES, ...NODE_ONLY_TYPES] },
+  "sdk/browser.ts": { module: "../../sdk/browser.js", values: SHARED_VALUES, types: SHARED_TYPES },
+} as const;
 
 const options: ts.CompilerOptions = {
   module: ts.ModuleKind.NodeNext,
@@ -44,14 +57,11 @@ function exportedNames(entry: string): string[] {
 describe("SDK public API snapshot (suanli/sdk, suanli/sdk/browser)", function () {
   this.timeout(120_000);
 
-  for (const [entry, module] of [
-    ["sdk/index.ts", "../../sdk/index.js"],
-    ["sdk/browser.ts", "../../sdk/browser.js"],
-  ] as const) {
+  for (const [entry, { module, values, types }] of Object.entries(ENTRIES)) {
     it(`${entry} exports exactly the pinned values and types`, async () => {
-      assert.deepEqual(exportedNames(entry), [...PUBLIC_VALUES, ...PUBLIC_TYPES].sort());
+      assert.deepEqual(exportedNames(entry), [...values, ...types].sort());
       const runtime = (await import(module)) as Record<string, unknown>;
-      assert.deepEqual(Object.keys(runtime).sort(), [...PUBLIC_VALUES].sort());
+      assert.deepEqual(Object.keys(runtime).sort(), [...values].sort());
     });
   }
 
