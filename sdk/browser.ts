@@ -25,6 +25,7 @@ export { getTaskStatus } from "./actions/getTaskStatus.js";
 export { streamLogs } from "./actions/streamLogs.js";
 export { waitForTask } from "./actions/waitForTask.js";
 export { cancelTask } from "./actions/cancelTask.js";
+export { getOwed, withdrawOwed, type WithdrawOwedParameters, type WithdrawOwedReturnType } from "./actions/withdrawOwed.js";
 export { extendTask } from "./actions/extendTask.js";
 export { settleTask } from "./actions/settleTask.js";
 export { queryOffers } from "./actions/queryOffers.js";

@@ -26,6 +26,7 @@ import { settleTask } from "./actions/settleTask.js";
 import { streamLogs, type StreamLogsParameters, type TaskLogLine } from "./actions/streamLogs.js";
 import { submitTask, type SubmitTaskParameters, type SubmitTaskReturnType } from "./actions/submitTask.js";
 import { waitForTask, type WaitForTaskParameters } from "./actions/waitForTask.js";
+import { getOwed, withdrawOwed, type WithdrawOwedParameters, type WithdrawOwedReturnType } from "./actions/withdrawOwed.js";
 // Types only: the task I/O actions load node:fs, node:net and libp2p streams, so only the Node
 // platform imports them (ClientPlatform.taskIo); a browser bundle never includes them.
 import type { ExecTaskParameters, ExecTaskReturnType } from "./actions/execTask.js";
@@ -172,6 +173,10 @@ export type SuanliClient = {
   exec(taskId: string, command: string | string[], parameters?: ExecTaskParameters): Promise<ExecTaskReturnType>;
   /** Forwards a local port to a port the running task declared (forwardPort). */
   forward(taskId: string, parameters: ForwardPortParameters): Promise<ForwardPortReturnType>;
+  /** What the market owes `address` (default: the wallet) from payments the token refused (getOwed). */
+  owed(address?: `0x${string}`): Promise<bigint>;
+  /** Withdraws everything the market owes the wallet to `to` (default: the wallet) (withdrawOwed). */
+  withdrawOwed(parameters?: WithdrawOwedParameters): Promise<WithdrawOwedReturnType>;
   /** Tasks this client knows (submitted here, or kept in its state file), oldest first. */
   tasks(): Promise<TaskRecord[]>;
   /** Stops the client's offer feed (and libp2p node); the tasks keep running. */
@@ -286,6 +291,8 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     downloadOutput: async (taskId, p) => (await taskIo(platform, "downloadOutput")).downloadOutput(ctx, taskId, p),
     exec: async (taskId, command, p) => (await taskIo(platform, "exec")).execTask(ctx, taskId, command, p),
     forward: async (taskId, p) => (await taskIo(platform, "forward")).forwardPort(ctx, taskId, p),
+    owed: (address) => getOwed(ctx, address),
+    withdrawOwed: (p) => withdrawOwed(ctx, p),
     tasks: () => ctx.tasks.list(),
     close: () => feed.close(),
   };

@@ -299,3 +299,27 @@ export class OutputDownloadError extends SuanliError {
 export class TaskIoUnsupportedError extends SuanliError {
   override name = "TaskIoUnsupportedError";
 }
+
+/**
+ * withdrawOwed found nothing owed to the wallet: no push to it has failed, or it already withdrew.
+ * No transaction was sent. Read `client.owed()` first to avoid it.
+ *
+ * @example
+ * import { createClient, NothingOwedError } from "suanli/sdk";
+ * try {
+ *   await client.withdrawOwed();
+ * } catch (error) {
+ *   if (error instanceof NothingOwedError) console.log(error.shortMessage); // "The market owes 0x… nothing; no transaction was sent."
+ * }
+ */
+export class NothingOwedError extends SuanliError {
+  override name = "NothingOwedError";
+  constructor(
+    /** The wallet the market owes nothing to. */
+    readonly account: `0x${string}`,
+  ) {
+    super(`The market owes ${account} nothing; no transaction was sent.`, {
+      metaMessages: ["Amounts are owed only when a payment to the wallet failed (a token that refused the transfer)."],
+    });
+  }
+}

@@ -47,7 +47,7 @@ export function revertReason(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-async function write(ctx: ChainContext, step: string, request: Record<string, unknown>): Promise<SentTransaction & { logs: unknown[] }> {
+async function write(ctx: Pick<ChainContext, "publicClient" | "walletClient" | "account">, step: string, request: Record<string, unknown>): Promise<SentTransaction & { logs: unknown[] }> {
   let simulated;
   try {
     simulated = await ctx.publicClient.simulateContract({ account: ctx.account, ...request } as never);
@@ -173,3 +173,14 @@ export async function extendLease(ctx: ChainContext, leaseId: bigint, extraSecon
 
 /** Errors of every Suanli contract, for decoding reverts outside simulate. */
 export const errorsAbi = suanliErrorsAbi;
+
+/** Pulls what the market owes the wallet (refunds and payouts whose push failed) to `to`. */
+export async function withdrawOwedTo(
+  ctx: Pick<ChainContext, "publicClient" | "walletClient" | "account" | "market">,
+  to: Address,
+): Promise<SentTransaction & { amount: bigint; to: Address }> {
+  const { logs, ...sent } = await write(ctx, "withdraw", { address: ctx.market, abi: leaseMarketAbi, functionName: "withdraw", args: [to] });
+  const withdrawn = parseEventLogs({ abi: leaseMarketAbi, eventName: "OwedWithdrawn", logs: logs as never });
+  if (!withdrawn.length) throw new TransactionError("withdraw", "no OwedWithdrawn event in the receipt");
+  return { ...sent, amount: withdrawn[0].args.amount, to: withdrawn[0].args.to };
+}

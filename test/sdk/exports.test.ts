@@ -12,15 +12,15 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 /** Values (runtime exports) and types of both `suanli/sdk` and `suanli/sdk/browser`. */
 const SHARED_VALUES = [
   "AllocationError", "ClientConfigError", "CompletionMismatchError", "InsufficientBalanceError", "InsufficientGasError", "InvalidInputError",
-  "NoMatchError", "NoWalletError", "OutputDigestMismatchError", "OutputDownloadError", "ProviderRequestError", "SuanliError", "TaskIoUnsupportedError",
-  "TaskStateError", "TransactionError", "UnknownTaskError", "WaitTimeoutError", "cancelTask", "createClient", "extendTask", "getTaskStatus",
+  "NoMatchError", "NoWalletError", "NothingOwedError", "OutputDigestMismatchError", "OutputDownloadError", "ProviderRequestError", "SuanliError", "TaskIoUnsupportedError",
+  "TaskStateError", "TransactionError", "UnknownTaskError", "WaitTimeoutError", "cancelTask", "createClient", "extendTask", "getOwed", "getTaskStatus",
   "matchOffers", "parseSubmitParameters", "queryOffers", "settleTask", "signLeaseRequest", "streamLogs", "suanliDomain", "suanliTypes",
-  "submitTask", "waitForTask",
+  "submitTask", "waitForTask", "withdrawOwed",
 ];
 const SHARED_TYPES = [
   "CreateClientParameters", "ExtendTaskParameters", "ExtendTaskReturnType", "MatchOffersReturnType", "OfferSummary", "QueryOffersParameters",
   "RenterRequestSigner", "StreamLogsParameters", "SuanliClient", "SubmitTaskParameters", "SubmitTaskReturnType", "TaskAttempt", "TaskLogLine",
-  "TaskReceipt", "TaskRecord", "TaskStatus", "WaitForTaskParameters",
+  "TaskReceipt", "TaskRecord", "TaskStatus", "WaitForTaskParameters", "WithdrawOwedParameters", "WithdrawOwedReturnType",
 ];
 /**
  * `suanli/sdk` only: the task I/O actions (node:fs, node:net, libp2p streams; a browser client's
