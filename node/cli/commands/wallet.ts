@@ -1,6 +1,9 @@
 import type { Command } from "commander";
 import { formatEther, formatUnits, getAddress, isAddress, parseEther, parseUnits } from "viem";
 import { testTokenAbi } from "../../../common/abi.js";
+import { contractAddress } from "../../../common/deployment.js";
+import { getOwed, withdrawOwed } from "../../../sdk/actions/withdrawOwed.js";
+import { NothingOwedError } from "../../../sdk/errors.js";
 import { DEVNET_CHAIN_ID, devnetAccount } from "../../../common/devnet.js";
 import { connectChain } from "../../chain/clients.js";
 import { cliContext, withChainFlags, type ChainFlags } from "../context.js";
@@ -30,6 +33,47 @@ export function registerWallet(program: Command): void {
         [`${who}`, `  ${formatEther(native)} ETH (gas)`, `  ${formatUnits(token, decimals)} ${symbol}`].join("\n"),
       );
     });
+
+  withChainFlags(wallet.command("owed").description("what the market owes your wallet (or ADDRESS): payments the token refused to deliver").argument("[address]"))
+    .action(async (address: string | undefined, flags: ChainFlags) => {
+      if (address !== undefined && !isAddress(address)) {
+        throw new CliError(`"${address}" is not an address (expected 0x followed by 40 hex digits)`, ExitCode.usage);
+      }
+      const ctx = await cliContext(flags, { needWallet: address === undefined });
+      const who = address ? getAddress(address) : ctx.account!.address;
+      const owed = await getOwed({ publicClient: ctx.publicClient, market: contractAddress(ctx.deployment, "market"), account: undefined }, who);
+      const { symbol, decimals } = ctx.deployment.token;
+      emit(Boolean(flags.json), { address: who, owed, tokenSymbol: symbol, tokenDecimals: decimals }, () =>
+        owed === 0n
+          ? `The market owes ${who} nothing.`
+          : `The market owes ${who} ${formatUnits(owed, decimals)} ${symbol}; withdraw it with \`suanli wallet withdraw [--to ADDRESS]\`.`,
+      );
+    });
+
+  withChainFlags(
+    wallet
+      .command("withdraw")
+      .description("withdraw everything the market owes your wallet, to your wallet or to --to ADDRESS")
+      .option("--to <address>", "where the tokens go (default: your wallet)"),
+  ).action(async (flags: ChainFlags & { to?: string }) => {
+    if (flags.to !== undefined && !isAddress(flags.to)) {
+      throw new CliError(`--to "${flags.to}" is not an address (expected 0x followed by 40 hex digits)`, ExitCode.usage);
+    }
+    const json = Boolean(flags.json);
+    const ctx = await cliContext(flags, { needWallet: true });
+    const { symbol, decimals } = ctx.deployment.token;
+    let result;
+    try {
+      result = await withdrawOwed(
+        { publicClient: ctx.publicClient, walletClient: ctx.walletClient!, account: ctx.account!, market: contractAddress(ctx.deployment, "market") },
+        { to: flags.to === undefined ? undefined : getAddress(flags.to) },
+      );
+    } catch (error) {
+      if (error instanceof NothingOwedError) throw new CliError(error.shortMessage, ExitCode.usage);
+      throw error;
+    }
+    emit(json, { address: ctx.account!.address, ...result }, () => `Withdrew ${formatUnits(result.amount, decimals)} ${symbol} to ${result.to} (transaction ${result.transaction})`);
+  });
 
   withChainFlags(
     wallet
