@@ -1,11 +1,18 @@
 /**
- * `suanli wallet owed` and `suanli wallet withdraw` against a real devnet. The withdraw of a
- * non-zero amount is proven in test/sdk/withdraw-owed.test.ts (same action, blocklisting token).
+ * `suanli wallet owed` and `suanli wallet withdraw` against a real devnet. For an owed amount, the
+ * devnet token's code is swapped for BlocklistToken's (the same storage layout plus a blocklist),
+ * the renter is blocklisted, and its lease's refund lands in `owed`.
  */
 import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import { zeroAddress, type Hex } from "viem";
+import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
+import { signOffer } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
+import { suanliDomain } from "../../common/eip712.js";
+import { modelHash } from "../../common/gpu.js";
 import { lastJson, runCli } from "../support/cli.js";
-import { startDevnet, type Devnet } from "../support/devnet.js";
+import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 
 describe("suanli wallet owed / withdraw (CLI)", function () {
   this.timeout(120_000);
@@ -44,5 +51,45 @@ describe("suanli wallet owed / withdraw (CLI)", function () {
     const badAddress = await runCli(["wallet", "owed", "nope", ...base]);
     assert.equal(badAddress.code, 2);
     assert.match(badAddress.stderr, /not an address/);
+  });
+
+  it("shows a refused refund as owed and withdraws it to another address", async () => {
+    const token = devnet.deployment.contracts.token;
+    const market = devnet.deployment.contracts.market!;
+    const artifact = JSON.parse(await readFile(new URL("../../artifacts/contracts/test/BlocklistToken.sol/BlocklistToken.json", import.meta.url), "utf8")) as { abi: never; deployedBytecode: Hex };
+    await devnet.admin.publicClient.request({ method: "hardhat_setCode" as never, params: [token, artifact.deployedBytecode] as never });
+
+    const provider = await devnet.wallet(5);
+    const [machineId] = await registerProvider(devnet, provider, { peerId: "12D3KooWOwedProvider", stake: 1_000_000_000n, machines: [{ model: "A100-80GB", units: 8, vramMiB: 81_920 }] });
+    const renter = await devnet.wallet(6);
+    const now = Number((await provider.publicClient.getBlock()).timestamp);
+    const offer = {
+      provider: provider.account.address, machineId, model: modelHash("A100-80GB"), pricePerUnitSecond: 100n, minBidPerUnitSecond: 40n, minDuration: 60,
+      maxDuration: 86_400, collateralBps: 5_000, startWindow: 600, nonce: 1n, expiry: now + 3600, renter: zeroAddress,
+    };
+    const signature = await signOffer(provider.walletClient, suanliDomain(devnet.deployment.chainId, market), offer);
+    const deposit = 100n * 3600n;
+    await fund(devnet, renter, deposit);
+    await send(renter, { address: token, abi: testTokenAbi, functionName: "approve", args: [market, deposit] } as never);
+    const leaseId = (await renter.publicClient.readContract({ address: market, abi: leaseMarketAbi, functionName: "nextLeaseId" })) as bigint;
+    await send(renter, { address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, { units: 1, duration: 3600, maxPricePerUnitSecond: 100n, interruptible: false, bidPerUnitSecond: 0n, preempt: [] }] } as never);
+    await send(devnet.admin as never, { address: token, abi: artifact.abi, functionName: "setBlocked", args: [renter.account.address, true] } as never);
+    await send(renter, { address: market, abi: leaseMarketAbi, functionName: "close", args: [leaseId] } as never);
+
+    const owed = await runCli(["wallet", "owed", "--devnet-account", "6", "--json", ...base]);
+    assert.equal(owed.code, 0, owed.stderr);
+    assert.equal(lastJson<{ owed: string }>(owed.stdout).owed, deposit.toString());
+    const human = await runCli(["wallet", "owed", renter.account.address, ...base]);
+    assert.match(human.stdout, /owes 0x[0-9a-fA-F]{40} 0\.36 /);
+
+    const to = devnetAccount(7).address;
+    const before = (await renter.publicClient.readContract({ address: token, abi: testTokenAbi, functionName: "balanceOf", args: [to] })) as bigint;
+    const withdrawn = await runCli(["wallet", "withdraw", "--to", to, "--devnet-account", "6", "--json", ...base]);
+    assert.equal(withdrawn.code, 0, withdrawn.stderr);
+    const result = lastJson<{ amount: string; to: string; transaction: string }>(withdrawn.stdout);
+    assert.deepEqual([result.amount, result.to], [deposit.toString(), to]);
+    assert.equal(await renter.publicClient.readContract({ address: token, abi: testTokenAbi, functionName: "balanceOf", args: [to] }), before + deposit);
+    const after = await runCli(["wallet", "owed", "--devnet-account", "6", "--json", ...base]);
+    assert.equal(lastJson<{ owed: string }>(after.stdout).owed, "0");
   });
 });
