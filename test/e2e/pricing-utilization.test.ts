@@ -1,10 +1,8 @@
 import assert from "node:assert/strict";
-import { parseEther } from "viem";
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { readLease } from "../../common/chain/market.js";
 import { createClient, type SuanliClient } from "../../sdk/index.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
+import { fundedAccount, startDevnet, type Devnet } from "../support/devnet.js";
 import { startTestProvider, type TestProvider } from "../support/provider.js";
 import { waitFor } from "../support/wait.js";
 
@@ -32,10 +30,7 @@ describe("utilization pricing: the price rises as renters fill the provider (rea
       },
     });
     for (let i = 0; i < 2; i++) {
-      const account = privateKeyToAccount(generatePrivateKey());
-      const gas = await devnet.admin.walletClient!.sendTransaction({ to: account.address, value: parseEther("1") });
-      await devnet.admin.publicClient.waitForTransactionReceipt({ hash: gas });
-      await fund(devnet, await devnet.wallet(account), 50_000_000n);
+      const account = await fundedAccount(devnet, 50_000_000n);
       renters.push(await createClient({ rpcUrl: devnet.rpcUrl, account, bootstrap: [provider.peer.addr], deployment: devnet.deployment as never }));
     }
   });

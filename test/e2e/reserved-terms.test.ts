@@ -1,6 +1,4 @@
 import assert from "node:assert/strict";
-import { parseEther } from "viem";
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { readLease } from "../../common/chain/market.js";
 import { MatchingEngine, offerEntryFromMessage, parseMatchRequest } from "../../common/matching/index.js";
 import { nodeConfigSchema } from "../../node/config/schema.js";
@@ -9,7 +7,7 @@ import { createClient as createBrowserClient } from "../../sdk/browser.js";
 import { createClient, type SuanliClient } from "../../sdk/index.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { startTestDaemon } from "../support/daemons.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
+import { fundedAccount, startDevnet, type Devnet } from "../support/devnet.js";
 import { NOW, offerMessage, requestInput, type OfferSpec } from "../support/matching-fixtures.js";
 import { startTestProvider, type TestProvider } from "../support/provider.js";
 import { waitFor } from "../support/wait.js";
@@ -86,10 +84,7 @@ describe("reserved terms: one signed offer per duration tier", () => {
         },
       });
       for (let i = 0; i < 2; i++) {
-        const account = privateKeyToAccount(generatePrivateKey());
-        const gas = await devnet.admin.walletClient!.sendTransaction({ to: account.address, value: parseEther("1") });
-        await devnet.admin.publicClient.waitForTransactionReceipt({ hash: gas });
-        await fund(devnet, await devnet.wallet(account), 10_000_000n);
+        const account = await fundedAccount(devnet, 10_000_000n);
         renters.push(await createClient({ rpcUrl: devnet.rpcUrl, account, bootstrap: [provider.peer.addr], deployment: devnet.deployment as never }));
       }
     });

@@ -6,7 +6,8 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import type { Account, Address, Hex } from "viem";
+import { parseEther, type Account, type Address, type Hex } from "viem";
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
 import { providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
 import type { Deployment } from "../../common/deployment.js";
 import { devnetAccount } from "../../common/devnet.js";
@@ -67,6 +68,15 @@ export async function send(clients: Required<ChainClients>, request: Parameters<
 /** Mints devnet tokens to the wallet. */
 export async function fund(devnet: Devnet, clients: Required<ChainClients>, amount: bigint): Promise<void> {
   await send(clients, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "faucet", args: [clients.account.address, amount] } as never);
+}
+
+/** A fresh wallet with 1 ETH for gas and `tokens` devnet tokens (a renter no other test shares). */
+export async function fundedAccount(devnet: Devnet, tokens: bigint): Promise<PrivateKeyAccount> {
+  const account = privateKeyToAccount(generatePrivateKey());
+  const gas = await devnet.admin.walletClient!.sendTransaction({ to: account.address, value: parseEther("1") });
+  await devnet.admin.publicClient.waitForTransactionReceipt({ hash: gas });
+  await fund(devnet, await devnet.wallet(account), tokens);
+  return account;
 }
 
 /** Registers the wallet as a provider with `stake`, declares machines and returns their ids. */
