@@ -19,6 +19,7 @@ import { Attestor } from "../node/attest/attestor.js";
 import { ChallengeResponder } from "../node/attest/provider.js";
 import { CpuRunner } from "../node/attest/runner/cpu.js";
 import type { RunnerChallenge } from "../node/attest/runner/types.js";
+import type { MainFigure } from "./_calibration.js";
 
 function flag(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
@@ -58,6 +59,9 @@ async function runnerThroughput(workers: number, shape: { rows: number; cols: nu
     await runner.close();
   }
 }
+
+/** The figures bench/run.ts divides by the same run's calibration figure (bench/_calibration.ts). */
+export const mainFigures: MainFigure[] = [{ field: "cpuRunnerOpsPerSecond.oneWorker", per: "keccakPerCpuSec" }];
 
 export async function run(args: string[]): Promise<Record<string, unknown>> {
   const workers = Number(flag(args, "--workers") ?? availableParallelism());

@@ -36,6 +36,7 @@ import {
   type ProviderFixture,
 } from "../test/support/offer-fixtures.js";
 import { waitFor } from "../test/support/wait.js";
+import type { MainFigure } from "./_calibration.js";
 
 type Options = { nodes: number; providers: number; machines: number; rounds: number; ingest: number; roundGapMs: number };
 
@@ -259,6 +260,12 @@ async function ingest(options: Options) {
     await Promise.all([receiver.stop({ removeDir: true }), gossipReceiver?.stop({ removeDir: true })]);
   }
 }
+
+/** The figures bench/run.ts divides by the same run's calibration figure (bench/_calibration.ts). */
+export const mainFigures: MainFigure[] = [
+  { field: "ingestPerCpuSec", per: "recoverPerCpuSec" },
+  { field: "updatesPerCpuSec", per: "recoverPerCpuSec" },
+];
 
 export async function run(args: string[]): Promise<Record<string, unknown>> {
   const options = parseArgs(args);

@@ -13,6 +13,7 @@
 import { availableParallelism } from "node:os";
 import { network } from "hardhat";
 import { DEFAULT_SEED, KNOWN_OPEN_FINDINGS, describeFailure, runInvariants, type RunResult } from "../test/contracts/support/invariants.js";
+import type { MainFigure } from "./_calibration.js";
 
 function option(args: string[], name: string): string | undefined {
   const at = args.indexOf(`--${name}`);
@@ -25,6 +26,9 @@ function positiveInteger(value: string | undefined, fallback: number, name: stri
   if (!Number.isSafeInteger(n) || n < 0) throw new Error(`--${name} must be a non-negative integer, got ${value}`);
   return n;
 }
+
+/** The figures bench/run.ts divides by the same run's calibration figure (bench/_calibration.ts). */
+export const mainFigures: MainFigure[] = [{ field: "stepsPerSecond", per: "keccakPerCpuSec" }];
 
 export async function run(args: string[]): Promise<Record<string, unknown>> {
   const sequences = positiveInteger(option(args, "sequences"), 10_000, "sequences");

@@ -16,6 +16,7 @@ import { devnetAccount } from "../common/devnet.js";
 import { startBundleServer } from "../node/demo/bundles.js";
 import { startDemoMarket } from "../node/demo/market.js";
 import { createClient } from "../sdk/index.js";
+import type { MainFigure } from "./_calibration.js";
 
 const TARGET_MB_PER_S = 100;
 const TARGET_P50_RTT_MS = 2;
@@ -39,6 +40,9 @@ async function freePort(): Promise<number> {
   await new Promise((resolve) => server.close(resolve));
   return address.port;
 }
+
+/** The figures bench/run.ts divides by the same run's calibration figure (bench/_calibration.ts). */
+export const mainFigures: MainFigure[] = [{ field: "download.mbPerS", per: "keccakPerCpuSec" }];
 
 export async function run(args: string[]): Promise<Record<string, unknown>> {
   const mb = option(args, "--mb", 256, 4096);

@@ -16,6 +16,7 @@ import { ANY_RENTER } from "../common/eip712.js";
 import { modelHash } from "../common/gpu.js";
 import { MatchingEngine, type MatchRequest, type OfferEntry, NO_CLUSTER, offerEntryFromMessage, parseMatchRequest } from "../common/matching/index.js";
 import type { OfferMessage } from "../common/offers/message.js";
+import type { MainFigure } from "./_calibration.js";
 
 const TARGETS = { matchesPerSecond: 20_000, p99Ms: 1, bookHeapMB: 300 };
 
@@ -241,6 +242,9 @@ export function buildMarket(options: { offers: number; seed: number }) {
 
   return { engine, entries, makeRequest, bookHeap, buildMs, updateUs };
 }
+
+/** The figures bench/run.ts divides by the same run's calibration figure (bench/_calibration.ts). */
+export const mainFigures: MainFigure[] = [{ field: "matchesPerCpuSecond", per: "keccakPerCpuSec" }];
 
 export async function run(args: string[]): Promise<Record<string, unknown>> {
   const requestCount = arg(args, "requests", 10_000);

@@ -230,6 +230,7 @@ export class MatchingEngine {
    * explains which constraint removed how many offers and which offers came nearest.
    */
   match(request: MatchRequest, options: MatchOptions = {}): MatchResult {
+    this.index.settle();
     const now = options.now ?? this.clock();
     const limit = options.limit ?? this.options.maxCandidates;
     const ctx: MatchContext = {

@@ -79,6 +79,7 @@ function context(random: () => number): MatchContext {
 
 /** Every list of the index: the bucket lists and the per-model cluster lists. */
 function lists(index: BookIndex): SlotList[] {
+  index.settle();
   const all: SlotList[] = [];
   for (const group of index.models.values()) {
     all.push(group.clustered);
@@ -121,6 +122,7 @@ describe("matching: the index's lists", () => {
       }
       const expected = [...index.slots.values()].filter((slot) => slot.clusterKey !== "");
       const seen: Slot[] = [];
+      index.settle();
       for (const group of index.models.values()) {
         const list = group.clustered;
         for (let i = 0; i < list.length; i++) {
@@ -138,6 +140,63 @@ describe("matching: the index's lists", () => {
       }
       assert.deepEqual(new Set(seen), new Set(expected), `seed ${seed}`);
       assert.equal(seen.length, expected.length, `seed ${seed}: a machine listed twice`);
+    }
+  });
+
+  it("places large batches of inserts (merged) and small ones (spliced) in the same order, with every column in step", () => {
+    const sortKey: Record<string, (slot: Slot) => number> = {
+      byPrice: (slot) => slot.price,
+      byBid: (slot) => slot.minBid,
+      byCost: (slot) => slot.staticCost,
+    };
+    const check = (index: BookIndex, label: string) => {
+      index.settle();
+      let listed = 0;
+      for (const group of index.models.values()) {
+        for (const bucket of [group.all, ...group.buckets.values()]) {
+          for (const name of ["byPrice", "byBid", "byCost"] as const) {
+            const list = bucket[name];
+            let maxAvailable = 0;
+            for (let i = 0; i < list.length; i++) {
+              const slot = list.slots[i];
+              assert.equal(list.keys[i], sortKey[name](slot), `${label}: ${name} key of ${slot.key}`);
+              if (i > 0) assert.ok(list.keys[i - 1] < list.keys[i] || (list.keys[i - 1] === list.keys[i] && list.slots[i - 1].id < slot.id), `${label}: ${name} out of order at ${i}`);
+              assert.equal(list.prices[i], slot.price, label);
+              assert.equal(list.bids[i], slot.minBid, label);
+              assert.equal(list.costs[i], slot.staticCost, label);
+              assert.equal(list.clusterIds[i], slot.clusterId, label);
+              assert.equal(list.available[i], slot.entry.capacity.freeUnits + slot.entry.capacity.interruptibleUnits, label);
+              maxAvailable = Math.max(maxAvailable, list.available[i]);
+            }
+            assert.equal(list.maxAvailable, maxAvailable, `${label}: ${name} maxAvailable`);
+            if (bucket === group.all && name === "byPrice") listed += list.length;
+          }
+        }
+      }
+      assert.equal(listed, index.size, `${label}: every offer listed once by price`);
+    };
+    for (let seed = 1; seed <= 10; seed++) {
+      const random = rng(seed);
+      const index = new BookIndex(parseMatchingOptions({}));
+      const seqs = new Map<number, number>();
+      const upsert = (id: number) => {
+        const seq = (seqs.get(id) ?? 0) + 1;
+        seqs.set(id, seq);
+        index.upsert(entry(randomSpec(random, id, seq)));
+      };
+      // A book loaded at once: hundreds of inserts before the first read (the merge path).
+      for (let id = 1; id <= 400; id++) upsert(id);
+      check(index, `seed ${seed}, bulk load`);
+      // Then batches of every size between reads: new machines, re-priced ones, removals.
+      for (let round = 0; round < 12; round++) {
+        const batch = Math.floor(random() * 80);
+        for (let k = 0; k < batch; k++) {
+          const id = 1 + Math.floor(random() * 600);
+          if (random() < 0.15) index.remove(entry({ machineId: id }).key);
+          else upsert(id);
+        }
+        check(index, `seed ${seed}, round ${round} (${batch} changes)`);
+      }
     }
   });
 });
