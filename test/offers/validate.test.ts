@@ -183,6 +183,18 @@ describe("offer validation pipeline", () => {
       expectFailure(await validator.validate(encodeOfferMessage(message)), "bad_peer_signature", "reject");
     });
 
+    it("a message whose capacity was changed in transit (covered only by the peer signature) and one with a flipped signature bit", async () => {
+      const message = await buildOfferMessage(provider, spec);
+      const free = message.capacity.freeUnits;
+      const altered = { ...message, capacity: { ...message.capacity, freeUnits: free > 0 ? free - 1 : free + 1 } };
+      expectFailure(await validator.validate(encodeOfferMessage(altered)), "bad_peer_signature", "reject");
+      const last = message.peerSignature.at(-1)!;
+      const flipped = { ...message, peerSignature: `${message.peerSignature.slice(0, -1)}${last === "0" ? "1" : "0"}` as typeof message.peerSignature };
+      expectFailure(await validator.validate(encodeOfferMessage(flipped)), "bad_peer_signature", "reject");
+      // The untouched message passes: the check refuses the change, not the message.
+      assert.equal((await validator.validate(encodeOfferMessage(message))).ok, true);
+    });
+
     it("a message relayed under another peer id than the provider registered", async () => {
       const impostor = await createProvider();
       const message = await buildOfferMessage({ ...provider, peerKey: impostor.peerKey, peerId: impostor.peerId }, spec);
