@@ -49,6 +49,8 @@ export class Slot {
   clusterKey = "";
   /** A number for clusterKey, unique in this index; 0 when standalone. */
   clusterId = 0;
+  /** CandidatePart.terms of this entry, written the first time a candidate needs it. */
+  terms: string | undefined = undefined;
 
   constructor(readonly id: number) {}
 }
@@ -396,6 +398,7 @@ export class BookIndex {
 
   private fill(slot: Slot, entry: OfferEntry): void {
     slot.entry = entry;
+    slot.terms = undefined;
     slot.key = entry.key;
     slot.seq = entry.seq;
     slot.model = entry.machine.model;

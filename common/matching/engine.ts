@@ -578,14 +578,11 @@ export class MatchingEngine {
 
   private part(slot: Slot, units: number, preempt: boolean, ctx: MatchContext): CandidatePart {
     const pricePerUnitSecond = ctx.interruptible ? ctx.request.bidPerUnitSecond! : slot.entry.offer.pricePerUnitSecond;
-    const { tier, offer } = slot.entry;
-    return {
-      entry: slot.entry,
-      units,
-      preempt,
-      pricePerUnitSecond,
-      terms: tier > 0 ? `reserved tier ${tier}: leases of ${offer.minDuration} s or more, ${offer.pricePerUnitSecond} base units/s` : "on-demand",
-    };
+    if (slot.terms === undefined) {
+      const { tier, offer } = slot.entry;
+      slot.terms = tier > 0 ? `reserved tier ${tier}: leases of ${offer.minDuration} s or more, ${offer.pricePerUnitSecond} base units/s` : "on-demand";
+    }
+    return { entry: slot.entry, units, preempt, pricePerUnitSecond, terms: slot.terms };
   }
 
   private breakdown(slot: Slot, priceTerm: number, freshness: number, preempt: number, multiMachine: number): CostBreakdown {
