@@ -13,6 +13,20 @@ export default tseslint.config(
       "no-constant-condition": ["error", { checkLoops: false }],
     },
   },
+  // The layers (docs/architecture.md): common/ imports neither the daemon nor the SDK, the SDK
+  // never imports the daemon. Relative specifiers only (the project has no path aliases).
+  {
+    files: ["common/**/*.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: [{ regex: "^(\\.\\./)+(node|sdk)/", message: "common/ is shared by the daemon and the SDK: it must not import node/ or sdk/." }] }],
+    },
+  },
+  {
+    files: ["sdk/**/*.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: [{ regex: "^(\\.\\./)+node/", message: "The SDK never imports the daemon (node/): move what both need to common/." }] }],
+    },
+  },
   {
     files: ["test/**/*.ts"],
     languageOptions: { globals: { describe: "readonly", it: "readonly", before: "readonly", after: "readonly", beforeEach: "readonly", afterEach: "readonly" } },

@@ -54,7 +54,7 @@ describe("suanli node start / suanli devnet --api-port (CLI)", function () {
     assert.match(ready.addrs[0], /^\/ip4\/127\.0\.0\.1\/tcp\/\d+\/p2p\//);
     // The index reads past events in the background; on a fresh devnet that takes a moment.
     const health = await waitFor("the index caught up", async () => {
-      const body = healthSchema.decode(await (await fetch(`${ready.apiUrl}/v1/health`)).json());
+      const body = healthSchema.parse(await (await fetch(`${ready.apiUrl}/v1/health`)).json());
       return body.checks.find((check) => check.name === "index")?.status === "ok" ? body : undefined;
     });
     assert.deepEqual(health.checks.map((check) => [check.name, check.status]), [["chain", "ok"], ["index", "ok"], ["p2p", "degraded"], ["offers", "ok"]]);
@@ -77,14 +77,14 @@ describe("suanli node start / suanli devnet --api-port (CLI)", function () {
     const offers = await waitFor(
       "the demo offers in the devnet node's book",
       async () => {
-        const page = offerPageSchema.decode(await (await fetch(`${ready.apiUrl}/v1/offers`)).json());
+        const page = offerPageSchema.parse(await (await fetch(`${ready.apiUrl}/v1/offers`)).json());
         return page.total === 6 ? page : undefined;
       },
       { timeoutMs: 20_000, intervalMs: 200 },
     );
     assert.equal(offers.items.filter((offer) => offer.attested).length, 5);
     assert.deepEqual([...new Set(offers.items.map((offer) => offer.provider))].sort(), [...ready.demoProviders].sort());
-    const providers = providerPageSchema.decode(await (await fetch(`${ready.apiUrl}/v1/providers`)).json());
+    const providers = providerPageSchema.parse(await (await fetch(`${ready.apiUrl}/v1/providers`)).json());
     assert.equal(providers.total, 3);
     // The demo providers publish offers but rent nothing: a reservation says so with a 4xx that
     // names it (issue #22 item 6), not a 502 as if the provider were down.
