@@ -13,7 +13,7 @@ import { createClient, type SuanliClient } from "../../sdk/index.js";
 import { SUANLI_BIN } from "../support/cli.js";
 import { BUSYBOX_IMAGE, requireContainerSupport } from "../support/container-images.js";
 import { fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { testProviderConfig } from "../support/provider.js";
+import { startTestProvider, testProviderConfig, type TestProvider } from "../support/provider.js";
 import { leaseEvents } from "../support/renter.js";
 import { waitFor } from "../support/wait.js";
 
@@ -215,5 +215,73 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
     const final = await leaseEvents(devnet, submitted.leaseId);
     assert.equal(final.filter((event) => event.eventName === "LeaseEnded").length, 1);
     assert.equal(final.filter((event) => event.eventName === "LeaseClaimed").reduce((sum, event) => sum + (event.args as { amount: bigint }).amount, 0n), ended.providerTotal);
+  });
+});
+
+describe("container tasks: whose fault when the engine fails", function () {
+  this.timeout(240_000);
+  let devnet: Devnet;
+  let dir: string;
+  let provider: TestProvider | undefined;
+  let renter: SuanliClient | undefined;
+
+  before(async () => {
+    await requireContainerSupport();
+    dir = await mkdtemp(path.join(tmpdir(), "suanli-container-fault-"));
+    devnet = await startDevnet({ wallClockBlocks: true } as never);
+  });
+  after(async () => {
+    await renter?.close();
+    await provider?.close();
+    await devnet?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  const containerRuntime = (extra: Record<string, unknown> = {}) => ({
+    provider: {
+      inventory: { source: "declared", declared: [{ model: "A100-80GB", count: 1, region: "eu-west" }] },
+      runtime: { kind: "container", containerEngine: "podman", containerGpus: "none", network: false, ...extra },
+    },
+  });
+
+  it("a node whose engine cannot start the self-test container refuses to start and offers nothing, saying why", async () => {
+    // An rlimit above what the host allows (an operator flag): the OCI runtime fails before any exec.
+    await assert.rejects(startTestProvider(devnet, 2, containerRuntime({ containerArgs: ["--ulimit", "nproc=4000000000:4000000000"] })), (error: unknown) => {
+      assert.equal((error as Error).name, "RuntimeUnavailableError");
+      assert.match((error as Error).message, /rlimit/);
+      return true;
+    });
+  });
+
+  it("the OCI runtime failing at a task's start is the provider's fault: the lease is terminated, the renter refunded plus the penalty, nothing billed as a completion", async () => {
+    // The runtime works at the node's start (self-test) and breaks afterwards (like crun's setrlimit
+    // error after an upgrade): a wrapper around runc that fails `create` once the marker exists.
+    const marker = path.join(dir, "broken");
+    const wrapper = path.join(dir, "oci-runtime");
+    await writeFile(
+      wrapper,
+      `#!/bin/sh\nfor arg in "$@"; do if [ "$arg" = create ] && [ -e ${JSON.stringify(marker)} ]; then echo "setrlimit RLIMIT_NOFILE: Operation not permitted" >&2; exit 1; fi; done\nexec runc "$@"\n`,
+      { mode: 0o755 },
+    );
+    provider = await startTestProvider(devnet, 1, containerRuntime({ ociRuntime: wrapper }));
+    await writeFile(marker, "");
+    await fund(devnet, await devnet.wallet(5), 100_000_000n);
+    renter = await createClient({ rpcUrl: devnet.rpcUrl, account: devnetAccount(5), bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir, stateFile: path.join(dir, "renter.json") });
+    await waitFor("the provider's offer in the SDK", async () => (await renter!.queryOffers()).some((offer) => offer.freeUnits >= 1), { timeoutMs: 30_000 });
+    const before = await renter.owed().catch(() => 0n);
+    const submitted = await renter.submitTask({ gpuType: "A100", gpuCount: 1, duration: 60, maxPricePerGpuHour: "1", attestedOnly: false, imageUrl: BUSYBOX_IMAGE, command: "echo never" });
+    const status = await waitFor("the task to fail", async () => {
+      const current = await renter!.status(submitted.taskId).catch(() => undefined);
+      return current?.state === "failed" ? current : undefined;
+    }, { timeoutMs: 60_000 });
+    assert.equal(status.error?.name, "ContainerEngineError", show(status));
+    assert.match(status.error?.message ?? "", /setrlimit RLIMIT_NOFILE/);
+    const receipt = await renter.wait(submitted.taskId);
+    const [lease] = receipt.leases;
+    assert.notEqual(lease.endReason, "Completed", show(receipt));
+    assert.equal(receipt.completion, null, "no completion report: the renter's command never ran");
+    assert.equal(receipt.totalCost, 0n, "the renter paid nothing");
+    assert.ok(receipt.totalCredit > 0n, `the provider paid the penalty: ${show(receipt)}`);
+    assert.equal(await renter.owed().catch(() => 0n), before);
   });
 });
