@@ -251,6 +251,16 @@ describe("container runtime: real containers (Podman)", function () {
     await stubborn.cleanup();
   });
 
+  it("a container running past its lease time is stopped (SIGTERM, grace, SIGKILL) with status exceeded", async () => {
+    const task = await runtime.prepare({ taskId: "overtime", spec: spec({ image: BUSYBOX_IMAGE, command: "echo working; sleep 60" }), devices: [], durationMs: 1_500 });
+    await task.start();
+    const result = await task.wait();
+    assert.equal(result.status, "exceeded");
+    assert.ok(result.runMs < 30_000, `stopped at the lease end (${result.runMs} ms)`);
+    assert.deepEqual(await owned(root), []);
+    await task.cleanup();
+  });
+
   it("cannot read the node's data dir, config or home; no network: the node's 127.0.0.1 port is unreachable", async () => {
     const dataDir = path.join(dir, "data");
     await writeFile(path.join(dataDir, "config.json"), JSON.stringify({ chain: { privateKey: "0xsecretkey" } }));
