@@ -106,6 +106,8 @@ export function containerSupport(): Promise<ContainerSupport> {
     if (!version.ok) return { ok: false, reason: "podman is not installed (apt-get install podman runc; .ci/run installs them)" };
     const runc = await runs("runc", ["--version"]);
     if (!runc.ok) return { ok: false, reason: "runc is not installed (apt-get install runc; .ci/run installs it)" };
+    const slirp = await runs("slirp4netns", ["--version"]);
+    if (!slirp.ok) return { ok: false, reason: "slirp4netns is not installed (apt-get install slirp4netns; .ci/run installs it): networked containers need it" };
     let image: string;
     try {
       image = await buildBusyboxImage();
