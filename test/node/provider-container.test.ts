@@ -9,7 +9,7 @@ import { promisify } from "node:util";
 import { parseInput } from "../../common/validation.js";
 import { digestOutputDir } from "../../common/output-digest.js";
 import { buildContainerCreateArgs } from "../../node/provider/runtime/container-args.js";
-import { detectContainerEngine, hostHardLimits, ownerId } from "../../node/provider/runtime/container-engine.js";
+import { detectContainerEngine, engineErrorLine, hostHardLimits, isCommandError, ownerId } from "../../node/provider/runtime/container-engine.js";
 import { ContainerRuntime, containerName } from "../../node/provider/runtime/container-runtime.js";
 import { hostIpv4Addresses } from "../../node/provider/runtime/sandbox.js";
 import { taskSpecSchema, type TaskSpec } from "../../node/provider/runtime/task.js";
@@ -111,6 +111,27 @@ describe("container runtime: engine flags (argv)", () => {
     assert.deepEqual(pairs(args, "--pids-limit"), ["512"]);
     assert.ok(args.includes("/w/t:/workspace:Z"));
     assert.deepEqual(args.slice(-4), ["docker.io/library/busybox", "/bin/sh", "-c", "echo hi && sleep 1"]);
+  });
+
+  it("host limits: the node's hard limits, at most fs.nr_open and kernel.pid_max; engine errors read from the engine's own lines", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "suanli-limits-"));
+    try {
+      await mkdir(path.join(dir, "sys", "fs"), { recursive: true });
+      await mkdir(path.join(dir, "sys", "kernel"), { recursive: true });
+      await writeFile(
+        path.join(dir, "limits"),
+        ["Limit                     Soft Limit           Hard Limit           Units     ", "Max processes             96365                96365                processes ", "Max open files            1024                 20000                files     ", ""].join("\n"),
+      );
+      await writeFile(path.join(dir, "sys", "fs", "nr_open"), "1048576\n");
+      await writeFile(path.join(dir, "sys", "kernel", "pid_max"), "32768\n");
+      assert.deepEqual(await hostHardLimits(path.join(dir, "limits"), path.join(dir, "sys")), { openFiles: 20_000, processes: 32_768 });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    const output = ['time="2026-12-01T16:41:39Z" level=warning msg="something"', "Error: runc: runc create failed: unable to start container process: error setting rlimit type 7: operation not permitted: OCI permission denied"].join("\n");
+    assert.equal(engineErrorLine(output), "runc: runc create failed: unable to start container process: error setting rlimit type 7: operation not permitted: OCI permission denied");
+    assert.equal(isCommandError(engineErrorLine(output)), undefined, "an rlimit error is the engine's, not a missing command");
+    assert.equal(isCommandError('exec: "/x": stat /x: no such file or directory: OCI runtime attempted to invoke a command that was not found'), "not-found");
   });
 
   it("detects a working engine only when `info` reaches it, and says why not otherwise", async () => {
