@@ -75,6 +75,40 @@ describe("provider options", () => {
     });
   });
 
+  it("validates the container runtime's settings: OCI runtime, operator flags, per-unit limits", async () => {
+    const file = path.join(dir, "bad-container.json");
+    await writeFile(
+      file,
+      JSON.stringify({
+        provider: {
+          runtime: {
+            kind: "container",
+            ociRuntime: "../crun",
+            containerArgs: ["--shm-size", "8g", "--name", "mine", "bad\nline"],
+            containerGpus: "some",
+            containerPerUnit: { cpus: -1, memoryBytes: 1.5 },
+          },
+        },
+      }),
+    );
+    await assert.rejects(loadConfig(nodeConfigSchema, { file }), (error: unknown) => {
+      assert.equal((error as Error).name, "ConfigError");
+      const keys = (error as { keys: string[] }).keys;
+      for (const key of ["provider.runtime.ociRuntime", "provider.runtime.containerArgs.2", "provider.runtime.containerArgs.4", "provider.runtime.containerGpus", "provider.runtime.containerPerUnit.cpus", "provider.runtime.containerPerUnit.memoryBytes"]) {
+        assert.ok(keys.includes(key), `${key} in ${keys.join(", ")}`);
+      }
+      assert.ok(!keys.includes("provider.runtime.containerArgs.0"), "an ordinary flag is accepted");
+      return true;
+    });
+    const good = await loadConfig(nodeConfigSchema, {
+      base: { dataDir: dir },
+      flags: { "provider.runtime.kind": "container", "provider.runtime.ociRuntime": "/usr/sbin/runc", "provider.runtime.containerArgs": JSON.stringify(["--shm-size", "8g"]) },
+    });
+    assert.equal(good.provider.runtime.ociRuntime, "/usr/sbin/runc");
+    assert.deepEqual(good.provider.runtime.containerArgs, ["--shm-size", "8g"]);
+    assert.equal(good.provider.runtime.containerGpus, "auto");
+  });
+
   it("builds the inventory, runtime and capacity manager the config describes", async () => {
     const config = await loadConfig(nodeConfigSchema, {
       base: { dataDir: dir },
