@@ -365,6 +365,13 @@ describe("renter console in headless Chromium with an injected wallet, against a
         .map((element) => `${element.tagName}#${element.id}.${element.className} ${Math.round(element.getBoundingClientRect().right)}`),
     );
     assert.deepEqual(wide, [], "elements wider than the screen (tables scroll inside their own region)");
+    // Nor text running out of its box (a long address or URL that does not wrap).
+    const spilling = await page.$$eval("body *", (elements) =>
+      elements
+        .filter((element) => !element.closest(".table-wrap") && element.getClientRects().length > 0 && element.scrollWidth > element.clientWidth + 1 && getComputedStyle(element).overflowX === "visible")
+        .map((element) => `${element.tagName}#${element.id} ${element.scrollWidth}>${element.clientWidth}`),
+    );
+    assert.deepEqual(spilling, [], "text wider than its box");
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth);
     assert.ok(overflow <= 375, `the page is ${overflow} px wide at 375`);
     // Wide tables scroll sideways inside their own labelled region instead.
