@@ -319,6 +319,26 @@ describe("renter console in headless Chromium with an injected wallet, against a
     await screenshot("download-unsupported");
   });
 
+  it("a container image instead of a bundle; bad input is named field by field, marked and focused, and nothing is submitted", async () => {
+    const tasksBefore = await page.$$eval("#tasks-table tbody tr", (rows) => rows.length);
+    await page.check('input[name="kind"][value="image"]');
+    assert.equal(await page.isVisible("#bundle-url"), false);
+    await page.fill("#image", "nvcr.io/nvidia/pytorch:24.03-py3");
+    await page.fill("#command", "");
+    await page.click("#submit-button");
+    await page.waitForSelector("#submit-error:not([hidden])", { timeout: 10_000 });
+    const message = (await page.textContent("#submit-error")) ?? "";
+    assert.match(message, /^InvalidInputError: /);
+    assert.match(message, /command/);
+    assert.equal(await page.getAttribute("#command", "aria-invalid"), "true");
+    assert.equal(await page.getAttribute("#gpu-count", "aria-invalid"), null, "only the bad field is marked");
+    assert.equal(await page.evaluate(() => document.activeElement?.id), "command", "the focus is on the bad field");
+    await screenshot("invalid-input");
+    assert.equal(await page.$$eval("#tasks-table tbody tr", (rows) => rows.length), tasksBefore);
+    await page.check('input[name="kind"][value="bundle"]');
+    await page.fill("#command", "sh run.sh");
+  });
+
   it("every control has a label, the keyboard reaches the submit button, and axe finds no serious violation", async () => {
     const unlabelled = await page.$$eval("input, select, textarea, button", (elements) =>
       elements
@@ -334,9 +354,8 @@ describe("renter console in headless Chromium with an injected wallet, against a
     assert.equal(await page.getAttribute("#task-logs", "aria-live"), "polite");
     assert.equal(await page.getAttribute("#task-logs", "role"), "log");
 
-    // Tab from the top of the page: the form's fields come in order, then the submit button.
-    await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
-    await page.evaluate(() => window.scrollTo(0, 0));
+    // Tab from the top of the page (its first stop, the skip link): the form's fields come in order, then the submit button.
+    await page.evaluate(() => document.querySelector<HTMLElement>(".skip")!.focus());
     const visited: string[] = [];
     for (let i = 0; i < 80 && visited.at(-1) !== "submit-button"; i++) {
       await page.keyboard.press("Tab");
@@ -385,7 +404,7 @@ describe("renter console in headless Chromium with an injected wallet, against a
     assert.deepEqual(outsideRequests, []);
     assert.deepEqual(pageErrors, []);
     const files = await readdir(SHOTS);
-    assert.ok(files.length >= 9, files.join(", "));
+    assert.ok(files.length >= 10, files.join(", "));
   });
 });
 
