@@ -2,7 +2,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["node_modules/", "artifacts/", "cache/", "build/", ".docs-check-*/", "common/abi.ts", "coverage/", "**/*.cjs", "node/api/explorer/dist/"] },
+  { ignores: ["node_modules/", "artifacts/", "cache/", "build/", ".docs-check-*/", "common/abi.ts", "coverage/", "**/*.cjs", "node/api/explorer/dist/", "node/api/console/dist/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -9,3 +9,4 @@ export * from "./chain.js";
 export * from "./market.js";
 export * from "./events.js";
 export * from "./relay.js";
+export * from "./console.js";

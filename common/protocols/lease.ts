@@ -8,7 +8,7 @@
  * nonce; the provider checks the signer against the on-chain lease and refuses stale or
  * replayed authorizations.
  */
-import { keccak256, recoverTypedDataAddress, toBytes, type Address, type Hex, type TypedDataDomain } from "viem";
+import { bytesToHex, keccak256, recoverTypedDataAddress, toBytes, type Address, type Hex, type TypedDataDomain } from "viem";
 import { z } from "zod";
 import { suanliTypes, type RenterRequest, type ReserveRequest } from "../eip712.js";
 import { stringifyCanonical } from "../json.js";
@@ -53,7 +53,8 @@ export function hashBody(body: unknown): Hex {
 function randomNonce(): Hex {
   const bytes = new Uint8Array(32);
   crypto.getRandomValues(bytes);
-  return `0x${Buffer.from(bytes).toString("hex")}`;
+  // viem's bytesToHex, not Node's Buffer: this runs in the browser SDK too.
+  return bytesToHex(bytes);
 }
 
 /**

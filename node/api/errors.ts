@@ -113,6 +113,13 @@ export class ExplorerNotBuiltError extends ApiError {
   }
 }
 
+export class ConsoleNotBuiltError extends ApiError {
+  override name = "ConsoleNotBuiltError";
+  constructor() {
+    super(503, "The renter console bundle is missing; run `npm run build` on this node");
+  }
+}
+
 /** The provider of a relayed request could not be dialled, or does not serve the protocol (502). */
 export class ProviderUnreachableError extends ApiError {
   override name = "ProviderUnreachableError";

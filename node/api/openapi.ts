@@ -110,6 +110,7 @@ export const API_TAGS: Record<string, string> = {
   market: "Market statistics, matching (dry run) and reservations",
   events: "Server-sent events: live offer and lease changes",
   explorer: "The explorer web page and its assets",
+  console: "The renter console web page (the visitor's own wallet submits and watches tasks through the browser SDK) and its assets",
 };
 
 export function buildOpenApiDocument(routes: readonly RouteSpec[], info: OpenApiInfo): Json {

@@ -29,6 +29,24 @@ export const apiOptionsSchema = z.strictObject({
   trustProxy: z.boolean().default(false),
   /** Serve the explorer page at /explorer/. */
   explorer: z.boolean().default(true),
+  /** The renter console at /console/ (docs/console.md): a page where a renter's own wallet submits and watches tasks. */
+  console: z
+    .strictObject({
+      /** Serve it. It holds no key: every signature and transaction is the visitor's wallet's. */
+      enabled: z.boolean().default(true),
+      /**
+       * The chain JSON-RPC URL the page reads from (the browser's requests, so a public endpoint:
+       * it must send CORS headers). Unset: the node's own chain.rpcUrl when that is a loopback
+       * address (a devnet, or a node on the renter's machine), none otherwise: the node's RPC URL
+       * may carry an API key, so it is never published unless set here.
+       */
+      rpcUrl: z
+        .string()
+        .url()
+        .refine((value) => /^https?:\/\//i.test(value), "expected an http(s):// URL")
+        .optional(),
+    })
+    .prefault({}),
   sse: z
     .strictObject({
       /** Event streams open at once, all clients together. */

@@ -16,6 +16,7 @@ import {
   providerParamsSchema,
   providerViewSchema,
 } from "../../common/api/chain.js";
+import { consoleConfigSchema } from "../../common/api/console.js";
 import { eventsQuerySchema, marketEventSchemas } from "../../common/api/events.js";
 import {
   apiErrorSchema,
@@ -39,6 +40,7 @@ import type { ReserveReply } from "../../common/matching/handshake.js";
 import type { Deployment } from "../../common/deployment.js";
 import { GPU_MODELS } from "../../common/gpu.js";
 import {
+  ConsoleNotBuiltError,
   ExplorerNotBuiltError,
   InvalidSignatureError,
   LeaseNotFoundError,
@@ -50,7 +52,7 @@ import {
   StaleSignatureError,
 } from "./errors.js";
 import type { EventHub } from "./events.js";
-import type { ExplorerAssets } from "./explorer-assets.js";
+import type { ExplorerAssets, PageAssets } from "./explorer-assets.js";
 import type { ApiMetrics } from "./metrics.js";
 import { toOfferView } from "./offer-view.js";
 import type { ApiOptions } from "./options.js";
@@ -70,6 +72,10 @@ export type RouteDeps = {
   metrics: ApiMetrics;
   guard: ReplayGuard;
   explorer: ExplorerAssets | undefined;
+  /** The renter console's files, when `api.console.enabled`. */
+  console: PageAssets | undefined;
+  /** The chain RPC URL the console page reads from (null: none published). */
+  consoleRpcUrl: string | null;
   version: string;
   startedAtMs: number;
   nowSeconds: () => number;
@@ -549,6 +555,53 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
         tag: "explorer",
         responses: { 200: { description: "CSS", contentType: "text/css" }, 429: rateLimited, 503: error("The explorer is not built") },
         handler: async ({ reply }) => reply.type("text/css; charset=utf-8").send(asset("css")),
+      }),
+    );
+  }
+  if (options.console.enabled) {
+    const asset = (name: "html" | "css" | "js") => {
+      const content = deps.console?.[name];
+      if (!content) throw new ConsoleNotBuiltError();
+      return content;
+    };
+    const notBuilt = error("The console is not built");
+    routes.push(
+      defineRoute({
+        method: "GET",
+        // Also answers /console/ (the server ignores trailing slashes); the assets' URLs are absolute.
+        url: "/console",
+        operationId: "getConsole",
+        summary: "The renter console page",
+        tag: "console",
+        responses: { 200: { description: "HTML page", contentType: "text/html" }, 429: rateLimited, 503: notBuilt },
+        handler: async ({ reply }) => reply.type("text/html; charset=utf-8").send(asset("html")),
+      }),
+      defineRoute({
+        method: "GET",
+        url: "/console/app.js",
+        operationId: "getConsoleScript",
+        summary: "The renter console's script bundle (the browser SDK inside)",
+        tag: "console",
+        responses: { 200: { description: "JavaScript", contentType: "text/javascript" }, 429: rateLimited, 503: notBuilt },
+        handler: async ({ reply }) => reply.type("text/javascript; charset=utf-8").send(asset("js")),
+      }),
+      defineRoute({
+        method: "GET",
+        url: "/console/style.css",
+        operationId: "getConsoleStyle",
+        summary: "The renter console's style sheet",
+        tag: "console",
+        responses: { 200: { description: "CSS", contentType: "text/css" }, 429: rateLimited, 503: notBuilt },
+        handler: async ({ reply }) => reply.type("text/css; charset=utf-8").send(asset("css")),
+      }),
+      defineRoute({
+        method: "GET",
+        url: "/console/config.json",
+        operationId: "getConsoleConfig",
+        summary: "The deployment and chain RPC URL the console's SDK client uses",
+        tag: "console",
+        responses: { 200: { description: "Console configuration", schema: consoleConfigSchema }, 429: rateLimited },
+        handler: async () => ({ chainId: deployment.chainId, rpcUrl: deps.consoleRpcUrl, deployment }),
       }),
     );
   }

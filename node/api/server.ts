@@ -25,7 +25,7 @@ import { describeIssues, parseInput } from "../../common/validation.js";
 import { silentLogger, type Logger } from "../log/logger.js";
 import { ApiError, RateLimitedError, RequestInputError, RouteNotFoundError } from "./errors.js";
 import { EventHub } from "./events.js";
-import { loadExplorerAssets } from "./explorer-assets.js";
+import { loadConsoleAssets, loadExplorerAssets } from "./explorer-assets.js";
 import { createApiMetrics } from "./metrics.js";
 import { buildOpenApiDocument } from "./openapi.js";
 import { apiOptionsSchema, type ApiOptions } from "./options.js";
@@ -50,7 +50,28 @@ export type ApiServerDeps = {
   registry?: Registry;
   /** Clock in milliseconds (tests move it). */
   now?: () => number;
+  /** The node's own chain.rpcUrl: the console offers it to the page when it is loopback and `api.console.rpcUrl` is unset. */
+  chainRpcUrl?: string;
 };
+
+const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]"]);
+
+/**
+ * The chain RPC URL the console publishes: `api.console.rpcUrl` when set; else the node's own
+ * when it is a loopback http(s) URL without credentials (a devnet, a node on the renter's own
+ * machine); else none: an operator's RPC URL may carry an API key and is never published unasked.
+ */
+export function consoleRpcUrl(options: ApiOptions, chainRpcUrl: string | undefined): string | null {
+  if (options.console.rpcUrl) return options.console.rpcUrl;
+  if (!chainRpcUrl) return null;
+  try {
+    const url = new URL(chainRpcUrl);
+    if (!/^https?:$/.test(url.protocol) || url.username || url.password || url.search) return null;
+    return LOOPBACK_HOSTS.has(url.hostname) || /^127\./.test(url.hostname) ? chainRpcUrl : null;
+  } catch {
+    return null;
+  }
+}
 
 export type ApiServer = {
   app: FastifyInstance;
@@ -206,6 +227,12 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const hub = new EventHub({ source: deps.source, options: options.sse, metrics, logger, nowSeconds });
   const explorer = options.explorer ? await loadExplorerAssets() : undefined;
   if (explorer && !explorer.js) logger.warn("Explorer bundle missing; /explorer/ answers 503 until `npm run build`", {});
+  const consoleAssets = options.console.enabled ? await loadConsoleAssets() : undefined;
+  if (consoleAssets && !consoleAssets.js) logger.warn("Console bundle missing; /console/ answers 503 until `npm run build`", {});
+  const pageRpcUrl = options.console.enabled ? consoleRpcUrl(options, deps.chainRpcUrl) : null;
+  if (options.console.enabled && !pageRpcUrl) {
+    logger.warn("The renter console has no chain RPC URL to offer browsers: set api.console.rpcUrl to a public endpoint (the node's own is not loopback and is never published)", {});
+  }
 
   let document: Record<string, unknown> = {};
   const routes = apiRoutes({
@@ -218,6 +245,8 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     metrics,
     guard: new ReplayGuard(100_000, 2 * options.signatureMaxAgeSeconds + 60),
     explorer,
+    console: consoleAssets,
+    consoleRpcUrl: pageRpcUrl,
     version: VERSION,
     startedAtMs: Date.now(),
     nowSeconds,
@@ -230,6 +259,9 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   });
 
   const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'";
+  // The console's page also reads the chain (its RPC origin) and checks bundle digests where the
+  // bundle server allows it (any http(s) origin: the renter typed the URL; CORS still applies).
+  const consoleCsp = CSP.replace("connect-src 'self'", `connect-src 'self'${pageRpcUrl ? ` ${new URL(pageRpcUrl).origin}` : ""} http: https:`);
   for (const route of routes) {
     const response: Record<number, z.ZodType> = {};
     for (const [code, spec] of Object.entries(route.responses)) {
@@ -251,6 +283,7 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
       },
       handler: async (request, reply) => {
         if (route.tag === "explorer") reply.header("content-security-policy", CSP);
+        if (route.tag === "console") reply.header("content-security-policy", consoleCsp);
         return route.handler({ query: request.query, params: request.params, body: request.body, rawBody: rawBodies.get(request), request, reply } as never);
       },
     });

@@ -42,7 +42,7 @@ export function registerDevnet(program: Command): void {
     .description("start a local chain on 127.0.0.1 with the Suanli contracts deployed, optionally a node serving the HTTP API, and keep it running")
     .option("--port <port>", "JSON-RPC port", "8545")
     .option("--deployments <dir>", "where to write the deployment manifest", DEFAULT_DEPLOYMENTS_DIR)
-    .option("--api-port <port>", "also run a Suanli node on the devnet serving the HTTP API and explorer on 127.0.0.1:<port>")
+    .option("--api-port <port>", "also run a Suanli node on the devnet serving the HTTP API, explorer and renter console on 127.0.0.1:<port>")
     .option("--p2p-port <port>", "with --api-port: the node's libp2p TCP port on 127.0.0.1 (default: any free port)")
     .option("--data-dir <dir>", "where the attestor nodes, the API node and demo providers keep their data (default: a temporary folder, removed at exit)")
     .option("--demo-offers", "with --api-port: also run three provider nodes that register on-chain and publish signed, attested offers")
@@ -171,7 +171,7 @@ export function registerDevnet(program: Command): void {
               ...(attestors?.nodes.length
                 ? ["Attestor nodes (challenge and attest every offered machine; bootstrap from any):", ...attestors.nodes.map((attestor) => `  #${attestor.index} ${attestor.addr}`)]
                 : []),
-              ...(apiUrl ? [`HTTP API at ${apiUrl}/v1/ (OpenAPI: ${apiUrl}/openapi.json), explorer at ${apiUrl}/explorer/`] : []),
+              ...(apiUrl ? [`HTTP API at ${apiUrl}/v1/ (OpenAPI: ${apiUrl}/openapi.json), explorer at ${apiUrl}/explorer/, renter console at ${apiUrl}/console/`] : []),
               ...(node ? [`Node ${node.p2p.host.peerId} (bootstrap other nodes with ${nodeAddrs[0]})`] : []),
               ...(demo ? [
                     `Demo providers publishing offers: ${demo.providers.map((provider) => provider.account!.address).join(", ")}`,

@@ -1,0 +1,26 @@
+/**
+ * What the renter console page (node/api/console) reads from the node that serves it: the
+ * deployment its SDK client binds to and the chain RPC URL it reads from. Nothing secret: the
+ * node publishes an RPC URL only when its operator set `api.console.rpcUrl` or its own is loopback.
+ */
+import { z } from "zod";
+import { addressWireSchema, amountSchema } from "./primitives.js";
+
+export const consoleConfigSchema = z.strictObject({
+  chainId: z.number().int().positive(),
+  rpcUrl: z
+    .string()
+    .nullable()
+    .describe("The chain JSON-RPC URL for the page's reads; null when the node publishes none (the page then says so and how to set `api.console.rpcUrl`)."),
+  deployment: z
+    .strictObject({
+      chainId: z.number().int().positive(),
+      deploymentBlock: amountSchema,
+      deployedAt: z.string(),
+      deployer: addressWireSchema,
+      contracts: z.strictObject({ token: addressWireSchema, registry: addressWireSchema.optional(), market: addressWireSchema.optional() }),
+      token: z.strictObject({ symbol: z.string(), decimals: z.number().int().min(0).max(36) }),
+    })
+    .describe("The deployment manifest (deployments/<chainId>.json) the node serves, as the SDK's createClient takes it."),
+});
+export type ConsoleConfig = z.output<typeof consoleConfigSchema>;

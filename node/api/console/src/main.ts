@@ -1,0 +1,652 @@
+/**
+ * The renter console: a page any node serves at /console/ where a renter's own browser wallet
+ * (an EIP-1193 provider, `window.ethereum`) shows its balance and the live offers, submits a task,
+ * watches its state and logs, reads its receipt and cancels, extends or downloads it. Everything
+ * goes through the browser SDK (sdk/browser.ts): requests to providers through this node's relay
+ * routes, signatures and payments by the wallet. The page holds no key and keeps no secret: secret
+ * env values are sealed by the SDK, in this page, to the provider's key before they leave it.
+ * Everything shown comes from the network or the user, so it is written as text, never as HTML.
+ */
+import { createPublicClient, custom, erc20Abi, formatUnits, http, type EIP1193Provider } from "viem";
+import { consoleConfigSchema, type ConsoleConfig } from "../../../../common/api/console.js";
+import { nodeInfoSchema } from "../../../../common/api/market.js";
+import {
+  createClient,
+  type OfferSummary,
+  type SubmitTaskParameters,
+  type SubmitTaskReturnType,
+  type SuanliClient,
+  type TaskReceipt,
+  type TaskStatus,
+} from "../../../../sdk/browser.js";
+
+const FINAL_STATES = new Set(["succeeded", "failed", "exceeded", "stopped", "preempted"]);
+const ENDED_LEASES = new Set(["Ended", "Settled", "Cancelled"]);
+const STATUS_INTERVAL_MS = 3000;
+
+declare global {
+  interface Window {
+    ethereum?: EIP1193Provider;
+  }
+}
+
+const $ = <T extends HTMLElement>(selector: string): T => {
+  const node = document.querySelector<T>(selector);
+  if (!node) throw new Error(`console page lacks ${selector}`);
+  return node;
+};
+
+type TaskRow = { submitted: SubmitTaskReturnType; state: string; units: number; model: string };
+
+const state = {
+  config: undefined as ConsoleConfig | undefined,
+  /** The manifest as the node sent it (createClient parses it itself). */
+  rawDeployment: undefined as Record<string, unknown> | undefined,
+  client: undefined as SuanliClient | undefined,
+  wallet: undefined as EIP1193Provider | undefined,
+  address: undefined as `0x${string}` | undefined,
+  tasks: new Map<string, TaskRow>(),
+  selected: undefined as string | undefined,
+  /** Ends the selected task's log stream and status polling. */
+  watch: undefined as AbortController | undefined,
+  envCounter: 0,
+  /** Where the SDK's progress lines go: the form's status while submitting, the task's otherwise. */
+  progressTarget: "#submit-status",
+  /** Tasks whose receipt is shown: final, so no more status reads (each is a wallet signature). */
+  finished: new Set<string>(),
+};
+
+/** "0.999937934992" -> "0.999937": at most `digits` fraction digits (truncated, never rounded up). */
+const trimFraction = (text: string, digits: number) => text.replace(new RegExp(`(\\.\\d{${digits}})\\d+$`), "$1");
+const token = () => state.config!.deployment.token;
+const tokens = (amount: bigint) => `${formatUnits(amount, token().decimals)} ${token().symbol}`;
+
+function show(selector: string, text: string | undefined): void {
+  const node = $(selector);
+  node.textContent = text ?? "";
+  node.hidden = !text;
+}
+
+/** What to show for an error: the SDK's message (summary, hints, details) or a wallet's. */
+function describe(error: unknown): string {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    // EIP-1193: 4001 is the user saying no in their wallet.
+    if (code === 4001) return "The wallet refused the request (rejected by the user).";
+    return error.name && error.name !== "Error" ? `${error.name}: ${error.message}` : error.message;
+  }
+  return String(error);
+}
+
+async function getJson(path: string): Promise<unknown> {
+  const response = await fetch(new URL(path, window.location.origin), { headers: { accept: "application/json" } });
+  const body: unknown = await response.json().catch(() => undefined);
+  if (!response.ok) {
+    const error = (body as { error?: { message?: string } } | undefined)?.error;
+    throw new Error(`${path}: ${error?.message ?? `HTTP ${response.status}`}`);
+  }
+  return body;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wallet
+
+async function connect(): Promise<void> {
+  show("#wallet-error", undefined);
+  const config = state.config!;
+  const wallet = window.ethereum;
+  if (!wallet) {
+    show("#wallet-error", "No browser wallet found. Install or enable a wallet extension (any EIP-1193 wallet), then reload this page.");
+    return;
+  }
+  if (!config.rpcUrl) {
+    show("#wallet-error", "This node publishes no chain RPC URL for browsers, so the console cannot read the chain. Its operator sets api.console.rpcUrl (docs/console.md).");
+    return;
+  }
+  const button = $<HTMLButtonElement>("#connect");
+  button.disabled = true;
+  button.textContent = "Connecting…";
+  try {
+    const accounts = (await wallet.request({ method: "eth_requestAccounts" })) as `0x${string}`[];
+    if (!accounts[0]) throw new Error("The wallet shared no account.");
+    const walletChain = Number(await wallet.request({ method: "eth_chainId" }));
+    if (walletChain !== config.chainId) {
+      try {
+        await wallet.request({ method: "wallet_switchEthereumChain", params: [{ chainId: `0x${config.chainId.toString(16)}` }] });
+      } catch (error) {
+        throw new Error(`The wallet is on chain ${walletChain}; this node serves chain ${config.chainId}. Switch the wallet to chain ${config.chainId}. (${describe(error)})`, { cause: error });
+      }
+    }
+    await state.client?.close();
+    state.client = await createClient({
+      rpcUrl: config.rpcUrl,
+      nodeUrl: window.location.origin,
+      account: accounts[0],
+      walletTransport: custom(wallet),
+      deployment: state.rawDeployment!,
+      onProgress: (line) => {
+        $(state.progressTarget).textContent = line;
+      },
+    });
+    state.wallet = wallet;
+    state.address = accounts[0];
+    wallet.on?.("accountsChanged", onAccountsChanged);
+    $("#wallet-address").textContent = accounts[0];
+    $("#wallet-facts").hidden = false;
+    button.textContent = "Reconnect wallet";
+    $<HTMLButtonElement>("#submit-button").disabled = false;
+    $<HTMLButtonElement>("#offers-refresh").disabled = false;
+    await Promise.all([refreshBalances(), refreshOffers()]);
+    document.body.dataset.connected = "true";
+  } catch (error) {
+    show("#wallet-error", describe(error));
+    button.textContent = "Connect wallet";
+  } finally {
+    button.disabled = false;
+  }
+}
+
+function onAccountsChanged(accounts: unknown): void {
+  const next = (accounts as string[])[0];
+  if (next?.toLowerCase() === state.address?.toLowerCase()) return;
+  // Tasks belong to the wallet that paid for them: start over with the new account.
+  state.tasks.clear();
+  stopWatching();
+  $("#task").hidden = true;
+  renderTasks();
+  void connect();
+}
+
+async function refreshBalances(): Promise<void> {
+  const config = state.config!;
+  const client = state.client!;
+  const reader = createPublicClient({ transport: http(config.rpcUrl!) });
+  try {
+    const [balance, gas, owed] = await Promise.all([
+      reader.readContract({ address: config.deployment.contracts.token, abi: erc20Abi, functionName: "balanceOf", args: [state.address!] }),
+      reader.getBalance({ address: state.address! }),
+      client.owed(),
+    ]);
+    $("#wallet-balance").textContent = tokens(balance);
+    $("#wallet-gas").textContent = `${trimFraction(formatUnits(gas, 18), 6)} ETH`;
+    $("#wallet-owed").textContent = tokens(owed);
+  } catch (error) {
+    show("#wallet-error", `Could not read the balances: ${describe(error)}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Offers
+
+async function refreshOffers(): Promise<void> {
+  const client = state.client;
+  if (!client) return;
+  let offers: OfferSummary[];
+  try {
+    offers = await client.queryOffers();
+  } catch (error) {
+    show("#wallet-error", `Could not load the offers: ${describe(error)}`);
+    return;
+  }
+  offers.sort((a, b) => (a.pricePerUnitSecond < b.pricePerUnitSecond ? -1 : a.pricePerUnitSecond > b.pricePerUnitSecond ? 1 : 0));
+  const body = $("#offers-table tbody");
+  body.replaceChildren(
+    ...offers.map((offer) => {
+      const row = document.createElement("tr");
+      row.dataset.key = offer.key;
+      row.append(
+        cell(offer.model),
+        cell(`${offer.freeUnits} / ${offer.units}`, "num"),
+        cell(offer.region),
+        cell(`${offer.pricePerGpuHour} ${token().symbol}`, "num price"),
+        cell(offer.attested ? "yes" : "no"),
+        cell(`${offer.provider.slice(0, 6)}…${offer.provider.slice(-4)}`),
+      );
+      const use = document.createElement("button");
+      use.type = "button";
+      use.className = "secondary use-offer";
+      use.textContent = "Use";
+      use.setAttribute("aria-label", `Use ${offer.model} at ${offer.pricePerGpuHour} ${token().symbol} per GPU-hour in ${offer.region}`);
+      use.addEventListener("click", () => {
+        $<HTMLInputElement>("#gpu-type").value = offer.model;
+        $<HTMLInputElement>("#max-price").value = offer.pricePerGpuHour;
+        $<HTMLInputElement>("#attested-only").checked = offer.attested;
+        $<HTMLInputElement>("#gpu-count").focus();
+      });
+      const action = document.createElement("td");
+      action.append(use);
+      row.append(action);
+      return row;
+    }),
+  );
+  $("#offers-count").textContent = `(${offers.length})`;
+  show("#offers-empty", offers.length ? undefined : "No live offer right now.");
+}
+
+function cell(text: string, className?: string): HTMLTableCellElement {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (className) td.className = className;
+  return td;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Submit
+
+function addEnvRow(): void {
+  const n = ++state.envCounter;
+  const li = document.createElement("li");
+  li.dataset.env = String(n);
+  const name = input(`env-name-${n}`, "text", `Variable ${n} name`, "NAME");
+  const value = input(`env-value-${n}`, "text", `Variable ${n} value`, "value");
+  const secretId = `env-secret-${n}`;
+  const secret = document.createElement("input");
+  secret.type = "checkbox";
+  secret.id = secretId;
+  secret.addEventListener("change", () => {
+    // A secret is not shown on screen (and not kept by the browser's form history).
+    value.type = secret.checked ? "password" : "text";
+  });
+  const secretLabel = document.createElement("label");
+  secretLabel.className = "check";
+  secretLabel.append(secret, " Secret");
+  const remove = document.createElement("button");
+  remove.type = "button";
+  remove.textContent = "Remove";
+  remove.setAttribute("aria-label", `Remove variable ${n}`);
+  remove.addEventListener("click", () => {
+    li.remove();
+    $<HTMLButtonElement>("#env-add").focus();
+  });
+  li.append(labelled(name, `Variable ${n} name`), labelled(value, `Variable ${n} value`), secretLabel, remove);
+  $("#env-rows").append(li);
+  name.focus();
+}
+
+function input(id: string, type: string, _label: string, placeholder: string): HTMLInputElement {
+  const element = document.createElement("input");
+  element.id = id;
+  element.type = type;
+  element.placeholder = placeholder;
+  element.spellcheck = false;
+  element.autocomplete = "off";
+  return element;
+}
+
+/** Wraps an input in a label whose text is for screen readers only (the row's layout shows what it is). */
+function labelled(element: HTMLInputElement, text: string): HTMLLabelElement {
+  const label = document.createElement("label");
+  const span = document.createElement("span");
+  span.className = "visually-hidden";
+  span.textContent = text;
+  label.append(span, element);
+  return label;
+}
+
+const FIELD_INPUTS: Record<string, string> = {
+  gpuType: "#gpu-type",
+  gpuCount: "#gpu-count",
+  duration: "#duration",
+  maxPricePerGpuHour: "#max-price",
+  bundleUrl: "#bundle-url",
+  sha256: "#bundle-sha256",
+  imageUrl: "#image",
+  command: "#command",
+};
+
+class FormError extends Error {
+  override name = "InvalidInputError";
+  constructor(
+    message: string,
+    readonly fields: string[],
+  ) {
+    super(message);
+  }
+}
+
+function readForm(): SubmitTaskParameters {
+  const text = (selector: string) => $<HTMLInputElement>(selector).value.trim();
+  const number = (selector: string) => (text(selector) === "" ? undefined : Number(text(selector)));
+  const kind = document.querySelector<HTMLInputElement>('input[name="kind"]:checked')?.value ?? "bundle";
+  const env: Record<string, string | { value: string; secret: true }> = {};
+  for (const row of document.querySelectorAll<HTMLLIElement>("#env-rows li")) {
+    const n = row.dataset.env!;
+    const name = text(`#env-name-${n}`);
+    const value = $<HTMLInputElement>(`#env-value-${n}`).value;
+    const secret = $<HTMLInputElement>(`#env-secret-${n}`).checked;
+    if (!name && !value) continue;
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new FormError(`Variable ${n}: the name must be letters, digits and _ (not starting with a digit)`, [`env-name-${n}`]);
+    if (name in env) throw new FormError(`Variable ${n}: ${name} is given twice`, [`env-name-${n}`]);
+    env[name] = secret ? { value, secret: true } : value;
+  }
+  return {
+    gpuType: text("#gpu-type") || (undefined as never),
+    gpuCount: number("#gpu-count") as number,
+    duration: number("#duration") as number,
+    maxPricePerGpuHour: text("#max-price") || undefined,
+    attestedOnly: $<HTMLInputElement>("#attested-only").checked,
+    ...(kind === "bundle" ? { bundleUrl: text("#bundle-url") || undefined, sha256: text("#bundle-sha256") || undefined } : { imageUrl: text("#image") || undefined }),
+    command: text("#command") || (undefined as never),
+    env,
+  };
+}
+
+function markInvalid(fields: string[]): void {
+  for (const element of document.querySelectorAll("#submit-form [aria-invalid]")) element.removeAttribute("aria-invalid");
+  let first: HTMLElement | undefined;
+  for (const field of fields) {
+    const top = field.split(".")[0];
+    const selector = FIELD_INPUTS[top] ?? (top.startsWith("env-") ? `#${top}` : top === "env" ? "#env-rows input" : undefined);
+    const element = selector ? document.querySelector<HTMLElement>(selector) : null;
+    if (!element) continue;
+    element.setAttribute("aria-invalid", "true");
+    element.setAttribute("aria-errormessage", "submit-error");
+    first ??= element;
+  }
+  first?.focus();
+}
+
+async function submit(event: SubmitEvent): Promise<void> {
+  event.preventDefault();
+  const client = state.client;
+  if (!client) return;
+  const button = $<HTMLButtonElement>("#submit-button");
+  show("#submit-error", undefined);
+  markInvalid([]);
+  let parameters: SubmitTaskParameters;
+  try {
+    parameters = readForm();
+  } catch (error) {
+    show("#submit-error", describe(error));
+    markInvalid((error as FormError).fields ?? []);
+    return;
+  }
+  button.disabled = true;
+  state.progressTarget = "#submit-status";
+  show("#submit-status", "Matching offers…");
+  try {
+    const submitted = await client.submitTask(parameters);
+    const row: TaskRow = { submitted, state: "submitted", units: submitted.attempt.units, model: submitted.attempt.model };
+    state.tasks.set(submitted.taskId, row);
+    renderTasks();
+    show("#submit-status", `Submitted ${submitted.taskId}: lease ${submitted.leaseId} with ${submitted.provider}, deposit ${tokens(submitted.attempt.deposit)}.`);
+    // Secret values leave the form once sent: they are the renter's, not the page's.
+    for (const secret of document.querySelectorAll<HTMLInputElement>('#env-rows input[type="password"]')) secret.value = "";
+    void refreshBalances();
+    selectTask(submitted.taskId);
+  } catch (error) {
+    show("#submit-status", undefined);
+    show("#submit-error", describe(error));
+    markInvalid((error as { fields?: string[] }).fields ?? []);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tasks
+
+function renderTasks(): void {
+  const rows = [...state.tasks.values()].reverse();
+  $("#tasks-table").hidden = rows.length === 0;
+  $("#tasks-empty").hidden = rows.length > 0;
+  $("#tasks-table tbody").replaceChildren(
+    ...rows.map((task) => {
+      const row = document.createElement("tr");
+      row.dataset.task = task.submitted.taskId;
+      row.append(cell(task.submitted.taskId), cell(String(task.submitted.leaseId), "num"), cell(`${task.units}× ${task.model}`), cell(task.state, "state"));
+      const open = document.createElement("button");
+      open.type = "button";
+      open.className = "secondary";
+      open.textContent = "Open";
+      open.setAttribute("aria-label", `Open task ${task.submitted.taskId}`);
+      open.addEventListener("click", () => selectTask(task.submitted.taskId));
+      const action = document.createElement("td");
+      action.append(open);
+      row.append(action);
+      if (task.submitted.taskId === state.selected) row.setAttribute("aria-current", "true");
+      return row;
+    }),
+  );
+}
+
+function stopWatching(): void {
+  state.watch?.abort();
+  state.watch = undefined;
+}
+
+function selectTask(taskId: string): void {
+  stopWatching();
+  const task = state.tasks.get(taskId);
+  if (!task) return;
+  state.selected = taskId;
+  const watch = new AbortController();
+  state.watch = watch;
+  $("#task-id").textContent = taskId;
+  $("#task-lease").textContent = String(task.submitted.leaseId);
+  $("#task-provider").textContent = task.submitted.provider;
+  $("#task-state").textContent = task.state;
+  $("#task-cost").textContent = "";
+  $("#task-end").textContent = "";
+  $("#task-logs").replaceChildren();
+  $("#receipt").hidden = true;
+  $("#task-message").textContent = "";
+  show("#task-error", undefined);
+  setTaskButtons(true);
+  $("#task").hidden = false;
+  $("#task").dataset.task = taskId;
+  renderTasks();
+  void followLogs(taskId, watch.signal);
+  void pollStatus(taskId, watch.signal);
+  $("#task-heading").scrollIntoView({ block: "start" });
+}
+
+function setTaskButtons(running: boolean): void {
+  $<HTMLButtonElement>("#task-cancel").disabled = !running;
+  $<HTMLButtonElement>("#task-extend").disabled = !running;
+}
+
+async function followLogs(taskId: string, signal: AbortSignal): Promise<void> {
+  const pre = $("#task-logs");
+  try {
+    for await (const line of state.client!.logs(taskId, { follow: true, waitMs: 10_000, signal })) {
+      if (signal.aborted) return;
+      const span = document.createElement("span");
+      span.className = line.stream;
+      span.textContent = `${line.stream === "stdout" ? "" : `[${line.stream}] `}${line.text}\n`;
+      const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      pre.append(span);
+      if (atBottom) pre.scrollTop = pre.scrollHeight;
+    }
+    if (!signal.aborted) pre.dataset.done = "true";
+  } catch (error) {
+    if (!signal.aborted) show("#task-error", `Logs: ${describe(error)}`);
+  }
+}
+
+async function pollStatus(taskId: string, signal: AbortSignal): Promise<void> {
+  const client = state.client!;
+  for (;;) {
+    if (signal.aborted || state.finished.has(taskId)) return;
+    let status: TaskStatus | undefined;
+    try {
+      status = await client.status(taskId);
+    } catch (error) {
+      if (!signal.aborted) show("#task-error", `Status: ${describe(error)}`);
+    }
+    if (signal.aborted || state.finished.has(taskId)) return;
+    if (status) {
+      renderStatus(taskId, status);
+      if (FINAL_STATES.has(status.state) || ENDED_LEASES.has(status.lease.status)) {
+        setTaskButtons(false);
+        await showReceipt(taskId, () => client.wait(taskId, { signal }), signal);
+        return;
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, STATUS_INTERVAL_MS));
+  }
+}
+
+function renderStatus(taskId: string, status: TaskStatus): void {
+  const task = state.tasks.get(taskId);
+  const text = `${status.state} (lease ${status.lease.status}${status.lease.endReason !== "None" ? `, ${status.lease.endReason}` : ""})`;
+  if (task && task.state !== status.state) {
+    task.state = status.state;
+    renderTasks();
+  }
+  $("#task-state").textContent = text;
+  $("#task-state").dataset.state = status.state;
+  $("#task-cost").textContent = `${tokens(status.lease.accruedNow)} of ${tokens(status.lease.deposit)} deposited`;
+  $("#task-end").textContent = status.lease.end ? new Date(status.lease.end * 1000).toLocaleString() : "not started";
+  if (status.error) show("#task-error", `${status.error.name}: ${status.error.message}`);
+}
+
+async function showReceipt(taskId: string, read: () => Promise<TaskReceipt>, signal?: AbortSignal): Promise<void> {
+  let receipt: TaskReceipt;
+  try {
+    receipt = await read();
+  } catch (error) {
+    if (!signal?.aborted) show("#task-error", `Receipt: ${describe(error)}`);
+    return;
+  }
+  if (signal?.aborted || state.selected !== taskId) return;
+  state.finished.add(taskId);
+  const facts: [string, string][] = [
+    ["State", receipt.state],
+    ["Exit code", receipt.exitCode === null ? "none" : String(receipt.exitCode)],
+    [
+      "Completion",
+      receipt.completion
+        ? `${receipt.completion.verified ? "verified on-chain" : "not verified (on-chain record only: no signed report from the provider matched it)"} · exit ${receipt.completion.exitCode} · ${receipt.completion.unitSeconds} GPU-seconds · output ${receipt.completion.outputDigest}`
+        : "no completion report (the task did not complete)",
+    ],
+    ["Paid", tokens(receipt.totalCost)],
+    ["Refunded", tokens(receipt.totalRefunded)],
+    ["Gas used", String(receipt.totalGasUsed)],
+    ...receipt.leases.map((lease): [string, string] => [`Lease ${lease.leaseId}`, `${lease.units}× ${lease.model}, ${lease.seconds} s, ${lease.status} (${lease.endReason}), cost ${tokens(lease.cost)}`]),
+  ];
+  const list = $("#receipt-facts");
+  list.replaceChildren(
+    ...facts.flatMap(([term, value]) => {
+      const dt = document.createElement("dt");
+      dt.textContent = term;
+      const dd = document.createElement("dd");
+      dd.textContent = value;
+      if (term === "Completion") dd.className = receipt.completion?.verified ? "ok completion" : "error completion";
+      return [dt, dd];
+    }),
+  );
+  $("#receipt").hidden = false;
+  $("#receipt").dataset.state = receipt.state;
+  const last = receipt.leases.at(-1);
+  $("#task-state").textContent = `${receipt.state}${last ? ` (lease ${last.status}, ${last.endReason})` : ""}`;
+  $("#task-state").dataset.state = receipt.state;
+  const task = state.tasks.get(taskId);
+  if (task) {
+    task.state = receipt.state;
+    renderTasks();
+  }
+  setTaskButtons(false);
+  void refreshBalances();
+}
+
+async function cancelSelected(): Promise<void> {
+  const taskId = state.selected;
+  if (!taskId) return;
+  setTaskButtons(false);
+  state.progressTarget = "#task-message";
+  $("#task-message").textContent = "Cancelling: stopping the task and closing the lease (the wallet sends the transaction)…";
+  show("#task-error", undefined);
+  try {
+    const receipt = await state.client!.cancel(taskId);
+    $("#task-message").textContent = `Cancelled. Refunded ${tokens(receipt.totalRefunded)}.`;
+    await showReceipt(taskId, async () => receipt);
+  } catch (error) {
+    $("#task-message").textContent = "";
+    show("#task-error", describe(error));
+    setTaskButtons(true);
+  }
+}
+
+async function extendSelected(): Promise<void> {
+  const taskId = state.selected;
+  if (!taskId) return;
+  const seconds = Number($<HTMLInputElement>("#extend-seconds").value);
+  show("#task-error", undefined);
+  const button = $<HTMLButtonElement>("#task-extend");
+  button.disabled = true;
+  state.progressTarget = "#task-message";
+  $("#task-message").textContent = `Extending by ${seconds} s (the wallet approves and sends the deposit)…`;
+  try {
+    const extended = await state.client!.extend(taskId, { seconds });
+    $("#task-message").textContent = `Extended lease ${extended.leaseId} by ${seconds} s for ${tokens(extended.extraDeposit)}: paid until ${new Date(extended.newEnd * 1000).toLocaleString()}.`;
+    $("#task-end").textContent = new Date(extended.newEnd * 1000).toLocaleString();
+    void refreshBalances();
+  } catch (error) {
+    $("#task-message").textContent = "";
+    show("#task-error", describe(error));
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function downloadSelected(): Promise<void> {
+  const taskId = state.selected;
+  if (!taskId) return;
+  show("#task-error", undefined);
+  $("#task-message").textContent = "Downloading the results…";
+  try {
+    const result: unknown = await state.client!.downloadOutput(taskId, { dir: "results" });
+    $("#task-message").textContent = `Downloaded the results: ${JSON.stringify(result, (_key, value: unknown) => (typeof value === "bigint" ? value.toString() : value))}`;
+  } catch (error) {
+    $("#task-message").textContent = "";
+    if ((error as Error).name === "TaskIoUnsupportedError") {
+      show("#task-error", `Downloading results is not supported in the browser yet. ${(error as Error).message}`);
+    } else {
+      show("#task-error", describe(error));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function toggleKind(): void {
+  const kind = document.querySelector<HTMLInputElement>('input[name="kind"]:checked')?.value;
+  $("#bundle-fields").hidden = kind !== "bundle";
+  $("#image-fields").hidden = kind !== "image";
+}
+
+async function start(): Promise<void> {
+  $("#connect").addEventListener("click", () => void connect());
+  $("#offers-refresh").addEventListener("click", () => void refreshOffers());
+  $("#env-add").addEventListener("click", addEnvRow);
+  $<HTMLFormElement>("#submit-form").addEventListener("submit", (event) => void submit(event));
+  for (const radio of document.querySelectorAll('input[name="kind"]')) radio.addEventListener("change", toggleKind);
+  $("#task-cancel").addEventListener("click", () => void cancelSelected());
+  $("#task-extend").addEventListener("click", () => void extendSelected());
+  $("#task-download").addEventListener("click", () => void downloadSelected());
+  try {
+    const raw = (await getJson("/console/config.json")) as { deployment: Record<string, unknown> };
+    state.config = consoleConfigSchema.decode(raw as never);
+    state.rawDeployment = raw.deployment;
+    const info = nodeInfoSchema.decode((await getJson("/v1/info")) as never);
+    $("#chain").textContent = `chain ${info.chainId} · token ${info.token.symbol}`;
+    $("#gpu-models").replaceChildren(
+      ...info.gpuModels.map((model) => {
+        const option = document.createElement("option");
+        option.value = model.name;
+        return option;
+      }),
+    );
+    if (!state.config.rpcUrl) {
+      show("#wallet-error", "This node publishes no chain RPC URL for browsers, so the console cannot read the chain. Its operator sets api.console.rpcUrl (docs/console.md).");
+    } else if (!window.ethereum) {
+      show("#wallet-error", "No browser wallet found. Install or enable a wallet extension (any EIP-1193 wallet), then reload this page.");
+    }
+  } catch (error) {
+    show("#wallet-error", `This node's console configuration could not be read: ${describe(error)}`);
+  }
+  document.body.dataset.ready = "true";
+}
+
+void start();

@@ -1,0 +1,65 @@
+/**
+ * The console's server side: which chain RPC URL the node publishes to the page (never an
+ * operator's non-loopback URL unasked: it may carry an API key), /console/config.json, and the
+ * page's Content-Security-Policy. The page itself is tested in test/e2e/console.test.ts.
+ */
+import assert from "node:assert/strict";
+import { consoleConfigSchema } from "../../common/api/console.js";
+import { apiOptionsSchema } from "../../node/api/options.js";
+import { consoleRpcUrl } from "../../node/api/server.js";
+import { startApiFixture, type ApiFixture } from "../support/api-fixture.js";
+
+describe("renter console routes", () => {
+  const options = (input: Record<string, unknown> = {}) => apiOptionsSchema.parse(input);
+
+  it("publishes the node's own RPC URL only when it is loopback without credentials, else only what the operator set", () => {
+    assert.equal(consoleRpcUrl(options(), "http://127.0.0.1:8545"), "http://127.0.0.1:8545");
+    assert.equal(consoleRpcUrl(options(), "http://localhost:8545/"), "http://localhost:8545/");
+    assert.equal(consoleRpcUrl(options(), "http://[::1]:8545"), "http://[::1]:8545");
+    assert.equal(consoleRpcUrl(options(), "https://eth-mainnet.example.com/v2/SECRETKEY"), null);
+    assert.equal(consoleRpcUrl(options(), "http://user:pass@127.0.0.1:8545"), null);
+    assert.equal(consoleRpcUrl(options(), "http://127.0.0.1:8545/?key=abc"), null);
+    assert.equal(consoleRpcUrl(options(), "ws://127.0.0.1:8545"), null);
+    assert.equal(consoleRpcUrl(options(), undefined), null);
+    assert.equal(consoleRpcUrl(options({ console: { rpcUrl: "https://rpc.example.org" } }), "https://private.example/KEY"), "https://rpc.example.org");
+    assert.throws(() => options({ console: { rpcUrl: "ws://rpc.example.org" } }), /http\(s\)/);
+  });
+
+  describe("GET /console/config.json and the page", () => {
+    let fixture: ApiFixture;
+    before(async () => {
+      fixture = await startApiFixture({ console: { rpcUrl: "https://rpc.example.org/" } });
+    });
+    after(() => fixture?.close());
+
+    it("answers the deployment and the RPC URL the page's SDK client uses", async () => {
+      const response = await fixture.api.app.inject({ method: "GET", url: "/console/config.json" });
+      assert.equal(response.statusCode, 200);
+      const config = consoleConfigSchema.decode(response.json());
+      assert.equal(config.rpcUrl, "https://rpc.example.org/");
+      assert.equal(config.chainId, config.deployment.chainId);
+      assert.equal(typeof response.json().deployment.deploymentBlock, "string");
+    });
+
+    it("serves the page with a CSP that allows the RPC origin and no inline script", async () => {
+      const response = await fixture.api.app.inject({ method: "GET", url: "/console/" });
+      assert.equal(response.statusCode, 200);
+      assert.match(response.body, /<title>Suanli renter console<\/title>/);
+      const csp = String(response.headers["content-security-policy"]);
+      assert.match(csp, /script-src 'self';/);
+      assert.match(csp, /connect-src 'self' https:\/\/rpc\.example\.org http: https:/);
+      const explorer = await fixture.api.app.inject({ method: "GET", url: "/explorer/" });
+      assert.match(String(explorer.headers["content-security-policy"]), /connect-src 'self';/, "the explorer's stays 'self' only");
+    });
+
+    it("is not served when api.console.enabled is false", async () => {
+      const off = await startApiFixture({ console: { enabled: false } });
+      try {
+        assert.equal((await off.api.app.inject({ method: "GET", url: "/console/" })).statusCode, 404);
+        assert.equal((await off.api.app.inject({ method: "GET", url: "/console/config.json" })).statusCode, 404);
+      } finally {
+        await off.close();
+      }
+    });
+  });
+});
