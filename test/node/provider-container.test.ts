@@ -122,6 +122,8 @@ describe("container runtime", () => {
       [
         'case "$1" in',
         "  info) echo 27.3.1 ;;",
+        "  pull) echo ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff ;;",
+        "  image) echo 1000 ;;",
         '  run) shift; envfile=""; prev=""',
         '       for a in "$@"; do echo "arg:$a"; [ "$prev" = "--env-file" ] && envfile="$a"; prev="$a"; done',
         '       echo "mode:$(stat -c %a "$envfile")"; cat "$envfile"; exit 0 ;;',
@@ -152,7 +154,7 @@ describe("container runtime", () => {
   });
 
   it("stops a running container, falling back to the process group when `stop` fails", async () => {
-    const engine = await script("docker-sleep", ['case "$1" in', "  info) echo 27.3.1 ;;", "  run) echo started; sleep 30 ;;", "  stop) exit 1 ;;", "esac"].join("\n"));
+    const engine = await script("docker-sleep", ['case "$1" in', "  info) echo 27.3.1 ;;", "  pull) echo ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff ;;", "  image) echo 1000 ;;", "  run) echo started; sleep 30 ;;", "  stop) exit 1 ;;", "esac"].join("\n"));
     const rt = new ContainerRuntime({ workspaceRoot: path.join(dir, "ws"), engine: "docker", enginePaths: { docker: engine }, stopGraceMs: 300 });
     const task = await rt.prepare({ taskId: "run-2", spec: spec({ image: "busybox", command: "sleep 30" }), devices: [], durationMs: 10_000 });
     await task.start();

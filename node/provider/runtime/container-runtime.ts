@@ -18,6 +18,7 @@ import { RuntimeUnavailableError } from "../errors.js";
 import type { UnitMetrics } from "../inventory/inventory.js";
 import { fetchBundle, unpackBundle } from "./bundle.js";
 import { checkImageReference, compileFetchPolicy, type FetchPolicy } from "./fetch-policy.js";
+import { ImageStore, type AcquiredImage } from "./images.js";
 import type { ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
 import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "./process-runtime.js";
@@ -155,15 +156,34 @@ export type ContainerRuntimeOptions = {
   /** AMD inventories: the render node of a device (amd.ts); undefined on NVIDIA machines. */
   amdRenderNode?: ((device: string) => string) | undefined;
   logger?: Logger;
+  /** The image cache (images.ts): its size cap and the registries pulled without TLS verification. */
+  images?: { cacheBytes?: number; insecureRegistries?: readonly string[]; pullTimeoutMs?: number };
 };
+
+/** Default size of the image cache: 100 GiB. */
+export const DEFAULT_IMAGE_CACHE_BYTES = 100 * 1024 ** 3;
 
 export class ContainerRuntime implements Runtime {
   readonly kind = "container" as const;
   private readonly logger: Logger;
   private detection: Promise<EngineDetection> | undefined;
 
+  /** Pulled and loaded images, reused by digest and pruned by size. */
+  readonly images: ImageStore;
+
   constructor(private readonly options: ContainerRuntimeOptions) {
     this.logger = options.logger ?? silentLogger();
+    const bundle = { ...DEFAULT_BUNDLE_LIMITS, ...options.bundle };
+    this.images = new ImageStore({
+      engine: async () => (await this.engine()).engine,
+      dir: path.join(path.resolve(options.workspaceRoot), ".images"),
+      cacheBytes: options.images?.cacheBytes ?? DEFAULT_IMAGE_CACHE_BYTES,
+      fetchPolicy: options.fetchPolicy,
+      archive: { maxBytes: bundle.maxBytes, fetchTimeoutMs: bundle.fetchTimeoutMs },
+      insecureRegistries: options.images?.insecureRegistries,
+      pullTimeoutMs: options.images?.pullTimeoutMs,
+      logger: this.logger,
+    });
   }
 
   /** The engine this runtime uses (detected once). */
@@ -195,23 +215,31 @@ export class ContainerRuntime implements Runtime {
       throw new InvalidInputError("task launch", [{ path: "taskId", message: "expected 1-128 letters, digits, '.', '_' or '-'" }]);
     }
     const { spec } = launch;
-    if (!spec.image) throw new InvalidInputError("task", [{ path: "image", message: "required by the container runtime" }]);
-    checkImageReference(spec.image, compileFetchPolicy(this.options.fetchPolicy));
+    if (!spec.image && !spec.imageArchive) throw new InvalidInputError("task", [{ path: "image", message: "the container runtime needs image (a registry reference) or imageArchive (an archive by URL with its sha256)" }]);
+    if (spec.image) checkImageReference(spec.image, compileFetchPolicy(this.options.fetchPolicy));
     const secrets = secretsOf(spec);
     const badSecrets = [...secrets].filter(([, value]) => /[\r\n]/.test(value)).map(([name]) => ({ path: `env.${name}`, message: "a secret for the container runtime cannot contain a line break" }));
     if (badSecrets.length > 0) throw new InvalidInputError("task", badSecrets);
     const { engine, reasons } = await this.engine();
     if (!engine) throw new RuntimeUnavailableError("container", reasons.join("; ") || "no engine found");
+    // Pulled or loaded here, before the lease is activated: the renter never pays for it.
+    const image: AcquiredImage = await this.images.acquire(
+      spec.image ? { kind: "registry", reference: spec.image } : { kind: "archive", url: spec.imageArchive!.url, sha256: spec.imageArchive!.sha256 },
+      { signal: options.signal },
+    );
 
     const root = path.resolve(this.options.workspaceRoot);
     const workspace = path.join(root, launch.taskId);
     const envFile = secrets.size > 0 ? path.join(root, `.${launch.taskId}.env`) : undefined;
-    const removeWorkspace = () => rm(workspace, { recursive: true, force: true });
+    const removeWorkspace = async () => {
+      image.release();
+      await rm(workspace, { recursive: true, force: true });
+    };
     const grace = this.options.stopGraceMs ?? 10_000;
-    await mkdir(root, { recursive: true, mode: 0o700 });
-    await removeWorkspace();
-    await mkdir(workspace, { mode: 0o700 });
     try {
+      await mkdir(root, { recursive: true, mode: 0o700 });
+      await rm(workspace, { recursive: true, force: true });
+      await mkdir(workspace, { mode: 0o700 });
       if (spec.bundle) {
         const limits = { ...DEFAULT_BUNDLE_LIMITS, ...this.options.bundle };
         const bundleFile = path.join(root, `.${launch.taskId}.bundle`);
@@ -238,7 +266,8 @@ export class ContainerRuntime implements Runtime {
         engine: engine.kind,
         name,
         taskId: launch.taskId,
-        image: spec.image,
+        // By id: a name in the engine's store can be re-pointed, the id is what was pulled or checked.
+        image: image.id,
         command: spec.command,
         workspace,
         devices: launch.devices,
@@ -250,6 +279,9 @@ export class ContainerRuntime implements Runtime {
         stopGraceMs: grace,
       }),
     ];
+    const logs = new LogBuffer(this.options.logs);
+    const size = `${(image.sizeBytes / 1024 ** 2).toFixed(1)} MB`;
+    logs.push("system", image.cached ? `Image ${image.source}: cached (sha256:${image.id.slice(0, 12)}, ${size}), not pulled again` : `Image ${image.source}: ${spec.image ? "pulled" : "loaded"} in ${(image.ms / 1000).toFixed(1)} s before the lease started (sha256:${image.id.slice(0, 12)}, ${size})`);
     const clientEnv: Record<string, string> = {};
     for (const key of CLIENT_ENV) if (process.env[key] !== undefined) clientEnv[key] = process.env[key]!;
 
@@ -277,10 +309,11 @@ export class ContainerRuntime implements Runtime {
           return undefined;
         },
         afterExit: async () => {
+          image.release();
           if (envFile) await rm(envFile, { force: true });
         },
       },
-      logs: new LogBuffer(this.options.logs),
+      logs,
       redactor: new Redactor(secrets),
       sandboxed: true,
       limitsApplied: true,
