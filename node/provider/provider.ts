@@ -101,7 +101,13 @@ export function createRuntime(
   if (options.runtime.kind === "container") {
     const renderNodes = new Map((context.inventory?.units ?? []).filter((unit) => unit.renderNode).map((unit) => [unit.device, unit.renderNode!]));
     const amdRenderNode = renderNodes.size > 0 ? (device: string) => renderNodes.get(device) ?? `/dev/dri/renderD${128 + Number(device)}` : undefined;
-    return new ContainerRuntime({ ...common, engine: options.runtime.containerEngine, fetchPolicy: options.fetch, amdRenderNode });
+    return new ContainerRuntime({
+      ...common,
+      engine: options.runtime.containerEngine,
+      fetchPolicy: options.fetch,
+      amdRenderNode,
+      images: { cacheBytes: options.runtime.imageCacheBytes, insecureRegistries: options.runtime.insecureRegistries },
+    });
   }
   return new ProcessRuntime({
     ...common,
