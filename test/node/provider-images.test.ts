@@ -146,11 +146,12 @@ describe("container images: registry pulls, archive loads, the cache and its pru
     const dockerArchive = await archives.save(image, "docker-archive");
     const ociArchive = await archives.save(image, "oci-archive");
     const gzipped = await archives.save(image, "oci-archive", { gzip: true });
+    const gzippedDocker = await archives.save(image, "docker-archive", { gzip: true });
     await removeImages(image);
     assert.equal(await imageId(shadowName), undefined);
 
     const images = store();
-    for (const archive of [dockerArchive, ociArchive, gzipped]) {
+    for (const archive of [dockerArchive, ociArchive, gzipped, gzippedDocker]) {
       const loaded = await images.acquire({ kind: "archive", url: archive.url, sha256: archive.sha256 });
       assert.equal(loaded.cached, false, archive.url);
       assert.equal(loaded.id, id, `${archive.url} is the saved image`);
@@ -183,6 +184,15 @@ describe("container images: registry pulls, archive loads, the cache and its pru
       assert.match(error.message, /is not a docker-archive or oci-archive image/);
       return true;
     });
+    const gzipped = await archives.save(image, "docker-archive", { gzip: true });
+    const small = store({ archive: { maxBytes: 256 * 1024 ** 2, fetchTimeoutMs: 60_000, maxUnpackedBytes: 100_000 } });
+    await assert.rejects(small.acquire({ kind: "archive", url: gzipped.url, sha256: gzipped.sha256 }), (error: Error) => {
+      assert.equal(error.name, "BundleTooLargeError");
+      assert.match(error.message, /once decompressed exceeds the provider's limit of 100000 bytes/);
+      return true;
+    });
+    const badGzip = await archives.serveBytes("bad.tar.gz", Buffer.concat([Buffer.from([0x1f, 0x8b, 0x08, 0x00]), Buffer.from("not really gzip".repeat(20))]));
+    await assert.rejects(images.acquire({ kind: "archive", url: badGzip.url, sha256: badGzip.sha256 }), { name: "ImageArchiveError" });
     const strict = store({ fetchPolicy: { allowFileUrls: false, allowNetworks: [] } });
     await assert.rejects(strict.acquire({ kind: "archive", url: archive.url, sha256: archive.sha256 }), { name: "FetchRefusedError" });
     await assert.rejects(strict.acquire({ kind: "archive", url: `file://${archive.file}`, sha256: archive.sha256 }), { name: "FetchRefusedError" });

@@ -179,7 +179,7 @@ export class ContainerRuntime implements Runtime {
       dir: path.join(path.resolve(options.workspaceRoot), ".images"),
       cacheBytes: options.images?.cacheBytes ?? DEFAULT_IMAGE_CACHE_BYTES,
       fetchPolicy: options.fetchPolicy,
-      archive: { maxBytes: bundle.maxBytes, fetchTimeoutMs: bundle.fetchTimeoutMs },
+      archive: { maxBytes: bundle.maxBytes, fetchTimeoutMs: bundle.fetchTimeoutMs, maxUnpackedBytes: bundle.maxUnpackedBytes },
       insecureRegistries: options.images?.insecureRegistries,
       pullTimeoutMs: options.images?.pullTimeoutMs,
       logger: this.logger,

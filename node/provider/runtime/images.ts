@@ -22,10 +22,14 @@
  *   (RuntimeUnavailableError).
  */
 import { execFile } from "node:child_process";
-import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdir, open, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { createGunzip } from "node:zlib";
 import path from "node:path";
 import { silentLogger, type Logger } from "../../log/logger.js";
-import { ImageArchiveError, ImageNotFoundError, ImagePullError, RuntimeUnavailableError } from "../errors.js";
+import { BundleTooLargeError, ImageArchiveError, ImageNotFoundError, ImagePullError, RuntimeUnavailableError } from "../errors.js";
 import { displayUrl, fetchBundle } from "./bundle.js";
 import type { FetchPolicy } from "./fetch-policy.js";
 
@@ -41,8 +45,8 @@ export type ImageStoreOptions = {
   /** Most bytes the cached images may take together before the least recently used are removed. */
   cacheBytes: number;
   fetchPolicy?: Partial<FetchPolicy> | undefined;
-  /** Caps of an archive download (the bundle caps). */
-  archive: { maxBytes: number; fetchTimeoutMs: number };
+  /** Caps of an archive download and of a gzipped archive once decompressed (the bundle caps). */
+  archive: { maxBytes: number; fetchTimeoutMs: number; maxUnpackedBytes?: number };
   /** Registries (host:port) pulled without TLS verification (Podman's --tls-verify=false; Docker reads daemon.json). */
   insecureRegistries?: readonly string[] | undefined;
   /** Longest a pull or a load may take (default 30 minutes). */
@@ -143,6 +147,36 @@ export function parseLoadOutput(stdout: string): string[] {
     if (match) names.push(...match[1].split(",").map((name) => name.trim()).filter(Boolean));
   }
   return names;
+}
+
+async function isGzip(file: string): Promise<boolean> {
+  const handle = await open(file, "r");
+  try {
+    const head = Buffer.alloc(2);
+    const { bytesRead } = await handle.read(head, 0, 2, 0);
+    return bytesRead === 2 && head[0] === 0x1f && head[1] === 0x8b;
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Decompresses `from` into `to`, stopping past `maxBytes` (a gzip bomb) with BundleTooLargeError. */
+async function gunzipCapped(from: string, to: string, shown: string, maxBytes: number, signal: AbortSignal | undefined): Promise<string> {
+  let bytes = 0;
+  const cap = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      bytes += chunk.length;
+      if (bytes > maxBytes) callback(new BundleTooLargeError(`Image archive ${shown} once decompressed`, maxBytes));
+      else callback(null, chunk);
+    },
+  });
+  try {
+    await pipeline(createReadStream(from), createGunzip(), cap, createWriteStream(to, { mode: 0o600 }), ...(signal ? [{ signal }] : []));
+  } catch (error) {
+    if (error instanceof BundleTooLargeError) throw error;
+    throw new ImageArchiveError(shown, "it is not a valid gzip file", (error as Error).message);
+  }
+  return to;
 }
 
 export class ImageStore {
@@ -295,7 +329,8 @@ export class ImageStore {
   private async loadArchive(engine: ImageEngine, source: { url: string; sha256: string }, signal: AbortSignal | undefined): Promise<{ id: string; name: string }> {
     const shown = displayUrl(source.url);
     await mkdir(this.options.dir, { recursive: true, mode: 0o700 });
-    const file = path.join(this.options.dir, `${source.sha256}.${process.pid}.${Date.now()}.tar`);
+    const file = path.join(this.options.dir, `${source.sha256}.${process.pid}.${Date.now()}.download`);
+    const tarFile = `${file}.tar`;
     try {
       await fetchBundle({
         url: source.url,
@@ -307,8 +342,10 @@ export class ImageStore {
         policy: this.options.fetchPolicy,
         label: "Image archive",
       });
+      // Podman 4 loads a gzipped oci-archive but not a gzipped docker-archive: decompress here (capped).
+      const loadFile = (await isGzip(file)) ? await gunzipCapped(file, tarFile, shown, this.options.archive.maxUnpackedBytes ?? 8 * 1024 ** 3, signal) : file;
       this.logger.info("Loading image archive", { url: shown });
-      const result = await run(engine.path, ["load", "--input", file], this.timeoutMs, signal);
+      const result = await run(engine.path, ["load", "--input", loadFile], this.timeoutMs, signal);
       if (result.missing) throw new RuntimeUnavailableError("container", `${engine.path} is not installed`);
       if (result.code !== 0) {
         const text = `${result.stderr}\n${result.stdout}`;
@@ -338,6 +375,7 @@ export class ImageStore {
       return { id, name: ours };
     } finally {
       await rm(file, { force: true });
+      await rm(tarFile, { force: true });
     }
   }
 
