@@ -199,6 +199,29 @@ describe("container images: registry pulls, archive loads, the cache and its pru
     assert.deepEqual(await images.list(), []);
   });
 
+  it("an engine that fails on its own side (storage, disk full) is the provider's failure, not the renter's", async () => {
+    const broken = path.join(dir, "podman-broken");
+    await writeFile(
+      broken,
+      `#!/bin/sh\ncase "$1" in\n  pull|load) echo "Error: writing blob: adding layer with blob sha256:abc: no space left on device" >&2; exit 125 ;;\n  *) exec podman "$@" ;;\nesac\n`,
+    );
+    await chmod(broken, 0o755);
+    const image = await buildMarkedImage(local("broken"), `broken-${suffix}`);
+    made.push(image);
+    const pushed = await registry.push(image, `ci/broken-${suffix}:v1`);
+    made.push(pushed.reference);
+    const archive = await archives.save(image, "oci-archive");
+    const images = store({ engine: async () => ({ kind: "podman", path: broken }) });
+    for (const source of [{ kind: "registry", reference: pushed.reference } as const, { kind: "archive", url: archive.url, sha256: archive.sha256 } as const]) {
+      await assert.rejects(images.acquire(source), (error: Error) => {
+        assert.equal(error.name, "RuntimeUnavailableError", `${source.kind}: ${error.message}`);
+        assert.match(error.message, /no space left on device/);
+        return true;
+      });
+    }
+    assert.deepEqual(await images.list(), []);
+  });
+
   it("prunes least recently used images over imageCacheBytes, never one a task holds", async () => {
     const a = await buildMarkedImage(local("prune-a"), `prune-a-${suffix}`, 3_000_000);
     const b = await buildMarkedImage(local("prune-b"), `prune-b-${suffix}`, 3_000_000);
