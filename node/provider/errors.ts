@@ -154,6 +154,28 @@ export class FetchRefusedError extends SuanliError {
   }
 }
 
+/** Whose fault an error is: the provider's machinery (terminate and pay the penalty) or the renter's input. */
+export type Blame = "provider" | "renter";
+
+/**
+ * The container engine or its OCI runtime could not create or start the task's container (an
+ * rlimit above the host's hard limit, a CDI device that does not resolve, cgroups the runtime
+ * cannot use, the engine itself failing). Never the renter's fault: the lease is terminated by
+ * the rules and the renter refunded plus the penalty.
+ */
+export class ContainerEngineError extends SuanliError {
+  override name = "ContainerEngineError";
+  readonly blame: Blame = "provider";
+  /** The engine's own last error line (never task output: the task had not started). */
+  readonly engineMessage: string;
+  constructor(step: string, engineMessage: string) {
+    super(`The container engine failed to ${step}: ${engineMessage || "no error message"}`, {
+      metaMessages: ["This is the provider's failure, not the task's: the provider must fix its container engine (see docs/provider.md, Container runtime)."],
+    });
+    this.engineMessage = engineMessage;
+  }
+}
+
 /**
  * The registry has no such image: the repository or the tag (or the `@sha256:` digest) does not
  * exist there. The renter's input: nothing ran and the lease ends without run time.

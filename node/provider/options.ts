@@ -238,6 +238,48 @@ export const providerOptionsSchema = z.strictObject({
       readOnlyPaths: z.array(z.string().regex(/^\//, "expected an absolute path")).max(64).default([]),
       containerEngine: z.enum(["auto", "docker", "podman"]).default("auto"),
       /**
+       * Container runtime: the OCI runtime the engine runs containers with. `auto` takes the
+       * engine's default when it starts the self-test container, else runc, else crun (and says so
+       * once); a name ("runc") or an absolute path uses that one only.
+       */
+      ociRuntime: z
+        .string()
+        .regex(/^(auto|[A-Za-z0-9_.-]{1,64}|\/[^\0\n]{1,4095})$/, 'expected "auto", a runtime name like "runc", or an absolute path')
+        .default("auto"),
+      /**
+       * Container runtime: extra engine flags an operator needs (`["--shm-size", "8g"]`), added to
+       * every task's container and to the self-test. They may weaken isolation (`--privileged`,
+       * `--network host`, volumes): that is the operator's decision, and the node warns at start.
+       */
+      containerArgs: z
+        .array(z.string().min(1).max(4_096).regex(/^[^\0\r\n]*$/, "expected one argument without line breaks"))
+        .max(64)
+        .default([])
+        .superRefine((args, ctx) => {
+          args.forEach((arg, index) => {
+            if (/^(--name|--rm|-d|--detach|--attach|-a|--init-path|--label|-l)(=|$)/.test(arg)) {
+              ctx.addIssue({ code: "custom", path: [index], message: `${arg.split("=")[0]} is set by the node itself and cannot be given here` });
+            }
+          });
+        }),
+      /**
+       * Container runtime: pass the leased GPUs to the container (`auto`: CDI devices for Podman,
+       * --gpus for Docker, /dev/kfd + render nodes for AMD); `none` for machines without GPUs
+       * (declared test inventories).
+       */
+      containerGpus: z.enum(["auto", "none"]).default("auto"),
+      /** Container runtime: cgroup limits per leased unit, multiplied by the task's units. */
+      containerPerUnit: z
+        .strictObject({
+          /** CPUs (`--cpus`, fractional allowed). */
+          cpus: z.number().positive().max(4_096).optional(),
+          /** Memory (`--memory`), bytes. */
+          memoryBytes: positiveInt(Number.MAX_SAFE_INTEGER).optional(),
+          /** Processes and threads (`--pids-limit`); default limits.processes for the whole task. */
+          pids: positiveInt(10_000_000).optional(),
+        })
+        .prefault({}),
+      /**
        * Most bytes the container runtime's cached images (pulled and loaded) may take together;
        * over it the least recently used ones no task is using are removed.
        */

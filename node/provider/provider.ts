@@ -101,9 +101,17 @@ export function createRuntime(
   if (options.runtime.kind === "container") {
     const renderNodes = new Map((context.inventory?.units ?? []).filter((unit) => unit.renderNode).map((unit) => [unit.device, unit.renderNode!]));
     const amdRenderNode = renderNodes.size > 0 ? (device: string) => renderNodes.get(device) ?? `/dev/dri/renderD${128 + Number(device)}` : undefined;
+    const gpus = options.runtime.containerGpus === "auto";
     return new ContainerRuntime({
       ...common,
       engine: options.runtime.containerEngine,
+      ...(options.runtime.ociRuntime === "auto" ? {} : { ociRuntimes: [options.runtime.ociRuntime] }),
+      networkAllow: options.runtime.networkAllow,
+      perUnit: options.runtime.containerPerUnit,
+      extraArgs: options.runtime.containerArgs,
+      gpus,
+      // The self-test passes every unit's device: one the engine cannot resolve is found at start.
+      probeDevices: gpus ? (context.inventory?.units ?? []).map((unit) => unit.device) : [],
       fetchPolicy: options.fetch,
       amdRenderNode,
       images: { cacheBytes: options.runtime.imageCacheBytes, insecureRegistries: options.runtime.insecureRegistries },

@@ -9,7 +9,7 @@ import { createClient, type SuanliClient, type TaskLogLine } from "../../sdk/ind
 import { requireContainerSupport } from "../support/container-images.js";
 import { fund, startDevnet, type Devnet } from "../support/devnet.js";
 import { startTestProvider, type TestProvider } from "../support/provider.js";
-import { buildMarkedImage, removeImages, startArchiveServer, startRegistry, writeHostContainersConf, type ArchiveServer, type TestRegistry } from "../support/registry.js";
+import { buildMarkedImage, removeImages, startArchiveServer, startRegistry, type ArchiveServer, type TestRegistry } from "../support/registry.js";
 import { waitFor } from "../support/wait.js";
 
 // Through the SDK against a devnet and a provider node whose runtime is "container": real Podman
@@ -25,7 +25,6 @@ describe("container images end to end: tasks by registry reference and by archiv
   let reference: string;
   let archive: { url: string; sha256: string };
   let engineLog: string;
-  let savedConf: string | undefined;
   let savedPath: string | undefined;
   const suffix = randomBytes(4).toString("hex");
   const image = `localhost/suanli-e2e/trainer-${suffix}:1`;
@@ -36,33 +35,12 @@ describe("container images end to end: tasks by registry reference and by archiv
     this.timeout(300_000);
     await requireContainerSupport();
     work = await mkdtemp(path.join(tmpdir(), "suanli-container-e2e-"));
-    savedConf = process.env.CONTAINERS_CONF;
-    process.env.CONTAINERS_CONF = await writeHostContainersConf(work);
     engineLog = path.join(work, "engine.log");
     // The node finds `podman` on PATH: first a wrapper that records what it was asked, so a pull
     // (or its absence) is observed, not assumed.
     const real = (await import("node:child_process")).execFileSync("sh", ["-c", "command -v podman"], { encoding: "utf8" }).trim();
     await mkdir(path.join(work, "bin"));
-    // This machine has no GPU (the one thing mocked): the wrapper drops the CDI flags
-    // (`--device nvidia.com/gpu=<unit>`) of the declared A100s, which no CDI spec here resolves,
-    // and gives `run` the host's nproc limit.
-    await writeFile(
-      path.join(work, "bin", "podman"),
-      [
-        "#!/bin/bash",
-        `echo "$*" >> '${engineLog}'`,
-        "args=()",
-        'skip=0; for a in "$@"; do',
-        '  if [ "$skip" = 1 ]; then skip=0; [[ "$a" == nvidia.com/gpu=* ]] && continue; args+=(--device "$a"); continue; fi',
-        '  if [ "$a" = --device ]; then skip=1; continue; fi',
-        '  args+=("$a")',
-        // The host's RLIMIT_NPROC flag (an explicit --ulimit replaces containers.conf's list); the engine half passes it itself.
-        '  [ "$a" = run ] && [ "${#args[@]}" = 1 ] && args+=(--ulimit nproc=1000:1000)',
-        "done",
-        `exec '${real}' "\${args[@]}"`,
-        "",
-      ].join("\n"),
-    );
+    await writeFile(path.join(work, "bin", "podman"), `#!/bin/sh\necho "$*" >> '${engineLog}'\nexec '${real}' "$@"\n`);
     await chmod(path.join(work, "bin", "podman"), 0o755);
     savedPath = process.env.PATH;
     process.env.PATH = `${path.join(work, "bin")}:${process.env.PATH}`;
@@ -78,10 +56,9 @@ describe("container images end to end: tasks by registry reference and by archiv
     await removeImages(reference);
     provider = await startTestProvider(devnet, 1, {
       provider: {
-        runtime: { kind: "container", containerEngine: "podman", network: false, insecureRegistries: [registry.host] },
+        // No GPU on this machine: the declared A100s get no devices (containerGpus "none").
+        runtime: { kind: "container", containerEngine: "podman", containerGpus: "none", network: false, insecureRegistries: [registry.host] },
         grace: { taskStopMs: 2_000 },
-        // Within this host's hard RLIMIT_NOFILE (the engine half clamps it; here it is set).
-        limits: { openFiles: 1024 },
       },
     });
     await fund(devnet, await devnet.wallet(5), 100_000_000n);
@@ -96,8 +73,6 @@ describe("container images end to end: tasks by registry reference and by archiv
     await devnet?.close();
     await removeImages(...made);
     if (savedPath !== undefined) process.env.PATH = savedPath;
-    if (savedConf === undefined) delete process.env.CONTAINERS_CONF;
-    else process.env.CONTAINERS_CONF = savedConf;
     if (work) await rm(work, { recursive: true, force: true });
   });
 

@@ -1,167 +1,385 @@
 import assert from "node:assert/strict";
-import { chmod, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
+import { execFile, spawn } from "node:child_process";
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
+import { createInterface } from "node:readline";
+import { promisify } from "node:util";
 import { parseInput } from "../../common/validation.js";
-import { buildContainerRunArgs, ContainerRuntime, detectContainerEngine } from "../../node/provider/runtime/container-runtime.js";
+import { digestOutputDir } from "../../common/output-digest.js";
+import { buildContainerCreateArgs } from "../../node/provider/runtime/container-args.js";
+import { detectContainerEngine, hostHardLimits, ownerId } from "../../node/provider/runtime/container-engine.js";
+import { ContainerRuntime, containerName } from "../../node/provider/runtime/container-runtime.js";
+import { hostIpv4Addresses } from "../../node/provider/runtime/sandbox.js";
 import { taskSpecSchema, type TaskSpec } from "../../node/provider/runtime/task.js";
+import type { Logger } from "../../node/log/logger.js";
+import { silentLogger } from "../../node/log/logger.js";
+import { BUSYBOX_IMAGE, requireContainerSupport } from "../support/container-images.js";
+import { waitFor } from "../support/wait.js";
 
-// No container engine runs on this machine (the Docker client is installed, its daemon is not),
-// so the real engine path is exercised where one exists; here, stand-in `docker` executables
-// answer `info`/`run`/`stop` so that detection and the task lifecycle run through real processes.
-describe("container runtime", () => {
-  let dir: string;
-  before(async () => {
-    dir = await mkdtemp(path.join(tmpdir(), "suanli-container-"));
-  });
-  after(async () => {
-    await rm(dir, { recursive: true, force: true });
-  });
+const exec = promisify(execFile);
+const spec = (input: unknown) => parseInput(taskSpecSchema, input, "task") as TaskSpec;
+/** The local test image is named localhost/...: the image policy must allow the loopback registry. */
+const LOCAL_IMAGES = { allowNetworks: ["127.0.0.0/8"] };
 
-  async function script(name: string, body: string): Promise<string> {
-    const file = path.join(dir, name);
-    await writeFile(file, `#!/bin/sh\n${body}\n`);
-    await chmod(file, 0o755);
-    return file;
-  }
+async function podman(...args: string[]): Promise<string> {
+  return (await exec("podman", args, { encoding: "utf8", timeout: 60_000 })).stdout;
+}
 
-  const spec = (input: unknown) => parseInput(taskSpecSchema, input, "task") as TaskSpec;
+/** Containers labelled as owned by the runtime at `root`. */
+async function owned(root: string): Promise<string[]> {
+  const out = await podman("ps", "--all", "--filter", `label=suanli.owner=${ownerId(path.resolve(root))}`, "--format", "{{.Names}}");
+  return out.split("\n").filter((line) => line.trim() !== "");
+}
 
-  it("builds docker run arguments with GPUs, env, limits, name and mount", () => {
-    const args = buildContainerRunArgs({
+/** A logger that keeps its warnings (the OCI runtime fallback is said once). */
+function recordingLogger(): Logger & { warnings: string[] } {
+  const base = silentLogger();
+  const warnings: string[] = [];
+  const logger = Object.create(base) as Logger & { warnings: string[] };
+  logger.warnings = warnings;
+  logger.warn = (message: string) => void warnings.push(message);
+  logger.child = () => logger;
+  return logger;
+}
+
+describe("container runtime: engine flags (argv)", () => {
+  const pairs = (args: string[], flag: string) => args.flatMap((arg, i) => (arg === flag ? [args[i + 1]] : []));
+
+  it("Docker: --gpus with GPU and MIG UUIDs, per-unit CPU/memory/pids, clamped ulimits, labels, OCI runtime, operator flags", () => {
+    const args = buildContainerCreateArgs({
       engine: "docker",
       name: "suanli-lease-9",
       taskId: "lease-9",
+      owner: "0123456789abcdef",
       image: "nvcr.io/nvidia/pytorch:24.03-py3",
       command: ["python", "train.py", "--epochs", "3"],
       workspace: "/var/lib/suanli/workspaces/lease-9",
       devices: ["GPU-295b72d2-e23d-baa4-1b87-88bc3b68fd08", "MIG-c1d3d074-7dc1-5e89-8a5f-6d0b08327092"],
+      units: 2,
       env: { MODE: "train" },
       envFile: "/var/lib/suanli/workspaces/.lease-9.env",
-      limits: { memoryBytes: 8 * 1024 ** 3, processes: 512, fileSizeBytes: 1024 ** 3, openFiles: 4096, cpuSeconds: 7200 },
+      limits: { processes: 1000, fileSizeBytes: 1024 ** 3, openFiles: 4096, cpuSeconds: 7200 },
+      perUnit: { cpus: 8, memoryBytes: 64 * 1024 ** 3, pids: 2048 },
       network: false,
       stopGraceMs: 10_000,
+      ociRuntime: "runc",
+      extraArgs: ["--shm-size", "8g"],
     });
-    const pairs = (flag: string) => args.flatMap((arg, i) => (arg === flag ? [args[i + 1]] : []));
-    assert.deepEqual(args.slice(0, 3), ["run", "--rm", "--init"]);
-    assert.deepEqual(pairs("--name"), ["suanli-lease-9"]);
-    assert.deepEqual(pairs("--gpus"), ['"device=GPU-295b72d2-e23d-baa4-1b87-88bc3b68fd08,MIG-c1d3d074-7dc1-5e89-8a5f-6d0b08327092"']);
-    assert.deepEqual(pairs("--network"), ["none"]);
-    assert.deepEqual(pairs("--memory"), [String(8 * 1024 ** 3)]);
-    assert.deepEqual(pairs("--pids-limit"), ["512"]);
-    assert.deepEqual(pairs("--ulimit"), ["cpu=7200:7200", `fsize=${1024 ** 3}:${1024 ** 3}`, "nofile=4096:4096"]);
-    assert.deepEqual(pairs("--stop-timeout"), ["10"]);
-    assert.deepEqual(pairs("--volume"), ["/var/lib/suanli/workspaces/lease-9:/workspace"]);
-    assert.deepEqual(pairs("--env-file"), ["/var/lib/suanli/workspaces/.lease-9.env"]);
-    const env = pairs("--env");
+    assert.deepEqual(args.slice(0, 2), ["create", "--init"]);
+    assert.deepEqual(pairs(args, "--name"), ["suanli-lease-9"]);
+    assert.deepEqual(pairs(args, "--label"), ["suanli.owner=0123456789abcdef", "suanli.task=lease-9"]);
+    assert.deepEqual(pairs(args, "--runtime"), ["runc"]);
+    assert.deepEqual(pairs(args, "--gpus"), ['"device=GPU-295b72d2-e23d-baa4-1b87-88bc3b68fd08,MIG-c1d3d074-7dc1-5e89-8a5f-6d0b08327092"']);
+    assert.deepEqual(pairs(args, "--network"), ["none"]);
+    assert.deepEqual(pairs(args, "--cpus"), ["16"]);
+    assert.deepEqual(pairs(args, "--memory"), [String(128 * 1024 ** 3)]);
+    assert.deepEqual(pairs(args, "--pids-limit"), ["4096"]);
+    assert.deepEqual(pairs(args, "--ulimit"), ["cpu=7200:7200", `fsize=${1024 ** 3}:${1024 ** 3}`, "nofile=4096:4096", "nproc=1000:1000"]);
+    assert.deepEqual(pairs(args, "--stop-timeout"), ["10"]);
+    assert.deepEqual(pairs(args, "--volume"), ["/var/lib/suanli/workspaces/lease-9:/workspace"]);
+    assert.deepEqual(pairs(args, "--env-file"), ["/var/lib/suanli/workspaces/.lease-9.env"]);
+    const env = pairs(args, "--env");
     assert.ok(env.includes("MODE=train"));
     assert.ok(env.includes("CUDA_VISIBLE_DEVICES=0,1"));
     assert.ok(env.includes("SUANLI_OUTPUT_DIR=/workspace/output"));
-    assert.deepEqual(args.slice(-5), ["nvcr.io/nvidia/pytorch:24.03-py3", "python", "train.py", "--epochs", "3"]);
+    // The operator's flags come right before the image; the command after it.
+    assert.deepEqual(args.slice(-7), ["--shm-size", "8g", "nvcr.io/nvidia/pytorch:24.03-py3", "python", "train.py", "--epochs", "3"]);
   });
 
-  it("builds podman run arguments with CDI devices and a shell command", () => {
-    const args = buildContainerRunArgs({
+  it("Podman: one CDI device per leased unit (MIG UUIDs too), slirp4netns without the host loopback, pids from limits.processes", () => {
+    const args = buildContainerCreateArgs({
       engine: "podman",
       name: "suanli-t",
       taskId: "t",
+      owner: "o",
       image: "docker.io/library/busybox",
       command: "echo hi && sleep 1",
       workspace: "/w/t",
-      devices: ["GPU-a", "GPU-b"],
+      devices: ["GPU-a", "MIG-b"],
+      units: 2,
       env: {},
-      limits: {},
+      limits: { processes: 512, openFiles: 1024 },
       network: true,
       stopGraceMs: 500,
     });
-    assert.deepEqual(args.flatMap((arg, i) => (arg === "--device" ? [args[i + 1]] : [])), ["nvidia.com/gpu=GPU-a", "nvidia.com/gpu=GPU-b"]);
+    assert.deepEqual(pairs(args, "--device"), ["nvidia.com/gpu=GPU-a", "nvidia.com/gpu=MIG-b"]);
     assert.ok(!args.includes("--gpus"));
-    assert.ok(!args.includes("--network"));
+    assert.ok(!args.includes("--runtime"), "the engine's default runtime when it works");
+    assert.deepEqual(pairs(args, "--network"), ["slirp4netns:allow_host_loopback=false"]);
+    assert.deepEqual(pairs(args, "--pids-limit"), ["512"]);
     assert.ok(args.includes("/w/t:/workspace:Z"));
     assert.deepEqual(args.slice(-4), ["docker.io/library/busybox", "/bin/sh", "-c", "echo hi && sleep 1"]);
   });
 
   it("detects a working engine only when `info` reaches it, and says why not otherwise", async () => {
-    const down = await script("docker-down", 'echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?" >&2; exit 1');
-    const up = await script("docker-up", '[ "$1" = info ] && echo 27.3.1');
-    const none = await detectContainerEngine("auto", { docker: down, podman: path.join(dir, "no-podman") });
-    assert.equal(none.engine, null);
-    assert.equal(none.reasons.length, 2);
-    assert.match(none.reasons[0], /^docker: docker info failed \(Cannot connect to the Docker daemon/);
-    assert.equal(none.reasons[1], "podman: not installed");
-    const found = await detectContainerEngine("docker", { docker: up });
-    assert.deepEqual(found.engine, { kind: "docker", path: up, version: "27.3.1" });
+    const dir = await mkdtemp(path.join(tmpdir(), "suanli-engine-"));
+    try {
+      const down = path.join(dir, "docker-down");
+      await writeFile(down, '#!/bin/sh\necho "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?" >&2; exit 1\n');
+      await chmod(down, 0o755);
+      const none = await detectContainerEngine("auto", { docker: down, podman: path.join(dir, "no-podman") });
+      assert.equal(none.engine, null);
+      assert.match(none.reasons[0], /^docker: docker info failed \(Cannot connect to the Docker daemon/);
+      assert.equal(none.reasons[1], "podman: not installed");
+      const real = await detectContainerEngine("podman");
+      assert.equal(real.engine?.kind, "podman", real.reasons.join("; "));
+      assert.match(real.engine.version, /^\d+\.\d+/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
 
-    // Whatever this machine has, detection answers with an engine or with reasons, never throws.
-    const real = await detectContainerEngine();
-    assert.ok(real.engine !== null || real.reasons.length === 2);
+describe("container runtime: real containers (Podman)", function () {
+  this.timeout(120_000);
+  let dir: string;
+  let root: string;
+  let runtime: ContainerRuntime;
+  const hard = { openFiles: 0, processes: 0 };
+
+  before(async () => {
+    await requireContainerSupport();
+    dir = await mkdtemp(path.join(tmpdir(), "suanli-container-"));
+    root = path.join(dir, "data", "workspaces");
+    const limits = await hostHardLimits();
+    hard.openFiles = limits.openFiles ?? 0;
+    hard.processes = limits.processes ?? 0;
+    // openFiles above the host's hard limit on purpose: the runtime clamps it (Podman would fail).
+    runtime = new ContainerRuntime({ workspaceRoot: root, engine: "podman", network: false, limits: { openFiles: 10_000_000 }, gpus: false, fetchPolicy: LOCAL_IMAGES, stopGraceMs: 2_000 });
+    await runtime.verify();
+  });
+  after(async () => {
+    for (const name of await owned(root).catch(() => [])) await podman("rm", "--force", "--time", "0", name).catch(() => undefined);
+    await rm(dir, { recursive: true, force: true });
   });
 
-  it("refuses to prepare a task without an engine, without an image, or with a multi-line secret", async () => {
-    const down = await script("docker-down2", "exit 1");
-    const rt = new ContainerRuntime({ workspaceRoot: path.join(dir, "ws"), engine: "docker", enginePaths: { docker: down } });
-    await assert.rejects(rt.prepare({ taskId: "a", spec: spec({ image: "busybox", command: "true" }), devices: [], durationMs: 1000 }), { name: "RuntimeUnavailableError" });
-    await assert.rejects(rt.prepare({ taskId: "b", spec: spec({ bundle: { url: "http://127.0.0.1:1/b.tgz", sha256: "a".repeat(64) }, command: "true" }), devices: [], durationMs: 1000 }), (error: unknown) => {
-      assert.deepEqual((error as { fields: string[] }).fields, ["image"]);
-      return true;
-    });
-    await assert.rejects(
-      rt.prepare({ taskId: "c", spec: spec({ image: "busybox", command: "true", env: { KEY: { value: "a\nb", secret: true } } }), devices: [], durationMs: 1000 }),
-      (error: unknown) => {
-        assert.deepEqual((error as { fields: string[] }).fields, ["env.KEY"]);
-        return true;
-      },
-    );
-  });
-
-  it("runs a task through the engine: secrets only in the 0600 env file, logs redacted, env file removed after", async () => {
-    // The stand-in engine prints the arguments it was given and the env file it was pointed at.
-    const engine = await script(
-      "docker-echo",
-      [
-        'case "$1" in',
-        "  info) echo 27.3.1 ;;",
-        "  pull) echo ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff ;;",
-        "  image) echo 1000 ;;",
-        '  run) shift; envfile=""; prev=""',
-        '       for a in "$@"; do echo "arg:$a"; [ "$prev" = "--env-file" ] && envfile="$a"; prev="$a"; done',
-        '       echo "mode:$(stat -c %a "$envfile")"; cat "$envfile"; exit 0 ;;',
-        "  stop) exit 0 ;;",
-        "esac",
-      ].join("\n"),
-    );
-    const rt = new ContainerRuntime({ workspaceRoot: path.join(dir, "ws"), engine: "docker", enginePaths: { docker: engine } });
-    const secret = "hunter2-very-secret";
-    const task = await rt.prepare({
+  it("runs a task: logs streamed as they come, output files digested, rlimits clamped to the host's, container removed after", async () => {
+    const task = await runtime.prepare({
       taskId: "run-1",
-      spec: spec({ image: "busybox", command: ["env"], env: { PLAIN: "visible", TOKEN: { value: secret, secret: true } } }),
-      devices: ["GPU-a"],
-      durationMs: 10_000,
+      spec: spec({
+        image: BUSYBOX_IMAGE,
+        command: 'echo "nofile $(ulimit -n) nproc $(ulimit -u)"; echo one; sleep 1; mkdir -p output/sub; echo result > output/a.txt; echo deep > output/sub/b.txt; echo oops >&2; echo two',
+      }),
+      devices: [],
+      durationMs: 60_000,
     });
-    assert.equal(task.sandboxed, true);
     await task.start();
+    const seen: string[] = [];
+    let sawOneBeforeEnd = false;
+    for await (const line of task.logs()) {
+      seen.push(`${line.stream}:${line.text}`);
+      if (line.text === "one") sawOneBeforeEnd = task.state === "running";
+    }
     const result = await task.wait();
-    assert.equal(result.status, "succeeded");
-    const texts = task.readLogs().lines.map((line) => line.text);
-    assert.ok(texts.includes("arg:PLAIN=visible"), texts.join("\n"));
-    assert.ok(texts.includes("arg:--gpus"));
-    assert.ok(texts.includes("mode:600"));
-    assert.ok(texts.includes("TOKEN=[secret:TOKEN]"), "the env file held the secret; the log shows it redacted");
-    assert.ok(!texts.some((text) => text.includes(secret)));
-    await assert.rejects(stat(path.join(dir, "ws", ".run-1.env")), { code: "ENOENT" });
+    assert.equal(result.status, "succeeded", seen.join("\n"));
+    assert.equal(result.exitCode, 0);
+    assert.ok(sawOneBeforeEnd, "the first line arrived while the container still ran");
+    assert.ok(seen.includes(`stdout:nofile ${hard.openFiles} nproc ${hard.processes}`), seen.join("\n"));
+    assert.ok(seen.includes("stderr:oops"));
+    assert.equal(result.outputDigestSource, "output-dir");
+    assert.equal(result.outputDigest, await digestOutputDir(path.join(task.workspace, "output")));
+    assert.equal(await readFile(path.join(task.workspace, "output", "sub", "b.txt"), "utf8"), "deep\n");
+    assert.deepEqual(await owned(root), [], "the container is removed once it ended");
     await task.cleanup();
   });
 
-  it("stops a running container, falling back to the process group when `stop` fails", async () => {
-    const engine = await script("docker-sleep", ['case "$1" in', "  info) echo 27.3.1 ;;", "  pull) echo ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff ;;", "  image) echo 1000 ;;", "  run) echo started; sleep 30 ;;", "  stop) exit 1 ;;", "esac"].join("\n"));
-    const rt = new ContainerRuntime({ workspaceRoot: path.join(dir, "ws"), engine: "docker", enginePaths: { docker: engine }, stopGraceMs: 300 });
-    const task = await rt.prepare({ taskId: "run-2", spec: spec({ image: "busybox", command: "sleep 30" }), devices: [], durationMs: 10_000 });
+  it("a command exiting non-zero (even 125, the engine's own code) is the renter's result, not an engine failure", async () => {
+    for (const code of [3, 125]) {
+      const task = await runtime.prepare({ taskId: `exit-${code}`, spec: spec({ image: BUSYBOX_IMAGE, command: `exit ${code}` }), devices: [], durationMs: 60_000 });
+      await task.start();
+      const result = await task.wait();
+      assert.equal(result.status, "failed");
+      assert.equal(result.exitCode, code);
+      assert.equal(result.error, undefined);
+      await task.cleanup();
+    }
+  });
+
+  it("a command missing from the image is the renter's failure (the container's init says so), never the provider's", async () => {
+    const task = await runtime.prepare({ taskId: "missing", spec: spec({ image: BUSYBOX_IMAGE, command: ["/no/such/program"] }), devices: [], durationMs: 60_000 });
     await task.start();
-    const deadline = Date.now() + 5_000;
-    while (!task.readLogs().lines.some((line) => line.text === "started") && Date.now() < deadline) await sleep(20);
-    const result = await task.stop(300);
+    const result = await task.wait();
+    assert.equal(result.status, "failed");
+    assert.notEqual(result.exitCode, 0);
+    assert.equal(result.error, undefined);
+    assert.ok(task.readLogs().lines.some((line) => /failed to exec pid1: No such file or directory/.test(line.text)));
+    await task.cleanup();
+    assert.deepEqual(await owned(root), []);
+  });
+
+  it("an engine that cannot start the container is the provider's ContainerEngineError (unresolvable CDI device; container gone under the client)", async () => {
+    const withGpus = new ContainerRuntime({ workspaceRoot: root, engine: "podman", network: false, fetchPolicy: LOCAL_IMAGES });
+    await assert.rejects(withGpus.prepare({ taskId: "cdi", spec: spec({ image: BUSYBOX_IMAGE, command: "true" }), devices: ["GPU-00000000-0000-0000-0000-000000000000"], durationMs: 60_000 }), (error: unknown) => {
+      assert.equal((error as Error).name, "ContainerEngineError");
+      assert.equal((error as { blame: string }).blame, "provider");
+      assert.match((error as Error).message, /unresolvable CDI devices/);
+      return true;
+    });
+    // After prepare, the engine loses the container: `start --attach` fails, never the task's exit.
+    const task = await runtime.prepare({ taskId: "gone", spec: spec({ image: BUSYBOX_IMAGE, command: "true" }), devices: [], durationMs: 60_000 });
+    await podman("rm", "--force", containerName("gone"));
+    await task.start();
+    const result = await task.wait();
+    assert.equal(result.status, "error");
+    assert.equal(result.error?.name, "ContainerEngineError");
+    assert.equal(result.error?.blame, "provider");
+    await task.cleanup();
+  });
+
+  it("stop: SIGTERM reaches the task (its notice), and a container ignoring SIGTERM is killed at the grace deadline", async () => {
+    const polite = await runtime.prepare({ taskId: "polite", spec: spec({ image: BUSYBOX_IMAGE, command: 'trap "echo got SIGTERM; exit 0" TERM; echo ready; while true; do sleep 0.1; done' }), devices: [], durationMs: 60_000 });
+    await polite.start();
+    await waitFor("the polite task to run", () => polite.readLogs().lines.some((line) => line.text === "ready"), { timeoutMs: 30_000 });
+    const politeResult = await polite.stop(5_000);
+    assert.equal(politeResult.status, "stopped");
+    assert.ok(polite.readLogs().lines.some((line) => line.text === "got SIGTERM"), "the task got its notice");
+    await polite.cleanup();
+
+    const stubborn = await runtime.prepare({ taskId: "stubborn", spec: spec({ image: BUSYBOX_IMAGE, command: 'trap "echo ignoring SIGTERM" TERM; echo ready; while true; do sleep 0.1; done' }), devices: [], durationMs: 60_000 });
+    await stubborn.start();
+    await waitFor("the stubborn task to run", () => stubborn.readLogs().lines.some((line) => line.text === "ready"), { timeoutMs: 30_000 });
+    const stoppedAt = Date.now();
+    const result = await stubborn.stop(2_000);
+    const tookMs = Date.now() - stoppedAt;
     assert.equal(result.status, "stopped");
-    assert.equal(task.state, "exited");
+    assert.equal(result.exitCode, 137, "SIGKILL at the deadline");
+    assert.ok(stubborn.readLogs().lines.some((line) => line.text === "ignoring SIGTERM"));
+    assert.ok(tookMs >= 1_900, `killed at the deadline, not before (${tookMs} ms)`);
+    assert.deepEqual(await owned(root), []);
+    await stubborn.cleanup();
+  });
+
+  it("cannot read the node's data dir, config or home; no network: the node's 127.0.0.1 port is unreachable", async () => {
+    const dataDir = path.join(dir, "data");
+    await writeFile(path.join(dataDir, "config.json"), JSON.stringify({ chain: { privateKey: "0xsecretkey" } }));
+    const server = await listen("127.0.0.1");
+    try {
+      const port = (server.address() as { port: number }).port;
+      const probe = [
+        `cat ${dataDir}/config.json && echo READ-CONFIG`,
+        `ls ${dataDir} && echo LISTED-DATADIR`,
+        `ls ${process.env.HOME ?? "/root"}/.ssh && echo LISTED-HOME`,
+        `printf x | nc -w 2 127.0.0.1 ${port} && echo REACHED-NODE`,
+        "echo done",
+      ].join("; ");
+      const task = await runtime.prepare({ taskId: "snoop", spec: spec({ image: BUSYBOX_IMAGE, command: probe }), devices: [], durationMs: 60_000 });
+      await task.start();
+      const result = await task.wait();
+      const texts = task.readLogs().lines.map((line) => line.text);
+      assert.equal(result.status, "succeeded", texts.join("\n"));
+      for (const marker of ["READ-CONFIG", "LISTED-DATADIR", "LISTED-HOME", "REACHED-NODE"]) assert.ok(!texts.includes(marker), `${marker}:\n${texts.join("\n")}`);
+      assert.ok(!texts.some((text) => text.includes("0xsecretkey")));
+      await task.cleanup();
+    } finally {
+      server.close();
+    }
+  });
+
+  it("network on: public addresses only; the node's loopback and host ports are unreachable, an allow-listed host address is", async () => {
+    const hostAddress = hostIpv4Addresses()[0];
+    assert.ok(hostAddress, "the host has a non-loopback IPv4 address");
+    const loopback = await listen("127.0.0.1");
+    const everywhere = await listen("0.0.0.0");
+    const connect = (host: string, port: number, label: string) => `if printf x | nc -w 3 ${host} ${port} >/dev/null 2>&1; then echo "${label} reachable"; else echo "${label} refused"; fi`;
+    const command = (loopbackPort: number, hostPort: number) => [connect("127.0.0.1", loopbackPort, "loopback"), connect("10.0.2.2", loopbackPort, "gateway"), connect(hostAddress, hostPort, "host")].join("; ");
+    try {
+      const lp = (loopback.address() as { port: number }).port;
+      const hp = (everywhere.address() as { port: number }).port;
+      const closed = new ContainerRuntime({ workspaceRoot: root, engine: "podman", network: true, gpus: false, fetchPolicy: LOCAL_IMAGES });
+      const task = await closed.prepare({ taskId: "net-closed", spec: spec({ image: BUSYBOX_IMAGE, command: command(lp, hp) }), devices: [], durationMs: 60_000 });
+      await task.start();
+      await task.wait();
+      const texts = task.readLogs().lines.map((line) => line.text);
+      assert.ok(texts.includes("loopback refused") && texts.includes("gateway refused") && texts.includes("host refused"), texts.join("\n"));
+      await task.cleanup();
+
+      const allowed = new ContainerRuntime({ workspaceRoot: root, engine: "podman", network: true, gpus: false, fetchPolicy: LOCAL_IMAGES, networkAllow: { networks: [`${hostAddress}/32`] } });
+      const open = await allowed.prepare({ taskId: "net-allowed", spec: spec({ image: BUSYBOX_IMAGE, command: command(lp, hp) }), devices: [], durationMs: 60_000 });
+      await open.start();
+      await open.wait();
+      const openTexts = open.readLogs().lines.map((line) => line.text);
+      assert.ok(openTexts.includes("host reachable"), openTexts.join("\n"));
+      assert.ok(openTexts.includes("loopback refused") && openTexts.includes("gateway refused"), openTexts.join("\n"));
+      await open.cleanup();
+    } finally {
+      loopback.close();
+      everywhere.close();
+    }
+  });
+
+  it("falls back from an OCI runtime that cannot start containers (crun's hybrid-cgroups error) to runc, saying so once; refuses when none works", async () => {
+    const fakeCrun = path.join(dir, "crun");
+    await writeFile(fakeCrun, '#!/bin/sh\necho "cgroups in hybrid mode not supported, drop all controllers from cgroupv2" >&2\nexit 1\n');
+    await chmod(fakeCrun, 0o755);
+    const logger = recordingLogger();
+    const fallback = new ContainerRuntime({ workspaceRoot: path.join(dir, "fallback"), engine: "podman", network: false, gpus: false, ociRuntimes: [fakeCrun, "runc"], fetchPolicy: LOCAL_IMAGES, logger });
+    const isolation = await fallback.verify();
+    assert.match(isolation.description, /with runc/);
+    assert.equal(logger.warnings.filter((line) => /cannot start a container here; using runc/.test(line)).length, 1);
+    const task = await fallback.prepare({ taskId: "fb", spec: spec({ image: BUSYBOX_IMAGE, command: "echo via-runc" }), devices: [], durationMs: 60_000 });
+    await task.start();
+    assert.equal((await task.wait()).status, "succeeded");
+    await task.cleanup();
+
+    const broken = new ContainerRuntime({ workspaceRoot: path.join(dir, "broken"), engine: "podman", network: false, gpus: false, ociRuntimes: [fakeCrun] });
+    await assert.rejects(broken.verify(), (error: unknown) => {
+      assert.equal((error as Error).name, "RuntimeUnavailableError");
+      assert.match((error as Error).message, /cgroups in hybrid mode not supported/);
+      return true;
+    });
+    // An unresolvable CDI device in the inventory is found by the self-test at start, not by a renter.
+    const badGpu = new ContainerRuntime({ workspaceRoot: path.join(dir, "badgpu"), engine: "podman", network: false, probeDevices: ["GPU-00000000-0000-0000-0000-000000000000"] });
+    await assert.rejects(badGpu.verify(), /unresolvable CDI devices/);
+  });
+
+  it("after the owner process is SIGKILLed its container runs on; a restarted runtime finds it by label and removes it", async () => {
+    const ownerRoot = path.join(dir, "owner");
+    await mkdir(ownerRoot, { recursive: true });
+    const script = path.join(dir, "owner.mts");
+    const runtimeModule = path.resolve("node/provider/runtime/container-runtime.ts");
+    await writeFile(
+      script,
+      [
+        `import { ContainerRuntime } from ${JSON.stringify(runtimeModule)};`,
+        `const rt = new ContainerRuntime({ workspaceRoot: ${JSON.stringify(ownerRoot)}, engine: "podman", network: false, gpus: false, fetchPolicy: { allowNetworks: ["127.0.0.0/8"] } });`,
+        "await rt.verify();",
+        `const task = await rt.prepare({ taskId: "orphan-1", spec: { image: ${JSON.stringify(BUSYBOX_IMAGE)}, command: "echo up; sleep 300", env: {} } as never, devices: [], durationMs: 600000 });`,
+        "await task.start();",
+        "for await (const line of task.logs()) if (line.text === 'up') console.log('RUNNING');",
+      ].join("\n"),
+    );
+    const child = spawn(process.execPath, ["--import", "tsx", script], { stdio: ["ignore", "pipe", "pipe"] });
+    const stderr: string[] = [];
+    createInterface({ input: child.stderr! }).on("line", (line) => stderr.push(line));
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the owner did not start its container:\n${stderr.join("\n")}`)), 60_000);
+      createInterface({ input: child.stdout! }).on("line", (line) => {
+        if (line === "RUNNING") {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    process.kill(child.pid!, "SIGKILL");
+    await exited;
+    assert.deepEqual(await owned(ownerRoot), ["suanli-orphan-1"]);
+    assert.equal((await podman("inspect", "--format", "{{.State.Status}}", "suanli-orphan-1")).trim(), "running", "the container outlived its owner");
+
+    const logger = recordingLogger();
+    const restarted = new ContainerRuntime({ workspaceRoot: ownerRoot, engine: "podman", network: false, gpus: false, logger });
+    await restarted.verify();
+    assert.deepEqual(await owned(ownerRoot), []);
+    assert.ok(logger.warnings.some((line) => /left behind/.test(line)));
   });
 });
+
+function listen(host: string): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = createServer((socket) => socket.end("hello\n"));
+    server.once("error", reject);
+    server.listen(0, host, () => resolve(server));
+  });
+}

@@ -8,7 +8,7 @@ import { ContainerRuntime } from "../../node/provider/runtime/container-runtime.
 import { ImageStore, isPinnedReference, parseLoadOutput } from "../../node/provider/runtime/images.js";
 import { taskSpecSchema, type TaskSpec } from "../../node/provider/runtime/task.js";
 import { requireContainerSupport } from "../support/container-images.js";
-import { buildMarkedImage, imageId, removeImages, startArchiveServer, startRegistry, writeHostContainersConf, type ArchiveServer, type TestRegistry } from "../support/registry.js";
+import { buildMarkedImage, imageId, removeImages, startArchiveServer, startRegistry, type ArchiveServer, type TestRegistry } from "../support/registry.js";
 
 // Real Podman (with runc), a real docker-registry on 127.0.0.1 and archives saved by podman and
 // served over HTTP on 127.0.0.1. The engine is reached through a wrapper that records every
@@ -25,14 +25,11 @@ describe("container images: registry pulls, archive loads, the cache and its pru
   const made: string[] = [];
   const spec = (input: unknown) => parseInput(taskSpecSchema, input, "task") as TaskSpec;
   const policy = { allowFileUrls: false, allowNetworks: ["127.0.0.1"] };
-  let savedConf: string | undefined;
 
   before(async function () {
     this.timeout(300_000);
     await requireContainerSupport();
     dir = await mkdtemp(path.join(tmpdir(), "suanli-images-"));
-    savedConf = process.env.CONTAINERS_CONF;
-    process.env.CONTAINERS_CONF = await writeHostContainersConf(dir);
     engineLog = path.join(dir, "engine.log");
     engine = path.join(dir, "podman");
     await writeFile(engine, `#!/bin/sh\necho "$*" >> '${engineLog}'\nexec podman "$@"\n`);
@@ -44,8 +41,6 @@ describe("container images: registry pulls, archive loads, the cache and its pru
     await archives?.close();
     await registry?.close();
     await removeImages(...made);
-    if (savedConf === undefined) delete process.env.CONTAINERS_CONF;
-    else process.env.CONTAINERS_CONF = savedConf;
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
@@ -101,15 +96,26 @@ describe("container images: registry pulls, archive loads, the cache and its pru
     assert.equal(third.cached, true);
     third.release();
 
+    // By digest: the image pulled under the tag carries that digest, so it is found without a pull.
     const byDigest = `${registry.host}/ci/pull-${suffix}@${pushed.digest}`;
     const pinned = await images.acquire({ kind: "registry", reference: byDigest });
-    assert.equal(pinned.cached, false);
+    assert.equal(pinned.cached, true);
     assert.equal(pinned.id, first.id);
     pinned.release();
-    const pinnedAgain = await images.acquire({ kind: "registry", reference: byDigest });
-    assert.equal(pinnedAgain.cached, true);
-    pinnedAgain.release();
+    assert.equal((await engineCalls("pull")).length, 1);
+
+    // A digest this machine does not have is pulled.
+    const other = await buildMarkedImage(local("pull-other"), `pull-other-${suffix}`);
+    made.push(other);
+    const otherPushed = await registry.push(other, `ci/pull-other-${suffix}:v1`);
+    made.push(otherPushed.reference);
+    await removeImages(other);
+    const otherByDigest = `${registry.host}/ci/pull-other-${suffix}@${otherPushed.digest}`;
+    const pulled = await images.acquire({ kind: "registry", reference: otherByDigest });
+    assert.equal(pulled.cached, false);
+    pulled.release();
     assert.equal((await engineCalls("pull")).length, 2);
+    made.push(otherByDigest);
   });
 
   it("says what was wrong: a missing tag, a missing repository, an unreachable registry", async () => {

@@ -7,7 +7,7 @@ import { GPU_MODELS, canonicalGpuName, gpuNamesOf } from "../../common/gpu.js";
 import { resolveGpuName } from "../../common/matching/gpu-type.js";
 import { nodeConfigSchema } from "../../node/config/schema.js";
 import { inventoryFromAmd, renderNodeOf } from "../../node/provider/inventory/amd.js";
-import { buildContainerRunArgs } from "../../node/provider/runtime/container-runtime.js";
+import { buildContainerCreateArgs } from "../../node/provider/runtime/container-args.js";
 import { AMD_SMI_METRIC_ARGS, AMD_SMI_STATIC_ARGS, AmdSmiParseError, ROCM_SMI_ARGS, amdCanonicalName, amdValue, parseAmdSmi, parseRocmSmi, visibleAmdGpus } from "../../node/provider/inventory/amd-smi.js";
 import { metricsForUnits, type CommandRunner } from "../../node/provider/inventory/inventory.js";
 import { gpuSampler, loadInventory } from "../../node/provider/provider.js";
@@ -173,10 +173,12 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
     assert.deepEqual(inventory.units.slice(2, 4).map((unit) => unit.renderNode), ["/dev/dri/renderD131", "/dev/dri/renderD132"]);
     assert.equal(renderNodeOf(gpus[7], () => undefined), "/dev/dri/renderD135", "without the link: 128 + index");
     for (const engine of ["docker", "podman"] as const) {
-      const args = buildContainerRunArgs({
+      const args = buildContainerCreateArgs({
         engine,
         name: "suanli-lease-4",
         taskId: "lease-4",
+        owner: "0123456789abcdef",
+        units: 2,
         image: "rocm/pytorch:latest",
         command: ["python3", "train.py"],
         workspace: "/var/lib/suanli/workspaces/lease-4",

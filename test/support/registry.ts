@@ -192,14 +192,3 @@ export async function startArchiveServer(): Promise<ArchiveServer> {
     },
   };
 }
-
-/**
- * A containers.conf for this kind of host (docs/provider.md "Container runtime"): runc instead of
- * crun (which fails with hybrid cgroups), rlimits within the host's hard limits. Point
- * CONTAINERS_CONF at it.
- */
-export async function writeHostContainersConf(dir: string): Promise<string> {
-  const file = path.join(dir, "containers.conf");
-  await writeFile(file, ['[containers]', 'default_ulimits = ["nofile=1024:1024", "nproc=1000:1000"]', "", "[engine]", 'runtime = "runc"', ""].join("\n"));
-  return file;
-}

@@ -635,7 +635,7 @@ export class LeaseController {
         if (view) r.chain = chainFields(view);
         const over = r.chain.status !== "Active";
         let state: TaskState;
-        let error: TaskError | null = result.error ?? null;
+        let error: TaskError | null = result.error ? { name: result.error.name, message: result.error.message } : null;
         if (live.abortReason === "shutdown") {
           state = "failed";
           error = { name: "TaskLostError", message: "The provider node stopped while the task ran; the task was stopped and the lease terminated" };
@@ -653,7 +653,10 @@ export class LeaseController {
         r.startedAt = result.startedAt;
         r.endedAt = result.endedAt;
         let action: EndAction = "none";
-        if (!over) action = live.abortReason === "shutdown" ? "terminate" : r.endAction === "await_close" ? "await_close" : "complete";
+        // The node's machinery failed (the container engine could not start the container): the
+        // provider's fault, ended by the rules (terminate: refund + penalty), never a completion.
+        const providerFault = result.error?.blame === "provider";
+        if (!over) action = live.abortReason === "shutdown" || providerFault ? "terminate" : r.endAction === "await_close" ? "await_close" : "complete";
         r.endAction = action;
       });
       // Before the workspace goes: the output the completion report digests stays for the renter.

@@ -1,143 +1,70 @@
 /**
- * The container runtime: the task's image run by Docker or Podman, where a working engine exists
- * (the client answering is not enough: `info` must reach the daemon). The leased GPUs are passed
- * as devices (`--gpus "device=<uuids>"` for Docker with the NVIDIA Container Toolkit,
- * `--device nvidia.com/gpu=<uuid>` CDI names for Podman), the workspace (with the unpacked bundle,
- * when the task has one) is mounted at /workspace, limits become engine flags, and the engine
- * does the stop: SIGTERM, the grace period, SIGKILL (`stop --time`).
+ * The container runtime: the task's image run by Podman or Docker (container-engine.ts finds the
+ * engine and the OCI runtime that works here; container-args.ts builds the flags).
  *
- * Secret env values never appear in the engine's argv (visible in `ps`): they go through a
- * 0600 env file outside the workspace, removed when the task ends. Plain values use `-e`.
+ * A task's container is created and initialised in `prepare()`, before the lease is activated:
+ * an engine or OCI-runtime failure (an rlimit above the host's, an unresolvable CDI device, cgroups
+ * the runtime cannot use) is a ContainerEngineError there, the provider's fault, and the renter
+ * pays nothing; a command that does not exist in the image is the renter's CommandNotFoundError.
+ * With Podman and the network on, the container's namespace gets the same policy routes as the
+ * bubblewrap sandbox (public addresses only, the host's own addresses and private ranges
+ * prohibited unless allow-listed) between `init` and `start`, so the task never runs without them.
+ * `start()` attaches to the container (`start --attach`): its output is the task's log. Stop is
+ * the engine's `stop --time`: SIGTERM, the grace period, SIGKILL. After the exit the container's
+ * state tells whether the command ran (its exit code is the task's) or the engine failed to start
+ * it (provider's fault); then the container is removed.
+ *
+ * Secret env values never appear in the engine's argv (visible in `ps`): they go through a 0600
+ * env file outside the workspace, removed as soon as the container is created.
  */
-import { execFile } from "node:child_process";
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { InvalidInputError } from "../../../common/errors.js";
 import { silentLogger, type Logger } from "../../log/logger.js";
-import { RuntimeUnavailableError } from "../errors.js";
+import { CommandNotFoundError, ContainerEngineError, RuntimeUnavailableError, SandboxNetworkError } from "../errors.js";
 import type { UnitMetrics } from "../inventory/inventory.js";
 import { fetchBundle, unpackBundle } from "./bundle.js";
+import { buildContainerCreateArgs, deviceArgs, networkArgs, ulimitArgs, type PerUnitLimits } from "./container-args.js";
+import {
+  containerPid,
+  detectContainerEngine,
+  engineErrorLine,
+  ensureProbeImage,
+  hostHardLimits,
+  inspectContainer,
+  isCommandError,
+  OWNER_LABEL,
+  ownedContainers,
+  ownerId,
+  probeContainer,
+  removeContainers,
+  runEngine,
+  type ContainerEngine,
+  type EngineDetection,
+  type EngineKind,
+} from "./container-engine.js";
 import { checkImageReference, compileFetchPolicy, type FetchPolicy } from "./fetch-policy.js";
 import { ImageStore, type AcquiredImage } from "./images.js";
-import type { ResourceLimits } from "./limits.js";
+import { clampToHardLimits, type ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
-import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "./process-runtime.js";
+import { parseCidr } from "./network-policy.js";
 import { reapTaskProcesses } from "./orphans.js";
-import { groupEnvironment } from "./process-runtime.js";
-import { RunningTask, type Runtime, type TaskHandle } from "./runtime.js";
-import { Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
+import { DEFAULT_BUNDLE_LIMITS, groupEnvironment, type BundleLimits } from "./process-runtime.js";
+import { RunningTask, type Runtime, type RuntimeIsolation, type TaskExitError, type TaskHandle } from "./runtime.js";
+import { hostIpv4Addresses, taskRoutes } from "./sandbox.js";
+import { Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch } from "./task.js";
 
-export type EngineKind = "docker" | "podman";
-export type ContainerEngine = { kind: EngineKind; path: string; version: string };
-export type EngineDetection = { engine: ContainerEngine | null; reasons: string[] };
+export { detectContainerEngine, type ContainerEngine, type EngineDetection, type EngineKind } from "./container-engine.js";
+export { buildContainerCreateArgs } from "./container-args.js";
 
 /** Variables the engine client itself reads (daemon address, auth); the only ones it gets from the node. */
 const CLIENT_ENV = ["PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "XDG_RUNTIME_DIR", "CONTAINER_HOST", "CONTAINERS_CONF", "REGISTRY_AUTH_FILE"];
 
-function run(file: string, args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string; missing: boolean }> {
-  return new Promise((resolve) => {
-    execFile(file, args, { timeout: timeoutMs, encoding: "utf8" }, (error, stdout, stderr) => {
-      const missing = (error as NodeJS.ErrnoException | null)?.code === "ENOENT";
-      resolve({ code: error ? (typeof error.code === "number" ? error.code : null) : 0, stdout, stderr, missing });
-    });
-  });
-}
-
-/**
- * Finds a working engine: `docker info` / `podman info` must succeed, which needs a reachable
- * daemon (Docker) or a usable rootless setup (Podman). Says why each candidate was not taken.
- */
-export async function detectContainerEngine(
-  preference: "auto" | EngineKind = "auto",
-  paths: Partial<Record<EngineKind, string>> = {},
-  timeoutMs = 10_000,
-): Promise<EngineDetection> {
-  const candidates: EngineKind[] = preference === "auto" ? ["docker", "podman"] : [preference];
-  const reasons: string[] = [];
-  for (const kind of candidates) {
-    const file = paths[kind] ?? kind;
-    const format = kind === "docker" ? "{{.ServerVersion}}" : "{{.Version.Version}}";
-    const result = await run(file, ["info", "--format", format], timeoutMs);
-    if (result.missing) {
-      reasons.push(`${kind}: not installed`);
-      continue;
-    }
-    if (result.code !== 0 || result.stdout.trim() === "") {
-      const why = (result.stderr || result.stdout).trim().split("\n")[0] || `exit code ${result.code}`;
-      reasons.push(`${kind}: ${kind} info failed (${why})`);
-      continue;
-    }
-    return { engine: { kind, path: file, version: result.stdout.trim() }, reasons };
-  }
-  return { engine: null, reasons };
-}
-
-export type ContainerRunOptions = {
-  engine: EngineKind;
-  name: string;
-  taskId: string;
-  image: string;
-  command: TaskSpec["command"];
-  workspace: string;
-  devices: readonly string[];
-  /**
-   * AMD machines: the /dev/dri render node of each device, in order. The container then gets
-   * /dev/kfd and exactly these nodes (ROCm sees only the GPUs whose render node it can open)
-   * instead of the NVIDIA device flags.
-   */
-  amdRenderNodes?: readonly string[] | undefined;
-  /** Plain variables, passed as `-e NAME=value`. */
-  env: Record<string, string>;
-  /** Env file with the secret variables, or undefined when there are none. */
-  envFile?: string | undefined;
-  limits: ResourceLimits;
-  network: boolean;
-  stopGraceMs: number;
-};
-
-/** The engine's `run` arguments (after the binary). Pure, so it is tested without an engine. */
-export function buildContainerRunArgs(options: ContainerRunOptions): string[] {
-  const args = ["run", "--rm", "--init", "--name", options.name, "--label", `suanli.task=${options.taskId}`];
-  args.push("--stop-timeout", String(Math.max(1, Math.ceil(options.stopGraceMs / 1000))));
-  args.push("--security-opt", "no-new-privileges");
-  if (options.devices.length > 0 && options.amdRenderNodes) {
-    args.push("--device", "/dev/kfd");
-    for (const node of options.amdRenderNodes) args.push("--device", node);
-  } else if (options.devices.length > 0) {
-    if (options.engine === "docker") {
-      // The quotes are part of the value: Docker splits --gpus on commas otherwise.
-      args.push("--gpus", `"device=${options.devices.join(",")}"`);
-    } else {
-      for (const device of options.devices) args.push("--device", `nvidia.com/gpu=${device}`);
-    }
-  }
-  if (!options.network) args.push("--network", "none");
-  const { limits } = options;
-  if (limits.memoryBytes !== undefined) args.push("--memory", String(Math.floor(limits.memoryBytes)));
-  if (limits.processes !== undefined) args.push("--pids-limit", String(Math.floor(limits.processes)));
-  if (limits.cpuSeconds !== undefined) args.push("--ulimit", `cpu=${Math.floor(limits.cpuSeconds)}:${Math.floor(limits.cpuSeconds)}`);
-  if (limits.fileSizeBytes !== undefined) args.push("--ulimit", `fsize=${Math.floor(limits.fileSizeBytes)}:${Math.floor(limits.fileSizeBytes)}`);
-  if (limits.openFiles !== undefined) args.push("--ulimit", `nofile=${Math.floor(limits.openFiles)}:${Math.floor(limits.openFiles)}`);
-  // :Z relabels the mount for SELinux hosts (Podman's usual home); harmless elsewhere.
-  args.push("--volume", `${options.workspace}:/workspace${options.engine === "podman" ? ":Z" : ""}`, "--workdir", "/workspace");
-  const env: Record<string, string> = {
-    HOME: "/workspace",
-    ...options.env,
-    CUDA_VISIBLE_DEVICES: options.devices.length > 0 ? options.devices.map((_, i) => String(i)).join(",") : "",
-    SUANLI_TASK_ID: options.taskId,
-    SUANLI_WORKSPACE: "/workspace",
-    SUANLI_OUTPUT_DIR: "/workspace/output",
-  };
-  for (const [name, value] of Object.entries(env)) args.push("--env", `${name}=${value}`);
-  if (options.envFile) args.push("--env-file", options.envFile);
-  args.push(options.image);
-  if (typeof options.command === "string") args.push("/bin/sh", "-c", options.command);
-  else args.push(...options.command);
-  return args;
-}
+/** slirp4netns's gateway in a Podman container's namespace (10.0.2.0/24 is its network). */
+const SLIRP_GATEWAY = "10.0.2.2";
 
 /** The container's name: found again by it after a restart. */
-function containerName(taskId: string): string {
+export function containerName(taskId: string): string {
   return `suanli-${taskId}`.replace(/[^A-Za-z0-9_.-]/g, "-");
 }
 
@@ -145,8 +72,24 @@ export type ContainerRuntimeOptions = {
   workspaceRoot: string;
   engine?: "auto" | EngineKind;
   enginePaths?: Partial<Record<EngineKind, string>>;
+  /**
+   * OCI runtimes to try, in order, when the config says `auto`: undefined is the engine's default.
+   * Default: the engine's default, then runc, then crun. The first that starts the self-test
+   * container is used.
+   */
+  ociRuntimes?: readonly (string | undefined)[];
   network?: boolean;
+  /** Ranges a task may reach although private (Podman: routes through slirp4netns). */
+  networkAllow?: { networks?: readonly string[]; loopbackPorts?: readonly number[] };
   limits?: ResourceLimits;
+  /** CPU, memory and pids per leased unit (multiplied by the task's units). */
+  perUnit?: PerUnitLimits;
+  /** Whether leased GPUs are passed to the container (CDI / --gpus / /dev/kfd). */
+  gpus?: boolean;
+  /** Every device of the inventory: the self-test passes them all, so an unresolvable one is found at start. */
+  probeDevices?: readonly string[];
+  /** The operator's extra engine flags (provider.runtime.containerArgs). */
+  extraArgs?: readonly string[];
   bundle?: Partial<BundleLimits>;
   /** Where renter-supplied bundle URLs may be fetched from. */
   fetchPolicy?: Partial<FetchPolicy>;
@@ -163,20 +106,27 @@ export type ContainerRuntimeOptions = {
 /** Default size of the image cache: 100 GiB. */
 export const DEFAULT_IMAGE_CACHE_BYTES = 100 * 1024 ** 3;
 
+/** What the runtime settled on at its first use: engine, OCI runtime, rlimits. */
+type Selection = { engine: ContainerEngine; ociRuntime: string | undefined; limits: ResourceLimits; description: string };
+
 export class ContainerRuntime implements Runtime {
   readonly kind = "container" as const;
   private readonly logger: Logger;
+  private readonly owner: string;
+  private readonly root: string;
   private detection: Promise<EngineDetection> | undefined;
-
+  private selection: Promise<Selection> | undefined;
   /** Pulled and loaded images, reused by digest and pruned by size. */
   readonly images: ImageStore;
 
   constructor(private readonly options: ContainerRuntimeOptions) {
     this.logger = options.logger ?? silentLogger();
+    this.root = path.resolve(options.workspaceRoot);
+    this.owner = ownerId(this.root);
     const bundle = { ...DEFAULT_BUNDLE_LIMITS, ...options.bundle };
     this.images = new ImageStore({
       engine: async () => (await this.engine()).engine,
-      dir: path.join(path.resolve(options.workspaceRoot), ".images"),
+      dir: path.join(this.root, ".images"),
       cacheBytes: options.images?.cacheBytes ?? DEFAULT_IMAGE_CACHE_BYTES,
       fetchPolicy: options.fetchPolicy,
       archive: { maxBytes: bundle.maxBytes, fetchTimeoutMs: bundle.fetchTimeoutMs, maxUnpackedBytes: bundle.maxUnpackedBytes },
@@ -192,20 +142,110 @@ export class ContainerRuntime implements Runtime {
     return this.detection;
   }
 
+  /**
+   * At the node's start: finds the engine and an OCI runtime that starts the self-test container
+   * with the task flags (throws RuntimeUnavailableError saying why when none does), then stops and
+   * removes the containers a previous run of this node left behind.
+   */
+  async verify(): Promise<RuntimeIsolation> {
+    const selection = await this.select();
+    const orphans = await ownedContainers(selection.engine, this.owner);
+    if (orphans.length > 0) {
+      const removed = await removeContainers(selection.engine, orphans);
+      this.logger.warn("Stopped and removed containers a previous run of this node left behind", { containers: orphans, removed });
+    }
+    const warnings: string[] = [];
+    const weakening = (this.options.extraArgs ?? []).filter((arg) => /^(--privileged|--network|--net|--pid|--ipc|--uts|--userns|--cap-add|-v|--volume|--mount|--device|--security-opt)(=|$)/.test(arg));
+    if (weakening.length > 0) warnings.push(`provider.runtime.containerArgs has ${weakening.join(", ")}: these can weaken the isolation of renters' containers from this host`);
+    if ((this.options.networkAllow?.loopbackPorts?.length ?? 0) > 0) {
+      warnings.push("provider.runtime.networkAllow.loopbackPorts is not supported by the container runtime: containers never reach the host's loopback");
+    }
+    return { sandboxed: true, description: selection.description, warnings };
+  }
+
+  /** Removes this node's containers now (a restarted node's orphans); returns how many there were. */
+  async removeOrphans(): Promise<number> {
+    const { engine } = await this.select();
+    return removeContainers(engine, await ownedContainers(engine, this.owner));
+  }
+
+  private select(): Promise<Selection> {
+    this.selection ??= this.selectOnce().catch((error: unknown) => {
+      this.selection = undefined;
+      throw error;
+    });
+    return this.selection;
+  }
+
+  private async selectOnce(): Promise<Selection> {
+    const { engine, reasons } = await this.engine();
+    if (!engine) {
+      throw new RuntimeUnavailableError("container", reasons.join("; ") || "no engine found", [
+        "Install Podman (apt-get install podman runc) or Docker, or use the process runtime.",
+      ]);
+    }
+    const limits = await this.clampedLimits();
+    const network = this.options.network ?? true;
+    const devices = this.options.gpus === false ? [] : [...new Set(this.options.probeDevices ?? [])];
+    const amd = this.options.amdRenderNode;
+    const flags = [
+      ...ulimitArgs(limits),
+      ...networkArgs(engine.kind, network),
+      ...deviceArgs(engine.kind, devices, amd ? devices.map(amd) : undefined),
+      ...(this.options.extraArgs ?? []),
+    ];
+    try {
+      await ensureProbeImage(engine);
+    } catch (error) {
+      throw new RuntimeUnavailableError("container", (error as Error).message);
+    }
+    const candidates = this.options.ociRuntimes ?? [undefined, "runc", "crun"];
+    const tried = new Set<string>();
+    const failures: string[] = [];
+    for (const candidate of candidates) {
+      const label = candidate ?? engine.defaultOciRuntime;
+      if (tried.has(label) || (candidate !== undefined && candidate === engine.defaultOciRuntime && tried.has(engine.defaultOciRuntime))) continue;
+      tried.add(label);
+      const failure = await probeContainer(engine, [...(candidate ? ["--runtime", candidate] : []), ...flags], { [OWNER_LABEL]: this.owner });
+      if (failure !== undefined) {
+        failures.push(`${label}: ${failure}`);
+        continue;
+      }
+      if (failures.length > 0) this.logger.warn(`The OCI runtime ${failures.map((line) => line.split(":")[0]).join(", ")} cannot start a container here; using ${label}`, { failures });
+      const networkText = network ? (engine.kind === "podman" ? "own network namespace through slirp4netns (public addresses only, no host loopback)" : "Docker bridge network") : "no network";
+      return {
+        engine,
+        ociRuntime: candidate,
+        limits,
+        description: `${engine.kind} ${engine.version} with ${label}, ${networkText}, nofile ${limits.openFiles ?? "default"}, nproc ${limits.processes ?? "default"}`,
+      };
+    }
+    throw new RuntimeUnavailableError("container", `no OCI runtime could start a container with the task flags (${failures.join("; ")})`, [
+      "Install runc (apt-get install runc), or set provider.runtime.ociRuntime to one that works here.",
+      "Check that every GPU has a CDI device (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml), or set provider.runtime.containerGpus \"none\".",
+      "Lower provider.limits.openFiles / processes, or fix provider.runtime.containerArgs.",
+    ]);
+  }
+
+  /** The config's rlimits at most the node's hard limits; nofile and nproc always set (the engines' defaults can exceed the host's). */
+  private async clampedLimits(): Promise<ResourceLimits> {
+    const hard = await hostHardLimits();
+    const configured = this.options.limits ?? {};
+    const clamped = await clampToHardLimits(configured);
+    const pick = (value: number | undefined, max: number | undefined) => (value === undefined ? max : max === undefined ? value : Math.min(value, max));
+    return { ...clamped, openFiles: pick(configured.openFiles, hard.openFiles), processes: pick(configured.processes, hard.processes) };
+  }
+
   async reap(taskId: string, hints: { pid?: number | undefined; startTicks?: number | undefined } = {}): Promise<number> {
     if (!TASK_ID_PATTERN.test(taskId)) return 0;
-    const root = path.resolve(this.options.workspaceRoot);
-    const workspace = path.join(root, taskId);
-    // The container belongs to the engine's daemon and outlives the client process: remove it by name.
+    const workspace = path.join(this.root, taskId);
+    // The container belongs to the engine (conmon / the daemon) and outlives the node: remove it by name.
     let killed = 0;
     const { engine } = await this.engine();
-    if (engine) {
-      const removed = await run(engine.path, ["rm", "--force", containerName(taskId)], 60_000);
-      if (removed.code === 0 && removed.stdout.trim() !== "") killed++;
-    }
+    if (engine) killed += await removeContainers(engine, [containerName(taskId)]).catch(() => 0);
     killed += await reapTaskProcesses(workspace, hints);
-    await rm(path.join(root, `.${taskId}.env`), { force: true });
-    await rm(path.join(root, `.${taskId}.bundle`), { force: true });
+    await rm(path.join(this.root, `.${taskId}.env`), { force: true });
+    await rm(path.join(this.root, `.${taskId}.bundle`), { force: true });
     await rm(workspace, { recursive: true, force: true });
     return killed;
   }
@@ -220,25 +260,26 @@ export class ContainerRuntime implements Runtime {
     const secrets = secretsOf(spec);
     const badSecrets = [...secrets].filter(([, value]) => /[\r\n]/.test(value)).map(([name]) => ({ path: `env.${name}`, message: "a secret for the container runtime cannot contain a line break" }));
     if (badSecrets.length > 0) throw new InvalidInputError("task", badSecrets);
-    const { engine, reasons } = await this.engine();
-    if (!engine) throw new RuntimeUnavailableError("container", reasons.join("; ") || "no engine found");
+    const selection = await this.select();
+    const { engine } = selection;
+    const redactor = new Redactor(secrets);
     // Pulled or loaded here, before the lease is activated: the renter never pays for it.
     const image: AcquiredImage = await this.images.acquire(
       spec.image ? { kind: "registry", reference: spec.image } : { kind: "archive", url: spec.imageArchive!.url, sha256: spec.imageArchive!.sha256 },
       { signal: options.signal },
     );
 
-    const root = path.resolve(this.options.workspaceRoot);
+    const root = this.root;
     const workspace = path.join(root, launch.taskId);
     const envFile = secrets.size > 0 ? path.join(root, `.${launch.taskId}.env`) : undefined;
-    const removeWorkspace = async () => {
-      image.release();
-      await rm(workspace, { recursive: true, force: true });
-    };
+    const name = containerName(launch.taskId);
+    const removeContainer = () => removeContainers(engine, [name]).catch(() => 0);
+    const removeWorkspace = () => rm(workspace, { recursive: true, force: true });
     const grace = this.options.stopGraceMs ?? 10_000;
     try {
       await mkdir(root, { recursive: true, mode: 0o700 });
-      await rm(workspace, { recursive: true, force: true });
+      await removeContainer();
+      await removeWorkspace();
       await mkdir(workspace, { mode: 0o700 });
       if (spec.bundle) {
         const limits = { ...DEFAULT_BUNDLE_LIMITS, ...this.options.bundle };
@@ -250,46 +291,59 @@ export class ContainerRuntime implements Runtime {
           await rm(bundleFile, { force: true });
         }
       }
-      if (envFile) await writeFile(envFile, [...secrets].map(([name, value]) => `${name}=${value}\n`).join(""), { mode: 0o600 });
-    } catch (error) {
-      await removeWorkspace();
-      if (envFile) await rm(envFile, { force: true });
-      throw redactError(error, new Redactor(secrets));
-    }
-
-    const plainEnv: Record<string, string> = {};
-    for (const [name, value] of Object.entries(spec.env)) if (typeof value === "string") plainEnv[name] = value;
-    const name = containerName(launch.taskId);
-    const argv = [
-      engine.path,
-      ...buildContainerRunArgs({
+      if (envFile) await writeFile(envFile, [...secrets].map(([key, value]) => `${key}=${value}\n`).join(""), { mode: 0o600 });
+      const plainEnv: Record<string, string> = {};
+      for (const [key, value] of Object.entries(spec.env)) if (typeof value === "string") plainEnv[key] = value;
+      const gpus = this.options.gpus !== false;
+      const devices = gpus ? launch.devices : [];
+      const createArgs = buildContainerCreateArgs({
         engine: engine.kind,
         name,
         taskId: launch.taskId,
+        owner: this.owner,
         // By id: a name in the engine's store can be re-pointed, the id is what was pulled or checked.
         image: image.id,
         command: spec.command,
         workspace,
-        devices: launch.devices,
-        amdRenderNodes: this.options.amdRenderNode ? launch.devices.map(this.options.amdRenderNode) : undefined,
+        devices,
+        units: launch.devices.length,
+        amdRenderNodes: gpus && this.options.amdRenderNode ? launch.devices.map(this.options.amdRenderNode) : undefined,
         env: { ...plainEnv, ...groupEnvironment(launch) },
         envFile,
-        limits: this.options.limits ?? {},
+        limits: selection.limits,
+        perUnit: this.options.perUnit,
         network: this.options.network ?? true,
         stopGraceMs: grace,
-      }),
-    ];
-    const logs = new LogBuffer(this.options.logs);
-    const size = `${(image.sizeBytes / 1024 ** 2).toFixed(1)} MB`;
-    logs.push("system", image.cached ? `Image ${image.source}: cached (sha256:${image.id.slice(0, 12)}, ${size}), not pulled again` : `Image ${image.source}: ${spec.image ? "pulled" : "loaded"} in ${(image.ms / 1000).toFixed(1)} s before the lease started (sha256:${image.id.slice(0, 12)}, ${size})`);
+        ociRuntime: selection.ociRuntime,
+        extraArgs: this.options.extraArgs,
+      });
+      const created = await runEngine(engine.path, createArgs, 600_000);
+      if (envFile) await rm(envFile, { force: true });
+      if (created.code !== 0) throw new ContainerEngineError("create the task's container", redactor.redact(engineErrorLine(created.stderr || created.stdout)));
+      if (engine.kind === "podman") await this.initialise(engine, name, redactor);
+    } catch (error) {
+      image.release();
+      await removeContainer();
+      await removeWorkspace();
+      if (envFile) await rm(envFile, { force: true });
+      throw redactError(error, redactor);
+    }
+
     const clientEnv: Record<string, string> = {};
     for (const key of CLIENT_ENV) if (process.env[key] !== undefined) clientEnv[key] = process.env[key]!;
-
-    return new RunningTask({
+    const logs = new LogBuffer(this.options.logs);
+    const size = `${(image.sizeBytes / 1024 ** 2).toFixed(1)} MB`;
+    logs.push(
+      "system",
+      image.cached
+        ? `Image ${image.source}: cached (sha256:${image.id.slice(0, 12)}, ${size}), not pulled again`
+        : `Image ${image.source}: ${spec.image ? "pulled" : "loaded"} in ${(image.ms / 1000).toFixed(1)} s before the lease started (sha256:${image.id.slice(0, 12)}, ${size})`,
+    );
+    const task: RunningTask = new RunningTask({
       launch,
       workspace,
       launcher: {
-        argv,
+        argv: [engine.path, "start", "--attach", name],
         cwd: workspace,
         env: clientEnv,
         groupUsage: false,
@@ -297,33 +351,71 @@ export class ContainerRuntime implements Runtime {
         execArgv: (command) => [engine.path, "exec", "-i", "--workdir", "/workspace", name, ...command],
         stop: async (proc, graceMs) => {
           const seconds = Math.max(0, Math.ceil(graceMs / 1000));
-          const stopped = await run(engine.path, ["stop", "--time", String(seconds), name], graceMs + 30_000);
-          if (stopped.code !== 0) await proc.terminate(graceMs);
-          else await proc.exited;
+          const stopped = await runEngine(engine.path, ["stop", "--time", String(seconds), name], graceMs + 30_000);
+          if (stopped.code !== 0) {
+            await removeContainer();
+            await proc.terminate(graceMs);
+          } else await proc.exited;
         },
-        classifyExit: (exit) => {
-          // docker/podman run: 125 = the engine failed, 126 = command not runnable, 127 = not found.
-          if (exit.code === 125) return { name: "RuntimeUnavailableError", message: "The container engine could not run the container (image missing or engine error, see the log)" };
-          if (exit.code === 126) return { name: "CommandNotFoundError", message: "The command in the container cannot be invoked (exit code 126)" };
-          if (exit.code === 127) return { name: "CommandNotFoundError", message: "The command was not found in the container (exit code 127)" };
-          return undefined;
-        },
+        classifyExit: () => this.classify(engine, name, task),
         afterExit: async () => {
           image.release();
           if (envFile) await rm(envFile, { force: true });
+          await removeContainer();
         },
       },
       logs,
-      redactor: new Redactor(secrets),
+      redactor,
       sandboxed: true,
       limitsApplied: true,
       defaultGraceMs: grace,
       removeWorkspace: async () => {
+        image.release();
         if (envFile) await rm(envFile, { force: true });
+        await removeContainer();
         await removeWorkspace();
       },
       sampleGpus: this.options.sampleGpus,
       logger: this.logger,
     });
+    return task;
+  }
+
+  /**
+   * `podman init`: the OCI runtime creates the container's namespaces, cgroups, rlimits and
+   * devices, and resolves the command, without running it. Then the network policy goes in.
+   */
+  private async initialise(engine: ContainerEngine, name: string, redactor: Redactor): Promise<void> {
+    const init = await runEngine(engine.path, ["init", name], 120_000);
+    if (init.code !== 0) {
+      const message = redactor.redact(engineErrorLine(init.stderr || init.stdout));
+      const commandError = isCommandError(message);
+      if (commandError) throw new CommandNotFoundError(message, commandError === "not-found" ? "the command does not exist in the image" : "the command in the image cannot be executed");
+      throw new ContainerEngineError("start the task's container", message);
+    }
+    if (!(this.options.network ?? true)) return;
+    const pid = await containerPid(engine, name);
+    if (pid === undefined) throw new ContainerEngineError("start the task's container", "no process id after init");
+    const allow = (this.options.networkAllow?.networks ?? []).map(parseCidr);
+    const routes = taskRoutes(allow, hostIpv4Addresses(), SLIRP_GATEWAY);
+    const configured = await runEngine("nsenter", ["-t", String(pid), "-n", "ip", "-batch", "-"], 30_000, `${routes.join("\n")}\n`);
+    if (configured.code !== 0) throw new SandboxNetworkError(`the container's network policy could not be installed (exit code ${configured.code})`, (configured.stderr || configured.stdout).trim().slice(0, 500));
+  }
+
+  /** After `start --attach` ended without a stop: did the command run (its exit is the task's), or did the engine fail? */
+  private async classify(engine: ContainerEngine, name: string, task: RunningTask): Promise<TaskExitError | undefined> {
+    const state = await inspectContainer(engine, name);
+    if (state?.started) return undefined;
+    // The command never ran: everything on stderr is the engine's.
+    const engineLines = task
+      .readLogs(0)
+      .lines.filter((line) => line.stream === "stderr")
+      .map((line) => line.text)
+      .join("\n");
+    const message = engineErrorLine(engineLines) || (state ? `the container is ${state.status}` : "the container is gone");
+    const commandError = isCommandError(message);
+    if (commandError) return { name: "CommandNotFoundError", message: `The command cannot be run in the container: ${message}`, blame: "renter" };
+    const error = new ContainerEngineError("start the task's container", message);
+    return { name: error.name, message: error.shortMessage, blame: error.blame };
   }
 }

@@ -8,10 +8,12 @@
  *   reference or archive digest gave, and only those are reused.
  * - Reuse ("cached"): an archive is reused by its sha256; a registry reference by digest
  *   (`name@sha256:...`) or by an explicit tag other than `latest` is reused when its image is
- *   still in the engine's store (Kubernetes' IfNotPresent); `name` and `name:latest` are pulled
- *   again each time (only changed layers download).
+ *   in the engine's store — pulled before, or put there by the operator (Kubernetes'
+ *   IfNotPresent); `name` and `name:latest` are pulled again each time (only changed layers
+ *   download).
  * - A loaded archive keeps no name it brought: it is tagged `localhost/suanli/archive:<sha256>`
- *   and the archive's own names are removed.
+ *   and the archive's own names are removed, under a lock that local look-ups of references
+ *   also take, so no task ever resolves a name an archive put there.
  * - Pruning: when the images of the index add up to more than `cacheBytes`, the least recently
  *   used ones that no task is using are removed (`rmi` by the name this store gave, never
  *   `--force`, so the engine refuses to remove an image a container still uses).
@@ -187,6 +189,8 @@ export class ImageStore {
   private readonly uses = new Map<string, number>();
   /** Serialises index writes and pruning. */
   private chain: Promise<unknown> = Promise.resolve();
+  /** Archive loads and local look-ups of names (see the header). */
+  private names: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly options: ImageStoreOptions) {
     this.logger = options.logger ?? silentLogger();
@@ -222,6 +226,12 @@ export class ImageStore {
     const temporary = `${file}.${process.pid}.tmp`;
     await writeFile(temporary, JSON.stringify({ entries: [...this.entries.values()] }, null, 2), { mode: 0o600 });
     await rename(temporary, file);
+  }
+
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.names.then(work, work);
+    this.names = next.catch(() => undefined);
+    return next;
   }
 
   private serial<T>(work: () => Promise<T>): Promise<T> {
@@ -280,8 +290,17 @@ export class ImageStore {
     const known = this.entries.get(key);
     const reusable = known && (source.kind === "archive" || isPinnedReference(source.reference));
     if (reusable && (await this.exists(engine, known.id))) return { entry: known, cached: true, ms: 0 };
+    if (source.kind === "registry" && isPinnedReference(source.reference)) {
+      const present = await this.exclusive(() => this.idOf(engine, source.reference));
+      if (present) {
+        const entry: Entry = { key, id: present, name: source.reference, sizeBytes: await this.sizeOf(engine, present), lastUsedMs: Date.now() };
+        this.entries.set(key, entry);
+        await this.serial(() => this.save());
+        return { entry, cached: true, ms: 0 };
+      }
+    }
     const started = Date.now();
-    const { id, name } = source.kind === "registry" ? await this.pull(engine, source.reference, signal) : await this.loadArchive(engine, source, signal);
+    const { id, name } = source.kind === "registry" ? await this.pull(engine, source.reference, signal) : await this.exclusive(() => this.loadArchive(engine, source, signal));
     const sizeBytes = await this.sizeOf(engine, id);
     const entry: Entry = { key, id, name, sizeBytes, lastUsedMs: Date.now() };
     this.entries.set(key, entry);

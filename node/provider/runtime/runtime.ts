@@ -54,8 +54,12 @@ export type TaskResult = {
   /** sha256 over output/ (see output-digest.ts), or over stdout when there is no output/. */
   outputDigest: Hex;
   outputDigestSource: "output-dir" | "stdout";
-  /** Present with status "error" (and for other statuses when something went wrong on the way). Redacted. */
-  error?: { name: string; message: string };
+  /**
+   * Present with status "error" (and for other statuses when something went wrong on the way).
+   * Redacted. `blame: "provider"`: the node's machinery failed (the container engine), so the
+   * lease ends by the rules for a provider failure, never as a normal completion.
+   */
+  error?: { name: string; message: string; blame?: "provider" | "renter" };
 };
 
 export type TaskUsage = {
@@ -132,6 +136,9 @@ export interface Runtime {
 /** A command to spawn in a task's environment (see TaskHandle.execLaunch). */
 export type ExecLaunch = { argv: string[]; cwd: string; env: Record<string, string> };
 
+/** Why a task's process did not run the task's command (see TaskLauncher.classifyExit). */
+export type TaskExitError = { name: string; message: string; blame?: "provider" | "renter" };
+
 /** How a runtime starts, stops and judges one task's process. */
 export type TaskLauncher = {
   argv: string[];
@@ -140,7 +147,7 @@ export type TaskLauncher = {
   /** Stops the task; default: SIGTERM/grace/SIGKILL to the process group. */
   stop?: (process: ManagedProcess, graceMs: number) => Promise<void>;
   /** An exit that means the runtime failed rather than the task (status "error"). */
-  classifyExit?: (exit: ProcessExit) => { name: string; message: string } | undefined;
+  classifyExit?: (exit: ProcessExit) => TaskExitError | undefined | Promise<TaskExitError | undefined>;
   /** Extra pipes the process gets at fd 3, 4, ... (see ManagedProcess.pipe). */
   extraPipes?: number;
   /**
@@ -187,7 +194,7 @@ export class RunningTask implements TaskHandle {
   private process: ManagedProcess | undefined;
   private startedAt: number | null = null;
   private stopReason: "stopped" | "exceeded" | undefined;
-  private setupError: { name: string; message: string } | undefined;
+  private setupError: TaskExitError | undefined;
   private durationTimer: NodeJS.Timeout | undefined;
   private readonly stdoutDigest = new StreamDigest();
   private readonly result: Promise<TaskResult>;
@@ -246,7 +253,7 @@ export class RunningTask implements TaskHandle {
       } catch (error) {
         // The host failed to set the task up: the provider's fault, reported as a runtime error.
         const err = error as Error;
-        this.setupError = { name: err.name || "Error", message: err.message };
+        this.setupError = { name: err.name || "Error", message: err.message, blame: "provider" };
         this.options.logger.warn("Task setup failed after the spawn", { taskId: this.taskId }, error);
         await this.process.terminate(0);
         return;
@@ -343,13 +350,13 @@ export class RunningTask implements TaskHandle {
     const endedAt = Date.now();
     const startedAt = this.startedAt ?? endedAt;
     const runMs = endedAt - startedAt;
-    let error: { name: string; message: string } | undefined;
+    let error: TaskExitError | undefined;
     if (this.setupError) {
       error = this.setupError;
     } else if (exit.spawnError) {
       error = { name: "CommandNotFoundError", message: `Cannot start ${launcher.argv[0]}: ${exit.spawnError.code ?? exit.spawnError.message}` };
     } else if (!this.stopReason) {
-      error = launcher.classifyExit?.(exit);
+      error = await launcher.classifyExit?.(exit);
     }
     const status: TaskStatus = this.stopReason ?? (error ? "error" : exit.code === 0 ? "succeeded" : "failed");
     let outputDigest: Hex | undefined;
@@ -371,7 +378,7 @@ export class RunningTask implements TaskHandle {
       unitSeconds: this.unitSecondsFor(runMs),
       outputDigest: outputDigest ?? this.stdoutDigest.digest(),
       outputDigestSource: outputDigest ? "output-dir" : "stdout",
-      ...(error ? { error: { name: error.name, message: redactor.redact(error.message) } } : {}),
+      ...(error ? { error: { name: error.name, message: redactor.redact(error.message), ...(error.blame ? { blame: error.blame } : {}) } } : {}),
     };
     logs.push(
       "system",

@@ -156,9 +156,10 @@ export function hostIpv4Addresses(): string[] {
  * The `ip -batch` lines that make a task's namespace refuse everything but public unicast and the
  * allow-listed ranges: "prohibit" routes (connect() fails with EACCES) for the blocked ranges,
  * the host's own addresses and the gateway, and routes through the gateway for allow-listed
- * IPv4 ranges (more specific than the prohibit routes they punch through).
+ * IPv4 ranges (more specific than the prohibit routes they punch through). `gateway` is pasta's
+ * (bubblewrap) or slirp4netns's 10.0.2.2 (Podman containers).
  */
-export function taskRoutes(allow: readonly ParsedCidr[], hostAddresses: readonly string[]): string[] {
+export function taskRoutes(allow: readonly ParsedCidr[], hostAddresses: readonly string[], gateway: string = TASK_GATEWAY): string[] {
   const lines: string[] = [];
   for (const range of BLOCKED_IPV4_RANGES) if (!coveredByAllowList(range, allow)) lines.push(`route add prohibit ${range}`);
   // The host's own addresses stay closed even inside an allow-listed range: only an entry naming
@@ -166,12 +167,12 @@ export function taskRoutes(allow: readonly ParsedCidr[], hostAddresses: readonly
   for (const address of new Set(hostAddresses)) {
     if (!allow.some((cidr) => cidr.prefix === 32 && cidr.address.toString() === address)) lines.push(`route add prohibit ${address}/32`);
   }
-  lines.push(`route add prohibit ${TASK_GATEWAY}/32`);
+  lines.push(`route add prohibit ${gateway}/32`);
   for (const cidr of allow) {
     if (cidr.address.kind() !== "ipv4") continue;
     const network = `${cidr.address.toString()}/${cidr.prefix}`;
     if (cidr.prefix === 0) continue; // the default route already goes through the gateway
-    lines.push(`route add ${network} via ${TASK_GATEWAY}`);
+    lines.push(`route add ${network} via ${gateway}`);
   }
   return lines;
 }

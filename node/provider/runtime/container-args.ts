@@ -1,0 +1,113 @@
+/**
+ * The engine's `create` arguments for a task: pure, so the argv is unit-tested without an engine.
+ *
+ * - GPUs: one CDI device per leased unit for Podman (`--device nvidia.com/gpu=<GPU- or MIG- UUID>`),
+ *   `--gpus "device=<uuids>"` for Docker with the NVIDIA Container Toolkit, /dev/kfd plus the
+ *   render nodes for AMD.
+ * - CPU, memory and pids per leased unit (`provider.runtime.perUnit`), times the units.
+ * - rlimits: nofile and nproc are always passed, at most the host's hard limits (the engines'
+ *   defaults exceed them on some hosts and the OCI runtime then fails before the task runs).
+ * - Network: `none`, or (Podman) slirp4netns without the host's loopback; Docker's bridge.
+ * - Labels: the owning node and the task, so a restarted node finds its orphans.
+ */
+import type { EngineKind } from "./container-engine.js";
+import { OWNER_LABEL, TASK_LABEL } from "./container-engine.js";
+import type { ResourceLimits } from "./limits.js";
+import type { TaskSpec } from "./task.js";
+
+export type PerUnitLimits = { cpus?: number | undefined; memoryBytes?: number | undefined; pids?: number | undefined };
+
+export type ContainerCreateOptions = {
+  engine: EngineKind;
+  name: string;
+  taskId: string;
+  /** The node's owner label value (container-engine.ts ownerId). */
+  owner: string;
+  image: string;
+  command: TaskSpec["command"];
+  workspace: string;
+  /** Leased units' device ids (GPU-/MIG- UUIDs, or indices); empty when no GPU is passed. */
+  devices: readonly string[];
+  /** How many units the task leased (per-unit limits are multiplied by it; at least 1). */
+  units: number;
+  /** AMD machines: the render node of each device, in order (then /dev/kfd + these nodes). */
+  amdRenderNodes?: readonly string[] | undefined;
+  /** Plain variables, passed as `--env NAME=value`. */
+  env: Record<string, string>;
+  /** Env file with the secret variables, or undefined when there are none. */
+  envFile?: string | undefined;
+  /** rlimits, already clamped to the host's hard limits. */
+  limits: ResourceLimits;
+  perUnit?: PerUnitLimits | undefined;
+  network: boolean;
+  stopGraceMs: number;
+  /** `--runtime` (an OCI runtime name or path), or undefined for the engine's default. */
+  ociRuntime?: string | undefined;
+  /** The operator's extra engine flags (provider.runtime.containerArgs), before the image. */
+  extraArgs?: readonly string[] | undefined;
+};
+
+/** The network flag: no network, or one that never reaches the host's loopback. */
+export function networkArgs(engine: EngineKind, network: boolean): string[] {
+  if (!network) return ["--network", "none"];
+  // slirp4netns gives the container its own namespace and user-mode NAT; with
+  // allow_host_loopback=false its gateway (10.0.2.2) does not forward to the host's 127.0.0.1.
+  // Docker's default bridge does not route to the host's loopback either.
+  return engine === "podman" ? ["--network", "slirp4netns:allow_host_loopback=false"] : [];
+}
+
+/** The rlimit flags (soft = hard). */
+export function ulimitArgs(limits: ResourceLimits): string[] {
+  const args: string[] = [];
+  const add = (name: string, value: number | undefined) => {
+    if (value !== undefined) args.push("--ulimit", `${name}=${Math.floor(value)}:${Math.floor(value)}`);
+  };
+  add("cpu", limits.cpuSeconds);
+  add("fsize", limits.fileSizeBytes);
+  add("nofile", limits.openFiles);
+  add("nproc", limits.processes);
+  return args;
+}
+
+/** The device flags for the leased units. */
+export function deviceArgs(engine: EngineKind, devices: readonly string[], amdRenderNodes?: readonly string[]): string[] {
+  if (devices.length === 0) return [];
+  if (amdRenderNodes) return ["--device", "/dev/kfd", ...amdRenderNodes.flatMap((node) => ["--device", node])];
+  // The quotes are part of the value: Docker splits --gpus on commas otherwise.
+  if (engine === "docker") return ["--gpus", `"device=${devices.join(",")}"`];
+  return devices.flatMap((device) => ["--device", `nvidia.com/gpu=${device}`]);
+}
+
+export function buildContainerCreateArgs(options: ContainerCreateOptions): string[] {
+  const units = Math.max(1, options.units);
+  const args = ["create", "--init", "--name", options.name, "--label", `${OWNER_LABEL}=${options.owner}`, "--label", `${TASK_LABEL}=${options.taskId}`];
+  if (options.ociRuntime) args.push("--runtime", options.ociRuntime);
+  args.push("--stop-timeout", String(Math.max(1, Math.ceil(options.stopGraceMs / 1000))));
+  args.push("--security-opt", "no-new-privileges");
+  args.push(...deviceArgs(options.engine, options.devices, options.amdRenderNodes));
+  args.push(...networkArgs(options.engine, options.network));
+  const perUnit = options.perUnit ?? {};
+  if (perUnit.cpus !== undefined) args.push("--cpus", String(Math.round(perUnit.cpus * units * 1000) / 1000));
+  if (perUnit.memoryBytes !== undefined) args.push("--memory", String(Math.floor(perUnit.memoryBytes * units)));
+  const pids = perUnit.pids !== undefined ? perUnit.pids * units : options.limits.processes;
+  if (pids !== undefined) args.push("--pids-limit", String(Math.floor(pids)));
+  args.push(...ulimitArgs(options.limits));
+  // :Z relabels the mount for SELinux hosts (Podman's usual home); harmless elsewhere. The output
+  // folder is inside the workspace: the node digests it from the host side after the exit.
+  args.push("--volume", `${options.workspace}:/workspace${options.engine === "podman" ? ":Z" : ""}`, "--workdir", "/workspace");
+  const env: Record<string, string> = {
+    HOME: "/workspace",
+    ...options.env,
+    CUDA_VISIBLE_DEVICES: options.devices.length > 0 ? options.devices.map((_, i) => String(i)).join(",") : "",
+    SUANLI_TASK_ID: options.taskId,
+    SUANLI_WORKSPACE: "/workspace",
+    SUANLI_OUTPUT_DIR: "/workspace/output",
+  };
+  for (const [name, value] of Object.entries(env)) args.push("--env", `${name}=${value}`);
+  if (options.envFile) args.push("--env-file", options.envFile);
+  args.push(...(options.extraArgs ?? []));
+  args.push(options.image);
+  if (typeof options.command === "string") args.push("/bin/sh", "-c", options.command);
+  else args.push(...options.command);
+  return args;
+}
