@@ -40,7 +40,12 @@ describe("container images end to end: tasks by registry reference and by archiv
     // (or its absence) is observed, not assumed.
     const real = (await import("node:child_process")).execFileSync("sh", ["-c", "command -v podman"], { encoding: "utf8" }).trim();
     await mkdir(path.join(work, "bin"));
-    await writeFile(path.join(work, "bin", "podman"), `#!/bin/sh\necho "$*" >> '${engineLog}'\nexec '${real}' "$@"\n`);
+    // While the file slow-pull exists, a pull takes 5 s longer (a big image, a slow registry).
+    const slow = path.join(work, "slow-pull");
+    await writeFile(
+      path.join(work, "bin", "podman"),
+      `#!/bin/sh\necho "$*" >> '${engineLog}'\nif [ "$1" = pull ] && [ -e '${slow}' ]; then sleep 5; fi\nexec '${real}' "$@"\n`,
+    );
     await chmod(path.join(work, "bin", "podman"), 0o755);
     savedPath = process.env.PATH;
     process.env.PATH = `${path.join(work, "bin")}:${process.env.PATH}`;
@@ -125,6 +130,26 @@ describe("container images end to end: tasks by registry reference and by archiv
     const imageLine = lines.find((line) => line.stream === "system" && line.text.startsWith("Image "));
     assert.match(imageLine?.text ?? "", /: loaded in [0-9.]+ s before the lease started/);
     assert.equal(receipt.leases[0].endReason, "Completed");
+  });
+
+  it("the renter never pays for the pull: a 5 s pull happens before activation, the lease meters only the run", async () => {
+    const slowImage = `localhost/suanli-e2e/slow-${suffix}:1`;
+    made.push(slowImage);
+    await buildMarkedImage(slowImage, `slow-${suffix}`);
+    const slowRef = (await registry.push(slowImage, `team/slow-${suffix}:v1`)).reference;
+    made.push(slowRef);
+    await writeFile(path.join(work, "slow-pull"), "");
+    try {
+      const submitted = await submit({ image: slowRef });
+      const lines = await allLogs(submitted.taskId);
+      const receipt = await client.wait(submitted.taskId);
+      assert.equal(receipt.state, "succeeded");
+      const pulled = /: pulled in ([0-9.]+) s before the lease started/.exec(lines.find((line) => line.text.startsWith("Image "))?.text ?? "");
+      assert.ok(pulled && Number(pulled[1]) >= 5, `the pull took at least 5 s: ${lines[0]?.text}`);
+      assert.ok(receipt.leases[0].seconds <= 3, `metered ${receipt.leases[0].seconds} s for a 0 s task after a 5 s pull`);
+    } finally {
+      await rm(path.join(work, "slow-pull"), { force: true });
+    }
   });
 
   it("a missing tag or a wrong archive digest: nothing runs, the lease ends at once and the renter gets all but a second or two back", async () => {
