@@ -81,7 +81,7 @@ export class SuanliError extends Error {
  * import { createClient, InvalidInputError } from "suanli/sdk";
  * try {
  *   await client.submitTask({ gpuType: "A100", gpuCount: 0, duration: 600, maxPricePerGpuHour: "2.50",
- *     imageUrl: "nvcr.io/nvidia/pytorch:24.03-py3", command: "python train.py" });
+ *     image: "nvcr.io/nvidia/pytorch:24.03-py3", command: "python train.py" });
  * } catch (error) {
  *   if (error instanceof InvalidInputError) console.error(error.fields, error.shortMessage); // ["gpuCount"], "Invalid match request: gpuCount: must be at least 1"
  * }

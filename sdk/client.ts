@@ -135,7 +135,7 @@ export type CreateClientParameters = z.input<typeof configSchema>;
  *   console.log(client.chainId, client.address, client.deployment.token.symbol);
  *   const offers = await client.queryOffers({ gpuType: "A100" });
  *   const { taskId } = await client.submitTask({ gpuType: "A100", gpuCount: 1, duration: 600,
- *     maxPricePerGpuHour: "2.50", imageUrl: "nvcr.io/nvidia/pytorch:24.03-py3", command: "python train.py" });
+ *     maxPricePerGpuHour: "2.50", image: "nvcr.io/nvidia/pytorch:24.03-py3", command: "python train.py" });
  *   const receipt = await client.wait(taskId);
  *   console.log(offers.length, receipt.totalCost);
  * } finally {

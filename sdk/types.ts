@@ -21,8 +21,9 @@ const envValue = z.union([z.string(), z.strictObject({ value: z.string().min(1),
 
 /**
  * What `submitTask` takes. Prices are USD per GPU-hour (decimal strings or numbers), durations
- * seconds. Give `bundleUrl` + `sha256` (a .tar.gz run by the process runtime) or `imageUrl`
- * (a container image, for providers running the container runtime).
+ * seconds. Give `bundleUrl` + `sha256` (a .tar.gz run by the process runtime), or a container
+ * image for providers running the container runtime: `image` (a registry reference) or
+ * `imageUrl` + `sha256` (an image archive, what `podman save` / `docker save` writes).
  */
 export const submitTaskParametersSchema = z
   .strictObject({
@@ -34,10 +35,18 @@ export const submitTaskParametersSchema = z
     duration: z.number({ error: "is required: the lease length in seconds" }),
     /** Where the provider fetches the task's .tar.gz (http(s):// or file://, at most 2048 characters); needs `sha256`. */
     bundleUrl: urlField(["http:", "https:", "file:"], "an http(s):// or file:// URL of a .tar.gz bundle").optional(),
-    /** Hex sha256 of the bundle (64 digits); required with bundleUrl. */
+    /** Hex sha256 (64 digits) of the bundle, or of the image archive when there is no bundle; required with either. */
     sha256: z.string().regex(/^(0x)?[0-9a-fA-F]{64}$/, "expected 64 hex digits").optional(),
-    /** Container image reference, e.g. `nvcr.io/nvidia/pytorch:24.03-py3`. */
-    imageUrl: z.string().min(1).max(512).optional(),
+    /** Container image from a registry, pulled by the provider's engine: `nvcr.io/nvidia/pytorch:24.03-py3`, `name@sha256:...`. */
+    image: z.string().min(1).max(512).optional(),
+    /**
+     * Container image as an archive (docker-archive or oci-archive .tar, optionally gzipped) at an
+     * http(s):// or file:// URL, loaded by the provider's engine; needs `sha256` (or `imageSha256`
+     * when a bundle comes too). Not with `image`.
+     */
+    imageUrl: urlField(["http:", "https:", "file:"], "an http(s):// or file:// URL of an image archive (.tar or .tar.gz; a registry reference goes in `image`)").optional(),
+    /** Hex sha256 of the image archive when `bundleUrl` + `sha256` are given as well. */
+    imageSha256: z.string().regex(/^(0x)?[0-9a-fA-F]{64}$/, "expected 64 hex digits").optional(),
     /** A string runs through `/bin/sh -c`; an array is an argv. */
     command: z.union([z.string().min(1), z.array(z.string()).min(1)], { error: "is required: the command to run" }),
     /** Environment; `{ value, secret: true }` values reach the task only, never logs or stores. */
@@ -64,20 +73,33 @@ export const submitTaskParametersSchema = z
     autoMigrate: z.boolean().default(false),
   })
   .superRefine((value, ctx) => {
-    if (!value.bundleUrl && !value.imageUrl) {
-      ctx.addIssue({ code: "custom", path: ["bundleUrl"], message: "a task needs bundleUrl (+ sha256) or imageUrl" });
+    if (!value.bundleUrl && !value.image && !value.imageUrl) {
+      ctx.addIssue({ code: "custom", path: ["bundleUrl"], message: "a task needs bundleUrl (+ sha256), image (a registry reference) or imageUrl (+ sha256)" });
+    }
+    if (value.image && value.imageUrl) {
+      ctx.addIssue({ code: "custom", path: ["imageUrl"], message: "give either image (a registry reference) or imageUrl (an image archive), not both" });
     }
     if (value.bundleUrl && !value.sha256) {
       ctx.addIssue({ code: "custom", path: ["sha256"], message: "is required with bundleUrl: the bundle's sha256 as 64 hex digits" });
     }
-    if (value.sha256 && !value.bundleUrl) {
-      ctx.addIssue({ code: "custom", path: ["bundleUrl"], message: "sha256 was given without bundleUrl" });
+    if (value.imageUrl && !value.bundleUrl && !value.sha256 && !value.imageSha256) {
+      ctx.addIssue({ code: "custom", path: ["sha256"], message: "is required with imageUrl: the image archive's sha256 as 64 hex digits" });
+    }
+    if (value.imageUrl && value.bundleUrl && !value.imageSha256) {
+      ctx.addIssue({ code: "custom", path: ["imageSha256"], message: "is required with imageUrl and bundleUrl together: sha256 is the bundle's, imageSha256 the image archive's" });
+    }
+    if (value.sha256 && !value.bundleUrl && !value.imageUrl) {
+      ctx.addIssue({ code: "custom", path: ["bundleUrl"], message: "sha256 was given without bundleUrl or imageUrl" });
+    }
+    if (value.imageSha256 && !value.imageUrl) {
+      ctx.addIssue({ code: "custom", path: ["imageUrl"], message: "imageSha256 was given without imageUrl" });
     }
   });
 /**
  * What `submitTask` takes: the GPUs wanted (matched against live offers) and the work to run.
  * Prices are USD per GPU-hour, durations whole seconds. Give `bundleUrl` + `sha256` (process
- * runtime) or `imageUrl` (container runtime). Bad fields throw InvalidInputError naming them.
+ * runtime), or `image` (a registry reference) or `imageUrl` + `sha256` (an image archive) for the
+ * container runtime. Bad fields throw InvalidInputError naming them.
  *
  * @example
  * import { createClient, type SubmitTaskParameters } from "suanli/sdk";

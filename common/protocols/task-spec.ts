@@ -45,6 +45,36 @@ const bundleUrlSchema = z
     { message: "expected an http(s):// or file:// URL" },
   );
 
+const sha256Schema = z
+  .string()
+  .regex(/^(0x)?[0-9a-fA-F]{64}$/, "expected a sha256 as 64 hex digits")
+  .transform((value) => value.replace(/^0x/, "").toLowerCase());
+
+/** Transports Podman and Docker read before registry syntax: each names a file or store of the provider's host. */
+export const IMAGE_TRANSPORT_PREFIX = /^(docker|docker-archive|docker-daemon|oci|oci-archive|dir|containers-storage|ostree|sif|tarball):/i;
+
+const imageComponent = "[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*";
+const imageDomain = "(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\\[[0-9A-Fa-f:.]+\\])(?::[0-9]{1,5})?";
+/** The registry reference grammar (distribution/reference): `[host[:port]/]path[:tag][@sha256:digest]`. */
+export const IMAGE_REFERENCE = new RegExp(`^(?:${imageDomain}/)?${imageComponent}(?:/${imageComponent})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$`);
+
+/**
+ * A registry reference the engine pulls: `registry.example.com/team/model:tag`,
+ * `name@sha256:<64 hex>`, `pytorch/pytorch:2.3.0` (Docker Hub). Transports that read the
+ * provider's own files or stores (`docker-archive:/path`, `oci:`, `dir:`, `containers-storage:`)
+ * are refused: an archive comes by URL with a sha256 (`imageArchive`).
+ */
+export const imageReferenceSchema = z
+  .string()
+  .min(1)
+  .max(512)
+  .refine((value) => !IMAGE_TRANSPORT_PREFIX.test(value), {
+    error: (issue) =>
+      `${String(issue.input).split(":")[0]}: is a transport, not a registry reference; give a registry reference (host/name:tag or name@sha256:...) or an archive by URL (imageArchive / imageUrl with its sha256)`,
+    abort: true,
+  })
+  .regex(IMAGE_REFERENCE, "expected a registry reference: [host[:port]/]name[:tag][@sha256:<64 hex>], lowercase name");
+
 export const taskSpecSchema = z
   .strictObject({
     /** A .tar.gz of the workspace: fetched, checked against sha256, unpacked before the command runs. */
@@ -52,14 +82,24 @@ export const taskSpecSchema = z
       .strictObject({
         url: bundleUrlSchema,
         /** Hex sha256 of the bundle file (64 digits, optional 0x). Required: a bundle is never run unchecked. */
-        sha256: z
-          .string()
-          .regex(/^(0x)?[0-9a-fA-F]{64}$/, "expected a sha256 as 64 hex digits")
-          .transform((value) => value.replace(/^0x/, "").toLowerCase()),
+        sha256: sha256Schema,
       })
       .optional(),
-    /** Container image (container runtime only), e.g. `nvcr.io/nvidia/pytorch:24.03-py3`. */
-    image: z.string().min(1).max(512).regex(/^[^\s]+$/, "expected an image reference without spaces").optional(),
+    /** Container image from a registry (container runtime only), e.g. `nvcr.io/nvidia/pytorch:24.03-py3` or `name@sha256:...`. */
+    image: imageReferenceSchema.describe("A registry reference the provider's engine pulls (container runtime): [host[:port]/]name[:tag][@sha256:digest]. Transports (docker-archive:, oci:, dir:, ...) are refused.").optional(),
+    /**
+     * A container image as an archive (container runtime only): what `podman save` / `docker save`
+     * writes (docker-archive or oci-archive, optionally gzipped), fetched like a bundle and checked
+     * against its sha256 before it is loaded. Not with `image`.
+     */
+    imageArchive: z
+      .strictObject({
+        url: bundleUrlSchema,
+        /** Hex sha256 of the archive file (64 digits, optional 0x). Required: nothing unchecked is loaded. */
+        sha256: sha256Schema,
+      })
+      .describe("A container image archive by URL (docker-archive or oci-archive .tar, optionally gzipped) with its required sha256; loaded by the provider's engine.")
+      .optional(),
     /** A string runs through `/bin/sh -c`; an array is an argv run directly (no shell). */
     command: z.union([z.string().min(1).max(16 * 1024), z.array(z.string().max(16 * 1024)).min(1).max(512)]),
     /**
@@ -94,9 +134,13 @@ export const taskSpecSchema = z
       .default({})
       .refine((env) => Object.keys(env).length <= 256, { message: "at most 256 variables" }),
   })
-  .refine((spec) => spec.bundle !== undefined || spec.image !== undefined, {
-    message: "a task needs a bundle (process runtime) or an image (container runtime)",
+  .refine((spec) => spec.bundle !== undefined || spec.image !== undefined || spec.imageArchive !== undefined, {
+    message: "a task needs a bundle (process runtime) or an image or imageArchive (container runtime)",
     path: ["bundle"],
+  })
+  .refine((spec) => spec.image === undefined || spec.imageArchive === undefined, {
+    message: "give either image (a registry reference) or imageArchive (an archive by URL), not both",
+    path: ["imageArchive"],
   })
   .refine((spec) => !Array.isArray(spec.command) || spec.command[0] !== "", { message: "the program (first element) must not be empty", path: ["command"] });
 

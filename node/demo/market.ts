@@ -53,6 +53,8 @@ export type ProviderSpec = {
   /** USD per GPU-hour, and the interruptible floor if sold. */
   usd: string;
   minBid?: string | undefined;
+  /** provider.runtime settings merged over the demo's (e.g. the container runtime for a bench). */
+  runtime?: Record<string, unknown> | undefined;
 };
 
 export type DemoMarket = {
@@ -150,7 +152,7 @@ export async function startDemoMarket(options: {
           prices: { [p.model]: { usdPerGpuHour: Number(p.usd) } },
           ...(p.minBid ? { minBids: { [p.model]: { usdPerGpuHour: Number(p.minBid) } } } : {}),
           idle: { command: ["node", idleScript], scope: "machine" },
-          runtime: runtime.config,
+          runtime: { ...runtime.config, ...p.runtime },
           // The demo's bundle server listens on 127.0.0.1, which a provider refuses by default.
           fetch: { allowNetworks: ["127.0.0.1"] },
           grace: { taskStopMs: 1_000, idleStopMs: 1_000 },

@@ -47,8 +47,8 @@ export class BundleDigestMismatchError extends SuanliError {
   override name = "BundleDigestMismatchError";
   readonly expected: string;
   readonly actual: string;
-  constructor(url: string, expected: string, actual: string) {
-    super(`Bundle ${url} has sha256 ${actual}, but the task requires ${expected}`, {
+  constructor(url: string, expected: string, actual: string, what = "Bundle") {
+    super(`${what} ${url} has sha256 ${actual}, but the task requires ${expected}`, {
       metaMessages: ["The bundle changed since the task was written, or the digest is wrong. Nothing was run."],
     });
     this.expected = expected;
@@ -60,8 +60,8 @@ export class BundleDigestMismatchError extends SuanliError {
 export class BundleFetchError extends SuanliError {
   override name = "BundleFetchError";
   readonly url: string;
-  constructor(url: string, reason: string, cause?: unknown) {
-    super(`Cannot fetch bundle ${url}: ${reason}`, { cause, details: reason });
+  constructor(url: string, reason: string, cause?: unknown, what = "bundle") {
+    super(`Cannot fetch ${what} ${url}: ${reason}`, { cause, details: reason });
     this.url = url;
   }
 }
@@ -173,5 +173,51 @@ export class ContainerEngineError extends SuanliError {
       metaMessages: ["This is the provider's failure, not the task's: the provider must fix its container engine (see docs/provider.md, Container runtime)."],
     });
     this.engineMessage = engineMessage;
+  }
+}
+
+/**
+ * The registry has no such image: the repository or the tag (or the `@sha256:` digest) does not
+ * exist there. The renter's input: nothing ran and the lease ends without run time.
+ */
+export class ImageNotFoundError extends SuanliError {
+  override name = "ImageNotFoundError";
+  readonly image: string;
+  constructor(image: string, details: string) {
+    super(`Image ${image} was not found in its registry (no such repository, tag or digest)`, {
+      details,
+      metaMessages: ["Check the name, the tag and the digest; `podman pull IMAGE` or `docker pull IMAGE` from anywhere should find it."],
+    });
+    this.image = image;
+  }
+}
+
+/**
+ * The image could not be pulled for a reason on the registry's side: unreachable, refused the
+ * connection, wants credentials, timed out. The renter named the registry, so this is the
+ * renter's input error (as an unreachable bundle URL is).
+ */
+export class ImagePullError extends SuanliError {
+  override name = "ImagePullError";
+  readonly image: string;
+  constructor(image: string, reason: string, details?: string) {
+    super(`Cannot pull image ${image}: ${reason}`, {
+      details: details || undefined,
+      metaMessages: ["Serve the image from a registry the provider can reach without credentials, or give it as an archive (imageUrl + sha256)."],
+    });
+    this.image = image;
+  }
+}
+
+/** The archive behind `imageUrl` is not a container image (docker-archive or oci-archive, optionally gzipped). */
+export class ImageArchiveError extends SuanliError {
+  override name = "ImageArchiveError";
+  readonly url: string;
+  constructor(url: string, reason: string, details?: string) {
+    super(`Image archive ${url} cannot be loaded: ${reason}`, {
+      details: details || undefined,
+      metaMessages: ["An image archive is what `podman save` or `docker save` writes: a docker-archive or oci-archive .tar, optionally gzipped, holding one image."],
+    });
+    this.url = url;
   }
 }

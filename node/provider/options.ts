@@ -279,6 +279,16 @@ export const providerOptionsSchema = z.strictObject({
           pids: positiveInt(10_000_000).optional(),
         })
         .prefault({}),
+      /**
+       * Most bytes the container runtime's cached images (pulled and loaded) may take together;
+       * over it the least recently used ones no task is using are removed.
+       */
+      imageCacheBytes: positiveInt(1024 * 1024 * GiB).default(100 * GiB),
+      /** Registries (host:port) the container runtime pulls from without TLS verification (Podman's --tls-verify=false). */
+      insecureRegistries: z
+        .array(z.string().regex(/^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/, "expected a registry host[:port]"))
+        .max(64)
+        .default([]),
     })
     .prefault({}),
   limits: z

@@ -114,6 +114,7 @@ export function createRuntime(
       probeDevices: gpus ? (context.inventory?.units ?? []).map((unit) => unit.device) : [],
       fetchPolicy: options.fetch,
       amdRenderNode,
+      images: { cacheBytes: options.runtime.imageCacheBytes, insecureRegistries: options.runtime.insecureRegistries },
     });
   }
   return new ProcessRuntime({

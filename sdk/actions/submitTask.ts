@@ -25,7 +25,7 @@ export type { SubmitTaskParameters, SubmitTaskReturnType };
  * import { parseSubmitParameters } from "suanli/sdk";
  * const { request, spec, autoMigrate } = parseSubmitParameters({
  *   gpuType: "A100", gpuCount: 1, duration: 600, maxPricePerGpuHour: "2.50",
- *   imageUrl: "nvcr.io/nvidia/pytorch:24.03-py3", command: ["python", "train.py"],
+ *   image: "nvcr.io/nvidia/pytorch:24.03-py3", command: ["python", "train.py"],
  * });
  * console.log(request.maxPricePerUnitSecond, spec.image, autoMigrate); // 694n, "nvcr.io/nvidia/pytorch:24.03-py3", false
  */
@@ -49,7 +49,8 @@ export function parseSubmitParameters(parameters: SubmitTaskParameters): { reque
     taskSpecSchema,
     {
       ...(params.bundleUrl ? { bundle: { url: params.bundleUrl, sha256: params.sha256 } } : {}),
-      ...(params.imageUrl ? { image: params.imageUrl } : {}),
+      ...(params.image ? { image: params.image } : {}),
+      ...(params.imageUrl ? { imageArchive: { url: params.imageUrl, sha256: params.bundleUrl ? params.imageSha256 : (params.imageSha256 ?? params.sha256) } } : {}),
       command: params.command,
       env: params.env,
       ...(params.ports !== undefined ? { ports: params.ports } : {}),

@@ -143,7 +143,7 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
       duration: 60,
       maxPricePerGpuHour: "1",
       attestedOnly: false,
-      imageUrl: BUSYBOX_IMAGE,
+      image: BUSYBOX_IMAGE,
       command: 'echo "step 1"; sleep 1; mkdir -p "$SUANLI_OUTPUT_DIR/ckpt"; echo "loss 0.12" > "$SUANLI_OUTPUT_DIR/metrics.txt"; echo weights > "$SUANLI_OUTPUT_DIR/ckpt/model.bin"; echo "step 2"',
     });
     const lines: string[] = [];
@@ -172,11 +172,11 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
       interruptible: true,
       bidPerGpuHour: "0.2",
       attestedOnly: false,
-      imageUrl: BUSYBOX_IMAGE,
+      image: BUSYBOX_IMAGE,
       command: 'trap "echo notice received; exit 0" TERM; echo running; while true; do sleep 0.2; done',
     });
     await waitFor("the interruptible container to run", async () => (await low.status(interruptible.taskId)).state === "running", { timeoutMs: 60_000 });
-    const onDemand = await high.submitTask({ gpuType: "A100", gpuCount: 1, duration: 30, maxPricePerGpuHour: "1", attestedOnly: false, imageUrl: BUSYBOX_IMAGE, command: "echo on-demand" });
+    const onDemand = await high.submitTask({ gpuType: "A100", gpuCount: 1, duration: 30, maxPricePerGpuHour: "1", attestedOnly: false, image: BUSYBOX_IMAGE, command: "echo on-demand" });
     const preempted = await low.wait(interruptible.taskId);
     assert.equal(preempted.state, "preempted", `${preempted.state}: ${show(preempted)}`);
     const lines: string[] = [];
@@ -188,7 +188,7 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
 
   it("after SIGKILL of the provider node its container runs on; the restarted node stops it and terminates the lease, paid once", async () => {
     const renter = await client(8);
-    const submitted = await renter.submitTask({ gpuType: "A100", gpuCount: 1, duration: 120, maxPricePerGpuHour: "1", attestedOnly: false, imageUrl: BUSYBOX_IMAGE, command: "echo long; sleep 300" });
+    const submitted = await renter.submitTask({ gpuType: "A100", gpuCount: 1, duration: 120, maxPricePerGpuHour: "1", attestedOnly: false, image: BUSYBOX_IMAGE, command: "echo long; sleep 300" });
     await waitFor("the container to run", async () => (await renter.status(submitted.taskId)).state === "running", { timeoutMs: 60_000 });
     assert.equal(await node!.kill("SIGKILL"), null);
     const orphans = await containersOf(workspaces);
@@ -269,7 +269,7 @@ describe("container tasks: whose fault when the engine fails", function () {
     renter = await createClient({ rpcUrl: devnet.rpcUrl, account: devnetAccount(5), bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir, stateFile: path.join(dir, "renter.json") });
     await waitFor("the provider's offer in the SDK", async () => (await renter!.queryOffers()).some((offer) => offer.freeUnits >= 1), { timeoutMs: 30_000 });
     const before = await renter.owed().catch(() => 0n);
-    const submitted = await renter.submitTask({ gpuType: "A100", gpuCount: 1, duration: 60, maxPricePerGpuHour: "1", attestedOnly: false, imageUrl: BUSYBOX_IMAGE, command: "echo never" });
+    const submitted = await renter.submitTask({ gpuType: "A100", gpuCount: 1, duration: 60, maxPricePerGpuHour: "1", attestedOnly: false, image: BUSYBOX_IMAGE, command: "echo never" });
     const status = await waitFor("the task to fail", async () => {
       const current = await renter!.status(submitted.taskId).catch(() => undefined);
       return current?.state === "failed" ? current : undefined;

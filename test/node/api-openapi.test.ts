@@ -98,6 +98,9 @@ describe("OpenAPI document", () => {
       signature: `0x${"11".repeat(65)}`,
     });
     await check("POST", "/v1/leases/3/task", "/v1/leases/{id}/task", 200, { auth: auth("task"), spec: { image: "busybox", command: "true" } });
+    await check("POST", "/v1/leases/3/task", "/v1/leases/{id}/task", 200, { auth: auth("task"), spec: { imageArchive: { url: "https://example.com/training_container.tar", sha256: "ab".repeat(32) }, command: "true" } });
+    await check("POST", "/v1/leases/3/task", "/v1/leases/{id}/task", 400, { auth: auth("task"), spec: { image: "docker-archive:/etc/passwd", command: "true" } });
+    await check("POST", "/v1/leases/3/task", "/v1/leases/{id}/task", 400, { auth: auth("task"), spec: { imageArchive: { url: "https://example.com/x.tar" }, command: "true" } });
     await check("POST", "/v1/leases/3/status", "/v1/leases/{id}/status", 200, { auth: auth("status") });
     await check("POST", "/v1/leases/3/logs", "/v1/leases/{id}/logs", 200, { auth: auth("logs"), fromSeq: 0 });
     await check("POST", "/v1/leases/3/cancel", "/v1/leases/{id}/cancel", 200, { auth: auth("cancel") });

@@ -79,6 +79,19 @@ describe("suanli renter commands (CLI)", function () {
     assert.match(cluster.stderr, /one machine or a cluster/);
   });
 
+  it("submit --image refuses a transport and --image-url needs --sha256, before anything is reserved or paid (exit 2)", async () => {
+    const common = ["--devnet-account", "5", "--gpu", "H100", "--count", "1", "--duration", "600", "--max-price", "5", "--allow-unattested", ...base];
+    const transport = await runCli(["submit", "--image", "docker-archive:/etc/passwd", ...common, "--", "true"]);
+    assert.equal(transport.code, 2, transport.stderr);
+    assert.match(transport.stderr, /docker-archive: is a transport, not a registry reference/);
+    const noDigest = await runCli(["submit", "--image-url", "https://example.com/training_container.tar", ...common, "--", "true"]);
+    assert.equal(noDigest.code, 2, noDigest.stderr);
+    assert.match(noDigest.stderr, /sha256: is required with imageUrl/);
+    const help = await runCli(["submit", "--help"]);
+    assert.match(help.stdout, /--image <ref>/);
+    assert.match(help.stdout, /--image-url <url>/);
+  });
+
   it("submit --help says one argument is a shell string and several an argv (issue #22 item 4)", async () => {
     const help = await runCli(["submit", "--help"]);
     assert.equal(help.code, 0, help.stderr);

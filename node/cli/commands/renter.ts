@@ -171,8 +171,10 @@ export function registerRenter(program: Command): void {
       .requiredOption("--duration <seconds>", "lease length in seconds")
       .option("--max-price <usd>", "highest price per GPU-hour, USD")
       .option("--bundle <url>", "http(s):// or file:// URL of a .tar.gz workspace")
-      .option("--sha256 <hex>", "sha256 of the bundle (required with --bundle)")
-      .option("--image <ref>", "container image (providers with a container runtime)")
+      .option("--sha256 <hex>", "sha256 of the bundle (required with --bundle), or of the --image-url archive without a bundle")
+      .option("--image <ref>", "container image from a registry, pulled by the provider (container runtime): host/name:tag or name@sha256:...")
+      .option("--image-url <url>", "container image archive (podman/docker save: docker-archive or oci-archive .tar, optionally .gz) at an http(s):// URL; needs --sha256")
+      .option("--image-sha256 <hex>", "sha256 of the --image-url archive when --bundle and --sha256 are given too")
       .option("--env <NAME=VALUE>", "environment variable (repeatable)", collect, [])
       .option("--secret-env <NAME=VALUE>", "secret environment variable: reaches the task only (repeatable)", collect, [])
       .option("--interruptible", "rent interruptible capacity at --bid (may be preempted)")
@@ -201,7 +203,9 @@ export function registerRenter(program: Command): void {
         maxPricePerGpuHour: flags.maxPrice as string | undefined,
         bundleUrl: flags.bundle as string | undefined,
         sha256: flags.sha256 as string | undefined,
-        imageUrl: flags.image as string | undefined,
+        image: flags.image as string | undefined,
+        imageUrl: flags.imageUrl as string | undefined,
+        imageSha256: flags.imageSha256 as string | undefined,
         command: command.length === 1 ? command[0] : command,
         env: { ...parseEnv(flags.env as string[], false), ...parseEnv(flags.secretEnv as string[], true) },
         interruptible: Boolean(flags.interruptible),

@@ -48,7 +48,7 @@ import type { ReservationBook } from "./reservations.js";
 import type { OutputStore } from "./outputs.js";
 
 /** Errors of the renter's input: the task never runs, the lease ends with a completion report (the renter pays a second or two). */
-const RENTER_INPUT_ERRORS = new Set(["FetchRefusedError", "BundleDigestMismatchError", "BundleFetchError", "BundleTooLargeError", "BundleUnpackError", "CommandNotFoundError", "InvalidInputError"]);
+const RENTER_INPUT_ERRORS = new Set(["FetchRefusedError", "BundleDigestMismatchError", "BundleFetchError", "BundleTooLargeError", "BundleUnpackError", "CommandNotFoundError", "InvalidInputError", "ImageNotFoundError", "ImagePullError", "ImageArchiveError"]);
 
 const ZERO_DIGEST = `0x${"0".repeat(64)}` as Hex;
 /** Most bytes of log text in one logs answer (the renter asks again from nextSeq). */

@@ -26,6 +26,8 @@ export type FetchBundleOptions = {
   signal?: AbortSignal | undefined;
   /** Where the URL may point (default: no file:, public addresses only). */
   policy?: Partial<FetchPolicy> | undefined;
+  /** What the file is, in messages (default "Bundle"; the container runtime says "Image archive"). */
+  label?: string;
 };
 
 /** The URL without query, fragment or credentials: signed URLs carry tokens that must not reach logs. */
@@ -55,6 +57,8 @@ function describeFetchFailure(error: unknown, timeoutMs: number): string {
  */
 export async function fetchBundle(options: FetchBundleOptions): Promise<{ bytes: number }> {
   const shown = displayUrl(options.url);
+  const label = options.label ?? "Bundle";
+  const what = label.toLowerCase();
   const url = new URL(options.url);
   const policy = compileFetchPolicy(options.policy);
   checkUrl(url, policy);
@@ -64,7 +68,7 @@ export async function fetchBundle(options: FetchBundleOptions): Promise<{ bytes:
 
   const take = async (chunk: Uint8Array) => {
     bytes += chunk.byteLength;
-    if (bytes > options.maxBytes) throw new BundleTooLargeError(`Bundle ${shown}`, options.maxBytes);
+    if (bytes > options.maxBytes) throw new BundleTooLargeError(`${label} ${shown}`, options.maxBytes);
     hash.update(chunk);
     if (!out.write(chunk)) await once(out, "drain");
   };
@@ -73,10 +77,10 @@ export async function fetchBundle(options: FetchBundleOptions): Promise<{ bytes:
     if (url.protocol === "file:") {
       const file = fileURLToPath(url);
       const info = await stat(file).catch((error: NodeJS.ErrnoException) => {
-        throw new BundleFetchError(shown, error.code === "ENOENT" ? "no such file" : (error.code ?? error.message), error);
+        throw new BundleFetchError(shown, error.code === "ENOENT" ? "no such file" : (error.code ?? error.message), error, what);
       });
-      if (!info.isFile()) throw new BundleFetchError(shown, "not a regular file");
-      if (info.size > options.maxBytes) throw new BundleTooLargeError(`Bundle ${shown}`, options.maxBytes);
+      if (!info.isFile()) throw new BundleFetchError(shown, "not a regular file", undefined, what);
+      if (info.size > options.maxBytes) throw new BundleTooLargeError(`${label} ${shown}`, options.maxBytes);
       for await (const chunk of createReadStream(file)) await take(chunk as Buffer);
     } else if (url.protocol === "http:" || url.protocol === "https:") {
       const signals = [AbortSignal.timeout(options.timeoutMs)];
@@ -88,17 +92,17 @@ export async function fetchBundle(options: FetchBundleOptions): Promise<{ bytes:
       } catch (error) {
         if (error instanceof FetchRefusedError) throw error;
         if ((error as { cause?: unknown })?.cause instanceof FetchRefusedError) throw (error as { cause: FetchRefusedError }).cause;
-        throw new BundleFetchError(shown, describeFetchFailure(error, options.timeoutMs), error);
+        throw new BundleFetchError(shown, describeFetchFailure(error, options.timeoutMs), error, what);
       }
       const status = response.statusCode ?? 0;
       if (status < 200 || status > 299) {
         response.destroy();
-        throw new BundleFetchError(shown, `HTTP ${status} ${response.statusMessage ?? ""}`.trim());
+        throw new BundleFetchError(shown, `HTTP ${status} ${response.statusMessage ?? ""}`.trim(), undefined, what);
       }
       const declared = Number(response.headers["content-length"]);
       if (Number.isFinite(declared) && declared > options.maxBytes) {
         response.destroy();
-        throw new BundleTooLargeError(`Bundle ${shown}`, options.maxBytes);
+        throw new BundleTooLargeError(`${label} ${shown}`, options.maxBytes);
       }
       try {
         // Bounded by maxBytes: take() throws once the cap is passed.
@@ -106,10 +110,10 @@ export async function fetchBundle(options: FetchBundleOptions): Promise<{ bytes:
       } catch (error) {
         response.destroy();
         if (error instanceof BundleTooLargeError) throw error;
-        throw new BundleFetchError(shown, describeFetchFailure(error, options.timeoutMs), error);
+        throw new BundleFetchError(shown, describeFetchFailure(error, options.timeoutMs), error, what);
       }
     } else {
-      throw new BundleFetchError(shown, `unsupported protocol ${url.protocol}`);
+      throw new BundleFetchError(shown, `unsupported protocol ${url.protocol}`, undefined, what);
     }
     out.end();
     await once(out, "finish");
@@ -122,7 +126,7 @@ export async function fetchBundle(options: FetchBundleOptions): Promise<{ bytes:
   const actual = hash.digest("hex");
   if (actual !== options.sha256) {
     await unlink(options.destFile).catch(() => undefined);
-    throw new BundleDigestMismatchError(shown, options.sha256, actual);
+    throw new BundleDigestMismatchError(shown, options.sha256, actual, label);
   }
   return { bytes };
 }

@@ -44,6 +44,7 @@ import {
   type EngineKind,
 } from "./container-engine.js";
 import { checkImageReference, compileFetchPolicy, type FetchPolicy } from "./fetch-policy.js";
+import { ImageStore, type AcquiredImage } from "./images.js";
 import { clampToHardLimits, type ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
 import { parseCidr } from "./network-policy.js";
@@ -98,7 +99,12 @@ export type ContainerRuntimeOptions = {
   /** AMD inventories: the render node of a device (amd.ts); undefined on NVIDIA machines. */
   amdRenderNode?: ((device: string) => string) | undefined;
   logger?: Logger;
+  /** The image cache (images.ts): its size cap and the registries pulled without TLS verification. */
+  images?: { cacheBytes?: number; insecureRegistries?: readonly string[]; pullTimeoutMs?: number };
 };
+
+/** Default size of the image cache: 100 GiB. */
+export const DEFAULT_IMAGE_CACHE_BYTES = 100 * 1024 ** 3;
 
 /** What the runtime settled on at its first use: engine, OCI runtime, rlimits. */
 type Selection = { engine: ContainerEngine; ociRuntime: string | undefined; limits: ResourceLimits; description: string };
@@ -110,11 +116,24 @@ export class ContainerRuntime implements Runtime {
   private readonly root: string;
   private detection: Promise<EngineDetection> | undefined;
   private selection: Promise<Selection> | undefined;
+  /** Pulled and loaded images, reused by digest and pruned by size. */
+  readonly images: ImageStore;
 
   constructor(private readonly options: ContainerRuntimeOptions) {
     this.logger = options.logger ?? silentLogger();
     this.root = path.resolve(options.workspaceRoot);
     this.owner = ownerId(this.root);
+    const bundle = { ...DEFAULT_BUNDLE_LIMITS, ...options.bundle };
+    this.images = new ImageStore({
+      engine: async () => (await this.engine()).engine,
+      dir: path.join(this.root, ".images"),
+      cacheBytes: options.images?.cacheBytes ?? DEFAULT_IMAGE_CACHE_BYTES,
+      fetchPolicy: options.fetchPolicy,
+      archive: { maxBytes: bundle.maxBytes, fetchTimeoutMs: bundle.fetchTimeoutMs, maxUnpackedBytes: bundle.maxUnpackedBytes },
+      insecureRegistries: options.images?.insecureRegistries,
+      pullTimeoutMs: options.images?.pullTimeoutMs,
+      logger: this.logger,
+    });
   }
 
   /** The engine this runtime uses (detected once). */
@@ -236,14 +255,19 @@ export class ContainerRuntime implements Runtime {
       throw new InvalidInputError("task launch", [{ path: "taskId", message: "expected 1-128 letters, digits, '.', '_' or '-'" }]);
     }
     const { spec } = launch;
-    if (!spec.image) throw new InvalidInputError("task", [{ path: "image", message: "required by the container runtime" }]);
-    checkImageReference(spec.image, compileFetchPolicy(this.options.fetchPolicy));
+    if (!spec.image && !spec.imageArchive) throw new InvalidInputError("task", [{ path: "image", message: "the container runtime needs image (a registry reference) or imageArchive (an archive by URL with its sha256)" }]);
+    if (spec.image) checkImageReference(spec.image, compileFetchPolicy(this.options.fetchPolicy));
     const secrets = secretsOf(spec);
     const badSecrets = [...secrets].filter(([, value]) => /[\r\n]/.test(value)).map(([name]) => ({ path: `env.${name}`, message: "a secret for the container runtime cannot contain a line break" }));
     if (badSecrets.length > 0) throw new InvalidInputError("task", badSecrets);
     const selection = await this.select();
     const { engine } = selection;
     const redactor = new Redactor(secrets);
+    // Pulled or loaded here, before the lease is activated: the renter never pays for it.
+    const image: AcquiredImage = await this.images.acquire(
+      spec.image ? { kind: "registry", reference: spec.image } : { kind: "archive", url: spec.imageArchive!.url, sha256: spec.imageArchive!.sha256 },
+      { signal: options.signal },
+    );
 
     const root = this.root;
     const workspace = path.join(root, launch.taskId);
@@ -252,11 +276,11 @@ export class ContainerRuntime implements Runtime {
     const removeContainer = () => removeContainers(engine, [name]).catch(() => 0);
     const removeWorkspace = () => rm(workspace, { recursive: true, force: true });
     const grace = this.options.stopGraceMs ?? 10_000;
-    await mkdir(root, { recursive: true, mode: 0o700 });
-    await removeContainer();
-    await removeWorkspace();
-    await mkdir(workspace, { mode: 0o700 });
     try {
+      await mkdir(root, { recursive: true, mode: 0o700 });
+      await removeContainer();
+      await removeWorkspace();
+      await mkdir(workspace, { mode: 0o700 });
       if (spec.bundle) {
         const limits = { ...DEFAULT_BUNDLE_LIMITS, ...this.options.bundle };
         const bundleFile = path.join(root, `.${launch.taskId}.bundle`);
@@ -277,7 +301,8 @@ export class ContainerRuntime implements Runtime {
         name,
         taskId: launch.taskId,
         owner: this.owner,
-        image: spec.image,
+        // By id: a name in the engine's store can be re-pointed, the id is what was pulled or checked.
+        image: image.id,
         command: spec.command,
         workspace,
         devices,
@@ -297,6 +322,7 @@ export class ContainerRuntime implements Runtime {
       if (created.code !== 0) throw new ContainerEngineError("create the task's container", redactor.redact(engineErrorLine(created.stderr || created.stdout)));
       if (engine.kind === "podman") await this.initialise(engine, name, redactor);
     } catch (error) {
+      image.release();
       await removeContainer();
       await removeWorkspace();
       if (envFile) await rm(envFile, { force: true });
@@ -306,6 +332,13 @@ export class ContainerRuntime implements Runtime {
     const clientEnv: Record<string, string> = {};
     for (const key of CLIENT_ENV) if (process.env[key] !== undefined) clientEnv[key] = process.env[key]!;
     const logs = new LogBuffer(this.options.logs);
+    const size = `${(image.sizeBytes / 1024 ** 2).toFixed(1)} MB`;
+    logs.push(
+      "system",
+      image.cached
+        ? `Image ${image.source}: cached (sha256:${image.id.slice(0, 12)}, ${size}), not pulled again`
+        : `Image ${image.source}: ${spec.image ? "pulled" : "loaded"} in ${(image.ms / 1000).toFixed(1)} s before the lease started (sha256:${image.id.slice(0, 12)}, ${size})`,
+    );
     const task: RunningTask = new RunningTask({
       launch,
       workspace,
@@ -326,6 +359,7 @@ export class ContainerRuntime implements Runtime {
         },
         classifyExit: () => this.classify(engine, name, task),
         afterExit: async () => {
+          image.release();
           if (envFile) await rm(envFile, { force: true });
           await removeContainer();
         },
@@ -336,6 +370,7 @@ export class ContainerRuntime implements Runtime {
       limitsApplied: true,
       defaultGraceMs: grace,
       removeWorkspace: async () => {
+        image.release();
         if (envFile) await rm(envFile, { force: true });
         await removeContainer();
         await removeWorkspace();
