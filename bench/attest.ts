@@ -80,10 +80,11 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     // A whole devnet challenge in one process: sign, compute, commit, open, verify, sign the attestation.
     const account = privateKeyToAccount("0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d");
     const domain = suanliDomain(31337, "0x5FbDB2315678afecb367f032d93F642f64180aa3");
-    const provider = "0x90F79bf6EB2c4f870365E785982E1f101E93b906";
+    const providerWallet = privateKeyToAccount("0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6");
+    const provider = providerWallet.address;
     const machine = { machineId: 1, model: "H100-80GB-SXM", units: 1, vramMiB: 81_559 };
     const attestor = new Attestor({ account, domain, profile: challengeProfileSchema.parse({ preset: "cpu-devnet" }), recompute: runner.recompute });
-    const responder = new ChallengeResponder({ provider, machine: () => machine, runner, domain, isAttestor: () => true });
+    const responder = new ChallengeResponder({ provider, signer: providerWallet, machine: () => machine, runner, domain, isAttestor: () => true });
     const rounds = 5;
     const started = performance.now();
     for (let i = 0; i < rounds; i++) {

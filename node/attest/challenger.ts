@@ -351,6 +351,7 @@ export class Challenger {
       detail: outcome.outcome === "fail" ? outcome.detail : null,
       measuredThroughput: outcome.measuredThroughput ?? null,
       attestation: outcome.outcome === "pass" ? outcome.attestation : null,
+      ...(outcome.outcome === "fail" && outcome.evidence ? { evidence: outcome.evidence } : {}),
     });
     const failed = (reason: FailureReason, detail: string): ChallengeRecord => ({
       ...known, finishedAtMs: this.now(), outcome: "fail", reason, detail, measuredThroughput: null, attestation: null,

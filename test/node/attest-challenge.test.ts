@@ -3,6 +3,7 @@ import { multiaddr } from "@multiformats/multiaddr";
 import { signAttestation, type SignedAttestation } from "../../common/attest/attestation.js";
 import { providerRegistryAbi } from "../../common/abi.js";
 import { requestChallenge } from "../../common/attest/request.js";
+import { verifyCommitFraud } from "../../common/attest/commit.js";
 import { ANY_RENTER, type Offer } from "../../common/eip712.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { modelHash } from "../../common/gpu.js";
@@ -121,6 +122,9 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       assert.equal(failure.reason, "wrong_rows");
       assert.equal(failure.attestation, null);
       assert.deepEqual(cheaterReceived, []);
+      // Its signed commit and wrong rows, kept in level, prove the fraud to anyone (issue 24, item 3).
+      const fraud = await verifyCommitFraud(attestorNode.domain, failure.evidence);
+      assert.equal(fraud.proven && fraud.provider, devnetAccount(2).address);
       const cheaterEntry = await waitFor("the cheater's offer in the renter's book", () => renter.offers.book.get(cheaterKey), { timeoutMs: 15_000 });
       assert.equal(isAttested(cheaterEntry.attestation, nowSec()), false);
 
