@@ -148,6 +148,7 @@ export type RefusalMessage = z.output<typeof refusalMessageSchema>;
  * - `slow_for_class`: the commit came after the class deadline (the machine computes slower than the class it claims).
  * - `replayed`: the answer belongs to another (older) challenge.
  * - `late_open`: the rows did not come back within the open timeout.
+ * - `busy_too_often`: the machine answered `busy` to `maxBusyRefusals` challenges in a row.
  * - `bad_commit_signature`: the commit is not signed by the challenge's provider (commit.ts).
  * - `malformed`: a message broke the protocol (schema, row count, missing rows, out of order).
  * - `refused`: the provider declined the challenge or its runner failed.
@@ -162,6 +163,7 @@ export const FAILURE_REASONS = [
   "malformed",
   "refused",
   "bad_commit_signature",
+  "busy_too_often",
 ] as const;
 export type FailureReason = (typeof FAILURE_REASONS)[number];
 
