@@ -12,7 +12,7 @@
  *
  * Pure: viem and @noble only (the SDK and browsers may import it).
  */
-import { hashTypedData, hexToBytes, recoverAddress, type Address, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
+import { hashTypedData, hexToBytes, keccak256, recoverAddress, stringToBytes, type Address, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
 import { z } from "zod";
 import { verifyChallengeSignature } from "./challenge.js";
 import { rowFromBytes, rowsEqual } from "./arithmetic.js";
@@ -26,17 +26,30 @@ export const attestCommitTypes = {
     { name: "challengeId", type: "bytes32" },
     { name: "root", type: "bytes32" },
     { name: "rows", type: "uint32" },
+    { name: "gpus", type: "bytes32" },
   ],
 } as const;
 
-export type CommitFields = { challengeId: Hex; root: Hex; rows: number };
+export type CommitFields = { challengeId: Hex; root: Hex; rows: number; gpus: Hex };
+
+/** `gpus` when the runner names no device (the CPU reference runner). */
+export const NO_GPUS: Hex = `0x${"00".repeat(32)}`;
+
+/**
+ * The `gpus` of a commit: keccak256 of the device UUIDs (as the driver prints them, e.g.
+ * "GPU-5e0c…"), sorted and joined by newlines; NO_GPUS for none.
+ */
+export function gpusHash(uuids: readonly string[]): Hex {
+  if (!uuids.length) return NO_GPUS;
+  return keccak256(stringToBytes([...uuids].sort().join("\n")));
+}
 
 function typedData(domain: TypedDataDomain, fields: CommitFields) {
   return {
     domain,
     types: attestCommitTypes,
     primaryType: "AttestCommit" as const,
-    message: { challengeId: fields.challengeId, root: fields.root, rows: fields.rows },
+    message: { challengeId: fields.challengeId, root: fields.root, rows: fields.rows, gpus: fields.gpus },
   };
 }
 

@@ -76,8 +76,10 @@ export const commitMessageSchema = z.strictObject({
   root: bytes32Schema,
   /** Leaf count the root covers; must equal the challenge's rows. */
   rows: z.number().int().min(1).max(MAX_ROWS),
+  /** keccak256 of the GPU UUIDs that computed the answer, as the runner names them (commit.ts gpusHash); zero for none. */
+  gpus: bytes32Schema,
   /**
-   * The provider's EIP-712 signature of (challengeId, root, rows) as `AttestCommit` (commit.ts):
+   * The provider's EIP-712 signature of (challengeId, root, rows, gpus) as `AttestCommit` (commit.ts):
    * a wrong opened row under a signed root is evidence against the provider.
    */
   signature: signatureSchema,

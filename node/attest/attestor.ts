@@ -319,6 +319,10 @@ export class AttestorChallenge {
       throughput: measuredThroughput > maxUint64 ? maxUint64 : measuredThroughput,
       issuedAt,
       expiry: issuedAt + ttl,
+      // The transcript's keys: a provider or anyone can hold the attestor to this challenge (docs/attestation.md, "Accountability").
+      challengeId: this.id,
+      root: commit.root,
+      gpus: commit.message.gpus,
     });
     const pass: ChallengePass = {
       outcome: "pass",

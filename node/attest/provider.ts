@@ -10,7 +10,7 @@
  * measured); answers are kept until opened or until `retainMs` after the commit.
  */
 import { getAddress, type Address, type LocalAccount, type TypedDataDomain } from "viem";
-import { signCommit } from "../../common/attest/commit.js";
+import { gpusHash, signCommit } from "../../common/attest/commit.js";
 import { verifyChallengeSignature } from "../../common/attest/challenge.js";
 import { challengeOps } from "../../common/attest/arithmetic.js";
 import {
@@ -117,7 +117,7 @@ export class ChallengeResponder {
     retain.unref();
     this.held.set(message.id, { commitment, timer: retain });
     this.options.logger?.info("Challenge committed", { challengeId: message.id, machineId: message.machineId, rows: message.rows, computeMs: Math.round(commitment.computeMs) });
-    const fields = { challengeId: message.id, root: commitment.root, rows: commitment.rows };
+    const fields = { challengeId: message.id, root: commitment.root, rows: commitment.rows, gpus: gpusHash(commitment.devices ?? []) };
     const signature = await signCommit(this.options.signer, this.options.domain, fields);
     return { v: ATTEST_PROTOCOL_VERSION, type: "commit", ...fields, signature };
   }

@@ -89,6 +89,9 @@ export function attest(attestor: Signer, provider: Address, spec: MachineSpec, t
     units: spec.units,
     vramMiB: spec.vramMiB,
     throughput,
+    challengeId: `0x${"00".repeat(32)}`,
+    root: `0x${"00".repeat(32)}`,
+    gpus: `0x${"00".repeat(32)}`,
     issuedAt: now - 10,
     expiry: now + ttlSec,
   });

@@ -4,8 +4,8 @@
  */
 import assert from "node:assert/strict";
 import { bytesToHex, hexToBytes, type Hex } from "viem";
-import { signCommit, verifyCommitFraud, type CommitFraudProof } from "../../../common/attest/commit.js";
-import type { ChallengeFailure } from "../../../node/attest/attestor.js";
+import { NO_GPUS, gpusHash, signCommit, verifyCommitFraud, type CommitFraudProof } from "../../../common/attest/commit.js";
+import type { ChallengeFailure, ChallengePass } from "../../../node/attest/attestor.js";
 import { Attestor } from "../../../node/attest/attestor.js";
 import { ChallengeResponder } from "../../../node/attest/provider.js";
 import { CpuRunner } from "../../../node/attest/runner/cpu.js";
@@ -74,7 +74,11 @@ describe("signed commits: a wrong answer is evidence against the provider (issue
       const commit = await honest.respond(challenge.message);
       const next = challenge.onCommit(commit, Date.now());
       const rows = await honest.open(openRequestOf(next));
-      assert.equal((await challenge.onOpen(rows, Date.now())).outcome, "pass");
+      const pass = await challenge.onOpen(rows, Date.now());
+      assert.equal(pass.outcome, "pass");
+      // The attestation names its transcript: the challenge, the root the provider signed, the GPUs it named (none: CPU).
+      const signed = (pass as ChallengePass).attestation.attestation;
+      assert.deepEqual([signed.challengeId, signed.root, signed.gpus], [challenge.id, commit.root, NO_GPUS]);
       const transcript = { challenge: challenge.message, commit, rows: rows.rows };
       assert.deepEqual(await verifyCommitFraud(domain, roundTrip(transcript)).then((v) => v.proven || v.reason), "rows_correct");
       const bytes = hexToBytes(rows.rows[0].data as Hex);
@@ -91,6 +95,28 @@ describe("signed commits: a wrong answer is evidence against the provider (issue
       assert.deepEqual(await verifyCommitFraud(domain, { challenge: challenge.message }).then((v) => v.proven || v.reason), "malformed");
     } finally {
       await runner.close();
+    }
+  });
+
+  it("a runner that names its GPUs binds their UUIDs into the signed commit; order does not matter", async () => {
+    const cpu = new CpuRunner({ workers: 1 });
+    try {
+      const named: Runner = {
+        name: "named",
+        computeCommit: async (c, o) => ({ ...(await cpu.computeCommit(c, o)), devices: ["GPU-bbbb", "GPU-aaaa"] }),
+        close: async () => undefined,
+      };
+      const challenge = await attestor().startChallenge({ provider: providerAccount.address, ...machine });
+      const commit = await responder(named).respond(challenge.message);
+      assert.equal(commit.gpus, gpusHash(["GPU-aaaa", "GPU-bbbb"]));
+      assert.notEqual(commit.gpus, NO_GPUS);
+      assert.equal(challenge.onCommit(commit, Date.now()).outcome, "open");
+      // Changing the GPUs after signing breaks the provider's signature.
+      const other = await attestor().startChallenge({ provider: providerAccount.address, ...machine });
+      const otherCommit = await responder(named).respond(other.message);
+      assert.equal((other.onCommit({ ...otherCommit, gpus: NO_GPUS }, Date.now()) as ChallengeFailure).reason, "bad_commit_signature");
+    } finally {
+      await cpu.close();
     }
   });
 
