@@ -6,12 +6,18 @@
  *   threaded (what verifyOpening costs inline) and on the CPU runner's worker pool.
  * - The CPU reference runner's throughput in int8 ops per second, with 1 and N workers.
  * - A whole devnet challenge, attestor and provider in one process.
+ * - Per GPU class at the gpu preset (1 and 8 units): the provider's work (rows, int8 ops, compute
+ *   time at the required rate, the Merkle tree it holds, signing the commit) and the attestor's (the
+ *   measured check of the opened rows, the commit-signature recovery, the open response's bytes).
  * `--quick` skips the gpu-size check (about 2·10⁹ multiply-adds).
  */
 import { availableParallelism } from "node:os";
 import { bytesToHex } from "viem";
 import { challengeOps } from "../common/attest/arithmetic.js";
-import { CHALLENGE_PRESETS, challengeProfileSchema } from "../common/attest/params.js";
+import { CHALLENGE_PRESETS, INT8_DENSE_TOPS, challengeProfileSchema, deriveChallengeParams } from "../common/attest/params.js";
+import { commitDigest, signCommit, NO_GPUS } from "../common/attest/commit.js";
+import { maxOpenResponseBytes } from "../common/attest/messages.js";
+import { recoverDigestSigner } from "../common/eip712-recover.js";
 import { recomputeRowsInline, verifyOpening, type RowRecomputer } from "../common/attest/verify.js";
 import { suanliDomain } from "../common/eip712.js";
 import { privateKeyToAccount } from "viem/accounts";
@@ -84,10 +90,11 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     // A whole devnet challenge in one process: sign, compute, commit, open, verify, sign the attestation.
     const account = privateKeyToAccount("0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d");
     const domain = suanliDomain(31337, "0x5FbDB2315678afecb367f032d93F642f64180aa3");
-    const provider = "0x90F79bf6EB2c4f870365E785982E1f101E93b906";
+    const providerWallet = privateKeyToAccount("0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6");
+    const provider = providerWallet.address;
     const machine = { machineId: 1, model: "H100-80GB-SXM", units: 1, vramMiB: 81_559 };
     const attestor = new Attestor({ account, domain, profile: challengeProfileSchema.parse({ preset: "cpu-devnet" }), recompute: runner.recompute });
-    const responder = new ChallengeResponder({ provider, machine: () => machine, runner, domain, isAttestor: () => true });
+    const responder = new ChallengeResponder({ provider, signer: providerWallet, machine: () => machine, runner, domain, isAttestor: () => true });
     const rounds = 5;
     const started = performance.now();
     for (let i = 0; i < rounds; i++) {
@@ -109,8 +116,49 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     console.log(`  ${workers} workers   ${(manyWorkers / 1e9).toFixed(2)} G int8 ops/s`);
     console.log(`devnet challenge end to end (one process): ${fmt(devnetChallengeMs)}`);
 
+    // Signing and checking the provider's commit signature (per challenge, any class).
+    const commitFields = { challengeId: bytesToHex(new Uint8Array(32).fill(1)), root: bytesToHex(new Uint8Array(32).fill(2)), rows: 1024, gpus: NO_GPUS };
+    const signStarted = performance.now();
+    let commitSignature = await signCommit(providerWallet, domain, commitFields);
+    for (let i = 1; i < 50; i++) commitSignature = await signCommit(providerWallet, domain, commitFields);
+    const commitSignMs = (performance.now() - signStarted) / 50;
+    const recoverStarted = performance.now();
+    for (let i = 0; i < 200; i++) if (recoverDigestSigner(commitDigest(domain, commitFields), commitSignature) !== providerWallet.address) throw new Error("commit signature did not recover");
+    const commitRecoverMs = (performance.now() - recoverStarted) / 200;
+
+    // Per class at the gpu preset: the provider's work grows with the class and the units; the attestor's check does not.
+    const gpuProfile = challengeProfileSchema.parse({ preset: "gpu" });
+    const perClass = Object.keys(INT8_DENSE_TOPS).flatMap((model) =>
+      [1, 8].map((units) => {
+        const params = deriveChallengeParams(gpuProfile, { model, units });
+        return {
+          model,
+          units,
+          rows: params.rows,
+          providerOps: Number(params.ops),
+          providerComputeMsAtRequiredRate: params.computeBudgetMs,
+          deadlineMs: params.deadlineMs,
+          // The Merkle tree over the rows (a runner recomputes an opened row rather than keep 4·cols bytes per row).
+          providerTreeBytes: params.rows * 64,
+          providerCommitSignMs: commitSignMs,
+          attestorVerifyMs: gpuVerifyWorkersMs ?? null,
+          attestorVerifyMultiplyAdds: params.openRows * params.rounds * params.cols * params.cols,
+          attestorCommitRecoverMs: commitRecoverMs,
+          openResponseMaxBytes: maxOpenResponseBytes(params.cols, params.openRows),
+        };
+      }),
+    );
+    console.log(`per class at the gpu preset (efficiency ${gpuProfile.efficiency}; commit: provider signs in ${commitSignMs.toFixed(2)} ms, attestor recovers in ${commitRecoverMs.toFixed(3)} ms)`);
+    console.log("  class                units   rows      provider int8 ops  compute at required rate  deadline   tree held     attestor check");
+    for (const row of perClass) {
+      console.log(
+        `  ${row.model.padEnd(20)} ${String(row.units).padStart(5)}  ${String(row.rows).padStart(8)}  ${row.providerOps.toExponential(2).padStart(17)}  ${`${row.providerComputeMsAtRequiredRate} ms`.padStart(24)}  ${`${row.deadlineMs} ms`.padStart(9)}  ${`${(row.providerTreeBytes / 2 ** 20).toFixed(0)} MiB`.padStart(12)}   ${fmt(row.attestorVerifyMs ?? undefined)}, ${(row.openResponseMaxBytes / 1024).toFixed(0)} KiB in`,
+      );
+    }
+
     return {
       workers,
+      perClass,
       verifyMsPerChallenge: { cpuDevnet: devnetVerifyMs, gpu: gpuVerifyMs ?? null, gpuOnWorkers: gpuVerifyWorkersMs ?? null },
       verifyMultiplyAdds: { cpuDevnet: macs(devnetShape), gpu: macs(gpuShape) },
       cpuRunnerOpsPerSecond: { oneWorker: Math.round(oneWorker), allWorkers: Math.round(manyWorkers) },

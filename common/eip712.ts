@@ -75,6 +75,11 @@ export const suanliTypes = {
     { name: "throughput", type: "uint64" },
     { name: "issuedAt", type: "uint32" },
     { name: "expiry", type: "uint32" },
+    /** The challenge passed (its EIP-712 id: binds the attestor's seed, claim and times) and the root the provider signed. */
+    { name: "challengeId", type: "bytes32" },
+    { name: "root", type: "bytes32" },
+    /** keccak256 of the GPU UUIDs the provider's runner named in its signed commit (zero when it named none). */
+    { name: "gpus", type: "bytes32" },
   ],
   /** The provider's signed result of a lease, sent to the renter and mirrored on-chain by `complete`. */
   Completion: [
@@ -143,6 +148,9 @@ export type Attestation = {
   throughput: bigint;
   issuedAt: number;
   expiry: number;
+  challengeId: Hex;
+  root: Hex;
+  gpus: Hex;
 };
 export type Completion = { leaseId: bigint; exitCode: number; outputDigest: Hex; unitSeconds: bigint };
 export type RenterRequest = { leaseId: bigint; provider: Address; action: string; bodyHash: Hex; issuedAt: number; nonce: Hex };

@@ -76,6 +76,13 @@ export const commitMessageSchema = z.strictObject({
   root: bytes32Schema,
   /** Leaf count the root covers; must equal the challenge's rows. */
   rows: z.number().int().min(1).max(MAX_ROWS),
+  /** keccak256 of the GPU UUIDs that computed the answer, as the runner names them (commit.ts gpusHash); zero for none. */
+  gpus: bytes32Schema,
+  /**
+   * The provider's EIP-712 signature of (challengeId, root, rows, gpus) as `AttestCommit` (commit.ts):
+   * a wrong opened row under a signed root is evidence against the provider.
+   */
+  signature: signatureSchema,
 });
 export type CommitMessage = z.output<typeof commitMessageSchema>;
 
@@ -91,7 +98,7 @@ export const openRequestMessageSchema = z.strictObject({
 });
 export type OpenRequestMessage = z.output<typeof openRequestMessageSchema>;
 
-const openedRowSchema = z.strictObject({
+export const openedRowSchema = z.strictObject({
   index: rowIndex,
   /** The row's cols int32 values, little-endian, as 0x hex (8·cols hex digits). */
   data: z
@@ -143,6 +150,8 @@ export type RefusalMessage = z.output<typeof refusalMessageSchema>;
  * - `slow_for_class`: the commit came after the class deadline (the machine computes slower than the class it claims).
  * - `replayed`: the answer belongs to another (older) challenge.
  * - `late_open`: the rows did not come back within the open timeout.
+ * - `busy_too_often`: the machine answered `busy` to `maxBusyRefusals` challenges in a row.
+ * - `bad_commit_signature`: the commit is not signed by the challenge's provider (commit.ts).
  * - `malformed`: a message broke the protocol (schema, row count, missing rows, out of order).
  * - `refused`: the provider declined the challenge or its runner failed.
  */
@@ -155,6 +164,8 @@ export const FAILURE_REASONS = [
   "late_open",
   "malformed",
   "refused",
+  "bad_commit_signature",
+  "busy_too_often",
 ] as const;
 export type FailureReason = (typeof FAILURE_REASONS)[number];
 

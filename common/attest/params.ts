@@ -241,3 +241,26 @@ export function fastestClassFor(profile: ResolvedChallengeProfile, opsPerSecond:
   }
   return best?.name;
 }
+
+/**
+ * How far above the datasheet dense int8 rate a measured throughput may lie (boost clocks above
+ * the datasheet's, millisecond rounding of short challenges). Beyond it the measurement is not of
+ * the claimed class: a faster card sold as a slower one, or an attestor's made-up number.
+ */
+export const THROUGHPUT_CEILING_HEADROOM = 1.15;
+
+/** The throughput (int8 ops/s over the whole machine) an attestation of `units × model` may carry. */
+export type ThroughputBand = { floor: bigint; ceiling: bigint };
+
+/**
+ * The band an attested throughput must lie in for `units × model`: at most the datasheet rate
+ * times THROUGHPUT_CEILING_HEADROOM (physics: no measurement of that class can be faster) and at
+ * least `minEfficiency` of the datasheet rate (the rate an honest runner reaches, docs/attestation.md
+ * "Throughput band"). Undefined for a model this table does not know.
+ */
+export function throughputBand(model: string, units: number, minEfficiency = 0): ThroughputBand | undefined {
+  const canonical = canonicalGpuName(model);
+  if (!canonical || !Number.isInteger(units) || units < 1) return undefined;
+  const peak = unitInt8OpsPerSecond(canonical) * units;
+  return { floor: BigInt(Math.floor(peak * minEfficiency)), ceiling: BigInt(Math.ceil(peak * THROUGHPUT_CEILING_HEADROOM)) };
+}

@@ -59,6 +59,9 @@ export const attestationWireSchema = z.strictObject({
   throughput: uintBits(64),
   issuedAt: uint32,
   expiry: uint32,
+  challengeId: bytes32Schema,
+  root: bytes32Schema,
+  gpus: bytes32Schema,
 }) satisfies z.ZodType<Attestation, unknown>;
 
 export const signedAttestationSchema = z.strictObject({

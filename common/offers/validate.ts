@@ -25,6 +25,7 @@ import type { Address, Hex } from "viem";
 import { TypedDataRecoverer } from "../eip712-recover.js";
 import { ANY_RENTER } from "../eip712.js";
 import { canonicalGpuName, modelHash } from "../gpu.js";
+import { throughputBand, type ThroughputBand } from "../attest/params.js";
 import type { ChainView, MachineRecord, ProviderRecord } from "./chain-view.js";
 import {
   OFFER_MESSAGE_MAX_BYTES,
@@ -115,6 +116,12 @@ export type OfferValidatorOptions = {
   /** Entries of each verification cache (signed offers, attestations, peer keys). */
   cacheSize?: number;
   maxMessageBytes?: number;
+  /**
+   * Least fraction of the class's datasheet int8 rate an attested throughput must show to count
+   * (the floor of the throughput band; the ceiling always applies). Default 0: the attestors'
+   * deadlines enforce the floor; a deployment that knows its attestors' profile sets it.
+   */
+  minAttestedEfficiency?: number;
 };
 
 const decoder = new TextDecoder("utf-8", { fatal: true });
@@ -185,6 +192,9 @@ export class OfferValidator {
   private readonly offerSigners: LRUCache<string, string>;
   /** signature + canonical Attestation → recovered signer ("" when unrecoverable). */
   private readonly attestationSigners: LRUCache<string, string>;
+  private readonly minAttestedEfficiency: number;
+  /** Throughput bands by `model|units` (a short list of classes). */
+  private readonly bands = new Map<string, ThroughputBand>();
   /** peer id → Ed25519 key object, or null when the peer id carries no Ed25519 key. */
   /** The raw 32-byte Ed25519 public key of each peer id seen (null: not an Ed25519 id). */
   private readonly peerKeys: LRUCache<string, { key: Uint8Array | null }>;
@@ -198,6 +208,9 @@ export class OfferValidator {
     this.maxClockSkewSec = options.maxClockSkewSec ?? 30;
     this.minFreeStake = options.minFreeStake ?? 1n;
     this.maxMessageBytes = options.maxMessageBytes ?? OFFER_MESSAGE_MAX_BYTES;
+    const efficiency = options.minAttestedEfficiency ?? 0;
+    if (!(efficiency >= 0 && efficiency <= 1)) throw new RangeError(`minAttestedEfficiency must be within [0, 1], got ${efficiency}`);
+    this.minAttestedEfficiency = efficiency;
     const max = options.cacheSize ?? 50_000;
     this.offerSigners = new LRUCache({ max });
     this.attestationSigners = new LRUCache({ max });
@@ -371,6 +384,11 @@ export class OfferValidator {
       }
       const signer = this.attestationSigner(signed);
       if (!signer) return { reason: "bad_attestation", detail: `attestations.${index} signature recovers to no key` };
+      // The throughput band of the class (issue 24, item 2): a measurement above what the claimed
+      // class can physically do, or below what an honest runner of it reaches, is not evidence of
+      // that class. It does not count, and is not punished (the attestor signed it, not the provider).
+      const band = this.band(machine.model, machine.units);
+      if (band && (attestation.throughput > band.ceiling || attestation.throughput < band.floor)) continue;
       // Neither an expired attestation nor one by an address outside the attestor set (never
       // one, or one that governance removed since) counts; neither is punished, so removing an
       // attestor un-attests nobody whom the remaining attestors still vouch for. Expiry first:
@@ -402,6 +420,16 @@ export class OfferValidator {
     };
   }
 
+  private band(model: string, units: number): ThroughputBand | undefined {
+    const key = `${model}|${units}`;
+    let band = this.bands.get(key);
+    if (!band) {
+      band = throughputBand(model, units, this.minAttestedEfficiency);
+      if (band) this.bands.set(key, band);
+    }
+    return band;
+  }
+
   private offerSigner(message: OfferMessage): Address | undefined {
     const o = message.offer;
     // The signature plus every signed field: a cache hit is the same signature over the same Offer.
@@ -415,7 +443,7 @@ export class OfferValidator {
 
   private attestationSigner(signed: SignedAttestation): Address | undefined {
     const a = signed.attestation;
-    const cacheKey = `${signed.signature}|${a.provider}|${a.machineId}|${a.model}|${a.units}|${a.vramMiB}|${a.throughput}|${a.issuedAt}|${a.expiry}`;
+    const cacheKey = `${signed.signature}|${a.provider}|${a.machineId}|${a.model}|${a.units}|${a.vramMiB}|${a.throughput}|${a.issuedAt}|${a.expiry}|${a.challengeId}|${a.root}|${a.gpus}`;
     const cached = this.attestationSigners.get(cacheKey);
     if (cached !== undefined) return (cached || undefined) as Address | undefined;
     const signer = this.recoverer.recoverSigner("Attestation", signed.attestation, signed.signature);

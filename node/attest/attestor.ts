@@ -17,12 +17,15 @@
 import { bytesToHex, getAddress, type Address, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
 import { signAttestation, type SignedAttestation } from "../../common/attest/attestation.js";
 import { signChallenge } from "../../common/attest/challenge.js";
+import { commitDigest, type CommitFraudProof } from "../../common/attest/commit.js";
+import { recoverDigestSigner } from "../../common/eip712-recover.js";
 import {
   commitMessageSchema,
   openResponseMessageSchema,
   refusalMessageSchema,
   ATTEST_PROTOCOL_VERSION,
   type ChallengeMessage,
+  type CommitMessage,
   type FailureReason,
   type OpenRequestMessage,
 } from "../../common/attest/messages.js";
@@ -55,6 +58,11 @@ export type ChallengeFailure = {
   measuredThroughput?: bigint;
   /** For slow_for_class: the fastest model whose requirement the measured rate meets, if any. */
   fastestFittingModel?: string;
+  /**
+   * For wrong_rows: the signed challenge, the provider's signed commit and the opened rows, which
+   * prove the false answer to anyone (common/attest/commit.ts verifyCommitFraud).
+   */
+  evidence?: CommitFraudProof;
 };
 
 export type ChallengeOutcome = ChallengePass | ChallengeFailure;
@@ -173,7 +181,7 @@ export class AttestorChallenge {
   readonly params: ChallengeParams;
   private readonly attestor: Attestor;
   private phase: Phase = "awaiting_commit";
-  private commit: { root: Hex; receivedAtMs: number; late: boolean } | undefined;
+  private commit: { message: CommitMessage; root: Hex; receivedAtMs: number; late: boolean } | undefined;
   private openRequest: OpenRequestMessage | undefined;
   private openDeadlineAtMs: number | undefined;
   private finalOutcome: ChallengeOutcome | undefined;
@@ -240,9 +248,14 @@ export class AttestorChallenge {
       return this.fail("late_commit", `the commit came ${receivedAtMs - this.message.issuedAtMs} ms after the challenge, past the cutoff of ${this.params.cutoffMs} ms`);
     }
     if (commit.rows !== this.message.rows) return this.fail("malformed", `the commit covers ${commit.rows} rows, the challenge has ${this.message.rows}`);
+    // Only a commit the provider signed is opened: its wrong rows are then evidence against it.
+    const signer = recoverDigestSigner(commitDigest(this.attestor.settings.domain, commit), commit.signature);
+    if (!signer || signer.toLowerCase() !== this.message.provider.toLowerCase()) {
+      return this.fail("bad_commit_signature", `the commit is signed by ${signer ?? "no valid key"}, not by the provider ${this.message.provider}`);
+    }
     if (!this.attestor.noteRoot(commit.root)) return this.fail("replayed", "this root was committed before, for another challenge");
     const late = receivedAtMs > this.message.deadlineAtMs;
-    this.commit = { root: commit.root, receivedAtMs, late };
+    this.commit = { message: commit, root: commit.root, receivedAtMs, late };
     const indices = pickIndices(this.params.openRows, this.message.rows, (n) => this.attestor.random(n));
     this.openRequest = { v: ATTEST_PROTOCOL_VERSION, type: "open", challengeId: this.id, indices };
     this.openDeadlineAtMs = receivedAtMs + this.params.openTimeoutMs;
@@ -281,7 +294,11 @@ export class AttestorChallenge {
       throw error;
     }
     const measuredThroughput = this.measured(commit.receivedAtMs);
-    if (!check.ok) return this.fail(check.reason, check.detail, { measuredThroughput });
+    if (!check.ok) {
+      const evidence: CommitFraudProof | undefined =
+        check.reason === "wrong_rows" ? { challenge: this.message, commit: commit.message, rows: response.rows } : undefined;
+      return this.fail(check.reason, check.detail, { measuredThroughput, ...(evidence ? { evidence } : {}) });
+    }
     if (commit.late) {
       const fits = fastestClassFor(this.attestor.settings.profile, Number(measuredThroughput), this.message.units);
       return this.fail(
@@ -302,6 +319,10 @@ export class AttestorChallenge {
       throughput: measuredThroughput > maxUint64 ? maxUint64 : measuredThroughput,
       issuedAt,
       expiry: issuedAt + ttl,
+      // The transcript's keys: a provider or anyone can hold the attestor to this challenge (docs/attestation.md, "Accountability").
+      challengeId: this.id,
+      root: commit.root,
+      gpus: commit.message.gpus,
     });
     const pass: ChallengePass = {
       outcome: "pass",

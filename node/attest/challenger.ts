@@ -351,6 +351,7 @@ export class Challenger {
       detail: outcome.outcome === "fail" ? outcome.detail : null,
       measuredThroughput: outcome.measuredThroughput ?? null,
       attestation: outcome.outcome === "pass" ? outcome.attestation : null,
+      ...(outcome.outcome === "fail" && outcome.evidence ? { evidence: outcome.evidence } : {}),
     });
     const failed = (reason: FailureReason, detail: string): ChallengeRecord => ({
       ...known, finishedAtMs: this.now(), outcome: "fail", reason, detail, measuredThroughput: null, attestation: null,
@@ -378,8 +379,15 @@ export class Challenger {
     const answer = commit as { type: string; reason?: string; message?: string };
     if (answer.type === "refused") {
       const refusal = challenge.onRefused(commit);
-      // Busy with another attestor's challenge: not a verdict on the machine.
-      if (answer.reason === "busy") return { ...finish(refusal), outcome: "error", reason: "busy", detail: answer.message ?? "busy" };
+      if (answer.reason === "busy") {
+        // Busy with another attestor's challenge is no verdict on the machine, once; a machine
+        // that is busy every time (a GPU time-shared between machine ids) fails after a bound.
+        const bound = this.o.options.maxBusyRefusals;
+        const previous = bound > 1 ? await this.o.results.history(claim.machineId, bound - 1) : [];
+        const streak = previous.length === bound - 1 && previous.every((record) => record.outcome === "error" && record.reason === "busy");
+        if (!streak) return { ...finish(refusal), outcome: "error", reason: "busy", detail: answer.message ?? "busy" };
+        return this.deliver(peer, { ...finish(refusal), reason: "busy_too_often", detail: `the machine answered busy to ${bound} challenges in a row: ${answer.message ?? "busy"}`.slice(0, 1_000) });
+      }
       return this.deliver(peer, finish(refusal));
     }
     const next = challenge.onCommit(commit, commitAtMs);

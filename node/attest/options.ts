@@ -56,6 +56,12 @@ export const attestorRoleOptionsSchema = z.strictObject({
   refreshBeforeExpirySeconds: z.number().int().min(0).max(30 * 86_400).default(21_600),
   /** After a failed challenge, a machine waits this long for the next one (scheduled or requested). */
   retryAfterFailureSeconds: z.number().int().min(0).max(30 * 86_400).default(3_600),
+  /**
+   * A machine that answers `busy` this many times in a row fails (busy_too_often, with the
+   * provider's backoff): a GPU time-shared between machine ids, or one that dodges challenges,
+   * cannot refuse for ever. A busy answer before that is tried again at the next scan.
+   */
+  maxBusyRefusals: z.number().int().min(1).max(100).default(3),
   /** Challenges in flight at once: each recomputes opened rows on this machine's CPU. */
   maxConcurrentChallenges: z.number().int().min(1).max(64).default(2),
   /** Challenge results kept per machine in the database (older ones are pruned). */

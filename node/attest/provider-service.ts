@@ -91,6 +91,7 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
 
   const responder = new ChallengeResponder({
     provider,
+    signer: account,
     machine: lookup,
     runner: options.runner,
     domain: daemon.domain,

@@ -9,7 +9,8 @@
  * the size this node accepts. One challenge computes at a time (the GPUs are the resource being
  * measured); answers are kept until opened or until `retainMs` after the commit.
  */
-import { getAddress, type Address, type TypedDataDomain } from "viem";
+import { getAddress, type Address, type LocalAccount, type TypedDataDomain } from "viem";
+import { gpusHash, signCommit } from "../../common/attest/commit.js";
 import { verifyChallengeSignature } from "../../common/attest/challenge.js";
 import { challengeOps } from "../../common/attest/arithmetic.js";
 import {
@@ -32,6 +33,8 @@ export type ProviderMachine = { machineId: number; model: string; units: number;
 export type ChallengeResponderOptions = {
   /** The provider's address (its registered wallet). */
   provider: Address;
+  /** The provider's wallet: signs every commit (a wrong row under a signed root is evidence against it). */
+  signer: Pick<LocalAccount, "address" | "signTypedData">;
   /** Looks up one of this provider's machines. */
   machine: (machineId: number) => ProviderMachine | undefined;
   runner: Runner;
@@ -57,6 +60,7 @@ export class ChallengeResponder {
   private computing: string | undefined;
 
   constructor(options: ChallengeResponderOptions) {
+    if (getAddress(options.signer.address) !== getAddress(options.provider)) throw new RangeError("the commit signer must be the provider's wallet");
     this.options = options;
   }
 
@@ -113,7 +117,9 @@ export class ChallengeResponder {
     retain.unref();
     this.held.set(message.id, { commitment, timer: retain });
     this.options.logger?.info("Challenge committed", { challengeId: message.id, machineId: message.machineId, rows: message.rows, computeMs: Math.round(commitment.computeMs) });
-    return { v: ATTEST_PROTOCOL_VERSION, type: "commit", challengeId: message.id, root: commitment.root, rows: commitment.rows };
+    const fields = { challengeId: message.id, root: commitment.root, rows: commitment.rows, gpus: gpusHash(commitment.devices ?? []) };
+    const signature = await signCommit(this.options.signer, this.options.domain, fields);
+    return { v: ATTEST_PROTOCOL_VERSION, type: "commit", ...fields, signature };
   }
 
   /** Opens the rows the attestor picked. The answer is released afterwards (one open per challenge). */

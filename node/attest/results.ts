@@ -5,6 +5,7 @@
  */
 import type { Address, Hex } from "viem";
 import type { SignedAttestation } from "../../common/attest/attestation.js";
+import type { CommitFraudProof } from "../../common/attest/commit.js";
 import type { FailureReason } from "../../common/attest/messages.js";
 import type { ChallengeErrorReason } from "../../common/attest/wire.js";
 import { Bucket } from "../store/buckets.js";
@@ -32,6 +33,8 @@ export type ChallengeRecord = {
   /** Measured int8 ops per second over the machine, when it committed. */
   measuredThroughput: bigint | null;
   attestation: SignedAttestation | null;
+  /** For a wrong_rows failure: the signed transcript proving it (verifyCommitFraud), kept for slashing. */
+  evidence?: CommitFraudProof;
 };
 
 const pad = (value: number, width: number) => value.toString().padStart(width, "0");

@@ -127,7 +127,7 @@ async function attest(daemon: Daemon, provider: Address, machineId: number, mach
     model: modelHash(machine.model),
     units: machine.units,
     vramMiB: vramOf(machine),
-    throughput: 1_000_000_000n,
+    throughput: 1_000_000_000n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const,
     issuedAt: now - 60,
     expiry: now + 24 * 3600,
   };

@@ -57,7 +57,7 @@ describe("explorer page in headless Chromium against a devnet node", function ()
     const attestations = [];
     if (machine.attested) {
       const now = Math.floor(Date.now() / 1000);
-      const attestation = { provider: accounts.providerA.address, machineId, model: modelHash(machine.model), units: machine.units, vramMiB, throughput: 1_000_000n, issuedAt: now - 60, expiry: now + 86_400 };
+      const attestation = { provider: accounts.providerA.address, machineId, model: modelHash(machine.model), units: machine.units, vramMiB, throughput: 1_000_000n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: now - 60, expiry: now + 86_400 };
       attestations.push({ attestation, signature: await signAttestation(accounts.attestor, devnet.deployment.chainId, devnet.deployment.contracts.market!, attestation) });
     }
     await provider.offers.publisher!.set({

@@ -85,7 +85,7 @@ describe("HTTP API on a devnet node", function () {
     const attestations = [];
     if (attested) {
       const now = Math.floor(Date.now() / 1000);
-      const attestation = { provider: providerAddress, machineId, model: modelHash(machine.model), units: machine.units, vramMiB: machine.vramMiB, throughput: 5_000_000n, issuedAt: now - 60, expiry: now + 86_400 };
+      const attestation = { provider: providerAddress, machineId, model: modelHash(machine.model), units: machine.units, vramMiB: machine.vramMiB, throughput: 5_000_000n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: now - 60, expiry: now + 86_400 };
       attestations.push({ attestation, signature: await signAttestation(accounts.attestor, devnet.deployment.chainId, devnet.deployment.contracts.market!, attestation) });
     }
     await provider.offers.publisher!.set({

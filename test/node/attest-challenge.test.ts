@@ -3,6 +3,7 @@ import { multiaddr } from "@multiformats/multiaddr";
 import { signAttestation, type SignedAttestation } from "../../common/attest/attestation.js";
 import { providerRegistryAbi } from "../../common/abi.js";
 import { requestChallenge } from "../../common/attest/request.js";
+import { verifyCommitFraud } from "../../common/attest/commit.js";
 import { ANY_RENTER, type Offer } from "../../common/eip712.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { modelHash } from "../../common/gpu.js";
@@ -121,6 +122,9 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       assert.equal(failure.reason, "wrong_rows");
       assert.equal(failure.attestation, null);
       assert.deepEqual(cheaterReceived, []);
+      // Its signed commit and wrong rows, kept in level, prove the fraud to anyone (issue 24, item 3).
+      const fraud = await verifyCommitFraud(attestorNode.domain, failure.evidence);
+      assert.equal(fraud.proven && fraud.provider, devnetAccount(2).address);
       const cheaterEntry = await waitFor("the cheater's offer in the renter's book", () => renter.offers.book.get(cheaterKey), { timeoutMs: 15_000 });
       assert.equal(isAttested(cheaterEntry.attestation, nowSec()), false);
 
@@ -197,7 +201,7 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       const renter = await startTestDaemon(devnet, { p2p: { bootstrap: [addrOf(provider.daemon)] } });
       nodes.push(renter);
       const key = offerKey(devnetAccount(3).address, machineId);
-      const about = { provider: devnetAccount(3).address, machineId, model: modelHash("A100-80GB"), units: 1, vramMiB: 81_920, throughput: 10n ** 12n };
+      const about = { provider: devnetAccount(3).address, machineId, model: modelHash("A100-80GB"), units: 1, vramMiB: 81_920, throughput: 10n ** 12n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const };
 
       // Signed by a real attestor, but a day old and expired an hour ago.
       const now = nowSec();

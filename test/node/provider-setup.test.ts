@@ -92,7 +92,7 @@ describe("provider agent: setup across restarts, attestations in offers", functi
         model: modelHash(machine.model),
         units: machine.units,
         vramMiB: machine.vramMiB,
-        throughput: 123_456n,
+        throughput: 123_456n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const,
         issuedAt: now,
         expiry: now + 3_600,
       };

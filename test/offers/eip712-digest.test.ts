@@ -40,6 +40,9 @@ describe("fast EIP-712 digests", () => {
       throughput: uint(64),
       issuedAt: uintN(32),
       expiry: uintN(32),
+      challengeId: bytes32,
+      root: bytes32,
+      gpus: bytes32,
     });
     const completion = fc.record({ leaseId: uint(256), exitCode: fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), outputDigest: bytes32, unitSeconds: uint(64) });
     const renterRequest = fc.record({
@@ -62,7 +65,7 @@ describe("fast EIP-712 digests", () => {
 
   it("refuses values that do not fit their field", () => {
     const recoverer = new TypedDataRecoverer(1, market);
-    assert.throws(() => recoverer.digest("Attestation", { provider: market, machineId: 2 ** 32, model: `0x${"00".repeat(32)}`, units: 1, vramMiB: 1, throughput: 1n, issuedAt: 1, expiry: 1 }), RangeError);
+    assert.throws(() => recoverer.digest("Attestation", { provider: market, machineId: 2 ** 32, model: `0x${"00".repeat(32)}`, units: 1, vramMiB: 1, throughput: 1n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: 1, expiry: 1 }), RangeError);
   });
 
   it("recovers what libsecp256k1 and viem accounts sign, and rejects malleable signatures", async () => {
@@ -103,7 +106,7 @@ describe("fast keccak and signer recovery", () => {
     );
     // Typed data: the same signer through recoverSigner as through digest + recover.
     const account = privateKeyToAccount("0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d");
-    const attestation = { provider: account.address, machineId: 3, model: `0x${"11".repeat(32)}` as Hex, units: 8, vramMiB: 81_920, throughput: 2n ** 60n + 7n, issuedAt: 1, expiry: 2 };
+    const attestation = { provider: account.address, machineId: 3, model: `0x${"11".repeat(32)}` as Hex, units: 8, vramMiB: 81_920, throughput: 2n ** 60n + 7n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: 1, expiry: 2 };
     const signature = await account.signTypedData({ domain: suanliDomain(31337, market), types: suanliTypes, primaryType: "Attestation", message: attestation });
     assert.equal(recoverer.recoverSigner("Attestation", attestation, signature), account.address);
     assert.equal(recoverer.recover(recoverer.digest("Attestation", attestation), signature), account.address);
@@ -126,12 +129,12 @@ describe("fast keccak and signer recovery", () => {
     const domain = suanliDomain(chainId, market);
     for (const throughput of [0n, 1n, 255n, 256n, 2n ** 53n - 1n, 2n ** 53n, 2n ** 64n - 1n]) {
       for (const machineId of [1, 255, 256, 2 ** 31, 2 ** 32 - 1]) {
-        const message = { provider: market, machineId, model: `0x${"ab".repeat(32)}` as Hex, units: 8, vramMiB: 65_536, throughput, issuedAt: 1_700_000_000, expiry: 1_700_003_600 };
+        const message = { provider: market, machineId, model: `0x${"ab".repeat(32)}` as Hex, units: 8, vramMiB: 65_536, throughput, issuedAt: 1_700_000_000, expiry: 1_700_003_600, challengeId: `0x${"cd".repeat(32)}` as Hex, root: `0x${"ef".repeat(32)}` as Hex, gpus: `0x${"01".repeat(32)}` as Hex };
         assert.equal(recoverer.digest("Attestation", message), hashTypedData({ domain, types: suanliTypes, primaryType: "Attestation", message }));
       }
     }
-    assert.throws(() => recoverer.digest("Attestation", { provider: market, machineId: 1, model: `0x${"00".repeat(32)}`, units: 2 ** 16, vramMiB: 1, throughput: 1n, issuedAt: 1, expiry: 1 }), RangeError);
-    assert.throws(() => recoverer.digest("Attestation", { provider: market, machineId: -1, model: `0x${"00".repeat(32)}`, units: 1, vramMiB: 1, throughput: 1n, issuedAt: 1, expiry: 1 }), RangeError);
-    assert.throws(() => recoverer.digest("Attestation", { provider: market, machineId: 1, model: `0x${"00".repeat(32)}`, units: 1, vramMiB: 1, throughput: 2n ** 64n, issuedAt: 1, expiry: 1 }), RangeError);
+    assert.throws(() => recoverer.digest("Attestation", { provider: market, machineId: 1, model: `0x${"00".repeat(32)}`, units: 2 ** 16, vramMiB: 1, throughput: 1n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: 1, expiry: 1 }), RangeError);
+    assert.throws(() => recoverer.digest("Attestation", { provider: market, machineId: -1, model: `0x${"00".repeat(32)}`, units: 1, vramMiB: 1, throughput: 1n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: 1, expiry: 1 }), RangeError);
+    assert.throws(() => recoverer.digest("Attestation", { provider: market, machineId: 1, model: `0x${"00".repeat(32)}`, units: 1, vramMiB: 1, throughput: 2n ** 64n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: 1, expiry: 1 }), RangeError);
   });
 });

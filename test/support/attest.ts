@@ -192,3 +192,38 @@ export async function spawnProvider(devnet: Devnet, index: number): Promise<Spaw
   });
   return { child, dataDir, ...ready };
 }
+
+/**
+ * A GPU as the attestor sees it: a device with a fixed int8 rate (ops/s) that serializes the
+ * work given to it. Tests cannot run GPUs, so the rows are computed by the CPU runner (correct,
+ * as a real device's would be) and the answer is held back until the device would have finished.
+ */
+export class SimulatedDevice {
+  private busyUntil = 0;
+  constructor(readonly opsPerSecond: number) {}
+  /** Reserves the device for `ops` operations from now (after the work already queued); resolves when done. */
+  async run(ops: number): Promise<void> {
+    const start = Math.max(performance.now(), this.busyUntil);
+    this.busyUntil = start + (ops / this.opsPerSecond) * 1000;
+    const wait = this.busyUntil - performance.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+  }
+}
+
+/**
+ * A runner that splits a challenge's rows evenly over `devices` (parallel runners, outsourced
+ * GPUs, fewer units than claimed) and answers when the slowest has finished its share.
+ */
+export class SimulatedGpuRunner implements Runner {
+  readonly name = "simulated-gpu";
+  constructor(
+    private readonly cpu: Runner,
+    private readonly devices: SimulatedDevice[],
+  ) {}
+  async computeCommit(challenge: RunnerChallenge, options?: { signal?: AbortSignal }): Promise<RunnerCommitment> {
+    const ops = 2 * challenge.rows * challenge.cols * challenge.cols * challenge.rounds;
+    const [commitment] = await Promise.all([this.cpu.computeCommit(challenge, options), ...this.devices.map((device) => device.run(ops / this.devices.length))]);
+    return commitment;
+  }
+  async close(): Promise<void> {}
+}

@@ -78,6 +78,9 @@ export async function signedEntry(spec: SignedOfferSpec): Promise<OfferEntry> {
       units,
       vramMiB,
       throughput: 123_456_789n,
+      challengeId: `0x${"00".repeat(32)}`,
+      root: `0x${"00".repeat(32)}`,
+      gpus: `0x${"00".repeat(32)}`,
       issuedAt: spec.at - 60,
       expiry: spec.at + 24 * 3600,
     };

@@ -79,8 +79,8 @@ export function signAttestationFast(attestor: Signer, attestation: Attestation):
   return { attestation, signature: signDigest(digest, attestor.privateKey) };
 }
 
-/** A valid attestation of `spec` by `attestor`, expiring in `ttlSec`. */
-export function attest(attestor: Signer, provider: Address, spec: MachineSpec, ttlSec = 3_600): SignedAttestation {
+/** A valid attestation of `spec` by `attestor`, expiring in `ttlSec`, with a measured `throughput` (int8 ops/s). */
+export function attest(attestor: Signer, provider: Address, spec: MachineSpec, ttlSec = 3_600, throughput = 312_000n): SignedAttestation {
   const now = nowSec();
   return signAttestationFast(attestor, {
     provider,
@@ -88,7 +88,10 @@ export function attest(attestor: Signer, provider: Address, spec: MachineSpec, t
     model: modelHash(spec.model),
     units: spec.units,
     vramMiB: spec.vramMiB,
-    throughput: 312_000n,
+    throughput,
+    challengeId: `0x${"00".repeat(32)}`,
+    root: `0x${"00".repeat(32)}`,
+    gpus: `0x${"00".repeat(32)}`,
     issuedAt: now - 10,
     expiry: now + ttlSec,
   });

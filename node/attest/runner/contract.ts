@@ -36,6 +36,8 @@ export const runnerCommitSchema = z.object({
   root: bytes32Schema,
   rows: z.number().int().min(1).max(MAX_ROWS),
   computeMs: z.number().nonnegative().optional(),
+  /** UUIDs of the GPUs that computed the answer (nvidia-smi -L's "GPU-…"), at most 64. */
+  devices: z.array(z.string().min(1).max(128)).max(64).optional(),
 });
 
 export const runnerRowsSchema = z.object({

@@ -239,17 +239,18 @@ export class ExternalRunner implements Runner {
         throw new RunnerError("The runner program answered a challenge with something other than its commit.");
       }
       if (line.rows !== challenge.rows) throw new RunnerError(`The runner program committed to ${line.rows} rows, the challenge has ${challenge.rows}.`);
-      return this.commitment(challenge, line.root, line.computeMs ?? performance.now() - started);
+      return this.commitment(challenge, line.root, line.computeMs ?? performance.now() - started, line.devices);
     });
   }
 
-  private commitment(challenge: RunnerChallenge, root: Hex, computeMs: number): RunnerCommitment {
+  private commitment(challenge: RunnerChallenge, root: Hex, computeMs: number, devices?: readonly string[]): RunnerCommitment {
     let released = false;
     const id = challenge.id.toLowerCase();
     return {
       root,
       rows: challenge.rows,
       computeMs,
+      ...(devices?.length ? { devices } : {}),
       openRows: (indices, options = {}) =>
         this.exclusive(async () => {
           if (released || this.current !== id || !this.process?.alive) throw new RunnerError("The runner no longer holds this answer (released, replaced by a newer challenge, or restarted).");

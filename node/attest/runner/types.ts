@@ -27,6 +27,8 @@ export interface RunnerCommitment {
   readonly rows: number;
   /** The runner's own measure of the compute, milliseconds (for logs and benches; never trusted by attestors). */
   readonly computeMs: number;
+  /** UUIDs of the GPUs that computed the answer (signed into the commit and the attestation); absent for the CPU runner. */
+  readonly devices?: readonly string[];
   /** The rows at `indices` with their Merkle proofs, in the order asked. */
   openRows(indices: readonly number[], options?: { signal?: AbortSignal }): Promise<OpenedRowMessage[]>;
   /** Frees what the runner keeps for this answer. Idempotent. */

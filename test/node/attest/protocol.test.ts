@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { Hex } from "viem";
 import { verifyAttestation } from "../../../common/attest/attestation.js";
+import { signCommit } from "../../../common/attest/commit.js";
 import type { ChallengeMessage, CommitMessage, OpenResponseMessage } from "../../../common/attest/messages.js";
 import { challengeProfileSchema, deriveChallengeParams, type ChallengeProfileInput } from "../../../common/attest/params.js";
 import { modelHash } from "../../../common/gpu.js";
@@ -21,6 +22,7 @@ function attestorWith(profile: ChallengeProfileInput, recompute?: CpuRunner["rec
 function responderWith(runner: Runner, options: Partial<ConstructorParameters<typeof ChallengeResponder>[0]> = {}): ChallengeResponder {
   return new ChallengeResponder({
     provider: providerAccount.address,
+    signer: providerAccount,
     machine: (id) => (id === machine.machineId ? machine : undefined),
     runner,
     domain,
@@ -170,9 +172,11 @@ describe("attest challenge protocol", function () {
     // The old commit as it was.
     const second = await attestor.startChallenge(claim);
     expectFailure(second.onCommit(oldCommit, Date.now()), "replayed");
-    // The old root relabelled with the new challenge id.
+    // The old root relabelled with the new challenge id (and signed again by the provider).
     const third = await attestor.startChallenge(claim);
-    expectFailure(third.onCommit({ ...oldCommit, challengeId: third.id } satisfies CommitMessage, Date.now()), "replayed");
+    const relabelledCommit = { ...oldCommit, challengeId: third.id };
+    relabelledCommit.signature = await signCommit(providerAccount, domain, relabelledCommit);
+    expectFailure(third.onCommit(relabelledCommit satisfies CommitMessage, Date.now()), "replayed");
     // A fresh commit, then the old challenge's rows.
     const fourth = await attestor.startChallenge(claim);
     const next = fourth.onCommit(await responder.respond(fourth.message), Date.now());

@@ -123,7 +123,7 @@ describe("attest runners", function () {
       try {
         const machine = { machineId: 1, model: "L4-24GB", units: 2, vramMiB: 23_034 };
         const attestor = new Attestor({ account: attestorAccount, domain, profile: challengeProfileSchema.parse({ preset: "cpu-devnet", rowsPerUnit: 100 }) });
-        const responder = new ChallengeResponder({ provider: providerAccount.address, machine: () => machine, runner, domain, isAttestor });
+        const responder = new ChallengeResponder({ provider: providerAccount.address, signer: providerAccount, machine: () => machine, runner, domain, isAttestor });
         const challengeState = await attestor.startChallenge({ provider: providerAccount.address, ...machine });
         const next = challengeState.onCommit(await responder.respond(challengeState.message), Date.now());
         assert.equal(next.outcome, "open");
@@ -143,7 +143,7 @@ describe("attest runners", function () {
       const machine = { machineId: 1, model: "L4-24GB", units: 1, vramMiB: 23_034 };
       const attempt = async (runner: ExternalRunner): Promise<string> => {
         const attestor = new Attestor({ account: attestorAccount, domain, profile });
-        const responder = new ChallengeResponder({ provider: providerAccount.address, machine: () => machine, runner, domain, isAttestor });
+        const responder = new ChallengeResponder({ provider: providerAccount.address, signer: providerAccount, machine: () => machine, runner, domain, isAttestor });
         const state = await attestor.startChallenge({ provider: providerAccount.address, ...machine });
         let commit: unknown;
         try {

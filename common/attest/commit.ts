@@ -1,0 +1,141 @@
+/**
+ * The provider's signed commit and the evidence it makes of a wrong answer.
+ *
+ * A provider signs its commit (EIP-712 `AttestCommit` in the deployment's Suanli domain, so the
+ * chain id and the market are bound; the challenge id binds the attestor's seed, the machine and
+ * the claim). Every opened row carries a Merkle proof to that root, so a row that is not the
+ * product the seed defines, under a root the provider signed, is proof that the provider answered
+ * falsely: anyone holding the attestor-signed challenge, the provider-signed commit and the row
+ * can check it (`verifyCommitFraud`), without trusting the attestor that reports it. The attestor
+ * keeps this transcript with the failure (node/attest/results.ts) for slashing (docs/attestation.md,
+ * "Slashable evidence").
+ *
+ * Pure: viem and @noble only (the SDK and browsers may import it).
+ */
+import { hashTypedData, hexToBytes, keccak256, recoverAddress, stringToBytes, type Address, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
+import { z } from "zod";
+import { verifyChallengeSignature } from "./challenge.js";
+import { rowFromBytes, rowsEqual } from "./arithmetic.js";
+import { leafHash, treeDepth, verifyMerkleProof, pureSha256 } from "./merkle.js";
+import { challengeMessageSchema, commitMessageSchema, openedRowSchema, type ChallengeMessage, type CommitMessage, type OpenedRowMessage } from "./messages.js";
+import { recomputeRowsInline, type RowRecomputer } from "./verify.js";
+
+/** EIP-712 type the provider signs over its commit. */
+export const attestCommitTypes = {
+  AttestCommit: [
+    { name: "challengeId", type: "bytes32" },
+    { name: "root", type: "bytes32" },
+    { name: "rows", type: "uint32" },
+    { name: "gpus", type: "bytes32" },
+  ],
+} as const;
+
+export type CommitFields = { challengeId: Hex; root: Hex; rows: number; gpus: Hex };
+
+/** `gpus` when the runner names no device (the CPU reference runner). */
+export const NO_GPUS: Hex = `0x${"00".repeat(32)}`;
+
+/**
+ * The `gpus` of a commit: keccak256 of the device UUIDs (as the driver prints them, e.g.
+ * "GPU-5e0c…"), sorted and joined by newlines; NO_GPUS for none.
+ */
+export function gpusHash(uuids: readonly string[]): Hex {
+  if (!uuids.length) return NO_GPUS;
+  return keccak256(stringToBytes([...uuids].sort().join("\n")));
+}
+
+function typedData(domain: TypedDataDomain, fields: CommitFields) {
+  return {
+    domain,
+    types: attestCommitTypes,
+    primaryType: "AttestCommit" as const,
+    message: { challengeId: fields.challengeId, root: fields.root, rows: fields.rows, gpus: fields.gpus },
+  };
+}
+
+/** The digest the provider signs. */
+export function commitDigest(domain: TypedDataDomain, fields: CommitFields): Hex {
+  return hashTypedData(typedData(domain, fields));
+}
+
+/** Signs a commit with the provider's wallet. */
+export async function signCommit(account: Pick<LocalAccount, "signTypedData">, domain: TypedDataDomain, fields: CommitFields): Promise<Hex> {
+  return account.signTypedData(typedData(domain, fields));
+}
+
+/** The address that signed a commit message, or undefined when the signature recovers to nothing. */
+export async function commitSigner(domain: TypedDataDomain, commit: CommitMessage): Promise<Address | undefined> {
+  try {
+    return await recoverAddress({ hash: commitDigest(domain, commit), signature: commit.signature });
+  } catch {
+    return undefined;
+  }
+}
+
+/** A transcript that shows a provider signed a wrong answer: what the attestor stores with a `wrong_rows` failure. */
+export const commitFraudProofSchema = z.strictObject({
+  /** The challenge as the attestor signed and sent it. */
+  challenge: challengeMessageSchema,
+  /** The provider's signed commit. */
+  commit: commitMessageSchema,
+  /** Opened rows with their Merkle proofs (at least one of them wrong). */
+  rows: z.array(openedRowSchema).min(1).max(64),
+});
+export type CommitFraudProof = z.output<typeof commitFraudProofSchema>;
+
+export type CommitFraudVerdict =
+  | { proven: true; provider: Address; attestor: Address; challengeId: Hex; wrongRows: number[] }
+  | { proven: false; reason: "malformed" | "bad_challenge" | "not_signed_by_provider" | "other_challenge" | "bad_proof" | "rows_correct"; detail: string };
+
+/**
+ * Checks a fraud proof: the challenge is signed by its attestor, the commit is for it and signed
+ * by the challenge's provider, every row proves into the signed root, and at least one row is not
+ * the product the seed defines. `proven` names the provider to slash and the wrong rows. The
+ * caller decides whether the attestor was in the attestor set when it signed the challenge.
+ */
+export async function verifyCommitFraud(
+  domain: TypedDataDomain,
+  input: unknown,
+  options: { recompute?: RowRecomputer } = {},
+): Promise<CommitFraudVerdict> {
+  const parsed = commitFraudProofSchema.safeParse(input);
+  if (!parsed.success) return { proven: false, reason: "malformed", detail: parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ") };
+  const { challenge, commit, rows } = parsed.data;
+  const challengeCheck = await verifyChallengeSignature(domain, challenge);
+  if (!challengeCheck.ok) return { proven: false, reason: "bad_challenge", detail: `the challenge's ${challengeCheck.reason === "bad_id" ? "id does not match its fields" : "signature is not its attestor's"}` };
+  if (commit.challengeId.toLowerCase() !== challenge.id.toLowerCase()) return { proven: false, reason: "other_challenge", detail: `the commit is for ${commit.challengeId}, not ${challenge.id}` };
+  if (commit.rows !== challenge.rows) return { proven: false, reason: "malformed", detail: `the commit covers ${commit.rows} rows, the challenge has ${challenge.rows}` };
+  const signer = await commitSigner(domain, commit);
+  if (!signer || signer.toLowerCase() !== challenge.provider.toLowerCase()) {
+    return { proven: false, reason: "not_signed_by_provider", detail: `the commit is signed by ${signer ?? "nobody"}, not the challenge's provider ${challenge.provider}` };
+  }
+  const check = await checkRowsAgainstRoot(challenge, commit, rows, options.recompute);
+  if (!check.ok) return { proven: false, reason: check.reason, detail: check.detail };
+  if (!check.wrong.length) return { proven: false, reason: "rows_correct", detail: "every row is the product the challenge's seed defines" };
+  return { proven: true, provider: signer, attestor: challengeCheck.attestor, challengeId: challenge.id, wrongRows: check.wrong };
+}
+
+async function checkRowsAgainstRoot(
+  challenge: ChallengeMessage,
+  commit: CommitMessage,
+  rows: readonly OpenedRowMessage[],
+  recompute: RowRecomputer = recomputeRowsInline,
+): Promise<{ ok: true; wrong: number[] } | { ok: false; reason: "malformed" | "bad_proof"; detail: string }> {
+  const idBytes = hexToBytes(challenge.id);
+  const rootBytes = hexToBytes(commit.root);
+  const depth = treeDepth(challenge.rows);
+  const indices = rows.map((row) => row.index);
+  if (new Set(indices).size !== indices.length) return { ok: false, reason: "malformed", detail: "a row appears twice" };
+  const received: Int32Array[] = [];
+  for (const row of rows) {
+    if (row.index >= challenge.rows) return { ok: false, reason: "malformed", detail: `row ${row.index} is outside the challenge's ${challenge.rows} rows` };
+    const data = hexToBytes(row.data as Hex);
+    if (data.length !== challenge.cols * 4) return { ok: false, reason: "malformed", detail: `row ${row.index} has ${data.length} bytes, expected ${challenge.cols * 4}` };
+    if (row.proof.length !== depth || !verifyMerkleProof(rootBytes, leafHash(idBytes, row.index, data, pureSha256), row.index, challenge.rows, row.proof.map((s) => hexToBytes(s)), pureSha256)) {
+      return { ok: false, reason: "bad_proof", detail: `row ${row.index} does not hash to the signed root: it is not what the provider committed` };
+    }
+    received.push(rowFromBytes(data));
+  }
+  const expected = await recompute({ seed: hexToBytes(challenge.seed), cols: challenge.cols, rounds: challenge.rounds, indices });
+  return { ok: true, wrong: indices.filter((_, i) => !rowsEqual(expected[i], received[i])) };
+}

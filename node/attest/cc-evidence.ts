@@ -1,0 +1,161 @@
+/**
+ * Verification of NVIDIA confidential-computing (CC) device evidence, the design of
+ * docs/attestation.md ("Confidential-computing evidence"): a Hopper or later GPU in CC mode
+ * answers an SPDM 1.1 GET_MEASUREMENTS request carrying a requester nonce with a MEASUREMENTS
+ * response signed (ECDSA P-384 over SHA-384 of request ‖ response-without-signature) by its
+ * device attestation key, whose X.509 certificate chains to NVIDIA's device identity root. The
+ * attestor sets the nonce to the challenge id, so the evidence belongs to this challenge.
+ *
+ * Checked here: the certificate chain (each signed by the next, all valid now, the last signed
+ * by a pinned root), the leaf's signature over the transcript, the nonce, the message layout,
+ * and the measurement blocks against reference values (NVIDIA's RIMs) where given.
+ *
+ * Never run against hardware in this repository: the tests use a fixture constructed from the
+ * public SPDM 1.1 layout with a throw-away certificate chain (test/node/fixtures/cc/README.md).
+ * Node only (node:crypto parses and verifies X.509).
+ */
+import { X509Certificate, createHash, verify as verifySignature } from "node:crypto";
+import { bytesToHex, hexToBytes, type Hex } from "viem";
+import { z } from "zod";
+
+const SPDM_VERSION_11 = 0x11;
+const GET_MEASUREMENTS = 0xe0;
+const MEASUREMENTS = 0x60;
+const NONCE_BYTES = 32;
+/** ECDSA P-384 signature, r ‖ s. */
+const SIGNATURE_BYTES = 96;
+/** DMTF measurement specification. */
+const DMTF_SPEC = 0x01;
+
+const hexBytes = z.string().regex(/^0x([0-9a-fA-F]{2})+$/, "expected 0x and whole bytes").max(2 + 2 * 65_536);
+
+/** What a provider would attach to its commit, as JSON. */
+export const gpuEvidenceSchema = z.strictObject({
+  /** The SPDM GET_MEASUREMENTS request as sent to the GPU. */
+  request: hexBytes,
+  /** The GPU's MEASUREMENTS response, signature included. */
+  response: hexBytes,
+  /** Device certificate chain, PEM, leaf (the attestation key) first. */
+  certificates: z.array(z.string().max(8_192)).min(1).max(8),
+});
+export type GpuEvidence = z.output<typeof gpuEvidenceSchema>;
+
+export type MeasurementBlock = { index: number; valueType: number; value: Hex };
+
+export type GpuEvidenceVerdict =
+  | { ok: true; leafSubject: string; measurements: MeasurementBlock[]; opaque: Hex }
+  | { ok: false; reason: "malformed" | "bad_chain" | "untrusted_root" | "expired_certificate" | "bad_signature" | "wrong_nonce" | "measurement_mismatch"; detail: string };
+
+export type VerifyGpuEvidenceOptions = {
+  /** The nonce the evidence must carry: the challenge id. */
+  nonce: Hex;
+  /** Pinned root certificates (PEM): NVIDIA's device identity CA in production. */
+  roots: readonly string[];
+  /** Reference measurement values by block index (hex digests); blocks not named are not compared. */
+  reference?: ReadonlyMap<number, Hex>;
+  /** Time for certificate validity; default now. */
+  now?: Date;
+};
+
+type ParsedResponse = { nonce: Uint8Array; measurements: MeasurementBlock[]; opaque: Uint8Array; signed: Uint8Array; signature: Uint8Array };
+
+function parseResponse(bytes: Uint8Array): ParsedResponse | string {
+  if (bytes.length < 8) return "response shorter than its header";
+  if (bytes[0] !== SPDM_VERSION_11) return `response SPDM version 0x${bytes[0].toString(16)}, expected 0x11`;
+  if (bytes[1] !== MEASUREMENTS) return `response code 0x${bytes[1].toString(16)}, expected MEASUREMENTS (0x60)`;
+  const blockCount = bytes[4];
+  const recordLength = bytes[5] | (bytes[6] << 8) | (bytes[7] << 16);
+  let at = 8;
+  const recordEnd = at + recordLength;
+  if (recordEnd > bytes.length) return "measurement record runs past the response";
+  const measurements: MeasurementBlock[] = [];
+  for (let i = 0; i < blockCount; i++) {
+    if (at + 4 > recordEnd) return `measurement block ${i} header runs past the record`;
+    const index = bytes[at];
+    const spec = bytes[at + 1];
+    const size = bytes[at + 2] | (bytes[at + 3] << 8);
+    at += 4;
+    if (spec !== DMTF_SPEC) return `measurement block ${index}: specification 0x${spec.toString(16)}, expected DMTF (0x01)`;
+    if (at + size > recordEnd || size < 3) return `measurement block ${index} runs past the record`;
+    const valueType = bytes[at];
+    const valueSize = bytes[at + 1] | (bytes[at + 2] << 8);
+    if (valueSize !== size - 3) return `measurement block ${index}: value size ${valueSize} does not fit its block of ${size}`;
+    measurements.push({ index, valueType, value: bytesToHex(bytes.subarray(at + 3, at + size)) });
+    at += size;
+  }
+  if (at !== recordEnd) return "measurement record length does not match its blocks";
+  if (at + NONCE_BYTES + 2 > bytes.length) return "response ends before its nonce";
+  const nonce = bytes.subarray(at, at + NONCE_BYTES);
+  at += NONCE_BYTES;
+  const opaqueLength = bytes[at] | (bytes[at + 1] << 8);
+  at += 2;
+  if (at + opaqueLength + SIGNATURE_BYTES !== bytes.length) return "opaque data and signature do not end the response";
+  const opaque = bytes.subarray(at, at + opaqueLength);
+  at += opaqueLength;
+  return { nonce, measurements, opaque, signed: bytes.subarray(0, at), signature: bytes.subarray(at) };
+}
+
+/** Verifies CC evidence for a challenge. Pure apart from node:crypto; never throws on bad input. */
+export function verifyGpuEvidence(input: unknown, options: VerifyGpuEvidenceOptions): GpuEvidenceVerdict {
+  const parsed = gpuEvidenceSchema.safeParse(input);
+  if (!parsed.success) return { ok: false, reason: "malformed", detail: parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ") };
+  const evidence = parsed.data;
+  const request = hexToBytes(evidence.request as Hex);
+  const response = hexToBytes(evidence.response as Hex);
+  if (request.length !== 4 + NONCE_BYTES + 1 || request[0] !== SPDM_VERSION_11 || request[1] !== GET_MEASUREMENTS || (request[2] & 0x01) !== 1) {
+    return { ok: false, reason: "malformed", detail: "the request is not an SPDM 1.1 GET_MEASUREMENTS asking for a signature" };
+  }
+  const body = parseResponse(response);
+  if (typeof body === "string") return { ok: false, reason: "malformed", detail: body };
+
+  let chain: X509Certificate[];
+  let roots: X509Certificate[];
+  try {
+    chain = evidence.certificates.map((pem) => new X509Certificate(pem));
+    roots = options.roots.map((pem) => new X509Certificate(pem));
+  } catch (error) {
+    return { ok: false, reason: "malformed", detail: `a certificate does not parse: ${(error as Error).message}` };
+  }
+  const now = options.now ?? new Date();
+  for (const cert of chain) {
+    if (now < new Date(cert.validFrom) || now > new Date(cert.validTo)) return { ok: false, reason: "expired_certificate", detail: `${cert.subject} is valid ${cert.validFrom} to ${cert.validTo}` };
+  }
+  for (let i = 0; i + 1 < chain.length; i++) {
+    if (!chain[i].checkIssued(chain[i + 1]) || !chain[i].verify(chain[i + 1].publicKey)) {
+      return { ok: false, reason: "bad_chain", detail: `${chain[i].subject} is not signed by ${chain[i + 1].subject}` };
+    }
+  }
+  const top = chain[chain.length - 1];
+  const anchored = roots.some((root) => (root.fingerprint256 === top.fingerprint256) || (top.checkIssued(root) && top.verify(root.publicKey)));
+  if (!anchored) return { ok: false, reason: "untrusted_root", detail: `${top.issuer} is not a pinned root` };
+
+  if (bytesToHex(body.nonce) !== options.nonce.toLowerCase()) return { ok: false, reason: "wrong_nonce", detail: `the evidence carries nonce ${bytesToHex(body.nonce)}, not the challenge's ${options.nonce}` };
+  if (bytesToHex(request.subarray(4, 4 + NONCE_BYTES)) !== bytesToHex(body.nonce)) {
+    // The requester's nonce is the one the GPU must echo: SPDM binds both in the transcript.
+    return { ok: false, reason: "wrong_nonce", detail: "the request's nonce differs from the response's" };
+  }
+  const transcript = new Uint8Array(request.length + body.signed.length);
+  transcript.set(request, 0);
+  transcript.set(body.signed, request.length);
+  const leaf = chain[0];
+  let valid: boolean;
+  try {
+    valid = verifySignature("sha384", transcript, { key: leaf.publicKey, dsaEncoding: "ieee-p1363" }, body.signature);
+  } catch (error) {
+    return { ok: false, reason: "bad_signature", detail: `the leaf key cannot verify the transcript: ${(error as Error).message}` };
+  }
+  if (!valid) return { ok: false, reason: "bad_signature", detail: "the MEASUREMENTS response is not signed by the leaf certificate's key" };
+
+  for (const [index, expected] of options.reference ?? new Map()) {
+    const block = body.measurements.find((measurement) => measurement.index === index);
+    if (!block || block.value !== expected.toLowerCase()) {
+      return { ok: false, reason: "measurement_mismatch", detail: `measurement ${index} is ${block?.value ?? "missing"}, the reference is ${expected}` };
+    }
+  }
+  return { ok: true, leafSubject: leaf.subject, measurements: body.measurements, opaque: bytesToHex(body.opaque) };
+}
+
+/** SHA-384 of bytes, hex: the digest size of the measurement values. */
+export function sha384Hex(data: Uint8Array): Hex {
+  return `0x${createHash("sha384").update(data).digest("hex")}`;
+}

@@ -1,0 +1,60 @@
+/**
+ * The confidential-computing evidence verifier against a constructed (not captured) SPDM 1.1
+ * fixture: test/node/fixtures/cc/README.md. Each check is shown to reject what it guards against.
+ */
+import assert from "node:assert/strict";
+import { X509Certificate } from "node:crypto";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Hex } from "viem";
+import { verifyGpuEvidence, type GpuEvidence } from "../../../node/attest/cc-evidence.js";
+
+const dir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/cc");
+const fixture = JSON.parse(readFileSync(path.join(dir, "evidence.json"), "utf8")) as { nonce: Hex; evidence: GpuEvidence; reference: Record<string, Hex> };
+const root = readFileSync(path.join(dir, "root.pem"), "utf8");
+const reference = new Map(Object.entries(fixture.reference).map(([index, value]) => [Number(index), value]));
+// A day into the constructed chain's validity.
+const now = new Date(Date.parse(new X509Certificate(root).validFrom) + 86_400_000);
+const options = { nonce: fixture.nonce, roots: [root], reference, now };
+
+/** The response with one byte flipped at `offset` (hex digits after 0x). */
+function flip(hex: string, byteOffset: number): string {
+  const at = 2 + byteOffset * 2;
+  const byte = (parseInt(hex.slice(at, at + 2), 16) ^ 1).toString(16).padStart(2, "0");
+  return hex.slice(0, at) + byte + hex.slice(at + 2);
+}
+
+describe("confidential-computing evidence (constructed SPDM fixture)", () => {
+  it("verifies the chain to the pinned root, the signature, the nonce and the measurements", () => {
+    const verdict = verifyGpuEvidence(fixture.evidence, options);
+    assert.equal(verdict.ok, true, verdict.ok ? "" : `${verdict.reason}: ${verdict.detail}`);
+    if (!verdict.ok) return;
+    assert.match(verdict.leafSubject, /GPU-0f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0/);
+    assert.deepEqual(verdict.measurements.map((m) => m.index), [1, 2, 3]);
+    assert.match(Buffer.from(verdict.opaque.slice(2), "hex").toString("latin1"), /H100-80GB-SXM/);
+  });
+
+  it("refuses evidence for another challenge, a changed measurement, a foreign root, a broken chain, an expired chain and garbage", () => {
+    const reason = (input: unknown, extra: Partial<typeof options> = {}) => {
+      const verdict = verifyGpuEvidence(input, { ...options, ...extra });
+      return verdict.ok ? "ok" : verdict.reason;
+    };
+    assert.equal(reason(fixture.evidence, { nonce: `0x${"00".repeat(32)}` }), "wrong_nonce");
+    // A measurement byte changed after signing (inside block 1's digest).
+    assert.equal(reason({ ...fixture.evidence, response: flip(fixture.evidence.response, 20) }), "bad_signature");
+    // The signature itself damaged.
+    const length = (fixture.evidence.response.length - 2) / 2;
+    assert.equal(reason({ ...fixture.evidence, response: flip(fixture.evidence.response, length - 5) }), "bad_signature");
+    // Honest signature, but the firmware is not the reference.
+    assert.equal(reason(fixture.evidence, { reference: new Map<number, Hex>([[2, `0x${"ab".repeat(48)}`]]) }), "measurement_mismatch");
+    // A verifier that pinned another root (here: an unrelated certificate) does not trust the chain.
+    assert.equal(reason(fixture.evidence, { roots: [fixture.evidence.certificates[0]] }), "untrusted_root");
+    // The chain out of order: the intermediate does not issue the intermediate.
+    assert.equal(reason({ ...fixture.evidence, certificates: [fixture.evidence.certificates[1], fixture.evidence.certificates[1]] }), "bad_chain");
+    assert.equal(reason(fixture.evidence, { now: new Date(Date.parse("2100-01-01")) }), "expired_certificate");
+    assert.equal(reason({ ...fixture.evidence, response: "0x1160" }), "malformed");
+    assert.equal(reason({ ...fixture.evidence, request: "0x11e000ff" }), "malformed");
+    assert.equal(reason({ request: 1 }), "malformed");
+  });
+});
