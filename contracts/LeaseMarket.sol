@@ -63,17 +63,17 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
 
     /// @inheritdoc ILeaseMarket
     function activate(uint256 leaseId) external {
-        Lease storage lease = _leases[leaseId];
-        LeaseStatus status = lease.status;
-        if (status != LeaseStatus.Open) revert InvalidLeaseStatus(leaseId, status);
+        // Reads slots 1 and 2, writes slot 2 only.
+        Lease memory lease = _loadHot(leaseId);
+        if (lease.status != LeaseStatus.Open) revert InvalidLeaseStatus(leaseId, lease.status);
         if (msg.sender != lease.provider) revert NotProvider(leaseId, msg.sender);
         uint32 deadline = lease.start;
-        uint8 flags = lease.flags;
         if (block.timestamp > deadline) revert StartDeadlinePassed(leaseId, deadline);
         uint32 now_ = uint32(block.timestamp);
         lease.start = now_;
-        lease.flags = flags | FLAG_ACTIVATED;
+        lease.flags |= FLAG_ACTIVATED;
         lease.status = LeaseStatus.Active;
+        _storeState(leaseId, lease);
         // Cannot truncate: openLease checked that the start deadline plus the duration fits 32 bits.
         emit LeaseActivated(leaseId, now_, uint32(now_ + lease.deposit / _rate(lease.units, lease.price)));
     }
@@ -82,7 +82,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
 
     /// @inheritdoc ILeaseMarket
     function claim(uint256 leaseId) external nonReentrant {
-        Lease memory lease = _leases[leaseId];
+        Lease memory lease = _loadToAccrue(leaseId);
         if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) {
             revert InvalidLeaseStatus(leaseId, lease.status);
         }
@@ -102,7 +102,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         uint256 fees;
         for (uint256 i; i < count; ++i) {
             uint256 leaseId = leaseIds[i];
-            Lease memory lease = _leases[leaseId];
+            Lease memory lease = _loadToAccrue(leaseId);
             if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) continue;
             uint96 paidBefore = lease.paid;
             (uint96 amount,) = _accrue(leaseId, lease);
@@ -368,22 +368,26 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         // Every timestamp of the lease, up to its latest possible end, must fit 32 bits.
         (uint256(startDeadline) + terms.duration).toUint32();
         uint16 units = terms.units;
-        _leases[leaseId] = Lease({
+        Lease memory lease = Lease({
             renter: msg.sender,
-            start: startDeadline,
             stopAt: 0,
+            machineId: offer.machineId,
             collateralBps: offer.collateralBps,
             endReason: EndReason.None,
-            flags: flags,
+            interruptible: terms.interruptible,
             provider: offer.provider,
             price: price,
             deposit: deposit,
             paid: 0,
-            machineId: offer.machineId,
+            start: startDeadline,
             units: units,
             status: LeaseStatus.Open,
-            interruptible: terms.interruptible
+            flags: flags
         });
+        uint256 slot = _leaseSlot(leaseId);
+        _storeWord0(slot, lease);
+        _storeWord1(slot, lease);
+        _storeWord2(slot, lease);
         emit LeaseOpened(
             leaseId,
             offer.provider,
@@ -495,14 +499,24 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         uint96 total = _accruedNow(lease);
         amount = total - lease.paid;
         if (lease.status == LeaseStatus.Ended && total == lease.deposit) {
-            Lease storage stored = _leases[leaseId];
-            stored.paid = total;
-            stored.status = LeaseStatus.Settled;
+            lease.paid = total;
+            lease.status = LeaseStatus.Settled;
+            _storeState(leaseId, lease);
             return (amount, true);
         }
         if (amount == 0) return (0, false);
-        _leases[leaseId].paid = total;
+        lease.paid = total;
+        _storeState(leaseId, lease);
         return (amount, true);
+    }
+
+    /// @dev A lease as claim needs it: slots 1 and 2, and slot 0 only when the claim may end the lease (an Active
+    ///      lease past its end) or reads its stopAt (an Ended lease). Claiming a running lease skips slot 0.
+    function _loadToAccrue(uint256 leaseId) private view returns (Lease memory lease) {
+        lease = _loadHot(leaseId);
+        if (lease.status == LeaseStatus.Ended || (lease.status == LeaseStatus.Active && block.timestamp >= _endOf(lease))) {
+            _loadCold(leaseId, lease);
+        }
     }
 
     /// @dev The provider's total so far: Active leases accrue until their end, Ended leases until stopAt

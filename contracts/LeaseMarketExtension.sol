@@ -101,7 +101,7 @@ contract LeaseMarketExtension is LeaseMarketBase {
             lease.stopAt = observedAt;
             lease.endReason = EndReason.Faulted;
             lease.status = total == lease.paid ? LeaseStatus.Settled : LeaseStatus.Ended;
-            _leases[leaseId] = lease;
+            _storeEnd(leaseId, lease);
             emit LeaseEnded(leaseId, EndReason.Faulted, observedAt, total, rest, 0);
             emit FaultSubmitted(leaseId, fault.kind, observedAt, 0);
             _pay(lease.renter, rest);
@@ -196,7 +196,7 @@ contract LeaseMarketExtension is LeaseMarketBase {
             refund = lease.deposit - total;
             lease.deposit = total;
             lease.status = LeaseStatus.Settled;
-            _leases[leaseId] = lease;
+            _storeState(leaseId, lease);
         } else {
             uint256 stop = status == LeaseStatus.Active ? _min(block.timestamp, _endOf(lease)) : block.timestamp;
             refund = _finish(leaseId, lease, EndReason.CoSigned, uint32(stop), total, 0, IProviderRegistry.Outcome.Completed);
@@ -239,9 +239,9 @@ contract LeaseMarketExtension is LeaseMarketBase {
         // While a fault observed before the previous extension may still be submitted, keep the older (smaller)
         // deposit: never more than the lease was at any time a pending fault may name.
         if (block.timestamp >= uint256(lease.stopAt) + FAULT_SUBMISSION_WINDOW) _depositBefore[leaseId] = lease.deposit;
-        Lease storage stored = _leases[leaseId];
-        stored.deposit = newDeposit;
-        stored.stopAt = uint32(block.timestamp);
+        lease.deposit = newDeposit;
+        lease.stopAt = uint32(block.timestamp);
+        _storeEnd(leaseId, lease);
         _REGISTRY.lockMore(
             lease.provider,
             _collateral(newDeposit, lease.collateralBps) - oldCollateral,
@@ -289,7 +289,7 @@ contract LeaseMarketExtension is LeaseMarketBase {
         uint16 released = lease.units - newUnits;
         lease.units = newUnits;
         lease.deposit = newDeposit;
-        _leases[leaseId] = lease;
+        _storeState(leaseId, lease);
         _REGISTRY.unlockPart(
             lease.provider,
             lease.machineId,
