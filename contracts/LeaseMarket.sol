@@ -2,6 +2,7 @@
 pragma solidity 0.8.34;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC20Permit.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {Address} from "@openzeppelin/contracts/utils/Address.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
@@ -52,13 +53,19 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
     }
 
     /// @inheritdoc ILeaseMarket
-    function openLeaseWithPermit(Offer calldata, bytes calldata, LeaseTerms calldata, Permit calldata)
-        external
-        returns (uint256)
-    {
-        // The extension submits the permit, then runs openLease on this contract's code: _open keeps a
-        // single call site, so the optimizer cannot copy it (and push this contract over the size limit).
-        return abi.decode(Address.functionDelegateCall(_EXTENSION, msg.data), (uint256));
+    function openLeaseWithPermit(
+        Offer calldata offer,
+        bytes calldata signature,
+        LeaseTerms calldata terms,
+        Permit calldata permit
+    ) external returns (uint256) {
+        _permit(permit);
+        // openLease runs by delegatecall on this contract's own code (msg.sender stays the renter), so _open keeps a
+        // single call site: two would let the optimizer copy it and take LeaseMarket to 0.9 KB under the size limit.
+        return abi.decode(
+            Address.functionDelegateCall(address(this), abi.encodeCall(this.openLease, (offer, signature, terms))),
+            (uint256)
+        );
     }
 
     /// @inheritdoc ILeaseMarket
@@ -307,6 +314,15 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
     }
 
     // ---------------------------------------------------------------- internals
+
+    /// @dev Submits the caller's EIP-2612 permit inside the reentrancy guard, so a hostile token's permit cannot
+    ///      re-enter the market. A failed permit is ignored: anyone who saw it in the mempool may have submitted it
+    ///      first; the allowance is then already in place and the deposit pull still succeeds.
+    function _permit(Permit calldata permit) private nonReentrant {
+        try IERC20Permit(address(_TOKEN)).permit(
+            msg.sender, address(this), permit.value, permit.deadline, permit.v, permit.r, permit.s
+        ) {} catch {}
+    }
 
     /// @dev Runs the same call on the extension's code with this contract's storage; reverts bubble up.
     function _delegate() private {

@@ -3,13 +3,9 @@ pragma solidity 0.8.34;
 
 import {IAccessControl} from "@openzeppelin/contracts/access/IAccessControl.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
-import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC20Permit.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
-import {Address} from "@openzeppelin/contracts/utils/Address.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
-import {TransientSlot} from "@openzeppelin/contracts/utils/TransientSlot.sol";
-import {ILeaseMarket} from "./interfaces/ILeaseMarket.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 import {LeaseMarketBase} from "./LeaseMarketBase.sol";
 
@@ -21,7 +17,6 @@ import {LeaseMarketBase} from "./LeaseMarketBase.sol";
 contract LeaseMarketExtension is LeaseMarketBase {
     using SafeERC20 for IERC20;
     using SafeCast for uint256;
-    using TransientSlot for *;
 
     address private immutable _SELF;
 
@@ -40,32 +35,6 @@ contract LeaseMarketExtension is LeaseMarketBase {
     /// @return The registry's address.
     function registry() external view returns (address) {
         return address(_REGISTRY);
-    }
-
-    /// @notice ILeaseMarket.openLeaseWithPermit: submits the caller's permit inside the reentrancy guard, then
-    ///         runs the LeaseMarket's own openLease (by delegatecall, so the caller stays msg.sender and openLease
-    ///         takes the guard over).
-    /// @param offer The provider's offer.
-    /// @param signature The provider's signature of `offer`.
-    /// @param terms The lease terms.
-    /// @param permit The caller's EIP-2612 permit for the market.
-    /// @return leaseId The new lease.
-    function openLeaseWithPermit(
-        Offer calldata offer,
-        bytes calldata signature,
-        LeaseTerms calldata terms,
-        Permit calldata permit
-    ) external onlyDelegated nonReentrant returns (uint256 leaseId) {
-        // Ignoring a failed permit is deliberate: anyone who saw it in the mempool may have submitted it
-        // first; the allowance is then already in place and the deposit pull still succeeds.
-        try IERC20Permit(address(_TOKEN)).permit(
-            msg.sender, address(this), permit.value, permit.deadline, permit.v, permit.r, permit.s
-        ) {} catch {}
-        // Hand the guard to openLease, which enters it again at once: no call runs in between.
-        _reentrancyGuardStorageSlot().asBoolean().tstore(false);
-        bytes memory result =
-            Address.functionDelegateCall(address(this), abi.encodeCall(ILeaseMarket.openLease, (offer, signature, terms)));
-        return abi.decode(result, (uint256));
     }
 
     /// @notice ILeaseMarket.submitFault.
