@@ -64,7 +64,7 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
     uint8 internal constant FLAG_PREEMPTOR = 2;
 
     // Packed into exactly three slots (see the layout above); the rule miscounts the enums. The order is the
-    // storage layout _storeWord0/1/2 and _loadHot/_loadCold pack and unpack by hand.
+    // storage layout _storeWord0/1/2 pack by hand (and activate and claim read by hand).
     // solhint-disable-next-line gas-struct-packing
     struct Lease {
         // slot 0: written at open and at the end (cold while the lease runs)
@@ -163,40 +163,6 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
             mstore(0x20, _leases.slot)
             slot := keccak256(0, 0x40)
         }
-    }
-
-    /// @dev Slots 1 and 2 of a lease into a Lease in memory (slot 0's fields left zero; _loadCold adds them).
-    function _loadHot(uint256 leaseId) internal view returns (Lease memory lease) {
-        uint256 slot = _leaseSlot(leaseId);
-        uint256 word1;
-        uint256 word2;
-        assembly ("memory-safe") {
-            word1 := sload(add(slot, 1))
-            word2 := sload(add(slot, 2))
-        }
-        lease.provider = address(uint160(word1));
-        lease.price = uint96(word1 >> 160);
-        lease.deposit = uint96(word2);
-        lease.paid = uint96(word2 >> 96);
-        lease.start = uint32(word2 >> 192);
-        lease.units = uint16(word2 >> 224);
-        lease.status = LeaseStatus(uint8(word2 >> 240));
-        lease.flags = uint8(word2 >> 248);
-    }
-
-    /// @dev Adds slot 0's fields to a lease loaded by _loadHot.
-    function _loadCold(uint256 leaseId, Lease memory lease) internal view {
-        uint256 slot = _leaseSlot(leaseId);
-        uint256 word0;
-        assembly ("memory-safe") {
-            word0 := sload(slot)
-        }
-        lease.renter = address(uint160(word0));
-        lease.stopAt = uint32(word0 >> 160);
-        lease.machineId = uint32(word0 >> 192);
-        lease.collateralBps = uint16(word0 >> 224);
-        lease.endReason = EndReason(uint8(word0 >> 240));
-        lease.interruptible = uint8(word0 >> 248) != 0;
     }
 
     /// @dev Writes slot 0 of a lease from memory as one word.
