@@ -145,7 +145,10 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             }
             emit LeaseClaimed(leaseId, provider, amount, fee);
             if (provider != runProvider) {
-                if (runAmount != 0) payments[runs++] = Payment(runProvider, runAmount.toUint96());
+                if (runAmount != 0) {
+                    payments[runs] = Payment(runProvider, runAmount.toUint96());
+                    ++runs;
+                }
                 runProvider = provider;
                 runAmount = 0;
             }
@@ -155,7 +158,10 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
                 runAmount += amount - fee;
             }
         }
-        if (runAmount != 0) payments[runs++] = Payment(runProvider, runAmount.toUint96());
+        if (runAmount != 0) {
+            payments[runs] = Payment(runProvider, runAmount.toUint96());
+            ++runs;
+        }
         for (uint256 i; i < runs; ++i) {
             _pay(payments[i].to, payments[i].amount);
         }
