@@ -4253,12 +4253,12 @@ export const leaseMarketAbi = [
           }
         ],
         "internalType": "struct ILeaseMarketTypes.Offer",
-        "name": "",
+        "name": "offer",
         "type": "tuple"
       },
       {
         "internalType": "bytes",
-        "name": "",
+        "name": "signature",
         "type": "bytes"
       },
       {
@@ -4295,7 +4295,7 @@ export const leaseMarketAbi = [
           }
         ],
         "internalType": "struct ILeaseMarketTypes.LeaseTerms",
-        "name": "",
+        "name": "terms",
         "type": "tuple"
       },
       {
@@ -4327,7 +4327,7 @@ export const leaseMarketAbi = [
           }
         ],
         "internalType": "struct ILeaseMarketTypes.Permit",
-        "name": "",
+        "name": "permit",
         "type": "tuple"
       }
     ],
@@ -4603,17 +4603,6 @@ export const leaseMarketExtensionAbi = [
   {
     "inputs": [
       {
-        "internalType": "address",
-        "name": "target",
-        "type": "address"
-      }
-    ],
-    "name": "AddressEmptyCode",
-    "type": "error"
-  },
-  {
-    "inputs": [
-      {
         "internalType": "uint256",
         "name": "count",
         "type": "uint256"
@@ -4721,11 +4710,6 @@ export const leaseMarketExtensionAbi = [
       }
     ],
     "name": "ExtensionPriceTooHigh",
-    "type": "error"
-  },
-  {
-    "inputs": [],
-    "name": "FailedCall",
     "type": "error"
   },
   {
@@ -6001,161 +5985,6 @@ export const leaseMarketExtensionAbi = [
     ],
     "name": "extend",
     "outputs": [],
-    "stateMutability": "nonpayable",
-    "type": "function"
-  },
-  {
-    "inputs": [
-      {
-        "components": [
-          {
-            "internalType": "address",
-            "name": "provider",
-            "type": "address"
-          },
-          {
-            "internalType": "uint32",
-            "name": "machineId",
-            "type": "uint32"
-          },
-          {
-            "internalType": "bytes32",
-            "name": "model",
-            "type": "bytes32"
-          },
-          {
-            "internalType": "uint96",
-            "name": "pricePerUnitSecond",
-            "type": "uint96"
-          },
-          {
-            "internalType": "uint96",
-            "name": "minBidPerUnitSecond",
-            "type": "uint96"
-          },
-          {
-            "internalType": "uint32",
-            "name": "minDuration",
-            "type": "uint32"
-          },
-          {
-            "internalType": "uint32",
-            "name": "maxDuration",
-            "type": "uint32"
-          },
-          {
-            "internalType": "uint16",
-            "name": "collateralBps",
-            "type": "uint16"
-          },
-          {
-            "internalType": "uint32",
-            "name": "startWindow",
-            "type": "uint32"
-          },
-          {
-            "internalType": "uint64",
-            "name": "nonce",
-            "type": "uint64"
-          },
-          {
-            "internalType": "uint32",
-            "name": "expiry",
-            "type": "uint32"
-          },
-          {
-            "internalType": "address",
-            "name": "renter",
-            "type": "address"
-          }
-        ],
-        "internalType": "struct ILeaseMarketTypes.Offer",
-        "name": "offer",
-        "type": "tuple"
-      },
-      {
-        "internalType": "bytes",
-        "name": "signature",
-        "type": "bytes"
-      },
-      {
-        "components": [
-          {
-            "internalType": "uint16",
-            "name": "units",
-            "type": "uint16"
-          },
-          {
-            "internalType": "uint32",
-            "name": "duration",
-            "type": "uint32"
-          },
-          {
-            "internalType": "uint96",
-            "name": "maxPricePerUnitSecond",
-            "type": "uint96"
-          },
-          {
-            "internalType": "bool",
-            "name": "interruptible",
-            "type": "bool"
-          },
-          {
-            "internalType": "uint96",
-            "name": "bidPerUnitSecond",
-            "type": "uint96"
-          },
-          {
-            "internalType": "uint256[]",
-            "name": "preempt",
-            "type": "uint256[]"
-          }
-        ],
-        "internalType": "struct ILeaseMarketTypes.LeaseTerms",
-        "name": "terms",
-        "type": "tuple"
-      },
-      {
-        "components": [
-          {
-            "internalType": "uint256",
-            "name": "value",
-            "type": "uint256"
-          },
-          {
-            "internalType": "uint256",
-            "name": "deadline",
-            "type": "uint256"
-          },
-          {
-            "internalType": "uint8",
-            "name": "v",
-            "type": "uint8"
-          },
-          {
-            "internalType": "bytes32",
-            "name": "r",
-            "type": "bytes32"
-          },
-          {
-            "internalType": "bytes32",
-            "name": "s",
-            "type": "bytes32"
-          }
-        ],
-        "internalType": "struct ILeaseMarketTypes.Permit",
-        "name": "permit",
-        "type": "tuple"
-      }
-    ],
-    "name": "openLeaseWithPermit",
-    "outputs": [
-      {
-        "internalType": "uint256",
-        "name": "leaseId",
-        "type": "uint256"
-      }
-    ],
     "stateMutability": "nonpayable",
     "type": "function"
   },

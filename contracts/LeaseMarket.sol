@@ -2,6 +2,7 @@
 pragma solidity 0.8.34;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC20Permit.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {Address} from "@openzeppelin/contracts/utils/Address.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
@@ -52,44 +53,72 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
     }
 
     /// @inheritdoc ILeaseMarket
-    function openLeaseWithPermit(Offer calldata, bytes calldata, LeaseTerms calldata, Permit calldata)
-        external
-        returns (uint256)
-    {
-        // The extension submits the permit, then runs openLease on this contract's code: _open keeps a
-        // single call site, so the optimizer cannot copy it (and push this contract over the size limit).
-        return abi.decode(Address.functionDelegateCall(_EXTENSION, msg.data), (uint256));
+    function openLeaseWithPermit(
+        Offer calldata offer,
+        bytes calldata signature,
+        LeaseTerms calldata terms,
+        Permit calldata permit
+    ) external returns (uint256) {
+        _permit(permit);
+        // openLease runs by delegatecall on this contract's own code (msg.sender stays the renter), so _open keeps a
+        // single call site: two would let the optimizer copy it and take LeaseMarket to 0.9 KB under the size limit.
+        return abi.decode(
+            Address.functionDelegateCall(address(this), abi.encodeCall(this.openLease, (offer, signature, terms))),
+            (uint256)
+        );
     }
 
     /// @inheritdoc ILeaseMarket
     function activate(uint256 leaseId) external {
-        Lease storage lease = _leases[leaseId];
-        LeaseStatus status = lease.status;
+        // Reads slots 2 and 1 as words and writes slot 2 with one store; no Lease is built in memory.
+        uint256 slot = _leaseSlot(leaseId);
+        uint256 word2;
+        uint256 word1;
+        // solhint-disable-next-line no-inline-assembly
+        assembly ("memory-safe") {
+            word2 := sload(add(slot, 2))
+        }
+        LeaseStatus status = LeaseStatus(uint8(word2 >> 240));
         if (status != LeaseStatus.Open) revert InvalidLeaseStatus(leaseId, status);
-        if (msg.sender != lease.provider) revert NotProvider(leaseId, msg.sender);
-        uint32 deadline = lease.start;
-        uint8 flags = lease.flags;
+        // solhint-disable-next-line no-inline-assembly
+        assembly ("memory-safe") {
+            word1 := sload(add(slot, 1))
+        }
+        if (msg.sender != address(uint160(word1))) revert NotProvider(leaseId, msg.sender);
+        uint32 deadline = uint32(word2 >> 192);
         if (block.timestamp > deadline) revert StartDeadlinePassed(leaseId, deadline);
-        uint32 now_ = uint32(block.timestamp);
-        lease.start = now_;
-        lease.flags = flags | FLAG_ACTIVATED;
-        lease.status = LeaseStatus.Active;
+        uint256 now_ = block.timestamp;
+        // start := now; status := Active; flags |= FLAG_ACTIVATED (deposit, paid and units unchanged).
+        word2 = (word2 & ~(uint256(type(uint32).max) << 192) & ~(uint256(0xff) << 240))
+            | (now_ << 192) | (uint256(uint8(LeaseStatus.Active)) << 240) | (uint256(FLAG_ACTIVATED) << 248);
+        // solhint-disable-next-line no-inline-assembly
+        assembly ("memory-safe") {
+            sstore(add(slot, 2), word2)
+        }
+        uint256 rate = uint256(uint16(word2 >> 224)) * uint96(word1 >> 160);
         // Cannot truncate: openLease checked that the start deadline plus the duration fits 32 bits.
-        emit LeaseActivated(leaseId, now_, uint32(now_ + lease.deposit / _rate(lease.units, lease.price)));
+        emit LeaseActivated(leaseId, uint32(now_), uint32(now_ + uint96(word2) / rate));
     }
 
     // ---------------------------------------------------------------- claims
 
     /// @inheritdoc ILeaseMarket
     function claim(uint256 leaseId) external nonReentrant {
-        Lease memory lease = _leases[leaseId];
-        if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) {
-            revert InvalidLeaseStatus(leaseId, lease.status);
+        (bool running, address provider, uint96 paidBefore, uint96 amount) = _accrueRunning(leaseId);
+        if (running) {
+            if (amount == 0) revert NothingToClaim(leaseId);
+        } else {
+            Lease memory lease = _leases[leaseId];
+            if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) {
+                revert InvalidLeaseStatus(leaseId, lease.status);
+            }
+            paidBefore = lease.paid;
+            provider = lease.provider;
+            bool changed;
+            (amount, changed) = _accrue(leaseId, lease);
+            if (!changed) revert NothingToClaim(leaseId);
         }
-        uint96 paidBefore = lease.paid;
-        (uint96 amount, bool changed) = _accrue(leaseId, lease);
-        if (!changed) revert NothingToClaim(leaseId);
-        _payProvider(leaseId, lease.provider, paidBefore, paidBefore + amount);
+        _payProvider(leaseId, provider, paidBefore, paidBefore + amount);
     }
 
     /// @inheritdoc ILeaseMarket
@@ -97,29 +126,41 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         uint256 count = leaseIds.length;
         if (count > MAX_BATCH) revert BatchTooLarge(count, MAX_BATCH);
         MarketParams memory params_ = _params;
+        // Consecutive leases of one provider share one transfer: the current run is kept on the stack and
+        // recorded only when the provider changes; every transfer happens after every lease is written.
         Payment[] memory payments = new Payment[](count);
         uint256 runs;
+        address runProvider;
+        uint256 runAmount;
         uint256 fees;
         for (uint256 i; i < count; ++i) {
             uint256 leaseId = leaseIds[i];
-            Lease memory lease = _leases[leaseId];
-            if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) continue;
-            uint96 paidBefore = lease.paid;
-            (uint96 amount,) = _accrue(leaseId, lease);
+            (bool running, address provider, uint96 paidBefore, uint96 amount) = _accrueRunning(leaseId);
+            if (!running) (provider, paidBefore, amount) = _claimOther(leaseId);
             if (amount == 0) continue;
             // The fee on the lease's cumulative payments, so splitting claims never changes the treasury's total.
             uint96 fee;
             if (params_.protocolFeeBps != 0) {
                 fee = _fee(paidBefore + amount, params_.protocolFeeBps) - _fee(paidBefore, params_.protocolFeeBps);
             }
-            emit LeaseClaimed(leaseId, lease.provider, amount, fee);
-            fees += fee;
-            // Consecutive leases of one provider share one transfer.
-            if (runs == 0 || payments[runs - 1].to != lease.provider) {
-                payments[runs].to = lease.provider;
-                ++runs;
+            emit LeaseClaimed(leaseId, provider, amount, fee);
+            if (provider != runProvider) {
+                if (runAmount != 0) {
+                    payments[runs] = Payment(runProvider, runAmount.toUint96());
+                    ++runs;
+                }
+                runProvider = provider;
+                runAmount = 0;
             }
-            payments[runs - 1].amount += amount - fee;
+            // Cannot overflow: 64 amounts below 2^96 each (a run above 2^96 is refused by toUint96); fee <= amount.
+            unchecked {
+                fees += fee;
+                runAmount += amount - fee;
+            }
+        }
+        if (runAmount != 0) {
+            payments[runs] = Payment(runProvider, runAmount.toUint96());
+            ++runs;
         }
         for (uint256 i; i < runs; ++i) {
             _pay(payments[i].to, payments[i].amount);
@@ -308,6 +349,15 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
 
     // ---------------------------------------------------------------- internals
 
+    /// @dev Submits the caller's EIP-2612 permit inside the reentrancy guard, so a hostile token's permit cannot
+    ///      re-enter the market. A failed permit is ignored: anyone who saw it in the mempool may have submitted it
+    ///      first; the allowance is then already in place and the deposit pull still succeeds.
+    function _permit(Permit calldata permit) private nonReentrant {
+        try IERC20Permit(address(_TOKEN)).permit(
+            msg.sender, address(this), permit.value, permit.deadline, permit.v, permit.r, permit.s
+        ) {} catch {}
+    }
+
     /// @dev Runs the same call on the extension's code with this contract's storage; reverts bubble up.
     function _delegate() private {
         Address.functionDelegateCall(_EXTENSION, msg.data);
@@ -368,22 +418,26 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         // Every timestamp of the lease, up to its latest possible end, must fit 32 bits.
         (uint256(startDeadline) + terms.duration).toUint32();
         uint16 units = terms.units;
-        _leases[leaseId] = Lease({
+        Lease memory lease = Lease({
             renter: msg.sender,
-            start: startDeadline,
             stopAt: 0,
+            machineId: offer.machineId,
             collateralBps: offer.collateralBps,
             endReason: EndReason.None,
-            flags: flags,
+            interruptible: terms.interruptible,
             provider: offer.provider,
             price: price,
             deposit: deposit,
             paid: 0,
-            machineId: offer.machineId,
+            start: startDeadline,
             units: units,
             status: LeaseStatus.Open,
-            interruptible: terms.interruptible
+            flags: flags
         });
+        uint256 slot = _leaseSlot(leaseId);
+        _storeWord0(slot, lease);
+        _storeWord1(slot, lease);
+        _storeWord2(slot, lease);
         emit LeaseOpened(
             leaseId,
             offer.provider,
@@ -495,14 +549,63 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         uint96 total = _accruedNow(lease);
         amount = total - lease.paid;
         if (lease.status == LeaseStatus.Ended && total == lease.deposit) {
-            Lease storage stored = _leases[leaseId];
-            stored.paid = total;
-            stored.status = LeaseStatus.Settled;
+            lease.paid = total;
+            lease.status = LeaseStatus.Settled;
+            _storeState(leaseId, lease);
             return (amount, true);
         }
         if (amount == 0) return (0, false);
-        _leases[leaseId].paid = total;
+        lease.paid = total;
+        _storeState(leaseId, lease);
         return (amount, true);
+    }
+
+    /// @dev The common claim: an Active lease before its end. Reads slots 1 and 2 as words and, if anything accrued,
+    ///      writes the new `paid` into slot 2 with one store; no Lease is built in memory. `running` is false for
+    ///      any other lease (the caller takes the general path, which loads the whole lease).
+    function _accrueRunning(uint256 leaseId)
+        private
+        returns (bool running, address provider, uint96 paidBefore, uint96 amount)
+    {
+        uint256 slot = _leaseSlot(leaseId);
+        uint256 word2;
+        // solhint-disable-next-line no-inline-assembly
+        assembly ("memory-safe") {
+            word2 := sload(add(slot, 2))
+        }
+        if (uint8(word2 >> 240) != uint8(LeaseStatus.Active)) return (false, address(0), 0, 0);
+        uint256 word1;
+        // solhint-disable-next-line no-inline-assembly
+        assembly ("memory-safe") {
+            word1 := sload(add(slot, 1))
+        }
+        // An Active lease has units > 0 and price > 0 (checked at open, kept by shrink).
+        uint256 rate = uint256(uint16(word2 >> 224)) * uint96(word1 >> 160);
+        uint256 start = uint32(word2 >> 192);
+        if (block.timestamp >= start + uint96(word2) / rate) return (false, address(0), 0, 0);
+        // Before the end, units x price x elapsed is below the deposit, so it fits 96 bits.
+        uint256 total = rate * (block.timestamp - start);
+        paidBefore = uint96(word2 >> 96);
+        amount = uint96(total - paidBefore);
+        provider = address(uint160(word1));
+        running = true;
+        if (amount != 0) {
+            word2 = (word2 & ~(uint256(type(uint96).max) << 96)) | (total << 96);
+            // solhint-disable-next-line no-inline-assembly
+            assembly ("memory-safe") {
+                sstore(add(slot, 2), word2)
+            }
+        }
+    }
+
+    /// @dev A lease of claimMany that _accrueRunning did not take: brings `paid` up to what accrued and returns what
+    ///      the provider is paid now (zero for a lease that is not Active or Ended, or has nothing new).
+    function _claimOther(uint256 leaseId) private returns (address provider, uint96 paidBefore, uint96 amount) {
+        Lease memory lease = _leases[leaseId];
+        if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) return (address(0), 0, 0);
+        paidBefore = lease.paid;
+        (amount,) = _accrue(leaseId, lease);
+        return (lease.provider, paidBefore, amount);
     }
 
     /// @dev The provider's total so far: Active leases accrue until their end, Ended leases until stopAt

@@ -14,10 +14,12 @@ import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 /// @notice Storage and lease accounting shared by LeaseMarket and LeaseMarketExtension. The market runs the
 ///         extension's code by delegatecall on its own storage, so both inherit exactly this layout and
 ///         neither declares state of its own.
-/// @dev Lease storage is three slots, all written once at open:
-///        slot 0: renter (160) | start (32) | stopAt (32) | collateralBps (16) | endReason (8) | flags (8)
+/// @dev Lease storage is three slots, all written once at open, each written as one word:
+///        slot 0: renter (160) | stopAt (32) | machineId (32) | collateralBps (16) | endReason (8) | interruptible (8)
 ///        slot 1: provider (160) | price (96)
-///        slot 2: deposit (96) | paid (96) | machineId (32) | units (16) | status (8) | interruptible (8)
+///        slot 2: deposit (96) | paid (96) | start (32) | units (16) | status (8) | flags (8)
+///      Slot 2 holds everything activate and claim read or write besides the provider and price (slot 1), so
+///      activating or claiming a running lease never touches slot 0; an end writes slots 0 and 2.
 ///      `start` is the start deadline while Open and the start of metering once active (shrink moves it).
 ///      `stopAt` is when accrual stopped once the lease ended; while it runs it is the time of its latest
 ///      extension (zero: never extended), and `_depositBefore` holds the deposit that faults and penalties
@@ -61,23 +63,27 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
     uint8 internal constant FLAG_ACTIVATED = 1;
     uint8 internal constant FLAG_PREEMPTOR = 2;
 
-    // Packed into exactly three slots (see the layout above); the rule miscounts the enums.
+    // Packed into exactly three slots (see the layout above); the rule miscounts the enums. The order is the
+    // storage layout _storeWord0/1/2 pack by hand (and activate and claim read by hand).
     // solhint-disable-next-line gas-struct-packing
     struct Lease {
+        // slot 0: written at open and at the end (cold while the lease runs)
         address renter;
-        uint32 start;
         uint32 stopAt;
+        uint32 machineId;
         uint16 collateralBps;
         EndReason endReason;
-        uint8 flags;
+        bool interruptible;
+        // slot 1: written once at open
         address provider;
         uint96 price;
+        // slot 2: what activate, claim and every end change
         uint96 deposit;
         uint96 paid;
-        uint32 machineId;
+        uint32 start;
         uint16 units;
         LeaseStatus status;
-        bool interruptible;
+        uint8 flags;
     }
 
     IERC20 internal immutable _TOKEN;
@@ -128,7 +134,7 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
         lease.deposit = providerTotal;
         lease.stopAt = stopAt;
         lease.endReason = reason;
-        _leases[leaseId] = lease;
+        _storeEnd(leaseId, lease);
         _REGISTRY.release(
             lease.provider,
             lease.machineId,
@@ -143,6 +149,61 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
         emit LeaseEnded(leaseId, reason, stopAt, providerTotal, refund, credit);
         toRenter = uint256(refund) + credit;
     }
+
+    // ---------------------------------------------------------------- lease storage, one word per slot
+
+    // The compiler writes a struct field by field (a read and a write per field); these write each slot once.
+    // solhint-disable no-inline-assembly
+
+    /// @dev The first storage slot of lease `leaseId` (slots +1 and +2 follow).
+    function _leaseSlot(uint256 leaseId) internal pure returns (uint256 slot) {
+        // Solidity's mapping slot: keccak256(key . mapping's slot).
+        assembly ("memory-safe") {
+            mstore(0, leaseId)
+            mstore(0x20, _leases.slot)
+            slot := keccak256(0, 0x40)
+        }
+    }
+
+    /// @dev Writes slot 0 of a lease from memory as one word.
+    function _storeWord0(uint256 slot, Lease memory lease) internal {
+        uint256 word = uint256(uint160(lease.renter)) | (uint256(lease.stopAt) << 160)
+            | (uint256(lease.machineId) << 192) | (uint256(lease.collateralBps) << 224)
+            | (uint256(uint8(lease.endReason)) << 240) | (lease.interruptible ? uint256(1) << 248 : 0);
+        assembly ("memory-safe") {
+            sstore(slot, word)
+        }
+    }
+
+    /// @dev Writes slot 1 of a lease from memory as one word.
+    function _storeWord1(uint256 slot, Lease memory lease) internal {
+        uint256 word = uint256(uint160(lease.provider)) | (uint256(lease.price) << 160);
+        assembly ("memory-safe") {
+            sstore(add(slot, 1), word)
+        }
+    }
+
+    /// @dev Writes slot 2 of a lease from memory as one word.
+    function _storeWord2(uint256 slot, Lease memory lease) internal {
+        uint256 word = uint256(lease.deposit) | (uint256(lease.paid) << 96) | (uint256(lease.start) << 192)
+            | (uint256(lease.units) << 224) | (uint256(uint8(lease.status)) << 240) | (uint256(lease.flags) << 248);
+        assembly ("memory-safe") {
+            sstore(add(slot, 2), word)
+        }
+    }
+
+    /// @dev Writes what changes after open (slots 0 and 2); slot 1 (provider, price) never changes.
+    function _storeEnd(uint256 leaseId, Lease memory lease) internal {
+        uint256 slot = _leaseSlot(leaseId);
+        _storeWord0(slot, lease);
+        _storeWord2(slot, lease);
+    }
+
+    /// @dev Writes slot 2 only (deposit, paid, start, units, status, flags).
+    function _storeState(uint256 leaseId, Lease memory lease) internal {
+        _storeWord2(_leaseSlot(leaseId), lease);
+    }
+    // solhint-enable no-inline-assembly
 
     /// @dev Pays the provider of a lease what it was paid beyond `paidBefore` up to `paidAfter`, less the protocol
     ///      fee. The fee is taken on the lease's cumulative payments (fee(after) - fee(before)), so however the

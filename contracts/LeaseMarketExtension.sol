@@ -3,13 +3,9 @@ pragma solidity 0.8.34;
 
 import {IAccessControl} from "@openzeppelin/contracts/access/IAccessControl.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
-import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC20Permit.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
-import {Address} from "@openzeppelin/contracts/utils/Address.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
-import {TransientSlot} from "@openzeppelin/contracts/utils/TransientSlot.sol";
-import {ILeaseMarket} from "./interfaces/ILeaseMarket.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 import {LeaseMarketBase} from "./LeaseMarketBase.sol";
 
@@ -21,7 +17,6 @@ import {LeaseMarketBase} from "./LeaseMarketBase.sol";
 contract LeaseMarketExtension is LeaseMarketBase {
     using SafeERC20 for IERC20;
     using SafeCast for uint256;
-    using TransientSlot for *;
 
     address private immutable _SELF;
 
@@ -40,32 +35,6 @@ contract LeaseMarketExtension is LeaseMarketBase {
     /// @return The registry's address.
     function registry() external view returns (address) {
         return address(_REGISTRY);
-    }
-
-    /// @notice ILeaseMarket.openLeaseWithPermit: submits the caller's permit inside the reentrancy guard, then
-    ///         runs the LeaseMarket's own openLease (by delegatecall, so the caller stays msg.sender and openLease
-    ///         takes the guard over).
-    /// @param offer The provider's offer.
-    /// @param signature The provider's signature of `offer`.
-    /// @param terms The lease terms.
-    /// @param permit The caller's EIP-2612 permit for the market.
-    /// @return leaseId The new lease.
-    function openLeaseWithPermit(
-        Offer calldata offer,
-        bytes calldata signature,
-        LeaseTerms calldata terms,
-        Permit calldata permit
-    ) external onlyDelegated nonReentrant returns (uint256 leaseId) {
-        // Ignoring a failed permit is deliberate: anyone who saw it in the mempool may have submitted it
-        // first; the allowance is then already in place and the deposit pull still succeeds.
-        try IERC20Permit(address(_TOKEN)).permit(
-            msg.sender, address(this), permit.value, permit.deadline, permit.v, permit.r, permit.s
-        ) {} catch {}
-        // Hand the guard to openLease, which enters it again at once: no call runs in between.
-        _reentrancyGuardStorageSlot().asBoolean().tstore(false);
-        bytes memory result =
-            Address.functionDelegateCall(address(this), abi.encodeCall(ILeaseMarket.openLease, (offer, signature, terms)));
-        return abi.decode(result, (uint256));
     }
 
     /// @notice ILeaseMarket.submitFault.
@@ -101,7 +70,7 @@ contract LeaseMarketExtension is LeaseMarketBase {
             lease.stopAt = observedAt;
             lease.endReason = EndReason.Faulted;
             lease.status = total == lease.paid ? LeaseStatus.Settled : LeaseStatus.Ended;
-            _leases[leaseId] = lease;
+            _storeEnd(leaseId, lease);
             emit LeaseEnded(leaseId, EndReason.Faulted, observedAt, total, rest, 0);
             emit FaultSubmitted(leaseId, fault.kind, observedAt, 0);
             _pay(lease.renter, rest);
@@ -196,7 +165,7 @@ contract LeaseMarketExtension is LeaseMarketBase {
             refund = lease.deposit - total;
             lease.deposit = total;
             lease.status = LeaseStatus.Settled;
-            _leases[leaseId] = lease;
+            _storeState(leaseId, lease);
         } else {
             uint256 stop = status == LeaseStatus.Active ? _min(block.timestamp, _endOf(lease)) : block.timestamp;
             refund = _finish(leaseId, lease, EndReason.CoSigned, uint32(stop), total, 0, IProviderRegistry.Outcome.Completed);
@@ -239,9 +208,9 @@ contract LeaseMarketExtension is LeaseMarketBase {
         // While a fault observed before the previous extension may still be submitted, keep the older (smaller)
         // deposit: never more than the lease was at any time a pending fault may name.
         if (block.timestamp >= uint256(lease.stopAt) + FAULT_SUBMISSION_WINDOW) _depositBefore[leaseId] = lease.deposit;
-        Lease storage stored = _leases[leaseId];
-        stored.deposit = newDeposit;
-        stored.stopAt = uint32(block.timestamp);
+        lease.deposit = newDeposit;
+        lease.stopAt = uint32(block.timestamp);
+        _storeEnd(leaseId, lease);
         _REGISTRY.lockMore(
             lease.provider,
             _collateral(newDeposit, lease.collateralBps) - oldCollateral,
@@ -289,7 +258,7 @@ contract LeaseMarketExtension is LeaseMarketBase {
         uint16 released = lease.units - newUnits;
         lease.units = newUnits;
         lease.deposit = newDeposit;
-        _leases[leaseId] = lease;
+        _storeState(leaseId, lease);
         _REGISTRY.unlockPart(
             lease.provider,
             lease.machineId,

@@ -14,7 +14,9 @@ import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 ///         is never reserved twice. Governance is DEFAULT_ADMIN_ROLE; the market holds MARKET_ROLE.
 /// @dev Storage is laid out so a lease transition touches few slots: the hot provider slot (`Funds`)
 ///      packs free stake, locked collateral and the nonce floor; a machine's first slot packs its
-///      owner, unit count and both used-unit counters. The invariant kept by every function:
+///      owner, unit count and both used-unit counters; registration, the machine count and the reputation
+///      counters share one slot (`Standing`), written at registration, so a lease's end never writes a zero
+///      slot. The invariant kept by every function:
 ///      token.balanceOf(this) == sum over providers of (free + locked + unbonding).
 contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
@@ -44,19 +46,21 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
         uint64 nonceFloor;
     }
 
-    /// @dev Cold provider state: 96 + 32 + 32 + 8 bits.
+    /// @dev Cold provider state (unstaking): 96 + 32 bits.
     struct Account {
         uint96 unbonding;
         uint32 unlockAt;
-        uint32 machineCount;
-        bool registered;
     }
 
-    /// @dev One slot: 64 + 64 + 128 bits.
-    struct Reputation {
+    /// @dev One slot, 64 + 64 + 88 + 32 + 8 bits, written at registration: a lease's end updates the reputation
+    ///      counters in a slot that is already nonzero (2,900 gas, not 20,000 for a new provider's first lease).
+    ///      88 bits of unit-seconds: 2^88 / (65,535 units x 2^32 s) is over 10^12 of the largest possible leases.
+    struct Standing {
         uint64 leasesCompleted;
         uint64 faults;
-        uint128 unitSecondsDelivered;
+        uint88 unitSecondsDelivered;
+        uint32 machineCount;
+        bool registered;
     }
 
     struct Profile {
@@ -81,7 +85,7 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
 
     mapping(address provider => Funds) private _funds;
     mapping(address provider => Account) private _accounts;
-    mapping(address provider => Reputation) private _reputation;
+    mapping(address provider => Standing) private _standing;
     mapping(address provider => Profile) private _profiles;
     mapping(uint32 machineId => Machine) private _machines;
     mapping(address provider => mapping(uint256 word => uint256 bits)) private _nonceBitmap;
@@ -106,10 +110,10 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
 
     /// @inheritdoc IProviderRegistry
     function register(string calldata peerId, string calldata metadataURI) external {
-        Account storage account = _accounts[msg.sender];
-        if (account.registered) revert AlreadyRegistered(msg.sender);
+        Standing storage standing = _standing[msg.sender];
+        if (standing.registered) revert AlreadyRegistered(msg.sender);
         _checkProfile(peerId, metadataURI);
-        account.registered = true;
+        standing.registered = true;
         _profiles[msg.sender] = Profile(peerId, metadataURI);
         emit ProviderRegistered(msg.sender, peerId, metadataURI);
     }
@@ -124,13 +128,14 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
 
     /// @inheritdoc IProviderRegistry
     function deregister() external {
+        Standing storage standing = _standing[msg.sender];
+        if (!standing.registered) revert NotRegistered(msg.sender);
+        if (standing.machineCount != 0) revert ProviderHasMachines(msg.sender, standing.machineCount);
         Account memory account = _accounts[msg.sender];
-        if (!account.registered) revert NotRegistered(msg.sender);
-        if (account.machineCount != 0) revert ProviderHasMachines(msg.sender, account.machineCount);
         Funds memory funds = _funds[msg.sender];
         // Unreachable while machineCount is zero (leases hold machines), kept as a guard for the money.
         if (funds.locked != 0) revert CollateralStillLocked(msg.sender, funds.locked);
-        account.registered = false;
+        standing.registered = false;
         account.unbonding += funds.free;
         account.unlockAt = uint32(block.timestamp) + _unbondingDelay;
         funds.free = 0;
@@ -211,7 +216,7 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
             cluster: cluster,
             region: region
         });
-        ++_accounts[msg.sender].machineCount;
+        ++_standing[msg.sender].machineCount;
         emit MachineAdded(machineId, msg.sender, model, units, vramMiB, interconnect, region, cluster);
         emit CapacityChanged(machineId, 0, 0, units);
     }
@@ -242,7 +247,7 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
     function removeMachine(uint32 machineId) external {
         _idleMachineOf(machineId, msg.sender);
         delete _machines[machineId];
-        --_accounts[msg.sender].machineCount;
+        --_standing[msg.sender].machineCount;
         emit MachineRemoved(machineId, msg.sender);
         emit CapacityChanged(machineId, 0, 0, 0);
     }
@@ -391,20 +396,20 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
     function getProvider(address provider) external view returns (ProviderView memory view_) {
         Funds memory funds = _funds[provider];
         Account memory account = _accounts[provider];
-        Reputation memory reputation = _reputation[provider];
+        Standing memory standing = _standing[provider];
         Profile memory profile = _profiles[provider];
         view_ = ProviderView({
-            registered: account.registered,
+            registered: standing.registered,
             stake: funds.free + funds.locked + account.unbonding,
             free: funds.free,
             locked: funds.locked,
             unbonding: account.unbonding,
             unlockAt: account.unlockAt,
-            machineCount: account.machineCount,
+            machineCount: standing.machineCount,
             nonceFloor: funds.nonceFloor,
-            leasesCompleted: reputation.leasesCompleted,
-            faults: reputation.faults,
-            unitSecondsDelivered: reputation.unitSecondsDelivered,
+            leasesCompleted: standing.leasesCompleted,
+            faults: standing.faults,
+            unitSecondsDelivered: standing.unitSecondsDelivered,
             peerId: profile.peerId,
             metadataURI: profile.metadataURI
         });
@@ -470,7 +475,7 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
     // ---------------------------------------------------------------- internals
 
     function _requireRegistered(address provider) private view {
-        if (!_accounts[provider].registered) revert NotRegistered(provider);
+        if (!_standing[provider].registered) revert NotRegistered(provider);
     }
 
     function _checkProfile(string calldata peerId, string calldata metadataURI) private pure {
@@ -519,15 +524,15 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
 
     function _recordOutcome(address provider, uint64 unitSeconds, Outcome outcome) private {
         if (unitSeconds == 0 && outcome == Outcome.Neutral) return;
-        Reputation memory reputation = _reputation[provider];
-        reputation.unitSecondsDelivered += unitSeconds;
+        // Field by field through a storage pointer: copying the whole struct back would rewrite all five fields.
+        Standing storage standing = _standing[provider];
+        if (unitSeconds != 0) standing.unitSecondsDelivered += unitSeconds;
         // A lease counts as completed only if it delivered paid service: an unactivated or zero-length lease
         // (a provider renting from itself for gas only) adds nothing.
         if (outcome == Outcome.Completed) {
-            if (unitSeconds != 0) ++reputation.leasesCompleted;
+            if (unitSeconds != 0) ++standing.leasesCompleted;
         }
-        else if (outcome == Outcome.Faulted) ++reputation.faults;
-        _reputation[provider] = reputation;
+        else if (outcome == Outcome.Faulted) ++standing.faults;
     }
 
     function _emitStake(address provider) private {
