@@ -23,6 +23,7 @@ import {
   OUTPUT_WINDOW_BYTES,
   TASK_IO_CONTROL_MAX_BYTES,
   execInputFrameSchema,
+  type ExecParams,
   type OutputManifest,
   type OutputParams,
 } from "../../../common/protocols/task-io.js";
@@ -31,6 +32,7 @@ import type { Metrics } from "../../metrics/metrics.js";
 import type { ProviderOptions } from "../options.js";
 import type { TaskHandle } from "../runtime/runtime.js";
 import { connectToTaskPort } from "../runtime/task-port.js";
+import { resizeTty, ttyLaunch } from "../runtime/tty.js";
 import { OutputNotAvailableError, PortNotDeclaredError, TaskIoLimitError, TaskIoUnavailableError, TaskNotRunningError } from "./errors.js";
 import type { LeaseController } from "./leases.js";
 import { OutputLimitError, openOutputFile, snapshotOutputDir, type OutputSnapshot, type OutputStore } from "./outputs.js";
@@ -220,7 +222,7 @@ export class TaskIoService {
 
   private async exec(
     auth: Parameters<LeaseController["authorizeIo"]>[0],
-    params: { command: string | string[]; timeoutSeconds: number },
+    params: ExecParams,
     lp: LengthPrefixedStream<Stream>,
     stream: Stream,
     accept: (body: unknown) => Promise<void>,
@@ -234,7 +236,9 @@ export class TaskIoService {
     const argv = typeof params.command === "string" ? ["/bin/sh", "-c", params.command] : params.command;
     const launch = handle.execLaunch(argv);
     if (!launch) throw new TaskNotRunningError(`The task of lease ${record.leaseId} is not running`);
-    const child = spawn(launch.argv[0], launch.argv.slice(1), { cwd: launch.cwd, env: launch.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
+    // Interactive: on a pseudo-terminal (stdout and stderr merged, as on any terminal).
+    const run = params.tty ? ttyLaunch(launch.argv, launch.env, params.tty) : { argv: launch.argv, env: launch.env };
+    const child = spawn(run.argv[0], run.argv.slice(1), { cwd: launch.cwd, env: run.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
     sessions.execs.add(child);
     const spawned = await new Promise<Error | undefined>((resolve) => {
       child.once("spawn", () => resolve(undefined));
@@ -242,7 +246,11 @@ export class TaskIoService {
     });
     if (spawned) {
       sessions.execs.delete(child);
-      throw new TaskIoUnavailableError(`Cannot start ${launch.argv[0]}: ${spawned.message}`);
+      throw new TaskIoUnavailableError(
+        params.tty && run.argv[0] === "script"
+          ? `Cannot start a terminal for exec -t: ${spawned.message} (this provider needs util-linux's \`script\`)`
+          : `Cannot start ${run.argv[0]}: ${spawned.message}`,
+      );
     }
     this.parts.logger.info("Exec started in a task", { leaseId: record.leaseId, pid: child.pid });
     await accept({ pid: child.pid ?? null });
@@ -274,7 +282,9 @@ export class TaskIoService {
         for (let frames = 0; frames < Number.MAX_SAFE_INTEGER; frames++) {
           const frame = parseJsonFrame(execInputFrameSchema, (await lp.read()).subarray(), "exec input");
           if ("stdin" in frame) child.stdin!.write(Buffer.from(frame.stdin, "base64"));
-          else child.stdin!.end();
+          else if ("resize" in frame) {
+            if (params.tty && child.pid !== undefined) await resizeTty(child.pid, frame.resize);
+          } else child.stdin!.end();
         }
       } catch {
         child.stdin!.end();
