@@ -64,6 +64,7 @@ function messageFromView(view: OfferView): OfferMessage {
     // A reserved-term tier is an offer of its own: without its tier it would be filed (and
     // replaced) under the machine's on-demand key, and matched as on-demand.
     ...(view.tier ? { tier: view.tier } : {}),
+    ...(view.sealingKey ? { sealingKey: view.sealingKey } : {}),
     machine: { model: view.model, units: view.units, vramMiB: view.vramMiB, interconnect: view.interconnect, region: view.region, cluster: view.cluster },
     capacity: view.capacity,
     attestations: [],
