@@ -32,7 +32,7 @@ import type { Metrics } from "../../metrics/metrics.js";
 import type { ProviderOptions } from "../options.js";
 import type { TaskHandle } from "../runtime/runtime.js";
 import { connectToTaskPort } from "../runtime/task-port.js";
-import { resizeTty, ttyLaunch } from "../runtime/tty.js";
+import { resizeTty, ttyArgv } from "../runtime/tty.js";
 import { OutputNotAvailableError, PortNotDeclaredError, TaskIoLimitError, TaskIoUnavailableError, TaskNotRunningError } from "./errors.js";
 import type { LeaseController } from "./leases.js";
 import { OutputLimitError, openOutputFile, snapshotOutputDir, type OutputSnapshot, type OutputStore } from "./outputs.js";
@@ -233,12 +233,12 @@ export class TaskIoService {
     if (!handle) throw new TaskNotRunningError(`The task of lease ${record.leaseId} is not running (${record.state})`);
     const sessions = this.sessionsOf(record.leaseId, handle);
     if (sessions.execs.size >= exec.maxPerLease) throw new TaskIoLimitError(`At most ${exec.maxPerLease} execs run at once per lease (provider.exec.maxPerLease)`);
-    const argv = typeof params.command === "string" ? ["/bin/sh", "-c", params.command] : params.command;
+    const command = typeof params.command === "string" ? ["/bin/sh", "-c", params.command] : params.command;
+    // Interactive: on a pseudo-terminal made inside the task's environment (stdout and stderr merged, as on any terminal).
+    const argv = params.tty ? ttyArgv(command, params.tty) : command;
     const launch = handle.execLaunch(argv);
     if (!launch) throw new TaskNotRunningError(`The task of lease ${record.leaseId} is not running`);
-    // Interactive: on a pseudo-terminal (stdout and stderr merged, as on any terminal).
-    const run = params.tty ? ttyLaunch(launch.argv, launch.env, params.tty) : { argv: launch.argv, env: launch.env };
-    const child = spawn(run.argv[0], run.argv.slice(1), { cwd: launch.cwd, env: run.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(launch.argv[0], launch.argv.slice(1), { cwd: launch.cwd, env: launch.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
     sessions.execs.add(child);
     const spawned = await new Promise<Error | undefined>((resolve) => {
       child.once("spawn", () => resolve(undefined));
@@ -246,11 +246,7 @@ export class TaskIoService {
     });
     if (spawned) {
       sessions.execs.delete(child);
-      throw new TaskIoUnavailableError(
-        params.tty && run.argv[0] === "script"
-          ? `Cannot start a terminal for exec -t: ${spawned.message} (this provider needs util-linux's \`script\`)`
-          : `Cannot start ${run.argv[0]}: ${spawned.message}`,
-      );
+      throw new TaskIoUnavailableError(`Cannot start ${launch.argv[0]}: ${spawned.message}`);
     }
     this.parts.logger.info("Exec started in a task", { leaseId: record.leaseId, pid: child.pid });
     await accept({ pid: child.pid ?? null });

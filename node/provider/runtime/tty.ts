@@ -1,9 +1,9 @@
 /**
  * Interactive exec (`suanli exec -t`): the command runs on a pseudo-terminal made by util-linux's
- * `script` (no native module), sized at start by `stty` on that terminal, resized later by
- * `stty -F` on it (the kernel then sends SIGWINCH to the command's foreground job). The terminal
- * is the provider's, created outside the task's sandbox; the launcher (nsenter, bwrap, docker
- * exec) inherits it as its standard input, output and error.
+ * `script` (no native module) inside the task's environment, sized at start by `stty` on that
+ * terminal, resized later by `stty -F` on it from the provider (the kernel then sends SIGWINCH to
+ * the command's foreground job). `script` must exist in the task's environment: the host's for
+ * the process runtimes (bubblewrap binds /usr), the image's for containers.
  */
 import { execFile } from "node:child_process";
 import { readFile, readlink } from "node:fs/promises";
@@ -19,29 +19,36 @@ export function shellQuote(word: string): string {
 export type TtySize = { rows: number; cols: number };
 
 /**
- * The argv and environment that run `argv` on a new pseudo-terminal of `size`, with TERM set.
+ * The argv that runs `argv` on a new pseudo-terminal of `size`, with TERM set: util-linux's
+ * `script`, itself run inside the task's environment (sandbox, namespaces, container), so the
+ * terminal belongs to the task's own devpts and PID namespace and a shell's job control works.
  * `script -e` answers the command's exit status.
  */
-export function ttyLaunch(argv: readonly string[], env: NodeJS.ProcessEnv, size: TtySize & { term: string }): { argv: string[]; env: NodeJS.ProcessEnv } {
-  const restoreShell = env.SHELL === undefined ? "unset SHELL" : `SHELL=${shellQuote(env.SHELL)}`;
-  const inner = `stty rows ${size.rows} cols ${size.cols} 2>/dev/null; ${restoreShell}; exec ${argv.map(shellQuote).join(" ")}`;
-  // script runs its command through $SHELL -c: a POSIX shell, whatever the task's SHELL is.
-  return { argv: ["script", "-qfec", inner, "/dev/null"], env: { ...env, SHELL: "/bin/sh", TERM: size.term } };
+export function ttyArgv(argv: readonly string[], size: TtySize & { term: string }): string[] {
+  const inner = `export TERM=${shellQuote(size.term)}; stty rows ${size.rows} cols ${size.cols} 2>/dev/null; exec ${argv.map(shellQuote).join(" ")}`;
+  return ["script", "-qfec", inner, "/dev/null"];
 }
 
-/** The terminal device of the command `script` (pid `scriptPid`) started: its child's standard input. */
-async function terminalOf(scriptPid: number): Promise<string | undefined> {
-  const children = await readFile(`/proc/${scriptPid}/task/${scriptPid}/children`, "utf8").catch(() => "");
-  for (const pid of children.split(/\s+/).filter(Boolean)) {
+/**
+ * The terminal of a TTY exec: the first process under `rootPid` (the launcher: nsenter, bwrap,
+ * docker exec, then script) whose standard input is a pseudo-terminal, as a /proc path that opens
+ * it from outside the task's mount namespace too.
+ */
+async function terminalOf(rootPid: number): Promise<string | undefined> {
+  const queue = [rootPid];
+  for (let seen = 0; queue.length > 0 && seen < 64; seen++) {
+    const pid = queue.shift()!;
     const device = await readlink(`/proc/${pid}/fd/0`).catch(() => undefined);
-    if (device?.startsWith("/dev/pts/")) return device;
+    if (pid !== rootPid && device?.startsWith("/dev/pts/")) return `/proc/${pid}/fd/0`;
+    const children = await readFile(`/proc/${pid}/task/${pid}/children`, "utf8").catch(() => "");
+    queue.push(...children.split(/\s+/).filter(Boolean).map(Number));
   }
   return undefined;
 }
 
-/** Sets the terminal size of a TTY exec; false when its terminal is gone. */
-export async function resizeTty(scriptPid: number, size: TtySize): Promise<boolean> {
-  const device = await terminalOf(scriptPid);
+/** Sets the terminal size of a TTY exec started as `rootPid`; false when its terminal is gone. */
+export async function resizeTty(rootPid: number, size: TtySize): Promise<boolean> {
+  const device = await terminalOf(rootPid);
   if (!device) return false;
   try {
     await run("stty", ["-F", device, "rows", String(size.rows), "cols", String(size.cols)], { timeout: 5_000 });
