@@ -1,9 +1,11 @@
 /**
  * Suanli's renter and dApp SDK, browser entry: the Node entry's API less what needs Node, and the
  * client talks to a node's HTTP API (`nodeUrl`), never loading libp2p, Node's file system or sockets.
- * Node only (not exported here): the task I/O actions downloadOutput, execTask and forwardPort
- * (a browser client's `downloadOutput`, `exec` and `forward` throw TaskIoUnsupportedError at
- * once) and TaskStoreMismatchError (the `stateFile` task records, a file).
+ * A browser client's `downloadOutput` goes through the node's relay routes into memory and is
+ * verified as in Node (sdk/actions/downloadOutputRelay.ts). Node only (not exported here): the
+ * task I/O actions downloadOutput (to a folder), execTask and forwardPort (a browser client's
+ * `exec` and `forward` throw TaskIoUnsupportedError at once) and TaskStoreMismatchError (the
+ * `stateFile` task records, a file).
  *
  * @example
  * import { createClient } from "suanli/sdk/browser";

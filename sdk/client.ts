@@ -167,8 +167,12 @@ export type SuanliClient = {
   extend(taskId: string, parameters: ExtendTaskParameters): Promise<ExtendTaskReturnType>;
   /** Makes sure the lease is over and returns the receipt (settleTask). */
   settle(taskId: string): Promise<TaskReceipt>;
-  /** Downloads the task's output folder into `dir` and verifies it against the signed completion report (downloadOutput). */
-  downloadOutput(taskId: string, parameters: DownloadOutputParameters): Promise<DownloadOutputReturnType>;
+  /**
+   * Downloads the task's output folder and verifies it against the signed completion report:
+   * into `dir` over libp2p (downloadOutput), or into memory through the node's relay when the
+   * client has `nodeUrl` (downloadOutputRelay; browsers).
+   */
+  downloadOutput(taskId: string, parameters?: DownloadOutputParameters): Promise<DownloadOutputReturnType>;
   /** Runs a command inside the running task's environment and returns its exit code and output (execTask). */
   exec(taskId: string, command: string | string[], parameters?: ExecTaskParameters): Promise<ExecTaskReturnType>;
   /** Forwards a local port to a port the running task declared (forwardPort). */
@@ -288,7 +292,11 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     cancel: (taskId) => cancelTask(ctx, taskId),
     extend: (taskId, p) => extendTask(ctx, taskId, p),
     settle: (taskId) => settleTask(ctx, taskId),
-    downloadOutput: async (taskId, p) => (await taskIo(platform, "downloadOutput")).downloadOutput(ctx, taskId, p),
+    downloadOutput: async (taskId, p) => {
+      // Without libp2p (nodeUrl: browsers), the output comes through the node's relay into memory.
+      if (ctx.link.relayOutput && !ctx.link.openStream) return (await import("./actions/downloadOutputRelay.js")).downloadOutputRelay(ctx, taskId, p);
+      return (await taskIo(platform, "downloadOutput")).downloadOutput(ctx, taskId, p);
+    },
     exec: async (taskId, command, p) => (await taskIo(platform, "exec")).execTask(ctx, taskId, command, p),
     forward: async (taskId, p) => (await taskIo(platform, "forward")).forwardPort(ctx, taskId, p),
     owed: (address) => getOwed(ctx, address),

@@ -201,6 +201,49 @@ export class CompletionMismatchError extends SuanliError {
 }
 
 /**
+ * Extending a group task stopped part-way: the chain has no multi-lease extend, so the leases are
+ * extended one by one after every extension was checked against the chain; one failed after
+ * that check (the provider withdrew its offer, a transaction was dropped). `extended` lists the
+ * leases that now end later, `failed` the one that did not, with why, and `notTried` the rest.
+ * Nothing is lost: the group runs until its first lease ends, then `wait` closes the others,
+ * which refunds every second not yet accrued (their extensions included). Or call `extend` again
+ * with `only: error.failed.concat(error.notTried)` (the lease ids) to extend the rest.
+ *
+ * @example
+ * import { createClient, GroupExtendError } from "suanli/sdk";
+ * try {
+ *   await client.extend(taskId, { seconds: 600 });
+ * } catch (error) {
+ *   if (!(error instanceof GroupExtendError)) throw error;
+ *   console.error(error.shortMessage);
+ *   await client.extend(taskId, { seconds: 600, only: [error.failed.leaseId, ...error.notTried] });
+ * }
+ */
+export class GroupExtendError extends SuanliError {
+  override name = "GroupExtendError";
+  constructor(
+    /** The leases extended, with their new end (unix seconds) and added deposit. */
+    readonly extended: { leaseId: bigint; newEnd: number; extraDeposit: bigint }[],
+    /** The lease whose extension failed, and why. */
+    readonly failed: { leaseId: bigint; reason: string },
+    /** The leases after it, not tried. */
+    readonly notTried: bigint[],
+    cause?: unknown,
+  ) {
+    super(
+      `Extended ${extended.length} lease(s) of the group (${extended.map((lease) => lease.leaseId).join(", ") || "none"}), but not lease ${failed.leaseId}: ${failed.reason}`,
+      {
+        cause,
+        metaMessages: [
+          "The chain cannot undo an extension. The group runs until its first lease ends; `wait` then closes the others and refunds every second not yet accrued, the extensions included.",
+          `To extend the rest: client.extend(taskId, { seconds, only: [${[failed.leaseId, ...notTried].join(", ")}] }).`,
+        ],
+      },
+    );
+  }
+}
+
+/**
  * The action is not possible in the lease's current state: cancelling a lease already over,
  * extending one that is not open or active, or extending when the provider has no current offer.
  *

@@ -2,6 +2,7 @@
  * Offers as the HTTP API shows them: the gossiped offer message flattened for tables, with the
  * signed EIP-712 Offer kept whole so that a front end can open a lease with it directly.
  */
+import { sealingPublicKeySchema } from "../sealed.js";
 import { z } from "zod";
 import type { Offer } from "../eip712.js";
 import {
@@ -64,6 +65,10 @@ export const offerViewSchema = z.strictObject({
     .optional()
     .describe("Reserved-term tier 1..8: an offer of its own beside the machine's on-demand one (its minDuration the tier's term, its price the tier's discounted price). Absent for the on-demand offer."),
   model: z.string().describe("Canonical GPU model name (common/gpu.ts); a MIG slice is `<model>/<profile>`."),
+  sealingKey: z
+    .strictObject({ publicKey: sealingPublicKeySchema, signature: signatureWireSchema })
+    .optional()
+    .describe("The provider's encryption key for sealed secrets and its wallet's EIP-191 signature over it (common/sealed.ts), as published with its offers (checked by this node); seal to it only after checking the signature yourself."),
   modelHash: bytes32WireSchema.describe("keccak256 of the canonical name, as on-chain."),
   units: uint16Schema,
   vramMiB: uint32Schema,

@@ -11,6 +11,7 @@
  */
 import { z } from "zod";
 import { TASK_STATES } from "../protocols/lease.js";
+import { outputManifestSchema, outputParamsSchema } from "../protocols/task-io.js";
 import { taskSpecSchema } from "../protocols/task-spec.js";
 import { addressWireSchema, amountSchema, bytes32WireSchema, signatureWireSchema, unixSecondsSchema } from "./primitives.js";
 
@@ -112,4 +113,37 @@ export const relayAnswerSchemas = {
   status: statusRelayAnswerSchema,
   logs: logsRelayAnswerSchema,
   cancel: cancelRelayAnswerSchema,
+} as const;
+
+// ---------------------------------------------------------------------------------------------
+// output download through the relay (browsers): the output protocol's `{ auth, params }` body
+
+/** The RenterRequest of an output download: action `output`, bodyHash over `params`. */
+export const outputRenterRequestApiSchema = renterRequestApiSchema.extend({
+  action: z.literal("output").describe('Must be "output".'),
+  bodyHash: bytes32WireSchema.describe("keccak256 of the canonical JSON of `params` (leaseRequestBodyHash in common/protocols/lease.ts); the provider checks it."),
+});
+export const outputAuthApiSchema = z.strictObject({
+  request: outputRenterRequestApiSchema,
+  signature: signatureWireSchema.describe("The renter's EIP-712 signature of `request` (domain: Suanli / 1 / chain id / LeaseMarket)."),
+});
+const outputReadParamsSchema = outputParamsSchema.options[1];
+export const outputListRelayBodySchema = z.strictObject({
+  auth: outputAuthApiSchema,
+  params: outputParamsSchema.options[0].describe('`{ "op": "list" }`'),
+});
+export const outputReadRelayBodySchema = z.strictObject({
+  auth: outputAuthApiSchema,
+  params: outputReadParamsSchema.describe("Where to start: `fromPath` (a file of the manifest; absent: the first) and `fromOffset` (bytes of it already held). A download resumes by asking again from where it stopped."),
+});
+export type OutputRelayBody = z.output<typeof outputListRelayBodySchema> | z.output<typeof outputReadRelayBodySchema>;
+/** The provider's manifest of the task's output folder (common/protocols/task-io.ts). */
+export const outputManifestApiSchema = outputManifestSchema;
+
+/** Response headers of an output read: the manifest the bytes follow, in brief. */
+export const OUTPUT_HEADERS = {
+  kind: "x-suanli-output-kind",
+  totalBytes: "x-suanli-output-total-bytes",
+  files: "x-suanli-output-files",
+  manifestDigest: "x-suanli-output-manifest-sha256",
 } as const;

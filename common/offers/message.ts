@@ -13,6 +13,7 @@ import { z } from "zod";
 import type { Attestation, Offer } from "../eip712.js";
 import { stringifyPlain } from "../json.js";
 import { addressSchema, bytes32Schema, signatureSchema } from "../schemas.js";
+import { sealingKeySchema } from "../sealed.js";
 
 /** Messages larger than this are dropped before parsing. */
 export const OFFER_MESSAGE_MAX_BYTES = 16 * 1024;
@@ -113,6 +114,13 @@ export const offerMessageSchema = z.strictObject({
    * it. Absent rather than 0 on the wire, so on-demand messages sign exactly as before tiers.
    */
   tier: z.number().int().min(1).max(8).optional(),
+  /**
+   * The provider's sealing key for sealed secrets (common/sealed.ts): the public key and its
+   * wallet's EIP-191 signature over it, so a renter or dApp can seal to it before reserving.
+   * Covered by `peerSignature` too; receivers drop a message whose key the provider's wallet did
+   * not sign. Absent from providers before it (and then not in what their peer signature signs).
+   */
+  sealingKey: sealingKeySchema.optional(),
   /** Ed25519 signature by the key of `peerId` over `offerSigningBytes(message)`. */
   peerSignature: z.string().regex(/^0x[0-9a-fA-F]{128}$/, "expected a 64-byte Ed25519 signature as 0x followed by 128 hex digits"),
 });

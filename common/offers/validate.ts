@@ -23,6 +23,7 @@ import { peerIdFromString } from "@libp2p/peer-id";
 import { LRUCache } from "lru-cache";
 import type { Address, Hex } from "viem";
 import { TypedDataRecoverer } from "../eip712-recover.js";
+import { verifySealingKey, type SealingKey } from "../sealed.js";
 import { ANY_RENTER } from "../eip712.js";
 import { canonicalGpuName, modelHash } from "../gpu.js";
 import { throughputBand, type ThroughputBand } from "../attest/params.js";
@@ -280,6 +281,11 @@ export class OfferValidator {
       return offerFailure("bad_peer_signature", "peerSignature does not verify under peerId");
     }
 
+    // 7b. the sealing key, when published: signed by the provider's wallet for this chain
+    if (message.sealingKey && !(await this.sealingKeyValid(message.sealingKey, offer.provider))) {
+      return offerFailure("bad_signature", "sealingKey.signature is not the provider's wallet signature of its sealing key on this chain");
+    }
+
     // 8. chain
     let provider: ProviderRecord | undefined;
     let declared: MachineRecord | undefined;
@@ -307,6 +313,19 @@ export class OfferValidator {
     }
 
     return { ok: true, offer: { key, message, raw, attestation } };
+  }
+
+  /** Sealing keys already checked (a provider re-announces the same key with every offer). */
+  private readonly sealingKeys = new LRUCache<string, boolean>({ max: 4096 });
+
+  private async sealingKeyValid(key: SealingKey, provider: Address): Promise<boolean> {
+    const cacheKey = `${provider.toLowerCase()}:${key.publicKey.toLowerCase()}:${key.signature.toLowerCase()}`;
+    let valid = this.sealingKeys.get(cacheKey);
+    if (valid === undefined) {
+      valid = await verifySealingKey(key, provider, this.chainId);
+      this.sealingKeys.set(cacheKey, valid);
+    }
+    return valid;
   }
 
   /**

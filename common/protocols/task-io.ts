@@ -12,7 +12,7 @@
  *   where each file ends from its size; it acknowledges every OUTPUT_ACK_BYTES with a one-byte
  *   frame (flow control). A download resumes by asking again from where it stopped.
  * - exec: frames `{ stream, data }` (base64) until a final `{ exitCode, signal }`; the renter may
- *   send `{ stdin }` frames and `{ stdinEnd: true }`.
+ *   send `{ stdin }` frames and `{ stdinEnd: true }`, and with `tty` `{ resize: { rows, cols } }`.
  * - forward: bytes both ways, each frame typed by its first byte (data or acknowledgement; see
  *   common/p2p/socket-pipe.ts); a data frame without bytes is a TCP half-close.
  *
@@ -83,6 +83,18 @@ export const execParamsSchema = z.strictObject({
   command: z.union([z.string().min(1).max(16 * 1024), z.array(z.string().max(16 * 1024)).min(1).max(512)]),
   /** Seconds the command may run (capped by the provider's exec.maxSeconds and the lease). */
   timeoutSeconds: z.number().int().min(1).max(86_400).default(300),
+  /**
+   * Run the command on a pseudo-terminal of this size (interactive: `suanli exec -t`): its
+   * stdout and stderr merge into `stdout` frames, and `{ resize }` input frames change the size.
+   * Absent: plain pipes. A provider before this field refuses the request as invalid.
+   */
+  tty: z
+    .strictObject({
+      rows: z.number().int().min(1).max(1000),
+      cols: z.number().int().min(1).max(1000),
+      term: z.string().regex(/^[A-Za-z0-9._+-]{1,64}$/).default("xterm-256color"),
+    })
+    .optional(),
 });
 export type ExecParams = z.output<typeof execParamsSchema>;
 export const execStartedSchema = z.strictObject({ pid: z.number().int().nullable() });
@@ -92,7 +104,12 @@ export const execFrameSchema = z.union([
   z.strictObject({ exitCode: z.number().int().nullable(), signal: z.string().max(32).nullable(), timedOut: z.boolean() }),
 ]);
 /** Frames from the renter during an exec. */
-export const execInputFrameSchema = z.union([z.strictObject({ stdin: z.base64().max(4 * FORWARD_FRAME_BYTES) }), z.strictObject({ stdinEnd: z.literal(true) })]);
+export const execInputFrameSchema = z.union([
+  z.strictObject({ stdin: z.base64().max(4 * FORWARD_FRAME_BYTES) }),
+  z.strictObject({ stdinEnd: z.literal(true) }),
+  /** A TTY exec's new terminal size. */
+  z.strictObject({ resize: z.strictObject({ rows: z.number().int().min(1).max(1000), cols: z.number().int().min(1).max(1000) }) }),
+]);
 
 /** A TCP port of the task (one the spec declared in `ports`). */
 export const forwardParamsSchema = z.strictObject({ port: z.number().int().min(1).max(65_535) });

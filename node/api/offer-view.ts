@@ -49,6 +49,7 @@ export function toOfferView(entry: OfferEntry, nowSeconds: number): OfferView {
     machineId: offer.machineId,
     ...(entry.message.tier ? { tier: entry.message.tier } : {}),
     model: machine.model,
+    ...(entry.message.sealingKey ? { sealingKey: entry.message.sealingKey } : {}),
     modelHash: offer.model,
     units: machine.units,
     vramMiB: machine.vramMiB,

@@ -28,6 +28,10 @@ import {
   renterAuthApiSchema,
   statusRelayAnswerSchema,
   statusRelayBodySchema,
+  outputAuthApiSchema,
+  outputListRelayBodySchema,
+  outputManifestApiSchema,
+  outputReadRelayBodySchema,
   taskRelayAnswerSchema,
   taskRelayBodySchema,
 } from "../../common/api/relay.js";
@@ -65,6 +69,10 @@ const named: [z.ZodType, string][] = [
   [logsRelayAnswerSchema, "LogsAnswer"],
   [cancelRelayBodySchema, "CancelRequest"],
   [cancelRelayAnswerSchema, "CancelAnswer"],
+  [outputAuthApiSchema, "OutputAuth"],
+  [outputListRelayBodySchema, "OutputListRequest"],
+  [outputReadRelayBodySchema, "OutputReadRequest"],
+  [outputManifestApiSchema, "OutputManifest"],
 ];
 for (const [schema, id] of named) apiComponents.add(schema, { id });
 

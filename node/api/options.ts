@@ -63,6 +63,16 @@ export const apiOptionsSchema = z.strictObject({
     .prefault({}),
   /** GET /v1/health reports `down` when the checks take longer than this. */
   healthTimeoutMs: z.number().int().min(100).max(60_000).default(5000),
+  /**
+   * Relayed output downloads (POST /v1/leases/{id}/output/read, for browsers): the largest output
+   * this node streams through, and how many downloads it relays at once (all clients together).
+   */
+  output: z
+    .strictObject({
+      maxBytes: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(4 * 1024 ** 3),
+      maxConcurrent: z.number().int().min(1).max(10_000).default(16),
+    })
+    .prefault({}),
   /** How far a signed request's issuedAt may be from the node's clock, seconds. */
   signatureMaxAgeSeconds: z.number().int().min(10).max(3600).default(300),
 });

@@ -15,7 +15,7 @@ import type { PeerId } from "@libp2p/interface";
 import { multiaddr } from "@multiformats/multiaddr";
 import { recoverTypedDataAddress, type Address, type Chain, type Hex, type PublicClient, type Transport } from "viem";
 import type { z } from "zod";
-import type { RelayAction, RelayBody } from "../../common/api/relay.js";
+import type { OutputRelayBody, RelayAction, RelayBody } from "../../common/api/relay.js";
 import { readLease } from "../../common/chain/market.js";
 import { suanliDomain, suanliTypes, type ReserveRequest } from "../../common/eip712.js";
 import { SuanliError } from "../../common/errors.js";
@@ -23,8 +23,10 @@ import { reserveReplySchema, type ReserveReply } from "../../common/matching/han
 import type { CachedChainView } from "../../common/offers/chain-view.js";
 import { PeerUnreachableError, ProtocolNotSupportedError, RequestTimeoutError } from "../../common/p2p/errors.js";
 import type { SuanliHost } from "../../common/p2p/host.js";
-import { CANCEL_PROTOCOL, LOGS_PROTOCOL, RESERVE_PROTOCOL, STATUS_PROTOCOL, TASK_PROTOCOL } from "../../common/p2p/protocols.js";
+import { CANCEL_PROTOCOL, LOGS_PROTOCOL, OUTPUT_PROTOCOL, RESERVE_PROTOCOL, STATUS_PROTOCOL, TASK_PROTOCOL } from "../../common/p2p/protocols.js";
 import { request } from "../../common/p2p/reqresp.js";
+import { openStreamProtocol } from "../../common/p2p/streams.js";
+import { OUTPUT_ACK_BYTES, OUTPUT_FRAME_BYTES, TASK_IO_CONTROL_MAX_BYTES, outputManifestSchema, type OutputManifest } from "../../common/protocols/task-io.js";
 import { cancelAnswerSchema, logsAnswerSchema, taskAnswerSchema, taskStatusSchema } from "../../common/protocols/lease.js";
 import type { Logger } from "../log/logger.js";
 import type { OfferBook } from "../offers/book.js";
@@ -39,7 +41,7 @@ import {
   RequestInputError,
   StaleSignatureError,
 } from "./errors.js";
-import type { ProviderRelay } from "./source.js";
+import type { OutputRead, ProviderRelay } from "./source.js";
 
 const PROTOCOLS: Record<RelayAction, string> = {
   task: TASK_PROTOCOL,
@@ -65,6 +67,20 @@ export function checkRelayAuth(action: RelayAction, leaseId: bigint, body: Relay
   if (signed.leaseId !== leaseId) issues.push({ path: "auth.request.leaseId", message: `must be the lease of the route (${leaseId})` });
   if (signed.action !== action) issues.push({ path: "auth.request.action", message: `must be "${action}" on this route` });
   if (issues.length) throw new RequestInputError("request body", issues);
+}
+
+/** The signed request of an output download must be about the route's lease and be an `output` request. */
+export function checkOutputAuth(leaseId: bigint, body: OutputRelayBody): void {
+  const { request: signed } = body.auth;
+  if (signed.leaseId !== leaseId) throw new RequestInputError("request body", [{ path: "auth.request.leaseId", message: `must be the lease of the route (${leaseId})` }]);
+}
+
+/** Bytes of the output from (`fromPath`, `fromOffset`) to the end, by the manifest; 400 when the start is not in it. */
+export function remainingBytes(manifest: OutputManifest, fromPath: string | undefined, fromOffset: number): number {
+  const start = fromPath === undefined ? 0 : manifest.files.findIndex((file) => file.path === fromPath);
+  if (start < 0) throw new RequestInputError("request body", [{ path: "params.fromPath", message: `is not a file of the output` }]);
+  const before = manifest.files.slice(0, start).reduce((sum, file) => sum + file.size, 0);
+  return manifest.totalBytes - before - (fromPath === undefined ? 0 : fromOffset);
 }
 
 /** Answers can be larger than requests: a page of logs holds up to 1000 lines of 16 KiB. */
@@ -109,7 +125,71 @@ export class NodeProviderRelay implements ProviderRelay {
 
   async forward(action: RelayAction, leaseId: bigint, body: RelayBody, raw: unknown): Promise<unknown> {
     checkRelayAuth(action, leaseId, body);
-    const auth = body.auth;
+    const lease = await this.checkRenter(leaseId, body.auth);
+    const peer = await this.providerPeer(lease.provider, lease.machineId);
+    const waitMs = action === "logs" ? ((raw as { waitMs?: unknown }).waitMs as number | undefined) ?? 0 : 0;
+    return this.call(peer, PROTOCOLS[action], raw, ANSWERS[action], this.timeoutMs + waitMs, action === "logs" ? LOGS_MAX_ANSWER_BYTES : undefined);
+  }
+
+  /**
+   * Opens the output protocol to the lease's provider with the renter's body unchanged (the
+   * provider checks the signature's bodyHash over `params` and its nonce, so this node can
+   * neither forge a request nor widen one). `list` returns the manifest; `read` the manifest and
+   * the bytes, acknowledged to the provider as the caller consumes them (flow control: a slow
+   * browser holds the provider back instead of filling this node's memory).
+   */
+  async openOutput(leaseId: bigint, body: OutputRelayBody, raw: unknown, signal?: AbortSignal): Promise<OutputRead> {
+    checkOutputAuth(leaseId, body);
+    const lease = await this.checkRenter(leaseId, body.auth);
+    const peer = await this.providerPeer(lease.provider, lease.machineId);
+    let opened;
+    try {
+      opened = await openStreamProtocol(this.options.host, peer, OUTPUT_PROTOCOL, raw, {
+        responseSchema: outputManifestSchema,
+        maxFrameBytes: Math.max(OUTPUT_FRAME_BYTES, TASK_IO_CONTROL_MAX_BYTES),
+        timeoutMs: this.timeoutMs,
+        signal,
+      });
+    } catch (error) {
+      throw this.translate(error, peer, OUTPUT_PROTOCOL);
+    }
+    const { answer, lp, stream } = opened;
+    const manifest = answer as OutputManifest;
+    if (body.params.op === "list") {
+      await stream.close().catch(() => undefined);
+      return { manifest, remaining: 0, bytes: (async function* () {})(), abort: () => undefined };
+    }
+    const remaining = remainingBytes(manifest, body.params.fromPath, body.params.fromOffset);
+    const timeoutMs = this.timeoutMs;
+    async function* bytes(): AsyncGenerator<Uint8Array> {
+      let left = remaining;
+      let unacked = 0;
+      try {
+        while (left > 0) {
+          const frame = (await lp.read({ signal: AbortSignal.timeout(timeoutMs) })).subarray();
+          if (frame.length === 0 || frame.length > left) throw new ProviderAnsweredError("InvalidMessageError", "The provider sent more output bytes than its manifest lists");
+          left -= frame.length;
+          yield frame;
+          // Consumed by the HTTP client: tell the provider it may send more.
+          unacked += frame.length;
+          while (unacked >= OUTPUT_ACK_BYTES) {
+            unacked -= OUTPUT_ACK_BYTES;
+            await lp.write(Uint8Array.of(1)).catch(() => undefined);
+          }
+        }
+        await stream.close().catch(() => undefined);
+      } finally {
+        if (left > 0) stream.abort(new Error("the HTTP download stopped"));
+      }
+    }
+    return { manifest, remaining, bytes: bytes(), abort: (reason) => stream.abort(reason) };
+  }
+
+  /**
+   * The checks every relayed lease request passes before a stream is spent on it: the lease
+   * exists, the signed request names its provider, is fresh, and is signed by its renter.
+   */
+  private async checkRenter(leaseId: bigint, auth: RelayBody["auth"] | OutputRelayBody["auth"]) {
     const lease = await readLease(this.options.publicClient, this.options.market, leaseId);
     if (lease.status === "None") throw new LeaseNotFoundError(leaseId);
     if (auth.request.provider.toLowerCase() !== lease.provider.toLowerCase()) {
@@ -136,9 +216,7 @@ export class NodeProviderRelay implements ProviderRelay {
     if (signer.toLowerCase() !== lease.renter.toLowerCase()) {
       throw new InvalidSignatureError(`auth.signature was made by ${signer}, not by the renter of lease ${leaseId} (${lease.renter})`);
     }
-    const peer = await this.providerPeer(lease.provider, lease.machineId);
-    const waitMs = action === "logs" ? ((raw as { waitMs?: unknown }).waitMs as number | undefined) ?? 0 : 0;
-    return this.call(peer, PROTOCOLS[action], raw, ANSWERS[action], this.timeoutMs + waitMs, action === "logs" ? LOGS_MAX_ANSWER_BYTES : undefined);
+    return lease;
   }
 
   /** The provider's registered peer, with the addresses its offers announce added to the peer store. */

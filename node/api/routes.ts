@@ -35,7 +35,20 @@ import {
   type ReservationAnswer,
 } from "../../common/api/market.js";
 import { machineIdParamsSchema, offerKeyParamsSchema, offerPageSchema, offerQuerySchema, offerViewSchema } from "../../common/api/offers.js";
-import { RELAY_ACTIONS, relayAnswerSchemas, relayBodySchemas, type RelayAction, type RelayBody } from "../../common/api/relay.js";
+import {
+  OUTPUT_HEADERS,
+  RELAY_ACTIONS,
+  outputListRelayBodySchema,
+  outputManifestApiSchema,
+  outputReadRelayBodySchema,
+  relayAnswerSchemas,
+  relayBodySchemas,
+  type OutputRelayBody,
+  type RelayAction,
+  type RelayBody,
+} from "../../common/api/relay.js";
+import { outputFilesDigest } from "../../common/output-bytes-digest.js";
+import { Readable } from "node:stream";
 import type { ReserveReply } from "../../common/matching/handshake.js";
 import type { Deployment } from "../../common/deployment.js";
 import { GPU_MODELS } from "../../common/gpu.js";
@@ -43,6 +56,8 @@ import {
   ConsoleNotBuiltError,
   ExplorerNotBuiltError,
   InvalidSignatureError,
+  OutputTooLargeError,
+  TooManyStreamsError,
   LeaseNotFoundError,
   MachineNotFoundError,
   OfferNotFoundError,
@@ -58,7 +73,7 @@ import { toOfferView } from "./offer-view.js";
 import type { ApiOptions } from "./options.js";
 import { defineRoute, type ResponseSpec, type RouteSpec } from "./route.js";
 import { verifyReserveRequest, type ReplayGuard } from "./signed.js";
-import { checkRelayAuth } from "./relay.js";
+import { checkOutputAuth, checkRelayAuth } from "./relay.js";
 import type { MarketDataSource, Page, PageOf, ProviderRelay } from "./source.js";
 
 export type RouteDeps = {
@@ -186,6 +201,111 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
       },
     });
   };
+
+  /** Relayed output downloads open right now (api.output.maxConcurrent). */
+  let outputStreams = 0;
+  const outputRoute = (op: "list" | "read"): RouteSpec =>
+    defineRoute({
+      method: "POST",
+      url: `/v1/leases/:id/output/${op}`,
+      operationId: op === "list" ? "relayOutputList" : "relayOutputRead",
+      summary:
+        op === "list"
+          ? "The manifest of a lease's task output from its provider (signed by the renter)"
+          : "Stream a lease's task output from its provider, resumable (signed by the renter)",
+      description:
+        "Relays the output protocol (`/suanli/output/1.0.0`) for clients without libp2p. The body is the protocol's `{ auth, params }`: `auth` an EIP-712 " +
+        "RenterRequest for action `output` on this lease signed by its renter, whose bodyHash covers `params`; the node checks the signer against the on-chain " +
+        "lease and forwards the body unchanged, and the provider checks the bodyHash and refuses a nonce it has seen (sign each request anew). " +
+        (op === "list"
+          ? "Answers the provider's manifest: the files in digest order, their sizes, `final` (digested by the signed completion report) or `snapshot` (the task still runs)."
+          : "Answers the bytes of the files in manifest order from `params.fromPath`/`params.fromOffset` to the end, as `application/octet-stream` " +
+            "(Content-Length: the bytes that follow); the headers carry the manifest in brief (kind, total bytes, file count, and the sha256 of the canonical JSON " +
+            "of its `files`, to compare with the listed one). A download that stopped resumes by asking again from where it stopped. The client recomputes the " +
+            "output digest and checks it against the provider's signed completion report and the chain: this node cannot alter the bytes unnoticed. " +
+            "Outputs over api.output.maxBytes answer 413; at most api.output.maxConcurrent downloads at once (429 beyond)."),
+      tag: "leases",
+      params: leaseIdParamsSchema,
+      body: (op === "list" ? outputListRelayBodySchema : outputReadRelayBodySchema) as z.ZodType,
+      rateLimit: "default",
+      responses: {
+        200:
+          op === "list"
+            ? { description: "The provider's manifest", schema: outputManifestApiSchema }
+            : {
+                description: "The output's bytes from the requested start",
+                contentType: "application/octet-stream",
+                headers: {
+                  [OUTPUT_HEADERS.kind]: "`final` or `snapshot`",
+                  [OUTPUT_HEADERS.totalBytes]: "Bytes of the whole output",
+                  [OUTPUT_HEADERS.files]: "Files in the manifest",
+                  [OUTPUT_HEADERS.manifestDigest]: "sha256 (hex) of the canonical JSON of the manifest's `files` ([{ path, size }], digest order)",
+                },
+              },
+        400: badInput,
+        401: badSignature,
+        404: error("No lease with this id (LeaseNotFoundError), or its provider is no longer registered (ProviderNotFoundError)"),
+        413: error("The request body is larger than api.maxBodyBytes, or the output larger than api.output.maxBytes (OutputTooLargeError)"),
+        415: badMediaType,
+        429: error("Rate limit exceeded, or api.output.maxConcurrent downloads are already relayed (TooManyStreamsError)"),
+        502: providerUnreachable,
+        503: noRelay,
+        504: providerTimeout,
+      },
+      handler: async ({ params, body, rawBody, reply }) => {
+        const relay = deps.relay;
+        checkOutputAuth(params.id, body as OutputRelayBody);
+        if (!relay?.openOutput || !deployment.contracts.market) throw new ServiceUnavailableError("This node cannot relay output downloads (no LeaseMarket or no p2p host)");
+        if (outputStreams >= options.output.maxConcurrent) {
+          throw new TooManyStreamsError(`This node relays at most ${options.output.maxConcurrent} output downloads at once; retry later or use the Node SDK over libp2p`);
+        }
+        outputStreams++;
+        let released = false;
+        const release = () => {
+          if (!released) outputStreams--;
+          released = true;
+        };
+        try {
+          // The client going away stops the provider's stream too.
+          const gone = new AbortController();
+          reply.raw.once("close", () => gone.abort());
+          let opened;
+          try {
+            opened = await relay.openOutput(params.id, body as OutputRelayBody, rawBody, gone.signal);
+          } catch (error) {
+            if (error instanceof StaleSignatureError) deps.metrics.signatureFailures.inc({ reason: "stale" });
+            else if (error instanceof InvalidSignatureError) deps.metrics.signatureFailures.inc({ reason: "signer" });
+            throw error;
+          }
+          const { manifest } = opened;
+          if (manifest.totalBytes > options.output.maxBytes) {
+            opened.abort(new Error("over api.output.maxBytes"));
+            throw new OutputTooLargeError(
+              `The output of lease ${params.id} is ${manifest.totalBytes} bytes; this node relays at most ${options.output.maxBytes} (api.output.maxBytes)`,
+            );
+          }
+          if (op === "list") {
+            release();
+            return manifest;
+          }
+          const stream = Readable.from(opened.bytes, { objectMode: false, highWaterMark: 1 });
+          stream.once("close", release);
+          stream.once("error", () => opened.abort(new Error("the HTTP client went away")));
+          reply
+            .header("content-type", "application/octet-stream")
+            .header("content-length", String(opened.remaining))
+            .header("cache-control", "no-store")
+            .header(OUTPUT_HEADERS.kind, manifest.kind)
+            .header(OUTPUT_HEADERS.totalBytes, String(manifest.totalBytes))
+            .header(OUTPUT_HEADERS.files, String(manifest.files.length))
+            .header(OUTPUT_HEADERS.manifestDigest, outputFilesDigest(manifest.files));
+          return reply.send(stream);
+        } catch (error) {
+          release();
+          throw error;
+        }
+      },
+    });
 
   const routes: RouteSpec[] = [
     defineRoute({
@@ -461,6 +581,8 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
       },
     }),
     ...RELAY_ACTIONS.map((action) => relayRoute(action)),
+    outputRoute("list"),
+    outputRoute("read"),
     defineRoute({
       method: "GET",
       url: "/v1/events",

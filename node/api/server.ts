@@ -29,6 +29,7 @@ import { loadConsoleAssets, loadExplorerAssets } from "./explorer-assets.js";
 import { createApiMetrics } from "./metrics.js";
 import { buildOpenApiDocument } from "./openapi.js";
 import { apiOptionsSchema, type ApiOptions } from "./options.js";
+import { OUTPUT_HEADERS } from "../../common/api/relay.js";
 import type { RouteSpec } from "./route.js";
 import { apiRoutes } from "./routes.js";
 import { ReplayGuard } from "./signed.js";
@@ -201,7 +202,8 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     origin: options.corsOrigins.includes("*") ? "*" : options.corsOrigins,
     methods: ["GET", "POST"],
     allowedHeaders: ["content-type", "last-event-id"],
-    exposedHeaders: ["retry-after", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"],
+    // The output read's headers carry its manifest in brief: a browser must be able to read them.
+    exposedHeaders: ["retry-after", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "content-length", ...Object.values(OUTPUT_HEADERS)],
     maxAge: 600,
   });
 

@@ -13,7 +13,8 @@ import type { LeaseRole, LeaseStatus, LeaseView, MachineFilter, MachineView, Pro
 import type { OfferRemovedReason } from "../../common/api/events.js";
 import type { HealthCheck, MarketStats, MatchRequest, MatchResult, StatsWindow } from "../../common/api/market.js";
 import type { OfferFilter } from "../../common/api/offers.js";
-import type { RelayAction, RelayBody } from "../../common/api/relay.js";
+import type { OutputRelayBody, RelayAction, RelayBody } from "../../common/api/relay.js";
+import type { OutputManifest } from "../../common/protocols/task-io.js";
 import type { Attestation, ReserveRequest } from "../../common/eip712.js";
 import type { ReserveReply } from "../../common/matching/handshake.js";
 import type { OfferMessage } from "../../common/offers/message.js";
@@ -93,4 +94,20 @@ export interface ProviderRelay {
    * error to answer with (unknown lease, bad signature, provider unreachable, provider's error).
    */
   forward(action: RelayAction, leaseId: bigint, body: RelayBody, raw: unknown): Promise<unknown>;
+  /**
+   * Opens an output download (list or read) at the lease's provider with the renter's body
+   * unchanged, after the same checks as `forward`. Absent on relays that cannot stream.
+   */
+  openOutput?(leaseId: bigint, body: OutputRelayBody, raw: unknown, signal?: AbortSignal): Promise<OutputRead>;
 }
+
+/** An output download opened at a provider: its manifest and the bytes from the requested start. */
+export type OutputRead = {
+  manifest: OutputManifest;
+  /** Bytes `bytes` will yield (0 for a list). */
+  remaining: number;
+  /** The file bytes in manifest order; acknowledged to the provider as they are consumed. */
+  bytes: AsyncGenerator<Uint8Array>;
+  /** Stops the provider's stream (the HTTP client went away). */
+  abort(reason: Error): void;
+};

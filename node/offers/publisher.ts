@@ -5,6 +5,7 @@
  * the next sequence number of its machine, written to level before the message leaves, so a
  * restarted provider always continues above what the network holds.
  */
+import type { SealingKey } from "../../common/sealed.js";
 import type { PrivateKey } from "@libp2p/interface";
 import type { Address } from "viem";
 import { z } from "zod";
@@ -115,9 +116,21 @@ export class OfferPublisher {
   private timer: ReturnType<typeof setInterval> | undefined;
   private readonly now: () => number;
 
+  /** The provider's signed sealing key, published with every offer once set (setSealingKey). */
+  private sealingKey: SealingKey | undefined;
+
   constructor(private readonly options: OfferPublisherOptions) {
     this.seqs = options.store.repository<number>(Bucket.offerSeq);
     this.now = options.now ?? (() => Math.floor(Date.now() / 1000));
+  }
+
+  /**
+   * Publishes the provider's sealing key (signed by its wallet) with its offers from now on, so
+   * renters can seal secrets to it before reserving; offers already out carry it from their next
+   * announcement.
+   */
+  setSealingKey(key: SealingKey): void {
+    this.sealingKey = key;
   }
 
   start(): void {
@@ -265,6 +278,7 @@ export class OfferPublisher {
         seq,
         publishedAt: now,
         ...(state.input.tier > 0 ? { tier: state.input.tier } : {}),
+        ...(this.sealingKey ? { sealingKey: this.sealingKey } : {}),
       },
       this.options.peerKey,
     );

@@ -223,6 +223,8 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     await outputs.start();
     cleanups.push(async () => outputs.stop());
     const sealing = await loadSealingKey(daemon.config.dataDir, account, deployment.chainId);
+    // Published with every offer too, so a renter can seal to it before reserving.
+    publisher.setSealingKey(sealing.key);
     const leases = new LeaseController({
       publicClient,
       market: daemon.market,
@@ -469,7 +471,8 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
 /**
  * The node's key for sealed secrets: a P-256 key pair derived from a 32-byte seed kept in
  * `<dataDir>/sealing.key` (mode 0600, created on first start), and the wallet's signature that
- * binds its public key to this provider on this chain (sent with every reserve acceptance).
+ * binds its public key to this provider on this chain (sent with every reserve acceptance and
+ * published with every offer).
  */
 async function loadSealingKey(dataDir: string, account: LocalAccount, chainId: number): Promise<{ keyPair: SealingKeyPair; key: SealingKey }> {
   const file = path.join(dataDir, "sealing.key");

@@ -1,11 +1,11 @@
 import { OUTPUT_PROTOCOL } from "../../common/p2p/protocols.js";
 import { OUTPUT_ACK_BYTES, OUTPUT_FRAME_BYTES, TASK_IO_CONTROL_MAX_BYTES, outputManifestSchema, type OutputManifest } from "../../common/protocols/task-io.js";
-import { CompletionMismatchError, OutputDigestMismatchError, OutputDownloadError } from "../errors.js";
-import { authorize, type SuanliContext } from "../internal/context.js";
-import { checkCompletion, leaseOutcome } from "../internal/receipt.js";
+import { OutputDownloadError } from "../errors.js";
+import type { SuanliContext } from "../internal/context.js";
+import { taskAttempt, verifyOutputDigest } from "../internal/output-verify.js";
 import { openTaskStream } from "../internal/task-io.js";
-import type { TaskAttempt } from "../types.js";
-import { taskRecord } from "./getTaskStatus.js";
+
+export { taskAttempt };
 
 /**
  * Options of `client.downloadOutput`.
@@ -19,11 +19,18 @@ import { taskRecord } from "./getTaskStatus.js";
  * await client.downloadOutput(taskId, options);
  */
 export type DownloadOutputParameters = {
-  /** Folder to write the files into (created when missing). */
-  dir: string;
-  /** Refuse an output larger than this many bytes (default 64 GiB). */
+  /**
+   * Folder to write the files into (created when missing). Required over libp2p (the Node SDK
+   * with `bootstrap`); leave it out through a node's relay (`nodeUrl`, browsers): the files then
+   * come back in memory as `files[i].data`.
+   */
+  dir?: string;
+  /** Refuse an output larger than this many bytes (default 64 GiB over libp2p, 1 GiB in memory through a relay). */
   maxBytes?: number;
-  /** Continue a download that stopped: files already complete are kept, a partial one is continued (default true). */
+  /**
+   * Continue a download that stopped: files already complete are kept, a partial one is continued
+   * (default true). Through a relay a broken connection is resumed by itself (up to 5 times in a row).
+   */
   resume?: boolean;
   /** For a group task (several machines): which machine's output, by rank (default 0). */
   rank?: number;
@@ -44,8 +51,8 @@ export type DownloadOutputParameters = {
  * console.log(result.files.length, result.bytes, result.digest, result.verified, result.snapshot);
  */
 export type DownloadOutputReturnType = {
-  /** The files written, relative to `dir`, in digest order. */
-  files: { path: string; size: number }[];
+  /** The files, relative to `dir`, in digest order; `data`: their bytes, only through a relay (no `dir`). */
+  files: { path: string; size: number; data?: Uint8Array }[];
   bytes: number;
   /** The digest recomputed over the files (common/output-digest.ts: the provider's rule). */
   digest: `0x${string}`;
@@ -79,15 +86,6 @@ function sameFiles(a: OutputManifest, b: OutputManifest): boolean {
   return a.files.length === b.files.length && a.files.every((file, i) => file.path === b.files[i].path && file.size === b.files[i].size);
 }
 
-/** The attempt (lease) a task I/O request goes to: the current one, or a group member by rank. */
-export async function taskAttempt(ctx: SuanliContext, taskId: string, rank = 0): Promise<TaskAttempt> {
-  const record = await taskRecord(ctx, taskId);
-  const current = record.attempts[record.attempts.length - 1];
-  if (rank === 0) return current;
-  const member = current.group?.[rank];
-  if (!member) throw new OutputDownloadError(`Task ${taskId} has no machine of rank ${rank} (${current.group?.length ?? 1} machine(s))`);
-  return member;
-}
 
 /**
  * Downloads the task's output folder (what it wrote to `$SUANLI_OUTPUT_DIR`) from its provider
@@ -103,7 +101,7 @@ export async function taskAttempt(ctx: SuanliContext, taskId: string, rank = 0):
  * const { files, bytes, digest, verified } = await client.downloadOutput(taskId, { dir: "./results" });
  * console.log(`${files.length} files, ${bytes} bytes, ${digest} ${verified ? "verified" : "unverified"}`);
  */
-export async function downloadOutput(ctx: SuanliContext, taskId: string, parameters: DownloadOutputParameters): Promise<DownloadOutputReturnType> {
+export async function downloadOutput(ctx: SuanliContext, taskId: string, parameters: DownloadOutputParameters = {}): Promise<DownloadOutputReturnType> {
   if (typeof parameters?.dir !== "string" || parameters.dir.length === 0) throw new OutputDownloadError("`dir` is required: the folder to write the output into");
   const maxBytes = parameters.maxBytes ?? 64 * 1024 ** 3;
   const attempt = await taskAttempt(ctx, taskId, parameters.rank ?? 0);
@@ -187,22 +185,5 @@ export async function downloadOutput(ctx: SuanliContext, taskId: string, paramet
   };
   if (manifest.kind === "snapshot") return result;
 
-  // The provider's signed report and the chain's record of it.
-  const [status, outcome] = await Promise.all([
-    authorize(ctx, attempt, "status", {}).then((auth) => ctx.link.status({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth })),
-    leaseOutcome(ctx, attempt),
-  ]);
-  const signed = status.completion;
-  const onChain = outcome.completion;
-  if (signed && !(await checkCompletion(ctx, attempt, signed, onChain))) {
-    throw new CompletionMismatchError(`The provider's completion report for lease ${attempt.leaseId} is not signed by it or contradicts the chain`, {
-      metaMessages: ["Do not trust the downloaded files."],
-    });
-  }
-  const expected = (onChain?.outputDigest ?? signed?.report.outputDigest) as `0x${string}` | undefined;
-  if (!expected) return result;
-  if (expected.toLowerCase() !== digest.toLowerCase()) {
-    throw new OutputDigestMismatchError(expected, digest, onChain ? " (and reports on-chain)" : "");
-  }
-  return { ...result, verified: true };
+  return { ...result, verified: await verifyOutputDigest(ctx, attempt, digest) };
 }

@@ -32,6 +32,13 @@ export type ExecTaskParameters = {
   rank?: number;
   /** Aborting it kills the command and ends the call. */
   signal?: AbortSignal;
+  /**
+   * Run the command on a pseudo-terminal of `rows` × `cols` (an interactive shell: `suanli exec
+   * -t`). Its output all arrives as `stdout`; `stdin` carries the keys typed (Ctrl-C as byte 3).
+   * `onResize` is called once with a function that resizes the terminal (call it on every
+   * resize of yours). `term`: the TERM the command sees (default xterm-256color).
+   */
+  tty?: { rows: number; cols: number; term?: string; onResize?: (resize: (size: { rows: number; cols: number }) => void) => void };
 };
 
 /**
@@ -60,13 +67,27 @@ export async function execTask(ctx: SuanliContext, taskId: string, command: stri
     throw new InvalidInputError("exec", [{ path: "command", message: "expected a non-empty string or argv array" }]);
   }
   const attempt = await taskAttempt(ctx, taskId, parameters.rank ?? 0);
-  const params = { command, timeoutSeconds: parameters.timeoutSeconds ?? 300 };
+  const tty = parameters.tty;
+  if (tty && ![tty.rows, tty.cols].every((n) => Number.isInteger(n) && n >= 1 && n <= 1000)) {
+    throw new InvalidInputError("exec", [{ path: "tty", message: "expected whole rows and cols from 1 to 1000" }]);
+  }
+  const params = {
+    command,
+    timeoutSeconds: parameters.timeoutSeconds ?? 300,
+    // Every field as the provider's schema outputs it: the signature's bodyHash covers them.
+    ...(tty ? { tty: { rows: tty.rows, cols: tty.cols, term: tty.term ?? "xterm-256color" } } : {}),
+  };
   const { lp, stream } = await openTaskStream(ctx, attempt, EXEC_PROTOCOL, "exec", params, {
     responseSchema: execStartedSchema,
     maxFrameBytes: TASK_IO_CONTROL_MAX_BYTES,
     signal: parameters.signal,
   });
   const onAbort = () => stream.abort(new Error("exec aborted by the caller"));
+  tty?.onResize?.((size) => {
+    const rows = Math.max(1, Math.min(1000, Math.floor(size.rows)));
+    const cols = Math.max(1, Math.min(1000, Math.floor(size.cols)));
+    void lp.write(jsonFrame({ resize: { rows, cols } })).catch(() => undefined);
+  });
   parameters.signal?.addEventListener("abort", onAbort, { once: true });
   // Standard input, then its end.
   void (async () => {

@@ -72,6 +72,12 @@ export type OfferSummary = {
   attested: boolean;
   /** When the signed offer expires, unix seconds. */
   expiry: number;
+  /**
+   * The provider's sealing key for secrets (an uncompressed P-256 public key and its wallet's
+   * EIP-191 signature over it, common/sealed.ts), as published with its offers; absent from
+   * providers that do not publish one. Check it with verifySealingKey before sealing to it.
+   */
+  sealingKey?: { publicKey: string; signature: `0x${string}` };
 };
 
 /**
@@ -118,6 +124,7 @@ export async function queryOffers(ctx: SuanliContext, parameters: QueryOffersPar
       minBidPerGpuHour: message.offer.minBidPerUnitSecond > 0n ? formatUsd(message.offer.minBidPerUnitSecond * 3600n) : null,
       attested,
       expiry: message.offer.expiry,
+      ...(message.sealingKey ? { sealingKey: { publicKey: message.sealingKey.publicKey, signature: message.sealingKey.signature as `0x${string}` } } : {}),
     });
   }
   out.sort((a, b) => (a.pricePerUnitSecond < b.pricePerUnitSecond ? -1 : a.pricePerUnitSecond > b.pricePerUnitSecond ? 1 : a.key < b.key ? -1 : 1));

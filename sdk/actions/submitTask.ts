@@ -108,9 +108,18 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
         abort.abort();
         throw shortOfFunds;
       }
+      // The sealing key the provider published with its offer and the one in its acceptance must
+      // agree (both are signed by its wallet; sealSpec checks the signature of the one used).
+      const published = ctx.feed.message(part.entry.key)?.sealingKey;
+      const accepted = acceptance.sealingKey;
+      if (published && accepted && published.publicKey.toLowerCase() !== accepted.publicKey.toLowerCase()) {
+        throw new ProviderRequestError(`The provider ${acceptance.offer.provider} accepted with a sealing key other than the one its offer publishes; no lease was opened`, {
+          metaMessages: ["It may have just rotated its key: try again once its offer is re-announced."],
+        });
+      }
       ctx.progress(`Opening the lease on-chain (deposit ${deposit} base units)...`);
       const opened = await openLease(chainCtx, acceptance.offer, acceptance.signature, leaseTermsFor(req, acceptance), deposit);
-      sealingKeys.set(opened.leaseId, acceptance.sealingKey);
+      sealingKeys.set(opened.leaseId, accepted ?? published);
       const attempt: TaskAttempt = {
         leaseId: opened.leaseId,
         provider: acceptance.offer.provider,

@@ -63,6 +63,13 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
     const attempt = record.attempts[record.attempts.length - 1];
     const leaseEnded = ENDED.has(status.lease.status);
 
+    // A group task: its own step (every lease; one failing fails or migrates the group).
+    if (attempt.group && attempt.group.length > 1) {
+      const outcome = await waitGroupStep(ctx, taskId, attempt.group);
+      if (outcome === "done") return buildReceipt(ctx, taskId, status.state, status.exitCode, await statusCompletion(ctx, taskId));
+      if (outcome === "waiting") await new Promise((resolve) => setTimeout(resolve, pollIntervalMs));
+      continue;
+    }
     if (leaseEnded && MIGRATE_ON.has(status.lease.endReason) && record.autoMigrate && !(status.state !== "unknown" && FINAL_TASK_STATES.has(status.state) && status.state === "succeeded")) {
       const spec = ctx.tasks.fullSpec(taskId) ?? record.spec;
       ctx.progress(`Lease ${attempt.leaseId} ended (${status.lease.endReason}); migrating the task to another provider...`);
@@ -71,12 +78,6 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
       const next = await runAttempt(ctx, record.request as MatchRequestInput, spec);
       record.attempts.push(next);
       await ctx.tasks.put(record);
-      continue;
-    }
-    if (attempt.group && attempt.group.length > 1) {
-      const outcome = await waitGroupStep(ctx, taskId, attempt.group);
-      if (outcome === "done") return buildReceipt(ctx, taskId, status.state, status.exitCode, await statusCompletion(ctx, taskId));
-      await new Promise((resolve) => setTimeout(resolve, pollIntervalMs));
       continue;
     }
     if (status.lease.status === "Open" && status.lease.startDeadline && Date.now() / 1000 > status.lease.startDeadline + 2) {
@@ -110,22 +111,42 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
 }
 
 /**
- * One look at every machine of a group task: done once every lease ended with its task over;
- * when one machine failed (its task failed or its lease ended by a fault) while others still run,
- * those are cancelled and refunded — a group job cannot go on without one of its ranks.
+ * One look at every machine of a group task: done once every lease ended with its task over.
+ * When one machine failed (its task failed, or its lease ended by a fault, preemption,
+ * termination or missed start) while others still run, those are cancelled and refunded — a
+ * group job cannot go on without one of its ranks. With `autoMigrate`, a machine lost by its
+ * lease (not by its task's own failure) moves the whole group: the others are cancelled and
+ * refunded, the failed machines' providers avoided for ten minutes, and the group matched and
+ * started anew (new ranks, new rendezvous address) as the task's next attempt.
  */
-async function waitGroupStep(ctx: SuanliContext, taskId: string, members: TaskAttempt[]): Promise<"done" | "waiting"> {
+async function waitGroupStep(ctx: SuanliContext, taskId: string, members: TaskAttempt[]): Promise<"done" | "waiting" | "migrated"> {
   const views = await Promise.all(
     members.map(async (member) => {
       const lease = await readLease(ctx.publicClient, ctx.market, member.leaseId);
       const remote = await authorize(ctx, member, "status", {})
         .then((auth) => ctx.link.status({ peerId: member.peerId, addrs: member.addrs }, { auth }))
         .catch(() => undefined);
-      return { lease, state: remote?.state ?? "unknown" };
+      return { member, lease, state: remote?.state ?? "unknown" };
     }),
   );
   const live = (lease: { status: string }) => lease.status === "Open" || lease.status === "Active";
-  const failed = views.some((view) => view.state === "failed" || view.state === "exceeded" || (ENDED.has(view.lease.status) && MIGRATE_ON.has(view.lease.endReason)));
+  const lost = views.filter((view) => ENDED.has(view.lease.status) && MIGRATE_ON.has(view.lease.endReason) && view.state !== "succeeded");
+  const record = await taskRecord(ctx, taskId);
+  if (lost.length && record.autoMigrate) {
+    const reasons = [...new Set(lost.map((view) => view.lease.endReason))].join(", ");
+    ctx.progress(`Lease(s) ${lost.map((view) => view.member.leaseId).join(", ")} of group task ${taskId} ended (${reasons}); migrating the whole group...`);
+    if (views.some((view) => live(view.lease))) await cancelTask(ctx, taskId);
+    const fresh = await taskRecord(ctx, taskId);
+    const attempt = fresh.attempts[fresh.attempts.length - 1];
+    for (const view of lost) ctx.feed.avoid(view.member.provider, 600);
+    attempt.migratedBecause = lost[0].lease.endReason;
+    const spec = ctx.tasks.fullSpec(taskId) ?? fresh.spec;
+    const next = await runAttempt(ctx, fresh.request as MatchRequestInput, spec);
+    fresh.attempts.push(next);
+    await ctx.tasks.put(fresh);
+    return "migrated";
+  }
+  const failed = lost.length > 0 || views.some((view) => view.state === "failed" || view.state === "exceeded");
   if (failed && views.some((view) => live(view.lease))) {
     ctx.progress(`A machine of group task ${taskId} failed; cancelling the others for a refund...`);
     await cancelTask(ctx, taskId);

@@ -171,6 +171,39 @@ export async function extendLease(ctx: ChainContext, leaseId: bigint, extraSecon
   return transactions;
 }
 
+/**
+ * Before a group's leases are extended one by one: one approval for all their extra deposits,
+ * then every extension simulated against the chain as it is, so that none is sent unless each
+ * would pass now (the chain has no multi-lease extend; see extendTask for what a failure after
+ * this check leaves). Returns the approval sent, if one was needed.
+ */
+export async function prepareExtensions(
+  ctx: ChainContext,
+  plans: readonly { leaseId: bigint; seconds: number; offer: Offer; signature: Hex }[],
+  total: bigint,
+): Promise<SentTransaction | undefined> {
+  let approval: SentTransaction | undefined;
+  const { allowance } = await tokenBalances(ctx, ctx.account.address);
+  if (allowance < total) {
+    const { logs: _l, ...approve } = await write(ctx, "approve", { address: ctx.token, abi: testTokenAbi, functionName: "approve", args: [ctx.market, total] });
+    approval = approve;
+  }
+  for (const plan of plans) {
+    try {
+      await ctx.publicClient.simulateContract({
+        account: ctx.account,
+        address: ctx.market,
+        abi: leaseMarketAbi,
+        functionName: "extend",
+        args: [plan.leaseId, plan.seconds, plan.offer, plan.signature],
+      } as never);
+    } catch (error) {
+      throw new TransactionError(`extend lease ${plan.leaseId}`, revertReason(error), error);
+    }
+  }
+  return approval;
+}
+
 /** Errors of every Suanli contract, for decoding reverts outside simulate. */
 export const errorsAbi = suanliErrorsAbi;
 

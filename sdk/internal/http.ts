@@ -28,17 +28,26 @@ class RemoteAnswerError extends SuanliError {
   }
 }
 
-async function call(nodeUrl: string, path: string, init?: { body?: unknown }): Promise<unknown> {
-  let response: Response;
+async function send(nodeUrl: string, path: string, init?: { body?: unknown; signal?: AbortSignal }): Promise<Response> {
   try {
-    response = await fetch(new URL(path, nodeUrl), {
+    return await fetch(new URL(path, nodeUrl), {
       method: init?.body === undefined ? "GET" : "POST",
       headers: init?.body === undefined ? {} : { "content-type": "application/json" },
       body: init?.body === undefined ? undefined : stringifyPlain(init.body),
+      signal: init?.signal,
     });
   } catch (error) {
+    if (init?.signal?.aborted) throw init.signal.reason ?? error;
     throw new ProviderRequestError(`Cannot reach the node at ${nodeUrl}`, { cause: error });
   }
+}
+
+async function call(nodeUrl: string, path: string, init?: { body?: unknown; signal?: AbortSignal }): Promise<unknown> {
+  return answerOf(await send(nodeUrl, path, init), path);
+}
+
+/** The JSON answer, or the node's (or provider's) error under its own name. */
+async function answerOf(response: Response, path: string): Promise<unknown> {
   const json = (await response.json().catch(() => null)) as { error?: { name?: string; message?: string } } | null;
   if (!response.ok) {
     throw new RemoteAnswerError(json?.error?.name ?? "HttpError", json?.error?.message ?? `HTTP ${response.status} from ${path}`, response.status);
@@ -55,6 +64,7 @@ function messageFromView(view: OfferView): OfferMessage {
     // A reserved-term tier is an offer of its own: without its tier it would be filed (and
     // replaced) under the machine's on-demand key, and matched as on-demand.
     ...(view.tier ? { tier: view.tier } : {}),
+    ...(view.sealingKey ? { sealingKey: view.sealingKey } : {}),
     machine: { model: view.model, units: view.units, vramMiB: view.vramMiB, interconnect: view.interconnect, region: view.region, cluster: view.cluster },
     capacity: view.capacity,
     attestations: [],
@@ -189,5 +199,14 @@ export function httpLink(nodeUrl: string): ProviderLink {
     status: (_to, body) => relay("status", body as never, taskStatusSchema),
     logs: (_to, body) => relay("logs", body as never, logsAnswerSchema),
     cancel: (_to, body) => relay("cancel", body as never, cancelAnswerSchema),
+    relayOutput: {
+      list: (leaseId, body, signal) => call(nodeUrl, `/v1/leases/${leaseId}/output/list`, { body, signal }),
+      async read(leaseId, body, signal) {
+        const path = `/v1/leases/${leaseId}/output/read`;
+        const response = await send(nodeUrl, path, { body, signal });
+        if (!response.ok) await answerOf(response, path);
+        return response;
+      },
+    },
   };
 }

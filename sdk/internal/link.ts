@@ -44,6 +44,14 @@ export type ProviderLink = {
     body: unknown,
     options: { responseSchema: S; maxFrameBytes: number; signal?: AbortSignal },
   ): Promise<{ answer: z.output<S>; lp: LengthPrefixedStream<Stream>; stream: Stream }>;
+  /**
+   * The output protocol through a node's HTTP relay (clients without libp2p): `list` answers the
+   * manifest, `read` the HTTP response whose body streams the bytes. Absent over libp2p.
+   */
+  relayOutput?: {
+    list(leaseId: bigint, body: unknown, signal?: AbortSignal): Promise<unknown>;
+    read(leaseId: bigint, body: unknown, signal?: AbortSignal): Promise<Response>;
+  };
 };
 
 /** Reaches providers over libp2p from the client's own host. */

@@ -34,7 +34,7 @@ export type ClientPlatform = {
   /**
    * Loads the task I/O actions. Node only: they write files (node:fs), listen on local ports
    * (node:net) and speak libp2p streams, none of which a browser bundle may pull in; without it,
-   * `downloadOutput`, `exec` and `forward` throw TaskIoUnsupportedError at once.
+   * `exec` and `forward` throw TaskIoUnsupportedError at once (`downloadOutput` goes through the node's relay).
    */
   taskIo?(): Promise<TaskIoActions>;
 };

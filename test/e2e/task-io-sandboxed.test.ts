@@ -73,6 +73,17 @@ describe("task ports and exec into a bubblewrap-sandboxed task with its own netw
     assert.equal(inside.stdout.trim(), `sandboxed lease-${status.leaseId} path /from-exec`);
   });
 
+  it("exec with a TTY runs on a terminal of the asked size inside the sandbox, and stays in the task's namespace", async () => {
+    const keys = (async function* () {
+      yield Buffer.from("[ -t 0 ] && echo tty-in; stty size; ls; exit 3\n");
+    })();
+    const result = await client.exec(taskId, "/bin/sh", { tty: { rows: 21, cols: 73 }, stdin: keys });
+    assert.equal(result.exitCode, 3, result.stdout);
+    assert.match(result.stdout, /tty-in/);
+    assert.match(result.stdout, /\b21 73\b/);
+    assert.match(result.stdout, /notes\.txt\s+server\.js/);
+  });
+
   it("forwards a local port to the task's declared port inside its network namespace", async () => {
     const tunnel = await client.forward(taskId, { port: PORT });
     try {

@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { generateKeyPair } from "@libp2p/crypto/keys";
 import { hashTypedData } from "viem";
+import { randomBytes } from "node:crypto";
 import { TypedDataRecoverer } from "../../common/eip712-recover.js";
+import { sealingKeyPairFromSeed, sealingKeyStatement } from "../../common/sealed.js";
 import { suanliDomain, suanliTypes, ANY_RENTER, type Offer } from "../../common/eip712.js";
 import { modelHash } from "../../common/gpu.js";
 import { CachedChainView } from "../../common/offers/chain-view.js";
@@ -193,6 +195,20 @@ describe("offer validation pipeline", () => {
       expectFailure(await validator.validate(encodeOfferMessage(flipped)), "bad_peer_signature", "reject");
       // The untouched message passes: the check refuses the change, not the message.
       assert.equal((await validator.validate(encodeOfferMessage(message))).ok, true);
+    });
+
+    it("a sealing key not signed by the provider's wallet for this chain (a key signed for it is accepted and kept)", async () => {
+      const pair = await sealingKeyPairFromSeed(randomBytes(32));
+      const sign = (signer: { account: { signMessage: (m: { message: string }) => Promise<`0x${string}`> } }, chainId: number) =>
+        signer.account.signMessage({ message: sealingKeyStatement(chainId, provider.address, pair.publicKey) });
+      const good = await buildOfferMessage(provider, spec, { sealingKey: { publicKey: pair.publicKey, signature: await sign(provider, TEST_CHAIN_ID) } });
+      const accepted = await validator.validate(encodeOfferMessage(good));
+      assert.ok(accepted.ok, accepted.ok ? "" : accepted.detail);
+      assert.equal(accepted.offer.message.sealingKey?.publicKey, pair.publicKey);
+      const byStranger = await buildOfferMessage(provider, spec, { seq: 2, sealingKey: { publicKey: pair.publicKey, signature: await sign(createSigner(), TEST_CHAIN_ID) } });
+      expectFailure(await validator.validate(encodeOfferMessage(byStranger)), "bad_signature", "reject");
+      const otherChain = await buildOfferMessage(provider, spec, { seq: 3, sealingKey: { publicKey: pair.publicKey, signature: await sign(provider, TEST_CHAIN_ID + 1) } });
+      expectFailure(await validator.validate(encodeOfferMessage(otherChain)), "bad_signature", "reject");
     });
 
     it("a message relayed under another peer id than the provider registered", async () => {

@@ -4,6 +4,7 @@ import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { http } from "viem";
 import { devnetAccount } from "../../common/devnet.js";
+import { sealingKeyPairFromSeed, verifySealingKey } from "../../common/sealed.js";
 import type { Logger } from "../../node/log/logger.js";
 import { createClient as createBrowserClient } from "../../sdk/browser.js";
 import { createClient, type SuanliClient } from "../../sdk/index.js";
@@ -81,6 +82,15 @@ describe("SDK over a node's HTTP API with an injected-style wallet", function ()
     assert.equal(receipt.leases[0].cost + receipt.leases[0].refunded, receipt.leases[0].deposit);
   });
 
+  it("offers carry the provider's wallet-signed sealing key (the one it accepts with), through the node's API", async () => {
+    const [offer] = await client.queryOffers();
+    assert.ok(offer.sealingKey, "the offer publishes a sealing key");
+    assert.equal(await verifySealingKey(offer.sealingKey, provider.peer.address, devnet.deployment.chainId), true);
+    // The provider's own key: the pair its data dir's seed derives (what it signs into every acceptance).
+    const seed = (await readFile(path.join(provider.daemon.config.dataDir, "sealing.key"), "utf8")).trim();
+    assert.equal(offer.sealingKey.publicKey, (await sealingKeyPairFromSeed(Buffer.from(seed, "hex"))).publicKey);
+  });
+
   it("a secret travels sealed to the provider's key: the relay forwards and keeps only ciphertext, the task gets the value", async () => {
     const secret = `hf_${randomBytes(12).toString("hex")}`;
     const bundle = await bundles.bundle({ "run.sh": 'printf %s "$HF_TOKEN" | sha256sum | cut -c1-64 | sed "s/^/token-sha256=/"' });
@@ -128,7 +138,7 @@ describe("SDK over a node's HTTP API with an injected-style wallet", function ()
     assert.ok(!(await readTree(provider.daemon.config.dataDir)).includes(Buffer.from(secret)), "the provider's store holds no plaintext either");
   });
 
-  it("the browser entry's client: offers and the bundle digest check work, task I/O throws TaskIoUnsupportedError at once", async () => {
+  it("the browser entry's client: offers and the bundle digest check work, exec and forward throw TaskIoUnsupportedError at once", async () => {
     const browserClient = await createBrowserClient({
       rpcUrl: devnet.rpcUrl,
       nodeUrl: node.api!.url,
@@ -138,10 +148,11 @@ describe("SDK over a node's HTTP API with an injected-style wallet", function ()
     });
     try {
       await waitFor("the offer through the browser client", async () => (await browserClient.queryOffers()).length === 1, { timeoutMs: 20_000 });
-      // Task I/O is refused before anything else: even an unknown task id gets TaskIoUnsupportedError, not UnknownTaskError.
+      // exec and forward are refused before anything else: even an unknown task id gets TaskIoUnsupportedError, not UnknownTaskError.
       await assert.rejects(browserClient.exec("task-unknown", "ls"), { name: "TaskIoUnsupportedError", message: /exec needs the Node SDK/ });
       await assert.rejects(browserClient.forward("task-unknown", { port: 8000 }), { name: "TaskIoUnsupportedError", message: /forward needs the Node SDK/ });
-      await assert.rejects(browserClient.downloadOutput("task-unknown", { dir: "/tmp/never" }), { name: "TaskIoUnsupportedError", message: /downloadOutput needs the Node SDK/ });
+      // The output download goes through the node's relay instead (test/e2e/task-output-relay.test.ts): an unknown task is just that.
+      await assert.rejects(browserClient.downloadOutput("task-unknown"), { name: "UnknownTaskError" });
       // The bundle digest is checked without node:crypto (streaming SHA-256 that also runs in browsers): a wrong one costs nothing.
       const bundle = await bundles.bundle({ "run.sh": "echo never runs" });
       const leasesBefore = (await browserClient.tasks()).length;

@@ -11,7 +11,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 
 /** Values (runtime exports) and types of both `suanli/sdk` and `suanli/sdk/browser`. */
 const SHARED_VALUES = [
-  "AllocationError", "ClientConfigError", "CompletionMismatchError", "InsufficientBalanceError", "InsufficientGasError", "InvalidInputError",
+  "AllocationError", "ClientConfigError", "CompletionMismatchError", "GroupExtendError", "InsufficientBalanceError", "InsufficientGasError", "InvalidInputError",
   "NoMatchError", "NoWalletError", "NothingOwedError", "OutputDigestMismatchError", "OutputDownloadError", "ProviderRequestError", "SuanliError", "TaskIoUnsupportedError",
   "TaskStateError", "TransactionError", "UnknownTaskError", "WaitTimeoutError", "cancelTask", "createClient", "extendTask", "getOwed", "getTaskStatus",
   "matchOffers", "parseSubmitParameters", "queryOffers", "settleTask", "signLeaseRequest", "streamLogs", "suanliDomain", "suanliTypes",

@@ -111,6 +111,8 @@ export type OfferDraft = {
   addrs?: string[];
   /** Sign the Offer with this key instead of the provider's. */
   offerSigner?: Signer;
+  /** The provider's sealing key published with the offer. */
+  sealingKey?: { publicKey: string; signature: `0x${string}` };
   /** Sign the message with this libp2p key instead of the provider node's. */
   peerKey?: PrivateKey;
   /** Override the whole Offer after defaults (for malformed cases). */
@@ -148,6 +150,7 @@ export async function buildOfferMessage(provider: ProviderFixture, spec: Machine
       addrs: draft.addrs ?? ["/ip4/127.0.0.1/tcp/4001"],
       seq: draft.seq ?? 1,
       publishedAt: draft.publishedAt ?? now,
+      ...(draft.sealingKey ? { sealingKey: draft.sealingKey } : {}),
     },
     draft.peerKey ?? provider.peerKey,
   );

@@ -352,20 +352,45 @@ export function registerRenter(program: Command): void {
       .argument("<taskId>")
       .argument("<command...>", "the command (after --); one argument runs through /bin/sh -c")
       .option("--timeout <seconds>", "longest the command may run", "300")
-      .option("--rank <n>", "a group task's machine (default 0)"),
-  ).action(async (taskId: string, command: string[], flags: RenterFlags & { timeout: string; rank?: string }) => {
+      .option("--rank <n>", "a group task's machine (default 0)")
+      .option("-t, --tty", "interactive: a terminal on the provider, your keys forwarded raw (Ctrl-C included), resized with yours"),
+  ).action(async (taskId: string, command: string[], flags: RenterFlags & { timeout: string; rank?: string; tty?: boolean }) => {
+    if (flags.tty && flags.json) throw new CliError("--tty and --json do not go together: a terminal session has no JSON form", ExitCode.usage);
     await withClient(flags, true, async (client) => {
       const json = Boolean(flags.json);
-      const result = await client.exec(taskId, command.length === 1 ? command[0] : command, {
-        timeoutSeconds: number("timeout", flags.timeout),
-        rank: number("rank", flags.rank),
-        // Piped input reaches the command; a terminal's does not (no TTY is allocated).
-        ...(process.stdin.isTTY ? {} : { stdin: process.stdin as AsyncIterable<Uint8Array> }),
-        onOutput: json ? undefined : (stream, chunk) => (stream === "stdout" ? process.stdout : process.stderr).write(chunk),
-      });
-      if (json) emit(true, result, () => "");
-      else if (result.timedOut) process.stderr.write(`# the command ran past --timeout and was killed\n`);
-      if (result.exitCode !== 0) process.exitCode = result.exitCode ?? 128;
+      const stdin = process.stdin;
+      const stdout = process.stdout;
+      // -t on a terminal: raw mode (every key goes to the remote terminal as typed), restored at the end.
+      const raw = Boolean(flags.tty && stdin.isTTY);
+      if (raw) stdin.setRawMode(true);
+      try {
+        const result = await client.exec(taskId, command.length === 1 ? command[0] : command, {
+          timeoutSeconds: number("timeout", flags.timeout),
+          rank: number("rank", flags.rank),
+          // Piped input reaches the command; so does a terminal's with -t (without it, no TTY is allocated).
+          ...(process.stdin.isTTY && !flags.tty ? {} : { stdin: stdin as AsyncIterable<Uint8Array> }),
+          ...(flags.tty
+            ? {
+                tty: {
+                  rows: stdout.rows || Number(process.env.LINES) || 24,
+                  cols: stdout.columns || Number(process.env.COLUMNS) || 80,
+                  term: process.env.TERM && /^[A-Za-z0-9._+-]{1,64}$/.test(process.env.TERM) ? process.env.TERM : undefined,
+                  onResize: (resize: (size: { rows: number; cols: number }) => void) => {
+                    if (stdout.isTTY) stdout.on("resize", () => resize({ rows: stdout.rows, cols: stdout.columns }));
+                  },
+                },
+              }
+            : {}),
+          onOutput: json ? undefined : (stream, chunk) => (stream === "stdout" ? process.stdout : process.stderr).write(chunk),
+        });
+        if (json) emit(true, result, () => "");
+        else if (result.timedOut) process.stderr.write(`# the command ran past --timeout and was killed\n`);
+        if (result.exitCode !== 0) process.exitCode = result.exitCode ?? 128;
+      } finally {
+        if (raw) stdin.setRawMode(false);
+        // The session is over: stop reading the terminal so the process can exit.
+        if (flags.tty) stdin.destroy();
+      }
     });
   });
 }

@@ -23,6 +23,7 @@ import {
   OUTPUT_WINDOW_BYTES,
   TASK_IO_CONTROL_MAX_BYTES,
   execInputFrameSchema,
+  type ExecParams,
   type OutputManifest,
   type OutputParams,
 } from "../../../common/protocols/task-io.js";
@@ -31,6 +32,7 @@ import type { Metrics } from "../../metrics/metrics.js";
 import type { ProviderOptions } from "../options.js";
 import type { TaskHandle } from "../runtime/runtime.js";
 import { connectToTaskPort } from "../runtime/task-port.js";
+import { resizeTty, ttyArgv } from "../runtime/tty.js";
 import { OutputNotAvailableError, PortNotDeclaredError, TaskIoLimitError, TaskIoUnavailableError, TaskNotRunningError } from "./errors.js";
 import type { LeaseController } from "./leases.js";
 import { OutputLimitError, openOutputFile, snapshotOutputDir, type OutputSnapshot, type OutputStore } from "./outputs.js";
@@ -220,7 +222,7 @@ export class TaskIoService {
 
   private async exec(
     auth: Parameters<LeaseController["authorizeIo"]>[0],
-    params: { command: string | string[]; timeoutSeconds: number },
+    params: ExecParams,
     lp: LengthPrefixedStream<Stream>,
     stream: Stream,
     accept: (body: unknown) => Promise<void>,
@@ -231,7 +233,9 @@ export class TaskIoService {
     if (!handle) throw new TaskNotRunningError(`The task of lease ${record.leaseId} is not running (${record.state})`);
     const sessions = this.sessionsOf(record.leaseId, handle);
     if (sessions.execs.size >= exec.maxPerLease) throw new TaskIoLimitError(`At most ${exec.maxPerLease} execs run at once per lease (provider.exec.maxPerLease)`);
-    const argv = typeof params.command === "string" ? ["/bin/sh", "-c", params.command] : params.command;
+    const command = typeof params.command === "string" ? ["/bin/sh", "-c", params.command] : params.command;
+    // Interactive: on a pseudo-terminal made inside the task's environment (stdout and stderr merged, as on any terminal).
+    const argv = params.tty ? ttyArgv(command, params.tty) : command;
     const launch = handle.execLaunch(argv);
     if (!launch) throw new TaskNotRunningError(`The task of lease ${record.leaseId} is not running`);
     const child = spawn(launch.argv[0], launch.argv.slice(1), { cwd: launch.cwd, env: launch.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
@@ -274,7 +278,9 @@ export class TaskIoService {
         for (let frames = 0; frames < Number.MAX_SAFE_INTEGER; frames++) {
           const frame = parseJsonFrame(execInputFrameSchema, (await lp.read()).subarray(), "exec input");
           if ("stdin" in frame) child.stdin!.write(Buffer.from(frame.stdin, "base64"));
-          else child.stdin!.end();
+          else if ("resize" in frame) {
+            if (params.tty && child.pid !== undefined) await resizeTty(child.pid, frame.resize);
+          } else child.stdin!.end();
         }
       } catch {
         child.stdin!.end();
