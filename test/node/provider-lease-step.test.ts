@@ -6,6 +6,8 @@
  */
 import assert from "node:assert/strict";
 import type { LeaseView } from "../../common/chain/market.js";
+import { InvalidInputError } from "../../common/errors.js";
+import { blameOf, BundleDigestMismatchError, BundleFetchError, BundleTooLargeError, BundleUnpackError, CommandNotFoundError, FetchRefusedError, RuntimeUnavailableError, UnitsBusyError } from "../../node/provider/errors.js";
 import { nextStep, type LeaseAction, type LocalLease, type StepClock } from "../../node/provider/agent/lease-step.js";
 import { chainFields, newLeaseRecord, type LeaseRecord } from "../../node/provider/agent/records.js";
 
@@ -304,5 +306,21 @@ describe("provider lease loop: nextStep(record, chain, now)", () => {
 
   it("plans nothing for a closed record", () => {
     assert.equal(plan({ record: { phase: "ended", closed: true } }, CHAIN.Settled), "");
+  });
+});
+
+describe("provider lease loop: who pays when a task cannot start", () => {
+  it("errors of the renter's input carry blame renter (the lease ends with a completion report); anything else is the provider's (it terminates)", () => {
+    const renters = [
+      new BundleDigestMismatchError("http://x/b.tgz", "aa", "bb"),
+      new BundleFetchError("http://x/b.tgz", "HTTP 404"),
+      new BundleTooLargeError("The bundle", 10),
+      new BundleUnpackError("not a tar.gz"),
+      new CommandNotFoundError("python3", "the workspace"),
+      new FetchRefusedError("http://10.0.0.1/b.tgz", "a private address"),
+      new InvalidInputError("task", [{ path: "env.X", message: "does not open" }]),
+    ];
+    for (const error of renters) assert.equal(blameOf(error), "renter", error.name);
+    for (const error of [new RuntimeUnavailableError("container", "docker is not running"), new UnitsBusyError(["u0"], "held by lease-1"), new Error("ENOSPC"), "a string"]) assert.equal(blameOf(error), "provider", String(error));
   });
 });
