@@ -1,8 +1,8 @@
 /**
- * The composition root of a Suanli node. Builds every module from the config, hands each a child
- * logger and the metrics registry, and closes them in reverse order. Roles (provider, attestor)
- * attach as extensions on top of the base node: store, chain, chain watcher, libp2p host, offer
- * book, and optionally the HTTP API.
+ * The base of a Suanli node. Builds every module from the config, hands each a child logger and
+ * the metrics registry, and closes them in reverse order. Roles (provider, attestor, the HTTP
+ * API) attach on top of the base node (store, chain, chain watcher, libp2p host, offer book);
+ * `runNode` (run.ts) is what starts a node with its roles.
  */
 import path from "node:path";
 import type { Account, Address } from "viem";
@@ -16,7 +16,6 @@ import { DEFAULT_DEPLOYMENTS_DIR, readDeployment } from "./chain/manifest.js";
 import { RegistryChainView } from "./chain/registry-view.js";
 import { ChainWatcher, type ChainEvent } from "./chain/watcher.js";
 import type { NodeConfig } from "./config/schema.js";
-import { startApi, type ApiModule } from "./api/start.js";
 import { createLogger, type Logger } from "./log/logger.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
 import { offersTopics, startOfferService, type OfferService } from "./offers/service.js";
@@ -48,8 +47,6 @@ export type Daemon = {
   watcher: ChainWatcher;
   p2p: NodeHost;
   offers: OfferService;
-  /** The HTTP API, when this node serves it (`api.enabled`). */
-  api: ApiModule | undefined;
   /** Adds a module to stop with the node. */
   attach(module: DaemonModule): void;
   stop(): Promise<void>;
@@ -59,8 +56,6 @@ export type StartDaemonOptions = {
   logger?: Logger;
   /** The node signs offers (provider role): requires chain.privateKey. */
   publishesOffers?: boolean;
-  /** Serve the HTTP API (default: `api.enabled` of the config). */
-  api?: boolean;
 };
 
 /** Registry events and the offer-book hooks they call. */
@@ -99,8 +94,8 @@ async function applyRegistryEvent(event: ChainEvent, chainView: CachedChainView,
 }
 
 /**
- * Starts the base node, and its HTTP API when `api.enabled` is set. The caller attaches roles
- * (provider agent, attestor) and calls `stop()` to close everything in reverse order.
+ * Starts the base node. The caller attaches roles (provider agent, attestor, HTTP API: `runNode`
+ * in run.ts does) and calls `stop()` to close everything in reverse order.
  *
  * @example
  * const config = await loadConfig(nodeConfigSchema, { file, env: process.env });
@@ -218,7 +213,6 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
       watcher,
       p2p,
       offers,
-      api: undefined,
       attach(module) {
         modules.push(module);
       },
@@ -229,10 +223,6 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
         logger.info("Node stopped");
       },
     };
-    if (options.api ?? config.api.enabled) {
-      daemon.api = await startApi(daemon);
-      modules.push(daemon.api);
-    }
     return daemon;
   } catch (error) {
     await stopAll();

@@ -9,6 +9,8 @@ import { type Exclusions, type MatchContext, availableUnits, capacityTier, first
 import { type NoMatchExplanation, explainNoMatch } from "./explain.js";
 import { SECONDS_PER_HOUR, toIndexNumber } from "./money.js";
 import { type MatchingOptions, type MatchingOptionsInput, parseMatchingOptions } from "./options.js";
+import type { Candidate, CandidatePart, CostBreakdown } from "./candidate.js";
+import { TopN, type Ranked, type ViableCluster } from "./ranking.js";
 import type { MatchRequest } from "./request.js";
 
 /**
@@ -17,47 +19,7 @@ import type { MatchRequest } from "./request.js";
  */
 export const PREEMPT_PENALTY = 1000;
 
-export type CandidatePart = {
-  readonly entry: OfferEntry;
-  /** Units to lease on this machine. */
-  readonly units: number;
-  /** True when some of these units are held by interruptible leases that the lease would preempt. */
-  readonly preempt: boolean;
-  /** What the lease costs per unit-second: the offer price on demand, the bid when interruptible. */
-  readonly pricePerUnitSecond: bigint;
-  /**
-   * Which of the machine's offers this is, in words: "on-demand", or the reserved-term tier the
-   * lease's duration qualifies for ("reserved tier 2: leases of 604800 s or more, 3000 base units/s").
-   */
-  readonly terms?: string;
-};
-
-export type CostBreakdown = {
-  /** weights.price × premium over the cheapest fitting offer. */
-  price: number;
-  /** weights.reputation × (1 − score). */
-  reputation: number;
-  /** weights.freshness × attestation age / horizon. */
-  freshness: number;
-  /** weights.latency × latency / ceiling. */
-  latency: number;
-  /** PREEMPT_PENALTY when the candidate needs preemption. */
-  preempt: number;
-  /** multiMachinePenalty for a group of machines. */
-  multiMachine: number;
-};
-
-export type Candidate = {
-  /** One part for a single machine; several for a group on a cluster's fast interconnect. */
-  readonly parts: readonly CandidatePart[];
-  readonly units: number;
-  readonly preempt: boolean;
-  /** Units-weighted mean price per GPU-hour, base units. */
-  readonly pricePerGpuHour: bigint;
-  /** Lower is better. */
-  readonly cost: number;
-  readonly breakdown: CostBreakdown;
-};
+export type { Candidate, CandidatePart, CostBreakdown } from "./candidate.js";
 
 export type MatchResult =
   | { readonly ok: true; readonly request: MatchRequest; readonly candidates: readonly Candidate[] }
@@ -71,90 +33,6 @@ export type MatchOptions = {
   /** Candidates wanted; defaults to options.maxCandidates. */
   limit?: number;
 };
-
-/**
- * A kept candidate, built into a Candidate only if it survives to the end. A class with every
- * field set at construction, so records share one layout and can be reused.
- */
-class Ranked {
-  cost = 0.5;
-  slot: Slot | null = null;
-  tier = 0;
-  priceTerm = 0.5;
-  freshness = 0.5;
-  /** The cluster of a group candidate (null for one machine), planned again when built. */
-  group: ViableCluster | null = null;
-  /** The cheapest price the group's price terms were relative to. */
-  groupCheapest = 0.5;
-}
-
-/**
- * What breaks a tie in cost: the machine's key, or the cluster's for a group. Read only on a tie,
- * so that ranking does not load every offered slot just for its key.
- */
-function tieKeyOf(slot: Slot, group: ViableCluster | null): string {
-  return group === null ? slot.key : slot.clusterKey;
-}
-
-/**
- * The best `limit` candidates by cost, kept sorted; ties broken by key so results are
- * reproducible. Its records are reused, an evicted one for the next offer and all of them by the
- * next match (matching is synchronous and the records never leave it), so a walk that offers
- * hundreds of candidates allocates nothing.
- */
-class TopN {
-  readonly items: Ranked[] = [];
-  private readonly spare: Ranked[] = [];
-  private limit = 0;
-
-  reset(limit: number): void {
-    for (const item of this.items) {
-      // Let go of the last match's offers (an entry removed since must not stay reachable).
-      item.slot = null;
-      item.group = null;
-      this.spare.push(item);
-    }
-    this.items.length = 0;
-    this.limit = limit;
-  }
-  get full(): boolean {
-    return this.items.length >= this.limit;
-  }
-  get worst(): number {
-    return this.items.length === 0 ? Number.POSITIVE_INFINITY : this.items[this.items.length - 1].cost;
-  }
-  offer(cost: number, slot: Slot, tier: number, priceTerm: number, freshness: number, group: ViableCluster | null, groupCheapest: number): void {
-    const items = this.items;
-    let record: Ranked;
-    if (items.length >= this.limit) {
-      const last = items[items.length - 1];
-      if (cost > last.cost || (cost === last.cost && tieKeyOf(slot, group) >= tieKeyOf(last.slot!, last.group))) return;
-      record = items.pop()!;
-    } else {
-      record = this.spare.pop() ?? new Ranked();
-    }
-    record.cost = cost;
-    record.slot = slot;
-    record.tier = tier;
-    record.priceTerm = priceTerm;
-    record.freshness = freshness;
-    record.group = group;
-    record.groupCheapest = groupCheapest;
-    let i = items.length;
-    items.push(record);
-    while (i > 0 && (items[i - 1].cost > cost || (items[i - 1].cost === cost && tieKeyOf(items[i - 1].slot!, items[i - 1].group) > tieKeyOf(slot, group)))) {
-      items[i] = items[i - 1];
-      i--;
-    }
-    items[i] = record;
-  }
-}
-
-/**
- * A cluster that can serve the request, by totals over its machines that fit: positions
- * [start, end) of its model's cluster list, valid while this match runs (matching is synchronous).
- */
-type ViableCluster = { list: SlotList; start: number; end: number; cheapest: number; bound: number };
 
 /**
  * Units a cluster member at position `i` of its model's cluster list can give the request (0 when it

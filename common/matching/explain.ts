@@ -28,7 +28,9 @@ import {
 } from "./constraints.js";
 import { formatUsd, perHour } from "./money.js";
 import type { MatchingOptions } from "./options.js";
-import type { MatchRequest } from "./request.js";
+import { capacityHint, constraintLabel, describeRequest, EXPLAIN_REMEDIES, plural } from "./explain-text.js";
+
+export { describeRequest, EXPLAIN_REMEDIES } from "./explain-text.js";
 
 export type ExplanationStep = {
   readonly constraint: ConstraintId;
@@ -62,49 +64,6 @@ export type NoMatchExplanation = {
   /** The whole explanation as text: summary, numbered steps, nearest offers. */
   readonly message: string;
 };
-
-const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
-
-/** `4 × A100-80GB, on demand at most 2.00 USD/GPU-h, 3600 s, region eu-west` */
-export function describeRequest(request: MatchRequest): string {
-  const parts = [`${request.gpuCount} × ${request.gpuType.label}`];
-  if (request.interruptible) parts.push(`interruptible at a bid of ${formatUsd(perHour(request.bidPerUnitSecond!))} USD/GPU-h`);
-  else parts.push(`on demand at most ${formatUsd(request.maxPricePerGpuHour)} USD/GPU-h`);
-  parts.push(`${request.duration} s`);
-  if (request.regions) parts.push(`region ${request.regions.join(" or ")}`);
-  if (request.colocation === "cluster") parts.push("one machine or a cluster");
-  return parts.join(", ");
-}
-
-function constraintLabel(id: ConstraintId, ctx: MatchContext, options: MatchingOptions): string {
-  const r = ctx.request;
-  switch (id) {
-    case "gpuType":
-      return `GPU model ${r.gpuType.label}`;
-    case "region":
-      return `region ${r.regions!.join(" or ")}`;
-    case "price":
-      return `price at most ${formatUsd(r.maxPricePerGpuHour)} USD/GPU-h`;
-    case "interruptible":
-      return "sells interruptible capacity";
-    case "bid":
-      return `minimum bid at most your bid of ${formatUsd(perHour(r.bidPerUnitSecond!))} USD/GPU-h`;
-    case "offerExpiry":
-      return `offer valid for at least ${options.minOfferValiditySeconds} s more`;
-    case "duration":
-      return `accepts a lease of ${r.duration} s`;
-    case "vram":
-      return `at least ${r.minVramMiB} MiB per GPU`;
-    case "attestation":
-      return "current hardware attestation";
-    case "reputation":
-      return `provider reputation at least ${r.minReputation}`;
-    case "capacity":
-      return `${plural(r.gpuCount, "GPU")} available on ${r.colocation === "cluster" ? "one machine or one cluster" : "one machine"}${r.interruptible ? "" : " (free, or preemptible interruptible units)"}`;
-    case "excluded":
-      return "not already tried by this allocation";
-  }
-}
 
 function bitUsed(bit: number, ctx: MatchContext): boolean {
   switch (bit) {
@@ -503,27 +462,4 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
   }
   if (truncated) lines.push(`(Searches for nearest offers stopped after ${options.explainScanLimit} offers each.)`);
   return { summary, totalOffers, steps, nearMisses, nearMissSearchTruncated: truncated, message: lines.join("\n") };
-}
-
-/**
- * The remedies a no-match explanation suggests, in the SDK's words. Other front ends (the CLI)
- * replace them with their own (`--allow-unattested`), so they are named here once.
- */
-export const EXPLAIN_REMEDIES = {
-  acceptUnattested: "set attestedOnly: false to accept unattested machines",
-  acceptCluster: 'set colocation: "cluster" to accept several machines on a declared fast interconnect',
-} as const;
-
-/** When the count exceeds every machine that passes the other checks, say so and point at clusters. */
-function capacityHint(ctx: MatchContext, largestMachine: number, clusterUnits: Map<number, number>): string | undefined {
-  if (largestMachine === 0) return undefined;
-  if (ctx.request.colocation === "machine" && ctx.count > largestMachine) {
-    return `No machine that fits everything else has ${plural(ctx.count, "GPU")} (the largest has ${largestMachine}); ${EXPLAIN_REMEDIES.acceptCluster}.`;
-  }
-  if (ctx.request.colocation === "cluster") {
-    let most = 0;
-    for (const units of clusterUnits.values()) if (units > most) most = units;
-    if (most > 0 && most < ctx.count) return `The most GPUs available in one cluster is ${most}.`;
-  }
-  return undefined;
 }

@@ -14,9 +14,9 @@ import path from "node:path";
 import { generateKeyPairFromSeed, privateKeyToProtobuf } from "@libp2p/crypto/keys";
 import { peerIdFromPrivateKey } from "@libp2p/peer-id";
 import { devnetPrivateKey } from "../../common/devnet.js";
-import { startAttestorService } from "../attest/service.js";
 import { nodeConfigSchema } from "../config/schema.js";
-import { startDaemon, type Daemon } from "../daemon.js";
+import type { Daemon } from "../daemon.js";
+import { runNode } from "../run.js";
 import type { Logger } from "../log/logger.js";
 
 /** The port of devnet account `index`'s attestor node. */
@@ -76,13 +76,7 @@ export async function startDevnetAttestors(parameters: { rpcUrl: string; deploym
         },
         attest: { challenge: { preset: "cpu-devnet" }, runner: { kind: "cpu", workers: 1 }, attestor: { scheduleIntervalMs: 5_000 } },
       });
-      const daemon = await startDaemon(config, { logger: parameters.logger.child({ devnetAttestor: index }), api: false });
-      try {
-        daemon.attach(await startAttestorService(daemon));
-      } catch (error) {
-        await daemon.stop();
-        throw error;
-      }
+      const { daemon } = await runNode(config, { attestor: true, api: false }, { logger: parameters.logger.child({ devnetAttestor: index }) });
       nodes.push({ index, daemon, addr: addrs[i] });
     }
   } catch (error) {

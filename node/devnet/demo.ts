@@ -166,7 +166,7 @@ export async function startDemoProviders(parameters: StartDemoProvidersParameter
           connections: { inboundPerSecondPerHost: 100 },
         },
       });
-      const daemon = await startDaemon(config, { logger: parameters.logger.child({ demoProvider: accountIndex }), publishesOffers: true, api: false });
+      const daemon = await startDaemon(config, { logger: parameters.logger.child({ demoProvider: accountIndex }), publishesOffers: true });
       providers.push(daemon);
       const ids = await registerOnChain(daemon, machines);
       for (const [i, machine] of machines.entries()) {

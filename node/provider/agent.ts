@@ -248,7 +248,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     // Units of leases that were running stay away from the idle workload while they are sorted out.
     for (const record of records.open()) {
       if (record.unitIds.length === 0 || record.released || record.phase === "ended") continue;
-      await capacity.assign(`lease-${record.leaseId}`, record.unitIds, record.interruptible ? "interruptible" : "ai").catch((error: unknown) => logger.warn("Cannot take a lease's units back", { leaseId: record.leaseId }, error));
+      await capacity.assign(leases.units.taskId(record.leaseId), record.unitIds, record.interruptible ? "interruptible" : "ai").catch((error: unknown) => logger.warn("Cannot take a lease's units back", { leaseId: record.leaseId }, error));
     }
     const unitModes = () => {
       const counts = { idle: 0, ai: 0, interruptible: 0 };
@@ -337,6 +337,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     pricing.evaluate({ fromScratch: true });
 
     const unserve = await serveLeaseProtocols(daemon.p2p.host, {
+      inventory,
       reserve: {
         deployment,
         domain: daemon.domain,

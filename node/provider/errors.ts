@@ -3,7 +3,15 @@
  * stable `name`; callers and tests match on it. Messages never carry secret values: anything
  * built from task output goes through the task's redactor first.
  */
-import { SuanliError } from "../../common/errors.js";
+import { SuanliError, type Blame } from "../../common/errors.js";
+
+/**
+ * Whose failure it is when a task cannot start: errors of the renter's input carry
+ * `blame: "renter"` (these classes and `InvalidInputError`); anything else is the provider's.
+ */
+export function blameOf(error: unknown): Blame {
+  return typeof error === "object" && error !== null && "blame" in error && error.blame === "renter" ? "renter" : "provider";
+}
 
 /** `nvidia-smi` is not installed or not on PATH. */
 export class NvidiaSmiUnavailableError extends SuanliError {
@@ -45,6 +53,8 @@ export class NvidiaSmiParseError extends SuanliError {
 /** The bundle's bytes do not hash to the sha256 the task declared. */
 export class BundleDigestMismatchError extends SuanliError {
   override name = "BundleDigestMismatchError";
+  /** The renter's task input: the task never runs and the renter pays for the second or two. */
+  readonly blame: Blame = "renter";
   readonly expected: string;
   readonly actual: string;
   constructor(url: string, expected: string, actual: string, what = "Bundle") {
@@ -59,6 +69,8 @@ export class BundleDigestMismatchError extends SuanliError {
 /** The bundle could not be fetched: unreachable host, HTTP error, timeout, missing file. */
 export class BundleFetchError extends SuanliError {
   override name = "BundleFetchError";
+  /** The renter's task input: the task never runs and the renter pays for the second or two. */
+  readonly blame: Blame = "renter";
   readonly url: string;
   constructor(url: string, reason: string, cause?: unknown, what = "bundle") {
     super(`Cannot fetch ${what} ${url}: ${reason}`, { cause, details: reason });
@@ -69,6 +81,8 @@ export class BundleFetchError extends SuanliError {
 /** The bundle (download or unpacked content) exceeds the provider's size cap. */
 export class BundleTooLargeError extends SuanliError {
   override name = "BundleTooLargeError";
+  /** The renter's task input: the task never runs and the renter pays for the second or two. */
+  readonly blame: Blame = "renter";
   readonly limit: number;
   constructor(what: string, limit: number, unit = "bytes") {
     super(`${what} exceeds the provider's limit of ${limit} ${unit}`);
@@ -79,6 +93,8 @@ export class BundleTooLargeError extends SuanliError {
 /** The bundle is not a readable .tar.gz, or holds an entry that would land outside the workspace. */
 export class BundleUnpackError extends SuanliError {
   override name = "BundleUnpackError";
+  /** The renter's task input: the task never runs and the renter pays for the second or two. */
+  readonly blame: Blame = "renter";
   constructor(reason: string, cause?: unknown) {
     super(`Cannot unpack bundle: ${reason}`, {
       cause,
@@ -90,6 +106,8 @@ export class BundleUnpackError extends SuanliError {
 /** The task's command does not exist in the workspace or on PATH. */
 export class CommandNotFoundError extends SuanliError {
   override name = "CommandNotFoundError";
+  /** The renter's task input: the task never runs and the renter pays for the second or two. */
+  readonly blame: Blame = "renter";
   readonly command: string;
   constructor(command: string, where: string) {
     super(`Command not found: ${command}`, { details: where });
@@ -145,6 +163,8 @@ export class SandboxNetworkError extends SuanliError {
  */
 export class FetchRefusedError extends SuanliError {
   override name = "FetchRefusedError";
+  /** The renter's task input: the task never runs and the renter pays for the second or two. */
+  readonly blame: Blame = "renter";
   readonly url: string;
   constructor(url: string, reason: string) {
     super(`Fetching ${url} was refused by the provider's policy: ${reason}`, {
@@ -154,8 +174,8 @@ export class FetchRefusedError extends SuanliError {
   }
 }
 
-/** Whose fault an error is: the provider's machinery (terminate and pay the penalty) or the renter's input. */
-export type Blame = "provider" | "renter";
+/** Whose fault an error is (common/errors.ts): the provider's machinery (terminate and pay the penalty) or the renter's input. */
+export type { Blame };
 
 /**
  * The container engine or its OCI runtime could not create or start the task's container (an
@@ -182,6 +202,7 @@ export class ContainerEngineError extends SuanliError {
  */
 export class ImageNotFoundError extends SuanliError {
   override name = "ImageNotFoundError";
+  readonly blame: Blame = "renter";
   readonly image: string;
   constructor(image: string, details: string) {
     super(`Image ${image} was not found in its registry (no such repository, tag or digest)`, {
@@ -199,6 +220,7 @@ export class ImageNotFoundError extends SuanliError {
  */
 export class ImagePullError extends SuanliError {
   override name = "ImagePullError";
+  readonly blame: Blame = "renter";
   readonly image: string;
   constructor(image: string, reason: string, details?: string) {
     super(`Cannot pull image ${image}: ${reason}`, {
@@ -212,6 +234,7 @@ export class ImagePullError extends SuanliError {
 /** The archive behind `imageUrl` is not a container image (docker-archive or oci-archive, optionally gzipped). */
 export class ImageArchiveError extends SuanliError {
   override name = "ImageArchiveError";
+  readonly blame: Blame = "renter";
   readonly url: string;
   constructor(url: string, reason: string, details?: string) {
     super(`Image archive ${url} cannot be loaded: ${reason}`, {

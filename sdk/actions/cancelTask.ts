@@ -3,7 +3,7 @@ import { closeLease } from "../internal/chain.js";
 import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
 import type { TaskReceipt } from "../types.js";
 import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
-import { buildReceipt } from "./waitForTask.js";
+import { buildReceipt } from "../internal/receipt.js";
 import { readLease } from "../../common/chain/market.js";
 
 /**
@@ -49,5 +49,5 @@ export async function cancelTask(ctx: SuanliContext, taskId: string): Promise<Ta
     }
   }
   const status = await getTaskStatus(ctx, taskId);
-  return buildReceipt(ctx, taskId, status.state, status.exitCode, null);
+  return buildReceipt(ctx, await taskRecord(ctx, taskId), status.state, status.exitCode, null);
 }

@@ -3,7 +3,7 @@ import { closeLease } from "../internal/chain.js";
 import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
 import type { TaskReceipt } from "../types.js";
 import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
-import { buildReceipt } from "./waitForTask.js";
+import { buildReceipt } from "../internal/receipt.js";
 
 /**
  * Makes sure the task's lease is over and returns the receipt. A lease still open or active
@@ -30,5 +30,5 @@ export async function settleTask(ctx: SuanliContext, taskId: string): Promise<Ta
     .status({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth: await authorize(ctx, attempt, "status", {}) })
     .then((s) => s.completion)
     .catch(() => null);
-  return buildReceipt(ctx, taskId, status.state, status.exitCode, completion);
+  return buildReceipt(ctx, await taskRecord(ctx, taskId), status.state, status.exitCode, completion);
 }

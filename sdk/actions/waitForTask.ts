@@ -3,7 +3,7 @@ import type { MatchRequestInput } from "../../common/matching/request.js";
 import { WaitTimeoutError } from "../errors.js";
 import { cancelLease, closeLease } from "../internal/chain.js";
 import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
-import { checkCompletion, leaseOutcome } from "../internal/receipt.js";
+import { buildReceipt } from "../internal/receipt.js";
 import type { TaskAttempt, TaskReceipt, TaskStatus } from "../types.js";
 import { readLease } from "../../common/chain/market.js";
 import { cancelTask } from "./cancelTask.js";
@@ -66,7 +66,7 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
     // A group task: its own step (every lease; one failing fails or migrates the group).
     if (attempt.group && attempt.group.length > 1) {
       const outcome = await waitGroupStep(ctx, taskId, attempt.group);
-      if (outcome === "done") return buildReceipt(ctx, taskId, status.state, status.exitCode, await statusCompletion(ctx, taskId));
+      if (outcome === "done") return buildReceipt(ctx, await taskRecord(ctx, taskId), status.state, status.exitCode, await statusCompletion(ctx, taskId));
       if (outcome === "waiting") await new Promise((resolve) => setTimeout(resolve, pollIntervalMs));
       continue;
     }
@@ -102,7 +102,7 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
       }
     }
     if (leaseEnded && (status.state === "unknown" || FINAL_TASK_STATES.has(status.state))) {
-      return buildReceipt(ctx, taskId, status.state, status.exitCode, await statusCompletion(ctx, taskId));
+      return buildReceipt(ctx, await taskRecord(ctx, taskId), status.state, status.exitCode, await statusCompletion(ctx, taskId));
     }
     const deadline = parameters.timeoutMs ?? Math.max(0, (status.lease.end || status.lease.activatedAt || Math.floor(Date.now() / 1000) + 3600) * 1000 - started) + 120_000;
     if (Date.now() - started > deadline) throw new WaitTimeoutError(`Task ${taskId} still ${status.state} after ${Math.round((Date.now() - started) / 1000)} s`);
@@ -166,46 +166,4 @@ async function statusCompletion(ctx: SuanliContext, taskId: string) {
   } catch {
     return null;
   }
-}
-
-/** Builds the receipt of a task from the chain (and the provider's completion report, when given). */
-export async function buildReceipt(
-  ctx: SuanliContext,
-  taskId: string,
-  state: TaskReceipt["state"],
-  exitCode: number | null,
-  signedCompletion: Awaited<ReturnType<typeof ctx.link.status>>["completion"],
-): Promise<TaskReceipt> {
-  const record = await taskRecord(ctx, taskId);
-  const leases: TaskReceipt["leases"] = [];
-  let completion: TaskReceipt["completion"] = null;
-  for (const attempt of record.attempts) {
-    const { completion: onChain, ...outcome } = await leaseOutcome(ctx, attempt);
-    leases.push(outcome);
-    // The other machines of a group task: their leases are part of the bill.
-    for (const member of attempt.group?.slice(1) ?? []) {
-      const { completion: _memberCompletion, ...memberOutcome } = await leaseOutcome(ctx, member);
-      leases.push(memberOutcome);
-    }
-    if (attempt === record.attempts[record.attempts.length - 1]) {
-      if (signedCompletion) {
-        const verified = await checkCompletion(ctx, attempt, signedCompletion, onChain);
-        completion = { ...signedCompletion.report, verified };
-      } else if (onChain) {
-        completion = { ...onChain, verified: false };
-      }
-    }
-  }
-  const sum = (pick: (l: TaskReceipt["leases"][number]) => bigint) => leases.reduce((total, l) => total + pick(l), 0n);
-  return {
-    taskId,
-    state,
-    exitCode: exitCode ?? completion?.exitCode ?? null,
-    completion,
-    leases,
-    totalCost: sum((l) => l.cost),
-    totalRefunded: sum((l) => l.refunded),
-    totalCredit: sum((l) => l.credit),
-    totalGasUsed: leases.reduce((total, l) => total + l.gas.reduce((g, step) => g + step.gasUsed, 0n), 0n),
-  };
 }

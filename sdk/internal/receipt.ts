@@ -5,6 +5,7 @@ import { verifyCompletion } from "../../common/attest/completion.js";
 import type { TaskStatus as WireTaskStatus } from "../../common/protocols/lease.js";
 import type { TaskAttempt, TaskReceipt } from "../types.js";
 import type { SuanliContext } from "./context.js";
+import type { TaskRecord } from "./store.js";
 
 type LeaseOutcome = TaskReceipt["leases"][number] & { completion: { exitCode: number; outputDigest: Hex; unitSeconds: bigint } | null };
 
@@ -73,4 +74,45 @@ export async function checkCompletion(
   if (signed.report.leaseId !== attempt.leaseId) return false;
   const verdict = await verifyCompletion(signed, { domain: ctx.domain, provider: attempt.provider, onChain });
   return verdict.valid;
+}
+
+/** Builds the receipt of a task from the chain (and the provider's completion report, when given). */
+export async function buildReceipt(
+  ctx: SuanliContext,
+  record: TaskRecord,
+  state: TaskReceipt["state"],
+  exitCode: number | null,
+  signedCompletion: Awaited<ReturnType<typeof ctx.link.status>>["completion"],
+): Promise<TaskReceipt> {
+  const leases: TaskReceipt["leases"] = [];
+  let completion: TaskReceipt["completion"] = null;
+  for (const attempt of record.attempts) {
+    const { completion: onChain, ...outcome } = await leaseOutcome(ctx, attempt);
+    leases.push(outcome);
+    // The other machines of a group task: their leases are part of the bill.
+    for (const member of attempt.group?.slice(1) ?? []) {
+      const { completion: _memberCompletion, ...memberOutcome } = await leaseOutcome(ctx, member);
+      leases.push(memberOutcome);
+    }
+    if (attempt === record.attempts[record.attempts.length - 1]) {
+      if (signedCompletion) {
+        const verified = await checkCompletion(ctx, attempt, signedCompletion, onChain);
+        completion = { ...signedCompletion.report, verified };
+      } else if (onChain) {
+        completion = { ...onChain, verified: false };
+      }
+    }
+  }
+  const sum = (pick: (l: TaskReceipt["leases"][number]) => bigint) => leases.reduce((total, l) => total + pick(l), 0n);
+  return {
+    taskId: record.taskId,
+    state,
+    exitCode: exitCode ?? completion?.exitCode ?? null,
+    completion,
+    leases,
+    totalCost: sum((l) => l.cost),
+    totalRefunded: sum((l) => l.refunded),
+    totalCredit: sum((l) => l.credit),
+    totalGasUsed: leases.reduce((total, l) => total + l.gas.reduce((g, step) => g + step.gasUsed, 0n), 0n),
+  };
 }

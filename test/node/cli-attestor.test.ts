@@ -45,6 +45,27 @@ describe("suanli devnet attestors and suanli attestor start (CLI)", function () 
       const refused = await runCli(["attestor", "start", "--config", config]);
       assert.equal(refused.code, 1);
       assert.match(refused.stderr, /does not hold ATTESTOR_ROLE/);
+
+      // An attestor's wallet runs; metrics.enabled serves its Prometheus endpoint (as under every start command).
+      await writeFile(config, JSON.stringify({
+        dataDir: path.join(dir, "node7"),
+        log: { level: "warn" },
+        chain: { rpcUrl: described.rpcUrl, deploymentsDir: dir, privateKey: devnetPrivateKey(7), pollingIntervalMs: 200 },
+        p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], dht: { enabled: false } },
+        attest: { challenge: { preset: "cpu-devnet" }, runner: { kind: "cpu", workers: 1 } },
+      }));
+      const attestor = startCli(["attestor", "start", "--config", config, "--json", "--metrics.enabled", "--metrics.port", "0"]);
+      try {
+        const ready = (await attestor.ready) as { address: Address; metricsUrl: string | null };
+        assert.equal(ready.address, devnetAccount(7).address);
+        assert.match(ready.metricsUrl ?? "", /^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+        const text = await (await fetch(ready.metricsUrl!)).text();
+        assert.match(text, /^suanli_p2p_peers \d+$/m);
+        assert.match(text, /^# TYPE suanli_attest_challenges_total counter$/m);
+        assert.equal(await attestor.stop("SIGTERM"), 0, attestor.stderr());
+      } finally {
+        await attestor.stop("SIGKILL");
+      }
     } finally {
       devnet.kill("SIGINT");
       await new Promise((resolve) => (devnet.exitCode !== null ? resolve(undefined) : devnet.once("exit", resolve)));

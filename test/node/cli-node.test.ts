@@ -12,7 +12,7 @@ import { devnetAccount } from "../../common/devnet.js";
 import { suanliDomain, suanliTypes, type ReserveRequest } from "../../common/eip712.js";
 import { offerPageSchema } from "../../common/api/offers.js";
 import { providerPageSchema } from "../../common/api/chain.js";
-import { parseConfigFlags } from "../../node/cli/commands/node.js";
+import { parseConfigFlags } from "../../node/cli/config-flags.js";
 import { runCli, startCli, type RunningCli } from "../support/cli.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
@@ -46,9 +46,13 @@ describe("suanli node start / suanli devnet --api-port (CLI)", function () {
       }),
     );
     // The flag overrides the file's port (9 is privileged: the node would fail to listen on it).
-    const node = startCli(["node", "start", "--config", file, "--json", "--api.port", "0"]);
+    const node = startCli(["node", "start", "--config", file, "--json", "--api.port", "0", "--metrics.enabled", "--metrics.port", "0"]);
     running.push(node);
-    const ready = (await node.ready) as { apiUrl: string; peerId: string; chainId: number; addrs: string[] };
+    const ready = (await node.ready) as { apiUrl: string; metricsUrl: string | null; peerId: string; chainId: number; addrs: string[] };
+    // metrics.enabled serves the Prometheus endpoint under `node start` too (not only `provider start`).
+    assert.match(ready.metricsUrl ?? "", /^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    assert.notEqual(new URL(ready.metricsUrl!).port, new URL(ready.apiUrl).port);
+    assert.match(await (await fetch(ready.metricsUrl!)).text(), /^suanli_p2p_peers \d+$/m);
     assert.equal(ready.chainId, 31337);
     assert.match(ready.apiUrl, /^http:\/\/127\.0\.0\.1:\d+$/);
     assert.match(ready.addrs[0], /^\/ip4\/127\.0\.0\.1\/tcp\/\d+\/p2p\//);

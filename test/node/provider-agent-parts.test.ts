@@ -3,7 +3,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { LeaseView } from "../../common/chain/market.js";
-import { configFlags } from "../../node/cli/commands/provider.js";
+import { parseConfigFlags } from "../../node/cli/config-flags.js";
+import { loadConfig } from "../../node/config/load.js";
+import { nodeConfigSchema } from "../../node/config/schema.js";
 import { claimWorthy } from "../../node/provider/agent/claims.js";
 import { newLeaseRecord, type LeaseRecord } from "../../node/provider/agent/records.js";
 import { ReservationBook } from "../../node/provider/agent/reservations.js";
@@ -122,10 +124,12 @@ describe("provider agent parts", function () {
     assert.equal(claimWorthy(view({ claimable: 5_000n }), 1_000, 1_000n, true), true, "before its end it may be claimed in part");
   });
 
-  it("config flags after the command's options: --dotted.key value and --dotted.key=value", () => {
-    assert.deepEqual(configFlags(["--chain.rpcUrl", "http://127.0.0.1:8545", "--log.level=debug"]), { "chain.rpcUrl": "http://127.0.0.1:8545", "log.level": "debug" });
-    assert.throws(() => configFlags(["--log.level"]), { name: "CliError" });
-    assert.throws(() => configFlags(["stray"]), { name: "CliError" });
+  it("config flags after the command's options: --dotted.key value and --dotted.key=value (one parser for every start command)", async () => {
+    assert.deepEqual(parseConfigFlags(["--chain.rpcUrl", "http://127.0.0.1:8545", "--log.level=debug"]), { "chain.rpcUrl": "http://127.0.0.1:8545", "log.level": "debug" });
+    // A bare flag is `true`; the config schema refuses it where a key takes something else.
+    assert.deepEqual(parseConfigFlags(["--log.level"]), { "log.level": "true" });
+    await assert.rejects(loadConfig(nodeConfigSchema, { env: {}, flags: parseConfigFlags(["--log.level"]) }), { name: "ConfigError" });
+    assert.throws(() => parseConfigFlags(["stray"]), { name: "CliError" });
   });
 
   it("resource limits are lowered to the node's hard limits, never raised", async () => {

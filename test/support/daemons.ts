@@ -6,6 +6,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { nodeConfigSchema, type NodeConfig } from "../../node/config/schema.js";
+import { startApi, type ApiModule } from "../../node/api/start.js";
 import { startDaemon, type Daemon, type StartDaemonOptions } from "../../node/daemon.js";
 import { silentLogger } from "../../node/log/logger.js";
 import type { Devnet } from "./devnet.js";
@@ -43,15 +44,26 @@ function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<s
   return out;
 }
 
-/** Starts a daemon on a test config; `close` stops it and removes its data dir unless kept. */
+/**
+ * Starts a daemon on a test config, with the HTTP API when the config enables it (as `runNode`
+ * does); `close` stops it and removes its data dir unless kept.
+ */
 export async function startTestDaemon(
   devnet: Devnet,
   overrides: Record<string, unknown> = {},
   options: StartDaemonOptions = {},
-): Promise<Daemon & { close(options?: { keepData?: boolean }): Promise<void> }> {
+): Promise<Daemon & { api: ApiModule | undefined; close(options?: { keepData?: boolean }): Promise<void> }> {
   const config = await testNodeConfig(devnet, overrides);
   const daemon = await startDaemon(config, { logger: silentLogger(), ...options });
+  let api: ApiModule | undefined;
+  try {
+    if (config.api.enabled) daemon.attach((api = await startApi(daemon)));
+  } catch (error) {
+    await daemon.stop();
+    throw error;
+  }
   return Object.assign(daemon, {
+    api,
     async close({ keepData = false }: { keepData?: boolean } = {}) {
       await daemon.stop();
       if (!keepData) await rm(config.dataDir, { recursive: true, force: true });

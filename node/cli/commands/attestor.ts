@@ -4,11 +4,10 @@ import { formatUnits } from "viem";
 import { requestChallenge, DEFAULT_CHALLENGE_REQUEST_TIMEOUT_MS } from "../../../common/attest/request.js";
 import type { ChallengeOutcomeMessage } from "../../../common/attest/wire.js";
 import { createHost } from "../../../common/p2p/host.js";
-import { startAttestorService } from "../../attest/service.js";
 import { loadConfig } from "../../config/load.js";
 import { nodeConfigSchema } from "../../config/schema.js";
-import { startDaemon } from "../../daemon.js";
-import { parseConfigFlags } from "./node.js";
+import { runNode } from "../../run.js";
+import { parseConfigFlags } from "../config-flags.js";
 import { cliContext, withChainFlags, type ChainFlags } from "../context.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
 
@@ -27,30 +26,30 @@ export function registerAttestor(program: Command): void {
       const json = Boolean(flags.json);
       const config = await loadConfig(nodeConfigSchema, { file: flags.config, env: process.env, flags: parseConfigFlags(command.args) });
       progress(json, "Starting the attestor node...");
-      const daemon = await startDaemon(config);
-      try {
-        daemon.attach(await startAttestorService(daemon));
-      } catch (error) {
-        await daemon.stop();
-        throw error;
-      }
+      const node = await runNode(config, { attestor: true });
+      const { daemon } = node;
       const addrs = daemon.p2p.host.getMultiaddrs().map(String);
       emit(
         json,
-        { address: daemon.account!.address, peerId: daemon.p2p.host.peerId.toString(), addrs, chainId: daemon.deployment.chainId },
+        {
+          address: daemon.account!.address,
+          peerId: daemon.p2p.host.peerId.toString(),
+          addrs,
+          chainId: daemon.deployment.chainId,
+          apiUrl: node.api?.url ?? null,
+          metricsUrl: node.metrics ? `${node.metrics.url}/metrics` : null,
+        },
         () =>
           [
             `Attestor ${daemon.account!.address} running on chain ${daemon.deployment.chainId}`,
             `Peer id ${daemon.p2p.host.peerId.toString()}`,
             ...addrs.map((addr) => `  listening on ${addr}`),
+            ...(node.api ? [`HTTP API at ${node.api.url}/v1/`] : []),
+            ...(node.metrics ? [`Metrics at ${node.metrics.url}/metrics`] : []),
             "Press Ctrl-C to stop.",
           ].join("\n"),
       );
-      await new Promise<void>((resolve) => {
-        process.once("SIGINT", resolve);
-        process.once("SIGTERM", resolve);
-      });
-      await daemon.stop();
+      await node.stopOnSignal((signal) => progress(json, `Stopping (${signal})...`));
     });
 
   withChainFlags(

@@ -8,12 +8,12 @@ import { deployContracts } from "../../chain/deploy.js";
 import { startEmbeddedChain } from "../../chain/embedded.js";
 import { DEFAULT_DEPLOYMENTS_DIR, writeDeployment } from "../../chain/manifest.js";
 import { nodeConfigSchema } from "../../config/schema.js";
-import { startDaemon, type Daemon } from "../../daemon.js";
 import { startDevnetAttestors, type DevnetAttestors } from "../../devnet/attestors.js";
 import { DEVNET_ATTESTOR_INDEX, startDemoProviders, type DemoProviders } from "../../devnet/demo.js";
 import { createLogger } from "../../log/logger.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
-import { waitForShutdown } from "./node.js";
+import { runNode, type RunningNode } from "../../run.js";
+import { waitForShutdown } from "../../signals.js";
 
 function portOption(value: string | undefined, flag: string): number | undefined {
   if (value === undefined) return undefined;
@@ -74,7 +74,7 @@ export function registerDevnet(program: Command): void {
       const json = Boolean(options.json);
       progress(json, "Starting the embedded chain...");
       const chain = await startEmbeddedChain({ port });
-      let node: Daemon | undefined;
+      let node: RunningNode | undefined;
       let demo: DemoProviders | undefined;
       let attestors: DevnetAttestors | undefined;
       let tempDir: string | undefined;
@@ -134,9 +134,9 @@ export function registerDevnet(program: Command): void {
             },
             api: { enabled: true, host: "127.0.0.1", port: apiPort },
           });
-          node = await startDaemon(config, { logger });
+          node = await runNode(config, { api: true }, { logger });
           apiUrl = node.api!.url;
-          nodeAddrs = node.p2p.host.getMultiaddrs().map(String);
+          nodeAddrs = node.daemon.p2p.host.getMultiaddrs().map(String);
           if (options.demoOffers) {
             progress(json, "Starting demo providers (registering on-chain, publishing offers)...");
             demo = await startDemoProviders({
@@ -162,7 +162,7 @@ export function registerDevnet(program: Command): void {
             attestors: attestorIndexes.map((index) => devnetAccount(index).address),
             attestorNodes: attestors?.nodes.map((attestor) => ({ account: attestor.index, address: devnetAccount(attestor.index).address, addr: attestor.addr })) ?? [],
             apiUrl: apiUrl ?? null,
-            node: node ? { peerId: node.p2p.host.peerId.toString(), addrs: nodeAddrs } : null,
+            node: node ? { peerId: node.daemon.p2p.host.peerId.toString(), addrs: nodeAddrs } : null,
             demoProviders: demo ? demo.providers.map((provider) => provider.account!.address) : [],
           },
           () =>
@@ -172,7 +172,7 @@ export function registerDevnet(program: Command): void {
                 ? ["Attestor nodes (challenge and attest every offered machine; bootstrap from any):", ...attestors.nodes.map((attestor) => `  #${attestor.index} ${attestor.addr}`)]
                 : []),
               ...(apiUrl ? [`HTTP API at ${apiUrl}/v1/ (OpenAPI: ${apiUrl}/openapi.json), explorer at ${apiUrl}/explorer/, renter console at ${apiUrl}/console/`] : []),
-              ...(node ? [`Node ${node.p2p.host.peerId} (bootstrap other nodes with ${nodeAddrs[0]})`] : []),
+              ...(node ? [`Node ${node.daemon.p2p.host.peerId} (bootstrap other nodes with ${nodeAddrs[0]})`] : []),
               ...(demo ? [
                     `Demo providers publishing offers: ${demo.providers.map((provider) => provider.account!.address).join(", ")}`,
                     "  (offers to browse only: they run no provider agent, so they take no reservations; run `suanli provider start` for one you can rent)",

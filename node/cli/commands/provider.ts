@@ -4,47 +4,9 @@ import { formatUnits } from "viem";
 import { readProvider } from "../../../common/chain/market.js";
 import { loadConfig } from "../../config/load.js";
 import { nodeConfigSchema } from "../../config/schema.js";
-import { startDaemon, type Daemon } from "../../daemon.js";
-import { startMetricsServer, type MetricsServer } from "../../metrics/server.js";
-import { startProviderAgent } from "../../provider/agent.js";
+import { runNode } from "../../run.js";
+import { parseConfigFlags } from "../config-flags.js";
 import { CliError, emit, ExitCode } from "../output.js";
-
-/**
- * Config keys given as flags after the command's own options: `--chain.rpcUrl URL` or
- * `--chain.rpcUrl=URL` (dotted paths of docs/configuration.md).
- */
-export function configFlags(args: readonly string[]): Record<string, string> {
-  const flags: Record<string, string> = {};
-  for (let i = 0; i < args.length; i++) {
-    const token = args[i];
-    if (!token.startsWith("--")) throw new CliError(`Unexpected argument "${token}"`, ExitCode.usage, ["Config keys go as --<dotted.key> <value>, e.g. --chain.rpcUrl http://127.0.0.1:8545."]);
-    const body = token.slice(2);
-    const eq = body.indexOf("=");
-    if (eq > 0) {
-      flags[body.slice(0, eq)] = body.slice(eq + 1);
-      continue;
-    }
-    const value = args[i + 1];
-    if (value === undefined || value.startsWith("--")) throw new CliError(`--${body} needs a value`, ExitCode.usage);
-    flags[body] = value;
-    i++;
-  }
-  return flags;
-}
-
-function waitForSignal(): Promise<NodeJS.Signals> {
-  return new Promise((resolve) => {
-    const onSignal = (signal: NodeJS.Signals) => {
-      process.off("SIGINT", onSignal);
-      process.off("SIGTERM", onSignal);
-      // A second Ctrl-C does not wait for the clean stop.
-      process.once("SIGINT", () => process.exit(130));
-      resolve(signal);
-    };
-    process.on("SIGINT", onSignal);
-    process.on("SIGTERM", onSignal);
-  });
-}
 
 export function registerProvider(program: Command): void {
   const provider = program.command("provider").description("sell this machine's GPU time: register, offer, run renters' tasks, get paid");
@@ -58,18 +20,16 @@ export function registerProvider(program: Command): void {
     .addHelpText("after", "\nAny config key can also be given as a flag after the options: --chain.rpcUrl http://127.0.0.1:8545")
     .action(async (options: { config: string; json?: boolean }, command: Command) => {
       const json = Boolean(options.json);
-      const config = await loadConfig(nodeConfigSchema, { file: options.config, env: process.env, flags: configFlags(command.args) });
+      const config = await loadConfig(nodeConfigSchema, { file: options.config, env: process.env, flags: parseConfigFlags(command.args) });
       if (!config.chain.privateKey) {
         throw new CliError("A provider needs a wallet: chain.privateKey is not set", ExitCode.usage, [
           "Set chain.privateKey in the config file, or SUANLI_CHAIN__PRIVATE_KEY in the environment.",
         ]);
       }
-      const daemon: Daemon = await startDaemon(config, { publishesOffers: true });
-      let metricsServer: MetricsServer | undefined;
+      const node = await runNode(config, { provider: { hiddenPaths: [path.resolve(options.config)] } });
+      const { daemon, metrics: metricsServer } = node;
       try {
-        const agent = await startProviderAgent(daemon, { hiddenPaths: [path.resolve(options.config)] });
-        if (config.metrics.enabled) metricsServer = await startMetricsServer(daemon.metrics.registry, config.metrics, daemon.logger);
-        const summary = agent.summary();
+        const summary = node.provider!.summary();
         const stake = await readProvider(daemon.chain.publicClient, daemon.registry, summary.address);
         const { symbol, decimals } = daemon.deployment.token;
         emit(
@@ -93,11 +53,9 @@ export function registerProvider(program: Command): void {
               "Press Ctrl-C to stop.",
             ].join("\n"),
         );
-        const signal = await waitForSignal();
-        daemon.logger.info("Stopping", { signal });
+        await node.stopOnSignal((signal) => daemon.logger.info("Stopping", { signal }));
       } finally {
-        await metricsServer?.close();
-        await daemon.stop();
+        await node.stop();
       }
       if (json) emit(true, { event: "stopped" }, () => "");
     });

@@ -15,6 +15,7 @@ import { resolveAccount } from "../account.js";
 import { withChainFlags, type ChainFlags } from "../context.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
 import { connectChain } from "../../chain/clients.js";
+import { waitForShutdown } from "../../signals.js";
 
 type RenterFlags = ChainFlags & { bootstrap?: string; stateDir?: string };
 
@@ -337,10 +338,7 @@ export function registerRenter(program: Command): void {
         onError: (error) => progress(Boolean(flags.json), `connection refused: ${error.message}`),
       });
       emit(Boolean(flags.json), { localPort: tunnel.localPort, taskPort: Number(match[2]) }, () => `Forwarding 127.0.0.1:${tunnel.localPort} -> port ${match[2]} of task ${taskId} (Ctrl-C to stop)`);
-      await new Promise<void>((resolve) => {
-        process.once("SIGINT", resolve);
-        process.once("SIGTERM", resolve);
-      });
+      await waitForShutdown();
       await tunnel.close();
     });
   });

@@ -1,0 +1,78 @@
+/**
+ * Which leases are this provider's, for renter requests about a lease that has no record here
+ * (a request can come before the LeaseOpened event is handled). Answers cost as few chain reads
+ * as possible: ids below the events already handled cost none, ids at or above the market's
+ * counter cost a shared counter read, and only ids opened since the last event handled cost a
+ * (shared, cached) read of the lease.
+ */
+import { getAddress, type Address, type Chain, type PublicClient, type Transport } from "viem";
+import { LRUCache } from "lru-cache";
+import { leaseMarketAbi } from "../../../common/abi.js";
+import { readLease, type LeaseView } from "../../../common/chain/market.js";
+
+/** How long one read of the market's lease counter answers for unknown lease ids. */
+const NEXT_LEASE_ID_MAX_AGE_MS = 250;
+/**
+ * A lease id this close above the last counter read may have just been opened: the counter is
+ * read again before the request is refused. Farther ids are refused without a read.
+ */
+const NEXT_LEASE_ID_SLACK = 64n;
+/** How long a chain read of one lease answers concurrent and repeated requests about it. */
+const LEASE_READ_TTL_MS = 2_000;
+
+export class LeaseLookup {
+  /**
+   * Every lease id below this one was opened on-chain and its LeaseOpened event handled here: a
+   * lease below it without a record is not this provider's, and costs no chain read to say so.
+   */
+  private eventsNext = 1n;
+  private counter: { value: bigint; at: number; pending?: Promise<bigint> | undefined } = { value: 0n, at: 0 };
+  private readonly leaseReads = new LRUCache<string, Promise<LeaseView>>({ max: 10_000, ttl: LEASE_READ_TTL_MS });
+
+  constructor(private readonly deps: { publicClient: PublicClient<Transport, Chain>; market: Address; provider: Address }) {}
+
+  /** Events arrive in order: every lease up to this one has been handled. */
+  saw(leaseId: bigint): void {
+    if (leaseId >= this.eventsNext) this.eventsNext = leaseId + 1n;
+  }
+
+  /**
+   * The market's lease counter. `shared`: read at most every NEXT_LEASE_ID_MAX_AGE_MS, concurrent
+   * callers sharing one read. Otherwise a read of its own, started now: a shared read that began
+   * before the caller's lease was opened would not count it.
+   */
+  private async nextLeaseId(shared: boolean): Promise<bigint> {
+    const read = () =>
+      this.deps.publicClient.readContract({ address: this.deps.market, abi: leaseMarketAbi, functionName: "nextLeaseId" }).then((value) => {
+        if (value >= this.counter.value) this.counter = { ...this.counter, value, at: Date.now() };
+        return value;
+      });
+    if (!shared) return read();
+    if (this.counter.at > 0 && Date.now() - this.counter.at <= NEXT_LEASE_ID_MAX_AGE_MS) return this.counter.value;
+    this.counter.pending ??= read().finally(() => {
+      this.counter.pending = undefined;
+    });
+    return this.counter.pending;
+  }
+
+  /**
+   * What the chain says about a lease that has no record here, when it may be this provider's;
+   * undefined when it is not (or does not exist). Ids just above the last counter read (a lease
+   * opened a moment ago) get a fresh counter read of their own.
+   */
+  async lookup(leaseId: bigint): Promise<LeaseView | undefined> {
+    if (leaseId < this.eventsNext) return undefined;
+    let next = await this.nextLeaseId(true);
+    if (leaseId >= next && leaseId - next < NEXT_LEASE_ID_SLACK) next = await this.nextLeaseId(false);
+    if (leaseId >= next) return undefined;
+    const key = leaseId.toString();
+    let read = this.leaseReads.get(key);
+    if (!read) {
+      read = readLease(this.deps.publicClient, this.deps.market, leaseId);
+      this.leaseReads.set(key, read);
+      read.catch(() => this.leaseReads.delete(key));
+    }
+    const view = await read;
+    return view.status === "None" || getAddress(view.provider) !== this.deps.provider ? undefined : view;
+  }
+}

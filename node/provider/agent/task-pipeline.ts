@@ -1,0 +1,246 @@
+/**
+ * A lease's task, from accepted spec to exit: units and bundle prepared together, the lease
+ * activated only once the task can start at once, the process started (recorded `starting`
+ * first: a task runs at most once), its exit recorded with a signed completion report, its
+ * output kept and its units handed back. After a restart, `recover` starts a preparation over
+ * and ends what may have started (docs/provider.md).
+ */
+import path from "node:path";
+import { signCompletion } from "../../../common/attest/completion.js";
+import { leaseMarketAbi } from "../../../common/abi.js";
+import type { LeaseView } from "../../../common/chain/market.js";
+import { TASK_NOT_STARTED_EXIT_CODE, type TaskState } from "../../../common/protocols/lease.js";
+import { blameOf } from "../errors.js";
+import { processStartTicks } from "../runtime/orphans.js";
+import type { TaskHandle, TaskResult } from "../runtime/runtime.js";
+import type { TaskSpec } from "../runtime/task.js";
+import { revertName } from "./chain-tx.js";
+import type { LeaseHost, Live } from "./lease-context.js";
+import { markEnded } from "./lease-step.js";
+import { oneLineSource, sourceOfHandle } from "./log-sources.js";
+import { chainFields, type EndAction, type LeaseRecord, type TaskError } from "./records.js";
+
+const ZERO_DIGEST = `0x${"0".repeat(64)}` as const;
+
+function errorOf(error: unknown): TaskError {
+  const e = error as { name?: string; shortMessage?: string; message?: string };
+  return { name: typeof e?.name === "string" ? e.name : "Error", message: String(e?.shortMessage ?? e?.message ?? error).slice(0, 2000) };
+}
+
+export class TaskPipeline {
+  constructor(private readonly host: LeaseHost) {}
+
+  /** Prepares and runs a lease's task in the background; its end brings a reconcile pass. */
+  launch(leaseId: bigint, spec: TaskSpec): void {
+    const { host } = this;
+    const live: Live = { abort: new AbortController() };
+    host.live.set(leaseId, live);
+    live.pipeline = this.run(leaseId, spec, live)
+      .catch((error: unknown) => host.ctx.logger.error("Task pipeline failed", { leaseId }, error))
+      .finally(() => {
+        if (host.live.get(leaseId) === live) host.live.delete(leaseId);
+        host.schedule(leaseId);
+      });
+  }
+
+  private async run(leaseId: bigint, spec: TaskSpec, live: Live): Promise<void> {
+    const { host } = this;
+    const { runtime, capacity, logger } = host.ctx;
+    const taskId = host.units.taskId(leaseId);
+    const picked = await host.withLock(leaseId, () => host.units.claim(host.ctx.records.get(leaseId)!));
+    const durationMs = await host.remainingMs(picked);
+    const noticeMs = await host.units.noticeFor(picked);
+    const [prepared, assigned] = await Promise.allSettled([
+      runtime.prepare(
+        { taskId, spec, devices: picked.devices, durationMs, ...(spec.group?.rank === 0 ? { master: host.groupMaster() } : {}) },
+        { signal: live.abort.signal },
+      ),
+      host.units.assign(picked, noticeMs),
+    ]);
+    const handle = prepared.status === "fulfilled" ? prepared.value : undefined;
+    const failure = prepared.status === "rejected" ? prepared.reason : assigned.status === "rejected" ? assigned.reason : undefined;
+    if (live.abort.signal.aborted || failure !== undefined) {
+      await handle?.cleanup().catch(() => undefined);
+      if (live.abortReason === "shutdown") return; // resumed (or waited for again) at the next start
+      await host.withLock(leaseId, () => this.notStarted(leaseId, live, failure));
+      if (failure !== undefined) {
+        logger.warn("Task could not start", { leaseId }, failure);
+        host.ctx.metrics.providerTasks.inc({ result: "failed" });
+      }
+      return;
+    }
+    live.handle = handle;
+
+    // Activate (metering starts) only now that the task can start at once.
+    const ready = await host.withLock(leaseId, async () => {
+      let view = await host.readChain(leaseId);
+      let activatedWallMs: number | null = null;
+      if (view.status === "Open") {
+        try {
+          await host.ctx.tx.send({ address: host.ctx.market, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] });
+          activatedWallMs = Date.now();
+          logger.info("Lease activated", { leaseId });
+        } catch (error) {
+          logger.warn("Cannot activate the lease", { leaseId, error: revertName(error) }, error);
+        }
+        view = await host.readChain(leaseId);
+      }
+      if (view.status !== "Active" || live.abort.signal.aborted) return undefined;
+      // From here on the task is never started again, whatever happens to this process.
+      const starting = await host.ctx.records.update(leaseId, (r) => {
+        r.chain = chainFields(view);
+        r.activatedWallMs ??= activatedWallMs;
+        r.phase = "starting";
+        r.state = "preparing";
+      });
+      // Started under the lock: a lease that ends meanwhile is seen with the task attached, so
+      // stopping it reaches the process.
+      await handle!.start();
+      try {
+        capacity.attachTask(taskId, handle!);
+      } catch (error) {
+        await handle!.stop(0);
+        throw error;
+      }
+      const pid = handle!.pid ?? null;
+      const pidStartTicks = pid === null ? null : ((await processStartTicks(pid)) ?? null);
+      return host.ctx.records.update(leaseId, (r) => {
+        r.phase = "running";
+        r.state = "running";
+        r.pid = pid;
+        r.pidStartTicks = pidStartTicks;
+        r.startedAt = Date.now();
+        r.activatedWallMs ??= starting.activatedWallMs;
+      });
+    });
+    if (!ready) {
+      await handle!.cleanup().catch(() => undefined);
+      if (live.abortReason === "shutdown") return;
+      await host.withLock(leaseId, async () => {
+        await host.releaseUnits(leaseId);
+        await host.ctx.records.update(leaseId, (r) => {
+          if (r.phase !== "ended") markEnded(r, "stopped", r.error ?? { name: "LeaseStateError", message: `The lease is ${r.chain.status} on-chain; the task was not started` });
+        });
+      });
+      return;
+    }
+
+    logger.info("Task started", { leaseId, pid: ready.pid, units: picked.unitIds.length });
+    host.updateGauges();
+    handle!.setRemainingTime(await host.remainingMs(ready));
+    const result = await handle!.wait();
+    await this.exited(leaseId, handle!, result, live);
+  }
+
+  /** The task never started (aborted, or it failed to prepare); the caller holds the lease's lock. */
+  private async notStarted(leaseId: bigint, live: Live, failure: unknown): Promise<void> {
+    const { host } = this;
+    await host.releaseUnits(leaseId);
+    const record = await host.ctx.records.update(leaseId, (r) => {
+      if (live.abort.signal.aborted) {
+        const error =
+          live.abortReason === "cancel"
+            ? { name: "TaskCancelledError", message: "The renter cancelled the task before it started" }
+            : { name: "LeaseEndedError", message: `The lease ended on-chain (${r.chain.endReason}) before its task started` };
+        markEnded(r, r.chain.endReason === "Preempted" ? "preempted" : "stopped", r.error ?? error);
+        return;
+      }
+      markEnded(r, "failed", errorOf(failure));
+      // The renter's input was bad: the lease ends with a completion report at once (the renter
+      // pays for the second or two it takes). The node's own failure: it terminates and pays the penalty.
+      r.endAction = blameOf(failure) === "renter" ? "complete" : "terminate";
+      r.exitCode = TASK_NOT_STARTED_EXIT_CODE;
+      r.result = { status: "error", chainExitCode: TASK_NOT_STARTED_EXIT_CODE, outputDigest: ZERO_DIGEST, unitSeconds: 0 };
+    });
+    const log = oneLineSource(`The task could not start: ${record.error?.name}: ${record.error?.message}`);
+    host.finishedLogs.keep(leaseId, log.source);
+    await host.ctx.records.update(leaseId, (r) => {
+      r.nextLogSeq = log.nextSeq;
+    });
+  }
+
+  private async exited(leaseId: bigint, handle: TaskHandle, result: TaskResult, live: Live): Promise<void> {
+    const { host } = this;
+    const completion = await signCompletion(host.ctx.account, host.ctx.domain, {
+      leaseId,
+      exitCode: result.chainExitCode,
+      outputDigest: result.outputDigest,
+      unitSeconds: BigInt(result.unitSeconds),
+    });
+    host.finishedLogs.keep(leaseId, sourceOfHandle(handle));
+    await host.withLock(leaseId, async () => {
+      const view = await host.readChain(leaseId).catch(() => undefined);
+      await host.ctx.records.update(leaseId, (r) => {
+        if (view) r.chain = chainFields(view);
+        const over = r.chain.status !== "Active";
+        let state: TaskState;
+        let error: TaskError | null = result.error ? { name: result.error.name, message: result.error.message } : null;
+        if (live.abortReason === "shutdown") {
+          state = "failed";
+          error = { name: "TaskLostError", message: "The provider node stopped while the task ran; the task was stopped and the lease terminated" };
+        } else if (result.status === "succeeded") state = "succeeded";
+        else if (result.status === "exceeded") {
+          state = "exceeded";
+          error = { name: "TaskExceededError", message: "The task ran past its lease time and was stopped (SIGTERM, then SIGKILL after the grace period)" };
+        } else if (result.status === "stopped") state = r.chain.endReason === "Preempted" ? "preempted" : "stopped";
+        else state = "failed";
+        markEnded(r, state, error);
+        r.exitCode = result.exitCode ?? result.chainExitCode;
+        r.result = { status: result.status, chainExitCode: result.chainExitCode, outputDigest: result.outputDigest, unitSeconds: result.unitSeconds };
+        r.completion = completion;
+        r.nextLogSeq = handle.readLogs(Number.MAX_SAFE_INTEGER).nextSeq;
+        r.startedAt = result.startedAt;
+        r.endedAt = result.endedAt;
+        let action: EndAction = "none";
+        // The node's machinery failed (the container engine could not start the container): the
+        // provider's fault, ended by the rules (terminate: refund + penalty), never a completion.
+        const providerFault = result.error?.blame === "provider";
+        if (!over) action = live.abortReason === "shutdown" || providerFault ? "terminate" : r.endAction === "await_close" ? "await_close" : "complete";
+        r.endAction = action;
+      });
+      // Before the workspace goes: the output the completion report digests stays for the renter.
+      await host.ctx.outputs?.keep(leaseId, path.join(handle.workspace, "output"));
+      await host.releaseUnits(leaseId);
+      await handle.cleanup().catch(() => undefined);
+    });
+    const record = host.ctx.records.get(leaseId)!;
+    host.ctx.metrics.providerTasks.inc({ result: record.error?.name === "TaskLostError" ? "lost" : record.state });
+    host.ctx.logger.info("Task ended", { leaseId, state: record.state, exitCode: record.exitCode, unitSeconds: result.unitSeconds });
+    host.updateGauges();
+    if (live.abortReason === "shutdown") await host.withLock(leaseId, () => host.reconcileLocked(leaseId)).catch(() => undefined);
+  }
+
+  /** After a restart: a preparation starts over (it never ran); a task that may have started is killed and the lease terminated. */
+  async recover(record: LeaseRecord, view: LeaseView): Promise<void> {
+    const { host } = this;
+    const leaseId = record.leaseId;
+    const taskId = host.units.taskId(leaseId);
+    if (record.phase === "preparing") {
+      await host.ctx.runtime.reap(taskId).catch(() => 0);
+      if (record.specResumable && record.spec) {
+        host.ctx.logger.info("Preparing a task again after a restart", { leaseId });
+        this.launch(leaseId, record.spec as TaskSpec);
+      } else {
+        // The spec held secrets, which were never stored: the renter sends it again.
+        await host.ctx.records.update(leaseId, (r) => {
+          r.phase = "waiting_spec";
+          r.state = "waiting_spec";
+          r.spec = null;
+        });
+        host.ctx.logger.info("Waiting for the task spec again after a restart (it held secrets)", { leaseId });
+      }
+      return;
+    }
+    const killed = await host.ctx.runtime.reap(taskId, { pid: record.pid ?? undefined, startTicks: record.pidStartTicks ?? undefined });
+    await host.releaseUnits(leaseId);
+    await host.ctx.records.update(leaseId, (r) => {
+      markEnded(r, "failed", {
+        name: "TaskLostError",
+        message: "The provider node restarted while the task ran; the task was stopped and is not run again. The lease is terminated: the renter gets the rest of its deposit back plus the early-termination penalty",
+      });
+      r.endAction = view.status === "Active" || view.status === "Open" ? "terminate" : "none";
+    });
+    host.ctx.metrics.providerTasks.inc({ result: "lost" });
+    host.ctx.logger.warn("Task lost in a restart: killed what was left and terminating the lease", { leaseId, processesKilled: killed });
+  }
+}
