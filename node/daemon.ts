@@ -1,7 +1,7 @@
 /**
  * The composition root of a Suanli node. Builds every module from the config, hands each a child
  * logger and the metrics registry, and closes them in reverse order. Roles (provider, attestor)
- * attach as extensions on top of the base node: store, chain, chain watcher, libp2p host, offer
+ * attach as extensions on top of the base node: store, chain, chain follower, libp2p host, offer
  * book, and optionally the HTTP API.
  */
 import path from "node:path";
@@ -14,14 +14,13 @@ import { CachedChainView } from "../common/offers/chain-view.js";
 import { connectChain, type ChainClients } from "./chain/clients.js";
 import { DEFAULT_DEPLOYMENTS_DIR, readDeployment } from "./chain/manifest.js";
 import { RegistryChainView } from "./chain/registry-view.js";
-import { ChainWatcher, type ChainEvent } from "./chain/watcher.js";
+import { ChainFollower, type ChainEvent } from "./chain/follower.js";
 import type { NodeConfig } from "./config/schema.js";
 import { startApi, type ApiModule } from "./api/start.js";
 import { createLogger, type Logger } from "./log/logger.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
 import { offersTopics, startOfferService, type OfferService } from "./offers/service.js";
 import { startNodeHost, type NodeHost } from "./p2p/start.js";
-import { Bucket } from "./store/buckets.js";
 import { Store } from "./store/store.js";
 
 export class DaemonError extends SuanliError {
@@ -43,9 +42,10 @@ export type Daemon = {
   domain: ReturnType<typeof suanliDomain>;
   market: Address;
   registry: Address;
-  /** Registry reads behind a bounded cache that the watcher invalidates. */
+  /** Registry reads behind a bounded cache that the follower's events invalidate. */
   chainView: CachedChainView;
-  watcher: ChainWatcher;
+  /** The process's one chain follower; roles subscribe to it. */
+  follower: ChainFollower;
   p2p: NodeHost;
   offers: OfferService;
   /** The HTTP API, when this node serves it (`api.enabled`). */
@@ -174,26 +174,21 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
     });
     modules.push({ name: "offers", stop: () => offers.stop() });
 
-    // The base node follows the chain from the current head: the offer book needs only changes
-    // from now on (a restarted book re-checks itself). Roles that need history (the provider's
-    // leases) run their own reconciliation from their stored cursor.
-    const confirmed = (await chain.publicClient.getBlockNumber()) - BigInt(config.chain.confirmations);
-    // On a chain younger than the confirmations, start at the deployment (never a negative block).
-    const head = confirmed < deployment.deploymentBlock ? deployment.deploymentBlock - 1n : confirmed;
-    const cursors = store.repository<string>(Bucket.meta);
-    const watcher = new ChainWatcher({
+    // One follower for the process: roles (provider, attestor, API index) subscribe to it with
+    // their own cursors. The offer book needs only changes from now on (a restarted book re-checks
+    // itself), so its subscription starts at the head and keeps no cursor.
+    const follower = new ChainFollower({
       publicClient: chain.publicClient,
       deployment,
-      fromBlock: head + 1n,
+      store,
       pollIntervalMs: config.chain.pollingIntervalMs,
       confirmations: config.chain.confirmations,
       logger: logger.child({ module: "chain" }),
       metrics,
-      onCursor: (next) => cursors.put("watcher.cursor", next.toString()),
     });
-    watcher.handle((event) => applyRegistryEvent(event, chainView, offers));
-    await watcher.start();
-    modules.push({ name: "watcher", stop: () => watcher.stop() });
+    await follower.subscribe("offers", (event) => applyRegistryEvent(event, chainView, offers), { from: "head", persist: false });
+    await follower.start();
+    modules.push({ name: "follower", stop: () => follower.stop() });
 
     logger.info("Node started", {
       chainId: deployment.chainId,
@@ -215,7 +210,7 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
       market,
       registry,
       chainView,
-      watcher,
+      follower,
       p2p,
       offers,
       api: undefined,

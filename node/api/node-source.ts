@@ -1,7 +1,7 @@
 /**
  * The HTTP API's data source on a real node: offers from the node's offer book (with the
  * attestation state the book verified under the on-chain attestor quorum), providers, machines
- * and leases read from the contracts (cached, invalidated by the chain watcher's events, listed
+ * and leases read from the contracts (cached, invalidated by the chain follower's events, listed
  * from the market index in level), statistics recorded from the book's changes with utilization
  * from the chain's CapacityChanged events, match dry-runs on a MatchingEngine kept in sync with
  * the book, and a change stream of offers and leases.
@@ -23,7 +23,7 @@ import { ReadCache, type CachedChainView } from "../../common/offers/chain-view.
 import { offerKey, type OfferMessage } from "../../common/offers/message.js";
 import { engineAttestation, isAttested as isAttestedState } from "../../common/offers/validate.js";
 import type { SuanliHost } from "../../common/p2p/host.js";
-import type { ChainWatcher } from "../chain/watcher.js";
+import type { ChainFollower } from "../chain/follower.js";
 import type { Logger } from "../log/logger.js";
 import type { BookEntry, OfferBook, RemovalReason } from "../offers/book.js";
 import type { Store } from "../store/store.js";
@@ -53,7 +53,8 @@ export type NodeMarketSourceDeps = {
   registry: Address;
   /** The node's cached registry view: the attestor quorum (the daemon invalidates it from events). */
   chainView: CachedChainView;
-  watcher: ChainWatcher;
+  /** The node's chain follower; the market index subscribes to it. */
+  follower: ChainFollower;
   host: SuanliHost;
   /** `matching.*` of the node's configuration. */
   matching?: MatchingOptionsInput;
@@ -220,7 +221,7 @@ export class NodeMarketSource implements MarketDataSource {
       publicClient: deps.publicClient,
       deployment: deps.deployment,
       market: deps.market,
-      watcher: deps.watcher,
+      follower: deps.follower,
       logger: deps.logger.child({ module: "api-index" }),
     });
     const source = new NodeMarketSource(deps, index);
@@ -415,7 +416,7 @@ export class NodeMarketSource implements MarketDataSource {
   }
 
   private async attestorsChanged(): Promise<void> {
-    // The daemon's handler ran first (the watcher calls handlers in order): the book's states are current.
+    // The daemon's handler ran first (the follower calls subscribers in order): the book's states are current.
     this.quorum = await this.deps.chainView.attestationQuorum().catch(() => this.quorum);
     for (const entry of this.deps.book.all()) this.upsertEngine(entry);
   }
@@ -578,7 +579,7 @@ export class NodeMarketSource implements MarketDataSource {
     const checks: HealthCheck[] = [];
     try {
       const block = await this.deps.publicClient.getBlockNumber({ cacheTime: 0 });
-      checks.push({ name: "chain", status: "ok", detail: `chain ${this.deps.deployment.chainId} at block ${block}; events read to block ${this.deps.watcher.head}` });
+      checks.push({ name: "chain", status: "ok", detail: `chain ${this.deps.deployment.chainId} at block ${block}; events read to block ${this.deps.follower.head}` });
     } catch (error) {
       checks.push({ name: "chain", status: "down", detail: errorLine(error) });
     }

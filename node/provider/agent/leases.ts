@@ -28,7 +28,7 @@ import {
   type TaskState,
   type TaskStatus,
 } from "../../../common/protocols/lease.js";
-import type { ChainEvent } from "../../chain/watcher.js";
+import type { ChainEvent } from "../../chain/follower.js";
 import type { Logger } from "../../log/logger.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import type { CapacityManager } from "../capacity/capacity-manager.js";
