@@ -16,8 +16,9 @@ import { readLease, readMachine, readProvider, type LeaseView as ChainLease } fr
 import type { Deployment } from "../../common/deployment.js";
 import { TypedDataRecoverer } from "../../common/eip712-recover.js";
 import { GPU_MODELS, modelHash } from "../../common/gpu.js";
-import { MatchingEngine } from "../../common/matching/engine.js";
-import { offerEntryFromMessage, type OfferKnowledge, type Reputation } from "../../common/matching/entry.js";
+import type { MatchingEngine } from "../../common/matching/engine.js";
+import type { OfferKnowledge } from "../../common/matching/entry.js";
+import { OfferEngineIndex, ReputationCache } from "../../common/matching/offer-index.js";
 import type { MatchingOptionsInput } from "../../common/matching/options.js";
 import { ReadCache, type CachedChainView } from "../../common/offers/chain-view.js";
 import { offerKey, type OfferMessage } from "../../common/offers/message.js";
@@ -36,7 +37,6 @@ import { StatsRecorder, type StatsRecorderOptions } from "./stats.js";
 const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
 /** Chain reads one list request runs at once. */
 const READ_CONCURRENCY = 16;
-const NO_REPUTATION: Reputation = { leasesCompleted: 0, faults: 0, unitSecondsDelivered: 0n };
 
 /** Canonical model name by on-chain hash (machines whose model has no live offer to name it). */
 const MODEL_NAMES = new Map(GPU_MODELS.map((model) => [modelHash(model.name), model.name]));
@@ -184,8 +184,9 @@ export class NodeMarketSource implements MarketDataSource {
   /** Attestations of a message with their recovered signers (a message never changes). */
   private readonly signers = new WeakMap<OfferMessage, VerifiedAttestation[]>();
   /** Reputation counters of providers with offers, for the engine's ranking. */
-  private readonly reputations = new Map<string, Reputation>();
-  private readonly reputationLoads = new Set<string>();
+  private readonly reputations: ReputationCache;
+  /** The book's offers as engine entries (the one offer-to-engine layer, common/matching). */
+  private readonly offerIndex: OfferEngineIndex;
   /** On-chain leased units per machine, from CapacityChanged events and machine reads. */
   private readonly usedUnits = new Map<number, number>();
   private readonly usedLoads = new Set<number>();
@@ -206,7 +207,16 @@ export class NodeMarketSource implements MarketDataSource {
   ) {
     this.index = index;
     this.clock = deps.now ?? Date.now;
-    this.engine = new MatchingEngine(deps.matching ?? {}, { now: () => this.nowSeconds() });
+    this.reputations = new ReputationCache((provider) => this.providerReads.get(getAddress(provider)), { now: () => this.nowSeconds() });
+    this.offerIndex = new OfferEngineIndex({
+      matching: deps.matching,
+      reputations: this.reputations,
+      now: () => this.nowSeconds(),
+      // A private offer or a non-canonical model name: valid for the book, not matchable.
+      onUnindexable: (key, error) => this.deps.logger.debug("Offer not indexed for matching", { key, reason: errorLine(error) }),
+      onReputationError: (provider, error) => this.deps.logger.debug("Cannot read a provider's reputation; ranked as new", { provider, reason: errorLine(error) }),
+    });
+    this.engine = this.offerIndex.engine;
     this.stats = new StatsRecorder({ ...deps.stats, usedUnits: (entry) => this.usedUnits.get(entry.message.offer.machineId) });
     const cache = { maxEntries: deps.cache?.maxEntries ?? 10_000, ttlMs: deps.cache?.ttlMs ?? 60_000 };
     this.providerReads = new ReadCache((address) => readProvider(deps.publicClient, deps.registry, address as Address), cache);
@@ -327,7 +337,7 @@ export class NodeMarketSource implements MarketDataSource {
   private onRemoved(entry: BookEntry, reason: RemovalReason): void {
     // A removal of a version the engine no longer holds (replaced meanwhile) must not drop the newer one.
     const held = this.engine.get(entry.key);
-    if (held && held.seq === entry.seq) this.engine.remove(entry.key);
+    if (held && held.seq === entry.seq) this.offerIndex.remove(entry.key);
     const at = this.nowSeconds();
     this.stats.recordRemoval(entry.key, at);
     this.emit({ type: "offer-removed", key: entry.key, reason: removedReason(reason), at });
@@ -356,40 +366,8 @@ export class NodeMarketSource implements MarketDataSource {
 
 
   private upsertEngine(entry: BookEntry): void {
-    const provider = entry.provider.toLowerCase();
-    try {
-      this.engine.upsert(
-        offerEntryFromMessage(entry.message, {
-          attestation: this.attestationKnowledge(entry),
-          reputation: this.reputations.get(provider) ?? NO_REPUTATION,
-          latencyMs: null,
-        }),
-      );
-    } catch (error) {
-      // A private offer or a non-canonical model name: valid for the book, not matchable.
-      this.deps.logger.debug("Offer not indexed for matching", { key: entry.key, reason: errorLine(error) });
-    }
-    if (!this.reputations.has(provider)) void this.loadReputation(entry.provider);
-  }
-
-  /** Reads a provider's counters and re-ranks its offers with them. */
-  private async loadReputation(provider: Address): Promise<void> {
-    const key = provider.toLowerCase();
-    if (this.reputationLoads.has(key) || this.stopped) return;
-    this.reputationLoads.add(key);
-    try {
-      const record = await this.providerReads.get(getAddress(provider));
-      this.reputations.set(key, {
-        leasesCompleted: Number(record.leasesCompleted),
-        faults: Number(record.faults),
-        unitSecondsDelivered: record.unitSecondsDelivered,
-      });
-      for (const entry of this.deps.book.byProvider(provider)) this.upsertEngine(entry);
-    } catch (error) {
-      this.deps.logger.debug("Cannot read a provider's reputation; ranked as new", { provider, reason: errorLine(error) });
-    } finally {
-      this.reputationLoads.delete(key);
-    }
+    if (this.stopped) return;
+    this.offerIndex.putNow(entry.key, entry.message, this.attestationKnowledge(entry));
   }
 
   async matchDryRun(request: MatchRequest, limit?: number): Promise<MatchResult> {
@@ -400,7 +378,11 @@ export class NodeMarketSource implements MarketDataSource {
 
   private providerChanged(provider: Address): void {
     this.providerReads.delete(getAddress(provider));
-    if (this.reputations.has(provider.toLowerCase())) void this.loadReputation(provider);
+    if (this.reputations.has(provider) && !this.stopped) {
+      this.offerIndex
+        .refreshProvider(provider)
+        .catch((error: unknown) => this.deps.logger.debug("Cannot read a provider's reputation", { provider, reason: errorLine(error) }));
+    }
   }
 
   private machineChanged(machineId: number): void {
