@@ -5,7 +5,7 @@
  * book, and optionally the HTTP API.
  */
 import path from "node:path";
-import type { Account, Address } from "viem";
+import type { Address, LocalAccount } from "viem";
 import type { Deployment } from "../common/deployment.js";
 import { contractAddress, readDeploymentBinding } from "../common/deployment.js";
 import { suanliDomain } from "../common/eip712.js";
@@ -37,7 +37,7 @@ export type Daemon = {
   store: Store;
   chain: ChainClients;
   /** The node's wallet (chain.privateKey), when configured. */
-  account: Account | undefined;
+  account: LocalAccount | undefined;
   deployment: Deployment;
   domain: ReturnType<typeof suanliDomain>;
   market: Address;
@@ -170,7 +170,7 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
       options: config.offers,
       metrics,
       logger,
-      provider: options.publishesOffers && account ? { account: account as never, peerKey: p2p.peerKey } : undefined,
+      provider: options.publishesOffers && account ? { account, peerKey: p2p.peerKey } : undefined,
     });
     modules.push({ name: "offers", stop: () => offers.stop() });
 

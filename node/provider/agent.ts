@@ -228,7 +228,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       publicClient,
       market: daemon.market,
       domain: daemon.domain,
-      account: account as never,
+      account,
       tx,
       records,
       runtime,

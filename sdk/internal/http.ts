@@ -157,9 +157,9 @@ export function httpLink(nodeUrl: string): ProviderLink {
         ),
       );
     },
-    task: (_to, body) => relay("task", body as never, taskAnswerSchema),
-    status: (_to, body) => relay("status", body as never, taskStatusSchema),
-    logs: (_to, body) => relay("logs", body as never, logsAnswerSchema),
-    cancel: (_to, body) => relay("cancel", body as never, cancelAnswerSchema),
+    task: (_to, body) => relay("task", body, taskAnswerSchema),
+    status: (_to, body) => relay("status", body, taskStatusSchema),
+    logs: (_to, body) => relay("logs", body, logsAnswerSchema),
+    cancel: (_to, body) => relay("cancel", body, cancelAnswerSchema),
   };
 }

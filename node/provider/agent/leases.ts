@@ -843,9 +843,10 @@ export class LeaseController {
   }
 
   /** Sends a lease transaction; false when it failed (logged; the next pass reads the lease again). */
-  private async send(functionName: "activate" | "complete" | "terminate", leaseId: bigint, extra: readonly unknown[] = []): Promise<boolean> {
+  private async send(functionName: "activate" | "complete" | "terminate", leaseId: bigint, completion?: readonly [exitCode: number, outputDigest: Hex, unitSeconds: bigint]): Promise<boolean> {
     try {
-      await this.ctx.tx.send({ address: this.ctx.market, abi: leaseMarketAbi, functionName, args: [leaseId, ...extra] });
+      if (functionName === "complete") await this.ctx.tx.send({ address: this.ctx.market, abi: leaseMarketAbi, functionName, args: [leaseId, ...completion!] });
+      else await this.ctx.tx.send({ address: this.ctx.market, abi: leaseMarketAbi, functionName, args: [leaseId] });
       return true;
     } catch (error) {
       // A lease that moved on (the renter closed it, a deadline passed) is read again on the next pass.
