@@ -13,7 +13,7 @@ import { SuanliError } from "../common/errors.js";
 import { CachedChainView } from "../common/offers/chain-view.js";
 import { connectChain, type ChainClients } from "./chain/clients.js";
 import { DEFAULT_DEPLOYMENTS_DIR, readDeployment } from "./chain/manifest.js";
-import { RegistryChainView } from "./chain/registry-view.js";
+import { RegistryChainView } from "../common/chain/registry-view.js";
 import { ChainFollower, type ChainEvent } from "./chain/follower.js";
 import type { NodeConfig } from "./config/schema.js";
 import { startApi, type ApiModule } from "./api/start.js";

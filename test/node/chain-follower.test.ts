@@ -6,7 +6,7 @@ import { providerRegistryAbi } from "../../common/abi.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { modelHash } from "../../common/gpu.js";
 import { CachedChainView } from "../../common/offers/chain-view.js";
-import { RegistryChainView } from "../../node/chain/registry-view.js";
+import { RegistryChainView } from "../../common/chain/registry-view.js";
 import { ChainFollower, type ChainEvent } from "../../node/chain/follower.js";
 import { silentLogger, type Logger } from "../../node/log/logger.js";
 import { Store } from "../../node/store/store.js";
