@@ -10,7 +10,7 @@ import { DEFAULT_DEPLOYMENTS_DIR, writeDeployment } from "../../chain/manifest.j
 import { nodeConfigSchema } from "../../config/schema.js";
 import { startDaemon, type Daemon } from "../../daemon.js";
 import { startDevnetAttestors, type DevnetAttestors } from "../../devnet/attestors.js";
-import { DEVNET_ATTESTOR_INDEX, startDemoProviders, type DemoProviders } from "../../devnet/demo.js";
+import { DEVNET_ATTESTOR_INDEX, startDemoProviders, type DemoProviders } from "../../demo/devnet-providers.js";
 import { createLogger } from "../../log/logger.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
 import { waitForShutdown } from "./node.js";
