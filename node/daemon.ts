@@ -1,11 +1,11 @@
 /**
  * The base of a Suanli node. Builds every module from the config, hands each a child logger and
  * the metrics registry, and closes them in reverse order. Roles (provider, attestor, the HTTP
- * API) attach on top of the base node (store, chain, chain watcher, libp2p host, offer book);
+ * API) attach on top of the base node (store, chain, chain follower, libp2p host, offer book);
  * `runNode` (run.ts) is what starts a node with its roles.
  */
 import path from "node:path";
-import type { Account, Address } from "viem";
+import type { Address, LocalAccount } from "viem";
 import type { Deployment } from "../common/deployment.js";
 import { contractAddress, readDeploymentBinding } from "../common/deployment.js";
 import { suanliDomain } from "../common/eip712.js";
@@ -13,14 +13,13 @@ import { SuanliError } from "../common/errors.js";
 import { CachedChainView } from "../common/offers/chain-view.js";
 import { connectChain, type ChainClients } from "./chain/clients.js";
 import { DEFAULT_DEPLOYMENTS_DIR, readDeployment } from "./chain/manifest.js";
-import { RegistryChainView } from "./chain/registry-view.js";
-import { ChainWatcher, type ChainEvent } from "./chain/watcher.js";
+import { RegistryChainView } from "../common/chain/registry-view.js";
+import { ChainFollower, type ChainEvent } from "./chain/follower.js";
 import type { NodeConfig } from "./config/schema.js";
 import { createLogger, type Logger } from "./log/logger.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
 import { offersTopics, startOfferService, type OfferService } from "./offers/service.js";
 import { startNodeHost, type NodeHost } from "./p2p/start.js";
-import { Bucket } from "./store/buckets.js";
 import { Store } from "./store/store.js";
 
 export class DaemonError extends SuanliError {
@@ -37,14 +36,15 @@ export type Daemon = {
   store: Store;
   chain: ChainClients;
   /** The node's wallet (chain.privateKey), when configured. */
-  account: Account | undefined;
+  account: LocalAccount | undefined;
   deployment: Deployment;
   domain: ReturnType<typeof suanliDomain>;
   market: Address;
   registry: Address;
-  /** Registry reads behind a bounded cache that the watcher invalidates. */
+  /** Registry reads behind a bounded cache that the follower's events invalidate. */
   chainView: CachedChainView;
-  watcher: ChainWatcher;
+  /** The process's one chain follower; roles subscribe to it. */
+  follower: ChainFollower;
   p2p: NodeHost;
   offers: OfferService;
   /** Adds a module to stop with the node. */
@@ -165,30 +165,25 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
       options: config.offers,
       metrics,
       logger,
-      provider: options.publishesOffers && account ? { account: account as never, peerKey: p2p.peerKey } : undefined,
+      provider: options.publishesOffers && account ? { account, peerKey: p2p.peerKey } : undefined,
     });
     modules.push({ name: "offers", stop: () => offers.stop() });
 
-    // The base node follows the chain from the current head: the offer book needs only changes
-    // from now on (a restarted book re-checks itself). Roles that need history (the provider's
-    // leases) run their own reconciliation from their stored cursor.
-    const confirmed = (await chain.publicClient.getBlockNumber()) - BigInt(config.chain.confirmations);
-    // On a chain younger than the confirmations, start at the deployment (never a negative block).
-    const head = confirmed < deployment.deploymentBlock ? deployment.deploymentBlock - 1n : confirmed;
-    const cursors = store.repository<string>(Bucket.meta);
-    const watcher = new ChainWatcher({
+    // One follower for the process: roles (provider, attestor, API index) subscribe to it with
+    // their own cursors. The offer book needs only changes from now on (a restarted book re-checks
+    // itself), so its subscription starts at the head and keeps no cursor.
+    const follower = new ChainFollower({
       publicClient: chain.publicClient,
       deployment,
-      fromBlock: head + 1n,
+      store,
       pollIntervalMs: config.chain.pollingIntervalMs,
       confirmations: config.chain.confirmations,
       logger: logger.child({ module: "chain" }),
       metrics,
-      onCursor: (next) => cursors.put("watcher.cursor", next.toString()),
     });
-    watcher.handle((event) => applyRegistryEvent(event, chainView, offers));
-    await watcher.start();
-    modules.push({ name: "watcher", stop: () => watcher.stop() });
+    await follower.subscribe("offers", (event) => applyRegistryEvent(event, chainView, offers), { from: "head", persist: false });
+    await follower.start();
+    modules.push({ name: "follower", stop: () => follower.stop() });
 
     logger.info("Node started", {
       chainId: deployment.chainId,
@@ -210,7 +205,7 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
       market,
       registry,
       chainView,
-      watcher,
+      follower,
       p2p,
       offers,
       attach(module) {

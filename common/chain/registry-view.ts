@@ -7,7 +7,7 @@ const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
 
 /**
  * The ChainView of offer validation, read from the ProviderRegistry. Wrap it in a
- * CachedChainView (common/offers/chain-view.ts); the ChainWatcher invalidates that cache from
+ * CachedChainView (common/offers/chain-view.ts); the ChainFollower invalidates that cache from
  * contract events.
  */
 export class RegistryChainView implements ChainView {

@@ -15,3 +15,4 @@ export * from "./options.js";
 export * from "./request.js";
 export * from "./reservations.js";
 export { knowledgeFromValidated, type ReputationCounters } from "./knowledge.js";
+export * from "./offer-index.js";

@@ -1,7 +1,7 @@
 /**
  * What offer validation needs to know from the chain, behind one small interface. The node backs
  * it with the ProviderRegistry contract; tests back it with an in-memory registry. A bounded
- * cache with a TTL sits in front (CachedChainView); the chain watcher invalidates entries when
+ * cache with a TTL sits in front (CachedChainView); the chain follower invalidates entries when
  * contract events say they changed, so a node neither hammers its RPC endpoint nor trusts a
  * stale record for longer than the TTL.
  */
@@ -109,7 +109,7 @@ export class ReadCache<K extends string, V> {
 }
 
 /**
- * A ChainView with a bounded TTL cache in front of another. The chain watcher calls the
+ * A ChainView with a bounded TTL cache in front of another. The chain follower calls the
  * `invalidate*` methods when contract events report a change.
  *
  * @example

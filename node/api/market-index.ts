@@ -4,12 +4,13 @@
  * provider X's stake" but not "which providers are there" or "which leases does address Y hold";
  * events do.
  *
- * On its first start the index reads every event from the deployment block (a backfill); after a
- * restart, from its stored cursor. Then it follows the node's ChainWatcher. Events that arrive
- * from the watcher while the backfill runs are queued and applied after it, in order: every write
- * is last-writer-wins (a put or a delete of one key, or a lease status read from the chain at the
- * time), so replaying a suffix of the event sequence on top of a later state converges to the
- * chain's state.
+ * The index is one subscriber of the node's chain follower (`api.index`). On its first start it
+ * reads every event from the deployment block (a backfill); after a restart, from its cursor. Until
+ * it reaches the head it saw at start, it defers lease status reads (once per lease at the
+ * hand-off, rather than once per event) and announces nothing; from then on it applies and
+ * announces each event as it comes. Every write is last-writer-wins (a put or a delete of one
+ * key, or a lease status read from the chain at the time), so replaying a suffix of the event
+ * sequence on top of a later state converges to the chain's state.
  */
 import { EventEmitter } from "node:events";
 import type { Address, Chain, PublicClient, Transport } from "viem";
@@ -17,7 +18,7 @@ import { getAddress } from "viem";
 import { readLease, type LeaseStatusName, type LeaseView as ChainLease } from "../../common/chain/market.js";
 import type { Deployment } from "../../common/deployment.js";
 import { SuanliError } from "../../common/errors.js";
-import { ChainWatcher, type ChainEvent } from "../chain/watcher.js";
+import type { ChainEvent, ChainFollower, Subscription } from "../chain/follower.js";
 import type { Logger } from "../log/logger.js";
 import { Bucket } from "../store/buckets.js";
 import type { Repository, Store } from "../store/store.js";
@@ -50,14 +51,15 @@ export type MarketIndexOptions = {
   publicClient: PublicClient<Transport, Chain>;
   deployment: Deployment;
   market: Address;
-  /** The node's watcher; the index adds a handler to it. */
-  watcher: ChainWatcher;
+  /** The node's chain follower; the index subscribes to it. */
+  follower: ChainFollower;
   logger: Logger;
-  /** Largest block range of one getLogs call during the backfill. */
-  maxBlockRange?: bigint;
 };
 
-const CURSOR_KEY = "api.index.cursor";
+/** The index's subscriber name on the follower (its cursor's key). */
+const SUBSCRIBER = "api.index";
+/** Where indexes before the one follower kept their cursor: read once, as the starting block. */
+const LEGACY_CURSOR_KEY = "api.index.cursor";
 
 export class MarketIndexError extends SuanliError {
   override name = "MarketIndexError";
@@ -94,7 +96,7 @@ const PROVIDER_EVENTS = new Set([
 
 /**
  * @example
- * const index = await MarketIndex.open({ store, publicClient, deployment, market, watcher, logger });
+ * const index = await MarketIndex.open({ store, publicClient, deployment, market, follower, logger });
  * index.on("lease", (lease) => ...);
  * await index.start();
  * const ids = await index.leaseIdsOf(renter, "renter");
@@ -107,21 +109,16 @@ export class MarketIndex extends EventEmitter<MarketIndexEvents> {
   private readonly meta: Repository<string>;
   private readonly providerSet = new Map<string, Address>();
   private readonly machineOwners = new Map<number, Address>();
-  private backfilling = true;
-  private pending: ChainEvent[] = [];
   private stopped = false;
-  private caughtUp: Promise<void> | undefined;
-  private backfillWatcher: ChainWatcher | undefined;
-  private failure: Error | undefined;
-  private retry: { timer: NodeJS.Timeout; resolve: () => void } | undefined;
+  private starting: Promise<void> | undefined;
+  private subscription: Subscription | undefined;
   /** Leases whose events the backfill applied and whose status it has not read yet. */
   private readonly dirty = new Set<bigint>();
-  /** Next block whose events are not known to be applied. */
-  private cursor: bigint;
+  private backfillEvents = 0;
+  /** The first block to read when the follower holds no cursor for the index. */
+  private firstBlock: bigint;
   /** What the last start read from past events: its first block and how many events it applied. */
   backfill: { fromBlock: bigint; toBlock: bigint; events: number } | undefined;
-  /** A write chain: events are applied one at a time, in the order they arrive. */
-  private applying: Promise<void> = Promise.resolve();
 
   private constructor(private readonly options: MarketIndexOptions) {
     super();
@@ -131,7 +128,7 @@ export class MarketIndex extends EventEmitter<MarketIndexEvents> {
     this.leaseRepo = store.repository(Bucket.apiLeases);
     this.byAddressRepo = store.repository(Bucket.apiLeasesByAddress);
     this.meta = store.repository(Bucket.meta);
-    this.cursor = options.deployment.deploymentBlock;
+    this.firstBlock = options.deployment.deploymentBlock;
   }
 
   /** Opens the index and loads what it holds (providers and machines stay in memory: they are few). */
@@ -139,128 +136,81 @@ export class MarketIndex extends EventEmitter<MarketIndexEvents> {
     const index = new MarketIndex(options);
     for await (const [key, value] of index.providerRepo.entries()) index.providerSet.set(key, value.address);
     for await (const [key, value] of index.machineRepo.entries()) index.machineOwners.set(Number(key), value.provider);
-    const stored = await index.meta.get(CURSOR_KEY);
-    if (stored !== undefined) index.cursor = BigInt(stored);
+    const legacy = await index.meta.get(LEGACY_CURSOR_KEY);
+    if (legacy !== undefined) index.firstBlock = BigInt(legacy);
     return index;
   }
 
   /**
-   * Follows the node's watcher, then reads what happened since the cursor (from the deployment
-   * block on a first start) up to the chain head. The returned promise resolves once that
-   * backfill is applied; until then `ready` is false. A backfill that fails (the endpoint refuses
-   * a range, the chain is unreachable) is retried with a growing delay until it succeeds or the
-   * index stops, continuing from the block it reached.
+   * Subscribes to the node's follower, which delivers what happened since the index's cursor (from
+   * the deployment block on a first start) and then follows the chain. The returned promise
+   * resolves once that backfill is applied; until then `ready` is false. A failing read or event
+   * is retried by the follower with a growing delay, from where the index stood.
    */
   start(): Promise<void> {
-    if (this.caughtUp) return this.caughtUp;
-    // Registered before the backfill reads the head: whatever the watcher delivers from now on is
-    // seen here, and whatever it delivered before is at or below that head.
-    this.options.watcher.handle((event) => this.onLiveEvent(event));
-    this.caughtUp = this.catchUpUntilDone();
-    return this.caughtUp;
+    this.starting ??= this.follow();
+    return this.starting;
   }
 
-  /** The last backfill failure, while the index retries; undefined once caught up. */
-  get lastError(): Error | undefined {
-    return this.failure;
-  }
-
-  private async catchUpUntilDone(): Promise<void> {
-    for (let attempt = 1; !this.stopped; attempt++) {
-      try {
-        await this.catchUp();
-        this.failure = undefined;
-        return;
-      } catch (error) {
-        this.failure = error instanceof Error ? error : new Error(String(error));
-        const delayMs = Math.min(30_000, 500 * 2 ** Math.min(attempt, 6));
-        this.options.logger.warn("Market index cannot read past events; retrying", { fromBlock: this.cursor.toString(), retryInMs: delayMs }, error);
-        await new Promise<void>((resolve) => {
-          this.retry = { timer: setTimeout(resolve, delayMs), resolve };
-        });
-        this.retry = undefined;
-      }
-    }
-  }
-
-  private async catchUp(): Promise<void> {
-    const from = this.cursor;
-    const backfill = new ChainWatcher({
-      publicClient: this.options.publicClient,
-      deployment: this.options.deployment,
-      fromBlock: from,
-      maxBlockRange: this.options.maxBlockRange,
-      // The same depth as the node's watcher, which takes over where the backfill ends.
-      confirmations: Number(this.options.watcher.confirmations),
-      logger: this.options.logger,
-      onCursor: (next) => {
-        this.cursor = next;
-      },
-    });
-    this.backfillWatcher = backfill;
-    let events = 0;
-    backfill.handle(async (event) => {
-      if (this.stopped) return;
-      events++;
-      await this.apply(event, { live: false, dirty: this.dirty });
-    });
-    // The watcher logs and swallows a failed poll; a backfill must reach the head it set out for.
-    const target = (await this.options.publicClient.getBlockNumber({ cacheTime: 0 })) - this.options.watcher.confirmations;
-    await backfill.sync();
+  private async follow(): Promise<void> {
     if (this.stopped) return;
-    if (this.cursor <= target) {
-      throw new MarketIndexError(`Cannot read the contracts' events from block ${this.cursor} to ${target}`, {
-        metaMessages: ["Check that chain.rpcUrl answers eth_getLogs over this range (some providers cap it)."],
-      });
-    }
-    // Lease statuses are read once per lease, as they are now, rather than once per event.
+    const subscription = await this.options.follower.subscribe(SUBSCRIBER, (event, { backfill }) => this.onEvent(event, backfill), {
+      from: this.firstBlock,
+      // The hand-off reads the statuses of the leases the backfill touched: a crash before it redoes the backfill.
+      persistWhileCatchingUp: false,
+      onCaughtUp: () => this.handOff(),
+    });
+    this.subscription = subscription;
+    if (this.stopped) await this.options.follower.unsubscribe(subscription);
+    await subscription.ready;
+  }
+
+  /** The last failure while the index is behind (a refused read, an event it could not apply); undefined once it succeeds. */
+  get lastError(): Error | undefined {
+    return this.subscription?.lastError ?? (this.ready ? undefined : this.options.follower.lastError);
+  }
+
+  private async onEvent(event: ChainEvent, backfill: boolean): Promise<void> {
+    if (this.stopped) return;
+    if (!backfill) return this.apply(event, { live: true });
+    this.backfillEvents++;
+    await this.apply(event, { live: false, dirty: this.dirty });
+  }
+
+  /** The end of the backfill: lease statuses are read once per lease, as they are now, rather than once per event. */
+  private async handOff(): Promise<void> {
     for (const leaseId of [...this.dirty]) {
       if (this.stopped) return;
       await this.refreshLease(leaseId, false);
       this.dirty.delete(leaseId);
     }
-    await this.meta.put(CURSOR_KEY, this.cursor.toString());
-    this.backfill = { fromBlock: from, toBlock: this.cursor - 1n, events };
+    const subscription = this.subscription!;
+    const toBlock = subscription.cursor.block - 1n;
+    this.backfill = { fromBlock: subscription.startedAt.block, toBlock, events: this.backfillEvents };
     this.options.logger.info("Market index caught up", {
-      fromBlock: from.toString(),
-      toBlock: (this.cursor - 1n).toString(),
-      events,
+      fromBlock: subscription.startedAt.block.toString(),
+      toBlock: toBlock.toString(),
+      events: this.backfillEvents,
       providers: this.providerSet.size,
       machines: this.machineOwners.size,
     });
-    this.backfilling = false;
-    const queued = this.pending;
-    this.pending = [];
-    for (const event of queued) await this.enqueue(event);
   }
 
-  /** Stops applying events and saves the cursor. */
+  /** Stops applying events; the follower keeps the cursor. */
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
-    if (this.retry) {
-      clearTimeout(this.retry.timer);
-      this.retry.resolve();
-    }
-    await this.backfillWatcher?.stop();
-    await this.caughtUp?.catch(() => undefined);
-    await this.applying.catch(() => undefined);
-    if (this.caughtUp && !this.backfilling) {
-      // Every event up to the watcher's head reached this index's handler (it was registered first).
-      const head = this.options.watcher.head + 1n;
-      if (head > this.cursor) this.cursor = head;
-      await this.meta.put(CURSOR_KEY, this.cursor.toString()).catch(() => undefined);
-    }
+    if (this.subscription) await this.options.follower.unsubscribe(this.subscription);
   }
 
   /** True once the backfill is done. */
   get ready(): boolean {
-    return !this.backfilling;
+    return this.subscription?.caughtUp ?? false;
   }
 
   /** The next block the index will read: everything before it is applied. */
   get nextBlock(): bigint {
-    return this.cursor;
+    return this.subscription?.cursor.block ?? this.firstBlock;
   }
 
   /** Every provider that ever registered (checksummed), in address order. */
@@ -300,29 +250,6 @@ export class MarketIndex extends EventEmitter<MarketIndexEvents> {
       for await (const [key] of this.byAddressRepo.entries({ gte: prefix, lt: `${prefix}~` })) ids.add(BigInt(key.slice(prefix.length)));
     }
     return [...ids].sort((a, b) => (a === b ? 0 : a > b ? -1 : 1));
-  }
-
-  private onLiveEvent(event: ChainEvent): Promise<void> | void {
-    if (this.stopped) return;
-    if (this.backfilling) {
-      this.pending.push(event);
-      return;
-    }
-    return this.enqueue(event);
-  }
-
-  private enqueue(event: ChainEvent): Promise<void> {
-    const run = this.applying.then(async () => {
-      if (this.stopped) return;
-      await this.apply(event, { live: true });
-      if (event.blockNumber > this.cursor) {
-        // Events of this block may follow: a restart replays the block, which is harmless.
-        this.cursor = event.blockNumber;
-        await this.meta.put(CURSOR_KEY, this.cursor.toString());
-      }
-    });
-    this.applying = run.catch((error: unknown) => this.options.logger.warn("Market index could not apply an event", { event: event.eventName }, error));
-    return this.applying;
   }
 
   private async apply(event: ChainEvent, mode: { live: boolean; dirty?: Set<bigint> }): Promise<void> {

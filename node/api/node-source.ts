@@ -1,7 +1,7 @@
 /**
  * The HTTP API's data source on a real node: offers from the node's offer book (with the
  * attestation state the book verified under the on-chain attestor quorum), providers, machines
- * and leases read from the contracts (cached, invalidated by the chain watcher's events, listed
+ * and leases read from the contracts (cached, invalidated by the chain follower's events, listed
  * from the market index in level), statistics recorded from the book's changes with utilization
  * from the chain's CapacityChanged events, match dry-runs on a MatchingEngine kept in sync with
  * the book, and a change stream of offers and leases.
@@ -16,14 +16,15 @@ import { readLease, readMachine, readProvider, type LeaseView as ChainLease } fr
 import type { Deployment } from "../../common/deployment.js";
 import { TypedDataRecoverer } from "../../common/eip712-recover.js";
 import { GPU_MODELS, modelHash } from "../../common/gpu.js";
-import { MatchingEngine } from "../../common/matching/engine.js";
-import { offerEntryFromMessage, type OfferKnowledge, type Reputation } from "../../common/matching/entry.js";
+import type { MatchingEngine } from "../../common/matching/engine.js";
+import type { OfferKnowledge } from "../../common/matching/entry.js";
+import { OfferEngineIndex, ReputationCache } from "../../common/matching/offer-index.js";
 import type { MatchingOptionsInput } from "../../common/matching/options.js";
 import { ReadCache, type CachedChainView } from "../../common/offers/chain-view.js";
 import { offerKey, type OfferMessage } from "../../common/offers/message.js";
 import { engineAttestation, isAttested as isAttestedState } from "../../common/offers/validate.js";
 import type { SuanliHost } from "../../common/p2p/host.js";
-import type { ChainWatcher } from "../chain/watcher.js";
+import type { ChainFollower } from "../chain/follower.js";
 import type { Logger } from "../log/logger.js";
 import type { BookEntry, OfferBook, RemovalReason } from "../offers/book.js";
 import type { Store } from "../store/store.js";
@@ -36,7 +37,6 @@ import { StatsRecorder, type StatsRecorderOptions } from "./stats.js";
 const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
 /** Chain reads one list request runs at once. */
 const READ_CONCURRENCY = 16;
-const NO_REPUTATION: Reputation = { leasesCompleted: 0, faults: 0, unitSecondsDelivered: 0n };
 
 /** Canonical model name by on-chain hash (machines whose model has no live offer to name it). */
 const MODEL_NAMES = new Map(GPU_MODELS.map((model) => [modelHash(model.name), model.name]));
@@ -53,7 +53,8 @@ export type NodeMarketSourceDeps = {
   registry: Address;
   /** The node's cached registry view: the attestor quorum (the daemon invalidates it from events). */
   chainView: CachedChainView;
-  watcher: ChainWatcher;
+  /** The node's chain follower; the market index subscribes to it. */
+  follower: ChainFollower;
   host: SuanliHost;
   /** `matching.*` of the node's configuration. */
   matching?: MatchingOptionsInput;
@@ -183,8 +184,9 @@ export class NodeMarketSource implements MarketDataSource {
   /** Attestations of a message with their recovered signers (a message never changes). */
   private readonly signers = new WeakMap<OfferMessage, VerifiedAttestation[]>();
   /** Reputation counters of providers with offers, for the engine's ranking. */
-  private readonly reputations = new Map<string, Reputation>();
-  private readonly reputationLoads = new Set<string>();
+  private readonly reputations: ReputationCache;
+  /** The book's offers as engine entries (the one offer-to-engine layer, common/matching). */
+  private readonly offerIndex: OfferEngineIndex;
   /** On-chain leased units per machine, from CapacityChanged events and machine reads. */
   private readonly usedUnits = new Map<number, number>();
   private readonly usedLoads = new Set<number>();
@@ -205,7 +207,16 @@ export class NodeMarketSource implements MarketDataSource {
   ) {
     this.index = index;
     this.clock = deps.now ?? Date.now;
-    this.engine = new MatchingEngine(deps.matching ?? {}, { now: () => this.nowSeconds() });
+    this.reputations = new ReputationCache((provider) => this.providerReads.get(getAddress(provider)), { now: () => this.nowSeconds() });
+    this.offerIndex = new OfferEngineIndex({
+      matching: deps.matching,
+      reputations: this.reputations,
+      now: () => this.nowSeconds(),
+      // A private offer or a non-canonical model name: valid for the book, not matchable.
+      onUnindexable: (key, error) => this.deps.logger.debug("Offer not indexed for matching", { key, reason: errorLine(error) }),
+      onReputationError: (provider, error) => this.deps.logger.debug("Cannot read a provider's reputation; ranked as new", { provider, reason: errorLine(error) }),
+    });
+    this.engine = this.offerIndex.engine;
     this.stats = new StatsRecorder({ ...deps.stats, usedUnits: (entry) => this.usedUnits.get(entry.message.offer.machineId) });
     const cache = { maxEntries: deps.cache?.maxEntries ?? 10_000, ttlMs: deps.cache?.ttlMs ?? 60_000 };
     this.providerReads = new ReadCache((address) => readProvider(deps.publicClient, deps.registry, address as Address), cache);
@@ -220,7 +231,7 @@ export class NodeMarketSource implements MarketDataSource {
       publicClient: deps.publicClient,
       deployment: deps.deployment,
       market: deps.market,
-      watcher: deps.watcher,
+      follower: deps.follower,
       logger: deps.logger.child({ module: "api-index" }),
     });
     const source = new NodeMarketSource(deps, index);
@@ -326,7 +337,7 @@ export class NodeMarketSource implements MarketDataSource {
   private onRemoved(entry: BookEntry, reason: RemovalReason): void {
     // A removal of a version the engine no longer holds (replaced meanwhile) must not drop the newer one.
     const held = this.engine.get(entry.key);
-    if (held && held.seq === entry.seq) this.engine.remove(entry.key);
+    if (held && held.seq === entry.seq) this.offerIndex.remove(entry.key);
     const at = this.nowSeconds();
     this.stats.recordRemoval(entry.key, at);
     this.emit({ type: "offer-removed", key: entry.key, reason: removedReason(reason), at });
@@ -355,40 +366,8 @@ export class NodeMarketSource implements MarketDataSource {
 
 
   private upsertEngine(entry: BookEntry): void {
-    const provider = entry.provider.toLowerCase();
-    try {
-      this.engine.upsert(
-        offerEntryFromMessage(entry.message, {
-          attestation: this.attestationKnowledge(entry),
-          reputation: this.reputations.get(provider) ?? NO_REPUTATION,
-          latencyMs: null,
-        }),
-      );
-    } catch (error) {
-      // A private offer or a non-canonical model name: valid for the book, not matchable.
-      this.deps.logger.debug("Offer not indexed for matching", { key: entry.key, reason: errorLine(error) });
-    }
-    if (!this.reputations.has(provider)) void this.loadReputation(entry.provider);
-  }
-
-  /** Reads a provider's counters and re-ranks its offers with them. */
-  private async loadReputation(provider: Address): Promise<void> {
-    const key = provider.toLowerCase();
-    if (this.reputationLoads.has(key) || this.stopped) return;
-    this.reputationLoads.add(key);
-    try {
-      const record = await this.providerReads.get(getAddress(provider));
-      this.reputations.set(key, {
-        leasesCompleted: Number(record.leasesCompleted),
-        faults: Number(record.faults),
-        unitSecondsDelivered: record.unitSecondsDelivered,
-      });
-      for (const entry of this.deps.book.byProvider(provider)) this.upsertEngine(entry);
-    } catch (error) {
-      this.deps.logger.debug("Cannot read a provider's reputation; ranked as new", { provider, reason: errorLine(error) });
-    } finally {
-      this.reputationLoads.delete(key);
-    }
+    if (this.stopped) return;
+    this.offerIndex.putNow(entry.key, entry.message, this.attestationKnowledge(entry));
   }
 
   async matchDryRun(request: MatchRequest, limit?: number): Promise<MatchResult> {
@@ -399,7 +378,11 @@ export class NodeMarketSource implements MarketDataSource {
 
   private providerChanged(provider: Address): void {
     this.providerReads.delete(getAddress(provider));
-    if (this.reputations.has(provider.toLowerCase())) void this.loadReputation(provider);
+    if (this.reputations.has(provider) && !this.stopped) {
+      this.offerIndex
+        .refreshProvider(provider)
+        .catch((error: unknown) => this.deps.logger.debug("Cannot read a provider's reputation", { provider, reason: errorLine(error) }));
+    }
   }
 
   private machineChanged(machineId: number): void {
@@ -415,7 +398,7 @@ export class NodeMarketSource implements MarketDataSource {
   }
 
   private async attestorsChanged(): Promise<void> {
-    // The daemon's handler ran first (the watcher calls handlers in order): the book's states are current.
+    // The daemon's handler ran first (the follower calls subscribers in order): the book's states are current.
     this.quorum = await this.deps.chainView.attestationQuorum().catch(() => this.quorum);
     for (const entry of this.deps.book.all()) this.upsertEngine(entry);
   }
@@ -578,7 +561,7 @@ export class NodeMarketSource implements MarketDataSource {
     const checks: HealthCheck[] = [];
     try {
       const block = await this.deps.publicClient.getBlockNumber({ cacheTime: 0 });
-      checks.push({ name: "chain", status: "ok", detail: `chain ${this.deps.deployment.chainId} at block ${block}; events read to block ${this.deps.watcher.head}` });
+      checks.push({ name: "chain", status: "ok", detail: `chain ${this.deps.deployment.chainId} at block ${block}; events read to block ${this.deps.follower.head}` });
     } catch (error) {
       checks.push({ name: "chain", status: "down", detail: errorLine(error) });
     }

@@ -286,7 +286,10 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
       handler: async (request, reply) => {
         if (route.tag === "explorer") reply.header("content-security-policy", CSP);
         if (route.tag === "console") reply.header("content-security-policy", consoleCsp);
-        return route.handler({ query: request.query, params: request.params, body: request.body, rawBody: rawBodies.get(request), request, reply } as never);
+        // Fastify validated the query and params with the route's zod schemas above: objects of those shapes.
+        const query = request.query as Record<string, unknown> | undefined;
+        const params = request.params as Record<string, unknown> | undefined;
+        return route.handler({ query, params, body: request.body, rawBody: rawBodies.get(request), request, reply });
       },
     });
   }

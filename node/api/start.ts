@@ -38,7 +38,7 @@ export async function startApi(daemon: Daemon): Promise<ApiModule> {
     market: daemon.market,
     registry: daemon.registry,
     chainView: daemon.chainView,
-    watcher: daemon.watcher,
+    follower: daemon.follower,
     host: daemon.p2p.host,
     matching: config.matching,
     cache: config.offers.chainCache,

@@ -32,9 +32,6 @@ import type { PeerId } from "@libp2p/interface";
 import { peerIdFromString } from "@libp2p/peer-id";
 import { multiaddr } from "@multiformats/multiaddr";
 import {
-  BaseError,
-  ContractFunctionRevertedError,
-  decodeErrorResult,
   getAddress,
   type Account,
   type Address,
@@ -47,6 +44,7 @@ import {
   type WalletClient,
 } from "viem";
 import { signFaultAs } from "../../common/attest/liveness.js";
+import { revertName } from "../../common/chain/tx.js";
 import {
   faultAnswerSchema,
   faultProposalSchema,
@@ -56,7 +54,7 @@ import {
   type FaultSignature,
 } from "../../common/attest/wire.js";
 import { leaseMarketAbi } from "../../common/abi.js";
-import { orderFaultSignatures, readLease, suanliErrorsAbi } from "../../common/chain/market.js";
+import { orderFaultSignatures, readLease } from "../../common/chain/market.js";
 import type { TypedDataRecoverer } from "../../common/eip712-recover.js";
 import { FaultKind, type Fault } from "../../common/eip712.js";
 import type { CachedChainView } from "../../common/offers/chain-view.js";
@@ -592,20 +590,4 @@ export class FaultCoordinator {
     Object.assign(record, changes, { updatedAtMs: this.now() });
     await this.repo.put(record.leaseId.toString(), record);
   }
-}
-
-/** The custom error a contract call reverted with, by name. */
-export function revertName(error: unknown): string | undefined {
-  if (!(error instanceof BaseError)) return undefined;
-  const reverted = error.walk((e) => e instanceof ContractFunctionRevertedError) as ContractFunctionRevertedError | null;
-  if (!reverted) return undefined;
-  if (reverted.data?.errorName) return reverted.data.errorName;
-  if (reverted.raw) {
-    try {
-      return decodeErrorResult({ abi: suanliErrorsAbi, data: reverted.raw }).errorName;
-    } catch {
-      return undefined;
-    }
-  }
-  return undefined;
 }

@@ -1,14 +1,14 @@
 /**
- * The active leases an attestor watches, rebuilt from LeaseMarket events by its own chain
- * watcher. The watcher resumes from a cursor kept in level (from the deployment block on first
- * start), so an attestor that was down still learns every lease activated meanwhile; the lease
- * table itself is in level too, so a restart does not re-read history it already has.
+ * The active leases an attestor watches, rebuilt from LeaseMarket events as a subscriber of the
+ * node's chain follower (`attest.leases`). Its cursor is kept in level (from the deployment block
+ * on first start), so an attestor that was down still learns every lease activated meanwhile; the
+ * lease table itself is in level too, so a restart does not re-read history it already has.
  */
 import type { Address, Chain, PublicClient, Transport } from "viem";
 import { getAddress } from "viem";
 import type { Deployment } from "../../common/deployment.js";
 import { END_REASONS, readLease } from "../../common/chain/market.js";
-import { ChainWatcher, type ChainEvent } from "../chain/watcher.js";
+import type { ChainEvent, ChainFollower, Subscription } from "../chain/follower.js";
 import type { Logger } from "../log/logger.js";
 import { Bucket } from "../store/buckets.js";
 import type { Repository, Store } from "../store/store.js";
@@ -24,16 +24,18 @@ export type TrackedLease = {
   end: number;
 };
 
-const CURSOR_KEY = "attest.leases.cursor";
+/** The tracker's subscriber name on the follower. */
+const SUBSCRIBER = "attest.leases";
+/** Where trackers before the one follower kept their cursor: read once, as the starting block. */
+const LEGACY_CURSOR_KEY = "attest.leases.cursor";
 
 export type LeaseTrackerOptions = {
   publicClient: PublicClient<Transport, Chain>;
   deployment: Deployment;
   market: Address;
   store: Store;
-  pollIntervalMs: number;
-  /** Blocks an event must be buried under before it counts (config `chain.confirmations`). */
-  confirmations?: number;
+  /** The node's chain follower. */
+  follower: ChainFollower;
   logger: Logger;
   /** A lease ended on-chain (any reason); the fault coordinator closes its records. */
   onEnded?: (leaseId: bigint, reason: string) => void | Promise<void>;
@@ -45,7 +47,7 @@ export class LeaseTracker {
   private readonly leases = new Map<string, TrackedLease & { trackedSinceMs: number }>();
   private readonly repo: Repository<TrackedLease>;
   private readonly cursors: Repository<string>;
-  private watcher: ChainWatcher | undefined;
+  private subscription: Subscription | undefined;
   private readonly now: () => number;
 
   constructor(private readonly o: LeaseTrackerOptions) {
@@ -57,28 +59,21 @@ export class LeaseTracker {
   async start(): Promise<void> {
     const startedMs = this.now();
     for await (const [key, lease] of this.repo.entries()) this.leases.set(key, { ...lease, trackedSinceMs: startedMs });
-    const cursor = await this.cursors.get(CURSOR_KEY);
-    this.watcher = new ChainWatcher({
-      publicClient: this.o.publicClient,
-      deployment: this.o.deployment,
-      fromBlock: cursor === undefined ? this.o.deployment.deploymentBlock : BigInt(cursor),
-      pollIntervalMs: this.o.pollIntervalMs,
-      confirmations: this.o.confirmations,
-      logger: this.o.logger,
-      onCursor: (next) => this.cursors.put(CURSOR_KEY, next.toString()),
+    const legacy = await this.cursors.get(LEGACY_CURSOR_KEY);
+    this.subscription = await this.o.follower.subscribe(SUBSCRIBER, (event) => this.apply(event), {
+      from: legacy === undefined ? this.o.deployment.deploymentBlock : BigInt(legacy),
     });
-    this.watcher.handle((event) => this.apply(event));
-    await this.watcher.start();
-    this.o.logger.info("Watching leases", { active: this.leases.size, fromBlock: cursor ?? this.o.deployment.deploymentBlock.toString() });
+    await this.o.follower.sync();
+    this.o.logger.info("Watching leases", { active: this.leases.size, fromBlock: this.subscription.startedAt.block.toString() });
   }
 
   async stop(): Promise<void> {
-    await this.watcher?.stop();
+    if (this.subscription) await this.o.follower.unsubscribe(this.subscription);
   }
 
   /** Reads the chain up to its head now. */
   async sync(): Promise<void> {
-    await this.watcher?.sync();
+    await this.o.follower.sync();
   }
 
   /** Leases still in service at `nowSeconds` (wall clock; the chain's own clock may run slightly ahead or behind). */

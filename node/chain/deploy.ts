@@ -72,7 +72,7 @@ export async function deployContracts({ publicClient, walletClient, params, gove
   }
 
   async function deploy(contract: string, abi: Abi, args: readonly unknown[] = []) {
-    const hash = await walletClient.deployContract({ abi, bytecode: await readBytecode(contract), args } as never);
+    const hash = await walletClient.deployContract({ abi, bytecode: await readBytecode(contract), args });
     const receipt = await publicClient.waitForTransactionReceipt({ hash });
     if (receipt.status !== "success" || !receipt.contractAddress) {
       throw new DeployError(`Deploying ${contract} failed (transaction ${hash})`);

@@ -1,6 +1,6 @@
 /**
  * Keeps the book honest over time: offers leave when they expire, and when the chain says
- * their provider or machine changed (the chain watcher calls the `on*` hooks on registry
+ * their provider or machine changed (the chain follower calls the `on*` hooks on registry
  * events). A hook invalidates the cached chain records, re-reads them and re-checks every
  * affected offer; one that would no longer pass validation is evicted.
  */
@@ -35,7 +35,7 @@ export type OfferEvictionOptions = {
  * @example
  * const eviction = new OfferEviction({ book, validator, chain, metrics, logger, sweepIntervalMs: 1_000 });
  * eviction.start();
- * registryWatcher.on("ProviderDeregistered", ({ provider }) => eviction.onProviderChanged(provider));
+ * await follower.subscribe("offers", (event) => eviction.onProviderChanged(event.args.provider));
  */
 export class OfferEviction {
   private timer: ReturnType<typeof setInterval> | undefined;

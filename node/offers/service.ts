@@ -1,7 +1,7 @@
 /**
  * The offers concern of a node, composed: the book, the validation pipeline with its cached
  * chain view, the gossip service, eviction and, on a provider node, the publisher. The
- * composition root builds it after the p2p host and hands the chain watcher its `on*` hooks.
+ * composition root builds it after the p2p host and hands the chain follower its `on*` hooks.
  */
 import type { TopicScoreParams } from "@libp2p/gossipsub/score";
 import type { PrivateKey } from "@libp2p/interface";
@@ -54,7 +54,7 @@ export type OfferService = {
   eviction: OfferEviction;
   /** Present on a provider node. */
   publisher: OfferPublisher | undefined;
-  /** Chain watcher hooks (see OfferEviction). */
+  /** Chain follower hooks (see OfferEviction). */
   onProviderChanged(provider: Address): Promise<number>;
   onMachineRemoved(machineId: number): Promise<number>;
   onMachineChanged(machineId: number): Promise<number>;
@@ -85,7 +85,7 @@ export type StartOfferServiceParameters = {
  * @example
  * const offers = await startOfferService({ host, store, chain: registryView, chainId, market,
  *   options: config.offers, metrics, logger, provider: { account, peerKey } });
- * watcher.on("ProviderChanged", (provider) => offers.onProviderChanged(provider));
+ * await follower.subscribe("offers", (event) => offers.onProviderChanged(event.args.provider));
  * await offers.publisher?.set({ machine, terms, capacity: { freeUnits: 8 } });
  */
 export async function startOfferService(parameters: StartOfferServiceParameters): Promise<OfferService> {
@@ -110,7 +110,7 @@ export async function startOfferService(parameters: StartOfferServiceParameters)
   eviction.start();
   if (book.size) {
     // The chain moved while the node was down: re-check what was loaded, in the background.
-    // Attestor roles may have changed too (the daemon's watcher starts at the head).
+    // Attestor roles may have changed too (the daemon's offer subscription starts at the head).
     void eviction
       .recheckAll()
       .then(async (removed) => {

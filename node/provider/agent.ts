@@ -25,7 +25,7 @@ import type { Address, LocalAccount } from "viem";
 import { readMachine } from "../../common/chain/market.js";
 import type { SignedAttestation } from "../../common/offers/message.js";
 import { SuanliError } from "../../common/errors.js";
-import { ChainWatcher, type ChainEvent } from "../chain/watcher.js";
+import type { ChainEvent, Subscription } from "../chain/follower.js";
 import type { Daemon, DaemonModule } from "../daemon.js";
 import { Bucket } from "../store/buckets.js";
 import type { CapacityManager } from "./capacity/capacity-manager.js";
@@ -84,7 +84,8 @@ export type ProviderAgent = DaemonModule & {
   market: MachineMarket;
   /** Prices by the configured policy, each evaluation explained. */
   pricing: PriceEngine;
-  watcher: ChainWatcher;
+  /** The agent's subscription on the node's chain follower. */
+  chainSubscription: Subscription;
   /** Units held for renters (reserve protocol), with their terms. */
   reservations: ReservationBook;
   /** Signed hardware attestations to publish with a machine's offer (from the attestor), replacing earlier ones. */
@@ -229,7 +230,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       publicClient,
       market: daemon.market,
       domain: daemon.domain,
-      account: account as never,
+      account,
       tx,
       records,
       runtime,
@@ -296,38 +297,31 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       pending.clear();
     };
     const state = store.repository<string>(Bucket.providerState);
-    const cursor = await state.get("cursor");
-    const watcher = new ChainWatcher({
-      publicClient,
-      deployment,
-      fromBlock: cursor ? BigInt(cursor) : deployment.deploymentBlock,
-      pollIntervalMs: daemon.config.chain.pollingIntervalMs,
-      confirmations: daemon.config.chain.confirmations,
-      logger: logger.child({ part: "chain" }),
-      onCursor: async (next) => {
-        flushCapacity();
-        await state.put("cursor", next.toString());
+    // Before the one follower, the agent kept its next block under "cursor": read once, as the start.
+    const legacyCursor = await state.get("cursor");
+    const chainSubscription = await daemon.follower.subscribe(
+      "provider",
+      async (event: ChainEvent) => {
+        if (event.transactionHash !== lastTx) {
+          flushCapacity();
+          lastTx = event.transactionHash ?? undefined;
+        }
+        if (event.eventName === "CapacityChanged") {
+          const machineId = Number(event.args.machineId);
+          if (ours.has(machineId)) pending.set(machineId, { onDemand: event.args.onDemandUnits, interruptible: event.args.interruptibleUnits, idle: event.args.idleUnits });
+          return;
+        }
+        await leases.onChainEvent(event);
+        if (event.eventName === "LeaseEnded" && records.get(event.args.leaseId)) claimer.trigger();
+        if (event.eventName === "LeaseOpened" || event.eventName === "LeaseEnded") {
+          const record = records.get(event.args.leaseId);
+          if (record) market.markDirty(record.machineId);
+        }
       },
-    });
-    watcher.handle(async (event: ChainEvent) => {
-      if (event.transactionHash !== lastTx) {
-        flushCapacity();
-        lastTx = event.transactionHash ?? undefined;
-      }
-      if (event.eventName === "CapacityChanged") {
-        const machineId = Number(event.args.machineId);
-        if (ours.has(machineId)) pending.set(machineId, { onDemand: event.args.onDemandUnits, interruptible: event.args.interruptibleUnits, idle: event.args.idleUnits });
-        return;
-      }
-      await leases.onChainEvent(event);
-      if (event.eventName === "LeaseEnded" && records.get(event.args.leaseId)) claimer.trigger();
-      if (event.eventName === "LeaseOpened" || event.eventName === "LeaseEnded") {
-        const record = records.get(event.args.leaseId);
-        if (record) market.markDirty(record.machineId);
-      }
-    });
-    await watcher.start();
-    cleanups.push(() => watcher.stop());
+      { from: legacyCursor ? BigInt(legacyCursor) : deployment.deploymentBlock, onRange: flushCapacity },
+    );
+    cleanups.push(() => daemon.follower.unsubscribe(chainSubscription));
+    await daemon.follower.sync();
     // Exact counts now, whatever the replay went through.
     for (const machine of machines) {
       const view = await readMachine(publicClient, daemon.registry, machine.machineId);
@@ -448,7 +442,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       claimer,
       market,
       pricing,
-      watcher,
+      chainSubscription,
       reservations,
       setAttestations,
       lease: (leaseId) => records.get(leaseId),

@@ -152,7 +152,7 @@ async function waitGroupStep(ctx: SuanliContext, taskId: string, members: TaskAt
     await cancelTask(ctx, taskId);
     return "waiting";
   }
-  const over = (state: string) => state === "unknown" || FINAL_TASK_STATES.has(state as never);
+  const over = (state: string) => state === "unknown" || (FINAL_TASK_STATES as ReadonlySet<string>).has(state);
   return views.every((view) => ENDED.has(view.lease.status) && over(view.state)) ? "done" : "waiting";
 }
 

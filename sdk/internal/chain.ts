@@ -3,21 +3,10 @@
  * approve), openLease, close, extend. Every write is simulated first so a revert is reported by
  * its custom error name without spending gas, then sent and awaited.
  */
-import {
-  BaseError as ViemBaseError,
-  ContractFunctionRevertedError,
-  hexToSignature,
-  parseEventLogs,
-  type Account,
-  type Address,
-  type Chain,
-  type Hex,
-  type PublicClient,
-  type Transport,
-  type WalletClient,
-} from "viem";
-import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
+import { parseEventLogs, type Abi, type Account, type Address, type Chain, type ContractFunctionName, type Hex, type Log, type PublicClient, type Transport, type WalletClient } from "viem";
+import { leaseMarketAbi } from "../../common/abi.js";
 import { suanliErrorsAbi } from "../../common/chain/market.js";
+import { erc20PermitAbi, revertReason, sendContract, signPermit, TransactionRevertedError, type ContractWrite } from "../../common/chain/tx.js";
 import type { Deployment } from "../../common/deployment.js";
 import type { Offer } from "../../common/eip712.js";
 import type { LeaseTerms } from "../../common/matching/handshake.js";
@@ -34,71 +23,41 @@ export type ChainContext = {
 
 export type SentTransaction = { step: string; gasUsed: bigint; transaction: Hex; blockNumber: bigint };
 
-/** The custom error name (with arguments) of a failed call, or the best short reason viem gives. */
-export function revertReason(error: unknown): string {
-  if (error instanceof ViemBaseError) {
-    const reverted = error.walk((e) => e instanceof ContractFunctionRevertedError) as ContractFunctionRevertedError | null;
-    if (reverted?.data?.errorName) {
-      const args = reverted.data.args?.map((a) => String(a)).join(", ");
-      return `${reverted.data.errorName}(${args ?? ""})`;
-    }
-    return error.shortMessage;
-  }
-  return error instanceof Error ? error.message : String(error);
-}
-
-async function write(ctx: Pick<ChainContext, "publicClient" | "walletClient" | "account">, step: string, request: Record<string, unknown>): Promise<SentTransaction & { logs: unknown[] }> {
-  let simulated;
+/** Sends one typed contract write (common/chain/tx.ts), reporting a failure as TransactionError of `step`. */
+async function write<const abi extends Abi, name extends ContractFunctionName<abi, "nonpayable" | "payable">>(
+  ctx: Pick<ChainContext, "publicClient" | "walletClient">,
+  step: string,
+  call: ContractWrite<abi, name>,
+): Promise<SentTransaction & { logs: Log[] }> {
+  let receipt;
   try {
-    simulated = await ctx.publicClient.simulateContract({ account: ctx.account, ...request } as never);
+    receipt = await sendContract(ctx, call);
   } catch (error) {
+    if (error instanceof TransactionRevertedError) throw new TransactionError(step, `reverted in block ${error.blockNumber}`, error);
     throw new TransactionError(step, revertReason(error), error);
   }
-  const hash = await ctx.walletClient.writeContract((simulated as unknown as { request: never }).request);
-  const receipt = await ctx.publicClient.waitForTransactionReceipt({ hash });
-  if (receipt.status !== "success") throw new TransactionError(step, `reverted in block ${receipt.blockNumber}`);
-  return { step, gasUsed: receipt.gasUsed, transaction: hash, blockNumber: receipt.blockNumber, logs: receipt.logs };
+  return { step, gasUsed: receipt.gasUsed, transaction: receipt.transactionHash, blockNumber: receipt.blockNumber, logs: receipt.logs };
 }
 
 export async function tokenBalances(ctx: Pick<ChainContext, "publicClient" | "token" | "market">, owner: Address) {
   const [balance, allowance, native] = await Promise.all([
-    ctx.publicClient.readContract({ address: ctx.token, abi: testTokenAbi, functionName: "balanceOf", args: [owner] }),
-    ctx.publicClient.readContract({ address: ctx.token, abi: testTokenAbi, functionName: "allowance", args: [owner, ctx.market] }),
+    ctx.publicClient.readContract({ address: ctx.token, abi: erc20PermitAbi, functionName: "balanceOf", args: [owner] }),
+    ctx.publicClient.readContract({ address: ctx.token, abi: erc20PermitAbi, functionName: "allowance", args: [owner, ctx.market] }),
     ctx.publicClient.getBalance({ address: owner }),
   ]);
   return { balance, allowance, native };
 }
 
-/** Signs an EIP-2612 permit for the market, or returns null when the token has none. */
-async function signPermit(ctx: ChainContext, value: bigint): Promise<{ value: bigint; deadline: bigint; v: number; r: Hex; s: Hex } | null> {
-  let name: string;
-  let nonce: bigint;
-  try {
-    [name, nonce] = await Promise.all([
-      ctx.publicClient.readContract({ address: ctx.token, abi: testTokenAbi, functionName: "name" }),
-      ctx.publicClient.readContract({ address: ctx.token, abi: testTokenAbi, functionName: "nonces", args: [ctx.account.address] }),
-    ]);
-  } catch {
-    return null;
-  }
-  const deadline = BigInt(Math.floor(Date.now() / 1000) + 600);
-  const signature = await ctx.walletClient.signTypedData({
-    account: ctx.account,
-    domain: { name, version: "1", chainId: ctx.deployment.chainId, verifyingContract: ctx.token },
-    types: {
-      Permit: [
-        { name: "owner", type: "address" },
-        { name: "spender", type: "address" },
-        { name: "value", type: "uint256" },
-        { name: "nonce", type: "uint256" },
-        { name: "deadline", type: "uint256" },
-      ],
-    },
-    primaryType: "Permit",
-    message: { owner: ctx.account.address, spender: ctx.market, value, nonce, deadline },
+/** A permit for the market to take `value`, valid ten minutes; null when the token has none. */
+function permitFor(ctx: ChainContext, value: bigint) {
+  return signPermit(ctx, {
+    owner: ctx.account,
+    token: ctx.token,
+    spender: ctx.market,
+    value,
+    deadline: BigInt(Math.floor(Date.now() / 1000) + 600),
+    chainId: ctx.deployment.chainId,
   });
-  const { v, r, s } = hexToSignature(signature);
-  return { value, deadline, v: Number(v), r, s };
 }
 
 /**
@@ -118,7 +77,7 @@ export async function openLease(
   if (allowance >= deposit) {
     sent = await write(ctx, "openLease", { address: ctx.market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] });
   } else {
-    const permit = await signPermit(ctx, deposit);
+    const permit = await permitFor(ctx, deposit);
     if (permit) {
       sent = await write(ctx, "openLease (permit)", {
         address: ctx.market,
@@ -127,11 +86,11 @@ export async function openLease(
         args: [offer, signature, terms, permit],
       });
     } else {
-      transactions.push(await write(ctx, "approve", { address: ctx.token, abi: testTokenAbi, functionName: "approve", args: [ctx.market, deposit] }));
+      transactions.push(await write(ctx, "approve", { address: ctx.token, abi: erc20PermitAbi, functionName: "approve", args: [ctx.market, deposit] }));
       sent = await write(ctx, "openLease", { address: ctx.market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] });
     }
   }
-  const opened = parseEventLogs({ abi: leaseMarketAbi, eventName: "LeaseOpened", logs: sent.logs as never });
+  const opened = parseEventLogs({ abi: leaseMarketAbi, eventName: "LeaseOpened", logs: sent.logs });
   if (!opened.length) throw new TransactionError("openLease", "no LeaseOpened event in the receipt");
   const { logs: _logs, ...rest } = sent;
   transactions.push(rest);
@@ -158,7 +117,7 @@ export async function extendLease(ctx: ChainContext, leaseId: bigint, extraSecon
   const transactions: SentTransaction[] = [];
   const { allowance } = await tokenBalances(ctx, ctx.account.address);
   if (allowance < extraDeposit) {
-    const { logs: _l, ...approve } = await write(ctx, "approve", { address: ctx.token, abi: testTokenAbi, functionName: "approve", args: [ctx.market, extraDeposit] });
+    const { logs: _l, ...approve } = await write(ctx, "approve", { address: ctx.token, abi: erc20PermitAbi, functionName: "approve", args: [ctx.market, extraDeposit] });
     transactions.push(approve);
   }
   const { logs: _logs, ...sent } = await write(ctx, "extend", {
@@ -185,7 +144,7 @@ export async function prepareExtensions(
   let approval: SentTransaction | undefined;
   const { allowance } = await tokenBalances(ctx, ctx.account.address);
   if (allowance < total) {
-    const { logs: _l, ...approve } = await write(ctx, "approve", { address: ctx.token, abi: testTokenAbi, functionName: "approve", args: [ctx.market, total] });
+    const { logs: _l, ...approve } = await write(ctx, "approve", { address: ctx.token, abi: erc20PermitAbi, functionName: "approve", args: [ctx.market, total] });
     approval = approve;
   }
   for (const plan of plans) {
@@ -196,7 +155,7 @@ export async function prepareExtensions(
         abi: leaseMarketAbi,
         functionName: "extend",
         args: [plan.leaseId, plan.seconds, plan.offer, plan.signature],
-      } as never);
+      });
     } catch (error) {
       throw new TransactionError(`extend lease ${plan.leaseId}`, revertReason(error), error);
     }
@@ -213,7 +172,7 @@ export async function withdrawOwedTo(
   to: Address,
 ): Promise<SentTransaction & { amount: bigint; to: Address }> {
   const { logs, ...sent } = await write(ctx, "withdraw", { address: ctx.market, abi: leaseMarketAbi, functionName: "withdraw", args: [to] });
-  const withdrawn = parseEventLogs({ abi: leaseMarketAbi, eventName: "OwedWithdrawn", logs: logs as never });
+  const withdrawn = parseEventLogs({ abi: leaseMarketAbi, eventName: "OwedWithdrawn", logs });
   if (!withdrawn.length) throw new TransactionError("withdraw", "no OwedWithdrawn event in the receipt");
   return { ...sent, amount: withdrawn[0].args.amount, to: withdrawn[0].args.to };
 }

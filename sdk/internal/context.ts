@@ -35,7 +35,7 @@ export function requireWallet(ctx: SuanliContext, action: string): { walletClien
 /** Signs the renter's authorization of one request about an attempt's lease. */
 export async function authorize(ctx: SuanliContext, attempt: TaskAttempt, action: RenterAction, body: Record<string, unknown>): Promise<RenterAuth> {
   const { walletClient, account } = requireWallet(ctx, `the ${action} request`);
-  return signLeaseRequest((parameters) => walletClient.signTypedData({ account, ...parameters } as never), ctx.domain, {
+  return signLeaseRequest((parameters) => walletClient.signTypedData({ account, ...parameters }), ctx.domain, {
     leaseId: attempt.leaseId,
     provider: attempt.provider,
     action,

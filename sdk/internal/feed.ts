@@ -10,14 +10,13 @@ import { TopicValidatorResult } from "@libp2p/gossipsub";
 import type { Address, Chain, PublicClient, Transport } from "viem";
 import { readProvider } from "../../common/chain/market.js";
 import { RegistryChainView } from "../../common/chain/registry-view.js";
-import { knowledgeFromValidated } from "../../common/matching/knowledge.js";
-import { MatchingEngine } from "../../common/matching/engine.js";
+import type { MatchingEngine } from "../../common/matching/engine.js";
+import { OfferEngineIndex, ReputationCache } from "../../common/matching/offer-index.js";
 import type { MatchingOptionsInput } from "../../common/matching/options.js";
-import { offerEntryFromMessage } from "../../common/matching/entry.js";
 import { CachedChainView } from "../../common/offers/chain-view.js";
 import { offersTopic, type OfferMessage } from "../../common/offers/message.js";
 import { OFFERS_SYNC_MAX_MESSAGE_BYTES, OFFERS_SYNC_MAX_PAGE, offersSyncRequestSchema, offersSyncResponseSchema } from "../../common/offers/sync.js";
-import { OfferValidator, type ValidatedOffer } from "../../common/offers/validate.js";
+import { engineAttestation, OfferValidator, type ValidatedOffer } from "../../common/offers/validate.js";
 import { createHost, type SuanliHost } from "../../common/p2p/host.js";
 import { OFFERS_SYNC_PROTOCOL } from "../../common/p2p/protocols.js";
 import { request } from "../../common/p2p/reqresp.js";
@@ -69,36 +68,19 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
   });
   const chain = new CachedChainView(new RegistryChainView(options.publicClient, options.registry), { ttlMs: 30_000 });
   const validator = new OfferValidator({ chainId: options.chainId, market: options.market, chain, now });
-  const engine = new MatchingEngine(options.matching ?? {}, { now });
-  const messages = new Map<string, OfferMessage>();
-  const avoided = new Map<string, number>();
-  const reputations = new Map<string, { at: number; value: Awaited<ReturnType<typeof readProvider>> }>();
-
-  async function reputationOf(provider: Address) {
-    const cached = reputations.get(provider);
-    if (cached && cached.at > now() - 60) return cached.value;
-    const value = await readProvider(options.publicClient, options.registry, provider);
-    reputations.set(provider, { at: now(), value });
-    return value;
-  }
+  const reputations = new ReputationCache((provider) => readProvider(options.publicClient, options.registry, provider), { ttlSeconds: 60, now });
+  const offers = new OfferEngineIndex({ matching: options.matching, reputations, now });
+  const { engine } = offers;
 
   async function ingest(data: Uint8Array | string): Promise<boolean> {
-    const result = await validator.validate(data, (key) => messages.get(key)?.seq);
+    const result = await validator.validate(data, (key) => offers.message(key)?.seq);
     if (!result.ok) return false;
     await index(result.offer);
     return true;
   }
 
   async function index(offer: ValidatedOffer): Promise<void> {
-    const { message } = offer;
-    if ((avoided.get(message.offer.provider.toLowerCase()) ?? 0) > now()) return;
-    const reputation = await reputationOf(message.offer.provider);
-    try {
-      engine.upsert(offerEntryFromMessage(message, knowledgeFromValidated(offer, reputation, now())));
-      messages.set(offer.key, message);
-    } catch {
-      // Not indexable (a renter-bound offer, an inconsistent snapshot): keep it out of matching.
-    }
+    await offers.put(offer.key, offer.message, engineAttestation(offer.attestation, now()));
   }
 
   const pubsub = host.services.pubsub!;
@@ -141,15 +123,7 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
   host.addEventListener("peer:identify", onIdentify);
 
   // Offers expire: drop them from the engine so they are never matched.
-  const sweep = setInterval(() => {
-    const t = now();
-    for (const [key, message] of messages) {
-      if (message.offer.expiry <= t) {
-        messages.delete(key);
-        engine.remove(key);
-      }
-    }
-  }, 1_000);
+  const sweep = setInterval(() => offers.sweepExpired(), 1_000);
   sweep.unref();
 
   return {
@@ -173,17 +147,9 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
       synced.delete(peerId);
       await syncFrom(peer);
     },
-    message: (key) => messages.get(key),
-    messages: () => [...messages.values()].filter((m) => m.offer.expiry > now()),
-    avoid(provider, seconds) {
-      avoided.set(provider.toLowerCase(), now() + seconds);
-      for (const [key, message] of messages) {
-        if (message.offer.provider.toLowerCase() === provider.toLowerCase()) {
-          messages.delete(key);
-          engine.remove(key);
-        }
-      }
-    },
+    message: (key) => offers.message(key),
+    messages: () => offers.messages(),
+    avoid: (provider, seconds) => offers.avoid(provider, seconds),
     async close() {
       clearInterval(sweep);
       host.removeEventListener("peer:identify", onIdentify);

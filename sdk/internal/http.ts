@@ -3,15 +3,14 @@
  * request to a provider goes through the node's relay routes, signed by the renter's wallet as
  * over libp2p. The node checks the signature against the chain and forwards the body unchanged.
  */
-import type { Address } from "viem";
 import { providerViewSchema } from "../../common/api/chain.js";
 import { offerPageSchema, type OfferView } from "../../common/api/offers.js";
 import { reservationAnswerSchema } from "../../common/api/market.js";
 import { relayAnswerSchemas } from "../../common/api/relay.js";
 import { SuanliError } from "../../common/errors.js";
 import { stringifyPlain } from "../../common/json.js";
-import { MatchingEngine } from "../../common/matching/engine.js";
-import { offerEntryFromMessage, type OfferKnowledge } from "../../common/matching/entry.js";
+import type { OfferKnowledge } from "../../common/matching/entry.js";
+import { OfferEngineIndex, ReputationCache } from "../../common/matching/offer-index.js";
 import type { MatchingOptionsInput } from "../../common/matching/options.js";
 import type { OfferMessage } from "../../common/offers/message.js";
 import { cancelAnswerSchema, logsAnswerSchema, reserveReplySchema, taskAnswerSchema, taskStatusSchema } from "../../common/protocols/lease.js";
@@ -87,20 +86,13 @@ function attestationOf(view: OfferView, now: number): OfferKnowledge["attestatio
 /** Follows a node's offers over HTTP into a local matching engine (refreshed every `intervalMs`). */
 export async function startHttpFeed(options: { nodeUrl: string; matching?: MatchingOptionsInput; intervalMs?: number; now?: () => number }): Promise<OfferFeed> {
   const now = options.now ?? (() => Math.floor(Date.now() / 1000));
-  const engine = new MatchingEngine(options.matching ?? {}, { now });
-  const messages = new Map<string, OfferMessage>();
-  const avoided = new Map<string, number>();
-  const reputations = new Map<string, OfferKnowledge["reputation"]>();
-
-  async function reputationOf(provider: Address): Promise<OfferKnowledge["reputation"]> {
-    const key = provider.toLowerCase();
-    const known = reputations.get(key);
-    if (known) return known;
+  // A provider's counters are read once per feed (the node's view is itself cached).
+  const reputations = new ReputationCache(async (provider) => {
     const view = providerViewSchema.parse(await call(options.nodeUrl, `/v1/providers/${provider}`));
-    const reputation = { leasesCompleted: Number(view.reputation.leasesCompleted), faults: Number(view.reputation.faults), unitSecondsDelivered: BigInt(view.reputation.unitSecondsDelivered) };
-    reputations.set(key, reputation);
-    return reputation;
-  }
+    return { leasesCompleted: view.reputation.leasesCompleted, faults: view.reputation.faults, unitSecondsDelivered: BigInt(view.reputation.unitSecondsDelivered) };
+  }, { now });
+  const offers = new OfferEngineIndex({ matching: options.matching, reputations, now });
+  const { engine } = offers;
 
   async function refresh(): Promise<void> {
     const seen = new Set<string>();
@@ -108,23 +100,11 @@ export async function startHttpFeed(options: { nodeUrl: string; matching?: Match
       const page = offerPageSchema.parse(await call(options.nodeUrl, `/v1/offers?limit=100&offset=${offset}`));
       for (const view of page.items) {
         seen.add(view.key);
-        if ((avoided.get(view.provider.toLowerCase()) ?? 0) > now()) continue;
-        const message = messageFromView(view);
-        try {
-          engine.upsert(offerEntryFromMessage(message, { attestation: attestationOf(view, now()), reputation: await reputationOf(view.provider), latencyMs: null }));
-          messages.set(view.key, message);
-        } catch {
-          // Not matchable (a private offer, a snapshot that does not fit): skip it.
-        }
+        await offers.put(view.key, messageFromView(view), attestationOf(view, now()));
       }
       offset = page.nextOffset;
     }
-    for (const key of messages.keys()) {
-      if (!seen.has(key)) {
-        messages.delete(key);
-        engine.remove(key);
-      }
-    }
+    for (const key of offers.keys()) if (!seen.has(key)) offers.remove(key);
   }
 
   let first = refresh();
@@ -141,17 +121,9 @@ export async function startHttpFeed(options: { nodeUrl: string; matching?: Match
     async syncPeer() {
       await refresh();
     },
-    message: (key) => messages.get(key),
-    messages: () => [...messages.values()].filter((m) => m.offer.expiry > now()),
-    avoid(provider, seconds) {
-      avoided.set(provider.toLowerCase(), now() + seconds);
-      for (const [key, message] of messages) {
-        if (message.offer.provider.toLowerCase() === provider.toLowerCase()) {
-          messages.delete(key);
-          engine.remove(key);
-        }
-      }
-    },
+    message: (key) => offers.message(key),
+    messages: () => offers.messages(),
+    avoid: (provider, seconds) => offers.avoid(provider, seconds),
     async close() {
       clearInterval(timer);
     },
@@ -195,10 +167,10 @@ export function httpLink(nodeUrl: string): ProviderLink {
         ),
       );
     },
-    task: (_to, body) => relay("task", body as never, taskAnswerSchema),
-    status: (_to, body) => relay("status", body as never, taskStatusSchema),
-    logs: (_to, body) => relay("logs", body as never, logsAnswerSchema),
-    cancel: (_to, body) => relay("cancel", body as never, cancelAnswerSchema),
+    task: (_to, body) => relay("task", body, taskAnswerSchema),
+    status: (_to, body) => relay("status", body, taskStatusSchema),
+    logs: (_to, body) => relay("logs", body, logsAnswerSchema),
+    cancel: (_to, body) => relay("cancel", body, cancelAnswerSchema),
     relayOutput: {
       list: (leaseId, body, signal) => call(nodeUrl, `/v1/leases/${leaseId}/output/list`, { body, signal }),
       async read(leaseId, body, signal) {

@@ -216,7 +216,7 @@ describe("renter console in headless Chromium with an injected wallet, against a
         'printf %s "$HF_TOKEN" | sha256sum | cut -c1-64 | sed "s/^/token-sha256=/"',
         "sleep 3",
         "echo done >&2",
-        "mkdir -p output && echo 42 > output/answer.txt",
+        'echo 42 > "$SUANLI_OUTPUT_DIR/answer.txt"',
       ].join("\n"),
     });
     // "Use" fills the GPU type and the offer's price as the cap.
@@ -312,11 +312,17 @@ describe("renter console in headless Chromium with an injected wallet, against a
     await screenshot("cancelled");
   });
 
-  it("download results: the button calls the SDK and says clearly that the browser SDK cannot yet", async () => {
+  it("download results: the completed task's output comes through the node, verified against the signed completion report, as file links", async () => {
+    await page.click('#tasks-table tbody tr:has(td.state:text-is("succeeded")) button');
     await page.click("#task-download");
-    await page.waitForSelector("#task-error:not([hidden])", { timeout: 10_000 });
-    assert.match((await page.textContent("#task-error")) ?? "", /^Downloading results is not supported in the browser yet\. downloadOutput needs the Node SDK/);
-    await screenshot("download-unsupported");
+    await page.waitForFunction(() => /^Downloaded /.test(document.querySelector("#task-message")?.textContent ?? "") || !document.querySelector<HTMLElement>("#task-error")!.hidden, undefined, { timeout: 30_000 });
+    assert.equal(await page.isHidden("#task-error"), true, (await page.textContent("#task-error")) ?? "");
+    assert.match((await page.textContent("#task-message")) ?? "", /^Downloaded 1 file\(s\), 3 bytes, verified against the provider's signed completion report \(digest 0x[0-9a-f]{64}\)\.$/);
+    assert.deepEqual(await page.$$eval("#task-files a", (links) => links.map((link) => [link.textContent, (link as HTMLAnchorElement).download])), [["answer.txt (3 bytes)", "answer.txt"]]);
+    // The link holds the file's bytes as the task wrote them.
+    const text = await page.$eval("#task-files a", async (link) => (await fetch((link as HTMLAnchorElement).href)).text());
+    assert.equal(text, "42\n");
+    await screenshot("downloaded");
   });
 
   it("a container image instead of a bundle; bad input is named field by field, marked and focused, and nothing is submitted", async () => {

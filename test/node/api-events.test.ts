@@ -60,9 +60,12 @@ describe("HTTP API event stream (GET /v1/events)", () => {
     try {
       fx.source.putOffer(bump());
       fx.source.putLease(leaseRecord(41n, accounts.renter.address, accounts.providerA.address));
-      await stream.waitFor((events) => events.length >= 1);
-      await new Promise((done) => setTimeout(done, 50));
-      assert.deepEqual(stream.events.map((event) => event.event), ["lease"]);
+      // A second lease after them: the stream is in order, so once it arrives an offer event
+      // (changed before it) would have arrived too. No fixed sleep to prove it did not.
+      fx.source.putLease(leaseRecord(42n, accounts.renter.address, accounts.providerA.address));
+      await stream.waitFor((events) => events.length >= 2);
+      assert.deepEqual(stream.events.map((event) => event.event), ["lease", "lease"]);
+      assert.deepEqual(stream.events.map((event) => marketEventSchemas.lease.decode(JSON.parse(event.data)).id), [41n, 42n]);
     } finally {
       stream.close();
     }

@@ -10,7 +10,7 @@ import { devnetAccount } from "../../common/devnet.js";
 import { FaultKind } from "../../common/eip712.js";
 import { FAULT_PROTOCOL, LIVENESS_PROTOCOL } from "../../common/p2p/protocols.js";
 import { request } from "../../common/p2p/reqresp.js";
-import { revertName } from "../../node/attest/faults.js";
+import { revertName } from "../../common/chain/tx.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
 import { addrOf, COLLATERAL_BPS, TEST_MACHINE, DURATION, openActiveLease, PRICE, spawnProvider, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
 import { startTestDaemon } from "../support/daemons.js";

@@ -25,6 +25,7 @@ import type { ChainClients } from "../../node/chain/clients.js";
 import { createLogger, silentLogger, type Logger } from "../../node/log/logger.js";
 import { startTestDaemon } from "./daemons.js";
 import { send, type Devnet } from "./devnet.js";
+import { merge } from "./merge.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -36,7 +37,6 @@ export const DURATION = 3_600;
 export const COLLATERAL_BPS = 5_000;
 /** The machine test providers declare (one A100). */
 export const TEST_MACHINE = { model: "A100-80GB", units: 1, vramMiB: 81_920 };
-
 
 export type TestDaemon = Awaited<ReturnType<typeof startTestDaemon>>;
 
@@ -93,18 +93,6 @@ export async function startProviderDaemon(
   });
   daemon.attach(mounted);
   return { daemon, mounted };
-}
-
-function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
-  const out = { ...a };
-  for (const [key, value] of Object.entries(b)) {
-    const prev = out[key];
-    out[key] =
-      value && typeof value === "object" && !Array.isArray(value) && prev && typeof prev === "object" && !Array.isArray(prev)
-        ? merge(prev as Record<string, unknown>, value as Record<string, unknown>)
-        : value;
-  }
-  return out;
 }
 
 /**

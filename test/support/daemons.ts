@@ -10,6 +10,7 @@ import { startApi, type ApiModule } from "../../node/api/start.js";
 import { startDaemon, type Daemon, type StartDaemonOptions } from "../../node/daemon.js";
 import { silentLogger } from "../../node/log/logger.js";
 import type { Devnet } from "./devnet.js";
+import { merge } from "./merge.js";
 
 export type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? DeepPartial<T[K]> : T[K] };
 
@@ -30,18 +31,6 @@ export async function testNodeConfig(devnet: Devnet, overrides: Record<string, u
     offers: { sweepIntervalMs: 200 },
   };
   return nodeConfigSchema.parse(merge(base, overrides));
-}
-
-function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
-  const out = { ...a };
-  for (const [key, value] of Object.entries(b)) {
-    const prev = out[key];
-    out[key] =
-      value && typeof value === "object" && !Array.isArray(value) && prev && typeof prev === "object" && !Array.isArray(prev)
-        ? merge(prev as Record<string, unknown>, value as Record<string, unknown>)
-        : value;
-  }
-  return out;
 }
 
 /**

@@ -9,6 +9,7 @@ import { startProviderAgent, type ProviderAgent } from "../../node/provider/agen
 import { startTestDaemon } from "./daemons.js";
 import { fund, type Devnet } from "./devnet.js";
 import { providerPeer, type ProviderPeer } from "./renter.js";
+import { merge } from "./merge.js";
 
 export type TestProvider = {
   daemon: Awaited<ReturnType<typeof startTestDaemon>>;
@@ -38,18 +39,6 @@ export function testProviderConfig(index: number, overrides: Record<string, unkn
     },
     overrides,
   );
-}
-
-function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
-  const out = { ...a };
-  for (const [key, value] of Object.entries(b)) {
-    const prev = out[key];
-    out[key] =
-      value && typeof value === "object" && !Array.isArray(value) && prev && typeof prev === "object" && !Array.isArray(prev)
-        ? merge(prev as Record<string, unknown>, value as Record<string, unknown>)
-        : value;
-  }
-  return out;
 }
 
 /** Funds devnet account `index` (for the stake) and starts a provider node on it. */

@@ -9,7 +9,7 @@ import { startEmbeddedChain } from "../../chain/embedded.js";
 import { DEFAULT_DEPLOYMENTS_DIR, writeDeployment } from "../../chain/manifest.js";
 import { nodeConfigSchema } from "../../config/schema.js";
 import { startDevnetAttestors, type DevnetAttestors } from "../../devnet/attestors.js";
-import { DEVNET_ATTESTOR_INDEX, startDemoProviders, type DemoProviders } from "../../devnet/demo.js";
+import { DEVNET_ATTESTOR_INDEX, startDemoProviders, type DemoProviders } from "../../demo/devnet-providers.js";
 import { createLogger } from "../../log/logger.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
 import { runNode, type RunningNode } from "../../run.js";

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { formatEther, formatUnits, getAddress, isAddress, parseEther, parseUnits } from "viem";
+import { erc20Abi, formatEther, formatUnits, getAddress, isAddress, parseEther, parseUnits } from "viem";
 import { testTokenAbi } from "../../../common/abi.js";
 import { contractAddress } from "../../../common/deployment.js";
 import { getOwed, withdrawOwed } from "../../../sdk/actions/withdrawOwed.js";
@@ -26,7 +26,7 @@ export function registerWallet(program: Command): void {
       const who = address ? getAddress(address) : ctx.account!.address;
       const [native, token] = await Promise.all([
         ctx.publicClient.getBalance({ address: who }),
-        ctx.publicClient.readContract({ address: ctx.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [who] }),
+        ctx.publicClient.readContract({ address: ctx.deployment.contracts.token, abi: erc20Abi, functionName: "balanceOf", args: [who] }),
       ]);
       const { symbol, decimals } = ctx.deployment.token;
       emit(Boolean(flags.json), { address: who, native, token, tokenSymbol: symbol, tokenDecimals: decimals }, () =>
@@ -110,7 +110,7 @@ export function registerWallet(program: Command): void {
     });
     const receipt = await ctx.publicClient.waitForTransactionReceipt({ hash });
     if (receipt.status !== "success") throw new CliError(`The faucet transaction ${hash} reverted`, ExitCode.failure);
-    const balance = await ctx.publicClient.readContract({ address: ctx.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [me] });
+    const balance = await ctx.publicClient.readContract({ address: ctx.deployment.contracts.token, abi: erc20Abi, functionName: "balanceOf", args: [me] });
     emit(json, { address: me, minted: amount, balance, transaction: hash }, () =>
       `Minted ${flags.amount} ${ctx.deployment.token.symbol}; balance ${formatUnits(balance, ctx.deployment.token.decimals)} ${ctx.deployment.token.symbol}`,
     );

@@ -19,7 +19,7 @@ import { leaseMarketAbi } from "../../../common/abi.js";
 import { InvalidInputError } from "../../../common/errors.js";
 import { readLease, type LeaseView } from "../../../common/chain/market.js";
 import { TASK_NOT_STARTED_EXIT_CODE, type RenterAction, type RenterAuth, type TaskState } from "../../../common/protocols/lease.js";
-import type { ChainEvent } from "../../chain/watcher.js";
+import type { ChainEvent } from "../../chain/follower.js";
 import type { TaskHandle } from "../runtime/runtime.js";
 import { secretsOf, storableSpec, type TaskSpec } from "../runtime/task.js";
 import { revertName } from "./chain-tx.js";
@@ -405,9 +405,10 @@ export class LeaseController implements LeaseHost {
   // helpers
 
   /** Sends a lease transaction; false when it failed (logged; the next pass reads the lease again). */
-  private async send(functionName: "activate" | "complete" | "terminate", leaseId: bigint, extra: readonly unknown[] = []): Promise<boolean> {
+  private async send(functionName: "activate" | "complete" | "terminate", leaseId: bigint, completion?: readonly [exitCode: number, outputDigest: Hex, unitSeconds: bigint]): Promise<boolean> {
     try {
-      await this.ctx.tx.send({ address: this.ctx.market, abi: leaseMarketAbi, functionName, args: [leaseId, ...extra] });
+      if (functionName === "complete") await this.ctx.tx.send({ address: this.ctx.market, abi: leaseMarketAbi, functionName, args: [leaseId, ...completion!] });
+      else await this.ctx.tx.send({ address: this.ctx.market, abi: leaseMarketAbi, functionName, args: [leaseId] });
       return true;
     } catch (error) {
       // A lease that moved on (the renter closed it, a deadline passed) is read again on the next pass.

@@ -6,8 +6,7 @@
  * preempt when the free units do not suffice. It never holds more than it has.
  */
 import { LRUCache } from "lru-cache";
-import { getAddress, recoverTypedDataAddress, type Address, type Chain, type PublicClient, type Transport, type TypedDataDomain } from "viem";
-import { testTokenAbi } from "../../../common/abi.js";
+import { erc20Abi, getAddress, recoverTypedDataAddress, type Address, type Chain, type PublicClient, type Transport, type TypedDataDomain } from "viem";
 import { computeCollateral, computeDeposit, readMachine, readProvider } from "../../../common/chain/market.js";
 import type { Deployment } from "../../../common/deployment.js";
 import { suanliTypes, type Offer } from "../../../common/eip712.js";
@@ -165,7 +164,7 @@ async function decide(ctx: ReserveContext, body: ReserveBody, peer: string | und
   const renter = getAddress(request.renter);
   const [balance, providerView] = await Promise.all([
     ctx.reads.get(`balance:${renter}`, () =>
-      ctx.publicClient.readContract({ address: ctx.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [renter] }),
+      ctx.publicClient.readContract({ address: ctx.deployment.contracts.token, abi: erc20Abi, functionName: "balanceOf", args: [renter] }),
     ),
     ctx.reads.get("provider", () => readProvider(ctx.publicClient, ctx.registry, provider)),
   ]);

@@ -4,8 +4,8 @@
  * declared (once; the machine id is remembered in level). Each step reads the chain first and
  * only sends what is missing, so a restart sends nothing.
  */
-import { formatUnits, parseEventLogs, parseUnits, type Address, type Chain, type PublicClient, type Transport } from "viem";
-import { providerRegistryAbi, testTokenAbi } from "../../../common/abi.js";
+import { erc20Abi, formatUnits, parseEventLogs, parseUnits, type Address, type Chain, type PublicClient, type Transport } from "viem";
+import { providerRegistryAbi } from "../../../common/abi.js";
 import { readMachine, readProvider, type ProviderView } from "../../../common/chain/market.js";
 import type { Deployment } from "../../../common/deployment.js";
 import { DEVNET_CHAIN_ID, devnetAccount } from "../../../common/devnet.js";
@@ -86,7 +86,7 @@ export async function ensureRegistration(ctx: SetupContext, options: ProviderOpt
   const active = BigInt(provider.free) + BigInt(provider.locked);
   if (active < target) {
     const needed = target - active;
-    const balance = await publicClient.readContract({ address: deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [address] });
+    const balance = await publicClient.readContract({ address: deployment.contracts.token, abi: erc20Abi, functionName: "balanceOf", args: [address] });
     if (balance < needed) {
       const devnetIndex = deployment.chainId === DEVNET_CHAIN_ID ? Array.from({ length: 20 }, (_, i) => i).find((i) => devnetAccount(i).address === address) : undefined;
       const wallet = devnetIndex === undefined ? "--key-file <file with chain.privateKey>" : `--devnet-account ${devnetIndex}`;
@@ -100,7 +100,7 @@ export async function ensureRegistration(ctx: SetupContext, options: ProviderOpt
         },
       );
     }
-    await tx.send({ address: deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [registry, needed] });
+    await tx.send({ address: deployment.contracts.token, abi: erc20Abi, functionName: "approve", args: [registry, needed] });
     await tx.send({ address: registry, abi: providerRegistryAbi, functionName: "stake", args: [needed] });
     logger.info("Stake topped up", { added: formatUnits(needed, decimals), target: options.stakeTarget, symbol });
     provider = await readProvider(publicClient, registry, address);
@@ -112,8 +112,8 @@ function sameDeclaration(a: MachineBinding, b: MachineBinding): boolean {
   return a.model === b.model && a.units === b.units && a.vramMiB === b.vramMiB && a.interconnect === b.interconnect && a.region === b.region && (a.cluster ?? ZERO_CLUSTER) === (b.cluster ?? ZERO_CLUSTER);
 }
 
-function declarationArgs(binding: MachineBinding): readonly unknown[] {
-  return [modelHash(binding.model), binding.units, binding.vramMiB, INTERCONNECT_CODES[binding.interconnect], binding.region, binding.cluster ?? ZERO_CLUSTER];
+function declarationArgs(binding: MachineBinding) {
+  return [modelHash(binding.model), binding.units, binding.vramMiB, INTERCONNECT_CODES[binding.interconnect], binding.region, binding.cluster ?? ZERO_CLUSTER] as const;
 }
 
 /**

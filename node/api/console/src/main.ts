@@ -307,6 +307,11 @@ class FormError extends Error {
 function readForm(): SubmitTaskParameters {
   const text = (selector: string) => $<HTMLInputElement>(selector).value.trim();
   const number = (selector: string) => (text(selector) === "" ? undefined : Number(text(selector)));
+  const required = (selector: string, label: string, field: string) => {
+    const value = text(selector);
+    if (value === "") throw new FormError(`The ${label} is required`, [field]);
+    return value;
+  };
   const kind = document.querySelector<HTMLInputElement>('input[name="kind"]:checked')?.value ?? "bundle";
   const env: Record<string, string | { value: string; secret: true }> = {};
   for (const row of document.querySelectorAll<HTMLLIElement>("#env-rows li")) {
@@ -320,13 +325,13 @@ function readForm(): SubmitTaskParameters {
     env[name] = secret ? { value, secret: true } : value;
   }
   return {
-    gpuType: text("#gpu-type") || (undefined as never),
+    gpuType: required("#gpu-type", "GPU type", "gpu-type"),
     gpuCount: number("#gpu-count") as number,
     duration: number("#duration") as number,
     maxPricePerGpuHour: text("#max-price") || undefined,
     attestedOnly: $<HTMLInputElement>("#attested-only").checked,
-    ...(kind === "bundle" ? { bundleUrl: text("#bundle-url") || undefined, sha256: text("#bundle-sha256") || undefined } : { imageUrl: text("#image") || undefined }),
-    command: text("#command") || (undefined as never),
+    ...(kind === "bundle" ? { bundleUrl: text("#bundle-url") || undefined, sha256: text("#bundle-sha256") || undefined } : { image: text("#image") || undefined }),
+    command: required("#command", "command", "command"),
     env,
   };
 }
@@ -594,17 +599,30 @@ async function downloadSelected(): Promise<void> {
   const taskId = state.selected;
   if (!taskId) return;
   show("#task-error", undefined);
+  const list = $("#task-files");
+  for (const link of list.querySelectorAll("a")) URL.revokeObjectURL(link.href);
+  list.replaceChildren();
   $("#task-message").textContent = "Downloading the results…";
   try {
-    const result: unknown = await state.client!.downloadOutput(taskId, { dir: "results" });
-    $("#task-message").textContent = `Downloaded the results: ${JSON.stringify(result, (_key, value: unknown) => (typeof value === "bigint" ? value.toString() : value))}`;
+    // Through this node's relay into memory; the SDK recomputes the digest and checks it against
+    // the provider's signed completion report and the chain (verified), or says it is a snapshot.
+    const result = await state.client!.downloadOutput(taskId, {
+      onProgress: ({ bytes, totalBytes }) => ($("#task-message").textContent = `Downloading the results… ${bytes} of ${totalBytes} bytes`),
+    });
+    for (const file of result.files) {
+      const item = document.createElement("li");
+      const link = document.createElement("a");
+      link.href = URL.createObjectURL(new Blob([new Uint8Array(file.data ?? [])], { type: "application/octet-stream" }));
+      link.download = file.path.split("/").pop() || "output";
+      link.textContent = `${file.path} (${file.size} bytes)`;
+      item.append(link);
+      list.append(item);
+    }
+    const check = result.verified ? `verified against the provider's signed completion report (digest ${result.digest})` : result.snapshot ? "a snapshot of a running task (not verified: no completion report yet)" : "NOT verified";
+    $("#task-message").textContent = `Downloaded ${result.files.length} file(s), ${result.bytes} bytes, ${check}.`;
   } catch (error) {
     $("#task-message").textContent = "";
-    if ((error as Error).name === "TaskIoUnsupportedError") {
-      show("#task-error", `Downloading results is not supported in the browser yet. ${(error as Error).message}`);
-    } else {
-      show("#task-error", describe(error));
-    }
+    show("#task-error", describe(error));
   }
 }
 
@@ -627,9 +645,9 @@ async function start(): Promise<void> {
   $("#task-download").addEventListener("click", () => void downloadSelected());
   try {
     const raw = (await getJson("/console/config.json")) as { deployment: Record<string, unknown> };
-    state.config = consoleConfigSchema.decode(raw as never);
+    state.config = consoleConfigSchema.parse(raw);
     state.rawDeployment = raw.deployment;
-    const info = nodeInfoSchema.decode((await getJson("/v1/info")) as never);
+    const info = nodeInfoSchema.parse(await getJson("/v1/info"));
     $("#chain").textContent = `chain ${info.chainId} · token ${info.token.symbol}`;
     $("#gpu-models").replaceChildren(
       ...info.gpuModels.map((model) => {

@@ -143,7 +143,7 @@ async function refreshOffers(): Promise<void> {
   }
   const generation = ++state.queryGeneration;
   try {
-    const page = offerPageSchema.decode((await getJson("/v1/offers", query)) as never);
+    const page = offerPageSchema.parse(await getJson("/v1/offers", query));
     // A newer query started while this one was in flight: its answer wins.
     if (generation !== state.queryGeneration) return;
     showFilterError(undefined);
@@ -171,7 +171,7 @@ async function refreshChart(): Promise<void> {
   const params = new URLSearchParams({ from: String(from), to: String(to), bucketSeconds: String(bucketSeconds) });
   if (model) params.set("model", model);
   try {
-    const stats = marketStatsSchema.decode((await getJson("/v1/stats", params)) as never);
+    const stats = marketStatsSchema.parse(await getJson("/v1/stats", params));
     const modelStats = stats.models.find((entry) => entry.model === model);
     const drawn = drawPriceChart($<HTMLElement>("#price-chart") as unknown as SVGSVGElement, {
       stats: modelStats,
@@ -249,7 +249,7 @@ async function showProvider(address: string | undefined): Promise<void> {
   $("#provider-address").textContent = address;
   const errorNode = $<HTMLParagraphElement>("#provider-error");
   try {
-    const provider = providerViewSchema.decode((await getJson(`/v1/providers/${encodeURIComponent(address)}`)) as never);
+    const provider = providerViewSchema.parse(await getJson(`/v1/providers/${encodeURIComponent(address)}`));
     if (state.provider !== address) return;
     errorNode.hidden = true;
     renderProvider(provider);
@@ -290,7 +290,7 @@ function connectEvents(onOffers: () => void, onChart: () => void): void {
   source.addEventListener("open", () => setLive("open", "live"));
   source.addEventListener("error", () => setLive("reconnecting", "reconnecting…"));
   source.addEventListener("offer", (event) => {
-    const offer = offerViewSchema.decode(JSON.parse((event as MessageEvent<string>).data) as never);
+    const offer = offerViewSchema.parse(JSON.parse((event as MessageEvent<string>).data));
     state.fresh.set(offer.key, Date.now());
     onOffers();
     onChart();
@@ -310,7 +310,7 @@ function connectEvents(onOffers: () => void, onChart: () => void): void {
 }
 
 async function main(): Promise<void> {
-  state.info = nodeInfoSchema.decode((await getJson("/v1/info")) as never);
+  state.info = nodeInfoSchema.parse(await getJson("/v1/info"));
   $("#chain").textContent = `chain ${state.info.chainId} · token ${state.info.token.symbol}`;
   for (const node of document.querySelectorAll(".token-symbol")) node.textContent = `(${state.info.token.symbol})`;
   const modelSelect = $<HTMLSelectElement>("#f-model");
@@ -320,7 +320,7 @@ async function main(): Promise<void> {
     chartSelect.append(new Option(model.name, model.name));
   }
   // Chart the model with the most live offers to start with.
-  const stats = marketStatsSchema.decode((await getJson("/v1/stats", new URLSearchParams({ bucketSeconds: "3600" }))) as never);
+  const stats = marketStatsSchema.parse(await getJson("/v1/stats", new URLSearchParams({ bucketSeconds: "3600" })));
   const busiest = [...stats.models].sort((a, b) => b.current.offers - a.current.offers)[0];
   if (busiest) chartSelect.value = busiest.model;
 

@@ -12,15 +12,15 @@
  */
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
-import type { Address, Hex } from "viem";
+import { erc20Abi, type Address, type Hex } from "viem";
 import { providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
+import { sendContract } from "../../common/chain/tx.js";
 import type { Deployment } from "../../common/deployment.js";
 import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
 import type { Attestation } from "../../common/eip712.js";
 import { findGpuModel, modelHash } from "../../common/gpu.js";
 import { INTERCONNECT_CODES, type Interconnect } from "../../common/offers/message.js";
 import { signAttestation } from "../../common/offers/sign.js";
-import type { ChainClients } from "../chain/clients.js";
 import { nodeConfigSchema } from "../config/schema.js";
 import { startDaemon, type Daemon } from "../daemon.js";
 import type { Logger } from "../log/logger.js";
@@ -88,27 +88,22 @@ export type StartDemoProvidersParameters = {
   logger: Logger;
 };
 
-async function send(clients: ChainClients, request: Parameters<NonNullable<ChainClients["walletClient"]>["writeContract"]>[0]): Promise<void> {
-  const hash = await clients.walletClient!.writeContract(request);
-  const receipt = await clients.publicClient.waitForTransactionReceipt({ hash });
-  if (receipt.status !== "success") throw new Error(`devnet demo: transaction ${hash} (${String(request.functionName)}) reverted`);
-}
 
 /** Faucet, approve, register with the node's peer id, stake, declare machines; returns the machine ids. */
 async function registerOnChain(daemon: Daemon, machines: DemoMachine[]): Promise<number[]> {
-  const clients = daemon.chain;
+  const clients = { publicClient: daemon.chain.publicClient, walletClient: daemon.chain.walletClient! };
   const me = daemon.account!.address;
   const token = daemon.deployment.contracts.token;
   const registry = daemon.registry;
-  await send(clients, { address: token, abi: testTokenAbi, functionName: "faucet", args: [me, DEMO_STAKE] } as never);
-  await send(clients, { address: token, abi: testTokenAbi, functionName: "approve", args: [registry, DEMO_STAKE] } as never);
-  await send(clients, { address: registry, abi: providerRegistryAbi, functionName: "register", args: [daemon.p2p.host.peerId.toString(), "devnet://demo"] } as never);
-  await send(clients, { address: registry, abi: providerRegistryAbi, functionName: "stake", args: [DEMO_STAKE] } as never);
+  await sendContract(clients, { address: token, abi: testTokenAbi, functionName: "faucet", args: [me, DEMO_STAKE] });
+  await sendContract(clients, { address: token, abi: erc20Abi, functionName: "approve", args: [registry, DEMO_STAKE] });
+  await sendContract(clients, { address: registry, abi: providerRegistryAbi, functionName: "register", args: [daemon.p2p.host.peerId.toString(), "devnet://demo"] });
+  await sendContract(clients, { address: registry, abi: providerRegistryAbi, functionName: "stake", args: [DEMO_STAKE] });
   const ids: number[] = [];
   for (const machine of machines) {
     const args = [modelHash(machine.model), machine.units, vramOf(machine), INTERCONNECT_CODES[machine.interconnect], machine.region, machine.cluster] as const;
     const { result } = await clients.publicClient.simulateContract({ account: daemon.account!, address: registry, abi: providerRegistryAbi, functionName: "addMachine", args });
-    await send(clients, { address: registry, abi: providerRegistryAbi, functionName: "addMachine", args } as never);
+    await sendContract(clients, { address: registry, abi: providerRegistryAbi, functionName: "addMachine", args });
     ids.push(Number(result));
   }
   return ids;
