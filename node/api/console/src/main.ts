@@ -8,14 +8,15 @@
  * Everything shown comes from the network or the user, so it is written as text, never as HTML.
  */
 import { createPublicClient, custom, erc20Abi, formatUnits, http, type EIP1193Provider } from "viem";
-import { consoleConfigSchema, type ConsoleConfig } from "../../../../common/api/console.js";
+import { consoleConfigSchema } from "../../../../common/api/console.js";
 import { nodeInfoSchema } from "../../../../common/api/market.js";
+import { $ } from "./dom.js";
+import { describe, getJson, show, state, token, tokens, trimFraction, type TaskRow } from "./state.js";
+import { addEnvRow, FormError, markInvalid, readForm } from "./form.js";
 import {
   createClient,
   type OfferSummary,
   type SubmitTaskParameters,
-  type SubmitTaskReturnType,
-  type SuanliClient,
   type TaskReceipt,
   type TaskStatus,
 } from "../../../../sdk/browser.js";
@@ -30,63 +31,6 @@ declare global {
   }
 }
 
-const $ = <T extends HTMLElement>(selector: string): T => {
-  const node = document.querySelector<T>(selector);
-  if (!node) throw new Error(`console page lacks ${selector}`);
-  return node;
-};
-
-type TaskRow = { submitted: SubmitTaskReturnType; state: string; units: number; model: string };
-
-const state = {
-  config: undefined as ConsoleConfig | undefined,
-  /** The manifest as the node sent it (createClient parses it itself). */
-  rawDeployment: undefined as Record<string, unknown> | undefined,
-  client: undefined as SuanliClient | undefined,
-  wallet: undefined as EIP1193Provider | undefined,
-  address: undefined as `0x${string}` | undefined,
-  tasks: new Map<string, TaskRow>(),
-  selected: undefined as string | undefined,
-  /** Ends the selected task's log stream and status polling. */
-  watch: undefined as AbortController | undefined,
-  envCounter: 0,
-  /** Where the SDK's progress lines go: the form's status while submitting, the task's otherwise. */
-  progressTarget: "#submit-status",
-  /** Tasks whose receipt is shown: final, so no more status reads (each is a wallet signature). */
-  finished: new Set<string>(),
-};
-
-/** "0.999937934992" -> "0.999937": at most `digits` fraction digits (truncated, never rounded up). */
-const trimFraction = (text: string, digits: number) => text.replace(new RegExp(`(\\.\\d{${digits}})\\d+$`), "$1");
-const token = () => state.config!.deployment.token;
-const tokens = (amount: bigint) => `${formatUnits(amount, token().decimals)} ${token().symbol}`;
-
-function show(selector: string, text: string | undefined): void {
-  const node = $(selector);
-  node.textContent = text ?? "";
-  node.hidden = !text;
-}
-
-/** What to show for an error: the SDK's message (summary, hints, details) or a wallet's. */
-function describe(error: unknown): string {
-  if (error instanceof Error) {
-    const code = (error as { code?: unknown }).code;
-    // EIP-1193: 4001 is the user saying no in their wallet.
-    if (code === 4001) return "The wallet refused the request (rejected by the user).";
-    return error.name && error.name !== "Error" ? `${error.name}: ${error.message}` : error.message;
-  }
-  return String(error);
-}
-
-async function getJson(path: string): Promise<unknown> {
-  const response = await fetch(new URL(path, window.location.origin), { headers: { accept: "application/json" } });
-  const body: unknown = await response.json().catch(() => undefined);
-  if (!response.ok) {
-    const error = (body as { error?: { message?: string } } | undefined)?.error;
-    throw new Error(`${path}: ${error?.message ?? `HTTP ${response.status}`}`);
-  }
-  return body;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Wallet
@@ -232,124 +176,7 @@ function cell(text: string, className?: string): HTMLTableCellElement {
 
 // ---------------------------------------------------------------------------------------------
 // Submit
-
-function addEnvRow(): void {
-  const n = ++state.envCounter;
-  const li = document.createElement("li");
-  li.dataset.env = String(n);
-  const name = input(`env-name-${n}`, "text", `Variable ${n} name`, "NAME");
-  const value = input(`env-value-${n}`, "text", `Variable ${n} value`, "value");
-  const secretId = `env-secret-${n}`;
-  const secret = document.createElement("input");
-  secret.type = "checkbox";
-  secret.id = secretId;
-  secret.addEventListener("change", () => {
-    // A secret is not shown on screen (and not kept by the browser's form history).
-    value.type = secret.checked ? "password" : "text";
-  });
-  const secretLabel = document.createElement("label");
-  secretLabel.className = "check";
-  secretLabel.append(secret, " Secret");
-  const remove = document.createElement("button");
-  remove.type = "button";
-  remove.textContent = "Remove";
-  remove.setAttribute("aria-label", `Remove variable ${n}`);
-  remove.addEventListener("click", () => {
-    li.remove();
-    $<HTMLButtonElement>("#env-add").focus();
-  });
-  li.append(labelled(name, `Variable ${n} name`), labelled(value, `Variable ${n} value`), secretLabel, remove);
-  $("#env-rows").append(li);
-  name.focus();
-}
-
-function input(id: string, type: string, _label: string, placeholder: string): HTMLInputElement {
-  const element = document.createElement("input");
-  element.id = id;
-  element.type = type;
-  element.placeholder = placeholder;
-  element.spellcheck = false;
-  element.autocomplete = "off";
-  return element;
-}
-
-/** Wraps an input in a label whose text is for screen readers only (the row's layout shows what it is). */
-function labelled(element: HTMLInputElement, text: string): HTMLLabelElement {
-  const label = document.createElement("label");
-  const span = document.createElement("span");
-  span.className = "visually-hidden";
-  span.textContent = text;
-  label.append(span, element);
-  return label;
-}
-
-const FIELD_INPUTS: Record<string, string> = {
-  gpuType: "#gpu-type",
-  gpuCount: "#gpu-count",
-  duration: "#duration",
-  maxPricePerGpuHour: "#max-price",
-  bundleUrl: "#bundle-url",
-  sha256: "#bundle-sha256",
-  imageUrl: "#image",
-  command: "#command",
-};
-
-class FormError extends Error {
-  override name = "InvalidInputError";
-  constructor(
-    message: string,
-    readonly fields: string[],
-  ) {
-    super(message);
-  }
-}
-
-function readForm(): SubmitTaskParameters {
-  const text = (selector: string) => $<HTMLInputElement>(selector).value.trim();
-  const number = (selector: string) => (text(selector) === "" ? undefined : Number(text(selector)));
-  const required = (selector: string, label: string, field: string) => {
-    const value = text(selector);
-    if (value === "") throw new FormError(`The ${label} is required`, [field]);
-    return value;
-  };
-  const kind = document.querySelector<HTMLInputElement>('input[name="kind"]:checked')?.value ?? "bundle";
-  const env: Record<string, string | { value: string; secret: true }> = {};
-  for (const row of document.querySelectorAll<HTMLLIElement>("#env-rows li")) {
-    const n = row.dataset.env!;
-    const name = text(`#env-name-${n}`);
-    const value = $<HTMLInputElement>(`#env-value-${n}`).value;
-    const secret = $<HTMLInputElement>(`#env-secret-${n}`).checked;
-    if (!name && !value) continue;
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new FormError(`Variable ${n}: the name must be letters, digits and _ (not starting with a digit)`, [`env-name-${n}`]);
-    if (name in env) throw new FormError(`Variable ${n}: ${name} is given twice`, [`env-name-${n}`]);
-    env[name] = secret ? { value, secret: true } : value;
-  }
-  return {
-    gpuType: required("#gpu-type", "GPU type", "gpu-type"),
-    gpuCount: number("#gpu-count") as number,
-    duration: number("#duration") as number,
-    maxPricePerGpuHour: text("#max-price") || undefined,
-    attestedOnly: $<HTMLInputElement>("#attested-only").checked,
-    ...(kind === "bundle" ? { bundleUrl: text("#bundle-url") || undefined, sha256: text("#bundle-sha256") || undefined } : { image: text("#image") || undefined }),
-    command: required("#command", "command", "command"),
-    env,
-  };
-}
-
-function markInvalid(fields: string[]): void {
-  for (const element of document.querySelectorAll("#submit-form [aria-invalid]")) element.removeAttribute("aria-invalid");
-  let first: HTMLElement | undefined;
-  for (const field of fields) {
-    const top = field.split(".")[0];
-    const selector = FIELD_INPUTS[top] ?? (top.startsWith("env-") ? `#${top}` : top === "env" ? "#env-rows input" : undefined);
-    const element = selector ? document.querySelector<HTMLElement>(selector) : null;
-    if (!element) continue;
-    element.setAttribute("aria-invalid", "true");
-    element.setAttribute("aria-errormessage", "submit-error");
-    first ??= element;
-  }
-  first?.focus();
-}
+// The form itself: form.ts.
 
 async function submit(event: SubmitEvent): Promise<void> {
   event.preventDefault();
