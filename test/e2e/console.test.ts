@@ -216,7 +216,7 @@ describe("renter console in headless Chromium with an injected wallet, against a
         'printf %s "$HF_TOKEN" | sha256sum | cut -c1-64 | sed "s/^/token-sha256=/"',
         "sleep 3",
         "echo done >&2",
-        'echo 42 > "$SUANLI_OUTPUT_DIR/answer.txt"',
+        'mkdir -p "$SUANLI_OUTPUT_DIR" && echo 42 > "$SUANLI_OUTPUT_DIR/answer.txt"',
       ].join("\n"),
     });
     // "Use" fills the GPU type and the offer's price as the cap.
@@ -319,9 +319,10 @@ describe("renter console in headless Chromium with an injected wallet, against a
     assert.equal(await page.isHidden("#task-error"), true, (await page.textContent("#task-error")) ?? "");
     assert.match((await page.textContent("#task-message")) ?? "", /^Downloaded 1 file\(s\), 3 bytes, verified against the provider's signed completion report \(digest 0x[0-9a-f]{64}\)\.$/);
     assert.deepEqual(await page.$$eval("#task-files a", (links) => links.map((link) => [link.textContent, (link as HTMLAnchorElement).download])), [["answer.txt (3 bytes)", "answer.txt"]]);
-    // The link holds the file's bytes as the task wrote them.
-    const text = await page.$eval("#task-files a", async (link) => (await fetch((link as HTMLAnchorElement).href)).text());
-    assert.equal(text, "42\n");
+    // Clicking the link saves the file's bytes as the task wrote them (the renter's own download).
+    const [download] = await Promise.all([page.waitForEvent("download"), page.click("#task-files a")]);
+    assert.equal(download.suggestedFilename(), "answer.txt");
+    assert.equal(await readFile((await download.path())!, "utf8"), "42\n");
     await screenshot("downloaded");
   });
 
