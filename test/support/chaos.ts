@@ -10,7 +10,7 @@
  *   stuck past its end, no unit leased twice.
  */
 import net from "node:net";
-import { parseEventLogs, type Address } from "viem";
+import { decodeFunctionData, parseEventLogs, parseTransaction, type Address, type Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
 import { readLease, type LeaseView } from "../../common/chain/market.js";
 import type { Devnet } from "./devnet.js";
@@ -18,8 +18,33 @@ import type { Devnet } from "./devnet.js";
 /** What the proxy does with connections: pass them, drop new ones at once (refuse), reset them, or delay every chunk. */
 export type ProxyMode = { kind: "pass" } | { kind: "refuse" } | { kind: "reset" } | { kind: "delay"; ms: number };
 
+/** A transaction a client sent through the proxy, decoded against the market's ABI. */
+export type SeenTransaction = { functionName: string; args: readonly unknown[] };
+
+/**
+ * Called with each market transaction a client sends, after it was forwarded to the chain (so it
+ * lands, with automining, whatever the client does next): the moment to SIGKILL a node "during" it.
+ */
+export type TransactionListener = (tx: SeenTransaction) => void;
+
+const RAW_TX = /"method":"eth_sendRawTransaction","params":\["(0x[0-9a-fA-F]+)"\]/g;
+/** How much of a connection's request stream is kept to find a transaction split across chunks. */
+const SCAN_BYTES = 64 * 1024;
+
+function decodeRaw(raw: Hex): SeenTransaction | undefined {
+  try {
+    const tx = parseTransaction(raw);
+    if (!tx.data) return undefined;
+    const call = decodeFunctionData({ abi: leaseMarketAbi, data: tx.data });
+    return { functionName: call.functionName, args: call.args ?? [] };
+  } catch {
+    return undefined; // not a market call (a token approval, a registry call)
+  }
+}
+
 export class RpcProxy {
   private mode: ProxyMode = { kind: "pass" };
+  private readonly listeners = new Set<TransactionListener>();
   private readonly sockets = new Set<net.Socket>();
   /** Connections accepted and dropped while the chain was away (what the fault cost the clients). */
   dropped = 0;
@@ -54,9 +79,29 @@ export class RpcProxy {
     }
     const server = net.connect(port, "127.0.0.1");
     this.sockets.add(client).add(server);
+    let requestText = "";
+    const watch = (chunk: Buffer) => {
+      if (this.listeners.size === 0) return;
+      requestText = (requestText + chunk.toString("latin1")).slice(-SCAN_BYTES);
+      let match: RegExpExecArray | null;
+      let consumed = 0;
+      RAW_TX.lastIndex = 0;
+      while ((match = RAW_TX.exec(requestText)) !== null) {
+        consumed = RAW_TX.lastIndex;
+        const seen = decodeRaw(match[1] as Hex);
+        if (seen) for (const listener of this.listeners) listener(seen);
+      }
+      requestText = requestText.slice(consumed);
+    };
     const forward = (from: net.Socket, to: net.Socket) =>
-      from.on("data", (chunk) => {
+      from.on("data", (chunk: Buffer) => {
         const mode = this.mode;
+        if (from === client) {
+          // Forward first, then tell the listeners: the transaction reaches the chain before any fault.
+          if (mode.kind !== "delay" && !to.destroyed) to.write(chunk);
+          watch(chunk);
+          if (mode.kind !== "delay") return;
+        }
         if (mode.kind === "delay") {
           from.pause();
           setTimeout(() => {
@@ -69,7 +114,9 @@ export class RpcProxy {
     forward(server, client);
     const end = () => {
       client.destroy();
-      server.destroy();
+      // Half-close upstream so what the client wrote before it died still reaches the chain.
+      server.end();
+      setTimeout(() => server.destroy(), 5_000).unref();
       this.sockets.delete(client);
       this.sockets.delete(server);
     };
@@ -78,6 +125,12 @@ export class RpcProxy {
       socket.on("close", end);
       socket.on("end", end);
     }
+  }
+
+  /** Calls `listener` for each market transaction sent through the proxy until the returned function is called. */
+  onTransaction(listener: TransactionListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 
   /** Sets how new traffic is treated; `refuse` and `reset` also reset every connection in flight. */
