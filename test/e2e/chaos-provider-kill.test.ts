@@ -64,7 +64,9 @@ describe("chaos: a provider node SIGKILLed mid-transaction and restarted on the 
   function killOn(functionName: string, leaseId: () => bigint | undefined): Promise<void> {
     return new Promise((resolve) => {
       const stop = proxy.onTransaction((tx) => {
-        if (tx.functionName !== functionName || tx.args[0] !== leaseId()) return;
+        const target = leaseId();
+        const forLease = Array.isArray(tx.args[0]) ? (tx.args[0] as unknown[]).includes(target) : tx.args[0] === target;
+        if (tx.functionName !== functionName || !forLease) return;
         stop();
         const victim = node!;
         void victim.kill("SIGKILL").then(() => resolve());
@@ -118,6 +120,30 @@ describe("chaos: a provider node SIGKILLed mid-transaction and restarted on the 
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     stop();
     assert.ok(!seen.includes("complete") && !seen.includes("terminate"), `no second end was sent (${seen.join(", ")})`);
+    await assertMoney(leaseId);
+  });
+
+  it("killed as its claim lands: restarted, the claim is not paid twice and the lease ends once", async () => {
+    const task = await bundles.bundle({ "run.sh": "echo started\nsleep 30\necho finished\n" });
+    const lease: { id?: bigint } = {};
+    const killed = killOn("claimMany", () => lease.id);
+    const leaseId = (lease.id = await renter.rent(node!.peer, { machineId, units: 1, duration: 60 }));
+    await renter.sendTask(node!.peer, leaseId, { bundle: task, command: "sh run.sh" });
+    await renter.waitStatus(node!.peer, leaseId, (s) => s.state === "running", "the task to run");
+    // The devnet's clock moves only with blocks: mine some so the lease accrues and the node claims.
+    let dead = false;
+    void killed.then(() => (dead = true));
+    await waitFor("the node to claim (and die)", async () => {
+      if (!dead) await devnet.admin.publicClient.request({ method: "evm_mine" } as never);
+      return dead;
+    }, { timeoutMs: 30_000, intervalMs: 500 });
+    const claimedBefore = (await renter.lease(leaseId)).paid;
+    assert.ok(claimedBefore > 0n, "the claim reached the chain before the node died");
+
+    node = await ProviderProcess.start(configFile);
+    const ended = await renter.waitLease(leaseId, ["Ended", "Settled"], 60_000);
+    assert.equal(ended.endReason, "Terminated", "the orphaned task is lost, the lease terminated by the rules");
+    await renter.waitLease(leaseId, ["Settled"], 30_000);
     await assertMoney(leaseId);
   });
 
