@@ -96,19 +96,18 @@ export class RpcProxy {
     const forward = (from: net.Socket, to: net.Socket) =>
       from.on("data", (chunk: Buffer) => {
         const mode = this.mode;
-        if (from === client) {
-          // Forward first, then tell the listeners: the transaction reaches the chain before any fault.
-          if (mode.kind !== "delay" && !to.destroyed) to.write(chunk);
-          watch(chunk);
-          if (mode.kind !== "delay") return;
-        }
+        // Forward first, then tell the listeners: the transaction reaches the chain before any fault.
         if (mode.kind === "delay") {
           from.pause();
           setTimeout(() => {
             if (!to.destroyed) to.write(chunk);
+            if (from === client) watch(chunk);
             from.resume();
           }, mode.ms);
-        } else if (!to.destroyed) to.write(chunk);
+        } else {
+          if (!to.destroyed) to.write(chunk);
+          if (from === client) watch(chunk);
+        }
       });
     forward(client, server);
     forward(server, client);
