@@ -1,0 +1,287 @@
+/**
+ * The chaos harness: faults on purpose against real processes, and the money check every fault
+ * test ends with.
+ *
+ * - `RpcProxy`: a TCP proxy on 127.0.0.1 in front of the chain's JSON-RPC server. Point a node's
+ *   `chain.rpcUrl` at it and the test can take the chain away (refuse or reset connections), slow
+ *   it down, or cut what is in flight, then bring it back.
+ * - `checkLedger`: every lease's money against the contract's rules, the market's token balance
+ *   against what it owes, each watched wallet's balance against what the rules paid it, no lease
+ *   stuck past its end, no unit leased twice.
+ */
+import net from "node:net";
+import { decodeFunctionData, parseEventLogs, parseTransaction, type Address, type Hex } from "viem";
+import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
+import { readLease, type LeaseView } from "../../common/chain/market.js";
+import type { Devnet } from "./devnet.js";
+
+/** What the proxy does with connections: pass them, drop new ones at once (refuse), reset them, or delay every chunk. */
+export type ProxyMode = { kind: "pass" } | { kind: "refuse" } | { kind: "reset" } | { kind: "delay"; ms: number };
+
+/** A transaction a client sent through the proxy, decoded against the market's ABI. */
+export type SeenTransaction = { functionName: string; args: readonly unknown[] };
+
+/**
+ * Called with each market transaction a client sends, after it was forwarded to the chain (so it
+ * lands, with automining, whatever the client does next): the moment to SIGKILL a node "during" it.
+ */
+export type TransactionListener = (tx: SeenTransaction) => void;
+
+const RAW_TX = /"method":"eth_sendRawTransaction","params":\["(0x[0-9a-fA-F]+)"\]/g;
+/** How much of a connection's request stream is kept to find a transaction split across chunks. */
+const SCAN_BYTES = 64 * 1024;
+
+function decodeRaw(raw: Hex): SeenTransaction | undefined {
+  try {
+    const tx = parseTransaction(raw);
+    if (!tx.data) return undefined;
+    const call = decodeFunctionData({ abi: leaseMarketAbi, data: tx.data });
+    return { functionName: call.functionName, args: call.args ?? [] };
+  } catch {
+    return undefined; // not a market call (a token approval, a registry call)
+  }
+}
+
+export class RpcProxy {
+  private mode: ProxyMode = { kind: "pass" };
+  private readonly listeners = new Set<TransactionListener>();
+  private readonly sockets = new Set<net.Socket>();
+  /** Connections accepted and dropped while the chain was away (what the fault cost the clients). */
+  dropped = 0;
+
+  private constructor(
+    private readonly server: net.Server,
+    readonly url: string,
+  ) {}
+
+  /** Listens on 127.0.0.1 (a random port) in front of `target` (an http:// URL on 127.0.0.1); at most `maxConnections` at once. */
+  static async start(target: string, options: { maxConnections?: number } = {}): Promise<RpcProxy> {
+    const upstream = new URL(target);
+    if (upstream.hostname !== "127.0.0.1") throw new Error(`the chaos proxy only fronts 127.0.0.1, got ${upstream.hostname}`);
+    const server = net.createServer();
+    server.maxConnections = options.maxConnections ?? 256;
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(0, "127.0.0.1", () => resolve());
+    });
+    const { port } = server.address() as net.AddressInfo;
+    const proxy = new RpcProxy(server, `http://127.0.0.1:${port}`);
+    server.on("connection", (client) => proxy.accept(client, Number(upstream.port)));
+    return proxy;
+  }
+
+  private accept(client: net.Socket, port: number): void {
+    if (this.mode.kind === "refuse" || this.mode.kind === "reset") {
+      this.dropped++;
+      if (this.mode.kind === "reset") client.resetAndDestroy();
+      else client.destroy();
+      return;
+    }
+    const server = net.connect(port, "127.0.0.1");
+    this.sockets.add(client).add(server);
+    let requestText = "";
+    const watch = (chunk: Buffer) => {
+      if (this.listeners.size === 0) return;
+      requestText = (requestText + chunk.toString("latin1")).slice(-SCAN_BYTES);
+      let match: RegExpExecArray | null;
+      let consumed = 0;
+      RAW_TX.lastIndex = 0;
+      while ((match = RAW_TX.exec(requestText)) !== null) {
+        consumed = RAW_TX.lastIndex;
+        const seen = decodeRaw(match[1] as Hex);
+        if (seen) for (const listener of this.listeners) listener(seen);
+      }
+      requestText = requestText.slice(consumed);
+    };
+    const forward = (from: net.Socket, to: net.Socket) =>
+      from.on("data", (chunk: Buffer) => {
+        const mode = this.mode;
+        // Forward first, then tell the listeners: the transaction reaches the chain before any fault.
+        if (mode.kind === "delay") {
+          from.pause();
+          setTimeout(() => {
+            if (!to.destroyed) to.write(chunk);
+            if (from === client) watch(chunk);
+            from.resume();
+          }, mode.ms);
+        } else {
+          if (!to.destroyed) to.write(chunk);
+          if (from === client) watch(chunk);
+        }
+      });
+    forward(client, server);
+    forward(server, client);
+    const end = () => {
+      client.destroy();
+      // Half-close upstream so what the client wrote before it died still reaches the chain.
+      server.end();
+      setTimeout(() => server.destroy(), 5_000).unref();
+      this.sockets.delete(client);
+      this.sockets.delete(server);
+    };
+    for (const socket of [client, server]) {
+      socket.on("error", end);
+      socket.on("close", end);
+      socket.on("end", end);
+    }
+  }
+
+  /** Calls `listener` for each market transaction sent through the proxy until the returned function is called. */
+  onTransaction(listener: TransactionListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Sets how new traffic is treated; `refuse` and `reset` also reset every connection in flight. */
+  set(mode: ProxyMode): void {
+    this.mode = mode;
+    if (mode.kind === "refuse" || mode.kind === "reset") this.cut();
+  }
+
+  /** Takes the chain away: connections in flight are reset, new ones dropped. */
+  down(): void {
+    this.set({ kind: "refuse" });
+  }
+
+  /** Brings the chain back. */
+  up(): void {
+    this.set({ kind: "pass" });
+  }
+
+  /** Resets every connection in flight (a flapping link); new ones still pass unless the mode says otherwise. */
+  cut(): void {
+    for (const socket of this.sockets) socket.resetAndDestroy();
+    this.sockets.clear();
+  }
+
+  async close(): Promise<void> {
+    this.cut();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+/** A wallet whose token balance the ledger accounts for, from `baseline` (its balance when watching began). */
+export type WatchedWallet = { address: Address; role: "renter" | "provider"; baseline: bigint };
+
+export type LedgerReport = {
+  leases: LeaseView[];
+  /** Problems found; empty when the money adds up. */
+  violations: string[];
+  /** Base units the market holds beyond, or short of, what it owes (0 when nothing is lost). */
+  marketDrift: bigint;
+  /** Machine ids on which more units were leased at once than the machine has. */
+  doubleLeased: number[];
+  /** Leases Open past their start deadline or Active past their end by more than `stuckGraceSeconds`. */
+  stuck: bigint[];
+};
+
+async function tokenBalance(devnet: Devnet, who: Address): Promise<bigint> {
+  return devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [who] });
+}
+
+async function owed(devnet: Devnet, who: Address): Promise<bigint> {
+  return devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "owed", args: [who] });
+}
+
+/** Watches wallets from now on: their balances now are the baselines the ledger starts from. */
+export async function watchWallets(devnet: Devnet, wallets: { address: Address; role: WatchedWallet["role"] }[]): Promise<WatchedWallet[]> {
+  return Promise.all(wallets.map(async (w) => ({ ...w, baseline: (await tokenBalance(devnet, w.address)) + (await owed(devnet, w.address)) })));
+}
+
+/**
+ * Checks the money of every lease the market has. `capacity` maps machine id to its units (for the
+ * double-lease check); `stuckGraceSeconds` is how long past its end a lease may stay open (the
+ * nodes' reconcile and claim intervals).
+ */
+export async function checkLedger(
+  devnet: Devnet,
+  options: { wallets: WatchedWallet[]; capacity: Map<number, number>; stuckGraceSeconds?: number },
+): Promise<LedgerReport> {
+  const client = devnet.admin.publicClient;
+  const market = devnet.deployment.contracts.market!;
+  const violations: string[] = [];
+  const next = await client.readContract({ address: market, abi: leaseMarketAbi, functionName: "nextLeaseId" });
+  const leases: LeaseView[] = [];
+  for (let id = 1n; id < next; id++) leases.push(await readLease(client, market, id));
+  const logs = parseEventLogs({ abi: leaseMarketAbi, logs: await client.getLogs({ address: market, fromBlock: devnet.deployment.deploymentBlock }) });
+  const now = Number((await client.getBlock()).timestamp);
+
+  // Each lease: claims add up to `paid`, never beyond what it owes the provider.
+  const claimed = new Map<bigint, bigint>();
+  for (const log of logs) if (log.eventName === "LeaseClaimed") claimed.set(log.args.leaseId, (claimed.get(log.args.leaseId) ?? 0n) + log.args.amount);
+  for (const lease of leases) {
+    const claims = claimed.get(lease.leaseId) ?? 0n;
+    if (claims !== lease.paid) violations.push(`lease ${lease.leaseId}: claims total ${claims}, but paid is ${lease.paid}`);
+    if (lease.paid > lease.deposit) violations.push(`lease ${lease.leaseId}: paid ${lease.paid} beyond its deposit/total ${lease.deposit}`);
+    if (lease.status === "Settled" && lease.paid !== lease.deposit) violations.push(`lease ${lease.leaseId}: Settled with ${lease.paid} of ${lease.deposit} paid`);
+    if ((lease.status === "Ended" || lease.status === "Settled") && lease.endReason !== "CoSigned" && lease.endReason !== "Faulted" && lease.activatedAt > 0) {
+      const metered = BigInt(lease.units) * lease.pricePerUnitSecond * BigInt(Math.max(0, lease.stopAt - lease.activatedAt));
+      if (lease.deposit > metered) violations.push(`lease ${lease.leaseId}: provider total ${lease.deposit} beyond the ${metered} metered`);
+    }
+  }
+
+  // The market: its balance is exactly what it still escrows plus what it owes.
+  let escrowed = 0n;
+  for (const lease of leases) if (lease.status === "Open" || lease.status === "Active" || lease.status === "Ended") escrowed += lease.deposit - lease.paid;
+  const owedTo = new Set<Address>(options.wallets.map((w) => w.address));
+  for (const log of logs) if (log.eventName === "PaymentDeferred") owedTo.add(log.args.to);
+  let owedTotal = 0n;
+  for (const who of owedTo) owedTotal += await owed(devnet, who);
+  const marketDrift = (await tokenBalance(devnet, market)) - escrowed - owedTotal;
+  if (marketDrift !== 0n) violations.push(`market holds ${marketDrift} base units beyond (or, negative, short of) what it escrows and owes`);
+
+  // Each watched wallet: balance + owed = baseline + what the rules moved.
+  const leaseOf = new Map(leases.map((l) => [l.leaseId, l]));
+  for (const wallet of options.wallets) {
+    let expected = wallet.baseline;
+    for (const log of logs) {
+      const args = log.args as Record<string, unknown>;
+      const lease = "leaseId" in args ? leaseOf.get(args.leaseId as bigint) : undefined;
+      if (!lease) continue;
+      if (wallet.role === "renter" && lease.renter === wallet.address) {
+        if (log.eventName === "LeaseOpened") expected -= log.args.deposit;
+        else if (log.eventName === "LeaseExtended") expected -= log.args.extraDeposit;
+        else if (log.eventName === "LeaseEnded") expected += log.args.refund + log.args.credit;
+        else if (log.eventName === "LeaseShrunk") expected += log.args.refund;
+        else if (log.eventName === "LeaseSettled") expected += log.args.refund;
+      } else if (wallet.role === "provider" && lease.provider === wallet.address && log.eventName === "LeaseClaimed") {
+        expected += log.args.amount - log.args.fee;
+      }
+    }
+    const actual = (await tokenBalance(devnet, wallet.address)) + (await owed(devnet, wallet.address));
+    if (actual !== expected) violations.push(`${wallet.role} ${wallet.address}: holds ${actual} (balance + owed), the rules say ${expected} (${actual - expected} off)`);
+  }
+
+  // No unit leased twice: on each machine, the units of leases running at once never exceed it.
+  const doubleLeased: number[] = [];
+  const byMachine = new Map<number, LeaseView[]>();
+  for (const lease of leases) if (lease.activatedAt > 0) byMachine.set(lease.machineId, [...(byMachine.get(lease.machineId) ?? []), lease]);
+  for (const [machineId, running] of byMachine) {
+    const edges: [number, number][] = [];
+    for (const l of running) {
+      const stop = l.stopAt > 0 ? l.stopAt : Math.min(now, l.end);
+      if (stop > l.activatedAt) edges.push([l.activatedAt, l.units], [stop, -l.units]);
+    }
+    edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    let inUse = 0;
+    for (const [, delta] of edges) {
+      inUse += delta;
+      if (inUse > (options.capacity.get(machineId) ?? Infinity)) {
+        doubleLeased.push(machineId);
+        violations.push(`machine ${machineId}: ${inUse} units leased at once, it has ${options.capacity.get(machineId)}`);
+        break;
+      }
+    }
+  }
+
+  // Nothing stuck: a lease past its start deadline or end is ended within the grace.
+  const grace = options.stuckGraceSeconds ?? 30;
+  const stuck: bigint[] = [];
+  for (const lease of leases) {
+    if ((lease.status === "Open" && now > lease.startDeadline + grace) || (lease.status === "Active" && now > lease.end + grace)) {
+      stuck.push(lease.leaseId);
+      violations.push(`lease ${lease.leaseId} is still ${lease.status} ${lease.status === "Open" ? now - lease.startDeadline : now - lease.end} s past its ${lease.status === "Open" ? "start deadline" : "end"}`);
+    }
+  }
+  return { leases, violations, marketDrift, doubleLeased, stuck };
+}
