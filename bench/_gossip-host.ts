@@ -3,7 +3,7 @@
  * nodes are not 50 libp2p stacks on one event loop: each process runs its nodes on its own
  * thread, as separate machines would. Driven over the IPC channel by the parent:
  *
- *   parent → child  { type: "start", first, count, providerIndexes, seedAddr, attestorKey }
+ *   parent → child  { type: "start", first, count, providerKeys, bootstrap, attestorKey, p2p }
  *   child → parent  { type: "started", nodes: [{ index, addr, peerId }] }
  *   parent → child  { type: "register", providers: [{ privateKey, peerId, machines }] }  (every child's chain view learns every provider)
  *   parent → child  { type: "mesh" }                     → { type: "mesh", minPeers }
@@ -19,7 +19,7 @@ import { MemoryChainView } from "../test/support/memory-chain-view.js";
 import { startTestNode, type TestNode } from "../test/support/nodes.js";
 import { TEST_CHAIN_ID, attest, machineRecord, type MachineSpec, type Signer } from "../test/support/offer-fixtures.js";
 
-type Start = { type: "start"; first: number; count: number; providerKeys: Record<number, Hex>; seedAddr: string | null; attestorKey: Hex; p2p: Partial<P2pOptions> };
+type Start = { type: "start"; first: number; count: number; providerKeys: Record<number, Hex>; bootstrap: string[]; attestorKey: Hex; p2p: Partial<P2pOptions> };
 type Register = { type: "register"; providers: { address: Hex; peerId: string; machines: MachineSpec[] }[] };
 type Publish = { type: "publish"; index: number; provider: Hex; spec: MachineSpec; round: number };
 type Message = Start | Register | Publish | { type: "mesh" } | { type: "stop" };
@@ -53,7 +53,7 @@ async function handle(message: Message): Promise<void> {
           chain,
           dht: true,
           p2p: message.p2p,
-          bootstrap: message.seedAddr ? [message.seedAddr] : [],
+          bootstrap: message.bootstrap,
           provider: providerKey ? privateKeyToAccount(providerKey) : undefined,
         });
         nodes.set(index, node);

@@ -70,7 +70,14 @@ export async function propagationInProcesses(options: SpreadOptions, p2p: Partia
   const hostOf = (index: number) => hosts[owner[index]];
   try {
     const peerIds = new Map<number, string>();
-    let seedAddr: string | null = null;
+    // Each node bootstraps from the seed and two nodes already up (as a real node's config lists
+    // a few known peers), so 50 nodes do not all queue on one seed's DHT.
+    const known: string[] = [];
+    const bootstrapFor = () => {
+      if (known.length === 0) return [];
+      const others = known.slice(1).sort(() => Math.random() - 0.5).slice(0, 2);
+      return [known[0], ...others];
+    };
     const startNodes = async (indexes: number[]) => {
       const byHost = new Map<Host, number[]>();
       for (const index of indexes) byHost.set(hostOf(index), [...(byHost.get(hostOf(index)) ?? []), index]);
@@ -78,10 +85,11 @@ export async function propagationInProcesses(options: SpreadOptions, p2p: Partia
       await Promise.all(
         [...byHost.entries()].map(async ([host, list]) => {
           for (const index of list) {
-            const reply = await host.ask({ type: "start", first: index, count: 1, providerKeys: Object.fromEntries(providerKeys), seedAddr, attestorKey, p2p }, "started");
+            const reply = await host.ask({ type: "start", first: index, count: 1, providerKeys: Object.fromEntries(providerKeys), bootstrap: bootstrapFor(), attestorKey, p2p }, "started");
             for (const node of reply.nodes as { index: number; addr: string; peerId: string }[]) {
               peerIds.set(node.index, node.peerId);
-              if (node.index === 0) seedAddr = node.addr;
+              if (node.index === 0) known.unshift(node.addr);
+              else known.push(node.addr);
             }
           }
         }),
@@ -92,12 +100,12 @@ export async function propagationInProcesses(options: SpreadOptions, p2p: Partia
     const providers = [...providerKeys.entries()].map(([index, key]) => ({ address: privateKeyToAccount(key).address, peerId: peerIds.get(index)!, machines: specs.get(index)! }));
     await Promise.all(hosts.map((host) => host.ask({ type: "register", providers }, "registered")));
     // Every node with at least min(3, n-1) mesh peers, within a bound.
-    const meshDeadline = performance.now() + 60_000;
+    const meshDeadline = performance.now() + 120_000;
     const want = Math.min(3, options.nodes - 1);
     for (;;) {
       const least = Math.min(...(await Promise.all(hosts.map((host) => host.ask({ type: "mesh" }, "mesh")))).map((r) => r.minPeers as number));
       if (least >= want) break;
-      if (performance.now() > meshDeadline) throw new Error(`gossip meshes did not form within 60 s (a node has ${least} mesh peers, want ${want})`);
+      if (performance.now() > meshDeadline) throw new Error(`gossip meshes did not form within 120 s (a node has ${least} mesh peers, want ${want})`);
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
 
