@@ -120,6 +120,7 @@ export async function statusAnswer(task: LeaseTaskView, inventory: Inventory): P
     error: record.error,
     completion: record.completion,
     nextLogSeq: logs ? logs.read(Number.MAX_SAFE_INTEGER).nextSeq : record.nextLogSeq,
+    image: record.image ?? null,
   };
 }
 
