@@ -204,8 +204,8 @@ export const taskStatusSchema = z.strictObject({
   /** Sequence number the next log line will get. */
   nextLogSeq: z.number().int().nonnegative(),
   /**
-   * The task's container image once it is prepared; null for a bundle task or before. Optional:
-   * providers from before this field leave it out.
+   * The task's container image once it is prepared; absent (or null) for a bundle task or before.
+   * Optional: providers from before this field leave it out.
    */
   image: taskImageSchema.nullable().optional(),
 });
