@@ -237,6 +237,12 @@ export type TaskStatus = {
   error: { name: string; message: string } | null;
   /** Per-GPU metrics from the provider's last sample (null where the GPU does not report one). */
   gpus: { device: string; utilizationPct: number | null; memoryUsedMiB: number | null; temperatureC: number | null; powerW: number | null }[];
+  /**
+   * The task's container image on the provider: what was asked for (`ref`), the engine's image id
+   * (`digest`), and `cached: true` when the provider already had it (nothing pulled or loaded for
+   * this task). null for a bundle task, before the image is prepared, or from an older provider.
+   */
+  image: { ref: string; digest: string; cached: boolean } | null;
   attempts: TaskAttempt[];
 };
 

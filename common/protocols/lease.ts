@@ -176,6 +176,17 @@ export const completionWireSchema = z.strictObject({
 });
 
 export const statusBodySchema = z.strictObject({ auth: renterAuthSchema });
+/**
+ * The container image a task runs in: what the renter asked for (`ref`: the registry reference,
+ * or the archive's URL without its query), the engine's image id (`digest`, "sha256:<64 hex>"),
+ * and whether it came from the provider's image cache (nothing pulled or loaded for this task).
+ */
+export const taskImageSchema = z.strictObject({
+  ref: z.string().min(1).max(2048),
+  digest: z.string().regex(/^sha256:[0-9a-f]{64}$/, "sha256:<64 lowercase hex digits>"),
+  cached: z.boolean(),
+});
+export type TaskImage = z.output<typeof taskImageSchema>;
 export const taskStatusSchema = z.strictObject({
   leaseId: leaseIdSchema,
   state: z.enum(TASK_STATES),
@@ -192,6 +203,11 @@ export const taskStatusSchema = z.strictObject({
   completion: z.strictObject({ report: completionWireSchema, signature: signatureSchema }).nullable(),
   /** Sequence number the next log line will get. */
   nextLogSeq: z.number().int().nonnegative(),
+  /**
+   * The task's container image once it is prepared; absent (or null) for a bundle task or before.
+   * Optional: providers from before this field leave it out.
+   */
+  image: taskImageSchema.nullable().optional(),
 });
 export type TaskStatus = z.output<typeof taskStatusSchema>;
 

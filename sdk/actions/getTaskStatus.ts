@@ -52,6 +52,7 @@ export async function getTaskStatus(ctx: SuanliContext, taskId: string): Promise
     exitCode: remote?.exitCode ?? null,
     error: remote?.error ?? null,
     gpus: remote?.gpus ?? [],
+    image: remote?.image ?? null,
     attempts: record.attempts,
   };
 }

@@ -23,6 +23,7 @@ describe("container images end to end: tasks by registry reference and by archiv
   let client: SuanliClient;
   let work: string;
   let reference: string;
+  let firstDigest = "";
   let archive: { url: string; sha256: string };
   let engineLog: string;
   let savedPath: string | undefined;
@@ -107,28 +108,37 @@ describe("container images end to end: tasks by registry reference and by archiv
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
-    return { submitted, lines, receipt };
+    const status = await client.status(submitted.taskId);
+    return { submitted, lines, receipt, status };
   }
 
   it("runs a task by registry reference: pulled before the lease started, logs streamed, outputs settled with their digest", async () => {
-    const { lines, receipt } = await runAndCheck({ image: reference });
+    const { lines, receipt, status } = await runAndCheck({ image: reference });
     const imageLine = lines.find((line) => line.stream === "system" && line.text.startsWith("Image "));
     assert.match(imageLine?.text ?? "", /: pulled in [0-9.]+ s before the lease started/);
     assert.equal(receipt.leases[0].endReason, "Completed");
+    assert.equal(status.image?.ref, reference);
+    assert.match(status.image?.digest ?? "", /^sha256:[0-9a-f]{64}$/);
+    assert.equal(status.image?.cached, false, "the first task pulled the image: its status says not cached");
+    firstDigest = status.image!.digest;
   });
 
   it("runs the same reference again from the cache: no pull, and the logs say cached", async () => {
     const pullsBefore = await pulls();
-    const { lines } = await runAndCheck({ image: reference });
+    const { lines, status } = await runAndCheck({ image: reference });
     const imageLine = lines.find((line) => line.stream === "system" && line.text.startsWith("Image "));
     assert.match(imageLine?.text ?? "", /: cached \(sha256:[0-9a-f]{12}, [0-9.]+ MB\), not pulled again$/);
     assert.equal(await pulls(), pullsBefore);
+    assert.deepEqual(status.image, { ref: reference, digest: firstDigest, cached: true }, "the second task's status says cached, same image");
   });
 
   it("runs a task by archive URL (gzipped docker-archive, sha256 checked) with the same output digest", async () => {
-    const { lines, receipt } = await runAndCheck({ imageUrl: archive.url, sha256: archive.sha256 });
+    const { lines, receipt, status } = await runAndCheck({ imageUrl: archive.url, sha256: archive.sha256 });
     const imageLine = lines.find((line) => line.stream === "system" && line.text.startsWith("Image "));
     assert.match(imageLine?.text ?? "", /: loaded in [0-9.]+ s before the lease started/);
+    assert.equal(status.image?.cached, false, "a freshly loaded archive is not cached");
+    const url = new URL(archive.url);
+    assert.equal(status.image?.ref, `${url.protocol}//${url.host}${url.pathname}`, "the archive's URL without its query");
     assert.equal(receipt.leases[0].endReason, "Completed");
   });
 

@@ -113,6 +113,7 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
     await waitFor("the task running", async () => (await client.status(submitted.taskId)).state === "running", { timeoutMs: 20_000 });
     const status = await client.status(submitted.taskId);
     assert.equal(status.lease.status, "Active");
+    assert.equal(status.image, null, "a bundle task runs in no container image");
 
     const extended = await client.extend(submitted.taskId, { seconds: 30 });
     assert.equal(extended.extraDeposit, 30n * 100n);

@@ -120,6 +120,8 @@ export async function statusAnswer(task: LeaseTaskView, inventory: Inventory): P
     error: record.error,
     completion: record.completion,
     nextLogSeq: logs ? logs.read(Number.MAX_SAFE_INTEGER).nextSeq : record.nextLogSeq,
+    // Only when there is one: a renter older than the field (strict schema) still parses a bundle task's status.
+    ...(record.image ? { image: record.image } : {}),
   };
 }
 

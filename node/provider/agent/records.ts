@@ -6,7 +6,7 @@
  */
 import type { Address, Hex } from "viem";
 import type { EndReasonName, LeaseStatusName, LeaseView } from "../../../common/chain/market.js";
-import type { TaskState } from "../../../common/protocols/lease.js";
+import type { TaskImage, TaskState } from "../../../common/protocols/lease.js";
 import type { Repository, Store } from "../../store/store.js";
 import { Bucket } from "../../store/buckets.js";
 import type { storableSpec } from "../runtime/task.js";
@@ -87,6 +87,8 @@ export type LeaseRecord = {
   endAction: EndAction;
   /** Unix ms: when an `await_close` turns into `complete`. */
   endAfter: number | null;
+  /** The task's container image and whether it came from the cache (absent in records from before). */
+  image?: TaskImage | null;
   /** Next log sequence number once the task is over (the log itself lives in memory). */
   nextLogSeq: number;
   /** Units handed back and workspace removed. */

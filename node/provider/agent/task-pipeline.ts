@@ -92,6 +92,7 @@ export class TaskPipeline {
         r.activatedWallMs ??= activatedWallMs;
         r.phase = "starting";
         r.state = "preparing";
+        r.image = handle!.image ?? null;
       });
       // Started under the lock: a lease that ends meanwhile is seen with the task attached, so
       // stopping it reaches the process.

@@ -377,6 +377,7 @@ export class ContainerRuntime implements Runtime {
       },
       sampleGpus: this.options.sampleGpus,
       logger: this.logger,
+      image: { ref: image.source, digest: `sha256:${image.id}`, cached: image.cached },
     });
     return task;
   }

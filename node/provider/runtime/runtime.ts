@@ -20,6 +20,7 @@ import type { LogBuffer, LogLine, LogRead } from "./logs.js";
 import { ManagedProcess, readGroupMembers, type ProcessExit } from "./process-group.js";
 import { digestOutputDir, StreamDigest } from "./output-digest.js";
 import type { Redactor, TaskLaunch } from "./task.js";
+import type { TaskImage } from "../../../common/protocols/lease.js";
 import { TaskStateError } from "../errors.js";
 import type { Logger } from "../../log/logger.js";
 import path from "node:path";
@@ -82,6 +83,8 @@ export interface TaskHandle {
   readonly sandboxed: boolean;
   /** Whether the resource limits were applied (false when prlimit is missing). */
   readonly limitsApplied: boolean;
+  /** The container image the task runs in, and whether it came from the image cache (container runtime only). */
+  readonly image?: TaskImage | undefined;
   readonly state: TaskState;
   /** The process id of the task's process group leader while it runs (the engine client for containers). */
   readonly pid: number | undefined;
@@ -177,6 +180,8 @@ export type RunningTaskOptions = {
   removeWorkspace: () => Promise<void>;
   sampleGpus?: ((devices: string[]) => Promise<UnitMetrics[]>) | undefined;
   logger: Logger;
+  /** The container image the task runs in (see TaskHandle.image). */
+  image?: TaskImage | undefined;
 };
 
 function signalNumber(signal: string | null): number {
@@ -190,6 +195,7 @@ export class RunningTask implements TaskHandle {
   readonly workspace: string;
   readonly sandboxed: boolean;
   readonly limitsApplied: boolean;
+  readonly image: TaskImage | undefined;
   private stateValue: TaskState = "prepared";
   private process: ManagedProcess | undefined;
   private startedAt: number | null = null;
@@ -205,6 +211,7 @@ export class RunningTask implements TaskHandle {
     this.workspace = options.workspace;
     this.sandboxed = options.sandboxed;
     this.limitsApplied = options.limitsApplied;
+    this.image = options.image;
     this.result = new Promise((resolve) => (this.resolveResult = resolve));
   }
 
