@@ -74,6 +74,13 @@ export class SuanliError extends Error {
 }
 
 /**
+ * Whose failure an error is, where that decides who pays: `renter` (its input was wrong: the
+ * lease ends with a completion report) or `provider` (the node failed: it terminates the lease
+ * and pays the penalty).
+ */
+export type Blame = "renter" | "provider";
+
+/**
  * Input at a boundary (config, CLI flag, HTTP body, p2p message) did not match its schema. In the
  * SDK: bad `createClient` configuration or action parameters; nothing was sent or paid.
  *
@@ -86,13 +93,6 @@ export class SuanliError extends Error {
  *   if (error instanceof InvalidInputError) console.error(error.fields, error.shortMessage); // ["gpuCount"], "Invalid match request: gpuCount: must be at least 1"
  * }
  */
-/**
- * Whose failure an error is, where that decides who pays: `renter` (its input was wrong: the
- * lease ends with a completion report) or `provider` (the node failed: it terminates the lease
- * and pays the penalty).
- */
-export type Blame = "renter" | "provider";
-
 export class InvalidInputError extends SuanliError {
   override name = "InvalidInputError";
   /** The caller's input was wrong (a provider bills a renter's bad task input: node/provider/errors.ts). */

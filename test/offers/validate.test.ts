@@ -300,11 +300,13 @@ describe("offer validation pipeline", () => {
   });
 
   it("reads the chain once per record and verifies an unchanged offer once", async () => {
-    const first = await buildOfferMessage(provider, spec, { seq: 1 });
+    // One expiry for all: the Offer (what is signed) stays the same even if a second ticks by.
+    const expiry = nowSec() + 600;
+    const first = await buildOfferMessage(provider, spec, { seq: 1, expiry });
     assert.ok((await validator.validate(encodeOfferMessage(first))).ok);
     const readsAfterFirst = chain.reads;
     for (let seq = 2; seq <= 20; seq++) {
-      const next = await buildOfferMessage(provider, spec, { seq });
+      const next = await buildOfferMessage(provider, spec, { seq, expiry });
       assert.ok((await validator.validate(encodeOfferMessage(next))).ok);
     }
     assert.equal(chain.reads, readsAfterFirst, "every chain read after the first came from the cache");
