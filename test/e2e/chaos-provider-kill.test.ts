@@ -127,7 +127,9 @@ describe("chaos: a provider node SIGKILLed mid-transaction and restarted on the 
     const task = await bundles.bundle({ "run.sh": "echo started\nsleep 30\necho finished\n" });
     const lease: { id?: bigint } = {};
     const killed = killOn("claimMany", () => lease.id);
-    const leaseId = (lease.id = await renter.rent(node!.peer, { machineId, units: 1, duration: 60 }));
+    // A long lease: the blocks mined below move the chain's clock a second each, and a lease whose
+    // end the chain passed is claimed only by its completion report, never by claimMany.
+    const leaseId = (lease.id = await renter.rent(node!.peer, { machineId, units: 1, duration: 900 }));
     await renter.sendTask(node!.peer, leaseId, { bundle: task, command: "sh run.sh" });
     await renter.waitStatus(node!.peer, leaseId, (s) => s.state === "running", "the task to run");
     // The devnet's clock moves only with blocks: mine some so the lease accrues and the node claims.

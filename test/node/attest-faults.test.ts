@@ -32,7 +32,9 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
   let devnet: Devnet;
 
   before(async () => {
-    devnet = await startDevnet({ params: { faultQuorum: 2, faultMinCreditBps: FAULT_MIN_CREDIT_BPS }, attestors: ATTESTORS.map((i) => devnetAccount(i).address) });
+    // Blocks within one second share its timestamp: the chain clock must not run ahead of the
+    // attestors' wall clocks (observedAt is checked against both).
+    devnet = await startDevnet({ params: { faultQuorum: 2, faultMinCreditBps: FAULT_MIN_CREDIT_BPS }, attestors: ATTESTORS.map((i) => devnetAccount(i).address), wallClockBlocks: true });
   });
   after(async () => devnet?.close());
 
