@@ -50,6 +50,36 @@ class Host {
 const percentile = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] : NaN);
 const round1 = (x: number) => Math.round(x * 10) / 10;
 
+/**
+ * From each message's arrival time on each of `nodes` nodes (its origin's included): the time
+ * until the last other node held it, every single delivery, and the deliveries that never came.
+ */
+export function deliveryFigures(published: { id: string; origin: number }[], arrivals: Map<string, Map<number, number>>, nodes: number) {
+  const toAll: number[] = [];
+  const deliveries: number[] = [];
+  let missing = 0;
+  for (const { id, origin } of published) {
+    const byNode = arrivals.get(id)!;
+    const t0 = byNode.get(origin)!;
+    let worst = 0;
+    for (let index = 0; index < nodes; index++) {
+      if (index === origin) continue;
+      const at = byNode.get(index);
+      if (at === undefined) {
+        missing++;
+        continue;
+      }
+      deliveries.push(at - t0);
+      worst = Math.max(worst, at - t0);
+    }
+    toAll.push(worst);
+  }
+  toAll.sort((a, b) => a - b);
+  deliveries.sort((a, b) => a - b);
+  const figures = (sorted: number[]) => ({ p50: round1(percentile(sorted, 50)), p95: round1(percentile(sorted, 95)), max: round1(sorted[sorted.length - 1]) });
+  return { missingDeliveries: missing, toAllNodesMs: figures(toAll), perDeliveryMs: figures(deliveries) };
+}
+
 export async function propagationInProcesses(options: SpreadOptions, p2p: Partial<P2pOptions>) {
   const attestorKey = generatePrivateKey();
   // Node 0 is the seed (bootstrap); nodes 1..providers publish.
@@ -140,36 +170,14 @@ export async function propagationInProcesses(options: SpreadOptions, p2p: Partia
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
 
-    const toAll: number[] = [];
-    const deliveries: number[] = [];
-    let missing = 0;
-    for (const { id, origin } of published) {
-      const byNode = arrivals.get(id)!;
-      const t0 = byNode.get(origin)!;
-      let worst = 0;
-      for (let index = 0; index < options.nodes; index++) {
-        if (index === origin) continue;
-        const at = byNode.get(index);
-        if (at === undefined) {
-          missing++;
-          continue;
-        }
-        deliveries.push(at - t0);
-        worst = Math.max(worst, at - t0);
-      }
-      toAll.push(worst);
-    }
-    toAll.sort((a, b) => a - b);
-    deliveries.sort((a, b) => a - b);
+    const delivery = deliveryFigures(published, arrivals, options.nodes);
     return {
       nodes: options.nodes,
       processes: options.processes,
       providers: providerIndexes.length,
       messages: published.length,
       messagesPerSec: round1((perRound * 1_000) / options.roundGapMs),
-      missingDeliveries: missing,
-      toAllNodesMs: { p50: round1(percentile(toAll, 50)), p95: round1(percentile(toAll, 95)), max: round1(toAll[toAll.length - 1]) },
-      perDeliveryMs: { p50: round1(percentile(deliveries, 50)), p95: round1(percentile(deliveries, 95)), max: round1(deliveries[deliveries.length - 1]) },
+      ...delivery,
     };
   } finally {
     await Promise.all(hosts.map((host) => host.ask({ type: "stop" }, "stopped", 30_000).catch(() => host.child.kill("SIGKILL"))));

@@ -23,7 +23,7 @@ import { encodeOfferMessage, offerKey, offersTopic } from "../common/offers/mess
 import { createHost, type GossipSubInspect } from "../common/p2p/host.js";
 import { offersTopics } from "../node/offers/service.js";
 import type { P2pOptions } from "../node/p2p/options.js";
-import { propagationInProcesses } from "./_gossip-spread.js";
+import { deliveryFigures, propagationInProcesses } from "./_gossip-spread.js";
 import { MemoryChainView } from "../test/support/memory-chain-view.js";
 import { loopbackP2pOptions, startTestNode, waitForMesh, type TestNode } from "../test/support/nodes.js";
 import {
@@ -61,10 +61,6 @@ function parseArgs(args: string[]): Options {
   return options;
 }
 
-function percentile(sorted: number[], p: number): number {
-  if (!sorted.length) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-}
 
 const round1 = (x: number) => Math.round(x * 10) / 10;
 
@@ -149,35 +145,13 @@ async function propagation(options: Options) {
       timeoutMs: 20_000,
     }).catch(() => undefined);
 
-    const toAll: number[] = [];
-    const deliveries: number[] = [];
-    let missing = 0;
-    for (const { id, origin } of published) {
-      const byNode = arrivals.get(id)!;
-      const t0 = byNode.get(origin)!;
-      let worst = 0;
-      for (let index = 0; index < nodes.length; index++) {
-        if (index === origin) continue;
-        const at = byNode.get(index);
-        if (at === undefined) {
-          missing++;
-          continue;
-        }
-        deliveries.push(at - t0);
-        worst = Math.max(worst, at - t0);
-      }
-      toAll.push(worst);
-    }
-    toAll.sort((a, b) => a - b);
-    deliveries.sort((a, b) => a - b);
+    const delivery = deliveryFigures(published, arrivals, nodes.length);
     return {
       nodes: nodes.length,
       providers: providerNodes.length,
       messages: published.length,
       messagesPerSec: round1((providerNodes.length * options.machines * 1_000) / options.roundGapMs),
-      missingDeliveries: missing,
-      toAllNodesMs: { p50: round1(percentile(toAll, 50)), p95: round1(percentile(toAll, 95)), max: round1(toAll[toAll.length - 1]) },
-      perDeliveryMs: { p50: round1(percentile(deliveries, 50)), p95: round1(percentile(deliveries, 95)), max: round1(deliveries[deliveries.length - 1]) },
+      ...delivery,
     };
   } finally {
     await Promise.all(nodes.map((node) => node.stop({ removeDir: true })));
