@@ -75,6 +75,11 @@ export class PeerGuard {
     if (ip && !this.whitelist.has(ip)) this.addresses.set(ip, { score: this.scoreOfAddress(ip) + points, at: this.now() });
   }
 
+  /** Forgets what is held against a peer (an operator's pardon; a healed test partition). */
+  forgive(peer: string): void {
+    this.peers.delete(peer);
+  }
+
   /** The remembered score of a peer, decayed to now; 0 when nothing is held against it. */
   scoreOf(peer: string): number {
     return this.decayed(this.peers.get(peer));

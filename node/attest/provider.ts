@@ -93,6 +93,7 @@ export class ChallengeResponder {
     const message = await this.accept(input);
     if (this.computing) throw new ChallengeRefusedError("busy", "Another challenge is being computed.");
     this.computing = message.id;
+    this.options.logger?.info("Challenge computing", { challengeId: message.id, machineId: message.machineId, attestor: message.attestor });
     this.seen.add(message.id);
     if (this.seen.size > 10_000) this.seen.delete(this.seen.values().next().value!);
     // Past the cutoff the attestor no longer listens: stop the compute and free the GPUs.

@@ -11,20 +11,23 @@ export type Ready = { event: "ready"; address: `0x${string}`; addrs: string[]; p
 
 /** A provider node as a real child process: `suanli provider start --config FILE --json`. */
 export class ProviderProcess {
-  readonly stderr: string[] = [];
   private constructor(
     readonly child: ChildProcess,
     readonly ready: Ready,
+    /** Every line the node wrote to stderr (its logs), kept up to date while it runs. */
+    readonly stderr: string[],
   ) {}
 
-  static async start(configFile: string): Promise<ProviderProcess> {
+  /** Starts the node and waits for its ready line (`timeoutMs`, default 60 s: a loaded machine is slow). */
+  static async start(configFile: string, options: { timeoutMs?: number } = {}): Promise<ProviderProcess> {
+    const timeoutMs = options.timeoutMs ?? 60_000;
     const env: Record<string, string> = {};
     for (const [key, value] of Object.entries(process.env)) if (value !== undefined && !key.startsWith("SUANLI_")) env[key] = value;
     const child = spawn(process.execPath, [SUANLI_BIN, "provider", "start", "--config", configFile, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
     const stderr: string[] = [];
     createInterface({ input: child.stderr! }).on("line", (line) => stderr.push(line));
     const ready = await new Promise<Ready>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`the provider did not start within 60 s:\n${stderr.slice(-20).join("\n")}`)), 60_000);
+      const timer = setTimeout(() => reject(new Error(`the provider did not start within ${timeoutMs / 1000} s:\n${stderr.slice(-20).join("\n")}`)), timeoutMs);
       createInterface({ input: child.stdout! }).on("line", (line) => {
         if (!line.startsWith("{")) return;
         const parsed = JSON.parse(line) as Ready;
@@ -38,9 +41,7 @@ export class ProviderProcess {
         reject(new Error(`the provider exited with ${code} before it was ready:\n${stderr.slice(-20).join("\n")}`));
       });
     });
-    const provider = new ProviderProcess(child, ready);
-    provider.stderr.push(...stderr);
-    return provider;
+    return new ProviderProcess(child, ready, stderr);
   }
 
   get peer(): ProviderPeer {

@@ -1,0 +1,214 @@
+/**
+ * Chaos: faults of the attestors, on a devnet with three attestors (quorum two) and real provider
+ * nodes in their own processes. Attestor 6 runs in its own process (it is SIGKILLed and restarted
+ * on its data dir); attestors 7 and 8 run in this process, so a test can stop them and cut them off
+ * from one provider with their own connection gater. Short QoS windows and `cpu-devnet`
+ * challenges. Every case ends with the money check (chaos.ts `checkLedger`).
+ */
+import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { multiaddr } from "@multiformats/multiaddr";
+import { parseEventLogs } from "viem";
+import { leaseMarketAbi } from "../../common/abi.js";
+import { requestChallenge } from "../../common/attest/request.js";
+import { devnetAccount } from "../../common/devnet.js";
+import type { AttestorService } from "../../node/attest/service.js";
+import { addrOf, startAttestorDaemon, type TestDaemon } from "../support/attest.js";
+import { startBundleServer, type BundleServer } from "../support/bundles.js";
+import { checkLedger, watchWallets, type WatchedWallet } from "../support/chaos.js";
+import { AttestorProcess, attestorProcessConfig, partition, waitForLine } from "../support/chaos-attest.js";
+import { fund, startDevnet, type Devnet } from "../support/devnet.js";
+import { testProviderConfig } from "../support/provider.js";
+import { ProviderProcess } from "../support/provider-process.js";
+import { TestRenter } from "../support/renter.js";
+import { waitFor } from "../support/wait.js";
+
+const ATTESTORS = [6, 7, 8] as const;
+/** Probes every 300 ms, a 3 s QoS window: an outage is faulted within seconds. */
+const LIVENESS = { probeIntervalMs: 300, probeTimeoutMs: 1_500, qosWindowSeconds: 3, minFailedProbes: 2, backupSubmitDelayMs: 2_000 };
+/** A busy provider (another attestor's challenge computing) is tried again at the next scan, and never fails for it here. */
+const ROLE = { scheduleIntervalMs: 1_000, maxBusyRefusals: 50 };
+/** How long the second provider's runner holds each challenge: the window in which its challenger is killed. */
+const SLOW_CHALLENGE_MS = 2_500;
+const SLOW_RUNNER = path.join(path.dirname(fileURLToPath(import.meta.url)), "../support/slow-challenge-runner.mjs");
+
+/** An answer in an assertion message (bigints as strings). */
+const show = (value: unknown) => JSON.stringify(value, (_key, v: unknown) => (typeof v === "bigint" ? v.toString() : v));
+
+type InProcessAttestor = { daemon: TestDaemon; attestor: AttestorService; dataDir: string };
+
+describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quorum two)", function () {
+  this.timeout(240_000);
+  let devnet: Devnet;
+  let bundles: BundleServer;
+  let dir: string;
+  let renter: TestRenter;
+  let a: AttestorProcess;
+  const inProcess = new Map<number, InProcessAttestor>();
+  let p1: ProviderProcess;
+  let p2: ProviderProcess | undefined;
+  let wallets: WatchedWallet[];
+  let lease1: bigint;
+
+  const aConfigFile = () => path.join(dir, "attestor-6.json");
+  const startA = async (bootstrap: string[]) =>
+    (a = await AttestorProcess.start(aConfigFile(), attestorProcessConfig(devnet, ATTESTORS[0], path.join(dir, "attestor-6"), { p2p: { bootstrap }, attest: { attestor: ROLE, liveness: LIVENESS } })));
+  const startInProcess = async (index: number, bootstrap: string[]) => {
+    const dataDir = path.join(dir, `attestor-${index}`);
+    const started = await startAttestorDaemon(devnet, index, { dataDir, p2p: { bootstrap }, attest: { attestor: ROLE, liveness: LIVENESS } });
+    inProcess.set(index, { ...started, dataDir });
+    return started;
+  };
+  const attestorB = () => inProcess.get(ATTESTORS[1])!;
+  const attestorC = () => inProcess.get(ATTESTORS[2])!;
+  const startProvider = async (index: number, overrides: Record<string, unknown>) => {
+    await fund(devnet, await devnet.wallet(index), 2_000_000_000n);
+    const configFile = path.join(dir, `provider-${index}.json`);
+    const bootstrap = [a.addr, addrOf(attestorB().daemon), addrOf(attestorC().daemon)];
+    const config = testProviderConfig(index, {
+      dataDir: path.join(dir, `provider-${index}`),
+      log: { level: "info", format: "json" },
+      chain: { rpcUrl: devnet.rpcUrl, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 100 },
+      p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], allowPrivateAddresses: true, bootstrap, dht: { enabled: false }, gossip: { heartbeatIntervalMs: 200, ipColocationWhitelist: ["127.0.0.1"] } },
+      offers: { reannounceIntervalMs: 1_000 },
+      ...overrides,
+    });
+    await writeFile(configFile, JSON.stringify(config, null, 2));
+    return ProviderProcess.start(configFile, { timeoutMs: 120_000 });
+  };
+  /** Rents one unit of the provider's machine for ten minutes and starts a long task: the lease is Active. */
+  const rentRunning = async (provider: ProviderProcess) => {
+    const task = await bundles.bundle({ "run.sh": "echo started\nsleep 300\n" });
+    const leaseId = await renter.rent(provider.peer, { machineId: provider.ready.machines[0]!.machineId, units: 1, duration: 600 });
+    await renter.sendTask(provider.peer, leaseId, { bundle: task, command: "sh run.sh" });
+    await renter.waitLease(leaseId, ["Active"], 20_000);
+    return leaseId;
+  };
+  const machinesOf = (...providers: ProviderProcess[]) => new Map(providers.map((p) => [p.ready.machines[0]!.machineId, 2]));
+  const assertLedger = async () => {
+    const ledger = await checkLedger(devnet, { wallets, capacity: machinesOf(p1, ...(p2 ? [p2] : [])) });
+    assert.deepEqual(ledger.violations, []);
+  };
+  const ask = (machineId: number) => requestChallenge(renter.host, multiaddr(a.addr), { chainId: devnet.deployment.chainId, machineId }, { timeoutMs: 60_000 });
+
+  before(async () => {
+    // Wall-clock blocks: the chain's clock must not run ahead of the attestors' (observedAt is checked against both).
+    devnet = await startDevnet({ params: { faultQuorum: 2, faultMinCreditBps: 2_000 }, attestors: ATTESTORS.map((i) => devnetAccount(i).address), wallClockBlocks: true });
+    bundles = await startBundleServer();
+    dir = await mkdtemp(path.join(tmpdir(), "suanli-chaos-attest-"));
+    await startA([]);
+    await Promise.all([startInProcess(ATTESTORS[1], [a.addr]), startInProcess(ATTESTORS[2], [a.addr])]);
+    [p1, renter] = await Promise.all([startProvider(1, { attest: { runner: { workers: 1 } } }), TestRenter.start(devnet, 5)]);
+    wallets = await watchWallets(devnet, [
+      { address: renter.address, role: "renter" },
+      { address: p1.ready.address, role: "provider" },
+    ]);
+  });
+  after(async () => {
+    for (const node of [p1, p2]) if (node && node.child.exitCode === null && node.child.signalCode === null) await node.kill("SIGKILL");
+    await a?.kill("SIGKILL");
+    for (const { daemon } of inProcess.values()) await daemon.close({ keepData: true }).catch(() => undefined);
+    await renter?.close();
+    await bundles?.close();
+    await devnet?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("an attestor SIGKILLed mid-challenge: the provider is not penalised, the others attest it, the restarted attestor resumes from its records", async () => {
+    const m1 = p1.ready.machines[0]!.machineId;
+    // Attestor 6 attests the first provider's machine; the record is in its level database.
+    const passed = await ask(m1);
+    assert.equal(passed.outcome, "pass", show(passed));
+    lease1 = await rentRunning(p1);
+
+    // A second provider whose runner holds every challenge 2.5 s; attestor 6 dies while computing its challenge.
+    p2 = await startProvider(2, { attest: { runner: { kind: "external", command: process.execPath, args: [SLOW_RUNNER, String(SLOW_CHALLENGE_MS)] } } });
+    wallets.push(...(await watchWallets(devnet, [{ address: p2.ready.address, role: "provider" }])));
+    const m2 = p2.ready.machines[0]!.machineId;
+    await waitForLine(p2.stderr, "Challenge computing", (entry) => String(entry.attestor).toLowerCase() === a.ready.address.toLowerCase(), { timeoutMs: 40_000 });
+    await a.kill("SIGKILL");
+
+    // The others challenge it (tried again after a `busy` while the dead attestor's compute ran) and pass it.
+    for (const { attestor } of [attestorB(), attestorC()]) {
+      await waitFor("the other attestors' passes of the second provider", async () => (await attestor.results.latest(m2))?.outcome === "pass", { timeoutMs: 30_000, intervalMs: 100 });
+    }
+    assert.equal(p2.child.exitCode, null, "the provider runs on");
+
+    // Restarted on its data dir: its attestation from before the kill is answered from its records,
+    // and the machine whose challenge it lost is challenged again and passes, with no failure held.
+    await startA([addrOf(attestorB().daemon), addrOf(attestorC().daemon), p1.peer.addr, p2.peer.addr]);
+    const cached = await ask(m1);
+    assert.ok(cached.outcome === "pass" && cached.cached, show(cached));
+    assert.equal(cached.outcome === "pass" && passed.outcome === "pass" && cached.attestation.attestation.challengeId, passed.outcome === "pass" && passed.attestation.attestation.challengeId);
+    const again = await ask(m2);
+    assert.equal(again.outcome, "pass", show(again));
+    for (const { attestor } of [attestorB(), attestorC()]) assert.equal(await attestor.results.latestProviderFailure(p2.ready.address), undefined);
+
+    // The lease that ran through it all was never faulted: no attestor lost sight of its provider.
+    assert.equal((await renter.lease(lease1)).status, "Active");
+    await assertLedger();
+  });
+
+  it("two of three attestors down: one alone cannot fault a dead provider; once a quorum is back it is faulted and the renter refunded and credited", async () => {
+    const market = devnet.deployment.contracts.market!;
+    const from = a.stderr.length;
+    const b = attestorB();
+    await Promise.all([b.daemon.close({ keepData: true }), attestorC().daemon.close({ keepData: true })]);
+    await p1.kill("SIGKILL");
+
+    // The lone attestor sees the outage, signs a fault, finds no co-signer: the lease stays Active.
+    const proposed = await waitForLine(a.stderr, "Provider unresponsive beyond the QoS window: fault proposed", (entry) => String(entry.leaseId) === lease1.toString(), { from, timeoutMs: 30_000 });
+    assert.ok(proposed);
+    await new Promise((resolve) => setTimeout(resolve, 2 * LIVENESS.backupSubmitDelayMs));
+    assert.equal((await renter.lease(lease1)).status, "Active", "one attestor's signature must not end a lease");
+
+    // One attestor comes back on its data dir: a quorum again. It watches a whole window itself, then co-signs.
+    await startInProcess(ATTESTORS[1], [a.addr]);
+    const ended = await renter.waitLease(lease1, ["Ended", "Settled"], 40_000);
+    assert.equal(ended.endReason, "Faulted");
+    const logs = parseEventLogs({ abi: leaseMarketAbi, logs: await devnet.admin.publicClient.getLogs({ address: market, fromBlock: devnet.deployment.deploymentBlock }) });
+    const end = logs.find((log) => log.eventName === "LeaseEnded" && log.args.leaseId === lease1);
+    assert.ok(end && end.eventName === "LeaseEnded");
+    assert.ok(end.args.refund > 0n && end.args.credit > 0n, `the renter was refunded (${end.args.refund}) and credited (${end.args.credit})`);
+    assert.equal(logs.filter((log) => log.eventName === "FaultSubmitted" && log.args.leaseId === lease1).length, 1, "faulted once");
+    await assertLedger();
+  });
+
+  it("a provider cut off from one attestor is not faulted; cut off from all past the QoS window it is", async () => {
+    const provider = p2!;
+    await startInProcess(ATTESTORS[2], [a.addr, addrOf(attestorB().daemon)]);
+    const leaseId = await rentRunning(provider);
+    const b = attestorB();
+    const c = attestorC();
+    const heard = (node: InProcessAttestor) => node.attestor.prober!.state(leaseId)?.lastSuccessAt !== undefined;
+    await waitFor("both in-process attestors hearing from the provider", () => heard(b) && heard(c), { timeoutMs: 20_000, intervalMs: 50 });
+
+    // Attestor 8 alone loses the provider: it proposes a fault, the others (who hear it) refuse to co-sign.
+    await partition(c.daemon.p2p.host, provider.ready.addrs[0]!.split("/p2p/")[1]!);
+    const proposal = await waitFor("attestor 8's fault proposal", () => c.attestor.faults!.get(leaseId), { timeoutMs: 20_000, intervalMs: 50 });
+    assert.equal(proposal.role, "proposer");
+    await new Promise((resolve) => setTimeout(resolve, 2 * LIVENESS.qosWindowSeconds * 1000));
+    assert.equal((await renter.lease(leaseId)).status, "Active", "a provider partitioned from one attestor is not faulted");
+    assert.deepEqual(c.attestor.faults!.get(leaseId)?.signatures.map((s) => s.signer), [devnetAccount(ATTESTORS[2]).address]);
+    assert.equal(b.attestor.faults!.get(leaseId), undefined, "attestor 7 signed nothing");
+    assert.ok(heard(b));
+
+    // The provider's node goes silent to every attestor (stopped: connections open, nothing answers).
+    process.kill(provider.child.pid!, "SIGSTOP");
+    try {
+      const ended = await renter.waitLease(leaseId, ["Ended", "Settled"], 40_000);
+      assert.equal(ended.endReason, "Faulted");
+    } finally {
+      process.kill(provider.child.pid!, "SIGCONT");
+    }
+    const logs = parseEventLogs({ abi: leaseMarketAbi, logs: await devnet.admin.publicClient.getLogs({ address: devnet.deployment.contracts.market!, fromBlock: devnet.deployment.deploymentBlock }) });
+    const end = logs.find((log) => log.eventName === "LeaseEnded" && log.args.leaseId === leaseId);
+    assert.ok(end && end.eventName === "LeaseEnded" && end.args.refund > 0n && end.args.credit > 0n);
+    // The partition heals: the provider finds its lease faulted, stops the task and claims only what accrued before observedAt.
+    await renter.waitStatus(provider.peer, leaseId, (status) => status.state !== "running", "the provider to stop the faulted lease's task", 30_000);
+    await assertLedger();
+  });
+});
