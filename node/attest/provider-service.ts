@@ -147,7 +147,7 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       if (request.type === "challenge") {
         const challenge = request as ChallengeMessage;
         try {
-          const commit = await responder.respond(challenge);
+          const commit = await responder.respond(challenge, { signal: context.signal });
           sessions.set(challenge.id, {
             peer,
             attestor: getAddress(challenge.attestor),

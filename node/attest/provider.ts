@@ -88,8 +88,12 @@ export class ChallengeResponder {
     return message;
   }
 
-  /** Computes the answer and returns the commit to send. Throws ChallengeRefusedError. */
-  async respond(input: unknown): Promise<CommitMessage> {
+  /**
+   * Computes the answer and returns the commit to send. Throws ChallengeRefusedError. `signal`
+   * aborts when the attestor that sent the challenge is gone (its stream closed): the compute stops
+   * at once, so the GPUs are free for the next attestor instead of busy until the cutoff.
+   */
+  async respond(input: unknown, options: { signal?: AbortSignal } = {}): Promise<CommitMessage> {
     const message = await this.accept(input);
     if (this.computing) throw new ChallengeRefusedError("busy", "Another challenge is being computed.");
     this.computing = message.id;
@@ -100,6 +104,12 @@ export class ChallengeResponder {
     const skew = this.options.clockSkewMs ?? 30_000;
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(new ChallengeRefusedError("expired", "The challenge's cutoff passed during the compute.")), Math.max(0, message.cutoffAtMs + skew - this.now));
+    const onGone = () => {
+      this.options.logger?.info("Challenge compute stopped: the attestor went away", { challengeId: message.id, machineId: message.machineId, attestor: message.attestor });
+      abort.abort(new ChallengeRefusedError("expired", "The attestor that sent the challenge went away during the compute."));
+    };
+    if (options.signal?.aborted) onGone();
+    else options.signal?.addEventListener("abort", onGone, { once: true });
     let commitment: RunnerCommitment;
     try {
       commitment = await this.options.runner.computeCommit(
@@ -112,6 +122,7 @@ export class ChallengeResponder {
       throw new ChallengeRefusedError("runner_failed", "The runner failed to compute the challenge.", { cause: error });
     } finally {
       clearTimeout(timer);
+      options.signal?.removeEventListener("abort", onGone);
       this.computing = undefined;
     }
     const retain = setTimeout(() => void this.release(message.id), this.options.retainMs ?? 120_000);

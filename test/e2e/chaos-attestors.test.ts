@@ -92,7 +92,12 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
     const ledger = await checkLedger(devnet, { wallets, capacity: machinesOf(p1, ...(p2 ? [p2] : [])) });
     assert.deepEqual(ledger.violations, []);
   };
-  const ask = (machineId: number) => requestChallenge(renter.host, multiaddr(a.addr), { chainId: devnet.deployment.chainId, machineId }, { timeoutMs: 60_000 });
+  /** Asks attestor 6 for a machine's outcome; a `busy` answer (another attestor's challenge computing) is asked again. */
+  const ask = (machineId: number) =>
+    waitFor(`attestor 6's outcome for machine ${machineId}`, async () => {
+      const answer = await requestChallenge(renter.host, multiaddr(a.addr), { chainId: devnet.deployment.chainId, machineId }, { timeoutMs: 60_000 });
+      return answer.outcome === "error" && answer.reason === "busy" ? undefined : answer;
+    }, { timeoutMs: 60_000, intervalMs: 500 });
 
   before(async () => {
     // Wall-clock blocks: the chain's clock must not run ahead of the attestors' (observedAt is checked against both).
@@ -128,8 +133,10 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
     p2 = await startProvider(2, { attest: { runner: { kind: "external", command: process.execPath, args: [SLOW_RUNNER, String(SLOW_CHALLENGE_MS)] } } });
     wallets.push(...(await watchWallets(devnet, [{ address: p2.ready.address, role: "provider" }])));
     const m2 = p2.ready.machines[0]!.machineId;
-    await waitForLine(p2.stderr, "Challenge computing", (entry) => String(entry.attestor).toLowerCase() === a.ready.address.toLowerCase(), { timeoutMs: 40_000 });
+    const computing = await waitForLine(p2.stderr, "Challenge computing", (entry) => String(entry.attestor).toLowerCase() === a.ready.address.toLowerCase(), { timeoutMs: 40_000 });
     await a.kill("SIGKILL");
+    // The provider sees the stream close and stops that compute at once (no busy GPU until the cutoff).
+    await waitForLine(p2.stderr, "Challenge compute stopped: the attestor went away", (entry) => entry.challengeId === computing.challengeId, { timeoutMs: 20_000 });
 
     // The others challenge it (tried again after a `busy` while the dead attestor's compute ran) and pass it.
     for (const { attestor } of [attestorB(), attestorC()]) {

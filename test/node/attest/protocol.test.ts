@@ -255,4 +255,17 @@ describe("attest challenge protocol", function () {
     await assert.rejects(responder.respond(second.message), { name: "ChallengeRefusedError", reason: "busy" });
     await first;
   }).timeout(20_000);
+
+  it("stops the compute when the attestor that sent the challenge goes away, and takes the next challenge at once", async () => {
+    const attestor = attestorWith({ preset: "cpu-devnet", rowsPerUnit: 20_000 });
+    const responder = responderWith(runner);
+    // The transport's signal: aborted when the requester's stream closes (an attestor SIGKILLed mid-challenge).
+    const gone = new AbortController();
+    const first = responder.respond((await attestor.startChallenge(claim)).message, { signal: gone.signal });
+    gone.abort(new Error("the stream closed"));
+    await assert.rejects(first, { name: "ChallengeRefusedError", reason: "expired" });
+    // Not busy with the abandoned compute: the next attestor's challenge is answered.
+    const next = await attestor.startChallenge(claim);
+    assert.equal((await responder.respond(next.message)).type, "commit");
+  }).timeout(20_000);
 });
