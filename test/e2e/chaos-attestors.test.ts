@@ -19,7 +19,7 @@ import type { AttestorService } from "../../node/attest/service.js";
 import { addrOf, startAttestorDaemon, type TestDaemon } from "../support/attest.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { checkLedger, watchWallets, type WatchedWallet } from "../support/chaos.js";
-import { AttestorProcess, attestorProcessConfig, partition, waitForLine } from "../support/chaos-attest.js";
+import { AttestorProcess, attestorProcessConfig, heal, logEntries, partition, waitForLine } from "../support/chaos-attest.js";
 import { fund, startDevnet, type Devnet } from "../support/devnet.js";
 import { testProviderConfig } from "../support/provider.js";
 import { ProviderProcess } from "../support/provider-process.js";
@@ -64,7 +64,7 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
   };
   const attestorB = () => inProcess.get(ATTESTORS[1])!;
   const attestorC = () => inProcess.get(ATTESTORS[2])!;
-  const startProvider = async (index: number, overrides: Record<string, unknown>) => {
+  const startProvider = async (index: number, overrides: Record<string, unknown>, onLine?: (line: string) => void) => {
     await fund(devnet, await devnet.wallet(index), 2_000_000_000n);
     const configFile = path.join(dir, `provider-${index}.json`);
     const bootstrap = [a.addr, addrOf(attestorB().daemon), addrOf(attestorC().daemon)];
@@ -77,7 +77,7 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
       ...overrides,
     });
     await writeFile(configFile, JSON.stringify(config, null, 2));
-    return ProviderProcess.start(configFile, { timeoutMs: 120_000 });
+    return ProviderProcess.start(configFile, { timeoutMs: 120_000, onLine });
   };
   /** Rents one unit of the provider's machine for ten minutes and starts a long task: the lease is Active. */
   const rentRunning = async (provider: ProviderProcess) => {
@@ -130,13 +130,21 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
     lease1 = await rentRunning(p1);
 
     // A second provider whose runner holds every challenge 2.5 s; attestor 6 dies while computing its challenge.
-    p2 = await startProvider(2, { attest: { runner: { kind: "external", command: process.execPath, args: [SLOW_RUNNER, String(SLOW_CHALLENGE_MS)] } } });
+    // Killed on the provider's log line, as it comes (the challenge may start before the node prints ready).
+    const victim = a;
+    let killed: { challengeId: unknown; exited: Promise<void> } | undefined;
+    const killOnChallenge = (line: string) => {
+      const [entry] = logEntries([line]);
+      if (killed || entry?.msg !== "Challenge computing" || String(entry.attestor).toLowerCase() !== victim.ready.address.toLowerCase()) return;
+      killed = { challengeId: entry.challengeId, exited: victim.kill("SIGKILL") };
+    };
+    p2 = await startProvider(2, { attest: { runner: { kind: "external", command: process.execPath, args: [SLOW_RUNNER, String(SLOW_CHALLENGE_MS)] } } }, killOnChallenge);
     wallets.push(...(await watchWallets(devnet, [{ address: p2.ready.address, role: "provider" }])));
     const m2 = p2.ready.machines[0]!.machineId;
-    const computing = await waitForLine(p2.stderr, "Challenge computing", (entry) => String(entry.attestor).toLowerCase() === a.ready.address.toLowerCase(), { timeoutMs: 40_000 });
-    await a.kill("SIGKILL");
+    const kill = await waitFor("attestor 6 killed mid-challenge", () => killed, { timeoutMs: 40_000, intervalMs: 20 });
+    await kill.exited;
     // The provider sees the stream close and stops that compute at once (no busy GPU until the cutoff).
-    await waitForLine(p2.stderr, "Challenge compute stopped: the attestor went away", (entry) => entry.challengeId === computing.challengeId, { timeoutMs: 20_000 });
+    await waitForLine(p2.stderr, "Challenge compute stopped: the attestor went away", (entry) => entry.challengeId === kill.challengeId, { timeoutMs: 20_000 });
 
     // The others challenge it (tried again after a `busy` while the dead attestor's compute ran) and pass it.
     for (const { attestor } of [attestorB(), attestorC()]) {
@@ -184,7 +192,7 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
     await assertLedger();
   });
 
-  it("a provider cut off from one attestor is not faulted; cut off from all past the QoS window it is", async () => {
+  it("a provider cut off from one attestor is not faulted (and that attestor drops its proposal when the partition heals); cut off from all past the QoS window it is", async () => {
     const provider = p2!;
     await startInProcess(ATTESTORS[2], [a.addr, addrOf(attestorB().daemon)]);
     const leaseId = await rentRunning(provider);
@@ -194,7 +202,8 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
     await waitFor("both in-process attestors hearing from the provider", () => heard(b) && heard(c), { timeoutMs: 20_000, intervalMs: 50 });
 
     // Attestor 8 alone loses the provider: it proposes a fault, the others (who hear it) refuse to co-sign.
-    await partition(c.daemon.p2p.host, provider.ready.addrs[0]!.split("/p2p/")[1]!);
+    const providerPeerId = provider.ready.addrs[0]!.split("/p2p/")[1]!;
+    await partition(c.daemon.p2p.host, providerPeerId);
     const proposal = await waitFor("attestor 8's fault proposal", () => c.attestor.faults!.get(leaseId), { timeoutMs: 20_000, intervalMs: 50 });
     assert.equal(proposal.role, "proposer");
     await new Promise((resolve) => setTimeout(resolve, 2 * LIVENESS.qosWindowSeconds * 1000));
@@ -202,6 +211,10 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
     assert.deepEqual(c.attestor.faults!.get(leaseId)?.signatures.map((s) => s.signer), [devnetAccount(ATTESTORS[2]).address]);
     assert.equal(b.attestor.faults!.get(leaseId), undefined, "attestor 7 signed nothing");
     assert.ok(heard(b));
+    // The partition heals: attestor 8 hears the provider again and drops its proposal.
+    heal(c.daemon.p2p.host, providerPeerId);
+    await waitFor("attestor 8 abandoning its proposal", () => c.attestor.faults!.get(leaseId)?.status === "abandoned", { timeoutMs: 20_000, intervalMs: 50 });
+    assert.equal((await renter.lease(leaseId)).status, "Active");
 
     // The provider's node goes silent to every attestor (stopped: connections open, nothing answers).
     process.kill(provider.child.pid!, "SIGSTOP");

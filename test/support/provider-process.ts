@@ -18,14 +18,20 @@ export class ProviderProcess {
     readonly stderr: string[],
   ) {}
 
-  /** Starts the node and waits for its ready line (`timeoutMs`, default 60 s: a loaded machine is slow). */
-  static async start(configFile: string, options: { timeoutMs?: number } = {}): Promise<ProviderProcess> {
+  /**
+   * Starts the node and waits for its ready line (`timeoutMs`, default 60 s: a loaded machine is
+   * slow). `onLine` sees each stderr line as it comes, from the first (a fault injected on a log line).
+   */
+  static async start(configFile: string, options: { timeoutMs?: number; onLine?: (line: string) => void } = {}): Promise<ProviderProcess> {
     const timeoutMs = options.timeoutMs ?? 60_000;
     const env: Record<string, string> = {};
     for (const [key, value] of Object.entries(process.env)) if (value !== undefined && !key.startsWith("SUANLI_")) env[key] = value;
     const child = spawn(process.execPath, [SUANLI_BIN, "provider", "start", "--config", configFile, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
     const stderr: string[] = [];
-    createInterface({ input: child.stderr! }).on("line", (line) => stderr.push(line));
+    createInterface({ input: child.stderr! }).on("line", (line) => {
+      stderr.push(line);
+      options.onLine?.(line);
+    });
     const ready = await new Promise<Ready>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`the provider did not start within ${timeoutMs / 1000} s:\n${stderr.slice(-20).join("\n")}`)), timeoutMs);
       createInterface({ input: child.stdout! }).on("line", (line) => {
