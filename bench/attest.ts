@@ -148,7 +148,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         };
       }),
     );
-    console.log(`per class at the gpu preset (efficiency ${gpuProfile.efficiency}; commit: provider signs in ${commitSignMs.toFixed(2)} ms, attestor recovers in ${commitRecoverMs.toFixed(3)} ms)`);
+    console.log(`per class at the gpu preset (efficiency per class from the calibration table; commit: provider signs in ${commitSignMs.toFixed(2)} ms, attestor recovers in ${commitRecoverMs.toFixed(3)} ms)`);
     console.log("  class                units   rows      provider int8 ops  compute at required rate  deadline   tree held     attestor check");
     for (const row of perClass) {
       console.log(
