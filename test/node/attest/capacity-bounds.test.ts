@@ -20,11 +20,11 @@ import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount } f
 /** Datasheet int8 TOPS of the scaled H100: 1 TOPS ↦ this many ops/s. */
 const SCALE = 1e-6 / 1979;
 const ACHIEVED = 0.85;
-const cardRate = (model: string) => INT8_DENSE_TOPS[model] * 1e12 * SCALE * ACHIEVED;
+const cardRate = (model: string) => INT8_DENSE_TOPS[model]! * 1e12 * SCALE * ACHIEVED;
 
 /** `calibrated`: no profile-wide figure, each class's from the calibration table. */
 function profile(efficiency: number | "calibrated") {
-  const scaled = (model: string) => ({ int8Tops: INT8_DENSE_TOPS[model] * SCALE, cols: 16, rounds: 1 });
+  const scaled = (model: string) => ({ int8Tops: INT8_DENSE_TOPS[model]! * SCALE, cols: 16, rounds: 1 });
   return challengeProfileSchema.parse({
     // The gpu preset: it sets no efficiency of its own (cpu-devnet's 1e-6 would stand in for the calibration).
     preset: "gpu",
