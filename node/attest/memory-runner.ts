@@ -155,6 +155,9 @@ export type MemoryResponderOptions = {
 
 type Session = { challenge: MemChallenge; buffers?: MemoryBuffers; walked?: MemoryWalked };
 
+/** Tolerated difference between the attestor's clock and ours when stopping work past a cutoff. */
+const CLOCK_SKEW_MS = 30_000;
+
 /** Answers the memory phase's messages with a MemoryRunner. One phase at a time. */
 export class MemoryResponder {
   private readonly sessions = new Map<string, Session>();
@@ -164,7 +167,16 @@ export class MemoryResponder {
     if (getAddress(options.signer.address) !== getAddress(options.provider)) throw new RangeError("the memory commit signer must be the provider's wallet");
   }
 
-  /** mem-challenge → mem-filled once every buffer is full. */
+  /** A signal that fires once the attestor no longer listens (cutoff + skew), joined with the caller's. */
+  private untilCutoff(cutoffAtMs: number, signal?: AbortSignal): { signal: AbortSignal; clear: () => void } {
+    const controller = new AbortController();
+    const now = (this.options.now ?? Date.now)();
+    const timer = setTimeout(() => controller.abort(new ChallengeRefusedError("expired", "The memory phase's cutoff passed.")), Math.max(0, cutoffAtMs + CLOCK_SKEW_MS - now));
+    timer.unref();
+    return { signal: signal ? AbortSignal.any([signal, controller.signal]) : controller.signal, clear: () => clearTimeout(timer) };
+  }
+
+  /** mem-challenge → mem-filled once every buffer is full (the fill stops past the cutoff). */
   async fill(input: unknown, options: { signal?: AbortSignal } = {}): Promise<MemFilled> {
     const challenge = parseInput(memChallengeSchema, input, "memory challenge");
     const units = this.options.unitsOf(challenge.challengeId);
@@ -176,13 +188,16 @@ export class MemoryResponder {
     this.busy = true;
     const session: Session = { challenge };
     this.sessions.set(challenge.id, session);
+    const stop = this.untilCutoff(challenge.fillCutoffAtMs, options.signal);
     try {
-      session.buffers = await this.options.runner.fill(challenge, options);
+      session.buffers = await this.options.runner.fill(challenge, { signal: stop.signal });
     } catch (error) {
       this.sessions.delete(challenge.id);
       this.busy = false;
       if (error instanceof ChallengeRefusedError) throw error;
       throw new ChallengeRefusedError("runner_failed", "The memory runner failed to fill the buffers.", { cause: error });
+    } finally {
+      stop.clear();
     }
     return { v: MEMORY_PROTOCOL_VERSION, type: "mem-filled", id: challenge.id };
   }
@@ -192,11 +207,14 @@ export class MemoryResponder {
     const message = parseInput(memWalkSchema, input, "memory walk");
     const session = this.sessions.get(message.id);
     if (!session?.buffers || session.walked) throw new ChallengeRefusedError("expired", "No filled buffers wait for this nonce.");
+    const stop = this.untilCutoff(message.cutoffAtMs, options.signal);
     try {
-      session.walked = await session.buffers.walk(message.nonce, options);
+      session.walked = await session.buffers.walk(message.nonce, { signal: stop.signal });
     } catch (error) {
       await this.end(message.id);
       throw error instanceof ChallengeRefusedError ? error : new ChallengeRefusedError("runner_failed", "The memory runner failed to walk.", { cause: error });
+    } finally {
+      stop.clear();
     }
     const { roots, devices } = session.walked;
     const signature = await signMemCommit(this.options.signer, this.options.domain, message.id, roots, devices);

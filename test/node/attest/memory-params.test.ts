@@ -11,7 +11,9 @@ import { computeWord, deriveWordKeys, recomputeWalk } from "../../../common/atte
 import { memChallengeId } from "../../../common/attest/memory-messages.js";
 import { deriveMemoryParams, memoryProfileSchema, walkTimeWithMissingMs } from "../../../common/attest/memory-params.js";
 import { parseInput } from "../../../common/validation.js";
-import { CpuMemoryRunner } from "../../../node/attest/memory-runner.js";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { suanliDomain } from "../../../common/eip712.js";
+import { CpuMemoryRunner, MemoryResponder } from "../../../node/attest/memory-runner.js";
 
 const profile = memoryProfileSchema.parse({});
 
@@ -61,6 +63,14 @@ describe("memory phase sizing and calibration", () => {
     computeWord(keys, 7, 8, a);
     computeWord(keys, 7, 7, b);
     assert.notDeepEqual(a, b);
+  });
+
+  it("a provider stops filling once the phase's cutoff has passed (plus clock skew), freeing the device", async () => {
+    const fields = { challengeId: `0x${"44".repeat(32)}` as const, seeds: [`0x${"55".repeat(32)}` as const], words: 1_000, hashIterations: 40_000, walks: 4, steps: 4, issuedAtMs: 0, fillDeadlineAtMs: 1, fillCutoffAtMs: 2 };
+    const challenge = { v: 1 as const, type: "mem-challenge" as const, ...fields, id: memChallengeId(fields) };
+    const account = privateKeyToAccount(generatePrivateKey());
+    const responder = new MemoryResponder({ provider: account.address, signer: account, domain: suanliDomain(31337, account.address), runner: new CpuMemoryRunner(), unitsOf: () => 1, now: () => 60_000 });
+    await assert.rejects(responder.fill(challenge), /cutoff passed/);
   });
 
   it("the calibration table states its source, and a calibrate record becomes a measured entry", () => {
