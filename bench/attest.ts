@@ -9,7 +9,12 @@
  * - Per GPU class at the gpu preset (1 and 8 units): the provider's work (rows, int8 ops, compute
  *   time at the required rate, the Merkle tree it holds, signing the commit) and the attestor's (the
  *   measured check of the opened rows, the commit-signature recovery, the open response's bytes).
+ * - The memory phase per class (bench/_attest-memory.ts): buffer per unit, deadlines, the time
+ *   a card with half the memory would need, and the attestor's check of the opened walks.
  * `--quick` skips the gpu-size check (about 2·10⁹ multiply-adds).
+ *
+ * `npm run bench -- attest calibrate --model <model> [--runner external --command <program>]`
+ * measures a runner and prints a calibration record instead (docs/attestation.md, "Calibration").
  */
 import { availableParallelism } from "node:os";
 import { bytesToHex } from "viem";
@@ -26,6 +31,7 @@ import { ChallengeResponder } from "../node/attest/provider.js";
 import { CpuRunner } from "../node/attest/runner/cpu.js";
 import type { RunnerChallenge } from "../node/attest/runner/types.js";
 import type { MainFigure } from "./_calibration.js";
+import { calibrate, memoryFigures } from "./_attest-memory.js";
 
 function flag(args: string[], name: string): string | undefined {
   const i = args.indexOf(name);
@@ -70,6 +76,7 @@ async function runnerThroughput(workers: number, shape: { rows: number; cols: nu
 export const mainFigures: MainFigure[] = [{ field: "cpuRunnerOpsPerSecond.oneWorker", per: "keccakPerCpuSec" }];
 
 export async function run(args: string[]): Promise<Record<string, unknown>> {
+  if (args[0] === "calibrate") return { calibration: await calibrate(args.slice(1)) };
   const workers = Number(flag(args, "--workers") ?? availableParallelism());
   const quick = args.includes("--quick");
   const runner = new CpuRunner({ workers });
@@ -148,7 +155,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         };
       }),
     );
-    console.log(`per class at the gpu preset (efficiency ${gpuProfile.efficiency}; commit: provider signs in ${commitSignMs.toFixed(2)} ms, attestor recovers in ${commitRecoverMs.toFixed(3)} ms)`);
+    console.log(`per class at the gpu preset (efficiency per class from the calibration table; commit: provider signs in ${commitSignMs.toFixed(2)} ms, attestor recovers in ${commitRecoverMs.toFixed(3)} ms)`);
     console.log("  class                units   rows      provider int8 ops  compute at required rate  deadline   tree held     attestor check");
     for (const row of perClass) {
       console.log(
@@ -156,9 +163,12 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       );
     }
 
+    const memoryPerClass = memoryFigures();
+
     return {
       workers,
       perClass,
+      memoryPerClass,
       verifyMsPerChallenge: { cpuDevnet: devnetVerifyMs, gpu: gpuVerifyMs ?? null, gpuOnWorkers: gpuVerifyWorkersMs ?? null },
       verifyMultiplyAdds: { cpuDevnet: macs(devnetShape), gpu: macs(gpuShape) },
       cpuRunnerOpsPerSecond: { oneWorker: Math.round(oneWorker), allWorkers: Math.round(manyWorkers) },

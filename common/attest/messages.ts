@@ -154,6 +154,8 @@ export type RefusalMessage = z.output<typeof refusalMessageSchema>;
  * - `bad_commit_signature`: the commit is not signed by the challenge's provider (commit.ts).
  * - `malformed`: a message broke the protocol (schema, row count, missing rows, out of order).
  * - `refused`: the provider declined the challenge or its runner failed.
+ * - `memory_phase`: the GEMM phase passed but the memory phase failed (memory-messages.ts; the
+ *   detail starts with the memory phase's own reason, e.g. `slow_walk:`).
  */
 export const FAILURE_REASONS = [
   "wrong_rows",
@@ -166,6 +168,7 @@ export const FAILURE_REASONS = [
   "refused",
   "bad_commit_signature",
   "busy_too_often",
+  "memory_phase",
 ] as const;
 export type FailureReason = (typeof FAILURE_REASONS)[number];
 

@@ -13,6 +13,7 @@
 import { z } from "zod";
 import { GPU_MODELS, canonicalGpuName, findGpuModel, knownGpuNames } from "../gpu.js";
 import { MAX_COLS, challengeOps } from "./arithmetic.js";
+import { FALLBACK_INT8_EFFICIENCY, calibrationFor } from "./calibration.js";
 import { ChallengeParamsError, UnknownGpuModelError } from "./errors.js";
 import { MAX_TREE_DEPTH } from "./merkle.js";
 
@@ -67,13 +68,14 @@ export const CHALLENGE_PRESETS = {
    * of the answer passes with probability at most f³², ≤ 10⁻⁴ for f ≤ 0.75 (issue 24). Requiring half the int8 datasheet rate means
    * a slower class cannot make the deadline even at its own full datasheet rate (A100 vs H100),
    * while a plain cuBLAS runner on the claimed card clears it; 10 s of compute at that rate
-   * dwarfs the 2 s allowance.
+   * dwarfs the 2 s allowance. The efficiency is per class, from the calibration table
+   * (calibration.ts: `int8Efficiency`), not one figure for every card: `efficiency` left undefined.
    */
   gpu: {
     cols: 4096,
     rounds: 16,
     openRows: 32,
-    efficiency: 0.5,
+    efficiency: undefined as number | undefined,
     targetComputeMs: 10_000,
     rowsPerUnit: undefined as number | undefined,
     latencyAllowanceMs: 2_000,
@@ -89,7 +91,7 @@ export const CHALLENGE_PRESETS = {
     cols: 64,
     rounds: 2,
     openRows: 32,
-    efficiency: 1e-6,
+    efficiency: 1e-6 as number | undefined,
     targetComputeMs: 100,
     rowsPerUnit: 1024 as number | undefined,
     latencyAllowanceMs: 10_000,
@@ -121,7 +123,11 @@ export const challengeProfileSchema = z
     rounds: z.number().int().min(1).max(1024).optional(),
     /** Rows the attestor opens and recomputes (k). */
     openRows: z.number().int().min(1).max(MAX_OPEN_ROWS).optional(),
-    /** Fraction of the class's dense int8 rate an honest machine must reach. */
+    /**
+     * Fraction of the class's dense int8 rate an honest machine must reach, for every class.
+     * Left out: each class's calibrated `int8Efficiency` (calibration.ts), FALLBACK_INT8_EFFICIENCY
+     * for a model the table lacks.
+     */
     efficiency: z.number().positive().max(1).optional(),
     /** Compute time at the required rate that rowsPerUnit is sized for. */
     targetComputeMs: z.number().int().min(1).max(600_000).optional(),
@@ -192,14 +198,20 @@ export function unitInt8OpsPerSecond(model: string, overrides?: ChallengeClassOv
 }
 
 /** Derives a challenge's size and deadlines for a claim under a profile. */
+/** The int8 efficiency a class is held to: class override, profile-wide figure, calibration table, fallback. */
+export function classEfficiency(profile: ResolvedChallengeProfile, model: string): number {
+  const base = (canonicalGpuName(model) ?? model).split("/")[0]!;
+  return profile.classes[base]?.efficiency ?? profile.efficiency ?? calibrationFor(base)?.int8Efficiency ?? FALLBACK_INT8_EFFICIENCY;
+}
+
 export function deriveChallengeParams(profile: ResolvedChallengeProfile, claim: CapacityClaim): ChallengeParams {
   const canonical = canonicalGpuName(claim.model);
   if (!canonical) throw new UnknownGpuModelError(claim.model, knownGpuNames());
   if (!Number.isInteger(claim.units) || claim.units < 1) throw new ChallengeParamsError(`units must be a positive integer, got ${claim.units}`);
-  const overrides = profile.classes[canonical.split("/")[0]];
+  const overrides = profile.classes[canonical.split("/")[0]!];
   const cols = overrides?.cols ?? profile.cols;
   const rounds = overrides?.rounds ?? profile.rounds;
-  const efficiency = overrides?.efficiency ?? profile.efficiency;
+  const efficiency = classEfficiency(profile, canonical);
   const unitRate = unitInt8OpsPerSecond(canonical, overrides) * efficiency;
   const opsPerRow = 2 * rounds * cols * cols;
   const rowsPerUnit =
@@ -236,7 +248,7 @@ export function fastestClassFor(profile: ResolvedChallengeProfile, opsPerSecond:
   let best: { name: string; rate: number } | undefined;
   for (const model of GPU_MODELS) {
     const overrides = profile.classes[model.name];
-    const rate = unitInt8OpsPerSecond(model.name, overrides) * (overrides?.efficiency ?? profile.efficiency) * unitsClaimed;
+    const rate = unitInt8OpsPerSecond(model.name, overrides) * classEfficiency(profile, model.name) * unitsClaimed;
     if (rate <= opsPerSecond && (!best || rate > best.rate)) best = { name: model.name, rate };
   }
   return best?.name;

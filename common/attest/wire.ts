@@ -14,6 +14,7 @@
 import { z } from "zod";
 import { addressSchema, bytes32Schema, signatureSchema, uintSchema } from "../schemas.js";
 import { signedAttestationSchema } from "../offers/message.js";
+import { memChallengeSchema, memCommitSchema, memFilledSchema, memOpenSchema, memWalkSchema, memWalksSchema } from "./memory-messages.js";
 import {
   ATTEST_PROTOCOL_VERSION,
   FAILURE_REASONS,
@@ -59,9 +60,9 @@ export const ackMessageSchema = z.strictObject({
 });
 
 /** What an attestor sends on /suanli/attest/1.0.0. */
-export const attestRequestSchema = z.union([challengeMessageSchema, openRequestMessageSchema, resultMessageSchema]);
+export const attestRequestSchema = z.union([challengeMessageSchema, openRequestMessageSchema, resultMessageSchema, memChallengeSchema, memWalkSchema, memOpenSchema]);
 /** What a provider answers on /suanli/attest/1.0.0. */
-export const attestAnswerSchema = z.union([commitMessageSchema, openResponseMessageSchema, refusalMessageSchema, ackMessageSchema]);
+export const attestAnswerSchema = z.union([commitMessageSchema, openResponseMessageSchema, refusalMessageSchema, ackMessageSchema, memFilledSchema, memCommitSchema, memWalksSchema]);
 
 // ---------------------------------------------------------------- /suanli/attest-request/1.0.0
 

@@ -35,7 +35,9 @@ import type { Logger } from "../log/logger.js";
 import type { Metrics } from "../metrics/metrics.js";
 import type { OfferBook } from "../offers/book.js";
 import type { Attestor, AttestorChallenge, ChallengeOutcome, MachineClaim } from "./attestor.js";
-import type { AttestorRoleOptions } from "./options.js";
+import type { AttestorRoleOptions, MemoryOptions } from "./options.js";
+import { gpusHash } from "../../common/attest/commit.js";
+import { runMemoryPhase } from "./memory-exchange.js";
 import type { ChallengeRecord, ChallengeResults, ChallengeTrigger } from "./results.js";
 
 /** Extra wait beyond a challenge's own deadlines, for the network. */
@@ -62,6 +64,8 @@ export type ChallengerOptions = {
   logger: Logger;
   /** Clock in unix ms. */
   now?: () => number;
+  /** `attest.memory`: run the memory phase after a passed GEMM phase. */
+  memory?: MemoryOptions;
 };
 
 class BusyError extends SuanliError {
@@ -408,7 +412,14 @@ export class Challenger {
     }
     const rowsAtMs = this.now();
     if ((rows as { type: string }).type === "refused") return this.deliver(peer, finish(challenge.onRefused(rows)));
-    return this.deliver(peer, finish(await challenge.onOpen(rows, rowsAtMs)));
+    const outcome = await challenge.onOpen(rows, rowsAtMs);
+    if (outcome.outcome !== "pass" || !this.o.memory?.enabled) return this.deliver(peer, finish(outcome));
+    // The memory phase, in the same session: the attestation signed above is handed over only if it passes too.
+    const memory = await runMemoryPhase({ host: this.o.host, peer, profile: this.o.memory.profile, domain: this.o.attestor.settings.domain, claim, challengeId: challenge.id, now: this.now });
+    const sameGpus = memory.outcome === "pass" && gpusHash(memory.gpus) === outcome.attestation.attestation.gpus;
+    if (memory.outcome === "pass" && sameGpus) return this.deliver(peer, finish(outcome));
+    const detail = memory.outcome === "fail" ? `${memory.reason}: ${memory.detail}` : "the memory phase named other GPUs than the GEMM commit";
+    return this.deliver(peer, { ...finish(outcome), outcome: "fail", reason: "memory_phase", detail: detail.slice(0, 1_000), attestation: null });
   }
 
   /** Maps a request failure to the challenge's verdict, or `unreachable` when nothing was learnt about the machine. */

@@ -1,6 +1,7 @@
 import { multiaddr } from "@multiformats/multiaddr";
 import { z } from "zod";
 import { challengeProfileSchema } from "../../common/attest/params.js";
+import { memoryProfileSchema } from "../../common/attest/memory-params.js";
 
 /**
  * Options of attestation (config key `attest`): the challenge profile an attestor issues, how
@@ -105,8 +106,19 @@ export const livenessOptionsSchema = z.strictObject({
   backupSubmitDelayMs: z.number().int().min(0).max(120_000).default(60_000),
 });
 
+/**
+ * The memory phase (docs/attestation.md, "Memory phase"), run by the attestor after a passed GEMM
+ * phase. Off by default: the external (GPU) runner contract has no memory operations yet, so
+ * turning it on would fail every honest GPU provider until a GPU memory runner exists.
+ */
+export const memoryOptionsSchema = z.strictObject({
+  enabled: z.boolean().default(false),
+  profile: memoryProfileSchema.prefault({}),
+});
+
 export const attestOptionsSchema = z.strictObject({
   challenge: challengeProfileSchema.prefault({}),
+  memory: memoryOptionsSchema.prefault({}),
   /** Validity of an attestation this node signs, seconds. One day: machines are re-challenged daily. */
   attestationTtlSeconds: z.number().int().min(60).max(30 * 86_400).default(86_400),
   /** Largest challenge a provider computes, in tera-ops (10¹² int8 ops); larger ones are refused. */
@@ -118,3 +130,4 @@ export const attestOptionsSchema = z.strictObject({
 export type AttestOptions = z.output<typeof attestOptionsSchema>;
 export type AttestorRoleOptions = z.output<typeof attestorRoleOptionsSchema>;
 export type LivenessOptions = z.output<typeof livenessOptionsSchema>;
+export type MemoryOptions = z.output<typeof memoryOptionsSchema>;

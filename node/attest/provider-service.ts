@@ -33,6 +33,8 @@ import { WrongChainError } from "../offers/gossip.js";
 import { ChallengeRefusedError, LeaseNotHeldError, NoProviderWalletError, UnauthorizedProbeError } from "./errors.js";
 import { ChallengeResponder, type ProviderMachine } from "./provider.js";
 import type { Runner } from "./runner/types.js";
+import { CpuMemoryRunner, MemoryResponder, type MemoryRunner } from "./memory-runner.js";
+import type { MemChallenge, MemOpen, MemWalk } from "../../common/attest/memory-messages.js";
 
 /** Longest a challenge exchange may stay open on the provider: the compute runs inside it (the responder stops at the cutoff). */
 const CHALLENGE_EXCHANGE_TIMEOUT_MS = 15 * 60_000;
@@ -55,6 +57,8 @@ export type ProviderAttestationOptions = {
   holdsLease?: (leaseId: bigint) => boolean | Promise<boolean>;
   /** How long an on-chain lease read is reused. Default 2 s. */
   leaseCacheMs?: number;
+  /** Runs the memory phase; default the CPU memory runner (exact, small sizes only). */
+  memoryRunner?: MemoryRunner;
   /** Largest challenge accepted (int8 ops); default from `attest.maxChallengeTeraOps`. */
   maxOps?: bigint;
   now?: () => number;
@@ -130,12 +134,40 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
     await options.onAttestation?.(session.machineId, result.attestation);
   };
 
+  // The memory phase runs inside the session of a GEMM challenge this node committed to, with the attestor that sent it.
+  const memory = new MemoryResponder({
+    provider,
+    signer: account,
+    domain: daemon.domain,
+    runner: options.memoryRunner ?? new CpuMemoryRunner(),
+    unitsOf: (challengeId) => sessions.get(challengeId)?.units,
+    now,
+  });
+  const memorySessions = new LRUCache<string, string>({ max: 1_024, ttl: SESSION_TTL_MS });
+  const answerMemory = async (request: MemChallenge | MemWalk | MemOpen, peer: string) => {
+    try {
+      if (request.type === "mem-challenge") {
+        // Only the attestor of the GEMM challenge may start its memory phase.
+        if (sessions.get(request.challengeId)?.peer !== peer) throw new ChallengeRefusedError("expired", "No challenge with this id from this peer.");
+        memorySessions.set(request.id, peer);
+        return await memory.fill(request);
+      }
+      if (memorySessions.get(request.id) !== peer) throw new ChallengeRefusedError("expired", "No memory phase with this id from this peer.");
+      return request.type === "mem-walk" ? await memory.walk(request) : await memory.open(request);
+    } catch (error) {
+      refused();
+      logger.info("Memory phase refused", { id: request.id, peer, reason: (error as ChallengeRefusedError).reason ?? "runner_failed" });
+      return ChallengeResponder.refusal(request.id, error);
+    }
+  };
+
   // Refusals travel as answers (the attestor records them), and count as refused requests here.
   const refused = () => daemon.metrics.p2pRequestErrors.inc({ protocol: ATTEST_PROTOCOL, name: "ChallengeRefusedError" });
   const unhandleAttest = await handleProtocol(daemon.p2p.host, ATTEST_PROTOCOL, {
     requestSchema: attestRequestSchema,
     responseSchema: attestAnswerSchema,
-    maxMessageBytes: MAX_CONTROL_MESSAGE_BYTES,
+    // A memory open request names up to 256 walks: more than a control message.
+    maxMessageBytes: 4 * MAX_CONTROL_MESSAGE_BYTES,
     timeoutMs: CHALLENGE_EXCHANGE_TIMEOUT_MS,
     maxInboundStreamsPerPeer: 2,
     onError: (error, peer) => {
@@ -144,6 +176,9 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
     },
     handler: async (request, context) => {
       const peer = context.peer.toString();
+      if (request.type === "mem-challenge" || request.type === "mem-walk" || request.type === "mem-open") {
+        return answerMemory(request, peer);
+      }
       if (request.type === "challenge") {
         const challenge = request as ChallengeMessage;
         try {
@@ -239,6 +274,7 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       await unhandleAttest();
       await unhandleLiveness();
       await responder.close();
+      await memory.close();
     },
   };
 }

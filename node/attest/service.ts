@@ -115,6 +115,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       attestor,
       results,
       options: config.attest.attestor,
+      memory: config.attest.memory,
       metrics: daemon.metrics,
       logger,
       now,

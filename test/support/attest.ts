@@ -14,6 +14,7 @@ import { MerkleTree, leafHash } from "../../common/attest/merkle.js";
 import { startAttestorService, type AttestorService } from "../../node/attest/service.js";
 import { mountProviderAttestation, type ProviderAttestation } from "../../node/attest/provider-service.js";
 import type { ProviderMachine } from "../../node/attest/provider.js";
+import type { MemoryRunner } from "../../node/attest/memory-runner.js";
 import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
 import type { MachineOfferInput } from "../../node/offers/publisher.js";
 import { leaseMarketAbi } from "../../common/abi.js";
@@ -80,7 +81,7 @@ export async function startAttestorDaemon(devnet: Devnet, index: number, overrid
 export async function startProviderDaemon(
   devnet: Devnet,
   index: number,
-  options: { runner: Runner; machines: () => ProviderMachine[]; onAttestation?: (machineId: number, signed: SignedAttestation) => void | Promise<void>; overrides?: Record<string, unknown> },
+  options: { runner: Runner; machines: () => ProviderMachine[]; onAttestation?: (machineId: number, signed: SignedAttestation) => void | Promise<void>; overrides?: Record<string, unknown>; memoryRunner?: MemoryRunner },
 ): Promise<{ daemon: TestDaemon; mounted: ProviderAttestation }> {
   const daemon = await startTestDaemon(devnet, merge({ chain: { privateKey: devnetPrivateKey(index) }, offers: { reannounceIntervalMs: 1_000 } }, options.overrides ?? {}), {
     publishesOffers: true,
@@ -90,6 +91,7 @@ export async function startProviderDaemon(
     runner: options.runner,
     machines: (machineId) => options.machines().find((machine) => machine.machineId === machineId),
     onAttestation: options.onAttestation,
+    memoryRunner: options.memoryRunner,
   });
   daemon.attach(mounted);
   return { daemon, mounted };

@@ -3,9 +3,9 @@
  * runner computes real rows; the device model only decides when the answer is ready). A setup
  * passes a claim of `units × class` iff its aggregate int8 rate reaches `efficiency` of the
  * class's datasheet rate times the claimed units (less the latency allowance's slack). At the old
- * efficiency of 0.5, two A100s in parallel pass as an H100 and five H100s pass as eight; at an
- * efficiency calibrated close to what an honest runner reaches (0.75 here), both fail while an
- * honest H100 still passes. Rates below are scaled to CPU-test size; only their ratios matter:
+ * single efficiency of 0.5, two A100s in parallel pass as an H100 and five H100s pass as eight; at
+ * each class's calibrated efficiency (common/attest/calibration.ts: 0.7 for data-center parts,
+ * `efficiency` left out of the profile), both fail while an honest H100 still passes. Rates below are scaled to CPU-test size; only their ratios matter:
  * each simulated card runs at 85 % of its datasheet rate.
  */
 import assert from "node:assert/strict";
@@ -20,20 +20,22 @@ import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount } f
 /** Datasheet int8 TOPS of the scaled H100: 1 TOPS ↦ this many ops/s. */
 const SCALE = 1e-6 / 1979;
 const ACHIEVED = 0.85;
-const cardRate = (model: string) => INT8_DENSE_TOPS[model] * 1e12 * SCALE * ACHIEVED;
+const cardRate = (model: string) => INT8_DENSE_TOPS[model]! * 1e12 * SCALE * ACHIEVED;
 
-function profile(efficiency: number) {
-  const scaled = (model: string) => ({ int8Tops: INT8_DENSE_TOPS[model] * SCALE, cols: 16, rounds: 1 });
+/** `calibrated`: no profile-wide figure, each class's from the calibration table. */
+function profile(efficiency: number | "calibrated") {
+  const scaled = (model: string) => ({ int8Tops: INT8_DENSE_TOPS[model]! * SCALE, cols: 16, rounds: 1 });
   return challengeProfileSchema.parse({
-    preset: "cpu-devnet",
-    efficiency,
+    // The gpu preset: it sets no efficiency of its own (cpu-devnet's 1e-6 would stand in for the calibration).
+    preset: "gpu",
+    ...(efficiency === "calibrated" ? {} : { efficiency }),
     targetComputeMs: 1_500,
     latencyAllowanceMs: 300,
     classes: { "H100-80GB-SXM": scaled("H100-80GB-SXM"), "A100-80GB": scaled("A100-80GB") },
   });
 }
 
-async function challenge(efficiency: number, claim: { model: string; units: number }, runner: Runner): Promise<ChallengeOutcome> {
+async function challenge(efficiency: number | "calibrated", claim: { model: string; units: number }, runner: Runner): Promise<ChallengeOutcome> {
   // Rows sized from targetComputeMs at the class's rate (the cpu-devnet preset's fixed rows dropped).
   const profileUsed = { ...profile(efficiency), rowsPerUnit: undefined };
   const attestor = new Attestor({ account: attestorAccount, domain, profile: profileUsed });
@@ -59,33 +61,33 @@ describe("capacity bounds of a challenge: slower classes, parallel runners, unit
   });
 
   it("an honest H100 passes at the calibrated efficiency; an A100 claiming H100 fails (slow_for_class)", async () => {
-    const honest = await challenge(0.75, { model: "H100-80GB-SXM", units: 1 }, new SimulatedGpuRunner(cpu, devices("H100-80GB-SXM", 1)));
+    const honest = await challenge("calibrated", { model: "H100-80GB-SXM", units: 1 }, new SimulatedGpuRunner(cpu, devices("H100-80GB-SXM", 1)));
     assert.equal(honest.outcome, "pass", honest.outcome === "fail" ? honest.detail : "");
-    const slower = await challenge(0.75, { model: "H100-80GB-SXM", units: 1 }, new SimulatedGpuRunner(cpu, devices("A100-80GB", 1)));
+    const slower = await challenge("calibrated", { model: "H100-80GB-SXM", units: 1 }, new SimulatedGpuRunner(cpu, devices("A100-80GB", 1)));
     assert.equal(slower.outcome === "fail" && slower.reason, "slow_for_class");
   });
 
-  it("two A100s in parallel pass as one H100 at efficiency 0.5 (the attack) and fail at 0.75", async () => {
+  it("two A100s in parallel pass as one H100 at efficiency 0.5 (the attack) and fail at the calibrated efficiency", async () => {
     const old = await challenge(0.5, { model: "H100-80GB-SXM", units: 1 }, new SimulatedGpuRunner(cpu, devices("A100-80GB", 2)));
     assert.equal(old.outcome, "pass", "the attack the issue reproduced");
-    const calibrated = await challenge(0.75, { model: "H100-80GB-SXM", units: 1 }, new SimulatedGpuRunner(cpu, devices("A100-80GB", 2)));
+    const calibrated = await challenge("calibrated", { model: "H100-80GB-SXM", units: 1 }, new SimulatedGpuRunner(cpu, devices("A100-80GB", 2)));
     assert.equal(calibrated.outcome === "fail" && calibrated.reason, "slow_for_class");
   });
 
-  it("five H100s claiming eight pass at efficiency 0.5 (the attack) and fail at 0.75; eight pass", async () => {
+  it("five H100s claiming eight pass at efficiency 0.5 (the attack) and fail at the calibrated efficiency; eight pass", async () => {
     const claim = { model: "H100-80GB-SXM", units: 8 };
     assert.equal((await challenge(0.5, claim, new SimulatedGpuRunner(cpu, devices("H100-80GB-SXM", 5)))).outcome, "pass", "the attack the issue reproduced");
-    const inflated = await challenge(0.75, claim, new SimulatedGpuRunner(cpu, devices("H100-80GB-SXM", 5)));
+    const inflated = await challenge("calibrated", claim, new SimulatedGpuRunner(cpu, devices("H100-80GB-SXM", 5)));
     assert.equal(inflated.outcome === "fail" && inflated.reason, "slow_for_class");
-    const honest = await challenge(0.75, claim, new SimulatedGpuRunner(cpu, devices("H100-80GB-SXM", 8)));
+    const honest = await challenge("calibrated", claim, new SimulatedGpuRunner(cpu, devices("H100-80GB-SXM", 8)));
     assert.equal(honest.outcome, "pass", honest.outcome === "fail" ? honest.detail : "");
   });
 
   it("one device time-shared by two machine ids' simultaneous challenges: the device serves one after the other, so one answer comes late", async () => {
     const shared = devices("H100-80GB-SXM", 1);
     const [a, b] = await Promise.all([
-      challenge(0.75, { model: "H100-80GB-SXM", units: 1 }, new SimulatedGpuRunner(cpu, shared)),
-      challenge(0.75, { model: "H100-80GB-SXM", units: 1 }, new SimulatedGpuRunner(cpu, shared)),
+      challenge("calibrated", { model: "H100-80GB-SXM", units: 1 }, new SimulatedGpuRunner(cpu, shared)),
+      challenge("calibrated", { model: "H100-80GB-SXM", units: 1 }, new SimulatedGpuRunner(cpu, shared)),
     ]);
     // The device serves one after the other: at least the second misses the deadline.
     assert.ok([a, b].some((outcome) => outcome.outcome === "fail" && outcome.reason === "slow_for_class"));

@@ -10,7 +10,8 @@ describe("attest options", () => {
     const config = await loadConfig(nodeConfigSchema, {});
     assert.equal(config.attest.challenge.preset, "gpu");
     assert.equal(config.attest.challenge.cols, 4096);
-    assert.equal(config.attest.challenge.efficiency, 0.5);
+    // No single efficiency: each class is held to its calibrated one (common/attest/calibration.ts).
+    assert.equal(config.attest.challenge.efficiency, undefined);
     assert.equal(config.attest.runner.kind, "cpu");
     assert.equal(maxChallengeOps(config.attest), 10n ** 18n);
     const runner = createRunner(config.attest.runner);

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { CALIBRATION } from "../../../common/attest/calibration.js";
 import {
   CHALLENGE_PRESETS,
   INT8_DENSE_TOPS,
@@ -39,8 +40,8 @@ describe("attest challenge parameters", () => {
       const bestCaseMs = (Number(h100.ops) / unitInt8OpsPerSecond(slower)) * 1000;
       assert.ok(bestCaseMs > h100.deadlineMs, `${slower}: ${bestCaseMs} ms vs ${h100.deadlineMs} ms`);
     }
-    // ...while an H100 at 60 % of its datasheet rate (a plain cuBLAS runner) makes it with a second to spare.
-    const honestMs = (Number(h100.ops) / (0.6 * unitInt8OpsPerSecond("H100-80GB-SXM"))) * 1000;
+    // ...while an H100 a little above its calibrated efficiency (0.7 + 0.1) makes it with a second to spare.
+    const honestMs = (Number(h100.ops) / ((CALIBRATION["H100-80GB-SXM"]!.int8Efficiency + 0.1) * unitInt8OpsPerSecond("H100-80GB-SXM"))) * 1000;
     assert.ok(honestMs + 1_000 < h100.deadlineMs);
   });
 
@@ -54,6 +55,16 @@ describe("attest challenge parameters", () => {
     assert.equal(migFraction("A100-80GB/3g.40gb"), 3 / 7);
     const slice = deriveChallengeParams(gpu, { model: "A100-80GB/1g.10gb", units: 1 });
     assert.ok(Math.abs(slice.requiredOpsPerSecond - one.requiredOpsPerSecond / 7) < 1);
+  });
+
+  it("holds each class to its calibrated efficiency unless the profile sets one", () => {
+    const h100 = deriveChallengeParams(gpu, { model: "H100-80GB-SXM", units: 1 });
+    assert.equal(h100.requiredOpsPerSecond, 1979e12 * CALIBRATION["H100-80GB-SXM"]!.int8Efficiency);
+    const rtx = deriveChallengeParams(gpu, { model: "RTX4090-24GB", units: 1 });
+    assert.equal(rtx.requiredOpsPerSecond, 660e12 * CALIBRATION["RTX4090-24GB"]!.int8Efficiency);
+    assert.notEqual(CALIBRATION["H100-80GB-SXM"]!.int8Efficiency, CALIBRATION["RTX4090-24GB"]!.int8Efficiency);
+    const flat = challengeProfileSchema.parse({ efficiency: 0.5 });
+    assert.equal(deriveChallengeParams(flat, { model: "H100-80GB-SXM", units: 1 }).requiredOpsPerSecond, 1979e12 * 0.5);
   });
 
   it("applies per-class overrides and fixed devnet sizes", () => {

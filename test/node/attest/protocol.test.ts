@@ -143,7 +143,7 @@ describe("attest challenge protocol", function () {
   }).timeout(20_000);
 
   it("catches a CPU claiming an H100 at H100 rates (slow_for_class, with its real rate)", async () => {
-    // The gpu preset's H100 requirement (half of 1979 TOPS) on a size a CPU finishes in a fraction
+    // The gpu preset's H100 requirement (its calibrated 0.7 of 1979 TOPS) on a size a CPU finishes in a fraction
     // of a second: 2048 rows × 256² × 2 rounds = 5.4·10⁸ ops, due within 21 ms; two worker
     // threads of scalar JavaScript need well over 100 ms.
     const profile = { preset: "gpu", cols: 256, rounds: 2, rowsPerUnit: 2048, latencyAllowanceMs: 20, cutoffFactor: 3000 } as const;

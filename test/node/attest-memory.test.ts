@@ -1,0 +1,113 @@
+/**
+ * Issue 24, item 2: the memory phase in the live protocol. An attestor with `attest.memory`
+ * enabled challenges two providers over libp2p on the devnet: one whose runner holds every
+ * unit's buffer passes (the attestation is delivered); one that keeps no buffer and walks over
+ * zeros instead of recomputing the words (a consistent Merkle tree over wrong walks) fails
+ * `memory_phase` (wrong_walks) and gets no attestation. The deadlines carry a 10 s allowance,
+ * as the cpu-devnet GEMM preset does, so a loaded test machine does not decide the outcome: the
+ * timing bounds (a card short of memory that recomputes) are test/node/attest/memory-phase.test.ts's,
+ * on a virtual clock.
+ */
+import assert from "node:assert/strict";
+import { devnetAccount } from "../../common/devnet.js";
+import { bytesToHex, hexToBytes, type Hex } from "viem";
+import { deriveWalkKeys, walk, walkLeaf, walkResultBytes } from "../../common/attest/memory.js";
+import type { MemChallenge } from "../../common/attest/memory-messages.js";
+import { MerkleTree } from "../../common/attest/merkle.js";
+import { CpuMemoryRunner, type MemoryBuffers, type MemoryRunner } from "../../node/attest/memory-runner.js";
+import type { ProviderMachine } from "../../node/attest/provider.js";
+import { CpuRunner } from "../../node/attest/runner/cpu.js";
+import { addrOf, machineOffer, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
+import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
+import { waitFor } from "../support/wait.js";
+
+const A100 = { model: "A100-80GB", units: 1, vramMiB: 81_920 };
+const MEMORY = {
+  enabled: true,
+  profile: {
+    wordsPerMiB: 1 / 64,
+    hashIterations: 1_024,
+    walksPerUnit: 64,
+    stepsPerWalk: 32,
+    openWalks: 8,
+    efficiency: 1,
+    latencyAllowanceMs: 10_000,
+    classes: { "A100-80GB": { randomReadsPerSecond: 1e6, hashesPerSecond: 1e6 } },
+  },
+};
+
+/** Keeps no buffer: every word reads as zero. Its walks are consistent with its roots, and wrong. */
+class NoMemoryRunner implements MemoryRunner {
+  readonly name = "no-memory";
+  async fill(challenge: MemChallenge): Promise<MemoryBuffers> {
+    const work = challenge.seeds.map(() => ({ storedWords: 0, fillHashes: 0, reads: 0, recomputedWords: 0, walkHashes: 0 }));
+    return {
+      work,
+      release: async () => undefined,
+      walk: async (nonce: Hex) => {
+        const results = challenge.seeds.map((seed) => {
+          const out = new Uint32Array(2 * challenge.walks);
+          const keys = deriveWalkKeys(hexToBytes(nonce), hexToBytes(seed));
+          for (let w = 0; w < challenge.walks; w++) walk(keys, w, challenge.words, challenge.steps, (_index, word) => word.fill(0), out, 2 * w);
+          return out;
+        });
+        const trees = results.map((out, unit) => MerkleTree.fromLeaves(Array.from({ length: challenge.walks }, (_, w) => walkLeaf(hexToBytes(challenge.id), unit, w, walkResultBytes(out, 2 * w)))));
+        return {
+          roots: trees.map((tree) => bytesToHex(tree.root)),
+          devices: [],
+          work,
+          open: async (refs) => refs.map(({ unit, index }) => ({ unit, index, result: bytesToHex(walkResultBytes(results[unit]!, 2 * index)), proof: trees[unit]!.proof(index).map((s) => bytesToHex(s)) })),
+        };
+      },
+    };
+  }
+}
+
+describe("memory phase over libp2p (issue 24, item 2)", function () {
+  this.timeout(240_000);
+  let devnet: Devnet;
+  let cpu: CpuRunner;
+  const nodes: TestDaemon[] = [];
+  before(async () => {
+    devnet = await startDevnet({ attestors: [devnetAccount(7).address] });
+    cpu = new CpuRunner({ workers: 1 });
+  });
+  after(async () => {
+    for (const node of nodes.reverse()) await node.close().catch(() => undefined);
+    await cpu?.close();
+    await devnet?.close();
+  });
+
+  it("a provider holding the whole buffer passes; one without the buffer fails memory_phase without an attestation", async () => {
+    const start = async (index: number, memoryRunner: MemoryRunner) => {
+      const machines: ProviderMachine[] = [];
+      const received: number[] = [];
+      const provider = await startProviderDaemon(devnet, index, { runner: cpu, memoryRunner, machines: () => machines, onAttestation: (machineId) => void received.push(machineId) });
+      nodes.push(provider.daemon);
+      const [machineId] = await registerProvider(devnet, await devnet.wallet(index), { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 100_000_000n, machines: [A100] });
+      machines.push({ machineId: machineId!, ...A100 });
+      await provider.daemon.offers.publisher!.set(machineOffer(machines[0]!));
+      return { provider, machineId: machineId!, received };
+    };
+    const honest = await start(1, new CpuMemoryRunner());
+    const short = await start(2, new NoMemoryRunner());
+    const { daemon, attestor } = await startAttestorDaemon(devnet, 7, {
+      p2p: { bootstrap: [addrOf(honest.provider.daemon), addrOf(short.provider.daemon)] },
+      attest: { liveness: { enabled: false }, attestor: { scheduleIntervalMs: 3_600_000 }, memory: MEMORY },
+    });
+    nodes.push(daemon);
+    for (const { machineId } of [honest, short]) {
+      await waitFor(`machine ${machineId}'s offer in the attestor's book`, () => daemon.offers.book.byMachine(machineId).length > 0, { timeoutMs: 30_000 });
+    }
+
+    const pass = await attestor.challenger.challenge(honest.machineId, "request");
+    assert.equal(pass.outcome, "pass", `${pass.reason}: ${pass.detail}`);
+    await waitFor("the attestation at the honest provider", () => honest.received.includes(honest.machineId), { timeoutMs: 30_000 });
+
+    const fail = await attestor.challenger.challenge(short.machineId, "request");
+    assert.deepEqual([fail.outcome, fail.reason], ["fail", "memory_phase"], fail.detail ?? "");
+    assert.match(fail.detail ?? "", /^wrong_walks:/);
+    assert.equal(fail.attestation, null);
+    assert.deepEqual(short.received, []);
+  });
+});
