@@ -11,10 +11,11 @@ export type Ready = { event: "ready"; address: `0x${string}`; addrs: string[]; p
 
 /** A provider node as a real child process: `suanli provider start --config FILE --json`. */
 export class ProviderProcess {
-  readonly stderr: string[] = [];
   private constructor(
     readonly child: ChildProcess,
     readonly ready: Ready,
+    /** Every line the node wrote to stderr so far (its logs), growing while it runs. */
+    readonly stderr: string[],
   ) {}
 
   static async start(configFile: string): Promise<ProviderProcess> {
@@ -38,9 +39,7 @@ export class ProviderProcess {
         reject(new Error(`the provider exited with ${code} before it was ready:\n${stderr.slice(-20).join("\n")}`));
       });
     });
-    const provider = new ProviderProcess(child, ready);
-    provider.stderr.push(...stderr);
-    return provider;
+    return new ProviderProcess(child, ready, stderr);
   }
 
   get peer(): ProviderPeer {
