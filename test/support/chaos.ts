@@ -248,6 +248,12 @@ export class RpcProxy {
     }
     const sent = calls.filter((call) => !local.has(JSON.stringify(call.id))).map((call) => (stale === undefined ? call : this.pinned(call, stale, tag!)));
     const answers = sent.length > 0 ? await this.forward(sent) : [];
+    // Transactions this way reach the chain too: the listeners hear of them once forwarded.
+    for (const call of sent) {
+      const raw = call.method === "eth_sendRawTransaction" && Array.isArray(call.params) ? (call.params[0] as unknown) : undefined;
+      const seen = typeof raw === "string" ? decodeRaw(raw as Hex) : undefined;
+      if (seen) for (const listener of this.listeners) listener(seen);
+    }
     const byId = new Map<string, unknown>([...(answers as { id?: unknown }[]).map((a) => [JSON.stringify(a.id), a] as const), ...local]);
     const out = calls.map((call) => {
       const answer = byId.get(JSON.stringify(call.id)) as { result?: unknown } | undefined;

@@ -66,14 +66,16 @@ export class LeaseLookup {
   /**
    * What the chain says about a lease that has no record here, when it may be this provider's;
    * undefined when it is not (or does not exist). Ids just above the last counter read (a lease
-   * opened a moment ago) get a fresh counter read of their own.
+   * opened a moment ago) get a fresh counter read of their own. `fresh`: the lease is read again
+   * rather than answered from a read of the last LEASE_READ_TTL_MS (a reorg may have replaced it).
    */
-  async lookup(leaseId: bigint): Promise<LeaseView | undefined> {
+  async lookup(leaseId: bigint, options: { fresh?: boolean } = {}): Promise<LeaseView | undefined> {
     if (leaseId < this.eventsNext) return undefined;
     let next = await this.nextLeaseId(true);
     if (leaseId >= next && leaseId - next < NEXT_LEASE_ID_SLACK) next = await this.nextLeaseId(false);
     if (leaseId >= next) return undefined;
     const key = leaseId.toString();
+    if (options.fresh) this.leaseReads.delete(key);
     let read = this.leaseReads.get(key);
     if (!read) {
       read = readLease(this.deps.publicClient, this.deps.market, leaseId);
@@ -100,6 +102,9 @@ export class LeaseLookup {
       const view = at > 0n ? await readLease(client, this.deps.market, leaseId, { blockNumber: at }) : undefined;
       if (view && view.status !== "None") return getAddress(view.provider) === this.deps.provider ? view : undefined;
       const latest = await readLease(client, this.deps.market, leaseId);
+      // What the latest block says now replaces what lookup() read before (a reorg may have changed it).
+      if (latest.status === "None") this.leaseReads.delete(leaseId.toString());
+      else this.leaseReads.set(leaseId.toString(), Promise.resolve(latest));
       if (latest.status === "None" || getAddress(latest.provider) !== this.deps.provider) return undefined;
       if (Date.now() + CONFIRMATION_POLL_MS > deadline) {
         throw new LeaseNotConfirmedError(`Lease ${leaseId} is not ${this.confirmations} blocks deep yet: this provider acts on a lease once its block is confirmed`, {

@@ -161,6 +161,9 @@ export class LeaseController implements LeaseHost {
     const signer = await this.ctx.verifier.authenticate(auth, { leaseId, action, body });
     const known = this.ctx.records.get(leaseId);
     let view = known ? undefined : await this.lookup.lookup(leaseId);
+    // Where reorgs are expected, a refusal is not made on a read shared with earlier requests:
+    // a reorg may have given the lease id to this signer since.
+    if (!known && this.lookup.confirmations > 0n && (!view || getAddress(view.renter) !== signer)) view = await this.lookup.lookup(leaseId, { fresh: true });
     const renter = known?.renter ?? view?.renter;
     if (!renter || getAddress(renter) !== signer) throw notAuthorized(leaseId);
     if (view && this.lookup.confirmations > 0n) {
