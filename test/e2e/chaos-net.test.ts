@@ -2,7 +2,8 @@
  * Chaos on the links: a chain RPC that answers errors, garbage and stale blocks; a shallow reorg
  * within the node's `chain.confirmations`; a libp2p partition between a renter and its provider
  * mid-task. One real provider node process (confirmations 2, its RPC through the chaos proxy), a
- * devnet, renters; each case ends with the money check (checkLedger).
+ * devnet, renters; each case ends with the money check (checkLedger). CHAOS_DEBUG=1 runs the node
+ * at log level debug and prints its logs after the suite.
  */
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
