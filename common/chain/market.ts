@@ -151,8 +151,8 @@ export type LeaseView = {
 };
 
 /** Reads one lease (status "None" when it does not exist). */
-export async function readLease(client: Client, market: Address, leaseId: bigint): Promise<LeaseView> {
-  const raw = await readContract(client, { address: market, abi: leaseMarketAbi, functionName: "getLease", args: [leaseId] });
+export async function readLease(client: Client, market: Address, leaseId: bigint, options: { blockNumber?: bigint } = {}): Promise<LeaseView> {
+  const raw = await readContract(client, { address: market, abi: leaseMarketAbi, functionName: "getLease", args: [leaseId], ...options });
   return { leaseId, ...raw, status: LEASE_STATUSES[raw.status], endReason: END_REASONS[raw.endReason] };
 }
 

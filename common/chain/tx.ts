@@ -117,11 +117,18 @@ export async function sendContract<const abi extends Abi, name extends ContractF
   const functionName: string = call.functionName;
   const args = (call.args ?? []) as readonly unknown[];
   const { request } = await publicClient.simulateContract({ account: walletClient.account, address: call.address, abi, functionName, args });
-  const hash = await walletClient.writeContract(request);
+  // The estimate is the state the endpoint has now; the transaction runs on the state it lands
+  // on (an endpoint lagging behind the chain, claims and accrual in between). A margin keeps a
+  // transaction that would succeed from running out of gas and reverting, its gas spent.
+  const estimate = await publicClient.estimateContractGas({ account: walletClient.account, address: call.address, abi, functionName, args });
+  const hash = await walletClient.writeContract({ ...request, gas: (estimate * (100n + GAS_MARGIN_PERCENT)) / 100n });
   const receipt = await publicClient.waitForTransactionReceipt({ hash, timeout: options.timeoutMs ?? 120_000 });
   if (receipt.status !== "success") throw new TransactionRevertedError(functionName, hash, receipt.blockNumber);
   return receipt;
 }
+
+/** Gas added to every estimate, in percent (see sendContract). */
+export const GAS_MARGIN_PERCENT = 25n;
 
 /** The EIP-2612 permit arguments of `openLeaseWithPermit` / `extendWithPermit`. */
 export type PermitSignature = { value: bigint; deadline: bigint; v: number; r: Hex; s: Hex };

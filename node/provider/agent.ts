@@ -243,6 +243,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       metrics,
       logger: logger.child({ part: "leases" }),
       outputs,
+      confirmations: Number(daemon.follower.confirmations),
       sealing: { keyPair: sealing.keyPair, chainId: deployment.chainId },
     });
 

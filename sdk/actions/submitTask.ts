@@ -157,7 +157,7 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
       worldSize > 1 ? { ...spec, group: { rank, worldSize, ...(rank > 0 && master ? { masterAddr: master.addr, masterPort: master.port } : {}) } } : spec;
     try {
       const sealed = await sealSpec(partSpec, sealingKeys.get(part.leaseId), part.provider, ctx.chainId, part.leaseId);
-      const answer = await ctx.link.task({ peerId: part.peerId, addrs: part.addrs }, { auth: await authorize(ctx, part, "task", { spec: sealed }), spec: sealed });
+      const answer = await sendTaskOnceConfirmed(ctx, part, sealed);
       if (rank === 0 && worldSize > 1) {
         if (!answer.master) throw new ProviderRequestError(`The provider ${part.provider} did not answer a rendezvous address for rank 0 (it does not run group jobs)`);
         master = answer.master;
@@ -176,6 +176,27 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
   const attempt = attempts[0];
   if (worldSize > 1) attempt.group = attempts.map((member) => ({ ...member }));
   return attempt;
+}
+
+/** How long the client keeps sending a task that a provider answers LeaseNotConfirmedError. */
+const CONFIRMATION_RETRY_MS = 120_000;
+
+/**
+ * Sends the task spec. A provider that follows the chain some blocks below its head
+ * (chain.confirmations) answers LeaseNotConfirmedError until the block that opened the lease is
+ * that deep: the spec is sent again (freshly signed) for up to CONFIRMATION_RETRY_MS.
+ */
+async function sendTaskOnceConfirmed(ctx: SuanliContext, part: TaskAttempt, spec: TaskSpec) {
+  const deadline = Date.now() + CONFIRMATION_RETRY_MS;
+  for (;;) {
+    try {
+      return await ctx.link.task({ peerId: part.peerId, addrs: part.addrs }, { auth: await authorize(ctx, part, "task", { spec }), spec });
+    } catch (error) {
+      if (!(error instanceof Error) || error.name !== "LeaseNotConfirmedError" || Date.now() > deadline) throw error;
+      ctx.progress(`Lease ${part.leaseId}: the provider waits for its block to be confirmed; sending the task again...`);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+  }
 }
 
 /**

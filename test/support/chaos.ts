@@ -9,6 +9,7 @@
  *   against what it owes, each watched wallet's balance against what the rules paid it, no lease
  *   stuck past its end, no unit leased twice.
  */
+import http from "node:http";
 import net from "node:net";
 import { decodeFunctionData, parseEventLogs, parseTransaction, type Address, type Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
@@ -16,7 +17,29 @@ import { readLease, type LeaseView } from "../../common/chain/market.js";
 import type { Devnet } from "./devnet.js";
 
 /** What the proxy does with connections: pass them, drop new ones at once (refuse), reset them, or delay every chunk. */
-export type ProxyMode = { kind: "pass" } | { kind: "refuse" } | { kind: "reset" } | { kind: "delay"; ms: number };
+export type ProxyMode = { kind: "pass" } | { kind: "refuse" } | { kind: "reset" } | { kind: "delay"; ms: number } | RpcFaultMode;
+
+/**
+ * Faults a broken RPC node answers with, HTTP request by HTTP request (connections are kept):
+ * - `http-status`: an HTTP error status (500, 502, 503...) with an HTML body, as a load balancer does;
+ * - `rpc-error`: HTTP 200 with a JSON-RPC error object for every call in the request;
+ * - `garbage`: HTTP 200 with a body that is not JSON;
+ * - `stale`: a node lagging at block `block`: `eth_blockNumber` answers it, calls at "latest" or
+ *   "pending" are read at it, `eth_getLogs` stops at it and a receipt mined after it is not
+ *   known yet (null); everything else, `eth_sendRawTransaction` included, passes to the chain.
+ */
+export type RpcFaultMode =
+  | { kind: "http-status"; status: number }
+  | { kind: "rpc-error"; code?: number; message?: string }
+  | { kind: "garbage" }
+  | { kind: "stale"; block: bigint };
+
+const RPC_FAULTS = new Set<ProxyMode["kind"]>(["http-status", "rpc-error", "garbage", "stale"]);
+const isRpcFault = (mode: ProxyMode): mode is RpcFaultMode => RPC_FAULTS.has(mode.kind);
+
+type JsonRpcCall = { jsonrpc?: string; id?: unknown; method?: unknown; params?: unknown };
+/** Methods whose last parameter is a block tag a lagging node reads at its own head. */
+const BLOCK_TAG_METHODS = new Set(["eth_call", "eth_getBalance", "eth_getTransactionCount", "eth_getCode", "eth_getStorageAt", "eth_estimateGas"]);
 
 /** A transaction a client sent through the proxy, decoded against the market's ABI. */
 export type SeenTransaction = { functionName: string; args: readonly unknown[] };
@@ -46,13 +69,21 @@ export class RpcProxy {
   private mode: ProxyMode = { kind: "pass" };
   private readonly listeners = new Set<TransactionListener>();
   private readonly sockets = new Set<net.Socket>();
+  /** Answers HTTP requests itself while an RPC fault mode is set (see RpcFaultMode). */
+  private readonly faults: http.Server;
   /** Connections accepted and dropped while the chain was away (what the fault cost the clients). */
   dropped = 0;
+  /** JSON-RPC calls answered with a fault (an error, garbage or a stale view), by method. */
+  readonly faulted = new Map<string, number>();
 
   private constructor(
     private readonly server: net.Server,
     readonly url: string,
-  ) {}
+    private readonly upstream: string,
+  ) {
+    this.faults = http.createServer((req, res) => void this.answer(req, res).catch(() => res.destroy()));
+    this.faults.keepAliveTimeout = 1_000;
+  }
 
   /** Listens on 127.0.0.1 (a random port) in front of `target` (an http:// URL on 127.0.0.1); at most `maxConnections` at once. */
   static async start(target: string, options: { maxConnections?: number } = {}): Promise<RpcProxy> {
@@ -65,7 +96,7 @@ export class RpcProxy {
       server.listen(0, "127.0.0.1", () => resolve());
     });
     const { port } = server.address() as net.AddressInfo;
-    const proxy = new RpcProxy(server, `http://127.0.0.1:${port}`);
+    const proxy = new RpcProxy(server, `http://127.0.0.1:${port}`, upstream.origin);
     server.on("connection", (client) => proxy.accept(client, Number(upstream.port)));
     return proxy;
   }
@@ -75,6 +106,13 @@ export class RpcProxy {
       this.dropped++;
       if (this.mode.kind === "reset") client.resetAndDestroy();
       else client.destroy();
+      return;
+    }
+    if (isRpcFault(this.mode)) {
+      // HTTP-aware from here on: this connection's requests are answered by mode, one by one.
+      this.sockets.add(client);
+      client.once("close", () => this.sockets.delete(client));
+      this.faults.emit("connection", client);
       return;
     }
     const server = net.connect(port, "127.0.0.1");
@@ -132,10 +170,132 @@ export class RpcProxy {
     return () => this.listeners.delete(listener);
   }
 
-  /** Sets how new traffic is treated; `refuse` and `reset` also reset every connection in flight. */
+  /**
+   * Sets how new traffic is treated; `refuse` and `reset` also reset every connection in flight,
+   * and so does entering an RPC fault mode from a raw one (so that kept-alive connections meet it).
+   */
   set(mode: ProxyMode): void {
+    const wasFault = isRpcFault(this.mode);
     this.mode = mode;
-    if (mode.kind === "refuse" || mode.kind === "reset") this.cut();
+    if (mode.kind === "refuse" || mode.kind === "reset" || (isRpcFault(mode) && !wasFault)) this.cut();
+  }
+
+  /** The chain's current block number, asked past the proxy. */
+  async headBlock(): Promise<bigint> {
+    const [answer] = await this.forward([{ jsonrpc: "2.0", id: 1, method: "eth_blockNumber", params: [] }]);
+    return BigInt((answer as { result: string }).result);
+  }
+
+  private count(method: unknown): void {
+    const name = typeof method === "string" ? method : "?";
+    this.faulted.set(name, (this.faulted.get(name) ?? 0) + 1);
+  }
+
+  private async forward(calls: JsonRpcCall[]): Promise<unknown[]> {
+    const response = await fetch(this.upstream, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(calls) });
+    return (await response.json()) as unknown[];
+  }
+
+  /** One HTTP request while a fault mode (or, on a connection kept from one, `pass`) is set. */
+  private async answer(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString("utf8");
+    const mode = this.mode;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    const batch = Array.isArray(parsed);
+    const calls = (batch ? parsed : [parsed]) as JsonRpcCall[];
+    if (mode.kind === "http-status") {
+      for (const call of calls) this.count(call?.method);
+      res.writeHead(mode.status, { "content-type": "text/html" }).end(`<html><body><h1>${mode.status} ${http.STATUS_CODES[mode.status] ?? ""}</h1></body></html>`);
+      return;
+    }
+    if (mode.kind === "garbage") {
+      for (const call of calls) this.count(call?.method);
+      res.writeHead(200, { "content-type": "application/json" }).end(`{"jsonrpc":"2.0","result":0x${"z".repeat(16)}`);
+      return;
+    }
+    if (mode.kind === "rpc-error") {
+      const answers = calls.map((call) => {
+        this.count(call?.method);
+        return { jsonrpc: "2.0", id: call?.id ?? null, error: { code: mode.code ?? -32603, message: mode.message ?? "Internal error (chaos)" } };
+      });
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(batch ? answers : answers[0]));
+      return;
+    }
+    // pass or stale: forwarded, a stale view rewritten on the way
+    const stale = mode.kind === "stale" ? mode.block : undefined;
+    const tag = stale === undefined ? undefined : `0x${stale.toString(16)}`;
+    // What a lagging node does not have yet it answers itself: no block, no logs past its head.
+    const unknown = (call: JsonRpcCall): boolean => {
+      if (stale === undefined || !Array.isArray(call.params)) return false;
+      const first: unknown = call.params[0];
+      if (call.method === "eth_getBlockByNumber") return typeof first === "string" && first.startsWith("0x") && BigInt(first) > stale;
+      if (call.method !== "eth_getLogs" || !first || typeof first !== "object") return false;
+      const from = (first as { fromBlock?: unknown }).fromBlock;
+      return typeof from === "string" && from.startsWith("0x") && BigInt(from) > stale;
+    };
+    const local = new Map<string, unknown>();
+    for (const call of calls) {
+      if (!unknown(call)) continue;
+      this.count(call.method);
+      local.set(JSON.stringify(call.id), { jsonrpc: "2.0", id: call.id, result: call.method === "eth_getLogs" ? [] : null });
+    }
+    const sent = calls.filter((call) => !local.has(JSON.stringify(call.id))).map((call) => (stale === undefined ? call : this.pinned(call, stale, tag!)));
+    const answers = sent.length > 0 ? await this.forward(sent) : [];
+    // Transactions this way reach the chain too: the listeners hear of them once forwarded.
+    for (const call of sent) {
+      const raw = call.method === "eth_sendRawTransaction" && Array.isArray(call.params) ? (call.params[0] as unknown) : undefined;
+      const seen = typeof raw === "string" ? decodeRaw(raw as Hex) : undefined;
+      if (seen) for (const listener of this.listeners) listener(seen);
+    }
+    const byId = new Map<string, unknown>([...(answers as { id?: unknown }[]).map((a) => [JSON.stringify(a.id), a] as const), ...local]);
+    const out = calls.map((call) => {
+      const answer = byId.get(JSON.stringify(call.id)) as { result?: unknown } | undefined;
+      if (stale !== undefined && answer && call.method === "eth_blockNumber") {
+        this.count(call.method);
+        return { ...answer, result: tag };
+      }
+      if (stale !== undefined && answer && call.method === "eth_getTransactionReceipt" && answer.result) {
+        const receipt = answer.result as { blockNumber: string };
+        if (BigInt(receipt.blockNumber) > stale) {
+          this.count(call.method);
+          return { ...answer, result: null };
+        }
+      }
+      return answer;
+    });
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(batch ? out : out[0]));
+  }
+
+  /** A call as a node lagging at `block` answers it: "latest"/"pending" read at `block`, logs cut off there. */
+  private pinned(call: JsonRpcCall, block: bigint, tag: string): JsonRpcCall {
+    const params = Array.isArray(call.params) ? [...(call.params as unknown[])] : [];
+    const method = call.method as string;
+    const isHead = (value: unknown) => value === "latest" || value === "pending" || value === undefined;
+    if (method === "eth_getBlockByNumber" && isHead(params[0])) {
+      this.count(method);
+      params[0] = tag;
+    } else if (BLOCK_TAG_METHODS.has(method) && params.length > 0) {
+      const at = method === "eth_estimateGas" || method === "eth_call" ? 1 : params.length - 1;
+      if (isHead(params[at]) || (typeof params[at] === "string" && /^0x[0-9a-f]+$/i.test(params[at]) && BigInt(params[at]) > block)) {
+        this.count(method);
+        params[at] = tag;
+      }
+    } else if (method === "eth_getLogs" && params[0] && typeof params[0] === "object") {
+      const filter = { ...(params[0] as { toBlock?: string; fromBlock?: string }) };
+      if (isHead(filter.toBlock) || BigInt(filter.toBlock!) > block) {
+        this.count(method);
+        filter.toBlock = tag;
+      }
+      params[0] = filter;
+    }
+    return { ...call, params };
   }
 
   /** Takes the chain away: connections in flight are reset, new ones dropped. */
@@ -156,6 +316,84 @@ export class RpcProxy {
 
   async close(): Promise<void> {
     this.cut();
+    this.faults.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+/**
+ * A network partition in front of one TCP port on 127.0.0.1 (a provider's libp2p listen port):
+ * the peer that dials the proxy instead of the port can be cut off and healed. `partition()`
+ * black-holes the link, as a lost route does: connections stay open but nothing crosses them,
+ * new ones are accepted and hear nothing. `heal()` drops what the partition held (its peers see
+ * the connections close) and lets new connections through again.
+ */
+export class PartitionProxy {
+  private partitioned = false;
+  private readonly links = new Set<{ client: net.Socket; server: net.Socket | undefined }>();
+
+  private constructor(
+    private readonly server: net.Server,
+    readonly port: number,
+  ) {}
+
+  static async start(targetPort: number): Promise<PartitionProxy> {
+    const server = net.createServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(0, "127.0.0.1", () => resolve());
+    });
+    const proxy = new PartitionProxy(server, (server.address() as net.AddressInfo).port);
+    server.on("connection", (client) => proxy.accept(client, targetPort));
+    return proxy;
+  }
+
+  /** `addr` (a multiaddr on 127.0.0.1, ending in /p2p/<peer id>) as dialed through this proxy. */
+  dialAddress(addr: string): string {
+    return addr.replace(/\/tcp\/\d+\//, `/tcp/${this.port}/`);
+  }
+
+  private accept(client: net.Socket, targetPort: number): void {
+    const link: { client: net.Socket; server: net.Socket | undefined } = { client, server: undefined };
+    this.links.add(link);
+    const drop = () => {
+      client.destroy();
+      link.server?.destroy();
+      this.links.delete(link);
+    };
+    client.on("error", drop).on("close", drop);
+    if (this.partitioned) {
+      client.on("data", () => undefined); // heard by nobody
+      return;
+    }
+    const server = net.connect(targetPort, "127.0.0.1");
+    link.server = server;
+    server.on("error", drop).on("close", drop);
+    const pipe = (from: net.Socket, to: net.Socket) =>
+      from.on("data", (chunk: Buffer) => {
+        if (!this.partitioned && !to.destroyed) to.write(chunk);
+      });
+    pipe(client, server);
+    pipe(server, client);
+  }
+
+  /** Cuts the link: from now on nothing crosses, in either direction, on any connection. */
+  partition(): void {
+    this.partitioned = true;
+  }
+
+  /** Ends the partition: the connections it held are closed (both peers see them go), new ones pass. */
+  heal(): void {
+    for (const link of this.links) {
+      link.client.destroy();
+      link.server?.destroy();
+    }
+    this.links.clear();
+    this.partitioned = false;
+  }
+
+  async close(): Promise<void> {
+    this.heal();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 }

@@ -50,6 +50,14 @@ export class LeaseStateError extends SuanliError {
   override name = "LeaseStateError";
 }
 
+/**
+ * The lease was opened in a block not yet buried under the node's `chain.confirmations`: the node
+ * does not act on it until it is (a shallow reorg may still remove it). Retryable: send again.
+ */
+export class LeaseNotConfirmedError extends SuanliError {
+  override name = "LeaseNotConfirmedError";
+}
+
 /** Exec and port forwarding need the lease's task to be running. */
 export class TaskNotRunningError extends SuanliError {
   override name = "TaskNotRunningError";

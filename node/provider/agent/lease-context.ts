@@ -40,6 +40,11 @@ export type LeaseControllerContext = {
   logger: Logger;
   /** Keeps each ended task's output/ folder for its renter (node/provider/agent/outputs.ts). */
   outputs?: OutputStore;
+  /**
+   * chain.confirmations: a renter request about a lease the node has no record of yet is served
+   * from the lease as it is this many blocks below the head (default 0: the latest block).
+   */
+  confirmations?: number;
   /** Opens secret env values sealed to this node's key (common/sealed.ts). */
   sealing?: { keyPair: SealingKeyPair; chainId: number };
 };

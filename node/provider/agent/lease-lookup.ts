@@ -9,6 +9,7 @@ import { getAddress, type Address, type Chain, type PublicClient, type Transport
 import { LRUCache } from "lru-cache";
 import { leaseMarketAbi } from "../../../common/abi.js";
 import { readLease, type LeaseView } from "../../../common/chain/market.js";
+import { LeaseNotConfirmedError } from "./errors.js";
 
 /** How long one read of the market's lease counter answers for unknown lease ids. */
 const NEXT_LEASE_ID_MAX_AGE_MS = 250;
@@ -19,6 +20,8 @@ const NEXT_LEASE_ID_MAX_AGE_MS = 250;
 const NEXT_LEASE_ID_SLACK = 64n;
 /** How long a chain read of one lease answers concurrent and repeated requests about it. */
 const LEASE_READ_TTL_MS = 2_000;
+/** How often a request waiting for its lease's block to be confirmed reads the chain again. */
+const CONFIRMATION_POLL_MS = 250;
 
 export class LeaseLookup {
   /**
@@ -29,7 +32,12 @@ export class LeaseLookup {
   private counter: { value: bigint; at: number; pending?: Promise<bigint> | undefined } = { value: 0n, at: 0 };
   private readonly leaseReads = new LRUCache<string, Promise<LeaseView>>({ max: 10_000, ttl: LEASE_READ_TTL_MS });
 
-  constructor(private readonly deps: { publicClient: PublicClient<Transport, Chain>; market: Address; provider: Address }) {}
+  /** Blocks below the head a lease must be to be acted on (chain.confirmations). */
+  readonly confirmations: bigint;
+
+  constructor(private readonly deps: { publicClient: PublicClient<Transport, Chain>; market: Address; provider: Address; confirmations?: number }) {
+    this.confirmations = BigInt(deps.confirmations ?? 0);
+  }
 
   /** Events arrive in order: every lease up to this one has been handled. */
   saw(leaseId: bigint): void {
@@ -58,14 +66,16 @@ export class LeaseLookup {
   /**
    * What the chain says about a lease that has no record here, when it may be this provider's;
    * undefined when it is not (or does not exist). Ids just above the last counter read (a lease
-   * opened a moment ago) get a fresh counter read of their own.
+   * opened a moment ago) get a fresh counter read of their own. `fresh`: the lease is read again
+   * rather than answered from a read of the last LEASE_READ_TTL_MS (a reorg may have replaced it).
    */
-  async lookup(leaseId: bigint): Promise<LeaseView | undefined> {
+  async lookup(leaseId: bigint, options: { fresh?: boolean } = {}): Promise<LeaseView | undefined> {
     if (leaseId < this.eventsNext) return undefined;
     let next = await this.nextLeaseId(true);
     if (leaseId >= next && leaseId - next < NEXT_LEASE_ID_SLACK) next = await this.nextLeaseId(false);
     if (leaseId >= next) return undefined;
     const key = leaseId.toString();
+    if (options.fresh) this.leaseReads.delete(key);
     let read = this.leaseReads.get(key);
     if (!read) {
       read = readLease(this.deps.publicClient, this.deps.market, leaseId);
@@ -74,5 +84,34 @@ export class LeaseLookup {
     }
     const view = await read;
     return view.status === "None" || getAddress(view.provider) !== this.deps.provider ? undefined : view;
+  }
+
+  /**
+   * With chain.confirmations above 0: the lease as it is at the confirmed head (the latest block
+   * less the confirmations), the view the node may act on. A lease opened in a block still too
+   * shallow is waited for, up to `waitMs`, then refused with LeaseNotConfirmedError (the renter
+   * sends again); undefined when it is not this provider's there, or no longer exists at all (a
+   * reorg removed it).
+   */
+  async confirmed(leaseId: bigint, waitMs: number): Promise<LeaseView | undefined> {
+    const client = this.deps.publicClient;
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const head = await client.getBlockNumber({ cacheTime: 0 });
+      const at = head - this.confirmations;
+      const view = at > 0n ? await readLease(client, this.deps.market, leaseId, { blockNumber: at }) : undefined;
+      if (view && view.status !== "None") return getAddress(view.provider) === this.deps.provider ? view : undefined;
+      const latest = await readLease(client, this.deps.market, leaseId);
+      // What the latest block says now replaces what lookup() read before (a reorg may have changed it).
+      if (latest.status === "None") this.leaseReads.delete(leaseId.toString());
+      else this.leaseReads.set(leaseId.toString(), Promise.resolve(latest));
+      if (latest.status === "None" || getAddress(latest.provider) !== this.deps.provider) return undefined;
+      if (Date.now() + CONFIRMATION_POLL_MS > deadline) {
+        throw new LeaseNotConfirmedError(`Lease ${leaseId} is not ${this.confirmations} blocks deep yet: this provider acts on a lease once its block is confirmed`, {
+          metaMessages: [`The provider follows the chain ${this.confirmations} blocks below its head (chain.confirmations); send the request again in a few blocks.`],
+        });
+      }
+      await new Promise((resolve) => setTimeout(resolve, CONFIRMATION_POLL_MS));
+    }
   }
 }

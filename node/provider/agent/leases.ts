@@ -38,6 +38,11 @@ export type { LeaseControllerContext } from "./lease-context.js";
 const ZERO_DIGEST = `0x${"0".repeat(64)}` as Hex;
 /** Finished tasks whose logs stay readable in memory. */
 const FINISHED_TASKS_KEPT = 64;
+/**
+ * How long a renter request about a lease whose block is not yet confirmed (chain.confirmations)
+ * waits for it before it is answered LeaseNotConfirmedError: within the protocols' 10 s deadline.
+ */
+const CONFIRMATION_WAIT_MS = 6_000;
 /** Most plans in one reconcile pass: a pass plans again only after a restart's recovery. */
 const PLANS_PER_PASS = 3;
 
@@ -61,7 +66,7 @@ export class LeaseController implements LeaseHost {
     this.provider = getAddress(ctx.account.address);
     this.units = new UnitLedger({ ...ctx, readLease: (leaseId) => this.readChain(leaseId), chainTime: () => this.chainTime() });
     this.pipeline = new TaskPipeline(this);
-    this.lookup = new LeaseLookup({ publicClient: ctx.publicClient, market: ctx.market, provider: this.provider });
+    this.lookup = new LeaseLookup({ publicClient: ctx.publicClient, market: ctx.market, provider: this.provider, confirmations: ctx.confirmations });
   }
 
   // -------------------------------------------------------------------------------------------
@@ -155,9 +160,18 @@ export class LeaseController implements LeaseHost {
     const leaseId = auth.request.leaseId;
     const signer = await this.ctx.verifier.authenticate(auth, { leaseId, action, body });
     const known = this.ctx.records.get(leaseId);
-    const view = known ? undefined : await this.lookup.lookup(leaseId);
+    let view = known ? undefined : await this.lookup.lookup(leaseId);
+    // Where reorgs are expected, a refusal is not made on a read shared with earlier requests:
+    // a reorg may have given the lease id to this signer since.
+    if (!known && this.lookup.confirmations > 0n && (!view || getAddress(view.renter) !== signer)) view = await this.lookup.lookup(leaseId, { fresh: true });
     const renter = known?.renter ?? view?.renter;
     if (!renter || getAddress(renter) !== signer) throw notAuthorized(leaseId);
+    if (view && this.lookup.confirmations > 0n) {
+      // Not through the (confirmed) events yet: acted on only as the confirmed head has it, so
+      // a lease a shallow reorg removes, or gives another renter, never gets this renter's task.
+      view = await this.lookup.confirmed(leaseId, CONFIRMATION_WAIT_MS);
+      if (!view || getAddress(view.renter) !== signer) throw notAuthorized(leaseId);
+    }
     this.ctx.verifier.consume(auth);
     if (known || !view) return known!;
     return this.withLock(leaseId, async () => {

@@ -1,0 +1,296 @@
+/**
+ * Chaos on the links: a chain RPC that answers errors, garbage and stale blocks; a shallow reorg
+ * within the node's `chain.confirmations`; a libp2p partition between a renter and its provider
+ * mid-task. One real provider node process (confirmations 2, its RPC through the chaos proxy), a
+ * devnet, renters; each case ends with the money check (checkLedger). CHAOS_DEBUG=1 runs the node
+ * at log level debug and prints its logs after the suite.
+ */
+import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { multiaddr } from "@multiformats/multiaddr";
+import { createTestClient, decodeFunctionData, http } from "viem";
+import { leaseMarketAbi } from "../../common/abi.js";
+import { request } from "../../common/p2p/reqresp.js";
+import { CANCEL_PROTOCOL, LOGS_PROTOCOL, STATUS_PROTOCOL } from "../../common/p2p/protocols.js";
+import { cancelAnswerSchema, logsAnswerSchema, signLeaseRequest, taskStatusSchema, type RenterAction } from "../../common/protocols/lease.js";
+import { startBundleServer, type BundleServer } from "../support/bundles.js";
+import { checkLedger, PartitionProxy, RpcProxy, watchWallets, type WatchedWallet } from "../support/chaos.js";
+import { createClient } from "../../sdk/index.js";
+import { fund, fundedAccount, startDevnet, type Devnet } from "../support/devnet.js";
+import { testProviderConfig } from "../support/provider.js";
+import { ProviderProcess } from "../support/provider-process.js";
+import { leaseEvents, TestRenter, type ProviderPeer } from "../support/renter.js";
+import { waitFor } from "../support/wait.js";
+
+const CONFIRMATIONS = 2;
+const UNITS = 4;
+
+type LogLine = { msg?: string; leaseId?: string; renter?: string; [key: string]: unknown };
+
+describe("chaos: RPC errors and stale blocks, a shallow reorg, a libp2p partition", function () {
+  this.timeout(120_000);
+  let devnet: Devnet;
+  let bundles: BundleServer;
+  let rpc: RpcProxy;
+  let dir: string;
+  let node: ProviderProcess | undefined;
+  let renterA: TestRenter;
+  let renterB: TestRenter;
+  let wallets: WatchedWallet[];
+  let machineId: number;
+  let testClient: ReturnType<typeof createTestClient>;
+  const sent: string[] = [];
+
+  const logLines = (): LogLine[] =>
+    node!.stderr.flatMap((line) => {
+      try {
+        return [JSON.parse(line) as LogLine];
+      } catch {
+        return [];
+      }
+    });
+  const ledgerIsClean = async () => {
+    const ledger = await checkLedger(devnet, { wallets, capacity: new Map([[machineId, UNITS]]) });
+    assert.deepEqual(ledger.violations, []);
+    assert.equal(ledger.marketDrift, 0n);
+    assert.deepEqual(ledger.doubleLeased, []);
+    assert.deepEqual(ledger.stuck, []);
+  };
+  /** The market calls the provider's transactions made, mined (succeeded or reverted) from `fromBlock` on: "complete:1:success". */
+  const minedCalls = async (fromBlock: bigint) => {
+    const client = devnet.admin.publicClient;
+    const calls: string[] = [];
+    for (let n = fromBlock; n <= (await client.getBlockNumber()); n++) {
+      const block = await client.getBlock({ blockNumber: n, includeTransactions: true });
+      for (const tx of block.transactions) {
+        if (tx.from.toLowerCase() !== node!.ready.address.toLowerCase() || tx.to?.toLowerCase() !== devnet.deployment.contracts.market!.toLowerCase()) continue;
+        const call = decodeFunctionData({ abi: leaseMarketAbi, data: tx.input });
+        const { status } = await client.getTransactionReceipt({ hash: tx.hash });
+        calls.push(`${call.functionName}:${String(call.args?.[0])}:${status}`);
+      }
+    }
+    return calls;
+  };
+  /** Rents and buries the lease's block under the node's confirmations (the devnet mines only on demand). */
+  const rentConfirmed = async (renter: TestRenter, peer: ProviderPeer, units: number, duration: number) => {
+    const leaseId = await renter.rent(peer, { machineId, units, duration });
+    await testClient.mine({ blocks: CONFIRMATIONS });
+    return leaseId;
+  };
+
+  before(async () => {
+    devnet = await startDevnet();
+    testClient = createTestClient({ mode: "hardhat", transport: http(devnet.rpcUrl) });
+    bundles = await startBundleServer();
+    rpc = await RpcProxy.start(devnet.rpcUrl);
+    rpc.onTransaction((tx) => sent.push(`${tx.functionName}:${String(tx.args[0])}`));
+    dir = await mkdtemp(path.join(tmpdir(), "suanli-chaos-net-"));
+    renterA = await TestRenter.start(devnet, 2);
+    renterB = await TestRenter.start(devnet, 3);
+    const configFile = path.join(dir, "provider.json");
+    const config = testProviderConfig(1, {
+      dataDir: path.join(dir, "data"),
+      log: { level: process.env.CHAOS_DEBUG ? "debug" : "info", format: "json" },
+      chain: { rpcUrl: rpc.url, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 100, confirmations: CONFIRMATIONS },
+      p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], allowPrivateAddresses: true, dht: { enabled: false }, gossip: { ipColocationWhitelist: ["127.0.0.1"] } },
+      provider: { inventory: { source: "declared", declared: [{ model: "A100-80GB", count: UNITS, region: "eu-west" }] } },
+    });
+    await writeFile(configFile, JSON.stringify(config, null, 2));
+    await fund(devnet, await devnet.wallet(1), 2_000_000_000n);
+    node = await ProviderProcess.start(configFile);
+    const first = node.ready.machines[0];
+    assert.ok(first);
+    machineId = first.machineId;
+    wallets = await watchWallets(devnet, [
+      { address: renterA.address, role: "renter" },
+      { address: renterB.address, role: "renter" },
+      { address: node.ready.address, role: "provider" },
+    ]);
+  });
+  after(async () => {
+    if (process.env.CHAOS_DEBUG) console.log(node?.stderr.join("\n"));
+    if (node && node.child.exitCode === null) await node.kill("SIGKILL");
+    await renterA?.close();
+    await renterB?.close();
+    await rpc?.close();
+    await bundles?.close();
+    await devnet?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("RPC answers HTTP 500/502, JSON-RPC errors, garbage, then lags at an old block: the node retries and catches up, acting once", async () => {
+    const peer = node!.peer;
+    const firstBlock = await devnet.admin.publicClient.getBlockNumber();
+    const task = await bundles.bundle({ "run.sh": "echo started\nsleep 5\necho finished\n" });
+    const leaseId = await rentConfirmed(renterA, peer, 1, 120);
+    await renterA.sendTask(peer, leaseId, { bundle: task, command: "sh run.sh" });
+    await renterA.waitStatus(peer, leaseId, (s) => s.state === "running", "the task to run");
+    await renterA.waitLease(leaseId, ["Active"]);
+
+    const faults = [{ kind: "http-status", status: 500 }, { kind: "http-status", status: 502 }, { kind: "rpc-error" }, { kind: "garbage" }] as const;
+    for (const fault of faults) {
+      rpc.set(fault);
+      await new Promise((resolve) => setTimeout(resolve, 600));
+    }
+    // A node lagging at the block it had: the task ends meanwhile, and the completion the node
+    // sends lands but its receipt is not seen until the node catches up.
+    rpc.set({ kind: "stale", block: await rpc.headBlock() });
+    await renterA.waitStatus(peer, leaseId, (s) => s.state === "succeeded", "the task to finish while the RPC lags", 20_000);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    assert.equal(node!.child.exitCode, null, `the node survived the faults:\n${node!.stderr.slice(-20).join("\n")}`);
+    for (const method of ["eth_blockNumber", "eth_getBlockByNumber"]) assert.ok((rpc.faulted.get(method) ?? 0) > 0, `the node met the faults on ${method}: ${JSON.stringify([...rpc.faulted])}`);
+    rpc.up();
+
+    const settled = await renterA.waitLease(leaseId, ["Settled"], 30_000);
+    assert.equal(settled.endReason, "Completed");
+    const events = await leaseEvents(devnet, leaseId);
+    assert.equal(events.filter((e) => e.eventName === "LeaseActivated").length, 1, "activated once");
+    assert.equal(events.filter((e) => e.eventName === "LeaseEnded").length, 1, "ended once");
+    // Acted once: one activate and one complete mined, none reverted (a lagging endpoint's gas
+    // estimate is for an older state; a retry it plans from that state must not reach a block).
+    const mined = await minedCalls(firstBlock);
+    const ofLease = mined.filter((call) => !call.startsWith("claimMany"));
+    assert.deepEqual(ofLease, [`activate:${leaseId}:success`, `complete:${leaseId}:success`], `the node's transactions: ${mined.join(", ")}; sent: ${sent.join(", ")}`);
+    assert.ok(!mined.some((call) => call.endsWith("reverted")), `no transaction reverted: ${mined.join(", ")}`);
+    await ledgerIsClean();
+  });
+
+  it("a shallow reorg within chain.confirmations: the node never acts on the lease reorged away, and serves its replacement", async () => {
+    const peer = node!.peer;
+    const snapshot = await testClient.snapshot();
+    // Renter A opens a lease and sends its task at once (as the SDK does), in blocks a reorg removes.
+    const reorgedId = await renterA.rent(peer, { machineId, units: 1, duration: 60 });
+    const orphanTask = await bundles.bundle({ "run.sh": "echo orphan\nsleep 30\n" });
+    const orphan = renterA.sendTask(peer, reorgedId, { bundle: orphanTask, command: "sh run.sh" }).then(
+      (answer) => ({ answer }),
+      (error: unknown) => ({ error: error as Error }),
+    );
+    await testClient.mine({ blocks: CONFIRMATIONS - 1 });
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await testClient.revert({ id: snapshot });
+
+    // The replacement chain: renter B's lease takes the same id; its block is then confirmed.
+    const leaseId = await rentConfirmed(renterB, peer, 2, 60);
+    assert.equal(leaseId, reorgedId, "the replacement lease has the id of the one reorged away");
+    const outcome = await orphan;
+    assert.ok("error" in outcome, `the provider took a task for a lease that was never confirmed: ${"answer" in outcome ? outcome.answer.state : ""}`);
+    assert.match(outcome.error.name, /^(RenterAuthError|LeaseNotConfirmedError)$/);
+
+    const task = await bundles.bundle({ "run.sh": "echo replacement\n" });
+    await renterB.sendTask(peer, leaseId, { bundle: task, command: "sh run.sh" });
+    const logs = await renterB.allLogs(peer, leaseId);
+    assert.deepEqual(
+      logs.map((l) => l.text.trim()).filter((text) => text === "replacement" || text === "orphan"),
+      ["replacement"],
+      "the replacement's task ran, the orphan's never did",
+    );
+    const settled = await renterB.waitLease(leaseId, ["Settled"], 30_000);
+    assert.equal(settled.renter, renterB.address);
+    assert.equal(settled.endReason, "Completed");
+    const opened = logLines().filter((l) => l.msg === "Lease opened" && l.leaseId === String(leaseId));
+    assert.deepEqual(
+      opened.map((l) => l.renter),
+      [renterB.address],
+      "the node recorded the lease once, as the replacement chain has it",
+    );
+    assert.equal(logLines().filter((l) => l.msg === "Task accepted" && l.leaseId === String(leaseId)).length, 1, "one task accepted for the lease id");
+    await ledgerIsClean();
+  });
+
+  it("a libp2p partition between renter and provider mid-task: typed errors within the timeout, the task runs on and is paid, all works after it heals", async () => {
+    const direct = node!.peer;
+    const partition = await PartitionProxy.start(Number(/\/tcp\/(\d+)\//.exec(direct.addr)![1]));
+    const renter = await TestRenter.start(devnet, 4);
+    try {
+      const [watched] = await watchWallets(devnet, [{ address: renter.address, role: "renter" }]);
+      wallets.push(watched!);
+      const peer: ProviderPeer = { address: direct.address, addr: partition.dialAddress(direct.addr) };
+      const timeoutMs = 2_000;
+      const ask = async (action: RenterAction) => {
+        const body = action === "logs" ? { fromSeq: 0, waitMs: 0, limit: 500 } : {};
+        const auth = await signLeaseRequest(renter.signer(), renter.domain, { leaseId, provider: peer.address, action, body });
+        const to = multiaddr(peer.addr);
+        if (action === "status") return request(renter.host, to, STATUS_PROTOCOL, { auth }, { responseSchema: taskStatusSchema, timeoutMs });
+        if (action === "logs") return request(renter.host, to, LOGS_PROTOCOL, { auth, ...body }, { responseSchema: logsAnswerSchema, timeoutMs });
+        return request(renter.host, to, CANCEL_PROTOCOL, { auth }, { responseSchema: cancelAnswerSchema, timeoutMs });
+      };
+
+      const task = await bundles.bundle({ "run.sh": "i=0\nwhile [ $i -lt 60 ]; do echo tick $i; i=$((i+1)); sleep 0.25; done\n" });
+      const leaseId = await rentConfirmed(renter, peer, 1, 60);
+      await renter.sendTask(peer, leaseId, { bundle: task, command: "sh run.sh" });
+      await renter.waitStatus(peer, leaseId, (s) => s.state === "running", "the task to run");
+
+      partition.partition();
+      for (const action of ["status", "logs", "cancel"] as const) {
+        const start = Date.now();
+        await assert.rejects(ask(action), (error: Error) => {
+          assert.match(error.name, /^(RequestTimeoutError|PeerUnreachableError)$/, `${action}: ${error.name}: ${error.message}`);
+          return true;
+        });
+        assert.ok(Date.now() - start < timeoutMs + 1_500, `${action} gave up within its timeout (${Date.now() - start} ms)`);
+      }
+      // The provider heard none of it (no cancel): the lease is still Active, the task runs on.
+      assert.equal((await renter.lease(leaseId)).status, "Active");
+
+      partition.heal();
+      const status = await waitFor("status through the healed link", () => ask("status").catch(() => undefined), { timeoutMs: 10_000, intervalMs: 200 });
+      assert.ok("state" in status);
+      assert.equal(status.state, "running", "the cancel sent during the partition never arrived");
+      const logs = await ask("logs");
+      assert.ok("lines" in logs);
+      const ticks = logs.lines.map((l) => l.text.trim()).filter((text) => text.startsWith("tick"));
+      assert.ok(ticks.length >= 8, `the lines written during the partition are all there (${ticks.length})`);
+      assert.deepEqual(
+        ticks,
+        ticks.map((_, i) => `tick ${i}`),
+      );
+      const cancelled = await ask("cancel");
+      assert.ok("leaseId" in cancelled);
+      assert.equal(cancelled.state, "stopped");
+      const settled = await renter.waitLease(leaseId, ["Settled"], 30_000);
+      assert.equal(settled.endReason, "Completed", "the node ended the cancelled lease by its completion report");
+      // Paid by the rules for every second it ran, the partition included, and no more.
+      const ended = (await leaseEvents(devnet, leaseId)).find((e) => e.eventName === "LeaseEnded")!.args as { providerTotal: bigint; stopAt: number };
+      assert.equal(settled.paid, ended.providerTotal);
+      assert.ok(ended.providerTotal <= 100n * BigInt(ended.stopAt - settled.activatedAt), "never paid beyond what was metered");
+      await ledgerIsClean();
+    } finally {
+      await renter.close();
+      await partition.close();
+    }
+  });
+  it("the renter SDK, its RPC failing and lagging, against a node that waits for confirmations: it sends the task again until the lease is confirmed, opens it once, is paid by the rules", async () => {
+    const account = await fundedAccount(devnet, 1_000_000_000n);
+    const [watched] = await watchWallets(devnet, [{ address: account.address, role: "renter" }]);
+    wallets.push(watched!);
+    const progress: string[] = [];
+    const client = await createClient({ rpcUrl: rpc.url, account, bootstrap: [node!.peer.addr], deployment: devnet.deployment as never, onProgress: (line) => progress.push(line) });
+    try {
+      const bundle = await bundles.bundle({ "run.sh": "echo sdk\nsleep 2\n" });
+      await waitFor("the node's offer", async () => (await client.queryOffers({ gpuType: "A100" })).length > 0, { timeoutMs: 20_000, intervalMs: 200 });
+      const submitting = client.submitTask({ gpuType: "A100", gpuCount: 1, duration: 60, maxPricePerGpuHour: "5", attestedOnly: false, bundleUrl: bundle.url, sha256: bundle.sha256, command: "sh run.sh" });
+      // No block is mined until the node has answered that the lease is not confirmed yet.
+      await waitFor("the node to refuse the task until the lease is confirmed", () => progress.some((line) => line.includes("waits for its block to be confirmed")), { timeoutMs: 20_000, intervalMs: 100 });
+      await testClient.mine({ blocks: CONFIRMATIONS });
+      const submitted = await submitting;
+      // While the SDK waits for the task: its RPC answers 502, then lags at an old block.
+      rpc.set({ kind: "http-status", status: 502 });
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      rpc.set({ kind: "stale", block: await rpc.headBlock() });
+      await new Promise((resolve) => setTimeout(resolve, 1_200));
+      rpc.up();
+      const receipt = await client.wait(submitted.taskId, { timeoutMs: 40_000, pollIntervalMs: 250 });
+      assert.equal(receipt.exitCode, 0);
+      const events = await leaseEvents(devnet, submitted.leaseId);
+      assert.equal(events.filter((e) => e.eventName === "LeaseEnded").length, 1, "ended once");
+      const ledger = await checkLedger(devnet, { wallets, capacity: new Map([[machineId, UNITS]]) });
+      assert.equal(ledger.leases.filter((l) => l.renter === account.address).length, 1, "the SDK opened one lease, whatever the faults");
+      assert.equal(logLines().filter((l) => l.msg === "Task accepted" && l.leaseId === String(submitted.leaseId)).length, 1, "the task was taken once");
+      await ledgerIsClean();
+    } finally {
+      await client.close();
+    }
+  });
+});
