@@ -17,9 +17,11 @@ export class ProviderProcess {
     readonly ready: Ready,
   ) {}
 
-  static async start(configFile: string): Promise<ProviderProcess> {
+  /** Starts the node; `options.env` adds to (or overrides) the environment it inherits (SUANLI_* variables are not inherited). */
+  static async start(configFile: string, options: { env?: Record<string, string> } = {}): Promise<ProviderProcess> {
     const env: Record<string, string> = {};
     for (const [key, value] of Object.entries(process.env)) if (value !== undefined && !key.startsWith("SUANLI_")) env[key] = value;
+    Object.assign(env, options.env);
     const child = spawn(process.execPath, [SUANLI_BIN, "provider", "start", "--config", configFile, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
     const stderr: string[] = [];
     createInterface({ input: child.stderr! }).on("line", (line) => stderr.push(line));

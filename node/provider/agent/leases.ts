@@ -53,6 +53,8 @@ export class LeaseController implements LeaseHost {
   private readonly lookup: LeaseLookup;
   private readonly locks = new Map<bigint, Promise<unknown>>();
   private readonly queued = new Set<bigint>();
+  /** Leases in `waiting_spec` checked this run for a task their record does not know of (see `TaskPipeline.reapForgotten`). */
+  private readonly checkedForgotten = new Set<bigint>();
   private readonly provider: Address;
   private sweepTimer: NodeJS.Timeout | undefined;
   private stopping = false;
@@ -308,6 +310,11 @@ export class LeaseController implements LeaseHost {
     if (!record || record.closed) return;
     const view = await this.readChain(leaseId);
     if (view.status === "None") return;
+    // A record restored from an older copy may not know of a task that ran: the host is checked once.
+    if (record.phase === "waiting_spec" && !this.checkedForgotten.has(leaseId)) {
+      this.checkedForgotten.add(leaseId);
+      if (await this.pipeline.reapForgotten(record, view)) record = this.ctx.records.get(leaseId)!;
+    }
     const now = await this.clock();
     for (let plan = 0; plan < PLANS_PER_PASS; plan++) {
       const live = this.live.get(leaseId);
@@ -394,6 +401,7 @@ export class LeaseController implements LeaseHost {
         return records.get(leaseId)!;
       case "close": {
         const closed = await records.update(leaseId, (r) => void (r.closed = true));
+        this.checkedForgotten.delete(leaseId);
         logger.info("Lease closed", { leaseId, status: view.status, reason: view.endReason, paid: view.paid });
         this.updateGauges();
         return closed;

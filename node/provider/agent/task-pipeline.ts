@@ -211,6 +211,32 @@ export class TaskPipeline {
     if (live.abortReason === "shutdown") await host.withLock(leaseId, () => host.reconcileLocked(leaseId)).catch(() => undefined);
   }
 
+  /**
+   * A lease whose record says no task was ever sent (`waiting_spec`), checked once per node run:
+   * if processes of its task run on this host anyway, the record is older than the task (the data
+   * dir was restored from an older copy, or lost a write). They are killed, never adopted, and
+   * the lease is ended as for a task lost in a restart (`TaskLostError`, terminated while Open or
+   * Active). Returns whether such a task was found.
+   */
+  async reapForgotten(record: LeaseRecord, view: LeaseView): Promise<boolean> {
+    const { host } = this;
+    const leaseId = record.leaseId;
+    const killed = await host.ctx.runtime.reap(host.units.taskId(leaseId)).catch(() => 0);
+    if (killed === 0) return false;
+    await host.releaseUnits(leaseId);
+    await host.ctx.records.update(leaseId, (r) => {
+      markEnded(r, "failed", {
+        name: "TaskLostError",
+        message:
+          "The provider node's lease record was older than its task (its data was restored from an older copy); the task was stopped and is not run again. The lease is terminated: the renter gets the rest of its deposit back plus the early-termination penalty",
+      });
+      r.endAction = view.status === "Active" || view.status === "Open" ? "terminate" : "none";
+    });
+    host.ctx.metrics.providerTasks.inc({ result: "lost" });
+    host.ctx.logger.warn("A task the lease record does not know of was running (the data dir is older than the node's last run): killed it and ending the lease", { leaseId, processesKilled: killed, status: view.status });
+    return true;
+  }
+
   /** After a restart: a preparation starts over (it never ran); a task that may have started is killed and the lease terminated. */
   async recover(record: LeaseRecord, view: LeaseView): Promise<void> {
     const { host } = this;

@@ -1,0 +1,144 @@
+/**
+ * Chaos on the provider's host: faults of the machine a provider node runs on rather than of the
+ * network or the chain (harness in test/support/chaos-host.ts). Each case runs a real provider
+ * node process on a devnet and ends with the money check (`checkLedger`).
+ *
+ * - The node's data dir put back from an older copy (a restored backup): the chain is the truth;
+ *   the node must not activate or claim twice, lose the lease, or leave the task it forgot
+ *   running on a unit.
+ * - The data dir's disk full mid-lease: writes fail with a clear error, nothing half-written; the
+ *   node keeps its promises or ends the lease by the rules, and recovers once space is back.
+ * - The node's wall clock 30 s off the chain's (ahead and behind): the lease's timing follows the
+ *   chain's time.
+ */
+import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { startBundleServer, type BundleServer } from "../support/bundles.js";
+import { checkLedger, RpcProxy, watchWallets, type SeenTransaction, type WatchedWallet } from "../support/chaos.js";
+import { processesWithMarker, restoreDir, snapshotDir } from "../support/chaos-host.js";
+import { fund, startDevnet, type Devnet } from "../support/devnet.js";
+import { testProviderConfig } from "../support/provider.js";
+import { ProviderProcess } from "../support/provider-process.js";
+import { leaseEvents, TestRenter } from "../support/renter.js";
+import { waitFor } from "../support/wait.js";
+
+describe("chaos: faults of the provider's host", function () {
+  this.timeout(120_000);
+  let devnet: Devnet;
+  let bundles: BundleServer;
+  let proxy: RpcProxy;
+  let dir: string;
+  let renter: TestRenter;
+  const nodes: ProviderProcess[] = [];
+
+  before(async () => {
+    devnet = await startDevnet();
+    bundles = await startBundleServer();
+    proxy = await RpcProxy.start(devnet.rpcUrl);
+    dir = await mkdtemp(path.join(tmpdir(), "suanli-chaos-host-"));
+    renter = await TestRenter.start(devnet, 2);
+  });
+  after(async () => {
+    for (const node of nodes) if (node.child.exitCode === null && node.child.signalCode === null) await node.kill("SIGKILL");
+    await renter?.close();
+    await proxy?.close();
+    await bundles?.close();
+    await devnet?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  /** Writes the config of provider `index` (its data in `dataDir`, the chain through the proxy) and returns its path. */
+  async function providerConfig(index: number, dataDir: string): Promise<string> {
+    const file = path.join(dir, `provider-${index}.json`);
+    const config = testProviderConfig(index, {
+      dataDir,
+      log: { level: "info", format: "json" },
+      chain: { rpcUrl: proxy.url, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 100 },
+      p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], allowPrivateAddresses: true, dht: { enabled: false }, gossip: { ipColocationWhitelist: ["127.0.0.1"] } },
+    });
+    await writeFile(file, JSON.stringify(config, null, 2));
+    await fund(devnet, await devnet.wallet(index), 2_000_000_000n);
+    return file;
+  }
+
+  async function startNode(configFile: string, env?: Record<string, string>): Promise<ProviderProcess> {
+    const node = await ProviderProcess.start(configFile, { env });
+    nodes.push(node);
+    return node;
+  }
+
+  /** The market transactions sent for `leaseId` from now until the returned function is called. */
+  function recordTransactions(leaseId: bigint): { seen: SeenTransaction[]; stop: () => void } {
+    const seen: SeenTransaction[] = [];
+    const stop = proxy.onTransaction((tx) => {
+      const forLease = Array.isArray(tx.args[0]) ? (tx.args[0] as unknown[]).includes(leaseId) : tx.args[0] === leaseId;
+      if (forLease) seen.push(tx);
+    });
+    return { seen, stop };
+  }
+
+  async function assertMoney(wallets: WatchedWallet[], machineId: number): Promise<void> {
+    const ledger = await checkLedger(devnet, { wallets, capacity: new Map([[machineId, 2]]) });
+    assert.deepEqual(ledger.violations, []);
+  }
+
+  it("a data dir restored from before the lease's activation and claim: no second activate or claim, the forgotten task is killed, the lease ends once by the rules", async () => {
+    const dataDir = path.join(dir, "restore-data");
+    const configFile = await providerConfig(3, dataDir);
+    let node = await startNode(configFile);
+    const machineId = node.ready.machines[0]!.machineId;
+    const wallets = await watchWallets(devnet, [
+      { address: renter.address, role: "renter" },
+      { address: node.ready.address, role: "provider" },
+    ]);
+
+    const marker = `chaos-restore-${process.pid}`;
+    const task = await bundles.bundle({ "run.sh": "echo started\nsleep 60\necho finished\n" });
+    const leaseId = await renter.rent(node.peer, { machineId, units: 1, duration: 120 });
+    // The node has written the lease's record (the status is served from it): back it up now.
+    assert.equal((await renter.status(node.peer, leaseId)).state, "waiting_spec");
+    const backup = path.join(dir, "restore-backup");
+    await snapshotDir(dataDir, backup);
+
+    await renter.sendTask(node.peer, leaseId, { bundle: task, command: `sh run.sh ${marker}` });
+    await renter.waitStatus(node.peer, leaseId, (s) => s.state === "running", "the task to run");
+    // The devnet's clock moves with blocks: mine until the node has claimed part of the lease.
+    await waitFor("the node to claim", async () => {
+      await devnet.admin.publicClient.request({ method: "evm_mine" } as never);
+      return (await renter.lease(leaseId)).paid > 0n;
+    }, { timeoutMs: 30_000, intervalMs: 500 }).catch((error: unknown) => {
+      throw new Error(`${(error as Error).message}\n${node.stderr.slice(-30).join("\n")}`);
+    });
+    const before = await renter.lease(leaseId);
+    assert.equal(before.status, "Active");
+
+    await node.kill("SIGKILL");
+    assert.ok((await processesWithMarker(marker)).length > 0, "the task outlived its node (it leads its own process group)");
+    await restoreDir(backup, dataDir);
+
+    const txs = recordTransactions(leaseId);
+    node = await startNode(configFile);
+    const ended = await renter.waitLease(leaseId, ["Ended", "Settled"], 30_000);
+    assert.equal(ended.endReason, "Terminated", "the task the restored record did not know of was lost: the lease is terminated by the rules");
+    await waitFor("the forgotten task's processes to be killed", async () => (await processesWithMarker(marker)).length === 0, { timeoutMs: 10_000 });
+    const status = await renter.status(node.peer, leaseId);
+    assert.equal(status.error?.name, "TaskLostError", `the renter is told why (${JSON.stringify(status.error)})`);
+    await renter.waitLease(leaseId, ["Settled"], 30_000);
+    txs.stop();
+    assert.deepEqual(txs.seen.filter((tx) => tx.functionName === "activate"), [], "the restored node did not activate again");
+    const events = await leaseEvents(devnet, leaseId);
+    assert.equal(events.filter((e) => e.eventName === "LeaseActivated").length, 1, "activated once");
+    assert.equal(events.filter((e) => e.eventName === "LeaseEnded").length, 1, "ended once");
+    await assertMoney(wallets, machineId);
+
+    // Both units are free again: a lease of the whole machine runs on the restored node.
+    const next = await renter.rent(node.peer, { machineId, units: 2, duration: 30 });
+    await renter.sendTask(node.peer, next, { bundle: await bundles.bundle({ "run.sh": "echo finished\n" }), command: "sh run.sh" });
+    await renter.waitStatus(node.peer, next, (s) => s.state === "succeeded", "the next task to finish");
+    assert.equal((await renter.waitLease(next, ["Settled"], 30_000)).endReason, "Completed");
+    await assertMoney(wallets, machineId);
+    assert.equal(await node.kill("SIGTERM"), 0);
+  });
+});
