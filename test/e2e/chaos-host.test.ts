@@ -15,9 +15,10 @@ import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { leaseMarketAbi } from "../../common/abi.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { checkLedger, RpcProxy, watchWallets, type SeenTransaction, type WatchedWallet } from "../support/chaos.js";
-import { processesWithMarker, restoreDir, snapshotDir } from "../support/chaos-host.js";
+import { processesWithMarker, restoreDir, SmallDisk, snapshotDir } from "../support/chaos-host.js";
 import { fund, startDevnet, type Devnet } from "../support/devnet.js";
 import { testProviderConfig } from "../support/provider.js";
 import { ProviderProcess } from "../support/provider-process.js";
@@ -32,6 +33,7 @@ describe("chaos: faults of the provider's host", function () {
   let dir: string;
   let renter: TestRenter;
   const nodes: ProviderProcess[] = [];
+  const disks: SmallDisk[] = [];
 
   before(async () => {
     devnet = await startDevnet();
@@ -42,6 +44,7 @@ describe("chaos: faults of the provider's host", function () {
   });
   after(async () => {
     for (const node of nodes) if (node.child.exitCode === null && node.child.signalCode === null) await node.kill("SIGKILL");
+    for (const disk of disks) await disk.unmount();
     await renter?.close();
     await proxy?.close();
     await bundles?.close();
@@ -140,5 +143,55 @@ describe("chaos: faults of the provider's host", function () {
     assert.equal((await renter.waitLease(next, ["Settled"], 30_000)).endReason, "Completed");
     await assertMoney(wallets, machineId);
     assert.equal(await node.kill("SIGTERM"), 0);
+  });
+
+  it("the data dir's disk full mid-lease: writes fail with a clear error, the lease is kept or ended by the rules, and the node recovers once space is back", async () => {
+    const dataDir = path.join(dir, "full-data");
+    // Mounting needs root; where it is refused the test fails and says why (no silent skip).
+    const disk = await SmallDisk.mount(dataDir, 32 * 1024 * 1024);
+    disks.push(disk);
+    const configFile = await providerConfig(4, dataDir);
+    const node = await startNode(configFile);
+    const machineId = node.ready.machines[0]!.machineId;
+    const wallets = await watchWallets(devnet, [
+      { address: renter.address, role: "renter" },
+      { address: node.ready.address, role: "provider" },
+    ]);
+
+    const task = await bundles.bundle({ "run.sh": "echo started\nsleep 2\necho finished\n" });
+    const leaseId = await renter.rent(node.peer, { machineId, units: 1, duration: 60 });
+    await renter.sendTask(node.peer, leaseId, { bundle: task, command: "sh run.sh" });
+    await renter.waitStatus(node.peer, leaseId, (s) => s.state === "running", "the task to run");
+
+    const filled = await disk.fill();
+    assert.equal(await disk.free(), 0, `the disk is full (${filled} bytes written)`);
+    // The task ends while nothing can be written: the node says so, keeps the result in memory and stays up.
+    const refused = await waitFor("the node to log that it cannot record the task's end", () => node.stderr.find((line) => line.includes("Cannot record the task's end")), { timeoutMs: 20_000 }).catch(
+      (error: unknown) => {
+        throw new Error(`${(error as Error).message}\n${node.stderr.filter((l) => !l.includes("Lease reconciliation failed")).slice(-30).join("\n")}`);
+      },
+    );
+    assert.match(refused, /"level":"error".*no space left/i, "a clear error naming the full disk");
+    // A new lease is refused cleanly while the node cannot record its reservation: nothing opens, nothing is paid.
+    const leasesBefore = await devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "nextLeaseId" });
+    await assert.rejects(renter.rent(node.peer, { machineId, units: 1, duration: 60 }), "the reservation cannot be recorded, so it is refused");
+    assert.equal(await devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "nextLeaseId" }), leasesBefore);
+    assert.equal((await renter.lease(leaseId)).status, "Active", "the lease waits while the node cannot record its task's end");
+    assert.equal(node.child.exitCode, null, `the node survived the full disk:\n${node.stderr.slice(-20).join("\n")}`);
+
+    // Space comes back: the task's end is recorded and reported, the lease completed (not terminated).
+    await disk.release();
+    const settled = await renter.waitLease(leaseId, ["Settled"], 30_000);
+    assert.equal(settled.endReason, "Completed", "the node kept its promise: the task's success was reported");
+    assert.equal((await renter.status(node.peer, leaseId)).state, "succeeded");
+    await assertMoney(wallets, machineId);
+
+    // The store is whole: the node, killed and restarted on the same data dir, opens it and still knows the result.
+    await node.kill("SIGKILL");
+    const again = await startNode(configFile);
+    const status = await renter.status(again.peer, leaseId);
+    assert.equal(status.state, "succeeded", `the restarted node read the lease's record (${JSON.stringify(status.error)})`);
+    await assertMoney(wallets, machineId);
+    assert.equal(await again.kill("SIGTERM"), 0);
   });
 });

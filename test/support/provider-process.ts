@@ -11,10 +11,11 @@ export type Ready = { event: "ready"; address: `0x${string}`; addrs: string[]; p
 
 /** A provider node as a real child process: `suanli provider start --config FILE --json`. */
 export class ProviderProcess {
-  readonly stderr: string[] = [];
   private constructor(
     readonly child: ChildProcess,
     readonly ready: Ready,
+    /** Every line the node wrote to stderr (its log), kept growing while it runs. */
+    readonly stderr: string[],
   ) {}
 
   /** Starts the node; `options.env` adds to (or overrides) the environment it inherits (SUANLI_* variables are not inherited). */
@@ -40,9 +41,7 @@ export class ProviderProcess {
         reject(new Error(`the provider exited with ${code} before it was ready:\n${stderr.slice(-20).join("\n")}`));
       });
     });
-    const provider = new ProviderProcess(child, ready);
-    provider.stderr.push(...stderr);
-    return provider;
+    return new ProviderProcess(child, ready, stderr);
   }
 
   get peer(): ProviderPeer {
