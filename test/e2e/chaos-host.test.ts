@@ -18,7 +18,7 @@ import path from "node:path";
 import { leaseMarketAbi } from "../../common/abi.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { checkLedger, RpcProxy, watchWallets, type SeenTransaction, type WatchedWallet } from "../support/chaos.js";
-import { processesWithMarker, restoreDir, SmallDisk, snapshotDir } from "../support/chaos-host.js";
+import { processesWithMarker, restoreDir, skewedClockEnv, SmallDisk, snapshotDir } from "../support/chaos-host.js";
 import { fund, startDevnet, type Devnet } from "../support/devnet.js";
 import { testProviderConfig } from "../support/provider.js";
 import { ProviderProcess } from "../support/provider-process.js";
@@ -32,6 +32,8 @@ describe("chaos: faults of the provider's host", function () {
   let proxy: RpcProxy;
   let dir: string;
   let renter: TestRenter;
+  /** The renter's wallet, watched from before its first lease (the ledger counts every lease's events). */
+  let renterWallet: WatchedWallet;
   const nodes: ProviderProcess[] = [];
   const disks: SmallDisk[] = [];
 
@@ -41,6 +43,7 @@ describe("chaos: faults of the provider's host", function () {
     proxy = await RpcProxy.start(devnet.rpcUrl);
     dir = await mkdtemp(path.join(tmpdir(), "suanli-chaos-host-"));
     renter = await TestRenter.start(devnet, 2);
+    renterWallet = (await watchWallets(devnet, [{ address: renter.address, role: "renter" }]))[0]!;
   });
   after(async () => {
     for (const node of nodes) if (node.child.exitCode === null && node.child.signalCode === null) await node.kill("SIGKILL");
@@ -53,9 +56,10 @@ describe("chaos: faults of the provider's host", function () {
   });
 
   /** Writes the config of provider `index` (its data in `dataDir`, the chain through the proxy) and returns its path. */
-  async function providerConfig(index: number, dataDir: string): Promise<string> {
+  async function providerConfig(index: number, dataDir: string, provider: Record<string, unknown> = {}): Promise<string> {
     const file = path.join(dir, `provider-${index}.json`);
     const config = testProviderConfig(index, {
+      provider,
       dataDir,
       log: { level: "info", format: "json" },
       chain: { rpcUrl: proxy.url, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 100 },
@@ -92,10 +96,7 @@ describe("chaos: faults of the provider's host", function () {
     const configFile = await providerConfig(3, dataDir);
     let node = await startNode(configFile);
     const machineId = node.ready.machines[0]!.machineId;
-    const wallets = await watchWallets(devnet, [
-      { address: renter.address, role: "renter" },
-      { address: node.ready.address, role: "provider" },
-    ]);
+    const wallets = [renterWallet, ...(await watchWallets(devnet, [{ address: node.ready.address, role: "provider" }]))];
 
     const marker = `chaos-restore-${process.pid}`;
     const task = await bundles.bundle({ "run.sh": "echo started\nsleep 60\necho finished\n" });
@@ -153,10 +154,7 @@ describe("chaos: faults of the provider's host", function () {
     const configFile = await providerConfig(4, dataDir);
     const node = await startNode(configFile);
     const machineId = node.ready.machines[0]!.machineId;
-    const wallets = await watchWallets(devnet, [
-      { address: renter.address, role: "renter" },
-      { address: node.ready.address, role: "provider" },
-    ]);
+    const wallets = [renterWallet, ...(await watchWallets(devnet, [{ address: node.ready.address, role: "provider" }]))];
 
     const task = await bundles.bundle({ "run.sh": "echo started\nsleep 2\necho finished\n" });
     const leaseId = await renter.rent(node.peer, { machineId, units: 1, duration: 60 });
@@ -194,4 +192,32 @@ describe("chaos: faults of the provider's host", function () {
     await assertMoney(wallets, machineId);
     assert.equal(await again.kill("SIGTERM"), 0);
   });
+
+  for (const skew of [-30, 30]) {
+    it(`a node whose clock is ${skew > 0 ? "ahead of" : "behind"} the chain's by ${Math.abs(skew)} s activates an idle lease on the chain's time: neither before its margin nor past its start deadline`, async () => {
+      const index = skew < 0 ? 5 : 6;
+      // A short start window and margin: the node activates a lease whose renter sent no task
+      // MARGIN s before its start deadline, in chain time; a 30 s error either way shows.
+      const margin = 4;
+      const configFile = await providerConfig(index, path.join(dir, `skew-${index}-data`), { terms: { startWindowSeconds: 12 }, leases: { activateMarginSeconds: margin } });
+      const node = await startNode(configFile, await skewedClockEnv(skew));
+      const machineId = node.ready.machines[0]!.machineId;
+      const wallets = [renterWallet, ...(await watchWallets(devnet, [{ address: node.ready.address, role: "provider" }]))];
+      const leaseId = await renter.rent(node.peer, { machineId, units: 1, duration: 20 });
+      const opened = await renter.lease(leaseId);
+      const activated = await renter.waitLease(leaseId, ["Active", "Ended", "Settled", "Cancelled"], 30_000);
+      assert.ok(activated.activatedAt > 0, `the node activated the lease (${activated.status}):\n${node.stderr.slice(-15).join("\n")}`);
+      assert.ok(activated.activatedAt <= opened.startDeadline, `activated at ${activated.activatedAt}, not past the start deadline ${opened.startDeadline}`);
+      assert.ok(
+        activated.activatedAt >= opened.startDeadline - margin - 2,
+        `activated at ${activated.activatedAt}: not before ${margin} s (and 2 s of polling) ahead of the deadline ${opened.startDeadline} (the renter does not pay for time it did not get)`,
+      );
+      // The renter's task runs in the time it paid for and the lease completes by the rules.
+      await renter.sendTask(node.peer, leaseId, { bundle: await bundles.bundle({ "run.sh": "echo finished\n" }), command: "sh run.sh" });
+      await renter.waitStatus(node.peer, leaseId, (s) => s.state === "succeeded", "the task to finish");
+      assert.equal((await renter.waitLease(leaseId, ["Settled"], 30_000)).endReason, "Completed");
+      await assertMoney(wallets, machineId);
+      assert.equal(await node.kill("SIGTERM"), 0);
+    });
+  }
 });

@@ -22,6 +22,7 @@ import { TASK_NOT_STARTED_EXIT_CODE, type RenterAction, type RenterAuth, type Ta
 import type { ChainEvent } from "../../chain/follower.js";
 import type { TaskHandle } from "../runtime/runtime.js";
 import { secretsOf, storableSpec, type TaskSpec } from "../runtime/task.js";
+import { ChainClock } from "./chain-clock.js";
 import { revertName } from "./chain-tx.js";
 import { LeaseStateError } from "./errors.js";
 import type { LeaseControllerContext, LeaseHost, Live } from "./lease-context.js";
@@ -57,6 +58,8 @@ export class LeaseController implements LeaseHost {
   private readonly checkedForgotten = new Set<bigint>();
   private readonly provider: Address;
   private sweepTimer: NodeJS.Timeout | undefined;
+  /** The chain's clock as this node learned it from fresh blocks: lease timing never reads the local clock directly. */
+  readonly chainClock = new ChainClock();
   private stopping = false;
 
   constructor(readonly ctx: LeaseControllerContext) {
@@ -105,13 +108,18 @@ export class LeaseController implements LeaseHost {
   // chain events
 
   /** Records leases opened with this provider and reconciles those an event touches. */
-  async onChainEvent(event: ChainEvent): Promise<void> {
+  async onChainEvent(event: ChainEvent, delivery: { backfill: boolean } = { backfill: true }): Promise<void> {
     switch (event.eventName) {
       case "LeaseOpened": {
         const leaseId = event.args.leaseId;
         if (getAddress(event.args.provider) !== this.provider) {
           this.lookup.saw(leaseId);
           return;
+        }
+        // Delivered live, the lease's block was just made: its time is the chain's time now.
+        if (!delivery.backfill) {
+          const block = await this.ctx.publicClient.getBlock({ blockNumber: event.blockNumber }).catch(() => undefined);
+          if (block) this.chainClock.fresh(Number(block.timestamp));
         }
         if (this.ctx.reservations.commit(event.args.offerNonce.toString())) await this.ctx.reservations.persist();
         if (!this.ctx.records.get(leaseId)) {
@@ -265,7 +273,7 @@ export class LeaseController implements LeaseHost {
     const stopping = await this.withLock(leaseId, async () => {
       const current = this.ctx.records.get(leaseId)!;
       if (current.phase === "ended") return undefined;
-      const endAfter = Date.now() + this.ctx.options.leases.cancelGraceSeconds * 1000;
+      const endAfter = this.chainClock.nowMs() + this.ctx.options.leases.cancelGraceSeconds * 1000;
       await this.ctx.records.update(leaseId, (r) => {
         r.endAction = "await_close";
         r.endAfter = endAfter;
@@ -429,22 +437,29 @@ export class LeaseController implements LeaseHost {
     return readLease(this.ctx.publicClient, this.ctx.market, leaseId);
   }
 
-  /** This node's clock and the latest block's time, read once per reconcile pass. */
-  private async clock(): Promise<StepClock> {
+  /** The latest block, which also teaches the chain clock when it is fresh. */
+  private async latestBlock(): Promise<{ number: bigint; timestamp: bigint }> {
     const block = await this.ctx.publicClient.getBlock({ blockTag: "latest" });
-    return { wallMs: Date.now(), blockTimestamp: Number(block.timestamp) };
+    this.chainClock.look(block.number, Number(block.timestamp));
+    return block;
+  }
+
+  /** The chain's time as this node estimates it (see ChainClock) and the latest block's time, read once per reconcile pass. */
+  private async clock(): Promise<StepClock> {
+    const block = await this.latestBlock();
+    return { wallMs: this.chainClock.nowMs(), blockTimestamp: Number(block.timestamp) };
   }
 
   /** The time the next block will carry, at least: the chain's clock may run ahead of ours (a devnet mines a block per transaction). */
   async chainNow(): Promise<number> {
-    const block = await this.ctx.publicClient.getBlock({ blockTag: "latest" });
-    return Math.max(Math.floor(Date.now() / 1000), Number(block.timestamp) + 1);
+    const block = await this.latestBlock();
+    return Math.max(Math.floor(this.chainClock.nowMs() / 1000), Number(block.timestamp) + 1);
   }
 
   /** The chain's time now, as well as we can tell: for notices, which must not be cut short. */
   private async chainTime(): Promise<number> {
-    const block = await this.ctx.publicClient.getBlock({ blockTag: "latest" });
-    return Math.max(Date.now() / 1000, Number(block.timestamp));
+    const block = await this.latestBlock();
+    return Math.max(this.chainClock.nowMs() / 1000, Number(block.timestamp));
   }
 
   /**
