@@ -54,8 +54,12 @@ export class LeaseController implements LeaseHost {
   private readonly lookup: LeaseLookup;
   private readonly locks = new Map<bigint, Promise<unknown>>();
   private readonly queued = new Set<bigint>();
-  /** Leases in `waiting_spec` checked this run for a task their record does not know of (see `TaskPipeline.reapForgotten`). */
-  private readonly checkedForgotten = new Set<bigint>();
+  /**
+   * Leases whose record may be older than their task (see `TaskPipeline.reapForgotten`): those
+   * recorded before this run, or learned of from history or a renter's request rather than from a
+   * live event. Each is checked once, on its next pass in `waiting_spec`.
+   */
+  private readonly suspect = new Set<bigint>();
   private readonly provider: Address;
   private sweepTimer: NodeJS.Timeout | undefined;
   /** The chain's clock as this node learned it from fresh blocks: lease timing never reads the local clock directly. */
@@ -74,7 +78,10 @@ export class LeaseController implements LeaseHost {
 
   /** Takes back the units of leases that hold them (before the idle workload starts) and reconciles every open lease. */
   async start(): Promise<void> {
-    for (const record of this.ctx.records.all()) this.lookup.saw(record.leaseId);
+    for (const record of this.ctx.records.all()) {
+      this.lookup.saw(record.leaseId);
+      if (!record.closed) this.suspect.add(record.leaseId);
+    }
     this.units.restore();
     this.updateGauges();
     this.sweepTimer = setInterval(() => this.sweep(), this.ctx.options.leases.reconcileIntervalMs);
@@ -126,6 +133,7 @@ export class LeaseController implements LeaseHost {
           const view = await this.readChain(leaseId);
           if (view.status === "None") return;
           await this.ctx.records.put(newLeaseRecord(view, event.args.offerNonce));
+          if (delivery.backfill) this.suspect.add(leaseId);
           this.ctx.logger.info("Lease opened", { leaseId, renter: view.renter, machineId: view.machineId, units: view.units, interruptible: view.interruptible });
           this.updateGauges();
         }
@@ -174,6 +182,7 @@ export class LeaseController implements LeaseHost {
       const again = this.ctx.records.get(leaseId);
       if (again) return again;
       const record = await this.ctx.records.put(newLeaseRecord(view, 0n));
+      this.suspect.add(leaseId);
       this.updateGauges();
       return record;
     });
@@ -319,8 +328,7 @@ export class LeaseController implements LeaseHost {
     const view = await this.readChain(leaseId);
     if (view.status === "None") return;
     // A record restored from an older copy may not know of a task that ran: the host is checked once.
-    if (record.phase === "waiting_spec" && !this.checkedForgotten.has(leaseId)) {
-      this.checkedForgotten.add(leaseId);
+    if (record.phase === "waiting_spec" && this.suspect.delete(leaseId)) {
       if (await this.pipeline.reapForgotten(record, view)) record = this.ctx.records.get(leaseId)!;
     }
     const now = await this.clock();
@@ -409,7 +417,7 @@ export class LeaseController implements LeaseHost {
         return records.get(leaseId)!;
       case "close": {
         const closed = await records.update(leaseId, (r) => void (r.closed = true));
-        this.checkedForgotten.delete(leaseId);
+        this.suspect.delete(leaseId);
         logger.info("Lease closed", { leaseId, status: view.status, reason: view.endReason, paid: view.paid });
         this.updateGauges();
         return closed;
