@@ -172,7 +172,7 @@ describe("chaos: faults of the provider's host", function () {
     assert.match(refused, /"level":"error".*no space left/i, "a clear error naming the full disk");
     // A new lease is refused cleanly while the node cannot record its reservation: nothing opens, nothing is paid.
     const leasesBefore = await devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "nextLeaseId" });
-    await assert.rejects(renter.rent(node.peer, { machineId, units: 1, duration: 60 }), "the reservation cannot be recorded, so it is refused");
+    await assert.rejects(renter.rent(node.peer, { machineId, units: 1, duration: 60 }), /reserve refused: busy .*disk is full/, "the reservation cannot be recorded, so it is refused, saying why");
     assert.equal(await devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "nextLeaseId" }), leasesBefore);
     assert.equal((await renter.lease(leaseId)).status, "Active", "the lease waits while the node cannot record its task's end");
     assert.equal(node.child.exitCode, null, `the node survived the full disk:\n${node.stderr.slice(-20).join("\n")}`);
