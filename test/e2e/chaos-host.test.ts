@@ -156,13 +156,16 @@ describe("chaos: faults of the provider's host", function () {
     const machineId = node.ready.machines[0]!.machineId;
     const wallets = [renterWallet, ...(await watchWallets(devnet, [{ address: node.ready.address, role: "provider" }]))];
 
-    const task = await bundles.bundle({ "run.sh": "echo started\nsleep 2\necho finished\n" });
+    // The task ends once the test says so (a file appears; at most 30 s): after the disk is full.
+    const go = path.join(dir, "full-go");
+    const task = await bundles.bundle({ "run.sh": 'echo started\ni=0\nwhile [ ! -e "$1" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done\necho finished\n' });
     const leaseId = await renter.rent(node.peer, { machineId, units: 1, duration: 60 });
-    await renter.sendTask(node.peer, leaseId, { bundle: task, command: "sh run.sh" });
+    await renter.sendTask(node.peer, leaseId, { bundle: task, command: `sh run.sh ${go}` });
     await renter.waitStatus(node.peer, leaseId, (s) => s.state === "running", "the task to run");
 
     const filled = await disk.fill();
     assert.equal(await disk.free(), 0, `the disk is full (${filled} bytes written)`);
+    await writeFile(go, "");
     // The task ends while nothing can be written: the node says so, keeps the result in memory and stays up.
     const refused = await waitFor("the node to log that it cannot record the task's end", () => node.stderr.find((line) => line.includes("Cannot record the task's end")), { timeoutMs: 20_000 }).catch(
       (error: unknown) => {
