@@ -18,7 +18,7 @@ import path from "node:path";
 import { leaseMarketAbi } from "../../common/abi.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { checkLedger, RpcProxy, watchWallets, type SeenTransaction, type WatchedWallet } from "../support/chaos.js";
-import { processesWithMarker, restoreDir, skewedClockEnv, SmallDisk, snapshotDir } from "../support/chaos-host.js";
+import { mineBlock, processesWithMarker, restoreDir, skewedClockEnv, SmallDisk, snapshotDir } from "../support/chaos-host.js";
 import { fund, startDevnet, type Devnet } from "../support/devnet.js";
 import { testProviderConfig } from "../support/provider.js";
 import { ProviderProcess } from "../support/provider-process.js";
@@ -110,9 +110,9 @@ describe("chaos: faults of the provider's host", function () {
     await renter.waitStatus(node.peer, leaseId, (s) => s.state === "running", "the task to run");
     // The devnet's clock moves with blocks: mine until the node has claimed part of the lease.
     await waitFor("the node to claim", async () => {
-      await devnet.admin.publicClient.request({ method: "evm_mine" } as never);
+      await mineBlock(devnet.rpcUrl);
       return (await renter.lease(leaseId)).paid > 0n;
-    }, { timeoutMs: 30_000, intervalMs: 500 }).catch((error: unknown) => {
+    }, { timeoutMs: 60_000, intervalMs: 500 }).catch((error: unknown) => {
       throw new Error(`${(error as Error).message}\n${node.stderr.slice(-30).join("\n")}`);
     });
     const before = await renter.lease(leaseId);

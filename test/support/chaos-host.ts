@@ -8,6 +8,7 @@
  *   the last byte and freed again (disk full).
  * - `skewedClockEnv`: the environment that runs a child process with its wall clock moved by a
  *   fixed offset (clock skew), through libfaketime, in the test's child only.
+ * - `mineBlock`: one block on the devnet (its clock moves only with blocks).
  * - `processesWithMarker`: the live processes whose command line holds a marker (a task's
  *   processes, to see that none outlives its lease).
  */
@@ -123,4 +124,11 @@ export async function skewedClockEnv(skewSeconds: number): Promise<Record<string
     }
   }
   throw new Error(`libfaketime is not installed (looked in ${LIBFAKETIME_DIRS.join(", ")}): the clock-skew test needs Debian's faketime package (apt-get install faketime; .ci/run installs it)`);
+}
+
+/** Mines one block on a devnet's JSON-RPC endpoint (`evm_mine`): its clock moves only with blocks. */
+export async function mineBlock(rpcUrl: string): Promise<void> {
+  const response = await fetch(rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "evm_mine", params: [] }) });
+  const answer = (await response.json()) as { error?: { message?: string } };
+  if (!response.ok || answer.error) throw new Error(`evm_mine failed at ${rpcUrl}: ${answer.error?.message ?? response.status}`);
 }
