@@ -8,7 +8,7 @@
  * future), with equality up to the block's rounding and the polling delay when the block is fresh.
  * So the smallest such offset over fresh blocks bounds the skew from above, and W - offset is the
  * chain's time now, at most that rounding and delay behind. A block counts as fresh when it was
- * new (its number had advanced) at a look that came shortly after the previous one, or when it
+ * new (its number had advanced) at a look that came within 12 s of the previous one, or when it
  * carried a lease event the follower delivered live (not from history). Offsets older than
  * `windowMs` are forgotten (a clock stepped by NTP is relearned). With no fresh block seen yet the
  * local clock is taken as is (offset 0).
@@ -16,8 +16,8 @@
 
 /** How long an offset sample counts. */
 const WINDOW_MS = 10 * 60_000;
-/** A look counts as prompt (its new block as fresh) within this much of the previous look. */
-const PROMPT_LOOK_MS = 5_000;
+/** A look counts as prompt (its new block as fresh) within this much of the previous look: the default reconcile pass (5 s) qualifies. */
+const PROMPT_LOOK_MS = 12_000;
 /** Samples kept at most (the oldest go first). */
 const MAX_SAMPLES = 256;
 
