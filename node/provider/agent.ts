@@ -302,7 +302,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     const legacyCursor = await state.get("cursor");
     const chainSubscription = await daemon.follower.subscribe(
       "provider",
-      async (event: ChainEvent) => {
+      async (event: ChainEvent, delivery) => {
         if (event.transactionHash !== lastTx) {
           flushCapacity();
           lastTx = event.transactionHash ?? undefined;
@@ -312,7 +312,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
           if (ours.has(machineId)) pending.set(machineId, { onDemand: event.args.onDemandUnits, interruptible: event.args.interruptibleUnits, idle: event.args.idleUnits });
           return;
         }
-        await leases.onChainEvent(event);
+        await leases.onChainEvent(event, delivery);
         if (event.eventName === "LeaseEnded" && records.get(event.args.leaseId)) claimer.trigger();
         if (event.eventName === "LeaseOpened" || event.eventName === "LeaseEnded") {
           const record = records.get(event.args.leaseId);

@@ -21,11 +21,13 @@ export class ProviderProcess {
   /**
    * Starts the node and waits for its ready line (`timeoutMs`, default 60 s: a loaded machine is
    * slow). `onLine` sees each stderr line as it comes, from the first (a fault injected on a log line).
+   * `env` adds to (or overrides) the environment it inherits (SUANLI_* variables are not inherited).
    */
-  static async start(configFile: string, options: { timeoutMs?: number; onLine?: (line: string) => void } = {}): Promise<ProviderProcess> {
+  static async start(configFile: string, options: { timeoutMs?: number; onLine?: (line: string) => void; env?: Record<string, string> } = {}): Promise<ProviderProcess> {
     const timeoutMs = options.timeoutMs ?? 60_000;
     const env: Record<string, string> = {};
     for (const [key, value] of Object.entries(process.env)) if (value !== undefined && !key.startsWith("SUANLI_")) env[key] = value;
+    Object.assign(env, options.env);
     const child = spawn(process.execPath, [SUANLI_BIN, "provider", "start", "--config", configFile, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
     const stderr: string[] = [];
     createInterface({ input: child.stderr! }).on("line", (line) => {

@@ -34,7 +34,7 @@ export type LocalLease = {
 /** Why a task pipeline was aborted. */
 export type AbortReason = "cancel" | "lease-ended" | "shutdown";
 
-/** When the step is taken: this node's clock and the latest block's timestamp. */
+/** When the step is taken: the chain's time as this node estimates it (ms, see chain-clock.ts; not its raw wall clock) and the latest block's timestamp. */
 export type StepClock = { wallMs: number; blockTimestamp: number };
 
 export type LeaseAction =

@@ -22,6 +22,7 @@ import { TASK_NOT_STARTED_EXIT_CODE, type RenterAction, type RenterAuth, type Ta
 import type { ChainEvent } from "../../chain/follower.js";
 import type { TaskHandle } from "../runtime/runtime.js";
 import { secretsOf, storableSpec, type TaskSpec } from "../runtime/task.js";
+import { ChainClock } from "./chain-clock.js";
 import { revertName } from "./chain-tx.js";
 import { LeaseStateError } from "./errors.js";
 import type { LeaseControllerContext, LeaseHost, Live } from "./lease-context.js";
@@ -58,8 +59,16 @@ export class LeaseController implements LeaseHost {
   private readonly lookup: LeaseLookup;
   private readonly locks = new Map<bigint, Promise<unknown>>();
   private readonly queued = new Set<bigint>();
+  /**
+   * Leases whose record may be older than their task (see `TaskPipeline.reapForgotten`): those
+   * recorded before this run, or learned of from history or a renter's request rather than from a
+   * live event. Each is checked once, on its next pass in `waiting_spec`.
+   */
+  private readonly suspect = new Set<bigint>();
   private readonly provider: Address;
   private sweepTimer: NodeJS.Timeout | undefined;
+  /** The chain's clock as this node learned it from fresh blocks: lease timing never reads the local clock directly. */
+  readonly chainClock = new ChainClock();
   private stopping = false;
 
   constructor(readonly ctx: LeaseControllerContext) {
@@ -74,7 +83,10 @@ export class LeaseController implements LeaseHost {
 
   /** Takes back the units of leases that hold them (before the idle workload starts) and reconciles every open lease. */
   async start(): Promise<void> {
-    for (const record of this.ctx.records.all()) this.lookup.saw(record.leaseId);
+    for (const record of this.ctx.records.all()) {
+      this.lookup.saw(record.leaseId);
+      if (!record.closed) this.suspect.add(record.leaseId);
+    }
     this.units.restore();
     this.updateGauges();
     this.sweepTimer = setInterval(() => this.sweep(), this.ctx.options.leases.reconcileIntervalMs);
@@ -108,7 +120,7 @@ export class LeaseController implements LeaseHost {
   // chain events
 
   /** Records leases opened with this provider and reconciles those an event touches. */
-  async onChainEvent(event: ChainEvent): Promise<void> {
+  async onChainEvent(event: ChainEvent, delivery: { backfill: boolean } = { backfill: true }): Promise<void> {
     switch (event.eventName) {
       case "LeaseOpened": {
         const leaseId = event.args.leaseId;
@@ -116,11 +128,17 @@ export class LeaseController implements LeaseHost {
           this.lookup.saw(leaseId);
           return;
         }
+        // Delivered live, the lease's block was just made: its time is the chain's time now.
+        if (!delivery.backfill) {
+          const block = await this.ctx.publicClient.getBlock({ blockNumber: event.blockNumber }).catch(() => undefined);
+          if (block) this.chainClock.fresh(Number(block.timestamp));
+        }
         if (this.ctx.reservations.commit(event.args.offerNonce.toString())) await this.ctx.reservations.persist();
         if (!this.ctx.records.get(leaseId)) {
           const view = await this.readChain(leaseId);
           if (view.status === "None") return;
           await this.ctx.records.put(newLeaseRecord(view, event.args.offerNonce));
+          if (delivery.backfill) this.suspect.add(leaseId);
           this.ctx.logger.info("Lease opened", { leaseId, renter: view.renter, machineId: view.machineId, units: view.units, interruptible: view.interruptible });
           this.updateGauges();
         }
@@ -178,6 +196,7 @@ export class LeaseController implements LeaseHost {
       const again = this.ctx.records.get(leaseId);
       if (again) return again;
       const record = await this.ctx.records.put(newLeaseRecord(view, 0n));
+      this.suspect.add(leaseId);
       this.updateGauges();
       return record;
     });
@@ -277,7 +296,7 @@ export class LeaseController implements LeaseHost {
     const stopping = await this.withLock(leaseId, async () => {
       const current = this.ctx.records.get(leaseId)!;
       if (current.phase === "ended") return undefined;
-      const endAfter = Date.now() + this.ctx.options.leases.cancelGraceSeconds * 1000;
+      const endAfter = this.chainClock.nowMs() + this.ctx.options.leases.cancelGraceSeconds * 1000;
       await this.ctx.records.update(leaseId, (r) => {
         r.endAction = "await_close";
         r.endAfter = endAfter;
@@ -322,6 +341,10 @@ export class LeaseController implements LeaseHost {
     if (!record || record.closed) return;
     const view = await this.readChain(leaseId);
     if (view.status === "None") return;
+    // A record restored from an older copy may not know of a task that ran: the host is checked once.
+    if (record.phase === "waiting_spec" && this.suspect.delete(leaseId)) {
+      if (await this.pipeline.reapForgotten(record, view)) record = this.ctx.records.get(leaseId)!;
+    }
     const now = await this.clock();
     for (let plan = 0; plan < PLANS_PER_PASS; plan++) {
       const live = this.live.get(leaseId);
@@ -408,6 +431,7 @@ export class LeaseController implements LeaseHost {
         return records.get(leaseId)!;
       case "close": {
         const closed = await records.update(leaseId, (r) => void (r.closed = true));
+        this.suspect.delete(leaseId);
         logger.info("Lease closed", { leaseId, status: view.status, reason: view.endReason, paid: view.paid });
         this.updateGauges();
         return closed;
@@ -435,22 +459,29 @@ export class LeaseController implements LeaseHost {
     return readLease(this.ctx.publicClient, this.ctx.market, leaseId);
   }
 
-  /** This node's clock and the latest block's time, read once per reconcile pass. */
-  private async clock(): Promise<StepClock> {
+  /** The latest block, which also teaches the chain clock when it is fresh. */
+  private async latestBlock(): Promise<{ number: bigint; timestamp: bigint }> {
     const block = await this.ctx.publicClient.getBlock({ blockTag: "latest" });
-    return { wallMs: Date.now(), blockTimestamp: Number(block.timestamp) };
+    this.chainClock.look(block.number, Number(block.timestamp));
+    return block;
+  }
+
+  /** The chain's time as this node estimates it (see ChainClock) and the latest block's time, read once per reconcile pass. */
+  private async clock(): Promise<StepClock> {
+    const block = await this.latestBlock();
+    return { wallMs: this.chainClock.nowMs(), blockTimestamp: Number(block.timestamp) };
   }
 
   /** The time the next block will carry, at least: the chain's clock may run ahead of ours (a devnet mines a block per transaction). */
   async chainNow(): Promise<number> {
-    const block = await this.ctx.publicClient.getBlock({ blockTag: "latest" });
-    return Math.max(Math.floor(Date.now() / 1000), Number(block.timestamp) + 1);
+    const block = await this.latestBlock();
+    return Math.max(Math.floor(this.chainClock.nowMs() / 1000), Number(block.timestamp) + 1);
   }
 
   /** The chain's time now, as well as we can tell: for notices, which must not be cut short. */
   private async chainTime(): Promise<number> {
-    const block = await this.ctx.publicClient.getBlock({ blockTag: "latest" });
-    return Math.max(Date.now() / 1000, Number(block.timestamp));
+    const block = await this.latestBlock();
+    return Math.max(this.chainClock.nowMs() / 1000, Number(block.timestamp));
   }
 
   /**

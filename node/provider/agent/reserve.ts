@@ -5,6 +5,7 @@
  * (single-use on-chain, expiring with the hold), plus the interruptible leases the lease must
  * preempt when the free units do not suffice. It never holds more than it has.
  */
+import { isDiskFull } from "../../store/store.js";
 import { LRUCache } from "lru-cache";
 import { erc20Abi, getAddress, recoverTypedDataAddress, type Address, type Chain, type PublicClient, type Transport, type TypedDataDomain } from "viem";
 import { computeCollateral, computeDeposit, readMachine, readProvider } from "../../../common/chain/market.js";
@@ -239,6 +240,8 @@ async function decide(ctx: ReserveContext, body: ReserveBody, peer: string | und
     await reservations.persist();
   } catch (error) {
     reservations.release(holdId);
+    // Nothing promised that the node could forget: the renter is told plainly and goes elsewhere.
+    if (isDiskFull(error)) return refuse("busy", "This provider cannot record a reservation right now (its data dir's disk is full); try again later or another provider");
     throw error;
   }
   const offerSignature = await signOffer(ctx.account, ctx.deployment.chainId, ctx.market, offer);

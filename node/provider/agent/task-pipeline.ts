@@ -6,10 +6,12 @@
  * and ends what may have started (docs/provider.md).
  */
 import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { signCompletion } from "../../../common/attest/completion.js";
 import { leaseMarketAbi } from "../../../common/abi.js";
 import type { LeaseView } from "../../../common/chain/market.js";
 import { TASK_NOT_STARTED_EXIT_CODE, type TaskState } from "../../../common/protocols/lease.js";
+import { isDiskFull } from "../../store/store.js";
 import { blameOf } from "../errors.js";
 import { processStartTicks } from "../runtime/orphans.js";
 import type { TaskHandle, TaskResult } from "../runtime/runtime.js";
@@ -169,6 +171,32 @@ export class TaskPipeline {
       unitSeconds: BigInt(result.unitSeconds),
     });
     host.finishedLogs.keep(leaseId, sourceOfHandle(handle));
+    // The task's end must be recorded before the node acts on it. A full disk refuses the write:
+    // the result stays in memory (the task stays attached, so no pass takes it for lost) and the
+    // write is tried again until there is space or the node stops.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.recordExit(leaseId, handle, result, live, completion);
+        if (attempt > 0) host.ctx.logger.info("Task's end recorded: the data dir has space again", { leaseId, attempts: attempt + 1 });
+        break;
+      } catch (error) {
+        if (!isDiskFull(error) || live.abortReason === "shutdown") throw error;
+        if (attempt === 0) {
+          host.ctx.logger.error("Cannot record the task's end: the data dir's disk is full. The result is kept in memory and recorded once there is space", { leaseId, status: result.status }, error);
+        }
+        await sleep(Math.min(5_000, 250 * 2 ** Math.min(attempt, 5)));
+      }
+    }
+    const record = host.ctx.records.get(leaseId)!;
+    host.ctx.metrics.providerTasks.inc({ result: record.error?.name === "TaskLostError" ? "lost" : record.state });
+    host.ctx.logger.info("Task ended", { leaseId, state: record.state, exitCode: record.exitCode, unitSeconds: result.unitSeconds });
+    host.updateGauges();
+    if (live.abortReason === "shutdown") await host.withLock(leaseId, () => host.reconcileLocked(leaseId)).catch(() => undefined);
+  }
+
+  /** Writes a task's end into its lease's record (idempotent: tried again after a refused write), keeps its output, hands its units back. */
+  private async recordExit(leaseId: bigint, handle: TaskHandle, result: TaskResult, live: Live, completion: LeaseRecord["completion"]): Promise<void> {
+    const { host } = this;
     await host.withLock(leaseId, async () => {
       const view = await host.readChain(leaseId).catch(() => undefined);
       await host.ctx.records.update(leaseId, (r) => {
@@ -204,11 +232,32 @@ export class TaskPipeline {
       await host.releaseUnits(leaseId);
       await handle.cleanup().catch(() => undefined);
     });
-    const record = host.ctx.records.get(leaseId)!;
-    host.ctx.metrics.providerTasks.inc({ result: record.error?.name === "TaskLostError" ? "lost" : record.state });
-    host.ctx.logger.info("Task ended", { leaseId, state: record.state, exitCode: record.exitCode, unitSeconds: result.unitSeconds });
-    host.updateGauges();
-    if (live.abortReason === "shutdown") await host.withLock(leaseId, () => host.reconcileLocked(leaseId)).catch(() => undefined);
+  }
+
+  /**
+   * A lease whose record says no task was ever sent (`waiting_spec`), checked once per node run:
+   * if processes of its task run on this host anyway, the record is older than the task (the data
+   * dir was restored from an older copy, or lost a write). They are killed, never adopted, and
+   * the lease is ended as for a task lost in a restart (`TaskLostError`, terminated while Open or
+   * Active). Returns whether such a task was found.
+   */
+  async reapForgotten(record: LeaseRecord, view: LeaseView): Promise<boolean> {
+    const { host } = this;
+    const leaseId = record.leaseId;
+    const killed = await host.ctx.runtime.reap(host.units.taskId(leaseId)).catch(() => 0);
+    if (killed === 0) return false;
+    await host.releaseUnits(leaseId);
+    await host.ctx.records.update(leaseId, (r) => {
+      markEnded(r, "failed", {
+        name: "TaskLostError",
+        message:
+          "The provider node's lease record was older than its task (its data was restored from an older copy); the task was stopped and is not run again. The lease is terminated: the renter gets the rest of its deposit back plus the early-termination penalty",
+      });
+      r.endAction = view.status === "Active" || view.status === "Open" ? "terminate" : "none";
+    });
+    host.ctx.metrics.providerTasks.inc({ result: "lost" });
+    host.ctx.logger.warn("A task the lease record does not know of was running (the data dir is older than the node's last run): killed it and ending the lease", { leaseId, processesKilled: killed, status: view.status });
+    return true;
   }
 
   /** After a restart: a preparation starts over (it never ran); a task that may have started is killed and the lease terminated. */
