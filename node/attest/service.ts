@@ -20,6 +20,7 @@ import { Attestor } from "./attestor.js";
 import { Challenger } from "./challenger.js";
 import { NotAnAttestorError } from "./errors.js";
 import { FaultCoordinator } from "./faults.js";
+import { CapacityEvidence, InLeaseChecker } from "./in-lease.js";
 import { LeaseTracker } from "./leases.js";
 import { LivenessProber } from "./liveness.js";
 import { ChallengeResults, type ChallengeRecord } from "./results.js";
@@ -34,6 +35,8 @@ export type AttestorService = DaemonModule & {
   leases: LeaseTracker | undefined;
   prober: LivenessProber | undefined;
   faults: FaultCoordinator | undefined;
+  /** Present while `attest.liveness.enabled` and `attest.leaseChecks.enabled`. */
+  leaseChecks: InLeaseChecker | undefined;
   /** Challenges a machine now and returns the recorded result. */
   challenge(machineId: number): Promise<ChallengeRecord>;
 };
@@ -106,6 +109,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       logger,
     });
     const results = new ChallengeResults(daemon.store, config.attest.attestor.keepResultsPerMachine);
+    let leaseChecks: InLeaseChecker | undefined;
     const challenger = new Challenger({
       host: daemon.p2p.host,
       chainId: daemon.deployment.chainId,
@@ -117,6 +121,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       options: config.attest.attestor,
       metrics: daemon.metrics,
       logger,
+      onResult: (record) => leaseChecks?.onResult(record),
       now,
     });
     await challenger.start();
@@ -153,6 +158,18 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
         store: daemon.store,
         now,
       });
+      if (config.attest.leaseChecks.enabled) {
+        leaseChecks = new InLeaseChecker({
+          tracker: leases,
+          challenger,
+          results,
+          book: daemon.offers.book,
+          faults: () => faults,
+          options: config.attest.leaseChecks,
+          logger: logger.child({ part: "lease-checks" }),
+          now,
+        });
+      }
       faults = new FaultCoordinator({
         host: daemon.p2p.host,
         chainId: daemon.deployment.chainId,
@@ -167,6 +184,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
         tracker: leases,
         prober,
         liveness: config.attest.liveness,
+        evidence: leaseChecks ? [new CapacityEvidence(leaseChecks, results, leases)] : [],
         peers: config.attest.attestor.peers,
         metrics: daemon.metrics,
         logger: logger.child({ part: "faults" }),
@@ -179,12 +197,17 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       stops.push(() => leases!.stop());
       await prober.start();
       stops.push(() => prober!.stop());
+      if (leaseChecks) {
+        leaseChecks.start();
+        stops.push(() => leaseChecks!.stop());
+      }
     }
 
     logger.info("Attestor started", {
       address,
       preset: config.attest.challenge.preset,
       liveness: config.attest.liveness.enabled,
+      leaseChecks: leaseChecks !== undefined,
       qosWindowSeconds: config.attest.liveness.qosWindowSeconds,
       peers: config.attest.attestor.peers.length,
     });
@@ -196,6 +219,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       leases,
       prober,
       faults,
+      leaseChecks,
       challenge: (machineId) => challenger.challenge(machineId, "request"),
       async stop() {
         await stopAll();
