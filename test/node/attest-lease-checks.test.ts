@@ -66,7 +66,7 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
   async function leasedProvider(index: number, runner: Runner) {
     const machines: ProviderMachine[] = [];
     const provider = await startProviderDaemon(devnet, index, { runner, machines: () => machines });
-    const [machineId] = await registerProvider(devnet, await devnet.wallet(index), { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 10_000_000n, machines: [TEST_MACHINE] });
+    const machineId = (await registerProvider(devnet, await devnet.wallet(index), { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 10_000_000n, machines: [TEST_MACHINE] }))[0]!;
     machines.push({ machineId, ...TEST_MACHINE });
     await provider.daemon.offers.publisher!.set({ ...machineOffer(machines[0]!), leaseChecks: { shareBps: SHARE_BPS } });
     const market = devnet.deployment.contracts.market!;
