@@ -69,6 +69,12 @@ export const submitTaskParametersSchema = z
     attestedOnly: z.boolean().optional(),
     /** "cluster": accept a group of machines on a declared fast interconnect for large counts; "machine" (default): all GPUs on one machine. */
     colocation: z.enum(["machine", "cluster"]).optional(),
+    /**
+     * Task liveness (default false): the SDK draws a random nonce, sends it with the task spec, and
+     * the task must write $SUANLI_LIVENESS_NONCE into $SUANLI_LIVENESS_FILE while it runs; the
+     * provider is then faulted if the task stops while the lease runs (docs/attestation.md).
+     */
+    taskLiveness: z.boolean().optional(),
     /** Re-match and restart on another provider when the lease faults or is preempted (default false); `wait` does the migrating. */
     autoMigrate: z.boolean().default(false),
   })

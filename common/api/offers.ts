@@ -82,6 +82,9 @@ export const offerViewSchema = z.strictObject({
   maxDuration: uint32Schema,
   collateralBps: uint16Schema,
   startWindow: uint32Schema,
+  leaseChecks: z
+    .strictObject({ shareBps: uint16Schema })
+    .describe("In-lease capacity checks the offer accepts: attestors may challenge the leased machine without notice for up to shareBps of the lease's elapsed time, paid by the provider (docs/attestation.md, \"In-lease checks\"); the default share when the provider announced none."),
   expiry: unixSecondsSchema,
   capacity: z.strictObject({
     freeUnits: uint16Schema,

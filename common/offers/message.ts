@@ -14,6 +14,7 @@ import type { Attestation, Offer } from "../eip712.js";
 import { stringifyPlain } from "../json.js";
 import { addressSchema, bytes32Schema, signatureSchema } from "../schemas.js";
 import { sealingKeySchema } from "../sealed.js";
+import { leaseChecksSchema } from "../attest/lease-checks.js";
 
 /** Messages larger than this are dropped before parsing. */
 export const OFFER_MESSAGE_MAX_BYTES = 16 * 1024;
@@ -121,6 +122,12 @@ export const offerMessageSchema = z.strictObject({
    * not sign. Absent from providers before it (and then not in what their peer signature signs).
    */
   sealingKey: sealingKeySchema.optional(),
+  /**
+   * The in-lease capacity checks the provider accepts (common/attest/lease-checks.ts): attestors
+   * may spend up to `shareBps` of a lease's elapsed time challenging the leased machine, paid by
+   * the provider. Absent (providers before it): DEFAULT_LEASE_CHECK_SHARE_BPS.
+   */
+  leaseChecks: leaseChecksSchema.optional(),
   /** Ed25519 signature by the key of `peerId` over `offerSigningBytes(message)`. */
   peerSignature: z.string().regex(/^0x[0-9a-fA-F]{128}$/, "expected a 64-byte Ed25519 signature as 0x followed by 128 hex digits"),
 });

@@ -129,6 +129,20 @@ export const taskSpecSchema = z
         path: ["masterAddr"],
       })
       .optional(),
+    /**
+     * Task liveness, opted into by the renter (docs/attestation.md, "Task liveness"): the task
+     * gets SUANLI_LIVENESS_NONCE and SUANLI_LIVENESS_FILE and must write the nonce into that file
+     * while it runs; the provider's node answers attestors' liveness probes of the lease only while
+     * the task runs and the file holds the nonce, so a lease whose task stopped is faulted like an
+     * unresponsive provider. Absent: liveness covers the provider's node only, and a task that
+     * never writes the file is not punished.
+     */
+    taskLiveness: z
+      .strictObject({
+        /** Random, chosen by the renter's SDK for this task (16 to 64 bytes as hex). */
+        nonce: z.string().regex(/^[0-9a-f]{32,128}$/, "expected the nonce as 32 to 128 lowercase hex digits"),
+      })
+      .optional(),
     env: z
       .record(envNameSchema, envValueSchema)
       .default({})

@@ -3,6 +3,7 @@
  * GET /v1/offers, in one place so that every data source filters the way the API documents.
  */
 import type { OfferFilter, OfferSort, OfferView, AttestationView } from "../../common/api/offers.js";
+import { leaseCheckShareBps } from "../../common/attest/lease-checks.js";
 import { offerKey, pricePerUnitHour } from "../../common/offers/message.js";
 import type { OfferEntry, VerifiedAttestation } from "./source.js";
 
@@ -63,6 +64,7 @@ export function toOfferView(entry: OfferEntry, nowSeconds: number): OfferView {
     maxDuration: offer.maxDuration,
     collateralBps: offer.collateralBps,
     startWindow: offer.startWindow,
+    leaseChecks: { shareBps: leaseCheckShareBps(entry.message.leaseChecks) },
     expiry: offer.expiry,
     capacity: {
       freeUnits: capacity.freeUnits,

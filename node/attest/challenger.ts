@@ -62,6 +62,8 @@ export type ChallengerOptions = {
   options: AttestorRoleOptions;
   metrics: Metrics;
   logger: Logger;
+  /** Told of every recorded result (the in-lease checker turns a leased machine's failure into a capacity fault). */
+  onResult?: (record: ChallengeRecord) => void | Promise<void>;
   /** Clock in unix ms. */
   now?: () => number;
   /** `attest.memory`: run the memory phase after a passed GEMM phase. */
@@ -320,6 +322,7 @@ export class Challenger {
       record = { ...base, provider: "0x0000000000000000000000000000000000000000", model: "", units: 0, challengeId: null, finishedAtMs: this.now(), outcome: "error", reason: "internal", detail: errorText(error), measuredThroughput: null, attestation: null };
     }
     await this.o.results.add(record);
+    await Promise.resolve(this.o.onResult?.(record)).catch((error: unknown) => this.o.logger.warn("A challenge result's listener failed", { machineId }, error));
     this.o.metrics.attestChallenges.inc({ outcome: record.outcome, reason: record.reason ?? "", trigger });
     this.o.logger.info("Challenge recorded", { machineId, provider: record.provider, outcome: record.outcome, reason: record.reason, measuredThroughput: record.measuredThroughput, trigger });
     return record;

@@ -116,6 +116,20 @@ export const memoryOptionsSchema = z.strictObject({
   profile: memoryProfileSchema.prefault({}),
 });
 
+/**
+ * In-lease capacity checks (docs/attestation.md, "In-lease checks"): an attestor challenges each
+ * leased machine at random times, within the share of the lease its offer announces, and proposes
+ * a capacity fault (kind 2) when the machine fails.
+ */
+export const leaseChecksOptionsSchema = z.strictObject({
+  /** Challenge leased machines (needs `attest.liveness.enabled`: the lease tracker and the fault exchange). */
+  enabled: z.boolean().default(true),
+  /** How often the active leases are looked at for a check that is due. */
+  tickMs: z.number().int().min(50).max(600_000).default(5_000),
+  /** The cost assumed for a lease's first check, before one was measured (the budget counts measured durations). */
+  assumedChallengeMs: z.number().int().min(100).max(600_000).default(15_000),
+});
+
 export const attestOptionsSchema = z.strictObject({
   challenge: challengeProfileSchema.prefault({}),
   memory: memoryOptionsSchema.prefault({}),
@@ -126,8 +140,10 @@ export const attestOptionsSchema = z.strictObject({
   runner: attestRunnerOptionsSchema.prefault({}),
   attestor: attestorRoleOptionsSchema.prefault({}),
   liveness: livenessOptionsSchema.prefault({}),
+  leaseChecks: leaseChecksOptionsSchema.prefault({}),
 });
 export type AttestOptions = z.output<typeof attestOptionsSchema>;
 export type AttestorRoleOptions = z.output<typeof attestorRoleOptionsSchema>;
 export type LivenessOptions = z.output<typeof livenessOptionsSchema>;
 export type MemoryOptions = z.output<typeof memoryOptionsSchema>;
+export type LeaseChecksOptions = z.output<typeof leaseChecksOptionsSchema>;

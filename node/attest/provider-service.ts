@@ -30,7 +30,7 @@ import type { Daemon, DaemonModule } from "../daemon.js";
 import type { Logger } from "../log/logger.js";
 import { maxChallengeOps } from "./create.js";
 import { WrongChainError } from "../offers/gossip.js";
-import { ChallengeRefusedError, LeaseNotHeldError, NoProviderWalletError, UnauthorizedProbeError } from "./errors.js";
+import { ChallengeRefusedError, LeaseNotHeldError, NoProviderWalletError, TaskNotLiveError, UnauthorizedProbeError } from "./errors.js";
 import { ChallengeResponder, type ProviderMachine } from "./provider.js";
 import type { Runner } from "./runner/types.js";
 import { CpuMemoryRunner, MemoryResponder, type MemoryRunner } from "./memory-runner.js";
@@ -55,6 +55,12 @@ export type ProviderAttestationOptions = {
    * reads the lease on-chain (cached for `leaseCacheMs`). The agent may pass its own lease table.
    */
   holdsLease?: (leaseId: bigint) => boolean | Promise<boolean>;
+  /**
+   * Task liveness (docs/attestation.md, "Task liveness"): whether the lease's renter asked for it
+   * and, if so, whether its task runs and echoes the renter's nonce. A heartbeat is signed only
+   * when it does; absent, or `required: false`, liveness covers this node only.
+   */
+  taskLiveness?: (leaseId: bigint) => TaskLivenessVerdict | Promise<TaskLivenessVerdict>;
   /** How long an on-chain lease read is reused. Default 2 s. */
   leaseCacheMs?: number;
   /** Runs the memory phase; default the CPU memory runner (exact, small sizes only). */
@@ -67,6 +73,9 @@ export type ProviderAttestationOptions = {
 export type ProviderAttestation = DaemonModule & {
   responder: ChallengeResponder;
 };
+
+/** What the provider's node knows of a lease's task for its liveness answer. */
+export type TaskLivenessVerdict = { required: false } | { required: true; alive: true } | { required: true; alive: false; detail: string };
 
 type Session = { peer: string; attestor: Address; machineId: number; model: string; units: number; vramMiB: number };
 
@@ -258,6 +267,8 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       if (!(await holdsLease(probe.leaseId))) {
         throw new LeaseNotHeldError(`Lease ${probe.leaseId} is not an active lease of ${provider}`);
       }
+      const task = await options.taskLiveness?.(probe.leaseId);
+      if (task?.required && !task.alive) throw new TaskNotLiveError(`Lease ${probe.leaseId}'s task does not echo its liveness nonce: ${task.detail}`);
       const heartbeat = { leaseId: probe.leaseId, challenge: probe.challenge as Hex, respondedAt: Math.floor(now() / 1000) };
       const signature = await signHeartbeat(account, daemon.domain, heartbeat);
       return { v: 1 as const, heartbeat, signature };

@@ -11,8 +11,8 @@ import type { ChallengeErrorReason } from "../../common/attest/wire.js";
 import { Bucket } from "../store/buckets.js";
 import type { Repository, Store } from "../store/store.js";
 
-/** Why a challenge was run. */
-export type ChallengeTrigger = "schedule" | "request";
+/** Why a challenge was run: on schedule, on request, or as an in-lease check of a leased machine (in-lease.ts). */
+export type ChallengeTrigger = "schedule" | "request" | "lease";
 
 /** One challenge as the attestor saw it end. */
 export type ChallengeRecord = {

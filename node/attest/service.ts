@@ -20,6 +20,7 @@ import { Attestor } from "./attestor.js";
 import { Challenger } from "./challenger.js";
 import { NotAnAttestorError } from "./errors.js";
 import { FaultCoordinator } from "./faults.js";
+import { CapacityEvidence, InLeaseChecker } from "./in-lease.js";
 import { LeaseTracker } from "./leases.js";
 import { LivenessProber } from "./liveness.js";
 import { ChallengeResults, type ChallengeRecord } from "./results.js";
@@ -34,6 +35,8 @@ export type AttestorService = DaemonModule & {
   leases: LeaseTracker | undefined;
   prober: LivenessProber | undefined;
   faults: FaultCoordinator | undefined;
+  /** Present while `attest.liveness.enabled` and `attest.leaseChecks.enabled`. */
+  leaseChecks: InLeaseChecker | undefined;
   /** Challenges a machine now and returns the recorded result. */
   challenge(machineId: number): Promise<ChallengeRecord>;
 };
@@ -106,6 +109,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       logger,
     });
     const results = new ChallengeResults(daemon.store, config.attest.attestor.keepResultsPerMachine);
+    let leaseChecks: InLeaseChecker | undefined;
     const challenger = new Challenger({
       host: daemon.p2p.host,
       chainId: daemon.deployment.chainId,
@@ -118,6 +122,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       memory: config.attest.memory,
       metrics: daemon.metrics,
       logger,
+      onResult: (record) => leaseChecks?.onResult(record),
       now,
     });
     await challenger.start();
@@ -154,6 +159,18 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
         store: daemon.store,
         now,
       });
+      if (config.attest.leaseChecks.enabled) {
+        leaseChecks = new InLeaseChecker({
+          tracker: leases,
+          challenger,
+          results,
+          book: daemon.offers.book,
+          faults: () => faults,
+          options: config.attest.leaseChecks,
+          logger: logger.child({ part: "lease-checks" }),
+          now,
+        });
+      }
       faults = new FaultCoordinator({
         host: daemon.p2p.host,
         chainId: daemon.deployment.chainId,
@@ -168,6 +185,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
         tracker: leases,
         prober,
         liveness: config.attest.liveness,
+        evidence: leaseChecks ? [new CapacityEvidence(leaseChecks, results, leases)] : [],
         peers: config.attest.attestor.peers,
         metrics: daemon.metrics,
         logger: logger.child({ part: "faults" }),
@@ -180,12 +198,17 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       stops.push(() => leases!.stop());
       await prober.start();
       stops.push(() => prober!.stop());
+      if (leaseChecks) {
+        leaseChecks.start();
+        stops.push(() => leaseChecks!.stop());
+      }
     }
 
     logger.info("Attestor started", {
       address,
       preset: config.attest.challenge.preset,
       liveness: config.attest.liveness.enabled,
+      leaseChecks: leaseChecks !== undefined,
       qosWindowSeconds: config.attest.liveness.qosWindowSeconds,
       peers: config.attest.attestor.peers.length,
     });
@@ -197,6 +220,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       leases,
       prober,
       faults,
+      leaseChecks,
       challenge: (machineId) => challenger.challenge(machineId, "request"),
       async stop() {
         await stopAll();

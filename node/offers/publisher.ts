@@ -14,6 +14,7 @@ import { InvalidInputError } from "../../common/errors.js";
 import { canonicalGpuName, knownGpuNames, modelHash } from "../../common/gpu.js";
 import { stringifyPlain } from "../../common/json.js";
 import { MAX_OFFER_TIER, interconnectSchema, offerKey, signedAttestationSchema, type OfferMessage } from "../../common/offers/message.js";
+import { leaseChecksSchema } from "../../common/attest/lease-checks.js";
 import { signOffer, signOfferMessage, type TypedDataSigner } from "../../common/offers/sign.js";
 import { bytes32Schema } from "../../common/schemas.js";
 import { parseInput } from "../../common/validation.js";
@@ -67,6 +68,8 @@ export const machineOfferSchema = z.strictObject({
     lowestInterruptibleBid: amount.nullable().default(null),
   }),
   attestations: z.array(signedAttestationSchema).max(8).default([]),
+  /** The in-lease checks announced with the offer (docs/attestation.md, "In-lease checks"); absent: the default share. */
+  leaseChecks: leaseChecksSchema.optional(),
 });
 export type MachineOffer = z.output<typeof machineOfferSchema>;
 export type MachineOfferInput = z.input<typeof machineOfferSchema>;
@@ -279,6 +282,7 @@ export class OfferPublisher {
         publishedAt: now,
         ...(state.input.tier > 0 ? { tier: state.input.tier } : {}),
         ...(this.sealingKey ? { sealingKey: this.sealingKey } : {}),
+        ...(state.input.leaseChecks ? { leaseChecks: state.input.leaseChecks } : {}),
       },
       this.options.peerKey,
     );

@@ -6,6 +6,7 @@
 import { z } from "zod";
 import { canonicalGpuName, knownGpuNames } from "../../common/gpu.js";
 import { interconnectSchema } from "../../common/offers/message.js";
+import { DEFAULT_LEASE_CHECK_SHARE_BPS, leaseChecksSchema } from "../../common/attest/lease-checks.js";
 import { declaredMachineSchema } from "./inventory/inventory.js";
 import { pricingOptionsSchema } from "./pricing/options.js";
 import { isCidr } from "./runtime/network-policy.js";
@@ -109,6 +110,12 @@ export const providerOptionsSchema = z.strictObject({
     .strictObject({
       /** Collateral locked per lease, in basis points of its deposit. */
       collateralBps: z.number().int().min(0).max(10_000).default(1_000),
+      /**
+       * Share of a lease's elapsed time (basis points, 10..1000) that each attestor's in-lease
+       * capacity checks may take, announced with every offer and paid by the provider
+       * (docs/attestation.md, "In-lease checks").
+       */
+      leaseCheckShareBps: leaseChecksSchema.shape.shareBps.default(DEFAULT_LEASE_CHECK_SHARE_BPS),
       /** Seconds after a lease opens by which the node must activate it. */
       startWindowSeconds: z.number().int().min(10).max(86_400).default(300),
       minDurationSeconds: z.number().int().min(1).max(2 ** 32 - 1).default(60),

@@ -16,6 +16,11 @@ import { submitTaskParametersSchema, type SubmitTaskParameters, type SubmitTaskR
 
 export type { SubmitTaskParameters, SubmitTaskReturnType };
 
+/** A fresh task-liveness nonce: 32 random bytes as lowercase hex. */
+export function taskLivenessNonce(): string {
+  return Array.from(globalThis.crypto.getRandomValues(new Uint8Array(32)), (byte) => byte.toString(16).padStart(2, "0")).join("");
+}
+
 /**
  * Splits the caller's parameters into the match request and the task spec (both validated),
  * as submitTask does before anything else: a way to check parameters without a client. Throws
@@ -54,6 +59,7 @@ export function parseSubmitParameters(parameters: SubmitTaskParameters): { reque
       command: params.command,
       env: params.env,
       ...(params.ports !== undefined ? { ports: params.ports } : {}),
+      ...(params.taskLiveness ? { taskLiveness: { nonce: taskLivenessNonce() } } : {}),
     },
     "task spec",
   );

@@ -64,6 +64,7 @@ function messageFromView(view: OfferView): OfferMessage {
     // replaced) under the machine's on-demand key, and matched as on-demand.
     ...(view.tier ? { tier: view.tier } : {}),
     ...(view.sealingKey ? { sealingKey: view.sealingKey } : {}),
+    leaseChecks: view.leaseChecks,
     machine: { model: view.model, units: view.units, vramMiB: view.vramMiB, interconnect: view.interconnect, region: view.region, cluster: view.cluster },
     capacity: view.capacity,
     attestations: [],

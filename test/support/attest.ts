@@ -12,7 +12,7 @@ import { computeAnswerRow, deriveMatrixKeys, generateMatrixB, rowToBytes } from 
 import type { SignedAttestation } from "../../common/attest/attestation.js";
 import { MerkleTree, leafHash } from "../../common/attest/merkle.js";
 import { startAttestorService, type AttestorService } from "../../node/attest/service.js";
-import { mountProviderAttestation, type ProviderAttestation } from "../../node/attest/provider-service.js";
+import { mountProviderAttestation, type ProviderAttestation, type ProviderAttestationOptions } from "../../node/attest/provider-service.js";
 import type { ProviderMachine } from "../../node/attest/provider.js";
 import type { MemoryRunner } from "../../node/attest/memory-runner.js";
 import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
@@ -81,7 +81,15 @@ export async function startAttestorDaemon(devnet: Devnet, index: number, overrid
 export async function startProviderDaemon(
   devnet: Devnet,
   index: number,
-  options: { runner: Runner; machines: () => ProviderMachine[]; onAttestation?: (machineId: number, signed: SignedAttestation) => void | Promise<void>; overrides?: Record<string, unknown>; memoryRunner?: MemoryRunner },
+  options: {
+    runner: Runner;
+    machines: () => ProviderMachine[];
+    onAttestation?: (machineId: number, signed: SignedAttestation) => void | Promise<void>;
+    /** The provider agent's task liveness of a lease (taskLivenessOf); absent: liveness covers the node only. */
+    taskLiveness?: ProviderAttestationOptions["taskLiveness"];
+    overrides?: Record<string, unknown>;
+    memoryRunner?: MemoryRunner;
+  },
 ): Promise<{ daemon: TestDaemon; mounted: ProviderAttestation }> {
   const daemon = await startTestDaemon(devnet, merge({ chain: { privateKey: devnetPrivateKey(index) }, offers: { reannounceIntervalMs: 1_000 } }, options.overrides ?? {}), {
     publishesOffers: true,
@@ -92,6 +100,7 @@ export async function startProviderDaemon(
     machines: (machineId) => options.machines().find((machine) => machine.machineId === machineId),
     onAttestation: options.onAttestation,
     memoryRunner: options.memoryRunner,
+    ...(options.taskLiveness ? { taskLiveness: options.taskLiveness } : {}),
   });
   daemon.attach(mounted);
   return { daemon, mounted };

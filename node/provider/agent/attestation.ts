@@ -7,9 +7,12 @@
 import { verifyAttestation } from "../../../common/attest/attestation.js";
 import type { SignedAttestation } from "../../../common/offers/message.js";
 import { createRunner } from "../../attest/create.js";
-import { mountProviderAttestation } from "../../attest/provider-service.js";
+import { mountProviderAttestation, type TaskLivenessVerdict } from "../../attest/provider-service.js";
 import type { Daemon, DaemonModule } from "../../daemon.js";
 import type { Logger } from "../../log/logger.js";
+import type { TaskHandle } from "../runtime/runtime.js";
+import { echoesNonce, LIVENESS_FILE_NAME, type TaskSpec } from "../runtime/task.js";
+import type { LeaseRecord } from "./records.js";
 import type { DeclaredMachine } from "./setup.js";
 
 const MAX_ATTESTATIONS_PER_OFFER = 8;
@@ -20,6 +23,8 @@ export async function startProviderAttestation(
     machines: readonly DeclaredMachine[];
     setAttestations: (machineId: number, attestations: SignedAttestation[]) => void;
     holdsLease: (leaseId: bigint) => boolean;
+    /** The lease's task liveness (taskLivenessOf). */
+    taskLiveness?: (leaseId: bigint) => Promise<TaskLivenessVerdict>;
     logger: Logger;
   },
 ): Promise<DaemonModule> {
@@ -45,6 +50,7 @@ export async function startProviderAttestation(
     machines: parts.machines.map(({ machineId, model, units, vramMiB }) => ({ machineId, model, units, vramMiB })),
     onAttestation,
     holdsLease: parts.holdsLease,
+    ...(parts.taskLiveness ? { taskLiveness: parts.taskLiveness } : {}),
   });
   return {
     name: "provider-attestation",
@@ -53,4 +59,17 @@ export async function startProviderAttestation(
       await runner.close();
     },
   };
+}
+
+/**
+ * Task liveness of a lease (docs/attestation.md, "Task liveness"): required only when the renter's
+ * spec asked for it; then the task must be running and its liveness file must hold the renter's
+ * nonce. A task that ignores the nonce is never held to it unless the renter asked.
+ */
+export async function taskLivenessOf(record: { phase: LeaseRecord["phase"]; spec: Pick<TaskSpec, "taskLiveness"> | null } | undefined, handle: Pick<TaskHandle, "workspace"> | undefined): Promise<TaskLivenessVerdict> {
+  const nonce = record?.spec?.taskLiveness?.nonce;
+  if (!record || !nonce) return { required: false };
+  if (record.phase !== "running" || !handle) return { required: true, alive: false, detail: `the task is not running (${record.phase})` };
+  if (!(await echoesNonce(handle.workspace, nonce))) return { required: true, alive: false, detail: `its ${LIVENESS_FILE_NAME} does not hold the renter's nonce` };
+  return { required: true, alive: true };
 }

@@ -233,6 +233,7 @@ export class MachineMarket {
           lowestInterruptibleBid: this.ctx.lowestBid(machineId),
         },
         attestations: this.attestations.get(machineId) ?? [],
+        leaseChecks: { shareBps: this.ctx.options.terms.leaseCheckShareBps },
       });
       await publisher.set(offerOf(0, onDemand));
       // Reserved terms: one signed offer per tier, with the same free units.

@@ -52,7 +52,7 @@ import { reapTaskProcesses } from "./orphans.js";
 import { DEFAULT_BUNDLE_LIMITS, groupEnvironment, type BundleLimits } from "./process-runtime.js";
 import { RunningTask, type Runtime, type RuntimeIsolation, type TaskExitError, type TaskHandle } from "./runtime.js";
 import { hostIpv4Addresses, taskRoutes } from "./sandbox.js";
-import { Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch } from "./task.js";
+import { livenessEnvironment, Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch } from "./task.js";
 
 export { detectContainerEngine, type ContainerEngine, type EngineDetection, type EngineKind } from "./container-engine.js";
 export { buildContainerCreateArgs } from "./container-args.js";
@@ -308,7 +308,7 @@ export class ContainerRuntime implements Runtime {
         devices,
         units: launch.devices.length,
         amdRenderNodes: gpus && this.options.amdRenderNode ? launch.devices.map(this.options.amdRenderNode) : undefined,
-        env: { ...plainEnv, ...groupEnvironment(launch) },
+        env: { ...plainEnv, ...livenessEnvironment(launch.spec, "/workspace"), ...groupEnvironment(launch) },
         envFile,
         limits: selection.limits,
         perUnit: this.options.perUnit,

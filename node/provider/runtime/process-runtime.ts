@@ -23,7 +23,7 @@ import { reapTaskProcesses } from "./orphans.js";
 import { attachTaskNetwork, bubblewrapArgs, detectBubblewrap, detectNetworkTools, maskArgs, nvidiaDeviceNodes, SYSTEM_READ_ONLY_PATHS, type NetworkTools, type SandboxMode, type TaskNetwork } from "./sandbox.js";
 import { parseCidr, type ParsedCidr } from "./network-policy.js";
 import type { FetchPolicy } from "./fetch-policy.js";
-import { childEnv, Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
+import { childEnv, livenessEnvironment, Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
 
 export type BundleLimits = {
   maxBytes: number;
@@ -86,6 +86,7 @@ export function taskEnvironment(launch: TaskLaunch, workspace: string, tmpDir: s
     SUANLI_TASK_ID: launch.taskId,
     SUANLI_WORKSPACE: workspace,
     SUANLI_OUTPUT_DIR: path.join(workspace, "output"),
+    ...livenessEnvironment(launch.spec, workspace),
     ...groupEnvironment(launch),
   };
 }

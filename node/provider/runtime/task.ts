@@ -6,6 +6,7 @@
  * them replaced (see {@link Redactor}).
  */
 
+import { readFile } from "node:fs/promises";
 export { taskSpecSchema, type TaskSpec } from "../../../common/protocols/task-spec.js";
 import type { TaskSpec } from "../../../common/protocols/task-spec.js";
 
@@ -33,6 +34,24 @@ export function childEnv(spec: TaskSpec): Record<string, string> {
     out[name] = typeof value === "string" ? value : value.value;
   }
   return out;
+}
+
+/** The file, in the task's workspace, a task with task liveness writes its nonce into. */
+export const LIVENESS_FILE_NAME = ".suanli-liveness";
+
+/**
+ * SUANLI_LIVENESS_NONCE and SUANLI_LIVENESS_FILE of a task whose renter asked for task liveness
+ * (none otherwise); `workspace` is the workspace as the task sees it.
+ */
+export function livenessEnvironment(spec: Pick<TaskSpec, "taskLiveness">, workspace: string): Record<string, string> {
+  if (!spec.taskLiveness) return {};
+  return { SUANLI_LIVENESS_NONCE: spec.taskLiveness.nonce, SUANLI_LIVENESS_FILE: `${workspace}/${LIVENESS_FILE_NAME}` };
+}
+
+/** Whether the task's liveness file (host side: in `workspace`) holds `nonce`. A missing or other file does not. */
+export async function echoesNonce(workspace: string, nonce: string): Promise<boolean> {
+  const text = await readFile(`${workspace}/${LIVENESS_FILE_NAME}`, "utf8").catch(() => "");
+  return text.trim() === nonce;
 }
 
 /** The env as it may be stored or shown: secret values replaced by `[secret]`. */

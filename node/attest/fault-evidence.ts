@@ -1,0 +1,70 @@
+/**
+ * What a co-signer must hold of its own before it signs a fault of a given kind. Every signer,
+ * proposer and co-signer alike, signs only what it observed itself: one lying attestor, or an
+ * honest one cut off from a live provider, cannot fault it.
+ *
+ * - unresponsive (kind 1, LivenessEvidence): this attestor's own probes failed `minFailedProbes`
+ *   times in a row over the whole QoS window, from no later than observedAt, it heard nothing
+ *   from the provider after observedAt, and a probe on receipt of the proposal fails too.
+ * - capacity (kind 2, CapacityEvidence in in-lease.ts): this attestor's own in-lease challenge of
+ *   the leased machine failed, started no later than observedAt, with no pass since.
+ */
+import { getAddress, type Address } from "viem";
+import type { FaultDeclineReason } from "../../common/attest/wire.js";
+import { FaultKind, type Fault } from "../../common/eip712.js";
+import { hasOutageEvidence, type LivenessProber } from "./liveness.js";
+import type { LivenessOptions } from "./options.js";
+
+/** The lease a fault names, as the co-signer read it on-chain. */
+export type FaultLease = { leaseId: bigint; provider: Address; machineId: number; activatedAt: number; end: number };
+
+export type EvidenceVerdict =
+  | { ok: true }
+  | { ok: false; reason: FaultDeclineReason; detail: string; lastSeenAt?: number | null; earliestObservedAt?: number | null };
+
+export interface FaultEvidence {
+  readonly kind: number;
+  /** Whether this attestor holds its own evidence of `fault` now (it may probe or challenge to find out). */
+  check(lease: FaultLease, fault: Fault): Promise<EvidenceVerdict>;
+}
+
+/** Kind 1: the provider does not answer this attestor's liveness probes either. */
+export class LivenessEvidence implements FaultEvidence {
+  readonly kind = FaultKind.unresponsive;
+
+  constructor(
+    private readonly prober: LivenessProber,
+    private readonly liveness: LivenessOptions,
+    private readonly now: () => number,
+  ) {}
+
+  async check(lease: FaultLease, fault: Fault): Promise<EvidenceVerdict> {
+    const own = this.prober.state(fault.leaseId);
+    if (own?.lastSuccessAt !== undefined && own.lastSuccessAt > fault.observedAt) {
+      return { ok: false, reason: "seen_alive", detail: `this attestor got a heartbeat at ${own.lastSuccessAt}, after observedAt`, lastSeenAt: own.lastSuccessAt };
+    }
+    const probe = await this.prober.probe({ leaseId: fault.leaseId, provider: getAddress(lease.provider) });
+    if (probe.ok) return { ok: false, reason: "provider_alive", detail: "the provider answered this attestor's probe just now", lastSeenAt: Math.floor(this.now() / 1000) };
+    // This attestor's own evidence: its probes failed over the whole QoS window, from no later than observedAt.
+    const evidence = this.prober.state(fault.leaseId);
+    const nowS = Math.floor(this.now() / 1000);
+    const firstFailureAt = evidence?.firstFailureAt ?? null;
+    if (firstFailureAt === null || fault.observedAt < firstFailureAt) {
+      return {
+        ok: false,
+        reason: "no_evidence",
+        detail: `observedAt ${fault.observedAt} is before this attestor's own first failed probe${firstFailureAt === null ? "" : ` at ${firstFailureAt}`}`,
+        earliestObservedAt: firstFailureAt,
+      };
+    }
+    if (!hasOutageEvidence(evidence, nowS, this.liveness)) {
+      return {
+        ok: false,
+        reason: "no_evidence",
+        detail: `this attestor's probes failed ${evidence?.failures ?? 0} times since ${firstFailureAt}; it signs after ${this.liveness.minFailedProbes} failures over ${this.liveness.qosWindowSeconds} s`,
+        earliestObservedAt: firstFailureAt,
+      };
+    }
+    return { ok: true };
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * The faults an attestor proposed or co-signed, kept in level (Bucket.attestFaults) so a
+ * restarted attestor keeps collecting or submitting where it stopped. One record per lease and
+ * fault kind: an unresponsive fault keeps the key it always had (the lease id), a capacity fault
+ * is keyed `<leaseId>/<kind>`.
+ */
+import type { Address, Hex } from "viem";
+import type { FaultSignature } from "../../common/attest/wire.js";
+import { FaultKind, type Fault } from "../../common/eip712.js";
+import { Bucket } from "../store/buckets.js";
+import type { Repository, Store } from "../store/store.js";
+
+export type FaultStatus =
+  /** Collecting signatures, or holding a quorum waiting to submit. */
+  | "collecting"
+  /** submitFault succeeded (by this attestor or another). */
+  | "landed"
+  /** The lease ended another way (renter closed, completed, expired...). */
+  | "ended"
+  /** The provider answered again (or passed again) before a quorum was reached. */
+  | "abandoned";
+
+/** A fault this attestor proposed or co-signed. */
+export type FaultRecord = {
+  leaseId: bigint;
+  provider: Address;
+  fault: Fault;
+  /** Distinct attestor signatures of exactly `fault`, this attestor's included. */
+  signatures: FaultSignature[];
+  role: "proposer" | "cosigner";
+  status: FaultStatus;
+  createdAtMs: number;
+  updatedAtMs: number;
+  lastAskedAtMs: number;
+  /** observedAt may not be earlier than this: another attestor heard from the provider (or saw it pass) just before. */
+  minObservedAt: number;
+  submittedTx: Hex | null;
+  landedBy: "self" | "other" | null;
+  note: string | null;
+};
+
+/** The store key of a lease's fault of `kind`. */
+export function faultKey(leaseId: bigint, kind: number): string {
+  return kind === FaultKind.unresponsive ? leaseId.toString() : `${leaseId}/${kind}`;
+}
+
+export class FaultRecords {
+  private readonly records = new Map<string, FaultRecord>();
+  private readonly repo: Repository<FaultRecord>;
+
+  constructor(
+    store: Store,
+    private readonly now: () => number,
+  ) {
+    this.repo = store.repository<FaultRecord>(Bucket.attestFaults);
+  }
+
+  /** Reads every record kept before a restart. */
+  async load(): Promise<void> {
+    for await (const [key, record] of this.repo.entries()) this.records.set(key, record);
+  }
+
+  /** Every record, newest first. */
+  list(): FaultRecord[] {
+    return [...this.records.values()].sort((a, b) => b.createdAtMs - a.createdAtMs);
+  }
+
+  /** Records still collecting signatures. */
+  open(): FaultRecord[] {
+    return [...this.records.values()].filter((record) => record.status === "collecting");
+  }
+
+  get(leaseId: bigint, kind: number = FaultKind.unresponsive): FaultRecord | undefined {
+    return this.records.get(faultKey(leaseId, kind));
+  }
+
+  /** The lease's records of every kind. */
+  ofLease(leaseId: bigint): FaultRecord[] {
+    return [...this.records.values()].filter((record) => record.leaseId === leaseId);
+  }
+
+  async save(record: FaultRecord): Promise<void> {
+    const key = faultKey(record.leaseId, record.fault.kind);
+    this.records.set(key, record);
+    await this.repo.put(key, record);
+  }
+
+  async update(record: FaultRecord, changes: Partial<FaultRecord>): Promise<void> {
+    Object.assign(record, changes, { updatedAtMs: this.now() });
+    await this.repo.put(faultKey(record.leaseId, record.fault.kind), record);
+  }
+}

@@ -1,0 +1,228 @@
+/**
+ * In-lease capacity checks (docs/attestation.md, "In-lease checks"). A heartbeat proves only that
+ * the provider's key is online; so every attestor also challenges each leased machine, without
+ * notice, with the ordinary capacity challenge (Challenger, trigger `lease`):
+ *
+ * - When: at random times, exponentially distributed, so a provider cannot tell when the next
+ *   check comes. The mean interval is the last measured check's duration divided by the share the
+ *   machine's offer announces (`leaseChecks.shareBps`, DEFAULT_LEASE_CHECK_SHARE_BPS without one).
+ * - How much: never more than that share of the lease's elapsed time per attestor: a check starts
+ *   only if the time this attestor already spent checking the lease (from its recorded results,
+ *   so a restart does not reset it) plus the expected cost stays within `share × elapsed`.
+ * - Then: a leased machine that fails any challenge of this attestor started during the lease
+ *   (an in-lease check or a scheduled one) gets a capacity fault (kind 2) proposed, observed from
+ *   the failed challenge's start. Co-signers sign it only from their own evidence
+ *   (CapacityEvidence): their own failed challenge during the lease, from no later than
+ *   observedAt, with no pass since. A co-signer without evidence checks the machine itself (within
+ *   the same budget) and declines until it has a verdict, so a lying proposer cannot get a
+ *   capacity fault co-signed against a machine that passes.
+ */
+import { leaseCheckShareBps } from "../../common/attest/lease-checks.js";
+import { FaultKind, type Fault } from "../../common/eip712.js";
+import type { Logger } from "../log/logger.js";
+import type { OfferBook } from "../offers/book.js";
+import type { Challenger } from "./challenger.js";
+import type { EvidenceVerdict, FaultEvidence, FaultLease } from "./fault-evidence.js";
+import type { FaultCoordinator } from "./faults.js";
+import type { LeaseTracker, TrackedLease } from "./leases.js";
+import type { LeaseChecksOptions } from "./options.js";
+import type { ChallengeRecord, ChallengeResults } from "./results.js";
+
+/** Results read back per machine to account a lease's checks and find evidence. */
+const HISTORY_LIMIT = 100;
+
+type Budget = { spentMs: number; lastCostMs: number; nextAtMs: number };
+
+export type InLeaseCheckerOptions = {
+  tracker: LeaseTracker;
+  challenger: Challenger;
+  results: ChallengeResults;
+  book: OfferBook;
+  /** Where capacity faults are proposed (absent: checks run, faults are not proposed). */
+  faults: () => FaultCoordinator | undefined;
+  options: LeaseChecksOptions;
+  logger: Logger;
+  now?: () => number;
+  /** Uniform in [0, 1): the check times' randomness (tests may fix it). */
+  random?: () => number;
+};
+
+/** The lease's in-lease verdicts by this attestor, newest first: results of the lease's machine and provider started during the lease. */
+function leaseVerdicts(history: readonly ChallengeRecord[], lease: Pick<TrackedLease, "provider" | "activatedAt">): ChallengeRecord[] {
+  return history.filter((record) => record.startedAtMs >= lease.activatedAt * 1000 && record.provider.toLowerCase() === lease.provider.toLowerCase() && record.outcome !== "error");
+}
+
+export class InLeaseChecker {
+  private readonly budgets = new Map<string, Budget>();
+  private readonly running = new Map<string, Promise<ChallengeRecord | undefined>>();
+  private timer: ReturnType<typeof setInterval> | undefined;
+  private readonly now: () => number;
+  private readonly random: () => number;
+
+  constructor(private readonly o: InLeaseCheckerOptions) {
+    this.now = o.now ?? Date.now;
+    this.random = o.random ?? Math.random;
+  }
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.tick().catch((error: unknown) => this.o.logger.warn("In-lease check scan failed", {}, error)), this.o.options.tickMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await Promise.allSettled([...this.running.values()]);
+  }
+
+  /** The share of the lease's elapsed time its machine's offer lets each attestor spend on checks (basis points). */
+  shareBps(lease: Pick<TrackedLease, "machineId" | "provider">): number {
+    const entries = this.o.book.byMachine(lease.machineId).filter((entry) => entry.provider.toLowerCase() === lease.provider.toLowerCase());
+    const onDemand = entries.find((entry) => !entry.message.tier) ?? entries[0];
+    return leaseCheckShareBps(onDemand?.message.leaseChecks);
+  }
+
+  /** How much checking time (ms) the lease still allows this attestor now. */
+  async remainingMs(lease: TrackedLease, nowMs = this.now()): Promise<number> {
+    const budget = await this.budget(lease);
+    const allowance = (Math.max(0, nowMs - lease.activatedAt * 1000) * this.shareBps(lease)) / 10_000;
+    return allowance - budget.spentMs;
+  }
+
+  /** Starts the checks that are due. */
+  async tick(): Promise<void> {
+    const nowMs = this.now();
+    for (const lease of this.o.tracker.active(Math.floor(nowMs / 1000))) {
+      const key = lease.leaseId.toString();
+      if (this.running.has(key)) continue;
+      const budget = await this.budget(lease);
+      if (nowMs < budget.nextAtMs) continue;
+      if ((await this.remainingMs(lease, nowMs)) < budget.lastCostMs) continue;
+      void this.check(lease);
+    }
+    const live = new Set(this.o.tracker.active(Math.floor(nowMs / 1000)).map((lease) => lease.leaseId.toString()));
+    for (const key of this.budgets.keys()) if (!live.has(key)) this.budgets.delete(key);
+  }
+
+  /**
+   * Checks the lease's machine now if its budget allows (a co-signer asked for evidence).
+   * Returns whether a check is running.
+   */
+  async requestCheck(lease: TrackedLease): Promise<boolean> {
+    if (this.running.has(lease.leaseId.toString())) return true;
+    const budget = await this.budget(lease);
+    if ((await this.remainingMs(lease)) < budget.lastCostMs) return false;
+    void this.check(lease);
+    return true;
+  }
+
+  /** A challenge result (any trigger): a leased machine that failed during its lease gets a capacity fault proposed. */
+  async onResult(record: ChallengeRecord): Promise<void> {
+    if (record.outcome !== "fail") return;
+    const faults = this.o.faults();
+    if (!faults) return;
+    for (const lease of this.o.tracker.active(Math.floor(this.now() / 1000))) {
+      if (lease.machineId !== record.machineId || !leaseVerdicts([record], lease).length) continue;
+      this.o.logger.warn("A leased machine failed a capacity challenge: proposing a capacity fault", {
+        leaseId: lease.leaseId,
+        machineId: lease.machineId,
+        provider: lease.provider,
+        reason: record.reason,
+        detail: record.detail,
+      });
+      await faults.propose(lease, FaultKind.capacity, Math.floor(record.startedAtMs / 1000));
+    }
+  }
+
+  private check(lease: TrackedLease): Promise<ChallengeRecord | undefined> {
+    const key = lease.leaseId.toString();
+    const work = (async () => {
+      const budget = await this.budget(lease);
+      try {
+        const record = await this.o.challenger.challenge(lease.machineId, "lease");
+        const nowMs = this.now();
+        // What the check cost the provider: an exchange that never started (backoff, unreachable) cost nothing.
+        if (record.challengeId) {
+          const cost = Math.max(1, record.finishedAtMs - record.startedAtMs);
+          budget.spentMs += cost;
+          budget.lastCostMs = cost;
+        }
+        budget.nextAtMs = nowMs + this.interval(lease, budget.lastCostMs);
+        this.o.logger.info("In-lease check", { leaseId: lease.leaseId, machineId: lease.machineId, outcome: record.outcome, reason: record.reason, spentMs: budget.spentMs });
+        return record;
+      } catch (error) {
+        budget.nextAtMs = this.now() + this.interval(lease, budget.lastCostMs);
+        this.o.logger.warn("In-lease check could not run", { leaseId: lease.leaseId }, error);
+        return undefined;
+      }
+    })().finally(() => this.running.delete(key));
+    this.running.set(key, work);
+    return work;
+  }
+
+  /** A random wait before the next check: exponential, its mean the check's cost over the share. */
+  private interval(lease: TrackedLease, costMs: number): number {
+    const meanMs = (costMs * 10_000) / this.shareBps(lease);
+    return Math.round(-Math.log(1 - this.random()) * meanMs);
+  }
+
+  /** The lease's budget; on first sight its spent time is read back from the recorded in-lease checks. */
+  private async budget(lease: TrackedLease): Promise<Budget> {
+    const key = lease.leaseId.toString();
+    const held = this.budgets.get(key);
+    if (held) return held;
+    const history = await this.o.results.history(lease.machineId, HISTORY_LIMIT);
+    const checks = history.filter((record) => record.trigger === "lease" && record.challengeId && record.startedAtMs >= lease.activatedAt * 1000);
+    const spentMs = checks.reduce((sum, record) => sum + Math.max(1, record.finishedAtMs - record.startedAtMs), 0);
+    const lastCostMs = checks[0] ? Math.max(1, checks[0].finishedAtMs - checks[0].startedAtMs) : this.o.options.assumedChallengeMs;
+    const budget: Budget = { spentMs, lastCostMs, nextAtMs: this.now() + this.interval(lease, lastCostMs) };
+    this.budgets.set(key, this.budgets.get(key) ?? budget);
+    return this.budgets.get(key)!;
+  }
+}
+
+/** Kind 2: the leased machine failed this attestor's own challenge during the lease, with no pass since. */
+export class CapacityEvidence implements FaultEvidence {
+  readonly kind = FaultKind.capacity;
+
+  constructor(
+    private readonly checker: InLeaseChecker,
+    private readonly results: ChallengeResults,
+    private readonly tracker: LeaseTracker,
+  ) {}
+
+  async check(lease: FaultLease, fault: Fault): Promise<EvidenceVerdict> {
+    const verdicts = leaseVerdicts(await this.results.history(lease.machineId, HISTORY_LIMIT), lease);
+    const newest = verdicts[0];
+    if (!newest) {
+      const tracked = this.tracker.get(lease.leaseId);
+      const checking = tracked ? await this.checker.requestCheck(tracked) : false;
+      return {
+        ok: false,
+        reason: "no_evidence",
+        detail: checking
+          ? "this attestor has no verdict on the leased machine during the lease; it is challenging it now"
+          : "this attestor has no verdict on the leased machine during the lease, and the lease's check budget allows no challenge now",
+        earliestObservedAt: null,
+      };
+    }
+    if (newest.outcome === "pass") {
+      // A failure is claimed after this attestor's last pass: look again (within the budget).
+      const tracked = this.tracker.get(lease.leaseId);
+      if (tracked && newest.finishedAtMs < fault.observedAt * 1000) await this.checker.requestCheck(tracked);
+      return { ok: false, reason: "seen_alive", detail: `the machine passed this attestor's challenge started at ${Math.floor(newest.startedAtMs / 1000)}`, lastSeenAt: Math.floor(newest.finishedAtMs / 1000) };
+    }
+    // The failures since the last pass: the earliest one starts this attestor's evidence.
+    let earliest = newest;
+    for (const record of verdicts) {
+      if (record.outcome === "pass") break;
+      earliest = record;
+    }
+    const earliestAt = Math.floor(earliest.startedAtMs / 1000);
+    if (fault.observedAt < earliestAt) {
+      return { ok: false, reason: "no_evidence", detail: `observedAt ${fault.observedAt} is before this attestor's own failed challenge at ${earliestAt}`, earliestObservedAt: earliestAt };
+    }
+    return { ok: true };
+  }
+}
