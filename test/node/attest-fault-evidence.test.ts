@@ -87,7 +87,7 @@ describe("attestor role: a lying proposer cannot fault a live provider (issue 24
       declined(atStart, ["no_evidence"]);
       assert.equal(atStart.outcome === "declined" && atStart.earliestObservedAt, blip);
       declined(await propose(Math.floor(Date.now() / 1000)), ["no_evidence"]);
-      declined(await propose(blip - 1), ["no_evidence", "seen_alive"]);
+      declined(await propose(blip - 1), ["no_evidence", "seen_alive", "out_of_range"]);
       assert.ok(!hasOutageEvidence(state(), Math.floor(Date.now() / 1000), LIVENESS), "the blip must still be shorter than the window here");
       provider.child.kill("SIGCONT");
       await waitFor("the honest attestor hearing from the provider again", () => state()?.failures === 0 && (state()?.lastSuccessAt ?? 0) > blip, { timeoutMs: 20_000, intervalMs: 50 });
