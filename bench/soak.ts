@@ -94,7 +94,12 @@ async function allStarted<T extends { node: ProviderProcess | RunningCli }>(star
 type NodeStats = { heapUsedBytes: number | null; activeHandles: number | null };
 
 async function nodeStats(metricsUrl: string | null): Promise<NodeStats> {
-  const text = metricsUrl ? await fetch(metricsUrl, { signal: AbortSignal.timeout(10_000) }).then((r) => r.text()).catch(() => "") : "";
+  let text = "";
+  // A few tries: a node just restarted, or busy, may answer late.
+  for (let attempt = 0; metricsUrl && text === "" && attempt < 3; attempt++) {
+    if (attempt > 0) await sleep(1_000);
+    text = await fetch(metricsUrl, { signal: AbortSignal.timeout(10_000) }).then((r) => r.text()).catch(() => "");
+  }
   const metric = (name: string) => {
     const match = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "m").exec(text);
     return match?.[1] !== undefined ? Number(match[1]) : null;
@@ -128,6 +133,14 @@ type Renter = { account: PrivateKeyAccount; client: SuanliClient; current: strin
 /** How a soak task is built: what it runs, for how long, on demand or interruptible. */
 type TaskKind = "short" | "long" | "failing" | "interruptible";
 
+/** Each renter's first task, by renter index: its kind and its action (below 0.15 cancel, below 0.35 extend, else wait). */
+const FIRST_TASKS: { kind: TaskKind; action: number }[] = [
+  { kind: "failing", action: 0.9 },
+  { kind: "long", action: 0.25 },
+  { kind: "long", action: 0.05 },
+  { kind: "interruptible", action: 0.9 },
+];
+
 export async function run(args: string[]): Promise<Record<string, unknown>> {
   const seconds = option(args, "seconds", 300);
   const providerCount = option(args, "providers", 3);
@@ -151,13 +164,15 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const providers: ProviderSlot[] = [];
   const attestors: AttestorSlot[] = [];
   const renters: Renter[] = [];
-  const counts = { tasksSubmitted: 0, submitRefused: 0, tasksCompleted: 0, tasksFailed: 0, tasksPreempted: 0, tasksOtherEnd: 0, cancels: 0, extends: 0, sdkErrors: 0, orphanLeasesClosed: 0, restartRetries: 0 };
+  const counts = { tasksSubmitted: 0, submitRefused: 0, tasksCompleted: 0, tasksFailed: 0, tasksPreempted: 0, tasksOtherEnd: 0, cancels: 0, extends: 0, sdkErrors: 0, orphanLeasesClosed: 0, restartRetries: 0, leasesActiveOnKilledProviders: 0 };
   const faults: Record<FaultKind, number> = { rpcOutage: 0, rpcDelay: 0, rpcReset: 0, providerKill: 0, attestorKill: 0 };
   /** SDK and restart errors by step and error name, with the first message of each (what the faults cost the renters). */
   const errors: Record<string, { count: number; first: string }> = {};
   const noteError = (step: string, error: unknown) => {
     const key = `${step}/${error instanceof Error ? error.name : "unknown"}`;
-    const entry = (errors[key] ??= { count: 0, first: error instanceof Error ? error.message.split("\n")[0]!.slice(0, 300) : String(error) });
+    const text = (e: unknown) => (e instanceof Error ? (e.message.split("\n")[0] ?? "").slice(0, 300) : String(e));
+    const cause = error instanceof Error && error.cause !== undefined ? ` (cause: ${text(error.cause)})` : "";
+    const entry = (errors[key] ??= { count: 0, first: `${text(error)}${cause}` });
     entry.count++;
   };
   const quiet = { level: "warn", format: "json" } as const;
@@ -275,8 +290,10 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     // autoMigrate task), until the deadline. Every SDK error is counted and the task followed again.
     const renterLoop = async (renter: Renter) => {
       await sleep(rand() * 2_000);
+      // The first task of each renter is scripted (so a short run still fails one, extends one, cancels one and runs interruptible work); then at random.
+      let scripted: { kind: TaskKind; action: number } | undefined = FIRST_TASKS[renters.indexOf(renter) % FIRST_TASKS.length];
       while (Date.now() < deadline - 3_000) {
-        const kind = pick(["short", "long", "long", "failing", "interruptible", "interruptible"] as const);
+        const kind = scripted?.kind ?? pick(["short", "long", "long", "failing", "interruptible", "interruptible"] as const);
         const bundle = tasks[kind];
         const interruptible = kind === "interruptible";
         let taskId: string;
@@ -302,7 +319,8 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           await sleep(500 + rand() * 1_000);
           continue;
         }
-        const action = rand();
+        const action = scripted?.action ?? rand();
+        scripted = undefined;
         try {
           if (action < 0.15) {
             await sleep(500 + rand() * 2_000);
@@ -397,7 +415,8 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           const victim = providers[load.indexOf(Math.max(...load))] ?? pick(providers);
           victim.down = true;
           await victim.node.kill("SIGKILL");
-          const downFor = 7_000 + rand() * 3_000;
+          counts.leasesActiveOnKilledProviders += Math.max(...load);
+          const downFor = 10_000 + rand() * 4_000;
           recoveries.push(
             (async () => {
               await sleep(downFor);
