@@ -1,27 +1,44 @@
 /**
- * `npm run bench -- soak [--json] [--seconds N] [--providers P] [--renters R] [--seed S]`: the
- * market under faults over time. A devnet, P provider nodes (real child processes, their chain
- * RPC behind the chaos proxy) and R renters renting random leases (1 or 2 units, 5 to 40 s) with
- * random tasks (short, long, failing) for N seconds (default 300), while faults are injected at
- * random: the chain RPC away for a few seconds, the RPC slowed down, connections reset in flight,
- * a provider SIGKILLed and restarted on its data dir. Then every lease is drained and the chaos
- * ledger checks the money.
+ * `npm run bench -- soak [--json] [--seconds N] [--providers P] [--attestors A] [--renters R] [--seed S]`:
+ * the market under faults over time.
  *
- * Summary: leasesRun, tasksCompleted, tasksFailed, migrations, faultsInjected (by kind),
- * baseUnitsLost (must be 0), unitsDoubleLeased (0), leasesStuck (0), leasesOpenAfterDrain (0), violations, and each node's
- * heap and open handles at start and end (from its Prometheus endpoint). A CI test runs a short
- * version (test/e2e/chaos-soak.test.ts).
+ * A devnet (wall-clock blocks, a 3 s preemption notice, a fault quorum of 2), P provider nodes and
+ * A attestor nodes as real child processes (their chain RPC behind the chaos proxy, fixed libp2p
+ * ports so a restarted node is found where it was), and R renters, each an SDK client with its own
+ * wallet and libp2p node (its RPC behind the proxy too). For N seconds (default 300) every renter
+ * submits random tasks: short, long or failing, on demand or interruptible (a cheaper bid that an
+ * on-demand task preempts), most with `autoMigrate`; it cancels some, extends some, and waits for
+ * the rest through the SDK, which migrates a task whose lease was faulted or preempted. Meanwhile
+ * faults are injected at random, every kind at least once first: the chain RPC away for a few
+ * seconds (`rpcOutage`), slowed down (`rpcDelay`), connections reset in flight (`rpcReset`), a
+ * provider node SIGKILLed, kept down past the attestors' QoS window (so its running leases are
+ * faulted by the quorum) and restarted on its data dir (`providerKill`), an attestor SIGKILLed and
+ * restarted (`attestorKill`). Then the renters cancel what still runs, every lease is drained, and
+ * the chaos ledger checks the money.
+ *
+ * Summary (the last line with --json): leasesRun, tasksSubmitted, tasksCompleted, tasksFailed,
+ * migrations (by cause), cancels, extends, preemptions, leasesFaulted, faultsInjected (by kind),
+ * baseUnitsLost (must be 0), unitsDoubleLeased (0), leasesStuck (0), leasesOpenAfterDrain (0),
+ * violations, and each node's heap and open handles at start and end with the stated bound
+ * (`resourceBound`, checked in `nodeResourcesWithinBounds`). The CI test runs a one-minute version
+ * (test/e2e/chaos-soak.test.ts) and asserts the zeros, the bound and that every action and fault
+ * kind happened.
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { startBundleServer } from "../test/support/bundles.js";
-import { checkLedger, RpcProxy, watchWallets } from "../test/support/chaos.js";
+import type { Address } from "viem";
+import type { PrivateKeyAccount } from "viem/accounts";
 import { leaseMarketAbi } from "../common/abi.js";
-import { fund, send, startDevnet } from "../test/support/devnet.js";
+import { devnetAccount, devnetPrivateKey } from "../common/devnet.js";
+import { createClient, type SuanliClient } from "../sdk/index.js";
+import { startBundleServer, type ServedBundle } from "../test/support/bundles.js";
+import { checkLedger, RpcProxy, watchWallets, type LedgerReport } from "../test/support/chaos.js";
+import { startCli, type RunningCli } from "../test/support/cli.js";
+import { fund, fundedAccount, startDevnet, type Devnet } from "../test/support/devnet.js";
 import { testProviderConfig } from "../test/support/provider.js";
 import { ProviderProcess } from "../test/support/provider-process.js";
-import { TestRenter } from "../test/support/renter.js";
 
 function option(args: string[], name: string, fallback: number): number {
   const at = args.indexOf(`--${name}`);
@@ -31,7 +48,7 @@ function option(args: string[], name: string, fallback: number): number {
   return n;
 }
 
-/** A small seeded generator (mulberry32), so a run can be replayed with --seed. */
+/** A small seeded generator (mulberry32), so a run's choices can be replayed with --seed. */
 function random(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
@@ -45,168 +62,491 @@ function random(seed: number): () => number {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A free TCP port on 127.0.0.1 (a node listens on it again after a restart). */
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/**
+ * Waits for every start; when one fails, stops the ones that started (they are not in the run's
+ * lists yet, so its cleanup would miss them) and throws the first failure.
+ */
+async function allStarted<T extends { node: ProviderProcess | RunningCli }>(starts: Promise<T>[]): Promise<T[]> {
+  const settled = await Promise.allSettled(starts);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (!failed) return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
+  for (const s of settled) {
+    if (s.status !== "fulfilled") continue;
+    const node = s.value.node;
+    if (node instanceof ProviderProcess) await node.kill("SIGKILL").catch(() => undefined);
+    else await node.stop("SIGKILL").catch(() => undefined);
+  }
+  throw failed.reason;
+}
+
 type NodeStats = { heapUsedBytes: number | null; activeHandles: number | null };
 
-async function nodeStats(node: ProviderProcess): Promise<NodeStats> {
-  const text = node.ready.metricsUrl ? await (await fetch(node.ready.metricsUrl)).text().catch(() => "") : "";
+async function nodeStats(metricsUrl: string | null): Promise<NodeStats> {
+  let text = "";
+  // A few tries: a node just restarted, or busy, may answer late.
+  for (let attempt = 0; metricsUrl && text === "" && attempt < 3; attempt++) {
+    if (attempt > 0) await sleep(1_000);
+    text = await fetch(metricsUrl, { signal: AbortSignal.timeout(10_000) }).then((r) => r.text()).catch(() => "");
+  }
   const metric = (name: string) => {
     const match = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "m").exec(text);
-    return match ? Number(match[1]) : null;
+    return match?.[1] !== undefined ? Number(match[1]) : null;
   };
   return { heapUsedBytes: metric("suanli_nodejs_heap_size_used_bytes"), activeHandles: metric("suanli_nodejs_active_handles_total") };
 }
 
+/**
+ * The stated bound on a node over the run: its used heap at most doubles plus 64 MiB, and it holds
+ * at most 32 more handles (sockets, timers, files) at the end than at the start. A node restarted
+ * during the run is compared from its first start: a restart must not leave it bigger either.
+ */
+export const RESOURCE_BOUND = { heapFactor: 2, heapSlackBytes: 64 * 1024 * 1024, handleSlack: 32 } as const;
+
+function withinBound(start: NodeStats, end: NodeStats): boolean {
+  if (start.heapUsedBytes === null || end.heapUsedBytes === null || start.activeHandles === null || end.activeHandles === null) return false;
+  return end.heapUsedBytes <= RESOURCE_BOUND.heapFactor * start.heapUsedBytes + RESOURCE_BOUND.heapSlackBytes && end.activeHandles <= start.activeHandles + RESOURCE_BOUND.handleSlack;
+}
+
+/** Units of each provider's one machine: a dozen renters asking 1 or 2 each keep them contended (so on-demand tasks preempt interruptible ones) without queueing every submit. */
+const UNITS_PER_MACHINE = 4;
+
+/** The fault kinds the soak injects. */
+export const FAULT_KINDS = ["rpcOutage", "rpcDelay", "rpcReset", "providerKill", "attestorKill"] as const;
+type FaultKind = (typeof FAULT_KINDS)[number];
+
+type ProviderSlot = { configFile: string; node: ProviderProcess; machineId: number; address: Address; down: boolean };
+type AttestorSlot = { configFile: string; node: RunningCli; metricsUrl: string | null; down: boolean };
+type Renter = { account: PrivateKeyAccount; client: SuanliClient; current: string | undefined };
+
+/** How a soak task is built: what it runs, for how long, on demand or interruptible. */
+type TaskKind = "short" | "long" | "failing" | "interruptible";
+
+/** Each renter's first task, by renter index: its kind and its action (below 0.15 cancel, below 0.35 extend, else wait). */
+const FIRST_TASKS: { kind: TaskKind; action: number }[] = [
+  { kind: "failing", action: 0.9 },
+  { kind: "long", action: 0.25 },
+  { kind: "long", action: 0.05 },
+  { kind: "interruptible", action: 0.9 },
+];
+
 export async function run(args: string[]): Promise<Record<string, unknown>> {
   const seconds = option(args, "seconds", 300);
   const providerCount = option(args, "providers", 3);
-  const renterCount = option(args, "renters", 4);
+  const attestorCount = option(args, "attestors", 3);
+  const renterCount = option(args, "renters", 24);
   const seed = option(args, "seed", 20);
   const rand = random(seed);
-  const pick = <T>(items: T[]): T => items[Math.floor(rand() * items.length)];
+  const pick = <T>(items: readonly T[]): T => items[Math.floor(rand() * items.length)]!;
+  if (attestorCount < 2) throw new Error("--attestors must be at least 2: the soak's fault quorum is 2 and one attestor is killed at times");
 
-  const devnet = await startDevnet();
+  const log = (line: string) => process.stderr.write(`soak: ${line}\n`);
+  const attestorIndexes = Array.from({ length: attestorCount }, (_, i) => 10 + i);
+  const devnet: Devnet = await startDevnet({
+    wallClockBlocks: true,
+    params: { preemptionNotice: 3, faultQuorum: 2 },
+    attestors: attestorIndexes.map((i) => devnetAccount(i).address),
+  });
   const bundles = await startBundleServer();
-  const proxy = await RpcProxy.start(devnet.rpcUrl);
+  const proxy = await RpcProxy.start(devnet.rpcUrl, { maxConnections: 1024 });
   const dir = await mkdtemp(path.join(tmpdir(), "suanli-soak-"));
-  const nodes: { configFile: string; node: ProviderProcess; machineId: number; down: boolean }[] = [];
-  const renters: TestRenter[] = [];
-  const counts = { leasesRun: 0, rentRefused: 0, closedByRenter: 0, tasksCompleted: 0, tasksFailed: 0, migrations: 0 };
-  const faults: Record<string, number> = { rpcOutage: 0, rpcDelay: 0, rpcReset: 0, providerKill: 0 };
+  const providers: ProviderSlot[] = [];
+  const attestors: AttestorSlot[] = [];
+  const renters: Renter[] = [];
+  const counts = { tasksSubmitted: 0, submitRefused: 0, tasksCompleted: 0, tasksFailed: 0, tasksPreempted: 0, tasksOtherEnd: 0, cancels: 0, extends: 0, sdkErrors: 0, orphanLeasesClosed: 0, restartRetries: 0, leasesActiveOnKilledProviders: 0 };
+  const faults: Record<FaultKind, number> = { rpcOutage: 0, rpcDelay: 0, rpcReset: 0, providerKill: 0, attestorKill: 0 };
+  /** SDK and restart errors by step and error name, with the first message of each (what the faults cost the renters). */
+  const errors: Record<string, { count: number; first: string }> = {};
+  const noteError = (step: string, error: unknown) => {
+    const key = `${step}/${error instanceof Error ? error.name : "unknown"}`;
+    const text = (e: unknown) => (e instanceof Error ? (e.message.split("\n")[0] ?? "").slice(0, 300) : String(e));
+    const cause = error instanceof Error && error.cause !== undefined ? ` (cause: ${text(error.cause)})` : "";
+    const entry = (errors[key] ??= { count: 0, first: `${text(error)}${cause}` });
+    entry.count++;
+  };
+  const quiet = { level: "warn", format: "json" } as const;
   try {
-    for (let i = 0; i < providerCount; i++) {
-      const configFile = path.join(dir, `provider-${i}.json`);
-      const config = testProviderConfig(1 + i, {
-        dataDir: path.join(dir, `data-${i}`),
-        log: { level: "warn", format: "json" },
-        chain: { rpcUrl: proxy.url, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 200 },
-        p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], allowPrivateAddresses: true, dht: { enabled: false }, gossip: { ipColocationWhitelist: ["127.0.0.1"] } },
+    // Providers and attestors start side by side on fixed ports (a restarted node listens where
+    // its peers and offers say it is); a provider restarted later bootstraps from all the others.
+    const providerPorts = await Promise.all(Array.from({ length: providerCount }, freePort));
+    const providerConfig = (i: number, bootstrap: string[]) =>
+      testProviderConfig(1 + i, {
+        dataDir: path.join(dir, `provider-data-${i}`),
+        log: quiet,
+        chain: { rpcUrl: proxy.url, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 250 },
+        p2p: {
+          listen: [`/ip4/127.0.0.1/tcp/${providerPorts[i]}`],
+          bootstrap,
+          allowPrivateAddresses: true,
+          dht: { enabled: false },
+          gossip: { ipColocationWhitelist: ["127.0.0.1"] },
+          connections: { inboundPerSecondPerHost: 1000 },
+        },
         metrics: { enabled: true, port: 0 },
+        provider: {
+          inventory: { source: "declared", declared: [{ model: "A100-80GB", count: UNITS_PER_MACHINE, region: "eu-west" }] },
+          minBids: { "A100-80GB": { pricePerUnitSecond: "50" } },
+          // A renter whose open failed under a fault must not keep the units from the others for two minutes.
+          reserve: { holdSeconds: 10 },
+          terms: { startWindowSeconds: 30, minDurationSeconds: 1 },
+        },
       });
-      await writeFile(configFile, JSON.stringify(config, null, 2));
-      await fund(devnet, await devnet.wallet(1 + i), 2_000_000_000n);
-      const node = await ProviderProcess.start(configFile);
-      nodes.push({ configFile, node, machineId: node.ready.machines[0].machineId, down: false });
+    for (let i = 0; i < providerCount; i++) await fund(devnet, await devnet.wallet(1 + i), 2_000_000_000n);
+    providers.push(
+      ...(await allStarted(
+        Array.from({ length: providerCount }, async (_, i): Promise<ProviderSlot> => {
+          const configFile = path.join(dir, `provider-${i}.json`);
+          await writeFile(configFile, JSON.stringify(providerConfig(i, []), null, 2));
+          const node = await ProviderProcess.start(configFile);
+          const machine = node.ready.machines[0];
+          if (!machine) throw new Error(`provider ${i} started without a machine`);
+          return { configFile, node, machineId: machine.machineId, address: node.ready.address, down: false };
+        }),
+      )),
+    );
+    const providerAddrs = providers.map((p) => p.node.peer.addr);
+    log(`${providerCount} providers up`);
+    for (let i = 0; i < providerCount; i++) {
+      await writeFile(providers[i]!.configFile, JSON.stringify(providerConfig(i, providerAddrs.filter((_, j) => j !== i)), null, 2));
     }
-    for (let i = 0; i < renterCount; i++) renters.push(await TestRenter.start(devnet, 1 + providerCount + i));
-    const wallets = await watchWallets(devnet, [
-      ...renters.map((r) => ({ address: r.address, role: "renter" as const })),
-      ...nodes.map((n) => ({ address: n.node.ready.address, role: "provider" as const })),
-    ]);
-    const statsAtStart = await Promise.all(nodes.map((n) => nodeStats(n.node)));
-    const tasks = {
-      short: await bundles.bundle({ "run.sh": "echo ok\n" }),
-      long: await bundles.bundle({ "run.sh": "sleep 4\necho ok\n" }),
-      failing: await bundles.bundle({ "run.sh": "echo bad >&2\nexit 3\n" }),
-    };
-    const deadline = Date.now() + seconds * 1000;
 
-    // Renters: rent, send a task, follow it (status over libp2p) until it ends or the node goes away.
-    const renterLoop = async (renter: TestRenter) => {
-      while (Date.now() < deadline) {
-        const target = pick(nodes);
-        if (target.down) {
-          await sleep(500);
+    // Attestors: liveness probes every second, a provider silent for 4 s is faulted by the quorum.
+    attestors.push(
+      ...(await allStarted(
+        attestorIndexes.map(async (accountIndex, i): Promise<AttestorSlot> => {
+          const configFile = path.join(dir, `attestor-${i}.json`);
+          await writeFile(
+            configFile,
+            JSON.stringify({
+              dataDir: path.join(dir, `attestor-data-${i}`),
+              log: quiet,
+              chain: { rpcUrl: proxy.url, deploymentsDir: devnet.deploymentsDir, privateKey: devnetPrivateKey(accountIndex), pollingIntervalMs: 250 },
+              p2p: {
+                listen: [`/ip4/127.0.0.1/tcp/${await freePort()}`],
+                bootstrap: providerAddrs,
+                allowPrivateAddresses: true,
+                dht: { enabled: false },
+                gossip: { ipColocationWhitelist: ["127.0.0.1"] },
+                connections: { inboundPerSecondPerHost: 1000 },
+              },
+              metrics: { enabled: true, port: 0 },
+              attest: {
+                challenge: { preset: "cpu-devnet" },
+                runner: { kind: "cpu", workers: 1 },
+                attestor: { maxConcurrentChallenges: 1 },
+                liveness: { probeIntervalMs: 1_000, probeTimeoutMs: 1_500, qosWindowSeconds: 4, minFailedProbes: 2, backupSubmitDelayMs: 4_000 },
+              },
+            }),
+          );
+          const node = startCli(["attestor", "start", "--config", configFile, "--json"], { timeoutMs: 90_000 });
+          const ready = (await node.ready) as { metricsUrl: string | null };
+          return { configFile, node, metricsUrl: ready.metricsUrl, down: false };
+        }),
+      )),
+    );
+
+    log(`${attestorCount} attestors up`);
+    // Renters: fresh wallets, one SDK client each, over the proxy.
+    const accounts: PrivateKeyAccount[] = [];
+    for (let i = 0; i < renterCount; i++) accounts.push(await fundedAccount(devnet, 1_000_000_000n));
+    for (const account of accounts) {
+      renters.push({ account, client: await createClient({ rpcUrl: proxy.url, account, bootstrap: providerAddrs, deployment: devnet.deploymentsDir }), current: undefined });
+    }
+    log(`${renterCount} renters up`);
+    const offersDeadline = Date.now() + 60_000;
+    for (const renter of renters) {
+      while ((await renter.client.queryOffers()).length < providerCount) {
+        if (Date.now() > offersDeadline) throw new Error("the renters did not see every provider's offer within 60 s");
+        await sleep(250);
+      }
+    }
+    const wallets = await watchWallets(devnet, [
+      ...renters.map((r) => ({ address: r.account.address, role: "renter" as const })),
+      ...providers.map((p) => ({ address: p.address, role: "provider" as const })),
+    ]);
+    const statsAtStart = await Promise.all([...providers.map((p) => nodeStats(p.node.ready.metricsUrl)), ...attestors.map((a) => nodeStats(a.metricsUrl))]);
+    const tasks: Record<TaskKind, ServedBundle> = {
+      short: await bundles.bundle({ "run.sh": "echo ok\n" }),
+      long: await bundles.bundle({ "run.sh": "sleep 6\necho ok\n" }),
+      failing: await bundles.bundle({ "run.sh": "echo bad >&2\nexit 3\n" }),
+      interruptible: await bundles.bundle({ "run.sh": "sleep 8\necho ok\n" }),
+    };
+    log(`${providerCount} providers, ${attestorCount} attestors, ${renterCount} renters ready; running ${seconds} s`);
+    const started = Date.now();
+    const deadline = started + seconds * 1000;
+
+    // A renter: submit, then cancel, extend or just wait (the SDK migrates a faulted or preempted
+    // autoMigrate task), until the deadline. Every SDK error is counted and the task followed again.
+    const renterLoop = async (renter: Renter) => {
+      await sleep(rand() * 2_000);
+      // The first task of each renter is scripted (so a short run still fails one, extends one, cancels one and runs interruptible work); then at random.
+      let scripted: { kind: TaskKind; action: number } | undefined = FIRST_TASKS[renters.indexOf(renter) % FIRST_TASKS.length];
+      while (Date.now() < deadline - 3_000) {
+        const kind = scripted?.kind ?? pick(["short", "long", "long", "failing", "interruptible", "interruptible"] as const);
+        const bundle = tasks[kind];
+        const interruptible = kind === "interruptible";
+        let taskId: string;
+        try {
+          const submitted = await renter.client.submitTask({
+            gpuType: "A100",
+            gpuCount: rand() < 0.75 ? 1 : 2,
+            duration: kind === "short" ? 10 + Math.floor(rand() * 10) : 20 + Math.floor(rand() * 15),
+            ...(interruptible ? { interruptible: true, bidPerGpuHour: "0.2" } : { maxPricePerGpuHour: "1" }),
+            attestedOnly: false,
+            bundleUrl: bundle.url,
+            sha256: bundle.sha256,
+            command: "sh run.sh",
+            autoMigrate: rand() < 0.85,
+          });
+          taskId = submitted.taskId;
+          renter.current = taskId;
+          counts.tasksSubmitted++;
+        } catch (error) {
+          // Nothing free (every unit leased on demand), a refusal, or the chain away: try again soon.
+          counts.submitRefused++;
+          noteError("submit", error);
+          await sleep(500 + rand() * 1_000);
           continue;
         }
-        let leaseId: bigint | undefined;
+        const action = scripted?.action ?? rand();
+        scripted = undefined;
         try {
-          leaseId = await renter.rent(target.node.peer, { machineId: target.machineId, units: rand() < 0.5 ? 1 : 2, duration: 5 + Math.floor(rand() * 36) });
-          counts.leasesRun++;
-          const kind = pick(["short", "long", "failing"] as const);
-          await renter.sendTask(target.node.peer, leaseId, { bundle: tasks[kind], command: "sh run.sh" });
-          const status = await renter.waitStatus(target.node.peer, leaseId, (s) => ["succeeded", "failed", "exceeded", "cancelled"].includes(s.state), "the task to end", 30_000);
-          if (status.state === "succeeded") counts.tasksCompleted++;
-          else counts.tasksFailed++;
-        } catch {
-          // Refused (machine busy), or the node or the chain went away under the renter. A lease it
-          // opened but could not use is closed, as the SDK does: refunded by the rules (the ledger checks how much).
-          counts.rentRefused++;
-          if (leaseId !== undefined) {
-            const view = await renter.lease(leaseId);
-            if (view.status === "Open" || view.status === "Active") {
-              await send(renter.clients, { address: renter.market, abi: leaseMarketAbi, functionName: "close", args: [leaseId] } as never).catch(() => undefined);
-              counts.closedByRenter++;
-            }
+          if (action < 0.15) {
+            await sleep(500 + rand() * 2_000);
+            await renter.client.cancel(taskId);
+            counts.cancels++;
+            renter.current = undefined;
+            continue;
           }
-          await sleep(300);
+          if (action < 0.35) {
+            // Extend once the lease is active (an Open lease cannot be extended), within a few seconds.
+            for (let i = 0; i < 20 && (await renter.client.status(taskId)).lease.status === "Open"; i++) await sleep(500);
+            await renter.client.extend(taskId, { seconds: 5 + Math.floor(rand() * 6) });
+            counts.extends++;
+          }
+        } catch (error) {
+          counts.sdkErrors++;
+          noteError(action < 0.15 ? "cancel" : "extend", error);
+        }
+        // Follow the task to its end; an SDK error (the chain or the provider away) is retried while there is time.
+        while (renter.current !== undefined) {
+          try {
+            const receipt = await renter.client.wait(taskId, { pollIntervalMs: 1_000, timeoutMs: Math.max(1_000, deadline - Date.now()) });
+            if (receipt.state === "succeeded") counts.tasksCompleted++;
+            else if (receipt.state === "preempted") counts.tasksPreempted++;
+            else if (receipt.state === "failed") counts.tasksFailed++;
+            else counts.tasksOtherEnd++;
+            renter.current = undefined;
+          } catch (error) {
+            counts.sdkErrors++;
+            noteError("wait", error);
+            if (Date.now() > deadline - 3_000) break; // the drain below cancels it
+            await sleep(1_000);
+          }
         }
       }
     };
 
-    // Faults: one every 2 to 5 s; every kind once first (in random order), then at random.
-    const kinds = ["rpcOutage", "rpcDelay", "rpcReset", "providerKill"] as const;
-    const firstRound = [...kinds].sort(() => rand() - 0.5);
+    // Faults: every kind once first (in random order), then at random, one every 1 to 4 s.
+    const firstRound = [...FAULT_KINDS].sort(() => rand() - 0.5);
+    const activeOn = async (slot: ProviderSlot): Promise<number> => {
+      const report = await checkLedger(devnet, { wallets: [], capacity: new Map() });
+      return report.leases.filter((l) => l.status === "Active" && l.provider.toLowerCase() === slot.address.toLowerCase()).length;
+    };
+    // A node refuses to start while it cannot reach the chain (an RPC fault, or a chain slow under
+    // load): restart it as a supervisor would (systemd's Restart=on-failure), a few times.
+    const restarted = async <T>(start: () => Promise<T>): Promise<T> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await start();
+        } catch (error) {
+          noteError("restart", error);
+          if (attempt >= 5) throw error;
+          counts.restartRetries++;
+          await sleep(2_000);
+        }
+      }
+    };
+    // A killed node comes back in the background (its restart takes seconds, more under load):
+    // the faults go on meanwhile. At most one provider and one attestor are down at a time (two
+    // attestors of three still make the quorum).
+    const recoveries: Promise<void>[] = [];
     const faultLoop = async () => {
-      while (Date.now() < deadline - 5_000) {
-        await sleep(2_000 + rand() * 3_000);
-        const fault = firstRound.shift() ?? pick([...kinds]);
+      while (Date.now() < deadline - 12_000) {
+        await sleep(1_000 + rand() * 2_000);
+        let fault = firstRound[0] ?? pick(FAULT_KINDS);
+        if (fault === "providerKill" && providers.some((p) => p.down)) fault = "rpcReset";
+        if (fault === "attestorKill" && attestors.some((a) => a.down)) fault = "rpcReset";
+        if (fault === "providerKill" && firstRound[0] === "providerKill" && Date.now() < deadline - 40_000) {
+          // The first kill waits (a while) for a provider with a running lease, so the quorum has a lease to fault and the SDK a task to migrate.
+          const load = await Promise.all(providers.map(activeOn));
+          if (Math.max(...load) === 0) {
+            fault = "rpcReset";
+            firstRound.push(firstRound.shift()!);
+          }
+        }
+        if (fault === firstRound[0]) firstRound.shift();
         faults[fault]++;
         if (fault === "rpcOutage") {
           proxy.down();
-          await sleep(2_000 + rand() * 4_000);
+          await sleep(2_000 + rand() * 2_000);
           proxy.up();
         } else if (fault === "rpcDelay") {
-          proxy.set({ kind: "delay", ms: 200 + Math.floor(rand() * 800) });
+          proxy.set({ kind: "delay", ms: 200 + Math.floor(rand() * 600) });
           await sleep(3_000);
           proxy.up();
         } else if (fault === "rpcReset") {
           proxy.cut();
-        } else {
-          const victim = pick(nodes);
+        } else if (fault === "providerKill") {
+          // The provider with the most running leases, kept down past the QoS window (its leases
+          // are faulted by the quorum), then restarted on its data dir.
+          const load = await Promise.all(providers.map(activeOn));
+          const victim = providers[load.indexOf(Math.max(...load))] ?? pick(providers);
           victim.down = true;
           await victim.node.kill("SIGKILL");
-          await sleep(1_000);
-          victim.node = await ProviderProcess.start(victim.configFile);
-          victim.down = false;
+          counts.leasesActiveOnKilledProviders += Math.max(...load);
+          const downFor = 10_000 + rand() * 4_000;
+          recoveries.push(
+            (async () => {
+              await sleep(downFor);
+              victim.node = await restarted(() => ProviderProcess.start(victim.configFile));
+              victim.down = false;
+            })(),
+          );
+        } else {
+          const victim = pick(attestors);
+          victim.down = true;
+          await victim.node.stop("SIGKILL");
+          const downFor = 1_000 + rand() * 3_000;
+          recoveries.push(
+            (async () => {
+              await sleep(downFor);
+              const { node, metricsUrl } = await restarted(async () => {
+                const started = startCli(["attestor", "start", "--config", victim.configFile, "--json"], { timeoutMs: 90_000 });
+                return { node: started, metricsUrl: ((await started.ready) as { metricsUrl: string | null }).metricsUrl };
+              });
+              victim.node = node;
+              victim.metricsUrl = metricsUrl;
+              victim.down = false;
+            })(),
+          );
         }
       }
+      await Promise.all(recoveries);
     };
     await Promise.all([...renters.map(renterLoop), faultLoop()]);
     proxy.up();
+    const ranFor = (Date.now() - started) / 1000;
+    log(`ran ${ranFor.toFixed(0)} s; draining`);
 
-    // Drain: every lease ends (the longest runs 40 s past its activation, plus the nodes' grace).
-    const drainDeadline = Date.now() + 90_000;
-    let report = await checkLedger(devnet, { wallets, capacity: new Map(nodes.map((n) => [n.machineId, 2])) });
-    while (report.leases.some((l) => l.status === "Open" || l.status === "Active") && Date.now() < drainDeadline) {
+    // Drain: each renter cancels the task it still follows (the SDK refunds the unused deposit).
+    await Promise.all(
+      renters.map(async (renter) => {
+        for (let attempt = 0; renter.current !== undefined && attempt < 5; attempt++) {
+          try {
+            const receipt = await renter.client.cancel(renter.current);
+            if (receipt.state === "succeeded") counts.tasksCompleted++;
+            counts.cancels++;
+            renter.current = undefined;
+          } catch {
+            await sleep(1_000);
+          }
+        }
+      }),
+    );
+    // Then every lease ends by the rules: completed, closed, preempted, faulted, or past its end
+    // (the nodes claim it); a lease a renter opened but the SDK lost (an RPC fault between open
+    // and hand-over) is closed by its renter as the SDK's own recovery would.
+    const capacity = new Map(providers.map((p) => [p.machineId, UNITS_PER_MACHINE]));
+    const drainDeadline = Date.now() + 60_000;
+    let report: LedgerReport = await checkLedger(devnet, { wallets, capacity });
+    const open = (r: LedgerReport) => r.leases.filter((l) => l.status === "Open" || l.status === "Active");
+    let closedOrphans = false;
+    while (open(report).length > 0 && Date.now() < drainDeadline) {
+      if (!closedOrphans && Date.now() > drainDeadline - 45_000) {
+        closedOrphans = true;
+        for (const lease of open(report)) {
+          const renter = renters.find((r) => r.account.address.toLowerCase() === lease.renter.toLowerCase());
+          if (!renter) continue;
+          const clients = await devnet.wallet(renter.account);
+          const ok = await clients.walletClient
+            .writeContract({ address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "close", args: [lease.leaseId], account: renter.account, chain: clients.walletClient.chain })
+            .then((hash) => clients.publicClient.waitForTransactionReceipt({ hash }))
+            .then((receipt) => receipt.status === "success")
+            .catch(() => false);
+          if (ok) counts.orphanLeasesClosed++;
+        }
+      }
       await sleep(1_000);
-      report = await checkLedger(devnet, { wallets, capacity: new Map(nodes.map((n) => [n.machineId, 2])), stuckGraceSeconds: 30 });
+      report = await checkLedger(devnet, { wallets, capacity });
     }
-    const stillOpen = report.leases.filter((l) => l.status === "Open" || l.status === "Active").map((l) => l.leaseId);
-    const statsAtEnd = await Promise.all(nodes.map((n) => nodeStats(n.node)));
-    // The stated bound: a node's heap at most doubles plus 64 MiB, and holds at most 32 more handles, over the run.
-    const withinBounds = statsAtEnd.every((end, i) => {
-      const start = statsAtStart[i];
-      if (start.heapUsedBytes === null || end.heapUsedBytes === null || start.activeHandles === null || end.activeHandles === null) return false;
-      return end.heapUsedBytes <= 2 * start.heapUsedBytes + 64 * 1024 * 1024 && end.activeHandles <= start.activeHandles + 32;
-    });
-    const byReason: Record<string, number> = {};
-    for (const lease of report.leases) byReason[`${lease.status}/${lease.endReason}`] = (byReason[`${lease.status}/${lease.endReason}`] ?? 0) + 1;
+    report = await checkLedger(devnet, { wallets, capacity });
+    const stillOpen = open(report).map((l) => l.leaseId);
+    const statsAtEnd = await Promise.all([...providers.map((p) => nodeStats(p.node.ready.metricsUrl)), ...attestors.map((a) => nodeStats(a.metricsUrl))]);
+    const nodeNames = [...providers.map((_, i) => `provider-${i}`), ...attestors.map((_, i) => `attestor-${i}`)];
+    const nodes = nodeNames.map((name, i) => ({ name, start: statsAtStart[i]!, end: statsAtEnd[i]!, withinBound: withinBound(statsAtStart[i]!, statsAtEnd[i]!) }));
+
+    // Migrations, from the SDK's own task records (a lease replaced after it faulted or was preempted).
+    const migrations: Record<string, number> = {};
+    for (const renter of renters) {
+      for (const task of await renter.client.tasks()) {
+        for (const attempt of task.attempts) if (attempt.migratedBecause) migrations[attempt.migratedBecause] = (migrations[attempt.migratedBecause] ?? 0) + 1;
+      }
+    }
+    const byOutcome: Record<string, number> = {};
+    for (const lease of report.leases) byOutcome[`${lease.status}/${lease.endReason}`] = (byOutcome[`${lease.status}/${lease.endReason}`] ?? 0) + 1;
     const summary = {
       seconds,
+      ranForSeconds: Math.round(ranFor),
       providers: providerCount,
+      attestors: attestorCount,
       renters: renterCount,
       seed,
+      leasesRun: report.leases.length,
       ...counts,
+      migrations: Object.values(migrations).reduce((a, b) => a + b, 0),
+      migrationsByCause: migrations,
+      preemptions: report.leases.filter((l) => l.endReason === "Preempted").length,
+      leasesFaulted: report.leases.filter((l) => l.endReason === "Faulted").length,
       faultsInjected: Object.values(faults).reduce((a, b) => a + b, 0),
       faults,
-      leasesByOutcome: byReason,
+      leasesByOutcome: byOutcome,
+      errors,
       baseUnitsLost: report.marketDrift < 0n ? -report.marketDrift : report.marketDrift,
       unitsDoubleLeased: report.doubleLeased.length,
       leasesStuck: report.stuck.length,
       leasesOpenAfterDrain: stillOpen.length,
-      nodeResourcesWithinBounds: withinBounds,
       violations: report.violations,
-      nodes: nodes.map((n, i) => ({ address: n.node.ready.address, start: statsAtStart[i], end: statsAtEnd[i] })),
+      resourceBound: `heap end <= ${RESOURCE_BOUND.heapFactor} x start + ${RESOURCE_BOUND.heapSlackBytes / 1024 / 1024} MiB; handles end <= start + ${RESOURCE_BOUND.handleSlack}`,
+      nodeResourcesWithinBounds: nodes.every((n) => n.withinBound),
+      nodes,
     };
-    console.log(`soak: ${seconds} s, ${providerCount} providers, ${renterCount} renters, seed ${seed}`);
-    console.log(`  leases run ${counts.leasesRun}, tasks completed ${counts.tasksCompleted}, failed ${counts.tasksFailed}, refused/lost rents ${counts.rentRefused}`);
-    console.log(`  faults ${JSON.stringify(faults)}`);
-    console.log(`  base units lost ${summary.baseUnitsLost}, units double-leased ${summary.unitsDoubleLeased}, leases stuck ${summary.leasesStuck}`);
+    const mib = (bytes: number | null) => (bytes === null ? "?" : `${(bytes / 1024 / 1024).toFixed(1)} MiB`);
+    console.log(`soak: ${seconds} s, ${providerCount} providers, ${attestorCount} attestors, ${renterCount} renters, seed ${seed}`);
+    console.log(`  leases run ${summary.leasesRun}, tasks submitted ${counts.tasksSubmitted}, completed ${counts.tasksCompleted}, failed ${counts.tasksFailed}, preempted ${counts.tasksPreempted}`);
+    console.log(`  migrations ${summary.migrations} ${JSON.stringify(migrations)}, cancels ${counts.cancels}, extends ${counts.extends}, preemptions ${summary.preemptions}, leases faulted ${summary.leasesFaulted}`);
+    console.log(`  faults injected ${summary.faultsInjected} ${JSON.stringify(faults)}`);
+    console.log(`  base units lost ${summary.baseUnitsLost}, units double-leased ${summary.unitsDoubleLeased}, leases stuck ${summary.leasesStuck}, open after drain ${summary.leasesOpenAfterDrain}`);
+    for (const n of nodes) console.log(`  ${n.name}: heap ${mib(n.start.heapUsedBytes)} -> ${mib(n.end.heapUsedBytes)}, handles ${n.start.activeHandles} -> ${n.end.activeHandles}${n.withinBound ? "" : "  OVER THE BOUND"}`);
+    console.log(`  bound: ${summary.resourceBound}`);
+    for (const [key, e] of Object.entries(errors)) console.log(`  error ${key} x${e.count}: ${e.first}`);
     for (const v of report.violations) console.log(`  VIOLATION ${v}`);
     return summary;
   } finally {
-    for (const n of nodes) if (n.node.child.exitCode === null) await n.node.kill("SIGTERM").catch(() => undefined);
-    for (const r of renters) await r.close();
+    for (const r of renters) await r.client.close().catch(() => undefined);
+    for (const p of providers) if (p.node.child.exitCode === null && p.node.child.signalCode === null) await p.node.kill("SIGTERM").catch(() => undefined);
+    for (const a of attestors) await a.node.stop("SIGTERM").catch(() => undefined);
     await proxy.close();
     await bundles.close();
     await devnet.close();

@@ -1,25 +1,36 @@
 /**
- * The soak benchmark's short version (bench/soak.ts): 30 s of random leases and tasks on three
- * provider nodes with faults injected at random, then the money checked. Nothing lost, nothing
- * leased twice, nothing stuck, no node growing past the stated bound.
+ * The soak benchmark's one-minute version (bench/soak.ts): three provider nodes and three
+ * attestors as real processes, eight SDK renters submitting random tasks (short, long, failing,
+ * on demand and interruptible, cancelled, extended, migrated) while every fault kind is injected
+ * (RPC outage, delay, reset; provider SIGKILL past the QoS window and restart; attestor SIGKILL and
+ * restart), then the money checked. Nothing lost, nothing leased twice, nothing stuck, no node
+ * growing past the stated bound, and the scripted actions and every fault kind actually happened
+ * (so it cannot pass on a run where nothing was tried).
  */
 import assert from "node:assert/strict";
-import { run } from "../../bench/soak.js";
+import { FAULT_KINDS, run } from "../../bench/soak.js";
 
-describe("chaos: the soak benchmark, short", function () {
-  this.timeout(300_000);
+describe("chaos: the soak benchmark, one minute", function () {
+  this.timeout(600_000);
 
-  it("runs leases under random faults and loses no base unit", async () => {
-    const summary = (await run(["--seconds", "30", "--seed", "7"])) as Record<string, unknown>;
-    assert.deepEqual(summary.violations, []);
-    assert.equal(summary.baseUnitsLost, 0n);
-    assert.equal(summary.unitsDoubleLeased, 0);
-    assert.equal(summary.leasesStuck, 0);
-    assert.equal(summary.leasesOpenAfterDrain, 0);
-    assert.ok((summary.leasesRun as number) > 5, `leases ran (${summary.leasesRun})`);
-    assert.ok((summary.tasksCompleted as number) > 0);
-    assert.ok((summary.faultsInjected as number) >= 4, `faults were injected (${summary.faultsInjected})`);
-    assert.ok((summary.faults as Record<string, number>).providerKill >= 1, "a provider node was SIGKILLed and restarted");
-    assert.equal(summary.nodeResourcesWithinBounds, true, JSON.stringify(summary.nodes));
+  it("runs dozens of tasks under every kind of fault and loses no base unit", async () => {
+    const summary = await run(["--seconds", "60", "--renters", "8", "--seed", "7"]);
+    const shown = JSON.stringify(summary, (_, value: unknown) => (typeof value === "bigint" ? value.toString() : value));
+    // The money and the units.
+    assert.deepEqual(summary.violations, [], shown);
+    assert.equal(summary.baseUnitsLost, 0n, shown);
+    assert.equal(summary.unitsDoubleLeased, 0, shown);
+    assert.equal(summary.leasesStuck, 0, shown);
+    assert.equal(summary.leasesOpenAfterDrain, 0, shown);
+    // Every node within the stated bound on heap and handles.
+    assert.equal(summary.nodeResourcesWithinBounds, true, shown);
+    // Every kind of action and fault happened at least once.
+    const at = (key: string) => summary[key] as number;
+    assert.ok(at("leasesRun") >= 8, `leases ran: ${shown}`);
+    for (const key of ["tasksCompleted", "tasksFailed", "cancels", "extends"]) assert.ok(at(key) >= 1, `${key} >= 1: ${shown}`);
+    // Preemptions, faulted leases and migrations are reported, not asserted: on a loaded 2-core
+    // machine a one-minute run does not reliably reach them (see docs/provider.md, Faults).
+    const faults = summary.faults as Record<string, number>;
+    for (const kind of FAULT_KINDS) assert.ok((faults[kind] ?? 0) >= 1, `fault ${kind} injected: ${shown}`);
   });
 });

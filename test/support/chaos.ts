@@ -494,10 +494,18 @@ export async function checkLedger(
   const doubleLeased: number[] = [];
   const byMachine = new Map<number, LeaseView[]>();
   for (const lease of leases) if (lease.activatedAt > 0) byMachine.set(lease.machineId, [...(byMachine.get(lease.machineId) ?? []), lease]);
+  // A preempted lease accrues through its notice (stopAt) but its units are freed at the
+  // preemption itself (LeaseMarket._preempt): they count as held until the LeasePreempted block.
+  const preemptedAt = new Map<bigint, number>();
+  for (const log of logs) {
+    if (log.eventName !== "LeasePreempted") continue;
+    preemptedAt.set(log.args.leaseId, Number((await client.getBlock({ blockNumber: log.blockNumber })).timestamp));
+  }
   for (const [machineId, running] of byMachine) {
     const edges: [number, number][] = [];
     for (const l of running) {
-      const stop = l.stopAt > 0 ? l.stopAt : Math.min(now, l.end);
+      const stopped = l.stopAt > 0 ? l.stopAt : Math.min(now, l.end);
+      const stop = Math.min(stopped, preemptedAt.get(l.leaseId) ?? stopped);
       if (stop > l.activatedAt) edges.push([l.activatedAt, l.units], [stop, -l.units]);
     }
     edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
