@@ -8,6 +8,9 @@
 import {
   BaseError,
   ContractFunctionRevertedError,
+  HttpRequestError,
+  RpcRequestError,
+  TimeoutError,
   decodeErrorResult,
   erc20Abi,
   hexToSignature,
@@ -26,6 +29,24 @@ import {
 } from "viem";
 import { SuanliError } from "../errors.js";
 import { suanliErrorsAbi } from "./market.js";
+
+/**
+ * Whether a failed chain request failed for a reason the next try may not meet: the endpoint
+ * unreachable, reset, timed out or answering 5xx, or a JSON-RPC internal error. A revert, a bad
+ * argument or a refused signature is not transient: retrying it gives the same answer.
+ */
+export function isTransientRpcError(error: unknown): boolean {
+  if (!(error instanceof BaseError)) return false;
+  return Boolean(
+    error.walk((cause) => {
+      if (cause instanceof ContractFunctionRevertedError) return false;
+      if (cause instanceof TimeoutError) return true;
+      if (cause instanceof HttpRequestError) return cause.status === undefined || cause.status >= 500 || cause.status === 429;
+      if (cause instanceof RpcRequestError) return cause.code === -32603 || cause.code === -32000 || cause.code === -32005;
+      return false;
+    }),
+  );
+}
 
 /** An ERC-20 with EIP-2612 permit: the standard ABI plus `nonces` (what a permit signer reads). */
 export const erc20PermitAbi = [...erc20Abi, ...parseAbi(["function nonces(address owner) view returns (uint256)"])] as const;

@@ -6,6 +6,7 @@ import { authorize, requireWallet, type SuanliContext } from "../internal/contex
 import { buildReceipt } from "../internal/receipt.js";
 import type { TaskAttempt, TaskReceipt, TaskStatus } from "../types.js";
 import { readLease } from "../../common/chain/market.js";
+import { isTransientRpcError } from "../../common/chain/tx.js";
 import { cancelTask } from "./cancelTask.js";
 import { runAttempt } from "./submitTask.js";
 import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
@@ -38,6 +39,8 @@ export type WaitForTaskParameters = {
 const ENDED = new Set(["Ended", "Settled", "Cancelled"]);
 /** Lease ends that move an autoMigrate task to another provider. */
 const MIGRATE_ON = new Set(["Faulted", "Preempted", "Terminated", "MissedStart"]);
+/** How long `wait` rides out a chain endpoint that fails for a transient reason (away, 5xx, timing out) before it gives up with that error. */
+const RPC_OUTAGE_TOLERANCE_MS = 5 * 60_000;
 
 /**
  * Waits for the task to finish and its lease to end, then returns the receipt: per lease, who
@@ -55,9 +58,22 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
   const pollIntervalMs = parameters.pollIntervalMs ?? 1_000;
   const started = Date.now();
   let finishedAt: number | null = null;
+  let failingSince: number | null = null;
   for (;;) {
     if (parameters.signal?.aborted) throw new WaitTimeoutError("Stopped waiting: aborted");
-    const status = await getTaskStatus(ctx, taskId);
+    let status: TaskStatus;
+    try {
+      status = await getTaskStatus(ctx, taskId);
+      failingSince = null;
+    } catch (error) {
+      // The chain endpoint away for a moment is not the task's end: read again at the next poll.
+      failingSince ??= Date.now();
+      const waited = Date.now() - failingSince;
+      if (!isTransientRpcError(error) || waited > RPC_OUTAGE_TOLERANCE_MS || (parameters.timeoutMs !== undefined && Date.now() - started > parameters.timeoutMs)) throw error;
+      ctx.progress(`Cannot read task ${taskId}'s lease from the chain (${(error as Error).message.split("\n")[0]}); retrying...`);
+      await new Promise((resolve) => setTimeout(resolve, pollIntervalMs));
+      continue;
+    }
     parameters.onStatus?.(status);
     const record = await taskRecord(ctx, taskId);
     const attempt = record.attempts[record.attempts.length - 1];
