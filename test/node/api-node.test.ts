@@ -21,7 +21,7 @@ import { SuanliError } from "../../common/errors.js";
 import { modelHash } from "../../common/gpu.js";
 import { reserveReplySchema } from "../../common/matching/handshake.js";
 import { offerKey } from "../../common/offers/message.js";
-import { signAttestation } from "../../common/offers/sign.js";
+import { signAttestation, signOffer } from "../../common/chain/sign.js";
 import { CANCEL_PROTOCOL, LOGS_PROTOCOL, RESERVE_PROTOCOL, STATUS_PROTOCOL, TASK_PROTOCOL } from "../../common/p2p/protocols.js";
 import { handleProtocol } from "../../common/p2p/reqresp.js";
 import { cancelAnswerSchema, leaseRequestBodyHash, logsAnswerSchema, reserveBodySchema, signLeaseRequest, taskAnswerSchema, taskStatusSchema, type RenterAction } from "../../common/protocols/lease.js";
@@ -86,7 +86,7 @@ describe("HTTP API on a devnet node", function () {
     if (attested) {
       const now = Math.floor(Date.now() / 1000);
       const attestation = { provider: providerAddress, machineId, model: modelHash(machine.model), units: machine.units, vramMiB: machine.vramMiB, throughput: 5_000_000n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: now - 60, expiry: now + 86_400 };
-      attestations.push({ attestation, signature: await signAttestation(accounts.attestor, devnet.deployment.chainId, devnet.deployment.contracts.market!, attestation) });
+      attestations.push(await signAttestation(accounts.attestor, domain(), attestation));
     }
     await provider.offers.publisher!.set({
       machine: { machineId, model: machine.model, units: machine.units, vramMiB: machine.vramMiB, interconnect: "nvlink", region: machine.region, cluster: ZERO32 },
@@ -254,7 +254,7 @@ describe("HTTP API on a devnet node", function () {
           const held = node.offers.book.get(offerKey(body.request.provider, body.request.machineId))!.message.offer;
           const holdUntil = Math.floor(Date.now() / 1000) + 300;
           const offer: Offer = { ...held, renter: body.request.renter, expiry: holdUntil, nonce: 77n };
-          const signature = await accounts.providerA.signTypedData({ domain: domain(), types: { Offer: suanliTypes.Offer }, primaryType: "Offer", message: offer });
+          const signature = await signOffer(accounts.providerA, domain(), offer);
           return { accepted: true as const, offer, signature, units: body.request.units, holdUntil, preempt: [] };
         },
       }),

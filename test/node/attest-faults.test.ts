@@ -3,7 +3,8 @@ import { rm } from "node:fs/promises";
 import { multiaddr } from "@multiformats/multiaddr";
 import { decodeFunctionData, parseEventLogs, type Address, type Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
-import { recoverFaultSigner, recoverHeartbeatSigner, signFaultAs, signLivenessProbe } from "../../common/attest/liveness.js";
+import { recoverFaultSigner, recoverHeartbeatSigner, signLivenessProbe } from "../../common/attest/liveness.js";
+import { signFault } from "../../common/chain/sign.js";
 import { faultAnswerSchema, signedHeartbeatSchema } from "../../common/attest/wire.js";
 import { computeCollateral, readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
@@ -84,7 +85,7 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       assert.equal((await readLease(devnet.admin.publicClient, market, doomedLease)).status, "Active", "one signature must not end the lease");
       // On-chain too: one attestor's signature of a fault inside the lease is refused.
       const inRange = { ...proposal.fault, observedAt: (await readLease(devnet.admin.publicClient, market, doomedLease)).activatedAt };
-      const loneSignature = await signFaultAs(devnetAccount(ATTESTORS[0]), first.daemon.domain, inRange);
+      const loneSignature = await signFault(devnetAccount(ATTESTORS[0]), first.daemon.domain, inRange);
       const lone = await devnet.admin.publicClient
         .simulateContract({ account: renter.account, address: market, abi: leaseMarketAbi, functionName: "submitFault", args: [inRange, [loneSignature]] })
         .then(() => undefined, (error: unknown) => error);
@@ -198,7 +199,7 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       // A (lying or mistaken) attestor proposes a fault against a provider that is up.
       const fault = { leaseId, kind: FaultKind.unresponsive, observedAt: lease.activatedAt };
       const proposer = devnetAccount(ATTESTORS[0]);
-      const signature: Hex = await signFaultAs(proposer, provider.daemon.domain, fault);
+      const signature: Hex = await signFault(proposer, provider.daemon.domain, fault);
       const answer = await request(provider.daemon.p2p.host, multiaddr(addrOf(attestor.daemon)), FAULT_PROTOCOL, {
         v: 1,
         chainId: devnet.deployment.chainId,
@@ -215,7 +216,7 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
         v: 1,
         chainId: devnet.deployment.chainId,
         fault,
-        signatures: [{ signer: stranger.address, signature: await signFaultAs(stranger, provider.daemon.domain, fault) }],
+        signatures: [{ signer: stranger.address, signature: await signFault(stranger, provider.daemon.domain, fault) }],
       }, { responseSchema: faultAnswerSchema, timeoutMs: 15_000 });
       assert.equal(forged.outcome === "declined" && forged.reason, "bad_proposal");
       assert.equal((await readLease(devnet.admin.publicClient, market, leaseId)).status, "Active");

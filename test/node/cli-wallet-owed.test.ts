@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { zeroAddress, type Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
-import { signOffer } from "../../common/chain/market.js";
+import { signOffer } from "../../common/chain/sign.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { suanliDomain } from "../../common/eip712.js";
 import { modelHash } from "../../common/gpu.js";
