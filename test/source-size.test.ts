@@ -15,7 +15,6 @@ const GENERATED = new Set(["common/abi.ts"]);
  */
 const BEING_SPLIT: Record<string, string> = {
   "node/attest/faults.ts": "redesign 3: its revert decoder and typed-data signing move to common/chain/",
-  "node/api/node-source.ts": "redesigns 2 and 5: the market index hand-off moves into the one chain follower, the offer-to-engine layer into common/matching",
 };
 
 function sourceFiles(dir: string): string[] {
