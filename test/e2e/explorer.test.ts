@@ -12,6 +12,7 @@ import type { Page } from "playwright-core";
 import { providerRegistryAbi } from "../../common/abi.js";
 import { healthSchema } from "../../common/api/market.js";
 import { devnetPrivateKey } from "../../common/devnet.js";
+import { suanliDomain } from "../../common/eip712.js";
 import { findGpuModel, modelHash } from "../../common/gpu.js";
 import { offerKey } from "../../common/offers/message.js";
 import { signAttestation } from "../../common/chain/sign.js";
