@@ -124,7 +124,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           if (leaseId !== undefined) {
             const view = await renter.lease(leaseId);
             if (view.status === "Open" || view.status === "Active") {
-              await send(renter.clients, { address: renter.market, abi: leaseMarketAbi, functionName: "close", args: [leaseId] } as never).catch(() => undefined);
+              await send(renter.clients, { address: renter.market, abi: leaseMarketAbi, functionName: "close", args: [leaseId] }).catch(() => undefined);
               counts.closedByRenter++;
             }
           }

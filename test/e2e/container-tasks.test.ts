@@ -64,7 +64,7 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
   before(async () => {
     await requireContainerSupport();
     dir = await mkdtemp(path.join(tmpdir(), "suanli-container-e2e-"));
-    devnet = await startDevnet({ params: { preemptionNotice: NOTICE }, wallClockBlocks: true } as never);
+    devnet = await startDevnet({ params: { preemptionNotice: NOTICE }, wallClockBlocks: true });
     workspaces = path.join(dir, "data", "workspaces");
     configFile = path.join(dir, "provider.json");
     const config = testProviderConfig(1, {
@@ -186,7 +186,7 @@ describe("container tasks: whose fault when the engine fails", function () {
   before(async () => {
     await requireContainerSupport();
     dir = await mkdtemp(path.join(tmpdir(), "suanli-container-fault-"));
-    devnet = await startDevnet({ wallClockBlocks: true } as never);
+    devnet = await startDevnet({ wallClockBlocks: true });
   });
   after(async () => {
     await renter?.close();

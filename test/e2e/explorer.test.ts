@@ -175,7 +175,7 @@ describe("explorer page in headless Chromium against a devnet node", function ()
 
     // And one that leaves the book disappears: the provider removes the machine on-chain, the
     // node's chain watcher evicts its offer.
-    await send(await devnet.wallet(1), { address: devnet.deployment.contracts.registry!, abi: providerRegistryAbi, functionName: "removeMachine", args: [ids[2]] } as never);
+    await send(await devnet.wallet(1), { address: devnet.deployment.contracts.registry!, abi: providerRegistryAbi, functionName: "removeMachine", args: [ids[2]] });
     await waitForKeys([key(0), key(4)]);
   });
 

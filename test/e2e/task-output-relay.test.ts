@@ -55,7 +55,7 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
     provider = await startTestProvider(devnet, 1);
     node = await startTestDaemon(devnet, { p2p: { bootstrap: [provider.peer.addr] }, api: { enabled: true, host: "127.0.0.1", port: 0 } });
     await fund(devnet, await devnet.wallet(7), 50_000_000n);
-    client = await createClient({ rpcUrl: devnet.rpcUrl, nodeUrl: node.api!.url, account: renter.address, walletTransport: http(devnet.rpcUrl), deployment: devnet.deployment as never });
+    client = await createClient({ rpcUrl: devnet.rpcUrl, nodeUrl: node.api!.url, account: renter.address, walletTransport: http(devnet.rpcUrl), deployment: devnet.deployment });
     await waitFor("the offer through the node's API", async () => (await client.queryOffers()).length === 1, { timeoutMs: 20_000 });
 
     const bundle = await bundles.bundle({

@@ -284,7 +284,7 @@ describe("HTTP API on a devnet node", function () {
     const wallet = await devnet.wallet(renter);
     const deposit = 2n * 500n * 3600n;
     await fund(devnet, wallet, deposit);
-    await send(wallet, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [devnet.deployment.contracts.market!, deposit] } as never);
+    await send(wallet, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [devnet.deployment.contracts.market!, deposit] });
     const market = devnet.deployment.contracts.market!;
     leaseId = (await wallet.publicClient.readContract({ address: market, abi: leaseMarketAbi, functionName: "nextLeaseId" })) as bigint;
     const stream = await openEventStream(`${base}/v1/events?types=lease`);
@@ -294,7 +294,7 @@ describe("HTTP API on a devnet node", function () {
         abi: leaseMarketAbi,
         functionName: "openLease",
         args: [answer.acceptance.offer, answer.acceptance.signature, { units: 2, duration: 3600, maxPricePerUnitSecond: 500n, interruptible: false, bidPerUnitSecond: 0n, preempt: [] }],
-      } as never);
+      });
       await stream.waitFor((events) => events.some((event) => marketEventSchemas.lease.decode(JSON.parse(event.data)).id === leaseId), 10_000);
       const opened = marketEventSchemas.lease.decode(JSON.parse(stream.events.at(-1)!.data));
       assert.deepEqual([opened.status, opened.renter, opened.provider, opened.units], ["Open", renter.address, providerAddress, 2]);
@@ -311,7 +311,7 @@ describe("HTTP API on a devnet node", function () {
     assert.deepEqual(await ids(`address=${accounts.renter.address}&role=provider`), []);
     assert.deepEqual(await ids(`address=${providerAddress}&role=provider&status=Open`), [leaseId]);
 
-    await send(await devnet.wallet(1), { address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] } as never);
+    await send(await devnet.wallet(1), { address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] });
     await waitFor("the lease indexed as Active", async () => (await ids(`address=${providerAddress}&status=Active`)).length === 1, { timeoutMs: 10_000 });
     const active = leaseViewSchema.decode((await get(`/v1/leases/${leaseId}`)).body);
     assert.equal(active.status, "Active");

@@ -147,7 +147,7 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       const registry = devnet.deployment.contracts.registry!;
       const addArgs = [modelHash(A100.model), A100.units, A100.vramMiB, 1, "eu-west", `0x${"0".repeat(64)}`] as const;
       const { result: freshId } = await cheaterWallet.publicClient.simulateContract({ account: cheaterWallet.account, address: registry, abi: providerRegistryAbi, functionName: "addMachine", args: addArgs });
-      await send(cheaterWallet, { address: registry, abi: providerRegistryAbi, functionName: "addMachine", args: addArgs } as never);
+      await send(cheaterWallet, { address: registry, abi: providerRegistryAbi, functionName: "addMachine", args: addArgs });
       const fresh = await requestChallenge(renter.p2p.host, target, { chainId: devnet.deployment.chainId, machineId: Number(freshId) });
       assert.equal(fresh.outcome === "error" && fresh.reason, "backoff", JSON.stringify(fresh, (_k, v) => (typeof v === "bigint" ? String(v) : v)));
       assert.ok(fresh.outcome === "error" && fresh.retryAfter !== null && fresh.retryAfter > nowSec());

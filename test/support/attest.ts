@@ -147,8 +147,8 @@ export async function openActiveLease(devnet: Devnet, renter: Required<ChainClie
   const signature = await signOffer(devnetAccount(providerIndex), suanliDomain(devnet.deployment.chainId, market), offer);
   const terms = { units: 1, duration: DURATION, maxPricePerUnitSecond: PRICE, interruptible: false, bidPerUnitSecond: 0n, preempt: [] as bigint[] };
   const { result: leaseId } = await renter.publicClient.simulateContract({ account: renter.account, address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] });
-  await send(renter, { address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] } as never);
-  await send(provider, { address: market, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] } as never);
+  await send(renter, { address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] });
+  await send(provider, { address: market, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] });
   return leaseId;
 }
 
