@@ -167,7 +167,7 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
     const domain = suanliDomain(devnet.deployment.chainId, devnet.deployment.contracts.market as `0x${string}`);
     const stranger = devnetAccount(8);
     const sign = (account: typeof stranger, params: Record<string, unknown>) =>
-      signLeaseRequest((p) => account.signTypedData(p as never), domain, { leaseId, provider: provider.peer.address, action: "output", body: params });
+      signLeaseRequest((p) => account.signTypedData(p), domain, { leaseId, provider: provider.peer.address, action: "output", body: params });
     const post = (body: unknown) => realFetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v)) });
 
     const byStranger = await post({ auth: await sign(stranger, { op: "read", fromOffset: 0 }), params: { op: "read", fromOffset: 0 } });
@@ -198,7 +198,7 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
     try {
       const params = { op: "list" };
       const domain = suanliDomain(devnet.deployment.chainId, devnet.deployment.contracts.market as `0x${string}`);
-      const auth = await signLeaseRequest((p) => renter.signTypedData(p as never), domain, { leaseId, provider: provider.peer.address, action: "output", body: params });
+      const auth = await signLeaseRequest((p) => renter.signTypedData(p), domain, { leaseId, provider: provider.peer.address, action: "output", body: params });
       const response = await realFetch(`${small.api!.url}/v1/leases/${leaseId}/output/list`, {
         method: "POST",
         headers: { "content-type": "application/json" },

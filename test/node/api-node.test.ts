@@ -72,7 +72,7 @@ describe("HTTP API on a devnet node", function () {
   /** A RenterRequest for `action` on the lease, signed by the renter (or `signer`), as JSON. */
   async function auth(action: RenterAction, body: Record<string, unknown>, options: { signer?: typeof accounts.renter; leaseId?: bigint } = {}) {
     const signer = options.signer ?? accounts.renter;
-    const signed = await signLeaseRequest((p) => signer.signTypedData(p as never), domain(), {
+    const signed = await signLeaseRequest((p) => signer.signTypedData(p), domain(), {
       leaseId: options.leaseId ?? leaseId,
       provider: providerAddress,
       action,
