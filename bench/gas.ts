@@ -42,8 +42,8 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const publicClient = await viem.getPublicClient();
   const [deployer, provider, renter, attestorA, attestorB, newcomer, permitRenter, newRenter] = await viem.getWalletClients();
   const deployment = await deployContracts({
-    publicClient: publicClient as never,
-    walletClient: deployer as never,
+    publicClient,
+    walletClient: deployer,
     params: { faultQuorum: 2, preemptionNotice: 30, unbondingDelay: 60 },
     attestors: [attestorA.account.address, attestorB.account.address],
   });
