@@ -16,7 +16,9 @@
 import { network } from "hardhat";
 import { zeroAddress, type Address, type Hash, type Hex } from "viem";
 import { leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../common/abi.js";
-import { orderFaultSignatures, signFault, signOffer, signSettlement } from "../common/chain/market.js";
+import { orderFaultSignatures } from "../common/chain/market.js";
+import { signFault, signOffer, signSettlement } from "../common/chain/sign.js";
+import { signPermit } from "../common/chain/tx.js";
 import { suanliDomain, type Offer } from "../common/eip712.js";
 import { modelHash } from "../common/gpu.js";
 import { deployContracts } from "../node/chain/deploy.js";
@@ -40,8 +42,8 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const publicClient = await viem.getPublicClient();
   const [deployer, provider, renter, attestorA, attestorB, newcomer, permitRenter, newRenter] = await viem.getWalletClients();
   const deployment = await deployContracts({
-    publicClient: publicClient as never,
-    walletClient: deployer as never,
+    publicClient,
+    walletClient: deployer,
     params: { faultQuorum: 2, preemptionNotice: 30, unbondingDelay: 60 },
     attestors: [attestorA.account.address, attestorB.account.address],
   });
@@ -134,38 +136,18 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   gas.openLease = opened.gas;
   gas["openLease (renter-bound offer)"] = (await openLease(terms(2), await offer(big, { renter: renter.account.address }))).gas;
   // A renter with tokens but no allowance: the EIP-2612 permit rides along with the open.
-  async function openWithPermit(wallet: Wallet, permitNonce: bigint): Promise<bigint> {
+  async function openWithPermit(wallet: Wallet): Promise<bigint> {
     const deposit = 2n * 100n * 3600n;
     const deadline = BigInt(Number((await publicClient.getBlock()).timestamp) + 3600);
-    const permitSignature = await wallet.signTypedData({
-      account: wallet.account,
-      domain: { name: "Suanli Test USD", version: "1", chainId: domain.chainId, verifyingContract: token },
-      types: {
-        Permit: [
-          { name: "owner", type: "address" },
-          { name: "spender", type: "address" },
-          { name: "value", type: "uint256" },
-          { name: "nonce", type: "uint256" },
-          { name: "deadline", type: "uint256" },
-        ],
-      },
-      primaryType: "Permit",
-      message: { owner: wallet.account.address, spender: market, value: deposit, nonce: permitNonce, deadline },
-    });
-    const permit = {
-      value: deposit,
-      deadline,
-      v: Number(BigInt(`0x${permitSignature.slice(130, 132)}`)),
-      r: `0x${permitSignature.slice(2, 66)}`,
-      s: `0x${permitSignature.slice(66, 130)}`,
-    };
+    const permit = await signPermit({ publicClient, walletClient: wallet }, { owner: wallet.account, token, spender: market, value: deposit, deadline, chainId: domain.chainId });
+    if (!permit) throw new Error("the test token has no EIP-2612 permit");
     return mkt(wallet, "openLeaseWithPermit", [publicOffer.offer, publicOffer.signature, terms(2), permit]);
   }
   await tok(permitRenter, "faucet", [permitRenter.account.address, 10_000_000n]);
   await tok(permitRenter, "transfer", [renter.account.address, 1n]);
   // First-time: the renter's permit nonce goes from zero to one (a fresh storage slot in the token).
-  gas["openLeaseWithPermit (renter's first permit)"] = await openWithPermit(permitRenter, 0n);
-  gas.openLeaseWithPermit = await openWithPermit(permitRenter, 1n);
+  gas["openLeaseWithPermit (renter's first permit)"] = await openWithPermit(permitRenter);
+  gas.openLeaseWithPermit = await openWithPermit(permitRenter);
   gas.activate = await mkt(provider, "activate", [opened.leaseId]);
   await networkHelpers.time.increase(600);
   gas.claim = await mkt(provider, "claim", [opened.leaseId]);

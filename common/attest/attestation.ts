@@ -1,12 +1,12 @@
 /**
  * Hardware attestations: the EIP-712 `Attestation` (common/eip712.ts) an attestor signs when a
- * machine passes a challenge, and the checks the offer book and the matching engine run on the
+ * machine passes a challenge (common/chain/sign.ts `signAttestation`), and the checks the offer book and the matching engine run on the
  * attestations an offer carries.
  *
  * `throughput` is the measured int8 rate in operations per second (a multiply-add counts as two),
  * over the whole machine (all units), measured from challenge issue to commit receipt.
  */
-import { getAddress, hashTypedData, recoverAddress, type Address, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
+import { hashTypedData, recoverAddress, type Address, type Hex, type TypedDataDomain } from "viem";
 import { suanliTypes, type Attestation } from "../eip712.js";
 import type { SignedAttestation } from "../offers/message.js";
 
@@ -19,24 +19,6 @@ function typedData(domain: TypedDataDomain, attestation: Attestation) {
 /** The EIP-712 digest an attestor signs. */
 export function attestationDigest(domain: TypedDataDomain, attestation: Attestation): Hex {
   return hashTypedData(typedData(domain, attestation));
-}
-
-/**
- * Signs an attestation with the attestor's account.
- *
- * @example
- * import { privateKeyToAccount } from "viem/accounts";
- * import { suanliDomain } from "suanli/common/eip712";
- * import { signAttestation } from "suanli/common/attest/attestation";
- * const signed = await signAttestation(privateKeyToAccount(key), suanliDomain(31337, market), attestation);
- */
-export async function signAttestation(
-  account: Pick<LocalAccount, "signTypedData">,
-  domain: TypedDataDomain,
-  attestation: Attestation,
-): Promise<SignedAttestation> {
-  const signature = await account.signTypedData(typedData(domain, attestation));
-  return { attestation: { ...attestation, provider: getAddress(attestation.provider) }, signature };
 }
 
 /** Why an attestation was rejected (stable codes). */

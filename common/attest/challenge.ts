@@ -6,6 +6,7 @@
  * addresses in the on-chain attestor set.
  */
 import { hashTypedData, recoverAddress, type Address, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
+import { signTyped } from "../chain/sign.js";
 import { modelHash } from "../gpu.js";
 import type { ChallengeFields, ChallengeMessage } from "./messages.js";
 import { ATTEST_PROTOCOL_VERSION } from "./messages.js";
@@ -64,7 +65,7 @@ export async function signChallenge(
   if (account.address.toLowerCase() !== fields.attestor.toLowerCase()) {
     throw new RangeError("the signing account must be the challenge's attestor");
   }
-  const signature = await account.signTypedData(typedData(domain, fields));
+  const signature = await signTyped(account, typedData(domain, fields));
   return { ...fields, v: ATTEST_PROTOCOL_VERSION, type: "challenge", id: challengeId(domain, fields), signature };
 }
 

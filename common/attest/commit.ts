@@ -12,8 +12,9 @@
  *
  * Pure: viem and @noble only (the SDK and browsers may import it).
  */
-import { hashTypedData, hexToBytes, keccak256, recoverAddress, stringToBytes, type Address, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
+import { hashTypedData, hexToBytes, keccak256, recoverAddress, stringToBytes, type Address, type Hex, type TypedDataDomain } from "viem";
 import { z } from "zod";
+import { signTyped, type TypedDataSigner } from "../chain/sign.js";
 import { verifyChallengeSignature } from "./challenge.js";
 import { rowFromBytes, rowsEqual } from "./arithmetic.js";
 import { leafHash, treeDepth, verifyMerkleProof, pureSha256 } from "./merkle.js";
@@ -59,8 +60,8 @@ export function commitDigest(domain: TypedDataDomain, fields: CommitFields): Hex
 }
 
 /** Signs a commit with the provider's wallet. */
-export async function signCommit(account: Pick<LocalAccount, "signTypedData">, domain: TypedDataDomain, fields: CommitFields): Promise<Hex> {
-  return account.signTypedData(typedData(domain, fields));
+export async function signCommit(account: TypedDataSigner, domain: TypedDataDomain, fields: CommitFields): Promise<Hex> {
+  return signTyped(account, typedData(domain, fields));
 }
 
 /** The address that signed a commit message, or undefined when the signature recovers to nothing. */

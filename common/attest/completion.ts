@@ -6,9 +6,10 @@
  *
  * Pure viem: runs in Node and in browsers.
  */
-import { getAddress, recoverTypedDataAddress, type Address, type Client, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
+import { getAddress, recoverTypedDataAddress, type Address, type Client, type Hex, type TypedDataDomain } from "viem";
 import { getContractEvents } from "viem/actions";
 import { z } from "zod";
+import { signTyped, type TypedDataSigner } from "../chain/sign.js";
 import { leaseMarketAbi } from "../abi.js";
 import { suanliTypes, type Completion } from "../eip712.js";
 import { bytes32Schema, signatureSchema, uintSchema } from "../schemas.js";
@@ -39,8 +40,8 @@ function typedData(domain: TypedDataDomain, report: Completion) {
  * import { signCompletion } from "suanli/common/attest/completion";
  * const signed = await signCompletion(providerAccount, suanliDomain(31337, market), { leaseId: 7n, exitCode: 0, outputDigest, unitSeconds: 3_600n });
  */
-export async function signCompletion(account: Pick<LocalAccount, "signTypedData">, domain: TypedDataDomain, report: Completion): Promise<SignedCompletion> {
-  return { report, signature: await account.signTypedData(typedData(domain, report)) };
+export async function signCompletion(account: TypedDataSigner, domain: TypedDataDomain, report: Completion): Promise<SignedCompletion> {
+  return { report, signature: await signTyped(account, typedData(domain, report)) };
 }
 
 /** Why a completion report was not accepted (stable codes). */

@@ -3,11 +3,11 @@
  * `LivenessProbe` below; common/eip712.ts `Heartbeat`, `Fault`), signed with a local account and
  * recovered with viem (pure: the SDK may import it).
  */
-import { getAddress, hashTypedData, recoverTypedDataAddress, type Address, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
+import { getAddress, hashTypedData, recoverTypedDataAddress, type Address, type Hex, type TypedDataDomain } from "viem";
+import { signFault, signTyped, type TypedDataSigner } from "../chain/sign.js";
 import { suanliTypes, type Fault, type Heartbeat } from "../eip712.js";
 import { isContractSignature } from "../signature.js";
 
-type Signer = Pick<LocalAccount, "signTypedData">;
 
 function heartbeatTypedData(domain: TypedDataDomain, heartbeat: Heartbeat) {
   return { domain, types: { Heartbeat: suanliTypes.Heartbeat }, primaryType: "Heartbeat" as const, message: heartbeat };
@@ -45,13 +45,13 @@ export function livenessProbeDigest(domain: TypedDataDomain, probe: LivenessProb
 }
 
 /** The attestor's signature of a probe. */
-export function signLivenessProbe(account: Signer, domain: TypedDataDomain, probe: LivenessProbeFields): Promise<Hex> {
-  return account.signTypedData(probeTypedData(domain, probe));
+export function signLivenessProbe(account: TypedDataSigner, domain: TypedDataDomain, probe: LivenessProbeFields): Promise<Hex> {
+  return signTyped(account, probeTypedData(domain, probe));
 }
 
 /** The provider's signature of a heartbeat. */
-export function signHeartbeat(account: Signer, domain: TypedDataDomain, heartbeat: Heartbeat): Promise<Hex> {
-  return account.signTypedData(heartbeatTypedData(domain, heartbeat));
+export function signHeartbeat(account: TypedDataSigner, domain: TypedDataDomain, heartbeat: Heartbeat): Promise<Hex> {
+  return signTyped(account, heartbeatTypedData(domain, heartbeat));
 }
 
 /** Who signed a heartbeat; undefined when the signature is malformed. */
@@ -63,9 +63,12 @@ export async function recoverHeartbeatSigner(domain: TypedDataDomain, heartbeat:
   }
 }
 
-/** An attestor's signature of a fault, with a local account (common/chain/market.ts `signFault` takes a wallet client). */
-export function signFaultAs(account: Signer, domain: TypedDataDomain, fault: Fault): Promise<Hex> {
-  return account.signTypedData(faultTypedData(domain, fault));
+/**
+ * @deprecated Use common/chain/sign.ts `signFault`, which this is. Kept only while
+ * node/attest/faults.ts (being split on another branch) still calls it by this name.
+ */
+export function signFaultAs(account: TypedDataSigner, domain: TypedDataDomain, fault: Fault): Promise<Hex> {
+  return signFault(account, domain, fault);
 }
 
 /** Who signed a fault; undefined when the signature is malformed or one submitFault would refuse (common/signature.ts). */

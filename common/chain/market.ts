@@ -1,13 +1,12 @@
 /**
  * Chain-facing helpers that node and SDK share: lease maths that matches the LeaseMarket to the base
- * unit, EIP-712 signing of offers, faults and settlements, and typed reads of leases, providers and
- * machines. Everything is typed from the generated ABIs in common/abi.ts.
+ * unit, the order of fault signatures, and typed reads of leases, providers and machines (signing
+ * lives in sign.ts). Everything is typed from the generated ABIs in common/abi.ts.
  */
-import type { Account, Address, Chain, Client, Hex, Transport, WalletClient } from "viem";
+import type { Address, Client, Hex } from "viem";
 import { getAddress } from "viem";
 import { readContract } from "viem/actions";
 import { leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../abi.js";
-import { suanliTypes, type Fault, type Offer, type Settlement, type suanliDomain } from "../eip712.js";
 
 /** Lease states, indexed by the contract's `LeaseStatus` enum. */
 export const LEASE_STATUSES = ["None", "Open", "Active", "Ended", "Settled", "Cancelled"] as const;
@@ -51,61 +50,6 @@ export function computeFee(amount: bigint, protocolFeeBps: number | bigint): big
  */
 export function computePaymentFee(paidBefore: bigint, paidAfter: bigint, protocolFeeBps: number | bigint): bigint {
   return computeFee(paidAfter, protocolFeeBps) - computeFee(paidBefore, protocolFeeBps);
-}
-
-/** The domain from suanliDomain(chainId, market). */
-type SigningDomain = ReturnType<typeof suanliDomain>;
-type AnyWalletClient = WalletClient<Transport, Chain | undefined, Account | undefined>;
-
-function accountOf(walletClient: AnyWalletClient, account?: Account | Address): Account | Address {
-  const chosen = account ?? walletClient.account;
-  if (!chosen) throw new Error("signing needs an account: pass one or use a wallet client with an account");
-  return chosen;
-}
-
-/**
- * The provider's EIP-712 signature of an offer, as LeaseMarket.openLease and extend verify it.
- *
- * @example
- * import { suanliDomain } from "suanli/common/eip712";
- * import { signOffer } from "suanli/common/chain/market";
- * const signature = await signOffer(providerWallet, suanliDomain(31337, market), offer);
- */
-export function signOffer(walletClient: AnyWalletClient, domain: SigningDomain, offer: Offer, account?: Account | Address): Promise<Hex> {
-  return walletClient.signTypedData({
-    account: accountOf(walletClient, account),
-    domain,
-    types: { Offer: suanliTypes.Offer },
-    primaryType: "Offer",
-    message: offer,
-  });
-}
-
-/** An attestor's EIP-712 signature of a fault. */
-export function signFault(walletClient: AnyWalletClient, domain: SigningDomain, fault: Fault, account?: Account | Address): Promise<Hex> {
-  return walletClient.signTypedData({
-    account: accountOf(walletClient, account),
-    domain,
-    types: { Fault: suanliTypes.Fault },
-    primaryType: "Fault",
-    message: fault,
-  });
-}
-
-/** A renter's or provider's EIP-712 signature of a co-signed settlement. */
-export function signSettlement(
-  walletClient: AnyWalletClient,
-  domain: SigningDomain,
-  settlement: Settlement,
-  account?: Account | Address,
-): Promise<Hex> {
-  return walletClient.signTypedData({
-    account: accountOf(walletClient, account),
-    domain,
-    types: { Settlement: suanliTypes.Settlement },
-    primaryType: "Settlement",
-    message: settlement,
-  });
 }
 
 /**

@@ -29,6 +29,7 @@ import {
 } from "viem";
 import { SuanliError } from "../errors.js";
 import { suanliErrorsAbi } from "./market.js";
+import { signTyped, type TypedDataSigner } from "./sign.js";
 
 /**
  * Whether a failed chain request failed for a reason the next try may not meet: the endpoint
@@ -173,9 +174,26 @@ export async function signPermit(
   } catch {
     return null;
   }
-  const signature = await clients.walletClient.signTypedData({
-    account: permit.owner,
-    domain: { name, version: "1", chainId: permit.chainId, verifyingContract: permit.token },
+  const typedData = permitTypedData({ ...permit, owner: permit.owner.address, tokenName: name, nonce });
+  const signature = await clients.walletClient.signTypedData({ ...typedData, account: permit.owner });
+  return permitArguments(permit, signature);
+}
+
+/** What an EIP-2612 permit binds: the token (its name and address make the domain), the owner's nonce and the allowance. */
+export type PermitFields = {
+  owner: Address;
+  token: Address;
+  tokenName: string;
+  chainId: number;
+  spender: Address;
+  value: bigint;
+  nonce: bigint;
+  deadline: bigint;
+};
+
+function permitTypedData(permit: PermitFields) {
+  return {
+    domain: { name: permit.tokenName, version: "1", chainId: permit.chainId, verifyingContract: permit.token },
     types: {
       Permit: [
         { name: "owner", type: "address" },
@@ -186,8 +204,23 @@ export async function signPermit(
       ],
     },
     primaryType: "Permit",
-    message: { owner: permit.owner.address, spender: permit.spender, value: permit.value, nonce, deadline: permit.deadline },
-  });
+    message: { owner: permit.owner, spender: permit.spender, value: permit.value, nonce: permit.nonce, deadline: permit.deadline },
+  } as const;
+}
+
+function permitArguments(permit: { value: bigint; deadline: bigint }, signature: Hex): PermitSignature {
   const { v, r, s } = hexToSignature(signature);
   return { value: permit.value, deadline: permit.deadline, v: Number(v), r, s };
+}
+
+/**
+ * Signs an EIP-2612 permit whose token name and owner nonce the caller already knows (a test that
+ * pins the nonce, or one that signs for a later block); `signPermit` reads them from the chain.
+ *
+ * @example
+ * import { signPermitFields } from "suanli/common/chain/tx";
+ * const permit = await signPermitFields(account, { owner: account.address, token, tokenName: "Suanli Test USD", chainId, spender: market, value, nonce: 0n, deadline });
+ */
+export async function signPermitFields(signer: TypedDataSigner, permit: PermitFields): Promise<PermitSignature> {
+  return permitArguments(permit, await signTyped(signer, permitTypedData(permit)));
 }

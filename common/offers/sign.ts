@@ -1,10 +1,9 @@
 /**
- * Building signed offer messages: the provider's wallet signs the EIP-712 Offer, the provider
- * node's libp2p key signs the whole message (see message.ts).
+ * Building signed offer messages: the provider's wallet signs the EIP-712 Offer (common/chain/sign.ts
+ * `signOffer`), the provider node's libp2p key signs the whole message (see message.ts).
  */
 import type { PrivateKey } from "@libp2p/interface";
-import { bytesToHex, type Address, type Hex, type LocalAccount } from "viem";
-import { suanliDomain, suanliTypes, type Attestation, type Offer } from "../eip712.js";
+import { bytesToHex } from "viem";
 import { parseInput } from "../validation.js";
 import {
   offerMessageSchema,
@@ -13,24 +12,6 @@ import {
   type OfferMessage,
   type UnsignedOfferMessageInput,
 } from "./message.js";
-
-/** Anything that signs EIP-712 typed data the way a viem account does. */
-export type TypedDataSigner = Pick<LocalAccount, "address" | "signTypedData">;
-
-/** The provider's EIP-712 signature of an Offer on one deployment. */
-export function signOffer(signer: TypedDataSigner, chainId: number, market: Address, offer: Offer): Promise<Hex> {
-  return signer.signTypedData({ domain: suanliDomain(chainId, market), types: suanliTypes, primaryType: "Offer", message: offer });
-}
-
-/** An attestor's EIP-712 signature of an Attestation on one deployment. */
-export function signAttestation(signer: TypedDataSigner, chainId: number, market: Address, attestation: Attestation): Promise<Hex> {
-  return signer.signTypedData({
-    domain: suanliDomain(chainId, market),
-    types: suanliTypes,
-    primaryType: "Attestation",
-    message: attestation,
-  });
-}
 
 /**
  * Validates an unsigned message, signs its canonical form with the node's libp2p key and

@@ -6,28 +6,28 @@
  * from the chain's CapacityChanged events, match dry-runs on a MatchingEngine kept in sync with
  * the book, and a change stream of offers and leases.
  */
-import type { Address, Chain, Hex, PublicClient, Transport } from "viem";
+import type { Address, Chain, PublicClient, Transport } from "viem";
 import { getAddress } from "viem";
 import type { LeaseRole, LeaseStatus, LeaseView, MachineFilter, MachineView, ProviderListQuery, ProviderView } from "../../common/api/chain.js";
-import type { OfferRemovedReason } from "../../common/api/events.js";
 import type { HealthCheck, MarketStats, MatchRequest, MatchResult, StatsWindow } from "../../common/api/market.js";
-import type { OfferFilter, OfferSort } from "../../common/api/offers.js";
+import type { OfferFilter } from "../../common/api/offers.js";
 import { readLease, readMachine, readProvider, type LeaseView as ChainLease } from "../../common/chain/market.js";
 import type { Deployment } from "../../common/deployment.js";
 import { TypedDataRecoverer } from "../../common/eip712-recover.js";
-import { GPU_MODELS, modelHash } from "../../common/gpu.js";
 import type { MatchingEngine } from "../../common/matching/engine.js";
 import type { OfferKnowledge } from "../../common/matching/entry.js";
 import { OfferEngineIndex, ReputationCache } from "../../common/matching/offer-index.js";
 import type { MatchingOptionsInput } from "../../common/matching/options.js";
 import { ReadCache, type CachedChainView } from "../../common/offers/chain-view.js";
 import { offerKey, type OfferMessage } from "../../common/offers/message.js";
-import { engineAttestation, isAttested as isAttestedState } from "../../common/offers/validate.js";
+import { engineAttestation } from "../../common/offers/validate.js";
 import type { SuanliHost } from "../../common/p2p/host.js";
 import type { ChainFollower } from "../chain/follower.js";
 import type { Logger } from "../log/logger.js";
 import type { BookEntry, OfferBook, RemovalReason } from "../offers/book.js";
 import type { Store } from "../store/store.js";
+import { bookComparator, bookEntryMatches, compareBigint, removedReason } from "./book-query.js";
+import { mapBounded, paginate, READ_CONCURRENCY, toLeaseView, toMachineView, toProviderView, type ChainMachine, type ChainProvider } from "./chain-views.js";
 import { MarketIndex } from "./market-index.js";
 import { toMatchResult } from "./match-view.js";
 import { toAttestationView } from "./offer-view.js";
@@ -35,14 +35,6 @@ import type { MarketChange, MarketDataSource, MarketListener, OfferEntry, Page, 
 import { StatsRecorder, type StatsRecorderOptions } from "./stats.js";
 
 const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
-/** Chain reads one list request runs at once. */
-const READ_CONCURRENCY = 16;
-
-/** Canonical model name by on-chain hash (machines whose model has no live offer to name it). */
-const MODEL_NAMES = new Map(GPU_MODELS.map((model) => [modelHash(model.name), model.name]));
-
-type ChainProvider = Awaited<ReturnType<typeof readProvider>>;
-type ChainMachine = Awaited<ReturnType<typeof readMachine>>;
 
 export type NodeMarketSourceDeps = {
   book: OfferBook;
@@ -65,101 +57,6 @@ export type NodeMarketSourceDeps = {
   /** Clock in milliseconds (tests). */
   now?: () => number;
 };
-
-/** Runs `fn` over `items`, at most `limit` at once, keeping the order. */
-async function mapBounded<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const index = next++;
-      out[index] = await fn(items[index]);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
-}
-
-function paginate<T>(items: readonly T[], page: Page): PageOf<T> {
-  return { items: items.slice(page.offset, page.offset + page.limit), total: items.length };
-}
-
-/** The book's removal reasons in the API's vocabulary. */
-function removedReason(reason: RemovalReason): OfferRemovedReason {
-  switch (reason) {
-    case "expired":
-      return "expired";
-    case "nonce_revoked":
-      return "revoked";
-    case "machine_removed":
-      return "withdrawn";
-    default:
-      return "evicted";
-  }
-}
-
-function compareBigint(a: bigint, b: bigint): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
-
-/** The sort orders of GET /v1/offers over book entries; ties break on the key so pages are stable. */
-function bookComparator(sort: OfferSort): (a: BookEntry, b: BookEntry) => number {
-  const descending = sort.startsWith("-");
-  const field = descending ? sort.slice(1) : sort;
-  const primary = (a: BookEntry, b: BookEntry): number => {
-    switch (field) {
-      case "price":
-        return compareBigint(a.pricePerUnitSecond, b.pricePerUnitSecond);
-      case "vram":
-        return a.vramMiB - b.vramMiB;
-      case "freeUnits":
-        return a.freeUnits - b.freeUnits;
-      default:
-        return a.message.publishedAt - b.message.publishedAt;
-    }
-  };
-  return (a, b) => {
-    const order = primary(a, b);
-    if (order !== 0) return descending ? -order : order;
-    return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
-  };
-}
-
-/** The filters of GET /v1/offers over a book entry (the same semantics as offer-view.ts). */
-function bookEntryMatches(entry: BookEntry, filter: OfferFilter, now: number): boolean {
-  if (entry.expiry <= now) return false;
-  if (filter.model !== undefined && entry.model !== filter.model) return false;
-  if (filter.minFreeUnits !== undefined && entry.freeUnits < filter.minFreeUnits) return false;
-  if (filter.minVramMiB !== undefined && entry.vramMiB < filter.minVramMiB) return false;
-  if (filter.maxPricePerUnitSecond !== undefined && entry.pricePerUnitSecond > filter.maxPricePerUnitSecond) return false;
-  if (filter.region !== undefined && entry.region.toLowerCase() !== filter.region.toLowerCase()) return false;
-  if (filter.attested !== undefined && isAttestedState(entry.attestation, now) !== filter.attested) return false;
-  if (filter.provider !== undefined && entry.provider.toLowerCase() !== filter.provider.toLowerCase()) return false;
-  if (filter.interruptible !== undefined && entry.minBidPerUnitSecond > 0n !== filter.interruptible) return false;
-  return true;
-}
-
-function toLeaseView(lease: ChainLease): LeaseView | undefined {
-  if (lease.status === "None") return undefined;
-  return {
-    id: lease.leaseId,
-    renter: lease.renter,
-    provider: lease.provider,
-    machineId: lease.machineId,
-    units: lease.units,
-    pricePerUnitSecond: lease.pricePerUnitSecond,
-    collateralBps: lease.collateralBps,
-    deposit: lease.deposit,
-    paid: lease.paid,
-    accrued: lease.accrued,
-    status: lease.status,
-    interruptible: lease.interruptible,
-    startDeadline: lease.startDeadline,
-    activatedAt: lease.activatedAt || null,
-    stopAt: lease.stopAt || null,
-    end: lease.end || null,
-  };
-}
 
 function errorLine(error: unknown): string {
   return error instanceof Error ? (error.message.split("\n")[0] ?? error.name) : String(error);
@@ -447,44 +344,14 @@ export class NodeMarketSource implements MarketDataSource {
     const key = offerKey(machine.owner, machineId);
     const live = this.deps.book.get(key);
     const current = live && live.expiry > now ? live : undefined;
-    const model = current && current.message.offer.model === machine.model ? current.message.machine.model : (MODEL_NAMES.get(machine.model) ?? null);
-    return {
-      machineId,
-      provider: getAddress(machine.owner),
-      model,
-      modelHash: machine.model.toLowerCase() as Hex,
-      units: machine.units,
-      vramMiB: machine.vramMiB,
-      interconnect: machine.interconnectName,
-      region: machine.region,
-      cluster: machine.cluster.toLowerCase() as Hex,
-      onDemandUnits: machine.onDemandUnits,
-      interruptibleUnits: machine.interruptibleUnits,
-      idleUnits: machine.idleUnits,
-      attestations: current ? this.toEntry(current).verifiedAttestations.map((signed) => toAttestationView(signed, now)) : [],
-      offerKey: current ? key : null,
-    };
+    const offer = current && { key, model: current.message.offer.model, modelName: current.message.machine.model };
+    const attestations = current ? this.toEntry(current).verifiedAttestations.map((signed) => toAttestationView(signed, now)) : [];
+    return toMachineView(machine, offer, attestations);
   }
 
   private async providerView(address: Address, record: ChainProvider, now: number): Promise<ProviderView> {
     const machines = await mapBounded(this.index.machinesOf(address), READ_CONCURRENCY, (id) => this.machineView(id, now));
-    return {
-      address: getAddress(address),
-      peerId: record.peerId,
-      metadataURI: record.metadataURI,
-      registered: record.registered,
-      stake: record.stake,
-      locked: record.locked,
-      unbonding: record.unbonding,
-      unlockAt: record.unlockAt > 0 ? record.unlockAt : null,
-      freeStake: record.free,
-      reputation: {
-        leasesCompleted: Number(record.leasesCompleted),
-        faults: Number(record.faults),
-        unitSecondsDelivered: record.unitSecondsDelivered,
-      },
-      machines: machines.filter((machine): machine is MachineView => machine !== undefined),
-    };
+    return toProviderView(address, record, machines);
   }
 
   async getProvider(address: Address): Promise<ProviderView | undefined> {

@@ -15,7 +15,8 @@
  * the fastest model it would qualify as); it never earns an attestation.
  */
 import { bytesToHex, getAddress, type Address, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
-import { signAttestation, type SignedAttestation } from "../../common/attest/attestation.js";
+import type { SignedAttestation } from "../../common/attest/attestation.js";
+import { signAttestation } from "../../common/chain/sign.js";
 import { signChallenge } from "../../common/attest/challenge.js";
 import { commitDigest, type CommitFraudProof } from "../../common/attest/commit.js";
 import { recoverDigestSigner } from "../../common/eip712-recover.js";

@@ -17,10 +17,10 @@ import { providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
 import { sendContract } from "../../common/chain/tx.js";
 import type { Deployment } from "../../common/deployment.js";
 import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
-import type { Attestation } from "../../common/eip712.js";
+import { suanliDomain, type Attestation } from "../../common/eip712.js";
 import { findGpuModel, modelHash } from "../../common/gpu.js";
 import { INTERCONNECT_CODES, type Interconnect } from "../../common/offers/message.js";
-import { signAttestation } from "../../common/offers/sign.js";
+import { signAttestation } from "../../common/chain/sign.js";
 import { nodeConfigSchema } from "../config/schema.js";
 import { startDaemon, type Daemon } from "../daemon.js";
 import type { Logger } from "../log/logger.js";
@@ -126,8 +126,7 @@ async function attest(daemon: Daemon, provider: Address, machineId: number, mach
     issuedAt: now - 60,
     expiry: now + 24 * 3600,
   };
-  const signature = await signAttestation(devnetAccount(DEVNET_ATTESTOR_INDEX), daemon.deployment.chainId, daemon.market, attestation);
-  return { attestation, signature };
+  return signAttestation(devnetAccount(DEVNET_ATTESTOR_INDEX), suanliDomain(daemon.deployment.chainId, daemon.market), attestation);
 }
 
 /**

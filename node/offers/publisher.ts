@@ -9,13 +9,14 @@ import type { SealingKey } from "../../common/sealed.js";
 import type { PrivateKey } from "@libp2p/interface";
 import type { Address } from "viem";
 import { z } from "zod";
-import { ANY_RENTER, type Offer } from "../../common/eip712.js";
+import { signOffer, type LocalSigner } from "../../common/chain/sign.js";
+import { ANY_RENTER, suanliDomain, type Offer } from "../../common/eip712.js";
 import { InvalidInputError } from "../../common/errors.js";
 import { canonicalGpuName, knownGpuNames, modelHash } from "../../common/gpu.js";
 import { stringifyPlain } from "../../common/json.js";
 import { MAX_OFFER_TIER, interconnectSchema, offerKey, signedAttestationSchema, type OfferMessage } from "../../common/offers/message.js";
 import { leaseChecksSchema } from "../../common/attest/lease-checks.js";
-import { signOffer, signOfferMessage, type TypedDataSigner } from "../../common/offers/sign.js";
+import { signOfferMessage } from "../../common/offers/sign.js";
 import { bytes32Schema } from "../../common/schemas.js";
 import { parseInput } from "../../common/validation.js";
 import type { Logger } from "../log/logger.js";
@@ -86,7 +87,7 @@ export type OfferPublisherOptions = {
   gossip: OffersGossip;
   store: Store;
   /** The provider's wallet: signs the EIP-712 Offers. */
-  account: TypedDataSigner;
+  account: LocalSigner;
   /** The node's libp2p key: signs the messages. Its peer id is the one registered on-chain. */
   peerKey: PrivateKey;
   peerId: string;
@@ -257,7 +258,7 @@ export class OfferPublisher {
         expiry: now + this.options.ttlSec,
         renter: ANY_RENTER,
       };
-      const signature = await signOffer(this.options.account, this.options.chainId, this.options.market, offer);
+      const signature = await signOffer(this.options.account, suanliDomain(this.options.chainId, this.options.market), offer);
       state.signed = { offer, signature, termsFingerprint };
     }
     const seq = await this.nextSeq(machine.machineId, state.input.tier);

@@ -8,7 +8,7 @@ import type { PrivateKey } from "@libp2p/interface";
 import type { Address } from "viem";
 import { CachedChainView, type ChainView } from "../../common/offers/chain-view.js";
 import { offersTopic } from "../../common/offers/message.js";
-import type { TypedDataSigner } from "../../common/offers/sign.js";
+import type { LocalSigner } from "../../common/chain/sign.js";
 import { OfferValidator } from "../../common/offers/validate.js";
 import type { SuanliHost } from "../../common/p2p/host.js";
 import type { Logger } from "../log/logger.js";
@@ -74,7 +74,7 @@ export type StartOfferServiceParameters = {
   metrics: Metrics;
   logger: Logger;
   /** On a provider node: the wallet that signs Offers and the node's libp2p key. */
-  provider?: { account: TypedDataSigner; peerKey: PrivateKey } | undefined;
+  provider?: { account: LocalSigner; peerKey: PrivateKey } | undefined;
   /** Unix seconds now (tests). */
   now?: () => number;
 };

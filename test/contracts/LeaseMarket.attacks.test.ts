@@ -7,7 +7,8 @@
 import assert from "node:assert/strict";
 import { encodeFunctionData, getAddress, parseEventLogs, type Address } from "viem";
 import { leaseMarketAbi } from "../../common/abi.js";
-import { readLease, signOffer, signSettlement } from "../../common/chain/market.js";
+import { readLease } from "../../common/chain/market.js";
+import { signOffer, signSettlement } from "../../common/chain/sign.js";
 import { FaultKind, suanliDomain } from "../../common/eip712.js";
 import {
   A100,

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { encodeFunctionData, getAddress, zeroAddress } from "viem";
 import { leaseMarketAbi, providerRegistryAbi } from "../../common/abi.js";
-import { readLease, signOffer } from "../../common/chain/market.js";
+import { readLease } from "../../common/chain/market.js";
+import { signOffer } from "../../common/chain/sign.js";
 import { suanliDomain } from "../../common/eip712.js";
 import {
   A100,

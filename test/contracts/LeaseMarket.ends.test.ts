@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { getAddress, recoverTypedDataAddress } from "viem";
-import { readLease, signFault } from "../../common/chain/market.js";
+import { readLease } from "../../common/chain/market.js";
+import { signFault } from "../../common/chain/sign.js";
 import { FaultKind, suanliDomain, suanliTypes } from "../../common/eip712.js";
 import {
   ATTESTOR_ROLE,

@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { network } from "hardhat";
 import { domainSeparator, getAddress, keccak256, recoverTypedDataAddress, toBytes, zeroAddress, type Hex } from "viem";
-import { readLease, signOffer } from "../../common/chain/market.js";
+import { readLease } from "../../common/chain/market.js";
+import { signOffer } from "../../common/chain/sign.js";
+import { signPermitFields } from "../../common/chain/tx.js";
 import { suanliDomain, suanliTypes } from "../../common/eip712.js";
 import {
   A100,
@@ -277,23 +279,17 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const offer = await makeOffer(s);
       const signature = await sign(s, offer);
       const deadline = BigInt((await latest(s)) + 3600);
-      const signPermit = async (nonce: bigint) => {
-        const sig = await fresh.signTypedData({
-          domain: { name: "Suanli Test USD", version: "1", chainId: s.chainId, verifyingContract: s.token.address },
-          types: {
-            Permit: [
-              { name: "owner", type: "address" },
-              { name: "spender", type: "address" },
-              { name: "value", type: "uint256" },
-              { name: "nonce", type: "uint256" },
-              { name: "deadline", type: "uint256" },
-            ],
-          },
-          primaryType: "Permit",
-          message: { owner: fresh.account.address, spender: s.market.address, value: DEPOSIT, nonce, deadline },
+      const signPermit = (nonce: bigint) =>
+        signPermitFields(fresh, {
+          owner: fresh.account.address,
+          token: s.token.address,
+          tokenName: "Suanli Test USD",
+          chainId: s.chainId,
+          spender: s.market.address,
+          value: DEPOSIT,
+          nonce,
+          deadline,
         });
-        return { value: DEPOSIT, deadline, v: Number(BigInt(`0x${sig.slice(130, 132)}`)), r: `0x${sig.slice(2, 66)}` as Hex, s: `0x${sig.slice(66, 130)}` as Hex };
-      };
       const permit = await signPermit(0n);
       await viem.assertions.revertWithCustomErrorWithArgs(
         s.market.write.openLease([offer, signature, terms()], { account: fresh.account }),

@@ -50,7 +50,7 @@ describe("container images end to end: tasks by registry reference and by archiv
     await chmod(path.join(work, "bin", "podman"), 0o755);
     savedPath = process.env.PATH;
     process.env.PATH = `${path.join(work, "bin")}:${process.env.PATH}`;
-    devnet = await startDevnet({ wallClockBlocks: true } as never);
+    devnet = await startDevnet({ wallClockBlocks: true });
     registry = await startRegistry();
     archives = await startArchiveServer();
     await buildMarkedImage(image, `trainer-${suffix}`);

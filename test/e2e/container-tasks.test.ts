@@ -1,19 +1,18 @@
 import assert from "node:assert/strict";
-import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createServer } from "node:net";
-import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 import { devnetAccount } from "../../common/devnet.js";
 import { digestOutputDir } from "../../common/output-digest.js";
 import { ownerId } from "../../node/provider/runtime/container-engine.js";
 import { createClient, type SuanliClient } from "../../sdk/index.js";
-import { SUANLI_BIN } from "../support/cli.js";
 import { BUSYBOX_IMAGE, requireContainerSupport } from "../support/container-images.js";
 import { fund, startDevnet, type Devnet } from "../support/devnet.js";
 import { startTestProvider, testProviderConfig, type TestProvider } from "../support/provider.js";
+import { ProviderProcess } from "../support/provider-process.js";
 import { leaseEvents } from "../support/renter.js";
 import { waitFor } from "../support/wait.js";
 
@@ -21,47 +20,6 @@ const exec = promisify(execFile);
 const show = (value: unknown) => JSON.stringify(value, (_key, inner: unknown) => (typeof inner === "bigint" ? inner.toString() : inner));
 /** The chain's preemption notice here, seconds. */
 const NOTICE = 3;
-
-type Ready = { event: "ready"; address: `0x${string}`; addrs: string[]; pid: number };
-
-/** A provider node as a real child process (`suanli provider start --config FILE --json`), so it can be SIGKILLed. */
-class ProviderProcess {
-  private constructor(
-    readonly child: ChildProcess,
-    readonly ready: Ready,
-  ) {}
-
-  static async start(configFile: string): Promise<ProviderProcess> {
-    const env: Record<string, string> = {};
-    for (const [key, value] of Object.entries(process.env)) if (value !== undefined && !key.startsWith("SUANLI_")) env[key] = value;
-    const child = spawn(process.execPath, [SUANLI_BIN, "provider", "start", "--config", configFile, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
-    const stderr: string[] = [];
-    createInterface({ input: child.stderr! }).on("line", (line) => stderr.push(line));
-    const ready = await new Promise<Ready>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`the provider did not start within 90 s:\n${stderr.slice(-20).join("\n")}`)), 90_000);
-      createInterface({ input: child.stdout! }).on("line", (line) => {
-        if (!line.startsWith("{")) return;
-        const parsed = JSON.parse(line) as Ready;
-        if (parsed.event === "ready") {
-          clearTimeout(timer);
-          resolve(parsed);
-        }
-      });
-      child.once("exit", (code) => {
-        clearTimeout(timer);
-        reject(new Error(`the provider exited with ${code} before it was ready:\n${stderr.slice(-20).join("\n")}`));
-      });
-    });
-    return new ProviderProcess(child, ready);
-  }
-
-  async kill(signal: NodeJS.Signals): Promise<number | null> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return this.child.exitCode;
-    const exited = new Promise<number | null>((resolve) => this.child.once("exit", (code) => resolve(code)));
-    process.kill(this.child.pid!, signal);
-    return exited;
-  }
-}
 
 /** The node's containers (any state), by the owner label of its workspace root. */
 async function containersOf(workspaceRoot: string): Promise<{ name: string; state: string }[]> {
@@ -106,7 +64,7 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
   before(async () => {
     await requireContainerSupport();
     dir = await mkdtemp(path.join(tmpdir(), "suanli-container-e2e-"));
-    devnet = await startDevnet({ params: { preemptionNotice: NOTICE }, wallClockBlocks: true } as never);
+    devnet = await startDevnet({ params: { preemptionNotice: NOTICE }, wallClockBlocks: true });
     workspaces = path.join(dir, "data", "workspaces");
     configFile = path.join(dir, "provider.json");
     const config = testProviderConfig(1, {
@@ -125,7 +83,7 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
     });
     await writeFile(configFile, JSON.stringify(config, null, 2));
     await fund(devnet, await devnet.wallet(1), 2_000_000_000n);
-    node = await ProviderProcess.start(configFile);
+    node = await ProviderProcess.start(configFile, { timeoutMs: 90_000 });
   });
   after(async () => {
     for (const c of clients) await c.close().catch(() => undefined);
@@ -194,7 +152,7 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
     const orphans = await containersOf(workspaces);
     assert.deepEqual(orphans.map((container) => container.state), ["Up"], "the container outlived its node");
 
-    node = await ProviderProcess.start(configFile);
+    node = await ProviderProcess.start(configFile, { timeoutMs: 90_000 });
     await waitFor("the orphaned container to be gone", async () => (await containersOf(workspaces)).length === 0, { timeoutMs: 30_000 });
     const status = await waitFor("the task's status from the restarted node", async () => {
       const current = await renter.status(submitted.taskId).catch(() => undefined);
@@ -228,7 +186,7 @@ describe("container tasks: whose fault when the engine fails", function () {
   before(async () => {
     await requireContainerSupport();
     dir = await mkdtemp(path.join(tmpdir(), "suanli-container-fault-"));
-    devnet = await startDevnet({ wallClockBlocks: true } as never);
+    devnet = await startDevnet({ wallClockBlocks: true });
   });
   after(async () => {
     await renter?.close();

@@ -29,7 +29,7 @@ describe("suanli exec -t: an interactive terminal inside the running task", func
 
   before(async () => {
     work = await mkdtemp(path.join(tmpdir(), "suanli-tty-"));
-    devnet = await startDevnet({ wallClockBlocks: true } as never);
+    devnet = await startDevnet({ wallClockBlocks: true });
     bundles = await startBundleServer();
     provider = await startTestProvider(devnet, 1);
     await fund(devnet, await devnet.wallet(5), 100_000_000n);

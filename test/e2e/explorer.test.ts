@@ -12,9 +12,10 @@ import type { Page } from "playwright-core";
 import { providerRegistryAbi } from "../../common/abi.js";
 import { healthSchema } from "../../common/api/market.js";
 import { devnetPrivateKey } from "../../common/devnet.js";
+import { suanliDomain } from "../../common/eip712.js";
 import { findGpuModel, modelHash } from "../../common/gpu.js";
 import { offerKey } from "../../common/offers/message.js";
-import { signAttestation } from "../../common/offers/sign.js";
+import { signAttestation } from "../../common/chain/sign.js";
 import { buildExplorer } from "../../scripts/build-explorer.js";
 import { launchChromium } from "../support/chromium.js";
 import { startTestDaemon } from "../support/daemons.js";
@@ -58,7 +59,7 @@ describe("explorer page in headless Chromium against a devnet node", function ()
     if (machine.attested) {
       const now = Math.floor(Date.now() / 1000);
       const attestation = { provider: accounts.providerA.address, machineId, model: modelHash(machine.model), units: machine.units, vramMiB, throughput: 1_000_000n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: now - 60, expiry: now + 86_400 };
-      attestations.push({ attestation, signature: await signAttestation(accounts.attestor, devnet.deployment.chainId, devnet.deployment.contracts.market!, attestation) });
+      attestations.push(await signAttestation(accounts.attestor, suanliDomain(devnet.deployment.chainId, devnet.deployment.contracts.market!), attestation));
     }
     await provider.offers.publisher!.set({
       machine: { machineId, model: machine.model, units: machine.units, vramMiB, interconnect: "nvlink", region: machine.region, cluster: ZERO32 },
@@ -174,7 +175,7 @@ describe("explorer page in headless Chromium against a devnet node", function ()
 
     // And one that leaves the book disappears: the provider removes the machine on-chain, the
     // node's chain watcher evicts its offer.
-    await send(await devnet.wallet(1), { address: devnet.deployment.contracts.registry!, abi: providerRegistryAbi, functionName: "removeMachine", args: [ids[2]] } as never);
+    await send(await devnet.wallet(1), { address: devnet.deployment.contracts.registry!, abi: providerRegistryAbi, functionName: "removeMachine", args: [ids[2]] });
     await waitForKeys([key(0), key(4)]);
   });
 

@@ -40,7 +40,7 @@ describe("group jobs: extend every lease, migrate together", function () {
   let dropExtendOf: bigint | undefined;
 
   before(async () => {
-    devnet = await startDevnet({ wallClockBlocks: true } as never);
+    devnet = await startDevnet({ wallClockBlocks: true });
     bundles = await startBundleServer();
     providers.push({ index: 1, node: await startTestProvider(devnet, 1, clusterOf("rack-1", "10.0.0.1")) });
     providers.push({ index: 2, node: await startTestProvider(devnet, 2, clusterOf("rack-2", "10.0.0.2")) });
@@ -139,7 +139,7 @@ describe("group jobs: extend every lease, migrate together", function () {
     const { taskId, group } = await submitGroup('sleep 8; echo "rank=$SUANLI_RANK of $SUANLI_WORLD_SIZE at $SUANLI_MASTER_ADDR"', true);
     const first = providers.find((p) => p.node.peer.address.toLowerCase() === group[0].provider.toLowerCase())!;
     // The provider pulls rank 1's machine.
-    await send(await devnet.wallet(first.index), { address: market(), abi: leaseMarketAbi, functionName: "terminate", args: [group[1].leaseId] } as never);
+    await send(await devnet.wallet(first.index), { address: market(), abi: leaseMarketAbi, functionName: "terminate", args: [group[1].leaseId] });
     assert.equal((await lease(group[1].leaseId)).endReason, "Terminated");
 
     const receipt = await client.wait(taskId);

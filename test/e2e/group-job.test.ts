@@ -17,7 +17,7 @@ describe("group jobs: one task over two machines of a cluster", function () {
   const renter = devnetAccount(5);
 
   before(async () => {
-    devnet = await startDevnet({ wallClockBlocks: true } as never);
+    devnet = await startDevnet({ wallClockBlocks: true });
     bundles = await startBundleServer();
     // Two machines of one GPU each, declared on one cluster (a fabric interconnect).
     provider = await startTestProvider(devnet, 1, {

@@ -39,8 +39,8 @@ describe("20 renters racing for scarce GPUs (real providers, real chain)", funct
       // Half the renters use libp2p, half a node's HTTP API (the browser path).
       clients.push(
         i % 2 === 0
-          ? await createClient({ rpcUrl: devnet.rpcUrl, account, bootstrap, deployment: devnet.deployment as never })
-          : await createClient({ rpcUrl: devnet.rpcUrl, account, nodeUrl: apiNode.api!.url, deployment: devnet.deployment as never }),
+          ? await createClient({ rpcUrl: devnet.rpcUrl, account, bootstrap, deployment: devnet.deployment })
+          : await createClient({ rpcUrl: devnet.rpcUrl, account, nodeUrl: apiNode.api!.url, deployment: devnet.deployment }),
       );
     }
     for (const client of clients) {

@@ -31,7 +31,7 @@ describe("utilization pricing: the price rises as renters fill the provider (rea
     });
     for (let i = 0; i < 2; i++) {
       const account = await fundedAccount(devnet, 50_000_000n);
-      renters.push(await createClient({ rpcUrl: devnet.rpcUrl, account, bootstrap: [provider.peer.addr], deployment: devnet.deployment as never }));
+      renters.push(await createClient({ rpcUrl: devnet.rpcUrl, account, bootstrap: [provider.peer.addr], deployment: devnet.deployment }));
     }
   });
   after(async () => {

@@ -85,7 +85,7 @@ describe("reserved terms: one signed offer per duration tier", () => {
       });
       for (let i = 0; i < 2; i++) {
         const account = await fundedAccount(devnet, 10_000_000n);
-        renters.push(await createClient({ rpcUrl: devnet.rpcUrl, account, bootstrap: [provider.peer.addr], deployment: devnet.deployment as never }));
+        renters.push(await createClient({ rpcUrl: devnet.rpcUrl, account, bootstrap: [provider.peer.addr], deployment: devnet.deployment }));
       }
     });
     after(async () => {
@@ -97,7 +97,7 @@ describe("reserved terms: one signed offer per duration tier", () => {
 
     it("over a node's HTTP API (the browser's feed), each tier offer keeps its tier: its own key, its price, matched as that tier", async () => {
       const node = await startTestDaemon(devnet, { p2p: { bootstrap: [provider.peer.addr] }, api: { enabled: true, host: "127.0.0.1", port: 0 } });
-      const browser = await createBrowserClient({ rpcUrl: devnet.rpcUrl, nodeUrl: node.api!.url, deployment: devnet.deployment as never });
+      const browser = await createBrowserClient({ rpcUrl: devnet.rpcUrl, nodeUrl: node.api!.url, deployment: devnet.deployment });
       try {
         const machineId = provider.agent.machines[0].machineId;
         const key = `${provider.peer.address.toLowerCase()}:${machineId}`;

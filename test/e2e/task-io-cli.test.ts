@@ -27,7 +27,7 @@ describe("suanli output, exec and forward (CLI)", function () {
 
   before(async () => {
     work = await mkdtemp(path.join(tmpdir(), "suanli-io-cli-"));
-    devnet = await startDevnet({ wallClockBlocks: true } as never);
+    devnet = await startDevnet({ wallClockBlocks: true });
     bundles = await startBundleServer();
     provider = await startTestProvider(devnet, 1);
     await fund(devnet, await devnet.wallet(5), 100_000_000n);

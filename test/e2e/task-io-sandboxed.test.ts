@@ -33,7 +33,7 @@ describe("task ports and exec into a bubblewrap-sandboxed task with its own netw
 
   before(async () => {
     work = await mkdtemp(path.join(tmpdir(), "suanli-io-sandboxed-"));
-    devnet = await startDevnet({ wallClockBlocks: true } as never);
+    devnet = await startDevnet({ wallClockBlocks: true });
     bundles = await startBundleServer();
     provider = await startTestProvider(devnet, 1, {
       provider: { runtime: { sandbox: "bubblewrap", network: true, readOnlyPaths: [path.dirname(process.execPath)] } },

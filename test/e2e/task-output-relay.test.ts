@@ -55,7 +55,7 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
     provider = await startTestProvider(devnet, 1);
     node = await startTestDaemon(devnet, { p2p: { bootstrap: [provider.peer.addr] }, api: { enabled: true, host: "127.0.0.1", port: 0 } });
     await fund(devnet, await devnet.wallet(7), 50_000_000n);
-    client = await createClient({ rpcUrl: devnet.rpcUrl, nodeUrl: node.api!.url, account: renter.address, walletTransport: http(devnet.rpcUrl), deployment: devnet.deployment as never });
+    client = await createClient({ rpcUrl: devnet.rpcUrl, nodeUrl: node.api!.url, account: renter.address, walletTransport: http(devnet.rpcUrl), deployment: devnet.deployment });
     await waitFor("the offer through the node's API", async () => (await client.queryOffers()).length === 1, { timeoutMs: 20_000 });
 
     const bundle = await bundles.bundle({
@@ -167,7 +167,7 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
     const domain = suanliDomain(devnet.deployment.chainId, devnet.deployment.contracts.market as `0x${string}`);
     const stranger = devnetAccount(8);
     const sign = (account: typeof stranger, params: Record<string, unknown>) =>
-      signLeaseRequest((p) => account.signTypedData(p as never), domain, { leaseId, provider: provider.peer.address, action: "output", body: params });
+      signLeaseRequest((p) => account.signTypedData(p), domain, { leaseId, provider: provider.peer.address, action: "output", body: params });
     const post = (body: unknown) => realFetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v)) });
 
     const byStranger = await post({ auth: await sign(stranger, { op: "read", fromOffset: 0 }), params: { op: "read", fromOffset: 0 } });
@@ -198,7 +198,7 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
     try {
       const params = { op: "list" };
       const domain = suanliDomain(devnet.deployment.chainId, devnet.deployment.contracts.market as `0x${string}`);
-      const auth = await signLeaseRequest((p) => renter.signTypedData(p as never), domain, { leaseId, provider: provider.peer.address, action: "output", body: params });
+      const auth = await signLeaseRequest((p) => renter.signTypedData(p), domain, { leaseId, provider: provider.peer.address, action: "output", body: params });
       const response = await realFetch(`${small.api!.url}/v1/leases/${leaseId}/output/list`, {
         method: "POST",
         headers: { "content-type": "application/json" },

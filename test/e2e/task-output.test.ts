@@ -22,7 +22,7 @@ describe("task outputs: the renter downloads what the task wrote and verifies it
 
   before(async () => {
     work = await mkdtemp(path.join(tmpdir(), "suanli-output-"));
-    devnet = await startDevnet({ wallClockBlocks: true } as never);
+    devnet = await startDevnet({ wallClockBlocks: true });
     bundles = await startBundleServer();
     provider = await startTestProvider(devnet, 1);
     await fund(devnet, await devnet.wallet(5), 100_000_000n);

@@ -44,7 +44,7 @@ describe("task ports and exec: the renter reaches a declared port and runs comma
 
   before(async () => {
     work = await mkdtemp(path.join(tmpdir(), "suanli-io-"));
-    devnet = await startDevnet({ wallClockBlocks: true } as never);
+    devnet = await startDevnet({ wallClockBlocks: true });
     bundles = await startBundleServer();
     provider = await startTestProvider(devnet, 1);
     await fund(devnet, await devnet.wallet(5), 100_000_000n);

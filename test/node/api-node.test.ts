@@ -21,7 +21,7 @@ import { SuanliError } from "../../common/errors.js";
 import { modelHash } from "../../common/gpu.js";
 import { reserveReplySchema } from "../../common/matching/handshake.js";
 import { offerKey } from "../../common/offers/message.js";
-import { signAttestation } from "../../common/offers/sign.js";
+import { signAttestation, signOffer } from "../../common/chain/sign.js";
 import { CANCEL_PROTOCOL, LOGS_PROTOCOL, RESERVE_PROTOCOL, STATUS_PROTOCOL, TASK_PROTOCOL } from "../../common/p2p/protocols.js";
 import { handleProtocol } from "../../common/p2p/reqresp.js";
 import { cancelAnswerSchema, leaseRequestBodyHash, logsAnswerSchema, reserveBodySchema, signLeaseRequest, taskAnswerSchema, taskStatusSchema, type RenterAction } from "../../common/protocols/lease.js";
@@ -72,7 +72,7 @@ describe("HTTP API on a devnet node", function () {
   /** A RenterRequest for `action` on the lease, signed by the renter (or `signer`), as JSON. */
   async function auth(action: RenterAction, body: Record<string, unknown>, options: { signer?: typeof accounts.renter; leaseId?: bigint } = {}) {
     const signer = options.signer ?? accounts.renter;
-    const signed = await signLeaseRequest((p) => signer.signTypedData(p as never), domain(), {
+    const signed = await signLeaseRequest((p) => signer.signTypedData(p), domain(), {
       leaseId: options.leaseId ?? leaseId,
       provider: providerAddress,
       action,
@@ -86,7 +86,7 @@ describe("HTTP API on a devnet node", function () {
     if (attested) {
       const now = Math.floor(Date.now() / 1000);
       const attestation = { provider: providerAddress, machineId, model: modelHash(machine.model), units: machine.units, vramMiB: machine.vramMiB, throughput: 5_000_000n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: now - 60, expiry: now + 86_400 };
-      attestations.push({ attestation, signature: await signAttestation(accounts.attestor, devnet.deployment.chainId, devnet.deployment.contracts.market!, attestation) });
+      attestations.push(await signAttestation(accounts.attestor, domain(), attestation));
     }
     await provider.offers.publisher!.set({
       machine: { machineId, model: machine.model, units: machine.units, vramMiB: machine.vramMiB, interconnect: "nvlink", region: machine.region, cluster: ZERO32 },
@@ -254,7 +254,7 @@ describe("HTTP API on a devnet node", function () {
           const held = node.offers.book.get(offerKey(body.request.provider, body.request.machineId))!.message.offer;
           const holdUntil = Math.floor(Date.now() / 1000) + 300;
           const offer: Offer = { ...held, renter: body.request.renter, expiry: holdUntil, nonce: 77n };
-          const signature = await accounts.providerA.signTypedData({ domain: domain(), types: { Offer: suanliTypes.Offer }, primaryType: "Offer", message: offer });
+          const signature = await signOffer(accounts.providerA, domain(), offer);
           return { accepted: true as const, offer, signature, units: body.request.units, holdUntil, preempt: [] };
         },
       }),
@@ -284,7 +284,7 @@ describe("HTTP API on a devnet node", function () {
     const wallet = await devnet.wallet(renter);
     const deposit = 2n * 500n * 3600n;
     await fund(devnet, wallet, deposit);
-    await send(wallet, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [devnet.deployment.contracts.market!, deposit] } as never);
+    await send(wallet, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [devnet.deployment.contracts.market!, deposit] });
     const market = devnet.deployment.contracts.market!;
     leaseId = (await wallet.publicClient.readContract({ address: market, abi: leaseMarketAbi, functionName: "nextLeaseId" })) as bigint;
     const stream = await openEventStream(`${base}/v1/events?types=lease`);
@@ -294,7 +294,7 @@ describe("HTTP API on a devnet node", function () {
         abi: leaseMarketAbi,
         functionName: "openLease",
         args: [answer.acceptance.offer, answer.acceptance.signature, { units: 2, duration: 3600, maxPricePerUnitSecond: 500n, interruptible: false, bidPerUnitSecond: 0n, preempt: [] }],
-      } as never);
+      });
       await stream.waitFor((events) => events.some((event) => marketEventSchemas.lease.decode(JSON.parse(event.data)).id === leaseId), 10_000);
       const opened = marketEventSchemas.lease.decode(JSON.parse(stream.events.at(-1)!.data));
       assert.deepEqual([opened.status, opened.renter, opened.provider, opened.units], ["Open", renter.address, providerAddress, 2]);
@@ -311,7 +311,7 @@ describe("HTTP API on a devnet node", function () {
     assert.deepEqual(await ids(`address=${accounts.renter.address}&role=provider`), []);
     assert.deepEqual(await ids(`address=${providerAddress}&role=provider&status=Open`), [leaseId]);
 
-    await send(await devnet.wallet(1), { address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] } as never);
+    await send(await devnet.wallet(1), { address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] });
     await waitFor("the lease indexed as Active", async () => (await ids(`address=${providerAddress}&status=Active`)).length === 1, { timeoutMs: 10_000 });
     const active = leaseViewSchema.decode((await get(`/v1/leases/${leaseId}`)).body);
     assert.equal(active.status, "Active");

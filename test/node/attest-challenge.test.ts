@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { multiaddr } from "@multiformats/multiaddr";
-import { signAttestation, type SignedAttestation } from "../../common/attest/attestation.js";
+import type { SignedAttestation } from "../../common/attest/attestation.js";
+import { signAttestation, signOffer } from "../../common/chain/sign.js";
 import { providerRegistryAbi } from "../../common/abi.js";
 import { requestChallenge } from "../../common/attest/request.js";
 import { verifyCommitFraud } from "../../common/attest/commit.js";
@@ -9,7 +10,7 @@ import { devnetAccount } from "../../common/devnet.js";
 import { modelHash } from "../../common/gpu.js";
 import { MatchingEngine, offerEntryFromMessage, parseMatchRequest, type MatchResult } from "../../common/matching/index.js";
 import { offerKey, offersTopic, encodeOfferMessage } from "../../common/offers/message.js";
-import { signOffer, signOfferMessage } from "../../common/offers/sign.js";
+import { signOfferMessage } from "../../common/offers/sign.js";
 import { engineAttestation, isAttested } from "../../common/offers/validate.js";
 import type { ProviderMachine } from "../../node/attest/provider.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
@@ -146,7 +147,7 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       const registry = devnet.deployment.contracts.registry!;
       const addArgs = [modelHash(A100.model), A100.units, A100.vramMiB, 1, "eu-west", `0x${"0".repeat(64)}`] as const;
       const { result: freshId } = await cheaterWallet.publicClient.simulateContract({ account: cheaterWallet.account, address: registry, abi: providerRegistryAbi, functionName: "addMachine", args: addArgs });
-      await send(cheaterWallet, { address: registry, abi: providerRegistryAbi, functionName: "addMachine", args: addArgs } as never);
+      await send(cheaterWallet, { address: registry, abi: providerRegistryAbi, functionName: "addMachine", args: addArgs });
       const fresh = await requestChallenge(renter.p2p.host, target, { chainId: devnet.deployment.chainId, machineId: Number(freshId) });
       assert.equal(fresh.outcome === "error" && fresh.reason, "backoff", JSON.stringify(fresh, (_k, v) => (typeof v === "bigint" ? String(v) : v)));
       assert.ok(fresh.outcome === "error" && fresh.retryAfter !== null && fresh.retryAfter > nowSec());
@@ -242,7 +243,7 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
         {
           ...unsigned,
           offer,
-          signature: await signOffer(devnetAccount(3), devnet.deployment.chainId, devnet.deployment.contracts.market!, offer),
+          signature: await signOffer(devnetAccount(3), provider.daemon.domain, offer),
           attestations: [elsewhere],
           seq: held.seq + 100,
           publishedAt: nowSec(),

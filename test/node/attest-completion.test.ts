@@ -23,7 +23,7 @@ describe("result attestation: the renter checks the provider's signed completion
     const renter = await devnet.wallet(5);
     const [machineId] = await registerProvider(devnet, provider, { peerId: "12D3KooWCompletionProvider", stake: 10_000_000n, machines: [TEST_MACHINE] });
     await fund(devnet, renter, PRICE * BigInt(DURATION));
-    await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, PRICE * BigInt(DURATION)] } as never);
+    await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, PRICE * BigInt(DURATION)] });
     const leaseId = await openActiveLease(devnet, renter, 1, machineId);
     const { provider: leaseProvider } = await readLease(devnet.admin.publicClient, market, leaseId);
 
@@ -37,7 +37,7 @@ describe("result attestation: the renter checks the provider's signed completion
     const notReported = await verifyCompletion(signed, { domain, provider: leaseProvider, onChain: null });
     assert.equal(notReported.valid === false && notReported.reason, "not_reported");
 
-    await send(provider, { address: market, abi: leaseMarketAbi, functionName: "complete", args: [leaseId, report.exitCode, report.outputDigest, report.unitSeconds] } as never);
+    await send(provider, { address: market, abi: leaseMarketAbi, functionName: "complete", args: [leaseId, report.exitCode, report.outputDigest, report.unitSeconds] });
     const onChain = await readCompletionReport(devnet.admin.publicClient, market, leaseId, devnet.deployment.deploymentBlock);
     assert.deepEqual(onChain, { exitCode: 0, outputDigest: report.outputDigest, unitSeconds: 1_234n });
 

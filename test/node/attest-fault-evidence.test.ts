@@ -9,7 +9,8 @@ import { rm } from "node:fs/promises";
 import { multiaddr } from "@multiformats/multiaddr";
 import { parseEventLogs, type Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
-import { recoverFaultSigner, signFaultAs } from "../../common/attest/liveness.js";
+import { recoverFaultSigner } from "../../common/attest/liveness.js";
+import { signFault } from "../../common/chain/sign.js";
 import { faultAnswerSchema, type FaultAnswer } from "../../common/attest/wire.js";
 import { readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
@@ -47,7 +48,7 @@ describe("attestor role: a lying proposer cannot fault a live provider (issue 24
       provider = await spawnProvider(devnet, 1);
       const [machineId] = await registerProvider(devnet, providerWallet, { peerId: provider.peerId, stake: 10_000_000n, machines: [TEST_MACHINE] });
       await fund(devnet, renter, PRICE * BigInt(DURATION));
-      await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, PRICE * BigInt(DURATION)] } as never);
+      await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, PRICE * BigInt(DURATION)] });
       const leaseId = await openActiveLease(devnet, renter, 1, machineId);
       const { activatedAt } = await readLease(devnet.admin.publicClient, market, leaseId);
 
@@ -67,7 +68,7 @@ describe("attestor role: a lying proposer cannot fault a live provider (issue 24
       const liar = devnetAccount(LIAR);
       const propose = async (observedAt: number): Promise<FaultAnswer> => {
         const fault: Fault = { leaseId, kind: FaultKind.unresponsive, observedAt };
-        const signature: Hex = await signFaultAs(liar, liarNode.domain, fault);
+        const signature: Hex = await signFault(liar, liarNode.domain, fault);
         return request(liarNode.p2p.host, multiaddr(addrOf(honest.daemon)), FAULT_PROTOCOL, { v: 1, chainId: devnet.deployment.chainId, fault, signatures: [{ signer: liar.address, signature }] }, {
           responseSchema: faultAnswerSchema,
           timeoutMs: 20_000,

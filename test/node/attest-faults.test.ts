@@ -3,7 +3,8 @@ import { rm } from "node:fs/promises";
 import { multiaddr } from "@multiformats/multiaddr";
 import { decodeFunctionData, parseEventLogs, type Address, type Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
-import { recoverFaultSigner, recoverHeartbeatSigner, signFaultAs, signLivenessProbe } from "../../common/attest/liveness.js";
+import { recoverFaultSigner, recoverHeartbeatSigner, signLivenessProbe } from "../../common/attest/liveness.js";
+import { signFault } from "../../common/chain/sign.js";
 import { faultAnswerSchema, signedHeartbeatSchema } from "../../common/attest/wire.js";
 import { computeCollateral, readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
@@ -57,7 +58,7 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
 
       const deposit = PRICE * BigInt(DURATION);
       await fund(devnet, renter, deposit * 2n);
-      await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, deposit * 2n] } as never);
+      await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, deposit * 2n] });
       const doomedLease = await openActiveLease(devnet, renter, 1, doomedMachine);
       const liveLease = await openActiveLease(devnet, renter, 2, liveMachine);
       // From here on the renter sends nothing: the refund must reach it on its own.
@@ -80,11 +81,18 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       assert.equal(proposal.role, "proposer");
       assert.equal(proposal.fault.kind, FaultKind.unresponsive);
       assert.deepEqual(proposal.signatures.map((entry) => entry.signer), [devnetAccount(ATTESTORS[0]).address]);
-      await new Promise((resolve) => setTimeout(resolve, 3 * LIVENESS.probeIntervalMs + 1_000));
+      // Three more failed probes of the dead provider (the attestor's own record of them, not a
+      // fixed sleep): the proposer has had its rounds to gather co-signers, and found none.
+      const failuresAtProposal = first.attestor.prober!.state(doomedLease)!.failures;
+      await waitFor("three more failed probes by the lone attestor", () => (first.attestor.prober!.state(doomedLease)?.failures ?? 0) >= failuresAtProposal + 3 || undefined, {
+        timeoutMs: 30_000,
+        intervalMs: 50,
+      });
+      assert.equal(first.attestor.faults!.get(doomedLease)?.status, "collecting", "the lone proposal is still collecting");
       assert.equal((await readLease(devnet.admin.publicClient, market, doomedLease)).status, "Active", "one signature must not end the lease");
       // On-chain too: one attestor's signature of a fault inside the lease is refused.
       const inRange = { ...proposal.fault, observedAt: (await readLease(devnet.admin.publicClient, market, doomedLease)).activatedAt };
-      const loneSignature = await signFaultAs(devnetAccount(ATTESTORS[0]), first.daemon.domain, inRange);
+      const loneSignature = await signFault(devnetAccount(ATTESTORS[0]), first.daemon.domain, inRange);
       const lone = await devnet.admin.publicClient
         .simulateContract({ account: renter.account, address: market, abi: leaseMarketAbi, functionName: "submitFault", args: [inRange, [loneSignature]] })
         .then(() => undefined, (error: unknown) => error);
@@ -165,7 +173,7 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       nodes.push(provider.daemon);
       const [machineId] = await registerProvider(devnet, wallet, { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 10_000_000n, machines: [TEST_MACHINE] });
       await fund(devnet, renter, PRICE * BigInt(DURATION));
-      await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, PRICE * BigInt(DURATION)] } as never);
+      await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, PRICE * BigInt(DURATION)] });
       const leaseId = await openActiveLease(devnet, renter, 3, machineId);
       const lease = await readLease(devnet.admin.publicClient, market, leaseId);
 
@@ -198,7 +206,7 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       // A (lying or mistaken) attestor proposes a fault against a provider that is up.
       const fault = { leaseId, kind: FaultKind.unresponsive, observedAt: lease.activatedAt };
       const proposer = devnetAccount(ATTESTORS[0]);
-      const signature: Hex = await signFaultAs(proposer, provider.daemon.domain, fault);
+      const signature: Hex = await signFault(proposer, provider.daemon.domain, fault);
       const answer = await request(provider.daemon.p2p.host, multiaddr(addrOf(attestor.daemon)), FAULT_PROTOCOL, {
         v: 1,
         chainId: devnet.deployment.chainId,
@@ -215,7 +223,7 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
         v: 1,
         chainId: devnet.deployment.chainId,
         fault,
-        signatures: [{ signer: stranger.address, signature: await signFaultAs(stranger, provider.daemon.domain, fault) }],
+        signatures: [{ signer: stranger.address, signature: await signFault(stranger, provider.daemon.domain, fault) }],
       }, { responseSchema: faultAnswerSchema, timeoutMs: 15_000 });
       assert.equal(forged.outcome === "declined" && forged.reason, "bad_proposal");
       assert.equal((await readLease(devnet.admin.publicClient, market, leaseId)).status, "Active");

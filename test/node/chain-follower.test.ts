@@ -41,7 +41,7 @@ describe("chain reads and the chain follower (devnet)", function () {
     assert.equal(await view.isAttestor(devnetAccount(8).address), false);
     assert.equal(await view.attestationQuorum(), 1);
     assert.equal(await view.isNonceRevoked(provider.account.address, 5n), false);
-    await send(provider, { address: devnet.deployment.contracts.registry!, abi: providerRegistryAbi, functionName: "revokeNonce", args: [5n] } as never);
+    await send(provider, { address: devnet.deployment.contracts.registry!, abi: providerRegistryAbi, functionName: "revokeNonce", args: [5n] });
     assert.equal(await view.isNonceRevoked(provider.account.address, 5n), true);
   });
 
@@ -72,8 +72,8 @@ describe("chain reads and the chain follower (devnet)", function () {
 
       // Unstake everything, remove the machine and deregister: the follower sees it and the cache drops the record.
       const registry = devnet.deployment.contracts.registry!;
-      await send(provider, { address: registry, abi: providerRegistryAbi, functionName: "removeMachine", args: [1] } as never);
-      await send(provider, { address: registry, abi: providerRegistryAbi, functionName: "deregister", args: [] } as never);
+      await send(provider, { address: registry, abi: providerRegistryAbi, functionName: "removeMachine", args: [1] });
+      await send(provider, { address: registry, abi: providerRegistryAbi, functionName: "deregister", args: [] });
       await follower.sync();
       assert.ok(seen.some((event) => event.eventName === "ProviderDeregistered"));
       assert.equal((await view.getProvider(provider.account.address))?.registered, false);
@@ -81,7 +81,7 @@ describe("chain reads and the chain follower (devnet)", function () {
 
       // A new follower over the same store resumes the subscriber where it stopped: it sees only what came after.
       const later: string[] = [];
-      await send(provider, { address: registry, abi: providerRegistryAbi, functionName: "revokeNoncesBelow", args: [10n] } as never);
+      await send(provider, { address: registry, abi: providerRegistryAbi, functionName: "revokeNoncesBelow", args: [10n] });
       const resumed = new ChainFollower({ publicClient: devnet.admin.publicClient, deployment: devnet.deployment, store, logger: silentLogger() });
       await resumed.subscribe("all", (event) => {
         later.push(event.eventName);
@@ -133,8 +133,8 @@ describe("chain reads and the chain follower (devnet)", function () {
       { from: "head" },
     );
     await follower.sync();
-    await send(provider, { address: registry, abi: providerRegistryAbi, functionName: "revokeNonce", args: [31n] } as never);
-    await send(provider, { address: registry, abi: providerRegistryAbi, functionName: "revokeNonce", args: [32n] } as never);
+    await send(provider, { address: registry, abi: providerRegistryAbi, functionName: "revokeNonce", args: [31n] });
+    await send(provider, { address: registry, abi: providerRegistryAbi, functionName: "revokeNonce", args: [32n] });
     await follower.sync();
     assert.deepEqual(steady, [31n, 32n], "the other subscriber is not held up");
     assert.deepEqual(flaky, []);
@@ -156,7 +156,7 @@ describe("chain reads and the chain follower (devnet)", function () {
     const store = await Store.open(dir);
     const provider = await devnet.wallet(2);
     const registry = devnet.deployment.contracts.registry!;
-    const revoke = (nonce: bigint) => send(provider, { address: registry, abi: providerRegistryAbi, functionName: "revokeNonce", args: [nonce] } as never);
+    const revoke = (nonce: bigint) => send(provider, { address: registry, abi: providerRegistryAbi, functionName: "revokeNonce", args: [nonce] });
     const nonces = (into: bigint[]) => (event: ChainEvent) => {
       if (event.eventName === "OfferNonceRevoked") into.push(event.args.nonce);
     };
@@ -240,7 +240,7 @@ describe("chain reads and the chain follower (devnet)", function () {
     await follower.start();
     const provider = await devnet.wallet(1);
     const registry = devnet.deployment.contracts.registry!;
-    await send(provider, { address: registry, abi: providerRegistryAbi, functionName: "revokeNonce", args: [77n] } as never);
+    await send(provider, { address: registry, abi: providerRegistryAbi, functionName: "revokeNonce", args: [77n] });
     await follower.sync();
     assert.deepEqual(seen, [], "no block on top of it yet");
     await devnet.admin.publicClient.request({ method: "hardhat_mine" as never, params: ["0x1"] as never });

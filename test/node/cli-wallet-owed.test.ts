@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { zeroAddress, type Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
-import { signOffer } from "../../common/chain/market.js";
+import { signOffer } from "../../common/chain/sign.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { suanliDomain } from "../../common/eip712.js";
 import { modelHash } from "../../common/gpu.js";
@@ -70,11 +70,11 @@ describe("suanli wallet owed / withdraw (CLI)", function () {
     const signature = await signOffer(provider.walletClient, suanliDomain(devnet.deployment.chainId, market), offer);
     const deposit = 100n * 3600n;
     await fund(devnet, renter, deposit);
-    await send(renter, { address: token, abi: testTokenAbi, functionName: "approve", args: [market, deposit] } as never);
+    await send(renter, { address: token, abi: testTokenAbi, functionName: "approve", args: [market, deposit] });
     const leaseId = (await renter.publicClient.readContract({ address: market, abi: leaseMarketAbi, functionName: "nextLeaseId" })) as bigint;
-    await send(renter, { address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, { units: 1, duration: 3600, maxPricePerUnitSecond: 100n, interruptible: false, bidPerUnitSecond: 0n, preempt: [] }] } as never);
-    await send(devnet.admin as never, { address: token, abi: artifact.abi, functionName: "setBlocked", args: [renter.account.address, true] } as never);
-    await send(renter, { address: market, abi: leaseMarketAbi, functionName: "close", args: [leaseId] } as never);
+    await send(renter, { address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, { units: 1, duration: 3600, maxPricePerUnitSecond: 100n, interruptible: false, bidPerUnitSecond: 0n, preempt: [] }] });
+    await send(devnet.admin as never, { address: token, abi: artifact.abi, functionName: "setBlocked", args: [renter.account.address, true] });
+    await send(renter, { address: market, abi: leaseMarketAbi, functionName: "close", args: [leaseId] });
 
     const owed = await runCli(["wallet", "owed", "--devnet-account", "6", "--json", ...base]);
     assert.equal(owed.code, 0, owed.stderr);

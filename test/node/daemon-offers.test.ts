@@ -40,8 +40,8 @@ describe("nodes over the real registry: offers validated on-chain", function () 
 
       // Deregistration on-chain: the renter's node hears it through its chain watcher and evicts.
       const registry = devnet.deployment.contracts.registry!;
-      await send(wallet, { address: registry, abi: providerRegistryAbi, functionName: "removeMachine", args: [machineId] } as never);
-      await send(wallet, { address: registry, abi: providerRegistryAbi, functionName: "deregister", args: [] } as never);
+      await send(wallet, { address: registry, abi: providerRegistryAbi, functionName: "removeMachine", args: [machineId] });
+      await send(wallet, { address: registry, abi: providerRegistryAbi, functionName: "deregister", args: [] });
       await waitFor("eviction after deregistration", () => renterNode.offers.book.get(key) === undefined, { timeoutMs: 15_000 });
     } finally {
       await renterNode.close();

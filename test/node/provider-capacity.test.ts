@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { mock } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { CapacityManager, type ModeChange } from "../../node/provider/capacity/capacity-manager.js";
 import { ManagedProcess } from "../../node/provider/runtime/process-group.js";
@@ -132,13 +133,29 @@ describe("capacity manager", () => {
     await m.start();
     await m.assign("spot-1", ["u1"], "interruptible");
     const task = startTask();
-    m.attachTask("spot-1", { stop: (grace) => task.terminate(grace ?? 1_000) });
-    const began = Date.now();
-    const preemption = m.preempt("spot-1", 400);
-    await sleep(200);
-    assert.equal(task.hasExited, false, "still running during the notice");
+    let stopsAsked = 0;
+    m.attachTask("spot-1", {
+      stop: (grace) => {
+        stopsAsked++;
+        return task.terminate(grace ?? 1_000);
+      },
+    });
+    // The notice runs on a mocked clock: no stop is asked for until the whole notice has passed
+    // (the manager's own call to the task, not a wall-clock reading).
+    mock.timers.enable({ apis: ["setTimeout"] });
+    let preemption: Promise<void>;
+    try {
+      preemption = m.preempt("spot-1", 400);
+      mock.timers.tick(399);
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      assert.equal(stopsAsked, 0, "not stopped before the notice was over");
+      assert.equal(m.modes().u1.mode, "interruptible", "the units stay the lease's during the notice");
+      mock.timers.tick(1);
+    } finally {
+      mock.timers.reset();
+    }
     await preemption;
-    assert.ok(Date.now() - began >= 400, "not stopped before the notice was over");
+    assert.equal(stopsAsked, 1, "stopped once the notice was over");
     assert.equal(task.hasExited, true);
     assert.equal(m.modes().u1.mode, "idle");
     assert.deepEqual(

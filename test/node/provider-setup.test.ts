@@ -5,8 +5,9 @@ import path from "node:path";
 import { providerRegistryAbi } from "../../common/abi.js";
 import { readMachine, readProvider } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
+import { suanliDomain } from "../../common/eip712.js";
 import { modelHash } from "../../common/gpu.js";
-import { signAttestation } from "../../common/offers/sign.js";
+import { signAttestation } from "../../common/chain/sign.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 import { startTestProvider } from "../support/provider.js";
 import { waitFor } from "../support/wait.js";
@@ -97,7 +98,7 @@ describe("provider agent: setup across restarts, attestations in offers", functi
         expiry: now + 3_600,
       };
       const market = devnet.deployment.contracts.market!;
-      const signature = await signAttestation(ATTESTOR, devnet.deployment.chainId, market, attestation);
+      const { signature } = await signAttestation(ATTESTOR, suanliDomain(devnet.deployment.chainId, market), attestation);
       provider.agent.setAttestations(machine.machineId, [{ attestation, signature }]);
       const publisher = provider.daemon.offers.publisher!;
       const attested = await waitFor("the attested offer", () => {
@@ -110,7 +111,7 @@ describe("provider agent: setup across restarts, attestations in offers", functi
       assert.deepEqual(expiry.values.find((sample) => sample.labels.machine === String(machine.machineId))?.value, now + 3_600);
 
       // Signed by someone without the attestor role: published, but it does not count.
-      const forged = await signAttestation(devnetAccount(8), devnet.deployment.chainId, market, attestation);
+      const { signature: forged } = await signAttestation(devnetAccount(8), suanliDomain(devnet.deployment.chainId, market), attestation);
       let seqBefore = publisher.current(machine.machineId)!.seq;
       provider.agent.setAttestations(machine.machineId, [{ attestation, signature: forged }]);
       await waitFor("the offer with the outsider's attestation", () => {
@@ -121,7 +122,7 @@ describe("provider agent: setup across restarts, attestations in offers", functi
       // About another machine (a unit count it does not have): the network would refuse the whole
       // offer, so it goes out without it rather than not at all.
       const lie = { ...attestation, units: machine.units + 1 };
-      const lying = await signAttestation(ATTESTOR, devnet.deployment.chainId, market, lie);
+      const { signature: lying } = await signAttestation(ATTESTOR, suanliDomain(devnet.deployment.chainId, market), lie);
       seqBefore = publisher.current(machine.machineId)!.seq;
       provider.agent.setAttestations(machine.machineId, [{ attestation: lie, signature: lying }]);
       await waitFor("the offer without the refused attestation", () => {

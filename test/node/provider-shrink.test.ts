@@ -45,7 +45,7 @@ describe("provider agent: a lease shrunk while its task runs", function () {
   const modes = () => provider.agent.capacity.modes();
   const device = (unit: string) => provider.agent.inventory.units.find((u) => u.id === unit)!.device;
   const shrink = (renter: TestRenter, leaseId: bigint, units: number) =>
-    send(renter.clients, { address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "shrink", args: [leaseId, units] } as never);
+    send(renter.clients, { address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "shrink", args: [leaseId, units] });
 
   it("while its task runs, the released unit stays with the task, unsold, until the task ends", async () => {
     const machineId = provider.agent.machines[0].machineId;

@@ -8,7 +8,8 @@ import { suanliDomain, suanliTypes, ANY_RENTER, type Offer } from "../../common/
 import { modelHash } from "../../common/gpu.js";
 import { CachedChainView } from "../../common/offers/chain-view.js";
 import { encodeOfferMessage, offerKey, type OfferMessage } from "../../common/offers/message.js";
-import { signOffer, signOfferMessage } from "../../common/offers/sign.js";
+import { signOffer } from "../../common/chain/sign.js";
+import { signOfferMessage } from "../../common/offers/sign.js";
 import { OfferValidator, isAttested, minimumLeaseCollateral, type OfferValidation } from "../../common/offers/validate.js";
 import { MemoryChainView } from "../support/memory-chain-view.js";
 import {
@@ -73,7 +74,7 @@ describe("offer validation pipeline", () => {
     };
     const digest = recoverer.digest("Offer", offer);
     assert.equal(digest, hashTypedData({ domain: suanliDomain(TEST_CHAIN_ID, TEST_MARKET), types: suanliTypes, primaryType: "Offer", message: offer }));
-    const signature = await signOffer(provider.account, TEST_CHAIN_ID, TEST_MARKET, offer);
+    const signature = await signOffer(provider.account, suanliDomain(TEST_CHAIN_ID, TEST_MARKET), offer);
     assert.equal(recoverer.recover(digest, signature), provider.address);
   });
 

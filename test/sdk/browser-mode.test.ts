@@ -48,7 +48,7 @@ describe("SDK over a node's HTTP API with an injected-style wallet", function ()
       nodeUrl: node.api!.url,
       account: renter.address,
       walletTransport: http(devnet.rpcUrl),
-      deployment: devnet.deployment as never,
+      deployment: devnet.deployment,
     });
     await waitFor("the offer through the node's API", async () => (await client.queryOffers()).length === 1, { timeoutMs: 20_000 });
   });
@@ -144,7 +144,7 @@ describe("SDK over a node's HTTP API with an injected-style wallet", function ()
       nodeUrl: node.api!.url,
       account: renter.address,
       walletTransport: http(devnet.rpcUrl),
-      deployment: devnet.deployment as never,
+      deployment: devnet.deployment,
     });
     try {
       await waitFor("the offer through the browser client", async () => (await browserClient.queryOffers()).length === 1, { timeoutMs: 20_000 });

@@ -72,7 +72,7 @@ describe("SDK public API snapshot (suanli/sdk, suanli/sdk/browser)", function ()
     assert.equal(browser.NoMatchError, node.NoMatchError, "one error class for both entries: instanceof works across them");
     const deployment = { chainId: 31337, deploymentBlock: "1", deployedAt: "2026-01-01T00:00:00.000Z", deployer: `0x${"1".repeat(40)}`, contracts: { token: `0x${"2".repeat(40)}`, market: `0x${"3".repeat(40)}`, registry: `0x${"4".repeat(40)}` }, token: { symbol: "tUSD", decimals: 6 } };
     const chain = { id: 31337, name: "devnet", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: ["http://127.0.0.1:1"] } } };
-    await assert.rejects(browser.createClient({ chain: chain as never, deployment: deployment as never, bootstrap: [] }), { name: "ClientConfigError", message: /nodeUrl/ });
+    await assert.rejects(browser.createClient({ chain: chain as never, deployment: deployment, bootstrap: [] }), { name: "ClientConfigError", message: /nodeUrl/ });
     await assert.rejects(browser.createClient({ chain: chain as never, bootstrap: [] }), { name: "ClientConfigError", message: /deployment manifest object/ });
   });
 });

@@ -85,7 +85,7 @@ declare global {
 export async function connect(rpcUrl: string, nodeUrl: string, deployment: unknown): Promise<SuanliClient> {
   if (!window.ethereum) throw new Error("no wallet");
   const [address] = await window.ethereum.request({ method: "eth_requestAccounts" });
-  return createClient({ rpcUrl, nodeUrl, account: address, walletTransport: custom(window.ethereum), deployment: deployment as never });
+  return createClient({ rpcUrl, nodeUrl, account: address, walletTransport: custom(window.ethereum), deployment: deployment });
 }
 export const isNoMatch = (error: unknown) => error instanceof NoMatchError;
 export const offerSchema = offerViewSchema;

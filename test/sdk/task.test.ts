@@ -28,7 +28,7 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
     devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [who] });
 
   before(async () => {
-    devnet = await startDevnet({ wallClockBlocks: true } as never);
+    devnet = await startDevnet({ wallClockBlocks: true });
     bundles = await startBundleServer();
     provider = await startTestProvider(devnet, 1);
     await fund(devnet, await devnet.wallet(5), 100_000_000n);

@@ -19,9 +19,9 @@ import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attes
 import type { MachineOfferInput } from "../../node/offers/publisher.js";
 import { leaseMarketAbi } from "../../common/abi.js";
 import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
-import { ANY_RENTER, type Offer } from "../../common/eip712.js";
+import { ANY_RENTER, suanliDomain, type Offer } from "../../common/eip712.js";
 import { modelHash } from "../../common/gpu.js";
-import { signOffer } from "../../common/offers/sign.js";
+import { signOffer } from "../../common/chain/sign.js";
 import type { ChainClients } from "../../node/chain/clients.js";
 import { createLogger, silentLogger, type Logger } from "../../node/log/logger.js";
 import { startTestDaemon } from "./daemons.js";
@@ -155,11 +155,11 @@ export async function openActiveLease(devnet: Devnet, renter: Required<ChainClie
     expiry: Math.floor(Date.now() / 1000) + 7_200,
     renter: ANY_RENTER,
   };
-  const signature = await signOffer(devnetAccount(providerIndex), devnet.deployment.chainId, market, offer);
+  const signature = await signOffer(devnetAccount(providerIndex), suanliDomain(devnet.deployment.chainId, market), offer);
   const terms = { units: 1, duration: DURATION, maxPricePerUnitSecond: PRICE, interruptible: false, bidPerUnitSecond: 0n, preempt: [] as bigint[] };
   const { result: leaseId } = await renter.publicClient.simulateContract({ account: renter.account, address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] });
-  await send(renter, { address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] } as never);
-  await send(provider, { address: market, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] } as never);
+  await send(renter, { address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] });
+  await send(provider, { address: market, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] });
   return leaseId;
 }
 

@@ -6,9 +6,10 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { parseEther, type Account, type Address, type Hex } from "viem";
+import { parseEther, type Abi, type Account, type Address, type ContractFunctionName, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
 import { providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
+import type { ContractWrite } from "../../common/chain/tx.js";
 import type { Deployment } from "../../common/deployment.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { modelHash } from "../../common/gpu.js";
@@ -58,8 +59,14 @@ export async function startDevnet(options: { params?: DeployOptions["params"]; a
 }
 
 /** Sends a contract write and waits for a successful receipt. */
-export async function send(clients: Required<ChainClients>, request: Parameters<Required<ChainClients>["walletClient"]["writeContract"]>[0]): Promise<Hex> {
-  const hash = await clients.walletClient.writeContract(request);
+export async function send<const abi extends Abi, name extends ContractFunctionName<abi, "nonpayable" | "payable">>(
+  clients: Required<ChainClients>,
+  call: ContractWrite<abi, name>,
+): Promise<Hex> {
+  // The call is checked against its own ABI above; it is written through the plain ABI, which
+  // viem's writeContract overloads accept without seeing through the generic.
+  const plain = { address: call.address, abi: call.abi as Abi, functionName: call.functionName as string, args: call.args as readonly unknown[] };
+  const hash = await clients.walletClient.writeContract({ ...plain, account: clients.account, chain: clients.chain });
   const receipt = await clients.publicClient.waitForTransactionReceipt({ hash });
   if (receipt.status !== "success") throw new Error(`transaction ${hash} reverted`);
   return hash;
@@ -67,7 +74,7 @@ export async function send(clients: Required<ChainClients>, request: Parameters<
 
 /** Mints devnet tokens to the wallet. */
 export async function fund(devnet: Devnet, clients: Required<ChainClients>, amount: bigint): Promise<void> {
-  await send(clients, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "faucet", args: [clients.account.address, amount] } as never);
+  await send(clients, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "faucet", args: [clients.account.address, amount] });
 }
 
 /** A fresh wallet with 1 ETH for gas and `tokens` devnet tokens (a renter no other test shares). */
@@ -87,9 +94,9 @@ export async function registerProvider(
 ): Promise<number[]> {
   const registry = devnet.deployment.contracts.registry!;
   await fund(devnet, clients, options.stake);
-  await send(clients, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [registry, options.stake] } as never);
-  await send(clients, { address: registry, abi: providerRegistryAbi, functionName: "register", args: [options.peerId, ""] } as never);
-  await send(clients, { address: registry, abi: providerRegistryAbi, functionName: "stake", args: [options.stake] } as never);
+  await send(clients, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [registry, options.stake] });
+  await send(clients, { address: registry, abi: providerRegistryAbi, functionName: "register", args: [options.peerId, ""] });
+  await send(clients, { address: registry, abi: providerRegistryAbi, functionName: "stake", args: [options.stake] });
   const ids: number[] = [];
   for (const machine of options.machines) {
     const { result } = await clients.publicClient.simulateContract({
@@ -104,7 +111,7 @@ export async function registerProvider(
       abi: providerRegistryAbi,
       functionName: "addMachine",
       args: [modelHash(machine.model), machine.units, machine.vramMiB, 1, machine.region ?? "eu-west", `0x${"0".repeat(64)}`],
-    } as never);
+    });
     ids.push(Number(result));
   }
   return ids;

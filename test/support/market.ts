@@ -7,8 +7,9 @@ import { generateKeyPairFromSeed } from "@libp2p/crypto/keys";
 import { peerIdFromPrivateKey } from "@libp2p/peer-id";
 import { hexToBytes, keccak256, type Address, type HDAccount, type LocalAccount } from "viem";
 import type { LeaseView, ProviderView } from "../../common/api/chain.js";
+import { signAttestation, signOffer } from "../../common/chain/sign.js";
 import { devnetAccount } from "../../common/devnet.js";
-import { ANY_RENTER, suanliDomain, suanliTypes, type Attestation, type Offer } from "../../common/eip712.js";
+import { ANY_RENTER, suanliDomain, type Attestation, type Offer } from "../../common/eip712.js";
 import { findGpuModel, modelHash } from "../../common/gpu.js";
 import type { Interconnect } from "../../common/offers/message.js";
 import { signOfferMessage } from "../../common/offers/sign.js";
@@ -67,7 +68,7 @@ export async function signedEntry(spec: SignedOfferSpec): Promise<OfferEntry> {
     expiry: spec.at + (spec.expiresIn ?? 3600),
     renter: ANY_RENTER,
   };
-  const signature = await spec.provider.signTypedData({ domain, types: { Offer: suanliTypes.Offer }, primaryType: "Offer", message: offer });
+  const signature = await signOffer(spec.provider, domain, offer);
   const attestations = [];
   const verifiedAttestations: VerifiedAttestation[] = [];
   if (spec.attestor) {
@@ -84,13 +85,7 @@ export async function signedEntry(spec: SignedOfferSpec): Promise<OfferEntry> {
       issuedAt: spec.at - 60,
       expiry: spec.at + 24 * 3600,
     };
-    const attestationSignature = await spec.attestor.signTypedData({
-      domain,
-      types: { Attestation: suanliTypes.Attestation },
-      primaryType: "Attestation",
-      message: attestation,
-    });
-    attestations.push({ attestation, signature: attestationSignature });
+    attestations.push(await signAttestation(spec.attestor, domain, attestation));
     verifiedAttestations.push({ attestor: spec.attestor.address, attestation });
   }
   const onDemandUnits = spec.onDemandUnits ?? 0;

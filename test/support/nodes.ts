@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { PrivateKey } from "@libp2p/interface";
 import { offersTopic } from "../../common/offers/message.js";
-import type { TypedDataSigner } from "../../common/offers/sign.js";
+import type { LocalSigner } from "../../common/chain/sign.js";
 import type { GossipSubInspect, SuanliHost } from "../../common/p2p/host.js";
 import { silentLogger, type Logger } from "../../node/log/logger.js";
 import { createMetrics, type Metrics } from "../../node/metrics/metrics.js";
@@ -40,7 +40,7 @@ export type StartTestNodeOptions = {
   bootstrap?: string[];
   dht?: boolean;
   /** Makes it a provider node publishing with this wallet. */
-  provider?: TypedDataSigner;
+  provider?: LocalSigner;
   offers?: OffersOptionsInput;
   p2p?: Partial<P2pOptions>;
   now?: () => number;

@@ -56,8 +56,9 @@ export class ProviderProcess {
     return providerPeer(this.ready.address, this.ready.addrs);
   }
 
-  /** Sends `signal` to the node's own pid and waits for it to exit. */
+  /** Sends `signal` to the node's own pid and waits for it to exit (at once when it has exited already). */
   async kill(signal: NodeJS.Signals): Promise<number | null> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return this.child.exitCode;
     const exited = new Promise<number | null>((resolve) => this.child.once("exit", (code) => resolve(code)));
     process.kill(this.child.pid!, signal);
     return exited;

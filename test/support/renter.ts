@@ -112,7 +112,7 @@ export class TestRenter {
   async open(acceptance: Acceptance, options: RentOptions): Promise<bigint> {
     const price = options.interruptible ? options.bidPerUnitSecond! : acceptance.offer.pricePerUnitSecond;
     const deposit = BigInt(acceptance.units) * price * BigInt(options.duration);
-    await send(this.clients, { address: this.devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [this.market, deposit] } as never);
+    await send(this.clients, { address: this.devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [this.market, deposit] });
     const terms = {
       units: acceptance.units,
       duration: options.duration,
@@ -121,7 +121,7 @@ export class TestRenter {
       bidPerUnitSecond: options.bidPerUnitSecond ?? 0n,
       preempt: acceptance.preempt.map((id) => BigInt(id)),
     };
-    const hash = await send(this.clients, { address: this.market, abi: leaseMarketAbi, functionName: "openLease", args: [acceptance.offer, acceptance.signature, terms] } as never);
+    const hash = await send(this.clients, { address: this.market, abi: leaseMarketAbi, functionName: "openLease", args: [acceptance.offer, acceptance.signature, terms] });
     const receipt = await this.clients.publicClient.getTransactionReceipt({ hash });
     const opened = parseEventLogs({ abi: leaseMarketAbi, logs: receipt.logs, eventName: "LeaseOpened" }).find((log) => getAddress(log.args.renter) === this.address);
     if (!opened) throw new Error("openLease emitted no LeaseOpened for this renter");

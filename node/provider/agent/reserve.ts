@@ -10,9 +10,9 @@ import { LRUCache } from "lru-cache";
 import { erc20Abi, getAddress, recoverTypedDataAddress, type Address, type Chain, type PublicClient, type Transport, type TypedDataDomain } from "viem";
 import { computeCollateral, computeDeposit, readMachine, readProvider } from "../../../common/chain/market.js";
 import type { Deployment } from "../../../common/deployment.js";
-import { suanliTypes, type Offer } from "../../../common/eip712.js";
+import { suanliDomain, suanliTypes, type Offer } from "../../../common/eip712.js";
 import { modelHash } from "../../../common/gpu.js";
-import { signOffer, type TypedDataSigner } from "../../../common/offers/sign.js";
+import { signOffer, type LocalSigner } from "../../../common/chain/sign.js";
 import { RENTER_REQUEST_MAX_AGE_SECONDS, type ReserveBody, type ReserveReply } from "../../../common/protocols/lease.js";
 import type { RefusalReason } from "../../../common/matching/handshake.js";
 import type { Logger } from "../../log/logger.js";
@@ -57,7 +57,7 @@ export type ReserveContext = {
   market: Address;
   registry: Address;
   /** The provider's wallet: signs the renter-bound offers. */
-  account: TypedDataSigner;
+  account: LocalSigner;
   publicClient: PublicClient<Transport, Chain>;
   machines: MachineMarket;
   reservations: ReservationBook;
@@ -244,7 +244,7 @@ async function decide(ctx: ReserveContext, body: ReserveBody, peer: string | und
     if (isDiskFull(error)) return refuse("busy", "This provider cannot record a reservation right now (its data dir's disk is full); try again later or another provider");
     throw error;
   }
-  const offerSignature = await signOffer(ctx.account, ctx.deployment.chainId, ctx.market, offer);
+  const offerSignature = await signOffer(ctx.account, suanliDomain(ctx.deployment.chainId, ctx.market), offer);
   machines.markDirty(request.machineId);
   return {
     accepted: true,

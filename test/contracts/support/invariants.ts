@@ -33,7 +33,9 @@ import { decodeFunctionResult, encodeFunctionData, getAddress, zeroAddress, type
 import { mnemonicToAccount, type HDAccount } from "viem/accounts";
 import { leaseMarketAbi, providerRegistryAbi } from "../../../common/abi.js";
 import { orderFaultSignatures } from "../../../common/chain/market.js";
-import { suanliDomain, suanliTypes, type Offer } from "../../../common/eip712.js";
+import { signFault, signOffer, signSettlement } from "../../../common/chain/sign.js";
+import { signPermitFields } from "../../../common/chain/tx.js";
+import { suanliDomain, type Offer } from "../../../common/eip712.js";
 import { modelHash } from "../../../common/gpu.js";
 import type { Connection } from "./suanli.js";
 
@@ -1044,7 +1046,7 @@ export async function deployWorld(connection: Connection): Promise<World> {
     { ...base, provider: P, machineId: 2, pricePerUnitSecond: 3n, minBidPerUnitSecond: 2n, collateralBps: 10_000, nonce: 16n },
   ];
   const signed = await Promise.all(
-    offers.map(async (offer) => ({ offer, signature: await keys[offer.provider].signTypedData({ domain, types: { Offer: suanliTypes.Offer }, primaryType: "Offer", message: offer }) })),
+    offers.map(async (offer) => ({ offer, signature: await signOffer(keys[offer.provider], domain, offer) })),
   );
 
   const accounts = [...addresses.slice(0, 11), world.market, world.registry];
@@ -1270,9 +1272,9 @@ function modelRun(model: Model, f: (m: Model) => void): { ok: boolean; reason?: 
   }
 }
 
-async function signFault(w: World, fault: { leaseId: bigint; kind: number; observedAt: number }, signers: number): Promise<Hex[]> {
+async function faultSignatures(w: World, fault: { leaseId: bigint; kind: number; observedAt: number }, signers: number): Promise<Hex[]> {
   const signed = await Promise.all(
-    w.attestors.slice(0, signers).map(async (a) => ({ signer: a.address, signature: await a.signTypedData({ domain: w.domain, types: { Fault: suanliTypes.Fault }, primaryType: "Fault", message: fault }) })),
+    w.attestors.slice(0, signers).map(async (a) => ({ signer: a.address, signature: await signFault(a, w.domain, fault) })),
   );
   return orderFaultSignatures(signed);
 }
@@ -1292,14 +1294,16 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
       const { offer, signature } = w.offers[step.offer];
       if (step.permit) {
         const key = w.keys[step.who];
-        const sig = await key.signTypedData({
-          domain: w.tokenDomain,
-          types: { Permit: [{ name: "owner", type: "address" }, { name: "spender", type: "address" }, { name: "value", type: "uint256" }, { name: "nonce", type: "uint256" }, { name: "deadline", type: "uint256" }] },
-          primaryType: "Permit",
-          message: { owner: step.who, spender: w.market, value: step.permit.value, nonce: st.permitNonce, deadline: BigInt(step.permit.deadline) },
+        const permit = await signPermitFields(key, {
+          owner: step.who,
+          token: w.tokenDomain.verifyingContract,
+          tokenName: w.tokenDomain.name,
+          chainId: w.tokenDomain.chainId,
+          spender: w.market,
+          value: step.permit.value,
+          nonce: st.permitNonce,
+          deadline: BigInt(step.permit.deadline),
         });
-        const v = parseInt(sig.slice(130, 132), 16);
-        const permit = { value: step.permit.value, deadline: BigInt(step.permit.deadline), v, r: `0x${sig.slice(2, 66)}`, s: `0x${sig.slice(66, 130)}` };
         expected = modelRun(model, (m) => m.open(step.who, offer, step.terms, step.permit));
         chain = await mkt(step.who, "openLeaseWithPermit", [offer, signature, step.terms, permit]);
       } else {
@@ -1338,7 +1342,7 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
       break;
     case "signFault": {
       const fault = { leaseId: BigInt(step.id), kind: 1, observedAt: step.observedAt };
-      const held: HeldFault = { leaseId: step.id, kind: 1, observedAt: step.observedAt, signatures: await signFault(w, fault, step.signers) };
+      const held: HeldFault = { leaseId: step.id, kind: 1, observedAt: step.observedAt, signatures: await faultSignatures(w, fault, step.signers) };
       if (!step.submit) {
         st.held.push(held);
         await w.rpc.request({ method: "evm_mine", params: [at] });
@@ -1367,7 +1371,7 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
     case "settle": {
       const l = st.leases[step.id - 1];
       const settlement = { leaseId: BigInt(step.id), providerAmount: step.amount, deadline: step.deadline };
-      const signAs = (who: Address) => w.keys[who].signTypedData({ domain: w.domain, types: { Settlement: suanliTypes.Settlement }, primaryType: "Settlement", message: settlement });
+      const signAs = (who: Address) => signSettlement(w.keys[who], w.domain, settlement);
       expected = modelRun(model, (m) => m.settle(step.id, step.amount, step.deadline));
       chain = await mkt(w.R1, "settle", [settlement, await signAs(l.renter), await signAs(l.provider)]);
       break;

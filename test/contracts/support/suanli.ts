@@ -1,11 +1,12 @@
 /**
  * Shared setup of the contract tests: a deployed Suanli (token, registry, market) with two registered
  * and staked providers, funded renters and three attestors, plus helpers to build and sign offers
- * and faults with viem exactly as node and SDK do (common/chain/market.ts).
+ * and faults with viem exactly as node and SDK do (common/chain/sign.ts).
  */
 import { keccak256, toBytes, zeroAddress, type Address, type Hex } from "viem";
 import { network } from "hardhat";
-import { computeCollateral, computeDeposit, orderFaultSignatures, signFault, signOffer, signSettlement } from "../../../common/chain/market.js";
+import { computeCollateral, computeDeposit, orderFaultSignatures } from "../../../common/chain/market.js";
+import { signFault, signOffer, signSettlement } from "../../../common/chain/sign.js";
 import { suanliDomain, type Fault, type Offer, type Settlement } from "../../../common/eip712.js";
 import { modelHash } from "../../../common/gpu.js";
 

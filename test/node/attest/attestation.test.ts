@@ -4,7 +4,8 @@ import { suanliDomain } from "../../../common/eip712.js";
 import { modelHash } from "../../../common/gpu.js";
 import { signedAttestationSchema } from "../../../common/offers/message.js";
 import { stringifyPlain } from "../../../common/json.js";
-import { checkAttestationQuorum, signAttestation, verifyAttestation } from "../../../common/attest/attestation.js";
+import { checkAttestationQuorum, verifyAttestation } from "../../../common/attest/attestation.js";
+import { signAttestation } from "../../../common/chain/sign.js";
 import { attestorAccount, domain, isAttestor, otherAttestorAccount, providerAccount, strangerAccount } from "./helpers.js";
 
 const now = 1_800_000_000;

@@ -11,8 +11,8 @@ export function addEnvRow(): void {
   const n = ++envCounter;
   const li = document.createElement("li");
   li.dataset.env = String(n);
-  const name = input(`env-name-${n}`, "text", `Variable ${n} name`, "NAME");
-  const value = input(`env-value-${n}`, "text", `Variable ${n} value`, "value");
+  const name = input(`env-name-${n}`, "text", "NAME");
+  const value = input(`env-value-${n}`, "text", "value");
   const secretId = `env-secret-${n}`;
   const secret = document.createElement("input");
   secret.type = "checkbox";
@@ -37,7 +37,7 @@ export function addEnvRow(): void {
   name.focus();
 }
 
-function input(id: string, type: string, _label: string, placeholder: string): HTMLInputElement {
+function input(id: string, type: string, placeholder: string): HTMLInputElement {
   const element = document.createElement("input");
   element.id = id;
   element.type = type;
