@@ -4,7 +4,7 @@
  * recovered with viem (pure: the SDK may import it).
  */
 import { getAddress, hashTypedData, recoverTypedDataAddress, type Address, type Hex, type TypedDataDomain } from "viem";
-import { signFault, signTyped, type TypedDataSigner } from "../chain/sign.js";
+import { signTyped, type TypedDataSigner } from "../chain/sign.js";
 import { suanliTypes, type Fault, type Heartbeat } from "../eip712.js";
 import { isContractSignature } from "../signature.js";
 
@@ -61,14 +61,6 @@ export async function recoverHeartbeatSigner(domain: TypedDataDomain, heartbeat:
   } catch {
     return undefined;
   }
-}
-
-/**
- * @deprecated Use common/chain/sign.ts `signFault`, which this is. Kept only while
- * node/attest/faults.ts (being split on another branch) still calls it by this name.
- */
-export function signFaultAs(account: TypedDataSigner, domain: TypedDataDomain, fault: Fault): Promise<Hex> {
-  return signFault(account, domain, fault);
 }
 
 /** Who signed a fault; undefined when the signature is malformed or one submitFault would refuse (common/signature.ts). */

@@ -5,7 +5,7 @@
  * proposer the earliest observedAt it could sign, and the proposer moves forward and asks again.
  */
 import { getAddress, type Address, type LocalAccount, type PublicClient, type Transport, type Chain, type TypedDataDomain } from "viem";
-import { signFaultAs } from "../../common/attest/liveness.js";
+import { signFault } from "../../common/chain/sign.js";
 import type { FaultAnswerInput, FaultDeclineReason, FaultProposal, FaultSignature } from "../../common/attest/wire.js";
 import { readLease } from "../../common/chain/market.js";
 import type { Fault } from "../../common/eip712.js";
@@ -68,7 +68,7 @@ export class FaultCosigner {
     );
     if (!verdict.ok) return decline(verdict.reason, verdict.detail, verdict.lastSeenAt ?? null, verdict.earliestObservedAt ?? null);
 
-    const signature = await signFaultAs(this.o.account, this.o.domain, fault);
+    const signature = await signFault(this.o.account, this.o.domain, fault);
     const mine: FaultSignature = { signer: this.o.address, signature };
     const existing = this.o.records.get(fault.leaseId, fault.kind);
     const sameFault = existing && existing.fault.observedAt === fault.observedAt;

@@ -23,7 +23,7 @@
  * not strand the renter.
  */
 import { getAddress, type Account, type Address, type Chain, type LocalAccount, type PublicClient, type Transport, type TypedDataDomain, type WalletClient } from "viem";
-import { signFaultAs } from "../../common/attest/liveness.js";
+import { signFault } from "../../common/chain/sign.js";
 import { faultAnswerSchema, faultProposalSchema } from "../../common/attest/wire.js";
 import type { TypedDataRecoverer } from "../../common/eip712-recover.js";
 import { FaultKind, type Fault } from "../../common/eip712.js";
@@ -167,7 +167,7 @@ export class FaultCoordinator {
       return undefined;
     }
     const fault: Fault = { leaseId: lease.leaseId, kind, observedAt };
-    const signature = await signFaultAs(this.o.account, this.o.domain, fault);
+    const signature = await signFault(this.o.account, this.o.domain, fault);
     const nowMs = this.now();
     const record: FaultRecord = {
       leaseId: lease.leaseId,
@@ -262,7 +262,7 @@ export class FaultCoordinator {
       return;
     }
     const fault: Fault = { ...record.fault, observedAt };
-    const signature = await signFaultAs(this.o.account, this.o.domain, fault);
+    const signature = await signFault(this.o.account, this.o.domain, fault);
     await this.records.update(record, { fault, signatures: [{ signer: this.address, signature }], lastAskedAtMs: 0 });
     this.o.logger.info("Fault moved past another attestor's evidence", { leaseId: record.leaseId, kind: fault.kind, observedAt });
   }

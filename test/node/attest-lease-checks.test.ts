@@ -9,7 +9,8 @@ import assert from "node:assert/strict";
 import { multiaddr } from "@multiformats/multiaddr";
 import { parseEventLogs, type Address, type Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
-import { recoverFaultSigner, signFaultAs } from "../../common/attest/liveness.js";
+import { recoverFaultSigner } from "../../common/attest/liveness.js";
+import { signFault } from "../../common/chain/sign.js";
 import { faultAnswerSchema, type FaultAnswer } from "../../common/attest/wire.js";
 import { computeCollateral, readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
@@ -173,7 +174,7 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
       const liar = devnetAccount(ATTESTORS[0]!);
       const propose = async (observedAt: number): Promise<FaultAnswer> => {
         const fault: Fault = { leaseId, kind: FaultKind.capacity, observedAt };
-        const signature = await signFaultAs(liar, provider.daemon.domain, fault);
+        const signature = await signFault(liar, provider.daemon.domain, fault);
         return request(liarNode.p2p.host, multiaddr(addrOf(honest.daemon)), FAULT_PROTOCOL, { v: 1, chainId: devnet.deployment.chainId, fault, signatures: [{ signer: liar.address, signature }] }, {
           responseSchema: faultAnswerSchema,
           timeoutMs: 15_000,
