@@ -18,6 +18,7 @@ import type { Candidate, CandidatePart, MatchOptions, MatchResult } from "./engi
 import type { NoMatchExplanation } from "./explain.js";
 import { type Acceptance, type ReserveReply, acceptanceMismatch } from "./handshake.js";
 import { type MatchRequest, type MatchRequestInput, parseMatchRequest } from "./request.js";
+import { runDetached } from "../detached.js";
 
 export const allocatorOptionsSchema = z.strictObject({
   /** How long a provider has to answer a reserve request. */
@@ -225,7 +226,7 @@ export async function allocate<L>(input: MatchRequestInput | unknown, deps: Allo
           attempts.push({ round, key, outcome: "acceptance-mismatch", detail: mismatch });
           excludeAt(part, Number.POSITIVE_INFINITY);
           allAccepted = false;
-          void releaseQuietly(reply, part);
+          runDetached(releaseQuietly(reply, part), logger, "Releasing a mismatched reservation", { key: part.entry.key });
         } else {
           accepted.push({ acceptance: reply, part });
         }

@@ -68,6 +68,7 @@ import type { Repository, Store } from "../store/store.js";
 import type { LeaseTracker, TrackedLease } from "./leases.js";
 import { hasOutageEvidence, type LivenessProber, type ProbeResult, type ProbeState } from "./liveness.js";
 import type { LivenessOptions } from "./options.js";
+import { runDetached } from "../../common/detached.js";
 
 /** How long a connected peer that does not serve the fault protocol is not asked again. */
 const NOT_ATTESTOR_TTL_MS = 60_000;
@@ -171,7 +172,7 @@ export class FaultCoordinator {
       maxInboundStreamsPerPeer: 4,
       handler: (proposal) => this.answerProposal(proposal),
     });
-    this.timer = setInterval(() => void this.progressAll(), Math.max(200, this.o.liveness.probeIntervalMs));
+    this.timer = setInterval(() => runDetached(this.progressAll(), this.o.logger, "Fault progress"), Math.max(200, this.o.liveness.probeIntervalMs));
     this.timer.unref();
   }
 
@@ -258,7 +259,7 @@ export class FaultCoordinator {
     });
     // Not awaited: the prober (and a co-signer answering a proposal) must not wait for the
     // other attestors' answers.
-    void this.progress(record).catch((error: unknown) => this.o.logger.warn("Fault progress failed", { leaseId: record.leaseId }, error));
+    runDetached(this.progress(record), this.o.logger, "Fault progress", { leaseId: record.leaseId });
   }
 
   /** Moves every open record forward: ask for signatures, submit a quorum. */

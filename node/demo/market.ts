@@ -19,6 +19,7 @@ import { loadOrCreatePeerKey } from "../p2p/identity.js";
 import { freePort, startNodeProcess, type NodeProcess } from "./processes.js";
 import { IDLE_WORKLOAD_SCRIPT } from "./workload.js";
 import { detectBubblewrap, detectNetworkTools } from "../provider/runtime/sandbox.js";
+import { runDetached } from "../../common/detached.js";
 
 /**
  * The providers' task runtime for the demo: bubblewrap where it works here (with the task network
@@ -179,9 +180,9 @@ export async function startDemoMarket(options: {
       say(`   ${spec.name}: wallet ${devnetAccount(index).address} (ATTESTOR_ROLE)`);
     }
     for (const proc of processes) {
-      void proc.exited.then((code) => {
+      runDetached(proc.exited.then((code) => {
         if (code !== null && code !== 0) say(`   !! ${proc.name} exited with code ${code}; its log: ${proc.logFile}`);
-      });
+      }), undefined, "Watching a demo process");
     }
     return { chain, deployment, admin, providerAddrs, metricsPorts, processes, workDir, mint, stop };
   } catch (error) {

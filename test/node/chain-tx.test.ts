@@ -35,13 +35,13 @@ describe("common/chain/tx: one typed way to send, one revert decoder, one permit
     assert.equal(revertReason(new Error("not a contract call")), "not a contract call");
 
     // Types: a function the ABI lacks, or wrong arguments, do not compile.
-    const typeChecks = () => {
+    const typeChecks = async () => {
       // @ts-expect-error not a function of the registry
-      void sendContract(provider, { address: registry, abi: providerRegistryAbi, functionName: "noSuchFunction", args: [] });
+      await sendContract(provider, { address: registry, abi: providerRegistryAbi, functionName: "noSuchFunction", args: [] });
       // @ts-expect-error stake takes an amount, not a string
-      void sendContract(provider, { address: registry, abi: providerRegistryAbi, functionName: "stake", args: ["a lot"] });
+      await sendContract(provider, { address: registry, abi: providerRegistryAbi, functionName: "stake", args: ["a lot"] });
       // @ts-expect-error a view is not a write
-      void sendContract(provider, { address: registry, abi: erc20Abi, functionName: "balanceOf", args: [registry] });
+      await sendContract(provider, { address: registry, abi: erc20Abi, functionName: "balanceOf", args: [registry] });
     };
     assert.equal(typeof typeChecks, "function");
   });

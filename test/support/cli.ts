@@ -69,10 +69,10 @@ export function startCli(args: string[], options: { env?: Record<string, string>
         return;
       }
     });
-    void exited.then((code) => {
+    exited.then((code) => {
       clearTimeout(timer);
       reject(new Error(`suanli ${args.join(" ")} exited with ${code} before it was ready; stderr: ${stderr}`));
-    });
+    }, reject);
   });
   ready.catch(() => undefined);
   child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));

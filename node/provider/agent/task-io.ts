@@ -37,6 +37,7 @@ import { OutputNotAvailableError, PortNotDeclaredError, TaskIoLimitError, TaskIo
 import type { LeaseController } from "./leases.js";
 import { OutputLimitError, openOutputFile, snapshotOutputDir, type OutputSnapshot, type OutputStore } from "./outputs.js";
 import { InvalidMessageError } from "../../../common/p2p/errors.js";
+import { runDetached } from "../../../common/detached.js";
 
 type Parts = { leases: LeaseController; outputs: OutputStore; options: ProviderOptions; metrics: Metrics; logger: Logger };
 
@@ -79,10 +80,14 @@ export class TaskIoService {
     if (!sessions.watching) {
       sessions.watching = true;
       // The lease's task ended (or the lease did): everything opened for it closes.
-      void handle
-        .wait()
-        .catch(() => undefined)
-        .then(() => this.closeLease(key));
+      runDetached(
+        handle
+          .wait()
+          .catch(() => undefined)
+          .then(() => this.closeLease(key)),
+        this.parts.logger,
+        "Closing the sessions of an ended task",
+      );
     }
     return sessions;
   }
@@ -265,7 +270,7 @@ export class TaskIoService {
     const pump = (source: NodeJS.ReadableStream, name: "stdout" | "stderr") => {
       source.on("data", (chunk: Buffer) => {
         for (let at = 0; at < chunk.length; at += FORWARD_FRAME_BYTES) {
-          void send({ stream: name, data: chunk.subarray(at, at + FORWARD_FRAME_BYTES).toString("base64") });
+          runDetached(send({ stream: name, data: chunk.subarray(at, at + FORWARD_FRAME_BYTES).toString("base64") }), undefined, "Forwarding exec output");
         }
       });
     };
@@ -273,7 +278,8 @@ export class TaskIoService {
     pump(child.stderr!, "stderr");
     child.stdin!.on("error", () => undefined);
     // Input from the renter: stdin frames; the stream closing (or an abort) stops the command.
-    void (async () => {
+    runDetached(
+      (async () => {
       try {
         for (let frames = 0; frames < Number.MAX_SAFE_INTEGER; frames++) {
           const frame = parseJsonFrame(execInputFrameSchema, (await lp.read()).subarray(), "exec input");
@@ -286,7 +292,10 @@ export class TaskIoService {
         child.stdin!.end();
         if (child.exitCode === null && child.signalCode === null && stream.status !== "open") killGroup(child);
       }
-    })();
+    })(),
+      this.parts.logger,
+      "Reading exec input",
+    );
     const exit = await new Promise<{ code: number | null; signal: string | null }>((resolve) => child.once("close", (code, signal) => resolve({ code, signal })));
     clearTimeout(timer);
     sessions.execs.delete(child);

@@ -13,6 +13,7 @@ import { canonicalGpuName } from "../../../common/gpu.js";
 import { SuanliError } from "../../../common/errors.js";
 import type { Logger } from "../../log/logger.js";
 import type { IdleEarningsOptions } from "./options.js";
+import { runDetached } from "../../../common/detached.js";
 
 export class IdleEarningsError extends SuanliError {
   override name = "IdleEarningsError";
@@ -108,7 +109,7 @@ export class IdleEarningsSource {
 
   start(onRead: () => void): void {
     if (this.timer) return;
-    this.timer = setInterval(() => void this.refresh().then((report) => report && onRead()), this.ctx.options.refreshMs);
+    this.timer = setInterval(() => runDetached(this.refresh().then((report) => report && onRead()), this.ctx.logger, "Refreshing the idle earnings"), this.ctx.options.refreshMs);
     this.timer.unref();
   }
 

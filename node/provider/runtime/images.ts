@@ -34,6 +34,7 @@ import { silentLogger, type Logger } from "../../log/logger.js";
 import { BundleTooLargeError, ImageArchiveError, ImageNotFoundError, ImagePullError, RuntimeUnavailableError } from "../errors.js";
 import { displayUrl, fetchBundle } from "./bundle.js";
 import type { FetchPolicy } from "./fetch-policy.js";
+import { runDetached } from "../../../common/detached.js";
 
 export type ImageEngine = { kind: "docker" | "podman"; path: string };
 
@@ -259,7 +260,7 @@ export class ImageStore {
       const left = (this.uses.get(key) ?? 1) - 1;
       if (left <= 0) this.uses.delete(key);
       else this.uses.set(key, left);
-      void this.prune().catch((error: unknown) => this.logger.warn("Pruning the image cache failed", {}, error));
+      runDetached(this.prune(), this.logger, "Pruning the image cache");
     };
     try {
       let pending = this.inflight.get(key);

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFile, readdir } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import { LineSplitter } from "./logs.js";
+import { runDetached } from "../../../common/detached.js";
 
 export type ProcessExit = {
   code: number | null;
@@ -85,7 +86,8 @@ export class ManagedProcess {
         // Whatever the main process left running in its group ends with it, but not before the
         // grace period of a stop in progress: under bubblewrap the main process is bwrap, which
         // exits at SIGTERM while the task inside is still finishing.
-        void (async () => {
+        runDetached(
+          (async () => {
           if (this.graceOver) await this.graceOver;
           this.signalGroup("SIGKILL");
           await this.waitGroupEmpty(AFTER_KILL_MS);
@@ -94,7 +96,10 @@ export class ManagedProcess {
           err.end();
           this.finished = true;
           resolve({ code, signal });
-        })();
+        })(),
+          undefined,
+          "Ending the process group",
+        );
       });
     });
   }
