@@ -45,7 +45,7 @@ describe("chaos: a provider node SIGKILLed mid-transaction and restarted on the 
     await writeFile(configFile, JSON.stringify(config, null, 2));
     await fund(devnet, await devnet.wallet(1), 2_000_000_000n);
     node = await ProviderProcess.start(configFile);
-    machineId = node.ready.machines[0].machineId;
+    machineId = node.ready.machines[0]!.machineId;
     wallets = await watchWallets(devnet, [
       { address: renter.address, role: "renter" },
       { address: node.ready.address, role: "provider" },

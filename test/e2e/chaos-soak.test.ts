@@ -19,7 +19,7 @@ describe("chaos: the soak benchmark, short", function () {
     assert.ok((summary.leasesRun as number) > 5, `leases ran (${summary.leasesRun})`);
     assert.ok((summary.tasksCompleted as number) > 0);
     assert.ok((summary.faultsInjected as number) >= 4, `faults were injected (${summary.faultsInjected})`);
-    assert.ok((summary.faults as Record<string, number>).providerKill >= 1, "a provider node was SIGKILLed and restarted");
+    assert.ok((summary.faults as Record<string, number>).providerKill! >= 1, "a provider node was SIGKILLed and restarted");
     assert.equal(summary.nodeResourcesWithinBounds, true, JSON.stringify(summary.nodes));
   });
 });

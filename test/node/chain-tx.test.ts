@@ -18,7 +18,7 @@ describe("common/chain/tx: one typed way to send, one revert decoder, one permit
     const receipt = await sendContract(provider, { address: registry, abi: providerRegistryAbi, functionName: "register", args: ["12D3KooWTxTest", "devnet://tx"] });
     assert.equal(receipt.status, "success");
     const [registered] = parseEventLogs({ abi: providerRegistryAbi, logs: receipt.logs, eventName: "ProviderRegistered" });
-    assert.equal(registered.args.provider, provider.account.address);
+    assert.equal(registered!.args.provider, provider.account.address);
 
     // Staking without an allowance: the token's own error, decoded through the registry's call.
     await fund(devnet, provider, 1_000n);

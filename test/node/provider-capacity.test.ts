@@ -61,10 +61,10 @@ describe("capacity manager", () => {
     const terms = [];
     for (const line of text.split("\n")) {
       const [kind, pid, units, devices] = line.split(" ");
-      if (kind === "start") starts.push({ pid: Number(pid), units, devices });
+      if (kind === "start") starts.push({ pid: Number(pid), units: units!, devices: devices! });
       if (kind === "term") terms.push(Number(pid));
     }
-    return { starts, terms };
+    return { starts: starts!, terms };
   }
 
   function newManager(logName: string, idleScope: "unit" | "machine" = "unit"): { manager: CapacityManager; changes: ModeChange[] } {
@@ -140,7 +140,7 @@ describe("capacity manager", () => {
     await preemption;
     assert.ok(Date.now() - began >= 400, "not stopped before the notice was over");
     assert.equal(task.hasExited, true);
-    assert.equal(m.modes().u1.mode, "idle");
+    assert.equal(m.modes().u1!.mode, "idle");
     assert.deepEqual(
       changes.map((change) => [change.unitId, change.from, change.to]),
       [

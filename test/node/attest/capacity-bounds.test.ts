@@ -20,10 +20,10 @@ import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount } f
 /** Datasheet int8 TOPS of the scaled H100: 1 TOPS ↦ this many ops/s. */
 const SCALE = 1e-6 / 1979;
 const ACHIEVED = 0.85;
-const cardRate = (model: string) => INT8_DENSE_TOPS[model] * 1e12 * SCALE * ACHIEVED;
+const cardRate = (model: string) => INT8_DENSE_TOPS[model]! * 1e12 * SCALE * ACHIEVED;
 
 function profile(efficiency: number) {
-  const scaled = (model: string) => ({ int8Tops: INT8_DENSE_TOPS[model] * SCALE, cols: 16, rounds: 1 });
+  const scaled = (model: string) => ({ int8Tops: INT8_DENSE_TOPS[model]! * SCALE, cols: 16, rounds: 1 });
   return challengeProfileSchema.parse({
     preset: "cpu-devnet",
     efficiency,
