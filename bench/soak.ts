@@ -62,7 +62,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const renterCount = option(args, "renters", 4);
   const seed = option(args, "seed", 20);
   const rand = random(seed);
-  const pick = <T>(items: T[]): T => items[Math.floor(rand() * items.length)];
+  const pick = <T>(items: T[]): T => items[Math.floor(rand() * items.length)]!;
 
   const devnet = await startDevnet();
   const bundles = await startBundleServer();
@@ -85,7 +85,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       await writeFile(configFile, JSON.stringify(config, null, 2));
       await fund(devnet, await devnet.wallet(1 + i), 2_000_000_000n);
       const node = await ProviderProcess.start(configFile);
-      nodes.push({ configFile, node, machineId: node.ready.machines[0].machineId, down: false });
+      nodes.push({ configFile, node, machineId: node.ready.machines[0]!.machineId, down: false });
     }
     for (let i = 0; i < renterCount; i++) renters.push(await TestRenter.start(devnet, 1 + providerCount + i));
     const wallets = await watchWallets(devnet, [
@@ -140,7 +140,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       while (Date.now() < deadline - 5_000) {
         await sleep(2_000 + rand() * 3_000);
         const fault = firstRound.shift() ?? pick([...kinds]);
-        faults[fault]++;
+        faults[fault]!++;
         if (fault === "rpcOutage") {
           proxy.down();
           await sleep(2_000 + rand() * 4_000);
@@ -175,7 +175,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const statsAtEnd = await Promise.all(nodes.map((n) => nodeStats(n.node)));
     // The stated bound: a node's heap at most doubles plus 64 MiB, and holds at most 32 more handles, over the run.
     const withinBounds = statsAtEnd.every((end, i) => {
-      const start = statsAtStart[i];
+      const start = statsAtStart[i]!;
       if (start.heapUsedBytes === null || end.heapUsedBytes === null || start.activeHandles === null || end.activeHandles === null) return false;
       return end.heapUsedBytes <= 2 * start.heapUsedBytes + 64 * 1024 * 1024 && end.activeHandles <= start.activeHandles + 32;
     });

@@ -196,7 +196,7 @@ export function deriveChallengeParams(profile: ResolvedChallengeProfile, claim: 
   const canonical = canonicalGpuName(claim.model);
   if (!canonical) throw new UnknownGpuModelError(claim.model, knownGpuNames());
   if (!Number.isInteger(claim.units) || claim.units < 1) throw new ChallengeParamsError(`units must be a positive integer, got ${claim.units}`);
-  const overrides = profile.classes[canonical.split("/")[0]];
+  const overrides = profile.classes[canonical.split("/")[0]!];
   const cols = overrides?.cols ?? profile.cols;
   const rounds = overrides?.rounds ?? profile.rounds;
   const efficiency = overrides?.efficiency ?? profile.efficiency;

@@ -206,7 +206,7 @@ export async function allocate<L>(input: MatchRequestInput | unknown, deps: Allo
     const accepted: { acceptance: Acceptance; part: CandidatePart }[] = [];
     let allAccepted = true;
     replies.forEach((reply, i) => {
-      const part = parts[i];
+      const part = parts[i]!;
       const key = part.entry.key;
       if (reply === TIMED_OUT) {
         attempts.push({ round, key, outcome: "timeout", detail: `no answer within ${options.timeoutMs} ms` });
@@ -241,7 +241,7 @@ export async function allocate<L>(input: MatchRequestInput | unknown, deps: Allo
     }
     const opened: LeasedPart<L>[] = [];
     for (let i = 0; i < accepted.length; i++) {
-      const { acceptance, part } = accepted[i];
+      const { acceptance, part } = accepted[i]!;
       try {
         const lease = await open(acceptance, part, request);
         opened.push({ lease, part, acceptance });

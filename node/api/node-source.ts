@@ -74,7 +74,7 @@ async function mapBounded<T, R>(items: readonly T[], limit: number, fn: (item: T
   const worker = async () => {
     while (next < items.length) {
       const index = next++;
-      out[index] = await fn(items[index]);
+      out[index] = await fn(items[index]!);
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));

@@ -369,7 +369,7 @@ export class FaultCoordinator {
     let minObservedAt = record.minObservedAt;
     for (const [index, settled] of answers.entries()) {
       if (settled.status === "rejected") {
-        if ((settled.reason as Error)?.name === "ProtocolNotSupportedError") this.notAttestors.set(peers[index].toString(), this.now() + NOT_ATTESTOR_TTL_MS);
+        if ((settled.reason as Error)?.name === "ProtocolNotSupportedError") this.notAttestors.set(peers[index]!.toString(), this.now() + NOT_ATTESTOR_TTL_MS);
         continue;
       }
       const { peer, answer } = settled.value;

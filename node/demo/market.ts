@@ -139,7 +139,7 @@ export async function startDemoMarket(options: {
     say(`2. Starting ${options.providers.length} providers (declared GPUs, idle workload on free GPUs)${options.attestors.length ? ` and ${options.attestors.length} attestors` : ""}...`);
     const metricsPorts: number[] = [];
     for (const [i, p] of options.providers.entries()) {
-      const spec = specs[i];
+      const spec = specs[i]!;
       const idleScript = path.join(spec.dir, "idle.js");
       await writeFile(idleScript, IDLE_WORKLOAD_SCRIPT);
       const metricsPort = await freePort();
@@ -169,7 +169,7 @@ export async function startDemoMarket(options: {
       say(`   ${p.name}: ${p.count}× ${p.model} in ${p.region} at ${p.usd} USD/GPU-h${p.minBid ? ` (interruptible from ${p.minBid})` : ""} — wallet ${devnetAccount(p.account).address}`);
     }
     for (const [j, index] of options.attestors.entries()) {
-      const spec = specs[options.providers.length + j];
+      const spec = specs[options.providers.length + j]!;
       const config = {
         ...common(spec, devnetPrivateKey(index)),
         attest: { ...attest, attestor: { scheduleIntervalMs: 1_000, peers: attestorAddrs.filter((addr) => addr !== spec.addr) } },

@@ -157,7 +157,7 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
         this.metrics.offersSynced.inc({ role: "server", outcome: "ok" });
         return {
           offers: entries.map((entry) => entry.raw),
-          next: entries.length === req.limit ? entries[entries.length - 1].key : null,
+          next: entries.length === req.limit ? entries[entries.length - 1]!.key : null,
         };
       },
       onError: (error) => this.metrics.p2pRequestErrors.inc({ protocol: OFFERS_SYNC_PROTOCOL, name: error.name }),

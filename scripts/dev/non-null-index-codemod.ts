@@ -44,7 +44,7 @@ const CODES = new Set([
 function program(configFile: string): ts.Program {
   const parsed = ts.getParsedCommandLineOfConfigFile(path.join(root, configFile), { noUncheckedIndexedAccess: true }, {
     ...ts.sys,
-    onUnRecoverableDiagnostic: (d) => {
+    onUnRecoverableConfigFileDiagnostic: (d) => {
       throw new Error(ts.flattenDiagnosticMessageText(d.messageText, "\n"));
     },
   });
@@ -121,7 +121,9 @@ function insertionFor(checker: ts.TypeChecker, sourceFile: ts.SourceFile, diagno
   if (ts.isIdentifier(node)) {
     const read = declarationRead(checker, sourceFile, node);
     if (read) node = read;
-    else if (ts.isShorthandPropertyAssignment(node.parent) && node.parent.name === node) return { at: node.getEnd(), text: `: ${node.text}!` };
+    else if (ts.isShorthandPropertyAssignment(node.parent) && node.parent.name === node) {
+      return mayBeUndefined(checker.getTypeAtLocation(node)) ? { at: node.getEnd(), text: `: ${node.text}!` } : undefined;
+    }
   }
   if (ts.isNonNullExpression(node)) return undefined; // already asserted: the problem is elsewhere
   if (!assertable(node)) return undefined;

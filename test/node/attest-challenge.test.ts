@@ -201,7 +201,7 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       const renter = await startTestDaemon(devnet, { p2p: { bootstrap: [addrOf(provider.daemon)] } });
       nodes.push(renter);
       const key = offerKey(devnetAccount(3).address, machineId!);
-      const about = { provider: devnetAccount(3).address, machineId, model: modelHash("A100-80GB"), units: 1, vramMiB: 81_920, throughput: 10n ** 12n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const };
+      const about = { provider: devnetAccount(3).address, machineId: machineId!, model: modelHash("A100-80GB"), units: 1, vramMiB: 81_920, throughput: 10n ** 12n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const };
 
       // Signed by a real attestor, but a day old and expired an hour ago.
       const now = nowSec();

@@ -77,7 +77,7 @@ export class MachineMarket {
     if (!base || duration === undefined) return base;
     const tiers = this.tierTerms(machineId, base);
     for (let i = tiers.length - 1; i >= 0; i--) {
-      if (duration >= tiers[i].minDuration && duration <= tiers[i].maxDuration) return { ...tiers[i], minBidPerUnitSecond: base.minBidPerUnitSecond };
+      if (duration >= tiers[i]!.minDuration && duration <= tiers[i]!.maxDuration) return { ...tiers[i]!, minBidPerUnitSecond: base.minBidPerUnitSecond };
     }
     return base;
   }

@@ -183,9 +183,10 @@ export class TaskIoService {
     let offset = 0;
     if (params.op === "read" && params.fromPath !== undefined) {
       start = snapshot.files.findIndex((file) => file.rel === params.fromPath);
-      if (start < 0) throw new InvalidMessageError(`${params.fromPath} is not a file of the output`, { fields: ["params.fromPath"] });
+      const from = snapshot.files[start];
+      if (!from) throw new InvalidMessageError(`${params.fromPath} is not a file of the output`, { fields: ["params.fromPath"] });
       offset = params.fromOffset;
-      if (offset > snapshot.files[start].size) throw new InvalidMessageError(`fromOffset ${offset} is past the end of ${params.fromPath} (${snapshot.files[start].size} bytes)`, { fields: ["params.fromOffset"] });
+      if (offset > from.size) throw new InvalidMessageError(`fromOffset ${offset} is past the end of ${params.fromPath} (${from.size} bytes)`, { fields: ["params.fromOffset"] });
     }
     await accept(manifest);
     if (params.op === "list") {
@@ -194,8 +195,8 @@ export class TaskIoService {
     }
     let sent = 0;
     let unacked = 0;
-    for (let index = start; index < snapshot.files.length; index++) {
-      const file = snapshot.files[index];
+    for (const [index, file] of snapshot.files.entries()) {
+      if (index < start) continue;
       let position = index === start ? offset : 0;
       if (position >= file.size) continue;
       const fileHandle = await openOutputFile(snapshot.root, file.rel);
@@ -243,7 +244,9 @@ export class TaskIoService {
     const argv = params.tty ? ttyArgv(command, params.tty) : command;
     const launch = handle.execLaunch(argv);
     if (!launch) throw new TaskNotRunningError(`The task of lease ${record.leaseId} is not running`);
-    const child = spawn(launch.argv[0], launch.argv.slice(1), { cwd: launch.cwd, env: launch.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
+    const [program, ...programArgs] = launch.argv;
+    if (program === undefined) throw new TaskIoUnavailableError("The task's runtime gave an empty exec command line");
+    const child = spawn(program, programArgs, { cwd: launch.cwd, env: launch.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
     sessions.execs.add(child);
     const spawned = await new Promise<Error | undefined>((resolve) => {
       child.once("spawn", () => resolve(undefined));
@@ -251,7 +254,7 @@ export class TaskIoService {
     });
     if (spawned) {
       sessions.execs.delete(child);
-      throw new TaskIoUnavailableError(`Cannot start ${launch.argv[0]}: ${spawned.message}`);
+      throw new TaskIoUnavailableError(`Cannot start ${program}: ${spawned.message}`);
     }
     this.parts.logger.info("Exec started in a task", { leaseId: record.leaseId, pid: child.pid });
     await accept({ pid: child.pid ?? null });

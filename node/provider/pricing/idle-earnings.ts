@@ -58,7 +58,7 @@ export function parseIdleEarnings(text: string): IdleEarningsReport {
 
 /** A model's earnings in base units per unit-second (rounded up), or null when the report has none for it. */
 export function idleEarningsPerUnitSecond(report: IdleEarningsReport, model: string, tokenDecimals: number): bigint | null {
-  const usd = report.byModel.get(model) ?? report.byModel.get(model.split("/")[0]) ?? report.all;
+  const usd = report.byModel.get(model) ?? report.byModel.get(model.split("/")[0]!) ?? report.all;
   if (usd === null || usd === undefined) return null;
   // Exact decimal scaling of the number's 12-decimal form, rounded up: a floor must not undercut.
   const [whole, fraction = ""] = usd.toFixed(12).split(".");
@@ -127,7 +127,7 @@ export class IdleEarningsSource {
     }
     const [bin, args] = typeof command === "string" ? ["/bin/sh", ["-c", command]] : [command![0], command!.slice(1)];
     return new Promise((resolve, reject) => {
-      execFile(bin, args, { timeout: timeoutMs, maxBuffer: MAX_REPORT_BYTES, encoding: "utf8" }, (error, stdout, stderr) => {
+      execFile(bin!, args, { timeout: timeoutMs, maxBuffer: MAX_REPORT_BYTES, encoding: "utf8" }, (error, stdout, stderr) => {
         if (error) reject(new IdleEarningsError(`The idle earnings command failed: ${error.message}${stderr ? `; stderr: ${stderr.slice(0, 200)}` : ""}`));
         else resolve(stdout);
       });

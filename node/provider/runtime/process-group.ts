@@ -52,7 +52,7 @@ export class ManagedProcess {
 
   private constructor(options: ManagedProcessOptions) {
     // detached: the child calls setsid(), so it leads a new process group whose id is its pid.
-    this.child = spawn(options.argv[0], options.argv.slice(1), {
+    this.child = spawn(options.argv[0]!, options.argv.slice(1), {
       cwd: options.cwd,
       env: options.env,
       detached: true,
@@ -210,7 +210,7 @@ export async function readGroupMembers(pgid: number): Promise<GroupMember[] | nu
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     if (Number(fields[2]) !== pgid) continue;
     const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-    out.push({ pid: Number(entry), comm, state: fields[0], ticks: Number(fields[11]) + Number(fields[12]), pages: Number(fields[21]) });
+    out.push({ pid: Number(entry), comm, state: fields[0]!, ticks: Number(fields[11]) + Number(fields[12]), pages: Number(fields[21]) });
   }
   return out;
 }

@@ -168,7 +168,7 @@ async function refreshChart(): Promise<void> {
   const model = $<HTMLSelectElement>("#chart-model").value;
   const [windowSeconds, bucketSeconds] = $<HTMLSelectElement>("#chart-window").value.split(":").map(Number);
   const to = Math.floor(Date.now() / 1000) + 1;
-  const from = to - windowSeconds;
+  const from = to - windowSeconds!;
   const params = new URLSearchParams({ from: String(from), to: String(to), bucketSeconds: String(bucketSeconds) });
   if (model) params.set("model", model);
   try {
