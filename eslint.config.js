@@ -13,6 +13,18 @@ export default tseslint.config(
       "no-constant-condition": ["error", { checkLoops: false }],
     },
   },
+  // Type-aware rules for every .ts file: a promise is awaited, returned, or handed to
+  // runDetached (common/detached.ts), which logs its failure; no async function where a void
+  // callback is expected. The two tsconfigs together cover every .ts file (browser pages and the
+  // tests that drive them are in tsconfig.browser.json only).
+  {
+    files: ["**/*.ts"],
+    languageOptions: { parserOptions: { project: ["./tsconfig.json", "./tsconfig.browser.json"], tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      "@typescript-eslint/no-floating-promises": ["error", { ignoreVoid: false, allowForKnownSafePromises: [{ from: "package", package: "fastify", name: "FastifyReply" }] }],
+      "@typescript-eslint/no-misused-promises": "error",
+    },
+  },
   // The layers (docs/architecture.md): common/ imports neither the daemon nor the SDK, the SDK
   // never imports the daemon. Relative specifiers only (the project has no path aliases).
   {

@@ -55,7 +55,7 @@ export async function calibrate(minCpuSeconds = 0.4): Promise<Calibration> {
   const recover = rate(
     (i) => {
       const k = i % digests.length;
-      if (recoverDigestSigner(digests[k], signatures[k]) === undefined) throw new Error("calibration: a signature did not recover");
+      if (recoverDigestSigner(digests[k]!, signatures[k]!) === undefined) throw new Error("calibration: a signature did not recover");
     },
     200,
     minCpuSeconds,

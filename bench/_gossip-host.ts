@@ -32,7 +32,7 @@ const nodes = new Map<number, TestNode>();
 let attestor: Signer | undefined;
 
 process.on("message", (raw: Message) => {
-  void handle(raw).catch((error: unknown) => {
+  handle(raw).catch((error: unknown) => {
     send({ type: "error", message: error instanceof Error ? (error.stack ?? error.message) : String(error) });
   });
 });

@@ -47,7 +47,7 @@ class Host {
   }
 }
 
-const percentile = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] : NaN);
+const percentile = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : NaN);
 const round1 = (x: number) => Math.round(x * 10) / 10;
 
 /**
@@ -76,7 +76,7 @@ export function deliveryFigures(published: { id: string; origin: number }[], arr
   }
   toAll.sort((a, b) => a - b);
   deliveries.sort((a, b) => a - b);
-  const figures = (sorted: number[]) => ({ p50: round1(percentile(sorted, 50)), p95: round1(percentile(sorted, 95)), max: round1(sorted[sorted.length - 1]) });
+  const figures = (sorted: number[]) => ({ p50: round1(percentile(sorted, 50)), p95: round1(percentile(sorted, 95)), max: round1(sorted[sorted.length - 1]!) });
   return { missingDeliveries: missing, toAllNodesMs: figures(toAll), perDeliveryMs: figures(deliveries) };
 }
 
@@ -97,7 +97,7 @@ export async function propagationInProcesses(options: SpreadOptions, p2p: Partia
   // Nodes are dealt round-robin so providers land in different processes.
   const owner: number[] = Array.from({ length: options.nodes }, (_, i) => i % options.processes);
   const hosts = Array.from({ length: options.processes }, () => new Host(fork(path.join(here, "_gossip-host.ts"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] }), onArrival));
-  const hostOf = (index: number) => hosts[owner[index]];
+  const hostOf = (index: number) => hosts[owner[index]!];
   try {
     const peerIds = new Map<number, string>();
     // Each node bootstraps from the seed and two nodes already up (as a real node's config lists
@@ -110,7 +110,7 @@ export async function propagationInProcesses(options: SpreadOptions, p2p: Partia
     };
     const startNodes = async (indexes: number[]) => {
       const byHost = new Map<Host, number[]>();
-      for (const index of indexes) byHost.set(hostOf(index), [...(byHost.get(hostOf(index)) ?? []), index]);
+      for (const index of indexes) byHost.set(hostOf(index)!, [...(byHost.get(hostOf(index)!) ?? []), index]);
       // One start per node (a host starts its nodes in order; hosts in parallel).
       await Promise.all(
         [...byHost.entries()].map(async ([host, list]) => {
@@ -150,10 +150,10 @@ export async function propagationInProcesses(options: SpreadOptions, p2p: Partia
         for (let p = 0; p < providerIndexes.length; p++) {
           const wait = roundStart + (m * providerIndexes.length + p) * spacingMs - performance.now();
           if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-          const index = providerIndexes[p];
+          const index = providerIndexes[p]!;
           const provider = privateKeyToAccount(providerKeys.get(index)!).address;
           jobs.push(
-            hostOf(index)
+            hostOf(index)!
               .ask({ type: "publish", index, provider, spec: specs.get(index)![m], round }, "published")
               .then((reply) => {
                 if (reply.id) published.push({ id: reply.id as string, origin: index });

@@ -15,20 +15,20 @@ export async function traceSummary(provider: { request(a: { method: string; para
   const byOp = new Map<string, number>();
   const lines: string[] = [];
   for (let i = 0; i < logs.length; i++) {
-    const l = logs[i];
+    const l = logs[i]!;
     let cost = l.gasCost;
     if (l.op === "CALL" || l.op === "STATICCALL" || l.op === "DELEGATECALL") {
       // The call's gasCost includes the gas it forwards: its real cost is the drop in gas to the next op at this depth.
       let j = i + 1;
-      while (j < logs.length && logs[j].depth !== l.depth) j++;
-      const whole = j < logs.length ? l.gas - logs[j].gas : l.gasCost;
+      while (j < logs.length && logs[j]!.depth !== l.depth) j++;
+      const whole = j < logs.length ? l.gas - logs[j]!.gas : l.gasCost;
       const target = l.stack ? l.stack[l.stack.length - 2] : "?";
-      lines.push(`  ${"  ".repeat(l.depth - 1)}${l.op} 0x…${target.slice(-8)}: ${whole}`);
+      lines.push(`  ${"  ".repeat(l.depth - 1)}${l.op} 0x…${target!.slice(-8)}: ${whole}`);
       let inner = 0;
-      for (let k = i + 1; k < j; k++) if (logs[k].depth === l.depth + 1) inner += logs[k].gasCost;
+      for (let k = i + 1; k < j; k++) if (logs[k]!.depth === l.depth + 1) inner += logs[k]!.gasCost;
       cost = whole - inner;
     } else if (l.op === "SLOAD" || l.op === "SSTORE" || l.op.startsWith("LOG") || l.op === "TSTORE" || l.op === "TLOAD") {
-      const slot = l.op === "SSTORE" && l.stack ? ` slot …${l.stack[l.stack.length - 1].slice(-6)}` : "";
+      const slot = l.op === "SSTORE" && l.stack ? ` slot …${l.stack[l.stack.length - 1]!.slice(-6)}` : "";
       lines.push(`  ${"  ".repeat(l.depth - 1)}${l.op} ${l.gasCost}${slot}`);
     }
     byOp.set(l.op, (byOp.get(l.op) ?? 0) + cost);

@@ -29,7 +29,7 @@ const TARGET_P50_CACHED_CONTAINER_MS = 2_000;
 
 function percentile(sorted: number[], p: number): number {
   if (!sorted.length) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
 }
 
 /** Submits, then polls until the provider's first heartbeat in "running"; returns [toRunning, toSettled] in ms. */
@@ -137,7 +137,7 @@ async function runContainer(tasks: number): Promise<Record<string, unknown>> {
 export async function run(args: string[]): Promise<Record<string, unknown>> {
   const variantAt = args.indexOf("--variant");
   const variant = variantAt >= 0 ? args[variantAt + 1] : "all";
-  if (!["all", "process", "container"].includes(variant)) throw new Error("--variant takes process, container or all");
+  if (!["all", "process", "container"].includes(variant!)) throw new Error("--variant takes process, container or all");
   const containerAt = args.indexOf("--container-tasks");
   const containerTasks = containerAt >= 0 ? Number(args[containerAt + 1]) : 5;
   if (!Number.isInteger(containerTasks) || containerTasks < 1 || containerTasks > 100) throw new Error("--container-tasks takes a whole number from 1 to 100");

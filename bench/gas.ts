@@ -40,7 +40,10 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const traced = new Set(traceAt >= 0 ? (args[traceAt + 1] ?? "").split(",").filter(Boolean) : []);
   const { viem, networkHelpers } = await network.create();
   const publicClient = await viem.getPublicClient();
-  const [deployer, provider, renter, attestorA, attestorB, newcomer, permitRenter, newRenter] = await viem.getWalletClients();
+  const wallets = await viem.getWalletClients();
+  if (wallets.length < 8) throw new Error(`the gas bench needs 8 funded accounts; the network has ${wallets.length}`);
+  type AnyWallet = (typeof wallets)[number];
+  const [deployer, provider, renter, attestorA, attestorB, newcomer, permitRenter, newRenter] = wallets as [AnyWallet, AnyWallet, AnyWallet, AnyWallet, AnyWallet, AnyWallet, AnyWallet, AnyWallet];
   const deployment = await deployContracts({
     publicClient,
     walletClient: deployer,

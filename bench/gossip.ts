@@ -45,7 +45,7 @@ type Options = { nodes: number; providers: number; machines: number; rounds: num
 function parseArgs(args: string[]): Options {
   const options: Options = { nodes: 10, providers: 4, machines: 3, rounds: 10, ingest: 4_000, roundGapMs: 500, processes: 0 };
   for (let i = 0; i < args.length; i++) {
-    const name = args[i].replace(/^--/, "");
+    const name = args[i]!.replace(/^--/, "");
     const value = Number(args[i + 1]);
     if (!(name in options) || !Number.isInteger(value) || value < 1) {
       throw new Error(`usage: gossip [--nodes N] [--providers N] [--machines N] [--rounds N] [--ingest N] [--roundGapMs N] [--processes N] (bad: ${args[i]})`);
@@ -123,14 +123,14 @@ async function propagation(options: Options) {
           const slot = m * providerNodes.length + p;
           const wait = roundStart + slot * spacingMs - performance.now();
           if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-          const node = providerNodes[p];
-          const spec = specs[p][m];
+          const node = providerNodes[p]!;
+          const spec = specs[p]![m]!;
           jobs.push(
             node.offers.publisher!.set({
               machine: { ...spec },
               terms: { pricePerUnitSecond: BigInt(1_000 + round), minDuration: 60, maxDuration: 86_400, collateralBps: 1_000, startWindow: 300 },
               capacity: { freeUnits: spec.units - (round % spec.units) },
-              attestations: [attest(attestor, wallets[p].address, spec)],
+              attestations: [attest(attestor, wallets[p]!.address, spec)],
             }).then((message) => {
               if (message) published.push({ id: `${offerKey(message.offer.provider, message.offer.machineId)}#${message.seq}`, origin: nodes.indexOf(node) });
             }),
@@ -221,7 +221,7 @@ async function ingest(options: Options) {
     const topic = offersTopic(TEST_CHAIN_ID);
     const pubsub = sender.services.pubsub as GossipSubInspect;
     pubsub.subscribe(topic);
-    await sender.dial(gossipReceiver.host.getMultiaddrs()[0]);
+    await sender.dial(gossipReceiver.host.getMultiaddrs()[0]!);
     await waitFor("the receiver's subscription", () => pubsub.getSubscribers(topic).length > 0);
     const book = gossipReceiver.offers.book;
     const gossipStart = performance.now();
@@ -268,7 +268,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     ["re-priced offers (attestation already verified)", `${ing.updatesPerCpuSec} offers/s per CPU-second`],
     ["ingest over gossip (sender on the same core)", `${ing.ingestOverGossipPerSec} offers/s`],
   ];
-  rows.push(["load average while running (1 min)", `${loadavg()[0].toFixed(2)} on ${availableParallelism()} cores`]);
+  rows.push(["load average while running (1 min)", `${loadavg()[0]!.toFixed(2)} on ${availableParallelism()} cores`]);
   const width = Math.max(...rows.map(([label]) => label.length));
   console.log("gossip benchmark");
   for (const [label, value] of rows) console.log(`  ${label.padEnd(width)}  ${value}`);

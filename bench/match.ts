@@ -81,12 +81,13 @@ export type BenchRequest = { kind: string; request: MatchRequest };
 export function buildMarket(options: { offers: number; seed: number }) {
   const offerCount = options.offers;
   const random = rng(options.seed);
-  const pick = <T>(items: readonly T[]) => items[Math.floor(random() * items.length)];
+  // Always given a non-empty list: the index is in range.
+  const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
   const totalWeight = MODELS.reduce((n, m) => n + m.weight, 0);
   const pickModel = () => {
     let r = random() * totalWeight;
     for (const model of MODELS) if ((r -= model.weight) < 0) return model;
-    return MODELS[0];
+    return MODELS[0]!; // a constant, non-empty list
   };
   // Flat strings, as JSON.parse makes them (concatenation would build ropes and inflate the heap).
   const hex = (bytes: number) => {
@@ -112,11 +113,11 @@ export function buildMarket(options: { offers: number; seed: number }) {
   // Clusters: runs of 4-8 consecutive machines of one model and region on a fabric.
   let cluster = NO_CLUSTER;
   let clusterLeft = 0;
-  let clusterModel = MODELS[0];
-  let clusterRegion = REGIONS[0];
+  let clusterModel = MODELS[0]!; // a constant, non-empty list
+  let clusterRegion = REGIONS[0]!; // a constant, non-empty list
   const messages: { message: OfferMessage; knowledge: Parameters<typeof offerEntryFromMessage>[1] }[] = [];
   for (let i = 0; i < offerCount; i++) {
-    const provider = providers[i % providerCount];
+    const provider = providers[i % providerCount]!;
     if (clusterLeft === 0 && random() < 0.03) {
       cluster = hex(32);
       clusterLeft = 4 + Math.floor(random() * 5);
@@ -152,7 +153,7 @@ export function buildMarket(options: { offers: number; seed: number }) {
       signature: hex(65),
       machine: {
         model: model.name,
-        units,
+        units: units,
         vramMiB: model.vramMiB,
         interconnect: inCluster ? "fabric" : pick(["none", "nvlink"] as const),
         region: inCluster ? clusterRegion : pick(REGIONS),
@@ -187,8 +188,8 @@ export function buildMarket(options: { offers: number; seed: number }) {
   const engine = new MatchingEngine({}, { now: () => NOW });
   const entries: OfferEntry[] = new Array(offerCount);
   for (let i = 0; i < offerCount; i++) {
-    entries[i] = offerEntryFromMessage(messages[i].message, messages[i].knowledge);
-    engine.upsert(entries[i]);
+    entries[i] = offerEntryFromMessage(messages[i]!.message, messages[i]!.knowledge);
+    engine.upsert(entries[i]!);
   }
   const buildMs = performance.now() - buildStart;
   messages.length = 0; // the book keeps what it needs through the entries
@@ -200,7 +201,7 @@ export function buildMarket(options: { offers: number; seed: number }) {
   const updateStart = performance.now();
   for (let i = 0; i < updateCount; i++) {
     const at = Math.floor(random() * offerCount);
-    const old = entries[at];
+    const old = entries[at]!;
     const priceChange = i % 4 === 0;
     const free = Math.floor(random() * (old.machine.units + 1));
     const next: OfferEntry = {
@@ -263,7 +264,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const cpuStart = process.threadCpuUsage();
   for (let i = 0; i < requestCount; i++) {
     const t0 = performance.now();
-    const result = engine.match(requests[i].request);
+    const result = engine.match(requests[i]!.request);
     latencies[i] = performance.now() - t0;
     noMatch[i] = result.ok ? 0 : 1;
     if (result.ok) {
@@ -278,9 +279,9 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const noMatchByKind = new Map<string, number>();
   requests.forEach((r, i) => {
     const list = byKind.get(r.kind) ?? [];
-    list.push(latencies[i]);
+    list.push(latencies[i]!);
     byKind.set(r.kind, list);
-    noMatchByKind.set(r.kind, (noMatchByKind.get(r.kind) ?? 0) + noMatch[i]);
+    noMatchByKind.set(r.kind, (noMatchByKind.get(r.kind) ?? 0) + noMatch[i]!);
   });
   // A second pass, kind by kind, for the mean CPU time of one match of each kind (thread CPU,
   // so other processes on the machine do not inflate it).
@@ -300,8 +301,8 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         {
           count: list.length,
           noMatch: noMatchByKind.get(kind) ?? 0,
-          p50Ms: round3(list[Math.floor(list.length / 2)]),
-          p99Ms: round3(list[Math.min(list.length - 1, Math.floor(list.length * 0.99))]),
+          p50Ms: round3(list[Math.floor(list.length / 2)]!),
+          p99Ms: round3(list[Math.min(list.length - 1, Math.floor(list.length * 0.99))]!),
           meanCpuUs: cpuUsByKind.get(kind),
         },
       ];
@@ -320,9 +321,9 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     matchesPerSecond: Math.round(requestCount / (elapsedMs / 1000)),
     /** Matches per second of this thread's CPU time: what one core does, whatever else the machine runs. */
     matchesPerCpuSecond: Math.round(requestCount / (cpuMs / 1000)),
-    p50Ms: Math.round(quantile(0.5) * 1000) / 1000,
-    p99Ms: Math.round(quantile(0.99) * 1000) / 1000,
-    maxMs: Math.round(sorted[sorted.length - 1] * 1000) / 1000,
+    p50Ms: Math.round(quantile(0.5)! * 1000) / 1000,
+    p99Ms: Math.round(quantile(0.99)! * 1000) / 1000,
+    maxMs: Math.round(sorted[sorted.length - 1]! * 1000) / 1000,
     bookHeapMB: mb(bookHeap),
     heapUsedMB: mb(process.memoryUsage().heapUsed),
     buildMs: Math.round(buildMs),
@@ -332,7 +333,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     targets: TARGETS,
     met: {
       matchesPerSecond: requestCount / (elapsedMs / 1000) >= TARGETS.matchesPerSecond,
-      p99Ms: quantile(0.99) <= TARGETS.p99Ms,
+      p99Ms: quantile(0.99)! <= TARGETS.p99Ms,
       bookHeapMB: mb(bookHeap) <= TARGETS.bookHeapMB,
     },
   };

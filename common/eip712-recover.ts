@@ -35,9 +35,9 @@ function isLowNonZeroS(signature: Uint8Array): boolean {
   let nonZero = false;
   let order = 0; // sign of s - HALF_N once a byte differs
   for (let i = 0; i < 32; i++) {
-    const byte = signature[32 + i];
+    const byte = signature[32 + i]!;
     if (byte) nonZero = true;
-    if (order === 0 && byte !== HALF_N[i]) order = byte > HALF_N[i] ? 1 : -1;
+    if (order === 0 && byte !== HALF_N[i]) order = byte > HALF_N[i]! ? 1 : -1;
   }
   return nonZero && order <= 0;
 }
@@ -67,14 +67,14 @@ function checksummedAddress(bytes: Uint8Array): Address {
   ascii[0] = 0x30; // "0"
   ascii[1] = 0x78; // "x"
   for (let i = 0; i < 20; i++) {
-    ascii[2 + 2 * i] = HEX_ASCII[bytes[i] >> 4];
-    ascii[3 + 2 * i] = HEX_ASCII[bytes[i] & 0x0f];
+    ascii[2 + 2 * i] = HEX_ASCII[bytes[i]! >> 4]!; // a nibble: 0..15, HEX_ASCII has 16 entries
+    ascii[3 + 2 * i] = HEX_ASCII[bytes[i]! & 0x0f]!;
   }
   const hash = keccak256Bytes(ascii.subarray(2));
   for (let i = 0; i < 40; i++) {
-    const nibble = i % 2 === 0 ? hash[i >> 1] >> 4 : hash[i >> 1] & 0x0f;
+    const nibble = i % 2 === 0 ? hash[i >> 1]! >> 4 : hash[i >> 1]! & 0x0f;
     // Letters a-f (0x61-0x66) become A-F where the hash nibble is 8 or more.
-    if (nibble >= 8 && ascii[2 + i] >= 0x61) ascii[2 + i] -= 0x20;
+    if (nibble >= 8 && ascii[2 + i]! >= 0x61) ascii[2 + i]! -= 0x20;
   }
   return ascii.toString("latin1") as Address;
 }
@@ -132,7 +132,7 @@ function structHash(primaryType: SuanliPrimaryType, message: Record<string, unkn
   const out = new Uint8Array(32 * (fields.length + 1));
   out.set(typeHash, 0);
   for (let k = 0; k < fields.length; k++) {
-    const { name, type } = fields[k];
+    const { name, type } = fields[k]!;
     const value = message[name];
     const at = 32 * (k + 1);
     if (type === "address") {
@@ -222,7 +222,7 @@ function recoverSigner(digest: Uint8Array | Hex, signature: Hex): Address | unde
   const bytes = hexBytes(signature);
   if (bytes.length !== 65) return undefined;
   // ecrecover takes v = 27 or 28 only; OpenZeppelin passes v through unchanged.
-  const recid = bytes[64] - 27;
+  const recid = bytes[64]! - 27;
   if (recid !== 0 && recid !== 1) return undefined;
   if (!isLowNonZeroS(bytes)) return undefined;
   try {

@@ -49,14 +49,14 @@ for (const model of GPU_MODELS) {
 
 /** Looks a model up by canonical name or alias (case-insensitive); MIG slices resolve to their parent. */
 export function findGpuModel(name: string): GpuModelInfo | undefined {
-  const base = name.split("/")[0].trim().toLowerCase();
+  const base = name.split("/")[0]!.trim().toLowerCase();
   return byAlias.get(base);
 }
 
 /** The canonical spelling of a model name or alias (keeps a MIG suffix), or undefined if unknown. */
 export function canonicalGpuName(name: string): string | undefined {
   const [base, slice] = name.split("/");
-  const model = findGpuModel(base);
+  const model = findGpuModel(base!);
   if (!model) return undefined;
   return slice ? `${model.name}/${slice.trim()}` : model.name;
 }

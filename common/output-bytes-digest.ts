@@ -17,7 +17,7 @@ const encoder = new TextEncoder();
 
 function compareBytes(a: Uint8Array, b: Uint8Array): number {
   const length = Math.min(a.length, b.length);
-  for (let i = 0; i < length; i++) if (a[i] !== b[i]) return a[i] - b[i];
+  for (let i = 0; i < length; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
   return a.length - b.length;
 }
 

@@ -42,10 +42,10 @@ async function importedPackages(dist: string): Promise<Set<string>> {
     const code = (await readFile(file, "utf8")).replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
     const required = [...code.matchAll(/createRequire\([^)]*\)\(\s*["']([^"'.][^"']*)["']\s*\)/g)];
     for (const match of [...required, ...code.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|^import\s+)["']((?:@[\w.-]+\/)?[\w-][\w.-]*(?:\/[\w.@-]+)*)["']/gm)]) {
-      const specifier = match[1];
+      const specifier = match[1]!;
       if (specifier.startsWith("node:") || builtins.has(specifier)) continue;
       const parts = specifier.split("/");
-      names.add(specifier.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0]);
+      names.add(specifier.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0]!);
     }
   }
   return names;
@@ -113,7 +113,7 @@ export async function buildSdkPackage(outDir = path.join(root, "build")): Promis
 
   const { stdout } = await run("npm", ["pack", "--json", "--pack-destination", outDir], { cwd: dir, maxBuffer: 16 * 1024 * 1024 });
   const [packed] = JSON.parse(stdout) as { filename: string }[];
-  return { dir, tarball: path.join(outDir, packed.filename), version: rootPackage.version, dependencies };
+  return { dir, tarball: path.join(outDir, packed!.filename), version: rootPackage.version, dependencies };
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -18,7 +18,7 @@ export const ABI_SOURCES: Record<string, string> = {
 };
 
 function exportName(contract: string): string {
-  return `${contract[0].toLowerCase()}${contract.slice(1)}Abi`;
+  return `${contract.charAt(0).toLowerCase()}${contract.slice(1)}Abi`;
 }
 
 export async function renderAbiModule(): Promise<string> {

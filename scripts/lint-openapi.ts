@@ -42,7 +42,7 @@ export async function lintOpenApi(document: unknown): Promise<OpenApiLintResult>
       });
     });
     const output = `${stdout}${stderr}`;
-    const networkAttempts = [...output.matchAll(/^NETWORK ATTEMPT (.+)$/gm)].map((match) => match[1]);
+    const networkAttempts = [...output.matchAll(/^NETWORK ATTEMPT (.+)$/gm)].map((match) => match[1]!);
     return { exitCode: code, output, networkAttempts };
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -29,13 +29,13 @@ function typescriptBlocks(markdown: string): Block[] {
   const blocks: Block[] = [];
   const lines = markdown.split("\n");
   for (let i = 0; i < lines.length; i++) {
-    if (lines[i].trim() !== "```ts") continue;
+    if (lines[i]!.trim() !== "```ts") continue;
     const start = i + 1;
     let end = start;
-    while (end < lines.length && lines[end].trim() !== "```") end++;
+    while (end < lines.length && lines[end]!.trim() !== "```") end++;
     assert.ok(end < lines.length, `docs/api.md:${start}: unclosed code block`);
     const code = lines.slice(start, end).join("\n");
-    blocks.push({ line: start, code, functions: [...code.matchAll(/^export async function (\w+)/gm)].map((match) => match[1]) });
+    blocks.push({ line: start, code, functions: [...code.matchAll(/^export async function (\w+)/gm)].map((match) => match[1]!) });
     i = end;
   }
   return blocks;
@@ -111,15 +111,15 @@ describe("docs/api.md code examples", function () {
     const browserLikeWallet = () => createWalletClient({ transport: http(devnet.rpcUrl) });
 
     it("reserve(): the renter's signed reservation is relayed to the provider and accepted", async () => {
-      const { reserve } = (await import(pathToFileURL(files[blocks.findIndex((block) => block.functions.includes("reserve"))]).href)) as { reserve: Reserve };
-      const machineId = provider.agent.machines[0].machineId;
+      const { reserve } = (await import(pathToFileURL(files[blocks.findIndex((block) => block.functions.includes("reserve"))]!).href)) as { reserve: Reserve };
+      const machineId = provider.agent.machines[0]!.machineId;
       const answer = await reserve(node.api!.url, browserLikeWallet(), renter.address, provider.peer.address, machineId, 1);
       assert.equal(answer.accepted, true, JSON.stringify(answer, (_, value) => (typeof value === "bigint" ? value.toString() : value)));
     });
 
     it("leaseStatus(): a signed status request for the renter's lease comes back from the provider", async () => {
-      const { leaseStatus } = (await import(pathToFileURL(files[blocks.findIndex((block) => block.functions.includes("leaseStatus"))]).href)) as { leaseStatus: LeaseStatus };
-      const machineId = provider.agent.machines[0].machineId;
+      const { leaseStatus } = (await import(pathToFileURL(files[blocks.findIndex((block) => block.functions.includes("leaseStatus"))]!).href)) as { leaseStatus: LeaseStatus };
+      const machineId = provider.agent.machines[0]!.machineId;
       const leaseId = await renter.rent(provider.peer, { machineId, units: 1, duration: 120 });
       const domain = suanliDomain(devnet.deployment.chainId, devnet.deployment.contracts.market!);
       const status = await leaseStatus(node.api!.url, browserLikeWallet(), renter.address, domain, leaseId, provider.peer.address);

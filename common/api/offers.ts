@@ -138,7 +138,7 @@ export const offerKeyParamsSchema = z.strictObject({
     .regex(/^0x[0-9a-fA-F]{40}:\d{1,10}(:[1-8])?$/, "expected <provider address>:<machine id>[:<tier 1-8>], e.g. 0xabc…:3")
     .transform((key) => {
       const [provider, machineId, tier] = key.split(":");
-      return `${provider.toLowerCase()}:${Number(machineId)}${tier ? `:${tier}` : ""}`;
+      return `${provider!.toLowerCase()}:${Number(machineId)}${tier ? `:${tier}` : ""}`;
     }),
 });
 

@@ -58,7 +58,7 @@ export function deriveMatrixKeys(seed: Uint8Array): MatrixKeys {
   const digest = sha256(input);
   const view = new DataView(digest.buffer, digest.byteOffset, digest.byteLength);
   const k = Array.from({ length: 8 }, (_, i) => view.getUint32(i * 4, false));
-  return { a: [k[0], k[1], k[2], k[3]], b: [k[4], k[5], k[6], k[7]] };
+  return { a: [k[0]!, k[1]!, k[2]!, k[3]!], b: [k[4]!, k[5]!, k[6]!, k[7]!] };
 }
 
 /**
@@ -109,7 +109,7 @@ export function computeAnswerRow(
   out: Int32Array = new Int32Array(cols),
   scratch: Int8Array = new Int8Array(cols),
 ): Int32Array {
-  return computeAnswerRows(keyA, b, [row], cols, rounds, [out], [scratch])[0];
+  return computeAnswerRows(keyA, b, [row], cols, rounds, [out], [scratch])[0]!; // one row in, one row out
 }
 
 /**
@@ -126,24 +126,24 @@ export function computeAnswerRows(
   scratch: Int8Array[] = rows.map(() => new Int8Array(cols)),
 ): Int32Array[] {
   const count = rows.length;
-  for (let j = 0; j < count; j++) fillMatrixRow(keyA, rows[j], cols, scratch[j]);
+  for (let j = 0; j < count; j++) fillMatrixRow(keyA, rows[j]!, cols, scratch[j]!);
   for (let round = 1; round <= rounds; round++) {
-    for (let j = 0; j < count; j++) outs[j].fill(0);
+    for (let j = 0; j < count; j++) outs[j]!.fill(0);
     for (let k = 0; k < cols; k++) {
       const base = k * cols;
       for (let j = 0; j < count; j++) {
-        const a = scratch[j][k];
+        const a = scratch[j]![k]!;
         if (a === 0) continue;
-        const out = outs[j];
+        const out = outs[j]!;
         // Exact: every partial sum stays below cols·2¹⁴ ≤ 2³⁰.
-        for (let c = 0; c < cols; c++) out[c] += a * b[base + c];
+        for (let c = 0; c < cols; c++) out[c]! += a * b[base + c]!;
       }
     }
     if (round < rounds) {
       for (let j = 0; j < count; j++) {
-        const x = scratch[j];
-        const out = outs[j];
-        for (let c = 0; c < cols; c++) x[c] = requant(out[c]);
+        const x = scratch[j]!;
+        const out = outs[j]!;
+        for (let c = 0; c < cols; c++) x[c] = requant(out[c]!);
       }
     }
   }
@@ -172,7 +172,7 @@ export function challengeOps(rows: number, cols: number, rounds: number): bigint
 export function rowToBytes(row: Int32Array): Uint8Array {
   const bytes = new Uint8Array(row.length * 4);
   const view = new DataView(bytes.buffer);
-  for (let i = 0; i < row.length; i++) view.setInt32(i * 4, row[i], true);
+  for (let i = 0; i < row.length; i++) view.setInt32(i * 4, row[i]!, true);
   return bytes;
 }
 

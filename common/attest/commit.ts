@@ -138,5 +138,5 @@ async function checkRowsAgainstRoot(
     received.push(rowFromBytes(data));
   }
   const expected = await recompute({ seed: hexToBytes(challenge.seed), cols: challenge.cols, rounds: challenge.rounds, indices });
-  return { ok: true, wrong: indices.filter((_, i) => !rowsEqual(expected[i], received[i])) };
+  return { ok: true, wrong: indices.filter((_, i) => !rowsEqual(expected[i]!, received[i]!)) };
 }

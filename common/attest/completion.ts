@@ -83,7 +83,7 @@ export type VerifyCompletionOptions = {
 export async function verifyCompletion(signed: SignedCompletionInput | SignedCompletion, options: VerifyCompletionOptions): Promise<CompletionVerdict> {
   const parsed = signedCompletionSchema.safeParse(signed);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
+    const issue = parsed.error.issues[0]!;
     return { valid: false, reason: "malformed", detail: `${issue.path.join(".") || "(root)"}: ${issue.message}` };
   }
   const report: Completion = parsed.data.report;

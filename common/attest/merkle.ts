@@ -103,12 +103,12 @@ export class MerkleTree {
   }
 
   get root(): Uint8Array {
-    return this.levels[this.levels.length - 1].slice(0, 32);
+    return this.levels[this.levels.length - 1]!.slice(0, 32);
   }
 
   leaf(index: number): Uint8Array {
     this.checkIndex(index);
-    return this.levels[0].slice(index * 32, index * 32 + 32);
+    return this.levels[0]!.slice(index * 32, index * 32 + 32);
   }
 
   /** Siblings from the leaf level up. */
@@ -118,7 +118,7 @@ export class MerkleTree {
     let position = index;
     for (let level = 0; level < this.depth; level++) {
       const sibling = position ^ 1;
-      siblings.push(this.levels[level].slice(sibling * 32, sibling * 32 + 32));
+      siblings.push(this.levels[level]!.slice(sibling * 32, sibling * 32 + 32));
       position >>>= 1;
     }
     return siblings;
@@ -158,6 +158,6 @@ export function verifyMerkleProof(
 export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
   if (a.length !== b.length) return false;
   let diff = 0;
-  for (let i = 0; i < a.length; i++) diff |= a[i] ^ b[i];
+  for (let i = 0; i < a.length; i++) diff |= a[i]! ^ b[i]!;
   return diff === 0;
 }

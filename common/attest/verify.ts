@@ -62,7 +62,7 @@ export async function verifyOpening(input: VerifyOpeningInput): Promise<OpeningC
   const recompute = input.recompute ?? recomputeRowsInline;
   const expected = await recompute({ seed: hexToBytes(input.seed), cols, rounds: input.rounds, indices: [...indices] });
   for (const [i, index] of indices.entries()) {
-    if (!rowsEqual(expected[i], received.get(index)!)) return { ok: false, reason: "wrong_rows", detail: `row ${index} is not the product of the challenge's matrices` };
+    if (!rowsEqual(expected[i]!, received.get(index)!)) return { ok: false, reason: "wrong_rows", detail: `row ${index} is not the product of the challenge's matrices` };
   }
   return { ok: true };
 }

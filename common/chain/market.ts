@@ -97,7 +97,11 @@ export type LeaseView = {
 /** Reads one lease (status "None" when it does not exist). */
 export async function readLease(client: Client, market: Address, leaseId: bigint, options: { blockNumber?: bigint } = {}): Promise<LeaseView> {
   const raw = await readContract(client, { address: market, abi: leaseMarketAbi, functionName: "getLease", args: [leaseId], ...options });
-  return { leaseId, ...raw, status: LEASE_STATUSES[raw.status], endReason: END_REASONS[raw.endReason] };
+  const status = LEASE_STATUSES[raw.status];
+  const endReason = END_REASONS[raw.endReason];
+  // The contract's enums and these lists are one definition: a value past them is a contract this code does not know.
+  if (status === undefined || endReason === undefined) throw new Error(`Lease ${leaseId}: status ${raw.status} or end reason ${raw.endReason} is not one this client knows (LeaseMarket is newer than the client?)`);
+  return { leaseId, ...raw, status, endReason };
 }
 
 /** A provider as ProviderRegistry.getProvider returns it. */

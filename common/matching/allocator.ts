@@ -18,6 +18,7 @@ import type { Candidate, CandidatePart, MatchOptions, MatchResult } from "./engi
 import type { NoMatchExplanation } from "./explain.js";
 import { type Acceptance, type ReserveReply, acceptanceMismatch } from "./handshake.js";
 import { type MatchRequest, type MatchRequestInput, parseMatchRequest } from "./request.js";
+import { runDetached } from "../detached.js";
 
 export const allocatorOptionsSchema = z.strictObject({
   /** How long a provider has to answer a reserve request. */
@@ -205,7 +206,7 @@ export async function allocate<L>(input: MatchRequestInput | unknown, deps: Allo
     const accepted: { acceptance: Acceptance; part: CandidatePart }[] = [];
     let allAccepted = true;
     replies.forEach((reply, i) => {
-      const part = parts[i];
+      const part = parts[i]!;
       const key = part.entry.key;
       if (reply === TIMED_OUT) {
         attempts.push({ round, key, outcome: "timeout", detail: `no answer within ${options.timeoutMs} ms` });
@@ -225,7 +226,7 @@ export async function allocate<L>(input: MatchRequestInput | unknown, deps: Allo
           attempts.push({ round, key, outcome: "acceptance-mismatch", detail: mismatch });
           excludeAt(part, Number.POSITIVE_INFINITY);
           allAccepted = false;
-          void releaseQuietly(reply, part);
+          runDetached(releaseQuietly(reply, part), logger, "Releasing a mismatched reservation", { key: part.entry.key });
         } else {
           accepted.push({ acceptance: reply, part });
         }
@@ -240,7 +241,7 @@ export async function allocate<L>(input: MatchRequestInput | unknown, deps: Allo
     }
     const opened: LeasedPart<L>[] = [];
     for (let i = 0; i < accepted.length; i++) {
-      const { acceptance, part } = accepted[i];
+      const { acceptance, part } = accepted[i]!;
       try {
         const lease = await open(acceptance, part, request);
         opened.push({ lease, part, acceptance });

@@ -132,7 +132,7 @@ export class SlotList {
     let hi = keys.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (keys[mid] <= limit) lo = mid + 1;
+      if (keys[mid]! <= limit) lo = mid + 1;
       else hi = mid;
     }
     return lo;
@@ -172,17 +172,17 @@ export class SlotList {
     this.keys.length = total;
     for (const column of this.columns) column.length = total;
     for (let k = total - 1; j >= 0; k--) {
-      const incoming = keyed[j];
-      if (i >= 0 && (this.keys[i] > incoming.key || (this.keys[i] === incoming.key && this.slots[i].id > incoming.slot.id))) {
-        this.slots[k] = this.slots[i];
-        this.keys[k] = this.keys[i];
-        for (const column of this.columns) column[k] = column[i];
+      const incoming = keyed[j]!;
+      if (i >= 0 && (this.keys[i]! > incoming.key || (this.keys[i] === incoming.key && this.slots[i]!.id > incoming.slot.id))) {
+        this.slots[k] = this.slots[i]!;
+        this.keys[k] = this.keys[i]!;
+        for (const column of this.columns) column[k] = column[i]!;
         i--;
       } else {
         this.slots[k] = incoming.slot;
         this.keys[k] = incoming.key;
         this.write(k, incoming.slot);
-        this.count(this.available[k], 1);
+        this.count(this.available[k]!, 1);
         j--;
       }
     }
@@ -199,14 +199,14 @@ export class SlotList {
       for (const column of this.columns) column.splice(at, 0, 0);
     }
     this.write(at, slot);
-    this.count(this.available[at], 1);
+    this.count(this.available[at]!, 1);
   }
 
   /** Removes `slot`, found by the key it was inserted with (call before changing that key). */
   remove(slot: Slot): void {
     this.settle();
     const at = this.indexOf(slot);
-    this.count(this.available[at], -1);
+    this.count(this.available[at]!, -1);
     this.slots.splice(at, 1);
     this.keys.splice(at, 1);
     for (const column of this.columns) column.splice(at, 1);
@@ -216,15 +216,15 @@ export class SlotList {
   refresh(slot: Slot): void {
     this.settle();
     const at = this.indexOf(slot);
-    this.count(this.available[at], -1);
+    this.count(this.available[at]!, -1);
     this.write(at, slot);
-    this.count(this.available[at], 1);
+    this.count(this.available[at]!, 1);
   }
 
   private count(available: number, delta: number): void {
     const counts = this.availableCounts;
     while (counts.length <= available) counts.push(0);
-    counts[available] += delta;
+    counts[available]! += delta;
     if (delta > 0 && available > this.maxAvailable) this.maxAvailable = available;
     while (this.maxAvailable > 0 && counts[this.maxAvailable] === 0) this.maxAvailable--;
   }
@@ -263,8 +263,8 @@ export class SlotList {
     let hi = keys.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      const k = keys[mid];
-      if (k < key || (k === key && this.slots[mid].id < id)) lo = mid + 1;
+      const k = keys[mid]!;
+      if (k < key || (k === key && this.slots[mid]!.id < id)) lo = mid + 1;
       else hi = mid;
     }
     return lo;

@@ -83,20 +83,20 @@ export type MatchContext = {
  * lowest one.
  */
 export function capacityTier(list: SlotList, i: number, ctx: MatchContext, units: number): number {
-  if (list.free[i] >= units) return 0;
-  if (list.available[i] < units) return -1;
-  if (ctx.interruptible && !(ctx.priceLimit > list.lowestBids[i])) return -1;
+  if (list.free[i]! >= units) return 0;
+  if (list.available[i]! < units) return -1;
+  if (ctx.interruptible && !(ctx.priceLimit > list.lowestBids[i]!)) return -1;
   return 1;
 }
 
 /** Units the machine could give at most (free, plus preemptible ones where allowed). */
 export function availableUnits(list: SlotList, i: number, ctx: MatchContext): number {
-  if (ctx.interruptible && !(ctx.priceLimit > list.lowestBids[i])) return list.free[i];
-  return list.available[i];
+  if (ctx.interruptible && !(ctx.priceLimit > list.lowestBids[i]!)) return list.free[i]!;
+  return list.available[i]!;
 }
 
 function isExcluded(list: SlotList, i: number, ctx: MatchContext): boolean {
-  const slot = list.slots[i];
+  const slot = list.slots[i]!;
   const triedSeq = ctx.exclusions!.get(slot.key);
   return triedSeq !== undefined && slot.seq <= triedSeq;
 }
@@ -106,11 +106,11 @@ function isExcluded(list: SlotList, i: number, ctx: MatchContext): boolean {
  * by the caller, per machine or per cluster.
  */
 export function firstFailure(list: SlotList, i: number, ctx: MatchContext): number {
-  if (list.expiry[i] < ctx.validUntil) return F_EXPIRY;
-  if (ctx.duration < list.minDuration[i] || ctx.duration > list.maxDuration[i]) return F_DURATION;
-  if (list.vramMiB[i] < ctx.minVramMiB) return F_VRAM;
-  if (ctx.attestedOnly && !(list.attestationExpiry[i] > ctx.now)) return F_ATTESTATION;
-  if (list.reputation[i] < ctx.minReputation) return F_REPUTATION;
+  if (list.expiry[i]! < ctx.validUntil) return F_EXPIRY;
+  if (ctx.duration < list.minDuration[i]! || ctx.duration > list.maxDuration[i]!) return F_DURATION;
+  if (list.vramMiB[i]! < ctx.minVramMiB) return F_VRAM;
+  if (ctx.attestedOnly && !(list.attestationExpiry[i]! > ctx.now)) return F_ATTESTATION;
+  if (list.reputation[i]! < ctx.minReputation) return F_REPUTATION;
   if (ctx.exclusions !== null && isExcluded(list, i, ctx)) return F_EXCLUDED;
   return 0;
 }
@@ -118,11 +118,11 @@ export function firstFailure(list: SlotList, i: number, ctx: MatchContext): numb
 /** Every failing per-offer check, capacity judged for one machine. */
 export function failureMask(list: SlotList, i: number, ctx: MatchContext): number {
   let mask = 0;
-  if (list.expiry[i] < ctx.validUntil) mask |= F_EXPIRY;
-  if (ctx.duration < list.minDuration[i] || ctx.duration > list.maxDuration[i]) mask |= F_DURATION;
-  if (list.vramMiB[i] < ctx.minVramMiB) mask |= F_VRAM;
-  if (ctx.attestedOnly && !(list.attestationExpiry[i] > ctx.now)) mask |= F_ATTESTATION;
-  if (list.reputation[i] < ctx.minReputation) mask |= F_REPUTATION;
+  if (list.expiry[i]! < ctx.validUntil) mask |= F_EXPIRY;
+  if (ctx.duration < list.minDuration[i]! || ctx.duration > list.maxDuration[i]!) mask |= F_DURATION;
+  if (list.vramMiB[i]! < ctx.minVramMiB) mask |= F_VRAM;
+  if (ctx.attestedOnly && !(list.attestationExpiry[i]! > ctx.now)) mask |= F_ATTESTATION;
+  if (list.reputation[i]! < ctx.minReputation) mask |= F_REPUTATION;
   if (capacityTier(list, i, ctx, ctx.count) < 0) mask |= F_CAPACITY;
   if (ctx.exclusions !== null && isExcluded(list, i, ctx)) mask |= F_EXCLUDED;
   return mask;
@@ -139,33 +139,33 @@ export function failureMasks(list: SlotList, from: number, to: number, ctx: Matc
   const { validUntil, duration, count } = ctx;
   for (let i = from; i < to; i++) {
     let mask = 0;
-    if (expiry[i] < validUntil) mask |= F_EXPIRY;
-    if (duration < minDuration[i] || duration > maxDuration[i]) mask |= F_DURATION;
+    if (expiry[i]! < validUntil) mask |= F_EXPIRY;
+    if (duration < minDuration[i]! || duration > maxDuration[i]!) mask |= F_DURATION;
     // capacityTier(list, i, ctx, count) < 0, the interruptible part below.
-    if (free[i] < count && available[i] < count) mask |= F_CAPACITY;
+    if (free[i]! < count && available[i]! < count) mask |= F_CAPACITY;
     out[i + shift] = mask;
   }
   if (ctx.interruptible) {
     const lowestBids = list.lowestBids;
     const priceLimit = ctx.priceLimit;
-    for (let i = from; i < to; i++) if (free[i] < count && available[i] >= count && !(priceLimit > lowestBids[i])) out[i + shift] |= F_CAPACITY;
+    for (let i = from; i < to; i++) if (free[i]! < count && available[i]! >= count && !(priceLimit > lowestBids[i]!)) out[i + shift]! |= F_CAPACITY;
   }
   {
     const { vramMiB } = list;
     const minVramMiB = ctx.minVramMiB;
-    for (let i = from; i < to; i++) if (vramMiB[i] < minVramMiB) out[i + shift] |= F_VRAM;
+    for (let i = from; i < to; i++) if (vramMiB[i]! < minVramMiB) out[i + shift]! |= F_VRAM;
   }
   if (ctx.attestedOnly) {
     const { attestationExpiry } = list;
     const now = ctx.now;
-    for (let i = from; i < to; i++) if (!(attestationExpiry[i] > now)) out[i + shift] |= F_ATTESTATION;
+    for (let i = from; i < to; i++) if (!(attestationExpiry[i]! > now)) out[i + shift]! |= F_ATTESTATION;
   }
   {
     const { reputation } = list;
     const minReputation = ctx.minReputation;
-    for (let i = from; i < to; i++) if (reputation[i] < minReputation) out[i + shift] |= F_REPUTATION;
+    for (let i = from; i < to; i++) if (reputation[i]! < minReputation) out[i + shift]! |= F_REPUTATION;
   }
   if (ctx.exclusions !== null) {
-    for (let i = from; i < to; i++) if (isExcluded(list, i, ctx)) out[i + shift] |= F_EXCLUDED;
+    for (let i = from; i < to; i++) if (isExcluded(list, i, ctx)) out[i + shift]! |= F_EXCLUDED;
   }
 }

@@ -41,8 +41,8 @@ export type MatchOptions = {
  */
 function memberUnits(list: SlotList, i: number, ctx: MatchContext): number {
   const regions = ctx.request.regions;
-  if (regions !== null && !regions.includes(list.slots[i].region)) return 0;
-  if (ctx.interruptible ? list.bids[i] === 0 || list.bids[i] > ctx.priceLimit : list.prices[i] > ctx.priceLimit) return 0;
+  if (regions !== null && !regions.includes(list.slots[i]!.region)) return 0;
+  if (ctx.interruptible ? list.bids[i] === 0 || list.bids[i]! > ctx.priceLimit : list.prices[i]! > ctx.priceLimit) return 0;
   if (firstFailure(list, i, ctx) !== 0) return 0;
   return availableUnits(list, i, ctx);
 }
@@ -179,15 +179,15 @@ export class MatchingEngine {
     let cheapest = Number.POSITIVE_INFINITY;
     const count = ctx.count;
     for (let b = 0; b < buckets.length; b++) {
-      const list = buckets[b].byPrice;
+      const list = buckets[b]!.byPrice;
       if (list.maxAvailable < count) continue;
       const { keys, available } = list;
       const limit = Math.min(ctx.priceLimit, cheapest);
       for (let i = 0; i < keys.length; i++) {
-        if (keys[i] > limit) break;
-        if (available[i] < count) continue;
+        if (keys[i]! > limit) break;
+        if (available[i]! < count) continue;
         if (firstFailure(list, i, ctx) === 0 && capacityTier(list, i, ctx, count) >= 0) {
-          cheapest = keys[i];
+          cheapest = keys[i]!;
           break;
         }
       }
@@ -205,19 +205,19 @@ export class MatchingEngine {
     const denominator = cheapest > 0 ? cheapest : 1;
     const count = ctx.count;
     for (let b = 0; b < buckets.length; b++) {
-      const list = buckets[b].byPrice;
+      const list = buckets[b]!.byPrice;
       if (list.maxAvailable < count) continue;
       const { keys, costs, available } = list;
       for (let i = 0; i < keys.length; i++) {
-        const price = keys[i];
+        const price = keys[i]!;
         if (price > ctx.priceLimit) break;
         const priceTerm = (weight * (price - cheapest)) / denominator;
         if (top.full) {
           const worst = top.worst;
           if (priceTerm > worst) break;
-          if (priceTerm + costs[i] > worst) continue;
+          if (priceTerm + costs[i]! > worst) continue;
         }
-        if (available[i] < count || firstFailure(list, i, ctx) !== 0) continue;
+        if (available[i]! < count || firstFailure(list, i, ctx) !== 0) continue;
         const tier = capacityTier(list, i, ctx, count);
         if (tier >= 0) this.offerSingle(top, list, i, tier, priceTerm, ctx);
       }
@@ -232,12 +232,12 @@ export class MatchingEngine {
   private rankInterruptible(ctx: MatchContext, buckets: Bucket[], top: TopN): void {
     const count = ctx.count;
     for (let b = 0; b < buckets.length; b++) {
-      const list = buckets[b].byCost;
+      const list = buckets[b]!.byCost;
       if (list.maxAvailable < count) continue;
       const { keys, available, bids } = list;
       for (let i = 0; i < keys.length; i++) {
-        if (top.full && keys[i] > top.worst) break;
-        if (bids[i] > ctx.priceLimit || available[i] < count || firstFailure(list, i, ctx) !== 0) continue;
+        if (top.full && keys[i]! > top.worst) break;
+        if (bids[i]! > ctx.priceLimit || available[i]! < count || firstFailure(list, i, ctx) !== 0) continue;
         const tier = capacityTier(list, i, ctx, count);
         if (tier >= 0) this.offerSingle(top, list, i, tier, 0, ctx);
       }
@@ -245,10 +245,10 @@ export class MatchingEngine {
   }
 
   private offerSingle(top: TopN, list: SlotList, i: number, tier: number, priceTerm: number, ctx: MatchContext): void {
-    const freshness = this.freshness(list.attestedAt[i], ctx.now);
-    const cost = priceTerm + list.costs[i] + freshness + tier * PREEMPT_PENALTY;
+    const freshness = this.freshness(list.attestedAt[i]!, ctx.now);
+    const cost = priceTerm + list.costs[i]! + freshness + tier * PREEMPT_PENALTY;
     if (top.full && cost > top.worst) return;
-    top.offer(cost, list.slots[i], tier, priceTerm, freshness, null, 0);
+    top.offer(cost, list.slots[i]!, tier, priceTerm, freshness, null, 0);
   }
 
   private build(item: Ranked, ctx: MatchContext): Candidate {
@@ -294,7 +294,7 @@ export class MatchingEngine {
           if (available === 0) continue;
           units += available;
           machines++;
-          if (prices[i] < cheapest) cheapest = prices[i];
+          if (prices[i]! < cheapest) cheapest = prices[i]!;
         }
         if (units >= count && machines > 1) viable.push({ list, start, end: i, cheapest, bound: 0 });
       }
@@ -314,7 +314,7 @@ export class MatchingEngine {
       if (memberUnits(list, i, ctx) === 0) continue;
       lists[m] = list;
       positions[m] = i;
-      slots[m] = list.slots[i];
+      slots[m] = list.slots[i]!;
       m++;
     }
     return m;
@@ -335,7 +335,7 @@ export class MatchingEngine {
       let least = Number.POSITIVE_INFINITY;
       for (let i = start; i < end; i++) {
         if (memberUnits(list, i, ctx) === 0) continue;
-        const base = (ctx.interruptible ? 0 : this.priceTerm(prices[i], cheapest)) + costs[i] + this.freshness(attestedAt[i], ctx.now);
+        const base = (ctx.interruptible ? 0 : this.priceTerm(prices[i]!, cheapest)) + costs[i]! + this.freshness(attestedAt[i]!, ctx.now);
         if (base < least) least = base;
       }
       group.bound = least * (1 - 1e-9) + this.options.multiMachinePenalty;
@@ -343,16 +343,16 @@ export class MatchingEngine {
     // Insertion sort, stable like Array.prototype.sort: a few dozen groups, and no comparator
     // calls (which cost more than the sort itself here).
     for (let g = 1; g < groups.length; g++) {
-      const group = groups[g];
+      const group = groups[g]!;
       let at = g;
-      while (at > 0 && groups[at - 1].bound > group.bound) {
-        groups[at] = groups[at - 1];
+      while (at > 0 && groups[at - 1]!.bound > group.bound) {
+        groups[at] = groups[at - 1]!;
         at--;
       }
       groups[at] = group;
     }
     for (let g = 0; g < groups.length; g++) {
-      const group = groups[g];
+      const group = groups[g]!;
       if (top.full && group.bound > top.worst) break;
       this.offerGroup(top, group, ctx, cheapest);
     }
@@ -367,7 +367,7 @@ export class MatchingEngine {
   private offerGroup(top: TopN, group: ViableCluster, ctx: MatchContext, cheapest: number): void {
     const cost = this.planGroup(this.clusterMembers(group, ctx), ctx, cheapest);
     if (cost === null || (top.full && cost > top.worst)) return;
-    const first = this.scratch.slots[this.scratch.order[0]];
+    const first = this.scratch.slots[this.scratch.order[0]!]!;
     top.offer(cost, first, 0, 0, 0, group, cheapest);
   }
 
@@ -378,17 +378,17 @@ export class MatchingEngine {
   private planGroup(m: number, ctx: MatchContext, cheapest: number): number | null {
     const { base, order, take, preempted, lists, positions, slots } = this.scratch;
     for (let j = 0; j < m; j++) {
-      const slot = slots[j];
-      const list = lists[j];
-      const i = positions[j];
+      const slot = slots[j]!;
+      const list = lists[j]!;
+      const i = positions[j]!;
       // The list's columns hold the slot's price and fixed cost (read there: no object to load).
-      base[j] = (ctx.interruptible ? 0 : this.priceTerm(list.prices[i], cheapest)) + list.costs[i] + this.freshness(list.attestedAt[i], ctx.now);
+      base[j] = (ctx.interruptible ? 0 : this.priceTerm(list.prices[i]!, cheapest)) + list.costs[i]! + this.freshness(list.attestedAt[i]!, ctx.now);
       take[j] = 0;
       preempted[j] = 0;
       // Insertion sort by (base, key): clusters are a handful of machines.
       let k = j;
-      while (k > 0 && (base[order[k - 1]] > base[j] || (base[order[k - 1]] === base[j] && slots[order[k - 1]].key > slot.key))) {
-        order[k] = order[k - 1];
+      while (k > 0 && (base[order[k - 1]!]! > base[j]! || (base[order[k - 1]!] === base[j] && slots[order[k - 1]!]!.key > slot.key))) {
+        order[k] = order[k - 1]!;
         k--;
       }
       order[k] = j;
@@ -396,12 +396,12 @@ export class MatchingEngine {
     let missing = ctx.count;
     for (let pass = 0; pass < 2 && missing > 0; pass++) {
       for (let k = 0; k < m && missing > 0; k++) {
-        const j = order[k];
-        const free = lists[j].free[positions[j]];
-        const room = pass === 0 ? free : availableUnits(lists[j], positions[j], ctx) - free;
-        const units = Math.min(room, missing);
+        const j = order[k]!;
+        const free = lists[j]!.free[positions[j]!]!;
+        const room = pass === 0 ? free : availableUnits(lists[j]!, positions[j]!, ctx) - free;
+        const units = Math.min(room!, missing);
         if (units <= 0) continue;
-        take[j] += units;
+        take[j]! += units;
         if (pass === 1) preempted[j] = 1;
         missing -= units;
       }
@@ -412,7 +412,7 @@ export class MatchingEngine {
     for (let j = 0; j < m; j++) {
       if (take[j] === 0) continue;
       used++;
-      weighted += (take[j] / ctx.count) * base[j];
+      weighted += (take[j]! / ctx.count) * base[j]!;
       if (preempted[j] === 1) preempt = true;
     }
     if (used < 2) return null;
@@ -430,15 +430,15 @@ export class MatchingEngine {
     let preempt = false;
     let total = 0n;
     for (let k = 0; k < m; k++) {
-      const j = order[k];
+      const j = order[k]!;
       if (take[j] === 0) continue;
-      const slot = slots[j];
-      const part = this.part(slot, take[j], preempted[j] === 1, ctx);
+      const slot = slots[j]!;
+      const part = this.part(slot, take[j]!, preempted[j] === 1, ctx);
       parts.push(part);
       total += BigInt(part.units) * part.pricePerUnitSecond;
       preempt ||= part.preempt;
-      const share = take[j] / ctx.count;
-      const b = this.breakdown(slot, ctx.interruptible ? 0 : this.priceTerm(slot.price, cheapest), this.freshness(lists[j].attestedAt[positions[j]], ctx.now), 0, 0);
+      const share = take[j]! / ctx.count;
+      const b = this.breakdown(slot, ctx.interruptible ? 0 : this.priceTerm(slot.price, cheapest), this.freshness(lists[j]!.attestedAt[positions[j]!]!, ctx.now), 0, 0);
       sums.price += share * b.price;
       sums.reputation += share * b.reputation;
       sums.freshness += share * b.freshness;

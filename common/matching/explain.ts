@@ -143,27 +143,27 @@ function tallyScanned(scannedLists: SlotList[], ends: number[], buckets: Bucket[
   if (n === 0) return { removedBy, only, largestMachine, clusterUnits };
   const masks = maskScratch(n);
   for (let b = 0, k = 0; b < scannedLists.length; b++) {
-    failureMasks(scannedLists[b], 0, ends[b], ctx, masks, k);
-    k += ends[b];
+    failureMasks(scannedLists[b]!, 0, ends[b]!, ctx, masks, k);
+    k += ends[b]!;
   }
   const tally = (list: SlotList, i: number, model: string, mask: number) => {
     const lowest = mask & -mask;
-    removedBy[lowest]++;
+    removedBy[lowest]!++;
     if (mask !== lowest) return;
-    const stats = only[mask];
+    const stats = only[mask]!;
     switch (mask) {
       case F_CAPACITY:
         stats.add(model, availableUnits(list, i, ctx));
         break;
       case F_DURATION:
-        if (ctx.duration > list.maxDuration[i]) stats.add(model, list.maxDuration[i]);
-        else stats.addBelow(model, list.minDuration[i]);
+        if (ctx.duration > list.maxDuration[i]!) stats.add(model, list.maxDuration[i]!);
+        else stats.addBelow(model, list.minDuration[i]!);
         break;
       case F_VRAM:
-        stats.add(model, list.vramMiB[i]);
+        stats.add(model, list.vramMiB[i]!);
         break;
       case F_REPUTATION:
-        stats.add(model, list.reputation[i]);
+        stats.add(model, list.reputation[i]!);
         break;
       default:
         stats.add(model, 0);
@@ -171,29 +171,29 @@ function tallyScanned(scannedLists: SlotList[], ends: number[], buckets: Bucket[
   };
   if (clusterMode) {
     for (let b = 0, k = 0; b < scannedLists.length; b++) {
-      const list = scannedLists[b];
+      const list = scannedLists[b]!;
       const clusterIds = list.clusterIds;
-      for (let i = 0; i < ends[b]; i++, k++) {
-        const clusterId = clusterIds[i];
-        if (clusterId !== 0 && (masks[k] & before) === 0) clusterUnits.set(clusterId, (clusterUnits.get(clusterId) ?? 0) + availableUnits(list, i, ctx));
+      for (let i = 0; i < ends[b]!; i++, k++) {
+        const clusterId = clusterIds[i]!;
+        if (clusterId !== 0 && (masks[k]! & before) === 0) clusterUnits.set(clusterId, (clusterUnits.get(clusterId) ?? 0) + availableUnits(list, i, ctx));
       }
     }
   }
   for (let b = 0, k = 0; b < scannedLists.length; b++) {
-    const list = scannedLists[b];
-    const model = buckets[b].model;
+    const list = scannedLists[b]!;
+    const model = buckets[b]!.model;
     const units = list.units;
-    for (let i = 0; i < ends[b]; i++, k++) {
+    for (let i = 0; i < ends[b]!; i++, k++) {
       let mask = masks[k];
-      if ((mask & ~(F_CAPACITY | F_EXCLUDED)) === 0 && units[i] > largestMachine) largestMachine = units[i];
+      if ((mask! & ~(F_CAPACITY | F_EXCLUDED)) === 0 && units[i]! > largestMachine) largestMachine = units[i]!;
       if (mask === 0) continue;
       // Capacity per cluster: a machine with units to give in a cluster that reaches the count passes.
-      if (clusterMode && (mask & F_CAPACITY) !== 0 && availableUnits(list, i, ctx) > 0) {
-        const clusterId = list.clusterIds[i];
-        if (clusterId !== 0 && (clusterUnits.get(clusterId) ?? 0) >= ctx.count) mask &= ~F_CAPACITY;
+      if (clusterMode && (mask! & F_CAPACITY) !== 0 && availableUnits(list, i, ctx) > 0) {
+        const clusterId = list.clusterIds[i]!;
+        if (clusterId !== 0 && (clusterUnits.get(clusterId) ?? 0) >= ctx.count) mask! &= ~F_CAPACITY;
         if (mask === 0) continue;
       }
-      tally(list, i, model, mask);
+      tally(list, i, model, mask!);
     }
   }
   return { removedBy, only, largestMachine, clusterUnits };
@@ -212,9 +212,9 @@ function firstFittingOffer(
   if (list.maxAvailable < ctx.count) return undefined;
   const { keys, available, bids } = list;
   for (let i = from > 0 ? list.upperBound(from - 1) : 0; i < keys.length; i++) {
-    if (keys[i] > max) return undefined;
+    if (keys[i]! > max) return undefined;
     // Read from the columns, free: only offers that pass these count against the budget.
-    if (available[i] < ctx.count || (onDemandOnly && bids[i] !== 0)) continue;
+    if (available[i]! < ctx.count || (onDemandOnly && bids[i] !== 0)) continue;
     if (budget.left-- <= 0) {
       search.truncated = true;
       return undefined;
@@ -266,7 +266,7 @@ function nearMissesBeyond(
     const best = cheapestPer(others, (b) => b.model);
     if (best.length > 0) {
       const list = best.map(([model, f]) => `${model} ${request.interruptible ? "at your bid" : `from ${formatUsd(f.price)} USD/GPU-h`}`).join(", ");
-      nearMisses.push({ constraint: "gpuType", count: null, message: `Other GPU models fit everything else: ${list}.`, nearest: nearest(best[0][1]) });
+      nearMisses.push({ constraint: "gpuType", count: null, message: `Other GPU models fit everything else: ${list}.`, nearest: nearest(best[0]![1]) });
     }
   }
   if (request.regions !== null) {
@@ -279,7 +279,7 @@ function nearMissesBeyond(
     const best = cheapestPer(elsewhere, (b) => b.region);
     if (best.length > 0) {
       const list = best.map(([, f]) => `${f.slot.entry.machine.region}${request.interruptible ? "" : ` from ${formatUsd(f.price)} USD/GPU-h`}`).join(", ");
-      nearMisses.push({ constraint: "region", count: null, message: `Offers fit everything else in other regions: ${list}.`, nearest: nearest(best[0][1]) });
+      nearMisses.push({ constraint: "region", count: null, message: `Offers fit everything else in other regions: ${list}.`, nearest: nearest(best[0]![1]) });
     }
   }
   if (!request.interruptible) {
@@ -365,10 +365,10 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
   const ends: number[] = [];
   let n = 0;
   for (let b = 0; b < buckets.length; b++) {
-    const list = request.interruptible ? buckets[b].byBid : buckets[b].byPrice;
+    const list = request.interruptible ? buckets[b]!.byBid : buckets[b]!.byPrice;
     scannedLists.push(list);
     ends.push(list.upperBound(ctx.priceLimit));
-    n += ends[b];
+    n += ends[b]!;
   }
   if (request.interruptible) {
     step("interruptible", buckets.reduce((sum, b) => sum + b.byBid.length, 0));
@@ -380,7 +380,7 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
   // Per-offer steps.
   const { removedBy, only, largestMachine, clusterUnits } = tallyScanned(scannedLists, ends, buckets, ctx, n);
   for (const { bit, id } of SLOT_CHECKS) {
-    if (bitUsed(bit, ctx)) step(id, remaining - removedBy[bit]);
+    if (bitUsed(bit, ctx)) step(id, remaining - removedBy[bit]!);
   }
 
   // Nearest offers beyond the scanned set, each search bounded by explainScanLimit offers read.
@@ -391,7 +391,7 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
   // Nearest offers among the scanned ones: those failing exactly one check.
   for (const { bit, id } of SLOT_CHECKS) {
     if (!bitUsed(bit, ctx)) continue;
-    const stats = only[bit];
+    const stats = only[bit]!;
     const count = stats.count;
     const subject = `${count} ${stats.modelWord}machine${count === 1 ? "" : "s"} fit${count === 1 ? "s" : ""} everything else but`;
     const has = count === 1 ? "has" : "have";

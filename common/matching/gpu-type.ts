@@ -46,7 +46,7 @@ export function resolveGpuName(text: string): { models: string[]; label: string 
     return { models, label: minGb === 0 ? prefix : `${prefix} ${minGb}GB` };
   }
   const [base, slice, ...rest] = trimmed.split("/");
-  const model = findGpuModel(base);
+  const model = findGpuModel(base!);
   if (!model || rest.length > 0) {
     return { error: `unknown GPU type ${JSON.stringify(text)}; accepted: ${acceptedGpuTypes()}` };
   }

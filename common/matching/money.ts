@@ -31,7 +31,7 @@ export function usdSchema(options: { max: bigint; what: string }) {
         });
         return z.NEVER;
       }
-      const units = BigInt(match[1]) * BASE_UNITS_PER_USD + BigInt((match[2] ?? "").padEnd(6, "0"));
+      const units = BigInt(match[1]!) * BASE_UNITS_PER_USD + BigInt((match[2] ?? "").padEnd(6, "0"));
       if (units <= 0n) {
         ctx.addIssue({ code: "custom", message: `must be greater than zero (got ${String(value)})` });
         return z.NEVER;

@@ -53,13 +53,13 @@ export class TopN {
     return this.items.length >= this.limit;
   }
   get worst(): number {
-    return this.items.length === 0 ? Number.POSITIVE_INFINITY : this.items[this.items.length - 1].cost;
+    return this.items.length === 0 ? Number.POSITIVE_INFINITY : this.items[this.items.length - 1]!.cost;
   }
   offer(cost: number, slot: Slot, tier: number, priceTerm: number, freshness: number, group: ViableCluster | null, groupCheapest: number): void {
     const items = this.items;
     let record: Ranked;
     if (items.length >= this.limit) {
-      const last = items[items.length - 1];
+      const last = items[items.length - 1]!;
       if (cost > last.cost || (cost === last.cost && tieKeyOf(slot, group) >= tieKeyOf(last.slot!, last.group))) return;
       record = items.pop()!;
     } else {
@@ -74,8 +74,8 @@ export class TopN {
     record.groupCheapest = groupCheapest;
     let i = items.length;
     items.push(record);
-    while (i > 0 && (items[i - 1].cost > cost || (items[i - 1].cost === cost && tieKeyOf(items[i - 1].slot!, items[i - 1].group) > tieKeyOf(slot, group)))) {
-      items[i] = items[i - 1];
+    while (i > 0 && (items[i - 1]!.cost > cost || (items[i - 1]!.cost === cost && tieKeyOf(items[i - 1]!.slot!, items[i - 1]!.group) > tieKeyOf(slot, group)))) {
+      items[i] = items[i - 1]!;
       i--;
     }
     items[i] = record;

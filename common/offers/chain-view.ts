@@ -135,7 +135,7 @@ export class CachedChainView implements ChainView {
     this.quorum = new ReadCache(() => inner.attestationQuorum(), { ...opts, maxEntries: 1 });
     this.nonces = new ReadCache((key) => {
       const [provider, nonce] = key.split(":");
-      return inner.isNonceRevoked(provider as Address, BigInt(nonce));
+      return inner.isNonceRevoked(provider as Address, BigInt(nonce!));
     }, opts);
   }
 

@@ -239,7 +239,7 @@ export class OfferValidator {
     // 3. schema
     const parsed = offerMessageSchema.safeParse(json);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
+      const issue = parsed.error.issues[0]!;
       return offerFailure("schema", `${issue.path.join(".") || "(root)"}: ${issue.message}`);
     }
     const message = parsed.data;
@@ -434,7 +434,7 @@ export class OfferValidator {
     return {
       attestors: [...expiries.keys()],
       // The offer stays attested until the quorum-th latest expiry passes.
-      attestedUntil: met ? sorted[quorum - 1][1] : null,
+      attestedUntil: met ? sorted[quorum - 1]![1] : null,
       attestedAt: met ? Math.min(...counted.map(([signer]) => issued.get(signer)!)) : null,
     };
   }

@@ -21,6 +21,7 @@ import { parseInput } from "../validation.js";
 import { hardenGossipsub } from "./gossip-hardening.js";
 import { ipOf, PeerGuard } from "./peer-guard.js";
 import { KAD_PROTOCOL, SUANLI_AGENT } from "./protocols.js";
+import { runDetached } from "../detached.js";
 
 export class HostStartError extends SuanliError {
   override name = "HostStartError";
@@ -255,7 +256,7 @@ export async function createHost(parameters: CreateHostParameters = {}): Promise
         guard.remember(peer.toString(), ipOfPeer(peer), score);
         onOversizedFrame?.(peer.toString(), guard.scoreOf(peer.toString()));
         // Out of gossip but connected helps nobody: an honest peer redials and resumes.
-        void Promise.resolve(host.hangUp(peer)).catch(() => undefined);
+        runDetached(host.hangUp(peer), undefined, "Hanging up on a peer that sent an oversized frame");
       },
     });
     // Every heartbeat, negative scores go into the guard's memory; a peer at or below the
@@ -266,7 +267,7 @@ export async function createHost(parameters: CreateHostParameters = {}): Promise
         const id = peer.toString();
         const score = inspect.getScore(id);
         if (score < 0) guard.remember(id, ipOfPeer(peer), score);
-        if (guard.refusesPeer(id)) void Promise.resolve(host.hangUp(peer)).catch(() => undefined);
+        if (guard.refusesPeer(id)) runDetached(host.hangUp(peer), undefined, "Hanging up on a refused peer");
       }
     };
     pubsub.addEventListener("gossipsub:heartbeat", onHeartbeat);
@@ -297,7 +298,7 @@ class ConnectionKeeper {
   private timer: ReturnType<typeof setInterval> | undefined;
   private readonly dialing = new Set<string>();
   private readonly onDiscovery = (event: CustomEvent<PeerInfo>) => {
-    void this.maybeDial(event.detail.id);
+    runDetached(this.maybeDial(event.detail.id), undefined, "Dialling a discovered peer");
   };
 
   constructor(
@@ -308,7 +309,7 @@ class ConnectionKeeper {
   start(): void {
     if (this.min === 0 || this.timer) return;
     this.host.addEventListener("peer:discovery", this.onDiscovery);
-    this.timer = setInterval(() => void this.topUp(), 3_000);
+    this.timer = setInterval(() => runDetached(this.topUp(), undefined, "Topping up connections"), 3_000);
     this.timer.unref();
   }
 
@@ -341,7 +342,7 @@ class ConnectionKeeper {
     const peers = await this.host.peerStore.all({ limit: 64 }).catch(() => []);
     for (const peer of peers) {
       if (!this.below()) break;
-      void this.maybeDial(peer.id);
+      runDetached(this.maybeDial(peer.id), undefined, "Dialling a known peer");
     }
   }
 }

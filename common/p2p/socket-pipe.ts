@@ -7,6 +7,7 @@ import type { Socket } from "node:net";
 import type { Stream } from "@libp2p/interface";
 import type { LengthPrefixedStream } from "@libp2p/utils";
 import { FORWARD_FRAME_BYTES } from "../protocols/task-io.js";
+import { runDetached } from "../detached.js";
 
 /** Frame types of a forwarded connection: the first byte of every frame. */
 const DATA = 0;
@@ -37,7 +38,7 @@ export async function pipeSocket(socket: Socket, lp: LengthPrefixedStream<Stream
   let gotEof = false;
   let broken = false;
   const maybeClose = () => {
-    if (sentEof && gotEof) void stream.close().catch(() => stream.abort(new Error("close failed")));
+    if (sentEof && gotEof) runDetached(stream.close().catch(() => stream.abort(new Error("close failed"))), undefined, "Closing a piped stream");
   };
   const fail = () => {
     broken = true;

@@ -8,7 +8,7 @@ import type { Candidate, MatchResult as EngineResult } from "../../common/matchi
 import { formatUsd } from "../../common/matching/money.js";
 
 function toCandidate(candidate: Candidate, rank: number, duration: number): MatchCandidate {
-  const first = candidate.parts[0].entry;
+  const first = candidate.parts[0]!.entry;
   return {
     rank,
     cost: candidate.cost,

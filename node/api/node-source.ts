@@ -33,6 +33,7 @@ import { toMatchResult } from "./match-view.js";
 import { toAttestationView } from "./offer-view.js";
 import type { MarketChange, MarketDataSource, MarketListener, OfferEntry, Page, PageOf, VerifiedAttestation } from "./source.js";
 import { StatsRecorder, type StatsRecorderOptions } from "./stats.js";
+import { runDetached } from "../../common/detached.js";
 
 const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
 
@@ -158,7 +159,7 @@ export class NodeMarketSource implements MarketDataSource {
     const onProvider = (provider: Address) => this.providerChanged(provider);
     const onMachine = (machineId: number) => this.machineChanged(machineId);
     const onCapacity = (machineId: number, used: number) => this.capacityChanged(machineId, used);
-    const onAttestors = () => void this.attestorsChanged();
+    const onAttestors = () => runDetached(this.attestorsChanged(), this.deps.logger, "Reloading the attestors");
     const onLease = (lease: ChainLease) => this.leaseChanged(lease);
     index.on("provider", onProvider);
     index.on("machine", onMachine);

@@ -74,7 +74,7 @@ const relayRoute = (action: RelayAction): RouteSpec => {
   return defineRoute({
     method: "POST",
     url: `/v1/leases/:id/${action}`,
-    operationId: `relay${action[0].toUpperCase()}${action.slice(1)}`,
+    operationId: `relay${action.charAt(0).toUpperCase()}${action.slice(1)}`,
     summary: about.summary,
     description:
       `${about.description} The body carries \`auth\`: an EIP-712 RenterRequest for action \`${action}\` on this lease, signed by the lease's renter ` +

@@ -115,9 +115,10 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     frameworkErrors: (error, _request, frameworkReply) => {
       const reply = frameworkReply as unknown as FastifyReply;
       const code = (error as FastifyError).code;
-      if (code === "FST_ERR_MAX_PARAM_LENGTH") return reply.code(414).send(errorBody("UriTooLongError", `A path parameter is longer than ${MAX_PARAM_LENGTH} characters`));
-      if (code === "FST_ERR_BAD_URL") return reply.code(400).send(errorBody("InvalidInputError", "The URL is not valid (bad percent-encoding)", [{ path: "(url)", message: "expected a valid URL" }]));
-      return reply.code(500).send(errorBody("InternalError", "The node failed to answer; the error is in its log"));
+      // Sent, not returned: fastify ignores the callback's value, and a reply is a thenable.
+      if (code === "FST_ERR_MAX_PARAM_LENGTH") reply.code(414).send(errorBody("UriTooLongError", `A path parameter is longer than ${MAX_PARAM_LENGTH} characters`));
+      else if (code === "FST_ERR_BAD_URL") reply.code(400).send(errorBody("InvalidInputError", "The URL is not valid (bad percent-encoding)", [{ path: "(url)", message: "expected a valid URL" }]));
+      else reply.code(500).send(errorBody("InternalError", "The node failed to answer; the error is in its log"));
     },
   });
 

@@ -41,18 +41,22 @@ export type StatsRecorderOptions = {
 /** Nearest-rank percentile of a sorted, non-empty list. */
 export function percentile(sorted: readonly bigint[], p: number): bigint {
   const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
-  return sorted[Math.min(rank, sorted.length) - 1];
+  const value = sorted[Math.min(rank, sorted.length) - 1];
+  if (value === undefined) throw new RangeError("percentile of an empty list");
+  return value;
 }
 
 export function summarizePrices(prices: bigint[]): PriceSummary | null {
-  if (prices.length === 0) return null;
   const sorted = [...prices].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const min = sorted[0];
+  const max = sorted[sorted.length - 1];
+  if (min === undefined || max === undefined) return null;
   return {
-    min: sorted[0],
+    min,
     p10: percentile(sorted, 10),
     p50: percentile(sorted, 50),
     p90: percentile(sorted, 90),
-    max: sorted[sorted.length - 1],
+    max,
   };
 }
 
@@ -131,18 +135,18 @@ export class StatsRecorder {
       let hi = this.samples.length;
       while (lo < hi) {
         const mid = (lo + hi) >>> 1;
-        if (this.samples[mid].at <= sample.at) lo = mid + 1;
+        if (this.samples[mid]!.at <= sample.at) lo = mid + 1;
         else hi = mid;
       }
       this.samples.splice(lo, 0, sample);
     }
     const horizon = sample.at - this.retentionSeconds;
     let drop = Math.max(0, this.samples.length - this.maxSamples);
-    while (drop < this.samples.length && this.samples[drop].at < horizon) drop++;
+    while (drop < this.samples.length && this.samples[drop]!.at < horizon) drop++;
     if (drop > 0) {
       // A dropped sample can no longer stand for its offer's state: the next version records again.
       for (let i = 0; i < drop; i++) {
-        const dropped = this.samples[i];
+        const dropped = this.samples[i]!;
         if (!dropped.removed && this.latest.get(dropped.key) === dropped) this.latest.delete(dropped.key);
       }
       this.samples.splice(0, drop);
@@ -162,13 +166,13 @@ export class StatsRecorder {
     const state = new Map<string, OfferSample>();
     const perBucket: Map<string, OfferSample>[] = [];
     let i = 0;
-    for (; i < this.samples.length && this.samples[i].at < firstStart; i++) apply(state, this.samples[i]);
+    for (; i < this.samples.length && this.samples[i]!.at < firstStart; i++) apply(state, this.samples[i]!);
     for (const start of starts) {
       const end = start + bucketSeconds;
       const seen = new Map<string, OfferSample>();
       for (const [key, sample] of state) if (sample.expiry > start) seen.set(key, sample);
-      for (; i < this.samples.length && this.samples[i].at < end; i++) {
-        const sample = this.samples[i];
+      for (; i < this.samples.length && this.samples[i]!.at < end; i++) {
+        const sample = this.samples[i]!;
         apply(state, sample);
         if (!sample.removed) seen.set(sample.key, sample);
       }
@@ -185,7 +189,7 @@ export class StatsRecorder {
     const result: ModelStats[] = [];
     for (const model of [...models].sort()) {
       const series: StatsBucket[] = starts.map((start, index) => {
-        const samples = [...perBucket[index].values()].filter((sample) => sample.model === model);
+        const samples = [...perBucket[index]!.values()].filter((sample) => sample.model === model);
         const units = samples.reduce((sum, sample) => sum + sample.units, 0);
         const usedUnits = samples.reduce((sum, sample) => sum + sample.usedUnits, 0);
         return {

@@ -169,7 +169,7 @@ function pickIndices(count: number, rows: number, random: (length: number) => Ui
   const limit = Math.floor(2 ** 32 / rows) * rows;
   for (let attempts = 0; picked.size < count && attempts < 100_000; attempts++) {
     const bytes = random(4);
-    const value = ((bytes[0] << 24) | (bytes[1] << 16) | (bytes[2] << 8) | bytes[3]) >>> 0;
+    const value = ((bytes[0]! << 24) | (bytes[1]! << 16) | (bytes[2]! << 8) | bytes[3]!) >>> 0;
     if (value >= limit) continue;
     picked.add(value % rows);
   }

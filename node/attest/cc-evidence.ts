@@ -61,10 +61,10 @@ type ParsedResponse = { nonce: Uint8Array; measurements: MeasurementBlock[]; opa
 
 function parseResponse(bytes: Uint8Array): ParsedResponse | string {
   if (bytes.length < 8) return "response shorter than its header";
-  if (bytes[0] !== SPDM_VERSION_11) return `response SPDM version 0x${bytes[0].toString(16)}, expected 0x11`;
-  if (bytes[1] !== MEASUREMENTS) return `response code 0x${bytes[1].toString(16)}, expected MEASUREMENTS (0x60)`;
-  const blockCount = bytes[4];
-  const recordLength = bytes[5] | (bytes[6] << 8) | (bytes[7] << 16);
+  if (bytes[0] !== SPDM_VERSION_11) return `response SPDM version 0x${bytes[0]!.toString(16)}, expected 0x11`;
+  if (bytes[1] !== MEASUREMENTS) return `response code 0x${bytes[1]!.toString(16)}, expected MEASUREMENTS (0x60)`;
+  const blockCount = bytes[4]!;
+  const recordLength = bytes[5]! | (bytes[6]! << 8) | (bytes[7]! << 16);
   let at = 8;
   const recordEnd = at + recordLength;
   if (recordEnd > bytes.length) return "measurement record runs past the response";
@@ -72,22 +72,22 @@ function parseResponse(bytes: Uint8Array): ParsedResponse | string {
   for (let i = 0; i < blockCount; i++) {
     if (at + 4 > recordEnd) return `measurement block ${i} header runs past the record`;
     const index = bytes[at];
-    const spec = bytes[at + 1];
-    const size = bytes[at + 2] | (bytes[at + 3] << 8);
+    const spec = bytes[at + 1]!;
+    const size = bytes[at + 2]! | (bytes[at + 3]! << 8);
     at += 4;
     if (spec !== DMTF_SPEC) return `measurement block ${index}: specification 0x${spec.toString(16)}, expected DMTF (0x01)`;
     if (at + size > recordEnd || size < 3) return `measurement block ${index} runs past the record`;
     const valueType = bytes[at];
-    const valueSize = bytes[at + 1] | (bytes[at + 2] << 8);
+    const valueSize = bytes[at + 1]! | (bytes[at + 2]! << 8);
     if (valueSize !== size - 3) return `measurement block ${index}: value size ${valueSize} does not fit its block of ${size}`;
-    measurements.push({ index, valueType, value: bytesToHex(bytes.subarray(at + 3, at + size)) });
+    measurements.push({ index: index!, valueType: valueType!, value: bytesToHex(bytes.subarray(at + 3, at + size)) });
     at += size;
   }
   if (at !== recordEnd) return "measurement record length does not match its blocks";
   if (at + NONCE_BYTES + 2 > bytes.length) return "response ends before its nonce";
   const nonce = bytes.subarray(at, at + NONCE_BYTES);
   at += NONCE_BYTES;
-  const opaqueLength = bytes[at] | (bytes[at + 1] << 8);
+  const opaqueLength = bytes[at]! | (bytes[at + 1]! << 8);
   at += 2;
   if (at + opaqueLength + SIGNATURE_BYTES !== bytes.length) return "opaque data and signature do not end the response";
   const opaque = bytes.subarray(at, at + opaqueLength);
@@ -102,7 +102,7 @@ export function verifyGpuEvidence(input: unknown, options: VerifyGpuEvidenceOpti
   const evidence = parsed.data;
   const request = hexToBytes(evidence.request as Hex);
   const response = hexToBytes(evidence.response as Hex);
-  if (request.length !== 4 + NONCE_BYTES + 1 || request[0] !== SPDM_VERSION_11 || request[1] !== GET_MEASUREMENTS || (request[2] & 0x01) !== 1) {
+  if (request.length !== 4 + NONCE_BYTES + 1 || request[0] !== SPDM_VERSION_11 || request[1] !== GET_MEASUREMENTS || (request[2]! & 0x01) !== 1) {
     return { ok: false, reason: "malformed", detail: "the request is not an SPDM 1.1 GET_MEASUREMENTS asking for a signature" };
   }
   const body = parseResponse(response);
@@ -121,11 +121,11 @@ export function verifyGpuEvidence(input: unknown, options: VerifyGpuEvidenceOpti
     if (now < new Date(cert.validFrom) || now > new Date(cert.validTo)) return { ok: false, reason: "expired_certificate", detail: `${cert.subject} is valid ${cert.validFrom} to ${cert.validTo}` };
   }
   for (let i = 0; i + 1 < chain.length; i++) {
-    if (!chain[i].checkIssued(chain[i + 1]) || !chain[i].verify(chain[i + 1].publicKey)) {
-      return { ok: false, reason: "bad_chain", detail: `${chain[i].subject} is not signed by ${chain[i + 1].subject}` };
+    if (!chain[i]!.checkIssued(chain[i + 1]!) || !chain[i]!.verify(chain[i + 1]!.publicKey)) {
+      return { ok: false, reason: "bad_chain", detail: `${chain[i]!.subject} is not signed by ${chain[i + 1]!.subject}` };
     }
   }
-  const top = chain[chain.length - 1];
+  const top = chain[chain.length - 1]!;
   const anchored = roots.some((root) => (root.fingerprint256 === top.fingerprint256) || (top.checkIssued(root) && top.verify(root.publicKey)));
   if (!anchored) return { ok: false, reason: "untrusted_root", detail: `${top.issuer} is not a pinned root` };
 
@@ -137,7 +137,7 @@ export function verifyGpuEvidence(input: unknown, options: VerifyGpuEvidenceOpti
   const transcript = new Uint8Array(request.length + body.signed.length);
   transcript.set(request, 0);
   transcript.set(body.signed, request.length);
-  const leaf = chain[0];
+  const leaf = chain[0]!;
   let valid: boolean;
   try {
     valid = verifySignature("sha384", transcript, { key: leaf.publicKey, dsaEncoding: "ieee-p1363" }, body.signature);

@@ -39,6 +39,7 @@ import type { AttestorRoleOptions, MemoryOptions } from "./options.js";
 import { gpusHash } from "../../common/attest/commit.js";
 import { runMemoryPhase } from "./memory-exchange.js";
 import type { ChallengeRecord, ChallengeResults, ChallengeTrigger } from "./results.js";
+import { runDetached } from "../../common/detached.js";
 
 /** Extra wait beyond a challenge's own deadlines, for the network. */
 const NETWORK_GRACE_MS = 2_000;
@@ -130,7 +131,7 @@ export class Challenger {
     if (!this.running || this.kickTimer) return;
     this.kickTimer = setTimeout(() => {
       this.kickTimer = undefined;
-      void this.runDue().catch((error: unknown) => this.o.logger.warn("Challenge scan failed", {}, error));
+      runDetached(this.runDue(), this.o.logger, "Challenge scan");
     }, 0);
   }
 
@@ -143,7 +144,7 @@ export class Challenger {
       if (!this.running || this.active >= this.o.options.maxConcurrentChallenges) break;
       if (this.inflight.has(machineId) || !(await this.isDue(machineId, nowMs))) continue;
       started.push(machineId);
-      void this.challenge(machineId, "schedule").catch(() => undefined);
+      runDetached(this.challenge(machineId, "schedule"), undefined, "A scheduled challenge");
     }
     return started;
   }
@@ -198,7 +199,7 @@ export class Challenger {
       }
     })();
     this.inflight.set(machineId, work);
-    void work.finally(() => this.inflight.delete(machineId)).catch(() => undefined);
+    runDetached(work.finally(() => this.inflight.delete(machineId)), undefined, "A challenge");
     return work;
   }
 

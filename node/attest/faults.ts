@@ -42,6 +42,7 @@ import { FaultSubmitter } from "./fault-submit.js";
 import type { LeaseTracker, TrackedLease } from "./leases.js";
 import { hasOutageEvidence, type LivenessProber, type ProbeResult, type ProbeState } from "./liveness.js";
 import type { LivenessOptions } from "./options.js";
+import { runDetached } from "../../common/detached.js";
 
 export type { FaultRecord, FaultStatus } from "./fault-records.js";
 
@@ -109,7 +110,7 @@ export class FaultCoordinator {
       maxInboundStreamsPerPeer: 4,
       handler: (proposal) => this.cosigner.answer(proposal),
     });
-    this.timer = setInterval(() => void this.progressAll(), Math.max(200, this.o.liveness.probeIntervalMs));
+    this.timer = setInterval(() => runDetached(this.progressAll(), this.o.logger, "Fault progress"), Math.max(200, this.o.liveness.probeIntervalMs));
     this.timer.unref();
   }
 
@@ -189,7 +190,7 @@ export class FaultCoordinator {
     this.o.logger.warn("Fault proposed", { leaseId: lease.leaseId, kind, provider: lease.provider, observedAt });
     // Not awaited: the prober (and a co-signer answering a proposal) must not wait for the
     // other attestors' answers.
-    void this.progress(record).catch((error: unknown) => this.o.logger.warn("Fault progress failed", { leaseId: record.leaseId }, error));
+    runDetached(this.progress(record), this.o.logger, "Fault progress", { leaseId: record.leaseId });
     return record;
   }
 

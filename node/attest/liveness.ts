@@ -27,6 +27,7 @@ import { Bucket } from "../store/buckets.js";
 import type { Repository, Store } from "../store/store.js";
 import type { TrackedLease, LeaseTracker } from "./leases.js";
 import type { LivenessOptions } from "./options.js";
+import { runDetached } from "../../common/detached.js";
 
 /** A heartbeat whose respondedAt is further than this from our clock is not trusted (a replay or a broken clock). */
 const MAX_HEARTBEAT_SKEW_SECONDS = 300;
@@ -119,7 +120,7 @@ export class LivenessProber {
 
   forget(leaseId: bigint): void {
     this.states.delete(leaseId.toString());
-    void this.repo.del(leaseId.toString()).catch(() => undefined);
+    runDetached(this.repo.del(leaseId.toString()), undefined, "Forgetting a lease's liveness state");
   }
 
   /** Probes every active lease whose turn it is. */
@@ -131,14 +132,14 @@ export class LivenessProber {
     for (const key of this.states.keys()) {
       if (live.has(key)) continue;
       this.states.delete(key);
-      void this.repo.del(key).catch(() => undefined);
+      runDetached(this.repo.del(key), undefined, "Forgetting a lease's liveness state");
     }
     for (const lease of active) {
       if (this.inflight.size >= this.o.options.maxConcurrentProbes) break;
       const key = lease.leaseId.toString();
       const state = this.states.get(key);
       if (this.inflight.has(key) || (state && nowMs - state.lastProbeAtMs < this.o.options.probeIntervalMs)) continue;
-      void this.probe(lease).catch((error: unknown) => this.o.logger.warn("Probe failed to run", { leaseId: lease.leaseId }, error));
+      runDetached(this.probe(lease), this.o.logger, "Running a probe", { leaseId: lease.leaseId });
     }
   }
 

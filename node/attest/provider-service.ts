@@ -35,6 +35,7 @@ import { ChallengeResponder, type ProviderMachine } from "./provider.js";
 import type { Runner } from "./runner/types.js";
 import { CpuMemoryRunner, MemoryResponder, type MemoryRunner } from "./memory-runner.js";
 import type { MemChallenge, MemOpen, MemWalk } from "../../common/attest/memory-messages.js";
+import { runDetached } from "../../common/detached.js";
 
 /** Longest a challenge exchange may stay open on the provider: the compute runs inside it (the responder stops at the cutoff). */
 const CHALLENGE_EXCHANGE_TIMEOUT_MS = 15 * 60_000;
@@ -276,7 +277,7 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
   });
 
   // The runner starts now (a GPU context takes seconds), not inside the first challenge's deadline.
-  void options.runner.warm?.().catch((error: unknown) => logger.warn("The runner did not start; the first challenge will try again", { runner: options.runner.name }, error));
+  if (options.runner.warm) runDetached(options.runner.warm(), logger, "Starting the runner (the first challenge will try again)", { runner: options.runner.name });
   logger.info("Provider attestation mounted", { provider, runner: options.runner.name });
   return {
     name: "attest-provider",

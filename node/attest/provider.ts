@@ -26,6 +26,7 @@ import { parseInput } from "../../common/validation.js";
 import type { Logger } from "../log/logger.js";
 import { ChallengeRefusedError } from "./errors.js";
 import type { Runner, RunnerCommitment } from "./runner/types.js";
+import { runDetached } from "../../common/detached.js";
 
 /** A machine as this provider declared it on-chain. */
 export type ProviderMachine = { machineId: number; model: string; units: number; vramMiB: number };
@@ -125,7 +126,7 @@ export class ChallengeResponder {
       options.signal?.removeEventListener("abort", onGone);
       this.computing = undefined;
     }
-    const retain = setTimeout(() => void this.release(message.id), this.options.retainMs ?? 120_000);
+    const retain = setTimeout(() => runDetached(this.release(message.id), this.options.logger, "Releasing a computed answer"), this.options.retainMs ?? 120_000);
     retain.unref();
     this.held.set(message.id, { commitment, timer: retain });
     this.options.logger?.info("Challenge committed", { challengeId: message.id, machineId: message.machineId, rows: message.rows, computeMs: Math.round(commitment.computeMs) });

@@ -142,7 +142,7 @@ const encodeCursor = (cursor: ChainCursor): string => `${cursor.block}:${cursor.
 function decodeCursor(stored: string): ChainCursor {
   const match = /^(\d+):(\d+)$/.exec(stored);
   if (!match) throw new ChainFollowerError(`Stored chain cursor "${stored}" is not <block>:<logIndex>`);
-  return { block: BigInt(match[1]), logIndex: Number(match[2]) };
+  return { block: BigInt(match[1]!), logIndex: Number(match[2]) };
 }
 const before = (event: ChainEvent, cursor: ChainCursor): boolean =>
   event.blockNumber < cursor.block || (event.blockNumber === cursor.block && event.logIndex < cursor.logIndex);

@@ -9,15 +9,15 @@ import { CliError, ExitCode } from "./output.js";
 export function parseConfigFlags(args: readonly string[]): Record<string, string> {
   const flags: Record<string, string> = {};
   for (let i = 0; i < args.length; i++) {
-    const arg = args[i];
+    const arg = args[i]!;
     const match = /^--([A-Za-z][A-Za-z0-9]*(?:\.[A-Za-z][A-Za-z0-9]*)*)(?:=(.*))?$/s.exec(arg);
     if (!match) {
       throw new CliError(`Unexpected argument "${arg}"`, ExitCode.usage, ["Config keys are given as --<key> <value>, e.g. --api.port 9090 (docs/configuration.md)."]);
     }
     const [, key, inline] = match;
-    if (inline !== undefined) flags[key] = inline;
-    else if (i + 1 < args.length && !args[i + 1].startsWith("--")) flags[key] = args[++i];
-    else flags[key] = "true";
+    if (inline !== undefined) flags[key!] = inline;
+    else if (i + 1 < args.length && !args[i + 1]!.startsWith("--")) flags[key!] = args[++i]!;
+    else flags[key!] = "true";
   }
   return flags;
 }

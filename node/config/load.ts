@@ -85,7 +85,9 @@ function setAt(target: Record<string, unknown>, keyPath: readonly string[], valu
     if (next === null || typeof next !== "object" || Array.isArray(next)) node[key] = {};
     node = node[key] as Record<string, unknown>;
   }
-  node[keyPath[keyPath.length - 1]] = value;
+  const last = keyPath[keyPath.length - 1];
+  if (last === undefined) throw new Error("setAt needs a non-empty key path");
+  node[last] = value;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

@@ -164,8 +164,8 @@ export async function startDemoProviders(parameters: StartDemoProvidersParameter
       providers.push(daemon);
       const ids = await registerOnChain(daemon, machines);
       for (const [i, machine] of machines.entries()) {
-        const attestations = machine.attested ? [await attest(daemon, daemon.account!.address, ids[i], machine)] : [];
-        published.push({ daemon, machineId: ids[i], machine, attestations });
+        const attestations = machine.attested ? [await attest(daemon, daemon.account!.address, ids[i]!, machine)] : [];
+        published.push({ daemon, machineId: ids[i]!, machine, attestations });
       }
     }
     for (const item of published) await publish(item, item.machine.pricePerUnitSecond);
@@ -178,7 +178,7 @@ export async function startDemoProviders(parameters: StartDemoProvidersParameter
   const timer =
     parameters.intervalMs > 0
       ? setInterval(() => {
-          const item = published[turn++ % published.length];
+          const item = published[turn++ % published.length]!;
           const drift = BigInt(90 + Math.floor(Math.random() * 21)); // 90..110 % of the list price
           publish(item, (item.machine.pricePerUnitSecond * drift) / 100n).catch((error: unknown) =>
             parameters.logger.warn("Demo offer not republished", { machineId: item.machineId }, error),

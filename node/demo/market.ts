@@ -19,6 +19,7 @@ import { loadOrCreatePeerKey } from "../p2p/identity.js";
 import { freePort, startNodeProcess, type NodeProcess } from "./processes.js";
 import { IDLE_WORKLOAD_SCRIPT } from "./workload.js";
 import { detectBubblewrap, detectNetworkTools } from "../provider/runtime/sandbox.js";
+import { runDetached } from "../../common/detached.js";
 
 /**
  * The providers' task runtime for the demo: bubblewrap where it works here (with the task network
@@ -138,7 +139,7 @@ export async function startDemoMarket(options: {
     say(`2. Starting ${options.providers.length} providers (declared GPUs, idle workload on free GPUs)${options.attestors.length ? ` and ${options.attestors.length} attestors` : ""}...`);
     const metricsPorts: number[] = [];
     for (const [i, p] of options.providers.entries()) {
-      const spec = specs[i];
+      const spec = specs[i]!;
       const idleScript = path.join(spec.dir, "idle.js");
       await writeFile(idleScript, IDLE_WORKLOAD_SCRIPT);
       const metricsPort = await freePort();
@@ -168,7 +169,7 @@ export async function startDemoMarket(options: {
       say(`   ${p.name}: ${p.count}× ${p.model} in ${p.region} at ${p.usd} USD/GPU-h${p.minBid ? ` (interruptible from ${p.minBid})` : ""} — wallet ${devnetAccount(p.account).address}`);
     }
     for (const [j, index] of options.attestors.entries()) {
-      const spec = specs[options.providers.length + j];
+      const spec = specs[options.providers.length + j]!;
       const config = {
         ...common(spec, devnetPrivateKey(index)),
         attest: { ...attest, attestor: { scheduleIntervalMs: 1_000, peers: attestorAddrs.filter((addr) => addr !== spec.addr) } },
@@ -179,9 +180,9 @@ export async function startDemoMarket(options: {
       say(`   ${spec.name}: wallet ${devnetAccount(index).address} (ATTESTOR_ROLE)`);
     }
     for (const proc of processes) {
-      void proc.exited.then((code) => {
+      runDetached(proc.exited.then((code) => {
         if (code !== null && code !== 0) say(`   !! ${proc.name} exited with code ${code}; its log: ${proc.logFile}`);
-      });
+      }), undefined, "Watching a demo process");
     }
     return { chain, deployment, admin, providerAddrs, metricsPorts, processes, workDir, mint, stop };
   } catch (error) {

@@ -77,7 +77,7 @@ export async function startDevnetAttestors(parameters: { rpcUrl: string; deploym
         attest: { challenge: { preset: "cpu-devnet" }, runner: { kind: "cpu", workers: 1 }, attestor: { scheduleIntervalMs: 5_000 } },
       });
       const { daemon } = await runNode(config, { attestor: true, api: false }, { logger: parameters.logger.child({ devnetAttestor: index }) });
-      nodes.push({ index, daemon, addr: addrs[i] });
+      nodes.push({ index, daemon, addr: addrs[i]! });
     }
   } catch (error) {
     await stop();

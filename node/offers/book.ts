@@ -92,8 +92,8 @@ class ExpiryHeap {
     let i = items.length - 1;
     while (i > 0) {
       const parent = (i - 1) >> 1;
-      if (items[parent].expiry <= items[i].expiry) break;
-      [items[parent], items[i]] = [items[i], items[parent]];
+      if (items[parent]!.expiry <= items[i]!.expiry) break;
+      [items[parent], items[i]] = [items[i]!, items[parent]!];
       i = parent;
     }
   }
@@ -113,10 +113,10 @@ class ExpiryHeap {
         const left = 2 * i + 1;
         const right = left + 1;
         let smallest = i;
-        if (left < items.length && items[left].expiry < items[smallest].expiry) smallest = left;
-        if (right < items.length && items[right].expiry < items[smallest].expiry) smallest = right;
+        if (left < items.length && items[left]!.expiry < items[smallest]!.expiry) smallest = left;
+        if (right < items.length && items[right]!.expiry < items[smallest]!.expiry) smallest = right;
         if (smallest === i) break;
-        [items[smallest], items[i]] = [items[i], items[smallest]];
+        [items[smallest], items[i]] = [items[i]!, items[smallest]!];
         i = smallest;
       }
     }
@@ -359,7 +359,7 @@ export class OfferBook extends EventEmitter<OfferBookEvents> {
     if (filter.region) sets.push(this.byRegion.get(filter.region.toLowerCase()) ?? new Set());
     if (filter.provider) sets.push(this.byProviderIndex.get(filter.provider.toLowerCase()) ?? new Set());
     sets.sort((a, b) => a.size - b.size);
-    const candidates: Iterable<string> = sets.length ? sets[0] : this.entries.keys();
+    const candidates: Iterable<string> = sets[0] ?? this.entries.keys();
 
     const matches: BookEntry[] = [];
     for (const key of candidates) {
@@ -378,7 +378,7 @@ export class OfferBook extends EventEmitter<OfferBookEvents> {
     }
     matches.sort(byPriceThenKey);
     const offers = matches.slice(0, page.limit);
-    const nextCursor = matches.length > page.limit ? encodeCursor(offers[offers.length - 1]) : undefined;
+    const nextCursor = matches.length > page.limit ? encodeCursor(offers[offers.length - 1]!) : undefined;
     return { offers, nextCursor };
   }
 

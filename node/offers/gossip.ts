@@ -23,6 +23,7 @@ import { handleProtocol, request } from "../../common/p2p/reqresp.js";
 import type { Logger } from "../log/logger.js";
 import type { Metrics, OfferSource } from "../metrics/metrics.js";
 import type { OfferBook } from "./book.js";
+import { runDetached } from "../../common/detached.js";
 
 /** A node refused to publish its own offer: the network would refuse it too. */
 export class OfferRejectedError extends SuanliError {
@@ -101,7 +102,7 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
   private running = false;
   private readonly onIdentify = (event: CustomEvent<IdentifyResult>) => {
     const { peerId, protocols } = event.detail;
-    if (protocols.includes(OFFERS_SYNC_PROTOCOL)) void this.maybeSync(peerId);
+    if (protocols.includes(OFFERS_SYNC_PROTOCOL)) runDetached(this.maybeSync(peerId), this.logger, "Syncing offers from a peer");
   };
 
   constructor(options: OffersGossipOptions) {
@@ -156,7 +157,7 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
         this.metrics.offersSynced.inc({ role: "server", outcome: "ok" });
         return {
           offers: entries.map((entry) => entry.raw),
-          next: entries.length === req.limit ? entries[entries.length - 1].key : null,
+          next: entries.length === req.limit ? entries[entries.length - 1]!.key : null,
         };
       },
       onError: (error) => this.metrics.p2pRequestErrors.inc({ protocol: OFFERS_SYNC_PROTOCOL, name: error.name }),
@@ -169,7 +170,7 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
         .get(peer)
         .then((p) => p.protocols)
         .catch(() => [] as string[]);
-      if (protocols.includes(OFFERS_SYNC_PROTOCOL)) void this.maybeSync(peer);
+      if (protocols.includes(OFFERS_SYNC_PROTOCOL)) runDetached(this.maybeSync(peer), this.logger, "Syncing offers from a peer");
     }
   }
 

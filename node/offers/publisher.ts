@@ -24,6 +24,7 @@ import type { Metrics } from "../metrics/metrics.js";
 import { Bucket } from "../store/buckets.js";
 import type { Repository, Store } from "../store/store.js";
 import type { OffersGossip } from "./gossip.js";
+import { runDetached } from "../../common/detached.js";
 
 const uint = (max: number) => z.number().int().min(0).max(max);
 const amount = z
@@ -140,7 +141,7 @@ export class OfferPublisher {
   start(): void {
     if (this.timer) return;
     this.timer = setInterval(() => {
-      void this.reannounce();
+      runDetached(this.reannounce(), this.options.logger, "Re-announcing the offers");
     }, this.options.reannounceIntervalMs);
     this.timer.unref();
   }

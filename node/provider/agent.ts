@@ -51,6 +51,7 @@ import { HoldThrottle } from "./agent/hold-throttle.js";
 import { ReservationBook } from "./agent/reservations.js";
 import { ChainReadCache } from "./agent/reserve.js";
 import { declareMachines, ensureRegistration, pricedMachines, type DeclaredMachine, type MachineBinding } from "./agent/setup.js";
+import { runDetached } from "../../common/detached.js";
 
 export class ProviderAgentError extends SuanliError {
   override name = "ProviderAgentError";
@@ -258,7 +259,9 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       for (const [mode, count] of Object.entries(counts)) metrics.providerUnits.set({ mode }, count);
     };
     capacity.on("mode", unitModes);
-    const powerModes = () => void power?.apply(capacity.modes());
+    const powerModes = () => {
+      if (power) runDetached(power.apply(capacity.modes()), logger, "Applying the idle power limits");
+    };
     if (power) capacity.on("mode", powerModes);
     await capacity.start();
     unitModes();
@@ -363,7 +366,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     // nothing when no offer changed).
     const holdSweep = setInterval(() => {
       const expired = reservations.table.sweep().length + reservations.collectUnopened().length;
-      if (expired > 0) void reservations.persist().catch((error: unknown) => logger.warn("Cannot write the reservations", {}, error));
+      if (expired > 0) runDetached(reservations.persist(), logger, "Writing the reservations");
       market.markDirty();
     }, Math.min(5_000, options.leases.reconcileIntervalMs));
     holdSweep.unref();
@@ -408,7 +411,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
         }
       };
       await sample();
-      const timer = setInterval(() => void sample(), options.metricsSampleMs);
+      const timer = setInterval(() => runDetached(sample(), logger, "Sampling the GPU metrics"), options.metricsSampleMs);
       timer.unref();
       cleanups.push(async () => clearInterval(timer));
     }

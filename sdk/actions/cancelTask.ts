@@ -5,6 +5,7 @@ import type { TaskReceipt } from "../types.js";
 import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
 import { buildReceipt } from "../internal/receipt.js";
 import { readLease } from "../../common/chain/market.js";
+import { currentAttempt } from "../internal/store.js";
 
 /**
  * Stops the task and ends its lease: the provider is asked to stop (signed by the renter), then
@@ -19,15 +20,16 @@ import { readLease } from "../../common/chain/market.js";
 export async function cancelTask(ctx: SuanliContext, taskId: string): Promise<TaskReceipt> {
   const { walletClient, account } = requireWallet(ctx, "cancelling a task");
   const record = await taskRecord(ctx, taskId);
-  const current = record.attempts[record.attempts.length - 1];
+  const current = currentAttempt(record);
   // A group task: every machine's lease.
   const members = current.group ?? [current];
   const views = await Promise.all(members.map((member) => readLease(ctx.publicClient, ctx.market, member.leaseId)));
   if (views.every((lease) => lease.status !== "Open" && lease.status !== "Active")) {
-    throw new TaskStateError(`Lease ${current.leaseId}${members.length > 1 ? " and its group are" : " is"} already ${views[0].status}; nothing to cancel.`);
+    throw new TaskStateError(`Lease ${current.leaseId}${members.length > 1 ? " and its group are" : " is"} already ${views[0]?.status}; nothing to cancel.`);
   }
   for (const [index, attempt] of members.entries()) {
-    if (views[index].status !== "Open" && views[index].status !== "Active") continue;
+    const status = views[index]?.status; // one view per member (read above)
+    if (status !== "Open" && status !== "Active") continue;
     // Best effort: the chain transaction below is what ends the lease and refunds.
     await ctx.link
       .cancel({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth: await authorize(ctx, attempt, "cancel", {}) })

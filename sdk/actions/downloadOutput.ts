@@ -73,8 +73,7 @@ type LocalPath = typeof import("node:path");
 /** Where the download starts: the first file not complete on disk, and how much of it is there. */
 async function resumePoint(fs: LocalFs, pathLib: LocalPath, dir: string, manifest: OutputManifest, resume: boolean): Promise<{ index: number; offset: number }> {
   if (!resume) return { index: 0, offset: 0 };
-  for (let index = 0; index < manifest.files.length; index++) {
-    const file = manifest.files[index];
+  for (const [index, file] of manifest.files.entries()) {
     const local = await fs.lstat(pathLib.join(dir, file.path)).catch(() => undefined);
     if (local?.isFile() && local.size === file.size) continue;
     return { index, offset: local?.isFile() && local.size < file.size ? local.size : 0 };
@@ -83,7 +82,7 @@ async function resumePoint(fs: LocalFs, pathLib: LocalPath, dir: string, manifes
 }
 
 function sameFiles(a: OutputManifest, b: OutputManifest): boolean {
-  return a.files.length === b.files.length && a.files.every((file, i) => file.path === b.files[i].path && file.size === b.files[i].size);
+  return a.files.length === b.files.length && a.files.every((file, i) => file.path === b.files[i]?.path && file.size === b.files[i]?.size);
 }
 
 
@@ -122,8 +121,9 @@ export async function downloadOutput(ctx: SuanliContext, taskId: string, paramet
   const start = await resumePoint(fs, pathLib, dir, manifest, parameters.resume ?? true);
 
   let transferred = 0;
-  if (start.index < manifest.files.length) {
-    const params = { op: "read", fromPath: manifest.files[start.index].path, fromOffset: start.offset };
+  const startFile = manifest.files[start.index];
+  if (startFile) {
+    const params = { op: "read", fromPath: startFile.path, fromOffset: start.offset };
     const read = await openTaskStream(ctx, attempt, OUTPUT_PROTOCOL, "output", params, {
       responseSchema: outputManifestSchema,
       maxFrameBytes: Math.max(OUTPUT_FRAME_BYTES, TASK_IO_CONTROL_MAX_BYTES),
@@ -137,8 +137,8 @@ export async function downloadOutput(ctx: SuanliContext, taskId: string, paramet
     let consumed = 0;
     let done = manifest.files.slice(0, start.index).reduce((sum, file) => sum + file.size, 0) + start.offset;
     try {
-      for (let index = start.index; index < manifest.files.length; index++) {
-        const file = manifest.files[index];
+      for (const [index, file] of manifest.files.entries()) {
+        if (index < start.index) continue;
         const target = pathLib.resolve(dir, file.path);
         if (!target.startsWith(dir + pathLib.sep)) throw new OutputDownloadError(`The provider listed ${file.path}, outside the folder`);
         await fs.mkdir(pathLib.dirname(target), { recursive: true });

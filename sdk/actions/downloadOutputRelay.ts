@@ -61,7 +61,7 @@ export async function downloadOutputRelay(ctx: SuanliContext, taskId: string, pa
   let offset = 0;
   let done = 0;
   const skipEmpty = () => {
-    while (index < manifest.files.length && offset >= manifest.files[index].size) {
+    while (index < manifest.files.length && offset >= manifest.files[index]!.size) {
       index++;
       offset = 0;
     }
@@ -70,7 +70,7 @@ export async function downloadOutputRelay(ctx: SuanliContext, taskId: string, pa
   let resumes = 0;
   while (index < manifest.files.length) {
     parameters.signal?.throwIfAborted();
-    const params = { op: "read", fromPath: manifest.files[index].path, fromOffset: offset };
+    const params = { op: "read", fromPath: manifest.files[index]!.path, fromOffset: offset };
     const startedAt = done;
     try {
       const response = await relay.read(attempt.leaseId, await signed(params), parameters.signal);
@@ -92,9 +92,9 @@ export async function downloadOutputRelay(ctx: SuanliContext, taskId: string, pa
           let chunk = value;
           while (chunk.length > 0) {
             if (index >= manifest.files.length) throw new OutputDownloadError("The node sent more bytes than the output's manifest lists");
-            const file = manifest.files[index];
+            const file = manifest.files[index]!;
             const take = Math.min(chunk.length, file.size - offset);
-            data[index].set(chunk.subarray(0, take), offset);
+            data[index]!.set(chunk.subarray(0, take), offset);
             offset += take;
             done += take;
             chunk = chunk.subarray(take);
@@ -118,7 +118,7 @@ export async function downloadOutputRelay(ctx: SuanliContext, taskId: string, pa
     }
   }
 
-  const files = manifest.files.map((file, i) => ({ path: file.path, size: file.size, data: data[i] }));
+  const files = manifest.files.map((file, i) => ({ path: file.path, size: file.size, data: data[i]! })); // one buffer per file (allocated above)
   const digest = digestOutputBytes(files);
   const result: DownloadOutputReturnType = {
     files,

@@ -5,6 +5,7 @@ import { InvalidInputError } from "../../common/errors.js";
 import type { SuanliContext } from "../internal/context.js";
 import { openTaskStream } from "../internal/task-io.js";
 import { taskAttempt } from "./downloadOutput.js";
+import { runDetached } from "../../common/detached.js";
 
 /** Output kept in the result per stream; more still reaches `onOutput`. */
 const KEPT_OUTPUT_BYTES = 1024 * 1024;
@@ -86,11 +87,12 @@ export async function execTask(ctx: SuanliContext, taskId: string, command: stri
   tty?.onResize?.((size) => {
     const rows = Math.max(1, Math.min(1000, Math.floor(size.rows)));
     const cols = Math.max(1, Math.min(1000, Math.floor(size.cols)));
-    void lp.write(jsonFrame({ resize: { rows, cols } })).catch(() => undefined);
+    runDetached(lp.write(jsonFrame({ resize: { rows, cols } })), undefined, "Sending a terminal resize");
   });
   parameters.signal?.addEventListener("abort", onAbort, { once: true });
   // Standard input, then its end.
-  void (async () => {
+  runDetached(
+    (async () => {
     try {
       const input = parameters.stdin;
       if (typeof input === "string" || input instanceof Uint8Array) {
@@ -106,7 +108,10 @@ export async function execTask(ctx: SuanliContext, taskId: string, command: stri
     } catch {
       // the command ended first
     }
-  })();
+  })(),
+    undefined,
+    "Sending standard input",
+  );
   const kept = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
   const keptBytes = { stdout: 0, stderr: 0 };
   try {

@@ -11,6 +11,7 @@ import { extendLease, prepareExtensions, tokenBalances } from "../internal/chain
 import type { TaskAttempt } from "../types.js";
 import { requireWallet, type SuanliContext } from "../internal/context.js";
 import { taskRecord } from "./getTaskStatus.js";
+import { currentAttempt } from "../internal/store.js";
 
 /**
  * What `client.extend` takes.
@@ -78,7 +79,7 @@ export async function extendTask(ctx: SuanliContext, taskId: string, parameters:
   const { seconds, only } = parseInput(extendSchema, parameters, "extend parameters");
   const { walletClient, account } = requireWallet(ctx, "extending a task");
   const record = await taskRecord(ctx, taskId);
-  const attempt = record.attempts[record.attempts.length - 1];
+  const attempt = currentAttempt(record);
   const group = attempt.group && attempt.group.length > 1 ? attempt.group : undefined;
   let members = (group ?? [attempt]).map((member, rank) => ({ member: rank === 0 ? attempt : member, rank }));
   if (only) {
@@ -105,13 +106,15 @@ export async function extendTask(ctx: SuanliContext, taskId: string, parameters:
     const message = await consentingOffer(ctx, member, lease, seconds, group !== undefined);
     plans.push({ member, rank, lease, extraDeposit: BigInt(lease.units) * lease.pricePerUnitSecond * BigInt(seconds), offer: message.offer, signature: message.signature });
   }
+  const first = plans[0];
+  if (!first) throw new InvalidInputError("extend parameters", [{ path: "only", message: `names no lease of task ${taskId}` }]);
   const total = plans.reduce((sum, plan) => sum + plan.extraDeposit, 0n);
   const { balance } = await tokenBalances(ctx, account.address);
   if (balance < total) throw new InsufficientBalanceError(total, balance, ctx.deployment.token.symbol, ctx.deployment.token.decimals);
   const chain = { ...ctx, walletClient, account };
 
   if (!group) {
-    const [plan] = plans;
+    const plan = first;
     ctx.progress(`Extending lease ${attempt.leaseId} by ${seconds}s...`);
     const sent = await extendLease(chain, attempt.leaseId, seconds, plan.extraDeposit, plan.offer, plan.signature);
     for (const tx of sent) attempt.gas.push({ step: tx.step, gasUsed: tx.gasUsed, transaction: tx.transaction });
@@ -125,7 +128,7 @@ export async function extendTask(ctx: SuanliContext, taskId: string, parameters:
   const approval = await prepareExtensions(chain, plans.map((plan) => ({ leaseId: plan.member.leaseId, seconds, offer: plan.offer, signature: plan.signature })), total);
   let gasUsed = 0n;
   if (approval) {
-    plans[0].member.gas.push({ step: approval.step, gasUsed: approval.gasUsed, transaction: approval.transaction });
+    first.member.gas.push({ step: approval.step, gasUsed: approval.gasUsed, transaction: approval.transaction });
     gasUsed += approval.gasUsed;
     await ctx.tasks.put(record);
   }
@@ -146,13 +149,14 @@ export async function extendTask(ctx: SuanliContext, taskId: string, parameters:
     for (const tx of sent) plan.member.gas.push({ step: tx.step, gasUsed: tx.gasUsed, transaction: tx.transaction });
     plan.member.deposit += plan.extraDeposit;
     // Rank 0 is both the attempt and the group's first entry in the record.
-    if (plan.rank === 0) group[0].deposit = plan.member.deposit;
+    // (group has at least two entries: see its definition.)
+    if (plan.rank === 0) group[0]!.deposit = plan.member.deposit;
     await ctx.tasks.put(record);
     gasUsed += sent.reduce((g, tx) => g + tx.gasUsed, 0n);
     const after = await readLease(ctx.publicClient, ctx.market, plan.member.leaseId);
     done.push({ leaseId: plan.member.leaseId, rank: plan.rank, extraDeposit: plan.extraDeposit, newEnd: after.end });
   }
-  return { leaseId: done[0].leaseId, extraDeposit: total, newEnd: Math.min(...done.map((lease) => lease.newEnd)), gasUsed, leases: done };
+  return { leaseId: first.member.leaseId, extraDeposit: total, newEnd: Math.min(...done.map((lease) => lease.newEnd)), gasUsed, leases: done };
 }
 
 /**

@@ -4,6 +4,7 @@ import { InvalidInputError } from "../../common/errors.js";
 import type { SuanliContext } from "../internal/context.js";
 import { openTaskStream } from "../internal/task-io.js";
 import { taskAttempt } from "./downloadOutput.js";
+import { runDetached } from "../../common/detached.js";
 
 /**
  * Options of `client.forward`.
@@ -72,7 +73,7 @@ export async function forwardPort(ctx: SuanliContext, taskId: string, parameters
     open().then(
       ({ lp, stream }) => {
         socket.resume();
-        void pipeSocket(socket, lp, stream, undefined, 24 * 3600 * 1000);
+        runDetached(pipeSocket(socket, lp, stream, undefined, 24 * 3600 * 1000), undefined, "Piping a forwarded connection");
       },
       (error: unknown) => {
         parameters.onError?.(error as Error);

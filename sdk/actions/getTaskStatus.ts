@@ -2,7 +2,7 @@ import { readLease } from "../../common/chain/market.js";
 import { meteredByNow } from "../internal/metering.js";
 import { UnknownTaskError } from "../errors.js";
 import { authorize, type SuanliContext } from "../internal/context.js";
-import type { TaskRecord } from "../internal/store.js";
+import { currentAttempt, type TaskRecord } from "../internal/store.js";
 import type { TaskStatus } from "../types.js";
 
 export type GetTaskStatusReturnType = TaskStatus;
@@ -25,7 +25,7 @@ export async function taskRecord(ctx: SuanliContext, taskId: string): Promise<Ta
  */
 export async function getTaskStatus(ctx: SuanliContext, taskId: string): Promise<TaskStatus> {
   const record = await taskRecord(ctx, taskId);
-  const attempt = record.attempts[record.attempts.length - 1];
+  const attempt = currentAttempt(record);
   const [lease, remote] = await Promise.all([
     readLease(ctx.publicClient, ctx.market, attempt.leaseId),
     authorize(ctx, attempt, "status", {})

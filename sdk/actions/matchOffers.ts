@@ -25,7 +25,7 @@ export type MatchOffersReturnType =
 
 function summarize(candidate: Candidate) {
   return {
-    provider: candidate.parts[0].entry.provider,
+    provider: candidate.parts[0]!.entry.provider,
     machines: candidate.parts.map((part) => ({
       machineId: part.entry.machineId,
       model: part.entry.machine.model,

@@ -102,7 +102,7 @@ export async function queryOffers(ctx: SuanliContext, parameters: QueryOffersPar
   for (const message of ctx.feed.messages()) {
     const entry = ctx.feed.engine.get(`${message.offer.provider.toLowerCase()}:${message.offer.machineId}`);
     const attested = entry?.attestationExpiry != null && entry.attestationExpiry > now;
-    const base = message.machine.model.split("/")[0];
+    const base = message.machine.model.split("/")[0]!;
     if (models && !models.has(message.machine.model) && !models.has(base)) continue;
     if (query.minFreeUnits !== undefined && message.capacity.freeUnits < query.minFreeUnits) continue;
     if (query.maxPricePerGpuHour !== undefined && message.offer.pricePerUnitSecond * 3600n > query.maxPricePerGpuHour) continue;

@@ -4,6 +4,7 @@ import { authorize, requireWallet, type SuanliContext } from "../internal/contex
 import type { TaskReceipt } from "../types.js";
 import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
 import { buildReceipt } from "../internal/receipt.js";
+import { currentAttempt } from "../internal/store.js";
 
 /**
  * Makes sure the task's lease is over and returns the receipt. A lease still open or active
@@ -17,7 +18,7 @@ import { buildReceipt } from "../internal/receipt.js";
  */
 export async function settleTask(ctx: SuanliContext, taskId: string): Promise<TaskReceipt> {
   const record = await taskRecord(ctx, taskId);
-  const attempt = record.attempts[record.attempts.length - 1];
+  const attempt = currentAttempt(record);
   const lease = await readLease(ctx.publicClient, ctx.market, attempt.leaseId);
   if (lease.status === "Open" || lease.status === "Active") {
     const { walletClient, account } = requireWallet(ctx, "settling a task");

@@ -61,7 +61,7 @@ export async function* streamLogs(ctx: SuanliContext, taskId: string, parameters
       attemptIndex = latest;
       fromSeq = 0;
     }
-    const attempt = record.attempts[attemptIndex];
+    const attempt = record.attempts[attemptIndex]!;
     const body = { fromSeq, waitMs: follow ? waitMs : 0, limit: 500 };
     let answer;
     try {

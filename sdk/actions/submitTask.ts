@@ -137,7 +137,7 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
         pricePerUnitSecond: req.interruptible ? req.bidPerUnitSecond! : acceptance.offer.pricePerUnitSecond,
         deposit,
         interruptible: req.interruptible,
-        openedBlock: opened.transactions[opened.transactions.length - 1].blockNumber,
+        openedBlock: opened.transactions[opened.transactions.length - 1]!.blockNumber,
         openedAt: Math.floor(Date.now() / 1000),
         gas: opened.transactions.map(({ step, gasUsed, transaction }: SentTransaction) => ({ step, gasUsed, transaction })),
       };
@@ -179,7 +179,7 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
       throw new ProviderRequestError(`The provider ${part.provider} did not accept the task; lease ${part.leaseId}${worldSize > 1 ? " and the rest of its group were" : " was"} closed and refunded`, { cause: error });
     }
   }
-  const attempt = attempts[0];
+  const attempt = attempts[0]!;
   if (worldSize > 1) attempt.group = attempts.map((member) => ({ ...member }));
   return attempt;
 }

@@ -10,6 +10,7 @@ import { isTransientRpcError } from "../../common/chain/tx.js";
 import { cancelTask } from "./cancelTask.js";
 import { runAttempt } from "./submitTask.js";
 import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
+import { currentAttempt } from "../internal/store.js";
 
 /**
  * Options of `client.wait`; all optional. Giving up (timeout or abort) throws WaitTimeoutError and
@@ -76,7 +77,7 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
     }
     parameters.onStatus?.(status);
     const record = await taskRecord(ctx, taskId);
-    const attempt = record.attempts[record.attempts.length - 1];
+    const attempt = currentAttempt(record);
     const leaseEnded = ENDED.has(status.lease.status);
 
     // A group task: its own step (every lease; one failing fails or migrates the group).
@@ -153,9 +154,9 @@ async function waitGroupStep(ctx: SuanliContext, taskId: string, members: TaskAt
     ctx.progress(`Lease(s) ${lost.map((view) => view.member.leaseId).join(", ")} of group task ${taskId} ended (${reasons}); migrating the whole group...`);
     if (views.some((view) => live(view.lease))) await cancelTask(ctx, taskId);
     const fresh = await taskRecord(ctx, taskId);
-    const attempt = fresh.attempts[fresh.attempts.length - 1];
+    const attempt = currentAttempt(fresh);
     for (const view of lost) ctx.feed.avoid(view.member.provider, 600);
-    attempt.migratedBecause = lost[0].lease.endReason;
+    attempt.migratedBecause = lost[0]?.lease.endReason;
     const spec = ctx.tasks.fullSpec(taskId) ?? fresh.spec;
     const next = await runAttempt(ctx, fresh.request as MatchRequestInput, spec);
     fresh.attempts.push(next);
@@ -174,7 +175,7 @@ async function waitGroupStep(ctx: SuanliContext, taskId: string, members: TaskAt
 
 async function statusCompletion(ctx: SuanliContext, taskId: string) {
   const record = await taskRecord(ctx, taskId);
-  const attempt = record.attempts[record.attempts.length - 1];
+  const attempt = currentAttempt(record);
   
   try {
     const status = await ctx.link.status({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth: await authorize(ctx, attempt, "status", {}) });

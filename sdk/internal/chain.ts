@@ -91,10 +91,11 @@ export async function openLease(
     }
   }
   const opened = parseEventLogs({ abi: leaseMarketAbi, eventName: "LeaseOpened", logs: sent.logs });
-  if (!opened.length) throw new TransactionError("openLease", "no LeaseOpened event in the receipt");
+  const event = opened[0];
+  if (!event) throw new TransactionError("openLease", "no LeaseOpened event in the receipt");
   const { logs: _logs, ...rest } = sent;
   transactions.push(rest);
-  return { leaseId: opened[0].args.leaseId, transactions };
+  return { leaseId: event.args.leaseId, transactions };
 }
 
 /**
@@ -173,6 +174,7 @@ export async function withdrawOwedTo(
 ): Promise<SentTransaction & { amount: bigint; to: Address }> {
   const { logs, ...sent } = await write(ctx, "withdraw", { address: ctx.market, abi: leaseMarketAbi, functionName: "withdraw", args: [to] });
   const withdrawn = parseEventLogs({ abi: leaseMarketAbi, eventName: "OwedWithdrawn", logs });
-  if (!withdrawn.length) throw new TransactionError("withdraw", "no OwedWithdrawn event in the receipt");
-  return { ...sent, amount: withdrawn[0].args.amount, to: withdrawn[0].args.to };
+  const event = withdrawn[0];
+  if (!event) throw new TransactionError("withdraw", "no OwedWithdrawn event in the receipt");
+  return { ...sent, amount: event.args.amount, to: event.args.to };
 }

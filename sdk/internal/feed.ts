@@ -20,6 +20,7 @@ import { engineAttestation, OfferValidator, type ValidatedOffer } from "../../co
 import { createHost, type SuanliHost } from "../../common/p2p/host.js";
 import { OFFERS_SYNC_PROTOCOL } from "../../common/p2p/protocols.js";
 import { request } from "../../common/p2p/reqresp.js";
+import { runDetached } from "../../common/detached.js";
 
 export type OfferFeed = {
   readonly engine: MatchingEngine;
@@ -116,9 +117,11 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
   }
   const onIdentify = (event: CustomEvent<IdentifyResult>) => {
     if (!event.detail.protocols.includes(OFFERS_SYNC_PROTOCOL)) return;
-    void syncFrom(event.detail.peerId)
-      .catch(() => undefined)
-      .finally(() => firstSync());
+    runDetached(
+      syncFrom(event.detail.peerId).finally(() => firstSync()),
+      undefined,
+      "Syncing offers from a peer",
+    );
   };
   host.addEventListener("peer:identify", onIdentify);
 

@@ -7,11 +7,12 @@ import { CompletionMismatchError, OutputDigestMismatchError, OutputDownloadError
 import type { TaskAttempt } from "../types.js";
 import { authorize, type SuanliContext } from "./context.js";
 import { checkCompletion, leaseOutcome } from "./receipt.js";
+import { currentAttempt } from "./store.js";
 
 /** The attempt (lease) a task I/O request goes to: the current one, or a group member by rank. */
 export async function taskAttempt(ctx: SuanliContext, taskId: string, rank = 0): Promise<TaskAttempt> {
   const record = await taskRecord(ctx, taskId);
-  const current = record.attempts[record.attempts.length - 1];
+  const current = currentAttempt(record);
   if (rank === 0) return current;
   const member = current.group?.[rank];
   if (!member) throw new OutputDownloadError(`Task ${taskId} has no machine of rank ${rank} (${current.group?.length ?? 1} machine(s))`);

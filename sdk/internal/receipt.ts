@@ -5,7 +5,7 @@ import { verifyCompletion } from "../../common/attest/completion.js";
 import type { TaskStatus as WireTaskStatus } from "../../common/protocols/lease.js";
 import type { TaskAttempt, TaskReceipt } from "../types.js";
 import type { SuanliContext } from "./context.js";
-import type { TaskRecord } from "./store.js";
+import { currentAttempt, type TaskRecord } from "./store.js";
 
 type LeaseOutcome = TaskReceipt["leases"][number] & { completion: { exitCode: number; outputDigest: Hex; unitSeconds: bigint } | null };
 
@@ -94,7 +94,7 @@ export async function buildReceipt(
       const { completion: _memberCompletion, ...memberOutcome } = await leaseOutcome(ctx, member);
       leases.push(memberOutcome);
     }
-    if (attempt === record.attempts[record.attempts.length - 1]) {
+    if (attempt === currentAttempt(record)) {
       if (signedCompletion) {
         const verified = await checkCompletion(ctx, attempt, signedCompletion, onChain);
         completion = { ...signedCompletion.report, verified };

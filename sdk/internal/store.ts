@@ -7,6 +7,7 @@
 import type { DeploymentBinding } from "../../common/deployment.js";
 import { SuanliError } from "../../common/errors.js";
 import type { TaskSpec } from "../../common/protocols/task-spec.js";
+import { TaskStateError } from "../errors.js";
 import type { TaskAttempt } from "../types.js";
 
 /**
@@ -33,6 +34,16 @@ export type TaskRecord = {
   /** Every lease the task ran on, oldest first; the last is the current one. */
   attempts: TaskAttempt[];
 };
+
+/**
+ * The task's current lease: the last of its attempts. A record without one (a task file edited by
+ * hand) is refused with a TaskStateError that names the task.
+ */
+export function currentAttempt(record: Pick<TaskRecord, "taskId" | "attempts">): TaskAttempt {
+  const current = record.attempts[record.attempts.length - 1];
+  if (!current) throw new TaskStateError(`Task ${record.taskId} has no lease in the task file; every task keeps at least the lease it was submitted on.`);
+  return current;
+}
 
 /**
  * A task file holds another deployment's tasks than the chain the client talks to (a devnet

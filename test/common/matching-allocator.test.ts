@@ -88,7 +88,7 @@ describe("matching: allocation", () => {
     assert.deepEqual(d.log.reserved, [1]);
     assert.deepEqual(d.log.opened, [1]);
     assert.equal(result.leases.length, 1);
-    assert.equal(result.leases[0].part.units, 2);
+    assert.equal(result.leases[0]!.part.units, 2);
     assert.deepEqual(result.attempts.map((a) => a.outcome), ["leased"]);
     assert.equal(result.rounds, 1);
   });
@@ -101,7 +101,7 @@ describe("matching: allocation", () => {
     assert.ok(result.ok);
     assert.deepEqual(d.log.reserved, [1, 2]);
     assert.deepEqual(result.attempts.map((a) => [a.key.split(":")[1], a.outcome]), [["1", "refused"], ["2", "leased"]]);
-    assert.match(result.attempts[0].detail!, /insufficient-units/);
+    assert.match(result.attempts[0]!.detail!, /insufficient-units/);
   });
 
   it("falls back on a timeout and releases an acceptance that arrives late", async () => {
@@ -115,7 +115,7 @@ describe("matching: allocation", () => {
     });
     const result = await allocate(requestInput(), d);
     assert.ok(result.ok);
-    assert.equal(result.attempts[0].outcome, "timeout");
+    assert.equal(result.attempts[0]!.outcome, "timeout");
     assert.deepEqual(d.log.opened, [2]);
     await late;
     assert.deepEqual(d.log.released, [1], "the late hold is released, not left to expire");
@@ -142,7 +142,7 @@ describe("matching: allocation", () => {
     const result = await allocate(requestInput(), d);
     assert.ok(result.ok);
     assert.deepEqual(result.attempts.map((a) => a.outcome), ["open-failed", "leased"]);
-    assert.match(result.attempts[0].detail!, /InsufficientUnits/);
+    assert.match(result.attempts[0]!.detail!, /InsufficientUnits/);
     assert.deepEqual(d.log.released, [1]);
     assert.deepEqual(d.log.opened, [2]);
   });
@@ -152,7 +152,7 @@ describe("matching: allocation", () => {
     const result = await allocate(requestInput(), d);
     assert.ok(result.ok);
     assert.deepEqual(result.attempts.map((a) => a.outcome), ["acceptance-mismatch", "leased"]);
-    assert.match(result.attempts[0].detail!, /above the cap/);
+    assert.match(result.attempts[0]!.detail!, /above the cap/);
     assert.deepEqual(d.log.opened, [2]);
     assert.deepEqual(d.log.released, [1]);
   });
@@ -186,7 +186,7 @@ describe("matching: allocation", () => {
     assert.ok(result.ok);
     assert.equal(result.rounds, 2);
     assert.deepEqual(d.log.reserved, [1, 2, 3, 1]);
-    assert.equal(result.leases[0].part.entry.seq, 2);
+    assert.equal(result.leases[0]!.part.entry.seq, 2);
   });
 
   it("waits for a refusing machine to republish rather than fail while its new offer is on the way", async () => {

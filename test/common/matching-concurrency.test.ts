@@ -43,7 +43,7 @@ async function runMarket(setup: Setup) {
       allocate<Lease>(
         { gpuType: "A100", gpuCount: setup.demands[i], duration: 3600, maxPricePerGpuHour: "5.00" },
         {
-          engine: engines[i],
+          engine: engines[i]!,
           renter,
           now: () => NOW,
           timeoutMs: setup.timeoutMs ?? 2_000,
@@ -95,7 +95,7 @@ function checkInvariants(run: Awaited<ReturnType<typeof runMarket>>, demands: nu
   assert.equal(chain.escrow, chain.leases.filter((l) => l.status === "open").reduce((a, l) => a + l.deposit, 0n));
   results.forEach((result, i) => {
     const paid = result.ok ? result.leases.reduce((a, l) => a + l.lease.deposit, 0n) : 0n;
-    assert.equal(chain.balances.get(renters[i]), FUNDS - paid);
+    assert.equal(chain.balances.get(renters[i]!), FUNDS - paid);
   });
   // No reservation lingers: each was committed by its lease or released.
   for (const provider of providers) assert.deepEqual(provider.table.holds(), []);
@@ -148,7 +148,7 @@ describe("matching: concurrent allocation over scarce units", () => {
     checkInvariants(run, demands);
     const outcomes = run.results.flatMap((r) => r.attempts.map((a) => a.outcome));
     for (const seen of ["timeout", "open-failed", "refused", "leased"] as const) assert.ok(outcomes.includes(seen), `no ${seen} happened`);
-    const silentKey = run.providers[0].table.capacity(1);
+    const silentKey = run.providers[0]!.table.capacity(1);
     assert.deepEqual(silentKey, { freeUnits: 8, preemptibleUnits: 0 }, "nothing leased from the silent provider");
     // Demand (50 units) exceeds what answers (24). Units held by a reservation whose transaction
     // later fails come back, so how many a loser could still have had depends on timing; the

@@ -113,11 +113,11 @@ describe("matching: constraints", () => {
     const result = match(engine, { gpuCount: 4 });
     assert.deepEqual(keys(result), ["2x4", "1x4"]);
     assert.ok(result.ok);
-    assert.equal(result.candidates[0].preempt, false);
-    assert.equal(result.candidates[1].preempt, true);
-    assert.equal(result.candidates[1].parts[0].preempt, true);
-    assert.ok(result.candidates[1].cost >= PREEMPT_PENALTY);
-    assert.equal(result.candidates[1].breakdown.preempt, PREEMPT_PENALTY);
+    assert.equal(result.candidates[0]!.preempt, false);
+    assert.equal(result.candidates[1]!.preempt, true);
+    assert.equal(result.candidates[1]!.parts[0]!.preempt, true);
+    assert.ok(result.candidates[1]!.cost >= PREEMPT_PENALTY);
+    assert.equal(result.candidates[1]!.breakdown.preempt, PREEMPT_PENALTY);
   });
 
   describe("interruptible", () => {
@@ -133,7 +133,7 @@ describe("matching: constraints", () => {
       const result = engine.match(parseMatchRequest(interruptible("0.72")));
       assert.deepEqual(keys(result), ["3x1"]);
       assert.ok(result.ok);
-      assert.equal(result.candidates[0].parts[0].pricePerUnitSecond, 200n, "an interruptible lease pays the bid");
+      assert.equal(result.candidates[0]!.parts[0]!.pricePerUnitSecond, 200n, "an interruptible lease pays the bid");
       const none = engine.match(parseMatchRequest(interruptible("0.70")));
       assert.equal(removedBy(none, "interruptible"), 1);
       assert.equal(removedBy(none, "bid"), 2);
@@ -144,7 +144,7 @@ describe("matching: constraints", () => {
       assert.equal(removedBy(engine.match(parseMatchRequest(interruptible("0.90"))), "capacity"), 1); // 250/s = 0.90/h: not above
       const result = engine.match(parseMatchRequest(interruptible("0.9036"))); // 251/s
       assert.deepEqual(keys(result), ["1x1"]);
-      assert.ok(result.ok && result.candidates[0].preempt);
+      assert.ok(result.ok && result.candidates[0]!.preempt);
     });
   });
 
@@ -175,10 +175,10 @@ describe("matching: ranking", () => {
     assert.deepEqual(keys(result), ["2x1", "4x1", "3x1", "1x1"]);
     assert.ok(result.ok);
     const [best] = result.candidates;
-    assert.equal(best.breakdown.price, 0);
-    assert.ok(Math.abs(best.breakdown.reputation - 0.3 * (1 - 51 / 52)) < 1e-12);
-    assert.ok(Math.abs(best.breakdown.freshness - 0.1 * (3600 / 86_400)) < 1e-12);
-    assert.ok(Math.abs(best.breakdown.latency - 0.1 * (50 / 500)) < 1e-12);
+    assert.equal(best!.breakdown.price, 0);
+    assert.ok(Math.abs(best!.breakdown.reputation - 0.3 * (1 - 51 / 52)) < 1e-12);
+    assert.ok(Math.abs(best!.breakdown.freshness - 0.1 * (3600 / 86_400)) < 1e-12);
+    assert.ok(Math.abs(best!.breakdown.latency - 0.1 * (50 / 500)) < 1e-12);
   });
 
   it("lets a better provider win over a small price premium; the weights decide", () => {
@@ -201,7 +201,7 @@ describe("matching: ranking", () => {
     const result = match(engine);
     assert.ok(result.ok);
     assert.equal(result.candidates.length, 3);
-    const ranked = result.candidates.map((c) => c.parts[0].entry.key);
+    const ranked = result.candidates.map((c) => c.parts[0]!.entry.key);
     assert.deepEqual(ranked, [...ranked].sort());
   });
 
@@ -228,10 +228,10 @@ describe("matching: co-location", () => {
     assert.deepEqual(keys(result), ["1x3+2x3"]);
     assert.ok(result.ok);
     const [group] = result.candidates;
-    assert.equal(group.units, 6);
-    assert.equal(group.breakdown.multiMachine, 0.05);
+    assert.equal(group!.units, 6);
+    assert.equal(group!.breakdown.multiMachine, 0.05);
     // 3 units at 500 and 3 at 510 per second: mean 505/s = 1.818 USD/h
-    assert.equal(group.pricePerGpuHour, 505n * 3600n);
+    assert.equal(group!.pricePerGpuHour, 505n * 3600n);
   });
 
   it("prefers one machine over a group at the same price", () => {
@@ -253,13 +253,13 @@ describe("matching: co-location", () => {
     assert.ok(result.ok);
     // Machine 1 alone can serve by preempting 3 units; the group preempts only 1.
     assert.deepEqual(keys(result), ["1x3", "1x1+2x2"]);
-    const group = result.candidates[1];
+    const group = result.candidates[1]!;
     assert.equal(group.preempt, true);
     const byMachine = Object.fromEntries(group.parts.map((p) => [p.entry.machineId, p]));
-    assert.equal(byMachine[2].units, 2);
-    assert.equal(byMachine[2].preempt, false);
-    assert.equal(byMachine[1].units, 1);
-    assert.equal(byMachine[1].preempt, true);
+    assert.equal(byMachine[2]!.units, 2);
+    assert.equal(byMachine[2]!.preempt, false);
+    assert.equal(byMachine[1]!.units, 1);
+    assert.equal(byMachine[1]!.preempt, true);
   });
 });
 
@@ -428,7 +428,7 @@ describe("matching: index maintenance", () => {
         }
         assert.ok(result.ok, "engine found nothing; brute force found something");
         assert.equal(result.candidates.length, expected.length);
-        result.candidates.forEach((c, i) => assert.ok(Math.abs(c.cost - expected[i]) < 1e-9, `candidate ${i}: ${c.cost} != ${expected[i]}`));
+        result.candidates.forEach((c, i) => assert.ok(Math.abs(c.cost - expected[i]!) < 1e-9, `candidate ${i}: ${c.cost} != ${expected[i]}`));
         for (const candidate of result.candidates) checkCandidate(candidate, request.gpuCount);
       }),
       { numRuns: 300, seed: 4242 },

@@ -22,8 +22,8 @@ const REGIONS = ["eu-west", "us-east"];
 function randomSpec(random: () => number, machineId: number, seq: number): OfferSpec {
   const pick = <T>(items: readonly T[]) => items[Math.floor(random() * items.length)];
   const units = pick([1, 2, 4, 8]);
-  const interruptible = Math.floor(random() * (units + 1) * random());
-  const onDemand = Math.floor(random() * (units - interruptible + 1));
+  const interruptible = Math.floor(random() * (units! + 1) * random());
+  const onDemand = Math.floor(random() * (units! - interruptible + 1));
   const sells = random() < 0.5;
   return {
     machineId,
@@ -36,8 +36,8 @@ function randomSpec(random: () => number, machineId: number, seq: number): Offer
     minBid: sells ? 100 + Math.floor(random() * 200) : 0,
     minDuration: pick([60, 3600]),
     maxDuration: pick([7200, 86_400]),
-    expiry: NOW + pick([30, 3600, 86_400]),
-    free: units - onDemand - interruptible,
+    expiry: NOW + pick([30, 3600, 86_400])!,
+    free: units! - onDemand - interruptible,
     onDemand,
     interruptible,
     lowestBid: interruptible > 0 ? 150 + Math.floor(random() * 200) : null,
@@ -99,7 +99,7 @@ describe("matching: the index's lists", () => {
         for (const list of lists(index)) {
           const out = new Uint8Array(list.length + 3);
           failureMasks(list, 0, list.length, ctx, out, 3);
-          for (let i = 0; i < list.length; i++) assert.equal(out[i + 3], failureMask(list, i, ctx), `seed ${seed}, offer ${list.slots[i].key}`);
+          for (let i = 0; i < list.length; i++) assert.equal(out[i + 3], failureMask(list, i, ctx), `seed ${seed}, offer ${list.slots[i]!.key}`);
         }
       }
     }
@@ -126,11 +126,11 @@ describe("matching: the index's lists", () => {
       for (const group of index.models.values()) {
         const list = group.clustered;
         for (let i = 0; i < list.length; i++) {
-          const slot = list.slots[i];
+          const slot = list.slots[i]!;
           seen.push(slot);
           assert.equal(slot.model, group.model, `seed ${seed}`);
           assert.equal(list.clusterIds[i], slot.clusterId, `seed ${seed}`);
-          if (i > 0) assert.ok(list.clusterIds[i - 1] < slot.clusterId || (list.clusterIds[i - 1] === slot.clusterId && list.slots[i - 1].id < slot.id), `seed ${seed}: out of order`);
+          if (i > 0) assert.ok(list.clusterIds[i - 1]! < slot.clusterId || (list.clusterIds[i - 1] === slot.clusterId && list.slots[i - 1]!.id < slot.id), `seed ${seed}: out of order`);
           // The columns hold the entry's current numbers.
           assert.equal(list.prices[i], slot.price, `seed ${seed}`);
           assert.equal(list.free[i], slot.entry.capacity.freeUnits, `seed ${seed}`);
@@ -158,15 +158,15 @@ describe("matching: the index's lists", () => {
             const list = bucket[name];
             let maxAvailable = 0;
             for (let i = 0; i < list.length; i++) {
-              const slot = list.slots[i];
-              assert.equal(list.keys[i], sortKey[name](slot), `${label}: ${name} key of ${slot.key}`);
-              if (i > 0) assert.ok(list.keys[i - 1] < list.keys[i] || (list.keys[i - 1] === list.keys[i] && list.slots[i - 1].id < slot.id), `${label}: ${name} out of order at ${i}`);
+              const slot = list.slots[i]!;
+              assert.equal(list.keys[i], sortKey[name]!(slot), `${label}: ${name} key of ${slot.key}`);
+              if (i > 0) assert.ok(list.keys[i - 1]! < list.keys[i]! || (list.keys[i - 1] === list.keys[i] && list.slots[i - 1]!.id < slot.id), `${label}: ${name} out of order at ${i}`);
               assert.equal(list.prices[i], slot.price, label);
               assert.equal(list.bids[i], slot.minBid, label);
               assert.equal(list.costs[i], slot.staticCost, label);
               assert.equal(list.clusterIds[i], slot.clusterId, label);
               assert.equal(list.available[i], slot.entry.capacity.freeUnits + slot.entry.capacity.interruptibleUnits, label);
-              maxAvailable = Math.max(maxAvailable, list.available[i]);
+              maxAvailable = Math.max(maxAvailable, list.available[i]!);
             }
             assert.equal(list.maxAvailable, maxAvailable, `${label}: ${name} maxAvailable`);
             if (bucket === group.all && name === "byPrice") listed += list.length;

@@ -33,7 +33,7 @@ describe("matching: the offer-to-engine layer shared by the feeds", () => {
     const puts = Promise.all([index.put(offerKey(a.offer.provider, 1), a, null), index.put(offerKey(b.offer.provider, 2), b, null)]);
     await settle();
     assert.equal(source.reads.length, 1, "one read for both offers");
-    source.reads[0].release(counters(7));
+    source.reads[0]!.release(counters(7));
     assert.deepEqual(await puts, [true, true]);
     assert.equal(index.engine.size, 2);
     assert.equal(index.engine.get(offerKey(providerAddress(1), 1))?.reputation.leasesCompleted, 7);
@@ -48,7 +48,7 @@ describe("matching: the offer-to-engine layer shared by the feeds", () => {
     const put = index.put(key, message, null);
     await settle();
     index.remove(key);
-    source.reads[0].release(counters(1));
+    source.reads[0]!.release(counters(1));
     assert.equal(await put, false);
     assert.equal(index.engine.get(key), undefined);
     assert.equal(index.message(key), undefined);
@@ -62,7 +62,7 @@ describe("matching: the offer-to-engine layer shared by the feeds", () => {
     assert.equal(index.putNow(key, message, null), true);
     assert.equal(index.engine.get(key)?.reputation.leasesCompleted, 0);
     await settle();
-    source.reads[0].release(counters(12));
+    source.reads[0]!.release(counters(12));
     await settle();
     assert.equal(index.engine.get(key)?.reputation.leasesCompleted, 12);
   });

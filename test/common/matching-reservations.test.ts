@@ -148,7 +148,7 @@ describe("matching: provider reservation table", () => {
           else {
             const live = t.holds();
             if (live.length > 0) {
-              const id = live[o.pick % live.length].id;
+              const id = live[o.pick % live.length]!.id;
               if (o.kind === "release") t.release(id);
               else t.commit(id);
             }

@@ -36,24 +36,24 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
   }
   const load = () => connection.networkHelpers.loadFixture(suanliFixture);
   const at = (t: number) => connection.networkHelpers.time.setNextBlockTimestamp(t);
-  const stakeOf = async (s: Suanli) => (await s.registry.read.getProvider([s.provider.account.address])).stake;
+  const stakeOf = async (s: Suanli) => (await s.registry.read.getProvider([s.provider!.account.address])).stake;
 
   describe("complete", () => {
     it("stops accrual, pays the provider, refunds the renter and records the result", async () => {
       const s = await load();
       const { viem } = connection;
       const { leaseId, activatedAt } = await openActive(s);
-      const provider0 = await balance(s, s.provider.account.address);
-      const renter0 = await balance(s, s.renter.account.address);
+      const provider0 = await balance(s, s.provider!.account.address);
+      const renter0 = await balance(s, s.renter!.account.address);
       await at(activatedAt + 1000);
-      const hash = s.market.write.complete([leaseId, -3, DIGEST, 1990n], { account: s.provider.account });
+      const hash = s.market.write.complete([leaseId, -3, DIGEST, 1990n], { account: s.provider!.account });
       await viem.assertions.emitWithArgs(hash, s.market, "CompletionReported", [leaseId, -3, DIGEST, 1990n]);
       const lease = await readLease(s.publicClient, s.market.address, leaseId);
       assert.deepEqual([lease.status, lease.endReason, lease.stopAt, lease.deposit, lease.paid], ["Settled", "Completed", activatedAt + 1000, 200_000n, 200_000n]);
-      assert.equal(await balance(s, s.provider.account.address), provider0 + 200_000n);
-      assert.equal(await balance(s, s.renter.account.address), renter0 + DEPOSIT - 200_000n);
+      assert.equal(await balance(s, s.provider!.account.address), provider0 + 200_000n);
+      assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 200_000n);
       assert.equal(await balance(s, s.market.address), 0n);
-      const provider = await s.registry.read.getProvider([s.provider.account.address]);
+      const provider = await s.registry.read.getProvider([s.provider!.account.address]);
       assert.deepEqual([provider.locked, provider.leasesCompleted, provider.unitSecondsDelivered], [0n, 1n, 2000n]);
     });
 
@@ -62,7 +62,7 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       const { viem, networkHelpers } = connection;
       const { leaseId, activatedAt } = await openActive(s);
       await networkHelpers.time.increaseTo(activatedAt + 4000);
-      await viem.assertions.emitWithArgs(s.market.write.complete([leaseId, 0, DIGEST, 7200n], { account: s.provider.account }), s.market, "LeaseEnded", [
+      await viem.assertions.emitWithArgs(s.market.write.complete([leaseId, 0, DIGEST, 7200n], { account: s.provider!.account }), s.market, "LeaseEnded", [
         leaseId,
         2,
         activatedAt + 3600,
@@ -76,14 +76,14 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       const s = await load();
       const { viem } = connection;
       const { leaseId } = await open(s);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.complete([leaseId, 0, DIGEST, 0n], { account: s.provider.account }), s.market, "InvalidLeaseStatus", [
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.complete([leaseId, 0, DIGEST, 0n], { account: s.provider!.account }), s.market, "InvalidLeaseStatus", [
         leaseId,
         1,
       ]);
-      await s.market.write.activate([leaseId], { account: s.provider.account });
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.complete([leaseId, 0, DIGEST, 0n], { account: s.renter.account }), s.market, "NotProvider", [
+      await s.market.write.activate([leaseId], { account: s.provider!.account });
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.complete([leaseId, 0, DIGEST, 0n], { account: s.renter!.account }), s.market, "NotProvider", [
         leaseId,
-        getAddress(s.renter.account.address),
+        getAddress(s.renter!.account.address),
       ]);
     });
   });
@@ -95,27 +95,27 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       const { leaseId, activatedAt } = await openActive(s);
       const fault = { leaseId, kind: FaultKind.unresponsive, observedAt: activatedAt + 900 };
       const signatures = await faultSignatures(s, fault);
-      const renter0 = await balance(s, s.renter.account.address);
+      const renter0 = await balance(s, s.renter!.account.address);
       await at(activatedAt + 1000);
       const credit = (COLLATERAL * 2700n) / 3600n; // 270,000: three quarters of the promised time were left
       const refund = DEPOSIT - 180_000n;
-      const hash = s.market.write.submitFault([fault, signatures], { account: s.other.account });
+      const hash = s.market.write.submitFault([fault, signatures], { account: s.other!.account });
       await viem.assertions.emitWithArgs(hash, s.market, "FaultSubmitted", [leaseId, 1, activatedAt + 900, credit]);
       await viem.assertions.emitWithArgs(Promise.resolve(await hash), s.market, "LeaseEnded", [leaseId, 3, activatedAt + 900, 180_000n, refund, credit]);
       await viem.assertions.emitWithArgs(Promise.resolve(await hash), s.registry, "CollateralSlashed", [
-        getAddress(s.provider.account.address),
-        getAddress(s.renter.account.address),
+        getAddress(s.provider!.account.address),
+        getAddress(s.renter!.account.address),
         credit,
       ]);
-      assert.equal(await balance(s, s.renter.account.address), renter0 + refund + credit);
+      assert.equal(await balance(s, s.renter!.account.address), renter0 + refund + credit);
       assert.equal(await stakeOf(s), STAKE - credit);
-      const provider = await s.registry.read.getProvider([s.provider.account.address]);
+      const provider = await s.registry.read.getProvider([s.provider!.account.address]);
       assert.deepEqual([provider.locked, provider.faults, provider.unitSecondsDelivered], [0n, 1n, 1800n]);
       assert.equal((await s.registry.read.getMachine([1])).onDemandUnits, 0);
       // The provider still gets what accrued before the fault, and nothing after it.
-      const provider0 = await balance(s, s.provider.account.address);
+      const provider0 = await balance(s, s.provider!.account.address);
       await s.market.write.claim([leaseId]);
-      assert.equal(await balance(s, s.provider.account.address), provider0 + 180_000n);
+      assert.equal(await balance(s, s.provider!.account.address), provider0 + 180_000n);
       assert.equal((await readLease(s.publicClient, s.market.address, leaseId)).status, "Settled");
       assert.equal(await balance(s, s.market.address), 0n);
     });
@@ -141,7 +141,7 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       await at(activatedAt + 1000);
       await s.market.write.claim([leaseId]);
       const fault = { leaseId, kind: 1, observedAt: activatedAt + 900 };
-      const renter0 = await balance(s, s.renter.account.address);
+      const renter0 = await balance(s, s.renter!.account.address);
       await at(activatedAt + 1100);
       const credit = (COLLATERAL * 2700n) / 3600n + 20_000n;
       await viem.assertions.emitWithArgs(s.market.write.submitFault([fault, await faultSignatures(s, fault)]), s.market, "LeaseEnded", [
@@ -152,7 +152,7 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
         DEPOSIT - 200_000n,
         credit,
       ]);
-      assert.equal(await balance(s, s.renter.account.address), renter0 + DEPOSIT - 200_000n + credit);
+      assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 200_000n + credit);
       assert.equal((await readLease(s.publicClient, s.market.address, leaseId)).status, "Settled");
     });
 
@@ -162,20 +162,20 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       const { leaseId, activatedAt } = await openActive(s);
       const fault = { leaseId, kind: 1, observedAt: activatedAt };
       const [a, b] = s.attestors;
-      const sigA = await signFault(a, s.domain, fault);
-      const sigB = await signFault(b, s.domain, fault);
+      const sigA = await signFault(a!, s.domain, fault);
+      const sigB = await signFault(b!, s.domain, fault);
       const submit = (signatures: `0x${string}`[]) => s.market.write.submitFault([fault, signatures]);
       await viem.assertions.revertWithCustomErrorWithArgs(submit([sigA]), s.market, "FaultQuorumNotMet", [1n, 2n]);
-      await viem.assertions.revertWithCustomErrorWithArgs(submit([sigA, sigA]), s.market, "DuplicateSigner", [getAddress(a.account.address)]);
-      await viem.assertions.revertWithCustomErrorWithArgs(submit([sigB, sigA]), s.market, "SignersNotAscending", [getAddress(b.account.address), getAddress(a.account.address)]);
-      const sigOther = await signFault(s.other, s.domain, fault);
-      await viem.assertions.revertWithCustomErrorWithArgs(submit([sigA, sigOther]), s.market, "NotAttestor", [getAddress(s.other.account.address)]);
+      await viem.assertions.revertWithCustomErrorWithArgs(submit([sigA, sigA]), s.market, "DuplicateSigner", [getAddress(a!.account.address)]);
+      await viem.assertions.revertWithCustomErrorWithArgs(submit([sigB, sigA]), s.market, "SignersNotAscending", [getAddress(b!.account.address), getAddress(a!.account.address)]);
+      const sigOther = await signFault(s.other!, s.domain, fault);
+      await viem.assertions.revertWithCustomErrorWithArgs(submit([sigA, sigOther]), s.market, "NotAttestor", [getAddress(s.other!.account.address)]);
       await viem.assertions.revertWithCustomErrorWithArgs(submit([sigA, "0x00"]), s.market, "NotAttestor", ["0x0000000000000000000000000000000000000000"]);
       await viem.assertions.revertWithCustomErrorWithArgs(submit(Array(33).fill(sigA)), s.market, "TooManySignatures", [33n, 32n]);
       // An attestor whose role governance revoked no longer counts.
-      await s.registry.write.revokeRole([ATTESTOR_ROLE, b.account.address]);
-      await viem.assertions.revertWithCustomErrorWithArgs(submit([sigA, sigB]), s.market, "NotAttestor", [getAddress(b.account.address)]);
-      await s.registry.write.grantRole([ATTESTOR_ROLE, b.account.address]);
+      await s.registry.write.revokeRole([ATTESTOR_ROLE, b!.account.address]);
+      await viem.assertions.revertWithCustomErrorWithArgs(submit([sigA, sigB]), s.market, "NotAttestor", [getAddress(b!.account.address)]);
+      await s.registry.write.grantRole([ATTESTOR_ROLE, b!.account.address]);
       // A raised quorum needs more signatures.
       await s.registry.write.setFaultQuorum([3]);
       await viem.assertions.revertWithCustomErrorWithArgs(submit([sigA, sigB]), s.market, "FaultQuorumNotMet", [2n, 3n]);
@@ -189,13 +189,13 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       const fault = { leaseId, kind: 1, observedAt: activatedAt + 10 };
       await networkHelpers.time.increase(20);
       for (const domain of [suanliDomain(1, s.market.address), suanliDomain(s.chainId, s.registry.address)]) {
-        const signed = await Promise.all(s.attestors.slice(0, 2).map((w) => signFault(w, domain, fault)));
+        const signed = await Promise.all(s.attestors.slice(0, 2).map((w) => signFault(w!, domain, fault)));
         const recovered = await Promise.all(
           signed.map((signature) => recoverTypedDataAddress({ domain: s.domain, types: { Fault: suanliTypes.Fault }, primaryType: "Fault", message: fault, signature })),
         );
-        const first = signed[BigInt(recovered[0]) < BigInt(recovered[1]) ? 0 : 1];
-        const firstSigner = recovered[BigInt(recovered[0]) < BigInt(recovered[1]) ? 0 : 1];
-        const second = signed[first === signed[0] ? 1 : 0];
+        const first = signed[BigInt(recovered[0]!) < BigInt(recovered[1]!) ? 0 : 1]!;
+        const firstSigner = recovered[BigInt(recovered[0]!) < BigInt(recovered[1]!) ? 0 : 1]!;
+        const second = signed[first === signed[0] ? 1 : 0]!;
         await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.submitFault([fault, [first, second]]), s.market, "NotAttestor", [firstSigner]);
       }
       await viem.assertions.revertWithCustomErrorWithArgs(
@@ -243,11 +243,11 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       const s = await load();
       const { viem } = connection;
       const { leaseId, activatedAt } = await openActive(s);
-      const provider0 = await balance(s, s.provider.account.address);
-      const renter0 = await balance(s, s.renter.account.address);
+      const provider0 = await balance(s, s.provider!.account.address);
+      const renter0 = await balance(s, s.renter!.account.address);
       await at(activatedAt + 1000);
       const penalty = (COLLATERAL * 2600n) / 3600n;
-      await viem.assertions.emitWithArgs(s.market.write.terminate([leaseId], { account: s.provider.account }), s.market, "LeaseEnded", [
+      await viem.assertions.emitWithArgs(s.market.write.terminate([leaseId], { account: s.provider!.account }), s.market, "LeaseEnded", [
         leaseId,
         6,
         activatedAt + 1000,
@@ -255,19 +255,19 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
         DEPOSIT - 200_000n,
         penalty,
       ]);
-      assert.equal(await balance(s, s.provider.account.address), provider0 + 200_000n);
-      assert.equal(await balance(s, s.renter.account.address), renter0 + DEPOSIT - 200_000n + penalty);
+      assert.equal(await balance(s, s.provider!.account.address), provider0 + 200_000n);
+      assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 200_000n + penalty);
       assert.equal(await stakeOf(s), STAKE - penalty);
       assert.equal((await readLease(s.publicClient, s.market.address, leaseId)).status, "Settled");
-      assert.equal((await s.registry.read.getProvider([s.provider.account.address])).faults, 1n);
+      assert.equal((await s.registry.read.getProvider([s.provider!.account.address])).faults, 1n);
     });
 
     it("of an Open lease refunds the deposit plus the start penalty", async () => {
       const s = await load();
       const { viem } = connection;
       const { leaseId } = await open(s);
-      const renter0 = await balance(s, s.renter.account.address);
-      await viem.assertions.emitWithArgs(s.market.write.terminate([leaseId], { account: s.provider.account }), s.market, "LeaseEnded", [
+      const renter0 = await balance(s, s.renter!.account.address);
+      await viem.assertions.emitWithArgs(s.market.write.terminate([leaseId], { account: s.provider!.account }), s.market, "LeaseEnded", [
         leaseId,
         6,
         (await latest(s)) + 1,
@@ -275,7 +275,7 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
         DEPOSIT,
         START_PENALTY,
       ]);
-      assert.equal(await balance(s, s.renter.account.address), renter0 + DEPOSIT + START_PENALTY);
+      assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT + START_PENALTY);
       assert.equal((await readLease(s.publicClient, s.market.address, leaseId)).status, "Cancelled");
     });
 
@@ -283,17 +283,17 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       const s = await load();
       const { viem, networkHelpers } = connection;
       const { leaseId, activatedAt } = await openActive(s);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.terminate([leaseId], { account: s.renter.account }), s.market, "NotProvider", [
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.terminate([leaseId], { account: s.renter!.account }), s.market, "NotProvider", [
         leaseId,
-        getAddress(s.renter.account.address),
+        getAddress(s.renter!.account.address),
       ]);
       await networkHelpers.time.increaseTo(activatedAt + 3600);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.terminate([leaseId], { account: s.provider.account }), s.market, "LeaseExpired", [
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.terminate([leaseId], { account: s.provider!.account }), s.market, "LeaseExpired", [
         leaseId,
         activatedAt + 3600,
       ]);
       await s.market.write.claim([leaseId]);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.terminate([leaseId], { account: s.provider.account }), s.market, "InvalidLeaseStatus", [leaseId, 4]);
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.terminate([leaseId], { account: s.provider!.account }), s.market, "InvalidLeaseStatus", [leaseId, 4]);
     });
   });
 
@@ -304,13 +304,13 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       const { leaseId } = await open(s);
       const deadline = (await s.market.read.getLease([leaseId])).startDeadline;
       await at(deadline);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.cancel([leaseId], { account: s.renter.account }), s.market, "StartDeadlineNotPassed", [
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.cancel([leaseId], { account: s.renter!.account }), s.market, "StartDeadlineNotPassed", [
         leaseId,
         deadline,
       ]);
-      const renter0 = await balance(s, s.renter.account.address);
+      const renter0 = await balance(s, s.renter!.account.address);
       await at(deadline + 1);
-      await viem.assertions.emitWithArgs(s.market.write.cancel([leaseId], { account: s.other.account }), s.market, "LeaseEnded", [
+      await viem.assertions.emitWithArgs(s.market.write.cancel([leaseId], { account: s.other!.account }), s.market, "LeaseEnded", [
         leaseId,
         7,
         deadline + 1,
@@ -318,10 +318,10 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
         DEPOSIT,
         START_PENALTY,
       ]);
-      assert.equal(await balance(s, s.renter.account.address), renter0 + DEPOSIT + START_PENALTY);
+      assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT + START_PENALTY);
       const lease = await readLease(s.publicClient, s.market.address, leaseId);
       assert.deepEqual([lease.status, lease.endReason], ["Cancelled", "MissedStart"]);
-      const provider = await s.registry.read.getProvider([s.provider.account.address]);
+      const provider = await s.registry.read.getProvider([s.provider!.account.address]);
       assert.deepEqual([provider.stake, provider.locked, provider.faults], [STAKE - START_PENALTY, 0n, 1n]);
       assert.equal((await s.registry.read.getMachine([1])).onDemandUnits, 0);
       await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.cancel([leaseId]), s.market, "InvalidLeaseStatus", [leaseId, 5]);
@@ -343,16 +343,16 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       const settlement = { leaseId, providerAmount: 150_000n, deadline: activatedAt + 2000 };
       const renterSig = await settlementSignature(s, settlement, s.renter);
       const providerSig = await settlementSignature(s, settlement, s.provider);
-      const provider0 = await balance(s, s.provider.account.address);
-      const renter0 = await balance(s, s.renter.account.address);
+      const provider0 = await balance(s, s.provider!.account.address);
+      const renter0 = await balance(s, s.renter!.account.address);
       await at(activatedAt + 1000);
-      await viem.assertions.emitWithArgs(s.market.write.settle([settlement, renterSig, providerSig], { account: s.other.account }), s.market, "LeaseSettled", [
+      await viem.assertions.emitWithArgs(s.market.write.settle([settlement, renterSig, providerSig], { account: s.other!.account }), s.market, "LeaseSettled", [
         leaseId,
         150_000n,
         DEPOSIT - 150_000n,
       ]);
-      assert.equal(await balance(s, s.provider.account.address), provider0 + 150_000n);
-      assert.equal(await balance(s, s.renter.account.address), renter0 + DEPOSIT - 150_000n);
+      assert.equal(await balance(s, s.provider!.account.address), provider0 + 150_000n);
+      assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 150_000n);
       const lease = await readLease(s.publicClient, s.market.address, leaseId);
       assert.deepEqual([lease.status, lease.endReason, lease.deposit, lease.paid], ["Settled", "CoSigned", 150_000n, 150_000n]);
       assert.equal((await s.registry.read.getMachine([1])).onDemandUnits, 0);
@@ -364,12 +364,12 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       const { networkHelpers } = connection;
       const { leaseId, activatedAt } = await openActive(s);
       await at(activatedAt + 1000);
-      await s.market.write.close([leaseId], { account: s.renter.account });
+      await s.market.write.close([leaseId], { account: s.renter!.account });
       const deadline = activatedAt + 5000;
       const settlement = { leaseId, providerAmount: 180_000n, deadline };
-      const renter0 = await balance(s, s.renter.account.address);
+      const renter0 = await balance(s, s.renter!.account.address);
       await s.market.write.settle([settlement, await settlementSignature(s, settlement, s.renter), await settlementSignature(s, settlement, s.provider)]);
-      assert.equal(await balance(s, s.renter.account.address), renter0 + 20_000n);
+      assert.equal(await balance(s, s.renter!.account.address), renter0 + 20_000n);
       assert.equal((await readLease(s.publicClient, s.market.address, leaseId)).status, "Settled");
 
       const opened = await open(s);
@@ -411,12 +411,12 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       const byRenter = await settlementSignature(s, settlement, s.renter);
       const byProvider = await settlementSignature(s, settlement, s.provider);
       await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.settle([settlement, byOther, byProvider]), s.market, "InvalidSignature", [
-        getAddress(s.renter.account.address),
-        getAddress(s.other.account.address),
+        getAddress(s.renter!.account.address),
+        getAddress(s.other!.account.address),
       ]);
       await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.settle([settlement, byRenter, byRenter]), s.market, "InvalidSignature", [
-        getAddress(s.provider.account.address),
-        getAddress(s.renter.account.address),
+        getAddress(s.provider!.account.address),
+        getAddress(s.renter!.account.address),
       ]);
       await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.settle([{ ...settlement, leaseId: 77n }, byRenter, byProvider]), s.market, "InvalidLeaseStatus", [77n, 0]);
     });

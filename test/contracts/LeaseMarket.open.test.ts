@@ -59,23 +59,23 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const offer = await makeOffer(s);
       const byOther = await sign(s, offer, s.other);
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.market.write.openLease([offer, byOther, terms()], { account: s.renter.account }),
+        s.market.write.openLease([offer, byOther, terms()], { account: s.renter!.account }),
         s.market,
         "InvalidSignature",
-        [offer.provider, getAddress(s.other.account.address)],
+        [offer.provider, getAddress(s.other!.account.address)],
       );
       for (const domain of [suanliDomain(1, s.market.address), suanliDomain(s.chainId, s.registry.address)]) {
-        const foreign = await signOffer(s.provider, domain, offer);
+        const foreign = await signOffer(s.provider!, domain, offer);
         const recovered = await recoverTypedDataAddress({ domain: s.domain, types: { Offer: suanliTypes.Offer }, primaryType: "Offer", message: offer, signature: foreign });
         await viem.assertions.revertWithCustomErrorWithArgs(
-          s.market.write.openLease([offer, foreign, terms()], { account: s.renter.account }),
+          s.market.write.openLease([offer, foreign, terms()], { account: s.renter!.account }),
           s.market,
           "InvalidSignature",
           [offer.provider, recovered],
         );
       }
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.market.write.openLease([offer, "0x1234", terms()], { account: s.renter.account }),
+        s.market.write.openLease([offer, "0x1234", terms()], { account: s.renter!.account }),
         s.market,
         "InvalidSignature",
         [offer.provider, zeroAddress],
@@ -83,7 +83,7 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       // A field changed after signing breaks the signature.
       const tampered = { ...offer, pricePerUnitSecond: offer.pricePerUnitSecond - 1n };
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.market.write.openLease([tampered, await sign(s, offer), terms()], { account: s.renter.account }),
+        s.market.write.openLease([tampered, await sign(s, offer), terms()], { account: s.renter!.account }),
         s.market,
         "InvalidSignature",
         [offer.provider, (recovered: unknown) => recovered !== getAddress(offer.provider)],
@@ -100,10 +100,10 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const signature = await sign(s, offer);
       const t = (await latest(s)) + 10;
       await networkHelpers.time.setNextBlockTimestamp(t);
-      const renterBefore = await balance(s, s.renter.account.address);
-      const hash = s.market.write.openLease([offer, signature, terms()], { account: s.renter.account });
-      await viem.assertions.emitWithArgs(hash, s.market, "LeaseOpened", [1n, offer.provider, s.renter.account.address, 1, 2, PRICE, false, DEPOSIT, COLLATERAL, t + 600, offer.nonce]);
-      assert.equal(await balance(s, s.renter.account.address), renterBefore - DEPOSIT);
+      const renterBefore = await balance(s, s.renter!.account.address);
+      const hash = s.market.write.openLease([offer, signature, terms()], { account: s.renter!.account });
+      await viem.assertions.emitWithArgs(hash, s.market, "LeaseOpened", [1n, offer.provider, s.renter!.account.address, 1, 2, PRICE, false, DEPOSIT, COLLATERAL, t + 600, offer.nonce]);
+      assert.equal(await balance(s, s.renter!.account.address), renterBefore - DEPOSIT);
       assert.equal(await balance(s, s.market.address), DEPOSIT);
       const provider = await s.registry.read.getProvider([offer.provider]);
       assert.equal(provider.locked, COLLATERAL);
@@ -128,13 +128,13 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const { viem } = connection;
       const offer = await makeOffer(s);
       await viem.assertions.emitWithArgs(
-        s.market.write.openLease([offer, await sign(s, offer), terms({ units: 3 })], { account: s.renter.account }),
+        s.market.write.openLease([offer, await sign(s, offer), terms({ units: 3 })], { account: s.renter!.account }),
         s.registry,
         "CapacityChanged",
         [1, 3, 0, 5],
       );
       await viem.assertions.emitWithArgs(
-        s.market.write.openLease([offer, await sign(s, offer), terms({ units: 1, interruptible: true, bidPerUnitSecond: MIN_BID })], { account: s.renter2.account }),
+        s.market.write.openLease([offer, await sign(s, offer), terms({ units: 1, interruptible: true, bidPerUnitSecond: MIN_BID })], { account: s.renter2!.account }),
         s.registry,
         "CapacityChanged",
         [1, 3, 1, 4],
@@ -148,29 +148,29 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const expired = await makeOffer(s, { expiry: t - 1 });
       await networkHelpers.time.setNextBlockTimestamp(t);
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.market.write.openLease([expired, await sign(s, expired), terms()], { account: s.renter.account }),
+        s.market.write.openLease([expired, await sign(s, expired), terms()], { account: s.renter!.account }),
         s.market,
         "OfferExpired",
         [t - 1, BigInt(t)],
       );
-      const bound = await makeOffer(s, { renter: s.renter2.account.address });
+      const bound = await makeOffer(s, { renter: s.renter2!.account.address });
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.market.write.openLease([bound, await sign(s, bound), terms()], { account: s.renter.account }),
+        s.market.write.openLease([bound, await sign(s, bound), terms()], { account: s.renter!.account }),
         s.market,
         "OfferNotForRenter",
-        [getAddress(s.renter2.account.address), getAddress(s.renter.account.address)],
+        [getAddress(s.renter2!.account.address), getAddress(s.renter!.account.address)],
       );
     });
 
     it("uses a renter-bound offer once and a public offer many times; replays are rejected", async () => {
       const s = await load();
       const { viem } = connection;
-      const bound = await makeOffer(s, { renter: s.renter.account.address });
+      const bound = await makeOffer(s, { renter: s.renter!.account.address });
       const signature = await sign(s, bound);
       await open(s, { offer: bound, signature });
       assert.equal(await s.registry.read.isNonceUsable([bound.provider, bound.nonce]), false);
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.market.write.openLease([bound, signature, terms()], { account: s.renter.account }),
+        s.market.write.openLease([bound, signature, terms()], { account: s.renter!.account }),
         s.registry,
         "InvalidOfferNonce",
         [bound.provider, bound.nonce],
@@ -187,17 +187,17 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const { viem } = connection;
       const offer = await makeOffer(s);
       const signature = await sign(s, offer);
-      await s.registry.write.revokeNonce([offer.nonce], { account: s.provider.account });
+      await s.registry.write.revokeNonce([offer.nonce], { account: s.provider!.account });
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.market.write.openLease([offer, signature, terms()], { account: s.renter.account }),
+        s.market.write.openLease([offer, signature, terms()], { account: s.renter!.account }),
         s.registry,
         "InvalidOfferNonce",
         [offer.provider, offer.nonce],
       );
       const older = await makeOffer(s);
-      await s.registry.write.revokeNoncesBelow([older.nonce + 1n], { account: s.provider.account });
+      await s.registry.write.revokeNoncesBelow([older.nonce + 1n], { account: s.provider!.account });
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.market.write.openLease([older, await sign(s, older), terms()], { account: s.renter.account }),
+        s.market.write.openLease([older, await sign(s, older), terms()], { account: s.renter!.account }),
         s.registry,
         "InvalidOfferNonce",
         [older.provider, older.nonce],
@@ -210,7 +210,7 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const offer = await makeOffer(s, { minDuration: 60, maxDuration: 7200 });
       const signature = await sign(s, offer);
       const openWith = (t: Partial<ReturnType<typeof terms>>, o = offer, sig: Hex = signature) =>
-        s.market.write.openLease([o, sig, terms(t)], { account: s.renter.account });
+        s.market.write.openLease([o, sig, terms(t)], { account: s.renter!.account });
       await viem.assertions.revertWithCustomError(openWith({ units: 0 }), s.market, "ZeroUnits");
       await viem.assertions.revertWithCustomErrorWithArgs(openWith({ duration: 59 }), s.market, "DurationOutOfRange", [59, 60, 7200]);
       await viem.assertions.revertWithCustomErrorWithArgs(openWith({ duration: 7201 }), s.market, "DurationOutOfRange", [7201, 60, 7200]);
@@ -244,7 +244,7 @@ describe("LeaseMarket: open, activate, claim, close", () => {
     it("lets the registry refuse a machine the provider does not own, a wrong model, missing units and missing stake", async () => {
       const s = await load();
       const { viem } = connection;
-      const as = { account: s.renter.account };
+      const as = { account: s.renter!.account };
       const foreign = await makeOffer(s, { machineId: 2 });
       await viem.assertions.revertWithCustomErrorWithArgs(
         s.market.write.openLease([foreign, await sign(s, foreign), terms()], as),
@@ -262,7 +262,7 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const offer = await makeOffer(s);
       const signature = await sign(s, offer);
       await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.openLease([offer, signature, terms({ units: 9 })], as), s.registry, "InsufficientUnits", [1, 8, 9]);
-      await s.registry.write.requestUnstake([STAKE - 100n], { account: s.provider.account });
+      await s.registry.write.requestUnstake([STAKE - 100n], { account: s.provider!.account });
       await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.openLease([offer, signature, terms()], as), s.registry, "InsufficientFreeStake", [
         offer.provider,
         100n,
@@ -274,7 +274,7 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const s = await load();
       const { viem } = connection;
       const wallets = await viem.getWalletClients();
-      const fresh = wallets[10];
+      const fresh = wallets[10]!;
       await s.token.write.faucet([fresh.account.address, DEPOSIT * 2n]);
       const offer = await makeOffer(s);
       const signature = await sign(s, offer);
@@ -316,14 +316,14 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const { leaseId } = await open(s);
       const t = (await latest(s)) + 100;
       await networkHelpers.time.setNextBlockTimestamp(t);
-      await viem.assertions.emitWithArgs(s.market.write.activate([leaseId], { account: s.provider.account }), s.market, "LeaseActivated", [leaseId, t, t + 3600]);
+      await viem.assertions.emitWithArgs(s.market.write.activate([leaseId], { account: s.provider!.account }), s.market, "LeaseActivated", [leaseId, t, t + 3600]);
       const lease = await readLease(s.publicClient, s.market.address, leaseId);
       assert.equal(lease.status, "Active");
       assert.equal(lease.activatedAt, t);
       assert.equal(lease.startDeadline, 0);
       assert.equal(lease.end, t + 3600);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.activate([leaseId], { account: s.provider.account }), s.market, "InvalidLeaseStatus", [leaseId, 2]);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.activate([99n], { account: s.provider.account }), s.market, "InvalidLeaseStatus", [99n, 0]);
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.activate([leaseId], { account: s.provider!.account }), s.market, "InvalidLeaseStatus", [leaseId, 2]);
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.activate([99n], { account: s.provider!.account }), s.market, "InvalidLeaseStatus", [99n, 0]);
     });
 
     it("refuses anyone but the provider, and any activation after the deadline", async () => {
@@ -331,12 +331,12 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const { viem, networkHelpers } = connection;
       const { leaseId } = await open(s);
       const deadline = (await s.market.read.getLease([leaseId])).startDeadline;
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.activate([leaseId], { account: s.renter.account }), s.market, "NotProvider", [
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.activate([leaseId], { account: s.renter!.account }), s.market, "NotProvider", [
         leaseId,
-        getAddress(s.renter.account.address),
+        getAddress(s.renter!.account.address),
       ]);
       await networkHelpers.time.setNextBlockTimestamp(deadline + 1);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.activate([leaseId], { account: s.provider.account }), s.market, "StartDeadlinePassed", [
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.activate([leaseId], { account: s.provider!.account }), s.market, "StartDeadlinePassed", [
         leaseId,
         deadline,
       ]);
@@ -352,18 +352,18 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       assert.equal(await s.market.read.accrued([leaseId]), 2n * PRICE * 100n);
       assert.equal(await s.market.read.claimable([leaseId]), 2n * PRICE * 100n);
       await networkHelpers.time.setNextBlockTimestamp(activatedAt + 250);
-      const before = await balance(s, s.provider.account.address);
-      await viem.assertions.emitWithArgs(s.market.write.claim([leaseId], { account: s.other.account }), s.market, "LeaseClaimed", [
+      const before = await balance(s, s.provider!.account.address);
+      await viem.assertions.emitWithArgs(s.market.write.claim([leaseId], { account: s.other!.account }), s.market, "LeaseClaimed", [
         leaseId,
-        getAddress(s.provider.account.address),
+        getAddress(s.provider!.account.address),
         2n * PRICE * 250n,
         0n,
       ]);
-      assert.equal(await balance(s, s.provider.account.address), before + 2n * PRICE * 250n);
+      assert.equal(await balance(s, s.provider!.account.address), before + 2n * PRICE * 250n);
       assert.equal(await s.market.read.claimable([leaseId]), 0n);
       await networkHelpers.time.setNextBlockTimestamp(activatedAt + 300);
       await s.market.write.claim([leaseId]);
-      assert.equal(await balance(s, s.provider.account.address), before + 2n * PRICE * 300n);
+      assert.equal(await balance(s, s.provider!.account.address), before + 2n * PRICE * 300n);
       const lease = await s.market.read.getLease([leaseId]);
       assert.equal(lease.paid, 2n * PRICE * 300n);
       assert.equal(await balance(s, s.market.address), DEPOSIT - lease.paid);
@@ -375,15 +375,15 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const { leaseId, activatedAt } = await openActive(s);
       await networkHelpers.time.increaseTo(activatedAt + 5000);
       assert.equal(await s.market.read.accrued([leaseId]), DEPOSIT);
-      const before = await balance(s, s.provider.account.address);
+      const before = await balance(s, s.provider!.account.address);
       await viem.assertions.emitWithArgs(s.market.write.claim([leaseId]), s.market, "LeaseEnded", [leaseId, 5, activatedAt + 3600, DEPOSIT, 0n, 0n]);
-      assert.equal(await balance(s, s.provider.account.address), before + DEPOSIT);
+      assert.equal(await balance(s, s.provider!.account.address), before + DEPOSIT);
       const lease = await readLease(s.publicClient, s.market.address, leaseId);
       assert.equal(lease.status, "Settled");
       assert.equal(lease.endReason, "Expired");
       assert.equal(lease.end, activatedAt + 3600);
       assert.equal((await s.registry.read.getMachine([1])).onDemandUnits, 0);
-      const provider = await s.registry.read.getProvider([s.provider.account.address]);
+      const provider = await s.registry.read.getProvider([s.provider!.account.address]);
       assert.equal(provider.locked, 0n);
       assert.equal(provider.free, STAKE);
       assert.equal(provider.leasesCompleted, 1n);
@@ -414,38 +414,38 @@ describe("LeaseMarket: open, activate, claim, close", () => {
     it("takes the protocol fee for the treasury when governance sets one", async () => {
       const s = await load();
       const { viem, networkHelpers } = connection;
-      await s.market.write.setParams([{ protocolFeeBps: 250, startPenaltyBps: 1_000, faultMinCreditBps: 2_000, preemptionNotice: 60, treasury: s.treasury.account.address }]);
+      await s.market.write.setParams([{ protocolFeeBps: 250, startPenaltyBps: 1_000, faultMinCreditBps: 2_000, preemptionNotice: 60, treasury: s.treasury!.account.address }]);
       const { leaseId, activatedAt } = await openActive(s);
       await networkHelpers.time.setNextBlockTimestamp(activatedAt + 1000);
-      const before = await balance(s, s.provider.account.address);
+      const before = await balance(s, s.provider!.account.address);
       const amount = 2n * PRICE * 1000n;
       const fee = (amount * 250n) / 10_000n;
-      await viem.assertions.emitWithArgs(s.market.write.claim([leaseId]), s.market, "LeaseClaimed", [leaseId, getAddress(s.provider.account.address), amount, fee]);
-      assert.equal(await balance(s, s.provider.account.address), before + amount - fee);
-      assert.equal(await balance(s, s.treasury.account.address), fee);
+      await viem.assertions.emitWithArgs(s.market.write.claim([leaseId]), s.market, "LeaseClaimed", [leaseId, getAddress(s.provider!.account.address), amount, fee]);
+      assert.equal(await balance(s, s.provider!.account.address), before + amount - fee);
+      assert.equal(await balance(s, s.treasury!.account.address), fee);
     });
 
     it("claims many leases of several providers in one transaction, skipping those with nothing to claim", async () => {
       const s = await load();
       const { viem, networkHelpers } = connection;
-      await s.market.write.setParams([{ protocolFeeBps: 100, startPenaltyBps: 1_000, faultMinCreditBps: 2_000, preemptionNotice: 60, treasury: s.treasury.account.address }]);
+      await s.market.write.setParams([{ protocolFeeBps: 100, startPenaltyBps: 1_000, faultMinCreditBps: 2_000, preemptionNotice: 60, treasury: s.treasury!.account.address }]);
       const a = await openActive(s);
       const b = await openActive(s, { terms: { units: 1 } });
-      const offer2 = await makeOffer(s, { provider: s.provider2.account.address, machineId: 2, model: H100 });
+      const offer2 = await makeOffer(s, { provider: s.provider2!.account.address, machineId: 2, model: H100 });
       const c = await openActive(s, { offer: offer2 });
       const d = await open(s);
       const t = (await latest(s)) + 500;
       await networkHelpers.time.setNextBlockTimestamp(t);
-      const p1 = await balance(s, s.provider.account.address);
-      const p2 = await balance(s, s.provider2.account.address);
-      await s.market.write.claimMany([[a.leaseId, b.leaseId, c.leaseId, d.leaseId, 999n, a.leaseId]], { account: s.other.account });
+      const p1 = await balance(s, s.provider!.account.address);
+      const p2 = await balance(s, s.provider2!.account.address);
+      await s.market.write.claimMany([[a.leaseId, b.leaseId, c.leaseId, d.leaseId, 999n, a.leaseId]], { account: s.other!.account });
       const owedA = 2n * PRICE * BigInt(t - a.activatedAt);
       const owedB = 1n * PRICE * BigInt(t - b.activatedAt);
       const owedC = 2n * PRICE * BigInt(t - c.activatedAt);
       const net = (x: bigint) => x - (x * 100n) / 10_000n;
-      assert.equal(await balance(s, s.provider.account.address), p1 + net(owedA) + net(owedB));
-      assert.equal(await balance(s, s.provider2.account.address), p2 + net(owedC));
-      assert.equal(await balance(s, s.treasury.account.address), (owedA * 100n) / 10_000n + (owedB * 100n) / 10_000n + (owedC * 100n) / 10_000n);
+      assert.equal(await balance(s, s.provider!.account.address), p1 + net(owedA) + net(owedB));
+      assert.equal(await balance(s, s.provider2!.account.address), p2 + net(owedC));
+      assert.equal(await balance(s, s.treasury!.account.address), (owedA * 100n) / 10_000n + (owedB * 100n) / 10_000n + (owedC * 100n) / 10_000n);
       assert.equal((await s.market.read.getLease([a.leaseId])).paid, owedA);
       assert.equal((await s.market.read.getLease([d.leaseId])).paid, 0n);
       const tooMany = Array.from({ length: 65 }, (_, i) => BigInt(i + 1));
@@ -458,14 +458,14 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const s = await load();
       const { viem } = connection;
       const { leaseId } = await open(s);
-      const before = await balance(s, s.renter.account.address);
-      const hash = s.market.write.close([leaseId], { account: s.renter.account });
+      const before = await balance(s, s.renter!.account.address);
+      const hash = s.market.write.close([leaseId], { account: s.renter!.account });
       await viem.assertions.emitWithArgs(hash, s.market, "LeaseEnded", [leaseId, 1, (await latest(s)) + 1, 0n, DEPOSIT, 0n]);
-      assert.equal(await balance(s, s.renter.account.address), before + DEPOSIT);
+      assert.equal(await balance(s, s.renter!.account.address), before + DEPOSIT);
       const lease = await readLease(s.publicClient, s.market.address, leaseId);
       assert.equal(lease.status, "Cancelled");
       assert.equal(lease.endReason, "RenterClosed");
-      assert.equal((await s.registry.read.getProvider([s.provider.account.address])).locked, 0n);
+      assert.equal((await s.registry.read.getProvider([s.provider!.account.address])).locked, 0n);
       assert.equal((await s.registry.read.getMachine([1])).onDemandUnits, 0);
     });
 
@@ -475,21 +475,21 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const { leaseId, activatedAt } = await openActive(s);
       const t = activatedAt + 1000;
       await networkHelpers.time.setNextBlockTimestamp(t);
-      const before = await balance(s, s.renter.account.address);
+      const before = await balance(s, s.renter!.account.address);
       const accrued = 2n * PRICE * 1000n;
-      await viem.assertions.emitWithArgs(s.market.write.close([leaseId], { account: s.renter.account }), s.registry, "CapacityChanged", [1, 0, 0, 8]);
-      assert.equal(await balance(s, s.renter.account.address), before + DEPOSIT - accrued);
+      await viem.assertions.emitWithArgs(s.market.write.close([leaseId], { account: s.renter!.account }), s.registry, "CapacityChanged", [1, 0, 0, 8]);
+      assert.equal(await balance(s, s.renter!.account.address), before + DEPOSIT - accrued);
       let lease = await readLease(s.publicClient, s.market.address, leaseId);
       assert.deepEqual([lease.status, lease.endReason, lease.stopAt, lease.deposit, lease.claimable], ["Ended", "RenterClosed", t, accrued, accrued]);
       await networkHelpers.time.increase(500);
       assert.equal(await s.market.read.accrued([leaseId]), accrued);
-      const providerBefore = await balance(s, s.provider.account.address);
+      const providerBefore = await balance(s, s.provider!.account.address);
       await s.market.write.claim([leaseId]);
-      assert.equal(await balance(s, s.provider.account.address), providerBefore + accrued);
+      assert.equal(await balance(s, s.provider!.account.address), providerBefore + accrued);
       lease = await readLease(s.publicClient, s.market.address, leaseId);
       assert.equal(lease.status, "Settled");
       assert.equal(await balance(s, s.market.address), 0n);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.close([leaseId], { account: s.renter.account }), s.market, "InvalidLeaseStatus", [leaseId, 4]);
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.close([leaseId], { account: s.renter!.account }), s.market, "InvalidLeaseStatus", [leaseId, 4]);
     });
 
     it("closes a lease past its end as expired, with nothing to refund", async () => {
@@ -497,16 +497,16 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const { viem, networkHelpers } = connection;
       const { leaseId, activatedAt } = await openActive(s);
       await networkHelpers.time.increaseTo(activatedAt + 4000);
-      await viem.assertions.emitWithArgs(s.market.write.close([leaseId], { account: s.renter.account }), s.market, "LeaseEnded", [leaseId, 5, activatedAt + 3600, DEPOSIT, 0n, 0n]);
+      await viem.assertions.emitWithArgs(s.market.write.close([leaseId], { account: s.renter!.account }), s.market, "LeaseEnded", [leaseId, 5, activatedAt + 3600, DEPOSIT, 0n, 0n]);
     });
 
     it("is the renter's alone", async () => {
       const s = await load();
       const { viem } = connection;
       const { leaseId } = await openActive(s);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.close([leaseId], { account: s.provider.account }), s.market, "NotRenter", [
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.close([leaseId], { account: s.provider!.account }), s.market, "NotRenter", [
         leaseId,
-        getAddress(s.provider.account.address),
+        getAddress(s.provider!.account.address),
       ]);
     });
   });

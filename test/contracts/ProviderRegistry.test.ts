@@ -36,27 +36,27 @@ describe("ProviderRegistry", () => {
       const { viem } = connection;
       const fresh = s.other;
       await viem.assertions.emitWithArgs(
-        s.registry.write.register(["12D3KooWFresh", "ipfs://meta"], { account: fresh.account }),
+        s.registry.write.register(["12D3KooWFresh", "ipfs://meta"], { account: fresh!.account }),
         s.registry,
         "ProviderRegistered",
-        [fresh.account.address, "12D3KooWFresh", "ipfs://meta"],
+        [fresh!.account.address, "12D3KooWFresh", "ipfs://meta"],
       );
-      const view = await s.registry.read.getProvider([fresh.account.address]);
+      const view = await s.registry.read.getProvider([fresh!.account.address]);
       assert.equal(view.registered, true);
       assert.equal(view.peerId, "12D3KooWFresh");
       assert.equal(view.metadataURI, "ipfs://meta");
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.register(["12D3KooWFresh", ""], { account: fresh.account }),
+        s.registry.write.register(["12D3KooWFresh", ""], { account: fresh!.account }),
         s.registry,
         "AlreadyRegistered",
-        [fresh.account.address],
+        [fresh!.account.address],
       );
     });
 
     it("rejects an empty or oversized peer id and an oversized metadata URI", async () => {
       const s = await load();
       const { viem } = connection;
-      const as = { account: s.other.account };
+      const as = { account: s.other!.account };
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.register(["", ""], as), s.registry, "InvalidPeerId", [0n, 128n]);
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.register(["p".repeat(129), ""], as), s.registry, "InvalidPeerId", [129n, 128n]);
       await viem.assertions.revertWithCustomErrorWithArgs(
@@ -71,17 +71,17 @@ describe("ProviderRegistry", () => {
       const s = await load();
       const { viem } = connection;
       await viem.assertions.emitWithArgs(
-        s.registry.write.updateProfile(["12D3KooWNew", "https://new"], { account: s.provider.account }),
+        s.registry.write.updateProfile(["12D3KooWNew", "https://new"], { account: s.provider!.account }),
         s.registry,
         "ProfileUpdated",
-        [s.provider.account.address, "12D3KooWNew", "https://new"],
+        [s.provider!.account.address, "12D3KooWNew", "https://new"],
       );
-      assert.equal((await s.registry.read.getProvider([s.provider.account.address])).peerId, "12D3KooWNew");
+      assert.equal((await s.registry.read.getProvider([s.provider!.account.address])).peerId, "12D3KooWNew");
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.updateProfile(["x", ""], { account: s.other.account }),
+        s.registry.write.updateProfile(["x", ""], { account: s.other!.account }),
         s.registry,
         "NotRegistered",
-        [s.other.account.address],
+        [s.other!.account.address],
       );
     });
   });
@@ -90,10 +90,10 @@ describe("ProviderRegistry", () => {
     it("pulls stake from a registered provider and announces the new totals", async () => {
       const s = await load();
       const { viem } = connection;
-      const p = s.provider.account.address;
+      const p = s.provider!.account.address;
       await s.token.write.faucet([p, 500n]);
       const registryBefore = await balance(s, s.registry.address);
-      await viem.assertions.emitWithArgs(s.registry.write.stake([500n], { account: s.provider.account }), s.registry, "StakeChanged", [
+      await viem.assertions.emitWithArgs(s.registry.write.stake([500n], { account: s.provider!.account }), s.registry, "StakeChanged", [
         p,
         STAKE + 500n,
         STAKE + 500n,
@@ -107,12 +107,12 @@ describe("ProviderRegistry", () => {
     it("refuses stake of zero and from unregistered accounts", async () => {
       const s = await load();
       const { viem } = connection;
-      await viem.assertions.revertWithCustomError(s.registry.write.stake([0n], { account: s.provider.account }), s.registry, "ZeroAmount");
+      await viem.assertions.revertWithCustomError(s.registry.write.stake([0n], { account: s.provider!.account }), s.registry, "ZeroAmount");
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.stake([1n], { account: s.other.account }),
+        s.registry.write.stake([1n], { account: s.other!.account }),
         s.registry,
         "NotRegistered",
-        [s.other.account.address],
+        [s.other!.account.address],
       );
     });
 
@@ -120,22 +120,22 @@ describe("ProviderRegistry", () => {
       const { viem } = connection;
       const [governance, provider] = await viem.getWalletClients();
       const token = await viem.deployContract("ReentrantToken");
-      const registry = await viem.deployContract("ProviderRegistry", [token.address, governance.account.address, UNBONDING_DELAY, 1]);
+      const registry = await viem.deployContract("ProviderRegistry", [token.address, governance!.account.address, UNBONDING_DELAY, 1]);
       const max = 2n ** 96n - 1n;
-      await token.write.mint([provider.account.address, max + 1n]);
-      await token.write.approve([registry.address, max + 1n], { account: provider.account });
-      await registry.write.register(["peer", ""], { account: provider.account });
-      await registry.write.stake([max - 10n], { account: provider.account });
-      await registry.write.requestUnstake([5n], { account: provider.account });
-      await viem.assertions.revertWithCustomErrorWithArgs(registry.write.stake([11n], { account: provider.account }), registry, "SafeCastOverflowedUintDowncast", [96, max + 1n]);
-      await registry.write.stake([10n], { account: provider.account });
-      assert.equal((await registry.read.getProvider([provider.account.address])).stake, max);
+      await token.write.mint([provider!.account.address, max + 1n]);
+      await token.write.approve([registry.address, max + 1n], { account: provider!.account });
+      await registry.write.register(["peer", ""], { account: provider!.account });
+      await registry.write.stake([max - 10n], { account: provider!.account });
+      await registry.write.requestUnstake([5n], { account: provider!.account });
+      await viem.assertions.revertWithCustomErrorWithArgs(registry.write.stake([11n], { account: provider!.account }), registry, "SafeCastOverflowedUintDowncast", [96, max + 1n]);
+      await registry.write.stake([10n], { account: provider!.account });
+      assert.equal((await registry.read.getProvider([provider!.account.address])).stake, max);
     });
 
     it("unbonds requested stake for the unbonding delay, then pays it out", async () => {
       const s = await load();
       const { viem, networkHelpers } = connection;
-      const p = s.provider.account;
+      const p = s.provider!.account;
       const amount = 1_000n;
       await s.registry.write.requestUnstake([amount], { account: p });
       const unlockAt = (await latest(s)) + UNBONDING_DELAY;
@@ -155,7 +155,7 @@ describe("ProviderRegistry", () => {
     it("refuses to unstake zero or more than the free stake, and locked collateral cannot leave", async () => {
       const s = await load();
       const { viem } = connection;
-      const p = s.provider.account;
+      const p = s.provider!.account;
       await viem.assertions.revertWithCustomError(s.registry.write.requestUnstake([0n], { account: p }), s.registry, "ZeroAmount");
       await viem.assertions.revertWithCustomErrorWithArgs(
         s.registry.write.requestUnstake([STAKE + 1n], { account: p }),
@@ -181,7 +181,7 @@ describe("ProviderRegistry", () => {
     it("declares machines with global ids and announces them as idle capacity", async () => {
       const s = await load();
       const { viem } = connection;
-      const p = s.provider.account;
+      const p = s.provider!.account;
       const cluster = `0x${"ab".repeat(32)}` as const;
       await viem.assertions.emitWithArgs(
         s.registry.write.addMachine([H100, 4, 81_559, 2, "ap-south", cluster], { account: p }),
@@ -209,12 +209,12 @@ describe("ProviderRegistry", () => {
     it("rejects machines from unregistered accounts and with invalid fields", async () => {
       const s = await load();
       const { viem } = connection;
-      const p = { account: s.provider.account };
+      const p = { account: s.provider!.account };
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.addMachine([A100, 1, 1, 0, "eu", ZERO32], { account: s.other.account }),
+        s.registry.write.addMachine([A100, 1, 1, 0, "eu", ZERO32], { account: s.other!.account }),
         s.registry,
         "NotRegistered",
-        [s.other.account.address],
+        [s.other!.account.address],
       );
       await viem.assertions.revertWithCustomError(s.registry.write.addMachine([ZERO32, 1, 1, 0, "eu", ZERO32], p), s.registry, "ZeroModel");
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.addMachine([A100, 0, 1, 0, "eu", ZERO32], p), s.registry, "InvalidUnitCount", [0]);
@@ -231,23 +231,23 @@ describe("ProviderRegistry", () => {
     it("updates and removes a machine only for its owner and only while no unit is leased", async () => {
       const s = await load();
       const { viem } = connection;
-      const p = s.provider.account;
+      const p = s.provider!.account;
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.updateMachine([1, A100, 8, 1, 0, "eu", ZERO32], { account: s.provider2.account }),
+        s.registry.write.updateMachine([1, A100, 8, 1, 0, "eu", ZERO32], { account: s.provider2!.account }),
         s.registry,
         "NotMachineOwner",
-        [1, s.provider2.account.address],
+        [1, s.provider2!.account.address],
       );
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.removeMachine([1], { account: s.provider2.account }),
+        s.registry.write.removeMachine([1], { account: s.provider2!.account }),
         s.registry,
         "NotMachineOwner",
-        [1, s.provider2.account.address],
+        [1, s.provider2!.account.address],
       );
       const { leaseId } = await openActive(s);
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.updateMachine([1, A100, 8, 1, 0, "eu", ZERO32], { account: p }), s.registry, "MachineLeased", [1, 2]);
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.removeMachine([1], { account: p }), s.registry, "MachineLeased", [1, 2]);
-      await s.market.write.close([leaseId], { account: s.renter.account });
+      await s.market.write.close([leaseId], { account: s.renter!.account });
 
       await viem.assertions.emitWithArgs(
         s.registry.write.updateMachine([1, H100, 6, 81_559, 2, "us-west", ZERO32], { account: p }),
@@ -269,7 +269,7 @@ describe("ProviderRegistry", () => {
     it("needs every machine removed, then unbonds the whole stake", async () => {
       const s = await load();
       const { viem, networkHelpers } = connection;
-      const p = s.provider.account;
+      const p = s.provider!.account;
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.deregister({ account: p }), s.registry, "ProviderHasMachines", [p.address, 1]);
       await s.registry.write.removeMachine([1], { account: p });
       await viem.assertions.emitWithArgs(s.registry.write.deregister({ account: p }), s.registry, "ProviderDeregistered", [p.address]);
@@ -296,7 +296,7 @@ describe("ProviderRegistry", () => {
     it("revokes single nonces and every nonce below a rising floor", async () => {
       const s = await load();
       const { viem } = connection;
-      const p = s.provider.account;
+      const p = s.provider!.account;
       assert.equal(await s.registry.read.isNonceUsable([p.address, 7n]), true);
       await viem.assertions.emitWithArgs(s.registry.write.revokeNonce([7n], { account: p }), s.registry, "OfferNonceRevoked", [p.address, 7n]);
       assert.equal(await s.registry.read.isNonceUsable([p.address, 7n]), false);
@@ -315,10 +315,10 @@ describe("ProviderRegistry", () => {
       const s = await load();
       const { viem } = connection;
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.setUnbondingDelay([10], { account: s.other.account }),
+        s.registry.write.setUnbondingDelay([10], { account: s.other!.account }),
         s.registry,
         "AccessControlUnauthorizedAccount",
-        [s.other.account.address, ZERO32],
+        [s.other!.account.address, ZERO32],
       );
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setUnbondingDelay([90 * 86_400 + 1]), s.registry, "UnbondingDelayTooLong", [
         90 * 86_400 + 1,
@@ -328,10 +328,10 @@ describe("ProviderRegistry", () => {
       assert.equal(await s.registry.read.unbondingDelay(), 7 * 86_400);
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setFaultQuorum([0]), s.registry, "InvalidFaultQuorum", [0, 32]);
       await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.setFaultQuorum([3], { account: s.other.account }),
+        s.registry.write.setFaultQuorum([3], { account: s.other!.account }),
         s.registry,
         "AccessControlUnauthorizedAccount",
-        [s.other.account.address, ZERO32],
+        [s.other!.account.address, ZERO32],
       );
       await viem.assertions.emitWithArgs(s.registry.write.setFaultQuorum([3]), s.registry, "FaultQuorumChanged", [3]);
       assert.equal(await s.registry.read.faultQuorum(), 3);
@@ -339,9 +339,9 @@ describe("ProviderRegistry", () => {
 
     it("manages the attestor set through ATTESTOR_ROLE", async () => {
       const s = await load();
-      const attestor = s.attestors[0].account.address;
+      const attestor = s.attestors[0]!.account.address;
       assert.equal(await s.registry.read.isAttestor([attestor]), true);
-      assert.equal(await s.registry.read.isAttestor([s.other.account.address]), false);
+      assert.equal(await s.registry.read.isAttestor([s.other!.account.address]), false);
       await s.registry.write.revokeRole([ATTESTOR_ROLE, attestor]);
       assert.equal(await s.registry.read.isAttestor([attestor]), false);
     });
@@ -349,10 +349,10 @@ describe("ProviderRegistry", () => {
     it("accepts the market hooks from MARKET_ROLE only", async () => {
       const s = await load();
       const { viem } = connection;
-      const p = s.provider.account.address;
-      const as = { account: s.other.account };
+      const p = s.provider!.account.address;
+      const as = { account: s.other!.account };
       const expectUnauthorized = (promise: Promise<unknown>) =>
-        viem.assertions.revertWithCustomErrorWithArgs(promise as Promise<`0x${string}`>, s.registry, "AccessControlUnauthorizedAccount", [s.other.account.address, MARKET_ROLE]);
+        viem.assertions.revertWithCustomErrorWithArgs(promise as Promise<`0x${string}`>, s.registry, "AccessControlUnauthorizedAccount", [s.other!.account.address, MARKET_ROLE]);
       await expectUnauthorized(s.registry.write.reserve([p, 1, A100, 1, false, 0n, 1n, false], as));
       await expectUnauthorized(s.registry.write.release([p, 1, 1, false, 0n, 0n, zeroAddress, 0n, 0], as));
       await expectUnauthorized(s.registry.write.lockMore([p, 1n, 1n, false], as));
@@ -364,7 +364,7 @@ describe("ProviderRegistry", () => {
     it("counts completed leases, faults and unit-seconds delivered", async () => {
       const s = await load();
       const { networkHelpers } = connection;
-      const p = s.provider.account;
+      const p = s.provider!.account;
       const { leaseId } = await openActive(s);
       await networkHelpers.time.increase(99);
       await s.market.write.complete([leaseId, 0, ZERO32, 200n], { account: p });

@@ -7,9 +7,9 @@ describe("TestToken", () => {
     const token = await viem.deployContract("TestToken");
     const [, user] = await viem.getWalletClients();
     assert.equal(await token.read.decimals(), 6);
-    await token.write.faucet([user.account.address, 5_000_000n]);
-    assert.equal(await token.read.balanceOf([user.account.address]), 5_000_000n);
+    await token.write.faucet([user!.account.address, 5_000_000n]);
+    assert.equal(await token.read.balanceOf([user!.account.address]), 5_000_000n);
     const max = await token.read.FAUCET_MAX();
-    await assert.rejects(token.write.faucet([user.account.address, max + 1n]), /FaucetAmountTooLarge/);
+    await assert.rejects(token.write.faucet([user!.account.address, max + 1n]), /FaucetAmountTooLarge/);
   });
 });

@@ -69,7 +69,7 @@ describe("signature forms: off-chain verdicts equal the contracts'", () => {
   /** The contract's verdict: openLease (simulated, nothing mined) accepts the signature or reverts with InvalidSignature. */
   async function onChainAccepts(s: Awaited<ReturnType<typeof load>>, offer: Awaited<ReturnType<typeof makeOffer>>, signature: Hex): Promise<boolean> {
     try {
-      await s.market.simulate.openLease([offer, signature, terms()], { account: s.renter.account.address });
+      await s.market.simulate.openLease([offer, signature, terms()], { account: s.renter!.account.address });
       return true;
     } catch (error) {
       const reverted = error instanceof BaseError ? error.walk((e) => e instanceof ContractFunctionRevertedError) : null;
@@ -82,7 +82,7 @@ describe("signature forms: off-chain verdicts equal the contracts'", () => {
   it("offers: the node's validator and the SDK's check accept exactly the forms openLease accepts", async () => {
     const s = await load();
     const providerKey = privateKey(1);
-    assert.equal(mnemonicToAccount(MNEMONIC, { addressIndex: 1 }).address, getAddress(s.provider.account.address));
+    assert.equal(mnemonicToAccount(MNEMONIC, { addressIndex: 1 }).address, getAddress(s.provider!.account.address));
     const recoverer = new TypedDataRecoverer(s.chainId, s.market.address);
     const verdicts: string[] = [];
     // Several offers, so both recovery parities (and so both v values) occur.
@@ -91,7 +91,7 @@ describe("signature forms: off-chain verdicts equal the contracts'", () => {
       const offer = await makeOffer(s);
       const digest = recoverer.digest("Offer", offer);
       const compact = secp256k1.sign(hexToBytes(digest), providerKey, { prehash: false, format: "recovered" });
-      parities.add(compact[0]);
+      parities.add(compact[0]!);
       for (const { name, signature } of forms(digest, providerKey)) {
         const chain = await onChainAccepts(s, offer, signature);
         const node = signatureSchema.safeParse(signature).success && recoverer.recoverSigner("Offer", offer, signature) === getAddress(offer.provider);

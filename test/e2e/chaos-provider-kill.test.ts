@@ -45,7 +45,7 @@ describe("chaos: a provider node SIGKILLed mid-transaction and restarted on the 
     await writeFile(configFile, JSON.stringify(config, null, 2));
     await fund(devnet, await devnet.wallet(1), 2_000_000_000n);
     node = await ProviderProcess.start(configFile);
-    machineId = node.ready.machines[0].machineId;
+    machineId = node.ready.machines[0]!.machineId;
     wallets = await watchWallets(devnet, [
       { address: renter.address, role: "renter" },
       { address: node.ready.address, role: "provider" },
@@ -62,14 +62,14 @@ describe("chaos: a provider node SIGKILLed mid-transaction and restarted on the 
 
   /** SIGKILLs the node the moment it sends `functionName` for `leaseId`; resolves once it is dead. */
   function killOn(functionName: string, leaseId: () => bigint | undefined): Promise<void> {
-    return new Promise((resolve) => {
+    return new Promise((resolve, reject) => {
       const stop = proxy.onTransaction((tx) => {
         const target = leaseId();
         const forLease = Array.isArray(tx.args[0]) ? (tx.args[0] as unknown[]).includes(target) : tx.args[0] === target;
         if (tx.functionName !== functionName || !forLease) return;
         stop();
         const victim = node!;
-        void victim.kill("SIGKILL").then(() => resolve());
+        victim.kill("SIGKILL").then(() => resolve(), reject);
       });
     });
   }
@@ -134,7 +134,10 @@ describe("chaos: a provider node SIGKILLed mid-transaction and restarted on the 
     await renter.waitStatus(node!.peer, leaseId, (s) => s.state === "running", "the task to run");
     // The devnet's clock moves only with blocks: mine some so the lease accrues and the node claims.
     let dead = false;
-    void killed.then(() => (dead = true));
+    killed.then(
+      () => (dead = true),
+      () => (dead = true),
+    );
     await waitFor("the node to claim (and die)", async () => {
       if (!dead) await devnet.admin.publicClient.request({ method: "evm_mine" } as never);
       return dead;

@@ -53,7 +53,7 @@ describe("chaos: the chain RPC goes away for 30 s mid-lease", function () {
     await writeFile(configFile, JSON.stringify(config, null, 2));
     await fund(devnet, await devnet.wallet(1), 2_000_000_000n);
     node = await ProviderProcess.start(configFile);
-    const machineId = node.ready.machines[0].machineId;
+    const machineId = node.ready.machines[0]!.machineId;
     const wallets = await watchWallets(devnet, [
       { address: renter.address, role: "renter" },
       { address: node.ready.address, role: "provider" },
@@ -94,7 +94,7 @@ describe("chaos: the chain RPC goes away for 30 s mid-lease", function () {
     // The check can fail: one base unit missing from the renter's account is named.
     const short = await checkLedger(devnet, { wallets: wallets.map((w) => (w.role === "renter" ? { ...w, baseline: w.baseline + 1n } : w)), capacity: new Map([[machineId, 2]]) });
     assert.equal(short.violations.length, 1);
-    assert.match(short.violations[0], /renter .* \(-1 off\)/);
+    assert.match(short.violations[0]!, /renter .* \(-1 off\)/);
 
     assert.equal(await node.kill("SIGTERM"), 0, "a clean stop after the outage");
   });

@@ -203,7 +203,7 @@ describe("renter console in headless Chromium with an injected wallet, against a
     // One offer: the provider's two A100s at 100 base units per GPU-second = 0.36 tUSD per GPU-hour.
     const rows = await page.$$eval("#offers-table tbody tr", (trs) => trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent)));
     assert.equal(rows.length, 1);
-    assert.deepEqual(rows[0].slice(0, 5), ["A100-80GB", "2 / 2", "eu-west", "0.36 tUSD", "no"]);
+    assert.deepEqual(rows[0]!.slice(0, 5), ["A100-80GB", "2 / 2", "eu-west", "0.36 tUSD", "no"]);
     assert.deepEqual(walletCalls.slice(0, 2), ["eth_requestAccounts", "eth_chainId"]);
     await screenshot("connected");
   });
@@ -370,7 +370,7 @@ describe("renter console in headless Chromium with an injected wallet, against a
     }
     assert.equal(visited.at(-1), "submit-button", `tab order: ${visited.join(" ")}`);
     const order = ["connect", "gpu-type", "gpu-count", "duration", "max-price", "bundle-url", "bundle-sha256", "command", "env-add"].map((id) => visited.indexOf(id));
-    assert.ok(order.every((index, i) => index >= 0 && (i === 0 || index > order[i - 1])), `tab order: ${visited.join(" ")}`);
+    assert.ok(order.every((index, i) => index >= 0 && (i === 0 || index > order[i - 1]!)), `tab order: ${visited.join(" ")}`);
 
     // axe-core, evaluated in the page (CDP evaluation is not a script the page's CSP governs).
     await page.evaluate(await readFile(require.resolve("axe-core/axe.min.js"), "utf8"));

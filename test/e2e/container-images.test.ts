@@ -116,7 +116,7 @@ describe("container images end to end: tasks by registry reference and by archiv
     const { lines, receipt, status } = await runAndCheck({ image: reference });
     const imageLine = lines.find((line) => line.stream === "system" && line.text.startsWith("Image "));
     assert.match(imageLine?.text ?? "", /: pulled in [0-9.]+ s before the lease started/);
-    assert.equal(receipt.leases[0].endReason, "Completed");
+    assert.equal(receipt.leases[0]!.endReason, "Completed");
     assert.equal(status.image?.ref, reference);
     assert.match(status.image?.digest ?? "", /^sha256:[0-9a-f]{64}$/);
     assert.equal(status.image?.cached, false, "the first task pulled the image: its status says not cached");
@@ -139,7 +139,7 @@ describe("container images end to end: tasks by registry reference and by archiv
     assert.equal(status.image?.cached, false, "a freshly loaded archive is not cached");
     const url = new URL(archive.url);
     assert.equal(status.image?.ref, `${url.protocol}//${url.host}${url.pathname}`, "the archive's URL without its query");
-    assert.equal(receipt.leases[0].endReason, "Completed");
+    assert.equal(receipt.leases[0]!.endReason, "Completed");
   });
 
   it("the renter never pays for the pull: a 5 s pull happens before activation, the lease meters only the run", async () => {
@@ -156,7 +156,7 @@ describe("container images end to end: tasks by registry reference and by archiv
       assert.equal(receipt.state, "succeeded");
       const pulled = /: pulled in ([0-9.]+) s before the lease started/.exec(lines.find((line) => line.text.startsWith("Image "))?.text ?? "");
       assert.ok(pulled && Number(pulled[1]) >= 5, `the pull took at least 5 s: ${lines[0]?.text}`);
-      assert.ok(receipt.leases[0].seconds <= 3, `metered ${receipt.leases[0].seconds} s for a 0 s task after a 5 s pull`);
+      assert.ok(receipt.leases[0]!.seconds <= 3, `metered ${receipt.leases[0]!.seconds} s for a 0 s task after a 5 s pull`);
     } finally {
       await rm(path.join(work, "slow-pull"), { force: true });
     }
@@ -171,10 +171,10 @@ describe("container images end to end: tasks by registry reference and by archiv
       assert.equal(status.error?.name, "image" in work ? "ImageNotFoundError" : "BundleDigestMismatchError");
       assert.match(status.error!.message, "image" in work ? /was not found in its registry/ : /^Image archive .* has sha256/);
       assert.equal(status.startedAt, null, "never started");
-      assert.equal(receipt.leases[0].endReason, "Completed", "ended by the provider's report (renter input), not a fault");
-      assert.ok(receipt.leases[0].seconds <= 3, `metered ${receipt.leases[0].seconds} s`);
-      assert.ok(receipt.totalRefunded >= receipt.leases[0].deposit - receipt.leases[0].cost);
-      assert.ok(receipt.leases[0].cost * 20n < receipt.leases[0].deposit, `paid ${receipt.leases[0].cost} of ${receipt.leases[0].deposit}`);
+      assert.equal(receipt.leases[0]!.endReason, "Completed", "ended by the provider's report (renter input), not a fault");
+      assert.ok(receipt.leases[0]!.seconds <= 3, `metered ${receipt.leases[0]!.seconds} s`);
+      assert.ok(receipt.totalRefunded >= receipt.leases[0]!.deposit - receipt.leases[0]!.cost);
+      assert.ok(receipt.leases[0]!.cost * 20n < receipt.leases[0]!.deposit, `paid ${receipt.leases[0]!.cost} of ${receipt.leases[0]!.deposit}`);
     }
   });
 

@@ -29,7 +29,7 @@ async function containersOf(workspaceRoot: string): Promise<{ name: string; stat
     .filter((line) => line.trim() !== "")
     .map((line) => {
       const [name, state] = line.trim().split(/\s+/);
-      return { name, state };
+      return { name: name!, state: state! };
     });
 }
 
@@ -55,7 +55,7 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
 
   const client = async (index: number): Promise<SuanliClient> => {
     await fund(devnet, await devnet.wallet(index), 100_000_000n);
-    const created = await createClient({ rpcUrl: devnet.rpcUrl, account: devnetAccount(index), bootstrap: [node!.ready.addrs[0]], deployment: devnet.deploymentsDir, stateFile: path.join(dir, `renter-${index}.json`) });
+    const created = await createClient({ rpcUrl: devnet.rpcUrl, account: devnetAccount(index), bootstrap: [node!.ready.addrs[0]!], deployment: devnet.deploymentsDir, stateFile: path.join(dir, `renter-${index}.json`) });
     clients.push(created);
     await waitFor("the provider's offer in the SDK", async () => (await created.queryOffers()).some((offer) => offer.freeUnits >= 1), { timeoutMs: 30_000 });
     return created;
@@ -236,7 +236,7 @@ describe("container tasks: whose fault when the engine fails", function () {
     assert.match(status.error?.message ?? "", /setrlimit RLIMIT_NOFILE/);
     const receipt = await renter.wait(submitted.taskId);
     const [lease] = receipt.leases;
-    assert.notEqual(lease.endReason, "Completed", show(receipt));
+    assert.notEqual(lease!.endReason, "Completed", show(receipt));
     assert.equal(receipt.completion, null, "no completion report: the renter's command never ran");
     assert.equal(receipt.totalCost, 0n, "the renter paid nothing");
     assert.ok(receipt.totalCredit > 0n, `the provider paid the penalty: ${show(receipt)}`);

@@ -48,12 +48,12 @@ describe("explorer page in headless Chromium against a devnet node", function ()
     { model: "H100-80GB-SXM", units: 8, region: "eu-west", price: 100n, attested: false },
   ];
   let ids: number[] = [];
-  const key = (index: number) => offerKey(accounts.providerA.address, ids[index]);
+  const key = (index: number) => offerKey(accounts.providerA.address, ids[index]!);
 
   /** The provider node publishes machine `index` (0-based) over gossip, as its agent would. */
   async function publish(index: number) {
-    const machine = machines[index];
-    const machineId = ids[index];
+    const machine = machines[index]!;
+    const machineId = ids[index]!;
     const vramMiB = findGpuModel(machine.model)!.vramMiB;
     const attestations = [];
     if (machine.attested) {
@@ -62,10 +62,10 @@ describe("explorer page in headless Chromium against a devnet node", function ()
       attestations.push(await signAttestation(accounts.attestor, suanliDomain(devnet.deployment.chainId, devnet.deployment.contracts.market!), attestation));
     }
     await provider.offers.publisher!.set({
-      machine: { machineId, model: machine.model, units: machine.units, vramMiB, interconnect: "nvlink", region: machine.region, cluster: ZERO32 },
+      machine: { machineId: machineId!, model: machine.model, units: machine.units, vramMiB, interconnect: "nvlink", region: machine.region, cluster: ZERO32 },
       terms: { pricePerUnitSecond: machine.price, minDuration: 60, maxDuration: 86_400, collateralBps: 2_000, startWindow: 300 },
       capacity: { freeUnits: machine.freeUnits ?? machine.units },
-      attestations,
+      attestations: attestations!,
     });
   }
 
@@ -80,7 +80,7 @@ describe("explorer page in headless Chromium against a devnet node", function ()
       machines: machines.map((machine) => ({ model: machine.model, units: machine.units, vramMiB: findGpuModel(machine.model)!.vramMiB, region: machine.region })),
     });
     node = await startTestDaemon(devnet, {
-      p2p: { bootstrap: [provider.p2p.host.getMultiaddrs()[0].toString()] },
+      p2p: { bootstrap: [provider.p2p.host.getMultiaddrs()[0]!.toString()] },
       api: { enabled: true, port: 0, host: "127.0.0.1" },
     });
     base = node.api!.url;
@@ -175,7 +175,7 @@ describe("explorer page in headless Chromium against a devnet node", function ()
 
     // And one that leaves the book disappears: the provider removes the machine on-chain, the
     // node's chain watcher evicts its offer.
-    await send(await devnet.wallet(1), { address: devnet.deployment.contracts.registry!, abi: providerRegistryAbi, functionName: "removeMachine", args: [ids[2]] });
+    await send(await devnet.wallet(1), { address: devnet.deployment.contracts.registry!, abi: providerRegistryAbi, functionName: "removeMachine", args: [ids[2]!] });
     await waitForKeys([key(0), key(4)]);
   });
 

@@ -49,7 +49,7 @@ describe("group jobs: extend every lease, migrate together", function () {
     const walletTransport = custom({
       async request({ method, params }: { method: string; params?: unknown }) {
         if (method === "eth_sendRawTransaction" && dropExtendOf !== undefined) {
-          const tx = parseTransaction((params as Hex[])[0]);
+          const tx = parseTransaction((params as Hex[])[0]!);
           const call = tx.data ? (() => { try { return decodeFunctionData({ abi: leaseMarketAbi, data: tx.data! }); } catch { return undefined; } })() : undefined;
           if (call?.functionName === "extend" && (call.args as readonly unknown[])[0] === dropExtendOf) throw new Error("the RPC dropped the transaction");
         }
@@ -117,7 +117,7 @@ describe("group jobs: extend every lease, migrate together", function () {
     assert.deepEqual(failure.extended.map((l) => l.leaseId), [ids[0]]);
     assert.equal(failure.failed.leaseId, ids[1]);
     assert.deepEqual(failure.notTried, []);
-    assert.deepEqual(await ends(), [start[0] + 90, start[1] + 60]);
+    assert.deepEqual(await ends(), [start[0]! + 90, start[1]! + 60]);
     // The rest, on request: the group's ends line up again.
     const rest = await client.extend(taskId, { seconds: 30, only: [failure.failed.leaseId, ...failure.notTried] });
     assert.deepEqual(rest.leases?.map((l) => l.leaseId), [ids[1]]);
@@ -130,29 +130,29 @@ describe("group jobs: extend every lease, migrate together", function () {
     for (const l of receipt.leases) {
       assert.ok(l.refunded > 0n, `lease ${l.leaseId} refunded`);
       const rank = ids.indexOf(l.leaseId);
-      assert.equal(l.deposit, deposits[rank] + 90n * 100n, `lease ${l.leaseId}: the deposit with its 90 s of extensions at 100 per second`);
+      assert.equal(l.deposit, deposits[rank]! + 90n * 100n, `lease ${l.leaseId}: the deposit with its 90 s of extensions at 100 per second`);
       assert.equal(l.cost + l.refunded, l.deposit, `lease ${l.leaseId}: cost + refund = the deposit with its extensions`);
     }
   });
 
   it("autoMigrate: one machine's lease terminated by its provider moves the whole group to another cluster, the rest refunded", async () => {
     const { taskId, group } = await submitGroup('sleep 8; echo "rank=$SUANLI_RANK of $SUANLI_WORLD_SIZE at $SUANLI_MASTER_ADDR"', true);
-    const first = providers.find((p) => p.node.peer.address.toLowerCase() === group[0].provider.toLowerCase())!;
+    const first = providers.find((p) => p.node.peer.address.toLowerCase() === group[0]!.provider.toLowerCase())!;
     // The provider pulls rank 1's machine.
-    await send(await devnet.wallet(first.index), { address: market(), abi: leaseMarketAbi, functionName: "terminate", args: [group[1].leaseId] });
-    assert.equal((await lease(group[1].leaseId)).endReason, "Terminated");
+    await send(await devnet.wallet(first.index), { address: market(), abi: leaseMarketAbi, functionName: "terminate", args: [group[1]!.leaseId] });
+    assert.equal((await lease(group[1]!.leaseId)).endReason, "Terminated");
 
     const receipt = await client.wait(taskId);
     assert.equal(receipt.state, "succeeded");
     const record = (await client.tasks()).find((task) => task.taskId === taskId)!;
     assert.equal(record.attempts.length, 2, "the group migrated once");
-    assert.equal(record.attempts[0].migratedBecause, "Terminated");
-    const moved = record.attempts[1].group!;
+    assert.equal(record.attempts[0]!.migratedBecause, "Terminated");
+    const moved = record.attempts[1]!.group!;
     assert.equal(moved.length, 2, "the whole group moved");
     for (const member of moved) assert.notEqual(member.provider.toLowerCase(), first.node.peer.address.toLowerCase(), "to the other provider's cluster");
     // The old group: rank 1 terminated (refunded by the provider's transaction), rank 0 cancelled and refunded.
     assert.equal(receipt.leases.length, 4);
-    const old = await lease(group[0].leaseId);
+    const old = await lease(group[0]!.leaseId);
     assert.ok(old.status === "Ended" || old.status === "Settled", `the old rank 0 is ${old.status}`);
     for (const member of group) {
       const l = receipt.leases.find((x) => x.leaseId === member.leaseId)!;

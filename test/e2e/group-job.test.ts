@@ -54,10 +54,10 @@ describe("group jobs: one task over two machines of a cluster", function () {
     const group = submitted.attempt.group;
     assert.ok(group, "the task record keeps the group");
     assert.equal(group.length, 2);
-    assert.notEqual(group[0].leaseId, group[1].leaseId);
-    assert.notEqual(group[0].machineId, group[1].machineId);
+    assert.notEqual(group[0]!.leaseId, group[1]!.leaseId);
+    assert.notEqual(group[0]!.machineId, group[1]!.machineId);
     const stored = (await client.tasks()).find((task) => task.taskId === submitted.taskId)!;
-    assert.deepEqual(stored.attempts[0].group?.map((member) => member.leaseId), group.map((member) => member.leaseId));
+    assert.deepEqual(stored.attempts[0]!.group?.map((member) => member.leaseId), group.map((member) => member.leaseId));
 
     for (const rank of [0, 1]) {
       await waitFor(`rank ${rank} running`, async () => (await client.exec(submitted.taskId, "true", { rank }).catch(() => undefined))?.exitCode === 0, { timeoutMs: 30_000 });

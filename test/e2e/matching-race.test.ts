@@ -82,7 +82,7 @@ describe("20 renters racing for scarce GPUs (real providers, real chain)", funct
       perMachine.set(key, (perMachine.get(key) ?? 0) + lease.attempt.units);
     }
     for (const provider of providers) {
-      const machine = provider.agent.machines[0];
+      const machine = provider.agent.machines[0]!;
       const onChain = await readMachine(devnet.admin.publicClient, devnet.deployment.contracts.registry!, machine.machineId);
       assert.ok(onChain.onDemandUnits <= onChain.units, "the chain never sold more than the machine has");
       assert.equal(perMachine.get(`${provider.peer.address}:${machine.machineId}`) ?? 0, onChain.onDemandUnits);
@@ -99,7 +99,7 @@ describe("20 renters racing for scarce GPUs (real providers, real chain)", funct
       devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [address] });
     const winners = new Set(won.map((w) => w.attempt.leaseId));
     for (const [i, client] of clients.entries()) {
-      const result = results[i];
+      const result = results[i]!;
       const balance = await balanceOf(client.address!);
       if (result.status === "rejected") assert.equal(balance, FUNDS, "a renter without a lease has all its money");
       else assert.equal(balance, FUNDS - result.value.attempt.deposit, "a winner's deposit is escrowed in its lease");
@@ -107,10 +107,10 @@ describe("20 renters racing for scarce GPUs (real providers, real chain)", funct
 
     // Winners cancel: their unaccrued deposits come back.
     for (const [i, client] of clients.entries()) {
-      const result = results[i];
+      const result = results[i]!;
       if (result.status !== "fulfilled") continue;
       const receipt = await client.cancel(result.value.taskId);
-      assert.ok(winners.has(receipt.leases[0].leaseId));
+      assert.ok(winners.has(receipt.leases[0]!.leaseId));
       assert.equal(await balanceOf(client.address!), FUNDS - receipt.totalCost);
     }
   });

@@ -53,7 +53,7 @@ describe("provider agent: crash and restart", function () {
     await fund(devnet, await devnet.wallet(1), 2_000_000_000n);
 
     node = await ProviderProcess.start(configFile);
-    const machineId = node.ready.machines[0].machineId;
+    const machineId = node.ready.machines[0]!.machineId;
     const providerBefore = await renter.balance(node.ready.address);
     const markA = path.join(dir, "a.log");
     const markB = path.join(dir, "b.log");

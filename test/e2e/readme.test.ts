@@ -37,8 +37,8 @@ export function readmeBlocks(text: string): Block[] {
   const marker = /<!-- readme-test (\w+)((?:\s+\w+(?:=(?:"(?:[^"\\]|\\.)*"|[^\s"]+))?)*)\s*-->\n```sh\n([\s\S]*?)\n```/g;
   for (const match of text.matchAll(marker)) {
     const [, section, attrs, script] = match;
-    const block: Block = { section, terminal: "", background: false, expect: [], capture: [], script, line: text.slice(0, match.index).split("\n").length };
-    for (const attr of attrs.matchAll(/(\w+)(?:=(?:"((?:[^"\\]|\\.)*)"|([^\s"]+)))?/g)) {
+    const block: Block = { section: section!, terminal: "", background: false, expect: [], capture: [], script: script!, line: text.slice(0, match.index).split("\n").length };
+    for (const attr of attrs!.matchAll(/(\w+)(?:=(?:"((?:[^"\\]|\\.)*)"|([^\s"]+)))?/g)) {
       const [, key, quoted, bare] = attr;
       const value = quoted !== undefined ? unescape(quoted) : bare;
       if (key === "terminal") block.terminal = value ?? "";
@@ -94,7 +94,7 @@ class Terminals {
     for (const { name, pattern } of block.capture) {
       const found = pattern.exec(output);
       assert.ok(found, `README line ${block.line} (${block.section}, terminal ${block.terminal}): nothing matched ${pattern} to capture ${name}.\n${tail(output)}`);
-      this.vars[name] = found[1];
+      this.vars[name] = found[1]!;
     }
   }
 

@@ -29,15 +29,15 @@ describe("reserved terms: one signed offer per duration tier", () => {
     const best = (duration: number) => {
       const result = engine.match(parseMatchRequest(requestInput({ duration, maxPricePerGpuHour: "10" })));
       assert.ok(result.ok);
-      return result.candidates[0].parts[0];
+      return result.candidates[0]!.parts[0];
     };
-    assert.deepEqual([best(3_600).entry.machineId, best(3_600).terms], [2, "on-demand"]);
+    assert.deepEqual([best(3_600)!.entry.machineId, best(3_600)!.terms], [2, "on-demand"]);
     const day = best(2 * 86_400);
-    assert.deepEqual([day.entry.machineId, day.entry.tier, day.pricePerUnitSecond], [1, 1, 900n]);
-    assert.equal(day.terms, "reserved tier 1: leases of 86400 s or more, 900 base units/s");
+    assert.deepEqual([day!.entry.machineId, day!.entry.tier, day!.pricePerUnitSecond], [1, 1, 900n]);
+    assert.equal(day!.terms, "reserved tier 1: leases of 86400 s or more, 900 base units/s");
     const week = best(10 * 86_400);
-    assert.deepEqual([week.entry.tier, week.pricePerUnitSecond], [2, 750n]);
-    assert.match(week.terms!, /^reserved tier 2: leases of 604800 s or more/);
+    assert.deepEqual([week!.entry.tier, week!.pricePerUnitSecond], [2, 750n]);
+    assert.match(week!.terms!, /^reserved tier 2: leases of 604800 s or more/);
     // A cluster group never sums a tier with its machine's on-demand offer (the same units).
     assert.equal(engine.match(parseMatchRequest(requestInput({ duration: 10 * 86_400, gpuCount: 9, colocation: "cluster", maxPricePerGpuHour: "10" }))).ok, false);
   });
@@ -99,7 +99,7 @@ describe("reserved terms: one signed offer per duration tier", () => {
       const node = await startTestDaemon(devnet, { p2p: { bootstrap: [provider.peer.addr] }, api: { enabled: true, host: "127.0.0.1", port: 0 } });
       const browser = await createBrowserClient({ rpcUrl: devnet.rpcUrl, nodeUrl: node.api!.url, deployment: devnet.deployment });
       try {
-        const machineId = provider.agent.machines[0].machineId;
+        const machineId = provider.agent.machines[0]!.machineId;
         const key = `${provider.peer.address.toLowerCase()}:${machineId}`;
         // The API's view carries the tier (absent for the on-demand offer).
         const views = await waitFor("the on-demand offer and both tiers in the node's API", async () => {
@@ -116,10 +116,10 @@ describe("reserved terms: one signed offer per duration tier", () => {
         assert.deepEqual(offers.map((offer) => [offer.key, offer.pricePerUnitSecond]), [[`${key}:2`, 75n], [`${key}:1`, 90n], [key, 100n]]);
         const dry = await browser.match({ ...requestInput({ duration: 7_200, maxPricePerGpuHour: "1" }), attestedOnly: false } as never);
         assert.ok(dry.ok);
-        assert.match(dry.candidates[0].machines[0].terms, /^reserved tier 2: leases of 7200 s or more/);
+        assert.match(dry.candidates[0]!.machines[0]!.terms, /^reserved tier 2: leases of 7200 s or more/);
         const short = await browser.match({ ...requestInput({ duration: 600, maxPricePerGpuHour: "1" }), attestedOnly: false } as never);
         assert.ok(short.ok);
-        assert.equal(short.candidates[0].machines[0].terms, "on-demand", "a 10-minute lease gets the on-demand offer");
+        assert.equal(short.candidates[0]!.machines[0]!.terms, "on-demand", "a 10-minute lease gets the on-demand offer");
       } finally {
         await browser.close();
         await node.close();
@@ -128,37 +128,37 @@ describe("reserved terms: one signed offer per duration tier", () => {
 
     it("publishes one offer per tier, leases at the tier's price, and extends into a tier with that tier's offer", async () => {
       const [long, short] = renters;
-      const machineId = provider.agent.machines[0].machineId;
+      const machineId = provider.agent.machines[0]!.machineId;
       const offers = await waitFor("the on-demand offer and both tiers on the network", async () => {
-        const seen = (await long.queryOffers({ gpuType: "A100" })).filter((offer) => offer.machineId === machineId);
+        const seen = (await long!.queryOffers({ gpuType: "A100" })).filter((offer) => offer.machineId === machineId);
         return seen.length === 3 ? seen : undefined;
       }, { timeoutMs: 30_000 });
       assert.deepEqual(offers.map((offer) => [offer.key.split(":").length, offer.pricePerUnitSecond]), [[3, 75n], [3, 90n], [2, 100n]]);
 
       // The dry run names the tier a 2-hour lease gets.
-      const dry = await long.match({ ...requestInput({ duration: 7_200, maxPricePerGpuHour: "1" }), attestedOnly: false } as never);
+      const dry = await long!.match({ ...requestInput({ duration: 7_200, maxPricePerGpuHour: "1" }), attestedOnly: false } as never);
       assert.ok(dry.ok);
-      assert.match(dry.candidates[0].machines[0].terms, /^reserved tier 2: leases of 7200 s or more/);
+      assert.match(dry.candidates[0]!.machines[0]!.terms, /^reserved tier 2: leases of 7200 s or more/);
 
       const bundle = await bundles.bundle({ "hold.sh": "echo holding; sleep 60" });
       const task = { gpuType: "A100", gpuCount: 1, maxPricePerGpuHour: "1", attestedOnly: false, bundleUrl: bundle.url, sha256: bundle.sha256, command: "sh hold.sh" };
-      const reserved = await long.submitTask({ ...task, duration: 7_200 });
+      const reserved = await long!.submitTask({ ...task, duration: 7_200 });
       assert.equal(reserved.attempt.pricePerUnitSecond, 75n);
       const lease = await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, reserved.leaseId);
       assert.deepEqual([lease.pricePerUnitSecond, lease.deposit], [75n, 75n * 7_200n]);
 
       // 50 minutes on demand, then 20 more: past the on-demand maximum, inside tier 1's range.
-      const onDemand = await short.submitTask({ ...task, duration: 3_000 });
+      const onDemand = await short!.submitTask({ ...task, duration: 3_000 });
       assert.equal(onDemand.attempt.pricePerUnitSecond, 100n);
       // Only an active lease can be extended: the provider activates it when it starts the task.
-      await waitFor("the provider to activate the on-demand lease", async () => (await short.status(onDemand.taskId)).lease.status === "Active", { timeoutMs: 30_000 });
-      const extended = await short.extend(onDemand.taskId, { seconds: 1_200 });
+      await waitFor("the provider to activate the on-demand lease", async () => (await short!.status(onDemand.taskId)).lease.status === "Active", { timeoutMs: 30_000 });
+      const extended = await short!.extend(onDemand.taskId, { seconds: 1_200 });
       assert.equal(extended.extraDeposit, 100n * 1_200n, "billed at the lease's own price");
       const after = await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, onDemand.leaseId);
       assert.equal(after.deposit, 100n * 4_200n);
 
-      await long.cancel(reserved.taskId);
-      await short.cancel(onDemand.taskId);
+      await long!.cancel(reserved.taskId);
+      await short!.cancel(onDemand.taskId);
     });
   });
 });

@@ -90,7 +90,7 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
     assert.equal(result.verified, true);
     assert.equal(result.snapshot, false);
     assert.deepEqual(result.files.map((file) => [file.path, file.size]), [["ckpt/epoch-1/model.bin", 3_000_000], ["empty", 0], ["metrics.txt", 10]]);
-    assert.equal(new TextDecoder().decode(result.files[2].data), "loss 0.12\n");
+    assert.equal(new TextDecoder().decode(result.files[2]!.data), "loss 0.12\n");
     assert.equal(result.bytes, 3_000_010);
     assert.equal(result.transferred, 3_000_010);
     // The same digest as the provider's files and its on-chain report.
@@ -142,7 +142,7 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
               transform(chunk, controller) {
                 const copy = chunk.slice();
                 if (!flipped && copy.length > 0) {
-                  copy[0] ^= 0xff;
+                  copy[0]! ^= 0xff;
                   flipped = true;
                 }
                 controller.enqueue(copy);

@@ -40,15 +40,15 @@ describe("HTTP API event stream (GET /v1/events)", () => {
       await stream.waitFor((events) => events.length >= 3);
       assert.deepEqual(stream.events.map((event) => event.event), ["offer", "lease", "offer-removed"]);
       const ids = stream.events.map((event) => Number(event.id));
-      assert.ok(ids[0] < ids[1] && ids[1] < ids[2], `increasing ids ${ids}`);
-      const offer = marketEventSchemas.offer.decode(JSON.parse(stream.events[0].data));
+      assert.ok(ids[0]! < ids[1]! && ids[1]! < ids[2]!, `increasing ids ${ids}`);
+      const offer = marketEventSchemas.offer.decode(JSON.parse(stream.events[0]!.data));
       assert.equal(offer.model, "L40S-48GB");
       assert.equal(offer.pricePerUnitSecond, 700n);
       assert.equal(offer.seq, entry.message.seq);
-      const lease = marketEventSchemas.lease.decode(JSON.parse(stream.events[1].data));
+      const lease = marketEventSchemas.lease.decode(JSON.parse(stream.events[1]!.data));
       assert.equal(lease.id, 40n);
       assert.equal(lease.status, "Open");
-      const removed = marketEventSchemas["offer-removed"].decode(JSON.parse(stream.events[2].data));
+      const removed = marketEventSchemas["offer-removed"].decode(JSON.parse(stream.events[2]!.data));
       assert.deepEqual({ key: removed.key, reason: removed.reason }, { key: `${accounts.providerA.address.toLowerCase()}:7`, reason: "withdrawn" });
     } finally {
       stream.close();
@@ -78,7 +78,7 @@ describe("HTTP API event stream (GET /v1/events)", () => {
     const first = await openEventStream(`${base}/v1/events`);
     fx.source.putLease(leaseRecord(50n, accounts.renter.address, accounts.providerA.address));
     await first.waitFor((events) => events.length >= 1);
-    const lastSeen = first.events[0].id!;
+    const lastSeen = first.events[0]!.id!;
     first.close();
 
     fx.source.putLease(leaseRecord(51n, accounts.renter.address, accounts.providerA.address));
@@ -99,7 +99,7 @@ describe("HTTP API event stream (GET /v1/events)", () => {
     const late = await openEventStream(`${base}/v1/events`, { "last-event-id": lastSeen });
     try {
       await late.waitFor((events) => events.length >= 1);
-      assert.equal(late.events[0].event, "reset");
+      assert.equal(late.events[0]!.event, "reset");
     } finally {
       late.close();
     }

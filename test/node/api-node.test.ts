@@ -101,15 +101,15 @@ describe("HTTP API on a devnet node", function () {
     provider = await startTestDaemon(devnet, { chain: { privateKey: devnetPrivateKey(1) } }, { publishesOffers: true });
     providerAddress = provider.account!.address;
     // Registered before the API node starts: the node learns the provider from past events (the backfill).
-    [a100Id, h100Id] = await registerProvider(devnet, await devnet.wallet(1), {
+    [a100Id, h100Id] = (await registerProvider(devnet, await devnet.wallet(1), {
       peerId: provider.p2p.host.peerId.toString(),
       stake: 100_000_000_000n,
       machines: [A100, H100],
-    });
+    })) as [number, number];
     a100Key = offerKey(providerAddress, a100Id);
     h100Key = offerKey(providerAddress, h100Id);
     node = await startTestDaemon(devnet, {
-      p2p: { bootstrap: [provider.p2p.host.getMultiaddrs()[0].toString()] },
+      p2p: { bootstrap: [provider.p2p.host.getMultiaddrs()[0]!.toString()] },
       api: { enabled: true, port: 0 },
     });
     base = node.api!.url;
@@ -184,12 +184,12 @@ describe("HTTP API on a devnet node", function () {
     const page = offerPageSchema.decode((await get("/v1/offers")).body);
     assert.deepEqual(page.items.map((offer) => offer.key), [a100Key, h100Key]);
     const [a100] = page.items;
-    assert.equal(a100.model, "A100-80GB");
-    assert.equal(a100.pricePerUnitSecond, 500n);
-    assert.equal(a100.attested, true);
-    assert.deepEqual(a100.attestations.map((attestation) => [attestation.attestor, attestation.current]), [[accounts.attestor.address, true]]);
-    assert.equal(a100.peerId, provider.p2p.host.peerId.toString());
-    const signer = await recoverTypedDataAddress({ domain: domain(), types: { Offer: suanliTypes.Offer }, primaryType: "Offer", message: a100.signed.offer, signature: a100.signed.signature });
+    assert.equal(a100!.model, "A100-80GB");
+    assert.equal(a100!.pricePerUnitSecond, 500n);
+    assert.equal(a100!.attested, true);
+    assert.deepEqual(a100!.attestations.map((attestation) => [attestation.attestor, attestation.current]), [[accounts.attestor.address, true]]);
+    assert.equal(a100!.peerId, provider.p2p.host.peerId.toString());
+    const signer = await recoverTypedDataAddress({ domain: domain(), types: { Offer: suanliTypes.Offer }, primaryType: "Offer", message: a100!.signed.offer, signature: a100!.signed.signature });
     assert.equal(signer, providerAddress);
 
     const attested = offerPageSchema.decode((await get("/v1/offers?attested=true")).body);
@@ -213,7 +213,7 @@ describe("HTTP API on a devnet node", function () {
       [a100Id, "A100-80GB", a100Key],
       [h100Id, "H100-80GB-SXM", h100Key],
     ]);
-    assert.equal(record.machines[0].attestations[0].attestor, accounts.attestor.address);
+    assert.equal(record.machines[0]!.attestations[0]!.attestor, accounts.attestor.address);
     const stranger = await get(`/v1/providers/${accounts.stranger.address}`);
     assert.equal(stranger.status, 404);
     assert.equal(errorOf(stranger.body).name, "ProviderNotFoundError");
@@ -228,16 +228,16 @@ describe("HTTP API on a devnet node", function () {
   it("answers a match dry-run from the node's engine, and explains a miss", async () => {
     const result = matchResultSchema.decode((await post("/v1/match", { gpuType: "A100", gpuCount: 2, duration: 3600, maxPricePerGpuHour: "2.00" })).body);
     assert.equal(result.matched, true);
-    assert.deepEqual(result.candidates[0].allocations.map((allocation) => [allocation.offerKey, allocation.units]), [[a100Key, 2]]);
-    assert.equal(result.candidates[0].totalCost, 2n * 500n * 3600n);
-    assert.equal(result.candidates[0].allocations[0].peerId, provider.p2p.host.peerId.toString());
+    assert.deepEqual(result.candidates[0]!.allocations.map((allocation) => [allocation.offerKey, allocation.units]), [[a100Key, 2]]);
+    assert.equal(result.candidates[0]!.totalCost, 2n * 500n * 3600n);
+    assert.equal(result.candidates[0]!.allocations[0]!.peerId, provider.p2p.host.peerId.toString());
 
     // The H100 offer carries no attestation: attestedOnly (the default) removes it.
     const miss = matchResultSchema.decode((await post("/v1/match", { gpuType: "H100", gpuCount: 1, duration: 3600, maxPricePerGpuHour: "5" })).body);
     assert.equal(miss.matched, false);
     assert.deepEqual(miss.explanation!.steps.filter((step) => step.removed > 0).map((step) => [step.constraint, step.removed]), [["gpuType", 1], ["attestation", 1]]);
     const any = matchResultSchema.decode((await post("/v1/match", { gpuType: "H100", gpuCount: 1, duration: 3600, maxPricePerGpuHour: "5", attestedOnly: false })).body);
-    assert.equal(any.candidates[0].allocations[0].offerKey, h100Key);
+    assert.equal(any.candidates[0]!.allocations[0]!.offerKey, h100Key);
   });
 
   it("relays a signed reservation to the provider over libp2p and returns its acceptance", async () => {
@@ -391,7 +391,7 @@ describe("HTTP API on a devnet node", function () {
     const request: ReserveRequest = {
       renter: accounts.renter.address,
       provider: ghost.account.address,
-      machineId,
+      machineId: machineId!,
       units: 1,
       duration: 600,
       interruptible: false,
@@ -431,8 +431,8 @@ describe("HTTP API on a devnet node", function () {
     const health = healthSchema.decode(response.body);
     assert.equal(health.status, "ok", JSON.stringify(health.checks));
     assert.deepEqual(health.checks.map((check) => check.name), ["chain", "index", "p2p", "offers"]);
-    assert.match(health.checks[0].detail ?? "", /^chain 31337 at block \d+/);
-    assert.match(health.checks[3].detail ?? "", /^2 offers in the book, 2 matchable/);
+    assert.match(health.checks[0]!.detail ?? "", /^chain 31337 at block \d+/);
+    assert.match(health.checks[3]!.detail ?? "", /^2 offers in the book, 2 matchable/);
   });
 
   it("keeps its index across a restart and catches up with what happened while it was down", async () => {
@@ -443,7 +443,7 @@ describe("HTTP API on a devnet node", function () {
     // While the node is down: a new provider registers.
     const late = await devnet.wallet(3);
     await registerProvider(devnet, late, { peerId: "12D3KooWLateProviderLateProviderLateProviderLate", stake: 5_000_000n, machines: [H100] });
-    node = await startTestDaemon(devnet, { dataDir, p2p: { bootstrap: [provider.p2p.host.getMultiaddrs()[0].toString()] }, api: { enabled: true, port: 0 } });
+    node = await startTestDaemon(devnet, { dataDir, p2p: { bootstrap: [provider.p2p.host.getMultiaddrs()[0]!.toString()] }, api: { enabled: true, port: 0 } });
     base = node.api!.url;
     await node.api!.source.ready;
     // It resumed where it stopped, not from the deployment block, and read the late registration.

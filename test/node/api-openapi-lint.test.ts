@@ -46,7 +46,7 @@ describe("OpenAPI document: Redocly lint (recommended rules, offline)", function
     assert.deepEqual(doc.security, []);
     assert.equal(doc.info.license.identifier, "Apache-2.0");
     for (const tag of doc.tags) assert.ok(tag.description, `tag ${tag.name} has a description`);
-    const stream = doc.paths["/v1/events"].get.responses["200"].content?.["text/event-stream"]?.schema;
+    const stream = doc.paths["/v1/events"]!.get!.responses["200"]!.content?.["text/event-stream"]?.schema;
     assert.deepEqual(stream?.oneOf?.map((ref) => ref.$ref), ["#/components/schemas/Offer", "#/components/schemas/OfferRemovedEvent", "#/components/schemas/Lease", "#/components/schemas/ResetEvent"]);
   });
 

@@ -71,7 +71,7 @@ describe("OpenAPI document", () => {
     const check = async (method: "GET" | "POST", url: string, path: string, status: number, payload?: unknown) => {
       const response = await fx.api.app.inject({ method, url, payload: payload as string });
       assert.equal(response.statusCode, status, `${url}: ${response.body}`);
-      const schema = document.paths[path][method.toLowerCase()].responses[String(status)].content?.["application/json"]?.schema;
+      const schema = document.paths[path]![method.toLowerCase()]!.responses[String(status)]!.content?.["application/json"]?.schema;
       assert.ok(schema, `${method} ${path} documents ${status}`);
       const rewritten = JSON.parse(JSON.stringify(schema).replaceAll('"#/components/', '"api#/components/'));
       const valid = ajv.validate(rewritten, response.json());
@@ -109,9 +109,9 @@ describe("OpenAPI document", () => {
 
   it("documents amounts as decimal strings and query parameters with their constraints", () => {
     const offer = document.components.schemas.Offer as { properties: Record<string, { type?: string; pattern?: string }> };
-    assert.equal(offer.properties.pricePerUnitSecond.type, "string");
-    assert.equal(offer.properties.pricePerUnitSecond.pattern, "^\\d{1,78}$");
-    const list = document.paths["/v1/offers"].get as unknown as { parameters: { name: string; in: string; required: boolean; schema: { pattern?: string; enum?: string[] } }[] };
+    assert.equal(offer.properties.pricePerUnitSecond!.type, "string");
+    assert.equal(offer.properties.pricePerUnitSecond!.pattern, "^\\d{1,78}$");
+    const list = document.paths["/v1/offers"]!.get as unknown as { parameters: { name: string; in: string; required: boolean; schema: { pattern?: string; enum?: string[] } }[] };
     const byName = new Map(list.parameters.map((parameter) => [parameter.name, parameter]));
     assert.deepEqual([...byName.keys()].sort(), [
       "attested", "interruptible", "limit", "maxPricePerUnitSecond", "minFreeUnits", "minVramMiB", "model", "offset", "provider", "region", "sort",
@@ -120,7 +120,7 @@ describe("OpenAPI document", () => {
     assert.equal(byName.get("minVramMiB")?.in, "query");
     assert.match(String((byName.get("minVramMiB") as { description?: string } | undefined)?.description), /memory per unit/);
     assert.ok(byName.get("sort")?.schema.enum?.includes("-price"));
-    const leases = document.paths["/v1/leases"].get as unknown as { parameters: { name: string; required: boolean }[] };
+    const leases = document.paths["/v1/leases"]!.get as unknown as { parameters: { name: string; required: boolean }[] };
     assert.equal(leases.parameters.find((parameter) => parameter.name === "address")?.required, true);
   });
 });

@@ -19,7 +19,7 @@ describe("market statistics recorder", () => {
     stats.recordOffer(await signedOfferEntry({ ...spec, seq: 60, pricePerUnitSecond: 1200n }), T0 - 500);
     assert.equal(stats.size, 2);
 
-    const a100 = stats.compute(window, [], T0).models[0];
+    const a100 = stats.compute(window, [], T0).models[0]!;
     // Every bucket from the first publication on holds the offer once, at the price it had then.
     assert.deepEqual(a100.series.map((bucket) => bucket.offers), [0, 1, 1, 1, 1, 1]);
     assert.deepEqual(a100.series.map((bucket) => bucket.price?.p50 ?? null), [null, 1000n, 1000n, 1000n, 1000n, 1200n]);
@@ -34,7 +34,7 @@ describe("market statistics recorder", () => {
     stats.recordOffer(entry, T0 - 1000);
     assert.equal(stats.size, 3);
     const [a100] = stats.compute(window, [entry], T0 - 1000).models;
-    assert.deepEqual([a100.current.units, a100.current.usedUnits, a100.current.utilization], [8, 6, 0.75]);
-    assert.deepEqual(a100.series.map((bucket) => bucket.offers), [0, 1, 1, 0, 1, 1]);
+    assert.deepEqual([a100!.current.units, a100!.current.usedUnits, a100!.current.utilization], [8, 6, 0.75]);
+    assert.deepEqual(a100!.series.map((bucket) => bucket.offers), [0, 1, 1, 0, 1, 1]);
   });
 });

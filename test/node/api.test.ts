@@ -48,7 +48,7 @@ describe("HTTP API routes", () => {
       const health = healthSchema.decode(response.json());
       assert.equal(health.status, "ok");
       assert.deepEqual(health.checks.map((check) => check.name), ["offers"]);
-      assert.match(health.checks[0].detail ?? "", /3 live offers/);
+      assert.match(health.checks[0]!.detail ?? "", /3 live offers/);
     });
 
     it("answers 503 with status down when the chain is unreachable", async () => {
@@ -80,7 +80,7 @@ describe("HTTP API routes", () => {
       assert.equal(response.statusCode, 503);
       const health = healthSchema.decode(response.json());
       assert.deepEqual(health.checks.map((check) => [check.name, check.status]), [["source", "down"]]);
-      assert.match(health.checks[0].detail ?? "", /within 100 ms/);
+      assert.match(health.checks[0]!.detail ?? "", /within 100 ms/);
     } finally {
       await hanging.close();
     }
@@ -91,16 +91,16 @@ describe("HTTP API routes", () => {
       const response = await get("/v1/offers");
       assert.equal(response.statusCode, 200);
       const raw = response.json() as { items: { pricePerUnitSecond: unknown }[] };
-      assert.equal(raw.items[0].pricePerUnitSecond, "1000");
+      assert.equal(raw.items[0]!.pricePerUnitSecond, "1000");
       const page = offerPageSchema.decode(response.json());
       assert.deepEqual(page.items.map((offer) => offer.key), [fx.keys.a100, fx.keys.a100b, fx.keys.h100]);
       assert.equal(page.total, 3);
       assert.equal(page.nextOffset, null);
-      const first = page.items[0];
+      const first = page.items[0]!;
       assert.equal(first.pricePerUnitHour, 3_600_000n);
       assert.equal(first.capacity.freeUnits, 6);
       assert.equal(first.attested, true);
-      assert.equal(first.attestations[0].attestor, accounts.attestor.address);
+      assert.equal(first.attestations[0]!.attestor, accounts.attestor.address);
       // The signed offer is exactly what the provider signed: a front end can open a lease with it.
       const signer = await recoverTypedDataAddress({
         domain: suanliDomain(TEST_CHAIN_ID, TEST_MARKET),
@@ -159,7 +159,7 @@ describe("HTTP API routes", () => {
         assert.equal(response.statusCode, 400, query);
         const error = errorOf(response.body);
         assert.equal(error.name, "InvalidInputError");
-        assert.equal(error.fields?.[0].path, field, query);
+        assert.equal(error.fields?.[0]?.path, field, query);
         assert.match(error.fields?.[0].message ?? "", message, query);
         assert.match(error.message, new RegExp(`${field}: `), query);
       }
@@ -195,7 +195,7 @@ describe("HTTP API routes", () => {
       assert.equal(errorOf(missing.body).name, "OfferNotFoundError");
       const malformed = await get("/v1/offers/not-a-key");
       assert.equal(malformed.statusCode, 400);
-      assert.equal(errorOf(malformed.body).fields?.[0].path, "key");
+      assert.equal(errorOf(malformed.body).fields?.[0]?.path, "key");
     });
   });
 
@@ -204,7 +204,7 @@ describe("HTTP API routes", () => {
       const page = providerPageSchema.decode((await get("/v1/providers")).json());
       assert.deepEqual(page.items.map((provider) => provider.address), [accounts.providerA.address, accounts.providerB.address]);
       const byReputation = providerPageSchema.decode((await get("/v1/providers?sort=reputation")).json());
-      assert.equal(byReputation.items[0].address, accounts.providerB.address);
+      assert.equal(byReputation.items[0]!.address, accounts.providerB.address);
 
       const response = await get(`/v1/providers/${accounts.providerA.address.toLowerCase()}`);
       assert.equal(response.statusCode, 200);
@@ -224,10 +224,10 @@ describe("HTTP API routes", () => {
       assert.equal(errorOf(missing.body).name, "ProviderNotFoundError");
       const bad = await get("/v1/providers/0xnothex");
       assert.equal(bad.statusCode, 400);
-      assert.equal(errorOf(bad.body).fields?.[0].path, "address");
+      assert.equal(errorOf(bad.body).fields?.[0]?.path, "address");
       const badSort = await get("/v1/providers?sort=age");
       assert.equal(badSort.statusCode, 400);
-      assert.equal(errorOf(badSort.body).fields?.[0].path, "sort");
+      assert.equal(errorOf(badSort.body).fields?.[0]?.path, "sort");
     });
 
     it("lists machines with filters and returns one by id", async () => {
@@ -252,7 +252,7 @@ describe("HTTP API routes", () => {
       for (const id of ["0", "abc", "99999999999"]) {
         const bad = await get(`/v1/machines/${id}`);
         assert.equal(bad.statusCode, 400, id);
-        assert.equal(errorOf(bad.body).fields?.[0].path, "machineId");
+        assert.equal(errorOf(bad.body).fields?.[0]?.path, "machineId");
       }
     });
   });
@@ -274,7 +274,7 @@ describe("HTTP API routes", () => {
       assert.equal(errorOf(missing.body).name, "LeaseNotFoundError");
       const bad = await get("/v1/leases/-1");
       assert.equal(bad.statusCode, 400);
-      assert.equal(errorOf(bad.body).fields?.[0].path, "id");
+      assert.equal(errorOf(bad.body).fields?.[0]?.path, "id");
     });
 
     it("lists leases by renter, by provider and by status, newest first", async () => {
@@ -289,12 +289,12 @@ describe("HTTP API routes", () => {
     it("answers 400 when the address is missing or the role or status is unknown", async () => {
       const missing = await get("/v1/leases");
       assert.equal(missing.statusCode, 400);
-      assert.equal(errorOf(missing.body).fields?.[0].path, "address");
+      assert.equal(errorOf(missing.body).fields?.[0]?.path, "address");
       const role = await get(`/v1/leases?address=${accounts.renter.address}&role=owner`);
-      assert.equal(errorOf(role.body).fields?.[0].path, "role");
+      assert.equal(errorOf(role.body).fields?.[0]?.path, "role");
       const status = await get(`/v1/leases?address=${accounts.renter.address}&status=Running`);
       assert.equal(status.statusCode, 400);
-      assert.match(errorOf(status.body).fields?.[0].message ?? "", /Open, Active, Ended, Settled, Cancelled/);
+      assert.match(errorOf(status.body).fields?.[0]?.message ?? "", /Open, Active, Ended, Settled, Cancelled/);
     });
   });
 
@@ -304,7 +304,7 @@ describe("HTTP API routes", () => {
       assert.equal(response.statusCode, 200);
       const stats = marketStatsSchema.decode(response.json());
       assert.deepEqual(stats.models.map((model) => model.model), ["A100-80GB", "H100-80GB-SXM"]);
-      const a100 = stats.models[0];
+      const a100 = stats.models[0]!;
       assert.equal(a100.current.offers, 2);
       assert.equal(a100.current.units, 12);
       assert.equal(a100.current.usedUnits, 4); // 2 on-demand on machine 1, 2 interruptible on machine 3
@@ -312,11 +312,11 @@ describe("HTTP API routes", () => {
       assert.deepEqual(a100.current.price, { min: 1000n, p10: 1000n, p50: 1000n, p90: 1500n, max: 1500n });
       assert.equal(a100.series.length, 6);
       // Machine 1 was published at T0-600: the last bucket [T0-600, T0) holds both A100 offers.
-      const last = a100.series[5];
+      const last = a100.series[5]!;
       assert.equal(last.start, T0 - 600);
       assert.equal(last.offers, 2);
-      assert.equal(a100.series[4].offers, 0);
-      assert.equal(a100.series[4].price, null);
+      assert.equal(a100.series[4]!.offers, 0);
+      assert.equal(a100.series[4]!.price, null);
     });
 
     it("answers 400 for a bad window", async () => {
@@ -329,7 +329,7 @@ describe("HTTP API routes", () => {
       for (const [query, field] of cases) {
         const response = await get(`/v1/stats?${query}`);
         assert.equal(response.statusCode, 400, query);
-        assert.equal(errorOf(response.body).fields?.[0].path, field, query);
+        assert.equal(errorOf(response.body).fields?.[0]?.path, field, query);
       }
     });
   });
@@ -342,22 +342,22 @@ describe("HTTP API routes", () => {
       const result = matchResultSchema.decode(response.json());
       assert.equal(result.matched, true);
       assert.equal(result.explanation, null);
-      assert.deepEqual(result.candidates.map((candidate) => candidate.allocations[0].offerKey), [fx.keys.a100, fx.keys.a100b]);
+      assert.deepEqual(result.candidates.map((candidate) => candidate.allocations[0]!.offerKey), [fx.keys.a100, fx.keys.a100b]);
       const [best] = result.candidates;
-      assert.equal(best.rank, 1);
-      assert.equal(best.provider, accounts.providerA.address);
-      assert.equal(best.units, 2);
-      assert.equal(best.pricePerGpuHour, 3_600_000n);
+      assert.equal(best!.rank, 1);
+      assert.equal(best!.provider, accounts.providerA.address);
+      assert.equal(best!.units, 2);
+      assert.equal(best!.pricePerGpuHour, 3_600_000n);
       // Beside the base units, the price in the question's own unit (issue #22 item 6).
-      assert.equal(best.pricePerGpuHourUsd, "3.60");
-      assert.equal(best.totalCost, 1000n * 2n * 3600n);
-      assert.equal(best.allocations[0].pricePerUnitSecond, 1000n);
-      assert.equal(best.allocations[0].model, "A100-80GB");
-      assert.deepEqual(best.reputation, { leasesCompleted: 12, faults: 1, unitSecondsDelivered: 3_600_000n });
-      assert.ok(best.cost < result.candidates[1].cost);
+      assert.equal(best!.pricePerGpuHourUsd, "3.60");
+      assert.equal(best!.totalCost, 1000n * 2n * 3600n);
+      assert.equal(best!.allocations[0]!.pricePerUnitSecond, 1000n);
+      assert.equal(best!.allocations[0]!.model, "A100-80GB");
+      assert.deepEqual(best!.reputation, { leasesCompleted: 12, faults: 1, unitSecondsDelivered: 3_600_000n });
+      assert.ok(best!.cost < result.candidates[1]!.cost);
 
       const one = matchResultSchema.decode((await post("/v1/match?limit=1", { gpuType: "A100", gpuCount: 2, duration: 3600, maxPricePerGpuHour: "6" })).json());
-      assert.deepEqual(one.candidates.map((candidate) => candidate.allocations[0].offerKey), [fx.keys.a100]);
+      assert.deepEqual(one.candidates.map((candidate) => candidate.allocations[0]!.offerKey), [fx.keys.a100]);
     });
 
     it("explains which constraint removed how many offers when nothing matches", async () => {
@@ -385,13 +385,13 @@ describe("HTTP API routes", () => {
       assert.equal(error.name, "InvalidInputError");
       assert.deepEqual(error.fields?.map((field) => field.path).sort(), ["duration", "gpuCount"]);
       const unknown = await post("/v1/match", { gpuType: "TPU-v5", gpuCount: 1, duration: 60, maxPricePerGpuHour: "2" });
-      assert.equal(errorOf(unknown.body).fields?.[0].path, "gpuType");
-      assert.match(errorOf(unknown.body).fields?.[0].message ?? "", /A100-80GB/);
+      assert.equal(errorOf(unknown.body).fields?.[0]?.path, "gpuType");
+      assert.match(errorOf(unknown.body).fields?.[0]?.message ?? "", /A100-80GB/);
       const noBid = await post("/v1/match", { gpuType: "A100", gpuCount: 1, duration: 60, mode: "interruptible" });
       assert.equal(noBid.statusCode, 400);
       assert.deepEqual(errorOf(noBid.body).fields?.map((field) => field.path), ["bidPerGpuHour"]);
       const badLimit = await post("/v1/match?limit=0", { gpuType: "A100", gpuCount: 1, duration: 60, maxPricePerGpuHour: "2" });
-      assert.equal(errorOf(badLimit.body).fields?.[0].path, "limit");
+      assert.equal(errorOf(badLimit.body).fields?.[0]?.path, "limit");
     });
 
     it("answers 400 for invalid JSON, 415 for another media type and 413 for an oversized body", async () => {
@@ -482,7 +482,7 @@ describe("HTTP API routes", () => {
       assert.equal(bad.statusCode, 400);
       assert.deepEqual(errorOf(bad.body).fields?.map((field) => field.path).sort(), ["extra", "signature"]);
       const badRenter = await post("/v1/reservations", wire({ ...message, renter: "0xabc" as Hex }, "0x".padEnd(132, "1") as Hex));
-      assert.equal(errorOf(badRenter.body).fields?.[0].path, "request.renter");
+      assert.equal(errorOf(badRenter.body).fields?.[0]?.path, "request.renter");
     });
 
     it("answers 503 when the deployment has no LeaseMarket", async () => {

@@ -53,27 +53,27 @@ describe("time-sharing one GPU between machine ids: busy counts as failed after 
     const provider = await startProviderDaemon(devnet, 1, { runner, machines: () => machines });
     nodes.push(provider.daemon);
     const [first, second] = await registerProvider(devnet, await devnet.wallet(1), { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 100_000_000n, machines: [A100, A100] });
-    machines.push({ machineId: first, ...A100 }, { machineId: second, ...A100 });
-    await provider.daemon.offers.publisher!.set(machineOffer(machines[0]));
+    machines.push({ machineId: first!, ...A100 }, { machineId: second!, ...A100 });
+    await provider.daemon.offers.publisher!.set(machineOffer(machines[0]!));
 
     const { daemon, attestor } = await startAttestorDaemon(devnet, 7, {
       p2p: { bootstrap: [addrOf(provider.daemon)] },
       attest: { liveness: { enabled: false }, attestor: { scheduleIntervalMs: 3_600_000, maxConcurrentChallenges: 4, maxBusyRefusals: 3 } },
     });
     nodes.push(daemon);
-    await waitFor("the first offer in the attestor's book", () => daemon.offers.book.byMachine(first).length > 0, { timeoutMs: 30_000 });
+    await waitFor("the first offer in the attestor's book", () => daemon.offers.book.byMachine(first!).length > 0, { timeoutMs: 30_000 });
     // The first machine id takes the device (the scan started its challenge; this joins it).
-    const holding = attestor.challenger.challenge(first, "request");
+    const holding = attestor.challenger.challenge(first!, "request");
     await waitFor("the device computing the first machine's challenge", () => runner.started >= 1, { timeoutMs: 30_000 });
     // The second machine id appears (its offer starts a scan too) and is challenged while the device is held.
-    await provider.daemon.offers.publisher!.set(machineOffer(machines[1]));
-    await waitFor("the second offer in the attestor's book", () => daemon.offers.book.byMachine(second).length > 0, { timeoutMs: 30_000 });
-    let last = await attestor.challenger.challenge(second, "request");
-    for (let attempt = 0; attempt < 5 && last.outcome === "error" && last.reason === "busy"; attempt++) last = await attestor.challenger.challenge(second, "request");
+    await provider.daemon.offers.publisher!.set(machineOffer(machines[1]!));
+    await waitFor("the second offer in the attestor's book", () => daemon.offers.book.byMachine(second!).length > 0, { timeoutMs: 30_000 });
+    let last = await attestor.challenger.challenge(second!, "request");
+    for (let attempt = 0; attempt < 5 && last.outcome === "error" && last.reason === "busy"; attempt++) last = await attestor.challenger.challenge(second!, "request");
     assert.deepEqual([last.outcome, last.reason], ["fail", "busy_too_often"], last.detail ?? "");
     assert.match(last.detail ?? "", /busy to 3 challenges in a row/);
     // Exactly two busy answers were excused before the third failed.
-    const history = await attestor.results.history(second);
+    const history = await attestor.results.history(second!);
     assert.deepEqual(history.map((record) => record.reason), ["busy_too_often", "busy", "busy"]);
     const busyId = second;
 
@@ -82,9 +82,9 @@ describe("time-sharing one GPU between machine ids: busy counts as failed after 
     assert.equal(failure?.reason, "busy_too_often");
     runner.release();
     await holding;
-    assert.equal(await attestor.challenger.isDue(first), false);
-    assert.equal(await attestor.challenger.isDue(busyId), false);
-    const held = await attestor.challenger.challenge(busyId, "request");
+    assert.equal(await attestor.challenger.isDue(first!), false);
+    assert.equal(await attestor.challenger.isDue(busyId!), false);
+    const held = await attestor.challenger.challenge(busyId!, "request");
     assert.deepEqual([held.outcome, held.reason], ["error", "backoff"]);
   });
 });

@@ -35,7 +35,7 @@ function matchOn(book: BookEntry[], request: Record<string, unknown> = {}): Matc
 
 function matchedProviders(result: MatchResult): string[] {
   assert.ok(result.ok, result.ok ? "" : result.explanation.message);
-  return result.candidates.map((candidate) => candidate.parts[0].entry.provider);
+  return result.candidates.map((candidate) => candidate.parts[0]!.entry.provider);
 }
 
 describe("attestor role over libp2p: proof-of-capacity challenges", function () {
@@ -66,7 +66,7 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
         // What the provider agent does: put the new attestation in the machine's offer.
         onAttestation: async (_machineId, signed) => {
           received.push(signed);
-          await honest.daemon.offers.publisher!.set(machineOffer(honestMachines[0], [signed]));
+          await honest.daemon.offers.publisher!.set(machineOffer(honestMachines[0]!, [signed]));
         },
       });
       nodes.push(honest.daemon);
@@ -78,8 +78,8 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       nodes.push(cheater.daemon);
       const [honestId] = await registerProvider(devnet, await devnet.wallet(1), { peerId: honest.daemon.p2p.host.peerId.toString(), stake: 100_000_000n, machines: [A100] });
       const [cheaterId] = await registerProvider(devnet, await devnet.wallet(2), { peerId: cheater.daemon.p2p.host.peerId.toString(), stake: 100_000_000n, machines: [A100] });
-      honestMachines.push({ machineId: honestId, ...A100 });
-      cheaterMachines.push({ machineId: cheaterId, ...A100 });
+      honestMachines.push({ machineId: honestId!, ...A100 });
+      cheaterMachines.push({ machineId: cheaterId!, ...A100 });
 
       const bootstrap = [addrOf(honest.daemon), addrOf(cheater.daemon)];
       const { daemon: attestorNode, attestor } = await startAttestorDaemon(devnet, attestorIndex, { p2p: { bootstrap }, attest: { liveness: { enabled: false } } });
@@ -88,11 +88,11 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       nodes.push(renter);
 
       // Unattested offers: the attestor's book learns them and challenges both machines.
-      await honest.daemon.offers.publisher!.set(machineOffer(honestMachines[0]));
-      await cheater.daemon.offers.publisher!.set(machineOffer(cheaterMachines[0]));
+      await honest.daemon.offers.publisher!.set(machineOffer(honestMachines[0]!));
+      await cheater.daemon.offers.publisher!.set(machineOffer(cheaterMachines[0]!));
 
-      const honestKey = offerKey(devnetAccount(1).address, honestId);
-      const cheaterKey = offerKey(devnetAccount(2).address, cheaterId);
+      const honestKey = offerKey(devnetAccount(1).address, honestId!);
+      const cheaterKey = offerKey(devnetAccount(2).address, cheaterId!);
       const attested = await waitFor("the honest offer attested in the renter's book", () => {
         const entry = renter.offers.book.get(honestKey);
         return entry && isAttested(entry.attestation, nowSec()) ? entry : undefined;
@@ -101,7 +101,7 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
 
       // The attestation the provider received and put in its offer describes its machine.
       assert.equal(received.length, 1);
-      const { attestation } = received[0];
+      const { attestation } = received[0]!;
       assert.equal(attestation.provider, devnetAccount(1).address);
       assert.equal(attestation.machineId, honestId);
       assert.equal(attestation.model, modelHash("A100-80GB"));
@@ -112,13 +112,13 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       assert.deepEqual(attested.message.attestations, received);
 
       // The attestor recorded the pass in level, with the measured throughput.
-      const pass = await attestor.results.latest(honestId);
+      const pass = await attestor.results.latest(honestId!);
       assert.equal(pass?.outcome, "pass");
       assert.equal(pass?.trigger, "schedule");
       assert.equal(pass?.measuredThroughput, attestation.throughput);
 
       // The cheater's rows are not the product: a recorded failure, no attestation delivered.
-      const failure = await waitFor("the cheater's recorded failure", () => attestor.results.latest(cheaterId), { timeoutMs: 30_000, intervalMs: 100 });
+      const failure = await waitFor("the cheater's recorded failure", () => attestor.results.latest(cheaterId!), { timeoutMs: 30_000, intervalMs: 100 });
       assert.equal(failure.outcome, "fail");
       assert.equal(failure.reason, "wrong_rows");
       assert.equal(failure.attestation, null);
@@ -136,10 +136,10 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
 
       // Asking the attestor directly: the fresh pass and the recent failure come back from its records.
       const target = multiaddr(addrOf(attestorNode));
-      const again = await requestChallenge(renter.p2p.host, target, { chainId: devnet.deployment.chainId, machineId: honestId });
+      const again = await requestChallenge(renter.p2p.host, target, { chainId: devnet.deployment.chainId, machineId: honestId! });
       assert.equal(again.outcome, "pass");
       assert.equal(again.outcome === "pass" && again.cached, true);
-      const refused = await requestChallenge(renter.p2p.host, target, { chainId: devnet.deployment.chainId, machineId: cheaterId });
+      const refused = await requestChallenge(renter.p2p.host, target, { chainId: devnet.deployment.chainId, machineId: cheaterId! });
       assert.equal(refused.outcome, "fail");
       assert.equal(refused.outcome === "fail" && refused.reason, "wrong_rows");
       // A new machine id costs only gas: it does not buy the cheater a new try, the backoff is per provider.
@@ -154,7 +154,7 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       assert.equal(await attestor.challenger.isDue(Number(freshId)), false);
       // Its offer in the book changes nothing.
       cheaterMachines.push({ machineId: Number(freshId), ...A100 });
-      await cheater.daemon.offers.publisher!.set(machineOffer(cheaterMachines[1]));
+      await cheater.daemon.offers.publisher!.set(machineOffer(cheaterMachines[1]!));
       await waitFor("the fresh machine's offer in the attestor's book", () => attestorNode.offers.book.get(offerKey(devnetAccount(2).address, Number(freshId))), { timeoutMs: 15_000 });
       const viaBook = await requestChallenge(renter.p2p.host, target, { chainId: devnet.deployment.chainId, machineId: Number(freshId) });
       assert.equal(viaBook.outcome === "error" && viaBook.reason, "backoff");
@@ -180,10 +180,10 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       await attestorNode.close({ keepData: true });
       const restarted = await startAttestorDaemon(devnet, attestorIndex, { dataDir, p2p: { bootstrap }, attest: { liveness: { enabled: false } } });
       nodes.push(restarted.daemon);
-      assert.equal((await restarted.attestor.results.latest(honestId))?.outcome, "pass");
-      assert.equal((await restarted.attestor.results.latest(cheaterId))?.reason, "wrong_rows");
-      assert.equal(await restarted.attestor.challenger.isDue(honestId), false);
-      assert.equal(await restarted.attestor.challenger.isDue(cheaterId), false);
+      assert.equal((await restarted.attestor.results.latest(honestId!))?.outcome, "pass");
+      assert.equal((await restarted.attestor.results.latest(cheaterId!))?.reason, "wrong_rows");
+      assert.equal(await restarted.attestor.challenger.isDue(honestId!), false);
+      assert.equal(await restarted.attestor.challenger.isDue(cheaterId!), false);
       assert.deepEqual(await restarted.attestor.challenger.runDue(), []);
     } finally {
       for (const node of nodes.reverse()) await node.close();
@@ -197,12 +197,12 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       const provider = await startProviderDaemon(devnet, 3, { runner: cpu, machines: () => machines });
       nodes.push(provider.daemon);
       const [machineId] = await registerProvider(devnet, await devnet.wallet(3), { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 100_000_000n, machines: [A100] });
-      const machine = { machineId, ...A100 };
+      const machine = { machineId: machineId!, ...A100 };
       machines.push(machine);
       const renter = await startTestDaemon(devnet, { p2p: { bootstrap: [addrOf(provider.daemon)] } });
       nodes.push(renter);
-      const key = offerKey(devnetAccount(3).address, machineId);
-      const about = { provider: devnetAccount(3).address, machineId, model: modelHash("A100-80GB"), units: 1, vramMiB: 81_920, throughput: 10n ** 12n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const };
+      const key = offerKey(devnetAccount(3).address, machineId!);
+      const about = { provider: devnetAccount(3).address, machineId: machineId!, model: modelHash("A100-80GB"), units: 1, vramMiB: 81_920, throughput: 10n ** 12n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const };
 
       // Signed by a real attestor, but a day old and expired an hour ago.
       const now = nowSec();

@@ -24,7 +24,7 @@ describe("result attestation: the renter checks the provider's signed completion
     const [machineId] = await registerProvider(devnet, provider, { peerId: "12D3KooWCompletionProvider", stake: 10_000_000n, machines: [TEST_MACHINE] });
     await fund(devnet, renter, PRICE * BigInt(DURATION));
     await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, PRICE * BigInt(DURATION)] });
-    const leaseId = await openActiveLease(devnet, renter, 1, machineId);
+    const leaseId = await openActiveLease(devnet, renter, 1, machineId!);
     const { provider: leaseProvider } = await readLease(devnet.admin.publicClient, market, leaseId);
 
     // Before the provider reports on-chain there is nothing to compare with.

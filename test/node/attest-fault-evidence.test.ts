@@ -49,7 +49,7 @@ describe("attestor role: a lying proposer cannot fault a live provider (issue 24
       const [machineId] = await registerProvider(devnet, providerWallet, { peerId: provider.peerId, stake: 10_000_000n, machines: [TEST_MACHINE] });
       await fund(devnet, renter, PRICE * BigInt(DURATION));
       await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, PRICE * BigInt(DURATION)] });
-      const leaseId = await openActiveLease(devnet, renter, 1, machineId);
+      const leaseId = await openActiveLease(devnet, renter, 1, machineId!);
       const { activatedAt } = await readLease(devnet.admin.publicClient, market, leaseId);
 
       const startHonest = async (dataDir?: string) => {

@@ -59,14 +59,14 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       const deposit = PRICE * BigInt(DURATION);
       await fund(devnet, renter, deposit * 2n);
       await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, deposit * 2n] });
-      const doomedLease = await openActiveLease(devnet, renter, 1, doomedMachine);
-      const liveLease = await openActiveLease(devnet, renter, 2, liveMachine);
+      const doomedLease = await openActiveLease(devnet, renter, 1, doomedMachine!);
+      const liveLease = await openActiveLease(devnet, renter, 2, liveMachine!);
       // From here on the renter sends nothing: the refund must reach it on its own.
       const renterNonce = await devnet.admin.publicClient.getTransactionCount({ address: renter.account.address });
       const renterBalance = await tokenBalance(devnet, renter.account.address);
 
       const providers = [killed.addrs[0], addrOf(live.daemon)];
-      const first = await startAttestorDaemon(devnet, ATTESTORS[0], { p2p: { bootstrap: providers }, attest: { liveness: LIVENESS } });
+      const first = await startAttestorDaemon(devnet, ATTESTORS[0]!, { p2p: { bootstrap: providers }, attest: { liveness: LIVENESS } });
       nodes.push(first.daemon);
       const probed = (attestor: typeof first.attestor, leaseId: bigint) => attestor.prober!.state(leaseId)?.lastSuccessAt !== undefined;
       await waitFor("the first attestor hearing from both providers", () => probed(first.attestor, doomedLease) && probed(first.attestor, liveLease), { timeoutMs: 30_000, intervalMs: 50 });
@@ -80,7 +80,7 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       assert.equal(proposal.status, "collecting");
       assert.equal(proposal.role, "proposer");
       assert.equal(proposal.fault.kind, FaultKind.unresponsive);
-      assert.deepEqual(proposal.signatures.map((entry) => entry.signer), [devnetAccount(ATTESTORS[0]).address]);
+      assert.deepEqual(proposal.signatures.map((entry) => entry.signer), [devnetAccount(ATTESTORS[0]!).address]);
       // Three more failed probes of the dead provider (the attestor's own record of them, not a
       // fixed sleep): the proposer has had its rounds to gather co-signers, and found none.
       const failuresAtProposal = first.attestor.prober!.state(doomedLease)!.failures;
@@ -92,7 +92,7 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       assert.equal((await readLease(devnet.admin.publicClient, market, doomedLease)).status, "Active", "one signature must not end the lease");
       // On-chain too: one attestor's signature of a fault inside the lease is refused.
       const inRange = { ...proposal.fault, observedAt: (await readLease(devnet.admin.publicClient, market, doomedLease)).activatedAt };
-      const loneSignature = await signFault(devnetAccount(ATTESTORS[0]), first.daemon.domain, inRange);
+      const loneSignature = await signFault(devnetAccount(ATTESTORS[0]!), first.daemon.domain, inRange);
       const lone = await devnet.admin.publicClient
         .simulateContract({ account: renter.account, address: market, abi: leaseMarketAbi, functionName: "submitFault", args: [inRange, [loneSignature]] })
         .then(() => undefined, (error: unknown) => error);
@@ -174,7 +174,7 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       const [machineId] = await registerProvider(devnet, wallet, { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 10_000_000n, machines: [TEST_MACHINE] });
       await fund(devnet, renter, PRICE * BigInt(DURATION));
       await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, PRICE * BigInt(DURATION)] });
-      const leaseId = await openActiveLease(devnet, renter, 3, machineId);
+      const leaseId = await openActiveLease(devnet, renter, 3, machineId!);
       const lease = await readLease(devnet.admin.publicClient, market, leaseId);
 
       // The provider signs heartbeats for its own active leases only.
@@ -182,7 +182,7 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       nodes.push(renterNode);
       // A probe signed by `signer` (an attestor unless said otherwise), with fields changed after signing by `tamper`.
       const probe = async (options: { signer?: number; leaseId?: bigint; issuedAtMs?: number; tamper?: Record<string, unknown> } = {}) => {
-        const signer = devnetAccount(options.signer ?? ATTESTORS[0]);
+        const signer = devnetAccount(options.signer ?? ATTESTORS[0]!);
         const fields = { leaseId: options.leaseId ?? leaseId, challenge: `0x${"ab".repeat(32)}` as Hex, attestor: signer.address, issuedAtMs: options.issuedAtMs ?? Date.now() };
         const signature = await signLivenessProbe(signer, provider.daemon.domain, fields);
         const body = { v: 1, chainId: devnet.deployment.chainId, ...fields, leaseId: fields.leaseId.toString(), signature, ...options.tamper };
@@ -199,13 +199,13 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       await assert.rejects(probe({ tamper: { challenge: `0x${"cd".repeat(32)}` } }), { name: "UnauthorizedProbeError" });
       await assert.rejects(probe({ issuedAtMs: Date.now() - 120_000 }), { name: "UnauthorizedProbeError" });
 
-      const attestor = await startAttestorDaemon(devnet, ATTESTORS[1], { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: LIVENESS } });
+      const attestor = await startAttestorDaemon(devnet, ATTESTORS[1]!, { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: LIVENESS } });
       nodes.push(attestor.daemon);
       await waitFor("the attestor hearing from the provider", () => attestor.attestor.prober!.state(leaseId)?.lastSuccessAt !== undefined, { timeoutMs: 20_000 });
 
       // A (lying or mistaken) attestor proposes a fault against a provider that is up.
       const fault = { leaseId, kind: FaultKind.unresponsive, observedAt: lease.activatedAt };
-      const proposer = devnetAccount(ATTESTORS[0]);
+      const proposer = devnetAccount(ATTESTORS[0]!);
       const signature: Hex = await signFault(proposer, provider.daemon.domain, fault);
       const answer = await request(provider.daemon.p2p.host, multiaddr(addrOf(attestor.daemon)), FAULT_PROTOCOL, {
         v: 1,

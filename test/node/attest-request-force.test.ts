@@ -36,15 +36,15 @@ describe("attestor requests: unreachable providers, --force, config flags (issue
     const provider = await startProviderDaemon(devnet, 1, { runner: new WrongRowsRunner(), machines: () => machines });
     nodes.push(provider.daemon);
     const [machineId] = await registerProvider(devnet, await devnet.wallet(1), { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 100_000_000n, machines: [A100] });
-    machines.push({ machineId, ...A100 });
-    await provider.daemon.offers.publisher!.set(machineOffer(machines[0]));
+    machines.push({ machineId: machineId!, ...A100 });
+    await provider.daemon.offers.publisher!.set(machineOffer(machines[0]!));
 
     // No bootstrap: the attestor never sees the provider's offer, so it knows no address.
     const lonely = await startAttestorDaemon(devnet, 7, { attest: { liveness: { enabled: false }, attestor: { scheduleIntervalMs: 3_600_000 } } });
     nodes.push(lonely.daemon);
     const host = await createHost({ listen: [], dht: { enabled: false }, gossip: { enabled: false }, connections: { min: 0 } });
     try {
-      const unreachable = await requestChallenge(host, multiaddr(addrOf(lonely.daemon)), { chainId: devnet.deployment.chainId, machineId }, { timeoutMs: 60_000 });
+      const unreachable = await requestChallenge(host, multiaddr(addrOf(lonely.daemon)), { chainId: devnet.deployment.chainId, machineId: machineId! }, { timeoutMs: 60_000 });
       assert.equal(unreachable.outcome, "error");
       assert.equal(unreachable.outcome === "error" && unreachable.reason, "unreachable");
       assert.match(unreachable.outcome === "error" ? unreachable.detail : "", /no address known for the provider's node .*p2p\.bootstrap/);
@@ -55,22 +55,22 @@ describe("attestor requests: unreachable providers, --force, config flags (issue
       const attestor = await startAttestorDaemon(devnet, 7, { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: { enabled: false }, attestor: { scheduleIntervalMs: 3_600_000 } } });
       nodes.push(attestor.daemon);
       const target = multiaddr(addrOf(attestor.daemon));
-      await waitFor("the provider's offer in the attestor's book", () => attestor.daemon.offers.book.byMachine(machineId).length > 0, { timeoutMs: 30_000 });
-      const first = await requestChallenge(host, target, { chainId: devnet.deployment.chainId, machineId }, { timeoutMs: 60_000 });
+      await waitFor("the provider's offer in the attestor's book", () => attestor.daemon.offers.book.byMachine(machineId!).length > 0, { timeoutMs: 30_000 });
+      const first = await requestChallenge(host, target, { chainId: devnet.deployment.chainId, machineId: machineId! }, { timeoutMs: 60_000 });
       assert.equal(first.outcome, "fail");
       assert.equal(first.outcome === "fail" && first.reason, "wrong_rows");
 
       // Within the backoff, a plain request gets the recorded failure back...
-      const cached = await requestChallenge(host, target, { chainId: devnet.deployment.chainId, machineId }, { timeoutMs: 60_000 });
+      const cached = await requestChallenge(host, target, { chainId: devnet.deployment.chainId, machineId: machineId! }, { timeoutMs: 60_000 });
       assert.equal(cached.outcome === "fail" && cached.cached, true);
       // ...a forced one runs a new challenge...
-      const forced = await requestChallenge(host, target, { chainId: devnet.deployment.chainId, machineId, force: true }, { timeoutMs: 60_000 });
+      const forced = await requestChallenge(host, target, { chainId: devnet.deployment.chainId, machineId: machineId!, force: true }, { timeoutMs: 60_000 });
       assert.equal(forced.outcome, "fail");
       assert.equal(forced.outcome === "fail" && forced.cached, false);
-      const results = await attestor.attestor.results.history(machineId);
+      const results = await attestor.attestor.results.history(machineId!);
       assert.equal(results.length, 2, "two challenges ran");
       // ...and a second forced one within a minute is refused with when to retry.
-      const again = await requestChallenge(host, target, { chainId: devnet.deployment.chainId, machineId, force: true }, { timeoutMs: 60_000 });
+      const again = await requestChallenge(host, target, { chainId: devnet.deployment.chainId, machineId: machineId!, force: true }, { timeoutMs: 60_000 });
       assert.equal(again.outcome, "error");
       assert.equal(again.outcome === "error" && again.reason, "backoff");
       assert.ok(again.outcome === "error" && again.retryAfter !== null && again.retryAfter > Date.now() / 1000);

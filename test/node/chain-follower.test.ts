@@ -31,7 +31,7 @@ describe("chain reads and the chain follower (devnet)", function () {
     const record = await view.getProvider(provider.account.address);
     assert.deepEqual(record, { registered: true, peerId: "12D3KooWProviderOne", freeStake: 5_000_000n });
     assert.equal(await view.getProvider(devnetAccount(9).address), undefined);
-    const machine = await view.getMachine(machineId);
+    const machine = await view.getMachine(machineId!);
     assert.equal(machine?.owner, provider.account.address);
     assert.equal(machine?.model, modelHash("A100-80GB"));
     assert.equal(machine?.units, 4);

@@ -18,7 +18,7 @@ describe("common/chain/tx: one typed way to send, one revert decoder, one permit
     const receipt = await sendContract(provider, { address: registry, abi: providerRegistryAbi, functionName: "register", args: ["12D3KooWTxTest", "devnet://tx"] });
     assert.equal(receipt.status, "success");
     const [registered] = parseEventLogs({ abi: providerRegistryAbi, logs: receipt.logs, eventName: "ProviderRegistered" });
-    assert.equal(registered.args.provider, provider.account.address);
+    assert.equal(registered!.args.provider, provider.account.address);
 
     // Staking without an allowance: the token's own error, decoded through the registry's call.
     await fund(devnet, provider, 1_000n);
@@ -35,13 +35,13 @@ describe("common/chain/tx: one typed way to send, one revert decoder, one permit
     assert.equal(revertReason(new Error("not a contract call")), "not a contract call");
 
     // Types: a function the ABI lacks, or wrong arguments, do not compile.
-    const typeChecks = () => {
+    const typeChecks = async () => {
       // @ts-expect-error not a function of the registry
-      void sendContract(provider, { address: registry, abi: providerRegistryAbi, functionName: "noSuchFunction", args: [] });
+      await sendContract(provider, { address: registry, abi: providerRegistryAbi, functionName: "noSuchFunction", args: [] });
       // @ts-expect-error stake takes an amount, not a string
-      void sendContract(provider, { address: registry, abi: providerRegistryAbi, functionName: "stake", args: ["a lot"] });
+      await sendContract(provider, { address: registry, abi: providerRegistryAbi, functionName: "stake", args: ["a lot"] });
       // @ts-expect-error a view is not a write
-      void sendContract(provider, { address: registry, abi: erc20Abi, functionName: "balanceOf", args: [registry] });
+      await sendContract(provider, { address: registry, abi: erc20Abi, functionName: "balanceOf", args: [registry] });
     };
     assert.equal(typeof typeChecks, "function");
   });

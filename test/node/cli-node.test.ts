@@ -55,7 +55,7 @@ describe("suanli node start / suanli devnet --api-port (CLI)", function () {
     assert.match(await (await fetch(ready.metricsUrl!)).text(), /^suanli_p2p_peers \d+$/m);
     assert.equal(ready.chainId, 31337);
     assert.match(ready.apiUrl, /^http:\/\/127\.0\.0\.1:\d+$/);
-    assert.match(ready.addrs[0], /^\/ip4\/127\.0\.0\.1\/tcp\/\d+\/p2p\//);
+    assert.match(ready.addrs[0]!, /^\/ip4\/127\.0\.0\.1\/tcp\/\d+\/p2p\//);
     // The index reads past events in the background; on a fresh devnet that takes a moment.
     const health = await waitFor("the index caught up", async () => {
       const body = healthSchema.parse(await (await fetch(`${ready.apiUrl}/v1/health`)).json());
@@ -93,7 +93,7 @@ describe("suanli node start / suanli devnet --api-port (CLI)", function () {
     // The demo providers publish offers but rent nothing: a reservation says so with a 4xx that
     // names it (issue #22 item 6), not a 502 as if the provider were down.
     const renter = devnetAccount(4);
-    const offer = offers.items[0];
+    const offer = offers.items[0]!;
     const message: ReserveRequest = {
       renter: renter.address,
       provider: offer.provider,

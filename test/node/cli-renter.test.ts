@@ -25,12 +25,12 @@ describe("suanli renter commands (CLI)", function () {
       machines: [{ model: "H100-80GB-SXM", units: 8, vramMiB: 81_559, region: "us-east" }],
     });
     await provider.offers.publisher!.set({
-      machine: { machineId, model: "H100-80GB-SXM", units: 8, vramMiB: 81_559, interconnect: "nvlink", region: "us-east", cluster: ZERO32 },
+      machine: { machineId: machineId!, model: "H100-80GB-SXM", units: 8, vramMiB: 81_559, interconnect: "nvlink", region: "us-east", cluster: ZERO32 },
       terms: { pricePerUnitSecond: 900n, minDuration: 60, maxDuration: 86_400, collateralBps: 2_000, startWindow: 120 },
       capacity: { freeUnits: 8 },
     });
     stateDir = await mkdtemp(path.join(tmpdir(), "suanli-cli-state-"));
-    base = ["--rpc-url", devnet.rpcUrl, "--deployments", devnet.deploymentsDir, "--bootstrap", provider.p2p.host.getMultiaddrs()[0].toString(), "--state-dir", stateDir];
+    base = ["--rpc-url", devnet.rpcUrl, "--deployments", devnet.deploymentsDir, "--bootstrap", provider.p2p.host.getMultiaddrs()[0]!.toString(), "--state-dir", stateDir];
   });
   after(async () => {
     await provider?.close();
@@ -43,8 +43,8 @@ describe("suanli renter commands (CLI)", function () {
     assert.equal(result.code, 0, result.stderr);
     const { offers } = lastJson<{ offers: { model: string; pricePerGpuHour: string; freeUnits: number }[] }>(result.stdout);
     assert.equal(offers.length, 1);
-    assert.equal(offers[0].model, "H100-80GB-SXM");
-    assert.equal(offers[0].pricePerGpuHour, "3.24");
+    assert.equal(offers[0]!.model, "H100-80GB-SXM");
+    assert.equal(offers[0]!.pricePerGpuHour, "3.24");
   });
 
   it("exits 2 naming the field for an unknown GPU type, 3 with the explanation when nothing fits", async () => {

@@ -64,7 +64,7 @@ describe("suanli wallet owed / withdraw (CLI)", function () {
     const renter = await devnet.wallet(6);
     const now = Number((await provider.publicClient.getBlock()).timestamp);
     const offer = {
-      provider: provider.account.address, machineId, model: modelHash("A100-80GB"), pricePerUnitSecond: 100n, minBidPerUnitSecond: 40n, minDuration: 60,
+      provider: provider.account.address, machineId: machineId!, model: modelHash("A100-80GB"), pricePerUnitSecond: 100n, minBidPerUnitSecond: 40n, minDuration: 60,
       maxDuration: 86_400, collateralBps: 5_000, startWindow: 600, nonce: 1n, expiry: now + 3600, renter: zeroAddress,
     };
     const signature = await signOffer(provider.walletClient, suanliDomain(devnet.deployment.chainId, market), offer);

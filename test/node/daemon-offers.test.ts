@@ -19,7 +19,7 @@ describe("nodes over the real registry: offers validated on-chain", function () 
 
   it("an offer of a registered, staked provider reaches another node; deregistration evicts it", async () => {
     const provider = await startTestDaemon(devnet, { chain: { privateKey: devnetPrivateKey(1) } }, { publishesOffers: true });
-    const renterNode = await startTestDaemon(devnet, { p2p: { bootstrap: [provider.p2p.host.getMultiaddrs()[0].toString()] } });
+    const renterNode = await startTestDaemon(devnet, { p2p: { bootstrap: [provider.p2p.host.getMultiaddrs()[0]!.toString()] } });
     try {
       const wallet = await devnet.wallet(1);
       const [machineId] = await registerProvider(devnet, wallet, {
@@ -27,20 +27,20 @@ describe("nodes over the real registry: offers validated on-chain", function () 
         stake: 100_000_000n,
         machines: [{ model: "A100-80GB", units: 4, vramMiB: 81_920 }],
       });
-      await renterNode.p2p.host.dial(multiaddr(provider.p2p.host.getMultiaddrs()[0].toString()));
+      await renterNode.p2p.host.dial(multiaddr(provider.p2p.host.getMultiaddrs()[0]!.toString()));
       await provider.offers.publisher!.set({
-        machine: { machineId, model: "A100-80GB", units: 4, vramMiB: 81_920, interconnect: "nvlink", region: "eu-west", cluster: ZERO32 },
+        machine: { machineId: machineId!, model: "A100-80GB", units: 4, vramMiB: 81_920, interconnect: "nvlink", region: "eu-west", cluster: ZERO32 },
         terms: { pricePerUnitSecond: 300n, minDuration: 60, maxDuration: 86_400, collateralBps: 2_000, startWindow: 120 },
         capacity: { freeUnits: 4 },
       });
-      const key = offerKey(wallet.account.address, machineId);
+      const key = offerKey(wallet.account.address, machineId!);
       const entry = await waitFor("the offer on the renter's node", () => renterNode.offers.book.get(key), { timeoutMs: 15_000 });
       assert.equal(entry.message.offer.pricePerUnitSecond, 300n);
       assert.equal(entry.message.machine.model, "A100-80GB");
 
       // Deregistration on-chain: the renter's node hears it through its chain watcher and evicts.
       const registry = devnet.deployment.contracts.registry!;
-      await send(wallet, { address: registry, abi: providerRegistryAbi, functionName: "removeMachine", args: [machineId] });
+      await send(wallet, { address: registry, abi: providerRegistryAbi, functionName: "removeMachine", args: [machineId!] });
       await send(wallet, { address: registry, abi: providerRegistryAbi, functionName: "deregister", args: [] });
       await waitFor("eviction after deregistration", () => renterNode.offers.book.get(key) === undefined, { timeoutMs: 15_000 });
     } finally {

@@ -67,7 +67,7 @@ function dashboardQueries(dashboard: Dashboard): { where: string; expr: string }
   const substitute = (expr: string) =>
     expr.replace(/\$\{?(\w+)\}?/g, (_, name: string) => {
       assert.ok(name in values, `unknown dashboard variable $${name} in: ${expr}`);
-      return values[name];
+      return values[name]!;
     });
   const queries: { where: string; expr: string }[] = [];
   const walk = (panels: Panel[]) => {
@@ -83,7 +83,7 @@ function dashboardQueries(dashboard: Dashboard): { where: string; expr: string }
     // label_values(selector, label) is Grafana's, not PromQL: its first argument is a selector.
     const match = /^label_values\((.+),\s*\w+\)$/.exec(query);
     assert.ok(match, `variable $${variable.name}: expected label_values(selector, label), got ${query}`);
-    queries.push({ where: `variable $${variable.name}`, expr: substitute(match[1]) });
+    queries.push({ where: `variable $${variable.name}`, expr: substitute(match[1]!) });
   }
   return queries;
 }

@@ -40,19 +40,19 @@ describe("provider agent: a lease from reserve to payment", function () {
     assert.equal(view.peerId, provider.daemon.p2p.host.peerId.toString());
     assert.equal(BigInt(view.stake), 1_000_000_000n);
     assert.equal(provider.agent.machines.length, 1);
-    const machine = await readMachine(devnet.admin.publicClient, registry, provider.agent.machines[0].machineId);
+    const machine = await readMachine(devnet.admin.publicClient, registry, provider.agent.machines[0]!.machineId);
     assert.equal(machine.owner, provider.peer.address);
     assert.equal(machine.units, 2);
     assert.equal(machine.region, "eu-west");
     const declared = await devnet.admin.publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "lastMachineId" });
-    assert.equal(Number(declared), provider.agent.machines[0].machineId);
-    const offer = await waitFor("the machine's offer", () => provider.daemon.offers.publisher!.current(provider.agent.machines[0].machineId));
+    assert.equal(Number(declared), provider.agent.machines[0]!.machineId);
+    const offer = await waitFor("the machine's offer", () => provider.daemon.offers.publisher!.current(provider.agent.machines[0]!.machineId));
     assert.equal(offer.capacity.freeUnits, 2);
     assert.equal(offer.offer.pricePerUnitSecond, 100n);
   });
 
   it("runs the task, streams its logs with secrets redacted, reports completion and is paid exactly what accrued", async () => {
-    const machineId = provider.agent.machines[0].machineId;
+    const machineId = provider.agent.machines[0]!.machineId;
     const bundle = await bundles.bundle({
       "run.sh": ["echo hello from the task", 'echo "token is $TOKEN"', "mkdir -p output", "echo 42 > output/answer.txt", "sleep 1", "echo done"].join("\n"),
     });
@@ -132,7 +132,7 @@ describe("provider agent: a lease from reserve to payment", function () {
   });
 
   it("a node that stops while a task runs stops the task and terminates the lease (the renter gets the rest back and the penalty)", async () => {
-    const machineId = provider.agent.machines[0].machineId;
+    const machineId = provider.agent.machines[0]!.machineId;
     const bundle = await bundles.bundle({ "run.sh": 'echo "$$" > "$PIDFILE"\nsleep 60\n' });
     const pidFile = `${provider.daemon.config.dataDir}/../task-${Date.now()}.pid`;
     const leaseId = await renter.rent(provider.peer, { machineId, units: 2, duration: 60 });

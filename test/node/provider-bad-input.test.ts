@@ -30,7 +30,7 @@ describe("provider agent: bad input", function () {
     provider = await startTestProvider(devnet, 1, { provider: { reserve: { holdSeconds: 5 } } });
     renter = await TestRenter.start(devnet, 2);
     stranger = await TestRenter.start(devnet, 3);
-    machineId = provider.agent.machines[0].machineId;
+    machineId = provider.agent.machines[0]!.machineId;
     good = await bundles.bundle({ "run.sh": "echo started\nsleep 2\necho finished\n" });
   });
   after(async () => {
@@ -106,7 +106,7 @@ describe("provider agent: bad input", function () {
     assert.ok(ended.providerTotal <= 300n);
     const logs = await renter.logs(provider.peer, leaseId, 0);
     assert.equal(logs.done, true);
-    assert.match(logs.lines[0].text, /BundleFetchError/);
+    assert.match(logs.lines[0]!.text, /BundleFetchError/);
   });
 
   it("a command that does not exist: refused before the start (argv) or reported with exit code 127 (shell)", async () => {

@@ -62,10 +62,10 @@ describe("capacity manager", () => {
     const terms = [];
     for (const line of text.split("\n")) {
       const [kind, pid, units, devices] = line.split(" ");
-      if (kind === "start") starts.push({ pid: Number(pid), units, devices });
+      if (kind === "start") starts.push({ pid: Number(pid), units: units!, devices: devices! });
       if (kind === "term") terms.push(Number(pid));
     }
-    return { starts, terms };
+    return { starts: starts!, terms };
   }
 
   function newManager(logName: string, idleScope: "unit" | "machine" = "unit"): { manager: CapacityManager; changes: ModeChange[] } {
@@ -149,7 +149,7 @@ describe("capacity manager", () => {
       mock.timers.tick(399);
       await new Promise<void>((resolve) => setImmediate(resolve));
       assert.equal(stopsAsked, 0, "not stopped before the notice was over");
-      assert.equal(m.modes().u1.mode, "interruptible", "the units stay the lease's during the notice");
+      assert.equal(m.modes().u1!.mode, "interruptible", "the units stay the lease's during the notice");
       mock.timers.tick(1);
     } finally {
       mock.timers.reset();
@@ -157,7 +157,7 @@ describe("capacity manager", () => {
     await preemption;
     assert.equal(stopsAsked, 1, "stopped once the notice was over");
     assert.equal(task.hasExited, true);
-    assert.equal(m.modes().u1.mode, "idle");
+    assert.equal(m.modes().u1!.mode, "idle");
     assert.deepEqual(
       changes.map((change) => [change.unitId, change.from, change.to]),
       [

@@ -142,7 +142,7 @@ describe("container runtime: engine flags (argv)", () => {
       await chmod(down, 0o755);
       const none = await detectContainerEngine("auto", { docker: down, podman: path.join(dir, "no-podman") });
       assert.equal(none.engine, null);
-      assert.match(none.reasons[0], /^docker: docker info failed \(Cannot connect to the Docker daemon/);
+      assert.match(none.reasons[0]!, /^docker: docker info failed \(Cannot connect to the Docker daemon/);
       assert.equal(none.reasons[1], "podman: not installed");
       const real = await detectContainerEngine("podman");
       assert.equal(real.engine?.kind, "podman", real.reasons.join("; "));

@@ -201,7 +201,7 @@ describe("provider agent: an attacker node fuzzes every request/response protoco
     }
 
     // Replayed: one signed reserve request, sent again and again.
-    const body = await signedReserve(renter, provider.peer, { machineId: provider.agent.machines[0].machineId, units: 1, duration: 60 });
+    const body = await signedReserve(renter, provider.peer, { machineId: provider.agent.machines[0]!.machineId, units: 1, duration: 60 });
     const replies = [];
     for (let i = 0; i < 6; i++) replies.push(await sendReserve(attacker, provider.peer, body));
     assert.equal(replies.filter((reply) => reply.accepted).length, 1);
@@ -232,8 +232,8 @@ describe("provider agent: an attacker node fuzzes every request/response protoco
         continue;
       }
       assert.ok(!outcome.ok && ERROR_NAME_PATTERN.test(outcome.name!), where);
-      assert.ok([...expected[attack], "TooManyStreamsError"].includes(outcome.name!), where);
-      if (expected[attack].includes(outcome.name!)) answered.add(`${protocol} ${attack}`);
+      assert.ok([...expected[attack]!, "TooManyStreamsError"].includes(outcome.name!), where);
+      if (expected[attack]!.includes(outcome.name!)) answered.add(`${protocol} ${attack}`);
       if (attack === "idle" || attack === "trickle") assert.ok(outcome.ms < ANSWER_WAIT_MS, where);
     }
     for (const protocol of PROTOCOLS) for (const attack of Object.keys(expected)) assert.ok(answered.has(`${protocol} ${attack}`), `${attack} on ${protocol} was answered as such`);
@@ -245,7 +245,7 @@ describe("provider agent: an attacker node fuzzes every request/response protoco
     }
 
     // The node is healthy: an honest renter rents, sends a task and reads its status.
-    const machineId = provider.agent.machines[0].machineId;
+    const machineId = provider.agent.machines[0]!.machineId;
     const leaseId = await renter.rent(provider.peer, { machineId, units: 1, duration: 60 });
     assert.equal((await renter.status(provider.peer, leaseId)).state, "waiting_spec");
     // No attacker stream is left open on the provider once the attacker is done.

@@ -38,7 +38,7 @@ describe("provider agent: hostile renters at the reserve protocol", function () 
         reserve: { holdSeconds: 5, maxHoldsPerRenter: 2, maxHoldsPerPeer: 3, unopened: { limit: 2, peerLimit: 3, windowSeconds: 600 } },
       },
     });
-    machineId = provider.agent.machines[0].machineId;
+    machineId = provider.agent.machines[0]!.machineId;
     wallets = [];
     for (const index of [2, 3, 4, 5]) wallets.push(await TestRenter.start(devnet, index));
     // One deposit (100 × 60 = 6000) and a half: enough for one hold, not two.
@@ -58,7 +58,7 @@ describe("provider agent: hostile renters at the reserve protocol", function () 
     const [alice, bob, carol, , poor] = wallets;
     // The attack of #23: one signed request, four concurrent streams (the per-peer stream cap), twice.
     for (let round = 0; round < 2; round++) {
-      const body = await signedReserve(alice, provider.peer, { machineId, ...base });
+      const body = await signedReserve(alice!, provider.peer, { machineId, ...base });
       const replies = await Promise.all([0, 1, 2, 3].map(() => sendReserve(relay, provider.peer, body)));
       assert.equal(replies.filter((reply) => reply.accepted).length, 1, replies.map((r) => (r.accepted ? "accepted" : `${r.reason}: ${r.message}`)).join("; "));
       for (const reply of replies.filter((r) => !r.accepted)) {
@@ -66,25 +66,25 @@ describe("provider agent: hostile renters at the reserve protocol", function () 
         assert.match(reply.accepted ? "" : reply.message ?? "", /nonce was already used/);
       }
     }
-    assert.equal(provider.agent.reservations.holdsOfRenter(alice.address).count, 2);
+    assert.equal(provider.agent.reservations.holdsOfRenter(alice!.address).count, 2);
 
     // Alice holds two units (her cap): more signed requests, concurrent or not, get no third.
-    const more = await Promise.all([0, 1].map(async () => sendReserve(relay, provider.peer, await signedReserve(alice, provider.peer, { machineId, ...base }))));
+    const more = await Promise.all([0, 1].map(async () => sendReserve(relay, provider.peer, await signedReserve(alice!, provider.peer, { machineId, ...base }))));
     for (const reply of more) {
       assert.equal(reply.accepted, false);
       assert.equal(reply.accepted ? "" : reply.reason, "busy");
       assert.match(reply.accepted ? "" : reply.message ?? "", /already holds 2 reservations here \(at most 2\)/);
     }
     // The relay peer holds three (its cap) after Bob's; Carol, through the same relay, is refused.
-    assert.equal((await sendReserve(relay, provider.peer, await signedReserve(bob, provider.peer, { machineId, ...base }))).accepted, true);
-    const throughRelay = await sendReserve(relay, provider.peer, await signedReserve(carol, provider.peer, { machineId, ...base }));
+    assert.equal((await sendReserve(relay, provider.peer, await signedReserve(bob!, provider.peer, { machineId, ...base }))).accepted, true);
+    const throughRelay = await sendReserve(relay, provider.peer, await signedReserve(carol!, provider.peer, { machineId, ...base }));
     assert.equal(throughRelay.accepted ? "" : throughRelay.message?.match(/Peer \S+ already holds 3/)?.[0].slice(0, 4), "Peer");
     // ... and gets a unit from her own peer.
-    assert.equal((await carol.reserve(provider.peer, { machineId, ...base })).accepted, true);
+    assert.equal((await carol!.reserve(provider.peer, { machineId, ...base })).accepted, true);
 
     // A wallet whose balance covers one deposit holds one unit, not two.
-    assert.equal((await poor.reserve(provider.peer, { machineId, ...base })).accepted, true);
-    const second = await poor.reserve(provider.peer, { machineId, ...base });
+    assert.equal((await poor!.reserve(provider.peer, { machineId, ...base })).accepted, true);
+    const second = await poor!.reserve(provider.peer, { machineId, ...base });
     assert.equal(second.accepted ? "" : second.reason, "renter-unfunded");
     assert.match(second.accepted ? "" : second.message ?? "", /6000 of it is promised to its 1 live holds/);
     // Units left for everyone else: 8 − (2 alice + 1 bob + 1 carol + 1 poor).
@@ -99,16 +99,16 @@ describe("provider agent: hostile renters at the reserve protocol", function () 
     assert.equal(provider.agent.reservations.table.available(machineId), 8);
 
     // Alice let two expire (her limit): refused wherever she asks from.
-    const again = await alice.reserve(provider.peer, { machineId, ...base });
+    const again = await alice!.reserve(provider.peer, { machineId, ...base });
     assert.equal(again.accepted ? "" : again.reason, "busy");
     assert.match(again.accepted ? "" : again.message ?? "", /let 2 holds expire without opening a lease/);
     // The relay let three expire (Alice's two and Bob's): a fresh wallet through it is refused ...
-    const relayed = await sendReserve(relay, provider.peer, await signedReserve(dave, provider.peer, { machineId, ...base }));
+    const relayed = await sendReserve(relay, provider.peer, await signedReserve(dave!, provider.peer, { machineId, ...base }));
     assert.equal(relayed.accepted ? "" : relayed.reason, "busy");
     assert.match(relayed.accepted ? "" : relayed.message ?? "", /^Peer .* let 3 holds expire/);
     // ... while Bob (one unopened hold) from his own peer, and Carol, still get units.
-    assert.equal((await bob.reserve(provider.peer, { machineId, ...base })).accepted, true);
-    const carolsLease = await carol.rent(provider.peer, { machineId, ...base });
+    assert.equal((await bob!.reserve(provider.peer, { machineId, ...base })).accepted, true);
+    const carolsLease = await carol!.rent(provider.peer, { machineId, ...base });
     assert.ok(carolsLease > 0n);
   });
 });
@@ -132,7 +132,7 @@ describe("provider agent: strangers at the lease protocols", function () {
     provider = await startTestProvider(devnet, 1, { chain: { rpcUrl: rpc.url } });
     renter = await TestRenter.start(devnet, 2);
     stranger = await TestRenter.start(devnet, 3);
-    const machineId = provider.agent.machines[0].machineId;
+    const machineId = provider.agent.machines[0]!.machineId;
     spec = { bundle: await bundles.bundle({ "run.sh": "echo hello\n" }), command: "sh run.sh" };
     leaseId = await renter.rent(provider.peer, { machineId, units: 1, duration: 60 });
     await waitFor("the provider to see the lease opened", () => provider.agent.lease(leaseId));
@@ -210,7 +210,7 @@ describe("provider agent: strangers at the lease protocols", function () {
     try {
       const balanceReads = () => rpc.ethCalls(testTokenAbi as Abi, "balanceOf");
       const before = balanceReads();
-      const machineId = provider.agent.machines[0].machineId;
+      const machineId = provider.agent.machines[0]!.machineId;
       const replies = await Promise.all([0, 1, 2, 3].map(() => fresh.reserve(provider.peer, { machineId, units: 1, duration: 60 })));
       for (const reply of replies) assert.equal(reply.accepted ? "" : reply.reason, "renter-unfunded");
       assert.equal(balanceReads() - before, 1, "four concurrent requests of one wallet, one balance read");

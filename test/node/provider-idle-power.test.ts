@@ -45,11 +45,11 @@ describe("idle power: lower idle GPUs' power limits, restore before a task", () 
     const metrics = createMetrics();
     const power = (await createIdlePower(options, inventory, { runner, metrics, logger: silentLogger() }))!;
     const [unit0, unit1] = inventory.units.map((unit) => unit.id);
-    await power.apply({ [unit0]: { mode: "idle" }, [unit1]: { mode: "ai" } });
+    await power.apply({ [unit0!]: { mode: "idle" }, [unit1!]: { mode: "ai" } });
     assert.deepEqual(calls, ["rocm-smi -d 0 --setpoweroverdrive 280 --autorespond y"]);
     assert.equal(power.stateOf(0), "idle-limited");
     assert.equal(power.stateOf(1), "normal");
-    await power.apply({ [unit0]: { mode: "idle" }, [unit1]: { mode: "ai" } });
+    await power.apply({ [unit0!]: { mode: "idle" }, [unit1!]: { mode: "ai" } });
     assert.equal(calls.length, 1, "nothing to do twice");
     await power.restore(["0"]);
     assert.deepEqual(calls.slice(1), ["rocm-smi -d 0 --setpoweroverdrive 560 --autorespond y"]);
@@ -111,7 +111,7 @@ describe("idle power: lower idle GPUs' power limits, restore before a task", () 
       await waitFor("both GPUs lowered", async () => ((await powerCalls()).length === 2 ? true : undefined));
       assert.deepEqual((await powerCalls()).sort(), ["-i 0 -pl 280", "-i 1 -pl 280"]);
 
-      const machineId = provider.agent.machines[0].machineId;
+      const machineId = provider.agent.machines[0]!.machineId;
       // The task prints the power calls made before it started (the sandbox is off in tests).
       const bundle = await bundles.bundle({ "run.sh": `grep -- -pl "${log}"\n` });
       const leaseId = await renter.rent(provider.peer, { machineId, units: 1, duration: 60 });

@@ -305,18 +305,18 @@ describe("container images: registry pulls, archive loads, the cache and its pru
     const first = await runOnce("run-ref-1", { image: pushed.reference });
     assert.equal(first.result.status, "succeeded", first.lines.join("\n"));
     assert.ok(first.lines.includes(`stdout: run-${suffix}`), first.lines.join("\n"));
-    assert.match(first.lines[0], new RegExp(`^system: Image ${pushed.reference.replace(/[.]/g, "\\.")}: pulled in [0-9.]+ s before the lease started`));
+    assert.match(first.lines[0]!, new RegExp(`^system: Image ${pushed.reference.replace(/[.]/g, "\\.")}: pulled in [0-9.]+ s before the lease started`));
     assert.equal(first.result.outputDigestSource, "output-dir");
 
     const second = await runOnce("run-ref-2", { image: pushed.reference });
     assert.equal(second.result.status, "succeeded");
-    assert.match(second.lines[0], /: cached \(sha256:[0-9a-f]{12}, [0-9.]+ MB\), not pulled again$/);
+    assert.match(second.lines[0]!, /: cached \(sha256:[0-9a-f]{12}, [0-9.]+ MB\), not pulled again$/);
     assert.equal(second.result.outputDigest, first.result.outputDigest, "same output, same digest");
 
     const fromArchive = await runOnce("run-archive-1", { imageArchive: { url: archive.url, sha256: archive.sha256 } });
     assert.equal(fromArchive.result.status, "succeeded", fromArchive.lines.join("\n"));
     assert.ok(fromArchive.lines.includes(`stdout: run-${suffix}`));
-    assert.match(fromArchive.lines[0], /: loaded in [0-9.]+ s before the lease started/);
+    assert.match(fromArchive.lines[0]!, /: loaded in [0-9.]+ s before the lease started/);
     assert.equal(fromArchive.result.outputDigest, first.result.outputDigest);
     assert.ok((await runtime.images.list()).every((entry) => !entry.inUse), "every image released after its task");
   });

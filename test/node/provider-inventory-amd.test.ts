@@ -36,7 +36,7 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
     assert.deepEqual(inventory.problems, []);
     assert.equal(inventory.machines.length, 1);
     assert.deepEqual(
-      { model: inventory.machines[0].model, units: inventory.machines[0].units.length, vramMiB: inventory.machines[0].vramMiB, region: inventory.machines[0].region },
+      { model: inventory.machines[0]!.model, units: inventory.machines[0]!.units.length, vramMiB: inventory.machines[0]!.vramMiB, region: inventory.machines[0]!.region },
       { model: "MI300X-192GB", units: 8, vramMiB: 196_592, region: "us-east" },
     );
     assert.deepEqual(inventory.units.map((unit) => unit.device), ["0", "1", "2", "3", "4", "5", "6", "7"], "tasks get ROCm indices");
@@ -48,9 +48,9 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
     assert.deepEqual(gpus.map((gpu) => gpu.powerDrawW), [96, null, 489, null, 91, null, 90, null]);
     assert.deepEqual(gpus.slice(2, 4).map((gpu) => [gpu.utilizationPct, gpu.temperatureC, gpu.memoryUsedMiB]), [[99, 74, 61_244], [98, 72, 60_987]]);
     const inventory = inventoryFromAmd(gpus, "amd-smi");
-    assert.equal(inventory.machines[0].model, "MI250-64GB");
-    assert.equal(inventory.machines[0].units.length, 8);
-    assert.equal(inventory.machines[0].vramMiB, 65_520);
+    assert.equal(inventory.machines[0]!.model, "MI250-64GB");
+    assert.equal(inventory.machines[0]!.units.length, 8);
+    assert.equal(inventory.machines[0]!.vramMiB, 65_520);
   });
 
   it("reads rocm-smi --showallinfo --json: an MI250X by its family name, and a Radeon RX 7900 XTX", async () => {
@@ -68,17 +68,17 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
       powerLimitW: 560,
       migMode: "unsupported",
     });
-    assert.equal(mi250[1].powerDrawW, null);
-    assert.equal(inventoryFromAmd(mi250, "rocm-smi").machines[0].model, "MI250-64GB");
+    assert.equal(mi250[1]!.powerDrawW, null);
+    assert.equal(inventoryFromAmd(mi250, "rocm-smi").machines[0]!.model, "MI250-64GB");
 
     const radeon = parseRocmSmi(await fixture("radeon-rx7900xtx-rocm-smi.json"));
     assert.deepEqual(
-      [radeon[0].name, radeon[0].memoryTotalMiB, radeon[0].memoryUsedMiB, radeon[0].temperatureC, radeon[0].powerDrawW, radeon[0].utilizationPct],
+      [radeon[0]!.name, radeon[0]!.memoryTotalMiB, radeon[0]!.memoryUsedMiB, radeon[0]!.temperatureC, radeon[0]!.powerDrawW, radeon[0]!.utilizationPct],
       ["Radeon RX 7900 XTX", 24_560, 3_513, 52, 17, 1],
     );
     const inventory = inventoryFromAmd(radeon, "rocm-smi", { region: "home" });
-    assert.equal(inventory.machines[0].model, "RX7900XTX-24GB");
-    assert.equal(inventory.units[0].vramSource, "rocm-smi");
+    assert.equal(inventory.machines[0]!.model, "RX7900XTX-24GB");
+    assert.equal(inventory.units[0]!.vramSource, "rocm-smi");
   });
 
   it("offers only the GPUs ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES leave visible, as ROCm applies them", async () => {
@@ -115,7 +115,7 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
     };
     const config = nodeConfigSchema.parse({ provider: { inventory: { source: "amd-smi", amdSmiPath: "/opt/rocm/bin/amd-smi", region: "eu" } } }).provider;
     const inventory = await loadInventory(config, runner);
-    assert.equal(inventory.machines[0].model, "MI250-64GB");
+    assert.equal(inventory.machines[0]!.model, "MI250-64GB");
     assert.deepEqual(calls, ["/opt/rocm/bin/amd-smi static --asic --bus --vram --board --limit --json"]);
     const sample = gpuSampler(config, inventory, runner)!;
     const used = await sample(["2", "3"]);
@@ -124,7 +124,7 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
 
     calls.length = 0;
     const rocm = nodeConfigSchema.parse({ provider: { inventory: { source: "rocm-smi" } } }).provider;
-    assert.equal((await loadInventory(rocm, runner)).machines[0].model, "RX7900XTX-24GB");
+    assert.equal((await loadInventory(rocm, runner)).machines[0]!.model, "RX7900XTX-24GB");
     assert.deepEqual(calls, ["rocm-smi --showallinfo --json"]);
 
     const failing: CommandRunner = async () => ({ stdout: "", stderr: "amdgpu driver not loaded", exitCode: 1 });
@@ -135,7 +135,7 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
     const text = JSON.stringify([{ gpu: 0, asic: { market_name: "AMD Instinct MI100" }, vram: { size: { value: 32768, unit: "MB" } }, bus: { bdf: "0000:03:00.0" } }]);
     const inventory = inventoryFromAmd(parseAmdSmi({ static: text }), "amd-smi");
     assert.equal(inventory.machines.length, 0);
-    assert.match(inventory.problems[0], /MI100.*not a model Suanli knows/);
+    assert.match(inventory.problems[0]!, /MI100.*not a model Suanli knows/);
     for (const bad of ["", "not json", "{}", '[{"asic": {}}]', '[{"gpu": 0, "asic": {"market_name": "AMD Instinct MI300X"}, "vram": {"size": "N/A"}}]']) {
       assert.throws(() => parseAmdSmi({ static: bad }), (error: Error) => error instanceof AmdSmiParseError, bad);
     }
@@ -149,7 +149,7 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
     assert.equal(amdCanonicalName(["AMD Instinct MI250X / MI250"]), "MI250-64GB");
     assert.equal(amdCanonicalName(["AMD Radeon PRO W7900"]), "W7900-48GB");
     for (const model of GPU_MODELS.filter((entry) => entry.vendor === "amd")) {
-      assert.ok(INT8_DENSE_TOPS[model.name] > 0, model.name);
+      assert.ok(INT8_DENSE_TOPS[model.name]! > 0, model.name);
       const params = deriveChallengeParams(challengeProfileSchema.parse({}), { model: model.name, units: 1 });
       assert.ok(params.requiredOpsPerSecond > 0 && params.deadlineMs > 0, model.name);
     }
@@ -171,7 +171,7 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
     const links: Record<string, string> = { "/dev/dri/by-path/pci-0000:46:00.0-render": "/dev/dri/renderD131", "/dev/dri/by-path/pci-0000:5d:00.0-render": "/dev/dri/renderD132" };
     const inventory = inventoryFromAmd(gpus, "amd-smi", { resolve: (link) => links[link] });
     assert.deepEqual(inventory.units.slice(2, 4).map((unit) => unit.renderNode), ["/dev/dri/renderD131", "/dev/dri/renderD132"]);
-    assert.equal(renderNodeOf(gpus[7], () => undefined), "/dev/dri/renderD135", "without the link: 128 + index");
+    assert.equal(renderNodeOf(gpus[7]!, () => undefined), "/dev/dri/renderD135", "without the link: 128 + index");
     for (const engine of ["docker", "podman"] as const) {
       const args = buildContainerCreateArgs({
         engine,

@@ -38,18 +38,18 @@ describe("provider inventory: nvidia-smi parsing on recorded outputs", () => {
       assert.match(unit.device, /^MIG-[0-9a-f-]{36}$/);
       assert.equal(unit.device, unit.id);
     }
-    assert.equal(inventory.units[0].device, "MIG-c1d3d074-7dc1-5e89-8a5f-6d0b08327092");
+    assert.equal(inventory.units[0]!.device, "MIG-c1d3d074-7dc1-5e89-8a5f-6d0b08327092");
     assert.deepEqual(inventory.units.map((unit) => unit.migDeviceIndex), [0, 1, 2, 3, 4, 5, 6]);
     assert.equal(inventory.machines.length, 1);
     assert.deepEqual(
-      { model: inventory.machines[0].model, units: inventory.machines[0].units.length, vramMiB: inventory.machines[0].vramMiB, region: inventory.machines[0].region },
+      { model: inventory.machines[0]!.model, units: inventory.machines[0]!.units.length, vramMiB: inventory.machines[0]!.vramMiB, region: inventory.machines[0]!.region },
       { model: "A100-80GB/1g.10gb", units: 7, vramMiB: 9728, region: "eu-west" },
     );
     const [gpu] = inventory.gpus;
-    assert.equal(gpu.utilizationPct, null, "utilization is [N/A] in MIG mode");
-    assert.equal(gpu.temperatureC, 43);
-    assert.equal(gpu.powerDrawW, 66);
-    assert.equal(gpu.memoryUsedMiB, 8530);
+    assert.equal(gpu!.utilizationPct, null, "utilization is [N/A] in MIG mode");
+    assert.equal(gpu!.temperatureC, 43);
+    assert.equal(gpu!.powerDrawW, 66);
+    assert.equal(gpu!.memoryUsedMiB, 8530);
   });
 
   it("A100-SXM4-80GB in MIG mode without the table: memory falls back to the profile name, labelled as such", async () => {
@@ -61,8 +61,8 @@ describe("provider inventory: nvidia-smi parsing on recorded outputs", () => {
       // 20 GB as 10^9 bytes in MiB, below the real 19968 MiB of the slice
       assert.equal(unit.vramMiB, 19073);
     }
-    assert.equal(inventory.gpus[0].powerDrawW, 67.03);
-    assert.equal(inventory.gpus[0].powerLimitW, 500);
+    assert.equal(inventory.gpus[0]!.powerDrawW, 67.03);
+    assert.equal(inventory.gpus[0]!.powerLimitW, 500);
   });
 
   it("two H100 SXM: two whole-GPU units on one machine", async () => {
@@ -75,32 +75,32 @@ describe("provider inventory: nvidia-smi parsing on recorded outputs", () => {
       ],
     );
     assert.equal(inventory.machines.length, 1);
-    assert.equal(inventory.machines[0].interconnect, "nvlink");
+    assert.equal(inventory.machines[0]!.interconnect, "nvlink");
     assert.deepEqual(inventory.gpus.map((gpu) => gpu.utilizationPct), [0, 4]);
     assert.deepEqual(inventory.gpus.map((gpu) => gpu.migMode), ["disabled", "disabled"]);
   });
 
   it("RTX 4090 and T4: consumer and inference cards without MIG", async () => {
     const rtx = inventoryFromNvidiaSmi(await recorded("rtx4090"));
-    assert.equal(rtx.units[0].model, "RTX4090-24GB");
-    assert.equal(rtx.units[0].vramMiB, 24564);
-    assert.equal(rtx.gpus[0].migMode, "unsupported");
-    assert.equal(rtx.gpus[0].utilizationPct, 92);
+    assert.equal(rtx.units[0]!.model, "RTX4090-24GB");
+    assert.equal(rtx.units[0]!.vramMiB, 24564);
+    assert.equal(rtx.gpus[0]!.migMode, "unsupported");
+    assert.equal(rtx.gpus[0]!.utilizationPct, 92);
     const t4 = inventoryFromNvidiaSmi(await recorded("t4"));
-    assert.equal(t4.units[0].model, "T4-16GB");
-    assert.equal(t4.units[0].device, "GPU-d37e67a5-91dd-3774-a5cb-99096249601a");
-    assert.equal(t4.gpus[0].powerDrawW, 26.78);
+    assert.equal(t4.units[0]!.model, "T4-16GB");
+    assert.equal(t4.units[0]!.device, "GPU-d37e67a5-91dd-3774-a5cb-99096249601a");
+    assert.equal(t4.gpus[0]!.powerDrawW, 26.78);
   });
 
   it("reports a model Suanli does not know instead of guessing, and does not offer it", async () => {
     const inventory = inventoryFromNvidiaSmi(await recorded("quadro-rtx4000"));
     assert.equal(inventory.units.length, 1);
-    assert.equal(inventory.units[0].model, null);
-    assert.equal(inventory.units[0].reportedName, "Quadro RTX 4000");
+    assert.equal(inventory.units[0]!.model, null);
+    assert.equal(inventory.units[0]!.reportedName, "Quadro RTX 4000");
     assert.deepEqual(inventory.machines, []);
     assert.equal(inventory.problems.length, 1);
-    assert.match(inventory.problems[0], /Quadro RTX 4000/);
-    assert.match(inventory.problems[0], /not a model Suanli knows/);
+    assert.match(inventory.problems[0]!, /Quadro RTX 4000/);
+    assert.match(inventory.problems[0]!, /not a model Suanli knows/);
   });
 
   it("reads odd values as missing instead of crashing", () => {
@@ -113,10 +113,10 @@ describe("provider inventory: nvidia-smi parsing on recorded outputs", () => {
     );
     assert.equal(gpus.length, 2);
     assert.deepEqual(
-      [gpus[0].memoryUsedMiB, gpus[0].utilizationPct, gpus[0].temperatureC, gpus[0].powerDrawW, gpus[0].migMode],
+      [gpus[0]!.memoryUsedMiB, gpus[0]!.utilizationPct, gpus[0]!.temperatureC, gpus[0]!.powerDrawW, gpus[0]!.migMode],
       [null, null, null, null, "unsupported"],
     );
-    assert.deepEqual([gpus[1].memoryTotalMiB, gpus[1].utilizationPct, gpus[1].powerDrawW, gpus[1].migMode], [24576, 7, 31.5, "disabled"]);
+    assert.deepEqual([gpus[1]!.memoryTotalMiB, gpus[1]!.utilizationPct, gpus[1]!.powerDrawW, gpus[1]!.migMode], [24576, 7, 31.5, "disabled"]);
   });
 
   it("names the line of a malformed query output", () => {
@@ -142,7 +142,7 @@ describe("provider inventory: nvidia-smi parsing on recorded outputs", () => {
     );
     assert.equal(listed.length, 1);
     assert.deepEqual(
-      listed[0].migDevices.map((mig) => [mig.deviceIndex, mig.profile, mig.uuid]),
+      listed[0]!.migDevices.map((mig) => [mig.deviceIndex, mig.profile, mig.uuid]),
       [
         [0, "1c.3g.40gb", "MIG-c788539f-c1ea-5a36-8b4d-9b07d024b1bb"],
         [1, "3g.40gb", "MIG-GPU-932bfb2c-849a-2a22-1e84-9eff6bc02b39/1/0"],
@@ -166,7 +166,7 @@ describe("provider inventory: nvidia-smi parsing on recorded outputs", () => {
       list: "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-513536b6-7d19-9063-b049-1e69664bb298)",
     });
     assert.deepEqual(inventory.units, []);
-    assert.match(inventory.problems[0], /MIG enabled but no MIG devices/);
+    assert.match(inventory.problems[0]!, /MIG enabled but no MIG devices/);
   });
 });
 
@@ -205,7 +205,7 @@ describe("provider inventory: running nvidia-smi", () => {
     const nvidiaSmiPath = await fakeSmi("a100-80gb-pcie-mig");
     const inventory = await detectInventory({ nvidiaSmiPath });
     assert.equal(inventory.units.length, 7);
-    assert.equal(inventory.units[6].vramSource, "nvidia-smi");
+    assert.equal(inventory.units[6]!.vramSource, "nvidia-smi");
 
     const sample = await sampleGpuMetrics({ nvidiaSmiPath });
     const metrics = metricsForUnits(sample, inventory.units);

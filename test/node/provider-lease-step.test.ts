@@ -252,60 +252,60 @@ describe("provider lease loop: nextStep(record, chain, now)", () => {
   for (const [localName, local] of Object.entries(LOCAL)) {
     describe(`lease ${localName}`, () => {
       for (const [chainName, chain] of Object.entries(CHAIN)) {
-        it(`chain ${chainName} → ${EXPECTED[localName][chainName] || "nothing"}`, () => {
-          assert.equal(plan(local, chain), EXPECTED[localName][chainName]);
+        it(`chain ${chainName} → ${EXPECTED[localName]![chainName] || "nothing"}`, () => {
+          assert.equal(plan(local, chain), EXPECTED[localName]![chainName]);
         });
       }
     });
   }
 
   it("writes the chain's view into the record when it changed, and tells a running task a moved end", () => {
-    const active = CHAIN.Active;
-    const extended = { ...active, end: active.end + 300, deposit: active.deposit + 30_000n };
+    const active = CHAIN.Active!;
+    const extended = { ...active, end: active!.end + 300, deposit: active!.deposit + 30_000n };
     const lease = (chainEnd: number): LocalLease => ({
-      record: { ...recordFor(active, { phase: "running", unitIds: ["u0"] }), chain: { ...chainFields(active), end: chainEnd } },
+      record: { ...recordFor(active!, { phase: "running", unitIds: ["u0"] }), chain: { ...chainFields(active!), end: chainEnd } },
       task: running,
       stopping: false,
       activateMarginSeconds: MARGIN_S,
     });
-    assert.equal(nextStep(lease(active.end), extended, NOW).map(show).join(" "), "sync extend");
+    assert.equal(nextStep(lease(active!.end), extended, NOW).map(show).join(" "), "sync extend");
     // The first read after the activation (the record still says end 0): no extension, just the sync.
     assert.equal(nextStep(lease(0), extended, NOW).map(show).join(" "), "sync");
   });
 
   it("gives back units the renter released, keeping the first ones", () => {
     const active = CHAIN.Active;
-    const record = { ...recordFor(active, { phase: "waiting_spec", unitIds: ["u0", "u1"], devices: ["0", "1"] }), units: 2 };
-    assert.equal(nextStep({ record, stopping: false, activateMarginSeconds: MARGIN_S }, active, NOW).map(show).join(" "), "sync shrink(1)");
+    const record = { ...recordFor(active!, { phase: "waiting_spec", unitIds: ["u0", "u1"], devices: ["0", "1"] }), units: 2 };
+    assert.equal(nextStep({ record, stopping: false, activateMarginSeconds: MARGIN_S }, active!, NOW).map(show).join(" "), "sync shrink(1)");
   });
 
   it("while the node stops, starts nothing and recovers nothing, but still ends leases whose task is over", () => {
-    assert.equal(plan(LOCAL["running, no task (restart)"], CHAIN.Active, { stopping: true }), "");
-    assert.equal(plan(LOCAL["waiting for a spec"], CHAIN["Open, deadline near"], { stopping: true }), "");
-    assert.equal(plan(LOCAL["ended, to complete"], CHAIN.Active, { stopping: true }), "complete");
-    assert.equal(plan(LOCAL["running (task live)"], CHAIN["Ended (closed)"], { stopping: true }), "stop-task");
+    assert.equal(plan(LOCAL["running, no task (restart)"]!, CHAIN.Active!, { stopping: true }), "");
+    assert.equal(plan(LOCAL["waiting for a spec"]!, CHAIN["Open, deadline near"]!, { stopping: true }), "");
+    assert.equal(plan(LOCAL["ended, to complete"]!, CHAIN.Active!, { stopping: true }), "complete");
+    assert.equal(plan(LOCAL["running (task live)"]!, CHAIN["Ended (closed)"]!, { stopping: true }), "stop-task");
   });
 
   it("completes a cancelled lease once the renter's grace is over", () => {
-    const graceOver = { record: { ...LOCAL["ended, renter cancelled (grace running)"].record, endAfter: NOW_S * 1000 - 1 } };
-    assert.equal(plan(graceOver, CHAIN.Active), "set-end-action(complete) complete");
+    const graceOver = { record: { ...LOCAL["ended, renter cancelled (grace running)"]!.record, endAfter: NOW_S * 1000 - 1 } };
+    assert.equal(plan(graceOver, CHAIN.Active!), "set-end-action(complete) complete");
   });
 
   it("reports a task stopped at the end of its time only once that end has come", () => {
     const exceeded = { record: { phase: "ended" as const, state: "exceeded" as const, endAction: "complete" as const, result: { ...succeeded, status: "exceeded" as const } } };
-    assert.equal(plan(exceeded, CHAIN.Active), "");
-    assert.equal(plan(exceeded, CHAIN.Active, { now: { wallMs: (CHAIN.Active.end + 1) * 1000, blockTimestamp: CHAIN.Active.end + 1 } }), "complete");
+    assert.equal(plan(exceeded, CHAIN.Active!), "");
+    assert.equal(plan(exceeded, CHAIN.Active!, { now: { wallMs: (CHAIN.Active!.end + 1) * 1000, blockTimestamp: CHAIN.Active!.end + 1 } }), "complete");
   });
 
   it("lets a preempted task stop at once when its notice is over", () => {
     const noticeOver = { wallMs: (NOW_S + 61) * 1000, blockTimestamp: NOW_S + 61 };
-    assert.equal(plan(LOCAL["running (task live)"], CHAIN["Ended (preempted, notice running)"], { now: noticeOver }), "stop-task");
+    assert.equal(plan(LOCAL["running (task live)"]!, CHAIN["Ended (preempted, notice running)"]!, { now: noticeOver }), "stop-task");
     // The chain's clock ahead of ours shortens the notice to what the chain says is left.
-    assert.equal(plan(LOCAL["running (task live)"], CHAIN["Ended (preempted, notice running)"], { now: { wallMs: NOW_S * 1000, blockTimestamp: NOW_S + 20 } }), "preempt-task(40000ms)");
+    assert.equal(plan(LOCAL["running (task live)"]!, CHAIN["Ended (preempted, notice running)"]!, { now: { wallMs: NOW_S * 1000, blockTimestamp: NOW_S + 20 } }), "preempt-task(40000ms)");
   });
 
   it("plans nothing for a closed record", () => {
-    assert.equal(plan({ record: { phase: "ended", closed: true } }, CHAIN.Settled), "");
+    assert.equal(plan({ record: { phase: "ended", closed: true } }, CHAIN.Settled!), "");
   });
 });
 

@@ -57,17 +57,17 @@ describe("provider agent: nvidia-smi inventory and the metrics endpoint", functi
 
   it("declares the probed GPUs as one machine at the configured price", async () => {
     const [machine] = provider.agent.machines;
-    assert.equal(machine.model, "H100-80GB-SXM");
-    const onChain = await readMachine(devnet.admin.publicClient, devnet.deployment.contracts.registry!, machine.machineId);
+    assert.equal(machine!.model, "H100-80GB-SXM");
+    const onChain = await readMachine(devnet.admin.publicClient, devnet.deployment.contracts.registry!, machine!.machineId);
     assert.equal(onChain.model, modelHash("H100-80GB-SXM"));
     assert.equal(onChain.units, 2);
     assert.equal(onChain.region, "us-east");
     assert.equal(onChain.interconnectName, "nvlink");
-    assert.equal(provider.agent.summary().machines[0].pricePerUnitSecond, 833n); // 3 USD/hour
+    assert.equal(provider.agent.summary().machines[0]!.pricePerUnitSecond, 833n); // 3 USD/hour
   });
 
   it("serves GPU gauges, units by mode, leases and transactions at /metrics; a running task's status carries its GPU's metrics", async () => {
-    const machineId = provider.agent.machines[0].machineId;
+    const machineId = provider.agent.machines[0]!.machineId;
     const bundle = await bundles.bundle({ "run.sh": "sleep 2\n" });
     const leaseId = await renter.rent(provider.peer, { machineId, units: 1, duration: 60 });
     await renter.sendTask(provider.peer, leaseId, { bundle, command: "sh run.sh" });

@@ -120,7 +120,7 @@ describe("provider options", () => {
     });
     const inventory = await loadInventory(config.provider);
     assert.equal(inventory.source, "declared");
-    assert.equal(inventory.machines[0].model, "RTX4090-24GB");
+    assert.equal(inventory.machines[0]!.model, "RTX4090-24GB");
     const runtime = createRuntime(config.provider, { dataDir: config.dataDir });
     assert.ok(runtime instanceof ProcessRuntime);
     assert.ok(createRuntime({ ...config.provider, runtime: { ...config.provider.runtime, kind: "container" } }, { dataDir: dir }) instanceof ContainerRuntime);
@@ -140,10 +140,10 @@ describe("provider options", () => {
     };
     const inventory = await loadInventory(config.provider, runner);
     const sample = gpuSampler(config.provider, inventory, runner)!;
-    const metrics = await sample([inventory.units[1].device]);
+    const metrics = await sample([inventory.units[1]!.device]);
     assert.deepEqual(
       metrics.map((metric) => [metric.unitId, metric.utilizationPct, metric.temperatureC]),
-      [[inventory.units[1].id, 4, 32]],
+      [[inventory.units[1]!.id, 4, 32]],
     );
   });
 });

@@ -110,7 +110,7 @@ describe("provider pricing policies", () => {
     sim.demand.asks = [10n, 10n, 10n];
     const fall = sim.path(20, 1_000);
     assert.equal(fall.at(-1), 500n);
-    assert.ok(fall.every((price, i) => i === 0 || fall[i - 1] - price <= (fall[i - 1] * 500n) / 10_000n), "every step is bounded");
+    assert.ok(fall.every((price, i) => i === 0 || fall[i - 1]! - price <= (fall[i - 1]! * 500n) / 10_000n), "every step is bounded");
     const inputs = await sim.metrics.registry.getSingleMetricAsString("suanli_provider_price_input");
     assert.match(inputs, /model="A100-80GB",input="network_index"} 10$/m);
   });

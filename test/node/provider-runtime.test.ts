@@ -280,8 +280,8 @@ describe("process runtime", function () {
     await task.wait();
     const read = task.readLogs(0);
     assert.equal(read.lines.length, 5);
-    assert.equal(read.dropped, read.lines[0].seq);
-    assert.equal(read.nextSeq, read.lines[4].seq + 1);
+    assert.equal(read.dropped, read.lines[0]!.seq);
+    assert.equal(read.nextSeq, read.lines[4]!.seq + 1);
     const followed: number[] = [];
     for await (const line of task.logs(read.nextSeq - 2)) followed.push(line.seq);
     assert.deepEqual(followed, [read.nextSeq - 2, read.nextSeq - 1]);

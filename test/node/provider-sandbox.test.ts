@@ -180,7 +180,7 @@ describe("provider sandbox: what a renter's task can reach", function () {
   });
 
   it("an allow-listed range is reached through the task's own network (pasta), not the host's namespace", async () => {
-    const hostAddress = hostIpv4Addresses()[0];
+    const hostAddress = hostIpv4Addresses()[0]!;
     const runtime = runtimeFromConfig(
       { runtime: { sandbox: "bubblewrap", network: true, readOnlyPaths: [path.dirname(NODE)], networkAllow: { networks: [`${hostAddress}/32`] } } },
       { dataDir: path.join(dir, "data-allow") },

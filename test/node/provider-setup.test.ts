@@ -34,18 +34,18 @@ describe("provider agent: setup across restarts, attestations in offers", functi
 
   it("declares a machine once, sends nothing on a plain restart, and updates the declaration when the inventory changed", async () => {
     let provider = await startTestProvider(devnet, 1, declared(2));
-    const machineId = provider.agent.machines[0].machineId;
+    const machineId = provider.agent.machines[0]!.machineId;
     assert.deepEqual((await transactions(provider)).sort(), ["addMachine:1", "approve:1", "register:1", "stake:1"]);
     await provider.close({ keepData: true });
 
     provider = await startTestProvider(devnet, 1, declared(2), { fundTokens: 0n });
-    assert.equal(provider.agent.machines[0].machineId, machineId);
+    assert.equal(provider.agent.machines[0]!.machineId, machineId);
     assert.deepEqual(await transactions(provider), [], "a restart finds everything in place");
     await provider.close({ keepData: true });
 
     provider = await startTestProvider(devnet, 1, declared(3), { fundTokens: 0n });
     try {
-      assert.equal(provider.agent.machines[0].machineId, machineId);
+      assert.equal(provider.agent.machines[0]!.machineId, machineId);
       assert.deepEqual(await transactions(provider), ["updateMachine:1"]);
       const onChain = await readMachine(devnet.admin.publicClient, devnet.deployment.contracts.registry!, machineId);
       assert.equal(onChain.units, 3);
@@ -85,7 +85,7 @@ describe("provider agent: setup across restarts, attestations in offers", functi
   it("publishes the attestor's hardware attestations with the machine's offer, and drops ones the network would refuse", async () => {
     const provider = await startTestProvider(devnet, 1, declared(3), { fundTokens: 0n });
     try {
-      const machine = provider.agent.machines[0];
+      const machine = provider.agent.machines[0]!;
       const now = Math.floor(Date.now() / 1000);
       const attestation = {
         provider: provider.peer.address,
@@ -105,7 +105,7 @@ describe("provider agent: setup across restarts, attestations in offers", functi
         const current = publisher.current(machine.machineId);
         return current?.attestations.length === 1 ? current : undefined;
       });
-      assert.equal(attested.attestations[0].attestation.throughput, 123_456n);
+      assert.equal(attested.attestations[0]!.attestation.throughput, 123_456n);
       // The operator's dashboard and the attestation alerts read its expiry.
       const expiry = await provider.daemon.metrics.providerAttestationExpiry.get();
       assert.deepEqual(expiry.values.find((sample) => sample.labels.machine === String(machine.machineId))?.value, now + 3_600);

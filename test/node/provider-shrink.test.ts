@@ -48,7 +48,7 @@ describe("provider agent: a lease shrunk while its task runs", function () {
     send(renter.clients, { address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "shrink", args: [leaseId, units] });
 
   it("while its task runs, the released unit stays with the task, unsold, until the task ends", async () => {
-    const machineId = provider.agent.machines[0].machineId;
+    const machineId = provider.agent.machines[0]!.machineId;
     const markA = path.join(dir, "a.log");
     const looping = await bundles.bundle({ "run.sh": `echo "$CUDA_VISIBLE_DEVICES" >> "$MARK"\nwhile :; do sleep 0.05; done\n` });
 
@@ -56,12 +56,12 @@ describe("provider agent: a lease shrunk while its task runs", function () {
     await alice.sendTask(provider.peer, leaseA, { bundle: looping, command: "sh run.sh", env: { MARK: markA } });
     await alice.waitStatus(provider.peer, leaseA, (s) => s.state === "running", "alice's task to run");
     const [kept, released] = provider.agent.lease(leaseA)!.unitIds;
-    assert.equal((await readFile(markA, "utf8")).trim(), [device(kept), device(released)].join(","));
+    assert.equal((await readFile(markA, "utf8")).trim(), [device(kept!), device(released!)].join(","));
 
     await shrink(alice, leaseA, 1);
     await waitFor("the shrink seen by the provider", () => provider.agent.lease(leaseA)?.units === 1, { timeoutMs: 15_000 });
     await provider.agent.leases.reconcile(leaseA);
-    assert.equal(modes()[released].leaseId, `lease-${leaseA}`, "the running task keeps the released GPU");
+    assert.equal(modes()[released!]!.leaseId, `lease-${leaseA}`, "the running task keeps the released GPU");
     assert.equal(provider.agent.capacity.idleProcesses().length, 0, "no idle work on it either");
     assert.equal((await alice.status(provider.peer, leaseA)).state, "running");
     const refused = await bob.reserve(provider.peer, { machineId, units: 1, duration: 30 });
@@ -78,7 +78,7 @@ describe("provider agent: a lease shrunk while its task runs", function () {
   });
 
   it("before its task starts, the released unit goes back to idle work and the next renter at once", async () => {
-    const machineId = provider.agent.machines[0].machineId;
+    const machineId = provider.agent.machines[0]!.machineId;
     const markB = path.join(dir, "b.log");
     const once = await bundles.bundle({ "run.sh": `echo "$CUDA_VISIBLE_DEVICES" >> "$MARK"\n` });
     await waitFor("both units idle", () => Object.values(modes()).every((m) => m.mode === "idle"), { timeoutMs: 15_000 });

@@ -19,7 +19,7 @@ async function marks(file: string): Promise<{ word: string; at: number }[]> {
     .filter((line) => line.trim() !== "")
     .map((line) => {
       const [word, at] = line.split(" ");
-      return { word, at: Number(at) };
+      return { word: word!, at: Number(at) };
     });
 }
 
@@ -49,7 +49,7 @@ describe("provider agent: capacity switching", function () {
         },
       },
     });
-    machineId = provider.agent.machines[0].machineId;
+    machineId = provider.agent.machines[0]!.machineId;
     alice = await TestRenter.start(devnet, 2);
     bob = await TestRenter.start(devnet, 3);
   });
@@ -62,7 +62,7 @@ describe("provider agent: capacity switching", function () {
     await rm(dir, { recursive: true, force: true });
   });
 
-  const modeOfUnit = () => Object.values(provider.agent.capacity.modes())[0].mode;
+  const modeOfUnit = () => Object.values(provider.agent.capacity.modes())[0]!.mode;
 
   it("the idle workload runs; an on-demand lease stops it before its task starts; when the lease ends the idle workload is back", async () => {
     await waitFor("the idle workload to start", async () => (await marks(idleLog)).some((m) => m.word === "start"));
@@ -82,7 +82,7 @@ describe("provider agent: capacity switching", function () {
     const stop = idle.find((m) => m.word === "stop")!;
     const taskStart = task.find((m) => m.word === "task-start")!;
     const taskEnd = task.find((m) => m.word === "task-end")!;
-    const restart = idle.filter((m) => m.word === "start")[1];
+    const restart = idle.filter((m) => m.word === "start")[1]!;
     assert.ok(stop.at <= taskStart.at, "the idle workload stopped before the task started");
     assert.ok(restart.at >= taskEnd.at, "the idle workload came back after the task");
     assert.equal(modeOfUnit(), "idle");

@@ -44,7 +44,7 @@ async function httpGet(socket: Socket): Promise<string> {
 function runExec(task: TaskHandle, command: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const launch = task.execLaunch(command);
   assert.ok(launch, "a running sandboxed task accepts exec");
-  const child = spawn(launch.argv[0], launch.argv.slice(1), { cwd: launch.cwd, env: launch.env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(launch.argv[0]!, launch.argv.slice(1), { cwd: launch.cwd, env: launch.env, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")));

@@ -31,7 +31,7 @@ async function startAttacker(victim: TestNode): Promise<Attacker> {
   const host = await createHost({ ...options, topics: offersTopics(TEST_CHAIN_ID) });
   const pubsub = host.services.pubsub as GossipSubInspect;
   pubsub.subscribe(topic);
-  await host.dial(victim.host.getMultiaddrs()[0]);
+  await host.dial(victim.host.getMultiaddrs()[0]!);
   await waitFor("the victim's subscription", () => pubsub.getSubscribers(topic).some((peer) => peer.equals(victim.host.peerId)));
   return {
     host,

@@ -52,8 +52,8 @@ describe("offer book", function () {
   before(async () => {
     alice = await createProvider();
     bob = await createProvider();
-    registerOnChain(chain, alice, [machines.a1, machines.a2]);
-    registerOnChain(chain, bob, [machines.b3, machines.b4]);
+    registerOnChain(chain, alice, [machines.a1!, machines.a2!]);
+    registerOnChain(chain, bob, [machines.b3!, machines.b4!]);
   });
 
   beforeEach(async () => {
@@ -70,10 +70,10 @@ describe("offer book", function () {
   });
 
   async function fill(): Promise<void> {
-    book.upsert(await validated(alice, machines.a1, { pricePerUnitSecond: 300n, attestations: [attest(attestor, alice.address, machines.a1)] }));
-    book.upsert(await validated(alice, machines.a2, { pricePerUnitSecond: 900n, freeUnits: 2 }));
-    book.upsert(await validated(bob, machines.b3, { pricePerUnitSecond: 100n }));
-    book.upsert(await validated(bob, machines.b4, { pricePerUnitSecond: 400n, freeUnits: 4 }));
+    book.upsert(await validated(alice, machines.a1!, { pricePerUnitSecond: 300n, attestations: [attest(attestor, alice.address, machines.a1!)] }));
+    book.upsert(await validated(alice, machines.a2!, { pricePerUnitSecond: 900n, freeUnits: 2 }));
+    book.upsert(await validated(bob, machines.b3!, { pricePerUnitSecond: 100n }));
+    book.upsert(await validated(bob, machines.b4!, { pricePerUnitSecond: 400n, freeUnits: 4 }));
   }
 
   const keys = (entries: BookEntry[]) => entries.map((e) => e.machineId);
@@ -112,9 +112,9 @@ describe("offer book", function () {
   });
 
   it("breaks price ties by key, so pages never skip or repeat an offer", async () => {
-    book.upsert(await validated(alice, machines.a1, { pricePerUnitSecond: 500n }));
-    book.upsert(await validated(bob, machines.b3, { pricePerUnitSecond: 500n }));
-    book.upsert(await validated(alice, machines.a2, { pricePerUnitSecond: 500n }));
+    book.upsert(await validated(alice, machines.a1!, { pricePerUnitSecond: 500n }));
+    book.upsert(await validated(bob, machines.b3!, { pricePerUnitSecond: 500n }));
+    book.upsert(await validated(alice, machines.a2!, { pricePerUnitSecond: 500n }));
     const all = book.query().offers.map((e) => e.key);
     assert.deepEqual(all, [...all].sort());
     const first = book.query({}, { limit: 2 });
@@ -126,9 +126,9 @@ describe("offer book", function () {
   it("replaces an offer only with a newer sequence number and tells subscribers", async () => {
     const events: string[] = [];
     book.on("offer", (entry, previous) => events.push(`${entry.seq}<-${previous?.seq ?? "none"}`));
-    assert.equal(book.upsert(await validated(alice, machines.a1, { seq: 2 })), "added");
-    assert.equal(book.upsert(await validated(alice, machines.a1, { seq: 1 })), "stale");
-    assert.equal(book.upsert(await validated(alice, machines.a1, { seq: 3, pricePerUnitSecond: 5n })), "updated");
+    assert.equal(book.upsert(await validated(alice, machines.a1!, { seq: 2 })), "added");
+    assert.equal(book.upsert(await validated(alice, machines.a1!, { seq: 1 })), "stale");
+    assert.equal(book.upsert(await validated(alice, machines.a1!, { seq: 3, pricePerUnitSecond: 5n })), "updated");
     assert.deepEqual(events, ["2<-none", "3<-2"]);
     assert.equal(book.size, 1);
     assert.equal(book.get(offerKey(alice.address, 1))?.pricePerUnitSecond, 5n);
@@ -137,9 +137,9 @@ describe("offer book", function () {
   it("sweeps expired offers and reports them as removed", async () => {
     const removed: string[] = [];
     book.on("removed", (entry, reason) => removed.push(`${entry.machineId}:${reason}`));
-    book.upsert(await validated(alice, machines.a1, { expiry: clock + 10 }));
-    book.upsert(await validated(bob, machines.b3, { expiry: clock + 100 }));
-    book.upsert(await validated(alice, machines.a1, { seq: 2, expiry: clock + 50 }));
+    book.upsert(await validated(alice, machines.a1!, { expiry: clock + 10 }));
+    book.upsert(await validated(bob, machines.b3!, { expiry: clock + 100 }));
+    book.upsert(await validated(alice, machines.a1!, { seq: 2, expiry: clock + 50 }));
     assert.deepEqual(book.sweepExpired(clock + 20), [], "the replaced copy's expiry does not remove the new one");
     assert.equal(book.nextExpiry(), 50 + clock);
     assert.deepEqual(keys(book.sweepExpired(clock + 60)), [1]);
@@ -149,7 +149,7 @@ describe("offer book", function () {
 
   it("survives a restart: offers reload from level, expired ones are dropped", async () => {
     await fill();
-    book.upsert(await validated(alice, machines.a2, { seq: 2, expiry: clock + 30, pricePerUnitSecond: 800n }));
+    book.upsert(await validated(alice, machines.a2!, { seq: 2, expiry: clock + 30, pricePerUnitSecond: 800n }));
     await book.close();
     await store.close();
 
@@ -166,16 +166,16 @@ describe("offer book", function () {
     const all = await book.pageByKey(undefined, 10);
     assert.deepEqual(all.map((e) => e.key), [...all.map((e) => e.key)].sort());
     const firstTwo = await book.pageByKey(undefined, 2);
-    const rest = await book.pageByKey(firstTwo[1].key, 10);
+    const rest = await book.pageByKey(firstTwo[1]!.key, 10);
     assert.deepEqual([...firstTwo, ...rest].map((e) => e.key), all.map((e) => e.key));
   });
 
   it("holds at most maxOffers machines", async () => {
     const small = await OfferBook.open(store, { maxOffers: 2, now: () => clock });
-    assert.equal(small.upsert(await validated(alice, machines.a1)), "added");
-    assert.equal(small.upsert(await validated(alice, machines.a2)), "added");
-    assert.equal(small.upsert(await validated(bob, machines.b3)), "full");
-    assert.equal(small.upsert(await validated(alice, machines.a1, { seq: 2 })), "updated", "updates still land when full");
+    assert.equal(small.upsert(await validated(alice, machines.a1!)), "added");
+    assert.equal(small.upsert(await validated(alice, machines.a2!)), "added");
+    assert.equal(small.upsert(await validated(bob, machines.b3!)), "full");
+    assert.equal(small.upsert(await validated(alice, machines.a1!, { seq: 2 })), "updated", "updates still land when full");
     await small.close();
   });
 });

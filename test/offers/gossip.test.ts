@@ -90,7 +90,7 @@ describe("offers over gossip between separate nodes (real TCP on 127.0.0.1)", fu
   });
 
   it("gives a node that joins later the current book through offers-sync, without waiting for a re-announcement", async () => {
-    const late = await startTestNode({ chain, now, bootstrap: [nodes[0].addr] });
+    const late = await startTestNode({ chain, now, bootstrap: [nodes[0]!.addr] });
     nodes.push(late);
     dirs.push(late.dir);
     await waitFor("the synced offer", () => late.offers.book.get(key)?.seq === 3);
@@ -100,7 +100,7 @@ describe("offers over gossip between separate nodes (real TCP on 127.0.0.1)", fu
 
   it("reloads its book from level after a restart, before hearing from anyone", async () => {
     const index = nodes.length - 1;
-    const node = nodes[index];
+    const node = nodes[index]!;
     await node.stop();
     const restarted = await startTestNode({ chain, now, dir: node.dir });
     nodes[index] = restarted;
@@ -108,16 +108,16 @@ describe("offers over gossip between separate nodes (real TCP on 127.0.0.1)", fu
     assert.equal(restarted.host.getPeers().length, 0);
     assert.equal(restarted.offers.book.get(key)?.seq, 3);
     assert.equal(restarted.offers.book.get(key)?.pricePerUnitSecond, 900n);
-    await restarted.host.dial(nodes[0].host.getMultiaddrs()[0]);
+    await restarted.host.dial(nodes[0]!.host.getMultiaddrs()[0]!);
     await waitForMesh([restarted]);
   });
 
   it("a restarted provider continues above its old sequence numbers", async () => {
     const index = nodes.indexOf(provider);
     await provider.stop();
-    provider = await startTestNode({ chain, now, dir: provider.dir, bootstrap: [nodes[0].addr], provider: wallet.account });
+    provider = await startTestNode({ chain, now, dir: provider.dir, bootstrap: [nodes[0]!.addr], provider: wallet.account });
     nodes[index] = provider;
-    await waitForMesh([nodes[0], provider]);
+    await waitForMesh([nodes[0]!, provider]);
     const message = await provider.offers.publisher!.set(machineOffer(800n));
     assert.equal(message?.seq, 4);
     await waitFor("the provider's new offer on every node", () => nodes.every((node) => node.offers.book.get(key)?.seq === 4));
@@ -159,7 +159,7 @@ describe("offers over gossip between separate nodes (real TCP on 127.0.0.1)", fu
     await waitFor("the offer on every node", () => nodes.every((node) => node.offers.book.get(key)));
     clockOffset = 3_601; // past the Offer's one-hour expiry, for every node's clock
     await waitFor("the offer to expire everywhere", () => nodes.every((node) => node.offers.book.get(key) === undefined));
-    const evicted = await nodes[0].metrics.offersEvicted.get();
+    const evicted = await nodes[0]!.metrics.offersEvicted.get();
     assert.ok(evicted.values.some((v) => v.labels.reason === "expired" && v.value >= 1));
     clockOffset = 0;
   });

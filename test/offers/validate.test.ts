@@ -155,7 +155,7 @@ describe("offer validation pipeline", () => {
     it("a schema-invalid message", async () => {
       const message = await buildOfferMessage(provider, spec);
       const wire = JSON.parse(new TextDecoder().decode(encodeOfferMessage(message))) as Record<string, Record<string, unknown>>;
-      wire.capacity.freeUnits = -1;
+      wire.capacity!.freeUnits = -1;
       expectFailure(await validator.validate(JSON.stringify(wire)), "schema", "reject");
       expectFailure(await validator.validate(JSON.stringify({ v: 1 })), "schema", "reject");
       expectFailure(await validator.validate("[]"), "schema", "reject");

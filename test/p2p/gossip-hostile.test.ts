@@ -28,7 +28,7 @@ async function gossipPeer(extra: Record<string, unknown> = {}, topics = offersTo
 }
 
 async function joinVictim(peer: GossipPeer, victim: TestNode): Promise<void> {
-  await peer.host.dial(victim.host.getMultiaddrs()[0]);
+  await peer.host.dial(victim.host.getMultiaddrs()[0]!);
   await waitFor("the victim's subscription", () => peer.pubsub.getSubscribers(topic).some((p) => p.equals(victim.host.peerId)));
   await waitFor("the victim to know the peer's subscription", () => victim.pubsub.getSubscribers(topic).some((p) => p.equals(peer.host.peerId)));
 }
@@ -72,7 +72,7 @@ describe("gossip under hostile peers (real nodes, real TCP on 127.0.0.1)", funct
     const refusedBefore = await counterValue(victim.metrics.registry, "suanli_p2p_peers_refused_total", { match: "peer" });
 
     for (let attempt = 0; attempt < 3; attempt++) {
-      await attacker.host.dial(victim.host.getMultiaddrs()[0]).catch(() => undefined);
+      await attacker.host.dial(victim.host.getMultiaddrs()[0]!).catch(() => undefined);
       await attacker.pubsub.publish(topic, new TextEncoder().encode(`junk again ${attempt}`)).catch(() => undefined);
     }
     await waitFor("the victim to count the refusals", async () => (await counterValue(victim.metrics.registry, "suanli_p2p_peers_refused_total", { match: "peer" })) >= refusedBefore + 3);
@@ -106,7 +106,7 @@ describe("gossip under hostile peers (real nodes, real TCP on 127.0.0.1)", funct
     peers.push({ host: sender, pubsub: undefined as never, id: sender.peerId.toString() });
     const guard = peerGuardOf(victim.host)!;
     const frame = async () => {
-      const stream = await sender.dialProtocol(victim.host.getMultiaddrs()[0], "/meshsub/1.2.0");
+      const stream = await sender.dialProtocol(victim.host.getMultiaddrs()[0]!, "/meshsub/1.2.0");
       const lp = lpStream(stream, { maxDataLength: 4 * 1024 * 1024 });
       await lp.write(new Uint8Array(1.5 * 1024 * 1024)).catch(() => undefined);
       await waitFor("the victim to close the connection", () => victim.host.getConnections(sender.peerId).length === 0);
@@ -116,10 +116,10 @@ describe("gossip under hostile peers (real nodes, real TCP on 127.0.0.1)", funct
     const after = guard.scoreOf(sender.peerId.toString());
     assert.ok(after <= -44 && after > -80, `score after one oversized frame: ${after}`);
     // Not refused yet: an honest peer with a bug reconnects and gossip resumes.
-    await sender.dial(victim.host.getMultiaddrs()[0]);
+    await sender.dial(victim.host.getMultiaddrs()[0]!);
     await frame();
     assert.ok(guard.scoreOf(sender.peerId.toString()) <= -80);
-    await sender.dial(victim.host.getMultiaddrs()[0]).catch(() => undefined);
+    await sender.dial(victim.host.getMultiaddrs()[0]!).catch(() => undefined);
     await waitFor("the redial to be refused", () => victim.host.getConnections(sender.peerId).length === 0);
   });
 });
@@ -149,9 +149,9 @@ describe("gossip between honest nodes: an IWANT answer larger than a frame", fun
     }
     const received = new Set<number>();
     b.pubsub.addEventListener("message", (event) => {
-      if (event.detail.topic === iwantTopic) received.add(event.detail.data[1]);
+      if (event.detail.topic === iwantTopic) received.add(event.detail.data[1]!);
     });
-    await b.host.dial(a.host.getMultiaddrs()[0]);
+    await b.host.dial(a.host.getMultiaddrs()[0]!);
     await waitFor("A to see B's subscription", () => a.pubsub.getSubscribers(iwantTopic).some((p) => p.equals(b.host.peerId)));
     await waitFor("B to see A's subscription", () => b.pubsub.getSubscribers(iwantTopic).some((p) => p.equals(a.host.peerId)));
     // What B's gossipsub sends after an IHAVE: one IWANT with every id (sha256 of the data, StrictNoSign).

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { chmod, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { multiaddr } from "@multiformats/multiaddr";
 import { createHost, type SuanliHost } from "../../common/p2p/host.js";
 import { KAD_PROTOCOL } from "../../common/p2p/protocols.js";
 import { silentLogger } from "../../node/log/logger.js";
@@ -72,7 +73,7 @@ describe("libp2p host", function () {
       gossip: { enabled: false },
     };
     const seed = await createHost(options);
-    const bootstrap = [seed.getMultiaddrs()[0].toString()];
+    const bootstrap = [seed.getMultiaddrs()[0]!.toString()];
     const b = await createHost({ ...options, bootstrap });
     const c = await createHost({ ...options, bootstrap });
     const hosts: SuanliHost[] = [seed, b, c];
@@ -89,7 +90,7 @@ describe("libp2p host", function () {
     }
     assert.equal(seed.status, "stopped");
     const probe = await createHost({ ...options, connections: { ...options.connections, min: 0 }, dht: { enabled: false } });
-    await assert.rejects(probe.dial(seed.getMultiaddrs()[0] ?? bootstrap[0], { signal: AbortSignal.timeout(3_000) }));
+    await assert.rejects(probe.dial(seed.getMultiaddrs()[0] ?? multiaddr(bootstrap[0]!), { signal: AbortSignal.timeout(3_000) }));
     await probe.stop();
   });
 });

@@ -54,7 +54,7 @@ describe("request/response plumbing", function () {
         }
       },
     });
-    await client.dial(server.getMultiaddrs()[0]);
+    await client.dial(server.getMultiaddrs()[0]!);
   });
 
   after(async () => {

@@ -79,16 +79,16 @@ describe("SDK over a node's HTTP API with an injected-style wallet", function ()
     const receipt = await client.wait(submitted.taskId);
     assert.equal(receipt.state, "succeeded");
     assert.equal(receipt.completion?.verified, true);
-    assert.equal(receipt.leases[0].cost + receipt.leases[0].refunded, receipt.leases[0].deposit);
+    assert.equal(receipt.leases[0]!.cost + receipt.leases[0]!.refunded, receipt.leases[0]!.deposit);
   });
 
   it("offers carry the provider's wallet-signed sealing key (the one it accepts with), through the node's API", async () => {
     const [offer] = await client.queryOffers();
-    assert.ok(offer.sealingKey, "the offer publishes a sealing key");
-    assert.equal(await verifySealingKey(offer.sealingKey, provider.peer.address, devnet.deployment.chainId), true);
+    assert.ok(offer!.sealingKey, "the offer publishes a sealing key");
+    assert.equal(await verifySealingKey(offer!.sealingKey, provider.peer.address, devnet.deployment.chainId), true);
     // The provider's own key: the pair its data dir's seed derives (what it signs into every acceptance).
     const seed = (await readFile(path.join(provider.daemon.config.dataDir, "sealing.key"), "utf8")).trim();
-    assert.equal(offer.sealingKey.publicKey, (await sealingKeyPairFromSeed(Buffer.from(seed, "hex"))).publicKey);
+    assert.equal(offer!.sealingKey.publicKey, (await sealingKeyPairFromSeed(Buffer.from(seed, "hex"))).publicKey);
   });
 
   it("a secret travels sealed to the provider's key: the relay forwards and keeps only ciphertext, the task gets the value", async () => {

@@ -22,18 +22,18 @@ describe("SDK: offers, explanations and bad input (devnet + a provider node)", f
     devnet = await startDevnet();
     provider = await startTestDaemon(devnet, { chain: { privateKey: devnetPrivateKey(1) } }, { publishesOffers: true });
     const wallet = await devnet.wallet(1);
-    [machineId] = await registerProvider(devnet, wallet, {
+    [machineId] = (await registerProvider(devnet, wallet, {
       peerId: provider.p2p.host.peerId.toString(),
       stake: 1_000_000_000n,
       machines: [{ model: "A100-80GB", units: 4, vramMiB: 81_920 }],
-    });
+    })) as [number];
     await provider.offers.publisher!.set({
       machine: { machineId, model: "A100-80GB", units: 4, vramMiB: 81_920, interconnect: "nvlink", region: "eu-west", cluster: ZERO32 },
       // 700 base units per second = 2.52 USD per GPU-hour
       terms: { pricePerUnitSecond: 700n, minDuration: 60, maxDuration: 86_400, collateralBps: 2_000, startWindow: 120 },
       capacity: { freeUnits: 4 },
     });
-    const bootstrap = [`${provider.p2p.host.getMultiaddrs()[0].toString()}`];
+    const bootstrap = [`${provider.p2p.host.getMultiaddrs()[0]!.toString()}`];
     client = await createClient({ rpcUrl: devnet.rpcUrl, account: devnetAccount(5), bootstrap, deployment: devnet.deploymentsDir });
     readOnly = await createClient({ rpcUrl: devnet.rpcUrl, bootstrap, deployment: devnet.deploymentsDir });
     await waitFor("the offer in the client's feed", async () => (await client.queryOffers()).length === 1, { timeoutMs: 15_000 });
@@ -48,11 +48,11 @@ describe("SDK: offers, explanations and bad input (devnet + a provider node)", f
   it("lists the live offer with its model and price per GPU-hour", async () => {
     const offers = await client.queryOffers({ gpuType: "A100" });
     assert.equal(offers.length, 1);
-    assert.equal(offers[0].key, offerKey(devnetAccount(1).address, machineId));
-    assert.equal(offers[0].model, "A100-80GB");
-    assert.equal(offers[0].pricePerGpuHour, "2.52");
-    assert.equal(offers[0].freeUnits, 4);
-    assert.equal(offers[0].attested, false);
+    assert.equal(offers[0]!.key, offerKey(devnetAccount(1).address, machineId));
+    assert.equal(offers[0]!.model, "A100-80GB");
+    assert.equal(offers[0]!.pricePerGpuHour, "2.52");
+    assert.equal(offers[0]!.freeUnits, 4);
+    assert.equal(offers[0]!.attested, false);
     assert.deepEqual(await client.queryOffers({ gpuType: "H100" }), []);
   });
 
@@ -100,7 +100,7 @@ describe("SDK: offers, explanations and bad input (devnet + a provider node)", f
     const poor = await createClient({
       rpcUrl: devnet.rpcUrl,
       account: devnetAccount(6),
-      bootstrap: [`${provider.p2p.host.getMultiaddrs()[0].toString()}`],
+      bootstrap: [`${provider.p2p.host.getMultiaddrs()[0]!.toString()}`],
       deployment: devnet.deploymentsDir,
     });
     try {

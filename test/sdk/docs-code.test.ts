@@ -37,7 +37,7 @@ function snippets(): Snippet[] {
     for (const match of text.matchAll(/^```(?:ts|typescript)\n([\s\S]*?)^```/gm)) {
       const line = text.slice(0, match.index).split("\n").length + 1;
       const virtualPath = path.join(root, `__doc_${file.replace(/[^A-Za-z0-9]/g, "_")}_${line}.ts`);
-      out.push({ file, line, code: match[1], virtualPath });
+      out.push({ file, line, code: match[1]!, virtualPath });
     }
   }
   return out;

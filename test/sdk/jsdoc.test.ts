@@ -32,7 +32,7 @@ function createSdkProgram(rootFile: string, virtualFiles: Record<string, string>
   host.directoryExists = (dir) => virtualDirs.has(dir) || (!inPackages(dir) && (directoryExists ? directoryExists.call(host, dir) : true));
   host.getSourceFile = (file, languageVersion, ...rest) =>
     file in virtualFiles
-      ? ts.createSourceFile(file, virtualFiles[file], languageVersion, true)
+      ? ts.createSourceFile(file, virtualFiles[file]!, languageVersion, true)
       : getSourceFile.call(host, file, languageVersion, ...rest);
   return ts.createProgram({ rootNames: [rootFile], options, host });
 }
@@ -105,7 +105,7 @@ function undocumentedFields(program: ts.Program, doc: ExportDoc): string[] {
   const type = declaration.type;
   if (ts.isTypeLiteralNode(type)) {
     fields = type.members;
-  } else if (ts.isTypeReferenceNode(type) && type.typeArguments?.length === 1 && ts.isTypeQueryNode(type.typeArguments[0])) {
+  } else if (ts.isTypeReferenceNode(type) && type.typeArguments?.length === 1 && ts.isTypeQueryNode(type.typeArguments[0]!)) {
     const schema = checker.getSymbolAtLocation(type.typeArguments[0].exprName)?.valueDeclaration;
     const shape = schema && ts.isVariableDeclaration(schema) && schema.initializer ? zodShape(schema.initializer) : undefined;
     fields = shape?.properties;

@@ -199,8 +199,8 @@ describe("SDK package: pack, install in a fresh project, type-check, run on a de
     const inputs = Object.keys(result.metafile.inputs);
     assert.deepEqual(inputs.filter((input) => input.startsWith("node:") || /node_modules\/(@libp2p\/tcp|libp2p|@chainsafe)\//.test(input)), []);
     assert.ok(inputs.some((input) => input.includes("node_modules/suanli/dist/sdk/browser.js")), "the browser entry was bundled");
-    const bytes = result.outputFiles[0].contents.byteLength;
-    const gzipped = (await import("node:zlib")).gzipSync(result.outputFiles[0].contents).byteLength;
+    const bytes = result.outputFiles[0]!.contents.byteLength;
+    const gzipped = (await import("node:zlib")).gzipSync(result.outputFiles[0]!.contents).byteLength;
     console.log(`      browser bundle: ${(bytes / 1024).toFixed(0)} KiB minified, ${(gzipped / 1024).toFixed(0)} KiB gzipped`);
     assert.ok(bytes > 10_000, "the SDK is in the bundle");
   });

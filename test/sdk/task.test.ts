@@ -73,12 +73,12 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
     assert.equal(receipt.exitCode, 0);
     assert.equal(receipt.completion?.verified, true);
     const [lease] = receipt.leases;
-    assert.equal(lease.endReason, "Completed");
-    assert.equal(lease.cost + lease.refunded, lease.deposit, "cost plus refund is the whole deposit");
-    assert.equal(lease.cost, BigInt(lease.seconds) * 100n, "units × price × metered seconds");
-    const gas = lease.gas.reduce((sum, step) => sum + step.gasUsed, 0n);
+    assert.equal(lease!.endReason, "Completed");
+    assert.equal(lease!.cost + lease!.refunded, lease!.deposit, "cost plus refund is the whole deposit");
+    assert.equal(lease!.cost, BigInt(lease!.seconds) * 100n, "units × price × metered seconds");
+    const gas = lease!.gas.reduce((sum, step) => sum + step.gasUsed, 0n);
     assert.ok(gas > 0n);
-    assert.equal(await balance(renter.address), before - lease.cost, "the renter paid exactly the cost");
+    assert.equal(await balance(renter.address), before - lease!.cost, "the renter paid exactly the cost");
   });
 
   it("a bundle whose sha256 differs is refused before any reservation or transaction (issue #22 item 7)", async () => {
@@ -121,9 +121,9 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
 
     const receipt = await client.cancel(submitted.taskId);
     const [lease] = receipt.leases;
-    assert.equal(lease.endReason, "RenterClosed");
-    assert.ok(lease.refunded > 0n);
-    assert.equal(lease.cost + lease.refunded, lease.deposit);
+    assert.equal(lease!.endReason, "RenterClosed");
+    assert.ok(lease!.refunded > 0n);
+    assert.equal(lease!.cost + lease!.refunded, lease!.deposit);
     const onChain = await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, submitted.leaseId);
     assert.equal(onChain.status === "Ended" || onChain.status === "Settled", true);
     await waitFor("the provider stopped the task", async () => ["stopped", "failed"].includes((await client.status(submitted.taskId)).state), { timeoutMs: 20_000 });
@@ -140,7 +140,7 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
     const submitted = await client.submitTask({ gpuType: "A100", gpuCount: 1, duration: 120, maxPricePerGpuHour: "1", attestedOnly: false, bundleUrl: bundle.url, sha256: bundle.sha256, command: "sh long.sh" });
     await waitFor("the task running", async () => (await client.status(submitted.taskId)).state === "running", { timeoutMs: 20_000 });
     const [file] = await readdir(stateDir!);
-    assert.match(file, /^tasks-31337-[0-9a-f]{8}-[0-9a-f]{12}\.json$/, "one task file per deployment");
+    assert.match(file!, /^tasks-31337-[0-9a-f]{8}-[0-9a-f]{12}\.json$/, "one task file per deployment");
     const stateFile = path.join(stateDir!, "tasks-{deployment}.json");
     const before = (await client.status(submitted.taskId)).lease.end;
 
@@ -159,8 +159,8 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
       assert.ok(extended.newEnd >= before + 60);
       const receipt = await alone.cancel(submitted.taskId);
       const [lease] = receipt.leases;
-      assert.equal(lease.deposit, 120n * 100n + 60n * 100n, "both extensions are in the stored deposit");
-      assert.equal(lease.cost + lease.refunded, lease.deposit);
+      assert.equal(lease!.deposit, 120n * 100n + 60n * 100n, "both extensions are in the stored deposit");
+      assert.equal(lease!.cost + lease!.refunded, lease!.deposit);
     } finally {
       await alone.close();
     }
@@ -204,9 +204,9 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
       const receipt = await lateClient.cancel(submitted.taskId);
       assert.ok(held >= 1, "the renter's close was held back");
       const [lease] = receipt.leases;
-      assert.equal(lease.endReason, "Completed", "the provider ended it, with its completion report");
-      assert.equal(lease.cost + lease.refunded, lease.deposit);
-      assert.equal(await balance(late.address), before - lease.cost, "refunded all that did not accrue");
+      assert.equal(lease!.endReason, "Completed", "the provider ended it, with its completion report");
+      assert.equal(lease!.cost + lease!.refunded, lease!.deposit);
+      assert.equal(await balance(late.address), before - lease!.cost, "refunded all that did not accrue");
     } finally {
       await lateClient.close();
       await new Promise((resolve) => relay.close(resolve));

@@ -43,7 +43,7 @@ export type TestDaemon = Awaited<ReturnType<typeof startTestDaemon>>;
 
 /** The first listen address of a daemon, with its /p2p/ suffix. */
 export function addrOf(daemon: TestDaemon): string {
-  return daemon.p2p.host.getMultiaddrs()[0].toString();
+  return daemon.p2p.host.getMultiaddrs()[0]!.toString();
 }
 
 /** The offer a test provider publishes for one of its machines (registerProvider declares nvlink, eu-west). */
@@ -121,7 +121,7 @@ export class WrongRowsRunner implements Runner {
     const correct = Math.floor(challenge.rows * this.correctFraction);
     const rows = Array.from({ length: challenge.rows }, (_, r) => {
       const row = computeAnswerRow(keys.a, b, r, challenge.cols, challenge.rounds);
-      if (r >= correct) row[r % challenge.cols] += 1;
+      if (r >= correct) row[r % challenge.cols]! += 1;
       return rowToBytes(row);
     });
     const id = hexToBytes(challenge.id);
@@ -130,7 +130,7 @@ export class WrongRowsRunner implements Runner {
       root: bytesToHex(tree.root),
       rows: challenge.rows,
       computeMs: 0,
-      openRows: async (indices) => indices.map((index) => ({ index, data: bytesToHex(rows[index]), proof: tree.proof(index).map((s) => bytesToHex(s)) })),
+      openRows: async (indices) => indices.map((index) => ({ index, data: bytesToHex(rows[index]!), proof: tree.proof(index).map((s) => bytesToHex(s)) })),
       release: async () => undefined,
     };
   }

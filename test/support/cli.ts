@@ -31,7 +31,7 @@ export function runCli(args: string[], options: { env?: Record<string, string>; 
 /** The JSON object a `--json` command printed on its last stdout line. */
 export function lastJson<T = Record<string, unknown>>(stdout: string): T {
   const lines = stdout.trim().split("\n");
-  return JSON.parse(lines[lines.length - 1]) as T;
+  return JSON.parse(lines[lines.length - 1]!) as T;
 }
 
 export type RunningCli = {
@@ -69,10 +69,10 @@ export function startCli(args: string[], options: { env?: Record<string, string>
         return;
       }
     });
-    void exited.then((code) => {
+    exited.then((code) => {
       clearTimeout(timer);
       reject(new Error(`suanli ${args.join(" ")} exited with ${code} before it was ready; stderr: ${stderr}`));
-    });
+    }, reject);
   });
   ready.catch(() => undefined);
   child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));

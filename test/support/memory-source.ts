@@ -220,7 +220,7 @@ export class InMemoryMarketSource implements MarketDataSource {
         const [chainId, block] = await Promise.all([client.getChainId(), client.getBlockNumber({ cacheTime: 0 })]);
         checks.push({ name: "chain", status: "ok", detail: `chain ${chainId} at block ${block}` });
       } catch (error) {
-        checks.push({ name: "chain", status: "down", detail: error instanceof Error ? error.message.split("\n")[0] : String(error) });
+        checks.push({ name: "chain", status: "down", detail: error instanceof Error ? error.message.split("\n")[0]! : String(error) });
       }
     }
     return checks;

@@ -91,7 +91,7 @@ export async function startTestNode(options: StartTestNodeOptions): Promise<Test
     store,
     offers,
     metrics,
-    addr: node.host.getMultiaddrs()[0].toString(),
+    addr: node.host.getMultiaddrs()[0]!.toString(),
     pubsub: node.host.services.pubsub as GossipSubInspect,
     async stop(stopOptions = {}) {
       if (stopped) return;

@@ -158,10 +158,13 @@ export async function startArchiveServer(): Promise<ArchiveServer> {
       res.writeHead(404).end("not found");
       return;
     }
-    void stat(file).then((info) => {
-      res.writeHead(200, { "content-type": "application/x-tar", "content-length": info.size });
-      createReadStream(file).pipe(res);
-    });
+    stat(file).then(
+      (info) => {
+        res.writeHead(200, { "content-type": "application/x-tar", "content-length": info.size });
+        createReadStream(file).pipe(res);
+      },
+      (error: unknown) => res.writeHead(500).end(String(error)),
+    );
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

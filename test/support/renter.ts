@@ -204,7 +204,7 @@ export class TestRenter {
 /** The dialable address of a provider node's host. */
 export function providerPeer(address: Address, addrs: string[]): ProviderPeer {
   const addr = addrs.find((a) => a.includes("/127.0.0.1/")) ?? addrs[0];
-  return { address, addr };
+  return { address, addr: addr! };
 }
 
 /** Events of a lease from the market's logs. */

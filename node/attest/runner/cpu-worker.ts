@@ -29,7 +29,7 @@ function run(task: WorkerTask): { leaves?: Uint8Array; rows?: Int32Array[] } {
       for (let from = task.from; from < task.to; from += ROW_BLOCK) {
         const block = Array.from({ length: Math.min(ROW_BLOCK, task.to - from) }, (_, i) => from + i);
         const rows = computeAnswerRows(keys.a, b, block, task.cols, task.rounds, outs.slice(0, block.length), scratch.slice(0, block.length));
-        rows.forEach((row, i) => leaves.set(leafHash(task.challengeId, block[i], rowBytesView(row), nodeSha256), (block[i] - task.from) * 32));
+        rows.forEach((row, i) => leaves.set(leafHash(task.challengeId, block[i]!, rowBytesView(row), nodeSha256), (block[i]! - task.from) * 32));
       }
       return { leaves };
     }

@@ -91,7 +91,7 @@ export class CpuRunner implements Runner {
         return indices.map(
           (index, i): OpenedRowMessage => ({
             index,
-            data: bytesToHex(rowBytesView(values[i])),
+            data: bytesToHex(rowBytesView(values[i]!)),
             proof: tree.proof(index).map((sibling) => bytesToHex(sibling)),
           }),
         );

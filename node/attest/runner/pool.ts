@@ -7,6 +7,7 @@ import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import type { WorkerReply, WorkerRequest, WorkerTask } from "./cpu-worker.js";
 import { RunnerError } from "./types.js";
+import { runDetached } from "../../../common/detached.js";
 
 const ENTRY = new URL("./cpu-worker-entry.mjs", import.meta.url);
 
@@ -86,7 +87,7 @@ export class WorkerPool {
         const queued = this.queue.indexOf(entry);
         if (queued >= 0) this.queue.splice(queued, 1);
         // Running tasks cannot be interrupted: end the workers, later tasks get fresh ones.
-        void this.terminateAll();
+        runDetached(this.terminateAll(), undefined, "Ending the workers of an aborted run");
         reject(abortError(signal!));
       };
       signal?.addEventListener("abort", onAbort, { once: true });

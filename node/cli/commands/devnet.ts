@@ -144,7 +144,7 @@ export function registerDevnet(program: Command): void {
               deploymentsDir: options.deployments,
               deployment,
               dataDir,
-              bootstrap: nodeAddrs[0],
+              bootstrap: nodeAddrs[0]!,
               intervalMs: 5000,
               logger,
             });

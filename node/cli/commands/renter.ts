@@ -207,7 +207,7 @@ export function registerRenter(program: Command): void {
         image: flags.image as string | undefined,
         imageUrl: flags.imageUrl as string | undefined,
         imageSha256: flags.imageSha256 as string | undefined,
-        command: command.length === 1 ? command[0] : command,
+        command: command.length === 1 ? command[0]! : command,
         env: { ...parseEnv(flags.env as string[], false), ...parseEnv(flags.secretEnv as string[], true) },
         interruptible: Boolean(flags.interruptible),
         bidPerGpuHour: flags.bid as string | undefined,
@@ -362,7 +362,7 @@ export function registerRenter(program: Command): void {
       const raw = Boolean(flags.tty && stdin.isTTY);
       if (raw) stdin.setRawMode(true);
       try {
-        const result = await client.exec(taskId, command.length === 1 ? command[0] : command, {
+        const result = await client.exec(taskId, command.length === 1 ? command[0]! : command, {
           timeoutSeconds: number("timeout", flags.timeout),
           rank: number("rank", flags.rank),
           // Piped input reaches the command; so does a terminal's with -t (without it, no TTY is allocated).

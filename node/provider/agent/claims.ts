@@ -12,6 +12,7 @@ import { readLease, type LeaseView } from "../../../common/chain/market.js";
 import type { Logger } from "../../log/logger.js";
 import type { TxSender } from "./chain-tx.js";
 import type { LeaseRecords } from "./records.js";
+import { runDetached } from "../../../common/detached.js";
 
 /** The contract's MAX_BATCH. */
 const CLAIM_BATCH = 64;
@@ -53,7 +54,7 @@ export class Claimer {
   constructor(private readonly options: ClaimerOptions) {}
 
   start(): void {
-    this.timer = setInterval(() => void this.claimNow(), this.options.intervalMs);
+    this.timer = setInterval(() => runDetached(this.claimNow(), this.options.logger, "Claiming payment"), this.options.intervalMs);
     this.timer.unref();
   }
 
@@ -69,7 +70,7 @@ export class Claimer {
     if (this.stopped || this.soon) return;
     this.soon = setTimeout(() => {
       this.soon = undefined;
-      void this.claimNow();
+      runDetached(this.claimNow(), this.options.logger, "Claiming payment");
     }, delayMs);
     this.soon.unref();
   }

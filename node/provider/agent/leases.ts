@@ -33,6 +33,7 @@ import { chainFields, newLeaseRecord, type LeaseRecord } from "./records.js";
 import { notAuthorized } from "./renter-auth.js";
 import { TaskPipeline } from "./task-pipeline.js";
 import { UnitLedger } from "./unit-ledger.js";
+import { runDetached } from "../../../common/detached.js";
 
 export type { LeaseControllerContext } from "./lease-context.js";
 
@@ -110,7 +111,7 @@ export class LeaseController implements LeaseHost {
       live.abortReason ??= "shutdown";
       live.abort.abort();
       // A running task is stopped (SIGTERM, grace, SIGKILL); its exit terminates the lease.
-      if (live.handle) void this.units.stopTask(leaseId);
+      if (live.handle) runDetached(this.units.stopTask(leaseId), this.ctx.logger, "Stopping a task", { leaseId });
     }
     await Promise.all(running.map(([, live]) => live.pipeline?.catch(() => undefined)));
     await Promise.all([...this.locks.values()].map((lock) => lock.catch(() => undefined)));
@@ -324,10 +325,15 @@ export class LeaseController implements LeaseHost {
   schedule(leaseId: bigint): void {
     if (this.queued.has(leaseId)) return;
     this.queued.add(leaseId);
-    void this.withLock(leaseId, async () => {
-      this.queued.delete(leaseId);
-      await this.reconcileLocked(leaseId);
-    }).catch((error: unknown) => this.ctx.logger.warn("Lease reconciliation failed; retrying on the next pass", { leaseId }, error));
+    runDetached(
+      this.withLock(leaseId, async () => {
+        this.queued.delete(leaseId);
+        await this.reconcileLocked(leaseId);
+      }),
+      this.ctx.logger,
+      "Lease reconciliation (retried on the next pass)",
+      { leaseId },
+    );
   }
 
   /** Reconciles one lease now and waits for it (tests, shutdown). */
@@ -409,7 +415,7 @@ export class LeaseController implements LeaseHost {
       }
       case "preempt-task":
         logger.info("Lease preempted: the task runs until the notice ends", { leaseId, stopAt: view.stopAt, noticeMs: action.noticeMs });
-        void this.ctx.capacity.preempt(this.units.taskId(leaseId), action.noticeMs).catch(() => undefined);
+        runDetached(this.ctx.capacity.preempt(this.units.taskId(leaseId), action.noticeMs), undefined, "Preempting a task");
         // Not aborted: a preparation in flight finishes into a stopped task.
         if (live) live.abortReason = "lease-ended";
         return record;
@@ -417,7 +423,7 @@ export class LeaseController implements LeaseHost {
         if (live) {
           live.abortReason ??= "lease-ended";
           live.abort.abort();
-          if (live.handle) void this.units.stopTask(leaseId);
+          if (live.handle) runDetached(this.units.stopTask(leaseId), logger, "Stopping a task", { leaseId });
         }
         logger.info("Lease ended on-chain: stopping its task", { leaseId, reason: view.endReason });
         return record;
@@ -515,9 +521,14 @@ export class LeaseController implements LeaseHost {
     const run = previous.then(fn, fn);
     const tail = run.catch(() => undefined);
     this.locks.set(leaseId, tail);
-    void tail.then(() => {
-      if (this.locks.get(leaseId) === tail) this.locks.delete(leaseId);
-    });
+    runDetached(
+      tail.then(() => {
+        if (this.locks.get(leaseId) === tail) this.locks.delete(leaseId);
+      }),
+      this.ctx.logger,
+      "Releasing a lease lock",
+      { leaseId },
+    );
     return run;
   }
 }

@@ -12,6 +12,7 @@ import type { OfferPublisher } from "../../offers/publisher.js";
 import { minBidForModel, priceForModel, type ProviderOptions } from "../options.js";
 import type { PublishedPrice } from "../pricing/policy.js";
 import type { DeclaredMachine } from "./setup.js";
+import { runDetached } from "../../../common/detached.js";
 
 /** A machine's units by mode, as the registry counts them. */
 export type ChainCapacity = { onDemand: number; interruptible: number; idle: number };
@@ -76,7 +77,7 @@ export class MachineMarket {
     if (!base || duration === undefined) return base;
     const tiers = this.tierTerms(machineId, base);
     for (let i = tiers.length - 1; i >= 0; i--) {
-      if (duration >= tiers[i].minDuration && duration <= tiers[i].maxDuration) return { ...tiers[i], minBidPerUnitSecond: base.minBidPerUnitSecond };
+      if (duration >= tiers[i]!.minDuration && duration <= tiers[i]!.maxDuration) return { ...tiers[i]!, minBidPerUnitSecond: base.minBidPerUnitSecond };
     }
     return base;
   }
@@ -178,7 +179,7 @@ export class MachineMarket {
     if (this.scheduled) return;
     this.scheduled = setImmediate(() => {
       this.scheduled = undefined;
-      void this.flush();
+      runDetached(this.flush(), this.ctx.logger, "Publishing the offers");
     });
   }
 

@@ -13,6 +13,7 @@ import path from "node:path";
 import { listOutputFiles, type OutputFile } from "../../../common/output-digest.js";
 import { OUTPUT_MAX_FILES, type OutputPolicy } from "../../../common/protocols/task-io.js";
 import type { Logger } from "../../log/logger.js";
+import { runDetached } from "../../../common/detached.js";
 
 export type OutputStoreOptions = {
   dir: string;
@@ -100,7 +101,7 @@ export class OutputStore {
       else await rm(path.join(this.options.dir, entry), { recursive: true, force: true });
     }
     await this.sweep();
-    this.sweepTimer = setInterval(() => void this.sweep().catch(() => undefined), sweepIntervalMs);
+    this.sweepTimer = setInterval(() => runDetached(this.sweep(), undefined, "Sweeping expired outputs"), sweepIntervalMs);
     this.sweepTimer.unref();
   }
 

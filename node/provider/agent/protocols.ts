@@ -158,6 +158,7 @@ export async function logsAnswer(
     lines.push({ seq: line.seq, ts: line.at, stream: line.stream, text: line.text });
   }
   const firstAvailableSeq = read.lines[0]?.seq ?? read.nextSeq;
-  const nextSeq = lines.length > 0 ? lines[lines.length - 1].seq + 1 : Math.min(Math.max(page.fromSeq, firstAvailableSeq), read.nextSeq);
+  const last = lines[lines.length - 1];
+  const nextSeq = last ? last.seq + 1 : Math.min(Math.max(page.fromSeq, firstAvailableSeq), read.nextSeq);
   return { lines, nextSeq, done: source.closed() && nextSeq >= read.nextSeq, firstAvailableSeq };
 }

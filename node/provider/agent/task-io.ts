@@ -37,6 +37,7 @@ import { OutputNotAvailableError, PortNotDeclaredError, TaskIoLimitError, TaskIo
 import type { LeaseController } from "./leases.js";
 import { OutputLimitError, openOutputFile, snapshotOutputDir, type OutputSnapshot, type OutputStore } from "./outputs.js";
 import { InvalidMessageError } from "../../../common/p2p/errors.js";
+import { runDetached } from "../../../common/detached.js";
 
 type Parts = { leases: LeaseController; outputs: OutputStore; options: ProviderOptions; metrics: Metrics; logger: Logger };
 
@@ -79,10 +80,14 @@ export class TaskIoService {
     if (!sessions.watching) {
       sessions.watching = true;
       // The lease's task ended (or the lease did): everything opened for it closes.
-      void handle
-        .wait()
-        .catch(() => undefined)
-        .then(() => this.closeLease(key));
+      runDetached(
+        handle
+          .wait()
+          .catch(() => undefined)
+          .then(() => this.closeLease(key)),
+        this.parts.logger,
+        "Closing the sessions of an ended task",
+      );
     }
     return sessions;
   }
@@ -178,9 +183,10 @@ export class TaskIoService {
     let offset = 0;
     if (params.op === "read" && params.fromPath !== undefined) {
       start = snapshot.files.findIndex((file) => file.rel === params.fromPath);
-      if (start < 0) throw new InvalidMessageError(`${params.fromPath} is not a file of the output`, { fields: ["params.fromPath"] });
+      const from = snapshot.files[start];
+      if (!from) throw new InvalidMessageError(`${params.fromPath} is not a file of the output`, { fields: ["params.fromPath"] });
       offset = params.fromOffset;
-      if (offset > snapshot.files[start].size) throw new InvalidMessageError(`fromOffset ${offset} is past the end of ${params.fromPath} (${snapshot.files[start].size} bytes)`, { fields: ["params.fromOffset"] });
+      if (offset > from.size) throw new InvalidMessageError(`fromOffset ${offset} is past the end of ${params.fromPath} (${from.size} bytes)`, { fields: ["params.fromOffset"] });
     }
     await accept(manifest);
     if (params.op === "list") {
@@ -189,8 +195,8 @@ export class TaskIoService {
     }
     let sent = 0;
     let unacked = 0;
-    for (let index = start; index < snapshot.files.length; index++) {
-      const file = snapshot.files[index];
+    for (const [index, file] of snapshot.files.entries()) {
+      if (index < start) continue;
       let position = index === start ? offset : 0;
       if (position >= file.size) continue;
       const fileHandle = await openOutputFile(snapshot.root, file.rel);
@@ -238,7 +244,9 @@ export class TaskIoService {
     const argv = params.tty ? ttyArgv(command, params.tty) : command;
     const launch = handle.execLaunch(argv);
     if (!launch) throw new TaskNotRunningError(`The task of lease ${record.leaseId} is not running`);
-    const child = spawn(launch.argv[0], launch.argv.slice(1), { cwd: launch.cwd, env: launch.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
+    const [program, ...programArgs] = launch.argv;
+    if (program === undefined) throw new TaskIoUnavailableError("The task's runtime gave an empty exec command line");
+    const child = spawn(program, programArgs, { cwd: launch.cwd, env: launch.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
     sessions.execs.add(child);
     const spawned = await new Promise<Error | undefined>((resolve) => {
       child.once("spawn", () => resolve(undefined));
@@ -246,7 +254,7 @@ export class TaskIoService {
     });
     if (spawned) {
       sessions.execs.delete(child);
-      throw new TaskIoUnavailableError(`Cannot start ${launch.argv[0]}: ${spawned.message}`);
+      throw new TaskIoUnavailableError(`Cannot start ${program}: ${spawned.message}`);
     }
     this.parts.logger.info("Exec started in a task", { leaseId: record.leaseId, pid: child.pid });
     await accept({ pid: child.pid ?? null });
@@ -265,7 +273,7 @@ export class TaskIoService {
     const pump = (source: NodeJS.ReadableStream, name: "stdout" | "stderr") => {
       source.on("data", (chunk: Buffer) => {
         for (let at = 0; at < chunk.length; at += FORWARD_FRAME_BYTES) {
-          void send({ stream: name, data: chunk.subarray(at, at + FORWARD_FRAME_BYTES).toString("base64") });
+          runDetached(send({ stream: name, data: chunk.subarray(at, at + FORWARD_FRAME_BYTES).toString("base64") }), undefined, "Forwarding exec output");
         }
       });
     };
@@ -273,7 +281,8 @@ export class TaskIoService {
     pump(child.stderr!, "stderr");
     child.stdin!.on("error", () => undefined);
     // Input from the renter: stdin frames; the stream closing (or an abort) stops the command.
-    void (async () => {
+    runDetached(
+      (async () => {
       try {
         for (let frames = 0; frames < Number.MAX_SAFE_INTEGER; frames++) {
           const frame = parseJsonFrame(execInputFrameSchema, (await lp.read()).subarray(), "exec input");
@@ -286,7 +295,10 @@ export class TaskIoService {
         child.stdin!.end();
         if (child.exitCode === null && child.signalCode === null && stream.status !== "open") killGroup(child);
       }
-    })();
+    })(),
+      this.parts.logger,
+      "Reading exec input",
+    );
     const exit = await new Promise<{ code: number | null; signal: string | null }>((resolve) => child.once("close", (code, signal) => resolve({ code, signal })));
     clearTimeout(timer);
     sessions.execs.delete(child);

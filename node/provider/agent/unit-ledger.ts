@@ -14,6 +14,7 @@ import type { ProviderOptions } from "../options.js";
 import type { Runtime } from "../runtime/runtime.js";
 import type { MachineMarket } from "./offers.js";
 import type { LeaseRecord, LeaseRecords } from "./records.js";
+import { runDetached } from "../../../common/detached.js";
 
 export type UnitLedgerDeps = {
   records: LeaseRecords;
@@ -107,7 +108,7 @@ export class UnitLedger {
     const claimed = await this.claim(record);
     const noticeMs = await this.noticeFor(claimed);
     // Not awaited: freeing the units may wait out a preemption notice.
-    void this.assign(claimed, noticeMs).catch((error: unknown) => this.deps.logger.warn("Cannot take the units of an activated lease", { leaseId: record.leaseId }, error));
+    runDetached(this.assign(claimed, noticeMs), this.deps.logger, "Taking the units of an activated lease", { leaseId: record.leaseId });
   }
 
   /**

@@ -20,6 +20,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { silentLogger, type Logger } from "../../log/logger.js";
 import { UnitsBusyError, UnknownLeaseError } from "../errors.js";
 import { ManagedProcess } from "../runtime/process-group.js";
+import { runDetached } from "../../../common/detached.js";
 
 export type UnitMode = "idle" | "ai" | "interruptible";
 export type LeaseMode = Exclude<UnitMode, "idle">;
@@ -100,7 +101,7 @@ class IdleWorker {
       onLine: (stream, line) => this.logger.debug("Idle workload output", { units: env.SUANLI_IDLE_UNITS, stream, line }),
     });
     this.process = proc;
-    void proc.exited.then((exit) => {
+    runDetached(proc.exited.then((exit) => {
       if (this.stopped || this.process !== proc) return;
       // Quick failures back off exponentially; a run of a minute or more resets the count.
       this.failures = Date.now() - startedAt > 60_000 ? 0 : this.failures + 1;
@@ -112,7 +113,7 @@ class IdleWorker {
         () => this.start(),
         () => undefined,
       );
-    });
+    }), this.logger, "Restarting the idle workload");
   }
 
   async stop(): Promise<void> {

@@ -85,7 +85,7 @@ export function amdCanonicalName(names: readonly (string | null | undefined)[]):
   ];
   for (const name of names) {
     if (!name) continue;
-    const direct = canonicalGpuName(name.split(" / ")[0]);
+    const direct = canonicalGpuName(name.split(" / ")[0]!);
     if (direct && !direct.includes("/")) return direct;
     for (const [pattern, canonical] of patterns) if (pattern.test(name)) return canonical;
   }

@@ -245,7 +245,7 @@ export function inventoryFromDeclared(machines: readonly DeclaredMachine[]): Inv
         vramSource: "declared",
         device: machine.devices?.[n] ?? String(n),
         gpuIndex: null,
-        migProfile: machine.model.includes("/") ? machine.model.split("/")[1] : null,
+        migProfile: machine.model.split("/")[1] ?? null,
         migDeviceIndex: null,
         machineKey: key,
       });

@@ -27,6 +27,10 @@ export const GPU_QUERY_FIELDS = [
   "mig.mode.current",
 ] as const;
 
+/** A `--query-gpu` line split into its fields, once its field count is checked. */
+type StringsFor<Fields extends readonly string[]> = { -readonly [K in keyof Fields]: string };
+type GpuQueryRow = StringsFor<typeof GPU_QUERY_FIELDS>;
+
 export const GPU_QUERY_ARGS: readonly string[] = [`--query-gpu=${GPU_QUERY_FIELDS.join(",")}`, "--format=csv,noheader,nounits"];
 export const LIST_ARGS: readonly string[] = ["-L"];
 export const TABLE_ARGS: readonly string[] = [];
@@ -95,21 +99,20 @@ function migModeOf(raw: string): MigMode {
  */
 export function parseGpuQuery(text: string): GpuReading[] {
   const out: GpuReading[] = [];
-  const lines = text.split(/\r?\n/);
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i];
+  for (const [i, line] of text.split(/\r?\n/).entries()) {
     if (line.trim() === "") continue;
     let fields = line.split(",").map((field) => field.trim());
     const expected = GPU_QUERY_FIELDS.length;
     if (fields.length > expected) {
       // A product name holding a comma: the name is field 2, so glue the surplus back into it.
       const extra = fields.length - expected;
-      fields = [fields[0], fields[1], fields.slice(2, 3 + extra).join(", "), ...fields.slice(3 + extra)];
+      fields = [...fields.slice(0, 2), fields.slice(2, 3 + extra).join(", "), ...fields.slice(3 + extra)];
     }
     if (fields.length !== expected) {
       throw new NvidiaSmiParseError("the GPU query", i + 1, line, `expected ${expected} comma-separated fields (${GPU_QUERY_FIELDS.join(", ")}), found ${fields.length}`);
     }
-    const [index, uuid, name, memTotal, memUsed, util, temp, powerDraw, powerLimit, mig] = fields;
+    // One string per query field: the length was checked just above.
+    const [index, uuid, name, memTotal, memUsed, util, temp, powerDraw, powerLimit, mig] = fields as GpuQueryRow;
     if (!/^\d+$/.test(index)) throw new NvidiaSmiParseError("the GPU query", i + 1, line, `index "${index}" is not a number`);
     if (!/^GPU-[0-9a-fA-F-]+$/.test(uuid)) throw new NvidiaSmiParseError("the GPU query", i + 1, line, `uuid "${uuid}" is not a GPU UUID`);
     const memoryTotalMiB = optionalNumber(memTotal);
@@ -139,20 +142,20 @@ const MIG_LINE = /^MIG\s+(\S+)\s+Device\s+(\d+):\s+\(UUID:\s*(MIG-[^)\s]+)\)\s*$
  */
 export function parseGpuList(text: string): ListedGpu[] {
   const out: ListedGpu[] = [];
-  const lines = text.split(/\r?\n/);
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i].trim();
+  for (const [i, raw] of text.split(/\r?\n/).entries()) {
+    const line = raw.trim();
     if (line === "") continue;
     const gpu = GPU_LINE.exec(line);
     if (gpu) {
-      out.push({ index: Number(gpu[1]), name: gpu[2], uuid: gpu[3], migDevices: [] });
+      // Every group of GPU_LINE and MIG_LINE is mandatory: a match has them all.
+      out.push({ index: Number(gpu[1]), name: gpu[2]!, uuid: gpu[3]!, migDevices: [] });
       continue;
     }
     const mig = MIG_LINE.exec(line);
     if (mig) {
       const parent = out[out.length - 1];
-      if (!parent) throw new NvidiaSmiParseError("nvidia-smi -L", i + 1, lines[i], "a MIG device is listed before any GPU");
-      parent.migDevices.push({ profile: mig[1], deviceIndex: Number(mig[2]), uuid: mig[3] });
+      if (!parent) throw new NvidiaSmiParseError("nvidia-smi -L", i + 1, raw, "a MIG device is listed before any GPU");
+      parent.migDevices.push({ profile: mig[1]!, deviceIndex: Number(mig[2]), uuid: mig[3]! });
     }
   }
   return out;

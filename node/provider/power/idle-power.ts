@@ -50,7 +50,7 @@ export function parseNvidiaPowerLimits(csv: string): GpuPowerLimits[] {
     .filter((line) => line !== "")
     .map((line) => {
       const [index, limit, def, min] = line.split(",");
-      if (!/^\d+$/.test(index.trim())) throw new Error(`Cannot read nvidia-smi power limits: ${JSON.stringify(line)}`);
+      if (!/^\d+$/.test(index!.trim())) throw new Error(`Cannot read nvidia-smi power limits: ${JSON.stringify(line)}`);
       return { index: Number(index), limitW: num(limit), defaultW: num(def), minW: num(min) };
     });
 }

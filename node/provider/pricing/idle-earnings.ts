@@ -13,6 +13,7 @@ import { canonicalGpuName } from "../../../common/gpu.js";
 import { SuanliError } from "../../../common/errors.js";
 import type { Logger } from "../../log/logger.js";
 import type { IdleEarningsOptions } from "./options.js";
+import { runDetached } from "../../../common/detached.js";
 
 export class IdleEarningsError extends SuanliError {
   override name = "IdleEarningsError";
@@ -57,7 +58,7 @@ export function parseIdleEarnings(text: string): IdleEarningsReport {
 
 /** A model's earnings in base units per unit-second (rounded up), or null when the report has none for it. */
 export function idleEarningsPerUnitSecond(report: IdleEarningsReport, model: string, tokenDecimals: number): bigint | null {
-  const usd = report.byModel.get(model) ?? report.byModel.get(model.split("/")[0]) ?? report.all;
+  const usd = report.byModel.get(model) ?? report.byModel.get(model.split("/")[0]!) ?? report.all;
   if (usd === null || usd === undefined) return null;
   // Exact decimal scaling of the number's 12-decimal form, rounded up: a floor must not undercut.
   const [whole, fraction = ""] = usd.toFixed(12).split(".");
@@ -108,7 +109,7 @@ export class IdleEarningsSource {
 
   start(onRead: () => void): void {
     if (this.timer) return;
-    this.timer = setInterval(() => void this.refresh().then((report) => report && onRead()), this.ctx.options.refreshMs);
+    this.timer = setInterval(() => runDetached(this.refresh().then((report) => report && onRead()), this.ctx.logger, "Refreshing the idle earnings"), this.ctx.options.refreshMs);
     this.timer.unref();
   }
 
@@ -126,7 +127,7 @@ export class IdleEarningsSource {
     }
     const [bin, args] = typeof command === "string" ? ["/bin/sh", ["-c", command]] : [command![0], command!.slice(1)];
     return new Promise((resolve, reject) => {
-      execFile(bin, args, { timeout: timeoutMs, maxBuffer: MAX_REPORT_BYTES, encoding: "utf8" }, (error, stdout, stderr) => {
+      execFile(bin!, args, { timeout: timeoutMs, maxBuffer: MAX_REPORT_BYTES, encoding: "utf8" }, (error, stdout, stderr) => {
         if (error) reject(new IdleEarningsError(`The idle earnings command failed: ${error.message}${stderr ? `; stderr: ${stderr.slice(0, 200)}` : ""}`));
         else resolve(stdout);
       });

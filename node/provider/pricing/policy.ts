@@ -132,9 +132,8 @@ export function decidePrice(options: Pick<PricingOptions, "policy" | "maxStepBps
 
 /** Nearest-rank median of asks: the network index (the same p50 the market statistics and the explorer chart show). */
 export function medianPrice(prices: readonly bigint[]): bigint | null {
-  if (prices.length === 0) return null;
   const sorted = [...prices].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-  return sorted[Math.ceil(sorted.length / 2) - 1];
+  return sorted[Math.ceil(sorted.length / 2) - 1] ?? null;
 }
 
 function scaleBps(value: bigint, factorBps: number): bigint {

@@ -51,9 +51,10 @@ export function policedLookup(policy: CompiledFetchPolicy, url: URL): LookupFunc
     dnsLookup(hostname, { all: true, family, verbatim: true }, (error, addresses: LookupAddress[]) => {
       if (error) return callback(error);
       const refused = addresses.find((entry) => !checkAddress(entry.address, policy.allow).allowed);
-      if (refused || addresses.length === 0) return callback(new FetchRefusedError(shown(url), `${hostname} resolves to an address the provider does not fetch from`));
+      const first = addresses[0];
+      if (refused || !first) return callback(new FetchRefusedError(shown(url), `${hostname} resolves to an address the provider does not fetch from`));
       if (options.all) callback(null, addresses);
-      else callback(null, addresses[0].address, addresses[0].family);
+      else callback(null, first.address, first.family);
     });
   }) as LookupFunction;
 }

@@ -34,6 +34,7 @@ import { silentLogger, type Logger } from "../../log/logger.js";
 import { BundleTooLargeError, ImageArchiveError, ImageNotFoundError, ImagePullError, RuntimeUnavailableError } from "../errors.js";
 import { displayUrl, fetchBundle } from "./bundle.js";
 import type { FetchPolicy } from "./fetch-policy.js";
+import { runDetached } from "../../../common/detached.js";
 
 export type ImageEngine = { kind: "docker" | "podman"; path: string };
 
@@ -146,7 +147,7 @@ export function parseLoadOutput(stdout: string): string[] {
   const names: string[] = [];
   for (const line of stdout.split("\n")) {
     const match = /^Loaded image(?:\(s\)| ID)?:\s*(.+)$/.exec(line.trim());
-    if (match) names.push(...match[1].split(",").map((name) => name.trim()).filter(Boolean));
+    if (match) names.push(...match[1]!.split(",").map((name) => name.trim()).filter(Boolean));
   }
   return names;
 }
@@ -259,7 +260,7 @@ export class ImageStore {
       const left = (this.uses.get(key) ?? 1) - 1;
       if (left <= 0) this.uses.delete(key);
       else this.uses.set(key, left);
-      void this.prune().catch((error: unknown) => this.logger.warn("Pruning the image cache failed", {}, error));
+      runDetached(this.prune(), this.logger, "Pruning the image cache");
     };
     try {
       let pending = this.inflight.get(key);
@@ -385,13 +386,13 @@ export class ImageStore {
       }
       const [id] = ids;
       const ours = `localhost/suanli/archive:${source.sha256}`;
-      const tagged = await run(engine.path, ["tag", id, ours], 60_000);
+      const tagged = await run(engine.path, ["tag", id!, ours], 60_000);
       if (tagged.code !== 0) throw new RuntimeUnavailableError("container", `the engine cannot tag the loaded image: ${engineError(tagged)}`);
       // The archive's own names go: they could shadow a registry image of the same name.
       for (const name of names) {
         if (name !== ours && !/^(sha256:)?[0-9a-f]{64}$/.test(name)) await run(engine.path, ["rmi", name], 60_000);
       }
-      return { id, name: ours };
+      return { id: id!, name: ours };
     } finally {
       await rm(file, { force: true });
       await rm(tarFile, { force: true });
@@ -429,7 +430,7 @@ export class ImageStore {
         }
         if (removed) {
           total -= Math.max(...group.map((entry) => entry.sizeBytes));
-          this.logger.info("Removed a cached image (image cache over its size)", { image: group[0].name, bytes: group[0].sizeBytes });
+          this.logger.info("Removed a cached image (image cache over its size)", { image: group[0]!.name, bytes: group[0]!.sizeBytes });
         }
       }
       await this.save();

@@ -20,7 +20,7 @@ async function readStat(pid: number): Promise<ProcEntry | undefined> {
   if (!stat) return undefined;
   // The fields after the command name (in parentheses, may contain spaces): state is field 3.
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return { pid, state: fields[0], pgid: Number(fields[2]), startTicks: Number(fields[19]) };
+  return { pid, state: fields[0]!, pgid: Number(fields[2]), startTicks: Number(fields[19]) };
 }
 
 /** The start time of a process in clock ticks since boot (stat field 22), to recognise it later. */

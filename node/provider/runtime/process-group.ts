@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFile, readdir } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import { LineSplitter } from "./logs.js";
+import { runDetached } from "../../../common/detached.js";
 
 export type ProcessExit = {
   code: number | null;
@@ -51,7 +52,7 @@ export class ManagedProcess {
 
   private constructor(options: ManagedProcessOptions) {
     // detached: the child calls setsid(), so it leads a new process group whose id is its pid.
-    this.child = spawn(options.argv[0], options.argv.slice(1), {
+    this.child = spawn(options.argv[0]!, options.argv.slice(1), {
       cwd: options.cwd,
       env: options.env,
       detached: true,
@@ -85,7 +86,8 @@ export class ManagedProcess {
         // Whatever the main process left running in its group ends with it, but not before the
         // grace period of a stop in progress: under bubblewrap the main process is bwrap, which
         // exits at SIGTERM while the task inside is still finishing.
-        void (async () => {
+        runDetached(
+          (async () => {
           if (this.graceOver) await this.graceOver;
           this.signalGroup("SIGKILL");
           await this.waitGroupEmpty(AFTER_KILL_MS);
@@ -94,7 +96,10 @@ export class ManagedProcess {
           err.end();
           this.finished = true;
           resolve({ code, signal });
-        })();
+        })(),
+          undefined,
+          "Ending the process group",
+        );
       });
     });
   }
@@ -205,7 +210,7 @@ export async function readGroupMembers(pgid: number): Promise<GroupMember[] | nu
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     if (Number(fields[2]) !== pgid) continue;
     const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-    out.push({ pid: Number(entry), comm, state: fields[0], ticks: Number(fields[11]) + Number(fields[12]), pages: Number(fields[21]) });
+    out.push({ pid: Number(entry), comm, state: fields[0]!, ticks: Number(fields[11]) + Number(fields[12]), pages: Number(fields[21]) });
   }
   return out;
 }

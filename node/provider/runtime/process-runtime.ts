@@ -143,17 +143,17 @@ export async function resolveCommand(
 ): Promise<string[]> {
   if (typeof spec.command === "string") return ["/bin/sh", "-c", spec.command];
   const [program, ...args] = spec.command;
-  const found = await findExecutable(program, envPath, workspace);
+  const found = await findExecutable(program!, envPath, workspace);
   if (found && sandbox) {
     const real = await realpath(found).catch(() => found);
     if (isUnder(path.resolve(found), [...sandbox.visibleRoots, workspace]) && isUnder(real, [...sandbox.visibleRoots, workspace])) return [found, ...args];
-    throw new CommandNotFoundError(program, `${found}${real !== found ? ` (${real})` : ""} is outside the task's sandbox; add its folder to provider.runtime.readOnlyPaths to show it`);
+    throw new CommandNotFoundError(program!, `${found}${real !== found ? ` (${real})` : ""} is outside the task's sandbox; add its folder to provider.runtime.readOnlyPaths to show it`);
   }
   if (found) return [found, ...args];
-  if (program.includes("/")) throw new CommandNotFoundError(program, `no executable file at ${program} in the workspace`);
-  const onHost = sandbox ? await findExecutable(program, sandbox.hostPath, workspace) : undefined;
+  if (program!.includes("/")) throw new CommandNotFoundError(program!, `no executable file at ${program} in the workspace`);
+  const onHost = sandbox ? await findExecutable(program!, sandbox.hostPath, workspace) : undefined;
   throw new CommandNotFoundError(
-    program,
+    program!,
     `not found in the workspace or on the task's PATH (${envPath})${onHost ? `; the host has ${onHost}, outside the task's sandbox (add its folder to provider.runtime.readOnlyPaths to show it)` : ""}`,
   );
 }
@@ -267,7 +267,7 @@ export class ProcessRuntime implements Runtime {
       const hostPath = this.options.taskPath ?? process.env.PATH ?? DEFAULT_PATH;
       const visibleRoots = sandbox.sandboxed ? [...SYSTEM_READ_ONLY_PATHS, ...(this.options.readOnlyPaths ?? [])] : undefined;
       env = taskEnvironment(launch, workspace, tmpDir, taskSearchPath(hostPath, visibleRoots));
-      const command = await resolveCommand(spec, workspace, env.PATH, visibleRoots ? { visibleRoots, hostPath } : undefined);
+      const command = await resolveCommand(spec, workspace, env.PATH!, visibleRoots ? { visibleRoots, hostPath } : undefined);
 
       const prefix: string[] = [];
       const limits = await clampToHardLimits(this.options.limits ?? {});

@@ -24,6 +24,7 @@ import type { TaskImage } from "../../../common/protocols/lease.js";
 import { TaskStateError } from "../errors.js";
 import type { Logger } from "../../log/logger.js";
 import path from "node:path";
+import { runDetached } from "../../../common/detached.js";
 
 export type TaskState = "prepared" | "running" | "stopping" | "exited";
 
@@ -234,7 +235,7 @@ export class RunningTask implements TaskHandle {
       if (this.stateValue !== "running") return;
       this.stopReason = "exceeded";
       this.options.logs.push("system", `Lease time of ${durationMs} ms is over: stopping the task`);
-      void this.halt(this.options.defaultGraceMs);
+      runDetached(this.halt(this.options.defaultGraceMs), this.options.logger, "Stopping a task whose lease time is over");
     }, durationMs);
   }
 
@@ -253,7 +254,7 @@ export class RunningTask implements TaskHandle {
       onStdout: (chunk) => this.stdoutDigest.update(chunk),
       onLine: (stream, line) => logs.push(stream, redactor.redact(line)),
     });
-    void this.process.exited.then((exit) => this.finish(exit));
+    runDetached(this.process.exited.then((exit) => this.finish(exit)), this.options.logger, "Recording a task's exit");
     if (launcher.afterSpawn) {
       try {
         await launcher.afterSpawn(this.process);

@@ -39,20 +39,20 @@ async function listenersOn(pid: number, port: number): Promise<Listener[]> {
     for (const line of text.split("\n").slice(1)) {
       const fields = line.trim().split(/\s+/);
       if (fields.length < 10 || fields[3] !== "0A") continue; // 0A: LISTEN
-      const [addrHex, portHex] = fields[1].split(":");
-      if (Number.parseInt(portHex, 16) !== port) continue;
+      const [addrHex, portHex] = fields[1]!.split(":");
+      if (Number.parseInt(portHex!, 16) !== port) continue;
       let host: string;
       if (v6) {
         // Any address or loopback: connect to ::1; an IPv4-mapped or other address: skip (rare for a task).
-        const any = /^0+$/.test(addrHex);
+        const any = /^0+$/.test(addrHex!);
         const loopback = addrHex === "00000000000000000000000001000000";
         if (!any && !loopback) continue;
         host = "::1";
       } else {
-        const ip = parseV4(addrHex);
+        const ip = parseV4(addrHex!);
         host = ip === "0.0.0.0" || ip.startsWith("127.") ? "127.0.0.1" : ip;
       }
-      out.push({ host, inode: fields[9] });
+      out.push({ host, inode: fields[9]! });
     }
   }
   return out;
@@ -66,7 +66,7 @@ async function socketInodes(pids: readonly number[]): Promise<Set<string>> {
     for (const fd of fds) {
       const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => "");
       const match = /^socket:\[(\d+)\]$/.exec(target);
-      if (match) inodes.add(match[1]);
+      if (match) inodes.add(match[1]!);
     }
   }
   return inodes;

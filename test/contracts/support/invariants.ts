@@ -84,7 +84,7 @@ export function rng(seed: number) {
     next,
     int: (min: number, max: number) => min + Math.floor(next() * (max - min + 1)),
     chance: (p: number) => next() < p,
-    pick: <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)],
+    pick: <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!,
   };
 }
 export type Rng = ReturnType<typeof rng>;
@@ -549,8 +549,8 @@ export class Model {
       if (amount === 0n) continue;
       const f = bps === 0 ? 0n : fee(paidBefore + amount, bps) - fee(paidBefore, bps);
       fees += f;
-      if (payments.length === 0 || payments[payments.length - 1][0] !== l.provider) payments.push([l.provider, 0n]);
-      payments[payments.length - 1][1] += amount - f;
+      if (payments.length === 0 || payments[payments.length - 1]![0] !== l.provider) payments.push([l.provider, 0n]);
+      payments[payments.length - 1]![1] += amount - f;
     }
     for (const [to, amount] of payments) this.pay(to, amount);
     this.pay(this.st.params.treasury, fees);
@@ -981,16 +981,16 @@ export async function deployWorld(connection: Connection): Promise<World> {
     assert.equal(account.address, addresses[i], "hardhat's accounts come from the default mnemonic");
     keys[account.address] = account;
   }
-  const attestors = [6, 7, 8].map((i) => keys[addresses[i]]).sort((a, b) => (BigInt(a.address) < BigInt(b.address) ? -1 : 1));
+  const attestors = [6, 7, 8].map((i) => keys[addresses[i]!]!).sort((a, b) => (BigInt(a!.address) < BigInt(b!.address) ? -1 : 1));
 
   const token = await viem.deployContract("InvariantToken");
-  const registry = await viem.deployContract("ProviderRegistry", [token.address, governance, 30, 2]);
+  const registry = await viem.deployContract("ProviderRegistry", [token.address, governance!, 30, 2]);
   const extension = await viem.deployContract("LeaseMarketExtension", [registry.address]);
-  const params: Params = { protocolFeeBps: 100, startPenaltyBps: 1_000, faultMinCreditBps: 2_000, preemptionNotice: 20, treasury: t1 };
+  const params: Params = { protocolFeeBps: 100, startPenaltyBps: 1_000, faultMinCreditBps: 2_000, preemptionNotice: 20, treasury: t1! };
   const market = await viem.deployContract("LeaseMarket", [registry.address, extension.address, params]);
   const lens = await viem.deployContract("SuanliLens");
   await registry.write.grantRole([await registry.read.MARKET_ROLE(), market.address]);
-  for (const a of attestors) await registry.write.grantRole([await registry.read.ATTESTOR_ROLE(), a.address]);
+  for (const a of attestors) await registry.write.grantRole([await registry.read.ATTESTOR_ROLE(), a!.address]);
   const world = { rpc, token: getAddress(token.address), registry: getAddress(registry.address), market: getAddress(market.address) };
 
   const balances: Record<Address, bigint> = {};
@@ -998,33 +998,33 @@ export async function deployWorld(connection: Connection): Promise<World> {
   const providers: Record<Address, MProvider> = {};
   const machines: Record<number, MMachine> = {};
   for (const [who, stake] of [[P, PROVIDER_STAKE.P], [A, PROVIDER_STAKE.A]] as const) {
-    await token.write.mint([who, stake + PROVIDER_WALLET]);
-    await send(rpc, who, world.token, token.abi as Abi, "approve", [world.registry, MAX_UINT]);
-    await send(rpc, who, world.token, token.abi as Abi, "approve", [world.market, MAX_UINT]);
-    await send(rpc, who, world.registry, providerRegistryAbi as Abi, "register", [`peer-${who}`, ""]);
-    await send(rpc, who, world.registry, providerRegistryAbi as Abi, "stake", [stake]);
-    balances[who] = PROVIDER_WALLET;
-    allowances[who] = MAX_UINT;
-    providers[who] = { registered: true, free: stake, locked: 0n, unbonding: 0n, unlockAt: 0, machineCount: 0, nonceFloor: 0n, revoked: [], leasesCompleted: 0n, faults: 0n, unitSeconds: 0n };
+    await token.write.mint([who!, stake + PROVIDER_WALLET]);
+    await send(rpc, who!, world.token, token.abi as Abi, "approve", [world.registry, MAX_UINT]);
+    await send(rpc, who!, world.token, token.abi as Abi, "approve", [world.market, MAX_UINT]);
+    await send(rpc, who!, world.registry, providerRegistryAbi as Abi, "register", [`peer-${who}`, ""]);
+    await send(rpc, who!, world.registry, providerRegistryAbi as Abi, "stake", [stake]);
+    balances[who!] = PROVIDER_WALLET;
+    allowances[who!] = MAX_UINT;
+    providers[who!] = { registered: true, free: stake, locked: 0n, unbonding: 0n, unlockAt: 0, machineCount: 0, nonceFloor: 0n, revoked: [], leasesCompleted: 0n, faults: 0n, unitSeconds: 0n };
   }
   // Machines 1 and 2 are P's (4 and 2 units), 3 is A's (4 units); A's next machine will be 4.
   for (const [owner, units] of [[P, 4], [P, 2], [A, 4]] as const) {
-    await send(rpc, owner, world.registry, providerRegistryAbi as Abi, "addMachine", [MODEL, units, 23_034, 0, "eu", ZERO32]);
+    await send(rpc, owner!, world.registry, providerRegistryAbi as Abi, "addMachine", [MODEL, units, 23_034, 0, "eu", ZERO32]);
     const id = Object.keys(machines).length + 1;
-    machines[id] = { owner, units, onDemand: 0, interrupt: 0 };
-    providers[owner].machineCount++;
+    machines[id] = { owner: owner!, units, onDemand: 0, interrupt: 0 };
+    providers[owner!]!.machineCount++;
   }
   for (const r of [R1, R2, RP]) {
-    await token.write.mint([r, RENTER_FUNDS]);
-    balances[r] = RENTER_FUNDS;
+    await token.write.mint([r!, RENTER_FUNDS]);
+    balances[r!] = RENTER_FUNDS;
     // RP pays by permit only.
     if (r !== RP) {
-      await send(rpc, r, world.token, token.abi as Abi, "approve", [world.market, MAX_UINT]);
-      allowances[r] = MAX_UINT;
-    } else allowances[r] = 0n;
+      await send(rpc, r!, world.token, token.abi as Abi, "approve", [world.market, MAX_UINT]);
+      allowances[r!] = MAX_UINT;
+    } else allowances[r!] = 0n;
   }
-  await token.write.mint([A, RENTER_FUNDS]);
-  balances[A] += RENTER_FUNDS;
+  await token.write.mint([A!, RENTER_FUNDS]);
+  balances[A!]! += RENTER_FUNDS;
   balances[world.registry] = PROVIDER_STAKE.P + PROVIDER_STAKE.A;
   balances[world.market] = 0n;
 
@@ -1033,20 +1033,20 @@ export async function deployWorld(connection: Connection): Promise<World> {
   const startTime = Number((await publicClient.getBlock()).timestamp) + 1;
   const base = { model: MODEL, minDuration: 10, maxDuration: 1_500, startWindow: 200, expiry: startTime + 10_000_000, renter: zeroAddress as Address };
   const offers: Offer[] = [
-    { ...base, provider: P, machineId: 1, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 1n },
-    { ...base, provider: P, machineId: 2, pricePerUnitSecond: 4n, minBidPerUnitSecond: 2n, collateralBps: 20_000, nonce: 2n },
-    { ...base, provider: A, machineId: 3, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 1n },
-    { ...base, provider: P, machineId: 1, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 10n, renter: A },
-    { ...base, provider: P, machineId: 1, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 11n, renter: R1 },
-    { ...base, provider: P, machineId: 1, pricePerUnitSecond: 2n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 12n, expiry: startTime + 400 },
-    { ...base, provider: P, machineId: 1, pricePerUnitSecond: 0n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 13n },
-    { ...base, provider: A, machineId: 4, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 2n },
-    { ...base, provider: P, machineId: 2, pricePerUnitSecond: 4n, minBidPerUnitSecond: 2n, collateralBps: 5_000, nonce: 14n, maxDuration: 60_000, startWindow: 30 },
-    { ...base, provider: P, machineId: 1, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 15n, startWindow: 5 },
-    { ...base, provider: P, machineId: 2, pricePerUnitSecond: 3n, minBidPerUnitSecond: 2n, collateralBps: 10_000, nonce: 16n },
+    { ...base, provider: P!, machineId: 1, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 1n },
+    { ...base, provider: P!, machineId: 2, pricePerUnitSecond: 4n, minBidPerUnitSecond: 2n, collateralBps: 20_000, nonce: 2n },
+    { ...base, provider: A!, machineId: 3, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 1n },
+    { ...base, provider: P!, machineId: 1, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 10n, renter: A! },
+    { ...base, provider: P!, machineId: 1, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 11n, renter: R1! },
+    { ...base, provider: P!, machineId: 1, pricePerUnitSecond: 2n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 12n, expiry: startTime + 400 },
+    { ...base, provider: P!, machineId: 1, pricePerUnitSecond: 0n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 13n },
+    { ...base, provider: A!, machineId: 4, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 2n },
+    { ...base, provider: P!, machineId: 2, pricePerUnitSecond: 4n, minBidPerUnitSecond: 2n, collateralBps: 5_000, nonce: 14n, maxDuration: 60_000, startWindow: 30 },
+    { ...base, provider: P!, machineId: 1, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 15n, startWindow: 5 },
+    { ...base, provider: P!, machineId: 2, pricePerUnitSecond: 3n, minBidPerUnitSecond: 2n, collateralBps: 10_000, nonce: 16n },
   ];
   const signed = await Promise.all(
-    offers.map(async (offer) => ({ offer, signature: await signOffer(keys[offer.provider], domain, offer) })),
+    offers.map(async (offer) => ({ offer, signature: await signOffer(keys[offer.provider]!, domain, offer) })),
   );
 
   const accounts = [...addresses.slice(0, 11), world.market, world.registry];
@@ -1073,20 +1073,20 @@ export async function deployWorld(connection: Connection): Promise<World> {
     lens: getAddress(lens.address),
     lensAbi: lens.abi as Abi,
     tokenAbi: token.abi as Abi,
-    governance,
-    P,
-    A,
-    R1,
-    R2,
-    RP,
-    treasuries: [t1, t2],
-    attestors,
+    governance: governance!,
+    P: P!,
+    A: A!,
+    R1: R1!,
+    R2: R2!,
+    RP: RP!,
+    treasuries: [t1!, t2!],
+    attestors: attestors!,
     keys,
-    renters: [R1, R2, RP, A],
-    honest: [P, R1, R2, RP],
+    renters: [R1!, R2!, RP!, A!],
+    honest: [P!, R1!, R2!, RP!],
     offers: signed,
     accounts,
-    providers: [P, A],
+    providers: [P!, A!],
     machineIds: [1, 2, 3, 4],
     chainId,
     domain,
@@ -1113,13 +1113,13 @@ export function generate(r: Rng, st: State, w: World): Step {
   const now = st.now;
   const usableHeld = st.held.map((h, i) => [h, i] as const).filter(([h]) => st.leases[h.leaseId - 1]?.status === S.Active);
   if (usableHeld.length && r.chance(0.12)) return { kind: "submitHeld", index: r.pick(usableHeld)[1] };
-  const unregistered = w.providers.filter((a) => !st.providers[a].registered);
+  const unregistered = w.providers.filter((a) => !st.providers[a]!.registered);
   if (unregistered.length && r.chance(0.1)) return { kind: "register", who: r.pick(unregistered) };
   const anyone = () => r.pick([w.R1, w.R2, w.A, w.P, w.governance]);
   if (roll < 20) {
     const who = r.chance(0.4) ? w.A : r.pick(w.renters);
     const offerIndex = r.chance(0.6) ? r.pick([0, 2, 1]) : r.int(0, w.offers.length - 1);
-    const offer = w.offers[offerIndex].offer;
+    const offer = w.offers[offerIndex]!.offer;
     const interruptible = r.chance(0.4);
     const bid = BigInt(r.int(1, 6));
     let preempt: bigint[] = [];
@@ -1212,7 +1212,7 @@ export function generate(r: Rng, st: State, w: World): Step {
     const who = r.pick(w.providers);
     const owned = Object.entries(st.machines).filter(([, m]) => m.owner === who).map(([id]) => Number(id));
     const id = owned.length && r.chance(0.9) ? r.pick(owned) : r.int(1, 5);
-    const idle = owned.filter((id) => st.machines[id].onDemand + st.machines[id].interrupt === 0);
+    const idle = owned.filter((id) => st.machines[id]!.onDemand + st.machines[id]!.interrupt === 0);
     const k = owned.length === 0 ? (r.chance(0.7) ? 3 : 2) : idle.length && r.chance(0.4) ? 1 : r.int(0, 3);
     if (k === 0) return { kind: "updateMachine", who, id, units: r.int(1, 6) };
     if (k === 1) return { kind: "removeMachine", who, id };
@@ -1291,9 +1291,9 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
       await w.rpc.request({ method: "evm_mine", params: [at] });
       return { ok: true, expected: true };
     case "open": {
-      const { offer, signature } = w.offers[step.offer];
+      const { offer, signature } = w.offers[step.offer]!;
       if (step.permit) {
-        const key = w.keys[step.who];
+        const key = w.keys[step.who]!;
         const permit = await signPermitFields(key, {
           owner: step.who,
           token: w.tokenDomain.verifyingContract,
@@ -1353,13 +1353,13 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
       break;
     }
     case "submitHeld": {
-      const held = st.held[step.index];
+      const held = st.held[step.index]!;
       expected = modelRun(model, (m) => m.submitFault(held));
       chain = await mkt(w.R1, "submitFault", [{ leaseId: BigInt(held.leaseId), kind: held.kind, observedAt: held.observedAt }, held.signatures]);
       break;
     }
     case "extend": {
-      const { offer, signature } = w.offers[step.offer];
+      const { offer, signature } = w.offers[step.offer]!;
       expected = modelRun(model, (m) => m.extend(step.who, step.id, step.extra, offer));
       chain = await mkt(step.who, "extend", [BigInt(step.id), step.extra, offer, signature]);
       break;
@@ -1369,9 +1369,9 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
       chain = await mkt(step.who, "shrink", [BigInt(step.id), step.units]);
       break;
     case "settle": {
-      const l = st.leases[step.id - 1];
+      const l = st.leases[step.id - 1]!;
       const settlement = { leaseId: BigInt(step.id), providerAmount: step.amount, deadline: step.deadline };
-      const signAs = (who: Address) => signSettlement(w.keys[who], w.domain, settlement);
+      const signAs = (who: Address) => signSettlement(w.keys[who]!, w.domain, settlement);
       expected = modelRun(model, (m) => m.settle(step.id, step.amount, step.deadline));
       chain = await mkt(w.R1, "settle", [settlement, await signAs(l.renter), await signAs(l.provider)]);
       break;
@@ -1505,7 +1505,7 @@ function compare(w: World, st: State, snap: Snapshot): void {
   w.accounts.forEach((a, i) => check(snap.balances[i] === (st.balances[a] ?? 0n), `balance of ${label(w, a)}: chain ${snap.balances[i]}, model ${st.balances[a] ?? 0n}`));
   check(snap.leases.length === st.leases.length, `lease count: chain ${snap.leases.length}, model ${st.leases.length}`);
   st.leases.forEach((l, i) => {
-    const v = snap.leases[i];
+    const v = snap.leases[i]!;
     const live = l.status === S.Open || l.status === S.Active;
     const fields: [string, unknown, unknown][] = [
       ["status", v.status, l.status],
@@ -1523,8 +1523,8 @@ function compare(w: World, st: State, snap: Snapshot): void {
     for (const [name, chain, modelled] of fields) check(chain === modelled, `lease ${l.id} ${name}: chain ${chain}, model ${modelled}`);
   });
   w.providers.forEach((a, i) => {
-    const v = snap.providers[i];
-    const p = st.providers[a];
+    const v = snap.providers[i]!;
+    const p = st.providers[a]!;
     const fields: [string, unknown, unknown][] = [
       ["registered", v.registered, p.registered],
       ["free", v.free, p.free],
@@ -1540,7 +1540,7 @@ function compare(w: World, st: State, snap: Snapshot): void {
     for (const [name, chain, modelled] of fields) check(chain === modelled, `provider ${label(w, a)} ${name}: chain ${chain}, model ${modelled}`);
   });
   w.machineIds.forEach((id, i) => {
-    const v = snap.machines[i];
+    const v = snap.machines[i]!;
     const m = st.machines[id];
     check(getAddress(v.owner) === (m?.owner ?? zeroAddress), `machine ${id} owner: chain ${v.owner}, model ${m?.owner}`);
     check(v.units === (m?.units ?? 0), `machine ${id} units: chain ${v.units}, model ${m?.units}`);
@@ -1618,7 +1618,7 @@ async function checkLiveness(w: World, st: State, known: ReadonlySet<string>): P
     }
   }
   for (const a of w.providers) {
-    const p = st.providers[a];
+    const p = st.providers[a]!;
     if (p.free > 0n) {
       check(await callSucceeds(w.rpc, a, w.registry, providerRegistryAbi as Abi, "requestUnstake", [p.free]), `provider ${label(w, a)} cannot unstake its free stake ${p.free}`);
     }
@@ -1653,11 +1653,11 @@ function drainSteps(w: World, st: State, phase: number): Step[] {
   } else if (phase === 3) {
     // Everything owed (refused while blocked) is pulled.
     for (const [who, amount] of Object.entries(st.owed)) if (amount > 0n) steps.push({ kind: "withdrawOwed", who: who as Address, to: who as Address });
-    for (const a of w.providers) if (st.providers[a].free > 0n) steps.push({ kind: "unstake", who: a, amount: st.providers[a].free });
+    for (const a of w.providers) if (st.providers[a]!.free > 0n) steps.push({ kind: "unstake", who: a, amount: st.providers[a]!.free });
   } else if (phase === 4) {
-    const unlock = Math.max(...w.providers.map((a) => st.providers[a].unlockAt));
+    const unlock = Math.max(...w.providers.map((a) => st.providers[a]!.unlockAt));
     steps.push({ kind: "time", seconds: Math.max(st.delay, unlock - st.now) + 1 });
-    for (const a of w.providers) if (st.providers[a].unbonding > 0n || st.providers[a].free > 0n) steps.push({ kind: "withdraw", who: a });
+    for (const a of w.providers) if (st.providers[a]!.unbonding > 0n || st.providers[a]!.free > 0n) steps.push({ kind: "withdraw", who: a });
   }
   return steps;
 }
@@ -1667,7 +1667,7 @@ function checkDrained(w: World, st: State): void {
   for (const l of st.leases) check(l.status !== S.Open && l.status !== S.Active && l.status !== S.Ended, `lease ${l.id} is still ${["", "Open", "Active", "Ended"][l.status]} after the drain`);
   check(st.balances[w.market] === 0n, `the market still holds ${st.balances[w.market]} after every lease settled`);
   for (const a of w.providers) {
-    const p = st.providers[a];
+    const p = st.providers[a]!;
     check(p.free === 0n && p.locked === 0n && p.unbonding === 0n, `provider ${label(w, a)} could not withdraw its stake: free ${p.free}, locked ${p.locked}, unbonding ${p.unbonding}`);
   }
   check(st.balances[w.registry] === 0n, `the registry still holds ${st.balances[w.registry]}`);
@@ -1761,7 +1761,7 @@ export async function runInvariants(connection: Connection, options: RunOptions)
         }
       }
       checkDrained(w, model.st);
-      for (const l of model.st.leases) result.endings[END_REASON_NAMES[l.endReason]] = (result.endings[END_REASON_NAMES[l.endReason]] ?? 0) + 1;
+      for (const l of model.st.leases) result.endings[END_REASON_NAMES[l.endReason]!] = (result.endings[END_REASON_NAMES[l.endReason]!] ?? 0) + 1;
       result.sequences++;
     } catch (error) {
       if (!(error instanceof Violation) && !(error instanceof assert.AssertionError)) throw error;

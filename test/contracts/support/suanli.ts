@@ -49,29 +49,29 @@ export async function deploySuanli(connection: Connection, params = DEFAULT_PARA
   const testToken = () => viem.deployContract("TestToken");
   // BlocklistToken is a TestToken (same functions and events) plus setBlocked.
   const token = options.token === "BlocklistToken" ? ((await viem.deployContract("BlocklistToken")) as unknown as Awaited<ReturnType<typeof testToken>>) : await testToken();
-  const registry = await viem.deployContract("ProviderRegistry", [token.address, governance.account.address, UNBONDING_DELAY, FAULT_QUORUM]);
+  const registry = await viem.deployContract("ProviderRegistry", [token.address, governance!.account.address, UNBONDING_DELAY, FAULT_QUORUM]);
   const extension = await viem.deployContract("LeaseMarketExtension", [registry.address]);
   const market = await viem.deployContract("LeaseMarket", [registry.address, extension.address, params]);
   await registry.write.grantRole([MARKET_ROLE, market.address]);
-  for (const attestor of [attestor1, attestor2, attestor3]) await registry.write.grantRole([ATTESTOR_ROLE, attestor.account.address]);
+  for (const attestor of [attestor1, attestor2, attestor3]) await registry.write.grantRole([ATTESTOR_ROLE, attestor!.account.address]);
 
   const maxUint = 2n ** 256n - 1n;
   for (const [index, p] of [provider, provider2].entries()) {
-    await token.write.faucet([p.account.address, STAKE]);
-    await token.write.approve([registry.address, maxUint], { account: p.account });
-    await token.write.approve([market.address, maxUint], { account: p.account });
-    await registry.write.register([`12D3KooWProvider${index}`, `https://provider${index}.example/meta.json`], { account: p.account });
-    await registry.write.stake([STAKE], { account: p.account });
+    await token.write.faucet([p!.account.address, STAKE]);
+    await token.write.approve([registry.address, maxUint], { account: p!.account });
+    await token.write.approve([market.address, maxUint], { account: p!.account });
+    await registry.write.register([`12D3KooWProvider${index}`, `https://provider${index}.example/meta.json`], { account: p!.account });
+    await registry.write.stake([STAKE], { account: p!.account });
   }
-  await registry.write.addMachine([A100, 8, 81_920, 1, "eu-west", `0x${"00".repeat(32)}`], { account: provider.account });
-  await registry.write.addMachine([H100, 4, 81_559, 2, "us-east", keccak256(toBytes("cluster-a"))], { account: provider2.account });
+  await registry.write.addMachine([A100, 8, 81_920, 1, "eu-west", `0x${"00".repeat(32)}`], { account: provider!.account });
+  await registry.write.addMachine([H100, 4, 81_559, 2, "us-east", keccak256(toBytes("cluster-a"))], { account: provider2!.account });
   for (const r of [renter, renter2, other]) {
-    await token.write.faucet([r.account.address, RENTER_FUNDS]);
-    await token.write.approve([market.address, maxUint], { account: r.account });
+    await token.write.faucet([r!.account.address, RENTER_FUNDS]);
+    await token.write.approve([market.address, maxUint], { account: r!.account });
   }
   const chainId = await publicClient.getChainId();
   const domain = suanliDomain(chainId, market.address);
-  const attestors = [attestor1, attestor2, attestor3].sort((a, b) => (BigInt(a.account.address) < BigInt(b.account.address) ? -1 : 1));
+  const attestors = [attestor1, attestor2, attestor3].sort((a, b) => (BigInt(a!.account.address) < BigInt(b!.account.address) ? -1 : 1));
   return { publicClient, token, registry, extension, market, governance, provider, provider2, renter, renter2, attestors, other, treasury, domain, chainId };
 }
 
@@ -84,7 +84,7 @@ let nonceCounter = 1000n;
 export async function makeOffer(s: Pick<Suanli, "publicClient" | "provider">, overrides: Partial<Offer> = {}): Promise<Offer> {
   const now = Number((await s.publicClient.getBlock()).timestamp);
   return {
-    provider: s.provider.account.address,
+    provider: s.provider!.account.address,
     machineId: 1,
     model: A100,
     pricePerUnitSecond: PRICE,
@@ -101,7 +101,7 @@ export async function makeOffer(s: Pick<Suanli, "publicClient" | "provider">, ov
 }
 
 export function sign(s: Suanli, offer: Offer, signer: Wallet = s.provider): Promise<Hex> {
-  return signOffer(signer, s.domain, offer);
+  return signOffer(signer!, s.domain, offer);
 }
 
 export type Terms = {
@@ -120,30 +120,30 @@ export function terms(overrides: Partial<Terms> = {}): Terms {
 /** Opens a lease and returns its id. */
 export async function open(s: Suanli, options: { offer?: Offer; terms?: Partial<Terms>; renter?: Wallet; signature?: Hex } = {}) {
   const offer = options.offer ?? (await makeOffer(s));
-  const signature = options.signature ?? (await sign(s, offer, offer.provider === s.provider2.account.address ? s.provider2 : s.provider));
+  const signature = options.signature ?? (await sign(s, offer, offer.provider === s.provider2!.account.address ? s.provider2 : s.provider));
   const renter = options.renter ?? s.renter;
   const leaseId = await s.market.read.nextLeaseId();
-  await s.market.write.openLease([offer, signature, terms(options.terms)], { account: renter.account });
+  await s.market.write.openLease([offer, signature, terms(options.terms)], { account: renter!.account });
   return { leaseId, offer, signature };
 }
 
 /** Opens and activates a lease; returns its id and activation time. */
 export async function openActive(s: Suanli, options: Parameters<typeof open>[1] = {}) {
   const opened = await open(s, options);
-  const provider = opened.offer.provider === s.provider2.account.address ? s.provider2 : s.provider;
-  await s.market.write.activate([opened.leaseId], { account: provider.account });
+  const provider = opened.offer.provider === s.provider2!.account.address ? s.provider2 : s.provider;
+  await s.market.write.activate([opened.leaseId], { account: provider!.account });
   const activatedAt = Number((await s.publicClient.getBlock()).timestamp);
   return { ...opened, activatedAt };
 }
 
 /** Signatures of `fault` by the given attestors, ordered as submitFault wants. */
 export async function faultSignatures(s: Suanli, fault: Fault, signers: Wallet[] = s.attestors.slice(0, FAULT_QUORUM)) {
-  const signed = await Promise.all(signers.map(async (w) => ({ signer: w.account.address, signature: await signFault(w, s.domain, fault) })));
+  const signed = await Promise.all(signers.map(async (w) => ({ signer: w!.account.address, signature: await signFault(w!, s.domain, fault) })));
   return orderFaultSignatures(signed);
 }
 
 export function settlementSignature(s: Suanli, settlement: Settlement, signer: Wallet): Promise<Hex> {
-  return signSettlement(signer, s.domain, settlement);
+  return signSettlement(signer!, s.domain, settlement);
 }
 
 export async function latest(s: Suanli): Promise<number> {

@@ -35,8 +35,8 @@ function toInt8(byte: bigint): bigint {
 function element(key: MatrixKey, row: number, col: number): bigint {
   const k = key.map(BigInt);
   const r = BigInt(row);
-  const s = lowbias32(lowbias32(r ^ k[0]) ^ k[1]);
-  const t = lowbias32(lowbias32(r ^ k[2]) ^ k[3]);
+  const s = lowbias32(lowbias32(r ^ k[0]!) ^ k[1]!);
+  const t = lowbias32(lowbias32(r ^ k[2]!) ^ k[3]!);
   const q = BigInt(col >> 2);
   const w = lowbias32(lowbias32(q ^ s) ^ t);
   return toInt8((w >> (8n * BigInt(col & 3))) & 0xffn);
@@ -48,14 +48,14 @@ function requantSpec(x: bigint): bigint {
 function answerRowSpec(seed: Uint8Array, row: number, cols: number, rounds: number): bigint[] {
   const digest = createHash("sha256").update(Buffer.concat([Buffer.from("suanli/attest/v1/matrix"), seed])).digest();
   const k = Array.from({ length: 8 }, (_, i) => digest.readUInt32BE(i * 4));
-  const keyA: MatrixKey = [k[0], k[1], k[2], k[3]];
-  const keyB: MatrixKey = [k[4], k[5], k[6], k[7]];
+  const keyA: MatrixKey = [k[0]!, k[1]!, k[2]!, k[3]!];
+  const keyB: MatrixKey = [k[4]!, k[5]!, k[6]!, k[7]!];
   let x = Array.from({ length: cols }, (_, c) => element(keyA, row, c));
   let p: bigint[] = [];
   for (let round = 1; round <= rounds; round++) {
     p = Array.from({ length: cols }, (_, c) => {
       let sum = 0n;
-      for (let j = 0; j < cols; j++) sum += x[j] * element(keyB, j, c);
+      for (let j = 0; j < cols; j++) sum += x[j]! * element(keyB, j, c);
       return sum;
     });
     if (round < rounds) x = p.map(requantSpec);
@@ -74,7 +74,7 @@ describe("attest arithmetic", () => {
       const rows = [0, 1, 7, 1_000_003];
       const fast = recomputeRows(seed, cols, rounds, rows);
       rows.forEach((row, i) => {
-        assert.deepEqual(Array.from(fast[i]).map(BigInt), answerRowSpec(seed, row, cols, rounds), `row ${row} cols ${cols} rounds ${rounds}`);
+        assert.deepEqual(Array.from(fast[i]!).map(BigInt), answerRowSpec(seed, row, cols, rounds), `row ${row} cols ${cols} rounds ${rounds}`);
       });
     }
   });
@@ -86,7 +86,7 @@ describe("attest arithmetic", () => {
     const b = generateMatrixB(keys, 16);
     assert.deepEqual(Array.from(b.slice(0, 16)), [-34, -35, 101, 26, 20, 14, 113, 116, -28, 82, -41, 122, -60, -80, 74, -11]);
     const rows = [0, 1, 2, 3, 4].map((r) => computeAnswerRow(keys.a, b, r, 16, 3));
-    assert.deepEqual(Array.from(rows[4]), [22768, 9944, 15313, 17829, -4630, 2752, -12918, -3577, -14601, -32866, 1269, 2945, -28908, 5119, 16748, -8966]);
+    assert.deepEqual(Array.from(rows[4]!), [22768, 9944, 15313, 17829, -4630, 2752, -12918, -3577, -14601, -32866, 1269, 2945, -28908, 5119, 16748, -8966]);
     const tree = MerkleTree.fromLeaves(rows.map((row, i) => leafHash(id, i, rowToBytes(row))));
     assert.equal(bytesToHex(tree.root), "0x5b847be2aa7c9a7be7e5891598fc12fdcb6e879cbca993eb79bc907f60573b84");
   });

@@ -49,7 +49,7 @@ describe("confidential-computing evidence (constructed SPDM fixture)", () => {
     // Honest signature, but the firmware is not the reference.
     assert.equal(reason(fixture.evidence, { reference: new Map<number, Hex>([[2, `0x${"ab".repeat(48)}`]]) }), "measurement_mismatch");
     // A verifier that pinned another root (here: an unrelated certificate) does not trust the chain.
-    assert.equal(reason(fixture.evidence, { roots: [fixture.evidence.certificates[0]] }), "untrusted_root");
+    assert.equal(reason(fixture.evidence, { roots: [fixture.evidence.certificates[0]!] }), "untrusted_root");
     // The chain out of order: the intermediate does not issue the intermediate.
     assert.equal(reason({ ...fixture.evidence, certificates: [fixture.evidence.certificates[1], fixture.evidence.certificates[1]] }), "bad_chain");
     assert.equal(reason(fixture.evidence, { now: new Date(Date.parse("2100-01-01")) }), "expired_certificate");

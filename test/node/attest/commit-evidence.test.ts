@@ -81,9 +81,9 @@ describe("signed commits: a wrong answer is evidence against the provider (issue
       assert.deepEqual([signed.challengeId, signed.root, signed.gpus], [challenge.id, commit.root, NO_GPUS]);
       const transcript = { challenge: challenge.message, commit, rows: rows.rows };
       assert.deepEqual(await verifyCommitFraud(domain, roundTrip(transcript)).then((v) => v.proven || v.reason), "rows_correct");
-      const bytes = hexToBytes(rows.rows[0].data as Hex);
-      bytes[0] ^= 1;
-      const edited = { ...transcript, rows: [{ ...rows.rows[0], data: bytesToHex(bytes) }] };
+      const bytes = hexToBytes(rows.rows[0]!.data as Hex);
+      bytes[0]! ^= 1;
+      const edited = { ...transcript, rows: [{ ...rows.rows[0]!, data: bytesToHex(bytes) }] };
       assert.deepEqual(await verifyCommitFraud(domain, roundTrip(edited)).then((v) => v.proven || v.reason), "bad_proof");
       // A commit to a made-up root, signed by someone else than the provider.
       const forged = { ...commit, root: `0x${"ab".repeat(32)}` as Hex };

@@ -14,30 +14,30 @@ describe("attest Merkle tree", () => {
       const tree = MerkleTree.fromLeaves(leaves(count));
       assert.equal(tree.depth, treeDepth(count));
       for (let i = 0; i < count; i++) {
-        assert.ok(verifyMerkleProof(tree.root, leaves(count)[i], i, count, tree.proof(i)), `leaf ${i} of ${count}`);
+        assert.ok(verifyMerkleProof(tree.root, leaves(count)[i]!, i, count, tree.proof(i)), `leaf ${i} of ${count}`);
       }
     }
     // Three leaves: the fourth is 32 zero bytes.
     const [a, b, c] = leaves(3);
     const zero = new Uint8Array(32);
-    assert.deepEqual(MerkleTree.fromLeaves([a, b, c]).root, nodeHash(nodeHash(a, b), nodeHash(c, zero)));
+    assert.deepEqual(MerkleTree.fromLeaves([a!, b!, c!]).root, nodeHash(nodeHash(a!, b!), nodeHash(c!, zero)));
     // One leaf: the root is the leaf.
-    assert.deepEqual(MerkleTree.fromLeaves([a]).root, a);
+    assert.deepEqual(MerkleTree.fromLeaves([a!]).root, a);
   });
 
   it("rejects a changed leaf, sibling, index, or a proof of the wrong length", () => {
     const list = leaves(6);
     const tree = MerkleTree.fromLeaves(list);
     const proof = tree.proof(2);
-    const flipped = Uint8Array.from(list[2]);
-    flipped[0] ^= 1;
+    const flipped = Uint8Array.from(list[2]!);
+    flipped[0]! ^= 1;
     assert.equal(verifyMerkleProof(tree.root, flipped, 2, 6, proof), false);
     const badSibling = proof.map((s) => Uint8Array.from(s));
-    badSibling[1][5] ^= 0x80;
-    assert.equal(verifyMerkleProof(tree.root, list[2], 2, 6, badSibling), false);
-    assert.equal(verifyMerkleProof(tree.root, list[2], 3, 6, proof), false);
-    assert.equal(verifyMerkleProof(tree.root, list[2], 2, 6, proof.slice(1)), false);
-    assert.equal(verifyMerkleProof(tree.root, list[2], 2, 4, proof), false, "proof for another tree size");
+    badSibling[1]![5]! ^= 0x80;
+    assert.equal(verifyMerkleProof(tree.root, list[2]!, 2, 6, badSibling), false);
+    assert.equal(verifyMerkleProof(tree.root, list[2]!, 3, 6, proof), false);
+    assert.equal(verifyMerkleProof(tree.root, list[2]!, 2, 6, proof.slice(1)), false);
+    assert.equal(verifyMerkleProof(tree.root, list[2]!, 2, 4, proof), false, "proof for another tree size");
     // A padding position is never a row, even with a proof that hashes up correctly.
     assert.equal(verifyMerkleProof(tree.root, new Uint8Array(32), 6, 6, tree.proof(4)), false);
   });

@@ -75,7 +75,7 @@ describe("attest options", () => {
     });
     // A longer window, or backup delay, would leave no time to land a fault within the market's 600 s.
     for (const [key, value] of [["attest.liveness.qosWindowSeconds", "301"], ["attest.liveness.backupSubmitDelayMs", "120001"]]) {
-      await assert.rejects(loadConfig(nodeConfigSchema, { flags: { [key]: value } }), (error: Error & { keys?: string[] }) => {
+      await assert.rejects(loadConfig(nodeConfigSchema, { flags: { [key!]: value } }), (error: Error & { keys?: string[] }) => {
         assert.deepEqual(error.keys, [key]);
         return true;
       });

@@ -17,7 +17,7 @@ const devnet = challengeProfileSchema.parse({ preset: "cpu-devnet" });
 
 describe("attest challenge parameters", () => {
   it("knows the int8 rate of every canonical GPU model", () => {
-    for (const model of GPU_MODELS) assert.ok(INT8_DENSE_TOPS[model.name] > 0, model.name);
+    for (const model of GPU_MODELS) assert.ok(INT8_DENSE_TOPS[model.name]! > 0, model.name);
   });
 
   it("sizes the gpu preset so compute, not latency, takes the time, for every model", () => {

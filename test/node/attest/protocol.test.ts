@@ -104,7 +104,7 @@ describe("attest challenge protocol", function () {
     const attestor = attestorWith({ preset: "cpu-devnet" }, runner.recompute);
     // A row changed after the commit: the right product for another row, say.
     const swapped = await exchange(await attestor.startChallenge(claim), responderWith(runner), {
-      rows: (r) => ({ ...r, rows: r.rows.map((row, i) => ({ ...row, data: r.rows[(i + 1) % r.rows.length].data })) }),
+      rows: (r) => ({ ...r, rows: r.rows.map((row, i) => ({ ...row, data: r.rows[(i + 1) % r.rows.length]!.data })) }),
     });
     expectFailure(swapped, "bad_proof");
     // A sibling hash changed.

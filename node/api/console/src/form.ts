@@ -114,7 +114,7 @@ export function markInvalid(fields: string[]): void {
   for (const element of document.querySelectorAll("#submit-form [aria-invalid]")) element.removeAttribute("aria-invalid");
   let first: HTMLElement | undefined;
   for (const field of fields) {
-    const top = field.split(".")[0];
+    const top = field.split(".")[0]!;
     const selector = FIELD_INPUTS[top] ?? (top.startsWith("env-") ? `#${top}` : top === "env" ? "#env-rows input" : undefined);
     const element = selector ? document.querySelector<HTMLElement>(selector) : null;
     if (!element) continue;

@@ -10,6 +10,7 @@
 import { createPublicClient, custom, erc20Abi, formatUnits, http, type EIP1193Provider } from "viem";
 import { consoleConfigSchema } from "../../../../common/api/console.js";
 import { nodeInfoSchema } from "../../../../common/api/market.js";
+import { runDetached } from "../../../../common/detached.js";
 import { $ } from "./dom.js";
 import { describe, getJson, show, state, token, tokens, trimFraction, type TaskRow } from "./state.js";
 import { addEnvRow, FormError, markInvalid, readForm } from "./form.js";
@@ -98,7 +99,7 @@ function onAccountsChanged(accounts: unknown): void {
   stopWatching();
   $("#task").hidden = true;
   renderTasks();
-  void connect();
+  runDetached(connect(), console, "connect");
 }
 
 async function refreshBalances(): Promise<void> {
@@ -204,7 +205,7 @@ async function submit(event: SubmitEvent): Promise<void> {
     show("#submit-status", `Submitted ${submitted.taskId}: lease ${submitted.leaseId} with ${submitted.provider}, deposit ${tokens(submitted.attempt.deposit)}.`);
     // Secret values leave the form once sent: they are the renter's, not the page's.
     for (const secret of document.querySelectorAll<HTMLInputElement>('#env-rows input[type="password"]')) secret.value = "";
-    void refreshBalances();
+    runDetached(refreshBalances(), console, "refreshBalances");
     selectTask(submitted.taskId);
   } catch (error) {
     show("#submit-status", undefined);
@@ -268,8 +269,8 @@ function selectTask(taskId: string): void {
   $("#task").hidden = false;
   $("#task").dataset.task = taskId;
   renderTasks();
-  void followLogs(taskId, watch.signal);
-  void pollStatus(taskId, watch.signal);
+  runDetached(followLogs(taskId, watch.signal), console, "followLogs");
+  runDetached(pollStatus(taskId, watch.signal), console, "pollStatus");
   $("#task-heading").scrollIntoView({ block: "start" });
 }
 
@@ -379,7 +380,7 @@ async function showReceipt(taskId: string, read: () => Promise<TaskReceipt>, sig
     renderTasks();
   }
   setTaskButtons(false);
-  void refreshBalances();
+  runDetached(refreshBalances(), console, "refreshBalances");
 }
 
 async function cancelSelected(): Promise<void> {
@@ -413,7 +414,7 @@ async function extendSelected(): Promise<void> {
     const extended = await state.client!.extend(taskId, { seconds });
     $("#task-message").textContent = `Extended lease ${extended.leaseId} by ${seconds} s for ${tokens(extended.extraDeposit)}: paid until ${new Date(extended.newEnd * 1000).toLocaleString()}.`;
     $("#task-end").textContent = new Date(extended.newEnd * 1000).toLocaleString();
-    void refreshBalances();
+    runDetached(refreshBalances(), console, "refreshBalances");
   } catch (error) {
     $("#task-message").textContent = "";
     show("#task-error", describe(error));
@@ -462,14 +463,14 @@ function toggleKind(): void {
 }
 
 async function start(): Promise<void> {
-  $("#connect").addEventListener("click", () => void connect());
-  $("#offers-refresh").addEventListener("click", () => void refreshOffers());
+  $("#connect").addEventListener("click", () => runDetached(connect(), console, "connect"));
+  $("#offers-refresh").addEventListener("click", () => runDetached(refreshOffers(), console, "refreshOffers"));
   $("#env-add").addEventListener("click", addEnvRow);
-  $<HTMLFormElement>("#submit-form").addEventListener("submit", (event) => void submit(event));
+  $<HTMLFormElement>("#submit-form").addEventListener("submit", (event) => runDetached(submit(event), console, "submit"));
   for (const radio of document.querySelectorAll('input[name="kind"]')) radio.addEventListener("change", toggleKind);
-  $("#task-cancel").addEventListener("click", () => void cancelSelected());
-  $("#task-extend").addEventListener("click", () => void extendSelected());
-  $("#task-download").addEventListener("click", () => void downloadSelected());
+  $("#task-cancel").addEventListener("click", () => runDetached(cancelSelected(), console, "cancelSelected"));
+  $("#task-extend").addEventListener("click", () => runDetached(extendSelected(), console, "extendSelected"));
+  $("#task-download").addEventListener("click", () => runDetached(downloadSelected(), console, "downloadSelected"));
   try {
     const raw = (await getJson("/console/config.json")) as { deployment: Record<string, unknown> };
     state.config = consoleConfigSchema.parse(raw);
@@ -494,4 +495,4 @@ async function start(): Promise<void> {
   document.body.dataset.ready = "true";
 }
 
-void start();
+runDetached(start(), console, "start");

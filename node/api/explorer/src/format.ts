@@ -17,7 +17,7 @@ export function parseTokens(text: string, decimals: number): bigint | undefined 
   if (!match) return undefined;
   const fraction = match[2] ?? "";
   if (fraction.length > decimals) return undefined;
-  return BigInt(match[1]) * 10n ** BigInt(decimals) + BigInt(fraction.padEnd(decimals, "0") || "0");
+  return BigInt(match[1]!) * 10n ** BigInt(decimals) + BigInt(fraction.padEnd(decimals, "0") || "0");
 }
 
 export function shortAddress(address: string): string {

@@ -7,6 +7,7 @@
 import { providerViewSchema, type ProviderView } from "../../../../common/api/chain.js";
 import { marketStatsSchema, nodeInfoSchema, type NodeInfo } from "../../../../common/api/market.js";
 import { offerPageSchema, offerViewSchema, type OfferView } from "../../../../common/api/offers.js";
+import { runDetached } from "../../../../common/detached.js";
 import { drawPriceChart } from "./chart.js";
 import { formatTokens, parseTokens, relativeTime, shortAddress } from "./format.js";
 
@@ -167,7 +168,7 @@ async function refreshChart(): Promise<void> {
   const model = $<HTMLSelectElement>("#chart-model").value;
   const [windowSeconds, bucketSeconds] = $<HTMLSelectElement>("#chart-window").value.split(":").map(Number);
   const to = Math.floor(Date.now() / 1000) + 1;
-  const from = to - windowSeconds;
+  const from = to - windowSeconds!;
   const params = new URLSearchParams({ from: String(from), to: String(to), bucketSeconds: String(bucketSeconds) });
   if (model) params.set("model", model);
   try {
@@ -301,7 +302,7 @@ function connectEvents(onOffers: () => void, onChart: () => void): void {
   });
   source.addEventListener("lease", (event) => {
     const lease = JSON.parse((event as MessageEvent<string>).data) as { provider?: string };
-    if (state.provider && lease.provider?.toLowerCase() === state.provider.toLowerCase()) void showProvider(state.provider);
+    if (state.provider && lease.provider?.toLowerCase() === state.provider.toLowerCase()) runDetached(showProvider(state.provider), console, "showProvider");
   });
   source.addEventListener("reset", () => {
     onOffers();
@@ -324,12 +325,12 @@ async function main(): Promise<void> {
   const busiest = [...stats.models].sort((a, b) => b.current.offers - a.current.offers)[0];
   if (busiest) chartSelect.value = busiest.model;
 
-  const offersSoon = debounce(() => void refreshOffers(), 150);
-  const chartSoon = debounce(() => void refreshChart(), 1000);
+  const offersSoon = debounce(() => runDetached(refreshOffers(), console, "refreshOffers"), 150);
+  const chartSoon = debounce(() => runDetached(refreshChart(), console, "refreshChart"), 1000);
   const form = $<HTMLFormElement>("#filter-form");
   const onFilter = debounce(() => {
     state.offset = 0;
-    void refreshOffers();
+    runDetached(refreshOffers(), console, "refreshOffers");
   }, 200);
   form.addEventListener("input", onFilter);
   form.addEventListener("change", onFilter);
@@ -337,19 +338,19 @@ async function main(): Promise<void> {
   form.addEventListener("submit", (event) => event.preventDefault());
   $("#page-prev").addEventListener("click", () => {
     state.offset = Math.max(0, state.offset - PAGE_SIZE);
-    void refreshOffers();
+    runDetached(refreshOffers(), console, "refreshOffers");
   });
   $("#page-next").addEventListener("click", () => {
     state.offset += PAGE_SIZE;
-    void refreshOffers();
+    runDetached(refreshOffers(), console, "refreshOffers");
   });
-  chartSelect.addEventListener("change", () => void refreshChart());
-  $("#chart-window").addEventListener("change", () => void refreshChart());
+  chartSelect.addEventListener("change", () => runDetached(refreshChart(), console, "refreshChart"));
+  $("#chart-window").addEventListener("change", () => runDetached(refreshChart(), console, "refreshChart"));
   $("#provider-close").addEventListener("click", () => {
     history.replaceState(null, "", window.location.pathname + window.location.search);
-    void showProvider(undefined);
+    runDetached(showProvider(undefined), console, "showProvider");
   });
-  window.addEventListener("hashchange", () => void showProvider(providerFromHash()));
+  window.addEventListener("hashchange", () => runDetached(showProvider(providerFromHash()), console, "showProvider"));
 
   connectEvents(offersSoon, chartSoon);
   await Promise.all([refreshOffers(), refreshChart(), showProvider(providerFromHash())]);
