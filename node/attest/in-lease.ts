@@ -19,6 +19,7 @@
  */
 import { leaseCheckShareBps } from "../../common/attest/lease-checks.js";
 import { FaultKind, type Fault } from "../../common/eip712.js";
+import { runDetached } from "../../common/detached.js";
 import type { Logger } from "../log/logger.js";
 import type { OfferBook } from "../offers/book.js";
 import type { Challenger } from "./challenger.js";
@@ -66,7 +67,7 @@ export class InLeaseChecker {
 
   start(): void {
     if (this.timer) return;
-    this.timer = setInterval(() => void this.tick().catch((error: unknown) => this.o.logger.warn("In-lease check scan failed", {}, error)), this.o.options.tickMs);
+    this.timer = setInterval(() => runDetached(this.tick(), this.o.logger, "In-lease check scan"), this.o.options.tickMs);
     this.timer.unref();
   }
 
@@ -99,7 +100,7 @@ export class InLeaseChecker {
       const budget = await this.budget(lease);
       if (nowMs < budget.nextAtMs) continue;
       if ((await this.remainingMs(lease, nowMs)) < budget.lastCostMs) continue;
-      void this.check(lease);
+      runDetached(this.check(lease), this.o.logger, "In-lease check", { leaseId: lease.leaseId });
     }
     const live = new Set(this.o.tracker.active(Math.floor(nowMs / 1000)).map((lease) => lease.leaseId.toString()));
     for (const key of this.budgets.keys()) if (!live.has(key)) this.budgets.delete(key);
@@ -113,7 +114,7 @@ export class InLeaseChecker {
     if (this.running.has(lease.leaseId.toString())) return true;
     const budget = await this.budget(lease);
     if ((await this.remainingMs(lease)) < budget.lastCostMs) return false;
-    void this.check(lease);
+    runDetached(this.check(lease), this.o.logger, "In-lease check", { leaseId: lease.leaseId });
     return true;
   }
 

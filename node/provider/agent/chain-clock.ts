@@ -14,6 +14,8 @@
  * local clock is taken as is (offset 0).
  */
 
+import type { StepClock } from "./lease-step.js";
+
 /** How long an offset sample counts. */
 const WINDOW_MS = 10 * 60_000;
 /** A look counts as prompt (its new block as fresh) within this much of the previous look: the default reconcile pass (5 s) qualifies. */
@@ -53,5 +55,43 @@ export class ChainClock {
   /** The chain's time now (ms), as well as this node can tell. */
   nowMs(): number {
     return this.wallMs() - this.offsetMs();
+  }
+}
+
+/** A head reader: what ChainTime needs of a viem public client. */
+export type HeadReader = { getBlock(args: { blockTag: "latest" }): Promise<{ number: bigint; timestamp: bigint }> };
+
+/**
+ * The lease loop's times, read from the chain's head: each read of the latest block also teaches
+ * the ChainClock when the block is fresh. Lease timing goes through here, never the host's clock.
+ */
+export class ChainTime {
+  readonly clock = new ChainClock();
+
+  constructor(private readonly head: HeadReader) {}
+
+  /** The latest block, which also teaches the chain clock when it is fresh. */
+  async latestBlock(): Promise<{ number: bigint; timestamp: bigint }> {
+    const block = await this.head.getBlock({ blockTag: "latest" });
+    this.clock.look(block.number, Number(block.timestamp));
+    return block;
+  }
+
+  /** The chain's time as this node estimates it and the latest block's time, read once per reconcile pass. */
+  async step(): Promise<StepClock> {
+    const block = await this.latestBlock();
+    return { wallMs: this.clock.nowMs(), blockTimestamp: Number(block.timestamp) };
+  }
+
+  /** The time the next block will carry, at least: the chain's clock may run ahead of ours (a devnet mines a block per transaction). */
+  async nextBlockTime(): Promise<number> {
+    const block = await this.latestBlock();
+    return Math.max(Math.floor(this.clock.nowMs() / 1000), Number(block.timestamp) + 1);
+  }
+
+  /** The chain's time now, as well as we can tell: for notices, which must not be cut short. */
+  async now(): Promise<number> {
+    const block = await this.latestBlock();
+    return Math.max(this.clock.nowMs() / 1000, Number(block.timestamp));
   }
 }

@@ -114,4 +114,24 @@ export class LeaseLookup {
       await new Promise((resolve) => setTimeout(resolve, CONFIRMATION_POLL_MS));
     }
   }
+
+  /**
+   * The chain's view of a lease a renter request names when the node has no record of it, as the
+   * node may act on it; throws `refuse()` when `signer` is not its renter. Where reorgs are
+   * expected (confirmations > 0) a refusal is not made on a read shared with earlier requests (a
+   * reorg may have given the lease id to this signer since), and a lease not yet through the
+   * confirmed events is taken as the confirmed head has it, waiting up to `waitMs`: a lease a
+   * shallow reorg removes, or gives another renter, never gets this renter's task.
+   */
+  async forRenter(leaseId: bigint, signer: Address, refuse: () => Error, waitMs: number): Promise<LeaseView> {
+    const isRenter = (view: LeaseView | undefined): view is LeaseView => view !== undefined && getAddress(view.renter) === signer;
+    let view = await this.lookup(leaseId);
+    if (!isRenter(view) && this.confirmations > 0n) view = await this.lookup(leaseId, { fresh: true });
+    if (!isRenter(view)) throw refuse();
+    if (this.confirmations > 0n) {
+      view = await this.confirmed(leaseId, waitMs);
+      if (!isRenter(view)) throw refuse();
+    }
+    return view;
+  }
 }

@@ -16,18 +16,18 @@
 import { getAddress, type Address, type Hex } from "viem";
 import { signCompletion } from "../../../common/attest/completion.js";
 import { leaseMarketAbi } from "../../../common/abi.js";
-import { InvalidInputError } from "../../../common/errors.js";
 import { readLease, type LeaseView } from "../../../common/chain/market.js";
 import { TASK_NOT_STARTED_EXIT_CODE, type RenterAction, type RenterAuth, type TaskState } from "../../../common/protocols/lease.js";
 import type { ChainEvent } from "../../chain/follower.js";
 import type { TaskHandle } from "../runtime/runtime.js";
 import { secretsOf, storableSpec, type TaskSpec } from "../runtime/task.js";
-import { ChainClock } from "./chain-clock.js";
+import { ChainTime } from "./chain-clock.js";
 import { revertName } from "./chain-tx.js";
 import { LeaseStateError } from "./errors.js";
+import { openSealedSpec } from "./sealed-spec.js";
 import type { LeaseControllerContext, LeaseHost, Live } from "./lease-context.js";
 import { LeaseLookup } from "./lease-lookup.js";
-import { markEnded, nextStep, type LeaseAction, type StepClock } from "./lease-step.js";
+import { markEnded, nextStep, type LeaseAction } from "./lease-step.js";
 import { FinishedLogs, sourceOfHandle, type LogSource } from "./log-sources.js";
 import { chainFields, newLeaseRecord, type LeaseRecord } from "./records.js";
 import { notAuthorized } from "./renter-auth.js";
@@ -69,12 +69,13 @@ export class LeaseController implements LeaseHost {
   private readonly provider: Address;
   private sweepTimer: NodeJS.Timeout | undefined;
   /** The chain's clock as this node learned it from fresh blocks: lease timing never reads the local clock directly. */
-  readonly chainClock = new ChainClock();
+  readonly times: ChainTime;
   private stopping = false;
 
   constructor(readonly ctx: LeaseControllerContext) {
     this.provider = getAddress(ctx.account.address);
-    this.units = new UnitLedger({ ...ctx, readLease: (leaseId) => this.readChain(leaseId), chainTime: () => this.chainTime() });
+    this.times = new ChainTime(ctx.publicClient);
+    this.units = new UnitLedger({ ...ctx, readLease: (leaseId) => this.readChain(leaseId), chainTime: () => this.times.now() });
     this.pipeline = new TaskPipeline(this);
     this.lookup = new LeaseLookup({ publicClient: ctx.publicClient, market: ctx.market, provider: this.provider, confirmations: ctx.confirmations });
   }
@@ -132,7 +133,7 @@ export class LeaseController implements LeaseHost {
         // Delivered live, the lease's block was just made: its time is the chain's time now.
         if (!delivery.backfill) {
           const block = await this.ctx.publicClient.getBlock({ blockNumber: event.blockNumber }).catch(() => undefined);
-          if (block) this.chainClock.fresh(Number(block.timestamp));
+          if (block) this.times.clock.fresh(Number(block.timestamp));
         }
         if (this.ctx.reservations.commit(event.args.offerNonce.toString())) await this.ctx.reservations.persist();
         if (!this.ctx.records.get(leaseId)) {
@@ -179,20 +180,13 @@ export class LeaseController implements LeaseHost {
     const leaseId = auth.request.leaseId;
     const signer = await this.ctx.verifier.authenticate(auth, { leaseId, action, body });
     const known = this.ctx.records.get(leaseId);
-    let view = known ? undefined : await this.lookup.lookup(leaseId);
-    // Where reorgs are expected, a refusal is not made on a read shared with earlier requests:
-    // a reorg may have given the lease id to this signer since.
-    if (!known && this.lookup.confirmations > 0n && (!view || getAddress(view.renter) !== signer)) view = await this.lookup.lookup(leaseId, { fresh: true });
-    const renter = known?.renter ?? view?.renter;
-    if (!renter || getAddress(renter) !== signer) throw notAuthorized(leaseId);
-    if (view && this.lookup.confirmations > 0n) {
-      // Not through the (confirmed) events yet: acted on only as the confirmed head has it, so
-      // a lease a shallow reorg removes, or gives another renter, never gets this renter's task.
-      view = await this.lookup.confirmed(leaseId, CONFIRMATION_WAIT_MS);
-      if (!view || getAddress(view.renter) !== signer) throw notAuthorized(leaseId);
+    if (known) {
+      if (getAddress(known.renter) !== signer) throw notAuthorized(leaseId);
+      this.ctx.verifier.consume(auth);
+      return known;
     }
+    const view = await this.lookup.forRenter(leaseId, signer, () => notAuthorized(leaseId), CONFIRMATION_WAIT_MS);
     this.ctx.verifier.consume(auth);
-    if (known || !view) return known!;
     return this.withLock(leaseId, async () => {
       const again = this.ctx.records.get(leaseId);
       if (again) return again;
@@ -201,26 +195,6 @@ export class LeaseController implements LeaseHost {
       this.updateGauges();
       return record;
     });
-  }
-
-  /**
-   * The spec with its sealed env values opened (in memory only, as `{ value, secret: true }`).
-   * A value that does not open for this lease, variable and key is the renter's error.
-   */
-  private async openSealed(leaseId: bigint, spec: TaskSpec): Promise<TaskSpec> {
-    const sealed = Object.entries(spec.env).filter(([, value]) => typeof value !== "string" && "sealed" in value);
-    if (sealed.length === 0) return spec;
-    const sealing = this.ctx.sealing;
-    const env = { ...spec.env };
-    for (const [name, value] of sealed) {
-      try {
-        if (!sealing) throw new Error("this provider has no sealing key");
-        env[name] = { value: await sealing.keyPair.open((value as { sealed: string }).sealed, { chainId: sealing.chainId, leaseId, name }), secret: true };
-      } catch {
-        throw new InvalidInputError("task", [{ path: `env.${name}`, message: "the sealed value does not open with this provider's key for this lease and variable; seal it again to the key in the provider's acceptance" }]);
-      }
-    }
-    return { ...spec, env };
   }
 
   /** Where rank 0 of a group job on this node is reached (provider.groupJobs). */
@@ -240,7 +214,7 @@ export class LeaseController implements LeaseHost {
   private async acceptTask(auth: RenterAuth, spec: TaskSpec): Promise<{ leaseId: bigint; state: "accepted" | "already_running" | "already_done" }> {
     const leaseId = auth.request.leaseId;
     await this.authorize(auth, "task", { spec });
-    spec = await this.openSealed(leaseId, spec);
+    spec = await openSealedSpec(this.ctx.sealing, leaseId, spec);
     return this.withLock(leaseId, async () => {
       const current = this.ctx.records.get(leaseId)!;
       if (current.phase === "ended") return { leaseId, state: "already_done" as const };
@@ -297,7 +271,7 @@ export class LeaseController implements LeaseHost {
     const stopping = await this.withLock(leaseId, async () => {
       const current = this.ctx.records.get(leaseId)!;
       if (current.phase === "ended") return undefined;
-      const endAfter = this.chainClock.nowMs() + this.ctx.options.leases.cancelGraceSeconds * 1000;
+      const endAfter = this.times.clock.nowMs() + this.ctx.options.leases.cancelGraceSeconds * 1000;
       await this.ctx.records.update(leaseId, (r) => {
         r.endAction = "await_close";
         r.endAfter = endAfter;
@@ -351,7 +325,7 @@ export class LeaseController implements LeaseHost {
     if (record.phase === "waiting_spec" && this.suspect.delete(leaseId)) {
       if (await this.pipeline.reapForgotten(record, view)) record = this.ctx.records.get(leaseId)!;
     }
-    const now = await this.clock();
+    const now = await this.times.step();
     for (let plan = 0; plan < PLANS_PER_PASS; plan++) {
       const live = this.live.get(leaseId);
       const task = live && { handleState: live.handle?.state, aborted: live.abort.signal.aborted, abortReason: live.abortReason };
@@ -465,29 +439,9 @@ export class LeaseController implements LeaseHost {
     return readLease(this.ctx.publicClient, this.ctx.market, leaseId);
   }
 
-  /** The latest block, which also teaches the chain clock when it is fresh. */
-  private async latestBlock(): Promise<{ number: bigint; timestamp: bigint }> {
-    const block = await this.ctx.publicClient.getBlock({ blockTag: "latest" });
-    this.chainClock.look(block.number, Number(block.timestamp));
-    return block;
-  }
-
-  /** The chain's time as this node estimates it (see ChainClock) and the latest block's time, read once per reconcile pass. */
-  private async clock(): Promise<StepClock> {
-    const block = await this.latestBlock();
-    return { wallMs: this.chainClock.nowMs(), blockTimestamp: Number(block.timestamp) };
-  }
-
-  /** The time the next block will carry, at least: the chain's clock may run ahead of ours (a devnet mines a block per transaction). */
-  async chainNow(): Promise<number> {
-    const block = await this.latestBlock();
-    return Math.max(Math.floor(this.chainClock.nowMs() / 1000), Number(block.timestamp) + 1);
-  }
-
-  /** The chain's time now, as well as we can tell: for notices, which must not be cut short. */
-  private async chainTime(): Promise<number> {
-    const block = await this.latestBlock();
-    return Math.max(this.chainClock.nowMs() / 1000, Number(block.timestamp));
+  /** The time the next block will carry, at least (see ChainTime). */
+  chainNow(): Promise<number> {
+    return this.times.nextBlockTime();
   }
 
   /**
