@@ -6,7 +6,28 @@ export default tseslint.config(
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
-    languageOptions: { ecmaVersion: 2023, sourceType: "module", globals: { process: "readonly", console: "readonly", Buffer: "readonly", URL: "readonly", setTimeout: "readonly", clearTimeout: "readonly", setInterval: "readonly", clearInterval: "readonly", AbortController: "readonly", AbortSignal: "readonly", TextEncoder: "readonly", TextDecoder: "readonly", fetch: "readonly", performance: "readonly", queueMicrotask: "readonly", structuredClone: "readonly" } },
+    languageOptions: {
+      ecmaVersion: 2023,
+      sourceType: "module",
+      globals: {
+        process: "readonly",
+        console: "readonly",
+        Buffer: "readonly",
+        URL: "readonly",
+        setTimeout: "readonly",
+        clearTimeout: "readonly",
+        setInterval: "readonly",
+        clearInterval: "readonly",
+        AbortController: "readonly",
+        AbortSignal: "readonly",
+        TextEncoder: "readonly",
+        TextDecoder: "readonly",
+        fetch: "readonly",
+        performance: "readonly",
+        queueMicrotask: "readonly",
+        structuredClone: "readonly",
+      },
+    },
     rules: {
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_", caughtErrors: "none" }],
       "@typescript-eslint/no-non-null-assertion": "off",
@@ -30,7 +51,10 @@ export default tseslint.config(
   {
     files: ["common/**/*.ts"],
     rules: {
-      "no-restricted-imports": ["error", { patterns: [{ regex: "^(\\.\\./)+(node|sdk)/", message: "common/ is shared by the daemon and the SDK: it must not import node/ or sdk/." }] }],
+      "no-restricted-imports": [
+        "error",
+        { patterns: [{ regex: "^(\\.\\./)+(node|sdk)/", message: "common/ is shared by the daemon and the SDK: it must not import node/ or sdk/." }] },
+      ],
     },
   },
   {

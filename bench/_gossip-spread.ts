@@ -86,7 +86,12 @@ export async function propagationInProcesses(options: SpreadOptions, p2p: Partia
   const providerKeys = new Map<number, Hex>();
   for (let i = 1; i <= options.providers; i++) providerKeys.set(i, generatePrivateKey());
   const specs = new Map<number, MachineSpec[]>();
-  [...providerKeys.keys()].forEach((index, p) => specs.set(index, Array.from({ length: options.machines }, (_, m) => machineSpec(1 + p * options.machines + m))));
+  [...providerKeys.keys()].forEach((index, p) =>
+    specs.set(
+      index,
+      Array.from({ length: options.machines }, (_, m) => machineSpec(1 + p * options.machines + m)),
+    ),
+  );
 
   const arrivals = new Map<string, Map<number, number>>();
   const onArrival = (id: string, index: number, at: number) => {
@@ -96,7 +101,10 @@ export async function propagationInProcesses(options: SpreadOptions, p2p: Partia
   };
   // Nodes are dealt round-robin so providers land in different processes.
   const owner: number[] = Array.from({ length: options.nodes }, (_, i) => i % options.processes);
-  const hosts = Array.from({ length: options.processes }, () => new Host(fork(path.join(here, "_gossip-host.ts"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] }), onArrival));
+  const hosts = Array.from(
+    { length: options.processes },
+    () => new Host(fork(path.join(here, "_gossip-host.ts"), [], { stdio: ["ignore", "inherit", "inherit", "ipc"] }), onArrival),
+  );
   const hostOf = (index: number) => hosts[owner[index]!];
   try {
     const peerIds = new Map<number, string>();
@@ -105,7 +113,10 @@ export async function propagationInProcesses(options: SpreadOptions, p2p: Partia
     const known: string[] = [];
     const bootstrapFor = () => {
       if (known.length === 0) return [];
-      const others = known.slice(1).sort(() => Math.random() - 0.5).slice(0, 2);
+      const others = known
+        .slice(1)
+        .sort(() => Math.random() - 0.5)
+        .slice(0, 2);
       return [known[0], ...others];
     };
     const startNodes = async (indexes: number[]) => {
@@ -115,7 +126,10 @@ export async function propagationInProcesses(options: SpreadOptions, p2p: Partia
       await Promise.all(
         [...byHost.entries()].map(async ([host, list]) => {
           for (const index of list) {
-            const reply = await host.ask({ type: "start", first: index, count: 1, providerKeys: Object.fromEntries(providerKeys), bootstrap: bootstrapFor(), attestorKey, p2p }, "started");
+            const reply = await host.ask(
+              { type: "start", first: index, count: 1, providerKeys: Object.fromEntries(providerKeys), bootstrap: bootstrapFor(), attestorKey, p2p },
+              "started",
+            );
             for (const node of reply.nodes as { index: number; addr: string; peerId: string }[]) {
               peerIds.set(node.index, node.peerId);
               if (node.index === 0) known.unshift(node.addr);

@@ -33,6 +33,10 @@ export async function traceSummary(provider: { request(a: { method: string; para
     }
     byOp.set(l.op, (byOp.get(l.op) ?? 0) + cost);
   }
-  const top = [...byOp.entries()].sort((a, b) => b[1] - a[1]).slice(0, 12).map(([k, v]) => `${k} ${v}`).join(", ");
+  const top = [...byOp.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 12)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(", ");
   console.log(`== ${label}\n${lines.join("\n")}\n  most: ${top}`);
 }

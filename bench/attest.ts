@@ -52,7 +52,15 @@ async function verifyCost(runner: CpuRunner, shape: { rows: number; cols: number
   let total = 0;
   for (let i = 0; i < iterations; i++) {
     const started = performance.now();
-    const check = await verifyOpening({ challengeId: challenge.id, seed: challenge.seed, ...shape, root: commitment.root, indices, response: { v: 1, type: "rows", challengeId: challenge.id, rows }, recompute });
+    const check = await verifyOpening({
+      challengeId: challenge.id,
+      seed: challenge.seed,
+      ...shape,
+      root: commitment.root,
+      indices,
+      response: { v: 1, type: "rows", challengeId: challenge.id, rows },
+      recompute,
+    });
     total += performance.now() - started;
     if (!check.ok) throw new Error(`benchmark answer did not verify: ${check.detail}`);
   }
@@ -117,7 +125,9 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const macs = (shape: { rows: number; cols: number; rounds: number }) => shape.rows * shape.rounds * shape.cols * shape.cols;
     console.log("attestor: checking one challenge (Merkle proofs + recomputing the opened rows)");
     console.log(`  cpu-devnet  ${devnetShape.rows} rows × ${devnetShape.rounds} rounds × ${devnetShape.cols}²  ${macs(devnetShape).toExponential(2)} MACs  ${fmt(devnetVerifyMs)}`);
-    console.log(`  gpu         ${gpuShape.rows} rows × ${gpuShape.rounds} rounds × ${gpuShape.cols}²  ${macs(gpuShape).toExponential(2)} MACs  ${fmt(gpuVerifyMs)} (1 thread), ${fmt(gpuVerifyWorkersMs)} (${workers} workers)`);
+    console.log(
+      `  gpu         ${gpuShape.rows} rows × ${gpuShape.rounds} rounds × ${gpuShape.cols}²  ${macs(gpuShape).toExponential(2)} MACs  ${fmt(gpuVerifyMs)} (1 thread), ${fmt(gpuVerifyWorkersMs)} (${workers} workers)`,
+    );
     console.log(`CPU runner throughput (${throughputShape.rows} rows × ${throughputShape.rounds} rounds × ${throughputShape.cols}²)`);
     console.log(`  1 worker    ${(oneWorker / 1e9).toFixed(2)} G int8 ops/s`);
     console.log(`  ${workers} workers   ${(manyWorkers / 1e9).toFixed(2)} G int8 ops/s`);
@@ -130,7 +140,8 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     for (let i = 1; i < 50; i++) commitSignature = await signCommit(providerWallet, domain, commitFields);
     const commitSignMs = (performance.now() - signStarted) / 50;
     const recoverStarted = performance.now();
-    for (let i = 0; i < 200; i++) if (recoverDigestSigner(commitDigest(domain, commitFields), commitSignature) !== providerWallet.address) throw new Error("commit signature did not recover");
+    for (let i = 0; i < 200; i++)
+      if (recoverDigestSigner(commitDigest(domain, commitFields), commitSignature) !== providerWallet.address) throw new Error("commit signature did not recover");
     const commitRecoverMs = (performance.now() - recoverStarted) / 200;
 
     // Per class at the gpu preset: the provider's work grows with the class and the units; the attestor's check does not.
@@ -155,7 +166,9 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         };
       }),
     );
-    console.log(`per class at the gpu preset (efficiency per class from the calibration table; commit: provider signs in ${commitSignMs.toFixed(2)} ms, attestor recovers in ${commitRecoverMs.toFixed(3)} ms)`);
+    console.log(
+      `per class at the gpu preset (efficiency per class from the calibration table; commit: provider signs in ${commitSignMs.toFixed(2)} ms, attestor recovers in ${commitRecoverMs.toFixed(3)} ms)`,
+    );
     console.log("  class                units   rows      provider int8 ops  compute at required rate  deadline   tree held     attestor check");
     for (const row of perClass) {
       console.log(

@@ -43,7 +43,16 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const wallets = await viem.getWalletClients();
   if (wallets.length < 8) throw new Error(`the gas bench needs 8 funded accounts; the network has ${wallets.length}`);
   type AnyWallet = (typeof wallets)[number];
-  const [deployer, provider, renter, attestorA, attestorB, newcomer, permitRenter, newRenter] = wallets as [AnyWallet, AnyWallet, AnyWallet, AnyWallet, AnyWallet, AnyWallet, AnyWallet, AnyWallet];
+  const [deployer, provider, renter, attestorA, attestorB, newcomer, permitRenter, newRenter] = wallets as [
+    AnyWallet,
+    AnyWallet,
+    AnyWallet,
+    AnyWallet,
+    AnyWallet,
+    AnyWallet,
+    AnyWallet,
+    AnyWallet,
+  ];
   const deployment = await deployContracts({
     publicClient,
     walletClient: deployer,
@@ -58,7 +67,13 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const maxUint = 2n ** 256n - 1n;
 
   type Wallet = typeof provider;
-  async function send(wallet: Wallet, address: Address, abi: typeof leaseMarketAbi | typeof providerRegistryAbi | typeof testTokenAbi, functionName: string, args: readonly unknown[]): Promise<bigint> {
+  async function send(
+    wallet: Wallet,
+    address: Address,
+    abi: typeof leaseMarketAbi | typeof providerRegistryAbi | typeof testTokenAbi,
+    functionName: string,
+    args: readonly unknown[],
+  ): Promise<bigint> {
     const hash: Hash = await wallet.writeContract({ address, abi, functionName, args, account: wallet.account } as never);
     const receipt = await publicClient.waitForTransactionReceipt({ hash });
     if (traced.has(functionName)) await (await import("./_trace.js")).traceSummary(publicClient as never, hash, `${functionName}: gasUsed ${receipt.gasUsed}`);
@@ -200,11 +215,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   await networkHelpers.time.increase(600);
   const deadline = Number((await publicClient.getBlock()).timestamp) + 600;
   const settlement = { leaseId: settled, providerAmount: 100_000n, deadline };
-  gas["settle (co-signed)"] = await mkt(deployer, "settle", [
-    settlement,
-    await signSettlement(renter, domain, settlement),
-    await signSettlement(provider, domain, settlement),
-  ]);
+  gas["settle (co-signed)"] = await mkt(deployer, "settle", [settlement, await signSettlement(renter, domain, settlement), await signSettlement(provider, domain, settlement)]);
 
   {
     // A whole on-demand lease: open, activate, 10 minutes of service, completion (every payment made).

@@ -61,7 +61,6 @@ function parseArgs(args: string[]): Options {
   return options;
 }
 
-
 const round1 = (x: number) => Math.round(x * 10) / 10;
 
 /** Issue #19: propagation p95 at 10 and at 50 nodes; validated ingest per CPU-second on one core. */
@@ -126,14 +125,16 @@ async function propagation(options: Options) {
           const node = providerNodes[p]!;
           const spec = specs[p]![m]!;
           jobs.push(
-            node.offers.publisher!.set({
-              machine: { ...spec },
-              terms: { pricePerUnitSecond: BigInt(1_000 + round), minDuration: 60, maxDuration: 86_400, collateralBps: 1_000, startWindow: 300 },
-              capacity: { freeUnits: spec.units - (round % spec.units) },
-              attestations: [attest(attestor, wallets[p]!.address, spec)],
-            }).then((message) => {
-              if (message) published.push({ id: `${offerKey(message.offer.provider, message.offer.machineId)}#${message.seq}`, origin: nodes.indexOf(node) });
-            }),
+            node.offers
+              .publisher!.set({
+                machine: { ...spec },
+                terms: { pricePerUnitSecond: BigInt(1_000 + round), minDuration: 60, maxDuration: 86_400, collateralBps: 1_000, startWindow: 300 },
+                capacity: { freeUnits: spec.units - (round % spec.units) },
+                attestations: [attest(attestor, wallets[p]!.address, spec)],
+              })
+              .then((message) => {
+                if (message) published.push({ id: `${offerKey(message.offer.provider, message.offer.machineId)}#${message.seq}`, origin: nodes.indexOf(node) });
+              }),
           );
         }
       }
@@ -260,7 +261,10 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const pass = prop.toAllNodesMs.p95 <= TARGETS.propagationP95Ms && prop.missingDeliveries === 0 && ing.ingestPerCpuSec >= TARGETS.ingestPerCpuSec;
   const rows: [string, string][] = [
     ["nodes / processes / providers / messages", `${prop.nodes} / ${prop.processes} / ${prop.providers} / ${prop.messages} (${prop.messagesPerSec} messages/s network-wide)`],
-    ["propagation to all nodes p50 / p95 / max", `${prop.toAllNodesMs.p50} / ${prop.toAllNodesMs.p95} / ${prop.toAllNodesMs.max} ms (target p95 <= ${TARGETS.propagationP95Ms}, at 10 and at 50 nodes)`],
+    [
+      "propagation to all nodes p50 / p95 / max",
+      `${prop.toAllNodesMs.p50} / ${prop.toAllNodesMs.p95} / ${prop.toAllNodesMs.max} ms (target p95 <= ${TARGETS.propagationP95Ms}, at 10 and at 50 nodes)`,
+    ],
     ["per delivery p50 / p95 / max", `${prop.perDeliveryMs.p50} / ${prop.perDeliveryMs.p95} / ${prop.perDeliveryMs.max} ms`],
     ["missing deliveries", String(prop.missingDeliveries)],
     ["validated ingest, one node, per CPU-second", `${ing.ingestPerCpuSec} offers/s (target >= ${TARGETS.ingestPerCpuSec} on one core)`],

@@ -51,7 +51,16 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const results: RunResult[] = await Promise.all(
     Array.from({ length: only === undefined ? jobs : 1 }, async (_, index) => {
       const connection = await network.create();
-      return runInvariants(connection, { sequences, minSteps: 4, maxSteps, seed, only, shard: only === undefined ? { index, count: jobs } : undefined, known: KNOWN_OPEN_FINDINGS, progress });
+      return runInvariants(connection, {
+        sequences,
+        minSteps: 4,
+        maxSteps,
+        seed,
+        only,
+        shard: only === undefined ? { index, count: jobs } : undefined,
+        known: KNOWN_OPEN_FINDINGS,
+        progress,
+      });
     }),
   );
   const seconds = (performance.now() - started) / 1000;
@@ -65,8 +74,14 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     for (const [k, v] of Object.entries(r.endings)) endings[k] = (endings[k] ?? 0) + v;
     if (r.failure) console.log(describeFailure(r));
   }
-  console.log(`invariants: seed ${seed}, ${total.sequences} sequences of 4-${maxSteps} steps (+ drain), ${total.steps} steps (${total.succeeded} succeeded), ${total.violations} violations, ${seconds.toFixed(1)} s on ${jobs} chains`);
-  console.log(`  leases ended: ${Object.entries(endings).map(([k, v]) => `${k} ${v}`).join(", ")}`);
+  console.log(
+    `invariants: seed ${seed}, ${total.sequences} sequences of 4-${maxSteps} steps (+ drain), ${total.steps} steps (${total.succeeded} succeeded), ${total.violations} violations, ${seconds.toFixed(1)} s on ${jobs} chains`,
+  );
+  console.log(
+    `  leases ended: ${Object.entries(endings)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ")}`,
+  );
   return {
     sequences: total.sequences,
     steps: total.steps,

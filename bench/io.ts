@@ -87,8 +87,15 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       "run.sh": [`mkdir -p "$SUANLI_OUTPUT_DIR"`, `head -c ${mb * 1024 * 1024} /dev/urandom > "$SUANLI_OUTPUT_DIR/weights.bin"`, "exec /usr/bin/python3 echo.py"].join("\n"),
     });
     const { taskId } = await client.submitTask({
-      gpuType: "A100", gpuCount: 1, duration: 600, maxPricePerGpuHour: "3", attestedOnly: false,
-      bundleUrl: bundle.url, sha256: bundle.sha256, command: "sh run.sh", ports: [port],
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 600,
+      maxPricePerGpuHour: "3",
+      attestedOnly: false,
+      bundleUrl: bundle.url,
+      sha256: bundle.sha256,
+      command: "sh run.sh",
+      ports: [port],
     });
     log(`task ${taskId} submitted; waiting for its echo server`);
     let tunnel: Awaited<ReturnType<typeof client.forward>> | undefined;

@@ -208,7 +208,12 @@ export function buildMarket(options: { offers: number; seed: number }) {
       ...old,
       seq: old.seq + 1,
       offer: priceChange ? { ...old.offer, pricePerUnitSecond: old.offer.pricePerUnitSecond + 1n } : old.offer,
-      capacity: { ...old.capacity, freeUnits: free, onDemandUnits: old.machine.units - free - old.capacity.interruptibleUnits > 0 ? old.machine.units - free - old.capacity.interruptibleUnits : 0, interruptibleUnits: Math.min(old.capacity.interruptibleUnits, old.machine.units - free) },
+      capacity: {
+        ...old.capacity,
+        freeUnits: free,
+        onDemandUnits: old.machine.units - free - old.capacity.interruptibleUnits > 0 ? old.machine.units - free - old.capacity.interruptibleUnits : 0,
+        interruptibleUnits: Math.min(old.capacity.interruptibleUnits, old.machine.units - free),
+      },
     };
     engine.upsert(next);
     entries[at] = next;
@@ -222,11 +227,34 @@ export function buildMarket(options: { offers: number; seed: number }) {
     const base = { duration: pick([600, 3600, 4 * 3600, 86_400]) };
     let input: Record<string, unknown>;
     if (kind < 0.3) input = { ...base, gpuType: model.name, gpuCount: pick([1, 1, 2, 4, 8]), maxPricePerGpuHour: cap(model.usd, 0.8 + random() * 0.8) };
-    else if (kind < 0.45) input = { ...base, gpuType: model.name, gpuCount: pick([1, 2, 4]), maxPricePerGpuHour: cap(model.usd, 1 + random() * 0.5), region: random() < 0.5 ? pick(REGIONS) : [pick(REGIONS), pick(REGIONS)] };
+    else if (kind < 0.45)
+      input = {
+        ...base,
+        gpuType: model.name,
+        gpuCount: pick([1, 2, 4]),
+        maxPricePerGpuHour: cap(model.usd, 1 + random() * 0.5),
+        region: random() < 0.5 ? pick(REGIONS) : [pick(REGIONS), pick(REGIONS)],
+      };
     else if (kind < 0.55) input = { ...base, gpuType: pick(["any 80GB", "any 24GB", "any 40GB", "any"]), gpuCount: pick([1, 2, 4, 8]), maxPricePerGpuHour: cap(2, 0.5 + random()) };
     else if (kind < 0.7) input = { ...base, gpuType: model.name, gpuCount: pick([1, 2, 4]), mode: "interruptible", bidPerGpuHour: cap(model.usd, 0.4 + random() * 0.6) };
-    else if (kind < 0.78) input = { ...base, gpuType: pick(["H100", "A100", "H200", "RTX 4090"]), gpuCount: pick([8, 16, 24, 32]), maxPricePerGpuHour: cap(3, 0.8 + random() * 0.6), colocation: "cluster" };
-    else if (kind < 0.9) input = { ...base, gpuType: model.name, gpuCount: pick([1, 2, 4]), maxPricePerGpuHour: cap(model.usd, 1.2), minReputation: pick([0.8, 0.9, 0.95]), attestedOnly: random() < 0.8, minVramMiB: random() < 0.3 ? model.vramMiB : undefined };
+    else if (kind < 0.78)
+      input = {
+        ...base,
+        gpuType: pick(["H100", "A100", "H200", "RTX 4090"]),
+        gpuCount: pick([8, 16, 24, 32]),
+        maxPricePerGpuHour: cap(3, 0.8 + random() * 0.6),
+        colocation: "cluster",
+      };
+    else if (kind < 0.9)
+      input = {
+        ...base,
+        gpuType: model.name,
+        gpuCount: pick([1, 2, 4]),
+        maxPricePerGpuHour: cap(model.usd, 1.2),
+        minReputation: pick([0.8, 0.9, 0.95]),
+        attestedOnly: random() < 0.8,
+        minVramMiB: random() < 0.3 ? model.vramMiB : undefined,
+      };
     else {
       // Requests that fit nothing, each for a different reason: they pay for the explanation.
       const why = Math.floor(random() * 4);

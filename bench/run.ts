@@ -39,7 +39,9 @@ if (before) {
     const value = figureOf(summary, figure.field);
     if (value !== undefined) normalized[figure.field] = { value, per: figure.per, ratio: Number((value / mean[figure.per]).toPrecision(4)) };
   }
-  console.log(`calibration (this thread, same run): ${mean.keccakPerCpuSec} keccak-256/CPU-s, ${mean.recoverPerCpuSec} signer recoveries/CPU-s (before ${before.keccakPerCpuSec} / ${before.recoverPerCpuSec}, after ${after.keccakPerCpuSec} / ${after.recoverPerCpuSec})`);
+  console.log(
+    `calibration (this thread, same run): ${mean.keccakPerCpuSec} keccak-256/CPU-s, ${mean.recoverPerCpuSec} signer recoveries/CPU-s (before ${before.keccakPerCpuSec} / ${before.recoverPerCpuSec}, after ${after.keccakPerCpuSec} / ${after.recoverPerCpuSec})`,
+  );
   for (const [field, n] of Object.entries(normalized)) console.log(`normalized: ${field} ${n.value} / ${n.per} ${mean[n.per]} = ${n.ratio}`);
   summary = { ...summary, calibration: { ...mean, before, after }, normalized };
 }

@@ -98,7 +98,9 @@ async function nodeStats(metricsUrl: string | null): Promise<NodeStats> {
   // A few tries: a node just restarted, or busy, may answer late.
   for (let attempt = 0; metricsUrl && text === "" && attempt < 3; attempt++) {
     if (attempt > 0) await sleep(1_000);
-    text = await fetch(metricsUrl, { signal: AbortSignal.timeout(10_000) }).then((r) => r.text()).catch(() => "");
+    text = await fetch(metricsUrl, { signal: AbortSignal.timeout(10_000) })
+      .then((r) => r.text())
+      .catch(() => "");
   }
   const metric = (name: string) => {
     const match = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "m").exec(text);
@@ -116,7 +118,9 @@ export const RESOURCE_BOUND = { heapFactor: 2, heapSlackBytes: 64 * 1024 * 1024,
 
 function withinBound(start: NodeStats, end: NodeStats): boolean {
   if (start.heapUsedBytes === null || end.heapUsedBytes === null || start.activeHandles === null || end.activeHandles === null) return false;
-  return end.heapUsedBytes <= RESOURCE_BOUND.heapFactor * start.heapUsedBytes + RESOURCE_BOUND.heapSlackBytes && end.activeHandles <= start.activeHandles + RESOURCE_BOUND.handleSlack;
+  return (
+    end.heapUsedBytes <= RESOURCE_BOUND.heapFactor * start.heapUsedBytes + RESOURCE_BOUND.heapSlackBytes && end.activeHandles <= start.activeHandles + RESOURCE_BOUND.handleSlack
+  );
 }
 
 /** Units of each provider's one machine: a dozen renters asking 1 or 2 each keep them contended (so on-demand tasks preempt interruptible ones) without queueing every submit. */
@@ -164,7 +168,20 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const providers: ProviderSlot[] = [];
   const attestors: AttestorSlot[] = [];
   const renters: Renter[] = [];
-  const counts = { tasksSubmitted: 0, submitRefused: 0, tasksCompleted: 0, tasksFailed: 0, tasksPreempted: 0, tasksOtherEnd: 0, cancels: 0, extends: 0, sdkErrors: 0, orphanLeasesClosed: 0, restartRetries: 0, leasesActiveOnKilledProviders: 0 };
+  const counts = {
+    tasksSubmitted: 0,
+    submitRefused: 0,
+    tasksCompleted: 0,
+    tasksFailed: 0,
+    tasksPreempted: 0,
+    tasksOtherEnd: 0,
+    cancels: 0,
+    extends: 0,
+    sdkErrors: 0,
+    orphanLeasesClosed: 0,
+    restartRetries: 0,
+    leasesActiveOnKilledProviders: 0,
+  };
   const faults: Record<FaultKind, number> = { rpcOutage: 0, rpcDelay: 0, rpcReset: 0, providerKill: 0, attestorKill: 0 };
   /** SDK and restart errors by step and error name, with the first message of each (what the faults cost the renters). */
   const errors: Record<string, { count: number; first: string }> = {};
@@ -218,7 +235,17 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const providerAddrs = providers.map((p) => p.node.peer.addr);
     log(`${providerCount} providers up`);
     for (let i = 0; i < providerCount; i++) {
-      await writeFile(providers[i]!.configFile, JSON.stringify(providerConfig(i, providerAddrs.filter((_, j) => j !== i)), null, 2));
+      await writeFile(
+        providers[i]!.configFile,
+        JSON.stringify(
+          providerConfig(
+            i,
+            providerAddrs.filter((_, j) => j !== i),
+          ),
+          null,
+          2,
+        ),
+      );
     }
 
     // Attestors: liveness probes every second, a provider silent for 4 s is faulted by the quorum.
@@ -481,7 +508,14 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           if (!renter) continue;
           const clients = await devnet.wallet(renter.account);
           const ok = await clients.walletClient
-            .writeContract({ address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "close", args: [lease.leaseId], account: renter.account, chain: clients.walletClient.chain })
+            .writeContract({
+              address: devnet.deployment.contracts.market!,
+              abi: leaseMarketAbi,
+              functionName: "close",
+              args: [lease.leaseId],
+              account: renter.account,
+              chain: clients.walletClient.chain,
+            })
             .then((hash) => clients.publicClient.waitForTransactionReceipt({ hash }))
             .then((receipt) => receipt.status === "success")
             .catch(() => false);
@@ -534,11 +568,20 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     };
     const mib = (bytes: number | null) => (bytes === null ? "?" : `${(bytes / 1024 / 1024).toFixed(1)} MiB`);
     console.log(`soak: ${seconds} s, ${providerCount} providers, ${attestorCount} attestors, ${renterCount} renters, seed ${seed}`);
-    console.log(`  leases run ${summary.leasesRun}, tasks submitted ${counts.tasksSubmitted}, completed ${counts.tasksCompleted}, failed ${counts.tasksFailed}, preempted ${counts.tasksPreempted}`);
-    console.log(`  migrations ${summary.migrations} ${JSON.stringify(migrations)}, cancels ${counts.cancels}, extends ${counts.extends}, preemptions ${summary.preemptions}, leases faulted ${summary.leasesFaulted}`);
+    console.log(
+      `  leases run ${summary.leasesRun}, tasks submitted ${counts.tasksSubmitted}, completed ${counts.tasksCompleted}, failed ${counts.tasksFailed}, preempted ${counts.tasksPreempted}`,
+    );
+    console.log(
+      `  migrations ${summary.migrations} ${JSON.stringify(migrations)}, cancels ${counts.cancels}, extends ${counts.extends}, preemptions ${summary.preemptions}, leases faulted ${summary.leasesFaulted}`,
+    );
     console.log(`  faults injected ${summary.faultsInjected} ${JSON.stringify(faults)}`);
-    console.log(`  base units lost ${summary.baseUnitsLost}, units double-leased ${summary.unitsDoubleLeased}, leases stuck ${summary.leasesStuck}, open after drain ${summary.leasesOpenAfterDrain}`);
-    for (const n of nodes) console.log(`  ${n.name}: heap ${mib(n.start.heapUsedBytes)} -> ${mib(n.end.heapUsedBytes)}, handles ${n.start.activeHandles} -> ${n.end.activeHandles}${n.withinBound ? "" : "  OVER THE BOUND"}`);
+    console.log(
+      `  base units lost ${summary.baseUnitsLost}, units double-leased ${summary.unitsDoubleLeased}, leases stuck ${summary.leasesStuck}, open after drain ${summary.leasesOpenAfterDrain}`,
+    );
+    for (const n of nodes)
+      console.log(
+        `  ${n.name}: heap ${mib(n.start.heapUsedBytes)} -> ${mib(n.end.heapUsedBytes)}, handles ${n.start.activeHandles} -> ${n.end.activeHandles}${n.withinBound ? "" : "  OVER THE BOUND"}`,
+      );
     console.log(`  bound: ${summary.resourceBound}`);
     for (const [key, e] of Object.entries(errors)) console.log(`  error ${key} x${e.count}: ${e.first}`);
     for (const v of report.violations) console.log(`  VIOLATION ${v}`);

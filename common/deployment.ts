@@ -106,9 +106,12 @@ export async function readDeploymentBinding(
   }
   const code = hash ? await client.getCode({ address: market }) : undefined;
   if (!hash || !code || code === "0x") {
-    throw new DeploymentError(`The deployment manifest of chain ${deployment.chainId} does not describe this chain: ${hash ? `no contract at the market address ${market}` : `it has no block ${deployment.deploymentBlock}`}`, {
-      metaMessages: ["The manifest is from an earlier chain (a devnet restarted without deploying?). Deploy again: `npm run devnet` or `npm run deploy`."],
-    });
+    throw new DeploymentError(
+      `The deployment manifest of chain ${deployment.chainId} does not describe this chain: ${hash ? `no contract at the market address ${market}` : `it has no block ${deployment.deploymentBlock}`}`,
+      {
+        metaMessages: ["The manifest is from an earlier chain (a devnet restarted without deploying?). Deploy again: `npm run devnet` or `npm run deploy`."],
+      },
+    );
   }
   return { chainId: deployment.chainId, market, deploymentBlock: deployment.deploymentBlock, deploymentBlockHash: hash };
 }

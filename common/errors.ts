@@ -46,12 +46,7 @@ export class SuanliError extends Error {
 
   constructor(shortMessage: string, parameters: SuanliErrorParameters = {}) {
     const details =
-      parameters.details ??
-      (parameters.cause instanceof SuanliError
-        ? parameters.cause.details
-        : parameters.cause instanceof Error
-          ? parameters.cause.message
-          : undefined);
+      parameters.details ?? (parameters.cause instanceof SuanliError ? parameters.cause.details : parameters.cause instanceof Error ? parameters.cause.message : undefined);
     const lines = [shortMessage];
     if (parameters.metaMessages?.length) lines.push("", ...parameters.metaMessages);
     if (details && details !== shortMessage) lines.push("", `Details: ${details}`);
@@ -102,10 +97,7 @@ export class InvalidInputError extends SuanliError {
 
   constructor(what: string, issues: { path: string; message: string }[], hints: string[] = []) {
     const fields = issues.map((issue) => issue.path);
-    super(
-      `Invalid ${what}: ${issues.map((issue) => `${issue.path || "(root)"}: ${issue.message}`).join("; ")}`,
-      { metaMessages: hints.length ? hints : undefined },
-    );
+    super(`Invalid ${what}: ${issues.map((issue) => `${issue.path || "(root)"}: ${issue.message}`).join("; ")}`, { metaMessages: hints.length ? hints : undefined });
     this.fields = fields;
   }
 }

@@ -7,9 +7,7 @@ const BIGINT_TAG = "$bigint";
 
 /** Stringifies, turning every bigint into `{"$bigint":"<decimal>"}` so `parseTagged` restores it. */
 export function stringifyTagged(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) =>
-    typeof v === "bigint" ? { [BIGINT_TAG]: v.toString() } : v,
-  );
+  return JSON.stringify(value, (_key, v: unknown) => (typeof v === "bigint" ? { [BIGINT_TAG]: v.toString() } : v));
 }
 
 /** Parses text written by `stringifyTagged`, reviving tagged bigints. */

@@ -27,11 +27,7 @@ export const signatureSchema = z
 
 /** A non-negative integer amount given as a bigint, a safe integer or a decimal string. */
 export const uintSchema = z
-  .union([
-    z.bigint(),
-    z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
-    z.string().regex(/^\d{1,78}$/, "expected a non-negative decimal integer"),
-  ])
+  .union([z.bigint(), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER), z.string().regex(/^\d{1,78}$/, "expected a non-negative decimal integer")])
   .transform((value) => BigInt(value))
   .refine((value) => value >= 0n && value < 2n ** 256n, { message: "expected an integer between 0 and 2^256-1" });
 

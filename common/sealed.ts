@@ -36,7 +36,11 @@ export const sealingKeySchema = z.strictObject({
 export type SealingKey = z.output<typeof sealingKeySchema>;
 
 /** A sealed env value: hex of HPKE enc ‖ ciphertext. Sized for a 32 KiB secret. */
-export const sealedValueSchema = z.string().regex(/^0x[0-9a-f]+$/, "expected 0x followed by lowercase hex").min(2 + 2 * (ENC_BYTES + 16)).max(2 + 2 * (ENC_BYTES + 16 + 32 * 1024));
+export const sealedValueSchema = z
+  .string()
+  .regex(/^0x[0-9a-f]+$/, "expected 0x followed by lowercase hex")
+  .min(2 + 2 * (ENC_BYTES + 16))
+  .max(2 + 2 * (ENC_BYTES + 16 + 32 * 1024));
 
 /** The text a provider's wallet signs to bind its sealing key to itself on one chain. */
 export function sealingKeyStatement(chainId: number, provider: Address, publicKey: string): string {

@@ -25,4 +25,3 @@ export function waitForShutdown(): Promise<NodeJS.Signals> {
     process.on("SIGTERM", onSignal);
   });
 }
-

@@ -1,15 +1,4 @@
-import {
-  getAddress,
-  createPublicClient,
-  createWalletClient,
-  defineChain,
-  http,
-  type Account,
-  type Chain,
-  type PublicClient,
-  type Transport,
-  type WalletClient,
-} from "viem";
+import { getAddress, createPublicClient, createWalletClient, defineChain, http, type Account, type Chain, type PublicClient, type Transport, type WalletClient } from "viem";
 import { z } from "zod";
 import { contractAddress, parseDeployment, readDeploymentBinding, bindingId, type Deployment, type DeploymentBinding } from "../common/deployment.js";
 import { suanliDomain } from "../common/eip712.js";
@@ -219,9 +208,7 @@ function deploymentObjectNeeded(): ClientConfigError {
  * deployments folder; the browser entry (sdk/browser.ts) gives none of them.
  */
 export async function createClientWith(platform: ClientPlatform, parameters: CreateClientParameters): Promise<SuanliClient> {
-  const config = parseInput(configSchema, parameters, "client configuration", [
-    "createClient({ rpcUrl, account, bootstrap, deployment }): see sdk/README in docs/sdk.md.",
-  ]);
+  const config = parseInput(configSchema, parameters, "client configuration", ["createClient({ rpcUrl, account, bootstrap, deployment }): see sdk/README in docs/sdk.md."]);
   // Refused before anything reaches the chain: what a browser cannot do without a manifest object or `nodeUrl`.
   if (!platform.readDeployment && !(config.deployment && typeof config.deployment === "object")) throw deploymentObjectNeeded();
   if (!config.nodeUrl && !platform.startP2p) {
@@ -240,8 +227,7 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     config.chain ??
     defineChain({ id: chainId, name: `chain ${chainId}`, nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
   const publicClient = createPublicClient({ chain, transport: http(rpcUrl), pollingInterval: 250 }) as PublicClient<Transport, Chain>;
-  const account: Account | undefined =
-    typeof config.account === "string" ? { address: getAddress(config.account), type: "json-rpc" } : config.account;
+  const account: Account | undefined = typeof config.account === "string" ? { address: getAddress(config.account), type: "json-rpc" } : config.account;
   if (typeof config.account === "string" && !config.walletTransport) {
     throw new ClientConfigError("An address as `account` needs `walletTransport`: the wallet that signs for it (custom(window.ethereum)).");
   }
@@ -261,7 +247,14 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     feed = await startHttpFeed({ nodeUrl: config.nodeUrl, matching: config.matching as MatchingOptionsInput | undefined });
     link = httpLink(config.nodeUrl);
   } else {
-    ({ feed, link } = await platform.startP2p!({ chainId, market, registry, publicClient, bootstrap: config.bootstrap, matching: config.matching as MatchingOptionsInput | undefined }));
+    ({ feed, link } = await platform.startP2p!({
+      chainId,
+      market,
+      registry,
+      publicClient,
+      bootstrap: config.bootstrap,
+      matching: config.matching as MatchingOptionsInput | undefined,
+    }));
   }
   const ctx: SuanliContext = {
     chainId,

@@ -230,16 +230,13 @@ export class GroupExtendError extends SuanliError {
     readonly notTried: bigint[],
     cause?: unknown,
   ) {
-    super(
-      `Extended ${extended.length} lease(s) of the group (${extended.map((lease) => lease.leaseId).join(", ") || "none"}), but not lease ${failed.leaseId}: ${failed.reason}`,
-      {
-        cause,
-        metaMessages: [
-          "The chain cannot undo an extension. The group runs until its first lease ends; `wait` then closes the others and refunds every second not yet accrued, the extensions included.",
-          `To extend the rest: client.extend(taskId, { seconds, only: [${[failed.leaseId, ...notTried].join(", ")}] }).`,
-        ],
-      },
-    );
+    super(`Extended ${extended.length} lease(s) of the group (${extended.map((lease) => lease.leaseId).join(", ") || "none"}), but not lease ${failed.leaseId}: ${failed.reason}`, {
+      cause,
+      metaMessages: [
+        "The chain cannot undo an extension. The group runs until its first lease ends; `wait` then closes the others and refunds every second not yet accrued, the extensions included.",
+        `To extend the rest: client.extend(taskId, { seconds, only: [${[failed.leaseId, ...notTried].join(", ")}] }).`,
+      ],
+    });
   }
 }
 

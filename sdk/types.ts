@@ -28,7 +28,7 @@ const envValue = z.union([z.string(), z.strictObject({ value: z.string().min(1),
 export const submitTaskParametersSchema = z
   .strictObject({
     /** A model ("A100", "H100-80GB-SXM"), a MIG slice or a class ("any 80GB"); or a list of them (any of them, at most 20). */
-    gpuType: z.union([z.string(), z.array(z.string())], { error: "is required: a GPU model or class, e.g. \"A100\"" }),
+    gpuType: z.union([z.string(), z.array(z.string())], { error: 'is required: a GPU model or class, e.g. "A100"' }),
     /** GPUs wanted in total: a whole number from 1 to 1024. */
     gpuCount: z.number({ error: "is required: a whole number of GPUs" }),
     /** Seconds of service to pay for: a whole number from 1 to 31,622,400 (366 days); extend later for more. */
@@ -36,7 +36,10 @@ export const submitTaskParametersSchema = z
     /** Where the provider fetches the task's .tar.gz (http(s):// or file://, at most 2048 characters); needs `sha256`. */
     bundleUrl: urlField(["http:", "https:", "file:"], "an http(s):// or file:// URL of a .tar.gz bundle").optional(),
     /** Hex sha256 (64 digits) of the bundle, or of the image archive when there is no bundle; required with either. */
-    sha256: z.string().regex(/^(0x)?[0-9a-fA-F]{64}$/, "expected 64 hex digits").optional(),
+    sha256: z
+      .string()
+      .regex(/^(0x)?[0-9a-fA-F]{64}$/, "expected 64 hex digits")
+      .optional(),
     /** Container image from a registry, pulled by the provider's engine: `nvcr.io/nvidia/pytorch:24.03-py3`, `name@sha256:...`. */
     image: z.string().min(1).max(512).optional(),
     /**
@@ -46,7 +49,10 @@ export const submitTaskParametersSchema = z
      */
     imageUrl: urlField(["http:", "https:", "file:"], "an http(s):// or file:// URL of an image archive (.tar or .tar.gz; a registry reference goes in `image`)").optional(),
     /** Hex sha256 of the image archive when `bundleUrl` + `sha256` are given as well. */
-    imageSha256: z.string().regex(/^(0x)?[0-9a-fA-F]{64}$/, "expected 64 hex digits").optional(),
+    imageSha256: z
+      .string()
+      .regex(/^(0x)?[0-9a-fA-F]{64}$/, "expected 64 hex digits")
+      .optional(),
     /** A string runs through `/bin/sh -c`; an array is an argv. */
     command: z.union([z.string().min(1), z.array(z.string()).min(1)], { error: "is required: the command to run" }),
     /** Environment; `{ value, secret: true }` values reach the task only, never logs or stores. */

@@ -42,7 +42,14 @@ function typescriptBlocks(markdown: string): Block[] {
 }
 
 type Reserve = (node: string, wallet: WalletClient, renter: Address, provider: Address, machineId: number, units: number) => Promise<{ accepted: boolean; reason?: string }>;
-type LeaseStatus = (node: string, wallet: WalletClient, renter: Address, domain: TypedDataDomain, leaseId: bigint, provider: Address) => Promise<{ state: string; leaseId: bigint }>;
+type LeaseStatus = (
+  node: string,
+  wallet: WalletClient,
+  renter: Address,
+  domain: TypedDataDomain,
+  leaseId: bigint,
+  provider: Address,
+) => Promise<{ state: string; leaseId: bigint }>;
 
 describe("docs/api.md code examples", function () {
   this.timeout(180_000);
@@ -77,7 +84,23 @@ describe("docs/api.md code examples", function () {
 
   it("every TypeScript block type-checks as written (tsc --strict)", async () => {
     const tsc = require.resolve("typescript/bin/tsc");
-    const args = [tsc, "--noEmit", "--strict", "--target", "ES2023", "--lib", "ES2023,DOM,DOM.Iterable", "--module", "NodeNext", "--moduleResolution", "NodeNext", "--skipLibCheck", "--types", "node", ...files];
+    const args = [
+      tsc,
+      "--noEmit",
+      "--strict",
+      "--target",
+      "ES2023",
+      "--lib",
+      "ES2023,DOM,DOM.Iterable",
+      "--module",
+      "NodeNext",
+      "--moduleResolution",
+      "NodeNext",
+      "--skipLibCheck",
+      "--types",
+      "node",
+      ...files,
+    ];
     const result = await promisify(execFile)(process.execPath, args, { cwd: root, maxBuffer: 8 * 1024 * 1024 }).then(
       () => ({ ok: true, output: "" }),
       (error: { stdout?: string; stderr?: string }) => ({ ok: false, output: `${error.stdout ?? ""}${error.stderr ?? ""}` }),
@@ -114,7 +137,11 @@ describe("docs/api.md code examples", function () {
       const { reserve } = (await import(pathToFileURL(files[blocks.findIndex((block) => block.functions.includes("reserve"))]!).href)) as { reserve: Reserve };
       const machineId = provider.agent.machines[0]!.machineId;
       const answer = await reserve(node.api!.url, browserLikeWallet(), renter.address, provider.peer.address, machineId, 1);
-      assert.equal(answer.accepted, true, JSON.stringify(answer, (_, value) => (typeof value === "bigint" ? value.toString() : value)));
+      assert.equal(
+        answer.accepted,
+        true,
+        JSON.stringify(answer, (_, value) => (typeof value === "bigint" ? value.toString() : value)),
+      );
     });
 
     it("leaseStatus(): a signed status request for the renter's lease comes back from the provider", async () => {

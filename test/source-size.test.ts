@@ -13,8 +13,7 @@ const GENERATED = new Set(["common/abi.ts"]);
  * Over the limit today, each to be split by the redesign that rewrites it (issue 17, another
  * branch): remove a file from here once it is under the limit; nothing may be added.
  */
-const BEING_SPLIT: Record<string, string> = {
-};
+const BEING_SPLIT: Record<string, string> = {};
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {

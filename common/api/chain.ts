@@ -94,7 +94,10 @@ export const machinePageSchema = pageSchema(machineViewSchema);
 export const leasePageSchema = pageSchema(leaseViewSchema);
 
 export const providerListQuerySchema = z.strictObject({
-  sort: z.enum(["stake", "reputation", "machines"], { error: "expected one of stake, reputation, machines" }).default("stake").describe("Sort order: stake (default), reputation (completed leases), machines."),
+  sort: z
+    .enum(["stake", "reputation", "machines"], { error: "expected one of stake, reputation, machines" })
+    .default("stake")
+    .describe("Sort order: stake (default), reputation (completed leases), machines."),
   ...pageQueryShape,
 });
 export type ProviderListQuery = z.output<typeof providerListQuerySchema>;

@@ -42,7 +42,10 @@ export const eventsQuerySchema = z.strictObject({
     .string()
     .max(64)
     .transform((text, ctx) => {
-      const names = text.split(",").map((name) => name.trim()).filter(Boolean);
+      const names = text
+        .split(",")
+        .map((name) => name.trim())
+        .filter(Boolean);
       const allowed = ["offer", "offer-removed", "lease"];
       const bad = names.filter((name) => !allowed.includes(name));
       if (bad.length || names.length === 0) {

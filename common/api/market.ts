@@ -9,24 +9,18 @@ import { REFUSAL_REASONS } from "../matching/handshake.js";
 import { matchRequestSchema as engineMatchRequestSchema } from "../matching/request.js";
 import { reputationSchema } from "./chain.js";
 import { signedOfferSchema } from "./offers.js";
-import {
-  addressWireSchema,
-  amountSchema,
-  bytes32WireSchema,
-  gpuModelQuery,
-  queryInt,
-  signatureWireSchema,
-  uint16Schema,
-  uint32Schema,
-  unixSecondsSchema,
-} from "./primitives.js";
+import { addressWireSchema, amountSchema, bytes32WireSchema, gpuModelQuery, queryInt, signatureWireSchema, uint16Schema, uint32Schema, unixSecondsSchema } from "./primitives.js";
 
 // ---- statistics ----
 
 export const statsQuerySchema = z.strictObject({
   model: gpuModelQuery.optional().describe("One model (name or alias); default: every model seen in the window."),
-  from: queryInt(0, 2 ** 32 - 1).optional().describe("Window start, unix seconds (default: `to` − 24 h)."),
-  to: queryInt(0, 2 ** 32 - 1).optional().describe("Window end, unix seconds (default: now)."),
+  from: queryInt(0, 2 ** 32 - 1)
+    .optional()
+    .describe("Window start, unix seconds (default: `to` − 24 h)."),
+  to: queryInt(0, 2 ** 32 - 1)
+    .optional()
+    .describe("Window end, unix seconds (default: now)."),
   bucketSeconds: queryInt(60, 86_400).default(3600).describe("Bucket width in seconds, 60..86400 (default 3600). At most 1000 buckets per window."),
 });
 
@@ -204,7 +198,10 @@ export const reservationAnswerSchema = z.discriminatedUnion("accepted", [
     units: uint16Schema.min(1).describe("Units the provider holds for the renter."),
     holdUntil: unixSecondsSchema.describe("The provider holds the units until this time."),
     preempt: z.array(amountSchema).describe("Interruptible leases the lease must preempt (LeaseTerms.preempt)."),
-    sealingKey: z.strictObject({ publicKey: sealingPublicKeySchema, signature: signatureWireSchema }).optional().describe("The provider's encryption key for sealed secrets, signed by its wallet; the SDK checks the signature before sealing to it."),
+    sealingKey: z
+      .strictObject({ publicKey: sealingPublicKeySchema, signature: signatureWireSchema })
+      .optional()
+      .describe("The provider's encryption key for sealed secrets, signed by its wallet; the SDK checks the signature before sealing to it."),
   }),
   z.strictObject({
     accepted: z.literal(false),
@@ -253,7 +250,10 @@ export const apiErrorSchema = z.strictObject({
   error: z.strictObject({
     name: z.string().describe("Stable error name to match on (`InvalidInputError`, `OfferNotFoundError`, `RateLimitedError`, ...)."),
     message: z.string(),
-    fields: z.array(z.strictObject({ path: z.string(), message: z.string() })).optional().describe("For 400: each offending field (dotted path) and what was wrong."),
+    fields: z
+      .array(z.strictObject({ path: z.string(), message: z.string() }))
+      .optional()
+      .describe("For 400: each offending field (dotted path) and what was wrong."),
   }),
 });
 export type ApiErrorBody = z.output<typeof apiErrorSchema>;

@@ -54,7 +54,9 @@ export const attestationViewSchema = z.strictObject({
 export type AttestationView = z.output<typeof attestationViewSchema>;
 
 export const offerViewSchema = z.strictObject({
-  key: z.string().describe("`<provider lowercase>:<machineId>` (on-demand) or `<provider lowercase>:<machineId>:<tier>` (a reserved-term tier): one live offer per provider machine and tier."),
+  key: z
+    .string()
+    .describe("`<provider lowercase>:<machineId>` (on-demand) or `<provider lowercase>:<machineId>:<tier>` (a reserved-term tier): one live offer per provider machine and tier."),
   provider: addressWireSchema,
   machineId: uint32Schema,
   tier: z
@@ -63,12 +65,16 @@ export const offerViewSchema = z.strictObject({
     .min(1)
     .max(8)
     .optional()
-    .describe("Reserved-term tier 1..8: an offer of its own beside the machine's on-demand one (its minDuration the tier's term, its price the tier's discounted price). Absent for the on-demand offer."),
+    .describe(
+      "Reserved-term tier 1..8: an offer of its own beside the machine's on-demand one (its minDuration the tier's term, its price the tier's discounted price). Absent for the on-demand offer.",
+    ),
   model: z.string().describe("Canonical GPU model name (common/gpu.ts); a MIG slice is `<model>/<profile>`."),
   sealingKey: z
     .strictObject({ publicKey: sealingPublicKeySchema, signature: signatureWireSchema })
     .optional()
-    .describe("The provider's encryption key for sealed secrets and its wallet's EIP-191 signature over it (common/sealed.ts), as published with its offers (checked by this node); seal to it only after checking the signature yourself."),
+    .describe(
+      "The provider's encryption key for sealed secrets and its wallet's EIP-191 signature over it (common/sealed.ts), as published with its offers (checked by this node); seal to it only after checking the signature yourself.",
+    ),
   modelHash: bytes32WireSchema.describe("keccak256 of the canonical name, as on-chain."),
   units: uint16Schema,
   vramMiB: uint32Schema,
@@ -76,7 +82,7 @@ export const offerViewSchema = z.strictObject({
   region: z.string(),
   cluster: bytes32WireSchema.describe("Machines sharing a fast interconnect share a cluster id; zero when standalone."),
   pricePerUnitSecond: amountSchema.describe("Token base units per unit-second (on-demand)."),
-  pricePerUnitHour: amountSchema.describe("pricePerUnitSecond × 3600: what a person reads as \"per GPU-hour\"."),
+  pricePerUnitHour: amountSchema.describe('pricePerUnitSecond × 3600: what a person reads as "per GPU-hour".'),
   minBidPerUnitSecond: amountSchema.describe("Lowest interruptible bid accepted; 0 when the machine sells no interruptible capacity."),
   minDuration: uint32Schema,
   maxDuration: uint32Schema,
@@ -84,7 +90,9 @@ export const offerViewSchema = z.strictObject({
   startWindow: uint32Schema,
   leaseChecks: z
     .strictObject({ shareBps: uint16Schema })
-    .describe("In-lease capacity checks the offer accepts: attestors may challenge the leased machine without notice for up to shareBps of the lease's elapsed time, paid by the provider (docs/attestation.md, \"In-lease checks\"); the default share when the provider announced none."),
+    .describe(
+      'In-lease capacity checks the offer accepts: attestors may challenge the leased machine without notice for up to shareBps of the lease\'s elapsed time, paid by the provider (docs/attestation.md, "In-lease checks"); the default share when the provider announced none.',
+    ),
   expiry: unixSecondsSchema,
   capacity: z.strictObject({
     freeUnits: uint16Schema,
@@ -104,10 +112,9 @@ export const offerViewSchema = z.strictObject({
 });
 export type OfferView = z.output<typeof offerViewSchema>;
 
-export const offerSortSchema = z.enum(
-  ["price", "-price", "vram", "-vram", "freeUnits", "-freeUnits", "published", "-published"],
-  { error: "expected one of price, -price, vram, -vram, freeUnits, -freeUnits, published, -published" },
-);
+export const offerSortSchema = z.enum(["price", "-price", "vram", "-vram", "freeUnits", "-freeUnits", "published", "-published"], {
+  error: "expected one of price, -price, vram, -vram, freeUnits, -freeUnits, published, -published",
+});
 export type OfferSort = z.output<typeof offerSortSchema>;
 
 /** Filters of GET /v1/offers. Every filter is optional; all given filters must hold. */

@@ -42,9 +42,21 @@ export const signatureWireSchema = z.codec(
 );
 
 /** Unix time in seconds (uint32 on-chain). */
-export const unixSecondsSchema = z.number().int().nonnegative().max(2 ** 32 - 1);
-export const uint16Schema = z.number().int().min(0).max(2 ** 16 - 1);
-export const uint32Schema = z.number().int().min(0).max(2 ** 32 - 1);
+export const unixSecondsSchema = z
+  .number()
+  .int()
+  .nonnegative()
+  .max(2 ** 32 - 1);
+export const uint16Schema = z
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 16 - 1);
+export const uint32Schema = z
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 32 - 1);
 
 export const interconnectWireSchema = z.enum(["none", "nvlink", "fabric"]);
 
@@ -63,7 +75,12 @@ export function pageSchema<T extends z.ZodType>(item: T) {
 
 /** An integer query parameter in [min, max]; the message names what is accepted. */
 export function queryInt(min: number, max: number) {
-  const accepted = min === 1 && max >= Number.MAX_SAFE_INTEGER ? "a positive integer" : min === 0 && max >= Number.MAX_SAFE_INTEGER ? "a non-negative integer" : `an integer from ${min} to ${max}`;
+  const accepted =
+    min === 1 && max >= Number.MAX_SAFE_INTEGER
+      ? "a positive integer"
+      : min === 0 && max >= Number.MAX_SAFE_INTEGER
+        ? "a non-negative integer"
+        : `an integer from ${min} to ${max}`;
   return z
     .string()
     .regex(/^\d{1,16}$/, `expected ${accepted}`)
@@ -75,9 +92,7 @@ export function queryInt(min: number, max: number) {
 export const queryPositiveInt = queryInt(1, Number.MAX_SAFE_INTEGER);
 
 /** `true`/`false` (also `1`/`0`). */
-export const queryBool = z
-  .enum(["true", "false", "1", "0"], { error: "expected true or false" })
-  .transform((text) => text === "true" || text === "1");
+export const queryBool = z.enum(["true", "false", "1", "0"], { error: "expected true or false" }).transform((text) => text === "true" || text === "1");
 
 /** A decimal amount (base units) as a query parameter. */
 export const queryAmount = z
@@ -104,7 +119,11 @@ export const gpuModelQuery = z
   });
 
 /** A region label as providers declare it (compared case-insensitively). */
-export const regionQuery = z.string().min(1).max(32).regex(/^[A-Za-z0-9._-]+$/, "expected a region label (letters, digits, . _ -)");
+export const regionQuery = z
+  .string()
+  .min(1)
+  .max(32)
+  .regex(/^[A-Za-z0-9._-]+$/, "expected a region label (letters, digits, . _ -)");
 
 /** Page parameters shared by every list route. */
 export const pageQueryShape = {

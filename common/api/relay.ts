@@ -134,7 +134,9 @@ export const outputListRelayBodySchema = z.strictObject({
 });
 export const outputReadRelayBodySchema = z.strictObject({
   auth: outputAuthApiSchema,
-  params: outputReadParamsSchema.describe("Where to start: `fromPath` (a file of the manifest; absent: the first) and `fromOffset` (bytes of it already held). A download resumes by asking again from where it stopped."),
+  params: outputReadParamsSchema.describe(
+    "Where to start: `fromPath` (a file of the manifest; absent: the first) and `fromOffset` (bytes of it already held). A download resumes by asking again from where it stopped.",
+  ),
 });
 export type OutputRelayBody = z.output<typeof outputListRelayBodySchema> | z.output<typeof outputReadRelayBodySchema>;
 /** The provider's manifest of the task's output folder (common/protocols/task-io.ts). */

@@ -37,7 +37,7 @@ export function mix32(value: number): number {
 
 /** requant(x) = the int8 whose bits are the top byte of (x·0x9E3779B1 mod 2³²). Not linear over ℤ, so rounds cannot be folded into B^R. */
 export function requant(value: number): number {
-  return (Math.imul(value, REQUANT_MULTIPLIER) >> 24);
+  return Math.imul(value, REQUANT_MULTIPLIER) >> 24;
 }
 
 /** Four 32-bit keys of one matrix. */

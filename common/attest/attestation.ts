@@ -92,10 +92,7 @@ export type QuorumResult = {
  * Checks a list of attestations for one machine against the attestor set and a quorum. Each
  * attestor counts once. What the offer book and matcher call for an offer's `attestations`.
  */
-export async function checkAttestationQuorum(
-  list: readonly SignedAttestation[],
-  options: VerifyAttestationOptions & { quorum: number },
-): Promise<QuorumResult> {
+export async function checkAttestationQuorum(list: readonly SignedAttestation[], options: VerifyAttestationOptions & { quorum: number }): Promise<QuorumResult> {
   const attestors: Address[] = [];
   const seen = new Set<string>();
   const rejected: QuorumResult["rejected"] = [];

@@ -79,9 +79,7 @@ function estimate([bandwidthGBs, fp32Tflops, dataCenter]: readonly [number, numb
 }
 
 /** The built-in table (see the file comment for its source). */
-export const CALIBRATION: Readonly<Record<string, CalibrationEntry>> = Object.fromEntries(
-  Object.entries(DATASHEET).map(([model, figures]) => [model, estimate(figures)]),
-);
+export const CALIBRATION: Readonly<Record<string, CalibrationEntry>> = Object.fromEntries(Object.entries(DATASHEET).map(([model, figures]) => [model, estimate(figures)]));
 
 /** Efficiency for a model the table does not know (the old single figure). */
 export const FALLBACK_INT8_EFFICIENCY = 0.5;

@@ -57,11 +57,7 @@ export function challengeId(domain: TypedDataDomain, fields: ChallengeFields): H
 }
 
 /** Signs the fields with the attestor's account and returns the full wire message. */
-export async function signChallenge(
-  account: Pick<LocalAccount, "address" | "signTypedData">,
-  domain: TypedDataDomain,
-  fields: ChallengeFields,
-): Promise<ChallengeMessage> {
+export async function signChallenge(account: Pick<LocalAccount, "address" | "signTypedData">, domain: TypedDataDomain, fields: ChallengeFields): Promise<ChallengeMessage> {
   if (account.address.toLowerCase() !== fields.attestor.toLowerCase()) {
     throw new RangeError("the signing account must be the challenge's attestor");
   }

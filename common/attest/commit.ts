@@ -94,17 +94,19 @@ export type CommitFraudVerdict =
  * the product the seed defines. `proven` names the provider to slash and the wrong rows. The
  * caller decides whether the attestor was in the attestor set when it signed the challenge.
  */
-export async function verifyCommitFraud(
-  domain: TypedDataDomain,
-  input: unknown,
-  options: { recompute?: RowRecomputer } = {},
-): Promise<CommitFraudVerdict> {
+export async function verifyCommitFraud(domain: TypedDataDomain, input: unknown, options: { recompute?: RowRecomputer } = {}): Promise<CommitFraudVerdict> {
   const parsed = commitFraudProofSchema.safeParse(input);
   if (!parsed.success) return { proven: false, reason: "malformed", detail: parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ") };
   const { challenge, commit, rows } = parsed.data;
   const challengeCheck = await verifyChallengeSignature(domain, challenge);
-  if (!challengeCheck.ok) return { proven: false, reason: "bad_challenge", detail: `the challenge's ${challengeCheck.reason === "bad_id" ? "id does not match its fields" : "signature is not its attestor's"}` };
-  if (commit.challengeId.toLowerCase() !== challenge.id.toLowerCase()) return { proven: false, reason: "other_challenge", detail: `the commit is for ${commit.challengeId}, not ${challenge.id}` };
+  if (!challengeCheck.ok)
+    return {
+      proven: false,
+      reason: "bad_challenge",
+      detail: `the challenge's ${challengeCheck.reason === "bad_id" ? "id does not match its fields" : "signature is not its attestor's"}`,
+    };
+  if (commit.challengeId.toLowerCase() !== challenge.id.toLowerCase())
+    return { proven: false, reason: "other_challenge", detail: `the commit is for ${commit.challengeId}, not ${challenge.id}` };
   if (commit.rows !== challenge.rows) return { proven: false, reason: "malformed", detail: `the commit covers ${commit.rows} rows, the challenge has ${challenge.rows}` };
   const signer = await commitSigner(domain, commit);
   if (!signer || signer.toLowerCase() !== challenge.provider.toLowerCase()) {
@@ -132,7 +134,17 @@ async function checkRowsAgainstRoot(
     if (row.index >= challenge.rows) return { ok: false, reason: "malformed", detail: `row ${row.index} is outside the challenge's ${challenge.rows} rows` };
     const data = hexToBytes(row.data as Hex);
     if (data.length !== challenge.cols * 4) return { ok: false, reason: "malformed", detail: `row ${row.index} has ${data.length} bytes, expected ${challenge.cols * 4}` };
-    if (row.proof.length !== depth || !verifyMerkleProof(rootBytes, leafHash(idBytes, row.index, data, pureSha256), row.index, challenge.rows, row.proof.map((s) => hexToBytes(s)), pureSha256)) {
+    if (
+      row.proof.length !== depth ||
+      !verifyMerkleProof(
+        rootBytes,
+        leafHash(idBytes, row.index, data, pureSha256),
+        row.index,
+        challenge.rows,
+        row.proof.map((s) => hexToBytes(s)),
+        pureSha256,
+      )
+    ) {
       return { ok: false, reason: "bad_proof", detail: `row ${row.index} does not hash to the signed root: it is not what the provider committed` };
     }
     received.push(rowFromBytes(data));

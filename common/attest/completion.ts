@@ -19,7 +19,11 @@ import { parseInput } from "../validation.js";
 export const signedCompletionSchema = z.strictObject({
   report: z.strictObject({
     leaseId: uintSchema,
-    exitCode: z.number().int().min(-(2 ** 31)).max(2 ** 31 - 1),
+    exitCode: z
+      .number()
+      .int()
+      .min(-(2 ** 31))
+      .max(2 ** 31 - 1),
     outputDigest: bytes32Schema,
     unitSeconds: uintSchema.refine((value) => value < 2n ** 64n, { message: "must fit in uint64" }),
   }),
@@ -48,8 +52,7 @@ export async function signCompletion(account: TypedDataSigner, domain: TypedData
 export type CompletionRejection = "malformed" | "bad_signature" | "wrong_signer" | "onchain_mismatch" | "not_reported";
 
 export type CompletionVerdict =
-  | { valid: true; report: Completion; signer: Address; onChain: boolean }
-  | { valid: false; reason: CompletionRejection; detail: string; signer?: Address };
+  { valid: true; report: Completion; signer: Address; onChain: boolean } | { valid: false; reason: CompletionRejection; detail: string; signer?: Address };
 
 /** The fields `CompletionReported(leaseId, exitCode, outputDigest, unitSeconds)` carried on-chain. */
 export type OnChainCompletion = { exitCode: number; outputDigest: Hex; unitSeconds: bigint };

@@ -8,7 +8,6 @@ import { signTyped, type TypedDataSigner } from "../chain/sign.js";
 import { suanliTypes, type Fault, type Heartbeat } from "../eip712.js";
 import { isContractSignature } from "../signature.js";
 
-
 function heartbeatTypedData(domain: TypedDataDomain, heartbeat: Heartbeat) {
   return { domain, types: { Heartbeat: suanliTypes.Heartbeat }, primaryType: "Heartbeat" as const, message: heartbeat };
 }

@@ -23,17 +23,33 @@ export const MEMORY_PROTOCOL_VERSION = 1;
 
 const timeMs = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 const v = z.literal(MEMORY_PROTOCOL_VERSION);
-const gpuUuid = z.string().min(1).max(128).regex(/^[\x21-\x7e]+$/, "expected printable ASCII without spaces");
+const gpuUuid = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[\x21-\x7e]+$/, "expected printable ASCII without spaces");
 
 export const memChallengeFieldsSchema = z.strictObject({
   /** The GEMM challenge whose session this phase belongs to. */
   challengeId: bytes32Schema,
   /** One fresh 32-byte seed per unit. */
   seeds: z.array(bytes32Schema).min(1).max(MAX_UNITS),
-  words: z.number().int().min(2).max(Number.MAX_SAFE_INTEGER / 2),
-  hashIterations: z.number().int().min(1).max(1 << 20),
+  words: z
+    .number()
+    .int()
+    .min(2)
+    .max(Number.MAX_SAFE_INTEGER / 2),
+  hashIterations: z
+    .number()
+    .int()
+    .min(1)
+    .max(1 << 20),
   walks: z.number().int().min(1).max(MAX_WALKS),
-  steps: z.number().int().min(1).max(1 << 20),
+  steps: z
+    .number()
+    .int()
+    .min(1)
+    .max(1 << 20),
   issuedAtMs: timeMs,
   fillDeadlineAtMs: timeMs,
   fillCutoffAtMs: timeMs,
@@ -48,7 +64,10 @@ export function memChallengeId(f: MemChallengeFields): Hex {
 
 export const memChallengeSchema = memChallengeFieldsSchema
   .extend({ v, type: z.literal("mem-challenge"), id: bytes32Schema })
-  .refine((m) => m.issuedAtMs <= m.fillDeadlineAtMs && m.fillDeadlineAtMs <= m.fillCutoffAtMs, { message: "expected issuedAtMs <= fillDeadlineAtMs <= fillCutoffAtMs", path: ["fillDeadlineAtMs"] })
+  .refine((m) => m.issuedAtMs <= m.fillDeadlineAtMs && m.fillDeadlineAtMs <= m.fillCutoffAtMs, {
+    message: "expected issuedAtMs <= fillDeadlineAtMs <= fillCutoffAtMs",
+    path: ["fillDeadlineAtMs"],
+  })
   .refine((m) => memChallengeId(m).toLowerCase() === m.id.toLowerCase(), { message: "the id does not match the fields", path: ["id"] });
 export type MemChallenge = z.output<typeof memChallengeSchema>;
 
@@ -75,7 +94,18 @@ export const memCommitSchema = z
   .refine((m) => m.gpus.length === 0 || m.gpus.length === m.roots.length, { message: "expected one GPU UUID per unit, or none", path: ["gpus"] });
 export type MemCommit = z.output<typeof memCommitSchema>;
 
-const walkRef = z.strictObject({ unit: z.number().int().min(0).max(MAX_UNITS - 1), index: z.number().int().min(0).max(MAX_WALKS - 1) });
+const walkRef = z.strictObject({
+  unit: z
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_UNITS - 1),
+  index: z
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_WALKS - 1),
+});
 
 export const memOpenSchema = z
   .strictObject({ v, type: z.literal("mem-open"), id: bytes32Schema, walks: z.array(walkRef).min(1).max(MAX_OPEN_WALKS) })
@@ -96,7 +126,19 @@ export type MemWalks = z.output<typeof memWalksSchema>;
 export const memRequestSchema = z.union([memChallengeSchema, memWalkSchema, memOpenSchema]);
 
 /** Why a machine failed the memory phase (stable codes). */
-export const MEMORY_FAILURE_REASONS = ["malformed", "slow_fill", "late_fill", "slow_walk", "late_commit", "bad_commit_signature", "duplicate_gpus", "bad_proof", "wrong_walks", "late_open", "replayed"] as const;
+export const MEMORY_FAILURE_REASONS = [
+  "malformed",
+  "slow_fill",
+  "late_fill",
+  "slow_walk",
+  "late_commit",
+  "bad_commit_signature",
+  "duplicate_gpus",
+  "bad_proof",
+  "wrong_walks",
+  "late_open",
+  "replayed",
+] as const;
 export type MemoryFailureReason = (typeof MEMORY_FAILURE_REASONS)[number];
 
 export const attestMemoryCommitTypes = {

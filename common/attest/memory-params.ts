@@ -30,11 +30,26 @@ export const memoryProfileSchema = z
     /** Buffer words per MiB of declared VRAM: 131072 (8-byte words) on real hardware; tests scale it down. */
     wordsPerMiB: z.number().positive().max(131_072).default(131_072),
     /** K: iterations of the word function per word (what a missing word costs to recompute). */
-    hashIterations: z.number().int().min(1).max(1 << 20).default(512),
+    hashIterations: z
+      .number()
+      .int()
+      .min(1)
+      .max(1 << 20)
+      .default(512),
     /** W: walks per unit (run in parallel). */
-    walksPerUnit: z.number().int().min(1).max(MAX_WALKS).default(2 ** 24),
+    walksPerUnit: z
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_WALKS)
+      .default(2 ** 24),
     /** L: steps per walk. */
-    stepsPerWalk: z.number().int().min(1).max(1 << 20).default(4096),
+    stepsPerWalk: z
+      .number()
+      .int()
+      .min(1)
+      .max(1 << 20)
+      .default(4096),
     /** Walks opened and checked per challenge, spread over the units (at least two per unit). */
     openWalks: z.number().int().min(1).max(MAX_OPEN_WALKS).default(32),
     /** Fraction of the calibrated rates an honest unit must reach. */
@@ -50,7 +65,8 @@ export const memoryProfileSchema = z
   })
   .superRefine((profile, ctx) => {
     for (const name of Object.keys(profile.classes)) {
-      if (canonicalGpuName(name) !== name) ctx.addIssue({ code: "custom", path: ["classes", name], message: `not a canonical GPU model name (accepted: ${knownGpuNames().join(", ")})` });
+      if (canonicalGpuName(name) !== name)
+        ctx.addIssue({ code: "custom", path: ["classes", name], message: `not a canonical GPU model name (accepted: ${knownGpuNames().join(", ")})` });
     }
   });
 export type MemoryProfileInput = z.input<typeof memoryProfileSchema>;
@@ -89,7 +105,9 @@ export function memoryRates(profile: MemoryProfile, model: string): { randomRead
   const reads = override?.randomReadsPerSecond ?? table?.randomReadsPerSecond;
   const hashes = override?.hashesPerSecond ?? table?.hashesPerSecond;
   if (reads === undefined || hashes === undefined) {
-    throw new ChallengeParamsError(`No memory-phase calibration for ${base}.`, { metaMessages: [`Set attest.memory.classes["${base}"] to its randomReadsPerSecond and hashesPerSecond.`] });
+    throw new ChallengeParamsError(`No memory-phase calibration for ${base}.`, {
+      metaMessages: [`Set attest.memory.classes["${base}"] to its randomReadsPerSecond and hashesPerSecond.`],
+    });
   }
   const share = migFraction(canonical);
   return { randomReadsPerSecond: reads * share, hashesPerSecond: hashes * share };
@@ -130,7 +148,11 @@ export function deriveMemoryParams(profile: MemoryProfile, claim: MemoryClaim): 
  * The walk time (ms) of a unit that holds only `heldWords` of the buffer and recomputes the rest
  * when a walk meets it, at its own rates: what the attack bounds in docs/attestation.md come from.
  */
-export function walkTimeWithMissingMs(params: Pick<MemoryParams, "words" | "walks" | "steps" | "hashIterations">, heldWords: number, rates: { randomReadsPerSecond: number; hashesPerSecond: number }): number {
+export function walkTimeWithMissingMs(
+  params: Pick<MemoryParams, "words" | "walks" | "steps" | "hashIterations">,
+  heldWords: number,
+  rates: { randomReadsPerSecond: number; hashesPerSecond: number },
+): number {
   const missing = Math.max(0, 1 - heldWords / params.words);
   const reads = params.walks * params.steps;
   return (reads / rates.randomReadsPerSecond + (missing * reads * params.hashIterations) / rates.hashesPerSecond) * 1000;

@@ -135,14 +135,7 @@ export class MerkleTree {
  * True when `leaf` sits at `index` of a tree with `leafCount` leaves and root `root`. The proof
  * must have exactly the tree's depth, so a proof for another tree shape never passes.
  */
-export function verifyMerkleProof(
-  root: Uint8Array,
-  leaf: Uint8Array,
-  index: number,
-  leafCount: number,
-  proof: readonly Uint8Array[],
-  hash: Sha256 = pureSha256,
-): boolean {
+export function verifyMerkleProof(root: Uint8Array, leaf: Uint8Array, index: number, leafCount: number, proof: readonly Uint8Array[], hash: Sha256 = pureSha256): boolean {
   if (!Number.isInteger(index) || index < 0 || index >= leafCount) return false;
   if (proof.length !== treeDepth(leafCount)) return false;
   let current = leaf;

@@ -19,10 +19,22 @@ import { MAX_OPEN_ROWS, MAX_ROWS } from "./params.js";
 /** Protocol version carried in every message (`v`). */
 export const ATTEST_PROTOCOL_VERSION = 1;
 
-const uint16 = z.number().int().min(0).max(2 ** 16 - 1);
-const uint32 = z.number().int().min(0).max(2 ** 32 - 1);
+const uint16 = z
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 16 - 1);
+const uint32 = z
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 32 - 1);
 const timeMs = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
-const rowIndex = z.number().int().min(0).max(MAX_ROWS - 1);
+const rowIndex = z
+  .number()
+  .int()
+  .min(0)
+  .max(MAX_ROWS - 1);
 
 const canonicalModelSchema = z
   .string()

@@ -214,8 +214,7 @@ export function deriveChallengeParams(profile: ResolvedChallengeProfile, claim: 
   const efficiency = classEfficiency(profile, canonical);
   const unitRate = unitInt8OpsPerSecond(canonical, overrides) * efficiency;
   const opsPerRow = 2 * rounds * cols * cols;
-  const rowsPerUnit =
-    overrides?.rowsPerUnit ?? profile.rowsPerUnit ?? Math.max(1, Math.ceil(((profile.targetComputeMs / 1000) * unitRate) / opsPerRow));
+  const rowsPerUnit = overrides?.rowsPerUnit ?? profile.rowsPerUnit ?? Math.max(1, Math.ceil(((profile.targetComputeMs / 1000) * unitRate) / opsPerRow));
   const rows = rowsPerUnit * claim.units;
   if (rows > MAX_ROWS) {
     throw new ChallengeParamsError(`A challenge for ${claim.units} × ${canonical} needs ${rows} rows, above the limit of ${MAX_ROWS}.`, {

@@ -26,11 +26,17 @@ export function requestChallenge(
   body: { chainId: number; machineId: number; force?: boolean },
   options: { timeoutMs?: number; signal?: AbortSignal } = {},
 ): Promise<ChallengeOutcomeMessage> {
-  return request(host, attestor, ATTEST_REQUEST_PROTOCOL, { v: 1, ...body }, {
-    requestSchema: challengeRequestSchema,
-    responseSchema: challengeOutcomeSchema,
-    timeoutMs: options.timeoutMs ?? DEFAULT_CHALLENGE_REQUEST_TIMEOUT_MS,
-    maxMessageBytes: 8 * 1024,
-    signal: options.signal,
-  });
+  return request(
+    host,
+    attestor,
+    ATTEST_REQUEST_PROTOCOL,
+    { v: 1, ...body },
+    {
+      requestSchema: challengeRequestSchema,
+      responseSchema: challengeOutcomeSchema,
+      timeoutMs: options.timeoutMs ?? DEFAULT_CHALLENGE_REQUEST_TIMEOUT_MS,
+      maxMessageBytes: 8 * 1024,
+      signal: options.signal,
+    },
+  );
 }

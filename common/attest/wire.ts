@@ -25,7 +25,11 @@ import {
   refusalMessageSchema,
 } from "./messages.js";
 
-const uint32 = z.number().int().min(0).max(2 ** 32 - 1);
+const uint32 = z
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 32 - 1);
 const chainIdSchema = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 /** A uint256 lease id: decimal string (or number) on the wire, bigint after parsing. */
 const leaseIdSchema = uintSchema.refine((value) => value > 0n, { message: "lease ids start at 1" });
@@ -62,7 +66,15 @@ export const ackMessageSchema = z.strictObject({
 /** What an attestor sends on /suanli/attest/1.0.0. */
 export const attestRequestSchema = z.union([challengeMessageSchema, openRequestMessageSchema, resultMessageSchema, memChallengeSchema, memWalkSchema, memOpenSchema]);
 /** What a provider answers on /suanli/attest/1.0.0. */
-export const attestAnswerSchema = z.union([commitMessageSchema, openResponseMessageSchema, refusalMessageSchema, ackMessageSchema, memFilledSchema, memCommitSchema, memWalksSchema]);
+export const attestAnswerSchema = z.union([
+  commitMessageSchema,
+  openResponseMessageSchema,
+  refusalMessageSchema,
+  ackMessageSchema,
+  memFilledSchema,
+  memCommitSchema,
+  memWalksSchema,
+]);
 
 // ---------------------------------------------------------------- /suanli/attest-request/1.0.0
 

@@ -13,17 +13,7 @@ export const LEASE_STATUSES = ["None", "Open", "Active", "Ended", "Settled", "Ca
 export type LeaseStatusName = (typeof LEASE_STATUSES)[number];
 
 /** Why a lease ended, indexed by the contract's `EndReason` enum. */
-export const END_REASONS = [
-  "None",
-  "RenterClosed",
-  "Completed",
-  "Faulted",
-  "Preempted",
-  "Expired",
-  "Terminated",
-  "MissedStart",
-  "CoSigned",
-] as const;
+export const END_REASONS = ["None", "RenterClosed", "Completed", "Faulted", "Preempted", "Expired", "Terminated", "MissedStart", "CoSigned"] as const;
 export type EndReasonName = (typeof END_REASONS)[number];
 
 /** Basis points: 10,000 = 100 %. */
@@ -100,7 +90,8 @@ export async function readLease(client: Client, market: Address, leaseId: bigint
   const status = LEASE_STATUSES[raw.status];
   const endReason = END_REASONS[raw.endReason];
   // The contract's enums and these lists are one definition: a value past them is a contract this code does not know.
-  if (status === undefined || endReason === undefined) throw new Error(`Lease ${leaseId}: status ${raw.status} or end reason ${raw.endReason} is not one this client knows (LeaseMarket is newer than the client?)`);
+  if (status === undefined || endReason === undefined)
+    throw new Error(`Lease ${leaseId}: status ${raw.status} or end reason ${raw.endReason} is not one this client knows (LeaseMarket is newer than the client?)`);
   return { leaseId, ...raw, status, endReason };
 }
 

@@ -61,15 +61,7 @@ export type AllocateDependencies<L> = AllocatorOptionsInput & {
   logger?: AllocatorLogger;
 };
 
-export type AttemptOutcome =
-  | "leased"
-  | "refused"
-  | "timeout"
-  | "reserve-error"
-  | "acceptance-mismatch"
-  | "open-failed"
-  | "group-incomplete"
-  | "close-failed";
+export type AttemptOutcome = "leased" | "refused" | "timeout" | "reserve-error" | "acceptance-mismatch" | "open-failed" | "group-incomplete" | "close-failed";
 
 export type Attempt = {
   readonly round: number;

@@ -7,19 +7,7 @@
 import type { SlotList } from "./book-index.js";
 import type { MatchRequest } from "./request.js";
 
-export type ConstraintId =
-  | "gpuType"
-  | "region"
-  | "price"
-  | "interruptible"
-  | "bid"
-  | "offerExpiry"
-  | "duration"
-  | "vram"
-  | "attestation"
-  | "reputation"
-  | "capacity"
-  | "excluded";
+export type ConstraintId = "gpuType" | "region" | "price" | "interruptible" | "bid" | "offerExpiry" | "duration" | "vram" | "attestation" | "reputation" | "capacity" | "excluded";
 
 /** Constraint ids in the order applied. Those that a request does not use are skipped. */
 export const CONSTRAINT_ORDER: readonly ConstraintId[] = [

@@ -47,7 +47,6 @@ function memberUnits(list: SlotList, i: number, ctx: MatchContext): number {
   return availableUnits(list, i, ctx);
 }
 
-
 /**
  * @example
  * import { MatchingEngine, parseMatchRequest } from "suanli/common/matching";

@@ -133,9 +133,7 @@ export function offerEntryFromMessage(message: OfferMessage, knowledge: OfferKno
   }
   const held = capacity.freeUnits + capacity.onDemandUnits + capacity.interruptibleUnits;
   if (held > machine.units) {
-    throw new UnindexableOfferError(
-      `Offer ${key}: capacity snapshot accounts for ${held} units but the machine has ${machine.units}.`,
-    );
+    throw new UnindexableOfferError(`Offer ${key}: capacity snapshot accounts for ${held} units but the machine has ${machine.units}.`);
   }
   return {
     key,

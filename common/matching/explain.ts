@@ -359,7 +359,11 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
     if (request.regions === null) buckets.push(group.all);
     else for (const bucket of group.buckets.values()) if (request.regions.includes(bucket.region)) buckets.push(bucket);
   }
-  if (request.regions !== null) step("region", buckets.reduce((n, b) => n + b.byPrice.length, 0));
+  if (request.regions !== null)
+    step(
+      "region",
+      buckets.reduce((n, b) => n + b.byPrice.length, 0),
+    );
   // The offers under the price limit: a prefix of each bucket's list.
   const scannedLists: SlotList[] = [];
   const ends: number[] = [];
@@ -371,7 +375,10 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
     n += ends[b]!;
   }
   if (request.interruptible) {
-    step("interruptible", buckets.reduce((sum, b) => sum + b.byBid.length, 0));
+    step(
+      "interruptible",
+      buckets.reduce((sum, b) => sum + b.byBid.length, 0),
+    );
     step("bid", n);
   } else {
     step("price", n);
@@ -453,7 +460,12 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
       if (emptyAt < 0 || i <= emptyAt) lines.push(`  ${i + 1}. ${s.label}: removed ${s.removed}, ${s.remaining} left`);
     });
     if (emptyAt >= 0 && emptyAt < steps.length - 1) {
-      lines.push(`  Not reached (no offer left): ${steps.slice(emptyAt + 1).map((s) => s.label).join("; ")}.`);
+      lines.push(
+        `  Not reached (no offer left): ${steps
+          .slice(emptyAt + 1)
+          .map((s) => s.label)
+          .join("; ")}.`,
+      );
     }
   }
   if (nearMisses.length > 0) {

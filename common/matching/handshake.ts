@@ -42,10 +42,19 @@ export const acceptanceSchema = z.strictObject({
   /** Units held for the renter. */
   units: z.number().int().min(1).max(65_535),
   /** Unix seconds until which the provider holds them. */
-  holdUntil: z.number().int().nonnegative().max(2 ** 32 - 1),
+  holdUntil: z
+    .number()
+    .int()
+    .nonnegative()
+    .max(2 ** 32 - 1),
   /** Interruptible leases (ids, decimal) the lease must preempt, when the units need preemption. */
   preempt: z
-    .array(z.string().regex(/^\d{1,78}$/).refine((id) => BigInt(id) < 2n ** 256n, "expected a lease id below 2^256"))
+    .array(
+      z
+        .string()
+        .regex(/^\d{1,78}$/)
+        .refine((id) => BigInt(id) < 2n ** 256n, "expected a lease id below 2^256"),
+    )
     .max(64)
     .default([]),
   /** The provider's encryption key for sealed secrets, signed by its wallet (common/sealed.ts). */

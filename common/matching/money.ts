@@ -15,33 +15,31 @@ export const SECONDS_PER_HOUR = 3600n;
  * (`1e-7`) are refused rather than rounded.
  */
 export function usdSchema(options: { max: bigint; what: string }) {
-  return z
-    .union([z.string(), z.number()], { error: `expected ${options.what} in USD as a decimal string or a number` })
-    .transform((value, ctx) => {
-      const text = typeof value === "number" ? (Number.isFinite(value) ? String(value) : "") : value.trim();
-      if (/^-/.test(text) || (typeof value === "number" && value < 0)) {
-        ctx.addIssue({ code: "custom", message: `must be greater than zero (got ${String(value)})` });
-        return z.NEVER;
-      }
-      const match = /^(\d{1,12})(?:\.(\d{1,6}))?$/.exec(text);
-      if (!match) {
-        ctx.addIssue({
-          code: "custom",
-          message: `expected ${options.what} in USD with at most 6 decimals, like "2.50" (got ${JSON.stringify(value)})`,
-        });
-        return z.NEVER;
-      }
-      const units = BigInt(match[1]!) * BASE_UNITS_PER_USD + BigInt((match[2] ?? "").padEnd(6, "0"));
-      if (units <= 0n) {
-        ctx.addIssue({ code: "custom", message: `must be greater than zero (got ${String(value)})` });
-        return z.NEVER;
-      }
-      if (units > options.max) {
-        ctx.addIssue({ code: "custom", message: `must be at most ${formatUsd(options.max)} USD (got ${String(value)})` });
-        return z.NEVER;
-      }
-      return units;
-    });
+  return z.union([z.string(), z.number()], { error: `expected ${options.what} in USD as a decimal string or a number` }).transform((value, ctx) => {
+    const text = typeof value === "number" ? (Number.isFinite(value) ? String(value) : "") : value.trim();
+    if (/^-/.test(text) || (typeof value === "number" && value < 0)) {
+      ctx.addIssue({ code: "custom", message: `must be greater than zero (got ${String(value)})` });
+      return z.NEVER;
+    }
+    const match = /^(\d{1,12})(?:\.(\d{1,6}))?$/.exec(text);
+    if (!match) {
+      ctx.addIssue({
+        code: "custom",
+        message: `expected ${options.what} in USD with at most 6 decimals, like "2.50" (got ${JSON.stringify(value)})`,
+      });
+      return z.NEVER;
+    }
+    const units = BigInt(match[1]!) * BASE_UNITS_PER_USD + BigInt((match[2] ?? "").padEnd(6, "0"));
+    if (units <= 0n) {
+      ctx.addIssue({ code: "custom", message: `must be greater than zero (got ${String(value)})` });
+      return z.NEVER;
+    }
+    if (units > options.max) {
+      ctx.addIssue({ code: "custom", message: `must be at most ${formatUsd(options.max)} USD (got ${String(value)})` });
+      return z.NEVER;
+    }
+    return units;
+  });
 }
 
 /**

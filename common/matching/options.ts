@@ -23,7 +23,12 @@ export type RankingWeights = z.output<typeof rankingWeightsSchema>;
 export const matchingOptionsSchema = z.strictObject({
   weights: rankingWeightsSchema.prefault({}),
   /** Attestations this old or older count as fully stale in ranking (they still pass attestedOnly until they expire). */
-  freshnessHorizonSeconds: z.number().int().positive().max(365 * 86_400).default(86_400),
+  freshnessHorizonSeconds: z
+    .number()
+    .int()
+    .positive()
+    .max(365 * 86_400)
+    .default(86_400),
   /** Latencies at or above this rank as the worst. */
   latencyCeilingMs: z.number().positive().max(60_000).default(500),
   /** Latency assumed for providers this node has not measured (half the default ceiling: neither favoured nor punished much). */

@@ -37,14 +37,16 @@ export type Hold = {
   readonly renter: string;
 };
 
-export type HoldResult =
-  | { readonly ok: true; readonly hold: Hold }
-  | { readonly ok: false; readonly reason: "insufficient-units" | "unknown-machine"; readonly available: number };
+export type HoldResult = { readonly ok: true; readonly hold: Hold } | { readonly ok: false; readonly reason: "insufficient-units" | "unknown-machine"; readonly available: number };
 
 const holdRequestSchema = z.strictObject({
   /** Unique per reservation (the ReserveRequest nonce); repeating a live hold's id returns it. */
   id: z.string().min(1).max(100),
-  machineId: z.number().int().min(1).max(2 ** 32 - 1),
+  machineId: z
+    .number()
+    .int()
+    .min(1)
+    .max(2 ** 32 - 1),
   units: z.number().int().min(1).max(65_535),
   /** May draw on preemptible units once free units run out (on-demand, or a bid above the lowest). */
   preempt: z.boolean().default(false),

@@ -34,8 +34,16 @@ const uintBits = (bits: number) => {
       .refine((value) => value < limit, { message: `must fit in uint${bits}` })
   );
 };
-const uint32 = z.number().int().min(0).max(2 ** 32 - 1);
-const uint16 = z.number().int().min(0).max(2 ** 16 - 1);
+const uint32 = z
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 32 - 1);
+const uint16 = z
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 16 - 1);
 
 export const offerWireSchema = z.strictObject({
   provider: addressSchema,

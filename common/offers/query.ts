@@ -27,7 +27,12 @@ export const offerFilterSchema = z.strictObject({
   /** At least this many free units on the machine. */
   minFreeUnits: count.optional(),
   /** At least this much memory per unit, MiB. */
-  minVramMiB: z.coerce.number().int().min(0).max(2 ** 32 - 1).optional(),
+  minVramMiB: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 32 - 1)
+    .optional(),
   /** On-demand price per unit-second at most this (token base units). */
   maxPricePerUnitSecond: z
     .union([z.bigint(), z.string().regex(/^\d{1,29}$/, "expected a decimal integer"), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)])
@@ -37,9 +42,7 @@ export const offerFilterSchema = z.strictObject({
   region: z.string().min(1).max(32).optional(),
   interconnect: interconnectSchema.optional(),
   /** true: only offers attested by a quorum of attestors now; false: only the others. */
-  attested: z
-    .union([z.boolean(), z.enum(["true", "false"]).transform((value) => value === "true")])
-    .optional(),
+  attested: z.union([z.boolean(), z.enum(["true", "false"]).transform((value) => value === "true")]).optional(),
   provider: addressSchema.optional(),
 });
 export type OfferFilter = z.output<typeof offerFilterSchema>;

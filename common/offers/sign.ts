@@ -5,13 +5,7 @@
 import type { PrivateKey } from "@libp2p/interface";
 import { bytesToHex } from "viem";
 import { parseInput } from "../validation.js";
-import {
-  offerMessageSchema,
-  offerSigningBytes,
-  unsignedOfferMessageSchema,
-  type OfferMessage,
-  type UnsignedOfferMessageInput,
-} from "./message.js";
+import { offerMessageSchema, offerSigningBytes, unsignedOfferMessageSchema, type OfferMessage, type UnsignedOfferMessageInput } from "./message.js";
 
 /**
  * Validates an unsigned message, signs its canonical form with the node's libp2p key and

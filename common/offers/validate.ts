@@ -28,14 +28,7 @@ import { ANY_RENTER } from "../eip712.js";
 import { canonicalGpuName, modelHash } from "../gpu.js";
 import { throughputBand, type ThroughputBand } from "../attest/params.js";
 import type { ChainView, MachineRecord, ProviderRecord } from "./chain-view.js";
-import {
-  OFFER_MESSAGE_MAX_BYTES,
-  offerKey,
-  offerMessageSchema,
-  offerSigningText,
-  type OfferMessage,
-  type SignedAttestation,
-} from "./message.js";
+import { OFFER_MESSAGE_MAX_BYTES, offerKey, offerMessageSchema, offerSigningText, type OfferMessage, type SignedAttestation } from "./message.js";
 
 export type OfferAction = "reject" | "ignore";
 
@@ -97,9 +90,7 @@ export type ValidatedOffer = {
   attestation: AttestationState;
 };
 
-export type OfferValidation =
-  | { ok: true; offer: ValidatedOffer }
-  | { ok: false; reason: OfferRejectReason; action: OfferAction; detail: string };
+export type OfferValidation = { ok: true; offer: ValidatedOffer } | { ok: false; reason: OfferRejectReason; action: OfferAction; detail: string };
 
 export type OfferValidatorOptions = {
   chainId: number;
@@ -349,12 +340,7 @@ export class OfferValidator {
     return "reason" in result ? { attestors: [], attestedUntil: null, attestedAt: null } : result;
   }
 
-  private checkChain(
-    message: OfferMessage,
-    provider: ProviderRecord | undefined,
-    declared: MachineRecord | undefined,
-    revoked: boolean,
-  ): OfferFailure | undefined {
+  private checkChain(message: OfferMessage, provider: ProviderRecord | undefined, declared: MachineRecord | undefined, revoked: boolean): OfferFailure | undefined {
     const { offer, machine } = message;
     if (!provider || !provider.registered) return offerFailure("unregistered", `${offer.provider} is not a registered provider`);
     if (provider.peerId !== message.peerId) return offerFailure("peer_id_mismatch", "peerId is not the provider's registered peer id");
@@ -382,10 +368,7 @@ export class OfferValidator {
     return undefined;
   }
 
-  private async checkAttestations(
-    message: OfferMessage,
-    now: number,
-  ): Promise<AttestationState | { reason: OfferRejectReason; detail: string }> {
+  private async checkAttestations(message: OfferMessage, now: number): Promise<AttestationState | { reason: OfferRejectReason; detail: string }> {
     const { offer, machine } = message;
     const expiries = new Map<Address, number>();
     const issued = new Map<Address, number>();

@@ -79,8 +79,7 @@ export function toWireError(error: unknown): WireError {
   // What went wrong inside the handler stays on this node (logs); the peer learns only that it did.
   if (error instanceof InternalError) return { name: "InternalError", message: error.shortMessage };
   if (error instanceof SuanliError && ERROR_NAME_PATTERN.test(error.name)) {
-    const fields =
-      error instanceof InvalidInputError || error instanceof InvalidMessageError ? error.fields : undefined;
+    const fields = error instanceof InvalidInputError || error instanceof InvalidMessageError ? error.fields : undefined;
     return {
       name: error.name,
       message: error.shortMessage,
@@ -95,11 +94,9 @@ export function toWireError(error: unknown): WireError {
 const KNOWN: Record<string, (wire: WireError) => SuanliError> = {
   RequestTimeoutError: (w) => new RequestTimeoutError(w.message, { details: w.details, metaMessages: w.metaMessages }),
   MessageTooLargeError: (w) => new MessageTooLargeError(w.message, { details: w.details, metaMessages: w.metaMessages }),
-  InvalidMessageError: (w) =>
-    new InvalidMessageError(w.message, { details: w.details, metaMessages: w.metaMessages, fields: w.fields }),
+  InvalidMessageError: (w) => new InvalidMessageError(w.message, { details: w.details, metaMessages: w.metaMessages, fields: w.fields }),
   TooManyStreamsError: (w) => new TooManyStreamsError(w.message, { details: w.details, metaMessages: w.metaMessages }),
-  ProtocolNotSupportedError: (w) =>
-    new ProtocolNotSupportedError(w.message, { details: w.details, metaMessages: w.metaMessages }),
+  ProtocolNotSupportedError: (w) => new ProtocolNotSupportedError(w.message, { details: w.details, metaMessages: w.metaMessages }),
   InternalError: (w) => new InternalError(w.message, { details: w.details, metaMessages: w.metaMessages }),
 };
 

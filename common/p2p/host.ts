@@ -77,7 +77,12 @@ export const hostOptionsSchema = z.strictObject({
       /** Mesh maintenance; 700 ms heals a mesh quickly after a join without much chatter. */
       heartbeatIntervalMs: z.number().int().min(50).max(60_000).default(700),
       /** Largest gossip frame accepted from a peer (an RPC can batch several messages). */
-      maxInboundFrameBytes: z.number().int().min(1024).max(16 * 1024 * 1024).default(1024 * 1024),
+      maxInboundFrameBytes: z
+        .number()
+        .int()
+        .min(1024)
+        .max(16 * 1024 * 1024)
+        .default(1024 * 1024),
       /**
        * IPs exempt from the same-IP penalty of peer scoring. Many nodes on one host (a devnet,
        * the tests) would otherwise score each other down.
@@ -89,7 +94,12 @@ export const hostOptionsSchema = z.strictObject({
        * below the graylist threshold (−80) the host refuses its connections, whatever its
        * gossipsub score says after a reconnect.
        */
-      peerMemorySeconds: z.number().int().min(1).max(7 * 86_400).default(3_600),
+      peerMemorySeconds: z
+        .number()
+        .int()
+        .min(1)
+        .max(7 * 86_400)
+        .default(3_600),
     })
     .prefault({}),
   connections: z
@@ -160,9 +170,7 @@ export function peerGuardOf(host: SuanliHost): PeerGuard | undefined {
  */
 export async function createHost(parameters: CreateHostParameters = {}): Promise<SuanliHost> {
   const { privateKey, topics, onPeerRefused, onOversizedFrame, ...rest } = parameters;
-  const options = parseInput(hostOptionsSchema, rest, "p2p host options", [
-    "Multiaddrs look like /ip4/127.0.0.1/tcp/4001; bootstrap entries end in /p2p/<peer id>.",
-  ]);
+  const options = parseInput(hostOptionsSchema, rest, "p2p host options", ["Multiaddrs look like /ip4/127.0.0.1/tcp/4001; bootstrap entries end in /p2p/<peer id>."]);
   if (options.gossip.Dlo > options.gossip.D || options.gossip.D > options.gossip.Dhi) {
     throw new HostStartError("Gossip mesh bounds must satisfy Dlo <= D <= Dhi", {
       details: `Dlo=${options.gossip.Dlo} D=${options.gossip.D} Dhi=${options.gossip.Dhi}`,

@@ -55,10 +55,7 @@ const wireErrorSchema = z.strictObject({
   fields: z.array(z.string().max(200)).max(64).optional(),
 });
 
-const envelopeSchema = z.union([
-  z.strictObject({ ok: z.literal(true), body: z.unknown() }),
-  z.strictObject({ ok: z.literal(false), error: wireErrorSchema }),
-]);
+const envelopeSchema = z.union([z.strictObject({ ok: z.literal(true), body: z.unknown() }), z.strictObject({ ok: z.literal(false), error: wireErrorSchema })]);
 type Envelope = { ok: true; body: unknown } | { ok: false; error: WireError };
 
 export type RequestContext = {
@@ -114,10 +111,9 @@ function parseMessage<S extends z.ZodType>(schema: S, value: unknown, what: stri
   const result = schema.safeParse(value);
   if (result.success) return result.data as z.output<S>;
   const issues = describeIssues(schema, result.error);
-  throw new InvalidMessageError(
-    `Invalid ${what}: ${issues.map((issue) => `${issue.path || "(root)"}: ${issue.message}`).join("; ")}`.slice(0, 1_900),
-    { fields: issues.map((issue) => issue.path).slice(0, 64) },
-  );
+  throw new InvalidMessageError(`Invalid ${what}: ${issues.map((issue) => `${issue.path || "(root)"}: ${issue.message}`).join("; ")}`.slice(0, 1_900), {
+    fields: issues.map((issue) => issue.path).slice(0, 64),
+  });
 }
 
 function isAbort(error: unknown, signal: AbortSignal): boolean {

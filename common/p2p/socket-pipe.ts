@@ -27,7 +27,13 @@ export const FORWARD_EOF_FRAME = Uint8Array.of(DATA);
  * FORWARD_WINDOW_BYTES unacknowledged, so a slow reader never makes the stream's buffers
  * overflow. Resolves when the connection is over.
  */
-export async function pipeSocket(socket: Socket, lp: LengthPrefixedStream<Stream>, stream: Stream, limiter: { take(bytes: number): Promise<void> } | undefined, idleMs: number): Promise<void> {
+export async function pipeSocket(
+  socket: Socket,
+  lp: LengthPrefixedStream<Stream>,
+  stream: Stream,
+  limiter: { take(bytes: number): Promise<void> } | undefined,
+  idleMs: number,
+): Promise<void> {
   const done = new Promise<void>((resolve) => {
     socket.once("close", () => resolve());
   });
@@ -38,7 +44,12 @@ export async function pipeSocket(socket: Socket, lp: LengthPrefixedStream<Stream
   let gotEof = false;
   let broken = false;
   const maybeClose = () => {
-    if (sentEof && gotEof) runDetached(stream.close().catch(() => stream.abort(new Error("close failed"))), undefined, "Closing a piped stream");
+    if (sentEof && gotEof)
+      runDetached(
+        stream.close().catch(() => stream.abort(new Error("close failed"))),
+        undefined,
+        "Closing a piped stream",
+      );
   };
   const fail = () => {
     broken = true;

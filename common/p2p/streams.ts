@@ -160,7 +160,8 @@ export async function openStreamProtocol<Res extends z.ZodType>(
     stream = await host.dialProtocol(peer, protocolId, { signal });
   } catch (error) {
     const name = (error as Error)?.name;
-    if (name === "UnsupportedProtocolError" || name === "ProtocolError") throw new ProtocolNotSupportedError(`Peer ${peer.toString()} does not serve ${protocolId}`, { cause: error });
+    if (name === "UnsupportedProtocolError" || name === "ProtocolError")
+      throw new ProtocolNotSupportedError(`Peer ${peer.toString()} does not serve ${protocolId}`, { cause: error });
     if (signal.aborted) throw new RequestTimeoutError(`Could not open ${protocolId} to ${peer.toString()} within ${timeoutMs} ms`);
     throw new PeerUnreachableError(`Cannot reach peer ${peer.toString()}`, { cause: error });
   }

@@ -19,8 +19,16 @@ import { taskSpecSchema } from "./task-spec.js";
 /** A RenterRequest older than this (or this far in the future) is refused. */
 export const RENTER_REQUEST_MAX_AGE_SECONDS = 300;
 
-const uint32 = z.number().int().min(0).max(2 ** 32 - 1);
-const uint16 = z.number().int().min(0).max(2 ** 16 - 1);
+const uint32 = z
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 32 - 1);
+const uint16 = z
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 16 - 1);
 const leaseIdSchema = z
   .union([z.bigint(), z.string().regex(/^\d{1,78}$/, "expected a decimal lease id"), z.number().int().positive().max(Number.MAX_SAFE_INTEGER)])
   .transform((value) => BigInt(value))
@@ -48,7 +56,6 @@ export type RenterAction = z.output<typeof renterRequestWireSchema>["action"];
 export function hashBody(body: unknown): Hex {
   return keccak256(toBytes(stringifyCanonical(body)));
 }
-
 
 function randomNonce(): Hex {
   const bytes = new Uint8Array(32);
@@ -168,11 +175,13 @@ const gpuMetricSchema = z.strictObject({
 
 export const completionWireSchema = z.strictObject({
   leaseId: leaseIdSchema,
-  exitCode: z.number().int().min(-(2 ** 31)).max(2 ** 31 - 1),
+  exitCode: z
+    .number()
+    .int()
+    .min(-(2 ** 31))
+    .max(2 ** 31 - 1),
   outputDigest: bytes32Schema,
-  unitSeconds: z
-    .union([z.bigint(), z.string().regex(/^\d{1,20}$/), z.number().int().nonnegative()])
-    .transform((value) => BigInt(value)),
+  unitSeconds: z.union([z.bigint(), z.string().regex(/^\d{1,20}$/), z.number().int().nonnegative()]).transform((value) => BigInt(value)),
 });
 
 export const statusBodySchema = z.strictObject({ auth: renterAuthSchema });

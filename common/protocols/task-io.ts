@@ -80,7 +80,16 @@ export type OutputManifest = z.output<typeof outputManifestSchema>;
 
 /** A command for exec: a string through /bin/sh -c, or an argv. */
 export const execParamsSchema = z.strictObject({
-  command: z.union([z.string().min(1).max(16 * 1024), z.array(z.string().max(16 * 1024)).min(1).max(512)]),
+  command: z.union([
+    z
+      .string()
+      .min(1)
+      .max(16 * 1024),
+    z
+      .array(z.string().max(16 * 1024))
+      .min(1)
+      .max(512),
+  ]),
   /** Seconds the command may run (capped by the provider's exec.maxSeconds and the lease). */
   timeoutSeconds: z.number().int().min(1).max(86_400).default(300),
   /**
@@ -92,7 +101,10 @@ export const execParamsSchema = z.strictObject({
     .strictObject({
       rows: z.number().int().min(1).max(1000),
       cols: z.number().int().min(1).max(1000),
-      term: z.string().regex(/^[A-Za-z0-9._+-]{1,64}$/).default("xterm-256color"),
+      term: z
+        .string()
+        .regex(/^[A-Za-z0-9._+-]{1,64}$/)
+        .default("xterm-256color"),
     })
     .optional(),
 });

@@ -20,7 +20,10 @@ const envNameSchema = z
 const envValueSchema = z.union([
   z.string().max(32 * 1024),
   z.strictObject({
-    value: z.string().min(1).max(32 * 1024),
+    value: z
+      .string()
+      .min(1)
+      .max(32 * 1024),
     /** Passed to the task, replaced by `[secret:NAME]` everywhere else. */
     secret: z.literal(true),
   }),
@@ -86,7 +89,11 @@ export const taskSpecSchema = z
       })
       .optional(),
     /** Container image from a registry (container runtime only), e.g. `nvcr.io/nvidia/pytorch:24.03-py3` or `name@sha256:...`. */
-    image: imageReferenceSchema.describe("A registry reference the provider's engine pulls (container runtime): [host[:port]/]name[:tag][@sha256:digest]. Transports (docker-archive:, oci:, dir:, ...) are refused.").optional(),
+    image: imageReferenceSchema
+      .describe(
+        "A registry reference the provider's engine pulls (container runtime): [host[:port]/]name[:tag][@sha256:digest]. Transports (docker-archive:, oci:, dir:, ...) are refused.",
+      )
+      .optional(),
     /**
      * A container image as an archive (container runtime only): what `podman save` / `docker save`
      * writes (docker-archive or oci-archive, optionally gzipped), fetched like a bundle and checked
@@ -101,7 +108,16 @@ export const taskSpecSchema = z
       .describe("A container image archive by URL (docker-archive or oci-archive .tar, optionally gzipped) with its required sha256; loaded by the provider's engine.")
       .optional(),
     /** A string runs through `/bin/sh -c`; an array is an argv run directly (no shell). */
-    command: z.union([z.string().min(1).max(16 * 1024), z.array(z.string().max(16 * 1024)).min(1).max(512)]),
+    command: z.union([
+      z
+        .string()
+        .min(1)
+        .max(16 * 1024),
+      z
+        .array(z.string().max(16 * 1024))
+        .min(1)
+        .max(512),
+    ]),
     /**
      * TCP ports the task serves (an inference server): the renter reaches them through the
      * provider with `client.forward` while the task runs. No other port is reachable.
@@ -120,7 +136,12 @@ export const taskSpecSchema = z
       .strictObject({
         rank: z.number().int().min(0).max(1023),
         worldSize: z.number().int().min(2).max(1024),
-        masterAddr: z.string().min(1).max(253).regex(/^[A-Za-z0-9.:_-]+$/, "expected a host name or IP address").optional(),
+        masterAddr: z
+          .string()
+          .min(1)
+          .max(253)
+          .regex(/^[A-Za-z0-9.:_-]+$/, "expected a host name or IP address")
+          .optional(),
         masterPort: z.number().int().min(1).max(65_535).optional(),
       })
       .refine((group) => group.rank < group.worldSize, { message: "rank must be below worldSize", path: ["rank"] })

@@ -262,7 +262,6 @@ export class NodeMarketSource implements MarketDataSource {
     return engineAttestation(entry.attestation, this.nowSeconds());
   }
 
-
   private upsertEngine(entry: BookEntry): void {
     if (this.stopped) return;
     this.offerIndex.putNow(entry.key, entry.message, this.attestationKnowledge(entry));
@@ -277,9 +276,7 @@ export class NodeMarketSource implements MarketDataSource {
   private providerChanged(provider: Address): void {
     this.providerReads.delete(getAddress(provider));
     if (this.reputations.has(provider) && !this.stopped) {
-      this.offerIndex
-        .refreshProvider(provider)
-        .catch((error: unknown) => this.deps.logger.debug("Cannot read a provider's reputation", { provider, reason: errorLine(error) }));
+      this.offerIndex.refreshProvider(provider).catch((error: unknown) => this.deps.logger.debug("Cannot read a provider's reputation", { provider, reason: errorLine(error) }));
     }
   }
 
@@ -415,7 +412,11 @@ export class NodeMarketSource implements MarketDataSource {
   async marketStats(window: StatsWindow): Promise<MarketStats> {
     const now = this.nowSeconds();
     const live = this.deps.book.all().filter((entry) => entry.expiry > now);
-    return this.stats.compute(window, live.map((entry) => this.toEntry(entry)), now);
+    return this.stats.compute(
+      window,
+      live.map((entry) => this.toEntry(entry)),
+      now,
+    );
   }
 
   subscribe(listener: MarketListener): () => void {

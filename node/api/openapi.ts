@@ -140,9 +140,7 @@ export function buildOpenApiDocument(routes: readonly RouteSpec[], info: OpenApi
       } else if (response.schema) entry.content = { [response.contentType ?? "application/json"]: { schema: jsonSchema(response.schema) } };
       else if (response.contentType) entry.content = { [response.contentType]: { schema: { type: "string" } } };
       if (response.headers) {
-        entry.headers = Object.fromEntries(
-          Object.entries(response.headers).map(([name, description]) => [name, { description, schema: { type: "string" } }]),
-        );
+        entry.headers = Object.fromEntries(Object.entries(response.headers).map(([name, description]) => [name, { description, schema: { type: "string" } }]));
       }
       responses[code] = entry;
     }

@@ -24,7 +24,12 @@ export const apiOptionsSchema = z.strictObject({
   /** Match dry-runs, reservations and relayed task/cancel requests per client per minute, each route its own budget; they cost more. */
   writeRateLimitPerMinute: z.number().int().min(1).max(100_000).default(60),
   /** Largest request body accepted, bytes; larger ones get 413. */
-  maxBodyBytes: z.number().int().min(1024).max(16 * 1024 * 1024).default(64 * 1024),
+  maxBodyBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .max(16 * 1024 * 1024)
+    .default(64 * 1024),
   /** Take the client address from X-Forwarded-For (only behind a reverse proxy you run). */
   trustProxy: z.boolean().default(false),
   /** Serve the explorer page at /explorer/. */
@@ -69,7 +74,12 @@ export const apiOptionsSchema = z.strictObject({
    */
   output: z
     .strictObject({
-      maxBytes: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(4 * 1024 ** 3),
+      maxBytes: z
+        .number()
+        .int()
+        .min(0)
+        .max(Number.MAX_SAFE_INTEGER)
+        .default(4 * 1024 ** 3),
       maxConcurrent: z.number().int().min(1).max(10_000).default(16),
     })
     .prefault({}),

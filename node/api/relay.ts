@@ -127,7 +127,7 @@ export class NodeProviderRelay implements ProviderRelay {
     checkRelayAuth(action, leaseId, body);
     const lease = await this.checkRenter(leaseId, body.auth);
     const peer = await this.providerPeer(lease.provider, lease.machineId);
-    const waitMs = action === "logs" ? ((raw as { waitMs?: unknown }).waitMs as number | undefined) ?? 0 : 0;
+    const waitMs = action === "logs" ? (((raw as { waitMs?: unknown }).waitMs as number | undefined) ?? 0) : 0;
     return this.call(peer, PROTOCOLS[action], raw, ANSWERS[action], this.timeoutMs + waitMs, action === "logs" ? LOGS_MAX_ANSWER_BYTES : undefined);
   }
 

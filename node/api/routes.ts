@@ -3,7 +3,19 @@
  * routes (match, reservations, lease relays) are in routes-write.ts.
  */
 import { z } from "zod";
-import { leaseIdParamsSchema, leasePageSchema, leaseQuerySchema, leaseViewSchema, machineQuerySchema, machinePageSchema, machineViewSchema, providerListQuerySchema, providerPageSchema, providerParamsSchema, providerViewSchema } from "../../common/api/chain.js";
+import {
+  leaseIdParamsSchema,
+  leasePageSchema,
+  leaseQuerySchema,
+  leaseViewSchema,
+  machineQuerySchema,
+  machinePageSchema,
+  machineViewSchema,
+  providerListQuerySchema,
+  providerPageSchema,
+  providerParamsSchema,
+  providerViewSchema,
+} from "../../common/api/chain.js";
 import { eventsQuerySchema, marketEventSchemas } from "../../common/api/events.js";
 import { healthSchema, MAX_STATS_BUCKETS, marketStatsSchema, nodeInfoSchema, statsQuerySchema, type HealthCheck, type HealthStatus } from "../../common/api/market.js";
 import { machineIdParamsSchema, offerKeyParamsSchema, offerPageSchema, offerQuerySchema, offerViewSchema } from "../../common/api/offers.js";
@@ -24,8 +36,7 @@ function pageOf<T>(result: PageOf<T>, page: Page) {
   return { items: result.items, total: result.total, limit: page.limit, offset: page.offset, nextOffset: next < result.total ? next : null };
 }
 
-const worst = (statuses: HealthStatus[]): HealthStatus =>
-  statuses.includes("down") ? "down" : statuses.includes("degraded") ? "degraded" : "ok";
+const worst = (statuses: HealthStatus[]): HealthStatus => (statuses.includes("down") ? "down" : statuses.includes("degraded") ? "degraded" : "ok");
 
 export function apiRoutes(deps: RouteDeps): RouteSpec[] {
   const { source, options, deployment } = deps;

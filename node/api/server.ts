@@ -117,7 +117,8 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
       const code = (error as FastifyError).code;
       // Sent, not returned: fastify ignores the callback's value, and a reply is a thenable.
       if (code === "FST_ERR_MAX_PARAM_LENGTH") reply.code(414).send(errorBody("UriTooLongError", `A path parameter is longer than ${MAX_PARAM_LENGTH} characters`));
-      else if (code === "FST_ERR_BAD_URL") reply.code(400).send(errorBody("InvalidInputError", "The URL is not valid (bad percent-encoding)", [{ path: "(url)", message: "expected a valid URL" }]));
+      else if (code === "FST_ERR_BAD_URL")
+        reply.code(400).send(errorBody("InvalidInputError", "The URL is not valid (bad percent-encoding)", [{ path: "(url)", message: "expected a valid URL" }]));
       else reply.code(500).send(errorBody("InternalError", "The node failed to answer; the error is in its log"));
     },
   });
@@ -155,7 +156,13 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
       return reply.code(400).send(errorBody(error.name, error.shortMessage, error.issues));
     }
     if (error instanceof InvalidInputError) {
-      return reply.code(400).send(errorBody(error.name, error.shortMessage, error.fields.map((path) => ({ path, message: error.shortMessage }))));
+      return reply.code(400).send(
+        errorBody(
+          error.name,
+          error.shortMessage,
+          error.fields.map((path) => ({ path, message: error.shortMessage })),
+        ),
+      );
     }
     if (error instanceof ApiError) {
       if (error.statusCode === 429) metrics.rateLimited.inc({ route });
@@ -170,7 +177,9 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
       return reply.code(415).send(errorBody("UnsupportedMediaTypeError", "Send the body as application/json"));
     }
     if (code === "FST_ERR_CTP_EMPTY_JSON_BODY" || code === "FST_ERR_CTP_INVALID_JSON_BODY" || (error instanceof SyntaxError && statusCode === 400)) {
-      return reply.code(400).send(errorBody("InvalidInputError", `Invalid request body: not valid JSON (${error.message})`, [{ path: "(request body)", message: "expected a JSON object" }]));
+      return reply
+        .code(400)
+        .send(errorBody("InvalidInputError", `Invalid request body: not valid JSON (${error.message})`, [{ path: "(request body)", message: "expected a JSON object" }]));
     }
     if (statusCode !== undefined && statusCode >= 400 && statusCode < 500) {
       return reply.code(statusCode).send(errorBody("BadRequestError", error.message));
@@ -234,7 +243,10 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   if (consoleAssets && !consoleAssets.js) logger.warn("Console bundle missing; /console/ answers 503 until `npm run build`", {});
   const pageRpcUrl = options.console.enabled ? consoleRpcUrl(options, deps.chainRpcUrl) : null;
   if (options.console.enabled && !pageRpcUrl) {
-    logger.warn("The renter console has no chain RPC URL to offer browsers: set api.console.rpcUrl to a public endpoint (the node's own is not loopback and is never published)", {});
+    logger.warn(
+      "The renter console has no chain RPC URL to offer browsers: set api.console.rpcUrl to a public endpoint (the node's own is not loopback and is never published)",
+      {},
+    );
   }
 
   let document: Record<string, unknown> = {};
@@ -281,8 +293,7 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
         response,
       },
       config: {
-        rateLimit:
-          route.rateLimit === "none" ? false : route.rateLimit === "write" ? { max: options.writeRateLimitPerMinute, timeWindow: 60_000 } : undefined,
+        rateLimit: route.rateLimit === "none" ? false : route.rateLimit === "write" ? { max: options.writeRateLimitPerMinute, timeWindow: 60_000 } : undefined,
       },
       handler: async (request, reply) => {
         if (route.tag === "explorer") reply.header("content-security-policy", CSP);

@@ -42,9 +42,7 @@ export async function verifyReserveRequest(request: ReserveRequest, signature: H
   const skew = Math.abs(check.nowSeconds - request.issuedAt);
   if (skew > check.maxAgeSeconds) {
     check.onRefused?.("stale");
-    throw new StaleSignatureError(
-      `request.issuedAt is ${skew} s from this node's clock (at most ${check.maxAgeSeconds} s accepted); sign it again with the current time`,
-    );
+    throw new StaleSignatureError(`request.issuedAt is ${skew} s from this node's clock (at most ${check.maxAgeSeconds} s accepted); sign it again with the current time`);
   }
   let signer: Address;
   try {

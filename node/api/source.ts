@@ -42,9 +42,7 @@ export type PageOf<T> = { items: T[]; total: number };
 
 /** A change in the market, pushed to subscribers as it happens. */
 export type MarketChange =
-  | { type: "offer"; entry: OfferEntry }
-  | { type: "offer-removed"; key: string; reason: OfferRemovedReason; at: number }
-  | { type: "lease"; lease: LeaseView };
+  { type: "offer"; entry: OfferEntry } | { type: "offer-removed"; key: string; reason: OfferRemovedReason; at: number } | { type: "lease"; lease: LeaseView };
 
 export type MarketListener = (change: MarketChange) => void;
 

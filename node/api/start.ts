@@ -57,7 +57,15 @@ export async function startApi(daemon: Daemon): Promise<ApiModule> {
   let server: ApiServer;
   let url: string;
   try {
-    server = await createApiServer({ source, relay, deployment: daemon.deployment, options: config.api, logger: daemon.logger, registry: daemon.metrics.registry, chainRpcUrl: config.chain.rpcUrl });
+    server = await createApiServer({
+      source,
+      relay,
+      deployment: daemon.deployment,
+      options: config.api,
+      logger: daemon.logger,
+      registry: daemon.metrics.registry,
+      chainRpcUrl: config.chain.rpcUrl,
+    });
     url = await server.listen();
   } catch (error) {
     await source.stop();

@@ -279,16 +279,16 @@ export class AttestorChallenge {
     let check: Awaited<ReturnType<typeof verifyOpening>>;
     try {
       check = await verifyOpening({
-      challengeId: this.id,
-      seed: this.message.seed,
-      rows: this.message.rows,
-      cols: this.message.cols,
-      rounds: this.message.rounds,
-      root: commit.root,
-      indices: this.openRequest!.indices,
-      response,
-      recompute: this.attestor.settings.recompute,
-    });
+        challengeId: this.id,
+        seed: this.message.seed,
+        rows: this.message.rows,
+        cols: this.message.cols,
+        rounds: this.message.rounds,
+        root: commit.root,
+        indices: this.openRequest!.indices,
+        response,
+        recompute: this.attestor.settings.recompute,
+      });
     } catch (error) {
       // Our own verifier failed (e.g. a worker crashed): not the provider's fault, the rows may be retried.
       this.phase = "awaiting_open";
@@ -296,8 +296,7 @@ export class AttestorChallenge {
     }
     const measuredThroughput = this.measured(commit.receivedAtMs);
     if (!check.ok) {
-      const evidence: CommitFraudProof | undefined =
-        check.reason === "wrong_rows" ? { challenge: this.message, commit: commit.message, rows: response.rows } : undefined;
+      const evidence: CommitFraudProof | undefined = check.reason === "wrong_rows" ? { challenge: this.message, commit: commit.message, rows: response.rows } : undefined;
       return this.fail(check.reason, check.detail, { measuredThroughput, ...(evidence ? { evidence } : {}) });
     }
     if (commit.late) {

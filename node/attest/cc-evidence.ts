@@ -27,7 +27,10 @@ const SIGNATURE_BYTES = 96;
 /** DMTF measurement specification. */
 const DMTF_SPEC = 0x01;
 
-const hexBytes = z.string().regex(/^0x([0-9a-fA-F]{2})+$/, "expected 0x and whole bytes").max(2 + 2 * 65_536);
+const hexBytes = z
+  .string()
+  .regex(/^0x([0-9a-fA-F]{2})+$/, "expected 0x and whole bytes")
+  .max(2 + 2 * 65_536);
 
 /** What a provider would attach to its commit, as JSON. */
 export const gpuEvidenceSchema = z.strictObject({
@@ -118,7 +121,8 @@ export function verifyGpuEvidence(input: unknown, options: VerifyGpuEvidenceOpti
   }
   const now = options.now ?? new Date();
   for (const cert of chain) {
-    if (now < new Date(cert.validFrom) || now > new Date(cert.validTo)) return { ok: false, reason: "expired_certificate", detail: `${cert.subject} is valid ${cert.validFrom} to ${cert.validTo}` };
+    if (now < new Date(cert.validFrom) || now > new Date(cert.validTo))
+      return { ok: false, reason: "expired_certificate", detail: `${cert.subject} is valid ${cert.validFrom} to ${cert.validTo}` };
   }
   for (let i = 0; i + 1 < chain.length; i++) {
     if (!chain[i]!.checkIssued(chain[i + 1]!) || !chain[i]!.verify(chain[i + 1]!.publicKey)) {
@@ -126,10 +130,11 @@ export function verifyGpuEvidence(input: unknown, options: VerifyGpuEvidenceOpti
     }
   }
   const top = chain[chain.length - 1]!;
-  const anchored = roots.some((root) => (root.fingerprint256 === top.fingerprint256) || (top.checkIssued(root) && top.verify(root.publicKey)));
+  const anchored = roots.some((root) => root.fingerprint256 === top.fingerprint256 || (top.checkIssued(root) && top.verify(root.publicKey)));
   if (!anchored) return { ok: false, reason: "untrusted_root", detail: `${top.issuer} is not a pinned root` };
 
-  if (bytesToHex(body.nonce) !== options.nonce.toLowerCase()) return { ok: false, reason: "wrong_nonce", detail: `the evidence carries nonce ${bytesToHex(body.nonce)}, not the challenge's ${options.nonce}` };
+  if (bytesToHex(body.nonce) !== options.nonce.toLowerCase())
+    return { ok: false, reason: "wrong_nonce", detail: `the evidence carries nonce ${bytesToHex(body.nonce)}, not the challenge's ${options.nonce}` };
   if (bytesToHex(request.subarray(4, 4 + NONCE_BYTES)) !== bytesToHex(body.nonce)) {
     // The requester's nonce is the one the GPU must echo: SPDM binds both in the transcript.
     return { ok: false, reason: "wrong_nonce", detail: "the request's nonce differs from the response's" };

@@ -15,34 +15,23 @@ import type { PeerId } from "@libp2p/interface";
 import { peerIdFromString } from "@libp2p/peer-id";
 import { multiaddr } from "@multiformats/multiaddr";
 import { getAddress, type Address, type Chain, type PublicClient, type Transport } from "viem";
-import { MAX_CONTROL_MESSAGE_BYTES, maxOpenResponseBytes, type FailureReason } from "../../common/attest/messages.js";
-import {
-  attestAnswerSchema,
-  challengeOutcomeSchema,
-  challengeRequestSchema,
-  type ChallengeErrorReason,
-  type ChallengeOutcomeMessageInput,
-  type ResultMessageInput,
-} from "../../common/attest/wire.js";
-import { ATTEST_PROTOCOL_VERSION } from "../../common/attest/messages.js";
+import type { FailureReason } from "../../common/attest/messages.js";
+import { challengeOutcomeSchema, challengeRequestSchema, type ChallengeErrorReason, type ChallengeOutcomeMessageInput } from "../../common/attest/wire.js";
 import { readMachine, readProvider } from "../../common/chain/market.js";
 import { SuanliError } from "../../common/errors.js";
 import { GPU_MODELS, modelHash } from "../../common/gpu.js";
 import type { SuanliHost } from "../../common/p2p/host.js";
-import { ATTEST_PROTOCOL, ATTEST_REQUEST_PROTOCOL } from "../../common/p2p/protocols.js";
-import { handleProtocol, request } from "../../common/p2p/reqresp.js";
+import { ATTEST_REQUEST_PROTOCOL } from "../../common/p2p/protocols.js";
+import { handleProtocol } from "../../common/p2p/reqresp.js";
 import type { Logger } from "../log/logger.js";
 import type { Metrics } from "../metrics/metrics.js";
 import type { OfferBook } from "../offers/book.js";
-import type { Attestor, AttestorChallenge, ChallengeOutcome, MachineClaim } from "./attestor.js";
+import type { Attestor } from "./attestor.js";
 import type { AttestorRoleOptions, MemoryOptions } from "./options.js";
-import { gpusHash } from "../../common/attest/commit.js";
-import { runMemoryPhase } from "./memory-exchange.js";
 import type { ChallengeRecord, ChallengeResults, ChallengeTrigger } from "./results.js";
 import { runDetached } from "../../common/detached.js";
+import { ChallengeSession, errorText, type Target } from "./challenge-session.js";
 
-/** Extra wait beyond a challenge's own deadlines, for the network. */
-const NETWORK_GRACE_MS = 2_000;
 /** How long connecting to the provider's node may take before the challenge starts; the challenge clock starts after. */
 const CONNECT_TIMEOUT_MS = 10_000;
 /** Forced challenges (`suanli attestor challenge --force`) run at most this often per machine. */
@@ -75,8 +64,6 @@ class BusyError extends SuanliError {
   override name = "AttestorBusyError";
 }
 
-type Target = { claim: MachineClaim; peer: PeerId };
-
 /** Full-GPU model names by hash, for machines asked about without an offer in the book. */
 const MODEL_BY_HASH = new Map(GPU_MODELS.map((model) => [modelHash(model.name), model.name]));
 
@@ -95,8 +82,19 @@ export class Challenger {
     if (!previous) this.kick();
   };
 
+  private readonly session: ChallengeSession;
+
   constructor(private readonly o: ChallengerOptions) {
     this.now = o.now ?? Date.now;
+    this.session = new ChallengeSession({
+      host: o.host,
+      attestor: o.attestor,
+      results: o.results,
+      maxBusyRefusals: o.options.maxBusyRefusals,
+      logger: o.logger,
+      now: this.now,
+      ...(o.memory ? { memory: o.memory } : {}),
+    });
   }
 
   async start(): Promise<void> {
@@ -199,7 +197,11 @@ export class Challenger {
       }
     })();
     this.inflight.set(machineId, work);
-    runDetached(work.finally(() => this.inflight.delete(machineId)), undefined, "A challenge");
+    runDetached(
+      work.finally(() => this.inflight.delete(machineId)),
+      undefined,
+      "A challenge",
+    );
     return work;
   }
 
@@ -248,7 +250,14 @@ export class Challenger {
     const held = await this.providerBackoff(machineId, this.now(), latest);
     if (held && held.machineId !== machineId) {
       const retryAfter = Math.ceil(held.finishedAtMs / 1000) + this.o.options.retryAfterFailureSeconds;
-      return { v: 1, machineId, outcome: "error", reason: "backoff", detail: `provider ${held.provider} failed a challenge of machine ${held.machineId} (${held.reason}); its machines are challenged again after ${retryAfter}`, retryAfter };
+      return {
+        v: 1,
+        machineId,
+        outcome: "error",
+        reason: "backoff",
+        detail: `provider ${held.provider} failed a challenge of machine ${held.machineId} (${held.reason}); its machines are challenged again after ${retryAfter}`,
+        retryAfter,
+      };
     }
     if (!force && latest && latest.outcome !== "error" && !(await this.isDue(machineId))) return outcomeMessage(latest, true);
     let record: ChallengeRecord;
@@ -260,7 +269,8 @@ export class Challenger {
     }
     if (record.outcome === "error" && record.reason === "backoff") {
       const held = await this.providerFailure(record.provider, this.now());
-      if (held) return { ...outcomeMessage(record, false), retryAfter: Math.ceil(held.finishedAtMs / 1000) + this.o.options.retryAfterFailureSeconds } as ChallengeOutcomeMessageInput;
+      if (held)
+        return { ...outcomeMessage(record, false), retryAfter: Math.ceil(held.finishedAtMs / 1000) + this.o.options.retryAfterFailureSeconds } as ChallengeOutcomeMessageInput;
     }
     return outcomeMessage(record, false);
   }
@@ -303,7 +313,19 @@ export class Challenger {
     try {
       const target = await this.target(machineId);
       if ("reason" in target) {
-        record = { ...base, provider: "0x0000000000000000000000000000000000000000", model: "", units: 0, challengeId: null, finishedAtMs: this.now(), outcome: "error", reason: target.reason, detail: target.detail, measuredThroughput: null, attestation: null };
+        record = {
+          ...base,
+          provider: "0x0000000000000000000000000000000000000000",
+          model: "",
+          units: 0,
+          challengeId: null,
+          finishedAtMs: this.now(),
+          outcome: "error",
+          reason: target.reason,
+          detail: target.detail,
+          measuredThroughput: null,
+          attestation: null,
+        };
       } else {
         // The owner on-chain, whatever the book said: a machine the book does not know yet is held
         // too; a forced request (`--force`) for the failed machine itself is the operator's retry.
@@ -313,19 +335,62 @@ export class Challenger {
         // late commit after the whole challenge window (the clock starts once connected).
         const unreachable = held ? undefined : await this.connect(target);
         record = held
-          ? { ...base, provider: target.claim.provider, model: target.claim.model, units: target.claim.units, challengeId: null, finishedAtMs: this.now(), outcome: "error", reason: "backoff", detail: `provider ${held.provider} failed a challenge of machine ${held.machineId} (${held.reason}); no challenge of its machines before the backoff ends`, measuredThroughput: null, attestation: null }
+          ? {
+              ...base,
+              provider: target.claim.provider,
+              model: target.claim.model,
+              units: target.claim.units,
+              challengeId: null,
+              finishedAtMs: this.now(),
+              outcome: "error",
+              reason: "backoff",
+              detail: `provider ${held.provider} failed a challenge of machine ${held.machineId} (${held.reason}); no challenge of its machines before the backoff ends`,
+              measuredThroughput: null,
+              attestation: null,
+            }
           : unreachable
-          ? { ...base, provider: target.claim.provider, model: target.claim.model, units: target.claim.units, challengeId: null, finishedAtMs: this.now(), outcome: "error", reason: "unreachable", detail: unreachable, measuredThroughput: null, attestation: null }
-          : await this.exchange(target, base);
+            ? {
+                ...base,
+                provider: target.claim.provider,
+                model: target.claim.model,
+                units: target.claim.units,
+                challengeId: null,
+                finishedAtMs: this.now(),
+                outcome: "error",
+                reason: "unreachable",
+                detail: unreachable,
+                measuredThroughput: null,
+                attestation: null,
+              }
+            : await this.session.run(target, base);
       }
     } catch (error) {
       this.o.logger.error("Challenge could not run", { machineId }, error);
-      record = { ...base, provider: "0x0000000000000000000000000000000000000000", model: "", units: 0, challengeId: null, finishedAtMs: this.now(), outcome: "error", reason: "internal", detail: errorText(error), measuredThroughput: null, attestation: null };
+      record = {
+        ...base,
+        provider: "0x0000000000000000000000000000000000000000",
+        model: "",
+        units: 0,
+        challengeId: null,
+        finishedAtMs: this.now(),
+        outcome: "error",
+        reason: "internal",
+        detail: errorText(error),
+        measuredThroughput: null,
+        attestation: null,
+      };
     }
     await this.o.results.add(record);
     await Promise.resolve(this.o.onResult?.(record)).catch((error: unknown) => this.o.logger.warn("A challenge result's listener failed", { machineId }, error));
     this.o.metrics.attestChallenges.inc({ outcome: record.outcome, reason: record.reason ?? "", trigger });
-    this.o.logger.info("Challenge recorded", { machineId, provider: record.provider, outcome: record.outcome, reason: record.reason, measuredThroughput: record.measuredThroughput, trigger });
+    this.o.logger.info("Challenge recorded", {
+      machineId,
+      provider: record.provider,
+      outcome: record.outcome,
+      reason: record.reason,
+      measuredThroughput: record.measuredThroughput,
+      trigger,
+    });
     return record;
   }
 
@@ -343,118 +408,6 @@ export class Challenger {
     } catch (error) {
       return `cannot connect to the provider's node ${peer.toString()} at ${known.map((address) => address.multiaddr.toString()).join(", ")}: ${errorText(error)}`;
     }
-  }
-
-  private async exchange(target: Target, base: Pick<ChallengeRecord, "machineId" | "trigger" | "startedAtMs">): Promise<ChallengeRecord> {
-    const { claim, peer } = target;
-    // run() connected first: the challenge's clock (issuedAtMs) starts when it is sent over an
-    // open connection, so the dial and the handshake are never inside the deadline.
-    const challenge = await this.o.attestor.startChallenge(claim);
-    const known = { ...base, provider: claim.provider, model: claim.model, units: claim.units, challengeId: challenge.id };
-    const finish = (outcome: ChallengeOutcome): ChallengeRecord => ({
-      ...known,
-      finishedAtMs: this.now(),
-      outcome: outcome.outcome,
-      reason: outcome.outcome === "fail" ? outcome.reason : null,
-      detail: outcome.outcome === "fail" ? outcome.detail : null,
-      measuredThroughput: outcome.measuredThroughput ?? null,
-      attestation: outcome.outcome === "pass" ? outcome.attestation : null,
-      ...(outcome.outcome === "fail" && outcome.evidence ? { evidence: outcome.evidence } : {}),
-    });
-    const failed = (reason: FailureReason, detail: string): ChallengeRecord => ({
-      ...known, finishedAtMs: this.now(), outcome: "fail", reason, detail, measuredThroughput: null, attestation: null,
-    });
-    const unreachable = (error: unknown): ChallengeRecord => ({
-      ...known, finishedAtMs: this.now(), outcome: "error", reason: "unreachable", detail: errorText(error), measuredThroughput: null, attestation: null,
-    });
-
-    // Challenge → commit. The provider computes inside this exchange, up to the cutoff.
-    let commit: unknown;
-    try {
-      commit = await request(this.o.host, peer, ATTEST_PROTOCOL, challenge.message, {
-        responseSchema: attestAnswerSchema,
-        timeoutMs: Math.max(1, challenge.message.cutoffAtMs - this.now()) + NETWORK_GRACE_MS,
-        maxMessageBytes: MAX_CONTROL_MESSAGE_BYTES,
-      });
-    } catch (error) {
-      const receivedAtMs = this.now();
-      const mapped = this.mapError(error, challenge, receivedAtMs);
-      if (mapped === "unreachable") return unreachable(error);
-      return mapped.kind === "outcome" ? finish(mapped.outcome) : failed(mapped.reason, mapped.detail);
-    }
-    // Stamped before anything else reads it: the measured throughput counts from issue to here.
-    const commitAtMs = this.now();
-    const answer = commit as { type: string; reason?: string; message?: string };
-    if (answer.type === "refused") {
-      const refusal = challenge.onRefused(commit);
-      if (answer.reason === "busy") {
-        // Busy with another attestor's challenge is no verdict on the machine, once; a machine
-        // that is busy every time (a GPU time-shared between machine ids) fails after a bound.
-        const bound = this.o.options.maxBusyRefusals;
-        const previous = bound > 1 ? await this.o.results.history(claim.machineId, bound - 1) : [];
-        const streak = previous.length === bound - 1 && previous.every((record) => record.outcome === "error" && record.reason === "busy");
-        if (!streak) return { ...finish(refusal), outcome: "error", reason: "busy", detail: answer.message ?? "busy" };
-        return this.deliver(peer, { ...finish(refusal), reason: "busy_too_often", detail: `the machine answered busy to ${bound} challenges in a row: ${answer.message ?? "busy"}`.slice(0, 1_000) });
-      }
-      return this.deliver(peer, finish(refusal));
-    }
-    const next = challenge.onCommit(commit, commitAtMs);
-    if (next.outcome === "fail") return this.deliver(peer, finish(next));
-
-    // Open → rows. Checked after the answer is in: the root fixed every row before the indices were drawn.
-    let rows: unknown;
-    try {
-      rows = await request(this.o.host, peer, ATTEST_PROTOCOL, next.request, {
-        responseSchema: attestAnswerSchema,
-        timeoutMs: challenge.params.openTimeoutMs + NETWORK_GRACE_MS,
-        maxMessageBytes: maxOpenResponseBytes(challenge.message.cols, challenge.params.openRows),
-      });
-    } catch (error) {
-      const mapped = this.mapError(error, challenge, this.now());
-      if (mapped === "unreachable") return this.deliver(peer, failed("late_open", `the provider went away before opening rows: ${errorText(error)}`));
-      return this.deliver(peer, mapped.kind === "outcome" ? finish(mapped.outcome) : failed(mapped.reason, mapped.detail));
-    }
-    const rowsAtMs = this.now();
-    if ((rows as { type: string }).type === "refused") return this.deliver(peer, finish(challenge.onRefused(rows)));
-    const outcome = await challenge.onOpen(rows, rowsAtMs);
-    if (outcome.outcome !== "pass" || !this.o.memory?.enabled) return this.deliver(peer, finish(outcome));
-    // The memory phase, in the same session: the attestation signed above is handed over only if it passes too.
-    const memory = await runMemoryPhase({ host: this.o.host, peer, profile: this.o.memory.profile, domain: this.o.attestor.settings.domain, claim, challengeId: challenge.id, now: this.now });
-    const sameGpus = memory.outcome === "pass" && gpusHash(memory.gpus) === outcome.attestation.attestation.gpus;
-    if (memory.outcome === "pass" && sameGpus) return this.deliver(peer, finish(outcome));
-    const detail = memory.outcome === "fail" ? `${memory.reason}: ${memory.detail}` : "the memory phase named other GPUs than the GEMM commit";
-    return this.deliver(peer, { ...finish(outcome), outcome: "fail", reason: "memory_phase", detail: detail.slice(0, 1_000), attestation: null });
-  }
-
-  /** Maps a request failure to the challenge's verdict, or `unreachable` when nothing was learnt about the machine. */
-  private mapError(
-    error: unknown,
-    challenge: AttestorChallenge,
-    nowMs: number,
-  ): "unreachable" | { kind: "outcome"; outcome: ChallengeOutcome } | { kind: "fail"; reason: FailureReason; detail: string } {
-    const name = (error as Error)?.name;
-    if (name === "RequestTimeoutError") {
-      const timedOut = challenge.onTimeout(Math.max(nowMs, challenge.timeoutAtMs ?? nowMs) + 1);
-      return timedOut ? { kind: "outcome", outcome: timedOut } : { kind: "fail", reason: "late_commit", detail: errorText(error) };
-    }
-    if (name === "PeerUnreachableError" || name === "ProtocolNotSupportedError" || name === "TooManyStreamsError") return "unreachable";
-    if (name === "InvalidMessageError" || name === "MessageTooLargeError") return { kind: "fail", reason: "malformed", detail: errorText(error) };
-    return { kind: "fail", reason: "refused", detail: errorText(error) };
-  }
-
-  /** Tells the provider how its challenge ended (best effort: the verdict stands either way). */
-  private async deliver(peer: PeerId, record: ChallengeRecord): Promise<ChallengeRecord> {
-    if (!record.challengeId) return record;
-    const message: ResultMessageInput =
-      record.outcome === "pass" && record.attestation
-        ? { v: ATTEST_PROTOCOL_VERSION, type: "result", challengeId: record.challengeId, outcome: "pass", attestation: record.attestation }
-        : { v: ATTEST_PROTOCOL_VERSION, type: "result", challengeId: record.challengeId, outcome: "fail", reason: (record.reason as FailureReason) ?? "malformed", detail: (record.detail ?? "").slice(0, 1_000) };
-    try {
-      await request(this.o.host, peer, ATTEST_PROTOCOL, message, { responseSchema: attestAnswerSchema, timeoutMs: 10_000, maxMessageBytes: MAX_CONTROL_MESSAGE_BYTES });
-    } catch (error) {
-      this.o.logger.warn("Could not deliver a challenge result to the provider", { machineId: record.machineId, outcome: record.outcome }, error);
-    }
-    return record;
   }
 }
 
@@ -475,9 +428,4 @@ export function outcomeMessage(record: ChallengeRecord, cached: boolean): Challe
     };
   }
   return { v: 1, machineId: record.machineId, outcome: "error", reason: record.reason as ChallengeErrorReason, detail: (record.detail ?? "").slice(0, 1_000), retryAfter: null };
-}
-
-function errorText(error: unknown): string {
-  if (error instanceof SuanliError) return `${error.name}: ${error.shortMessage}`.slice(0, 1_000);
-  return (error instanceof Error ? `${error.name}: ${error.message}` : String(error)).slice(0, 1_000);
 }

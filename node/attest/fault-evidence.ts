@@ -18,9 +18,7 @@ import type { LivenessOptions } from "./options.js";
 /** The lease a fault names, as the co-signer read it on-chain. */
 export type FaultLease = { leaseId: bigint; provider: Address; machineId: number; activatedAt: number; end: number };
 
-export type EvidenceVerdict =
-  | { ok: true }
-  | { ok: false; reason: FaultDeclineReason; detail: string; lastSeenAt?: number | null; earliestObservedAt?: number | null };
+export type EvidenceVerdict = { ok: true } | { ok: false; reason: FaultDeclineReason; detail: string; lastSeenAt?: number | null; earliestObservedAt?: number | null };
 
 export interface FaultEvidence {
   readonly kind: number;

@@ -115,7 +115,13 @@ export class FaultExchange {
       const { peer, answer } = settled.value;
       this.notAttestors.delete(peer.toString());
       if (answer.outcome === "declined") {
-        this.o.logger.info("Attestor declined to co-sign a fault", { leaseId: record.leaseId, kind: record.fault.kind, peer: peer.toString(), reason: answer.reason, detail: answer.detail });
+        this.o.logger.info("Attestor declined to co-sign a fault", {
+          leaseId: record.leaseId,
+          kind: record.fault.kind,
+          peer: peer.toString(),
+          reason: answer.reason,
+          detail: answer.detail,
+        });
         if (answer.reason === "seen_alive" && answer.lastSeenAt !== null && answer.lastSeenAt >= record.fault.observedAt) {
           minObservedAt = Math.max(minObservedAt, answer.lastSeenAt + 1);
         }

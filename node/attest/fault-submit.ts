@@ -124,7 +124,11 @@ export class FaultSubmitter {
       const nowS = Math.floor(this.o.now() / 1000);
       if (!(Number(head.timestamp) < fault.observedAt && fault.observedAt <= nowS)) throw error;
       this.o.logger.debug("The chain's latest block is older than observedAt; sending without a simulation", { leaseId: fault.leaseId, head: head.timestamp });
-      return this.o.walletClient.writeContract({ ...call, chain: this.o.walletClient.chain, gas: SUBMIT_FAULT_GAS_BASE + SUBMIT_FAULT_GAS_PER_SIGNATURE * BigInt(signatures.length) });
+      return this.o.walletClient.writeContract({
+        ...call,
+        chain: this.o.walletClient.chain,
+        gas: SUBMIT_FAULT_GAS_BASE + SUBMIT_FAULT_GAS_PER_SIGNATURE * BigInt(signatures.length),
+      });
     }
   }
 }

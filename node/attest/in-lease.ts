@@ -212,7 +212,12 @@ export class CapacityEvidence implements FaultEvidence {
       // A failure is claimed after this attestor's last pass: look again (within the budget).
       const tracked = this.tracker.get(lease.leaseId);
       if (tracked && newest.finishedAtMs < fault.observedAt * 1000) await this.checker.requestCheck(tracked);
-      return { ok: false, reason: "seen_alive", detail: `the machine passed this attestor's challenge started at ${Math.floor(newest.startedAtMs / 1000)}`, lastSeenAt: Math.floor(newest.finishedAtMs / 1000) };
+      return {
+        ok: false,
+        reason: "seen_alive",
+        detail: `the machine passed this attestor's challenge started at ${Math.floor(newest.startedAtMs / 1000)}`,
+        lastSeenAt: Math.floor(newest.finishedAtMs / 1000),
+      };
     }
     // The failures since the last pass: the earliest one starts this attestor's evidence.
     let earliest = newest;
@@ -222,7 +227,12 @@ export class CapacityEvidence implements FaultEvidence {
     }
     const earliestAt = Math.floor(earliest.startedAtMs / 1000);
     if (fault.observedAt < earliestAt) {
-      return { ok: false, reason: "no_evidence", detail: `observedAt ${fault.observedAt} is before this attestor's own failed challenge at ${earliestAt}`, earliestObservedAt: earliestAt };
+      return {
+        ok: false,
+        reason: "no_evidence",
+        detail: `observedAt ${fault.observedAt} is before this attestor's own failed challenge at ${earliestAt}`,
+        earliestObservedAt: earliestAt,
+      };
     }
     return { ok: true };
   }

@@ -12,7 +12,19 @@
  * from one another. Each unit's root is bound to its GPU UUID by the provider's signature.
  */
 import { bytesToHex, hexToBytes, type Address, type Hex, type TypedDataDomain } from "viem";
-import { memChallengeId, memCommitSchema, memCommitSigner, memFilledSchema, memWalksSchema, MEMORY_PROTOCOL_VERSION, type MemChallenge, type MemCommit, type MemOpen, type MemoryFailureReason, type MemWalk } from "../../common/attest/memory-messages.js";
+import {
+  memChallengeId,
+  memCommitSchema,
+  memCommitSigner,
+  memFilledSchema,
+  memWalksSchema,
+  MEMORY_PROTOCOL_VERSION,
+  type MemChallenge,
+  type MemCommit,
+  type MemOpen,
+  type MemoryFailureReason,
+  type MemWalk,
+} from "../../common/attest/memory-messages.js";
 import { deriveMemoryParams, type MemoryClaim, type MemoryParams, type MemoryProfile } from "../../common/attest/memory-params.js";
 import { recomputeWalk, walkLeaf } from "../../common/attest/memory.js";
 import { treeDepth, verifyMerkleProof } from "../../common/attest/merkle.js";
@@ -43,7 +55,10 @@ export type MemoryPhaseOptions = {
 
 /** A zod error as one line: "path: message; …". */
 function describeIssues(error: { issues: readonly { path: readonly PropertyKey[]; message: string }[] }): string {
-  return error.issues.map((issue) => `${issue.path.map(String).join(".") || "(root)"}: ${issue.message}`).join("; ").slice(0, 500);
+  return error.issues
+    .map((issue) => `${issue.path.map(String).join(".") || "(root)"}: ${issue.message}`)
+    .join("; ")
+    .slice(0, 500);
 }
 
 type Phase = "awaiting_fill" | "awaiting_commit" | "awaiting_walks" | "done";
@@ -127,7 +142,14 @@ export class MemoryPhase {
   }
 
   private fail(reason: MemoryFailureReason, detail: string): MemoryFailure {
-    const failure: MemoryFailure = { outcome: "fail", id: this.id, reason, detail, ...(this.fillMs !== undefined ? { fillMs: this.fillMs } : {}), ...(this.walkMs !== undefined ? { walkMs: this.walkMs } : {}) };
+    const failure: MemoryFailure = {
+      outcome: "fail",
+      id: this.id,
+      reason,
+      detail,
+      ...(this.fillMs !== undefined ? { fillMs: this.fillMs } : {}),
+      ...(this.walkMs !== undefined ? { walkMs: this.walkMs } : {}),
+    };
     this.phase = "done";
     this.result = failure;
     return failure;
@@ -145,9 +167,13 @@ export class MemoryPhase {
     if (!parsed.success) return this.fail("malformed", `mem-filled: ${describeIssues(parsed.error)}`);
     if (parsed.data.id !== this.id) return this.fail("replayed", `mem-filled is for ${parsed.data.id}, not ${this.id}`);
     this.fillMs = Math.round(receivedAtMs - this.message.issuedAtMs);
-    if (receivedAtMs > this.message.fillCutoffAtMs) return this.fail("late_fill", `the buffers were filled ${this.fillMs} ms after the challenge, past the cutoff of ${this.params.fillCutoffMs} ms`);
+    if (receivedAtMs > this.message.fillCutoffAtMs)
+      return this.fail("late_fill", `the buffers were filled ${this.fillMs} ms after the challenge, past the cutoff of ${this.params.fillCutoffMs} ms`);
     if (receivedAtMs > this.message.fillDeadlineAtMs) {
-      return this.fail("slow_fill", `the buffers were filled ${this.fillMs} ms after the challenge; a unit of the claimed class fills ${this.params.words} words in ${this.params.fillDeadlineMs} ms`);
+      return this.fail(
+        "slow_fill",
+        `the buffers were filled ${this.fillMs} ms after the challenge; a unit of the claimed class fills ${this.params.words} words in ${this.params.fillDeadlineMs} ms`,
+      );
     }
     const random = this.options.randomBytes ?? cryptoRandom;
     const issuedAtMs = Math.floor(this.now);
@@ -175,9 +201,11 @@ export class MemoryPhase {
     this.walkMs = Math.round(receivedAtMs - walk.issuedAtMs);
     if (commit.roots.length !== this.params.units) return this.fail("malformed", `the commit has ${commit.roots.length} roots; the machine declares ${this.params.units} units`);
     if (new Set(commit.gpus).size !== commit.gpus.length) return this.fail("duplicate_gpus", "two units name the same GPU: one device cannot stand for two units");
-    if (receivedAtMs > walk.cutoffAtMs) return this.fail("late_commit", `the walk commit came ${this.walkMs} ms after the nonce, past the cutoff of ${this.params.walkCutoffMs} ms`);
+    if (receivedAtMs > walk.cutoffAtMs)
+      return this.fail("late_commit", `the walk commit came ${this.walkMs} ms after the nonce, past the cutoff of ${this.params.walkCutoffMs} ms`);
     const signer = await memCommitSigner(this.options.domain, commit);
-    if (!signer || signer.toLowerCase() !== this.options.provider.toLowerCase()) return this.fail("bad_commit_signature", `the memory commit is signed by ${signer ?? "no valid key"}, not ${this.options.provider}`);
+    if (!signer || signer.toLowerCase() !== this.options.provider.toLowerCase())
+      return this.fail("bad_commit_signature", `the memory commit is signed by ${signer ?? "no valid key"}, not ${this.options.provider}`);
     this.commit = commit;
     const random = this.options.randomBytes ?? cryptoRandom;
     const walks: { unit: number; index: number }[] = [];

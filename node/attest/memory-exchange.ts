@@ -34,12 +34,21 @@ function errorText(error: unknown): string {
 /** Runs the whole memory phase with the provider; resolves with its outcome (never throws for the provider's faults). */
 export async function runMemoryPhase(o: MemoryExchangeOptions): Promise<MemoryOutcome> {
   const phase = MemoryPhase.start({ profile: o.profile, claim: o.claim, challengeId: o.challengeId, provider: o.claim.provider, domain: o.domain, now: o.now });
-  const ask = async (body: unknown, deadlineAtMs: number, maxMessageBytes: number): Promise<{ answer: { type: string; reason?: string; message?: string }; atMs: number } | MemoryFailure> => {
+  const ask = async (
+    body: unknown,
+    deadlineAtMs: number,
+    maxMessageBytes: number,
+  ): Promise<{ answer: { type: string; reason?: string; message?: string }; atMs: number } | MemoryFailure> => {
     try {
-      const answer = await request(o.host, o.peer, ATTEST_PROTOCOL, body, { responseSchema: attestAnswerSchema, timeoutMs: Math.max(1, deadlineAtMs - o.now()) + NETWORK_GRACE_MS, maxMessageBytes });
+      const answer = await request(o.host, o.peer, ATTEST_PROTOCOL, body, {
+        responseSchema: attestAnswerSchema,
+        timeoutMs: Math.max(1, deadlineAtMs - o.now()) + NETWORK_GRACE_MS,
+        maxMessageBytes,
+      });
       const atMs = o.now();
       const typed = answer as { type: string; reason?: string; message?: string };
-      if (typed.type === "refused") return { outcome: "fail", id: phase.id, reason: "malformed", detail: `the provider refused the memory phase (${typed.reason}): ${typed.message ?? ""}`.slice(0, 500) };
+      if (typed.type === "refused")
+        return { outcome: "fail", id: phase.id, reason: "malformed", detail: `the provider refused the memory phase (${typed.reason}): ${typed.message ?? ""}`.slice(0, 500) };
       return { answer: typed, atMs };
     } catch (error) {
       const timedOut = (error as Error)?.name === "RequestTimeoutError" ? phase.onTimeout(Math.max(o.now(), phase.timeoutAtMs ?? 0)) : undefined;

@@ -122,7 +122,12 @@ export class CpuMemoryRunner implements MemoryRunner {
             walk(walkKeys, w, words, challenge.steps, read, out, 2 * w);
           }
           results.push(out);
-          trees.push(MerkleTree.fromLeaves(Array.from({ length: challenge.walks }, (_, w) => walkLeaf(id, u, w, walkResultBytes(out, 2 * w), nodeSha256)), nodeSha256));
+          trees.push(
+            MerkleTree.fromLeaves(
+              Array.from({ length: challenge.walks }, (_, w) => walkLeaf(id, u, w, walkResultBytes(out, 2 * w), nodeSha256)),
+              nodeSha256,
+            ),
+          );
         }
         return {
           roots: trees.map((tree) => bytesToHex(tree.root)),
@@ -182,7 +187,8 @@ export class MemoryResponder {
     const units = this.options.unitsOf(challenge.challengeId);
     if (units === undefined) throw new ChallengeRefusedError("expired", "No challenge with this id was answered here.");
     if (challenge.seeds.length !== units) throw new ChallengeRefusedError("claim_mismatch", `The machine has ${units} units; the memory phase names ${challenge.seeds.length}.`);
-    if (challenge.words * units > (this.options.maxWords ?? 2 ** 42)) throw new ChallengeRefusedError("too_large", `${challenge.words} words per unit is more than this node accepts.`);
+    if (challenge.words * units > (this.options.maxWords ?? 2 ** 42))
+      throw new ChallengeRefusedError("too_large", `${challenge.words} words per unit is more than this node accepts.`);
     if (this.sessions.has(challenge.id)) throw new ChallengeRefusedError("duplicate", "This memory phase was already started.");
     if (this.busy) throw new ChallengeRefusedError("busy", "Another memory phase is running.");
     this.busy = true;

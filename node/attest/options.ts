@@ -35,7 +35,9 @@ const peerAddrSchema = z
   .refine(
     (value) => {
       try {
-        return multiaddr(value).getComponents().some((component) => component.name === "p2p");
+        return multiaddr(value)
+          .getComponents()
+          .some((component) => component.name === "p2p");
       } catch {
         return false;
       }
@@ -54,9 +56,19 @@ export const attestorRoleOptionsSchema = z.strictObject({
    * A machine is challenged again once this attestor's own attestation of it has less than this
    * left. Six hours before a one-day expiry: a provider never goes unattested while the attestor runs.
    */
-  refreshBeforeExpirySeconds: z.number().int().min(0).max(30 * 86_400).default(21_600),
+  refreshBeforeExpirySeconds: z
+    .number()
+    .int()
+    .min(0)
+    .max(30 * 86_400)
+    .default(21_600),
   /** After a failed challenge, a machine waits this long for the next one (scheduled or requested). */
-  retryAfterFailureSeconds: z.number().int().min(0).max(30 * 86_400).default(3_600),
+  retryAfterFailureSeconds: z
+    .number()
+    .int()
+    .min(0)
+    .max(30 * 86_400)
+    .default(3_600),
   /**
    * A machine that answers `busy` this many times in a row fails (busy_too_often, with the
    * provider's backoff): a GPU time-shared between machine ids, or one that dodges challenges,
@@ -134,7 +146,12 @@ export const attestOptionsSchema = z.strictObject({
   challenge: challengeProfileSchema.prefault({}),
   memory: memoryOptionsSchema.prefault({}),
   /** Validity of an attestation this node signs, seconds. One day: machines are re-challenged daily. */
-  attestationTtlSeconds: z.number().int().min(60).max(30 * 86_400).default(86_400),
+  attestationTtlSeconds: z
+    .number()
+    .int()
+    .min(60)
+    .max(30 * 86_400)
+    .default(86_400),
   /** Largest challenge a provider computes, in tera-ops (10¹² int8 ops); larger ones are refused. */
   maxChallengeTeraOps: z.number().positive().max(1e9).default(1e6),
   runner: attestRunnerOptionsSchema.prefault({}),

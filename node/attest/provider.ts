@@ -79,7 +79,10 @@ export class ChallengeResponder {
     const machine = this.options.machine(message.machineId);
     if (!machine) throw new ChallengeRefusedError("unknown_machine", `No machine ${message.machineId} here.`);
     if (machine.model !== message.model || machine.units !== message.units || machine.vramMiB !== message.vramMiB) {
-      throw new ChallengeRefusedError("claim_mismatch", `Machine ${message.machineId} is ${machine.units} × ${machine.model} (${machine.vramMiB} MiB), not what the challenge names.`);
+      throw new ChallengeRefusedError(
+        "claim_mismatch",
+        `Machine ${message.machineId} is ${machine.units} × ${machine.model} (${machine.vramMiB} MiB), not what the challenge names.`,
+      );
     }
     const skew = this.options.clockSkewMs ?? 30_000;
     if (this.now > message.cutoffAtMs + skew) throw new ChallengeRefusedError("expired", "The challenge's cutoff has passed.");
@@ -104,7 +107,10 @@ export class ChallengeResponder {
     // Past the cutoff the attestor no longer listens: stop the compute and free the GPUs.
     const skew = this.options.clockSkewMs ?? 30_000;
     const abort = new AbortController();
-    const timer = setTimeout(() => abort.abort(new ChallengeRefusedError("expired", "The challenge's cutoff passed during the compute.")), Math.max(0, message.cutoffAtMs + skew - this.now));
+    const timer = setTimeout(
+      () => abort.abort(new ChallengeRefusedError("expired", "The challenge's cutoff passed during the compute.")),
+      Math.max(0, message.cutoffAtMs + skew - this.now),
+    );
     const onGone = () => {
       this.options.logger?.info("Challenge compute stopped: the attestor went away", { challengeId: message.id, machineId: message.machineId, attestor: message.attestor });
       abort.abort(new ChallengeRefusedError("expired", "The attestor that sent the challenge went away during the compute."));

@@ -72,7 +72,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
   if (!holdsRole) {
     throw new NotAnAttestorError(`${address} does not hold ATTESTOR_ROLE on the registry ${daemon.registry}`, {
       metaMessages: [
-        "Governance grants it: ProviderRegistry.grantRole(ATTESTOR_ROLE, address), ATTESTOR_ROLE = keccak256(\"ATTESTOR_ROLE\").",
+        'Governance grants it: ProviderRegistry.grantRole(ATTESTOR_ROLE, address), ATTESTOR_ROLE = keccak256("ATTESTOR_ROLE").',
         "On the devnet, accounts 7, 8 and 9 are attestors (`npm run devnet -- --attestors 7,8,9` chooses others).",
       ],
     });

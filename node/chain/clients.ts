@@ -1,14 +1,4 @@
-import {
-  createPublicClient,
-  createWalletClient,
-  defineChain,
-  http,
-  type Account,
-  type Chain,
-  type PublicClient,
-  type Transport,
-  type WalletClient,
-} from "viem";
+import { createPublicClient, createWalletClient, defineChain, http, type Account, type Chain, type PublicClient, type Transport, type WalletClient } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { SuanliError } from "../../common/errors.js";
 

@@ -27,10 +27,7 @@ import { Bucket } from "../store/buckets.js";
 import type { Repository, Store } from "../store/store.js";
 
 /** Both contracts' events, decoded by one ABI (the market's extension emits through the market). */
-const watchedAbi = [
-  ...providerRegistryAbi.filter((item) => item.type === "event"),
-  ...leaseMarketAbi.filter((item) => item.type === "event"),
-];
+const watchedAbi = [...providerRegistryAbi.filter((item) => item.type === "event"), ...leaseMarketAbi.filter((item) => item.type === "event")];
 
 type Decoded = ReturnType<typeof parseEventLogs<typeof watchedAbi>>[number];
 /** A decoded Suanli contract event with its block and log position. */
@@ -144,8 +141,7 @@ function decodeCursor(stored: string): ChainCursor {
   if (!match) throw new ChainFollowerError(`Stored chain cursor "${stored}" is not <block>:<logIndex>`);
   return { block: BigInt(match[1]!), logIndex: Number(match[2]) };
 }
-const before = (event: ChainEvent, cursor: ChainCursor): boolean =>
-  event.blockNumber < cursor.block || (event.blockNumber === cursor.block && event.logIndex < cursor.logIndex);
+const before = (event: ChainEvent, cursor: ChainCursor): boolean => event.blockNumber < cursor.block || (event.blockNumber === cursor.block && event.logIndex < cursor.logIndex);
 
 /**
  * @example

@@ -18,10 +18,7 @@ export async function readDeployment(dir: string, chainId: number): Promise<Depl
     text = await readFile(file, "utf8");
   } catch {
     throw new DeploymentError(`No deployment manifest for chain ${chainId} at ${file}`, {
-      metaMessages: [
-        "Deploy first: `npm run chain` in one terminal, then `npm run deploy`.",
-        "Or point --chain.deploymentsDir at the folder that holds <chainId>.json.",
-      ],
+      metaMessages: ["Deploy first: `npm run chain` in one terminal, then `npm run deploy`.", "Or point --chain.deploymentsDir at the folder that holds <chainId>.json."],
     });
   }
   let json: unknown;

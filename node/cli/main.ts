@@ -9,10 +9,7 @@ import { registerWallet } from "./commands/wallet.js";
 import { registerRenter, renterExitCode } from "./commands/renter.js";
 import { CliError, cliWording, ExitCode } from "./output.js";
 
-const program = new Command("suanli")
-  .description("Suanli: a decentralized marketplace for renting GPU compute")
-  .showHelpAfterError()
-  .exitOverride();
+const program = new Command("suanli").description("Suanli: a decentralized marketplace for renting GPU compute").showHelpAfterError().exitOverride();
 
 registerDevnet(program);
 registerNode(program);

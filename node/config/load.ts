@@ -131,9 +131,7 @@ export async function loadConfig<S extends z.ZodType>(schema: S, sources: Config
     try {
       text = await readFile(file, "utf8");
     } catch (error) {
-      throw new ConfigError(`Cannot read config file ${file}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`, [], [
-        "Pass --config with the path of a JSON file.",
-      ]);
+      throw new ConfigError(`Cannot read config file ${file}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`, [], ["Pass --config with the path of a JSON file."]);
     }
     let parsed: unknown;
     try {
@@ -178,7 +176,9 @@ export async function loadConfig<S extends z.ZodType>(schema: S, sources: Config
     const origin = origins.get(issue.path);
     return `${issue.path || "(root)"}: ${issue.message}${origin ? ` (from ${origin})` : ""}`;
   });
-  throw new ConfigError(`Invalid configuration: ${lines.join("; ")}`, issues.map((issue) => issue.path), [
-    "Every key, its type and its default are listed in docs/configuration.md.",
-  ]);
+  throw new ConfigError(
+    `Invalid configuration: ${lines.join("; ")}`,
+    issues.map((issue) => issue.path),
+    ["Every key, its type and its default are listed in docs/configuration.md."],
+  );
 }

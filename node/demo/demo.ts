@@ -76,13 +76,19 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
     clients.push(renter);
     say("3. Waiting for the providers' offers, then for the attestors' proof-of-capacity challenges...");
     await until("three offers", async () => (await renter.queryOffers()).length >= 3, 90_000);
-    const attested = await until("three attested offers", async () => {
-      const offers = await renter.queryOffers({ attestedOnly: true });
-      return offers.length >= 3 ? offers : undefined;
-    }, 90_000);
+    const attested = await until(
+      "three attested offers",
+      async () => {
+        const offers = await renter.queryOffers({ attestedOnly: true });
+        return offers.length >= 3 ? offers : undefined;
+      },
+      90_000,
+    );
     out("   Live market (validated offers, attested by proof of capacity):");
     for (const offer of await renter.queryOffers()) {
-      out(`     ${offer.model.padEnd(15)} ${`${offer.freeUnits}/${offer.units} free`.padEnd(10)} ${offer.pricePerGpuHour.padStart(6)} USD/GPU-h  ${offer.region.padEnd(9)} attested=${offer.attested}  ${offer.provider}`);
+      out(
+        `     ${offer.model.padEnd(15)} ${`${offer.freeUnits}/${offer.units} free`.padEnd(10)} ${offer.pricePerGpuHour.padStart(6)} USD/GPU-h  ${offer.region.padEnd(9)} attested=${offer.attested}  ${offer.provider}`,
+      );
     }
 
     say("4. A renter asks for 1× A100 for 2 minutes at most 2.50 USD/GPU-h, and for 8× H100 at 1 USD (to see an explanation):");
@@ -141,7 +147,9 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
       command: "node job.js",
       env: { PRIME_LIMIT: "500000", STEPS: "3" },
     });
-    say(`   on-demand lease ${onDemand.leaseId} opened; batch job lease ${interruptible.leaseId}: ${(await readLease(admin.publicClient, deployment.contracts.market!, interruptible.leaseId)).endReason}`);
+    say(
+      `   on-demand lease ${onDemand.leaseId} opened; batch job lease ${interruptible.leaseId}: ${(await readLease(admin.publicClient, deployment.contracts.market!, interruptible.leaseId)).endReason}`,
+    );
     for await (const line of bidder.logs(interruptible.taskId)) if (/SIGTERM|started/.test(line.text)) out(`     | ${line.text}`);
     const interruptibleReceipt = await bidder.wait(interruptible.taskId);
     say("   the preempted batch job was billed only up to the end of its notice; the rest came back at once:");
@@ -160,10 +168,9 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
       },
       30_000,
     );
-    say("   provider-3 metrics: suanli_provider_units{mode=\"idle\"} 2 — the idle workload is running again.");
+    say('   provider-3 metrics: suanli_provider_units{mode="idle"} 2 — the idle workload is running again.');
 
-    const balanceOf = (index: number) =>
-      admin.publicClient.readContract({ address: token, abi: testTokenAbi, functionName: "balanceOf", args: [devnetAccount(index).address] });
+    const balanceOf = (index: number) => admin.publicClient.readContract({ address: token, abi: testTokenAbi, functionName: "balanceOf", args: [devnetAccount(index).address] });
     const renterBalances = { job: await balanceOf(RENTERS.job), interruptible: await balanceOf(RENTERS.interruptible), onDemand: await balanceOf(RENTERS.onDemand) };
     return {
       renterFunding: RENTER_FUNDING,
@@ -201,6 +208,8 @@ function printReceipt(out: (line: string) => void, receipt: TaskReceipt, symbol:
     out(`     gas: ${lease.gas.map((step) => `${step.step} ${step.gasUsed}`).join(", ")}`);
   }
   if (receipt.completion) {
-    out(`     completion report: exit ${receipt.completion.exitCode}, output ${receipt.completion.outputDigest.slice(0, 14)}…, signature ${receipt.completion.verified ? "verified against the chain" : "NOT verified"}`);
+    out(
+      `     completion report: exit ${receipt.completion.exitCode}, output ${receipt.completion.outputDigest.slice(0, 14)}…, signature ${receipt.completion.verified ? "verified against the chain" : "NOT verified"}`,
+    );
   }
 }

@@ -88,7 +88,6 @@ export type StartDemoProvidersParameters = {
   logger: Logger;
 };
 
-
 /** Faucet, approve, register with the node's peer id, stake, declare machines; returns the machine ids. */
 async function registerOnChain(daemon: Daemon, machines: DemoMachine[]): Promise<number[]> {
   const clients = { publicClient: daemon.chain.publicClient, walletClient: daemon.chain.walletClient! };
@@ -122,7 +121,10 @@ async function attest(daemon: Daemon, provider: Address, machineId: number, mach
     model: modelHash(machine.model),
     units: machine.units,
     vramMiB: vramOf(machine),
-    throughput: 1_000_000_000n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const,
+    throughput: 1_000_000_000n,
+    challengeId: `0x${"00".repeat(32)}` as const,
+    root: `0x${"00".repeat(32)}` as const,
+    gpus: `0x${"00".repeat(32)}` as const,
     issuedAt: now - 60,
     expiry: now + 24 * 3600,
   };
@@ -202,7 +204,15 @@ async function publish(
 ): Promise<void> {
   const { machine } = item;
   await item.daemon.offers.publisher!.set({
-    machine: { machineId: item.machineId, model: machine.model, units: machine.units, vramMiB: vramOf(machine), interconnect: machine.interconnect, region: machine.region, cluster: machine.cluster },
+    machine: {
+      machineId: item.machineId,
+      model: machine.model,
+      units: machine.units,
+      vramMiB: vramOf(machine),
+      interconnect: machine.interconnect,
+      region: machine.region,
+      cluster: machine.cluster,
+    },
     terms: { pricePerUnitSecond, minBidPerUnitSecond: machine.minBidPerUnitSecond, minDuration: 60, maxDuration: 7 * 86_400, collateralBps: 2_000, startWindow: 300 },
     capacity: { freeUnits: machine.units },
     attestations: item.attestations,

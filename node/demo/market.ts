@@ -105,7 +105,9 @@ export async function startDemoMarket(options: {
       await admin.publicClient.waitForTransactionReceipt({ hash });
     };
     for (const p of options.providers) await mint(devnetAccount(p.account).address, 10_000n);
-    say(`   chain ${deployment.chainId} at ${chain.rpcUrl}; market ${deployment.contracts.market}${options.attestors.length ? `; attestors: accounts ${options.attestors.join(", ")}` : ""}`);
+    say(
+      `   chain ${deployment.chainId} at ${chain.rpcUrl}; market ${deployment.contracts.market}${options.attestors.length ? `; attestors: accounts ${options.attestors.join(", ")}` : ""}`,
+    );
 
     // Node identities and ports are fixed up front so every node can bootstrap from the others.
     type NodeSpec = { name: string; dir: string; port: number; addr: string };
@@ -136,7 +138,9 @@ export async function startDemoMarket(options: {
 
     const runtime = await demoTaskRuntime();
     say(`   tasks: ${runtime.description}`);
-    say(`2. Starting ${options.providers.length} providers (declared GPUs, idle workload on free GPUs)${options.attestors.length ? ` and ${options.attestors.length} attestors` : ""}...`);
+    say(
+      `2. Starting ${options.providers.length} providers (declared GPUs, idle workload on free GPUs)${options.attestors.length ? ` and ${options.attestors.length} attestors` : ""}...`,
+    );
     const metricsPorts: number[] = [];
     for (const [i, p] of options.providers.entries()) {
       const spec = specs[i]!;
@@ -166,7 +170,9 @@ export async function startDemoMarket(options: {
       const file = path.join(spec.dir, "config.json");
       await writeFile(file, JSON.stringify(config, null, 2));
       processes.push(startNodeProcess(p.name, ["provider", "start", "--config", file], path.join(spec.dir, "node.log")));
-      say(`   ${p.name}: ${p.count}× ${p.model} in ${p.region} at ${p.usd} USD/GPU-h${p.minBid ? ` (interruptible from ${p.minBid})` : ""} — wallet ${devnetAccount(p.account).address}`);
+      say(
+        `   ${p.name}: ${p.count}× ${p.model} in ${p.region} at ${p.usd} USD/GPU-h${p.minBid ? ` (interruptible from ${p.minBid})` : ""} — wallet ${devnetAccount(p.account).address}`,
+      );
     }
     for (const [j, index] of options.attestors.entries()) {
       const spec = specs[options.providers.length + j]!;
@@ -180,9 +186,13 @@ export async function startDemoMarket(options: {
       say(`   ${spec.name}: wallet ${devnetAccount(index).address} (ATTESTOR_ROLE)`);
     }
     for (const proc of processes) {
-      runDetached(proc.exited.then((code) => {
-        if (code !== null && code !== 0) say(`   !! ${proc.name} exited with code ${code}; its log: ${proc.logFile}`);
-      }), undefined, "Watching a demo process");
+      runDetached(
+        proc.exited.then((code) => {
+          if (code !== null && code !== 0) say(`   !! ${proc.name} exited with code ${code}; its log: ${proc.logFile}`);
+        }),
+        undefined,
+        "Watching a demo process",
+      );
     }
     return { chain, deployment, admin, providerAddrs, metricsPorts, processes, workDir, mint, stop };
   } catch (error) {

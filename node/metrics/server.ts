@@ -46,7 +46,12 @@ export async function startMetricsServer(registry: Registry, options: { host: st
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve, reject) => {
     server.once("error", (error: NodeJS.ErrnoException) =>
-      reject(new MetricsServerError(`Cannot serve metrics on ${options.host}:${options.port}: ${error.code ?? error.message}`, { cause: error, metaMessages: ["Choose another metrics.port, or 0 for any free port."] })),
+      reject(
+        new MetricsServerError(`Cannot serve metrics on ${options.host}:${options.port}: ${error.code ?? error.message}`, {
+          cause: error,
+          metaMessages: ["Choose another metrics.port, or 0 for any free port."],
+        }),
+      ),
     );
     server.listen(options.port, options.host, () => resolve());
   });

@@ -181,9 +181,11 @@ function decodeCursor(cursor: string): { price: bigint; key: string } {
   } catch {
     // reported below
   }
-  throw new InvalidInputError("offer page", [{ path: "cursor", message: "not a cursor this node issued" }], [
-    "Pass the nextCursor of the previous page unchanged, or omit it for the first page.",
-  ]);
+  throw new InvalidInputError(
+    "offer page",
+    [{ path: "cursor", message: "not a cursor this node issued" }],
+    ["Pass the nextCursor of the previous page unchanged, or omit it for the first page."],
+  );
 }
 
 /** Orders offers by price, then key: the order queries return and cursors follow. */

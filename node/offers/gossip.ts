@@ -10,12 +10,7 @@ import { TopicValidatorResult } from "@libp2p/gossipsub";
 import type { IdentifyResult, PeerId } from "@libp2p/interface";
 import { SuanliError } from "../../common/errors.js";
 import { encodeOfferMessage, offersTopic, type OfferMessage } from "../../common/offers/message.js";
-import {
-  OFFERS_SYNC_MAX_MESSAGE_BYTES,
-  OFFERS_SYNC_MAX_PAGE,
-  offersSyncRequestSchema,
-  offersSyncResponseSchema,
-} from "../../common/offers/sync.js";
+import { OFFERS_SYNC_MAX_MESSAGE_BYTES, OFFERS_SYNC_MAX_PAGE, offersSyncRequestSchema, offersSyncResponseSchema } from "../../common/offers/sync.js";
 import { offerFailure, type OfferRejectReason, type OfferValidation, type OfferValidator } from "../../common/offers/validate.js";
 import type { GossipSubInspect, SuanliHost } from "../../common/p2p/host.js";
 import { OFFERS_SYNC_PROTOCOL } from "../../common/p2p/protocols.js";
@@ -234,12 +229,18 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
     // Bounded by what a book can hold, plus one page.
     const maxPages = Math.ceil(this.book.capacity / pageSize) + 1;
     while (pages < maxPages && this.running) {
-      const page = await request(this.host, peer, OFFERS_SYNC_PROTOCOL, { chainId: this.chainId, after, limit: pageSize }, {
-        requestSchema: offersSyncRequestSchema,
-        responseSchema: offersSyncResponseSchema,
-        timeoutMs: this.syncOptions.timeoutMs,
-        maxMessageBytes: OFFERS_SYNC_MAX_MESSAGE_BYTES,
-      });
+      const page = await request(
+        this.host,
+        peer,
+        OFFERS_SYNC_PROTOCOL,
+        { chainId: this.chainId, after, limit: pageSize },
+        {
+          requestSchema: offersSyncRequestSchema,
+          responseSchema: offersSyncResponseSchema,
+          timeoutMs: this.syncOptions.timeoutMs,
+          maxMessageBytes: OFFERS_SYNC_MAX_MESSAGE_BYTES,
+        },
+      );
       pages++;
       let pageRejected = 0;
       for (const raw of page.offers) {

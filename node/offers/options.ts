@@ -8,7 +8,12 @@ export const offersOptionsSchema = z.strictObject({
   /** Re-announce interval of this node's own offers (peers that missed one catch up). */
   reannounceIntervalMs: z.number().int().min(1_000).max(3_600_000).default(30_000),
   /** Offers expiring further ahead than this are refused: an offer must not outlive its provider by days. */
-  maxTtlSec: z.number().int().min(60).max(30 * 86_400).default(86_400),
+  maxTtlSec: z
+    .number()
+    .int()
+    .min(60)
+    .max(30 * 86_400)
+    .default(86_400),
   /** How far ahead of this node's clock a message's publishedAt may be. */
   maxClockSkewSec: z.number().int().min(0).max(3_600).default(30),
   /** Most offers held; new machines beyond it are ignored until others leave. */

@@ -118,9 +118,9 @@ export async function startOfferService(parameters: StartOfferServiceParameters)
         return removed;
       })
       .then(
-      (removed) => logger.info("Offer book reloaded", { offers: book.size, evicted: removed }),
-      (error: unknown) => logger.warn("Cannot re-check the reloaded offer book", {}, error),
-    );
+        (removed) => logger.info("Offer book reloaded", { offers: book.size, evicted: removed }),
+        (error: unknown) => logger.warn("Cannot re-check the reloaded offer book", {}, error),
+      );
   }
 
   let publisher: OfferPublisher | undefined;

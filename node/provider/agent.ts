@@ -37,9 +37,7 @@ import { createCapacityManager, createRuntime, gpuSampler, loadInventory } from 
 import { OutputStore } from "./agent/outputs.js";
 import { TaskIoService } from "./agent/task-io.js";
 import type { Runtime, RuntimeIsolation } from "./runtime/runtime.js";
-import { randomBytes } from "node:crypto";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
-import { sealingKeyPairFromSeed, sealingKeyStatement, type SealingKey, type SealingKeyPair } from "../../common/sealed.js";
+import { loadSealingKey } from "./agent/sealing.js";
 import { TxSender } from "./agent/chain-tx.js";
 import { Claimer } from "./agent/claims.js";
 import { LeaseController } from "./agent/leases.js";
@@ -127,7 +125,13 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     // Renter code never runs without an isolation verified here: check before anything is sold
     // or sent to the chain, and say it at every start when the operator chose none.
     const sampleGpus = gpuSampler(options, inventory, agentOptions.commandRunner);
-    const baseRuntime = createRuntime(options, { dataDir: daemon.config.dataDir, logger: logger.child({ part: "runtime" }), sampleGpus, inventory, hiddenPaths: agentOptions.hiddenPaths });
+    const baseRuntime = createRuntime(options, {
+      dataDir: daemon.config.dataDir,
+      logger: logger.child({ part: "runtime" }),
+      sampleGpus,
+      inventory,
+      hiddenPaths: agentOptions.hiddenPaths,
+    });
     const isolation: RuntimeIsolation = baseRuntime.verify ? await baseRuntime.verify() : { sandboxed: true, description: `${baseRuntime.kind} runtime`, warnings: [] };
     for (const warning of isolation.warnings) logger.warn(warning);
     logger.info("Task isolation verified", { runtime: baseRuntime.kind, isolation: isolation.description });
@@ -251,7 +255,9 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     // Units of leases that were running stay away from the idle workload while they are sorted out.
     for (const record of records.open()) {
       if (record.unitIds.length === 0 || record.released || record.phase === "ended") continue;
-      await capacity.assign(leases.units.taskId(record.leaseId), record.unitIds, record.interruptible ? "interruptible" : "ai").catch((error: unknown) => logger.warn("Cannot take a lease's units back", { leaseId: record.leaseId }, error));
+      await capacity
+        .assign(leases.units.taskId(record.leaseId), record.unitIds, record.interruptible ? "interruptible" : "ai")
+        .catch((error: unknown) => logger.warn("Cannot take a lease's units back", { leaseId: record.leaseId }, error));
     }
     const unitModes = () => {
       const counts = { idle: 0, ai: 0, interruptible: 0 };
@@ -364,11 +370,14 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
 
     // Holds that expire without a lease give their units back to the offer (the publisher sends
     // nothing when no offer changed).
-    const holdSweep = setInterval(() => {
-      const expired = reservations.table.sweep().length + reservations.collectUnopened().length;
-      if (expired > 0) runDetached(reservations.persist(), logger, "Writing the reservations");
-      market.markDirty();
-    }, Math.min(5_000, options.leases.reconcileIntervalMs));
+    const holdSweep = setInterval(
+      () => {
+        const expired = reservations.table.sweep().length + reservations.collectUnopened().length;
+        if (expired > 0) runDetached(reservations.persist(), logger, "Writing the reservations");
+        market.markDirty();
+      },
+      Math.min(5_000, options.leases.reconcileIntervalMs),
+    );
     holdSweep.unref();
     cleanups.push(async () => clearInterval(holdSweep));
 
@@ -435,7 +444,12 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       })),
       problems: inventory.problems,
     });
-    logger.info("Provider agent started", { address, peerId, machines: machines.map((machine) => `${machine.machineId}:${machine.model}x${machine.units}`), leases: records.open().length });
+    logger.info("Provider agent started", {
+      address,
+      peerId,
+      machines: machines.map((machine) => `${machine.machineId}:${machine.model}x${machine.units}`),
+      leases: records.open().length,
+    });
 
     let stopped = false;
     const agent: ProviderAgent = {
@@ -466,31 +480,4 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     await runCleanups();
     throw error;
   }
-}
-
-/**
- * The node's key for sealed secrets: a P-256 key pair derived from a 32-byte seed kept in
- * `<dataDir>/sealing.key` (mode 0600, created on first start), and the wallet's signature that
- * binds its public key to this provider on this chain (sent with every reserve acceptance and
- * published with every offer).
- */
-async function loadSealingKey(dataDir: string, account: LocalAccount, chainId: number): Promise<{ keyPair: SealingKeyPair; key: SealingKey }> {
-  const file = path.join(dataDir, "sealing.key");
-  let seedHex = (await readFile(file, "utf8").catch((error: NodeJS.ErrnoException) => {
-    if (error.code === "ENOENT") return undefined;
-    throw error;
-  }))?.trim();
-  if (seedHex === undefined) {
-    seedHex = randomBytes(32).toString("hex");
-    await mkdir(dataDir, { recursive: true });
-    // wx: never overwrite a key another start wrote meanwhile.
-    await writeFile(file, `${seedHex}\n`, { mode: 0o600, flag: "wx" }).catch(async (error: NodeJS.ErrnoException) => {
-      if (error.code !== "EEXIST") throw error;
-      seedHex = (await readFile(file, "utf8")).trim();
-    });
-  }
-  if (!/^[0-9a-f]{64}$/.test(seedHex!)) throw new ProviderAgentError(`The sealing key ${file} is not 64 hex digits`, { metaMessages: ["Move it away to create a new one (renters seal to the key in each acceptance)."] });
-  const keyPair = await sealingKeyPairFromSeed(Buffer.from(seedHex!, "hex"));
-  const signature = await account.signMessage({ message: sealingKeyStatement(chainId, account.address, keyPair.publicKey) });
-  return { keyPair, key: { publicKey: keyPair.publicKey, signature } };
 }

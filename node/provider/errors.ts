@@ -32,7 +32,11 @@ export class NvidiaSmiFailedError extends SuanliError {
   override name = "NvidiaSmiFailedError";
   readonly exitCode: number | null;
   constructor(args: string[], exitCode: number | null, output: string) {
-    const firstLine = output.split("\n").find((line) => line.trim() !== "")?.trim() ?? "";
+    const firstLine =
+      output
+        .split("\n")
+        .find((line) => line.trim() !== "")
+        ?.trim() ?? "";
     super(`nvidia-smi ${args.join(" ")} failed${exitCode === null ? " (timed out or killed)" : ` with exit code ${exitCode}`}`, {
       details: firstLine || undefined,
     });

@@ -37,7 +37,16 @@ const positiveInt = (max: number) => z.number().int().positive().max(max);
 
 export const idleWorkloadSchema = z.strictObject({
   /** What runs on idle units: a string through /bin/sh -c, or an argv. Gets CUDA_VISIBLE_DEVICES of its units. */
-  command: z.union([z.string().min(1).max(16 * 1024), z.array(z.string().max(16 * 1024)).min(1).max(256)]),
+  command: z.union([
+    z
+      .string()
+      .min(1)
+      .max(16 * 1024),
+    z
+      .array(z.string().max(16 * 1024))
+      .min(1)
+      .max(256),
+  ]),
   /** Extra environment (the idle workload gets only PATH, HOME, LANG of the node besides). */
   env: z.record(envNameSchema, z.string().max(32 * 1024)).default({}),
   cwd: z.string().min(1).optional(),
@@ -49,7 +58,7 @@ export const idleWorkloadSchema = z.strictObject({
 
 /** A whole-token amount as a decimal string ("100", "2.5"), converted with the token's decimals at start. */
 const tokenAmountSchema = z
-  .union([z.string().regex(/^\d{1,20}(\.\d{1,18})?$/, "expected a decimal number of tokens such as \"100\" or \"2.5\""), z.number().nonnegative().max(1e15)])
+  .union([z.string().regex(/^\d{1,20}(\.\d{1,18})?$/, 'expected a decimal number of tokens such as "100" or "2.5"'), z.number().nonnegative().max(1e15)])
   .transform((value) => String(value));
 
 /** A model-keyed price table (prices, interruptible floors). */
@@ -118,8 +127,18 @@ export const providerOptionsSchema = z.strictObject({
       leaseCheckShareBps: leaseChecksSchema.shape.shareBps.default(DEFAULT_LEASE_CHECK_SHARE_BPS),
       /** Seconds after a lease opens by which the node must activate it. */
       startWindowSeconds: z.number().int().min(10).max(86_400).default(300),
-      minDurationSeconds: z.number().int().min(1).max(2 ** 32 - 1).default(60),
-      maxDurationSeconds: z.number().int().min(1).max(2 ** 32 - 1).default(7 * 86_400),
+      minDurationSeconds: z
+        .number()
+        .int()
+        .min(1)
+        .max(2 ** 32 - 1)
+        .default(60),
+      maxDurationSeconds: z
+        .number()
+        .int()
+        .min(1)
+        .max(2 ** 32 - 1)
+        .default(7 * 86_400),
       /**
        * Reserved terms: each tier is an offer of its own beside the on-demand one, for leases of
        * at least `minDurationSeconds` (up to `maxDurationSeconds`, default the on-demand maximum)
@@ -128,8 +147,17 @@ export const providerOptionsSchema = z.strictObject({
       tiers: z
         .array(
           z.strictObject({
-            minDurationSeconds: z.number().int().min(2).max(2 ** 32 - 1),
-            maxDurationSeconds: z.number().int().min(2).max(2 ** 32 - 1).optional(),
+            minDurationSeconds: z
+              .number()
+              .int()
+              .min(2)
+              .max(2 ** 32 - 1),
+            maxDurationSeconds: z
+              .number()
+              .int()
+              .min(2)
+              .max(2 ** 32 - 1)
+              .optional(),
             discountBps: z.number().int().min(1).max(9_999),
           }),
         )
@@ -146,11 +174,20 @@ export const providerOptionsSchema = z.strictObject({
         const previous = terms.tiers[i - 1];
         const max = tier.maxDurationSeconds ?? terms.maxDurationSeconds;
         if (tier.minDurationSeconds <= (previous?.minDurationSeconds ?? terms.minDurationSeconds)) {
-          ctx.addIssue({ code: "custom", path: ["tiers", i, "minDurationSeconds"], message: `must exceed ${previous ? "the previous tier's" : "terms.minDurationSeconds"} (${previous?.minDurationSeconds ?? terms.minDurationSeconds}): tiers are listed from the shortest` });
+          ctx.addIssue({
+            code: "custom",
+            path: ["tiers", i, "minDurationSeconds"],
+            message: `must exceed ${previous ? "the previous tier's" : "terms.minDurationSeconds"} (${previous?.minDurationSeconds ?? terms.minDurationSeconds}): tiers are listed from the shortest`,
+          });
         }
-        if (max < tier.minDurationSeconds) ctx.addIssue({ code: "custom", path: ["tiers", i, "maxDurationSeconds"], message: `must be at least the tier's minDurationSeconds (${tier.minDurationSeconds})` });
+        if (max < tier.minDurationSeconds)
+          ctx.addIssue({ code: "custom", path: ["tiers", i, "maxDurationSeconds"], message: `must be at least the tier's minDurationSeconds (${tier.minDurationSeconds})` });
         if (previous && tier.discountBps < previous.discountBps) {
-          ctx.addIssue({ code: "custom", path: ["tiers", i, "discountBps"], message: `must be at least the previous tier's (${previous.discountBps}): a longer commitment never costs more` });
+          ctx.addIssue({
+            code: "custom",
+            path: ["tiers", i, "discountBps"],
+            message: `must be at least the previous tier's (${previous.discountBps}): a longer commitment never costs more`,
+          });
         }
       });
     }),
@@ -175,7 +212,12 @@ export const providerOptionsSchema = z.strictObject({
         .strictObject({
           limit: z.number().int().min(1).max(10_000).default(5),
           peerLimit: z.number().int().min(1).max(100_000).default(50),
-          windowSeconds: z.number().int().min(60).max(7 * 86_400).default(3_600),
+          windowSeconds: z
+            .number()
+            .int()
+            .min(60)
+            .max(7 * 86_400)
+            .default(3_600),
         })
         .prefault({}),
     })
@@ -259,7 +301,13 @@ export const providerOptionsSchema = z.strictObject({
        * `--network host`, volumes): that is the operator's decision, and the node warns at start.
        */
       containerArgs: z
-        .array(z.string().min(1).max(4_096).regex(/^[^\0\r\n]*$/, "expected one argument without line breaks"))
+        .array(
+          z
+            .string()
+            .min(1)
+            .max(4_096)
+            .regex(/^[^\0\r\n]*$/, "expected one argument without line breaks"),
+        )
         .max(64)
         .default([])
         .superRefine((args, ctx) => {
@@ -327,7 +375,12 @@ export const providerOptionsSchema = z.strictObject({
   outputs: z
     .strictObject({
       /** How long an output stays downloadable after its task ended (default 24 h). */
-      retentionSeconds: z.number().int().min(0).max(90 * 86_400).default(86_400),
+      retentionSeconds: z
+        .number()
+        .int()
+        .min(0)
+        .max(90 * 86_400)
+        .default(86_400),
       /** Largest output folder kept per lease, bytes (default 10 GiB). */
       maxBytes: positiveInt(Number.MAX_SAFE_INTEGER).default(10 * GiB),
       /** All kept outputs together at most, bytes (default 100 GiB). */
@@ -350,7 +403,12 @@ export const providerOptionsSchema = z.strictObject({
   groupJobs: z
     .strictObject({
       /** This machine's address on the cluster network, as the other machines reach it (SUANLI_MASTER_ADDR). */
-      masterAddress: z.string().min(1).max(253).regex(/^[A-Za-z0-9.:_-]+$/, "expected a host name or IP address").default("127.0.0.1"),
+      masterAddress: z
+        .string()
+        .min(1)
+        .max(253)
+        .regex(/^[A-Za-z0-9.:_-]+$/, "expected a host name or IP address")
+        .default("127.0.0.1"),
       /** The rendezvous port rank 0's task listens on (SUANLI_MASTER_PORT). */
       masterPort: z.number().int().min(1).max(65_535).default(29_500),
     })

@@ -18,15 +18,7 @@ import { homedir } from "node:os";
 import path from "node:path";
 import type { Logger } from "../log/logger.js";
 import { CapacityManager } from "./capacity/capacity-manager.js";
-import {
-  detectInventory,
-  inventoryFromDeclared,
-  metricsForUnits,
-  sampleGpuMetrics,
-  type CommandRunner,
-  type Inventory,
-  type UnitMetrics,
-} from "./inventory/inventory.js";
+import { detectInventory, inventoryFromDeclared, metricsForUnits, sampleGpuMetrics, type CommandRunner, type Inventory, type UnitMetrics } from "./inventory/inventory.js";
 import type { ProviderOptions } from "./options.js";
 import { detectAmdInventory, sampleAmdMetrics, type AmdSmiOptions } from "./inventory/amd.js";
 import { ContainerRuntime } from "./runtime/container-runtime.js";
@@ -56,7 +48,11 @@ function amdOptions(options: ProviderOptions, runner?: CommandRunner): AmdSmiOpt
 /** A sampler of the leased devices' GPU metrics for task usage (probed inventories only). */
 export function gpuSampler(options: ProviderOptions, inventory: Inventory, runner?: CommandRunner): ((devices: string[]) => Promise<UnitMetrics[]>) | undefined {
   if (inventory.source === "amd-smi" || inventory.source === "rocm-smi") {
-    return async (devices) => metricsForUnits(await sampleAmdMetrics(amdOptions(options, runner)), inventory.units.filter((unit) => devices.includes(unit.device)));
+    return async (devices) =>
+      metricsForUnits(
+        await sampleAmdMetrics(amdOptions(options, runner)),
+        inventory.units.filter((unit) => devices.includes(unit.device)),
+      );
   }
   if (inventory.source !== "nvidia-smi") return undefined;
   return async (devices) => {

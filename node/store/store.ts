@@ -64,7 +64,10 @@ export class Store {
   private tainted = false;
   private repairing: Promise<void> | undefined;
 
-  private constructor(private readonly db: Level<string, string>, readonly location: string) {}
+  private constructor(
+    private readonly db: Level<string, string>,
+    readonly location: string,
+  ) {}
 
   /** Opens (creating if needed) the database in `dir`. */
   static async open(dir: string): Promise<Store> {
@@ -154,9 +157,12 @@ export class Store {
       const { bavail, bsize } = await statfs(this.location);
       const free = bavail * bsize;
       if (free < REPAIR_MIN_FREE_BYTES) {
-        throw new StoreFullError(`Cannot write to the database at ${this.location}: its disk is still full (${free} bytes free, ${REPAIR_MIN_FREE_BYTES} needed to reopen it after a refused write)`, {
-          metaMessages: ["Free space on the data dir's filesystem; the node retries what it must keep."],
-        });
+        throw new StoreFullError(
+          `Cannot write to the database at ${this.location}: its disk is still full (${free} bytes free, ${REPAIR_MIN_FREE_BYTES} needed to reopen it after a refused write)`,
+          {
+            metaMessages: ["Free space on the data dir's filesystem; the node retries what it must keep."],
+          },
+        );
       }
       if (this.db.status === "open") await this.db.close();
       await this.db.open();

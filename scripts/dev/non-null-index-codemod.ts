@@ -42,12 +42,16 @@ const CODES = new Set([
 ]);
 
 function program(configFile: string): ts.Program {
-  const parsed = ts.getParsedCommandLineOfConfigFile(path.join(root, configFile), { noUncheckedIndexedAccess: true }, {
-    ...ts.sys,
-    onUnRecoverableConfigFileDiagnostic: (d) => {
-      throw new Error(ts.flattenDiagnosticMessageText(d.messageText, "\n"));
+  const parsed = ts.getParsedCommandLineOfConfigFile(
+    path.join(root, configFile),
+    { noUncheckedIndexedAccess: true },
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (d) => {
+        throw new Error(ts.flattenDiagnosticMessageText(d.messageText, "\n"));
+      },
     },
-  });
+  );
   if (!parsed) throw new Error(`Cannot read ${configFile}`);
   return ts.createProgram({ rootNames: parsed.fileNames, options: parsed.options });
 }
@@ -82,7 +86,8 @@ function assertable(node: ts.Node): node is ts.Expression {
  * rather than on every use, when the declaration is a plain `const` in the same file.
  */
 function declarationRead(checker: ts.TypeChecker, sourceFile: ts.SourceFile, node: ts.Identifier): ts.Expression | undefined {
-  const symbol = ts.isShorthandPropertyAssignment(node.parent) && node.parent.name === node ? checker.getShorthandAssignmentValueSymbol(node.parent) : checker.getSymbolAtLocation(node);
+  const symbol =
+    ts.isShorthandPropertyAssignment(node.parent) && node.parent.name === node ? checker.getShorthandAssignmentValueSymbol(node.parent) : checker.getSymbolAtLocation(node);
   const declaration = symbol?.valueDeclaration;
   if (!declaration || !ts.isVariableDeclaration(declaration) || declaration.getSourceFile() !== sourceFile || !ts.isIdentifier(declaration.name)) return undefined;
   if (!(declaration.parent.flags & ts.NodeFlags.Const) || declaration.type) return undefined;
@@ -102,7 +107,13 @@ function insertionFor(checker: ts.TypeChecker, sourceFile: ts.SourceFile, diagno
   const start = diagnostic.start ?? 0;
   let node = nodeAt(sourceFile, start, start + (diagnostic.length ?? 0));
   // A declaration or property reported by its name: the value is its initializer.
-  if (ts.isIdentifier(node) && node.parent && (ts.isVariableDeclaration(node.parent) || ts.isPropertyAssignment(node.parent)) && node.parent.name === node && node.parent.initializer) {
+  if (
+    ts.isIdentifier(node) &&
+    node.parent &&
+    (ts.isVariableDeclaration(node.parent) || ts.isPropertyAssignment(node.parent)) &&
+    node.parent.name === node &&
+    node.parent.initializer
+  ) {
     node = node.parent.initializer;
   }
   // `const { a, b } = x[i]` or `const [a] = x[i]` reported at a bound name: the value destructured is the initializer.
@@ -146,7 +157,8 @@ function insertionFor(checker: ts.TypeChecker, sourceFile: ts.SourceFile, diagno
 
 /** Applies insertions from the end backwards (earlier positions stay valid), skipping any that would not parse. */
 function applyInsertions(fileName: string, text: string, insertions: Map<number, string>): { text: string; applied: number } {
-  const parseErrors = (t: string) => (ts.createSourceFile(fileName, t, ts.ScriptTarget.Latest, false, ts.ScriptKind.TS) as unknown as { parseDiagnostics: unknown[] }).parseDiagnostics.length;
+  const parseErrors = (t: string) =>
+    (ts.createSourceFile(fileName, t, ts.ScriptTarget.Latest, false, ts.ScriptKind.TS) as unknown as { parseDiagnostics: unknown[] }).parseDiagnostics.length;
   const before = parseErrors(text);
   let applied = 0;
   for (const [at, insert] of [...insertions].sort((a, b) => b[0] - a[0])) {

@@ -31,9 +31,7 @@ export async function cancelTask(ctx: SuanliContext, taskId: string): Promise<Ta
     const status = views[index]?.status; // one view per member (read above)
     if (status !== "Open" && status !== "Active") continue;
     // Best effort: the chain transaction below is what ends the lease and refunds.
-    await ctx.link
-      .cancel({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth: await authorize(ctx, attempt, "cancel", {}) })
-      .catch(() => undefined);
+    await ctx.link.cancel({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth: await authorize(ctx, attempt, "cancel", {}) }).catch(() => undefined);
     let sent: Awaited<ReturnType<typeof closeLease>> | undefined;
     try {
       sent = await closeLease({ ...ctx, walletClient, account }, attempt.leaseId);

@@ -85,7 +85,6 @@ function sameFiles(a: OutputManifest, b: OutputManifest): boolean {
   return a.files.length === b.files.length && a.files.every((file, i) => file.path === b.files[i]?.path && file.size === b.files[i]?.size);
 }
 
-
 /**
  * Downloads the task's output folder (what it wrote to `$SUANLI_OUTPUT_DIR`) from its provider
  * into `dir`, streamed over libp2p, and checks it: the SDK recomputes the digest with the
@@ -109,11 +108,18 @@ export async function downloadOutput(ctx: SuanliContext, taskId: string, paramet
   const { digestOutputFiles } = await import("../../common/output-digest.js");
   const dir = pathLib.resolve(parameters.dir);
 
-  const listed = await openTaskStream(ctx, attempt, OUTPUT_PROTOCOL, "output", { op: "list" }, {
-    responseSchema: outputManifestSchema,
-    maxFrameBytes: TASK_IO_CONTROL_MAX_BYTES,
-    signal: parameters.signal,
-  });
+  const listed = await openTaskStream(
+    ctx,
+    attempt,
+    OUTPUT_PROTOCOL,
+    "output",
+    { op: "list" },
+    {
+      responseSchema: outputManifestSchema,
+      maxFrameBytes: TASK_IO_CONTROL_MAX_BYTES,
+      signal: parameters.signal,
+    },
+  );
   await listed.stream.close().catch(() => undefined);
   let manifest = listed.answer;
   if (manifest.totalBytes > maxBytes) throw new OutputDownloadError(`The output is ${manifest.totalBytes} bytes, over maxBytes (${maxBytes})`);
@@ -173,7 +179,10 @@ export async function downloadOutput(ctx: SuanliContext, taskId: string, paramet
     await read.stream.close().catch(() => undefined);
   }
 
-  const digest = await digestOutputFiles(dir, manifest.files.map((file) => ({ rel: file.path })));
+  const digest = await digestOutputFiles(
+    dir,
+    manifest.files.map((file) => ({ rel: file.path })),
+  );
   const result: DownloadOutputReturnType = {
     files: manifest.files.map((file) => ({ path: file.path, size: file.size })),
     bytes: manifest.totalBytes,

@@ -39,7 +39,11 @@ function isBreak(error: unknown): boolean {
  * const result = await client.downloadOutput(taskId, { maxBytes: 256 * 1024 ** 2 });
  * for (const file of result.files) console.log(file.path, file.size, file.data?.byteLength, result.verified);
  */
-export async function downloadOutputRelay(ctx: SuanliContext, taskId: string, parameters: Omit<DownloadOutputParameters, "dir"> & { dir?: string } = {}): Promise<DownloadOutputReturnType> {
+export async function downloadOutputRelay(
+  ctx: SuanliContext,
+  taskId: string,
+  parameters: Omit<DownloadOutputParameters, "dir"> & { dir?: string } = {},
+): Promise<DownloadOutputReturnType> {
   const relay = ctx.link.relayOutput;
   if (!relay) throw new TaskIoUnsupportedError("This client has no relay for output downloads: create it with `nodeUrl`");
   if (parameters.dir !== undefined) {

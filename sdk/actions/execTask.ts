@@ -93,22 +93,22 @@ export async function execTask(ctx: SuanliContext, taskId: string, command: stri
   // Standard input, then its end.
   runDetached(
     (async () => {
-    try {
-      const input = parameters.stdin;
-      if (typeof input === "string" || input instanceof Uint8Array) {
-        const bytes = typeof input === "string" ? Buffer.from(input) : Buffer.from(input);
-        for (let at = 0; at < bytes.length; at += 48 * 1024) await lp.write(jsonFrame({ stdin: bytes.subarray(at, at + 48 * 1024).toString("base64") }));
-      } else if (input) {
-        for await (const chunk of input) {
-          const bytes = Buffer.from(chunk);
+      try {
+        const input = parameters.stdin;
+        if (typeof input === "string" || input instanceof Uint8Array) {
+          const bytes = typeof input === "string" ? Buffer.from(input) : Buffer.from(input);
           for (let at = 0; at < bytes.length; at += 48 * 1024) await lp.write(jsonFrame({ stdin: bytes.subarray(at, at + 48 * 1024).toString("base64") }));
+        } else if (input) {
+          for await (const chunk of input) {
+            const bytes = Buffer.from(chunk);
+            for (let at = 0; at < bytes.length; at += 48 * 1024) await lp.write(jsonFrame({ stdin: bytes.subarray(at, at + 48 * 1024).toString("base64") }));
+          }
         }
+        await lp.write(jsonFrame({ stdinEnd: true }));
+      } catch {
+        // the command ended first
       }
-      await lp.write(jsonFrame({ stdinEnd: true }));
-    } catch {
-      // the command ended first
-    }
-  })(),
+    })(),
     undefined,
     "Sending standard input",
   );

@@ -54,7 +54,11 @@ export type ExtendTaskReturnType = {
 };
 
 const extendSchema = z.strictObject({
-  seconds: z.number({ error: "is required: seconds to add" }).int("expected whole seconds").min(1, "must be at least 1").max(366 * 86_400, "must be at most 366 days"),
+  seconds: z
+    .number({ error: "is required: seconds to add" })
+    .int("expected whole seconds")
+    .min(1, "must be at least 1")
+    .max(366 * 86_400, "must be at most 366 days"),
   only: z.array(z.bigint()).min(1).max(64).optional(),
 });
 
@@ -85,7 +89,9 @@ export async function extendTask(ctx: SuanliContext, taskId: string, parameters:
   if (only) {
     const unknown = only.filter((id) => !members.some(({ member }) => member.leaseId === id));
     if (unknown.length) {
-      throw new InvalidInputError("extend parameters", [{ path: "only", message: `lease(s) ${unknown.join(", ")} are not leases of task ${taskId} (${members.map(({ member }) => member.leaseId).join(", ")})` }]);
+      throw new InvalidInputError("extend parameters", [
+        { path: "only", message: `lease(s) ${unknown.join(", ")} are not leases of task ${taskId} (${members.map(({ member }) => member.leaseId).join(", ")})` },
+      ]);
     }
     members = members.filter(({ member }) => only.includes(member.leaseId));
   }
@@ -125,7 +131,11 @@ export async function extendTask(ctx: SuanliContext, taskId: string, parameters:
   }
 
   ctx.progress(`Checking the extension of ${plans.length} lease(s) of the group against the chain...`);
-  const approval = await prepareExtensions(chain, plans.map((plan) => ({ leaseId: plan.member.leaseId, seconds, offer: plan.offer, signature: plan.signature })), total);
+  const approval = await prepareExtensions(
+    chain,
+    plans.map((plan) => ({ leaseId: plan.member.leaseId, seconds, offer: plan.offer, signature: plan.signature })),
+    total,
+  );
   let gasUsed = 0n;
   if (approval) {
     first.member.gas.push({ step: approval.step, gasUsed: approval.gasUsed, transaction: approval.transaction });
@@ -176,7 +186,9 @@ async function consentingOffer(ctx: SuanliContext, attempt: TaskAttempt, lease: 
       (m) =>
         total >= m.offer.minDuration &&
         total <= m.offer.maxDuration &&
-        (lease.interruptible ? m.offer.minBidPerUnitSecond > 0n && m.offer.minBidPerUnitSecond <= lease.pricePerUnitSecond : m.offer.pricePerUnitSecond <= lease.pricePerUnitSecond),
+        (lease.interruptible
+          ? m.offer.minBidPerUnitSecond > 0n && m.offer.minBidPerUnitSecond <= lease.pricePerUnitSecond
+          : m.offer.pricePerUnitSecond <= lease.pricePerUnitSecond),
     );
     return { qualifying, any: offers[0] };
   };
@@ -188,9 +200,12 @@ async function consentingOffer(ctx: SuanliContext, attempt: TaskAttempt, lease: 
   }
   const message = found.qualifying ?? found.any;
   if (!message) {
-    throw new TaskStateError(`The provider has no current offer for machine ${attempt.machineId}: it does not consent to an extension now.${group ? " Nothing was extended." : ""}`, {
-      metaMessages: ["Submit a new task instead, or try again when the provider re-announces its offer."],
-    });
+    throw new TaskStateError(
+      `The provider has no current offer for machine ${attempt.machineId}: it does not consent to an extension now.${group ? " Nothing was extended." : ""}`,
+      {
+        metaMessages: ["Submit a new task instead, or try again when the provider re-announces its offer."],
+      },
+    );
   }
   return message;
 }

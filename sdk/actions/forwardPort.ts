@@ -54,12 +54,20 @@ export type ForwardPortReturnType = { localPort: number; close(): Promise<void> 
 export async function forwardPort(ctx: SuanliContext, taskId: string, parameters: ForwardPortParameters): Promise<ForwardPortReturnType> {
   const { port, localPort = 0 } = parameters ?? {};
   if (!Number.isInteger(port) || port < 1 || port > 65_535) throw new InvalidInputError("forward", [{ path: "port", message: "expected a TCP port, 1 to 65535" }]);
-  if (!Number.isInteger(localPort) || localPort < 0 || localPort > 65_535) throw new InvalidInputError("forward", [{ path: "localPort", message: "expected a TCP port, 0 to 65535" }]);
+  if (!Number.isInteger(localPort) || localPort < 0 || localPort > 65_535)
+    throw new InvalidInputError("forward", [{ path: "localPort", message: "expected a TCP port, 0 to 65535" }]);
   const attempt = await taskAttempt(ctx, taskId, parameters.rank ?? 0);
   const net = await import("node:net");
   const { pipeSocket, FORWARD_EOF_FRAME } = await import("../../common/p2p/socket-pipe.js");
   const open = () =>
-    openTaskStream(ctx, attempt, FORWARD_PROTOCOL, "forward", { port }, { responseSchema: forwardOpenedSchema, maxFrameBytes: Math.max(FORWARD_FRAME_BYTES, TASK_IO_CONTROL_MAX_BYTES) });
+    openTaskStream(
+      ctx,
+      attempt,
+      FORWARD_PROTOCOL,
+      "forward",
+      { port },
+      { responseSchema: forwardOpenedSchema, maxFrameBytes: Math.max(FORWARD_FRAME_BYTES, TASK_IO_CONTROL_MAX_BYTES) },
+    );
   // Access check: an error comes back here, not on the first local connection.
   const probe = await open();
   await probe.lp.write(FORWARD_EOF_FRAME).catch(() => undefined);

@@ -56,4 +56,3 @@ export async function getTaskStatus(ctx: SuanliContext, taskId: string): Promise
     attempts: record.attempts,
   };
 }
-

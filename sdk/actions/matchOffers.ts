@@ -20,7 +20,15 @@ import type { SuanliContext } from "../internal/context.js";
  * }
  */
 export type MatchOffersReturnType =
-  | { ok: true; candidates: { provider: `0x${string}`; machines: { machineId: number; model: string; units: number; pricePerGpuHour: string; terms: string }[]; pricePerGpuHour: string; preempts: boolean }[] }
+  | {
+      ok: true;
+      candidates: {
+        provider: `0x${string}`;
+        machines: { machineId: number; model: string; units: number; pricePerGpuHour: string; terms: string }[];
+        pricePerGpuHour: string;
+        preempts: boolean;
+      }[];
+    }
   | { ok: false; explanation: NoMatchExplanation };
 
 function summarize(candidate: Candidate) {

@@ -159,8 +159,7 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
   for (const [rank, part] of attempts.entries()) {
     ctx.progress(`Lease ${part.leaseId} opened; sending the task to ${part.provider}...`);
     // A group's machines learn about each other: rank 0's provider answers its rendezvous address.
-    const partSpec: TaskSpec =
-      worldSize > 1 ? { ...spec, group: { rank, worldSize, ...(rank > 0 && master ? { masterAddr: master.addr, masterPort: master.port } : {}) } } : spec;
+    const partSpec: TaskSpec = worldSize > 1 ? { ...spec, group: { rank, worldSize, ...(rank > 0 && master ? { masterAddr: master.addr, masterPort: master.port } : {}) } } : spec;
     try {
       const sealed = await sealSpec(partSpec, sealingKeys.get(part.leaseId), part.provider, ctx.chainId, part.leaseId);
       const answer = await sendTaskOnceConfirmed(ctx, part, sealed);
@@ -176,7 +175,10 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
         const closed = await closeLease(chainCtx, other.leaseId).catch(() => undefined);
         if (closed) other.gas.push({ step: "close (task not delivered)", gasUsed: closed.gasUsed, transaction: closed.transaction });
       }
-      throw new ProviderRequestError(`The provider ${part.provider} did not accept the task; lease ${part.leaseId}${worldSize > 1 ? " and the rest of its group were" : " was"} closed and refunded`, { cause: error });
+      throw new ProviderRequestError(
+        `The provider ${part.provider} did not accept the task; lease ${part.leaseId}${worldSize > 1 ? " and the rest of its group were" : " was"} closed and refunded`,
+        { cause: error },
+      );
     }
   }
   const attempt = attempts[0]!;
@@ -252,7 +254,8 @@ export async function sealSpec(spec: TaskSpec, key: SealingKey | undefined, prov
   const secrets = Object.entries(spec.env).filter(([, value]) => typeof value !== "string" && "value" in value);
   if (secrets.length === 0) return spec;
   if (!key) throw new ProviderRequestError(`The provider ${provider} published no sealing key: the task's secrets were not sent`);
-  if (!(await verifySealingKey(key, provider, chainId))) throw new ProviderRequestError(`The sealing key offered for ${provider} is not signed by its wallet: the task's secrets were not sent`);
+  if (!(await verifySealingKey(key, provider, chainId)))
+    throw new ProviderRequestError(`The sealing key offered for ${provider} is not signed by its wallet: the task's secrets were not sent`);
   const env = { ...spec.env };
   for (const [name, value] of secrets) env[name] = { sealed: await sealSecret(key.publicKey, (value as { value: string }).value, { chainId, leaseId, name }), secret: true };
   return { ...spec, env };

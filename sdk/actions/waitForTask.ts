@@ -87,7 +87,12 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
       if (outcome === "waiting") await new Promise((resolve) => setTimeout(resolve, pollIntervalMs));
       continue;
     }
-    if (leaseEnded && MIGRATE_ON.has(status.lease.endReason) && record.autoMigrate && !(status.state !== "unknown" && FINAL_TASK_STATES.has(status.state) && status.state === "succeeded")) {
+    if (
+      leaseEnded &&
+      MIGRATE_ON.has(status.lease.endReason) &&
+      record.autoMigrate &&
+      !(status.state !== "unknown" && FINAL_TASK_STATES.has(status.state) && status.state === "succeeded")
+    ) {
       const spec = ctx.tasks.fullSpec(taskId) ?? record.spec;
       ctx.progress(`Lease ${attempt.leaseId} ended (${status.lease.endReason}); migrating the task to another provider...`);
       ctx.feed.avoid(attempt.provider, 600);
@@ -176,7 +181,7 @@ async function waitGroupStep(ctx: SuanliContext, taskId: string, members: TaskAt
 async function statusCompletion(ctx: SuanliContext, taskId: string) {
   const record = await taskRecord(ctx, taskId);
   const attempt = currentAttempt(record);
-  
+
   try {
     const status = await ctx.link.status({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth: await authorize(ctx, attempt, "status", {}) });
     return status.completion;

@@ -52,9 +52,11 @@ export async function checkBundleDigest(url: string, sha256: string, options: { 
   }
   const actual = bytesToHex(hash.digest());
   if (actual !== expected) {
-    throw new InvalidInputError("task bundle", [{ path: "sha256", message: `the bundle at ${url} has sha256 ${actual}, not ${expected}` }], [
-      "Nothing was reserved or paid. Compute the digest of the file you serve (sha256sum job.tar.gz) and pass it.",
-    ]);
+    throw new InvalidInputError(
+      "task bundle",
+      [{ path: "sha256", message: `the bundle at ${url} has sha256 ${actual}, not ${expected}` }],
+      ["Nothing was reserved or paid. Compute the digest of the file you serve (sha256sum job.tar.gz) and pass it."],
+    );
   }
   return { checked: true };
 }

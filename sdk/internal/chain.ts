@@ -3,7 +3,19 @@
  * approve), openLease, close, extend. Every write is simulated first so a revert is reported by
  * its custom error name without spending gas, then sent and awaited.
  */
-import { parseEventLogs, type Abi, type Account, type Address, type Chain, type ContractFunctionName, type Hex, type Log, type PublicClient, type Transport, type WalletClient } from "viem";
+import {
+  parseEventLogs,
+  type Abi,
+  type Account,
+  type Address,
+  type Chain,
+  type ContractFunctionName,
+  type Hex,
+  type Log,
+  type PublicClient,
+  type Transport,
+  type WalletClient,
+} from "viem";
 import { leaseMarketAbi } from "../../common/abi.js";
 import { suanliErrorsAbi } from "../../common/chain/market.js";
 import { erc20PermitAbi, revertReason, sendContract, signPermit, TransactionRevertedError, type ContractWrite } from "../../common/chain/tx.js";

@@ -104,12 +104,18 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
     synced.add(id);
     let after: string | undefined;
     for (let page = 0; page < 1_000; page++) {
-      const answer = await request(host, peer, OFFERS_SYNC_PROTOCOL, { chainId: options.chainId, after, limit: OFFERS_SYNC_MAX_PAGE }, {
-        requestSchema: offersSyncRequestSchema,
-        responseSchema: offersSyncResponseSchema,
-        maxMessageBytes: OFFERS_SYNC_MAX_MESSAGE_BYTES,
-        timeoutMs: 10_000,
-      });
+      const answer = await request(
+        host,
+        peer,
+        OFFERS_SYNC_PROTOCOL,
+        { chainId: options.chainId, after, limit: OFFERS_SYNC_MAX_PAGE },
+        {
+          requestSchema: offersSyncRequestSchema,
+          responseSchema: offersSyncResponseSchema,
+          maxMessageBytes: OFFERS_SYNC_MAX_MESSAGE_BYTES,
+          timeoutMs: 10_000,
+        },
+      );
       for (const raw of answer.offers) await ingest(raw).catch(() => false);
       if (!answer.next || !answer.offers.length) break;
       after = answer.next;

@@ -88,10 +88,13 @@ function attestationOf(view: OfferView, now: number): OfferKnowledge["attestatio
 export async function startHttpFeed(options: { nodeUrl: string; matching?: MatchingOptionsInput; intervalMs?: number; now?: () => number }): Promise<OfferFeed> {
   const now = options.now ?? (() => Math.floor(Date.now() / 1000));
   // A provider's counters are read once per feed (the node's view is itself cached).
-  const reputations = new ReputationCache(async (provider) => {
-    const view = providerViewSchema.parse(await call(options.nodeUrl, `/v1/providers/${provider}`));
-    return { leasesCompleted: view.reputation.leasesCompleted, faults: view.reputation.faults, unitSecondsDelivered: BigInt(view.reputation.unitSecondsDelivered) };
-  }, { now });
+  const reputations = new ReputationCache(
+    async (provider) => {
+      const view = providerViewSchema.parse(await call(options.nodeUrl, `/v1/providers/${provider}`));
+      return { leasesCompleted: view.reputation.leasesCompleted, faults: view.reputation.faults, unitSecondsDelivered: BigInt(view.reputation.unitSecondsDelivered) };
+    },
+    { now },
+  );
   const offers = new OfferEngineIndex({ matching: options.matching, reputations, now });
   const { engine } = offers;
 
@@ -137,7 +140,11 @@ function leaseIdOf(body: { auth: { request: { leaseId: bigint | string | number 
 
 /** Reaches providers through a node's relay routes. */
 export function httpLink(nodeUrl: string): ProviderLink {
-  const relay = async <S extends z.ZodType>(action: "task" | "status" | "logs" | "cancel", body: { auth: { request: { leaseId: bigint | string | number } } }, schema: S): Promise<z.output<S>> => {
+  const relay = async <S extends z.ZodType>(
+    action: "task" | "status" | "logs" | "cancel",
+    body: { auth: { request: { leaseId: bigint | string | number } } },
+    schema: S,
+  ): Promise<z.output<S>> => {
     const answer = await call(nodeUrl, `/v1/leases/${leaseIdOf(body)}/${action}`, { body });
     relayAnswerSchemas[action].parse(answer);
     return schema.parse(answer) as z.output<S>;

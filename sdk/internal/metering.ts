@@ -5,7 +5,10 @@ import type { LeaseView } from "../../common/chain/market.js";
  * lease keeps accruing units × price per second between blocks (activatedAt moves with a shrink,
  * so this holds for the current units), up to its end.
  */
-export function meteredByNow(lease: Pick<LeaseView, "status" | "activatedAt" | "stopAt" | "end" | "units" | "pricePerUnitSecond" | "accrued">, nowSeconds: number): { elapsedSeconds: number; accruedNow: bigint } {
+export function meteredByNow(
+  lease: Pick<LeaseView, "status" | "activatedAt" | "stopAt" | "end" | "units" | "pricePerUnitSecond" | "accrued">,
+  nowSeconds: number,
+): { elapsedSeconds: number; accruedNow: bigint } {
   if (!lease.activatedAt) return { elapsedSeconds: 0, accruedNow: lease.accrued };
   const stop = lease.stopAt || Math.floor(Math.min(nowSeconds, lease.end || nowSeconds));
   const elapsedSeconds = Math.max(0, stop - lease.activatedAt);

@@ -89,18 +89,25 @@ describe("matching: allocation", () => {
     assert.deepEqual(d.log.opened, [1]);
     assert.equal(result.leases.length, 1);
     assert.equal(result.leases[0]!.part.units, 2);
-    assert.deepEqual(result.attempts.map((a) => a.outcome), ["leased"]);
+    assert.deepEqual(
+      result.attempts.map((a) => a.outcome),
+      ["leased"],
+    );
     assert.equal(result.rounds, 1);
   });
 
   it("falls back to the next candidate on a refusal", async () => {
-    const d = deps(engineWith(three), (part) =>
-      part.entry.machineId === 1 ? { accepted: false, reason: "insufficient-units", availableUnits: 0 } : accept(part),
-    );
+    const d = deps(engineWith(three), (part) => (part.entry.machineId === 1 ? { accepted: false, reason: "insufficient-units", availableUnits: 0 } : accept(part)));
     const result = await allocate(requestInput(), d);
     assert.ok(result.ok);
     assert.deepEqual(d.log.reserved, [1, 2]);
-    assert.deepEqual(result.attempts.map((a) => [a.key.split(":")[1], a.outcome]), [["1", "refused"], ["2", "leased"]]);
+    assert.deepEqual(
+      result.attempts.map((a) => [a.key.split(":")[1], a.outcome]),
+      [
+        ["1", "refused"],
+        ["2", "leased"],
+      ],
+    );
     assert.match(result.attempts[0]!.detail!, /insufficient-units/);
   });
 
@@ -138,10 +145,17 @@ describe("matching: allocation", () => {
   });
 
   it("falls back when the lease transaction fails and releases that hold", async () => {
-    const d = deps(engineWith(three), (part) => accept(part), (part) => part.entry.machineId === 1);
+    const d = deps(
+      engineWith(three),
+      (part) => accept(part),
+      (part) => part.entry.machineId === 1,
+    );
     const result = await allocate(requestInput(), d);
     assert.ok(result.ok);
-    assert.deepEqual(result.attempts.map((a) => a.outcome), ["open-failed", "leased"]);
+    assert.deepEqual(
+      result.attempts.map((a) => a.outcome),
+      ["open-failed", "leased"],
+    );
     assert.match(result.attempts[0]!.detail!, /InsufficientUnits/);
     assert.deepEqual(d.log.released, [1]);
     assert.deepEqual(d.log.opened, [2]);
@@ -151,7 +165,10 @@ describe("matching: allocation", () => {
     const d = deps(engineWith(three), (part) => (part.entry.machineId === 1 ? accept(part, { pricePerUnitSecond: 5000n }) : accept(part)));
     const result = await allocate(requestInput(), d);
     assert.ok(result.ok);
-    assert.deepEqual(result.attempts.map((a) => a.outcome), ["acceptance-mismatch", "leased"]);
+    assert.deepEqual(
+      result.attempts.map((a) => a.outcome),
+      ["acceptance-mismatch", "leased"],
+    );
     assert.match(result.attempts[0]!.detail!, /above the cap/);
     assert.deepEqual(d.log.opened, [2]);
     assert.deepEqual(d.log.released, [1]);
@@ -164,7 +181,10 @@ describe("matching: allocation", () => {
     });
     const result = await allocate(requestInput(), d);
     assert.ok(result.ok);
-    assert.deepEqual(result.attempts.map((a) => a.outcome), ["reserve-error", "leased"]);
+    assert.deepEqual(
+      result.attempts.map((a) => a.outcome),
+      ["reserve-error", "leased"],
+    );
   });
 
   it("re-matches when a round's candidates are all lost, and retries a machine that republished", async () => {
@@ -201,7 +221,10 @@ describe("matching: allocation", () => {
     const result = await allocate(requestInput(), { ...d, maxRounds: 20 });
     assert.ok(result.ok, result.ok ? "" : result.message);
     assert.ok(result.rounds >= 3, `rounds ${result.rounds}`);
-    assert.deepEqual(result.attempts.map((a) => a.outcome), ["refused", "leased"]);
+    assert.deepEqual(
+      result.attempts.map((a) => a.outcome),
+      ["refused", "leased"],
+    );
   });
 
   it("answers no-match with the explanation and reserves nothing", async () => {
@@ -263,18 +286,38 @@ describe("matching: allocation", () => {
       const d = deps(engineWith(cluster), (part) => accept(part));
       const result = await allocate(requestInput({ gpuCount: 4, colocation: "cluster" }), d);
       assert.ok(result.ok);
-      assert.deepEqual(result.leases.map((l) => [l.part.entry.machineId, l.part.units]), [[1, 2], [2, 2]]);
+      assert.deepEqual(
+        result.leases.map((l) => [l.part.entry.machineId, l.part.units]),
+        [
+          [1, 2],
+          [2, 2],
+        ],
+      );
     });
 
     it("closes the opened leases when a later one fails, then falls back", async () => {
-      const d = deps(engineWith(cluster), (part) => accept(part), (part) => part.entry.machineId === 2);
+      const d = deps(
+        engineWith(cluster),
+        (part) => accept(part),
+        (part) => part.entry.machineId === 2,
+      );
       const result = await allocate(requestInput({ gpuCount: 4, colocation: "cluster" }), d);
       assert.ok(result.ok);
       assert.deepEqual(d.log.opened, [1, 3]);
       assert.deepEqual(d.log.closed, [1], "the first lease of the broken group is closed (full refund)");
       assert.deepEqual(d.log.released, [2]);
-      assert.deepEqual(result.leases.map((l) => l.part.entry.machineId), [3]);
-      assert.deepEqual(result.attempts.map((a) => [a.key.split(":")[1], a.outcome]), [["2", "open-failed"], ["1", "group-incomplete"], ["3", "leased"]]);
+      assert.deepEqual(
+        result.leases.map((l) => l.part.entry.machineId),
+        [3],
+      );
+      assert.deepEqual(
+        result.attempts.map((a) => [a.key.split(":")[1], a.outcome]),
+        [
+          ["2", "open-failed"],
+          ["1", "group-incomplete"],
+          ["3", "leased"],
+        ],
+      );
     });
 
     it("releases the holds of a group when one machine refuses", async () => {
@@ -294,7 +337,10 @@ describe("matching: allocation", () => {
       );
       const result = await allocate(requestInput({ gpuCount: 4, colocation: "cluster" }), d);
       assert.ok(!result.ok);
-      assert.deepEqual(result.unclosed.map((l) => l.part.entry.machineId), [1]);
+      assert.deepEqual(
+        result.unclosed.map((l) => l.part.entry.machineId),
+        [1],
+      );
       assert.match(result.message, /could not be closed/);
     });
   });

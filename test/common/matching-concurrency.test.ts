@@ -76,7 +76,10 @@ function checkInvariants(run: Awaited<ReturnType<typeof runMarket>>, demands: nu
   // Every renter has a lease of what it asked for, or a clear explanation.
   results.forEach((result: AllocationResult<Lease>, i) => {
     if (result.ok) {
-      assert.equal(result.leases.reduce((n, l) => n + l.lease.units, 0), demands[i]);
+      assert.equal(
+        result.leases.reduce((n, l) => n + l.lease.units, 0),
+        demands[i],
+      );
       for (const l of result.leases) assert.equal(l.lease.renter, renters[i]);
     } else {
       assert.ok(["no-match", "exhausted"].includes(result.reason), result.reason);
@@ -87,12 +90,18 @@ function checkInvariants(run: Awaited<ReturnType<typeof runMarket>>, demands: nu
   // Every open lease belongs to exactly one successful allocation.
   const claimed = results.flatMap((r) => (r.ok ? r.leases.map((l) => l.lease.id) : []));
   const open = chain.leases.filter((l) => l.status === "open").map((l) => l.id);
-  assert.deepEqual([...claimed].sort((a, b) => a - b), open);
+  assert.deepEqual(
+    [...claimed].sort((a, b) => a - b),
+    open,
+  );
   // Nobody's money is stuck: balances + escrow are what was funded; escrow is exactly the open deposits;
   // a renter without a lease has all its money.
   const total = [...chain.balances.values()].reduce((a, b) => a + b, 0n) + chain.escrow;
   assert.equal(total, FUNDS * BigInt(renters.length));
-  assert.equal(chain.escrow, chain.leases.filter((l) => l.status === "open").reduce((a, l) => a + l.deposit, 0n));
+  assert.equal(
+    chain.escrow,
+    chain.leases.filter((l) => l.status === "open").reduce((a, l) => a + l.deposit, 0n),
+  );
   results.forEach((result, i) => {
     const paid = result.ok ? result.leases.reduce((a, l) => a + l.lease.deposit, 0n) : 0n;
     assert.equal(chain.balances.get(renters[i]!), FUNDS - paid);
@@ -137,7 +146,12 @@ describe("matching: concurrent allocation over scarce units", () => {
       providers: [
         { machines: [{ units: 8, price: 300 }], behaviour: { silent: true } }, // cheapest, never answers
         { machines: [{ units: 8, price: 450 }], behaviour: { refuseEvery: 3 } },
-        { machines: [{ units: 4, price: 500 }, { units: 4, price: 520 }] },
+        {
+          machines: [
+            { units: 4, price: 500 },
+            { units: 4, price: 520 },
+          ],
+        },
         { machines: [{ units: 8, price: 600 }] },
       ],
       demands,

@@ -1,14 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import {
-  type Candidate,
-  type MatchResult,
-  MatchingEngine,
-  type MatchingOptionsInput,
-  PREEMPT_PENALTY,
-  parseMatchRequest,
-  reputationScore,
-} from "../../common/matching/index.js";
+import { type Candidate, type MatchResult, MatchingEngine, type MatchingOptionsInput, PREEMPT_PENALTY, parseMatchRequest, reputationScore } from "../../common/matching/index.js";
 import { InvalidInputError } from "../../common/errors.js";
 import { NOW, type OfferSpec, entry, requestInput } from "../support/matching-fixtures.js";
 
@@ -44,7 +36,10 @@ describe("matching: constraints", () => {
   });
 
   it("keeps only the requested regions, case-insensitively", () => {
-    const engine = engineWith([{ machineId: 1, region: "EU-West" }, { machineId: 2, region: "us-east" }]);
+    const engine = engineWith([
+      { machineId: 1, region: "EU-West" },
+      { machineId: 2, region: "us-east" },
+    ]);
     assert.deepEqual(keys(match(engine, { region: "eu-west" })), ["1x1"]);
     assert.deepEqual(keys(match(engine, { region: ["US-EAST", "ap-south"] })), ["2x1"]);
     assert.equal(removedBy(match(engine, { region: "ap-south" }), "region"), 2);
@@ -52,36 +47,48 @@ describe("matching: constraints", () => {
 
   it("applies the price cap inclusively, per GPU-hour", () => {
     // 1000 base units/s = 3.60 USD/GPU-h exactly; 1001 is above.
-    const engine = engineWith([{ machineId: 1, price: 1000 }, { machineId: 2, price: 1001 }]);
+    const engine = engineWith([
+      { machineId: 1, price: 1000 },
+      { machineId: 2, price: 1001 },
+    ]);
     assert.deepEqual(keys(match(engine, { maxPricePerGpuHour: "3.60" })), ["1x1"]);
     assert.equal(removedBy(match(engine, { maxPricePerGpuHour: "3.599" }), "price"), 2);
   });
 
   it("skips offers that expire before they could be reserved and opened", () => {
-    const engine = engineWith([{ machineId: 1, expiry: NOW + 30 }, { machineId: 2, expiry: NOW + 3600 }], { minOfferValiditySeconds: 60 });
+    const engine = engineWith(
+      [
+        { machineId: 1, expiry: NOW + 30 },
+        { machineId: 2, expiry: NOW + 3600 },
+      ],
+      { minOfferValiditySeconds: 60 },
+    );
     assert.deepEqual(keys(match(engine)), ["2x1"]);
     engine.remove(entry({ machineId: 2 }).key);
     assert.equal(removedBy(match(engine), "offerExpiry"), 1);
   });
 
   it("requires the duration within the offer's min and max", () => {
-    const engine = engineWith([{ machineId: 1, minDuration: 7200 }, { machineId: 2, maxDuration: 1800 }, { machineId: 3, minDuration: 3600, maxDuration: 3600 }]);
+    const engine = engineWith([
+      { machineId: 1, minDuration: 7200 },
+      { machineId: 2, maxDuration: 1800 },
+      { machineId: 3, minDuration: 3600, maxDuration: 3600 },
+    ]);
     assert.deepEqual(keys(match(engine, { duration: 3600 })), ["3x1"]);
     assert.equal(removedBy(match(engine, { duration: 30 }), "duration"), 3);
   });
 
   it("requires the minimum VRAM per GPU", () => {
-    const engine = engineWith([{ machineId: 1, model: "H100-80GB-SXM", vramMiB: 81_559 }, { machineId: 2, vramMiB: 81_920 }]);
+    const engine = engineWith([
+      { machineId: 1, model: "H100-80GB-SXM", vramMiB: 81_559 },
+      { machineId: 2, vramMiB: 81_920 },
+    ]);
     assert.deepEqual(keys(match(engine, { gpuType: "any 80GB", minVramMiB: 81_920 })), ["2x1"]);
     assert.equal(removedBy(match(engine, { gpuType: "any", minVramMiB: 100_000 }), "vram"), 2);
   });
 
   it("requires a current attestation unless attestedOnly is false", () => {
-    const engine = engineWith([
-      { machineId: 1, attestedAgo: null },
-      { machineId: 2, attestedAgo: 90_000, attestationExpiry: NOW - 1 },
-      { machineId: 3 },
-    ]);
+    const engine = engineWith([{ machineId: 1, attestedAgo: null }, { machineId: 2, attestedAgo: 90_000, attestationExpiry: NOW - 1 }, { machineId: 3 }]);
     assert.deepEqual(keys(match(engine)), ["3x1"]);
     assert.deepEqual(keys(match(engine, { attestedOnly: false })).sort(), ["1x1", "2x1", "3x1"]);
     engine.remove(entry({ machineId: 3 }).key);
@@ -100,7 +107,10 @@ describe("matching: constraints", () => {
   });
 
   it("requires enough free units on one machine", () => {
-    const engine = engineWith([{ machineId: 1, units: 8, free: 2, onDemand: 6 }, { machineId: 2, units: 4, free: 4 }]);
+    const engine = engineWith([
+      { machineId: 1, units: 8, free: 2, onDemand: 6 },
+      { machineId: 2, units: 4, free: 4 },
+    ]);
     assert.deepEqual(keys(match(engine, { gpuCount: 4 })), ["2x4"]);
     assert.equal(removedBy(match(engine, { gpuCount: 5 }), "capacity"), 2);
   });
@@ -149,7 +159,10 @@ describe("matching: constraints", () => {
   });
 
   it("skips machines already tried at the same seq, not after they republish", () => {
-    const engine = engineWith([{ machineId: 1, price: 100 }, { machineId: 2, price: 200 }]);
+    const engine = engineWith([
+      { machineId: 1, price: 100 },
+      { machineId: 2, price: 200 },
+    ]);
     const tried = new Map([[entry({ machineId: 1 }).key, 1]]);
     const request = parseMatchRequest(requestInput());
     assert.deepEqual(keys(engine.match(request, { exclude: tried })), ["2x1"]);
@@ -160,7 +173,11 @@ describe("matching: constraints", () => {
 
 describe("matching: ranking", () => {
   it("ranks by price first with the default weights", () => {
-    const engine = engineWith([{ machineId: 1, price: 700 }, { machineId: 2, price: 500 }, { machineId: 3, price: 600 }]);
+    const engine = engineWith([
+      { machineId: 1, price: 700 },
+      { machineId: 2, price: 500 },
+      { machineId: 3, price: 600 },
+    ]);
     assert.deepEqual(keys(match(engine)), ["2x1", "3x1", "1x1"]);
   });
 
@@ -191,13 +208,19 @@ describe("matching: ranking", () => {
   });
 
   it("unknown latency ranks as the configured unknownLatencyMs", () => {
-    const specs: OfferSpec[] = [{ machineId: 1, latencyMs: null }, { machineId: 2, latencyMs: 300 }];
+    const specs: OfferSpec[] = [
+      { machineId: 1, latencyMs: null },
+      { machineId: 2, latencyMs: 300 },
+    ];
     assert.deepEqual(keys(match(engineWith(specs))), ["1x1", "2x1"]);
     assert.deepEqual(keys(match(engineWith(specs, { unknownLatencyMs: 500 }))), ["2x1", "1x1"]);
   });
 
   it("returns at most maxCandidates, ties broken by key", () => {
-    const engine = engineWith(Array.from({ length: 12 }, (_, i) => ({ machineId: i + 1 })), { maxCandidates: 3 });
+    const engine = engineWith(
+      Array.from({ length: 12 }, (_, i) => ({ machineId: i + 1 })),
+      { maxCandidates: 3 },
+    );
     const result = match(engine);
     assert.ok(result.ok);
     assert.equal(result.candidates.length, 3);
@@ -206,8 +229,14 @@ describe("matching: ranking", () => {
   });
 
   it("refuses invalid options naming the key", () => {
-    assert.throws(() => new MatchingEngine({ weights: { price: -1 } }), (e: unknown) => e instanceof InvalidInputError && e.fields[0] === "weights.price");
-    assert.throws(() => new MatchingEngine({ maxCandidate: 3 } as never), (e: unknown) => e instanceof InvalidInputError && e.fields[0] === "maxCandidate");
+    assert.throws(
+      () => new MatchingEngine({ weights: { price: -1 } }),
+      (e: unknown) => e instanceof InvalidInputError && e.fields[0] === "weights.price",
+    );
+    assert.throws(
+      () => new MatchingEngine({ maxCandidate: 3 } as never),
+      (e: unknown) => e instanceof InvalidInputError && e.fields[0] === "maxCandidate",
+    );
   });
 });
 
@@ -265,7 +294,10 @@ describe("matching: co-location", () => {
 
 describe("matching: index maintenance", () => {
   it("replaces an entry by key, ignores older seqs, follows price, region and model changes", () => {
-    const engine = engineWith([{ machineId: 1, price: 500 }, { machineId: 2, price: 600 }]);
+    const engine = engineWith([
+      { machineId: 1, price: 500 },
+      { machineId: 2, price: 600 },
+    ]);
     assert.equal(engine.size, 2);
     assert.deepEqual(keys(match(engine)), ["1x1", "2x1"]);
     assert.equal(engine.upsert(entry({ machineId: 1, price: 700, seq: 2 })), true);
@@ -437,7 +469,10 @@ describe("matching: index maintenance", () => {
 });
 
 function checkCandidate(candidate: Candidate, count: number): void {
-  assert.equal(candidate.parts.reduce((n, p) => n + p.units, 0), count);
+  assert.equal(
+    candidate.parts.reduce((n, p) => n + p.units, 0),
+    count,
+  );
   assert.equal(candidate.units, count);
 }
 

@@ -45,7 +45,10 @@ describe("matching: offer entries", () => {
     const privateOffer = { ...message, offer: { ...message.offer, renter: providerAddress(99) } };
     assert.throws(() => offerEntryFromMessage(privateOffer, knowledge), { name: "UnindexableOfferError" });
     const alias = { ...message, machine: { ...message.machine, model: "A100" } };
-    assert.throws(() => offerEntryFromMessage(alias, knowledge), (e: unknown) => (e as Error).name === "UnindexableOfferError" && /canonical spelling is A100-80GB/.test((e as Error).message));
+    assert.throws(
+      () => offerEntryFromMessage(alias, knowledge),
+      (e: unknown) => (e as Error).name === "UnindexableOfferError" && /canonical spelling is A100-80GB/.test((e as Error).message),
+    );
     const wrongHash = { ...message, offer: { ...message.offer, model: modelHash("H100-80GB-SXM") } };
     assert.throws(() => offerEntryFromMessage(wrongHash, knowledge), { name: "UnindexableOfferError" });
     const overfull = { ...message, capacity: { ...message.capacity, freeUnits: 8, onDemandUnits: 1 } };

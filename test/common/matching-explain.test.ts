@@ -1,11 +1,5 @@
 import assert from "node:assert/strict";
-import {
-  CONSTRAINT_ORDER,
-  MatchingEngine,
-  type MatchingOptionsInput,
-  type NoMatchExplanation,
-  parseMatchRequest,
-} from "../../common/matching/index.js";
+import { CONSTRAINT_ORDER, MatchingEngine, type MatchingOptionsInput, type NoMatchExplanation, parseMatchRequest } from "../../common/matching/index.js";
 import { NOW, type OfferSpec, entry, requestInput } from "../support/matching-fixtures.js";
 
 function explain(specs: OfferSpec[], request: Record<string, unknown>, options: MatchingOptionsInput = {}): NoMatchExplanation {
@@ -51,7 +45,10 @@ describe("matching: no-match explanations", () => {
       ["capacity", 3, 0],
     ]);
     const order = e.steps.map((s) => CONSTRAINT_ORDER.indexOf(s.constraint));
-    assert.deepEqual(order, [...order].sort((a, b) => a - b));
+    assert.deepEqual(
+      order,
+      [...order].sort((a, b) => a - b),
+    );
     assert.match(e.summary, /^No offer fits 4 × A100-80GB, on demand at most 2\.00 USD\/GPU-h, 3600 s, region eu-west: the last 3 offers failed "4 GPUs available on one machine/);
     assert.match(e.message, /1\. GPU model A100-80GB: removed 1, 10 left/);
     assert.match(e.message, /9\. 4 GPUs available on one machine .*: removed 3, 0 left/);
@@ -75,7 +72,10 @@ describe("matching: no-match explanations", () => {
     assert.match(miss(e, "offerExpiry")!.message, /expires within 60 s/);
     // Near misses follow the order of the constraints, and the text lists them all.
     const order = e.nearMisses.map((m) => CONSTRAINT_ORDER.indexOf(m.constraint));
-    assert.deepEqual(order, [...order].sort((a, b) => a - b));
+    assert.deepEqual(
+      order,
+      [...order].sort((a, b) => a - b),
+    );
     for (const m of e.nearMisses) assert.ok(e.message.includes(m.message));
   });
 
@@ -140,6 +140,9 @@ describe("matching: no-match explanations", () => {
     assert.equal(e.nearMissSearchTruncated, true);
     assert.match(e.message, /stopped after 10 offers/);
     // Counts stay exact even when the search is cut short.
-    assert.deepEqual(steps(e).find((s) => s[0] === "price"), ["price", 50, 0]);
+    assert.deepEqual(
+      steps(e).find((s) => s[0] === "price"),
+      ["price", 50, 0],
+    );
   });
 });

@@ -130,7 +130,8 @@ describe("matching: the index's lists", () => {
           seen.push(slot);
           assert.equal(slot.model, group.model, `seed ${seed}`);
           assert.equal(list.clusterIds[i], slot.clusterId, `seed ${seed}`);
-          if (i > 0) assert.ok(list.clusterIds[i - 1]! < slot.clusterId || (list.clusterIds[i - 1] === slot.clusterId && list.slots[i - 1]!.id < slot.id), `seed ${seed}: out of order`);
+          if (i > 0)
+            assert.ok(list.clusterIds[i - 1]! < slot.clusterId || (list.clusterIds[i - 1] === slot.clusterId && list.slots[i - 1]!.id < slot.id), `seed ${seed}: out of order`);
           // The columns hold the entry's current numbers.
           assert.equal(list.prices[i], slot.price, `seed ${seed}`);
           assert.equal(list.free[i], slot.entry.capacity.freeUnits, `seed ${seed}`);
@@ -160,7 +161,8 @@ describe("matching: the index's lists", () => {
             for (let i = 0; i < list.length; i++) {
               const slot = list.slots[i]!;
               assert.equal(list.keys[i], sortKey[name]!(slot), `${label}: ${name} key of ${slot.key}`);
-              if (i > 0) assert.ok(list.keys[i - 1]! < list.keys[i]! || (list.keys[i - 1] === list.keys[i] && list.slots[i - 1]!.id < slot.id), `${label}: ${name} out of order at ${i}`);
+              if (i > 0)
+                assert.ok(list.keys[i - 1]! < list.keys[i]! || (list.keys[i - 1] === list.keys[i] && list.slots[i - 1]!.id < slot.id), `${label}: ${name} out of order at ${i}`);
               assert.equal(list.prices[i], slot.price, label);
               assert.equal(list.bids[i], slot.minBid, label);
               assert.equal(list.costs[i], slot.staticCost, label);

@@ -39,8 +39,14 @@ describe("matching: provider reservation table", () => {
     t.hold({ id: "short", machineId: 1, units: 1, ttlMs: 100 });
     t.hold({ id: "long", machineId: 1, units: 1 });
     now.t += 100;
-    assert.deepEqual(t.sweep().map((h) => h.id), ["short"]);
-    assert.deepEqual(t.holds(1).map((h) => h.id), ["long"]);
+    assert.deepEqual(
+      t.sweep().map((h) => h.id),
+      ["short"],
+    );
+    assert.deepEqual(
+      t.holds(1).map((h) => h.id),
+      ["long"],
+    );
   });
 
   it("releases a hold on request", () => {
@@ -94,8 +100,14 @@ describe("matching: provider reservation table", () => {
     now.t += 1;
     t.hold({ id: "new", machineId: 1, units: 2 });
     const dropped = t.setCapacity(1, { freeUnits: 3 });
-    assert.deepEqual(dropped.map((h) => h.id), ["new"]);
-    assert.deepEqual(t.holds(1).map((h) => h.id), ["old"]);
+    assert.deepEqual(
+      dropped.map((h) => h.id),
+      ["new"],
+    );
+    assert.deepEqual(
+      t.holds(1).map((h) => h.id),
+      ["old"],
+    );
     assert.equal(t.available(1), 1);
   });
 
@@ -108,7 +120,10 @@ describe("matching: provider reservation table", () => {
     const snapshot = JSON.parse(JSON.stringify(t.snapshot()));
     now.t += 10;
     const restored = ReservationTable.restore(snapshot, { ttlMs: 30_000, now: () => now.t });
-    assert.deepEqual(restored.holds().map((h) => h.id), ["a"]);
+    assert.deepEqual(
+      restored.holds().map((h) => h.id),
+      ["a"],
+    );
     assert.equal(restored.available(1), 2);
     assert.deepEqual(restored.capacity(2), { freeUnits: 1, preemptibleUnits: 0 });
     restored.removeMachine(1);
@@ -118,9 +133,18 @@ describe("matching: provider reservation table", () => {
   it("validates its inputs, naming the field", () => {
     const { table: t } = table();
     t.setCapacity(1, { freeUnits: 4 });
-    assert.throws(() => t.hold({ id: "a", machineId: 1, units: 0 }), (e: unknown) => e instanceof InvalidInputError && e.fields[0] === "units");
-    assert.throws(() => t.setCapacity(1, { freeUnits: -1 }), (e: unknown) => e instanceof InvalidInputError && e.fields[0] === "freeUnits");
-    assert.throws(() => new ReservationTable({ ttlMs: 0 }), (e: unknown) => e instanceof InvalidInputError && e.fields[0] === "ttlMs");
+    assert.throws(
+      () => t.hold({ id: "a", machineId: 1, units: 0 }),
+      (e: unknown) => e instanceof InvalidInputError && e.fields[0] === "units",
+    );
+    assert.throws(
+      () => t.setCapacity(1, { freeUnits: -1 }),
+      (e: unknown) => e instanceof InvalidInputError && e.fields[0] === "freeUnits",
+    );
+    assert.throws(
+      () => new ReservationTable({ ttlMs: 0 }),
+      (e: unknown) => e instanceof InvalidInputError && e.fields[0] === "ttlMs",
+    );
   });
 
   it("never holds more than it has, whatever the sequence of operations", () => {
@@ -130,10 +154,21 @@ describe("matching: provider reservation table", () => {
       | { kind: "tick"; ms: number }
       | { kind: "capacity"; machine: number; free: number; preemptible: number };
     const op: fc.Arbitrary<Op> = fc.oneof(
-      fc.record({ kind: fc.constant("hold" as const), machine: fc.integer({ min: 1, max: 3 }), units: fc.integer({ min: 1, max: 5 }), preempt: fc.boolean(), ttl: fc.integer({ min: 1, max: 500 }) }),
+      fc.record({
+        kind: fc.constant("hold" as const),
+        machine: fc.integer({ min: 1, max: 3 }),
+        units: fc.integer({ min: 1, max: 5 }),
+        preempt: fc.boolean(),
+        ttl: fc.integer({ min: 1, max: 500 }),
+      }),
       fc.record({ kind: fc.constantFrom("release" as const, "commit" as const), pick: fc.nat() }),
       fc.record({ kind: fc.constant("tick" as const), ms: fc.integer({ min: 0, max: 300 }) }),
-      fc.record({ kind: fc.constant("capacity" as const), machine: fc.integer({ min: 1, max: 3 }), free: fc.integer({ min: 0, max: 8 }), preemptible: fc.integer({ min: 0, max: 4 }) }),
+      fc.record({
+        kind: fc.constant("capacity" as const),
+        machine: fc.integer({ min: 1, max: 3 }),
+        free: fc.integer({ min: 0, max: 8 }),
+        preemptible: fc.integer({ min: 0, max: 4 }),
+      }),
     );
     fc.assert(
       fc.property(fc.array(op, { maxLength: 80 }), (ops) => {

@@ -474,11 +474,7 @@ describe("LeaseMarket under attack: the money threat model", () => {
       const { viem } = connection;
       const { leaseId } = await openActive(s);
       const free = await makeOffer(s, { pricePerUnitSecond: 0n });
-      await viem.assertions.revertWithCustomError(
-        s.market.write.extend([leaseId, 10, free, await sign(s, free)], { account: s.renter!.account }),
-        s.market,
-        "ZeroPrice",
-      );
+      await viem.assertions.revertWithCustomError(s.market.write.extend([leaseId, 10, free, await sign(s, free)], { account: s.renter!.account }), s.market, "ZeroPrice");
       const thin = await makeOffer(s, { collateralBps: 4_000 });
       await viem.assertions.revertWithCustomErrorWithArgs(
         s.market.write.extend([leaseId, 10, thin, await sign(s, thin)], { account: s.renter!.account }),

@@ -71,7 +71,12 @@ describe("LeaseMarket: capacity modes, preemption, extend, shrink, governance", 
       await viem.assertions.emitWithArgs(Promise.resolve(hash), s.market, "LeasePreempted", [victim.leaseId, 2n, stopAt]);
       await viem.assertions.emitWithArgs(Promise.resolve(hash), s.market, "LeaseEnded", [victim.leaseId, 4, stopAt, billed, victimDeposit - billed, 0n]);
       // The node sees the units go idle, then on-demand.
-      const capacity = await s.publicClient.getContractEvents({ address: s.registry.address, abi: providerRegistryAbi, eventName: "CapacityChanged", blockHash: (await s.publicClient.getTransactionReceipt({ hash })).blockHash });
+      const capacity = await s.publicClient.getContractEvents({
+        address: s.registry.address,
+        abi: providerRegistryAbi,
+        eventName: "CapacityChanged",
+        blockHash: (await s.publicClient.getTransactionReceipt({ hash })).blockHash,
+      });
       assert.deepEqual(
         capacity.map((e) => [e.args.onDemandUnits, e.args.interruptibleUnits, e.args.idleUnits]),
         [
@@ -190,12 +195,12 @@ describe("LeaseMarket: capacity modes, preemption, extend, shrink, governance", 
       const consent = await makeOffer(s);
       const renter0 = await balance(s, s.renter!.account.address);
       const locked0 = (await s.registry.read.getProvider([s.provider!.account.address])).locked;
-      await viem.assertions.emitWithArgs(
-        s.market.write.extend([leaseId, 600, consent, await sign(s, consent)], { account: s.renter!.account }),
-        s.market,
-        "LeaseExtended",
-        [leaseId, 600, 2n * PRICE * 600n, activatedAt + 4200],
-      );
+      await viem.assertions.emitWithArgs(s.market.write.extend([leaseId, 600, consent, await sign(s, consent)], { account: s.renter!.account }), s.market, "LeaseExtended", [
+        leaseId,
+        600,
+        2n * PRICE * 600n,
+        activatedAt + 4200,
+      ]);
       assert.equal(await balance(s, s.renter!.account.address), renter0 - 2n * PRICE * 600n);
       const lease = await readLease(s.publicClient, s.market.address, leaseId);
       assert.deepEqual([lease.end, lease.deposit, lease.collateral], [activatedAt + 4200, 2n * PRICE * 4200n, PRICE * 4200n]);
@@ -240,8 +245,7 @@ describe("LeaseMarket: capacity modes, preemption, extend, shrink, governance", 
       const { leaseId, activatedAt } = await openActive(s);
       const consent = await makeOffer(s);
       const signature = await sign(s, consent);
-      const extend = (extra: number, offer = consent, sig = signature, who = s.renter) =>
-        s.market.write.extend([leaseId, extra, offer, sig], { account: who!.account });
+      const extend = (extra: number, offer = consent, sig = signature, who = s.renter) => s.market.write.extend([leaseId, extra, offer, sig], { account: who!.account });
       await viem.assertions.revertWithCustomErrorWithArgs(extend(10, consent, signature, s.renter2), s.market, "NotRenter", [leaseId, getAddress(s.renter2!.account.address)]);
       await viem.assertions.revertWithCustomError(extend(0), s.market, "ZeroExtension");
       const pricier = await makeOffer(s, { pricePerUnitSecond: PRICE + 1n });
@@ -300,7 +304,10 @@ describe("LeaseMarket: capacity modes, preemption, extend, shrink, governance", 
       assert.equal(await balance(s, s.provider!.account.address), provider0 + 4n * PRICE * 1000n);
       assert.equal(await balance(s, s.renter!.account.address), renter0 + refund);
       const lease = await readLease(s.publicClient, s.market.address, leaseId);
-      assert.deepEqual([lease.units, lease.activatedAt, lease.end, lease.deposit, lease.paid, lease.collateral], [1, t, activatedAt + 3600, PRICE * 2600n, 0n, (PRICE * 2600n) / 2n]);
+      assert.deepEqual(
+        [lease.units, lease.activatedAt, lease.end, lease.deposit, lease.paid, lease.collateral],
+        [1, t, activatedAt + 3600, PRICE * 2600n, 0n, (PRICE * 2600n) / 2n],
+      );
       const provider = await s.registry.read.getProvider([s.provider!.account.address]);
       assert.deepEqual([provider.locked, provider.unitSecondsDelivered], [(PRICE * 2600n) / 2n, 4000n]);
       assert.equal((await s.registry.read.getMachine([1])).onDemandUnits, 1);
@@ -329,7 +336,10 @@ describe("LeaseMarket: capacity modes, preemption, extend, shrink, governance", 
       await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.shrink([leaseId, 0], { account: s.renter!.account }), s.market, "InvalidShrink", [0, 4]);
       await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.shrink([leaseId, 4], { account: s.renter!.account }), s.market, "InvalidShrink", [4, 4]);
       await networkHelpers.time.increaseTo(activatedAt + 3600);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.shrink([leaseId, 1], { account: s.renter!.account }), s.market, "LeaseExpired", [leaseId, activatedAt + 3600]);
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.shrink([leaseId, 1], { account: s.renter!.account }), s.market, "LeaseExpired", [
+        leaseId,
+        activatedAt + 3600,
+      ]);
       await s.market.write.close([leaseId], { account: s.renter!.account });
       await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.shrink([leaseId, 1], { account: s.renter!.account }), s.market, "InvalidLeaseStatus", [leaseId, 3]);
     });

@@ -234,7 +234,10 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       ]);
       const opened = await open(s);
       const onOpen = { leaseId: opened.leaseId, kind: 1, observedAt: await latest(s) };
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.submitFault([onOpen, await faultSignatures(s, onOpen)]), s.market, "InvalidLeaseStatus", [opened.leaseId, 1]);
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.submitFault([onOpen, await faultSignatures(s, onOpen)]), s.market, "InvalidLeaseStatus", [
+        opened.leaseId,
+        1,
+      ]);
     });
   });
 
@@ -392,7 +395,10 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
         [settlement, await settlementSignature(s, settlement, s.renter), await settlementSignature(s, settlement, s.provider)] as const;
       const expired = { leaseId, providerAmount: paid, deadline: activatedAt + 200 };
       await at(activatedAt + 201);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.settle(await sign2(expired)), s.market, "SettlementExpired", [activatedAt + 200, BigInt(activatedAt + 201)]);
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.settle(await sign2(expired)), s.market, "SettlementExpired", [
+        activatedAt + 200,
+        BigInt(activatedAt + 201),
+      ]);
       const deadline = activatedAt + 3000;
       await viem.assertions.revertWithCustomErrorWithArgs(
         s.market.write.settle(await sign2({ leaseId, providerAmount: paid - 1n, deadline })),

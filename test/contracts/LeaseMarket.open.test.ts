@@ -58,28 +58,22 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const { viem } = connection;
       const offer = await makeOffer(s);
       const byOther = await sign(s, offer, s.other);
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.market.write.openLease([offer, byOther, terms()], { account: s.renter!.account }),
-        s.market,
-        "InvalidSignature",
-        [offer.provider, getAddress(s.other!.account.address)],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.openLease([offer, byOther, terms()], { account: s.renter!.account }), s.market, "InvalidSignature", [
+        offer.provider,
+        getAddress(s.other!.account.address),
+      ]);
       for (const domain of [suanliDomain(1, s.market.address), suanliDomain(s.chainId, s.registry.address)]) {
         const foreign = await signOffer(s.provider!, domain, offer);
         const recovered = await recoverTypedDataAddress({ domain: s.domain, types: { Offer: suanliTypes.Offer }, primaryType: "Offer", message: offer, signature: foreign });
-        await viem.assertions.revertWithCustomErrorWithArgs(
-          s.market.write.openLease([offer, foreign, terms()], { account: s.renter!.account }),
-          s.market,
-          "InvalidSignature",
-          [offer.provider, recovered],
-        );
+        await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.openLease([offer, foreign, terms()], { account: s.renter!.account }), s.market, "InvalidSignature", [
+          offer.provider,
+          recovered,
+        ]);
       }
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.market.write.openLease([offer, "0x1234", terms()], { account: s.renter!.account }),
-        s.market,
-        "InvalidSignature",
-        [offer.provider, zeroAddress],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.openLease([offer, "0x1234", terms()], { account: s.renter!.account }), s.market, "InvalidSignature", [
+        offer.provider,
+        zeroAddress,
+      ]);
       // A field changed after signing breaks the signature.
       const tampered = { ...offer, pricePerUnitSecond: offer.pricePerUnitSecond - 1n };
       await viem.assertions.revertWithCustomErrorWithArgs(
@@ -102,7 +96,19 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       await networkHelpers.time.setNextBlockTimestamp(t);
       const renterBefore = await balance(s, s.renter!.account.address);
       const hash = s.market.write.openLease([offer, signature, terms()], { account: s.renter!.account });
-      await viem.assertions.emitWithArgs(hash, s.market, "LeaseOpened", [1n, offer.provider, s.renter!.account.address, 1, 2, PRICE, false, DEPOSIT, COLLATERAL, t + 600, offer.nonce]);
+      await viem.assertions.emitWithArgs(hash, s.market, "LeaseOpened", [
+        1n,
+        offer.provider,
+        s.renter!.account.address,
+        1,
+        2,
+        PRICE,
+        false,
+        DEPOSIT,
+        COLLATERAL,
+        t + 600,
+        offer.nonce,
+      ]);
       assert.equal(await balance(s, s.renter!.account.address), renterBefore - DEPOSIT);
       assert.equal(await balance(s, s.market.address), DEPOSIT);
       const provider = await s.registry.read.getProvider([offer.provider]);
@@ -169,12 +175,10 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const signature = await sign(s, bound);
       await open(s, { offer: bound, signature });
       assert.equal(await s.registry.read.isNonceUsable([bound.provider, bound.nonce]), false);
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.market.write.openLease([bound, signature, terms()], { account: s.renter!.account }),
-        s.registry,
-        "InvalidOfferNonce",
-        [bound.provider, bound.nonce],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.openLease([bound, signature, terms()], { account: s.renter!.account }), s.registry, "InvalidOfferNonce", [
+        bound.provider,
+        bound.nonce,
+      ]);
       const offer = await makeOffer(s);
       const publicSignature = await sign(s, offer);
       await open(s, { offer, signature: publicSignature });
@@ -188,12 +192,10 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const offer = await makeOffer(s);
       const signature = await sign(s, offer);
       await s.registry.write.revokeNonce([offer.nonce], { account: s.provider!.account });
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.market.write.openLease([offer, signature, terms()], { account: s.renter!.account }),
-        s.registry,
-        "InvalidOfferNonce",
-        [offer.provider, offer.nonce],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.openLease([offer, signature, terms()], { account: s.renter!.account }), s.registry, "InvalidOfferNonce", [
+        offer.provider,
+        offer.nonce,
+      ]);
       const older = await makeOffer(s);
       await s.registry.write.revokeNoncesBelow([older.nonce + 1n], { account: s.provider!.account });
       await viem.assertions.revertWithCustomErrorWithArgs(
@@ -209,19 +211,16 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const { viem } = connection;
       const offer = await makeOffer(s, { minDuration: 60, maxDuration: 7200 });
       const signature = await sign(s, offer);
-      const openWith = (t: Partial<ReturnType<typeof terms>>, o = offer, sig: Hex = signature) =>
-        s.market.write.openLease([o, sig, terms(t)], { account: s.renter!.account });
+      const openWith = (t: Partial<ReturnType<typeof terms>>, o = offer, sig: Hex = signature) => s.market.write.openLease([o, sig, terms(t)], { account: s.renter!.account });
       await viem.assertions.revertWithCustomError(openWith({ units: 0 }), s.market, "ZeroUnits");
       await viem.assertions.revertWithCustomErrorWithArgs(openWith({ duration: 59 }), s.market, "DurationOutOfRange", [59, 60, 7200]);
       await viem.assertions.revertWithCustomErrorWithArgs(openWith({ duration: 7201 }), s.market, "DurationOutOfRange", [7201, 60, 7200]);
       await viem.assertions.revertWithCustomErrorWithArgs(openWith({ maxPricePerUnitSecond: PRICE - 1n }), s.market, "PriceAboveCap", [PRICE, PRICE - 1n]);
       await viem.assertions.revertWithCustomErrorWithArgs(openWith({ interruptible: true, bidPerUnitSecond: MIN_BID - 1n }), s.market, "BidTooLow", [MIN_BID - 1n, MIN_BID]);
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        openWith({ interruptible: true, bidPerUnitSecond: 2_000n, maxPricePerUnitSecond: 1_999n }),
-        s.market,
-        "PriceAboveCap",
-        [2_000n, 1_999n],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(openWith({ interruptible: true, bidPerUnitSecond: 2_000n, maxPricePerUnitSecond: 1_999n }), s.market, "PriceAboveCap", [
+        2_000n,
+        1_999n,
+      ]);
       const onDemandOnly = await makeOffer(s, { minBidPerUnitSecond: 0n });
       await viem.assertions.revertWithCustomErrorWithArgs(
         openWith({ interruptible: true, bidPerUnitSecond: 100n }, onDemandOnly, await sign(s, onDemandOnly)),
@@ -246,19 +245,16 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const { viem } = connection;
       const as = { account: s.renter!.account };
       const foreign = await makeOffer(s, { machineId: 2 });
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.market.write.openLease([foreign, await sign(s, foreign), terms()], as),
-        s.registry,
-        "NotMachineOwner",
-        [2, foreign.provider],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.openLease([foreign, await sign(s, foreign), terms()], as), s.registry, "NotMachineOwner", [
+        2,
+        foreign.provider,
+      ]);
       const wrongModel = await makeOffer(s, { model: H100 });
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.market.write.openLease([wrongModel, await sign(s, wrongModel), terms()], as),
-        s.registry,
-        "ModelMismatch",
-        [1, A100, H100],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.openLease([wrongModel, await sign(s, wrongModel), terms()], as), s.registry, "ModelMismatch", [
+        1,
+        A100,
+        H100,
+      ]);
       const offer = await makeOffer(s);
       const signature = await sign(s, offer);
       await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.openLease([offer, signature, terms({ units: 9 })], as), s.registry, "InsufficientUnits", [1, 8, 9]);
@@ -497,7 +493,14 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const { viem, networkHelpers } = connection;
       const { leaseId, activatedAt } = await openActive(s);
       await networkHelpers.time.increaseTo(activatedAt + 4000);
-      await viem.assertions.emitWithArgs(s.market.write.close([leaseId], { account: s.renter!.account }), s.market, "LeaseEnded", [leaseId, 5, activatedAt + 3600, DEPOSIT, 0n, 0n]);
+      await viem.assertions.emitWithArgs(s.market.write.close([leaseId], { account: s.renter!.account }), s.market, "LeaseEnded", [
+        leaseId,
+        5,
+        activatedAt + 3600,
+        DEPOSIT,
+        0n,
+        0n,
+      ]);
     });
 
     it("is the renter's alone", async () => {

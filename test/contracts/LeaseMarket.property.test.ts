@@ -21,15 +21,57 @@ describe("LeaseMarket invariants: exact model, attacker bound, liveness", functi
   it(`hold over ${SEQUENCES} random sequences (seed ${SEED})`, async () => {
     assert.ok(Number.isInteger(SEED) && SEED >= 0, "SUANLI_PROPERTY_SEED must be a non-negative integer");
     const connection = await network.create();
-    const result = await runInvariants(connection, { sequences: ONLY === undefined ? SEQUENCES : ONLY + 1, only: ONLY, minSteps: 6, maxSteps: 20, seed: SEED, promises: !process.env.SUANLI_PROPERTY_NO_PROMISES, liveness: !process.env.SUANLI_PROPERTY_NO_LIVENESS, known: process.env.SUANLI_PROPERTY_KNOWN?.split(",") ?? KNOWN_OPEN_FINDINGS });
+    const result = await runInvariants(connection, {
+      sequences: ONLY === undefined ? SEQUENCES : ONLY + 1,
+      only: ONLY,
+      minSteps: 6,
+      maxSteps: 20,
+      seed: SEED,
+      promises: !process.env.SUANLI_PROPERTY_NO_PROMISES,
+      liveness: !process.env.SUANLI_PROPERTY_NO_LIVENESS,
+      known: process.env.SUANLI_PROPERTY_KNOWN?.split(",") ?? KNOWN_OPEN_FINDINGS,
+    });
     assert.equal(result.violations, 0, describeFailure(result));
     if (ONLY !== undefined) return;
     assert.equal(result.sequences, SEQUENCES);
-    const kinds = Object.entries(result.byKind).map(([k, v]) => `${k} ${v}`).join(", ");
-    const endings = Object.entries(result.endings).map(([k, v]) => `${k} ${v}`).join(", ");
+    const kinds = Object.entries(result.byKind)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ");
+    const endings = Object.entries(result.endings)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ");
     console.log(`      seed ${SEED}: ${result.sequences} sequences, ${result.steps} steps, ${result.succeeded} succeeded (${kinds}); leases ended: ${endings}`);
     // The generator must reach every operation, and every way a lease ends, for the property to mean something.
-    for (const kind of ["open", "activate", "claim", "claimMany", "close", "complete", "terminate", "cancel", "signFault", "submitHeld", "extend", "shrink", "settle", "stake", "unstake", "withdraw", "addMachine", "updateMachine", "removeMachine", "deregister", "register", "revokeNonce", "revokeNoncesBelow", "setParams", "setFaultQuorum", "setUnbondingDelay", "block", "withdrawOwed"]) {
+    for (const kind of [
+      "open",
+      "activate",
+      "claim",
+      "claimMany",
+      "close",
+      "complete",
+      "terminate",
+      "cancel",
+      "signFault",
+      "submitHeld",
+      "extend",
+      "shrink",
+      "settle",
+      "stake",
+      "unstake",
+      "withdraw",
+      "addMachine",
+      "updateMachine",
+      "removeMachine",
+      "deregister",
+      "register",
+      "revokeNonce",
+      "revokeNoncesBelow",
+      "setParams",
+      "setFaultQuorum",
+      "setUnbondingDelay",
+      "block",
+      "withdrawOwed",
+    ]) {
       assert.ok((result.byKind[kind] ?? 0) > 0, `no ${kind} ever succeeded`);
     }
     for (const reason of END_REASON_NAMES.slice(1)) assert.ok((result.endings[reason] ?? 0) > 0, `no lease ever ended as ${reason}`);

@@ -35,22 +35,18 @@ describe("ProviderRegistry", () => {
       const s = await load();
       const { viem } = connection;
       const fresh = s.other;
-      await viem.assertions.emitWithArgs(
-        s.registry.write.register(["12D3KooWFresh", "ipfs://meta"], { account: fresh!.account }),
-        s.registry,
-        "ProviderRegistered",
-        [fresh!.account.address, "12D3KooWFresh", "ipfs://meta"],
-      );
+      await viem.assertions.emitWithArgs(s.registry.write.register(["12D3KooWFresh", "ipfs://meta"], { account: fresh!.account }), s.registry, "ProviderRegistered", [
+        fresh!.account.address,
+        "12D3KooWFresh",
+        "ipfs://meta",
+      ]);
       const view = await s.registry.read.getProvider([fresh!.account.address]);
       assert.equal(view.registered, true);
       assert.equal(view.peerId, "12D3KooWFresh");
       assert.equal(view.metadataURI, "ipfs://meta");
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.register(["12D3KooWFresh", ""], { account: fresh!.account }),
-        s.registry,
-        "AlreadyRegistered",
-        [fresh!.account.address],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.register(["12D3KooWFresh", ""], { account: fresh!.account }), s.registry, "AlreadyRegistered", [
+        fresh!.account.address,
+      ]);
     });
 
     it("rejects an empty or oversized peer id and an oversized metadata URI", async () => {
@@ -59,30 +55,21 @@ describe("ProviderRegistry", () => {
       const as = { account: s.other!.account };
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.register(["", ""], as), s.registry, "InvalidPeerId", [0n, 128n]);
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.register(["p".repeat(129), ""], as), s.registry, "InvalidPeerId", [129n, 128n]);
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.register(["peer", "u".repeat(257)], as),
-        s.registry,
-        "InvalidMetadataURI",
-        [257n, 256n],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.register(["peer", "u".repeat(257)], as), s.registry, "InvalidMetadataURI", [257n, 256n]);
     });
 
     it("updates the profile of a registered provider only", async () => {
       const s = await load();
       const { viem } = connection;
-      await viem.assertions.emitWithArgs(
-        s.registry.write.updateProfile(["12D3KooWNew", "https://new"], { account: s.provider!.account }),
-        s.registry,
-        "ProfileUpdated",
-        [s.provider!.account.address, "12D3KooWNew", "https://new"],
-      );
+      await viem.assertions.emitWithArgs(s.registry.write.updateProfile(["12D3KooWNew", "https://new"], { account: s.provider!.account }), s.registry, "ProfileUpdated", [
+        s.provider!.account.address,
+        "12D3KooWNew",
+        "https://new",
+      ]);
       assert.equal((await s.registry.read.getProvider([s.provider!.account.address])).peerId, "12D3KooWNew");
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.updateProfile(["x", ""], { account: s.other!.account }),
-        s.registry,
-        "NotRegistered",
-        [s.other!.account.address],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.updateProfile(["x", ""], { account: s.other!.account }), s.registry, "NotRegistered", [
+        s.other!.account.address,
+      ]);
     });
   });
 
@@ -93,13 +80,7 @@ describe("ProviderRegistry", () => {
       const p = s.provider!.account.address;
       await s.token.write.faucet([p, 500n]);
       const registryBefore = await balance(s, s.registry.address);
-      await viem.assertions.emitWithArgs(s.registry.write.stake([500n], { account: s.provider!.account }), s.registry, "StakeChanged", [
-        p,
-        STAKE + 500n,
-        STAKE + 500n,
-        0n,
-        0,
-      ]);
+      await viem.assertions.emitWithArgs(s.registry.write.stake([500n], { account: s.provider!.account }), s.registry, "StakeChanged", [p, STAKE + 500n, STAKE + 500n, 0n, 0]);
       assert.equal(await balance(s, s.registry.address), registryBefore + 500n);
       assert.equal(await s.registry.read.freeStake([p]), STAKE + 500n);
     });
@@ -108,12 +89,7 @@ describe("ProviderRegistry", () => {
       const s = await load();
       const { viem } = connection;
       await viem.assertions.revertWithCustomError(s.registry.write.stake([0n], { account: s.provider!.account }), s.registry, "ZeroAmount");
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.stake([1n], { account: s.other!.account }),
-        s.registry,
-        "NotRegistered",
-        [s.other!.account.address],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.stake([1n], { account: s.other!.account }), s.registry, "NotRegistered", [s.other!.account.address]);
     });
 
     it("keeps a provider's whole stake within 96 bits", async () => {
@@ -157,23 +133,21 @@ describe("ProviderRegistry", () => {
       const { viem } = connection;
       const p = s.provider!.account;
       await viem.assertions.revertWithCustomError(s.registry.write.requestUnstake([0n], { account: p }), s.registry, "ZeroAmount");
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.requestUnstake([STAKE + 1n], { account: p }),
-        s.registry,
-        "InsufficientFreeStake",
-        [p.address, STAKE, STAKE + 1n],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.requestUnstake([STAKE + 1n], { account: p }), s.registry, "InsufficientFreeStake", [
+        p.address,
+        STAKE,
+        STAKE + 1n,
+      ]);
       await openActive(s);
       const collateral = computeCollateral(computeDeposit(2, PRICE, 3600), 5_000);
       const view = await s.registry.read.getProvider([p.address]);
       assert.equal(view.locked, collateral);
       assert.equal(view.free, STAKE - collateral);
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.requestUnstake([STAKE], { account: p }),
-        s.registry,
-        "InsufficientFreeStake",
-        [p.address, STAKE - collateral, STAKE],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.requestUnstake([STAKE], { account: p }), s.registry, "InsufficientFreeStake", [
+        p.address,
+        STAKE - collateral,
+        STAKE,
+      ]);
     });
   });
 
@@ -183,12 +157,16 @@ describe("ProviderRegistry", () => {
       const { viem } = connection;
       const p = s.provider!.account;
       const cluster = `0x${"ab".repeat(32)}` as const;
-      await viem.assertions.emitWithArgs(
-        s.registry.write.addMachine([H100, 4, 81_559, 2, "ap-south", cluster], { account: p }),
-        s.registry,
-        "MachineAdded",
-        [3, p.address, H100, 4, 81_559, 2, "ap-south", cluster],
-      );
+      await viem.assertions.emitWithArgs(s.registry.write.addMachine([H100, 4, 81_559, 2, "ap-south", cluster], { account: p }), s.registry, "MachineAdded", [
+        3,
+        p.address,
+        H100,
+        4,
+        81_559,
+        2,
+        "ap-south",
+        cluster,
+      ]);
       const machine = await s.registry.read.getMachine([3]);
       assert.deepEqual(machine, {
         owner: getAddress(p.address),
@@ -210,22 +188,14 @@ describe("ProviderRegistry", () => {
       const s = await load();
       const { viem } = connection;
       const p = { account: s.provider!.account };
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.addMachine([A100, 1, 1, 0, "eu", ZERO32], { account: s.other!.account }),
-        s.registry,
-        "NotRegistered",
-        [s.other!.account.address],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.addMachine([A100, 1, 1, 0, "eu", ZERO32], { account: s.other!.account }), s.registry, "NotRegistered", [
+        s.other!.account.address,
+      ]);
       await viem.assertions.revertWithCustomError(s.registry.write.addMachine([ZERO32, 1, 1, 0, "eu", ZERO32], p), s.registry, "ZeroModel");
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.addMachine([A100, 0, 1, 0, "eu", ZERO32], p), s.registry, "InvalidUnitCount", [0]);
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.addMachine([A100, 1, 1, 3, "eu", ZERO32], p), s.registry, "InvalidInterconnect", [3]);
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.addMachine([A100, 1, 1, 0, "", ZERO32], p), s.registry, "InvalidRegion", [0n, 32n]);
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.addMachine([A100, 1, 1, 0, "r".repeat(33), ZERO32], p),
-        s.registry,
-        "InvalidRegion",
-        [33n, 32n],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.addMachine([A100, 1, 1, 0, "r".repeat(33), ZERO32], p), s.registry, "InvalidRegion", [33n, 32n]);
     });
 
     it("updates and removes a machine only for its owner and only while no unit is leased", async () => {
@@ -238,23 +208,25 @@ describe("ProviderRegistry", () => {
         "NotMachineOwner",
         [1, s.provider2!.account.address],
       );
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.removeMachine([1], { account: s.provider2!.account }),
-        s.registry,
-        "NotMachineOwner",
-        [1, s.provider2!.account.address],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.removeMachine([1], { account: s.provider2!.account }), s.registry, "NotMachineOwner", [
+        1,
+        s.provider2!.account.address,
+      ]);
       const { leaseId } = await openActive(s);
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.updateMachine([1, A100, 8, 1, 0, "eu", ZERO32], { account: p }), s.registry, "MachineLeased", [1, 2]);
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.removeMachine([1], { account: p }), s.registry, "MachineLeased", [1, 2]);
       await s.market.write.close([leaseId], { account: s.renter!.account });
 
-      await viem.assertions.emitWithArgs(
-        s.registry.write.updateMachine([1, H100, 6, 81_559, 2, "us-west", ZERO32], { account: p }),
-        s.registry,
-        "MachineUpdated",
-        [1, p.address, H100, 6, 81_559, 2, "us-west", ZERO32],
-      );
+      await viem.assertions.emitWithArgs(s.registry.write.updateMachine([1, H100, 6, 81_559, 2, "us-west", ZERO32], { account: p }), s.registry, "MachineUpdated", [
+        1,
+        p.address,
+        H100,
+        6,
+        81_559,
+        2,
+        "us-west",
+        ZERO32,
+      ]);
       const updated = await s.registry.read.getMachine([1]);
       assert.equal(updated.units, 6);
       assert.equal(updated.region, "us-west");
@@ -279,12 +251,7 @@ describe("ProviderRegistry", () => {
       assert.equal(view.unbonding, STAKE);
       assert.equal(view.unlockAt, (await latest(s)) + UNBONDING_DELAY);
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.deregister({ account: p }), s.registry, "NotRegistered", [p.address]);
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.addMachine([A100, 1, 1, 0, "eu", ZERO32], { account: p }),
-        s.registry,
-        "NotRegistered",
-        [p.address],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.addMachine([A100, 1, 1, 0, "eu", ZERO32], { account: p }), s.registry, "NotRegistered", [p.address]);
       await networkHelpers.time.increase(UNBONDING_DELAY);
       const before = await balance(s, p.address);
       await s.registry.write.withdraw({ account: p });
@@ -314,12 +281,10 @@ describe("ProviderRegistry", () => {
     it("lets only governance set the unbonding delay and the fault quorum, within bounds", async () => {
       const s = await load();
       const { viem } = connection;
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.setUnbondingDelay([10], { account: s.other!.account }),
-        s.registry,
-        "AccessControlUnauthorizedAccount",
-        [s.other!.account.address, ZERO32],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setUnbondingDelay([10], { account: s.other!.account }), s.registry, "AccessControlUnauthorizedAccount", [
+        s.other!.account.address,
+        ZERO32,
+      ]);
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setUnbondingDelay([90 * 86_400 + 1]), s.registry, "UnbondingDelayTooLong", [
         90 * 86_400 + 1,
         90 * 86_400,
@@ -327,12 +292,10 @@ describe("ProviderRegistry", () => {
       await viem.assertions.emitWithArgs(s.registry.write.setUnbondingDelay([7 * 86_400]), s.registry, "UnbondingDelayChanged", [7 * 86_400]);
       assert.equal(await s.registry.read.unbondingDelay(), 7 * 86_400);
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setFaultQuorum([0]), s.registry, "InvalidFaultQuorum", [0, 32]);
-      await viem.assertions.revertWithCustomErrorWithArgs(
-        s.registry.write.setFaultQuorum([3], { account: s.other!.account }),
-        s.registry,
-        "AccessControlUnauthorizedAccount",
-        [s.other!.account.address, ZERO32],
-      );
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setFaultQuorum([3], { account: s.other!.account }), s.registry, "AccessControlUnauthorizedAccount", [
+        s.other!.account.address,
+        ZERO32,
+      ]);
       await viem.assertions.emitWithArgs(s.registry.write.setFaultQuorum([3]), s.registry, "FaultQuorumChanged", [3]);
       assert.equal(await s.registry.read.faultQuorum(), 3);
     });

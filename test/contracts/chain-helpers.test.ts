@@ -54,7 +54,10 @@ describe("common/chain/market helpers", () => {
     const s = await connection.networkHelpers.loadFixture(suanliFixture);
     const { leaseId, activatedAt } = await openActive(s);
     const lease = await readLease(s.publicClient, s.market.address, leaseId);
-    assert.deepEqual([lease.leaseId, lease.status, lease.endReason, lease.activatedAt, lease.provider], [leaseId, "Active", "None", activatedAt, getAddress(s.provider!.account.address)]);
+    assert.deepEqual(
+      [lease.leaseId, lease.status, lease.endReason, lease.activatedAt, lease.provider],
+      [leaseId, "Active", "None", activatedAt, getAddress(s.provider!.account.address)],
+    );
     const machine = await readMachine(s.publicClient, s.registry.address, 1);
     assert.deepEqual([machine.onDemandUnits, machine.idleUnits, machine.interconnectName], [2, 6, "nvlink"]);
     const provider = await readProvider(s.publicClient, s.registry.address, s.provider!.account.address);
@@ -63,8 +66,17 @@ describe("common/chain/market helpers", () => {
 
     const offer = await makeOffer(s);
     const failure = await s.publicClient
-      .simulateContract({ address: s.market.address, abi: leaseMarketAbi, functionName: "openLease", args: [offer, await sign(s, offer), terms({ units: 7 })], account: s.renter!.account })
-      .then(() => undefined, (error: unknown) => error);
+      .simulateContract({
+        address: s.market.address,
+        abi: leaseMarketAbi,
+        functionName: "openLease",
+        args: [offer, await sign(s, offer), terms({ units: 7 })],
+        account: s.renter!.account,
+      })
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
     assert.ok(failure instanceof BaseError);
     const reverted = failure.walk((e) => e instanceof ContractFunctionRevertedError) as ContractFunctionRevertedError;
     assert.ok(reverted.raw, "the revert data is available");

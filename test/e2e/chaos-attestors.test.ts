@@ -55,7 +55,10 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
 
   const aConfigFile = () => path.join(dir, "attestor-6.json");
   const startA = async (bootstrap: string[]) =>
-    (a = await AttestorProcess.start(aConfigFile(), attestorProcessConfig(devnet, ATTESTORS[0], path.join(dir, "attestor-6"), { p2p: { bootstrap }, attest: { attestor: ROLE, liveness: LIVENESS } })));
+    (a = await AttestorProcess.start(
+      aConfigFile(),
+      attestorProcessConfig(devnet, ATTESTORS[0], path.join(dir, "attestor-6"), { p2p: { bootstrap }, attest: { attestor: ROLE, liveness: LIVENESS } }),
+    ));
   const startInProcess = async (index: number, bootstrap: string[]) => {
     const dataDir = path.join(dir, `attestor-${index}`);
     const started = await startAttestorDaemon(devnet, index, { dataDir, p2p: { bootstrap }, attest: { attestor: ROLE, liveness: LIVENESS } });
@@ -72,7 +75,13 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
       dataDir: path.join(dir, `provider-${index}`),
       log: { level: "info", format: "json" },
       chain: { rpcUrl: devnet.rpcUrl, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 100 },
-      p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], allowPrivateAddresses: true, bootstrap, dht: { enabled: false }, gossip: { heartbeatIntervalMs: 200, ipColocationWhitelist: ["127.0.0.1"] } },
+      p2p: {
+        listen: ["/ip4/127.0.0.1/tcp/0"],
+        allowPrivateAddresses: true,
+        bootstrap,
+        dht: { enabled: false },
+        gossip: { heartbeatIntervalMs: 200, ipColocationWhitelist: ["127.0.0.1"] },
+      },
       offers: { reannounceIntervalMs: 1_000 },
       ...overrides,
     });
@@ -94,10 +103,14 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
   };
   /** Asks attestor 6 for a machine's outcome; a `busy` answer (another attestor's challenge computing) is asked again. */
   const ask = (machineId: number) =>
-    waitFor(`attestor 6's outcome for machine ${machineId}`, async () => {
-      const answer = await requestChallenge(renter.host, multiaddr(a.addr), { chainId: devnet.deployment.chainId, machineId }, { timeoutMs: 60_000 });
-      return answer.outcome === "error" && answer.reason === "busy" ? undefined : answer;
-    }, { timeoutMs: 60_000, intervalMs: 500 });
+    waitFor(
+      `attestor 6's outcome for machine ${machineId}`,
+      async () => {
+        const answer = await requestChallenge(renter.host, multiaddr(a.addr), { chainId: devnet.deployment.chainId, machineId }, { timeoutMs: 60_000 });
+        return answer.outcome === "error" && answer.reason === "busy" ? undefined : answer;
+      },
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
 
   before(async () => {
     // Wall-clock blocks: the chain's clock must not run ahead of the attestors' (observedAt is checked against both).
@@ -148,7 +161,10 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
 
     // The others challenge it (tried again after a `busy` while the dead attestor's compute ran) and pass it.
     for (const { attestor } of [attestorB(), attestorC()]) {
-      await waitFor("the other attestors' passes of the second provider", async () => (await attestor.results.latest(m2))?.outcome === "pass", { timeoutMs: 30_000, intervalMs: 100 });
+      await waitFor("the other attestors' passes of the second provider", async () => (await attestor.results.latest(m2))?.outcome === "pass", {
+        timeoutMs: 30_000,
+        intervalMs: 100,
+      });
     }
     assert.equal(p2.child.exitCode, null, "the provider runs on");
 
@@ -157,7 +173,10 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
     await startA([addrOf(attestorB().daemon), addrOf(attestorC().daemon), p1.peer.addr, p2.peer.addr]);
     const cached = await ask(m1);
     assert.ok(cached.outcome === "pass" && cached.cached, show(cached));
-    assert.equal(cached.outcome === "pass" && passed.outcome === "pass" && cached.attestation.attestation.challengeId, passed.outcome === "pass" && passed.attestation.attestation.challengeId);
+    assert.equal(
+      cached.outcome === "pass" && passed.outcome === "pass" && cached.attestation.attestation.challengeId,
+      passed.outcome === "pass" && passed.attestation.attestation.challengeId,
+    );
     const again = await ask(m2);
     assert.equal(again.outcome, "pass", show(again));
     for (const { attestor } of [attestorB(), attestorC()]) assert.equal(await attestor.results.latestProviderFailure(p2.ready.address), undefined);
@@ -175,7 +194,10 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
     await p1.kill("SIGKILL");
 
     // The lone attestor sees the outage, signs a fault, finds no co-signer: the lease stays Active.
-    const proposed = await waitForLine(a.stderr, "Provider unresponsive beyond the QoS window: fault proposed", (entry) => String(entry.leaseId) === lease1.toString(), { from, timeoutMs: 30_000 });
+    const proposed = await waitForLine(a.stderr, "Provider unresponsive beyond the QoS window: fault proposed", (entry) => String(entry.leaseId) === lease1.toString(), {
+      from,
+      timeoutMs: 30_000,
+    });
     assert.ok(proposed);
     await new Promise((resolve) => setTimeout(resolve, 2 * LIVENESS.backupSubmitDelayMs));
     assert.equal((await renter.lease(lease1)).status, "Active", "one attestor's signature must not end a lease");
@@ -208,7 +230,10 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
     assert.equal(proposal.role, "proposer");
     await new Promise((resolve) => setTimeout(resolve, 2 * LIVENESS.qosWindowSeconds * 1000));
     assert.equal((await renter.lease(leaseId)).status, "Active", "a provider partitioned from one attestor is not faulted");
-    assert.deepEqual(c.attestor.faults!.get(leaseId)?.signatures.map((s) => s.signer), [devnetAccount(ATTESTORS[2]).address]);
+    assert.deepEqual(
+      c.attestor.faults!.get(leaseId)?.signatures.map((s) => s.signer),
+      [devnetAccount(ATTESTORS[2]).address],
+    );
     assert.equal(b.attestor.faults!.get(leaseId), undefined, "attestor 7 signed nothing");
     assert.ok(heard(b));
     // The partition heals: attestor 8 hears the provider again and drops its proposal.
@@ -224,7 +249,10 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
     } finally {
       process.kill(provider.child.pid!, "SIGCONT");
     }
-    const logs = parseEventLogs({ abi: leaseMarketAbi, logs: await devnet.admin.publicClient.getLogs({ address: devnet.deployment.contracts.market!, fromBlock: devnet.deployment.deploymentBlock }) });
+    const logs = parseEventLogs({
+      abi: leaseMarketAbi,
+      logs: await devnet.admin.publicClient.getLogs({ address: devnet.deployment.contracts.market!, fromBlock: devnet.deployment.deploymentBlock }),
+    });
     const end = logs.find((log) => log.eventName === "LeaseEnded" && log.args.leaseId === leaseId);
     assert.ok(end && end.eventName === "LeaseEnded" && end.args.refund > 0n && end.args.credit > 0n);
     // The partition heals: the provider finds its lease faulted, stops the task and claims only what accrued before observedAt.

@@ -109,10 +109,14 @@ describe("chaos: faults of the provider's host", function () {
     await renter.sendTask(node.peer, leaseId, { bundle: task, command: `sh run.sh ${marker}` });
     await renter.waitStatus(node.peer, leaseId, (s) => s.state === "running", "the task to run");
     // The devnet's clock moves with blocks: mine until the node has claimed part of the lease.
-    await waitFor("the node to claim", async () => {
-      await mineBlock(devnet.rpcUrl);
-      return (await renter.lease(leaseId)).paid > 0n;
-    }, { timeoutMs: 60_000, intervalMs: 500 }).catch((error: unknown) => {
+    await waitFor(
+      "the node to claim",
+      async () => {
+        await mineBlock(devnet.rpcUrl);
+        return (await renter.lease(leaseId)).paid > 0n;
+      },
+      { timeoutMs: 60_000, intervalMs: 500 },
+    ).catch((error: unknown) => {
       throw new Error(`${(error as Error).message}\n${node.stderr.slice(-30).join("\n")}`);
     });
     const before = await renter.lease(leaseId);
@@ -131,7 +135,11 @@ describe("chaos: faults of the provider's host", function () {
     assert.equal(status.error?.name, "TaskLostError", `the renter is told why (${JSON.stringify(status.error)})`);
     await renter.waitLease(leaseId, ["Settled"], 30_000);
     txs.stop();
-    assert.deepEqual(txs.seen.filter((tx) => tx.functionName === "activate"), [], "the restored node did not activate again");
+    assert.deepEqual(
+      txs.seen.filter((tx) => tx.functionName === "activate"),
+      [],
+      "the restored node did not activate again",
+    );
     const events = await leaseEvents(devnet, leaseId);
     assert.equal(events.filter((e) => e.eventName === "LeaseActivated").length, 1, "activated once");
     assert.equal(events.filter((e) => e.eventName === "LeaseEnded").length, 1, "ended once");
@@ -167,15 +175,24 @@ describe("chaos: faults of the provider's host", function () {
     assert.equal(await disk.free(), 0, `the disk is full (${filled} bytes written)`);
     await writeFile(go, "");
     // The task ends while nothing can be written: the node says so, keeps the result in memory and stays up.
-    const refused = await waitFor("the node to log that it cannot record the task's end", () => node.stderr.find((line) => line.includes("Cannot record the task's end")), { timeoutMs: 20_000 }).catch(
-      (error: unknown) => {
-        throw new Error(`${(error as Error).message}\n${node.stderr.filter((l) => !l.includes("Lease reconciliation failed")).slice(-30).join("\n")}`);
-      },
-    );
+    const refused = await waitFor("the node to log that it cannot record the task's end", () => node.stderr.find((line) => line.includes("Cannot record the task's end")), {
+      timeoutMs: 20_000,
+    }).catch((error: unknown) => {
+      throw new Error(
+        `${(error as Error).message}\n${node.stderr
+          .filter((l) => !l.includes("Lease reconciliation failed"))
+          .slice(-30)
+          .join("\n")}`,
+      );
+    });
     assert.match(refused, /"level":"error".*no space left/i, "a clear error naming the full disk");
     // A new lease is refused cleanly while the node cannot record its reservation: nothing opens, nothing is paid.
     const leasesBefore = await devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "nextLeaseId" });
-    await assert.rejects(renter.rent(node.peer, { machineId, units: 1, duration: 60 }), /reserve refused: busy .*disk is full/, "the reservation cannot be recorded, so it is refused, saying why");
+    await assert.rejects(
+      renter.rent(node.peer, { machineId, units: 1, duration: 60 }),
+      /reserve refused: busy .*disk is full/,
+      "the reservation cannot be recorded, so it is refused, saying why",
+    );
     assert.equal(await devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "nextLeaseId" }), leasesBefore);
     assert.equal((await renter.lease(leaseId)).status, "Active", "the lease waits while the node cannot record its task's end");
     assert.equal(node.child.exitCode, null, `the node survived the full disk:\n${node.stderr.slice(-20).join("\n")}`);

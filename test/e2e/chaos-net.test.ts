@@ -140,7 +140,8 @@ describe("chaos: RPC errors and stale blocks, a shallow reorg, a libp2p partitio
     await renterA.waitStatus(peer, leaseId, (s) => s.state === "succeeded", "the task to finish while the RPC lags", 20_000);
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     assert.equal(node!.child.exitCode, null, `the node survived the faults:\n${node!.stderr.slice(-20).join("\n")}`);
-    for (const method of ["eth_blockNumber", "eth_getBlockByNumber"]) assert.ok((rpc.faulted.get(method) ?? 0) > 0, `the node met the faults on ${method}: ${JSON.stringify([...rpc.faulted])}`);
+    for (const method of ["eth_blockNumber", "eth_getBlockByNumber"])
+      assert.ok((rpc.faulted.get(method) ?? 0) > 0, `the node met the faults on ${method}: ${JSON.stringify([...rpc.faulted])}`);
     rpc.up();
 
     const settled = await renterA.waitLease(leaseId, ["Settled"], 30_000);
@@ -266,13 +267,31 @@ describe("chaos: RPC errors and stale blocks, a shallow reorg, a libp2p partitio
     const [watched] = await watchWallets(devnet, [{ address: account.address, role: "renter" }]);
     wallets.push(watched!);
     const progress: string[] = [];
-    const client = await createClient({ rpcUrl: rpc.url, account, bootstrap: [node!.peer.addr], deployment: devnet.deployment as never, onProgress: (line) => progress.push(line) });
+    const client = await createClient({
+      rpcUrl: rpc.url,
+      account,
+      bootstrap: [node!.peer.addr],
+      deployment: devnet.deployment as never,
+      onProgress: (line) => progress.push(line),
+    });
     try {
       const bundle = await bundles.bundle({ "run.sh": "echo sdk\nsleep 2\n" });
       await waitFor("the node's offer", async () => (await client.queryOffers({ gpuType: "A100" })).length > 0, { timeoutMs: 20_000, intervalMs: 200 });
-      const submitting = client.submitTask({ gpuType: "A100", gpuCount: 1, duration: 60, maxPricePerGpuHour: "5", attestedOnly: false, bundleUrl: bundle.url, sha256: bundle.sha256, command: "sh run.sh" });
+      const submitting = client.submitTask({
+        gpuType: "A100",
+        gpuCount: 1,
+        duration: 60,
+        maxPricePerGpuHour: "5",
+        attestedOnly: false,
+        bundleUrl: bundle.url,
+        sha256: bundle.sha256,
+        command: "sh run.sh",
+      });
       // No block is mined until the node has answered that the lease is not confirmed yet.
-      await waitFor("the node to refuse the task until the lease is confirmed", () => progress.some((line) => line.includes("waits for its block to be confirmed")), { timeoutMs: 20_000, intervalMs: 100 });
+      await waitFor("the node to refuse the task until the lease is confirmed", () => progress.some((line) => line.includes("waits for its block to be confirmed")), {
+        timeoutMs: 20_000,
+        intervalMs: 100,
+      });
       await testClient.mine({ blocks: CONFIRMATIONS });
       const submitted = await submitting;
       // While the SDK waits for the task: its RPC answers 502, then lags at an old block.

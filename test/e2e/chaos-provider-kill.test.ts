@@ -138,10 +138,14 @@ describe("chaos: a provider node SIGKILLed mid-transaction and restarted on the 
       () => (dead = true),
       () => (dead = true),
     );
-    await waitFor("the node to claim (and die)", async () => {
-      if (!dead) await devnet.admin.publicClient.request({ method: "evm_mine" } as never);
-      return dead;
-    }, { timeoutMs: 90_000, intervalMs: 500 });
+    await waitFor(
+      "the node to claim (and die)",
+      async () => {
+        if (!dead) await devnet.admin.publicClient.request({ method: "evm_mine" } as never);
+        return dead;
+      },
+      { timeoutMs: 90_000, intervalMs: 500 },
+    );
     const claimedBefore = (await renter.lease(leaseId)).paid;
     assert.ok(claimedBefore > 0n, "the claim reached the chain before the node died");
 

@@ -84,7 +84,11 @@ describe("chaos: the chain RPC goes away for 30 s mid-lease", function () {
     assert.equal(events.filter((e) => e.eventName === "LeaseEnded").length, 1, "the lease ended once");
     const ended = events.find((e) => e.eventName === "LeaseEnded")!.args as { providerTotal: bigint; stopAt: number };
     const claims = events.filter((e) => e.eventName === "LeaseClaimed").map((e) => (e.args as { amount: bigint }).amount);
-    assert.equal(claims.reduce((a, b) => a + b, 0n), ended.providerTotal, "claims add up to the provider's total");
+    assert.equal(
+      claims.reduce((a, b) => a + b, 0n),
+      ended.providerTotal,
+      "claims add up to the provider's total",
+    );
     assert.equal(settled.paid, ended.providerTotal);
     assert.ok(ended.providerTotal <= 100n * BigInt(ended.stopAt - settled.activatedAt), "never paid beyond what was metered");
 

@@ -57,7 +57,15 @@ describe("renter console in headless Chromium with an injected wallet, against a
       relayLog.push(
         `${level} ${message} ${JSON.stringify({ ...bindings, ...(context as object) }, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))} ${error instanceof Error ? `${error.message} ${String(error.cause)}` : ""}`,
       );
-    return { trace: record("trace"), debug: record("debug"), info: record("info"), warn: record("warn"), error: record("error"), child: (more) => recorder({ ...bindings, ...more }), level: "trace" };
+    return {
+      trace: record("trace"),
+      debug: record("debug"),
+      info: record("info"),
+      warn: record("warn"),
+      error: record("error"),
+      child: (more) => recorder({ ...bindings, ...more }),
+      level: "trace",
+    };
   };
 
   let shot = 0;
@@ -70,10 +78,16 @@ describe("renter console in headless Chromium with an injected wallet, against a
   /** The wallet behind `window.ethereum`: what an extension does with the user's key. */
   async function walletRequest(method: string, params: unknown[]): Promise<unknown> {
     walletCalls.push(method);
-    const chain = defineChain({ id: devnet.deployment.chainId, name: "devnet", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [devnet.rpcUrl] } } });
+    const chain = defineChain({
+      id: devnet.deployment.chainId,
+      name: "devnet",
+      nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+      rpcUrls: { default: { http: [devnet.rpcUrl] } },
+    });
     const signer = createWalletClient({ account: renter, chain, transport: http(devnet.rpcUrl) });
     const sameAccount = (address: unknown) => {
-      if (typeof address !== "string" || address.toLowerCase() !== renter.address.toLowerCase()) throw Object.assign(new Error(`unknown account ${String(address)}`), { code: 4100 });
+      if (typeof address !== "string" || address.toLowerCase() !== renter.address.toLowerCase())
+        throw Object.assign(new Error(`unknown account ${String(address)}`), { code: 4100 });
     };
     switch (method) {
       case "eth_requestAccounts":
@@ -100,7 +114,11 @@ describe("renter console in headless Chromium with an injected wallet, against a
       }
       default: {
         // Reads go to the wallet's node, as an extension's do.
-        const response = await fetch(devnet.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }) });
+        const response = await fetch(devnet.rpcUrl, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+        });
         const body = (await response.json()) as { result?: unknown; error?: { code: number; message: string; data?: unknown } };
         if (body.error) throw Object.assign(new Error(body.error.message), { code: body.error.code, data: body.error.data });
         return body.result;
@@ -295,7 +313,9 @@ describe("renter console in headless Chromium with an injected wallet, against a
 
     await page.fill("#extend-seconds", "120");
     await page.click("#task-extend");
-    await page.waitForFunction(() => /^Extended lease \d+ by 120 s for [\d.]+ tUSD: paid until /.test(document.querySelector("#task-message")?.textContent ?? ""), undefined, { timeout: 30_000 });
+    await page.waitForFunction(() => /^Extended lease \d+ by 120 s for [\d.]+ tUSD: paid until /.test(document.querySelector("#task-message")?.textContent ?? ""), undefined, {
+      timeout: 30_000,
+    });
     await screenshot("extended");
 
     await page.click("#task-cancel");
@@ -315,10 +335,19 @@ describe("renter console in headless Chromium with an injected wallet, against a
   it("download results: the completed task's output comes through the node, verified against the signed completion report, as file links", async () => {
     await page.click('#tasks-table tbody tr:has(td.state:text-is("succeeded")) button');
     await page.click("#task-download");
-    await page.waitForFunction(() => /^Downloaded /.test(document.querySelector("#task-message")?.textContent ?? "") || !document.querySelector<HTMLElement>("#task-error")!.hidden, undefined, { timeout: 30_000 });
+    await page.waitForFunction(
+      () => /^Downloaded /.test(document.querySelector("#task-message")?.textContent ?? "") || !document.querySelector<HTMLElement>("#task-error")!.hidden,
+      undefined,
+      { timeout: 30_000 },
+    );
     assert.equal(await page.isHidden("#task-error"), true, (await page.textContent("#task-error")) ?? "");
-    assert.match((await page.textContent("#task-message")) ?? "", /^Downloaded 1 file\(s\), 3 bytes, verified against the provider's signed completion report \(digest 0x[0-9a-f]{64}\)\.$/);
-    assert.deepEqual(await page.$$eval("#task-files a", (links) => links.map((link) => [link.textContent, (link as HTMLAnchorElement).download])), [["answer.txt (3 bytes)", "answer.txt"]]);
+    assert.match(
+      (await page.textContent("#task-message")) ?? "",
+      /^Downloaded 1 file\(s\), 3 bytes, verified against the provider's signed completion report \(digest 0x[0-9a-f]{64}\)\.$/,
+    );
+    assert.deepEqual(await page.$$eval("#task-files a", (links) => links.map((link) => [link.textContent, (link as HTMLAnchorElement).download])), [
+      ["answer.txt (3 bytes)", "answer.txt"],
+    ]);
     // Clicking the link saves the file's bytes as the task wrote them (the renter's own download).
     const [download] = await Promise.all([page.waitForEvent("download"), page.click("#task-files a")]);
     assert.equal(download.suggestedFilename(), "answer.txt");
@@ -370,16 +399,24 @@ describe("renter console in headless Chromium with an injected wallet, against a
     }
     assert.equal(visited.at(-1), "submit-button", `tab order: ${visited.join(" ")}`);
     const order = ["connect", "gpu-type", "gpu-count", "duration", "max-price", "bundle-url", "bundle-sha256", "command", "env-add"].map((id) => visited.indexOf(id));
-    assert.ok(order.every((index, i) => index >= 0 && (i === 0 || index > order[i - 1]!)), `tab order: ${visited.join(" ")}`);
+    assert.ok(
+      order.every((index, i) => index >= 0 && (i === 0 || index > order[i - 1]!)),
+      `tab order: ${visited.join(" ")}`,
+    );
 
     // axe-core, evaluated in the page (CDP evaluation is not a script the page's CSP governs).
     await page.evaluate(await readFile(require.resolve("axe-core/axe.min.js"), "utf8"));
     const violations = await page.evaluate(async () => {
-      const axe = (window as unknown as { axe: { run(context: Document, options: unknown): Promise<{ violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }> } }).axe;
+      const axe = (
+        window as unknown as { axe: { run(context: Document, options: unknown): Promise<{ violations: { id: string; impact: string; nodes: { target: string[] }[] }[] }> } }
+      ).axe;
       const result = await axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } });
       return result.violations.map((violation) => ({ id: violation.id, impact: violation.impact, targets: violation.nodes.map((n) => n.target.join(" ")) }));
     });
-    assert.deepEqual(violations.filter((violation) => violation.impact === "serious" || violation.impact === "critical"), []);
+    assert.deepEqual(
+      violations.filter((violation) => violation.impact === "serious" || violation.impact === "critical"),
+      [],
+    );
   });
 
   it("is readable at phone width (375 px): nothing wider than the screen", async () => {
@@ -394,14 +431,22 @@ describe("renter console in headless Chromium with an injected wallet, against a
     // Nor text running out of its box (a long address or URL that does not wrap).
     const spilling = await page.$$eval("body *", (elements) =>
       elements
-        .filter((element) => !element.closest(".table-wrap") && element.getClientRects().length > 0 && element.scrollWidth > element.clientWidth + 1 && getComputedStyle(element).overflowX === "visible")
+        .filter(
+          (element) =>
+            !element.closest(".table-wrap") &&
+            element.getClientRects().length > 0 &&
+            element.scrollWidth > element.clientWidth + 1 &&
+            getComputedStyle(element).overflowX === "visible",
+        )
         .map((element) => `${element.tagName}#${element.id} ${element.scrollWidth}>${element.clientWidth}`),
     );
     assert.deepEqual(spilling, [], "text wider than its box");
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth);
     assert.ok(overflow <= 375, `the page is ${overflow} px wide at 375`);
     // Wide tables scroll sideways inside their own labelled region instead.
-    const regions = await page.$$eval(".table-wrap", (elements) => elements.map((element) => ({ right: element.getBoundingClientRect().right, scrolls: getComputedStyle(element).overflowX })));
+    const regions = await page.$$eval(".table-wrap", (elements) =>
+      elements.map((element) => ({ right: element.getBoundingClientRect().right, scrolls: getComputedStyle(element).overflowX })),
+    );
     for (const region of regions) assert.ok(region.right <= 375 && region.scrolls === "auto", JSON.stringify(region));
     const file = await screenshot("phone-375", { fullPage: true });
     console.log(`      phone-width screenshot: ${file}`);

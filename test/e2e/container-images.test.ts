@@ -43,10 +43,7 @@ describe("container images end to end: tasks by registry reference and by archiv
     await mkdir(path.join(work, "bin"));
     // While the file slow-pull exists, a pull takes 5 s longer (a big image, a slow registry).
     const slow = path.join(work, "slow-pull");
-    await writeFile(
-      path.join(work, "bin", "podman"),
-      `#!/bin/sh\necho "$*" >> '${engineLog}'\nif [ "$1" = pull ] && [ -e '${slow}' ]; then sleep 5; fi\nexec '${real}' "$@"\n`,
-    );
+    await writeFile(path.join(work, "bin", "podman"), `#!/bin/sh\necho "$*" >> '${engineLog}'\nif [ "$1" = pull ] && [ -e '${slow}' ]; then sleep 5; fi\nexec '${real}' "$@"\n`);
     await chmod(path.join(work, "bin", "podman"), 0o755);
     savedPath = process.env.PATH;
     process.env.PATH = `${path.join(work, "bin")}:${process.env.PATH}`;
@@ -68,7 +65,13 @@ describe("container images end to end: tasks by registry reference and by archiv
       },
     });
     await fund(devnet, await devnet.wallet(5), 100_000_000n);
-    client = await createClient({ rpcUrl: devnet.rpcUrl, account: renter, bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir, stateFile: path.join(work, "renter.json") });
+    client = await createClient({
+      rpcUrl: devnet.rpcUrl,
+      account: renter,
+      bootstrap: [provider.peer.addr],
+      deployment: devnet.deploymentsDir,
+      stateFile: path.join(work, "renter.json"),
+    });
     await waitFor("the provider's offer in the SDK", async () => (await client.queryOffers()).some((o) => o.freeUnits === 2), { timeoutMs: 30_000 });
   });
   after(async () => {
@@ -82,7 +85,8 @@ describe("container images end to end: tasks by registry reference and by archiv
     if (work) await rm(work, { recursive: true, force: true });
   });
 
-  const command = 'echo "training on $(cat /marker)"; mkdir -p "$SUANLI_OUTPUT_DIR" && cat /marker > "$SUANLI_OUTPUT_DIR/model.txt" && echo "loss 0.1" > "$SUANLI_OUTPUT_DIR/metrics.txt"';
+  const command =
+    'echo "training on $(cat /marker)"; mkdir -p "$SUANLI_OUTPUT_DIR" && cat /marker > "$SUANLI_OUTPUT_DIR/model.txt" && echo "loss 0.1" > "$SUANLI_OUTPUT_DIR/metrics.txt"';
   const submit = (work: { image: string } | { imageUrl: string; sha256: string }) =>
     client.submitTask({ gpuType: "A100", gpuCount: 1, duration: 120, maxPricePerGpuHour: "1", attestedOnly: false, command, ...work });
   const allLogs = async (taskId: string) => {
@@ -97,7 +101,10 @@ describe("container images end to end: tasks by registry reference and by archiv
     const receipt = await client.wait(submitted.taskId);
     assert.equal(receipt.state, "succeeded", lines.map((line) => line.text).join("\n"));
     assert.equal(receipt.completion?.verified, true);
-    assert.ok(lines.some((line) => line.stream === "stdout" && line.text === `training on trainer-${suffix}`), lines.map((line) => line.text).join("\n"));
+    assert.ok(
+      lines.some((line) => line.stream === "stdout" && line.text === `training on trainer-${suffix}`),
+      lines.map((line) => line.text).join("\n"),
+    );
     const dir = path.join(tmpdir(), `suanli-out-${suffix}-${submitted.taskId}`);
     const output = await client.downloadOutput(submitted.taskId, { dir });
     try {

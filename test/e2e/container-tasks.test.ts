@@ -23,7 +23,9 @@ const NOTICE = 3;
 
 /** The node's containers (any state), by the owner label of its workspace root. */
 async function containersOf(workspaceRoot: string): Promise<{ name: string; state: string }[]> {
-  const { stdout } = await exec("podman", ["ps", "--all", "--filter", `label=suanli.owner=${ownerId(path.resolve(workspaceRoot))}`, "--format", "{{.Names}} {{.Status}}"], { encoding: "utf8" });
+  const { stdout } = await exec("podman", ["ps", "--all", "--filter", `label=suanli.owner=${ownerId(path.resolve(workspaceRoot))}`, "--format", "{{.Names}} {{.Status}}"], {
+    encoding: "utf8",
+  });
   return stdout
     .split("\n")
     .filter((line) => line.trim() !== "")
@@ -55,7 +57,13 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
 
   const client = async (index: number): Promise<SuanliClient> => {
     await fund(devnet, await devnet.wallet(index), 100_000_000n);
-    const created = await createClient({ rpcUrl: devnet.rpcUrl, account: devnetAccount(index), bootstrap: [node!.ready.addrs[0]!], deployment: devnet.deploymentsDir, stateFile: path.join(dir, `renter-${index}.json`) });
+    const created = await createClient({
+      rpcUrl: devnet.rpcUrl,
+      account: devnetAccount(index),
+      bootstrap: [node!.ready.addrs[0]!],
+      deployment: devnet.deploymentsDir,
+      stateFile: path.join(dir, `renter-${index}.json`),
+    });
     clients.push(created);
     await waitFor("the provider's offer in the SDK", async () => (await created.queryOffers()).some((offer) => offer.freeUnits >= 1), { timeoutMs: 30_000 });
     return created;
@@ -102,7 +110,8 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
       maxPricePerGpuHour: "1",
       attestedOnly: false,
       image: BUSYBOX_IMAGE,
-      command: 'echo "step 1"; sleep 1; mkdir -p "$SUANLI_OUTPUT_DIR/ckpt"; echo "loss 0.12" > "$SUANLI_OUTPUT_DIR/metrics.txt"; echo weights > "$SUANLI_OUTPUT_DIR/ckpt/model.bin"; echo "step 2"',
+      command:
+        'echo "step 1"; sleep 1; mkdir -p "$SUANLI_OUTPUT_DIR/ckpt"; echo "loss 0.12" > "$SUANLI_OUTPUT_DIR/metrics.txt"; echo weights > "$SUANLI_OUTPUT_DIR/ckpt/model.bin"; echo "step 2"',
     });
     const lines: string[] = [];
     for await (const line of renter.logs(submitted.taskId, { follow: true })) lines.push(line.text);
@@ -113,7 +122,10 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
     const out = path.join(dir, "out");
     const downloaded = await renter.downloadOutput(submitted.taskId, { dir: out });
     assert.equal(downloaded.verified, true);
-    assert.deepEqual(downloaded.files.map((file) => file.path), ["ckpt/model.bin", "metrics.txt"]);
+    assert.deepEqual(
+      downloaded.files.map((file) => file.path),
+      ["ckpt/model.bin", "metrics.txt"],
+    );
     assert.equal(await digestOutputDir(out), receipt.completion!.outputDigest, "the settled digest is the output folder's");
     const settled = await renter.settle(submitted.taskId).catch(() => renter.wait(submitted.taskId));
     assert.ok(["succeeded"].includes(settled.state));
@@ -134,7 +146,15 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
       command: 'trap "echo notice received; exit 0" TERM; echo running; while true; do sleep 0.2; done',
     });
     await waitFor("the interruptible container to run", async () => (await low.status(interruptible.taskId)).state === "running", { timeoutMs: 60_000 });
-    const onDemand = await high.submitTask({ gpuType: "A100", gpuCount: 1, duration: 30, maxPricePerGpuHour: "1", attestedOnly: false, image: BUSYBOX_IMAGE, command: "echo on-demand" });
+    const onDemand = await high.submitTask({
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 30,
+      maxPricePerGpuHour: "1",
+      attestedOnly: false,
+      image: BUSYBOX_IMAGE,
+      command: "echo on-demand",
+    });
     const preempted = await low.wait(interruptible.taskId);
     assert.equal(preempted.state, "preempted", `${preempted.state}: ${show(preempted)}`);
     const lines: string[] = [];
@@ -146,33 +166,62 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
 
   it("after SIGKILL of the provider node its container runs on; the restarted node stops it and terminates the lease, paid once", async () => {
     const renter = await client(8);
-    const submitted = await renter.submitTask({ gpuType: "A100", gpuCount: 1, duration: 120, maxPricePerGpuHour: "1", attestedOnly: false, image: BUSYBOX_IMAGE, command: "echo long; sleep 300" });
+    const submitted = await renter.submitTask({
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 120,
+      maxPricePerGpuHour: "1",
+      attestedOnly: false,
+      image: BUSYBOX_IMAGE,
+      command: "echo long; sleep 300",
+    });
     await waitFor("the container to run", async () => (await renter.status(submitted.taskId)).state === "running", { timeoutMs: 60_000 });
     assert.equal(await node!.kill("SIGKILL"), null);
     const orphans = await containersOf(workspaces);
-    assert.deepEqual(orphans.map((container) => container.state), ["Up"], "the container outlived its node");
+    assert.deepEqual(
+      orphans.map((container) => container.state),
+      ["Up"],
+      "the container outlived its node",
+    );
 
     node = await ProviderProcess.start(configFile, { timeoutMs: 90_000 });
     await waitFor("the orphaned container to be gone", async () => (await containersOf(workspaces)).length === 0, { timeoutMs: 30_000 });
-    const status = await waitFor("the task's status from the restarted node", async () => {
-      const current = await renter.status(submitted.taskId).catch(() => undefined);
-      return current?.state === "failed" ? current : undefined;
-    }, { timeoutMs: 60_000 });
+    const status = await waitFor(
+      "the task's status from the restarted node",
+      async () => {
+        const current = await renter.status(submitted.taskId).catch(() => undefined);
+        return current?.state === "failed" ? current : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
     assert.equal(status.error?.name, "TaskLostError");
-    const events = await waitFor("the lease to end on-chain", async () => {
-      const all = await leaseEvents(devnet, submitted.leaseId);
-      return all.some((event) => event.eventName === "LeaseEnded") ? all : undefined;
-    }, { timeoutMs: 60_000 });
+    const events = await waitFor(
+      "the lease to end on-chain",
+      async () => {
+        const all = await leaseEvents(devnet, submitted.leaseId);
+        return all.some((event) => event.eventName === "LeaseEnded") ? all : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
     const ended = events.find((event) => event.eventName === "LeaseEnded")!.args as { reason?: number; providerTotal: bigint; credit: bigint };
     assert.ok(ended.credit > 0n, "terminated by the provider: the renter got the early-end penalty");
-    await waitFor("the lease to be claimed", async () => {
-      const claims = (await leaseEvents(devnet, submitted.leaseId)).filter((event) => event.eventName === "LeaseClaimed").map((event) => (event.args as { amount: bigint }).amount);
-      return claims.reduce((a, b) => a + b, 0n) === ended.providerTotal;
-    }, { timeoutMs: 30_000 });
+    await waitFor(
+      "the lease to be claimed",
+      async () => {
+        const claims = (await leaseEvents(devnet, submitted.leaseId))
+          .filter((event) => event.eventName === "LeaseClaimed")
+          .map((event) => (event.args as { amount: bigint }).amount);
+        return claims.reduce((a, b) => a + b, 0n) === ended.providerTotal;
+      },
+      { timeoutMs: 30_000 },
+    );
     // Nothing paid twice: one end, and the claims add up to what accrued, never more.
     const final = await leaseEvents(devnet, submitted.leaseId);
     assert.equal(final.filter((event) => event.eventName === "LeaseEnded").length, 1);
-    assert.equal(final.filter((event) => event.eventName === "LeaseClaimed").reduce((sum, event) => sum + (event.args as { amount: bigint }).amount, 0n), ended.providerTotal);
+    assert.equal(
+      final.filter((event) => event.eventName === "LeaseClaimed").reduce((sum, event) => sum + (event.args as { amount: bigint }).amount, 0n),
+      ended.providerTotal,
+    );
   });
 });
 
@@ -224,14 +273,32 @@ describe("container tasks: whose fault when the engine fails", function () {
     provider = await startTestProvider(devnet, 1, containerRuntime({ ociRuntime: wrapper }));
     await writeFile(marker, "");
     await fund(devnet, await devnet.wallet(5), 100_000_000n);
-    renter = await createClient({ rpcUrl: devnet.rpcUrl, account: devnetAccount(5), bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir, stateFile: path.join(dir, "renter.json") });
+    renter = await createClient({
+      rpcUrl: devnet.rpcUrl,
+      account: devnetAccount(5),
+      bootstrap: [provider.peer.addr],
+      deployment: devnet.deploymentsDir,
+      stateFile: path.join(dir, "renter.json"),
+    });
     await waitFor("the provider's offer in the SDK", async () => (await renter!.queryOffers()).some((offer) => offer.freeUnits >= 1), { timeoutMs: 30_000 });
     const before = await renter.owed().catch(() => 0n);
-    const submitted = await renter.submitTask({ gpuType: "A100", gpuCount: 1, duration: 60, maxPricePerGpuHour: "1", attestedOnly: false, image: BUSYBOX_IMAGE, command: "echo never" });
-    const status = await waitFor("the task to fail", async () => {
-      const current = await renter!.status(submitted.taskId).catch(() => undefined);
-      return current?.state === "failed" ? current : undefined;
-    }, { timeoutMs: 60_000 });
+    const submitted = await renter.submitTask({
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 60,
+      maxPricePerGpuHour: "1",
+      attestedOnly: false,
+      image: BUSYBOX_IMAGE,
+      command: "echo never",
+    });
+    const status = await waitFor(
+      "the task to fail",
+      async () => {
+        const current = await renter!.status(submitted.taskId).catch(() => undefined);
+        return current?.state === "failed" ? current : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
     assert.equal(status.error?.name, "ContainerEngineError", show(status));
     assert.match(status.error?.message ?? "", /setrlimit RLIMIT_NOFILE/);
     const receipt = await renter.wait(submitted.taskId);

@@ -24,7 +24,10 @@ describe("the whole market (npm run demo)", function () {
     assert.equal(job.state, "succeeded");
     assert.equal(job.exitCode, 0);
     assert.equal(job.completion?.verified, true);
-    assert.ok(summary.jobLogs.some((line) => line.includes("148933 primes below 2000000")), "the computation's result is in the logs");
+    assert.ok(
+      summary.jobLogs.some((line) => line.includes("148933 primes below 2000000")),
+      "the computation's result is in the logs",
+    );
     const [lease] = job.leases;
     assert.equal(lease!.endReason, "Completed");
     assert.equal(lease!.status, "Settled");

@@ -46,8 +46,22 @@ describe("suanli exec -t: an interactive terminal inside the running task", func
   it("runs a shell on a terminal: raw keys (Ctrl-C reaches the remote job), its size and resizes, the exit code", async () => {
     const bundle = await bundles.bundle({ "run.sh": "sleep 150" });
     const submitted = await runCli([
-      "submit", "--gpu", "A100", "--duration", "120", "--max-price", "1", "--allow-unattested",
-      "--bundle", bundle.url, "--sha256", bundle.sha256, "--json", ...base, "--", "sh run.sh",
+      "submit",
+      "--gpu",
+      "A100",
+      "--duration",
+      "120",
+      "--max-price",
+      "1",
+      "--allow-unattested",
+      "--bundle",
+      bundle.url,
+      "--sha256",
+      bundle.sha256,
+      "--json",
+      ...base,
+      "--",
+      "sh run.sh",
     ]);
     assert.equal(submitted.code, 0, submitted.stderr);
     const { taskId } = lastJson<{ taskId: string }>(submitted.stdout);
@@ -63,9 +77,10 @@ describe("suanli exec -t: an interactive terminal inside the running task", func
     terminal.stderr!.on("data", (chunk: Buffer) => (screen += chunk.toString("utf8")));
     const exited = new Promise<number | null>((resolve) => terminal!.once("close", (code) => resolve(code)));
     const type = (keys: string) => terminal!.stdin!.write(keys);
-    const shows = (what: string, pattern: RegExp) => waitFor(what, async () => pattern.test(screen), { timeoutMs: 30_000 }).catch((error: Error) => {
-      throw new Error(`${error.message}\n--- terminal ---\n${screen}`);
-    });
+    const shows = (what: string, pattern: RegExp) =>
+      waitFor(what, async () => pattern.test(screen), { timeoutMs: 30_000 }).catch((error: Error) => {
+        throw new Error(`${error.message}\n--- terminal ---\n${screen}`);
+      });
 
     type("[ -t 0 ] && [ -t 1 ] && echo on-a-tty-$((6*7)); echo term=$TERM; stty size | sed 's/^/size=/'\r");
     await shows("the remote shell on a terminal", /on-a-tty-42/);

@@ -58,7 +58,19 @@ describe("explorer page in headless Chromium against a devnet node", function ()
     const attestations = [];
     if (machine.attested) {
       const now = Math.floor(Date.now() / 1000);
-      const attestation = { provider: accounts.providerA.address, machineId, model: modelHash(machine.model), units: machine.units, vramMiB, throughput: 1_000_000n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: now - 60, expiry: now + 86_400 };
+      const attestation = {
+        provider: accounts.providerA.address,
+        machineId,
+        model: modelHash(machine.model),
+        units: machine.units,
+        vramMiB,
+        throughput: 1_000_000n,
+        challengeId: `0x${"00".repeat(32)}` as const,
+        root: `0x${"00".repeat(32)}` as const,
+        gpus: `0x${"00".repeat(32)}` as const,
+        issuedAt: now - 60,
+        expiry: now + 86_400,
+      };
       attestations.push(await signAttestation(accounts.attestor, suanliDomain(devnet.deployment.chainId, devnet.deployment.contracts.market!), attestation));
     }
     await provider.offers.publisher!.set({
@@ -126,12 +138,7 @@ describe("explorer page in headless Chromium against a devnet node", function ()
   it("loads the offers, cheapest first, with the node's chain and token", async () => {
     await page.goto(`${base}/explorer/`);
     await page.waitForSelector("body[data-ready=true]", { timeout: 10_000 });
-    assert.deepEqual(await rowKeys(), [
-      key(3),
-      key(0),
-      key(2),
-      key(1),
-    ]);
+    assert.deepEqual(await rowKeys(), [key(3), key(0), key(2), key(1)]);
     assert.match((await page.textContent("#chain")) ?? "", /chain 31337 · token tUSD/);
     // 400 base units per second = 1.44 tUSD per GPU-hour (6 decimals).
     assert.equal(await page.textContent(`tr[data-key="${key(0)}"] td.price`), "1.44 tUSD");

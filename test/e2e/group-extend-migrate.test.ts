@@ -50,7 +50,15 @@ describe("group jobs: extend every lease, migrate together", function () {
       async request({ method, params }: { method: string; params?: unknown }) {
         if (method === "eth_sendRawTransaction" && dropExtendOf !== undefined) {
           const tx = parseTransaction((params as Hex[])[0]!);
-          const call = tx.data ? (() => { try { return decodeFunctionData({ abi: leaseMarketAbi, data: tx.data! }); } catch { return undefined; } })() : undefined;
+          const call = tx.data
+            ? (() => {
+                try {
+                  return decodeFunctionData({ abi: leaseMarketAbi, data: tx.data! });
+                } catch {
+                  return undefined;
+                }
+              })()
+            : undefined;
           if (call?.functionName === "extend" && (call.args as readonly unknown[])[0] === dropExtendOf) throw new Error("the RPC dropped the transaction");
         }
         return rpc.request({ method, params } as never);
@@ -77,8 +85,16 @@ describe("group jobs: extend every lease, migrate together", function () {
   async function submitGroup(script: string, autoMigrate = false) {
     const bundle = await bundles.bundle({ "run.sh": script });
     const submitted = await client.submitTask({
-      gpuType: "A100", gpuCount: 2, colocation: "cluster", duration: 120, maxPricePerGpuHour: "1", attestedOnly: false,
-      bundleUrl: bundle.url, sha256: bundle.sha256, command: "sh run.sh", autoMigrate,
+      gpuType: "A100",
+      gpuCount: 2,
+      colocation: "cluster",
+      duration: 120,
+      maxPricePerGpuHour: "1",
+      attestedOnly: false,
+      bundleUrl: bundle.url,
+      sha256: bundle.sha256,
+      command: "sh run.sh",
+      autoMigrate,
     });
     const group = submitted.attempt.group!;
     assert.equal(group.length, 2);
@@ -94,14 +110,28 @@ describe("group jobs: extend every lease, migrate together", function () {
     const start = await ends();
 
     const extended = await client.extend(taskId, { seconds: 60 });
-    assert.deepEqual(extended.leases?.map((l) => l.leaseId), ids);
-    assert.deepEqual(await ends(), start.map((end) => end + 60), "both leases end 60 s later");
+    assert.deepEqual(
+      extended.leases?.map((l) => l.leaseId),
+      ids,
+    );
+    assert.deepEqual(
+      await ends(),
+      start.map((end) => end + 60),
+      "both leases end 60 s later",
+    );
     assert.equal(extended.newEnd, Math.min(...start) + 60);
-    assert.equal(extended.extraDeposit, extended.leases!.reduce((sum, l) => sum + l.extraDeposit, 0n));
+    assert.equal(
+      extended.extraDeposit,
+      extended.leases!.reduce((sum, l) => sum + l.extraDeposit, 0n),
+    );
 
     // Past the providers' maximum duration (7 days): the chain refuses in the pre-flight, nothing is extended.
     await assert.rejects(client.extend(taskId, { seconds: 8 * 86_400 }), { name: "TransactionError", message: new RegExp(`extend lease ${ids[0]}`) });
-    assert.deepEqual(await ends(), start.map((end) => end + 60), "a refused group extension extends no lease");
+    assert.deepEqual(
+      await ends(),
+      start.map((end) => end + 60),
+      "a refused group extension extends no lease",
+    );
 
     // The second lease's transaction is lost after the pre-flight: the first stays extended (the chain cannot undo it).
     dropExtendOf = ids[1];
@@ -114,14 +144,23 @@ describe("group jobs: extend every lease, migrate together", function () {
       dropExtendOf = undefined;
     }
     assert.ok(failure instanceof GroupExtendError, `expected GroupExtendError, got ${String(failure)}`);
-    assert.deepEqual(failure.extended.map((l) => l.leaseId), [ids[0]]);
+    assert.deepEqual(
+      failure.extended.map((l) => l.leaseId),
+      [ids[0]],
+    );
     assert.equal(failure.failed.leaseId, ids[1]);
     assert.deepEqual(failure.notTried, []);
     assert.deepEqual(await ends(), [start[0]! + 90, start[1]! + 60]);
     // The rest, on request: the group's ends line up again.
     const rest = await client.extend(taskId, { seconds: 30, only: [failure.failed.leaseId, ...failure.notTried] });
-    assert.deepEqual(rest.leases?.map((l) => l.leaseId), [ids[1]]);
-    assert.deepEqual(await ends(), start.map((end) => end + 90));
+    assert.deepEqual(
+      rest.leases?.map((l) => l.leaseId),
+      [ids[1]],
+    );
+    assert.deepEqual(
+      await ends(),
+      start.map((end) => end + 90),
+    );
     await assert.rejects(client.extend(taskId, { seconds: 30, only: [999_999n] }), { name: "InvalidInputError", message: /not leases of task/ });
 
     // Cancel refunds both leases, their extensions included.

@@ -45,11 +45,19 @@ describe("group jobs: one task over two machines of a cluster", function () {
 
   it("tracks both leases, gives each machine its rank and the master's address, and cancel refunds both", async () => {
     const bundle = await bundles.bundle({ "run.sh": 'echo "rank=$SUANLI_RANK world=$SUANLI_WORLD_SIZE master=$SUANLI_MASTER_ADDR:$SUANLI_MASTER_PORT"; sleep 60' });
-    const balance = () => devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [renter.address] });
+    const balance = () =>
+      devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [renter.address] });
     const before = await balance();
     const submitted = await client.submitTask({
-      gpuType: "A100", gpuCount: 2, colocation: "cluster", duration: 120, maxPricePerGpuHour: "1", attestedOnly: false,
-      bundleUrl: bundle.url, sha256: bundle.sha256, command: "sh run.sh",
+      gpuType: "A100",
+      gpuCount: 2,
+      colocation: "cluster",
+      duration: 120,
+      maxPricePerGpuHour: "1",
+      attestedOnly: false,
+      bundleUrl: bundle.url,
+      sha256: bundle.sha256,
+      command: "sh run.sh",
     });
     const group = submitted.attempt.group;
     assert.ok(group, "the task record keeps the group");
@@ -57,7 +65,10 @@ describe("group jobs: one task over two machines of a cluster", function () {
     assert.notEqual(group[0]!.leaseId, group[1]!.leaseId);
     assert.notEqual(group[0]!.machineId, group[1]!.machineId);
     const stored = (await client.tasks()).find((task) => task.taskId === submitted.taskId)!;
-    assert.deepEqual(stored.attempts[0]!.group?.map((member) => member.leaseId), group.map((member) => member.leaseId));
+    assert.deepEqual(
+      stored.attempts[0]!.group?.map((member) => member.leaseId),
+      group.map((member) => member.leaseId),
+    );
 
     for (const rank of [0, 1]) {
       await waitFor(`rank ${rank} running`, async () => (await client.exec(submitted.taskId, "true", { rank }).catch(() => undefined))?.exitCode === 0, { timeoutMs: 30_000 });

@@ -44,7 +44,9 @@ describe("20 renters racing for scarce GPUs (real providers, real chain)", funct
       );
     }
     for (const client of clients) {
-      await waitFor("every offer seen by every renter", async () => (await client.queryOffers({ gpuType: "A100" })).reduce((n, o) => n + o.freeUnits, 0) === 8, { timeoutMs: 30_000 });
+      await waitFor("every offer seen by every renter", async () => (await client.queryOffers({ gpuType: "A100" })).reduce((n, o) => n + o.freeUnits, 0) === 8, {
+        timeoutMs: 30_000,
+      });
     }
   });
   after(async () => {

@@ -100,7 +100,11 @@ describe("provider agent: crash and restart", function () {
       const ended = events.find((e) => e.eventName === "LeaseEnded")!.args as { stopAt: number; providerTotal: bigint; credit: bigint };
       const claims = events.filter((e) => e.eventName === "LeaseClaimed").map((e) => (e.args as { amount: bigint }).amount);
       assert.equal(ended.providerTotal, 100n * BigInt(ended.stopAt - activated.activatedAt));
-      assert.equal(claims.reduce((a, b) => a + b, 0n), ended.providerTotal, `lease ${leaseId} paid once`);
+      assert.equal(
+        claims.reduce((a, b) => a + b, 0n),
+        ended.providerTotal,
+        `lease ${leaseId} paid once`,
+      );
       paid += ended.providerTotal;
       if (leaseId === leaseA) {
         const collateral = (100n * 120n * 1_000n) / 10_000n;

@@ -25,7 +25,16 @@ import { fileURLToPath } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
-type Block = { section: string; terminal: string; background: boolean; ready?: RegExp; expect: RegExp[]; capture: { name: string; pattern: RegExp }[]; script: string; line: number };
+type Block = {
+  section: string;
+  terminal: string;
+  background: boolean;
+  ready?: RegExp;
+  expect: RegExp[];
+  capture: { name: string; pattern: RegExp }[];
+  script: string;
+  line: number;
+};
 
 function unescape(value: string): string {
   return value.replace(/\\(["\\])/g, "$1");
@@ -202,7 +211,11 @@ describe("README.md role sections, run as written (issue #22)", function () {
 
   async function runSections(...sections: string[]): Promise<void> {
     const marked = blocks.filter((b) => sections.includes(b.section));
-    for (const section of sections) assert.ok(marked.some((b) => b.section === section), `README has no block marked for the ${section} section`);
+    for (const section of sections)
+      assert.ok(
+        marked.some((b) => b.section === section),
+        `README has no block marked for the ${section} section`,
+      );
     for (const block of marked) {
       if (block.background) await terminals.start(block);
       else await terminals.run(block);

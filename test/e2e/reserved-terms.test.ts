@@ -14,7 +14,10 @@ import { waitFor } from "../support/wait.js";
 
 /** An engine entry of one of a machine's offers: on-demand (tier 0) or a reserved-term tier. */
 function tierEntry(spec: OfferSpec, tier: number) {
-  return offerEntryFromMessage({ ...offerMessage(spec), ...(tier > 0 ? { tier } : {}) }, { attestation: { attestedAt: NOW - 60, expiry: NOW + 86_400 }, reputation: { leasesCompleted: 5, faults: 0, unitSecondsDelivered: 1n }, latencyMs: 20 });
+  return offerEntryFromMessage(
+    { ...offerMessage(spec), ...(tier > 0 ? { tier } : {}) },
+    { attestation: { attestedAt: NOW - 60, expiry: NOW + 86_400 }, reputation: { leasesCompleted: 5, faults: 0, unitSecondsDelivered: 1n }, latencyMs: 20 },
+  );
 }
 
 describe("reserved terms: one signed offer per duration tier", () => {
@@ -44,17 +47,38 @@ describe("reserved terms: one signed offer per duration tier", () => {
 
   it("refuses tier configs that make no sense, saying why", () => {
     const parse = (tiers: unknown, terms: Record<string, unknown> = {}) => nodeConfigSchema.safeParse({ provider: { terms: { ...terms, tiers } } });
-    assert.equal(parse([{ minDurationSeconds: 86_400, discountBps: 1_000 }, { minDurationSeconds: 604_800, discountBps: 2_500 }]).success, true);
+    assert.equal(
+      parse([
+        { minDurationSeconds: 86_400, discountBps: 1_000 },
+        { minDurationSeconds: 604_800, discountBps: 2_500 },
+      ]).success,
+      true,
+    );
     for (const [tiers, terms] of [
-      [[{ minDurationSeconds: 604_800, discountBps: 2_500 }, { minDurationSeconds: 86_400, discountBps: 1_000 }], {}],
-      [[{ minDurationSeconds: 86_400, discountBps: 2_500 }, { minDurationSeconds: 604_800, discountBps: 1_000 }], {}],
+      [
+        [
+          { minDurationSeconds: 604_800, discountBps: 2_500 },
+          { minDurationSeconds: 86_400, discountBps: 1_000 },
+        ],
+        {},
+      ],
+      [
+        [
+          { minDurationSeconds: 86_400, discountBps: 2_500 },
+          { minDurationSeconds: 604_800, discountBps: 1_000 },
+        ],
+        {},
+      ],
       [[{ minDurationSeconds: 86_400, discountBps: 10_000 }], {}],
       [[{ minDurationSeconds: 86_400, discountBps: 1_000 }], { maxDurationSeconds: 3_600 }],
       [[{ minDurationSeconds: 30, discountBps: 1_000 }], {}],
     ] as const) {
       const result = parse(tiers, terms);
       assert.equal(result.success, false, JSON.stringify(tiers));
-      assert.ok(result.error!.issues.every((issue) => issue.path.join(".").startsWith("provider.terms.tiers")), JSON.stringify(result.error!.issues));
+      assert.ok(
+        result.error!.issues.every((issue) => issue.path.join(".").startsWith("provider.terms.tiers")),
+        JSON.stringify(result.error!.issues),
+      );
     }
   });
 
@@ -102,18 +126,37 @@ describe("reserved terms: one signed offer per duration tier", () => {
         const machineId = provider.agent.machines[0]!.machineId;
         const key = `${provider.peer.address.toLowerCase()}:${machineId}`;
         // The API's view carries the tier (absent for the on-demand offer).
-        const views = await waitFor("the on-demand offer and both tiers in the node's API", async () => {
-          const page = offerPageSchema.parse(await (await fetch(`${node.api!.url}/v1/offers?limit=100`)).json());
-          const mine = page.items.filter((view) => view.machineId === machineId);
-          return mine.length === 3 ? mine : undefined;
-        }, { timeoutMs: 30_000 });
-        assert.deepEqual(views.map((view) => [view.key, view.tier, view.pricePerUnitSecond]).sort(), [[key, undefined, 100n], [`${key}:1`, 1, 90n], [`${key}:2`, 2, 75n]]);
+        const views = await waitFor(
+          "the on-demand offer and both tiers in the node's API",
+          async () => {
+            const page = offerPageSchema.parse(await (await fetch(`${node.api!.url}/v1/offers?limit=100`)).json());
+            const mine = page.items.filter((view) => view.machineId === machineId);
+            return mine.length === 3 ? mine : undefined;
+          },
+          { timeoutMs: 30_000 },
+        );
+        assert.deepEqual(views.map((view) => [view.key, view.tier, view.pricePerUnitSecond]).sort(), [
+          [key, undefined, 100n],
+          [`${key}:1`, 1, 90n],
+          [`${key}:2`, 2, 75n],
+        ]);
         // The HTTP feed files each tier under its own key: none replaces the on-demand offer.
-        const offers = await waitFor("the three offers in the browser client", async () => {
-          const seen = (await browser.queryOffers({ gpuType: "A100" })).filter((offer) => offer.machineId === machineId);
-          return seen.length === 3 ? seen : undefined;
-        }, { timeoutMs: 30_000 });
-        assert.deepEqual(offers.map((offer) => [offer.key, offer.pricePerUnitSecond]), [[`${key}:2`, 75n], [`${key}:1`, 90n], [key, 100n]]);
+        const offers = await waitFor(
+          "the three offers in the browser client",
+          async () => {
+            const seen = (await browser.queryOffers({ gpuType: "A100" })).filter((offer) => offer.machineId === machineId);
+            return seen.length === 3 ? seen : undefined;
+          },
+          { timeoutMs: 30_000 },
+        );
+        assert.deepEqual(
+          offers.map((offer) => [offer.key, offer.pricePerUnitSecond]),
+          [
+            [`${key}:2`, 75n],
+            [`${key}:1`, 90n],
+            [key, 100n],
+          ],
+        );
         const dry = await browser.match({ ...requestInput({ duration: 7_200, maxPricePerGpuHour: "1" }), attestedOnly: false } as never);
         assert.ok(dry.ok);
         assert.match(dry.candidates[0]!.machines[0]!.terms, /^reserved tier 2: leases of 7200 s or more/);
@@ -129,11 +172,22 @@ describe("reserved terms: one signed offer per duration tier", () => {
     it("publishes one offer per tier, leases at the tier's price, and extends into a tier with that tier's offer", async () => {
       const [long, short] = renters;
       const machineId = provider.agent.machines[0]!.machineId;
-      const offers = await waitFor("the on-demand offer and both tiers on the network", async () => {
-        const seen = (await long!.queryOffers({ gpuType: "A100" })).filter((offer) => offer.machineId === machineId);
-        return seen.length === 3 ? seen : undefined;
-      }, { timeoutMs: 30_000 });
-      assert.deepEqual(offers.map((offer) => [offer.key.split(":").length, offer.pricePerUnitSecond]), [[3, 75n], [3, 90n], [2, 100n]]);
+      const offers = await waitFor(
+        "the on-demand offer and both tiers on the network",
+        async () => {
+          const seen = (await long!.queryOffers({ gpuType: "A100" })).filter((offer) => offer.machineId === machineId);
+          return seen.length === 3 ? seen : undefined;
+        },
+        { timeoutMs: 30_000 },
+      );
+      assert.deepEqual(
+        offers.map((offer) => [offer.key.split(":").length, offer.pricePerUnitSecond]),
+        [
+          [3, 75n],
+          [3, 90n],
+          [2, 100n],
+        ],
+      );
 
       // The dry run names the tier a 2-hour lease gets.
       const dry = await long!.match({ ...requestInput({ duration: 7_200, maxPricePerGpuHour: "1" }), attestedOnly: false } as never);

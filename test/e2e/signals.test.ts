@@ -16,7 +16,10 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 
 /** PATH without the project's node_modules/.bin: `node` is then the machine's own (Node 20 here). */
 function systemPath(): string {
-  return (process.env.PATH ?? "").split(":").filter((dir) => !dir.includes("node_modules")).join(":");
+  return (process.env.PATH ?? "")
+    .split(":")
+    .filter((dir) => !dir.includes("node_modules"))
+    .join(":");
 }
 
 function firstJson(child: ChildProcess): Promise<Record<string, unknown>> {
@@ -35,7 +38,12 @@ function firstJson(child: ChildProcess): Promise<Record<string, unknown>> {
 
 async function rpcAnswers(rpcUrl: string): Promise<boolean> {
   try {
-    const response = await fetch(rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }), signal: AbortSignal.timeout(2_000) });
+    const response = await fetch(rpcUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
+      signal: AbortSignal.timeout(2_000),
+    });
     return response.ok;
   } catch {
     return false;
@@ -70,7 +78,9 @@ describe("npx suanli and npm run behave under the machine's older Node (issue #2
   }
 
   it("the bin launcher, started by the machine's own Node, passes SIGTERM on", async () => {
-    const node = execFileSync("sh", ["-c", "command -v node"], { env: { ...process.env, PATH: systemPath() } }).toString().trim();
+    const node = execFileSync("sh", ["-c", "command -v node"], { env: { ...process.env, PATH: systemPath() } })
+      .toString()
+      .trim();
     assert.ok(node, "a node on the system PATH");
     await terminateAndCheck(node, [path.join(root, "bin/suanli.mjs"), "devnet", "--port", "0", "--attestor-nodes", "", "--deployments", dir, "--json"]);
   });

@@ -44,16 +44,40 @@ describe("suanli output, exec and forward (CLI)", function () {
     const bundle = await bundles.bundle({ "run.sh": 'mkdir -p "$SUANLI_OUTPUT_DIR" && echo 42 > "$SUANLI_OUTPUT_DIR/answer.txt"' });
     const out = path.join(work, "out");
     const submitted = await runCli([
-      "submit", "--gpu", "A100", "--duration", "60", "--max-price", "1", "--allow-unattested",
-      "--bundle", bundle.url, "--sha256", bundle.sha256, "--wait", "--out", out, "--json", ...base, "--", "sh run.sh",
+      "submit",
+      "--gpu",
+      "A100",
+      "--duration",
+      "60",
+      "--max-price",
+      "1",
+      "--allow-unattested",
+      "--bundle",
+      bundle.url,
+      "--sha256",
+      bundle.sha256,
+      "--wait",
+      "--out",
+      out,
+      "--json",
+      ...base,
+      "--",
+      "sh run.sh",
     ]);
     assert.equal(submitted.code, 0, submitted.stderr);
     const result = lastJson<{ type: string; verified: boolean; files: { path: string }[]; digest: string }>(submitted.stdout);
     assert.equal(result.type, "output");
     assert.equal(result.verified, true);
-    assert.deepEqual(result.files.map((file) => file.path), ["answer.txt"]);
+    assert.deepEqual(
+      result.files.map((file) => file.path),
+      ["answer.txt"],
+    );
     assert.equal(await readFile(path.join(out, "answer.txt"), "utf8"), "42\n");
-    const receipt = submitted.stdout.trim().split("\n").map((line) => JSON.parse(line) as { type?: string; taskId?: string; completion?: { outputDigest: string } }).find((line) => line.type === "receipt")!;
+    const receipt = submitted.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as { type?: string; taskId?: string; completion?: { outputDigest: string } })
+      .find((line) => line.type === "receipt")!;
     assert.equal(result.digest, receipt.completion!.outputDigest);
 
     const again = await runCli(["output", receipt.taskId!, "--out", path.join(work, "again"), "--json", ...base]);
@@ -67,8 +91,25 @@ describe("suanli output, exec and forward (CLI)", function () {
       "server.js": `require("node:http").createServer((q, s) => s.end("cli page")).listen(${port}, "127.0.0.1", () => console.log("up"));`,
     });
     const submitted = await runCli([
-      "submit", "--gpu", "A100", "--duration", "120", "--max-price", "1", "--allow-unattested", "--port", String(port),
-      "--bundle", bundle.url, "--sha256", bundle.sha256, "--json", ...base, "--", process.execPath, "server.js",
+      "submit",
+      "--gpu",
+      "A100",
+      "--duration",
+      "120",
+      "--max-price",
+      "1",
+      "--allow-unattested",
+      "--port",
+      String(port),
+      "--bundle",
+      bundle.url,
+      "--sha256",
+      bundle.sha256,
+      "--json",
+      ...base,
+      "--",
+      process.execPath,
+      "server.js",
     ]);
     assert.equal(submitted.code, 0, submitted.stderr);
     const { taskId } = lastJson<{ taskId: string }>(submitted.stdout);

@@ -39,20 +39,35 @@ describe("task ports and exec into a bubblewrap-sandboxed task with its own netw
       provider: { runtime: { sandbox: "bubblewrap", network: true, readOnlyPaths: [path.dirname(process.execPath)] } },
     });
     await fund(devnet, await devnet.wallet(5), 100_000_000n);
-    client = await createClient({ rpcUrl: devnet.rpcUrl, account: devnetAccount(5), bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir, stateFile: path.join(work, "renter.json") });
+    client = await createClient({
+      rpcUrl: devnet.rpcUrl,
+      account: devnetAccount(5),
+      bootstrap: [provider.peer.addr],
+      deployment: devnet.deploymentsDir,
+      stateFile: path.join(work, "renter.json"),
+    });
     await waitFor("the provider's offer in the SDK", async () => (await client.queryOffers()).some((o) => o.freeUnits === 2), { timeoutMs: 20_000 });
     const bundle = await bundles.bundle({ "server.js": SERVER_JS, "notes.txt": "workspace file\n" });
     const submitted = await client.submitTask({
-      gpuType: "A100", gpuCount: 1, duration: 120, maxPricePerGpuHour: "1", attestedOnly: false,
-      bundleUrl: bundle.url, sha256: bundle.sha256,
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 120,
+      maxPricePerGpuHour: "1",
+      attestedOnly: false,
+      bundleUrl: bundle.url,
+      sha256: bundle.sha256,
       command: [process.execPath, "server.js"],
       ports: [PORT],
     });
     taskId = submitted.taskId;
-    await waitFor("the task's server listening", async () => {
-      for await (const line of client.logs(taskId, { follow: false })) if (line.text.includes(`listening on ${PORT}`)) return true;
-      return false;
-    }, { timeoutMs: 30_000 });
+    await waitFor(
+      "the task's server listening",
+      async () => {
+        for await (const line of client.logs(taskId, { follow: false })) if (line.text.includes(`listening on ${PORT}`)) return true;
+        return false;
+      },
+      { timeoutMs: 30_000 },
+    );
   });
   after(async () => {
     await client?.close();
@@ -89,7 +104,10 @@ describe("task ports and exec into a bubblewrap-sandboxed task with its own netw
     try {
       const status = await client.status(taskId);
       const pages = await Promise.all([1, 2].map(async (n) => (await fetch(`http://127.0.0.1:${tunnel.localPort}/${n}`, { headers: { connection: "close" } })).text()));
-      assert.deepEqual(pages, [1, 2].map((n) => `sandboxed lease-${status.leaseId} path /${n}`));
+      assert.deepEqual(
+        pages,
+        [1, 2].map((n) => `sandboxed lease-${status.leaseId} path /${n}`),
+      );
     } finally {
       await tunnel.close();
     }

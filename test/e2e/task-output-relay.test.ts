@@ -67,7 +67,16 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
         ': > "$SUANLI_OUTPUT_DIR/empty"',
       ].join("\n"),
     });
-    const submitted = await client.submitTask({ gpuType: "A100", gpuCount: 1, duration: 60, maxPricePerGpuHour: "1", attestedOnly: false, bundleUrl: bundle.url, sha256: bundle.sha256, command: "sh run.sh" });
+    const submitted = await client.submitTask({
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 60,
+      maxPricePerGpuHour: "1",
+      attestedOnly: false,
+      bundleUrl: bundle.url,
+      sha256: bundle.sha256,
+      command: "sh run.sh",
+    });
     taskId = submitted.taskId;
     leaseId = submitted.leaseId;
     const receipt = await client.wait(taskId);
@@ -89,7 +98,14 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
     const result = await client.downloadOutput(taskId, { onProgress: ({ bytes }) => progress.push(bytes) });
     assert.equal(result.verified, true);
     assert.equal(result.snapshot, false);
-    assert.deepEqual(result.files.map((file) => [file.path, file.size]), [["ckpt/epoch-1/model.bin", 3_000_000], ["empty", 0], ["metrics.txt", 10]]);
+    assert.deepEqual(
+      result.files.map((file) => [file.path, file.size]),
+      [
+        ["ckpt/epoch-1/model.bin", 3_000_000],
+        ["empty", 0],
+        ["metrics.txt", 10],
+      ],
+    );
     assert.equal(new TextDecoder().decode(result.files[2]!.data), "loss 0.12\n");
     assert.equal(result.bytes, 3_000_010);
     assert.equal(result.transferred, 3_000_010);
@@ -168,7 +184,12 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
     const stranger = devnetAccount(8);
     const sign = (account: typeof stranger, params: Record<string, unknown>) =>
       signLeaseRequest((p) => account.signTypedData(p), domain, { leaseId, provider: provider.peer.address, action: "output", body: params });
-    const post = (body: unknown) => realFetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v)) });
+    const post = (body: unknown) =>
+      realFetch(url, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v)),
+      });
 
     const byStranger = await post({ auth: await sign(stranger, { op: "read", fromOffset: 0 }), params: { op: "read", fromOffset: 0 } });
     assert.equal(byStranger.status, 401);

@@ -26,7 +26,13 @@ describe("task outputs: the renter downloads what the task wrote and verifies it
     bundles = await startBundleServer();
     provider = await startTestProvider(devnet, 1);
     await fund(devnet, await devnet.wallet(5), 100_000_000n);
-    client = await createClient({ rpcUrl: devnet.rpcUrl, account: renter, bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir, stateFile: path.join(work, "renter.json") });
+    client = await createClient({
+      rpcUrl: devnet.rpcUrl,
+      account: renter,
+      bootstrap: [provider.peer.addr],
+      deployment: devnet.deploymentsDir,
+      stateFile: path.join(work, "renter.json"),
+    });
     await waitFor("the provider's offer in the SDK", async () => (await client.queryOffers()).some((o) => o.freeUnits === 2), { timeoutMs: 20_000 });
   });
   after(async () => {
@@ -53,8 +59,14 @@ describe("task outputs: the renter downloads what the task wrote and verifies it
       ].join("\n"),
     });
     const submitted = await client.submitTask({
-      gpuType: "A100", gpuCount: 1, duration: 60, maxPricePerGpuHour: "1", attestedOnly: false,
-      bundleUrl: bundle.url, sha256: bundle.sha256, command: "sh run.sh",
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 60,
+      maxPricePerGpuHour: "1",
+      attestedOnly: false,
+      bundleUrl: bundle.url,
+      sha256: bundle.sha256,
+      command: "sh run.sh",
     });
     taskId = submitted.taskId;
     leaseId = submitted.leaseId;
@@ -67,7 +79,10 @@ describe("task outputs: the renter downloads what the task wrote and verifies it
     assert.equal(result.verified, true);
     assert.equal(result.snapshot, false);
     assert.equal(result.digest, receipt.completion!.outputDigest, "the recomputed digest is the one reported on-chain");
-    assert.deepEqual(result.files.map((file) => file.path), ["ckpt/epoch-1/model.bin", "empty", "metrics.txt"]);
+    assert.deepEqual(
+      result.files.map((file) => file.path),
+      ["ckpt/epoch-1/model.bin", "empty", "metrics.txt"],
+    );
     assert.equal(result.bytes, 700_000 + 0 + "loss 0.12\n".length);
     assert.equal(result.transferred, result.bytes);
     assert.equal(await readFile(path.join(dir, "metrics.txt"), "utf8"), "loss 0.12\n");
@@ -109,7 +124,13 @@ describe("task outputs: the renter downloads what the task wrote and verifies it
   it("refuses another wallet", async () => {
     // The other wallet knows the task (a copy of the renter's task file) but did not open the lease.
     await copyFile(path.join(work, "renter.json"), path.join(work, "other.json"));
-    other = await createClient({ rpcUrl: devnet.rpcUrl, account: devnetAccount(6), bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir, stateFile: path.join(work, "other.json") });
+    other = await createClient({
+      rpcUrl: devnet.rpcUrl,
+      account: devnetAccount(6),
+      bootstrap: [provider.peer.addr],
+      deployment: devnet.deploymentsDir,
+      stateFile: path.join(work, "other.json"),
+    });
     await assert.rejects(other.downloadOutput(taskId, { dir: path.join(work, "other") }), { name: "RenterAuthError" });
   });
 

@@ -48,7 +48,13 @@ describe("task ports and exec: the renter reaches a declared port and runs comma
     bundles = await startBundleServer();
     provider = await startTestProvider(devnet, 1);
     await fund(devnet, await devnet.wallet(5), 100_000_000n);
-    client = await createClient({ rpcUrl: devnet.rpcUrl, account: devnetAccount(5), bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir, stateFile: path.join(work, "renter.json") });
+    client = await createClient({
+      rpcUrl: devnet.rpcUrl,
+      account: devnetAccount(5),
+      bootstrap: [provider.peer.addr],
+      deployment: devnet.deploymentsDir,
+      stateFile: path.join(work, "renter.json"),
+    });
     // A service of the provider's host, not of the task: it must stay unreachable.
     hostService = createServer((_req, res) => res.end("host secret"));
     await new Promise<void>((resolve) => hostService.listen(0, "127.0.0.1", resolve));
@@ -58,16 +64,25 @@ describe("task ports and exec: the renter reaches a declared port and runs comma
     taskPort = await freePort();
     const bundle = await bundles.bundle({ "server.js": SERVER_JS, "notes.txt": "workspace file\n" });
     const submitted = await client.submitTask({
-      gpuType: "A100", gpuCount: 1, duration: 120, maxPricePerGpuHour: "1", attestedOnly: false,
-      bundleUrl: bundle.url, sha256: bundle.sha256,
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 120,
+      maxPricePerGpuHour: "1",
+      attestedOnly: false,
+      bundleUrl: bundle.url,
+      sha256: bundle.sha256,
       command: [process.execPath, "server.js", String(taskPort)],
       ports: [taskPort, hostPort],
     });
     taskId = submitted.taskId;
-    await waitFor("the task's server listening", async () => {
-      for await (const line of client.logs(taskId, { follow: false })) if (line.text.includes(`listening on ${taskPort}`)) return true;
-      return false;
-    }, { timeoutMs: 30_000 });
+    await waitFor(
+      "the task's server listening",
+      async () => {
+        for await (const line of client.logs(taskId, { follow: false })) if (line.text.includes(`listening on ${taskPort}`)) return true;
+        return false;
+      },
+      { timeoutMs: 30_000 },
+    );
   });
   after(async () => {
     await other?.close();
@@ -88,7 +103,10 @@ describe("task ports and exec: the renter reaches a declared port and runs comma
       assert.equal(await response.text(), `hello from task lease-${status.leaseId} path /index.html`);
       // Several requests, several connections.
       const pages = await Promise.all([1, 2, 3].map(async (n) => (await fetch(`http://127.0.0.1:${tunnel.localPort}/${n}`, { headers: { connection: "close" } })).text()));
-      assert.deepEqual(pages.map((page) => page.split(" path ")[1]), ["/1", "/2", "/3"]);
+      assert.deepEqual(
+        pages.map((page) => page.split(" path ")[1]),
+        ["/1", "/2", "/3"],
+      );
     } finally {
       await tunnel.close();
     }
@@ -117,7 +135,13 @@ describe("task ports and exec: the renter reaches a declared port and runs comma
 
   it("refuses another wallet for forward and exec", async () => {
     await copyFile(path.join(work, "renter.json"), path.join(work, "other.json"));
-    other = await createClient({ rpcUrl: devnet.rpcUrl, account: devnetAccount(6), bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir, stateFile: path.join(work, "other.json") });
+    other = await createClient({
+      rpcUrl: devnet.rpcUrl,
+      account: devnetAccount(6),
+      bootstrap: [provider.peer.addr],
+      deployment: devnet.deploymentsDir,
+      stateFile: path.join(work, "other.json"),
+    });
     await assert.rejects(other.forward(taskId, { port: taskPort }), { name: "RenterAuthError" });
     await assert.rejects(other.exec(taskId, "ls"), { name: "RenterAuthError" });
   });

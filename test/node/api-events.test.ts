@@ -38,7 +38,10 @@ describe("HTTP API event stream (GET /v1/events)", () => {
       fx.source.putLease(leaseRecord(40n, accounts.renter.address, accounts.providerA.address, { status: "Open", activatedAt: null, end: null }));
       fx.source.removeOffer(`${accounts.providerA.address}:7`, "withdrawn");
       await stream.waitFor((events) => events.length >= 3);
-      assert.deepEqual(stream.events.map((event) => event.event), ["offer", "lease", "offer-removed"]);
+      assert.deepEqual(
+        stream.events.map((event) => event.event),
+        ["offer", "lease", "offer-removed"],
+      );
       const ids = stream.events.map((event) => Number(event.id));
       assert.ok(ids[0]! < ids[1]! && ids[1]! < ids[2]!, `increasing ids ${ids}`);
       const offer = marketEventSchemas.offer.decode(JSON.parse(stream.events[0]!.data));
@@ -64,8 +67,14 @@ describe("HTTP API event stream (GET /v1/events)", () => {
       // (changed before it) would have arrived too. No fixed sleep to prove it did not.
       fx.source.putLease(leaseRecord(42n, accounts.renter.address, accounts.providerA.address));
       await stream.waitFor((events) => events.length >= 2);
-      assert.deepEqual(stream.events.map((event) => event.event), ["lease", "lease"]);
-      assert.deepEqual(stream.events.map((event) => marketEventSchemas.lease.decode(JSON.parse(event.data)).id), [41n, 42n]);
+      assert.deepEqual(
+        stream.events.map((event) => event.event),
+        ["lease", "lease"],
+      );
+      assert.deepEqual(
+        stream.events.map((event) => marketEventSchemas.lease.decode(JSON.parse(event.data)).id),
+        [41n, 42n],
+      );
     } finally {
       stream.close();
     }

@@ -24,7 +24,25 @@ const hostileString = fc.oneof(
   fc.string({ unit: "grapheme", maxLength: 20 }),
   fc.bigInt({ min: 0n, max: 2n ** 300n }).map(String),
   fc.bigInt({ min: -(2n ** 80n), max: -1n }).map(String),
-  fc.constantFrom(String(2n ** 256n), String(2n ** 256n - 1n), "0", "-0", "1e999", "NaN", "Infinity", "0x" + "f".repeat(64), "null", "true", "[]", "{}", "%00", "../../etc/passwd", "\u0000", "\uffff", "🚀".repeat(30)),
+  fc.constantFrom(
+    String(2n ** 256n),
+    String(2n ** 256n - 1n),
+    "0",
+    "-0",
+    "1e999",
+    "NaN",
+    "Infinity",
+    "0x" + "f".repeat(64),
+    "null",
+    "true",
+    "[]",
+    "{}",
+    "%00",
+    "../../etc/passwd",
+    "\u0000",
+    "\uffff",
+    "🚀".repeat(30),
+  ),
   fc.string({ minLength: 190, maxLength: 260 }),
 );
 
@@ -38,7 +56,10 @@ const hostileJson = fc.oneof(
   fc.jsonValue({ maxDepth: 4 }),
   deep,
   fc.record({
-    request: fc.oneof(fc.jsonValue({ maxDepth: 2 }), fc.record({ leaseId: hostileString, renter: hostileString, issuedAt: fc.oneof(fc.integer(), hostileString), nonce: hostileString })),
+    request: fc.oneof(
+      fc.jsonValue({ maxDepth: 2 }),
+      fc.record({ leaseId: hostileString, renter: hostileString, issuedAt: fc.oneof(fc.integer(), hostileString), nonce: hostileString }),
+    ),
     signature: fc.oneof(hostileString, fc.constant("0x" + "1".repeat(130))),
     auth: fc.jsonValue({ maxDepth: 3 }),
     spec: fc.jsonValue({ maxDepth: 3 }),
@@ -52,7 +73,10 @@ const body = fc.oneof(
   { weight: 6, arbitrary: hostileJson.map((value) => ({ payload: JSON.stringify(value) ?? "null", type: "application/json" })) },
   { weight: 1, arbitrary: fc.string({ maxLength: 200 }).map((text) => ({ payload: text, type: "application/json" })) },
   { weight: 1, arbitrary: fc.string({ maxLength: 50 }).map((text) => ({ payload: text, type: "text/plain" })) },
-  { weight: 1, arbitrary: fc.integer({ min: MAX_BODY_BYTES + 1, max: MAX_BODY_BYTES * 4 }).map((size) => ({ payload: JSON.stringify({ pad: "x".repeat(size) }), type: "application/json" })) },
+  {
+    weight: 1,
+    arbitrary: fc.integer({ min: MAX_BODY_BYTES + 1, max: MAX_BODY_BYTES * 4 }).map((size) => ({ payload: JSON.stringify({ pad: "x".repeat(size) }), type: "application/json" })),
+  },
 );
 
 function operations(document: Record<string, unknown>): Operation[] {
@@ -67,7 +91,9 @@ function operations(document: Record<string, unknown>): Operation[] {
         query: parameters.filter((p) => p.in === "query").map((p) => p.name),
         pathParams: parameters.filter((p) => p.in === "path").map((p) => p.name),
         body: op.requestBody !== undefined,
-        documented5xx: Object.keys(op.responses ?? {}).map(Number).filter((code) => code >= 500),
+        documented5xx: Object.keys(op.responses ?? {})
+          .map(Number)
+          .filter((code) => code >= 500),
       });
     }
   }
@@ -139,7 +165,10 @@ describe("HTTP API fuzz: every documented route, hostile input", function () {
     }
     // The generators reached the validators and the handlers, not only one kind of refusal.
     assert.ok((statuses.get(400) ?? 0) > 100, JSON.stringify([...statuses]));
-    assert.ok([...statuses.keys()].some((status) => status < 300), JSON.stringify([...statuses]));
+    assert.ok(
+      [...statuses.keys()].some((status) => status < 300),
+      JSON.stringify([...statuses]),
+    );
     assert.ok((statuses.get(413) ?? 0) > 0 && (statuses.get(414) ?? 0) > 0, JSON.stringify([...statuses]));
   });
 

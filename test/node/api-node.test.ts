@@ -24,7 +24,16 @@ import { offerKey } from "../../common/offers/message.js";
 import { signAttestation, signOffer } from "../../common/chain/sign.js";
 import { CANCEL_PROTOCOL, LOGS_PROTOCOL, RESERVE_PROTOCOL, STATUS_PROTOCOL, TASK_PROTOCOL } from "../../common/p2p/protocols.js";
 import { handleProtocol } from "../../common/p2p/reqresp.js";
-import { cancelAnswerSchema, leaseRequestBodyHash, logsAnswerSchema, reserveBodySchema, signLeaseRequest, taskAnswerSchema, taskStatusSchema, type RenterAction } from "../../common/protocols/lease.js";
+import {
+  cancelAnswerSchema,
+  leaseRequestBodyHash,
+  logsAnswerSchema,
+  reserveBodySchema,
+  signLeaseRequest,
+  taskAnswerSchema,
+  taskStatusSchema,
+  type RenterAction,
+} from "../../common/protocols/lease.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { accounts } from "../support/market.js";
@@ -85,7 +94,19 @@ describe("HTTP API on a devnet node", function () {
     const attestations = [];
     if (attested) {
       const now = Math.floor(Date.now() / 1000);
-      const attestation = { provider: providerAddress, machineId, model: modelHash(machine.model), units: machine.units, vramMiB: machine.vramMiB, throughput: 5_000_000n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: now - 60, expiry: now + 86_400 };
+      const attestation = {
+        provider: providerAddress,
+        machineId,
+        model: modelHash(machine.model),
+        units: machine.units,
+        vramMiB: machine.vramMiB,
+        throughput: 5_000_000n,
+        challengeId: `0x${"00".repeat(32)}` as const,
+        root: `0x${"00".repeat(32)}` as const,
+        gpus: `0x${"00".repeat(32)}` as const,
+        issuedAt: now - 60,
+        expiry: now + 86_400,
+      };
       attestations.push(await signAttestation(accounts.attestor, domain(), attestation));
     }
     await provider.offers.publisher!.set({
@@ -182,20 +203,38 @@ describe("HTTP API on a devnet node", function () {
 
   it("serves the offers the provider published, as validated by the node's book", async () => {
     const page = offerPageSchema.decode((await get("/v1/offers")).body);
-    assert.deepEqual(page.items.map((offer) => offer.key), [a100Key, h100Key]);
+    assert.deepEqual(
+      page.items.map((offer) => offer.key),
+      [a100Key, h100Key],
+    );
     const [a100] = page.items;
     assert.equal(a100!.model, "A100-80GB");
     assert.equal(a100!.pricePerUnitSecond, 500n);
     assert.equal(a100!.attested, true);
-    assert.deepEqual(a100!.attestations.map((attestation) => [attestation.attestor, attestation.current]), [[accounts.attestor.address, true]]);
+    assert.deepEqual(
+      a100!.attestations.map((attestation) => [attestation.attestor, attestation.current]),
+      [[accounts.attestor.address, true]],
+    );
     assert.equal(a100!.peerId, provider.p2p.host.peerId.toString());
-    const signer = await recoverTypedDataAddress({ domain: domain(), types: { Offer: suanliTypes.Offer }, primaryType: "Offer", message: a100!.signed.offer, signature: a100!.signed.signature });
+    const signer = await recoverTypedDataAddress({
+      domain: domain(),
+      types: { Offer: suanliTypes.Offer },
+      primaryType: "Offer",
+      message: a100!.signed.offer,
+      signature: a100!.signed.signature,
+    });
     assert.equal(signer, providerAddress);
 
     const attested = offerPageSchema.decode((await get("/v1/offers?attested=true")).body);
-    assert.deepEqual(attested.items.map((offer) => offer.key), [a100Key]);
+    assert.deepEqual(
+      attested.items.map((offer) => offer.key),
+      [a100Key],
+    );
     const h100 = offerPageSchema.decode((await get("/v1/offers?model=H100&region=us-east")).body);
-    assert.deepEqual(h100.items.map((offer) => offer.key), [h100Key]);
+    assert.deepEqual(
+      h100.items.map((offer) => offer.key),
+      [h100Key],
+    );
     assert.equal(offerViewSchema.decode((await get(`/v1/offers/${a100Key}`)).body).machineId, a100Id);
     const missing = await get(`/v1/offers/${accounts.stranger.address}:1`);
     assert.equal(missing.status, 404);
@@ -204,22 +243,31 @@ describe("HTTP API on a devnet node", function () {
 
   it("serves providers and machines from the registry, found through past events", async () => {
     const providers = providerPageSchema.decode((await get("/v1/providers")).body);
-    assert.deepEqual(providers.items.map((item) => item.address), [providerAddress]);
+    assert.deepEqual(
+      providers.items.map((item) => item.address),
+      [providerAddress],
+    );
     const record = providerViewSchema.decode((await get(`/v1/providers/${providerAddress.toLowerCase()}`)).body);
     assert.equal(record.registered, true);
     assert.equal(record.stake, 100_000_000_000n);
     assert.equal(record.peerId, provider.p2p.host.peerId.toString());
-    assert.deepEqual(record.machines.map((machine) => [machine.machineId, machine.model, machine.offerKey]), [
-      [a100Id, "A100-80GB", a100Key],
-      [h100Id, "H100-80GB-SXM", h100Key],
-    ]);
+    assert.deepEqual(
+      record.machines.map((machine) => [machine.machineId, machine.model, machine.offerKey]),
+      [
+        [a100Id, "A100-80GB", a100Key],
+        [h100Id, "H100-80GB-SXM", h100Key],
+      ],
+    );
     assert.equal(record.machines[0]!.attestations[0]!.attestor, accounts.attestor.address);
     const stranger = await get(`/v1/providers/${accounts.stranger.address}`);
     assert.equal(stranger.status, 404);
     assert.equal(errorOf(stranger.body).name, "ProviderNotFoundError");
 
     const machines = machinePageSchema.decode((await get("/v1/machines?region=us-east")).body);
-    assert.deepEqual(machines.items.map((machine) => machine.machineId), [h100Id]);
+    assert.deepEqual(
+      machines.items.map((machine) => machine.machineId),
+      [h100Id],
+    );
     const machine = machineViewSchema.decode((await get(`/v1/machines/${a100Id}`)).body);
     assert.deepEqual([machine.units, machine.vramMiB, machine.interconnect, machine.idleUnits], [4, 81_920, "nvlink", 4]);
     assert.equal((await get("/v1/machines/999")).status, 404);
@@ -228,14 +276,23 @@ describe("HTTP API on a devnet node", function () {
   it("answers a match dry-run from the node's engine, and explains a miss", async () => {
     const result = matchResultSchema.decode((await post("/v1/match", { gpuType: "A100", gpuCount: 2, duration: 3600, maxPricePerGpuHour: "2.00" })).body);
     assert.equal(result.matched, true);
-    assert.deepEqual(result.candidates[0]!.allocations.map((allocation) => [allocation.offerKey, allocation.units]), [[a100Key, 2]]);
+    assert.deepEqual(
+      result.candidates[0]!.allocations.map((allocation) => [allocation.offerKey, allocation.units]),
+      [[a100Key, 2]],
+    );
     assert.equal(result.candidates[0]!.totalCost, 2n * 500n * 3600n);
     assert.equal(result.candidates[0]!.allocations[0]!.peerId, provider.p2p.host.peerId.toString());
 
     // The H100 offer carries no attestation: attestedOnly (the default) removes it.
     const miss = matchResultSchema.decode((await post("/v1/match", { gpuType: "H100", gpuCount: 1, duration: 3600, maxPricePerGpuHour: "5" })).body);
     assert.equal(miss.matched, false);
-    assert.deepEqual(miss.explanation!.steps.filter((step) => step.removed > 0).map((step) => [step.constraint, step.removed]), [["gpuType", 1], ["attestation", 1]]);
+    assert.deepEqual(
+      miss.explanation!.steps.filter((step) => step.removed > 0).map((step) => [step.constraint, step.removed]),
+      [
+        ["gpuType", 1],
+        ["attestation", 1],
+      ],
+    );
     const any = matchResultSchema.decode((await post("/v1/match", { gpuType: "H100", gpuCount: 1, duration: 3600, maxPricePerGpuHour: "5", attestedOnly: false })).body);
     assert.equal(any.candidates[0]!.allocations[0]!.offerKey, h100Key);
   });
@@ -249,7 +306,13 @@ describe("HTTP API on a devnet node", function () {
         handler: async (body) => {
           received.push({ protocol: RESERVE_PROTOCOL, body });
           // The renter's signature arrives intact: the provider can check it itself.
-          const signer = await recoverTypedDataAddress({ domain: domain(), types: { ReserveRequest: suanliTypes.ReserveRequest }, primaryType: "ReserveRequest", message: body.request, signature: body.signature });
+          const signer = await recoverTypedDataAddress({
+            domain: domain(),
+            types: { ReserveRequest: suanliTypes.ReserveRequest },
+            primaryType: "ReserveRequest",
+            message: body.request,
+            signature: body.signature,
+          });
           if (signer !== body.request.renter) return { accepted: false as const, reason: "invalid-request" as const, message: "bad signature" };
           const held = node.offers.book.get(offerKey(body.request.provider, body.request.machineId))!.message.offer;
           const holdUntil = Math.floor(Date.now() / 1000) + 300;
@@ -293,7 +356,11 @@ describe("HTTP API on a devnet node", function () {
         address: market,
         abi: leaseMarketAbi,
         functionName: "openLease",
-        args: [answer.acceptance.offer, answer.acceptance.signature, { units: 2, duration: 3600, maxPricePerUnitSecond: 500n, interruptible: false, bidPerUnitSecond: 0n, preempt: [] }],
+        args: [
+          answer.acceptance.offer,
+          answer.acceptance.signature,
+          { units: 2, duration: 3600, maxPricePerUnitSecond: 500n, interruptible: false, bidPerUnitSecond: 0n, preempt: [] },
+        ],
       });
       await stream.waitFor((events) => events.some((event) => marketEventSchemas.lease.decode(JSON.parse(event.data)).id === leaseId), 10_000);
       const opened = marketEventSchemas.lease.decode(JSON.parse(stream.events.at(-1)!.data));
@@ -355,7 +422,10 @@ describe("HTTP API on a devnet node", function () {
     assert.deepEqual([decoded.state, decoded.exitCode, decoded.completion?.report.unitSeconds], ["succeeded", 0, 2n]);
     const logs = await post(`/v1/leases/${leaseId}/logs`, { auth: await auth("logs", { fromSeq: 2, waitMs: 100 }), fromSeq: 2, waitMs: 100 });
     assert.equal(logs.status, 200, JSON.stringify(logs.body));
-    assert.deepEqual((logs.body as { lines: { text: string }[] }).lines.map((line) => line.text), ["epoch 1 done"]);
+    assert.deepEqual(
+      (logs.body as { lines: { text: string }[] }).lines.map((line) => line.text),
+      ["epoch 1 done"],
+    );
     assert.deepEqual((received.at(-1)!.body as { waitMs: number }).waitMs, 100);
   });
 
@@ -399,14 +469,24 @@ describe("HTTP API on a devnet node", function () {
       issuedAt: Math.floor(Date.now() / 1000),
       nonce: `0x${"6b".repeat(32)}`,
     };
-    const signature = await accounts.renter.signTypedData({ domain: domain(), types: { ReserveRequest: suanliTypes.ReserveRequest }, primaryType: "ReserveRequest", message: request });
+    const signature = await accounts.renter.signTypedData({
+      domain: domain(),
+      types: { ReserveRequest: suanliTypes.ReserveRequest },
+      primaryType: "ReserveRequest",
+      message: request,
+    });
     const response = await post("/v1/reservations", { request: { ...request, bidPerUnitSecond: "0" }, signature });
     assert.equal(response.status, 502, JSON.stringify(response.body));
     assert.equal(errorOf(response.body).name, "ProviderUnreachableError");
 
     // An address that never registered has no peer to relay to.
     const nobody = { ...request, provider: accounts.stranger.address, nonce: `0x${"7c".repeat(32)}` as const };
-    const nobodySignature = await accounts.renter.signTypedData({ domain: domain(), types: { ReserveRequest: suanliTypes.ReserveRequest }, primaryType: "ReserveRequest", message: nobody });
+    const nobodySignature = await accounts.renter.signTypedData({
+      domain: domain(),
+      types: { ReserveRequest: suanliTypes.ReserveRequest },
+      primaryType: "ReserveRequest",
+      message: nobody,
+    });
     const missing = await post("/v1/reservations", { request: { ...nobody, bidPerUnitSecond: "0" }, signature: nobodySignature });
     assert.equal(missing.status, 404);
     assert.equal(errorOf(missing.body).name, "ProviderNotFoundError");
@@ -430,7 +510,10 @@ describe("HTTP API on a devnet node", function () {
     assert.equal(response.status, 200);
     const health = healthSchema.decode(response.body);
     assert.equal(health.status, "ok", JSON.stringify(health.checks));
-    assert.deepEqual(health.checks.map((check) => check.name), ["chain", "index", "p2p", "offers"]);
+    assert.deepEqual(
+      health.checks.map((check) => check.name),
+      ["chain", "index", "p2p", "offers"],
+    );
     assert.match(health.checks[0]!.detail ?? "", /^chain 31337 at block \d+/);
     assert.match(health.checks[3]!.detail ?? "", /^2 offers in the book, 2 matchable/);
   });
@@ -451,8 +534,14 @@ describe("HTTP API on a devnet node", function () {
     assert.ok(backfill.fromBlock > devnet.deployment.deploymentBlock && backfill.fromBlock <= stoppedAt + 1n, `resumed at ${backfill.fromBlock}`);
     assert.ok(backfill.events >= 3, `events read while down: ${backfill.events}`);
     const providers = providerPageSchema.decode((await get("/v1/providers?sort=stake")).body);
-    assert.deepEqual(providers.items.map((item) => item.address), [providerAddress, late.account.address, devnetAccount(4).address]);
+    assert.deepEqual(
+      providers.items.map((item) => item.address),
+      [providerAddress, late.account.address, devnetAccount(4).address],
+    );
     const leases = leasePageSchema.decode((await get(`/v1/leases?address=${accounts.renter.address}`)).body);
-    assert.deepEqual(leases.items.map((lease) => [lease.id, lease.status]), [[leaseId, "Active"]]);
+    assert.deepEqual(
+      leases.items.map((lease) => [lease.id, lease.status]),
+      [[leaseId, "Active"]],
+    );
   });
 });

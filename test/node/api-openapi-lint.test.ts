@@ -42,12 +42,18 @@ describe("OpenAPI document: Redocly lint (recommended rules, offline)", function
       tags: { name: string; description?: string }[];
       paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: { oneOf?: { $ref: string }[] } }> }> }>>;
     };
-    assert.deepEqual(doc.servers.map((server) => server.url), ["/"]);
+    assert.deepEqual(
+      doc.servers.map((server) => server.url),
+      ["/"],
+    );
     assert.deepEqual(doc.security, []);
     assert.equal(doc.info.license.identifier, "Apache-2.0");
     for (const tag of doc.tags) assert.ok(tag.description, `tag ${tag.name} has a description`);
     const stream = doc.paths["/v1/events"]!.get!.responses["200"]!.content?.["text/event-stream"]?.schema;
-    assert.deepEqual(stream?.oneOf?.map((ref) => ref.$ref), ["#/components/schemas/Offer", "#/components/schemas/OfferRemovedEvent", "#/components/schemas/Lease", "#/components/schemas/ResetEvent"]);
+    assert.deepEqual(
+      stream?.oneOf?.map((ref) => ref.$ref),
+      ["#/components/schemas/Offer", "#/components/schemas/OfferRemovedEvent", "#/components/schemas/Lease", "#/components/schemas/ResetEvent"],
+    );
   });
 
   it("fails a document that breaks a recommended rule (the check can fail)", async () => {

@@ -98,7 +98,10 @@ describe("OpenAPI document", () => {
       signature: `0x${"11".repeat(65)}`,
     });
     await check("POST", "/v1/leases/3/task", "/v1/leases/{id}/task", 200, { auth: auth("task"), spec: { image: "busybox", command: "true" } });
-    await check("POST", "/v1/leases/3/task", "/v1/leases/{id}/task", 200, { auth: auth("task"), spec: { imageArchive: { url: "https://example.com/training_container.tar", sha256: "ab".repeat(32) }, command: "true" } });
+    await check("POST", "/v1/leases/3/task", "/v1/leases/{id}/task", 200, {
+      auth: auth("task"),
+      spec: { imageArchive: { url: "https://example.com/training_container.tar", sha256: "ab".repeat(32) }, command: "true" },
+    });
     await check("POST", "/v1/leases/3/task", "/v1/leases/{id}/task", 400, { auth: auth("task"), spec: { image: "docker-archive:/etc/passwd", command: "true" } });
     await check("POST", "/v1/leases/3/task", "/v1/leases/{id}/task", 400, { auth: auth("task"), spec: { imageArchive: { url: "https://example.com/x.tar" }, command: "true" } });
     await check("POST", "/v1/leases/3/status", "/v1/leases/{id}/status", 200, { auth: auth("status") });
@@ -114,7 +117,17 @@ describe("OpenAPI document", () => {
     const list = document.paths["/v1/offers"]!.get as unknown as { parameters: { name: string; in: string; required: boolean; schema: { pattern?: string; enum?: string[] } }[] };
     const byName = new Map(list.parameters.map((parameter) => [parameter.name, parameter]));
     assert.deepEqual([...byName.keys()].sort(), [
-      "attested", "interruptible", "limit", "maxPricePerUnitSecond", "minFreeUnits", "minVramMiB", "model", "offset", "provider", "region", "sort",
+      "attested",
+      "interruptible",
+      "limit",
+      "maxPricePerUnitSecond",
+      "minFreeUnits",
+      "minVramMiB",
+      "model",
+      "offset",
+      "provider",
+      "region",
+      "sort",
     ]);
     assert.equal(byName.get("minVramMiB")?.required, false);
     assert.equal(byName.get("minVramMiB")?.in, "query");

@@ -21,8 +21,14 @@ describe("market statistics recorder", () => {
 
     const a100 = stats.compute(window, [], T0).models[0]!;
     // Every bucket from the first publication on holds the offer once, at the price it had then.
-    assert.deepEqual(a100.series.map((bucket) => bucket.offers), [0, 1, 1, 1, 1, 1]);
-    assert.deepEqual(a100.series.map((bucket) => bucket.price?.p50 ?? null), [null, 1000n, 1000n, 1000n, 1000n, 1200n]);
+    assert.deepEqual(
+      a100.series.map((bucket) => bucket.offers),
+      [0, 1, 1, 1, 1, 1],
+    );
+    assert.deepEqual(
+      a100.series.map((bucket) => bucket.price?.p50 ?? null),
+      [null, 1000n, 1000n, 1000n, 1000n, 1200n],
+    );
   });
 
   it("records the offer again after it left the book, and uses the chain's leased units when it knows them", async () => {
@@ -35,6 +41,9 @@ describe("market statistics recorder", () => {
     assert.equal(stats.size, 3);
     const [a100] = stats.compute(window, [entry], T0 - 1000).models;
     assert.deepEqual([a100!.current.units, a100!.current.usedUnits, a100!.current.utilization], [8, 6, 0.75]);
-    assert.deepEqual(a100!.series.map((bucket) => bucket.offers), [0, 1, 1, 0, 1, 1]);
+    assert.deepEqual(
+      a100!.series.map((bucket) => bucket.offers),
+      [0, 1, 1, 0, 1, 1],
+    );
   });
 });

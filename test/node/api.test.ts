@@ -19,8 +19,7 @@ function errorOf(body: string): ErrorBody["error"] {
 describe("HTTP API routes", () => {
   let fx: ApiFixture;
   const get = (url: string, headers: Record<string, string> = {}) => fx.api.app.inject({ method: "GET", url, headers });
-  const post = (url: string, payload: unknown, headers: Record<string, string> = {}) =>
-    fx.api.app.inject({ method: "POST", url, payload: payload as string, headers });
+  const post = (url: string, payload: unknown, headers: Record<string, string> = {}) => fx.api.app.inject({ method: "POST", url, payload: payload as string, headers });
 
   before(async () => {
     fx = await startApiFixture();
@@ -47,7 +46,10 @@ describe("HTTP API routes", () => {
       assert.equal(response.statusCode, 200);
       const health = healthSchema.decode(response.json());
       assert.equal(health.status, "ok");
-      assert.deepEqual(health.checks.map((check) => check.name), ["offers"]);
+      assert.deepEqual(
+        health.checks.map((check) => check.name),
+        ["offers"],
+      );
       assert.match(health.checks[0]!.detail ?? "", /3 live offers/);
     });
 
@@ -79,7 +81,10 @@ describe("HTTP API routes", () => {
       const response = await hanging.api.app.inject({ method: "GET", url: "/v1/health" });
       assert.equal(response.statusCode, 503);
       const health = healthSchema.decode(response.json());
-      assert.deepEqual(health.checks.map((check) => [check.name, check.status]), [["source", "down"]]);
+      assert.deepEqual(
+        health.checks.map((check) => [check.name, check.status]),
+        [["source", "down"]],
+      );
       assert.match(health.checks[0]!.detail ?? "", /within 100 ms/);
     } finally {
       await hanging.close();
@@ -93,7 +98,10 @@ describe("HTTP API routes", () => {
       const raw = response.json() as { items: { pricePerUnitSecond: unknown }[] };
       assert.equal(raw.items[0]!.pricePerUnitSecond, "1000");
       const page = offerPageSchema.decode(response.json());
-      assert.deepEqual(page.items.map((offer) => offer.key), [fx.keys.a100, fx.keys.a100b, fx.keys.h100]);
+      assert.deepEqual(
+        page.items.map((offer) => offer.key),
+        [fx.keys.a100, fx.keys.a100b, fx.keys.h100],
+      );
       assert.equal(page.total, 3);
       assert.equal(page.nextOffset, null);
       const first = page.items[0]!;
@@ -131,7 +139,10 @@ describe("HTTP API routes", () => {
 
     it("pages with limit and offset", async () => {
       const page = offerPageSchema.decode((await get("/v1/offers?limit=2&offset=1")).json());
-      assert.deepEqual(page.items.map((offer) => offer.key), [fx.keys.a100b, fx.keys.h100]);
+      assert.deepEqual(
+        page.items.map((offer) => offer.key),
+        [fx.keys.a100b, fx.keys.h100],
+      );
       assert.equal(page.total, 3);
       assert.equal(page.nextOffset, null);
       const first = offerPageSchema.decode((await get("/v1/offers?limit=1")).json());
@@ -202,7 +213,10 @@ describe("HTTP API routes", () => {
   describe("providers and machines", () => {
     it("lists providers by stake and returns one with machines, live offers and reputation", async () => {
       const page = providerPageSchema.decode((await get("/v1/providers")).json());
-      assert.deepEqual(page.items.map((provider) => provider.address), [accounts.providerA.address, accounts.providerB.address]);
+      assert.deepEqual(
+        page.items.map((provider) => provider.address),
+        [accounts.providerA.address, accounts.providerB.address],
+      );
       const byReputation = providerPageSchema.decode((await get("/v1/providers?sort=reputation")).json());
       assert.equal(byReputation.items[0]!.address, accounts.providerB.address);
 
@@ -212,10 +226,13 @@ describe("HTTP API routes", () => {
       assert.equal(provider.stake, 10_000_000_000n);
       assert.equal(provider.freeStake, 9_000_000_000n);
       assert.deepEqual(provider.reputation, { leasesCompleted: 12, faults: 1, unitSecondsDelivered: 3_600_000n });
-      assert.deepEqual(provider.machines.map((machine) => [machine.machineId, machine.offerKey]), [
-        [1, fx.keys.a100],
-        [2, fx.keys.h100],
-      ]);
+      assert.deepEqual(
+        provider.machines.map((machine) => [machine.machineId, machine.offerKey]),
+        [
+          [1, fx.keys.a100],
+          [2, fx.keys.h100],
+        ],
+      );
     });
 
     it("answers 404 for an address that never registered and 400 for a bad address or sort", async () => {
@@ -232,11 +249,20 @@ describe("HTTP API routes", () => {
 
     it("lists machines with filters and returns one by id", async () => {
       const all = machinePageSchema.decode((await get("/v1/machines")).json());
-      assert.deepEqual(all.items.map((machine) => machine.machineId), [1, 2, 3]);
+      assert.deepEqual(
+        all.items.map((machine) => machine.machineId),
+        [1, 2, 3],
+      );
       const a100 = machinePageSchema.decode((await get("/v1/machines?model=A100&minUnits=8")).json());
-      assert.deepEqual(a100.items.map((machine) => machine.machineId), [1]);
+      assert.deepEqual(
+        a100.items.map((machine) => machine.machineId),
+        [1],
+      );
       const ofB = machinePageSchema.decode((await get(`/v1/machines?provider=${accounts.providerB.address}`)).json());
-      assert.deepEqual(ofB.items.map((machine) => machine.machineId), [3]);
+      assert.deepEqual(
+        ofB.items.map((machine) => machine.machineId),
+        [3],
+      );
 
       const one = await get("/v1/machines/2");
       assert.equal(one.statusCode, 200);
@@ -303,7 +329,10 @@ describe("HTTP API routes", () => {
       const response = await get(`/v1/stats?from=${T0 - 3600}&to=${T0}&bucketSeconds=600`);
       assert.equal(response.statusCode, 200);
       const stats = marketStatsSchema.decode(response.json());
-      assert.deepEqual(stats.models.map((model) => model.model), ["A100-80GB", "H100-80GB-SXM"]);
+      assert.deepEqual(
+        stats.models.map((model) => model.model),
+        ["A100-80GB", "H100-80GB-SXM"],
+      );
       const a100 = stats.models[0]!;
       assert.equal(a100.current.offers, 2);
       assert.equal(a100.current.units, 12);
@@ -342,7 +371,10 @@ describe("HTTP API routes", () => {
       const result = matchResultSchema.decode(response.json());
       assert.equal(result.matched, true);
       assert.equal(result.explanation, null);
-      assert.deepEqual(result.candidates.map((candidate) => candidate.allocations[0]!.offerKey), [fx.keys.a100, fx.keys.a100b]);
+      assert.deepEqual(
+        result.candidates.map((candidate) => candidate.allocations[0]!.offerKey),
+        [fx.keys.a100, fx.keys.a100b],
+      );
       const [best] = result.candidates;
       assert.equal(best!.rank, 1);
       assert.equal(best!.provider, accounts.providerA.address);
@@ -357,7 +389,10 @@ describe("HTTP API routes", () => {
       assert.ok(best!.cost < result.candidates[1]!.cost);
 
       const one = matchResultSchema.decode((await post("/v1/match?limit=1", { gpuType: "A100", gpuCount: 2, duration: 3600, maxPricePerGpuHour: "6" })).json());
-      assert.deepEqual(one.candidates.map((candidate) => candidate.allocations[0]!.offerKey), [fx.keys.a100]);
+      assert.deepEqual(
+        one.candidates.map((candidate) => candidate.allocations[0]!.offerKey),
+        [fx.keys.a100],
+      );
     });
 
     it("explains which constraint removed how many offers when nothing matches", async () => {
@@ -369,13 +404,19 @@ describe("HTTP API routes", () => {
       assert.equal(explanation.totalOffers, 3);
       assert.deepEqual(
         explanation.steps.filter((step) => step.removed > 0).map((step) => [step.constraint, step.removed]),
-        [["gpuType", 1], ["price", 2]],
+        [
+          ["gpuType", 1],
+          ["price", 2],
+        ],
       );
       assert.match(explanation.message, /3\.60 USD\/GPU-h/);
 
       const big = matchResultSchema.decode((await post("/v1/match", { gpuType: "A100", gpuCount: 9, duration: 3600, maxPricePerGpuHour: "6" })).json());
       assert.equal(big.matched, false);
-      assert.deepEqual(big.explanation!.steps.filter((step) => step.removed > 0).map((step) => step.constraint), ["gpuType", "capacity"]);
+      assert.deepEqual(
+        big.explanation!.steps.filter((step) => step.removed > 0).map((step) => step.constraint),
+        ["gpuType", "capacity"],
+      );
     });
 
     it("answers 400 naming the bad body fields", async () => {
@@ -389,7 +430,10 @@ describe("HTTP API routes", () => {
       assert.match(errorOf(unknown.body).fields?.[0]?.message ?? "", /A100-80GB/);
       const noBid = await post("/v1/match", { gpuType: "A100", gpuCount: 1, duration: 60, mode: "interruptible" });
       assert.equal(noBid.statusCode, 400);
-      assert.deepEqual(errorOf(noBid.body).fields?.map((field) => field.path), ["bidPerGpuHour"]);
+      assert.deepEqual(
+        errorOf(noBid.body).fields?.map((field) => field.path),
+        ["bidPerGpuHour"],
+      );
       const badLimit = await post("/v1/match?limit=0", { gpuType: "A100", gpuCount: 1, duration: 60, maxPricePerGpuHour: "2" });
       assert.equal(errorOf(badLimit.body).fields?.[0]?.path, "limit");
     });
@@ -480,7 +524,12 @@ describe("HTTP API routes", () => {
       const message = request();
       const bad = await post("/v1/reservations", { ...wire(message, "0x1234"), extra: 1 });
       assert.equal(bad.statusCode, 400);
-      assert.deepEqual(errorOf(bad.body).fields?.map((field) => field.path).sort(), ["extra", "signature"]);
+      assert.deepEqual(
+        errorOf(bad.body)
+          .fields?.map((field) => field.path)
+          .sort(),
+        ["extra", "signature"],
+      );
       const badRenter = await post("/v1/reservations", wire({ ...message, renter: "0xabc" as Hex }, "0x".padEnd(132, "1") as Hex));
       assert.equal(errorOf(badRenter.body).fields?.[0]?.path, "request.renter");
     });
@@ -548,7 +597,10 @@ describe("HTTP API routes", () => {
         assert.equal(response.statusCode, 400, `${url} ${JSON.stringify(body)}: ${response.body}`);
         const error = errorOf(response.body);
         assert.equal(error.name, "InvalidInputError");
-        assert.ok(error.fields?.some((issue) => issue.path === field), `${field} in ${JSON.stringify(error.fields)}`);
+        assert.ok(
+          error.fields?.some((issue) => issue.path === field),
+          `${field} in ${JSON.stringify(error.fields)}`,
+        );
       }
       assert.equal(fx.relay.forwarded.length, before);
     });
@@ -651,7 +703,10 @@ describe("HTTP API routes", () => {
         assert.equal(errorOf(refused.body).name, "RateLimitedError");
         for (let i = 0; i < 3; i++) assert.equal((await relay("status")).statusCode, 200);
         // What was refused never reached the relay.
-        assert.deepEqual(limited.relay.forwarded.map((call) => call.action), ["cancel", "status", "status", "status"]);
+        assert.deepEqual(
+          limited.relay.forwarded.map((call) => call.action),
+          ["cancel", "status", "status", "status"],
+        );
       } finally {
         await limited.close();
       }
@@ -696,7 +751,16 @@ describe("HTTP API routes", () => {
   describe("market changes", () => {
     it("shows a newer version of an offer and ignores an older one", async () => {
       const source = fx.source;
-      const newer = await signedOfferEntry({ provider: accounts.providerB, machineId: 3, model: "A100-80GB", pricePerUnitSecond: 1400n, at: T0, seq: 2, units: 4, region: "us-east" });
+      const newer = await signedOfferEntry({
+        provider: accounts.providerB,
+        machineId: 3,
+        model: "A100-80GB",
+        pricePerUnitSecond: 1400n,
+        at: T0,
+        seq: 2,
+        units: 4,
+        region: "us-east",
+      });
       assert.equal(source.putOffer(newer), true);
       const older = await signedOfferEntry({ provider: accounts.providerB, machineId: 3, model: "A100-80GB", pricePerUnitSecond: 99n, at: T0, seq: 1, units: 4 });
       assert.equal(source.putOffer(older), false);

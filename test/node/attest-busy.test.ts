@@ -52,7 +52,11 @@ describe("time-sharing one GPU between machine ids: busy counts as failed after 
     const runner = new SharedDeviceRunner(cpu);
     const provider = await startProviderDaemon(devnet, 1, { runner, machines: () => machines });
     nodes.push(provider.daemon);
-    const [first, second] = await registerProvider(devnet, await devnet.wallet(1), { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 100_000_000n, machines: [A100, A100] });
+    const [first, second] = await registerProvider(devnet, await devnet.wallet(1), {
+      peerId: provider.daemon.p2p.host.peerId.toString(),
+      stake: 100_000_000n,
+      machines: [A100, A100],
+    });
     machines.push({ machineId: first!, ...A100 }, { machineId: second!, ...A100 });
     await provider.daemon.offers.publisher!.set(machineOffer(machines[0]!));
 
@@ -74,7 +78,10 @@ describe("time-sharing one GPU between machine ids: busy counts as failed after 
     assert.match(last.detail ?? "", /busy to 3 challenges in a row/);
     // Exactly two busy answers were excused before the third failed.
     const history = await attestor.results.history(second!);
-    assert.deepEqual(history.map((record) => record.reason), ["busy_too_often", "busy", "busy"]);
+    assert.deepEqual(
+      history.map((record) => record.reason),
+      ["busy_too_often", "busy", "busy"],
+    );
     const busyId = second;
 
     // A failure like any other: the provider's machines wait out the backoff, the holder included.

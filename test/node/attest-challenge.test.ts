@@ -93,10 +93,14 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
 
       const honestKey = offerKey(devnetAccount(1).address, honestId!);
       const cheaterKey = offerKey(devnetAccount(2).address, cheaterId!);
-      const attested = await waitFor("the honest offer attested in the renter's book", () => {
-        const entry = renter.offers.book.get(honestKey);
-        return entry && isAttested(entry.attestation, nowSec()) ? entry : undefined;
-      }, { timeoutMs: 45_000, intervalMs: 100 });
+      const attested = await waitFor(
+        "the honest offer attested in the renter's book",
+        () => {
+          const entry = renter.offers.book.get(honestKey);
+          return entry && isAttested(entry.attestation, nowSec()) ? entry : undefined;
+        },
+        { timeoutMs: 45_000, intervalMs: 100 },
+      );
       assert.deepEqual(attested.attestation.attestors, [devnetAccount(attestorIndex).address]);
 
       // The attestation the provider received and put in its offer describes its machine.
@@ -146,16 +150,28 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       const cheaterWallet = await devnet.wallet(2);
       const registry = devnet.deployment.contracts.registry!;
       const addArgs = [modelHash(A100.model), A100.units, A100.vramMiB, 1, "eu-west", `0x${"0".repeat(64)}`] as const;
-      const { result: freshId } = await cheaterWallet.publicClient.simulateContract({ account: cheaterWallet.account, address: registry, abi: providerRegistryAbi, functionName: "addMachine", args: addArgs });
+      const { result: freshId } = await cheaterWallet.publicClient.simulateContract({
+        account: cheaterWallet.account,
+        address: registry,
+        abi: providerRegistryAbi,
+        functionName: "addMachine",
+        args: addArgs,
+      });
       await send(cheaterWallet, { address: registry, abi: providerRegistryAbi, functionName: "addMachine", args: addArgs });
       const fresh = await requestChallenge(renter.p2p.host, target, { chainId: devnet.deployment.chainId, machineId: Number(freshId) });
-      assert.equal(fresh.outcome === "error" && fresh.reason, "backoff", JSON.stringify(fresh, (_k, v) => (typeof v === "bigint" ? String(v) : v)));
+      assert.equal(
+        fresh.outcome === "error" && fresh.reason,
+        "backoff",
+        JSON.stringify(fresh, (_k, v) => (typeof v === "bigint" ? String(v) : v)),
+      );
       assert.ok(fresh.outcome === "error" && fresh.retryAfter !== null && fresh.retryAfter > nowSec());
       assert.equal(await attestor.challenger.isDue(Number(freshId)), false);
       // Its offer in the book changes nothing.
       cheaterMachines.push({ machineId: Number(freshId), ...A100 });
       await cheater.daemon.offers.publisher!.set(machineOffer(cheaterMachines[1]!));
-      await waitFor("the fresh machine's offer in the attestor's book", () => attestorNode.offers.book.get(offerKey(devnetAccount(2).address, Number(freshId))), { timeoutMs: 15_000 });
+      await waitFor("the fresh machine's offer in the attestor's book", () => attestorNode.offers.book.get(offerKey(devnetAccount(2).address, Number(freshId))), {
+        timeoutMs: 15_000,
+      });
       const viaBook = await requestChallenge(renter.p2p.host, target, { chainId: devnet.deployment.chainId, machineId: Number(freshId) });
       assert.equal(viaBook.outcome === "error" && viaBook.reason, "backoff");
       assert.deepEqual(await attestor.challenger.runDue(), []);
@@ -164,13 +180,37 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       assert.equal(undeclared.outcome === "error" && undeclared.reason, "not_declared");
 
       // The same through the CLI an operator uses.
-      const cli = await runCli(["attestor", "challenge", "--machine", String(honestId), "--attestor", addrOf(attestorNode), "--rpc-url", devnet.rpcUrl, "--deployments", devnet.deploymentsDir, "--json"]);
+      const cli = await runCli([
+        "attestor",
+        "challenge",
+        "--machine",
+        String(honestId),
+        "--attestor",
+        addrOf(attestorNode),
+        "--rpc-url",
+        devnet.rpcUrl,
+        "--deployments",
+        devnet.deploymentsDir,
+        "--json",
+      ]);
       assert.equal(cli.code, 0, cli.stderr);
       const printed = lastJson<{ outcome: string; machineId: number; attestation: { attestation: { provider: string } } }>(cli.stdout);
       assert.equal(printed.outcome, "pass");
       assert.equal(printed.machineId, honestId);
       assert.equal(printed.attestation.attestation.provider, devnetAccount(1).address);
-      const cliFail = await runCli(["attestor", "challenge", "--machine", String(cheaterId), "--attestor", addrOf(attestorNode), "--rpc-url", devnet.rpcUrl, "--deployments", devnet.deploymentsDir, "--json"]);
+      const cliFail = await runCli([
+        "attestor",
+        "challenge",
+        "--machine",
+        String(cheaterId),
+        "--attestor",
+        addrOf(attestorNode),
+        "--rpc-url",
+        devnet.rpcUrl,
+        "--deployments",
+        devnet.deploymentsDir,
+        "--json",
+      ]);
       assert.equal(cliFail.code, 1);
       assert.equal(lastJson<{ reason: string }>(cliFail.stdout).reason, "wrong_rows");
 
@@ -202,7 +242,17 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       const renter = await startTestDaemon(devnet, { p2p: { bootstrap: [addrOf(provider.daemon)] } });
       nodes.push(renter);
       const key = offerKey(devnetAccount(3).address, machineId!);
-      const about = { provider: devnetAccount(3).address, machineId: machineId!, model: modelHash("A100-80GB"), units: 1, vramMiB: 81_920, throughput: 10n ** 12n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const };
+      const about = {
+        provider: devnetAccount(3).address,
+        machineId: machineId!,
+        model: modelHash("A100-80GB"),
+        units: 1,
+        vramMiB: 81_920,
+        throughput: 10n ** 12n,
+        challengeId: `0x${"00".repeat(32)}` as const,
+        root: `0x${"00".repeat(32)}` as const,
+        gpus: `0x${"00".repeat(32)}` as const,
+      };
 
       // Signed by a real attestor, but a day old and expired an hour ago.
       const now = nowSec();
@@ -220,10 +270,14 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       // Signed by an address outside the attestor set: it does not count, and nobody is punished.
       const forged = await signAttestation(devnetAccount(9), provider.daemon.domain, { ...about, issuedAt: now, expiry: now + 3_600 });
       await provider.daemon.offers.publisher!.set(machineOffer(machine, [forged]));
-      const outsider = await waitFor("the offer carrying the outsider's attestation", () => {
-        const held = renter.offers.book.get(key);
-        return held?.message.attestations[0]?.signature === forged.signature ? held : undefined;
-      }, { timeoutMs: 20_000 });
+      const outsider = await waitFor(
+        "the offer carrying the outsider's attestation",
+        () => {
+          const held = renter.offers.book.get(key);
+          return held?.message.attestations[0]?.signature === forged.signature ? held : undefined;
+        },
+        { timeoutMs: 20_000 },
+      );
       assert.deepEqual(outsider.attestation.attestors, []);
       assert.equal(engineAttestation(outsider.attestation, nowSec()), null);
       assert.equal(matchOn(renter.offers.book.all()).ok, false, "attested-only matching skips it");
@@ -251,10 +305,14 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
         provider.daemon.p2p.peerKey,
       );
       await provider.daemon.p2p.host.services.pubsub!.publish(offersTopic(devnet.deployment.chainId), encodeOfferMessage(message));
-      await waitFor("the lying attestation rejected by the renter's node", async () => {
-        const counts = await renter.metrics.offersRejected.get();
-        return counts.values.some((value) => value.labels.reason === "bad_attestation" && value.value > 0);
-      }, { timeoutMs: 20_000, intervalMs: 100 });
+      await waitFor(
+        "the lying attestation rejected by the renter's node",
+        async () => {
+          const counts = await renter.metrics.offersRejected.get();
+          return counts.values.some((value) => value.labels.reason === "bad_attestation" && value.value > 0);
+        },
+        { timeoutMs: 20_000, intervalMs: 100 },
+      );
       const after = renter.offers.book.get(key)!;
       assert.equal(after.seq, held.seq, "the book kept the earlier message");
       assert.equal(isAttested(after.attestation, nowSec()), false);

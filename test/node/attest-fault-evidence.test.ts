@@ -69,10 +69,16 @@ describe("attestor role: a lying proposer cannot fault a live provider (issue 24
       const propose = async (observedAt: number): Promise<FaultAnswer> => {
         const fault: Fault = { leaseId, kind: FaultKind.unresponsive, observedAt };
         const signature: Hex = await signFault(liar, liarNode.domain, fault);
-        return request(liarNode.p2p.host, multiaddr(addrOf(honest.daemon)), FAULT_PROTOCOL, { v: 1, chainId: devnet.deployment.chainId, fault, signatures: [{ signer: liar.address, signature }] }, {
-          responseSchema: faultAnswerSchema,
-          timeoutMs: 20_000,
-        });
+        return request(
+          liarNode.p2p.host,
+          multiaddr(addrOf(honest.daemon)),
+          FAULT_PROTOCOL,
+          { v: 1, chainId: devnet.deployment.chainId, fault, signatures: [{ signer: liar.address, signature }] },
+          {
+            responseSchema: faultAnswerSchema,
+            timeoutMs: 20_000,
+          },
+        );
       };
       const declined = (answer: FaultAnswer, reasons: string[]) => assert.ok(answer.outcome === "declined" && reasons.includes(answer.reason), JSON.stringify(answer));
 
@@ -91,7 +97,10 @@ describe("attestor role: a lying proposer cannot fault a live provider (issue 24
       declined(await propose(blip - 1), ["no_evidence", "seen_alive", "out_of_range"]);
       assert.ok(!hasOutageEvidence(state(), Math.floor(Date.now() / 1000), LIVENESS), "the blip must still be shorter than the window here");
       provider.child.kill("SIGCONT");
-      await waitFor("the honest attestor hearing from the provider again", () => state()?.failures === 0 && (state()?.lastSuccessAt ?? 0) > blip, { timeoutMs: 20_000, intervalMs: 50 });
+      await waitFor("the honest attestor hearing from the provider again", () => state()?.failures === 0 && (state()?.lastSuccessAt ?? 0) > blip, {
+        timeoutMs: 20_000,
+        intervalMs: 50,
+      });
       declined(await propose(blip), ["seen_alive", "provider_alive"]);
       assert.equal(honest.attestor.faults!.get(leaseId), undefined, "the honest attestor signed nothing");
 
@@ -112,7 +121,10 @@ describe("attestor role: a lying proposer cannot fault a live provider (issue 24
 
       // A real outage (the process stays stopped): once the honest attestor has watched it for the
       // whole window it signs, but only from its own first failed probe after the restart.
-      await waitFor("the honest attestor's own evidence over the window", () => hasOutageEvidence(state(), Math.floor(Date.now() / 1000), LIVENESS), { timeoutMs: 40_000, intervalMs: 100 });
+      await waitFor("the honest attestor's own evidence over the window", () => hasOutageEvidence(state(), Math.floor(Date.now() / 1000), LIVENESS), {
+        timeoutMs: 40_000,
+        intervalMs: 100,
+      });
       const own = state()!.firstFailureAt!;
       // Its outage starts no earlier than the provider stopped (a restart shorter than the probe gap
       // continues the watch; a longer one starts it anew), and never before it last heard from it.
@@ -120,12 +132,21 @@ describe("attestor role: a lying proposer cannot fault a live provider (issue 24
       declined(await propose(own - 1), ["no_evidence", "seen_alive"]);
       const signed = await propose(own);
       assert.equal(signed.outcome, "signed", JSON.stringify(signed));
-      assert.equal(signed.outcome === "signed" && (await recoverFaultSigner(liarNode.domain, { leaseId, kind: FaultKind.unresponsive, observedAt: own }, signed.signature)), devnetAccount(HONEST).address);
+      assert.equal(
+        signed.outcome === "signed" && (await recoverFaultSigner(liarNode.domain, { leaseId, kind: FaultKind.unresponsive, observedAt: own }, signed.signature)),
+        devnetAccount(HONEST).address,
+      );
 
       // Nothing faulted the lease while the provider was alive.
       const logs = await devnet.admin.publicClient.getLogs({ address: market, fromBlock: devnet.deployment.deploymentBlock });
       const faults = parseEventLogs({ abi: leaseMarketAbi, logs }).filter((event) => event.eventName === "FaultSubmitted");
-      assert.ok(faults.every((event) => event.eventName === "FaultSubmitted" && event.args.observedAt >= own), JSON.stringify(faults.map((e) => e.args), (_k, v) => (typeof v === "bigint" ? v.toString() : v)));
+      assert.ok(
+        faults.every((event) => event.eventName === "FaultSubmitted" && event.args.observedAt >= own),
+        JSON.stringify(
+          faults.map((e) => e.args),
+          (_k, v) => (typeof v === "bigint" ? v.toString() : v),
+        ),
+      );
     } finally {
       for (const node of nodes.reverse()) await node.close();
       if (honestDataDir) await rm(honestDataDir, { recursive: true, force: true });

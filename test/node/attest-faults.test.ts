@@ -13,7 +13,18 @@ import { FAULT_PROTOCOL, LIVENESS_PROTOCOL } from "../../common/p2p/protocols.js
 import { request } from "../../common/p2p/reqresp.js";
 import { revertName } from "../../common/chain/tx.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
-import { addrOf, COLLATERAL_BPS, TEST_MACHINE, DURATION, openActiveLease, PRICE, spawnProvider, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
+import {
+  addrOf,
+  COLLATERAL_BPS,
+  TEST_MACHINE,
+  DURATION,
+  openActiveLease,
+  PRICE,
+  spawnProvider,
+  startAttestorDaemon,
+  startProviderDaemon,
+  type TestDaemon,
+} from "../support/attest.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
@@ -35,7 +46,11 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
   before(async () => {
     // Blocks within one second share its timestamp: the chain clock must not run ahead of the
     // attestors' wall clocks (observedAt is checked against both).
-    devnet = await startDevnet({ params: { faultQuorum: 2, faultMinCreditBps: FAULT_MIN_CREDIT_BPS }, attestors: ATTESTORS.map((i) => devnetAccount(i).address), wallClockBlocks: true });
+    devnet = await startDevnet({
+      params: { faultQuorum: 2, faultMinCreditBps: FAULT_MIN_CREDIT_BPS },
+      attestors: ATTESTORS.map((i) => devnetAccount(i).address),
+      wallClockBlocks: true,
+    });
   });
   after(async () => devnet?.close());
 
@@ -69,7 +84,10 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       const first = await startAttestorDaemon(devnet, ATTESTORS[0]!, { p2p: { bootstrap: providers }, attest: { liveness: LIVENESS } });
       nodes.push(first.daemon);
       const probed = (attestor: typeof first.attestor, leaseId: bigint) => attestor.prober!.state(leaseId)?.lastSuccessAt !== undefined;
-      await waitFor("the first attestor hearing from both providers", () => probed(first.attestor, doomedLease) && probed(first.attestor, liveLease), { timeoutMs: 30_000, intervalMs: 50 });
+      await waitFor("the first attestor hearing from both providers", () => probed(first.attestor, doomedLease) && probed(first.attestor, liveLease), {
+        timeoutMs: 30_000,
+        intervalMs: 50,
+      });
 
       // The provider's machine dies.
       killed.child.kill("SIGKILL");
@@ -80,7 +98,10 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       assert.equal(proposal.status, "collecting");
       assert.equal(proposal.role, "proposer");
       assert.equal(proposal.fault.kind, FaultKind.unresponsive);
-      assert.deepEqual(proposal.signatures.map((entry) => entry.signer), [devnetAccount(ATTESTORS[0]!).address]);
+      assert.deepEqual(
+        proposal.signatures.map((entry) => entry.signer),
+        [devnetAccount(ATTESTORS[0]!).address],
+      );
       // Three more failed probes of the dead provider (the attestor's own record of them, not a
       // fixed sleep): the proposer has had its rounds to gather co-signers, and found none.
       const failuresAtProposal = first.attestor.prober!.state(doomedLease)!.failures;
@@ -95,7 +116,10 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       const loneSignature = await signFault(devnetAccount(ATTESTORS[0]!), first.daemon.domain, inRange);
       const lone = await devnet.admin.publicClient
         .simulateContract({ account: renter.account, address: market, abi: leaseMarketAbi, functionName: "submitFault", args: [inRange, [loneSignature]] })
-        .then(() => undefined, (error: unknown) => error);
+        .then(
+          () => undefined,
+          (error: unknown) => error,
+        );
       assert.equal(revertName(lone), "FaultQuorumNotMet");
 
       // Two more attestors join. They never heard from the dead provider; the live one answers them.
@@ -106,10 +130,14 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
         others.push(started);
       }
 
-      const ended = await waitFor("the doomed lease faulted on-chain", async () => {
-        const lease = await readLease(devnet.admin.publicClient, market, doomedLease);
-        return lease.status !== "Active" ? lease : undefined;
-      }, { timeoutMs: 60_000, intervalMs: 200 });
+      const ended = await waitFor(
+        "the doomed lease faulted on-chain",
+        async () => {
+          const lease = await readLease(devnet.admin.publicClient, market, doomedLease);
+          return lease.status !== "Active" ? lease : undefined;
+        },
+        { timeoutMs: 60_000, intervalMs: 200 },
+      );
       assert.equal(ended.endReason, "Faulted");
 
       // The chain's record: accrual stopped at observedAt, the unaccrued deposit came back with the SLA credit.
@@ -144,7 +172,10 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       const signers = await Promise.all(signatures.map((signature) => recoverFaultSigner(first.daemon.domain, fault, signature)));
       assert.ok(signers.length >= 2);
       assert.equal(new Set(signers).size, signers.length);
-      assert.ok(signers.every((signer) => ATTESTORS.some((i) => devnetAccount(i).address === signer)), signers.join());
+      assert.ok(
+        signers.every((signer) => ATTESTORS.some((i) => devnetAccount(i).address === signer)),
+        signers.join(),
+      );
       // Every attestor that took part records the fault as landed.
       await waitFor("the proposer recording the landed fault", () => first.attestor.faults!.get(doomedLease)?.status === "landed", { timeoutMs: 15_000 });
 
@@ -207,24 +238,36 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
       const fault = { leaseId, kind: FaultKind.unresponsive, observedAt: lease.activatedAt };
       const proposer = devnetAccount(ATTESTORS[0]!);
       const signature: Hex = await signFault(proposer, provider.daemon.domain, fault);
-      const answer = await request(provider.daemon.p2p.host, multiaddr(addrOf(attestor.daemon)), FAULT_PROTOCOL, {
-        v: 1,
-        chainId: devnet.deployment.chainId,
-        fault,
-        signatures: [{ signer: proposer.address, signature }],
-      }, { responseSchema: faultAnswerSchema, timeoutMs: 15_000 });
+      const answer = await request(
+        provider.daemon.p2p.host,
+        multiaddr(addrOf(attestor.daemon)),
+        FAULT_PROTOCOL,
+        {
+          v: 1,
+          chainId: devnet.deployment.chainId,
+          fault,
+          signatures: [{ signer: proposer.address, signature }],
+        },
+        { responseSchema: faultAnswerSchema, timeoutMs: 15_000 },
+      );
       assert.equal(answer.outcome, "declined");
       assert.ok(answer.outcome === "declined" && ["seen_alive", "provider_alive"].includes(answer.reason), JSON.stringify(answer));
       assert.equal(attestor.attestor.faults!.get(leaseId), undefined);
 
       // Nor one signed by someone outside the attestor set, whatever the provider's state.
       const stranger = devnetAccount(9);
-      const forged = await request(provider.daemon.p2p.host, multiaddr(addrOf(attestor.daemon)), FAULT_PROTOCOL, {
-        v: 1,
-        chainId: devnet.deployment.chainId,
-        fault,
-        signatures: [{ signer: stranger.address, signature: await signFault(stranger, provider.daemon.domain, fault) }],
-      }, { responseSchema: faultAnswerSchema, timeoutMs: 15_000 });
+      const forged = await request(
+        provider.daemon.p2p.host,
+        multiaddr(addrOf(attestor.daemon)),
+        FAULT_PROTOCOL,
+        {
+          v: 1,
+          chainId: devnet.deployment.chainId,
+          fault,
+          signatures: [{ signer: stranger.address, signature: await signFault(stranger, provider.daemon.domain, fault) }],
+        },
+        { responseSchema: faultAnswerSchema, timeoutMs: 15_000 },
+      );
       assert.equal(forged.outcome === "declined" && forged.reason, "bad_proposal");
       assert.equal((await readLease(devnet.admin.publicClient, market, leaseId)).status, "Active");
     } finally {

@@ -22,7 +22,19 @@ import { toOfferView } from "../../node/api/offer-view.js";
 import type { ProviderMachine } from "../../node/attest/provider.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
 import type { Runner, RunnerChallenge } from "../../node/attest/runner/types.js";
-import { addrOf, COLLATERAL_BPS, DURATION, machineOffer, openActiveLease, PRICE, startAttestorDaemon, startProviderDaemon, TEST_MACHINE, WrongRowsRunner, type TestDaemon } from "../support/attest.js";
+import {
+  addrOf,
+  COLLATERAL_BPS,
+  DURATION,
+  machineOffer,
+  openActiveLease,
+  PRICE,
+  startAttestorDaemon,
+  startProviderDaemon,
+  TEST_MACHINE,
+  WrongRowsRunner,
+  type TestDaemon,
+} from "../support/attest.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
@@ -55,7 +67,11 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
   let cpu: CpuRunner;
 
   before(async () => {
-    devnet = await startDevnet({ params: { faultQuorum: 2, faultMinCreditBps: FAULT_MIN_CREDIT_BPS }, attestors: ATTESTORS.map((i) => devnetAccount(i).address), wallClockBlocks: true });
+    devnet = await startDevnet({
+      params: { faultQuorum: 2, faultMinCreditBps: FAULT_MIN_CREDIT_BPS },
+      attestors: ATTESTORS.map((i) => devnetAccount(i).address),
+      wallClockBlocks: true,
+    });
     cpu = new CpuRunner({ workers: 1 });
   });
   after(async () => {
@@ -67,7 +83,9 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
   async function leasedProvider(index: number, runner: Runner) {
     const machines: ProviderMachine[] = [];
     const provider = await startProviderDaemon(devnet, index, { runner, machines: () => machines });
-    const machineId = (await registerProvider(devnet, await devnet.wallet(index), { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 10_000_000n, machines: [TEST_MACHINE] }))[0]!;
+    const machineId = (
+      await registerProvider(devnet, await devnet.wallet(index), { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 10_000_000n, machines: [TEST_MACHINE] })
+    )[0]!;
     machines.push({ machineId, ...TEST_MACHINE });
     await provider.daemon.offers.publisher!.set({ ...machineOffer(machines[0]!), leaseChecks: { shareBps: SHARE_BPS } });
     const market = devnet.deployment.contracts.market!;
@@ -100,13 +118,19 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
       }
       // The announced share reaches the attestors' books (and the API's offer view).
       for (const { daemon, attestor } of attestors) {
-        const entry = await waitFor("the offer in the attestor's book", () => daemon.offers.book.get(offerKey(devnetAccount(1).address, machineId)), { timeoutMs: 30_000, intervalMs: 100 });
+        const entry = await waitFor("the offer in the attestor's book", () => daemon.offers.book.get(offerKey(devnetAccount(1).address, machineId)), {
+          timeoutMs: 30_000,
+          intervalMs: 100,
+        });
         assert.equal(toOfferView({ message: entry.message, verifiedAttestations: [], receivedAt: nowSec() }, nowSec()).leaseChecks.shareBps, SHARE_BPS);
         assert.equal(attestor.leaseChecks!.shareBps({ machineId, provider: devnetAccount(1).address }), SHARE_BPS);
       }
       // While the machine is honest, every attestor's challenges during the lease pass and nothing is faulted.
       for (const { attestor } of attestors) {
-        await waitFor("a pass during the lease", async () => (await attestor.results.history(machineId, 20)).some((record) => record.outcome === "pass"), { timeoutMs: 60_000, intervalMs: 200 });
+        await waitFor("a pass during the lease", async () => (await attestor.results.history(machineId, 20)).some((record) => record.outcome === "pass"), {
+          timeoutMs: 60_000,
+          intervalMs: 200,
+        });
       }
       assert.equal((await readLease(devnet.admin.publicClient, market, leaseId)).status, "Active");
 
@@ -114,10 +138,14 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
       runner.cheating = true;
       const cheatingSince = nowSec();
 
-      const ended = await waitFor("the lease faulted on-chain", async () => {
-        const lease = await readLease(devnet.admin.publicClient, market, leaseId);
-        return lease.status !== "Active" ? lease : undefined;
-      }, { timeoutMs: 120_000, intervalMs: 250 });
+      const ended = await waitFor(
+        "the lease faulted on-chain",
+        async () => {
+          const lease = await readLease(devnet.admin.publicClient, market, leaseId);
+          return lease.status !== "Active" ? lease : undefined;
+        },
+        { timeoutMs: 120_000, intervalMs: 250 },
+      );
       assert.equal(ended.endReason, "Faulted");
 
       const logs = await devnet.admin.publicClient.getLogs({ address: market, fromBlock: devnet.deployment.deploymentBlock });
@@ -148,10 +176,16 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
       const signers = await Promise.all(signatures.map((signature) => recoverFaultSigner(provider.daemon.domain, fault, signature)));
       assert.deepEqual(new Set(signers), new Set(ATTESTORS.map((i) => devnetAccount(i).address)));
       const failures = (await Promise.all(attestors.map(({ attestor }) => attestor.results.history(machineId, 20)))).flat().filter((record) => record.outcome === "fail");
-      assert.ok(failures.some((record) => record.trigger === "lease"), "an unannounced in-lease check caught the machine");
+      assert.ok(
+        failures.some((record) => record.trigger === "lease"),
+        "an unannounced in-lease check caught the machine",
+      );
       for (const { attestor } of attestors) {
         const failed = (await attestor.results.history(machineId, 20)).filter((record) => record.outcome === "fail" && record.startedAtMs >= activated.args.activatedAt * 1000);
-        assert.ok(failed.some((record) => Math.floor(record.startedAtMs / 1000) <= observedAt), `attestor ${attestor.address} signed without a failed challenge of its own`);
+        assert.ok(
+          failed.some((record) => Math.floor(record.startedAtMs / 1000) <= observedAt),
+          `attestor ${attestor.address} signed without a failed challenge of its own`,
+        );
       }
     } finally {
       for (const node of nodes.reverse()) await node.close();
@@ -175,18 +209,27 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
       const propose = async (observedAt: number): Promise<FaultAnswer> => {
         const fault: Fault = { leaseId, kind: FaultKind.capacity, observedAt };
         const signature = await signFault(liar, provider.daemon.domain, fault);
-        return request(liarNode.p2p.host, multiaddr(addrOf(honest.daemon)), FAULT_PROTOCOL, { v: 1, chainId: devnet.deployment.chainId, fault, signatures: [{ signer: liar.address, signature }] }, {
-          responseSchema: faultAnswerSchema,
-          timeoutMs: 15_000,
-        });
+        return request(
+          liarNode.p2p.host,
+          multiaddr(addrOf(honest.daemon)),
+          FAULT_PROTOCOL,
+          { v: 1, chainId: devnet.deployment.chainId, fault, signatures: [{ signer: liar.address, signature }] },
+          {
+            responseSchema: faultAnswerSchema,
+            timeoutMs: 15_000,
+          },
+        );
       };
       const first = await propose(Math.max(activatedAt, nowSec() - 1));
       assert.equal(first.outcome, "declined", JSON.stringify(first));
       assert.ok(first.outcome === "declined" && ["no_evidence", "seen_alive"].includes(first.reason), JSON.stringify(first));
 
       // The honest attestor challenges the machine itself; it passes, and the liar is refused again with the time it passed.
-      const pass = await waitFor("the honest attestor's pass during the lease", async () =>
-        (await honest.attestor.results.history(machineId, 20)).find((record) => record.outcome === "pass" && record.startedAtMs >= activatedAt * 1000), { timeoutMs: 60_000, intervalMs: 200 });
+      const pass = await waitFor(
+        "the honest attestor's pass during the lease",
+        async () => (await honest.attestor.results.history(machineId, 20)).find((record) => record.outcome === "pass" && record.startedAtMs >= activatedAt * 1000),
+        { timeoutMs: 60_000, intervalMs: 200 },
+      );
       const again = await propose(Math.max(activatedAt, Math.floor(pass.finishedAtMs / 1000) - 1));
       assert.equal(again.outcome === "declined" && again.reason, "seen_alive", JSON.stringify(again));
       const later = await propose(nowSec());
@@ -195,9 +238,16 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
       assert.equal((await readLease(devnet.admin.publicClient, market, leaseId)).status, "Active");
 
       // Random in-lease checks keep coming, and their time stays within the announced share of the lease's elapsed time.
-      await waitFor("two in-lease checks", async () => (await honest.attestor.results.history(machineId, 50)).filter((record) => record.trigger === "lease" && record.challengeId).length >= 2, { timeoutMs: 90_000, intervalMs: 250 });
+      await waitFor(
+        "two in-lease checks",
+        async () => (await honest.attestor.results.history(machineId, 50)).filter((record) => record.trigger === "lease" && record.challengeId).length >= 2,
+        { timeoutMs: 90_000, intervalMs: 250 },
+      );
       const checks = (await honest.attestor.results.history(machineId, 50)).filter((record) => record.trigger === "lease" && record.challengeId);
-      assert.ok(checks.every((record) => record.outcome === "pass"), JSON.stringify(checks.map((record) => record.reason)));
+      assert.ok(
+        checks.every((record) => record.outcome === "pass"),
+        JSON.stringify(checks.map((record) => record.reason)),
+      );
       const spentMs = checks.reduce((sum, record) => sum + (record.finishedAtMs - record.startedAtMs), 0);
       const longest = Math.max(...checks.map((record) => record.finishedAtMs - record.startedAtMs));
       const allowanceMs = ((Date.now() - activatedAt * 1000) * SHARE_BPS) / 10_000;

@@ -51,12 +51,20 @@ class NoMemoryRunner implements MemoryRunner {
           for (let w = 0; w < challenge.walks; w++) walk(keys, w, challenge.words, challenge.steps, (_index, word) => word.fill(0), out, 2 * w);
           return out;
         });
-        const trees = results.map((out, unit) => MerkleTree.fromLeaves(Array.from({ length: challenge.walks }, (_, w) => walkLeaf(hexToBytes(challenge.id), unit, w, walkResultBytes(out, 2 * w)))));
+        const trees = results.map((out, unit) =>
+          MerkleTree.fromLeaves(Array.from({ length: challenge.walks }, (_, w) => walkLeaf(hexToBytes(challenge.id), unit, w, walkResultBytes(out, 2 * w)))),
+        );
         return {
           roots: trees.map((tree) => bytesToHex(tree.root)),
           devices: [],
           work,
-          open: async (refs) => refs.map(({ unit, index }) => ({ unit, index, result: bytesToHex(walkResultBytes(results[unit]!, 2 * index)), proof: trees[unit]!.proof(index).map((s) => bytesToHex(s)) })),
+          open: async (refs) =>
+            refs.map(({ unit, index }) => ({
+              unit,
+              index,
+              result: bytesToHex(walkResultBytes(results[unit]!, 2 * index)),
+              proof: trees[unit]!.proof(index).map((s) => bytesToHex(s)),
+            })),
         };
       },
     };
@@ -82,7 +90,12 @@ describe("memory phase over libp2p (issue 24, item 2)", function () {
     const start = async (index: number, memoryRunner: MemoryRunner) => {
       const machines: ProviderMachine[] = [];
       const received: number[] = [];
-      const provider = await startProviderDaemon(devnet, index, { runner: cpu, memoryRunner, machines: () => machines, onAttestation: (machineId) => void received.push(machineId) });
+      const provider = await startProviderDaemon(devnet, index, {
+        runner: cpu,
+        memoryRunner,
+        machines: () => machines,
+        onAttestation: (machineId) => void received.push(machineId),
+      });
       nodes.push(provider.daemon);
       const [machineId] = await registerProvider(devnet, await devnet.wallet(index), { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 100_000_000n, machines: [A100] });
       machines.push({ machineId: machineId!, ...A100 });

@@ -52,7 +52,10 @@ describe("attestor requests: unreachable providers, --force, config flags (issue
       nodes.pop();
 
       // With a way to the provider: a real challenge, which this provider fails (wrong rows).
-      const attestor = await startAttestorDaemon(devnet, 7, { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: { enabled: false }, attestor: { scheduleIntervalMs: 3_600_000 } } });
+      const attestor = await startAttestorDaemon(devnet, 7, {
+        p2p: { bootstrap: [addrOf(provider.daemon)] },
+        attest: { liveness: { enabled: false }, attestor: { scheduleIntervalMs: 3_600_000 } },
+      });
       nodes.push(attestor.daemon);
       const target = multiaddr(addrOf(attestor.daemon));
       await waitFor("the provider's offer in the attestor's book", () => attestor.daemon.offers.book.byMachine(machineId!).length > 0, { timeoutMs: 30_000 });
@@ -85,7 +88,11 @@ describe("attestor requests: unreachable providers, --force, config flags (issue
       const config = path.join(dir, "attestor.json");
       await writeFile(
         config,
-        JSON.stringify({ dataDir: path.join(dir, "node"), chain: { rpcUrl: devnet.rpcUrl, deploymentsDir: devnet.deploymentsDir, privateKey: devnetPrivateKey(7) }, p2p: { listen: ["/ip4/127.0.0.1/tcp/0"] } }),
+        JSON.stringify({
+          dataDir: path.join(dir, "node"),
+          chain: { rpcUrl: devnet.rpcUrl, deploymentsDir: devnet.deploymentsDir, privateKey: devnetPrivateKey(7) },
+          p2p: { listen: ["/ip4/127.0.0.1/tcp/0"] },
+        }),
       );
       // The flag reaches the config: a malformed value is refused naming the key and the flag.
       const bad = await runCli(["attestor", "start", "--config", config, "--p2p.bootstrap", "not-a-multiaddr"]);

@@ -41,7 +41,10 @@ describe("attestor challenge results in level", () => {
     // Machine 1 and machine 10 share a decimal prefix: their keys must not mix.
     for (const at of [1_000, 5_000, 2_000, 4_000, 3_000]) await results.add(record(1, at));
     await results.add(record(10, 9_000, "pass"));
-    assert.deepEqual((await results.history(1)).map((r) => r.startedAtMs), [5_000, 4_000, 3_000]);
+    assert.deepEqual(
+      (await results.history(1)).map((r) => r.startedAtMs),
+      [5_000, 4_000, 3_000],
+    );
     assert.equal((await results.latest(1))?.startedAtMs, 5_000);
     const ten = await results.latest(10);
     assert.equal(ten?.outcome, "pass");

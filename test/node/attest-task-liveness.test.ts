@@ -75,7 +75,11 @@ describe("attestor role: task liveness (issue 24, item 4)", function () {
         },
       });
       nodes.push(provider.daemon);
-      const ids = await registerProvider(devnet, await devnet.wallet(1), { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 10_000_000n, machines: [TEST_MACHINE, TEST_MACHINE] });
+      const ids = await registerProvider(devnet, await devnet.wallet(1), {
+        peerId: provider.daemon.p2p.host.peerId.toString(),
+        stake: 10_000_000n,
+        machines: [TEST_MACHINE, TEST_MACHINE],
+      });
       for (const machineId of ids) machines.push({ machineId, ...TEST_MACHINE });
       await fund(devnet, renter, PRICE * BigInt(DURATION) * 2n);
       await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, PRICE * BigInt(DURATION) * 2n] } as never);
@@ -106,12 +110,20 @@ describe("attestor role: task liveness (issue 24, item 4)", function () {
       }
       const stoppedAt = Math.floor(Date.now() / 1000);
 
-      const ended = await waitFor("the opted-in lease faulted", async () => {
-        const lease = await readLease(devnet.admin.publicClient, market, watched);
-        return lease.status !== "Active" ? lease : undefined;
-      }, { timeoutMs: 60_000, intervalMs: 200 });
+      const ended = await waitFor(
+        "the opted-in lease faulted",
+        async () => {
+          const lease = await readLease(devnet.admin.publicClient, market, watched);
+          return lease.status !== "Active" ? lease : undefined;
+        },
+        { timeoutMs: 60_000, intervalMs: 200 },
+      );
       assert.equal(ended.endReason, "Faulted");
-      const record = await waitFor("the fault recorded as landed", () => attestors.map(({ attestor }) => attestor.faults!.get(watched)).find((entry) => entry?.status === "landed"), { timeoutMs: 15_000 });
+      const record = await waitFor(
+        "the fault recorded as landed",
+        () => attestors.map(({ attestor }) => attestor.faults!.get(watched)).find((entry) => entry?.status === "landed"),
+        { timeoutMs: 15_000 },
+      );
       assert.equal(record.fault.kind, FaultKind.unresponsive);
       assert.ok(record.fault.observedAt >= stoppedAt - 1, `observedAt ${record.fault.observedAt} is before the task stopped at ${stoppedAt}`);
 

@@ -70,7 +70,12 @@ describe("common/chain/tx: one typed way to send, one revert decoder, one permit
         outputs: [],
       },
     ] as const;
-    await sendContract(owner, { address: token, abi: permitAbi, functionName: "permit", args: [owner.account.address, spender, permit.value, permit.deadline, permit.v, permit.r, permit.s] });
+    await sendContract(owner, {
+      address: token,
+      abi: permitAbi,
+      functionName: "permit",
+      args: [owner.account.address, spender, permit.value, permit.deadline, permit.v, permit.r, permit.s],
+    });
     const allowance = await owner.publicClient.readContract({ address: token, abi: erc20Abi, functionName: "allowance", args: [owner.account.address, spender] });
     assert.equal(allowance, 777n);
   });

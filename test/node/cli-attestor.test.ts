@@ -16,7 +16,9 @@ describe("suanli devnet attestors and suanli attestor start (CLI)", function () 
 
   it("the devnet grants ATTESTOR_ROLE to the accounts asked for, and attestor start refuses a wallet without it", async () => {
     const dir = await mkdtemp(path.join(tmpdir(), "suanli-cli-attestor-"));
-    const devnet = spawn(process.execPath, [SUANLI_BIN, "devnet", "--port", "0", "--deployments", dir, "--attestors", "7,8", "--attestor-nodes", "", "--json"], { stdio: ["ignore", "pipe", "pipe"] });
+    const devnet = spawn(process.execPath, [SUANLI_BIN, "devnet", "--port", "0", "--deployments", dir, "--attestors", "7,8", "--attestor-nodes", "", "--json"], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     try {
       const described = await new Promise<{ rpcUrl: string; attestors: Address[]; contracts: { registry: Address } }>((resolve, reject) => {
         let stdout = "";
@@ -36,24 +38,30 @@ describe("suanli devnet attestors and suanli attestor start (CLI)", function () 
       assert.deepEqual(await Promise.all([7, 8, 9].map(isAttestor)), [true, true, false]);
 
       const config = path.join(dir, "attestor.json");
-      await writeFile(config, JSON.stringify({
-        dataDir: path.join(dir, "node"),
-        log: { level: "warn" },
-        chain: { rpcUrl: described.rpcUrl, deploymentsDir: dir, privateKey: devnetPrivateKey(9) },
-        p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], dht: { enabled: false } },
-      }));
+      await writeFile(
+        config,
+        JSON.stringify({
+          dataDir: path.join(dir, "node"),
+          log: { level: "warn" },
+          chain: { rpcUrl: described.rpcUrl, deploymentsDir: dir, privateKey: devnetPrivateKey(9) },
+          p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], dht: { enabled: false } },
+        }),
+      );
       const refused = await runCli(["attestor", "start", "--config", config]);
       assert.equal(refused.code, 1);
       assert.match(refused.stderr, /does not hold ATTESTOR_ROLE/);
 
       // An attestor's wallet runs; metrics.enabled serves its Prometheus endpoint (as under every start command).
-      await writeFile(config, JSON.stringify({
-        dataDir: path.join(dir, "node7"),
-        log: { level: "warn" },
-        chain: { rpcUrl: described.rpcUrl, deploymentsDir: dir, privateKey: devnetPrivateKey(7), pollingIntervalMs: 200 },
-        p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], dht: { enabled: false } },
-        attest: { challenge: { preset: "cpu-devnet" }, runner: { kind: "cpu", workers: 1 } },
-      }));
+      await writeFile(
+        config,
+        JSON.stringify({
+          dataDir: path.join(dir, "node7"),
+          log: { level: "warn" },
+          chain: { rpcUrl: described.rpcUrl, deploymentsDir: dir, privateKey: devnetPrivateKey(7), pollingIntervalMs: 200 },
+          p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], dht: { enabled: false } },
+          attest: { challenge: { preset: "cpu-devnet" }, runner: { kind: "cpu", workers: 1 } },
+        }),
+      );
       const attestor = startCli(["attestor", "start", "--config", config, "--json", "--metrics.enabled", "--metrics.port", "0"]);
       try {
         const ready = (await attestor.ready) as { address: Address; metricsUrl: string | null };

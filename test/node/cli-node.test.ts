@@ -61,7 +61,15 @@ describe("suanli node start / suanli devnet --api-port (CLI)", function () {
       const body = healthSchema.parse(await (await fetch(`${ready.apiUrl}/v1/health`)).json());
       return body.checks.find((check) => check.name === "index")?.status === "ok" ? body : undefined;
     });
-    assert.deepEqual(health.checks.map((check) => [check.name, check.status]), [["chain", "ok"], ["index", "ok"], ["p2p", "degraded"], ["offers", "ok"]]);
+    assert.deepEqual(
+      health.checks.map((check) => [check.name, check.status]),
+      [
+        ["chain", "ok"],
+        ["index", "ok"],
+        ["p2p", "degraded"],
+        ["offers", "ok"],
+      ],
+    );
     assert.equal(await node.stop("SIGTERM"), 0, node.stderr());
   });
 
@@ -74,7 +82,9 @@ describe("suanli node start / suanli devnet --api-port (CLI)", function () {
 
   it("runs the devnet with a node and demo providers that register on-chain and publish offers", async () => {
     const deployments = path.join(dir, "devnet-deployments");
-    const devnetCli = startCli(["devnet", "--port", "0", "--api-port", "0", "--demo-offers", "--attestor-nodes", "", "--deployments", deployments, "--json"], { timeoutMs: 90_000 });
+    const devnetCli = startCli(["devnet", "--port", "0", "--api-port", "0", "--demo-offers", "--attestor-nodes", "", "--deployments", deployments, "--json"], {
+      timeoutMs: 90_000,
+    });
     running.push(devnetCli);
     const ready = (await devnetCli.ready) as { apiUrl: string; chainId: number; contracts: { market: `0x${string}` }; demoProviders: string[]; node: { addrs: string[] } };
     assert.equal(ready.demoProviders.length, 3);
@@ -130,7 +140,10 @@ describe("suanli node start / suanli devnet --api-port (CLI)", function () {
       "api.enabled": "true",
       "log.level": "debug",
     });
-    assert.throws(() => parseConfigFlags(["stray"]), (error: Error & { exitCode?: number }) => error.name === "CliError" && error.exitCode === 2);
+    assert.throws(
+      () => parseConfigFlags(["stray"]),
+      (error: Error & { exitCode?: number }) => error.name === "CliError" && error.exitCode === 2,
+    );
     assert.throws(() => parseConfigFlags(["--api..port", "1"]), { name: "CliError" });
   });
 

@@ -8,9 +8,7 @@ import { ConfigError, envNameFor, loadConfig } from "../../node/config/load.js";
 const schema = z.strictObject({
   dataDir: z.string().default(".suanli"),
   log: z.strictObject({ level: z.enum(["debug", "info"]).default("info") }).prefault({}),
-  chain: z
-    .strictObject({ rpcUrl: z.string().url().default("http://127.0.0.1:8545"), chainId: z.number().int().optional() })
-    .prefault({}),
+  chain: z.strictObject({ rpcUrl: z.string().url().default("http://127.0.0.1:8545"), chainId: z.number().int().optional() }).prefault({}),
   p2p: z.strictObject({ listen: z.array(z.string()).default([]), maxPeers: z.number().int().positive().default(50) }).prefault({}),
 });
 

@@ -74,10 +74,7 @@ describe("devnet deployment (embedded chain)", () => {
       args: [renter, 1_000_000n],
     });
     await clients.publicClient.waitForTransactionReceipt({ hash });
-    assert.equal(
-      await reader.readContract({ address: manifest.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [renter] }),
-      1_000_000n,
-    );
+    assert.equal(await reader.readContract({ address: manifest.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [renter] }), 1_000_000n);
   });
 
   it("grants attestors, applies parameter overrides and hands governance over", async () => {

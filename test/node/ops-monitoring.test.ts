@@ -145,21 +145,18 @@ describe("operator dashboards and alerts (ops/)", function () {
       }
       assert.match(rule.labels?.severity ?? "", /^(warning|critical)$/, `alert ${rule.alert} has no severity`);
     }
-    assert.deepEqual(
-      alerts.map((rule) => rule.alert).sort(),
-      [
-        "SuanliAttestationExpiring",
-        "SuanliAttestationLost",
-        "SuanliChainRpcUnreachable",
-        "SuanliClaimsFailing",
-        "SuanliDiskNearlyFull",
-        "SuanliGpuPowerCapped",
-        "SuanliGpuTooHot",
-        "SuanliNoOffersPublished",
-        "SuanliNodeDown",
-        "SuanliTransactionsFailing",
-      ],
-    );
+    assert.deepEqual(alerts.map((rule) => rule.alert).sort(), [
+      "SuanliAttestationExpiring",
+      "SuanliAttestationLost",
+      "SuanliChainRpcUnreachable",
+      "SuanliClaimsFailing",
+      "SuanliDiskNearlyFull",
+      "SuanliGpuPowerCapped",
+      "SuanliGpuTooHot",
+      "SuanliNoOffersPublished",
+      "SuanliNodeDown",
+      "SuanliTransactionsFailing",
+    ]);
   });
 
   it("promtool accepts the rules and their unit tests pass (promtool check rules, promtool test rules)", async () => {

@@ -63,7 +63,19 @@ describe("provider agent parts", function () {
       assert.equal(second, first + 1n);
       assert.ok(first >= 1_000_000_000n, "renter-bound nonces stay clear of the public offers' nonce 0");
       assert.equal(book.table.hold({ id: second.toString(), machineId: 1, units: 2, renter: RENTER }).ok, true);
-      book.addTerms({ holdId: second.toString(), reserveNonce: `0x${"ab".repeat(32)}`, renter: RENTER, machineId: 1, units: 2, duration: 60, interruptible: false, pricePerUnitSecond: 100n, deposit: 12_000n, collateral: 1_200n, expiresAt: now + 60_000 });
+      book.addTerms({
+        holdId: second.toString(),
+        reserveNonce: `0x${"ab".repeat(32)}`,
+        renter: RENTER,
+        machineId: 1,
+        units: 2,
+        duration: 60,
+        interruptible: false,
+        pricePerUnitSecond: 100n,
+        deposit: 12_000n,
+        collateral: 1_200n,
+        expiresAt: now + 60_000,
+      });
       book.markNonceUsed(`0x${"AB".repeat(32)}`, now + 600_000);
       await book.persist();
       await store.close();

@@ -90,7 +90,13 @@ describe("provider agent: a lease from reserve to payment", function () {
     assert.equal(status.exitCode, 0);
     assert.equal(status.error, null);
     const completion = status.completion!;
-    const signer = await recoverTypedDataAddress({ domain: renter.domain, types: suanliTypes, primaryType: "Completion", message: completion.report, signature: completion.signature });
+    const signer = await recoverTypedDataAddress({
+      domain: renter.domain,
+      types: suanliTypes,
+      primaryType: "Completion",
+      message: completion.report,
+      signature: completion.signature,
+    });
     assert.equal(signer, provider.peer.address);
     assert.ok(completion.report.unitSeconds >= 1n);
 
@@ -107,7 +113,10 @@ describe("provider agent: a lease from reserve to payment", function () {
     // Paid exactly units x price x the seconds it ran; the renter got the rest back.
     assert.equal(ended.providerTotal, 1n * 100n * BigInt(ended.stopAt - activated.activatedAt));
     assert.equal(ended.refund, opened.deposit - ended.providerTotal);
-    assert.equal(claimed.reduce((a, b) => a + b, 0n), ended.providerTotal);
+    assert.equal(
+      claimed.reduce((a, b) => a + b, 0n),
+      ended.providerTotal,
+    );
     assert.equal((await renter.balance(provider.peer.address)) - providerBefore, ended.providerTotal);
     assert.equal(renterBefore - (await renter.balance()), ended.providerTotal);
 
@@ -119,7 +128,8 @@ describe("provider agent: a lease from reserve to payment", function () {
   it("keeps secret values out of the store and the metrics", async () => {
     const dump: string[] = [];
     for (let bucket = 0; bucket < 16; bucket++) {
-      for await (const [key, value] of provider.daemon.store.repository<unknown>(bucket as Bucket).entries()) dump.push(`${key}=${JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))}`);
+      for await (const [key, value] of provider.daemon.store.repository<unknown>(bucket as Bucket).entries())
+        dump.push(`${key}=${JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))}`);
     }
     const text = dump.join("\n");
     assert.ok(text.includes("[secret]"), "the stored spec marks the secret");

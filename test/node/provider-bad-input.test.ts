@@ -87,7 +87,10 @@ describe("provider agent: bad input", function () {
   });
 
   it("a bundle whose sha256 differs: nothing runs, the lease ends at once and the renter gets all but a second or two back", async () => {
-    const { status, settled, ended, reported, deposit } = await failingTask({ bundle: { url: good.url, sha256: "ab".repeat(32) }, command: "sh run.sh" }, "BundleDigestMismatchError");
+    const { status, settled, ended, reported, deposit } = await failingTask(
+      { bundle: { url: good.url, sha256: "ab".repeat(32) }, command: "sh run.sh" },
+      "BundleDigestMismatchError",
+    );
     assert.equal(status.state, "failed");
     assert.match(status.error!.message, /sha256/);
     assert.equal(status.startedAt, null);
@@ -99,7 +102,10 @@ describe("provider agent: bad input", function () {
   });
 
   it("an unreachable bundle URL: a fetch error, the lease ends the same way", async () => {
-    const { status, settled, reported, ended, leaseId } = await failingTask({ bundle: { url: "http://127.0.0.1:1/nothing.tar.gz", sha256: good.sha256 }, command: "sh run.sh" }, "BundleFetchError");
+    const { status, settled, reported, ended, leaseId } = await failingTask(
+      { bundle: { url: "http://127.0.0.1:1/nothing.tar.gz", sha256: good.sha256 }, command: "sh run.sh" },
+      "BundleFetchError",
+    );
     assert.match(status.error!.message, /127\.0\.0\.1:1/);
     assert.equal(settled.endReason, "Completed");
     assert.equal(reported?.exitCode, TASK_NOT_STARTED_EXIT_CODE);
@@ -165,7 +171,13 @@ describe("provider agent: bad input", function () {
     await assert.rejects(send({ auth, spec: { ...spec, command: "sh -c 'echo tampered'" } }), { name: "RenterAuthError" });
     assert.equal((await send({ auth, spec })).state, "accepted");
     await assert.rejects(send({ auth, spec }), { name: "RenterAuthError" });
-    const stale = await signLeaseRequest(renter.signer(), renter.domain, { leaseId, provider: provider.peer.address, action: "status", body: {}, nowSeconds: Math.floor(Date.now() / 1000) - 3_600 });
+    const stale = await signLeaseRequest(renter.signer(), renter.domain, {
+      leaseId,
+      provider: provider.peer.address,
+      action: "status",
+      body: {},
+      nowSeconds: Math.floor(Date.now() / 1000) - 3_600,
+    });
     const { STATUS_PROTOCOL } = await import("../../common/p2p/protocols.js");
     const { taskStatusSchema } = await import("../../common/protocols/lease.js");
     await assert.rejects(request(renter.host, multiaddr(provider.peer.addr), STATUS_PROTOCOL, { auth: stale }, { responseSchema: taskStatusSchema }), { name: "RenterAuthError" });

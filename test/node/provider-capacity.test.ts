@@ -198,7 +198,11 @@ describe("capacity manager", () => {
     // The provider agent's metrics listener does exactly this on every mode event.
     m.on("mode", () => {
       const modes = m.modes();
-      seen.push(Object.values(modes).map((unit) => unit.mode).join(","));
+      seen.push(
+        Object.values(modes)
+          .map((unit) => unit.mode)
+          .join(","),
+      );
     });
     await m.start();
     await m.assign("spot", ["u0", "u1"], "interruptible");
@@ -235,7 +239,15 @@ describe("capacity manager", () => {
 
     const stubborn = new CapacityManager({
       units: [{ id: "u0", device: "GPU-0000" }],
-      idle: { command: [NODE, "-e", "process.on('SIGTERM', () => {}); require('fs').writeFileSync(process.argv[1], String(process.pid)); setInterval(() => {}, 1000);", path.join(dir, "stubborn.pid")], stopGraceMs: 200 },
+      idle: {
+        command: [
+          NODE,
+          "-e",
+          "process.on('SIGTERM', () => {}); require('fs').writeFileSync(process.argv[1], String(process.pid)); setInterval(() => {}, 1000);",
+          path.join(dir, "stubborn.pid"),
+        ],
+        stopGraceMs: 200,
+      },
     });
     manager = stubborn;
     await stubborn.start();
@@ -245,4 +257,3 @@ describe("capacity manager", () => {
     assert.deepEqual(stubborn.idleProcesses(), []);
   });
 });
-

@@ -8,7 +8,10 @@ import { ChainClock } from "../../node/provider/agent/chain-clock.js";
 /** A clock whose wall time runs `skewMs` off the real time, and a real time the test moves. */
 function clocks(skewMs: number) {
   const t = { realMs: 1_800_000_000_000, monotonicMs: 0 };
-  const clock = new ChainClock(() => t.realMs + skewMs, () => t.monotonicMs);
+  const clock = new ChainClock(
+    () => t.realMs + skewMs,
+    () => t.monotonicMs,
+  );
   const advance = (ms: number) => {
     t.realMs += ms;
     t.monotonicMs += ms;

@@ -120,7 +120,12 @@ describe("container runtime: engine flags (argv)", () => {
       await mkdir(path.join(dir, "sys", "kernel"), { recursive: true });
       await writeFile(
         path.join(dir, "limits"),
-        ["Limit                     Soft Limit           Hard Limit           Units     ", "Max processes             96365                96365                processes ", "Max open files            1024                 20000                files     ", ""].join("\n"),
+        [
+          "Limit                     Soft Limit           Hard Limit           Units     ",
+          "Max processes             96365                96365                processes ",
+          "Max open files            1024                 20000                files     ",
+          "",
+        ].join("\n"),
       );
       await writeFile(path.join(dir, "sys", "fs", "nr_open"), "1048576\n");
       await writeFile(path.join(dir, "sys", "kernel", "pid_max"), "32768\n");
@@ -128,8 +133,14 @@ describe("container runtime: engine flags (argv)", () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
-    const output = ['time="2026-12-01T16:41:39Z" level=warning msg="something"', "Error: runc: runc create failed: unable to start container process: error setting rlimit type 7: operation not permitted: OCI permission denied"].join("\n");
-    assert.equal(engineErrorLine(output), "runc: runc create failed: unable to start container process: error setting rlimit type 7: operation not permitted: OCI permission denied");
+    const output = [
+      'time="2026-12-01T16:41:39Z" level=warning msg="something"',
+      "Error: runc: runc create failed: unable to start container process: error setting rlimit type 7: operation not permitted: OCI permission denied",
+    ].join("\n");
+    assert.equal(
+      engineErrorLine(output),
+      "runc: runc create failed: unable to start container process: error setting rlimit type 7: operation not permitted: OCI permission denied",
+    );
     assert.equal(isCommandError(engineErrorLine(output)), undefined, "an rlimit error is the engine's, not a missing command");
     assert.equal(isCommandError('exec: "/x": stat /x: no such file or directory: OCI runtime attempted to invoke a command that was not found'), "not-found");
   });
@@ -168,7 +179,15 @@ describe("container runtime: real containers (Podman)", function () {
     hard.openFiles = limits.openFiles ?? 0;
     hard.processes = limits.processes ?? 0;
     // openFiles above the host's hard limit on purpose: the runtime clamps it (Podman would fail).
-    runtime = new ContainerRuntime({ workspaceRoot: root, engine: "podman", network: false, limits: { openFiles: 10_000_000 }, gpus: false, fetchPolicy: LOCAL_IMAGES, stopGraceMs: 2_000 });
+    runtime = new ContainerRuntime({
+      workspaceRoot: root,
+      engine: "podman",
+      network: false,
+      limits: { openFiles: 10_000_000 },
+      gpus: false,
+      fetchPolicy: LOCAL_IMAGES,
+      stopGraceMs: 2_000,
+    });
     await runtime.verify();
   });
   after(async () => {
@@ -181,7 +200,8 @@ describe("container runtime: real containers (Podman)", function () {
       taskId: "run-1",
       spec: spec({
         image: BUSYBOX_IMAGE,
-        command: 'echo "nofile $(ulimit -n) nproc $(ulimit -u)"; echo one; sleep 1; mkdir -p output/sub; echo result > output/a.txt; echo deep > output/sub/b.txt; echo oops >&2; echo two',
+        command:
+          'echo "nofile $(ulimit -n) nproc $(ulimit -u)"; echo one; sleep 1; mkdir -p output/sub; echo result > output/a.txt; echo deep > output/sub/b.txt; echo oops >&2; echo two',
       }),
       devices: [],
       durationMs: 60_000,
@@ -232,12 +252,15 @@ describe("container runtime: real containers (Podman)", function () {
 
   it("an engine that cannot start the container is the provider's ContainerEngineError (unresolvable CDI device; container gone under the client)", async () => {
     const withGpus = new ContainerRuntime({ workspaceRoot: root, engine: "podman", network: false, fetchPolicy: LOCAL_IMAGES });
-    await assert.rejects(withGpus.prepare({ taskId: "cdi", spec: spec({ image: BUSYBOX_IMAGE, command: "true" }), devices: ["GPU-00000000-0000-0000-0000-000000000000"], durationMs: 60_000 }), (error: unknown) => {
-      assert.equal((error as Error).name, "ContainerEngineError");
-      assert.equal((error as { blame: string }).blame, "provider");
-      assert.match((error as Error).message, /unresolvable CDI devices/);
-      return true;
-    });
+    await assert.rejects(
+      withGpus.prepare({ taskId: "cdi", spec: spec({ image: BUSYBOX_IMAGE, command: "true" }), devices: ["GPU-00000000-0000-0000-0000-000000000000"], durationMs: 60_000 }),
+      (error: unknown) => {
+        assert.equal((error as Error).name, "ContainerEngineError");
+        assert.equal((error as { blame: string }).blame, "provider");
+        assert.match((error as Error).message, /unresolvable CDI devices/);
+        return true;
+      },
+    );
     // After prepare, the engine loses the container: `start --attach` fails, never the task's exit.
     const task = await runtime.prepare({ taskId: "gone", spec: spec({ image: BUSYBOX_IMAGE, command: "true" }), devices: [], durationMs: 60_000 });
     await podman("rm", "--force", containerName("gone"));
@@ -250,15 +273,28 @@ describe("container runtime: real containers (Podman)", function () {
   });
 
   it("stop: SIGTERM reaches the task (its notice), and a container ignoring SIGTERM is killed at the grace deadline", async () => {
-    const polite = await runtime.prepare({ taskId: "polite", spec: spec({ image: BUSYBOX_IMAGE, command: 'trap "echo got SIGTERM; exit 0" TERM; echo ready; while true; do sleep 0.1; done' }), devices: [], durationMs: 60_000 });
+    const polite = await runtime.prepare({
+      taskId: "polite",
+      spec: spec({ image: BUSYBOX_IMAGE, command: 'trap "echo got SIGTERM; exit 0" TERM; echo ready; while true; do sleep 0.1; done' }),
+      devices: [],
+      durationMs: 60_000,
+    });
     await polite.start();
     await waitFor("the polite task to run", () => polite.readLogs().lines.some((line) => line.text === "ready"), { timeoutMs: 30_000 });
     const politeResult = await polite.stop(5_000);
     assert.equal(politeResult.status, "stopped");
-    assert.ok(polite.readLogs().lines.some((line) => line.text === "got SIGTERM"), "the task got its notice");
+    assert.ok(
+      polite.readLogs().lines.some((line) => line.text === "got SIGTERM"),
+      "the task got its notice",
+    );
     await polite.cleanup();
 
-    const stubborn = await runtime.prepare({ taskId: "stubborn", spec: spec({ image: BUSYBOX_IMAGE, command: 'trap "echo ignoring SIGTERM" TERM; echo ready; while true; do sleep 0.1; done' }), devices: [], durationMs: 60_000 });
+    const stubborn = await runtime.prepare({
+      taskId: "stubborn",
+      spec: spec({ image: BUSYBOX_IMAGE, command: 'trap "echo ignoring SIGTERM" TERM; echo ready; while true; do sleep 0.1; done' }),
+      devices: [],
+      durationMs: 60_000,
+    });
     await stubborn.start();
     await waitFor("the stubborn task to run", () => stubborn.readLogs().lines.some((line) => line.text === "ready"), { timeoutMs: 30_000 });
     const stoppedAt = Date.now();
@@ -313,8 +349,10 @@ describe("container runtime: real containers (Podman)", function () {
     assert.ok(hostAddress, "the host has a non-loopback IPv4 address");
     const loopback = await listen("127.0.0.1");
     const everywhere = await listen("0.0.0.0");
-    const connect = (host: string, port: number, label: string) => `if printf x | nc -w 3 ${host} ${port} >/dev/null 2>&1; then echo "${label} reachable"; else echo "${label} refused"; fi`;
-    const command = (loopbackPort: number, hostPort: number) => [connect("127.0.0.1", loopbackPort, "loopback"), connect("10.0.2.2", loopbackPort, "gateway"), connect(hostAddress, hostPort, "host")].join("; ");
+    const connect = (host: string, port: number, label: string) =>
+      `if printf x | nc -w 3 ${host} ${port} >/dev/null 2>&1; then echo "${label} reachable"; else echo "${label} refused"; fi`;
+    const command = (loopbackPort: number, hostPort: number) =>
+      [connect("127.0.0.1", loopbackPort, "loopback"), connect("10.0.2.2", loopbackPort, "gateway"), connect(hostAddress, hostPort, "host")].join("; ");
     try {
       const lp = (loopback.address() as { port: number }).port;
       const hp = (everywhere.address() as { port: number }).port;
@@ -326,7 +364,14 @@ describe("container runtime: real containers (Podman)", function () {
       assert.ok(texts.includes("loopback refused") && texts.includes("gateway refused") && texts.includes("host refused"), texts.join("\n"));
       await task.cleanup();
 
-      const allowed = new ContainerRuntime({ workspaceRoot: root, engine: "podman", network: true, gpus: false, fetchPolicy: LOCAL_IMAGES, networkAllow: { networks: [`${hostAddress}/32`] } });
+      const allowed = new ContainerRuntime({
+        workspaceRoot: root,
+        engine: "podman",
+        network: true,
+        gpus: false,
+        fetchPolicy: LOCAL_IMAGES,
+        networkAllow: { networks: [`${hostAddress}/32`] },
+      });
       const open = await allowed.prepare({ taskId: "net-allowed", spec: spec({ image: BUSYBOX_IMAGE, command: command(lp, hp) }), devices: [], durationMs: 60_000 });
       await open.start();
       await open.wait();
@@ -345,7 +390,15 @@ describe("container runtime: real containers (Podman)", function () {
     await writeFile(fakeCrun, '#!/bin/sh\necho "cgroups in hybrid mode not supported, drop all controllers from cgroupv2" >&2\nexit 1\n');
     await chmod(fakeCrun, 0o755);
     const logger = recordingLogger();
-    const fallback = new ContainerRuntime({ workspaceRoot: path.join(dir, "fallback"), engine: "podman", network: false, gpus: false, ociRuntimes: [fakeCrun, "runc"], fetchPolicy: LOCAL_IMAGES, logger });
+    const fallback = new ContainerRuntime({
+      workspaceRoot: path.join(dir, "fallback"),
+      engine: "podman",
+      network: false,
+      gpus: false,
+      ociRuntimes: [fakeCrun, "runc"],
+      fetchPolicy: LOCAL_IMAGES,
+      logger,
+    });
     const isolation = await fallback.verify();
     assert.match(isolation.description, /with runc/);
     assert.equal(logger.warnings.filter((line) => /cannot start a container here; using runc/.test(line)).length, 1);

@@ -81,7 +81,14 @@ describe("provider fetch policy (bundle URLs)", function () {
 
   it("refuses loopback, link-local and private addresses, by literal or by name, before any request", async () => {
     const port = new URL(internalUrl).port;
-    for (const url of [`${internalUrl}/bundle`, `http://localhost:${port}/bundle`, `http://[::1]:${port}/x`, "http://169.254.169.254/latest/meta-data/", "http://10.0.0.1/x", "http://[::ffff:127.0.0.1]/x"]) {
+    for (const url of [
+      `${internalUrl}/bundle`,
+      `http://localhost:${port}/bundle`,
+      `http://[::1]:${port}/x`,
+      "http://169.254.169.254/latest/meta-data/",
+      "http://10.0.0.1/x",
+      "http://[::ffff:127.0.0.1]/x",
+    ]) {
       await assert.rejects(fetchTo(url), refused, url);
     }
     const before = requestsToOther;
@@ -109,7 +116,21 @@ describe("provider fetch policy (bundle URLs)", function () {
   });
 
   it("classifies addresses with the unwrapped IPv4 of mapped IPv6 and honours allow-listed ranges", () => {
-    for (const address of ["127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.0.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "::1", "fe80::1", "fd00::1", "::ffff:10.0.0.1", "224.0.0.1", "198.51.100.7"]) {
+    for (const address of [
+      "127.0.0.1",
+      "10.1.2.3",
+      "172.16.0.1",
+      "192.168.0.1",
+      "169.254.169.254",
+      "100.64.0.1",
+      "0.0.0.0",
+      "::1",
+      "fe80::1",
+      "fd00::1",
+      "::ffff:10.0.0.1",
+      "224.0.0.1",
+      "198.51.100.7",
+    ]) {
       assert.equal(checkAddress(address).allowed, false, address);
     }
     for (const address of ["8.8.8.8", "1.1.1.1", "2606:4700::1111"]) assert.equal(checkAddress(address).allowed, true, address);
@@ -120,10 +141,28 @@ describe("provider fetch policy (bundle URLs)", function () {
 
   it("refuses container image references that name a host transport or a private registry", () => {
     const policy = compileFetchPolicy();
-    for (const image of ["nvcr.io/nvidia/pytorch:24.03-py3", "ubuntu:24.04", "library/busybox", "ghcr.io/org/img@sha256:" + "a".repeat(64), "registry.example.com:5000/team/img:1"]) {
+    for (const image of [
+      "nvcr.io/nvidia/pytorch:24.03-py3",
+      "ubuntu:24.04",
+      "library/busybox",
+      "ghcr.io/org/img@sha256:" + "a".repeat(64),
+      "registry.example.com:5000/team/img:1",
+    ]) {
       assert.doesNotThrow(() => checkImageReference(image, policy), image);
     }
-    for (const image of ["oci-archive:/var/lib/suanli/x.tar", "docker-archive:/etc/shadow", "dir:/root", "containers-storage:busybox", "docker-daemon:img:latest", "docker://127.0.0.1:5000/x", "localhost:5000/img", "127.0.0.1:5000/img", "10.0.0.7/team/img", "[::1]:5000/img", "169.254.169.254/x"]) {
+    for (const image of [
+      "oci-archive:/var/lib/suanli/x.tar",
+      "docker-archive:/etc/shadow",
+      "dir:/root",
+      "containers-storage:busybox",
+      "docker-daemon:img:latest",
+      "docker://127.0.0.1:5000/x",
+      "localhost:5000/img",
+      "127.0.0.1:5000/img",
+      "10.0.0.7/team/img",
+      "[::1]:5000/img",
+      "169.254.169.254/x",
+    ]) {
       assert.throws(() => checkImageReference(image, policy), refused, image);
     }
     assert.doesNotThrow(() => checkImageReference("127.0.0.1:5000/img", compileFetchPolicy({ allowNetworks: ["127.0.0.1"] })));

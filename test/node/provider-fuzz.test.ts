@@ -75,7 +75,13 @@ type Outcome = { kind: "answer"; ok: boolean; name?: string; ms: number } | { ki
  * Opens a stream, writes `bytes` (already framed as the attack wants) or runs `bytes(stream)`,
  * optionally closes the writing side, and returns how the provider answered.
  */
-async function exchange(host: SuanliHost, addr: string, protocol: string, bytes: Uint8Array | ((stream: Stream) => Promise<void>), options: { closeWrite?: boolean } = {}): Promise<Outcome> {
+async function exchange(
+  host: SuanliHost,
+  addr: string,
+  protocol: string,
+  bytes: Uint8Array | ((stream: Stream) => Promise<void>),
+  options: { closeWrite?: boolean } = {},
+): Promise<Outcome> {
   const started = Date.now();
   let stream: Stream;
   try {

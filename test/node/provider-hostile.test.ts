@@ -63,7 +63,7 @@ describe("provider agent: hostile renters at the reserve protocol", function () 
       assert.equal(replies.filter((reply) => reply.accepted).length, 1, replies.map((r) => (r.accepted ? "accepted" : `${r.reason}: ${r.message}`)).join("; "));
       for (const reply of replies.filter((r) => !r.accepted)) {
         assert.equal(reply.accepted ? "" : reply.reason, "invalid-request");
-        assert.match(reply.accepted ? "" : reply.message ?? "", /nonce was already used/);
+        assert.match(reply.accepted ? "" : (reply.message ?? ""), /nonce was already used/);
       }
     }
     assert.equal(provider.agent.reservations.holdsOfRenter(alice!.address).count, 2);
@@ -73,7 +73,7 @@ describe("provider agent: hostile renters at the reserve protocol", function () 
     for (const reply of more) {
       assert.equal(reply.accepted, false);
       assert.equal(reply.accepted ? "" : reply.reason, "busy");
-      assert.match(reply.accepted ? "" : reply.message ?? "", /already holds 2 reservations here \(at most 2\)/);
+      assert.match(reply.accepted ? "" : (reply.message ?? ""), /already holds 2 reservations here \(at most 2\)/);
     }
     // The relay peer holds three (its cap) after Bob's; Carol, through the same relay, is refused.
     assert.equal((await sendReserve(relay, provider.peer, await signedReserve(bob!, provider.peer, { machineId, ...base }))).accepted, true);
@@ -86,7 +86,7 @@ describe("provider agent: hostile renters at the reserve protocol", function () 
     assert.equal((await poor!.reserve(provider.peer, { machineId, ...base })).accepted, true);
     const second = await poor!.reserve(provider.peer, { machineId, ...base });
     assert.equal(second.accepted ? "" : second.reason, "renter-unfunded");
-    assert.match(second.accepted ? "" : second.message ?? "", /6000 of it is promised to its 1 live holds/);
+    assert.match(second.accepted ? "" : (second.message ?? ""), /6000 of it is promised to its 1 live holds/);
     // Units left for everyone else: 8 − (2 alice + 1 bob + 1 carol + 1 poor).
     assert.equal(provider.agent.reservations.table.available(machineId), 3);
   });
@@ -101,11 +101,11 @@ describe("provider agent: hostile renters at the reserve protocol", function () 
     // Alice let two expire (her limit): refused wherever she asks from.
     const again = await alice!.reserve(provider.peer, { machineId, ...base });
     assert.equal(again.accepted ? "" : again.reason, "busy");
-    assert.match(again.accepted ? "" : again.message ?? "", /let 2 holds expire without opening a lease/);
+    assert.match(again.accepted ? "" : (again.message ?? ""), /let 2 holds expire without opening a lease/);
     // The relay let three expire (Alice's two and Bob's): a fresh wallet through it is refused ...
     const relayed = await sendReserve(relay, provider.peer, await signedReserve(dave!, provider.peer, { machineId, ...base }));
     assert.equal(relayed.accepted ? "" : relayed.reason, "busy");
-    assert.match(relayed.accepted ? "" : relayed.message ?? "", /^Peer .* let 3 holds expire/);
+    assert.match(relayed.accepted ? "" : (relayed.message ?? ""), /^Peer .* let 3 holds expire/);
     // ... while Bob (one unopened hold) from his own peer, and Carol, still get units.
     assert.equal((await bob!.reserve(provider.peer, { machineId, ...base })).accepted, true);
     const carolsLease = await carol!.rent(provider.peer, { machineId, ...base });
@@ -159,13 +159,24 @@ describe("provider agent: strangers at the lease protocols", function () {
       // A signature that is not a signature of this request, one for another provider, a stale one, a tampered body.
       const forged = { ...(await authFor(stranger, id, "status", {})), signature: `0x${"11".repeat(65)}` };
       await assert.rejects(send(STATUS_PROTOCOL, { auth: forged }, taskStatusSchema), { name: "RenterAuthError" });
-      await assert.rejects(send(STATUS_PROTOCOL, { auth: await authFor(stranger, id, "status", {}, { provider: stranger.address }) }, taskStatusSchema), { name: "RenterAuthError" });
-      await assert.rejects(send(STATUS_PROTOCOL, { auth: await authFor(stranger, id, "status", {}, { nowSeconds: Math.floor(Date.now() / 1000) - 3_600 }) }, taskStatusSchema), { name: "RenterAuthError" });
+      await assert.rejects(send(STATUS_PROTOCOL, { auth: await authFor(stranger, id, "status", {}, { provider: stranger.address }) }, taskStatusSchema), {
+        name: "RenterAuthError",
+      });
+      await assert.rejects(send(STATUS_PROTOCOL, { auth: await authFor(stranger, id, "status", {}, { nowSeconds: Math.floor(Date.now() / 1000) - 3_600 }) }, taskStatusSchema), {
+        name: "RenterAuthError",
+      });
       const taskAuth = await authFor(stranger, id, "task", { spec });
       await assert.rejects(send(TASK_PROTOCOL, { auth: taskAuth, spec: { ...spec, command: "sh -c 'echo other'" } }, taskAnswerSchema), { name: "RenterAuthError" });
       // Well signed by a stranger, for a lease that does not exist: still no read of a lease.
       for (const action of ["status", "cancel"] as const) {
-        await assert.rejects(send(action === "status" ? STATUS_PROTOCOL : CANCEL_PROTOCOL, { auth: await authFor(stranger, id, action, {}) }, action === "status" ? taskStatusSchema : cancelAnswerSchema), { name: "RenterAuthError" });
+        await assert.rejects(
+          send(
+            action === "status" ? STATUS_PROTOCOL : CANCEL_PROTOCOL,
+            { auth: await authFor(stranger, id, action, {}) },
+            action === "status" ? taskStatusSchema : cancelAnswerSchema,
+          ),
+          { name: "RenterAuthError" },
+        );
       }
       const logsBody = { fromSeq: 0, waitMs: 0, limit: 10 };
       await assert.rejects(send(LOGS_PROTOCOL, { auth: await authFor(stranger, id, "logs", logsBody), ...logsBody }, logsAnswerSchema), { name: "RenterAuthError" });
@@ -201,7 +212,10 @@ describe("provider agent: strangers at the lease protocols", function () {
     const envelope = JSON.parse(new TextDecoder().decode((await lp.read({ signal: AbortSignal.timeout(10_000) })).subarray())) as { ok: boolean; error?: { name: string } };
     assert.equal(envelope.ok, false);
     assert.equal(envelope.error?.name, "InvalidMessageError");
-    assert.equal(await counterValue(provider.daemon.metrics.registry, "suanli_p2p_request_errors_total", { protocol: STATUS_PROTOCOL, name: "InvalidMessageError" }), errorsBefore + 1);
+    assert.equal(
+      await counterValue(provider.daemon.metrics.registry, "suanli_p2p_request_errors_total", { protocol: STATUS_PROTOCOL, name: "InvalidMessageError" }),
+      errorsBefore + 1,
+    );
     await renter.waitStatus(provider.peer, leaseId, (s) => s.state === "succeeded", "the renter's task to finish");
   });
 

@@ -123,7 +123,9 @@ describe("idle power: lower idle GPUs' power limits, restore before a task", () 
       assert.match(metrics, /action="restore",outcome="ok"} 1/);
       // The lease ends (the task exited): the GPU is idle again and goes back to the idle limit.
       await renter.waitLease(leaseId, ["Ended", "Settled"], 30_000);
-      await waitFor("the GPU lowered again", async () => ((await powerCalls()).filter((line) => line === restored.replace("-pl 700", "-pl 280")).length === 2 ? true : undefined), { timeoutMs: 30_000 });
+      await waitFor("the GPU lowered again", async () => ((await powerCalls()).filter((line) => line === restored.replace("-pl 700", "-pl 280")).length === 2 ? true : undefined), {
+        timeoutMs: 30_000,
+      });
     });
   });
 });

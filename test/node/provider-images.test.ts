@@ -44,10 +44,7 @@ describe("container images: registry pulls, archive loads, the cache and its pru
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  const engineCalls = async (verb: string) =>
-    (await readFile(engineLog, "utf8").catch(() => ""))
-      .split("\n")
-      .filter((line) => line.split(" ")[0] === verb);
+  const engineCalls = async (verb: string) => (await readFile(engineLog, "utf8").catch(() => "")).split("\n").filter((line) => line.split(" ")[0] === verb);
 
   function store(overrides: Partial<ConstructorParameters<typeof ImageStore>[0]> = {}): ImageStore {
     return new ImageStore({
@@ -249,7 +246,10 @@ describe("container images: registry pulls, archive loads, the cache and its pru
     await images.prune();
     assert.equal(await imageId(pa.reference), undefined, "A (least recently used, free) was removed");
     assert.ok(await imageId(pb.reference), "B is still held");
-    assert.deepEqual((await images.list()).map((entry) => [entry.name, entry.inUse]), [[pb.reference, true]]);
+    assert.deepEqual(
+      (await images.list()).map((entry) => [entry.name, entry.inUse]),
+      [[pb.reference, true]],
+    );
     heldB.release();
     await images.prune();
     assert.ok(await imageId(pb.reference), "B alone fits: kept for the next task");
@@ -264,11 +264,14 @@ describe("container images: registry pulls, archive loads, the cache and its pru
 
   it("refuses transports in `image` at the schema and in the runtime: docker-archive:/path never loads a file of the provider", async () => {
     for (const image of ["docker-archive:/etc/passwd", "oci:/var/lib/x", "oci-archive:/tmp/x.tar", "containers-storage:localhost/x", "dir:/tmp/x"]) {
-      assert.throws(() => spec({ image, command: "true" }), (error: Error) => {
-        assert.equal(error.name, "InvalidInputError");
-        assert.match(error.message, /is a transport, not a registry reference/);
-        return true;
-      });
+      assert.throws(
+        () => spec({ image, command: "true" }),
+        (error: Error) => {
+          assert.equal(error.name, "InvalidInputError");
+          assert.match(error.message, /is a transport, not a registry reference/);
+          return true;
+        },
+      );
     }
     const runtime = new ContainerRuntime({ workspaceRoot: path.join(dir, "ws-transport"), engine: "podman", enginePaths: { podman: engine }, fetchPolicy: policy });
     const forged = { image: "docker-archive:/etc/passwd", command: "true", env: {} } as unknown as TaskSpec;
@@ -318,6 +321,9 @@ describe("container images: registry pulls, archive loads, the cache and its pru
     assert.ok(fromArchive.lines.includes(`stdout: run-${suffix}`));
     assert.match(fromArchive.lines[0]!, /: loaded in [0-9.]+ s before the lease started/);
     assert.equal(fromArchive.result.outputDigest, first.result.outputDigest);
-    assert.ok((await runtime.images.list()).every((entry) => !entry.inUse), "every image released after its task");
+    assert.ok(
+      (await runtime.images.list()).every((entry) => !entry.inUse),
+      "every image released after its task",
+    );
   });
 });

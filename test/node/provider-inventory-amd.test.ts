@@ -8,7 +8,17 @@ import { resolveGpuName } from "../../common/matching/gpu-type.js";
 import { nodeConfigSchema } from "../../node/config/schema.js";
 import { inventoryFromAmd, renderNodeOf } from "../../node/provider/inventory/amd.js";
 import { buildContainerCreateArgs } from "../../node/provider/runtime/container-args.js";
-import { AMD_SMI_METRIC_ARGS, AMD_SMI_STATIC_ARGS, AmdSmiParseError, ROCM_SMI_ARGS, amdCanonicalName, amdValue, parseAmdSmi, parseRocmSmi, visibleAmdGpus } from "../../node/provider/inventory/amd-smi.js";
+import {
+  AMD_SMI_METRIC_ARGS,
+  AMD_SMI_STATIC_ARGS,
+  AmdSmiParseError,
+  ROCM_SMI_ARGS,
+  amdCanonicalName,
+  amdValue,
+  parseAmdSmi,
+  parseRocmSmi,
+  visibleAmdGpus,
+} from "../../node/provider/inventory/amd-smi.js";
 import { metricsForUnits, type CommandRunner } from "../../node/provider/inventory/inventory.js";
 import { gpuSampler, loadInventory } from "../../node/provider/provider.js";
 
@@ -39,14 +49,27 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
       { model: inventory.machines[0]!.model, units: inventory.machines[0]!.units.length, vramMiB: inventory.machines[0]!.vramMiB, region: inventory.machines[0]!.region },
       { model: "MI300X-192GB", units: 8, vramMiB: 196_592, region: "us-east" },
     );
-    assert.deepEqual(inventory.units.map((unit) => unit.device), ["0", "1", "2", "3", "4", "5", "6", "7"], "tasks get ROCm indices");
+    assert.deepEqual(
+      inventory.units.map((unit) => unit.device),
+      ["0", "1", "2", "3", "4", "5", "6", "7"],
+      "tasks get ROCm indices",
+    );
   });
 
   it("reads an MI250X node (ROCm 6.4 gpu_data shape, a warning before the JSON): one unit per GCD, power on one GCD per package", async () => {
     const gpus = parseAmdSmi({ static: await fixture("mi250-static.json"), metric: await fixture("mi250-metric.json") });
     assert.equal(gpus.length, 8);
-    assert.deepEqual(gpus.map((gpu) => gpu.powerDrawW), [96, null, 489, null, 91, null, 90, null]);
-    assert.deepEqual(gpus.slice(2, 4).map((gpu) => [gpu.utilizationPct, gpu.temperatureC, gpu.memoryUsedMiB]), [[99, 74, 61_244], [98, 72, 60_987]]);
+    assert.deepEqual(
+      gpus.map((gpu) => gpu.powerDrawW),
+      [96, null, 489, null, 91, null, 90, null],
+    );
+    assert.deepEqual(
+      gpus.slice(2, 4).map((gpu) => [gpu.utilizationPct, gpu.temperatureC, gpu.memoryUsedMiB]),
+      [
+        [99, 74, 61_244],
+        [98, 72, 60_987],
+      ],
+    );
     const inventory = inventoryFromAmd(gpus, "amd-smi");
     assert.equal(inventory.machines[0]!.model, "MI250-64GB");
     assert.equal(inventory.machines[0]!.units.length, 8);
@@ -84,13 +107,20 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
   it("offers only the GPUs ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES leave visible, as ROCm applies them", async () => {
     const gpus = parseAmdSmi({ static: await fixture("mi300x-static.json") });
     const rocr = inventoryFromAmd(gpus, "amd-smi", { env: { ROCR_VISIBLE_DEVICES: "4,5,6,7" } });
-    assert.deepEqual(rocr.units.map((unit) => unit.device), ["4", "5", "6", "7"]);
+    assert.deepEqual(
+      rocr.units.map((unit) => unit.device),
+      ["4", "5", "6", "7"],
+    );
     // HIP indexes into what ROCR left.
     assert.deepEqual(visibleAmdGpus([0, 1, 2, 3, 4, 5, 6, 7], { ROCR_VISIBLE_DEVICES: "0,2,4,6", HIP_VISIBLE_DEVICES: "1,3" }), [2, 6]);
     assert.deepEqual(visibleAmdGpus([0, 1], {}), [0, 1]);
     assert.deepEqual(visibleAmdGpus([0, 1], { ROCR_VISIBLE_DEVICES: "" }), [], "an empty list hides every GPU, as in ROCm");
     for (const env of [{ ROCR_VISIBLE_DEVICES: "8" }, { HIP_VISIBLE_DEVICES: "GPU-2f3ab1c4d5e6f708" }, { ROCR_VISIBLE_DEVICES: "0,x" }]) {
-      assert.throws(() => visibleAmdGpus([0, 1, 2, 3, 4, 5, 6, 7], env), (error: Error) => error.name === "AmdSmiParseError", JSON.stringify(env));
+      assert.throws(
+        () => visibleAmdGpus([0, 1, 2, 3, 4, 5, 6, 7], env),
+        (error: Error) => error.name === "AmdSmiParseError",
+        JSON.stringify(env),
+      );
     }
   });
 
@@ -98,7 +128,9 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
     const gpus = parseAmdSmi({ static: await fixture("mi300x-static.json"), metric: await fixture("mi300x-metric.json") });
     const inventory = inventoryFromAmd(gpus, "amd-smi");
     const metrics = metricsForUnits({ at: 0, gpus, mig: [] }, inventory.units.slice(6, 7));
-    assert.deepEqual(metrics, [{ unitId: "amd-0000:c2:00.0", memoryUsedMiB: 40_219, memoryTotalMiB: 196_592, utilizationPct: 37, temperatureC: 61, powerDrawW: 301, powerLimitW: 750 }]);
+    assert.deepEqual(metrics, [
+      { unitId: "amd-0000:c2:00.0", memoryUsedMiB: 40_219, memoryTotalMiB: 196_592, utilizationPct: 37, temperatureC: 61, powerDrawW: 301, powerLimitW: 750 },
+    ]);
   });
 
   it("runs the documented commands through the configured binary, for the inventory and for samples", async () => {
@@ -119,8 +151,17 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
     assert.deepEqual(calls, ["/opt/rocm/bin/amd-smi static --asic --bus --vram --board --limit --json"]);
     const sample = gpuSampler(config, inventory, runner)!;
     const used = await sample(["2", "3"]);
-    assert.deepEqual(used.map((unit) => [unit.utilizationPct, unit.temperatureC]), [[99, 74], [98, 72]]);
-    assert.deepEqual(calls.slice(1), ["/opt/rocm/bin/amd-smi static --asic --bus --vram --board --limit --json", "/opt/rocm/bin/amd-smi metric --usage --power --temperature --mem-usage --json"]);
+    assert.deepEqual(
+      used.map((unit) => [unit.utilizationPct, unit.temperatureC]),
+      [
+        [99, 74],
+        [98, 72],
+      ],
+    );
+    assert.deepEqual(calls.slice(1), [
+      "/opt/rocm/bin/amd-smi static --asic --bus --vram --board --limit --json",
+      "/opt/rocm/bin/amd-smi metric --usage --power --temperature --mem-usage --json",
+    ]);
 
     calls.length = 0;
     const rocm = nodeConfigSchema.parse({ provider: { inventory: { source: "rocm-smi" } } }).provider;
@@ -137,7 +178,11 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
     assert.equal(inventory.machines.length, 0);
     assert.match(inventory.problems[0]!, /MI100.*not a model Suanli knows/);
     for (const bad of ["", "not json", "{}", '[{"asic": {}}]', '[{"gpu": 0, "asic": {"market_name": "AMD Instinct MI300X"}, "vram": {"size": "N/A"}}]']) {
-      assert.throws(() => parseAmdSmi({ static: bad }), (error: Error) => error instanceof AmdSmiParseError, bad);
+      assert.throws(
+        () => parseAmdSmi({ static: bad }),
+        (error: Error) => error instanceof AmdSmiParseError,
+        bad,
+      );
     }
     assert.throws(() => parseRocmSmi('{"card0": {"Card Series": "Radeon RX 7900 XTX"}}'), AmdSmiParseError);
     assert.deepEqual([amdValue({ value: 42, unit: "C" }), amdValue("42 C"), amdValue("N/A"), amdValue(7), amdValue("[N/A]")], [42, 42, null, 7, null]);
@@ -170,8 +215,15 @@ describe("AMD GPUs: amd-smi and rocm-smi inventory", () => {
     // The kernel's by-path links name each GPU's render node by PCI address (here, with a BMC's card first).
     const links: Record<string, string> = { "/dev/dri/by-path/pci-0000:46:00.0-render": "/dev/dri/renderD131", "/dev/dri/by-path/pci-0000:5d:00.0-render": "/dev/dri/renderD132" };
     const inventory = inventoryFromAmd(gpus, "amd-smi", { resolve: (link) => links[link] });
-    assert.deepEqual(inventory.units.slice(2, 4).map((unit) => unit.renderNode), ["/dev/dri/renderD131", "/dev/dri/renderD132"]);
-    assert.equal(renderNodeOf(gpus[7]!, () => undefined), "/dev/dri/renderD135", "without the link: 128 + index");
+    assert.deepEqual(
+      inventory.units.slice(2, 4).map((unit) => unit.renderNode),
+      ["/dev/dri/renderD131", "/dev/dri/renderD132"],
+    );
+    assert.equal(
+      renderNodeOf(gpus[7]!, () => undefined),
+      "/dev/dri/renderD135",
+      "without the link: 128 + index",
+    );
     for (const engine of ["docker", "podman"] as const) {
       const args = buildContainerCreateArgs({
         engine,

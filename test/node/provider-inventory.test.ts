@@ -39,7 +39,10 @@ describe("provider inventory: nvidia-smi parsing on recorded outputs", () => {
       assert.equal(unit.device, unit.id);
     }
     assert.equal(inventory.units[0]!.device, "MIG-c1d3d074-7dc1-5e89-8a5f-6d0b08327092");
-    assert.deepEqual(inventory.units.map((unit) => unit.migDeviceIndex), [0, 1, 2, 3, 4, 5, 6]);
+    assert.deepEqual(
+      inventory.units.map((unit) => unit.migDeviceIndex),
+      [0, 1, 2, 3, 4, 5, 6],
+    );
     assert.equal(inventory.machines.length, 1);
     assert.deepEqual(
       { model: inventory.machines[0]!.model, units: inventory.machines[0]!.units.length, vramMiB: inventory.machines[0]!.vramMiB, region: inventory.machines[0]!.region },
@@ -76,8 +79,14 @@ describe("provider inventory: nvidia-smi parsing on recorded outputs", () => {
     );
     assert.equal(inventory.machines.length, 1);
     assert.equal(inventory.machines[0]!.interconnect, "nvlink");
-    assert.deepEqual(inventory.gpus.map((gpu) => gpu.utilizationPct), [0, 4]);
-    assert.deepEqual(inventory.gpus.map((gpu) => gpu.migMode), ["disabled", "disabled"]);
+    assert.deepEqual(
+      inventory.gpus.map((gpu) => gpu.utilizationPct),
+      [0, 4],
+    );
+    assert.deepEqual(
+      inventory.gpus.map((gpu) => gpu.migMode),
+      ["disabled", "disabled"],
+    );
   });
 
   it("RTX 4090 and T4: consumer and inference cards without MIG", async () => {
@@ -112,10 +121,7 @@ describe("provider inventory: nvidia-smi parsing on recorded outputs", () => {
       ].join("\n"),
     );
     assert.equal(gpus.length, 2);
-    assert.deepEqual(
-      [gpus[0]!.memoryUsedMiB, gpus[0]!.utilizationPct, gpus[0]!.temperatureC, gpus[0]!.powerDrawW, gpus[0]!.migMode],
-      [null, null, null, null, "unsupported"],
-    );
+    assert.deepEqual([gpus[0]!.memoryUsedMiB, gpus[0]!.utilizationPct, gpus[0]!.temperatureC, gpus[0]!.powerDrawW, gpus[0]!.migMode], [null, null, null, null, "unsupported"]);
     assert.deepEqual([gpus[1]!.memoryTotalMiB, gpus[1]!.utilizationPct, gpus[1]!.powerDrawW, gpus[1]!.migMode], [24576, 7, 31.5, "disabled"]);
   });
 
@@ -224,7 +230,7 @@ describe("provider inventory: running nvidia-smi", () => {
   it("says clearly when nvidia-smi is missing or fails", async () => {
     await assert.rejects(detectInventory({ nvidiaSmiPath: path.join(dir, "no-such-nvidia-smi") }), { name: "NvidiaSmiUnavailableError" });
     const broken = path.join(dir, "broken-smi");
-    await writeFile(broken, "#!/bin/sh\necho \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\"\nexit 9\n");
+    await writeFile(broken, '#!/bin/sh\necho "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver."\nexit 9\n');
     await chmod(broken, 0o755);
     await assert.rejects(detectInventory({ nvidiaSmiPath: broken }), (error: unknown) => {
       assert.equal((error as Error).name, "NvidiaSmiFailedError");
@@ -267,8 +273,14 @@ describe("provider inventory: declared machines", () => {
         ["A100-80GB/1g.10gb", 3, 9728, "none", "unknown"],
       ],
     );
-    assert.deepEqual(inventory.units.slice(0, 2).map((unit) => unit.device), ["0", "1"]);
-    assert.deepEqual(inventory.units.slice(2).map((unit) => unit.device), ["MIG-a", "MIG-b", "MIG-c"]);
+    assert.deepEqual(
+      inventory.units.slice(0, 2).map((unit) => unit.device),
+      ["0", "1"],
+    );
+    assert.deepEqual(
+      inventory.units.slice(2).map((unit) => unit.device),
+      ["MIG-a", "MIG-b", "MIG-c"],
+    );
   });
 
   it("rejects an unknown model, a MIG slice without memory and a wrong device count, naming the fields", () => {
@@ -276,7 +288,13 @@ describe("provider inventory: declared machines", () => {
       () =>
         parseInput(
           schema,
-          { machines: [{ model: "Voodoo2", count: 1 }, { model: "A100-80GB/1g.10gb", count: 1 }, { model: "T4", count: 2, devices: ["0"] }] },
+          {
+            machines: [
+              { model: "Voodoo2", count: 1 },
+              { model: "A100-80GB/1g.10gb", count: 1 },
+              { model: "T4", count: 2, devices: ["0"] },
+            ],
+          },
           "declared inventory",
         ),
       (error: unknown) => {

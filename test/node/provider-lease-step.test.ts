@@ -7,7 +7,17 @@
 import assert from "node:assert/strict";
 import type { LeaseView } from "../../common/chain/market.js";
 import { InvalidInputError } from "../../common/errors.js";
-import { blameOf, BundleDigestMismatchError, BundleFetchError, BundleTooLargeError, BundleUnpackError, CommandNotFoundError, FetchRefusedError, RuntimeUnavailableError, UnitsBusyError } from "../../node/provider/errors.js";
+import {
+  blameOf,
+  BundleDigestMismatchError,
+  BundleFetchError,
+  BundleTooLargeError,
+  BundleUnpackError,
+  CommandNotFoundError,
+  FetchRefusedError,
+  RuntimeUnavailableError,
+  UnitsBusyError,
+} from "../../node/provider/errors.js";
 import { nextStep, type LeaseAction, type LocalLease, type StepClock } from "../../node/provider/agent/lease-step.js";
 import { chainFields, newLeaseRecord, type LeaseRecord } from "../../node/provider/agent/records.js";
 
@@ -240,7 +250,9 @@ function recordFor(chain: LeaseView, overrides: Partial<LeaseRecord>): LeaseReco
 
 function plan(local: Local, chain: LeaseView, options: { stopping?: boolean; now?: StepClock } = {}): string {
   const lease: LocalLease = { record: recordFor(chain, local.record), task: local.task, stopping: options.stopping ?? false, activateMarginSeconds: MARGIN_S };
-  return nextStep(lease, chain, options.now ?? NOW).map(show).join(" ");
+  return nextStep(lease, chain, options.now ?? NOW)
+    .map(show)
+    .join(" ");
 }
 
 describe("provider lease loop: nextStep(record, chain, now)", () => {
@@ -301,7 +313,10 @@ describe("provider lease loop: nextStep(record, chain, now)", () => {
     const noticeOver = { wallMs: (NOW_S + 61) * 1000, blockTimestamp: NOW_S + 61 };
     assert.equal(plan(LOCAL["running (task live)"]!, CHAIN["Ended (preempted, notice running)"]!, { now: noticeOver }), "stop-task");
     // The chain's clock ahead of ours shortens the notice to what the chain says is left.
-    assert.equal(plan(LOCAL["running (task live)"]!, CHAIN["Ended (preempted, notice running)"]!, { now: { wallMs: NOW_S * 1000, blockTimestamp: NOW_S + 20 } }), "preempt-task(40000ms)");
+    assert.equal(
+      plan(LOCAL["running (task live)"]!, CHAIN["Ended (preempted, notice running)"]!, { now: { wallMs: NOW_S * 1000, blockTimestamp: NOW_S + 20 } }),
+      "preempt-task(40000ms)",
+    );
   });
 
   it("plans nothing for a closed record", () => {
@@ -321,6 +336,7 @@ describe("provider lease loop: who pays when a task cannot start", () => {
       new InvalidInputError("task", [{ path: "env.X", message: "does not open" }]),
     ];
     for (const error of renters) assert.equal(blameOf(error), "renter", error.name);
-    for (const error of [new RuntimeUnavailableError("container", "docker is not running"), new UnitsBusyError(["u0"], "held by lease-1"), new Error("ENOSPC"), "a string"]) assert.equal(blameOf(error), "provider", String(error));
+    for (const error of [new RuntimeUnavailableError("container", "docker is not running"), new UnitsBusyError(["u0"], "held by lease-1"), new Error("ENOSPC"), "a string"])
+      assert.equal(blameOf(error), "provider", String(error));
   });
 });

@@ -67,7 +67,14 @@ describe("provider options", () => {
     await assert.rejects(loadConfig(nodeConfigSchema, { file }), (error: unknown) => {
       assert.equal((error as Error).name, "ConfigError");
       const keys = (error as { keys: string[] }).keys;
-      for (const key of ["provider.runtime.sandbox", "provider.runtime.sandboxx", "provider.inventory.declared", "provider.prices.Voodoo2", "provider.prices.T4", "provider.idle.command"]) {
+      for (const key of [
+        "provider.runtime.sandbox",
+        "provider.runtime.sandboxx",
+        "provider.inventory.declared",
+        "provider.prices.Voodoo2",
+        "provider.prices.T4",
+        "provider.idle.command",
+      ]) {
         assert.ok(keys.includes(key), `${key} in ${keys.join(", ")}`);
       }
       assert.match((error as Error).message, /bad\.json/);
@@ -94,7 +101,14 @@ describe("provider options", () => {
     await assert.rejects(loadConfig(nodeConfigSchema, { file }), (error: unknown) => {
       assert.equal((error as Error).name, "ConfigError");
       const keys = (error as { keys: string[] }).keys;
-      for (const key of ["provider.runtime.ociRuntime", "provider.runtime.containerArgs.2", "provider.runtime.containerArgs.4", "provider.runtime.containerGpus", "provider.runtime.containerPerUnit.cpus", "provider.runtime.containerPerUnit.memoryBytes"]) {
+      for (const key of [
+        "provider.runtime.ociRuntime",
+        "provider.runtime.containerArgs.2",
+        "provider.runtime.containerArgs.4",
+        "provider.runtime.containerGpus",
+        "provider.runtime.containerPerUnit.cpus",
+        "provider.runtime.containerPerUnit.memoryBytes",
+      ]) {
         assert.ok(keys.includes(key), `${key} in ${keys.join(", ")}`);
       }
       assert.ok(!keys.includes("provider.runtime.containerArgs.0"), "an ordinary flag is accepted");

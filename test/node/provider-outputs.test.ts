@@ -50,7 +50,10 @@ describe("provider output store: retention, per-lease cap, quota", () => {
     const kept = await restarted.get(1n);
     assert.ok(kept && "snapshot" in kept);
     assert.equal(kept.expiresAt, 1_000_000 + 3_600_000);
-    assert.deepEqual(kept.snapshot.files.map((file) => file.rel), ["a.txt", "sub/b.bin"]);
+    assert.deepEqual(
+      kept.snapshot.files.map((file) => file.rel),
+      ["a.txt", "sub/b.bin"],
+    );
     assert.equal(await digestOutputDir(kept.snapshot.root), digest);
 
     now += 3_600_000;
@@ -92,7 +95,11 @@ describe("provider output store: retention, per-lease cap, quota", () => {
     await outputs.keep(4n, dir);
     const kept = await outputs.get(4n);
     assert.ok(kept && "snapshot" in kept);
-    assert.deepEqual(kept.snapshot.files.map((file) => file.rel), ["ok.txt"], "links are not listed");
+    assert.deepEqual(
+      kept.snapshot.files.map((file) => file.rel),
+      ["ok.txt"],
+      "links are not listed",
+    );
     await assert.rejects(openOutputFile(kept.snapshot.root, "host-file"), { code: "ELOOP" });
     await assert.rejects(openOutputFile(kept.snapshot.root, "etc-link/hostname"), { name: "OutputLimitError" });
     const handle = await openOutputFile(kept.snapshot.root, "ok.txt");

@@ -110,7 +110,10 @@ describe("provider pricing policies", () => {
     sim.demand.asks = [10n, 10n, 10n];
     const fall = sim.path(20, 1_000);
     assert.equal(fall.at(-1), 500n);
-    assert.ok(fall.every((price, i) => i === 0 || fall[i - 1]! - price <= (fall[i - 1]! * 500n) / 10_000n), "every step is bounded");
+    assert.ok(
+      fall.every((price, i) => i === 0 || fall[i - 1]! - price <= (fall[i - 1]! * 500n) / 10_000n),
+      "every step is bounded",
+    );
     const inputs = await sim.metrics.registry.getSingleMetricAsString("suanli_provider_price_input");
     assert.match(inputs, /model="A100-80GB",input="network_index"} 10$/m);
   });
@@ -168,7 +171,11 @@ describe("provider pricing policies", () => {
     assert.equal(idleEarningsPerUnitSecond(report, "L4-24GB", 6), null);
     assert.equal(idleEarningsPerUnitSecond(parseIdleEarnings("0.0000001"), "L4-24GB", 6), 1n, "rounded up, never to zero");
     for (const bad of ["-1", "abc", "[1]", '{"Z80": 1}', '{"A100": -2}', '{"A100": "3"}']) {
-      assert.throws(() => parseIdleEarnings(bad), (error: Error) => error instanceof IdleEarningsError, bad);
+      assert.throws(
+        () => parseIdleEarnings(bad),
+        (error: Error) => error instanceof IdleEarningsError,
+        bad,
+      );
     }
   });
 
@@ -182,7 +189,11 @@ describe("provider pricing policies", () => {
     const curve = { floorBps: 8_000, ceilingBps: 15_000, targetBps: 7_000 };
     assert.equal(utilizationTarget(1000n, 3_500, curve), 900n);
     assert.equal(utilizationTarget(1000n, 8_500, curve), 1250n);
-    const decision = decidePrice({ policy: "static", maxStepBps: 1, utilization: curve, market: { offsetBps: 0, floorBps: 5_000, ceilingBps: 20_000, minOffers: 1 }, marginBps: 0 }, { basePrice: 10n, baseMinBid: 0n, usedUnits: 0, totalUnits: 1, networkIndex: null, idleEarnings: null }, null);
+    const decision = decidePrice(
+      { policy: "static", maxStepBps: 1, utilization: curve, market: { offsetBps: 0, floorBps: 5_000, ceilingBps: 20_000, minOffers: 1 }, marginBps: 0 },
+      { basePrice: 10n, baseMinBid: 0n, usedUnits: 0, totalUnits: 1, networkIndex: null, idleEarnings: null },
+      null,
+    );
     assert.equal(decision.minBidPerUnitSecond, 0n, "no interruptible capacity stays none");
   });
 
@@ -199,7 +210,10 @@ describe("provider pricing policies", () => {
     for (const pricing of bad) {
       const result = nodeConfigSchema.safeParse({ provider: { pricing } });
       assert.equal(result.success, false, JSON.stringify(pricing));
-      assert.ok(result.error!.issues.every((issue) => issue.path.join(".").startsWith("provider.pricing")), JSON.stringify(result.error!.issues));
+      assert.ok(
+        result.error!.issues.every((issue) => issue.path.join(".").startsWith("provider.pricing")),
+        JSON.stringify(result.error!.issues),
+      );
     }
     assert.equal(providerOptions({}).pricing.policy, "static");
   });

@@ -52,7 +52,10 @@ describe("process runtime", function () {
   });
 
   /** Builds a .tar.gz from a map of relative paths to contents, serves it, returns its digest. */
-  async function bundle(files: Record<string, string>, options: { extraEntries?: string[]; stagingSetup?: (staging: string) => Promise<void> } = {}): Promise<Bundle & { url: string }> {
+  async function bundle(
+    files: Record<string, string>,
+    options: { extraEntries?: string[]; stagingSetup?: (staging: string) => Promise<void> } = {},
+  ): Promise<Bundle & { url: string }> {
     const name = `b${++counter}`;
     const staging = path.join(dir, `${name}-src`);
     await mkdir(staging, { recursive: true });
@@ -72,7 +75,13 @@ describe("process runtime", function () {
   function runtime(overrides: Partial<ConstructorParameters<typeof ProcessRuntime>[0]> = {}): ProcessRuntime {
     // The bundle server is on 127.0.0.1 and some bundles are files, which the default fetch policy
     // refuses (test/node/provider-fetch-policy.test.ts): allow both here.
-    return new ProcessRuntime({ workspaceRoot: path.join(dir, "ws"), sandbox: "none", stopGraceMs: 500, fetchPolicy: { allowNetworks: ["127.0.0.1"], allowFileUrls: true }, ...overrides });
+    return new ProcessRuntime({
+      workspaceRoot: path.join(dir, "ws"),
+      sandbox: "none",
+      stopGraceMs: 500,
+      fetchPolicy: { allowNetworks: ["127.0.0.1"], allowFileUrls: true },
+      ...overrides,
+    });
   }
 
   function launch(spec: unknown, extra: Partial<TaskLaunch> = {}): TaskLaunch {
@@ -104,7 +113,11 @@ describe("process runtime", function () {
     process.env.SUANLI_SECRET_OF_THE_NODE = "node-private-key";
     const secret = "s3cr3t-value-123";
     const rt = runtime();
-    const l = launch({ bundle: { url: b.url, sha256: `0x${b.sha256.toUpperCase()}` }, command: [NODE, "task.mjs"], env: { MODE: "train", API_TOKEN: { value: secret, secret: true } } });
+    const l = launch({
+      bundle: { url: b.url, sha256: `0x${b.sha256.toUpperCase()}` },
+      command: [NODE, "task.mjs"],
+      env: { MODE: "train", API_TOKEN: { value: secret, secret: true } },
+    });
     const task = await rt.prepare(l);
     assert.equal(task.state, "prepared");
     await task.start();
@@ -122,7 +135,11 @@ describe("process runtime", function () {
     assert.ok(texts.includes("stdout:mode=train home=true"));
     assert.ok(texts.includes("stderr:token is [secret:API_TOKEN]"));
     assert.ok(texts.includes("stdout:inherited=none"), "the node's environment does not leak into tasks");
-    assert.deepEqual(lines.map((line) => line.seq), lines.map((_, i) => i), "sequence numbers start at 0 and have no gaps");
+    assert.deepEqual(
+      lines.map((line) => line.seq),
+      lines.map((_, i) => i),
+      "sequence numbers start at 0 and have no gaps",
+    );
     assert.ok(lines.every((line) => line.at >= result.startedAt - 1000 && line.at <= result.endedAt + 1000));
     assert.ok(!JSON.stringify(result).includes(secret));
     assert.ok(!JSON.stringify(lines).includes(secret));
@@ -131,7 +148,11 @@ describe("process runtime", function () {
     assert.equal(await readFile(path.join(task.workspace, "output", "sub", "a.txt"), "utf8"), secret);
     // Digest per docs: files in byte order of path: path NUL size NUL content.
     const expected = createHash("sha256");
-    for (const [rel, content] of [["b.txt", "bee"], ["sub/a.txt", secret]] as const) expected.update(`${rel}\0${Buffer.byteLength(content)}\0${content}`);
+    for (const [rel, content] of [
+      ["b.txt", "bee"],
+      ["sub/a.txt", secret],
+    ] as const)
+      expected.update(`${rel}\0${Buffer.byteLength(content)}\0${content}`);
     assert.equal(result.outputDigestSource, "output-dir");
     assert.equal(result.outputDigest, `0x${expected.digest("hex")}`);
     await task.cleanup();
@@ -183,10 +204,13 @@ describe("process runtime", function () {
 
   it("refuses bundles with entries or links that leave the workspace, and ones that are not archives", async () => {
     const rt = runtime();
-    const escape = await bundle({ "ok.txt": "ok" }, {
-      extraEntries: ["../escape.txt"],
-      stagingSetup: async (staging) => writeFile(path.join(staging, "..", "escape.txt"), "outside"),
-    });
+    const escape = await bundle(
+      { "ok.txt": "ok" },
+      {
+        extraEntries: ["../escape.txt"],
+        stagingSetup: async (staging) => writeFile(path.join(staging, "..", "escape.txt"), "outside"),
+      },
+    );
     await assert.rejects(rt.prepare(launch({ bundle: { url: escape.url, sha256: escape.sha256 }, command: "true" })), (error: unknown) => {
       assert.equal((error as Error).name, "BundleUnpackError");
       assert.match((error as Error).message, /outside the workspace/);
@@ -198,7 +222,10 @@ describe("process runtime", function () {
     served.set("/junk.tar.gz", junk);
     const junkSha = createHash("sha256").update(junk).digest("hex");
     await assert.rejects(rt.prepare(launch({ bundle: { url: `${baseUrl}/junk.tar.gz`, sha256: junkSha }, command: "true" })), { name: "BundleUnpackError" });
-    await assert.rejects(stat(path.join(dir, "escape.txt")).then(() => readFile(path.join(dir, "ws", "escape.txt"))), { code: "ENOENT" });
+    await assert.rejects(
+      stat(path.join(dir, "escape.txt")).then(() => readFile(path.join(dir, "ws", "escape.txt"))),
+      { code: "ENOENT" },
+    );
   });
 
   it("reports a command that does not exist: before the start for an argv, as an error result for a shell command", async () => {
@@ -366,7 +393,13 @@ describe("process runtime", function () {
   });
 
   it("keeps npm's and npx's folders off the task's PATH (issue #22 item 4)", async () => {
-    const taskPath = ["/work/app/node_modules/.bin", "/root/.npm/_npx/4f1c/node_modules/.bin", "/usr/lib/node_modules/npm/node_modules/@npmcli/run-script/lib/node-gyp-bin", "/usr/bin", "/bin"].join(":");
+    const taskPath = [
+      "/work/app/node_modules/.bin",
+      "/root/.npm/_npx/4f1c/node_modules/.bin",
+      "/usr/lib/node_modules/npm/node_modules/@npmcli/run-script/lib/node-gyp-bin",
+      "/usr/bin",
+      "/bin",
+    ].join(":");
     const b = await bundle({ "noop.txt": "x" });
     const { result, lines } = await run(runtime({ sandbox: "none", taskPath }), launch({ bundle: { url: b.url, sha256: b.sha256 }, command: "echo PATH=$PATH" }));
     assert.equal(result.status, "succeeded");
@@ -381,7 +414,10 @@ describe("process runtime", function () {
     assert.match(isolation.warnings.join(" "), /UNSANDBOXED/);
     const { result, lines } = await run(rt, launch({ bundle: { url: b.url, sha256: b.sha256 }, command: "true" }));
     assert.equal(result.status, "succeeded");
-    assert.ok(lines.some((line) => line.startsWith("system:Running unsandboxed")), lines.join("\n"));
+    assert.ok(
+      lines.some((line) => line.startsWith("system:Running unsandboxed")),
+      lines.join("\n"),
+    );
   });
 
   it("a stop gives the task its grace period and keeps its own exit code, sandboxed or not", async () => {
@@ -433,14 +469,21 @@ describe("task spec, secrets and logs", () => {
         return true;
       },
     );
-    assert.throws(() => parseInput(taskSpecSchema, { command: "true" }, "task"), (error: unknown) => {
-      assert.deepEqual((error as { fields: string[] }).fields, ["bundle"]);
-      return true;
-    });
+    assert.throws(
+      () => parseInput(taskSpecSchema, { command: "true" }, "task"),
+      (error: unknown) => {
+        assert.deepEqual((error as { fields: string[] }).fields, ["bundle"]);
+        return true;
+      },
+    );
   });
 
   it("redacts secrets in text and in what is stored", () => {
-    const spec = parseInput(taskSpecSchema, { image: "busybox", command: "env", env: { A: "plain", KEY: { value: "abc\ndef-ghi", secret: true }, K2: { value: "abc", secret: true } } }, "task") as TaskSpec;
+    const spec = parseInput(
+      taskSpecSchema,
+      { image: "busybox", command: "env", env: { A: "plain", KEY: { value: "abc\ndef-ghi", secret: true }, K2: { value: "abc", secret: true } } },
+      "task",
+    ) as TaskSpec;
     const secrets = new Map([
       ["KEY", "abc\ndef-ghi"],
       ["K2", "abc"],
@@ -456,7 +499,10 @@ describe("task spec, secrets and logs", () => {
   it("log buffer: followers get held lines then live ones, and finish when the log closes", async () => {
     const logs = new LogBuffer({ maxLines: 3, maxLineChars: 4 });
     logs.push("stdout", "abcdefghij");
-    assert.deepEqual(logs.read().lines.map((line) => line.text), ["abcd", "efgh", "ij"]);
+    assert.deepEqual(
+      logs.read().lines.map((line) => line.text),
+      ["abcd", "efgh", "ij"],
+    );
     const seen: string[] = [];
     const follower = (async () => {
       for await (const line of logs.follow(1)) seen.push(`${line.seq}:${line.text}`);

@@ -104,7 +104,12 @@ describe("provider sandbox: what a renter's task can reach", function () {
     return createRuntime(options, { dataDir: context.dataDir, hiddenPaths: context.configFile ? [context.configFile] : [] }) as ProcessRuntime;
   }
 
-  async function runTask(runtime: ProcessRuntime, files: Record<string, string>, command: string[], env: Record<string, string> = {}): Promise<{ result: TaskResult; lines: string[] }> {
+  async function runTask(
+    runtime: ProcessRuntime,
+    files: Record<string, string>,
+    command: string[],
+    env: Record<string, string> = {},
+  ): Promise<{ result: TaskResult; lines: string[] }> {
     const b = await bundle(files);
     const spec = parseInput(taskSpecSchema, { bundle: b, command, env }, "task") as TaskSpec;
     const task = await runtime.prepare({ taskId: `t${++counter}`, spec, devices: [], durationMs: 30_000 });
@@ -176,7 +181,8 @@ describe("provider sandbox: what a renter's task can reach", function () {
     const outcome = (label: string) => lines.find((line) => line.startsWith(`${label}=`))?.slice(label.length + 1) ?? "";
     assert.match(outcome("node-port"), /^error:ECONNREFUSED$/, lines.join("\n"));
     assert.equal(outcome("allowed-port"), "answered:allowed-service", lines.join("\n"));
-    for (const label of ["host-address", "metadata", "private-10", "private-192"]) assert.match(outcome(label), /^error:(EACCES|ENETUNREACH|EHOSTUNREACH)$/, `${label}: ${lines.join("\n")}`);
+    for (const label of ["host-address", "metadata", "private-10", "private-192"])
+      assert.match(outcome(label), /^error:(EACCES|ENETUNREACH|EHOSTUNREACH)$/, `${label}: ${lines.join("\n")}`);
   });
 
   it("an allow-listed range is reached through the task's own network (pasta), not the host's namespace", async () => {
@@ -186,11 +192,19 @@ describe("provider sandbox: what a renter's task can reach", function () {
       { dataDir: path.join(dir, "data-allow") },
     );
     const probe = `${CONNECT_PROBE}\nimport { networkInterfaces } from "node:os";\nconsole.log("ifaces=" + Object.values(networkInterfaces()).flat().map((i) => i.address).filter((a) => a.includes(".")).join(","));`;
-    const { result, lines } = await runTask(runtime, { "probe.mjs": probe }, [NODE, "probe.mjs"], { TARGETS: JSON.stringify([["host-address", hostAddress, publicPort], ["node-port", "127.0.0.1", nodePort]]) });
+    const { result, lines } = await runTask(runtime, { "probe.mjs": probe }, [NODE, "probe.mjs"], {
+      TARGETS: JSON.stringify([
+        ["host-address", hostAddress, publicPort],
+        ["node-port", "127.0.0.1", nodePort],
+      ]),
+    });
     assert.equal(result.status, "succeeded", lines.join("\n"));
     assert.ok(lines.includes("host-address=answered:all-interfaces"), lines.join("\n"));
     assert.ok(lines.includes("node-port=error:ECONNREFUSED"), lines.join("\n"));
-    const ifaces = lines.find((line) => line.startsWith("ifaces="))!.slice(7).split(",");
+    const ifaces = lines
+      .find((line) => line.startsWith("ifaces="))!
+      .slice(7)
+      .split(",");
     assert.ok(!ifaces.includes(hostAddress), `the task has its own addresses (${ifaces.join(",")}), not the host's`);
   });
 
@@ -200,11 +214,17 @@ describe("provider sandbox: what a renter's task can reach", function () {
       { dataDir: path.join(dir, "data-off") },
     );
     const { result, lines } = await runTask(runtime, { "probe.mjs": CONNECT_PROBE }, [NODE, "probe.mjs"], {
-      TARGETS: JSON.stringify([["allowed-port", "127.0.0.1", allowedPort], ["host-address", hostIpv4Addresses()[0], publicPort]]),
+      TARGETS: JSON.stringify([
+        ["allowed-port", "127.0.0.1", allowedPort],
+        ["host-address", hostIpv4Addresses()[0], publicPort],
+      ]),
     });
     assert.equal(result.status, "succeeded", lines.join("\n"));
     assert.ok(lines.includes("allowed-port=error:ECONNREFUSED"), lines.join("\n"));
-    assert.match(lines.find((line) => line.startsWith("host-address="))!, /=error:(ENETUNREACH|EHOSTUNREACH)$/);
+    assert.match(
+      lines.find((line) => line.startsWith("host-address="))!,
+      /=error:(ENETUNREACH|EHOSTUNREACH)$/,
+    );
   });
 
   it("two tenants listen on the same port at once: each task has its own network namespace", async () => {
@@ -225,12 +245,18 @@ describe("provider sandbox: what a renter's task can reach", function () {
   });
 
   it("refuses to start with the network on but pasta missing, and ends a task whose network cannot be set up as the provider's error", async () => {
-    const missing = runtimeFromConfig({ runtime: { sandbox: "bubblewrap", network: true, pastaPath: path.join(dir, "no-pasta-here") } }, { dataDir: path.join(dir, "data-nopasta") });
+    const missing = runtimeFromConfig(
+      { runtime: { sandbox: "bubblewrap", network: true, pastaPath: path.join(dir, "no-pasta-here") } },
+      { dataDir: path.join(dir, "data-nopasta") },
+    );
     await assert.rejects(missing.verify(), (error: Error) => error.name === "RuntimeUnavailableError" && /passt/.test(error.message));
     // A pasta that fails: the sandbox was created, its network was not.
     const broken = path.join(dir, "broken-pasta");
     await writeFile(broken, "#!/bin/sh\necho 'cannot attach' >&2\nexit 3\n", { mode: 0o755 });
-    const runtime = runtimeFromConfig({ runtime: { sandbox: "bubblewrap", network: true, pastaPath: broken, readOnlyPaths: [path.dirname(NODE)] } }, { dataDir: path.join(dir, "data-broken") });
+    const runtime = runtimeFromConfig(
+      { runtime: { sandbox: "bubblewrap", network: true, pastaPath: broken, readOnlyPaths: [path.dirname(NODE)] } },
+      { dataDir: path.join(dir, "data-broken") },
+    );
     const { result, lines } = await runTask(runtime, { "x.mjs": "console.log('ran')" }, [NODE, "x.mjs"]);
     assert.equal(result.status, "error", lines.join("\n"));
     assert.equal(result.error?.name, "SandboxNetworkError");

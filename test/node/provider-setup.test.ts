@@ -71,7 +71,12 @@ describe("provider agent: setup across restarts, attestations in offers", functi
 
   it('runs unsandboxed only with an explicit sandbox "none", and says so at every start', async () => {
     for (let start = 0; start < 2; start++) {
-      const provider = await startTestProvider(devnet, 6, { dataDir: path.join(dir, "unsandboxed"), provider: { runtime: { sandbox: "none" } } }, { fundTokens: start === 0 ? undefined : 0n });
+      const provider = await startTestProvider(
+        devnet,
+        6,
+        { dataDir: path.join(dir, "unsandboxed"), provider: { runtime: { sandbox: "none" } } },
+        { fundTokens: start === 0 ? undefined : 0n },
+      );
       try {
         const { isolation } = provider.agent.summary();
         assert.equal(isolation.sandboxed, false);
@@ -93,7 +98,10 @@ describe("provider agent: setup across restarts, attestations in offers", functi
         model: modelHash(machine.model),
         units: machine.units,
         vramMiB: machine.vramMiB,
-        throughput: 123_456n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const,
+        throughput: 123_456n,
+        challengeId: `0x${"00".repeat(32)}` as const,
+        root: `0x${"00".repeat(32)}` as const,
+        gpus: `0x${"00".repeat(32)}` as const,
         issuedAt: now,
         expiry: now + 3_600,
       };

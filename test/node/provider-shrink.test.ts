@@ -71,7 +71,9 @@ describe("provider agent: a lease shrunk while its task runs", function () {
     await alice.cancel(provider.peer, leaseA);
     await alice.waitLease(leaseA, ["Ended", "Settled"], 30_000);
     await waitFor("both units idle", () => Object.values(modes()).every((m) => m.mode === "idle"), { timeoutMs: 15_000 });
-    const leaseB = await waitFor("a reservation of a freed unit", () => bob.rent(provider.peer, { machineId, units: 2, duration: 30 }).catch(() => undefined), { timeoutMs: 15_000 });
+    const leaseB = await waitFor("a reservation of a freed unit", () => bob.rent(provider.peer, { machineId, units: 2, duration: 30 }).catch(() => undefined), {
+      timeoutMs: 15_000,
+    });
     await bob.cancel(provider.peer, leaseB);
     await bob.waitLease(leaseB, ["Ended", "Settled"], 30_000);
     await waitFor("both units idle again", () => Object.values(modes()).every((m) => m.mode === "idle"), { timeoutMs: 15_000 });
@@ -89,7 +91,9 @@ describe("provider agent: a lease shrunk while its task runs", function () {
     await provider.agent.leases.reconcile(leaseA);
 
     // Bob rents the released unit; his task runs on one GPU, and no other lease holds it.
-    const leaseB = await waitFor("a reservation of the released unit", () => bob.rent(provider.peer, { machineId, units: 1, duration: 30 }).catch(() => undefined), { timeoutMs: 15_000 });
+    const leaseB = await waitFor("a reservation of the released unit", () => bob.rent(provider.peer, { machineId, units: 1, duration: 30 }).catch(() => undefined), {
+      timeoutMs: 15_000,
+    });
     await bob.sendTask(provider.peer, leaseB, { bundle: once, command: "sh run.sh", env: { MARK: markB } });
     await bob.waitStatus(provider.peer, leaseB, (s) => s.state === "succeeded", "bob's task to finish");
     const bobDevices = (await readFile(markB, "utf8")).trim().split(",");

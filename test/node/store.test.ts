@@ -22,10 +22,7 @@ describe("level store", () => {
     await scratch.put("b", { amount: 1n, note: "small" });
     assert.equal(await scratch.count(), 2);
     // meta holds only the schema record, never the scratch entries
-    assert.deepEqual(
-      (await meta.values()).length,
-      1,
-    );
+    assert.deepEqual((await meta.values()).length, 1);
     await store.close();
 
     store = await Store.open(dir);
@@ -44,10 +41,7 @@ describe("level store", () => {
     const scratch = store.repository<number>(Bucket.scratch);
     await scratch.put("old", 1);
     await store.batch([scratch.putOp("x", 1), scratch.putOp("y", 2), scratch.delOp("old")]);
-    assert.deepEqual(
-      (await scratch.values()).sort(),
-      [1, 2],
-    );
+    assert.deepEqual((await scratch.values()).sort(), [1, 2]);
     await scratch.clear();
     assert.equal(await scratch.count(), 0);
     await store.close();

@@ -115,7 +115,12 @@ describe("task I/O into sandboxed tasks (own user+network namespace)", function 
     served.set(`/${bundleName}.tar.gz`, bytes);
     const spec = parseInput(
       taskSpecSchema,
-      { bundle: { url: `${baseUrl}/${bundleName}.tar.gz`, sha256: createHash("sha256").update(bytes).digest("hex") }, command: [NODE, "server.mjs"], env: { NAME: name }, ports: [8000] },
+      {
+        bundle: { url: `${baseUrl}/${bundleName}.tar.gz`, sha256: createHash("sha256").update(bytes).digest("hex") },
+        command: [NODE, "server.mjs"],
+        env: { NAME: name },
+        ports: [8000],
+      },
       "task",
     ) as TaskSpec;
     const task = await on.prepare({ taskId: `io-${name}-${counter}`, spec, devices: [], durationMs: 60_000 });
@@ -124,7 +129,13 @@ describe("task I/O into sandboxed tasks (own user+network namespace)", function 
     for (let tries = 0; tries < 200 && !task.readLogs().lines.some((line) => line.text === "listening"); tries++) {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    assert.ok(task.readLogs().lines.some((line) => line.text === "listening"), task.readLogs().lines.map((line) => line.text).join("\n"));
+    assert.ok(
+      task.readLogs().lines.some((line) => line.text === "listening"),
+      task
+        .readLogs()
+        .lines.map((line) => line.text)
+        .join("\n"),
+    );
     return task;
   }
 
@@ -141,11 +152,20 @@ describe("task I/O into sandboxed tasks (own user+network namespace)", function 
     assert.equal(inside.code, 0, inside.stderr);
     assert.equal(inside.stdout.trim(), "hello from beta");
     // ... and not the host's loopback.
-    const hostProbe = await runExec(alpha, [NODE, "--input-type=module", "-e", `try { await fetch('http://127.0.0.1:${hostPort}/'); console.log('reached'); } catch { console.log('refused'); }`]);
+    const hostProbe = await runExec(alpha, [
+      NODE,
+      "--input-type=module",
+      "-e",
+      `try { await fetch('http://127.0.0.1:${hostPort}/'); console.log('reached'); } catch { console.log('refused'); }`,
+    ]);
     assert.equal(hostProbe.stdout.trim(), "refused", hostProbe.stderr);
 
     // forward: each task's port 8000 is its own server.
-    for (const [task, name] of [[alpha, "alpha"], [beta, "beta"], [alpha, "alpha"]] as const) {
+    for (const [task, name] of [
+      [alpha, "alpha"],
+      [beta, "beta"],
+      [alpha, "alpha"],
+    ] as const) {
       const response = await httpGet(await connectToTaskPort(task, 8000));
       assert.match(response, /^HTTP\/1\.1 200 OK/);
       assert.ok(response.endsWith(`hello from ${name}`), response);

@@ -8,16 +8,7 @@ import { request } from "../../common/p2p/reqresp.js";
 import { offersTopics } from "../../node/offers/service.js";
 import { signOfferMessage } from "../../common/offers/sign.js";
 import { MemoryChainView } from "../support/memory-chain-view.js";
-import {
-  TEST_CHAIN_ID,
-  buildOfferMessage,
-  createProvider,
-  createSigner,
-  machineSpec,
-  nowSec,
-  registerOnChain,
-  type ProviderFixture,
-} from "../support/offer-fixtures.js";
+import { TEST_CHAIN_ID, buildOfferMessage, createProvider, createSigner, machineSpec, nowSec, registerOnChain, type ProviderFixture } from "../support/offer-fixtures.js";
 import { loopbackP2pOptions, startTestNode, waitForMesh, type TestNode } from "../support/nodes.js";
 import { waitFor } from "../support/wait.js";
 
@@ -181,10 +172,9 @@ describe("offer gossip under bad input (real nodes, real TCP on 127.0.0.1)", fun
   });
 
   it("answers an offers-sync request for another chain with WrongChainError", async () => {
-    await assert.rejects(
-      request(honest.host, victim.host.peerId, OFFERS_SYNC_PROTOCOL, { chainId: 1, limit: 10 }, { responseSchema: offersSyncResponseSchema }),
-      { name: "WrongChainError" },
-    );
+    await assert.rejects(request(honest.host, victim.host.peerId, OFFERS_SYNC_PROTOCOL, { chainId: 1, limit: 10 }, { responseSchema: offersSyncResponseSchema }), {
+      name: "WrongChainError",
+    });
     await assert.rejects(
       request(honest.host, victim.host.peerId, OFFERS_SYNC_PROTOCOL, { chainId: TEST_CHAIN_ID, limit: 10_000 }, { responseSchema: offersSyncResponseSchema }),
       (error: unknown) => (error as Error).name === "InvalidMessageError" && (error as { fields: string[] }).fields[0] === "limit",
@@ -201,8 +191,7 @@ describe("offer gossip under bad input (real nodes, real TCP on 127.0.0.1)", fun
 
     let sendErrors = 0;
     for (let i = 0; i < 10_000; i++) {
-      const junk =
-        i % 3 === 0 ? `junk ${i} ${Math.random()}` : i % 3 === 1 ? JSON.stringify({ v: 1, seq: i }) : JSON.stringify({ v: 1, offer: { provider: i } });
+      const junk = i % 3 === 0 ? `junk ${i} ${Math.random()}` : i % 3 === 1 ? JSON.stringify({ v: 1, seq: i }) : JSON.stringify({ v: 1, offer: { provider: i } });
       await attacker.send(junk).catch(() => sendErrors++);
     }
     // After a handful of rejections the attacker is graylisted: the rest is dropped unread.
@@ -225,10 +214,16 @@ describe("offer gossip under bad input (real nodes, real TCP on 127.0.0.1)", fun
       capacity: { freeUnits: 7 },
     });
     await waitFor("the honest update", () => victim.offers.book.get(offerKey(wallet.address, 21))?.pricePerUnitSecond === 990n);
-    const page = await request(honest.host, victim.host.peerId, OFFERS_SYNC_PROTOCOL, { chainId: TEST_CHAIN_ID, limit: 10 }, {
-      requestSchema: offersSyncRequestSchema,
-      responseSchema: offersSyncResponseSchema,
-    });
+    const page = await request(
+      honest.host,
+      victim.host.peerId,
+      OFFERS_SYNC_PROTOCOL,
+      { chainId: TEST_CHAIN_ID, limit: 10 },
+      {
+        requestSchema: offersSyncRequestSchema,
+        responseSchema: offersSyncResponseSchema,
+      },
+    );
     assert.equal(page.offers.length, 1);
 
     // Bounded: caches stay within their caps, the heap did not grow with the flood.

@@ -105,8 +105,14 @@ describe("offer book", function () {
       if (!cursor) break;
     }
     assert.deepEqual(seen, [3, 1, 4, 2]);
-    assert.throws(() => book.query({}, { cursor: "garbage" }), (error: unknown) => (error as { fields: string[] }).fields[0] === "cursor");
-    assert.throws(() => book.query({ model: "Z9000" }), (error: unknown) => (error as { fields: string[] }).fields[0] === "model");
+    assert.throws(
+      () => book.query({}, { cursor: "garbage" }),
+      (error: unknown) => (error as { fields: string[] }).fields[0] === "cursor",
+    );
+    assert.throws(
+      () => book.query({ model: "Z9000" }),
+      (error: unknown) => (error as { fields: string[] }).fields[0] === "model",
+    );
     assert.throws(() => book.query({ minFreeUnits: -1 }), { name: "InvalidInputError" });
     assert.throws(() => book.query({}, { limit: 0 }), { name: "InvalidInputError" });
   });
@@ -119,7 +125,10 @@ describe("offer book", function () {
     assert.deepEqual(all, [...all].sort());
     const first = book.query({}, { limit: 2 });
     const second = book.query({}, { limit: 2, cursor: first.nextCursor });
-    assert.deepEqual([...first.offers, ...second.offers].map((e) => e.key), all);
+    assert.deepEqual(
+      [...first.offers, ...second.offers].map((e) => e.key),
+      all,
+    );
     assert.equal(second.nextCursor, undefined);
   });
 
@@ -164,10 +173,16 @@ describe("offer book", function () {
   it("pages in key order for offers-sync", async () => {
     await fill();
     const all = await book.pageByKey(undefined, 10);
-    assert.deepEqual(all.map((e) => e.key), [...all.map((e) => e.key)].sort());
+    assert.deepEqual(
+      all.map((e) => e.key),
+      [...all.map((e) => e.key)].sort(),
+    );
     const firstTwo = await book.pageByKey(undefined, 2);
     const rest = await book.pageByKey(firstTwo[1]!.key, 10);
-    assert.deepEqual([...firstTwo, ...rest].map((e) => e.key), all.map((e) => e.key));
+    assert.deepEqual(
+      [...firstTwo, ...rest].map((e) => e.key),
+      all.map((e) => e.key),
+    );
   });
 
   it("holds at most maxOffers machines", async () => {

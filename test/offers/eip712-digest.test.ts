@@ -65,7 +65,23 @@ describe("fast EIP-712 digests", () => {
 
   it("refuses values that do not fit their field", () => {
     const recoverer = new TypedDataRecoverer(1, market);
-    assert.throws(() => recoverer.digest("Attestation", { provider: market, machineId: 2 ** 32, model: `0x${"00".repeat(32)}`, units: 1, vramMiB: 1, throughput: 1n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: 1, expiry: 1 }), RangeError);
+    assert.throws(
+      () =>
+        recoverer.digest("Attestation", {
+          provider: market,
+          machineId: 2 ** 32,
+          model: `0x${"00".repeat(32)}`,
+          units: 1,
+          vramMiB: 1,
+          throughput: 1n,
+          challengeId: `0x${"00".repeat(32)}` as const,
+          root: `0x${"00".repeat(32)}` as const,
+          gpus: `0x${"00".repeat(32)}` as const,
+          issuedAt: 1,
+          expiry: 1,
+        }),
+      RangeError,
+    );
   });
 
   it("recovers what libsecp256k1 and viem accounts sign, and rejects malleable signatures", async () => {
@@ -87,13 +103,18 @@ describe("fast keccak and signer recovery", () => {
   it("hash exactly as viem's keccak256", async () => {
     const input = fc.uint8Array({ minLength: 0, maxLength: 700 });
     await keccakReady;
-    fc.assert(fc.property(input, (bytes) => assert.equal(bytesToHex(keccak256Bytes(bytes)), keccak256(bytes))), { numRuns: 200 });
+    fc.assert(
+      fc.property(input, (bytes) => assert.equal(bytesToHex(keccak256Bytes(bytes)), keccak256(bytes))),
+      { numRuns: 200 },
+    );
   });
 
   it("recover the checksummed address viem recovers, for random keys and digests", async () => {
     await keccakReady;
     const recoverer = new TypedDataRecoverer(31337, market);
-    const key = fc.uint8Array({ minLength: 32, maxLength: 32 }).filter((b) => b.some((x) => x !== 0) && BigInt(`0x${Buffer.from(b).toString("hex")}`) < 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n);
+    const key = fc
+      .uint8Array({ minLength: 32, maxLength: 32 })
+      .filter((b) => b.some((x) => x !== 0) && BigInt(`0x${Buffer.from(b).toString("hex")}`) < 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n);
     await fc.assert(
       fc.asyncProperty(key, bytes32, async (privateKey, digest) => {
         const hexKey = `0x${Buffer.from(privateKey).toString("hex")}` as Hex;
@@ -106,7 +127,19 @@ describe("fast keccak and signer recovery", () => {
     );
     // Typed data: the same signer through recoverSigner as through digest + recover.
     const account = privateKeyToAccount("0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d");
-    const attestation = { provider: account.address, machineId: 3, model: `0x${"11".repeat(32)}` as Hex, units: 8, vramMiB: 81_920, throughput: 2n ** 60n + 7n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: 1, expiry: 2 };
+    const attestation = {
+      provider: account.address,
+      machineId: 3,
+      model: `0x${"11".repeat(32)}` as Hex,
+      units: 8,
+      vramMiB: 81_920,
+      throughput: 2n ** 60n + 7n,
+      challengeId: `0x${"00".repeat(32)}` as const,
+      root: `0x${"00".repeat(32)}` as const,
+      gpus: `0x${"00".repeat(32)}` as const,
+      issuedAt: 1,
+      expiry: 2,
+    };
     const signature = await account.signTypedData({ domain: suanliDomain(31337, market), types: suanliTypes, primaryType: "Attestation", message: attestation });
     assert.equal(recoverer.recoverSigner("Attestation", attestation, signature), account.address);
     assert.equal(recoverer.recover(recoverer.digest("Attestation", attestation), signature), account.address);
@@ -129,12 +162,72 @@ describe("fast keccak and signer recovery", () => {
     const domain = suanliDomain(chainId, market);
     for (const throughput of [0n, 1n, 255n, 256n, 2n ** 53n - 1n, 2n ** 53n, 2n ** 64n - 1n]) {
       for (const machineId of [1, 255, 256, 2 ** 31, 2 ** 32 - 1]) {
-        const message = { provider: market, machineId, model: `0x${"ab".repeat(32)}` as Hex, units: 8, vramMiB: 65_536, throughput, issuedAt: 1_700_000_000, expiry: 1_700_003_600, challengeId: `0x${"cd".repeat(32)}` as Hex, root: `0x${"ef".repeat(32)}` as Hex, gpus: `0x${"01".repeat(32)}` as Hex };
+        const message = {
+          provider: market,
+          machineId,
+          model: `0x${"ab".repeat(32)}` as Hex,
+          units: 8,
+          vramMiB: 65_536,
+          throughput,
+          issuedAt: 1_700_000_000,
+          expiry: 1_700_003_600,
+          challengeId: `0x${"cd".repeat(32)}` as Hex,
+          root: `0x${"ef".repeat(32)}` as Hex,
+          gpus: `0x${"01".repeat(32)}` as Hex,
+        };
         assert.equal(recoverer.digest("Attestation", message), hashTypedData({ domain, types: suanliTypes, primaryType: "Attestation", message }));
       }
     }
-    assert.throws(() => recoverer.digest("Attestation", { provider: market, machineId: 1, model: `0x${"00".repeat(32)}`, units: 2 ** 16, vramMiB: 1, throughput: 1n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: 1, expiry: 1 }), RangeError);
-    assert.throws(() => recoverer.digest("Attestation", { provider: market, machineId: -1, model: `0x${"00".repeat(32)}`, units: 1, vramMiB: 1, throughput: 1n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: 1, expiry: 1 }), RangeError);
-    assert.throws(() => recoverer.digest("Attestation", { provider: market, machineId: 1, model: `0x${"00".repeat(32)}`, units: 1, vramMiB: 1, throughput: 2n ** 64n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const, issuedAt: 1, expiry: 1 }), RangeError);
+    assert.throws(
+      () =>
+        recoverer.digest("Attestation", {
+          provider: market,
+          machineId: 1,
+          model: `0x${"00".repeat(32)}`,
+          units: 2 ** 16,
+          vramMiB: 1,
+          throughput: 1n,
+          challengeId: `0x${"00".repeat(32)}` as const,
+          root: `0x${"00".repeat(32)}` as const,
+          gpus: `0x${"00".repeat(32)}` as const,
+          issuedAt: 1,
+          expiry: 1,
+        }),
+      RangeError,
+    );
+    assert.throws(
+      () =>
+        recoverer.digest("Attestation", {
+          provider: market,
+          machineId: -1,
+          model: `0x${"00".repeat(32)}`,
+          units: 1,
+          vramMiB: 1,
+          throughput: 1n,
+          challengeId: `0x${"00".repeat(32)}` as const,
+          root: `0x${"00".repeat(32)}` as const,
+          gpus: `0x${"00".repeat(32)}` as const,
+          issuedAt: 1,
+          expiry: 1,
+        }),
+      RangeError,
+    );
+    assert.throws(
+      () =>
+        recoverer.digest("Attestation", {
+          provider: market,
+          machineId: 1,
+          model: `0x${"00".repeat(32)}`,
+          units: 1,
+          vramMiB: 1,
+          throughput: 2n ** 64n,
+          challengeId: `0x${"00".repeat(32)}` as const,
+          root: `0x${"00".repeat(32)}` as const,
+          gpus: `0x${"00".repeat(32)}` as const,
+          issuedAt: 1,
+          expiry: 1,
+        }),
+      RangeError,
+    );
   });
 });

@@ -12,7 +12,15 @@ const spec = machineSpec(11, { model: "H100-80GB-SXM", units: 8, vramMiB: 81_559
 
 function machineOffer(price: bigint, freeUnits = 8): MachineOfferInput {
   return {
-    machine: { machineId: spec.machineId, model: spec.model, units: spec.units, vramMiB: spec.vramMiB, interconnect: spec.interconnect, region: spec.region, cluster: ZERO_CLUSTER },
+    machine: {
+      machineId: spec.machineId,
+      model: spec.model,
+      units: spec.units,
+      vramMiB: spec.vramMiB,
+      interconnect: spec.interconnect,
+      region: spec.region,
+      cluster: ZERO_CLUSTER,
+    },
     terms: { pricePerUnitSecond: price, minDuration: 60, maxDuration: 86_400, collateralBps: 1_000, startWindow: 300 },
     capacity: { freeUnits },
   };

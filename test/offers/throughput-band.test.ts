@@ -48,7 +48,10 @@ describe("throughput band per class, enforced through matching (issue 24, item 2
     ];
     for (const [seq, c] of cases.entries()) {
       const message = await buildOfferMessage(provider, spec, { seq: seq + 1, attestations: [attest(attestor, provider.address, spec, 3_600, c.throughput)] });
-      for (const [validator, expected] of [[strict, c.strict], [lenient, c.lenient]] as const) {
+      for (const [validator, expected] of [
+        [strict, c.strict],
+        [lenient, c.lenient],
+      ] as const) {
         const result = await validator.validate(encodeOfferMessage(message));
         assert.ok(result.ok, result.ok ? "" : result.detail);
         const now = nowSec();

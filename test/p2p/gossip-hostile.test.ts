@@ -75,7 +75,10 @@ describe("gossip under hostile peers (real nodes, real TCP on 127.0.0.1)", funct
       await attacker.host.dial(victim.host.getMultiaddrs()[0]!).catch(() => undefined);
       await attacker.pubsub.publish(topic, new TextEncoder().encode(`junk again ${attempt}`)).catch(() => undefined);
     }
-    await waitFor("the victim to count the refusals", async () => (await counterValue(victim.metrics.registry, "suanli_p2p_peers_refused_total", { match: "peer" })) >= refusedBefore + 3);
+    await waitFor(
+      "the victim to count the refusals",
+      async () => (await counterValue(victim.metrics.registry, "suanli_p2p_peers_refused_total", { match: "peer" })) >= refusedBefore + 3,
+    );
     assert.equal(victim.host.getConnections(attacker.host.peerId).length, 0, "the redialled connection was refused");
     assert.equal(validated(), seen, "nothing from the redialling attacker was validated again");
     // The memory decays over an hour: the score is (almost exactly) the old one.

@@ -62,8 +62,7 @@ describe("request/response plumbing", function () {
     await Promise.all([server.stop(), client.stop()]);
   });
 
-  const ask = (body: unknown, options: { timeoutMs?: number; maxMessageBytes?: number } = {}) =>
-    request(client, server.peerId, ECHO, body, { responseSchema, ...options });
+  const ask = (body: unknown, options: { timeoutMs?: number; maxMessageBytes?: number } = {}) => request(client, server.peerId, ECHO, body, { responseSchema, ...options });
 
   it("answers a valid request with a validated response", async () => {
     assert.deepEqual(await ask({ text: "hello" }), { text: "HELLO" });
@@ -98,10 +97,7 @@ describe("request/response plumbing", function () {
   });
 
   it("validates the request locally when given its schema, sending nothing", async () => {
-    await assert.rejects(
-      request(client, server.peerId, ECHO, { text: 5 } as never, { requestSchema, responseSchema }),
-      { name: "InvalidInputError" },
-    );
+    await assert.rejects(request(client, server.peerId, ECHO, { text: 5 } as never, { requestSchema, responseSchema }), { name: "InvalidInputError" });
   });
 
   it("answers an oversized request with MessageTooLargeError", async () => {
@@ -140,7 +136,14 @@ describe("request/response plumbing", function () {
     const abandoned = await Promise.allSettled([1, 2].map(() => ask({ text: "long", delayMs: 900 }, { timeoutMs: 100 })));
     assert.ok(abandoned.every((r) => r.status === "rejected" && r.reason.name === "RequestTimeoutError"));
     // Both slots of this peer were taken by the abandoned requests; they must be free again.
-    await waitFor("the server to notice", async () => (await ask({ text: "x" }).then(() => true, () => false)));
+    await waitFor(
+      "the server to notice",
+      async () =>
+        await ask({ text: "x" }).then(
+          () => true,
+          () => false,
+        ),
+    );
     assert.deepEqual(await Promise.all([ask({ text: "a" }), ask({ text: "b" })]), [{ text: "A" }, { text: "B" }]);
   });
 

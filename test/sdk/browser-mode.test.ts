@@ -32,8 +32,18 @@ describe("SDK over a node's HTTP API with an injected-style wallet", function ()
   const relayLog: string[] = [];
   const recorder = (bindings: Record<string, unknown>): Logger => {
     const record = (level: string) => (message: string, context?: unknown, error?: unknown) =>
-      relayLog.push(`${level} ${message} ${JSON.stringify({ ...bindings, ...(context as object) }, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))} ${error instanceof Error ? `${error.message} ${String(error.cause)}` : ""}`);
-    return { trace: record("trace"), debug: record("debug"), info: record("info"), warn: record("warn"), error: record("error"), child: (more) => recorder({ ...bindings, ...more }), level: "trace" };
+      relayLog.push(
+        `${level} ${message} ${JSON.stringify({ ...bindings, ...(context as object) }, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))} ${error instanceof Error ? `${error.message} ${String(error.cause)}` : ""}`,
+      );
+    return {
+      trace: record("trace"),
+      debug: record("debug"),
+      info: record("info"),
+      warn: record("warn"),
+      error: record("error"),
+      child: (more) => recorder({ ...bindings, ...more }),
+      level: "trace",
+    };
   };
   const relayLogger = recorder({});
 
@@ -157,7 +167,16 @@ describe("SDK over a node's HTTP API with an injected-style wallet", function ()
       const bundle = await bundles.bundle({ "run.sh": "echo never runs" });
       const leasesBefore = (await browserClient.tasks()).length;
       await assert.rejects(
-        browserClient.submitTask({ gpuType: "A100", gpuCount: 1, duration: 30, maxPricePerGpuHour: "1", attestedOnly: false, bundleUrl: bundle.url, sha256: "ab".repeat(32), command: "sh run.sh" }),
+        browserClient.submitTask({
+          gpuType: "A100",
+          gpuCount: 1,
+          duration: 30,
+          maxPricePerGpuHour: "1",
+          attestedOnly: false,
+          bundleUrl: bundle.url,
+          sha256: "ab".repeat(32),
+          command: "sh run.sh",
+        }),
         (error: Error & { fields?: string[] }) => {
           assert.equal(error.name, "InvalidInputError");
           assert.deepEqual(error.fields, ["sha256"]);

@@ -75,7 +75,16 @@ describe("SDK: offers, explanations and bad input (devnet + a provider node)", f
   it("refuses bad task parameters naming the field, before anything is reserved or paid", async () => {
     const market = devnet.deployment.contracts.market!;
     const before = await devnet.admin.publicClient.readContract({ address: market, abi: leaseMarketAbi, functionName: "nextLeaseId" });
-    const base = { gpuType: "A100", gpuCount: 1, duration: 600, maxPricePerGpuHour: "3", attestedOnly: false, bundleUrl: "http://127.0.0.1:1/b.tar.gz", sha256: SHA, command: "true" };
+    const base = {
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 600,
+      maxPricePerGpuHour: "3",
+      attestedOnly: false,
+      bundleUrl: "http://127.0.0.1:1/b.tar.gz",
+      sha256: SHA,
+      command: "true",
+    };
     const cases: [Record<string, unknown>, string][] = [
       [{ ...base, gpuType: "B9000" }, "gpuType"],
       [{ ...base, bundleUrl: "not a url" }, "bundleUrl"],
@@ -108,14 +117,28 @@ describe("SDK: offers, explanations and bad input (devnet + a provider node)", f
       await fund(devnet, wallet, 1_000n);
       await waitFor("offers", async () => (await poor.queryOffers()).length === 1, { timeoutMs: 15_000 });
       await assert.rejects(
-        poor.submitTask({ gpuType: "A100", gpuCount: 1, duration: 600, maxPricePerGpuHour: "3", attestedOnly: false, bundleUrl: "http://127.0.0.1:1/b.tar.gz", sha256: SHA, command: "true" }),
+        poor.submitTask({
+          gpuType: "A100",
+          gpuCount: 1,
+          duration: 600,
+          maxPricePerGpuHour: "3",
+          attestedOnly: false,
+          bundleUrl: "http://127.0.0.1:1/b.tar.gz",
+          sha256: SHA,
+          command: "true",
+        }),
         (error: unknown) => {
           assert.equal((error as Error).name, "InsufficientBalanceError");
           assert.match((error as Error).message, /faucet/);
           return true;
         },
       );
-      const balance = await devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [devnetAccount(6).address] });
+      const balance = await devnet.admin.publicClient.readContract({
+        address: devnet.deployment.contracts.token,
+        abi: testTokenAbi,
+        functionName: "balanceOf",
+        args: [devnetAccount(6).address],
+      });
       assert.equal(balance, 1_000n);
     } finally {
       await poor.close();

@@ -30,7 +30,12 @@ const PRELUDE = "declare global { interface Window { ethereum: { request(args: {
 type Snippet = { file: string; line: number; code: string; virtualPath: string };
 
 function snippets(): Snippet[] {
-  const files = ["README.md", ...readdirSync(path.join(root, "docs")).filter((name) => name.endsWith(".md")).map((name) => `docs/${name}`)];
+  const files = [
+    "README.md",
+    ...readdirSync(path.join(root, "docs"))
+      .filter((name) => name.endsWith(".md"))
+      .map((name) => `docs/${name}`),
+  ];
   const out: Snippet[] = [];
   for (const file of files) {
     const text = readFileSync(path.join(root, file), "utf8");

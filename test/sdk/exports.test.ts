@@ -11,25 +11,69 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 
 /** Values (runtime exports) and types of both `suanli/sdk` and `suanli/sdk/browser`. */
 const SHARED_VALUES = [
-  "AllocationError", "ClientConfigError", "CompletionMismatchError", "GroupExtendError", "InsufficientBalanceError", "InsufficientGasError", "InvalidInputError",
-  "NoMatchError", "NoWalletError", "NothingOwedError", "OutputDigestMismatchError", "OutputDownloadError", "ProviderRequestError", "SuanliError", "TaskIoUnsupportedError",
-  "TaskStateError", "TransactionError", "UnknownTaskError", "WaitTimeoutError", "cancelTask", "createClient", "extendTask", "getOwed", "getTaskStatus",
-  "matchOffers", "parseSubmitParameters", "queryOffers", "settleTask", "signLeaseRequest", "streamLogs", "suanliDomain", "suanliTypes",
-  "submitTask", "waitForTask", "withdrawOwed",
+  "AllocationError",
+  "ClientConfigError",
+  "CompletionMismatchError",
+  "GroupExtendError",
+  "InsufficientBalanceError",
+  "InsufficientGasError",
+  "InvalidInputError",
+  "NoMatchError",
+  "NoWalletError",
+  "NothingOwedError",
+  "OutputDigestMismatchError",
+  "OutputDownloadError",
+  "ProviderRequestError",
+  "SuanliError",
+  "TaskIoUnsupportedError",
+  "TaskStateError",
+  "TransactionError",
+  "UnknownTaskError",
+  "WaitTimeoutError",
+  "cancelTask",
+  "createClient",
+  "extendTask",
+  "getOwed",
+  "getTaskStatus",
+  "matchOffers",
+  "parseSubmitParameters",
+  "queryOffers",
+  "settleTask",
+  "signLeaseRequest",
+  "streamLogs",
+  "suanliDomain",
+  "suanliTypes",
+  "submitTask",
+  "waitForTask",
+  "withdrawOwed",
 ];
 const SHARED_TYPES = [
-  "CreateClientParameters", "ExtendTaskParameters", "ExtendTaskReturnType", "MatchOffersReturnType", "OfferSummary", "QueryOffersParameters",
-  "RenterRequestSigner", "StreamLogsParameters", "SuanliClient", "SubmitTaskParameters", "SubmitTaskReturnType", "TaskAttempt", "TaskLogLine",
-  "TaskReceipt", "TaskRecord", "TaskStatus", "WaitForTaskParameters", "WithdrawOwedParameters", "WithdrawOwedReturnType",
+  "CreateClientParameters",
+  "ExtendTaskParameters",
+  "ExtendTaskReturnType",
+  "MatchOffersReturnType",
+  "OfferSummary",
+  "QueryOffersParameters",
+  "RenterRequestSigner",
+  "StreamLogsParameters",
+  "SuanliClient",
+  "SubmitTaskParameters",
+  "SubmitTaskReturnType",
+  "TaskAttempt",
+  "TaskLogLine",
+  "TaskReceipt",
+  "TaskRecord",
+  "TaskStatus",
+  "WaitForTaskParameters",
+  "WithdrawOwedParameters",
+  "WithdrawOwedReturnType",
 ];
 /**
  * `suanli/sdk` only: the task I/O actions (node:fs, node:net, libp2p streams; a browser client's
  * methods throw TaskIoUnsupportedError instead) and the state file's error.
  */
 const NODE_ONLY_VALUES = ["TaskStoreMismatchError", "downloadOutput", "execTask", "forwardPort"];
-const NODE_ONLY_TYPES = [
-  "DownloadOutputParameters", "DownloadOutputReturnType", "ExecTaskParameters", "ExecTaskReturnType", "ForwardPortParameters", "ForwardPortReturnType",
-];
+const NODE_ONLY_TYPES = ["DownloadOutputParameters", "DownloadOutputReturnType", "ExecTaskParameters", "ExecTaskReturnType", "ForwardPortParameters", "ForwardPortReturnType"];
 const ENTRIES = {
   "sdk/index.ts": { module: "../../sdk/index.js", values: [...SHARED_VALUES, ...NODE_ONLY_VALUES], types: [...SHARED_TYPES, ...NODE_ONLY_TYPES] },
   "sdk/browser.ts": { module: "../../sdk/browser.js", values: SHARED_VALUES, types: SHARED_TYPES },
@@ -51,7 +95,10 @@ function exportedNames(entry: string): string[] {
   const checker = program.getTypeChecker();
   const symbol = checker.getSymbolAtLocation(program.getSourceFile(file)!);
   assert.ok(symbol, `${entry} is not a module`);
-  return checker.getExportsOfModule(symbol).map((exported) => exported.name).sort();
+  return checker
+    .getExportsOfModule(symbol)
+    .map((exported) => exported.name)
+    .sort();
 }
 
 describe("SDK public API snapshot (suanli/sdk, suanli/sdk/browser)", function () {
@@ -70,7 +117,14 @@ describe("SDK public API snapshot (suanli/sdk, suanli/sdk/browser)", function ()
     const node = await import("../../sdk/index.js");
     assert.notEqual(browser.createClient, node.createClient);
     assert.equal(browser.NoMatchError, node.NoMatchError, "one error class for both entries: instanceof works across them");
-    const deployment = { chainId: 31337, deploymentBlock: "1", deployedAt: "2026-01-01T00:00:00.000Z", deployer: `0x${"1".repeat(40)}`, contracts: { token: `0x${"2".repeat(40)}`, market: `0x${"3".repeat(40)}`, registry: `0x${"4".repeat(40)}` }, token: { symbol: "tUSD", decimals: 6 } };
+    const deployment = {
+      chainId: 31337,
+      deploymentBlock: "1",
+      deployedAt: "2026-01-01T00:00:00.000Z",
+      deployer: `0x${"1".repeat(40)}`,
+      contracts: { token: `0x${"2".repeat(40)}`, market: `0x${"3".repeat(40)}`, registry: `0x${"4".repeat(40)}` },
+      token: { symbol: "tUSD", decimals: 6 },
+    };
     const chain = { id: 31337, name: "devnet", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: ["http://127.0.0.1:1"] } } };
     await assert.rejects(browser.createClient({ chain: chain as never, deployment: deployment, bootstrap: [] }), { name: "ClientConfigError", message: /nodeUrl/ });
     await assert.rejects(browser.createClient({ chain: chain as never, bootstrap: [] }), { name: "ClientConfigError", message: /deployment manifest object/ });

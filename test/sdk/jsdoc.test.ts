@@ -31,9 +31,7 @@ function createSdkProgram(rootFile: string, virtualFiles: Record<string, string>
   const virtualDirs = new Set(Object.keys(virtualFiles).map((file) => path.dirname(file)));
   host.directoryExists = (dir) => virtualDirs.has(dir) || (!inPackages(dir) && (directoryExists ? directoryExists.call(host, dir) : true));
   host.getSourceFile = (file, languageVersion, ...rest) =>
-    file in virtualFiles
-      ? ts.createSourceFile(file, virtualFiles[file]!, languageVersion, true)
-      : getSourceFile.call(host, file, languageVersion, ...rest);
+    file in virtualFiles ? ts.createSourceFile(file, virtualFiles[file]!, languageVersion, true) : getSourceFile.call(host, file, languageVersion, ...rest);
   return ts.createProgram({ rootNames: [rootFile], options, host });
 }
 
@@ -133,7 +131,7 @@ describe("SDK docs: every export of sdk/index.ts has a description and an @examp
     assert.deepEqual(unresolved, [], `exports that do not resolve to a declaration: ${unresolved.join(", ")}`);
   });
 
-  it("resolves \"suanli/sdk\", the import path every example uses, to the SDK", async () => {
+  it('resolves "suanli/sdk", the import path every example uses, to the SDK', async () => {
     const published = (await import("suanli/sdk")) as Record<string, unknown>;
     const local = (await import("../../sdk/index.js")) as Record<string, unknown>;
     assert.deepEqual(Object.keys(published).sort(), Object.keys(local).sort());
@@ -168,6 +166,12 @@ describe("SDK docs: every export of sdk/index.ts has a description and an @examp
     });
     const fixtureDocs = exportDocs(fixture, entry);
     assert.deepEqual(undocumented(fixtureDocs), ["bare (sdk/__jsdoc_fixture__/impl.ts): no @example"]);
-    assert.deepEqual(undocumentedFields(fixture, fixtureDocs.find((doc) => doc.name === "Options")!), ["Options.b"]);
+    assert.deepEqual(
+      undocumentedFields(
+        fixture,
+        fixtureDocs.find((doc) => doc.name === "Options")!,
+      ),
+      ["Options.b"],
+    );
   });
 });

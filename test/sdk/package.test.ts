@@ -102,10 +102,22 @@ describe("SDK package: pack, install in a fresh project, type-check, run on a de
     built = await buildSdkPackage(outDir);
     project = await mkdtemp(path.join(tmpdir(), "suanli-consumer-"));
     await writeFile(path.join(project, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }));
-    const rootPackage = JSON.parse(await readFile(path.join(process.cwd(), "package.json"), "utf8")) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
+    const rootPackage = JSON.parse(await readFile(path.join(process.cwd(), "package.json"), "utf8")) as {
+      dependencies: Record<string, string>;
+      devDependencies: Record<string, string>;
+    };
     await run(
       "npm",
-      ["install", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", built.tarball, `viem@${rootPackage.dependencies.viem}`, `@types/node@${rootPackage.devDependencies["@types/node"]}`],
+      [
+        "install",
+        "--prefer-offline",
+        "--no-audit",
+        "--no-fund",
+        "--loglevel=error",
+        built.tarball,
+        `viem@${rootPackage.dependencies.viem}`,
+        `@types/node@${rootPackage.devDependencies["@types/node"]}`,
+      ],
       { cwd: project, maxBuffer: 32 * 1024 * 1024, timeout: 480_000 },
     );
     await writeFile(path.join(project, "consumer.ts"), NODE_CONSUMER);
@@ -119,12 +131,25 @@ describe("SDK package: pack, install in a fresh project, type-check, run on a de
   it("packs a versioned ESM package with typings, an exports map and its own README", async () => {
     const { stdout } = await run("tar", ["-tzf", built.tarball]);
     const files = stdout.split("\n").filter(Boolean);
-    for (const file of ["package/package.json", "package/README.md", "package/dist/sdk/index.js", "package/dist/sdk/index.d.ts", "package/dist/sdk/browser.js", "package/dist/sdk/browser.d.ts", "package/dist/common/api/index.js"]) {
+    for (const file of [
+      "package/package.json",
+      "package/README.md",
+      "package/dist/sdk/index.js",
+      "package/dist/sdk/index.d.ts",
+      "package/dist/sdk/browser.js",
+      "package/dist/sdk/browser.d.ts",
+      "package/dist/common/api/index.js",
+    ]) {
       assert.ok(files.includes(file), `${file} missing from the tarball`);
     }
     assert.ok(!files.some((file) => file.endsWith(".ts") && !file.endsWith(".d.ts")), "no TypeScript sources");
     assert.ok(!files.some((file) => /\/(node|test|bench)\//.test(file.replace("package/dist/", "/"))), "nothing of the daemon, tests or benchmarks");
-    const installed = JSON.parse(await readFile(path.join(project, "node_modules/suanli/package.json"), "utf8")) as { version: string; type: string; exports: Record<string, unknown>; dependencies: Record<string, string> };
+    const installed = JSON.parse(await readFile(path.join(project, "node_modules/suanli/package.json"), "utf8")) as {
+      version: string;
+      type: string;
+      exports: Record<string, unknown>;
+      dependencies: Record<string, string>;
+    };
     assert.equal(installed.version, built.version);
     assert.equal(installed.type, "module");
     assert.deepEqual(Object.keys(installed.exports).sort(), ["./api", "./package.json", "./sdk", "./sdk/browser"]);
@@ -135,7 +160,16 @@ describe("SDK package: pack, install in a fresh project, type-check, run on a de
     await writeFile(
       path.join(project, "tsconfig.json"),
       JSON.stringify({
-        compilerOptions: { strict: true, target: "ES2023", lib: ["ES2023", "DOM"], module: "NodeNext", moduleResolution: "NodeNext", noEmit: true, types: ["node"], skipLibCheck: false },
+        compilerOptions: {
+          strict: true,
+          target: "ES2023",
+          lib: ["ES2023", "DOM"],
+          module: "NodeNext",
+          moduleResolution: "NodeNext",
+          noEmit: true,
+          types: ["node"],
+          skipLibCheck: false,
+        },
         files: ["consumer.ts", "browser.ts"],
       }),
     );
@@ -168,19 +202,38 @@ describe("SDK package: pack, install in a fresh project, type-check, run on a de
       const input = path.join(project, "input.json");
       await writeFile(
         input,
-        JSON.stringify({ rpcUrl: devnet.rpcUrl, bootstrap: provider.peer.addr, deployments: devnet.deploymentsDir, key: devnetPrivateKey(6), bundleUrl: bundle.url, sha256: bundle.sha256 }),
+        JSON.stringify({
+          rpcUrl: devnet.rpcUrl,
+          bootstrap: provider.peer.addr,
+          deployments: devnet.deploymentsDir,
+          key: devnetPrivateKey(6),
+          bundleUrl: bundle.url,
+          sha256: bundle.sha256,
+        }),
       );
       // Node 22 runs the TypeScript consumer as it is (type stripping): what the developer wrote, nothing compiled by us.
       const { stdout } = await run(process.execPath, ["consumer.ts", input], { cwd: project, timeout: 240_000, maxBuffer: 8 * 1024 * 1024 });
       const line = stdout.split("\n").find((text) => text.startsWith("RESULT "));
       assert.ok(line, stdout);
-      const result = JSON.parse(line.slice("RESULT ".length)) as { offers: number; candidates: number; provider: string; state: string; verified: boolean; logs: string[]; schemaItems: number; refusedBelowPrice: boolean };
+      const result = JSON.parse(line.slice("RESULT ".length)) as {
+        offers: number;
+        candidates: number;
+        provider: string;
+        state: string;
+        verified: boolean;
+        logs: string[];
+        schemaItems: number;
+        refusedBelowPrice: boolean;
+      };
       assert.ok(result.offers >= 1 && result.candidates >= 1, line);
       assert.equal(result.refusedBelowPrice, true, "a price cap below every offer throws NoMatchError");
       assert.equal(result.provider, provider.peer.address);
       assert.equal(result.state, "succeeded");
       assert.equal(result.verified, true);
-      assert.ok(result.logs.some((text) => text.includes("hello from the installed package")), line);
+      assert.ok(
+        result.logs.some((text) => text.includes("hello from the installed package")),
+        line,
+      );
     });
   });
 
@@ -197,8 +250,14 @@ describe("SDK package: pack, install in a fresh project, type-check, run on a de
       logLevel: "silent",
     });
     const inputs = Object.keys(result.metafile.inputs);
-    assert.deepEqual(inputs.filter((input) => input.startsWith("node:") || /node_modules\/(@libp2p\/tcp|libp2p|@chainsafe)\//.test(input)), []);
-    assert.ok(inputs.some((input) => input.includes("node_modules/suanli/dist/sdk/browser.js")), "the browser entry was bundled");
+    assert.deepEqual(
+      inputs.filter((input) => input.startsWith("node:") || /node_modules\/(@libp2p\/tcp|libp2p|@chainsafe)\//.test(input)),
+      [],
+    );
+    assert.ok(
+      inputs.some((input) => input.includes("node_modules/suanli/dist/sdk/browser.js")),
+      "the browser entry was bundled",
+    );
     const bytes = result.outputFiles[0]!.contents.byteLength;
     const gzipped = (await import("node:zlib")).gzipSync(result.outputFiles[0]!.contents).byteLength;
     console.log(`      browser bundle: ${(bytes / 1024).toFixed(0)} KiB minified, ${(gzipped / 1024).toFixed(0)} KiB gzipped`);

@@ -25,7 +25,13 @@ describe("submitTask image parameters", () => {
     const byArchive = parseSubmitParameters({ ...base, imageUrl: "https://example.com/training_container.tar", sha256: sha });
     assert.deepEqual(byArchive.spec.imageArchive, { url: "https://example.com/training_container.tar", sha256: "ab".repeat(32) });
     assert.equal(byArchive.spec.image, undefined);
-    const both = parseSubmitParameters({ ...base, bundleUrl: "https://example.com/job.tar.gz", sha256: sha, imageUrl: "https://example.com/img.tar.gz", imageSha256: "cd".repeat(32) });
+    const both = parseSubmitParameters({
+      ...base,
+      bundleUrl: "https://example.com/job.tar.gz",
+      sha256: sha,
+      imageUrl: "https://example.com/img.tar.gz",
+      imageSha256: "cd".repeat(32),
+    });
     assert.deepEqual(both.spec.bundle, { url: "https://example.com/job.tar.gz", sha256: "ab".repeat(32) });
     assert.deepEqual(both.spec.imageArchive, { url: "https://example.com/img.tar.gz", sha256: "cd".repeat(32) });
   });
@@ -35,9 +41,15 @@ describe("submitTask image parameters", () => {
     fails({ ...base, image: "oci-archive:/tmp/x.tar" }, /is a transport/);
     fails({ ...base, image: "containers-storage:localhost/x" }, /is a transport/);
     fails({ ...base, image: "Not A Reference" }, /expected a registry reference/);
-    fails({ ...base, imageUrl: "nvcr.io/nvidia/pytorch:24.03-py3", sha256: sha }, /imageUrl: expected an http\(s\):\/\/ or file:\/\/ URL of an image archive .*a registry reference goes in `image`/);
+    fails(
+      { ...base, imageUrl: "nvcr.io/nvidia/pytorch:24.03-py3", sha256: sha },
+      /imageUrl: expected an http\(s\):\/\/ or file:\/\/ URL of an image archive .*a registry reference goes in `image`/,
+    );
     fails({ ...base, imageUrl: "https://example.com/x.tar" }, /sha256: is required with imageUrl/);
-    fails({ ...base, bundleUrl: "https://example.com/job.tar.gz", sha256: sha, imageUrl: "https://example.com/x.tar" }, /imageSha256: is required with imageUrl and bundleUrl together/);
+    fails(
+      { ...base, bundleUrl: "https://example.com/job.tar.gz", sha256: sha, imageUrl: "https://example.com/x.tar" },
+      /imageSha256: is required with imageUrl and bundleUrl together/,
+    );
     fails({ ...base, image: "busybox:1", imageUrl: "https://example.com/x.tar", sha256: sha }, /give either image .* or imageUrl/);
     fails({ ...base }, /a task needs bundleUrl \(\+ sha256\), image \(a registry reference\) or imageUrl \(\+ sha256\)/);
   });

@@ -33,7 +33,13 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
     provider = await startTestProvider(devnet, 1);
     await fund(devnet, await devnet.wallet(5), 100_000_000n);
     stateDir = await mkdtemp(path.join(tmpdir(), "suanli-sdk-state-"));
-    client = await createClient({ rpcUrl: devnet.rpcUrl, account: renter, bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir, stateFile: path.join(stateDir, "tasks-{deployment}.json") });
+    client = await createClient({
+      rpcUrl: devnet.rpcUrl,
+      account: renter,
+      bootstrap: [provider.peer.addr],
+      deployment: devnet.deploymentsDir,
+      stateFile: path.join(stateDir, "tasks-{deployment}.json"),
+    });
     await waitFor("the provider's offer in the SDK", async () => (await client.queryOffers()).some((o) => o.freeUnits === 2), { timeoutMs: 20_000 });
   });
   after(async () => {
@@ -45,7 +51,9 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
   });
 
   it("runs a task end to end: logs stream, the receipt adds up and the completion report is verified", async () => {
-    const bundle = await bundles.bundle({ "run.sh": ["echo computing", 'echo "secret is $API_TOKEN"', "mkdir -p output", "echo 7 > output/answer", "sleep 1", "echo finished"].join("\n") });
+    const bundle = await bundles.bundle({
+      "run.sh": ["echo computing", 'echo "secret is $API_TOKEN"', "mkdir -p output", "echo 7 > output/answer", "sleep 1", "echo finished"].join("\n"),
+    });
     const before = await balance(renter.address);
     const submitted = await client.submitTask({
       gpuType: "A100",
@@ -86,7 +94,16 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
     const before = await balance(renter.address);
     const nonce = await devnet.admin.publicClient.getTransactionCount({ address: renter.address });
     await assert.rejects(
-      client.submitTask({ gpuType: "A100", gpuCount: 1, duration: 30, maxPricePerGpuHour: "1", attestedOnly: false, bundleUrl: bundle.url, sha256: "ab".repeat(32), command: "sh run.sh" }),
+      client.submitTask({
+        gpuType: "A100",
+        gpuCount: 1,
+        duration: 30,
+        maxPricePerGpuHour: "1",
+        attestedOnly: false,
+        bundleUrl: bundle.url,
+        sha256: "ab".repeat(32),
+        command: "sh run.sh",
+      }),
       (error: Error & { fields?: string[] }) => {
         assert.equal(error.name, "InvalidInputError");
         assert.deepEqual(error.fields, ["sha256"]);
@@ -132,12 +149,24 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
   it("keeps its tasks: status and listing know the submitted ones", async () => {
     const tasks = await client.tasks();
     assert.equal(tasks.length, 2);
-    assert.ok(tasks.every((task) => !JSON.stringify(task.spec.env).includes(SECRET)), "stored specs hold no secret values");
+    assert.ok(
+      tasks.every((task) => !JSON.stringify(task.spec.env).includes(SECRET)),
+      "stored specs hold no secret values",
+    );
   });
 
   it("a fresh client (as each CLI command is) extends a running task at once, with or without a bootstrap (issue #22 item 3)", async () => {
     const bundle = await bundles.bundle({ "long.sh": "echo started; sleep 60" });
-    const submitted = await client.submitTask({ gpuType: "A100", gpuCount: 1, duration: 120, maxPricePerGpuHour: "1", attestedOnly: false, bundleUrl: bundle.url, sha256: bundle.sha256, command: "sh long.sh" });
+    const submitted = await client.submitTask({
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 120,
+      maxPricePerGpuHour: "1",
+      attestedOnly: false,
+      bundleUrl: bundle.url,
+      sha256: bundle.sha256,
+      command: "sh long.sh",
+    });
     await waitFor("the task running", async () => (await client.status(submitted.taskId)).state === "running", { timeoutMs: 20_000 });
     const [file] = await readdir(stateDir!);
     assert.match(file!, /^tasks-31337-[0-9a-f]{8}-[0-9a-f]{12}\.json$/, "one task file per deployment");
@@ -179,7 +208,11 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
           const body = Buffer.concat(chunks).toString("utf8");
           if (leaseId !== undefined && body.includes("eth_sendRawTransaction")) {
             held++;
-            await waitFor("the provider to end the lease", async () => !["Open", "Active"].includes((await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, leaseId!)).status), { timeoutMs: 20_000 });
+            await waitFor(
+              "the provider to end the lease",
+              async () => !["Open", "Active"].includes((await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, leaseId!)).status),
+              { timeoutMs: 20_000 },
+            );
           }
           const upstream = await fetch(devnet.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body });
           res.writeHead(upstream.status, { "content-type": "application/json" }).end(await upstream.text());
@@ -189,14 +222,25 @@ describe("SDK against a real provider node: submit, logs, wait, cancel, extend",
     await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve));
     const late = devnetAccount(6);
     await fund(devnet, await devnet.wallet(6), 100_000_000n);
-    const lateClient = await createClient({ rpcUrl: `http://127.0.0.1:${(relay.address() as AddressInfo).port}`, account: late, bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir });
+    const lateClient = await createClient({
+      rpcUrl: `http://127.0.0.1:${(relay.address() as AddressInfo).port}`,
+      account: late,
+      bootstrap: [provider.peer.addr],
+      deployment: devnet.deploymentsDir,
+    });
     try {
       await waitFor("a free unit", async () => (await lateClient.queryOffers()).some((o) => o.freeUnits >= 1), { timeoutMs: 20_000 });
       const bundle = await bundles.bundle({ "long.sh": "echo started; sleep 60" });
       const before = await balance(late.address);
       const submitted = await lateClient.submitTask({
-        gpuType: "A100", gpuCount: 1, duration: 120, maxPricePerGpuHour: "1", attestedOnly: false,
-        bundleUrl: bundle.url, sha256: bundle.sha256, command: "sh long.sh",
+        gpuType: "A100",
+        gpuCount: 1,
+        duration: 120,
+        maxPricePerGpuHour: "1",
+        attestedOnly: false,
+        bundleUrl: bundle.url,
+        sha256: bundle.sha256,
+        command: "sh long.sh",
       });
       await waitFor("the task running", async () => (await lateClient.status(submitted.taskId)).state === "running", { timeoutMs: 20_000 });
       leaseId = submitted.leaseId;

@@ -36,7 +36,19 @@ export class RecordingRelay implements ProviderRelay {
       case "task":
         return { leaseId, state: "accepted" };
       case "status":
-        return { leaseId, state: "waiting_spec", startedAt: null, endedAt: null, heartbeatAt: T0 * 1000, unitSeconds: 0, gpus: [], exitCode: null, error: null, completion: null, nextLogSeq: 0 };
+        return {
+          leaseId,
+          state: "waiting_spec",
+          startedAt: null,
+          endedAt: null,
+          heartbeatAt: T0 * 1000,
+          unitSeconds: 0,
+          gpus: [],
+          exitCode: null,
+          error: null,
+          completion: null,
+          nextLogSeq: 0,
+        };
       case "logs":
         return { lines: [], nextSeq: 0, done: false, firstAvailableSeq: 0 };
       case "cancel":
@@ -69,10 +81,7 @@ export type ApiFixture = {
   close(): Promise<void>;
 };
 
-export async function startApiFixture(
-  options: z.input<typeof apiOptionsSchema> = {},
-  extra: { deployment?: Deployment; source?: InMemoryMarketSource } = {},
-): Promise<ApiFixture> {
+export async function startApiFixture(options: z.input<typeof apiOptionsSchema> = {}, extra: { deployment?: Deployment; source?: InMemoryMarketSource } = {}): Promise<ApiFixture> {
   const clock = { seconds: T0 };
   const now = () => clock.seconds * 1000;
   const source = extra.source ?? new InMemoryMarketSource({ now });
@@ -99,9 +108,7 @@ export async function startApiFixture(
     }),
   );
 
-  source.putProvider(
-    providerRecord(providerA, [machineRecord(providerA.address, 1, "A100-80GB"), machineRecord(providerA.address, 2, "H100-80GB-SXM")]),
-  );
+  source.putProvider(providerRecord(providerA, [machineRecord(providerA.address, 1, "A100-80GB"), machineRecord(providerA.address, 2, "H100-80GB-SXM")]));
   source.putProvider(
     providerRecord(providerB, [machineRecord(providerB.address, 3, "A100-80GB", 4)], {
       stake: 500_000_000n,

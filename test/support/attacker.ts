@@ -35,7 +35,13 @@ export async function signedReserve(wallet: TestRenter, provider: ProviderPeer, 
     issuedAt: Math.floor(Date.now() / 1000),
     nonce: randomNonce(),
   };
-  const signature = await wallet.clients.walletClient.signTypedData({ account: wallet.clients.account, domain: wallet.domain, types: suanliTypes, primaryType: "ReserveRequest", message });
+  const signature = await wallet.clients.walletClient.signTypedData({
+    account: wallet.clients.account,
+    domain: wallet.domain,
+    types: suanliTypes,
+    primaryType: "ReserveRequest",
+    message,
+  });
   return { chainId: wallet.devnet.deployment.chainId, request: message, signature };
 }
 

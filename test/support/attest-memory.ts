@@ -74,7 +74,7 @@ export class SimulatedMemoryMachine implements MemoryRunner {
           // Each device runs 1/n of the walks; of its reads, 1/n land on its own memory.
           const n = this.devices.length;
           const reads = work.reads / n;
-          return (reads / n) / d.randomReadsPerSecond + (reads * (n - 1)) / n / (this.options.peerReadsPerSecond ?? d.randomReadsPerSecond);
+          return reads / n / d.randomReadsPerSecond + (reads * (n - 1)) / n / (this.options.peerReadsPerSecond ?? d.randomReadsPerSecond);
         });
         return walked;
       },

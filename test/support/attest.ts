@@ -64,9 +64,13 @@ export function testLogger(node: string): Logger {
 
 /** An attestor daemon (devnet account `index`, which must hold ATTESTOR_ROLE) running the attestor role. */
 export async function startAttestorDaemon(devnet: Devnet, index: number, overrides: Record<string, unknown> = {}): Promise<{ daemon: TestDaemon; attestor: AttestorService }> {
-  const daemon = await startTestDaemon(devnet, merge({ chain: { privateKey: devnetPrivateKey(index) }, attest: { challenge: { preset: "cpu-devnet" }, runner: { workers: 1 } } }, overrides), {
-    logger: testLogger(`attestor-${index}`),
-  });
+  const daemon = await startTestDaemon(
+    devnet,
+    merge({ chain: { privateKey: devnetPrivateKey(index) }, attest: { challenge: { preset: "cpu-devnet" }, runner: { workers: 1 } } }, overrides),
+    {
+      logger: testLogger(`attestor-${index}`),
+    },
+  );
   try {
     const attestor = await startAttestorService(daemon);
     daemon.attach(attestor);
@@ -157,7 +161,13 @@ export async function openActiveLease(devnet: Devnet, renter: Required<ChainClie
   };
   const signature = await signOffer(devnetAccount(providerIndex), suanliDomain(devnet.deployment.chainId, market), offer);
   const terms = { units: 1, duration: DURATION, maxPricePerUnitSecond: PRICE, interruptible: false, bidPerUnitSecond: 0n, preempt: [] as bigint[] };
-  const { result: leaseId } = await renter.publicClient.simulateContract({ account: renter.account, address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] });
+  const { result: leaseId } = await renter.publicClient.simulateContract({
+    account: renter.account,
+    address: market,
+    abi: leaseMarketAbi,
+    functionName: "openLease",
+    args: [offer, signature, terms],
+  });
   await send(renter, { address: market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] });
   await send(provider, { address: market, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] });
   return leaseId;
@@ -170,7 +180,10 @@ export type SpawnedProvider = { child: ChildProcess; peerId: string; addrs: stri
 export async function spawnProvider(devnet: Devnet, index: number): Promise<SpawnedProvider> {
   const dataDir = await mkdtemp(path.join(tmpdir(), "suanli-provider-"));
   const input = JSON.stringify({ dataDir, rpcUrl: devnet.rpcUrl, deploymentsDir: devnet.deploymentsDir, privateKey: devnetPrivateKey(index) });
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "test/node/fixtures/provider-process.mjs"), input], { cwd: repoRoot, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "test/node/fixtures/provider-process.mjs"), input], {
+    cwd: repoRoot,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stderr = "";
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   const ready = await new Promise<{ peerId: string; addrs: string[] }>((resolve, reject) => {

@@ -80,7 +80,7 @@ export class SmallDisk {
     const chunk = Buffer.alloc(64 * 1024, 0x61);
     let written = 0;
     try {
-      for (let size = chunk.length; size >= 1; ) {
+      for (let size = chunk.length; size >= 1;) {
         try {
           const { bytesWritten } = await file.write(chunk, 0, size);
           written += bytesWritten;
@@ -119,16 +119,27 @@ export async function skewedClockEnv(skewSeconds: number): Promise<Record<string
   if (!Number.isInteger(skewSeconds)) throw new Error(`skewSeconds must be a whole number of seconds, got ${skewSeconds}`);
   for (const dir of LIBFAKETIME_DIRS) {
     const lib = path.join(dir, "libfaketime.so.1");
-    if (await stat(lib).then(() => true, () => false)) {
+    if (
+      await stat(lib).then(
+        () => true,
+        () => false,
+      )
+    ) {
       return { LD_PRELOAD: lib, FAKETIME: `${skewSeconds >= 0 ? "+" : ""}${skewSeconds}s`, FAKETIME_DONT_FAKE_MONOTONIC: "1", FAKETIME_DONT_RESET: "1" };
     }
   }
-  throw new Error(`libfaketime is not installed (looked in ${LIBFAKETIME_DIRS.join(", ")}): the clock-skew test needs Debian's faketime package (apt-get install faketime; .ci/run installs it)`);
+  throw new Error(
+    `libfaketime is not installed (looked in ${LIBFAKETIME_DIRS.join(", ")}): the clock-skew test needs Debian's faketime package (apt-get install faketime; .ci/run installs it)`,
+  );
 }
 
 /** Mines one block on a devnet's JSON-RPC endpoint (`evm_mine`): its clock moves only with blocks. */
 export async function mineBlock(rpcUrl: string): Promise<void> {
-  const response = await fetch(rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "evm_mine", params: [] }) });
+  const response = await fetch(rpcUrl, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "evm_mine", params: [] }),
+  });
   const answer = (await response.json()) as { error?: { message?: string } };
   if (!response.ok || answer.error) throw new Error(`evm_mine failed at ${rpcUrl}: ${answer.error?.message ?? response.status}`);
 }

@@ -29,10 +29,7 @@ export type ProxyMode = { kind: "pass" } | { kind: "refuse" } | { kind: "reset" 
  *   known yet (null); everything else, `eth_sendRawTransaction` included, passes to the chain.
  */
 export type RpcFaultMode =
-  | { kind: "http-status"; status: number }
-  | { kind: "rpc-error"; code?: number; message?: string }
-  | { kind: "garbage" }
-  | { kind: "stale"; block: bigint };
+  { kind: "http-status"; status: number } | { kind: "rpc-error"; code?: number; message?: string } | { kind: "garbage" } | { kind: "stale"; block: bigint };
 
 const RPC_FAULTS = new Set<ProxyMode["kind"]>(["http-status", "rpc-error", "garbage", "stale"]);
 const isRpcFault = (mode: ProxyMode): mode is RpcFaultMode => RPC_FAULTS.has(mode.kind);
@@ -431,10 +428,7 @@ export async function watchWallets(devnet: Devnet, wallets: { address: Address; 
  * double-lease check); `stuckGraceSeconds` is how long past its end a lease may stay open (the
  * nodes' reconcile and claim intervals).
  */
-export async function checkLedger(
-  devnet: Devnet,
-  options: { wallets: WatchedWallet[]; capacity: Map<number, number>; stuckGraceSeconds?: number },
-): Promise<LedgerReport> {
+export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWallet[]; capacity: Map<number, number>; stuckGraceSeconds?: number }): Promise<LedgerReport> {
   const client = devnet.admin.publicClient;
   const market = devnet.deployment.contracts.market!;
   const violations: string[] = [];
@@ -526,7 +520,9 @@ export async function checkLedger(
   for (const lease of leases) {
     if ((lease.status === "Open" && now > lease.startDeadline + grace) || (lease.status === "Active" && now > lease.end + grace)) {
       stuck.push(lease.leaseId);
-      violations.push(`lease ${lease.leaseId} is still ${lease.status} ${lease.status === "Open" ? now - lease.startDeadline : now - lease.end} s past its ${lease.status === "Open" ? "start deadline" : "end"}`);
+      violations.push(
+        `lease ${lease.leaseId} is still ${lease.status} ${lease.status === "Open" ? now - lease.startDeadline : now - lease.end} s past its ${lease.status === "Open" ? "start deadline" : "end"}`,
+      );
     }
   }
   return { leases, violations, marketDrift, doubleLeased, stuck };

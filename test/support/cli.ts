@@ -59,7 +59,10 @@ export function startCli(args: string[], options: { env?: Record<string, string>
   let stderr = "";
   const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)));
   const ready = new Promise<Record<string, unknown>>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`suanli ${args.join(" ")}: no JSON line within ${options.timeoutMs ?? 60_000} ms; stderr: ${stderr}`)), options.timeoutMs ?? 60_000);
+    const timer = setTimeout(
+      () => reject(new Error(`suanli ${args.join(" ")}: no JSON line within ${options.timeoutMs ?? 60_000} ms; stderr: ${stderr}`)),
+      options.timeoutMs ?? 60_000,
+    );
     child.stdout.on("data", (chunk: Buffer) => {
       stdout += chunk.toString();
       for (const line of stdout.split("\n").slice(0, -1)) {

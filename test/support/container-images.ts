@@ -69,7 +69,10 @@ export function buildBusyboxImage(name = BUSYBOX_IMAGE): Promise<string> {
       await chmod(path.join(root, "bin", "busybox"), 0o755);
       const list = await runs(busybox, ["--list"]);
       if (!list.ok) throw new Error(`${busybox} --list failed: ${list.stderr}`);
-      for (const applet of list.stdout.split("\n").map((line) => line.trim()).filter((line) => /^[a-z0-9_.[-]+$/.test(line) && line !== "busybox")) {
+      for (const applet of list.stdout
+        .split("\n")
+        .map((line) => line.trim())
+        .filter((line) => /^[a-z0-9_.[-]+$/.test(line) && line !== "busybox")) {
         await symlink("busybox", path.join(root, "bin", applet));
       }
       await writeFile(path.join(root, "etc", "passwd"), "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n");

@@ -92,30 +92,33 @@ export async function signedEntry(spec: SignedOfferSpec): Promise<OfferEntry> {
   const interruptibleUnits = spec.interruptibleUnits ?? 0;
   // The provider node's libp2p key, derived from the wallet address so demo data is stable.
   const peerKey = await generateKeyPairFromSeed("Ed25519", hexToBytes(keccak256(spec.provider.address)));
-  const message = await signOfferMessage({
-    v: 1,
-    offer,
-    signature,
-    machine: {
-      model: spec.model,
-      units,
-      vramMiB,
-      interconnect: spec.interconnect ?? "nvlink",
-      region: spec.region ?? "eu-west",
-      cluster: spec.cluster ?? ZERO32,
+  const message = await signOfferMessage(
+    {
+      v: 1,
+      offer,
+      signature,
+      machine: {
+        model: spec.model,
+        units,
+        vramMiB,
+        interconnect: spec.interconnect ?? "nvlink",
+        region: spec.region ?? "eu-west",
+        cluster: spec.cluster ?? ZERO32,
+      },
+      capacity: {
+        freeUnits: spec.freeUnits ?? Math.max(0, units - onDemandUnits - interruptibleUnits),
+        onDemandUnits,
+        interruptibleUnits,
+        lowestInterruptibleBid: interruptibleUnits > 0 ? (spec.minBidPerUnitSecond ?? 1n) : null,
+      },
+      attestations,
+      peerId: peerIdFromPrivateKey(peerKey).toString(),
+      addrs: ["/ip4/127.0.0.1/tcp/4001"],
+      seq: spec.seq ?? 1,
+      publishedAt: spec.at,
     },
-    capacity: {
-      freeUnits: spec.freeUnits ?? Math.max(0, units - onDemandUnits - interruptibleUnits),
-      onDemandUnits,
-      interruptibleUnits,
-      lowestInterruptibleBid: interruptibleUnits > 0 ? (spec.minBidPerUnitSecond ?? 1n) : null,
-    },
-    attestations,
-    peerId: peerIdFromPrivateKey(peerKey).toString(),
-    addrs: ["/ip4/127.0.0.1/tcp/4001"],
-    seq: spec.seq ?? 1,
-    publishedAt: spec.at,
-  }, peerKey);
+    peerKey,
+  );
   return { message, verifiedAttestations, receivedAt: spec.at };
 }
 

@@ -52,9 +52,7 @@ export class InMemoryMarketSource implements MarketDataSource {
     const reputation = this.providers.get(entry.message.offer.provider.toLowerCase())?.reputation ?? { leasesCompleted: 0, faults: 0, unitSecondsDelivered: 0n };
     this.engine.upsert(
       offerEntryFromMessage(entry.message, {
-        attestation: current.length
-          ? { attestedAt: Math.max(...current.map((a) => a.issuedAt)), expiry: Math.max(...current.map((a) => a.expiry)) }
-          : null,
+        attestation: current.length ? { attestedAt: Math.max(...current.map((a) => a.issuedAt)), expiry: Math.max(...current.map((a) => a.expiry)) } : null,
         reputation,
         latencyMs: null,
       }),

@@ -69,7 +69,10 @@ export async function startRegistry(): Promise<TestRegistry> {
     const failed = await Promise.race([spawnError, sleep(100).then(() => undefined)]);
     if (failed) throw new Error(`docker-registry cannot start (apt-get install docker-registry; .ci/run installs it): ${failed.message}`);
     if (child.exitCode !== null) throw new Error(`docker-registry exited at start: ${stderr.trim()}`);
-    const ok = await fetch(`http://${host}/v2/`).then((response) => response.ok, () => false);
+    const ok = await fetch(`http://${host}/v2/`).then(
+      (response) => response.ok,
+      () => false,
+    );
     if (ok) break;
     if (Date.now() > deadline) {
       child.kill("SIGKILL");

@@ -105,7 +105,13 @@ export class TestRenter {
       primaryType: "ReserveRequest",
       message,
     });
-    return request(this.host, multiaddr(provider.addr), RESERVE_PROTOCOL, { chainId: chainId ?? this.devnet.deployment.chainId, request: message, signature }, { responseSchema: reserveReplySchema });
+    return request(
+      this.host,
+      multiaddr(provider.addr),
+      RESERVE_PROTOCOL,
+      { chainId: chainId ?? this.devnet.deployment.chainId, request: message, signature },
+      { responseSchema: reserveReplySchema },
+    );
   }
 
   /** Approves the deposit and opens the lease with an acceptance; returns the lease id. */
@@ -153,7 +159,13 @@ export class TestRenter {
   async logs(provider: ProviderPeer, leaseId: bigint, fromSeq = 0, options: { waitMs?: number; signWith?: TestRenter } = {}) {
     const body = { fromSeq, waitMs: options.waitMs ?? 0, limit: 500 };
     const auth = await this.auth(provider, leaseId, "logs", body, options.signWith);
-    return request(this.host, multiaddr(provider.addr), LOGS_PROTOCOL, { auth, ...body }, { responseSchema: logsAnswerSchema, timeoutMs: 30_000, maxMessageBytes: 2 * 1024 * 1024 });
+    return request(
+      this.host,
+      multiaddr(provider.addr),
+      LOGS_PROTOCOL,
+      { auth, ...body },
+      { responseSchema: logsAnswerSchema, timeoutMs: 30_000, maxMessageBytes: 2 * 1024 * 1024 },
+    );
   }
 
   async cancel(provider: ProviderPeer, leaseId: bigint, options: { signWith?: TestRenter } = {}) {
@@ -190,10 +202,14 @@ export class TestRenter {
 
   /** Waits until the lease's chain status is one of `statuses`. */
   waitLease(leaseId: bigint, statuses: LeaseView["status"][], timeoutMs = 20_000): Promise<LeaseView> {
-    return waitFor(`lease ${leaseId} ${statuses.join("/")}`, async () => {
-      const view = await this.lease(leaseId);
-      return statuses.includes(view.status) ? view : undefined;
-    }, { timeoutMs, intervalMs: 100 });
+    return waitFor(
+      `lease ${leaseId} ${statuses.join("/")}`,
+      async () => {
+        const view = await this.lease(leaseId);
+        return statuses.includes(view.status) ? view : undefined;
+      },
+      { timeoutMs, intervalMs: 100 },
+    );
   }
 
   async close(): Promise<void> {

@@ -88,13 +88,11 @@ export class CpuRunner implements Runner {
           if (!Number.isInteger(index) || index < 0 || index >= rows) throw new RunnerError(`Row ${index} is outside the answer (0..${rows - 1}).`);
         }
         const values = await this.rowsOf(seed, cols, rounds, b, indices, openOptions.signal);
-        return indices.map(
-          (index, i): OpenedRowMessage => ({
-            index,
-            data: bytesToHex(rowBytesView(values[i]!)),
-            proof: tree.proof(index).map((sibling) => bytesToHex(sibling)),
-          }),
-        );
+        return indices.map((index, i): OpenedRowMessage => ({
+          index,
+          data: bytesToHex(rowBytesView(values[i]!)),
+          proof: tree.proof(index).map((sibling) => bytesToHex(sibling)),
+        }));
       },
       release: async () => {
         b = undefined;

@@ -86,12 +86,19 @@ class RunnerProcess {
     try {
       json = JSON.parse(text);
     } catch {
-      this.fail(new RunnerError("The runner program wrote something that is not JSON on stdout.", { details: text.slice(0, 200), metaMessages: ["Runners log to stderr; stdout carries protocol lines only."] }));
+      this.fail(
+        new RunnerError("The runner program wrote something that is not JSON on stdout.", {
+          details: text.slice(0, 200),
+          metaMessages: ["Runners log to stderr; stdout carries protocol lines only."],
+        }),
+      );
       return;
     }
     const parsed = runnerLineSchema.safeParse(json);
     if (!parsed.success) {
-      this.fail(new RunnerError("The runner program wrote a line outside the contract.", { details: parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ") }));
+      this.fail(
+        new RunnerError("The runner program wrote a line outside the contract.", { details: parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ") }),
+      );
       return;
     }
     if (this.waiter) {
@@ -253,7 +260,8 @@ export class ExternalRunner implements Runner {
       ...(devices?.length ? { devices } : {}),
       openRows: (indices, options = {}) =>
         this.exclusive(async () => {
-          if (released || this.current !== id || !this.process?.alive) throw new RunnerError("The runner no longer holds this answer (released, replaced by a newer challenge, or restarted).");
+          if (released || this.current !== id || !this.process?.alive)
+            throw new RunnerError("The runner no longer holds this answer (released, replaced by a newer challenge, or restarted).");
           const proc = this.process;
           proc.send({ type: "open", id, indices: [...indices] });
           const line = await proc.next(this.options.openTimeoutMs ?? 60_000, options.signal, "rows");
@@ -286,7 +294,9 @@ export class ExternalRunner implements Runner {
       const leaf = leafHash(idBytes, index, data, nodeSha256);
       const proof = row.proof.map((sibling) => hexToBytes(sibling));
       if (!verifyMerkleProof(rootBytes, leaf, index, challenge.rows, proof, nodeSha256)) {
-        throw new RunnerError(`The runner program's row ${index} does not match the root it committed to.`, { metaMessages: ["Check the runner against docs/attestation.md (leaf and node hashing, padding)."] });
+        throw new RunnerError(`The runner program's row ${index} does not match the root it committed to.`, {
+          metaMessages: ["Check the runner against docs/attestation.md (leaf and node hashing, padding)."],
+        });
       }
       return row;
     });

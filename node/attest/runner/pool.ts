@@ -91,10 +91,12 @@ export class WorkerPool {
         reject(abortError(signal!));
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      const done = <T>(fn: (value: T) => void) => (value: T) => {
-        signal?.removeEventListener("abort", onAbort);
-        fn(value);
-      };
+      const done =
+        <T>(fn: (value: T) => void) =>
+        (value: T) => {
+          signal?.removeEventListener("abort", onAbort);
+          fn(value);
+        };
       entry.resolve = done(resolve);
       entry.reject = done(reject);
       this.queue.push(entry);

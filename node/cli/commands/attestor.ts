@@ -95,7 +95,9 @@ export function registerAttestor(program: Command): void {
         outcome.outcome === "fail" && outcome.cached
           ? ["This is the attestor's recorded result; once the cause is fixed, challenge again now with --force."]
           : outcome.outcome === "error" && outcome.reason === "unreachable"
-            ? ["The attestor must reach the provider's node: start it with --p2p.bootstrap <an address of the provider's network> (on the devnet, an attestor node printed by `npm run devnet`)."]
+            ? [
+                "The attestor must reach the provider's node: start it with --p2p.bootstrap <an address of the provider's network> (on the devnet, an attestor node printed by `npm run devnet`).",
+              ]
             : [];
       throw new CliError(`Machine ${machineId} has no attestation from this attestor (${outcome.outcome}: ${outcome.reason})`, ExitCode.failure, hints);
     }

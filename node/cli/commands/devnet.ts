@@ -46,10 +46,10 @@ export function registerDevnet(program: Command): void {
     .option("--p2p-port <port>", "with --api-port: the node's libp2p TCP port on 127.0.0.1 (default: any free port)")
     .option("--data-dir <dir>", "where the attestor nodes, the API node and demo providers keep their data (default: a temporary folder, removed at exit)")
     .option("--demo-offers", "with --api-port: also run three provider nodes that register on-chain and publish signed, attested offers")
-    .option("--attestors <accounts>", "devnet accounts granted ATTESTOR_ROLE, comma-separated (\"\" for none)", "7,8,9")
+    .option("--attestors <accounts>", 'devnet accounts granted ATTESTOR_ROLE, comma-separated ("" for none)', "7,8,9")
     .option(
       "--attestor-nodes <accounts>",
-      "devnet accounts whose attestor nodes run here, on 127.0.0.1:41NN (NN the account number) with fixed peer ids, challenging and attesting every offered machine (default: all of --attestors; \"\" for none)",
+      'devnet accounts whose attestor nodes run here, on 127.0.0.1:41NN (NN the account number) with fixed peer ids, challenging and attesting every offered machine (default: all of --attestors; "" for none)',
     )
     .option("--json", "print the devnet description as JSON")
     .action(async (options: DevnetFlags) => {
@@ -68,7 +68,10 @@ export function registerDevnet(program: Command): void {
       const port = portOption(options.port, "--port")!;
       const apiPort = portOption(options.apiPort, "--api-port");
       const p2pPort = portOption(options.p2pPort, "--p2p-port");
-      for (const [flag, given] of [["--demo-offers", options.demoOffers], ["--p2p-port", options.p2pPort]] as const) {
+      for (const [flag, given] of [
+        ["--demo-offers", options.demoOffers],
+        ["--p2p-port", options.p2pPort],
+      ] as const) {
         if (given !== undefined && given !== false && apiPort === undefined) throw new CliError(`${flag} needs --api-port`, ExitCode.usage);
       }
       const json = Boolean(options.json);
@@ -169,14 +172,19 @@ export function registerDevnet(program: Command): void {
             [
               `Devnet running at ${chain.rpcUrl} (chain ${deployment.chainId})`,
               ...(attestors?.nodes.length
-                ? ["Attestor nodes (challenge and attest every offered machine; bootstrap from any):", ...attestors.nodes.map((attestor) => `  #${attestor.index} ${attestor.addr}`)]
+                ? [
+                    "Attestor nodes (challenge and attest every offered machine; bootstrap from any):",
+                    ...attestors.nodes.map((attestor) => `  #${attestor.index} ${attestor.addr}`),
+                  ]
                 : []),
               ...(apiUrl ? [`HTTP API at ${apiUrl}/v1/ (OpenAPI: ${apiUrl}/openapi.json), explorer at ${apiUrl}/explorer/, renter console at ${apiUrl}/console/`] : []),
               ...(node ? [`Node ${node.daemon.p2p.host.peerId} (bootstrap other nodes with ${nodeAddrs[0]})`] : []),
-              ...(demo ? [
+              ...(demo
+                ? [
                     `Demo providers publishing offers: ${demo.providers.map((provider) => provider.account!.address).join(", ")}`,
                     "  (offers to browse only: they run no provider agent, so they take no reservations; run `suanli provider start` for one you can rent)",
-                  ] : []),
+                  ]
+                : []),
               `Contracts (manifest ${manifest}):`,
               ...Object.entries(deployment.contracts).map(([role, address]) => `  ${role.padEnd(9)} ${address}`),
               `Funded accounts (mnemonic "${DEVNET_MNEMONIC}"):`,

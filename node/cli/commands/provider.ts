@@ -34,7 +34,13 @@ export function registerProvider(program: Command): void {
         const { symbol, decimals } = daemon.deployment.token;
         emit(
           json,
-          { event: "ready", ...summary, pid: process.pid, stake: { total: stake.stake, free: stake.free, locked: stake.locked }, metricsUrl: metricsServer ? `${metricsServer.url}/metrics` : null },
+          {
+            event: "ready",
+            ...summary,
+            pid: process.pid,
+            stake: { total: stake.stake, free: stake.free, locked: stake.locked },
+            metricsUrl: metricsServer ? `${metricsServer.url}/metrics` : null,
+          },
           () =>
             [
               `Provider node running (chain ${daemon.deployment.chainId}, ${summary.inventorySource} inventory, ${summary.runtime} runtime)`,

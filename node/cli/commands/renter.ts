@@ -31,7 +31,10 @@ async function withClient<T>(flags: RenterFlags, needWallet: boolean, run: (clie
   const chain = await connectChain({ rpcUrl });
   const wants = needWallet || flags.key || flags.keyFile || flags.devnetAccount || process.env.SUANLI_KEY;
   const account = wants ? await resolveAccount(flags, chain.chain.id) : undefined;
-  const bootstrap = (flags.bootstrap ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+  const bootstrap = (flags.bootstrap ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   const stateFile = account ? path.join(flags.stateDir ?? path.join(homedir(), ".suanli"), `tasks-{deployment}-${account.address.toLowerCase()}.json`) : undefined;
   const client = await createClient({
     rpcUrl,
@@ -93,7 +96,9 @@ function renderReceipt(client: SuanliClient, receipt: TaskReceipt): string {
     );
   }
   if (receipt.completion) {
-    lines.push(`  completion: exit ${receipt.completion.exitCode}, output ${receipt.completion.outputDigest.slice(0, 18)}…, ${receipt.completion.unitSeconds} unit-seconds, ${receipt.completion.verified ? "verified against the on-chain report" : "NOT verified: no matching on-chain report"}`);
+    lines.push(
+      `  completion: exit ${receipt.completion.exitCode}, output ${receipt.completion.outputDigest.slice(0, 18)}…, ${receipt.completion.unitSeconds} unit-seconds, ${receipt.completion.verified ? "verified against the on-chain report" : "NOT verified: no matching on-chain report"}`,
+    );
   }
   lines.push(`  total: cost ${tokens(client, receipt.totalCost)}, refunded ${tokens(client, receipt.totalRefunded)}, gas ${receipt.totalGasUsed}`);
   return lines.join("\n");
@@ -134,7 +139,7 @@ export function registerRenter(program: Command): void {
     program
       .command("offers")
       .description("list live GPU offers, cheapest first")
-      .option("--gpu <type>", "GPU model or class (A100, H100, \"any 80GB\")")
+      .option("--gpu <type>", 'GPU model or class (A100, H100, "any 80GB")')
       .option("--min-free <n>", "at least this many free GPUs")
       .option("--max-price <usd>", "at most this price per GPU-hour (USD)")
       .option("--region <name>")
@@ -246,12 +251,24 @@ export function registerRenter(program: Command): void {
       const rows: { taskId: string; createdAt: number; attempts: number; state: string; lease: TaskStatus["lease"] | null; leaseId: bigint }[] = [];
       for (const record of records) {
         const status = await client.status(record.taskId).catch(() => undefined);
-        rows.push({ taskId: record.taskId, createdAt: record.createdAt, attempts: record.attempts.length, state: status?.state ?? "unknown", lease: status?.lease ?? null, leaseId: record.attempts.at(-1)!.leaseId });
+        rows.push({
+          taskId: record.taskId,
+          createdAt: record.createdAt,
+          attempts: record.attempts.length,
+          state: status?.state ?? "unknown",
+          lease: status?.lease ?? null,
+          leaseId: record.attempts.at(-1)!.leaseId,
+        });
       }
       emit(Boolean(flags.json), { tasks: rows }, () =>
         rows.length === 0
           ? "No tasks yet: suanli submit ..."
-          : rows.map((r) => `${r.taskId.padEnd(24)} ${String(r.state).padEnd(12)} lease ${r.leaseId} ${r.lease?.status ?? "?"} ${r.lease ? `cost ${tokens(client, r.lease.accrued)}` : ""}`).join("\n"),
+          : rows
+              .map(
+                (r) =>
+                  `${r.taskId.padEnd(24)} ${String(r.state).padEnd(12)} lease ${r.leaseId} ${r.lease?.status ?? "?"} ${r.lease ? `cost ${tokens(client, r.lease.accrued)}` : ""}`,
+              )
+              .join("\n"),
       );
     });
   });
@@ -291,14 +308,18 @@ export function registerRenter(program: Command): void {
     },
   );
 
-  withRenterFlags(
-    program.command("extend").description("add time to a running task's lease").argument("<taskId>").requiredOption("--seconds <n>", "seconds to add"),
-  ).action(async (taskId: string, flags: RenterFlags & { seconds: string }) => {
-    await withClient(flags, true, async (client) => {
-      const result = await client.extend(taskId, { seconds: number("seconds", flags.seconds)! });
-      emit(Boolean(flags.json), result, () => `Lease ${result.leaseId} extended: +${tokens(client, result.extraDeposit)}, now ends at ${new Date(result.newEnd * 1000).toISOString()}`);
-    });
-  });
+  withRenterFlags(program.command("extend").description("add time to a running task's lease").argument("<taskId>").requiredOption("--seconds <n>", "seconds to add")).action(
+    async (taskId: string, flags: RenterFlags & { seconds: string }) => {
+      await withClient(flags, true, async (client) => {
+        const result = await client.extend(taskId, { seconds: number("seconds", flags.seconds)! });
+        emit(
+          Boolean(flags.json),
+          result,
+          () => `Lease ${result.leaseId} extended: +${tokens(client, result.extraDeposit)}, now ends at ${new Date(result.newEnd * 1000).toISOString()}`,
+        );
+      });
+    },
+  );
 
   withRenterFlags(
     program
@@ -337,7 +358,11 @@ export function registerRenter(program: Command): void {
         rank: number("rank", flags.rank),
         onError: (error) => progress(Boolean(flags.json), `connection refused: ${error.message}`),
       });
-      emit(Boolean(flags.json), { localPort: tunnel.localPort, taskPort: Number(match[2]) }, () => `Forwarding 127.0.0.1:${tunnel.localPort} -> port ${match[2]} of task ${taskId} (Ctrl-C to stop)`);
+      emit(
+        Boolean(flags.json),
+        { localPort: tunnel.localPort, taskPort: Number(match[2]) },
+        () => `Forwarding 127.0.0.1:${tunnel.localPort} -> port ${match[2]} of task ${taskId} (Ctrl-C to stop)`,
+      );
       await waitForShutdown();
       await tunnel.close();
     });

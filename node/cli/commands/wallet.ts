@@ -17,8 +17,8 @@ export function registerWallet(program: Command): void {
     emit(Boolean(flags.json), { address: ctx.account!.address }, () => ctx.account!.address);
   });
 
-  withChainFlags(wallet.command("balance").description("native and settlement-token balance of your wallet or of ADDRESS").argument("[address]"))
-    .action(async (address: string | undefined, flags: ChainFlags) => {
+  withChainFlags(wallet.command("balance").description("native and settlement-token balance of your wallet or of ADDRESS").argument("[address]")).action(
+    async (address: string | undefined, flags: ChainFlags) => {
       if (address !== undefined && !isAddress(address)) {
         throw new CliError(`"${address}" is not an address (expected 0x followed by 40 hex digits)`, ExitCode.usage);
       }
@@ -32,10 +32,11 @@ export function registerWallet(program: Command): void {
       emit(Boolean(flags.json), { address: who, native, token, tokenSymbol: symbol, tokenDecimals: decimals }, () =>
         [`${who}`, `  ${formatEther(native)} ETH (gas)`, `  ${formatUnits(token, decimals)} ${symbol}`].join("\n"),
       );
-    });
+    },
+  );
 
-  withChainFlags(wallet.command("owed").description("what the market owes your wallet (or ADDRESS): payments the token refused to deliver").argument("[address]"))
-    .action(async (address: string | undefined, flags: ChainFlags) => {
+  withChainFlags(wallet.command("owed").description("what the market owes your wallet (or ADDRESS): payments the token refused to deliver").argument("[address]")).action(
+    async (address: string | undefined, flags: ChainFlags) => {
       if (address !== undefined && !isAddress(address)) {
         throw new CliError(`"${address}" is not an address (expected 0x followed by 40 hex digits)`, ExitCode.usage);
       }
@@ -48,7 +49,8 @@ export function registerWallet(program: Command): void {
           ? `The market owes ${who} nothing.`
           : `The market owes ${who} ${formatUnits(owed, decimals)} ${symbol}; withdraw it with \`suanli wallet withdraw [--to ADDRESS]\`.`,
       );
-    });
+    },
+  );
 
   withChainFlags(
     wallet
@@ -72,7 +74,11 @@ export function registerWallet(program: Command): void {
       if (error instanceof NothingOwedError) throw new CliError(error.shortMessage, ExitCode.usage);
       throw error;
     }
-    emit(json, { address: ctx.account!.address, ...result }, () => `Withdrew ${formatUnits(result.amount, decimals)} ${symbol} to ${result.to} (transaction ${result.transaction})`);
+    emit(
+      json,
+      { address: ctx.account!.address, ...result },
+      () => `Withdrew ${formatUnits(result.amount, decimals)} ${symbol} to ${result.to} (transaction ${result.transaction})`,
+    );
   });
 
   withChainFlags(
@@ -95,24 +101,28 @@ export function registerWallet(program: Command): void {
     if (amount <= 0n) throw new CliError(`--amount must be greater than zero, got "${flags.amount}"`, ExitCode.usage);
     const me = ctx.account!.address;
     progress(json, `Minting ${flags.amount} ${ctx.deployment.token.symbol} to ${me}...`);
-    const hash = await ctx.walletClient!.writeContract({
-      address: ctx.deployment.contracts.token,
-      abi: testTokenAbi,
-      functionName: "faucet",
-      args: [me, amount],
-    }).catch(async (error: unknown) => {
-      // A fresh key has no gas: fund it from devnet account 0 and retry once.
-      const funder = await connectChain({ rpcUrl: flags.rpcUrl!, chainId: ctx.chain.id, account: devnetAccount(0) });
-      const topUp = await funder.walletClient!.sendTransaction({ to: me, value: parseEther("10") });
-      await funder.publicClient.waitForTransactionReceipt({ hash: topUp });
-      if ((await ctx.publicClient.getBalance({ address: me })) === 0n) throw error;
-      return ctx.walletClient!.writeContract({ address: ctx.deployment.contracts.token, abi: testTokenAbi, functionName: "faucet", args: [me, amount] });
-    });
+    const hash = await ctx
+      .walletClient!.writeContract({
+        address: ctx.deployment.contracts.token,
+        abi: testTokenAbi,
+        functionName: "faucet",
+        args: [me, amount],
+      })
+      .catch(async (error: unknown) => {
+        // A fresh key has no gas: fund it from devnet account 0 and retry once.
+        const funder = await connectChain({ rpcUrl: flags.rpcUrl!, chainId: ctx.chain.id, account: devnetAccount(0) });
+        const topUp = await funder.walletClient!.sendTransaction({ to: me, value: parseEther("10") });
+        await funder.publicClient.waitForTransactionReceipt({ hash: topUp });
+        if ((await ctx.publicClient.getBalance({ address: me })) === 0n) throw error;
+        return ctx.walletClient!.writeContract({ address: ctx.deployment.contracts.token, abi: testTokenAbi, functionName: "faucet", args: [me, amount] });
+      });
     const receipt = await ctx.publicClient.waitForTransactionReceipt({ hash });
     if (receipt.status !== "success") throw new CliError(`The faucet transaction ${hash} reverted`, ExitCode.failure);
     const balance = await ctx.publicClient.readContract({ address: ctx.deployment.contracts.token, abi: erc20Abi, functionName: "balanceOf", args: [me] });
-    emit(json, { address: me, minted: amount, balance, transaction: hash }, () =>
-      `Minted ${flags.amount} ${ctx.deployment.token.symbol}; balance ${formatUnits(balance, ctx.deployment.token.decimals)} ${ctx.deployment.token.symbol}`,
+    emit(
+      json,
+      { address: me, minted: amount, balance, transaction: hash },
+      () => `Minted ${flags.amount} ${ctx.deployment.token.symbol}; balance ${formatUnits(balance, ctx.deployment.token.decimals)} ${ctx.deployment.token.symbol}`,
     );
   });
 }

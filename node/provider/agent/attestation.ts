@@ -41,7 +41,10 @@ export async function startProviderAttestation(
     for (const [attestor, kept] of held) if (kept.attestation.expiry <= now()) held.delete(attestor);
     const newest = [...held.entries()].sort(([, a], [, b]) => b.attestation.issuedAt - a.attestation.issuedAt).slice(0, MAX_ATTESTATIONS_PER_OFFER);
     current.set(machineId, new Map(newest));
-    parts.setAttestations(machineId, newest.map(([, kept]) => kept));
+    parts.setAttestations(
+      machineId,
+      newest.map(([, kept]) => kept),
+    );
     parts.logger.info("Machine attested", { machineId, attestor: verdict.attestor, expiry: signed.attestation.expiry });
   };
 
@@ -66,7 +69,10 @@ export async function startProviderAttestation(
  * spec asked for it; then the task must be running and its liveness file must hold the renter's
  * nonce. A task that ignores the nonce is never held to it unless the renter asked.
  */
-export async function taskLivenessOf(record: { phase: LeaseRecord["phase"]; spec: Pick<TaskSpec, "taskLiveness"> | null } | undefined, handle: Pick<TaskHandle, "workspace"> | undefined): Promise<TaskLivenessVerdict> {
+export async function taskLivenessOf(
+  record: { phase: LeaseRecord["phase"]; spec: Pick<TaskSpec, "taskLiveness"> | null } | undefined,
+  handle: Pick<TaskHandle, "workspace"> | undefined,
+): Promise<TaskLivenessVerdict> {
   const nonce = record?.spec?.taskLiveness?.nonce;
   if (!record || !nonce) return { required: false };
   if (record.phase !== "running" || !handle) return { required: true, alive: false, detail: `the task is not running (${record.phase})` };

@@ -27,7 +27,10 @@ export class ChainClock {
   private readonly samples: { atMs: number; offsetMs: number }[] = [];
   private lastLook: { atMs: number; block: bigint } | undefined;
 
-  constructor(private readonly wallMs: () => number = Date.now, private readonly monotonicMs: () => number = () => performance.now()) {}
+  constructor(
+    private readonly wallMs: () => number = Date.now,
+    private readonly monotonicMs: () => number = () => performance.now(),
+  ) {}
 
   /** A block known to be fresh (just made) as this node sees it now. */
   fresh(blockTimestamp: number): void {

@@ -46,8 +46,10 @@ export class HoldThrottle {
     const { wallet, peer: byPeer } = this.counts(renter, peer);
     const hours = this.options.windowSeconds / 3600;
     const window = hours >= 1 ? `${Math.round(hours * 10) / 10} h` : `${this.options.windowSeconds} s`;
-    if (wallet >= this.options.limit) return `Renter ${renter} let ${wallet} holds expire without opening a lease in the last ${window}: it may reserve here again once older ones age out`;
-    if (byPeer >= this.options.peerLimit) return `Peer ${peer} let ${byPeer} holds expire without opening a lease in the last ${window}: it may reserve here again once older ones age out`;
+    if (wallet >= this.options.limit)
+      return `Renter ${renter} let ${wallet} holds expire without opening a lease in the last ${window}: it may reserve here again once older ones age out`;
+    if (byPeer >= this.options.peerLimit)
+      return `Peer ${peer} let ${byPeer} holds expire without opening a lease in the last ${window}: it may reserve here again once older ones age out`;
     return undefined;
   }
 

@@ -24,7 +24,7 @@ import { secretsOf, storableSpec, type TaskSpec } from "../runtime/task.js";
 import { ChainTime } from "./chain-clock.js";
 import { revertName } from "./chain-tx.js";
 import { LeaseStateError } from "./errors.js";
-import { openSealedSpec } from "./sealed-spec.js";
+import { openSealedSpec } from "./sealing.js";
 import type { LeaseControllerContext, LeaseHost, Live } from "./lease-context.js";
 import { LeaseLookup } from "./lease-lookup.js";
 import { markEnded, nextStep, type LeaseAction } from "./lease-step.js";
@@ -423,7 +423,11 @@ export class LeaseController implements LeaseHost {
   // helpers
 
   /** Sends a lease transaction; false when it failed (logged; the next pass reads the lease again). */
-  private async send(functionName: "activate" | "complete" | "terminate", leaseId: bigint, completion?: readonly [exitCode: number, outputDigest: Hex, unitSeconds: bigint]): Promise<boolean> {
+  private async send(
+    functionName: "activate" | "complete" | "terminate",
+    leaseId: bigint,
+    completion?: readonly [exitCode: number, outputDigest: Hex, unitSeconds: bigint],
+  ): Promise<boolean> {
     try {
       if (functionName === "complete") await this.ctx.tx.send({ address: this.ctx.market, abi: leaseMarketAbi, functionName, args: [leaseId, ...completion!] });
       else await this.ctx.tx.send({ address: this.ctx.market, abi: leaseMarketAbi, functionName, args: [leaseId] });

@@ -21,7 +21,10 @@ export function oneLineSource(text: string): { source: LogSource; nextSeq: numbe
   const buffer = new LogBuffer();
   buffer.push("system", text);
   buffer.close();
-  return { source: { read: (fromSeq) => buffer.read(fromSeq), follow: (fromSeq, signal) => buffer.follow(fromSeq, signal), closed: () => buffer.isClosed }, nextSeq: buffer.nextSeq };
+  return {
+    source: { read: (fromSeq) => buffer.read(fromSeq), follow: (fromSeq, signal) => buffer.follow(fromSeq, signal), closed: () => buffer.isClosed },
+    nextSeq: buffer.nextSeq,
+  };
 }
 
 /** The finished tasks' logs, the most recent `max` kept in memory for late readers. */

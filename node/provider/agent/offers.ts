@@ -95,7 +95,14 @@ export class MachineMarket {
     return terms.tiers.map((tier, i) => {
       const discounted = (base.pricePerUnitSecond * BigInt(10_000 - tier.discountBps)) / 10_000n;
       const price = discounted < 1n ? 1n : floor !== null && discounted < floor ? floor : discounted;
-      return { ...base, tier: i + 1, pricePerUnitSecond: price, minBidPerUnitSecond: 0n, minDuration: tier.minDurationSeconds, maxDuration: tier.maxDurationSeconds ?? terms.maxDurationSeconds };
+      return {
+        ...base,
+        tier: i + 1,
+        pricePerUnitSecond: price,
+        minBidPerUnitSecond: 0n,
+        minDuration: tier.minDurationSeconds,
+        maxDuration: tier.maxDurationSeconds ?? terms.maxDurationSeconds,
+      };
     });
   }
 

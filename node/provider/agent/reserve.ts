@@ -164,9 +164,7 @@ async function decide(ctx: ReserveContext, body: ReserveBody, peer: string | und
   const collateral = computeCollateral(deposit, terms.collateralBps);
   const renter = getAddress(request.renter);
   const [balance, providerView] = await Promise.all([
-    ctx.reads.get(`balance:${renter}`, () =>
-      ctx.publicClient.readContract({ address: ctx.deployment.contracts.token, abi: erc20Abi, functionName: "balanceOf", args: [renter] }),
-    ),
+    ctx.reads.get(`balance:${renter}`, () => ctx.publicClient.readContract({ address: ctx.deployment.contracts.token, abi: erc20Abi, functionName: "balanceOf", args: [renter] })),
     ctx.reads.get("provider", () => readProvider(ctx.publicClient, ctx.registry, provider)),
   ]);
   const fundsRefusal = unfundedRefusal(ctx, renter, balance, deposit);

@@ -109,7 +109,14 @@ export async function ensureRegistration(ctx: SetupContext, options: ProviderOpt
 }
 
 function sameDeclaration(a: MachineBinding, b: MachineBinding): boolean {
-  return a.model === b.model && a.units === b.units && a.vramMiB === b.vramMiB && a.interconnect === b.interconnect && a.region === b.region && (a.cluster ?? ZERO_CLUSTER) === (b.cluster ?? ZERO_CLUSTER);
+  return (
+    a.model === b.model &&
+    a.units === b.units &&
+    a.vramMiB === b.vramMiB &&
+    a.interconnect === b.interconnect &&
+    a.region === b.region &&
+    (a.cluster ?? ZERO_CLUSTER) === (b.cluster ?? ZERO_CLUSTER)
+  );
 }
 
 function declarationArgs(binding: MachineBinding) {
@@ -183,7 +190,11 @@ export function pricedMachines(inventory: Inventory, prices: Record<string, unkn
   const out: MachineGroup[] = [];
   for (const group of inventory.machines) {
     if (prices[group.model] === undefined) {
-      logger.warn("No price for a machine's model: it is not declared or offered", { model: group.model, units: group.units.length, hint: `add provider.prices["${group.model}"]` });
+      logger.warn("No price for a machine's model: it is not declared or offered", {
+        model: group.model,
+        units: group.units.length,
+        hint: `add provider.prices["${group.model}"]`,
+      });
       continue;
     }
     out.push(group);

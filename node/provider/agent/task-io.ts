@@ -260,10 +260,13 @@ export class TaskIoService {
     await accept({ pid: child.pid ?? null });
 
     let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      killGroup(child);
-    }, Math.min(params.timeoutSeconds, exec.maxSeconds) * 1000);
+    const timer = setTimeout(
+      () => {
+        timedOut = true;
+        killGroup(child);
+      },
+      Math.min(params.timeoutSeconds, exec.maxSeconds) * 1000,
+    );
     // Output frames are written one at a time, in order.
     let writing: Promise<void> = Promise.resolve();
     const send = (frame: unknown) => {
@@ -283,19 +286,19 @@ export class TaskIoService {
     // Input from the renter: stdin frames; the stream closing (or an abort) stops the command.
     runDetached(
       (async () => {
-      try {
-        for (let frames = 0; frames < Number.MAX_SAFE_INTEGER; frames++) {
-          const frame = parseJsonFrame(execInputFrameSchema, (await lp.read()).subarray(), "exec input");
-          if ("stdin" in frame) child.stdin!.write(Buffer.from(frame.stdin, "base64"));
-          else if ("resize" in frame) {
-            if (params.tty && child.pid !== undefined) await resizeTty(child.pid, frame.resize);
-          } else child.stdin!.end();
+        try {
+          for (let frames = 0; frames < Number.MAX_SAFE_INTEGER; frames++) {
+            const frame = parseJsonFrame(execInputFrameSchema, (await lp.read()).subarray(), "exec input");
+            if ("stdin" in frame) child.stdin!.write(Buffer.from(frame.stdin, "base64"));
+            else if ("resize" in frame) {
+              if (params.tty && child.pid !== undefined) await resizeTty(child.pid, frame.resize);
+            } else child.stdin!.end();
+          }
+        } catch {
+          child.stdin!.end();
+          if (child.exitCode === null && child.signalCode === null && stream.status !== "open") killGroup(child);
         }
-      } catch {
-        child.stdin!.end();
-        if (child.exitCode === null && child.signalCode === null && stream.status !== "open") killGroup(child);
-      }
-    })(),
+      })(),
       this.parts.logger,
       "Reading exec input",
     );

@@ -53,10 +53,7 @@ export class TaskPipeline {
     const durationMs = await host.remainingMs(picked);
     const noticeMs = await host.units.noticeFor(picked);
     const [prepared, assigned] = await Promise.allSettled([
-      runtime.prepare(
-        { taskId, spec, devices: picked.devices, durationMs, ...(spec.group?.rank === 0 ? { master: host.groupMaster() } : {}) },
-        { signal: live.abort.signal },
-      ),
+      runtime.prepare({ taskId, spec, devices: picked.devices, durationMs, ...(spec.group?.rank === 0 ? { master: host.groupMaster() } : {}) }, { signal: live.abort.signal }),
       host.units.assign(picked, noticeMs),
     ]);
     const handle = prepared.status === "fulfilled" ? prepared.value : undefined;
@@ -182,7 +179,11 @@ export class TaskPipeline {
       } catch (error) {
         if (!isDiskFull(error) || live.abortReason === "shutdown") throw error;
         if (attempt === 0) {
-          host.ctx.logger.error("Cannot record the task's end: the data dir's disk is full. The result is kept in memory and recorded once there is space", { leaseId, status: result.status }, error);
+          host.ctx.logger.error(
+            "Cannot record the task's end: the data dir's disk is full. The result is kept in memory and recorded once there is space",
+            { leaseId, status: result.status },
+            error,
+          );
         }
         await sleep(Math.min(5_000, 250 * 2 ** Math.min(attempt, 5)));
       }
@@ -256,7 +257,11 @@ export class TaskPipeline {
       r.endAction = view.status === "Active" || view.status === "Open" ? "terminate" : "none";
     });
     host.ctx.metrics.providerTasks.inc({ result: "lost" });
-    host.ctx.logger.warn("A task the lease record does not know of was running (the data dir is older than the node's last run): killed it and ending the lease", { leaseId, processesKilled: killed, status: view.status });
+    host.ctx.logger.warn("A task the lease record does not know of was running (the data dir is older than the node's last run): killed it and ending the lease", {
+      leaseId,
+      processesKilled: killed,
+      status: view.status,
+    });
     return true;
   }
 
@@ -286,7 +291,8 @@ export class TaskPipeline {
     await host.ctx.records.update(leaseId, (r) => {
       markEnded(r, "failed", {
         name: "TaskLostError",
-        message: "The provider node restarted while the task ran; the task was stopped and is not run again. The lease is terminated: the renter gets the rest of its deposit back plus the early-termination penalty",
+        message:
+          "The provider node restarted while the task ran; the task was stopped and is not run again. The lease is terminated: the renter gets the rest of its deposit back plus the early-termination penalty",
       });
       r.endAction = view.status === "Active" || view.status === "Open" ? "terminate" : "none";
     });

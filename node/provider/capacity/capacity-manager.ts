@@ -101,19 +101,29 @@ class IdleWorker {
       onLine: (stream, line) => this.logger.debug("Idle workload output", { units: env.SUANLI_IDLE_UNITS, stream, line }),
     });
     this.process = proc;
-    runDetached(proc.exited.then((exit) => {
-      if (this.stopped || this.process !== proc) return;
-      // Quick failures back off exponentially; a run of a minute or more resets the count.
-      this.failures = Date.now() - startedAt > 60_000 ? 0 : this.failures + 1;
-      const delay = Math.min(this.options.maxRestartDelayMs ?? 60_000, (this.options.restartDelayMs ?? 1_000) * 2 ** Math.max(0, this.failures - 1));
-      this.logger.warn("Idle workload exited; restarting", { units: env.SUANLI_IDLE_UNITS, code: exit.code, signal: exit.signal, error: exit.spawnError?.code, restartInMs: delay });
-      const timer = new AbortController();
-      this.restartTimer = timer;
-      sleep(delay, undefined, { signal: timer.signal }).then(
-        () => this.start(),
-        () => undefined,
-      );
-    }), this.logger, "Restarting the idle workload");
+    runDetached(
+      proc.exited.then((exit) => {
+        if (this.stopped || this.process !== proc) return;
+        // Quick failures back off exponentially; a run of a minute or more resets the count.
+        this.failures = Date.now() - startedAt > 60_000 ? 0 : this.failures + 1;
+        const delay = Math.min(this.options.maxRestartDelayMs ?? 60_000, (this.options.restartDelayMs ?? 1_000) * 2 ** Math.max(0, this.failures - 1));
+        this.logger.warn("Idle workload exited; restarting", {
+          units: env.SUANLI_IDLE_UNITS,
+          code: exit.code,
+          signal: exit.signal,
+          error: exit.spawnError?.code,
+          restartInMs: delay,
+        });
+        const timer = new AbortController();
+        this.restartTimer = timer;
+        sleep(delay, undefined, { signal: timer.signal }).then(
+          () => this.start(),
+          () => undefined,
+        );
+      }),
+      this.logger,
+      "Restarting the idle workload",
+    );
   }
 
   async stop(): Promise<void> {

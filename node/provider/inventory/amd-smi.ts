@@ -162,8 +162,7 @@ export function parseRocmSmi(text: string): GpuReading[] {
       memoryUsedMiB: usedBytes === null ? null : Math.round(usedBytes / MIB),
       utilizationPct: amdValue(card["GPU use (%)"]),
       temperatureC: amdValue(card["Temperature (Sensor junction) (C)"]) ?? amdValue(card["Temperature (Sensor edge) (C)"]),
-      powerDrawW:
-        amdValue(card["Current Socket Graphics Package Power (W)"]) ?? amdValue(card["Average Graphics Package Power (W)"]),
+      powerDrawW: amdValue(card["Current Socket Graphics Package Power (W)"]) ?? amdValue(card["Average Graphics Package Power (W)"]),
       powerLimitW: amdValue(card["Max Graphics Package Power (W)"]),
       migMode: "unsupported",
     });
@@ -181,10 +180,14 @@ export function visibleAmdGpus(all: readonly number[], env: { ROCR_VISIBLE_DEVIC
   let visible = [...all].sort((a, b) => a - b);
   const pick = (value: string | undefined, variable: string) => {
     if (value === undefined) return;
-    const entries = value.split(",").map((entry) => entry.trim()).filter((entry) => entry !== "");
+    const entries = value
+      .split(",")
+      .map((entry) => entry.trim())
+      .filter((entry) => entry !== "");
     const picked: number[] = [];
     for (const entry of entries) {
-      if (!/^\d{1,4}$/.test(entry)) throw new AmdSmiParseError(`${variable} entry ${JSON.stringify(entry)} is not a device index; Suanli accepts comma-separated indices (0,1,...)`);
+      if (!/^\d{1,4}$/.test(entry))
+        throw new AmdSmiParseError(`${variable} entry ${JSON.stringify(entry)} is not a device index; Suanli accepts comma-separated indices (0,1,...)`);
       const gpu = visible[Number(entry)];
       if (gpu === undefined) throw new AmdSmiParseError(`${variable} names device ${entry}, but only ${visible.length} are visible`);
       if (!picked.includes(gpu)) picked.push(gpu);

@@ -39,14 +39,22 @@ async function run(options: AmdSmiOptions, args: readonly string[]): Promise<str
     if (error instanceof NvidiaSmiUnavailableError) {
       throw new AmdSmiFailedError(`${options.tool} was not found (tried "${file}")`, {
         cause: error,
-        metaMessages: [`Install ROCm's ${options.tool}, set provider.inventory.${options.tool === "amd-smi" ? "amdSmiPath" : "rocmSmiPath"},`, 'or declare the machine: provider.inventory.source = "declared".'],
+        metaMessages: [
+          `Install ROCm's ${options.tool}, set provider.inventory.${options.tool === "amd-smi" ? "amdSmiPath" : "rocmSmiPath"},`,
+          'or declare the machine: provider.inventory.source = "declared".',
+        ],
       });
     }
     throw error;
   }
   if (result.exitCode !== 0) {
-    const firstLine = `${result.stdout}\n${result.stderr}`.split("\n").find((line) => line.trim() !== "")?.trim();
-    throw new AmdSmiFailedError(`${file} ${args.join(" ")} failed${result.exitCode === null ? " (timed out or killed)" : ` with exit code ${result.exitCode}`}`, { details: firstLine });
+    const firstLine = `${result.stdout}\n${result.stderr}`
+      .split("\n")
+      .find((line) => line.trim() !== "")
+      ?.trim();
+    throw new AmdSmiFailedError(`${file} ${args.join(" ")} failed${result.exitCode === null ? " (timed out or killed)" : ` with exit code ${result.exitCode}`}`, {
+      details: firstLine,
+    });
   }
   return result.stdout;
 }
@@ -85,13 +93,19 @@ export function inventoryFromAmd(
 ): Inventory {
   const interconnect = placement.interconnect ?? "none";
   const region = placement.region ?? "unknown";
-  const visible = new Set(visibleAmdGpus(gpus.map((gpu) => gpu.index), placement.env ?? {}));
+  const visible = new Set(
+    visibleAmdGpus(
+      gpus.map((gpu) => gpu.index),
+      placement.env ?? {},
+    ),
+  );
   const units: InventoryUnit[] = [];
   const problems: string[] = [];
   for (const gpu of gpus) {
     if (!visible.has(gpu.index)) continue;
     const model = amdCanonicalName([gpu.name]);
-    if (model === null) problems.push(`GPU ${gpu.index} "${gpu.name}" (${gpu.uuid}) is not a model Suanli knows, so it is not offered. Known models: ${knownGpuNames().join(", ")}.`);
+    if (model === null)
+      problems.push(`GPU ${gpu.index} "${gpu.name}" (${gpu.uuid}) is not a model Suanli knows, so it is not offered. Known models: ${knownGpuNames().join(", ")}.`);
     units.push({
       id: gpu.uuid,
       kind: "gpu",

@@ -170,9 +170,7 @@ export function inventoryFromNvidiaSmi(outputs: NvidiaSmiOutputs, placement: Mac
   for (const gpu of gpus) {
     const canonical = canonicalGpuName(gpu.name) ?? null;
     if (canonical === null) {
-      problems.push(
-        `GPU ${gpu.index} "${gpu.name}" (${gpu.uuid}) is not a model Suanli knows, so it is not offered. Known models: ${knownGpuNames().join(", ")}.`,
-      );
+      problems.push(`GPU ${gpu.index} "${gpu.name}" (${gpu.uuid}) is not a model Suanli knows, so it is not offered. Known models: ${knownGpuNames().join(", ")}.`);
     }
     if (gpu.migMode !== "enabled") {
       units.push({
@@ -349,4 +347,3 @@ export function metricsForUnits(sample: MetricsSample, units: readonly Inventory
   }
   return out;
 }
-

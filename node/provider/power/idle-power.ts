@@ -139,7 +139,10 @@ export class IdlePowerManager {
 
   private enqueue(gpu: PowerGpu, work: () => Promise<void>): Promise<void> {
     const next = (this.queues.get(gpu.index) ?? Promise.resolve()).then(work);
-    this.queues.set(gpu.index, next.catch(() => undefined));
+    this.queues.set(
+      gpu.index,
+      next.catch(() => undefined),
+    );
     return next;
   }
 
@@ -152,7 +155,13 @@ export class IdlePowerManager {
         this.ctx.metrics?.providerPowerCommands.inc({ action, outcome: "ok" });
         return true;
       }
-      this.ctx.logger.warn("Cannot set a GPU's power limit", { gpu: gpu.index, watts, command: `${this.ctx.path} ${args.join(" ")}`, exitCode: result.exitCode, output: `${result.stdout}${result.stderr}`.trim().slice(0, 300) });
+      this.ctx.logger.warn("Cannot set a GPU's power limit", {
+        gpu: gpu.index,
+        watts,
+        command: `${this.ctx.path} ${args.join(" ")}`,
+        exitCode: result.exitCode,
+        output: `${result.stdout}${result.stderr}`.trim().slice(0, 300),
+      });
     } catch (error) {
       this.ctx.logger.warn("Cannot set a GPU's power limit", { gpu: gpu.index, watts, command: `${this.ctx.path} ${args.join(" ")}` }, error);
     }
@@ -164,7 +173,8 @@ export class IdlePowerManager {
     this.state.set(gpu.index, state);
     const metrics = this.ctx.metrics;
     if (!metrics) return;
-    for (const candidate of ["normal", "idle-limited", "unmanaged"] as const) metrics.providerPowerState.set({ gpu: String(gpu.index), state: candidate }, candidate === state ? 1 : 0);
+    for (const candidate of ["normal", "idle-limited", "unmanaged"] as const)
+      metrics.providerPowerState.set({ gpu: String(gpu.index), state: candidate }, candidate === state ? 1 : 0);
     metrics.providerPowerLimit.set({ gpu: String(gpu.index) }, state === "idle-limited" ? gpu.idleW : gpu.normalW);
   }
 }
@@ -214,7 +224,13 @@ export async function createIdlePower(
     if (unit.gpuIndex === null || !offered.has(unit.id)) continue;
     const limit = limits.get(unit.gpuIndex);
     if (!limit?.normalW) continue;
-    const gpu = byGpu.get(unit.gpuIndex) ?? { index: unit.gpuIndex, unitIds: [], devices: [], normalW: limit.normalW, idleW: idleLimitWatts(limit.normalW, limit.minW, options.power) };
+    const gpu = byGpu.get(unit.gpuIndex) ?? {
+      index: unit.gpuIndex,
+      unitIds: [],
+      devices: [],
+      normalW: limit.normalW,
+      idleW: idleLimitWatts(limit.normalW, limit.minW, options.power),
+    };
     gpu.unitIds.push(unit.id);
     gpu.devices.push(unit.device);
     byGpu.set(unit.gpuIndex, gpu);

@@ -109,7 +109,15 @@ export class IdleEarningsSource {
 
   start(onRead: () => void): void {
     if (this.timer) return;
-    this.timer = setInterval(() => runDetached(this.refresh().then((report) => report && onRead()), this.ctx.logger, "Refreshing the idle earnings"), this.ctx.options.refreshMs);
+    this.timer = setInterval(
+      () =>
+        runDetached(
+          this.refresh().then((report) => report && onRead()),
+          this.ctx.logger,
+          "Refreshing the idle earnings",
+        ),
+      this.ctx.options.refreshMs,
+    );
     this.timer.unref();
   }
 

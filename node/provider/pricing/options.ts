@@ -12,7 +12,18 @@ const bps = (min: number, max: number) => z.number().int().min(min).max(max);
 export const idleEarningsSchema = z
   .strictObject({
     /** A command printing the earnings: a string through /bin/sh -c, or an argv. */
-    command: z.union([z.string().min(1).max(16 * 1024), z.array(z.string().max(16 * 1024)).min(1).max(256)]).optional(),
+    command: z
+      .union([
+        z
+          .string()
+          .min(1)
+          .max(16 * 1024),
+        z
+          .array(z.string().max(16 * 1024))
+          .min(1)
+          .max(256),
+      ])
+      .optional(),
     /** A file the idle workload (re)writes with the earnings. */
     file: z.string().regex(/^\//, "expected an absolute path").optional(),
     /** What is added on top of the earnings before a unit is sold: 1000 = 10 %. */

@@ -61,10 +61,7 @@ export function utilizationBps(usedUnits: number, totalUnits: number): number {
  */
 export function utilizationTarget(basePrice: bigint, useBps: number, curve: PricingOptions["utilization"]): bigint {
   const { floorBps, ceilingBps, targetBps } = curve;
-  const factorBps =
-    useBps <= targetBps
-      ? floorBps + ((10_000 - floorBps) * useBps) / targetBps
-      : 10_000 + ((ceilingBps - 10_000) * (useBps - targetBps)) / (10_000 - targetBps);
+  const factorBps = useBps <= targetBps ? floorBps + ((10_000 - floorBps) * useBps) / targetBps : 10_000 + ((ceilingBps - 10_000) * (useBps - targetBps)) / (10_000 - targetBps);
   return scaleBps(basePrice, factorBps);
 }
 
@@ -88,7 +85,11 @@ export function boundedStep(from: bigint, to: bigint, maxStepBps: number): bigin
  * sold for less than the idle workload earns with it plus the margin. The interruptible minimum
  * bid moves by the same factor as the price and has the same floor.
  */
-export function decidePrice(options: Pick<PricingOptions, "policy" | "maxStepBps" | "utilization" | "market"> & { marginBps: number }, inputs: PriceInputs, previous: PublishedPrice | null): PriceDecision {
+export function decidePrice(
+  options: Pick<PricingOptions, "policy" | "maxStepBps" | "utilization" | "market"> & { marginBps: number },
+  inputs: PriceInputs,
+  previous: PublishedPrice | null,
+): PriceDecision {
   const useBps = utilizationBps(inputs.usedUnits, inputs.totalUnits);
   const target =
     options.policy === "utilization"

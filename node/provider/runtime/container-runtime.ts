@@ -58,7 +58,19 @@ export { detectContainerEngine, type ContainerEngine, type EngineDetection, type
 export { buildContainerCreateArgs } from "./container-args.js";
 
 /** Variables the engine client itself reads (daemon address, auth); the only ones it gets from the node. */
-const CLIENT_ENV = ["PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "XDG_RUNTIME_DIR", "CONTAINER_HOST", "CONTAINERS_CONF", "REGISTRY_AUTH_FILE"];
+const CLIENT_ENV = [
+  "PATH",
+  "HOME",
+  "DOCKER_HOST",
+  "DOCKER_CONTEXT",
+  "DOCKER_CONFIG",
+  "DOCKER_CERT_PATH",
+  "DOCKER_TLS_VERIFY",
+  "XDG_RUNTIME_DIR",
+  "CONTAINER_HOST",
+  "CONTAINERS_CONF",
+  "REGISTRY_AUTH_FILE",
+];
 
 /** slirp4netns's gateway in a Podman container's namespace (10.0.2.0/24 is its network). */
 const SLIRP_GATEWAY = "10.0.2.2";
@@ -155,7 +167,9 @@ export class ContainerRuntime implements Runtime {
       this.logger.warn("Stopped and removed containers a previous run of this node left behind", { containers: orphans, removed });
     }
     const warnings: string[] = [];
-    const weakening = (this.options.extraArgs ?? []).filter((arg) => /^(--privileged|--network|--net|--pid|--ipc|--uts|--userns|--cap-add|-v|--volume|--mount|--device|--security-opt)(=|$)/.test(arg));
+    const weakening = (this.options.extraArgs ?? []).filter((arg) =>
+      /^(--privileged|--network|--net|--pid|--ipc|--uts|--userns|--cap-add|-v|--volume|--mount|--device|--security-opt)(=|$)/.test(arg),
+    );
     if (weakening.length > 0) warnings.push(`provider.runtime.containerArgs has ${weakening.join(", ")}: these can weaken the isolation of renters' containers from this host`);
     if ((this.options.networkAllow?.loopbackPorts?.length ?? 0) > 0) {
       warnings.push("provider.runtime.networkAllow.loopbackPorts is not supported by the container runtime: containers never reach the host's loopback");
@@ -211,8 +225,13 @@ export class ContainerRuntime implements Runtime {
         failures.push(`${label}: ${failure}`);
         continue;
       }
-      if (failures.length > 0) this.logger.warn(`The OCI runtime ${failures.map((line) => line.split(":")[0]).join(", ")} cannot start a container here; using ${label}`, { failures });
-      const networkText = network ? (engine.kind === "podman" ? "own network namespace through slirp4netns (public addresses only, no host loopback)" : "Docker bridge network") : "no network";
+      if (failures.length > 0)
+        this.logger.warn(`The OCI runtime ${failures.map((line) => line.split(":")[0]).join(", ")} cannot start a container here; using ${label}`, { failures });
+      const networkText = network
+        ? engine.kind === "podman"
+          ? "own network namespace through slirp4netns (public addresses only, no host loopback)"
+          : "Docker bridge network"
+        : "no network";
       return {
         engine,
         ociRuntime: candidate,
@@ -222,7 +241,7 @@ export class ContainerRuntime implements Runtime {
     }
     throw new RuntimeUnavailableError("container", `no OCI runtime could start a container with the task flags (${failures.join("; ")})`, [
       "Install runc (apt-get install runc), or set provider.runtime.ociRuntime to one that works here.",
-      "Check that every GPU has a CDI device (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml), or set provider.runtime.containerGpus \"none\".",
+      'Check that every GPU has a CDI device (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml), or set provider.runtime.containerGpus "none".',
       "Lower provider.limits.openFiles / processes, or fix provider.runtime.containerArgs.",
     ]);
   }
@@ -255,10 +274,15 @@ export class ContainerRuntime implements Runtime {
       throw new InvalidInputError("task launch", [{ path: "taskId", message: "expected 1-128 letters, digits, '.', '_' or '-'" }]);
     }
     const { spec } = launch;
-    if (!spec.image && !spec.imageArchive) throw new InvalidInputError("task", [{ path: "image", message: "the container runtime needs image (a registry reference) or imageArchive (an archive by URL with its sha256)" }]);
+    if (!spec.image && !spec.imageArchive)
+      throw new InvalidInputError("task", [
+        { path: "image", message: "the container runtime needs image (a registry reference) or imageArchive (an archive by URL with its sha256)" },
+      ]);
     if (spec.image) checkImageReference(spec.image, compileFetchPolicy(this.options.fetchPolicy));
     const secrets = secretsOf(spec);
-    const badSecrets = [...secrets].filter(([, value]) => /[\r\n]/.test(value)).map(([name]) => ({ path: `env.${name}`, message: "a secret for the container runtime cannot contain a line break" }));
+    const badSecrets = [...secrets]
+      .filter(([, value]) => /[\r\n]/.test(value))
+      .map(([name]) => ({ path: `env.${name}`, message: "a secret for the container runtime cannot contain a line break" }));
     if (badSecrets.length > 0) throw new InvalidInputError("task", badSecrets);
     const selection = await this.select();
     const { engine } = selection;
@@ -284,7 +308,15 @@ export class ContainerRuntime implements Runtime {
       if (spec.bundle) {
         const limits = { ...DEFAULT_BUNDLE_LIMITS, ...this.options.bundle };
         const bundleFile = path.join(root, `.${launch.taskId}.bundle`);
-        await fetchBundle({ url: spec.bundle.url, sha256: spec.bundle.sha256, destFile: bundleFile, maxBytes: limits.maxBytes, timeoutMs: limits.fetchTimeoutMs, signal: options.signal, policy: this.options.fetchPolicy });
+        await fetchBundle({
+          url: spec.bundle.url,
+          sha256: spec.bundle.sha256,
+          destFile: bundleFile,
+          maxBytes: limits.maxBytes,
+          timeoutMs: limits.fetchTimeoutMs,
+          signal: options.signal,
+          policy: this.options.fetchPolicy,
+        });
         try {
           await unpackBundle(bundleFile, workspace, limits);
         } finally {
@@ -391,7 +423,8 @@ export class ContainerRuntime implements Runtime {
     if (init.code !== 0) {
       const message = redactor.redact(engineErrorLine(init.stderr || init.stdout));
       const commandError = isCommandError(message);
-      if (commandError) throw new CommandNotFoundError(message, commandError === "not-found" ? "the command does not exist in the image" : "the command in the image cannot be executed");
+      if (commandError)
+        throw new CommandNotFoundError(message, commandError === "not-found" ? "the command does not exist in the image" : "the command in the image cannot be executed");
       throw new ContainerEngineError("start the task's container", message);
     }
     if (!(this.options.network ?? true)) return;
@@ -400,7 +433,11 @@ export class ContainerRuntime implements Runtime {
     const allow = (this.options.networkAllow?.networks ?? []).map(parseCidr);
     const routes = taskRoutes(allow, hostIpv4Addresses(), SLIRP_GATEWAY);
     const configured = await runEngine("nsenter", ["-t", String(pid), "-n", "ip", "-batch", "-"], 30_000, `${routes.join("\n")}\n`);
-    if (configured.code !== 0) throw new SandboxNetworkError(`the container's network policy could not be installed (exit code ${configured.code})`, (configured.stderr || configured.stdout).trim().slice(0, 500));
+    if (configured.code !== 0)
+      throw new SandboxNetworkError(
+        `the container's network policy could not be installed (exit code ${configured.code})`,
+        (configured.stderr || configured.stdout).trim().slice(0, 500),
+      );
   }
 
   /** After `start --attach` ended without a stop: did the command run (its exit is the task's), or did the engine fail? */

@@ -135,8 +135,13 @@ export function classifyPullFailure(reference: string, result: RunResult, timeou
   const last = engineError(result);
   if (result.timedOut) return new ImagePullError(reference, `the pull took longer than ${Math.round(timeoutMs / 1000)} s`);
   if (/manifest unknown|name unknown|not found|does not exist|no such image|repository name not known/i.test(text)) return new ImageNotFoundError(reference, last);
-  if (/unauthorized|authentication required|denied|forbidden/i.test(text)) return new ImagePullError(reference, "the registry refused access (a private image needs credentials the provider does not have)", last);
-  if (/connection refused|no such host|i\/o timeout|network is unreachable|no route to host|dial tcp|connection reset|TLS handshake|x509|certificate|server gave HTTP response to HTTPS|pinging container registry|EOF/i.test(text))
+  if (/unauthorized|authentication required|denied|forbidden/i.test(text))
+    return new ImagePullError(reference, "the registry refused access (a private image needs credentials the provider does not have)", last);
+  if (
+    /connection refused|no such host|i\/o timeout|network is unreachable|no route to host|dial tcp|connection reset|TLS handshake|x509|certificate|server gave HTTP response to HTTPS|pinging container registry|EOF/i.test(
+      text,
+    )
+  )
     return new ImagePullError(reference, "the registry cannot be reached", last);
   if (/invalid reference format|repository name must/i.test(text)) return new ImageNotFoundError(reference, last);
   return new RuntimeUnavailableError("container", `the engine failed to pull ${reference}: ${last}`);
@@ -147,7 +152,13 @@ export function parseLoadOutput(stdout: string): string[] {
   const names: string[] = [];
   for (const line of stdout.split("\n")) {
     const match = /^Loaded image(?:\(s\)| ID)?:\s*(.+)$/.exec(line.trim());
-    if (match) names.push(...match[1]!.split(",").map((name) => name.trim()).filter(Boolean));
+    if (match)
+      names.push(
+        ...match[1]!
+          .split(",")
+          .map((name) => name.trim())
+          .filter(Boolean),
+      );
   }
   return names;
 }
@@ -340,7 +351,13 @@ export class ImageStore {
     if (result.missing) throw new RuntimeUnavailableError("container", `${engine.path} is not installed`);
     if (result.code !== 0) throw classifyPullFailure(reference, result, this.timeoutMs);
     // Podman prints the id; Docker the reference (read it back at once).
-    const printed = result.stdout.trim().split("\n").at(-1)?.trim().replace(/^sha256:/, "") ?? "";
+    const printed =
+      result.stdout
+        .trim()
+        .split("\n")
+        .at(-1)
+        ?.trim()
+        .replace(/^sha256:/, "") ?? "";
     const id = /^[0-9a-f]{64}$/.test(printed) ? printed : await this.idOf(engine, reference);
     if (!id) throw new RuntimeUnavailableError("container", `the engine pulled ${reference} but cannot show its image id`);
     return { id, name: reference };
@@ -369,7 +386,9 @@ export class ImageStore {
       if (result.missing) throw new RuntimeUnavailableError("container", `${engine.path} is not installed`);
       if (result.code !== 0) {
         const text = `${result.stderr}\n${result.stdout}`;
-        if (/does not match any of the supported image formats|manifest\.json|index\.json|invalid tar header|unexpected EOF|archive\/tar|gzip: invalid header|not a valid/i.test(text)) {
+        if (
+          /does not match any of the supported image formats|manifest\.json|index\.json|invalid tar header|unexpected EOF|archive\/tar|gzip: invalid header|not a valid/i.test(text)
+        ) {
           throw new ImageArchiveError(shown, "it is not a docker-archive or oci-archive image", engineError(result));
         }
         throw new RuntimeUnavailableError("container", `the engine failed to load ${shown}: ${engineError(result)}`);

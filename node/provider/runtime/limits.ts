@@ -46,7 +46,10 @@ export function prlimitPrefix(prlimitPath: string, limits: ResourceLimits): stri
 export async function findExecutable(name: string, searchPath: string | undefined, cwd = process.cwd()): Promise<string | undefined> {
   const candidates = name.includes("/")
     ? [path.resolve(cwd, name)]
-    : (searchPath ?? "").split(":").filter((dir) => dir !== "").map((dir) => path.join(dir, name));
+    : (searchPath ?? "")
+        .split(":")
+        .filter((dir) => dir !== "")
+        .map((dir) => path.join(dir, name));
   for (const candidate of candidates) {
     try {
       await access(candidate, constants.X_OK);

@@ -88,15 +88,15 @@ export class ManagedProcess {
         // exits at SIGTERM while the task inside is still finishing.
         runDetached(
           (async () => {
-          if (this.graceOver) await this.graceOver;
-          this.signalGroup("SIGKILL");
-          await this.waitGroupEmpty(AFTER_KILL_MS);
-          await Promise.race([Promise.all([stdoutClosed, stderrClosed]), sleep(FLUSH_MS)]);
-          out.end();
-          err.end();
-          this.finished = true;
-          resolve({ code, signal });
-        })(),
+            if (this.graceOver) await this.graceOver;
+            this.signalGroup("SIGKILL");
+            await this.waitGroupEmpty(AFTER_KILL_MS);
+            await Promise.race([Promise.all([stdoutClosed, stderrClosed]), sleep(FLUSH_MS)]);
+            out.end();
+            err.end();
+            this.finished = true;
+            resolve({ code, signal });
+          })(),
           undefined,
           "Ending the process group",
         );

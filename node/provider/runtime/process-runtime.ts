@@ -20,7 +20,18 @@ import { LogBuffer } from "./logs.js";
 import { RunningTask, type Runtime, type RuntimeIsolation, type TaskHandle } from "./runtime.js";
 import type { ManagedProcess } from "./process-group.js";
 import { reapTaskProcesses } from "./orphans.js";
-import { attachTaskNetwork, bubblewrapArgs, detectBubblewrap, detectNetworkTools, maskArgs, nvidiaDeviceNodes, SYSTEM_READ_ONLY_PATHS, type NetworkTools, type SandboxMode, type TaskNetwork } from "./sandbox.js";
+import {
+  attachTaskNetwork,
+  bubblewrapArgs,
+  detectBubblewrap,
+  detectNetworkTools,
+  maskArgs,
+  nvidiaDeviceNodes,
+  SYSTEM_READ_ONLY_PATHS,
+  type NetworkTools,
+  type SandboxMode,
+  type TaskNetwork,
+} from "./sandbox.js";
 import { parseCidr, type ParsedCidr } from "./network-policy.js";
 import type { FetchPolicy } from "./fetch-policy.js";
 import { childEnv, livenessEnvironment, Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
@@ -122,9 +133,7 @@ function isUnder(file: string, roots: readonly string[]): boolean {
  * task) and, in the sandbox, without folders the sandbox does not show (`visibleRoots`).
  */
 export function taskSearchPath(hostPath: string, visibleRoots?: readonly string[]): string {
-  const dirs = hostPath
-    .split(":")
-    .filter((dir) => dir !== "" && path.isAbsolute(dir) && !isPackageManagerDir(dir) && (!visibleRoots || isUnder(path.resolve(dir), visibleRoots)));
+  const dirs = hostPath.split(":").filter((dir) => dir !== "" && path.isAbsolute(dir) && !isPackageManagerDir(dir) && (!visibleRoots || isUnder(path.resolve(dir), visibleRoots)));
   const unique = [...new Set(dirs)];
   return unique.length ? unique.join(":") : DEFAULT_PATH;
 }
@@ -135,19 +144,17 @@ export function taskSearchPath(hostPath: string, visibleRoots?: readonly string[
  * sandbox shows (`sandbox.visibleRoots` or the workspace), whatever the host has elsewhere: a
  * program found only outside is a CommandNotFoundError that says where it is and how to show it.
  */
-export async function resolveCommand(
-  spec: TaskSpec,
-  workspace: string,
-  envPath: string,
-  sandbox?: { visibleRoots: readonly string[]; hostPath: string },
-): Promise<string[]> {
+export async function resolveCommand(spec: TaskSpec, workspace: string, envPath: string, sandbox?: { visibleRoots: readonly string[]; hostPath: string }): Promise<string[]> {
   if (typeof spec.command === "string") return ["/bin/sh", "-c", spec.command];
   const [program, ...args] = spec.command;
   const found = await findExecutable(program!, envPath, workspace);
   if (found && sandbox) {
     const real = await realpath(found).catch(() => found);
     if (isUnder(path.resolve(found), [...sandbox.visibleRoots, workspace]) && isUnder(real, [...sandbox.visibleRoots, workspace])) return [found, ...args];
-    throw new CommandNotFoundError(program!, `${found}${real !== found ? ` (${real})` : ""} is outside the task's sandbox; add its folder to provider.runtime.readOnlyPaths to show it`);
+    throw new CommandNotFoundError(
+      program!,
+      `${found}${real !== found ? ` (${real})` : ""} is outside the task's sandbox; add its folder to provider.runtime.readOnlyPaths to show it`,
+    );
   }
   if (found) return [found, ...args];
   if (program!.includes("/")) throw new CommandNotFoundError(program!, `no executable file at ${program} in the workspace`);
@@ -159,7 +166,7 @@ export async function resolveCommand(
 }
 
 export const UNSANDBOXED_WARNING =
-  'TASKS RUN UNSANDBOXED (provider.runtime.sandbox is "none"): renter code runs as this node\'s user and can read its config, data dir and keys, and reach the host\'s network. Use only for development or a single-tenant machine you trust.';
+  "TASKS RUN UNSANDBOXED (provider.runtime.sandbox is \"none\"): renter code runs as this node's user and can read its config, data dir and keys, and reach the host's network. Use only for development or a single-tenant machine you trust.";
 
 export class ProcessRuntime implements Runtime {
   readonly kind = "process" as const;
@@ -194,7 +201,11 @@ export class ProcessRuntime implements Runtime {
     }
     if (!(this.options.network ?? true)) return { sandboxed: true, description: `${status.version}, no network (loopback only)`, warnings: [] };
     await this.tools();
-    return { sandboxed: true, description: `${status.version}, own network namespace through pasta (public addresses only, ${this.allowNetworks.length} allow-listed range(s), ${this.options.networkAllow?.loopbackPorts?.length ?? 0} loopback port(s))`, warnings: [] };
+    return {
+      sandboxed: true,
+      description: `${status.version}, own network namespace through pasta (public addresses only, ${this.allowNetworks.length} allow-listed range(s), ${this.options.networkAllow?.loopbackPorts?.length ?? 0} loopback port(s))`,
+      warnings: [],
+    };
   }
 
   private tools(): Promise<NetworkTools> {
@@ -368,8 +379,7 @@ export class ProcessRuntime implements Runtime {
         ...networkSetup,
         // sh reports a command it cannot find with 127; bubblewrap with 1 and "execvp" on stderr
         // cannot happen for argv commands, which are resolved before the start.
-        classifyExit: (exit) =>
-          isShell && exit.code === 127 ? { name: "CommandNotFoundError", message: "The shell could not find the command (exit code 127)" } : undefined,
+        classifyExit: (exit) => (isShell && exit.code === 127 ? { name: "CommandNotFoundError", message: "The shell could not find the command (exit code 127)" } : undefined),
       },
       logs,
       redactor: new Redactor(secretsOf(spec)),

@@ -254,7 +254,11 @@ export class RunningTask implements TaskHandle {
       onStdout: (chunk) => this.stdoutDigest.update(chunk),
       onLine: (stream, line) => logs.push(stream, redactor.redact(line)),
     });
-    runDetached(this.process.exited.then((exit) => this.finish(exit)), this.options.logger, "Recording a task's exit");
+    runDetached(
+      this.process.exited.then((exit) => this.finish(exit)),
+      this.options.logger,
+      "Recording a task's exit",
+    );
     if (launcher.afterSpawn) {
       try {
         await launcher.afterSpawn(this.process);

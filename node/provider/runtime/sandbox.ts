@@ -75,7 +75,10 @@ export type NetworkTools = { pasta: string; nsenter: string; ip: string };
  * Finds pasta, nsenter and ip (the tools a task's network needs). Returns what is missing as a
  * reason the operator can act on.
  */
-export async function detectNetworkTools(pastaPath = "pasta", searchPath = process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin"): Promise<{ tools: NetworkTools } | { reason: string }> {
+export async function detectNetworkTools(
+  pastaPath = "pasta",
+  searchPath = process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin",
+): Promise<{ tools: NetworkTools } | { reason: string }> {
   const pathWithSbin = `${searchPath}:/usr/sbin:/sbin`;
   const pasta = await findExecutable(pastaPath, pathWithSbin);
   const nsenter = await findExecutable("nsenter", pathWithSbin);
@@ -133,7 +136,17 @@ export type BubblewrapArgsOptions = {
 
 /** The bwrap argv prefix (ending in `--`) that runs a command in the sandbox described above. */
 export function bubblewrapArgs(options: BubblewrapArgsOptions): string[] {
-  const args = [options.bwrapPath, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", ...(options.keepNetwork ? [] : ["--unshare-net"]), "--cap-drop", "ALL"];
+  const args = [
+    options.bwrapPath,
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    ...(options.keepNetwork ? [] : ["--unshare-net"]),
+    "--cap-drop",
+    "ALL",
+  ];
   if (options.infoFd !== undefined) args.push("--info-fd", String(options.infoFd));
   if (options.blockFd !== undefined) args.push("--block-fd", String(options.blockFd));
   args.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp");

@@ -997,7 +997,10 @@ export async function deployWorld(connection: Connection): Promise<World> {
   const allowances: Record<Address, bigint> = {};
   const providers: Record<Address, MProvider> = {};
   const machines: Record<number, MMachine> = {};
-  for (const [who, stake] of [[P, PROVIDER_STAKE.P], [A, PROVIDER_STAKE.A]] as const) {
+  for (const [who, stake] of [
+    [P, PROVIDER_STAKE.P],
+    [A, PROVIDER_STAKE.A],
+  ] as const) {
     await token.write.mint([who!, stake + PROVIDER_WALLET]);
     await send(rpc, who!, world.token, token.abi as Abi, "approve", [world.registry, MAX_UINT]);
     await send(rpc, who!, world.token, token.abi as Abi, "approve", [world.market, MAX_UINT]);
@@ -1005,10 +1008,26 @@ export async function deployWorld(connection: Connection): Promise<World> {
     await send(rpc, who!, world.registry, providerRegistryAbi as Abi, "stake", [stake]);
     balances[who!] = PROVIDER_WALLET;
     allowances[who!] = MAX_UINT;
-    providers[who!] = { registered: true, free: stake, locked: 0n, unbonding: 0n, unlockAt: 0, machineCount: 0, nonceFloor: 0n, revoked: [], leasesCompleted: 0n, faults: 0n, unitSeconds: 0n };
+    providers[who!] = {
+      registered: true,
+      free: stake,
+      locked: 0n,
+      unbonding: 0n,
+      unlockAt: 0,
+      machineCount: 0,
+      nonceFloor: 0n,
+      revoked: [],
+      leasesCompleted: 0n,
+      faults: 0n,
+      unitSeconds: 0n,
+    };
   }
   // Machines 1 and 2 are P's (4 and 2 units), 3 is A's (4 units); A's next machine will be 4.
-  for (const [owner, units] of [[P, 4], [P, 2], [A, 4]] as const) {
+  for (const [owner, units] of [
+    [P, 4],
+    [P, 2],
+    [A, 4],
+  ] as const) {
     await send(rpc, owner!, world.registry, providerRegistryAbi as Abi, "addMachine", [MODEL, units, 23_034, 0, "eu", ZERO32]);
     const id = Object.keys(machines).length + 1;
     machines[id] = { owner: owner!, units, onDemand: 0, interrupt: 0 };
@@ -1045,9 +1064,7 @@ export async function deployWorld(connection: Connection): Promise<World> {
     { ...base, provider: P!, machineId: 1, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 15n, startWindow: 5 },
     { ...base, provider: P!, machineId: 2, pricePerUnitSecond: 3n, minBidPerUnitSecond: 2n, collateralBps: 10_000, nonce: 16n },
   ];
-  const signed = await Promise.all(
-    offers.map(async (offer) => ({ offer, signature: await signOffer(keys[offer.provider]!, domain, offer) })),
-  );
+  const signed = await Promise.all(offers.map(async (offer) => ({ offer, signature: await signOffer(keys[offer.provider]!, domain, offer) })));
 
   const accounts = [...addresses.slice(0, 11), world.market, world.registry];
   const state: State = {
@@ -1210,7 +1227,9 @@ export function generate(r: Rng, st: State, w: World): Step {
   if (roll < 86) return { kind: "withdraw", who: r.pick(w.providers) };
   if (roll < 90) {
     const who = r.pick(w.providers);
-    const owned = Object.entries(st.machines).filter(([, m]) => m.owner === who).map(([id]) => Number(id));
+    const owned = Object.entries(st.machines)
+      .filter(([, m]) => m.owner === who)
+      .map(([id]) => Number(id));
     const id = owned.length && r.chance(0.9) ? r.pick(owned) : r.int(1, 5);
     const idle = owned.filter((id) => st.machines[id]!.onDemand + st.machines[id]!.interrupt === 0);
     const k = owned.length === 0 ? (r.chance(0.7) ? 3 : 2) : idle.length && r.chance(0.4) ? 1 : r.int(0, 3);
@@ -1245,7 +1264,9 @@ export function generate(r: Rng, st: State, w: World): Step {
     return { kind: "setUnbondingDelay", who, delay: r.pick([0, 30, 600]) };
   }
   if (roll < 97) {
-    const creditors = Object.entries(st.owed).filter(([, v]) => v > 0n).map(([a]) => a as Address);
+    const creditors = Object.entries(st.owed)
+      .filter(([, v]) => v > 0n)
+      .map(([a]) => a as Address);
     const who = creditors.length && r.chance(0.9) ? r.pick(creditors) : r.pick([w.A, w.R2, w.P]);
     // The attacker may send what it is owed anywhere; an honest party only to itself or another honest address.
     const to = who === w.A ? r.pick([w.A, w.R1, w.treasuries[1]]) : r.chance(0.7) ? who : r.pick([w.R1, w.treasuries[1]]);
@@ -1273,9 +1294,7 @@ function modelRun(model: Model, f: (m: Model) => void): { ok: boolean; reason?: 
 }
 
 async function faultSignatures(w: World, fault: { leaseId: bigint; kind: number; observedAt: number }, signers: number): Promise<Hex[]> {
-  const signed = await Promise.all(
-    w.attestors.slice(0, signers).map(async (a) => ({ signer: a.address, signature: await signFault(a, w.domain, fault) })),
-  );
+  const signed = await Promise.all(w.attestors.slice(0, signers).map(async (a) => ({ signer: a.address, signature: await signFault(a, w.domain, fault) })));
   return orderFaultSignatures(signed);
 }
 
@@ -1464,7 +1483,18 @@ type Snapshot = {
     status: number;
     endReason: number;
   }[];
-  providers: readonly { registered: boolean; free: bigint; locked: bigint; unbonding: bigint; unlockAt: number; machineCount: number; nonceFloor: bigint; leasesCompleted: bigint; faults: bigint; unitSecondsDelivered: bigint }[];
+  providers: readonly {
+    registered: boolean;
+    free: bigint;
+    locked: bigint;
+    unbonding: bigint;
+    unlockAt: number;
+    machineCount: number;
+    nonceFloor: bigint;
+    leasesCompleted: bigint;
+    faults: bigint;
+    unitSecondsDelivered: bigint;
+  }[];
   machines: readonly { owner: Address; units: number; onDemandUnits: number; interruptibleUnits: number }[];
 };
 
@@ -1544,14 +1574,20 @@ function compare(w: World, st: State, snap: Snapshot): void {
     const m = st.machines[id];
     check(getAddress(v.owner) === (m?.owner ?? zeroAddress), `machine ${id} owner: chain ${v.owner}, model ${m?.owner}`);
     check(v.units === (m?.units ?? 0), `machine ${id} units: chain ${v.units}, model ${m?.units}`);
-    check(v.onDemandUnits === (m?.onDemand ?? 0) && v.interruptibleUnits === (m?.interrupt ?? 0), `machine ${id} used units: chain ${v.onDemandUnits}/${v.interruptibleUnits}, model ${m?.onDemand}/${m?.interrupt}`);
+    check(
+      v.onDemandUnits === (m?.onDemand ?? 0) && v.interruptibleUnits === (m?.interrupt ?? 0),
+      `machine ${id} used units: chain ${v.onDemandUnits}/${v.interruptibleUnits}, model ${m?.onDemand}/${m?.interrupt}`,
+    );
   });
 }
 
 /** What the market owes each party (payments the token refused), chain against model. */
 async function compareOwed(w: World, st: State): Promise<void> {
   for (const a of [w.P, w.A, w.R1, w.R2, w.RP, ...w.treasuries]) {
-    const data = await w.rpc.request({ method: "eth_call", params: [{ to: w.market, data: encodeFunctionData({ abi: leaseMarketAbi, functionName: "owed", args: [a] }) }, "latest"] });
+    const data = await w.rpc.request({
+      method: "eth_call",
+      params: [{ to: w.market, data: encodeFunctionData({ abi: leaseMarketAbi, functionName: "owed", args: [a] }) }, "latest"],
+    });
     const chain = decodeFunctionResult({ abi: leaseMarketAbi, functionName: "owed", data: data as Hex }) as bigint;
     check(chain === (st.owed[a] ?? 0n), `owed to ${label(w, a)}: chain ${chain}, model ${st.owed[a] ?? 0n}`);
   }
@@ -1626,7 +1662,18 @@ async function checkLiveness(w: World, st: State, known: ReadonlySet<string>): P
 }
 
 function label(w: World, a: Address): string {
-  const names: Record<string, string> = { [w.governance]: "governance", [w.P]: "P", [w.A]: "A (attacker)", [w.R1]: "R1", [w.R2]: "R2", [w.RP]: "RP", [w.market]: "market", [w.registry]: "registry", [w.treasuries[0]]: "treasury1", [w.treasuries[1]]: "treasury2" };
+  const names: Record<string, string> = {
+    [w.governance]: "governance",
+    [w.P]: "P",
+    [w.A]: "A (attacker)",
+    [w.R1]: "R1",
+    [w.R2]: "R2",
+    [w.RP]: "RP",
+    [w.market]: "market",
+    [w.registry]: "registry",
+    [w.treasuries[0]]: "treasury1",
+    [w.treasuries[1]]: "treasury2",
+  };
   return names[a] ?? a;
 }
 
@@ -1664,11 +1711,15 @@ function drainSteps(w: World, st: State, phase: number): Step[] {
 
 /** After the drain: no lease runs, nothing is escrowed, every provider got its whole stake back. */
 function checkDrained(w: World, st: State): void {
-  for (const l of st.leases) check(l.status !== S.Open && l.status !== S.Active && l.status !== S.Ended, `lease ${l.id} is still ${["", "Open", "Active", "Ended"][l.status]} after the drain`);
+  for (const l of st.leases)
+    check(l.status !== S.Open && l.status !== S.Active && l.status !== S.Ended, `lease ${l.id} is still ${["", "Open", "Active", "Ended"][l.status]} after the drain`);
   check(st.balances[w.market] === 0n, `the market still holds ${st.balances[w.market]} after every lease settled`);
   for (const a of w.providers) {
     const p = st.providers[a]!;
-    check(p.free === 0n && p.locked === 0n && p.unbonding === 0n, `provider ${label(w, a)} could not withdraw its stake: free ${p.free}, locked ${p.locked}, unbonding ${p.unbonding}`);
+    check(
+      p.free === 0n && p.locked === 0n && p.unbonding === 0n,
+      `provider ${label(w, a)} could not withdraw its stake: free ${p.free}, locked ${p.locked}, unbonding ${p.unbonding}`,
+    );
   }
   check(st.balances[w.registry] === 0n, `the registry still holds ${st.balances[w.registry]}`);
 }
@@ -1742,7 +1793,10 @@ export async function runInvariants(connection: Connection, options: RunOptions)
         done.push(step);
         const outcome = await apply(w, model, step);
         result.steps++;
-        check(outcome.ok === outcome.expected, `step ${n} ${stringify(step)}: chain ${outcome.ok ? "succeeded" : `reverted (${outcome.chainError})`}, model ${outcome.expected ? "succeeds" : `reverts (${outcome.reason})`}`);
+        check(
+          outcome.ok === outcome.expected,
+          `step ${n} ${stringify(step)}: chain ${outcome.ok ? "succeeded" : `reverted (${outcome.chainError})`}, model ${outcome.expected ? "succeeds" : `reverts (${outcome.reason})`}`,
+        );
         if (outcome.ok && step.kind !== "time") {
           result.succeeded++;
           result.byKind[step.kind] = (result.byKind[step.kind] ?? 0) + 1;

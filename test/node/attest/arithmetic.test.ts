@@ -46,7 +46,9 @@ function requantSpec(x: bigint): bigint {
   return toInt8(((u * 0x9e3779b1n) & M32) >> 24n);
 }
 function answerRowSpec(seed: Uint8Array, row: number, cols: number, rounds: number): bigint[] {
-  const digest = createHash("sha256").update(Buffer.concat([Buffer.from("suanli/attest/v1/matrix"), seed])).digest();
+  const digest = createHash("sha256")
+    .update(Buffer.concat([Buffer.from("suanli/attest/v1/matrix"), seed]))
+    .digest();
   const k = Array.from({ length: 8 }, (_, i) => digest.readUInt32BE(i * 4));
   const keyA: MatrixKey = [k[0]!, k[1]!, k[2]!, k[3]!];
   const keyB: MatrixKey = [k[4]!, k[5]!, k[6]!, k[7]!];

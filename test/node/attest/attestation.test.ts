@@ -15,7 +15,10 @@ const attestation: Attestation = {
   model: modelHash("H100-80GB-SXM"),
   units: 8,
   vramMiB: 81_559,
-  throughput: 9_000_000_000_000_000n, challengeId: `0x${"00".repeat(32)}` as const, root: `0x${"00".repeat(32)}` as const, gpus: `0x${"00".repeat(32)}` as const,
+  throughput: 9_000_000_000_000_000n,
+  challengeId: `0x${"00".repeat(32)}` as const,
+  root: `0x${"00".repeat(32)}` as const,
+  gpus: `0x${"00".repeat(32)}` as const,
   issuedAt: now - 60,
   expiry: now + 3600,
 };

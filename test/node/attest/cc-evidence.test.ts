@@ -31,7 +31,10 @@ describe("confidential-computing evidence (constructed SPDM fixture)", () => {
     assert.equal(verdict.ok, true, verdict.ok ? "" : `${verdict.reason}: ${verdict.detail}`);
     if (!verdict.ok) return;
     assert.match(verdict.leafSubject, /GPU-0f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0/);
-    assert.deepEqual(verdict.measurements.map((m) => m.index), [1, 2, 3]);
+    assert.deepEqual(
+      verdict.measurements.map((m) => m.index),
+      [1, 2, 3],
+    );
     assert.match(Buffer.from(verdict.opaque.slice(2), "hex").toString("latin1"), /H100-80GB-SXM/);
   });
 

@@ -36,10 +36,13 @@ describe("memory phase sizing and calibration", () => {
   });
 
   it("names a bad profile key and refuses impossible claims", () => {
-    assert.throws(() => parseInput(memoryProfileSchema, { fillFraction: 1.5 }, "memory profile"), (error: Error & { fields?: string[] }) => {
-      assert.deepEqual(error.fields, ["fillFraction"]);
-      return true;
-    });
+    assert.throws(
+      () => parseInput(memoryProfileSchema, { fillFraction: 1.5 }, "memory profile"),
+      (error: Error & { fields?: string[] }) => {
+        assert.deepEqual(error.fields, ["fillFraction"]);
+        return true;
+      },
+    );
     assert.throws(() => parseInput(memoryProfileSchema, { classes: { H100: {} } }, "memory profile"), { name: "InvalidInputError" });
     assert.throws(() => deriveMemoryParams(profile, { model: "A100-80GB", units: 0, vramMiB: 81_920 }), { name: "ChallengeParamsError" });
     assert.throws(() => deriveMemoryParams(profile, { model: "GTX 480", units: 1, vramMiB: 1_536 }), { name: "UnknownGpuModelError" });
@@ -47,7 +50,17 @@ describe("memory phase sizing and calibration", () => {
 
   it("the runner's walks are the ones the attestor recomputes from the seed, with or without the words stored", async () => {
     const seed = `0x${"11".repeat(32)}` as const;
-    const fields = { challengeId: `0x${"22".repeat(32)}` as const, seeds: [seed], words: 500, hashIterations: 8, walks: 16, steps: 20, issuedAtMs: 0, fillDeadlineAtMs: 0, fillCutoffAtMs: 0 };
+    const fields = {
+      challengeId: `0x${"22".repeat(32)}` as const,
+      seeds: [seed],
+      words: 500,
+      hashIterations: 8,
+      walks: 16,
+      steps: 20,
+      issuedAtMs: 0,
+      fillDeadlineAtMs: 0,
+      fillCutoffAtMs: 0,
+    };
     const challenge = { v: 1 as const, type: "mem-challenge" as const, ...fields, id: memChallengeId(fields) };
     const nonce = `0x${"33".repeat(32)}` as const;
     const full = await (await new CpuMemoryRunner().fill(challenge)).walk(nonce);
@@ -66,10 +79,27 @@ describe("memory phase sizing and calibration", () => {
   });
 
   it("a provider stops filling once the phase's cutoff has passed (plus clock skew), freeing the device", async () => {
-    const fields = { challengeId: `0x${"44".repeat(32)}` as const, seeds: [`0x${"55".repeat(32)}` as const], words: 1_000, hashIterations: 40_000, walks: 4, steps: 4, issuedAtMs: 0, fillDeadlineAtMs: 1, fillCutoffAtMs: 2 };
+    const fields = {
+      challengeId: `0x${"44".repeat(32)}` as const,
+      seeds: [`0x${"55".repeat(32)}` as const],
+      words: 1_000,
+      hashIterations: 40_000,
+      walks: 4,
+      steps: 4,
+      issuedAtMs: 0,
+      fillDeadlineAtMs: 1,
+      fillCutoffAtMs: 2,
+    };
     const challenge = { v: 1 as const, type: "mem-challenge" as const, ...fields, id: memChallengeId(fields) };
     const account = privateKeyToAccount(generatePrivateKey());
-    const responder = new MemoryResponder({ provider: account.address, signer: account, domain: suanliDomain(31337, account.address), runner: new CpuMemoryRunner(), unitsOf: () => 1, now: () => 60_000 });
+    const responder = new MemoryResponder({
+      provider: account.address,
+      signer: account,
+      domain: suanliDomain(31337, account.address),
+      runner: new CpuMemoryRunner(),
+      unitsOf: () => 1,
+      now: () => 60_000,
+    });
     await assert.rejects(responder.fill(challenge), /cutoff passed/);
   });
 

@@ -27,9 +27,21 @@ const MODELS = ["H200-141GB", "H100-80GB-SXM", "A100-80GB", "A100-40GB", "RTX409
 
 function profile(efficiency = 0.5) {
   const classes = Object.fromEntries(
-    MODELS.map((model) => [model, { randomReadsPerSecond: CALIBRATION[model]!.randomReadsPerSecond * RATE_SCALE, hashesPerSecond: CALIBRATION[model]!.hashesPerSecond * RATE_SCALE }]),
+    MODELS.map((model) => [
+      model,
+      { randomReadsPerSecond: CALIBRATION[model]!.randomReadsPerSecond * RATE_SCALE, hashesPerSecond: CALIBRATION[model]!.hashesPerSecond * RATE_SCALE },
+    ]),
   );
-  return memoryProfileSchema.parse({ wordsPerMiB: WORDS_PER_MIB, hashIterations: 512, walksPerUnit: 128, stepsPerWalk: 64, openWalks: 32, efficiency, latencyAllowanceMs: 50, classes });
+  return memoryProfileSchema.parse({
+    wordsPerMiB: WORDS_PER_MIB,
+    hashIterations: 512,
+    walksPerUnit: 128,
+    stepsPerWalk: 64,
+    openWalks: 32,
+    efficiency,
+    latencyAllowanceMs: 50,
+    classes,
+  });
 }
 
 const vramOf = (model: string) => findGpuModel(model)!.vramMiB;
@@ -38,17 +50,33 @@ const claimOf = (model: string, units = 1): MemoryClaim => ({ model, units, vram
 /** A simulated card of `model` at ACHIEVED of its table rates. */
 function card(model: string, n = 0): DeviceSpec {
   const c = CALIBRATION[model]!;
-  return { uuid: `GPU-${model}-${n}`, vramMiB: vramOf(model), randomReadsPerSecond: c.randomReadsPerSecond * RATE_SCALE * ACHIEVED, hashesPerSecond: c.hashesPerSecond * RATE_SCALE * ACHIEVED };
+  return {
+    uuid: `GPU-${model}-${n}`,
+    vramMiB: vramOf(model),
+    randomReadsPerSecond: c.randomReadsPerSecond * RATE_SCALE * ACHIEVED,
+    hashesPerSecond: c.hashesPerSecond * RATE_SCALE * ACHIEVED,
+  };
 }
 const cards = (model: string, count: number) => Array.from({ length: count }, (_, i) => card(model, i));
 
 const challengeId = `0x${"ab".repeat(32)}` as Hex;
 
-async function run(claim: MemoryClaim, devices: DeviceSpec[], options: Partial<SimulatedMachineOptions> = {}, efficiency = 0.5): Promise<MemoryOutcome & { machine: SimulatedMemoryMachine; phase: MemoryPhase }> {
+async function run(
+  claim: MemoryClaim,
+  devices: DeviceSpec[],
+  options: Partial<SimulatedMachineOptions> = {},
+  efficiency = 0.5,
+): Promise<MemoryOutcome & { machine: SimulatedMemoryMachine; phase: MemoryPhase }> {
   let clock = 1_700_000_000_000;
   const machine = new SimulatedMemoryMachine(devices, { wordsPerMiB: WORDS_PER_MIB, ...options });
   const phase = MemoryPhase.start({ profile: profile(efficiency), claim, challengeId, provider: providerAccount.address, domain, now: () => clock });
-  const responder = new MemoryResponder({ provider: providerAccount.address, signer: providerAccount, domain, runner: machine, unitsOf: (id) => (id === challengeId ? claim.units : undefined) });
+  const responder = new MemoryResponder({
+    provider: providerAccount.address,
+    signer: providerAccount,
+    domain,
+    runner: machine,
+    unitsOf: (id) => (id === challengeId ? claim.units : undefined),
+  });
   const done = (outcome: MemoryOutcome) => ({ ...outcome, machine, phase });
   // Through JSON, as the wire carries it.
   const filled = await responder.fill(JSON.parse(JSON.stringify(phase.message)));
@@ -86,7 +114,10 @@ describe("memory phase: capacity and bandwidth per declared unit (issue 24, item
     if (eight.outcome !== "pass") return;
     assert.equal(new Set(eight.phase.message.seeds).size, 8);
     assert.equal(new Set(eight.roots).size, 8);
-    assert.deepEqual(eight.gpus, cards("H100-80GB-SXM", 8).map((d) => d.uuid));
+    assert.deepEqual(
+      eight.gpus,
+      cards("H100-80GB-SXM", 8).map((d) => d.uuid),
+    );
     // The buffer is sized to the declared VRAM: 90 % of 81 559 MiB at 1 word per 32 MiB.
     assert.equal(eight.phase.params.words, Math.floor(81_559 * WORDS_PER_MIB * 0.9));
     assert.equal(eight.machine.devices.length, 8);
@@ -129,7 +160,13 @@ describe("memory phase: capacity and bandwidth per declared unit (issue 24, item
     let clock = 1_700_000_000_000;
     const claim = claimOf("H100-80GB-SXM");
     const phase = MemoryPhase.start({ profile: profile(), claim, challengeId, provider: providerAccount.address, domain, now: () => clock });
-    const responder = new MemoryResponder({ provider: providerAccount.address, signer: providerAccount, domain, runner: new SimulatedMemoryMachine(cards("H100-80GB-SXM", 1), { wordsPerMiB: WORDS_PER_MIB }), unitsOf: () => 1 });
+    const responder = new MemoryResponder({
+      provider: providerAccount.address,
+      signer: providerAccount,
+      domain,
+      runner: new SimulatedMemoryMachine(cards("H100-80GB-SXM", 1), { wordsPerMiB: WORDS_PER_MIB }),
+      unitsOf: () => 1,
+    });
     const walk = phase.onFilled(await responder.fill(phase.message), (clock += 100));
     assert.equal(walk.outcome, "walk");
     if (walk.outcome !== "walk") return;
@@ -140,14 +177,23 @@ describe("memory phase: capacity and bandwidth per declared unit (issue 24, item
     const walks = await responder.open(open.request);
     // The honest results are what the attestor recomputes.
     const first = walks.walks[0]!;
-    assert.deepEqual(hexToBytes(first.result as Hex), recomputeWalk(hexToBytes(phase.message.seeds[0]!), hexToBytes(walk.message.nonce), first.index, phase.params.words, phase.params.steps, phase.params.hashIterations));
+    assert.deepEqual(
+      hexToBytes(first.result as Hex),
+      recomputeWalk(hexToBytes(phase.message.seeds[0]!), hexToBytes(walk.message.nonce), first.index, phase.params.words, phase.params.steps, phase.params.hashIterations),
+    );
     const flipped = `0x${(BigInt(first.result) ^ 1n).toString(16).padStart(16, "0")}`;
     const outcome = phase.onWalks({ ...walks, walks: [{ ...first, result: flipped }, ...walks.walks.slice(1)] }, (clock += 100));
     // The result no longer hashes to the signed root.
     assert.equal(outcome.outcome === "fail" && outcome.reason, "bad_proof");
 
     const other = MemoryPhase.start({ profile: profile(), claim, challengeId, provider: "0x000000000000000000000000000000000000dEaD", domain, now: () => clock });
-    const responder2 = new MemoryResponder({ provider: providerAccount.address, signer: providerAccount, domain, runner: new SimulatedMemoryMachine(cards("H100-80GB-SXM", 1), { wordsPerMiB: WORDS_PER_MIB }), unitsOf: () => 1 });
+    const responder2 = new MemoryResponder({
+      provider: providerAccount.address,
+      signer: providerAccount,
+      domain,
+      runner: new SimulatedMemoryMachine(cards("H100-80GB-SXM", 1), { wordsPerMiB: WORDS_PER_MIB }),
+      unitsOf: () => 1,
+    });
     const walk2 = other.onFilled(await responder2.fill(other.message), (clock += 100));
     if (walk2.outcome !== "walk") return assert.fail(failure(walk2));
     const refused = await other.onCommit(await responder2.walk(walk2.message), (clock += 100));
@@ -156,7 +202,13 @@ describe("memory phase: capacity and bandwidth per declared unit (issue 24, item
 
   it("validates the wire: a changed seed breaks the id; the responder refuses a phase for a challenge it never answered", async () => {
     const phase = MemoryPhase.start({ profile: profile(), claim: claimOf("A100-80GB"), challengeId, provider: providerAccount.address, domain });
-    const responder = new MemoryResponder({ provider: providerAccount.address, signer: providerAccount, domain, runner: new SimulatedMemoryMachine(cards("A100-80GB", 1), { wordsPerMiB: WORDS_PER_MIB }), unitsOf: () => undefined });
+    const responder = new MemoryResponder({
+      provider: providerAccount.address,
+      signer: providerAccount,
+      domain,
+      runner: new SimulatedMemoryMachine(cards("A100-80GB", 1), { wordsPerMiB: WORDS_PER_MIB }),
+      unitsOf: () => undefined,
+    });
     await assert.rejects(responder.fill({ ...phase.message, seeds: [`0x${"00".repeat(32)}`] }), /id does not match/);
     await assert.rejects(responder.fill(phase.message), /No challenge with this id/);
   });

@@ -41,7 +41,9 @@ describe("attest options", () => {
       assert.deepEqual(error.keys, ["attest.challenge.classes.H100"]);
       return true;
     });
-    const config = await loadConfig(nodeConfigSchema, { flags: { "attest.runner.kind": "external", "attest.runner.command": "/opt/runner", "attest.runner.args": '["--device","0"]' } });
+    const config = await loadConfig(nodeConfigSchema, {
+      flags: { "attest.runner.kind": "external", "attest.runner.command": "/opt/runner", "attest.runner.args": '["--device","0"]' },
+    });
     const runner = createRunner(config.attest.runner);
     assert.ok(runner instanceof ExternalRunner);
     assert.equal(runner.name, "external:runner");
@@ -74,7 +76,10 @@ describe("attest options", () => {
       return true;
     });
     // A longer window, or backup delay, would leave no time to land a fault within the market's 600 s.
-    for (const [key, value] of [["attest.liveness.qosWindowSeconds", "301"], ["attest.liveness.backupSubmitDelayMs", "120001"]]) {
+    for (const [key, value] of [
+      ["attest.liveness.qosWindowSeconds", "301"],
+      ["attest.liveness.backupSubmitDelayMs", "120001"],
+    ]) {
       await assert.rejects(loadConfig(nodeConfigSchema, { flags: { [key!]: value } }), (error: Error & { keys?: string[] }) => {
         assert.deepEqual(error.keys, [key]);
         return true;

@@ -87,15 +87,21 @@ describe("attest challenge parameters", () => {
   });
 
   it("names the offending key of a bad profile", () => {
-    assert.throws(() => parseInput(challengeProfileSchema, { cols: 100 }, "profile"), (error: Error & { fields?: string[] }) => {
-      assert.equal(error.name, "InvalidInputError");
-      assert.deepEqual(error.fields, ["cols"]);
-      return true;
-    });
-    assert.throws(() => parseInput(challengeProfileSchema, { classes: { H100: {} } }, "profile"), (error: Error & { fields?: string[] }) => {
-      assert.deepEqual(error.fields, ["classes.H100"]);
-      return true;
-    });
+    assert.throws(
+      () => parseInput(challengeProfileSchema, { cols: 100 }, "profile"),
+      (error: Error & { fields?: string[] }) => {
+        assert.equal(error.name, "InvalidInputError");
+        assert.deepEqual(error.fields, ["cols"]);
+        return true;
+      },
+    );
+    assert.throws(
+      () => parseInput(challengeProfileSchema, { classes: { H100: {} } }, "profile"),
+      (error: Error & { fields?: string[] }) => {
+        assert.deepEqual(error.fields, ["classes.H100"]);
+        return true;
+      },
+    );
     assert.throws(() => parseInput(challengeProfileSchema, { preset: "gpu", speed: 1 }, "profile"), { name: "InvalidInputError" });
   });
 

@@ -26,7 +26,12 @@ function challenge(rows: number, cols = 64, rounds = 2, tag = 1): RunnerChalleng
 
 /** The answer's root computed the slow, obvious way. */
 function expectedRoot(c: RunnerChallenge): Hex {
-  const rows = recomputeRows(hexToBytes(c.seed), c.cols, c.rounds, Array.from({ length: c.rows }, (_, i) => i));
+  const rows = recomputeRows(
+    hexToBytes(c.seed),
+    c.cols,
+    c.rounds,
+    Array.from({ length: c.rows }, (_, i) => i),
+  );
   const id = hexToBytes(c.id);
   return bytesToHex(MerkleTree.fromLeaves(rows.map((row, i) => leafHash(id, i, rowToBytes(row)))).root);
 }
@@ -70,7 +75,16 @@ describe("attest runners", function () {
         rows.map((r) => r.index),
         indices,
       );
-      const check = await verifyOpening({ challengeId: c.id, seed: c.seed, rows: 100, cols: 64, rounds: 2, root: commitment.root, indices, response: { v: 1, type: "rows", challengeId: c.id, rows } });
+      const check = await verifyOpening({
+        challengeId: c.id,
+        seed: c.seed,
+        rows: 100,
+        cols: 64,
+        rounds: 2,
+        root: commitment.root,
+        indices,
+        response: { v: 1, type: "rows", challengeId: c.id, rows },
+      });
       assert.deepEqual(check, { ok: true });
       await assert.rejects(commitment.openRows([100]), { name: "RunnerError" });
       await commitment.release();
@@ -104,7 +118,16 @@ describe("attest runners", function () {
         const pid = runner.pid!;
         assert.ok(isAlive(pid));
         const rows = await commitment.openRows([3, 49]);
-        const check = await verifyOpening({ challengeId: c.id, seed: c.seed, rows: 50, cols: 48, rounds: 2, root: commitment.root, indices: [3, 49], response: { v: 1, type: "rows", challengeId: c.id, rows } });
+        const check = await verifyOpening({
+          challengeId: c.id,
+          seed: c.seed,
+          rows: 50,
+          cols: 48,
+          rounds: 2,
+          root: commitment.root,
+          indices: [3, 49],
+          response: { v: 1, type: "rows", challengeId: c.id, rows },
+        });
         assert.deepEqual(check, { ok: true });
         // The program stays up for the next challenge; the previous answer is gone then.
         const next = await runner.computeCommit(challenge(8, 16, 1, 6));

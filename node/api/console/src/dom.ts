@@ -4,3 +4,11 @@ export const $ = <T extends HTMLElement>(selector: string): T => {
   if (!node) throw new Error(`console page lacks ${selector}`);
   return node;
 };
+
+/** A table cell with `text` (as text, never markup). */
+export function cell(text: string, className?: string): HTMLTableCellElement {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (className) td.className = className;
+  return td;
+}

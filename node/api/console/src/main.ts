@@ -11,16 +11,10 @@ import { createPublicClient, custom, erc20Abi, formatUnits, http, type EIP1193Pr
 import { consoleConfigSchema } from "../../../../common/api/console.js";
 import { nodeInfoSchema } from "../../../../common/api/market.js";
 import { runDetached } from "../../../../common/detached.js";
-import { $ } from "./dom.js";
+import { $, cell } from "./dom.js";
 import { describe, getJson, show, state, token, tokens, trimFraction, type TaskRow } from "./state.js";
 import { addEnvRow, FormError, markInvalid, readForm } from "./form.js";
-import {
-  createClient,
-  type OfferSummary,
-  type SubmitTaskParameters,
-  type TaskReceipt,
-  type TaskStatus,
-} from "../../../../sdk/browser.js";
+import { createClient, type OfferSummary, type SubmitTaskParameters, type TaskReceipt, type TaskStatus } from "../../../../sdk/browser.js";
 
 const FINAL_STATES = new Set(["succeeded", "failed", "exceeded", "stopped", "preempted"]);
 const ENDED_LEASES = new Set(["Ended", "Settled", "Cancelled"]);
@@ -31,7 +25,6 @@ declare global {
     ethereum?: EIP1193Provider;
   }
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // Wallet
@@ -59,7 +52,9 @@ async function connect(): Promise<void> {
       try {
         await wallet.request({ method: "wallet_switchEthereumChain", params: [{ chainId: `0x${config.chainId.toString(16)}` }] });
       } catch (error) {
-        throw new Error(`The wallet is on chain ${walletChain}; this node serves chain ${config.chainId}. Switch the wallet to chain ${config.chainId}. (${describe(error)})`, { cause: error });
+        throw new Error(`The wallet is on chain ${walletChain}; this node serves chain ${config.chainId}. Switch the wallet to chain ${config.chainId}. (${describe(error)})`, {
+          cause: error,
+        });
       }
     }
     await state.client?.close();
@@ -166,13 +161,6 @@ async function refreshOffers(): Promise<void> {
   );
   $("#offers-count").textContent = `(${offers.length})`;
   show("#offers-empty", offers.length ? undefined : "No live offer right now.");
-}
-
-function cell(text: string, className?: string): HTMLTableCellElement {
-  const td = document.createElement("td");
-  td.textContent = text;
-  if (className) td.className = className;
-  return td;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -356,7 +344,10 @@ async function showReceipt(taskId: string, read: () => Promise<TaskReceipt>, sig
     ["Paid", tokens(receipt.totalCost)],
     ["Refunded", tokens(receipt.totalRefunded)],
     ["Gas used", String(receipt.totalGasUsed)],
-    ...receipt.leases.map((lease): [string, string] => [`Lease ${lease.leaseId}`, `${lease.units}× ${lease.model}, ${lease.seconds} s, ${lease.status} (${lease.endReason}), cost ${tokens(lease.cost)}`]),
+    ...receipt.leases.map((lease): [string, string] => [
+      `Lease ${lease.leaseId}`,
+      `${lease.units}× ${lease.model}, ${lease.seconds} s, ${lease.status} (${lease.endReason}), cost ${tokens(lease.cost)}`,
+    ]),
   ];
   const list = $("#receipt-facts");
   list.replaceChildren(
@@ -412,7 +403,8 @@ async function extendSelected(): Promise<void> {
   $("#task-message").textContent = `Extending by ${seconds} s (the wallet approves and sends the deposit)…`;
   try {
     const extended = await state.client!.extend(taskId, { seconds });
-    $("#task-message").textContent = `Extended lease ${extended.leaseId} by ${seconds} s for ${tokens(extended.extraDeposit)}: paid until ${new Date(extended.newEnd * 1000).toLocaleString()}.`;
+    $("#task-message").textContent =
+      `Extended lease ${extended.leaseId} by ${seconds} s for ${tokens(extended.extraDeposit)}: paid until ${new Date(extended.newEnd * 1000).toLocaleString()}.`;
     $("#task-end").textContent = new Date(extended.newEnd * 1000).toLocaleString();
     runDetached(refreshBalances(), console, "refreshBalances");
   } catch (error) {
@@ -446,7 +438,11 @@ async function downloadSelected(): Promise<void> {
       item.append(link);
       list.append(item);
     }
-    const check = result.verified ? `verified against the provider's signed completion report (digest ${result.digest})` : result.snapshot ? "a snapshot of a running task (not verified: no completion report yet)" : "NOT verified";
+    const check = result.verified
+      ? `verified against the provider's signed completion report (digest ${result.digest})`
+      : result.snapshot
+        ? "a snapshot of a running task (not verified: no completion report yet)"
+        : "NOT verified";
     $("#task-message").textContent = `Downloaded ${result.files.length} file(s), ${result.bytes} bytes, ${check}.`;
   } catch (error) {
     $("#task-message").textContent = "";

@@ -52,7 +52,7 @@ export function drawPriceChart(svg: SVGSVGElement, input: ChartInput): number {
   const yMax = perHour(top) + perHour(top) / 10n + 1n;
   const bucketSeconds = input.stats?.series.length && input.stats.series.length > 1 ? input.stats.series[1]!.start - input.stats.series[0]!.start : 0;
   const x = (start: number) => PAD.left + ((start + bucketSeconds / 2 - input.from) / span) * plotW;
-  const y = (price: bigint) => PAD.top + plotH - Number((perHour(price) * 10_000n) / yMax) / 10_000 * plotH;
+  const y = (price: bigint) => PAD.top + plotH - (Number((perHour(price) * 10_000n) / yMax) / 10_000) * plotH;
 
   const upper = points.map((bucket) => `${x(bucket.start).toFixed(1)},${y(bucket.price!.p90).toFixed(1)}`);
   const lower = points.map((bucket) => `${x(bucket.start).toFixed(1)},${y(bucket.price!.p10).toFixed(1)}`).reverse();

@@ -1,0 +1,191 @@
+/**
+ * One challenge session with a provider's node over `/suanli/attest/1.0.0`, on an open
+ * connection: challenge → commit (stamped on arrival), open → rows, the memory phase when the
+ * attestor runs it, then the result delivered to the provider. Returns the record to keep.
+ */
+import type { PeerId } from "@libp2p/interface";
+import { gpusHash } from "../../common/attest/commit.js";
+import { MAX_CONTROL_MESSAGE_BYTES, maxOpenResponseBytes, ATTEST_PROTOCOL_VERSION, type FailureReason } from "../../common/attest/messages.js";
+import { attestAnswerSchema, type ResultMessageInput } from "../../common/attest/wire.js";
+import { SuanliError } from "../../common/errors.js";
+import type { SuanliHost } from "../../common/p2p/host.js";
+import { ATTEST_PROTOCOL } from "../../common/p2p/protocols.js";
+import { request } from "../../common/p2p/reqresp.js";
+import type { Logger } from "../log/logger.js";
+import type { Attestor, AttestorChallenge, ChallengeOutcome, MachineClaim } from "./attestor.js";
+import { runMemoryPhase } from "./memory-exchange.js";
+import type { MemoryOptions } from "./options.js";
+import type { ChallengeRecord, ChallengeResults } from "./results.js";
+
+/** Extra wait beyond a challenge's own deadlines, for the network. */
+const NETWORK_GRACE_MS = 2_000;
+
+/** A machine to challenge: its on-chain claim and the provider's node. */
+export type Target = { claim: MachineClaim; peer: PeerId };
+
+export type ChallengeSessionOptions = {
+  host: SuanliHost;
+  attestor: Attestor;
+  results: ChallengeResults;
+  /** Busy refusals in a row after which a machine fails (`busy_too_often`). */
+  maxBusyRefusals: number;
+  logger: Logger;
+  now: () => number;
+  memory?: MemoryOptions;
+};
+
+export class ChallengeSession {
+  private readonly now: () => number;
+
+  constructor(private readonly o: ChallengeSessionOptions) {
+    this.now = o.now;
+  }
+
+  async run(target: Target, base: Pick<ChallengeRecord, "machineId" | "trigger" | "startedAtMs">): Promise<ChallengeRecord> {
+    const { claim, peer } = target;
+    // run() connected first: the challenge's clock (issuedAtMs) starts when it is sent over an
+    // open connection, so the dial and the handshake are never inside the deadline.
+    const challenge = await this.o.attestor.startChallenge(claim);
+    const known = { ...base, provider: claim.provider, model: claim.model, units: claim.units, challengeId: challenge.id };
+    const finish = (outcome: ChallengeOutcome): ChallengeRecord => ({
+      ...known,
+      finishedAtMs: this.now(),
+      outcome: outcome.outcome,
+      reason: outcome.outcome === "fail" ? outcome.reason : null,
+      detail: outcome.outcome === "fail" ? outcome.detail : null,
+      measuredThroughput: outcome.measuredThroughput ?? null,
+      attestation: outcome.outcome === "pass" ? outcome.attestation : null,
+      ...(outcome.outcome === "fail" && outcome.evidence ? { evidence: outcome.evidence } : {}),
+    });
+    const failed = (reason: FailureReason, detail: string): ChallengeRecord => ({
+      ...known,
+      finishedAtMs: this.now(),
+      outcome: "fail",
+      reason,
+      detail,
+      measuredThroughput: null,
+      attestation: null,
+    });
+    const unreachable = (error: unknown): ChallengeRecord => ({
+      ...known,
+      finishedAtMs: this.now(),
+      outcome: "error",
+      reason: "unreachable",
+      detail: errorText(error),
+      measuredThroughput: null,
+      attestation: null,
+    });
+
+    // Challenge → commit. The provider computes inside this exchange, up to the cutoff.
+    let commit: unknown;
+    try {
+      commit = await request(this.o.host, peer, ATTEST_PROTOCOL, challenge.message, {
+        responseSchema: attestAnswerSchema,
+        timeoutMs: Math.max(1, challenge.message.cutoffAtMs - this.now()) + NETWORK_GRACE_MS,
+        maxMessageBytes: MAX_CONTROL_MESSAGE_BYTES,
+      });
+    } catch (error) {
+      const receivedAtMs = this.now();
+      const mapped = this.mapError(error, challenge, receivedAtMs);
+      if (mapped === "unreachable") return unreachable(error);
+      return mapped.kind === "outcome" ? finish(mapped.outcome) : failed(mapped.reason, mapped.detail);
+    }
+    // Stamped before anything else reads it: the measured throughput counts from issue to here.
+    const commitAtMs = this.now();
+    const answer = commit as { type: string; reason?: string; message?: string };
+    if (answer.type === "refused") {
+      const refusal = challenge.onRefused(commit);
+      if (answer.reason === "busy") {
+        // Busy with another attestor's challenge is no verdict on the machine, once; a machine
+        // that is busy every time (a GPU time-shared between machine ids) fails after a bound.
+        const bound = this.o.maxBusyRefusals;
+        const previous = bound > 1 ? await this.o.results.history(claim.machineId, bound - 1) : [];
+        const streak = previous.length === bound - 1 && previous.every((record) => record.outcome === "error" && record.reason === "busy");
+        if (!streak) return { ...finish(refusal), outcome: "error", reason: "busy", detail: answer.message ?? "busy" };
+        return this.deliver(peer, {
+          ...finish(refusal),
+          reason: "busy_too_often",
+          detail: `the machine answered busy to ${bound} challenges in a row: ${answer.message ?? "busy"}`.slice(0, 1_000),
+        });
+      }
+      return this.deliver(peer, finish(refusal));
+    }
+    const next = challenge.onCommit(commit, commitAtMs);
+    if (next.outcome === "fail") return this.deliver(peer, finish(next));
+
+    // Open → rows. Checked after the answer is in: the root fixed every row before the indices were drawn.
+    let rows: unknown;
+    try {
+      rows = await request(this.o.host, peer, ATTEST_PROTOCOL, next.request, {
+        responseSchema: attestAnswerSchema,
+        timeoutMs: challenge.params.openTimeoutMs + NETWORK_GRACE_MS,
+        maxMessageBytes: maxOpenResponseBytes(challenge.message.cols, challenge.params.openRows),
+      });
+    } catch (error) {
+      const mapped = this.mapError(error, challenge, this.now());
+      if (mapped === "unreachable") return this.deliver(peer, failed("late_open", `the provider went away before opening rows: ${errorText(error)}`));
+      return this.deliver(peer, mapped.kind === "outcome" ? finish(mapped.outcome) : failed(mapped.reason, mapped.detail));
+    }
+    const rowsAtMs = this.now();
+    if ((rows as { type: string }).type === "refused") return this.deliver(peer, finish(challenge.onRefused(rows)));
+    const outcome = await challenge.onOpen(rows, rowsAtMs);
+    if (outcome.outcome !== "pass" || !this.o.memory?.enabled) return this.deliver(peer, finish(outcome));
+    // The memory phase, in the same session: the attestation signed above is handed over only if it passes too.
+    const memory = await runMemoryPhase({
+      host: this.o.host,
+      peer,
+      profile: this.o.memory.profile,
+      domain: this.o.attestor.settings.domain,
+      claim,
+      challengeId: challenge.id,
+      now: this.now,
+    });
+    const sameGpus = memory.outcome === "pass" && gpusHash(memory.gpus) === outcome.attestation.attestation.gpus;
+    if (memory.outcome === "pass" && sameGpus) return this.deliver(peer, finish(outcome));
+    const detail = memory.outcome === "fail" ? `${memory.reason}: ${memory.detail}` : "the memory phase named other GPUs than the GEMM commit";
+    return this.deliver(peer, { ...finish(outcome), outcome: "fail", reason: "memory_phase", detail: detail.slice(0, 1_000), attestation: null });
+  }
+
+  /** Maps a request failure to the challenge's verdict, or `unreachable` when nothing was learnt about the machine. */
+  private mapError(
+    error: unknown,
+    challenge: AttestorChallenge,
+    nowMs: number,
+  ): "unreachable" | { kind: "outcome"; outcome: ChallengeOutcome } | { kind: "fail"; reason: FailureReason; detail: string } {
+    const name = (error as Error)?.name;
+    if (name === "RequestTimeoutError") {
+      const timedOut = challenge.onTimeout(Math.max(nowMs, challenge.timeoutAtMs ?? nowMs) + 1);
+      return timedOut ? { kind: "outcome", outcome: timedOut } : { kind: "fail", reason: "late_commit", detail: errorText(error) };
+    }
+    if (name === "PeerUnreachableError" || name === "ProtocolNotSupportedError" || name === "TooManyStreamsError") return "unreachable";
+    if (name === "InvalidMessageError" || name === "MessageTooLargeError") return { kind: "fail", reason: "malformed", detail: errorText(error) };
+    return { kind: "fail", reason: "refused", detail: errorText(error) };
+  }
+
+  /** Tells the provider how its challenge ended (best effort: the verdict stands either way). */
+  private async deliver(peer: PeerId, record: ChallengeRecord): Promise<ChallengeRecord> {
+    if (!record.challengeId) return record;
+    const message: ResultMessageInput =
+      record.outcome === "pass" && record.attestation
+        ? { v: ATTEST_PROTOCOL_VERSION, type: "result", challengeId: record.challengeId, outcome: "pass", attestation: record.attestation }
+        : {
+            v: ATTEST_PROTOCOL_VERSION,
+            type: "result",
+            challengeId: record.challengeId,
+            outcome: "fail",
+            reason: (record.reason as FailureReason) ?? "malformed",
+            detail: (record.detail ?? "").slice(0, 1_000),
+          };
+    try {
+      await request(this.o.host, peer, ATTEST_PROTOCOL, message, { responseSchema: attestAnswerSchema, timeoutMs: 10_000, maxMessageBytes: MAX_CONTROL_MESSAGE_BYTES });
+    } catch (error) {
+      this.o.logger.warn("Could not deliver a challenge result to the provider", { machineId: record.machineId, outcome: record.outcome }, error);
+    }
+    return record;
+  }
+}
+
+export function errorText(error: unknown): string {
+  if (error instanceof SuanliError) return `${error.name}: ${error.shortMessage}`.slice(0, 1_000);
+  return (error instanceof Error ? `${error.name}: ${error.message}` : String(error)).slice(0, 1_000);
+}
