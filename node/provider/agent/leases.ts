@@ -191,6 +191,8 @@ export class LeaseController implements LeaseHost {
       const again = this.ctx.records.get(leaseId);
       if (again) return again;
       const record = await this.ctx.records.put(newLeaseRecord(view, 0n));
+      // Learned of from its renter before its LeaseOpened event: the same line, whichever comes first.
+      this.ctx.logger.info("Lease opened", { leaseId, renter: view.renter, machineId: view.machineId, units: view.units, interruptible: view.interruptible });
       this.suspect.add(leaseId);
       this.updateGauges();
       return record;
