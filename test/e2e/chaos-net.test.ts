@@ -289,11 +289,15 @@ describe("chaos: RPC errors and stale blocks, a shallow reorg, a libp2p partitio
       });
       // Awaited below; a failure meanwhile must fail this test, not the run as an unhandled rejection.
       submitting.catch(() => undefined);
-      // No block is mined until the node has answered that the lease is not confirmed yet.
-      await waitFor("the node to refuse the task until the lease is confirmed", () => progress.some((line) => line.includes("waits for its block to be confirmed")), {
-        timeoutMs: 20_000,
-        intervalMs: 100,
-      });
+      // No block is mined until the node has answered that the lease is not confirmed yet (or, where
+      // another transaction buried the lease's block first, until the node took the task at once).
+      await Promise.race([
+        waitFor("the node to refuse the task until the lease is confirmed", () => progress.some((line) => line.includes("waits for its block to be confirmed")), {
+          timeoutMs: 30_000,
+          intervalMs: 100,
+        }),
+        submitting,
+      ]);
       await testClient.mine({ blocks: CONFIRMATIONS });
       const submitted = await submitting;
       // While the SDK waits for the task: its RPC answers 502, then lags at an old block.
@@ -335,10 +339,13 @@ describe("chaos: RPC errors and stale blocks, a shallow reorg, a libp2p partitio
       });
       // Awaited below; a failure meanwhile must fail this test, not the run as an unhandled rejection.
       submitting.catch(() => undefined);
-      await waitFor("the node to wait for the lease's confirmations", () => progress.some((line) => line.includes("waits for its block to be confirmed")), {
-        timeoutMs: 20_000,
-        intervalMs: 100,
-      });
+      await Promise.race([
+        waitFor("the node to wait for the lease's confirmations", () => progress.some((line) => line.includes("waits for its block to be confirmed")), {
+          timeoutMs: 30_000,
+          intervalMs: 100,
+        }),
+        submitting,
+      ]);
       await testClient.mine({ blocks: CONFIRMATIONS });
       const submitted = await submitting;
       const waiting = client.wait(submitted.taskId, { timeoutMs: 60_000, pollIntervalMs: 250 });

@@ -82,7 +82,7 @@ declare global {
   interface Window { ethereum?: EIP1193Provider }
 }
 
-export async function connect(rpcUrl: string, nodeUrl: string, deployment: unknown): Promise<SuanliClient> {
+export async function connect(rpcUrl: string, nodeUrl: string, deployment: Record<string, unknown>): Promise<SuanliClient> {
   if (!window.ethereum) throw new Error("no wallet");
   const [address] = await window.ethereum.request({ method: "eth_requestAccounts" });
   return createClient({ rpcUrl, nodeUrl, account: address, walletTransport: custom(window.ethereum), deployment: deployment });
