@@ -12,12 +12,14 @@
  *   /suanli/fault/1.0.0           attestor → attestor   proposal  → signature | declined
  */
 import { z } from "zod";
+import { commitFraudProofSchema } from "./commit.js";
 import { addressSchema, bytes32Schema, signatureSchema, uintSchema } from "../schemas.js";
 import { signedAttestationSchema } from "../offers/message.js";
 import { memChallengeSchema, memCommitSchema, memFilledSchema, memOpenSchema, memWalkSchema, memWalksSchema } from "./memory-messages.js";
 import {
   ATTEST_PROTOCOL_VERSION,
   FAILURE_REASONS,
+  openedRowSchema,
   challengeMessageSchema,
   commitMessageSchema,
   openRequestMessageSchema,
@@ -177,12 +179,35 @@ export const faultWireSchema = z.strictObject({
 export const faultSignatureSchema = z.strictObject({ signer: addressSchema, signature: signatureSchema });
 export type FaultSignature = z.output<typeof faultSignatureSchema>;
 
+/**
+ * Most opened rows a capacity fault's transcript carries: a co-signer recomputes each one
+ * (rounds·cols² multiply-adds, 2.7·10⁸ at the gpu preset), so a proposal cannot make it burn
+ * more than this many rows' worth of CPU; one wrong row already proves the fraud.
+ */
+export const FAULT_EVIDENCE_MAX_ROWS = 4;
+/** Most bytes of a fault proposal on the wire, transcript included (the fault exchange's message limit). */
+export const FAULT_PROPOSAL_MAX_BYTES = 256 * 1024;
+
+/**
+ * A capacity fault's evidence (kind 2): the provider-signed commit of a challenge started during
+ * the lease and opened rows that are wrong under it (verifyCommitFraud, common/attest/commit.ts),
+ * only the wrong ones, at most FAULT_EVIDENCE_MAX_ROWS.
+ */
+export const faultTranscriptSchema = commitFraudProofSchema.extend({ rows: z.array(openedRowSchema).min(1).max(FAULT_EVIDENCE_MAX_ROWS) });
+export type FaultTranscript = z.output<typeof faultTranscriptSchema>;
+
 /** A proposed fault with the signatures collected so far (at least the proposer's). */
 export const faultProposalSchema = z.strictObject({
   v: z.literal(1),
   chainId: chainIdSchema,
   fault: faultWireSchema,
   signatures: z.array(faultSignatureSchema).min(1).max(32),
+  /**
+   * Capacity faults only: the proposer's transcript of the provider's signed wrong answer. A
+   * co-signer that verifies it signs without a failed challenge of its own (docs/attestation.md,
+   * "In-lease checks").
+   */
+  evidence: faultTranscriptSchema.optional(),
 });
 export type FaultProposal = z.output<typeof faultProposalSchema>;
 
@@ -193,7 +218,12 @@ export type FaultProposal = z.output<typeof faultProposalSchema>;
  * window, or observedAt is earlier than its own first failed probe: see earliestObservedAt),
  * `lease_not_active`, `out_of_range` (observedAt before activation, past the end or in the
  * future), `unsupported_kind`, `bad_proposal` (no valid attestor signature), `not_attestor`
- * (this node lost its role), `wrong_chain`, `internal`.
+ * (this node lost its role), `wrong_chain`, `internal`; for a proposal's transcript (capacity
+ * faults): `bad_evidence` (it proves no wrong answer the provider signed: the detail starts with
+ * verifyCommitFraud's reason, e.g. `not_signed_by_provider`, `bad_proof`, `rows_correct`),
+ * `evidence_mismatch` (a real transcript of another provider or machine, of a challenge started
+ * outside the lease, or an observedAt before the challenge's start), `rate_limited` (this peer's
+ * transcripts already cost this attestor its recompute allowance: ask again later).
  */
 export const FAULT_DECLINE_REASONS = [
   "provider_alive",
@@ -206,6 +236,9 @@ export const FAULT_DECLINE_REASONS = [
   "not_attestor",
   "wrong_chain",
   "internal",
+  "bad_evidence",
+  "evidence_mismatch",
+  "rate_limited",
 ] as const;
 export type FaultDeclineReason = (typeof FAULT_DECLINE_REASONS)[number];
 

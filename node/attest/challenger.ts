@@ -313,19 +313,7 @@ export class Challenger {
     try {
       const target = await this.target(machineId);
       if ("reason" in target) {
-        record = {
-          ...base,
-          provider: "0x0000000000000000000000000000000000000000",
-          model: "",
-          units: 0,
-          challengeId: null,
-          finishedAtMs: this.now(),
-          outcome: "error",
-          reason: target.reason,
-          detail: target.detail,
-          measuredThroughput: null,
-          attestation: null,
-        };
+        record = this.errorRecord(base, target.reason, target.detail);
       } else {
         // The owner on-chain, whatever the book said: a machine the book does not know yet is held
         // too; a forced request (`--force`) for the failed machine itself is the operator's retry.
@@ -335,50 +323,19 @@ export class Challenger {
         // late commit after the whole challenge window (the clock starts once connected).
         const unreachable = held ? undefined : await this.connect(target);
         record = held
-          ? {
-              ...base,
-              provider: target.claim.provider,
-              model: target.claim.model,
-              units: target.claim.units,
-              challengeId: null,
-              finishedAtMs: this.now(),
-              outcome: "error",
-              reason: "backoff",
-              detail: `provider ${held.provider} failed a challenge of machine ${held.machineId} (${held.reason}); no challenge of its machines before the backoff ends`,
-              measuredThroughput: null,
-              attestation: null,
-            }
+          ? this.errorRecord(
+              base,
+              "backoff",
+              `provider ${held.provider} failed a challenge of machine ${held.machineId} (${held.reason}); no challenge of its machines before the backoff ends`,
+              target.claim,
+            )
           : unreachable
-            ? {
-                ...base,
-                provider: target.claim.provider,
-                model: target.claim.model,
-                units: target.claim.units,
-                challengeId: null,
-                finishedAtMs: this.now(),
-                outcome: "error",
-                reason: "unreachable",
-                detail: unreachable,
-                measuredThroughput: null,
-                attestation: null,
-              }
+            ? this.errorRecord(base, "unreachable", unreachable, target.claim)
             : await this.session.run(target, base);
       }
     } catch (error) {
       this.o.logger.error("Challenge could not run", { machineId }, error);
-      record = {
-        ...base,
-        provider: "0x0000000000000000000000000000000000000000",
-        model: "",
-        units: 0,
-        challengeId: null,
-        finishedAtMs: this.now(),
-        outcome: "error",
-        reason: "internal",
-        detail: errorText(error),
-        measuredThroughput: null,
-        attestation: null,
-      };
+      record = this.errorRecord(base, "internal", errorText(error));
     }
     await this.o.results.add(record);
     await Promise.resolve(this.o.onResult?.(record)).catch((error: unknown) => this.o.logger.warn("A challenge result's listener failed", { machineId }, error));
@@ -392,6 +349,31 @@ export class Challenger {
       trigger,
     });
     return record;
+  }
+
+  /**
+   * A challenge that could not run (no verdict on the machine): recorded with the claim when the
+   * machine was resolved, with no provider (the zero address) when it was not.
+   */
+  private errorRecord(
+    base: Pick<ChallengeRecord, "machineId" | "trigger" | "startedAtMs">,
+    reason: ChallengeErrorReason,
+    detail: string,
+    claim?: Pick<Target["claim"], "provider" | "model" | "units">,
+  ): ChallengeRecord {
+    return {
+      ...base,
+      provider: claim?.provider ?? "0x0000000000000000000000000000000000000000",
+      model: claim?.model ?? "",
+      units: claim?.units ?? 0,
+      challengeId: null,
+      finishedAtMs: this.now(),
+      outcome: "error",
+      reason,
+      detail,
+      measuredThroughput: null,
+      attestation: null,
+    };
   }
 
   /** Connects to the provider's node; returns why it cannot be reached, or undefined when connected. */

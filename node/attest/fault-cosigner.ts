@@ -1,6 +1,8 @@
 /**
  * The co-signer's side of `/suanli/fault/1.0.0`: co-sign only what this attestor observed
- * itself (fault-evidence.ts). A co-signer signs an `observedAt` only within [the start of its
+ * itself (fault-evidence.ts), or, for a capacity fault, what the proposal's transcript proves to
+ * anyone: the provider's signed wrong answer to a challenge started during the lease
+ * (fault-transcript.ts). A co-signer signs an `observedAt` only within [the start of its
  * own evidence, now]: never in the future, never before what it saw itself; a decline tells the
  * proposer the earliest observedAt it could sign, and the proposer moves forward and asks again.
  */
@@ -8,12 +10,13 @@ import { getAddress, type Address, type LocalAccount, type PublicClient, type Tr
 import { signFault } from "../../common/chain/sign.js";
 import type { FaultAnswerInput, FaultDeclineReason, FaultProposal, FaultSignature } from "../../common/attest/wire.js";
 import { readLease } from "../../common/chain/market.js";
-import type { Fault } from "../../common/eip712.js";
+import { FaultKind, type Fault } from "../../common/eip712.js";
 import type { CachedChainView } from "../../common/offers/chain-view.js";
 import type { Logger } from "../log/logger.js";
 import type { Metrics } from "../metrics/metrics.js";
 import type { FaultEvidence } from "./fault-evidence.js";
 import type { FaultExchange } from "./fault-exchange.js";
+import type { TranscriptVerifier } from "./fault-transcript.js";
 import type { FaultRecords } from "./fault-records.js";
 
 export type FaultCosignerOptions = {
@@ -28,6 +31,8 @@ export type FaultCosignerOptions = {
   exchange: FaultExchange;
   /** The evidence this attestor can hold, one per fault kind it co-signs. */
   evidence: readonly FaultEvidence[];
+  /** Checks a capacity fault's transcript (bounded recompute per peer). */
+  transcripts: TranscriptVerifier;
   metrics: Metrics;
   logger: Logger;
   now: () => number;
@@ -36,8 +41,8 @@ export type FaultCosignerOptions = {
 export class FaultCosigner {
   constructor(private readonly o: FaultCosignerOptions) {}
 
-  /** Answers a proposal: this attestor's signature, or why not. */
-  async answer(proposal: FaultProposal): Promise<FaultAnswerInput> {
+  /** Answers a proposal from `peer` (who pays for any transcript recompute): this attestor's signature, or why not. */
+  async answer(proposal: FaultProposal, peer = "local"): Promise<FaultAnswerInput> {
     const decline = (reason: FaultDeclineReason, detail: string, lastSeenAt: number | null = null, earliestObservedAt: number | null = null): FaultAnswerInput => {
       this.o.metrics.attestFaults.inc({ event: "declined", reason });
       return { v: 1, outcome: "declined", reason, detail: detail.slice(0, 500), lastSeenAt, earliestObservedAt };
@@ -45,7 +50,14 @@ export class FaultCosigner {
     if (proposal.chainId !== this.o.chainId) return decline("wrong_chain", `this attestor serves chain ${this.o.chainId}`);
     const fault: Fault = { leaseId: proposal.fault.leaseId, kind: proposal.fault.kind, observedAt: proposal.fault.observedAt };
     const evidence = this.o.evidence.find((entry) => entry.kind === fault.kind);
-    if (!evidence) return decline("unsupported_kind", `this attestor co-signs fault kinds ${this.o.evidence.map((entry) => entry.kind).join(", ")} only, from its own evidence`);
+    const transcript = proposal.evidence;
+    if (transcript && fault.kind !== FaultKind.capacity) return decline("bad_evidence", `a transcript is evidence of a capacity fault (kind ${FaultKind.capacity}) only, not kind ${fault.kind}`);
+    if (!evidence && !transcript) {
+      return decline(
+        "unsupported_kind",
+        `this attestor co-signs fault kinds ${this.o.evidence.map((entry) => entry.kind).join(", ")} from its own evidence, and kind ${FaultKind.capacity} with a transcript`,
+      );
+    }
     if (!(await this.o.chainView.isAttestor(this.o.address))) return decline("not_attestor", "this node's wallet does not hold ATTESTOR_ROLE");
     // Work only for proposals some attestor really signed.
     const offered: FaultSignature[] = [];
@@ -62,10 +74,11 @@ export class FaultCosigner {
     if (fault.observedAt < lease.activatedAt || fault.observedAt >= lease.end || fault.observedAt > latest) {
       return decline("out_of_range", `observedAt ${fault.observedAt} is outside [${lease.activatedAt}, ${Math.min(lease.end - 1, latest)}]`);
     }
-    const verdict = await evidence.check(
-      { leaseId: fault.leaseId, provider: getAddress(lease.provider), machineId: lease.machineId, activatedAt: lease.activatedAt, end: lease.end },
-      fault,
-    );
+    const faultLease = { leaseId: fault.leaseId, provider: getAddress(lease.provider), machineId: lease.machineId, activatedAt: lease.activatedAt, end: lease.end };
+    // A transcript is checked instead of this attestor's own evidence: it proves the fault to
+    // anyone, so this attestor need not wait for a check of its own (a pass of its own since does
+    // not wash a signed wrong answer either). A bad transcript is declined, never ignored.
+    const verdict = transcript ? await this.o.transcripts.check(faultLease, fault, transcript, peer) : await evidence!.check(faultLease, fault);
     if (!verdict.ok) return decline(verdict.reason, verdict.detail, verdict.lastSeenAt ?? null, verdict.earliestObservedAt ?? null);
 
     const signature = await signFault(this.o.account, this.o.domain, fault);
@@ -82,6 +95,7 @@ export class FaultCosigner {
         provider: getAddress(lease.provider),
         fault,
         signatures: [mine, ...offered],
+        ...(transcript ? { evidence: transcript } : {}),
         role: "cosigner",
         status: "collecting",
         createdAtMs: nowMs,
@@ -97,13 +111,14 @@ export class FaultCosigner {
       for (const entry of [mine, ...offered]) if (!merged.some((held) => held.signer === entry.signer)) merged.push(entry);
       await this.o.records.update(existing, { signatures: merged });
     }
-    this.o.metrics.attestFaults.inc({ event: "cosigned", reason: "" });
-    this.o.logger.warn("Co-signed a fault from this attestor's own evidence", {
+    this.o.metrics.attestFaults.inc({ event: "cosigned", reason: transcript ? "transcript" : "" });
+    this.o.logger.warn(transcript ? "Co-signed a fault from the proposal's verified transcript" : "Co-signed a fault from this attestor's own evidence", {
       leaseId: fault.leaseId,
       kind: fault.kind,
       provider: lease.provider,
       observedAt: fault.observedAt,
       proposers: offered.map((entry) => entry.signer),
+      ...(transcript ? { challengeId: transcript.challenge.id, challengeStartedAt: Math.floor(transcript.challenge.issuedAtMs / 1000) } : {}),
     });
     return { v: 1, outcome: "signed", signer: this.o.address, signature };
   }

@@ -99,7 +99,7 @@ export class FaultExchange {
       this.o.logger.debug("No other attestor to ask for a fault signature", { leaseId: record.leaseId });
       return { signatures, minObservedAt };
     }
-    const proposal = { v: 1 as const, chainId: this.o.chainId, fault: record.fault, signatures: record.signatures };
+    const proposal = { v: 1 as const, chainId: this.o.chainId, fault: record.fault, signatures: record.signatures, ...(record.evidence ? { evidence: record.evidence } : {}) };
     const answers = await Promise.allSettled(
       peers.map(async (peer) => ({
         peer,

@@ -5,7 +5,7 @@
  * is keyed `<leaseId>/<kind>`.
  */
 import type { Address, Hex } from "viem";
-import type { FaultSignature } from "../../common/attest/wire.js";
+import type { FaultSignature, FaultTranscript } from "../../common/attest/wire.js";
 import { FaultKind, type Fault } from "../../common/eip712.js";
 import { Bucket } from "../store/buckets.js";
 import type { Repository, Store } from "../store/store.js";
@@ -27,6 +27,11 @@ export type FaultRecord = {
   fault: Fault;
   /** Distinct attestor signatures of exactly `fault`, this attestor's included. */
   signatures: FaultSignature[];
+  /**
+   * Capacity faults: the provider's signed wrong answer to a challenge started during the lease
+   * (fault-transcript.ts), sent with every proposal so co-signers need no failed challenge of their own.
+   */
+  evidence?: FaultTranscript;
   role: "proposer" | "cosigner";
   status: FaultStatus;
   createdAtMs: number;

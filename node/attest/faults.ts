@@ -24,7 +24,9 @@
  */
 import { getAddress, type Account, type Address, type Chain, type LocalAccount, type PublicClient, type Transport, type TypedDataDomain, type WalletClient } from "viem";
 import { signFault } from "../../common/chain/sign.js";
-import { faultAnswerSchema, faultProposalSchema } from "../../common/attest/wire.js";
+import type { CommitFraudProof } from "../../common/attest/commit.js";
+import type { RowRecomputer } from "../../common/attest/verify.js";
+import { FAULT_PROPOSAL_MAX_BYTES, faultAnswerSchema, faultProposalSchema } from "../../common/attest/wire.js";
 import type { TypedDataRecoverer } from "../../common/eip712-recover.js";
 import { FaultKind, type Fault } from "../../common/eip712.js";
 import type { CachedChainView } from "../../common/offers/chain-view.js";
@@ -39,6 +41,7 @@ import { LivenessEvidence, type FaultEvidence } from "./fault-evidence.js";
 import { FaultExchange } from "./fault-exchange.js";
 import { FaultRecords, faultKey, type FaultRecord } from "./fault-records.js";
 import { FaultSubmitter } from "./fault-submit.js";
+import { TranscriptVerifier, transcriptOf } from "./fault-transcript.js";
 import type { LeaseTracker, TrackedLease } from "./leases.js";
 import { hasOutageEvidence, type LivenessProber, type ProbeResult, type ProbeState } from "./liveness.js";
 import type { LivenessOptions } from "./options.js";
@@ -62,6 +65,8 @@ export type FaultCoordinatorOptions = {
   liveness: LivenessOptions;
   /** Evidence of further fault kinds this attestor co-signs (the capacity evidence of in-lease challenges). */
   evidence?: readonly FaultEvidence[];
+  /** Recomputes opened rows of capacity faults' transcripts (the node's worker pool; inline without). */
+  recompute?: RowRecomputer;
   /** Configured attestor addresses (`…/p2p/<peer id>`). */
   peers: readonly string[];
   metrics: Metrics;
@@ -95,6 +100,7 @@ export class FaultCoordinator {
       records: this.records,
       exchange: this.exchange,
       evidence: [new LivenessEvidence(o.prober, o.liveness, this.now), ...(o.evidence ?? [])],
+      transcripts: new TranscriptVerifier({ domain: o.domain, isAttestor: (address) => o.chainView.isAttestor(address), recompute: o.recompute, now: this.now }),
       now: this.now,
     });
   }
@@ -105,10 +111,11 @@ export class FaultCoordinator {
     this.unhandle = await handleProtocol(this.o.host, FAULT_PROTOCOL, {
       requestSchema: faultProposalSchema,
       responseSchema: faultAnswerSchema,
-      maxMessageBytes: 8 * 1024,
+      // A capacity fault's transcript carries opened rows (FAULT_EVIDENCE_MAX_ROWS of them at most).
+      maxMessageBytes: FAULT_PROPOSAL_MAX_BYTES,
       timeoutMs: this.o.liveness.probeTimeoutMs + 10_000,
       maxInboundStreamsPerPeer: 4,
-      handler: (proposal) => this.cosigner.answer(proposal),
+      handler: (proposal, context) => this.cosigner.answer(proposal, context.peer.toString()),
     });
     this.timer = setInterval(() => runDetached(this.progressAll(), this.o.logger, "Fault progress"), Math.max(200, this.o.liveness.probeIntervalMs));
     this.timer.unref();
@@ -157,11 +164,15 @@ export class FaultCoordinator {
   /**
    * Proposes a fault of `kind` observed from `evidenceAt` (unix s, the start of this attestor's
    * own evidence), unless one is already open, landed or ended for the lease. Returns the record.
+   * A capacity fault from a wrong answer carries its transcript (`proof`: the failure's signed
+   * transcript, trimmed to its wrong rows), observed no earlier than the challenge's start.
    */
-  async propose(lease: TrackedLease, kind: number, evidenceAt: number): Promise<FaultRecord | undefined> {
+  async propose(lease: TrackedLease, kind: number, evidenceAt: number, proof?: CommitFraudProof): Promise<FaultRecord | undefined> {
     const previous = this.records.get(lease.leaseId, kind);
     if (previous && previous.status !== "abandoned") return previous;
-    const observedAt = Math.max(evidenceAt, lease.activatedAt, previous?.minObservedAt ?? 0);
+    const evidence = proof && kind === FaultKind.capacity ? await transcriptOf(this.o.domain, proof, this.o.recompute) : undefined;
+    const from = evidence ? Math.max(evidenceAt, Math.floor(evidence.challenge.issuedAtMs / 1000)) : evidenceAt;
+    const observedAt = Math.max(from, lease.activatedAt, previous?.minObservedAt ?? 0);
     if (observedAt >= lease.end) return undefined;
     if (!(await this.o.chainView.isAttestor(this.address))) {
       this.o.logger.warn("Cannot sign a fault: this wallet no longer holds ATTESTOR_ROLE", { leaseId: lease.leaseId });
@@ -175,6 +186,7 @@ export class FaultCoordinator {
       provider: lease.provider,
       fault,
       signatures: [{ signer: this.address, signature }],
+      ...(evidence ? { evidence } : {}),
       role: "proposer",
       status: "collecting",
       createdAtMs: nowMs,
@@ -187,7 +199,7 @@ export class FaultCoordinator {
     };
     await this.records.save(record);
     this.o.metrics.attestFaults.inc({ event: "proposed", reason: "" });
-    this.o.logger.warn("Fault proposed", { leaseId: lease.leaseId, kind, provider: lease.provider, observedAt });
+    this.o.logger.warn("Fault proposed", { leaseId: lease.leaseId, kind, provider: lease.provider, observedAt, transcript: evidence ? evidence.challenge.id : null });
     // Not awaited: the prober (and a co-signer answering a proposal) must not wait for the
     // other attestors' answers.
     runDetached(this.progress(record), this.o.logger, "Fault progress", { leaseId: record.leaseId });

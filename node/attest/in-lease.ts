@@ -11,11 +11,13 @@
  *   so a restart does not reset it) plus the expected cost stays within `share × elapsed`.
  * - Then: a leased machine that fails any challenge of this attestor started during the lease
  *   (an in-lease check or a scheduled one) gets a capacity fault (kind 2) proposed, observed from
- *   the failed challenge's start. Co-signers sign it only from their own evidence
- *   (CapacityEvidence): their own failed challenge during the lease, from no later than
- *   observedAt, with no pass since. A co-signer without evidence checks the machine itself (within
- *   the same budget) and declines until it has a verdict, so a lying proposer cannot get a
- *   capacity fault co-signed against a machine that passes.
+ *   the failed challenge's start. A wrong answer (`wrong_rows`) is proposed with its transcript
+ *   (the provider's signed commit and the wrong rows, fault-transcript.ts): a co-signer that
+ *   verifies it signs at once. Otherwise (late, slow, a bad proof...) co-signers sign only from
+ *   their own evidence (CapacityEvidence): their own failed challenge during the lease, from no
+ *   later than observedAt, with no pass since. A co-signer without evidence checks the machine
+ *   itself (within the same budget) and declines until it has a verdict, so a lying proposer
+ *   cannot get a capacity fault co-signed against a machine that passes.
  */
 import { leaseCheckShareBps } from "../../common/attest/lease-checks.js";
 import { FaultKind, type Fault } from "../../common/eip712.js";
@@ -132,7 +134,8 @@ export class InLeaseChecker {
         reason: record.reason,
         detail: record.detail,
       });
-      await faults.propose(lease, FaultKind.capacity, Math.floor(record.startedAtMs / 1000));
+      // A wrong answer's signed transcript goes with the proposal: co-signers that verify it sign at once.
+      await faults.propose(lease, FaultKind.capacity, Math.floor(record.startedAtMs / 1000), record.evidence);
     }
   }
 

@@ -186,6 +186,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
         prober,
         liveness: config.attest.liveness,
         evidence: leaseChecks ? [new CapacityEvidence(leaseChecks, results, leases)] : [],
+        recompute,
         peers: config.attest.attestor.peers,
         metrics: daemon.metrics,
         logger: logger.child({ part: "faults" }),

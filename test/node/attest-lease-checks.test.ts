@@ -1,17 +1,22 @@
 /**
- * Issue 24, item 4: in-lease checks. Attestors challenge leased machines at random times within
- * the share the offer announces; a machine that starts cheating during a lease (its runner
- * commits wrong rows) is faulted with a capacity fault (kind 2) signed by a quorum of attestors,
- * each from its own failed challenge, and the renter is refunded and credited. A lying proposer
- * cannot get a capacity fault co-signed against a machine that passes.
+ * Issue 24, items 3 and 4: in-lease checks. Attestors challenge leased machines at random times
+ * within the share the offer announces; a machine that starts cheating during a lease (its runner
+ * commits wrong rows) is faulted with a capacity fault (kind 2): the attestor whose check caught
+ * it proposes the fault with the provider's signed wrong answer (the transcript), and a co-signer
+ * that verifies it signs at once, without waiting for a check of its own; the renter is refunded
+ * and credited. A lying proposer cannot get a capacity fault co-signed against a machine that
+ * passes, with or without a transcript (forged, correct rows, another machine, before the lease),
+ * nor make co-signers recompute rows without bound.
  */
 import assert from "node:assert/strict";
 import { multiaddr } from "@multiformats/multiaddr";
 import { parseEventLogs, type Address, type Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
+import { signCommit, verifyCommitFraud, type CommitFraudProof } from "../../common/attest/commit.js";
 import { recoverFaultSigner } from "../../common/attest/liveness.js";
+import { challengeProfileSchema } from "../../common/attest/params.js";
 import { signFault } from "../../common/chain/sign.js";
-import { faultAnswerSchema, type FaultAnswer } from "../../common/attest/wire.js";
+import { faultAnswerSchema, type FaultAnswer, type FaultTranscript } from "../../common/attest/wire.js";
 import { computeCollateral, readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { FaultKind, type Fault } from "../../common/eip712.js";
@@ -19,7 +24,9 @@ import { offerKey } from "../../common/offers/message.js";
 import { FAULT_PROTOCOL } from "../../common/p2p/protocols.js";
 import { request } from "../../common/p2p/reqresp.js";
 import { toOfferView } from "../../node/api/offer-view.js";
-import type { ProviderMachine } from "../../node/attest/provider.js";
+import { Attestor } from "../../node/attest/attestor.js";
+import { transcriptOf } from "../../node/attest/fault-transcript.js";
+import { ChallengeResponder, type ProviderMachine } from "../../node/attest/provider.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
 import type { Runner, RunnerChallenge } from "../../node/attest/runner/types.js";
 import {
@@ -38,6 +45,7 @@ import {
 import { startTestDaemon } from "../support/daemons.js";
 import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
+import { openRequestOf } from "./attest/helpers.js";
 
 const ATTESTORS = [6, 7];
 const FAULT_MIN_CREDIT_BPS = 2_000;
@@ -46,6 +54,8 @@ const SHARE_BPS = 1_000;
 const LIVENESS = { probeIntervalMs: 400, probeTimeoutMs: 2_000, qosWindowSeconds: 30, minFailedProbes: 2, backupSubmitDelayMs: 3_000 };
 /** Checks looked at often, with a small first-check cost so the first one comes within seconds of the lease. */
 const LEASE_CHECKS = { tickMs: 200, assumedChallengeMs: 300 };
+/** A first check assumed to cost 10 min: at a 10 % share the lease allows it after 100 min, so this attestor never checks during the test. */
+const NO_OWN_CHECKS = { tickMs: 200, assumedChallengeMs: 600_000 };
 
 /** A runner that computes honestly until told to cheat (the machine is swapped for a slower or broken one mid-lease). */
 class SwitchRunner implements Runner {
@@ -100,7 +110,7 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
   const tokenBalance = (address: Address) =>
     devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [address] });
 
-  it("a machine that starts cheating mid-lease fails an in-lease check and is faulted (kind 2) by a quorum, each signer from its own failed challenge; the renter is refunded and credited", async () => {
+  it("a machine that starts cheating mid-lease fails an in-lease check and is faulted (kind 2) at once: the co-signer signs from the provider's signed wrong answer, without a check of its own; the renter is refunded and credited", async () => {
     const nodes: TestDaemon[] = [];
     const runner = new SwitchRunner(cpu);
     try {
@@ -110,9 +120,10 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
       const renterBalance = await tokenBalance(renter.account.address);
 
       const attestors: Awaited<ReturnType<typeof startAttestorDaemon>>[] = [];
-      for (const index of ATTESTORS) {
+      // The first attestor checks the lease often; the second's budget allows it no check of its own during the test.
+      for (const [n, index] of ATTESTORS.entries()) {
         const bootstrap = [addrOf(provider.daemon), ...attestors.map((started) => addrOf(started.daemon))];
-        const started = await startAttestorDaemon(devnet, index, { p2p: { bootstrap }, attest: { liveness: LIVENESS, leaseChecks: LEASE_CHECKS } });
+        const started = await startAttestorDaemon(devnet, index, { p2p: { bootstrap }, attest: { liveness: LIVENESS, leaseChecks: n === 0 ? LEASE_CHECKS : NO_OWN_CHECKS } });
         nodes.push(started.daemon);
         attestors.push(started);
       }
@@ -167,7 +178,7 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
       assert.equal(submitted.args.credit, proRata > floor ? proRata : floor);
       assert.equal(await tokenBalance(renter.account.address), renterBalance + end.args.refund + end.args.credit);
 
-      // Two distinct attestors signed exactly that fault, and each holds a failed challenge of its own, started during the lease no later than observedAt.
+      // Two distinct attestors signed exactly that fault.
       const transaction = await devnet.admin.publicClient.getTransaction({ hash: submitted.transactionHash });
       const { decodeFunctionData } = await import("viem");
       const call = decodeFunctionData({ abi: leaseMarketAbi, data: transaction.input });
@@ -175,24 +186,38 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
       assert.deepEqual(fault, { leaseId, kind: FaultKind.capacity, observedAt });
       const signers = await Promise.all(signatures.map((signature) => recoverFaultSigner(provider.daemon.domain, fault, signature)));
       assert.deepEqual(new Set(signers), new Set(ATTESTORS.map((i) => devnetAccount(i).address)));
-      const failures = (await Promise.all(attestors.map(({ attestor }) => attestor.results.history(machineId, 20)))).flat().filter((record) => record.outcome === "fail");
-      assert.ok(
-        failures.some((record) => record.trigger === "lease"),
-        "an unannounced in-lease check caught the machine",
+      // The proposer's own unannounced in-lease check caught the machine, during the lease, no later than observedAt.
+      const [proposer, cosigner] = attestors as [(typeof attestors)[number], (typeof attestors)[number]];
+      const caught = (await proposer.attestor.results.history(machineId, 20)).filter(
+        (record) => record.outcome === "fail" && record.startedAtMs >= activated.args.activatedAt * 1000 && Math.floor(record.startedAtMs / 1000) <= observedAt,
       );
-      for (const { attestor } of attestors) {
-        const failed = (await attestor.results.history(machineId, 20)).filter((record) => record.outcome === "fail" && record.startedAtMs >= activated.args.activatedAt * 1000);
-        assert.ok(
-          failed.some((record) => Math.floor(record.startedAtMs / 1000) <= observedAt),
-          `attestor ${attestor.address} signed without a failed challenge of its own`,
-        );
-      }
+      assert.ok(
+        caught.some((record) => record.trigger === "lease" && record.reason === "wrong_rows"),
+        caught.map((record) => `${record.trigger}: ${record.reason}`).join(", "),
+      );
+      // The co-signer never failed the machine itself (its own check was not due for 100 min): it signed from the
+      // proposal's transcript, which proves the provider signed a wrong answer to a challenge started during the lease.
+      const own = await cosigner.attestor.results.history(machineId, 20);
+      assert.deepEqual(
+        own.filter((record) => record.outcome !== "pass").map((record) => `${record.trigger}: ${record.reason}`),
+        [],
+      );
+      assert.ok(!own.some((record) => record.trigger === "lease"));
+      const record = cosigner.attestor.faults!.get(leaseId, FaultKind.capacity);
+      assert.equal(record?.role, "cosigner");
+      assert.ok(record.evidence, "the co-signer kept the transcript it signed on");
+      assert.ok(record.evidence.rows.length >= 1 && record.evidence.rows.length <= 4);
+      const proof = await verifyCommitFraud(provider.daemon.domain, JSON.parse(JSON.stringify(record.evidence)));
+      assert.ok(proof.proven, JSON.stringify(proof));
+      assert.deepEqual([proof.provider, proof.attestor, proof.wrongRows.length], [devnetAccount(1).address, proposer.attestor.address, record.evidence.rows.length]);
+      assert.ok(observedAt >= Math.floor(record.evidence.challenge.issuedAtMs / 1000), "observedAt is no earlier than the transcript's challenge");
+      assert.ok(record.evidence.challenge.issuedAtMs >= activated.args.activatedAt * 1000);
     } finally {
       for (const node of nodes.reverse()) await node.close();
     }
   });
 
-  it("a lying proposer cannot get a capacity fault co-signed against a machine that passes; in-lease checks stay within the announced share", async () => {
+  it("a lying proposer cannot get a capacity fault co-signed against a machine that passes, with or without a transcript; transcripts cost a bounded recompute; in-lease checks stay within the announced share", async () => {
     const nodes: TestDaemon[] = [];
     try {
       const market = devnet.deployment.contracts.market!;
@@ -206,14 +231,14 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
 
       // The liar (an attestor on-chain) signs a capacity fault and asks the honest attestor to co-sign it.
       const liar = devnetAccount(ATTESTORS[0]!);
-      const propose = async (observedAt: number): Promise<FaultAnswer> => {
+      const propose = async (observedAt: number, evidence?: unknown): Promise<FaultAnswer> => {
         const fault: Fault = { leaseId, kind: FaultKind.capacity, observedAt };
         const signature = await signFault(liar, provider.daemon.domain, fault);
         return request(
           liarNode.p2p.host,
           multiaddr(addrOf(honest.daemon)),
           FAULT_PROTOCOL,
-          { v: 1, chainId: devnet.deployment.chainId, fault, signatures: [{ signer: liar.address, signature }] },
+          { v: 1, chainId: devnet.deployment.chainId, fault, signatures: [{ signer: liar.address, signature }], ...(evidence ? { evidence } : {}) },
           {
             responseSchema: faultAnswerSchema,
             timeoutMs: 15_000,
@@ -234,6 +259,63 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
       assert.equal(again.outcome === "declined" && again.reason, "seen_alive", JSON.stringify(again));
       const later = await propose(nowSec());
       assert.equal(later.outcome, "declined", JSON.stringify(later));
+      assert.equal(honest.attestor.faults!.get(leaseId, FaultKind.capacity), undefined);
+      assert.equal((await readLease(devnet.admin.publicClient, market, leaseId)).status, "Active");
+
+      // Transcripts. The liar challenges with its own attestor key, off the network, and the
+      // provider's key signs the answers (what the provider's node would sign for that challenge).
+      const domain = provider.daemon.domain;
+      const signedTranscript = async (runner: Runner, options: { machineId?: number; atMs?: number } = {}): Promise<CommitFraudProof> => {
+        const clock = options.atMs ?? Date.now();
+        const target = { machineId: options.machineId ?? machineId, ...TEST_MACHINE };
+        const challenger = new Attestor({ account: liar, domain, profile: challengeProfileSchema.parse({ preset: "cpu-devnet" }), now: () => clock });
+        const challenge = await challenger.startChallenge({ provider: devnetAccount(2).address, ...target });
+        const responder = new ChallengeResponder({
+          provider: devnetAccount(2).address,
+          signer: devnetAccount(2),
+          machine: (id) => (id === target.machineId ? target : undefined),
+          runner,
+          domain,
+          isAttestor: () => true,
+          now: () => clock,
+        });
+        const commit = await responder.respond(challenge.message);
+        const opened = await responder.open(openRequestOf(challenge.onCommit(commit, clock)));
+        return JSON.parse(JSON.stringify({ challenge: challenge.message, commit, rows: opened.rows })) as CommitFraudProof;
+      };
+      const decline = (answer: FaultAnswer) => (answer.outcome === "declined" ? `${answer.reason}: ${answer.detail}` : "signed");
+      const wrong = (await transcriptOf(domain, await signedTranscript(new WrongRowsRunner())))!;
+      assert.ok(wrong && wrong.rows.length === 4, "the proposer's transcript carries at most 4 wrong rows");
+      // Rows the liar made up, under a root the provider never signed (the liar signs the commit itself): declined.
+      const forged: FaultTranscript = { ...wrong, commit: { ...wrong.commit, root: `0x${"ab".repeat(32)}` } };
+      forged.commit.signature = await signCommit(liar, domain, forged.commit);
+      const inLease = Math.floor(wrong.challenge.issuedAtMs / 1000);
+      assert.match(decline(await propose(inLease, forged)), /^bad_evidence: not_signed_by_provider/);
+      // Rows edited under the provider's real signed root: declined.
+      const edited = { ...wrong, rows: [{ ...wrong.rows[0]!, data: `0x${"00".repeat(wrong.rows[0]!.data.length / 2 - 1)}` }] };
+      assert.match(decline(await propose(inLease, edited)), /^bad_evidence: bad_proof/);
+      // The provider's real signed answer, but correct: declined.
+      const honestAnswer = await signedTranscript(cpu);
+      const correct = (k: number) => ({ ...honestAnswer, rows: honestAnswer.rows.slice(4 * k, 4 * k + 4) });
+      assert.match(decline(await propose(Math.floor(honestAnswer.challenge.issuedAtMs / 1000), correct(0))), /^bad_evidence: rows_correct/);
+      // A real wrong answer of another machine, or of a challenge started before the lease, or an observedAt before the challenge: declined, with why.
+      const otherMachine = (await transcriptOf(domain, await signedTranscript(new WrongRowsRunner(), { machineId: machineId + 1 })))!;
+      assert.match(decline(await propose(inLease, otherMachine)), /^evidence_mismatch: the transcript's challenge is of machine/);
+      const beforeLease = (await transcriptOf(domain, await signedTranscript(new WrongRowsRunner(), { atMs: (activatedAt - 60) * 1000 })))!;
+      assert.match(decline(await propose(inLease, beforeLease)), /^evidence_mismatch: .*outside lease/);
+      assert.match(decline(await propose(inLease - 1, wrong)), /^evidence_mismatch: observedAt .* is before the transcript's challenge/);
+      // More rows than a co-signer recomputes per proposal: the proposal is not even read.
+      await assert.rejects(propose(inLease, { ...honestAnswer, rows: honestAnswer.rows.slice(0, 5) }));
+      // A peer's transcripts get at most 16 rows recomputed a minute: distinct correct ones are soon refused unread;
+      // one already judged is answered from the cache.
+      const answers: string[] = [];
+      for (let k = 1; k < 8 && !answers.some((a) => a.startsWith("rate_limited")); k++) answers.push(decline(await propose(inLease, correct(k))));
+      assert.deepEqual(
+        answers.map((answer) => answer.split(":")[0]),
+        ["bad_evidence", "bad_evidence", "bad_evidence", "rate_limited"],
+        answers.join("\n"),
+      );
+      assert.match(decline(await propose(inLease, correct(0))), /^bad_evidence: rows_correct/);
       assert.equal(honest.attestor.faults!.get(leaseId, FaultKind.capacity), undefined);
       assert.equal((await readLease(devnet.admin.publicClient, market, leaseId)).status, "Active");
 
