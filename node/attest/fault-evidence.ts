@@ -7,7 +7,9 @@
  *   times in a row over the whole QoS window, from no later than observedAt, it heard nothing
  *   from the provider after observedAt, and a probe on receipt of the proposal fails too.
  * - capacity (kind 2, CapacityEvidence in in-lease.ts): this attestor's own in-lease challenge of
- *   the leased machine failed, started no later than observedAt, with no pass since.
+ *   the leased machine failed, started no later than observedAt, with no pass since; or, instead,
+ *   the proposal's transcript of the provider's signed wrong answer (fault-transcript.ts), which
+ *   proves the fault to anyone, so no attestor's word is taken for it.
  */
 import { getAddress, type Address } from "viem";
 import type { FaultDeclineReason } from "../../common/attest/wire.js";
