@@ -11,7 +11,10 @@ import { ChallengeResponder } from "../../../node/attest/provider.js";
 import { CpuRunner } from "../../../node/attest/runner/cpu.js";
 import type { Runner } from "../../../node/attest/runner/types.js";
 import { challengeProfileSchema } from "../../../common/attest/params.js";
-import { suanliDomain } from "../../../common/eip712.js";
+import { recomputeRowsInline } from "../../../common/attest/verify.js";
+import { FAULT_EVIDENCE_MAX_ROWS } from "../../../common/attest/wire.js";
+import { FaultKind, suanliDomain } from "../../../common/eip712.js";
+import { TranscriptVerifier, transcriptOf } from "../../../node/attest/fault-transcript.js";
 import { WrongRowsRunner } from "../../support/attest.js";
 import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount, strangerAccount } from "./helpers.js";
 
@@ -137,5 +140,59 @@ describe("signed commits: a wrong answer is evidence against the provider (issue
     } finally {
       await runner.close();
     }
+  });
+});
+
+describe("a capacity fault's transcript: trimmed by the proposer, verified at a bounded cost by co-signers (issue 24, items 3 and 4)", function () {
+  this.timeout(30_000);
+  const lease = { leaseId: 7n, provider: providerAccount.address, machineId: machine.machineId, activatedAt: Math.floor(Date.now() / 1000) - 600, end: Math.floor(Date.now() / 1000) + 3_600 };
+
+  it("the proposer attaches only wrong rows, at most four; a correct answer makes no transcript", async () => {
+    const half = (await cheat(0.5)).evidence!;
+    const transcript = await transcriptOf(domain, roundTrip(half) as CommitFraudProof);
+    assert.ok(transcript);
+    const proven = await verifyCommitFraud(domain, roundTrip(half));
+    assert.ok(proven.proven);
+    assert.ok(transcript.rows.length >= 1 && transcript.rows.length <= FAULT_EVIDENCE_MAX_ROWS);
+    assert.ok(transcript.rows.every((row) => proven.wrongRows.includes(row.index)));
+    assert.equal(await transcriptOf(domain, { ...half, rows: half.rows.filter((row) => !proven.wrongRows.includes(row.index)) }), undefined);
+  });
+
+  it("recompute is charged per peer after the cheap checks; a judged transcript is answered from the cache", async () => {
+    let recomputed = 0;
+    const verifier = new TranscriptVerifier({
+      domain,
+      isAttestor: async (address) => isAttestor(address),
+      recompute: (request) => {
+        recomputed += request.indices.length;
+        return recomputeRowsInline(request);
+      },
+      now: Date.now,
+      perPeerRows: 8,
+    });
+    const transcript = (await transcriptOf(domain, (await cheat()).evidence!))!;
+    assert.equal(transcript.rows.length, 4);
+    const fault = { leaseId: lease.leaseId, kind: FaultKind.capacity, observedAt: Math.floor(transcript.challenge.issuedAtMs / 1000) };
+    assert.deepEqual(await verifier.check(lease, fault, transcript, "peer-a"), { ok: true });
+    assert.equal(recomputed, 4);
+    // Asked again: the cache answers, nothing is recomputed or charged.
+    assert.deepEqual(await verifier.check(lease, fault, transcript, "peer-a"), { ok: true });
+    assert.equal(recomputed, 4);
+    // A forged commit costs no recompute at all.
+    const forged = { ...transcript, commit: { ...transcript.commit, signature: await signCommit(strangerAccount, domain, transcript.commit) } };
+    assert.equal(((await verifier.check(lease, fault, forged, "peer-a")) as { reason: string }).reason, "bad_evidence");
+    assert.equal(recomputed, 4);
+    // peer-a has 4 of its 8 rows left: one more distinct transcript, then it is refused; peer-b is not.
+    const second = (await transcriptOf(domain, (await cheat()).evidence!))!;
+    const third = (await transcriptOf(domain, (await cheat()).evidence!))!;
+    const at = (t: typeof transcript) => ({ ...fault, observedAt: Math.floor(t.challenge.issuedAtMs / 1000) });
+    assert.deepEqual(await verifier.check(lease, at(second), second, "peer-a"), { ok: true });
+    assert.equal(((await verifier.check(lease, at(third), third, "peer-a")) as { reason: string }).reason, "rate_limited");
+    assert.deepEqual(await verifier.check(lease, at(third), third, "peer-b"), { ok: true });
+    assert.equal(recomputed, 12);
+    // Not a capacity fault, or a transcript of another lease's machine: refused before any work.
+    assert.equal(((await verifier.check(lease, { ...fault, kind: FaultKind.unresponsive }, transcript, "peer-c")) as { reason: string }).reason, "bad_evidence");
+    assert.equal(((await verifier.check({ ...lease, machineId: 99 }, fault, transcript, "peer-c")) as { reason: string }).reason, "evidence_mismatch");
+    assert.equal(recomputed, 12);
   });
 });
