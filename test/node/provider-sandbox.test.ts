@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { createServer, type Server } from "node:http";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { access, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { homedir, tmpdir } from "node:os";
 import path from "node:path";
@@ -37,6 +37,20 @@ for (const [label, host, port] of targets) {
   console.log(label + "=" + outcome);
 }
 `;
+
+/** Live pasta processes serving a task under `root`: their `--pid` file lies there (pasta shows as `passt.avx2`, so not by name). */
+async function pastasUnder(root: string): Promise<number[]> {
+  const found: number[] = [];
+  for (const entry of await readdir("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cmdline = await readFile(`/proc/${entry}/cmdline`).catch(() => undefined);
+    if (!cmdline || cmdline.length === 0) continue;
+    const args = cmdline.toString("utf8").split("\0");
+    const at = args.indexOf("--pid");
+    if (at !== -1 && args[at + 1]?.startsWith(root + path.sep) === true) found.push(Number(entry));
+  }
+  return found;
+}
 
 describe("provider sandbox: what a renter's task can reach", function () {
   this.timeout(60_000);
@@ -261,5 +275,51 @@ describe("provider sandbox: what a renter's task can reach", function () {
     assert.equal(result.status, "error", lines.join("\n"));
     assert.equal(result.error?.name, "SandboxNetworkError");
     assert.ok(!lines.includes("ran"), "the command never ran without its network policy");
+  });
+
+  it("no pasta outlives its task: a task that exits, one that is stopped, and one a restarted node reaps after a crash", async () => {
+    const provider = { runtime: { sandbox: "bubblewrap", network: true, readOnlyPaths: [path.dirname(NODE)] } };
+    const dataDir = path.join(dir, "data-pasta");
+    const root = path.join(dataDir, "workspaces");
+    const runtime = runtimeFromConfig(provider, { dataDir });
+    const start = async (script: string) => {
+      const b = await bundle({ "t.mjs": script });
+      const spec = parseInput(taskSpecSchema, { bundle: b, command: [NODE, "t.mjs"] }, "task") as TaskSpec;
+      const taskId = `t${++counter}`;
+      const task = await runtime.prepare({ taskId, spec, devices: [], durationMs: 30_000 });
+      await task.start();
+      const pastas = await pastasUnder(root);
+      assert.equal(pastas.length, 1, `one pasta serves the running task ${taskId}`);
+      await access(path.join(root, `.${taskId}.pasta.pid`));
+      return { task, taskId, pasta: pastas[0]! };
+    };
+    const gone = async (what: string, taskId: string) => {
+      assert.deepEqual(await pastasUnder(root), [], `no pasta survives ${what}`);
+      await assert.rejects(access(path.join(root, `.${taskId}.pasta.pid`)), "its pid file is removed");
+    };
+
+    // Exits by itself.
+    const exits = await start("setTimeout(() => console.log('done'), 300);");
+    assert.equal((await exits.task.wait()).status, "succeeded");
+    await gone("a task that exited", exits.taskId);
+    await exits.task.cleanup();
+
+    // Stopped by the node (a lease ended early).
+    const stopped = await start("setTimeout(() => {}, 30_000);");
+    assert.equal((await stopped.task.stop(500)).status, "stopped");
+    await gone("a stopped task", stopped.taskId);
+    await stopped.task.cleanup();
+
+    // The node crashed while the task ran: a restarted node (a fresh runtime on the same data dir)
+    // reaps the task, its pasta included.
+    const orphan = await start("setTimeout(() => {}, 30_000);");
+    const restarted = runtimeFromConfig(provider, { dataDir });
+    assert.ok((await restarted.reap(orphan.taskId)) >= 1, "the task's processes were killed");
+    await gone("a reaped task", orphan.taskId);
+    await orphan.task.wait();
+    await orphan.task.cleanup();
+
+    // Nor did any earlier test of this file leave one.
+    assert.deepEqual(await pastasUnder(dir), [], "no pasta left by this file's tasks");
   });
 });

@@ -27,6 +27,7 @@ import {
   detectNetworkTools,
   maskArgs,
   nvidiaDeviceNodes,
+  stopTaskPasta,
   SYSTEM_READ_ONLY_PATHS,
   type NetworkTools,
   type SandboxMode,
@@ -230,6 +231,8 @@ export class ProcessRuntime implements Runtime {
     const root = path.resolve(this.options.workspaceRoot);
     const workspace = path.join(root, taskId);
     const killed = await reapTaskProcesses(workspace, hints);
+    // The pasta of a networked task is not in its process group: stop it by its pid file.
+    await stopTaskPasta(path.join(root, `.${taskId}.pasta.pid`));
     await rm(workspace, { recursive: true, force: true });
     await rm(path.join(root, `.${taskId}.bundle`), { force: true });
     return killed;
@@ -328,6 +331,8 @@ export class ProcessRuntime implements Runtime {
     if (!sandbox.sandboxed) logs.push("system", `Running unsandboxed: ${sandbox.reason}`);
     const isShell = typeof spec.command === "string";
     let network: TaskNetwork | undefined;
+    let attaching: Promise<TaskNetwork> | undefined;
+    const pastaPidFile = path.join(root, `.${launch.taskId}.pasta.pid`);
     let sandboxPid: number | undefined;
     const networkSetup = networked
       ? {
@@ -335,17 +340,22 @@ export class ProcessRuntime implements Runtime {
           afterSpawn: async (child: ManagedProcess) => {
             const pid = await readSandboxPid(child);
             sandboxPid = pid;
-            network = await attachTaskNetwork(pid, {
+            attaching = attachTaskNetwork(pid, {
               tools: await this.tools(),
               loopbackPorts: this.options.networkAllow?.loopbackPorts ?? [],
               allow: this.allowNetworks,
-              pidFile: path.join(root, `.${launch.taskId}.pasta.pid`),
+              pidFile: pastaPidFile,
             });
+            network = await attaching;
             // bwrap reads one byte from --block-fd, then runs the command.
             child.pipe(4)?.end("1");
           },
           afterExit: async () => {
-            await network?.stop();
+            // The task may end while its network is still being attached: let that finish (it is
+            // bounded by its timeouts), then stop pasta, which would otherwise outlive the task.
+            await attaching?.catch(() => undefined);
+            if (network) await network.stop();
+            else await stopTaskPasta(pastaPidFile);
           },
         }
       : sandbox.sandboxed

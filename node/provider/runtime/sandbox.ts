@@ -228,6 +228,61 @@ function pastaMessages(output: string): string {
 }
 
 /**
+ * Whether `pid` is the pasta a task started: its command line passes the task's own pid file
+ * (unique per node and task), so a reused pid is never taken for it. The name is no guide: pasta
+ * re-executes itself (Debian's shows as `passt.avx2`).
+ */
+async function isTaskPasta(pid: number, pidFile: string): Promise<boolean> {
+  const cmdline = await readFile(`/proc/${pid}/cmdline`).catch(() => undefined);
+  if (!cmdline) return false; // gone, or a zombie (its command line is empty)
+  const args = cmdline.toString("utf8").split("\0");
+  const at = args.indexOf("--pid");
+  return at !== -1 && args[at + 1] === pidFile;
+}
+
+async function waitGone(pid: number, pidFile: string, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (!(await isTaskPasta(pid, pidFile))) return true;
+    if (Date.now() >= deadline) return false;
+    await sleep(20);
+  }
+}
+
+/**
+ * Stops the pasta that serves a task's network namespace and waits until it is gone: pasta
+ * outlives the namespace's processes (it is daemonised, attached by pid), so it is stopped
+ * whenever its task ends, and by a restarted node's reap for a task the crashed one left. The pid
+ * is `knownPid` or read from `pidFile`; SIGTERM, then SIGKILL after `graceMs`. Removes the pid
+ * file. Returns whether a pasta was running.
+ */
+export async function stopTaskPasta(pidFile: string, knownPid?: number, graceMs = 2_000): Promise<boolean> {
+  let pid = knownPid;
+  if (pid === undefined) {
+    const text = await readFile(pidFile, "utf8").catch(() => "");
+    if (/^\d+\s*$/.test(text)) pid = Number(text.trim());
+  }
+  let running = false;
+  if (pid !== undefined && (await isTaskPasta(pid, pidFile))) {
+    running = true;
+    const signal = (name: NodeJS.Signals) => {
+      try {
+        process.kill(pid, name);
+      } catch {
+        // already gone
+      }
+    };
+    signal("SIGTERM");
+    if (!(await waitGone(pid, pidFile, graceMs))) {
+      signal("SIGKILL");
+      await waitGone(pid, pidFile, graceMs);
+    }
+  }
+  await rm(pidFile, { force: true });
+  return running;
+}
+
+/**
  * Connects the network namespace of process `pid` (the sandbox's, created by bwrap and held by
  * `--block-fd` before the task runs) to the outside through pasta, then installs the policy
  * routes. Throws SandboxNetworkError when either step fails; nothing is left running then.
@@ -270,18 +325,8 @@ export async function attachTaskNetwork(pid: number, options: TaskNetworkOptions
     else if (started.code !== 0) break;
     else await sleep(25);
   }
-  const stop = async () => {
-    if (pastaPid !== undefined) {
-      const comm = await readFile(`/proc/${pastaPid}/comm`, "utf8").catch(() => "");
-      if (comm.trim().startsWith("pasta")) {
-        try {
-          process.kill(pastaPid, "SIGTERM");
-        } catch {
-          // already gone with the namespace
-        }
-      }
-    }
-    await rm(options.pidFile, { force: true });
+  const stop = async (): Promise<void> => {
+    await stopTaskPasta(options.pidFile, pastaPid);
   };
   if (started.code !== 0 || pastaPid === undefined) {
     await stop();
