@@ -73,6 +73,28 @@ export async function readChainClock(ctx: Pick<ChainContext, "publicClient">): P
   return () => Number(block.timestamp) + Math.floor((Date.now() - readAtMs) / 1000);
 }
 
+/**
+ * The chain's clock, followed over many reads (a wait): each read of the head moves it on to the
+ * head's timestamp when that is later than the estimate, and between reads it advances with the
+ * wall clock, so an idle chain (no new block) does not stop it. Lease times (start deadline, end)
+ * are in chain time, which may be minutes off this host's clock.
+ */
+export class ChainClockReader {
+  private base: { timestamp: number; atMs: number } | undefined;
+
+  constructor(private readonly ctx: Pick<ChainContext, "publicClient">) {}
+
+  /** Reads the head; the chain's time now (unix seconds), as well as this renter can tell. */
+  async now(): Promise<number> {
+    const block = await this.ctx.publicClient.getBlock({ blockTag: "latest" });
+    const timestamp = Number(block.timestamp);
+    const atMs = Date.now();
+    const projected = this.base ? this.base.timestamp + Math.floor((atMs - this.base.atMs) / 1000) : timestamp;
+    if (!this.base || timestamp >= projected) this.base = { timestamp, atMs };
+    return Math.max(timestamp, projected);
+  }
+}
+
 /** A permit for the market to take `value`, valid ten minutes of chain time; null when the token has none. */
 async function permitFor(ctx: ChainContext, value: bigint) {
   // The deadline is checked against block time: counted from the later of the wall clock and the
