@@ -385,4 +385,23 @@ describe("chaos: RPC errors and stale blocks, a shallow reorg, a libp2p partitio
       await client.close();
     }
   });
+  // Last in the file: its hold keeps the machine's units for 120 s.
+  it("the node holds reserved units for reserve.holdSeconds of chain time, however far the chain's clock is from the wall clock", async () => {
+    const peer = node!.peer;
+    const head = await devnet.admin.publicClient.getBlock({ blockTag: "latest" });
+    // Every unit that is free now (an earlier test's hold may still keep one: holds last 120 s).
+    const probe = await renterA.reserve(peer, { machineId, units: UNITS, duration: 60 });
+    const free = probe.accepted ? 0 : (probe.availableUnits ?? 0);
+    const held = probe.accepted ? probe : await renterA.reserve(peer, { machineId, units: free, duration: 60 });
+    assert.ok(held.accepted, `the hold was refused: ${held.accepted ? "" : `${held.reason} ${held.message ?? ""}`}`);
+    // In chain time (an hour behind the wall clock here), as the contract checks the expiry.
+    const lag = Math.floor(Date.now() / 1000) - Number(head.timestamp);
+    assert.ok(lag > 3_000, `the devnet runs ${lag} s behind the wall clock`);
+    assert.equal(held.offer.expiry, held.holdUntil);
+    assert.ok(held.holdUntil >= Number(head.timestamp) + 120 && held.holdUntil <= Number(head.timestamp) + 120 + 60, `holdUntil ${held.holdUntil}, head ${head.timestamp}`);
+    // Past what the hold lasted when it was measured on the wall clock (1 s), the units are still held.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    const other = await renterB.reserve(peer, { machineId, units: 1, duration: 60 });
+    assert.equal(other.accepted ? "accepted" : other.reason, "insufficient-units");
+  });
 });
