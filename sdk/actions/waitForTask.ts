@@ -27,7 +27,7 @@ import { currentAttempt } from "../internal/store.js";
  * const receipt = await client.wait(taskId, options);
  */
 export type WaitForTaskParameters = {
-  /** Give up after this long, ms (the task keeps running). Default: until the lease's end plus two minutes. */
+  /** Give up after this long, ms (the task keeps running). Default: until two minutes past the lease's end, on the chain's clock. */
   timeoutMs?: number;
   /** Time between status reads, ms (default 1000). */
   pollIntervalMs?: number;
