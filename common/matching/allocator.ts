@@ -55,8 +55,15 @@ export type AllocateDependencies<L> = AllocatorOptionsInput & {
   release?(acceptance: Acceptance, part: CandidatePart): Promise<void>;
   /** Closes a just-opened lease (full refund); needed for groups spanning several machines. */
   close?(lease: L, part: CandidatePart): Promise<void>;
-  /** Unix seconds. */
+  /** Unix seconds by this host's wall clock: what gossiped offers' expiries are measured against. */
   now?: () => number;
+  /**
+   * The chain's time (unix seconds) as the renter estimates it: what an acceptance's offer expiry
+   * and hold are measured against (the provider writes them in chain time; the contract checks
+   * the expiry against block time). A chain's clock may run minutes off the wall clock, so pass it
+   * whenever the caller can read the chain; defaults to `now`.
+   */
+  chainNow?: () => number;
   signal?: AbortSignal;
   logger?: AllocatorLogger;
 };
@@ -134,6 +141,7 @@ export async function allocate<L>(input: MatchRequestInput | unknown, deps: Allo
     });
   }
   const now = deps.now ?? (() => Math.floor(Date.now() / 1000));
+  const chainNow = deps.chainNow ?? now;
   const attempts: Attempt[] = [];
   const unclosed: LeasedPart<L>[] = [];
   // key → seq tried; Infinity: never again in this allocation (timed out, answered nonsense).
@@ -213,7 +221,7 @@ export async function allocate<L>(input: MatchRequestInput | unknown, deps: Allo
         excludeAt(part, part.entry.seq);
         allAccepted = false;
       } else {
-        const mismatch = acceptanceMismatch(reply, part, request, renter, now());
+        const mismatch = acceptanceMismatch(reply, part, request, renter, chainNow());
         if (mismatch) {
           attempts.push({ round, key, outcome: "acceptance-mismatch", detail: mismatch });
           excludeAt(part, Number.POSITIVE_INFINITY);
@@ -328,7 +336,14 @@ function failureMessage(
     "close-failed": "opened for an incomplete group and not closed (see unclosed)",
     leased: "leased",
   };
-  for (const [outcome, count] of byOutcome) lines.push(`  - ${count} ${words[outcome]}`);
+  for (const [outcome, count] of byOutcome) {
+    lines.push(`  - ${count} ${words[outcome]}`);
+    // A mismatch names the field and both values: say which (a provider's bug or a clock off).
+    if (outcome === "acceptance-mismatch") {
+      const details = new Set(attempts.filter((a) => a.outcome === outcome && a.detail).map((a) => a.detail!));
+      for (const detail of [...details].slice(0, 3)) lines.push(`      ${detail}`);
+    }
+  }
   if (explanation) lines.push("The market now:", explanation.message);
   return lines.join("\n");
 }

@@ -120,22 +120,35 @@ export function depositFor(request: MatchRequest, offer: Offer, units: number): 
 /**
  * Why an acceptance cannot be used for this part, or null when it can. Catches a provider that
  * answers for another machine, raised its price, holds fewer units or signed for someone else
- * before the renter spends gas on a transaction that would fail. Signatures are checked by the
- * contract (and by the protocol layer, which knows the domain).
+ * before the renter spends gas on a transaction that would fail. Each reason names the field and
+ * both values (what the acceptance says, what the renter asked or the offer showed). Signatures
+ * are checked by the contract (and by the protocol layer, which knows the domain).
+ *
+ * `chainNow` is the chain's time (unix seconds) as the renter estimates it, not its wall clock:
+ * the provider writes `offer.expiry` and `holdUntil` in chain time, because the contract checks
+ * the expiry against the block's timestamp, and a chain's clock may run minutes behind or ahead
+ * of wall time (a devnet, an idle chain, a host without NTP).
  */
-export function acceptanceMismatch(acceptance: Acceptance, part: CandidatePart, request: MatchRequest, renter: Address | undefined, now: number): string | null {
+export function acceptanceMismatch(acceptance: Acceptance, part: CandidatePart, request: MatchRequest, renter: Address | undefined, chainNow: number): string | null {
   const offer = acceptance.offer;
   const entry = part.entry;
-  if (offer.provider !== entry.provider || offer.machineId !== entry.machineId) return "acceptance is for another machine";
-  if (offer.model !== entry.offer.model) return "acceptance is for another GPU model";
+  if (offer.provider !== entry.provider) return `acceptance is from provider ${offer.provider}, the offer from ${entry.provider}`;
+  if (offer.machineId !== entry.machineId) return `acceptance is for machine ${offer.machineId}, the offer for machine ${entry.machineId}`;
+  if (offer.model !== entry.offer.model) return `acceptance is for GPU model ${offer.model}, the offer for ${entry.offer.model}`;
   if (acceptance.units !== part.units) return `acceptance holds ${acceptance.units} units, ${part.units} were asked`;
-  if (renter !== undefined && offer.renter.toLowerCase() !== renter.toLowerCase()) return "acceptance is bound to another renter";
+  if (renter !== undefined && offer.renter.toLowerCase() !== renter.toLowerCase()) return `acceptance is bound to renter ${offer.renter}, not ${renter}`;
   if (request.interruptible) {
-    if (offer.minBidPerUnitSecond === 0n || offer.minBidPerUnitSecond > request.bidPerUnitSecond!) return "acceptance requires a higher bid";
+    if (offer.minBidPerUnitSecond === 0n) return "acceptance sells no interruptible capacity (offer.minBidPerUnitSecond 0)";
+    if (offer.minBidPerUnitSecond > request.bidPerUnitSecond!) {
+      return `acceptance requires a higher bid: offer.minBidPerUnitSecond ${offer.minBidPerUnitSecond} > the bid ${request.bidPerUnitSecond} per unit-second`;
+    }
   } else if (offer.pricePerUnitSecond > request.maxPricePerUnitSecond) {
-    return "acceptance price is above the cap";
+    return `acceptance price is above the cap: offer.pricePerUnitSecond ${offer.pricePerUnitSecond} > maxPricePerUnitSecond ${request.maxPricePerUnitSecond}`;
   }
-  if (request.duration < offer.minDuration || request.duration > offer.maxDuration) return "acceptance does not cover the duration";
-  if (offer.expiry <= now || acceptance.holdUntil <= now) return "acceptance already expired";
+  if (request.duration < offer.minDuration || request.duration > offer.maxDuration) {
+    return `acceptance does not cover the duration: ${request.duration} s is outside offer.minDuration ${offer.minDuration} .. offer.maxDuration ${offer.maxDuration}`;
+  }
+  if (offer.expiry <= chainNow) return `acceptance already expired: offer.expiry ${offer.expiry} <= chain time ${chainNow}`;
+  if (acceptance.holdUntil <= chainNow) return `acceptance already expired: holdUntil ${acceptance.holdUntil} <= chain time ${chainNow}`;
   return null;
 }

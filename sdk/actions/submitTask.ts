@@ -8,7 +8,7 @@ import { parseInput } from "../../common/validation.js";
 import { checkBundleDigest } from "../internal/bundle-check.js";
 import { sealSecret, verifySealingKey, type SealingKey } from "../../common/sealed.js";
 import { AllocationError, InsufficientBalanceError, InsufficientGasError, NoMatchError, ProviderRequestError } from "../errors.js";
-import { closeLease, openLease, tokenBalances, type SentTransaction } from "../internal/chain.js";
+import { closeLease, openLease, readChainClock, tokenBalances, type SentTransaction } from "../internal/chain.js";
 import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
 import { randomHex } from "../internal/random.js";
 import { storableTaskSpec, type TaskRecord } from "../internal/store.js";
@@ -93,10 +93,14 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
   // Each provider's sealing key, from its acceptance, by lease id: secrets are sealed to it.
   const sealingKeys = new Map<bigint, SealingKey | undefined>();
   let shortOfFunds: InsufficientBalanceError | undefined;
+  // Acceptances expire in chain time (the contract checks the offer's expiry against block time);
+  // a chain's clock may be minutes off this host's, so they are judged by the chain's clock.
+  const chainNow = await readChainClock(ctx);
 
   const result: AllocationResult<OpenedLease> = await allocate<OpenedLease>(requestInput, {
     engine: ctx.feed.engine,
     renter: account.address,
+    chainNow,
     signal: abort.signal,
     timeoutMs: 10_000,
     async reserve(part, req, signal) {

@@ -1,7 +1,7 @@
 import { FINAL_TASK_STATES } from "../../common/protocols/lease.js";
 import type { MatchRequestInput } from "../../common/matching/request.js";
-import { WaitTimeoutError } from "../errors.js";
-import { cancelLease, closeLease } from "../internal/chain.js";
+import { TransactionError, WaitTimeoutError } from "../errors.js";
+import { cancelLease, ChainClockReader, closeLease } from "../internal/chain.js";
 import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
 import { buildReceipt } from "../internal/receipt.js";
 import type { TaskAttempt, TaskReceipt, TaskStatus } from "../types.js";
@@ -27,7 +27,7 @@ import { currentAttempt } from "../internal/store.js";
  * const receipt = await client.wait(taskId, options);
  */
 export type WaitForTaskParameters = {
-  /** Give up after this long, ms (the task keeps running). Default: until the lease's end plus two minutes. */
+  /** Give up after this long, ms (the task keeps running). Default: until two minutes past the lease's end, on the chain's clock. */
   timeoutMs?: number;
   /** Time between status reads, ms (default 1000). */
   pollIntervalMs?: number;
@@ -60,11 +60,17 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
   const started = Date.now();
   let finishedAt: number | null = null;
   let failingSince: number | null = null;
+  // The lease's start deadline and end are in chain time, which may be minutes off this host's clock.
+  const chainClock = new ChainClockReader(ctx);
   for (;;) {
     if (parameters.signal?.aborted) throw new WaitTimeoutError("Stopped waiting: aborted");
     let status: TaskStatus;
+    /** The chain's time, read when this pass compares a lease time with it. */
+    let chainNow = 0;
     try {
       status = await getTaskStatus(ctx, taskId);
+      const { lease } = status;
+      if ((lease.status === "Open" && lease.startDeadline) || (parameters.timeoutMs === undefined && (lease.end || lease.activatedAt))) chainNow = await chainClock.now();
       failingSince = null;
     } catch (error) {
       // The chain endpoint away for a moment is not the task's end: read again at the next poll.
@@ -102,11 +108,20 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
       await ctx.tasks.put(record);
       continue;
     }
-    if (status.lease.status === "Open" && status.lease.startDeadline && Date.now() / 1000 > status.lease.startDeadline + 2) {
+    if (status.lease.status === "Open" && status.lease.startDeadline && chainNow > status.lease.startDeadline + 2) {
       // The provider missed its start deadline: take the deposit back plus the start penalty.
       const { walletClient, account } = requireWallet(ctx, "cancelling a lease that never started");
       ctx.progress(`Lease ${attempt.leaseId} was not started in time; cancelling it for a refund and the start penalty...`);
-      const sent = await cancelLease({ ...ctx, walletClient, account }, attempt.leaseId);
+      let sent;
+      try {
+        sent = await cancelLease({ ...ctx, walletClient, account }, attempt.leaseId);
+      } catch (error) {
+        // The next block's time is not yet past the deadline (the estimate ran a little ahead):
+        // refused in simulation, nothing spent; look again at the next poll.
+        if (!(error instanceof TransactionError && error.reason.startsWith("StartDeadlineNotPassed"))) throw error;
+        await new Promise((resolve) => setTimeout(resolve, pollIntervalMs));
+        continue;
+      }
       attempt.gas.push({ step: "cancel (missed start)", gasUsed: sent.gasUsed, transaction: sent.transaction });
       await ctx.tasks.put(record);
       continue;
@@ -126,8 +141,10 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
     if (leaseEnded && (status.state === "unknown" || FINAL_TASK_STATES.has(status.state))) {
       return buildReceipt(ctx, await taskRecord(ctx, taskId), status.state, status.exitCode, await statusCompletion(ctx, taskId));
     }
-    const deadline = parameters.timeoutMs ?? Math.max(0, (status.lease.end || status.lease.activatedAt || Math.floor(Date.now() / 1000) + 3600) * 1000 - started) + 120_000;
-    if (Date.now() - started > deadline) throw new WaitTimeoutError(`Task ${taskId} still ${status.state} after ${Math.round((Date.now() - started) / 1000)} s`);
+    // Without a timeout: until two minutes past the lease's end (or activation), in chain time.
+    const leaseTime = status.lease.end || status.lease.activatedAt;
+    const pastDeadline = parameters.timeoutMs !== undefined ? Date.now() - started > parameters.timeoutMs : leaseTime > 0 && chainNow > leaseTime + 120;
+    if (pastDeadline) throw new WaitTimeoutError(`Task ${taskId} still ${status.state} after ${Math.round((Date.now() - started) / 1000)} s`);
     await new Promise((resolve) => setTimeout(resolve, pollIntervalMs));
   }
 }

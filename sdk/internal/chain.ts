@@ -60,14 +60,53 @@ export async function tokenBalances(ctx: Pick<ChainContext, "publicClient" | "to
   return { balance, allowance, native };
 }
 
-/** A permit for the market to take `value`, valid ten minutes; null when the token has none. */
-function permitFor(ctx: ChainContext, value: bigint) {
+/**
+ * The chain's clock as this renter can read it: the latest block's timestamp, advanced by the wall
+ * time since it was read. A chain's clock may run minutes behind or ahead of this host's (a devnet
+ * counts from when it started, an idle chain has no new block, a host has no NTP); what the chain
+ * checks (an offer's expiry, a permit's deadline) is in its time. Idle, it reads low: fine for
+ * "has this expired yet" (the contract has the last word), never for a deadline (see permitFor).
+ */
+export async function readChainClock(ctx: Pick<ChainContext, "publicClient">): Promise<() => number> {
+  const block = await ctx.publicClient.getBlock({ blockTag: "latest" });
+  const readAtMs = Date.now();
+  return () => Number(block.timestamp) + Math.floor((Date.now() - readAtMs) / 1000);
+}
+
+/**
+ * The chain's clock, followed over many reads (a wait): each read of the head moves it on to the
+ * head's timestamp when that is later than the estimate, and between reads it advances with the
+ * wall clock, so an idle chain (no new block) does not stop it. Lease times (start deadline, end)
+ * are in chain time, which may be minutes off this host's clock.
+ */
+export class ChainClockReader {
+  private base: { timestamp: number; atMs: number } | undefined;
+
+  constructor(private readonly ctx: Pick<ChainContext, "publicClient">) {}
+
+  /** Reads the head; the chain's time now (unix seconds), as well as this renter can tell. */
+  async now(): Promise<number> {
+    const block = await this.ctx.publicClient.getBlock({ blockTag: "latest" });
+    const timestamp = Number(block.timestamp);
+    const atMs = Date.now();
+    const projected = this.base ? this.base.timestamp + Math.floor((atMs - this.base.atMs) / 1000) : timestamp;
+    if (!this.base || timestamp >= projected) this.base = { timestamp, atMs };
+    return Math.max(timestamp, projected);
+  }
+}
+
+/** A permit for the market to take `value`, valid ten minutes of chain time; null when the token has none. */
+async function permitFor(ctx: ChainContext, value: bigint) {
+  // The deadline is checked against block time: counted from the later of the wall clock and the
+  // latest block, so a chain running ahead of this host (a devnet moved on) does not find it past.
+  const head = await ctx.publicClient.getBlock({ blockTag: "latest" });
+  const from = Math.max(Math.floor(Date.now() / 1000), Number(head.timestamp));
   return signPermit(ctx, {
     owner: ctx.account,
     token: ctx.token,
     spender: ctx.market,
     value,
-    deadline: BigInt(Math.floor(Date.now() / 1000) + 600),
+    deadline: BigInt(from + 600),
     chainId: ctx.deployment.chainId,
   });
 }

@@ -174,6 +174,34 @@ describe("matching: allocation", () => {
     assert.deepEqual(d.log.released, [1]);
   });
 
+  it("names the mismatched field and both values, in the attempt and in the failure message", async () => {
+    const d = deps(engineWith(three), (part) => accept(part, { pricePerUnitSecond: 5000n + BigInt(part.entry.machineId) }));
+    const result = await allocate(requestInput(), d);
+    assert.ok(!result.ok);
+    assert.match(result.attempts[0]!.detail!, /^acceptance price is above the cap: offer\.pricePerUnitSecond 5001 > maxPricePerUnitSecond \d+$/);
+    assert.match(result.message, /3 provider's acceptance did not match the offer\n\s+acceptance price is above the cap: offer\.pricePerUnitSecond 5001 > maxPricePerUnitSecond/);
+    const late = await allocate(requestInput(), deps(engineWith(three), (part) => ({ ...accept(part), holdUntil: NOW - 5 })));
+    assert.ok(!late.ok);
+    assert.equal(late.attempts[0]!.detail, `acceptance already expired: holdUntil ${NOW - 5} <= chain time ${NOW}`);
+  });
+
+  it("judges an acceptance's expiry by the chain's clock, which may run far behind or ahead of the wall clock", async () => {
+    // The provider writes expiry and holdUntil in chain time (the contract checks block time).
+    for (const skew of [-3_600, 3_600]) {
+      const chain = NOW + skew;
+      const inChainTime = (part: CandidatePart) => ({ ...accept(part, { expiry: chain + 120 }), holdUntil: chain + 120 });
+      const d = deps(engineWith(three), inChainTime, undefined, { chainNow: () => chain });
+      const result = await allocate(requestInput(), d);
+      assert.ok(result.ok, `chain ${skew} s off the wall clock: ${result.ok ? "" : result.message}`);
+      assert.deepEqual(d.log.opened, [1]);
+    }
+    // An acceptance that has expired on the chain is not opened, whatever the wall clock says.
+    const expired = deps(engineWith(three), (part) => ({ ...accept(part, { expiry: NOW + 100 }), holdUntil: NOW + 100 }), undefined, { chainNow: () => NOW + 3_600 });
+    const result = await allocate(requestInput(), expired);
+    assert.ok(!result.ok);
+    assert.match(result.message, new RegExp(`acceptance already expired: offer\\.expiry ${NOW + 100} <= chain time ${NOW + 3_600}`));
+  });
+
   it("treats a provider that throws as unreachable and moves on", async () => {
     const d = deps(engineWith(three), (part) => {
       if (part.entry.machineId === 1) throw new Error("dial failed: connection refused");

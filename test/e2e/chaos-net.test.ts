@@ -6,6 +6,7 @@
  * at log level debug and prints its logs after the suite.
  */
 import assert from "node:assert/strict";
+import type { ChildProcess } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -17,9 +18,10 @@ import { CANCEL_PROTOCOL, LOGS_PROTOCOL, STATUS_PROTOCOL } from "../../common/p2
 import { cancelAnswerSchema, logsAnswerSchema, signLeaseRequest, taskStatusSchema, type RenterAction } from "../../common/protocols/lease.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { checkLedger, PartitionProxy, RpcProxy, watchWallets, type WatchedWallet } from "../support/chaos.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
+import { createClient } from "../../sdk/index.js";
+import { fund, fundedAccount, startDevnet, type Devnet } from "../support/devnet.js";
 import { testProviderConfig } from "../support/provider.js";
-import { ProviderProcess } from "../support/provider-process.js";
+import { ProviderProcess, stopChild } from "../support/provider-process.js";
 import { leaseEvents, TestRenter, type ProviderPeer } from "../support/renter.js";
 import { waitFor } from "../support/wait.js";
 
@@ -41,6 +43,14 @@ describe("chaos: RPC errors and stale blocks, a shallow reorg, a libp2p partitio
   let machineId: number;
   let testClient: ReturnType<typeof createTestClient>;
   const sent: string[] = [];
+  /** Every process this file starts, from the moment it exists: the after hook stops each by pid. */
+  const children: ChildProcess[] = [];
+  let cleaningUp = false;
+  /** Keeps the child for the after hook; one spawned after that hook ran (its before timed out) is stopped at once. */
+  const track = (child: ChildProcess) => {
+    children.push(child);
+    if (cleaningUp) child.kill("SIGKILL");
+  };
 
   const logLines = (): LogLine[] =>
     node!.stderr.flatMap((line) => {
@@ -80,7 +90,9 @@ describe("chaos: RPC errors and stale blocks, a shallow reorg, a libp2p partitio
   };
 
   before(async () => {
-    devnet = await startDevnet();
+    // The chain's clock an hour behind the wall clock, as a chain started early in a long run is
+    // (Hardhat dates its genesis when it starts): renter and node must agree in chain time.
+    devnet = await startDevnet({ clockOffsetSeconds: -3_600 });
     testClient = createTestClient({ mode: "hardhat", transport: http(devnet.rpcUrl) });
     bundles = await startBundleServer();
     rpc = await RpcProxy.start(devnet.rpcUrl);
@@ -98,7 +110,7 @@ describe("chaos: RPC errors and stale blocks, a shallow reorg, a libp2p partitio
     });
     await writeFile(configFile, JSON.stringify(config, null, 2));
     await fund(devnet, await devnet.wallet(1), 2_000_000_000n);
-    node = await ProviderProcess.start(configFile);
+    node = await ProviderProcess.start(configFile, { onSpawn: track });
     const first = node.ready.machines[0];
     assert.ok(first);
     machineId = first.machineId;
@@ -109,14 +121,22 @@ describe("chaos: RPC errors and stale blocks, a shallow reorg, a libp2p partitio
     ]);
   });
   after(async () => {
+    cleaningUp = true;
     if (process.env.CHAOS_DEBUG) console.log(node?.stderr.join("\n"));
-    if (node && node.child.exitCode === null) await node.kill("SIGKILL");
-    await renterA?.close();
-    await renterB?.close();
-    await rpc?.close();
-    await bundles?.close();
-    await devnet?.close();
-    await rm(dir, { recursive: true, force: true });
+    // First the processes (a node whose start failed or outlived its hook included), then the rest;
+    // one cleanup failing does not skip the others.
+    const steps = [
+      ...children.map((child) => () => stopChild(child, "SIGKILL")),
+      () => renterA?.close(),
+      () => renterB?.close(),
+      () => rpc?.close(),
+      () => bundles?.close(),
+      () => devnet?.close(),
+      () => (dir ? rm(dir, { recursive: true, force: true }) : undefined),
+    ];
+    const failures: unknown[] = [];
+    for (const step of steps) await Promise.resolve(step()).catch((error: unknown) => failures.push(error));
+    if (failures.length > 0) throw new AggregateError(failures, "cleaning up after the chaos-net suite");
   });
 
   it("RPC answers HTTP 500/502, JSON-RPC errors, garbage, then lags at an old block: the node retries and catches up, acting once", async () => {
@@ -260,5 +280,128 @@ describe("chaos: RPC errors and stale blocks, a shallow reorg, a libp2p partitio
       await renter.close();
       await partition.close();
     }
+  });
+  it("the renter SDK, its RPC failing and lagging, against a node that waits for confirmations: it sends the task again until the lease is confirmed, opens it once, is paid by the rules", async () => {
+    const account = await fundedAccount(devnet, 1_000_000_000n);
+    const [watched] = await watchWallets(devnet, [{ address: account.address, role: "renter" }]);
+    wallets.push(watched!);
+    const progress: string[] = [];
+    const client = await createClient({
+      rpcUrl: rpc.url,
+      account,
+      bootstrap: [node!.peer.addr],
+      deployment: devnet.deploymentsDir,
+      onProgress: (line) => progress.push(line),
+    });
+    try {
+      const bundle = await bundles.bundle({ "run.sh": "echo sdk\nsleep 2\n" });
+      await waitFor("the node's offer", async () => (await client.queryOffers({ gpuType: "A100" })).length > 0, { timeoutMs: 20_000, intervalMs: 200 });
+      const submitting = client.submitTask({
+        gpuType: "A100",
+        gpuCount: 1,
+        duration: 60,
+        maxPricePerGpuHour: "5",
+        attestedOnly: false,
+        bundleUrl: bundle.url,
+        sha256: bundle.sha256,
+        command: "sh run.sh",
+      });
+      // Awaited below; a failure meanwhile must fail this test, not the run as an unhandled rejection.
+      submitting.catch(() => undefined);
+      // No block is mined until the node has answered that the lease is not confirmed yet (or, where
+      // another transaction buried the lease's block first, until the node took the task at once).
+      await Promise.race([
+        waitFor("the node to refuse the task until the lease is confirmed", () => progress.some((line) => line.includes("waits for its block to be confirmed")), {
+          timeoutMs: 30_000,
+          intervalMs: 100,
+        }),
+        submitting,
+      ]);
+      await testClient.mine({ blocks: CONFIRMATIONS });
+      const submitted = await submitting;
+      // While the SDK waits for the task: its RPC answers 502, then lags at an old block.
+      rpc.set({ kind: "http-status", status: 502 });
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      rpc.set({ kind: "stale", block: await rpc.headBlock() });
+      await new Promise((resolve) => setTimeout(resolve, 1_200));
+      rpc.up();
+      const receipt = await client.wait(submitted.taskId, { timeoutMs: 40_000, pollIntervalMs: 250 });
+      assert.equal(receipt.exitCode, 0);
+      const events = await leaseEvents(devnet, submitted.leaseId);
+      assert.equal(events.filter((e) => e.eventName === "LeaseEnded").length, 1, "ended once");
+      const ledger = await checkLedger(devnet, { wallets, capacity: new Map([[machineId, UNITS]]) });
+      assert.equal(ledger.leases.filter((l) => l.renter === account.address).length, 1, "the SDK opened one lease, whatever the faults");
+      assert.equal(logLines().filter((l) => l.msg === "Task accepted" && l.leaseId === String(submitted.leaseId)).length, 1, "the task was taken once");
+      await ledgerIsClean();
+    } finally {
+      await client.close();
+    }
+  });
+  it("the renter SDK's wait rides out its RPC going away mid-task: it reads again once the chain is back and returns the receipt (a soak finding)", async () => {
+    const account = await fundedAccount(devnet, 1_000_000_000n);
+    const [watched] = await watchWallets(devnet, [{ address: account.address, role: "renter" }]);
+    wallets.push(watched!);
+    const progress: string[] = [];
+    const client = await createClient({ rpcUrl: rpc.url, account, bootstrap: [node!.peer.addr], deployment: devnet.deploymentsDir, onProgress: (line) => progress.push(line) });
+    try {
+      const bundle = await bundles.bundle({ "run.sh": "echo waited\nsleep 3\n" });
+      await waitFor("the node's offer", async () => (await client.queryOffers({ gpuType: "A100" })).length > 0, { timeoutMs: 20_000, intervalMs: 200 });
+      const submitting = client.submitTask({
+        gpuType: "A100",
+        gpuCount: 1,
+        duration: 60,
+        maxPricePerGpuHour: "5",
+        attestedOnly: false,
+        bundleUrl: bundle.url,
+        sha256: bundle.sha256,
+        command: "sh run.sh",
+      });
+      // Awaited below; a failure meanwhile must fail this test, not the run as an unhandled rejection.
+      submitting.catch(() => undefined);
+      await Promise.race([
+        waitFor("the node to wait for the lease's confirmations", () => progress.some((line) => line.includes("waits for its block to be confirmed")), {
+          timeoutMs: 30_000,
+          intervalMs: 100,
+        }),
+        submitting,
+      ]);
+      await testClient.mine({ blocks: CONFIRMATIONS });
+      const submitted = await submitting;
+      const waiting = client.wait(submitted.taskId, { timeoutMs: 60_000, pollIntervalMs: 250 });
+      // The chain goes away for 3 s while the SDK waits: longer than viem's own retries.
+      rpc.down();
+      await waitFor("the wait to meet the outage", () => progress.some((line) => line.includes("from the chain") && line.includes("retrying")), {
+        timeoutMs: 15_000,
+        intervalMs: 100,
+      });
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      rpc.up();
+      const receipt = await waiting;
+      assert.equal(receipt.exitCode, 0);
+      assert.equal((await leaseEvents(devnet, submitted.leaseId)).filter((e) => e.eventName === "LeaseEnded").length, 1, "ended once");
+      await ledgerIsClean();
+    } finally {
+      rpc.up();
+      await client.close();
+    }
+  });
+  // Last in the file: its hold keeps the machine's units for 120 s.
+  it("the node holds reserved units for reserve.holdSeconds of chain time, however far the chain's clock is from the wall clock", async () => {
+    const peer = node!.peer;
+    const head = await devnet.admin.publicClient.getBlock({ blockTag: "latest" });
+    // Every unit that is free now (an earlier test's hold may still keep one: holds last 120 s).
+    const probe = await renterA.reserve(peer, { machineId, units: UNITS, duration: 60 });
+    const free = probe.accepted ? 0 : (probe.availableUnits ?? 0);
+    const held = probe.accepted ? probe : await renterA.reserve(peer, { machineId, units: free, duration: 60 });
+    assert.ok(held.accepted, `the hold was refused: ${held.accepted ? "" : `${held.reason} ${held.message ?? ""}`}`);
+    // In chain time (an hour behind the wall clock here), as the contract checks the expiry.
+    const lag = Math.floor(Date.now() / 1000) - Number(head.timestamp);
+    assert.ok(lag > 3_000, `the devnet runs ${lag} s behind the wall clock`);
+    assert.equal(held.offer.expiry, held.holdUntil);
+    assert.ok(held.holdUntil >= Number(head.timestamp) + 120 && held.holdUntil <= Number(head.timestamp) + 120 + 60, `holdUntil ${held.holdUntil}, head ${head.timestamp}`);
+    // Past what the hold lasted when it was measured on the wall clock (1 s), the units are still held.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    const other = await renterB.reserve(peer, { machineId, units: 1, duration: 60 });
+    assert.equal(other.accepted ? "accepted" : other.reason, "insufficient-units");
   });
 });

@@ -30,8 +30,10 @@ export type Devnet = {
   close(): Promise<void>;
 };
 
-export async function startDevnet(options: { params?: DeployOptions["params"]; attestors?: Address[]; wallClockBlocks?: boolean } = {}): Promise<Devnet> {
-  const chain = await startEmbeddedChain({ wallClockBlocks: options.wallClockBlocks });
+export async function startDevnet(
+  options: { params?: DeployOptions["params"]; attestors?: Address[]; wallClockBlocks?: boolean; clockOffsetSeconds?: number } = {},
+): Promise<Devnet> {
+  const chain = await startEmbeddedChain({ wallClockBlocks: options.wallClockBlocks, clockOffsetSeconds: options.clockOffsetSeconds });
   const admin = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0), pollingIntervalMs: 50 });
   const deployment = await deployContracts({
     publicClient: admin.publicClient,

@@ -201,7 +201,11 @@ async function decide(ctx: ReserveContext, body: ReserveBody, peer: string | und
   }
   const offerNonce = reservations.allocateOfferNonce();
   const holdId = offerNonce.toString();
-  const ttlMs = Math.min(3_600_000, Math.max(1_000, (holdUntil + 1) * 1000 - (ctx.now?.() ?? Date.now())));
+  // The hold lasts as long as the offer it signs: holdUntil is in chain time, the table counts on
+  // this host's clock, so the span is measured on the chain's (a chain minutes behind the wall
+  // clock once made every hold a 1 s one: the units went to the next renter while the first could
+  // still open its lease).
+  const ttlMs = Math.min(3_600_000, Math.max(1_000, (holdUntil + 1 - chainNow) * 1000));
   const held = table.hold({ id: holdId, machineId: request.machineId, units: request.units, preempt, renter: request.renter, ttlMs });
   if (!held.ok) return refuse("insufficient-units", `${held.available} units of machine ${request.machineId} can be held now`, held.available);
   reservations.addTerms({
