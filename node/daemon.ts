@@ -85,6 +85,7 @@ async function applyRegistryEvent(event: ChainEvent, chainView: CachedChainView,
     case "RoleGranted":
     case "RoleRevoked":
     case "FaultQuorumChanged":
+    case "FaultQuorumBpsChanged":
       chainView.invalidateAttestors();
       await offers.onAttestorsChanged();
       return;

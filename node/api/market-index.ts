@@ -287,6 +287,7 @@ export class MarketIndex extends EventEmitter<MarketIndexEvents> {
       case "RoleGranted":
       case "RoleRevoked":
       case "FaultQuorumChanged":
+      case "FaultQuorumBpsChanged":
         if (mode.live) this.emit("attestors");
         return;
       default:
