@@ -7,6 +7,7 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {IAttestorStaking} from "./interfaces/IAttestorStaking.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 
 /// @title ProviderRegistry
@@ -99,6 +100,7 @@ contract ProviderRegistry is IProviderRegistry, AccessControlEnumerable, Reentra
     uint32 private _unbondingDelay;
     uint8 private _faultQuorum;
     uint16 private _faultQuorumBps;
+    IAttestorStaking private _attestorStaking;
 
     /// @notice Deploys the registry for one settlement token, with governance and its first parameters.
     /// @param token_ The settlement token (an ERC-20; EIP-2612 for the permit path of the market).
@@ -295,6 +297,12 @@ contract ProviderRegistry is IProviderRegistry, AccessControlEnumerable, Reentra
         emit FaultQuorumBpsChanged(bps);
     }
 
+    /// @inheritdoc IProviderRegistry
+    function setAttestorStaking(address staking) external onlyRole(DEFAULT_ADMIN_ROLE) {
+        _attestorStaking = IAttestorStaking(staking);
+        emit AttestorStakingChanged(staking);
+    }
+
     // ---------------------------------------------------------------- market hooks
 
     /// @inheritdoc IProviderRegistry
@@ -468,7 +476,14 @@ contract ProviderRegistry is IProviderRegistry, AccessControlEnumerable, Reentra
 
     /// @inheritdoc IProviderRegistry
     function isAttestor(address account) external view returns (bool) {
-        return hasRole(ATTESTOR_ROLE, account);
+        if (!hasRole(ATTESTOR_ROLE, account)) return false;
+        IAttestorStaking staking = _attestorStaking;
+        return address(staking) == address(0) || staking.isStaked(account);
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function attestorStaking() external view returns (address) {
+        return address(_attestorStaking);
     }
 
     /// @inheritdoc IProviderRegistry

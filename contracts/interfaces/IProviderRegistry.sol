@@ -104,6 +104,8 @@ interface IProviderRegistry {
     event FaultQuorumChanged(uint8 quorum);
     /// @notice Governance changed the fault quorum's share of the attestor set, in basis points.
     event FaultQuorumBpsChanged(uint16 bps);
+    /// @notice Governance set the AttestorStaking contract whose minimum stake attestors need (zero: none needed).
+    event AttestorStakingChanged(address staking);
 
     // ---------------------------------------------------------------- errors
 
@@ -249,6 +251,11 @@ interface IProviderRegistry {
     /// @param bps 0 (the floor set by setFaultQuorum alone), or from MIN_FAULT_QUORUM_BPS (a third) to 10,000.
     function setFaultQuorumBps(uint16 bps) external;
 
+    /// @notice Sets the AttestorStaking contract (DEFAULT_ADMIN_ROLE): from then on an ATTESTOR_ROLE holder counts as
+    ///         an attestor only while it holds that contract's minimum stake. Zero: the role alone counts.
+    /// @param staking The AttestorStaking, or the zero address.
+    function setAttestorStaking(address staking) external;
+
     // ---------------------------------------------------------------- market hooks (MARKET_ROLE)
 
     /// @notice Reserves units of a machine and locks collateral for a new lease.
@@ -355,10 +362,15 @@ interface IProviderRegistry {
     /// @return True unless revoked, below the floor or used by a renter-bound offer.
     function isNonceUsable(address provider, uint64 nonce) external view returns (bool);
 
-    /// @notice Whether `account` holds ATTESTOR_ROLE.
+    /// @notice Whether `account` counts as an attestor: it holds ATTESTOR_ROLE and, once governance set an
+    ///         AttestorStaking, at least its minimum stake. The market's fault check and the offer book read this.
     /// @param account The address to check.
     /// @return True for attestors.
     function isAttestor(address account) external view returns (bool);
+
+    /// @notice The AttestorStaking contract attestors must be staked in (zero when none is set).
+    /// @return The contract.
+    function attestorStaking() external view returns (address);
 
     /// @notice Distinct attestor signatures a fault needs (and attestations an offer needs, in the offer book):
     ///         max(floor, ceil(faultQuorumBps x attestorCount / 10,000)), at most MAX_FAULT_QUORUM.
