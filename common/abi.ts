@@ -7460,6 +7460,24 @@ export const attestorStakingAbi = [
         "internalType": "address",
         "name": "attestor",
         "type": "address"
+      },
+      {
+        "internalType": "uint96",
+        "name": "amount",
+        "type": "uint96"
+      }
+    ],
+    "name": "stakeFor",
+    "outputs": [],
+    "stateMutability": "nonpayable",
+    "type": "function"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "address",
+        "name": "attestor",
+        "type": "address"
       }
     ],
     "name": "stakeOf",

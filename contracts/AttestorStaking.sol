@@ -71,14 +71,20 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
 
     /// @inheritdoc IAttestorStaking
     function stake(uint96 amount) external nonReentrant {
-        _stake(amount);
+        _stake(msg.sender, amount);
+    }
+
+    /// @inheritdoc IAttestorStaking
+    function stakeFor(address attestor, uint96 amount) external nonReentrant {
+        if (attestor == address(0)) revert ZeroRecipient();
+        _stake(attestor, amount);
     }
 
     /// @inheritdoc IAttestorStaking
     function stakeWithPermit(uint96 amount, uint256 deadline, uint8 v, bytes32 r, bytes32 s) external nonReentrant {
         // A front-runner may have used the permit already: the allowance it set is what counts.
         try IERC20Permit(address(_TOKEN)).permit(msg.sender, address(this), amount, deadline, v, r, s) {} catch {}
-        _stake(amount);
+        _stake(msg.sender, amount);
     }
 
     /// @inheritdoc IAttestorStaking
@@ -248,14 +254,15 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
 
     // ---------------------------------------------------------------- internals
 
-    function _stake(uint96 amount) private {
+    /// @dev Credits `attestor` with `amount` paid by the caller.
+    function _stake(address attestor, uint96 amount) private {
         if (amount == 0) revert ZeroAmount();
-        StakeView storage stake_ = _stakes[msg.sender];
+        StakeView storage stake_ = _stakes[attestor];
         // The whole stake must fit 96 bits, so moving it to unbonding or slashing it can never overflow.
         uint256 total = uint256(stake_.active) + stake_.unbonding + amount;
         if (total > type(uint96).max) revert ParamOutOfRange("stake", total, 1, type(uint96).max);
         stake_.active += amount;
-        _emitStake(msg.sender);
+        _emitStake(attestor);
         _pull(amount);
     }
 

@@ -118,6 +118,10 @@ interface IAttestorStaking {
     /// @notice Stakes `amount` of the token (approved beforehand).
     function stake(uint96 amount) external;
 
+    /// @notice Stakes `amount`, paid by the caller, for `attestor` (a deployer or an operator funding its attestors);
+    ///         only the attestor can unstake and withdraw it.
+    function stakeFor(address attestor, uint96 amount) external;
+
     /// @notice Stakes with an EIP-2612 permit (a permit already used by a front-runner is tolerated).
     function stakeWithPermit(uint96 amount, uint256 deadline, uint8 v, bytes32 r, bytes32 s) external;
 

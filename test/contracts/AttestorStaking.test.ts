@@ -150,6 +150,10 @@ describe("AttestorStaking", () => {
     await s.staking.write.withdraw({ account: w.account });
     assert.equal(await balance(s as Suanli, w.account.address), before + MIN_STAKE);
     await viem.assertions.revertWithCustomError(s.staking.write.withdraw({ account: w.account }), s.staking, "NothingToWithdraw");
+    // Another account may fund an attestor's stake (the devnet deployer does), but never take it out.
+    await s.staking.write.stakeFor([w.account.address, MIN_STAKE], { account: s.other!.account });
+    assert.equal(await s.registry.read.isAttestor([w.account.address]), true);
+    await viem.assertions.revertWithCustomError(s.staking.write.requestUnstake([1n], { account: s.other!.account }), s.staking, "InsufficientStake");
     await assertBooks(s, everyone(s), 0n);
   });
 
