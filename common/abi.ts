@@ -6729,6 +6729,37 @@ export const attestorStakingAbi = [
       {
         "indexed": true,
         "internalType": "address",
+        "name": "attestor",
+        "type": "address"
+      },
+      {
+        "indexed": false,
+        "internalType": "uint96",
+        "name": "active",
+        "type": "uint96"
+      },
+      {
+        "indexed": false,
+        "internalType": "uint96",
+        "name": "unbonding",
+        "type": "uint96"
+      },
+      {
+        "indexed": false,
+        "internalType": "uint32",
+        "name": "unlockAt",
+        "type": "uint32"
+      }
+    ],
+    "name": "AttestorStakeChanged",
+    "type": "event"
+  },
+  {
+    "anonymous": false,
+    "inputs": [
+      {
+        "indexed": true,
+        "internalType": "address",
         "name": "account",
         "type": "address"
       },
@@ -6870,37 +6901,6 @@ export const attestorStakingAbi = [
       }
     ],
     "name": "ParamsChanged",
-    "type": "event"
-  },
-  {
-    "anonymous": false,
-    "inputs": [
-      {
-        "indexed": true,
-        "internalType": "address",
-        "name": "attestor",
-        "type": "address"
-      },
-      {
-        "indexed": false,
-        "internalType": "uint96",
-        "name": "active",
-        "type": "uint96"
-      },
-      {
-        "indexed": false,
-        "internalType": "uint96",
-        "name": "unbonding",
-        "type": "uint96"
-      },
-      {
-        "indexed": false,
-        "internalType": "uint32",
-        "name": "unlockAt",
-        "type": "uint32"
-      }
-    ],
-    "name": "StakeChanged",
     "type": "event"
   },
   {

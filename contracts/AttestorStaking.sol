@@ -303,7 +303,7 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
 
     function _emitStake(address attestor) private {
         StakeView storage stake_ = _stakes[attestor];
-        emit StakeChanged(attestor, stake_.active, stake_.unbonding, stake_.unlockAt);
+        emit AttestorStakeChanged(attestor, stake_.active, stake_.unbonding, stake_.unlockAt);
     }
 
     function _setParams(Params memory p) private {

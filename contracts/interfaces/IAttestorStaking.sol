@@ -64,7 +64,7 @@ interface IAttestorStaking {
     }
 
     /// @notice An attestor's stake changed.
-    event StakeChanged(address indexed attestor, uint96 active, uint96 unbonding, uint32 unlockAt);
+    event AttestorStakeChanged(address indexed attestor, uint96 active, uint96 unbonding, uint32 unlockAt);
     /// @notice `disputer` disputed the attestation with EIP-712 digest `id`, signed by `attestor`.
     event DisputeOpened(bytes32 indexed id, address indexed attestor, address indexed disputer, address provider, bytes32 challengeId, uint32 answerBy, uint96 fee);
     /// @notice The attestor answered with the provider's signed commit; the fee went to it.
