@@ -6833,6 +6833,12 @@ export const attestorStakingAbi = [
       },
       {
         "indexed": false,
+        "internalType": "uint32",
+        "name": "machineId",
+        "type": "uint32"
+      },
+      {
+        "indexed": false,
         "internalType": "bytes32",
         "name": "challengeId",
         "type": "bytes32"

@@ -129,7 +129,7 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         uint96 fee = _params.disputeFee;
         uint32 answerBy = uint32(block.timestamp) + _params.answerWindow;
         _disputes[id] = Dispute({attestor: attestor, answerBy: answerBy, state: DisputeState.Open, disputer: msg.sender, fee: fee});
-        emit DisputeOpened(id, attestor, msg.sender, attestation.provider, attestation.challengeId, answerBy, fee);
+        emit DisputeOpened(id, attestor, msg.sender, attestation.provider, attestation.machineId, attestation.challengeId, answerBy, fee);
         _pull(fee);
     }
 

@@ -65,8 +65,11 @@ interface IAttestorStaking {
 
     /// @notice An attestor's stake changed.
     event AttestorStakeChanged(address indexed attestor, uint96 active, uint96 unbonding, uint32 unlockAt);
-    /// @notice `disputer` disputed the attestation with EIP-712 digest `id`, signed by `attestor`.
-    event DisputeOpened(bytes32 indexed id, address indexed attestor, address indexed disputer, address provider, bytes32 challengeId, uint32 answerBy, uint96 fee);
+    /// @notice `disputer` disputed the attestation with EIP-712 digest `id`, signed by `attestor` (machine and challenge
+    ///         named so the attestor finds its record).
+    event DisputeOpened(
+        bytes32 indexed id, address indexed attestor, address indexed disputer, address provider, uint32 machineId, bytes32 challengeId, uint32 answerBy, uint96 fee
+    );
     /// @notice The attestor answered with the provider's signed commit; the fee went to it.
     event DisputeAnswered(bytes32 indexed id, address indexed attestor, uint96 fee);
     /// @notice The attestor did not answer in time and lost `amount` of its stake.

@@ -8,6 +8,7 @@ import type { SignedAttestation } from "../../common/attest/attestation.js";
 import type { CommitFraudProof } from "../../common/attest/commit.js";
 import type { FailureReason } from "../../common/attest/messages.js";
 import type { ChallengeErrorReason } from "../../common/attest/wire.js";
+import type { PassCommit } from "./attestor.js";
 import { Bucket } from "../store/buckets.js";
 import type { Repository, Store } from "../store/store.js";
 
@@ -35,6 +36,8 @@ export type ChallengeRecord = {
   attestation: SignedAttestation | null;
   /** For a wrong_rows failure: the signed transcript proving it (verifyCommitFraud), kept for slashing. */
   evidence?: CommitFraudProof;
+  /** For a pass: the provider's signed commit, which answers a dispute of the attestation (node/attest/disputes.ts). */
+  commit?: PassCommit;
 };
 
 const pad = (value: number, width: number) => value.toString().padStart(width, "0");

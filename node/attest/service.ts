@@ -25,6 +25,7 @@ import { LeaseTracker } from "./leases.js";
 import { LivenessProber } from "./liveness.js";
 import { ChallengeResults, type ChallengeRecord } from "./results.js";
 import { CpuRunner } from "./runner/cpu.js";
+import { DisputeAnswerer } from "./disputes.js";
 
 export type AttestorService = DaemonModule & {
   /** The attestor's wallet address (holds ATTESTOR_ROLE). */
@@ -37,9 +38,14 @@ export type AttestorService = DaemonModule & {
   faults: FaultCoordinator | undefined;
   /** Present while `attest.liveness.enabled` and `attest.leaseChecks.enabled`. */
   leaseChecks: InLeaseChecker | undefined;
+  /** Answers disputes of this attestor's attestations from its records (AttestorStaking). */
+  disputes: DisputeAnswerer;
   /** Challenges a machine now and returns the recorded result. */
   challenge(machineId: number): Promise<ChallengeRecord>;
 };
+
+/** Milliseconds between scans for disputes (the shortest answer window is 10 minutes). */
+const DISPUTE_SCAN_INTERVAL_MS = 10_000;
 
 export type StartAttestorServiceOptions = {
   /** Row recomputation for checking answers; default the CPU runner's worker pool (`attest.runner.workers`). */
@@ -127,6 +133,19 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
     });
     await challenger.start();
     stops.push(() => challenger.stop());
+    const disputes = new DisputeAnswerer({
+      publicClient: daemon.chain.publicClient,
+      walletClient,
+      registry: daemon.registry,
+      attestor: address,
+      results,
+      keepPerMachine: config.attest.attestor.keepResultsPerMachine,
+      fromBlock: daemon.deployment.deploymentBlock,
+      intervalMs: DISPUTE_SCAN_INTERVAL_MS,
+      logger: logger.child({ part: "disputes" }),
+    });
+    await disputes.start();
+    stops.push(() => disputes.stop());
 
     let leases: LeaseTracker | undefined;
     let prober: LivenessProber | undefined;
@@ -221,6 +240,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       prober,
       faults,
       leaseChecks,
+      disputes,
       challenge: (machineId) => challenger.challenge(machineId, "request"),
       async stop() {
         await stopAll();

@@ -170,6 +170,7 @@ describe("AttestorStaking", () => {
       attestor,
       provider,
       provider,
+      1,
       attestation.challengeId,
       (await latest(s)) + 10 + ANSWER_WINDOW,
       FEE,
