@@ -13,6 +13,8 @@ import type { ChallengeResults } from "./results.js";
 const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
 /** Most blocks one log query covers. */
 const MAX_RANGE = 5_000n;
+/** Most of a machine's records searched for a disputed challenge (results.ts keeps unexpired passes beyond its limit). */
+const MAX_RECORDS = 1_000;
 
 export type DisputeAnswererOptions = {
   publicClient: PublicClient<Transport, Chain>;
@@ -21,8 +23,6 @@ export type DisputeAnswererOptions = {
   /** This attestor's address. */
   attestor: Address;
   results: ChallengeResults;
-  /** How many of a machine's records to search (the results store keeps this many). */
-  keepPerMachine: number;
   /** First block to scan (the deployment block). */
   fromBlock: bigint;
   /** Milliseconds between scans. */
@@ -104,7 +104,7 @@ export class DisputeAnswerer {
   private async answer(staking: Address, id: Hex, machineId: number, challengeId: Hex): Promise<DisputeAnswer> {
     const dispute = await this.o.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "getDispute", args: [id] });
     if (dispute.state !== 1) return { id, outcome: "closed" };
-    const history = await this.o.results.history(machineId, this.o.keepPerMachine);
+    const history = await this.o.results.history(machineId, MAX_RECORDS);
     const record = history.find((r) => r.challengeId?.toLowerCase() === challengeId.toLowerCase() && r.outcome === "pass" && r.attestation && r.commit);
     if (!record?.attestation || !record.commit) {
       this.o.logger.warn("A dispute names an attestation this attestor has no record of: it cannot answer and will be slashed", { id, machineId, challengeId });

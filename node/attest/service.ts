@@ -114,7 +114,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       now,
       logger,
     });
-    const results = new ChallengeResults(daemon.store, config.attest.attestor.keepResultsPerMachine);
+    const results = new ChallengeResults(daemon.store, config.attest.attestor.keepResultsPerMachine, now);
     let leaseChecks: InLeaseChecker | undefined;
     const challenger = new Challenger({
       host: daemon.p2p.host,
@@ -139,7 +139,6 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       registry: daemon.registry,
       attestor: address,
       results,
-      keepPerMachine: config.attest.attestor.keepResultsPerMachine,
       fromBlock: daemon.deployment.deploymentBlock,
       intervalMs: DISPUTE_SCAN_INTERVAL_MS,
       logger: logger.child({ part: "disputes" }),
