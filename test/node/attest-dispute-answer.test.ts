@@ -94,6 +94,12 @@ describe("attestor answers disputes of its attestations from its records (Attest
       assert.equal(await providerWallet.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "owed", args: [devnetAccount(attestorIndex).address] }), fee);
       // A second scan finds nothing new.
       assert.deepEqual(await attestor.disputes.scan(), []);
+
+      // An attestor that starts unbonding stops counting at once: a node for it refuses to start, saying why.
+      const attestorWallet = await devnet.wallet(attestorIndex);
+      await send(attestorWallet, { address: staking, abi: attestorStakingAbi, functionName: "requestUnstake", args: [1n] });
+      assert.equal(await providerWallet.publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "isAttestor", args: [devnetAccount(attestorIndex).address] }), false);
+      await assert.rejects(startAttestorDaemon(devnet, attestorIndex), /holds ATTESTOR_ROLE but not the minimum stake/);
     } finally {
       for (const node of nodes.reverse()) await node.close();
     }
