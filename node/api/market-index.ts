@@ -288,6 +288,9 @@ export class MarketIndex extends EventEmitter<MarketIndexEvents> {
       case "RoleRevoked":
       case "FaultQuorumChanged":
       case "FaultQuorumBpsChanged":
+      case "AttestorStakingChanged":
+      case "AttestorStakeChanged":
+      case "AttestorSlashed":
         if (mode.live) this.emit("attestors");
         return;
       default:

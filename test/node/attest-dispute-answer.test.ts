@@ -6,6 +6,8 @@ import { signAttestation } from "../../common/chain/sign.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { suanliDomain } from "../../common/eip712.js";
 import { modelHash } from "../../common/gpu.js";
+import { offerKey } from "../../common/offers/message.js";
+import { isAttested } from "../../common/offers/validate.js";
 import type { ProviderMachine } from "../../node/attest/provider.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
 import { addrOf, machineOffer, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
@@ -32,7 +34,14 @@ describe("attestor answers disputes of its attestations from its records (Attest
     const nodes: TestDaemon[] = [];
     try {
       const machines: ProviderMachine[] = [];
-      const provider = await startProviderDaemon(devnet, 1, { runner: cpu, machines: () => machines });
+      const provider = await startProviderDaemon(devnet, 1, {
+        runner: cpu,
+        machines: () => machines,
+        // What the provider agent does: put the new attestation in the machine's offer.
+        onAttestation: async (_machineId, signed) => {
+          await provider.daemon.offers.publisher!.set(machineOffer(machines[0]!, [signed]));
+        },
+      });
       nodes.push(provider.daemon);
       const providerWallet = await devnet.wallet(1);
       const [machineId] = await registerProvider(devnet, providerWallet, { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 100_000_000n, machines: [A100] });
@@ -95,9 +104,24 @@ describe("attestor answers disputes of its attestations from its records (Attest
       // A second scan finds nothing new.
       assert.deepEqual(await attestor.disputes.scan(), []);
 
-      // An attestor that starts unbonding stops counting at once: a node for it refuses to start, saying why.
+      // An attestor that starts unbonding stops counting at once: offer books follow the staking's
+      // events (well inside the chain view's 60 s cache), and a node for it refuses to start, saying why.
+      const key = offerKey(devnetAccount(1).address, machineId!);
+      const book = attestorNode.offers.book;
+      const nowSec = () => Math.floor(Date.now() / 1000);
+      await waitFor("the offer attested in the attestor node's book", () => {
+        const entry = book.get(key);
+        return entry && isAttested(entry.attestation, nowSec()) ? true : undefined;
+      }, { timeoutMs: 30_000, intervalMs: 100 });
       const attestorWallet = await devnet.wallet(attestorIndex);
       await send(attestorWallet, { address: staking, abi: attestorStakingAbi, functionName: "requestUnstake", args: [1n] });
+      await waitFor("the offer unattested once its only attestor unstaked", () => {
+        const entry = book.get(key);
+        return entry && !isAttested(entry.attestation, nowSec()) ? true : undefined;
+      }, {
+        timeoutMs: 15_000,
+        intervalMs: 100,
+      });
       assert.equal(await providerWallet.publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "isAttestor", args: [devnetAccount(attestorIndex).address] }), false);
       await assert.rejects(startAttestorDaemon(devnet, attestorIndex), /holds ATTESTOR_ROLE but not the minimum stake/);
     } finally {
