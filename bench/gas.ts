@@ -14,10 +14,11 @@
  * (storage reads and writes, logs and calls; bench/_trace.ts).
  */
 import { network } from "hardhat";
-import { zeroAddress, type Address, type Hash, type Hex } from "viem";
-import { leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../common/abi.js";
+import { keccak256, toBytes, zeroAddress, type Address, type Hash, type Hex } from "viem";
+import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../common/abi.js";
+import { signCommit } from "../common/attest/commit.js";
 import { orderFaultSignatures } from "../common/chain/market.js";
-import { signFault, signOffer, signSettlement } from "../common/chain/sign.js";
+import { signAttestation, signFault, signOffer, signSettlement } from "../common/chain/sign.js";
 import { signPermit } from "../common/chain/tx.js";
 import { suanliDomain, type Offer } from "../common/eip712.js";
 import { modelHash } from "../common/gpu.js";
@@ -70,7 +71,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   async function send(
     wallet: Wallet,
     address: Address,
-    abi: typeof leaseMarketAbi | typeof providerRegistryAbi | typeof testTokenAbi,
+    abi: typeof leaseMarketAbi | typeof providerRegistryAbi | typeof testTokenAbi | typeof attestorStakingAbi,
     functionName: string,
     args: readonly unknown[],
   ): Promise<bigint> {
@@ -239,6 +240,44 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     gas["first lease of a new provider and renter: openLease"] = opened;
     gas["first lease of a new provider and renter: complete"] = completed;
     gas["first lease of a new provider and renter (open + activate + complete)"] = opened + activated + completed;
+  }
+
+  {
+    // AttestorStaking (attached by the deploy script, which staked both attestors): a top-up, then a dispute
+    // of a forged attestation (no provider commit: slashed) and of an honest one (answered with the commit).
+    const staking = (await publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" })) as Address;
+    const stk = (wallet: Wallet, fn: string, args: readonly unknown[]) => send(wallet, staking, attestorStakingAbi, fn, args);
+    for (const wallet of [attestorA, provider]) {
+      await tok(wallet, "faucet", [wallet.account.address, 100_000n * 10n ** 6n]);
+      await tok(wallet, "approve", [staking, maxUint]);
+    }
+    gas["AttestorStaking: stake (top-up)"] = await stk(attestorA, "stake", [1_000n * 10n ** 6n]);
+    const now = Number((await publicClient.getBlock()).timestamp);
+    const attestation = (tag: string) => ({
+      provider: provider.account.address,
+      machineId: big,
+      model: A100,
+      units: 1024,
+      vramMiB: 81_920,
+      throughput: 10n ** 15n,
+      issuedAt: now,
+      expiry: now + 86_400,
+      challengeId: keccak256(toBytes(`bench-challenge-${tag}`)),
+      root: keccak256(toBytes(`bench-root-${tag}`)),
+      gpus: keccak256(toBytes("GPU-bench")),
+    });
+    const forged = attestation("forged");
+    const honest = attestation("honest");
+    const forgedSigned = await signAttestation(attestorA, domain, forged);
+    const honestSigned = await signAttestation(attestorA, domain, honest);
+    gas["AttestorStaking: disputeAttestation"] = await stk(provider, "disputeAttestation", [forged, forgedSigned.signature]);
+    await stk(provider, "disputeAttestation", [honest, honestSigned.signature]);
+    const commit = await signCommit(provider, domain, { challengeId: honest.challengeId, root: honest.root, rows: 4096, gpus: honest.gpus });
+    gas["AttestorStaking: answerDispute"] = await stk(attestorA, "answerDispute", [honest, 4096, commit]);
+    await networkHelpers.time.increase(3_600);
+    const forgedId = (await publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "attestationDigest", args: [forged] })) as Hex;
+    gas["AttestorStaking: resolveDispute (slash)"] = await stk(deployer, "resolveDispute", [forgedId]);
+    gas["AttestorStaking: claim"] = await stk(provider, "claim", [provider.account.address]);
   }
 
   const rows = Object.entries(gas).map(([operation, used]) => {

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity 0.8.34;
 
-import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
+import {AccessControlEnumerable} from "@openzeppelin/contracts/access/extensions/AccessControlEnumerable.sol";
+import {Math} from "@openzeppelin/contracts/utils/math/Math.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {IAttestorStaking} from "./interfaces/IAttestorStaking.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 
 /// @title ProviderRegistry
@@ -18,7 +20,7 @@ import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 ///      counters share one slot (`Standing`), written at registration, so a lease's end never writes a zero
 ///      slot. The invariant kept by every function:
 ///      token.balanceOf(this) == sum over providers of (free + locked + unbonding).
-contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTransient {
+contract ProviderRegistry is IProviderRegistry, AccessControlEnumerable, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
     using SafeCast for uint256;
 
@@ -38,6 +40,10 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
     uint8 public constant MAX_INTERCONNECT = 2;
     /// @notice Highest fault quorum: a fault carries at most 32 signatures (LeaseMarket.MAX_FAULT_SIGNATURES).
     uint8 public constant MAX_FAULT_QUORUM = 32;
+    /// @notice The least share of the attestor set governance may set as the quorum (a third): below it a
+    ///         handful of attestors in a large set could fault a live provider.
+    uint16 public constant MIN_FAULT_QUORUM_BPS = 3_334;
+    uint16 private constant BPS = 10_000;
 
     /// @dev The slot a lease transition reads and writes: 96 + 96 + 64 bits.
     struct Funds {
@@ -93,12 +99,15 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
     uint32 private _lastMachineId;
     uint32 private _unbondingDelay;
     uint8 private _faultQuorum;
+    uint16 private _faultQuorumBps;
+    IAttestorStaking private _attestorStaking;
 
     /// @notice Deploys the registry for one settlement token, with governance and its first parameters.
     /// @param token_ The settlement token (an ERC-20; EIP-2612 for the permit path of the market).
     /// @param governance Receives DEFAULT_ADMIN_ROLE: grants MARKET_ROLE and ATTESTOR_ROLE, sets parameters.
     /// @param unbondingDelay_ Seconds between an unstake request and its withdrawal.
-    /// @param faultQuorum_ Distinct attestor signatures a fault needs (at least 1).
+    /// @param faultQuorum_ Distinct attestor signatures a fault needs (at least 1): the floor under the share of the
+    ///        attestor set that setFaultQuorumBps may add.
     constructor(address token_, address governance, uint32 unbondingDelay_, uint8 faultQuorum_) {
         _TOKEN = IERC20(token_);
         _grantRole(DEFAULT_ADMIN_ROLE, governance);
@@ -281,6 +290,19 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
         _setFaultQuorum(quorum);
     }
 
+    /// @inheritdoc IProviderRegistry
+    function setFaultQuorumBps(uint16 bps) external onlyRole(DEFAULT_ADMIN_ROLE) {
+        if (bps != 0 && (bps < MIN_FAULT_QUORUM_BPS || bps > BPS)) revert InvalidFaultQuorumBps(bps, MIN_FAULT_QUORUM_BPS, BPS);
+        _faultQuorumBps = bps;
+        emit FaultQuorumBpsChanged(bps);
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function setAttestorStaking(address staking) external onlyRole(DEFAULT_ADMIN_ROLE) {
+        _attestorStaking = IAttestorStaking(staking);
+        emit AttestorStakingChanged(staking);
+    }
+
     // ---------------------------------------------------------------- market hooks
 
     /// @inheritdoc IProviderRegistry
@@ -454,12 +476,35 @@ contract ProviderRegistry is IProviderRegistry, AccessControl, ReentrancyGuardTr
 
     /// @inheritdoc IProviderRegistry
     function isAttestor(address account) external view returns (bool) {
-        return hasRole(ATTESTOR_ROLE, account);
+        if (!hasRole(ATTESTOR_ROLE, account)) return false;
+        IAttestorStaking staking = _attestorStaking;
+        return address(staking) == address(0) || staking.isStaked(account);
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function attestorStaking() external view returns (address) {
+        return address(_attestorStaking);
     }
 
     /// @inheritdoc IProviderRegistry
     function faultQuorum() external view returns (uint8) {
-        return _faultQuorum;
+        uint8 floor = _faultQuorum;
+        uint16 bps = _faultQuorumBps;
+        if (bps == 0) return floor;
+        uint256 share = Math.mulDiv(bps, getRoleMemberCount(ATTESTOR_ROLE), BPS, Math.Rounding.Ceil);
+        // A fault carries at most MAX_FAULT_QUORUM signatures: a larger share would make every fault impossible.
+        if (share > MAX_FAULT_QUORUM) share = MAX_FAULT_QUORUM;
+        return share > floor ? uint8(share) : floor;
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function faultQuorumParams() external view returns (uint8 floor, uint16 bps) {
+        return (_faultQuorum, _faultQuorumBps);
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function attestorCount() external view returns (uint256) {
+        return getRoleMemberCount(ATTESTOR_ROLE);
     }
 
     /// @inheritdoc IProviderRegistry

@@ -8,6 +8,7 @@ import path from "node:path";
 import type { Address, LocalAccount } from "viem";
 import type { Deployment } from "../common/deployment.js";
 import { contractAddress, readDeploymentBinding } from "../common/deployment.js";
+import { providerRegistryAbi } from "../common/abi.js";
 import { suanliDomain } from "../common/eip712.js";
 import { SuanliError } from "../common/errors.js";
 import { CachedChainView } from "../common/offers/chain-view.js";
@@ -59,6 +60,21 @@ export type StartDaemonOptions = {
 };
 
 /** Registry events and the offer-book hooks they call. */
+/**
+ * The AttestorStaking the registry names, for the follower to watch (its stake changes move the
+ * attestor set the offer book counts); none when unset or unreadable. A staking governance attaches
+ * later is followed after a restart (until then the chain view's cache TTL bounds the staleness).
+ */
+async function attestorStakingOf(publicClient: ChainClients["publicClient"], registry: Address, logger: Logger): Promise<Address[]> {
+  try {
+    const staking = await publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
+    return staking === "0x0000000000000000000000000000000000000000" ? [] : [staking];
+  } catch (error) {
+    logger.warn("Cannot read the registry's attestor staking: its stake changes reach the offer book only through the cache TTL", { registry }, error);
+    return [];
+  }
+}
+
 async function applyRegistryEvent(event: ChainEvent, chainView: CachedChainView, offers: OfferService): Promise<void> {
   switch (event.eventName) {
     case "ProviderRegistered":
@@ -85,6 +101,10 @@ async function applyRegistryEvent(event: ChainEvent, chainView: CachedChainView,
     case "RoleGranted":
     case "RoleRevoked":
     case "FaultQuorumChanged":
+    case "FaultQuorumBpsChanged":
+    case "AttestorStakingChanged":
+    case "AttestorStakeChanged":
+    case "AttestorSlashed":
       chainView.invalidateAttestors();
       await offers.onAttestorsChanged();
       return;
@@ -175,6 +195,7 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
     const follower = new ChainFollower({
       publicClient: chain.publicClient,
       deployment,
+      extraAddresses: await attestorStakingOf(chain.publicClient, registry, logger),
       store,
       pollIntervalMs: config.chain.pollingIntervalMs,
       confirmations: config.chain.confirmations,

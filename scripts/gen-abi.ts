@@ -15,6 +15,7 @@ export const ABI_SOURCES: Record<string, string> = {
   ProviderRegistry: "contracts/ProviderRegistry.sol/ProviderRegistry.json",
   LeaseMarket: "contracts/LeaseMarket.sol/LeaseMarket.json",
   LeaseMarketExtension: "contracts/LeaseMarketExtension.sol/LeaseMarketExtension.json",
+  AttestorStaking: "contracts/AttestorStaking.sol/AttestorStaking.json",
 };
 
 function exportName(contract: string): string {

@@ -102,6 +102,10 @@ interface IProviderRegistry {
     event UnbondingDelayChanged(uint32 delay);
     /// @notice Governance changed the number of distinct attestor signatures a fault needs.
     event FaultQuorumChanged(uint8 quorum);
+    /// @notice Governance changed the fault quorum's share of the attestor set, in basis points.
+    event FaultQuorumBpsChanged(uint16 bps);
+    /// @notice Governance set the AttestorStaking contract whose minimum stake attestors need (zero: none needed).
+    event AttestorStakingChanged(address staking);
 
     // ---------------------------------------------------------------- errors
 
@@ -147,6 +151,8 @@ interface IProviderRegistry {
     error NonceFloorNotRaised(uint64 current, uint64 requested);
     /// @notice The fault quorum must be at least 1 and at most `max` (the signatures a fault may carry).
     error InvalidFaultQuorum(uint8 quorum, uint8 max);
+    /// @notice The fault quorum's share of the attestor set must lie in [`min`, `max`] basis points (or be 0: the floor only).
+    error InvalidFaultQuorumBps(uint16 bps, uint16 min, uint16 max);
     /// @notice The registry received `received` of a `expected` transfer (fee-on-transfer tokens are not supported).
     error TokenTransferShortfall(uint256 expected, uint256 received);
     /// @notice The unbonding delay may not exceed `max` seconds.
@@ -239,6 +245,16 @@ interface IProviderRegistry {
     /// @notice Sets how many distinct attestor signatures a fault needs (DEFAULT_ADMIN_ROLE).
     /// @param quorum From 1 to MAX_FAULT_QUORUM (32, the most signatures a fault carries).
     function setFaultQuorum(uint8 quorum) external;
+
+    /// @notice Sets the fault quorum as a share of the attestor set (DEFAULT_ADMIN_ROLE): faultQuorum() is then
+    ///         max(floor, ceil(bps x attestorCount / 10,000)), capped at MAX_FAULT_QUORUM.
+    /// @param bps 0 (the floor set by setFaultQuorum alone), or from MIN_FAULT_QUORUM_BPS (a third) to 10,000.
+    function setFaultQuorumBps(uint16 bps) external;
+
+    /// @notice Sets the AttestorStaking contract (DEFAULT_ADMIN_ROLE): from then on an ATTESTOR_ROLE holder counts as
+    ///         an attestor only while it holds that contract's minimum stake. Zero: the role alone counts.
+    /// @param staking The AttestorStaking, or the zero address.
+    function setAttestorStaking(address staking) external;
 
     // ---------------------------------------------------------------- market hooks (MARKET_ROLE)
 
@@ -346,14 +362,29 @@ interface IProviderRegistry {
     /// @return True unless revoked, below the floor or used by a renter-bound offer.
     function isNonceUsable(address provider, uint64 nonce) external view returns (bool);
 
-    /// @notice Whether `account` holds ATTESTOR_ROLE.
+    /// @notice Whether `account` counts as an attestor: it holds ATTESTOR_ROLE and, once governance set an
+    ///         AttestorStaking, at least its minimum stake. The market's fault check and the offer book read this.
     /// @param account The address to check.
     /// @return True for attestors.
     function isAttestor(address account) external view returns (bool);
 
-    /// @notice Distinct attestor signatures a fault needs.
+    /// @notice The AttestorStaking contract attestors must be staked in (zero when none is set).
+    /// @return The contract.
+    function attestorStaking() external view returns (address);
+
+    /// @notice Distinct attestor signatures a fault needs (and attestations an offer needs, in the offer book):
+    ///         max(floor, ceil(faultQuorumBps x attestorCount / 10,000)), at most MAX_FAULT_QUORUM.
     /// @return The quorum.
     function faultQuorum() external view returns (uint8);
+
+    /// @notice The quorum's floor (setFaultQuorum) and its share of the attestor set in basis points (setFaultQuorumBps).
+    /// @return floor The least quorum.
+    /// @return bps The share; 0 when the floor alone applies.
+    function faultQuorumParams() external view returns (uint8 floor, uint16 bps);
+
+    /// @notice Accounts holding ATTESTOR_ROLE (whether or not they are staked): the set the quorum is a share of.
+    /// @return The count.
+    function attestorCount() external view returns (uint256);
 
     /// @notice Seconds between an unstake request and its withdrawal.
     /// @return The delay.

@@ -287,6 +287,10 @@ export class MarketIndex extends EventEmitter<MarketIndexEvents> {
       case "RoleGranted":
       case "RoleRevoked":
       case "FaultQuorumChanged":
+      case "FaultQuorumBpsChanged":
+      case "AttestorStakingChanged":
+      case "AttestorStakeChanged":
+      case "AttestorSlashed":
         if (mode.live) this.emit("attestors");
         return;
       default:

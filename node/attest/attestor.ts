@@ -48,7 +48,12 @@ export type ChallengePass = {
   measuredThroughput: bigint;
   elapsedMs: number;
   attestation: SignedAttestation;
+  /** The provider's signed commit (rows and EIP-712 signature; challenge id, root and GPUs are the attestation's): the answer to a dispute of this attestation. */
+  commit: PassCommit;
 };
+
+/** What an attestor keeps of a passed challenge's provider-signed commit, to answer a dispute (AttestorStaking.answerDispute). */
+export type PassCommit = { rows: number; signature: Hex };
 
 export type ChallengeFailure = {
   outcome: "fail";
@@ -330,6 +335,7 @@ export class AttestorChallenge {
       measuredThroughput,
       elapsedMs: commit.receivedAtMs - this.message.issuedAtMs,
       attestation,
+      commit: { rows: commit.message.rows, signature: commit.message.signature },
     };
     this.finalOutcome = pass;
     this.attestor.settings.logger?.info("Challenge passed", {

@@ -56,6 +56,7 @@ export class ChallengeSession {
       measuredThroughput: outcome.measuredThroughput ?? null,
       attestation: outcome.outcome === "pass" ? outcome.attestation : null,
       ...(outcome.outcome === "fail" && outcome.evidence ? { evidence: outcome.evidence } : {}),
+      ...(outcome.outcome === "pass" ? { commit: outcome.commit } : {}),
     });
     const failed = (reason: FailureReason, detail: string): ChallengeRecord => ({
       ...known,

@@ -1,13 +1,15 @@
 /**
  * The attestor's record of challenges, in level: one entry per challenge, keyed by machine and
  * start time so the latest result of a machine is one reverse seek. Older entries beyond
- * `keepPerMachine` are pruned as new ones arrive.
+ * `keepPerMachine` are pruned as new ones arrive, except passes whose attestation has not expired
+ * (the attestor must be able to answer a dispute of them).
  */
 import type { Address, Hex } from "viem";
 import type { SignedAttestation } from "../../common/attest/attestation.js";
 import type { CommitFraudProof } from "../../common/attest/commit.js";
 import type { FailureReason } from "../../common/attest/messages.js";
 import type { ChallengeErrorReason } from "../../common/attest/wire.js";
+import type { PassCommit } from "./attestor.js";
 import { Bucket } from "../store/buckets.js";
 import type { Repository, Store } from "../store/store.js";
 
@@ -35,6 +37,8 @@ export type ChallengeRecord = {
   attestation: SignedAttestation | null;
   /** For a wrong_rows failure: the signed transcript proving it (verifyCommitFraud), kept for slashing. */
   evidence?: CommitFraudProof;
+  /** For a pass: the provider's signed commit, which answers a dispute of the attestation (node/attest/disputes.ts). */
+  commit?: PassCommit;
 };
 
 const pad = (value: number, width: number) => value.toString().padStart(width, "0");
@@ -48,6 +52,7 @@ export class ChallengeResults {
   constructor(
     store: Store,
     private readonly keepPerMachine: number,
+    private readonly now: () => number = Date.now,
   ) {
     this.repo = store.repository<ChallengeRecord>(Bucket.attestResults);
   }
@@ -62,9 +67,15 @@ export class ChallengeResults {
     if (record.outcome === "fail" && record.provider !== ZERO_ADDRESS) await this.repo.put(providerKey(record.provider), record);
     const prefix = machinePrefix(record.machineId);
     await this.repo.put(`${prefix}${pad(record.startedAtMs, 15)}`, record);
-    const keys: string[] = [];
-    for await (const [key] of this.repo.entries({ gte: prefix, lt: `${prefix.slice(0, -1)}0`, reverse: true })) keys.push(key);
-    for (const key of keys.slice(this.keepPerMachine)) await this.repo.del(key);
+    const entries: [string, ChallengeRecord][] = [];
+    for await (const entry of this.repo.entries({ gte: prefix, lt: `${prefix.slice(0, -1)}0`, reverse: true })) entries.push(entry);
+    // A pass whose attestation has not expired is kept beyond the limit: it may still be disputed
+    // (AttestorStaking), and its provider-signed commit is the only answer (disputes.ts).
+    const nowSeconds = Math.floor(this.now() / 1000);
+    for (const [key, old] of entries.slice(this.keepPerMachine)) {
+      if (old.outcome === "pass" && old.commit && old.attestation && old.attestation.attestation.expiry > nowSeconds) continue;
+      await this.repo.del(key);
+    }
   }
 
   /** The machine's results, newest first. */

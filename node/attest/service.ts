@@ -25,6 +25,7 @@ import { LeaseTracker } from "./leases.js";
 import { LivenessProber } from "./liveness.js";
 import { ChallengeResults, type ChallengeRecord } from "./results.js";
 import { CpuRunner } from "./runner/cpu.js";
+import { DisputeAnswerer } from "./disputes.js";
 
 export type AttestorService = DaemonModule & {
   /** The attestor's wallet address (holds ATTESTOR_ROLE). */
@@ -37,9 +38,14 @@ export type AttestorService = DaemonModule & {
   faults: FaultCoordinator | undefined;
   /** Present while `attest.liveness.enabled` and `attest.leaseChecks.enabled`. */
   leaseChecks: InLeaseChecker | undefined;
+  /** Answers disputes of this attestor's attestations from its records (AttestorStaking). */
+  disputes: DisputeAnswerer;
   /** Challenges a machine now and returns the recorded result. */
   challenge(machineId: number): Promise<ChallengeRecord>;
 };
+
+/** Milliseconds between scans for disputes (the shortest answer window is 10 minutes). */
+const DISPUTE_SCAN_INTERVAL_MS = 10_000;
 
 export type StartAttestorServiceOptions = {
   /** Row recomputation for checking answers; default the CPU runner's worker pool (`attest.runner.workers`). */
@@ -70,6 +76,13 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
   if (!walletClient) throw new NotAnAttestorError("The attestor role needs a wallet client to submit faults");
   const holdsRole = await daemon.chain.publicClient.readContract({ address: daemon.registry, abi: providerRegistryAbi, functionName: "isAttestor", args: [address] });
   if (!holdsRole) {
+    const role = await daemon.chain.publicClient.readContract({ address: daemon.registry, abi: providerRegistryAbi, functionName: "ATTESTOR_ROLE" });
+    if (await daemon.chain.publicClient.readContract({ address: daemon.registry, abi: providerRegistryAbi, functionName: "hasRole", args: [role, address] })) {
+      const staking = await daemon.chain.publicClient.readContract({ address: daemon.registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
+      throw new NotAnAttestorError(`${address} holds ATTESTOR_ROLE but not the minimum stake in the AttestorStaking ${staking}: its signatures would not count`, {
+        metaMessages: ["Stake the settlement token: AttestorStaking.stake(amount) after approving it (params().minStake is the minimum); see docs/attestation.md, \"Trust in attestors\"."],
+      });
+    }
     throw new NotAnAttestorError(`${address} does not hold ATTESTOR_ROLE on the registry ${daemon.registry}`, {
       metaMessages: [
         'Governance grants it: ProviderRegistry.grantRole(ATTESTOR_ROLE, address), ATTESTOR_ROLE = keccak256("ATTESTOR_ROLE").',
@@ -108,7 +121,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       now,
       logger,
     });
-    const results = new ChallengeResults(daemon.store, config.attest.attestor.keepResultsPerMachine);
+    const results = new ChallengeResults(daemon.store, config.attest.attestor.keepResultsPerMachine, now);
     let leaseChecks: InLeaseChecker | undefined;
     const challenger = new Challenger({
       host: daemon.p2p.host,
@@ -127,6 +140,18 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
     });
     await challenger.start();
     stops.push(() => challenger.stop());
+    const disputes = new DisputeAnswerer({
+      publicClient: daemon.chain.publicClient,
+      walletClient,
+      registry: daemon.registry,
+      attestor: address,
+      results,
+      fromBlock: daemon.deployment.deploymentBlock,
+      intervalMs: DISPUTE_SCAN_INTERVAL_MS,
+      logger: logger.child({ part: "disputes" }),
+    });
+    await disputes.start();
+    stops.push(() => disputes.stop());
 
     let leases: LeaseTracker | undefined;
     let prober: LivenessProber | undefined;
@@ -222,6 +247,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       prober,
       faults,
       leaseChecks,
+      disputes,
       challenge: (machineId) => challenger.challenge(machineId, "request"),
       async stop() {
         await stopAll();

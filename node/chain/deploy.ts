@@ -1,5 +1,5 @@
 import { getAddress, keccak256, toBytes, zeroAddress, type Abi, type Account, type Address, type Chain, type PublicClient, type Transport, type WalletClient } from "viem";
-import { leaseMarketAbi, leaseMarketExtensionAbi, providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
+import { attestorStakingAbi, leaseMarketAbi, leaseMarketExtensionAbi, providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
 import type { Deployment } from "../../common/deployment.js";
 import { SuanliError } from "../../common/errors.js";
 import { readBytecode } from "./artifacts.js";
@@ -24,6 +24,18 @@ export type DeployParams = {
   preemptionNotice: number;
   /** Receives the protocol fee; zero while the fee is zero. */
   treasury: Address;
+  /** AttestorStaking: active stake an attestor needs to count (base units of the token). */
+  attestorMinStake: bigint;
+  /** AttestorStaking: taken from an attestor per lost dispute. */
+  attestorSlashAmount: bigint;
+  /** AttestorStaking: what a disputer bonds. */
+  attestorDisputeFee: bigint;
+  /** AttestorStaking: seconds an attestor has to answer a dispute (at least 600). */
+  attestorAnswerWindow: number;
+  /** AttestorStaking: seconds an attestor's unstaked tokens stay slashable (at least the answer window). */
+  attestorUnbondingDelay: number;
+  /** AttestorStaking: share of a slash paid to the disputer, basis points (at most 5,000; the rest to the sink). */
+  attestorDisputerShareBps: number;
 };
 
 /**
@@ -39,7 +51,16 @@ export const DEVNET_PARAMS: DeployParams = {
   faultMinCreditBps: 2_000,
   preemptionNotice: 30,
   treasury: zeroAddress,
+  attestorMinStake: 1_000n * 10n ** 6n,
+  attestorSlashAmount: 500n * 10n ** 6n,
+  attestorDisputeFee: 10n * 10n ** 6n,
+  attestorAnswerWindow: 600,
+  attestorUnbondingDelay: 600,
+  attestorDisputerShareBps: 5_000,
 };
+
+/** The sink of the devnet's attestor slashes (what the disputer does not get) when no treasury is set: a burn address. */
+export const DEVNET_SLASH_SINK: Address = "0x000000000000000000000000000000000000dEaD";
 
 export type DeployOptions = {
   publicClient: PublicClient<Transport, Chain>;
@@ -56,8 +77,10 @@ export const MARKET_ROLE = keccak256(toBytes("MARKET_ROLE"));
 export const ATTESTOR_ROLE = keccak256(toBytes("ATTESTOR_ROLE"));
 
 /**
- * Deploys TestToken, ProviderRegistry, LeaseMarketExtension and LeaseMarket, grants the market
- * MARKET_ROLE (and the attestors ATTESTOR_ROLE) and returns the manifest (not yet written).
+ * Deploys TestToken, ProviderRegistry, LeaseMarketExtension, LeaseMarket and AttestorStaking, grants the
+ * market MARKET_ROLE, attaches the staking to the registry (attestors count only while staked), grants the
+ * attestors ATTESTOR_ROLE and stakes the minimum for each from the token's faucet, and returns the manifest
+ * (not yet written). The staking's address is the registry's `attestorStaking()`.
  * Each transaction waits for its receipt; the manifest's deploymentBlock is the first one's.
  */
 export async function deployContracts({ publicClient, walletClient, params, governance, attestors = [] }: DeployOptions): Promise<Deployment> {
@@ -86,6 +109,12 @@ export async function deployContracts({ publicClient, walletClient, params, gove
     if (receipt.status !== "success") throw new DeployError(`Granting a role to ${account} failed (transaction ${hash})`);
   }
 
+  async function send(what: string, request: Parameters<typeof walletClient.writeContract>[0]) {
+    const hash = await walletClient.writeContract(request);
+    const receipt = await publicClient.waitForTransactionReceipt({ hash });
+    if (receipt.status !== "success") throw new DeployError(`${what} failed (transaction ${hash})`);
+  }
+
   const token = await deploy("TestToken", testTokenAbi);
   // The deployer holds the admin role until the roles are granted, then hands it to governance.
   const registry = await deploy("ProviderRegistry", providerRegistryAbi, [token.address, deployer, settings.unbondingDelay, settings.faultQuorum]);
@@ -102,7 +131,30 @@ export async function deployContracts({ publicClient, walletClient, params, gove
     },
   ]);
   await grant(MARKET_ROLE, market.address, registry.address);
+  const staking = await deploy("AttestorStaking", attestorStakingAbi, [
+    registry.address,
+    market.address,
+    {
+      minStake: settings.attestorMinStake,
+      slashAmount: settings.attestorSlashAmount,
+      disputeFee: settings.attestorDisputeFee,
+      answerWindow: settings.attestorAnswerWindow,
+      unbondingDelay: settings.attestorUnbondingDelay,
+      disputerShareBps: settings.attestorDisputerShareBps,
+      sink: settings.treasury === zeroAddress ? DEVNET_SLASH_SINK : settings.treasury,
+    },
+  ]);
+  await send("Attaching the attestor staking", { address: registry.address, abi: providerRegistryAbi, functionName: "setAttestorStaking", args: [staking.address] });
   for (const attestor of attestors) await grant(ATTESTOR_ROLE, attestor, registry.address);
+  if (attestors.length) {
+    // The test token's faucet mints the attestors' minimum stake to the deployer, who stakes it for each.
+    const total = settings.attestorMinStake * BigInt(attestors.length);
+    await send("Minting the attestors' stake", { address: token.address, abi: testTokenAbi, functionName: "faucet", args: [deployer, total] });
+    await send("Approving the attestors' stake", { address: token.address, abi: testTokenAbi, functionName: "approve", args: [staking.address, total] });
+    for (const attestor of attestors) {
+      await send(`Staking for attestor ${attestor}`, { address: staking.address, abi: attestorStakingAbi, functionName: "stakeFor", args: [attestor, settings.attestorMinStake] });
+    }
+  }
   if (getAddress(admin) !== getAddress(deployer)) {
     await grant(`0x${"00".repeat(32)}`, admin, registry.address);
     const hash = await walletClient.writeContract({

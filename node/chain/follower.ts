@@ -17,7 +17,7 @@
  * once at the hand-off to live events (the market index reads lease statuses there once per lease).
  */
 import { parseEventLogs, type Address, type Chain, type Log, type PublicClient, type Transport } from "viem";
-import { leaseMarketAbi, providerRegistryAbi } from "../../common/abi.js";
+import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi } from "../../common/abi.js";
 import type { Deployment } from "../../common/deployment.js";
 import { contractAddress } from "../../common/deployment.js";
 import { SuanliError } from "../../common/errors.js";
@@ -26,8 +26,12 @@ import type { Metrics } from "../metrics/metrics.js";
 import { Bucket } from "../store/buckets.js";
 import type { Repository, Store } from "../store/store.js";
 
-/** Both contracts' events, decoded by one ABI (the market's extension emits through the market). */
-const watchedAbi = [...providerRegistryAbi.filter((item) => item.type === "event"), ...leaseMarketAbi.filter((item) => item.type === "event")];
+/** The contracts' events, decoded by one ABI (the market's extension emits through the market; event names are distinct across them). */
+const watchedAbi = [
+  ...providerRegistryAbi.filter((item) => item.type === "event"),
+  ...leaseMarketAbi.filter((item) => item.type === "event"),
+  ...attestorStakingAbi.filter((item) => item.type === "event"),
+];
 
 type Decoded = ReturnType<typeof parseEventLogs<typeof watchedAbi>>[number];
 /** A decoded Suanli contract event with its block and log position. */
@@ -119,6 +123,8 @@ export type RetryOptions = {
 export type ChainFollowerOptions = {
   publicClient: PublicClient<Transport, Chain>;
   deployment: Deployment;
+  /** Further contracts to follow besides the registry and the market: the AttestorStaking the registry names. */
+  extraAddresses?: readonly Address[];
   /** Where cursors are kept (the meta bucket). Without it cursors live only in memory (tests, tools). */
   store?: Store;
   pollIntervalMs?: number;
@@ -170,7 +176,7 @@ export class ChainFollower {
 
   constructor(private readonly options: ChainFollowerOptions) {
     this.confirmations = BigInt(options.confirmations ?? 0);
-    this.addresses = [contractAddress(options.deployment, "registry"), contractAddress(options.deployment, "market")];
+    this.addresses = [contractAddress(options.deployment, "registry"), contractAddress(options.deployment, "market"), ...(options.extraAddresses ?? [])];
     this.cursors = options.store?.repository<string>(Bucket.meta);
     this.retry = { initialMs: options.retry?.initialMs ?? 500, maxMs: options.retry?.maxMs ?? 60_000 };
     this.now = options.now ?? Date.now;

@@ -12,6 +12,7 @@ import {
   computeDeposit,
   connect,
   deploySuanli,
+  faultSignatures,
   latest,
   openActive,
   PRICE,
@@ -307,6 +308,63 @@ describe("ProviderRegistry", () => {
       assert.equal(await s.registry.read.isAttestor([s.other!.account.address]), false);
       await s.registry.write.revokeRole([ATTESTOR_ROLE, attestor]);
       assert.equal(await s.registry.read.isAttestor([attestor]), false);
+    });
+
+    it("sets the fault quorum as a share of the attestor set: granting and revoking attestors moves it, and the market enforces it", async () => {
+      const s = await load();
+      const { viem } = connection;
+      // Floor 2 (the fixture's), three attestors: without a share the floor applies.
+      assert.deepEqual(await s.registry.read.faultQuorumParams(), [2, 0]);
+      assert.equal(await s.registry.read.attestorCount(), 3n);
+      await viem.assertions.emitWithArgs(s.registry.write.setFaultQuorumBps([6_666]), s.registry, "FaultQuorumBpsChanged", [6_666]);
+      assert.equal(await s.registry.read.faultQuorum(), 2); // ceil(3 x 0.6666) = 2 (6,667 would give 3: 2.0001 rounds up)
+      const wallets = await viem.getWalletClients();
+      const extra = wallets.slice(10, 13).map((w) => w.account.address);
+      await s.registry.write.grantRole([ATTESTOR_ROLE, extra[0]!]);
+      assert.equal(await s.registry.read.faultQuorum(), 3); // ceil(2.6664) = 3
+      await s.registry.write.grantRole([ATTESTOR_ROLE, extra[1]!]);
+      await s.registry.write.grantRole([ATTESTOR_ROLE, extra[2]!]);
+      assert.equal(await s.registry.read.faultQuorum(), 4); // ceil(3.9996) = 4
+      for (const account of extra) await s.registry.write.revokeRole([ATTESTOR_ROLE, account]);
+      await s.registry.write.revokeRole([ATTESTOR_ROLE, s.attestors[2]!.account.address]);
+      assert.equal(await s.registry.read.faultQuorum(), 2); // ceil(1.3332) = 2
+      await s.registry.write.setFaultQuorum([1]);
+      await s.registry.write.revokeRole([ATTESTOR_ROLE, s.attestors[1]!.account.address]);
+      assert.equal(await s.registry.read.faultQuorum(), 1);
+
+      // The market reads the moving quorum: with a fourth attestor two signatures no longer end a lease.
+      await s.registry.write.grantRole([ATTESTOR_ROLE, s.attestors[1]!.account.address]);
+      await s.registry.write.grantRole([ATTESTOR_ROLE, s.attestors[2]!.account.address]);
+      await s.registry.write.grantRole([ATTESTOR_ROLE, extra[0]!]);
+      assert.equal(await s.registry.read.faultQuorum(), 3);
+      const { leaseId, activatedAt } = await openActive(s);
+      const fault = { leaseId, kind: 1, observedAt: activatedAt + 1 };
+      await connection.networkHelpers.time.increaseTo(activatedAt + 2);
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.submitFault([fault, await faultSignatures(s, fault, s.attestors.slice(0, 2))]), s.market, "FaultQuorumNotMet", [
+        2n,
+        3n,
+      ]);
+      await viem.assertions.emit(s.market.write.submitFault([fault, await faultSignatures(s, fault, s.attestors)]), s.market, "FaultSubmitted");
+    });
+
+    it("bounds the fault quorum's share: 0 or a third to all, set by governance only, and never above the signatures a fault carries", async () => {
+      const s = await load();
+      const { viem } = connection;
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setFaultQuorumBps([3_333]), s.registry, "InvalidFaultQuorumBps", [3_333, 3_334, 10_000]);
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setFaultQuorumBps([10_001]), s.registry, "InvalidFaultQuorumBps", [10_001, 3_334, 10_000]);
+      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setFaultQuorumBps([5_000], { account: s.other!.account }), s.registry, "AccessControlUnauthorizedAccount", [
+        s.other!.account.address,
+        ZERO32,
+      ]);
+      await s.registry.write.setFaultQuorumBps([10_000]);
+      assert.equal(await s.registry.read.faultQuorum(), 3);
+      // 40 attestors at 100 %: capped at the 32 signatures a fault may carry, so faults stay possible.
+      const { privateKeyToAccount } = await import("viem/accounts");
+      for (let i = 1; i <= 37; i++) await s.registry.write.grantRole([ATTESTOR_ROLE, privateKeyToAccount(`0x${i.toString(16).padStart(64, "0")}`).address]);
+      assert.equal(await s.registry.read.attestorCount(), 40n);
+      assert.equal(await s.registry.read.faultQuorum(), 32);
+      await s.registry.write.setFaultQuorumBps([0]);
+      assert.equal(await s.registry.read.faultQuorum(), 2);
     });
 
     it("accepts the market hooks from MARKET_ROLE only", async () => {

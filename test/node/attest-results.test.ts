@@ -3,6 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { devnetAccount } from "../../common/devnet.js";
+import type { SignedAttestation } from "../../common/attest/attestation.js";
 import { ChallengeResults, type ChallengeRecord } from "../../node/attest/results.js";
 import { Store } from "../../node/store/store.js";
 
@@ -52,5 +53,28 @@ describe("attestor challenge results in level", () => {
     assert.equal(await results.latest(2), undefined);
     // A new controller over the same database reads what was written (the attestor restarted).
     assert.equal((await new ChallengeResults(store, 3).latest(1))?.startedAtMs, 5_000);
+  });
+
+  it("keeps a pass whose attestation may still be disputed beyond the limit, and prunes it once expired", async () => {
+    let nowMs = 1_000_000;
+    const results = new ChallengeResults(store, 2, () => nowMs);
+    const pass = (startedAtMs: number, expiry: number): ChallengeRecord => ({
+      ...record(20, startedAtMs, "pass"),
+      attestation: { attestation: { expiry } as SignedAttestation["attestation"], signature: "0x" },
+      commit: { rows: 4096, signature: "0x01" },
+    });
+    await results.add(pass(1_000, 2_000)); // expires at 2,000 s
+    await results.add(pass(2_000, 1_500)); // expires at 1,500 s
+    for (const at of [3_000, 4_000, 5_000]) await results.add(record(20, at));
+    assert.deepEqual(
+      (await results.history(20)).map((r) => r.startedAtMs),
+      [5_000, 4_000, 2_000, 1_000],
+    );
+    nowMs = 1_600_000; // the second pass's attestation expired: the next add prunes it
+    await results.add(record(20, 6_000));
+    assert.deepEqual(
+      (await results.history(20)).map((r) => r.startedAtMs),
+      [6_000, 5_000, 1_000],
+    );
   });
 });

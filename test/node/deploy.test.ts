@@ -3,7 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createPublicClient, http } from "viem";
-import { leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
+import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { connectChain } from "../../node/chain/clients.js";
 import { ATTESTOR_ROLE, DEVNET_PARAMS, MARKET_ROLE, deployContracts } from "../../node/chain/deploy.js";
@@ -90,6 +90,10 @@ describe("devnet deployment (embedded chain)", () => {
     const registry = withAttestors.contracts.registry!;
     assert.equal(await reader.readContract({ address: registry, abi: providerRegistryAbi, functionName: "hasRole", args: [ATTESTOR_ROLE, attestor] }), true);
     assert.equal(await reader.readContract({ address: registry, abi: providerRegistryAbi, functionName: "faultQuorum" }), 2);
+    // The attestor is staked in the AttestorStaking the registry names, so it counts; an unstaked role holder would not.
+    const staking = await reader.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
+    assert.equal((await reader.readContract({ address: staking, abi: attestorStakingAbi, functionName: "stakeOf", args: [attestor] })).active, DEVNET_PARAMS.attestorMinStake);
+    assert.equal(await reader.readContract({ address: registry, abi: providerRegistryAbi, functionName: "isAttestor", args: [attestor] }), true);
     assert.equal((await reader.readContract({ address: withAttestors.contracts.market!, abi: leaseMarketAbi, functionName: "params" })).preemptionNotice, 120);
 
     const governance = devnetAccount(9).address;

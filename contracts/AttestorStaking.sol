@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity 0.8.34;
+
+import {IAccessControl} from "@openzeppelin/contracts/access/IAccessControl.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC20Permit.sol";
+import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
+import {MessageHashUtils} from "@openzeppelin/contracts/utils/cryptography/MessageHashUtils.sol";
+import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {IAttestorStaking} from "./interfaces/IAttestorStaking.sol";
+import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
+
+/// @title AttestorStaking
+/// @notice Attestors stake the settlement token; the ProviderRegistry counts an ATTESTOR_ROLE holder as an attestor
+///         (for fault quorums and the offer book's attestation quorum) only while it holds minStake here.
+///         Anyone may dispute an unexpired attestation by bonding disputeFee; the attestor must answer within
+///         answerWindow with the provider's EIP-712 AttestCommit over the attestation's challenge id, root and GPUs
+///         (verified here, in the market's Suanli domain): a commit the provider signed proves that the provider took
+///         part in that challenge and committed that root. No answer: slashAmount of its stake goes to the disputer
+///         (disputerShareBps) and the sink (the rest), and the fee returns to the disputer. An answer: the fee goes to
+///         the attestor. Payouts are credited and claimed (`claim`), so no receiver that refuses tokens blocks a
+///         dispute. Invariant: token.balanceOf(this) == sum(active + unbonding) + sum(open dispute fees) + sum(owed).
+/// @dev What it cannot catch: an attestor and a provider who collude (the provider signs any commit), and an
+///      attestor that passes a provider whose opened rows were wrong (the rows are opened to the attestor only).
+contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
+    using SafeERC20 for IERC20;
+
+    /// @notice EIP-712 type hash of the Attestation an attestor signs (common/eip712.ts).
+    bytes32 public constant ATTESTATION_TYPEHASH = keccak256(
+        "Attestation(address provider,uint32 machineId,bytes32 model,uint16 units,uint32 vramMiB,uint64 throughput,uint32 issuedAt,uint32 expiry,bytes32 challengeId,bytes32 root,bytes32 gpus)"
+    );
+    /// @notice EIP-712 type hash of the commit a provider signs (common/attest/commit.ts).
+    bytes32 public constant ATTEST_COMMIT_TYPEHASH = keccak256("AttestCommit(bytes32 challengeId,bytes32 root,uint32 rows,bytes32 gpus)");
+    /// @notice The most of a slash governance may pay the disputer: above half, an attestor disputing itself would
+    ///         recover more than it loses.
+    uint16 public constant MAX_DISPUTER_SHARE_BPS = 5_000;
+    /// @notice Bounds of the answer window.
+    uint32 public constant MIN_ANSWER_WINDOW = 10 minutes;
+    uint32 public constant MAX_ANSWER_WINDOW = 30 days;
+    /// @notice The longest unbonding delay.
+    uint32 public constant MAX_UNBONDING_DELAY = 90 days;
+
+    bytes32 private constant _DOMAIN_TYPEHASH =
+        keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
+    bytes32 private constant _NAME_HASH = keccak256("Suanli");
+    bytes32 private constant _VERSION_HASH = keccak256("1");
+    uint16 private constant _BPS = 10_000;
+
+    IERC20 private immutable _TOKEN;
+    IProviderRegistry private immutable _REGISTRY;
+    address private immutable _MARKET;
+
+    Params private _params;
+    mapping(address attestor => StakeView) private _stakes;
+    mapping(bytes32 id => Dispute) private _disputes;
+    mapping(address account => uint256) private _owed;
+
+    /// @notice Deploys the staking for one registry and market (whose EIP-712 domain attestations are signed in).
+    /// @param registry_ The ProviderRegistry (its token is staked; its governance sets the parameters).
+    /// @param market_ The LeaseMarket: the verifyingContract of the Suanli domain.
+    /// @param params_ The first parameters.
+    constructor(address registry_, address market_, Params memory params_) {
+        _REGISTRY = IProviderRegistry(registry_);
+        _TOKEN = IERC20(IProviderRegistry(registry_).token());
+        _MARKET = market_;
+        _setParams(params_);
+    }
+
+    // ---------------------------------------------------------------- stake
+
+    /// @inheritdoc IAttestorStaking
+    function stake(uint96 amount) external nonReentrant {
+        _stake(msg.sender, amount);
+    }
+
+    /// @inheritdoc IAttestorStaking
+    function stakeFor(address attestor, uint96 amount) external nonReentrant {
+        if (attestor == address(0)) revert ZeroRecipient();
+        _stake(attestor, amount);
+    }
+
+    /// @inheritdoc IAttestorStaking
+    function stakeWithPermit(uint96 amount, uint256 deadline, uint8 v, bytes32 r, bytes32 s) external nonReentrant {
+        // A front-runner may have used the permit already: the allowance it set is what counts.
+        try IERC20Permit(address(_TOKEN)).permit(msg.sender, address(this), amount, deadline, v, r, s) {} catch {}
+        _stake(msg.sender, amount);
+    }
+
+    /// @inheritdoc IAttestorStaking
+    function requestUnstake(uint96 amount) external {
+        if (amount == 0) revert ZeroAmount();
+        StakeView storage stake_ = _stakes[msg.sender];
+        uint96 active = stake_.active;
+        if (amount > active) revert InsufficientStake(msg.sender, active, amount);
+        unchecked {
+            stake_.active = active - amount;
+        }
+        stake_.unbonding += amount;
+        stake_.unlockAt = uint32(block.timestamp) + _params.unbondingDelay;
+        _emitStake(msg.sender);
+    }
+
+    /// @inheritdoc IAttestorStaking
+    function withdraw() external nonReentrant {
+        StakeView storage stake_ = _stakes[msg.sender];
+        uint96 amount = stake_.unbonding;
+        if (amount == 0) revert NothingToWithdraw(msg.sender);
+        if (block.timestamp < stake_.unlockAt) revert StillUnbonding(msg.sender, stake_.unlockAt);
+        if (stake_.openDisputes != 0) revert DisputesOpen(msg.sender, stake_.openDisputes);
+        stake_.unbonding = 0;
+        stake_.unlockAt = 0;
+        _emitStake(msg.sender);
+        _TOKEN.safeTransfer(msg.sender, amount);
+    }
+
+    // ---------------------------------------------------------------- disputes
+
+    /// @inheritdoc IAttestorStaking
+    function disputeAttestation(Attestation calldata attestation, bytes calldata signature) external nonReentrant returns (bytes32 id) {
+        if (block.timestamp >= attestation.expiry) revert AttestationExpired(attestation.expiry);
+        id = _attestationDigest(attestation);
+        (address attestor, ECDSA.RecoverError error_,) = ECDSA.tryRecoverCalldata(id, signature);
+        if (error_ != ECDSA.RecoverError.NoError) revert InvalidSignature();
+        if (_disputes[id].state != DisputeState.None) revert AlreadyDisputed(id);
+        StakeView storage stake_ = _stakes[attestor];
+        if (stake_.active == 0 && stake_.unbonding == 0) revert NothingAtStake(attestor);
+        ++stake_.openDisputes;
+        uint96 fee = _params.disputeFee;
+        uint32 answerBy = uint32(block.timestamp) + _params.answerWindow;
+        _disputes[id] = Dispute({attestor: attestor, answerBy: answerBy, state: DisputeState.Open, disputer: msg.sender, fee: fee});
+        emit DisputeOpened(id, attestor, msg.sender, attestation.provider, attestation.machineId, attestation.challengeId, answerBy, fee);
+        _pull(fee);
+    }
+
+    /// @inheritdoc IAttestorStaking
+    function answerDispute(Attestation calldata attestation, uint32 rows, bytes calldata commitSignature) external {
+        bytes32 id = _attestationDigest(attestation);
+        Dispute storage dispute = _disputes[id];
+        if (dispute.state != DisputeState.Open) revert DisputeNotOpen(id);
+        if (block.timestamp > dispute.answerBy) revert AnswerWindowClosed(id, dispute.answerBy);
+        bytes32 commit = _hashTyped(
+            keccak256(abi.encode(ATTEST_COMMIT_TYPEHASH, attestation.challengeId, attestation.root, rows, attestation.gpus))
+        );
+        (address signer, ECDSA.RecoverError error_,) = ECDSA.tryRecoverCalldata(commit, commitSignature);
+        if (error_ != ECDSA.RecoverError.NoError || signer != attestation.provider) {
+            revert NotProviderCommit(signer, attestation.provider);
+        }
+        address attestor = dispute.attestor;
+        uint96 fee = dispute.fee;
+        dispute.state = DisputeState.Answered;
+        --_stakes[attestor].openDisputes;
+        // Credited to the attestor whoever sends the answer: answering for it gains a front-runner nothing.
+        _owed[attestor] += fee;
+        emit DisputeAnswered(id, attestor, fee);
+    }
+
+    /// @inheritdoc IAttestorStaking
+    function resolveDispute(bytes32 id) external {
+        Dispute storage dispute = _disputes[id];
+        if (dispute.state != DisputeState.Open) revert DisputeNotOpen(id);
+        if (block.timestamp <= dispute.answerBy) revert AnswerWindowOpen(id, dispute.answerBy);
+        dispute.state = DisputeState.Slashed;
+        address attestor = dispute.attestor;
+        StakeView storage stake_ = _stakes[attestor];
+        --stake_.openDisputes;
+        uint96 active = stake_.active;
+        uint96 unbonding = stake_.unbonding;
+        uint96 amount = _params.slashAmount;
+        // Active stake first, then unbonding: an attestor cannot shelter its stake by requesting to unstake.
+        // Cannot overflow: _stake keeps active + unbonding within 96 bits.
+        if (amount > active + unbonding) amount = active + unbonding;
+        unchecked {
+            if (amount <= active) {
+                stake_.active = active - amount;
+            } else {
+                stake_.active = 0;
+                stake_.unbonding = unbonding - (amount - active);
+            }
+        }
+        uint96 toDisputer = uint96(uint256(amount) * _params.disputerShareBps / _BPS);
+        uint96 toSink = amount - toDisputer;
+        address sink = _params.sink;
+        _owed[dispute.disputer] += uint256(toDisputer) + dispute.fee;
+        _owed[sink] += toSink;
+        _emitStake(attestor);
+        emit AttestorSlashed(id, attestor, amount, dispute.disputer, toDisputer, sink, toSink);
+    }
+
+    /// @inheritdoc IAttestorStaking
+    function claim(address to) external nonReentrant {
+        if (to == address(0)) revert ZeroRecipient();
+        uint256 amount = _owed[msg.sender];
+        if (amount == 0) revert ZeroAmount();
+        _owed[msg.sender] = 0;
+        emit Claimed(msg.sender, to, amount);
+        _TOKEN.safeTransfer(to, amount);
+    }
+
+    // ---------------------------------------------------------------- governance
+
+    /// @inheritdoc IAttestorStaking
+    function setParams(Params calldata params_) external {
+        if (!IAccessControl(address(_REGISTRY)).hasRole(bytes32(0), msg.sender)) revert NotGovernance(msg.sender);
+        _setParams(params_);
+    }
+
+    // ---------------------------------------------------------------- views
+
+    /// @inheritdoc IAttestorStaking
+    function isStaked(address account) external view returns (bool) {
+        return _stakes[account].active >= _params.minStake;
+    }
+
+    /// @notice An attestor's stake.
+    /// @param attestor The attestor.
+    /// @return The active and unbonding stake, the unlock time and the open disputes against it.
+    function stakeOf(address attestor) external view returns (StakeView memory) {
+        return _stakes[attestor];
+    }
+
+    /// @notice A dispute (keyed by the disputed attestation's EIP-712 digest).
+    /// @param id The dispute id.
+    /// @return The dispute.
+    function getDispute(bytes32 id) external view returns (Dispute memory) {
+        return _disputes[id];
+    }
+
+    /// @notice What `account` may claim.
+    /// @param account The account.
+    /// @return The amount.
+    function owed(address account) external view returns (uint256) {
+        return _owed[account];
+    }
+
+    /// @notice The parameters.
+    /// @return The parameters.
+    function params() external view returns (Params memory) {
+        return _params;
+    }
+
+    /// @notice The staked token (the registry's).
+    /// @return The token.
+    function token() external view returns (address) {
+        return address(_TOKEN);
+    }
+
+    /// @notice The EIP-712 digest of an attestation in the market's Suanli domain: a dispute's id.
+    /// @param attestation The attestation.
+    /// @return The digest.
+    function attestationDigest(Attestation calldata attestation) external view returns (bytes32) {
+        return _attestationDigest(attestation);
+    }
+
+    // ---------------------------------------------------------------- internals
+
+    /// @dev Credits `attestor` with `amount` paid by the caller.
+    function _stake(address attestor, uint96 amount) private {
+        if (amount == 0) revert ZeroAmount();
+        StakeView storage stake_ = _stakes[attestor];
+        // The whole stake must fit 96 bits, so moving it to unbonding or slashing it can never overflow.
+        uint256 total = uint256(stake_.active) + stake_.unbonding + amount;
+        if (total > type(uint96).max) revert ParamOutOfRange("stake", total, 1, type(uint96).max);
+        stake_.active += amount;
+        _emitStake(attestor);
+        _pull(amount);
+    }
+
+    /// @dev Measured, so a fee-on-transfer token can never leave the books short of what they record.
+    function _pull(uint256 amount) private {
+        uint256 before = _TOKEN.balanceOf(address(this));
+        _TOKEN.safeTransferFrom(msg.sender, address(this), amount);
+        uint256 received = _TOKEN.balanceOf(address(this)) - before;
+        if (received != amount) revert TokenTransferShortfall(amount, received);
+    }
+
+    function _attestationDigest(Attestation calldata a) private view returns (bytes32) {
+        return _hashTyped(
+            keccak256(
+                abi.encode(
+                    ATTESTATION_TYPEHASH,
+                    a.provider,
+                    a.machineId,
+                    a.model,
+                    a.units,
+                    a.vramMiB,
+                    a.throughput,
+                    a.issuedAt,
+                    a.expiry,
+                    a.challengeId,
+                    a.root,
+                    a.gpus
+                )
+            )
+        );
+    }
+
+    /// @dev The market's domain separator, from the current chain id (a fork does not replay signatures).
+    function _hashTyped(bytes32 structHash) private view returns (bytes32) {
+        bytes32 domain = keccak256(abi.encode(_DOMAIN_TYPEHASH, _NAME_HASH, _VERSION_HASH, block.chainid, _MARKET));
+        return MessageHashUtils.toTypedDataHash(domain, structHash);
+    }
+
+    function _emitStake(address attestor) private {
+        StakeView storage stake_ = _stakes[attestor];
+        emit AttestorStakeChanged(attestor, stake_.active, stake_.unbonding, stake_.unlockAt);
+    }
+
+    function _setParams(Params memory p) private {
+        if (p.minStake == 0) revert ParamOutOfRange("minStake", 0, 1, type(uint96).max);
+        if (p.slashAmount == 0) revert ParamOutOfRange("slashAmount", 0, 1, type(uint96).max);
+        if (p.disputeFee == 0) revert ParamOutOfRange("disputeFee", 0, 1, type(uint96).max);
+        if (p.answerWindow < MIN_ANSWER_WINDOW || p.answerWindow > MAX_ANSWER_WINDOW) {
+            revert ParamOutOfRange("answerWindow", p.answerWindow, MIN_ANSWER_WINDOW, MAX_ANSWER_WINDOW);
+        }
+        if (p.unbondingDelay < p.answerWindow || p.unbondingDelay > MAX_UNBONDING_DELAY) {
+            revert ParamOutOfRange("unbondingDelay", p.unbondingDelay, p.answerWindow, MAX_UNBONDING_DELAY);
+        }
+        if (p.disputerShareBps > MAX_DISPUTER_SHARE_BPS) {
+            revert ParamOutOfRange("disputerShareBps", p.disputerShareBps, 0, MAX_DISPUTER_SHARE_BPS);
+        }
+        if (p.sink == address(0)) revert ZeroSink();
+        _params = p;
+        emit ParamsChanged(p);
+    }
+}
