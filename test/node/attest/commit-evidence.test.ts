@@ -12,6 +12,7 @@ import { CpuRunner } from "../../../node/attest/runner/cpu.js";
 import type { Runner } from "../../../node/attest/runner/types.js";
 import { challengeProfileSchema } from "../../../common/attest/params.js";
 import { suanliDomain } from "../../../common/eip712.js";
+import { rootsHash } from "../../../common/attest/units.js";
 import { WrongRowsRunner } from "../../support/attest.js";
 import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount, strangerAccount } from "./helpers.js";
 
@@ -61,8 +62,10 @@ describe("signed commits: a wrong answer is evidence against the provider (issue
     const failure = await cheat();
     const evidence = failure.evidence!;
     // Keep only the rows that are right: nothing wrong remains.
-    const wrong = new Set(((await verifyCommitFraud(domain, roundTrip(evidence))) as { wrongRows: number[] }).wrongRows);
-    const rightRows = evidence.rows.filter((row) => !wrong.has(row.index));
+    const verdict = await verifyCommitFraud(domain, roundTrip(evidence));
+    assert.ok(verdict.proven);
+    const wrong = new Set(verdict.wrongRows.map((w) => `${w.unit}:${w.index}`));
+    const rightRows = evidence.rows.filter((row) => !wrong.has(`${row.unit}:${row.index}`));
     assert.ok(rightRows.length > 0, "half the rows were computed");
     assert.deepEqual(await verifyCommitFraud(domain, roundTrip({ ...evidence, rows: rightRows })).then((v) => v.proven || v.reason), "rows_correct");
 
@@ -78,7 +81,7 @@ describe("signed commits: a wrong answer is evidence against the provider (issue
       assert.equal(pass.outcome, "pass");
       // The attestation names its transcript: the challenge, the root the provider signed, the GPUs it named (none: CPU).
       const signed = (pass as ChallengePass).attestation.attestation;
-      assert.deepEqual([signed.challengeId, signed.root, signed.gpus], [challenge.id, commit.root, NO_GPUS]);
+      assert.deepEqual([signed.challengeId, signed.root, signed.gpus], [challenge.id, rootsHash(commit.roots), NO_GPUS]);
       const transcript = { challenge: challenge.message, commit, rows: rows.rows };
       assert.deepEqual(await verifyCommitFraud(domain, roundTrip(transcript)).then((v) => v.proven || v.reason), "rows_correct");
       const bytes = hexToBytes(rows.rows[0]!.data as Hex);
@@ -86,7 +89,7 @@ describe("signed commits: a wrong answer is evidence against the provider (issue
       const edited = { ...transcript, rows: [{ ...rows.rows[0]!, data: bytesToHex(bytes) }] };
       assert.deepEqual(await verifyCommitFraud(domain, roundTrip(edited)).then((v) => v.proven || v.reason), "bad_proof");
       // A commit to a made-up root, signed by someone else than the provider.
-      const forged = { ...commit, root: `0x${"ab".repeat(32)}` as Hex };
+      const forged = { ...commit, roots: [`0x${"ab".repeat(32)}` as Hex] };
       forged.signature = await signCommit(strangerAccount, domain, forged);
       assert.deepEqual(await verifyCommitFraud(domain, roundTrip({ ...edited, commit: forged })).then((v) => v.proven || v.reason), "not_signed_by_provider");
       // A challenge the attestor did not sign as sent (seed changed afterwards).
@@ -98,23 +101,30 @@ describe("signed commits: a wrong answer is evidence against the provider (issue
     }
   });
 
-  it("a runner that names its GPUs binds their UUIDs into the signed commit; order does not matter", async () => {
+  it("a runner that names its GPUs binds each unit's UUID into the signed commit; the attestation carries their hash", async () => {
     const cpu = new CpuRunner({ workers: 1 });
+    const twoUnits = { ...machine, units: 2 };
+    const respond2 = (runner: Runner) =>
+      new ChallengeResponder({ provider: providerAccount.address, signer: providerAccount, machine: () => twoUnits, runner, domain, isAttestor });
     try {
       const named: Runner = {
         name: "named",
         computeCommit: async (c, o) => ({ ...(await cpu.computeCommit(c, o)), devices: ["GPU-bbbb", "GPU-aaaa"] }),
         close: async () => undefined,
       };
-      const challenge = await attestor().startChallenge({ provider: providerAccount.address, ...machine });
-      const commit = await responder(named).respond(challenge.message);
-      assert.equal(commit.gpus, gpusHash(["GPU-aaaa", "GPU-bbbb"]));
-      assert.notEqual(commit.gpus, NO_GPUS);
-      assert.equal(challenge.onCommit(commit, Date.now()).outcome, "open");
-      // Changing the GPUs after signing breaks the provider's signature.
-      const other = await attestor().startChallenge({ provider: providerAccount.address, ...machine });
-      const otherCommit = await responder(named).respond(other.message);
-      assert.equal((other.onCommit({ ...otherCommit, gpus: NO_GPUS }, Date.now()) as ChallengeFailure).reason, "bad_commit_signature");
+      const challenge = await attestor().startChallenge({ provider: providerAccount.address, ...twoUnits });
+      const r = respond2(named);
+      const commit = await r.respond(challenge.message);
+      assert.deepEqual(commit.devices, ["GPU-bbbb", "GPU-aaaa"]);
+      assert.equal(commit.roots.length, 2);
+      const next = challenge.onCommit(commit, Date.now());
+      const pass = await challenge.onOpen(await r.open(openRequestOf(next)), Date.now());
+      assert.equal(pass.outcome, "pass");
+      assert.equal((pass as ChallengePass).attestation.attestation.gpus, gpusHash(["GPU-aaaa", "GPU-bbbb"]));
+      // Changing the GPUs (or swapping them between units) after signing breaks the provider's signature.
+      const other = await attestor().startChallenge({ provider: providerAccount.address, ...twoUnits });
+      const otherCommit = await respond2(named).respond(other.message);
+      assert.equal((other.onCommit({ ...otherCommit, devices: ["GPU-aaaa", "GPU-bbbb"] }, Date.now()) as ChallengeFailure).reason, "bad_commit_signature");
     } finally {
       await cpu.close();
     }
