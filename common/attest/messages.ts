@@ -233,3 +233,9 @@ export function maxOpenResponseBytes(cols: number, openRows: number): number {
 
 /** Upper bound on every other message's JSON size. */
 export const MAX_CONTROL_MESSAGE_BYTES = 4096;
+
+/**
+ * Upper bound on a commit's JSON size (an attestor reads commits with it): one root (66 bytes
+ * quoted) and one UUID (up to 128 characters, at most 6 bytes each JSON-escaped) per unit.
+ */
+export const MAX_COMMIT_MESSAGE_BYTES = MAX_CONTROL_MESSAGE_BYTES + MAX_UNITS * (70 + 128 * 6 + 4);

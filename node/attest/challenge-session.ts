@@ -5,7 +5,7 @@
  */
 import type { PeerId } from "@libp2p/interface";
 import { gpusHash } from "../../common/attest/commit.js";
-import { MAX_CONTROL_MESSAGE_BYTES, maxOpenResponseBytes, ATTEST_PROTOCOL_VERSION, LEGACY_V1_MESSAGE, legacyV1MessageSchema, type FailureReason } from "../../common/attest/messages.js";
+import { MAX_COMMIT_MESSAGE_BYTES, MAX_CONTROL_MESSAGE_BYTES, maxOpenResponseBytes, ATTEST_PROTOCOL_VERSION, LEGACY_V1_MESSAGE, legacyV1MessageSchema, type FailureReason } from "../../common/attest/messages.js";
 import { attestAnswerSchema, type ResultMessageInput } from "../../common/attest/wire.js";
 import { SuanliError } from "../../common/errors.js";
 import type { SuanliHost } from "../../common/p2p/host.js";
@@ -82,7 +82,8 @@ export class ChallengeSession {
       commit = await request(this.o.host, peer, ATTEST_PROTOCOL, challenge.message, {
         responseSchema: attestAnswerSchema,
         timeoutMs: Math.max(1, challenge.message.cutoffAtMs - this.now()) + NETWORK_GRACE_MS,
-        maxMessageBytes: MAX_CONTROL_MESSAGE_BYTES,
+        // One root and one GPU UUID per unit: up to 64 of each.
+        maxMessageBytes: MAX_COMMIT_MESSAGE_BYTES,
       });
     } catch (error) {
       const receivedAtMs = this.now();

@@ -232,9 +232,8 @@ export class SimulatedDevice {
 
 /**
  * A runner that spreads a challenge over `devices` (parallel runners, outsourced GPUs, fewer
- * units than claimed) and answers when the slowest has finished its share: with at least as many
- * devices as units, unit u is split over the devices d ≡ u (mod units); with fewer, unit u runs on
- * device u mod devices, after the units queued on it before.
+ * units than claimed) the fastest way: rows are independent, so every unit's rows are split
+ * evenly over all devices, and it answers when the slowest has finished its share.
  */
 export class SimulatedGpuRunner implements Runner {
   readonly name = "simulated-gpu";
@@ -243,12 +242,8 @@ export class SimulatedGpuRunner implements Runner {
     private readonly devices: SimulatedDevice[],
   ) {}
   async computeCommit(challenge: RunnerChallenge, options?: { signal?: AbortSignal }): Promise<RunnerCommitment> {
-    const unitOps = 2 * challenge.rowsPerUnit * challenge.cols * challenge.cols * challenge.rounds;
-    const units = challenge.units.length;
-    const work = challenge.units.flatMap((_, u) => {
-      const mine = this.devices.length >= units ? this.devices.filter((_, d) => d % units === u) : [this.devices[u % this.devices.length]!];
-      return mine.map((device) => device.run(unitOps / mine.length));
-    });
+    const ops = 2 * challenge.rowsPerUnit * challenge.units.length * challenge.cols * challenge.cols * challenge.rounds;
+    const work = this.devices.map((device) => device.run(ops / this.devices.length));
     const [commitment] = await Promise.all([this.cpu.computeCommit(challenge, options), ...work]);
     // A distinct made-up UUID per unit: what a provider with fewer devices than units would name.
     return { ...commitment, devices: challenge.units.map((_, u) => `GPU-simulated-${u}`) };

@@ -8,7 +8,8 @@
  * datasheet rate, and the class's calibrated efficiency (0.7) is required.
  */
 import assert from "node:assert/strict";
-import { challengeProfileSchema, INT8_DENSE_TOPS } from "../../../common/attest/params.js";
+import { challengeProfileSchema, INT8_DENSE_TOPS, MAX_UNITS } from "../../../common/attest/params.js";
+import { MAX_COMMIT_MESSAGE_BYTES, commitMessageSchema } from "../../../common/attest/messages.js";
 import { gpusHash, verifyCommitFraud } from "../../../common/attest/commit.js";
 import { Attestor, type ChallengeFailure, type ChallengeOutcome } from "../../../node/attest/attestor.js";
 import { ChallengeResponder } from "../../../node/attest/provider.js";
@@ -105,6 +106,22 @@ describe("per-unit GEMM sub-challenges: unit inflation, one GPU as two units, pa
     for (let unit = 0; unit < 8; unit++) assert.equal(open!.picks.filter((p) => p.unit === unit).length, 4, `unit ${unit}`);
     assert.ok(outcome.outcome === "pass");
     assert.equal(outcome.attestation.attestation.gpus, gpusHash(Array.from({ length: 8 }, (_, u) => `GPU-h100-${u}`)));
+  });
+
+  it("a commit of 64 units with the longest UUIDs parses and fits the size an attestor reads commits with", async () => {
+    const commit = {
+      v: 2,
+      type: "commit",
+      challengeId: `0x${"11".repeat(32)}`,
+      rowsPerUnit: 1000,
+      roots: Array.from({ length: MAX_UNITS }, (_, u) => `0x${u.toString(16).padStart(64, "0")}`),
+      devices: Array.from({ length: MAX_UNITS }, (_, u) => `GPU-${String(u).padStart(124, "\u0001")}`),
+      signature: `0x${"22".repeat(65)}`,
+    };
+    assert.equal(commitMessageSchema.safeParse(commit).success, true);
+    assert.ok(Buffer.byteLength(JSON.stringify(commit)) <= MAX_COMMIT_MESSAGE_BYTES);
+    assert.equal(commitMessageSchema.safeParse({ ...commit, roots: [...commit.roots, commit.roots[0]] }).success, false, "more than 64 units");
+    assert.equal(commitMessageSchema.safeParse({ ...commit, devices: commit.devices.slice(1) }).success, false, "a device for some units only");
   });
 
   it("five H100s claiming eight fail: naming their five UUIDs (duplicate_gpus) or eight made-up ones (slow_for_class)", async () => {
