@@ -12,6 +12,7 @@
  *   in the table. With the CPU runners it measures this CPU, which is only useful to check the
  *   path; on a GPU host it is how an operator produces the table's figures.
  */
+import { unitSubChallenges } from "../common/attest/units.js";
 import { bytesToHex } from "viem";
 import { INT8_DENSE_TOPS, unitInt8OpsPerSecond } from "../common/attest/params.js";
 import { calibrationRecordSchema, CALIBRATION, type CalibrationRecord } from "../common/attest/calibration.js";
@@ -95,7 +96,8 @@ export async function calibrate(args: string[]): Promise<CalibrationRecord> {
     const cols = Number(flag(args, "--cols") ?? (kind === "cpu" ? 256 : 4096));
     const rounds = Number(flag(args, "--rounds") ?? (kind === "cpu" ? 2 : 16));
     const started = performance.now();
-    const commitment = await runner.computeCommit({ id: random32(), seed: random32(), rows, cols, rounds, units: 1 });
+    const id = random32();
+    const commitment = await runner.computeCommit({ id, rowsPerUnit: rows, cols, rounds, units: unitSubChallenges(id, random32(), 1) });
     const gemmSeconds = (performance.now() - started) / 1000;
     await commitment.release();
     // The memory runner: a small buffer on the CPU runner (a GPU memory runner plugs in the same MemoryRunner interface).

@@ -17,10 +17,11 @@
  * measures a runner and prints a calibration record instead (docs/attestation.md, "Calibration").
  */
 import { availableParallelism } from "node:os";
-import { bytesToHex } from "viem";
+import { bytesToHex, type Hex } from "viem";
+import { unitSubChallenges } from "../common/attest/units.js";
 import { challengeOps } from "../common/attest/arithmetic.js";
 import { CHALLENGE_PRESETS, INT8_DENSE_TOPS, challengeProfileSchema, deriveChallengeParams } from "../common/attest/params.js";
-import { commitDigest, signCommit, NO_GPUS } from "../common/attest/commit.js";
+import { commitDigest, signCommit, type CommitFields } from "../common/attest/commit.js";
 import { maxOpenResponseBytes } from "../common/attest/messages.js";
 import { recoverDigestSigner } from "../common/eip712-recover.js";
 import { recomputeRowsInline, verifyOpening, type RowRecomputer } from "../common/attest/verify.js";
@@ -38,27 +39,41 @@ function flag(args: string[], name: string): string | undefined {
   return i >= 0 ? args[i + 1] : undefined;
 }
 
-function randomChallenge(rows: number, cols: number, rounds: number): RunnerChallenge {
+function randomChallenge(rows: number, cols: number, rounds: number, units = 1): RunnerChallenge & { seed: Hex } {
   const random = () => bytesToHex(globalThis.crypto.getRandomValues(new Uint8Array(32)));
-  return { id: random(), seed: random(), rows, cols, rounds, units: 1 };
+  const id = random();
+  const seed = random();
+  return { id, seed, rowsPerUnit: rows, cols, rounds, units: unitSubChallenges(id, seed, units) };
 }
 
-/** Milliseconds the attestor spends checking an opened answer (all `rows` rows opened). */
-async function verifyCost(runner: CpuRunner, shape: { rows: number; cols: number; rounds: number }, recompute: RowRecomputer, iterations: number): Promise<number> {
-  const challenge = randomChallenge(shape.rows, shape.cols, shape.rounds);
+/**
+ * Milliseconds the attestor spends checking an opened answer: `rows` rows opened in all, spread
+ * over `units` sub-challenges (each unit's tree of `rows / units` rows, every row opened).
+ */
+async function verifyCost(
+  runner: CpuRunner,
+  shape: { rows: number; cols: number; rounds: number; units?: number },
+  recompute: RowRecomputer,
+  iterations: number,
+): Promise<number> {
+  const units = shape.units ?? 1;
+  const perUnit = Math.ceil(shape.rows / units);
+  const challenge = randomChallenge(perUnit, shape.cols, shape.rounds, units);
   const commitment = await runner.computeCommit(challenge);
-  const indices = Array.from({ length: shape.rows }, (_, i) => i);
-  const rows = await commitment.openRows(indices);
+  const picks = Array.from({ length: units }, (_, unit) => Array.from({ length: perUnit }, (_, index) => ({ unit, index }))).flat();
+  const rows = await commitment.openRows(picks);
   let total = 0;
   for (let i = 0; i < iterations; i++) {
     const started = performance.now();
     const check = await verifyOpening({
       challengeId: challenge.id,
       seed: challenge.seed,
-      ...shape,
-      root: commitment.root,
-      indices,
-      response: { v: 1, type: "rows", challengeId: challenge.id, rows },
+      rowsPerUnit: perUnit,
+      cols: shape.cols,
+      rounds: shape.rounds,
+      roots: commitment.roots,
+      picks,
+      response: { v: 2, type: "rows", challengeId: challenge.id, rows },
       recompute,
     });
     total += performance.now() - started;
@@ -97,6 +112,8 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const devnetVerifyMs = await verifyCost(runner, devnetShape, recomputeRowsInline, 50);
     const gpuVerifyMs = quick ? undefined : await verifyCost(runner, gpuShape, recomputeRowsInline, 1);
     const gpuVerifyWorkersMs = quick ? undefined : await verifyCost(runner, gpuShape, runner.recompute, 1);
+    // Eight units: the same 32 rows, four per unit, from eight sub-challenges (eight B matrices to generate).
+    const gpuVerify8UnitsMs = quick ? undefined : await verifyCost(runner, { ...gpuShape, units: 8 }, runner.recompute, 1);
 
     const throughputShape = { rows: 2048, cols: 256, rounds: 2 };
     const oneWorker = await runnerThroughput(1, throughputShape);
@@ -128,21 +145,33 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     console.log(
       `  gpu         ${gpuShape.rows} rows × ${gpuShape.rounds} rounds × ${gpuShape.cols}²  ${macs(gpuShape).toExponential(2)} MACs  ${fmt(gpuVerifyMs)} (1 thread), ${fmt(gpuVerifyWorkersMs)} (${workers} workers)`,
     );
+    console.log(`  gpu, 8 units (4 rows each, 8 sub-challenges)            ${fmt(gpuVerify8UnitsMs)} (${workers} workers)`);
     console.log(`CPU runner throughput (${throughputShape.rows} rows × ${throughputShape.rounds} rounds × ${throughputShape.cols}²)`);
     console.log(`  1 worker    ${(oneWorker / 1e9).toFixed(2)} G int8 ops/s`);
     console.log(`  ${workers} workers   ${(manyWorkers / 1e9).toFixed(2)} G int8 ops/s`);
     console.log(`devnet challenge end to end (one process): ${fmt(devnetChallengeMs)}`);
 
     // Signing and checking the provider's commit signature (per challenge, any class).
-    const commitFields = { challengeId: bytesToHex(new Uint8Array(32).fill(1)), root: bytesToHex(new Uint8Array(32).fill(2)), rows: 1024, gpus: NO_GPUS };
-    const signStarted = performance.now();
-    let commitSignature = await signCommit(providerWallet, domain, commitFields);
-    for (let i = 1; i < 50; i++) commitSignature = await signCommit(providerWallet, domain, commitFields);
-    const commitSignMs = (performance.now() - signStarted) / 50;
-    const recoverStarted = performance.now();
-    for (let i = 0; i < 200; i++)
-      if (recoverDigestSigner(commitDigest(domain, commitFields), commitSignature) !== providerWallet.address) throw new Error("commit signature did not recover");
-    const commitRecoverMs = (performance.now() - recoverStarted) / 200;
+    // One root and one GPU UUID per unit: measured for 1 and 8 units.
+    const commitCost = async (units: number) => {
+      const fields: CommitFields = {
+        challengeId: bytesToHex(new Uint8Array(32).fill(1)),
+        rowsPerUnit: 1024,
+        roots: Array.from({ length: units }, (_, u) => bytesToHex(new Uint8Array(32).fill(2 + u))),
+        devices: Array.from({ length: units }, (_, u) => `GPU-5e0c${String(u).padStart(4, "0")}-0000-0000-0000-000000000000`),
+      };
+      const signStarted = performance.now();
+      let signature = await signCommit(providerWallet, domain, fields);
+      for (let i = 1; i < 50; i++) signature = await signCommit(providerWallet, domain, fields);
+      const signMs = (performance.now() - signStarted) / 50;
+      const recoverStarted = performance.now();
+      for (let i = 0; i < 200; i++) if (recoverDigestSigner(commitDigest(domain, fields), signature) !== providerWallet.address) throw new Error("commit signature did not recover");
+      return { signMs, recoverMs: (performance.now() - recoverStarted) / 200 };
+    };
+    const commit1 = await commitCost(1);
+    const commit8 = await commitCost(8);
+    const commitSignMs = commit1.signMs;
+    const commitRecoverMs = commit1.recoverMs;
 
     // Per class at the gpu preset: the provider's work grows with the class and the units; the attestor's check does not.
     const gpuProfile = challengeProfileSchema.parse({ preset: "gpu" });
@@ -153,26 +182,30 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           model,
           units,
           rows: params.rows,
+          rowsPerUnit: params.rowsPerUnit,
           providerOps: Number(params.ops),
           providerComputeMsAtRequiredRate: params.computeBudgetMs,
           deadlineMs: params.deadlineMs,
           // The Merkle tree over the rows (a runner recomputes an opened row rather than keep 4·cols bytes per row).
           providerTreeBytes: params.rows * 64,
-          providerCommitSignMs: commitSignMs,
-          attestorVerifyMs: gpuVerifyWorkersMs ?? null,
+          providerCommitSignMs: units === 1 ? commit1.signMs : commit8.signMs,
+          attestorVerifyMs: (units === 1 ? gpuVerifyWorkersMs : gpuVerify8UnitsMs) ?? null,
+          openRowsPerUnit: params.openRowsPerUnit,
           attestorVerifyMultiplyAdds: params.openRows * params.rounds * params.cols * params.cols,
-          attestorCommitRecoverMs: commitRecoverMs,
+          // One B per unit to generate (cols² elements each) besides the opened rows.
+          attestorMatrixElements: units * params.cols * params.cols,
+          attestorCommitRecoverMs: units === 1 ? commit1.recoverMs : commit8.recoverMs,
           openResponseMaxBytes: maxOpenResponseBytes(params.cols, params.openRows),
         };
       }),
     );
     console.log(
-      `per class at the gpu preset (efficiency per class from the calibration table; commit: provider signs in ${commitSignMs.toFixed(2)} ms, attestor recovers in ${commitRecoverMs.toFixed(3)} ms)`,
+      `per class at the gpu preset, one sub-challenge per unit (efficiency per class from the calibration table; commit of 1 / 8 units: provider signs in ${commitSignMs.toFixed(2)} / ${commit8.signMs.toFixed(2)} ms, attestor recovers in ${commitRecoverMs.toFixed(3)} / ${commit8.recoverMs.toFixed(3)} ms)`,
     );
-    console.log("  class                units   rows      provider int8 ops  compute at required rate  deadline   tree held     attestor check");
+    console.log("  class                units   rows/unit  provider int8 ops  compute at required rate  deadline   trees held    attestor check (opened rows per unit)");
     for (const row of perClass) {
       console.log(
-        `  ${row.model.padEnd(20)} ${String(row.units).padStart(5)}  ${String(row.rows).padStart(8)}  ${row.providerOps.toExponential(2).padStart(17)}  ${`${row.providerComputeMsAtRequiredRate} ms`.padStart(24)}  ${`${row.deadlineMs} ms`.padStart(9)}  ${`${(row.providerTreeBytes / 2 ** 20).toFixed(0)} MiB`.padStart(12)}   ${fmt(row.attestorVerifyMs ?? undefined)}, ${(row.openResponseMaxBytes / 1024).toFixed(0)} KiB in`,
+        `  ${row.model.padEnd(20)} ${String(row.units).padStart(5)}  ${String(row.rowsPerUnit).padStart(9)}  ${row.providerOps.toExponential(2).padStart(17)}  ${`${row.providerComputeMsAtRequiredRate} ms`.padStart(24)}  ${`${row.deadlineMs} ms`.padStart(9)}  ${`${(row.providerTreeBytes / 2 ** 20).toFixed(0)} MiB`.padStart(12)}   ${fmt(row.attestorVerifyMs ?? undefined)} (${row.openRowsPerUnit}), ${(row.openResponseMaxBytes / 1024).toFixed(0)} KiB in`,
       );
     }
 
@@ -182,7 +215,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       workers,
       perClass,
       memoryPerClass,
-      verifyMsPerChallenge: { cpuDevnet: devnetVerifyMs, gpu: gpuVerifyMs ?? null, gpuOnWorkers: gpuVerifyWorkersMs ?? null },
+      verifyMsPerChallenge: { cpuDevnet: devnetVerifyMs, gpu: gpuVerifyMs ?? null, gpuOnWorkers: gpuVerifyWorkersMs ?? null, gpu8UnitsOnWorkers: gpuVerify8UnitsMs ?? null },
       verifyMultiplyAdds: { cpuDevnet: macs(devnetShape), gpu: macs(gpuShape) },
       cpuRunnerOpsPerSecond: { oneWorker: Math.round(oneWorker), allWorkers: Math.round(manyWorkers) },
       devnetChallengeMs,

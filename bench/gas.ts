@@ -16,7 +16,8 @@
 import { network } from "hardhat";
 import { keccak256, toBytes, zeroAddress, type Address, type Hash, type Hex } from "viem";
 import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../common/abi.js";
-import { signCommit } from "../common/attest/commit.js";
+import { disputeCommitArgs, gpusHash, signCommit } from "../common/attest/commit.js";
+import { rootsHash } from "../common/attest/units.js";
 import { orderFaultSignatures } from "../common/chain/market.js";
 import { signAttestation, signFault, signOffer, signSettlement } from "../common/chain/sign.js";
 import { signPermit } from "../common/chain/tx.js";
@@ -253,18 +254,21 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     }
     gas["AttestorStaking: stake (top-up)"] = await stk(attestorA, "stake", [1_000n * 10n ** 6n]);
     const now = Number((await publicClient.getBlock()).timestamp);
+    // An 8-unit machine's v2 commit: one root and one GPU UUID per unit.
+    const roots = (tag: string) => Array.from({ length: 8 }, (_, u) => keccak256(toBytes(`bench-root-${tag}-${u}`)));
+    const devices = Array.from({ length: 8 }, (_, u) => `GPU-bench-${7 - u}-5e0c1a2b-3c4d-5e6f-7081-92a3b4c5d6e7`);
     const attestation = (tag: string) => ({
       provider: provider.account.address,
       machineId: big,
       model: A100,
-      units: 1024,
+      units: 8,
       vramMiB: 81_920,
       throughput: 10n ** 15n,
       issuedAt: now,
       expiry: now + 86_400,
       challengeId: keccak256(toBytes(`bench-challenge-${tag}`)),
-      root: keccak256(toBytes(`bench-root-${tag}`)),
-      gpus: keccak256(toBytes("GPU-bench")),
+      root: rootsHash(roots(tag)),
+      gpus: gpusHash(devices),
     });
     const forged = attestation("forged");
     const honest = attestation("honest");
@@ -272,8 +276,9 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const honestSigned = await signAttestation(attestorA, domain, honest);
     gas["AttestorStaking: disputeAttestation"] = await stk(provider, "disputeAttestation", [forged, forgedSigned.signature]);
     await stk(provider, "disputeAttestation", [honest, honestSigned.signature]);
-    const commit = await signCommit(provider, domain, { challengeId: honest.challengeId, root: honest.root, rows: 4096, gpus: honest.gpus });
-    gas["AttestorStaking: answerDispute"] = await stk(attestorA, "answerDispute", [honest, 4096, commit]);
+    const fields = { challengeId: honest.challengeId, rowsPerUnit: 512, roots: roots("honest"), devices };
+    const commit = await signCommit(provider, domain, fields);
+    gas["AttestorStaking: answerDispute (8 units)"] = await stk(attestorA, "answerDispute", [honest, disputeCommitArgs(fields), commit]);
     await networkHelpers.time.increase(3_600);
     const forgedId = (await publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "attestationDigest", args: [forged] })) as Hex;
     gas["AttestorStaking: resolveDispute (slash)"] = await stk(deployer, "resolveDispute", [forgedId]);

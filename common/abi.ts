@@ -6486,6 +6486,28 @@ export const attestorStakingAbi = [
   {
     "inputs": [
       {
+        "internalType": "string",
+        "name": "part",
+        "type": "string"
+      }
+    ],
+    "name": "CommitMismatch",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint256",
+        "name": "position",
+        "type": "uint256"
+      }
+    ],
+    "name": "DeviceOrderInvalid",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "bytes32",
         "name": "id",
         "type": "bytes32"
@@ -7052,9 +7074,31 @@ export const attestorStakingAbi = [
         "type": "tuple"
       },
       {
-        "internalType": "uint32",
-        "name": "rows",
-        "type": "uint32"
+        "components": [
+          {
+            "internalType": "uint32",
+            "name": "rowsPerUnit",
+            "type": "uint32"
+          },
+          {
+            "internalType": "bytes32[]",
+            "name": "roots",
+            "type": "bytes32[]"
+          },
+          {
+            "internalType": "string[]",
+            "name": "devices",
+            "type": "string[]"
+          },
+          {
+            "internalType": "uint16[]",
+            "name": "sortedOrder",
+            "type": "uint16[]"
+          }
+        ],
+        "internalType": "struct IAttestorStaking.Commit",
+        "name": "commit",
+        "type": "tuple"
       },
       {
         "internalType": "bytes",

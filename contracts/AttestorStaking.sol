@@ -15,9 +15,9 @@ import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 /// @notice Attestors stake the settlement token; the ProviderRegistry counts an ATTESTOR_ROLE holder as an attestor
 ///         (for fault quorums and the offer book's attestation quorum) only while it holds minStake here.
 ///         Anyone may dispute an unexpired attestation by bonding disputeFee; the attestor must answer within
-///         answerWindow with the provider's EIP-712 AttestCommit over the attestation's challenge id, root and GPUs
-///         (verified here, in the market's Suanli domain): a commit the provider signed proves that the provider took
-///         part in that challenge and committed that root. No answer: slashAmount of its stake goes to the disputer
+///         answerWindow with the provider's EIP-712 AttestCommitV2 for the attestation's challenge id, whose per-unit
+///         roots and GPU UUIDs hash to the attestation's root and gpus (verified here, in the market's Suanli domain): a
+///         commit the provider signed proves that the provider took part in that challenge and committed those roots. No answer: slashAmount of its stake goes to the disputer
 ///         (disputerShareBps) and the sink (the rest), and the fee returns to the disputer. An answer: the fee goes to
 ///         the attestor. Payouts are credited and claimed (`claim`), so no receiver that refuses tokens blocks a
 ///         dispute. Invariant: token.balanceOf(this) == sum(active + unbonding) + sum(open dispute fees) + sum(owed).
@@ -31,7 +31,8 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         "Attestation(address provider,uint32 machineId,bytes32 model,uint16 units,uint32 vramMiB,uint64 throughput,uint32 issuedAt,uint32 expiry,bytes32 challengeId,bytes32 root,bytes32 gpus)"
     );
     /// @notice EIP-712 type hash of the commit a provider signs (common/attest/commit.ts).
-    bytes32 public constant ATTEST_COMMIT_TYPEHASH = keccak256("AttestCommit(bytes32 challengeId,bytes32 root,uint32 rows,bytes32 gpus)");
+    bytes32 public constant ATTEST_COMMIT_TYPEHASH =
+        keccak256("AttestCommitV2(bytes32 challengeId,uint32 rowsPerUnit,bytes32[] roots,string[] devices)");
     /// @notice The most of a slash governance may pay the disputer: above half, an attestor disputing itself would
     ///         recover more than it loses.
     uint16 public constant MAX_DISPUTER_SHARE_BPS = 5_000;
@@ -134,15 +135,19 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc IAttestorStaking
-    function answerDispute(Attestation calldata attestation, uint32 rows, bytes calldata commitSignature) external {
+    function answerDispute(Attestation calldata attestation, Commit calldata commit, bytes calldata commitSignature) external {
         bytes32 id = _attestationDigest(attestation);
         Dispute storage dispute = _disputes[id];
         if (dispute.state != DisputeState.Open) revert DisputeNotOpen(id);
         if (block.timestamp > dispute.answerBy) revert AnswerWindowClosed(id, dispute.answerBy);
-        bytes32 commit = _hashTyped(
-            keccak256(abi.encode(ATTEST_COMMIT_TYPEHASH, attestation.challengeId, attestation.root, rows, attestation.gpus))
+        if (commit.roots.length != attestation.units) revert CommitMismatch("units");
+        bytes32 rootsHash = keccak256(abi.encodePacked(commit.roots));
+        if (rootsHash != attestation.root) revert CommitMismatch("root");
+        if (_gpusHash(commit.devices, commit.sortedOrder) != attestation.gpus) revert CommitMismatch("gpus");
+        bytes32 digest = _hashTyped(
+            keccak256(abi.encode(ATTEST_COMMIT_TYPEHASH, attestation.challengeId, commit.rowsPerUnit, rootsHash, _hashStrings(commit.devices)))
         );
-        (address signer, ECDSA.RecoverError error_,) = ECDSA.tryRecoverCalldata(commit, commitSignature);
+        (address signer, ECDSA.RecoverError error_,) = ECDSA.tryRecoverCalldata(digest, commitSignature);
         if (error_ != ECDSA.RecoverError.NoError || signer != attestation.provider) {
             revert NotProviderCommit(signer, attestation.provider);
         }
@@ -322,5 +327,42 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         if (p.sink == address(0)) revert ZeroSink();
         _params = p;
         emit ParamsChanged(p);
+    }
+
+    /// @dev EIP-712 encoding of a string[]: keccak256 of the concatenated keccak256 of each string.
+    function _hashStrings(string[] calldata values) private pure returns (bytes32) {
+        bytes32[] memory hashes = new bytes32[](values.length);
+        for (uint256 i = 0; i < values.length; ++i) {
+            hashes[i] = keccak256(bytes(values[i]));
+        }
+        return keccak256(abi.encodePacked(hashes));
+    }
+
+    /// @dev The attestation's `gpus` (common/attest/commit.ts gpusHash): zero for no device, else keccak256 of the
+    ///      UUIDs in ascending byte order joined by newlines. `order` proves the order without sorting on-chain.
+    function _gpusHash(string[] calldata devices, uint16[] calldata order) private pure returns (bytes32) {
+        if (devices.length == 0) return bytes32(0);
+        if (order.length != devices.length || devices.length > 256) revert DeviceOrderInvalid(order.length);
+        uint256 seen;
+        bytes memory joined;
+        for (uint256 i = 0; i < order.length; ++i) {
+            uint256 index = order[i];
+            if (index >= devices.length || (seen >> index) & 1 == 1) revert DeviceOrderInvalid(i);
+            seen |= 1 << index;
+            if (i > 0 && _lessThan(devices[index], devices[order[i - 1]])) revert DeviceOrderInvalid(i);
+            joined = i == 0 ? bytes(devices[index]) : bytes.concat(joined, "\n", bytes(devices[index]));
+        }
+        return keccak256(joined);
+    }
+
+    /// @dev Byte-wise lexicographic a < b.
+    function _lessThan(string calldata a, string calldata b) private pure returns (bool) {
+        bytes calldata x = bytes(a);
+        bytes calldata y = bytes(b);
+        uint256 n = x.length < y.length ? x.length : y.length;
+        for (uint256 i = 0; i < n; ++i) {
+            if (x[i] != y[i]) return x[i] < y[i];
+        }
+        return x.length < y.length;
     }
 }

@@ -13,14 +13,15 @@ import { ATTEST_PROTOCOL_VERSION } from "./messages.js";
 
 /** EIP-712 type of a challenge. Kept beside the protocol rather than in common/eip712.ts: nothing on-chain reads it. */
 export const attestChallengeTypes = {
-  AttestChallenge: [
+  // V2: per-unit sub-challenges (rowsPerUnit rows for each unit). The new name and field give v2 ids that no v1 challenge shares.
+  AttestChallengeV2: [
     { name: "provider", type: "address" },
     { name: "machineId", type: "uint32" },
     { name: "model", type: "bytes32" },
     { name: "units", type: "uint16" },
     { name: "vramMiB", type: "uint32" },
     { name: "seed", type: "bytes32" },
-    { name: "rows", type: "uint32" },
+    { name: "rowsPerUnit", type: "uint32" },
     { name: "cols", type: "uint32" },
     { name: "rounds", type: "uint16" },
     { name: "issuedAtMs", type: "uint64" },
@@ -33,7 +34,7 @@ function typedData(domain: TypedDataDomain, fields: ChallengeFields) {
   return {
     domain,
     types: attestChallengeTypes,
-    primaryType: "AttestChallenge" as const,
+    primaryType: "AttestChallengeV2" as const,
     message: {
       provider: fields.provider,
       machineId: fields.machineId,
@@ -41,7 +42,7 @@ function typedData(domain: TypedDataDomain, fields: ChallengeFields) {
       units: fields.units,
       vramMiB: fields.vramMiB,
       seed: fields.seed,
-      rows: fields.rows,
+      rowsPerUnit: fields.rowsPerUnit,
       cols: fields.cols,
       rounds: fields.rounds,
       issuedAtMs: BigInt(fields.issuedAtMs),

@@ -19,38 +19,65 @@ import { verifyChallengeSignature } from "./challenge.js";
 import { rowFromBytes, rowsEqual } from "./arithmetic.js";
 import { leafHash, treeDepth, verifyMerkleProof, pureSha256 } from "./merkle.js";
 import { challengeMessageSchema, commitMessageSchema, openedRowSchema, type ChallengeMessage, type CommitMessage, type OpenedRowMessage } from "./messages.js";
+import { MAX_OPEN_ROWS } from "./params.js";
+import { unitLeafKeyBytes, unitSeedBytes } from "./units.js";
 import { recomputeRowsInline, type RowRecomputer } from "./verify.js";
 
-/** EIP-712 type the provider signs over its commit. */
+/**
+ * EIP-712 type the provider signs over its commit (v2): one root per unit and the GPU UUID of each
+ * unit, in unit order, so a wrong row in any unit's tree is evidence and each unit is bound to the
+ * device the provider named for it.
+ */
 export const attestCommitTypes = {
-  AttestCommit: [
+  AttestCommitV2: [
     { name: "challengeId", type: "bytes32" },
-    { name: "root", type: "bytes32" },
-    { name: "rows", type: "uint32" },
-    { name: "gpus", type: "bytes32" },
+    { name: "rowsPerUnit", type: "uint32" },
+    { name: "roots", type: "bytes32[]" },
+    { name: "devices", type: "string[]" },
   ],
 } as const;
 
-export type CommitFields = { challengeId: Hex; root: Hex; rows: number; gpus: Hex };
+export type CommitFields = { challengeId: Hex; rowsPerUnit: number; roots: readonly Hex[]; devices: readonly string[] };
 
 /** `gpus` when the runner names no device (the CPU reference runner). */
 export const NO_GPUS: Hex = `0x${"00".repeat(32)}`;
 
 /**
- * The `gpus` of a commit: keccak256 of the device UUIDs (as the driver prints them, e.g.
+ * The `gpus` of an attestation: keccak256 of the commit's device UUIDs (as the driver prints them, e.g.
  * "GPU-5e0c…"), sorted and joined by newlines; NO_GPUS for none.
  */
 export function gpusHash(uuids: readonly string[]): Hex {
   if (!uuids.length) return NO_GPUS;
-  return keccak256(stringToBytes([...uuids].sort().join("\n")));
+  return keccak256(stringToBytes(byteOrder(uuids).map((i) => uuids[i]!).join("\n")));
+}
+
+/** The indices of `values` in ascending UTF-8 byte order (the order AttestorStaking checks; for ASCII, JavaScript's). */
+function byteOrder(values: readonly string[]): number[] {
+  const bytes = values.map((value) => stringToBytes(value));
+  return values.map((_, i) => i).sort((a, b) => compareBytes(bytes[a]!, bytes[b]!));
+}
+
+function compareBytes(x: Uint8Array, y: Uint8Array): number {
+  const n = Math.min(x.length, y.length);
+  for (let i = 0; i < n; i++) if (x[i] !== y[i]) return x[i]! - y[i]!;
+  return x.length - y.length;
+}
+
+/**
+ * A passed challenge's signed commit as AttestorStaking.answerDispute takes it: the per-unit roots
+ * and devices in unit order (as signed), and the devices' byte order, which the contract checks
+ * against the attestation's `gpus` without sorting on-chain.
+ */
+export function disputeCommitArgs(commit: { rowsPerUnit: number; roots: readonly Hex[]; devices: readonly string[] }) {
+  return { rowsPerUnit: commit.rowsPerUnit, roots: [...commit.roots], devices: [...commit.devices], sortedOrder: commit.devices.length ? byteOrder(commit.devices) : [] };
 }
 
 function typedData(domain: TypedDataDomain, fields: CommitFields) {
   return {
     domain,
     types: attestCommitTypes,
-    primaryType: "AttestCommit" as const,
-    message: { challengeId: fields.challengeId, root: fields.root, rows: fields.rows, gpus: fields.gpus },
+    primaryType: "AttestCommitV2" as const,
+    message: { challengeId: fields.challengeId, rowsPerUnit: fields.rowsPerUnit, roots: [...fields.roots], devices: [...fields.devices] },
   };
 }
 
@@ -80,18 +107,18 @@ export const commitFraudProofSchema = z.strictObject({
   /** The provider's signed commit. */
   commit: commitMessageSchema,
   /** Opened rows with their Merkle proofs (at least one of them wrong). */
-  rows: z.array(openedRowSchema).min(1).max(64),
+  rows: z.array(openedRowSchema).min(1).max(MAX_OPEN_ROWS),
 });
 export type CommitFraudProof = z.output<typeof commitFraudProofSchema>;
 
 export type CommitFraudVerdict =
-  | { proven: true; provider: Address; attestor: Address; challengeId: Hex; wrongRows: number[] }
+  | { proven: true; provider: Address; attestor: Address; challengeId: Hex; wrongRows: { unit: number; index: number }[] }
   | { proven: false; reason: "malformed" | "bad_challenge" | "not_signed_by_provider" | "other_challenge" | "bad_proof" | "rows_correct"; detail: string };
 
 /**
  * Checks a fraud proof: the challenge is signed by its attestor, the commit is for it and signed
- * by the challenge's provider, every row proves into the signed root, and at least one row is not
- * the product the seed defines. `proven` names the provider to slash and the wrong rows. The
+ * by the challenge's provider, every row proves into its unit's signed root, and at least one row
+ * is not the product its unit's seed defines (a wrong row in any unit's tree is proof). `proven` names the provider to slash and the wrong rows. The
  * caller decides whether the attestor was in the attestor set when it signed the challenge.
  */
 export async function verifyCommitFraud(domain: TypedDataDomain, input: unknown, options: { recompute?: RowRecomputer } = {}): Promise<CommitFraudVerdict> {
@@ -107,7 +134,13 @@ export async function verifyCommitFraud(domain: TypedDataDomain, input: unknown,
     };
   if (commit.challengeId.toLowerCase() !== challenge.id.toLowerCase())
     return { proven: false, reason: "other_challenge", detail: `the commit is for ${commit.challengeId}, not ${challenge.id}` };
-  if (commit.rows !== challenge.rows) return { proven: false, reason: "malformed", detail: `the commit covers ${commit.rows} rows, the challenge has ${challenge.rows}` };
+  if (commit.rowsPerUnit !== challenge.rowsPerUnit || commit.roots.length !== challenge.units) {
+    return {
+      proven: false,
+      reason: "malformed",
+      detail: `the commit covers ${commit.roots.length} units of ${commit.rowsPerUnit} rows, the challenge has ${challenge.units} of ${challenge.rowsPerUnit}`,
+    };
+  }
   const signer = await commitSigner(domain, commit);
   if (!signer || signer.toLowerCase() !== challenge.provider.toLowerCase()) {
     return { proven: false, reason: "not_signed_by_provider", detail: `the commit is signed by ${signer ?? "nobody"}, not the challenge's provider ${challenge.provider}` };
@@ -123,32 +156,42 @@ async function checkRowsAgainstRoot(
   commit: CommitMessage,
   rows: readonly OpenedRowMessage[],
   recompute: RowRecomputer = recomputeRowsInline,
-): Promise<{ ok: true; wrong: number[] } | { ok: false; reason: "malformed" | "bad_proof"; detail: string }> {
+): Promise<{ ok: true; wrong: { unit: number; index: number }[] } | { ok: false; reason: "malformed" | "bad_proof"; detail: string }> {
   const idBytes = hexToBytes(challenge.id);
-  const rootBytes = hexToBytes(commit.root);
-  const depth = treeDepth(challenge.rows);
-  const indices = rows.map((row) => row.index);
-  if (new Set(indices).size !== indices.length) return { ok: false, reason: "malformed", detail: "a row appears twice" };
-  const received: Int32Array[] = [];
+  const seed = hexToBytes(challenge.seed);
+  const depth = treeDepth(challenge.rowsPerUnit);
+  const keys = rows.map((row) => `${row.unit}:${row.index}`);
+  if (new Set(keys).size !== keys.length) return { ok: false, reason: "malformed", detail: "a row appears twice" };
+  const byUnit = new Map<number, { index: number; data: Int32Array }[]>();
   for (const row of rows) {
-    if (row.index >= challenge.rows) return { ok: false, reason: "malformed", detail: `row ${row.index} is outside the challenge's ${challenge.rows} rows` };
+    const root = commit.roots[row.unit];
+    if (root === undefined) return { ok: false, reason: "malformed", detail: `unit ${row.unit} is outside the challenge's ${challenge.units} units` };
+    if (row.index >= challenge.rowsPerUnit) return { ok: false, reason: "malformed", detail: `row ${row.index} is outside the unit's ${challenge.rowsPerUnit} rows` };
     const data = hexToBytes(row.data as Hex);
     if (data.length !== challenge.cols * 4) return { ok: false, reason: "malformed", detail: `row ${row.index} has ${data.length} bytes, expected ${challenge.cols * 4}` };
     if (
       row.proof.length !== depth ||
       !verifyMerkleProof(
-        rootBytes,
-        leafHash(idBytes, row.index, data, pureSha256),
+        hexToBytes(root),
+        leafHash(unitLeafKeyBytes(idBytes, row.unit), row.index, data, pureSha256),
         row.index,
-        challenge.rows,
+        challenge.rowsPerUnit,
         row.proof.map((s) => hexToBytes(s)),
         pureSha256,
       )
     ) {
-      return { ok: false, reason: "bad_proof", detail: `row ${row.index} does not hash to the signed root: it is not what the provider committed` };
+      return { ok: false, reason: "bad_proof", detail: `unit ${row.unit} row ${row.index} does not hash to the signed root: it is not what the provider committed` };
     }
-    received.push(rowFromBytes(data));
+    const list = byUnit.get(row.unit) ?? [];
+    list.push({ index: row.index, data: rowFromBytes(data) });
+    byUnit.set(row.unit, list);
   }
-  const expected = await recompute({ seed: hexToBytes(challenge.seed), cols: challenge.cols, rounds: challenge.rounds, indices });
-  return { ok: true, wrong: indices.filter((_, i) => !rowsEqual(expected[i]!, received[i]!)) };
+  const wrong: { unit: number; index: number }[] = [];
+  for (const [unit, list] of byUnit) {
+    const expected = await recompute({ seed: unitSeedBytes(seed, unit), cols: challenge.cols, rounds: challenge.rounds, indices: list.map((r) => r.index) });
+    list.forEach((row, i) => {
+      if (!rowsEqual(expected[i]!, row.data)) wrong.push({ unit, index: row.index });
+    });
+  }
+  return { ok: true, wrong };
 }

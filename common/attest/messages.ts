@@ -8,16 +8,34 @@
  *   provider → attestor  CommitMessage        (before the deadline)   or RefusalMessage
  *   attestor → provider  OpenRequestMessage   (rows picked at random after the commit)
  *   provider → attestor  OpenResponseMessage  (rows + Merkle proofs)
+ *
+ * Version 2: the GEMM phase is one sub-challenge per declared unit, all run at once (units.ts):
+ * each unit has its own seed (derived from the challenge's), its own `rowsPerUnit` rows, its own
+ * Merkle root and GPU UUID; rows are opened per unit. Version 1 (one tree for the whole machine)
+ * is not accepted: a v1 message is answered with an error naming the version (LEGACY_V1).
  */
 import { z } from "zod";
 import { canonicalGpuName, knownGpuNames } from "../gpu.js";
 import { addressSchema, bytes32Schema, signatureSchema } from "../schemas.js";
 import { MAX_COLS } from "./arithmetic.js";
 import { MAX_TREE_DEPTH } from "./merkle.js";
-import { MAX_OPEN_ROWS, MAX_ROWS } from "./params.js";
+import { MAX_OPEN_ROWS, MAX_ROWS, MAX_UNITS } from "./params.js";
 
 /** Protocol version carried in every message (`v`). */
-export const ATTEST_PROTOCOL_VERSION = 1;
+export const ATTEST_PROTOCOL_VERSION = 2 as const;
+
+/** What a v2 node says to a peer that sent a version-1 message (one Merkle tree for the whole machine). */
+export const LEGACY_V1_MESSAGE =
+  "attest protocol v1 (one answer for the whole machine) is no longer accepted: this node speaks v2 (one sub-challenge per unit, docs/attestation.md); upgrade the peer's node";
+
+/** Any version-1 message of this protocol: recognised only to answer it with LEGACY_V1_MESSAGE. */
+export const legacyV1MessageSchema = z.looseObject({
+  v: z.literal(1),
+  type: z.enum(["challenge", "open", "result", "commit", "rows", "refused", "ack"]),
+  id: bytes32Schema.optional(),
+  challengeId: bytes32Schema.optional(),
+});
+export type LegacyV1Message = z.output<typeof legacyV1MessageSchema>;
 
 const uint16 = z
   .number()
@@ -36,6 +54,12 @@ const rowIndex = z
   .min(0)
   .max(MAX_ROWS - 1);
 
+const unitIndex = z
+  .number()
+  .int()
+  .min(0)
+  .max(MAX_UNITS - 1);
+
 const canonicalModelSchema = z
   .string()
   .min(1)
@@ -50,11 +74,12 @@ export const challengeFieldsSchema = z.strictObject({
   machineId: uint32.min(1),
   /** Canonical model name as declared on-chain (keccak256 of it is the typed data's `model`). */
   model: canonicalModelSchema,
-  units: uint16.min(1),
+  units: uint16.min(1).max(MAX_UNITS),
   vramMiB: uint32,
-  /** 32 fresh random bytes: the matrices are derived from it. */
+  /** 32 fresh random bytes: each unit's seed, and so its matrices, are derived from it (units.ts unitSeed). */
   seed: bytes32Schema,
-  rows: z.number().int().min(1).max(MAX_ROWS),
+  /** Rows of each unit's sub-challenge (every unit computes this many rows of its own product). */
+  rowsPerUnit: z.number().int().min(1).max(MAX_ROWS),
   cols: z.number().int().min(16).max(MAX_COLS).multipleOf(16),
   rounds: z.number().int().min(1).max(1024),
   issuedAtMs: timeMs,
@@ -77,40 +102,51 @@ export const challengeMessageSchema = challengeFieldsSchema
   .refine((m) => m.issuedAtMs <= m.deadlineAtMs && m.deadlineAtMs <= m.cutoffAtMs, {
     message: "expected issuedAtMs <= deadlineAtMs <= cutoffAtMs",
     path: ["deadlineAtMs"],
-  });
+  })
+  .refine((m) => m.rowsPerUnit * m.units <= MAX_ROWS * MAX_UNITS, { message: "too many rows", path: ["rowsPerUnit"] });
 export type ChallengeMessage = z.output<typeof challengeMessageSchema>;
 
-export const commitMessageSchema = z.strictObject({
-  v: z.literal(ATTEST_PROTOCOL_VERSION),
-  type: z.literal("commit"),
-  challengeId: bytes32Schema,
-  /** Merkle root over all answer rows (merkle.ts). */
-  root: bytes32Schema,
-  /** Leaf count the root covers; must equal the challenge's rows. */
-  rows: z.number().int().min(1).max(MAX_ROWS),
-  /** keccak256 of the GPU UUIDs that computed the answer, as the runner names them (commit.ts gpusHash); zero for none. */
-  gpus: bytes32Schema,
-  /**
-   * The provider's EIP-712 signature of (challengeId, root, rows, gpus) as `AttestCommit` (commit.ts):
-   * a wrong opened row under a signed root is evidence against the provider.
-   */
-  signature: signatureSchema,
-});
+const deviceUuid = z.string().min(1).max(128);
+
+export const commitMessageSchema = z
+  .strictObject({
+    v: z.literal(ATTEST_PROTOCOL_VERSION),
+    type: z.literal("commit"),
+    challengeId: bytes32Schema,
+    /** Rows each unit's root covers; must equal the challenge's rowsPerUnit. */
+    rowsPerUnit: z.number().int().min(1).max(MAX_ROWS),
+    /** One Merkle root per unit, in unit order (merkle.ts, leaves bound to units.ts unitLeafKey(id, unit)). */
+    roots: z.array(bytes32Schema).min(1).max(MAX_UNITS),
+    /**
+     * The UUID of the GPU that computed each unit's sub-challenge, in unit order, as the runner
+     * names them ("GPU-…"); empty when the runner names none (the CPU reference runner).
+     */
+    devices: z.array(deviceUuid).max(MAX_UNITS),
+    /**
+     * The provider's EIP-712 signature of (challengeId, rowsPerUnit, roots, devices) as `AttestCommitV2` (commit.ts):
+     * a wrong opened row under a signed root is evidence against the provider.
+     */
+    signature: signatureSchema,
+  })
+  .refine((m) => m.devices.length === 0 || m.devices.length === m.roots.length, { message: "expected one device per root, or none", path: ["devices"] });
 export type CommitMessage = z.output<typeof commitMessageSchema>;
 
 export const openRequestMessageSchema = z.strictObject({
   v: z.literal(ATTEST_PROTOCOL_VERSION),
   type: z.literal("open"),
   challengeId: bytes32Schema,
-  indices: z
-    .array(rowIndex)
+  /** The rows to open, per unit (every unit gets at least one: units.ts openPerUnit). */
+  picks: z
+    .array(z.strictObject({ unit: unitIndex, index: rowIndex }))
     .min(1)
     .max(MAX_OPEN_ROWS)
-    .refine((indices) => new Set(indices).size === indices.length, { message: "indices must be distinct" }),
+    .refine((picks) => new Set(picks.map((p) => `${p.unit}:${p.index}`)).size === picks.length, { message: "picks must be distinct" }),
 });
 export type OpenRequestMessage = z.output<typeof openRequestMessageSchema>;
 
 export const openedRowSchema = z.strictObject({
+  /** The unit whose sub-challenge the row belongs to. */
+  unit: unitIndex,
   index: rowIndex,
   /** The row's cols int32 values, little-endian, as 0x hex (8·cols hex digits). */
   data: z
@@ -142,6 +178,7 @@ export const REFUSAL_REASONS = [
   "busy",
   "duplicate",
   "runner_failed",
+  "unsupported_version",
 ] as const;
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
@@ -164,6 +201,8 @@ export type RefusalMessage = z.output<typeof refusalMessageSchema>;
  * - `late_open`: the rows did not come back within the open timeout.
  * - `busy_too_often`: the machine answered `busy` to `maxBusyRefusals` challenges in a row.
  * - `bad_commit_signature`: the commit is not signed by the challenge's provider (commit.ts).
+ * - `duplicate_gpus`: two units' sub-challenges name the same GPU (one device cannot be two units).
+ * - `missing_gpus`: the profile requires a GPU UUID per unit (`requireDevices`) and the commit names none.
  * - `malformed`: a message broke the protocol (schema, row count, missing rows, out of order).
  * - `refused`: the provider declined the challenge or its runner failed.
  * - `memory_phase`: the GEMM phase passed but the memory phase failed (memory-messages.ts; the
@@ -181,6 +220,8 @@ export const FAILURE_REASONS = [
   "bad_commit_signature",
   "busy_too_often",
   "memory_phase",
+  "duplicate_gpus",
+  "missing_gpus",
 ] as const;
 export type FailureReason = (typeof FAILURE_REASONS)[number];
 
@@ -192,3 +233,9 @@ export function maxOpenResponseBytes(cols: number, openRows: number): number {
 
 /** Upper bound on every other message's JSON size. */
 export const MAX_CONTROL_MESSAGE_BYTES = 4096;
+
+/**
+ * Upper bound on a commit's JSON size (an attestor reads commits with it): one root (66 bytes
+ * quoted) and one UUID (up to 128 characters, at most 6 bytes each JSON-escaped) per unit.
+ */
+export const MAX_COMMIT_MESSAGE_BYTES = MAX_CONTROL_MESSAGE_BYTES + MAX_UNITS * (70 + 128 * 6 + 4);

@@ -19,8 +19,15 @@ import { MAX_TREE_DEPTH } from "./merkle.js";
 
 /** Most rows a challenge may have (the Merkle tree depth limit). */
 export const MAX_ROWS = 2 ** MAX_TREE_DEPTH;
-/** Most rows an attestor may ask to open in one challenge. */
-export const MAX_OPEN_ROWS = 64;
+/** Most units one challenge covers (one sub-challenge each; the memory phase has the same limit). */
+export const MAX_UNITS = 64;
+/**
+ * Most rows an attestor may ask to open in one challenge, over all units: the profile's
+ * `openRows` (at most MAX_PROFILE_OPEN_ROWS) spread over the units, at least two per unit.
+ */
+export const MAX_OPEN_ROWS = 2 * MAX_UNITS;
+/** Most rows a profile may ask to open (before the per-unit minimum). */
+export const MAX_PROFILE_OPEN_ROWS = 64;
 
 /**
  * Dense int8 tensor throughput in TOPS from the vendors' datasheets (without sparsity). V100 has
@@ -75,6 +82,7 @@ export const CHALLENGE_PRESETS = {
     cols: 4096,
     rounds: 16,
     openRows: 32,
+    requireDevices: true as boolean,
     efficiency: undefined as number | undefined,
     targetComputeMs: 10_000,
     rowsPerUnit: undefined as number | undefined,
@@ -91,6 +99,7 @@ export const CHALLENGE_PRESETS = {
     cols: 64,
     rounds: 2,
     openRows: 32,
+    requireDevices: false as boolean,
     efficiency: 1e-6 as number | undefined,
     targetComputeMs: 100,
     rowsPerUnit: 1024 as number | undefined,
@@ -122,7 +131,12 @@ export const challengeProfileSchema = z
     /** Rounds R of multiply-and-requantize. */
     rounds: z.number().int().min(1).max(1024).optional(),
     /** Rows the attestor opens and recomputes (k). */
-    openRows: z.number().int().min(1).max(MAX_OPEN_ROWS).optional(),
+    openRows: z.number().int().min(1).max(MAX_PROFILE_OPEN_ROWS).optional(),
+    /**
+     * Fail a commit that names no GPU UUID per unit (`duplicate_gpus`). The gpu preset requires
+     * them; cpu-devnet does not (the CPU runner names none).
+     */
+    requireDevices: z.boolean().optional(),
     /**
      * Fraction of the class's dense int8 rate an honest machine must reach, for every class.
      * Left out: each class's calibrated `int8Efficiency` (calibration.ts), FALLBACK_INT8_EFFICIENCY
@@ -149,6 +163,7 @@ export const challengeProfileSchema = z
       cols: input.cols ?? preset.cols,
       rounds: input.rounds ?? preset.rounds,
       openRows: input.openRows ?? preset.openRows,
+      requireDevices: input.requireDevices ?? preset.requireDevices,
       efficiency: input.efficiency ?? preset.efficiency,
       targetComputeMs: input.targetComputeMs ?? preset.targetComputeMs,
       rowsPerUnit: input.rowsPerUnit ?? preset.rowsPerUnit,
@@ -166,14 +181,23 @@ export type CapacityClaim = { model: string; units: number };
 
 /** The numbers one challenge runs with. Times are milliseconds after the challenge is issued. */
 export type ChallengeParams = {
+  /** Units: one sub-challenge each, all computed at once. */
+  units: number;
+  /** Rows of each unit's sub-challenge. */
+  rowsPerUnit: number;
+  /** rowsPerUnit · units. */
   rows: number;
   cols: number;
   rounds: number;
+  /** Rows opened in each unit's tree: ⌈openRows / units⌉, at least two (or all of a smaller tree). */
+  openRowsPerUnit: number;
+  /** openRowsPerUnit · units. */
   openRows: number;
-  /** 2·rows·rounds·cols². */
+  /** 2·rows·rounds·cols² over all units. */
   ops: bigint;
   /** The claimed machine's required int8 ops per second (all units). */
   requiredOpsPerSecond: number;
+  /** One unit's sub-challenge at one unit's required rate: every unit has this long, at the same time. */
   computeBudgetMs: number;
   deadlineMs: number;
   cutoffMs: number;
@@ -207,7 +231,7 @@ export function classEfficiency(profile: ResolvedChallengeProfile, model: string
 export function deriveChallengeParams(profile: ResolvedChallengeProfile, claim: CapacityClaim): ChallengeParams {
   const canonical = canonicalGpuName(claim.model);
   if (!canonical) throw new UnknownGpuModelError(claim.model, knownGpuNames());
-  if (!Number.isInteger(claim.units) || claim.units < 1) throw new ChallengeParamsError(`units must be a positive integer, got ${claim.units}`);
+  if (!Number.isInteger(claim.units) || claim.units < 1 || claim.units > MAX_UNITS) throw new ChallengeParamsError(`units must be 1..${MAX_UNITS}, got ${claim.units}`);
   const overrides = profile.classes[canonical.split("/")[0]!];
   const cols = overrides?.cols ?? profile.cols;
   const rounds = overrides?.rounds ?? profile.rounds;
@@ -215,21 +239,26 @@ export function deriveChallengeParams(profile: ResolvedChallengeProfile, claim: 
   const unitRate = unitInt8OpsPerSecond(canonical, overrides) * efficiency;
   const opsPerRow = 2 * rounds * cols * cols;
   const rowsPerUnit = overrides?.rowsPerUnit ?? profile.rowsPerUnit ?? Math.max(1, Math.ceil(((profile.targetComputeMs / 1000) * unitRate) / opsPerRow));
-  const rows = rowsPerUnit * claim.units;
-  if (rows > MAX_ROWS) {
-    throw new ChallengeParamsError(`A challenge for ${claim.units} × ${canonical} needs ${rows} rows, above the limit of ${MAX_ROWS}.`, {
+  if (rowsPerUnit > MAX_ROWS) {
+    throw new ChallengeParamsError(`A sub-challenge for one ${canonical} needs ${rowsPerUnit} rows, above the limit of ${MAX_ROWS}.`, {
       metaMessages: ["Raise attest.challenge.cols or rounds, or lower targetComputeMs."],
     });
   }
+  const rows = rowsPerUnit * claim.units;
   const ops = challengeOps(rows, cols, rounds);
   const requiredOpsPerSecond = unitRate * claim.units;
-  const computeBudgetMs = Math.ceil((Number(ops) * 1000) / requiredOpsPerSecond);
+  // Per unit: each unit's rows at one unit's rate. Units run at once, so this is the whole challenge's budget too.
+  const computeBudgetMs = Math.ceil((Number(challengeOps(rowsPerUnit, cols, rounds)) * 1000) / unitRate);
   const deadlineMs = computeBudgetMs + profile.latencyAllowanceMs;
+  const openRowsPerUnit = Math.min(rowsPerUnit, Math.max(2, Math.ceil(profile.openRows / claim.units)));
   return {
+    units: claim.units,
+    rowsPerUnit,
     rows,
     cols,
     rounds,
-    openRows: Math.min(profile.openRows, rows),
+    openRowsPerUnit,
+    openRows: openRowsPerUnit * claim.units,
     ops,
     requiredOpsPerSecond,
     computeBudgetMs,

@@ -4,7 +4,7 @@
  * parsed with these schemas before anything reads it. Lease ids are uint256 and travel as
  * decimal strings; times are unix seconds unless the name says otherwise.
  *
- *   /suanli/attest/1.0.0          attestor → provider   challenge → commit | refused
+ *   /suanli/attest/1.0.0          attestor → provider   challenge → commit | refused    (messages at v: 2; a v1 message is answered unsupported_version)
  *                                                       open      → rows   | refused
  *                                                       result    → ack    (the signed attestation on a pass)
  *   /suanli/attest-request/1.0.0  anyone → attestor     request   → outcome (challenge a machine now)
@@ -22,6 +22,7 @@ import {
   openedRowSchema,
   challengeMessageSchema,
   commitMessageSchema,
+  legacyV1MessageSchema,
   openRequestMessageSchema,
   openResponseMessageSchema,
   refusalMessageSchema,
@@ -66,7 +67,16 @@ export const ackMessageSchema = z.strictObject({
 });
 
 /** What an attestor sends on /suanli/attest/1.0.0. */
-export const attestRequestSchema = z.union([challengeMessageSchema, openRequestMessageSchema, resultMessageSchema, memChallengeSchema, memWalkSchema, memOpenSchema]);
+export const attestRequestSchema = z.union([
+  challengeMessageSchema,
+  openRequestMessageSchema,
+  resultMessageSchema,
+  memChallengeSchema,
+  memWalkSchema,
+  memOpenSchema,
+  // Last: a version-1 message, parsed only to be answered `unsupported_version` (messages.ts LEGACY_V1_MESSAGE).
+  legacyV1MessageSchema,
+]);
 /** What a provider answers on /suanli/attest/1.0.0. */
 export const attestAnswerSchema = z.union([
   commitMessageSchema,
@@ -76,6 +86,8 @@ export const attestAnswerSchema = z.union([
   memFilledSchema,
   memCommitSchema,
   memWalksSchema,
+  // Last: a version-1 provider's answer, parsed only to fail the challenge with the version named.
+  legacyV1MessageSchema,
 ]);
 
 // ---------------------------------------------------------------- /suanli/attest-request/1.0.0

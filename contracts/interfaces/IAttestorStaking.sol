@@ -47,6 +47,16 @@ interface IAttestorStaking {
     }
 
     /// @notice A dispute's state (keyed by the attestation's EIP-712 digest).
+    /// @notice The provider's signed commit of a v2 challenge (common/attest/commit.ts, AttestCommitV2): one root and
+    ///         one GPU UUID per unit, in unit order. `sortedOrder` lists the devices' indices in ascending byte order,
+    ///         the order the attestation's `gpus` hash joins them in (unsigned: it only helps the contract check it).
+    struct Commit {
+        uint32 rowsPerUnit;
+        bytes32[] roots;
+        string[] devices;
+        uint16[] sortedOrder;
+    }
+
     struct Dispute {
         address attestor;
         uint32 answerBy;
@@ -109,6 +119,10 @@ interface IAttestorStaking {
     error AttestationMismatch(bytes32 id, bytes32 digest);
     /// @notice The commit is signed by `signer`, not the attestation's provider `provider`.
     error NotProviderCommit(address signer, address provider);
+    /// @notice The commit is not the attestation's: `part` names what differs ("units", "root" or "gpus").
+    error CommitMismatch(string part);
+    /// @notice `sortedOrder` is not a permutation of the devices' indices in ascending byte order.
+    error DeviceOrderInvalid(uint256 position);
     /// @notice A parameter is outside its accepted range [min, max].
     error ParamOutOfRange(string name, uint256 value, uint256 min, uint256 max);
     /// @notice The sink may not be the zero address.
@@ -138,8 +152,9 @@ interface IAttestorStaking {
     /// @return id The attestation's EIP-712 digest.
     function disputeAttestation(Attestation calldata attestation, bytes calldata signature) external returns (bytes32 id);
 
-    /// @notice Answers a dispute with the provider's EIP-712 AttestCommit over the attestation's challenge id, root and GPUs.
-    function answerDispute(Attestation calldata attestation, uint32 rows, bytes calldata commitSignature) external;
+    /// @notice Answers a dispute with the provider's EIP-712 AttestCommitV2 for the attestation's challenge id, whose
+    ///         roots hash to the attestation's root, one per attested unit, and whose devices hash to its GPUs.
+    function answerDispute(Attestation calldata attestation, Commit calldata commit, bytes calldata commitSignature) external;
 
     /// @notice Slashes the attestor of an unanswered dispute once its window closed (anyone may call).
     function resolveDispute(bytes32 id) external;

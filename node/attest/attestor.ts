@@ -18,7 +18,8 @@ import { bytesToHex, getAddress, type Address, type Hex, type LocalAccount, type
 import type { SignedAttestation } from "../../common/attest/attestation.js";
 import { signAttestation } from "../../common/chain/sign.js";
 import { signChallenge } from "../../common/attest/challenge.js";
-import { commitDigest, type CommitFraudProof } from "../../common/attest/commit.js";
+import { commitDigest, gpusHash, type CommitFraudProof } from "../../common/attest/commit.js";
+import { duplicateDevice, rootsHash } from "../../common/attest/units.js";
 import { recoverDigestSigner } from "../../common/eip712-recover.js";
 import {
   commitMessageSchema,
@@ -48,12 +49,12 @@ export type ChallengePass = {
   measuredThroughput: bigint;
   elapsedMs: number;
   attestation: SignedAttestation;
-  /** The provider's signed commit (rows and EIP-712 signature; challenge id, root and GPUs are the attestation's): the answer to a dispute of this attestation. */
+  /** The provider's signed commit (per-unit roots and devices, EIP-712 signature; the challenge id is the attestation's): the answer to a dispute of this attestation. */
   commit: PassCommit;
 };
 
 /** What an attestor keeps of a passed challenge's provider-signed commit, to answer a dispute (AttestorStaking.answerDispute). */
-export type PassCommit = { rows: number; signature: Hex };
+export type PassCommit = { rowsPerUnit: number; roots: Hex[]; devices: string[]; signature: Hex };
 
 export type ChallengeFailure = {
   outcome: "fail";
@@ -126,7 +127,7 @@ export class Attestor {
       units: claim.units,
       vramMiB: claim.vramMiB,
       seed: bytesToHex(this.random(32)),
-      rows: params.rows,
+      rowsPerUnit: params.rowsPerUnit,
       cols: params.cols,
       rounds: params.rounds,
       issuedAtMs,
@@ -139,7 +140,7 @@ export class Attestor {
       machineId: message.machineId,
       model,
       units: claim.units,
-      rows: params.rows,
+      rowsPerUnit: params.rowsPerUnit,
       deadlineMs: params.deadlineMs,
     });
     return new AttestorChallenge(this, message, params);
@@ -168,7 +169,7 @@ export class Attestor {
 
 type Phase = "awaiting_commit" | "awaiting_open" | "done";
 
-/** Distinct uniform indices in [0, rows) (rejection sampling: no modulo bias). */
+/** Distinct uniform indices in [0, rows) (rejection sampling: no modulo bias). Drawn per unit, after the commit. */
 function pickIndices(count: number, rows: number, random: (length: number) => Uint8Array): number[] {
   const picked = new Set<number>();
   const limit = Math.floor(2 ** 32 / rows) * rows;
@@ -187,7 +188,7 @@ export class AttestorChallenge {
   readonly params: ChallengeParams;
   private readonly attestor: Attestor;
   private phase: Phase = "awaiting_commit";
-  private commit: { message: CommitMessage; root: Hex; receivedAtMs: number; late: boolean } | undefined;
+  private commit: { message: CommitMessage; receivedAtMs: number; late: boolean } | undefined;
   private openRequest: OpenRequestMessage | undefined;
   private openDeadlineAtMs: number | undefined;
   private finalOutcome: ChallengeOutcome | undefined;
@@ -253,17 +254,36 @@ export class AttestorChallenge {
     if (receivedAtMs > this.message.cutoffAtMs) {
       return this.fail("late_commit", `the commit came ${receivedAtMs - this.message.issuedAtMs} ms after the challenge, past the cutoff of ${this.params.cutoffMs} ms`);
     }
-    if (commit.rows !== this.message.rows) return this.fail("malformed", `the commit covers ${commit.rows} rows, the challenge has ${this.message.rows}`);
+    if (commit.rowsPerUnit !== this.message.rowsPerUnit || commit.roots.length !== this.message.units) {
+      return this.fail(
+        "malformed",
+        `the commit covers ${commit.roots.length} units of ${commit.rowsPerUnit} rows, the challenge has ${this.message.units} units of ${this.message.rowsPerUnit}`,
+      );
+    }
     // Only a commit the provider signed is opened: its wrong rows are then evidence against it.
     const signer = recoverDigestSigner(commitDigest(this.attestor.settings.domain, commit), commit.signature);
     if (!signer || signer.toLowerCase() !== this.message.provider.toLowerCase()) {
       return this.fail("bad_commit_signature", `the commit is signed by ${signer ?? "no valid key"}, not by the provider ${this.message.provider}`);
     }
-    if (!this.attestor.noteRoot(commit.root)) return this.fail("replayed", "this root was committed before, for another challenge");
+    // One device per unit: a GPU that serves two units' sub-challenges is one unit, not two.
+    const duplicate = duplicateDevice(commit.devices);
+    if (duplicate !== undefined) return this.fail("duplicate_gpus", `two units' sub-challenges name the same GPU ${duplicate}: each unit must be its own device`);
+    if (this.attestor.settings.profile.requireDevices && commit.devices.length !== this.message.units) {
+      return this.fail("missing_gpus", `the commit names no GPU per unit; this attestor requires the UUID of each of the ${this.message.units} units' devices`);
+    }
+    if (new Set(commit.roots.map((root) => root.toLowerCase())).size !== commit.roots.length) {
+      return this.fail("replayed", "two units committed the same root: each unit's leaves are bound to the unit, so one of them is not its answer");
+    }
+    for (const root of commit.roots) {
+      if (!this.attestor.noteRoot(root)) return this.fail("replayed", "a unit's root was committed before, for another challenge");
+    }
     const late = receivedAtMs > this.message.deadlineAtMs;
-    this.commit = { message: commit, root: commit.root, receivedAtMs, late };
-    const indices = pickIndices(this.params.openRows, this.message.rows, (n) => this.attestor.random(n));
-    this.openRequest = { v: ATTEST_PROTOCOL_VERSION, type: "open", challengeId: this.id, indices };
+    this.commit = { message: commit, receivedAtMs, late };
+    // Rows are drawn per unit, after the commit fixed every unit's tree: each unit is sampled.
+    const picks = Array.from({ length: this.message.units }, (_, unit) =>
+      pickIndices(this.params.openRowsPerUnit, this.message.rowsPerUnit, (n) => this.attestor.random(n)).map((index) => ({ unit, index })),
+    ).flat();
+    this.openRequest = { v: ATTEST_PROTOCOL_VERSION, type: "open", challengeId: this.id, picks };
     this.openDeadlineAtMs = receivedAtMs + this.params.openTimeoutMs;
     this.phase = "awaiting_open";
     return { outcome: "open", request: this.openRequest };
@@ -286,11 +306,11 @@ export class AttestorChallenge {
       check = await verifyOpening({
         challengeId: this.id,
         seed: this.message.seed,
-        rows: this.message.rows,
+        rowsPerUnit: this.message.rowsPerUnit,
         cols: this.message.cols,
         rounds: this.message.rounds,
-        root: commit.root,
-        indices: this.openRequest!.indices,
+        roots: commit.message.roots,
+        picks: this.openRequest!.picks,
         response,
         recompute: this.attestor.settings.recompute,
       });
@@ -326,8 +346,8 @@ export class AttestorChallenge {
       expiry: issuedAt + ttl,
       // The transcript's keys: a provider or anyone can hold the attestor to this challenge (docs/attestation.md, "Accountability").
       challengeId: this.id,
-      root: commit.root,
-      gpus: commit.message.gpus,
+      root: rootsHash(commit.message.roots),
+      gpus: gpusHash(commit.message.devices),
     });
     const pass: ChallengePass = {
       outcome: "pass",
@@ -335,7 +355,7 @@ export class AttestorChallenge {
       measuredThroughput,
       elapsedMs: commit.receivedAtMs - this.message.issuedAtMs,
       attestation,
-      commit: { rows: commit.message.rows, signature: commit.message.signature },
+      commit: { rowsPerUnit: commit.message.rowsPerUnit, roots: [...commit.message.roots], devices: [...commit.message.devices], signature: commit.message.signature },
     };
     this.finalOutcome = pass;
     this.attestor.settings.logger?.info("Challenge passed", {

@@ -5,7 +5,7 @@
  */
 import type { PeerId } from "@libp2p/interface";
 import { gpusHash } from "../../common/attest/commit.js";
-import { MAX_CONTROL_MESSAGE_BYTES, maxOpenResponseBytes, ATTEST_PROTOCOL_VERSION, type FailureReason } from "../../common/attest/messages.js";
+import { MAX_COMMIT_MESSAGE_BYTES, MAX_CONTROL_MESSAGE_BYTES, maxOpenResponseBytes, ATTEST_PROTOCOL_VERSION, LEGACY_V1_MESSAGE, legacyV1MessageSchema, type FailureReason } from "../../common/attest/messages.js";
 import { attestAnswerSchema, type ResultMessageInput } from "../../common/attest/wire.js";
 import { SuanliError } from "../../common/errors.js";
 import type { SuanliHost } from "../../common/p2p/host.js";
@@ -83,7 +83,8 @@ export class ChallengeSession {
       commit = await request(this.o.host, peer, ATTEST_PROTOCOL, challenge.message, {
         responseSchema: attestAnswerSchema,
         timeoutMs: Math.max(1, challenge.message.cutoffAtMs - this.now()) + NETWORK_GRACE_MS,
-        maxMessageBytes: MAX_CONTROL_MESSAGE_BYTES,
+        // One root and one GPU UUID per unit: up to 64 of each.
+        maxMessageBytes: MAX_COMMIT_MESSAGE_BYTES,
       });
     } catch (error) {
       const receivedAtMs = this.now();
@@ -94,6 +95,7 @@ export class ChallengeSession {
     // Stamped before anything else reads it: the measured throughput counts from issue to here.
     const commitAtMs = this.now();
     const answer = commit as { type: string; reason?: string; message?: string };
+    if (legacyV1MessageSchema.safeParse(commit).success) return this.deliver(peer, failed("malformed", `the provider answered in attest protocol v1: ${LEGACY_V1_MESSAGE}`));
     if (answer.type === "refused") {
       const refusal = challenge.onRefused(commit);
       if (answer.reason === "busy") {
@@ -128,6 +130,7 @@ export class ChallengeSession {
       return this.deliver(peer, mapped.kind === "outcome" ? finish(mapped.outcome) : failed(mapped.reason, mapped.detail));
     }
     const rowsAtMs = this.now();
+    if (legacyV1MessageSchema.safeParse(rows).success) return this.deliver(peer, failed("malformed", `the provider answered in attest protocol v1: ${LEGACY_V1_MESSAGE}`));
     if ((rows as { type: string }).type === "refused") return this.deliver(peer, finish(challenge.onRefused(rows)));
     const outcome = await challenge.onOpen(rows, rowsAtMs);
     if (outcome.outcome !== "pass" || !this.o.memory?.enabled) return this.deliver(peer, finish(outcome));

@@ -7,6 +7,7 @@
  */
 import type { Account, Address, Chain, Hex, PublicClient, Transport, WalletClient } from "viem";
 import { attestorStakingAbi, providerRegistryAbi } from "../../common/abi.js";
+import { disputeCommitArgs } from "../../common/attest/commit.js";
 import type { Logger } from "../log/logger.js";
 import type { ChallengeResults } from "./results.js";
 
@@ -105,7 +106,7 @@ export class DisputeAnswerer {
     const dispute = await this.o.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "getDispute", args: [id] });
     if (dispute.state !== 1) return { id, outcome: "closed" };
     const history = await this.o.results.history(machineId, MAX_RECORDS);
-    const record = history.find((r) => r.challengeId?.toLowerCase() === challengeId.toLowerCase() && r.outcome === "pass" && r.attestation && r.commit);
+    const record = history.find((r) => r.challengeId?.toLowerCase() === challengeId.toLowerCase() && r.outcome === "pass" && r.attestation && Array.isArray(r.commit?.roots));
     if (!record?.attestation || !record.commit) {
       this.o.logger.warn("A dispute names an attestation this attestor has no record of: it cannot answer and will be slashed", { id, machineId, challengeId });
       return { id, outcome: "no_record" };
@@ -116,7 +117,7 @@ export class DisputeAnswerer {
         address: staking,
         abi: attestorStakingAbi,
         functionName: "answerDispute",
-        args: [attestation, record.commit.rows, record.commit.signature],
+        args: [attestation, disputeCommitArgs(record.commit), record.commit.signature],
         chain: this.o.walletClient.chain,
         account: this.o.walletClient.account,
       });

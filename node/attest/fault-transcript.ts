@@ -5,13 +5,14 @@
  * failed challenge of its own, at once, instead of waiting for its own in-lease check (which the
  * lease's check budget may not allow for a long time).
  *
- * - The proposer attaches only the wrong rows, at most FAULT_EVIDENCE_MAX_ROWS and within
- *   FAULT_PROPOSAL_MAX_BYTES (`transcriptOf`).
+ * - The proposer attaches only the wrong rows, of whichever units they are in (protocol v2: a
+ *   row is named by its unit and its index in that unit's tree), at most FAULT_EVIDENCE_MAX_ROWS
+ *   and within FAULT_PROPOSAL_MAX_BYTES (`transcriptOf`).
  * - The co-signer (`TranscriptVerifier`) checks the cheap things first (the lease's provider and
  *   machine, the challenge's start inside the lease and not after now, observedAt no earlier than
  *   that start), then the signatures and Merkle proofs, and recomputes rows last: at most
- *   FAULT_EVIDENCE_MAX_ROWS per proposal, `perPeerRows` rows per peer a minute, one
- *   verification at a time; a transcript already judged is answered from a cache. A hostile
+ *   FAULT_EVIDENCE_MAX_ROWS per proposal (so at most that many units' matrices B generated),
+ *   `perPeerRows` rows per peer a minute, one verification at a time; a transcript already judged is answered from a cache. A hostile
  *   proposer therefore costs a co-signer a bounded amount of CPU.
  */
 import { keccak256, stringToBytes, type Address, type TypedDataDomain } from "viem";
@@ -27,7 +28,11 @@ export const TRANSCRIPT_ROWS_PER_PEER_MINUTE = 4 * FAULT_EVIDENCE_MAX_ROWS;
 const MAX_QUEUED = 4;
 /** Transcripts whose verdict is remembered (by content hash). */
 const CACHE_SIZE = 256;
-/** Room left in a proposal for everything but the transcript's rows. */
+/**
+ * Room left in a proposal for everything but the transcript (the fault, up to 32 signatures of
+ * about 200 bytes each, the envelope). The transcript's challenge and commit are counted with its
+ * rows: a v2 commit of MAX_UNITS units with 128-character device names is up to ~55 KiB.
+ */
 const PROPOSAL_OVERHEAD_BYTES = 16 * 1024;
 
 /**
@@ -38,12 +43,14 @@ const PROPOSAL_OVERHEAD_BYTES = 16 * 1024;
 export async function transcriptOf(domain: TypedDataDomain, proof: CommitFraudProof, recompute?: RowRecomputer): Promise<FaultTranscript | undefined> {
   const verdict = await verifyCommitFraud(domain, proof, { recompute });
   if (!verdict.proven) return undefined;
-  const wrong = new Set(verdict.wrongRows);
+  // A row is named by its unit and its index in that unit's tree (protocol v2): a wrong row of any unit proves the fraud.
+  const wrong = new Set(verdict.wrongRows.map(rowKey));
   const rows: FaultTranscript["rows"] = [];
-  let bytes = JSON.stringify({ challenge: proof.challenge, commit: proof.commit }).length;
+  // UTF-8 bytes, as the fault exchange counts them (a commit's device names may be non-ASCII).
+  let bytes = jsonBytes({ challenge: proof.challenge, commit: proof.commit });
   for (const row of proof.rows) {
-    if (!wrong.has(row.index) || rows.length >= FAULT_EVIDENCE_MAX_ROWS) continue;
-    const size = JSON.stringify(row).length + 1;
+    if (!wrong.has(rowKey(row)) || rows.length >= FAULT_EVIDENCE_MAX_ROWS) continue;
+    const size = jsonBytes(row) + 1;
     if (bytes + size > FAULT_PROPOSAL_MAX_BYTES - PROPOSAL_OVERHEAD_BYTES) break;
     rows.push(row);
     bytes += size;
@@ -51,6 +58,9 @@ export async function transcriptOf(domain: TypedDataDomain, proof: CommitFraudPr
   if (!rows.length) return undefined;
   return faultTranscriptSchema.parse({ challenge: proof.challenge, commit: proof.commit, rows });
 }
+
+const rowKey = (row: { unit: number; index: number }): string => `${row.unit}:${row.index}`;
+const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value), "utf8");
 
 class RateLimited extends Error {}
 
@@ -69,7 +79,8 @@ export class TranscriptVerifier {
   /** Peer → when (unix ms) each row recomputed for it in the last minute was recomputed. */
   private readonly spent = new Map<string, number[]>();
   private readonly cache = new Map<string, CommitFraudVerdict>();
-  private queue: Promise<unknown> = Promise.resolve();
+  /** Settles when the verification admitted last has finished (it never rejects). */
+  private queue: Promise<void> = Promise.resolve();
   private queued = 0;
 
   constructor(private readonly o: TranscriptVerifierOptions) {}
@@ -116,20 +127,51 @@ export class TranscriptVerifier {
     return { ok: true };
   }
 
-  /** verifyCommitFraud, from the cache or with rows recomputed at `peer`'s expense, one verification at a time. */
+  /**
+   * verifyCommitFraud, from the cache or with rows recomputed at `peer`'s expense, one verification
+   * at a time. The rows are charged all at once, when the first unit's are about to be recomputed
+   * (verifyCommitFraud recomputes unit by unit, after every signature and proof checked): a
+   * refused transcript costs no recompute, and one admitted is recomputed to its end.
+   */
   private async verify(transcript: FaultTranscript, peer: string): Promise<CommitFraudVerdict> {
     const key = keccak256(stringToBytes(JSON.stringify(transcript)));
     const cached = this.cache.get(key);
     if (cached) return cached;
-    // Signatures and proofs are checked before any row is recomputed: a forgery costs no recompute.
+    let release: (() => void) | undefined;
     const recompute: RowRecomputer = async (request) => {
-      this.charge(peer, request.indices.length);
-      return this.serially(async () => (this.o.recompute ?? recomputeRowsInline)(request));
+      release ??= await this.admit(peer, transcript.rows.length);
+      return (this.o.recompute ?? recomputeRowsInline)(request);
     };
-    const verdict = await verifyCommitFraud(this.o.domain, transcript, { recompute });
+    let verdict: CommitFraudVerdict;
+    try {
+      verdict = await verifyCommitFraud(this.o.domain, transcript, { recompute });
+    } finally {
+      release?.();
+    }
     this.cache.set(key, verdict);
     if (this.cache.size > CACHE_SIZE) this.cache.delete(this.cache.keys().next().value!);
     return verdict;
+  }
+
+  /**
+   * Admits a verification that recomputes `rows` rows for `peer`: refused (RateLimited, nothing
+   * charged) when MAX_QUEUED wait already or the peer's allowance is spent; else charged, and
+   * resolved with the release once the verifications before it have finished.
+   */
+  private async admit(peer: string, rows: number): Promise<() => void> {
+    if (this.queued >= MAX_QUEUED) throw new RateLimited(`${this.queued} transcripts are waiting to be verified; ask again later`);
+    this.charge(peer, rows);
+    this.queued++;
+    const before = this.queue;
+    let release!: () => void;
+    this.queue = new Promise<void>((resolve) => {
+      release = () => {
+        this.queued--;
+        resolve();
+      };
+    });
+    await before;
+    return release;
   }
 
   /** Counts `rows` against the peer's allowance, or throws RateLimited. */
@@ -145,13 +187,5 @@ export class TranscriptVerifier {
     for (let i = 0; i < rows; i++) recent.push(nowMs);
     this.spent.set(peer, recent);
     if (this.spent.size > 1_000) this.spent.delete(this.spent.keys().next().value!);
-  }
-
-  private serially<T>(work: () => Promise<T>): Promise<T> {
-    if (this.queued >= MAX_QUEUED) throw new RateLimited(`${this.queued} transcripts are waiting to be verified; ask again later`);
-    this.queued++;
-    const run = this.queue.then(work, work).finally(() => this.queued--);
-    this.queue = run.catch(() => undefined);
-    return run;
   }
 }

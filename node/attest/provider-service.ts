@@ -15,10 +15,11 @@
  * });
  * daemon.attach(mounted);
  */
+import type { z } from "zod";
 import { LRUCache } from "lru-cache";
 import { getAddress, type Address, type Hex, type LocalAccount } from "viem";
 import { verifyAttestation, type SignedAttestation } from "../../common/attest/attestation.js";
-import { MAX_CONTROL_MESSAGE_BYTES, ATTEST_PROTOCOL_VERSION, type ChallengeMessage } from "../../common/attest/messages.js";
+import { MAX_CONTROL_MESSAGE_BYTES, ATTEST_PROTOCOL_VERSION, LEGACY_V1_MESSAGE, legacyV1MessageSchema, type ChallengeMessage, type LegacyV1Message } from "../../common/attest/messages.js";
 import { livenessProbeDigest, signHeartbeat } from "../../common/attest/liveness.js";
 import { attestAnswerSchema, attestRequestSchema, livenessProbeSchema, signedHeartbeatSchema, type ResultMessage } from "../../common/attest/wire.js";
 import { readLease } from "../../common/chain/market.js";
@@ -186,6 +187,16 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
     },
     handler: async (request, context) => {
       const peer = context.peer.toString();
+      if (isLegacyV1(request)) {
+        const legacy = { data: request };
+        // A version-1 attestor (one tree for the whole machine): say which version this node speaks.
+        logger.warn("Attest request in protocol v1 refused: this node speaks v2", { peer, type: legacy.data.type });
+        refused();
+        return ChallengeResponder.refusal(
+          legacy.data.id ?? legacy.data.challengeId ?? `0x${"00".repeat(32)}`,
+          new ChallengeRefusedError("unsupported_version", LEGACY_V1_MESSAGE),
+        );
+      }
       if (request.type === "mem-challenge" || request.type === "mem-walk" || request.type === "mem-open") {
         return answerMemory(request, peer);
       }
@@ -225,7 +236,7 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       }
       sessions.delete(request.challengeId);
       await handleResult(request as ResultMessage, session);
-      return { v: ATTEST_PROTOCOL_VERSION as 1, type: "ack" as const, challengeId: request.challengeId };
+      return { v: ATTEST_PROTOCOL_VERSION as typeof ATTEST_PROTOCOL_VERSION, type: "ack" as const, challengeId: request.challengeId };
     },
   });
 
@@ -294,4 +305,9 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
 function listLookup(machines: readonly ProviderMachine[]): (machineId: number) => ProviderMachine | undefined {
   const byId = new Map(machines.map((machine) => [machine.machineId, machine]));
   return (machineId) => byId.get(machineId);
+}
+
+/** A version-1 GEMM message (memory-phase messages carry their own version, 1, and are not this). */
+function isLegacyV1(message: z.output<typeof attestRequestSchema>): message is LegacyV1Message {
+  return legacyV1MessageSchema.safeParse(message).success;
 }

@@ -10,7 +10,8 @@
  * measured); answers are kept until opened or until `retainMs` after the commit.
  */
 import { getAddress, type Address, type LocalAccount, type TypedDataDomain } from "viem";
-import { gpusHash, signCommit } from "../../common/attest/commit.js";
+import { signCommit } from "../../common/attest/commit.js";
+import { unitSubChallenges } from "../../common/attest/units.js";
 import { verifyChallengeSignature } from "../../common/attest/challenge.js";
 import { challengeOps } from "../../common/attest/arithmetic.js";
 import {
@@ -86,7 +87,7 @@ export class ChallengeResponder {
     }
     const skew = this.options.clockSkewMs ?? 30_000;
     if (this.now > message.cutoffAtMs + skew) throw new ChallengeRefusedError("expired", "The challenge's cutoff has passed.");
-    const ops = challengeOps(message.rows, message.cols, message.rounds);
+    const ops = challengeOps(message.rowsPerUnit * message.units, message.cols, message.rounds);
     if (ops > (this.options.maxOps ?? 10n ** 18n)) throw new ChallengeRefusedError("too_large", `The challenge needs ${ops} ops, more than this node accepts.`);
     if (this.seen.has(message.id)) throw new ChallengeRefusedError("duplicate", "This challenge was already answered.");
     return message;
@@ -120,7 +121,7 @@ export class ChallengeResponder {
     let commitment: RunnerCommitment;
     try {
       commitment = await this.options.runner.computeCommit(
-        { id: message.id, seed: message.seed, rows: message.rows, cols: message.cols, rounds: message.rounds, units: message.units },
+        { id: message.id, rowsPerUnit: message.rowsPerUnit, cols: message.cols, rounds: message.rounds, units: unitSubChallenges(message.id, message.seed, message.units) },
         { signal: abort.signal },
       );
     } catch (error) {
@@ -135,8 +136,22 @@ export class ChallengeResponder {
     const retain = setTimeout(() => runDetached(this.release(message.id), this.options.logger, "Releasing a computed answer"), this.options.retainMs ?? 120_000);
     retain.unref();
     this.held.set(message.id, { commitment, timer: retain });
-    this.options.logger?.info("Challenge committed", { challengeId: message.id, machineId: message.machineId, rows: message.rows, computeMs: Math.round(commitment.computeMs) });
-    const fields = { challengeId: message.id, root: commitment.root, rows: commitment.rows, gpus: gpusHash(commitment.devices ?? []) };
+    this.options.logger?.info("Challenge committed", {
+      challengeId: message.id,
+      machineId: message.machineId,
+      units: message.units,
+      rowsPerUnit: message.rowsPerUnit,
+      computeMs: Math.round(commitment.computeMs),
+    });
+    const devices = commitment.devices ?? [];
+    if (commitment.roots.length !== message.units || commitment.rowsPerUnit !== message.rowsPerUnit || (devices.length !== 0 && devices.length !== message.units)) {
+      await this.release(message.id);
+      throw new ChallengeRefusedError(
+        "runner_failed",
+        `The runner answered ${commitment.roots.length} units of ${commitment.rowsPerUnit} rows with ${devices.length} devices; the challenge has ${message.units} units of ${message.rowsPerUnit}.`,
+      );
+    }
+    const fields = { challengeId: message.id, rowsPerUnit: commitment.rowsPerUnit, roots: [...commitment.roots], devices: [...devices] };
     const signature = await signCommit(this.options.signer, this.options.domain, fields);
     return { v: ATTEST_PROTOCOL_VERSION, type: "commit", ...fields, signature };
   }
@@ -147,7 +162,7 @@ export class ChallengeResponder {
     const held = this.held.get(request.challengeId);
     if (!held) throw new ChallengeRefusedError("expired", "No answer is held for this challenge (never computed, already opened, or expired).");
     try {
-      const rows = await held.commitment.openRows(request.indices);
+      const rows = await held.commitment.openRows(request.picks);
       return { v: ATTEST_PROTOCOL_VERSION, type: "rows", challengeId: request.challengeId, rows };
     } catch (error) {
       if (error instanceof ChallengeRefusedError) throw error;

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
-import { getAddress, keccak256, parseSignature, toBytes, zeroAddress, type Address } from "viem";
+import { getAddress, keccak256, parseSignature, toBytes, zeroAddress, type Address, type Hex } from "viem";
 import { signAttestation } from "../../common/chain/sign.js";
-import { signCommit } from "../../common/attest/commit.js";
+import { disputeCommitArgs, gpusHash, signCommit, type CommitFields } from "../../common/attest/commit.js";
+import { rootsHash } from "../../common/attest/units.js";
 import type { Attestation } from "../../common/eip712.js";
 import { A100, ATTESTOR_ROLE, balance, connect, deploySuanli, faultSignatures, latest, openActive, type Connection, type Suanli } from "./support/suanli.js";
 
@@ -57,6 +58,11 @@ describe("AttestorStaking", () => {
   /** An attestation of machine 1 by attestor `i`, for a challenge the provider may or may not have committed to. */
   async function attest(s: S, i = 0, overrides: Partial<Attestation> = {}) {
     const now = await latest(s);
+    // The provider's v2 commit: one root and one GPU per unit; devices named in reverse byte order, so
+    // the attestation's gpus (sorted) and the signed unit order differ, as they do on real machines.
+    const tag = `${now}-${i}`;
+    const roots = Array.from({ length: 8 }, (_, u) => keccak256(toBytes(`root-${tag}-${u}`)));
+    const devices = Array.from({ length: 8 }, (_, u) => `GPU-${tag}-${7 - u}`);
     const attestation: Attestation = {
       provider: s.provider!.account.address,
       machineId: 1,
@@ -66,17 +72,23 @@ describe("AttestorStaking", () => {
       throughput: 10n ** 15n,
       issuedAt: now,
       expiry: now + 86_400,
-      challengeId: keccak256(toBytes(`challenge-${now}-${i}`)),
-      root: keccak256(toBytes(`root-${now}-${i}`)),
-      gpus: keccak256(toBytes("GPU-1")),
+      challengeId: keccak256(toBytes(`challenge-${tag}`)),
+      root: rootsHash(roots),
+      gpus: gpusHash(devices),
       ...overrides,
     };
+    commits.set(attestation.challengeId, { challengeId: attestation.challengeId, rowsPerUnit: 512, roots, devices });
     const signed = await signAttestation(s.attestors[i]!, s.domain, attestation);
     return { attestation, signature: signed.signature, id: await s.staking.read.attestationDigest([attestation]) };
   }
-  /** The provider's signed commit for an attestation's challenge, root and GPUs. */
-  function commitFor(s: S, attestation: Attestation, signer = s.provider, rows = 4096) {
-    return signCommit(signer!, s.domain, { challengeId: attestation.challengeId, root: attestation.root, rows, gpus: attestation.gpus });
+  /** The provider's commit behind each attestation made by `attest`, by challenge id. */
+  const commits = new Map<Hex, CommitFields>();
+  const fieldsOf = (attestation: Attestation) => commits.get(attestation.challengeId)!;
+  /** The commit as answerDispute takes it (roots, devices, the devices' byte order). */
+  const argsOf = (attestation: Attestation) => disputeCommitArgs(fieldsOf(attestation));
+  /** The provider's signed commit for an attestation's challenge, roots and GPUs. */
+  function commitFor(s: S, attestation: Attestation, signer = s.provider, fields = fieldsOf(attestation)) {
+    return signCommit(signer!, s.domain, fields);
   }
   /** Money in = money out: the contract holds exactly what its books say. */
   async function assertBooks(s: S, accounts: Address[], openFees: bigint) {
@@ -178,7 +190,7 @@ describe("AttestorStaking", () => {
     await assertBooks(s, everyone(s), FEE);
     // The attestor cannot answer with a commit signed by anyone but the provider (here: itself).
     const forged = await commitFor(s, attestation, s.attestors[0]);
-    await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.answerDispute([attestation, 4096, forged], { account: s.attestors[0]!.account }), s.staking, "NotProviderCommit", [
+    await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.answerDispute([attestation, argsOf(attestation), forged], { account: s.attestors[0]!.account }), s.staking, "NotProviderCommit", [
       attestor,
       provider,
     ]);
@@ -200,7 +212,7 @@ describe("AttestorStaking", () => {
     assert.equal((await s.staking.read.stakeOf([attestor])).unbonding, MIN_STAKE - SLASH);
     assert.equal(await s.staking.read.owed([provider]), SLASH / 2n + FEE);
     assert.equal(await s.staking.read.owed([s.treasury!.account.address]), SLASH / 2n);
-    await viem.assertions.revertWithCustomError(s.staking.write.answerDispute([attestation, 4096, await commitFor(s, attestation)]), s.staking, "DisputeNotOpen");
+    await viem.assertions.revertWithCustomError(s.staking.write.answerDispute([attestation, argsOf(attestation), await commitFor(s, attestation)]), s.staking, "DisputeNotOpen");
     await assertBooks(s, everyone(s), 0n);
     const before = await balance(s as Suanli, provider);
     await s.staking.write.claim([provider], { account: s.provider!.account });
@@ -219,15 +231,51 @@ describe("AttestorStaking", () => {
     await s.staking.write.disputeAttestation([attestation, signature], { account: s.provider!.account });
     // A commit for another root, or other GPUs, is not an answer.
     await viem.assertions.revertWithCustomError(
-      s.staking.write.answerDispute([{ ...attestation, root: keccak256(toBytes("other")) }, 4096, commit], { account: s.attestors[1]!.account }),
+      s.staking.write.answerDispute([{ ...attestation, root: keccak256(toBytes("other")) }, argsOf(attestation), commit], { account: s.attestors[1]!.account }),
       s.staking,
       "DisputeNotOpen",
     );
-    // The provider's commit to another root is no answer for this attestation's root.
-    const otherRoot = await signCommit(s.provider!, s.domain, { challengeId: attestation.challengeId, root: keccak256(toBytes("other")), rows: 4096, gpus: attestation.gpus });
-    await viem.assertions.revertWithCustomError(s.staking.write.answerDispute([attestation, 4096, otherRoot], { account: s.attestors[1]!.account }), s.staking, "NotProviderCommit");
+    // The provider's commit to other roots is no answer for this attestation's root.
+    const fields = fieldsOf(attestation);
+    const otherRoots = { ...fields, roots: [keccak256(toBytes("other")), ...fields.roots.slice(1)] };
+    const otherRoot = await commitFor(s, attestation, s.provider, otherRoots);
+    await viem.assertions.revertWithCustomError(s.staking.write.answerDispute([attestation, argsOf(attestation), otherRoot], { account: s.attestors[1]!.account }), s.staking, "NotProviderCommit");
+    await viem.assertions.revertWithCustomErrorWithArgs(
+      s.staking.write.answerDispute([attestation, disputeCommitArgs(otherRoots), otherRoot], { account: s.attestors[1]!.account }),
+      s.staking,
+      "CommitMismatch",
+      ["root"],
+    );
+    // Nor a commit of fewer units, other GPUs, or the right GPUs in an order that is not sorted.
+    const fewer = { ...fields, roots: fields.roots.slice(1), devices: fields.devices.slice(1) };
+    await viem.assertions.revertWithCustomErrorWithArgs(
+      s.staking.write.answerDispute([attestation, disputeCommitArgs(fewer), await commitFor(s, attestation, s.provider, fewer)], { account: s.attestors[1]!.account }),
+      s.staking,
+      "CommitMismatch",
+      ["units"],
+    );
+    const otherGpus = { ...fields, devices: fields.devices.map((d) => `${d}-x`) };
+    await viem.assertions.revertWithCustomErrorWithArgs(
+      s.staking.write.answerDispute([attestation, disputeCommitArgs(otherGpus), await commitFor(s, attestation, s.provider, otherGpus)], { account: s.attestors[1]!.account }),
+      s.staking,
+      "CommitMismatch",
+      ["gpus"],
+    );
+    const unit = argsOf(attestation);
+    await viem.assertions.revertWithCustomErrorWithArgs(
+      s.staking.write.answerDispute([attestation, { ...unit, sortedOrder: unit.devices.map((_, u) => u) }, commit], { account: s.attestors[1]!.account }),
+      s.staking,
+      "DeviceOrderInvalid",
+      [1n],
+    );
+    await viem.assertions.revertWithCustomErrorWithArgs(
+      s.staking.write.answerDispute([attestation, { ...unit, sortedOrder: [...unit.sortedOrder.slice(0, 7), unit.sortedOrder[0]!] }, commit], { account: s.attestors[1]!.account }),
+      s.staking,
+      "DeviceOrderInvalid",
+      [7n],
+    );
     // A front-runner copying the answer from the mempool gains nothing: the fee is credited to the attestor.
-    await viem.assertions.emitWithArgs(s.staking.write.answerDispute([attestation, 4096, commit], { account: s.other!.account }), s.staking, "DisputeAnswered", [
+    await viem.assertions.emitWithArgs(s.staking.write.answerDispute([attestation, argsOf(attestation), commit], { account: s.other!.account }), s.staking, "DisputeAnswered", [
       id,
       attestor,
       FEE,
@@ -249,7 +297,7 @@ describe("AttestorStaking", () => {
     const answerBy = (await s.staking.read.getDispute([id])).answerBy;
     await at(answerBy + 1);
     await viem.assertions.revertWithCustomErrorWithArgs(
-      s.staking.write.answerDispute([attestation, 4096, await commitFor(s, attestation)], { account: s.attestors[0]!.account }),
+      s.staking.write.answerDispute([attestation, argsOf(attestation), await commitFor(s, attestation)], { account: s.attestors[0]!.account }),
       s.staking,
       "AnswerWindowClosed",
       [id, answerBy],

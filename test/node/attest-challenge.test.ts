@@ -5,6 +5,10 @@ import { signAttestation, signOffer } from "../../common/chain/sign.js";
 import { providerRegistryAbi } from "../../common/abi.js";
 import { requestChallenge } from "../../common/attest/request.js";
 import { verifyCommitFraud } from "../../common/attest/commit.js";
+import { MAX_CONTROL_MESSAGE_BYTES } from "../../common/attest/messages.js";
+import { attestAnswerSchema } from "../../common/attest/wire.js";
+import { ATTEST_PROTOCOL } from "../../common/p2p/protocols.js";
+import { request } from "../../common/p2p/reqresp.js";
 import { ANY_RENTER, type Offer } from "../../common/eip712.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { modelHash } from "../../common/gpu.js";
@@ -227,6 +231,29 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
       assert.deepEqual(await restarted.attestor.challenger.runDue(), []);
     } finally {
       for (const node of nodes.reverse()) await node.close();
+    }
+  });
+
+  it("a version-1 attestor's challenge is refused unsupported_version, with a message naming both versions", async () => {
+    const provider = await startProviderDaemon(devnet, 4, { runner: cpu, machines: () => [] });
+    const asker = await startTestDaemon(devnet, {});
+    try {
+      // What a v1 attestor sent: one tree for the whole machine (`rows`, no per-unit fields).
+      const v1Challenge = { v: 1, type: "challenge", id: `0x${"ab".repeat(32)}`, seed: `0x${"cd".repeat(32)}`, rows: 1024, cols: 64, rounds: 2, units: 1 };
+      const answer = await request(asker.p2p.host, multiaddr(addrOf(provider.daemon)), ATTEST_PROTOCOL, v1Challenge, {
+        responseSchema: attestAnswerSchema,
+        timeoutMs: 10_000,
+        maxMessageBytes: MAX_CONTROL_MESSAGE_BYTES,
+      });
+      assert.equal(answer.type, "refused");
+      assert.equal(answer.v, 2);
+      const refusal = answer as { reason: string; message: string; challengeId: string };
+      assert.equal(refusal.reason, "unsupported_version");
+      assert.equal(refusal.challengeId, v1Challenge.id);
+      assert.match(refusal.message, /attest protocol v1 .* no longer accepted: this node speaks v2/);
+    } finally {
+      await asker.close();
+      await provider.daemon.close();
     }
   });
 

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { keccak256, toBytes, type Address } from "viem";
 import { attestorStakingAbi, providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
-import { commitSigner } from "../../common/attest/commit.js";
+import { commitSigner, gpusHash } from "../../common/attest/commit.js";
+import { rootsHash } from "../../common/attest/units.js";
 import { signAttestation } from "../../common/chain/sign.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { suanliDomain } from "../../common/eip712.js";
@@ -60,11 +61,14 @@ describe("attestor answers disputes of its attestations from its records (Attest
         },
         { timeoutMs: 60_000, intervalMs: 200 },
       );
-      // The pass keeps the provider's signed commit over the attestation's challenge id, root and GPUs.
+      // The pass keeps the provider's signed commit: its roots and GPUs are the attestation's.
       const signed = pass.attestation!;
       const domain = suanliDomain(devnet.deployment.chainId, devnet.deployment.contracts.market!);
       const { challengeId, root, gpus } = signed.attestation;
-      const signer = await commitSigner(domain, { v: 1, type: "commit", challengeId, root, gpus, rows: pass.commit!.rows, signature: pass.commit!.signature });
+      const { rowsPerUnit, roots, devices, signature } = pass.commit!;
+      assert.equal(rootsHash(roots), root);
+      assert.equal(gpusHash(devices), gpus);
+      const signer = await commitSigner(domain, { v: 2, type: "commit", challengeId, rowsPerUnit, roots, devices, signature });
       assert.equal(signer, devnetAccount(1).address);
 
       // The provider disputes the attestation it received, hoping the attestor cannot answer.

@@ -287,7 +287,7 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
       const wrong = (await transcriptOf(domain, await signedTranscript(new WrongRowsRunner())))!;
       assert.ok(wrong && wrong.rows.length === 4, "the proposer's transcript carries at most 4 wrong rows");
       // Rows the liar made up, under a root the provider never signed (the liar signs the commit itself): declined.
-      const forged: FaultTranscript = { ...wrong, commit: { ...wrong.commit, root: `0x${"ab".repeat(32)}` } };
+      const forged: FaultTranscript = { ...wrong, commit: { ...wrong.commit, roots: wrong.commit.roots.map(() => `0x${"ab".repeat(32)}` as Hex) } };
       forged.commit.signature = await signCommit(liar, domain, forged.commit);
       const inLease = Math.floor(wrong.challenge.issuedAtMs / 1000);
       assert.match(decline(await propose(inLease, forged)), /^bad_evidence: not_signed_by_provider/);

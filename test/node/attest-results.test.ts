@@ -61,7 +61,7 @@ describe("attestor challenge results in level", () => {
     const pass = (startedAtMs: number, expiry: number): ChallengeRecord => ({
       ...record(20, startedAtMs, "pass"),
       attestation: { attestation: { expiry } as SignedAttestation["attestation"], signature: "0x" },
-      commit: { rows: 4096, signature: "0x01" },
+      commit: { rowsPerUnit: 512, roots: [`0x${"11".repeat(32)}`], devices: [], signature: "0x01" },
     });
     await results.add(pass(1_000, 2_000)); // expires at 2,000 s
     await results.add(pass(2_000, 1_500)); // expires at 1,500 s

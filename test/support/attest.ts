@@ -118,23 +118,31 @@ export async function startProviderDaemon(
  */
 export class WrongRowsRunner implements Runner {
   readonly name = "wrong-rows";
-  constructor(private readonly correctFraction = 0) {}
+  /** `wrongUnits`: only these units' rows are wrong (default: every unit's). */
+  constructor(
+    private readonly correctFraction = 0,
+    private readonly wrongUnits?: readonly number[],
+  ) {}
   async computeCommit(challenge: RunnerChallenge): Promise<RunnerCommitment> {
-    const keys = deriveMatrixKeys(hexToBytes(challenge.seed as Hex));
-    const b = generateMatrixB(keys, challenge.cols);
-    const correct = Math.floor(challenge.rows * this.correctFraction);
-    const rows = Array.from({ length: challenge.rows }, (_, r) => {
-      const row = computeAnswerRow(keys.a, b, r, challenge.cols, challenge.rounds);
-      if (r >= correct) row[r % challenge.cols]! += 1;
-      return rowToBytes(row);
+    const units = challenge.units.map((unit, u) => {
+      const keys = deriveMatrixKeys(hexToBytes(unit.seed));
+      const b = generateMatrixB(keys, challenge.cols);
+      const cheat = !this.wrongUnits || this.wrongUnits.includes(u);
+      const correct = cheat ? Math.floor(challenge.rowsPerUnit * this.correctFraction) : challenge.rowsPerUnit;
+      const rows = Array.from({ length: challenge.rowsPerUnit }, (_, r) => {
+        const row = computeAnswerRow(keys.a, b, r, challenge.cols, challenge.rounds);
+        if (r >= correct) row[r % challenge.cols]! += 1;
+        return rowToBytes(row);
+      });
+      const leafKey = hexToBytes(unit.leafKey);
+      return { rows, tree: MerkleTree.fromLeaves(rows.map((row, i) => leafHash(leafKey, i, row))) };
     });
-    const id = hexToBytes(challenge.id);
-    const tree = MerkleTree.fromLeaves(rows.map((row, i) => leafHash(id, i, row)));
     return {
-      root: bytesToHex(tree.root),
-      rows: challenge.rows,
+      roots: units.map((unit) => bytesToHex(unit.tree.root)),
+      rowsPerUnit: challenge.rowsPerUnit,
       computeMs: 0,
-      openRows: async (indices) => indices.map((index) => ({ index, data: bytesToHex(rows[index]!), proof: tree.proof(index).map((s) => bytesToHex(s)) })),
+      openRows: async (picks) =>
+        picks.map(({ unit, index }) => ({ unit, index, data: bytesToHex(units[unit]!.rows[index]!), proof: units[unit]!.tree.proof(index).map((s) => bytesToHex(s)) })),
       release: async () => undefined,
     };
   }
@@ -223,8 +231,9 @@ export class SimulatedDevice {
 }
 
 /**
- * A runner that splits a challenge's rows evenly over `devices` (parallel runners, outsourced
- * GPUs, fewer units than claimed) and answers when the slowest has finished its share.
+ * A runner that spreads a challenge over `devices` (parallel runners, outsourced GPUs, fewer
+ * units than claimed) the fastest way: rows are independent, so every unit's rows are split
+ * evenly over all devices, and it answers when the slowest has finished its share.
  */
 export class SimulatedGpuRunner implements Runner {
   readonly name = "simulated-gpu";
@@ -233,9 +242,11 @@ export class SimulatedGpuRunner implements Runner {
     private readonly devices: SimulatedDevice[],
   ) {}
   async computeCommit(challenge: RunnerChallenge, options?: { signal?: AbortSignal }): Promise<RunnerCommitment> {
-    const ops = 2 * challenge.rows * challenge.cols * challenge.cols * challenge.rounds;
-    const [commitment] = await Promise.all([this.cpu.computeCommit(challenge, options), ...this.devices.map((device) => device.run(ops / this.devices.length))]);
-    return commitment;
+    const ops = 2 * challenge.rowsPerUnit * challenge.units.length * challenge.cols * challenge.cols * challenge.rounds;
+    const work = this.devices.map((device) => device.run(ops / this.devices.length));
+    const [commitment] = await Promise.all([this.cpu.computeCommit(challenge, options), ...work]);
+    // A distinct made-up UUID per unit: what a provider with fewer devices than units would name.
+    return { ...commitment, devices: challenge.units.map((_, u) => `GPU-simulated-${u}`) };
   }
   async close(): Promise<void> {}
 }

@@ -3,20 +3,22 @@
  * contract"): one JSON object per line each way; stdout carries protocol lines only, stderr is
  * free-form logging. One challenge at a time, in order.
  *
- *   runner → node   {"type":"hello","protocol":"suanli-attest-runner/1","name":"…"}          (first line)
- *   node → runner   {"type":"challenge","id":"0x…","seed":"0x…","rows":R,"cols":C,"rounds":N,"units":U}
- *   runner → node   {"type":"commit","id":"0x…","root":"0x…","rows":R,"computeMs":1234.5}
- *   node → runner   {"type":"open","id":"0x…","indices":[…]}
- *   runner → node   {"type":"rows","id":"0x…","rows":[{"index":i,"data":"0x…","proof":["0x…",…]},…]}
+ *   runner → node   {"type":"hello","protocol":"suanli-attest-runner/2","name":"…"}          (first line)
+ *   node → runner   {"type":"challenge","id":"0x…","rowsPerUnit":R,"cols":C,"rounds":N,"units":[{"seed":"0x…","leafKey":"0x…"},…]}
+ *   runner → node   {"type":"commit","id":"0x…","rowsPerUnit":R,"units":[{"root":"0x…","device":"GPU-…"},…],"computeMs":1234.5}
+ *   node → runner   {"type":"open","id":"0x…","picks":[{"unit":u,"index":i},…]}
+ *   runner → node   {"type":"rows","id":"0x…","rows":[{"unit":u,"index":i,"data":"0x…","proof":["0x…",…]},…]}
  *   node → runner   {"type":"release","id":"0x…"}                                            (no answer)
  *   runner → node   {"type":"error","id":"0x…"|null,"message":"…"}                           (instead of an answer)
  *
+ * Version 2: one sub-challenge per unit, computed at once, one root (and device) per unit. A
+ * program that says hello with another protocol is stopped with an error naming both versions.
  * End of stdin means exit.
  */
 import { z } from "zod";
 import { bytes32Schema } from "../../../common/schemas.js";
 import { openResponseMessageSchema } from "../../../common/attest/messages.js";
-import { MAX_ROWS } from "../../../common/attest/params.js";
+import { MAX_ROWS, MAX_UNITS } from "../../../common/attest/params.js";
 import { RUNNER_PROTOCOL } from "./contract-version.js";
 
 export { RUNNER_PROTOCOL };
@@ -26,18 +28,21 @@ export const RUNNER_MAX_LINE_BYTES = 40 * 1024 * 1024;
 
 export const runnerHelloSchema = z.object({
   type: z.literal("hello"),
-  protocol: z.literal(RUNNER_PROTOCOL),
+  /** Checked against RUNNER_PROTOCOL after parsing, so an older program gets an error naming its version. */
+  protocol: z.string().min(1).max(64),
   name: z.string().min(1).max(128),
 });
 
 export const runnerCommitSchema = z.object({
   type: z.literal("commit"),
   id: bytes32Schema,
-  root: bytes32Schema,
-  rows: z.number().int().min(1).max(MAX_ROWS),
+  rowsPerUnit: z.number().int().min(1).max(MAX_ROWS),
+  /** One entry per unit, in unit order: its root and the UUID of the GPU that computed it (nvidia-smi -L's "GPU-…"; absent for none). */
+  units: z
+    .array(z.object({ root: bytes32Schema, device: z.string().min(1).max(128).optional() }))
+    .min(1)
+    .max(MAX_UNITS),
   computeMs: z.number().nonnegative().optional(),
-  /** UUIDs of the GPUs that computed the answer (nvidia-smi -L's "GPU-…"), at most 64. */
-  devices: z.array(z.string().min(1).max(128)).max(64).optional(),
 });
 
 export const runnerRowsSchema = z.object({
@@ -56,6 +61,6 @@ export const runnerLineSchema = z.discriminatedUnion("type", [runnerHelloSchema,
 export type RunnerLine = z.output<typeof runnerLineSchema>;
 
 export type RunnerRequest =
-  | { type: "challenge"; id: string; seed: string; rows: number; cols: number; rounds: number; units: number }
-  | { type: "open"; id: string; indices: number[] }
+  | { type: "challenge"; id: string; rowsPerUnit: number; cols: number; rounds: number; units: { seed: string; leafKey: string }[] }
+  | { type: "open"; id: string; picks: { unit: number; index: number }[] }
   | { type: "release"; id: string };

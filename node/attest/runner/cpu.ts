@@ -1,6 +1,6 @@
 /**
- * The CPU reference runner: computes a challenge's answer rows on worker threads (rows split
- * across workers, B generated once into shared memory), hashes them with node:crypto's SHA-256
+ * The CPU reference runner: computes every unit's sub-challenge on worker threads (rows split
+ * across workers, each unit's B generated once into shared memory), hashes them with node:crypto's SHA-256
  * and keeps only the Merkle tree; opened rows are recomputed on demand (k rows cost what the
  * attestor's check costs), so memory stays at B plus 64 bytes per row.
  *
@@ -15,7 +15,7 @@ import type { OpenedRowMessage } from "../../../common/attest/messages.js";
 import type { RowRecomputer } from "../../../common/attest/verify.js";
 import { nodeSha256, rowBytesView } from "./hash.js";
 import { WorkerPool } from "./pool.js";
-import { RunnerError, type Runner, type RunnerChallenge, type RunnerCommitment } from "./types.js";
+import { RunnerError, type Runner, type RunnerChallenge, type RunnerCommitment, type RunnerUnit } from "./types.js";
 
 export type CpuRunnerOptions = {
   /** Worker threads; default: the machine's available parallelism. */
@@ -56,46 +56,57 @@ export class CpuRunner implements Runner {
     return results.flatMap((reply) => reply.rows ?? []);
   }
 
-  async computeCommit(challenge: RunnerChallenge, options: { signal?: AbortSignal } = {}): Promise<RunnerCommitment> {
-    const { signal } = options;
-    assertShape(challenge.cols, challenge.rounds);
-    const started = performance.now();
-    const seed = hexToBytes(challenge.seed);
-    const challengeId = hexToBytes(challenge.id);
-    const { rows, cols, rounds } = challenge;
-    let b: SharedArrayBuffer | undefined = await this.generateB(seed, cols, signal);
-    const shared = b;
+  /** One unit's tree: B generated once into shared memory, leaves hashed on the workers. */
+  private async computeUnit(unit: RunnerUnit, rows: number, cols: number, rounds: number, signal?: AbortSignal): Promise<{ seed: Uint8Array; b: SharedArrayBuffer; tree: MerkleTree }> {
+    const seed = hexToBytes(unit.seed);
+    const leafKey = hexToBytes(unit.leafKey);
+    const b = await this.generateB(seed, cols, signal);
     // At least 4 tasks per worker so a slow worker does not hold the others up.
     const perTask = this.rowsPerTask ?? Math.max(1, Math.ceil(rows / (this.workers * 4)));
     const ranges = splitRange(rows, Math.ceil(rows / perTask));
     const leaves = new Uint8Array(rows * 32);
     await Promise.all(
       ranges.map(async ([from, to]) => {
-        const reply = await this.pool.run({ op: "leaves", seed, challengeId, cols, rounds, b: shared, from, to }, signal);
+        const reply = await this.pool.run({ op: "leaves", seed, challengeId: leafKey, cols, rounds, b, from, to }, signal);
         if (!reply.leaves || reply.leaves.length !== (to - from) * 32) throw new RunnerError("A CPU runner worker returned the wrong number of leaves.");
         leaves.set(reply.leaves, from * 32);
       }),
     );
-    const tree = MerkleTree.fromLeafBytes(leaves, rows, nodeSha256);
+    return { seed, b, tree: MerkleTree.fromLeafBytes(leaves, rows, nodeSha256) };
+  }
+
+  async computeCommit(challenge: RunnerChallenge, options: { signal?: AbortSignal } = {}): Promise<RunnerCommitment> {
+    const { signal } = options;
+    assertShape(challenge.cols, challenge.rounds);
+    const started = performance.now();
+    const { rowsPerUnit: rows, cols, rounds } = challenge;
+    // Every unit at once: the pool spreads all units' tasks over the workers.
+    let units: { seed: Uint8Array; b: SharedArrayBuffer; tree: MerkleTree }[] | undefined = await Promise.all(
+      challenge.units.map((unit) => this.computeUnit(unit, rows, cols, rounds, signal)),
+    );
     const computeMs = performance.now() - started;
     return {
-      root: bytesToHex(tree.root),
-      rows,
+      roots: units.map((unit) => bytesToHex(unit.tree.root)),
+      rowsPerUnit: rows,
       computeMs,
-      openRows: async (indices, openOptions = {}) => {
-        if (!b) throw new RunnerError("This answer was released; it cannot be opened any more.");
-        for (const index of indices) {
-          if (!Number.isInteger(index) || index < 0 || index >= rows) throw new RunnerError(`Row ${index} is outside the answer (0..${rows - 1}).`);
+      openRows: async (picks, openOptions = {}) => {
+        const held = units;
+        if (!held) throw new RunnerError("This answer was released; it cannot be opened any more.");
+        for (const { unit, index } of picks) {
+          if (!Number.isInteger(unit) || unit < 0 || unit >= held.length) throw new RunnerError(`Unit ${unit} is outside the answer (0..${held.length - 1}).`);
+          if (!Number.isInteger(index) || index < 0 || index >= rows) throw new RunnerError(`Row ${index} is outside the unit's answer (0..${rows - 1}).`);
         }
-        const values = await this.rowsOf(seed, cols, rounds, b, indices, openOptions.signal);
-        return indices.map((index, i): OpenedRowMessage => ({
-          index,
-          data: bytesToHex(rowBytesView(values[i]!)),
-          proof: tree.proof(index).map((sibling) => bytesToHex(sibling)),
-        }));
+        const opened = await Promise.all(
+          picks.map(async ({ unit, index }): Promise<OpenedRowMessage> => {
+            const { seed, b, tree } = held[unit]!;
+            const [values] = await this.rowsOf(seed, cols, rounds, b, [index], openOptions.signal);
+            return { unit, index, data: bytesToHex(rowBytesView(values!)), proof: tree.proof(index).map((sibling) => bytesToHex(sibling)) };
+          }),
+        );
+        return opened;
       },
       release: async () => {
-        b = undefined;
+        units = undefined;
       },
     };
   }

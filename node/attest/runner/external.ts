@@ -12,9 +12,9 @@ import { hexToBytes, type Hex } from "viem";
 import { leafHash, verifyMerkleProof } from "../../../common/attest/merkle.js";
 import type { OpenedRowMessage } from "../../../common/attest/messages.js";
 import type { Logger } from "../../log/logger.js";
-import { RUNNER_MAX_LINE_BYTES, runnerLineSchema, type RunnerLine, type RunnerRequest } from "./contract.js";
+import { RUNNER_MAX_LINE_BYTES, RUNNER_PROTOCOL, runnerLineSchema, type RunnerLine, type RunnerRequest } from "./contract.js";
 import { nodeSha256 } from "./hash.js";
-import { RunnerError, type Runner, type RunnerChallenge, type RunnerCommitment } from "./types.js";
+import { RunnerError, type Runner, type RunnerChallenge, type RunnerCommitment, type RowPick } from "./types.js";
 
 export type ExternalRunnerOptions = {
   /** The program to run (absolute path or a name on PATH). */
@@ -214,6 +214,12 @@ export class ExternalRunner implements Runner {
       await proc.stop(500);
       throw new RunnerError(`The runner program's first line must be a hello, got "${hello.type}".`);
     }
+    if (hello.protocol !== RUNNER_PROTOCOL) {
+      await proc.stop(500);
+      throw new RunnerError(`The runner program speaks ${hello.protocol}; this node needs ${RUNNER_PROTOCOL}.`, {
+        metaMessages: ["Version 2 computes one sub-challenge per unit (docs/attestation.md, Runner contract): update the runner program."],
+      });
+    }
     this.options.logger?.info("Runner started", { runner: hello.name, pid: proc.child.pid });
     return proc;
   }
@@ -231,7 +237,7 @@ export class ExternalRunner implements Runner {
       const proc = await this.started(signal);
       const started = performance.now();
       this.current = challenge.id.toLowerCase();
-      proc.send({ type: "challenge", id: challenge.id, seed: challenge.seed, rows: challenge.rows, cols: challenge.cols, rounds: challenge.rounds, units: challenge.units });
+      proc.send({ type: "challenge", id: challenge.id, rowsPerUnit: challenge.rowsPerUnit, cols: challenge.cols, rounds: challenge.rounds, units: [...challenge.units] });
       let line: RunnerLine;
       try {
         line = await proc.next(undefined, signal, "commit");
@@ -245,29 +251,41 @@ export class ExternalRunner implements Runner {
         await proc.stop(500);
         throw new RunnerError("The runner program answered a challenge with something other than its commit.");
       }
-      if (line.rows !== challenge.rows) throw new RunnerError(`The runner program committed to ${line.rows} rows, the challenge has ${challenge.rows}.`);
-      return this.commitment(challenge, line.root, line.computeMs ?? performance.now() - started, line.devices);
+      if (line.rowsPerUnit !== challenge.rowsPerUnit || line.units.length !== challenge.units.length) {
+        throw new RunnerError(
+          `The runner program committed to ${line.units.length} units of ${line.rowsPerUnit} rows, the challenge has ${challenge.units.length} of ${challenge.rowsPerUnit}.`,
+        );
+      }
+      const named = line.units.filter((unit) => unit.device !== undefined).length;
+      if (named !== 0 && named !== line.units.length) throw new RunnerError("The runner program named a device for some units and not for others: name one per unit, or none.");
+      const devices = named ? line.units.map((unit) => unit.device!) : undefined;
+      return this.commitment(
+        challenge,
+        line.units.map((unit) => unit.root),
+        line.computeMs ?? performance.now() - started,
+        devices,
+      );
     });
   }
 
-  private commitment(challenge: RunnerChallenge, root: Hex, computeMs: number, devices?: readonly string[]): RunnerCommitment {
+  private commitment(challenge: RunnerChallenge, roots: readonly Hex[], computeMs: number, devices?: readonly string[]): RunnerCommitment {
     let released = false;
     const id = challenge.id.toLowerCase();
     return {
-      root,
-      rows: challenge.rows,
+      roots,
+      rowsPerUnit: challenge.rowsPerUnit,
       computeMs,
       ...(devices?.length ? { devices } : {}),
-      openRows: (indices, options = {}) =>
+      openRows: (picks, options = {}) =>
         this.exclusive(async () => {
           if (released || this.current !== id || !this.process?.alive)
             throw new RunnerError("The runner no longer holds this answer (released, replaced by a newer challenge, or restarted).");
           const proc = this.process;
-          proc.send({ type: "open", id, indices: [...indices] });
+          proc.send({ type: "open", id, picks: picks.map((p) => ({ unit: p.unit, index: p.index })) });
           const line = await proc.next(this.options.openTimeoutMs ?? 60_000, options.signal, "rows");
           if (line.type === "error") throw new RunnerError("The runner program could not open rows.", { details: line.message });
           if (line.type !== "rows" || line.id !== id) throw new RunnerError("The runner program answered an open request with something other than rows.");
-          return this.checkRows(challenge, root, indices, line.rows);
+          return this.checkRows(challenge, roots, picks, line.rows);
         }),
       release: () =>
         this.exclusive(async () => {
@@ -281,21 +299,21 @@ export class ExternalRunner implements Runner {
     };
   }
 
-  /** Puts rows in the order asked and checks every one against the committed root. */
-  private checkRows(challenge: RunnerChallenge, root: Hex, indices: readonly number[], rows: OpenedRowMessage[]): OpenedRowMessage[] {
-    const byIndex = new Map(rows.map((row) => [row.index, row]));
-    const idBytes = hexToBytes(challenge.id);
-    const rootBytes = hexToBytes(root);
-    return indices.map((index) => {
-      const row = byIndex.get(index);
-      if (!row) throw new RunnerError(`The runner program did not return row ${index}.`);
+  /** Puts rows in the order asked and checks every one against its unit's committed root. */
+  private checkRows(challenge: RunnerChallenge, roots: readonly Hex[], picks: readonly RowPick[], rows: OpenedRowMessage[]): OpenedRowMessage[] {
+    const byKey = new Map(rows.map((row) => [`${row.unit}:${row.index}`, row]));
+    return picks.map(({ unit, index }) => {
+      const row = byKey.get(`${unit}:${index}`);
+      const root = roots[unit];
+      const leafKey = challenge.units[unit]?.leafKey;
+      if (!row || root === undefined || leafKey === undefined) throw new RunnerError(`The runner program did not return unit ${unit} row ${index}.`);
       const data = hexToBytes(row.data as Hex);
-      if (data.length !== challenge.cols * 4) throw new RunnerError(`The runner program returned row ${index} with ${data.length} bytes, expected ${challenge.cols * 4}.`);
-      const leaf = leafHash(idBytes, index, data, nodeSha256);
+      if (data.length !== challenge.cols * 4) throw new RunnerError(`The runner program returned unit ${unit} row ${index} with ${data.length} bytes, expected ${challenge.cols * 4}.`);
+      const leaf = leafHash(hexToBytes(leafKey), index, data, nodeSha256);
       const proof = row.proof.map((sibling) => hexToBytes(sibling));
-      if (!verifyMerkleProof(rootBytes, leaf, index, challenge.rows, proof, nodeSha256)) {
-        throw new RunnerError(`The runner program's row ${index} does not match the root it committed to.`, {
-          metaMessages: ["Check the runner against docs/attestation.md (leaf and node hashing, padding)."],
+      if (!verifyMerkleProof(hexToBytes(root), leaf, index, challenge.rowsPerUnit, proof, nodeSha256)) {
+        throw new RunnerError(`The runner program's unit ${unit} row ${index} does not match the root it committed to.`, {
+          metaMessages: ["Check the runner against docs/attestation.md (unit seeds and leaf keys, leaf and node hashing, padding)."],
         });
       }
       return row;

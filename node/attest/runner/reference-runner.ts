@@ -3,7 +3,10 @@
  * contract (contract.ts) on the CPU. GPU runner authors diff their program's commits against it;
  * the tests drive it as a real child process through ExternalRunner.
  *
- *   node --import tsx node/attest/runner/reference-runner.ts [--name NAME]
+ *   node --import tsx node/attest/runner/reference-runner.ts [--name NAME] [--devices GPU-a,GPU-b,…]
+ *
+ * `--devices` names a device per unit (unit u gets the (u mod count)-th), as a GPU runner would;
+ * without it the runner names none.
  */
 import { createInterface } from "node:readline";
 import { assertShape, computeAnswerRow, deriveMatrixKeys, generateMatrixB, type MatrixKeys } from "../../../common/attest/arithmetic.js";
@@ -11,7 +14,8 @@ import { MAX_TREE_DEPTH, MerkleTree, leafHash } from "../../../common/attest/mer
 import { RUNNER_PROTOCOL } from "./contract-version.js";
 import { nodeSha256, rowBytesView } from "./hash.js";
 
-type Held = { id: string; keys: MatrixKeys; b: Int8Array; cols: number; rounds: number; tree: MerkleTree };
+type HeldUnit = { keys: MatrixKeys; b: Int8Array; tree: MerkleTree };
+type Held = { id: string; cols: number; rounds: number; units: HeldUnit[] };
 
 // Plain Buffer hex and no schema library: a runner program should start in well under a second.
 const MAX_ROWS = 2 ** MAX_TREE_DEPTH;
@@ -23,6 +27,8 @@ function hexToBytes(hex: string): Uint8Array {
 
 const nameFlag = process.argv.indexOf("--name");
 const name = nameFlag >= 0 ? process.argv[nameFlag + 1] : "reference-cpu";
+const devicesFlag = process.argv.indexOf("--devices");
+const devices = devicesFlag >= 0 ? (process.argv[devicesFlag + 1] ?? "").split(",").filter(Boolean) : [];
 
 function send(line: unknown): void {
   process.stdout.write(`${JSON.stringify(line)}\n`);
@@ -30,37 +36,57 @@ function send(line: unknown): void {
 
 let held: Held | undefined;
 
-function onChallenge(request: { id: string; seed: string; rows: number; cols: number; rounds: number }): void {
+type ChallengeRequest = { id: string; rowsPerUnit: number; cols: number; rounds: number; units: { seed: string; leafKey: string }[] };
+
+/** Computes one unit's sub-challenge: its matrices from its seed, its leaves bound to its leaf key. */
+function computeUnit(unit: { seed: string; leafKey: string }, rows: number, cols: number, rounds: number): HeldUnit {
+  const keys = deriveMatrixKeys(hexToBytes(unit.seed));
+  const b = generateMatrixB(keys, cols);
+  const leafKey = hexToBytes(unit.leafKey);
+  const leaves = new Uint8Array(rows * 32);
+  const row = new Int32Array(cols);
+  const scratch = new Int8Array(cols);
+  for (let r = 0; r < rows; r++) {
+    computeAnswerRow(keys.a, b, r, cols, rounds, row, scratch);
+    leaves.set(leafHash(leafKey, r, rowBytesView(row), nodeSha256), r * 32);
+  }
+  return { keys, b, tree: MerkleTree.fromLeafBytes(leaves, rows, nodeSha256) };
+}
+
+function onChallenge(request: ChallengeRequest): void {
   held = undefined;
   const started = performance.now();
   assertShape(request.cols, request.rounds);
-  if (!Number.isInteger(request.rows) || request.rows < 1 || request.rows > MAX_ROWS) throw new RangeError(`rows must be 1..${MAX_ROWS}`);
-  const keys = deriveMatrixKeys(hexToBytes(request.seed));
-  const b = generateMatrixB(keys, request.cols);
-  const idBytes = hexToBytes(request.id);
-  const leaves = new Uint8Array(request.rows * 32);
-  const row = new Int32Array(request.cols);
-  const scratch = new Int8Array(request.cols);
-  for (let r = 0; r < request.rows; r++) {
-    computeAnswerRow(keys.a, b, r, request.cols, request.rounds, row, scratch);
-    leaves.set(leafHash(idBytes, r, rowBytesView(row), nodeSha256), r * 32);
-  }
-  const tree = MerkleTree.fromLeafBytes(leaves, request.rows, nodeSha256);
-  held = { id: request.id.toLowerCase(), keys, b, cols: request.cols, rounds: request.rounds, tree };
-  send({ type: "commit", id: request.id, root: bytesToHex(tree.root), rows: request.rows, computeMs: performance.now() - started });
+  if (!Number.isInteger(request.rowsPerUnit) || request.rowsPerUnit < 1 || request.rowsPerUnit > MAX_ROWS) throw new RangeError(`rowsPerUnit must be 1..${MAX_ROWS}`);
+  if (!Array.isArray(request.units) || request.units.length < 1) throw new RangeError("units must list each unit's seed and leafKey");
+  // A GPU runner gives each unit its own device and runs them at once; this one runs them in turn.
+  const units = request.units.map((unit) => computeUnit(unit, request.rowsPerUnit, request.cols, request.rounds));
+  held = { id: request.id.toLowerCase(), cols: request.cols, rounds: request.rounds, units };
+  send({
+    type: "commit",
+    id: request.id,
+    rowsPerUnit: request.rowsPerUnit,
+    units: units.map((unit, u) => ({ root: bytesToHex(unit.tree.root), ...(devices.length ? { device: devices[u % devices.length] } : {}) })),
+    computeMs: performance.now() - started,
+  });
 }
 
-function onOpen(request: { id: string; indices: number[] }): void {
+function onOpen(request: { id: string; picks: { unit: number; index: number }[] }): void {
   if (!held || held.id !== request.id.toLowerCase()) {
     send({ type: "error", id: request.id, message: "no answer held for this challenge" });
     return;
   }
-  const { keys, b, cols, rounds, tree } = held;
-  const rows = request.indices.map((index) => ({
-    index,
-    data: bytesToHex(rowBytesView(computeAnswerRow(keys.a, b, index, cols, rounds))),
-    proof: tree.proof(index).map((sibling) => bytesToHex(sibling)),
-  }));
+  const { cols, rounds, units } = held;
+  const rows = request.picks.map(({ unit, index }) => {
+    const answer = units[unit];
+    if (!answer) throw new RangeError(`unit ${unit} is not in this answer`);
+    return {
+      unit,
+      index,
+      data: bytesToHex(rowBytesView(computeAnswerRow(answer.keys.a, answer.b, index, cols, rounds))),
+      proof: answer.tree.proof(index).map((sibling) => bytesToHex(sibling)),
+    };
+  });
   send({ type: "rows", id: request.id, rows });
 }
 

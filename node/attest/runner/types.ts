@@ -7,30 +7,39 @@ import type { Hex } from "viem";
 import { SuanliError } from "../../../common/errors.js";
 import type { OpenedRowMessage } from "../../../common/attest/messages.js";
 
-/** What a runner needs to know about a challenge. */
+/** One unit's sub-challenge: its seed (units.ts unitSeed) and the key its leaves are bound to (unitLeafKey). */
+export type RunnerUnit = { seed: Hex; leafKey: Hex };
+
+/** What a runner needs to know about a challenge: one sub-challenge per unit, all computed at once. */
 export type RunnerChallenge = {
-  /** The challenge id: leaves are bound to it. */
+  /** The challenge id. */
   id: Hex;
-  seed: Hex;
-  rows: number;
+  /** Rows of every unit's sub-challenge. */
+  rowsPerUnit: number;
   cols: number;
   rounds: number;
-  /** Units (GPUs or slices) of the machine; a runner may split rows across them. */
-  units: number;
+  /** The units' sub-challenges in unit order: a GPU runner gives each its own device. */
+  units: readonly RunnerUnit[];
 };
 
-/** A computed answer, held by the runner until released: its root and a way to open rows. */
+/** A row to open: unit and row index within the unit's tree. */
+export type RowPick = { unit: number; index: number };
+
+/** A computed answer, held by the runner until released: one root per unit and a way to open rows. */
 export interface RunnerCommitment {
-  /** Merkle root over all answer rows (0x hex, 32 bytes). */
-  readonly root: Hex;
-  /** Rows the root covers. */
-  readonly rows: number;
+  /** One Merkle root per unit (0x hex, 32 bytes), in unit order. */
+  readonly roots: readonly Hex[];
+  /** Rows each root covers. */
+  readonly rowsPerUnit: number;
   /** The runner's own measure of the compute, milliseconds (for logs and benches; never trusted by attestors). */
   readonly computeMs: number;
-  /** UUIDs of the GPUs that computed the answer (signed into the commit and the attestation); absent for the CPU runner. */
+  /**
+   * The UUID of the GPU that computed each unit, in unit order (signed into the commit; the
+   * attestor fails two units naming one GPU); absent for the CPU runner.
+   */
   readonly devices?: readonly string[];
-  /** The rows at `indices` with their Merkle proofs, in the order asked. */
-  openRows(indices: readonly number[], options?: { signal?: AbortSignal }): Promise<OpenedRowMessage[]>;
+  /** The rows at `picks` with their Merkle proofs, in the order asked. */
+  openRows(picks: readonly RowPick[], options?: { signal?: AbortSignal }): Promise<OpenedRowMessage[]>;
   /** Frees what the runner keeps for this answer. Idempotent. */
   release(): Promise<void>;
 }
@@ -38,7 +47,7 @@ export interface RunnerCommitment {
 export interface Runner {
   /** `cpu`, `external:<program>`: for logs. */
   readonly name: string;
-  /** Computes every answer row, commits to them and keeps what it needs to open rows later. */
+  /** Computes every unit's answer rows at once, commits to each unit's and keeps what it needs to open rows later. */
   computeCommit(challenge: RunnerChallenge, options?: { signal?: AbortSignal }): Promise<RunnerCommitment>;
   /**
    * Starts what the first challenge would otherwise start (a GPU runner's process and its device

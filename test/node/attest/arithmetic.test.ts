@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { bytesToHex } from "viem";
+import { unitLeafKey, unitSeed } from "../../../common/attest/units.js";
 import {
   MAX_COLS,
   assertShape,
@@ -91,6 +92,19 @@ describe("attest arithmetic", () => {
     assert.deepEqual(Array.from(rows[4]!), [22768, 9944, 15313, 17829, -4630, 2752, -12918, -3577, -14601, -32866, 1269, 2945, -28908, 5119, 16748, -8966]);
     const tree = MerkleTree.fromLeaves(rows.map((row, i) => leafHash(id, i, rowToBytes(row))));
     assert.equal(bytesToHex(tree.root), "0x5b847be2aa7c9a7be7e5891598fc12fdcb6e879cbca993eb79bc907f60573b84");
+  });
+
+  it("pins the per-unit seeds and leaf keys of protocol v2 (golden vector in docs/attestation.md)", () => {
+    const seed = `0x${"01".repeat(32)}` as const;
+    const id = `0x${"02".repeat(32)}` as const;
+    assert.equal(unitSeed(seed, 0), "0x12b85f8bef617ecbda120d232699a9656ef9e4c51c204d2094c6af5f527265f2");
+    assert.equal(unitSeed(seed, 7), "0xbc2d2a0a7cd25694bb37d1b6846787bbae460baa24e45f4e5207eda9b7ddc25f");
+    assert.equal(unitLeafKey(id, 0), "0x2703b5a5a85a25acb3a2fc14620d517f3a7df15f9975ddef7556c209106dced9");
+    assert.equal(unitLeafKey(id, 7), "0xfe3a9289d8725c87e2dbec688ee1b5c73a417108a55404dd448f3b5cddcd971b");
+    // The same as hashing the documented layout with node:crypto.
+    const u32 = (n: number) => Buffer.from([n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255]);
+    const spec = createHash("sha256").update(Buffer.concat([Buffer.from("suanli/attest/v2/unit"), Buffer.alloc(32, 1), u32(7)])).digest("hex");
+    assert.equal(unitSeed(seed, 7), `0x${spec}`);
   });
 
   it("pins the mixer and the requantization", () => {

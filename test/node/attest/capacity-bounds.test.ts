@@ -9,6 +9,7 @@
  * each simulated card runs at 85 % of its datasheet rate.
  */
 import assert from "node:assert/strict";
+import { unitSubChallenges } from "../../../common/attest/units.js";
 import { challengeProfileSchema, INT8_DENSE_TOPS } from "../../../common/attest/params.js";
 import { Attestor, type ChallengeOutcome } from "../../../node/attest/attestor.js";
 import { ChallengeResponder } from "../../../node/attest/provider.js";
@@ -54,7 +55,7 @@ describe("capacity bounds of a challenge: slower classes, parallel runners, unit
   let cpu: CpuRunner;
   before(async () => {
     cpu = new CpuRunner({ workers: 1 });
-    await cpu.computeCommit({ id: `0x${"01".repeat(32)}`, seed: `0x${"02".repeat(32)}`, rows: 4, cols: 16, rounds: 1, units: 1 });
+    await cpu.computeCommit({ id: `0x${"01".repeat(32)}`, rowsPerUnit: 4, cols: 16, rounds: 1, units: unitSubChallenges(`0x${"01".repeat(32)}`, `0x${"02".repeat(32)}`, 1) });
   });
   after(async () => {
     await cpu.close();

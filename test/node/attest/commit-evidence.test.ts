@@ -10,10 +10,12 @@ import { Attestor } from "../../../node/attest/attestor.js";
 import { ChallengeResponder } from "../../../node/attest/provider.js";
 import { CpuRunner } from "../../../node/attest/runner/cpu.js";
 import type { Runner } from "../../../node/attest/runner/types.js";
-import { challengeProfileSchema } from "../../../common/attest/params.js";
+import { MAX_UNITS, challengeProfileSchema } from "../../../common/attest/params.js";
 import { recomputeRowsInline } from "../../../common/attest/verify.js";
-import { FAULT_EVIDENCE_MAX_ROWS } from "../../../common/attest/wire.js";
+import { FAULT_EVIDENCE_MAX_ROWS, FAULT_PROPOSAL_MAX_BYTES, faultProposalSchema } from "../../../common/attest/wire.js";
+import { MAX_TREE_DEPTH } from "../../../common/attest/merkle.js";
 import { FaultKind, suanliDomain } from "../../../common/eip712.js";
+import { rootsHash } from "../../../common/attest/units.js";
 import { TranscriptVerifier, transcriptOf } from "../../../node/attest/fault-transcript.js";
 import { WrongRowsRunner } from "../../support/attest.js";
 import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount, strangerAccount } from "./helpers.js";
@@ -64,8 +66,10 @@ describe("signed commits: a wrong answer is evidence against the provider (issue
     const failure = await cheat();
     const evidence = failure.evidence!;
     // Keep only the rows that are right: nothing wrong remains.
-    const wrong = new Set(((await verifyCommitFraud(domain, roundTrip(evidence))) as { wrongRows: number[] }).wrongRows);
-    const rightRows = evidence.rows.filter((row) => !wrong.has(row.index));
+    const verdict = await verifyCommitFraud(domain, roundTrip(evidence));
+    assert.ok(verdict.proven);
+    const wrong = new Set(verdict.wrongRows.map((w) => `${w.unit}:${w.index}`));
+    const rightRows = evidence.rows.filter((row) => !wrong.has(`${row.unit}:${row.index}`));
     assert.ok(rightRows.length > 0, "half the rows were computed");
     assert.deepEqual(await verifyCommitFraud(domain, roundTrip({ ...evidence, rows: rightRows })).then((v) => v.proven || v.reason), "rows_correct");
 
@@ -81,7 +85,7 @@ describe("signed commits: a wrong answer is evidence against the provider (issue
       assert.equal(pass.outcome, "pass");
       // The attestation names its transcript: the challenge, the root the provider signed, the GPUs it named (none: CPU).
       const signed = (pass as ChallengePass).attestation.attestation;
-      assert.deepEqual([signed.challengeId, signed.root, signed.gpus], [challenge.id, commit.root, NO_GPUS]);
+      assert.deepEqual([signed.challengeId, signed.root, signed.gpus], [challenge.id, rootsHash(commit.roots), NO_GPUS]);
       const transcript = { challenge: challenge.message, commit, rows: rows.rows };
       assert.deepEqual(await verifyCommitFraud(domain, roundTrip(transcript)).then((v) => v.proven || v.reason), "rows_correct");
       const bytes = hexToBytes(rows.rows[0]!.data as Hex);
@@ -89,7 +93,7 @@ describe("signed commits: a wrong answer is evidence against the provider (issue
       const edited = { ...transcript, rows: [{ ...rows.rows[0]!, data: bytesToHex(bytes) }] };
       assert.deepEqual(await verifyCommitFraud(domain, roundTrip(edited)).then((v) => v.proven || v.reason), "bad_proof");
       // A commit to a made-up root, signed by someone else than the provider.
-      const forged = { ...commit, root: `0x${"ab".repeat(32)}` as Hex };
+      const forged = { ...commit, roots: [`0x${"ab".repeat(32)}` as Hex] };
       forged.signature = await signCommit(strangerAccount, domain, forged);
       assert.deepEqual(await verifyCommitFraud(domain, roundTrip({ ...edited, commit: forged })).then((v) => v.proven || v.reason), "not_signed_by_provider");
       // A challenge the attestor did not sign as sent (seed changed afterwards).
@@ -101,23 +105,30 @@ describe("signed commits: a wrong answer is evidence against the provider (issue
     }
   });
 
-  it("a runner that names its GPUs binds their UUIDs into the signed commit; order does not matter", async () => {
+  it("a runner that names its GPUs binds each unit's UUID into the signed commit; the attestation carries their hash", async () => {
     const cpu = new CpuRunner({ workers: 1 });
+    const twoUnits = { ...machine, units: 2 };
+    const respond2 = (runner: Runner) =>
+      new ChallengeResponder({ provider: providerAccount.address, signer: providerAccount, machine: () => twoUnits, runner, domain, isAttestor });
     try {
       const named: Runner = {
         name: "named",
         computeCommit: async (c, o) => ({ ...(await cpu.computeCommit(c, o)), devices: ["GPU-bbbb", "GPU-aaaa"] }),
         close: async () => undefined,
       };
-      const challenge = await attestor().startChallenge({ provider: providerAccount.address, ...machine });
-      const commit = await responder(named).respond(challenge.message);
-      assert.equal(commit.gpus, gpusHash(["GPU-aaaa", "GPU-bbbb"]));
-      assert.notEqual(commit.gpus, NO_GPUS);
-      assert.equal(challenge.onCommit(commit, Date.now()).outcome, "open");
-      // Changing the GPUs after signing breaks the provider's signature.
-      const other = await attestor().startChallenge({ provider: providerAccount.address, ...machine });
-      const otherCommit = await responder(named).respond(other.message);
-      assert.equal((other.onCommit({ ...otherCommit, gpus: NO_GPUS }, Date.now()) as ChallengeFailure).reason, "bad_commit_signature");
+      const challenge = await attestor().startChallenge({ provider: providerAccount.address, ...twoUnits });
+      const r = respond2(named);
+      const commit = await r.respond(challenge.message);
+      assert.deepEqual(commit.devices, ["GPU-bbbb", "GPU-aaaa"]);
+      assert.equal(commit.roots.length, 2);
+      const next = challenge.onCommit(commit, Date.now());
+      const pass = await challenge.onOpen(await r.open(openRequestOf(next)), Date.now());
+      assert.equal(pass.outcome, "pass");
+      assert.equal((pass as ChallengePass).attestation.attestation.gpus, gpusHash(["GPU-aaaa", "GPU-bbbb"]));
+      // Changing the GPUs (or swapping them between units) after signing breaks the provider's signature.
+      const other = await attestor().startChallenge({ provider: providerAccount.address, ...twoUnits });
+      const otherCommit = await respond2(named).respond(other.message);
+      assert.equal((other.onCommit({ ...otherCommit, devices: ["GPU-aaaa", "GPU-bbbb"] }, Date.now()) as ChallengeFailure).reason, "bad_commit_signature");
     } finally {
       await cpu.close();
     }
@@ -154,8 +165,64 @@ describe("a capacity fault's transcript: trimmed by the proposer, verified at a 
     const proven = await verifyCommitFraud(domain, roundTrip(half));
     assert.ok(proven.proven);
     assert.ok(transcript.rows.length >= 1 && transcript.rows.length <= FAULT_EVIDENCE_MAX_ROWS);
-    assert.ok(transcript.rows.every((row) => proven.wrongRows.includes(row.index)));
-    assert.equal(await transcriptOf(domain, { ...half, rows: half.rows.filter((row) => !proven.wrongRows.includes(row.index)) }), undefined);
+    const wrong = new Set(proven.wrongRows.map((w) => `${w.unit}:${w.index}`));
+    assert.ok(transcript.rows.every((row) => wrong.has(`${row.unit}:${row.index}`)));
+    assert.equal(await transcriptOf(domain, { ...half, rows: half.rows.filter((row) => !wrong.has(`${row.unit}:${row.index}`)) }), undefined);
+  });
+
+  it("rows are told apart by unit: the wrong rows of any unit are kept, a right row at the same index of another unit is not", async () => {
+    // Three units; only unit 2 answers wrongly. The rows opened: indices 0..5 of unit 0 (right) and of unit 2 (wrong), index 0 of unit 1 (right).
+    const threeUnits = { ...machine, units: 3 };
+    const challenge = await attestor().startChallenge({ provider: providerAccount.address, ...threeUnits });
+    const r = new ChallengeResponder({ provider: providerAccount.address, signer: providerAccount, machine: () => threeUnits, runner: new WrongRowsRunner(0, [2]), domain, isAttestor });
+    const commit = await r.respond(JSON.parse(JSON.stringify(challenge.message)));
+    const picks = [...[0, 1, 2, 3, 4, 5].flatMap((index) => [{ unit: 0, index }, { unit: 2, index }]), { unit: 1, index: 0 }];
+    const opened = await r.open({ v: challenge.message.v, type: "open", challengeId: challenge.id, picks });
+    const evidence = roundTrip({ challenge: challenge.message, commit, rows: opened.rows }) as CommitFraudProof;
+    const proven = await verifyCommitFraud(domain, evidence);
+    assert.ok(proven.proven);
+    assert.deepEqual(
+      proven.wrongRows.map((w) => `${w.unit}:${w.index}`).sort(),
+      [0, 1, 2, 3, 4, 5].map((index) => `2:${index}`),
+    );
+    const transcript = await transcriptOf(domain, evidence);
+    assert.ok(transcript);
+    assert.deepEqual(
+      transcript.rows.map((row) => `${row.unit}:${row.index}`),
+      [0, 1, 2, 3].map((index) => `2:${index}`),
+    );
+    // Relabelled as unit 0's row at the same index, a wrong row no longer proves into a signed root.
+    const relabelled = { ...transcript, rows: [{ ...transcript.rows[0]!, unit: 0 }] };
+    assert.deepEqual(await verifyCommitFraud(domain, roundTrip(relabelled)).then((v) => v.proven || v.reason), "bad_proof");
+    // Without unit 2's rows, nothing is left to attach.
+    assert.equal(await transcriptOf(domain, { ...evidence, rows: evidence.rows.filter((row) => row.unit !== 2) }), undefined);
+  });
+
+  it("a v2 transcript at its largest still fits a proposal: 64 units' roots and longest device names, four rows at the gpu preset's cols", async () => {
+    const challenge = await attestor().startChallenge({ provider: providerAccount.address, ...machine });
+    // Every field at its longest: a UUID of 128 control characters is 768 bytes of JSON escapes.
+    const commit = {
+      v: 2 as const,
+      type: "commit" as const,
+      challengeId: challenge.id,
+      rowsPerUnit: 2 ** MAX_TREE_DEPTH,
+      roots: Array.from({ length: MAX_UNITS }, () => `0x${"ab".repeat(32)}` as Hex),
+      devices: Array.from({ length: MAX_UNITS }, () => "\u0001".repeat(128)),
+      signature: `0x${"cd".repeat(65)}` as Hex,
+    };
+    const cols = challengeProfileSchema.parse({ preset: "gpu" }).cols ?? 4096;
+    const row = { unit: MAX_UNITS - 1, index: 2 ** MAX_TREE_DEPTH - 1, data: `0x${"ff".repeat(cols * 4)}`, proof: Array.from({ length: MAX_TREE_DEPTH }, () => `0x${"ef".repeat(32)}`) };
+    const proposal = {
+      v: 1,
+      chainId: 31_337,
+      fault: { leaseId: "115792089237316195423570985008687907853269984665640564039457584007913129639935", kind: FaultKind.capacity, observedAt: 4_294_967_295 },
+      signatures: Array.from({ length: 32 }, () => ({ signer: attestorAccount.address, signature: `0x${"cd".repeat(65)}` })),
+      evidence: { challenge: { ...challenge.message, units: MAX_UNITS, cols }, commit, rows: Array.from({ length: FAULT_EVIDENCE_MAX_ROWS }, () => row) },
+    };
+    const parsed = faultProposalSchema.safeParse(proposal);
+    assert.ok(parsed.success, parsed.error?.message);
+    const bytes = Buffer.byteLength(JSON.stringify(proposal), "utf8");
+    assert.ok(bytes <= FAULT_PROPOSAL_MAX_BYTES, `${bytes} bytes, the fault exchange reads ${FAULT_PROPOSAL_MAX_BYTES}`);
   });
 
   it("recompute is charged per peer after the cheap checks; a judged transcript is answered from the cache", async () => {

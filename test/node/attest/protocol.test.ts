@@ -3,6 +3,7 @@ import type { Hex } from "viem";
 import { verifyAttestation } from "../../../common/attest/attestation.js";
 import { signCommit } from "../../../common/attest/commit.js";
 import type { ChallengeMessage, CommitMessage, OpenResponseMessage } from "../../../common/attest/messages.js";
+import { unitSubChallenges } from "../../../common/attest/units.js";
 import { challengeProfileSchema, deriveChallengeParams, type ChallengeProfileInput } from "../../../common/attest/params.js";
 import { modelHash } from "../../../common/gpu.js";
 import { Attestor, type AttestorChallenge, type ChallengeFailure, type ChallengePass, type MachineClaim } from "../../../node/attest/attestor.js";
@@ -53,7 +54,7 @@ describe("attest challenge protocol", function () {
   before(async () => {
     runner = new CpuRunner({ workers: 2 });
     // Start the worker threads now: their start-up is not what the deadlines measure.
-    await runner.computeCommit({ id: `0x${"01".repeat(32)}`, seed: `0x${"02".repeat(32)}`, rows: 4, cols: 16, rounds: 1, units: 1 });
+    await runner.computeCommit({ id: `0x${"01".repeat(32)}`, rowsPerUnit: 4, cols: 16, rounds: 1, units: unitSubChallenges(`0x${"01".repeat(32)}`, `0x${"02".repeat(32)}`, 1) });
   });
   after(async () => {
     await runner.close();
@@ -62,7 +63,7 @@ describe("attest challenge protocol", function () {
   it("passes an honest provider and signs an attestation the offer book accepts", async () => {
     const attestor = attestorWith({ preset: "cpu-devnet" }, runner.recompute);
     const challenge = await attestor.startChallenge(claim);
-    assert.equal(challenge.message.rows, 1024);
+    assert.equal(challenge.message.rowsPerUnit, 1024);
     const outcome = (await exchange(challenge, responderWith(runner))) as ChallengePass;
     assert.equal(outcome.outcome, "pass", JSON.stringify((outcome as unknown as ChallengeFailure).detail));
     assert.ok(outcome.measuredThroughput > 0n);
@@ -146,7 +147,8 @@ describe("attest challenge protocol", function () {
     // The gpu preset's H100 requirement (its calibrated 0.7 of 1979 TOPS) on a size a CPU finishes in a fraction
     // of a second: 2048 rows × 256² × 2 rounds = 5.4·10⁸ ops, due within 21 ms; two worker
     // threads of scalar JavaScript need well over 100 ms.
-    const profile = { preset: "gpu", cols: 256, rounds: 2, rowsPerUnit: 2048, latencyAllowanceMs: 20, cutoffFactor: 3000 } as const;
+    // requireDevices off: the CPU runner names no GPU.
+    const profile = { preset: "gpu", cols: 256, rounds: 2, rowsPerUnit: 2048, latencyAllowanceMs: 20, cutoffFactor: 3000, requireDevices: false } as const;
     const params = deriveChallengeParams(challengeProfileSchema.parse(profile), { model: "H100-80GB-SXM", units: 1 });
     assert.ok(params.deadlineMs <= 21);
     const attestor = attestorWith(profile, runner.recompute);
@@ -186,7 +188,7 @@ describe("attest challenge protocol", function () {
     const fifth = await attestor.startChallenge(claim);
     const fifthNext = fifth.onCommit(await responder.respond(fifth.message), Date.now());
     assert.equal(fifthNext.outcome, "open");
-    const relabelled = { ...oldRows, challengeId: fifth.id, rows: oldRows.rows.map((row, i) => ({ ...row, index: openRequestOf(fifthNext).indices[i] })) };
+    const relabelled = { ...oldRows, challengeId: fifth.id, rows: oldRows.rows.map((row, i) => ({ ...row, ...openRequestOf(fifthNext).picks[i]! })) };
     expectFailure(await fifth.onOpen(relabelled, Date.now()), "bad_proof");
     // Each challenge has a fresh seed.
     assert.equal(new Set([first, second, third, fourth, fifth].map((c) => c.message.seed)).size, 5);
@@ -194,11 +196,11 @@ describe("attest challenge protocol", function () {
 
   it("fails broken messages, missing rows and a slow open (malformed, late_open)", async () => {
     const attestor = attestorWith({ preset: "cpu-devnet" }, runner.recompute);
-    expectFailure((await attestor.startChallenge(claim)).onCommit({ v: 1, type: "commit", root: "0x12" }, Date.now()), "malformed");
+    expectFailure((await attestor.startChallenge(claim)).onCommit({ v: 2, type: "commit", root: "0x12" }, Date.now()), "malformed");
     const wrongCount = await attestor.startChallenge(claim);
     const commit = await responderWith(runner).respond(wrongCount.message);
-    expectFailure(wrongCount.onCommit({ ...commit, rows: commit.rows - 1 }, Date.now()), "malformed");
-    expectFailure(await (await attestor.startChallenge(claim)).onOpen({ v: 1, type: "rows", challengeId: `0x${"00".repeat(32)}`, rows: [] }, Date.now()), "malformed");
+    expectFailure(wrongCount.onCommit({ ...commit, rowsPerUnit: commit.rowsPerUnit - 1 }, Date.now()), "malformed");
+    expectFailure(await (await attestor.startChallenge(claim)).onOpen({ v: 2, type: "rows", challengeId: `0x${"00".repeat(32)}`, rows: [] }, Date.now()), "malformed");
 
     const missing = await exchange(await attestor.startChallenge(claim), responderWith(runner), { rows: (r) => ({ ...r, rows: r.rows.slice(1) }) });
     expectFailure(missing, "malformed");
@@ -227,7 +229,7 @@ describe("attest challenge protocol", function () {
     const rogue = new Attestor({ account: strangerAccount, domain, profile: challengeProfileSchema.parse({ preset: "cpu-devnet" }) });
     await refusedWith((await rogue.startChallenge(claim)).message, "not_attestor");
     // Fields changed after signing (a bigger challenge, another seed).
-    await refusedWith({ ...challenge.message, rows: challenge.message.rows * 2 } satisfies ChallengeMessage, "bad_signature");
+    await refusedWith({ ...challenge.message, rowsPerUnit: challenge.message.rowsPerUnit * 2 } satisfies ChallengeMessage, "bad_signature");
     await refusedWith({ ...challenge.message, seed: `0x${"11".repeat(32)}` }, "bad_signature");
     // Not for this provider, an unknown machine, a different claim.
     await refusedWith((await attestor.startChallenge({ ...claim, provider: strangerAccount.address })).message, "wrong_provider");

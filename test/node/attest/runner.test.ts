@@ -5,6 +5,7 @@ import { bytesToHex, hexToBytes, type Hex } from "viem";
 import { recomputeRows, rowToBytes } from "../../../common/attest/arithmetic.js";
 import { MerkleTree, leafHash } from "../../../common/attest/merkle.js";
 import { verifyOpening } from "../../../common/attest/verify.js";
+import { unitLeafKey, unitSeed, unitSubChallenges } from "../../../common/attest/units.js";
 import { challengeProfileSchema } from "../../../common/attest/params.js";
 import { Attestor } from "../../../node/attest/attestor.js";
 import { ChallengeResponder } from "../../../node/attest/provider.js";
@@ -20,21 +21,28 @@ const referenceRunner = path.join(root, "node/attest/runner/reference-runner.ts"
 const faultyRunner = path.join(here, "fixtures/faulty-runner.mjs");
 const slowStartRunner = path.join(here, "fixtures/slow-start-runner.mjs");
 
-function challenge(rows: number, cols = 64, rounds = 2, tag = 1): RunnerChallenge {
-  return { id: bytesToHex(new Uint8Array(32).fill(tag)), seed: bytesToHex(new Uint8Array(32).fill(tag + 100)), rows, cols, rounds, units: 1 };
+type TestChallenge = RunnerChallenge & { seed: Hex; rows: number };
+
+/** A runner challenge of `units` sub-challenges of `rows` rows each; `seed` is the challenge seed the units' are derived from. */
+function challenge(rows: number, cols = 64, rounds = 2, tag = 1, units = 1): TestChallenge {
+  const id = bytesToHex(new Uint8Array(32).fill(tag));
+  const seed = bytesToHex(new Uint8Array(32).fill(tag + 100));
+  return { id, seed, rows, rowsPerUnit: rows, cols, rounds, units: unitSubChallenges(id, seed, units) };
 }
 
-/** The answer's root computed the slow, obvious way. */
-function expectedRoot(c: RunnerChallenge): Hex {
+/** Unit `unit`'s root computed the slow, obvious way. */
+function expectedRoot(c: TestChallenge, unit = 0): Hex {
   const rows = recomputeRows(
-    hexToBytes(c.seed),
+    hexToBytes(unitSeed(c.seed, unit)),
     c.cols,
     c.rounds,
     Array.from({ length: c.rows }, (_, i) => i),
   );
-  const id = hexToBytes(c.id);
-  return bytesToHex(MerkleTree.fromLeaves(rows.map((row, i) => leafHash(id, i, rowToBytes(row)))).root);
+  const key = hexToBytes(unitLeafKey(c.id, unit));
+  return bytesToHex(MerkleTree.fromLeaves(rows.map((row, i) => leafHash(key, i, rowToBytes(row)))).root);
 }
+
+const picksOf = (indices: number[], unit = 0) => indices.map((index) => ({ unit, index }));
 
 function isAlive(pid: number): boolean {
   try {
@@ -60,17 +68,37 @@ describe("attest runners", function () {
     it("commits to the same root as a single-threaded computation, split over many tasks", async () => {
       for (const c of [challenge(77, 32, 3), challenge(1, 16, 1, 2), challenge(64, 64, 2, 3)]) {
         const commitment = await runner.computeCommit(c);
-        assert.equal(commitment.root, expectedRoot(c), `${c.rows} rows`);
-        assert.equal(commitment.rows, c.rows);
+        assert.deepEqual(commitment.roots, [expectedRoot(c)], `${c.rows} rows`);
+        assert.equal(commitment.rowsPerUnit, c.rows);
         assert.ok(commitment.computeMs > 0);
       }
+    });
+
+    it("computes one sub-challenge per unit: each unit's root from its own seed and leaf key, all different", async () => {
+      const c = challenge(20, 16, 2, 4, 3);
+      const commitment = await runner.computeCommit(c);
+      assert.deepEqual(commitment.roots, [expectedRoot(c, 0), expectedRoot(c, 1), expectedRoot(c, 2)]);
+      assert.equal(new Set(commitment.roots).size, 3);
+      const rows = await commitment.openRows([
+        { unit: 2, index: 19 },
+        { unit: 0, index: 19 },
+      ]);
+      assert.deepEqual(
+        rows.map((r) => [r.unit, r.index]),
+        [
+          [2, 19],
+          [0, 19],
+        ],
+      );
+      assert.notEqual(rows[0]!.data, rows[1]!.data, "units have different matrices");
+      await assert.rejects(commitment.openRows([{ unit: 3, index: 0 }]), { name: "RunnerError" });
     });
 
     it("opens rows that verify, refuses rows outside the answer, and forgets released answers", async () => {
       const c = challenge(100);
       const commitment = await runner.computeCommit(c);
       const indices = [99, 0, 42];
-      const rows = await commitment.openRows(indices);
+      const rows = await commitment.openRows(picksOf(indices));
       assert.deepEqual(
         rows.map((r) => r.index),
         indices,
@@ -78,17 +106,17 @@ describe("attest runners", function () {
       const check = await verifyOpening({
         challengeId: c.id,
         seed: c.seed,
-        rows: 100,
+        rowsPerUnit: 100,
         cols: 64,
         rounds: 2,
-        root: commitment.root,
-        indices,
-        response: { v: 1, type: "rows", challengeId: c.id, rows },
+        roots: commitment.roots,
+        picks: picksOf(indices),
+        response: { v: 2, type: "rows", challengeId: c.id, rows },
       });
       assert.deepEqual(check, { ok: true });
-      await assert.rejects(commitment.openRows([100]), { name: "RunnerError" });
+      await assert.rejects(commitment.openRows(picksOf([100])), { name: "RunnerError" });
       await commitment.release();
-      await assert.rejects(commitment.openRows([1]), { name: "RunnerError" });
+      await assert.rejects(commitment.openRows(picksOf([1])), { name: "RunnerError" });
       // Its recompute is the attestor's multi-threaded verifier.
       assert.deepEqual(await runner.recompute({ seed: hexToBytes(c.seed), cols: 64, rounds: 2, indices: [5, 6] }), recomputeRows(hexToBytes(c.seed), 64, 2, [5, 6]));
     });
@@ -99,7 +127,7 @@ describe("attest runners", function () {
       setTimeout(() => abort.abort(new Error("stop")), 50);
       await assert.rejects(pending, /stop/);
       const c = challenge(10);
-      assert.equal((await runner.computeCommit(c)).root, expectedRoot(c));
+      assert.deepEqual((await runner.computeCommit(c)).roots, [expectedRoot(c)]);
       const closed = new CpuRunner({ workers: 1 });
       await closed.close();
       await assert.rejects(closed.computeCommit(challenge(10)), { name: "RunnerError" });
@@ -112,28 +140,32 @@ describe("attest runners", function () {
     it("drives the reference runner program: same root as the CPU runner, rows that verify", async () => {
       const runner = reference();
       try {
-        const c = challenge(50, 48, 2, 5);
+        const c = challenge(50, 48, 2, 5, 2);
         const commitment = await runner.computeCommit(c);
-        assert.equal(commitment.root, expectedRoot(c));
+        assert.deepEqual(commitment.roots, [expectedRoot(c, 0), expectedRoot(c, 1)]);
         const pid = runner.pid!;
         assert.ok(isAlive(pid));
-        const rows = await commitment.openRows([3, 49]);
+        const picks = [
+          { unit: 0, index: 3 },
+          { unit: 1, index: 49 },
+        ];
+        const rows = await commitment.openRows(picks);
         const check = await verifyOpening({
           challengeId: c.id,
           seed: c.seed,
-          rows: 50,
+          rowsPerUnit: 50,
           cols: 48,
           rounds: 2,
-          root: commitment.root,
-          indices: [3, 49],
-          response: { v: 1, type: "rows", challengeId: c.id, rows },
+          roots: commitment.roots,
+          picks,
+          response: { v: 2, type: "rows", challengeId: c.id, rows },
         });
         assert.deepEqual(check, { ok: true });
         // The program stays up for the next challenge; the previous answer is gone then.
         const next = await runner.computeCommit(challenge(8, 16, 1, 6));
         assert.equal(runner.pid, pid);
-        await assert.rejects(commitment.openRows([1]), { name: "RunnerError" });
-        assert.equal((await next.openRows([7])).length, 1);
+        await assert.rejects(commitment.openRows(picksOf([1])), { name: "RunnerError" });
+        assert.equal((await next.openRows(picksOf([7]))).length, 1);
         await runner.close();
         assert.equal(isAlive(pid), false);
       } finally {
@@ -206,9 +238,20 @@ describe("attest runners", function () {
       const badRows = faulty("badrows");
       try {
         const commitment = await badRows.computeCommit(challenge(1024));
-        await assert.rejects(commitment.openRows([1, 2]), { name: "RunnerError" });
+        await assert.rejects(commitment.openRows(picksOf([1, 2])), { name: "RunnerError" });
       } finally {
         await badRows.close();
+      }
+      // A program written for version 1 of the contract: stopped at its hello, with both versions named.
+      const v1 = faulty("v1");
+      try {
+        await assert.rejects(v1.computeCommit(challenge(4)), (error: Error) => {
+          assert.equal(error.name, "RunnerError");
+          assert.match(error.message, /speaks suanli-attest-runner\/1; this node needs suanli-attest-runner\/2/);
+          return true;
+        });
+      } finally {
+        await v1.close();
       }
       // No hello within the start timeout.
       const silent = faulty("silent", { startTimeoutMs: 300 });
@@ -235,7 +278,7 @@ describe("attest runners", function () {
         await assert.rejects(pending, /cutoff/);
         assert.equal(isAlive(pid), false);
         const c = challenge(6, 16, 1, 9);
-        assert.equal((await runner.computeCommit(c)).root, expectedRoot(c));
+        assert.deepEqual((await runner.computeCommit(c)).roots, [expectedRoot(c)]);
         assert.ok(runner.pid !== undefined && runner.pid !== pid);
       } finally {
         await runner.close();
