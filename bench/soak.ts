@@ -24,14 +24,17 @@
  * (test/e2e/chaos-soak.test.ts) and asserts the zeros, the bound and that every action and fault
  * kind happened.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createWriteStream, type WriteStream } from "node:fs";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { peerIdFromPrivateKey } from "@libp2p/peer-id";
 import type { Address } from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
 import { leaseMarketAbi } from "../common/abi.js";
 import { devnetAccount, devnetPrivateKey } from "../common/devnet.js";
+import { loadOrCreatePeerKey } from "../node/p2p/identity.js";
 import { createClient, type SuanliClient } from "../sdk/index.js";
 import { startBundleServer, type ServedBundle } from "../test/support/bundles.js";
 import { checkLedger, RpcProxy, watchWallets, type LedgerReport } from "../test/support/chaos.js";
@@ -39,6 +42,15 @@ import { startCli, type RunningCli } from "../test/support/cli.js";
 import { fund, fundedAccount, startDevnet, type Devnet } from "../test/support/devnet.js";
 import { testProviderConfig } from "../test/support/provider.js";
 import { ProviderProcess } from "../test/support/provider-process.js";
+
+/** A string option's value (`--name VALUE`), or undefined when not given. */
+function textOption(args: string[], name: string): string | undefined {
+  const at = args.indexOf(`--${name}`);
+  if (at < 0) return undefined;
+  const value = args[at + 1];
+  if (value === undefined || value.startsWith("--")) throw new Error(`--${name} needs a value`);
+  return value;
+}
 
 function option(args: string[], name: string, fallback: number): number {
   const at = args.indexOf(`--${name}`);
@@ -151,6 +163,9 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const attestorCount = option(args, "attestors", 3);
   const renterCount = option(args, "renters", 24);
   const seed = option(args, "seed", 20);
+  // Diagnostics: every node's log (info for providers, debug for attestors: each probe) in this folder.
+  const logDir = textOption(args, "log-dir");
+  if (logDir) await mkdir(logDir, { recursive: true });
   const rand = random(seed);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(rand() * items.length)]!;
   if (attestorCount < 2) throw new Error("--attestors must be at least 2: the soak's fault quorum is 2 and one attestor is killed at times");
@@ -193,6 +208,22 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     entry.count++;
   };
   const quiet = { level: "warn", format: "json" } as const;
+  const providerLog = logDir ? ({ level: "info", format: "json" } as const) : quiet;
+  const attestorLog = logDir ? ({ level: "debug", format: "json" } as const) : quiet;
+  /** A node's log file in --log-dir, appended to in order (one stream per node, across its restarts). */
+  const logFiles = new Map<string, WriteStream>();
+  const logFile = (name: string): WriteStream => {
+    let stream = logFiles.get(name);
+    if (!stream) logFiles.set(name, (stream = createWriteStream(path.join(logDir ?? dir, `${name}.log`), { flags: "a" })));
+    return stream;
+  };
+  const providerLines = (i: number) => (logDir ? { onLine: (line: string) => void logFile(`provider-${i}`).write(`${line}\n`) } : {});
+  /** An attestor process's whole log, written to its file when it is killed or at the end. */
+  const keepAttestorLog = (i: number, node: RunningCli) => {
+    if (logDir) logFile(`attestor-${i}`).write(`${node.stderr()}{"soak":"attestor process ended","at":${Date.now()}}\n`);
+  };
+  /** Each provider kill: when, which leases it held Active, and (at the end) how each of them ended. */
+  const kills: { provider: number; killedAt: number; restartedAt: number | null; leases: { leaseId: bigint; end: number }[] }[] = [];
   try {
     // Providers and attestors start side by side on fixed ports (a restarted node listens where
     // its peers and offers say it is); a provider restarted later bootstraps from all the others.
@@ -200,7 +231,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const providerConfig = (i: number, bootstrap: string[]) =>
       testProviderConfig(1 + i, {
         dataDir: path.join(dir, `provider-data-${i}`),
-        log: quiet,
+        log: providerLog,
         chain: { rpcUrl: proxy.url, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 250 },
         p2p: {
           listen: [`/ip4/127.0.0.1/tcp/${providerPorts[i]}`],
@@ -225,7 +256,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         Array.from({ length: providerCount }, async (_, i): Promise<ProviderSlot> => {
           const configFile = path.join(dir, `provider-${i}.json`);
           await writeFile(configFile, JSON.stringify(providerConfig(i, []), null, 2));
-          const node = await ProviderProcess.start(configFile);
+          const node = await ProviderProcess.start(configFile, providerLines(i));
           const machine = node.ready.machines[0];
           if (!machine) throw new Error(`provider ${i} started without a machine`);
           return { configFile, node, machineId: machine.machineId, address: node.ready.address, down: false };
@@ -249,6 +280,17 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     }
 
     // Attestors: liveness probes every second, a provider silent for 4 s is faulted by the quorum.
+    // Their identities and ports are fixed up front so each lists the others in
+    // `attest.attestor.peers`: they bootstrap only from the providers, with the DHT off, so without
+    // the list no attestor ever meets another, and each proposes its faults alone and never
+    // reaches the quorum (what left the soak's first kills unfaulted; docs/provider.md, Faults).
+    const attestorSpecs: { dir: string; port: number; addr: string }[] = [];
+    for (let i = 0; i < attestorCount; i++) {
+      const dataDir = path.join(dir, `attestor-data-${i}`);
+      const { key } = await loadOrCreatePeerKey(path.join(dataDir, "peer.key"));
+      const port = await freePort();
+      attestorSpecs.push({ dir: dataDir, port, addr: `/ip4/127.0.0.1/tcp/${port}/p2p/${peerIdFromPrivateKey(key).toString()}` });
+    }
     attestors.push(
       ...(await allStarted(
         attestorIndexes.map(async (accountIndex, i): Promise<AttestorSlot> => {
@@ -256,11 +298,11 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           await writeFile(
             configFile,
             JSON.stringify({
-              dataDir: path.join(dir, `attestor-data-${i}`),
-              log: quiet,
+              dataDir: attestorSpecs[i]!.dir,
+              log: attestorLog,
               chain: { rpcUrl: proxy.url, deploymentsDir: devnet.deploymentsDir, privateKey: devnetPrivateKey(accountIndex), pollingIntervalMs: 250 },
               p2p: {
-                listen: [`/ip4/127.0.0.1/tcp/${await freePort()}`],
+                listen: [`/ip4/127.0.0.1/tcp/${attestorSpecs[i]!.port}`],
                 bootstrap: providerAddrs,
                 allowPrivateAddresses: true,
                 dht: { enabled: false },
@@ -271,7 +313,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
               attest: {
                 challenge: { preset: "cpu-devnet" },
                 runner: { kind: "cpu", workers: 1 },
-                attestor: { maxConcurrentChallenges: 1 },
+                attestor: { maxConcurrentChallenges: 1, peers: attestorSpecs.filter((_, j) => j !== i).map((spec) => spec.addr) },
                 liveness: { probeIntervalMs: 1_000, probeTimeoutMs: 1_500, qosWindowSeconds: 4, minFailedProbes: 2, backupSubmitDelayMs: 4_000 },
               },
             }),
@@ -387,10 +429,11 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
 
     // Faults: every kind once first (in random order), then at random, one every 1 to 4 s.
     const firstRound = [...FAULT_KINDS].sort(() => rand() - 0.5);
-    const activeOn = async (slot: ProviderSlot): Promise<number> => {
+    const activeLeasesOn = async (slot: ProviderSlot) => {
       const report = await checkLedger(devnet, { wallets: [], capacity: new Map() });
-      return report.leases.filter((l) => l.status === "Active" && l.provider.toLowerCase() === slot.address.toLowerCase()).length;
+      return report.leases.filter((l) => l.status === "Active" && l.provider.toLowerCase() === slot.address.toLowerCase());
     };
+    const activeOn = async (slot: ProviderSlot): Promise<number> => (await activeLeasesOn(slot)).length;
     // A node refuses to start while it cannot reach the chain (an RPC fault, or a chain slow under
     // load): restart it as a supervisor would (systemd's Restart=on-failure), a few times.
     const restarted = async <T>(start: () => Promise<T>): Promise<T> => {
@@ -438,16 +481,27 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         } else if (fault === "providerKill") {
           // The provider with the most running leases, kept down past the QoS window (its leases
           // are faulted by the quorum), then restarted on its data dir.
-          const load = await Promise.all(providers.map(activeOn));
-          const victim = providers[load.indexOf(Math.max(...load))] ?? pick(providers);
+          const running = await Promise.all(providers.map(activeLeasesOn));
+          const load = running.map((leases) => leases.length);
+          const victimIndex = Math.max(0, load.indexOf(Math.max(...load)));
+          const victim = providers[victimIndex]!;
           victim.down = true;
           await victim.node.kill("SIGKILL");
           counts.leasesActiveOnKilledProviders += Math.max(...load);
+          const kill = {
+            provider: victimIndex,
+            killedAt: Math.floor(Date.now() / 1000),
+            restartedAt: null as number | null,
+            leases: (running[victimIndex] ?? []).map((l) => ({ leaseId: l.leaseId, end: l.end })),
+          };
+          kills.push(kill);
+          log(`killed provider-${victimIndex} holding leases ${kill.leases.map((l) => `${l.leaseId} (ends in ${l.end - kill.killedAt} s)`).join(", ") || "none"}`);
           const downFor = 10_000 + rand() * 4_000;
           recoveries.push(
             (async () => {
               await sleep(downFor);
-              victim.node = await restarted(() => ProviderProcess.start(victim.configFile));
+              victim.node = await restarted(() => ProviderProcess.start(victim.configFile, providerLines(victimIndex)));
+              kill.restartedAt = Math.floor(Date.now() / 1000);
               victim.down = false;
             })(),
           );
@@ -455,6 +509,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           const victim = pick(attestors);
           victim.down = true;
           await victim.node.stop("SIGKILL");
+          keepAttestorLog(attestors.indexOf(victim), victim.node);
           const downFor = 1_000 + rand() * 3_000;
           recoveries.push(
             (async () => {
@@ -553,6 +608,20 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       migrationsByCause: migrations,
       preemptions: report.leases.filter((l) => l.endReason === "Preempted").length,
       leasesFaulted: report.leases.filter((l) => l.endReason === "Faulted").length,
+      // Each provider kill: the leases it held Active, when each would have ended, and how it did end (times in s from the kill).
+      providerKills: kills.map((k) => ({
+        provider: k.provider,
+        downSeconds: k.restartedAt === null ? null : k.restartedAt - k.killedAt,
+        leases: k.leases.map((held) => {
+          const now = report.leases.find((l) => l.leaseId === held.leaseId);
+          return {
+            leaseId: held.leaseId,
+            endsAfterKill: held.end - k.killedAt,
+            outcome: now ? `${now.status}/${now.endReason}` : "unknown",
+            stoppedAfterKill: now && now.stopAt > 0 ? now.stopAt - k.killedAt : null,
+          };
+        }),
+      })),
       faultsInjected: Object.values(faults).reduce((a, b) => a + b, 0),
       faults,
       leasesByOutcome: byOutcome,
@@ -575,6 +644,10 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       `  migrations ${summary.migrations} ${JSON.stringify(migrations)}, cancels ${counts.cancels}, extends ${counts.extends}, preemptions ${summary.preemptions}, leases faulted ${summary.leasesFaulted}`,
     );
     console.log(`  faults injected ${summary.faultsInjected} ${JSON.stringify(faults)}`);
+    for (const k of summary.providerKills)
+      console.log(
+        `  provider-${k.provider} killed for ${k.downSeconds ?? "?"} s holding ${k.leases.map((l) => `lease ${l.leaseId} (end +${l.endsAfterKill} s): ${l.outcome}${l.stoppedAfterKill === null ? "" : ` at +${l.stoppedAfterKill} s`}`).join("; ") || "no Active lease"}`,
+      );
     console.log(
       `  base units lost ${summary.baseUnitsLost}, units double-leased ${summary.unitsDoubleLeased}, leases stuck ${summary.leasesStuck}, open after drain ${summary.leasesOpenAfterDrain}`,
     );
@@ -589,7 +662,11 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   } finally {
     for (const r of renters) await r.client.close().catch(() => undefined);
     for (const p of providers) if (p.node.child.exitCode === null && p.node.child.signalCode === null) await p.node.kill("SIGTERM").catch(() => undefined);
-    for (const a of attestors) await a.node.stop("SIGTERM").catch(() => undefined);
+    for (const [i, a] of attestors.entries()) {
+      await a.node.stop("SIGTERM").catch(() => undefined);
+      keepAttestorLog(i, a.node);
+    }
+    await Promise.all([...logFiles.values()].map((stream) => new Promise((resolve) => stream.end(resolve))));
     await proxy.close();
     await bundles.close();
     await devnet.close();
