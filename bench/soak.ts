@@ -138,6 +138,13 @@ function withinBound(start: NodeStats, end: NodeStats): boolean {
 /** Units of each provider's one machine: a dozen renters asking 1 or 2 each keep them contended (so on-demand tasks preempt interruptible ones) without queueing every submit. */
 const UNITS_PER_MACHINE = 4;
 
+/**
+ * The first provider's machine is in its own region, which only the planned preemption asks for
+ * (the random tasks ask for RANDOM_REGION): its units are free when that scenario starts.
+ */
+const PLANNED_REGION = "eu-central";
+const RANDOM_REGION = "eu-west";
+
 /** The fault kinds the soak injects. */
 export const FAULT_KINDS = ["rpcOutage", "rpcDelay", "rpcReset", "providerKill", "attestorKill"] as const;
 type FaultKind = (typeof FAULT_KINDS)[number];
@@ -147,7 +154,7 @@ type AttestorSlot = { configFile: string; node: RunningCli; metricsUrl: string |
 type Renter = { account: PrivateKeyAccount; client: SuanliClient; current: string | undefined };
 
 /** How a soak task is built: what it runs, for how long, on demand or interruptible. */
-type TaskKind = "short" | "long" | "failing" | "interruptible";
+type TaskKind = "short" | "long" | "failing" | "interruptible" | "held";
 
 /** Each renter's first task, by renter index: its kind and its action (below 0.15 cancel, below 0.35 extend, else wait). */
 const FIRST_TASKS: { kind: TaskKind; action: number }[] = [
@@ -168,6 +175,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   if (logDir) await mkdir(logDir, { recursive: true });
   const rand = random(seed);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(rand() * items.length)]!;
+  if (providerCount < 2) throw new Error("--providers must be at least 2: the first one serves the planned preemption, the others the random tasks");
   if (attestorCount < 2) throw new Error("--attestors must be at least 2: the soak's fault quorum is 2 and one attestor is killed at times");
 
   const log = (line: string) => process.stderr.write(`soak: ${line}\n`);
@@ -243,8 +251,10 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         },
         metrics: { enabled: true, port: 0 },
         provider: {
-          inventory: { source: "declared", declared: [{ model: "A100-80GB", count: UNITS_PER_MACHINE, region: "eu-west" }] },
+          inventory: { source: "declared", declared: [{ model: "A100-80GB", count: UNITS_PER_MACHINE, region: i === 0 ? PLANNED_REGION : RANDOM_REGION }] },
           minBids: { "A100-80GB": { pricePerUnitSecond: "50" } },
+          // The PLANNED_REGION machine is dearer, so a renter that asks for any region ranks the random providers' free units first.
+          ...(i === 0 ? { prices: { "A100-80GB": { pricePerUnitSecond: "150" } } } : {}),
           // A renter whose open failed under a fault must not keep the units from the others for two minutes.
           reserve: { holdSeconds: 10 },
           terms: { startWindowSeconds: 30, minDurationSeconds: 1 },
@@ -328,11 +338,13 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     log(`${attestorCount} attestors up`);
     // Renters: fresh wallets, one SDK client each, over the proxy.
     const accounts: PrivateKeyAccount[] = [];
-    for (let i = 0; i < renterCount; i++) accounts.push(await fundedAccount(devnet, 1_000_000_000n));
+    // The random renters, then the planned scenarios' three (preemptee, migrant, preemptor).
+    for (let i = 0; i < renterCount + 3; i++) accounts.push(await fundedAccount(devnet, 1_000_000_000n));
     for (const account of accounts) {
       renters.push({ account, client: await createClient({ rpcUrl: proxy.url, account, bootstrap: providerAddrs, deployment: devnet.deploymentsDir }), current: undefined });
     }
-    log(`${renterCount} renters up`);
+    const plannedRenters = renters.slice(renterCount);
+    log(`${renterCount} renters up (and ${plannedRenters.length} planned)`);
     const offersDeadline = Date.now() + 60_000;
     for (const renter of renters) {
       while ((await renter.client.queryOffers()).length < providerCount) {
@@ -350,14 +362,36 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       long: await bundles.bundle({ "run.sh": "sleep 6\necho ok\n" }),
       failing: await bundles.bundle({ "run.sh": "echo bad >&2\nexit 3\n" }),
       interruptible: await bundles.bundle({ "run.sh": "sleep 8\necho ok\n" }),
+      held: await bundles.bundle({ "run.sh": "sleep 40\necho ok\n" }),
     };
     log(`${providerCount} providers, ${attestorCount} attestors, ${renterCount} renters ready; running ${seconds} s`);
     const started = Date.now();
     const deadline = started + seconds * 1000;
 
+    // Follow a task to its end; an SDK error (the chain or the provider away) is retried while there is time.
+    const follow = async (renter: Renter, taskId: string) => {
+      while (renter.current !== undefined) {
+        try {
+          const receipt = await renter.client.wait(taskId, { pollIntervalMs: 1_000, timeoutMs: Math.max(1_000, deadline - Date.now()) });
+          if (receipt.state === "succeeded") counts.tasksCompleted++;
+          else if (receipt.state === "preempted") counts.tasksPreempted++;
+          else if (receipt.state === "failed") counts.tasksFailed++;
+          else counts.tasksOtherEnd++;
+          renter.current = undefined;
+        } catch (error) {
+          counts.sdkErrors++;
+          noteError("wait", error);
+          if (Date.now() > deadline - 3_000) break; // the drain below cancels it
+          await sleep(1_000);
+        }
+      }
+    };
+
     // A renter: submit, then cancel, extend or just wait (the SDK migrates a faulted or preempted
     // autoMigrate task), until the deadline. Every SDK error is counted and the task followed again.
     const renterLoop = async (renter: Renter) => {
+      // The planned renters go first (their leases open before the random ones contend for units), for up to 15 s.
+      await Promise.race([plannedSubmitted, sleep(15_000)]);
       await sleep(rand() * 2_000);
       // The first task of each renter is scripted (so a short run still fails one, extends one, cancels one and runs interruptible work); then at random.
       let scripted: { kind: TaskKind; action: number } | undefined = FIRST_TASKS[renters.indexOf(renter) % FIRST_TASKS.length];
@@ -372,6 +406,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
             gpuCount: rand() < 0.75 ? 1 : 2,
             duration: kind === "short" ? 10 + Math.floor(rand() * 10) : 20 + Math.floor(rand() * 15),
             ...(interruptible ? { interruptible: true, bidPerGpuHour: "0.2" } : { maxPricePerGpuHour: "1" }),
+            region: RANDOM_REGION,
             attestedOnly: false,
             bundleUrl: bundle.url,
             sha256: bundle.sha256,
@@ -408,22 +443,103 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           counts.sdkErrors++;
           noteError(action < 0.15 ? "cancel" : "extend", error);
         }
-        // Follow the task to its end; an SDK error (the chain or the provider away) is retried while there is time.
-        while (renter.current !== undefined) {
-          try {
-            const receipt = await renter.client.wait(taskId, { pollIntervalMs: 1_000, timeoutMs: Math.max(1_000, deadline - Date.now()) });
-            if (receipt.state === "succeeded") counts.tasksCompleted++;
-            else if (receipt.state === "preempted") counts.tasksPreempted++;
-            else if (receipt.state === "failed") counts.tasksFailed++;
-            else counts.tasksOtherEnd++;
-            renter.current = undefined;
-          } catch (error) {
-            counts.sdkErrors++;
-            noteError("wait", error);
-            if (Date.now() > deadline - 3_000) break; // the drain below cancels it
-            await sleep(1_000);
-          }
+        await follow(renter, taskId);
+      }
+    };
+
+    // Planned scenarios, on their own renters beside the random ones, so that a short run reaches
+    // a preemption, a faulted lease and a migration every time (the random mix reaches them only
+    // now and then). At once: the migrant leases one unit on demand in any region (the random
+    // providers rank first: the PLANNED_REGION machine is dearer) with autoMigrate, and its
+    // provider is the first kill's victim: down past the QoS window, the lease is faulted by the
+    // attestors' quorum and the SDK moves the task (to a free random unit or the PLANNED_REGION
+    // machine). Beside it the preemptee leases three of the PLANNED_REGION machine's four units
+    // interruptibly; once that lease is Active the preemptor asks for two units there on demand,
+    // which only preempting it can give.
+    const plannedSubmit = async (renter: Renter, task: { gpuCount: number; duration: number; bundle: ServedBundle; region?: string; interruptible: boolean; autoMigrate: boolean }) => {
+      while (Date.now() < deadline - 15_000) {
+        try {
+          const { taskId } = await renter.client.submitTask({
+            gpuType: "A100",
+            gpuCount: task.gpuCount,
+            duration: task.duration,
+            ...(task.interruptible ? { interruptible: true, bidPerGpuHour: "0.2" } : { maxPricePerGpuHour: "1" }),
+            ...(task.region ? { region: task.region } : {}),
+            attestedOnly: false,
+            bundleUrl: task.bundle.url,
+            sha256: task.bundle.sha256,
+            command: "sh run.sh",
+            autoMigrate: task.autoMigrate,
+          });
+          renter.current = taskId;
+          counts.tasksSubmitted++;
+          return taskId;
+        } catch (error) {
+          counts.submitRefused++;
+          noteError("submit", error);
+          await sleep(1_000);
         }
+      }
+      return undefined;
+    };
+    /** The task's provider once its lease is Active; undefined if the lease ended first or time ran out. */
+    const untilActive = async (renter: Renter, taskId: string): Promise<Address | undefined> => {
+      while (Date.now() < deadline - 15_000) {
+        try {
+          const status = await renter.client.status(taskId);
+          if (status.lease.status === "Active") return status.provider;
+          if (status.lease.status !== "Open" && status.lease.status !== "None") return undefined;
+        } catch (error) {
+          noteError("status", error);
+        }
+        await sleep(500);
+      }
+      return undefined;
+    };
+    /** The provider the first kill is aimed at: the migrant's, once its lease is Active. */
+    const planned: { killTarget: Address | undefined; done: boolean } = { killTarget: undefined, done: false };
+    let markSubmitted = () => {};
+    /** Resolves once the migrant's and the preemptee's tasks were submitted (or gave up). */
+    const plannedSubmitted = new Promise<void>((resolve) => (markSubmitted = resolve));
+    const plannedLoop = async () => {
+      const [preemptee, migrant, preemptor] = plannedRenters;
+      if (!preemptee || !migrant || !preemptor) return;
+      const following: Promise<void>[] = [];
+      let submitted = 0;
+      const oneSubmitted = () => {
+        if (++submitted === 2) markSubmitted();
+      };
+      const migration = (async () => {
+        const moved = await plannedSubmit(migrant, { gpuCount: 1, duration: 45, bundle: tasks.held, interruptible: false, autoMigrate: true });
+        oneSubmitted();
+        if (moved === undefined) return;
+        planned.killTarget = await untilActive(migrant, moved);
+        log(`planned: the migrant's lease runs on ${planned.killTarget ?? "no provider"}`);
+        following.push(follow(migrant, moved));
+      })();
+      const preemption = (async () => {
+        const held = await plannedSubmit(preemptee, {
+          gpuCount: UNITS_PER_MACHINE - 1,
+          duration: 45,
+          bundle: tasks.held,
+          region: PLANNED_REGION,
+          interruptible: true,
+          autoMigrate: false,
+        });
+        oneSubmitted();
+        if (held === undefined) return;
+        following.push(follow(preemptee, held));
+        if ((await untilActive(preemptee, held)) === undefined) return;
+        const preempting = await plannedSubmit(preemptor, { gpuCount: 2, duration: 15, bundle: tasks.long, region: PLANNED_REGION, interruptible: false, autoMigrate: false });
+        log(`planned: the preemptor ${preempting === undefined ? "found no lease" : "leased"}`);
+        if (preempting !== undefined) following.push(follow(preemptor, preempting));
+      })();
+      try {
+        await Promise.all([migration, preemption]);
+      } finally {
+        markSubmitted();
+        planned.done = true;
+        await Promise.all(following);
       }
     };
 
@@ -433,7 +549,6 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       const report = await checkLedger(devnet, { wallets: [], capacity: new Map() });
       return report.leases.filter((l) => l.status === "Active" && l.provider.toLowerCase() === slot.address.toLowerCase());
     };
-    const activeOn = async (slot: ProviderSlot): Promise<number> => (await activeLeasesOn(slot)).length;
     // A node refuses to start while it cannot reach the chain (an RPC fault, or a chain slow under
     // load): restart it as a supervisor would (systemd's Restart=on-failure), a few times.
     const restarted = async <T>(start: () => Promise<T>): Promise<T> => {
@@ -458,13 +573,12 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         let fault = firstRound[0] ?? pick(FAULT_KINDS);
         if (fault === "providerKill" && providers.some((p) => p.down)) fault = "rpcReset";
         if (fault === "attestorKill" && attestors.some((a) => a.down)) fault = "rpcReset";
-        if (fault === "providerKill" && firstRound[0] === "providerKill" && Date.now() < deadline - 40_000) {
-          // The first kill waits (a while) for a provider with a running lease, so the quorum has a lease to fault and the SDK a task to migrate.
-          const load = await Promise.all(providers.map(activeOn));
-          if (Math.max(...load) === 0) {
-            fault = "rpcReset";
-            firstRound.push(firstRound.shift()!);
-          }
+        // The first kill is aimed at the planned migrant's provider: it waits (a while) for that lease
+        // to be Active, so the quorum has a lease to fault and the SDK a task to migrate.
+        const firstKill = fault === "providerKill" && firstRound[0] === "providerKill";
+        if (firstKill && planned.killTarget === undefined && !planned.done && Date.now() < deadline - 25_000) {
+          fault = "rpcReset";
+          firstRound.push(firstRound.shift()!);
         }
         if (fault === firstRound[0]) firstRound.shift();
         faults[fault]++;
@@ -483,11 +597,12 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           // are faulted by the quorum), then restarted on its data dir.
           const running = await Promise.all(providers.map(activeLeasesOn));
           const load = running.map((leases) => leases.length);
-          const victimIndex = Math.max(0, load.indexOf(Math.max(...load)));
+          const target = firstKill ? providers.findIndex((p) => p.address.toLowerCase() === planned.killTarget?.toLowerCase()) : -1;
+          const victimIndex = target >= 0 ? target : Math.max(0, load.indexOf(Math.max(...load)));
           const victim = providers[victimIndex]!;
           victim.down = true;
           await victim.node.kill("SIGKILL");
-          counts.leasesActiveOnKilledProviders += Math.max(...load);
+          counts.leasesActiveOnKilledProviders += load[victimIndex] ?? 0;
           const kill = {
             provider: victimIndex,
             killedAt: Math.floor(Date.now() / 1000),
@@ -527,7 +642,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       }
       await Promise.all(recoveries);
     };
-    await Promise.all([...renters.map(renterLoop), faultLoop()]);
+    await Promise.all([...renters.filter((r) => !plannedRenters.includes(r)).map(renterLoop), plannedLoop(), faultLoop()]);
     proxy.up();
     const ranFor = (Date.now() - started) / 1000;
     log(`ran ${ranFor.toFixed(0)} s; draining`);
@@ -601,6 +716,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       providers: providerCount,
       attestors: attestorCount,
       renters: renterCount,
+      plannedRenters: plannedRenters.length,
       seed,
       leasesRun: report.leases.length,
       ...counts,

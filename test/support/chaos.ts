@@ -395,8 +395,11 @@ export class PartitionProxy {
   }
 }
 
-/** A wallet whose token balance the ledger accounts for, from `baseline` (its balance when watching began). */
-export type WatchedWallet = { address: Address; role: "renter" | "provider"; baseline: bigint };
+/**
+ * A wallet whose token balance the ledger accounts for, from `baseline` (its balance when watching
+ * began, at block `sinceBlock` when known: then a provider's stake moves after it are accounted too).
+ */
+export type WatchedWallet = { address: Address; role: "renter" | "provider"; baseline: bigint; sinceBlock?: bigint };
 
 export type LedgerReport = {
   leases: LeaseView[];
@@ -410,17 +413,42 @@ export type LedgerReport = {
   stuck: bigint[];
 };
 
-async function tokenBalance(devnet: Devnet, who: Address): Promise<bigint> {
-  return devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [who] });
+async function tokenBalance(devnet: Devnet, who: Address, blockNumber?: bigint): Promise<bigint> {
+  return devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [who], blockNumber });
 }
 
-async function owed(devnet: Devnet, who: Address): Promise<bigint> {
-  return devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "owed", args: [who] });
+async function owed(devnet: Devnet, who: Address, blockNumber?: bigint): Promise<bigint> {
+  return devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "owed", args: [who], blockNumber });
 }
 
-/** Watches wallets from now on: their balances now are the baselines the ledger starts from. */
+/** Watches wallets from now on: their balances now (at one block) are the baselines the ledger starts from. */
 export async function watchWallets(devnet: Devnet, wallets: { address: Address; role: WatchedWallet["role"] }[]): Promise<WatchedWallet[]> {
-  return Promise.all(wallets.map(async (w) => ({ ...w, baseline: (await tokenBalance(devnet, w.address)) + (await owed(devnet, w.address)) })));
+  const sinceBlock = await devnet.admin.publicClient.getBlockNumber();
+  return Promise.all(
+    wallets.map(async (w) => ({ ...w, sinceBlock, baseline: (await tokenBalance(devnet, w.address, sinceBlock)) + (await owed(devnet, w.address, sinceBlock)) })),
+  );
+}
+
+/**
+ * What a provider moved between its wallet and its stake in the registry after `sinceBlock`: the
+ * stake it added (a restarted node tops its stake back up to its target after a fault slashed
+ * collateral from it) less what it withdrew. That money left the wallet but was not lost.
+ */
+async function stakeMoved(devnet: Devnet, wallet: Address, sinceBlock: bigint): Promise<bigint> {
+  const registry = devnet.deployment.contracts.registry;
+  if (!registry) return 0n;
+  const client = devnet.admin.publicClient;
+  const transfers = parseEventLogs({
+    abi: testTokenAbi,
+    eventName: "Transfer",
+    logs: await client.getLogs({ address: devnet.deployment.contracts.token, fromBlock: sinceBlock + 1n }),
+  });
+  let moved = 0n;
+  for (const t of transfers) {
+    if (t.args.from.toLowerCase() === wallet.toLowerCase() && t.args.to.toLowerCase() === registry.toLowerCase()) moved += t.args.value;
+    if (t.args.from.toLowerCase() === registry.toLowerCase() && t.args.to.toLowerCase() === wallet.toLowerCase()) moved -= t.args.value;
+  }
+  return moved;
 }
 
 /**
@@ -480,6 +508,7 @@ export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWal
         expected += log.args.amount - log.args.fee;
       }
     }
+    if (wallet.role === "provider" && wallet.sinceBlock !== undefined) expected -= await stakeMoved(devnet, wallet.address, wallet.sinceBlock);
     const actual = (await tokenBalance(devnet, wallet.address)) + (await owed(devnet, wallet.address));
     if (actual !== expected) violations.push(`${wallet.role} ${wallet.address}: holds ${actual} (balance + owed), the rules say ${expected} (${actual - expected} off)`);
   }
