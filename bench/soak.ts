@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- soak [--json] [--seconds N] [--providers P] [--attestors A] [--renters R] [--seed S]`:
+ * `npm run bench -- soak [--json] [--seconds N] [--providers P] [--attestors A] [--renters R] [--seed S] [--log-dir DIR]`:
  * the market under faults over time.
  *
  * A devnet (wall-clock blocks, a 3 s preemption notice, a fault quorum of 2), P provider nodes and
@@ -13,11 +13,14 @@
  * seconds (`rpcOutage`), slowed down (`rpcDelay`), connections reset in flight (`rpcReset`), a
  * provider node SIGKILLed, kept down past the attestors' QoS window (so its running leases are
  * faulted by the quorum) and restarted on its data dir (`providerKill`), an attestor SIGKILLed and
- * restarted (`attestorKill`). Then the renters cancel what still runs, every lease is drained, and
- * the chaos ledger checks the money.
+ * restarted (`attestorKill`). Three more renters run planned scenarios so that every run reaches a
+ * preemption, a faulted lease and a migration (below, "Planned scenarios"). Then the renters cancel
+ * what still runs, every lease is drained, and the chaos ledger checks the money. `--log-dir` keeps
+ * every node's log (providers at info, attestors at debug).
  *
  * Summary (the last line with --json): leasesRun, tasksSubmitted, tasksCompleted, tasksFailed,
- * migrations (by cause), cancels, extends, preemptions, leasesFaulted, faultsInjected (by kind),
+ * migrations (by cause), cancels, extends, preemptions, leasesFaulted, providerKills (each kill's
+ * leases and how they ended), faultsInjected (by kind),
  * baseUnitsLost (must be 0), unitsDoubleLeased (0), leasesStuck (0), leasesOpenAfterDrain (0),
  * violations, and each node's heap and open handles at start and end with the stated bound
  * (`resourceBound`, checked in `nodeResourcesWithinBounds`). The CI test runs a one-minute version
@@ -390,8 +393,8 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     // A renter: submit, then cancel, extend or just wait (the SDK migrates a faulted or preempted
     // autoMigrate task), until the deadline. Every SDK error is counted and the task followed again.
     const renterLoop = async (renter: Renter) => {
-      // The planned renters go first (their leases open before the random ones contend for units), for up to 15 s.
-      await Promise.race([plannedSubmitted, sleep(15_000)]);
+      // The planned renters go first (their leases open before the random ones contend for units), for up to 8 s.
+      await Promise.race([plannedSubmitted, sleep(8_000)]);
       await sleep(rand() * 2_000);
       // The first task of each renter is scripted (so a short run still fails one, extends one, cancels one and runs interruptible work); then at random.
       let scripted: { kind: TaskKind; action: number } | undefined = FIRST_TASKS[renters.indexOf(renter) % FIRST_TASKS.length];
@@ -456,8 +459,13 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     // machine). Beside it the preemptee leases three of the PLANNED_REGION machine's four units
     // interruptibly; once that lease is Active the preemptor asks for two units there on demand,
     // which only preempting it can give.
-    const plannedSubmit = async (renter: Renter, task: { gpuCount: number; duration: number; bundle: ServedBundle; region?: string; interruptible: boolean; autoMigrate: boolean }) => {
-      while (Date.now() < deadline - 15_000) {
+    const plannedSubmit = async (
+      role: string,
+      renter: Renter,
+      task: { gpuCount: number; duration: number; bundle: ServedBundle; region?: string; interruptible: boolean; autoMigrate: boolean },
+    ) => {
+      // Until a few seconds before the end: a lease opened by then still counts (a preemption happens when the preemptor's lease opens).
+      while (Date.now() < deadline - 6_000) {
         try {
           const { taskId } = await renter.client.submitTask({
             gpuType: "A100",
@@ -476,7 +484,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           return taskId;
         } catch (error) {
           counts.submitRefused++;
-          noteError("submit", error);
+          noteError(`planned ${role} submit`, error);
           await sleep(1_000);
         }
       }
@@ -484,7 +492,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     };
     /** The task's provider once its lease is Active; undefined if the lease ended first or time ran out. */
     const untilActive = async (renter: Renter, taskId: string): Promise<Address | undefined> => {
-      while (Date.now() < deadline - 15_000) {
+      while (Date.now() < deadline - 8_000) {
         try {
           const status = await renter.client.status(taskId);
           if (status.lease.status === "Active") return status.provider;
@@ -510,7 +518,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         if (++submitted === 2) markSubmitted();
       };
       const migration = (async () => {
-        const moved = await plannedSubmit(migrant, { gpuCount: 1, duration: 45, bundle: tasks.held, interruptible: false, autoMigrate: true });
+        const moved = await plannedSubmit("migrant", migrant, { gpuCount: 1, duration: 45, bundle: tasks.held, interruptible: false, autoMigrate: true });
         oneSubmitted();
         if (moved === undefined) return;
         planned.killTarget = await untilActive(migrant, moved);
@@ -518,7 +526,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         following.push(follow(migrant, moved));
       })();
       const preemption = (async () => {
-        const held = await plannedSubmit(preemptee, {
+        const held = await plannedSubmit("preemptee", preemptee, {
           gpuCount: UNITS_PER_MACHINE - 1,
           duration: 45,
           bundle: tasks.held,
@@ -529,8 +537,11 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         oneSubmitted();
         if (held === undefined) return;
         following.push(follow(preemptee, held));
-        if ((await untilActive(preemptee, held)) === undefined) return;
-        const preempting = await plannedSubmit(preemptor, { gpuCount: 2, duration: 15, bundle: tasks.long, region: PLANNED_REGION, interruptible: false, autoMigrate: false });
+        if ((await untilActive(preemptee, held)) === undefined) {
+          log("planned: the preemptee's lease never became Active");
+          return;
+        }
+        const preempting = await plannedSubmit("preemptor", preemptor, { gpuCount: 2, duration: 15, bundle: tasks.long, region: PLANNED_REGION, interruptible: false, autoMigrate: false });
         log(`planned: the preemptor ${preempting === undefined ? "found no lease" : "leased"}`);
         if (preempting !== undefined) following.push(follow(preemptor, preempting));
       })();
