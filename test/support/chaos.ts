@@ -469,13 +469,21 @@ export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWal
   // Each lease: claims add up to `paid`, never beyond what it owes the provider.
   const claimed = new Map<bigint, bigint>();
   for (const log of logs) if (log.eventName === "LeaseClaimed") claimed.set(log.args.leaseId, (claimed.get(log.args.leaseId) ?? 0n) + log.args.amount);
+  // A lease that preempted another owes at least the preemption notice on its units, however soon it ends (LeaseMarket._accrued).
+  const preemptors = new Set<bigint>();
+  for (const log of logs) if (log.eventName === "LeasePreempted") preemptors.add(log.args.byLeaseId);
+  const notice = preemptors.size > 0 ? BigInt((await client.readContract({ address: market, abi: leaseMarketAbi, functionName: "params" })).preemptionNotice) : 0n;
   for (const lease of leases) {
     const claims = claimed.get(lease.leaseId) ?? 0n;
     if (claims !== lease.paid) violations.push(`lease ${lease.leaseId}: claims total ${claims}, but paid is ${lease.paid}`);
     if (lease.paid > lease.deposit) violations.push(`lease ${lease.leaseId}: paid ${lease.paid} beyond its deposit/total ${lease.deposit}`);
     if (lease.status === "Settled" && lease.paid !== lease.deposit) violations.push(`lease ${lease.leaseId}: Settled with ${lease.paid} of ${lease.deposit} paid`);
     if ((lease.status === "Ended" || lease.status === "Settled") && lease.endReason !== "CoSigned" && lease.endReason !== "Faulted" && lease.activatedAt > 0) {
-      const metered = BigInt(lease.units) * lease.pricePerUnitSecond * BigInt(Math.max(0, lease.stopAt - lease.activatedAt));
+      let metered = BigInt(lease.units) * lease.pricePerUnitSecond * BigInt(Math.max(0, lease.stopAt - lease.activatedAt));
+      if (preemptors.has(lease.leaseId)) {
+        const minimum = BigInt(lease.units) * lease.pricePerUnitSecond * (notice < BigInt(lease.duration) ? notice : BigInt(lease.duration));
+        if (minimum > metered) metered = minimum;
+      }
       if (lease.deposit > metered) violations.push(`lease ${lease.leaseId}: provider total ${lease.deposit} beyond the ${metered} metered`);
     }
   }
