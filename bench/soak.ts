@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- soak [--json] [--seconds N] [--providers P] [--attestors A] [--renters R] [--seed S]`:
+ * `npm run bench -- soak [--json] [--seconds N] [--providers P] [--attestors A] [--renters R] [--seed S] [--log-dir DIR]`:
  * the market under faults over time.
  *
  * A devnet (wall-clock blocks, a 3 s preemption notice, a fault quorum of 2), P provider nodes and
@@ -13,25 +13,31 @@
  * seconds (`rpcOutage`), slowed down (`rpcDelay`), connections reset in flight (`rpcReset`), a
  * provider node SIGKILLed, kept down past the attestors' QoS window (so its running leases are
  * faulted by the quorum) and restarted on its data dir (`providerKill`), an attestor SIGKILLed and
- * restarted (`attestorKill`). Then the renters cancel what still runs, every lease is drained, and
- * the chaos ledger checks the money.
+ * restarted (`attestorKill`). Three more renters run planned scenarios so that every run reaches a
+ * preemption, a faulted lease and a migration (below, "Planned scenarios"). Then the renters cancel
+ * what still runs, every lease is drained, and the chaos ledger checks the money. `--log-dir` keeps
+ * every node's log (providers at info, attestors at debug).
  *
  * Summary (the last line with --json): leasesRun, tasksSubmitted, tasksCompleted, tasksFailed,
- * migrations (by cause), cancels, extends, preemptions, leasesFaulted, faultsInjected (by kind),
+ * migrations (by cause), cancels, extends, preemptions, leasesFaulted, providerKills (each kill's
+ * leases and how they ended), faultsInjected (by kind),
  * baseUnitsLost (must be 0), unitsDoubleLeased (0), leasesStuck (0), leasesOpenAfterDrain (0),
  * violations, and each node's heap and open handles at start and end with the stated bound
  * (`resourceBound`, checked in `nodeResourcesWithinBounds`). The CI test runs a one-minute version
  * (test/e2e/chaos-soak.test.ts) and asserts the zeros, the bound and that every action and fault
  * kind happened.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createWriteStream, type WriteStream } from "node:fs";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { peerIdFromPrivateKey } from "@libp2p/peer-id";
 import type { Address } from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
 import { leaseMarketAbi } from "../common/abi.js";
 import { devnetAccount, devnetPrivateKey } from "../common/devnet.js";
+import { loadOrCreatePeerKey } from "../node/p2p/identity.js";
 import { createClient, type SuanliClient } from "../sdk/index.js";
 import { startBundleServer, type ServedBundle } from "../test/support/bundles.js";
 import { checkLedger, RpcProxy, watchWallets, type LedgerReport } from "../test/support/chaos.js";
@@ -39,6 +45,15 @@ import { startCli, type RunningCli } from "../test/support/cli.js";
 import { fund, fundedAccount, startDevnet, type Devnet } from "../test/support/devnet.js";
 import { testProviderConfig } from "../test/support/provider.js";
 import { ProviderProcess } from "../test/support/provider-process.js";
+
+/** A string option's value (`--name VALUE`), or undefined when not given. */
+function textOption(args: string[], name: string): string | undefined {
+  const at = args.indexOf(`--${name}`);
+  if (at < 0) return undefined;
+  const value = args[at + 1];
+  if (value === undefined || value.startsWith("--")) throw new Error(`--${name} needs a value`);
+  return value;
+}
 
 function option(args: string[], name: string, fallback: number): number {
   const at = args.indexOf(`--${name}`);
@@ -126,6 +141,13 @@ function withinBound(start: NodeStats, end: NodeStats): boolean {
 /** Units of each provider's one machine: a dozen renters asking 1 or 2 each keep them contended (so on-demand tasks preempt interruptible ones) without queueing every submit. */
 const UNITS_PER_MACHINE = 4;
 
+/**
+ * The first provider's machine is in its own region, which only the planned preemption asks for
+ * (the random tasks ask for RANDOM_REGION): its units are free when that scenario starts.
+ */
+const PLANNED_REGION = "eu-central";
+const RANDOM_REGION = "eu-west";
+
 /** The fault kinds the soak injects. */
 export const FAULT_KINDS = ["rpcOutage", "rpcDelay", "rpcReset", "providerKill", "attestorKill"] as const;
 type FaultKind = (typeof FAULT_KINDS)[number];
@@ -135,7 +157,7 @@ type AttestorSlot = { configFile: string; node: RunningCli; metricsUrl: string |
 type Renter = { account: PrivateKeyAccount; client: SuanliClient; current: string | undefined };
 
 /** How a soak task is built: what it runs, for how long, on demand or interruptible. */
-type TaskKind = "short" | "long" | "failing" | "interruptible";
+type TaskKind = "short" | "long" | "failing" | "interruptible" | "held";
 
 /** Each renter's first task, by renter index: its kind and its action (below 0.15 cancel, below 0.35 extend, else wait). */
 const FIRST_TASKS: { kind: TaskKind; action: number }[] = [
@@ -151,8 +173,12 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const attestorCount = option(args, "attestors", 3);
   const renterCount = option(args, "renters", 24);
   const seed = option(args, "seed", 20);
+  // Diagnostics: every node's log (info for providers, debug for attestors: each probe) in this folder.
+  const logDir = textOption(args, "log-dir");
+  if (logDir) await mkdir(logDir, { recursive: true });
   const rand = random(seed);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(rand() * items.length)]!;
+  if (providerCount < 2) throw new Error("--providers must be at least 2: the first one serves the planned preemption, the others the random tasks");
   if (attestorCount < 2) throw new Error("--attestors must be at least 2: the soak's fault quorum is 2 and one attestor is killed at times");
 
   const log = (line: string) => process.stderr.write(`soak: ${line}\n`);
@@ -193,6 +219,22 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     entry.count++;
   };
   const quiet = { level: "warn", format: "json" } as const;
+  const providerLog = logDir ? ({ level: "info", format: "json" } as const) : quiet;
+  const attestorLog = logDir ? ({ level: "debug", format: "json" } as const) : quiet;
+  /** A node's log file in --log-dir, appended to in order (one stream per node, across its restarts). */
+  const logFiles = new Map<string, WriteStream>();
+  const logFile = (name: string): WriteStream => {
+    let stream = logFiles.get(name);
+    if (!stream) logFiles.set(name, (stream = createWriteStream(path.join(logDir ?? dir, `${name}.log`), { flags: "a" })));
+    return stream;
+  };
+  const providerLines = (i: number) => (logDir ? { onLine: (line: string) => void logFile(`provider-${i}`).write(`${line}\n`) } : {});
+  /** An attestor process's whole log, written to its file when it is killed or at the end. */
+  const keepAttestorLog = (i: number, node: RunningCli) => {
+    if (logDir) logFile(`attestor-${i}`).write(`${node.stderr()}{"soak":"attestor process ended","at":${Date.now()}}\n`);
+  };
+  /** Each provider kill: when, which leases it held Active, and (at the end) how each of them ended. */
+  const kills: { provider: number; killedAt: number; restartedAt: number | null; leases: { leaseId: bigint; end: number }[] }[] = [];
   try {
     // Providers and attestors start side by side on fixed ports (a restarted node listens where
     // its peers and offers say it is); a provider restarted later bootstraps from all the others.
@@ -200,7 +242,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const providerConfig = (i: number, bootstrap: string[]) =>
       testProviderConfig(1 + i, {
         dataDir: path.join(dir, `provider-data-${i}`),
-        log: quiet,
+        log: providerLog,
         chain: { rpcUrl: proxy.url, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 250 },
         p2p: {
           listen: [`/ip4/127.0.0.1/tcp/${providerPorts[i]}`],
@@ -212,8 +254,10 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         },
         metrics: { enabled: true, port: 0 },
         provider: {
-          inventory: { source: "declared", declared: [{ model: "A100-80GB", count: UNITS_PER_MACHINE, region: "eu-west" }] },
+          inventory: { source: "declared", declared: [{ model: "A100-80GB", count: UNITS_PER_MACHINE, region: i === 0 ? PLANNED_REGION : RANDOM_REGION }] },
           minBids: { "A100-80GB": { pricePerUnitSecond: "50" } },
+          // The PLANNED_REGION machine is dearer, so a renter that asks for any region ranks the random providers' free units first.
+          ...(i === 0 ? { prices: { "A100-80GB": { pricePerUnitSecond: "150" } } } : {}),
           // A renter whose open failed under a fault must not keep the units from the others for two minutes.
           reserve: { holdSeconds: 10 },
           terms: { startWindowSeconds: 30, minDurationSeconds: 1 },
@@ -225,7 +269,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         Array.from({ length: providerCount }, async (_, i): Promise<ProviderSlot> => {
           const configFile = path.join(dir, `provider-${i}.json`);
           await writeFile(configFile, JSON.stringify(providerConfig(i, []), null, 2));
-          const node = await ProviderProcess.start(configFile);
+          const node = await ProviderProcess.start(configFile, providerLines(i));
           const machine = node.ready.machines[0];
           if (!machine) throw new Error(`provider ${i} started without a machine`);
           return { configFile, node, machineId: machine.machineId, address: node.ready.address, down: false };
@@ -249,6 +293,17 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     }
 
     // Attestors: liveness probes every second, a provider silent for 4 s is faulted by the quorum.
+    // Their identities and ports are fixed up front so each lists the others in
+    // `attest.attestor.peers`: they bootstrap only from the providers, with the DHT off, so without
+    // the list no attestor ever meets another, and each proposes its faults alone and never
+    // reaches the quorum (what left the soak's first kills unfaulted; docs/provider.md, Faults).
+    const attestorSpecs: { dir: string; port: number; addr: string }[] = [];
+    for (let i = 0; i < attestorCount; i++) {
+      const dataDir = path.join(dir, `attestor-data-${i}`);
+      const { key } = await loadOrCreatePeerKey(path.join(dataDir, "peer.key"));
+      const port = await freePort();
+      attestorSpecs.push({ dir: dataDir, port, addr: `/ip4/127.0.0.1/tcp/${port}/p2p/${peerIdFromPrivateKey(key).toString()}` });
+    }
     attestors.push(
       ...(await allStarted(
         attestorIndexes.map(async (accountIndex, i): Promise<AttestorSlot> => {
@@ -256,11 +311,11 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           await writeFile(
             configFile,
             JSON.stringify({
-              dataDir: path.join(dir, `attestor-data-${i}`),
-              log: quiet,
+              dataDir: attestorSpecs[i]!.dir,
+              log: attestorLog,
               chain: { rpcUrl: proxy.url, deploymentsDir: devnet.deploymentsDir, privateKey: devnetPrivateKey(accountIndex), pollingIntervalMs: 250 },
               p2p: {
-                listen: [`/ip4/127.0.0.1/tcp/${await freePort()}`],
+                listen: [`/ip4/127.0.0.1/tcp/${attestorSpecs[i]!.port}`],
                 bootstrap: providerAddrs,
                 allowPrivateAddresses: true,
                 dht: { enabled: false },
@@ -271,7 +326,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
               attest: {
                 challenge: { preset: "cpu-devnet" },
                 runner: { kind: "cpu", workers: 1 },
-                attestor: { maxConcurrentChallenges: 1 },
+                attestor: { maxConcurrentChallenges: 1, peers: attestorSpecs.filter((_, j) => j !== i).map((spec) => spec.addr) },
                 liveness: { probeIntervalMs: 1_000, probeTimeoutMs: 1_500, qosWindowSeconds: 4, minFailedProbes: 2, backupSubmitDelayMs: 4_000 },
               },
             }),
@@ -286,11 +341,13 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     log(`${attestorCount} attestors up`);
     // Renters: fresh wallets, one SDK client each, over the proxy.
     const accounts: PrivateKeyAccount[] = [];
-    for (let i = 0; i < renterCount; i++) accounts.push(await fundedAccount(devnet, 1_000_000_000n));
+    // The random renters, then the planned scenarios' three (preemptee, migrant, preemptor).
+    for (let i = 0; i < renterCount + 3; i++) accounts.push(await fundedAccount(devnet, 1_000_000_000n));
     for (const account of accounts) {
       renters.push({ account, client: await createClient({ rpcUrl: proxy.url, account, bootstrap: providerAddrs, deployment: devnet.deploymentsDir }), current: undefined });
     }
-    log(`${renterCount} renters up`);
+    const plannedRenters = renters.slice(renterCount);
+    log(`${renterCount} renters up (and ${plannedRenters.length} planned)`);
     const offersDeadline = Date.now() + 60_000;
     for (const renter of renters) {
       while ((await renter.client.queryOffers()).length < providerCount) {
@@ -308,14 +365,36 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       long: await bundles.bundle({ "run.sh": "sleep 6\necho ok\n" }),
       failing: await bundles.bundle({ "run.sh": "echo bad >&2\nexit 3\n" }),
       interruptible: await bundles.bundle({ "run.sh": "sleep 8\necho ok\n" }),
+      held: await bundles.bundle({ "run.sh": "sleep 40\necho ok\n" }),
     };
     log(`${providerCount} providers, ${attestorCount} attestors, ${renterCount} renters ready; running ${seconds} s`);
     const started = Date.now();
     const deadline = started + seconds * 1000;
 
+    // Follow a task to its end; an SDK error (the chain or the provider away) is retried while there is time.
+    const follow = async (renter: Renter, taskId: string) => {
+      while (renter.current !== undefined) {
+        try {
+          const receipt = await renter.client.wait(taskId, { pollIntervalMs: 1_000, timeoutMs: Math.max(1_000, deadline - Date.now()) });
+          if (receipt.state === "succeeded") counts.tasksCompleted++;
+          else if (receipt.state === "preempted") counts.tasksPreempted++;
+          else if (receipt.state === "failed") counts.tasksFailed++;
+          else counts.tasksOtherEnd++;
+          renter.current = undefined;
+        } catch (error) {
+          counts.sdkErrors++;
+          noteError("wait", error);
+          if (Date.now() > deadline - 3_000) break; // the drain below cancels it
+          await sleep(1_000);
+        }
+      }
+    };
+
     // A renter: submit, then cancel, extend or just wait (the SDK migrates a faulted or preempted
     // autoMigrate task), until the deadline. Every SDK error is counted and the task followed again.
     const renterLoop = async (renter: Renter) => {
+      // The planned renters go first (their leases open before the random ones contend for units), for up to 8 s.
+      await Promise.race([plannedSubmitted, sleep(8_000)]);
       await sleep(rand() * 2_000);
       // The first task of each renter is scripted (so a short run still fails one, extends one, cancels one and runs interruptible work); then at random.
       let scripted: { kind: TaskKind; action: number } | undefined = FIRST_TASKS[renters.indexOf(renter) % FIRST_TASKS.length];
@@ -330,6 +409,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
             gpuCount: rand() < 0.75 ? 1 : 2,
             duration: kind === "short" ? 10 + Math.floor(rand() * 10) : 20 + Math.floor(rand() * 15),
             ...(interruptible ? { interruptible: true, bidPerGpuHour: "0.2" } : { maxPricePerGpuHour: "1" }),
+            region: RANDOM_REGION,
             attestedOnly: false,
             bundleUrl: bundle.url,
             sha256: bundle.sha256,
@@ -366,30 +446,119 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           counts.sdkErrors++;
           noteError(action < 0.15 ? "cancel" : "extend", error);
         }
-        // Follow the task to its end; an SDK error (the chain or the provider away) is retried while there is time.
-        while (renter.current !== undefined) {
-          try {
-            const receipt = await renter.client.wait(taskId, { pollIntervalMs: 1_000, timeoutMs: Math.max(1_000, deadline - Date.now()) });
-            if (receipt.state === "succeeded") counts.tasksCompleted++;
-            else if (receipt.state === "preempted") counts.tasksPreempted++;
-            else if (receipt.state === "failed") counts.tasksFailed++;
-            else counts.tasksOtherEnd++;
-            renter.current = undefined;
-          } catch (error) {
-            counts.sdkErrors++;
-            noteError("wait", error);
-            if (Date.now() > deadline - 3_000) break; // the drain below cancels it
-            await sleep(1_000);
-          }
+        await follow(renter, taskId);
+      }
+    };
+
+    // Planned scenarios, on their own renters beside the random ones, so that a short run reaches
+    // a preemption, a faulted lease and a migration every time (the random mix reaches them only
+    // now and then). At once: the migrant leases one unit on demand in any region (the random
+    // providers rank first: the PLANNED_REGION machine is dearer) with autoMigrate, and its
+    // provider is the first kill's victim: down past the QoS window, the lease is faulted by the
+    // attestors' quorum and the SDK moves the task (to a free random unit or the PLANNED_REGION
+    // machine). Beside it the preemptee leases three of the PLANNED_REGION machine's four units
+    // interruptibly; once that lease is Active the preemptor asks for two units there on demand,
+    // which only preempting it can give.
+    const plannedSubmit = async (
+      role: string,
+      renter: Renter,
+      task: { gpuCount: number; duration: number; bundle: ServedBundle; region?: string; interruptible: boolean; autoMigrate: boolean },
+    ) => {
+      // Until a few seconds before the end: a lease opened by then still counts (a preemption happens when the preemptor's lease opens).
+      while (Date.now() < deadline - 6_000) {
+        try {
+          const { taskId } = await renter.client.submitTask({
+            gpuType: "A100",
+            gpuCount: task.gpuCount,
+            duration: task.duration,
+            ...(task.interruptible ? { interruptible: true, bidPerGpuHour: "0.2" } : { maxPricePerGpuHour: "1" }),
+            ...(task.region ? { region: task.region } : {}),
+            attestedOnly: false,
+            bundleUrl: task.bundle.url,
+            sha256: task.bundle.sha256,
+            command: "sh run.sh",
+            autoMigrate: task.autoMigrate,
+          });
+          renter.current = taskId;
+          counts.tasksSubmitted++;
+          return taskId;
+        } catch (error) {
+          counts.submitRefused++;
+          noteError(`planned ${role} submit`, error);
+          await sleep(1_000);
         }
+      }
+      return undefined;
+    };
+    /** The task's provider once its lease is Active; undefined if the lease ended first or time ran out. */
+    const untilActive = async (renter: Renter, taskId: string): Promise<Address | undefined> => {
+      while (Date.now() < deadline - 8_000) {
+        try {
+          const status = await renter.client.status(taskId);
+          if (status.lease.status === "Active") return status.provider;
+          if (status.lease.status !== "Open" && status.lease.status !== "None") return undefined;
+        } catch (error) {
+          noteError("status", error);
+        }
+        await sleep(500);
+      }
+      return undefined;
+    };
+    /** The provider the first kill is aimed at: the migrant's, once its lease is Active. */
+    const planned: { killTarget: Address | undefined; done: boolean } = { killTarget: undefined, done: false };
+    let markSubmitted = () => {};
+    /** Resolves once the migrant's and the preemptee's tasks were submitted (or gave up). */
+    const plannedSubmitted = new Promise<void>((resolve) => (markSubmitted = resolve));
+    const plannedLoop = async () => {
+      const [preemptee, migrant, preemptor] = plannedRenters;
+      if (!preemptee || !migrant || !preemptor) return;
+      const following: Promise<void>[] = [];
+      let submitted = 0;
+      const oneSubmitted = () => {
+        if (++submitted === 2) markSubmitted();
+      };
+      const migration = (async () => {
+        const moved = await plannedSubmit("migrant", migrant, { gpuCount: 1, duration: 45, bundle: tasks.held, interruptible: false, autoMigrate: true });
+        oneSubmitted();
+        if (moved === undefined) return;
+        planned.killTarget = await untilActive(migrant, moved);
+        log(`planned: the migrant's lease runs on ${planned.killTarget ?? "no provider"}`);
+        following.push(follow(migrant, moved));
+      })();
+      const preemption = (async () => {
+        const held = await plannedSubmit("preemptee", preemptee, {
+          gpuCount: UNITS_PER_MACHINE - 1,
+          duration: 45,
+          bundle: tasks.held,
+          region: PLANNED_REGION,
+          interruptible: true,
+          autoMigrate: false,
+        });
+        oneSubmitted();
+        if (held === undefined) return;
+        following.push(follow(preemptee, held));
+        if ((await untilActive(preemptee, held)) === undefined) {
+          log("planned: the preemptee's lease never became Active");
+          return;
+        }
+        const preempting = await plannedSubmit("preemptor", preemptor, { gpuCount: 2, duration: 15, bundle: tasks.long, region: PLANNED_REGION, interruptible: false, autoMigrate: false });
+        log(`planned: the preemptor ${preempting === undefined ? "found no lease" : "leased"}`);
+        if (preempting !== undefined) following.push(follow(preemptor, preempting));
+      })();
+      try {
+        await Promise.all([migration, preemption]);
+      } finally {
+        markSubmitted();
+        planned.done = true;
+        await Promise.all(following);
       }
     };
 
     // Faults: every kind once first (in random order), then at random, one every 1 to 4 s.
     const firstRound = [...FAULT_KINDS].sort(() => rand() - 0.5);
-    const activeOn = async (slot: ProviderSlot): Promise<number> => {
+    const activeLeasesOn = async (slot: ProviderSlot) => {
       const report = await checkLedger(devnet, { wallets: [], capacity: new Map() });
-      return report.leases.filter((l) => l.status === "Active" && l.provider.toLowerCase() === slot.address.toLowerCase()).length;
+      return report.leases.filter((l) => l.status === "Active" && l.provider.toLowerCase() === slot.address.toLowerCase());
     };
     // A node refuses to start while it cannot reach the chain (an RPC fault, or a chain slow under
     // load): restart it as a supervisor would (systemd's Restart=on-failure), a few times.
@@ -415,13 +584,12 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         let fault = firstRound[0] ?? pick(FAULT_KINDS);
         if (fault === "providerKill" && providers.some((p) => p.down)) fault = "rpcReset";
         if (fault === "attestorKill" && attestors.some((a) => a.down)) fault = "rpcReset";
-        if (fault === "providerKill" && firstRound[0] === "providerKill" && Date.now() < deadline - 40_000) {
-          // The first kill waits (a while) for a provider with a running lease, so the quorum has a lease to fault and the SDK a task to migrate.
-          const load = await Promise.all(providers.map(activeOn));
-          if (Math.max(...load) === 0) {
-            fault = "rpcReset";
-            firstRound.push(firstRound.shift()!);
-          }
+        // The first kill is aimed at the planned migrant's provider: it waits (a while) for that lease
+        // to be Active, so the quorum has a lease to fault and the SDK a task to migrate.
+        const firstKill = fault === "providerKill" && firstRound[0] === "providerKill";
+        if (firstKill && planned.killTarget === undefined && !planned.done && Date.now() < deadline - 25_000) {
+          fault = "rpcReset";
+          firstRound.push(firstRound.shift()!);
         }
         if (fault === firstRound[0]) firstRound.shift();
         faults[fault]++;
@@ -438,16 +606,28 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         } else if (fault === "providerKill") {
           // The provider with the most running leases, kept down past the QoS window (its leases
           // are faulted by the quorum), then restarted on its data dir.
-          const load = await Promise.all(providers.map(activeOn));
-          const victim = providers[load.indexOf(Math.max(...load))] ?? pick(providers);
+          const running = await Promise.all(providers.map(activeLeasesOn));
+          const load = running.map((leases) => leases.length);
+          const target = firstKill ? providers.findIndex((p) => p.address.toLowerCase() === planned.killTarget?.toLowerCase()) : -1;
+          const victimIndex = target >= 0 ? target : Math.max(0, load.indexOf(Math.max(...load)));
+          const victim = providers[victimIndex]!;
           victim.down = true;
           await victim.node.kill("SIGKILL");
-          counts.leasesActiveOnKilledProviders += Math.max(...load);
+          counts.leasesActiveOnKilledProviders += load[victimIndex] ?? 0;
+          const kill = {
+            provider: victimIndex,
+            killedAt: Math.floor(Date.now() / 1000),
+            restartedAt: null as number | null,
+            leases: (running[victimIndex] ?? []).map((l) => ({ leaseId: l.leaseId, end: l.end })),
+          };
+          kills.push(kill);
+          log(`killed provider-${victimIndex} holding leases ${kill.leases.map((l) => `${l.leaseId} (ends in ${l.end - kill.killedAt} s)`).join(", ") || "none"}`);
           const downFor = 10_000 + rand() * 4_000;
           recoveries.push(
             (async () => {
               await sleep(downFor);
-              victim.node = await restarted(() => ProviderProcess.start(victim.configFile));
+              victim.node = await restarted(() => ProviderProcess.start(victim.configFile, providerLines(victimIndex)));
+              kill.restartedAt = Math.floor(Date.now() / 1000);
               victim.down = false;
             })(),
           );
@@ -455,6 +635,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           const victim = pick(attestors);
           victim.down = true;
           await victim.node.stop("SIGKILL");
+          keepAttestorLog(attestors.indexOf(victim), victim.node);
           const downFor = 1_000 + rand() * 3_000;
           recoveries.push(
             (async () => {
@@ -472,7 +653,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       }
       await Promise.all(recoveries);
     };
-    await Promise.all([...renters.map(renterLoop), faultLoop()]);
+    await Promise.all([...renters.filter((r) => !plannedRenters.includes(r)).map(renterLoop), plannedLoop(), faultLoop()]);
     proxy.up();
     const ranFor = (Date.now() - started) / 1000;
     log(`ran ${ranFor.toFixed(0)} s; draining`);
@@ -546,6 +727,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       providers: providerCount,
       attestors: attestorCount,
       renters: renterCount,
+      plannedRenters: plannedRenters.length,
       seed,
       leasesRun: report.leases.length,
       ...counts,
@@ -553,6 +735,20 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       migrationsByCause: migrations,
       preemptions: report.leases.filter((l) => l.endReason === "Preempted").length,
       leasesFaulted: report.leases.filter((l) => l.endReason === "Faulted").length,
+      // Each provider kill: the leases it held Active, when each would have ended, and how it did end (times in s from the kill).
+      providerKills: kills.map((k) => ({
+        provider: k.provider,
+        downSeconds: k.restartedAt === null ? null : k.restartedAt - k.killedAt,
+        leases: k.leases.map((held) => {
+          const now = report.leases.find((l) => l.leaseId === held.leaseId);
+          return {
+            leaseId: held.leaseId,
+            endsAfterKill: held.end - k.killedAt,
+            outcome: now ? `${now.status}/${now.endReason}` : "unknown",
+            stoppedAfterKill: now && now.stopAt > 0 ? now.stopAt - k.killedAt : null,
+          };
+        }),
+      })),
       faultsInjected: Object.values(faults).reduce((a, b) => a + b, 0),
       faults,
       leasesByOutcome: byOutcome,
@@ -575,6 +771,10 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       `  migrations ${summary.migrations} ${JSON.stringify(migrations)}, cancels ${counts.cancels}, extends ${counts.extends}, preemptions ${summary.preemptions}, leases faulted ${summary.leasesFaulted}`,
     );
     console.log(`  faults injected ${summary.faultsInjected} ${JSON.stringify(faults)}`);
+    for (const k of summary.providerKills)
+      console.log(
+        `  provider-${k.provider} killed for ${k.downSeconds ?? "?"} s holding ${k.leases.map((l) => `lease ${l.leaseId} (end +${l.endsAfterKill} s): ${l.outcome}${l.stoppedAfterKill === null ? "" : ` at +${l.stoppedAfterKill} s`}`).join("; ") || "no Active lease"}`,
+      );
     console.log(
       `  base units lost ${summary.baseUnitsLost}, units double-leased ${summary.unitsDoubleLeased}, leases stuck ${summary.leasesStuck}, open after drain ${summary.leasesOpenAfterDrain}`,
     );
@@ -589,7 +789,11 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   } finally {
     for (const r of renters) await r.client.close().catch(() => undefined);
     for (const p of providers) if (p.node.child.exitCode === null && p.node.child.signalCode === null) await p.node.kill("SIGTERM").catch(() => undefined);
-    for (const a of attestors) await a.node.stop("SIGTERM").catch(() => undefined);
+    for (const [i, a] of attestors.entries()) {
+      await a.node.stop("SIGTERM").catch(() => undefined);
+      keepAttestorLog(i, a.node);
+    }
+    await Promise.all([...logFiles.values()].map((stream) => new Promise((resolve) => stream.end(resolve))));
     await proxy.close();
     await bundles.close();
     await devnet.close();

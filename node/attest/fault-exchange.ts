@@ -21,6 +21,8 @@ import type { FaultRecord } from "./fault-records.js";
 
 /** How long a connected peer that does not serve the fault protocol is not asked again. */
 const NOT_ATTESTOR_TTL_MS = 60_000;
+/** How often "No other attestor to ask" is logged at warn (at debug in between). */
+const NO_PEERS_WARNING_INTERVAL_MS = 60_000;
 /** Most attestors asked per round. */
 const MAX_PEERS_ASKED = 64;
 
@@ -44,6 +46,8 @@ export class FaultExchange {
   private readonly peerSigners = new Map<string, Address>();
   /** Connected peers that do not serve the fault protocol → until when they are not asked again (unix ms). */
   private readonly notAttestors = new Map<string, number>();
+  /** When "No other attestor to ask" was last logged at warn (unix ms). */
+  private lastNoPeersWarningMs = -Infinity;
 
   constructor(private readonly o: FaultExchangeOptions) {}
 
@@ -96,7 +100,13 @@ export class FaultExchange {
     const signatures = [...record.signatures];
     let minObservedAt = record.minObservedAt;
     if (!peers.length) {
-      this.o.logger.debug("No other attestor to ask for a fault signature", { leaseId: record.leaseId });
+      // At warn once a minute: a fault that cannot reach the quorum is what an operator must see (docs/attestation.md).
+      const nowMs = this.o.now();
+      const warn = nowMs - this.lastNoPeersWarningMs >= NO_PEERS_WARNING_INTERVAL_MS;
+      if (warn) this.lastNoPeersWarningMs = nowMs;
+      this.o.logger[warn ? "warn" : "debug"]("No other attestor to ask for a fault signature: it cannot reach the quorum (list the others in attest.attestor.peers)", {
+        leaseId: record.leaseId,
+      });
       return { signatures, minObservedAt };
     }
     const proposal = { v: 1 as const, chainId: this.o.chainId, fault: record.fault, signatures: record.signatures, ...(record.evidence ? { evidence: record.evidence } : {}) };

@@ -164,3 +164,18 @@ export type AttestorRoleOptions = z.output<typeof attestorRoleOptionsSchema>;
 export type LivenessOptions = z.output<typeof livenessOptionsSchema>;
 export type MemoryOptions = z.output<typeof memoryOptionsSchema>;
 export type LeaseChecksOptions = z.output<typeof leaseChecksOptionsSchema>;
+
+/**
+ * Why this attestor may never reach a fault quorum, or undefined. Attestors find each other only
+ * through `attest.attestor.peers` and the peers they are connected to (identify): with the DHT off
+ * and no peers listed, nothing connects one attestor to another (a shared bootstrap node connects
+ * each to it, not to each other), so every fault it proposes keeps its own signature alone.
+ */
+export function faultPeeringWarning(o: { peers: readonly string[]; dhtEnabled: boolean; quorum: number; livenessEnabled: boolean }): string | undefined {
+  if (!o.livenessEnabled || o.quorum <= 1 || o.peers.length > 0 || o.dhtEnabled) return undefined;
+  return (
+    `faults need ${o.quorum} attestor signatures, but attest.attestor.peers is empty and the DHT is off (p2p.dht.enabled): ` +
+    "this attestor meets another only if that one connects to it, and a fault it proposes may never reach the quorum. " +
+    "List the other attestors in attest.attestor.peers (/ip4/…/tcp/…/p2p/<peer id>)"
+  );
+}

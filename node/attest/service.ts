@@ -23,6 +23,7 @@ import { FaultCoordinator } from "./faults.js";
 import { CapacityEvidence, InLeaseChecker } from "./in-lease.js";
 import { LeaseTracker } from "./leases.js";
 import { LivenessProber } from "./liveness.js";
+import { faultPeeringWarning } from "./options.js";
 import { ChallengeResults, type ChallengeRecord } from "./results.js";
 import { CpuRunner } from "./runner/cpu.js";
 import { DisputeAnswerer } from "./disputes.js";
@@ -230,6 +231,14 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       }
     }
 
+    const peering = faultPeeringWarning({
+      peers: config.attest.attestor.peers,
+      dhtEnabled: config.p2p.dht.enabled,
+      // The chain away at start: warn as for any quorum above one.
+      quorum: faults ? await daemon.chainView.attestationQuorum().catch(() => 2) : 0,
+      livenessEnabled: config.attest.liveness.enabled,
+    });
+    if (peering) logger.warn(`No other attestor configured: ${peering}`);
     logger.info("Attestor started", {
       address,
       preset: config.attest.challenge.preset,

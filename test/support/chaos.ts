@@ -395,8 +395,11 @@ export class PartitionProxy {
   }
 }
 
-/** A wallet whose token balance the ledger accounts for, from `baseline` (its balance when watching began). */
-export type WatchedWallet = { address: Address; role: "renter" | "provider"; baseline: bigint };
+/**
+ * A wallet whose token balance the ledger accounts for, from `baseline` (its balance when watching
+ * began, at block `sinceBlock` when known: then a provider's stake moves after it are accounted too).
+ */
+export type WatchedWallet = { address: Address; role: "renter" | "provider"; baseline: bigint; sinceBlock?: bigint };
 
 export type LedgerReport = {
   leases: LeaseView[];
@@ -410,17 +413,42 @@ export type LedgerReport = {
   stuck: bigint[];
 };
 
-async function tokenBalance(devnet: Devnet, who: Address): Promise<bigint> {
-  return devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [who] });
+async function tokenBalance(devnet: Devnet, who: Address, blockNumber?: bigint): Promise<bigint> {
+  return devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [who], blockNumber });
 }
 
-async function owed(devnet: Devnet, who: Address): Promise<bigint> {
-  return devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "owed", args: [who] });
+async function owed(devnet: Devnet, who: Address, blockNumber?: bigint): Promise<bigint> {
+  return devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "owed", args: [who], blockNumber });
 }
 
-/** Watches wallets from now on: their balances now are the baselines the ledger starts from. */
+/** Watches wallets from now on: their balances now (at one block) are the baselines the ledger starts from. */
 export async function watchWallets(devnet: Devnet, wallets: { address: Address; role: WatchedWallet["role"] }[]): Promise<WatchedWallet[]> {
-  return Promise.all(wallets.map(async (w) => ({ ...w, baseline: (await tokenBalance(devnet, w.address)) + (await owed(devnet, w.address)) })));
+  const sinceBlock = await devnet.admin.publicClient.getBlockNumber();
+  return Promise.all(
+    wallets.map(async (w) => ({ ...w, sinceBlock, baseline: (await tokenBalance(devnet, w.address, sinceBlock)) + (await owed(devnet, w.address, sinceBlock)) })),
+  );
+}
+
+/**
+ * What a provider moved between its wallet and its stake in the registry after `sinceBlock`: the
+ * stake it added (a restarted node tops its stake back up to its target after a fault slashed
+ * collateral from it) less what it withdrew. That money left the wallet but was not lost.
+ */
+async function stakeMoved(devnet: Devnet, wallet: Address, sinceBlock: bigint): Promise<bigint> {
+  const registry = devnet.deployment.contracts.registry;
+  if (!registry) return 0n;
+  const client = devnet.admin.publicClient;
+  const transfers = parseEventLogs({
+    abi: testTokenAbi,
+    eventName: "Transfer",
+    logs: await client.getLogs({ address: devnet.deployment.contracts.token, fromBlock: sinceBlock + 1n }),
+  });
+  let moved = 0n;
+  for (const t of transfers) {
+    if (t.args.from.toLowerCase() === wallet.toLowerCase() && t.args.to.toLowerCase() === registry.toLowerCase()) moved += t.args.value;
+    if (t.args.from.toLowerCase() === registry.toLowerCase() && t.args.to.toLowerCase() === wallet.toLowerCase()) moved -= t.args.value;
+  }
+  return moved;
 }
 
 /**
@@ -441,13 +469,21 @@ export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWal
   // Each lease: claims add up to `paid`, never beyond what it owes the provider.
   const claimed = new Map<bigint, bigint>();
   for (const log of logs) if (log.eventName === "LeaseClaimed") claimed.set(log.args.leaseId, (claimed.get(log.args.leaseId) ?? 0n) + log.args.amount);
+  // A lease that preempted another owes at least the preemption notice on its units, however soon it ends (LeaseMarket._accrued).
+  const preemptors = new Set<bigint>();
+  for (const log of logs) if (log.eventName === "LeasePreempted") preemptors.add(log.args.byLeaseId);
+  const notice = preemptors.size > 0 ? BigInt((await client.readContract({ address: market, abi: leaseMarketAbi, functionName: "params" })).preemptionNotice) : 0n;
   for (const lease of leases) {
     const claims = claimed.get(lease.leaseId) ?? 0n;
     if (claims !== lease.paid) violations.push(`lease ${lease.leaseId}: claims total ${claims}, but paid is ${lease.paid}`);
     if (lease.paid > lease.deposit) violations.push(`lease ${lease.leaseId}: paid ${lease.paid} beyond its deposit/total ${lease.deposit}`);
     if (lease.status === "Settled" && lease.paid !== lease.deposit) violations.push(`lease ${lease.leaseId}: Settled with ${lease.paid} of ${lease.deposit} paid`);
     if ((lease.status === "Ended" || lease.status === "Settled") && lease.endReason !== "CoSigned" && lease.endReason !== "Faulted" && lease.activatedAt > 0) {
-      const metered = BigInt(lease.units) * lease.pricePerUnitSecond * BigInt(Math.max(0, lease.stopAt - lease.activatedAt));
+      let metered = BigInt(lease.units) * lease.pricePerUnitSecond * BigInt(Math.max(0, lease.stopAt - lease.activatedAt));
+      if (preemptors.has(lease.leaseId)) {
+        const minimum = BigInt(lease.units) * lease.pricePerUnitSecond * (notice < BigInt(lease.duration) ? notice : BigInt(lease.duration));
+        if (minimum > metered) metered = minimum;
+      }
       if (lease.deposit > metered) violations.push(`lease ${lease.leaseId}: provider total ${lease.deposit} beyond the ${metered} metered`);
     }
   }
@@ -480,6 +516,7 @@ export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWal
         expected += log.args.amount - log.args.fee;
       }
     }
+    if (wallet.role === "provider" && wallet.sinceBlock !== undefined) expected -= await stakeMoved(devnet, wallet.address, wallet.sinceBlock);
     const actual = (await tokenBalance(devnet, wallet.address)) + (await owed(devnet, wallet.address));
     if (actual !== expected) violations.push(`${wallet.role} ${wallet.address}: holds ${actual} (balance + owed), the rules say ${expected} (${actual - expected} off)`);
   }

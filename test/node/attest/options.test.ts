@@ -4,6 +4,7 @@ import { nodeConfigSchema } from "../../../node/config/schema.js";
 import { createRunner, maxChallengeOps } from "../../../node/attest/create.js";
 import { CpuRunner } from "../../../node/attest/runner/cpu.js";
 import { ExternalRunner } from "../../../node/attest/runner/external.js";
+import { faultPeeringWarning } from "../../../node/attest/options.js";
 
 describe("attest options", () => {
   it("defaults to the gpu preset and the CPU runner", async () => {
@@ -85,5 +86,19 @@ describe("attest options", () => {
         return true;
       });
     }
+  });
+
+  it("warns of an attestor that cannot meet another: no attest.attestor.peers with the DHT off and a quorum above one", async () => {
+    const config = await loadConfig(nodeConfigSchema, { flags: { "p2p.dht.enabled": "false" } });
+    const of = (overrides: Partial<Parameters<typeof faultPeeringWarning>[0]> = {}) =>
+      faultPeeringWarning({ peers: config.attest.attestor.peers, dhtEnabled: config.p2p.dht.enabled, quorum: 2, livenessEnabled: config.attest.liveness.enabled, ...overrides });
+    // The soak's first configuration: every fault this attestor proposes stays at its own signature.
+    assert.match(of() ?? "", /faults need 2 attestor signatures, but attest\.attestor\.peers is empty and the DHT is off/);
+    assert.match(of() ?? "", /List the other attestors in attest\.attestor\.peers/);
+    // Any of these, and it can reach the others (or needs none).
+    assert.equal(of({ peers: ["/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWDpJ7As7BWAwRMfu1VU2WCqNjvq387JEYKDBj4kx6nXTN"] }), undefined);
+    assert.equal(of({ dhtEnabled: true }), undefined);
+    assert.equal(of({ quorum: 1 }), undefined);
+    assert.equal(of({ livenessEnabled: false }), undefined);
   });
 });
