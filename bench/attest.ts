@@ -50,12 +50,7 @@ function randomChallenge(rows: number, cols: number, rounds: number, units = 1):
  * Milliseconds the attestor spends checking an opened answer: `rows` rows opened in all, spread
  * over `units` sub-challenges (each unit's tree of `rows / units` rows, every row opened).
  */
-async function verifyCost(
-  runner: CpuRunner,
-  shape: { rows: number; cols: number; rounds: number; units?: number },
-  recompute: RowRecomputer,
-  iterations: number,
-): Promise<number> {
+async function verifyCost(runner: CpuRunner, shape: { rows: number; cols: number; rounds: number; units?: number }, recompute: RowRecomputer, iterations: number): Promise<number> {
   const units = shape.units ?? 1;
   const perUnit = Math.ceil(shape.rows / units);
   const challenge = randomChallenge(perUnit, shape.cols, shape.rounds, units);
@@ -165,7 +160,8 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       for (let i = 1; i < 50; i++) signature = await signCommit(providerWallet, domain, fields);
       const signMs = (performance.now() - signStarted) / 50;
       const recoverStarted = performance.now();
-      for (let i = 0; i < 200; i++) if (recoverDigestSigner(commitDigest(domain, fields), signature) !== providerWallet.address) throw new Error("commit signature did not recover");
+      for (let i = 0; i < 200; i++)
+        if (recoverDigestSigner(commitDigest(domain, fields), signature) !== providerWallet.address) throw new Error("commit signature did not recover");
       return { signMs, recoverMs: (performance.now() - recoverStarted) / 200 };
     };
     const commit1 = await commitCost(1);

@@ -541,7 +541,14 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           log("planned: the preemptee's lease never became Active");
           return;
         }
-        const preempting = await plannedSubmit("preemptor", preemptor, { gpuCount: 2, duration: 15, bundle: tasks.long, region: PLANNED_REGION, interruptible: false, autoMigrate: false });
+        const preempting = await plannedSubmit("preemptor", preemptor, {
+          gpuCount: 2,
+          duration: 15,
+          bundle: tasks.long,
+          region: PLANNED_REGION,
+          interruptible: false,
+          autoMigrate: false,
+        });
         log(`planned: the preemptor ${preempting === undefined ? "found no lease" : "leased"}`);
         if (preempting !== undefined) following.push(follow(preemptor, preempting));
       })();

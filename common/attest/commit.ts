@@ -48,7 +48,13 @@ export const NO_GPUS: Hex = `0x${"00".repeat(32)}`;
  */
 export function gpusHash(uuids: readonly string[]): Hex {
   if (!uuids.length) return NO_GPUS;
-  return keccak256(stringToBytes(byteOrder(uuids).map((i) => uuids[i]!).join("\n")));
+  return keccak256(
+    stringToBytes(
+      byteOrder(uuids)
+        .map((i) => uuids[i]!)
+        .join("\n"),
+    ),
+  );
 }
 
 /** The indices of `values` in ascending UTF-8 byte order (the order AttestorStaking checks; for ASCII, JavaScript's). */

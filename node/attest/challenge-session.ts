@@ -5,7 +5,15 @@
  */
 import type { PeerId } from "@libp2p/interface";
 import { gpusHash } from "../../common/attest/commit.js";
-import { MAX_COMMIT_MESSAGE_BYTES, MAX_CONTROL_MESSAGE_BYTES, maxOpenResponseBytes, ATTEST_PROTOCOL_VERSION, LEGACY_V1_MESSAGE, legacyV1MessageSchema, type FailureReason } from "../../common/attest/messages.js";
+import {
+  MAX_COMMIT_MESSAGE_BYTES,
+  MAX_CONTROL_MESSAGE_BYTES,
+  maxOpenResponseBytes,
+  ATTEST_PROTOCOL_VERSION,
+  LEGACY_V1_MESSAGE,
+  legacyV1MessageSchema,
+  type FailureReason,
+} from "../../common/attest/messages.js";
 import { attestAnswerSchema, type ResultMessageInput } from "../../common/attest/wire.js";
 import { SuanliError } from "../../common/errors.js";
 import type { SuanliHost } from "../../common/p2p/host.js";

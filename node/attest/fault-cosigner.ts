@@ -51,7 +51,8 @@ export class FaultCosigner {
     const fault: Fault = { leaseId: proposal.fault.leaseId, kind: proposal.fault.kind, observedAt: proposal.fault.observedAt };
     const evidence = this.o.evidence.find((entry) => entry.kind === fault.kind);
     const transcript = proposal.evidence;
-    if (transcript && fault.kind !== FaultKind.capacity) return decline("bad_evidence", `a transcript is evidence of a capacity fault (kind ${FaultKind.capacity}) only, not kind ${fault.kind}`);
+    if (transcript && fault.kind !== FaultKind.capacity)
+      return decline("bad_evidence", `a transcript is evidence of a capacity fault (kind ${FaultKind.capacity}) only, not kind ${fault.kind}`);
     if (!evidence && !transcript) {
       return decline(
         "unsupported_kind",

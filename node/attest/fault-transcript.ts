@@ -87,7 +87,8 @@ export class TranscriptVerifier {
 
   /** Whether `transcript` proves `fault` against the lease's provider; `peer` pays for the recompute. */
   async check(lease: FaultLease, fault: Fault, transcript: FaultTranscript, peer: string): Promise<EvidenceVerdict> {
-    if (fault.kind !== FaultKind.capacity) return { ok: false, reason: "bad_evidence", detail: `a transcript is evidence of a capacity fault (kind ${FaultKind.capacity}) only, not kind ${fault.kind}` };
+    if (fault.kind !== FaultKind.capacity)
+      return { ok: false, reason: "bad_evidence", detail: `a transcript is evidence of a capacity fault (kind ${FaultKind.capacity}) only, not kind ${fault.kind}` };
     const { challenge } = transcript;
     if (challenge.provider.toLowerCase() !== lease.provider.toLowerCase() || challenge.machineId !== lease.machineId) {
       return {

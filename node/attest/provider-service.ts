@@ -19,7 +19,14 @@ import type { z } from "zod";
 import { LRUCache } from "lru-cache";
 import { getAddress, type Address, type Hex, type LocalAccount } from "viem";
 import { verifyAttestation, type SignedAttestation } from "../../common/attest/attestation.js";
-import { MAX_CONTROL_MESSAGE_BYTES, ATTEST_PROTOCOL_VERSION, LEGACY_V1_MESSAGE, legacyV1MessageSchema, type ChallengeMessage, type LegacyV1Message } from "../../common/attest/messages.js";
+import {
+  MAX_CONTROL_MESSAGE_BYTES,
+  ATTEST_PROTOCOL_VERSION,
+  LEGACY_V1_MESSAGE,
+  legacyV1MessageSchema,
+  type ChallengeMessage,
+  type LegacyV1Message,
+} from "../../common/attest/messages.js";
 import { livenessProbeDigest, signHeartbeat } from "../../common/attest/liveness.js";
 import { attestAnswerSchema, attestRequestSchema, livenessProbeSchema, signedHeartbeatSchema, type ResultMessage } from "../../common/attest/wire.js";
 import { readLease } from "../../common/chain/market.js";
@@ -192,10 +199,7 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
         // A version-1 attestor (one tree for the whole machine): say which version this node speaks.
         logger.warn("Attest request in protocol v1 refused: this node speaks v2", { peer, type: legacy.data.type });
         refused();
-        return ChallengeResponder.refusal(
-          legacy.data.id ?? legacy.data.challengeId ?? `0x${"00".repeat(32)}`,
-          new ChallengeRefusedError("unsupported_version", LEGACY_V1_MESSAGE),
-        );
+        return ChallengeResponder.refusal(legacy.data.id ?? legacy.data.challengeId ?? `0x${"00".repeat(32)}`, new ChallengeRefusedError("unsupported_version", LEGACY_V1_MESSAGE));
       }
       if (request.type === "mem-challenge" || request.type === "mem-walk" || request.type === "mem-open") {
         return answerMemory(request, peer);

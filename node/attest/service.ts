@@ -81,7 +81,9 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
     if (await daemon.chain.publicClient.readContract({ address: daemon.registry, abi: providerRegistryAbi, functionName: "hasRole", args: [role, address] })) {
       const staking = await daemon.chain.publicClient.readContract({ address: daemon.registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
       throw new NotAnAttestorError(`${address} holds ATTESTOR_ROLE but not the minimum stake in the AttestorStaking ${staking}: its signatures would not count`, {
-        metaMessages: ["Stake the settlement token: AttestorStaking.stake(amount) after approving it (params().minStake is the minimum); see docs/attestation.md, \"Trust in attestors\"."],
+        metaMessages: [
+          'Stake the settlement token: AttestorStaking.stake(amount) after approving it (params().minStake is the minimum); see docs/attestation.md, "Trust in attestors".',
+        ],
       });
     }
     throw new NotAnAttestorError(`${address} does not hold ATTESTOR_ROLE on the registry ${daemon.registry}`, {

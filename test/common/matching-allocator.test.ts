@@ -180,7 +180,10 @@ describe("matching: allocation", () => {
     assert.ok(!result.ok);
     assert.match(result.attempts[0]!.detail!, /^acceptance price is above the cap: offer\.pricePerUnitSecond 5001 > maxPricePerUnitSecond \d+$/);
     assert.match(result.message, /3 provider's acceptance did not match the offer\n\s+acceptance price is above the cap: offer\.pricePerUnitSecond 5001 > maxPricePerUnitSecond/);
-    const late = await allocate(requestInput(), deps(engineWith(three), (part) => ({ ...accept(part), holdUntil: NOW - 5 })));
+    const late = await allocate(
+      requestInput(),
+      deps(engineWith(three), (part) => ({ ...accept(part), holdUntil: NOW - 5 })),
+    );
     assert.ok(!late.ok);
     assert.equal(late.attempts[0]!.detail, `acceptance already expired: holdUntil ${NOW - 5} <= chain time ${NOW}`);
   });

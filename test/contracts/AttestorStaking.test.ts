@@ -143,7 +143,15 @@ describe("AttestorStaking", () => {
     const chainId = await s.publicClient.getChainId();
     const permit = await w.signTypedData({
       domain: { name: "Suanli Test USD", version: "1", chainId, verifyingContract: s.token.address },
-      types: { Permit: [{ name: "owner", type: "address" }, { name: "spender", type: "address" }, { name: "value", type: "uint256" }, { name: "nonce", type: "uint256" }, { name: "deadline", type: "uint256" }] },
+      types: {
+        Permit: [
+          { name: "owner", type: "address" },
+          { name: "spender", type: "address" },
+          { name: "value", type: "uint256" },
+          { name: "nonce", type: "uint256" },
+          { name: "deadline", type: "uint256" },
+        ],
+      },
       primaryType: "Permit",
       message: { owner: w.account.address, spender: s.staking.address, value: MIN_STAKE, nonce, deadline },
     });
@@ -156,7 +164,11 @@ describe("AttestorStaking", () => {
     await s.staking.write.requestUnstake([MIN_STAKE], { account: w.account });
     const unlockAt = (await s.staking.read.stakeOf([w.account.address])).unlockAt;
     await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.withdraw({ account: w.account }), s.staking, "StillUnbonding", [getAddress(w.account.address), unlockAt]);
-    await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.requestUnstake([1n], { account: w.account }), s.staking, "InsufficientStake", [getAddress(w.account.address), 0n, 1n]);
+    await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.requestUnstake([1n], { account: w.account }), s.staking, "InsufficientStake", [
+      getAddress(w.account.address),
+      0n,
+      1n,
+    ]);
     await connection.networkHelpers.time.increaseTo(unlockAt);
     const before = await balance(s as Suanli, w.account.address);
     await s.staking.write.withdraw({ account: w.account });
@@ -190,10 +202,12 @@ describe("AttestorStaking", () => {
     await assertBooks(s, everyone(s), FEE);
     // The attestor cannot answer with a commit signed by anyone but the provider (here: itself).
     const forged = await commitFor(s, attestation, s.attestors[0]);
-    await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.answerDispute([attestation, argsOf(attestation), forged], { account: s.attestors[0]!.account }), s.staking, "NotProviderCommit", [
-      attestor,
-      provider,
-    ]);
+    await viem.assertions.revertWithCustomErrorWithArgs(
+      s.staking.write.answerDispute([attestation, argsOf(attestation), forged], { account: s.attestors[0]!.account }),
+      s.staking,
+      "NotProviderCommit",
+      [attestor, provider],
+    );
     // Nor can it withdraw in the meantime, even after unbonding (unstaking does not shelter the stake).
     await s.staking.write.requestUnstake([MIN_STAKE], { account: s.attestors[0]!.account });
     // Resolving early is refused; after the window anyone resolves.
@@ -239,7 +253,11 @@ describe("AttestorStaking", () => {
     const fields = fieldsOf(attestation);
     const otherRoots = { ...fields, roots: [keccak256(toBytes("other")), ...fields.roots.slice(1)] };
     const otherRoot = await commitFor(s, attestation, s.provider, otherRoots);
-    await viem.assertions.revertWithCustomError(s.staking.write.answerDispute([attestation, argsOf(attestation), otherRoot], { account: s.attestors[1]!.account }), s.staking, "NotProviderCommit");
+    await viem.assertions.revertWithCustomError(
+      s.staking.write.answerDispute([attestation, argsOf(attestation), otherRoot], { account: s.attestors[1]!.account }),
+      s.staking,
+      "NotProviderCommit",
+    );
     await viem.assertions.revertWithCustomErrorWithArgs(
       s.staking.write.answerDispute([attestation, disputeCommitArgs(otherRoots), otherRoot], { account: s.attestors[1]!.account }),
       s.staking,
@@ -285,7 +303,9 @@ describe("AttestorStaking", () => {
     assert.equal((await s.staking.read.stakeOf([attestor])).active, MIN_STAKE);
     await viem.assertions.revertWithCustomError(s.staking.write.resolveDispute([id]), s.staking, "DisputeNotOpen");
     // One dispute per attestation.
-    await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.disputeAttestation([attestation, signature], { account: s.other!.account }), s.staking, "AlreadyDisputed", [id]);
+    await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.disputeAttestation([attestation, signature], { account: s.other!.account }), s.staking, "AlreadyDisputed", [
+      id,
+    ]);
     await assertBooks(s, everyone(s), 0n);
   });
 
@@ -305,7 +325,9 @@ describe("AttestorStaking", () => {
     // Expired attestations no longer count anywhere, so they can no longer be disputed.
     const old = await attest(s, 1, { expiry: (await latest(s)) + 10 });
     await connection.networkHelpers.time.increase(20);
-    await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.disputeAttestation([old.attestation, old.signature]), s.staking, "AttestationExpired", [old.attestation.expiry]);
+    await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.disputeAttestation([old.attestation, old.signature]), s.staking, "AttestationExpired", [
+      old.attestation.expiry,
+    ]);
     // The unstaked third attestor's attestations count nowhere and have nothing to slash.
     const unstaked = await attest(s, 2);
     await viem.assertions.revertWithCustomError(s.staking.write.disputeAttestation([unstaked.attestation, unstaked.signature]), s.staking, "NothingAtStake");
@@ -353,8 +375,18 @@ describe("AttestorStaking", () => {
       getAddress(s.other!.account.address),
     ]);
     await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.setParams([{ ...ok, minStake: 0n }]), s.staking, "ParamOutOfRange", ["minStake", 0n, 1n, 2n ** 96n - 1n]);
-    await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.setParams([{ ...ok, disputerShareBps: 5_001 }]), s.staking, "ParamOutOfRange", ["disputerShareBps", 5_001n, 0n, 5_000n]);
-    await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.setParams([{ ...ok, answerWindow: 60 }]), s.staking, "ParamOutOfRange", ["answerWindow", 60n, 600n, 30n * 86_400n]);
+    await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.setParams([{ ...ok, disputerShareBps: 5_001 }]), s.staking, "ParamOutOfRange", [
+      "disputerShareBps",
+      5_001n,
+      0n,
+      5_000n,
+    ]);
+    await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.setParams([{ ...ok, answerWindow: 60 }]), s.staking, "ParamOutOfRange", [
+      "answerWindow",
+      60n,
+      600n,
+      30n * 86_400n,
+    ]);
     await viem.assertions.revertWithCustomErrorWithArgs(s.staking.write.setParams([{ ...ok, unbondingDelay: ANSWER_WINDOW - 1 }]), s.staking, "ParamOutOfRange", [
       "unbondingDelay",
       BigInt(ANSWER_WINDOW - 1),
@@ -367,4 +399,3 @@ describe("AttestorStaking", () => {
     assert.equal(await s.registry.read.isAttestor([s.attestors[0]!.account.address]), false);
   });
 });
-

@@ -340,10 +340,12 @@ describe("ProviderRegistry", () => {
       const { leaseId, activatedAt } = await openActive(s);
       const fault = { leaseId, kind: 1, observedAt: activatedAt + 1 };
       await connection.networkHelpers.time.increaseTo(activatedAt + 2);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.submitFault([fault, await faultSignatures(s, fault, s.attestors.slice(0, 2))]), s.market, "FaultQuorumNotMet", [
-        2n,
-        3n,
-      ]);
+      await viem.assertions.revertWithCustomErrorWithArgs(
+        s.market.write.submitFault([fault, await faultSignatures(s, fault, s.attestors.slice(0, 2))]),
+        s.market,
+        "FaultQuorumNotMet",
+        [2n, 3n],
+      );
       await viem.assertions.emit(s.market.write.submitFault([fault, await faultSignatures(s, fault, s.attestors)]), s.market, "FaultSubmitted");
     });
 
@@ -352,10 +354,12 @@ describe("ProviderRegistry", () => {
       const { viem } = connection;
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setFaultQuorumBps([3_333]), s.registry, "InvalidFaultQuorumBps", [3_333, 3_334, 10_000]);
       await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setFaultQuorumBps([10_001]), s.registry, "InvalidFaultQuorumBps", [10_001, 3_334, 10_000]);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setFaultQuorumBps([5_000], { account: s.other!.account }), s.registry, "AccessControlUnauthorizedAccount", [
-        s.other!.account.address,
-        ZERO32,
-      ]);
+      await viem.assertions.revertWithCustomErrorWithArgs(
+        s.registry.write.setFaultQuorumBps([5_000], { account: s.other!.account }),
+        s.registry,
+        "AccessControlUnauthorizedAccount",
+        [s.other!.account.address, ZERO32],
+      );
       await s.registry.write.setFaultQuorumBps([10_000]);
       assert.equal(await s.registry.read.faultQuorum(), 3);
       // 40 attestors at 100 %: capped at the 32 signatures a fault may carry, so faults stay possible.

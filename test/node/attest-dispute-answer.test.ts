@@ -88,7 +88,8 @@ describe("attestor answers disputes of its attestations from its records (Attest
         root: keccak256(toBytes("never-committed")),
       });
       await send(providerWallet, { address: staking, abi: attestorStakingAbi, functionName: "disputeAttestation", args: [forged.attestation, forged.signature] });
-      const read = (attestation: typeof signed.attestation) => providerWallet.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "attestationDigest", args: [attestation] });
+      const read = (attestation: typeof signed.attestation) =>
+        providerWallet.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "attestationDigest", args: [attestation] });
       const realId = await read(signed.attestation);
       const forgedId = await read(forged.attestation);
 
@@ -104,7 +105,10 @@ describe("attestor answers disputes of its attestations from its records (Attest
       assert.equal((await dispute(realId)).state, 2); // Answered
       assert.equal((await dispute(forgedId)).state, 1); // still Open: slashable once the window closes
       const fee = (await providerWallet.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "params" })).disputeFee;
-      assert.equal(await providerWallet.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "owed", args: [devnetAccount(attestorIndex).address] }), fee);
+      assert.equal(
+        await providerWallet.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "owed", args: [devnetAccount(attestorIndex).address] }),
+        fee,
+      );
       // A second scan finds nothing new.
       assert.deepEqual(await attestor.disputes.scan(), []);
 
@@ -113,20 +117,31 @@ describe("attestor answers disputes of its attestations from its records (Attest
       const key = offerKey(devnetAccount(1).address, machineId!);
       const book = attestorNode.offers.book;
       const nowSec = () => Math.floor(Date.now() / 1000);
-      await waitFor("the offer attested in the attestor node's book", () => {
-        const entry = book.get(key);
-        return entry && isAttested(entry.attestation, nowSec()) ? true : undefined;
-      }, { timeoutMs: 30_000, intervalMs: 100 });
+      await waitFor(
+        "the offer attested in the attestor node's book",
+        () => {
+          const entry = book.get(key);
+          return entry && isAttested(entry.attestation, nowSec()) ? true : undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 100 },
+      );
       const attestorWallet = await devnet.wallet(attestorIndex);
       await send(attestorWallet, { address: staking, abi: attestorStakingAbi, functionName: "requestUnstake", args: [1n] });
-      await waitFor("the offer unattested once its only attestor unstaked", () => {
-        const entry = book.get(key);
-        return entry && !isAttested(entry.attestation, nowSec()) ? true : undefined;
-      }, {
-        timeoutMs: 15_000,
-        intervalMs: 100,
-      });
-      assert.equal(await providerWallet.publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "isAttestor", args: [devnetAccount(attestorIndex).address] }), false);
+      await waitFor(
+        "the offer unattested once its only attestor unstaked",
+        () => {
+          const entry = book.get(key);
+          return entry && !isAttested(entry.attestation, nowSec()) ? true : undefined;
+        },
+        {
+          timeoutMs: 15_000,
+          intervalMs: 100,
+        },
+      );
+      assert.equal(
+        await providerWallet.publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "isAttestor", args: [devnetAccount(attestorIndex).address] }),
+        false,
+      );
       await assert.rejects(startAttestorDaemon(devnet, attestorIndex), /holds ATTESTOR_ROLE but not the minimum stake/);
     } finally {
       for (const node of nodes.reverse()) await node.close();

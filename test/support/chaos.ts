@@ -424,9 +424,7 @@ async function owed(devnet: Devnet, who: Address, blockNumber?: bigint): Promise
 /** Watches wallets from now on: their balances now (at one block) are the baselines the ledger starts from. */
 export async function watchWallets(devnet: Devnet, wallets: { address: Address; role: WatchedWallet["role"] }[]): Promise<WatchedWallet[]> {
   const sinceBlock = await devnet.admin.publicClient.getBlockNumber();
-  return Promise.all(
-    wallets.map(async (w) => ({ ...w, sinceBlock, baseline: (await tokenBalance(devnet, w.address, sinceBlock)) + (await owed(devnet, w.address, sinceBlock)) })),
-  );
+  return Promise.all(wallets.map(async (w) => ({ ...w, sinceBlock, baseline: (await tokenBalance(devnet, w.address, sinceBlock)) + (await owed(devnet, w.address, sinceBlock)) })));
 }
 
 /**

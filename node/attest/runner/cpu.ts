@@ -57,7 +57,13 @@ export class CpuRunner implements Runner {
   }
 
   /** One unit's tree: B generated once into shared memory, leaves hashed on the workers. */
-  private async computeUnit(unit: RunnerUnit, rows: number, cols: number, rounds: number, signal?: AbortSignal): Promise<{ seed: Uint8Array; b: SharedArrayBuffer; tree: MerkleTree }> {
+  private async computeUnit(
+    unit: RunnerUnit,
+    rows: number,
+    cols: number,
+    rounds: number,
+    signal?: AbortSignal,
+  ): Promise<{ seed: Uint8Array; b: SharedArrayBuffer; tree: MerkleTree }> {
     const seed = hexToBytes(unit.seed);
     const leafKey = hexToBytes(unit.leafKey);
     const b = await this.generateB(seed, cols, signal);

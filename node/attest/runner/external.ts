@@ -308,7 +308,8 @@ export class ExternalRunner implements Runner {
       const leafKey = challenge.units[unit]?.leafKey;
       if (!row || root === undefined || leafKey === undefined) throw new RunnerError(`The runner program did not return unit ${unit} row ${index}.`);
       const data = hexToBytes(row.data as Hex);
-      if (data.length !== challenge.cols * 4) throw new RunnerError(`The runner program returned unit ${unit} row ${index} with ${data.length} bytes, expected ${challenge.cols * 4}.`);
+      if (data.length !== challenge.cols * 4)
+        throw new RunnerError(`The runner program returned unit ${unit} row ${index} with ${data.length} bytes, expected ${challenge.cols * 4}.`);
       const leaf = leafHash(hexToBytes(leafKey), index, data, nodeSha256);
       const proof = row.proof.map((sibling) => hexToBytes(sibling));
       if (!verifyMerkleProof(hexToBytes(root), leaf, index, challenge.rowsPerUnit, proof, nodeSha256)) {

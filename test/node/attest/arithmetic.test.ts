@@ -103,7 +103,9 @@ describe("attest arithmetic", () => {
     assert.equal(unitLeafKey(id, 7), "0xfe3a9289d8725c87e2dbec688ee1b5c73a417108a55404dd448f3b5cddcd971b");
     // The same as hashing the documented layout with node:crypto.
     const u32 = (n: number) => Buffer.from([n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255]);
-    const spec = createHash("sha256").update(Buffer.concat([Buffer.from("suanli/attest/v2/unit"), Buffer.alloc(32, 1), u32(7)])).digest("hex");
+    const spec = createHash("sha256")
+      .update(Buffer.concat([Buffer.from("suanli/attest/v2/unit"), Buffer.alloc(32, 1), u32(7)]))
+      .digest("hex");
     assert.equal(unitSeed(seed, 7), `0x${spec}`);
   });
 

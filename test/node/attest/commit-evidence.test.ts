@@ -156,7 +156,13 @@ describe("signed commits: a wrong answer is evidence against the provider (issue
 
 describe("a capacity fault's transcript: trimmed by the proposer, verified at a bounded cost by co-signers (issue 24, items 3 and 4)", function () {
   this.timeout(30_000);
-  const lease = { leaseId: 7n, provider: providerAccount.address, machineId: machine.machineId, activatedAt: Math.floor(Date.now() / 1000) - 600, end: Math.floor(Date.now() / 1000) + 3_600 };
+  const lease = {
+    leaseId: 7n,
+    provider: providerAccount.address,
+    machineId: machine.machineId,
+    activatedAt: Math.floor(Date.now() / 1000) - 600,
+    end: Math.floor(Date.now() / 1000) + 3_600,
+  };
 
   it("the proposer attaches only wrong rows, at most four; a correct answer makes no transcript", async () => {
     const half = (await cheat(0.5)).evidence!;
@@ -174,9 +180,22 @@ describe("a capacity fault's transcript: trimmed by the proposer, verified at a 
     // Three units; only unit 2 answers wrongly. The rows opened: indices 0..5 of unit 0 (right) and of unit 2 (wrong), index 0 of unit 1 (right).
     const threeUnits = { ...machine, units: 3 };
     const challenge = await attestor().startChallenge({ provider: providerAccount.address, ...threeUnits });
-    const r = new ChallengeResponder({ provider: providerAccount.address, signer: providerAccount, machine: () => threeUnits, runner: new WrongRowsRunner(0, [2]), domain, isAttestor });
+    const r = new ChallengeResponder({
+      provider: providerAccount.address,
+      signer: providerAccount,
+      machine: () => threeUnits,
+      runner: new WrongRowsRunner(0, [2]),
+      domain,
+      isAttestor,
+    });
     const commit = await r.respond(JSON.parse(JSON.stringify(challenge.message)));
-    const picks = [...[0, 1, 2, 3, 4, 5].flatMap((index) => [{ unit: 0, index }, { unit: 2, index }]), { unit: 1, index: 0 }];
+    const picks = [
+      ...[0, 1, 2, 3, 4, 5].flatMap((index) => [
+        { unit: 0, index },
+        { unit: 2, index },
+      ]),
+      { unit: 1, index: 0 },
+    ];
     const opened = await r.open({ v: challenge.message.v, type: "open", challengeId: challenge.id, picks });
     const evidence = roundTrip({ challenge: challenge.message, commit, rows: opened.rows }) as CommitFraudProof;
     const proven = await verifyCommitFraud(domain, evidence);
@@ -211,7 +230,12 @@ describe("a capacity fault's transcript: trimmed by the proposer, verified at a 
       signature: `0x${"cd".repeat(65)}` as Hex,
     };
     const cols = challengeProfileSchema.parse({ preset: "gpu" }).cols ?? 4096;
-    const row = { unit: MAX_UNITS - 1, index: 2 ** MAX_TREE_DEPTH - 1, data: `0x${"ff".repeat(cols * 4)}`, proof: Array.from({ length: MAX_TREE_DEPTH }, () => `0x${"ef".repeat(32)}`) };
+    const row = {
+      unit: MAX_UNITS - 1,
+      index: 2 ** MAX_TREE_DEPTH - 1,
+      data: `0x${"ff".repeat(cols * 4)}`,
+      proof: Array.from({ length: MAX_TREE_DEPTH }, () => `0x${"ef".repeat(32)}`),
+    };
     const proposal = {
       v: 1,
       chainId: 31_337,
