@@ -137,12 +137,8 @@ export class LeaseController implements LeaseHost {
         }
         if (this.ctx.reservations.commit(event.args.offerNonce.toString())) await this.ctx.reservations.persist();
         if (!this.ctx.records.get(leaseId)) {
-          const view = await this.readChain(leaseId);
-          if (view.status === "None") return;
-          await this.ctx.records.put(newLeaseRecord(view, event.args.offerNonce));
-          if (delivery.backfill) this.suspect.add(leaseId);
-          this.ctx.logger.info("Lease opened", { leaseId, renter: view.renter, machineId: view.machineId, units: view.units, interruptible: view.interruptible });
-          this.updateGauges();
+          const record = await this.recordOpened(leaseId, () => this.readChain(leaseId), event.args.offerNonce, delivery.backfill);
+          if (!record) return;
         }
         this.lookup.saw(leaseId);
         this.schedule(leaseId);
@@ -187,13 +183,29 @@ export class LeaseController implements LeaseHost {
     }
     const view = await this.lookup.forRenter(leaseId, signer, () => notAuthorized(leaseId), CONFIRMATION_WAIT_MS);
     this.ctx.verifier.consume(auth);
+    // Learned of from its renter before its LeaseOpened event (or while that event is being recorded).
+    const record = await this.recordOpened(leaseId, () => Promise.resolve(view), 0n, true);
+    if (!record) throw notAuthorized(leaseId);
+    return record;
+  }
+
+  /**
+   * Records a lease this node has no record of and logs "Lease opened", once. Its LeaseOpened
+   * event and its renter's first request both come here, whichever is first, and each awaits
+   * (the chain read, the write) between seeing no record and writing one: the check and the write
+   * therefore run under the lease's lock, so the later path finds the record, leaves it as it is
+   * (a task the renter sent meanwhile stays accepted) and logs nothing. Undefined when the chain
+   * has no such lease.
+   */
+  private recordOpened(leaseId: bigint, read: () => Promise<LeaseView>, offerNonce: bigint, suspect: boolean): Promise<LeaseRecord | undefined> {
     return this.withLock(leaseId, async () => {
-      const again = this.ctx.records.get(leaseId);
-      if (again) return again;
-      const record = await this.ctx.records.put(newLeaseRecord(view, 0n));
-      // Learned of from its renter before its LeaseOpened event: the same line, whichever comes first.
+      const known = this.ctx.records.get(leaseId);
+      if (known) return known;
+      const view = await read();
+      if (view.status === "None") return undefined;
+      const record = await this.ctx.records.put(newLeaseRecord(view, offerNonce));
+      if (suspect) this.suspect.add(leaseId);
       this.ctx.logger.info("Lease opened", { leaseId, renter: view.renter, machineId: view.machineId, units: view.units, interruptible: view.interruptible });
-      this.suspect.add(leaseId);
       this.updateGauges();
       return record;
     });
