@@ -137,8 +137,7 @@ export class LeaseController implements LeaseHost {
         }
         if (this.ctx.reservations.commit(event.args.offerNonce.toString())) await this.ctx.reservations.persist();
         if (!this.ctx.records.get(leaseId)) {
-          const record = await this.recordOpened(leaseId, () => this.readChain(leaseId), event.args.offerNonce, delivery.backfill);
-          if (!record) return;
+          if (!(await this.recordOpened(leaseId, () => this.readChain(leaseId), event.args.offerNonce, delivery.backfill))) return;
         }
         this.lookup.saw(leaseId);
         this.schedule(leaseId);
@@ -183,19 +182,14 @@ export class LeaseController implements LeaseHost {
     }
     const view = await this.lookup.forRenter(leaseId, signer, () => notAuthorized(leaseId), CONFIRMATION_WAIT_MS);
     this.ctx.verifier.consume(auth);
-    // Learned of from its renter before its LeaseOpened event (or while that event is being recorded).
     const record = await this.recordOpened(leaseId, () => Promise.resolve(view), 0n, true);
     if (!record) throw notAuthorized(leaseId);
     return record;
   }
 
   /**
-   * Records a lease this node has no record of and logs "Lease opened", once. Its LeaseOpened
-   * event and its renter's first request both come here, whichever is first, and each awaits
-   * (the chain read, the write) between seeing no record and writing one: the check and the write
-   * therefore run under the lease's lock, so the later path finds the record, leaves it as it is
-   * (a task the renter sent meanwhile stays accepted) and logs nothing. Undefined when the chain
-   * has no such lease.
+   * Records a lease and logs "Lease opened" once: its LeaseOpened event and its renter's first request both come here, and await
+   * between seeing no record and writing one, so both run under the lease's lock; the later finds the record and leaves it as is.
    */
   private recordOpened(leaseId: bigint, read: () => Promise<LeaseView>, offerNonce: bigint, suspect: boolean): Promise<LeaseRecord | undefined> {
     return this.withLock(leaseId, async () => {
