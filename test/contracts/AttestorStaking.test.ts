@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
-import { getAddress, keccak256, parseSignature, toBytes, zeroAddress, type Address, type Hex } from "viem";
+import { getAddress, keccak256, toBytes, zeroAddress, type Address, type Hex } from "viem";
 import { signAttestation } from "../../common/chain/sign.js";
+import { signPermitFields } from "../../common/chain/tx.js";
 import { disputeCommitArgs, gpusHash, signCommit, type CommitFields } from "../../common/attest/commit.js";
 import { rootsHash } from "../../common/attest/units.js";
 import type { Attestation } from "../../common/eip712.js";
@@ -141,24 +142,23 @@ describe("AttestorStaking", () => {
     const deadline = BigInt((await latest(s)) + 3600);
     const nonce = await s.token.read.nonces([w.account.address]);
     const chainId = await s.publicClient.getChainId();
-    const permit = await w.signTypedData({
-      domain: { name: "Suanli Test USD", version: "1", chainId, verifyingContract: s.token.address },
-      types: {
-        Permit: [
-          { name: "owner", type: "address" },
-          { name: "spender", type: "address" },
-          { name: "value", type: "uint256" },
-          { name: "nonce", type: "uint256" },
-          { name: "deadline", type: "uint256" },
-        ],
-      },
-      primaryType: "Permit",
-      message: { owner: w.account.address, spender: s.staking.address, value: MIN_STAKE, nonce, deadline },
+    const {
+      v,
+      r,
+      s: sigS,
+    } = await signPermitFields(w, {
+      owner: w.account.address,
+      token: s.token.address,
+      tokenName: "Suanli Test USD",
+      chainId,
+      spender: s.staking.address,
+      value: MIN_STAKE,
+      nonce,
+      deadline,
     });
-    const { v, r, s: sigS } = parseSignature(permit);
     // The front-runner submits the permit itself: the stake still goes through on the allowance it set.
-    await s.token.write.permit([w.account.address, s.staking.address, MIN_STAKE, deadline, Number(v), r, sigS], { account: s.other!.account });
-    await s.staking.write.stakeWithPermit([MIN_STAKE, deadline, Number(v), r, sigS], { account: w.account });
+    await s.token.write.permit([w.account.address, s.staking.address, MIN_STAKE, deadline, v, r, sigS], { account: s.other!.account });
+    await s.staking.write.stakeWithPermit([MIN_STAKE, deadline, v, r, sigS], { account: w.account });
     assert.equal((await s.staking.read.stakeOf([w.account.address])).active, MIN_STAKE);
     // Unbonding: not before the delay.
     await s.staking.write.requestUnstake([MIN_STAKE], { account: w.account });
