@@ -56,6 +56,12 @@ const LIVENESS = { probeIntervalMs: 400, probeTimeoutMs: 2_000, qosWindowSeconds
 const LEASE_CHECKS = { tickMs: 200, assumedChallengeMs: 300 };
 /** A first check assumed to cost 10 min: at a 10 % share the lease allows it after 100 min, so this attestor never checks during the test. */
 const NO_OWN_CHECKS = { tickMs: 200, assumedChallengeMs: 600_000 };
+/**
+ * Scans every second: the two attestors challenge the new machine at once, and one CPU runner
+ * answers the second `busy` while it computes the first (slowly on a loaded machine). A busy
+ * answer is tried again at the next scan, which by default comes a minute later.
+ */
+const SCAN = { scheduleIntervalMs: 1_000, maxBusyRefusals: 50 };
 
 /** A runner that computes honestly until told to cheat (the machine is swapped for a slower or broken one mid-lease). */
 class SwitchRunner implements Runner {
@@ -123,7 +129,7 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
       // The first attestor checks the lease often; the second's budget allows it no check of its own during the test.
       for (const [n, index] of ATTESTORS.entries()) {
         const bootstrap = [addrOf(provider.daemon), ...attestors.map((started) => addrOf(started.daemon))];
-        const started = await startAttestorDaemon(devnet, index, { p2p: { bootstrap }, attest: { liveness: LIVENESS, leaseChecks: n === 0 ? LEASE_CHECKS : NO_OWN_CHECKS } });
+        const started = await startAttestorDaemon(devnet, index, { p2p: { bootstrap }, attest: { liveness: LIVENESS, leaseChecks: n === 0 ? LEASE_CHECKS : NO_OWN_CHECKS, attestor: SCAN } });
         nodes.push(started.daemon);
         attestors.push(started);
       }
