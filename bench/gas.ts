@@ -14,16 +14,16 @@
  * (storage reads and writes, logs and calls; bench/_trace.ts).
  */
 import { network } from "hardhat";
-import { keccak256, toBytes, zeroAddress, type Address, type Hash, type Hex } from "viem";
+import { zeroAddress, type Address, type Hash, type Hex } from "viem";
 import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../common/abi.js";
-import { disputeCommitArgs, gpusHash, signCommit } from "../common/attest/commit.js";
-import { rootsHash } from "../common/attest/units.js";
+import { disputeCommitArgs, signCommit } from "../common/attest/commit.js";
 import { orderFaultSignatures } from "../common/chain/market.js";
 import { signAttestation, signFault, signOffer, signSettlement } from "../common/chain/sign.js";
 import { signPermit } from "../common/chain/tx.js";
 import { suanliDomain, type Offer } from "../common/eip712.js";
 import { modelHash } from "../common/gpu.js";
 import { deployContracts } from "../node/chain/deploy.js";
+import { machineCommitFixture } from "../test/support/machine-commit.js";
 
 /** Targets from issue #19 (a benchmark, not a test: the table says whether each is met). */
 const TARGETS: Record<string, number> = {
@@ -254,29 +254,14 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     }
     gas["AttestorStaking: stake (top-up)"] = await stk(attestorA, "stake", [1_000n * 10n ** 6n]);
     const now = Number((await publicClient.getBlock()).timestamp);
-    // An 8-unit machine's v2 commit: one root and one GPU UUID per unit.
-    const roots = (tag: string) => Array.from({ length: 8 }, (_, u) => keccak256(toBytes(`bench-root-${tag}-${u}`)));
-    const devices = Array.from({ length: 8 }, (_, u) => `GPU-bench-${7 - u}-5e0c1a2b-3c4d-5e6f-7081-92a3b4c5d6e7`);
-    const attestation = (tag: string) => ({
-      provider: provider.account.address,
-      machineId: big,
-      model: A100,
-      units: 8,
-      vramMiB: 81_920,
-      throughput: 10n ** 15n,
-      issuedAt: now,
-      expiry: now + 86_400,
-      challengeId: keccak256(toBytes(`bench-challenge-${tag}`)),
-      root: rootsHash(roots(tag)),
-      gpus: gpusHash(devices),
-    });
-    const forged = attestation("forged");
-    const honest = attestation("honest");
+    // An 8-unit machine's attestations and the v2 commit behind the honest one: one root and one GPU UUID per unit.
+    const made = (tag: string) => machineCommitFixture({ tag: `bench-${tag}`, provider: provider.account.address, machineId: big, model: A100, issuedAt: now });
+    const forged = made("forged").attestation;
+    const { attestation: honest, commit: fields } = made("honest");
     const forgedSigned = await signAttestation(attestorA, domain, forged);
     const honestSigned = await signAttestation(attestorA, domain, honest);
     gas["AttestorStaking: disputeAttestation"] = await stk(provider, "disputeAttestation", [forged, forgedSigned.signature]);
     await stk(provider, "disputeAttestation", [honest, honestSigned.signature]);
-    const fields = { challengeId: honest.challengeId, rowsPerUnit: 512, roots: roots("honest"), devices };
     const commit = await signCommit(provider, domain, fields);
     gas["AttestorStaking: answerDispute (8 units)"] = await stk(attestorA, "answerDispute", [honest, disputeCommitArgs(fields), commit]);
     await networkHelpers.time.increase(3_600);

@@ -61,23 +61,13 @@ export async function tokenBalances(ctx: Pick<ChainContext, "publicClient" | "to
 }
 
 /**
- * The chain's clock as this renter can read it: the latest block's timestamp, advanced by the wall
- * time since it was read. A chain's clock may run minutes behind or ahead of this host's (a devnet
- * counts from when it started, an idle chain has no new block, a host has no NTP); what the chain
- * checks (an offer's expiry, a permit's deadline) is in its time. Idle, it reads low: fine for
- * "has this expired yet" (the contract has the last word), never for a deadline (see permitFor).
- */
-export async function readChainClock(ctx: Pick<ChainContext, "publicClient">): Promise<() => number> {
-  const block = await ctx.publicClient.getBlock({ blockTag: "latest" });
-  const readAtMs = Date.now();
-  return () => Number(block.timestamp) + Math.floor((Date.now() - readAtMs) / 1000);
-}
-
-/**
- * The chain's clock, followed over many reads (a wait): each read of the head moves it on to the
- * head's timestamp when that is later than the estimate, and between reads it advances with the
- * wall clock, so an idle chain (no new block) does not stop it. Lease times (start deadline, end)
- * are in chain time, which may be minutes off this host's clock.
+ * The chain's clock as this renter can read it, followed over many reads (a wait): each read of the
+ * head moves it on to the head's timestamp when that is later than the estimate, and between reads
+ * it advances with the wall clock, so an idle chain (no new block) does not stop it. A chain's clock
+ * may run minutes behind or ahead of this host's (a devnet counts from when it started, an idle
+ * chain has no new block, a host has no NTP); what the chain checks (an offer's expiry, a permit's
+ * deadline, a lease's start deadline and end) is in its time. Between reads it may read low: fine
+ * for "has this expired yet" (the contract has the last word), never for a deadline (see permitFor).
  */
 export class ChainClockReader {
   private base: { timestamp: number; atMs: number } | undefined;
@@ -89,10 +79,22 @@ export class ChainClockReader {
     const block = await this.ctx.publicClient.getBlock({ blockTag: "latest" });
     const timestamp = Number(block.timestamp);
     const atMs = Date.now();
-    const projected = this.base ? this.base.timestamp + Math.floor((atMs - this.base.atMs) / 1000) : timestamp;
-    if (!this.base || timestamp >= projected) this.base = { timestamp, atMs };
-    return Math.max(timestamp, projected);
+    const projected = this.estimate(atMs);
+    if (projected === undefined || timestamp >= projected) this.base = { timestamp, atMs };
+    return Math.max(timestamp, projected ?? timestamp);
   }
+
+  /** The chain's time without a read: the last read advanced by the wall time since; undefined before the first read. */
+  estimate(atMs = Date.now()): number | undefined {
+    return this.base ? this.base.timestamp + Math.floor((atMs - this.base.atMs) / 1000) : undefined;
+  }
+}
+
+/** Reads the chain's clock once; the function returns its estimate from then on (ChainClockReader.estimate). */
+export async function readChainClock(ctx: Pick<ChainContext, "publicClient">): Promise<() => number> {
+  const reader = new ChainClockReader(ctx);
+  const first = await reader.now();
+  return () => reader.estimate() ?? first;
 }
 
 /** A permit for the market to take `value`, valid ten minutes of chain time; null when the token has none. */

@@ -2,9 +2,9 @@ import assert from "node:assert/strict";
 import { getAddress, keccak256, toBytes, zeroAddress, type Address, type Hex } from "viem";
 import { signAttestation } from "../../common/chain/sign.js";
 import { signPermitFields } from "../../common/chain/tx.js";
-import { disputeCommitArgs, gpusHash, signCommit, type CommitFields } from "../../common/attest/commit.js";
-import { rootsHash } from "../../common/attest/units.js";
+import { disputeCommitArgs, signCommit, type CommitFields } from "../../common/attest/commit.js";
 import type { Attestation } from "../../common/eip712.js";
+import { machineCommitFixture } from "../support/machine-commit.js";
 import { A100, ATTESTOR_ROLE, balance, connect, deploySuanli, faultSignatures, latest, openActive, type Connection, type Suanli } from "./support/suanli.js";
 
 const MIN_STAKE = 1_000n * 10n ** 6n;
@@ -56,29 +56,12 @@ describe("AttestorStaking", () => {
   type S = Awaited<ReturnType<typeof fixture>>;
   const at = (t: number) => connection.networkHelpers.time.setNextBlockTimestamp(t);
 
-  /** An attestation of machine 1 by attestor `i`, for a challenge the provider may or may not have committed to. */
+  /** An attestation of machine 1 (8 units) by attestor `i`, for a challenge the provider may or may not have committed to. */
   async function attest(s: S, i = 0, overrides: Partial<Attestation> = {}) {
     const now = await latest(s);
-    // The provider's v2 commit: one root and one GPU per unit; devices named in reverse byte order, so
-    // the attestation's gpus (sorted) and the signed unit order differ, as they do on real machines.
-    const tag = `${now}-${i}`;
-    const roots = Array.from({ length: 8 }, (_, u) => keccak256(toBytes(`root-${tag}-${u}`)));
-    const devices = Array.from({ length: 8 }, (_, u) => `GPU-${tag}-${7 - u}`);
-    const attestation: Attestation = {
-      provider: s.provider!.account.address,
-      machineId: 1,
-      model: A100,
-      units: 8,
-      vramMiB: 81_920,
-      throughput: 10n ** 15n,
-      issuedAt: now,
-      expiry: now + 86_400,
-      challengeId: keccak256(toBytes(`challenge-${tag}`)),
-      root: rootsHash(roots),
-      gpus: gpusHash(devices),
-      ...overrides,
-    };
-    commits.set(attestation.challengeId, { challengeId: attestation.challengeId, rowsPerUnit: 512, roots, devices });
+    const made = machineCommitFixture({ tag: `${now}-${i}`, provider: s.provider!.account.address, machineId: 1, model: A100, issuedAt: now });
+    const attestation: Attestation = { ...made.attestation, ...overrides };
+    commits.set(attestation.challengeId, made.commit);
     const signed = await signAttestation(s.attestors[i]!, s.domain, attestation);
     return { attestation, signature: signed.signature, id: await s.staking.read.attestationDigest([attestation]) };
   }

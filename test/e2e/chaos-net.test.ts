@@ -18,7 +18,7 @@ import { CANCEL_PROTOCOL, LOGS_PROTOCOL, STATUS_PROTOCOL } from "../../common/p2
 import { cancelAnswerSchema, logsAnswerSchema, signLeaseRequest, taskStatusSchema, type RenterAction } from "../../common/protocols/lease.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { checkLedger, PartitionProxy, RpcProxy, watchWallets, type WatchedWallet } from "../support/chaos.js";
-import { createClient } from "../../sdk/index.js";
+import { createClient, type SuanliClient } from "../../sdk/index.js";
 import { fund, fundedAccount, startDevnet, type Devnet } from "../support/devnet.js";
 import { testProviderConfig } from "../support/provider.js";
 import { ProviderProcess, stopChild } from "../support/provider-process.js";
@@ -281,44 +281,50 @@ describe("chaos: RPC errors and stale blocks, a shallow reorg, a libp2p partitio
       await partition.close();
     }
   });
-  it("the renter SDK, its RPC failing and lagging, against a node that waits for confirmations: it sends the task again until the lease is confirmed, opens it once, is paid by the rules", async () => {
+  /** A funded SDK renter on the flaky RPC, its wallet watched by the ledger check, and its progress lines. */
+  async function sdkRenter() {
     const account = await fundedAccount(devnet, 1_000_000_000n);
     const [watched] = await watchWallets(devnet, [{ address: account.address, role: "renter" }]);
     wallets.push(watched!);
     const progress: string[] = [];
-    const client = await createClient({
-      rpcUrl: rpc.url,
-      account,
-      bootstrap: [node!.peer.addr],
-      deployment: devnet.deploymentsDir,
-      onProgress: (line) => progress.push(line),
+    const client = await createClient({ rpcUrl: rpc.url, account, bootstrap: [node!.peer.addr], deployment: devnet.deploymentsDir, onProgress: (line) => progress.push(line) });
+    return { account, client, progress };
+  }
+  /**
+   * Submits `script` through the SDK against the node that waits for confirmations: no block is
+   * mined until the node has answered that the lease is not confirmed yet (or, where another
+   * transaction buried the lease's block first, until the node took the task at once); then the
+   * confirmations are mined and the submit returns.
+   */
+  async function submitPastConfirmations(client: SuanliClient, progress: string[], script: string) {
+    const bundle = await bundles.bundle({ "run.sh": script });
+    await waitFor("the node's offer", async () => (await client.queryOffers({ gpuType: "A100" })).length > 0, { timeoutMs: 20_000, intervalMs: 200 });
+    const submitting = client.submitTask({
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 60,
+      maxPricePerGpuHour: "5",
+      attestedOnly: false,
+      bundleUrl: bundle.url,
+      sha256: bundle.sha256,
+      command: "sh run.sh",
     });
+    // Awaited below; a failure meanwhile must fail the test, not the run as an unhandled rejection.
+    submitting.catch(() => undefined);
+    await Promise.race([
+      waitFor("the node to refuse the task until the lease is confirmed", () => progress.some((line) => line.includes("waits for its block to be confirmed")), {
+        timeoutMs: 30_000,
+        intervalMs: 100,
+      }),
+      submitting,
+    ]);
+    await testClient.mine({ blocks: CONFIRMATIONS });
+    return submitting;
+  }
+  it("the renter SDK, its RPC failing and lagging, against a node that waits for confirmations: it sends the task again until the lease is confirmed, opens it once, is paid by the rules", async () => {
+    const { account, client, progress } = await sdkRenter();
     try {
-      const bundle = await bundles.bundle({ "run.sh": "echo sdk\nsleep 2\n" });
-      await waitFor("the node's offer", async () => (await client.queryOffers({ gpuType: "A100" })).length > 0, { timeoutMs: 20_000, intervalMs: 200 });
-      const submitting = client.submitTask({
-        gpuType: "A100",
-        gpuCount: 1,
-        duration: 60,
-        maxPricePerGpuHour: "5",
-        attestedOnly: false,
-        bundleUrl: bundle.url,
-        sha256: bundle.sha256,
-        command: "sh run.sh",
-      });
-      // Awaited below; a failure meanwhile must fail this test, not the run as an unhandled rejection.
-      submitting.catch(() => undefined);
-      // No block is mined until the node has answered that the lease is not confirmed yet (or, where
-      // another transaction buried the lease's block first, until the node took the task at once).
-      await Promise.race([
-        waitFor("the node to refuse the task until the lease is confirmed", () => progress.some((line) => line.includes("waits for its block to be confirmed")), {
-          timeoutMs: 30_000,
-          intervalMs: 100,
-        }),
-        submitting,
-      ]);
-      await testClient.mine({ blocks: CONFIRMATIONS });
-      const submitted = await submitting;
+      const submitted = await submitPastConfirmations(client, progress, "echo sdk\nsleep 2\n");
       // While the SDK waits for the task: its RPC answers 502, then lags at an old block.
       rpc.set({ kind: "http-status", status: 502 });
       await new Promise((resolve) => setTimeout(resolve, 700));
@@ -338,35 +344,9 @@ describe("chaos: RPC errors and stale blocks, a shallow reorg, a libp2p partitio
     }
   });
   it("the renter SDK's wait rides out its RPC going away mid-task: it reads again once the chain is back and returns the receipt (a soak finding)", async () => {
-    const account = await fundedAccount(devnet, 1_000_000_000n);
-    const [watched] = await watchWallets(devnet, [{ address: account.address, role: "renter" }]);
-    wallets.push(watched!);
-    const progress: string[] = [];
-    const client = await createClient({ rpcUrl: rpc.url, account, bootstrap: [node!.peer.addr], deployment: devnet.deploymentsDir, onProgress: (line) => progress.push(line) });
+    const { client, progress } = await sdkRenter();
     try {
-      const bundle = await bundles.bundle({ "run.sh": "echo waited\nsleep 3\n" });
-      await waitFor("the node's offer", async () => (await client.queryOffers({ gpuType: "A100" })).length > 0, { timeoutMs: 20_000, intervalMs: 200 });
-      const submitting = client.submitTask({
-        gpuType: "A100",
-        gpuCount: 1,
-        duration: 60,
-        maxPricePerGpuHour: "5",
-        attestedOnly: false,
-        bundleUrl: bundle.url,
-        sha256: bundle.sha256,
-        command: "sh run.sh",
-      });
-      // Awaited below; a failure meanwhile must fail this test, not the run as an unhandled rejection.
-      submitting.catch(() => undefined);
-      await Promise.race([
-        waitFor("the node to wait for the lease's confirmations", () => progress.some((line) => line.includes("waits for its block to be confirmed")), {
-          timeoutMs: 30_000,
-          intervalMs: 100,
-        }),
-        submitting,
-      ]);
-      await testClient.mine({ blocks: CONFIRMATIONS });
-      const submitted = await submitting;
+      const submitted = await submitPastConfirmations(client, progress, "echo waited\nsleep 3\n");
       const waiting = client.wait(submitted.taskId, { timeoutMs: 60_000, pollIntervalMs: 250 });
       // The chain goes away for 3 s while the SDK waits: longer than viem's own retries.
       rpc.down();
