@@ -64,3 +64,15 @@ export function duplicateDevice(devices: readonly string[]): string | undefined 
   }
   return undefined;
 }
+
+/**
+ * Where the two phases of one challenge name different GPUs for a unit (the memory phase's unit u
+ * must be the GEMM commit's unit u, UUIDs compared as duplicateDevice compares them), as a line
+ * naming the first such unit; undefined when every unit names the same GPU in both, or both name none.
+ */
+export function unitDeviceMismatch(gemm: readonly string[], memory: readonly string[]): string | undefined {
+  if (gemm.length !== memory.length) return `the GEMM commit named ${gemm.length} GPUs, the memory phase ${memory.length}`;
+  const key = (device: string) => device.trim().toLowerCase();
+  const unit = gemm.findIndex((device, u) => key(device) !== key(memory[u]!));
+  return unit < 0 ? undefined : `unit ${unit}: ${gemm[unit]} in the GEMM commit, ${memory[unit]} in the memory phase`;
+}

@@ -4,7 +4,7 @@
  * attestor runs it, then the result delivered to the provider. Returns the record to keep.
  */
 import type { PeerId } from "@libp2p/interface";
-import { gpusHash } from "../../common/attest/commit.js";
+import { unitDeviceMismatch } from "../../common/attest/units.js";
 import {
   MAX_COMMIT_MESSAGE_BYTES,
   MAX_CONTROL_MESSAGE_BYTES,
@@ -152,9 +152,10 @@ export class ChallengeSession {
       challengeId: challenge.id,
       now: this.now,
     });
-    const sameGpus = memory.outcome === "pass" && gpusHash(memory.gpus) === outcome.attestation.attestation.gpus;
-    if (memory.outcome === "pass" && sameGpus) return this.deliver(peer, finish(outcome));
-    const detail = memory.outcome === "fail" ? `${memory.reason}: ${memory.detail}` : "the memory phase named other GPUs than the GEMM commit";
+    // Unit by unit: the GPU that held unit u's buffer is the one that computed unit u's rows.
+    const mismatch = memory.outcome === "pass" ? unitDeviceMismatch(outcome.commit.devices, memory.gpus) : undefined;
+    if (memory.outcome === "pass" && mismatch === undefined) return this.deliver(peer, finish(outcome));
+    const detail = memory.outcome === "fail" ? `${memory.reason}: ${memory.detail}` : `the memory phase named other GPUs than the GEMM commit (${mismatch})`;
     return this.deliver(peer, { ...finish(outcome), outcome: "fail", reason: "memory_phase", detail: detail.slice(0, 1_000), attestation: null });
   }
 

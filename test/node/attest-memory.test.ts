@@ -17,6 +17,7 @@ import { MerkleTree } from "../../common/attest/merkle.js";
 import { CpuMemoryRunner, type MemoryBuffers, type MemoryRunner } from "../../node/attest/memory-runner.js";
 import type { ProviderMachine } from "../../node/attest/provider.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
+import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
 import { addrOf, machineOffer, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
 import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
@@ -71,13 +72,26 @@ class NoMemoryRunner implements MemoryRunner {
   }
 }
 
+/** The CPU reference runner's answers, naming one GPU per unit in unit order (what a GPU runner reports). */
+class NamingRunner implements Runner {
+  readonly name = "naming";
+  constructor(
+    private readonly cpu: Runner,
+    private readonly gpus: readonly string[],
+  ) {}
+  async computeCommit(challenge: RunnerChallenge, options?: { signal?: AbortSignal }): Promise<RunnerCommitment> {
+    return { ...(await this.cpu.computeCommit(challenge, options)), devices: challenge.units.map((_, u) => this.gpus[u]!) };
+  }
+  async close(): Promise<void> {}
+}
+
 describe("memory phase over libp2p (issue 24, item 2)", function () {
   this.timeout(240_000);
   let devnet: Devnet;
   let cpu: CpuRunner;
   const nodes: TestDaemon[] = [];
   before(async () => {
-    devnet = await startDevnet({ attestors: [devnetAccount(7).address] });
+    devnet = await startDevnet({ attestors: [devnetAccount(7).address, devnetAccount(8).address] });
     cpu = new CpuRunner({ workers: 1 });
   });
   after(async () => {
@@ -86,32 +100,43 @@ describe("memory phase over libp2p (issue 24, item 2)", function () {
     await devnet?.close();
   });
 
-  it("a provider holding the whole buffer passes; one without the buffer fails memory_phase without an attestation", async () => {
-    const start = async (index: number, memoryRunner: MemoryRunner) => {
-      const machines: ProviderMachine[] = [];
-      const received: number[] = [];
-      const provider = await startProviderDaemon(devnet, index, {
-        runner: cpu,
-        memoryRunner,
-        machines: () => machines,
-        onAttestation: (machineId) => void received.push(machineId),
-      });
-      nodes.push(provider.daemon);
-      const [machineId] = await registerProvider(devnet, await devnet.wallet(index), { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 100_000_000n, machines: [A100] });
-      machines.push({ machineId: machineId!, ...A100 });
-      await provider.daemon.offers.publisher!.set(machineOffer(machines[0]!));
-      return { provider, machineId: machineId!, received };
-    };
-    const honest = await start(1, new CpuMemoryRunner());
-    const short = await start(2, new NoMemoryRunner());
-    const { daemon, attestor } = await startAttestorDaemon(devnet, 7, {
-      p2p: { bootstrap: [addrOf(honest.provider.daemon), addrOf(short.provider.daemon)] },
+  /** A provider daemon (devnet account `index`) with one registered machine and its offer published. */
+  const start = async (index: number, memoryRunner: MemoryRunner, runner: Runner = cpu, machine = A100) => {
+    const machines: ProviderMachine[] = [];
+    const received: number[] = [];
+    const provider = await startProviderDaemon(devnet, index, {
+      runner,
+      memoryRunner,
+      machines: () => machines,
+      onAttestation: (machineId) => void received.push(machineId),
+    });
+    nodes.push(provider.daemon);
+    const [machineId] = await registerProvider(devnet, await devnet.wallet(index), {
+      peerId: provider.daemon.p2p.host.peerId.toString(),
+      stake: 100_000_000n,
+      machines: [machine],
+    });
+    machines.push({ machineId: machineId!, ...machine });
+    await provider.daemon.offers.publisher!.set(machineOffer(machines[0]!));
+    return { provider, machineId: machineId!, received };
+  };
+  /** The attestor (devnet account `index`) with the memory phase on and no scheduled scans, once it has the providers' offers. */
+  const attestorFor = async (index: number, providers: Awaited<ReturnType<typeof start>>[]) => {
+    const { daemon, attestor } = await startAttestorDaemon(devnet, index, {
+      p2p: { bootstrap: providers.map(({ provider }) => addrOf(provider.daemon)) },
       attest: { liveness: { enabled: false }, attestor: { scheduleIntervalMs: 3_600_000 }, memory: MEMORY },
     });
     nodes.push(daemon);
-    for (const { machineId } of [honest, short]) {
+    for (const { machineId } of providers) {
       await waitFor(`machine ${machineId}'s offer in the attestor's book`, () => daemon.offers.book.byMachine(machineId).length > 0, { timeoutMs: 30_000 });
     }
+    return attestor;
+  };
+
+  it("a provider holding the whole buffer passes; one without the buffer fails memory_phase without an attestation", async () => {
+    const honest = await start(1, new CpuMemoryRunner());
+    const short = await start(2, new NoMemoryRunner());
+    const attestor = await attestorFor(7, [honest, short]);
 
     const pass = await attestor.challenger.challenge(honest.machineId, "request");
     assert.equal(pass.outcome, "pass", `${pass.reason}: ${pass.detail}`);
@@ -129,5 +154,21 @@ describe("memory phase over libp2p (issue 24, item 2)", function () {
     assert.match(fail.detail ?? "", /^wrong_walks:/);
     assert.equal(fail.attestation, null);
     assert.deepEqual(short.received, []);
+  });
+  it("the memory phase's unit u is the GEMM commit's unit u: a two-GPU machine naming its GPUs in the same order passes, one naming them swapped fails memory_phase", async () => {
+    const TWO = { ...A100, units: 2 };
+    const GPUS = ["GPU-0c1d2e3f-0000-4000-8000-00000000000a", "GPU-0c1d2e3f-0000-4000-8000-00000000000b"];
+    const gemm = new NamingRunner(cpu, GPUS);
+    const same = await start(3, new CpuMemoryRunner({ devices: () => [...GPUS] }), gemm, TWO);
+    // The same two GPUs, so the same set (gpusHash sorts), but unit 0's buffer sits on the GPU that computed unit 1's rows.
+    const swapped = await start(4, new CpuMemoryRunner({ devices: () => [...GPUS].reverse() }), gemm, TWO);
+    const attestor = await attestorFor(8, [same, swapped]);
+    const pass = await attestor.challenger.challenge(same.machineId, "request");
+    assert.equal(pass.outcome, "pass", `${pass.reason}: ${pass.detail}`);
+    const fail = await attestor.challenger.challenge(swapped.machineId, "request");
+    assert.deepEqual([fail.outcome, fail.reason], ["fail", "memory_phase"], fail.detail ?? "");
+    assert.equal(fail.detail, `the memory phase named other GPUs than the GEMM commit (unit 0: ${GPUS[0]} in the GEMM commit, ${GPUS[1]} in the memory phase)`);
+    assert.equal(fail.attestation, null);
+    assert.deepEqual(swapped.received, []);
   });
 });
