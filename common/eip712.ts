@@ -118,6 +118,16 @@ export const suanliTypes = {
     { name: "challenge", type: "bytes32" },
     { name: "respondedAt", type: "uint32" },
   ],
+  /**
+   * An attestor's receipt of a heartbeat it counted as an answer (at `receivedAtMs` on its clock),
+   * handed to the provider. With the attestor's signature of a liveness Fault whose window it
+   * falls in, it is slashable evidence (AttestorStaking.disputeFault).
+   */
+  ProbeReceipt: [
+    { name: "leaseId", type: "uint256" },
+    { name: "challenge", type: "bytes32" },
+    { name: "receivedAtMs", type: "uint64" },
+  ],
 } as const;
 
 export type SuanliPrimaryType = keyof typeof suanliTypes;
@@ -138,6 +148,7 @@ export type Offer = {
 };
 
 export type Fault = { leaseId: bigint; kind: number; observedAt: number };
+export type ProbeReceipt = { leaseId: bigint; challenge: Hex; receivedAtMs: bigint };
 export type Settlement = { leaseId: bigint; providerAmount: bigint; deadline: number };
 export type Attestation = {
   provider: Address;

@@ -1,11 +1,11 @@
 /**
- * Liveness probes, heartbeats and faults: the EIP-712 messages of liveness (the attestor's
- * `LivenessProbe` below; common/eip712.ts `Heartbeat`, `Fault`), signed with a local account and
+ * Liveness probes, heartbeats, receipts and faults: the EIP-712 messages of liveness (the attestor's
+ * `LivenessProbe` below; common/eip712.ts `Heartbeat`, `ProbeReceipt`, `Fault`), signed with a local account and
  * recovered with viem (pure: the SDK may import it).
  */
 import { getAddress, hashTypedData, recoverTypedDataAddress, type Address, type Hex, type TypedDataDomain } from "viem";
 import { signTyped, type TypedDataSigner } from "../chain/sign.js";
-import { suanliTypes, type Fault, type Heartbeat } from "../eip712.js";
+import { suanliTypes, type Fault, type Heartbeat, type ProbeReceipt } from "../eip712.js";
 import { isContractSignature } from "../signature.js";
 
 function heartbeatTypedData(domain: TypedDataDomain, heartbeat: Heartbeat) {
@@ -70,4 +70,37 @@ export async function recoverFaultSigner(domain: TypedDataDomain, fault: Fault, 
   } catch {
     return undefined;
   }
+}
+
+function receiptTypedData(domain: TypedDataDomain, receipt: ProbeReceipt) {
+  return { domain, types: { ProbeReceipt: suanliTypes.ProbeReceipt }, primaryType: "ProbeReceipt" as const, message: receipt };
+}
+
+/** The attestor's signature of a receipt: it got the provider's heartbeat for a probe and counted it as an answer. */
+export function signProbeReceipt(account: TypedDataSigner, domain: TypedDataDomain, receipt: ProbeReceipt): Promise<Hex> {
+  return signTyped(account, receiptTypedData(domain, receipt));
+}
+
+/** Who signed a receipt; undefined when the signature is malformed or one the contract would refuse (common/signature.ts). */
+export async function recoverProbeReceiptSigner(domain: TypedDataDomain, receipt: ProbeReceipt, signature: Hex): Promise<Address | undefined> {
+  if (!isContractSignature(signature)) return undefined;
+  try {
+    return getAddress(await recoverTypedDataAddress({ ...receiptTypedData(domain, receipt), signature }));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Whether an attestor's receipt contradicts its signature of a liveness fault: the receipt is of
+ * the fault's lease and was taken after the second of `observedAt` and no later than `observedAt`
+ * + `windowSeconds` (ms ∈ [(observedAt + 1)·1000, (observedAt + windowSeconds)·1000]). An honest
+ * attestor signs a liveness fault only once it has heard nothing after observedAt for the whole
+ * window (node/attest/fault-evidence.ts), so it never holds such a receipt. The same rule as
+ * AttestorStaking.disputeFault.
+ */
+export function receiptContradictsFault(fault: Fault, receipt: ProbeReceipt, windowSeconds: number): boolean {
+  return (
+    receipt.leaseId === fault.leaseId && receipt.receivedAtMs >= BigInt(fault.observedAt + 1) * 1000n && receipt.receivedAtMs <= BigInt(fault.observedAt + windowSeconds) * 1000n
+  );
 }
