@@ -42,9 +42,11 @@ export type RunningNode = {
   stop(): Promise<void>;
   /**
    * Waits for SIGINT or SIGTERM, calls `onSignal`, then stops the node; resolves with the signal
-   * once it stopped. A second Ctrl-C while stopping exits at once (code 130).
+   * once it stopped. A second Ctrl-C while stopping exits at once (code 130). Pass `shutdown`
+   * (waitForShutdown(), called before the command prints that it is ready) so that a signal sent
+   * the moment the ready line appears is not met by Node's default action (exit, no clean stop).
    */
-  stopOnSignal(onSignal?: (signal: NodeJS.Signals) => void): Promise<NodeJS.Signals>;
+  stopOnSignal(onSignal?: (signal: NodeJS.Signals) => void, shutdown?: Promise<NodeJS.Signals>): Promise<NodeJS.Signals>;
 };
 
 /** Starts a node with its roles; on any failure, what was started is stopped and the error thrown. */
@@ -77,8 +79,8 @@ export async function runNode(config: NodeConfig, roles: NodeRoles = {}, options
       api,
       metrics,
       stop,
-      async stopOnSignal(onSignal) {
-        const signal = await waitForShutdown();
+      async stopOnSignal(onSignal, shutdown = waitForShutdown()) {
+        const signal = await shutdown;
         onSignal?.(signal);
         await stop();
         return signal;

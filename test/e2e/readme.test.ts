@@ -117,8 +117,8 @@ class Terminals {
     const code = await new Promise<number | null>((resolve) => child.once("close", resolve));
     clearTimeout(timer);
     const where = `README line ${block.line} (${block.section}, terminal ${block.terminal})`;
-    assert.equal(code, 0, `${where}: a command failed (exit ${code}).\n${tail(output)}`);
-    for (const pattern of block.expect) assert.match(output, pattern, `${where}: the output lacks ${pattern}.\n${tail(output)}`);
+    assert.equal(code, 0, `${where}: a command failed (exit ${code}).\n${tail(output)}${this.backgroundTails()}`);
+    for (const pattern of block.expect) assert.match(output, pattern, `${where}: the output lacks ${pattern}.\n${tail(output)}${this.backgroundTails()}`);
     this.captureFrom(block, output);
     return output;
   }
@@ -152,6 +152,11 @@ class Terminals {
       });
     });
     this.captureFrom(block, output);
+  }
+
+  /** What the terminals running in the background (a provider, an attestor, a file server) printed last: why a foreground command failed is often there. */
+  private backgroundTails(): string {
+    return this.running.map(({ block, output }) => `\n--- terminal ${block.terminal} (README line ${block.line}), its last output:\n${tail(output())}`).join("");
   }
 
   /** Ctrl-C to every terminal, newest first, as a user closing them; SIGKILL after a grace. */

@@ -6,7 +6,7 @@ import type { ChallengeOutcomeMessage } from "../../../common/attest/wire.js";
 import { createHost } from "../../../common/p2p/host.js";
 import { loadConfig } from "../../config/load.js";
 import { nodeConfigSchema } from "../../config/schema.js";
-import { runNode } from "../../run.js";
+import { runNode, waitForShutdown } from "../../run.js";
 import { parseConfigFlags } from "../config-flags.js";
 import { cliContext, withChainFlags, type ChainFlags } from "../context.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
@@ -29,6 +29,7 @@ export function registerAttestor(program: Command): void {
       const node = await runNode(config, { attestor: true });
       const { daemon } = node;
       const addrs = daemon.p2p.host.getMultiaddrs().map(String);
+      const shutdown = waitForShutdown(); // before the ready line: see RunningNode.stopOnSignal
       emit(
         json,
         {
@@ -49,7 +50,7 @@ export function registerAttestor(program: Command): void {
             "Press Ctrl-C to stop.",
           ].join("\n"),
       );
-      await node.stopOnSignal((signal) => progress(json, `Stopping (${signal})...`));
+      await node.stopOnSignal((signal) => progress(json, `Stopping (${signal})...`), shutdown);
     });
 
   withChainFlags(

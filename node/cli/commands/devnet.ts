@@ -79,6 +79,7 @@ export function registerDevnet(program: Command): void {
       const chain = await startEmbeddedChain({ port });
       let node: RunningNode | undefined;
       let demo: DemoProviders | undefined;
+      let shutdownSignal: Promise<NodeJS.Signals> | undefined;
       let attestors: DevnetAttestors | undefined;
       let tempDir: string | undefined;
       const shutdown = async () => {
@@ -154,6 +155,7 @@ export function registerDevnet(program: Command): void {
           }
         }
 
+        shutdownSignal = waitForShutdown(); // before the ready line: a SIGTERM right after it stops the devnet cleanly
         emit(
           json,
           {
@@ -196,7 +198,7 @@ export function registerDevnet(program: Command): void {
         await shutdown().catch(() => undefined);
         throw error;
       }
-      await waitForShutdown();
+      await (shutdownSignal ?? waitForShutdown());
       await shutdown();
     });
 }

@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { loadConfig } from "../../config/load.js";
 import { nodeConfigSchema } from "../../config/schema.js";
-import { runNode } from "../../run.js";
+import { runNode, waitForShutdown } from "../../run.js";
 import { parseConfigFlags } from "../config-flags.js";
 import { emit, progress } from "../output.js";
 
@@ -23,6 +23,7 @@ export function registerNode(program: Command): void {
       const node = await runNode(config);
       const { daemon, api } = node;
       const addrs = daemon.p2p.host.getMultiaddrs().map(String);
+      const shutdown = waitForShutdown(); // before the ready line: see RunningNode.stopOnSignal
       emit(
         json,
         {
@@ -43,6 +44,6 @@ export function registerNode(program: Command): void {
             "Press Ctrl-C to stop.",
           ].join("\n"),
       );
-      await node.stopOnSignal((signal) => progress(json, `Stopping (${signal})...`));
+      await node.stopOnSignal((signal) => progress(json, `Stopping (${signal})...`), shutdown);
     });
 }

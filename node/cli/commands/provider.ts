@@ -4,7 +4,7 @@ import { formatUnits } from "viem";
 import { readProvider } from "../../../common/chain/market.js";
 import { loadConfig } from "../../config/load.js";
 import { nodeConfigSchema } from "../../config/schema.js";
-import { runNode } from "../../run.js";
+import { runNode, waitForShutdown } from "../../run.js";
 import { parseConfigFlags } from "../config-flags.js";
 import { CliError, emit, ExitCode } from "../output.js";
 
@@ -32,6 +32,8 @@ export function registerProvider(program: Command): void {
         const summary = node.provider!.summary();
         const stake = await readProvider(daemon.chain.publicClient, daemon.registry, summary.address);
         const { symbol, decimals } = daemon.deployment.token;
+        // Listening for the signal before saying ready: a supervisor's SIGTERM right after the ready line stops the node cleanly.
+        const shutdown = waitForShutdown();
         emit(
           json,
           {
@@ -59,7 +61,7 @@ export function registerProvider(program: Command): void {
               "Press Ctrl-C to stop.",
             ].join("\n"),
         );
-        await node.stopOnSignal((signal) => daemon.logger.info("Stopping", { signal }));
+        await node.stopOnSignal((signal) => daemon.logger.info("Stopping", { signal }), shutdown);
       } finally {
         await node.stop();
       }

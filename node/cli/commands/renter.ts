@@ -358,12 +358,13 @@ export function registerRenter(program: Command): void {
         rank: number("rank", flags.rank),
         onError: (error) => progress(Boolean(flags.json), `connection refused: ${error.message}`),
       });
+      const stopped = waitForShutdown(); // before the ready line: a SIGTERM right after it closes the tunnel cleanly
       emit(
         Boolean(flags.json),
         { localPort: tunnel.localPort, taskPort: Number(match[2]) },
         () => `Forwarding 127.0.0.1:${tunnel.localPort} -> port ${match[2]} of task ${taskId} (Ctrl-C to stop)`,
       );
-      await waitForShutdown();
+      await stopped;
       await tunnel.close();
     });
   });
