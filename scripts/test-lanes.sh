@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Runs the whole mocha suite, the same files `npm test` runs, in two lanes at once (one per core of
-# a 2-core CI machine; most of a test's wall time is spent waiting on child processes, the chain
-# or the network, so one lane leaves a core idle):
-#   lane 1: test/e2e/ and the node tests that drive Podman, one after another. They start real
-#           nodes, devnets and CLIs; the README test uses the README's fixed ports and scratch
-#           paths in the repo root, and the Podman tests share the container storage, so they never
-#           run beside each other;
+# Runs the whole mocha suite, the same files `npm test` runs, on a 2-core CI machine: first the
+# README test alone, then two lanes at once (one per core; most of a test's wall time is spent
+# waiting on child processes, the chain or the network, so one lane leaves a core idle):
+#   lane 0: test/e2e/readme.test.ts, alone. It runs the README's commands as pasted: the README's
+#           fixed ports, devnet accounts and scratch paths in the repo root, and a 90 s job whose
+#           extend must land while it runs. Beside the other lanes it twice saw its lease end
+#           before its extend, which it never did alone or under a plain CPU load; alone it costs
+#           no wall time, as lane 1 stays the longest even without it.
+#   lane 1: the rest of test/e2e/ and the node tests that drive Podman, one after another. They
+#           start real nodes, devnets and CLIs, and the Podman tests share the container storage,
+#           so they never run beside each other;
 #   lane 2: every other test file (contracts, common, offers, p2p, sdk, node), on their own
 #           127.0.0.1:0 ports and temporary directories.
-# The contracts are compiled once first; both lanes run with --no-compile. Each lane writes its
-# own log, printed in full once both are done (lane 1 first), and its own JSON summary; when
-# SUANLI_TEST_SUMMARY names a file, the two summaries are added into it (the shape .ci/run reads).
-# Exit code: non-zero when either lane fails or reports no summary.
+# The contracts are compiled once first; every lane runs with --no-compile. Each lane writes its
+# own log, printed in full once all are done (lane 0 first), and its own JSON summary; when
+# SUANLI_TEST_SUMMARY names a file, the summaries are added into it (the shape .ci/run reads).
+# Exit code: non-zero when any lane fails or reports no summary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,10 +24,12 @@ npx hardhat build --quiet || exit 1
 # The files hardhat-mocha would load for a plain `hardhat test mocha` (every .js/.cjs/.mjs/.ts/
 # .cts/.mts file under test/), split by path.
 mapfile -t all < <(find test -type f -regextype posix-extended -regex '.*\.(js|cjs|mjs|ts|cts|mts)$' | sort)
+lane0=()
 lane1=()
 lane2=()
 for file in "${all[@]}"; do
   case "$file" in
+    test/e2e/readme.test.ts) lane0+=("$file") ;;
     test/e2e/* | test/node/provider-container.test.ts | test/node/provider-images.test.ts) lane1+=("$file") ;;
     *) lane2+=("$file") ;;
   esac
@@ -40,32 +46,35 @@ run_lane() {
   echo "-- lane $n: $# files, $((SECONDS - start)) s, exit code $rc" >>"$work/lane-$n.log"
   return "$rc"
 }
+status=0
+run_lane 0 "${lane0[@]}" || status=1
 run_lane 1 "${lane1[@]}" &
 pid1=$!
 run_lane 2 "${lane2[@]}" &
 pid2=$!
-status=0
 wait "$pid1" || status=1
 wait "$pid2" || status=1
+printf '\n== test lane 0 (%d file: the README, alone)\n' "${#lane0[@]}"
+cat "$work/lane-0.log"
 printf '\n== test lane 1 (%d files: end-to-end and Podman)\n' "${#lane1[@]}"
 cat "$work/lane-1.log"
 printf '\n== test lane 2 (%d files: the rest)\n' "${#lane2[@]}"
 cat "$work/lane-2.log"
 
-for n in 1 2; do
+for n in 0 1 2; do
   if [ ! -s "$work/summary-$n.json" ]; then
     echo "lane $n reported no summary: its runner died before the end"
     status=1
   fi
 done
-if [ -n "${SUANLI_TEST_SUMMARY:-}" ] && [ -s "$work/summary-1.json" ] && [ -s "$work/summary-2.json" ]; then
+if [ -n "${SUANLI_TEST_SUMMARY:-}" ] && [ -s "$work/summary-0.json" ] && [ -s "$work/summary-1.json" ] && [ -s "$work/summary-2.json" ]; then
   node -e '
     const fs = require("fs");
-    const [a, b] = [process.argv[1], process.argv[2]].map((f) => JSON.parse(fs.readFileSync(f, "utf8")));
-    const sum = (k) => (a[k] ?? 0) + (b[k] ?? 0);
-    const out = { passes: sum("passes"), failures: sum("failures"), pending: sum("pending"), tests: sum("tests"), files: { ...a.files, ...b.files } };
-    fs.writeFileSync(process.argv[3], JSON.stringify(out));
-    console.log(`\nboth lanes: ${out.passes} passed, ${out.failures} failed, ${out.pending} pending`);
-  ' "$work/summary-1.json" "$work/summary-2.json" "$SUANLI_TEST_SUMMARY" || status=1
+    const parts = process.argv.slice(1, 4).map((f) => JSON.parse(fs.readFileSync(f, "utf8")));
+    const sum = (k) => parts.reduce((total, part) => total + (part[k] ?? 0), 0);
+    const out = { passes: sum("passes"), failures: sum("failures"), pending: sum("pending"), tests: sum("tests"), files: Object.assign({}, ...parts.map((part) => part.files)) };
+    fs.writeFileSync(process.argv[4], JSON.stringify(out));
+    console.log(`\nall lanes: ${out.passes} passed, ${out.failures} failed, ${out.pending} pending`);
+  ' "$work/summary-0.json" "$work/summary-1.json" "$work/summary-2.json" "$SUANLI_TEST_SUMMARY" || status=1
 fi
 exit "$status"
