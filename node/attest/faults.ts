@@ -43,7 +43,7 @@ import { FaultRecords, faultKey, type FaultRecord } from "./fault-records.js";
 import { FaultSubmitter } from "./fault-submit.js";
 import { TranscriptVerifier, transcriptOf } from "./fault-transcript.js";
 import type { LeaseTracker, TrackedLease } from "./leases.js";
-import { hasOutageEvidence, type LivenessProber, type ProbeResult, type ProbeState } from "./liveness.js";
+import { hasOutageEvidence, mayFaultAt, type LivenessProber, type ProbeResult, type ProbeState } from "./liveness.js";
 import type { LivenessOptions } from "./options.js";
 import { runDetached } from "../../common/detached.js";
 
@@ -69,6 +69,11 @@ export type FaultCoordinatorOptions = {
   recompute?: RowRecomputer;
   /** Configured attestor addresses (`…/p2p/<peer id>`). */
   peers: readonly string[];
+  /**
+   * AttestorStaking's `faultWindow` (s), when staking is deployed: a liveness fault is signed only
+   * once max(qosWindowSeconds, this) has passed after its observedAt (liveness.ts mayFaultAt).
+   */
+  faultWindowSeconds?: number;
   metrics: Metrics;
   logger: Logger;
   now?: () => number;
@@ -99,7 +104,7 @@ export class FaultCoordinator {
       address: this.address,
       records: this.records,
       exchange: this.exchange,
-      evidence: [new LivenessEvidence(o.prober, o.liveness, this.now), ...(o.evidence ?? [])],
+      evidence: [new LivenessEvidence(o.prober, o.liveness, this.now, () => this.windowSeconds()), ...(o.evidence ?? [])],
       transcripts: new TranscriptVerifier({ domain: o.domain, isAttestor: (address) => o.chainView.isAttestor(address), recompute: o.recompute, now: this.now }),
       now: this.now,
     });
@@ -126,6 +131,16 @@ export class FaultCoordinator {
     this.timer = undefined;
     await this.unhandle?.();
     await this.progressing;
+  }
+
+  /** W: a liveness fault is signed only once this many seconds after its observedAt have passed. */
+  windowSeconds(): number {
+    return Math.max(this.o.liveness.qosWindowSeconds, this.o.faultWindowSeconds ?? 0);
+  }
+
+  /** Whether this attestor may sign the liveness fault observed at `observedAt` of `leaseId` now. */
+  private maySignLiveness(leaseId: bigint, observedAt: number): boolean {
+    return mayFaultAt(this.o.prober.state(leaseId), observedAt, this.now(), this.windowSeconds());
   }
 
   /** Every fault record, newest first. */
@@ -178,6 +193,8 @@ export class FaultCoordinator {
       this.o.logger.warn("Cannot sign a fault: this wallet no longer holds ATTESTOR_ROLE", { leaseId: lease.leaseId });
       return undefined;
     }
+    // A liveness fault waits out the fault window after observedAt (the next failed probe proposes again).
+    if (kind === FaultKind.unresponsive && !this.maySignLiveness(lease.leaseId, observedAt)) return undefined;
     const fault: Fault = { leaseId: lease.leaseId, kind, observedAt };
     const signature = await signFault(this.o.account, this.o.domain, fault);
     const nowMs = this.now();
@@ -242,6 +259,13 @@ export class FaultCoordinator {
     if (record.status !== "collecting" || this.busy.has(key)) return;
     this.busy.add(key);
     try {
+      if (!record.signatures.some((entry) => entry.signer === this.address)) {
+        // A liveness fault moved to a later observedAt waits out its fault window before this attestor signs it.
+        if (record.fault.kind !== FaultKind.unresponsive || !this.maySignLiveness(record.leaseId, record.fault.observedAt)) return;
+        const signature = await signFault(this.o.account, this.o.domain, record.fault);
+        await this.records.update(record, { signatures: [{ signer: this.address, signature }], lastAskedAtMs: 0 });
+        this.o.logger.info("Signed the moved fault once its window passed", { leaseId: record.leaseId, observedAt: record.fault.observedAt });
+      }
       const quorum = await this.quorum();
       let signatures = await this.validSignatures(record);
       if (signatures.length !== record.signatures.length) await this.records.update(record, { signatures });
@@ -275,6 +299,12 @@ export class FaultCoordinator {
       return;
     }
     const fault: Fault = { ...record.fault, observedAt };
+    if (fault.kind === FaultKind.unresponsive && !this.maySignLiveness(record.leaseId, observedAt)) {
+      // Not yet: progress() signs it once the fault window after the new observedAt has passed.
+      await this.records.update(record, { fault, signatures: [], lastAskedAtMs: 0 });
+      this.o.logger.info("Fault moved past another attestor's evidence; signing once its window passes", { leaseId: record.leaseId, kind: fault.kind, observedAt });
+      return;
+    }
     const signature = await signFault(this.o.account, this.o.domain, fault);
     await this.records.update(record, { fault, signatures: [{ signer: this.address, signature }], lastAskedAtMs: 0 });
     this.o.logger.info("Fault moved past another attestor's evidence", { leaseId: record.leaseId, kind: fault.kind, observedAt });

@@ -41,6 +41,7 @@ import { WrongChainError } from "../offers/gossip.js";
 import { ChallengeRefusedError, LeaseNotHeldError, NoProviderWalletError, TaskNotLiveError, UnauthorizedProbeError } from "./errors.js";
 import { ChallengeResponder, type ProviderMachine } from "./provider.js";
 import type { Runner } from "./runner/types.js";
+import { ProbeReceipts } from "./probe-receipts.js";
 import { CpuMemoryRunner, MemoryResponder, type MemoryRunner } from "./memory-runner.js";
 import type { MemChallenge, MemOpen, MemWalk } from "../../common/attest/memory-messages.js";
 import { runDetached } from "../../common/detached.js";
@@ -81,6 +82,8 @@ export type ProviderAttestationOptions = {
 
 export type ProviderAttestation = DaemonModule & {
   responder: ChallengeResponder;
+  /** Attestors' probe receipts this provider keeps (evidence against a false liveness fault). */
+  receipts: ProbeReceipts;
 };
 
 /** What the provider's node knows of a lease's task for its liveness answer. */
@@ -257,10 +260,12 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       return held;
     });
 
+  const receipts = new ProbeReceipts(daemon.store, { domain: daemon.domain, now, logger });
   const unhandleLiveness = await handleProtocol(daemon.p2p.host, LIVENESS_PROTOCOL, {
     requestSchema: livenessProbeSchema,
     responseSchema: signedHeartbeatSchema,
-    maxMessageBytes: 1_024,
+    // A probe with its receipt is about 700 bytes.
+    maxMessageBytes: 2_048,
     timeoutMs: 10_000,
     maxInboundStreamsPerPeer: 8,
     onError: (error, peer) => {
@@ -285,6 +290,13 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       }
       const task = await options.taskLiveness?.(probe.leaseId);
       if (task?.required && !task.alive) throw new TaskNotLiveError(`Lease ${probe.leaseId}'s task does not echo its liveness nonce: ${task.detail}`);
+      // The attestor's receipt of its previous answered probe: kept as evidence against a false
+      // liveness fault (probe-receipts.ts). A bad one is dropped; the probe is still answered.
+      if (probe.receipt) {
+        await receipts
+          .accept(probe.leaseId, signer, probe.receipt)
+          .catch((error: unknown) => logger.warn("Could not keep a probe receipt", { leaseId: probe.leaseId, attestor: signer }, error));
+      }
       const heartbeat = { leaseId: probe.leaseId, challenge: probe.challenge as Hex, respondedAt: Math.floor(now() / 1000) };
       const signature = await signHeartbeat(account, daemon.domain, heartbeat);
       return { v: 1 as const, heartbeat, signature };
@@ -297,6 +309,7 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
   return {
     name: "attest-provider",
     responder,
+    receipts,
     async stop() {
       await unhandleAttest();
       await unhandleLiveness();
