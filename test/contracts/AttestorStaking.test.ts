@@ -12,6 +12,7 @@ const SLASH = 600n * 10n ** 6n;
 const FEE = 10n * 10n ** 6n;
 const ANSWER_WINDOW = 3_600;
 const UNBONDING = 7_200;
+const FAULT_WINDOW = 30;
 const PARAMS = (sink: Address) => ({
   minStake: MIN_STAKE,
   slashAmount: SLASH,
@@ -20,6 +21,7 @@ const PARAMS = (sink: Address) => ({
   unbondingDelay: UNBONDING,
   disputerShareBps: 5_000,
   sink,
+  faultWindow: FAULT_WINDOW,
 });
 const MAX_UINT = 2n ** 256n - 1n;
 
