@@ -96,6 +96,13 @@ export class ProbeReceipts {
     return this.repo.get(recordKey(leaseId, attestor));
   }
 
+  /** Whether any attestor's receipt of `leaseId` is kept (only this provider's active leases' receipts are). */
+  async holdsLease(leaseId: bigint): Promise<boolean> {
+    const prefix = `${leaseId.toString().padStart(78, "0")}/`;
+    for await (const _ of this.repo.entries({ gte: prefix, lt: `${prefix}~`, limit: 1 })) return true;
+    return false;
+  }
+
   /** Notes that the fault observed at `observedAt` was disputed against `attestor` (never sent twice). */
   async markDisputed(leaseId: bigint, attestor: Address, observedAt: number): Promise<void> {
     await this.mutate(leaseId, attestor, (record) => {

@@ -42,6 +42,7 @@ import { ChallengeRefusedError, LeaseNotHeldError, NoProviderWalletError, TaskNo
 import { ChallengeResponder, type ProviderMachine } from "./provider.js";
 import type { Runner } from "./runner/types.js";
 import { ProbeReceipts } from "./probe-receipts.js";
+import { FalseFaultDisputer } from "./false-faults.js";
 import { CpuMemoryRunner, MemoryResponder, type MemoryRunner } from "./memory-runner.js";
 import type { MemChallenge, MemOpen, MemWalk } from "../../common/attest/memory-messages.js";
 import { runDetached } from "../../common/detached.js";
@@ -50,6 +51,10 @@ import { runDetached } from "../../common/detached.js";
 const CHALLENGE_EXCHANGE_TIMEOUT_MS = 15 * 60_000;
 /** A liveness probe issued further than this from our clock is refused (bounds replays; clocks are NTP-synced). */
 const PROBE_MAX_AGE_MS = 60_000;
+/** Default time between two scans for false liveness faults. */
+const FALSE_FAULT_SCAN_INTERVAL_MS = 10_000;
+/** Time between two prunings of old probe receipts. */
+const RECEIPT_PRUNE_INTERVAL_MS = 3_600_000;
 /** How long a provider remembers which attestor sent a challenge, for its open and result requests. */
 const SESSION_TTL_MS = 15 * 60_000;
 
@@ -71,6 +76,8 @@ export type ProviderAttestationOptions = {
    * when it does; absent, or `required: false`, liveness covers this node only.
    */
   taskLiveness?: (leaseId: bigint) => TaskLivenessVerdict | Promise<TaskLivenessVerdict>;
+  /** Milliseconds between scans for false liveness faults to dispute (`attest.disputeFalseFaults`). Default 10 s. */
+  falseFaultScanMs?: number;
   /** How long an on-chain lease read is reused. Default 2 s. */
   leaseCacheMs?: number;
   /** Runs the memory phase; default the CPU memory runner (exact, small sizes only). */
@@ -84,6 +91,8 @@ export type ProviderAttestation = DaemonModule & {
   responder: ChallengeResponder;
   /** Attestors' probe receipts this provider keeps (evidence against a false liveness fault). */
   receipts: ProbeReceipts;
+  /** Disputes false liveness faults (absent when `attest.disputeFalseFaults` is off or there is no wallet client). */
+  disputer: FalseFaultDisputer | undefined;
 };
 
 /** What the provider's node knows of a lease's task for its liveness answer. */
@@ -303,6 +312,26 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
     },
   });
 
+  // Receipts are evidence only if someone sends them: dispute false liveness faults of this provider's leases.
+  let disputer: FalseFaultDisputer | undefined;
+  const walletClient = daemon.chain.walletClient;
+  if (daemon.config.attest.disputeFalseFaults && walletClient) {
+    disputer = new FalseFaultDisputer({
+      publicClient: daemon.chain.publicClient,
+      walletClient,
+      registry: daemon.registry,
+      market: daemon.market,
+      domain: daemon.domain,
+      receipts,
+      fromBlock: daemon.deployment.deploymentBlock,
+      intervalMs: options.falseFaultScanMs ?? FALSE_FAULT_SCAN_INTERVAL_MS,
+      logger: logger.child({ part: "false-faults" }),
+    });
+    await disputer.start();
+  }
+  const pruner = setInterval(() => runDetached(receipts.prune(), logger, "Pruning old probe receipts"), RECEIPT_PRUNE_INTERVAL_MS);
+  pruner.unref();
+
   // The runner starts now (a GPU context takes seconds), not inside the first challenge's deadline.
   if (options.runner.warm) runDetached(options.runner.warm(), logger, "Starting the runner (the first challenge will try again)", { runner: options.runner.name });
   logger.info("Provider attestation mounted", { provider, runner: options.runner.name });
@@ -310,7 +339,10 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
     name: "attest-provider",
     responder,
     receipts,
+    disputer,
     async stop() {
+      clearInterval(pruner);
+      await disputer?.stop();
       await unhandleAttest();
       await unhandleLiveness();
       await responder.close();
