@@ -114,7 +114,11 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
 
   before(async () => {
     // Wall-clock blocks: the chain's clock must not run ahead of the attestors' (observedAt is checked against both).
-    devnet = await startDevnet({ params: { faultQuorum: 2, faultMinCreditBps: 2_000 }, attestors: ATTESTORS.map((i) => devnetAccount(i).address), wallClockBlocks: true });
+    devnet = await startDevnet({
+      params: { faultQuorum: 2, faultMinCreditBps: 2_000, attestorFaultWindow: LIVENESS.qosWindowSeconds },
+      attestors: ATTESTORS.map((i) => devnetAccount(i).address),
+      wallClockBlocks: true,
+    });
     bundles = await startBundleServer();
     dir = await mkdtemp(path.join(tmpdir(), "suanli-chaos-attest-"));
     await startA([]);

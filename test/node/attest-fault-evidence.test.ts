@@ -33,7 +33,11 @@ describe("attestor role: a lying proposer cannot fault a live provider (issue 24
   let devnet: Devnet;
 
   before(async () => {
-    devnet = await startDevnet({ params: { faultQuorum: 2 }, attestors: [LIAR, HONEST].map((i) => devnetAccount(i).address), wallClockBlocks: true });
+    devnet = await startDevnet({
+      params: { faultQuorum: 2, attestorFaultWindow: LIVENESS.qosWindowSeconds },
+      attestors: [LIAR, HONEST].map((i) => devnetAccount(i).address),
+      wallClockBlocks: true,
+    });
   });
   after(async () => devnet?.close());
 
