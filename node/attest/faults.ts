@@ -167,6 +167,8 @@ export class FaultCoordinator {
     }
     if (record?.status === "collecting" || record?.status === "landed" || record?.status === "ended") return;
     if (!hasOutageEvidence(state, Math.floor(this.now() / 1000), this.o.liveness)) return;
+    // Quiet until the fault window after the outage's start has passed too (propose() checks it again).
+    if (!this.maySignLiveness(lease.leaseId, Math.max(state.firstFailureAt ?? 0, lease.activatedAt))) return;
     this.o.logger.warn("Provider unresponsive beyond the QoS window: proposing a fault", {
       leaseId: lease.leaseId,
       provider: lease.provider,
