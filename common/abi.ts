@@ -7099,6 +7099,19 @@ export const attestorStakingAbi = [
   },
   {
     "inputs": [],
+    "name": "FAULT_WINDOW_RAISE_NOTICE",
+    "outputs": [
+      {
+        "internalType": "uint32",
+        "name": "",
+        "type": "uint32"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [],
     "name": "LIVENESS_FAULT",
     "outputs": [
       {
@@ -7596,6 +7609,25 @@ export const attestorStakingAbi = [
         "internalType": "bool",
         "name": "",
         "type": "bool"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint32",
+        "name": "observedAt",
+        "type": "uint32"
+      }
+    ],
+    "name": "faultWindowFor",
+    "outputs": [
+      {
+        "internalType": "uint32",
+        "name": "",
+        "type": "uint32"
       }
     ],
     "stateMutability": "view",

@@ -44,6 +44,9 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     /// @notice Bounds of the fault window (seconds).
     uint32 public constant MIN_FAULT_WINDOW = 1;
     uint32 public constant MAX_FAULT_WINDOW = 1 days;
+    /// @notice A raised fault window applies only to faults observed this long after the raise: attestors that waited
+    ///         the old window before signing never become slashable by a later raise (lowering applies at once).
+    uint32 public constant FAULT_WINDOW_RAISE_NOTICE = 1 days;
     /// @notice The most of a slash governance may pay the disputer: above half, an attestor disputing itself would
     ///         recover more than it loses.
     uint16 public constant MAX_DISPUTER_SHARE_BPS = 5_000;
@@ -68,6 +71,10 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     mapping(bytes32 id => Dispute) private _disputes;
     mapping(address account => uint256) private _owed;
     mapping(bytes32 id => bool) private _faultsDisputed;
+    /// @dev The smallest fault window ever set: what applies to faults observed before _faultWindowRaisedFrom.
+    uint32 private _faultWindowFloor;
+    /// @dev Faults observed from this time on get the current fault window (the last raise's time plus the notice).
+    uint32 private _faultWindowRaisedFrom;
 
     /// @notice Deploys the staking for one registry and market (whose EIP-712 domain attestations are signed in).
     /// @param registry_ The ProviderRegistry (its token is staked; its governance sets the parameters).
@@ -194,7 +201,7 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         if (fault.leaseId != receipt.leaseId) revert LeaseMismatch(fault.leaseId, receipt.leaseId);
         // Both bounds in uint256: observedAt + faultWindow never overflows, and the ms fit easily.
         uint256 fromMs = (uint256(fault.observedAt) + 1) * 1000;
-        uint256 toMs = (uint256(fault.observedAt) + _params.faultWindow) * 1000;
+        uint256 toMs = (uint256(fault.observedAt) + _faultWindowFor(fault.observedAt)) * 1000;
         if (receipt.receivedAtMs < fromMs || receipt.receivedAtMs > toMs) revert ReceiptOutsideWindow(receipt.receivedAtMs, fromMs, toMs);
         bytes32 faultDigest = _faultDigest(fault);
         // tryRecoverCalldata takes 65-byte r, s, v only and refuses high s (malleable) signatures, as the market does.
@@ -265,6 +272,15 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     /// @return The id (disputeFault's, AttestorSlashed's and AlreadyDisputed's).
     function faultDisputeId(Fault calldata fault, address attestor) external view returns (bytes32) {
         return keccak256(abi.encode(_faultDigest(fault), attestor));
+    }
+
+    /// @notice The fault window a receipt must fall in for a fault observed at `observedAt`: the current faultWindow,
+    ///         or, for a fault observed before the last raise's notice ran out, the smallest window ever set (a raise
+    ///         never reaches back to faults an attestor signed after waiting the old window).
+    /// @param observedAt The fault's observedAt.
+    /// @return The window in seconds.
+    function faultWindowFor(uint32 observedAt) external view returns (uint32) {
+        return _faultWindowFor(observedAt);
     }
 
     /// @notice Whether the fault dispute `id` (faultDisputeId) has slashed its attestor.
@@ -363,6 +379,13 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         emit AttestorSlashed(id, attestor, amount, disputer, toDisputer, sink, toSink);
     }
 
+    function _faultWindowFor(uint32 observedAt) private view returns (uint32) {
+        uint32 current = _params.faultWindow;
+        if (observedAt >= _faultWindowRaisedFrom) return current;
+        uint32 floor = _faultWindowFloor;
+        return floor < current ? floor : current;
+    }
+
     function _faultDigest(Fault calldata f) private view returns (bytes32) {
         return _hashTyped(keccak256(abi.encode(FAULT_TYPEHASH, f.leaseId, f.kind, f.observedAt)));
     }
@@ -395,6 +418,9 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         if (p.faultWindow < MIN_FAULT_WINDOW || p.faultWindow > MAX_FAULT_WINDOW) {
             revert ParamOutOfRange("faultWindow", p.faultWindow, MIN_FAULT_WINDOW, MAX_FAULT_WINDOW);
         }
+        uint32 previous = _params.faultWindow; // zero in the constructor: no raise to give notice of
+        if (previous != 0 && p.faultWindow > previous) _faultWindowRaisedFrom = uint32(block.timestamp) + FAULT_WINDOW_RAISE_NOTICE;
+        if (_faultWindowFloor == 0 || p.faultWindow < _faultWindowFloor) _faultWindowFloor = p.faultWindow;
         _params = p;
         emit ParamsChanged(p);
     }

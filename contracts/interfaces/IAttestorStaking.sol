@@ -16,7 +16,8 @@ interface IAttestorStaking {
     /// @param sink Receives the rest of a slash (a treasury, or a burn address).
     /// @param faultWindow Seconds an honest attestor hears nothing from a provider before it signs a liveness fault
     ///        (MIN_FAULT_WINDOW..MAX_FAULT_WINDOW): a receipt it signed in (observedAt, observedAt + faultWindow]
-    ///        contradicts its fault (disputeFault). Attestors must wait at least this long (node/attest).
+    ///        contradicts its fault (disputeFault). Attestors must wait at least this long (node/attest). A raise
+    ///        applies to faults observed FAULT_WINDOW_RAISE_NOTICE after it (faultWindowFor); a lowering at once.
     struct Params {
         uint96 minStake;
         uint96 slashAmount;
@@ -202,7 +203,8 @@ interface IAttestorStaking {
 
     /// @notice Slashes at once an attestor whose liveness fault (kind 1) its own receipt contradicts: it signed `fault`
     ///         and a ProbeReceipt of the same lease received in [(observedAt + 1) * 1000, (observedAt + faultWindow) *
-    ///         1000] ms, i.e. it counted an answer within the window of silence its fault claims. slashAmount (capped by
+    ///         1000] ms (faultWindowFor(observedAt)), i.e. it counted an answer within the window of silence its fault
+    ///         claims. slashAmount (capped by
     ///         its active and unbonding stake) goes to the caller (disputerShareBps) and the sink; each fault and
     ///         attestor once.
     /// @param fault The fault the attestor signed.
