@@ -4,7 +4,7 @@
  * liveness fault (kind 1) of a lease this provider holds receipts of (probe-receipts.ts: only its
  * own leases' receipts are kept), it reads the submitFault transaction's calldata, recovers each
  * signer of the fault, and for every signer whose own ProbeReceipt falls inside the fault window
- * after observedAt (receiptContradictsFault with AttestorStaking's `faultWindow`) calls
+ * after observedAt (receiptContradictsFault with AttestorStaking's `faultWindowFor(observedAt)`) calls
  * `AttestorStaking.disputeFault` from the provider's wallet: the attestor is slashed at once and the
  * provider is owed the disputer's share (AttestorStaking.claim). Each (fault, attestor) is sent
  * once: the record notes it, and the contract's `faultDisputed` is read first.
@@ -51,7 +51,6 @@ export type FalseFaultOutcome = {
 
 export class FalseFaultDisputer {
   private staking: Address | undefined;
-  private faultWindow = 0;
   private next: bigint;
   private timer: NodeJS.Timeout | undefined;
   private scanning: Promise<FalseFaultOutcome[]> | undefined;
@@ -63,7 +62,7 @@ export class FalseFaultDisputer {
     this.next = o.fromBlock;
   }
 
-  /** Reads the registry's staking contract and its fault window; scans on an interval when there is one. */
+  /** Reads the registry's staking contract; scans on an interval when there is one. */
   async start(): Promise<void> {
     const staking = await this.o.publicClient.readContract({ address: this.o.registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
     if (staking === ZERO_ADDRESS) {
@@ -101,8 +100,6 @@ export class FalseFaultDisputer {
   private async scanOnce(): Promise<FalseFaultOutcome[]> {
     const staking = this.staking;
     if (!staking) return [];
-    // Governance may change the window; the contract judges with the one it holds when the dispute lands.
-    this.faultWindow = (await this.o.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "params" })).faultWindow;
     const head = await this.o.publicClient.getBlockNumber({ cacheTime: 0 });
     const outcomes: FalseFaultOutcome[] = [];
     const retry = this.retry;
@@ -147,21 +144,23 @@ export class FalseFaultDisputer {
       return [];
     }
     const { fault, signatures } = submitted;
+    // The window that applies to this fault (a raise reaches only faults observed a day after it).
+    const window = await this.o.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "faultWindowFor", args: [fault.observedAt] });
     const outcomes: FalseFaultOutcome[] = [];
     for (const signature of signatures.slice(0, MAX_SIGNERS)) {
       const attestor = await recoverFaultSigner(this.o.domain, fault, signature);
       if (!attestor) continue;
       const record = await this.o.receipts.get(leaseId, attestor);
       if (!record || record.disputed.includes(fault.observedAt)) continue;
-      const contradicting = record.receipts.find((held) => receiptContradictsFault(fault, held.receipt, this.faultWindow));
+      const contradicting = record.receipts.find((held) => receiptContradictsFault(fault, held.receipt, window));
       if (!contradicting) continue;
-      outcomes.push(await this.dispute(staking, fault, attestor, signature, contradicting));
+      outcomes.push(await this.dispute(staking, fault, attestor, signature, contradicting, window));
     }
     if (outcomes.some((entry) => entry.outcome === "failed") && attempt < MAX_ATTEMPTS) this.retry.push({ hash, leaseId, attempts: attempt });
     return outcomes;
   }
 
-  private async dispute(staking: Address, fault: Fault, attestor: Address, faultSignature: Hex, held: StoredReceipt): Promise<FalseFaultOutcome> {
+  private async dispute(staking: Address, fault: Fault, attestor: Address, faultSignature: Hex, held: StoredReceipt, window: number): Promise<FalseFaultOutcome> {
     const base = { leaseId: fault.leaseId, attestor, observedAt: fault.observedAt, receivedAtMs: held.receipt.receivedAtMs };
     try {
       const id = await this.o.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "faultDisputeId", args: [fault, attestor] });
@@ -185,7 +184,7 @@ export class FalseFaultDisputer {
         leaseId: fault.leaseId,
         observedAt: fault.observedAt,
         receivedAtMs: held.receipt.receivedAtMs,
-        faultWindow: this.faultWindow,
+        faultWindow: window,
         tx,
       });
       return { ...base, outcome: "disputed", tx };

@@ -70,16 +70,23 @@ export type FaultCoordinatorOptions = {
   /** Configured attestor addresses (`…/p2p/<peer id>`). */
   peers: readonly string[];
   /**
-   * AttestorStaking's `faultWindow` (s), when staking is deployed: a liveness fault is signed only
-   * once max(qosWindowSeconds, this) has passed after its observedAt (liveness.ts mayFaultAt).
+   * Reads AttestorStaking's current `faultWindow` (s), when staking is deployed: a liveness fault
+   * is signed only once max(qosWindowSeconds, it) has passed after its observedAt (liveness.ts
+   * mayFaultAt). Read at start and every FAULT_WINDOW_REFRESH_MS: a raise applies to faults
+   * observed a day after it (FAULT_WINDOW_RAISE_NOTICE), so an attestor learns it in time.
    */
-  faultWindowSeconds?: number;
+  readFaultWindow?: () => Promise<number>;
   metrics: Metrics;
   logger: Logger;
   now?: () => number;
 };
 
+/** How often the staking's faultWindow is read again (well inside the contract's one-day raise notice). */
+const FAULT_WINDOW_REFRESH_MS = 10 * 60_000;
+
 export class FaultCoordinator {
+  private faultWindowSeconds = 0;
+  private faultWindowReadAtMs = 0;
   private readonly records: FaultRecords;
   private readonly exchange: FaultExchange;
   private readonly submitter: FaultSubmitter;
@@ -111,6 +118,7 @@ export class FaultCoordinator {
   }
 
   async start(): Promise<void> {
+    await this.refreshFaultWindow();
     await this.records.load();
     await this.exchange.configure(this.o.peers);
     this.unhandle = await handleProtocol(this.o.host, FAULT_PROTOCOL, {
@@ -135,7 +143,17 @@ export class FaultCoordinator {
 
   /** W: a liveness fault is signed only once this many seconds after its observedAt have passed. */
   windowSeconds(): number {
-    return Math.max(this.o.liveness.qosWindowSeconds, this.o.faultWindowSeconds ?? 0);
+    return Math.max(this.o.liveness.qosWindowSeconds, this.faultWindowSeconds);
+  }
+
+  private async refreshFaultWindow(): Promise<void> {
+    if (!this.o.readFaultWindow) return;
+    const nowMs = this.now();
+    if (this.faultWindowReadAtMs && nowMs - this.faultWindowReadAtMs < FAULT_WINDOW_REFRESH_MS) return;
+    const window = await this.o.readFaultWindow();
+    if (window !== this.faultWindowSeconds && this.faultWindowReadAtMs) this.o.logger.info("The staking's fault window changed", { from: this.faultWindowSeconds, to: window });
+    this.faultWindowSeconds = window;
+    this.faultWindowReadAtMs = nowMs;
   }
 
   /** Whether this attestor may sign the liveness fault observed at `observedAt` of `leaseId` now. */
@@ -243,6 +261,7 @@ export class FaultCoordinator {
   progressAll(): Promise<void> {
     if (this.progressing) return this.progressing;
     this.progressing = (async () => {
+      await this.refreshFaultWindow().catch((error: unknown) => this.o.logger.warn("Could not read the staking's fault window; keeping the last one", {}, error));
       for (const record of this.records.open()) {
         try {
           await this.progress(record);

@@ -202,12 +202,12 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       // A liveness fault waits out max(qosWindowSeconds, the staking's faultWindow) after observedAt
       // (liveness.ts mayFaultAt): a receipt inside that window would make the signature slashable.
       const staking = await daemon.chain.publicClient.readContract({ address: daemon.registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
-      const faultWindowSeconds =
+      const readFaultWindow =
         staking === "0x0000000000000000000000000000000000000000"
           ? undefined
-          : (await daemon.chain.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "params" })).faultWindow;
+          : async () => (await daemon.chain.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "params" })).faultWindow;
       faults = new FaultCoordinator({
-        faultWindowSeconds,
+        readFaultWindow,
         host: daemon.p2p.host,
         chainId: daemon.deployment.chainId,
         domain: daemon.domain,
