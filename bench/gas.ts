@@ -17,6 +17,7 @@ import { network } from "hardhat";
 import { zeroAddress, type Address, type Hash, type Hex } from "viem";
 import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../common/abi.js";
 import { disputeCommitArgs, signCommit } from "../common/attest/commit.js";
+import { signProbeReceipt } from "../common/attest/liveness.js";
 import { orderFaultSignatures } from "../common/chain/market.js";
 import { signAttestation, signFault, signOffer, signSettlement } from "../common/chain/sign.js";
 import { signPermit } from "../common/chain/tx.js";
@@ -245,7 +246,8 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
 
   {
     // AttestorStaking (attached by the deploy script, which staked both attestors): a top-up, then a dispute
-    // of a forged attestation (no provider commit: slashed) and of an honest one (answered with the commit).
+    // of a forged attestation (no provider commit: slashed) and of an honest one (answered with the commit), then a
+    // false liveness fault disputed with the attestor's own receipt.
     const staking = (await publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" })) as Address;
     const stk = (wallet: Wallet, fn: string, args: readonly unknown[]) => send(wallet, staking, attestorStakingAbi, fn, args);
     for (const wallet of [attestorA, provider]) {
@@ -268,6 +270,13 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const forgedId = (await publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "attestationDigest", args: [forged] })) as Hex;
     gas["AttestorStaking: resolveDispute (slash)"] = await stk(deployer, "resolveDispute", [forgedId]);
     gas["AttestorStaking: claim"] = await stk(provider, "claim", [provider.account.address]);
+    // A false liveness fault: the attestor counted the provider's heartbeat 2.5 s after the fault's observedAt and
+    // signed the fault anyway; the provider (owed nothing now, so its credit is a new slot) proves it with both.
+    const lied = Number((await publicClient.getBlock()).timestamp) - 10;
+    const fault = { leaseId: 1n, kind: 1, observedAt: lied };
+    const receipt = { leaseId: 1n, challenge: `0x${"5a".repeat(32)}` as Hex, receivedAtMs: BigInt(lied) * 1000n + 2_500n };
+    const [faultSignature, receiptSignature] = [await signFault(attestorA, domain, fault), await signProbeReceipt(attestorA, domain, receipt)];
+    gas["AttestorStaking: disputeFault"] = await stk(provider, "disputeFault", [fault, faultSignature, receipt, receiptSignature]);
   }
 
   const rows = Object.entries(gas).map(([operation, used]) => {

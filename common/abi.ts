@@ -6403,6 +6403,11 @@ export const attestorStakingAbi = [
             "internalType": "address",
             "name": "sink",
             "type": "address"
+          },
+          {
+            "internalType": "uint32",
+            "name": "faultWindow",
+            "type": "uint32"
           }
         ],
         "internalType": "struct IAttestorStaking.Params",
@@ -6555,7 +6560,44 @@ export const attestorStakingAbi = [
   },
   {
     "inputs": [],
+    "name": "InvalidFaultSignature",
+    "type": "error"
+  },
+  {
+    "inputs": [],
+    "name": "InvalidReceiptSignature",
+    "type": "error"
+  },
+  {
+    "inputs": [],
     "name": "InvalidSignature",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint256",
+        "name": "faultLeaseId",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "receiptLeaseId",
+        "type": "uint256"
+      }
+    ],
+    "name": "LeaseMismatch",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint8",
+        "name": "kind",
+        "type": "uint8"
+      }
+    ],
+    "name": "NotALivenessFault",
     "type": "error"
   },
   {
@@ -6634,6 +6676,27 @@ export const attestorStakingAbi = [
     "type": "error"
   },
   {
+    "inputs": [
+      {
+        "internalType": "uint64",
+        "name": "receivedAtMs",
+        "type": "uint64"
+      },
+      {
+        "internalType": "uint256",
+        "name": "fromMs",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "toMs",
+        "type": "uint256"
+      }
+    ],
+    "name": "ReceiptOutsideWindow",
+    "type": "error"
+  },
+  {
     "inputs": [],
     "name": "ReentrancyGuardReentrantCall",
     "type": "error"
@@ -6647,6 +6710,22 @@ export const attestorStakingAbi = [
       }
     ],
     "name": "SafeERC20FailedOperation",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "address",
+        "name": "faultSigner",
+        "type": "address"
+      },
+      {
+        "internalType": "address",
+        "name": "receiptSigner",
+        "type": "address"
+      }
+    ],
+    "name": "SignersDiffer",
     "type": "error"
   },
   {
@@ -6885,6 +6964,49 @@ export const attestorStakingAbi = [
     "anonymous": false,
     "inputs": [
       {
+        "indexed": true,
+        "internalType": "address",
+        "name": "attestor",
+        "type": "address"
+      },
+      {
+        "indexed": true,
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      },
+      {
+        "indexed": true,
+        "internalType": "address",
+        "name": "disputer",
+        "type": "address"
+      },
+      {
+        "indexed": false,
+        "internalType": "uint32",
+        "name": "observedAt",
+        "type": "uint32"
+      },
+      {
+        "indexed": false,
+        "internalType": "uint64",
+        "name": "receivedAtMs",
+        "type": "uint64"
+      },
+      {
+        "indexed": false,
+        "internalType": "uint96",
+        "name": "slashed",
+        "type": "uint96"
+      }
+    ],
+    "name": "FaultDisputed",
+    "type": "event"
+  },
+  {
+    "anonymous": false,
+    "inputs": [
+      {
         "components": [
           {
             "internalType": "uint96",
@@ -6920,6 +7042,11 @@ export const attestorStakingAbi = [
             "internalType": "address",
             "name": "sink",
             "type": "address"
+          },
+          {
+            "internalType": "uint32",
+            "name": "faultWindow",
+            "type": "uint32"
           }
         ],
         "indexed": false,
@@ -6959,6 +7086,45 @@ export const attestorStakingAbi = [
   },
   {
     "inputs": [],
+    "name": "FAULT_TYPEHASH",
+    "outputs": [
+      {
+        "internalType": "bytes32",
+        "name": "",
+        "type": "bytes32"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [],
+    "name": "FAULT_WINDOW_RAISE_NOTICE",
+    "outputs": [
+      {
+        "internalType": "uint32",
+        "name": "",
+        "type": "uint32"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [],
+    "name": "LIVENESS_FAULT",
+    "outputs": [
+      {
+        "internalType": "uint8",
+        "name": "",
+        "type": "uint8"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [],
     "name": "MAX_ANSWER_WINDOW",
     "outputs": [
       {
@@ -6985,6 +7151,19 @@ export const attestorStakingAbi = [
   },
   {
     "inputs": [],
+    "name": "MAX_FAULT_WINDOW",
+    "outputs": [
+      {
+        "internalType": "uint32",
+        "name": "",
+        "type": "uint32"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [],
     "name": "MAX_UNBONDING_DELAY",
     "outputs": [
       {
@@ -7004,6 +7183,32 @@ export const attestorStakingAbi = [
         "internalType": "uint32",
         "name": "",
         "type": "uint32"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [],
+    "name": "MIN_FAULT_WINDOW",
+    "outputs": [
+      {
+        "internalType": "uint32",
+        "name": "",
+        "type": "uint32"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [],
+    "name": "PROBE_RECEIPT_TYPEHASH",
+    "outputs": [
+      {
+        "internalType": "bytes32",
+        "name": "",
+        "type": "bytes32"
       }
     ],
     "stateMutability": "view",
@@ -7284,6 +7489,153 @@ export const attestorStakingAbi = [
   {
     "inputs": [
       {
+        "components": [
+          {
+            "internalType": "uint256",
+            "name": "leaseId",
+            "type": "uint256"
+          },
+          {
+            "internalType": "uint8",
+            "name": "kind",
+            "type": "uint8"
+          },
+          {
+            "internalType": "uint32",
+            "name": "observedAt",
+            "type": "uint32"
+          }
+        ],
+        "internalType": "struct IAttestorStaking.Fault",
+        "name": "fault",
+        "type": "tuple"
+      },
+      {
+        "internalType": "bytes",
+        "name": "faultSignature",
+        "type": "bytes"
+      },
+      {
+        "components": [
+          {
+            "internalType": "uint256",
+            "name": "leaseId",
+            "type": "uint256"
+          },
+          {
+            "internalType": "bytes32",
+            "name": "challenge",
+            "type": "bytes32"
+          },
+          {
+            "internalType": "uint64",
+            "name": "receivedAtMs",
+            "type": "uint64"
+          }
+        ],
+        "internalType": "struct IAttestorStaking.ProbeReceipt",
+        "name": "receipt",
+        "type": "tuple"
+      },
+      {
+        "internalType": "bytes",
+        "name": "receiptSignature",
+        "type": "bytes"
+      }
+    ],
+    "name": "disputeFault",
+    "outputs": [
+      {
+        "internalType": "bytes32",
+        "name": "id",
+        "type": "bytes32"
+      }
+    ],
+    "stateMutability": "nonpayable",
+    "type": "function"
+  },
+  {
+    "inputs": [
+      {
+        "components": [
+          {
+            "internalType": "uint256",
+            "name": "leaseId",
+            "type": "uint256"
+          },
+          {
+            "internalType": "uint8",
+            "name": "kind",
+            "type": "uint8"
+          },
+          {
+            "internalType": "uint32",
+            "name": "observedAt",
+            "type": "uint32"
+          }
+        ],
+        "internalType": "struct IAttestorStaking.Fault",
+        "name": "fault",
+        "type": "tuple"
+      },
+      {
+        "internalType": "address",
+        "name": "attestor",
+        "type": "address"
+      }
+    ],
+    "name": "faultDisputeId",
+    "outputs": [
+      {
+        "internalType": "bytes32",
+        "name": "",
+        "type": "bytes32"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "bytes32",
+        "name": "id",
+        "type": "bytes32"
+      }
+    ],
+    "name": "faultDisputed",
+    "outputs": [
+      {
+        "internalType": "bool",
+        "name": "",
+        "type": "bool"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint32",
+        "name": "observedAt",
+        "type": "uint32"
+      }
+    ],
+    "name": "faultWindowFor",
+    "outputs": [
+      {
+        "internalType": "uint32",
+        "name": "",
+        "type": "uint32"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "bytes32",
         "name": "id",
         "type": "bytes32"
@@ -7405,6 +7757,11 @@ export const attestorStakingAbi = [
             "internalType": "address",
             "name": "sink",
             "type": "address"
+          },
+          {
+            "internalType": "uint32",
+            "name": "faultWindow",
+            "type": "uint32"
           }
         ],
         "internalType": "struct IAttestorStaking.Params",
@@ -7479,6 +7836,11 @@ export const attestorStakingAbi = [
             "internalType": "address",
             "name": "sink",
             "type": "address"
+          },
+          {
+            "internalType": "uint32",
+            "name": "faultWindow",
+            "type": "uint32"
           }
         ],
         "internalType": "struct IAttestorStaking.Params",

@@ -20,7 +20,9 @@ import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 ///         commit the provider signed proves that the provider took part in that challenge and committed those roots. No answer: slashAmount of its stake goes to the disputer
 ///         (disputerShareBps) and the sink (the rest), and the fee returns to the disputer. An answer: the fee goes to
 ///         the attestor. Payouts are credited and claimed (`claim`), so no receiver that refuses tokens blocks a
-///         dispute. Invariant: token.balanceOf(this) == sum(active + unbonding) + sum(open dispute fees) + sum(owed).
+///         dispute. A liveness fault (kind 1) contradicted by the same attestor's signed ProbeReceipt (a heartbeat it
+///         counted within the fault window after observedAt) is slashed at once, with no answer (disputeFault).
+///         Invariant: token.balanceOf(this) == sum(active + unbonding) + sum(open dispute fees) + sum(owed).
 /// @dev What it cannot catch: an attestor and a provider who collude (the provider signs any commit), and an
 ///      attestor that passes a provider whose opened rows were wrong (the rows are opened to the attestor only).
 contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
@@ -33,6 +35,18 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     /// @notice EIP-712 type hash of the commit a provider signs (common/attest/commit.ts).
     bytes32 public constant ATTEST_COMMIT_TYPEHASH =
         keccak256("AttestCommitV2(bytes32 challengeId,uint32 rowsPerUnit,bytes32[] roots,string[] devices)");
+    /// @notice EIP-712 type hash of the market's Fault (LeaseMarketBase.FAULT_TYPEHASH; common/eip712.ts).
+    bytes32 public constant FAULT_TYPEHASH = keccak256("Fault(uint256 leaseId,uint8 kind,uint32 observedAt)");
+    /// @notice EIP-712 type hash of an attestor's receipt of a heartbeat (common/eip712.ts ProbeReceipt).
+    bytes32 public constant PROBE_RECEIPT_TYPEHASH = keccak256("ProbeReceipt(uint256 leaseId,bytes32 challenge,uint64 receivedAtMs)");
+    /// @notice The fault kind a receipt can contradict: unresponsive (liveness). Capacity faults (2) carry transcripts.
+    uint8 public constant LIVENESS_FAULT = 1;
+    /// @notice Bounds of the fault window (seconds).
+    uint32 public constant MIN_FAULT_WINDOW = 1;
+    uint32 public constant MAX_FAULT_WINDOW = 1 days;
+    /// @notice A raised fault window applies only to faults observed this long after the raise: attestors that waited
+    ///         the old window before signing never become slashable by a later raise (lowering applies at once).
+    uint32 public constant FAULT_WINDOW_RAISE_NOTICE = 1 days;
     /// @notice The most of a slash governance may pay the disputer: above half, an attestor disputing itself would
     ///         recover more than it loses.
     uint16 public constant MAX_DISPUTER_SHARE_BPS = 5_000;
@@ -56,6 +70,11 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     mapping(address attestor => StakeView) private _stakes;
     mapping(bytes32 id => Dispute) private _disputes;
     mapping(address account => uint256) private _owed;
+    mapping(bytes32 id => bool) private _faultsDisputed;
+    /// @dev The smallest fault window ever set: what applies to faults observed before _faultWindowRaisedFrom.
+    uint32 private _faultWindowFloor;
+    /// @dev Faults observed from this time on get the current fault window (the last raise's time plus the notice).
+    uint32 private _faultWindowRaisedFrom;
 
     /// @notice Deploys the staking for one registry and market (whose EIP-712 domain attestations are signed in).
     /// @param registry_ The ProviderRegistry (its token is staked; its governance sets the parameters).
@@ -167,29 +186,38 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         if (block.timestamp <= dispute.answerBy) revert AnswerWindowOpen(id, dispute.answerBy);
         dispute.state = DisputeState.Slashed;
         address attestor = dispute.attestor;
+        --_stakes[attestor].openDisputes;
+        _owed[dispute.disputer] += dispute.fee;
+        _slash(id, attestor, dispute.disputer);
+    }
+
+    /// @inheritdoc IAttestorStaking
+    function disputeFault(Fault calldata fault, bytes calldata faultSignature, ProbeReceipt calldata receipt, bytes calldata receiptSignature)
+        external
+        nonReentrant
+        returns (bytes32 id)
+    {
+        if (fault.kind != LIVENESS_FAULT) revert NotALivenessFault(fault.kind);
+        if (fault.leaseId != receipt.leaseId) revert LeaseMismatch(fault.leaseId, receipt.leaseId);
+        // Both bounds in uint256: observedAt + faultWindow never overflows, and the ms fit easily.
+        uint256 fromMs = (uint256(fault.observedAt) + 1) * 1000;
+        uint256 toMs = (uint256(fault.observedAt) + _faultWindowFor(fault.observedAt)) * 1000;
+        if (receipt.receivedAtMs < fromMs || receipt.receivedAtMs > toMs) revert ReceiptOutsideWindow(receipt.receivedAtMs, fromMs, toMs);
+        bytes32 faultDigest = _faultDigest(fault);
+        // tryRecoverCalldata takes 65-byte r, s, v only and refuses high s (malleable) signatures, as the market does.
+        (address attestor, ECDSA.RecoverError faultError,) = ECDSA.tryRecoverCalldata(faultDigest, faultSignature);
+        if (faultError != ECDSA.RecoverError.NoError) revert InvalidFaultSignature();
+        bytes32 receiptDigest = _hashTyped(keccak256(abi.encode(PROBE_RECEIPT_TYPEHASH, receipt.leaseId, receipt.challenge, receipt.receivedAtMs)));
+        (address receiptSigner, ECDSA.RecoverError receiptError,) = ECDSA.tryRecoverCalldata(receiptDigest, receiptSignature);
+        if (receiptError != ECDSA.RecoverError.NoError) revert InvalidReceiptSignature();
+        if (receiptSigner != attestor) revert SignersDiffer(attestor, receiptSigner);
+        id = keccak256(abi.encode(faultDigest, attestor));
+        if (_faultsDisputed[id]) revert AlreadyDisputed(id);
         StakeView storage stake_ = _stakes[attestor];
-        --stake_.openDisputes;
-        uint96 active = stake_.active;
-        uint96 unbonding = stake_.unbonding;
-        uint96 amount = _params.slashAmount;
-        // Active stake first, then unbonding: an attestor cannot shelter its stake by requesting to unstake.
-        // Cannot overflow: _stake keeps active + unbonding within 96 bits.
-        if (amount > active + unbonding) amount = active + unbonding;
-        unchecked {
-            if (amount <= active) {
-                stake_.active = active - amount;
-            } else {
-                stake_.active = 0;
-                stake_.unbonding = unbonding - (amount - active);
-            }
-        }
-        uint96 toDisputer = uint96(uint256(amount) * _params.disputerShareBps / _BPS);
-        uint96 toSink = amount - toDisputer;
-        address sink = _params.sink;
-        _owed[dispute.disputer] += uint256(toDisputer) + dispute.fee;
-        _owed[sink] += toSink;
-        _emitStake(attestor);
-        emit AttestorSlashed(id, attestor, amount, dispute.disputer, toDisputer, sink, toSink);
+        if (stake_.active == 0 && stake_.unbonding == 0) revert NothingAtStake(attestor);
+        _faultsDisputed[id] = true;
+        uint96 amount = _slash(id, attestor, msg.sender);
+        emit FaultDisputed(attestor, fault.leaseId, msg.sender, fault.observedAt, receipt.receivedAtMs, amount);
     }
 
     /// @inheritdoc IAttestorStaking
@@ -236,6 +264,30 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     /// @return The amount.
     function owed(address account) external view returns (uint256) {
         return _owed[account];
+    }
+
+    /// @notice The id of a fault dispute: keccak256 of the fault's EIP-712 digest (market's domain) and its signer.
+    /// @param fault The fault.
+    /// @param attestor The fault's signer.
+    /// @return The id (disputeFault's, AttestorSlashed's and AlreadyDisputed's).
+    function faultDisputeId(Fault calldata fault, address attestor) external view returns (bytes32) {
+        return keccak256(abi.encode(_faultDigest(fault), attestor));
+    }
+
+    /// @notice The fault window a receipt must fall in for a fault observed at `observedAt`: the current faultWindow,
+    ///         or, for a fault observed before the last raise's notice ran out, the smallest window ever set (a raise
+    ///         never reaches back to faults an attestor signed after waiting the old window).
+    /// @param observedAt The fault's observedAt.
+    /// @return The window in seconds.
+    function faultWindowFor(uint32 observedAt) external view returns (uint32) {
+        return _faultWindowFor(observedAt);
+    }
+
+    /// @notice Whether the fault dispute `id` (faultDisputeId) has slashed its attestor.
+    /// @param id The id.
+    /// @return Whether it was slashed.
+    function faultDisputed(bytes32 id) external view returns (bool) {
+        return _faultsDisputed[id];
     }
 
     /// @notice The parameters.
@@ -300,6 +352,44 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         );
     }
 
+    /// @dev Slashes `attestor` for dispute `id`: slashAmount, capped by its active and unbonding stake, taken from the
+    ///      active stake first, then the unbonding; disputerShareBps of it credited to `disputer`, the rest to the sink.
+    function _slash(bytes32 id, address attestor, address disputer) private returns (uint96 amount) {
+        StakeView storage stake_ = _stakes[attestor];
+        uint96 active = stake_.active;
+        uint96 unbonding = stake_.unbonding;
+        amount = _params.slashAmount;
+        // Active stake first, then unbonding: an attestor cannot shelter its stake by requesting to unstake.
+        // Cannot overflow: _stake keeps active + unbonding within 96 bits.
+        if (amount > active + unbonding) amount = active + unbonding;
+        unchecked {
+            if (amount <= active) {
+                stake_.active = active - amount;
+            } else {
+                stake_.active = 0;
+                stake_.unbonding = unbonding - (amount - active);
+            }
+        }
+        uint96 toDisputer = uint96(uint256(amount) * _params.disputerShareBps / _BPS);
+        uint96 toSink = amount - toDisputer;
+        address sink = _params.sink;
+        _owed[disputer] += toDisputer;
+        _owed[sink] += toSink;
+        _emitStake(attestor);
+        emit AttestorSlashed(id, attestor, amount, disputer, toDisputer, sink, toSink);
+    }
+
+    function _faultWindowFor(uint32 observedAt) private view returns (uint32) {
+        uint32 current = _params.faultWindow;
+        if (observedAt >= _faultWindowRaisedFrom) return current;
+        uint32 floor = _faultWindowFloor;
+        return floor < current ? floor : current;
+    }
+
+    function _faultDigest(Fault calldata f) private view returns (bytes32) {
+        return _hashTyped(keccak256(abi.encode(FAULT_TYPEHASH, f.leaseId, f.kind, f.observedAt)));
+    }
+
     /// @dev The market's domain separator, from the current chain id (a fork does not replay signatures).
     function _hashTyped(bytes32 structHash) private view returns (bytes32) {
         bytes32 domain = keccak256(abi.encode(_DOMAIN_TYPEHASH, _NAME_HASH, _VERSION_HASH, block.chainid, _MARKET));
@@ -325,6 +415,12 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
             revert ParamOutOfRange("disputerShareBps", p.disputerShareBps, 0, MAX_DISPUTER_SHARE_BPS);
         }
         if (p.sink == address(0)) revert ZeroSink();
+        if (p.faultWindow < MIN_FAULT_WINDOW || p.faultWindow > MAX_FAULT_WINDOW) {
+            revert ParamOutOfRange("faultWindow", p.faultWindow, MIN_FAULT_WINDOW, MAX_FAULT_WINDOW);
+        }
+        uint32 previous = _params.faultWindow; // zero in the constructor: no raise to give notice of
+        if (previous != 0 && p.faultWindow > previous) _faultWindowRaisedFrom = uint32(block.timestamp) + FAULT_WINDOW_RAISE_NOTICE;
+        if (_faultWindowFloor == 0 || p.faultWindow < _faultWindowFloor) _faultWindowFloor = p.faultWindow;
         _params = p;
         emit ParamsChanged(p);
     }

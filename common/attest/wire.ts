@@ -148,6 +148,18 @@ export type ChallengeOutcomeMessageInput = z.input<typeof challengeOutcomeSchema
 
 // ---------------------------------------------------------------- /suanli/liveness/1.0.0
 
+/** A ProbeReceipt on the wire: the lease is the probe's; receivedAtMs is a decimal string (uint64). */
+export const probeReceiptWireSchema = z.strictObject({
+  challenge: bytes32Schema,
+  receivedAtMs: z
+    .string()
+    .regex(/^(0|[1-9][0-9]{0,19})$/, "a decimal uint64 of at most 20 digits")
+    .transform((value) => BigInt(value))
+    .refine((value) => value < 2n ** 64n, { message: "receivedAtMs must fit a uint64" }),
+  signature: signatureSchema,
+});
+export type ProbeReceiptWire = z.output<typeof probeReceiptWireSchema>;
+
 /**
  * A liveness probe, signed by the attestor (EIP-712 `LivenessProbe`, common/attest/liveness.ts):
  * a provider spends a chain read and a signature only on probes from the on-chain attestor set.
@@ -163,6 +175,12 @@ export const livenessProbeSchema = z.strictObject({
   issuedAtMs: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
   /** The attestor's signature of {leaseId, challenge, attestor, issuedAtMs}. */
   signature: signatureSchema,
+  /**
+   * The attestor's signed receipt of its previous probe of this lease that the provider answered
+   * (EIP-712 `ProbeReceipt`, common/attest/liveness.ts): the provider keeps it as evidence against
+   * a liveness fault the same attestor signs (docs/attestation.md, "A false liveness fault").
+   */
+  receipt: probeReceiptWireSchema.optional(),
 });
 export type LivenessProbe = z.output<typeof livenessProbeSchema>;
 
@@ -228,6 +246,8 @@ export type FaultProposal = z.output<typeof faultProposalSchema>;
  * heartbeat), `seen_alive` (it heard from the provider after `observedAt`: see lastSeenAt),
  * `no_evidence` (its own probes have not failed `minFailedProbes` times over the whole QoS
  * window, or observedAt is earlier than its own first failed probe: see earliestObservedAt),
+ * `too_early` (a liveness fault is signed only once the whole fault window after observedAt has
+ * passed, so that no receipt the signer gives later can contradict it: see signsAt),
  * `lease_not_active`, `out_of_range` (observedAt before activation, past the end or in the
  * future), `unsupported_kind`, `bad_proposal` (no valid attestor signature), `not_attestor`
  * (this node lost its role), `wrong_chain`, `internal`; for a proposal's transcript (capacity
@@ -251,6 +271,7 @@ export const FAULT_DECLINE_REASONS = [
   "bad_evidence",
   "evidence_mismatch",
   "rate_limited",
+  "too_early",
 ] as const;
 export type FaultDeclineReason = (typeof FAULT_DECLINE_REASONS)[number];
 
@@ -268,6 +289,8 @@ export const faultAnswerSchema = z.discriminatedUnion("outcome", [
      * outage (unix s), the earliest observedAt it could sign; null when its probes do not fail.
      */
     earliestObservedAt: uint32.nullable().default(null),
+    /** With `too_early`: the first second at which this attestor would sign (unix s). */
+    signsAt: uint32.nullable().default(null),
   }),
 ]);
 export type FaultAnswer = z.output<typeof faultAnswerSchema>;

@@ -2,8 +2,9 @@
 pragma solidity 0.8.34;
 
 /// @title IAttestorStaking
-/// @notice Attestors' stakes in the settlement token and the dispute game that slashes an attestor who signed an
-///         attestation it cannot back with the provider's signed commit (docs/attestation.md, "Trust in attestors").
+/// @notice Attestors' stakes in the settlement token, the dispute game that slashes an attestor who signed an
+///         attestation it cannot back with the provider's signed commit, and the immediate slash of an attestor whose
+///         liveness fault its own probe receipt contradicts (docs/attestation.md, "Trust in attestors").
 interface IAttestorStaking {
     /// @notice Governance parameters.
     /// @param minStake Active stake an attestor needs for its signatures to count (faults and attestations).
@@ -13,6 +14,10 @@ interface IAttestorStaking {
     /// @param unbondingDelay Seconds between an unstake request and its withdrawal (at least answerWindow).
     /// @param disputerShareBps Share of a slash paid to the disputer (at most MAX_DISPUTER_SHARE_BPS); the rest to sink.
     /// @param sink Receives the rest of a slash (a treasury, or a burn address).
+    /// @param faultWindow Seconds an honest attestor hears nothing from a provider before it signs a liveness fault
+    ///        (MIN_FAULT_WINDOW..MAX_FAULT_WINDOW): a receipt it signed in (observedAt, observedAt + faultWindow]
+    ///        contradicts its fault (disputeFault). Attestors must wait at least this long (node/attest). A raise
+    ///        applies to faults observed FAULT_WINDOW_RAISE_NOTICE after it (faultWindowFor); a lowering at once.
     struct Params {
         uint96 minStake;
         uint96 slashAmount;
@@ -21,6 +26,24 @@ interface IAttestorStaking {
         uint32 unbondingDelay;
         uint16 disputerShareBps;
         address sink;
+        uint32 faultWindow;
+    }
+
+    /// @notice An attestor's statement that a lease's provider failed at observedAt: the market's EIP-712 `Fault`
+    ///         (ILeaseMarketTypes.Fault, LeaseMarketBase.FAULT_TYPEHASH). Kind 1: unresponsive; kind 2: capacity.
+    struct Fault {
+        uint256 leaseId;
+        uint8 kind;
+        uint32 observedAt;
+    }
+
+    /// @notice An attestor's receipt of a provider's heartbeat that it counted as an answer to its probe `challenge`
+    ///         of lease `leaseId`, at `receivedAtMs` (Unix milliseconds, the attestor's clock); EIP-712 `ProbeReceipt`
+    ///         (common/eip712.ts) in the market's Suanli domain.
+    struct ProbeReceipt {
+        uint256 leaseId;
+        bytes32 challenge;
+        uint64 receivedAtMs;
     }
 
     /// @notice The Attestation an attestor signs (common/eip712.ts), in the market's Suanli EIP-712 domain.
@@ -82,8 +105,15 @@ interface IAttestorStaking {
     );
     /// @notice The attestor answered with the provider's signed commit; the fee went to it.
     event DisputeAnswered(bytes32 indexed id, address indexed attestor, uint96 fee);
-    /// @notice The attestor did not answer in time and lost `amount` of its stake.
+    /// @notice The attestor lost `amount` of its stake: it did not answer the attestation dispute `id` in time, or
+    ///         (FaultDisputed) its receipt contradicted its fault, `id` being faultDisputeId of that fault and attestor.
     event AttestorSlashed(bytes32 indexed id, address indexed attestor, uint96 amount, address disputer, uint96 toDisputer, address sink, uint96 toSink);
+    /// @notice `disputer` proved with `attestor`'s own receipt (received at `receivedAtMs`) that its liveness fault of
+    ///         lease `leaseId` at `observedAt` was false; `slashed` was taken from its stake at once (AttestorSlashed,
+    ///         emitted with it under the same id, says how it was split).
+    event FaultDisputed(
+        address indexed attestor, uint256 indexed leaseId, address indexed disputer, uint32 observedAt, uint64 receivedAtMs, uint96 slashed
+    );
     /// @notice `account` took `amount` it was owed, paid to `to`.
     event Claimed(address indexed account, address to, uint256 amount);
     /// @notice Governance changed the parameters.
@@ -105,7 +135,7 @@ interface IAttestorStaking {
     error InvalidSignature();
     /// @notice The attestation expired at `expiry`: it no longer counts anywhere, so it can no longer be disputed.
     error AttestationExpired(uint32 expiry);
-    /// @notice The attestation was already disputed.
+    /// @notice The attestation was already disputed, or the fault already slashed (`id`: faultDisputeId).
     error AlreadyDisputed(bytes32 id);
     /// @notice `attestor` holds no stake to slash.
     error NothingAtStake(address attestor);
@@ -123,6 +153,18 @@ interface IAttestorStaking {
     error CommitMismatch(string part);
     /// @notice `sortedOrder` is not a permutation of the devices' indices in ascending byte order.
     error DeviceOrderInvalid(uint256 position);
+    /// @notice Only a liveness fault (kind 1) is contradicted by a receipt; this fault is of `kind`.
+    error NotALivenessFault(uint8 kind);
+    /// @notice The fault (lease `faultLeaseId`) and the receipt (lease `receiptLeaseId`) are of different leases.
+    error LeaseMismatch(uint256 faultLeaseId, uint256 receiptLeaseId);
+    /// @notice The fault's signature is not one the contract accepts (65-byte r, s, v with low s) or recovers nothing.
+    error InvalidFaultSignature();
+    /// @notice The receipt's signature is not one the contract accepts (65-byte r, s, v with low s) or recovers nothing.
+    error InvalidReceiptSignature();
+    /// @notice The fault and the receipt are signed by different keys: only an attestor's own receipt contradicts it.
+    error SignersDiffer(address faultSigner, address receiptSigner);
+    /// @notice The receipt was received at `receivedAtMs`, outside [fromMs, toMs]: it does not contradict the fault.
+    error ReceiptOutsideWindow(uint64 receivedAtMs, uint256 fromMs, uint256 toMs);
     /// @notice A parameter is outside its accepted range [min, max].
     error ParamOutOfRange(string name, uint256 value, uint256 min, uint256 max);
     /// @notice The sink may not be the zero address.
@@ -158,6 +200,21 @@ interface IAttestorStaking {
 
     /// @notice Slashes the attestor of an unanswered dispute once its window closed (anyone may call).
     function resolveDispute(bytes32 id) external;
+
+    /// @notice Slashes at once an attestor whose liveness fault (kind 1) its own receipt contradicts: it signed `fault`
+    ///         and a ProbeReceipt of the same lease received in [(observedAt + 1) * 1000, (observedAt + faultWindow) *
+    ///         1000] ms (faultWindowFor(observedAt)), i.e. it counted an answer within the window of silence its fault
+    ///         claims. slashAmount (capped by
+    ///         its active and unbonding stake) goes to the caller (disputerShareBps) and the sink; each fault and
+    ///         attestor once.
+    /// @param fault The fault the attestor signed.
+    /// @param faultSignature Its signature of `fault`.
+    /// @param receipt The receipt the attestor signed.
+    /// @param receiptSignature Its signature of `receipt`.
+    /// @return id faultDisputeId(fault, attestor).
+    function disputeFault(Fault calldata fault, bytes calldata faultSignature, ProbeReceipt calldata receipt, bytes calldata receiptSignature)
+        external
+        returns (bytes32 id);
 
     /// @notice Pays the caller what it is owed (fees, slash shares) to `to`.
     function claim(address to) external;

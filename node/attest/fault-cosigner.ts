@@ -43,9 +43,15 @@ export class FaultCosigner {
 
   /** Answers a proposal from `peer` (who pays for any transcript recompute): this attestor's signature, or why not. */
   async answer(proposal: FaultProposal, peer = "local"): Promise<FaultAnswerInput> {
-    const decline = (reason: FaultDeclineReason, detail: string, lastSeenAt: number | null = null, earliestObservedAt: number | null = null): FaultAnswerInput => {
+    const decline = (
+      reason: FaultDeclineReason,
+      detail: string,
+      lastSeenAt: number | null = null,
+      earliestObservedAt: number | null = null,
+      signsAt: number | null = null,
+    ): FaultAnswerInput => {
       this.o.metrics.attestFaults.inc({ event: "declined", reason });
-      return { v: 1, outcome: "declined", reason, detail: detail.slice(0, 500), lastSeenAt, earliestObservedAt };
+      return { v: 1, outcome: "declined", reason, detail: detail.slice(0, 500), lastSeenAt, earliestObservedAt, signsAt };
     };
     if (proposal.chainId !== this.o.chainId) return decline("wrong_chain", `this attestor serves chain ${this.o.chainId}`);
     const fault: Fault = { leaseId: proposal.fault.leaseId, kind: proposal.fault.kind, observedAt: proposal.fault.observedAt };
@@ -80,7 +86,7 @@ export class FaultCosigner {
     // anyone, so this attestor need not wait for a check of its own (a pass of its own since does
     // not wash a signed wrong answer either). A bad transcript is declined, never ignored.
     const verdict = transcript ? await this.o.transcripts.check(faultLease, fault, transcript, peer) : await evidence!.check(faultLease, fault);
-    if (!verdict.ok) return decline(verdict.reason, verdict.detail, verdict.lastSeenAt ?? null, verdict.earliestObservedAt ?? null);
+    if (!verdict.ok) return decline(verdict.reason, verdict.detail, verdict.lastSeenAt ?? null, verdict.earliestObservedAt ?? null, verdict.signsAt ?? null);
 
     const signature = await signFault(this.o.account, this.o.domain, fault);
     const mine: FaultSignature = { signer: this.o.address, signature };

@@ -5,7 +5,9 @@
  *
  * - unresponsive (kind 1, LivenessEvidence): this attestor's own probes failed `minFailedProbes`
  *   times in a row over the whole QoS window, from no later than observedAt, it heard nothing
- *   from the provider after observedAt, and a probe on receipt of the proposal fails too.
+ *   from the provider after observedAt, a probe on receipt of the proposal fails too, and the
+ *   whole fault window W after observedAt has passed (`too_early` otherwise, with the second it
+ *   will sign): a receipt it gave inside that window would make its signature slashable.
  * - capacity (kind 2, CapacityEvidence in in-lease.ts): this attestor's own in-lease challenge of
  *   the leased machine failed, started no later than observedAt, with no pass since; or, instead,
  *   the proposal's transcript of the provider's signed wrong answer (fault-transcript.ts), which
@@ -14,13 +16,14 @@
 import { getAddress, type Address } from "viem";
 import type { FaultDeclineReason } from "../../common/attest/wire.js";
 import { FaultKind, type Fault } from "../../common/eip712.js";
-import { hasOutageEvidence, type LivenessProber } from "./liveness.js";
+import { faultSignableAt, hasOutageEvidence, mayFaultAt, type LivenessProber } from "./liveness.js";
 import type { LivenessOptions } from "./options.js";
 
 /** The lease a fault names, as the co-signer read it on-chain. */
 export type FaultLease = { leaseId: bigint; provider: Address; machineId: number; activatedAt: number; end: number };
 
-export type EvidenceVerdict = { ok: true } | { ok: false; reason: FaultDeclineReason; detail: string; lastSeenAt?: number | null; earliestObservedAt?: number | null };
+export type EvidenceVerdict =
+  { ok: true } | { ok: false; reason: FaultDeclineReason; detail: string; lastSeenAt?: number | null; earliestObservedAt?: number | null; signsAt?: number | null };
 
 export interface FaultEvidence {
   readonly kind: number;
@@ -36,6 +39,8 @@ export class LivenessEvidence implements FaultEvidence {
     private readonly prober: LivenessProber,
     private readonly liveness: LivenessOptions,
     private readonly now: () => number,
+    /** The fault window W (s): max(qosWindowSeconds, AttestorStaking's faultWindow). */
+    private readonly windowSeconds: () => number = () => liveness.qosWindowSeconds,
   ) {}
 
   async check(lease: FaultLease, fault: Fault): Promise<EvidenceVerdict> {
@@ -63,6 +68,23 @@ export class LivenessEvidence implements FaultEvidence {
         reason: "no_evidence",
         detail: `this attestor's probes failed ${evidence?.failures ?? 0} times since ${firstFailureAt}; it signs after ${this.liveness.minFailedProbes} failures over ${this.liveness.qosWindowSeconds} s`,
         earliestObservedAt: firstFailureAt,
+      };
+    }
+    // Last, right before the signature: no heartbeat counted after observedAt's second, and the
+    // whole fault window after observedAt has passed, so no receipt this attestor gave or will
+    // give contradicts the fault (liveness.ts mayFaultAt).
+    const latest = this.prober.state(fault.leaseId);
+    if (latest?.lastSuccessAt !== undefined && latest.lastSuccessAt > fault.observedAt) {
+      return { ok: false, reason: "seen_alive", detail: `this attestor got a heartbeat at ${latest.lastSuccessAt}, after observedAt`, lastSeenAt: latest.lastSuccessAt };
+    }
+    const window = this.windowSeconds();
+    if (!mayFaultAt(latest, fault.observedAt, this.now(), window)) {
+      const signsAt = faultSignableAt(fault.observedAt, window);
+      return {
+        ok: false,
+        reason: "too_early",
+        detail: `this attestor signs a liveness fault only after the ${window} s fault window after observedAt ${fault.observedAt}: from ${signsAt}`,
+        signsAt,
       };
     }
     return { ok: true };

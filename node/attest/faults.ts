@@ -43,7 +43,7 @@ import { FaultRecords, faultKey, type FaultRecord } from "./fault-records.js";
 import { FaultSubmitter } from "./fault-submit.js";
 import { TranscriptVerifier, transcriptOf } from "./fault-transcript.js";
 import type { LeaseTracker, TrackedLease } from "./leases.js";
-import { hasOutageEvidence, type LivenessProber, type ProbeResult, type ProbeState } from "./liveness.js";
+import { hasOutageEvidence, mayFaultAt, type LivenessProber, type ProbeResult, type ProbeState } from "./liveness.js";
 import type { LivenessOptions } from "./options.js";
 import { runDetached } from "../../common/detached.js";
 
@@ -69,12 +69,24 @@ export type FaultCoordinatorOptions = {
   recompute?: RowRecomputer;
   /** Configured attestor addresses (`…/p2p/<peer id>`). */
   peers: readonly string[];
+  /**
+   * Reads AttestorStaking's current `faultWindow` (s), when staking is deployed: a liveness fault
+   * is signed only once max(qosWindowSeconds, it) has passed after its observedAt (liveness.ts
+   * mayFaultAt). Read at start and every FAULT_WINDOW_REFRESH_MS: a raise applies to faults
+   * observed a day after it (FAULT_WINDOW_RAISE_NOTICE), so an attestor learns it in time.
+   */
+  readFaultWindow?: () => Promise<number>;
   metrics: Metrics;
   logger: Logger;
   now?: () => number;
 };
 
+/** How often the staking's faultWindow is read again (well inside the contract's one-day raise notice). */
+const FAULT_WINDOW_REFRESH_MS = 10 * 60_000;
+
 export class FaultCoordinator {
+  private faultWindowSeconds = 0;
+  private faultWindowReadAtMs = 0;
   private readonly records: FaultRecords;
   private readonly exchange: FaultExchange;
   private readonly submitter: FaultSubmitter;
@@ -99,13 +111,14 @@ export class FaultCoordinator {
       address: this.address,
       records: this.records,
       exchange: this.exchange,
-      evidence: [new LivenessEvidence(o.prober, o.liveness, this.now), ...(o.evidence ?? [])],
+      evidence: [new LivenessEvidence(o.prober, o.liveness, this.now, () => this.windowSeconds()), ...(o.evidence ?? [])],
       transcripts: new TranscriptVerifier({ domain: o.domain, isAttestor: (address) => o.chainView.isAttestor(address), recompute: o.recompute, now: this.now }),
       now: this.now,
     });
   }
 
   async start(): Promise<void> {
+    await this.refreshFaultWindow();
     await this.records.load();
     await this.exchange.configure(this.o.peers);
     this.unhandle = await handleProtocol(this.o.host, FAULT_PROTOCOL, {
@@ -126,6 +139,26 @@ export class FaultCoordinator {
     this.timer = undefined;
     await this.unhandle?.();
     await this.progressing;
+  }
+
+  /** W: a liveness fault is signed only once this many seconds after its observedAt have passed. */
+  windowSeconds(): number {
+    return Math.max(this.o.liveness.qosWindowSeconds, this.faultWindowSeconds);
+  }
+
+  private async refreshFaultWindow(): Promise<void> {
+    if (!this.o.readFaultWindow) return;
+    const nowMs = this.now();
+    if (this.faultWindowReadAtMs && nowMs - this.faultWindowReadAtMs < FAULT_WINDOW_REFRESH_MS) return;
+    const window = await this.o.readFaultWindow();
+    if (window !== this.faultWindowSeconds && this.faultWindowReadAtMs) this.o.logger.info("The staking's fault window changed", { from: this.faultWindowSeconds, to: window });
+    this.faultWindowSeconds = window;
+    this.faultWindowReadAtMs = nowMs;
+  }
+
+  /** Whether this attestor may sign the liveness fault observed at `observedAt` of `leaseId` now. */
+  private maySignLiveness(leaseId: bigint, observedAt: number): boolean {
+    return mayFaultAt(this.o.prober.state(leaseId), observedAt, this.now(), this.windowSeconds());
   }
 
   /** Every fault record, newest first. */
@@ -152,6 +185,8 @@ export class FaultCoordinator {
     }
     if (record?.status === "collecting" || record?.status === "landed" || record?.status === "ended") return;
     if (!hasOutageEvidence(state, Math.floor(this.now() / 1000), this.o.liveness)) return;
+    // Quiet until the fault window after the outage's start has passed too (propose() checks it again).
+    if (!this.maySignLiveness(lease.leaseId, Math.max(state.firstFailureAt ?? 0, lease.activatedAt))) return;
     this.o.logger.warn("Provider unresponsive beyond the QoS window: proposing a fault", {
       leaseId: lease.leaseId,
       provider: lease.provider,
@@ -178,6 +213,8 @@ export class FaultCoordinator {
       this.o.logger.warn("Cannot sign a fault: this wallet no longer holds ATTESTOR_ROLE", { leaseId: lease.leaseId });
       return undefined;
     }
+    // A liveness fault waits out the fault window after observedAt (the next failed probe proposes again).
+    if (kind === FaultKind.unresponsive && !this.maySignLiveness(lease.leaseId, observedAt)) return undefined;
     const fault: Fault = { leaseId: lease.leaseId, kind, observedAt };
     const signature = await signFault(this.o.account, this.o.domain, fault);
     const nowMs = this.now();
@@ -224,6 +261,7 @@ export class FaultCoordinator {
   progressAll(): Promise<void> {
     if (this.progressing) return this.progressing;
     this.progressing = (async () => {
+      await this.refreshFaultWindow().catch((error: unknown) => this.o.logger.warn("Could not read the staking's fault window; keeping the last one", {}, error));
       for (const record of this.records.open()) {
         try {
           await this.progress(record);
@@ -242,6 +280,13 @@ export class FaultCoordinator {
     if (record.status !== "collecting" || this.busy.has(key)) return;
     this.busy.add(key);
     try {
+      if (!record.signatures.some((entry) => entry.signer === this.address)) {
+        // A liveness fault moved to a later observedAt waits out its fault window before this attestor signs it.
+        if (record.fault.kind !== FaultKind.unresponsive || !this.maySignLiveness(record.leaseId, record.fault.observedAt)) return;
+        const signature = await signFault(this.o.account, this.o.domain, record.fault);
+        await this.records.update(record, { signatures: [{ signer: this.address, signature }], lastAskedAtMs: 0 });
+        this.o.logger.info("Signed the moved fault once its window passed", { leaseId: record.leaseId, observedAt: record.fault.observedAt });
+      }
       const quorum = await this.quorum();
       let signatures = await this.validSignatures(record);
       if (signatures.length !== record.signatures.length) await this.records.update(record, { signatures });
@@ -275,6 +320,12 @@ export class FaultCoordinator {
       return;
     }
     const fault: Fault = { ...record.fault, observedAt };
+    if (fault.kind === FaultKind.unresponsive && !this.maySignLiveness(record.leaseId, observedAt)) {
+      // Not yet: progress() signs it once the fault window after the new observedAt has passed.
+      await this.records.update(record, { fault, signatures: [], lastAskedAtMs: 0 });
+      this.o.logger.info("Fault moved past another attestor's evidence; signing once its window passes", { leaseId: record.leaseId, kind: fault.kind, observedAt });
+      return;
+    }
     const signature = await signFault(this.o.account, this.o.domain, fault);
     await this.records.update(record, { fault, signatures: [{ signer: this.address, signature }], lastAskedAtMs: 0 });
     this.o.logger.info("Fault moved past another attestor's evidence", { leaseId: record.leaseId, kind: fault.kind, observedAt });

@@ -8,12 +8,22 @@
  * attestor still knows when it last heard from a provider. An outage is only as long as this
  * attestor watched it without a gap: a failed probe that starts more than `maxProbeGapMs` after
  * the previous one (a restart, a stalled process) starts a new outage.
+ *
+ * Receipts: when a heartbeat verifies, the attestor takes the time once (receivedMs), records
+ * lastSuccessAt from it, saves the state, and only then signs a ProbeReceipt {leaseId, challenge,
+ * receivedAtMs} that it sends with its next probe of the lease. The provider keeps it as evidence
+ * against a liveness fault the same attestor signs (docs/attestation.md, "A false liveness
+ * fault"). The same clock (`now`, wall time) stamps receipts, lastSuccessAt and the fault signer's
+ * "now", so a receipt never contradicts what the saved state says. An honest attestor signs a
+ * liveness fault only when its last success is no later than observedAt's second and the whole
+ * fault window after observedAt has passed (mayFaultAt), so no receipt it holds or gives later
+ * falls inside that window.
  */
 import type { PeerId } from "@libp2p/interface";
 import { peerIdFromString } from "@libp2p/peer-id";
 import { multiaddr } from "@multiformats/multiaddr";
 import { bytesToHex, type Hex, type LocalAccount, type TypedDataDomain } from "viem";
-import { signLivenessProbe } from "../../common/attest/liveness.js";
+import { signLivenessProbe, signProbeReceipt } from "../../common/attest/liveness.js";
 import { signedHeartbeatSchema } from "../../common/attest/wire.js";
 import type { TypedDataRecoverer } from "../../common/eip712-recover.js";
 import type { CachedChainView } from "../../common/offers/chain-view.js";
@@ -46,6 +56,26 @@ export type ProbeState = {
 };
 
 export type ProbeResult = { ok: true } | { ok: false; error: string };
+
+/** A signed receipt waiting to go out with the next probe of its lease (the wire form). */
+type PendingReceipt = { challenge: Hex; receivedAtMs: string; signature: Hex };
+
+/**
+ * Whether an attestor may sign a liveness fault observed at `observedAt` (unix s) at `nowMs`: the
+ * last heartbeat it counted was no later than observedAt's second, and the whole fault window
+ * after observedAt has passed, so any receipt it gives from now on is later than
+ * (observedAt + windowSeconds)·1000 ms and cannot contradict the fault (receiptContradictsFault).
+ * Check it right before signing: a probe that succeeds afterwards is stamped later still.
+ */
+export function mayFaultAt(state: Pick<ProbeState, "lastSuccessAt"> | undefined, observedAt: number, nowMs: number, windowSeconds: number): boolean {
+  if (state?.lastSuccessAt !== undefined && state.lastSuccessAt > observedAt) return false;
+  return nowMs > (observedAt + windowSeconds) * 1000;
+}
+
+/** The first whole second at which mayFaultAt holds for `observedAt` (ignoring heartbeats). */
+export function faultSignableAt(observedAt: number, windowSeconds: number): number {
+  return observedAt + windowSeconds + 1;
+}
 
 /**
  * The longest time between the starts of two probes of one lease that still counts as watching
@@ -89,6 +119,8 @@ export type LivenessProberOptions = {
 export class LivenessProber {
   private readonly states = new Map<string, ProbeState>();
   private readonly inflight = new Map<string, Promise<ProbeResult>>();
+  /** Per lease: the receipt of its last answered probe, sent with the next probe until one is answered. */
+  private readonly receipts = new Map<string, PendingReceipt>();
   private timer: ReturnType<typeof setInterval> | undefined;
   private readonly now: () => number;
   private readonly repo: Repository<ProbeState>;
@@ -120,6 +152,7 @@ export class LivenessProber {
 
   forget(leaseId: bigint): void {
     this.states.delete(leaseId.toString());
+    this.receipts.delete(leaseId.toString());
     runDetached(this.repo.del(leaseId.toString()), undefined, "Forgetting a lease's liveness state");
   }
 
@@ -132,6 +165,7 @@ export class LivenessProber {
     for (const key of this.states.keys()) {
       if (live.has(key)) continue;
       this.states.delete(key);
+      this.receipts.delete(key);
       runDetached(this.repo.del(key), undefined, "Forgetting a lease's liveness state");
     }
     for (const lease of active) {
@@ -165,12 +199,17 @@ export class LivenessProber {
     }
     const previousProbeAtMs = state.lastProbeAtMs;
     state.lastProbeAtMs = startedMs;
-    const result = await this.exchange(lease).then(
-      (): ProbeResult => ({ ok: true }),
-      (error: unknown): ProbeResult => ({ ok: false, error: (error as Error)?.name ? `${(error as Error).name}: ${(error as Error).message.split("\n")[0]}` : String(error) }),
+    const outcome = await this.exchange(lease).then(
+      // One reading of the clock for lastSuccessAt and the receipt, so they never disagree.
+      (challenge) => ({ ok: true as const, challenge, receivedMs: this.now() }),
+      (error: unknown) => ({ ok: false as const, error: (error as Error)?.name ? `${(error as Error).name}: ${(error as Error).message.split("\n")[0]}` : String(error) }),
     );
-    if (result.ok) {
-      state.lastSuccessAt = Math.floor(this.now() / 1000);
+    const result: ProbeResult = outcome.ok ? { ok: true } : { ok: false, error: outcome.error };
+    const answered = outcome.ok ? outcome : undefined;
+    if (outcome.ok) {
+      // The receipt that went out with this probe reached the provider: it is delivered.
+      this.receipts.delete(key);
+      state.lastSuccessAt = Math.floor(outcome.receivedMs / 1000);
       state.firstFailureAt = undefined;
       state.failures = 0;
     } else {
@@ -181,22 +220,47 @@ export class LivenessProber {
       }
       state.failures++;
       state.firstFailureAt ??= startedAt;
-      this.o.logger.debug("Provider did not answer a probe", { leaseId: lease.leaseId, provider: lease.provider, failures: state.failures, error: result.error });
+      this.o.logger.debug("Provider did not answer a probe", { leaseId: lease.leaseId, provider: lease.provider, failures: state.failures, error: outcome.error });
     }
     this.o.metrics.attestProbes.inc({ outcome: result.ok ? "ok" : "failed" });
-    await this.repo.put(key, state).catch((error: unknown) => this.o.logger.warn("Could not save the probe state", { leaseId: lease.leaseId }, error));
+    const saved = await this.repo.put(key, state).then(
+      () => true,
+      (error: unknown) => {
+        this.o.logger.warn("Could not save the probe state", { leaseId: lease.leaseId }, error);
+        return false;
+      },
+    );
+    // A receipt only for an answer the saved state records: a restarted attestor must not forget
+    // a heartbeat it gave a receipt for (it would then sign a fault the receipt contradicts).
+    if (answered && saved) await this.signReceipt(lease.leaseId, answered.challenge, answered.receivedMs);
     const tracked = this.o.tracker.get(lease.leaseId);
     if (tracked) await this.o.onProbe?.(tracked, result, state);
     return result;
   }
 
-  /** One probe: throws unless a heartbeat signed by the lease's provider for this challenge came back in time. */
-  private async exchange(lease: Pick<TrackedLease, "leaseId" | "provider">): Promise<void> {
+  private async signReceipt(leaseId: bigint, challenge: Hex, receivedMs: number): Promise<void> {
+    try {
+      const receivedAtMs = BigInt(Math.floor(receivedMs));
+      const signature = await signProbeReceipt(this.o.account, this.o.domain, { leaseId, challenge, receivedAtMs });
+      this.receipts.set(leaseId.toString(), { challenge, receivedAtMs: receivedAtMs.toString(), signature });
+    } catch (error) {
+      this.o.logger.warn("Could not sign a probe receipt", { leaseId }, error);
+    }
+  }
+
+  /** The receipt the next probe of `leaseId` carries, if any (tests read it). */
+  pendingReceipt(leaseId: bigint): PendingReceipt | undefined {
+    return this.receipts.get(leaseId.toString());
+  }
+
+  /** One probe: throws unless a heartbeat signed by the lease's provider for this challenge came back in time; returns the challenge. */
+  private async exchange(lease: Pick<TrackedLease, "leaseId" | "provider">): Promise<Hex> {
     const peer = await this.peerOf(lease.provider);
     const challenge = bytesToHex(globalThis.crypto.getRandomValues(new Uint8Array(32)));
     const fields = { leaseId: lease.leaseId, challenge, attestor: this.o.account.address, issuedAtMs: Math.floor(this.now()) };
     const signature = await signLivenessProbe(this.o.account, this.o.domain, fields);
-    const body = { v: 1, chainId: this.o.chainId, ...fields, leaseId: lease.leaseId.toString(), signature };
+    const receipt = this.receipts.get(lease.leaseId.toString());
+    const body = { v: 1, chainId: this.o.chainId, ...fields, leaseId: lease.leaseId.toString(), signature, ...(receipt ? { receipt } : {}) };
     const answer = await request(this.o.host, peer, LIVENESS_PROTOCOL, body, {
       responseSchema: signedHeartbeatSchema,
       timeoutMs: this.o.options.probeTimeoutMs,
@@ -209,6 +273,7 @@ export class LivenessProber {
     const digest = this.o.recoverer.digest("Heartbeat", { leaseId: heartbeat.leaseId, challenge: heartbeat.challenge as Hex, respondedAt: heartbeat.respondedAt });
     const signer = this.o.recoverer.recover(digest, heartbeatSignature);
     if (signer?.toLowerCase() !== lease.provider.toLowerCase()) throw new Error(`the heartbeat is signed by ${signer ?? "no key"}, not the provider`);
+    return challenge;
   }
 
   /** The provider's registered peer id, with the addresses its offers announce added to the peer store. */

@@ -158,6 +158,13 @@ export const attestOptionsSchema = z.strictObject({
   attestor: attestorRoleOptionsSchema.prefault({}),
   liveness: livenessOptionsSchema.prefault({}),
   leaseChecks: leaseChecksOptionsSchema.prefault({}),
+  /**
+   * Provider: dispute a liveness fault of one of this provider's leases that an attestor signed
+   * while its own probe receipt says it heard from the provider inside the fault window
+   * (AttestorStaking.disputeFault, from the provider's wallet; docs/provider.md). Needs the
+   * attestor staking on the registry; the provider is owed the disputer's share of the slash.
+   */
+  disputeFalseFaults: z.boolean().default(true),
 });
 export type AttestOptions = z.output<typeof attestOptionsSchema>;
 export type AttestorRoleOptions = z.output<typeof attestorRoleOptionsSchema>;

@@ -41,6 +41,8 @@ import { WrongChainError } from "../offers/gossip.js";
 import { ChallengeRefusedError, LeaseNotHeldError, NoProviderWalletError, TaskNotLiveError, UnauthorizedProbeError } from "./errors.js";
 import { ChallengeResponder, type ProviderMachine } from "./provider.js";
 import type { Runner } from "./runner/types.js";
+import { ProbeReceipts } from "./probe-receipts.js";
+import { FalseFaultDisputer } from "./false-faults.js";
 import { CpuMemoryRunner, MemoryResponder, type MemoryRunner } from "./memory-runner.js";
 import type { MemChallenge, MemOpen, MemWalk } from "../../common/attest/memory-messages.js";
 import { runDetached } from "../../common/detached.js";
@@ -49,6 +51,10 @@ import { runDetached } from "../../common/detached.js";
 const CHALLENGE_EXCHANGE_TIMEOUT_MS = 15 * 60_000;
 /** A liveness probe issued further than this from our clock is refused (bounds replays; clocks are NTP-synced). */
 const PROBE_MAX_AGE_MS = 60_000;
+/** Default time between two scans for false liveness faults. */
+const FALSE_FAULT_SCAN_INTERVAL_MS = 10_000;
+/** Time between two prunings of old probe receipts. */
+const RECEIPT_PRUNE_INTERVAL_MS = 3_600_000;
 /** How long a provider remembers which attestor sent a challenge, for its open and result requests. */
 const SESSION_TTL_MS = 15 * 60_000;
 
@@ -70,6 +76,8 @@ export type ProviderAttestationOptions = {
    * when it does; absent, or `required: false`, liveness covers this node only.
    */
   taskLiveness?: (leaseId: bigint) => TaskLivenessVerdict | Promise<TaskLivenessVerdict>;
+  /** Milliseconds between scans for false liveness faults to dispute (`attest.disputeFalseFaults`). Default 10 s. */
+  falseFaultScanMs?: number;
   /** How long an on-chain lease read is reused. Default 2 s. */
   leaseCacheMs?: number;
   /** Runs the memory phase; default the CPU memory runner (exact, small sizes only). */
@@ -81,6 +89,10 @@ export type ProviderAttestationOptions = {
 
 export type ProviderAttestation = DaemonModule & {
   responder: ChallengeResponder;
+  /** Attestors' probe receipts this provider keeps (evidence against a false liveness fault). */
+  receipts: ProbeReceipts;
+  /** Disputes false liveness faults (absent when `attest.disputeFalseFaults` is off or there is no wallet client). */
+  disputer: FalseFaultDisputer | undefined;
 };
 
 /** What the provider's node knows of a lease's task for its liveness answer. */
@@ -257,10 +269,12 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       return held;
     });
 
+  const receipts = new ProbeReceipts(daemon.store, { domain: daemon.domain, now, logger });
   const unhandleLiveness = await handleProtocol(daemon.p2p.host, LIVENESS_PROTOCOL, {
     requestSchema: livenessProbeSchema,
     responseSchema: signedHeartbeatSchema,
-    maxMessageBytes: 1_024,
+    // A probe with its receipt is about 700 bytes.
+    maxMessageBytes: 2_048,
     timeoutMs: 10_000,
     maxInboundStreamsPerPeer: 8,
     onError: (error, peer) => {
@@ -285,11 +299,38 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       }
       const task = await options.taskLiveness?.(probe.leaseId);
       if (task?.required && !task.alive) throw new TaskNotLiveError(`Lease ${probe.leaseId}'s task does not echo its liveness nonce: ${task.detail}`);
+      // The attestor's receipt of its previous answered probe: kept as evidence against a false
+      // liveness fault (probe-receipts.ts). A bad one is dropped; the probe is still answered.
+      if (probe.receipt) {
+        await receipts
+          .accept(probe.leaseId, signer, probe.receipt)
+          .catch((error: unknown) => logger.warn("Could not keep a probe receipt", { leaseId: probe.leaseId, attestor: signer }, error));
+      }
       const heartbeat = { leaseId: probe.leaseId, challenge: probe.challenge as Hex, respondedAt: Math.floor(now() / 1000) };
       const signature = await signHeartbeat(account, daemon.domain, heartbeat);
       return { v: 1 as const, heartbeat, signature };
     },
   });
+
+  // Receipts are evidence only if someone sends them: dispute false liveness faults of this provider's leases.
+  let disputer: FalseFaultDisputer | undefined;
+  const walletClient = daemon.chain.walletClient;
+  if (daemon.config.attest.disputeFalseFaults && walletClient) {
+    disputer = new FalseFaultDisputer({
+      publicClient: daemon.chain.publicClient,
+      walletClient,
+      registry: daemon.registry,
+      market: daemon.market,
+      domain: daemon.domain,
+      receipts,
+      fromBlock: daemon.deployment.deploymentBlock,
+      intervalMs: options.falseFaultScanMs ?? FALSE_FAULT_SCAN_INTERVAL_MS,
+      logger: logger.child({ part: "false-faults" }),
+    });
+    await disputer.start();
+  }
+  const pruner = setInterval(() => runDetached(receipts.prune(), logger, "Pruning old probe receipts"), RECEIPT_PRUNE_INTERVAL_MS);
+  pruner.unref();
 
   // The runner starts now (a GPU context takes seconds), not inside the first challenge's deadline.
   if (options.runner.warm) runDetached(options.runner.warm(), logger, "Starting the runner (the first challenge will try again)", { runner: options.runner.name });
@@ -297,7 +338,11 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
   return {
     name: "attest-provider",
     responder,
+    receipts,
+    disputer,
     async stop() {
+      clearInterval(pruner);
+      await disputer?.stop();
       await unhandleAttest();
       await unhandleLiveness();
       await responder.close();

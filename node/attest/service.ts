@@ -12,7 +12,7 @@
  */
 import type { Address, LocalAccount } from "viem";
 import { getAddress } from "viem";
-import { providerRegistryAbi } from "../../common/abi.js";
+import { attestorStakingAbi, providerRegistryAbi } from "../../common/abi.js";
 import type { RowRecomputer } from "../../common/attest/verify.js";
 import { TypedDataRecoverer } from "../../common/eip712-recover.js";
 import type { Daemon, DaemonModule } from "../daemon.js";
@@ -199,7 +199,15 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
           now,
         });
       }
+      // A liveness fault waits out max(qosWindowSeconds, the staking's faultWindow) after observedAt
+      // (liveness.ts mayFaultAt): a receipt inside that window would make the signature slashable.
+      const staking = await daemon.chain.publicClient.readContract({ address: daemon.registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
+      const readFaultWindow =
+        staking === "0x0000000000000000000000000000000000000000"
+          ? undefined
+          : async () => (await daemon.chain.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "params" })).faultWindow;
       faults = new FaultCoordinator({
+        readFaultWindow,
         host: daemon.p2p.host,
         chainId: daemon.deployment.chainId,
         domain: daemon.domain,

@@ -36,6 +36,8 @@ export type DeployParams = {
   attestorUnbondingDelay: number;
   /** AttestorStaking: share of a slash paid to the disputer, basis points (at most 5,000; the rest to the sink). */
   attestorDisputerShareBps: number;
+  /** AttestorStaking: seconds of silence an attestor waits before signing a liveness fault (1..86,400); its receipt within them after observedAt slashes it (disputeFault). */
+  attestorFaultWindow: number;
 };
 
 /**
@@ -57,6 +59,8 @@ export const DEVNET_PARAMS: DeployParams = {
   attestorAnswerWindow: 600,
   attestorUnbondingDelay: 600,
   attestorDisputerShareBps: 5_000,
+  // The attestors' default QoS window (node/attest/options.ts qosWindowSeconds).
+  attestorFaultWindow: 30,
 };
 
 /** The sink of the devnet's attestor slashes (what the disputer does not get) when no treasury is set: a burn address. */
@@ -142,6 +146,7 @@ export async function deployContracts({ publicClient, walletClient, params, gove
       unbondingDelay: settings.attestorUnbondingDelay,
       disputerShareBps: settings.attestorDisputerShareBps,
       sink: settings.treasury === zeroAddress ? DEVNET_SLASH_SINK : settings.treasury,
+      faultWindow: settings.attestorFaultWindow,
     },
   ]);
   await send("Attaching the attestor staking", { address: registry.address, abi: providerRegistryAbi, functionName: "setAttestorStaking", args: [staking.address] });

@@ -20,6 +20,11 @@ export enum Bucket {
   providerReservations = 6,
   /** Agent state: "cursor" → next block to read, "offerNonce" → next renter-bound offer nonce. */
   providerState = 7,
+  /**
+   * Attestors' signed probe receipts (node/attest/probe-receipts.ts): `<lease id, 78 digits>/<attestor lowercase>`
+   * → the last 64 receipts and the disputes sent. Evidence against a false liveness fault.
+   */
+  providerProbeReceipts = 12,
   // 16..19: the HTTP API's market index (node/api/market-index.ts), rebuilt from chain events.
   /** Registered providers: address (lowercase) → the block of their first registration. */
   apiProviders = 16,

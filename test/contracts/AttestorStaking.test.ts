@@ -1,27 +1,12 @@
 import assert from "node:assert/strict";
-import { getAddress, keccak256, toBytes, zeroAddress, type Address, type Hex } from "viem";
+import { getAddress, keccak256, toBytes, zeroAddress, type Hex } from "viem";
 import { signAttestation } from "../../common/chain/sign.js";
 import { signPermitFields } from "../../common/chain/tx.js";
 import { disputeCommitArgs, signCommit, type CommitFields } from "../../common/attest/commit.js";
 import type { Attestation } from "../../common/eip712.js";
 import { machineCommitFixture } from "../support/machine-commit.js";
-import { A100, ATTESTOR_ROLE, balance, connect, deploySuanli, faultSignatures, latest, openActive, type Connection, type Suanli } from "./support/suanli.js";
-
-const MIN_STAKE = 1_000n * 10n ** 6n;
-const SLASH = 600n * 10n ** 6n;
-const FEE = 10n * 10n ** 6n;
-const ANSWER_WINDOW = 3_600;
-const UNBONDING = 7_200;
-const PARAMS = (sink: Address) => ({
-  minStake: MIN_STAKE,
-  slashAmount: SLASH,
-  disputeFee: FEE,
-  answerWindow: ANSWER_WINDOW,
-  unbondingDelay: UNBONDING,
-  disputerShareBps: 5_000,
-  sink,
-});
-const MAX_UINT = 2n ** 256n - 1n;
+import { A100, ATTESTOR_ROLE, balance, connect, faultSignatures, latest, openActive, type Connection, type Suanli } from "./support/suanli.js";
+import { ANSWER_WINDOW, FEE, MIN_STAKE, PARAMS, SLASH, UNBONDING, assertBooks, everyone, stakedSuanli } from "./support/staking.js";
 
 describe("AttestorStaking", () => {
   let connection: Connection;
@@ -29,29 +14,8 @@ describe("AttestorStaking", () => {
     connection = await connect();
   });
 
-  async function deployStaking(s: Suanli) {
-    const { viem } = connection;
-    const staking = await viem.deployContract("AttestorStaking", [s.registry.address, s.market.address, PARAMS(s.treasury!.account.address)]);
-    await s.registry.write.setAttestorStaking([staking.address]);
-    for (const w of [...s.attestors, s.provider, s.other]) {
-      await s.token.write.faucet([w!.account.address, 10n * MIN_STAKE]);
-      await s.token.write.approve([staking.address, MAX_UINT], { account: w!.account });
-    }
-    return staking;
-  }
-  async function fixture() {
-    const s = await deploySuanli(connection);
-    const staking = await deployStaking(s);
-    // The first two attestors stake the minimum; the third does not.
-    for (const w of s.attestors.slice(0, 2)) await staking.write.stake([MIN_STAKE], { account: w!.account });
-    return { ...s, staking };
-  }
-  async function blocklistFixture() {
-    const s = await deploySuanli(connection, undefined, { token: "BlocklistToken" });
-    const staking = await deployStaking(s);
-    for (const w of s.attestors.slice(0, 2)) await staking.write.stake([MIN_STAKE], { account: w!.account });
-    return { ...s, staking };
-  }
+  const fixture = () => stakedSuanli(connection);
+  const blocklistFixture = () => stakedSuanli(connection, "BlocklistToken");
   const load = () => connection.networkHelpers.loadFixture(fixture);
   type S = Awaited<ReturnType<typeof fixture>>;
   const at = (t: number) => connection.networkHelpers.time.setNextBlockTimestamp(t);
@@ -74,16 +38,6 @@ describe("AttestorStaking", () => {
   function commitFor(s: S, attestation: Attestation, signer = s.provider, fields = fieldsOf(attestation)) {
     return signCommit(signer!, s.domain, fields);
   }
-  /** Money in = money out: the contract holds exactly what its books say. */
-  async function assertBooks(s: S, accounts: Address[], openFees: bigint) {
-    let sum = openFees;
-    for (const a of accounts) {
-      const st = await s.staking.read.stakeOf([a]);
-      sum += st.active + st.unbonding + (await s.staking.read.owed([a]));
-    }
-    assert.equal(await balance(s as Suanli, s.staking.address), sum);
-  }
-  const everyone = (s: S) => [...s.attestors, s.provider, s.other, s.treasury, s.renter].map((w) => w!.account.address);
 
   it("counts an attestor only while it holds the minimum stake: its fault signatures and isAttestor follow the stake", async () => {
     const s = await load();

@@ -114,7 +114,11 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
 
   before(async () => {
     // Wall-clock blocks: the chain's clock must not run ahead of the attestors' (observedAt is checked against both).
-    devnet = await startDevnet({ params: { faultQuorum: 2, faultMinCreditBps: 2_000 }, attestors: ATTESTORS.map((i) => devnetAccount(i).address), wallClockBlocks: true });
+    devnet = await startDevnet({
+      params: { faultQuorum: 2, faultMinCreditBps: 2_000, attestorFaultWindow: LIVENESS.qosWindowSeconds },
+      attestors: ATTESTORS.map((i) => devnetAccount(i).address),
+      wallClockBlocks: true,
+    });
     bundles = await startBundleServer();
     dir = await mkdtemp(path.join(tmpdir(), "suanli-chaos-attest-"));
     await startA([]);
@@ -230,9 +234,12 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
     assert.equal(proposal.role, "proposer");
     await new Promise((resolve) => setTimeout(resolve, 2 * LIVENESS.qosWindowSeconds * 1000));
     assert.equal((await renter.lease(leaseId)).status, "Active", "a provider partitioned from one attestor is not faulted");
-    assert.deepEqual(
-      c.attestor.faults!.get(leaseId)?.signatures.map((s) => s.signer),
-      [devnetAccount(ATTESTORS[2]).address],
+    // Its own signature at most: moved past the others' last heartbeat, its fault waits out the
+    // fault window after the new observedAt unsigned before it signs and asks again.
+    const signers = c.attestor.faults!.get(leaseId)?.signatures.map((s) => s.signer) ?? [];
+    assert.ok(
+      signers.every((signer) => signer === devnetAccount(ATTESTORS[2]).address),
+      `only attestor 8 signed: ${signers.join(", ")}`,
     );
     assert.equal(b.attestor.faults!.get(leaseId), undefined, "attestor 7 signed nothing");
     assert.ok(heard(b));

@@ -33,7 +33,11 @@ describe("attestor role: a lying proposer cannot fault a live provider (issue 24
   let devnet: Devnet;
 
   before(async () => {
-    devnet = await startDevnet({ params: { faultQuorum: 2 }, attestors: [LIAR, HONEST].map((i) => devnetAccount(i).address), wallClockBlocks: true });
+    devnet = await startDevnet({
+      params: { faultQuorum: 2, attestorFaultWindow: LIVENESS.qosWindowSeconds },
+      attestors: [LIAR, HONEST].map((i) => devnetAccount(i).address),
+      wallClockBlocks: true,
+    });
   });
   after(async () => devnet?.close());
 
@@ -130,6 +134,11 @@ describe("attestor role: a lying proposer cannot fault a live provider (issue 24
       // continues the watch; a longer one starts it anew), and never before it last heard from it.
       assert.ok(own >= stoppedAt - 1 && own > lastHeard - 1, `the outage it vouches for starts before the provider stopped (${own} < ${stoppedAt})`);
       declined(await propose(own - 1), ["no_evidence", "seen_alive"]);
+      // A later observedAt it holds evidence for, but whose fault window has not passed yet: it
+      // declines until then (a receipt it gave inside the window would make its signature slashable).
+      const early = await propose(own + 5);
+      declined(early, ["too_early"]);
+      assert.equal(early.outcome === "declined" && early.signsAt, own + 5 + LIVENESS.qosWindowSeconds + 1);
       const signed = await propose(own);
       assert.equal(signed.outcome, "signed", JSON.stringify(signed));
       assert.equal(

@@ -47,7 +47,7 @@ describe("attestor role: liveness probes and quorum faults (three attestors, quo
     // Blocks within one second share its timestamp: the chain clock must not run ahead of the
     // attestors' wall clocks (observedAt is checked against both).
     devnet = await startDevnet({
-      params: { faultQuorum: 2, faultMinCreditBps: FAULT_MIN_CREDIT_BPS },
+      params: { faultQuorum: 2, faultMinCreditBps: FAULT_MIN_CREDIT_BPS, attestorFaultWindow: LIVENESS.qosWindowSeconds },
       attestors: ATTESTORS.map((i) => devnetAccount(i).address),
       wallClockBlocks: true,
     });

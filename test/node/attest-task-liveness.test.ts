@@ -43,7 +43,11 @@ describe("attestor role: task liveness (issue 24, item 4)", function () {
   let devnet: Devnet;
 
   before(async () => {
-    devnet = await startDevnet({ params: { faultQuorum: 2 }, attestors: ATTESTORS.map((i) => devnetAccount(i).address), wallClockBlocks: true });
+    devnet = await startDevnet({
+      params: { faultQuorum: 2, attestorFaultWindow: LIVENESS.qosWindowSeconds },
+      attestors: ATTESTORS.map((i) => devnetAccount(i).address),
+      wallClockBlocks: true,
+    });
   });
   after(async () => devnet?.close());
 

@@ -93,6 +93,8 @@ export async function startProviderDaemon(
     taskLiveness?: ProviderAttestationOptions["taskLiveness"];
     overrides?: Record<string, unknown>;
     memoryRunner?: MemoryRunner;
+    /** Milliseconds between the provider's scans for false liveness faults (default 10 s). */
+    falseFaultScanMs?: number;
   },
 ): Promise<{ daemon: TestDaemon; mounted: ProviderAttestation }> {
   const daemon = await startTestDaemon(devnet, merge({ chain: { privateKey: devnetPrivateKey(index) }, offers: { reannounceIntervalMs: 1_000 } }, options.overrides ?? {}), {
@@ -104,6 +106,7 @@ export async function startProviderDaemon(
     machines: (machineId) => options.machines().find((machine) => machine.machineId === machineId),
     onAttestation: options.onAttestation,
     memoryRunner: options.memoryRunner,
+    ...(options.falseFaultScanMs ? { falseFaultScanMs: options.falseFaultScanMs } : {}),
     ...(options.taskLiveness ? { taskLiveness: options.taskLiveness } : {}),
   });
   daemon.attach(mounted);
