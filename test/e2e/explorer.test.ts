@@ -191,6 +191,10 @@ describe("explorer page in headless Chromium against a devnet node", function ()
     await page.selectOption("#chart-model", "A100-80GB");
     // Every offer arrived in the last minute or two: one bucket (two if a minute turned meanwhile).
     await page.waitForFunction(() => document.querySelectorAll("#price-chart circle.dot").length >= 1, undefined, { timeout: 5000 });
+    // The chart may still show an earlier refresh (a new offer redraws it a second later): wait for the one after the selection.
+    await page
+      .waitForFunction(() => /Now: 2 offers, 16 GPUs/.test(document.querySelector("#chart-summary")?.textContent ?? ""), undefined, { timeout: 10_000 })
+      .catch(() => undefined);
     assert.match((await page.textContent("#chart-summary")) ?? "", /Now: 2 offers, 16 GPUs.*network index/);
     assert.match((await page.textContent("#price-chart text.legend")) ?? "", /A100-80GB: network index \(median ask\)/);
   });

@@ -164,7 +164,11 @@ async function refreshOffers(): Promise<void> {
 
 // ---- chart ----
 
+/** Bumped by every chart refresh: a response that comes back after a newer refresh began is dropped. */
+let chartGeneration = 0;
+
 async function refreshChart(): Promise<void> {
+  const generation = ++chartGeneration;
   const model = $<HTMLSelectElement>("#chart-model").value;
   const [windowSeconds, bucketSeconds] = $<HTMLSelectElement>("#chart-window").value.split(":").map(Number);
   const to = Math.floor(Date.now() / 1000) + 1;
@@ -173,6 +177,9 @@ async function refreshChart(): Promise<void> {
   if (model) params.set("model", model);
   try {
     const stats = marketStatsSchema.parse(await getJson("/v1/stats", params));
+    // Refreshes overlap (a model or window change, a new offer): only the latest may draw, or an
+    // older answer landing last would show a market that has moved on.
+    if (generation !== chartGeneration) return;
     const modelStats = stats.models.find((entry) => entry.model === model);
     const drawn = drawPriceChart($<HTMLElement>("#price-chart") as unknown as SVGSVGElement, {
       stats: modelStats,
@@ -189,6 +196,7 @@ async function refreshChart(): Promise<void> {
         ` · ${drawn} buckets with prices`
       : "";
   } catch (error) {
+    if (generation !== chartGeneration) return;
     $("#chart-summary").textContent = error instanceof Error ? error.message : String(error);
   }
 }
