@@ -199,6 +199,30 @@ describe("explorer page in headless Chromium against a devnet node", function ()
     assert.match((await page.textContent("#price-chart text.legend")) ?? "", /A100-80GB: network index \(median ask\)/);
   });
 
+  it("draws only the latest chart refresh: an older answer that lands last is dropped", async () => {
+    // The H100 chart's answer is held back 1.5 s; the A100 one, asked for after it, comes at once.
+    const legend = async () => (await page.textContent("#price-chart text.legend")) ?? "";
+    await page.route("**/v1/stats?*", async (route) => {
+      if (new URL(route.request().url()).searchParams.get("model") === "H100-80GB-SXM") await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await route.continue();
+    });
+    try {
+      const heldBack = page.waitForResponse((response) => response.url().includes("/v1/stats?") && response.url().includes("model=H100-80GB-SXM"), { timeout: 10_000 });
+      await page.selectOption("#chart-model", "H100-80GB-SXM");
+      await page.selectOption("#chart-model", "A100-80GB");
+      await page.waitForFunction(() => /^A100-80GB:/.test(document.querySelector("#price-chart text.legend")?.textContent ?? ""), undefined, { timeout: 5000 });
+      await heldBack;
+      // For a second after the held-back answer arrived, the chart still shows the model selected last.
+      for (let i = 0; i < 20; i++) {
+        assert.match(await legend(), /^A100-80GB: network index/);
+        assert.match((await page.textContent("#chart-summary")) ?? "", /Now: 2 offers, 16 GPUs/);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    } finally {
+      await page.unroute("**/v1/stats?*");
+    }
+  });
+
   it("opens a provider's stake, reputation and machines", async () => {
     await page.click(`tr[data-key="${key(0)}"] .provider-link`);
     await page.waitForSelector("#provider:not([hidden]) #provider-machines tbody tr", { timeout: 5000 });
