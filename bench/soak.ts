@@ -138,6 +138,8 @@ function withinBound(start: NodeStats, end: NodeStats): boolean {
   );
 }
 
+/** The attestors' QoS window, and the staking's fault window: a killed provider's leases are faulted within seconds. */
+const QOS_WINDOW_SECONDS = 4;
 /** Units of each provider's one machine: a dozen renters asking 1 or 2 each keep them contended (so on-demand tasks preempt interruptible ones) without queueing every submit. */
 const UNITS_PER_MACHINE = 4;
 
@@ -185,7 +187,10 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const attestorIndexes = Array.from({ length: attestorCount }, (_, i) => 10 + i);
   const devnet: Devnet = await startDevnet({
     wallClockBlocks: true,
-    params: { preemptionNotice: 3, faultQuorum: 2 },
+    // The staking's fault window as short as the attestors' QoS window: an attestor signs a liveness
+    // fault only once the larger of the two has passed after observedAt (the devnet's default is 30 s,
+    // longer than a killed provider's leases last here).
+    params: { preemptionNotice: 3, faultQuorum: 2, attestorFaultWindow: QOS_WINDOW_SECONDS },
     attestors: attestorIndexes.map((i) => devnetAccount(i).address),
   });
   const bundles = await startBundleServer();
@@ -327,7 +332,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
                 challenge: { preset: "cpu-devnet" },
                 runner: { kind: "cpu", workers: 1 },
                 attestor: { maxConcurrentChallenges: 1, peers: attestorSpecs.filter((_, j) => j !== i).map((spec) => spec.addr) },
-                liveness: { probeIntervalMs: 1_000, probeTimeoutMs: 1_500, qosWindowSeconds: 4, minFailedProbes: 2, backupSubmitDelayMs: 4_000 },
+                liveness: { probeIntervalMs: 1_000, probeTimeoutMs: 1_500, qosWindowSeconds: QOS_WINDOW_SECONDS, minFailedProbes: 2, backupSubmitDelayMs: 4_000 },
               },
             }),
           );
