@@ -471,6 +471,14 @@ export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWal
   const preemptors = new Set<bigint>();
   for (const log of logs) if (log.eventName === "LeasePreempted") preemptors.add(log.args.byLeaseId);
   const notice = preemptors.size > 0 ? BigInt((await client.readContract({ address: market, abi: leaseMarketAbi, functionName: "params" })).preemptionNotice) : 0n;
+  // What each lease booked: its opening deposit plus its extensions. An ended lease's view shows only
+  // what it ran (duration = stopAt − activatedAt, deposit = the provider's total), but the preemptor's
+  // minimum is capped by the deposit booked when it closed (LeaseMarket._preemptorMinimum).
+  const booked = new Map<bigint, bigint>();
+  for (const log of logs) {
+    if (log.eventName === "LeaseOpened") booked.set(log.args.leaseId, (booked.get(log.args.leaseId) ?? 0n) + log.args.deposit);
+    if (log.eventName === "LeaseExtended") booked.set(log.args.leaseId, (booked.get(log.args.leaseId) ?? 0n) + log.args.extraDeposit);
+  }
   for (const lease of leases) {
     const claims = claimed.get(lease.leaseId) ?? 0n;
     if (claims !== lease.paid) violations.push(`lease ${lease.leaseId}: claims total ${claims}, but paid is ${lease.paid}`);
@@ -479,7 +487,9 @@ export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWal
     if ((lease.status === "Ended" || lease.status === "Settled") && lease.endReason !== "CoSigned" && lease.endReason !== "Faulted" && lease.activatedAt > 0) {
       let metered = BigInt(lease.units) * lease.pricePerUnitSecond * BigInt(Math.max(0, lease.stopAt - lease.activatedAt));
       if (preemptors.has(lease.leaseId)) {
-        const minimum = BigInt(lease.units) * lease.pricePerUnitSecond * (notice < BigInt(lease.duration) ? notice : BigInt(lease.duration));
+        const rateTimesNotice = BigInt(lease.units) * lease.pricePerUnitSecond * notice;
+        const cap = booked.get(lease.leaseId) ?? lease.deposit;
+        const minimum = rateTimesNotice < cap ? rateTimesNotice : cap;
         if (minimum > metered) metered = minimum;
       }
       if (lease.deposit > metered) violations.push(`lease ${lease.leaseId}: provider total ${lease.deposit} beyond the ${metered} metered`);
