@@ -5,100 +5,43 @@
  * verifies against the attestation's provider, challenge id, root and GPUs. Scans `DisputeOpened`
  * events naming this attestor, in bounded block ranges, from where the last scan ended.
  */
-import type { Account, Address, Chain, Hex, PublicClient, Transport, WalletClient } from "viem";
-import { attestorStakingAbi, providerRegistryAbi } from "../../common/abi.js";
+import type { Account, Address, Chain, Hex, Transport, WalletClient } from "viem";
+import { attestorStakingAbi } from "../../common/abi.js";
 import { disputeCommitArgs } from "../../common/attest/commit.js";
-import type { Logger } from "../log/logger.js";
 import type { ChallengeResults } from "./results.js";
+import { StakingScanner, type StakingScannerOptions } from "./staking-scanner.js";
 
-const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
-/** Most blocks one log query covers. */
-const MAX_RANGE = 5_000n;
 /** Most of a machine's records searched for a disputed challenge (results.ts keeps unexpired passes beyond its limit). */
 const MAX_RECORDS = 1_000;
 
-export type DisputeAnswererOptions = {
-  publicClient: PublicClient<Transport, Chain>;
+export type DisputeAnswererOptions = StakingScannerOptions & {
   walletClient: WalletClient<Transport, Chain | undefined, Account>;
-  registry: Address;
   /** This attestor's address. */
   attestor: Address;
   results: ChallengeResults;
-  /** First block to scan (the deployment block). */
-  fromBlock: bigint;
-  /** Milliseconds between scans. */
-  intervalMs: number;
-  logger: Logger;
 };
 
 /** What became of one dispute. */
 export type DisputeAnswer = { id: Hex; outcome: "answered" | "no_record" | "closed" | "failed"; detail?: string };
 
-export class DisputeAnswerer {
-  private staking: Address | undefined;
-  private next: bigint;
-  private timer: NodeJS.Timeout | undefined;
-  private scanning: Promise<DisputeAnswer[]> | undefined;
-  private stopped = false;
-
+export class DisputeAnswerer extends StakingScanner<DisputeAnswer> {
   constructor(private readonly o: DisputeAnswererOptions) {
-    this.next = o.fromBlock;
+    super(o, { without: "No attestor staking on this registry: no disputes to answer", what: "Dispute scan" });
   }
 
-  /** Reads the registry's staking contract; scans on an interval when there is one. */
-  async start(): Promise<void> {
-    const staking = await this.o.publicClient.readContract({ address: this.o.registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
-    if (staking === ZERO_ADDRESS) {
-      this.o.logger.info("No attestor staking on this registry: no disputes to answer");
-      return;
-    }
-    this.staking = staking;
-    this.schedule();
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.scanning?.catch(() => undefined);
-  }
-
-  /** One scan: answers every dispute opened against this attestor since the last scan. */
-  scan(): Promise<DisputeAnswer[]> {
-    this.scanning ??= this.scanOnce().finally(() => {
-      this.scanning = undefined;
+  /** Answers every dispute opened against this attestor in the range. */
+  protected async scanRange(staking: Address, fromBlock: bigint, toBlock: bigint): Promise<DisputeAnswer[]> {
+    const events = await this.o.publicClient.getContractEvents({
+      address: staking,
+      abi: attestorStakingAbi,
+      eventName: "DisputeOpened",
+      args: { attestor: this.o.attestor },
+      fromBlock,
+      toBlock,
+      strict: true,
     });
-    return this.scanning;
-  }
-
-  private schedule(): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.scan()
-        .catch((error: unknown) => this.o.logger.warn("Dispute scan failed; retrying at the next interval", {}, error))
-        .finally(() => this.schedule());
-    }, this.o.intervalMs);
-    this.timer.unref();
-  }
-
-  private async scanOnce(): Promise<DisputeAnswer[]> {
-    const staking = this.staking;
-    if (!staking) return [];
-    const head = await this.o.publicClient.getBlockNumber({ cacheTime: 0 });
     const answers: DisputeAnswer[] = [];
-    while (this.next <= head && !this.stopped) {
-      const to = this.next + MAX_RANGE - 1n < head ? this.next + MAX_RANGE - 1n : head;
-      const events = await this.o.publicClient.getContractEvents({
-        address: staking,
-        abi: attestorStakingAbi,
-        eventName: "DisputeOpened",
-        args: { attestor: this.o.attestor },
-        fromBlock: this.next,
-        toBlock: to,
-        strict: true,
-      });
-      for (const event of events) answers.push(await this.answer(staking, event.args.id, event.args.machineId, event.args.challengeId));
-      this.next = to + 1n;
-    }
+    for (const event of events) answers.push(await this.answer(staking, event.args.id, event.args.machineId, event.args.challengeId));
     return answers;
   }
 

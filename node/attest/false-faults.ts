@@ -9,33 +9,23 @@
  * provider is owed the disputer's share (AttestorStaking.claim). Each (fault, attestor) is sent
  * once: the record notes it, and the contract's `faultDisputed` is read first.
  */
-import { decodeFunctionData, type Account, type Address, type Chain, type Hex, type PublicClient, type Transport, type TypedDataDomain, type WalletClient } from "viem";
-import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi } from "../../common/abi.js";
+import { decodeFunctionData, type Account, type Address, type Chain, type Hex, type Transport, type TypedDataDomain, type WalletClient } from "viem";
+import { attestorStakingAbi, leaseMarketAbi } from "../../common/abi.js";
 import { receiptContradictsFault, recoverFaultSigner } from "../../common/attest/liveness.js";
 import { FaultKind, type Fault } from "../../common/eip712.js";
-import type { Logger } from "../log/logger.js";
 import type { ProbeReceipts, StoredReceipt } from "./probe-receipts.js";
+import { StakingScanner, type StakingScannerOptions } from "./staking-scanner.js";
 
-const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
-/** Most blocks one log query covers. */
-const MAX_RANGE = 5_000n;
 /** Most signatures of one fault looked at (submitFault takes a quorum; more is noise). */
 const MAX_SIGNERS = 32;
 /** Scans a failed dispute is tried again at (a node out of gas, an RPC error). */
 const MAX_ATTEMPTS = 5;
 
-export type FalseFaultDisputerOptions = {
-  publicClient: PublicClient<Transport, Chain>;
+export type FalseFaultDisputerOptions = StakingScannerOptions & {
   walletClient: WalletClient<Transport, Chain | undefined, Account>;
-  registry: Address;
   market: Address;
   domain: TypedDataDomain;
   receipts: ProbeReceipts;
-  /** First block to scan (the deployment block). */
-  fromBlock: bigint;
-  /** Milliseconds between scans. */
-  intervalMs: number;
-  logger: Logger;
 };
 
 /** What became of one signer of one fault. */
@@ -49,77 +39,37 @@ export type FalseFaultOutcome = {
   detail?: string;
 };
 
-export class FalseFaultDisputer {
-  private staking: Address | undefined;
-  private next: bigint;
-  private timer: NodeJS.Timeout | undefined;
-  private scanning: Promise<FalseFaultOutcome[]> | undefined;
-  private stopped = false;
+export class FalseFaultDisputer extends StakingScanner<FalseFaultOutcome> {
   /** Faults whose dispute failed: checked again at the next scans. */
   private retry: { hash: Hex; leaseId: bigint; attempts: number }[] = [];
 
   constructor(private readonly o: FalseFaultDisputerOptions) {
-    this.next = o.fromBlock;
+    super(o, { without: "No attestor staking on this registry: false liveness faults cannot be disputed", what: "False-fault scan" });
   }
 
-  /** Reads the registry's staking contract; scans on an interval when there is one. */
-  async start(): Promise<void> {
-    const staking = await this.o.publicClient.readContract({ address: this.o.registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
-    if (staking === ZERO_ADDRESS) {
-      this.o.logger.info("No attestor staking on this registry: false liveness faults cannot be disputed");
-      return;
-    }
-    this.staking = staking;
-    this.schedule();
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.scanning?.catch(() => undefined);
-  }
-
-  /** One scan: disputes every contradicted liveness fault submitted since the last scan. */
-  scan(): Promise<FalseFaultOutcome[]> {
-    this.scanning ??= this.scanOnce().finally(() => {
-      this.scanning = undefined;
-    });
-    return this.scanning;
-  }
-
-  private schedule(): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.scan()
-        .catch((error: unknown) => this.o.logger.warn("False-fault scan failed; retrying at the next interval", {}, error))
-        .finally(() => this.schedule());
-    }, this.o.intervalMs);
-    this.timer.unref();
-  }
-
-  private async scanOnce(): Promise<FalseFaultOutcome[]> {
-    const staking = this.staking;
-    if (!staking) return [];
-    const head = await this.o.publicClient.getBlockNumber({ cacheTime: 0 });
+  /** The disputes that failed at an earlier scan, tried again. */
+  protected override async beforeRanges(staking: Address): Promise<FalseFaultOutcome[]> {
     const outcomes: FalseFaultOutcome[] = [];
     const retry = this.retry;
     this.retry = [];
     for (const entry of retry) outcomes.push(...(await this.check(staking, entry.hash, entry.leaseId, entry.attempts + 1)));
-    while (this.next <= head && !this.stopped) {
-      const to = this.next + MAX_RANGE - 1n < head ? this.next + MAX_RANGE - 1n : head;
-      const events = await this.o.publicClient.getContractEvents({
-        address: this.o.market,
-        abi: leaseMarketAbi,
-        eventName: "FaultSubmitted",
-        fromBlock: this.next,
-        toBlock: to,
-        strict: true,
-      });
-      for (const event of events) {
-        if (event.args.kind !== FaultKind.unresponsive || !(await this.o.receipts.holdsLease(event.args.leaseId))) continue;
-        outcomes.push(...(await this.check(staking, event.transactionHash, event.args.leaseId, 1)));
-      }
-      this.next = to + 1n;
+    return outcomes;
+  }
+
+  /** Disputes every contradicted liveness fault of this provider's leases submitted in the range. */
+  protected async scanRange(staking: Address, fromBlock: bigint, toBlock: bigint): Promise<FalseFaultOutcome[]> {
+    const events = await this.o.publicClient.getContractEvents({
+      address: this.o.market,
+      abi: leaseMarketAbi,
+      eventName: "FaultSubmitted",
+      fromBlock,
+      toBlock,
+      strict: true,
+    });
+    const outcomes: FalseFaultOutcome[] = [];
+    for (const event of events) {
+      if (event.args.kind !== FaultKind.unresponsive || !(await this.o.receipts.holdsLease(event.args.leaseId))) continue;
+      outcomes.push(...(await this.check(staking, event.transactionHash, event.args.leaseId, 1)));
     }
     return outcomes;
   }
