@@ -4,14 +4,16 @@
  * answers an SPDM 1.1 GET_MEASUREMENTS request carrying a requester nonce with a MEASUREMENTS
  * response signed (ECDSA P-384 over SHA-384 of request ‖ response-without-signature) by its
  * device attestation key, whose X.509 certificate chains to NVIDIA's device identity root. The
- * attestor sets the nonce to the challenge id, so the evidence belongs to this challenge.
+ * attestor sets the request's nonce to the challenge id; the signature covers the request, so the
+ * evidence belongs to this challenge (the response's own nonce is the GPU's, not an echo).
  *
  * Checked here: the certificate chain (each signed by the next, all valid now, the last signed
  * by a pinned root), the leaf's signature over the transcript, the nonce, the message layout,
  * and the measurement blocks against reference values (NVIDIA's RIMs) where given.
  *
- * Never run against hardware in this repository: the tests use a fixture constructed from the
- * public SPDM 1.1 layout with a throw-away certificate chain (test/node/fixtures/cc/README.md).
+ * Tested against evidence recorded from a real H100 with its chain to NVIDIA's root
+ * (test/node/fixtures/cc/nvidia-hopper/, read further by cc-nvidia.ts) and against a constructed
+ * fixture whose throw-away chain lets each check be broken on purpose (test/node/fixtures/cc/README.md).
  * Node only (node:crypto parses and verifies X.509).
  */
 import { X509Certificate, createHash, verify as verifySignature } from "node:crypto";
@@ -133,12 +135,12 @@ export function verifyGpuEvidence(input: unknown, options: VerifyGpuEvidenceOpti
   const anchored = roots.some((root) => root.fingerprint256 === top.fingerprint256 || (top.checkIssued(root) && top.verify(root.publicKey)));
   if (!anchored) return { ok: false, reason: "untrusted_root", detail: `${top.issuer} is not a pinned root` };
 
-  if (bytesToHex(body.nonce) !== options.nonce.toLowerCase())
-    return { ok: false, reason: "wrong_nonce", detail: `the evidence carries nonce ${bytesToHex(body.nonce)}, not the challenge's ${options.nonce}` };
-  if (bytesToHex(request.subarray(4, 4 + NONCE_BYTES)) !== bytesToHex(body.nonce)) {
-    // The requester's nonce is the one the GPU must echo: SPDM binds both in the transcript.
-    return { ok: false, reason: "wrong_nonce", detail: "the request's nonce differs from the response's" };
-  }
+  // The challenge is the requester's nonce: SPDM 1.1's MEASUREMENTS response carries a nonce of
+  // the responder's own choosing, and the signature covers request ‖ response, so the GPU's
+  // signature binds the nonce the attestor put in the request.
+  const requestNonce = bytesToHex(request.subarray(4, 4 + NONCE_BYTES));
+  if (requestNonce !== options.nonce.toLowerCase())
+    return { ok: false, reason: "wrong_nonce", detail: `the evidence answers nonce ${requestNonce}, not the challenge's ${options.nonce}` };
   const transcript = new Uint8Array(request.length + body.signed.length);
   transcript.set(request, 0);
   transcript.set(body.signed, request.length);
