@@ -100,6 +100,38 @@ function parseResponse(bytes: Uint8Array): ParsedResponse | string {
   return { nonce, measurements, opaque, signed: bytes.subarray(0, at), signature: bytes.subarray(at) };
 }
 
+export type ChainFailure = { ok: false; reason: "malformed" | "bad_chain" | "untrusted_root" | "expired_certificate"; detail: string };
+
+/**
+ * Parses a certificate chain (PEM or DER, leaf first) and checks it: every certificate valid at
+ * `now`, each signed by the next, the last one a pinned root or signed by one. Shared by the device
+ * evidence and the reference manifests (cc-rim.ts), which NVIDIA signs under another root.
+ */
+export function parseAndVerifyChain(certificates: readonly (string | Uint8Array)[], rootPems: readonly string[], now: Date): { ok: true; chain: X509Certificate[] } | ChainFailure {
+  let chain: X509Certificate[];
+  let roots: X509Certificate[];
+  try {
+    chain = certificates.map((certificate) => new X509Certificate(certificate));
+    roots = rootPems.map((pem) => new X509Certificate(pem));
+  } catch (error) {
+    return { ok: false, reason: "malformed", detail: `a certificate does not parse: ${(error as Error).message}` };
+  }
+  if (chain.length === 0) return { ok: false, reason: "malformed", detail: "no certificate" };
+  for (const cert of chain) {
+    if (now < new Date(cert.validFrom) || now > new Date(cert.validTo))
+      return { ok: false, reason: "expired_certificate", detail: `${cert.subject} is valid ${cert.validFrom} to ${cert.validTo}` };
+  }
+  for (let i = 0; i + 1 < chain.length; i++) {
+    if (!chain[i]!.checkIssued(chain[i + 1]!) || !chain[i]!.verify(chain[i + 1]!.publicKey)) {
+      return { ok: false, reason: "bad_chain", detail: `${chain[i]!.subject} is not signed by ${chain[i + 1]!.subject}` };
+    }
+  }
+  const top = chain[chain.length - 1]!;
+  const anchored = roots.some((root) => root.fingerprint256 === top.fingerprint256 || (top.checkIssued(root) && top.verify(root.publicKey)));
+  if (!anchored) return { ok: false, reason: "untrusted_root", detail: `${top.issuer} is not a pinned root` };
+  return { ok: true, chain };
+}
+
 /** Verifies CC evidence for a challenge. Pure apart from node:crypto; never throws on bad input. */
 export function verifyGpuEvidence(input: unknown, options: VerifyGpuEvidenceOptions): GpuEvidenceVerdict {
   const parsed = gpuEvidenceSchema.safeParse(input);
@@ -113,27 +145,9 @@ export function verifyGpuEvidence(input: unknown, options: VerifyGpuEvidenceOpti
   const body = parseResponse(response);
   if (typeof body === "string") return { ok: false, reason: "malformed", detail: body };
 
-  let chain: X509Certificate[];
-  let roots: X509Certificate[];
-  try {
-    chain = evidence.certificates.map((pem) => new X509Certificate(pem));
-    roots = options.roots.map((pem) => new X509Certificate(pem));
-  } catch (error) {
-    return { ok: false, reason: "malformed", detail: `a certificate does not parse: ${(error as Error).message}` };
-  }
-  const now = options.now ?? new Date();
-  for (const cert of chain) {
-    if (now < new Date(cert.validFrom) || now > new Date(cert.validTo))
-      return { ok: false, reason: "expired_certificate", detail: `${cert.subject} is valid ${cert.validFrom} to ${cert.validTo}` };
-  }
-  for (let i = 0; i + 1 < chain.length; i++) {
-    if (!chain[i]!.checkIssued(chain[i + 1]!) || !chain[i]!.verify(chain[i + 1]!.publicKey)) {
-      return { ok: false, reason: "bad_chain", detail: `${chain[i]!.subject} is not signed by ${chain[i + 1]!.subject}` };
-    }
-  }
-  const top = chain[chain.length - 1]!;
-  const anchored = roots.some((root) => root.fingerprint256 === top.fingerprint256 || (top.checkIssued(root) && top.verify(root.publicKey)));
-  if (!anchored) return { ok: false, reason: "untrusted_root", detail: `${top.issuer} is not a pinned root` };
+  const chained = parseAndVerifyChain(evidence.certificates, options.roots, options.now ?? new Date());
+  if (!chained.ok) return chained;
+  const chain = chained.chain;
 
   // The challenge is the requester's nonce: SPDM 1.1's MEASUREMENTS response carries a nonce of
   // the responder's own choosing, and the signature covers request ‖ response, so the GPU's
