@@ -116,12 +116,15 @@ function findSha384Digest(node: asn1js.AsnType): Uint8Array | undefined {
 
 /** The device identity in an NVIDIA attestation-key certificate (PEM); a string says what is missing. */
 export function nvidiaDeviceIdentity(leafPem: string): NvidiaDeviceIdentity | string {
-  let certificate: Certificate;
   try {
-    certificate = AsnConvert.parse(new X509Certificate(leafPem).raw, Certificate);
+    return readDeviceIdentity(AsnConvert.parse(new X509Certificate(leafPem).raw, Certificate));
   } catch (error) {
+    // A chain verified to a pinned root can still carry extensions that do not parse.
     return `the leaf certificate does not parse: ${(error as Error).message}`;
   }
+}
+
+function readDeviceIdentity(certificate: Certificate): NvidiaDeviceIdentity | string {
   const extensions = certificate.tbsCertificate.extensions ?? [];
   let name: string | undefined;
   const san = extensions.find((extension) => extension.extnID === id_ce_subjectAltName);

@@ -135,6 +135,7 @@ describe("confidential-computing evidence recorded from an NVIDIA H100 (GH100)",
 
   it("refuses what is not NVIDIA evidence: a leaf without the device name, opaque data cut short", () => {
     assert.match(nvidiaDeviceIdentity(constructed.evidence.certificates[0]!) as string, /names no NVIDIA device/);
+    assert.match(nvidiaDeviceIdentity("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----") as string, /does not parse/);
     assert.equal(reason(constructed.evidence, { roots: [constructedRoot], nonce: constructedNonce() }), "not_nvidia");
     assert.match(parseNvidiaOpaque("0x03000a003535") as string, /runs past the data/);
     assert.match(parseNvidiaOpaque("0x0300") as string, /header at byte 0/);
