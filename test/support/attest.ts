@@ -14,6 +14,7 @@ import { MerkleTree, leafHash } from "../../common/attest/merkle.js";
 import { startAttestorService, type AttestorService } from "../../node/attest/service.js";
 import { mountProviderAttestation, type ProviderAttestation, type ProviderAttestationOptions } from "../../node/attest/provider-service.js";
 import type { ProviderMachine } from "../../node/attest/provider.js";
+import type { ChallengeRecord } from "../../node/attest/results.js";
 import type { MemoryRunner } from "../../node/attest/memory-runner.js";
 import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
 import type { MachineOfferInput } from "../../node/offers/publisher.js";
@@ -54,6 +55,19 @@ export function machineOffer(machine: ProviderMachine, attestations: SignedAttes
     capacity: { freeUnits: machine.units },
     attestations,
   };
+}
+
+/**
+ * A machine's verdict from a requested challenge. The attestor challenges a new offer on its own
+ * first (the scan a new offer kicks); when that one failed, the request meets the provider's
+ * backoff, and the verdict is the recorded failure.
+ */
+export async function challengeVerdict(attestor: AttestorService, machineId: number): Promise<ChallengeRecord> {
+  const record = await attestor.challenger.challenge(machineId, "request");
+  if (record.outcome !== "error" || record.reason !== "backoff") return record;
+  const failed = (await attestor.results.history(machineId, 10)).find((r) => r.outcome === "fail");
+  if (!failed) throw new Error(`machine ${machineId} is in backoff without a recorded failure: ${record.detail}`);
+  return failed;
 }
 
 /** Logs of a test node on stderr when SUANLI_TEST_LOG names a level (debugging), else none. */
