@@ -14,6 +14,7 @@
  * Merkle root and GPU UUID; rows are opened per unit. Version 1 (one tree for the whole machine)
  * is not accepted: a v1 message is answered with an error naming the version (LEGACY_V1).
  */
+import { gpuEvidenceSchema, MAX_CC_EVIDENCE_JSON_BYTES } from "./cc.js";
 import { z } from "zod";
 import { canonicalGpuName, knownGpuNames } from "../gpu.js";
 import { addressSchema, bytes32Schema, signatureSchema } from "../schemas.js";
@@ -127,8 +128,23 @@ export const commitMessageSchema = z
      * a wrong opened row under a signed root is evidence against the provider.
      */
     signature: signatureSchema,
+    /**
+     * Confidential-computing evidence, one per unit in unit order, when the provider's GPUs run in
+     * CC mode (cc.ts): each GPU's signed measurements for a request whose nonce is the challenge
+     * id. Outside the commit's signature: the GPU's own signature binds it to the challenge.
+     */
+    cc: z
+      .array(
+        gpuEvidenceSchema.refine((e) => JSON.stringify(e).length <= MAX_CC_EVIDENCE_JSON_BYTES, {
+          message: `one unit's evidence is at most ${MAX_CC_EVIDENCE_JSON_BYTES} bytes as JSON`,
+        }),
+      )
+      .min(1)
+      .max(MAX_UNITS)
+      .optional(),
   })
-  .refine((m) => m.devices.length === 0 || m.devices.length === m.roots.length, { message: "expected one device per root, or none", path: ["devices"] });
+  .refine((m) => m.devices.length === 0 || m.devices.length === m.roots.length, { message: "expected one device per root, or none", path: ["devices"] })
+  .refine((m) => m.cc === undefined || m.cc.length === m.roots.length, { message: "expected one piece of CC evidence per root, or none", path: ["cc"] });
 export type CommitMessage = z.output<typeof commitMessageSchema>;
 
 export const openRequestMessageSchema = z.strictObject({
@@ -203,6 +219,9 @@ export type RefusalMessage = z.output<typeof refusalMessageSchema>;
  * - `bad_commit_signature`: the commit is not signed by the challenge's provider (commit.ts).
  * - `duplicate_gpus`: two units' sub-challenges name the same GPU (one device cannot be two units).
  * - `missing_gpus`: the profile requires a GPU UUID per unit (`requireDevices`) and the commit names none.
+ * - `cc_evidence`: the attestor requires confidential-computing evidence (`attest.cc.required`) and
+ *   the commit carries none, or the evidence it carries does not verify for this challenge and class,
+ *   names one device twice, or names a device another machine presented (node/attest/cc-policy.ts).
  * - `malformed`: a message broke the protocol (schema, row count, missing rows, out of order).
  * - `refused`: the provider declined the challenge or its runner failed.
  * - `memory_phase`: the GEMM phase passed but the memory phase failed (memory-messages.ts; the
@@ -222,6 +241,7 @@ export const FAILURE_REASONS = [
   "memory_phase",
   "duplicate_gpus",
   "missing_gpus",
+  "cc_evidence",
 ] as const;
 export type FailureReason = (typeof FAILURE_REASONS)[number];
 
@@ -236,6 +256,7 @@ export const MAX_CONTROL_MESSAGE_BYTES = 4096;
 
 /**
  * Upper bound on a commit's JSON size (an attestor reads commits with it): one root (66 bytes
- * quoted) and one UUID (up to 128 characters, at most 6 bytes each JSON-escaped) per unit.
+ * quoted) and one UUID (up to 128 characters, at most 6 bytes each JSON-escaped) per unit, and at
+ * most one piece of CC evidence per unit.
  */
-export const MAX_COMMIT_MESSAGE_BYTES = MAX_CONTROL_MESSAGE_BYTES + MAX_UNITS * (70 + 128 * 6 + 4);
+export const MAX_COMMIT_MESSAGE_BYTES = MAX_CONTROL_MESSAGE_BYTES + MAX_UNITS * (70 + 128 * 6 + 4 + MAX_CC_EVIDENCE_JSON_BYTES);

@@ -38,6 +38,7 @@ import { describeIssues } from "../../common/validation.js";
 import type { Logger } from "../log/logger.js";
 import { UnknownGpuModelError } from "../../common/attest/errors.js";
 import { ChallengeStateError } from "./errors.js";
+import { CcDeviceRegistry, checkCommitEvidence, type CcPolicy, type CcVerifiedUnit } from "./cc-policy.js";
 
 /** The machine a challenge tests, as declared on-chain (the caller checks it against the registry). */
 export type MachineClaim = { provider: Address; machineId: number; model: string; units: number; vramMiB: number };
@@ -51,6 +52,8 @@ export type ChallengePass = {
   attestation: SignedAttestation;
   /** The provider's signed commit (per-unit roots and devices, EIP-712 signature; the challenge id is the attestation's): the answer to a dispute of this attestation. */
   commit: PassCommit;
+  /** What the units' confidential-computing evidence established (cc-policy.ts), when the commit carried it and this attestor verifies it. */
+  cc?: CcVerifiedUnit[];
 };
 
 /** What an attestor keeps of a passed challenge's provider-signed commit, to answer a dispute (AttestorStaking.answerDispute). */
@@ -92,6 +95,8 @@ export type AttestorOptions = {
   logger?: Logger;
   /** Roots remembered to catch replayed answers. Default 10 000. */
   rememberRoots?: number;
+  /** `attest.cc` (cc-policy.ts loadCcPolicy): verify the commits' confidential-computing evidence; absent: evidence is ignored. */
+  cc?: CcPolicy;
 };
 
 function cryptoRandomBytes(length: number): Uint8Array {
@@ -103,6 +108,8 @@ export class Attestor {
   readonly address: Address;
   private readonly options: AttestorOptions;
   private readonly seenRoots = new Set<string>();
+  /** Which machine presented each CC-attested GPU last (one GPU is not two machines). */
+  readonly ccDevices = new CcDeviceRegistry();
 
   constructor(options: AttestorOptions) {
     this.options = options;
@@ -189,6 +196,7 @@ export class AttestorChallenge {
   private readonly attestor: Attestor;
   private phase: Phase = "awaiting_commit";
   private commit: { message: CommitMessage; receivedAtMs: number; late: boolean } | undefined;
+  private ccUnits: CcVerifiedUnit[] | undefined;
   private openRequest: OpenRequestMessage | undefined;
   private openDeadlineAtMs: number | undefined;
   private finalOutcome: ChallengeOutcome | undefined;
@@ -277,8 +285,13 @@ export class AttestorChallenge {
     for (const root of commit.roots) {
       if (!this.attestor.noteRoot(root)) return this.fail("replayed", "a unit's root was committed before, for another challenge");
     }
+    const cc = checkCommitEvidence(this.attestor.settings.cc, this.attestor.ccDevices, this.message, commit.cc, receivedAtMs);
+    if (!cc.ok) return this.fail("cc_evidence", cc.detail);
+    this.ccUnits = cc.units;
     const late = receivedAtMs > this.message.deadlineAtMs;
-    this.commit = { message: commit, receivedAtMs, late };
+    // The evidence has been checked; what is kept (transcripts, fraud proofs, disputes) is the signed commit alone.
+    const { cc: _evidence, ...signed } = commit;
+    this.commit = { message: signed, receivedAtMs, late };
     // Rows are drawn per unit, after the commit fixed every unit's tree: each unit is sampled.
     const picks = Array.from({ length: this.message.units }, (_, unit) =>
       pickIndices(this.params.openRowsPerUnit, this.message.rowsPerUnit, (n) => this.attestor.random(n)).map((index) => ({ unit, index })),
@@ -356,6 +369,7 @@ export class AttestorChallenge {
       elapsedMs: commit.receivedAtMs - this.message.issuedAtMs,
       attestation,
       commit: { rowsPerUnit: commit.message.rowsPerUnit, roots: [...commit.message.roots], devices: [...commit.message.devices], signature: commit.message.signature },
+      ...(this.ccUnits ? { cc: this.ccUnits } : {}),
     };
     this.finalOutcome = pass;
     this.attestor.settings.logger?.info("Challenge passed", {

@@ -18,7 +18,7 @@
  */
 import { X509Certificate, createHash, verify as verifySignature } from "node:crypto";
 import { bytesToHex, hexToBytes, type Hex } from "viem";
-import { z } from "zod";
+import { gpuEvidenceSchema, type GpuEvidence } from "../../common/attest/cc.js";
 
 const SPDM_VERSION_11 = 0x11;
 const GET_MEASUREMENTS = 0xe0;
@@ -29,21 +29,7 @@ const SIGNATURE_BYTES = 96;
 /** DMTF measurement specification. */
 const DMTF_SPEC = 0x01;
 
-const hexBytes = z
-  .string()
-  .regex(/^0x([0-9a-fA-F]{2})+$/, "expected 0x and whole bytes")
-  .max(2 + 2 * 65_536);
-
-/** What a provider would attach to its commit, as JSON. */
-export const gpuEvidenceSchema = z.strictObject({
-  /** The SPDM GET_MEASUREMENTS request as sent to the GPU. */
-  request: hexBytes,
-  /** The GPU's MEASUREMENTS response, signature included. */
-  response: hexBytes,
-  /** Device certificate chain, PEM, leaf (the attestation key) first. */
-  certificates: z.array(z.string().max(8_192)).min(1).max(8),
-});
-export type GpuEvidence = z.output<typeof gpuEvidenceSchema>;
+export { gpuEvidenceSchema, type GpuEvidence };
 
 export type MeasurementBlock = { index: number; valueType: number; value: Hex };
 

@@ -65,6 +65,7 @@ export class ChallengeSession {
       attestation: outcome.outcome === "pass" ? outcome.attestation : null,
       ...(outcome.outcome === "fail" && outcome.evidence ? { evidence: outcome.evidence } : {}),
       ...(outcome.outcome === "pass" ? { commit: outcome.commit } : {}),
+      ...(outcome.outcome === "pass" && outcome.cc ? { cc: outcome.cc } : {}),
     });
     const failed = (reason: FailureReason, detail: string): ChallengeRecord => ({
       ...known,

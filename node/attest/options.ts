@@ -2,6 +2,7 @@ import { multiaddr } from "@multiformats/multiaddr";
 import { z } from "zod";
 import { challengeProfileSchema } from "../../common/attest/params.js";
 import { memoryProfileSchema } from "../../common/attest/memory-params.js";
+import { canonicalGpuName } from "../../common/gpu.js";
 
 /**
  * Options of attestation (config key `attest`): the challenge profile an attestor issues, how
@@ -129,6 +130,40 @@ export const memoryOptionsSchema = z.strictObject({
 });
 
 /**
+ * Confidential-computing evidence (docs/attestation.md, "Confidential-computing evidence"): the
+ * attestor verifies the per-unit GPU evidence a commit carries against these roots. Off while
+ * `rootFiles` is empty (evidence is then ignored).
+ */
+export const ccOptionsSchema = z
+  .strictObject({
+    /** Fail a commit that carries no evidence (`cc_evidence`): only for attestors whose providers all run CC-mode GPUs. */
+    required: z.boolean().default(false),
+    /** PEM files of the device identity roots to trust: NVIDIA's device identity CA in production. */
+    rootFiles: z.array(z.string().min(1).max(4096)).max(8).default([]),
+    /**
+     * Board key (`<project>-<project SKU>-<chip SKU>`, from the evidence) → GPU class. Empty: the
+     * check stops at the chip (a GH100 backs H100 and H200 alike). Given: a board not listed fails.
+     */
+    boards: z
+      .record(
+        z.string().regex(/^[0-9A-Za-z]{1,16}-[0-9A-Za-z]{1,16}-[0-9A-Za-z]{1,16}$/, "a board key is <project>-<project SKU>-<chip SKU>, e.g. 1010-0200-882"),
+        z
+          .string()
+          .refine((name) => canonicalGpuName(name) !== undefined, { message: "expected a known GPU class name" })
+          .transform((name) => canonicalGpuName(name)!),
+      )
+      .default({}),
+    /** A GPU presented for one machine may not answer for another within this many seconds. */
+    reuseWindowSeconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(30 * 86_400)
+      .default(86_400),
+  })
+  .refine((o) => !o.required || o.rootFiles.length > 0, { message: "attest.cc.required needs attest.cc.rootFiles (the roots to verify evidence against)", path: ["rootFiles"] });
+
+/**
  * In-lease capacity checks (docs/attestation.md, "In-lease checks"): an attestor challenges each
  * leased machine at random times, within the share of the lease its offer announces, and proposes
  * a capacity fault (kind 2) when the machine fails.
@@ -145,6 +180,7 @@ export const leaseChecksOptionsSchema = z.strictObject({
 export const attestOptionsSchema = z.strictObject({
   challenge: challengeProfileSchema.prefault({}),
   memory: memoryOptionsSchema.prefault({}),
+  cc: ccOptionsSchema.prefault({}),
   /** Validity of an attestation this node signs, seconds. One day: machines are re-challenged daily. */
   attestationTtlSeconds: z
     .number()
@@ -170,6 +206,7 @@ export type AttestOptions = z.output<typeof attestOptionsSchema>;
 export type AttestorRoleOptions = z.output<typeof attestorRoleOptionsSchema>;
 export type LivenessOptions = z.output<typeof livenessOptionsSchema>;
 export type MemoryOptions = z.output<typeof memoryOptionsSchema>;
+export type CcOptions = z.output<typeof ccOptionsSchema>;
 export type LeaseChecksOptions = z.output<typeof leaseChecksOptionsSchema>;
 
 /**

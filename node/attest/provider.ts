@@ -151,9 +151,13 @@ export class ChallengeResponder {
         `The runner answered ${commitment.roots.length} units of ${commitment.rowsPerUnit} rows with ${devices.length} devices; the challenge has ${message.units} units of ${message.rowsPerUnit}.`,
       );
     }
+    if (commitment.cc !== undefined && commitment.cc.length !== message.units) {
+      await this.release(message.id);
+      throw new ChallengeRefusedError("runner_failed", `The runner gave confidential-computing evidence for ${commitment.cc.length} units; the challenge has ${message.units}.`);
+    }
     const fields = { challengeId: message.id, rowsPerUnit: commitment.rowsPerUnit, roots: [...commitment.roots], devices: [...devices] };
     const signature = await signCommit(this.options.signer, this.options.domain, fields);
-    return { v: ATTEST_PROTOCOL_VERSION, type: "commit", ...fields, signature };
+    return { v: ATTEST_PROTOCOL_VERSION, type: "commit", ...fields, signature, ...(commitment.cc ? { cc: [...commitment.cc] } : {}) };
   }
 
   /** Opens the rows the attestor picked. The answer is released afterwards (one open per challenge). */

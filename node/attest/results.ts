@@ -4,6 +4,7 @@
  * `keepPerMachine` are pruned as new ones arrive, except passes whose attestation has not expired
  * (the attestor must be able to answer a dispute of them).
  */
+import type { CcVerifiedUnit } from "./cc-policy.js";
 import type { Address, Hex } from "viem";
 import type { SignedAttestation } from "../../common/attest/attestation.js";
 import type { CommitFraudProof } from "../../common/attest/commit.js";
@@ -39,6 +40,8 @@ export type ChallengeRecord = {
   evidence?: CommitFraudProof;
   /** For a pass: the provider's signed commit, which answers a dispute of the attestation (node/attest/disputes.ts). */
   commit?: PassCommit;
+  /** For a pass with confidential-computing evidence: the GPUs it established, per unit (cc-policy.ts). */
+  cc?: CcVerifiedUnit[];
 };
 
 const pad = (value: number, width: number) => value.toString().padStart(width, "0");

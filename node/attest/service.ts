@@ -10,6 +10,7 @@
  * daemon.attach(attestor);
  * const record = await attestor.challenge(7);   // challenge machine 7 now
  */
+import { loadCcPolicy } from "./cc-policy.js";
 import type { Address, LocalAccount } from "viem";
 import { getAddress } from "viem";
 import { attestorStakingAbi, providerRegistryAbi } from "../../common/abi.js";
@@ -115,6 +116,8 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       stops.push(() => pool.close());
       recompute = pool.recompute;
     }
+    const cc = await loadCcPolicy(config.attest.cc);
+    if (cc) logger.info("Confidential-computing evidence verified", { roots: cc.roots.length, required: cc.required, boards: cc.boards?.size ?? 0 });
     const attestor = new Attestor({
       account,
       domain: daemon.domain,
@@ -123,6 +126,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       recompute,
       now,
       logger,
+      ...(cc ? { cc } : {}),
     });
     const results = new ChallengeResults(daemon.store, config.attest.attestor.keepResultsPerMachine, now);
     let leaseChecks: InLeaseChecker | undefined;

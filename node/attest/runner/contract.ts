@@ -5,7 +5,7 @@
  *
  *   runner → node   {"type":"hello","protocol":"suanli-attest-runner/2","name":"…"}          (first line)
  *   node → runner   {"type":"challenge","id":"0x…","rowsPerUnit":R,"cols":C,"rounds":N,"units":[{"seed":"0x…","leafKey":"0x…"},…]}
- *   runner → node   {"type":"commit","id":"0x…","rowsPerUnit":R,"units":[{"root":"0x…","device":"GPU-…"},…],"computeMs":1234.5}
+ *   runner → node   {"type":"commit","id":"0x…","rowsPerUnit":R,"units":[{"root":"0x…","device":"GPU-…","cc":{…}},…],"computeMs":1234.5}
  *   node → runner   {"type":"open","id":"0x…","picks":[{"unit":u,"index":i},…]}
  *   runner → node   {"type":"rows","id":"0x…","rows":[{"unit":u,"index":i,"data":"0x…","proof":["0x…",…]},…]}
  *   node → runner   {"type":"release","id":"0x…"}                                            (no answer)
@@ -17,6 +17,7 @@
  */
 import { z } from "zod";
 import { bytes32Schema } from "../../../common/schemas.js";
+import { gpuEvidenceSchema } from "../../../common/attest/cc.js";
 import { openResponseMessageSchema } from "../../../common/attest/messages.js";
 import { MAX_ROWS, MAX_UNITS } from "../../../common/attest/params.js";
 import { RUNNER_PROTOCOL } from "./contract-version.js";
@@ -37,9 +38,13 @@ export const runnerCommitSchema = z.object({
   type: z.literal("commit"),
   id: bytes32Schema,
   rowsPerUnit: z.number().int().min(1).max(MAX_ROWS),
-  /** One entry per unit, in unit order: its root and the UUID of the GPU that computed it (nvidia-smi -L's "GPU-…"; absent for none). */
+  /**
+   * One entry per unit, in unit order: its root, the UUID of the GPU that computed it (nvidia-smi
+   * -L's "GPU-…"; absent for none) and, from a GPU in confidential-computing mode, its signed
+   * measurements for a request whose nonce is the challenge id (`cc`; common/attest/cc.ts).
+   */
   units: z
-    .array(z.object({ root: bytes32Schema, device: z.string().min(1).max(128).optional() }))
+    .array(z.object({ root: bytes32Schema, device: z.string().min(1).max(128).optional(), cc: gpuEvidenceSchema.optional() }))
     .min(1)
     .max(MAX_UNITS),
   computeMs: z.number().nonnegative().optional(),

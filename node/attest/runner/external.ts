@@ -6,6 +6,7 @@
  * they leave the node, so a broken runner shows up in the provider's logs, not as a failed
  * attestation.
  */
+import type { GpuEvidence } from "../../../common/attest/cc.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { hexToBytes, type Hex } from "viem";
@@ -259,16 +260,21 @@ export class ExternalRunner implements Runner {
       const named = line.units.filter((unit) => unit.device !== undefined).length;
       if (named !== 0 && named !== line.units.length) throw new RunnerError("The runner program named a device for some units and not for others: name one per unit, or none.");
       const devices = named ? line.units.map((unit) => unit.device!) : undefined;
+      const evidenced = line.units.filter((unit) => unit.cc !== undefined).length;
+      if (evidenced !== 0 && evidenced !== line.units.length)
+        throw new RunnerError("The runner program gave CC evidence for some units and not for others: give it for every unit, or none.");
+      const cc = evidenced ? line.units.map((unit) => unit.cc!) : undefined;
       return this.commitment(
         challenge,
         line.units.map((unit) => unit.root),
         line.computeMs ?? performance.now() - started,
         devices,
+        cc,
       );
     });
   }
 
-  private commitment(challenge: RunnerChallenge, roots: readonly Hex[], computeMs: number, devices?: readonly string[]): RunnerCommitment {
+  private commitment(challenge: RunnerChallenge, roots: readonly Hex[], computeMs: number, devices?: readonly string[], cc?: readonly GpuEvidence[]): RunnerCommitment {
     let released = false;
     const id = challenge.id.toLowerCase();
     return {
@@ -276,6 +282,7 @@ export class ExternalRunner implements Runner {
       rowsPerUnit: challenge.rowsPerUnit,
       computeMs,
       ...(devices?.length ? { devices } : {}),
+      ...(cc?.length ? { cc } : {}),
       openRows: (picks, options = {}) =>
         this.exclusive(async () => {
           if (released || this.current !== id || !this.process?.alive)

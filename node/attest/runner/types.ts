@@ -3,6 +3,7 @@
  * (worker threads, runs anywhere) and the external runner (a program speaking the stdin/stdout
  * contract of docs/attestation.md, e.g. a CUDA one). The provider's ChallengeResponder drives it.
  */
+import type { GpuEvidence } from "../../../common/attest/cc.js";
 import type { Hex } from "viem";
 import { SuanliError } from "../../../common/errors.js";
 import type { OpenedRowMessage } from "../../../common/attest/messages.js";
@@ -38,6 +39,12 @@ export interface RunnerCommitment {
    * attestor fails two units naming one GPU); absent for the CPU runner.
    */
   readonly devices?: readonly string[];
+  /**
+   * Confidential-computing evidence per unit, in unit order, from GPUs in CC mode: each GPU's
+   * signed SPDM measurements for a request whose nonce is the challenge id (common/attest/cc.ts).
+   * Absent when the GPUs offer none (the CPU runner, GPUs not in CC mode).
+   */
+  readonly cc?: readonly GpuEvidence[];
   /** The rows at `picks` with their Merkle proofs, in the order asked. */
   openRows(picks: readonly RowPick[], options?: { signal?: AbortSignal }): Promise<OpenedRowMessage[]>;
   /** Frees what the runner keeps for this answer. Idempotent. */

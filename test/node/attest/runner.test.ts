@@ -253,6 +253,24 @@ describe("attest runners", function () {
       } finally {
         await v1.close();
       }
+      // Confidential-computing evidence: passed on for every unit, or refused when only some units carry it.
+      const cc = faulty("cc");
+      try {
+        const twoUnits = challenge(4, 64, 2, 1, 2);
+        const commitment = await cc.computeCommit(twoUnits);
+        assert.deepEqual(
+          commitment.cc?.map((evidence) => evidence.request.slice(10, 74)),
+          [twoUnits.id.slice(2).toLowerCase(), twoUnits.id.slice(2).toLowerCase()],
+        );
+      } finally {
+        await cc.close();
+      }
+      const partial = faulty("cc-partial");
+      try {
+        await assert.rejects(partial.computeCommit(challenge(4, 64, 2, 1, 2)), /CC evidence for some units and not for others/);
+      } finally {
+        await partial.close();
+      }
       // No hello within the start timeout.
       const silent = faulty("silent", { startTimeoutMs: 300 });
       try {

@@ -1,0 +1,157 @@
+/**
+ * Issue 24: confidential-computing evidence in the live protocol. An attestor that pins a device
+ * root and requires evidence (`attest.cc`) challenges providers over libp2p on the devnet. Each
+ * provider's runner is the CPU reference runner plus, per unit, the signed measurements of a
+ * simulated CC-mode GPU for the challenge's nonce (test/support/cc-sim.ts: no CC GPU is available
+ * here; the verifier's checks against a real H100 report are test/node/attest/cc-nvidia.test.ts's).
+ *
+ * - two distinct GH100s for a 2 × H100 claim pass, and the attestor records which GPUs they were;
+ * - one GPU presented for both units, no evidence at all, NVIDIA's recorded H100 report replayed
+ *   for a new challenge, GH100 evidence for an A100 claim: each fails `cc_evidence`, with no attestation;
+ * - one GPU presented by two machine ids: the second machine fails (a GPU time-shared between machines).
+ */
+import { multiaddr } from "@multiformats/multiaddr";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { GpuEvidence } from "../../common/attest/cc.js";
+import { devnetAccount } from "../../common/devnet.js";
+import type { ProviderMachine } from "../../node/attest/provider.js";
+import { CpuRunner } from "../../node/attest/runner/cpu.js";
+import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
+import { addrOf, challengeVerdict, machineOffer, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
+import { makeSimDevices, simEvidence, type SimDevice } from "../support/cc-sim.js";
+import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
+import { waitFor } from "../support/wait.js";
+
+const H100x2 = { model: "H100-80GB-SXM", units: 2, vramMiB: 81_559 };
+const recorded = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "fixtures/cc/nvidia-hopper");
+
+/** The CPU runner's answers, with per-unit CC evidence from `evidence(challengeId, unit)`. */
+class CcRunner implements Runner {
+  readonly name = "cc-sim";
+  constructor(
+    private readonly cpu: Runner,
+    private readonly evidence: (challengeId: `0x${string}`, unit: number) => GpuEvidence,
+  ) {}
+  async computeCommit(challenge: RunnerChallenge, options?: { signal?: AbortSignal }): Promise<RunnerCommitment> {
+    return { ...(await this.cpu.computeCommit(challenge, options)), cc: challenge.units.map((_, unit) => this.evidence(challenge.id, unit)) };
+  }
+  async close(): Promise<void> {}
+}
+
+describe("confidential-computing evidence over libp2p (issue 24)", function () {
+  this.timeout(240_000);
+  let devnet: Devnet;
+  let cpu: CpuRunner;
+  let sim: ReturnType<typeof makeSimDevices>;
+  const nodes: TestDaemon[] = [];
+  before(async () => {
+    sim = makeSimDevices(4);
+    devnet = await startDevnet({ attestors: [devnetAccount(7).address] });
+    cpu = new CpuRunner({ workers: 1 });
+  });
+  after(async () => {
+    for (const node of nodes.reverse()) await node.close().catch(() => undefined);
+    await cpu?.close();
+    await devnet?.close();
+    sim?.close();
+  });
+
+  /** A provider daemon (devnet account `index`) with one registered machine and its offer published. */
+  const start = async (index: number, runner: Runner, machine = H100x2) => {
+    const machines: ProviderMachine[] = [];
+    const received: number[] = [];
+    const provider = await startProviderDaemon(devnet, index, { runner, machines: () => machines, onAttestation: (machineId) => void received.push(machineId) });
+    nodes.push(provider.daemon);
+    const [machineId] = await registerProvider(devnet, await devnet.wallet(index), {
+      peerId: provider.daemon.p2p.host.peerId.toString(),
+      stake: 100_000_000n,
+      machines: [machine],
+    });
+    machines.push({ machineId: machineId!, ...machine });
+    await provider.daemon.offers.publisher!.set(machineOffer(machines[0]!));
+    return { provider, machineId: machineId!, received };
+  };
+  const devicesRunner = (devices: readonly SimDevice[]) => new CcRunner(cpu, (id, unit) => simEvidence(devices[unit]!, id));
+
+  it("passes distinct GH100s for a 2 × H100 claim and refuses one GPU twice, no evidence, a replayed real report, and an A100 claim", async () => {
+    const nvidiaReport = readFileSync(path.join(recorded, "report.hex"), "utf8").trim();
+    const replayed: GpuEvidence = {
+      request: `0x${nvidiaReport.slice(0, 74)}`,
+      response: `0x${nvidiaReport.slice(74)}`,
+      certificates: readFileSync(path.join(recorded, "cert-chain.pem"), "utf8").match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g)!,
+    };
+    const honest = await start(1, devicesRunner([sim.devices[0]!, sim.devices[1]!]));
+    const twice = await start(2, devicesRunner([sim.devices[2]!, sim.devices[2]!]));
+    const none = await start(3, cpu);
+    const replay = await start(4, new CcRunner(cpu, () => replayed));
+    const a100 = await start(5, devicesRunner([sim.devices[3]!]), { model: "A100-80GB", units: 1, vramMiB: 81_920 });
+    const providers = [honest, twice, none, replay, a100];
+    const { daemon, attestor } = await startAttestorDaemon(devnet, 7, {
+      p2p: { bootstrap: providers.map(({ provider }) => addrOf(provider.daemon)) },
+      attest: {
+        liveness: { enabled: false },
+        attestor: { scheduleIntervalMs: 3_600_000 },
+        // The simulated root, and NVIDIA's: the replayed report's chain is genuine.
+        cc: { required: true, rootFiles: [sim.rootFile, path.join(recorded, "device-root.pem")] },
+      },
+    });
+    nodes.push(daemon);
+    for (const { machineId } of providers) {
+      await waitFor(`machine ${machineId}'s offer in the attestor's book`, () => daemon.offers.book.byMachine(machineId).length > 0, { timeoutMs: 30_000 });
+    }
+
+    const pass = await challengeVerdict(attestor, honest.machineId);
+    assert.equal(pass.outcome, "pass", `${pass.reason}: ${pass.detail}`);
+    assert.deepEqual(
+      pass.cc?.map((unit) => [unit.chip, unit.deviceId, unit.board]),
+      [
+        ["GH100", sim.devices[0]!.deviceId, "1010-0200-882"],
+        ["GH100", sim.devices[1]!.deviceId, "1010-0200-882"],
+      ],
+    );
+    await waitFor("the attestation at the honest provider", () => honest.received.includes(honest.machineId), { timeoutMs: 30_000 });
+
+    const expectations: [typeof honest, RegExp][] = [
+      [twice, new RegExp(`two units present the same GPU GH100:${sim.devices[2]!.deviceId}`)],
+      [none, /requires confidential-computing evidence for each of the 2 units/],
+      [replay, /^unit 0: wrong_nonce: /],
+      [a100, /^unit 0: not_cc_capable: A100-80GB has no confidential-computing evidence/],
+    ];
+    for (const [provider, detail] of expectations) {
+      const fail = await challengeVerdict(attestor, provider.machineId);
+      assert.deepEqual([fail.outcome, fail.reason], ["fail", "cc_evidence"], fail.detail ?? "");
+      assert.match(fail.detail ?? "", detail);
+      assert.equal(fail.attestation, null);
+      assert.deepEqual(provider.received, []);
+    }
+    // The next test starts its own attestor (same key): this one may not challenge its machines.
+    nodes.splice(nodes.indexOf(daemon), 1);
+    await daemon.close();
+  });
+
+  it("refuses a GPU that another machine presented: one GPU is not time-shared between machine ids", async () => {
+    const shared = sim.devices[0]!;
+    // Devices 0 and 1 passed for the first test's honest machine; a new machine reuses device 0.
+    const second = await start(6, devicesRunner([shared, sim.devices[3]!]));
+    const { daemon, attestor } = await startAttestorDaemon(devnet, 7, {
+      p2p: { bootstrap: [addrOf(second.provider.daemon)] },
+      attest: { liveness: { enabled: false }, attestor: { scheduleIntervalMs: 3_600_000 }, cc: { required: true, rootFiles: [sim.rootFile] } },
+    });
+    nodes.push(daemon);
+    await waitFor("the offer in the attestor's book", () => daemon.offers.book.byMachine(second.machineId).length > 0, { timeoutMs: 30_000 });
+    // A fresh attestor has seen no GPU yet: the machine passes, and the GPU is now its.
+    const first = await challengeVerdict(attestor, second.machineId);
+    assert.equal(first.outcome, "pass", `${first.reason}: ${first.detail}`);
+    // A third machine (another provider) presents the same GPU within the window.
+    const third = await start(8, devicesRunner([sim.devices[1]!, shared]));
+    await daemon.p2p.host.dial(multiaddr(addrOf(third.provider.daemon)));
+    await waitFor("the third machine's offer", () => daemon.offers.book.byMachine(third.machineId).length > 0, { timeoutMs: 30_000 });
+    const fail = await challengeVerdict(attestor, third.machineId);
+    assert.deepEqual([fail.outcome, fail.reason], ["fail", "cc_evidence"], fail.detail ?? "");
+    assert.match(fail.detail ?? "", new RegExp(`GPU GH100:${shared.deviceId} answered a challenge of machine 0x[0-9a-f]{40}/${second.machineId} \\d+ s ago`));
+    assert.deepEqual(third.received, []);
+  });
+});
