@@ -16,6 +16,8 @@
  * fixture whose throw-away chain lets each check be broken on purpose (test/node/fixtures/cc/README.md).
  * Node only (node:crypto parses and verifies X.509).
  */
+import { AsnConvert } from "@peculiar/asn1-schema";
+import { BasicConstraints, Certificate, id_ce_basicConstraints } from "@peculiar/asn1-x509";
 import { X509Certificate, createHash, verify as verifySignature } from "node:crypto";
 import { bytesToHex, hexToBytes, type Hex } from "viem";
 import { z } from "zod";
@@ -102,9 +104,39 @@ function parseResponse(bytes: Uint8Array): ParsedResponse | string {
 
 export type ChainFailure = { ok: false; reason: "malformed" | "bad_chain" | "untrusted_root" | "expired_certificate"; detail: string };
 
+/** A certificate's basicConstraints: whether it is a CA and how many CAs may follow it. Throws on DER that does not parse. */
+function basicConstraints(certificate: X509Certificate): { ca: boolean; pathLength?: number } {
+  const extension = AsnConvert.parse(certificate.raw, Certificate).tbsCertificate.extensions?.find((candidate) => candidate.extnID === id_ce_basicConstraints);
+  if (!extension) return { ca: false };
+  const constraints = AsnConvert.parse(extension.extnValue, BasicConstraints);
+  return { ca: constraints.cA, ...(constraints.pathLenConstraint === undefined ? {} : { pathLength: constraints.pathLenConstraint }) };
+}
+
+/**
+ * The X.509 path rules OpenSSL's verification (NVIDIA's verifier) applies beyond signatures: every
+ * issuer is a CA (basicConstraints cA; checkIssued already refuses an issuer whose keyUsage lacks
+ * keyCertSign), and no issuer has more CAs below it than its pathLenConstraint allows.
+ * `issuers[k]` issued the certificate below it; k CAs stand between it and the leaf.
+ */
+function pathRuleFailure(issuers: readonly X509Certificate[]): ChainFailure | undefined {
+  for (const [below, issuer] of issuers.entries()) {
+    let constraints: { ca: boolean; pathLength?: number };
+    try {
+      constraints = basicConstraints(issuer);
+    } catch (error) {
+      return { ok: false, reason: "malformed", detail: `${issuer.subject}: basicConstraints do not parse: ${(error as Error).message}` };
+    }
+    if (!constraints.ca) return { ok: false, reason: "bad_chain", detail: `${issuer.subject} issues a certificate but is not a CA (basicConstraints)` };
+    if (constraints.pathLength !== undefined && below > constraints.pathLength)
+      return { ok: false, reason: "bad_chain", detail: `${issuer.subject} allows ${constraints.pathLength} CA certificates below it, the chain has ${below}` };
+  }
+  return undefined;
+}
+
 /**
  * Parses a certificate chain (PEM or DER, leaf first) and checks it: every certificate valid at
- * `now`, each signed by the next, the last one a pinned root or signed by one. Shared by the device
+ * `now`, each signed by the next, the last one a pinned root or signed by one, every issuer a CA
+ * within its path length. Shared by the device
  * evidence and the reference manifests (cc-rim.ts), which NVIDIA signs under another root.
  */
 export function parseAndVerifyChain(certificates: readonly (string | Uint8Array)[], rootPems: readonly string[], now: Date): { ok: true; chain: X509Certificate[] } | ChainFailure {
@@ -127,8 +159,11 @@ export function parseAndVerifyChain(certificates: readonly (string | Uint8Array)
     }
   }
   const top = chain[chain.length - 1]!;
-  const anchored = roots.some((root) => root.fingerprint256 === top.fingerprint256 || (top.checkIssued(root) && top.verify(root.publicKey)));
-  if (!anchored) return { ok: false, reason: "untrusted_root", detail: `${top.issuer} is not a pinned root` };
+  const anchor = roots.find((root) => root.fingerprint256 === top.fingerprint256 || (top.checkIssued(root) && top.verify(root.publicKey)));
+  if (!anchor) return { ok: false, reason: "untrusted_root", detail: `${top.issuer} is not a pinned root` };
+  const issuers = anchor.fingerprint256 === top.fingerprint256 ? chain.slice(1) : [...chain.slice(1), anchor];
+  const broken = pathRuleFailure(issuers);
+  if (broken) return broken;
   return { ok: true, chain };
 }
 

@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Hex } from "viem";
-import { verifyGpuEvidence, type GpuEvidence } from "../../../node/attest/cc-evidence.js";
+import { parseAndVerifyChain, verifyGpuEvidence, type GpuEvidence } from "../../../node/attest/cc-evidence.js";
 
 const dir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/cc");
 const fixture = JSON.parse(readFileSync(path.join(dir, "evidence.json"), "utf8")) as { nonce: Hex; evidence: GpuEvidence; reference: Record<string, Hex> };
@@ -59,5 +59,28 @@ describe("confidential-computing evidence (constructed SPDM fixture)", () => {
     assert.equal(reason({ ...fixture.evidence, response: "0x1160" }), "malformed");
     assert.equal(reason({ ...fixture.evidence, request: "0x11e000ff" }), "malformed");
     assert.equal(reason({ request: 1 }), "malformed");
+  });
+
+  it("applies the X.509 path rules NVIDIA's verifier (OpenSSL) does: every issuer a CA, within its path length", () => {
+    // Throw-away chains, each signature valid (test/node/fixtures/cc/constraints/make-chains.sh).
+    const pem = (name: string) => readFileSync(path.join(dir, "constraints", `${name}.pem`), "utf8");
+    const at = new Date(Date.parse(new X509Certificate(pem("root")).validFrom) + 86_400_000);
+    const check = (chain: string[], root: string) => {
+      const verdict = parseAndVerifyChain(chain, [pem(root)], at);
+      return verdict.ok ? "ok" : `${verdict.reason}: ${verdict.detail}`;
+    };
+    assert.equal(check([pem("ica-leaf"), pem("ica")], "root"), "ok");
+    assert.equal(check([pem("ica-leaf"), pem("ica"), pem("root")], "root"), "ok");
+    // An end entity (CA:FALSE) signing a certificate, as a holder of any one device key could.
+    assert.equal(
+      check([pem("notca-leaf"), pem("notca")], "root"),
+      "bad_chain: CN=Constraints Fixture Not A CA (not NVIDIA) issues a certificate but is not a CA (basicConstraints)",
+    );
+    // A root limited to end entities (pathlen 0) above an intermediate, pinned or in the chain.
+    const tooDeep = "bad_chain: CN=Constraints Fixture Root pathlen 0 (not NVIDIA) allows 0 CA certificates below it, the chain has 1";
+    assert.equal(check([pem("ica-pl0-leaf"), pem("ica-pl0")], "root-pl0"), tooDeep);
+    assert.equal(check([pem("ica-pl0-leaf"), pem("ica-pl0"), pem("root-pl0")], "root-pl0"), tooDeep);
+    // The intermediate itself is within the root's limit.
+    assert.equal(check([pem("ica-pl0")], "root-pl0"), "ok");
   });
 });
