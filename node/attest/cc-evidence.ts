@@ -71,6 +71,8 @@ function parseResponse(bytes: Uint8Array): ParsedResponse | string {
   if (bytes[0] !== SPDM_VERSION_11) return `response SPDM version 0x${bytes[0]!.toString(16)}, expected 0x11`;
   if (bytes[1] !== MEASUREMENTS) return `response code 0x${bytes[1]!.toString(16)}, expected MEASUREMENTS (0x60)`;
   const blockCount = bytes[4]!;
+  // NVIDIA's verifier refuses a report without blocks: nothing in it would describe the firmware.
+  if (blockCount === 0) return "the response carries no measurement block";
   const recordLength = bytes[5]! | (bytes[6]! << 8) | (bytes[7]! << 16);
   let at = 8;
   const recordEnd = at + recordLength;
@@ -87,6 +89,8 @@ function parseResponse(bytes: Uint8Array): ParsedResponse | string {
     const valueType = bytes[at];
     const valueSize = bytes[at + 1]! | (bytes[at + 2]! << 8);
     if (valueSize !== size - 3) return `measurement block ${index}: value size ${valueSize} does not fit its block of ${size}`;
+    // One value per index: with two, a check reading the first and one reading the last would disagree.
+    if (measurements.some((measurement) => measurement.index === index)) return `measurement block ${index} appears twice`;
     measurements.push({ index: index!, valueType: valueType!, value: bytesToHex(bytes.subarray(at + 3, at + size)) });
     at += size;
   }

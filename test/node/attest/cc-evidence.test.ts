@@ -57,6 +57,15 @@ describe("confidential-computing evidence (constructed SPDM fixture)", () => {
     assert.equal(reason({ ...fixture.evidence, certificates: [fixture.evidence.certificates[1], fixture.evidence.certificates[1]] }), "bad_chain");
     assert.equal(reason(fixture.evidence, { now: new Date(Date.parse("2100-01-01")) }), "expired_certificate");
     assert.equal(reason({ ...fixture.evidence, response: "0x1160" }), "malformed");
+    // Well-formed responses (signature bytes aside) with no block, and with block 1 twice: refused as such.
+    const detail = (response: string) => {
+      const verdict = verifyGpuEvidence({ ...fixture.evidence, response }, options);
+      return verdict.ok ? "ok" : `${verdict.reason}: ${verdict.detail}`;
+    };
+    const tail = `${"00".repeat(32)}0000${"00".repeat(96)}`;
+    assert.equal(detail(`0x11600000${"00"}000000${tail}`), "malformed: the response carries no measurement block");
+    const block = `0101${"3300"}01${"3000"}${"ab".repeat(48)}`;
+    assert.equal(detail(`0x11600000${"02"}${"6e0000"}${block}${block}${tail}`), "malformed: measurement block 1 appears twice");
     assert.equal(reason({ ...fixture.evidence, request: "0x11e000ff" }), "malformed");
     assert.equal(reason({ request: 1 }), "malformed");
   });
