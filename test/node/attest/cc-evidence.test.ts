@@ -85,6 +85,11 @@ describe("confidential-computing evidence (constructed SPDM fixture)", () => {
       check([pem("notca-leaf"), pem("notca")], "root"),
       "bad_chain: CN=Constraints Fixture Not A CA (not NVIDIA) issues a certificate but is not a CA (basicConstraints)",
     );
+    // A CA whose key usage does not include certificate signing (node's checkIssued refuses it).
+    assert.equal(
+      check([pem("kuca-leaf"), pem("kuca")], "root"),
+      "bad_chain: CN=Constraints Fixture Leaf Under No keyCertSign (not NVIDIA) is not signed by CN=Constraints Fixture CA Without keyCertSign (not NVIDIA)",
+    );
     // A root limited to end entities (pathlen 0) above an intermediate, pinned or in the chain.
     const tooDeep = "bad_chain: CN=Constraints Fixture Root pathlen 0 (not NVIDIA) allows 0 CA certificates below it, the chain has 1";
     assert.equal(check([pem("ica-pl0-leaf"), pem("ica-pl0")], "root-pl0"), tooDeep);
