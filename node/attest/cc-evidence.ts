@@ -154,7 +154,8 @@ export function parseAndVerifyChain(certificates: readonly (string | Uint8Array)
   }
   if (chain.length === 0) return { ok: false, reason: "malformed", detail: "no certificate" };
   for (const cert of chain) {
-    if (now < new Date(cert.validFrom) || now > new Date(cert.validTo))
+    // Fails closed: a date that does not read (NaN) is outside every window.
+    if (!(now.getTime() >= Date.parse(cert.validFrom) && now.getTime() <= Date.parse(cert.validTo)))
       return { ok: false, reason: "expired_certificate", detail: `${cert.subject} is valid ${cert.validFrom} to ${cert.validTo}` };
   }
   for (let i = 0; i + 1 < chain.length; i++) {

@@ -192,7 +192,8 @@ export type RimMismatch = { block: number; reason: "missing" | "mismatch" | "con
 /**
  * The report's measurement blocks against the active measurements of the given RIMs (a VBIOS RIM
  * and a driver RIM together cover a GPU). RIM index i is SPDM block i + 1. Two RIMs may not both
- * claim the same index. Returns every mismatch; empty means the firmware is the reference.
+ * claim the same index. Returns every mismatch; empty means every block the given RIMs define
+ * matches, so a caller must give both of a GPU's RIMs (no RIM given, nothing compared).
  */
 export function compareWithRims(blocks: readonly MeasurementBlock[], rims: readonly Rim[]): RimMismatch[] {
   const golden = new Map<number, { alternatives: Hex[]; from: string }>();
