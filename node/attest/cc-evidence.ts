@@ -179,8 +179,10 @@ export function verifyGpuEvidence(input: unknown, options: VerifyGpuEvidenceOpti
   const evidence = parsed.data;
   const request = hexToBytes(evidence.request as Hex);
   const response = hexToBytes(evidence.response as Hex);
-  if (request.length !== 4 + NONCE_BYTES + 1 || request[0] !== SPDM_VERSION_11 || request[1] !== GET_MEASUREMENTS || (request[2]! & 0x01) !== 1) {
-    return { ok: false, reason: "malformed", detail: "the request is not an SPDM 1.1 GET_MEASUREMENTS asking for a signature" };
+  // Param1 0x01: a signature, no other attribute; Param2 0xFF: every measurement block (NVIDIA's
+  // verifier sends exactly this). A request for one block would yield an `ok` covering that block only.
+  if (request.length !== 4 + NONCE_BYTES + 1 || request[0] !== SPDM_VERSION_11 || request[1] !== GET_MEASUREMENTS || request[2] !== 0x01 || request[3] !== 0xff) {
+    return { ok: false, reason: "malformed", detail: "the request is not an SPDM 1.1 GET_MEASUREMENTS for all measurements with a signature (11 e0 01 ff, nonce, slot)" };
   }
   const body = parseResponse(response);
   if (typeof body === "string") return { ok: false, reason: "malformed", detail: body };

@@ -81,6 +81,9 @@ describe("confidential-computing evidence recorded from an NVIDIA H100 (GH100)",
     assert.equal(reason(evidence, { nonce: `0x${"00".repeat(32)}` }), "wrong_nonce");
     // The request rewritten to carry another challenge: the GPU's signature covers the request.
     assert.equal(reason({ ...evidence, request: `0x11e001ff${"00".repeat(32)}00` }, { nonce: `0x${"00".repeat(32)}` }), "bad_signature");
+    // A request for one block (Param2 0x01) or with another attribute bit (Param1 0x03) is not the exchange the verifier reads.
+    assert.equal(reason({ ...evidence, request: `0x11e00101${evidence.request.slice(10)}` }), "malformed");
+    assert.equal(reason({ ...evidence, request: `0x11e003ff${evidence.request.slice(10)}` }), "malformed");
   });
 
   it("refuses an edited report: a measurement, the driver version in the opaque data, the signature", () => {
