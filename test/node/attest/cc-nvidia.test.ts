@@ -114,6 +114,7 @@ describe("confidential-computing evidence recorded from an NVIDIA H100 (GH100)",
     assert.equal(reason(evidence, { claimedClass: "H200-141GB" }), "ok");
     assert.equal(reason(evidence, { claimedClass: "A100-80GB" }), "not_cc_capable");
     assert.equal(reason(evidence, { claimedClass: "RTX-4090" }), "not_cc_capable");
+    assert.equal(reason(evidence, { claimedClass: "constructor" }), "not_cc_capable");
     const boards = new Map([["1010-0200-882", "H100-80GB-PCIE"]]);
     assert.equal(reason(evidence, { claimedClass: "H100-80GB-PCIE", boards }), "ok");
     assert.equal(reason(evidence, { claimedClass: "H200-141GB", boards }), "board_mismatch");
