@@ -132,6 +132,8 @@ describe("confidential-computing evidence recorded from an NVIDIA H100 (GH100)",
     assert.equal(checkFwid(device, firmware), undefined);
     assert.match(checkFwid({ ...device, fwid: `0x${"11".repeat(48)}` }, firmware) ?? "", /is not the attestation certificate's/);
     assert.match(checkFwid({ chip: device.chip, deviceId: device.deviceId }, firmware) ?? "", /\(none\)/);
+    // A report without an FWID field (older firmware) is not compared, as in NVIDIA's verifier.
+    assert.equal(checkFwid({ ...device, fwid: `0x${"11".repeat(48)}` }, { ...firmware, fwid: undefined }), undefined);
     assert.equal(repeatedDevice([device, { ...device, deviceId: "0000000000000001" }]), undefined);
     // The same recorded report offered for two units of one machine: one GPU, counted once.
     assert.equal(repeatedDevice([device, { ...device }]), "GH100:48B02D92494BADF4");
