@@ -16,6 +16,8 @@
  * fixture whose throw-away chain lets each check be broken on purpose (test/node/fixtures/cc/README.md).
  * Node only (node:crypto parses and verifies X.509).
  */
+import { AsnConvert } from "@peculiar/asn1-schema";
+import { BasicConstraints, Certificate, id_ce_basicConstraints } from "@peculiar/asn1-x509";
 import { X509Certificate, createHash, verify as verifySignature } from "node:crypto";
 import { bytesToHex, hexToBytes, type Hex } from "viem";
 import { gpuEvidenceSchema, type GpuEvidence } from "../../common/attest/cc.js";
@@ -55,6 +57,8 @@ function parseResponse(bytes: Uint8Array): ParsedResponse | string {
   if (bytes[0] !== SPDM_VERSION_11) return `response SPDM version 0x${bytes[0]!.toString(16)}, expected 0x11`;
   if (bytes[1] !== MEASUREMENTS) return `response code 0x${bytes[1]!.toString(16)}, expected MEASUREMENTS (0x60)`;
   const blockCount = bytes[4]!;
+  // NVIDIA's verifier refuses a report without blocks: nothing in it would describe the firmware.
+  if (blockCount === 0) return "the response carries no measurement block";
   const recordLength = bytes[5]! | (bytes[6]! << 8) | (bytes[7]! << 16);
   let at = 8;
   const recordEnd = at + recordLength;
@@ -71,6 +75,8 @@ function parseResponse(bytes: Uint8Array): ParsedResponse | string {
     const valueType = bytes[at];
     const valueSize = bytes[at + 1]! | (bytes[at + 2]! << 8);
     if (valueSize !== size - 3) return `measurement block ${index}: value size ${valueSize} does not fit its block of ${size}`;
+    // One value per index: with two, a check reading the first and one reading the last would disagree.
+    if (measurements.some((measurement) => measurement.index === index)) return `measurement block ${index} appears twice`;
     measurements.push({ index: index!, valueType: valueType!, value: bytesToHex(bytes.subarray(at + 3, at + size)) });
     at += size;
   }
@@ -88,9 +94,39 @@ function parseResponse(bytes: Uint8Array): ParsedResponse | string {
 
 export type ChainFailure = { ok: false; reason: "malformed" | "bad_chain" | "untrusted_root" | "expired_certificate"; detail: string };
 
+/** A certificate's basicConstraints: whether it is a CA and how many CAs may follow it. Throws on DER that does not parse. */
+function basicConstraints(certificate: X509Certificate): { ca: boolean; pathLength?: number } {
+  const extension = AsnConvert.parse(certificate.raw, Certificate).tbsCertificate.extensions?.find((candidate) => candidate.extnID === id_ce_basicConstraints);
+  if (!extension) return { ca: false };
+  const constraints = AsnConvert.parse(extension.extnValue, BasicConstraints);
+  return { ca: constraints.cA, ...(constraints.pathLenConstraint === undefined ? {} : { pathLength: constraints.pathLenConstraint }) };
+}
+
+/**
+ * The X.509 path rules OpenSSL's verification (NVIDIA's verifier) applies beyond signatures: every
+ * issuer is a CA (basicConstraints cA; checkIssued already refuses an issuer whose keyUsage lacks
+ * keyCertSign), and no issuer has more CAs below it than its pathLenConstraint allows.
+ * `issuers[k]` issued the certificate below it; k CAs stand between it and the leaf.
+ */
+function pathRuleFailure(issuers: readonly X509Certificate[]): ChainFailure | undefined {
+  for (const [below, issuer] of issuers.entries()) {
+    let constraints: { ca: boolean; pathLength?: number };
+    try {
+      constraints = basicConstraints(issuer);
+    } catch (error) {
+      return { ok: false, reason: "malformed", detail: `${issuer.subject}: basicConstraints do not parse: ${(error as Error).message}` };
+    }
+    if (!constraints.ca) return { ok: false, reason: "bad_chain", detail: `${issuer.subject} issues a certificate but is not a CA (basicConstraints)` };
+    if (constraints.pathLength !== undefined && below > constraints.pathLength)
+      return { ok: false, reason: "bad_chain", detail: `${issuer.subject} allows ${constraints.pathLength} CA certificates below it, the chain has ${below}` };
+  }
+  return undefined;
+}
+
 /**
  * Parses a certificate chain (PEM or DER, leaf first) and checks it: every certificate valid at
- * `now`, each signed by the next, the last one a pinned root or signed by one. Shared by the device
+ * `now`, each signed by the next, the last one a pinned root or signed by one, every issuer a CA
+ * within its path length. Shared by the device
  * evidence and the reference manifests (cc-rim.ts), which NVIDIA signs under another root.
  */
 export function parseAndVerifyChain(certificates: readonly (string | Uint8Array)[], rootPems: readonly string[], now: Date): { ok: true; chain: X509Certificate[] } | ChainFailure {
@@ -104,7 +140,8 @@ export function parseAndVerifyChain(certificates: readonly (string | Uint8Array)
   }
   if (chain.length === 0) return { ok: false, reason: "malformed", detail: "no certificate" };
   for (const cert of chain) {
-    if (now < new Date(cert.validFrom) || now > new Date(cert.validTo))
+    // Fails closed: a date that does not read (NaN) is outside every window.
+    if (!(now.getTime() >= Date.parse(cert.validFrom) && now.getTime() <= Date.parse(cert.validTo)))
       return { ok: false, reason: "expired_certificate", detail: `${cert.subject} is valid ${cert.validFrom} to ${cert.validTo}` };
   }
   for (let i = 0; i + 1 < chain.length; i++) {
@@ -113,8 +150,11 @@ export function parseAndVerifyChain(certificates: readonly (string | Uint8Array)
     }
   }
   const top = chain[chain.length - 1]!;
-  const anchored = roots.some((root) => root.fingerprint256 === top.fingerprint256 || (top.checkIssued(root) && top.verify(root.publicKey)));
-  if (!anchored) return { ok: false, reason: "untrusted_root", detail: `${top.issuer} is not a pinned root` };
+  const anchor = roots.find((root) => root.fingerprint256 === top.fingerprint256 || (top.checkIssued(root) && top.verify(root.publicKey)));
+  if (!anchor) return { ok: false, reason: "untrusted_root", detail: `${top.issuer} is not a pinned root` };
+  const issuers = anchor.fingerprint256 === top.fingerprint256 ? chain.slice(1) : [...chain.slice(1), anchor];
+  const broken = pathRuleFailure(issuers);
+  if (broken) return broken;
   return { ok: true, chain };
 }
 
@@ -125,8 +165,10 @@ export function verifyGpuEvidence(input: unknown, options: VerifyGpuEvidenceOpti
   const evidence = parsed.data;
   const request = hexToBytes(evidence.request as Hex);
   const response = hexToBytes(evidence.response as Hex);
-  if (request.length !== 4 + NONCE_BYTES + 1 || request[0] !== SPDM_VERSION_11 || request[1] !== GET_MEASUREMENTS || (request[2]! & 0x01) !== 1) {
-    return { ok: false, reason: "malformed", detail: "the request is not an SPDM 1.1 GET_MEASUREMENTS asking for a signature" };
+  // Param1 0x01: a signature, no other attribute; Param2 0xFF: every measurement block (NVIDIA's
+  // verifier sends exactly this). A request for one block would yield an `ok` covering that block only.
+  if (request.length !== 4 + NONCE_BYTES + 1 || request[0] !== SPDM_VERSION_11 || request[1] !== GET_MEASUREMENTS || request[2] !== 0x01 || request[3] !== 0xff) {
+    return { ok: false, reason: "malformed", detail: "the request is not an SPDM 1.1 GET_MEASUREMENTS for all measurements with a signature (11 e0 01 ff, nonce, slot)" };
   }
   const body = parseResponse(response);
   if (typeof body === "string") return { ok: false, reason: "malformed", detail: body };

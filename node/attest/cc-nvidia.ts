@@ -176,7 +176,8 @@ export function checkClaimedClass(
   boards?: ReadonlyMap<string, string>,
 ): Extract<NvidiaEvidenceVerdict, { ok: false }> | undefined {
   const canonical = (canonicalGpuName(claimedClass) ?? claimedClass).split("/")[0]!;
-  const chip = CC_CHIP_BY_CLASS[canonical];
+  // Own keys only: "constructor" or "toString" is not a class with a chip.
+  const chip = Object.hasOwn(CC_CHIP_BY_CLASS, canonical) ? CC_CHIP_BY_CLASS[canonical] : undefined;
   if (!chip)
     return {
       ok: false,

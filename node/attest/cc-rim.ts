@@ -26,8 +26,18 @@ const ECDSA_SHA384_URI = "http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha384";
  * recorded RIM's digest and signature verify, and a one-character edit does not).
  */
 const C14N11_URI = "http://www.w3.org/2006/12/xml-c14n11";
+const ENVELOPED_URI = "http://www.w3.org/2000/09/xmldsig#enveloped-signature";
+/** Every algorithm NVIDIA's RIM signatures name; a signature naming any other is refused. */
+const ACCEPTED_ALGORITHMS = new Set([C14N11_URI, ECDSA_SHA384_URI, SHA384_URI, ENVELOPED_URI]);
 /** Upper bound on a RIM's size: NVIDIA's are about 20 KiB. */
 export const MAX_RIM_BYTES = 256 * 1024;
+/**
+ * Upper bounds on a RIM's shape, checked before the signature: NVIDIA's have about 85 elements,
+ * 6 deep (at most 255 measurement indices). Canonicalization's cost grows with depth × size: a
+ * 256 KiB document nested 37,000 deep took minutes of CPU in xml-crypto before it was refused.
+ */
+export const MAX_RIM_ELEMENTS = 2048;
+export const MAX_RIM_DEPTH = 32;
 
 export type RimMeasurement = { index: number; active: boolean; alternatives: Hex[] };
 export type Rim = {
@@ -66,6 +76,21 @@ class EcdsaSha384 {
   }
 }
 
+/** What is wrong with a document's shape (too many elements, too deep), or undefined. Iterative: no recursion on hostile depth. */
+function shapeProblem(document: Node): string | undefined {
+  const stack: { node: Node; depth: number }[] = [{ node: document, depth: 0 }];
+  let count = 0;
+  for (let next = stack.pop(); next; next = stack.pop()) {
+    if (next.node.nodeType === 1) {
+      count += 1;
+      if (count > MAX_RIM_ELEMENTS) return `the RIM has more than ${MAX_RIM_ELEMENTS} elements`;
+      if (next.depth > MAX_RIM_DEPTH) return `the RIM nests elements more than ${MAX_RIM_DEPTH} deep`;
+    }
+    for (let child = next.node.firstChild; child; child = child.nextSibling) stack.push({ node: child, depth: next.depth + 1 });
+  }
+  return undefined;
+}
+
 function elements(parent: { getElementsByTagNameNS(ns: string, name: string): ArrayLike<Element> }, ns: string, name: string): Element[] {
   return Array.from(parent.getElementsByTagNameNS(ns, name));
 }
@@ -89,6 +114,8 @@ export function verifyRim(xml: string, options: { roots: readonly string[]; now?
   } catch (error) {
     return { ok: false, reason: "malformed", detail: `the RIM is not well-formed XML: ${(error as Error).message}` };
   }
+  const shape = shapeProblem(document);
+  if (shape) return { ok: false, reason: "malformed", detail: shape };
   const signatures = elements(document, DSIG_NS, "Signature");
   if (signatures.length !== 1) return { ok: false, reason: "malformed", detail: `a RIM carries exactly one XML signature, this one ${signatures.length}` };
   const signature = signatures[0]!;
@@ -97,10 +124,16 @@ export function verifyRim(xml: string, options: { roots: readonly string[]; now?
   if (!chained.ok) return chained;
   const leaf = chained.chain[0]!;
 
+  // Only NVIDIA's algorithms: xml-crypto's defaults also take SHA-1 digests and RSA signatures.
+  const signedInfo = elements(signature, DSIG_NS, "SignedInfo")[0];
+  const named = signedInfo ? Array.from(signedInfo.getElementsByTagName("*")).flatMap((element) => attribute(element, "Algorithm") ?? []) : [];
+  const foreign = named.find((algorithm) => !ACCEPTED_ALGORITHMS.has(algorithm));
+  if (foreign !== undefined) return { ok: false, reason: "bad_signature", detail: `the RIM's signature uses ${foreign}; accepted: ${[...ACCEPTED_ALGORITHMS].join(", ")}` };
   const signed = new SignedXml({ publicCert: leaf.toString() });
-  signed.CanonicalizationAlgorithms[C14N11_URI] = C14nCanonicalization;
-  signed.HashAlgorithms[SHA384_URI] = Sha384;
-  signed.SignatureAlgorithms[ECDSA_SHA384_URI] = EcdsaSha384;
+  const enveloped = signed.CanonicalizationAlgorithms[ENVELOPED_URI]!;
+  signed.CanonicalizationAlgorithms = { [C14N11_URI]: C14nCanonicalization, [ENVELOPED_URI]: enveloped };
+  signed.HashAlgorithms = { [SHA384_URI]: Sha384 };
+  signed.SignatureAlgorithms = { [ECDSA_SHA384_URI]: EcdsaSha384 };
   let covered: string;
   try {
     signed.loadSignature(signature);
@@ -115,7 +148,21 @@ export function verifyRim(xml: string, options: { roots: readonly string[]; now?
   }
 
   // Everything below is read from the signed octets only.
-  const tag = new DOMParser().parseFromString(covered, "text/xml").documentElement;
+  return readRimContent(covered, leaf.subject);
+}
+
+/**
+ * Reads a RIM's SWID tag: exported for tests only; call it on nothing but the octets a verified
+ * signature covers (verifyRim). Fails closed, as NVIDIA's verifier does: a measurement is active
+ * unless it says `active="False"`, and one index given twice refuses the RIM.
+ */
+export function readRimContent(covered: string, signer: string): { ok: true; rim: Rim } | { ok: false; reason: "malformed"; detail: string } {
+  let tag: Element | null;
+  try {
+    tag = new DOMParser().parseFromString(covered, "text/xml").documentElement;
+  } catch (error) {
+    return { ok: false, reason: "malformed", detail: `the signed content does not parse: ${(error as Error).message}` };
+  }
   if (!tag || tag.localName !== "SoftwareIdentity") return { ok: false, reason: "malformed", detail: "the signed content is not a SWID SoftwareIdentity" };
   const meta = Array.from(tag.getElementsByTagName("*")).find((element) => element.localName === "Meta");
   const version = meta ? attribute(meta, "colloquialVersion") : undefined;
@@ -128,15 +175,16 @@ export function verifyRim(xml: string, options: { roots: readonly string[]; now?
     if (!Number.isInteger(index) || index < 0 || index > 254 || !Number.isInteger(count) || count < 1 || count > 16) {
       return { ok: false, reason: "malformed", detail: `measurement resource ${attribute(resource, "name") ?? "?"}: index 0..254 and 1..16 alternatives expected` };
     }
+    if (measurements.some((measurement) => measurement.index === index)) return { ok: false, reason: "malformed", detail: `measurement ${index} is given twice` };
     const alternatives: Hex[] = [];
     for (let i = 0; i < count; i++) {
       const value = attribute(resource, `Hash${i}`);
       if (!value || !/^[0-9a-fA-F]{96}$/.test(value)) return { ok: false, reason: "malformed", detail: `measurement ${index}: Hash${i} is not a SHA-384 value` };
       alternatives.push(`0x${value.toLowerCase()}`);
     }
-    measurements.push({ index, active: attribute(resource, "active")?.toLowerCase() === "true", alternatives });
+    measurements.push({ index, active: attribute(resource, "active")?.toLowerCase() !== "false", alternatives });
   }
-  return { ok: true, rim: { tagId: attribute(tag, "tagId") ?? "", product, version, measurements, signer: leaf.subject } };
+  return { ok: true, rim: { tagId: attribute(tag, "tagId") ?? "", product, version, measurements, signer } };
 }
 
 export type RimMismatch = { block: number; reason: "missing" | "mismatch" | "conflict"; detail: string };
@@ -144,7 +192,8 @@ export type RimMismatch = { block: number; reason: "missing" | "mismatch" | "con
 /**
  * The report's measurement blocks against the active measurements of the given RIMs (a VBIOS RIM
  * and a driver RIM together cover a GPU). RIM index i is SPDM block i + 1. Two RIMs may not both
- * claim the same index. Returns every mismatch; empty means the firmware is the reference.
+ * claim the same index. Returns every mismatch; empty means every block the given RIMs define
+ * matches, so a caller must give both of a GPU's RIMs (no RIM given, nothing compared).
  */
 export function compareWithRims(blocks: readonly MeasurementBlock[], rims: readonly Rim[]): RimMismatch[] {
   const golden = new Map<number, { alternatives: Hex[]; from: string }>();

@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Hex } from "viem";
-import { verifyGpuEvidence, type GpuEvidence } from "../../../node/attest/cc-evidence.js";
+import { parseAndVerifyChain, verifyGpuEvidence, type GpuEvidence } from "../../../node/attest/cc-evidence.js";
 
 const dir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/cc");
 const fixture = JSON.parse(readFileSync(path.join(dir, "evidence.json"), "utf8")) as { nonce: Hex; evidence: GpuEvidence; reference: Record<string, Hex> };
@@ -57,7 +57,44 @@ describe("confidential-computing evidence (constructed SPDM fixture)", () => {
     assert.equal(reason({ ...fixture.evidence, certificates: [fixture.evidence.certificates[1], fixture.evidence.certificates[1]] }), "bad_chain");
     assert.equal(reason(fixture.evidence, { now: new Date(Date.parse("2100-01-01")) }), "expired_certificate");
     assert.equal(reason({ ...fixture.evidence, response: "0x1160" }), "malformed");
+    // Well-formed responses (signature bytes aside) with no block, and with block 1 twice: refused as such.
+    const detail = (response: string) => {
+      const verdict = verifyGpuEvidence({ ...fixture.evidence, response }, options);
+      return verdict.ok ? "ok" : `${verdict.reason}: ${verdict.detail}`;
+    };
+    const tail = `${"00".repeat(32)}0000${"00".repeat(96)}`;
+    assert.equal(detail(`0x11600000${"00"}000000${tail}`), "malformed: the response carries no measurement block");
+    const block = `0101${"3300"}01${"3000"}${"ab".repeat(48)}`;
+    assert.equal(detail(`0x11600000${"02"}${"6e0000"}${block}${block}${tail}`), "malformed: measurement block 1 appears twice");
     assert.equal(reason({ ...fixture.evidence, request: "0x11e000ff" }), "malformed");
     assert.equal(reason({ request: 1 }), "malformed");
+  });
+
+  it("applies the X.509 path rules NVIDIA's verifier (OpenSSL) does: every issuer a CA, within its path length", () => {
+    // Throw-away chains, each signature valid (test/node/fixtures/cc/constraints/make-chains.sh).
+    const pem = (name: string) => readFileSync(path.join(dir, "constraints", `${name}.pem`), "utf8");
+    const at = new Date(Date.parse(new X509Certificate(pem("root")).validFrom) + 86_400_000);
+    const check = (chain: string[], root: string) => {
+      const verdict = parseAndVerifyChain(chain, [pem(root)], at);
+      return verdict.ok ? "ok" : `${verdict.reason}: ${verdict.detail}`;
+    };
+    assert.equal(check([pem("ica-leaf"), pem("ica")], "root"), "ok");
+    assert.equal(check([pem("ica-leaf"), pem("ica"), pem("root")], "root"), "ok");
+    // An end entity (CA:FALSE) signing a certificate, as a holder of any one device key could.
+    assert.equal(
+      check([pem("notca-leaf"), pem("notca")], "root"),
+      "bad_chain: CN=Constraints Fixture Not A CA (not NVIDIA) issues a certificate but is not a CA (basicConstraints)",
+    );
+    // A CA whose key usage does not include certificate signing (node's checkIssued refuses it).
+    assert.equal(
+      check([pem("kuca-leaf"), pem("kuca")], "root"),
+      "bad_chain: CN=Constraints Fixture Leaf Under No keyCertSign (not NVIDIA) is not signed by CN=Constraints Fixture CA Without keyCertSign (not NVIDIA)",
+    );
+    // A root limited to end entities (pathlen 0) above an intermediate, pinned or in the chain.
+    const tooDeep = "bad_chain: CN=Constraints Fixture Root pathlen 0 (not NVIDIA) allows 0 CA certificates below it, the chain has 1";
+    assert.equal(check([pem("ica-pl0-leaf"), pem("ica-pl0")], "root-pl0"), tooDeep);
+    assert.equal(check([pem("ica-pl0-leaf"), pem("ica-pl0"), pem("root-pl0")], "root-pl0"), tooDeep);
+    // The intermediate itself is within the root's limit.
+    assert.equal(check([pem("ica-pl0")], "root-pl0"), "ok");
   });
 });

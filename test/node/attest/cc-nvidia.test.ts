@@ -81,6 +81,9 @@ describe("confidential-computing evidence recorded from an NVIDIA H100 (GH100)",
     assert.equal(reason(evidence, { nonce: `0x${"00".repeat(32)}` }), "wrong_nonce");
     // The request rewritten to carry another challenge: the GPU's signature covers the request.
     assert.equal(reason({ ...evidence, request: `0x11e001ff${"00".repeat(32)}00` }, { nonce: `0x${"00".repeat(32)}` }), "bad_signature");
+    // A request for one block (Param2 0x01) or with another attribute bit (Param1 0x03) is not the exchange the verifier reads.
+    assert.equal(reason({ ...evidence, request: `0x11e00101${evidence.request.slice(10)}` }), "malformed");
+    assert.equal(reason({ ...evidence, request: `0x11e003ff${evidence.request.slice(10)}` }), "malformed");
   });
 
   it("refuses an edited report: a measurement, the driver version in the opaque data, the signature", () => {
@@ -111,6 +114,7 @@ describe("confidential-computing evidence recorded from an NVIDIA H100 (GH100)",
     assert.equal(reason(evidence, { claimedClass: "H200-141GB" }), "ok");
     assert.equal(reason(evidence, { claimedClass: "A100-80GB" }), "not_cc_capable");
     assert.equal(reason(evidence, { claimedClass: "RTX-4090" }), "not_cc_capable");
+    assert.equal(reason(evidence, { claimedClass: "constructor" }), "not_cc_capable");
     const boards = new Map([["1010-0200-882", "H100-80GB-PCIE"]]);
     assert.equal(reason(evidence, { claimedClass: "H100-80GB-PCIE", boards }), "ok");
     assert.equal(reason(evidence, { claimedClass: "H200-141GB", boards }), "board_mismatch");
@@ -128,6 +132,8 @@ describe("confidential-computing evidence recorded from an NVIDIA H100 (GH100)",
     assert.equal(checkFwid(device, firmware), undefined);
     assert.match(checkFwid({ ...device, fwid: `0x${"11".repeat(48)}` }, firmware) ?? "", /is not the attestation certificate's/);
     assert.match(checkFwid({ chip: device.chip, deviceId: device.deviceId }, firmware) ?? "", /\(none\)/);
+    // A report without an FWID field (older firmware) is not compared, as in NVIDIA's verifier.
+    assert.equal(checkFwid({ ...device, fwid: `0x${"11".repeat(48)}` }, { ...firmware, fwid: undefined }), undefined);
     assert.equal(repeatedDevice([device, { ...device, deviceId: "0000000000000001" }]), undefined);
     // The same recorded report offered for two units of one machine: one GPU, counted once.
     assert.equal(repeatedDevice([device, { ...device }]), "GH100:48B02D92494BADF4");

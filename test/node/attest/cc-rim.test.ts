@@ -9,7 +9,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Hex } from "viem";
 import { verifyNvidiaGpuEvidence } from "../../../node/attest/cc-nvidia.js";
-import { compareWithRims, MAX_RIM_BYTES, verifyRim, type Rim } from "../../../node/attest/cc-rim.js";
+import { compareWithRims, MAX_RIM_BYTES, MAX_RIM_DEPTH, MAX_RIM_ELEMENTS, readRimContent, verifyRim, type Rim } from "../../../node/attest/cc-rim.js";
 
 const recorded = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/cc/nvidia-hopper");
 const read = (file: string) => readFileSync(path.join(recorded, file), "utf8");
@@ -80,8 +80,15 @@ describe("NVIDIA reference integrity manifests (a published VBIOS RIM)", () => {
     assert.equal(vbios, "96.00.9F.00.01");
     assert.notEqual(vbios, rim.version);
     const mismatches = compareWithRims(measurements, [rim]);
-    // Nine of the twelve active values match byte for byte across two NVIDIA artefacts: the index
-    // mapping is right. The four that differ are the firmware that changed between the versions.
+    // Eight of the twelve active values match byte for byte across two NVIDIA artefacts; four of
+    // those are all zeros, the other four (blocks 4 to 7) are SHA-384 digests, which match only if
+    // the index mapping is right. The four that differ are the firmware that changed between the versions.
+    const agreeing = rim.measurements.filter((m) => m.active && m.alternatives.includes(measurements.find((b) => b.index === m.index + 1)?.value ?? "0x"));
+    assert.deepEqual(
+      agreeing.filter((m) => !/^0x0+$/.test(m.alternatives[0]!)).map((m) => m.index + 1),
+      [4, 5, 6, 7],
+    );
+    assert.equal(agreeing.length, 8);
     assert.deepEqual(
       mismatches.map((m) => [m.block, m.reason]),
       [
@@ -109,5 +116,46 @@ describe("NVIDIA reference integrity manifests (a published VBIOS RIM)", () => {
       measurements: rim.measurements.map((m) => ({ ...m, alternatives: [measurements.find((b) => b.index === m.index + 1)?.value ?? ("0x" as Hex)] })),
     };
     assert.deepEqual(compareWithRims(measurements, [matching]), []);
+  });
+
+  it("refuses a RIM shaped to exhaust the verifier (nested 4,000 deep, or thousands of elements) before checking its signature", () => {
+    // With NVIDIA's certificates copied in, a hostile document reaches the signature check; its
+    // canonicalization grew with depth × size (4,000 deep: seconds; 256 KiB: minutes of CPU).
+    const at = rimXml.indexOf("<ns0:Payload");
+    const deep = rimXml.slice(0, at) + "<a>".repeat(4000) + "</a>".repeat(4000) + rimXml.slice(at);
+    const deepVerdict = verifyRim(deep, signedEra);
+    assert.deepEqual(deepVerdict.ok ? "ok" : [deepVerdict.reason, deepVerdict.detail], ["malformed", `the RIM nests elements more than ${MAX_RIM_DEPTH} deep`]);
+    const wide = rimXml.slice(0, at) + "<a/>".repeat(MAX_RIM_ELEMENTS) + rimXml.slice(at);
+    const wideVerdict = verifyRim(wide, signedEra);
+    assert.deepEqual(wideVerdict.ok ? "ok" : [wideVerdict.reason, wideVerdict.detail], ["malformed", `the RIM has more than ${MAX_RIM_ELEMENTS} elements`]);
+  });
+
+  it("refuses a signature naming an algorithm NVIDIA does not use (xml-crypto's defaults also take RSA and SHA-1)", () => {
+    const detail = (xml: string) => {
+      const verdict = verifyRim(xml, signedEra);
+      return verdict.ok ? "ok" : `${verdict.reason}: ${verdict.detail}`;
+    };
+    const rsa = "http://www.w3.org/2001/04/xmldsig-more#rsa-sha256";
+    assert.match(detail(rimXml.replace("http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha384", rsa)), new RegExp(`^bad_signature: the RIM's signature uses ${rsa};`));
+    const sha1 = "http://www.w3.org/2000/09/xmldsig#sha1";
+    assert.match(
+      detail(rimXml.replace('DigestMethod Algorithm="http://www.w3.org/2001/04/xmldsig-more#sha384"', `DigestMethod Algorithm="${sha1}"`)),
+      new RegExp(`^bad_signature: the RIM's signature uses ${sha1};`),
+    );
+  });
+
+  it('reads the signed content failing closed: a measurement without active="False" is compared, and one index given twice refuses the RIM', () => {
+    // readRimContent is what verifyRim applies to the signed octets; edited text stands in for them here.
+    const first = '<ns0:Resource type="Measurement" index="7" active="False"';
+    assert.ok(rimXml.includes(first));
+    const unmarked = readRimContent(rimXml.replace(first, '<ns0:Resource type="Measurement" index="7"'), "test");
+    assert.ok(unmarked.ok);
+    assert.equal(unmarked.rim.measurements.find((m) => m.index === 7)?.active, true);
+    const twice = readRimContent(rimXml.replace(first, '<ns0:Resource type="Measurement" index="6" active="False"'), "test");
+    assert.deepEqual(twice.ok ? "ok" : twice.detail, "measurement 6 is given twice");
+    // The published RIM reads the same either way (its measurements all say True or False).
+    const published = readRimContent(rimXml, "test");
+    assert.ok(published.ok);
+    assert.deepEqual(published.rim, { ...verifiedRim(), signer: "test" });
   });
 });
