@@ -160,6 +160,11 @@ export class ProbeReceipts {
     const stale = new Set<string>();
     const ops: RawOp[] = [];
     for await (const [key, entry] of this.repo.entries()) {
+      // A record in the earlier layout (one value per lease and attestor, its latest 64 receipts): dropped.
+      if (!("meta" in entry) && !("kept" in entry)) {
+        ops.push(this.repo.delOp(key));
+        continue;
+      }
       const base = key.slice(0, key.lastIndexOf("/") + 1);
       if ("meta" in entry && entry.meta.updatedAtMs < cutoff) stale.add(base);
       // The meta key ("m") sorts before its receipts ("r…"): a stale record's receipts follow it.

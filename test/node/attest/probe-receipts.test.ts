@@ -15,6 +15,7 @@ import { devnetAccount } from "../../../common/devnet.js";
 import { FaultKind, suanliDomain, type Fault } from "../../../common/eip712.js";
 import { silentLogger } from "../../../node/log/logger.js";
 import { ProbeReceipts, RECEIPT_MAX_FUTURE_MS, RECEIPTS_MAX_KEPT, RECEIPTS_SPAN_MS, RECEIPTS_TTL_MS, verifyReceipt } from "../../../node/attest/probe-receipts.js";
+import { Bucket } from "../../../node/store/buckets.js";
 import { Store } from "../../../node/store/store.js";
 
 const domain = suanliDomain(31337, "0x00000000000000000000000000000000000000aa");
@@ -138,7 +139,12 @@ describe("provider: attestors' probe receipts", () => {
       [first + 4_000n, first + 5_000n, BigInt(clock)],
     );
     assert.equal((await receipts.get(LEASE, other.address))?.receipts.length, 1, "another attestor's receipts are its own");
+    // A record an earlier version wrote (one value holding the latest 64) is dropped at the next pruning.
+    const legacyKey = `${"0".repeat(76)}99/${attestor.address.toLowerCase()}`;
+    await store.repository<unknown>(Bucket.providerProbeReceipts).put(legacyKey, { leaseId: 99n, attestor: attestor.address, receipts: [], disputed: [], updatedAtMs: clock });
+    assert.equal(await receipts.holdsLease(99n), true);
     assert.equal(await receipts.prune(), 0);
+    assert.equal(await receipts.holdsLease(99n), false);
     clock = nowMs + RECEIPTS_TTL_MS + 1;
     assert.equal(await receipts.prune(), 1, "the other attestor's record, untouched for a week");
     assert.equal(await receipts.get(LEASE, other.address), undefined);
