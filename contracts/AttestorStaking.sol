@@ -9,6 +9,7 @@ import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {MessageHashUtils} from "@openzeppelin/contracts/utils/cryptography/MessageHashUtils.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {IAttestorStaking} from "./interfaces/IAttestorStaking.sol";
+import {ILeaseMarket} from "./interfaces/ILeaseMarket.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 
 /// @title AttestorStaking
@@ -21,7 +22,8 @@ import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 ///         (disputerShareBps) and the sink (the rest), and the fee returns to the disputer. An answer: the fee goes to
 ///         the attestor. Payouts are credited and claimed (`claim`), so no receiver that refuses tokens blocks a
 ///         dispute. A liveness fault (kind 1) contradicted by the same attestor's signed ProbeReceipt (a heartbeat it
-///         counted within the fault window after observedAt) is slashed at once, with no answer (disputeFault).
+///         counted within the fault window after observedAt) is slashed at once, with no answer (disputeFault);
+///         the disputer's share of that slash goes to the lease's provider, whoever sends the evidence.
 ///         Invariant: token.balanceOf(this) == sum(active + unbonding) + sum(open dispute fees) + sum(owed).
 /// @dev What it cannot catch: an attestor and a provider who collude (the provider signs any commit), and an
 ///      attestor that passes a provider whose opened rows were wrong (the rows are opened to the attestor only).
@@ -216,7 +218,11 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         StakeView storage stake_ = _stakes[attestor];
         if (stake_.active == 0 && stake_.unbonding == 0) revert NothingAtStake(attestor);
         _faultsDisputed[id] = true;
-        uint96 amount = _slash(id, attestor, msg.sender);
+        // The share goes to the lease's provider, the party the false fault wronged, whoever sends the evidence: the
+        // liar (who holds both signatures) disputing itself first, or a front-runner copying the provider's
+        // transaction, gains nothing. A lease the market never opened wronged nobody: all of it goes to the sink.
+        address provider = ILeaseMarket(_MARKET).getLease(fault.leaseId).provider;
+        uint96 amount = _slash(id, attestor, provider == address(0) ? _params.sink : provider);
         emit FaultDisputed(attestor, fault.leaseId, msg.sender, fault.observedAt, receipt.receivedAtMs, amount);
     }
 

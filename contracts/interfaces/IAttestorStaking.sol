@@ -108,7 +108,7 @@ interface IAttestorStaking {
     /// @notice The attestor lost `amount` of its stake: it did not answer the attestation dispute `id` in time, or
     ///         (FaultDisputed) its receipt contradicted its fault, `id` being faultDisputeId of that fault and attestor.
     event AttestorSlashed(bytes32 indexed id, address indexed attestor, uint96 amount, address disputer, uint96 toDisputer, address sink, uint96 toSink);
-    /// @notice `disputer` proved with `attestor`'s own receipt (received at `receivedAtMs`) that its liveness fault of
+    /// @notice `disputer` (the caller; the share is credited to the lease's provider) proved with `attestor`'s own receipt (received at `receivedAtMs`) that its liveness fault of
     ///         lease `leaseId` at `observedAt` was false; `slashed` was taken from its stake at once (AttestorSlashed,
     ///         emitted with it under the same id, says how it was split).
     event FaultDisputed(
@@ -205,8 +205,8 @@ interface IAttestorStaking {
     ///         and a ProbeReceipt of the same lease received in [(observedAt + 1) * 1000, (observedAt + faultWindow) *
     ///         1000] ms (faultWindowFor(observedAt)), i.e. it counted an answer within the window of silence its fault
     ///         claims. slashAmount (capped by
-    ///         its active and unbonding stake) goes to the caller (disputerShareBps) and the sink; each fault and
-    ///         attestor once.
+    ///         its active and unbonding stake) goes to the lease's provider (disputerShareBps; whoever calls) and the
+    ///         sink; each fault and attestor once.
     /// @param fault The fault the attestor signed.
     /// @param faultSignature Its signature of `fault`.
     /// @param receipt The receipt the attestor signed.

@@ -72,6 +72,23 @@ export function mayFaultAt(state: Pick<ProbeState, "lastSuccessAt"> | undefined,
   return nowMs > (observedAt + windowSeconds) * 1000;
 }
 
+/**
+ * The attestor's liveness clock: `clock` (wall time, ms), never read lower than it was read before
+ * in this process. Receipts, lastSuccessAt and every fault signer's "now" come from it, so a wall
+ * clock stepped backwards (NTP stepping a large offset) cannot stamp a receipt given after a fault
+ * was signed with a time inside that fault's window, which would make an honest signature
+ * slashable (AttestorStaking.disputeFault). While the wall clock is behind, this one stands still:
+ * probes pause until it catches up, and no fault is signed that the pause would make false.
+ */
+export function nonDecreasingClock(clock: () => number): () => number {
+  let latest = -Infinity;
+  return () => {
+    const reading = clock();
+    if (reading > latest) latest = reading;
+    return latest;
+  };
+}
+
 /** The first whole second at which mayFaultAt holds for `observedAt` (ignoring heartbeats). */
 export function faultSignableAt(observedAt: number, windowSeconds: number): number {
   return observedAt + windowSeconds + 1;

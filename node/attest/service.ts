@@ -23,7 +23,7 @@ import { NotAnAttestorError } from "./errors.js";
 import { FaultCoordinator } from "./faults.js";
 import { CapacityEvidence, InLeaseChecker } from "./in-lease.js";
 import { LeaseTracker } from "./leases.js";
-import { LivenessProber } from "./liveness.js";
+import { LivenessProber, nonDecreasingClock } from "./liveness.js";
 import { faultPeeringWarning } from "./options.js";
 import { ChallengeResults, type ChallengeRecord } from "./results.js";
 import { CpuRunner } from "./runner/cpu.js";
@@ -97,7 +97,8 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
 
   const { config } = daemon;
   const logger = daemon.logger.child({ module: "attestor" });
-  const now = options.now ?? Date.now;
+  // One clock that never runs backwards for receipts, outages and fault signatures (liveness.ts nonDecreasingClock).
+  const now = nonDecreasingClock(options.now ?? Date.now);
   const stops: (() => Promise<void>)[] = [];
   const stopAll = async () => {
     for (const stop of stops.splice(0).reverse()) {

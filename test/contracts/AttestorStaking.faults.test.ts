@@ -199,19 +199,55 @@ describe("AttestorStaking: disputeFault (a liveness fault its attestor's own rec
     await assertBooks(s, everyone(s), 0n);
   });
 
-  it("pays the share to the first disputer only: a front-runner's copy of the evidence lands first and the original reverts", async () => {
+  it("pays the share to the lease's provider whoever sends the evidence: a front-runner's copy gains nothing and the original reverts", async () => {
     const s = await load();
     const liar = s.attestors[0]!;
     const { leaseId, activatedAt } = await openActive(s);
     const f = await faultBy(s, liar, leaseId, activatedAt + 5);
     const r = await receiptBy(s, liar, leaseId, ms(activatedAt + 9));
     const id = faultId(s, f.fault, getAddress(liar.account.address));
-    // `other` copied the provider's pending transaction from the mempool and got in first.
-    await connection.viem.assertions.emit(dispute(s, f, r, s.other), s.staking, "FaultDisputed");
+    const provider = getAddress(s.provider!.account.address);
+    // `other` copied the provider's pending transaction from the mempool and got in first: the share is the provider's all the same.
+    await connection.viem.assertions.emitWithArgs(dispute(s, f, r, s.other), s.staking, "AttestorSlashed", [
+      id,
+      getAddress(liar.account.address),
+      SLASH,
+      provider,
+      SLASH / 2n,
+      getAddress(s.treasury!.account.address),
+      SLASH / 2n,
+    ]);
     await connection.viem.assertions.revertWithCustomErrorWithArgs(dispute(s, f, r, s.provider), s.staking, "AlreadyDisputed", [id]);
-    assert.equal(await s.staking.read.owed([s.other!.account.address]), SLASH / 2n);
-    assert.equal(await s.staking.read.owed([s.provider!.account.address]), 0n);
+    assert.equal(await s.staking.read.owed([s.other!.account.address]), 0n);
+    assert.equal(await s.staking.read.owed([provider]), SLASH / 2n);
     assert.equal(await s.staking.read.owed([s.treasury!.account.address]), SLASH / 2n);
+    await assertBooks(s, everyone(s), 0n);
+  });
+
+  it("gives a liar that disputes its own false fault nothing back: it loses the whole slash and the provider it wronged gets the share", async () => {
+    const s = await load();
+    const liar = s.attestors[0]!;
+    const attestor = getAddress(liar.account.address);
+    const provider = getAddress(s.provider!.account.address);
+    const { leaseId, activatedAt } = await openActive(s);
+    // The liar holds both halves of the evidence; it sends them itself right after its fault lands, before the provider's node.
+    const f = await faultBy(s, liar, leaseId, activatedAt + 5);
+    const r = await receiptBy(s, liar, leaseId, ms(activatedAt + 9));
+    await connection.viem.assertions.emit(dispute(s, f, r, liar), s.staking, "FaultDisputed");
+    assert.equal(await s.staking.read.owed([attestor]), 0n);
+    assert.equal(await s.staking.read.owed([provider]), SLASH / 2n);
+    assert.equal((await s.staking.read.stakeOf([attestor])).active, MIN_STAKE - SLASH);
+    // A lie about a lease the market never opened wronged no provider: the whole slash goes to the sink.
+    const sink = getAddress(s.treasury!.account.address);
+    const sinkBefore = await s.staking.read.owed([sink]);
+    const nowhere = leaseId + 1_000n;
+    await connection.viem.assertions.emit(
+      dispute(s, await faultBy(s, liar, nowhere, activatedAt + 5), await receiptBy(s, liar, nowhere, ms(activatedAt + 9)), liar),
+      s.staking,
+      "FaultDisputed",
+    );
+    assert.equal(await s.staking.read.owed([attestor]), 0n);
+    assert.equal(await s.staking.read.owed([sink]), sinkBefore + MIN_STAKE - SLASH);
     await assertBooks(s, everyone(s), 0n);
   });
 
