@@ -85,9 +85,10 @@ describe("signature forms: off-chain verdicts equal the contracts'", () => {
     assert.equal(mnemonicToAccount(MNEMONIC, { addressIndex: 1 }).address, getAddress(s.provider!.account.address));
     const recoverer = new TypedDataRecoverer(s.chainId, s.market.address);
     const verdicts: string[] = [];
-    // Several offers, so both recovery parities (and so both v values) occur.
+    // Several offers, and more until both recovery parities (and so both v values) occurred: six
+    // random offers share one parity 1 time in 32; 64 offers, 1 in 2⁶³.
     const parities = new Set<number>();
-    for (let round = 0; round < 6; round++) {
+    for (let round = 0; round < 64 && (round < 6 || parities.size < 2); round++) {
       const offer = await makeOffer(s);
       const digest = recoverer.digest("Offer", offer);
       const compact = secp256k1.sign(hexToBytes(digest), providerKey, { prehash: false, format: "recovered" });
