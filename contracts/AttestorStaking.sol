@@ -73,10 +73,17 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     mapping(bytes32 id => Dispute) private _disputes;
     mapping(address account => uint256) private _owed;
     mapping(bytes32 id => bool) private _faultsDisputed;
-    /// @dev The smallest fault window ever set: what applies to faults observed before _faultWindowRaisedFrom.
-    uint32 private _faultWindowFloor;
-    /// @dev Faults observed from this time on get the current fault window (the last raise's time plus the notice).
-    uint32 private _faultWindowRaisedFrom;
+    /// @dev One fault window as set: in force from `from` until the next one's `from`; `floor` is the smallest window
+    ///      set up to and including this one.
+    struct WindowSet {
+        uint32 from;
+        uint32 window;
+        uint32 floor;
+    }
+    /// @dev Every fault window set, oldest first (appended when governance changes it).
+    WindowSet[] private _windows;
+    /// @dev How many of the newest windows _faultWindowFor reads before it falls back to the floor of the older ones.
+    uint256 private constant _WINDOW_LOOKBACK = 16;
 
     /// @notice Deploys the staking for one registry and market (whose EIP-712 domain attestations are signed in).
     /// @param registry_ The ProviderRegistry (its token is staked; its governance sets the parameters).
@@ -280,9 +287,11 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         return keccak256(abi.encode(_faultDigest(fault), attestor));
     }
 
-    /// @notice The fault window a receipt must fall in for a fault observed at `observedAt`: the current faultWindow,
-    ///         or, for a fault observed before the last raise's notice ran out, the smallest window ever set (a raise
-    ///         never reaches back to faults an attestor signed after waiting the old window).
+    /// @notice The fault window a receipt must fall in for a fault observed at `observedAt`: the smallest window in force
+    ///         at any time from `observedAt - FAULT_WINDOW_RAISE_NOTICE` on. An attestor signs a fault after waiting the
+    ///         window it last read, which may be up to the notice old, and a window set later may be lower; so a raise
+    ///         reaches only faults observed the notice after it, a lowering reaches every fault, and a raise never
+    ///         weakens the rule for faults observed after an earlier raise took effect.
     /// @param observedAt The fault's observedAt.
     /// @return The window in seconds.
     function faultWindowFor(uint32 observedAt) external view returns (uint32) {
@@ -386,10 +395,18 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     }
 
     function _faultWindowFor(uint32 observedAt) private view returns (uint32) {
-        uint32 current = _params.faultWindow;
-        if (observedAt >= _faultWindowRaisedFrom) return current;
-        uint32 floor = _faultWindowFloor;
-        return floor < current ? floor : current;
+        // The windows in force during [observedAt - notice, now]: the newest back to the one in force at that time.
+        uint256 since = observedAt > FAULT_WINDOW_RAISE_NOTICE ? observedAt - FAULT_WINDOW_RAISE_NOTICE : 0;
+        uint256 count = _windows.length;
+        uint32 smallest = type(uint32).max;
+        for (uint256 i = count; i > 0; --i) {
+            WindowSet storage set = _windows[i - 1];
+            // Past the lookback, everything older counts at once (its floor): smaller, so never against an honest attestor.
+            uint32 window = count - i < _WINDOW_LOOKBACK ? set.window : set.floor;
+            if (window < smallest) smallest = window;
+            if (set.from <= since || count - i >= _WINDOW_LOOKBACK) break;
+        }
+        return smallest;
     }
 
     function _faultDigest(Fault calldata f) private view returns (bytes32) {
@@ -424,9 +441,12 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         if (p.faultWindow < MIN_FAULT_WINDOW || p.faultWindow > MAX_FAULT_WINDOW) {
             revert ParamOutOfRange("faultWindow", p.faultWindow, MIN_FAULT_WINDOW, MAX_FAULT_WINDOW);
         }
-        uint32 previous = _params.faultWindow; // zero in the constructor: no raise to give notice of
-        if (previous != 0 && p.faultWindow > previous) _faultWindowRaisedFrom = uint32(block.timestamp) + FAULT_WINDOW_RAISE_NOTICE;
-        if (_faultWindowFloor == 0 || p.faultWindow < _faultWindowFloor) _faultWindowFloor = p.faultWindow;
+        uint256 count = _windows.length;
+        if (count == 0 || _params.faultWindow != p.faultWindow) {
+            uint32 floor = count == 0 ? p.faultWindow : _windows[count - 1].floor;
+            if (p.faultWindow < floor) floor = p.faultWindow;
+            _windows.push(WindowSet({from: uint32(block.timestamp), window: p.faultWindow, floor: floor}));
+        }
         _params = p;
         emit ParamsChanged(p);
     }

@@ -4,7 +4,7 @@
  * (common/attest/liveness.ts receiptContradictsFault) so that the two can never drift apart.
  */
 import assert from "node:assert/strict";
-import { encodeAbiParameters, getAddress, hashTypedData, keccak256, parseEventLogs, toBytes, type Hex } from "viem";
+import { encodeAbiParameters, encodeFunctionData, getAddress, hashTypedData, keccak256, parseEventLogs, toBytes, type Hex } from "viem";
 import { receiptContradictsFault, recoverProbeReceiptSigner, signProbeReceipt } from "../../common/attest/liveness.js";
 import { signFault } from "../../common/chain/sign.js";
 import { suanliTypes, type Fault, type ProbeReceipt } from "../../common/eip712.js";
@@ -338,9 +338,45 @@ describe("AttestorStaking: disputeFault (a liveness fault its attestor's own rec
     assert.equal(await s.staking.read.faultWindowFor([from + 100]), 10);
     const lowered = await faultBy(s, liar, leaseId, from + 100);
     await viem.assertions.revertWithCustomError(dispute(s, lowered, await receiptBy(s, liar, leaseId, ms(from + 111))), s.staking, "ReceiptOutsideWindow");
-    // Raising again from 10 to 86,400 gives the smallest window ever set (10 s) to faults observed before the new notice ends.
+    // Raising again from 10 to 86,400: faults observed before the new notice ends keep 10 s.
     await s.staking.write.setParams([{ ...ok, faultWindow: 86_400 }]);
     assert.equal(await s.staking.read.faultWindowFor([from + 100]), 10);
     assert.equal(await s.staking.read.faultWindowFor([(await latest(s)) + 86_400]), 86_400);
+  });
+
+  it("two raises within a day do not weaken the rule: a fault observed after the first raise took effect gets its window, not the one before", async () => {
+    const s = await load();
+    const ok = PARAMS(s.treasury!.account.address);
+    const liar = s.attestors[0]!;
+    // 30 s, raised to 60 s, and an hour later to 90 s.
+    await s.staking.write.setParams([{ ...ok, faultWindow: 60 }]);
+    const firstRaise = await latest(s);
+    await connection.networkHelpers.time.increase(3_600);
+    await s.staking.write.setParams([{ ...ok, faultWindow: 90 }]);
+    const secondRaise = await latest(s);
+    // From a day after the first raise until a day after the second, 60 s is the window (it was 30 s, the smallest ever set).
+    const observedAt = firstRaise + 86_400 + 10;
+    assert.ok(observedAt < secondRaise + 86_400);
+    assert.equal(await s.staking.read.faultWindowFor([observedAt]), 60);
+    assert.equal(await s.staking.read.faultWindowFor([firstRaise + 86_400 - 1]), FAULT_WINDOW);
+    assert.equal(await s.staking.read.faultWindowFor([secondRaise + 86_400]), 90);
+    // A liar that backdated its fault with a receipt 45 s after observedAt (inside 60, outside 30) is slashed.
+    await connection.networkHelpers.time.increaseTo(observedAt + 100);
+    const { leaseId } = await openActive(s);
+    const fault = await faultBy(s, liar, leaseId, observedAt);
+    await connection.viem.assertions.emit(dispute(s, fault, await receiptBy(s, liar, leaseId, ms(observedAt + 45))), s.staking, "FaultDisputed");
+  });
+
+  it("reads at most the 16 newest windows, then the smallest of the older ones: many changes never make a dispute run out of gas", async () => {
+    const s = await load();
+    const ok = PARAMS(s.treasury!.account.address);
+    // Forty changes between 40 and 50 s: the oldest (30 s) and 40 s sit beyond the 16 newest for an old fault.
+    for (let i = 0; i < 40; i++) await s.staking.write.setParams([{ ...ok, faultWindow: i % 2 === 0 ? 50 : 40 }]);
+    const last = await latest(s);
+    assert.equal(await s.staking.read.faultWindowFor([1]), FAULT_WINDOW);
+    assert.equal(await s.staking.read.faultWindowFor([last + 86_400]), 40);
+    const client = await connection.viem.getPublicClient();
+    const gas = await client.estimateGas({ to: s.staking.address, data: encodeFunctionData({ abi: s.staking.abi, functionName: "faultWindowFor", args: [1] }) });
+    assert.ok(gas < 100_000n, `faultWindowFor read ${gas} gas`);
   });
 });
