@@ -43,7 +43,7 @@ import { FaultRecords, faultKey, type FaultRecord } from "./fault-records.js";
 import { FaultSubmitter } from "./fault-submit.js";
 import { TranscriptVerifier, transcriptOf } from "./fault-transcript.js";
 import type { LeaseTracker, TrackedLease } from "./leases.js";
-import { hasOutageEvidence, mayFaultAt, type LivenessProber, type ProbeResult, type ProbeState } from "./liveness.js";
+import { hasOutageEvidence, livenessFaultWindow, mayFaultAt, type LivenessProber, type ProbeResult, type ProbeState } from "./liveness.js";
 import type { LivenessOptions } from "./options.js";
 import { runDetached } from "../../common/detached.js";
 
@@ -73,7 +73,8 @@ export type FaultCoordinatorOptions = {
    * Reads AttestorStaking's current `faultWindow` (s), when staking is deployed: a liveness fault
    * is signed only once max(qosWindowSeconds, it) has passed after its observedAt (liveness.ts
    * mayFaultAt). Read at start and every FAULT_WINDOW_REFRESH_MS: a raise applies to faults
-   * observed a day after it (FAULT_WINDOW_RAISE_NOTICE), so an attestor learns it in time.
+   * observed a day after it (FAULT_WINDOW_RAISE_NOTICE), so an attestor learns it in time; while
+   * no read has succeeded for half a day, the longest window is assumed (livenessFaultWindow).
    */
   readFaultWindow?: () => Promise<number>;
   metrics: Metrics;
@@ -143,7 +144,11 @@ export class FaultCoordinator {
 
   /** W: a liveness fault is signed only once this many seconds after its observedAt have passed. */
   windowSeconds(): number {
-    return Math.max(this.o.liveness.qosWindowSeconds, this.faultWindowSeconds);
+    return livenessFaultWindow({
+      qosWindowSeconds: this.o.liveness.qosWindowSeconds,
+      ...(this.o.readFaultWindow ? { staking: { windowSeconds: this.faultWindowSeconds, readAtMs: this.faultWindowReadAtMs } } : {}),
+      nowMs: this.now(),
+    });
   }
 
   private async refreshFaultWindow(): Promise<void> {

@@ -72,6 +72,24 @@ export function mayFaultAt(state: Pick<ProbeState, "lastSuccessAt"> | undefined,
   return nowMs > (observedAt + windowSeconds) * 1000;
 }
 
+/** AttestorStaking.MAX_FAULT_WINDOW: no fault window governance sets is longer. */
+export const MAX_FAULT_WINDOW_SECONDS = 86_400;
+/** A fault window read longer ago than this is not trusted (the contract gives a raise a day's notice). */
+export const FAULT_WINDOW_STALE_MS = 12 * 3_600_000;
+
+/**
+ * The window W a liveness fault waits out after its observedAt: max(qosWindowSeconds, the staking's
+ * faultWindow). A faultWindow not read within FAULT_WINDOW_STALE_MS (the chain unreachable for
+ * half a day, or never read) may have been raised since, and a raise reaches faults observed a
+ * day after it: the attestor then assumes the longest window the contract allows, so no fault it
+ * signs can be contradicted by a receipt it gave.
+ */
+export function livenessFaultWindow(o: { qosWindowSeconds: number; staking?: { windowSeconds: number; readAtMs: number }; nowMs: number }): number {
+  if (!o.staking) return o.qosWindowSeconds;
+  const fresh = o.staking.readAtMs > 0 && o.nowMs - o.staking.readAtMs <= FAULT_WINDOW_STALE_MS;
+  return Math.max(o.qosWindowSeconds, fresh ? o.staking.windowSeconds : MAX_FAULT_WINDOW_SECONDS);
+}
+
 /**
  * The attestor's liveness clock: `clock` (wall time, ms), never read lower than it was read before
  * in this process. Receipts, lastSuccessAt and every fault signer's "now" come from it, so a wall

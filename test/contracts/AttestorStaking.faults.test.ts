@@ -9,6 +9,7 @@ import { receiptContradictsFault, recoverProbeReceiptSigner, signProbeReceipt } 
 import { signFault } from "../../common/chain/sign.js";
 import { suanliTypes, type Fault, type ProbeReceipt } from "../../common/eip712.js";
 import { SECP256K1_N } from "../../common/signature.js";
+import { MAX_FAULT_WINDOW_SECONDS } from "../../node/attest/liveness.js";
 import { balance, connect, latest, openActive, type Connection, type Suanli } from "./support/suanli.js";
 import { FAULT_WINDOW, MIN_STAKE, PARAMS, SLASH, assertBooks, everyone, stakedSuanli, type StakedSuanli } from "./support/staking.js";
 
@@ -313,6 +314,8 @@ describe("AttestorStaking: disputeFault (a liveness fault its attestor's own rec
         86_400n,
       ]);
     }
+    // The attestor node assumes this longest window when its read of the window is stale (node/attest/liveness.ts).
+    assert.equal(await s.staking.read.MAX_FAULT_WINDOW(), MAX_FAULT_WINDOW_SECONDS);
     const liar = s.attestors[0]!;
     const { leaseId, activatedAt } = await openActive(s);
     // An honest attestor waited the 30 s window and signed; the provider came back 45 s after observedAt and the attestor counted it.

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { receiptContradictsFault } from "../../../common/attest/liveness.js";
 import { FaultKind, type Fault } from "../../../common/eip712.js";
-import { mayFaultAt, nonDecreasingClock } from "../../../node/attest/liveness.js";
+import { FAULT_WINDOW_STALE_MS, MAX_FAULT_WINDOW_SECONDS, livenessFaultWindow, mayFaultAt, nonDecreasingClock } from "../../../node/attest/liveness.js";
 
 describe("attestor: the liveness clock never runs backwards", () => {
   const WINDOW_S = 30;
@@ -47,5 +47,18 @@ describe("attestor: the liveness clock never runs backwards", () => {
     assert.equal(clock(), 5_000);
     wall.ms = 5_001;
     assert.equal(clock(), 5_001);
+  });
+});
+
+describe("attestor: the fault window it waits out (livenessFaultWindow)", () => {
+  const now = 1_700_000_000_000;
+  it("waits max(qosWindowSeconds, the staking's faultWindow) while the read is fresh, and the longest window the contract allows once it is half a day old or never succeeded", () => {
+    assert.equal(livenessFaultWindow({ qosWindowSeconds: 30, nowMs: now }), 30);
+    assert.equal(livenessFaultWindow({ qosWindowSeconds: 30, staking: { windowSeconds: 60, readAtMs: now - 60_000 }, nowMs: now }), 60);
+    assert.equal(livenessFaultWindow({ qosWindowSeconds: 90, staking: { windowSeconds: 60, readAtMs: now - 60_000 }, nowMs: now }), 90);
+    assert.equal(livenessFaultWindow({ qosWindowSeconds: 30, staking: { windowSeconds: 60, readAtMs: now - FAULT_WINDOW_STALE_MS }, nowMs: now }), 60);
+    // The chain unreachable for more than half a day: governance may have raised the window meanwhile.
+    assert.equal(livenessFaultWindow({ qosWindowSeconds: 30, staking: { windowSeconds: 60, readAtMs: now - FAULT_WINDOW_STALE_MS - 1 }, nowMs: now }), MAX_FAULT_WINDOW_SECONDS);
+    assert.equal(livenessFaultWindow({ qosWindowSeconds: 30, staking: { windowSeconds: 0, readAtMs: 0 }, nowMs: now }), MAX_FAULT_WINDOW_SECONDS);
   });
 });
