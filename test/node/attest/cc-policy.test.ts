@@ -1,0 +1,48 @@
+/**
+ * `attest.cc` at start-up (node/attest/cc-policy.ts loadCcPolicy): a root file that cannot be read
+ * or holds no usable certificate stops the node with the key and the file named, instead of
+ * refusing every provider's evidence later.
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { loadCcPolicy } from "../../../node/attest/cc-policy.js";
+import { ccOptionsSchema } from "../../../node/attest/options.js";
+
+const root = readFileSync(path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/cc/root.pem"), "utf8");
+
+describe("attest.cc root files", () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(path.join(tmpdir(), "suanli-cc-policy-"));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("loads the pinned roots, and names the key and the file when one is missing or does not parse", async () => {
+    const good = path.join(dir, "root.pem");
+    writeFileSync(good, root);
+    const policy = await loadCcPolicy(ccOptionsSchema.parse({ rootFiles: [good], required: true }));
+    assert.equal(policy?.roots.length, 1);
+    assert.equal(policy?.required, true);
+
+    const missing = path.join(dir, "no-such-root.pem");
+    await assert.rejects(loadCcPolicy(ccOptionsSchema.parse({ rootFiles: [good, missing] })), (error: Error) => {
+      assert.match(error.message, /^attest\.cc\.rootFiles: cannot read .*no-such-root\.pem: ENOENT/);
+      return true;
+    });
+
+    // PEM armour around something that is not a certificate: refused at start-up, not at every commit.
+    const broken = path.join(dir, "broken.pem");
+    writeFileSync(broken, `${root}\n-----BEGIN CERTIFICATE-----\nTm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n`);
+    await assert.rejects(loadCcPolicy(ccOptionsSchema.parse({ rootFiles: [broken] })), (error: Error) => {
+      assert.match(error.message, /^attest\.cc\.rootFiles: certificate 2 in .*broken\.pem is not a valid X\.509 certificate/);
+      return true;
+    });
+
+    const empty = path.join(dir, "empty.pem");
+    writeFileSync(empty, "no certificate here\n");
+    await assert.rejects(loadCcPolicy(ccOptionsSchema.parse({ rootFiles: [empty] })), /attest\.cc\.rootFiles: .*empty\.pem holds no PEM certificate/);
+  });
+});
