@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadCcPolicy } from "../../../node/attest/cc-policy.js";
+import { CcDeviceRegistry, loadCcPolicy } from "../../../node/attest/cc-policy.js";
 import { ccOptionsSchema } from "../../../node/attest/options.js";
 
 const root = readFileSync(path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/cc/root.pem"), "utf8");
@@ -44,5 +44,20 @@ describe("attest.cc root files", () => {
     const empty = path.join(dir, "empty.pem");
     writeFileSync(empty, "no certificate here\n");
     await assert.rejects(loadCcPolicy(ccOptionsSchema.parse({ rootFiles: [empty] })), /attest\.cc\.rootFiles: .*empty\.pem holds no PEM certificate/);
+  });
+  it("remembers which machine presented a GPU within the window, bounded, forgetting the longest-ago first", () => {
+    const day = 86_400_000;
+    const registry = new CcDeviceRegistry(2);
+    assert.equal(registry.claim(["GH100:a", "GH100:b"], "p/1", 0, day), undefined);
+    // Another machine within the window: refused, and nothing of its claim recorded.
+    assert.deepEqual(registry.claim(["GH100:c", "GH100:a"], "p/2", 1_000, day), { device: "GH100:a", machine: "p/1", agoMs: 1_000 });
+    // The same machine again refreshes; past the window another machine may present it; a window of 0 never refuses.
+    assert.equal(registry.claim(["GH100:a"], "p/1", 2_000, day), undefined);
+    assert.equal(registry.claim(["GH100:b"], "p/2", 2_000, 0), undefined);
+    assert.equal(registry.claim(["GH100:b"], "p/3", 3_000 + day, day), undefined);
+    // Cap 2: a, b held; c pushes out a, the one presented longest ago.
+    assert.equal(registry.claim(["GH100:c"], "p/4", 4_000 + day, day), undefined);
+    assert.equal(registry.claim(["GH100:a"], "p/5", 5_000 + day, day), undefined);
+    assert.deepEqual(registry.claim(["GH100:c"], "p/6", 6_000 + day, day), { device: "GH100:c", machine: "p/4", agoMs: 2_000 });
   });
 });
