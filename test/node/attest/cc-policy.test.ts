@@ -60,4 +60,11 @@ describe("attest.cc root files", () => {
     assert.equal(registry.claim(["GH100:a"], "p/5", 5_000 + day, day), undefined);
     assert.deepEqual(registry.claim(["GH100:c"], "p/6", 6_000 + day, day), { device: "GH100:c", machine: "p/4", agoMs: 2_000 });
   });
+  it("refuses a boards entry naming an unknown class, listing the classes it accepts", () => {
+    const parsed = ccOptionsSchema.safeParse({ boards: { "1010-0200-882": "H900" } });
+    assert.equal(parsed.success, false);
+    const issue = parsed.error?.issues[0];
+    assert.deepEqual(issue?.path, ["boards", "1010-0200-882"]);
+    assert.match(issue?.message ?? "", /^expected a known GPU class name: .*H100-80GB-SXM/);
+  });
 });
