@@ -32,3 +32,8 @@ export type GpuEvidence = z.output<typeof gpuEvidenceSchema>;
 
 /** Upper bound on one unit's evidence as JSON (a Hopper's is about 14 KiB). */
 export const MAX_CC_EVIDENCE_JSON_BYTES = 32 * 1024;
+
+/** One unit's evidence as a commit (and the runner contract) carries it: the shape, at most MAX_CC_EVIDENCE_JSON_BYTES as JSON. */
+export const boundedGpuEvidenceSchema = gpuEvidenceSchema.refine((e) => JSON.stringify(e).length <= MAX_CC_EVIDENCE_JSON_BYTES, {
+  message: `one unit's evidence is at most ${MAX_CC_EVIDENCE_JSON_BYTES} bytes as JSON`,
+});

@@ -14,7 +14,7 @@
  * Merkle root and GPU UUID; rows are opened per unit. Version 1 (one tree for the whole machine)
  * is not accepted: a v1 message is answered with an error naming the version (LEGACY_V1).
  */
-import { gpuEvidenceSchema, MAX_CC_EVIDENCE_JSON_BYTES } from "./cc.js";
+import { boundedGpuEvidenceSchema, MAX_CC_EVIDENCE_JSON_BYTES } from "./cc.js";
 import { z } from "zod";
 import { canonicalGpuName, knownGpuNames } from "../gpu.js";
 import { addressSchema, bytes32Schema, signatureSchema } from "../schemas.js";
@@ -133,15 +133,7 @@ export const commitMessageSchema = z
      * CC mode (cc.ts): each GPU's signed measurements for a request whose nonce is the challenge
      * id. Outside the commit's signature: the GPU's own signature binds it to the challenge.
      */
-    cc: z
-      .array(
-        gpuEvidenceSchema.refine((e) => JSON.stringify(e).length <= MAX_CC_EVIDENCE_JSON_BYTES, {
-          message: `one unit's evidence is at most ${MAX_CC_EVIDENCE_JSON_BYTES} bytes as JSON`,
-        }),
-      )
-      .min(1)
-      .max(MAX_UNITS)
-      .optional(),
+    cc: z.array(boundedGpuEvidenceSchema).min(1).max(MAX_UNITS).optional(),
   })
   .refine((m) => m.devices.length === 0 || m.devices.length === m.roots.length, { message: "expected one device per root, or none", path: ["devices"] })
   .refine((m) => m.cc === undefined || m.cc.length === m.roots.length, { message: "expected one piece of CC evidence per root, or none", path: ["cc"] });

@@ -144,14 +144,17 @@ export function parseAndVerifyChain(certificates: readonly (string | Uint8Array)
     if (!(now.getTime() >= Date.parse(cert.validFrom) && now.getTime() <= Date.parse(cert.validTo)))
       return { ok: false, reason: "expired_certificate", detail: `${cert.subject} is valid ${cert.validFrom} to ${cert.validTo}` };
   }
-  for (let i = 0; i + 1 < chain.length; i++) {
+  // Anchored first, then verified from the anchor down: every signature is checked under a key a
+  // pinned root vouched for, so a chain of the sender's own keys (e.g. RSA with a huge public
+  // exponent, costly to verify) costs no signature check under those keys before it is refused.
+  const top = chain[chain.length - 1]!;
+  const anchor = roots.find((root) => root.fingerprint256 === top.fingerprint256 || (top.checkIssued(root) && top.verify(root.publicKey)));
+  if (!anchor) return { ok: false, reason: "untrusted_root", detail: `${top.issuer} is not a pinned root` };
+  for (let i = chain.length - 2; i >= 0; i--) {
     if (!chain[i]!.checkIssued(chain[i + 1]!) || !chain[i]!.verify(chain[i + 1]!.publicKey)) {
       return { ok: false, reason: "bad_chain", detail: `${chain[i]!.subject} is not signed by ${chain[i + 1]!.subject}` };
     }
   }
-  const top = chain[chain.length - 1]!;
-  const anchor = roots.find((root) => root.fingerprint256 === top.fingerprint256 || (top.checkIssued(root) && top.verify(root.publicKey)));
-  if (!anchor) return { ok: false, reason: "untrusted_root", detail: `${top.issuer} is not a pinned root` };
   const issuers = anchor.fingerprint256 === top.fingerprint256 ? chain.slice(1) : [...chain.slice(1), anchor];
   const broken = pathRuleFailure(issuers);
   if (broken) return broken;
@@ -173,16 +176,17 @@ export function verifyGpuEvidence(input: unknown, options: VerifyGpuEvidenceOpti
   const body = parseResponse(response);
   if (typeof body === "string") return { ok: false, reason: "malformed", detail: body };
 
-  const chained = parseAndVerifyChain(evidence.certificates, options.roots, options.now ?? new Date());
-  if (!chained.ok) return chained;
-  const chain = chained.chain;
-
   // The challenge is the requester's nonce: SPDM 1.1's MEASUREMENTS response carries a nonce of
   // the responder's own choosing, and the signature covers request ‖ response, so the GPU's
-  // signature binds the nonce the attestor put in the request.
+  // signature binds the nonce the attestor put in the request. Checked before the chain: evidence
+  // replayed from another challenge is refused without any certificate work.
   const requestNonce = bytesToHex(request.subarray(4, 4 + NONCE_BYTES));
   if (requestNonce !== options.nonce.toLowerCase())
     return { ok: false, reason: "wrong_nonce", detail: `the evidence answers nonce ${requestNonce}, not the challenge's ${options.nonce}` };
+
+  const chained = parseAndVerifyChain(evidence.certificates, options.roots, options.now ?? new Date());
+  if (!chained.ok) return chained;
+  const chain = chained.chain;
   const transcript = new Uint8Array(request.length + body.signed.length);
   transcript.set(request, 0);
   transcript.set(body.signed, request.length);

@@ -15,6 +15,7 @@
  * The evidence proves which physical GPUs answered the challenge's nonce while the challenge ran;
  * it does not prove that those GPUs computed the rows (the GEMM phase's timing does that).
  */
+import { X509Certificate } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import type { Address, Hex } from "viem";
 import type { GpuEvidence } from "../../common/attest/cc.js";
@@ -38,9 +39,23 @@ export async function loadCcPolicy(options: CcOptions, readText: (file: string) 
   if (options.rootFiles.length === 0) return undefined;
   const roots: string[] = [];
   for (const file of options.rootFiles) {
-    const text = await readText(file);
+    let text: string;
+    try {
+      text = await readText(file);
+    } catch (error) {
+      throw new Error(`attest.cc.rootFiles: cannot read ${file}: ${(error as Error).message}`, { cause: error });
+    }
     const pems = text.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
     if (pems.length === 0) throw new Error(`attest.cc.rootFiles: ${file} holds no PEM certificate`);
+    // Parsed now: a root that does not parse would otherwise refuse every provider's evidence as
+    // "a certificate does not parse", blaming the provider for the attestor's file.
+    for (const [index, pem] of pems.entries()) {
+      try {
+        new X509Certificate(pem);
+      } catch (error) {
+        throw new Error(`attest.cc.rootFiles: certificate ${index + 1} in ${file} is not a valid X.509 certificate: ${(error as Error).message}`, { cause: error });
+      }
+    }
     roots.push(...pems);
   }
   const boards = Object.entries(options.boards);

@@ -2,7 +2,7 @@ import { multiaddr } from "@multiformats/multiaddr";
 import { z } from "zod";
 import { challengeProfileSchema } from "../../common/attest/params.js";
 import { memoryProfileSchema } from "../../common/attest/memory-params.js";
-import { canonicalGpuName } from "../../common/gpu.js";
+import { canonicalGpuName, knownGpuNames } from "../../common/gpu.js";
 
 /**
  * Options of attestation (config key `attest`): the challenge profile an attestor issues, how
@@ -149,7 +149,7 @@ export const ccOptionsSchema = z
         z.string().regex(/^[0-9A-Za-z]{1,16}-[0-9A-Za-z]{1,16}-[0-9A-Za-z]{1,16}$/, "a board key is <project>-<project SKU>-<chip SKU>, e.g. 1010-0200-882"),
         z
           .string()
-          .refine((name) => canonicalGpuName(name) !== undefined, { message: "expected a known GPU class name" })
+          .refine((name) => canonicalGpuName(name) !== undefined, { message: `expected a known GPU class name: ${knownGpuNames().join(", ")}` })
           .transform((name) => canonicalGpuName(name)!),
       )
       .default({}),

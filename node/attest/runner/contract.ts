@@ -17,7 +17,7 @@
  */
 import { z } from "zod";
 import { bytes32Schema } from "../../../common/schemas.js";
-import { gpuEvidenceSchema } from "../../../common/attest/cc.js";
+import { boundedGpuEvidenceSchema } from "../../../common/attest/cc.js";
 import { openResponseMessageSchema } from "../../../common/attest/messages.js";
 import { MAX_ROWS, MAX_UNITS } from "../../../common/attest/params.js";
 import { RUNNER_PROTOCOL } from "./contract-version.js";
@@ -44,7 +44,7 @@ export const runnerCommitSchema = z.object({
    * measurements for a request whose nonce is the challenge id (`cc`; common/attest/cc.ts).
    */
   units: z
-    .array(z.object({ root: bytes32Schema, device: z.string().min(1).max(128).optional(), cc: gpuEvidenceSchema.optional() }))
+    .array(z.object({ root: bytes32Schema, device: z.string().min(1).max(128).optional(), cc: boundedGpuEvidenceSchema.optional() }))
     .min(1)
     .max(MAX_UNITS),
   computeMs: z.number().nonnegative().optional(),

@@ -97,4 +97,28 @@ describe("confidential-computing evidence (constructed SPDM fixture)", () => {
     // The intermediate itself is within the root's limit.
     assert.equal(check([pem("ica-pl0")], "root-pl0"), "ok");
   });
+  it("refuses replayed evidence and an unanchored chain before checking any signature under the sender's keys", () => {
+    // The attestor verifies what a provider sends: signatures under keys the provider chose (e.g.
+    // RSA with a huge public exponent) must not be checked before a pinned root vouches for them.
+    const verify = X509Certificate.prototype.verify;
+    let checks = 0;
+    X509Certificate.prototype.verify = function (this: X509Certificate, key) {
+      checks++;
+      return verify.call(this, key);
+    };
+    try {
+      const foreignRoot = fixture.evidence.certificates[0]!;
+      // The chain out of order and anchored nowhere: refused as unanchored, with no signature checked.
+      const broken = { ...fixture.evidence, certificates: [fixture.evidence.certificates[1], fixture.evidence.certificates[1]] };
+      const unanchored = verifyGpuEvidence(broken, { ...options, roots: [foreignRoot] });
+      assert.equal(unanchored.ok ? "ok" : unanchored.reason, "untrusted_root");
+      assert.equal(checks, 0);
+      // Another challenge's evidence: refused on its nonce, before the chain.
+      const replayed = verifyGpuEvidence(fixture.evidence, { ...options, nonce: `0x${"00".repeat(32)}` });
+      assert.equal(replayed.ok ? "ok" : replayed.reason, "wrong_nonce");
+      assert.equal(checks, 0);
+    } finally {
+      X509Certificate.prototype.verify = verify;
+    }
+  });
 });

@@ -271,6 +271,17 @@ describe("attest runners", function () {
       } finally {
         await partial.close();
       }
+      // Evidence over the size a commit carries: refused here (the runner's fault, in the provider's log), not sent for the attestor to fail the commit as malformed.
+      const oversized = faulty("cc-oversized");
+      try {
+        await assert.rejects(oversized.computeCommit(challenge(4, 64, 2, 1, 2)), (error: Error) => {
+          assert.equal(error.name, "RunnerError");
+          assert.match(error.message, /at most 32768 bytes as JSON/);
+          return true;
+        });
+      } finally {
+        await oversized.close();
+      }
       // No hello within the start timeout.
       const silent = faulty("silent", { startTimeoutMs: 300 });
       try {
