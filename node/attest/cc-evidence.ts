@@ -36,14 +36,14 @@ export { gpuEvidenceSchema, type GpuEvidence };
 export type MeasurementBlock = { index: number; valueType: number; value: Hex };
 
 export type GpuEvidenceVerdict =
-  | { ok: true; leafSubject: string; measurements: MeasurementBlock[]; opaque: Hex }
+  | { ok: true; leafSubject: string; /** The attestation-key certificate the chain check verified. */ leaf: X509Certificate; measurements: MeasurementBlock[]; opaque: Hex }
   | { ok: false; reason: "malformed" | "bad_chain" | "untrusted_root" | "expired_certificate" | "bad_signature" | "wrong_nonce" | "measurement_mismatch"; detail: string };
 
 export type VerifyGpuEvidenceOptions = {
   /** The nonce the evidence must carry: the challenge id. */
   nonce: Hex;
   /** Pinned root certificates (PEM): NVIDIA's device identity CA in production. */
-  roots: readonly string[];
+  roots: readonly (string | X509Certificate)[];
   /** Reference measurement values by block index (hex digests); blocks not named are not compared. */
   reference?: ReadonlyMap<number, Hex>;
   /** Time for certificate validity; default now. */
@@ -129,12 +129,16 @@ function pathRuleFailure(issuers: readonly X509Certificate[]): ChainFailure | un
  * within its path length. Shared by the device
  * evidence and the reference manifests (cc-rim.ts), which NVIDIA signs under another root.
  */
-export function parseAndVerifyChain(certificates: readonly (string | Uint8Array)[], rootPems: readonly string[], now: Date): { ok: true; chain: X509Certificate[] } | ChainFailure {
+export function parseAndVerifyChain(
+  certificates: readonly (string | Uint8Array)[],
+  pinned: readonly (string | X509Certificate)[],
+  now: Date,
+): { ok: true; chain: X509Certificate[] } | ChainFailure {
   let chain: X509Certificate[];
   let roots: X509Certificate[];
   try {
     chain = certificates.map((certificate) => new X509Certificate(certificate));
-    roots = rootPems.map((pem) => new X509Certificate(pem));
+    roots = pinned.map((root) => (typeof root === "string" ? new X509Certificate(root) : root));
   } catch (error) {
     return { ok: false, reason: "malformed", detail: `a certificate does not parse: ${(error as Error).message}` };
   }
@@ -205,7 +209,7 @@ export function verifyGpuEvidence(input: unknown, options: VerifyGpuEvidenceOpti
       return { ok: false, reason: "measurement_mismatch", detail: `measurement ${index} is ${block?.value ?? "missing"}, the reference is ${expected}` };
     }
   }
-  return { ok: true, leafSubject: leaf.subject, measurements: body.measurements, opaque: bytesToHex(body.opaque) };
+  return { ok: true, leafSubject: leaf.subject, leaf, measurements: body.measurements, opaque: bytesToHex(body.opaque) };
 }
 
 /** SHA-384 of bytes, hex: the digest size of the measurement values. */

@@ -21,7 +21,7 @@ import * as asn1js from "asn1js";
 import { X509Certificate } from "node:crypto";
 import { bytesToHex, hexToBytes, type Hex } from "viem";
 import { canonicalGpuName } from "../../common/gpu.js";
-import { gpuEvidenceSchema, verifyGpuEvidence, type GpuEvidenceVerdict, type VerifyGpuEvidenceOptions } from "./cc-evidence.js";
+import { verifyGpuEvidence, type GpuEvidenceVerdict, type VerifyGpuEvidenceOptions } from "./cc-evidence.js";
 
 /** NVIDIA's otherName type for the device identity string `NVIDIA:<chip>:<device id>`. */
 const NVIDIA_DEVICE_NAME_OID = "1.3.6.1.4.1.412.274.1";
@@ -114,10 +114,10 @@ function findSha384Digest(node: asn1js.AsnType): Uint8Array | undefined {
   return undefined;
 }
 
-/** The device identity in an NVIDIA attestation-key certificate (PEM); a string says what is missing. */
-export function nvidiaDeviceIdentity(leafPem: string): NvidiaDeviceIdentity | string {
+/** The device identity in an NVIDIA attestation-key certificate (PEM or parsed); a string says what is missing. */
+export function nvidiaDeviceIdentity(leaf: string | X509Certificate): NvidiaDeviceIdentity | string {
   try {
-    return readDeviceIdentity(AsnConvert.parse(new X509Certificate(leafPem).raw, Certificate));
+    return readDeviceIdentity(AsnConvert.parse((typeof leaf === "string" ? new X509Certificate(leaf) : leaf).raw, Certificate));
   } catch (error) {
     // A chain verified to a pinned root can still carry extensions that do not parse.
     return `the leaf certificate does not parse: ${(error as Error).message}`;
@@ -196,8 +196,7 @@ export function checkClaimedClass(
 export function verifyNvidiaGpuEvidence(input: unknown, options: VerifyNvidiaEvidenceOptions): NvidiaEvidenceVerdict {
   const verdict = verifyGpuEvidence(input, options);
   if (!verdict.ok) return verdict;
-  const evidence = gpuEvidenceSchema.parse(input);
-  const device = nvidiaDeviceIdentity(evidence.certificates[0]!);
+  const device = nvidiaDeviceIdentity(verdict.leaf);
   if (typeof device === "string") return { ok: false, reason: "not_nvidia", detail: device };
   const firmware = parseNvidiaOpaque(verdict.opaque);
   if (typeof firmware === "string") return { ok: false, reason: "malformed", detail: firmware };

@@ -24,8 +24,8 @@ import type { CcOptions } from "./options.js";
 
 export type CcPolicy = {
   required: boolean;
-  /** Pinned device identity roots (PEM): NVIDIA's in production. */
-  roots: string[];
+  /** Pinned device identity roots, parsed once at start-up: NVIDIA's in production. */
+  roots: X509Certificate[];
   /** Board key → GPU class; undefined: the check stops at the chip. */
   boards?: ReadonlyMap<string, string>;
   reuseWindowMs: number;
@@ -37,7 +37,7 @@ export type CcVerifiedUnit = { chip: string; deviceId: string; board?: string; d
 /** Reads `attest.cc`'s root files. Undefined when CC evidence is not configured (no roots, not required). */
 export async function loadCcPolicy(options: CcOptions, readText: (file: string) => Promise<string> = (file) => readFile(file, "utf8")): Promise<CcPolicy | undefined> {
   if (options.rootFiles.length === 0) return undefined;
-  const roots: string[] = [];
+  const roots: X509Certificate[] = [];
   for (const file of options.rootFiles) {
     let text: string;
     try {
@@ -51,12 +51,11 @@ export async function loadCcPolicy(options: CcOptions, readText: (file: string) 
     // "a certificate does not parse", blaming the provider for the attestor's file.
     for (const [index, pem] of pems.entries()) {
       try {
-        new X509Certificate(pem);
+        roots.push(new X509Certificate(pem));
       } catch (error) {
         throw new Error(`attest.cc.rootFiles: certificate ${index + 1} in ${file} is not a valid X.509 certificate: ${(error as Error).message}`, { cause: error });
       }
     }
-    roots.push(...pems);
   }
   const boards = Object.entries(options.boards);
   return { required: options.required, roots, ...(boards.length ? { boards: new Map(boards) } : {}), reuseWindowMs: options.reuseWindowSeconds * 1000 };

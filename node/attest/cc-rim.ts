@@ -12,7 +12,7 @@
  * Tested against a RIM NVIDIA publishes (test/node/fixtures/cc/nvidia-hopper/README.md).
  */
 import { DOMParser } from "@xmldom/xmldom";
-import { createHash, createPublicKey, verify as verifySignature, type KeyLike } from "node:crypto";
+import { createHash, createPublicKey, verify as verifySignature, type KeyLike, type X509Certificate } from "node:crypto";
 import type { Hex } from "viem";
 import { C14nCanonicalization, SignedXml } from "xml-crypto";
 import { parseAndVerifyChain, type ChainFailure, type MeasurementBlock } from "./cc-evidence.js";
@@ -102,7 +102,7 @@ function attribute(element: Element, localName: string): string | undefined {
 }
 
 /** Verifies a RIM (XML text) to a pinned RIM root and reads it. Never throws on bad input. */
-export function verifyRim(xml: string, options: { roots: readonly string[]; now?: Date }): RimVerdict {
+export function verifyRim(xml: string, options: { roots: readonly (string | X509Certificate)[]; now?: Date }): RimVerdict {
   if (typeof xml !== "string" || xml.length === 0 || xml.length > MAX_RIM_BYTES)
     return { ok: false, reason: "malformed", detail: `a RIM is XML text of at most ${MAX_RIM_BYTES} bytes` };
   let document: ReturnType<DOMParser["parseFromString"]>;

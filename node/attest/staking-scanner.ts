@@ -4,11 +4,10 @@
  * every `intervalMs` scan the chain's events in bounded block ranges from where the last scan
  * ended, one scan at a time, until stopped. Subclasses say what a range yields.
  */
-import type { Address, Chain, PublicClient, Transport } from "viem";
+import { zeroAddress, type Address, type Chain, type PublicClient, type Transport } from "viem";
 import { providerRegistryAbi } from "../../common/abi.js";
 import type { Logger } from "../log/logger.js";
 
-const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
 /** Most blocks one log query covers. */
 const MAX_RANGE = 5_000n;
 
@@ -40,7 +39,7 @@ export abstract class StakingScanner<T> {
   /** Reads the registry's staking contract; scans on an interval when there is one. */
   async start(): Promise<void> {
     const staking = await this.scanner.publicClient.readContract({ address: this.scanner.registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
-    if (staking === ZERO_ADDRESS) {
+    if (staking === zeroAddress) {
       this.scanner.logger.info(this.lines.without);
       return;
     }

@@ -17,12 +17,11 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { GpuEvidence } from "../../common/attest/cc.js";
 import { devnetAccount } from "../../common/devnet.js";
-import type { ProviderMachine } from "../../node/attest/provider.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
 import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
-import { addrOf, challengeVerdict, machineOffer, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
+import { addrOf, challengeVerdict, startAttestorDaemon, startProviderWithMachine, type TestDaemon } from "../support/attest.js";
 import { makeSimDevices, simEvidence, type SimDevice } from "../support/cc-sim.js";
-import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
+import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
 
 const H100x2 = { model: "H100-80GB-SXM", units: 2, vramMiB: 81_559 };
@@ -59,21 +58,7 @@ describe("confidential-computing evidence over libp2p (issue 24)", function () {
     sim?.close();
   });
 
-  /** A provider daemon (devnet account `index`) with one registered machine and its offer published. */
-  const start = async (index: number, runner: Runner, machine = H100x2) => {
-    const machines: ProviderMachine[] = [];
-    const received: number[] = [];
-    const provider = await startProviderDaemon(devnet, index, { runner, machines: () => machines, onAttestation: (machineId) => void received.push(machineId) });
-    nodes.push(provider.daemon);
-    const [machineId] = await registerProvider(devnet, await devnet.wallet(index), {
-      peerId: provider.daemon.p2p.host.peerId.toString(),
-      stake: 100_000_000n,
-      machines: [machine],
-    });
-    machines.push({ machineId: machineId!, ...machine });
-    await provider.daemon.offers.publisher!.set(machineOffer(machines[0]!));
-    return { provider, machineId: machineId!, received };
-  };
+  const start = (index: number, runner: Runner, machine = H100x2) => startProviderWithMachine(devnet, index, { runner, machine }, nodes);
   const devicesRunner = (devices: readonly SimDevice[]) => new CcRunner(cpu, (id, unit) => simEvidence(devices[unit]!, id));
 
   it("passes distinct GH100s for a 2 × H100 claim and refuses one GPU twice, no evidence, a replayed real report, and an A100 claim", async () => {

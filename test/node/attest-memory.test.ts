@@ -15,11 +15,10 @@ import { deriveWalkKeys, walk, walkLeaf, walkResultBytes } from "../../common/at
 import type { MemChallenge } from "../../common/attest/memory-messages.js";
 import { MerkleTree } from "../../common/attest/merkle.js";
 import { CpuMemoryRunner, type MemoryBuffers, type MemoryRunner } from "../../node/attest/memory-runner.js";
-import type { ProviderMachine } from "../../node/attest/provider.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
 import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
-import { addrOf, challengeVerdict, machineOffer, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
-import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
+import { addrOf, challengeVerdict, startAttestorDaemon, startProviderWithMachine, type TestDaemon } from "../support/attest.js";
+import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
 
 const A100 = { model: "A100-80GB", units: 1, vramMiB: 81_920 };
@@ -100,26 +99,8 @@ describe("memory phase over libp2p (issue 24, item 2)", function () {
     await devnet?.close();
   });
 
-  /** A provider daemon (devnet account `index`) with one registered machine and its offer published. */
-  const start = async (index: number, memoryRunner: MemoryRunner, runner: Runner = cpu, machine = A100) => {
-    const machines: ProviderMachine[] = [];
-    const received: number[] = [];
-    const provider = await startProviderDaemon(devnet, index, {
-      runner,
-      memoryRunner,
-      machines: () => machines,
-      onAttestation: (machineId) => void received.push(machineId),
-    });
-    nodes.push(provider.daemon);
-    const [machineId] = await registerProvider(devnet, await devnet.wallet(index), {
-      peerId: provider.daemon.p2p.host.peerId.toString(),
-      stake: 100_000_000n,
-      machines: [machine],
-    });
-    machines.push({ machineId: machineId!, ...machine });
-    await provider.daemon.offers.publisher!.set(machineOffer(machines[0]!));
-    return { provider, machineId: machineId!, received };
-  };
+  const start = (index: number, memoryRunner: MemoryRunner, runner: Runner = cpu, machine = A100) =>
+    startProviderWithMachine(devnet, index, { runner, machine, memoryRunner }, nodes);
   /** The attestor (devnet account `index`) with the memory phase on and no scheduled scans, once it has the providers' offers. */
   const attestorFor = async (index: number, providers: Awaited<ReturnType<typeof start>>[]) => {
     const { daemon, attestor } = await startAttestorDaemon(devnet, index, {

@@ -11,10 +11,9 @@ import { multiaddr } from "@multiformats/multiaddr";
 import { requestChallenge } from "../../common/attest/request.js";
 import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
 import { createHost } from "../../common/p2p/host.js";
-import type { ProviderMachine } from "../../node/attest/provider.js";
-import { addrOf, machineOffer, startAttestorDaemon, startProviderDaemon, WrongRowsRunner, type TestDaemon } from "../support/attest.js";
+import { addrOf, startAttestorDaemon, startProviderWithMachine, WrongRowsRunner, type TestDaemon } from "../support/attest.js";
 import { runCli } from "../support/cli.js";
-import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
+import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
 
 const A100 = { model: "A100-80GB", units: 1, vramMiB: 81_920 };
@@ -32,12 +31,7 @@ describe("attestor requests: unreachable providers, --force, config flags (issue
   });
 
   it("an attestor without a way to the provider answers unreachable, naming the fix; forced challenges bypass a failure's backoff, once a minute", async () => {
-    const machines: ProviderMachine[] = [];
-    const provider = await startProviderDaemon(devnet, 1, { runner: new WrongRowsRunner(), machines: () => machines });
-    nodes.push(provider.daemon);
-    const [machineId] = await registerProvider(devnet, await devnet.wallet(1), { peerId: provider.daemon.p2p.host.peerId.toString(), stake: 100_000_000n, machines: [A100] });
-    machines.push({ machineId: machineId!, ...A100 });
-    await provider.daemon.offers.publisher!.set(machineOffer(machines[0]!));
+    const { provider, machineId } = await startProviderWithMachine(devnet, 1, { runner: new WrongRowsRunner(), machine: A100 }, nodes);
 
     // No bootstrap: the attestor never sees the provider's offer, so it knows no address.
     const lonely = await startAttestorDaemon(devnet, 7, { attest: { liveness: { enabled: false }, attestor: { scheduleIntervalMs: 3_600_000 } } });

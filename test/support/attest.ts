@@ -26,7 +26,7 @@ import { signOffer } from "../../common/chain/sign.js";
 import type { ChainClients } from "../../node/chain/clients.js";
 import { createLogger, silentLogger, type Logger } from "../../node/log/logger.js";
 import { startTestDaemon } from "./daemons.js";
-import { send, type Devnet } from "./devnet.js";
+import { registerProvider, send, type Devnet } from "./devnet.js";
 import { merge } from "./merge.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -125,6 +125,35 @@ export async function startProviderDaemon(
   });
   daemon.attach(mounted);
   return { daemon, mounted };
+}
+
+/**
+ * A provider daemon (devnet account `index`, closed with `nodes`) with one registered machine and
+ * its offer published. `received` lists the machine ids it was handed attestations for.
+ */
+export async function startProviderWithMachine(
+  devnet: Devnet,
+  index: number,
+  options: { runner: Runner; machine: Omit<ProviderMachine, "machineId">; memoryRunner?: MemoryRunner },
+  nodes: TestDaemon[],
+): Promise<{ provider: { daemon: TestDaemon; mounted: ProviderAttestation }; machineId: number; received: number[] }> {
+  const machines: ProviderMachine[] = [];
+  const received: number[] = [];
+  const provider = await startProviderDaemon(devnet, index, {
+    runner: options.runner,
+    machines: () => machines,
+    onAttestation: (machineId) => void received.push(machineId),
+    ...(options.memoryRunner ? { memoryRunner: options.memoryRunner } : {}),
+  });
+  nodes.push(provider.daemon);
+  const [machineId] = await registerProvider(devnet, await devnet.wallet(index), {
+    peerId: provider.daemon.p2p.host.peerId.toString(),
+    stake: 100_000_000n,
+    machines: [options.machine],
+  });
+  machines.push({ machineId: machineId!, ...options.machine });
+  await provider.daemon.offers.publisher!.set(machineOffer(machines[0]!));
+  return { provider, machineId: machineId!, received };
 }
 
 /**
