@@ -7,9 +7,10 @@
  *   calibrated rates) and the attestor's (hash iterations to recompute the opened walks, measured
  *   here per walk on this CPU and multiplied out).
  * - calibrate (`npm run bench -- attest calibrate --model H100-80GB-SXM [--runner external
- *   --command ./suanli-cuda-runner] [--devices GPU-…,GPU-…]`): runs a GEMM challenge on the runner and
- *   the memory runner's fill and walks, and prints one calibration record (calibration.ts) to put
- *   in the table. With the CPU runners it measures this CPU, which is only useful to check the
+ *   --command ./suanli-cuda-runner] [--devices GPU-…,GPU-…] [--words N --walks W --steps L]`): runs a GEMM
+ *   challenge on the runner and the memory phase's fill and walks (an external program's own, at
+ *   the class's real size; the CPU memory runner's, small), and prints one calibration record
+ *   (calibration.ts) to put in the table. With the CPU runners it measures this CPU, which is only useful to check the
  *   path; on a GPU host it is how an operator produces the table's figures.
  */
 import { unitSubChallenges } from "../common/attest/units.js";
@@ -99,16 +100,24 @@ export async function calibrate(args: string[]): Promise<CalibrationRecord> {
     const id = random32();
     const commitment = await runner.computeCommit({ id, rowsPerUnit: rows, cols, rounds, units: unitSubChallenges(id, random32(), 1) });
     const gemmSeconds = (performance.now() - started) / 1000;
+    const named = commitment.devices ?? [];
     await commitment.release();
-    // The memory runner: a small buffer on the CPU runner (a GPU memory runner plugs in the same MemoryRunner interface).
-    const words = Number(flag(args, "--words") ?? 1 << 16);
-    const hashIterations = 256;
-    const walks = 256;
-    const steps = 256;
+    // The memory phase on the runner's own hardware: an external program's `mem-*` requests at the
+    // default profile's real size for one unit of the class (90 % of its VRAM, W walks of L steps);
+    // the CPU memory runner, with a small buffer, when the runner is the CPU one.
+    const memoryRunner = runner.memory ?? new CpuMemoryRunner();
+    const shape =
+      kind === "external"
+        ? deriveMemoryParams(memoryProfileSchema.parse({}), { model, units: 1, vramMiB: findGpuModel(model)!.vramMiB })
+        : { words: 1 << 16, hashIterations: 256, walks: 256, steps: 256 };
+    const words = Number(flag(args, "--words") ?? shape.words);
+    const { hashIterations } = shape;
+    const walks = Number(flag(args, "--walks") ?? shape.walks);
+    const steps = Number(flag(args, "--steps") ?? shape.steps);
     const fields = { challengeId: random32(), seeds: [random32()], words, hashIterations, walks, steps, issuedAtMs: 0, fillDeadlineAtMs: 0, fillCutoffAtMs: 0 };
     const challenge: MemChallenge = { v: 1, type: "mem-challenge", ...fields, id: memChallengeId(fields) };
     const fillStarted = performance.now();
-    const buffers = await new CpuMemoryRunner().fill(challenge);
+    const buffers = await memoryRunner.fill(challenge);
     const fillSeconds = (performance.now() - fillStarted) / 1000;
     const walkStarted = performance.now();
     await buffers.walk(random32());
@@ -122,7 +131,8 @@ export async function calibrate(args: string[]): Promise<CalibrationRecord> {
       measuredRandomReadsPerSecond: (walks * steps) / walkSeconds,
       measuredHashesPerSecond: (words * hashIterations) / fillSeconds,
       runner: runner.name,
-      devices: (flag(args, "--devices") ?? "").split(",").filter(Boolean),
+      // The GPUs the runner named, unless the operator names them.
+      devices: flag(args, "--devices")?.split(",").filter(Boolean) ?? [...named],
       measuredAt: new Date().toISOString(),
     });
     const table = CALIBRATION[model];

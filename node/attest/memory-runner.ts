@@ -3,7 +3,8 @@
  * which really fills every unit's buffer and runs every walk (exact, for small sizes: the devnet
  * and tests), and the MemoryResponder that drives a runner through the protocol's messages.
  *
- * A GPU runner implements the same MemoryRunner interface with one buffer per device; the CPU
+ * A GPU runner program answers the runner contract's `mem-*` requests with one buffer per device
+ * (runner/external-memory.ts drives it through the same MemoryRunner interface); the CPU
  * runner can also be told to hold only part of a buffer (`capacityWords`) and recompute the rest
  * when a walk meets it: what a card with less memory than it claims must do. It counts what it
  * did (words stored, hash iterations, reads, recomputed words) so a simulated device can turn
@@ -36,21 +37,35 @@ export interface MemoryWalked {
   readonly roots: Hex[];
   /** GPU UUID per unit (index = unit); empty for the CPU runner. */
   readonly devices: string[];
-  readonly work: UnitWork[];
+  /** What each unit did, where the runner counts it (the CPU runner; an external program does not say). */
+  readonly work?: UnitWork[];
   open(walks: readonly { unit: number; index: number }[]): Promise<OpenedWalk[]>;
 }
 
 export interface MemoryBuffers {
-  readonly work: UnitWork[];
+  readonly work?: UnitWork[];
   /** Runs every unit's W walks with the nonce and commits to the results. */
   walk(nonce: Hex, options?: { signal?: AbortSignal }): Promise<MemoryWalked>;
   release(): Promise<void>;
 }
 
+/**
+ * Runs the memory phase: the CPU reference runner below, or an external runner program's `mem-*`
+ * requests (runner/external-memory.ts).
+ */
 export interface MemoryRunner {
   readonly name: string;
   /** Fills one buffer per unit from the unit's seed. */
   fill(challenge: MemChallenge, options?: { signal?: AbortSignal }): Promise<MemoryBuffers>;
+}
+
+/** The CPU runner's buffers, which always count their work. */
+export interface CpuMemoryWalked extends MemoryWalked {
+  readonly work: UnitWork[];
+}
+export interface CpuMemoryBuffers extends MemoryBuffers {
+  readonly work: UnitWork[];
+  walk(nonce: Hex, options?: { signal?: AbortSignal }): Promise<CpuMemoryWalked>;
 }
 
 export type CpuMemoryRunnerOptions = {
@@ -71,7 +86,7 @@ export class CpuMemoryRunner implements MemoryRunner {
   readonly name = "cpu-memory";
   constructor(private readonly options: CpuMemoryRunnerOptions = {}) {}
 
-  async fill(challenge: MemChallenge, options: { signal?: AbortSignal } = {}): Promise<MemoryBuffers> {
+  async fill(challenge: MemChallenge, options: { signal?: AbortSignal } = {}): Promise<CpuMemoryBuffers> {
     const { words, hashIterations: iterations } = challenge;
     const units = challenge.seeds.map((seed, unit) => {
       const stored = Math.max(0, Math.min(words, Math.floor(this.options.capacityWords?.(unit, words) ?? words)));

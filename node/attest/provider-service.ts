@@ -80,7 +80,7 @@ export type ProviderAttestationOptions = {
   falseFaultScanMs?: number;
   /** How long an on-chain lease read is reused. Default 2 s. */
   leaseCacheMs?: number;
-  /** Runs the memory phase; default the CPU memory runner (exact, small sizes only). */
+  /** Runs the memory phase; default the runner's own (`runner.memory`, an external program's), else the CPU memory runner (exact, small sizes only). */
   memoryRunner?: MemoryRunner;
   /** Largest challenge accepted (int8 ops); default from `attest.maxChallengeTeraOps`. */
   maxOps?: bigint;
@@ -169,7 +169,7 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
     provider,
     signer: account,
     domain: daemon.domain,
-    runner: options.memoryRunner ?? new CpuMemoryRunner(),
+    runner: options.memoryRunner ?? options.runner.memory ?? new CpuMemoryRunner(),
     unitsOf: (challengeId) => sessions.get(challengeId)?.units,
     now,
   });
@@ -186,7 +186,8 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       return request.type === "mem-walk" ? await memory.walk(request) : await memory.open(request);
     } catch (error) {
       refused();
-      logger.info("Memory phase refused", { id: request.id, peer, reason: (error as ChallengeRefusedError).reason ?? "runner_failed" });
+      const cause = error instanceof Error && error.cause instanceof Error ? error.cause.message : undefined;
+      logger.info("Memory phase refused", { id: request.id, peer, reason: (error as ChallengeRefusedError).reason ?? "runner_failed", ...(cause ? { cause } : {}) });
       return ChallengeResponder.refusal(request.id, error);
     }
   };

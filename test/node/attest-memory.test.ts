@@ -9,6 +9,7 @@
  * on a virtual clock.
  */
 import assert from "node:assert/strict";
+import path from "node:path";
 import { devnetAccount } from "../../common/devnet.js";
 import { bytesToHex, hexToBytes, type Hex } from "viem";
 import { deriveWalkKeys, walk, walkLeaf, walkResultBytes } from "../../common/attest/memory.js";
@@ -16,6 +17,7 @@ import type { MemChallenge } from "../../common/attest/memory-messages.js";
 import { MerkleTree } from "../../common/attest/merkle.js";
 import { CpuMemoryRunner, type MemoryBuffers, type MemoryRunner } from "../../node/attest/memory-runner.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
+import { ExternalRunner } from "../../node/attest/runner/external.js";
 import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
 import { addrOf, challengeVerdict, startAttestorDaemon, startProviderWithMachine, type TestDaemon } from "../support/attest.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
@@ -84,13 +86,15 @@ class NamingRunner implements Runner {
   async close(): Promise<void> {}
 }
 
+const referenceRunner = path.resolve(import.meta.dirname, "../../node/attest/runner/reference-runner.ts");
+
 describe("memory phase over libp2p (issue 24, item 2)", function () {
   this.timeout(240_000);
   let devnet: Devnet;
   let cpu: CpuRunner;
   const nodes: TestDaemon[] = [];
   before(async () => {
-    devnet = await startDevnet({ attestors: [devnetAccount(7).address, devnetAccount(8).address] });
+    devnet = await startDevnet({ attestors: [devnetAccount(7).address, devnetAccount(8).address, devnetAccount(9).address] });
     cpu = new CpuRunner({ workers: 1 });
   });
   after(async () => {
@@ -144,5 +148,27 @@ describe("memory phase over libp2p (issue 24, item 2)", function () {
     assert.equal(fail.detail, `the memory phase named other GPUs than the GEMM commit (unit 0: ${GPUS[0]} in the GEMM commit, ${GPUS[1]} in the memory phase)`);
     assert.equal(fail.attestation, null);
     assert.deepEqual(swapped.received, []);
+  });
+  it("an external runner program answers both phases (the provider's default memory runner is its program's): it passes naming its GPU; a program without the memory capability fails memory_phase", async () => {
+    const program = (...args: string[]) => new ExternalRunner({ command: process.execPath, args: ["--import", import.meta.resolve("tsx"), referenceRunner, ...args] });
+    const GPU = "GPU-0c1d2e3f-0000-4000-8000-0000000000cc";
+    const withMemory = program("--devices", GPU);
+    const withoutMemory = program("--devices", GPU.replace("cc", "dd"), "--no-memory");
+    try {
+      // No memoryRunner given: the provider uses its runner's (`runner.memory`).
+      const full = await startProviderWithMachine(devnet, 5, { runner: withMemory, machine: A100 }, nodes);
+      const gemmOnly = await startProviderWithMachine(devnet, 6, { runner: withoutMemory, machine: A100 }, nodes);
+      const attestor = await attestorFor(9, [full, gemmOnly]);
+      const pass = await challengeVerdict(attestor, full.machineId);
+      assert.equal(pass.outcome, "pass", `${pass.reason}: ${pass.detail}`);
+      await waitFor("the attestation at the provider", () => full.received.includes(full.machineId), { timeoutMs: 30_000 });
+      const fail = await challengeVerdict(attestor, gemmOnly.machineId);
+      assert.deepEqual([fail.outcome, fail.reason], ["fail", "memory_phase"], fail.detail ?? "");
+      assert.match(fail.detail ?? "", /runner_failed/);
+      assert.equal(fail.attestation, null);
+    } finally {
+      await withMemory.close();
+      await withoutMemory.close();
+    }
   });
 });

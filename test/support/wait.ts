@@ -10,3 +10,13 @@ export async function waitFor<T>(what: string, check: () => T | Promise<T>, opti
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }
+
+/** Whether a process with this pid exists (signal 0 checks without sending anything). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -13,7 +13,9 @@ import { hexToBytes, type Hex } from "viem";
 import { leafHash, verifyMerkleProof } from "../../../common/attest/merkle.js";
 import type { OpenedRowMessage } from "../../../common/attest/messages.js";
 import type { Logger } from "../../log/logger.js";
+import type { MemoryRunner } from "../memory-runner.js";
 import { RUNNER_MAX_LINE_BYTES, RUNNER_PROTOCOL, runnerLineSchema, type RunnerLine, type RunnerRequest } from "./contract.js";
+import { ExternalMemoryRunner } from "./external-memory.js";
 import { nodeSha256 } from "./hash.js";
 import { RunnerError, type Runner, type RunnerChallenge, type RunnerCommitment, type RowPick } from "./types.js";
 
@@ -185,10 +187,17 @@ export class ExternalRunner implements Runner {
   /** The challenge whose answer the program currently holds. */
   private current: string | undefined;
   private closed = false;
+  /** The running program's hello capabilities. */
+  private capabilities: readonly string[] = [];
+  /** Counts program starts: an answer or buffer held by an earlier start is gone. */
+  private starts = 0;
+  /** The memory phase on the same program (its `mem-*` requests), for a program whose hello lists `memory`. */
+  readonly memory: MemoryRunner;
 
   constructor(options: ExternalRunnerOptions) {
     this.options = options;
     this.name = `external:${path.basename(options.command)}`;
+    this.memory = new ExternalMemoryRunner(this);
   }
 
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
@@ -221,8 +230,57 @@ export class ExternalRunner implements Runner {
         metaMessages: ["Version 2 computes one sub-challenge per unit (docs/attestation.md, Runner contract): update the runner program."],
       });
     }
-    this.options.logger?.info("Runner started", { runner: hello.name, pid: proc.child.pid });
+    this.capabilities = hello.capabilities ?? [];
+    this.starts++;
+    this.options.logger?.info("Runner started", { runner: hello.name, pid: proc.child.pid, capabilities: this.capabilities });
     return proc;
+  }
+
+  /**
+   * For the parts of the contract beside the GEMM challenge (external-memory.ts): starts the
+   * program if needed, checks that its hello lists `capability`, sends `request` and returns the
+   * answer line, one exchange at a time. A line of type `error` becomes a RunnerError. When the
+   * signal aborts or `timeoutMs` passes the program is stopped (a GPU kernel cannot be interrupted
+   * any other way) and restarts on next use. `start` is the program's start count when it answered.
+   */
+  exchange(
+    capability: string,
+    request: RunnerRequest,
+    what: string,
+    options: { signal?: AbortSignal; timeoutMs?: number; sameStart?: number } = {},
+  ): Promise<{ line: RunnerLine; start: number }> {
+    return this.exclusive(async () => {
+      if (options.sameStart !== undefined && (this.starts !== options.sameStart || !this.process?.alive))
+        throw new RunnerError("The runner program restarted since it filled the buffers: what it held is gone.");
+      const proc = await this.started(options.signal);
+      if (!this.capabilities.includes(capability)) {
+        throw new RunnerError(`The runner program does not implement the ${capability} requests: its hello lists no "${capability}" capability.`, {
+          metaMessages: [`Add "capabilities":["${capability}"] to the hello once the program answers them (docs/attestation.md, Runner contract).`],
+        });
+      }
+      proc.send(request);
+      let line: RunnerLine;
+      try {
+        line = await proc.next(options.timeoutMs, options.signal, what);
+      } catch (error) {
+        await proc.stop(0);
+        throw error;
+      }
+      if (line.type === "error") throw new RunnerError(`The runner program could not answer with its ${what}.`, { details: line.message });
+      return { line, start: this.starts };
+    });
+  }
+
+  /** Sends a request that has no answer (a release) to the program, if it still runs the start given. */
+  notify(request: RunnerRequest, start: number): Promise<void> {
+    return this.exclusive(async () => {
+      if (this.starts === start && this.process?.alive) this.process.send(request);
+    });
+  }
+
+  /** Time the program has to answer an open request. */
+  get openTimeoutMs(): number {
+    return this.options.openTimeoutMs ?? 60_000;
   }
 
   /** Starts the runner program now (and waits for its hello), not inside the first challenge's deadline. */

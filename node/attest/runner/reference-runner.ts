@@ -6,10 +6,12 @@
  *   node --import tsx node/attest/runner/reference-runner.ts [--name NAME] [--devices GPU-a,GPU-b,…]
  *
  * `--devices` names a device per unit (unit u gets the (u mod count)-th), as a GPU runner would;
- * without it the runner names none.
+ * without it the runner names none. It implements the memory phase's requests too (its hello
+ * lists the `memory` capability; `--no-memory` leaves them out, as an older program would).
  */
 import { createInterface } from "node:readline";
 import { assertShape, computeAnswerRow, deriveMatrixKeys, generateMatrixB, type MatrixKeys } from "../../../common/attest/arithmetic.js";
+import { deriveWalkKeys, deriveWordKeys, fillWords, walk, walkLeaf, walkResultBytes } from "../../../common/attest/memory.js";
 import { MAX_TREE_DEPTH, MerkleTree, leafHash } from "../../../common/attest/merkle.js";
 import { RUNNER_PROTOCOL } from "./contract-version.js";
 import { nodeSha256, rowBytesView } from "./hash.js";
@@ -29,6 +31,7 @@ const nameFlag = process.argv.indexOf("--name");
 const name = nameFlag >= 0 ? process.argv[nameFlag + 1] : "reference-cpu";
 const devicesFlag = process.argv.indexOf("--devices");
 const devices = devicesFlag >= 0 ? (process.argv[devicesFlag + 1] ?? "").split(",").filter(Boolean) : [];
+const memory = !process.argv.includes("--no-memory");
 
 function send(line: unknown): void {
   process.stdout.write(`${JSON.stringify(line)}\n`);
@@ -90,7 +93,69 @@ function onOpen(request: { id: string; picks: { unit: number; index: number }[] 
   send({ type: "rows", id: request.id, rows });
 }
 
-send({ type: "hello", protocol: RUNNER_PROTOCOL, name });
+// The memory phase: one phase held at a time, one buffer per unit (a GPU runner: one per device).
+type MemoryUnit = { seed: Uint8Array; buffer: Uint32Array; results?: Uint32Array; tree?: MerkleTree };
+type MemoryPhase = { id: string; words: number; walks: number; steps: number; units: MemoryUnit[] };
+let phase: MemoryPhase | undefined;
+
+type MemFillRequest = { id: string; words: number; hashIterations: number; walks: number; steps: number; units: { seed: string }[] };
+
+function onMemFill(request: MemFillRequest): void {
+  phase = undefined;
+  const { words, hashIterations, walks, steps } = request;
+  for (const [key, value] of Object.entries({ words, hashIterations, walks, steps })) {
+    if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`${key} must be a positive integer`);
+  }
+  if (!Array.isArray(request.units) || request.units.length < 1) throw new RangeError("units must list each unit's seed");
+  // Word i of unit u: computeWord from the unit's seed (common/attest/memory.ts), two uint32 per word.
+  const units = request.units.map(({ seed }) => {
+    const bytes = hexToBytes(seed);
+    const buffer = new Uint32Array(2 * words);
+    fillWords(deriveWordKeys(bytes), hashIterations, buffer);
+    return { seed: bytes, buffer };
+  });
+  phase = { id: request.id.toLowerCase(), words, walks, steps, units };
+  send({ type: "mem-filled", id: request.id });
+}
+
+function onMemWalk(request: { id: string; nonce: string }): void {
+  if (!phase || phase.id !== request.id.toLowerCase()) throw new RangeError("no filled buffers held for this id");
+  const { words, walks, steps } = phase;
+  const id = hexToBytes(request.id);
+  for (const [u, unit] of phase.units.entries()) {
+    const keys = deriveWalkKeys(hexToBytes(request.nonce), unit.seed);
+    const results = new Uint32Array(2 * walks);
+    const read = (index: number, word: Uint32Array) => {
+      word[0] = unit.buffer[2 * index]!;
+      word[1] = unit.buffer[2 * index + 1]!;
+    };
+    const leaves = new Uint8Array(walks * 32);
+    for (let w = 0; w < walks; w++) {
+      walk(keys, w, words, steps, read, results, 2 * w);
+      leaves.set(walkLeaf(id, u, w, walkResultBytes(results, 2 * w), nodeSha256), w * 32);
+    }
+    unit.results = results;
+    unit.tree = MerkleTree.fromLeafBytes(leaves, walks, nodeSha256);
+  }
+  send({
+    type: "mem-commit",
+    id: request.id,
+    units: phase.units.map((unit, u) => ({ root: bytesToHex(unit.tree!.root), ...(devices.length ? { device: devices[u % devices.length] } : {}) })),
+  });
+}
+
+function onMemOpen(request: { id: string; walks: { unit: number; index: number }[] }): void {
+  if (!phase || phase.id !== request.id.toLowerCase()) throw new RangeError("no committed walks held for this id");
+  const held = phase;
+  const walks = request.walks.map(({ unit, index }) => {
+    const u = held.units[unit];
+    if (!u?.results || !u.tree || !Number.isInteger(index) || index < 0 || index >= held.walks) throw new RangeError(`there is no walk ${index} of unit ${unit}`);
+    return { unit, index, result: bytesToHex(walkResultBytes(u.results, 2 * index)), proof: u.tree.proof(index).map((sibling) => bytesToHex(sibling)) };
+  });
+  send({ type: "mem-walks", id: request.id, walks });
+}
+
+send({ type: "hello", protocol: RUNNER_PROTOCOL, name, ...(memory ? { capabilities: ["memory"] } : {}) });
 for await (const text of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
   if (!text.trim()) continue;
   let request: { type?: string; id?: string };
@@ -105,6 +170,11 @@ for await (const text of createInterface({ input: process.stdin, crlfDelay: Infi
     else if (request.type === "open") onOpen(request as Parameters<typeof onOpen>[0]);
     else if (request.type === "release") {
       if (held?.id === request.id?.toLowerCase()) held = undefined;
+    } else if (memory && request.type === "mem-fill") onMemFill(request as MemFillRequest);
+    else if (memory && request.type === "mem-walk") onMemWalk(request as Parameters<typeof onMemWalk>[0]);
+    else if (memory && request.type === "mem-open") onMemOpen(request as Parameters<typeof onMemOpen>[0]);
+    else if (memory && request.type === "mem-release") {
+      if (phase?.id === request.id?.toLowerCase()) phase = undefined;
     } else send({ type: "error", id: request.id ?? null, message: `unknown request type ${String(request.type)}` });
   } catch (error) {
     send({ type: "error", id: request.id ?? null, message: error instanceof Error ? error.message : String(error) });

@@ -4,6 +4,7 @@
  * contract of docs/attestation.md, e.g. a CUDA one). The provider's ChallengeResponder drives it.
  */
 import type { GpuEvidence } from "../../../common/attest/cc.js";
+import type { MemoryRunner } from "../memory-runner.js";
 import type { Hex } from "viem";
 import { SuanliError } from "../../../common/errors.js";
 import type { OpenedRowMessage } from "../../../common/attest/messages.js";
@@ -62,6 +63,11 @@ export interface Runner {
    * they mount attestation; a runner with nothing to start leaves it out.
    */
   warm?(): Promise<void>;
+  /**
+   * The memory phase on the same hardware (an external program's `mem-*` requests); absent, the
+   * provider answers it with the CPU memory runner.
+   */
+  readonly memory?: MemoryRunner;
   /** Stops workers or the runner process. */
   close(): Promise<void>;
 }

@@ -13,6 +13,7 @@ import { CpuRunner } from "../../../node/attest/runner/cpu.js";
 import { ExternalRunner } from "../../../node/attest/runner/external.js";
 import type { RunnerChallenge } from "../../../node/attest/runner/types.js";
 import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount } from "./helpers.js";
+import { isAlive } from "../../support/wait.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../../..");
@@ -43,15 +44,6 @@ function expectedRoot(c: TestChallenge, unit = 0): Hex {
 }
 
 const picksOf = (indices: number[], unit = 0) => indices.map((index) => ({ unit, index }));
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 describe("attest runners", function () {
   this.timeout(30_000);
