@@ -7272,6 +7272,11 @@ export const attestorStakingAbi = [
             "internalType": "bytes32",
             "name": "gpus",
             "type": "bytes32"
+          },
+          {
+            "internalType": "bytes32",
+            "name": "cc",
+            "type": "bytes32"
           }
         ],
         "internalType": "struct IAttestorStaking.Attestation",
@@ -7374,6 +7379,11 @@ export const attestorStakingAbi = [
             "internalType": "bytes32",
             "name": "gpus",
             "type": "bytes32"
+          },
+          {
+            "internalType": "bytes32",
+            "name": "cc",
+            "type": "bytes32"
           }
         ],
         "internalType": "struct IAttestorStaking.Attestation",
@@ -7462,6 +7472,11 @@ export const attestorStakingAbi = [
           {
             "internalType": "bytes32",
             "name": "gpus",
+            "type": "bytes32"
+          },
+          {
+            "internalType": "bytes32",
+            "name": "cc",
             "type": "bytes32"
           }
         ],

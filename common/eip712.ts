@@ -80,6 +80,11 @@ export const suanliTypes = {
     { name: "root", type: "bytes32" },
     /** keccak256 of the GPU UUIDs the provider's runner named in its signed commit (zero when it named none). */
     { name: "gpus", type: "bytes32" },
+    /**
+     * keccak256 of the GPUs the attestor verified by their confidential-computing evidence, one per
+     * unit in unit order (common/attest/cc.ts ccIdentitiesHash); zero when it verified none.
+     */
+    { name: "cc", type: "bytes32" },
   ],
   /** The provider's signed result of a lease, sent to the renter and mirrored on-chain by `complete`. */
   Completion: [
@@ -162,6 +167,7 @@ export type Attestation = {
   challengeId: Hex;
   root: Hex;
   gpus: Hex;
+  cc: Hex;
 };
 export type Completion = { leaseId: bigint; exitCode: number; outputDigest: Hex; unitSeconds: bigint };
 export type RenterRequest = { leaseId: bigint; provider: Address; action: string; bodyHash: Hex; issuedAt: number; nonce: Hex };

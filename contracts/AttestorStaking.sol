@@ -32,7 +32,7 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
 
     /// @notice EIP-712 type hash of the Attestation an attestor signs (common/eip712.ts).
     bytes32 public constant ATTESTATION_TYPEHASH = keccak256(
-        "Attestation(address provider,uint32 machineId,bytes32 model,uint16 units,uint32 vramMiB,uint64 throughput,uint32 issuedAt,uint32 expiry,bytes32 challengeId,bytes32 root,bytes32 gpus)"
+        "Attestation(address provider,uint32 machineId,bytes32 model,uint16 units,uint32 vramMiB,uint64 throughput,uint32 issuedAt,uint32 expiry,bytes32 challengeId,bytes32 root,bytes32 gpus,bytes32 cc)"
     );
     /// @notice EIP-712 type hash of the commit a provider signs (common/attest/commit.ts).
     bytes32 public constant ATTEST_COMMIT_TYPEHASH =
@@ -347,24 +347,8 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     }
 
     function _attestationDigest(Attestation calldata a) private view returns (bytes32) {
-        return _hashTyped(
-            keccak256(
-                abi.encode(
-                    ATTESTATION_TYPEHASH,
-                    a.provider,
-                    a.machineId,
-                    a.model,
-                    a.units,
-                    a.vramMiB,
-                    a.throughput,
-                    a.issuedAt,
-                    a.expiry,
-                    a.challengeId,
-                    a.root,
-                    a.gpus
-                )
-            )
-        );
+        // Every field is static, so the struct's ABI encoding is EIP-712's encodeData: the fields' 32-byte words in order.
+        return _hashTyped(keccak256(abi.encode(ATTESTATION_TYPEHASH, a)));
     }
 
     /// @dev Slashes `attestor` for dispute `id`: slashAmount, capped by its active and unbonding stake, taken from the

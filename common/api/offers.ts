@@ -50,6 +50,14 @@ export const attestationViewSchema = z.strictObject({
   issuedAt: unixSecondsSchema,
   expiry: unixSecondsSchema,
   current: z.boolean().describe("False once `expiry` has passed."),
+  confidentialComputing: z
+    .boolean()
+    .describe(
+      "True when the attestor verified the GPUs' confidential-computing evidence (NVIDIA Hopper and later): one physical GPU per unit, its signed measurements chained to NVIDIA's root (docs/attestation.md).",
+    ),
+  cc: bytes32WireSchema.describe(
+    "keccak256 of the verified GPUs, `<chip>:<deviceId>` per unit in unit order joined by newlines; zero when none. The same value on two machines' attestations means the same GPUs.",
+  ),
 });
 export type AttestationView = z.output<typeof attestationViewSchema>;
 
@@ -101,6 +109,7 @@ export const offerViewSchema = z.strictObject({
     lowestInterruptibleBid: amountSchema.nullable().describe("Lowest bid among running interruptible leases (an on-demand renter may preempt them)."),
   }),
   attested: z.boolean().describe("True when at least one current attestation, verified by this node, covers the machine."),
+  confidentialComputing: z.boolean().describe("True when a current attestation covering the machine carries GPUs verified by their confidential-computing evidence."),
   attestations: z.array(attestationViewSchema),
   peerId: z.string(),
   addrs: z.array(z.string()),
@@ -125,6 +134,9 @@ export const offerFilterShape = {
   maxPricePerUnitSecond: queryAmount.optional().describe("At most this price, token base units per unit-second."),
   region: regionQuery.optional().describe("Region label, case-insensitive."),
   attested: queryBool.optional().describe("true: only attested machines; false: only machines without a current attestation."),
+  confidentialComputing: queryBool
+    .optional()
+    .describe("true: only machines whose GPUs a current attestation verified by confidential-computing evidence; false: only machines without one."),
   provider: queryAddress.optional().describe("Only this provider's offers."),
   interruptible: queryBool.optional().describe("true: only machines that sell interruptible capacity."),
   sort: offerSortSchema.default("price").describe("Sort order (default price ascending); `-` sorts descending."),

@@ -4,6 +4,7 @@
  * provider's commit. Verified by node/attest/cc-evidence.ts and cc-nvidia.ts (Node only: X.509);
  * this file is only the shape and its bounds, so the SDK and browsers can read it too.
  */
+import { keccak256, stringToBytes, type Hex } from "viem";
 import { z } from "zod";
 
 const hexBytes = (maxBytes: number) =>
@@ -37,3 +38,16 @@ export const MAX_CC_EVIDENCE_JSON_BYTES = 32 * 1024;
 export const boundedGpuEvidenceSchema = gpuEvidenceSchema.refine((e) => JSON.stringify(e).length <= MAX_CC_EVIDENCE_JSON_BYTES, {
   message: `one unit's evidence is at most ${MAX_CC_EVIDENCE_JSON_BYTES} bytes as JSON`,
 });
+
+/** An attestation's `cc` when its attestor verified no confidential-computing evidence. */
+export const NO_CC: Hex = `0x${"00".repeat(32)}`;
+
+/**
+ * An attestation's `cc`: keccak256 of the GPUs the attestor verified, one per unit in unit order,
+ * each `<chip>:<deviceId>` as the device certificate names it (e.g. "GH100:48B02D92494BADF4"),
+ * joined by newlines; NO_CC for none.
+ */
+export function ccIdentitiesHash(units: readonly { chip: string; deviceId: string }[]): Hex {
+  if (!units.length) return NO_CC;
+  return keccak256(stringToBytes(units.map((unit) => `${unit.chip}:${unit.deviceId}`).join("\n")));
+}

@@ -72,6 +72,7 @@ export const attestationWireSchema = z.strictObject({
   challengeId: bytes32Schema,
   root: bytes32Schema,
   gpus: bytes32Schema,
+  cc: bytes32Schema,
 }) satisfies z.ZodType<Attestation, unknown>;
 
 export const signedAttestationSchema = z.strictObject({

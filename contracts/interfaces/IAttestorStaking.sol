@@ -59,6 +59,7 @@ interface IAttestorStaking {
         bytes32 challengeId;
         bytes32 root;
         bytes32 gpus;
+        bytes32 cc;
     }
 
     /// @notice Where a dispute stands.

@@ -3,6 +3,7 @@
  * GET /v1/offers, in one place so that every data source filters the way the API documents.
  */
 import type { OfferFilter, OfferSort, OfferView, AttestationView } from "../../common/api/offers.js";
+import { NO_CC } from "../../common/attest/cc.js";
 import { leaseCheckShareBps } from "../../common/attest/lease-checks.js";
 import { offerKey, pricePerUnitHour } from "../../common/offers/message.js";
 import type { OfferEntry, VerifiedAttestation } from "./source.js";
@@ -25,6 +26,11 @@ export function isAttested(entry: OfferEntry, nowSeconds: number): boolean {
   return entry.verifiedAttestations.some((verified) => attestationCovers(entry, verified, nowSeconds));
 }
 
+/** A current attestation covering the machine verified its GPUs by confidential-computing evidence. */
+export function isCcVerified(entry: OfferEntry, nowSeconds: number): boolean {
+  return entry.verifiedAttestations.some((verified) => verified.attestation.cc !== NO_CC && attestationCovers(entry, verified, nowSeconds));
+}
+
 export function toAttestationView(verified: VerifiedAttestation, nowSeconds: number): AttestationView {
   const { attestation } = verified;
   return {
@@ -35,6 +41,8 @@ export function toAttestationView(verified: VerifiedAttestation, nowSeconds: num
     issuedAt: attestation.issuedAt,
     expiry: attestation.expiry,
     current: attestation.expiry > nowSeconds,
+    confidentialComputing: attestation.cc !== NO_CC,
+    cc: attestation.cc,
   };
 }
 
@@ -73,6 +81,7 @@ export function toOfferView(entry: OfferEntry, nowSeconds: number): OfferView {
       lowestInterruptibleBid: capacity.lowestInterruptibleBid,
     },
     attested: isAttested(entry, nowSeconds),
+    confidentialComputing: isCcVerified(entry, nowSeconds),
     attestations: entry.verifiedAttestations.map((verified) => toAttestationView(verified, nowSeconds)),
     peerId: entry.message.peerId,
     addrs: entry.message.addrs,
@@ -93,6 +102,7 @@ export function offerMatchesFilter(entry: OfferEntry, filter: OfferFilter, nowSe
   if (filter.maxPricePerUnitSecond !== undefined && offer.pricePerUnitSecond > filter.maxPricePerUnitSecond) return false;
   if (filter.region !== undefined && machine.region.toLowerCase() !== filter.region.toLowerCase()) return false;
   if (filter.attested !== undefined && isAttested(entry, nowSeconds) !== filter.attested) return false;
+  if (filter.confidentialComputing !== undefined && isCcVerified(entry, nowSeconds) !== filter.confidentialComputing) return false;
   if (filter.provider !== undefined && offer.provider.toLowerCase() !== filter.provider.toLowerCase()) return false;
   if (filter.interruptible !== undefined && offer.minBidPerUnitSecond > 0n !== filter.interruptible) return false;
   return true;

@@ -38,6 +38,7 @@ import { describeIssues } from "../../common/validation.js";
 import type { Logger } from "../log/logger.js";
 import { UnknownGpuModelError } from "../../common/attest/errors.js";
 import { ChallengeStateError } from "./errors.js";
+import { ccIdentitiesHash } from "../../common/attest/cc.js";
 import { CcDeviceRegistry, checkCommitEvidence, type CcPolicy, type CcVerifiedUnit } from "./cc-policy.js";
 
 /** The machine a challenge tests, as declared on-chain (the caller checks it against the registry). */
@@ -361,6 +362,8 @@ export class AttestorChallenge {
       challengeId: this.id,
       root: rootsHash(commit.message.roots),
       gpus: gpusHash(commit.message.devices),
+      // What this attestor verified of the GPUs themselves (attest.cc): one device per unit, chained to the pinned root.
+      cc: ccIdentitiesHash(this.ccUnits ?? []),
     });
     const pass: ChallengePass = {
       outcome: "pass",

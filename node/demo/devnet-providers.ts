@@ -125,6 +125,7 @@ async function attest(daemon: Daemon, provider: Address, machineId: number, mach
     challengeId: `0x${"00".repeat(32)}` as const,
     root: `0x${"00".repeat(32)}` as const,
     gpus: `0x${"00".repeat(32)}` as const,
+    cc: `0x${"00".repeat(32)}` as const,
     issuedAt: now - 60,
     expiry: now + 24 * 3600,
   };

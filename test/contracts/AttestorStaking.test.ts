@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { getAddress, keccak256, toBytes, zeroAddress, type Hex } from "viem";
+import { getAddress, hashTypedData, keccak256, toBytes, zeroAddress, type Hex } from "viem";
 import { signAttestation } from "../../common/chain/sign.js";
 import { signPermitFields } from "../../common/chain/tx.js";
 import { disputeCommitArgs, signCommit, type CommitFields } from "../../common/attest/commit.js";
-import type { Attestation } from "../../common/eip712.js";
+import { suanliTypes, type Attestation } from "../../common/eip712.js";
 import { machineCommitFixture } from "../support/machine-commit.js";
 import { A100, ATTESTOR_ROLE, balance, connect, faultSignatures, latest, openActive, type Connection, type Suanli } from "./support/suanli.js";
 import { ANSWER_WINDOW, FEE, MIN_STAKE, PARAMS, SLASH, UNBONDING, assertBooks, everyone, stakedSuanli } from "./support/staking.js";
@@ -302,6 +302,19 @@ describe("AttestorStaking", () => {
     await s.staking.write.claim([to], { account: s.provider!.account });
     assert.equal(await balance(s as Suanli, to), before + owed);
     await assertBooks(s as unknown as S, everyone(s as unknown as S), 0n);
+  });
+
+  it("disputes the attestation the attestor signed, confidential-computing identities (cc) included: the digest is EIP-712's, and another cc is another signer", async () => {
+    const s = await load();
+    const cc = keccak256(toBytes("GH100:48B02D92494BADF4"));
+    const { attestation, signature, id } = await attest(s, 0, { cc });
+    assert.equal(id, hashTypedData({ domain: s.domain, types: suanliTypes, primaryType: "Attestation", message: attestation }));
+    // The same signature over an attestation claiming no CC verification (or another GPU) recovers some other key, with nothing at stake.
+    for (const other of [`0x${"00".repeat(32)}` as Hex, keccak256(toBytes("GH100:0000000000000000"))]) {
+      await assert.rejects(s.staking.write.disputeAttestation([{ ...attestation, cc: other }, signature], { account: s.provider!.account }), /NothingAtStake/);
+    }
+    await s.staking.write.disputeAttestation([attestation, signature], { account: s.provider!.account });
+    assert.equal((await s.staking.read.getDispute([id])).attestor, getAddress(s.attestors[0]!.account.address));
   });
 
   it("lets only the registry's governance set parameters, each within its bounds", async () => {

@@ -68,6 +68,7 @@ describe("explorer page in headless Chromium against a devnet node", function ()
         challengeId: `0x${"00".repeat(32)}` as const,
         root: `0x${"00".repeat(32)}` as const,
         gpus: `0x${"00".repeat(32)}` as const,
+        cc: `0x${"00".repeat(32)}` as const,
         issuedAt: now - 60,
         expiry: now + 86_400,
       };

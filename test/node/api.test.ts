@@ -3,6 +3,7 @@ import { recoverTypedDataAddress, type Hex } from "viem";
 import { leasePageSchema, leaseViewSchema, machinePageSchema, machineViewSchema, providerPageSchema, providerViewSchema } from "../../common/api/chain.js";
 import { healthSchema, marketStatsSchema, matchResultSchema, nodeInfoSchema, reservationAnswerSchema } from "../../common/api/market.js";
 import { offerPageSchema, offerViewSchema } from "../../common/api/offers.js";
+import { ccIdentitiesHash } from "../../common/attest/cc.js";
 import { suanliDomain, suanliTypes, type ReserveRequest } from "../../common/eip712.js";
 import { startApiFixture, T0, testDeployment, type ApiFixture } from "../support/api-fixture.js";
 import { accounts, signedOfferEntry, TEST_CHAIN_ID, TEST_MARKET } from "../support/market.js";
@@ -135,6 +136,41 @@ describe("HTTP API routes", () => {
       assert.deepEqual(await keys("model=A100&region=eu-west&attested=true&minFreeUnits=6"), [fx.keys.a100]);
       assert.deepEqual(await keys("sort=-price"), [fx.keys.h100, fx.keys.a100b, fx.keys.a100]);
       assert.deepEqual(await keys("sort=freeUnits"), [fx.keys.a100b, fx.keys.a100, fx.keys.h100]);
+    });
+
+    it("says which machines' GPUs an attestor verified by confidential-computing evidence, and filters on it", async () => {
+      const source = new InMemoryMarketSource({ now: () => T0 * 1000 });
+      const cc = ccIdentitiesHash([{ chip: "GH100", deviceId: "48B02D92494BADF4" }]);
+      source.putOffer(
+        await signedOfferEntry({
+          provider: accounts.providerB,
+          machineId: 9,
+          model: "H100-80GB-SXM",
+          units: 1,
+          pricePerUnitSecond: 2000n,
+          at: T0 - 60,
+          attestor: accounts.attestor,
+          cc,
+        }),
+      );
+      const withCc = await startApiFixture({}, { source });
+      try {
+        const page = async (query: string) => offerPageSchema.decode((await withCc.api.app.inject({ method: "GET", url: `/v1/offers?${query}` })).json()).items;
+        const verified = await page("confidentialComputing=true");
+        assert.deepEqual(
+          verified.map((offer) => [offer.machineId, offer.confidentialComputing, offer.attestations.map((a) => [a.confidentialComputing, a.cc])]),
+          [[9, true, [[true, cc]]]],
+        );
+        // Attested without CC evidence (the A100s), or not attested at all (the H100 of provider A): not CC-verified.
+        const others = await page("confidentialComputing=false");
+        assert.deepEqual(others.map((offer) => offer.key).sort(), [fx.keys.a100, fx.keys.a100b, fx.keys.h100].sort());
+        assert.ok(others.every((offer) => !offer.confidentialComputing && offer.attestations.every((a) => !a.confidentialComputing && a.cc === `0x${"00".repeat(32)}`)));
+        const bad = await withCc.api.app.inject({ method: "GET", url: "/v1/offers?confidentialComputing=yes" });
+        assert.equal(bad.statusCode, 400);
+        assert.match(bad.body, /confidentialComputing/);
+      } finally {
+        await withCc.close();
+      }
     });
 
     it("pages with limit and offset", async () => {

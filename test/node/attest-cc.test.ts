@@ -15,7 +15,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import type { GpuEvidence } from "../../common/attest/cc.js";
+import { ccIdentitiesHash, type GpuEvidence } from "../../common/attest/cc.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
 import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
@@ -96,6 +96,14 @@ describe("confidential-computing evidence over libp2p (issue 24)", function () {
         ["GH100", sim.devices[0]!.deviceId, "1010-0200-882"],
         ["GH100", sim.devices[1]!.deviceId, "1010-0200-882"],
       ],
+    );
+    // The signed attestation names the verified GPUs (cc), so every offer book and the staking contract see what was verified.
+    assert.equal(
+      pass.attestation?.attestation.cc,
+      ccIdentitiesHash([
+        { chip: "GH100", deviceId: sim.devices[0]!.deviceId },
+        { chip: "GH100", deviceId: sim.devices[1]!.deviceId },
+      ]),
     );
     await waitFor("the attestation at the honest provider", () => honest.received.includes(honest.machineId), { timeoutMs: 30_000 });
 

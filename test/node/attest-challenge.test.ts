@@ -279,6 +279,7 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
         challengeId: `0x${"00".repeat(32)}` as const,
         root: `0x${"00".repeat(32)}` as const,
         gpus: `0x${"00".repeat(32)}` as const,
+        cc: `0x${"00".repeat(32)}` as const,
       };
 
       // Signed by a real attestor, but a day old and expired an hour ago.

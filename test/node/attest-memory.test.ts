@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { devnetAccount } from "../../common/devnet.js";
 import { bytesToHex, hexToBytes, type Hex } from "viem";
+import { NO_CC } from "../../common/attest/cc.js";
 import { deriveWalkKeys, walk, walkLeaf, walkResultBytes } from "../../common/attest/memory.js";
 import type { MemChallenge } from "../../common/attest/memory-messages.js";
 import { MerkleTree } from "../../common/attest/merkle.js";
@@ -125,6 +126,8 @@ describe("memory phase over libp2p (issue 24, item 2)", function () {
 
     const pass = await challengeVerdict(attestor, honest.machineId);
     assert.equal(pass.outcome, "pass", `${pass.reason}: ${pass.detail}`);
+    // No confidential-computing evidence verified (this attestor has no attest.cc): the attestation says so.
+    assert.equal(pass.attestation?.attestation.cc, NO_CC);
     await waitFor("the attestation at the honest provider", () => honest.received.includes(honest.machineId), { timeoutMs: 30_000 });
 
     const fail = await challengeVerdict(attestor, short.machineId);

@@ -102,6 +102,7 @@ describe("provider agent: setup across restarts, attestations in offers", functi
         challengeId: `0x${"00".repeat(32)}` as const,
         root: `0x${"00".repeat(32)}` as const,
         gpus: `0x${"00".repeat(32)}` as const,
+        cc: `0x${"00".repeat(32)}` as const,
         issuedAt: now,
         expiry: now + 3_600,
       };

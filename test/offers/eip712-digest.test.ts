@@ -43,6 +43,7 @@ describe("fast EIP-712 digests", () => {
       challengeId: bytes32,
       root: bytes32,
       gpus: bytes32,
+      cc: bytes32,
     });
     const completion = fc.record({ leaseId: uint(256), exitCode: fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), outputDigest: bytes32, unitSeconds: uint(64) });
     const renterRequest = fc.record({
@@ -77,6 +78,7 @@ describe("fast EIP-712 digests", () => {
           challengeId: `0x${"00".repeat(32)}` as const,
           root: `0x${"00".repeat(32)}` as const,
           gpus: `0x${"00".repeat(32)}` as const,
+          cc: `0x${"00".repeat(32)}` as const,
           issuedAt: 1,
           expiry: 1,
         }),
@@ -137,6 +139,7 @@ describe("fast keccak and signer recovery", () => {
       challengeId: `0x${"00".repeat(32)}` as const,
       root: `0x${"00".repeat(32)}` as const,
       gpus: `0x${"00".repeat(32)}` as const,
+      cc: `0x${"00".repeat(32)}` as const,
       issuedAt: 1,
       expiry: 2,
     };
@@ -174,6 +177,7 @@ describe("fast keccak and signer recovery", () => {
           challengeId: `0x${"cd".repeat(32)}` as Hex,
           root: `0x${"ef".repeat(32)}` as Hex,
           gpus: `0x${"01".repeat(32)}` as Hex,
+          cc: `0x${"02".repeat(32)}` as Hex,
         };
         assert.equal(recoverer.digest("Attestation", message), hashTypedData({ domain, types: suanliTypes, primaryType: "Attestation", message }));
       }
@@ -190,6 +194,7 @@ describe("fast keccak and signer recovery", () => {
           challengeId: `0x${"00".repeat(32)}` as const,
           root: `0x${"00".repeat(32)}` as const,
           gpus: `0x${"00".repeat(32)}` as const,
+          cc: `0x${"00".repeat(32)}` as const,
           issuedAt: 1,
           expiry: 1,
         }),
@@ -207,6 +212,7 @@ describe("fast keccak and signer recovery", () => {
           challengeId: `0x${"00".repeat(32)}` as const,
           root: `0x${"00".repeat(32)}` as const,
           gpus: `0x${"00".repeat(32)}` as const,
+          cc: `0x${"00".repeat(32)}` as const,
           issuedAt: 1,
           expiry: 1,
         }),
@@ -224,6 +230,7 @@ describe("fast keccak and signer recovery", () => {
           challengeId: `0x${"00".repeat(32)}` as const,
           root: `0x${"00".repeat(32)}` as const,
           gpus: `0x${"00".repeat(32)}` as const,
+          cc: `0x${"00".repeat(32)}` as const,
           issuedAt: 1,
           expiry: 1,
         }),

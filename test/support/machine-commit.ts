@@ -33,6 +33,7 @@ export function machineCommitFixture(o: { tag: string; provider: Address; machin
     challengeId,
     root: rootsHash(roots),
     gpus: gpusHash(devices),
+    cc: `0x${"00".repeat(32)}`,
   };
   return { attestation, commit: { challengeId, rowsPerUnit: o.rowsPerUnit ?? 512, roots, devices } };
 }

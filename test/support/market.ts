@@ -5,7 +5,7 @@
  */
 import { generateKeyPairFromSeed } from "@libp2p/crypto/keys";
 import { peerIdFromPrivateKey } from "@libp2p/peer-id";
-import { hexToBytes, keccak256, type Address, type HDAccount, type LocalAccount } from "viem";
+import { hexToBytes, keccak256, type Address, type Hex, type HDAccount, type LocalAccount } from "viem";
 import type { LeaseView, ProviderView } from "../../common/api/chain.js";
 import { signAttestation, signOffer } from "../../common/chain/sign.js";
 import { devnetAccount } from "../../common/devnet.js";
@@ -47,6 +47,8 @@ export type SignedOfferSpec = {
   expiresIn?: number;
   /** When given, signs a current hardware attestation of the machine. */
   attestor?: LocalAccount;
+  /** The attestation's `cc` (GPUs verified by confidential-computing evidence; default none). */
+  cc?: Hex;
 };
 
 /** An offer-book entry with real EIP-712 signatures, parsed through the gossip message schema. */
@@ -82,6 +84,7 @@ export async function signedEntry(spec: SignedOfferSpec): Promise<OfferEntry> {
       challengeId: `0x${"00".repeat(32)}`,
       root: `0x${"00".repeat(32)}`,
       gpus: `0x${"00".repeat(32)}`,
+      cc: spec.cc ?? `0x${"00".repeat(32)}`,
       issuedAt: spec.at - 60,
       expiry: spec.at + 24 * 3600,
     };

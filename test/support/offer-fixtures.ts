@@ -92,6 +92,7 @@ export function attest(attestor: Signer, provider: Address, spec: MachineSpec, t
     challengeId: `0x${"00".repeat(32)}`,
     root: `0x${"00".repeat(32)}`,
     gpus: `0x${"00".repeat(32)}`,
+    cc: `0x${"00".repeat(32)}`,
     issuedAt: now - 10,
     expiry: now + ttlSec,
   });

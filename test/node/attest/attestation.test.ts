@@ -19,6 +19,7 @@ const attestation: Attestation = {
   challengeId: `0x${"00".repeat(32)}` as const,
   root: `0x${"00".repeat(32)}` as const,
   gpus: `0x${"00".repeat(32)}` as const,
+  cc: `0x${"00".repeat(32)}` as const,
   issuedAt: now - 60,
   expiry: now + 3600,
 };
