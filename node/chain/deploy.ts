@@ -135,6 +135,7 @@ export async function deployContracts({ publicClient, walletClient, params, gove
     },
   ]);
   await grant(MARKET_ROLE, market.address, registry.address);
+  // The first staking of this registry and market: it replaces none (deployAttestorStaking replaces one).
   const staking = await deploy("AttestorStaking", attestorStakingAbi, [
     registry.address,
     market.address,
@@ -148,6 +149,7 @@ export async function deployContracts({ publicClient, walletClient, params, gove
       sink: settings.treasury === zeroAddress ? DEVNET_SLASH_SINK : settings.treasury,
       faultWindow: settings.attestorFaultWindow,
     },
+    zeroAddress,
   ]);
   await send("Attaching the attestor staking", { address: registry.address, abi: providerRegistryAbi, functionName: "setAttestorStaking", args: [staking.address] });
   for (const attestor of attestors) await grant(ATTESTOR_ROLE, attestor, registry.address);
