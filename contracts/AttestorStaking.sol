@@ -229,9 +229,10 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     {
         if (fault.kind != LIVENESS_FAULT) revert NotALivenessFault(fault.kind);
         if (fault.leaseId != receipt.leaseId) revert LeaseMismatch(fault.leaseId, receipt.leaseId);
-        // Both bounds in uint256: observedAt + faultWindow never overflows, and the ms fit easily.
+        // A retired staking applies the current one's window: a lowering there protects attestors here too.
         address current = _currentStaking();
         uint32 window = current == address(this) ? _faultWindowFor(fault.observedAt) : IAttestorStaking(current).faultWindowFor(fault.observedAt);
+        // Both bounds in uint256: observedAt + faultWindow never overflows, and the ms fit easily.
         uint256 fromMs = (uint256(fault.observedAt) + 1) * 1000;
         uint256 toMs = (uint256(fault.observedAt) + window) * 1000;
         if (receipt.receivedAtMs < fromMs || receipt.receivedAtMs > toMs) revert ReceiptOutsideWindow(receipt.receivedAtMs, fromMs, toMs);
