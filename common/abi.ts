@@ -6413,6 +6413,11 @@ export const attestorStakingAbi = [
         "internalType": "struct IAttestorStaking.Params",
         "name": "params_",
         "type": "tuple"
+      },
+      {
+        "internalType": "address",
+        "name": "predecessor_",
+        "type": "address"
       }
     ],
     "stateMutability": "nonpayable",
@@ -6524,6 +6529,22 @@ export const attestorStakingAbi = [
   {
     "inputs": [
       {
+        "internalType": "bytes32",
+        "name": "id",
+        "type": "bytes32"
+      },
+      {
+        "internalType": "address",
+        "name": "staking",
+        "type": "address"
+      }
+    ],
+    "name": "DisputedInLineage",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "address",
         "name": "attestor",
         "type": "address"
@@ -6615,6 +6636,17 @@ export const attestorStakingAbi = [
     "inputs": [
       {
         "internalType": "address",
+        "name": "current",
+        "type": "address"
+      }
+    ],
+    "name": "NotInLineage",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "address",
         "name": "signer",
         "type": "address"
       },
@@ -6673,6 +6705,22 @@ export const attestorStakingAbi = [
       }
     ],
     "name": "ParamOutOfRange",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "address",
+        "name": "predecessor",
+        "type": "address"
+      },
+      {
+        "internalType": "string",
+        "name": "part",
+        "type": "string"
+      }
+    ],
+    "name": "PredecessorMismatch",
     "type": "error"
   },
   {
@@ -7572,6 +7620,49 @@ export const attestorStakingAbi = [
   {
     "inputs": [
       {
+        "internalType": "bytes32",
+        "name": "id",
+        "type": "bytes32"
+      }
+    ],
+    "name": "disputeRecord",
+    "outputs": [
+      {
+        "internalType": "bool",
+        "name": "recorded",
+        "type": "bool"
+      },
+      {
+        "internalType": "address",
+        "name": "predecessor_",
+        "type": "address"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "bytes32",
+        "name": "id",
+        "type": "bytes32"
+      }
+    ],
+    "name": "disputedIn",
+    "outputs": [
+      {
+        "internalType": "address",
+        "name": "staking",
+        "type": "address"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [
+      {
         "components": [
           {
             "internalType": "uint256",
@@ -7714,6 +7805,19 @@ export const attestorStakingAbi = [
     "type": "function"
   },
   {
+    "inputs": [],
+    "name": "market",
+    "outputs": [
+      {
+        "internalType": "address",
+        "name": "",
+        "type": "address"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
     "inputs": [
       {
         "internalType": "address",
@@ -7782,6 +7886,32 @@ export const attestorStakingAbi = [
         "internalType": "struct IAttestorStaking.Params",
         "name": "",
         "type": "tuple"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [],
+    "name": "predecessor",
+    "outputs": [
+      {
+        "internalType": "address",
+        "name": "",
+        "type": "address"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [],
+    "name": "registry",
+    "outputs": [
+      {
+        "internalType": "address",
+        "name": "",
+        "type": "address"
       }
     ],
     "stateMutability": "view",

@@ -25,6 +25,9 @@ import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 ///         counted within the fault window after observedAt) is slashed at once, with no answer (disputeFault);
 ///         the disputer's share of that slash goes to the lease's provider, whoever sends the evidence.
 ///         Invariant: token.balanceOf(this) == sum(active + unbonding) + sum(open dispute fees) + sum(owed).
+///         Replacement: a staking names the one it replaces (predecessor); the registry's current staking and its
+///         predecessors form a lineage, and each of them checks the whole lineage before a new dispute, so one lie
+///         (attestation or fault) is slashed once across them, and one not disputed yet stays slashable in any of them.
 /// @dev What it cannot catch: an attestor and a provider who collude (the provider signs any commit), and an
 ///      attestor that passes a provider whose opened rows were wrong (the rows are opened to the attestor only).
 contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
@@ -67,6 +70,9 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     IERC20 private immutable _TOKEN;
     IProviderRegistry private immutable _REGISTRY;
     address private immutable _MARKET;
+    /// @dev The staking this one replaces for the same registry and market (zero for the first): its disputes, and
+    ///      its predecessors', are checked before this one slashes (lineage).
+    IAttestorStaking private immutable _PREDECESSOR;
 
     Params private _params;
     mapping(address attestor => StakeView) private _stakes;
@@ -89,10 +95,24 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     /// @param registry_ The ProviderRegistry (its token is staked; its governance sets the parameters).
     /// @param market_ The LeaseMarket: the verifyingContract of the Suanli domain.
     /// @param params_ The first parameters.
-    constructor(address registry_, address market_, Params memory params_) {
+    /// @param predecessor_ The AttestorStaking this one replaces (same registry and market; its faultWindow no smaller
+    ///        than params_.faultWindow), or zero for the first. A lie disputed in it (or its predecessors) is never
+    ///        disputed here, and the other way round (lineage).
+    constructor(address registry_, address market_, Params memory params_, address predecessor_) {
         _REGISTRY = IProviderRegistry(registry_);
         _TOKEN = IERC20(IProviderRegistry(registry_).token());
         _MARKET = market_;
+        _PREDECESSOR = IAttestorStaking(predecessor_);
+        if (predecessor_ != address(0)) {
+            // A contract that did not exist yet cannot be named, so the lineage has no cycle and every walk ends.
+            if (predecessor_.code.length == 0) revert PredecessorMismatch(predecessor_, "code");
+            if (IAttestorStaking(predecessor_).registry() != registry_) revert PredecessorMismatch(predecessor_, "registry");
+            if (IAttestorStaking(predecessor_).market() != market_) revert PredecessorMismatch(predecessor_, "market");
+            // Attestors waited the predecessor's window: starting larger would make their honest faults slashable
+            // here. Start at most at it, then raise with setParams (the raise notice protects them).
+            uint32 inherited = IAttestorStaking(predecessor_).params().faultWindow;
+            if (params_.faultWindow > inherited) revert ParamOutOfRange("faultWindow", params_.faultWindow, MIN_FAULT_WINDOW, inherited);
+        }
         _setParams(params_);
     }
 
@@ -152,6 +172,7 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         (address attestor, ECDSA.RecoverError error_,) = ECDSA.tryRecoverCalldata(id, signature);
         if (error_ != ECDSA.RecoverError.NoError) revert InvalidSignature();
         if (_disputes[id].state != DisputeState.None) revert AlreadyDisputed(id);
+        _checkLineage(_currentStaking(), id);
         StakeView storage stake_ = _stakes[attestor];
         if (stake_.active == 0 && stake_.unbonding == 0) revert NothingAtStake(attestor);
         ++stake_.openDisputes;
@@ -208,9 +229,12 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     {
         if (fault.kind != LIVENESS_FAULT) revert NotALivenessFault(fault.kind);
         if (fault.leaseId != receipt.leaseId) revert LeaseMismatch(fault.leaseId, receipt.leaseId);
+        // A retired staking applies the current one's window: a lowering there protects attestors here too.
+        address current = _currentStaking();
+        uint32 window = current == address(this) ? _faultWindowFor(fault.observedAt) : IAttestorStaking(current).faultWindowFor(fault.observedAt);
         // Both bounds in uint256: observedAt + faultWindow never overflows, and the ms fit easily.
         uint256 fromMs = (uint256(fault.observedAt) + 1) * 1000;
-        uint256 toMs = (uint256(fault.observedAt) + _faultWindowFor(fault.observedAt)) * 1000;
+        uint256 toMs = (uint256(fault.observedAt) + window) * 1000;
         if (receipt.receivedAtMs < fromMs || receipt.receivedAtMs > toMs) revert ReceiptOutsideWindow(receipt.receivedAtMs, fromMs, toMs);
         bytes32 faultDigest = _faultDigest(fault);
         // tryRecoverCalldata takes 65-byte r, s, v only and refuses high s (malleable) signatures, as the market does.
@@ -222,6 +246,7 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         if (receiptSigner != attestor) revert SignersDiffer(attestor, receiptSigner);
         id = keccak256(abi.encode(faultDigest, attestor));
         if (_faultsDisputed[id]) revert AlreadyDisputed(id);
+        _checkLineage(current, id);
         StakeView storage stake_ = _stakes[attestor];
         if (stake_.active == 0 && stake_.unbonding == 0) revert NothingAtStake(attestor);
         _faultsDisputed[id] = true;
@@ -291,7 +316,9 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     ///         at any time from `observedAt - FAULT_WINDOW_RAISE_NOTICE` on. An attestor signs a fault after waiting the
     ///         window it last read, which may be up to the notice old, and a window set later may be lower; so a raise
     ///         reaches only faults observed the notice after it, a lowering reaches every fault, and a raise never
-    ///         weakens the rule for faults observed after an earlier raise took effect.
+    ///         weakens the rule for faults observed after an earlier raise took effect. When that span began before this
+    ///         contract was deployed, the predecessor's faultWindowFor(observedAt) counts too (one history across a
+    ///         replacement). A retired staking's disputeFault applies the registry's current staking's window.
     /// @param observedAt The fault's observedAt.
     /// @return The window in seconds.
     function faultWindowFor(uint32 observedAt) external view returns (uint32) {
@@ -303,6 +330,37 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     /// @return Whether it was slashed.
     function faultDisputed(bytes32 id) external view returns (bool) {
         return _faultsDisputed[id];
+    }
+
+    /// @inheritdoc IAttestorStaking
+    function disputeRecord(bytes32 id) external view returns (bool recorded, address predecessor_) {
+        return (_recorded(id), address(_PREDECESSOR));
+    }
+
+    /// @inheritdoc IAttestorStaking
+    function disputedIn(bytes32 id) external view returns (address staking) {
+        address hop = address(this);
+        while (hop != address(0)) {
+            (bool recorded, address next) = hop == address(this) ? (_recorded(id), address(_PREDECESSOR)) : IAttestorStaking(hop).disputeRecord(id);
+            if (recorded) return hop;
+            hop = next;
+        }
+        return address(0);
+    }
+
+    /// @inheritdoc IAttestorStaking
+    function predecessor() external view returns (address) {
+        return address(_PREDECESSOR);
+    }
+
+    /// @inheritdoc IAttestorStaking
+    function registry() external view returns (address) {
+        return address(_REGISTRY);
+    }
+
+    /// @inheritdoc IAttestorStaking
+    function market() external view returns (address) {
+        return _MARKET;
     }
 
     /// @notice The parameters.
@@ -325,6 +383,42 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     }
 
     // ---------------------------------------------------------------- internals
+
+    /// @dev Whether this contract recorded a dispute `id`: an attestation dispute (open, answered or slashed) or a
+    ///      slashed fault. The two id spaces cannot meet: an attestation's is an EIP-712 digest (keccak256 of 66
+    ///      bytes), a fault's keccak256 of 64.
+    function _recorded(bytes32 id) private view returns (bool) {
+        return _faultsDisputed[id] || _disputes[id].state != DisputeState.None;
+    }
+
+    /// @dev The registry's current staking; none attached means no staking takes a new dispute (which one would?).
+    function _currentStaking() private view returns (address current) {
+        current = _REGISTRY.attestorStaking();
+        if (current == address(0)) revert NotInLineage(address(0));
+    }
+
+    /// @dev Walks `current` and its predecessors, newest first: reverts when one recorded `id` (a lie is slashed once,
+    ///      whichever staking of the lineage saw it first), or when this contract is not among them (a staking that
+    ///      governance set aside, or one not yet attached, takes no new dispute, so none can slash behind the lineage's
+    ///      back). The walk ends: every predecessor existed before its successor (constructor).
+    function _checkLineage(address current, bytes32 id) private view {
+        bool member;
+        address hop = current;
+        while (hop != address(0)) {
+            bool recorded;
+            address next;
+            if (hop == address(this)) {
+                member = true;
+                // The caller checked this contract's own record (AlreadyDisputed).
+                next = address(_PREDECESSOR);
+            } else {
+                (recorded, next) = IAttestorStaking(hop).disputeRecord(id);
+            }
+            if (recorded) revert DisputedInLineage(id, hop);
+            hop = next;
+        }
+        if (!member) revert NotInLineage(current);
+    }
 
     /// @dev Credits `attestor` with `amount` paid by the caller.
     function _stake(address attestor, uint96 amount) private {
@@ -389,6 +483,12 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
             uint32 window = count - i < _WINDOW_LOOKBACK ? set.window : set.floor;
             if (window < smallest) smallest = window;
             if (set.from <= since || count - i >= _WINDOW_LOOKBACK) break;
+        }
+        // A fault whose notice span began before this contract existed was signed under the predecessor's windows too:
+        // its history continues here, as if one contract (the constructor keeps the first window at most its last).
+        if (address(_PREDECESSOR) != address(0) && since < _windows[0].from) {
+            uint32 inherited = _PREDECESSOR.faultWindowFor(observedAt);
+            if (inherited < smallest) smallest = inherited;
         }
         return smallest;
     }

@@ -174,6 +174,16 @@ interface IAttestorStaking {
     error NotGovernance(address account);
     /// @notice The zero address cannot receive a claim.
     error ZeroRecipient();
+    /// @notice The same attestation or fault (`id`) was already disputed in `staking`, an earlier or later
+    ///         AttestorStaking of this one's lineage (the registry's current staking and its predecessors): a lie is
+    ///         slashed once, whichever staking saw it first.
+    error DisputedInLineage(bytes32 id, address staking);
+    /// @notice This staking is neither the registry's current AttestorStaking (`current`; zero when none is attached)
+    ///         nor one of its predecessors: it takes no new dispute (its open ones still answer and resolve).
+    error NotInLineage(address current);
+    /// @notice The predecessor given at deployment is not an AttestorStaking of the same registry and market: `part`
+    ///         says what differs ("code": nothing deployed there; "registry"; "market").
+    error PredecessorMismatch(address predecessor, string part);
 
     /// @notice Stakes `amount` of the token (approved beforehand).
     function stake(uint96 amount) external;
@@ -225,4 +235,27 @@ interface IAttestorStaking {
 
     /// @notice Whether `account` holds at least minStake of active stake: its signatures count.
     function isStaked(address account) external view returns (bool);
+
+    /// @notice One step of a lineage walk: whether this contract recorded a dispute `id` (an attestation's, open,
+    ///         answered or slashed, or a slashed fault's faultDisputeId) and the staking it replaced (zero: none).
+    function disputeRecord(bytes32 id) external view returns (bool recorded, address predecessor);
+
+    /// @notice The staking of this one's chain (itself, then its predecessors) that recorded a dispute `id`, or zero.
+    ///         Read it on the registry's current staking to know whether a lie can still be disputed anywhere.
+    function disputedIn(bytes32 id) external view returns (address staking);
+
+    /// @notice The AttestorStaking this one replaced (zero for the first of its registry and market).
+    function predecessor() external view returns (address);
+
+    /// @notice The ProviderRegistry this staking serves.
+    function registry() external view returns (address);
+
+    /// @notice The LeaseMarket whose EIP-712 domain every signature disputed here is in.
+    function market() external view returns (address);
+
+    /// @notice The parameters.
+    function params() external view returns (Params memory);
+
+    /// @notice The fault window a receipt must fall in for a fault observed at `observedAt` (contract's NatSpec).
+    function faultWindowFor(uint32 observedAt) external view returns (uint32);
 }

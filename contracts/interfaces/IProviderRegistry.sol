@@ -252,7 +252,9 @@ interface IProviderRegistry {
     function setFaultQuorumBps(uint16 bps) external;
 
     /// @notice Sets the AttestorStaking contract (DEFAULT_ADMIN_ROLE): from then on an ATTESTOR_ROLE holder counts as
-    ///         an attestor only while it holds that contract's minimum stake. Zero: the role alone counts.
+    ///         an attestor only while it holds that contract's minimum stake. Zero: the role alone counts (and no
+    ///         staking takes a new dispute). A replacement should name the current one as its predecessor: the
+    ///         current staking and its predecessors then slash each lie once between them (AttestorStaking lineage).
     /// @param staking The AttestorStaking, or the zero address.
     function setAttestorStaking(address staking) external;
 

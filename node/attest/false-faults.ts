@@ -7,9 +7,22 @@
  * for every signer whose own ProbeReceipt falls inside the fault window after observedAt (receiptContradictsFault with AttestorStaking's `faultWindowFor(observedAt)`) calls
  * `AttestorStaking.disputeFault` from the provider's wallet: the attestor is slashed at once and the
  * provider is owed the disputer's share (AttestorStaking.claim). Each (fault, attestor) is sent
- * once: the record notes it, and the contract's `faultDisputed` is read first.
+ * once: the record notes it, and the contract's `disputedIn` is read first (a lie slashed in any staking of the
+ * lineage, this one or one it replaced, is never sent again: the contract would refuse it, DisputedInLineage).
  */
-import { bytesToHex, hashTypedData, hexToBytes, type Account, type Address, type Chain, type Hex, type Transport, type TypedDataDomain, type WalletClient } from "viem";
+import {
+  bytesToHex,
+  hashTypedData,
+  hexToBytes,
+  zeroAddress,
+  type Account,
+  type Address,
+  type Chain,
+  type Hex,
+  type Transport,
+  type TypedDataDomain,
+  type WalletClient,
+} from "viem";
 import { attestorStakingAbi, leaseMarketAbi } from "../../common/abi.js";
 import { receiptContradictsFault } from "../../common/attest/liveness.js";
 import { recoverDigestSigner } from "../../common/eip712-recover.js";
@@ -133,7 +146,9 @@ export class FalseFaultDisputer extends StakingScanner<FalseFaultOutcome> {
     const base = { leaseId: fault.leaseId, attestor, observedAt: fault.observedAt, receivedAtMs: held.receipt.receivedAtMs };
     try {
       const id = await this.o.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "faultDisputeId", args: [fault, attestor] });
-      if (await this.o.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "faultDisputed", args: [id] })) {
+      // Slashed here or in a staking this one replaced: the contract refuses it again (DisputedInLineage).
+      const disputedIn = await this.o.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "disputedIn", args: [id] });
+      if (disputedIn !== zeroAddress) {
         await this.o.receipts.markDisputed(fault.leaseId, attestor, fault.observedAt);
         return { ...base, outcome: "already_disputed" };
       }

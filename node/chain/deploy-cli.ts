@@ -3,15 +3,21 @@
  * `npm run chain` at http://127.0.0.1:8545) and writes deployments/<chainId>.json.
  *
  *   npm run deploy -- [--rpc-url URL] [--private-key 0x...] [--out DIR]
+ *   npm run deploy -- --replace-staking [--predecessor 0x...] [--rpc-url URL] [--private-key 0x...] [--out DIR]
  *
- * Without --private-key on chain 31337 it uses the devnet's first account.
+ * Without --private-key on chain 31337 it uses the devnet's first account. `--replace-staking`
+ * deploys only a new AttestorStaking for the manifest's registry and market (in --out), replacing
+ * --predecessor (default: the registry's current attestorStaking()) with its parameters, and
+ * attaches it when the key is governance's (docs/contracts.md, "Replacing the staking").
  */
 import { parseArgs } from "node:util";
+import { isAddress, zeroAddress, type Address } from "viem";
+import { providerRegistryAbi } from "../../common/abi.js";
 import { DEVNET_CHAIN_ID, devnetAccount } from "../../common/devnet.js";
 import { SuanliError } from "../../common/errors.js";
 import { connectChain } from "./clients.js";
-import { deployContracts } from "./deploy.js";
-import { DEFAULT_DEPLOYMENTS_DIR, writeDeployment } from "./manifest.js";
+import { deployAttestorStaking, deployContracts } from "./deploy.js";
+import { DEFAULT_DEPLOYMENTS_DIR, readDeployment, writeDeployment } from "./manifest.js";
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -19,6 +25,8 @@ async function main(): Promise<void> {
       "rpc-url": { type: "string", default: process.env.SUANLI_CHAIN__RPC_URL ?? "http://127.0.0.1:8545" },
       "private-key": { type: "string", default: process.env.SUANLI_DEPLOYER_KEY },
       out: { type: "string", default: DEFAULT_DEPLOYMENTS_DIR },
+      "replace-staking": { type: "boolean", default: false },
+      predecessor: { type: "string" },
     },
     strict: true,
   });
@@ -34,6 +42,29 @@ async function main(): Promise<void> {
     chainId,
     account: (key as `0x${string}` | undefined) ?? devnetAccount(0),
   });
+  if (values.predecessor !== undefined && !values["replace-staking"]) throw new SuanliError("--predecessor goes with --replace-staking");
+  if (values["replace-staking"]) {
+    const manifest = await readDeployment(values.out, chainId);
+    const registry = manifest.contracts.registry;
+    const market = manifest.contracts.market;
+    if (!registry || !market) throw new SuanliError(`The manifest for chain ${chainId} in ${values.out} names no registry or market: deploy the contracts first`);
+    let predecessor: Address;
+    if (values.predecessor !== undefined) {
+      if (!isAddress(values.predecessor)) throw new SuanliError(`--predecessor must be an address (0x followed by 40 hex digits), got ${values.predecessor}`);
+      predecessor = values.predecessor;
+    } else {
+      predecessor = await clients.publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
+      if (predecessor === zeroAddress) throw new SuanliError("The registry names no AttestorStaking to replace: pass --predecessor 0x...");
+    }
+    const staking = await deployAttestorStaking({ publicClient: clients.publicClient, walletClient: clients.walletClient!, registry, market, predecessor });
+    console.log(`Deployed AttestorStaking ${staking.address} at block ${staking.blockNumber}, replacing ${staking.predecessor}`);
+    console.log(
+      staking.attached
+        ? "Attached: the registry's attestorStaking() names it. Attestors stake in it now; the old one keeps slashing lies no staking of the lineage has seen."
+        : `Not attached (this key is not the registry's governance): governance calls ProviderRegistry.setAttestorStaking(${staking.address}).`,
+    );
+    return;
+  }
   const deployment = await deployContracts({ publicClient: clients.publicClient, walletClient: clients.walletClient! });
   const file = await writeDeployment(values.out, deployment);
   console.log(`Deployed to chain ${chainId} at block ${deployment.deploymentBlock}:`);

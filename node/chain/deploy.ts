@@ -135,10 +135,13 @@ export async function deployContracts({ publicClient, walletClient, params, gove
     },
   ]);
   await grant(MARKET_ROLE, market.address, registry.address);
-  const staking = await deploy("AttestorStaking", attestorStakingAbi, [
-    registry.address,
-    market.address,
-    {
+  // The first staking of this registry and market: it replaces none (deployAttestorStaking replaces one).
+  const { address: stakingAddress } = await deployAttestorStaking({
+    publicClient,
+    walletClient,
+    registry: registry.address,
+    market: market.address,
+    params: {
       minStake: settings.attestorMinStake,
       slashAmount: settings.attestorSlashAmount,
       disputeFee: settings.attestorDisputeFee,
@@ -148,8 +151,8 @@ export async function deployContracts({ publicClient, walletClient, params, gove
       sink: settings.treasury === zeroAddress ? DEVNET_SLASH_SINK : settings.treasury,
       faultWindow: settings.attestorFaultWindow,
     },
-  ]);
-  await send("Attaching the attestor staking", { address: registry.address, abi: providerRegistryAbi, functionName: "setAttestorStaking", args: [staking.address] });
+  });
+  const staking = { address: stakingAddress };
   for (const attestor of attestors) await grant(ATTESTOR_ROLE, attestor, registry.address);
   if (attestors.length) {
     // The test token's faucet mints the attestors' minimum stake to the deployer, who stakes it for each.
@@ -184,4 +187,113 @@ export async function deployContracts({ publicClient, walletClient, params, gove
     contracts: { token: token.address, registry: registry.address, market: market.address },
     token: { symbol, decimals },
   };
+}
+
+/** AttestorStaking's parameters as its constructor and `params()` take them. */
+export type StakingParams = {
+  minStake: bigint;
+  slashAmount: bigint;
+  disputeFee: bigint;
+  answerWindow: number;
+  unbondingDelay: number;
+  disputerShareBps: number;
+  sink: Address;
+  faultWindow: number;
+};
+
+export type DeployStakingOptions = {
+  publicClient: PublicClient<Transport, Chain>;
+  walletClient: WalletClient<Transport, Chain, Account>;
+  registry: Address;
+  market: Address;
+  /**
+   * The AttestorStaking this one replaces (docs/contracts.md, "Replacing the staking"); none for the first. Its
+   * parameters are the defaults of the replacement's.
+   */
+  predecessor?: Address;
+  /** The parameters; with a predecessor, overrides of its current ones (required without one). */
+  params?: Partial<StakingParams>;
+};
+
+export type DeployedStaking = {
+  address: Address;
+  blockNumber: bigint;
+  params: StakingParams;
+  predecessor: Address;
+  /** Whether the registry now names it: only when the deployer holds the registry's governance role. */
+  attached: boolean;
+};
+
+const STAKING_PARAM_KEYS = ["minStake", "slashAmount", "disputeFee", "answerWindow", "unbondingDelay", "disputerShareBps", "sink", "faultWindow"] as const;
+
+/**
+ * Deploys an AttestorStaking for `registry` and `market`, replacing `predecessor` when given, and attaches it to the
+ * registry when the deployer is its governance (otherwise governance calls `setAttestorStaking(address)`). The
+ * predecessor is checked before anything is sent, with the contract's own rules: an AttestorStaking deployed for the
+ * same registry and market, whose fault window is no smaller than the new one's.
+ *
+ * @example
+ * import { deployAttestorStaking } from "./deploy.js";
+ * const current = await publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
+ * const next = await deployAttestorStaking({ publicClient, walletClient, registry, market, predecessor: current });
+ */
+export async function deployAttestorStaking(o: DeployStakingOptions): Promise<DeployedStaking> {
+  const { publicClient, walletClient } = o;
+  const registry = getAddress(o.registry);
+  const market = getAddress(o.market);
+  const predecessor = o.predecessor === undefined ? zeroAddress : getAddress(o.predecessor);
+  let base: Partial<StakingParams> = {};
+  if (predecessor !== zeroAddress) base = await checkPredecessor(publicClient, predecessor, registry, market);
+  const merged = { ...base, ...o.params };
+  const missing = STAKING_PARAM_KEYS.filter((key) => merged[key] === undefined);
+  if (missing.length) {
+    throw new DeployError(`AttestorStaking parameters missing: ${missing.join(", ")}`, {
+      metaMessages: ["Pass every parameter for a first staking; a replacement takes its predecessor's as defaults."],
+    });
+  }
+  const params = merged as StakingParams;
+  if (predecessor !== zeroAddress && base.faultWindow !== undefined && params.faultWindow > base.faultWindow) {
+    throw new DeployError(`The replacement's faultWindow ${params.faultWindow} s exceeds its predecessor's ${base.faultWindow} s`, {
+      metaMessages: [
+        "Attestors waited the predecessor's window before signing faults: start at most at it, then raise it with setParams (a raise applies to faults observed a day later).",
+      ],
+    });
+  }
+  const hash = await walletClient.deployContract({
+    abi: attestorStakingAbi,
+    bytecode: await readBytecode("AttestorStaking"),
+    args: [registry, market, params, predecessor],
+  });
+  const receipt = await publicClient.waitForTransactionReceipt({ hash });
+  if (receipt.status !== "success" || !receipt.contractAddress) throw new DeployError(`Deploying AttestorStaking failed (transaction ${hash})`);
+  const address = getAddress(receipt.contractAddress);
+  const governs = await publicClient.readContract({
+    address: registry,
+    abi: providerRegistryAbi,
+    functionName: "hasRole",
+    args: [`0x${"00".repeat(32)}`, walletClient.account.address],
+  });
+  if (governs) {
+    const attach = await walletClient.writeContract({ address: registry, abi: providerRegistryAbi, functionName: "setAttestorStaking", args: [address] });
+    const attached = await publicClient.waitForTransactionReceipt({ hash: attach });
+    if (attached.status !== "success") throw new DeployError(`Attaching the attestor staking failed (transaction ${attach})`);
+  }
+  return { address, blockNumber: receipt.blockNumber, params, predecessor, attached: governs };
+}
+
+/** The predecessor's parameters, once it is shown to be an AttestorStaking of the same registry and market. */
+async function checkPredecessor(publicClient: PublicClient<Transport, Chain>, predecessor: Address, registry: Address, market: Address): Promise<StakingParams> {
+  const code = await publicClient.getCode({ address: predecessor });
+  if (!code || code === "0x") throw new DeployError(`No contract at the predecessor ${predecessor}`, { metaMessages: ["Pass the registry's current attestorStaking()."] });
+  const read = <F extends "registry" | "market" | "params">(functionName: F) => publicClient.readContract({ address: predecessor, abi: attestorStakingAbi, functionName });
+  let found: [Address, Address, StakingParams];
+  try {
+    found = await Promise.all([read("registry"), read("market"), read("params")]);
+  } catch (cause) {
+    throw new DeployError(`The predecessor ${predecessor} is not an AttestorStaking (it has no registry(), market() or params())`, { cause: cause as Error });
+  }
+  const [hisRegistry, hisMarket, params] = found;
+  if (getAddress(hisRegistry) !== registry) throw new DeployError(`The predecessor ${predecessor} serves the registry ${hisRegistry}, not ${registry}`);
+  if (getAddress(hisMarket) !== market) throw new DeployError(`The predecessor ${predecessor} serves the market ${hisMarket}, not ${market}`);
+  return Object.fromEntries(STAKING_PARAM_KEYS.map((key) => [key, params[key]])) as StakingParams;
 }

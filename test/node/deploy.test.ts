@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -6,7 +8,7 @@ import { createPublicClient, http } from "viem";
 import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { connectChain } from "../../node/chain/clients.js";
-import { ATTESTOR_ROLE, DEVNET_PARAMS, MARKET_ROLE, deployContracts } from "../../node/chain/deploy.js";
+import { ATTESTOR_ROLE, DEVNET_PARAMS, MARKET_ROLE, deployAttestorStaking, deployContracts } from "../../node/chain/deploy.js";
 import { startEmbeddedChain, type EmbeddedChain } from "../../node/chain/embedded.js";
 import { readDeployment, writeDeployment } from "../../node/chain/manifest.js";
 
@@ -110,6 +112,64 @@ describe("devnet deployment (embedded chain)", () => {
       deployContracts({ publicClient: clients.publicClient, walletClient: clients.walletClient!, governance, attestors: [attestor] }),
       (error: unknown) => (error as Error).name === "DeployError",
     );
+  });
+
+  it("replaces the attestor staking: the predecessor checked before anything is sent, its parameters carried over, attached by governance only; and from the CLI (≈3 s)", async () => {
+    const clients = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0) });
+    const { publicClient, walletClient } = { publicClient: clients.publicClient, walletClient: clients.walletClient! };
+    const first = await deployContracts({ publicClient, walletClient });
+    const registry = first.contracts.registry!;
+    const market = first.contracts.market!;
+    const current = await publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
+    const currentParams = await publicClient.readContract({ address: current, abi: attestorStakingAbi, functionName: "params" });
+    const refused = async (predecessor: `0x${string}`, pattern: RegExp, params = {}) => {
+      const nonce = await publicClient.getTransactionCount({ address: walletClient.account.address });
+      await assert.rejects(deployAttestorStaking({ publicClient, walletClient, registry, market, predecessor, params }), (error: unknown) => {
+        assert.equal((error as Error).name, "DeployError");
+        assert.match((error as Error).message, pattern);
+        return true;
+      });
+      assert.equal(await publicClient.getTransactionCount({ address: walletClient.account.address }), nonce); // nothing sent
+    };
+    await refused(devnetAccount(5).address, /No contract at the predecessor/);
+    await refused(first.contracts.token, /is not an AttestorStaking/);
+    const other = await deployContracts({ publicClient, walletClient });
+    const otherStaking = await publicClient.readContract({ address: other.contracts.registry!, abi: providerRegistryAbi, functionName: "attestorStaking" });
+    await refused(otherStaking, /serves the registry/);
+    await refused(current, /faultWindow 31 s exceeds its predecessor's 30 s/, { faultWindow: DEVNET_PARAMS.attestorFaultWindow + 1 });
+
+    // Another key may deploy one, but only governance attaches it.
+    const stranger = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(4) });
+    const pending = await deployAttestorStaking({ publicClient, walletClient: stranger.walletClient!, registry, market, predecessor: current });
+    assert.equal(pending.attached, false);
+    assert.equal(await publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" }), current);
+
+    const next = await deployAttestorStaking({ publicClient, walletClient, registry, market, predecessor: current, params: { disputeFee: 20n * 10n ** 6n } });
+    assert.equal(next.attached, true);
+    assert.equal(await publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" }), next.address);
+    assert.equal(await publicClient.readContract({ address: next.address, abi: attestorStakingAbi, functionName: "predecessor" }), current);
+    assert.deepEqual(await publicClient.readContract({ address: next.address, abi: attestorStakingAbi, functionName: "params" }), {
+      ...currentParams,
+      disputeFee: 20n * 10n ** 6n,
+    });
+
+    // The CLI replaces the registry's current staking (the one just attached) from the manifest.
+    const out = await mkdtemp(path.join(tmpdir(), "suanli-replace-"));
+    try {
+      await writeDeployment(out, first);
+      const cli = (...args: string[]) => promisify(execFile)("npx", ["tsx", "node/chain/deploy-cli.ts", "--rpc-url", chain.rpcUrl, "--out", out, ...args]);
+      await assert.rejects(cli("--replace-staking", "--predecessor", "0x1234"), (error: unknown) => {
+        assert.match((error as { stderr: string }).stderr, /--predecessor must be an address/);
+        return true;
+      });
+      const { stdout } = await cli("--replace-staking");
+      assert.match(stdout, new RegExp(`replacing ${next.address}`));
+      assert.match(stdout, /Attached/);
+      const third = await publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
+      assert.equal(await publicClient.readContract({ address: third, abi: attestorStakingAbi, functionName: "predecessor" }), next.address);
+    } finally {
+      await rm(out, { recursive: true, force: true });
+    }
   });
 
   it("refuses a manifest for another chain or a missing one, with a hint", async () => {

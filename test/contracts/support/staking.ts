@@ -4,7 +4,7 @@
  * the books check (money in = money out) both test files assert after each move.
  */
 import assert from "node:assert/strict";
-import type { Address } from "viem";
+import { zeroAddress, type Address } from "viem";
 import { balance, deploySuanli, type Connection, type Suanli } from "./suanli.js";
 
 export const MIN_STAKE = 1_000n * 10n ** 6n;
@@ -26,9 +26,12 @@ export const PARAMS = (sink: Address) => ({
 });
 const MAX_UINT = 2n ** 256n - 1n;
 
-/** Deploys an AttestorStaking for `s`, attaches it to the registry and funds and approves the attestors, the provider and `other`. */
-export async function deployStaking(connection: Connection, s: Suanli) {
-  const staking = await connection.viem.deployContract("AttestorStaking", [s.registry.address, s.market.address, PARAMS(s.treasury!.account.address)]);
+/**
+ * Deploys an AttestorStaking for `s` (replacing `predecessor`, zero for the first), attaches it to the registry and
+ * funds and approves the attestors, the provider and `other`.
+ */
+export async function deployStaking(connection: Connection, s: Suanli, predecessor: Address = zeroAddress) {
+  const staking = await connection.viem.deployContract("AttestorStaking", [s.registry.address, s.market.address, PARAMS(s.treasury!.account.address), predecessor]);
   await s.registry.write.setAttestorStaking([staking.address]);
   for (const w of [...s.attestors, s.provider, s.other]) {
     await s.token.write.faucet([w!.account.address, 10n * MIN_STAKE]);
