@@ -278,6 +278,20 @@ describe("offer validation pipeline", () => {
       expectFailure(await validator.validate(encodeOfferMessage(elsewhere)), "bad_attestation", "reject");
     });
 
+    it("an attestation whose cc was changed after signing, even once the genuine one was verified (the signer cache covers every signed field)", async () => {
+      const attestor = createSigner();
+      chain.addAttestor(attestor.address);
+      const genuine = attest(attestor, provider.address, spec);
+      const first = await validator.validate(encodeOfferMessage(await buildOfferMessage(provider, spec, { attestations: [genuine] })));
+      assert.ok(first.ok && isAttested(first.offer.attestation, nowSec()));
+      // The same signature, now claiming GPUs verified by confidential-computing evidence: it recovers another key, outside the attestor set.
+      const forged = { ...genuine, attestation: { ...genuine.attestation, cc: `0x${"11".repeat(32)}` as const } };
+      const second = await validator.validate(encodeOfferMessage(await buildOfferMessage(provider, spec, { seq: 2, attestations: [forged] })));
+      assert.ok(second.ok, "an attestation by a non-attestor is ignored, not punished");
+      assert.equal(isAttested(second.offer.attestation, nowSec()), false);
+      assert.deepEqual(second.offer.attestation.attestors, []);
+    });
+
     it("inconsistent fields: private offer, unknown model, capacity above the machine, a start window the market refuses", async () => {
       const privateOffer = await buildOfferMessage(provider, spec, { offer: { renter: createSigner().address } });
       expectFailure(await validator.validate(encodeOfferMessage(privateOffer)), "private_offer", "reject");
