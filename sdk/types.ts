@@ -73,6 +73,12 @@ export const submitTaskParametersSchema = z
     minReputation: z.number().optional(),
     /** Only attested machines (default true). */
     attestedOnly: z.boolean().optional(),
+    /**
+     * Only machines whose GPUs the attestor quorum verified by their confidential-computing
+     * evidence (NVIDIA Hopper and later in CC mode; default false): the GPUs are proven, one
+     * physical device per unit, not only measured.
+     */
+    confidentialComputing: z.boolean().optional(),
     /** "cluster": accept a group of machines on a declared fast interconnect for large counts; "machine" (default): all GPUs on one machine. */
     colocation: z.enum(["machine", "cluster"]).optional(),
     /**

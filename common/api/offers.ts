@@ -109,7 +109,11 @@ export const offerViewSchema = z.strictObject({
     lowestInterruptibleBid: amountSchema.nullable().describe("Lowest bid among running interruptible leases (an on-demand renter may preempt them)."),
   }),
   attested: z.boolean().describe("True when at least one current attestation, verified by this node, covers the machine."),
-  confidentialComputing: z.boolean().describe("True when a current attestation covering the machine carries GPUs verified by their confidential-computing evidence."),
+  confidentialComputing: z
+    .boolean()
+    .describe(
+      "True when the attestations that count for the machine (a quorum of distinct attestors where this node applies one) verified its GPUs by their confidential-computing evidence.",
+    ),
   attestations: z.array(attestationViewSchema),
   peerId: z.string(),
   addrs: z.array(z.string()),

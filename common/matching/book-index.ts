@@ -80,6 +80,8 @@ export class SlotList {
   /** -1 when never attested. */
   readonly attestedAt: number[] = [];
   readonly attestationExpiry: number[] = [];
+  /** Until when the quorum's attestations verified the GPUs by confidential-computing evidence; -1 when never. */
+  readonly ccExpiry: number[] = [];
   readonly reputation: number[] = [];
   readonly units: number[] = [];
   /** Slot.clusterId: 0 when standalone. */
@@ -114,6 +116,7 @@ export class SlotList {
       this.vramMiB,
       this.attestedAt,
       this.attestationExpiry,
+      this.ccExpiry,
       this.reputation,
       this.units,
       this.clusterIds,
@@ -252,6 +255,7 @@ export class SlotList {
     this.vramMiB[at] = entry.machine.vramMiB;
     this.attestedAt[at] = entry.attestedAt ?? -1;
     this.attestationExpiry[at] = entry.attestationExpiry ?? -1;
+    this.ccExpiry[at] = entry.ccExpiry ?? -1;
     this.reputation[at] = slot.reputation;
     this.units[at] = entry.machine.units;
     this.clusterIds[at] = slot.clusterId;

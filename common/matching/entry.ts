@@ -61,6 +61,11 @@ export type OfferEntry = {
   readonly attestedAt: number | null;
   /** When that attestation expires (unix s), or null if never attested. */
   readonly attestationExpiry: number | null;
+  /**
+   * Until when the attestor quorum's attestations verified the machine's GPUs by their
+   * confidential-computing evidence (unix s; docs/attestation.md), or null when they did not.
+   */
+  readonly ccExpiry: number | null;
   /** The provider's on-chain reputation counters. */
   readonly reputation: Reputation;
   /** Round-trip latency this node measured to the provider, ms; null when unknown. */
@@ -74,6 +79,8 @@ export const offerKnowledgeSchema = z.strictObject({
     .strictObject({
       attestedAt: z.number().int().nonnegative(),
       expiry: z.number().int().nonnegative(),
+      /** Until when a quorum of them verified the GPUs by confidential-computing evidence; absent when not. */
+      ccExpiry: z.number().int().nonnegative().optional(),
     })
     .nullable(),
   reputation: z.strictObject({
@@ -161,6 +168,7 @@ export function offerEntryFromMessage(message: OfferMessage, knowledge: OfferKno
     },
     attestedAt: known.attestation?.attestedAt ?? null,
     attestationExpiry: known.attestation?.expiry ?? null,
+    ccExpiry: known.attestation?.ccExpiry ?? null,
     reputation: known.reputation,
     latencyMs: known.latencyMs,
   };

@@ -13,6 +13,7 @@ import type { BookIndex, Bucket, Slot, SlotList } from "./book-index.js";
 import {
   type ConstraintId,
   F_ATTESTATION,
+  F_CC,
   F_CAPACITY,
   F_DURATION,
   F_EXCLUDED,
@@ -71,6 +72,8 @@ function bitUsed(bit: number, ctx: MatchContext): boolean {
       return ctx.minVramMiB > 0;
     case F_ATTESTATION:
       return ctx.attestedOnly;
+    case F_CC:
+      return ctx.confidentialComputing;
     case F_REPUTATION:
       return ctx.minReputation > 0;
     case F_EXCLUDED:
@@ -130,7 +133,7 @@ function maskScratch(n: number): Uint8Array {
  */
 function tallyScanned(scannedLists: SlotList[], ends: number[], buckets: Bucket[], ctx: MatchContext, n: number) {
   const request = ctx.request;
-  const before = F_EXPIRY | F_DURATION | F_VRAM | F_ATTESTATION | F_REPUTATION;
+  const before = F_EXPIRY | F_DURATION | F_VRAM | F_ATTESTATION | F_CC | F_REPUTATION;
   const clusterMode = request.colocation === "cluster";
   let largestMachine = 0;
   const clusterUnits = new Map<number, number>();
@@ -433,6 +436,9 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
         break;
       case F_ATTESTATION:
         message = `${subject} ${has} no current hardware attestation (${EXPLAIN_REMEDIES.acceptUnattested}).`;
+        break;
+      case F_CC:
+        message = `${subject} ${count === 1 ? "its GPUs were" : "their GPUs were"} not verified by confidential-computing evidence (${EXPLAIN_REMEDIES.acceptWithoutCc}).`;
         break;
       case F_REPUTATION:
         message = `${subject} ${count === 1 ? "its provider's reputation is" : "their providers' reputation is at most"} ${stats.max.toFixed(2)} (you asked for at least ${ctx.minReputation}).`;

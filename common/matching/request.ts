@@ -88,6 +88,12 @@ export const matchRequestSchema = z
     minReputation: z.number({ error: "expected a number from 0 to 1" }).min(0, "must be at least 0").max(1, "must be at most 1").default(0),
     /** Only machines with a current attestation from the attestor quorum. */
     attestedOnly: z.boolean({ error: "expected true or false" }).default(true),
+    /**
+     * Only machines whose GPUs the attestor quorum verified by their confidential-computing
+     * evidence (NVIDIA Hopper and later in CC mode: one physical GPU per unit, chained to NVIDIA's
+     * root). Default false.
+     */
+    confidentialComputing: z.boolean({ error: "expected true or false" }).default(false),
     /** `machine`: all GPUs on one machine; `cluster`: several machines sharing a declared fast interconnect are accepted. */
     colocation: z.enum(["machine", "cluster"], { error: 'expected "machine" or "cluster"' }).default("machine"),
   })
@@ -131,6 +137,7 @@ export const matchRequestSchema = z
       regions,
       minReputation: value.minReputation,
       attestedOnly: value.attestedOnly,
+      confidentialComputing: value.confidentialComputing,
       colocation: value.colocation,
     };
   });

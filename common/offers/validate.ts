@@ -26,6 +26,7 @@ import { TypedDataRecoverer } from "../eip712-recover.js";
 import { verifySealingKey, type SealingKey } from "../sealed.js";
 import { ANY_RENTER } from "../eip712.js";
 import { canonicalGpuName, modelHash } from "../gpu.js";
+import { NO_CC } from "../attest/cc.js";
 import { throughputBand, type ThroughputBand } from "../attest/params.js";
 import type { ChainView, MachineRecord, ProviderRecord } from "./chain-view.js";
 import { OFFER_MESSAGE_MAX_BYTES, offerKey, offerMessageSchema, offerSigningText, type OfferMessage, type SignedAttestation } from "./message.js";
@@ -80,6 +81,12 @@ export type AttestationState = {
    * in book entries stored before it existed.
    */
   attestedAt?: number | null;
+  /**
+   * Until when a quorum of distinct attestors' counted attestations verified the GPUs by their
+   * confidential-computing evidence (`cc` not zero; docs/attestation.md); null when fewer did.
+   * Absent in book entries stored before it existed.
+   */
+  ccUntil?: number | null;
 };
 
 export type ValidatedOffer = {
@@ -157,9 +164,15 @@ export function isAttested(state: AttestationState, now: number): boolean {
  * { attestation, ... })`) from a book entry's verified state: null unless the quorum holds at
  * `now`, so an offer whose attestations expired, or were never by attestors, ranks as unattested.
  */
-export function engineAttestation(state: AttestationState, now: number): { attestedAt: number; expiry: number } | null {
+export function engineAttestation(state: AttestationState, now: number): { attestedAt: number; expiry: number; ccExpiry?: number } | null {
   if (!isAttested(state, now)) return null;
-  return { attestedAt: state.attestedAt ?? now, expiry: state.attestedUntil! };
+  const ccUntil = state.ccUntil ?? null;
+  return { attestedAt: state.attestedAt ?? now, expiry: state.attestedUntil!, ...(ccUntil !== null && ccUntil > now ? { ccExpiry: ccUntil } : {}) };
+}
+
+/** Whether a quorum's attestations verified the offer's GPUs by confidential-computing evidence at `now`. */
+export function isCcVerified(state: AttestationState, now: number): boolean {
+  return state.ccUntil !== undefined && state.ccUntil !== null && state.ccUntil > now;
 }
 
 /**
@@ -372,6 +385,8 @@ export class OfferValidator {
     const { offer, machine } = message;
     const expiries = new Map<Address, number>();
     const issued = new Map<Address, number>();
+    // Per attestor, the longest-lasting counted attestation that verified the GPUs (cc not zero).
+    const ccExpiries = new Map<Address, number>();
     let outsiders = 0;
     for (const [index, signed] of message.attestations.entries()) {
       const { attestation } = signed;
@@ -409,6 +424,7 @@ export class OfferValidator {
         expiries.set(signer, attestation.expiry);
         issued.set(signer, attestation.issuedAt);
       }
+      if (attestation.cc !== NO_CC && attestation.expiry > (ccExpiries.get(signer) ?? 0)) ccExpiries.set(signer, attestation.expiry);
     }
     const quorum = Math.max(1, await this.chain.attestationQuorum());
     const sorted = [...expiries.entries()].sort((a, b) => b[1] - a[1]);
@@ -419,6 +435,8 @@ export class OfferValidator {
       // The offer stays attested until the quorum-th latest expiry passes.
       attestedUntil: met ? sorted[quorum - 1]![1] : null,
       attestedAt: met ? Math.min(...counted.map(([signer]) => issued.get(signer)!)) : null,
+      // The same quorum rule over the attestations that verified the GPUs.
+      ccUntil: ccExpiries.size >= quorum ? [...ccExpiries.values()].sort((a, b) => b - a)[quorum - 1]! : null,
     };
   }
 

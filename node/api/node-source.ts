@@ -220,6 +220,7 @@ export class NodeMarketSource implements MarketDataSource {
       message: entry.message,
       verifiedAttestations: this.attestationSigners(entry.message).filter((signed) => verified.has(signed.attestor.toLowerCase())),
       attestedUntil: entry.attestation.attestedUntil,
+      ccUntil: entry.attestation.ccUntil ?? null,
       receivedAt: Math.floor(entry.receivedAt / 1000),
     };
   }

@@ -26,8 +26,9 @@ export function isAttested(entry: OfferEntry, nowSeconds: number): boolean {
   return entry.verifiedAttestations.some((verified) => attestationCovers(entry, verified, nowSeconds));
 }
 
-/** A current attestation covering the machine verified its GPUs by confidential-computing evidence. */
+/** Verified by confidential-computing evidence under the quorum the source applied (ccUntil), or by any current covering attestation with a non-zero `cc`. */
 export function isCcVerified(entry: OfferEntry, nowSeconds: number): boolean {
+  if (entry.ccUntil !== undefined) return entry.ccUntil !== null && entry.ccUntil > nowSeconds;
   return entry.verifiedAttestations.some((verified) => verified.attestation.cc !== NO_CC && attestationCovers(entry, verified, nowSeconds));
 }
 

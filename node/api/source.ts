@@ -33,6 +33,11 @@ export type OfferEntry = {
    * Absent: any current verified attestation counts (a quorum of one).
    */
   attestedUntil?: number | null;
+  /**
+   * Until when a quorum of its attestations verified the GPUs by confidential-computing evidence
+   * (null: they did not). Absent: any current verified attestation with a non-zero `cc` counts.
+   */
+  ccUntil?: number | null;
   /** When the node received this version, unix seconds. */
   receivedAt: number;
 };

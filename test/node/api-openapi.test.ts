@@ -118,6 +118,7 @@ describe("OpenAPI document", () => {
     const byName = new Map(list.parameters.map((parameter) => [parameter.name, parameter]));
     assert.deepEqual([...byName.keys()].sort(), [
       "attested",
+      "confidentialComputing",
       "interruptible",
       "limit",
       "maxPricePerUnitSecond",

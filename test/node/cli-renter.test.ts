@@ -65,6 +65,13 @@ describe("suanli renter commands (CLI)", function () {
     assert.match(unattested.stderr, /add --allow-unattested to accept unattested machines/);
     assert.doesNotMatch(unattested.stderr, /attestedOnly/);
 
+    // No devnet machine's GPUs were verified by confidential-computing evidence.
+    const notCc = await runCli(["submit", "--gpu", "H100", "--count", "1", "--allow-unattested", "--confidential-computing", ...common, "--", "true"]);
+    assert.equal(notCc.code, 3, notCc.stderr);
+    assert.match(notCc.stderr, /GPUs verified by confidential-computing evidence: removed 1, 0 left/);
+    assert.match(notCc.stderr, /leave out --confidential-computing to accept GPUs attested without it/);
+    assert.doesNotMatch(notCc.stderr, /confidentialComputing: false/);
+
     const tooMany = await runCli(["submit", "--gpu", "H100", "--count", "9", "--allow-unattested", ...common, "--", "true"]);
     assert.equal(tooMany.code, 3, tooMany.stderr);
     assert.match(tooMany.stderr, /add --colocation cluster/);

@@ -10,7 +10,7 @@ import { CachedChainView } from "../../common/offers/chain-view.js";
 import { encodeOfferMessage, offerKey, type OfferMessage } from "../../common/offers/message.js";
 import { signOffer } from "../../common/chain/sign.js";
 import { signOfferMessage } from "../../common/offers/sign.js";
-import { OfferValidator, isAttested, minimumLeaseCollateral, type OfferValidation } from "../../common/offers/validate.js";
+import { OfferValidator, engineAttestation, isAttested, isCcVerified, minimumLeaseCollateral, type OfferValidation } from "../../common/offers/validate.js";
 import { MemoryChainView } from "../support/memory-chain-view.js";
 import {
   TEST_CHAIN_ID,
@@ -91,6 +91,31 @@ describe("offer validation pipeline", () => {
     const staleResult = await validator.validate(encodeOfferMessage(stale));
     assert.ok(staleResult.ok, "an expired attestation is not a forgery");
     assert.equal(isAttested(staleResult.offer.attestation, nowSec()), false);
+  });
+
+  it("counts GPUs verified by confidential-computing evidence under the same quorum, for the matching engine", async () => {
+    const [a, b] = [createSigner(), createSigner()];
+    chain.addAttestor(a.address);
+    chain.addAttestor(b.address);
+    chain.setQuorum(2);
+    const cc = `0x${"c0".repeat(32)}` as const;
+    // Both attest; only a verified the GPUs: attested, not CC-verified (one attestor's word is below the quorum).
+    const one = await buildOfferMessage(provider, spec, { attestations: [attest(a, provider.address, spec, 3_600, 312_000n, cc), attest(b, provider.address, spec)] });
+    const oneResult = await validator.validate(encodeOfferMessage(one));
+    assert.ok(oneResult.ok);
+    assert.ok(isAttested(oneResult.offer.attestation, nowSec()));
+    assert.equal(isCcVerified(oneResult.offer.attestation, nowSec()), false);
+    assert.equal(engineAttestation(oneResult.offer.attestation, nowSec())?.ccExpiry, undefined);
+    // Both verified: CC-verified until the earlier of the two expires, and the engine is told so.
+    const both = await buildOfferMessage(provider, spec, {
+      seq: 2,
+      attestations: [attest(a, provider.address, spec, 3_600, 312_000n, cc), attest(b, provider.address, spec, 1_800, 312_000n, cc)],
+    });
+    const bothResult = await validator.validate(encodeOfferMessage(both));
+    assert.ok(bothResult.ok);
+    assert.ok(isCcVerified(bothResult.offer.attestation, nowSec()));
+    assert.equal(bothResult.offer.attestation.ccUntil, bothResult.offer.attestation.attestedUntil);
+    assert.equal(engineAttestation(bothResult.offer.attestation, nowSec())?.ccExpiry, both.attestations[1]!.attestation.expiry);
   });
 
   it("ignores, without punishing, attestations by addresses outside the attestor set", async () => {

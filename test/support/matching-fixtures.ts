@@ -58,6 +58,8 @@ export type OfferSpec = {
   /** Attested at NOW - attestedAgo (default 3600) until NOW + 86400; null = never attested. */
   attestedAgo?: number | null;
   attestationExpiry?: number;
+  /** Until when the quorum verified the GPUs by confidential-computing evidence (unix s); absent: not verified. */
+  ccExpiry?: number;
   completed?: number;
   faults?: number;
   latencyMs?: number | null;
@@ -140,7 +142,10 @@ export function parsedOfferMessage(spec: OfferSpec): OfferMessage {
 export function entry(spec: OfferSpec): OfferEntry {
   const attestedAgo = spec.attestedAgo === undefined ? 3600 : spec.attestedAgo;
   return offerEntryFromMessage(offerMessage(spec), {
-    attestation: attestedAgo === null ? null : { attestedAt: NOW - attestedAgo, expiry: spec.attestationExpiry ?? NOW + 86_400 },
+    attestation:
+      attestedAgo === null
+        ? null
+        : { attestedAt: NOW - attestedAgo, expiry: spec.attestationExpiry ?? NOW + 86_400, ...(spec.ccExpiry !== undefined ? { ccExpiry: spec.ccExpiry } : {}) },
     reputation: { leasesCompleted: spec.completed ?? 20, faults: spec.faults ?? 0, unitSecondsDelivered: 1_000_000n },
     latencyMs: spec.latencyMs === undefined ? 50 : spec.latencyMs,
   });

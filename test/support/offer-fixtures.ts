@@ -79,8 +79,8 @@ export function signAttestationFast(attestor: Signer, attestation: Attestation):
   return { attestation, signature: signDigest(digest, attestor.privateKey) };
 }
 
-/** A valid attestation of `spec` by `attestor`, expiring in `ttlSec`, with a measured `throughput` (int8 ops/s). */
-export function attest(attestor: Signer, provider: Address, spec: MachineSpec, ttlSec = 3_600, throughput = 312_000n): SignedAttestation {
+/** A valid attestation of `spec` by `attestor`, expiring in `ttlSec`, with a measured `throughput` (int8 ops/s) and the GPUs it verified by CC evidence (`cc`, default none). */
+export function attest(attestor: Signer, provider: Address, spec: MachineSpec, ttlSec = 3_600, throughput = 312_000n, cc: Hex = `0x${"00".repeat(32)}`): SignedAttestation {
   const now = nowSec();
   return signAttestationFast(attestor, {
     provider,
@@ -92,7 +92,7 @@ export function attest(attestor: Signer, provider: Address, spec: MachineSpec, t
     challengeId: `0x${"00".repeat(32)}`,
     root: `0x${"00".repeat(32)}`,
     gpus: `0x${"00".repeat(32)}`,
-    cc: `0x${"00".repeat(32)}`,
+    cc,
     issuedAt: now - 10,
     expiry: now + ttlSec,
   });

@@ -9,13 +9,25 @@ import { walkLeaf } from "../../../common/attest/memory.js";
 import type { MemChallenge, OpenedWalk } from "../../../common/attest/memory-messages.js";
 import { verifyMerkleProof } from "../../../common/attest/merkle.js";
 import type { MemoryBuffers, MemoryRunner, MemoryWalked } from "../memory-runner.js";
-import { MEMORY_CAPABILITY } from "./contract.js";
-import type { ExternalRunner } from "./external.js";
+import { MEMORY_CAPABILITY, type RunnerLine, type RunnerRequest } from "./contract.js";
 import { nodeSha256 } from "./hash.js";
 import { RunnerError } from "./types.js";
 
+/** What the memory phase needs of the external runner (external.ts ExternalRunner), named here so the two files do not import each other. */
+export interface RunnerExchange {
+  readonly name: string;
+  readonly openTimeoutMs: number;
+  exchange(
+    capability: string,
+    request: RunnerRequest,
+    what: string,
+    options?: { signal?: AbortSignal; timeoutMs?: number; sameStart?: number },
+  ): Promise<{ line: RunnerLine; start: number }>;
+  notify(request: RunnerRequest, start: number): Promise<void>;
+}
+
 export class ExternalMemoryRunner implements MemoryRunner {
-  constructor(private readonly runner: ExternalRunner) {}
+  constructor(private readonly runner: RunnerExchange) {}
 
   get name(): string {
     return `${this.runner.name} (memory)`;
