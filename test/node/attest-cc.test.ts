@@ -17,9 +17,10 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { ccIdentitiesHash, type GpuEvidence } from "../../common/attest/cc.js";
 import { devnetAccount } from "../../common/devnet.js";
+import { engineAttestation, isCcVerified } from "../../common/offers/validate.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
 import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
-import { addrOf, challengeVerdict, startAttestorDaemon, startProviderWithMachine, type TestDaemon } from "../support/attest.js";
+import { addrOf, challengeVerdict, machineOffer, startAttestorDaemon, startProviderWithMachine, type TestDaemon } from "../support/attest.js";
 import { makeSimDevices, simEvidence, type SimDevice } from "../support/cc-sim.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
@@ -106,6 +107,15 @@ describe("confidential-computing evidence over libp2p (issue 24)", function () {
       ]),
     );
     await waitFor("the attestation at the honest provider", () => honest.received.includes(honest.machineId), { timeoutMs: 30_000 });
+    // The provider republishes its offer with the attestation (as its agent does); another node's book counts the machine as
+    // CC-verified under the attestor quorum, and its matching engine is told so (a renter's confidentialComputing: true matches it).
+    await honest.provider.daemon.offers.publisher!.set(machineOffer({ machineId: honest.machineId, ...H100x2 }, [pass.attestation!]));
+    const verified = await waitFor(
+      "the honest machine CC-verified in the attestor node's offer book",
+      () => daemon.offers.book.byMachine(honest.machineId).find((entry) => isCcVerified(entry.attestation, Math.floor(Date.now() / 1000))),
+      { timeoutMs: 30_000 },
+    );
+    assert.equal(engineAttestation(verified.attestation, Math.floor(Date.now() / 1000))?.ccExpiry, pass.attestation?.attestation.expiry);
 
     const expectations: [typeof honest, RegExp][] = [
       [twice, new RegExp(`two units present the same GPU GH100:${sim.devices[2]!.deviceId}`)],
