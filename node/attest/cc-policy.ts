@@ -7,6 +7,9 @@
  * - the evidence verifies to a pinned device root for this challenge, and backs the claimed class
  *   (cc-nvidia.ts: chip, board table, the report's FWID = the certificate's);
  * - no device is named twice in the commit (one GPU is not two units);
+ * - with RIMs configured (`rims`), the report's firmware measurements equal the golden values of
+ *   NVIDIA's RIMs for its VBIOS and driver versions (cc-rim.ts; with `rims.required`, a version
+ *   without a RIM here fails);
  * - no device was presented for another machine within `reuseWindowSeconds` (one GPU is not
  *   time-shared between machine ids). The devices a machine presented are remembered per attestor
  *   (in memory, bounded: a restart forgets them, which only delays the catch to the next time both
@@ -19,7 +22,9 @@ import { X509Certificate } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import type { Address, Hex } from "viem";
 import type { GpuEvidence } from "../../common/attest/cc.js";
-import { repeatedDevice, verifyNvidiaGpuEvidence, type NvidiaDeviceIdentity } from "./cc-nvidia.js";
+import type { MeasurementBlock } from "./cc-evidence.js";
+import { repeatedDevice, verifyNvidiaGpuEvidence, type NvidiaDeviceIdentity, type NvidiaOpaque } from "./cc-nvidia.js";
+import { compareWithRims, verifyRim, type Rim } from "./cc-rim.js";
 import type { CcOptions } from "./options.js";
 
 export type CcPolicy = {
@@ -29,36 +34,114 @@ export type CcPolicy = {
   /** Board key → GPU class; undefined: the check stops at the chip. */
   boards?: ReadonlyMap<string, string>;
   reuseWindowMs: number;
+  /** Verified RIMs by `<product>:<version>` (upper case), and whether every unit needs both of its RIMs. */
+  rims?: { byKey: ReadonlyMap<string, Rim>; required: boolean };
 };
 
 /** What a passed challenge's evidence established, per unit. */
-export type CcVerifiedUnit = { chip: string; deviceId: string; board?: string; driverVersion?: string; vbiosVersion?: string };
+export type CcVerifiedUnit = {
+  chip: string;
+  deviceId: string;
+  board?: string;
+  driverVersion?: string;
+  vbiosVersion?: string;
+  /** The RIM versions its measurements were compared with and matched (VBIOS, driver). */
+  rims?: string[];
+};
 
-/** Reads `attest.cc`'s root files. Undefined when CC evidence is not configured (no roots, not required). */
-export async function loadCcPolicy(options: CcOptions, readText: (file: string) => Promise<string> = (file) => readFile(file, "utf8")): Promise<CcPolicy | undefined> {
-  if (options.rootFiles.length === 0) return undefined;
+const rimKey = (product: string, version: string) => `${product}:${version}`.toUpperCase();
+
+/** Reads and verifies PEM certificates from files, naming the option, file and certificate on error. */
+async function readRoots(option: string, files: readonly string[], readText: (file: string) => Promise<string>): Promise<X509Certificate[]> {
   const roots: X509Certificate[] = [];
-  for (const file of options.rootFiles) {
+  for (const file of files) {
     let text: string;
     try {
       text = await readText(file);
     } catch (error) {
-      throw new Error(`attest.cc.rootFiles: cannot read ${file}: ${(error as Error).message}`, { cause: error });
+      throw new Error(`${option}: cannot read ${file}: ${(error as Error).message}`, { cause: error });
     }
     const pems = text.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
-    if (pems.length === 0) throw new Error(`attest.cc.rootFiles: ${file} holds no PEM certificate`);
+    if (pems.length === 0) throw new Error(`${option}: ${file} holds no PEM certificate`);
     // Parsed now: a root that does not parse would otherwise refuse every provider's evidence as
     // "a certificate does not parse", blaming the provider for the attestor's file.
     for (const [index, pem] of pems.entries()) {
       try {
         roots.push(new X509Certificate(pem));
       } catch (error) {
-        throw new Error(`attest.cc.rootFiles: certificate ${index + 1} in ${file} is not a valid X.509 certificate: ${(error as Error).message}`, { cause: error });
+        throw new Error(`${option}: certificate ${index + 1} in ${file} is not a valid X.509 certificate: ${(error as Error).message}`, { cause: error });
       }
     }
   }
+  return roots;
+}
+
+/** Verifies every RIM file to the RIM roots at `now`; an invalid, expired or duplicate RIM stops the start with the file named. */
+async function loadRims(options: CcOptions["rims"], readText: (file: string) => Promise<string>, now: Date): Promise<Map<string, Rim>> {
+  const roots = await readRoots("attest.cc.rims.rootFiles", options.rootFiles, readText);
+  const byKey = new Map<string, Rim>();
+  for (const file of options.files) {
+    let xml: string;
+    try {
+      xml = await readText(file);
+    } catch (error) {
+      throw new Error(`attest.cc.rims.files: cannot read ${file}: ${(error as Error).message}`, { cause: error });
+    }
+    const verdict = verifyRim(xml, { roots, now });
+    if (!verdict.ok) throw new Error(`attest.cc.rims.files: ${file} does not verify to attest.cc.rims.rootFiles: ${verdict.reason}: ${verdict.detail}`);
+    const key = rimKey(verdict.rim.product, verdict.rim.version);
+    if (byKey.has(key)) throw new Error(`attest.cc.rims.files: ${file} is a second RIM for ${verdict.rim.product} ${verdict.rim.version}`);
+    byKey.set(key, verdict.rim);
+  }
+  return byKey;
+}
+
+/** Reads `attest.cc`'s root files. Undefined when CC evidence is not configured (no roots, not required). */
+export async function loadCcPolicy(
+  options: CcOptions,
+  readText: (file: string) => Promise<string> = (file) => readFile(file, "utf8"),
+  now: Date = new Date(),
+): Promise<CcPolicy | undefined> {
+  if (options.rootFiles.length === 0) return undefined;
+  const roots = await readRoots("attest.cc.rootFiles", options.rootFiles, readText);
   const boards = Object.entries(options.boards);
-  return { required: options.required, roots, ...(boards.length ? { boards: new Map(boards) } : {}), reuseWindowMs: options.reuseWindowSeconds * 1000 };
+  const rims = options.rims.files.length ? { byKey: await loadRims(options.rims, readText, now), required: options.rims.required } : undefined;
+  return {
+    required: options.required,
+    roots,
+    ...(boards.length ? { boards: new Map(boards) } : {}),
+    reuseWindowMs: options.reuseWindowSeconds * 1000,
+    ...(rims ? { rims } : {}),
+  };
+}
+
+/**
+ * One unit's firmware measurements against the RIMs of its VBIOS and driver versions: the RIM
+ * versions compared, or why the unit fails. A RIM past its signer's expiry counts as absent.
+ */
+export function checkRims(
+  rims: NonNullable<CcPolicy["rims"]>,
+  chip: string,
+  firmware: NvidiaOpaque,
+  blocks: readonly MeasurementBlock[],
+  now: Date,
+): { ok: true; compared: string[] } | { ok: false; detail: string } {
+  const found: Rim[] = [];
+  for (const [what, version] of [
+    ["VBIOS", firmware.vbiosVersion],
+    ["driver", firmware.driverVersion],
+  ] as const) {
+    const rim = version === undefined ? undefined : rims.byKey.get(rimKey(chip, version));
+    const current = rim && (rim.signerValidTo === undefined || rim.signerValidTo.getTime() >= now.getTime()) ? rim : undefined;
+    if (current) found.push(current);
+    else if (rims.required) {
+      const why = version === undefined ? `the report names no ${what} version` : rim ? `the RIM for ${what} ${version} expired` : `no RIM for ${chip} ${what} ${version}`;
+      return { ok: false, detail: `${why} (attest.cc.rims.files; attest.cc.rims.required)` };
+    }
+  }
+  const mismatches = compareWithRims(blocks, found);
+  if (mismatches.length) return { ok: false, detail: `firmware measurements differ from NVIDIA's RIMs: ${mismatches.map((m) => m.detail).join("; ")}` };
+  return { ok: true, compared: found.map((rim) => rim.version) };
 }
 
 /** Which machine presented each device last, and when. */
@@ -108,6 +191,8 @@ export function checkCommitEvidence(
       now: new Date(nowMs),
     });
     if (!verdict.ok) return { ok: false, detail: `unit ${unit}: ${verdict.reason}: ${verdict.detail}` };
+    const rims = policy.rims ? checkRims(policy.rims, verdict.device.chip, verdict.firmware, verdict.measurements, new Date(nowMs)) : undefined;
+    if (rims && !rims.ok) return { ok: false, detail: `unit ${unit}: rim_mismatch: ${rims.detail}` };
     devices.push(verdict.device);
     units.push({
       chip: verdict.device.chip,
@@ -115,6 +200,7 @@ export function checkCommitEvidence(
       ...(verdict.board ? { board: verdict.board } : {}),
       ...(verdict.firmware.driverVersion ? { driverVersion: verdict.firmware.driverVersion } : {}),
       ...(verdict.firmware.vbiosVersion ? { vbiosVersion: verdict.firmware.vbiosVersion } : {}),
+      ...(rims?.ok && rims.compared.length ? { rims: rims.compared } : {}),
     });
   }
   const twice = repeatedDevice(devices);

@@ -50,6 +50,8 @@ export type Rim = {
   measurements: RimMeasurement[];
   /** Subject of the certificate that signed it. */
   signer: string;
+  /** When that certificate expires (set by verifyRim): past it, the RIM no longer counts. */
+  signerValidTo?: Date;
 };
 
 export type RimVerdict = { ok: true; rim: Rim } | ChainFailure | { ok: false; reason: "bad_signature"; detail: string };
@@ -148,7 +150,8 @@ export function verifyRim(xml: string, options: { roots: readonly (string | X509
   }
 
   // Everything below is read from the signed octets only.
-  return readRimContent(covered, leaf.subject);
+  const content = readRimContent(covered, leaf.subject);
+  return content.ok ? { ok: true, rim: { ...content.rim, signerValidTo: new Date(leaf.validTo) } } : content;
 }
 
 /**

@@ -153,6 +153,23 @@ export const ccOptionsSchema = z
           .transform((name) => canonicalGpuName(name)!),
       )
       .default({}),
+    /**
+     * NVIDIA's reference integrity manifests (RIMs): the golden firmware measurements a GPU's
+     * report is compared with (docs/attestation.md, "Confidential-computing evidence in a
+     * challenge"). `files`: RIM XML files (one per VBIOS and per driver version in use, from
+     * NVIDIA's RIM service), each verified at start-up to one of `rootFiles` (NVIDIA's RIM root,
+     * another root than the devices'). `required`: a unit whose VBIOS or driver has no valid RIM
+     * here fails; otherwise what the RIMs here cover is compared, and the rest is not.
+     */
+    rims: z
+      .strictObject({
+        rootFiles: z.array(z.string().min(1).max(4096)).max(8).default([]),
+        files: z.array(z.string().min(1).max(4096)).max(256).default([]),
+        required: z.boolean().default(false),
+      })
+      .refine((r) => r.files.length === 0 || r.rootFiles.length > 0, { message: "attest.cc.rims.files needs attest.cc.rims.rootFiles (NVIDIA's RIM root)", path: ["rootFiles"] })
+      .refine((r) => !r.required || r.files.length > 0, { message: "attest.cc.rims.required needs attest.cc.rims.files", path: ["files"] })
+      .prefault({}),
     /** A GPU presented for one machine may not answer for another within this many seconds. */
     reuseWindowSeconds: z
       .number()
