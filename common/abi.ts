@@ -956,6 +956,27 @@ export const providerRegistryAbi = [
     "inputs": [
       {
         "internalType": "address",
+        "name": "staking",
+        "type": "address"
+      },
+      {
+        "internalType": "address",
+        "name": "named",
+        "type": "address"
+      },
+      {
+        "internalType": "address",
+        "name": "expected",
+        "type": "address"
+      }
+    ],
+    "name": "StakingNotSuccessor",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "address",
         "name": "provider",
         "type": "address"
       },
@@ -6625,22 +6646,22 @@ export const attestorStakingAbi = [
     "inputs": [
       {
         "internalType": "address",
-        "name": "account",
+        "name": "current",
         "type": "address"
       }
     ],
-    "name": "NotGovernance",
+    "name": "NotCurrentStaking",
     "type": "error"
   },
   {
     "inputs": [
       {
         "internalType": "address",
-        "name": "current",
+        "name": "account",
         "type": "address"
       }
     ],
-    "name": "NotInLineage",
+    "name": "NotGovernance",
     "type": "error"
   },
   {

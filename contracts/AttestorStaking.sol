@@ -25,9 +25,9 @@ import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 ///         counted within the fault window after observedAt) is slashed at once, with no answer (disputeFault);
 ///         the disputer's share of that slash goes to the lease's provider, whoever sends the evidence.
 ///         Invariant: token.balanceOf(this) == sum(active + unbonding) + sum(open dispute fees) + sum(owed).
-///         Replacement: a staking names the one it replaces (predecessor); the registry's current staking and its
-///         predecessors form a lineage, and each of them checks the whole lineage before a new dispute, so one lie
-///         (attestation or fault) is slashed once across them, and one not disputed yet stays slashable in any of them.
+///         Replacement: a staking names the one it replaces (predecessor). Only the registry's current staking takes new
+///         disputes, and it first checks its predecessors' records, so one lie (attestation or fault) is slashed once
+///         across them, and one not disputed yet stays slashable in the current one.
 /// @dev What it cannot catch: an attestor and a provider who collude (the provider signs any commit), and an
 ///      attestor that passes a provider whose opened rows were wrong (the rows are opened to the attestor only).
 contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
@@ -97,7 +97,7 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     /// @param params_ The first parameters.
     /// @param predecessor_ The AttestorStaking this one replaces (same registry and market; its faultWindow no smaller
     ///        than params_.faultWindow), or zero for the first. A lie disputed in it (or its predecessors) is never
-    ///        disputed here, and the other way round (lineage).
+    ///        disputed here.
     constructor(address registry_, address market_, Params memory params_, address predecessor_) {
         _REGISTRY = IProviderRegistry(registry_);
         _TOKEN = IERC20(IProviderRegistry(registry_).token());
@@ -172,7 +172,8 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         (address attestor, ECDSA.RecoverError error_,) = ECDSA.tryRecoverCalldata(id, signature);
         if (error_ != ECDSA.RecoverError.NoError) revert InvalidSignature();
         if (_disputes[id].state != DisputeState.None) revert AlreadyDisputed(id);
-        _checkLineage(_currentStaking(), id);
+        _requireCurrent();
+        _checkLineage(id);
         StakeView storage stake_ = _stakes[attestor];
         if (stake_.active == 0 && stake_.unbonding == 0) revert NothingAtStake(attestor);
         ++stake_.openDisputes;
@@ -229,9 +230,8 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     {
         if (fault.kind != LIVENESS_FAULT) revert NotALivenessFault(fault.kind);
         if (fault.leaseId != receipt.leaseId) revert LeaseMismatch(fault.leaseId, receipt.leaseId);
-        // A retired staking applies the current one's window: a lowering there protects attestors here too.
-        address current = _currentStaking();
-        uint32 window = current == address(this) ? _faultWindowFor(fault.observedAt) : IAttestorStaking(current).faultWindowFor(fault.observedAt);
+        _requireCurrent();
+        uint32 window = _faultWindowFor(fault.observedAt);
         // Both bounds in uint256: observedAt + faultWindow never overflows, and the ms fit easily.
         uint256 fromMs = (uint256(fault.observedAt) + 1) * 1000;
         uint256 toMs = (uint256(fault.observedAt) + window) * 1000;
@@ -246,7 +246,7 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         if (receiptSigner != attestor) revert SignersDiffer(attestor, receiptSigner);
         id = keccak256(abi.encode(faultDigest, attestor));
         if (_faultsDisputed[id]) revert AlreadyDisputed(id);
-        _checkLineage(current, id);
+        _checkLineage(id);
         StakeView storage stake_ = _stakes[attestor];
         if (stake_.active == 0 && stake_.unbonding == 0) revert NothingAtStake(attestor);
         _faultsDisputed[id] = true;
@@ -318,7 +318,7 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     ///         reaches only faults observed the notice after it, a lowering reaches every fault, and a raise never
     ///         weakens the rule for faults observed after an earlier raise took effect. When that span began before this
     ///         contract was deployed, the predecessor's faultWindowFor(observedAt) counts too (one history across a
-    ///         replacement). A retired staking's disputeFault applies the registry's current staking's window.
+    ///         replacement).
     /// @param observedAt The fault's observedAt.
     /// @return The window in seconds.
     function faultWindowFor(uint32 observedAt) external view returns (uint32) {
@@ -391,33 +391,26 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         return _faultsDisputed[id] || _disputes[id].state != DisputeState.None;
     }
 
-    /// @dev The registry's current staking; none attached means no staking takes a new dispute (which one would?).
-    function _currentStaking() private view returns (address current) {
-        current = _REGISTRY.attestorStaking();
-        if (current == address(0)) revert NotInLineage(address(0));
+    /// @dev Only the registry's current staking takes new disputes. A retired one (or one not attached yet) would let
+    ///      anyone record a dispute against a dust stake there (stakeFor) and so block the slash of the same lie in the
+    ///      current staking, where the attestor's real stake is: one lie, one slash, of the stake that counts. Stakes are
+    ///      taken anywhere (attestors stake in a replacement before governance attaches it); a retired staking still
+    ///      unbonds, answers and resolves its open disputes, and pays what it owes.
+    function _requireCurrent() private view {
+        address current = _REGISTRY.attestorStaking();
+        if (current != address(this)) revert NotCurrentStaking(current);
     }
 
-    /// @dev Walks `current` and its predecessors, newest first: reverts when one recorded `id` (a lie is slashed once,
-    ///      whichever staking of the lineage saw it first), or when this contract is not among them (a staking that
-    ///      governance set aside, or one not yet attached, takes no new dispute, so none can slash behind the lineage's
-    ///      back). The walk ends: every predecessor existed before its successor (constructor).
-    function _checkLineage(address current, bytes32 id) private view {
-        bool member;
-        address hop = current;
+    /// @dev Walks the predecessors, newest first, and reverts when one recorded `id`: a lie slashed (or disputed) in a
+    ///      staking this one replaced is not slashed again here. The caller checked this contract's own record. The walk
+    ///      ends: every predecessor existed before its successor (constructor).
+    function _checkLineage(bytes32 id) private view {
+        address hop = address(_PREDECESSOR);
         while (hop != address(0)) {
-            bool recorded;
-            address next;
-            if (hop == address(this)) {
-                member = true;
-                // The caller checked this contract's own record (AlreadyDisputed).
-                next = address(_PREDECESSOR);
-            } else {
-                (recorded, next) = IAttestorStaking(hop).disputeRecord(id);
-            }
+            (bool recorded, address next) = IAttestorStaking(hop).disputeRecord(id);
             if (recorded) revert DisputedInLineage(id, hop);
             hop = next;
         }
-        if (!member) revert NotInLineage(current);
     }
 
     /// @dev Credits `attestor` with `amount` paid by the caller.

@@ -101,6 +101,8 @@ contract ProviderRegistry is IProviderRegistry, AccessControlEnumerable, Reentra
     uint8 private _faultQuorum;
     uint16 private _faultQuorumBps;
     IAttestorStaking private _attestorStaking;
+    /// @dev The last non-zero staking attached: the next one must name it as its predecessor (one lineage, no rollback).
+    IAttestorStaking private _lastAttestorStaking;
 
     /// @notice Deploys the registry for one settlement token, with governance and its first parameters.
     /// @param token_ The settlement token (an ERC-20; EIP-2612 for the permit path of the market).
@@ -299,6 +301,14 @@ contract ProviderRegistry is IProviderRegistry, AccessControlEnumerable, Reentra
 
     /// @inheritdoc IProviderRegistry
     function setAttestorStaking(address staking) external onlyRole(DEFAULT_ADMIN_ROLE) {
+        if (staking != address(0)) {
+            // One lineage: a staking that does not name the last one attached (a rollback to an older one, one that
+            // skips a generation, or an unrelated one) would not see that one's records, and could slash its lies again.
+            address expected = address(_lastAttestorStaking);
+            address named = IAttestorStaking(staking).predecessor();
+            if (named != expected) revert StakingNotSuccessor(staking, named, expected);
+            _lastAttestorStaking = IAttestorStaking(staking);
+        }
         _attestorStaking = IAttestorStaking(staking);
         emit AttestorStakingChanged(staking);
     }

@@ -174,13 +174,13 @@ interface IAttestorStaking {
     error NotGovernance(address account);
     /// @notice The zero address cannot receive a claim.
     error ZeroRecipient();
-    /// @notice The same attestation or fault (`id`) was already disputed in `staking`, an earlier or later
-    ///         AttestorStaking of this one's lineage (the registry's current staking and its predecessors): a lie is
-    ///         slashed once, whichever staking saw it first.
+    /// @notice The same attestation or fault (`id`) was already disputed in `staking`, an AttestorStaking this one
+    ///         replaced (its predecessors): a lie is slashed once.
     error DisputedInLineage(bytes32 id, address staking);
-    /// @notice This staking is neither the registry's current AttestorStaking (`current`; zero when none is attached)
-    ///         nor one of its predecessors: it takes no new dispute (its open ones still answer and resolve).
-    error NotInLineage(address current);
+    /// @notice Only the registry's current AttestorStaking (`current`; zero when none is attached) takes new disputes;
+    ///         this one is retired or not attached yet (its open disputes still answer and resolve, its stakes still
+    ///         unbond, its credits are still claimed).
+    error NotCurrentStaking(address current);
     /// @notice The predecessor given at deployment is not an AttestorStaking of the same registry and market: `part`
     ///         says what differs ("code": nothing deployed there; "registry"; "market").
     error PredecessorMismatch(address predecessor, string part);

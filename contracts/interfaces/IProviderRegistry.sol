@@ -157,6 +157,9 @@ interface IProviderRegistry {
     error TokenTransferShortfall(uint256 expected, uint256 received);
     /// @notice The unbonding delay may not exceed `max` seconds.
     error UnbondingDelayTooLong(uint32 delay, uint32 max);
+    /// @notice An AttestorStaking must name the last one attached as its predecessor (`expected`; zero for the first):
+    ///         `staking` names `named`.
+    error StakingNotSuccessor(address staking, address named, address expected);
 
     // ---------------------------------------------------------------- providers
 
@@ -253,8 +256,9 @@ interface IProviderRegistry {
 
     /// @notice Sets the AttestorStaking contract (DEFAULT_ADMIN_ROLE): from then on an ATTESTOR_ROLE holder counts as
     ///         an attestor only while it holds that contract's minimum stake. Zero: the role alone counts (and no
-    ///         staking takes a new dispute). A replacement should name the current one as its predecessor: the
-    ///         current staking and its predecessors then slash each lie once between them (AttestorStaking lineage).
+    ///         staking takes a new dispute). A staking must name the last one attached (zero for the first) as its
+    ///         predecessor (`StakingNotSuccessor`): the current staking checks its predecessors' records, so each lie is
+    ///         slashed once. Attach a replacement once attestors have staked in it: from then on only its stakes count.
     /// @param staking The AttestorStaking, or the zero address.
     function setAttestorStaking(address staking) external;
 

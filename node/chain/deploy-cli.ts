@@ -3,12 +3,13 @@
  * `npm run chain` at http://127.0.0.1:8545) and writes deployments/<chainId>.json.
  *
  *   npm run deploy -- [--rpc-url URL] [--private-key 0x...] [--out DIR]
- *   npm run deploy -- --replace-staking [--predecessor 0x...] [--rpc-url URL] [--private-key 0x...] [--out DIR]
+ *   npm run deploy -- --replace-staking [--predecessor 0x...] [--attach] [--rpc-url URL] [--private-key 0x...] [--out DIR]
  *
  * Without --private-key on chain 31337 it uses the devnet's first account. `--replace-staking`
  * deploys only a new AttestorStaking for the manifest's registry and market (in --out), replacing
- * --predecessor (default: the registry's current attestorStaking()) with its parameters, and
- * attaches it when the key is governance's (docs/contracts.md, "Replacing the staking").
+ * --predecessor (default: the registry's current attestorStaking()) with its parameters; with
+ * --attach it also attaches it when the key is governance's, which should wait until attestors have
+ * staked in it (docs/contracts.md, "Replacing the staking").
  */
 import { parseArgs } from "node:util";
 import { isAddress, zeroAddress, type Address } from "viem";
@@ -27,6 +28,7 @@ async function main(): Promise<void> {
       out: { type: "string", default: DEFAULT_DEPLOYMENTS_DIR },
       "replace-staking": { type: "boolean", default: false },
       predecessor: { type: "string" },
+      attach: { type: "boolean", default: false },
     },
     strict: true,
   });
@@ -42,7 +44,7 @@ async function main(): Promise<void> {
     chainId,
     account: (key as `0x${string}` | undefined) ?? devnetAccount(0),
   });
-  if (values.predecessor !== undefined && !values["replace-staking"]) throw new SuanliError("--predecessor goes with --replace-staking");
+  if ((values.predecessor !== undefined || values.attach) && !values["replace-staking"]) throw new SuanliError("--predecessor and --attach go with --replace-staking");
   if (values["replace-staking"]) {
     const manifest = await readDeployment(values.out, chainId);
     const registry = manifest.contracts.registry;
@@ -56,12 +58,12 @@ async function main(): Promise<void> {
       predecessor = await clients.publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
       if (predecessor === zeroAddress) throw new SuanliError("The registry names no AttestorStaking to replace: pass --predecessor 0x...");
     }
-    const staking = await deployAttestorStaking({ publicClient: clients.publicClient, walletClient: clients.walletClient!, registry, market, predecessor });
+    const staking = await deployAttestorStaking({ publicClient: clients.publicClient, walletClient: clients.walletClient!, registry, market, predecessor, attach: values.attach });
     console.log(`Deployed AttestorStaking ${staking.address} at block ${staking.blockNumber}, replacing ${staking.predecessor}`);
     console.log(
       staking.attached
-        ? "Attached: the registry's attestorStaking() names it. Attestors stake in it now; the old one keeps slashing lies no staking of the lineage has seen."
-        : `Not attached (this key is not the registry's governance): governance calls ProviderRegistry.setAttestorStaking(${staking.address}).`,
+        ? "Attached: the registry's attestorStaking() names it, and only its stakes count now; the old one takes no new dispute (its open ones still resolve, its stakes unbond)."
+        : `Not attached: attestors stake in it first (AttestorStaking.stake), then governance calls ProviderRegistry.setAttestorStaking(${staking.address})${values.attach ? " (this key is not the registry's governance)" : ", or rerun the deployment's governance key with --attach"}.`,
     );
     return;
   }

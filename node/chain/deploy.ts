@@ -136,11 +136,13 @@ export async function deployContracts({ publicClient, walletClient, params, gove
   ]);
   await grant(MARKET_ROLE, market.address, registry.address);
   // The first staking of this registry and market: it replaces none (deployAttestorStaking replaces one).
+  // Attached at once: no attestor holds a stake anywhere yet, so nothing stops counting.
   const { address: stakingAddress } = await deployAttestorStaking({
     publicClient,
     walletClient,
     registry: registry.address,
     market: market.address,
+    attach: true,
     params: {
       minStake: settings.attestorMinStake,
       slashAmount: settings.attestorSlashAmount,
@@ -213,6 +215,11 @@ export type DeployStakingOptions = {
   predecessor?: Address;
   /** The parameters; with a predecessor, overrides of its current ones (required without one). */
   params?: Partial<StakingParams>;
+  /**
+   * Attach it to the registry now, when the deployer is governance (default false). From then on only its stakes
+   * count: attach a replacement once attestors have staked in it, or every attestation stops counting until they do.
+   */
+  attach?: boolean;
 };
 
 export type DeployedStaking = {
@@ -220,15 +227,16 @@ export type DeployedStaking = {
   blockNumber: bigint;
   params: StakingParams;
   predecessor: Address;
-  /** Whether the registry now names it: only when the deployer holds the registry's governance role. */
+  /** Whether the registry now names it: only when asked to (`attach`) and the deployer holds the registry's governance role. */
   attached: boolean;
 };
 
 const STAKING_PARAM_KEYS = ["minStake", "slashAmount", "disputeFee", "answerWindow", "unbondingDelay", "disputerShareBps", "sink", "faultWindow"] as const;
 
 /**
- * Deploys an AttestorStaking for `registry` and `market`, replacing `predecessor` when given, and attaches it to the
- * registry when the deployer is its governance (otherwise governance calls `setAttestorStaking(address)`). The
+ * Deploys an AttestorStaking for `registry` and `market`, replacing `predecessor` when given, and with `attach` attaches
+ * it to the registry when the deployer is its governance (otherwise governance calls `setAttestorStaking(address)`,
+ * once attestors have staked in it; the registry refuses one that does not name the last staking attached). The
  * predecessor is checked before anything is sent, with the contract's own rules: an AttestorStaking deployed for the
  * same registry and market, whose fault window is no smaller than the new one's.
  *
@@ -273,12 +281,12 @@ export async function deployAttestorStaking(o: DeployStakingOptions): Promise<De
     functionName: "hasRole",
     args: [`0x${"00".repeat(32)}`, walletClient.account.address],
   });
-  if (governs) {
+  if (governs && o.attach) {
     const attach = await walletClient.writeContract({ address: registry, abi: providerRegistryAbi, functionName: "setAttestorStaking", args: [address] });
     const attached = await publicClient.waitForTransactionReceipt({ hash: attach });
     if (attached.status !== "success") throw new DeployError(`Attaching the attestor staking failed (transaction ${attach})`);
   }
-  return { address, blockNumber: receipt.blockNumber, params, predecessor, attached: governs };
+  return { address, blockNumber: receipt.blockNumber, params, predecessor, attached: governs && o.attach === true };
 }
 
 /** The predecessor's parameters, once it is shown to be an AttestorStaking of the same registry and market. */

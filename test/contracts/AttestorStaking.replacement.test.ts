@@ -1,9 +1,11 @@
 /**
  * AttestorStaking replaced by governance (ProviderRegistry.setAttestorStaking): the signatures are in the market's
  * domain, not the staking's, so without a rule the same lie could be slashed once in every staking. A staking names
- * the one it replaces (its predecessor); the registry's current staking and its predecessors form a lineage whose
- * members each check all the others before a new dispute. One lie is slashed once; a lie not yet disputed stays
- * slashable in any member; a staking outside the lineage takes no dispute. The books balance in every staking.
+ * the one it replaces (its predecessor), and the registry attaches only the successor of the last one attached. Only
+ * the registry's current staking takes new disputes, after checking its predecessors' records: one lie is slashed
+ * once, from the stake that counts; a lie not yet disputed stays slashable in the current one; a retired staking (or
+ * one not attached yet) takes no new dispute, so a dust stake there cannot be used to record a lie and block its slash
+ * where the real stake is. The books balance in every staking.
  */
 import assert from "node:assert/strict";
 import { getAddress, keccak256, toBytes, zeroAddress, type Address, type Hex } from "viem";
@@ -63,7 +65,7 @@ describe("AttestorStaking replaced: one lie is slashed once across the lineage",
     return { held: await balance(s as Suanli, staking.address), stake: await staking.read.stakeOf([liar]), credits };
   }
 
-  it("refuses in the replacement a fault slashed in the old staking; another lie of the same attestor is slashed in it; the old one refuses the new one's", async () => {
+  it("refuses in the replacement a fault slashed in the old staking; another lie of the same attestor is slashed in it; the retired one takes no new dispute", async () => {
     const s = await load();
     const { viem } = connection;
     const a = s.staking;
@@ -104,21 +106,26 @@ describe("AttestorStaking replaced: one lie is slashed once across the lineage",
     await viem.assertions.emitWithArgs(disputeFault(b, second, s.provider), b, "FaultDisputed", [attestor, leaseId, provider, activatedAt + 6, second.receipt.receivedAtMs, SLASH]);
     assert.equal((await b.read.stakeOf([attestor])).active, MIN_STAKE - SLASH);
     assert.equal(await b.read.owed([provider]), SLASH / 2n);
-    // The old staking, which still holds the liar's remaining stake, refuses the lie B slashed...
-    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(a, second, s.provider), a, "DisputedInLineage", [secondId, getAddress(b.address)]);
-    assert.equal(await a.read.disputedIn([secondId]), zeroAddress); // A's own chain knows nothing of B: the walk starts at the registry's current
-    // ...and still slashes a lie that neither staking saw, from what it holds (it is B's predecessor).
+    assert.equal(await b.read.disputedIn([secondId]), getAddress(b.address));
+    // The old staking, which still holds the liar's remaining stake, takes no new dispute: neither the lie B slashed...
+    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(a, second, s.provider), a, "NotCurrentStaking", [getAddress(b.address)]);
+    // ...nor a lie that no staking saw. The dust-stake attack: anyone tops up the liar's old stake by 1 unit and the liar
+    // disputes its own new lie in A, to have it recorded where almost nothing is at stake and refused in B. A refuses it,
+    // and B slashes the lie from the stake that counts.
     const third = await falseFault(s, liar, leaseId, activatedAt + 7);
-    await viem.assertions.emitWithArgs(disputeFault(a, third, s.provider), a, "FaultDisputed", [
+    await a.write.stakeFor([attestor, 1n], { account: s.other!.account });
+    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(a, third, liar), a, "NotCurrentStaking", [getAddress(b.address)]);
+    await viem.assertions.emitWithArgs(disputeFault(b, third, s.other), b, "FaultDisputed", [
       attestor,
       leaseId,
-      provider,
+      getAddress(s.other!.account.address),
       activatedAt + 7,
       third.receipt.receivedAtMs,
       MIN_STAKE - SLASH,
     ]);
-    const thirdId = await a.read.faultDisputeId([third.fault, attestor]);
-    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(b, third, s.provider), b, "DisputedInLineage", [thirdId, getAddress(a.address)]);
+    // What was left of its stake in B (the slash is capped by the stake).
+    assert.equal((await b.read.stakeOf([attestor])).active, 0n);
+    assert.equal((await a.read.stakeOf([attestor])).active, MIN_STAKE - SLASH + 1n);
 
     await assertBooks(s, everyone(s), 0n);
     await assertBooks(through(s, b), everyone(s), 0n);
@@ -153,16 +160,15 @@ describe("AttestorStaking replaced: one lie is slashed once across the lineage",
     assert.deepEqual(await snapshot(s, b, attestor), before);
     assert.equal(await b.read.owed([provider]), 0n);
 
-    // Another attestation by the same attestor: disputable in B, then refused in A.
+    // Another attestation by the same attestor: disputable in B; A, retired, takes no new dispute.
     const other = await forged(s, liar);
-    const otherId = await b.read.attestationDigest([other.attestation]);
     await viem.assertions.emit(disputeAttestation(b, other, s.provider), b, "DisputeOpened");
     await assertBooks(through(s, b), everyone(s), FEE);
-    await viem.assertions.revertWithCustomErrorWithArgs(disputeAttestation(a, other, s.provider), a, "DisputedInLineage", [otherId, getAddress(b.address)]);
+    await viem.assertions.revertWithCustomErrorWithArgs(disputeAttestation(a, other, s.provider), a, "NotCurrentStaking", [getAddress(b.address)]);
     await assertBooks(s, everyone(s), 0n);
   });
 
-  it("walks a chain of three: C refuses what A or B slashed, and A refuses what C slashed", async () => {
+  it("walks a chain of three: C refuses what A or B slashed, and neither A nor B takes a new dispute", async () => {
     const s = await load();
     const { viem } = connection;
     const a = s.staking;
@@ -193,15 +199,15 @@ describe("AttestorStaking replaced: one lie is slashed once across the lineage",
     const inC = await falseFault(s, liar, leaseId, activatedAt + 3);
     await disputeFault(c, inC, s.provider);
     const idC = await c.read.faultDisputeId([inC.fault, attestor]);
-    // A and B are C's predecessors: they refuse it, each naming C.
-    for (const old of [a, b]) await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(old, inC, s.provider), old, "DisputedInLineage", [idC, getAddress(c.address)]);
-    // B refuses A's lie through C's walk (B's own predecessor, met on the way).
-    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(b, inA, s.provider), b, "DisputedInLineage", [idA, getAddress(a.address)]);
+    assert.equal(await c.read.disputedIn([idC]), getAddress(c.address));
+    // A and B are retired: they take no new dispute, each naming C.
+    for (const old of [a, b]) await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(old, inC, s.provider), old, "NotCurrentStaking", [getAddress(c.address)]);
+    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(b, inA, s.provider), b, "NotCurrentStaking", [getAddress(c.address)]);
 
     for (const staking of [a, b, c]) await assertBooks(through(s, staking), everyone(s), staking === a ? FEE : 0n);
   });
 
-  it("takes no dispute in a staking outside the lineage: not attached yet, set aside for an unrelated one, or none attached", async () => {
+  it("takes disputes only in the registry's current staking, and the registry attaches only the last one's successor: no rollback, no unrelated staking", async () => {
     const s = await load();
     const { viem } = connection;
     const a = s.staking;
@@ -214,21 +220,32 @@ describe("AttestorStaking replaced: one lie is slashed once across the lineage",
     const pending = await connection.viem.deployContract("AttestorStaking", [s.registry.address, s.market.address, PARAMS(s.treasury!.account.address), a.address]);
     await s.token.write.approve([pending.address, 2n ** 256n - 1n], { account: liar.account });
     await pending.write.stake([MIN_STAKE], { account: liar.account });
-    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(pending, lie, s.provider), pending, "NotInLineage", [getAddress(a.address)]);
-    await viem.assertions.revertWithCustomErrorWithArgs(disputeAttestation(pending, attestation, s.provider), pending, "NotInLineage", [getAddress(a.address)]);
+    // Attestors stake in it before it is attached; it takes no dispute yet.
+    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(pending, lie, s.provider), pending, "NotCurrentStaking", [getAddress(a.address)]);
+    await viem.assertions.revertWithCustomErrorWithArgs(disputeAttestation(pending, attestation, s.provider), pending, "NotCurrentStaking", [getAddress(a.address)]);
 
-    // An unrelated staking (no predecessor) attached: A is set aside, and takes nothing new.
-    const fresh = await replace(s, zeroAddress);
-    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(a, lie, s.provider), a, "NotInLineage", [getAddress(fresh.address)]);
+    // An unrelated staking (no predecessor) cannot be attached: it would not see A's records.
+    const fresh = await viem.deployContract("AttestorStaking", [s.registry.address, s.market.address, PARAMS(s.treasury!.account.address), zeroAddress]);
+    await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setAttestorStaking([fresh.address]), s.registry, "StakingNotSuccessor", [
+      getAddress(fresh.address),
+      zeroAddress,
+      getAddress(a.address),
+    ]);
     // None attached: nothing takes a dispute until governance attaches one again.
     await s.registry.write.setAttestorStaking([zeroAddress]);
-    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(a, lie, s.provider), a, "NotInLineage", [zeroAddress]);
-    await viem.assertions.revertWithCustomErrorWithArgs(disputeAttestation(a, attestation, s.provider), a, "NotInLineage", [zeroAddress]);
-    // Attaching the pending replacement brings A back into the lineage: the lie is slashed in either, once.
+    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(a, lie, s.provider), a, "NotCurrentStaking", [zeroAddress]);
+    await viem.assertions.revertWithCustomErrorWithArgs(disputeAttestation(a, attestation, s.provider), a, "NotCurrentStaking", [zeroAddress]);
+    // The successor of the last one attached (A) may be attached, and takes the dispute; A may not come back.
     await s.registry.write.setAttestorStaking([pending.address]);
     await disputeFault(pending, lie, s.provider);
     const id = await a.read.faultDisputeId([lie.fault, getAddress(liar.account.address)]);
-    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(a, lie, s.provider), a, "DisputedInLineage", [id, getAddress(pending.address)]);
+    assert.equal(await pending.read.disputedIn([id]), getAddress(pending.address));
+    await viem.assertions.revertWithCustomErrorWithArgs(s.registry.write.setAttestorStaking([a.address]), s.registry, "StakingNotSuccessor", [
+      getAddress(a.address),
+      zeroAddress,
+      getAddress(pending.address),
+    ]);
+    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(a, lie, s.provider), a, "NotCurrentStaking", [getAddress(pending.address)]);
     for (const staking of [a, pending, fresh]) await assertBooks(through(s, staking), everyone(s), 0n);
   });
 
@@ -258,7 +275,7 @@ describe("AttestorStaking replaced: one lie is slashed once across the lineage",
     assert.equal(await lower.read.market(), getAddress(s.market.address));
   });
 
-  it("keeps the fault-window history across a replacement: an old fault gets the predecessor's smaller window, and a retired staking applies the current one's", async () => {
+  it("keeps the fault-window history across a replacement: an old fault gets the predecessor's smaller window, and a lowering in the current one applies", async () => {
     const s = await load();
     const { viem } = connection;
     const a = s.staking;
@@ -282,15 +299,16 @@ describe("AttestorStaking replaced: one lie is slashed once across the lineage",
     // A fault observed a day after B's deployment gets B's own window.
     const deployedAt = await latest(s);
     assert.equal(await b.read.faultWindowFor([deployedAt + 86_400 + 1]), FAULT_WINDOW);
-    // B lowers its window to 5: A, retired, applies B's window, so an attestor that waited 5 s is not slashed there.
+    // B lowers its window to 5: an attestor that waited 5 s is not slashed; A, retired, takes no dispute at all.
     await b.write.setParams([{ ...params, faultWindow: 5 }]);
     const afterLowering = await falseFault(s, liar, leaseId, observedAt + 1, ms(8));
-    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(a, afterLowering, s.provider), a, "ReceiptOutsideWindow", [
+    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(b, afterLowering, s.provider), b, "ReceiptOutsideWindow", [
       afterLowering.receipt.receivedAtMs,
       ms(observedAt + 2),
       ms(observedAt + 1 + 5),
     ]);
-    await disputeFault(a, await falseFault(s, liar, leaseId, observedAt + 2, ms(4)), s.provider);
+    await viem.assertions.revertWithCustomErrorWithArgs(disputeFault(a, afterLowering, s.provider), a, "NotCurrentStaking", [getAddress(b.address)]);
+    await disputeFault(b, await falseFault(s, liar, leaseId, observedAt + 2, ms(4)), s.provider);
     await assertBooks(s, everyone(s), 0n);
     await assertBooks(through(s, b), everyone(s), 0n);
   });

@@ -114,7 +114,7 @@ describe("devnet deployment (embedded chain)", () => {
     );
   });
 
-  it("replaces the attestor staking: the predecessor checked before anything is sent, its parameters carried over, attached by governance only; and from the CLI (≈3 s)", async () => {
+  it("replaces the attestor staking: the predecessor checked before anything is sent, its parameters carried over, attached only when asked and by governance only; and from the CLI (≈3 s)", async () => {
     const clients = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0) });
     const { publicClient, walletClient } = { publicClient: clients.publicClient, walletClient: clients.walletClient! };
     const first = await deployContracts({ publicClient, walletClient });
@@ -140,11 +140,14 @@ describe("devnet deployment (embedded chain)", () => {
 
     // Another key may deploy one, but only governance attaches it.
     const stranger = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(4) });
-    const pending = await deployAttestorStaking({ publicClient, walletClient: stranger.walletClient!, registry, market, predecessor: current });
+    const pending = await deployAttestorStaking({ publicClient, walletClient: stranger.walletClient!, registry, market, predecessor: current, attach: true });
     assert.equal(pending.attached, false);
+    // Governance's key does not attach unless asked: attestors stake in the replacement first.
+    const unattached = await deployAttestorStaking({ publicClient, walletClient, registry, market, predecessor: current });
+    assert.equal(unattached.attached, false);
     assert.equal(await publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" }), current);
 
-    const next = await deployAttestorStaking({ publicClient, walletClient, registry, market, predecessor: current, params: { disputeFee: 20n * 10n ** 6n } });
+    const next = await deployAttestorStaking({ publicClient, walletClient, registry, market, predecessor: current, params: { disputeFee: 20n * 10n ** 6n }, attach: true });
     assert.equal(next.attached, true);
     assert.equal(await publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" }), next.address);
     assert.equal(await publicClient.readContract({ address: next.address, abi: attestorStakingAbi, functionName: "predecessor" }), current);
@@ -162,7 +165,7 @@ describe("devnet deployment (embedded chain)", () => {
         assert.match((error as { stderr: string }).stderr, /--predecessor must be an address/);
         return true;
       });
-      const { stdout } = await cli("--replace-staking");
+      const { stdout } = await cli("--replace-staking", "--attach");
       assert.match(stdout, new RegExp(`replacing ${next.address}`));
       assert.match(stdout, /Attached/);
       const third = await publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
