@@ -383,10 +383,9 @@ export class OfferValidator {
 
   private async checkAttestations(message: OfferMessage, now: number): Promise<AttestationState | { reason: OfferRejectReason; detail: string }> {
     const { offer, machine } = message;
-    const expiries = new Map<Address, number>();
-    const issued = new Map<Address, number>();
-    // Per attestor, the longest-lasting counted attestation that verified the GPUs (cc not zero).
-    const ccExpiries = new Map<Address, number>();
+    // Per attestor, the one attestation that counts: its newest (latest issuedAt, then latest expiry), and with it
+    // whether it verified the GPUs (cc): an older attestation's cc does not outlive the attestor's newer word.
+    const newest = new Map<Address, { issuedAt: number; expiry: number; cc: boolean }>();
     let outsiders = 0;
     for (const [index, signed] of message.attestations.entries()) {
       const { attestation } = signed;
@@ -419,13 +418,14 @@ export class OfferValidator {
         }
         continue;
       }
-      // Per attestor, the attestation that lasts longest counts.
-      if (attestation.expiry > (expiries.get(signer) ?? 0)) {
-        expiries.set(signer, attestation.expiry);
-        issued.set(signer, attestation.issuedAt);
+      const held = newest.get(signer);
+      if (!held || attestation.issuedAt > held.issuedAt || (attestation.issuedAt === held.issuedAt && attestation.expiry > held.expiry)) {
+        newest.set(signer, { issuedAt: attestation.issuedAt, expiry: attestation.expiry, cc: attestation.cc !== NO_CC });
       }
-      if (attestation.cc !== NO_CC && attestation.expiry > (ccExpiries.get(signer) ?? 0)) ccExpiries.set(signer, attestation.expiry);
     }
+    const expiries = new Map([...newest].map(([signer, a]) => [signer, a.expiry]));
+    const issued = new Map([...newest].map(([signer, a]) => [signer, a.issuedAt]));
+    const ccExpiries = [...newest.values()].filter((a) => a.cc).map((a) => a.expiry);
     const quorum = Math.max(1, await this.chain.attestationQuorum());
     const sorted = [...expiries.entries()].sort((a, b) => b[1] - a[1]);
     const counted = sorted.slice(0, quorum);
@@ -436,7 +436,7 @@ export class OfferValidator {
       attestedUntil: met ? sorted[quorum - 1]![1] : null,
       attestedAt: met ? Math.min(...counted.map(([signer]) => issued.get(signer)!)) : null,
       // The same quorum rule over the attestations that verified the GPUs.
-      ccUntil: ccExpiries.size >= quorum ? [...ccExpiries.values()].sort((a, b) => b - a)[quorum - 1]! : null,
+      ccUntil: ccExpiries.length >= quorum ? ccExpiries.sort((a, b) => b - a)[quorum - 1]! : null,
     };
   }
 

@@ -170,13 +170,21 @@ export type MemoryResponderOptions = {
   unitsOf: (challengeId: Hex) => number | undefined;
   /** Largest buffer accepted, in words over all units. Default 2⁴² (32 TiB of 8-byte words). */
   maxWords?: number;
+  /** How long a phase waits for the attestor's next message before it ends (MEMORY_IDLE_MS). */
+  idleMs?: number;
   now?: () => number;
 };
 
-type Session = { challenge: MemChallenge; buffers?: MemoryBuffers; walked?: MemoryWalked };
+type Session = { challenge: MemChallenge; buffers?: MemoryBuffers; walked?: MemoryWalked; idle?: NodeJS.Timeout };
 
 /** Tolerated difference between the attestor's clock and ours when stopping work past a cutoff. */
 const CLOCK_SKEW_MS = 30_000;
+/**
+ * How long filled buffers (or committed walks) wait for the attestor's next message before the
+ * phase ends and the buffers are freed: an attestor that went away (or never meant to continue)
+ * does not pin the GPUs' memory and block every later memory phase.
+ */
+export const MEMORY_IDLE_MS = CLOCK_SKEW_MS + 60_000;
 
 /** Answers the memory phase's messages with a MemoryRunner. One phase at a time. */
 export class MemoryResponder {
@@ -196,9 +204,21 @@ export class MemoryResponder {
     return { signal: signal ? AbortSignal.any([signal, controller.signal]) : controller.signal, clear: () => clearTimeout(timer) };
   }
 
+  /** Ends the phase `id` unless its next message comes within MEMORY_IDLE_MS. */
+  private armIdle(id: string, session: Session): void {
+    clearTimeout(session.idle);
+    // A release that fails (the runner died) has nothing left to free.
+    session.idle = setTimeout(() => {
+      this.end(id as Hex).catch(() => undefined);
+    }, this.options.idleMs ?? MEMORY_IDLE_MS);
+    session.idle.unref();
+  }
+
   /** mem-challenge → mem-filled once every buffer is full (the fill stops past the cutoff). */
   async fill(input: unknown, options: { signal?: AbortSignal } = {}): Promise<MemFilled> {
     const challenge = parseInput(memChallengeSchema, input, "memory challenge");
+    // Refused before the runner hears of it: a phase already past its cutoff would only start work that is then stopped.
+    if (challenge.fillCutoffAtMs + CLOCK_SKEW_MS <= (this.options.now ?? Date.now)()) throw new ChallengeRefusedError("expired", "The memory phase's fill cutoff has passed.");
     const units = this.options.unitsOf(challenge.challengeId);
     if (units === undefined) throw new ChallengeRefusedError("expired", "No challenge with this id was answered here.");
     if (challenge.seeds.length !== units) throw new ChallengeRefusedError("claim_mismatch", `The machine has ${units} units; the memory phase names ${challenge.seeds.length}.`);
@@ -220,6 +240,7 @@ export class MemoryResponder {
     } finally {
       stop.clear();
     }
+    this.armIdle(challenge.id, session);
     return { v: MEMORY_PROTOCOL_VERSION, type: "mem-filled", id: challenge.id };
   }
 
@@ -228,6 +249,11 @@ export class MemoryResponder {
     const message = parseInput(memWalkSchema, input, "memory walk");
     const session = this.sessions.get(message.id);
     if (!session?.buffers || session.walked) throw new ChallengeRefusedError("expired", "No filled buffers wait for this nonce.");
+    clearTimeout(session.idle);
+    if (message.cutoffAtMs + CLOCK_SKEW_MS <= (this.options.now ?? Date.now)()) {
+      await this.end(message.id);
+      throw new ChallengeRefusedError("expired", "The memory phase's walk cutoff has passed.");
+    }
     const stop = this.untilCutoff(message.cutoffAtMs, options.signal);
     try {
       session.walked = await session.buffers.walk(message.nonce, { signal: stop.signal });
@@ -237,6 +263,7 @@ export class MemoryResponder {
     } finally {
       stop.clear();
     }
+    this.armIdle(message.id, session);
     const { roots, devices } = session.walked;
     const signature = await signMemCommit(this.options.signer, this.options.domain, message.id, roots, devices);
     return { v: MEMORY_PROTOCOL_VERSION, type: "mem-commit", id: message.id, roots, gpus: devices, signature };
@@ -261,9 +288,11 @@ export class MemoryResponder {
 
   private async end(id: Hex): Promise<void> {
     const session = this.sessions.get(id);
+    if (!session) return;
+    clearTimeout(session.idle);
     this.sessions.delete(id);
     this.busy = false;
-    await session?.buffers?.release();
+    await session.buffers?.release();
   }
 
   async close(): Promise<void> {

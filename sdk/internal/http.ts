@@ -81,7 +81,13 @@ function attestationOf(view: OfferView, now: number): OfferKnowledge["attestatio
   if (!view.attested) return null;
   const current = view.attestations.filter((a) => a.expiry > now);
   if (!current.length) return null;
-  return { attestedAt: Math.max(...current.map((a) => a.issuedAt)), expiry: Math.max(...current.map((a) => a.expiry)) };
+  // The node says whether its quorum's attestations verified the GPUs by CC evidence (confidentialComputing).
+  const cc = view.confidentialComputing ? current.filter((a) => a.confidentialComputing) : [];
+  return {
+    attestedAt: Math.max(...current.map((a) => a.issuedAt)),
+    expiry: Math.max(...current.map((a) => a.expiry)),
+    ...(cc.length ? { ccExpiry: Math.max(...cc.map((a) => a.expiry)) } : {}),
+  };
 }
 
 /** Follows a node's offers over HTTP into a local matching engine (refreshed every `intervalMs`). */

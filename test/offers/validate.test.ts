@@ -22,6 +22,7 @@ import {
   machineSpec,
   nowSec,
   registerOnChain,
+  signAttestationFast,
   type ProviderFixture,
 } from "../support/offer-fixtures.js";
 
@@ -116,6 +117,27 @@ describe("offer validation pipeline", () => {
     assert.ok(isCcVerified(bothResult.offer.attestation, nowSec()));
     assert.equal(bothResult.offer.attestation.ccUntil, bothResult.offer.attestation.attestedUntil);
     assert.equal(engineAttestation(bothResult.offer.attestation, nowSec())?.ccExpiry, both.attestations[1]!.attestation.expiry);
+  });
+
+  it("takes each attestor's newest attestation, cc with it: an older CC-verified one does not outlive a newer one without CC", async () => {
+    const a = createSigner();
+    chain.addAttestor(a.address);
+    const cc = `0x${"c1".repeat(32)}` as const;
+    const older = attest(a, provider.address, spec, 7_200, 312_000n, cc);
+    // Issued one second later, so it is the newer of the two; it expires sooner and verified no GPU.
+    const resigned = signAttestationFast(a, { ...attest(a, provider.address, spec, 3_600).attestation, issuedAt: older.attestation.issuedAt + 1 });
+    const both = await buildOfferMessage(provider, spec, { attestations: [older, resigned] });
+    const result = await validator.validate(encodeOfferMessage(both));
+    assert.ok(result.ok);
+    assert.ok(isAttested(result.offer.attestation, nowSec()));
+    assert.equal(isCcVerified(result.offer.attestation, nowSec()), false);
+    assert.equal(result.offer.attestation.attestedUntil, resigned.attestation.expiry);
+    // The other way round (the newer one verified the GPUs): CC-verified until the newer one expires.
+    const newerCc = signAttestationFast(a, { ...older.attestation, issuedAt: older.attestation.issuedAt + 2, expiry: older.attestation.expiry - 3_600 });
+    const olderPlain = signAttestationFast(a, { ...older.attestation, cc: `0x${"00".repeat(32)}` });
+    const flipped = await validator.validate(encodeOfferMessage(await buildOfferMessage(provider, spec, { seq: 2, attestations: [olderPlain, newerCc] })));
+    assert.ok(flipped.ok);
+    assert.equal(flipped.offer.attestation.ccUntil, newerCc.attestation.expiry);
   });
 
   it("ignores, without punishing, attestations by addresses outside the attestor set", async () => {

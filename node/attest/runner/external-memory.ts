@@ -21,7 +21,7 @@ export interface RunnerExchange {
     capability: string,
     request: RunnerRequest,
     what: string,
-    options?: { signal?: AbortSignal; timeoutMs?: number; sameStart?: number },
+    options?: { signal?: AbortSignal; timeoutMs?: number; sameStart?: number; expect?: RunnerLine["type"]; releaseOnError?: RunnerRequest },
   ): Promise<{ line: RunnerLine; start: number }>;
   notify(request: RunnerRequest, start: number): Promise<void>;
 }
@@ -48,9 +48,9 @@ export class ExternalMemoryRunner implements MemoryRunner {
         units: challenge.seeds.map((seed) => ({ seed })),
       },
       "mem-filled line",
-      { signal: options.signal },
+      { signal: options.signal, expect: "mem-filled", releaseOnError: { type: "mem-release", id } },
     );
-    if (line.type !== "mem-filled" || line.id !== id) throw new RunnerError(`The runner program answered mem-fill with a ${line.type} line for another request.`);
+    if (line.type !== "mem-filled") throw new RunnerError(`The runner program answered mem-fill with a ${line.type} line.`);
     let released = false;
     const release = async () => {
       if (released) return;
@@ -64,9 +64,10 @@ export class ExternalMemoryRunner implements MemoryRunner {
         const answer = await this.runner.exchange(MEMORY_CAPABILITY, { type: "mem-walk", id, nonce }, "mem-commit line", {
           signal: walkOptions.signal,
           sameStart: start,
+          expect: "mem-commit",
         });
         const commit = answer.line;
-        if (commit.type !== "mem-commit" || commit.id !== id) throw new RunnerError(`The runner program answered mem-walk with a ${commit.type} line for another request.`);
+        if (commit.type !== "mem-commit") throw new RunnerError(`The runner program answered mem-walk with a ${commit.type} line.`);
         if (commit.units.length !== units) throw new RunnerError(`The runner program committed walks of ${commit.units.length} units; the phase has ${units}.`);
         const named = commit.units.filter((unit) => unit.device !== undefined).length;
         if (named !== 0 && named !== units) throw new RunnerError("The runner program named a device for some units and not for others: name one per unit, or none.");
@@ -79,9 +80,9 @@ export class ExternalMemoryRunner implements MemoryRunner {
             const opened = await this.runner.exchange(MEMORY_CAPABILITY, { type: "mem-open", id, walks: refs.map(({ unit, index }) => ({ unit, index })) }, "mem-walks line", {
               timeoutMs: this.runner.openTimeoutMs,
               sameStart: start,
+              expect: "mem-walks",
             });
-            if (opened.line.type !== "mem-walks" || opened.line.id !== id)
-              throw new RunnerError(`The runner program answered mem-open with a ${opened.line.type} line for another request.`);
+            if (opened.line.type !== "mem-walks") throw new RunnerError(`The runner program answered mem-open with a ${opened.line.type} line.`);
             return checkWalks(challenge, roots, refs, opened.line.walks);
           },
         };

@@ -134,6 +134,8 @@ class RunnerProcess {
     const queued = this.lines.shift();
     if (queued) return Promise.resolve(queued);
     if (this.failure) return Promise.reject(this.failure);
+    // Aborted while it waited for its turn: the listener below would never fire.
+    if (signal?.aborted) return Promise.reject(signal.reason instanceof Error ? signal.reason : new RunnerError(`Aborted while waiting for the runner's ${what}.`));
     return new Promise((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       const cleanup = () => {
@@ -247,9 +249,11 @@ export class ExternalRunner implements Runner {
     capability: string,
     request: RunnerRequest,
     what: string,
-    options: { signal?: AbortSignal; timeoutMs?: number; sameStart?: number } = {},
+    options: { signal?: AbortSignal; timeoutMs?: number; sameStart?: number; expect?: RunnerLine["type"]; releaseOnError?: RunnerRequest } = {},
   ): Promise<{ line: RunnerLine; start: number }> {
     return this.exclusive(async () => {
+      // Its cutoff passed while it waited for its turn: nothing is sent, and nothing is stopped.
+      if (options.signal?.aborted) throw options.signal.reason instanceof Error ? options.signal.reason : new RunnerError(`Aborted before asking for the runner's ${what}.`);
       if (options.sameStart !== undefined && (this.starts !== options.sameStart || !this.process?.alive))
         throw new RunnerError("The runner program restarted since it filled the buffers: what it held is gone.");
       const proc = await this.started(options.signal);
@@ -266,7 +270,18 @@ export class ExternalRunner implements Runner {
         await proc.stop(0);
         throw error;
       }
-      if (line.type === "error") throw new RunnerError(`The runner program could not answer with its ${what}.`, { details: line.message });
+      if (line.type === "error") {
+        // It may hold part of what it was asked to build (a fill's buffers): tell it to free them.
+        if (options.releaseOnError) proc.send(options.releaseOnError);
+        throw new RunnerError(`The runner program could not answer with its ${what}.`, { details: line.message });
+      }
+      if (options.expect !== undefined && (line.type !== options.expect || !("id" in line) || line.id !== ("id" in request ? request.id.toLowerCase() : undefined))) {
+        // Out of step with the one-request-at-a-time contract: every later answer would be read against the wrong request.
+        await proc.stop(500);
+        throw new RunnerError(
+          `The runner program answered a ${request.type} request with a ${line.type} line${"id" in line && line.id ? ` for ${line.id}` : ""}; the program was stopped.`,
+        );
+      }
       return { line, start: this.starts };
     });
   }

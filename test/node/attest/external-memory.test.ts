@@ -109,6 +109,31 @@ describe("memory phase on an external runner program (runner contract, mem-* req
     }
   });
 
+  it("a program out of step (an answer for another id) is stopped rather than read against later requests; a phase aborted while waiting for its turn sends nothing", async () => {
+    const faulty = new ExternalRunner({ command: process.execPath, args: [faultyRunner, "wrongid"] });
+    try {
+      await faulty.warm();
+      const pid = faulty.pid!;
+      await assert.rejects(faulty.memory.fill(memChallenge(1, SMALL, 5)), /answered a mem-fill request with a mem-filled line for 0xee.*; the program was stopped/);
+      assert.equal(isAlive(pid), false);
+    } finally {
+      await faulty.close();
+    }
+    const runner = reference();
+    try {
+      await runner.warm();
+      const pid = runner.pid!;
+      const aborted = AbortSignal.abort(new Error("the cutoff passed while it waited"));
+      await assert.rejects(runner.memory.fill(memChallenge(1, SMALL, 6), { signal: aborted }), /the cutoff passed while it waited/);
+      // Nothing was sent, so nothing was stopped: the same program answers the next request.
+      assert.equal(runner.pid, pid);
+      await gemmStillWorks(runner);
+      assert.equal(runner.pid, pid);
+    } finally {
+      await runner.close();
+    }
+  });
+
   it("buffers held by a program that has since restarted are gone: the walk fails instead of asking the new process", async () => {
     const runner = reference();
     try {

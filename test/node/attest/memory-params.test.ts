@@ -13,7 +13,7 @@ import { deriveMemoryParams, memoryProfileSchema, walkTimeWithMissingMs } from "
 import { parseInput } from "../../../common/validation.js";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { suanliDomain } from "../../../common/eip712.js";
-import { CpuMemoryRunner, MemoryResponder } from "../../../node/attest/memory-runner.js";
+import { CpuMemoryRunner, MemoryResponder, type MemoryRunner } from "../../../node/attest/memory-runner.js";
 
 const profile = memoryProfileSchema.parse({});
 
@@ -92,15 +92,65 @@ describe("memory phase sizing and calibration", () => {
     };
     const challenge = { v: 1 as const, type: "mem-challenge" as const, ...fields, id: memChallengeId(fields) };
     const account = privateKeyToAccount(generatePrivateKey());
-    const responder = new MemoryResponder({
-      provider: account.address,
-      signer: account,
-      domain: suanliDomain(31337, account.address),
-      runner: new CpuMemoryRunner(),
-      unitsOf: () => 1,
-      now: () => 60_000,
-    });
-    await assert.rejects(responder.fill(challenge), /cutoff passed/);
+    const responderAt = (nowMs: number, runner: MemoryRunner = new CpuMemoryRunner()) =>
+      new MemoryResponder({ provider: account.address, signer: account, domain: suanliDomain(31337, account.address), runner, unitsOf: () => 1, now: () => nowMs });
+    // 12 ms before the cutoff plus the 30 s skew: the fill (40 million hash iterations) starts and is stopped.
+    await assert.rejects(responderAt(30_000 - 10).fill(challenge), /cutoff passed/);
+    // Already past it: refused before the runner hears of it (an external program would otherwise be stopped mid-kernel).
+    let fills = 0;
+    const counting: MemoryRunner = { name: "counting", fill: async (c, o) => (fills++, new CpuMemoryRunner().fill(c, o)) };
+    await assert.rejects(responderAt(60_000, counting).fill(challenge), /fill cutoff has passed/);
+    assert.equal(fills, 0);
+  });
+
+  it("ends a phase whose attestor goes quiet after the fill or the walk, freeing the buffers for the next phase", async () => {
+    const account = privateKeyToAccount(generatePrivateKey());
+    let released = 0;
+    const runner: MemoryRunner = {
+      name: "counting",
+      fill: async (c, o) => {
+        const buffers = await new CpuMemoryRunner().fill(c, o);
+        return { ...buffers, walk: buffers.walk, release: async () => (released++, buffers.release()) };
+      },
+    };
+    const responder = new MemoryResponder({ provider: account.address, signer: account, domain: suanliDomain(31337, account.address), runner, unitsOf: () => 1, idleMs: 50 });
+    const phase = (tag: string) => {
+      const fields = {
+        challengeId: `0x${tag.repeat(32)}` as const,
+        seeds: [`0x${"55".repeat(32)}` as const],
+        words: 64,
+        hashIterations: 4,
+        walks: 4,
+        steps: 4,
+        issuedAtMs: Date.now(),
+        fillDeadlineAtMs: Date.now() + 60_000,
+        fillCutoffAtMs: Date.now() + 60_000,
+      };
+      return { v: 1 as const, type: "mem-challenge" as const, ...fields, id: memChallengeId(fields) };
+    };
+    const first = phase("61");
+    await responder.fill(first);
+    // While its buffers are held, another phase is busy.
+    await assert.rejects(responder.fill(phase("62")), /Another memory phase is running/);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal(released, 1);
+    const walk = {
+      v: 1 as const,
+      type: "mem-walk" as const,
+      id: first.id,
+      nonce: `0x${"77".repeat(32)}` as const,
+      issuedAtMs: Date.now(),
+      deadlineAtMs: Date.now() + 60_000,
+      cutoffAtMs: Date.now() + 60_000,
+    };
+    await assert.rejects(responder.walk(walk), /No filled buffers wait for this nonce/);
+    // The next phase is taken; after its walk, a missing open ends it too.
+    const second = phase("63");
+    await responder.fill(second);
+    await responder.walk({ ...walk, id: second.id });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal(released, 2);
+    await assert.rejects(responder.open({ v: 1, type: "mem-open", id: second.id, walks: [{ unit: 0, index: 0 }] }), /No committed walks/);
   });
 
   it("the calibration table states its source, and a calibrate record becomes a measured entry", () => {
