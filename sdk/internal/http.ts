@@ -77,7 +77,8 @@ function messageFromView(view: OfferView): OfferMessage {
   } as OfferMessage;
 }
 
-function attestationOf(view: OfferView, now: number): OfferKnowledge["attestation"] {
+/** What the engine is told of an offer the node describes: the attestation that counts, and until when its GPUs are CC-verified. */
+export function attestationOf(view: OfferView, now: number): OfferKnowledge["attestation"] {
   if (!view.attested) return null;
   const current = view.attestations.filter((a) => a.expiry > now);
   if (!current.length) return null;
