@@ -76,6 +76,8 @@ async function run(
     domain,
     runner: machine,
     unitsOf: (id) => (id === challengeId ? claim.units : undefined),
+    // The phase's virtual clock: its cutoffs are in that time.
+    now: () => clock,
   });
   const done = (outcome: MemoryOutcome) => ({ ...outcome, machine, phase });
   // Through JSON, as the wire carries it.
@@ -166,6 +168,7 @@ describe("memory phase: capacity and bandwidth per declared unit (issue 24, item
       domain,
       runner: new SimulatedMemoryMachine(cards("H100-80GB-SXM", 1), { wordsPerMiB: WORDS_PER_MIB }),
       unitsOf: () => 1,
+      now: () => clock,
     });
     const walk = phase.onFilled(await responder.fill(phase.message), (clock += 100));
     assert.equal(walk.outcome, "walk");
@@ -193,6 +196,7 @@ describe("memory phase: capacity and bandwidth per declared unit (issue 24, item
       domain,
       runner: new SimulatedMemoryMachine(cards("H100-80GB-SXM", 1), { wordsPerMiB: WORDS_PER_MIB }),
       unitsOf: () => 1,
+      now: () => clock,
     });
     const walk2 = other.onFilled(await responder2.fill(other.message), (clock += 100));
     if (walk2.outcome !== "walk") return assert.fail(failure(walk2));
