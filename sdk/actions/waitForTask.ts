@@ -89,7 +89,11 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
     // A group task: its own step (every lease; one failing fails or migrates the group).
     if (attempt.group && attempt.group.length > 1) {
       const outcome = await waitGroupStep(ctx, taskId, attempt.group);
-      if (outcome === "done") return buildReceipt(ctx, await taskRecord(ctx, taskId), status.state, status.exitCode, await statusCompletion(ctx, taskId));
+      if (outcome === "done") {
+        // The status read at the top of this pass may predate the end the group step just saw (a busy host): read it again.
+        const final = await getTaskStatus(ctx, taskId).catch(() => status);
+        return buildReceipt(ctx, await taskRecord(ctx, taskId), final.state, final.exitCode, await statusCompletion(ctx, taskId));
+      }
       if (outcome === "waiting") await new Promise((resolve) => setTimeout(resolve, pollIntervalMs));
       continue;
     }
