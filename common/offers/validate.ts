@@ -423,20 +423,17 @@ export class OfferValidator {
         newest.set(signer, { issuedAt: attestation.issuedAt, expiry: attestation.expiry, cc: attestation.cc !== NO_CC });
       }
     }
-    const expiries = new Map([...newest].map(([signer, a]) => [signer, a.expiry]));
-    const issued = new Map([...newest].map(([signer, a]) => [signer, a.issuedAt]));
-    const ccExpiries = [...newest.values()].filter((a) => a.cc).map((a) => a.expiry);
     const quorum = Math.max(1, await this.chain.attestationQuorum());
-    const sorted = [...expiries.entries()].sort((a, b) => b[1] - a[1]);
-    const counted = sorted.slice(0, quorum);
+    // Newest first by expiry: the offer stays attested until the quorum-th latest expiry passes.
+    const sorted = [...newest.values()].sort((a, b) => b.expiry - a.expiry);
     const met = sorted.length >= quorum;
+    const ccExpiries = sorted.filter((a) => a.cc).map((a) => a.expiry);
     return {
-      attestors: [...expiries.keys()],
-      // The offer stays attested until the quorum-th latest expiry passes.
-      attestedUntil: met ? sorted[quorum - 1]![1] : null,
-      attestedAt: met ? Math.min(...counted.map(([signer]) => issued.get(signer)!)) : null,
+      attestors: [...newest.keys()],
+      attestedUntil: met ? sorted[quorum - 1]!.expiry : null,
+      attestedAt: met ? Math.min(...sorted.slice(0, quorum).map((a) => a.issuedAt)) : null,
       // The same quorum rule over the attestations that verified the GPUs.
-      ccUntil: ccExpiries.length >= quorum ? ccExpiries.sort((a, b) => b - a)[quorum - 1]! : null,
+      ccUntil: ccExpiries.length >= quorum ? ccExpiries[quorum - 1]! : null,
     };
   }
 

@@ -204,6 +204,11 @@ export class MemoryResponder {
     return { signal: signal ? AbortSignal.any([signal, controller.signal]) : controller.signal, clear: () => clearTimeout(timer) };
   }
 
+  /** Whether the attestor no longer listens: the cutoff plus the clock skew has passed. */
+  private pastCutoff(cutoffAtMs: number): boolean {
+    return cutoffAtMs + CLOCK_SKEW_MS <= (this.options.now ?? Date.now)();
+  }
+
   /** Ends the phase `id` unless its next message comes within MEMORY_IDLE_MS. */
   private armIdle(id: string, session: Session): void {
     clearTimeout(session.idle);
@@ -218,7 +223,7 @@ export class MemoryResponder {
   async fill(input: unknown, options: { signal?: AbortSignal } = {}): Promise<MemFilled> {
     const challenge = parseInput(memChallengeSchema, input, "memory challenge");
     // Refused before the runner hears of it: a phase already past its cutoff would only start work that is then stopped.
-    if (challenge.fillCutoffAtMs + CLOCK_SKEW_MS <= (this.options.now ?? Date.now)()) throw new ChallengeRefusedError("expired", "The memory phase's fill cutoff has passed.");
+    if (this.pastCutoff(challenge.fillCutoffAtMs)) throw new ChallengeRefusedError("expired", "The memory phase's fill cutoff has passed.");
     const units = this.options.unitsOf(challenge.challengeId);
     if (units === undefined) throw new ChallengeRefusedError("expired", "No challenge with this id was answered here.");
     if (challenge.seeds.length !== units) throw new ChallengeRefusedError("claim_mismatch", `The machine has ${units} units; the memory phase names ${challenge.seeds.length}.`);
@@ -250,7 +255,7 @@ export class MemoryResponder {
     const session = this.sessions.get(message.id);
     if (!session?.buffers || session.walked) throw new ChallengeRefusedError("expired", "No filled buffers wait for this nonce.");
     clearTimeout(session.idle);
-    if (message.cutoffAtMs + CLOCK_SKEW_MS <= (this.options.now ?? Date.now)()) {
+    if (this.pastCutoff(message.cutoffAtMs)) {
       await this.end(message.id);
       throw new ChallengeRefusedError("expired", "The memory phase's walk cutoff has passed.");
     }

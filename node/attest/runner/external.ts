@@ -262,28 +262,43 @@ export class ExternalRunner implements Runner {
           metaMessages: [`Add "capabilities":["${capability}"] to the hello once the program answers them (docs/attestation.md, Runner contract).`],
         });
       }
-      proc.send(request);
-      let line: RunnerLine;
-      try {
-        line = await proc.next(options.timeoutMs, options.signal, what);
-      } catch (error) {
-        await proc.stop(0);
-        throw error;
-      }
-      if (line.type === "error") {
-        // It may hold part of what it was asked to build (a fill's buffers): tell it to free them.
-        if (options.releaseOnError) proc.send(options.releaseOnError);
-        throw new RunnerError(`The runner program could not answer with its ${what}.`, { details: line.message });
-      }
-      if (options.expect !== undefined && (line.type !== options.expect || !("id" in line) || line.id !== ("id" in request ? request.id.toLowerCase() : undefined))) {
-        // Out of step with the one-request-at-a-time contract: every later answer would be read against the wrong request.
-        await proc.stop(500);
-        throw new RunnerError(
-          `The runner program answered a ${request.type} request with a ${line.type} line${"id" in line && line.id ? ` for ${line.id}` : ""}; the program was stopped.`,
-        );
-      }
-      return { line, start: this.starts };
+      return { line: await this.ask(proc, request, what, options), start: this.starts };
     });
+  }
+
+  /**
+   * One request and its answer, inside `exclusive`. Aborted or timed out: the program is stopped
+   * (a GPU kernel cannot be interrupted any other way) and restarts on next use. An `error` line
+   * becomes a RunnerError (after `releaseOnError` is sent: it may hold part of what it was asked to
+   * build). An answer of another type than `expect`, or for another id, means the program is out of
+   * step with the one-request-at-a-time contract: it is stopped, or every later answer would be read
+   * against the wrong request.
+   */
+  private async ask(
+    proc: RunnerProcess,
+    request: RunnerRequest,
+    what: string,
+    options: { signal?: AbortSignal; timeoutMs?: number; expect?: RunnerLine["type"]; releaseOnError?: RunnerRequest },
+  ): Promise<RunnerLine> {
+    proc.send(request);
+    let line: RunnerLine;
+    try {
+      line = await proc.next(options.timeoutMs, options.signal, what);
+    } catch (error) {
+      await proc.stop(0);
+      throw error;
+    }
+    if (line.type === "error") {
+      if (options.releaseOnError) proc.send(options.releaseOnError);
+      throw new RunnerError(`The runner program could not answer with its ${what}.`, { details: line.message });
+    }
+    if (options.expect !== undefined && (line.type !== options.expect || !("id" in line) || line.id !== request.id.toLowerCase())) {
+      await proc.stop(500);
+      throw new RunnerError(
+        `The runner program answered a ${request.type} request with a ${line.type} line${"id" in line && line.id ? ` for ${line.id}` : ""}; the program was stopped.`,
+      );
+    }
+    return line;
   }
 
   /** Sends a request that has no answer (a release) to the program, if it still runs the start given. */
@@ -311,20 +326,16 @@ export class ExternalRunner implements Runner {
       const proc = await this.started(signal);
       const started = performance.now();
       this.current = challenge.id.toLowerCase();
-      proc.send({ type: "challenge", id: challenge.id, rowsPerUnit: challenge.rowsPerUnit, cols: challenge.cols, rounds: challenge.rounds, units: [...challenge.units] });
-      let line: RunnerLine;
-      try {
-        line = await proc.next(undefined, signal, "commit");
-      } catch (error) {
-        // A GPU program cannot be interrupted mid-kernel any other way; it restarts on next use.
-        await proc.stop(0);
-        throw error;
-      }
-      if (line.type === "error") throw new RunnerError("The runner program could not compute the challenge.", { details: line.message });
-      if (line.type !== "commit" || line.id !== challenge.id.toLowerCase()) {
-        await proc.stop(500);
-        throw new RunnerError("The runner program answered a challenge with something other than its commit.");
-      }
+      const request: RunnerRequest = {
+        type: "challenge",
+        id: this.current,
+        rowsPerUnit: challenge.rowsPerUnit,
+        cols: challenge.cols,
+        rounds: challenge.rounds,
+        units: [...challenge.units],
+      };
+      const line = await this.ask(proc, request, "commit", { signal, expect: "commit" });
+      if (line.type !== "commit") throw new RunnerError(`The runner program answered a challenge with a ${line.type} line.`);
       if (line.rowsPerUnit !== challenge.rowsPerUnit || line.units.length !== challenge.units.length) {
         throw new RunnerError(
           `The runner program committed to ${line.units.length} units of ${line.rowsPerUnit} rows, the challenge has ${challenge.units.length} of ${challenge.rowsPerUnit}.`,
@@ -361,10 +372,9 @@ export class ExternalRunner implements Runner {
           if (released || this.current !== id || !this.process?.alive)
             throw new RunnerError("The runner no longer holds this answer (released, replaced by a newer challenge, or restarted).");
           const proc = this.process;
-          proc.send({ type: "open", id, picks: picks.map((p) => ({ unit: p.unit, index: p.index })) });
-          const line = await proc.next(this.options.openTimeoutMs ?? 60_000, options.signal, "rows");
-          if (line.type === "error") throw new RunnerError("The runner program could not open rows.", { details: line.message });
-          if (line.type !== "rows" || line.id !== id) throw new RunnerError("The runner program answered an open request with something other than rows.");
+          const request: RunnerRequest = { type: "open", id, picks: picks.map((p) => ({ unit: p.unit, index: p.index })) };
+          const line = await this.ask(proc, request, "rows", { timeoutMs: this.openTimeoutMs, signal: options.signal, expect: "rows" });
+          if (line.type !== "rows") throw new RunnerError(`The runner program answered an open request with a ${line.type} line.`);
           return this.checkRows(challenge, roots, picks, line.rows);
         }),
       release: () =>
