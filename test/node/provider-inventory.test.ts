@@ -89,6 +89,24 @@ describe("provider inventory: nvidia-smi parsing on recorded outputs", () => {
     );
   });
 
+  it("H200 recorded on the real card: one whole-GPU unit with nvidia-smi's own memory, UUID and power", async () => {
+    const inventory = inventoryFromNvidiaSmi(await recorded("h200"));
+    assert.equal(inventory.source, "nvidia-smi");
+    assert.deepEqual(inventory.problems, []);
+    assert.deepEqual(
+      inventory.units.map((unit) => [unit.model, unit.kind, unit.vramMiB, unit.vramSource, unit.device]),
+      [["H200-141GB", "gpu", 143771, "nvidia-smi", "GPU-63b497bb-588c-c24a-4d82-b80c9bd1ad55"]],
+    );
+    assert.equal(inventory.machines.length, 1);
+    const [gpu] = inventory.gpus;
+    assert.equal(gpu!.migMode, "disabled");
+    assert.equal(gpu!.memoryUsedMiB, 0);
+    assert.equal(gpu!.utilizationPct, 0);
+    assert.equal(gpu!.temperatureC, 37);
+    assert.equal(gpu!.powerDrawW, 81.69);
+    assert.equal(gpu!.powerLimitW, 700);
+  });
+
   it("RTX 4090 and T4: consumer and inference cards without MIG", async () => {
     const rtx = inventoryFromNvidiaSmi(await recorded("rtx4090"));
     assert.equal(rtx.units[0]!.model, "RTX4090-24GB");
