@@ -9,12 +9,14 @@
  * skipped (never followed, so a link cannot pull host files into the digest). A task without an
  * `output/` directory is digested over its raw stdout bytes instead (before log redaction).
  *
- * Node only (node:fs). The provider computes it when a task ends; the SDK recomputes it over the
- * files it downloaded (sdk/actions/downloadOutput.ts).
+ * Node only (node:fs). The provider computes it when a task ends with `digestOpenedFiles` and an
+ * opener that never follows a link (node/provider/runtime/task-files.ts: a task may still be
+ * swapping folders for links); the SDK recomputes it over the files it downloaded
+ * (sdk/actions/downloadOutput.ts), where `listOutputFiles` / `digestOutputFiles` read the
+ * renter's own folder.
  */
 import { createHash, type Hash } from "node:crypto";
-import { createReadStream } from "node:fs";
-import { lstat, readdir } from "node:fs/promises";
+import { lstat, open, readdir, type FileHandle } from "node:fs/promises";
 import path from "node:path";
 import type { Hex } from "viem";
 
@@ -70,16 +72,34 @@ export async function digestOutputDir(dir: string): Promise<Hex | undefined> {
  * const digest = await digestOutputFiles("./out", [{ rel: "model.bin" }, { rel: "logs/train.txt" }]);
  */
 export async function digestOutputFiles(root: string, files: readonly { rel: string }[]): Promise<Hex> {
+  return digestOpenedFiles(files, (rel) => open(path.join(root, rel), "r"));
+}
+
+/**
+ * The digest over the given files by the rule above, each opened by `openFile` (the provider
+ * passes an opener that never follows a link: node/provider/runtime/task-files.ts). Each file is
+ * hashed as its open handle has it: its size then, and its bytes to the end.
+ *
+ * @example
+ * import { open } from "node:fs/promises";
+ * import { digestOpenedFiles } from "suanli/common/output-digest";
+ * const digest = await digestOpenedFiles([{ rel: "model.bin" }], (rel) => open(`./out/${rel}`, "r"));
+ */
+export async function digestOpenedFiles(files: readonly { rel: string }[], openFile: (rel: string) => Promise<FileHandle>): Promise<Hex> {
   const sorted = [...files].sort((a, b) => Buffer.compare(Buffer.from(a.rel, "utf8"), Buffer.from(b.rel, "utf8")));
   const hash = createHash("sha256");
   for (const file of sorted) {
-    const full = path.join(root, file.rel);
-    const size = (await lstat(full)).size;
-    hash.update(Buffer.from(file.rel, "utf8"));
-    hash.update(Buffer.from([0]));
-    hash.update(String(size), "ascii");
-    hash.update(Buffer.from([0]));
-    for await (const chunk of createReadStream(full)) hash.update(chunk as Buffer);
+    const handle = await openFile(file.rel);
+    try {
+      const size = (await handle.stat()).size;
+      hash.update(Buffer.from(file.rel, "utf8"));
+      hash.update(Buffer.from([0]));
+      hash.update(String(size), "ascii");
+      hash.update(Buffer.from([0]));
+      for await (const chunk of handle.createReadStream({ autoClose: false, start: 0 })) hash.update(chunk as Buffer);
+    } finally {
+      await handle.close();
+    }
   }
   return `0x${hash.digest("hex")}`;
 }

@@ -325,6 +325,25 @@ export class OutputDownloadError extends SuanliError {
 }
 
 /**
+ * The task is over (its lease ended on-chain, or its provider reports it ended) but nothing
+ * signed binds its output: no CompletionReported event and no completion report signed by the
+ * provider. The downloaded files cannot be checked, so they are not handed over (not moved into
+ * `dir`, not returned in memory). A running task's snapshot is never this error: it comes back
+ * with `snapshot: true, verified: false`.
+ *
+ * @example
+ * import { createClient, OutputUnverifiableError } from "suanli/sdk";
+ * try {
+ *   await client.downloadOutput(taskId, { dir: "./out" });
+ * } catch (error) {
+ *   if (error instanceof OutputUnverifiableError) console.error(error.shortMessage);
+ * }
+ */
+export class OutputUnverifiableError extends SuanliError {
+  override name = "OutputUnverifiableError";
+}
+
+/**
  * This client cannot do the task I/O asked (a browser client, which has no libp2p, cannot
  * forward ports or exec; a group task needs `rank` for exec and forward).
  *

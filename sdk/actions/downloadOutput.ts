@@ -1,8 +1,9 @@
 import { OUTPUT_PROTOCOL } from "../../common/p2p/protocols.js";
 import { OUTPUT_ACK_BYTES, OUTPUT_FRAME_BYTES, TASK_IO_CONTROL_MAX_BYTES, outputManifestSchema, type OutputManifest } from "../../common/protocols/task-io.js";
-import { OutputDownloadError } from "../errors.js";
+import { CompletionMismatchError, OutputDigestMismatchError, OutputDownloadError, OutputUnverifiableError } from "../errors.js";
 import type { SuanliContext } from "../internal/context.js";
-import { taskAttempt, verifyOutputDigest } from "../internal/output-verify.js";
+import { outputState, taskAttempt, verifyOutputDigest, type OutputVerification } from "../internal/output-verify.js";
+import { checkManifest, stagingName } from "../internal/output-manifest.js";
 import { openTaskStream } from "../internal/task-io.js";
 
 export { taskAttempt };
@@ -25,11 +26,17 @@ export type DownloadOutputParameters = {
    * come back in memory as `files[i].data`.
    */
   dir?: string;
-  /** Refuse an output larger than this many bytes (default 64 GiB over libp2p, 1 GiB in memory through a relay). */
+  /**
+   * Refuse an output larger than this many bytes (default 64 GiB over libp2p, 1 GiB in memory
+   * through a relay). Checked against the sizes the provider lists before anything is written,
+   * and against the bytes that actually arrive while they stream.
+   */
   maxBytes?: number;
   /**
-   * Continue a download that stopped: files already complete are kept, a partial one is continued
-   * (default true). Through a relay a broken connection is resumed by itself (up to 5 times in a row).
+   * Continue a download that stopped (default true): it is staged in
+   * `dir/.suanli-partial-<leaseId>/` until its digest checks out, and a new download of the same
+   * listing keeps the complete files there and continues the partial one. Through a relay a
+   * broken connection is resumed by itself (up to 5 times in a row).
    */
   resume?: boolean;
   /** For a group task (several machines): which machine's output, by rank (default 0). */
@@ -41,14 +48,17 @@ export type DownloadOutputParameters = {
 };
 
 /**
- * What `client.downloadOutput` wrote and whether it checks out against the provider's signed
- * completion report. `verified` is false only for a snapshot of a task still running (nothing
- * is signed yet); a final output that does not match throws OutputDigestMismatchError.
+ * What `client.downloadOutput` wrote and whether it checks out. Whether the files must verify is
+ * decided from the task's own state (its lease on-chain and its provider's status), never from
+ * the provider's unsigned manifest: the output of a task that is over verifies against the signed
+ * digest (`verified: true`) or the download throws (OutputDigestMismatchError,
+ * CompletionMismatchError, OutputUnverifiableError) and keeps nothing. Only a task still running
+ * gives a snapshot (`snapshot: true`, `verified: false`: nothing is signed yet).
  *
  * @example
  * import { createClient, type DownloadOutputReturnType } from "suanli/sdk";
  * const result: DownloadOutputReturnType = await client.downloadOutput(taskId, { dir: "./results" });
- * console.log(result.files.length, result.bytes, result.digest, result.verified, result.snapshot);
+ * console.log(result.files.length, result.bytes, result.digest, result.verified, result.verifiedAgainst, result.snapshot);
  */
 export type DownloadOutputReturnType = {
   /** The files, relative to `dir`, in digest order; `data`: their bytes, only through a relay (no `dir`). */
@@ -56,9 +66,16 @@ export type DownloadOutputReturnType = {
   bytes: number;
   /** The digest recomputed over the files (common/output-digest.ts: the provider's rule). */
   digest: `0x${string}`;
-  /** True when `digest` equals the digest of the provider's verified completion report (and the chain's). */
+  /** True when `digest` equals the signed digest of the task's output (see `verifiedAgainst`); false only for a snapshot. */
   verified: boolean;
-  /** True when the task still runs: a snapshot of its output/ so far, not verifiable yet. */
+  /**
+   * What the digest was checked against: `"chain"`, the lease's CompletionReported event (and the
+   * provider's signed report, which must equal it); `"signed-report"`, the provider's EIP-712
+   * signed completion report alone, when the lease ended without one on-chain (the renter closed
+   * it after a cancel, a fault, a preemption) or it is not mined yet; null for a snapshot.
+   */
+  verifiedAgainst: OutputVerification | null;
+  /** True when the task still runs (by the chain and by its provider): a snapshot of its output/ so far, not verifiable yet. */
   snapshot: boolean;
   leaseId: bigint;
   /** Bytes actually transferred this time (less than `bytes` when a download was resumed). */
@@ -70,11 +87,10 @@ const ACK_FRAME = Uint8Array.of(1);
 type LocalFs = typeof import("node:fs/promises");
 type LocalPath = typeof import("node:path");
 
-/** Where the download starts: the first file not complete on disk, and how much of it is there. */
-async function resumePoint(fs: LocalFs, pathLib: LocalPath, dir: string, manifest: OutputManifest, resume: boolean): Promise<{ index: number; offset: number }> {
-  if (!resume) return { index: 0, offset: 0 };
+/** Where the download starts: the first file not complete in the staging folder, and how much of it is there. */
+async function resumePoint(fs: LocalFs, pathLib: LocalPath, files: string, manifest: OutputManifest): Promise<{ index: number; offset: number }> {
   for (const [index, file] of manifest.files.entries()) {
-    const local = await fs.lstat(pathLib.join(dir, file.path)).catch(() => undefined);
+    const local = await fs.lstat(pathLib.join(files, file.path)).catch(() => undefined);
     if (local?.isFile() && local.size === file.size) continue;
     return { index, offset: local?.isFile() && local.size < file.size ? local.size : 0 };
   }
@@ -82,16 +98,56 @@ async function resumePoint(fs: LocalFs, pathLib: LocalPath, dir: string, manifes
 }
 
 function sameFiles(a: OutputManifest, b: OutputManifest): boolean {
-  return a.files.length === b.files.length && a.files.every((file, i) => file.path === b.files[i]?.path && file.size === b.files[i]?.size);
+  return a.kind === b.kind && a.files.length === b.files.length && a.files.every((file, i) => file.path === b.files[i]?.path && file.size === b.files[i]?.size);
+}
+
+/**
+ * The staging folder of this download: kept from an earlier attempt only when it was filled from
+ * the same listing (same kind, paths and sizes) and `resume` is on; otherwise emptied.
+ */
+async function prepareStaging(fs: LocalFs, pathLib: LocalPath, stage: string, manifest: OutputManifest, resume: boolean): Promise<string> {
+  const files = pathLib.join(stage, "files");
+  const recorded = pathLib.join(stage, "manifest.json");
+  const before = await fs
+    .readFile(recorded, "utf8")
+    .then((text) => JSON.parse(text) as OutputManifest)
+    .catch(() => undefined);
+  if (!resume || !before || !sameFiles(before, manifest)) {
+    await fs.rm(stage, { recursive: true, force: true });
+    await fs.mkdir(files, { recursive: true });
+    await fs.writeFile(recorded, JSON.stringify({ kind: manifest.kind, files: manifest.files }));
+  }
+  return files;
+}
+
+/** Moves the checked files from the staging folder to their place in `dir`, then removes the staging folder. */
+async function moveIntoPlace(fs: LocalFs, pathLib: LocalPath, stage: string, dir: string, manifest: OutputManifest): Promise<void> {
+  const files = pathLib.join(stage, "files");
+  for (const file of manifest.files) {
+    const target = pathLib.resolve(dir, file.path);
+    await fs.mkdir(pathLib.dirname(target), { recursive: true });
+    try {
+      await fs.rename(pathLib.join(files, file.path), target);
+    } catch (error) {
+      throw new OutputDownloadError(`Cannot put ${file.path} in ${dir}: ${(error as Error).message}`, {
+        cause: error,
+        metaMessages: [`The verified files are still in ${stage}/files.`],
+      });
+    }
+  }
+  await fs.rm(stage, { recursive: true, force: true });
 }
 
 /**
  * Downloads the task's output folder (what it wrote to `$SUANLI_OUTPUT_DIR`) from its provider
- * into `dir`, streamed over libp2p, and checks it: the SDK recomputes the digest with the
- * provider's rule and compares it with the provider's signed completion report, itself checked
- * against the chain's CompletionReported event. A mismatch throws OutputDigestMismatchError
- * naming both digests. While the task still runs it downloads a snapshot (`verified: false`).
- * A download that stopped resumes where it left off. Node only.
+ * into `dir`, streamed over libp2p, and checks it. The task's state decides: over (its lease
+ * ended on-chain, or its provider reports it ended), the SDK recomputes the digest with the
+ * provider's rule and compares it with the signed digest (the chain's CompletionReported event,
+ * else the provider's signed completion report); a mismatch throws OutputDigestMismatchError
+ * naming both digests. Still running, it downloads a snapshot (`verified: false`). The bytes are
+ * counted as they arrive (never more than `maxBytes`) and staged in a folder inside `dir`; files
+ * are moved to their place only once checked, so a file that fails verification is never left in
+ * `dir`. A download that stopped resumes where it left off. Node only.
  *
  * @example
  * import { createClient } from "suanli/sdk";
@@ -102,12 +158,15 @@ function sameFiles(a: OutputManifest, b: OutputManifest): boolean {
 export async function downloadOutput(ctx: SuanliContext, taskId: string, parameters: DownloadOutputParameters = {}): Promise<DownloadOutputReturnType> {
   if (typeof parameters?.dir !== "string" || parameters.dir.length === 0) throw new OutputDownloadError("`dir` is required: the folder to write the output into");
   const maxBytes = parameters.maxBytes ?? 64 * 1024 ** 3;
+  if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new OutputDownloadError(`maxBytes must be a whole number of bytes, 0 or more (got ${maxBytes})`);
   const attempt = await taskAttempt(ctx, taskId, parameters.rank ?? 0);
   const fs = await import("node:fs/promises");
   const pathLib = await import("node:path");
   const { digestOutputFiles } = await import("../../common/output-digest.js");
   const dir = pathLib.resolve(parameters.dir);
 
+  // The task's own state, read before the listing: the manifest's `kind` is only the provider's word.
+  const state = await outputState(ctx, attempt, parameters.signal);
   const listed = await openTaskStream(
     ctx,
     attempt,
@@ -122,9 +181,12 @@ export async function downloadOutput(ctx: SuanliContext, taskId: string, paramet
   );
   await listed.stream.close().catch(() => undefined);
   let manifest = listed.answer;
-  if (manifest.totalBytes > maxBytes) throw new OutputDownloadError(`The output is ${manifest.totalBytes} bytes, over maxBytes (${maxBytes})`);
+  const staging = stagingName(attempt.leaseId);
+  checkManifest(manifest, maxBytes, staging);
   await fs.mkdir(dir, { recursive: true });
-  const start = await resumePoint(fs, pathLib, dir, manifest, parameters.resume ?? true);
+  const stage = pathLib.join(dir, staging);
+  const staged = await prepareStaging(fs, pathLib, stage, manifest, parameters.resume ?? true);
+  const start = await resumePoint(fs, pathLib, staged, manifest);
 
   let transferred = 0;
   const startFile = manifest.files[start.index];
@@ -141,12 +203,13 @@ export async function downloadOutput(ctx: SuanliContext, taskId: string, paramet
     }
     manifest = read.answer;
     let consumed = 0;
+    // Bytes on disk for this output: what an earlier attempt staged, then every byte that arrives.
     let done = manifest.files.slice(0, start.index).reduce((sum, file) => sum + file.size, 0) + start.offset;
     try {
       for (const [index, file] of manifest.files.entries()) {
         if (index < start.index) continue;
-        const target = pathLib.resolve(dir, file.path);
-        if (!target.startsWith(dir + pathLib.sep)) throw new OutputDownloadError(`The provider listed ${file.path}, outside the folder`);
+        const target = pathLib.resolve(staged, file.path);
+        if (!target.startsWith(staged + pathLib.sep)) throw new OutputDownloadError(`The provider listed ${file.path}, outside the folder`);
         await fs.mkdir(pathLib.dirname(target), { recursive: true });
         let position = index === start.index ? start.offset : 0;
         const handle = await fs.open(target, position > 0 ? "r+" : "w");
@@ -156,6 +219,7 @@ export async function downloadOutput(ctx: SuanliContext, taskId: string, paramet
             parameters.signal?.throwIfAborted();
             const frame = (await read.lp.read({ signal: parameters.signal })).subarray();
             if (frame.length === 0 || position + frame.length > file.size) throw new OutputDownloadError(`The provider sent more bytes than ${file.path} holds`);
+            if (done + frame.length > maxBytes) throw new OutputDownloadError(`The provider sent more than maxBytes (${maxBytes}); the download stopped there`);
             await handle.write(frame, 0, frame.length, position);
             consumed += frame.length;
             while (consumed >= OUTPUT_ACK_BYTES) {
@@ -180,19 +244,33 @@ export async function downloadOutput(ctx: SuanliContext, taskId: string, paramet
   }
 
   const digest = await digestOutputFiles(
-    dir,
+    staged,
     manifest.files.map((file) => ({ rel: file.path })),
   );
-  const result: DownloadOutputReturnType = {
+  // Over by the chain or by its provider (or the provider itself calls it final): it must verify.
+  const mustVerify = state.over || manifest.kind === "final";
+  let verifiedAgainst: OutputVerification | null = null;
+  if (mustVerify) {
+    try {
+      verifiedAgainst = await verifyOutputDigest(ctx, attempt, digest, state);
+    } catch (error) {
+      // Files that fail verification are not left anywhere in `dir`; other errors (the provider
+      // unreachable) keep them staged for the next attempt.
+      if (error instanceof OutputDigestMismatchError || error instanceof CompletionMismatchError || error instanceof OutputUnverifiableError) {
+        await fs.rm(stage, { recursive: true, force: true });
+      }
+      throw error;
+    }
+  }
+  await moveIntoPlace(fs, pathLib, stage, dir, manifest);
+  return {
     files: manifest.files.map((file) => ({ path: file.path, size: file.size })),
     bytes: manifest.totalBytes,
     digest,
-    verified: false,
-    snapshot: manifest.kind === "snapshot",
+    verified: verifiedAgainst !== null,
+    verifiedAgainst,
+    snapshot: !mustVerify,
     leaseId: attempt.leaseId,
     transferred,
   };
-  if (manifest.kind === "snapshot") return result;
-
-  return { ...result, verified: await verifyOutputDigest(ctx, attempt, digest) };
 }

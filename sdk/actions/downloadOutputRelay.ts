@@ -5,14 +5,18 @@
  * libp2p: the SDK recomputes the digest with the provider's rule and compares it with the
  * provider's signed completion report and the chain. The relay node only forwards the renter's
  * signed requests (it cannot forge or widen them: the provider checks the signature, its bodyHash
- * over the params and its nonce), and it cannot alter a byte unnoticed. Browser-safe.
+ * over the params and its nonce), and it cannot alter a byte unnoticed: whether the files must
+ * verify is decided from the task's state (chain and provider status), not from the manifest's
+ * `kind`. Memory grows only with the bytes that actually arrive (never by a listed size), and
+ * they are counted against `maxBytes` as they come. Browser-safe.
  */
 import { OUTPUT_HEADERS } from "../../common/api/relay.js";
 import { digestOutputBytes, outputFilesDigest } from "../../common/output-bytes-digest.js";
 import { outputManifestSchema } from "../../common/protocols/task-io.js";
 import { OutputDownloadError, SuanliError, TaskIoUnsupportedError } from "../errors.js";
 import { authorize, type SuanliContext } from "../internal/context.js";
-import { taskAttempt, verifyOutputDigest } from "../internal/output-verify.js";
+import { checkManifest } from "../internal/output-manifest.js";
+import { outputState, taskAttempt, verifyOutputDigest, type OutputVerification } from "../internal/output-verify.js";
 import type { DownloadOutputParameters, DownloadOutputReturnType } from "./downloadOutput.js";
 
 /** Default cap of an output held in memory (a browser tab): 1 GiB. */
@@ -52,15 +56,19 @@ export async function downloadOutputRelay(
     });
   }
   const maxBytes = parameters.maxBytes ?? RELAY_OUTPUT_DEFAULT_MAX_BYTES;
+  if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new OutputDownloadError(`maxBytes must be a whole number of bytes, 0 or more (got ${maxBytes})`);
   const attempt = await taskAttempt(ctx, taskId, parameters.rank ?? 0);
   const signed = async (params: Record<string, unknown>) => ({ auth: await authorize(ctx, attempt, "output", params), params });
 
+  // The task's own state, read before the listing: the manifest's `kind` is only the provider's word.
+  const state = await outputState(ctx, attempt, parameters.signal);
   const listParams = { op: "list" };
   const manifest = outputManifestSchema.parse(await relay.list(attempt.leaseId, await signed(listParams), parameters.signal));
-  if (manifest.totalBytes > maxBytes) throw new OutputDownloadError(`The output is ${manifest.totalBytes} bytes, over maxBytes (${maxBytes})`);
+  checkManifest(manifest, maxBytes);
   const expectedFiles = outputFilesDigest(manifest.files);
 
-  const data = manifest.files.map((file) => new Uint8Array(file.size));
+  // Each file's bytes as they arrive (chunks, joined once the file is complete).
+  const received: Uint8Array[][] = manifest.files.map(() => []);
   let index = 0;
   let offset = 0;
   let done = 0;
@@ -98,7 +106,9 @@ export async function downloadOutputRelay(
             if (index >= manifest.files.length) throw new OutputDownloadError("The node sent more bytes than the output's manifest lists");
             const file = manifest.files[index]!;
             const take = Math.min(chunk.length, file.size - offset);
-            data[index]!.set(chunk.subarray(0, take), offset);
+            if (done + take > maxBytes) throw new OutputDownloadError(`The node sent more than maxBytes (${maxBytes}); the download stopped there`);
+            // A copy: the stream may reuse its buffer.
+            received[index]!.push(chunk.slice(0, take));
             offset += take;
             done += take;
             chunk = chunk.subarray(take);
@@ -122,17 +132,32 @@ export async function downloadOutputRelay(
     }
   }
 
-  const files = manifest.files.map((file, i) => ({ path: file.path, size: file.size, data: data[i]! })); // one buffer per file (allocated above)
+  const files = manifest.files.map((file, i) => ({ path: file.path, size: file.size, data: joinChunks(received[i]!) }));
   const digest = digestOutputBytes(files);
-  const result: DownloadOutputReturnType = {
+  // Over by the chain or by its provider (or the provider itself calls it final): it must verify,
+  // or this throws and the bytes are not handed over.
+  const mustVerify = state.over || manifest.kind === "final";
+  const verifiedAgainst: OutputVerification | null = mustVerify ? await verifyOutputDigest(ctx, attempt, digest, state) : null;
+  return {
     files,
     bytes: manifest.totalBytes,
     digest,
-    verified: false,
-    snapshot: manifest.kind === "snapshot",
+    verified: verifiedAgainst !== null,
+    verifiedAgainst,
+    snapshot: !mustVerify,
     leaseId: attempt.leaseId,
     transferred: done,
   };
-  if (manifest.kind === "snapshot") return result;
-  return { ...result, verified: await verifyOutputDigest(ctx, attempt, digest) };
+}
+
+/** One buffer of the chunks that arrived for a file (sized by what arrived, not by the listing). */
+function joinChunks(chunks: readonly Uint8Array[]): Uint8Array {
+  if (chunks.length === 1) return chunks[0]!;
+  const out = new Uint8Array(chunks.reduce((sum, chunk) => sum + chunk.length, 0));
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.length;
+  }
+  return out;
 }

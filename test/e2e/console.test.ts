@@ -300,7 +300,9 @@ describe("renter console in headless Chromium with an injected wallet, against a
   });
 
   it("extends a running task, then cancels it: the lease ends with the unused deposit refunded", async () => {
-    const bundle = await bundles.bundle({ "run.sh": "echo long job started; sleep 120; echo never" });
+    const bundle = await bundles.bundle({
+      "run.sh": 'mkdir -p "$SUANLI_OUTPUT_DIR"; echo partial > "$SUANLI_OUTPUT_DIR/partial.txt"; echo long job started; sleep 120; echo never',
+    });
     await page.fill("#duration", "600");
     await page.fill("#bundle-url", bundle.url);
     await page.fill("#bundle-sha256", bundle.sha256);
@@ -317,6 +319,16 @@ describe("renter console in headless Chromium with an injected wallet, against a
       timeout: 30_000,
     });
     await screenshot("extended");
+
+    // What it wrote so far: a snapshot, said to be unverified.
+    await page.click("#task-download");
+    await page.waitForFunction(
+      () => /^Downloaded /.test(document.querySelector("#task-message")?.textContent ?? "") || !document.querySelector<HTMLElement>("#task-error")!.hidden,
+      undefined,
+      { timeout: 30_000 },
+    );
+    assert.equal(await page.isHidden("#task-error"), true, (await page.textContent("#task-error")) ?? "");
+    assert.equal(await page.textContent("#task-message"), "Downloaded 1 file(s), 8 bytes, UNVERIFIED: a snapshot of a running task (nothing is signed until it ends).");
 
     await page.click("#task-cancel");
     await page.waitForSelector("#receipt:not([hidden])", { timeout: 60_000 });
@@ -341,10 +353,7 @@ describe("renter console in headless Chromium with an injected wallet, against a
       { timeout: 30_000 },
     );
     assert.equal(await page.isHidden("#task-error"), true, (await page.textContent("#task-error")) ?? "");
-    assert.match(
-      (await page.textContent("#task-message")) ?? "",
-      /^Downloaded 1 file\(s\), 3 bytes, verified against the provider's signed completion report \(digest 0x[0-9a-f]{64}\)\.$/,
-    );
+    assert.match((await page.textContent("#task-message")) ?? "", /^Downloaded 1 file\(s\), 3 bytes, verified against the chain's completion report \(digest 0x[0-9a-f]{64}\)\.$/);
     assert.deepEqual(await page.$$eval("#task-files a", (links) => links.map((link) => [link.textContent, (link as HTMLAnchorElement).download])), [
       ["answer.txt (3 bytes)", "answer.txt"],
     ]);

@@ -88,7 +88,11 @@ describe("suanli output, exec and forward (CLI)", function () {
   it("exec runs a command in the running task with its exit code; forward serves the task's port until stopped", async () => {
     const port = await freePort();
     const bundle = await bundles.bundle({
-      "server.js": `require("node:http").createServer((q, s) => s.end("cli page")).listen(${port}, "127.0.0.1", () => console.log("up"));`,
+      "server.js": [
+        'require("node:fs").mkdirSync(process.env.SUANLI_OUTPUT_DIR, { recursive: true });',
+        'require("node:fs").writeFileSync(process.env.SUANLI_OUTPUT_DIR + "/partial.txt", "so far\\n");',
+        `require("node:http").createServer((q, s) => s.end("cli page")).listen(${port}, "127.0.0.1", () => console.log("up"));`,
+      ].join("\n"),
     });
     const submitted = await runCli([
       "submit",
@@ -122,7 +126,7 @@ describe("suanli output, exec and forward (CLI)", function () {
       listed = await runCli(["exec", taskId, ...base, "--", "ls"]);
     }
     assert.equal(listed.code, 0, listed.stderr);
-    assert.equal(listed.stdout.trim(), "server.js");
+    assert.equal(listed.stdout.trim(), "output\nserver.js");
     const failing = await runCli(["exec", taskId, ...base, "--", "exit 7"]);
     assert.equal(failing.code, 7, "the CLI exits with the command's exit code");
 
@@ -144,6 +148,15 @@ describe("suanli output, exec and forward (CLI)", function () {
     } finally {
       assert.equal(await forward.stop("SIGINT"), 0, forward.stderr());
     }
+
+    // A snapshot of the running task is labelled unverified; after the cancel the same command verifies.
+    const snapshot = await runCli(["output", taskId, "--out", path.join(work, "snapshot"), ...base]);
+    assert.equal(snapshot.code, 0, snapshot.stderr);
+    assert.match(snapshot.stdout, /digest 0x[0-9a-f]{64}: UNVERIFIED: a snapshot of a running task/);
+    assert.equal(await readFile(path.join(work, "snapshot", "partial.txt"), "utf8"), "so far\n");
     assert.equal((await runCli(["cancel", taskId, "--json", ...base])).code, 0);
+    const final = await runCli(["output", taskId, "--out", path.join(work, "final"), ...base]);
+    assert.equal(final.code, 0, final.stderr);
+    assert.match(final.stdout, /digest 0x[0-9a-f]{64}: verified against the provider's signed completion report \(the lease ended without one on-chain\)/);
   });
 });

@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
 import { http } from "viem";
 import { devnetAccount } from "../../common/devnet.js";
+import { OUTPUT_HEADERS } from "../../common/api/relay.js";
+import { outputFilesDigest } from "../../common/output-bytes-digest.js";
 import { digestOutputDir } from "../../common/output-digest.js";
+import type { OutputManifest } from "../../common/protocols/task-io.js";
 import { leaseRequestBodyHash, signLeaseRequest } from "../../common/protocols/lease.js";
 import { suanliDomain } from "../../common/eip712.js";
 import { createClient, type SuanliClient } from "../../sdk/browser.js";
@@ -29,12 +32,17 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
   let leaseId: bigint;
   const realFetch = globalThis.fetch;
 
-  /** Runs `body` with every output read the client sends through `wrap`. */
-  async function withReads<T>(wrap: (response: Response, call: number) => Response, body: () => Promise<T>): Promise<T> {
+  /** Runs `body` with every output read the client sends through `wrap` (and every listing through `wrapList`): a relay that rewrites what it relays. */
+  async function withReads<T>(
+    wrap: (response: Response, call: number) => Response,
+    body: () => Promise<T>,
+    wrapList: (response: Response) => Promise<Response> | Response = (response) => response,
+  ): Promise<T> {
     let calls = 0;
     globalThis.fetch = (async (input: Parameters<typeof fetch>[0], init?: Parameters<typeof fetch>[1]) => {
       const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
       const response = await realFetch(input, init);
+      if (/\/output\/list$/.test(url)) return wrapList(response);
       return /\/output\/read$/.test(url) ? wrap(response, calls++) : response;
     }) as typeof fetch;
     try {
@@ -42,6 +50,23 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
     } finally {
       globalThis.fetch = realFetch;
     }
+  }
+
+  /** The listing with `change` applied to its manifest. */
+  async function rewriteList(response: Response, change: (manifest: OutputManifest) => OutputManifest): Promise<Response> {
+    const manifest = (await response.json()) as OutputManifest;
+    return new Response(JSON.stringify(change(manifest)), { status: response.status, headers: { "content-type": "application/json" } });
+  }
+
+  /** A read answer with the relay headers of `manifest` (so that it matches a rewritten listing). */
+  function withManifestHeaders(response: Response, manifest: OutputManifest, body: BodyInit | null = response.body): Response {
+    const headers = new Headers(response.headers);
+    headers.delete("content-length");
+    headers.set(OUTPUT_HEADERS.kind, manifest.kind);
+    headers.set(OUTPUT_HEADERS.totalBytes, String(manifest.totalBytes));
+    headers.set(OUTPUT_HEADERS.files, String(manifest.files.length));
+    headers.set(OUTPUT_HEADERS.manifestDigest, outputFilesDigest(manifest.files));
+    return new Response(body, { status: response.status, headers });
   }
 
   /** The response with its body passed through `transform` (the headers kept). */
@@ -97,6 +122,7 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
     const progress: number[] = [];
     const result = await client.downloadOutput(taskId, { onProgress: ({ bytes }) => progress.push(bytes) });
     assert.equal(result.verified, true);
+    assert.equal(result.verifiedAgainst, "chain");
     assert.equal(result.snapshot, false);
     assert.deepEqual(
       result.files.map((file) => [file.path, file.size]),
@@ -176,6 +202,81 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
       },
     );
     assert.ok(flipped);
+  });
+
+  it("a relay that calls the finished output a snapshot and flips a byte: the SDK verifies anyway (the task is over) and hands back nothing", async () => {
+    const receipt = await client.wait(taskId);
+    let flipped = false;
+    const snapshotOf = (manifest: OutputManifest): OutputManifest => ({ ...manifest, kind: "snapshot", expiresAt: null });
+    let listed: OutputManifest | undefined;
+    await assert.rejects(
+      withReads(
+        (response) => {
+          const flip = new TransformStream<Uint8Array, Uint8Array>({
+            transform(chunk, controller) {
+              const copy = chunk.slice();
+              if (!flipped && copy.length > 0) {
+                copy[0]! ^= 0xff;
+                flipped = true;
+              }
+              controller.enqueue(copy);
+            },
+          });
+          return withManifestHeaders(response, listed!, response.body!.pipeThrough(flip));
+        },
+        () => client.downloadOutput(taskId),
+        (response) =>
+          rewriteList(response, (manifest) => {
+            listed = snapshotOf(manifest);
+            return listed;
+          }),
+      ),
+      (error: Error & { expected?: string }) => {
+        assert.equal(error.name, "OutputDigestMismatchError", error.message);
+        assert.equal(error.expected, receipt.completion!.outputDigest);
+        return true;
+      },
+    );
+    assert.ok(flipped);
+  });
+
+  it("a relay that lists sizes the bytes do not back: refused when they do not add up; never allocated by a claimed size", async () => {
+    // Sizes that do not add up to totalBytes (5 GB listed as 10 bytes): refused before any read.
+    await assert.rejects(
+      withReads(
+        (response) => response,
+        () => client.downloadOutput(taskId),
+        (response) => rewriteList(response, (manifest) => ({ ...manifest, files: [{ path: "model.bin", size: 5_000_000_000 }], totalBytes: 10 })),
+      ),
+      { name: "OutputDownloadError", message: /files hold 5000000000 bytes, it says 10/ },
+    );
+
+    // A 256 MiB file claimed (consistent, under maxBytes) while only the real 3 MB arrive: the
+    // SDK's memory grows with what arrives, not by the claim (before: one 256 MiB buffer up front).
+    const claimed = 256 * 1024 * 1024;
+    let listed: OutputManifest | undefined;
+    const baseline = process.memoryUsage().arrayBuffers;
+    let peak = baseline;
+    const sample = () => void (peak = Math.max(peak, process.memoryUsage().arrayBuffers));
+    const sampler = setInterval(sample, 2);
+    try {
+      await assert.rejects(
+        withReads(
+          (response) => withManifestHeaders(response, listed!),
+          () => client.downloadOutput(taskId, { onProgress: sample }),
+          (response) =>
+            rewriteList(response, (manifest) => {
+              listed = { ...manifest, files: [{ path: manifest.files[0]!.path, size: claimed }], totalBytes: claimed };
+              return listed;
+            }),
+        ),
+        (error: Error) => error.name !== "AssertionError",
+      );
+    } finally {
+      clearInterval(sampler);
+    }
+    sample();
+    assert.ok(peak - baseline < 64 * 1024 * 1024, `array buffers grew by ${peak - baseline} bytes for a 256 MiB claim`);
   });
 
   it("refuses another wallet's signature, a widened request and an output over maxBytes", async () => {

@@ -23,6 +23,7 @@ const SHARED_VALUES = [
   "NothingOwedError",
   "OutputDigestMismatchError",
   "OutputDownloadError",
+  "OutputUnverifiableError",
   "ProviderRequestError",
   "SuanliError",
   "TaskIoUnsupportedError",

@@ -451,9 +451,16 @@ async function downloadWithProgress(
   return result;
 }
 
+/** What the digest was checked against, in words; a snapshot says UNVERIFIED in capitals. */
+export function verificationLabel(result: Pick<DownloadOutputReturnType, "verified" | "verifiedAgainst" | "snapshot">): string {
+  if (result.verified && result.verifiedAgainst === "chain") return "verified against the chain's completion report (and the provider's signed one)";
+  if (result.verified) return "verified against the provider's signed completion report (the lease ended without one on-chain)";
+  return result.snapshot ? "UNVERIFIED: a snapshot of a running task (nothing is signed until it ends)" : "UNVERIFIED";
+}
+
 function renderOutput(result: DownloadOutputReturnType, dir: string): string {
   return [
     `${result.files.length} file(s), ${result.bytes} bytes in ${dir}${result.transferred < result.bytes ? ` (${result.transferred} transferred, the rest resumed)` : ""}`,
-    `  digest ${result.digest}: ${result.verified ? "verified against the provider's signed completion report and the chain" : result.snapshot ? "a snapshot of a running task (not verifiable until it ends)" : "no completion report to check against yet"}`,
+    `  digest ${result.digest}: ${verificationLabel(result)}`,
   ].join("\n");
 }

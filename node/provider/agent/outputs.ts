@@ -7,10 +7,9 @@
  * The files are moved, not rewritten: what stays is exactly what the completion report's
  * digest covers (the digest is taken over the same folder just before).
  */
-import { constants } from "node:fs";
-import { cp, lstat, mkdir, open, readdir, readFile, realpath, rename, rm, writeFile, type FileHandle } from "node:fs/promises";
+import { mkdir, readdir, readFile, rename, rm, writeFile, type FileHandle } from "node:fs/promises";
 import path from "node:path";
-import { listOutputFiles, type OutputFile } from "../../../common/output-digest.js";
+import { copyTaskFiles, listTaskFiles, openTaskFile, TaskFileError, type TaskFile } from "../runtime/task-files.js";
 import { OUTPUT_MAX_FILES, type OutputPolicy } from "../../../common/protocols/task-io.js";
 import type { Logger } from "../../log/logger.js";
 import { runDetached } from "../../../common/detached.js";
@@ -35,18 +34,28 @@ type Meta = {
 };
 
 /** What a download serves: the folder and its files in digest order. */
-export type OutputSnapshot = { root: string; files: OutputFile[]; totalBytes: number };
+export type OutputSnapshot = { root: string; files: TaskFile[]; totalBytes: number };
 
 /** An output that exceeds what can be served or kept. */
 export class OutputLimitError extends Error {
   override name = "OutputLimitError";
 }
 
-/** Lists a folder for download: regular files only, under the caps. */
+/**
+ * Lists a folder for download: regular files only, under the caps. Nothing is followed: the walk
+ * opens each folder relative to the one before it with O_NOFOLLOW (runtime/task-files.ts), so a
+ * running task that swaps a folder for a link to the node's data dir gets that folder skipped,
+ * never listed through the link.
+ */
 export async function snapshotOutputDir(root: string, maxBytes: number): Promise<OutputSnapshot | undefined> {
-  const info = await lstat(root).catch(() => undefined);
-  if (!info?.isDirectory()) return undefined;
-  const files = await listOutputFiles(root);
+  let files: TaskFile[] | undefined;
+  try {
+    files = await listTaskFiles(root, OUTPUT_MAX_FILES * 10);
+  } catch (error) {
+    if (error instanceof TaskFileError) throw new OutputLimitError(error.message);
+    throw error;
+  }
+  if (!files) return undefined;
   if (files.length > OUTPUT_MAX_FILES) throw new OutputLimitError(`The output holds ${files.length} files; at most ${OUTPUT_MAX_FILES} can be downloaded`);
   const totalBytes = files.reduce((sum, file) => sum + file.size, 0);
   if (totalBytes > maxBytes) throw new OutputLimitError(`The output is ${totalBytes} bytes, over this provider's outputs.maxBytes (${maxBytes})`);
@@ -54,21 +63,18 @@ export async function snapshotOutputDir(root: string, maxBytes: number): Promise
 }
 
 /**
- * Opens a listed file for reading without following links: a running task may swap a folder for a
- * link between the listing and the read, and must never make the node read a host file.
+ * Opens a listed file for reading without following links: a running task may swap a folder for
+ * a link between the listing and the read, and must never make the node read a host file. Each
+ * component is opened relative to the folder before it (O_NOFOLLOW); a link, a special file or a
+ * file that is gone is an OutputLimitError naming it.
  */
 export async function openOutputFile(root: string, rel: string): Promise<FileHandle> {
-  const full = path.join(root, rel);
-  const realRoot = await realpath(root);
-  const realParent = await realpath(path.dirname(full));
-  if (realParent !== realRoot && !realParent.startsWith(realRoot + path.sep)) throw new OutputLimitError(`${rel} is no longer inside the output folder`);
-  const handle = await open(full, constants.O_RDONLY | constants.O_NOFOLLOW);
-  const stat = await handle.stat();
-  if (!stat.isFile()) {
-    await handle.close();
-    throw new OutputLimitError(`${rel} is no longer a regular file`);
+  try {
+    return await openTaskFile(root, rel);
+  } catch (error) {
+    if (error instanceof TaskFileError) throw new OutputLimitError(error.message);
+    throw error;
   }
-  return handle;
 }
 
 export class OutputStore {
@@ -162,8 +168,9 @@ export class OutputStore {
             await rename(outputDir, target);
           } catch (error) {
             if ((error as NodeJS.ErrnoException).code !== "EXDEV") throw error;
-            // Another filesystem: copy without following links (they are not served anyway).
-            await cp(outputDir, target, { recursive: true, dereference: false, verbatimSymlinks: true });
+            // Another filesystem: copy the regular files, each read without following a link.
+            await mkdir(target, { mode: 0o700 });
+            await copyTaskFiles(outputDir, target);
           }
           meta.bytes = snapshot.totalBytes;
         }

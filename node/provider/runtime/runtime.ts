@@ -18,7 +18,8 @@ import type { Hex } from "viem";
 import type { UnitMetrics } from "../inventory/inventory.js";
 import type { LogBuffer, LogLine, LogRead } from "./logs.js";
 import { ManagedProcess, readGroupMembers, type ProcessExit } from "./process-group.js";
-import { digestOutputDir, StreamDigest } from "./output-digest.js";
+import { StreamDigest } from "./output-digest.js";
+import { digestTaskFolder } from "./task-files.js";
 import type { Redactor, TaskLaunch } from "./task.js";
 import type { TaskImage } from "../../../common/protocols/lease.js";
 import { TaskStateError } from "../errors.js";
@@ -373,7 +374,8 @@ export class RunningTask implements TaskHandle {
     const status: TaskStatus = this.stopReason ?? (error ? "error" : exit.code === 0 ? "succeeded" : "failed");
     let outputDigest: Hex | undefined;
     try {
-      outputDigest = await digestOutputDir(path.join(this.workspace, "output"));
+      // Read without following links: an exec'd process of the task may still be swapping folders.
+      outputDigest = await digestTaskFolder(path.join(this.workspace, "output"));
     } catch (digestError) {
       logs.push("system", `Cannot digest output/: ${(digestError as Error).message}; using stdout`);
     }

@@ -6,7 +6,7 @@
  * them replaced (see {@link Redactor}).
  */
 
-import { readFile } from "node:fs/promises";
+import { readTaskFile } from "./task-files.js";
 export { taskSpecSchema, type TaskSpec } from "../../../common/protocols/task-spec.js";
 import type { TaskSpec } from "../../../common/protocols/task-spec.js";
 
@@ -48,10 +48,18 @@ export function livenessEnvironment(spec: Pick<TaskSpec, "taskLiveness">, worksp
   return { SUANLI_LIVENESS_NONCE: spec.taskLiveness.nonce, SUANLI_LIVENESS_FILE: `${workspace}/${LIVENESS_FILE_NAME}` };
 }
 
-/** Whether the task's liveness file (host side: in `workspace`) holds `nonce`. A missing or other file does not. */
+/** Bytes of the liveness file read at most: a nonce and a newline fit many times over. */
+const LIVENESS_READ_BYTES = 4096;
+
+/**
+ * Whether the task's liveness file (host side: in `workspace`) holds `nonce`. A missing or other
+ * file does not. The task owns that name: it is opened without following a link and only as a
+ * regular file (a link to a host file, a FIFO or /dev/zero is "does not hold it"), and only its
+ * first 4 KiB are read.
+ */
 export async function echoesNonce(workspace: string, nonce: string): Promise<boolean> {
-  const text = await readFile(`${workspace}/${LIVENESS_FILE_NAME}`, "utf8").catch(() => "");
-  return text.trim() === nonce;
+  const bytes = await readTaskFile(workspace, LIVENESS_FILE_NAME, LIVENESS_READ_BYTES).catch(() => undefined);
+  return bytes !== undefined && bytes.toString("utf8").trim() === nonce;
 }
 
 /** The env as it may be stored or shown: secret values replaced by `[secret]`. */

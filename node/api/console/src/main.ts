@@ -439,10 +439,10 @@ async function downloadSelected(): Promise<void> {
       list.append(item);
     }
     const check = result.verified
-      ? `verified against the provider's signed completion report (digest ${result.digest})`
+      ? `verified against ${result.verifiedAgainst === "chain" ? "the chain's completion report" : "the provider's signed completion report"} (digest ${result.digest})`
       : result.snapshot
-        ? "a snapshot of a running task (not verified: no completion report yet)"
-        : "NOT verified";
+        ? "UNVERIFIED: a snapshot of a running task (nothing is signed until it ends)"
+        : "UNVERIFIED";
     $("#task-message").textContent = `Downloaded ${result.files.length} file(s), ${result.bytes} bytes, ${check}.`;
   } catch (error) {
     $("#task-message").textContent = "";
