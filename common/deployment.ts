@@ -4,12 +4,18 @@ import { addressSchema } from "./schemas.js";
 import { describeIssues } from "./validation.js";
 
 /** Roles of the deployed contracts, as keys of `contracts` in the manifest. */
-export const contractRoles = ["token", "registry", "market"] as const;
+export const contractRoles = ["token", "registry", "market", "extension", "attestorStaking", "timelock"] as const;
 export type ContractRole = (typeof contractRoles)[number];
 
+/** The EIP-712 domain (name, version) under which a token's EIP-2612 permit verifies. */
+export const permitDomainSchema = z.strictObject({ name: z.string(), version: z.string() });
+export type PermitDomain = z.output<typeof permitDomainSchema>;
+
 /**
- * The deployment manifest: where a deployment's contracts live on one chain. Written by the
- * deploy script to `<dir>/<chainId>.json`; read by node, SDK and CLI.
+ * The deployment manifest: where a deployment's contracts live on one chain, which token it settles
+ * in, its parameters and who holds each role. Written by the deploy script to `<dir>/<chainId>.json`;
+ * read by node, SDK and CLI. Everything but chainId, deploymentBlock, deployedAt, deployer,
+ * contracts.token and token.symbol/decimals is optional, so a manifest written before issue #34 still reads.
  */
 export const deploymentSchema = z.strictObject({
   chainId: z.number().int().positive(),
@@ -21,8 +27,52 @@ export const deploymentSchema = z.strictObject({
     token: addressSchema,
     registry: addressSchema.optional(),
     market: addressSchema.optional(),
+    /** The market's LeaseMarketExtension (its code for the rarer paths). */
+    extension: addressSchema.optional(),
+    /** The AttestorStaking attached at deployment (`registry.attestorStaking()` is the current one). */
+    attestorStaking: addressSchema.optional(),
+    /** The TimelockController holding every admin power, when the deployment has one. */
+    timelock: addressSchema.optional(),
   }),
-  token: z.strictObject({ symbol: z.string(), decimals: z.number().int().min(0).max(36) }),
+  token: z.strictObject({
+    symbol: z.string(),
+    decimals: z.number().int().min(0).max(36),
+    /** The token's EIP-2612 permit domain; null: no permit (deposits are approved). Absent in older manifests. */
+    permit: permitDomainSchema.nullable().optional(),
+    /** "TestToken": deployed with the devnet's open faucet; "existing": an ERC-20 the deployment was given (--token). */
+    origin: z.enum(["TestToken", "existing"]).optional(),
+  }),
+  /** The parameters set at deployment: the preset they started from and every value (amounts as decimal strings). */
+  params: z
+    .strictObject({
+      preset: z.enum(["devnet", "production"]),
+      values: z.record(z.string(), z.union([z.number(), z.string()])),
+    })
+    .optional(),
+  /** Who governs: the holder of the registry's DEFAULT_ADMIN_ROLE (every admin power) and, when it is a timelock, its settings. */
+  governance: z
+    .strictObject({
+      admin: addressSchema,
+      timelock: z
+        .strictObject({
+          minDelaySeconds: z.number().int().nonnegative(),
+          proposers: z.array(addressSchema),
+          /** The zero address: anyone may execute a ready proposal. */
+          executors: z.array(addressSchema),
+          /** Proposers can cancel too; these accounts can only cancel. */
+          cancellers: z.array(addressSchema),
+        })
+        .optional(),
+    })
+    .optional(),
+  /** The registry's role holders when the deployment ended (the chain has the current ones: getRoleMember). */
+  roles: z
+    .strictObject({
+      admin: z.array(addressSchema),
+      market: z.array(addressSchema),
+      attestor: z.array(addressSchema),
+    })
+    .optional(),
 });
 export type Deployment = z.output<typeof deploymentSchema>;
 

@@ -10,6 +10,11 @@ import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/Reentrancy
 import {IAttestorStaking} from "./interfaces/IAttestorStaking.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 
+/// @dev The one view of the LeaseMarket the registry reads (before granting it MARKET_ROLE).
+interface ILeaseMarketRegistry {
+    function registry() external view returns (address);
+}
+
 /// @title ProviderRegistry
 /// @notice Holds providers' stakes and records their machines, the attestor set and reputation.
 ///         The chain is the arbiter of capacity: the LeaseMarket reserves units here, and a unit
@@ -311,6 +316,39 @@ contract ProviderRegistry is IProviderRegistry, AccessControlEnumerable, Reentra
         }
         _attestorStaking = IAttestorStaking(staking);
         emit AttestorStakingChanged(staking);
+    }
+
+    // ---------------------------------------------------------------- market role
+
+    /// @dev MARKET_ROLE reserves and releases every provider's collateral (a release sends the slash to its caller): it is
+    ///      a wire between two contracts, not a governance power, and every lease's end needs it. So it is granted once,
+    ///      to a contract whose `registry()` is this registry, and can never be revoked or granted again: no admin, whether
+    ///      the timelock or a stolen key, can give another account the power to take stake, or cut the market off and
+    ///      freeze every renter's deposit (docs/contracts.md, "Roles and the timelock").
+    function _grantRole(bytes32 role, address account) internal override returns (bool) {
+        if (role == MARKET_ROLE) {
+            if (getRoleMemberCount(MARKET_ROLE) != 0) revert MarketRoleFixed(getRoleMember(MARKET_ROLE, 0));
+            if (!_isMarketOfThis(account)) revert MarketRoleNotAMarket(account);
+        }
+        return super._grantRole(role, account);
+    }
+
+    /// @dev Also covers renounceRole: the market never calls it, and no one else can renounce for it.
+    function _revokeRole(bytes32 role, address account) internal override returns (bool) {
+        if (role == MARKET_ROLE && hasRole(MARKET_ROLE, account)) revert MarketRoleFixed(account);
+        return super._revokeRole(role, account);
+    }
+
+    /// @dev A contract (not an EOA, nor an EIP-7702 delegated EOA, whose code is the 23-byte designator 0xef0100 ||
+    ///      address) that answers `registry()` with this registry.
+    function _isMarketOfThis(address account) private view returns (bool) {
+        uint256 size = account.code.length;
+        if (size == 0 || (size == 23 && bytes3(account.code) == 0xef0100)) return false;
+        // A static call decoded by hand: a contract without registry() (or with a fallback that returns nothing) is
+        // refused with MarketRoleNotAMarket, where try/catch would revert while decoding its answer.
+        // solhint-disable-next-line avoid-low-level-calls
+        (bool ok, bytes memory answer) = account.staticcall(abi.encodeCall(ILeaseMarketRegistry.registry, ()));
+        return ok && answer.length == 32 && abi.decode(answer, (uint256)) == uint256(uint160(address(this)));
     }
 
     // ---------------------------------------------------------------- market hooks

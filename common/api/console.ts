@@ -19,7 +19,15 @@ export const consoleConfigSchema = z.strictObject({
       deployedAt: z.string(),
       deployer: addressWireSchema,
       contracts: z.strictObject({ token: addressWireSchema, registry: addressWireSchema.optional(), market: addressWireSchema.optional() }),
-      token: z.strictObject({ symbol: z.string(), decimals: z.number().int().min(0).max(36) }),
+      token: z.strictObject({
+        symbol: z.string(),
+        decimals: z.number().int().min(0).max(36),
+        permit: z
+          .strictObject({ name: z.string(), version: z.string() })
+          .nullable()
+          .optional()
+          .describe("The token's EIP-2612 permit domain, as the deploy found it; null: no permit (deposits are approved)."),
+      }),
     })
     .describe("The deployment manifest (deployments/<chainId>.json) the node serves, as the SDK's createClient takes it."),
 });

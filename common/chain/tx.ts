@@ -49,8 +49,14 @@ export function isTransientRpcError(error: unknown): boolean {
   );
 }
 
-/** An ERC-20 with EIP-2612 permit: the standard ABI plus `nonces` (what a permit signer reads). */
-export const erc20PermitAbi = [...erc20Abi, ...parseAbi(["function nonces(address owner) view returns (uint256)"])] as const;
+/** An ERC-20 with EIP-2612 permit: the standard ABI plus `nonces` (what a permit signer reads) and `permit`. */
+export const erc20PermitAbi = [
+  ...erc20Abi,
+  ...parseAbi([
+    "function nonces(address owner) view returns (uint256)",
+    "function permit(address owner, address spender, uint256 value, uint256 deadline, uint8 v, bytes32 r, bytes32 s)",
+  ]),
+] as const;
 
 type Mutating = "nonpayable" | "payable";
 
@@ -157,24 +163,28 @@ export type PermitSignature = { value: bigint; deadline: bigint; v: number; r: H
 
 /**
  * Signs an EIP-2612 permit letting `spender` take `value` of the owner's `token` until
- * `deadline` (unix seconds), reading the token's name and the owner's permit nonce. Null when the
- * token has no permit (no `nonces`): the caller approves instead.
+ * `deadline` (unix seconds), reading the owner's permit nonce. `domain` is the token's permit domain
+ * as the deployment manifest records it (`deployment.token.permit`, found by the deploy: USDC's
+ * version is "2"); null there means the token has no permit, and so does a token without `nonces`:
+ * then this returns null and the caller approves instead. Without `domain` (a manifest written
+ * before it was recorded) the token's `name()` and version "1" are used.
  */
 export async function signPermit(
   clients: { publicClient: PublicClient<Transport, Chain>; walletClient: WalletClient<Transport, Chain | undefined, Account | undefined> },
-  permit: { owner: Account; token: Address; spender: Address; value: bigint; deadline: bigint; chainId: number },
+  permit: { owner: Account; token: Address; spender: Address; value: bigint; deadline: bigint; chainId: number; domain?: { name: string; version: string } | null },
 ): Promise<PermitSignature | null> {
+  if (permit.domain === null) return null;
   let name: string;
   let nonce: bigint;
   try {
     [name, nonce] = await Promise.all([
-      clients.publicClient.readContract({ address: permit.token, abi: erc20PermitAbi, functionName: "name" }),
+      permit.domain?.name ?? clients.publicClient.readContract({ address: permit.token, abi: erc20PermitAbi, functionName: "name" }),
       clients.publicClient.readContract({ address: permit.token, abi: erc20PermitAbi, functionName: "nonces", args: [permit.owner.address] }),
     ]);
   } catch {
     return null;
   }
-  const typedData = permitTypedData({ ...permit, owner: permit.owner.address, tokenName: name, nonce });
+  const typedData = permitTypedData({ ...permit, owner: permit.owner.address, tokenName: name, version: permit.domain?.version, nonce });
   const signature = await clients.walletClient.signTypedData({ ...typedData, account: permit.owner });
   return permitArguments(permit, signature);
 }
@@ -184,6 +194,8 @@ export type PermitFields = {
   owner: Address;
   token: Address;
   tokenName: string;
+  /** The EIP-712 domain version of the token's permit; "1" (OpenZeppelin's ERC20Permit) when not given. */
+  version?: string;
   chainId: number;
   spender: Address;
   value: bigint;
@@ -193,7 +205,7 @@ export type PermitFields = {
 
 function permitTypedData(permit: PermitFields) {
   return {
-    domain: { name: permit.tokenName, version: "1", chainId: permit.chainId, verifyingContract: permit.token },
+    domain: { name: permit.tokenName, version: permit.version ?? "1", chainId: permit.chainId, verifyingContract: permit.token },
     types: {
       Permit: [
         { name: "owner", type: "address" },

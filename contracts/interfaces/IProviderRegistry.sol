@@ -109,6 +109,11 @@ interface IProviderRegistry {
 
     // ---------------------------------------------------------------- errors
 
+    /// @notice MARKET_ROLE goes once, to a LeaseMarket of this registry, and stays there: `account` is not a contract
+    ///         whose `registry()` is this registry (an EOA, an EIP-7702 delegated EOA, or another contract).
+    error MarketRoleNotAMarket(address account);
+    /// @notice MARKET_ROLE is held by `holder` for good: it is never granted again nor revoked.
+    error MarketRoleFixed(address holder);
     /// @notice `provider` is already registered.
     error AlreadyRegistered(address provider);
     /// @notice `provider` is not registered.

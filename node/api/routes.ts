@@ -27,6 +27,7 @@ import type { RouteDeps } from "./route-deps.js";
 import { badInput, error, rateLimited } from "./route-responses.js";
 import { writeRoutes } from "./routes-write.js";
 import { consoleConfigSchema } from "../../common/api/console.js";
+import type { Deployment } from "../../common/deployment.js";
 import type { Page, PageOf } from "./source.js";
 
 export type { RouteDeps } from "./route-deps.js";
@@ -57,7 +58,7 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
           registry: deployment.contracts.registry ?? null,
           market: deployment.contracts.market ?? null,
         },
-        token: deployment.token,
+        token: { symbol: deployment.token.symbol, decimals: deployment.token.decimals },
         gpuModels: GPU_MODELS.map((model) => ({ name: model.name, vramMiB: model.vramMiB })),
         reservations: deployment.contracts.market !== undefined,
       }),
@@ -391,9 +392,22 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
         summary: "The deployment and chain RPC URL the console's SDK client uses",
         tag: "console",
         responses: { 200: { description: "Console configuration", schema: consoleConfigSchema }, 429: rateLimited },
-        handler: async () => ({ chainId: deployment.chainId, rpcUrl: deps.consoleRpcUrl, deployment }),
+        handler: async () => ({ chainId: deployment.chainId, rpcUrl: deps.consoleRpcUrl, deployment: consoleDeployment(deployment) }),
       }),
     );
   }
   return routes;
+}
+
+/** What the console's SDK client needs of the manifest: its contracts, the token and its permit domain (the rest stays on the node). */
+function consoleDeployment(deployment: Deployment) {
+  const { token, registry, market } = deployment.contracts;
+  return {
+    chainId: deployment.chainId,
+    deploymentBlock: deployment.deploymentBlock,
+    deployedAt: deployment.deployedAt,
+    deployer: deployment.deployer,
+    contracts: { token, ...(registry ? { registry } : {}), ...(market ? { market } : {}) },
+    token: { symbol: deployment.token.symbol, decimals: deployment.token.decimals, ...(deployment.token.permit !== undefined ? { permit: deployment.token.permit } : {}) },
+  };
 }

@@ -1,101 +1,91 @@
-import { getAddress, keccak256, toBytes, zeroAddress, type Abi, type Account, type Address, type Chain, type PublicClient, type Transport, type WalletClient } from "viem";
+import {
+  getAddress,
+  keccak256,
+  toBytes,
+  zeroAddress,
+  zeroHash,
+  type Abi,
+  type Account,
+  type Address,
+  type Chain,
+  type PublicClient,
+  type Transport,
+  type WalletClient,
+} from "viem";
 import { attestorStakingAbi, leaseMarketAbi, leaseMarketExtensionAbi, providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
 import type { Deployment } from "../../common/deployment.js";
-import { SuanliError } from "../../common/errors.js";
 import { readBytecode } from "./artifacts.js";
+import { DeployError } from "./deploy-errors.js";
+import { DEVNET_SLASH_SINK, PARAMS_PRESETS, type DeployParams, type ParamsPreset } from "./deploy-params.js";
+import { checkSettlementToken, type SettlementToken } from "./settlement-token.js";
+import { checkTimelockSettings, deployTimelock, type TimelockSettings } from "./timelock.js";
 
-export class DeployError extends SuanliError {
-  override name = "DeployError";
-}
-
-/** Governance parameters set at deployment (all changeable later by governance). */
-export type DeployParams = {
-  /** Seconds between an unstake request and its withdrawal. */
-  unbondingDelay: number;
-  /** Distinct attestor signatures a fault needs. */
-  faultQuorum: number;
-  /** Share of every provider payment to the treasury, basis points (at most 1,000). */
-  protocolFeeBps: number;
-  /** Share of the collateral a renter gets when the provider misses the start deadline, basis points. */
-  startPenaltyBps: number;
-  /** Lowest share of the collateral a quorum fault credits to the renter, basis points. */
-  faultMinCreditBps: number;
-  /** Seconds a preempted interruptible lease keeps running. */
-  preemptionNotice: number;
-  /** Receives the protocol fee; zero while the fee is zero. */
-  treasury: Address;
-  /** AttestorStaking: active stake an attestor needs to count (base units of the token). */
-  attestorMinStake: bigint;
-  /** AttestorStaking: taken from an attestor per lost dispute. */
-  attestorSlashAmount: bigint;
-  /** AttestorStaking: what a disputer bonds. */
-  attestorDisputeFee: bigint;
-  /** AttestorStaking: seconds an attestor has to answer a dispute (at least 600). */
-  attestorAnswerWindow: number;
-  /** AttestorStaking: seconds an attestor's unstaked tokens stay slashable (at least the answer window). */
-  attestorUnbondingDelay: number;
-  /** AttestorStaking: share of a slash paid to the disputer, basis points (at most 5,000; the rest to the sink). */
-  attestorDisputerShareBps: number;
-  /** AttestorStaking: seconds of silence an attestor waits before signing a liveness fault (1..86,400); its receipt within them after observedAt slashes it (disputeFault). */
-  attestorFaultWindow: number;
-};
-
-/**
- * Devnet defaults: short delays so a demo or a test sees unbonding and preemption happen within a
- * minute; one attestor suffices for a fault. A production deployment passes its own (see
- * docs/contracts.md: a week of unbonding, a few minutes of preemption notice, a quorum of attestors).
- */
-export const DEVNET_PARAMS: DeployParams = {
-  unbondingDelay: 60,
-  faultQuorum: 1,
-  protocolFeeBps: 0,
-  startPenaltyBps: 1_000,
-  faultMinCreditBps: 2_000,
-  preemptionNotice: 30,
-  treasury: zeroAddress,
-  attestorMinStake: 1_000n * 10n ** 6n,
-  attestorSlashAmount: 500n * 10n ** 6n,
-  attestorDisputeFee: 10n * 10n ** 6n,
-  attestorAnswerWindow: 600,
-  attestorUnbondingDelay: 600,
-  attestorDisputerShareBps: 5_000,
-  // The attestors' default QoS window (node/attest/options.ts qosWindowSeconds).
-  attestorFaultWindow: 30,
-};
-
-/** The sink of the devnet's attestor slashes (what the disputer does not get) when no treasury is set: a burn address. */
-export const DEVNET_SLASH_SINK: Address = "0x000000000000000000000000000000000000dEaD";
+export { DeployError } from "./deploy-errors.js";
+export { DEVNET_PARAMS, DEVNET_SLASH_SINK, PRODUCTION_PARAMS, PRODUCTION_TIMELOCK_DELAY_SECONDS, PARAMS_PRESETS, type DeployParams, type ParamsPreset } from "./deploy-params.js";
 
 export type DeployOptions = {
   publicClient: PublicClient<Transport, Chain>;
   walletClient: WalletClient<Transport, Chain, Account>;
-  /** Overrides of DEVNET_PARAMS. */
+  /** The parameter set `params` overrides (deploy-params.ts): "devnet" by default, "production" for a real deployment. */
+  preset?: ParamsPreset;
+  /** Overrides of the preset's parameters. */
   params?: Partial<DeployParams>;
-  /** Receives DEFAULT_ADMIN_ROLE of the registry (and so governs the market); the deployer by default. */
+  /** Receives DEFAULT_ADMIN_ROLE of the registry (and so governs the market and the staking); the deployer by default. Not with `timelock`. */
   governance?: Address;
-  /** Addresses granted ATTESTOR_ROLE (only possible when the deployer is governance). */
+  /**
+   * Hands every admin power to a new OpenZeppelin TimelockController with these settings: the registry's
+   * DEFAULT_ADMIN_ROLE goes to it and the deployer renounces its own. Its delay must be at least the providers'
+   * unbonding delay, so a provider can leave before a hostile proposal runs.
+   */
+  timelock?: TimelockSettings;
+  /**
+   * Addresses granted ATTESTOR_ROLE by the deployer before it hands governance over (not with `governance`). With the
+   * devnet's TestToken the deployer also stakes the minimum for each from the faucet; with an existing token each
+   * attestor stakes itself (`suanli attestor stake`).
+   */
   attestors?: readonly Address[];
+  /**
+   * An existing ERC-20 to settle in instead of deploying the devnet's TestToken: checked first (6 decimals, EIP-2612
+   * detected, no fee on transfer; settlement-token.ts), which needs the deployer to hold 1 token.
+   */
+  token?: Address;
 };
 
 export const MARKET_ROLE = keccak256(toBytes("MARKET_ROLE"));
 export const ATTESTOR_ROLE = keccak256(toBytes("ATTESTOR_ROLE"));
+const ADMIN_ROLE = zeroHash;
+
+/** The TestToken's permit domain (OpenZeppelin's ERC20Permit with the token's name): no need to probe our own token. */
+const TEST_TOKEN_PERMIT = { name: "Suanli Test USD", version: "1" };
 
 /**
- * Deploys TestToken, ProviderRegistry, LeaseMarketExtension, LeaseMarket and AttestorStaking, grants the
- * market MARKET_ROLE, attaches the staking to the registry (attestors count only while staked), grants the
- * attestors ATTESTOR_ROLE and stakes the minimum for each from the token's faucet, and returns the manifest
- * (not yet written). The staking's address is the registry's `attestorStaking()`.
- * Each transaction waits for its receipt; the manifest's deploymentBlock is the first one's.
+ * Deploys ProviderRegistry, LeaseMarketExtension, LeaseMarket and AttestorStaking, settling in the devnet's TestToken
+ * (deployed first) or in an existing `token` (checked first), grants the market MARKET_ROLE (once, for good), attaches
+ * the staking to the registry (attestors count only while staked), grants the attestors ATTESTOR_ROLE (staking the
+ * minimum for each from the TestToken's faucet), hands governance to `governance` or to a new timelock, and returns
+ * the manifest (not yet written): every contract, the token and its permit, the parameters, the governance and the
+ * role holders read back from the chain. Each transaction waits for its receipt; deploymentBlock is the first
+ * contract's. Every check that can refuse (options, token) runs before any contract is deployed.
  */
-export async function deployContracts({ publicClient, walletClient, params, governance, attestors = [] }: DeployOptions): Promise<Deployment> {
+export async function deployContracts(options: DeployOptions): Promise<Deployment> {
+  const { publicClient, walletClient, governance, timelock, attestors = [] } = options;
   const chainId = await publicClient.getChainId();
   const deployer = walletClient.account.address;
-  const settings = { ...DEVNET_PARAMS, ...params };
-  const admin = governance ?? deployer;
-  if (attestors.length && getAddress(admin) !== getAddress(deployer)) {
+  const preset = options.preset ?? "devnet";
+  const settings: DeployParams = { ...PARAMS_PRESETS[preset], ...options.params };
+  if (governance !== undefined && timelock !== undefined) throw new DeployError("Pass either governance (an account) or timelock (its settings), not both");
+  if (attestors.length && governance !== undefined && getAddress(governance) !== getAddress(deployer)) {
     throw new DeployError("Attestors can only be granted at deployment when the deployer is governance", {
       metaMessages: ["Deploy without attestors and let governance grant ATTESTOR_ROLE later."],
     });
+  }
+  if (timelock) {
+    checkTimelockSettings(timelock);
+    if (timelock.minDelaySeconds < settings.unbondingDelay) {
+      throw new DeployError(`The timelock delay ${timelock.minDelaySeconds} s is shorter than the providers' unbonding delay ${settings.unbondingDelay} s`, {
+        metaMessages: ["A provider who sees a hostile proposal must be able to unstake and withdraw before it runs: make the delay at least the unbonding delay."],
+      });
+    }
   }
 
   async function deploy(contract: string, abi: Abi, args: readonly unknown[] = []) {
@@ -107,19 +97,30 @@ export async function deployContracts({ publicClient, walletClient, params, gove
     return { address: getAddress(receipt.contractAddress), blockNumber: receipt.blockNumber };
   }
 
-  async function grant(role: `0x${string}`, account: Address, registry: Address) {
-    const hash = await walletClient.writeContract({ address: registry, abi: providerRegistryAbi, functionName: "grantRole", args: [role, account] });
-    const receipt = await publicClient.waitForTransactionReceipt({ hash });
-    if (receipt.status !== "success") throw new DeployError(`Granting a role to ${account} failed (transaction ${hash})`);
-  }
-
   async function send(what: string, request: Parameters<typeof walletClient.writeContract>[0]) {
     const hash = await walletClient.writeContract(request);
     const receipt = await publicClient.waitForTransactionReceipt({ hash });
     if (receipt.status !== "success") throw new DeployError(`${what} failed (transaction ${hash})`);
   }
 
-  const token = await deploy("TestToken", testTokenAbi);
+  const role = (what: string, name: "grantRole" | "renounceRole", roleId: `0x${string}`, account: Address, registry: Address) =>
+    send(what, { address: registry, abi: providerRegistryAbi, functionName: name, args: [roleId, account] });
+
+  // The existing token is checked (and its fee probe sent) before any contract is deployed.
+  let token: SettlementToken & { blockNumber?: bigint };
+  if (options.token !== undefined) {
+    token = await checkSettlementToken({ publicClient, walletClient, token: options.token });
+  } else {
+    const deployed = await deploy("TestToken", testTokenAbi);
+    const [symbol, decimals] = await Promise.all([
+      publicClient.readContract({ address: deployed.address, abi: testTokenAbi, functionName: "symbol" }),
+      publicClient.readContract({ address: deployed.address, abi: testTokenAbi, functionName: "decimals" }),
+    ]);
+    token = { address: deployed.address, name: TEST_TOKEN_PERMIT.name, symbol, decimals, permit: TEST_TOKEN_PERMIT, blockNumber: deployed.blockNumber };
+  }
+  const timelockDeployed = timelock ? await deployTimelock({ publicClient, walletClient }, timelock) : undefined;
+  const admin = timelockDeployed?.address ?? (governance === undefined ? deployer : getAddress(governance));
+
   // The deployer holds the admin role until the roles are granted, then hands it to governance.
   const registry = await deploy("ProviderRegistry", providerRegistryAbi, [token.address, deployer, settings.unbondingDelay, settings.faultQuorum]);
   const extension = await deploy("LeaseMarketExtension", leaseMarketExtensionAbi, [registry.address]);
@@ -134,9 +135,14 @@ export async function deployContracts({ publicClient, walletClient, params, gove
       treasury: settings.treasury,
     },
   ]);
-  await grant(MARKET_ROLE, market.address, registry.address);
+  await role("Granting the market MARKET_ROLE", "grantRole", MARKET_ROLE, market.address, registry.address);
+  if (settings.faultQuorumBps !== 0) {
+    await send("Setting the fault quorum's share", { address: registry.address, abi: providerRegistryAbi, functionName: "setFaultQuorumBps", args: [settings.faultQuorumBps] });
+  }
   // The first staking of this registry and market: it replaces none (deployAttestorStaking replaces one).
-  // Attached at once: no attestor holds a stake anywhere yet, so nothing stops counting.
+  // Attached at once: no attestor holds a stake anywhere yet, so nothing stops counting. Slashes not paid to the
+  // disputer go to the treasury, else to governance's timelock, else they are burnt.
+  const sink = settings.treasury !== zeroAddress ? settings.treasury : (timelockDeployed?.address ?? DEVNET_SLASH_SINK);
   const { address: stakingAddress } = await deployAttestorStaking({
     publicClient,
     walletClient,
@@ -150,44 +156,67 @@ export async function deployContracts({ publicClient, walletClient, params, gove
       answerWindow: settings.attestorAnswerWindow,
       unbondingDelay: settings.attestorUnbondingDelay,
       disputerShareBps: settings.attestorDisputerShareBps,
-      sink: settings.treasury === zeroAddress ? DEVNET_SLASH_SINK : settings.treasury,
+      sink,
       faultWindow: settings.attestorFaultWindow,
     },
   });
-  const staking = { address: stakingAddress };
-  for (const attestor of attestors) await grant(ATTESTOR_ROLE, attestor, registry.address);
-  if (attestors.length) {
+  for (const attestor of attestors) await role(`Granting ATTESTOR_ROLE to ${attestor}`, "grantRole", ATTESTOR_ROLE, attestor, registry.address);
+  if (attestors.length && options.token === undefined) {
     // The test token's faucet mints the attestors' minimum stake to the deployer, who stakes it for each.
     const total = settings.attestorMinStake * BigInt(attestors.length);
     await send("Minting the attestors' stake", { address: token.address, abi: testTokenAbi, functionName: "faucet", args: [deployer, total] });
-    await send("Approving the attestors' stake", { address: token.address, abi: testTokenAbi, functionName: "approve", args: [staking.address, total] });
+    await send("Approving the attestors' stake", { address: token.address, abi: testTokenAbi, functionName: "approve", args: [stakingAddress, total] });
     for (const attestor of attestors) {
-      await send(`Staking for attestor ${attestor}`, { address: staking.address, abi: attestorStakingAbi, functionName: "stakeFor", args: [attestor, settings.attestorMinStake] });
+      await send(`Staking for attestor ${attestor}`, { address: stakingAddress, abi: attestorStakingAbi, functionName: "stakeFor", args: [attestor, settings.attestorMinStake] });
     }
   }
-  if (getAddress(admin) !== getAddress(deployer)) {
-    await grant(`0x${"00".repeat(32)}`, admin, registry.address);
-    const hash = await walletClient.writeContract({
-      address: registry.address,
-      abi: providerRegistryAbi,
-      functionName: "renounceRole",
-      args: [`0x${"00".repeat(32)}`, deployer],
-    });
-    await publicClient.waitForTransactionReceipt({ hash });
+  if (admin !== deployer) {
+    await role("Handing governance over", "grantRole", ADMIN_ROLE, admin, registry.address);
+    await role("Renouncing the deployer's admin role", "renounceRole", ADMIN_ROLE, deployer, registry.address);
   }
 
-  const [symbol, decimals] = await Promise.all([
-    publicClient.readContract({ address: token.address, abi: testTokenAbi, functionName: "symbol" }),
-    publicClient.readContract({ address: token.address, abi: testTokenAbi, functionName: "decimals" }),
-  ]);
+  const members = async (roleId: `0x${string}`) => {
+    const count = await publicClient.readContract({ address: registry.address, abi: providerRegistryAbi, functionName: "getRoleMemberCount", args: [roleId] });
+    return Promise.all(
+      Array.from({ length: Number(count) }, (_, i) =>
+        publicClient.readContract({ address: registry.address, abi: providerRegistryAbi, functionName: "getRoleMember", args: [roleId, BigInt(i)] }),
+      ),
+    );
+  };
+  const [admins, markets, attestorSet] = await Promise.all([members(ADMIN_ROLE), members(MARKET_ROLE), members(ATTESTOR_ROLE)]);
 
   return {
     chainId,
-    deploymentBlock: token.blockNumber,
+    deploymentBlock: token.blockNumber ?? timelockDeployed?.blockNumber ?? registry.blockNumber,
     deployedAt: new Date().toISOString(),
     deployer,
-    contracts: { token: token.address, registry: registry.address, market: market.address },
-    token: { symbol, decimals },
+    contracts: {
+      token: token.address,
+      registry: registry.address,
+      market: market.address,
+      extension: extension.address,
+      attestorStaking: stakingAddress,
+      ...(timelockDeployed ? { timelock: timelockDeployed.address } : {}),
+    },
+    token: { symbol: token.symbol, decimals: token.decimals, permit: token.permit, origin: options.token === undefined ? "TestToken" : "existing" },
+    params: {
+      preset,
+      values: Object.fromEntries(Object.entries({ ...settings, attestorSink: sink }).map(([key, value]) => [key, typeof value === "bigint" ? value.toString() : value])),
+    },
+    governance: {
+      admin,
+      ...(timelock
+        ? {
+            timelock: {
+              minDelaySeconds: timelock.minDelaySeconds,
+              proposers: timelock.proposers.map((a) => getAddress(a)),
+              executors: timelock.executors.map((a) => getAddress(a)),
+              cancellers: (timelock.cancellers ?? []).map((a) => getAddress(a)),
+            },
+          }
+        : {}),
+    },
+    roles: { admin: admins, market: markets, attestor: attestorSet },
   };
 }
 

@@ -3,6 +3,7 @@ import { InvalidInputError, SuanliError } from "../../common/errors.js";
 import { ConfigError } from "../config/load.js";
 import { registerAttestor } from "./commands/attestor.js";
 import { registerDevnet } from "./commands/devnet.js";
+import { registerGovernance } from "./commands/governance.js";
 import { registerNode } from "./commands/node.js";
 import { registerProvider } from "./commands/provider.js";
 import { registerWallet } from "./commands/wallet.js";
@@ -17,6 +18,7 @@ registerAttestor(program);
 registerWallet(program);
 registerRenter(program);
 registerProvider(program);
+registerGovernance(program);
 
 function exitCodeFor(error: unknown): number {
   if (error instanceof CliError) return error.exitCode;

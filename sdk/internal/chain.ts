@@ -110,6 +110,8 @@ async function permitFor(ctx: ChainContext, value: bigint) {
     value,
     deadline: BigInt(from + 600),
     chainId: ctx.deployment.chainId,
+    // The permit domain the deploy found (USDC's version is "2"); null: the token has no permit.
+    domain: ctx.deployment.token.permit,
   });
 }
 

@@ -1,16 +1,19 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createPublicClient, http } from "viem";
-import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
+import { createPublicClient, erc20Abi, http, type Abi } from "viem";
+import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi, testTokenAbi, timelockControllerAbi } from "../../common/abi.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { connectChain } from "../../node/chain/clients.js";
-import { ATTESTOR_ROLE, DEVNET_PARAMS, MARKET_ROLE, deployAttestorStaking, deployContracts } from "../../node/chain/deploy.js";
+import { ATTESTOR_ROLE, DEVNET_PARAMS, MARKET_ROLE, PRODUCTION_TIMELOCK_DELAY_SECONDS, deployAttestorStaking, deployContracts } from "../../node/chain/deploy.js";
+import { parseDeployFlags } from "../../node/chain/deploy-flags.js";
 import { startEmbeddedChain, type EmbeddedChain } from "../../node/chain/embedded.js";
 import { readDeployment, writeDeployment } from "../../node/chain/manifest.js";
+import { ANYONE, CANCELLER_ROLE, EXECUTOR_ROLE, PROPOSER_ROLE } from "../../node/chain/timelock.js";
+import { lastJson, runCli } from "../support/cli.js";
 
 describe("devnet deployment (embedded chain)", () => {
   let chain: EmbeddedChain;
@@ -66,6 +69,17 @@ describe("devnet deployment (embedded chain)", () => {
     assert.equal(params.protocolFeeBps, 0);
     assert.equal(unbondingDelay, DEVNET_PARAMS.unbondingDelay);
     assert.equal(quorum, DEVNET_PARAMS.faultQuorum);
+    // The manifest says the rest: the extension and the staking, the token's permit, the parameters, who governs.
+    const staking = await reader.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
+    assert.equal(manifest.contracts.attestorStaking, staking);
+    assert.equal(manifest.contracts.extension, await reader.readContract({ address: market, abi: leaseMarketAbi, functionName: "extension" }));
+    assert.equal(manifest.contracts.timelock, undefined);
+    assert.deepEqual(manifest.token, { symbol: "tUSD", decimals: 6, permit: { name: "Suanli Test USD", version: "1" }, origin: "TestToken" });
+    assert.equal(manifest.params?.preset, "devnet");
+    assert.equal(manifest.params?.values.preemptionNotice, DEVNET_PARAMS.preemptionNotice);
+    assert.equal(manifest.params?.values.attestorMinStake, DEVNET_PARAMS.attestorMinStake.toString());
+    assert.deepEqual(manifest.governance, { admin: devnetAccount(0).address });
+    assert.deepEqual(manifest.roles, { admin: [devnetAccount(0).address], market: [market], attestor: [] });
 
     // The faucet mints to a renter, and the balance is visible to any client.
     const renter = devnetAccount(5).address;
@@ -170,6 +184,141 @@ describe("devnet deployment (embedded chain)", () => {
       assert.match(stdout, /Attached/);
       const third = await publicClient.readContract({ address: registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
       assert.equal(await publicClient.readContract({ address: third, abi: attestorStakingAbi, functionName: "predecessor" }), next.address);
+    } finally {
+      await rm(out, { recursive: true, force: true });
+    }
+  });
+
+  it("hands every admin power to a timelock and the deployer keeps none; refuses a delay shorter than the unbonding delay before sending anything", async () => {
+    const clients = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0) });
+    const { publicClient, walletClient } = { publicClient: clients.publicClient, walletClient: clients.walletClient! };
+    const [proposer, executor, guardian, attestor] = [devnetAccount(1).address, devnetAccount(2).address, devnetAccount(3).address, devnetAccount(7).address];
+    const nonce = await publicClient.getTransactionCount({ address: walletClient.account.address });
+    const refused = (options: Partial<Parameters<typeof deployContracts>[0]>, pattern: RegExp) =>
+      assert.rejects(deployContracts({ publicClient, walletClient, ...options }), (error: Error) => {
+        assert.equal(error.name, "DeployError");
+        assert.match(error.message, pattern);
+        return true;
+      });
+    await refused({ timelock: { minDelaySeconds: 59, proposers: [proposer], executors: [executor] } }, /timelock delay 59 s is shorter than the providers' unbonding delay 60 s/);
+    await refused({ timelock: { minDelaySeconds: 60, proposers: [], executors: [executor] } }, /at least one proposer/);
+    await refused({ timelock: { minDelaySeconds: 60, proposers: [proposer], executors: [executor] }, governance: proposer }, /either governance .* or timelock/);
+    assert.equal(await publicClient.getTransactionCount({ address: walletClient.account.address }), nonce); // nothing sent
+
+    const deployment = await deployContracts({
+      publicClient,
+      walletClient,
+      attestors: [attestor],
+      params: { faultQuorumBps: 6_667 },
+      timelock: { minDelaySeconds: 3_600, proposers: [proposer], executors: [ANYONE], cancellers: [guardian] },
+    });
+    const timelock = deployment.contracts.timelock!;
+    const registry = deployment.contracts.registry!;
+    const read = <T>(address: `0x${string}`, abi: Abi, functionName: string, args: readonly unknown[] = []) =>
+      publicClient.readContract({ address, abi, functionName, args }) as Promise<T>;
+    const ADMIN = `0x${"00".repeat(32)}` as const;
+    assert.deepEqual(deployment.governance, { admin: timelock, timelock: { minDelaySeconds: 3_600, proposers: [proposer], executors: [ANYONE], cancellers: [guardian] } });
+    // The attestor was granted before the handover; the registry's only admin is the timelock.
+    assert.deepEqual(deployment.roles, { admin: [timelock], market: [deployment.contracts.market], attestor: [attestor] });
+    assert.deepEqual(await read(registry, providerRegistryAbi, "faultQuorumParams"), [DEVNET_PARAMS.faultQuorum, 6_667]);
+    assert.equal(await read(registry, providerRegistryAbi, "hasRole", [ADMIN, devnetAccount(0).address]), false);
+    // The slashes' sink is governance's timelock when no treasury is set.
+    assert.equal((await read<{ sink: string }>(deployment.contracts.attestorStaking!, attestorStakingAbi, "params")).sink, timelock);
+    // The timelock: its delay, its roles as asked, and its own admin is itself (the deployer renounced after adding the guardian).
+    assert.equal(await read(timelock, timelockControllerAbi, "getMinDelay"), 3_600n);
+    const has = (role: `0x${string}`, account: `0x${string}`) => read<boolean>(timelock, timelockControllerAbi, "hasRole", [role, account]);
+    assert.deepEqual(
+      await Promise.all([
+        has(PROPOSER_ROLE, proposer),
+        has(CANCELLER_ROLE, proposer),
+        has(EXECUTOR_ROLE, ANYONE),
+        has(CANCELLER_ROLE, guardian),
+        has(PROPOSER_ROLE, guardian),
+        has(ADMIN, timelock),
+        has(ADMIN, devnetAccount(0).address),
+      ]),
+      [true, true, true, true, false, true, false],
+    );
+    // Every admin power from the deployer's key now fails.
+    await assert.rejects(
+      walletClient.writeContract({ address: registry, abi: providerRegistryAbi, functionName: "setFaultQuorum", args: [3] }),
+      /AccessControlUnauthorizedAccount/,
+    );
+  });
+
+  it("parses the deploy flags: production needs a timelock and an existing token, bad input is refused with what is accepted", () => {
+    const refused = (args: string[], pattern: RegExp) =>
+      assert.throws(
+        () => parseDeployFlags(args, {}),
+        (error: Error) => {
+          assert.equal(error.name, "DeployFlagError");
+          assert.match(error.message, pattern);
+          return true;
+        },
+      );
+    const token = devnetAccount(8).address;
+    const proposer = devnetAccount(1).address;
+    refused(["--params", "production", "--token", token], /--params production hands every admin power to a timelock: pass --proposer/);
+    refused(["--params", "production", "--proposer", proposer], /--params production settles in an existing token: pass --token/);
+    refused(["--params", "mainnet"], /--params must be one of: devnet, production/);
+    refused(["--token", "0x1234"], /--token must be an address/);
+    refused(["--executor", proposer], /set up the timelock: pass at least one --proposer/);
+    refused(["--proposer", proposer, "--timelock-delay", "8d"], /--timelock-delay must be a whole number of seconds/);
+    refused(["--replace-staking", "--token", token], /--replace-staking deploys only a new AttestorStaking: --token do not apply/);
+    refused(["--attach"], /--predecessor and --attach go with --replace-staking/);
+    refused(["--private-key", "0xabc"], /--private-key must be 0x followed by 64 hex digits/);
+    refused(["--bogus"], /Unknown option '--bogus'[\s\S]*Accepted: --rpc-url/);
+
+    // The devnet stays the default: no timelock, the TestToken.
+    assert.deepEqual(parseDeployFlags([], {}).deploy, { preset: "devnet", attestors: [] });
+    const production = parseDeployFlags(["--params", "production", "--token", token, "--proposer", proposer, "--executor", "anyone", "--attestor", token], {});
+    assert.deepEqual(production.deploy, {
+      preset: "production",
+      token,
+      attestors: [token],
+      timelock: { minDelaySeconds: PRODUCTION_TIMELOCK_DELAY_SECONDS, proposers: [proposer], executors: [ANYONE], cancellers: [] },
+    });
+    // Without --executor the proposers execute; a devnet timelock waits the devnet's unbonding delay unless told.
+    assert.deepEqual(parseDeployFlags(["--proposer", proposer], {}).deploy.timelock, {
+      minDelaySeconds: DEVNET_PARAMS.unbondingDelay,
+      proposers: [proposer],
+      executors: [proposer],
+      cancellers: [],
+    });
+    assert.equal(parseDeployFlags(["--proposer", proposer, "--timelock-delay", "7200"], {}).deploy.timelock?.minDelaySeconds, 7_200);
+  });
+
+  it("onboards an attestor on a deployment without a timelock and a token without permit: approve and stake, then the admin grants at once", async () => {
+    const clients = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0) });
+    const { publicClient, walletClient } = { publicClient: clients.publicClient, walletClient: clients.walletClient! };
+    const artifact = JSON.parse(await readFile(path.resolve(import.meta.dirname, "../../artifacts/contracts/test/StableToken.sol/StableToken.json"), "utf8")) as {
+      abi: Abi;
+      bytecode: `0x${string}`;
+    };
+    const attestor = devnetAccount(7).address;
+    const hash = await walletClient.deployContract({ ...artifact, args: ["Plain USD", "pUSD", 6, "", devnetAccount(0).address, 10n ** 12n] });
+    const token = (await publicClient.waitForTransactionReceipt({ hash })).contractAddress!;
+    const deployment = await deployContracts({ publicClient, walletClient, token });
+    assert.deepEqual(deployment.token, { symbol: "pUSD", decimals: 6, permit: null, origin: "existing" });
+    await publicClient.waitForTransactionReceipt({
+      hash: await walletClient.writeContract({ address: token, abi: erc20Abi, functionName: "transfer", args: [attestor, DEVNET_PARAMS.attestorMinStake] }),
+    });
+    const out = await mkdtemp(path.join(tmpdir(), "suanli-onboard-"));
+    try {
+      await writeDeployment(out, deployment);
+      const cli = (...args: string[]) => runCli([...args, "--rpc-url", chain.rpcUrl, "--deployments", out, "--json"]);
+      const staked = await cli("attestor", "stake", "--devnet-account", "7");
+      assert.equal(staked.code, 0, staked.stderr);
+      assert.deepEqual(
+        (({ amount, permit, transactions, holdsRole }) => ({ amount, permit, transactions: (transactions as string[]).length, holdsRole }))(lastJson(staked.stdout)),
+        { amount: DEVNET_PARAMS.attestorMinStake.toString(), permit: false, transactions: 2, holdsRole: false }, // approve + stake
+      );
+      const scheduled = await cli("governance", "grant-attestor", attestor, "--schedule", "--devnet-account", "0");
+      assert.equal(scheduled.code, 2);
+      assert.match(scheduled.stderr, /no timelock: governance acts at once/);
+      const granted = await cli("governance", "grant-attestor", attestor, "--execute", "--devnet-account", "0");
+      assert.equal(granted.code, 0, granted.stderr);
+      assert.deepEqual((({ holdsRole, staked, isAttestor }) => ({ holdsRole, staked, isAttestor }))(lastJson(granted.stdout)), { holdsRole: true, staked: true, isAttestor: true });
     } finally {
       await rm(out, { recursive: true, force: true });
     }

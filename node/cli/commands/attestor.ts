@@ -10,9 +10,11 @@ import { runNode, waitForShutdown } from "../../run.js";
 import { parseConfigFlags } from "../config-flags.js";
 import { cliContext, withChainFlags, type ChainFlags } from "../context.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
+import { registerAttestorStake } from "./attestor-stake.js";
 
 export function registerAttestor(program: Command): void {
   const attestor = program.command("attestor").description("the attestor role: challenge providers' hardware, watch leases, co-sign faults");
+  registerAttestorStake(attestor);
 
   attestor
     .command("start")
