@@ -12,7 +12,7 @@
  * and the runtime set up its namespaces, cgroups, rlimits, devices and mounts: every step that
  * fails on a misconfigured host happens before the exec.
  */
-import { execFile } from "node:child_process";
+import { execFileText } from "../../process/child.js";
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 
@@ -34,7 +34,7 @@ export type EngineResult = { code: number | null; stdout: string; stderr: string
 /** Runs the engine client (or any tool) and collects its output; never throws. */
 export function runEngine(file: string, args: string[], timeoutMs: number, input?: string): Promise<EngineResult> {
   return new Promise((resolve) => {
-    const child = execFile(file, args, { timeout: timeoutMs, encoding: "utf8", maxBuffer: 4 * 1024 * 1024 }, (error, stdout, stderr) => {
+    const child = execFileText(file, args, { timeout: timeoutMs, maxBuffer: 4 * 1024 * 1024 }, (error, stdout, stderr) => {
       const missing = (error as NodeJS.ErrnoException | null)?.code === "ENOENT";
       resolve({ code: error ? (typeof error.code === "number" ? error.code : null) : 0, stdout, stderr, missing });
     });
