@@ -31,6 +31,28 @@ const COMMAND_NOT_RUNNABLE = /permission denied: OCI permission denied|exec form
 
 export type EngineResult = { code: number | null; stdout: string; stderr: string; missing: boolean };
 
+/** Variables the engine client itself reads (daemon address, auth); the only ones it gets from the node. */
+const CLIENT_ENV = [
+  "PATH",
+  "HOME",
+  "DOCKER_HOST",
+  "DOCKER_CONTEXT",
+  "DOCKER_CONFIG",
+  "DOCKER_CERT_PATH",
+  "DOCKER_TLS_VERIFY",
+  "XDG_RUNTIME_DIR",
+  "CONTAINER_HOST",
+  "CONTAINERS_CONF",
+  "REGISTRY_AUTH_FILE",
+];
+
+/** The node's values of CLIENT_ENV: the environment a task's `start --attach` runs in. */
+export function engineClientEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const key of CLIENT_ENV) if (process.env[key] !== undefined) env[key] = process.env[key]!;
+  return env;
+}
+
 /** Runs the engine client (or any tool) and collects its output; never throws. */
 export function runEngine(file: string, args: string[], timeoutMs: number, input?: string): Promise<EngineResult> {
   return new Promise((resolve) => {
