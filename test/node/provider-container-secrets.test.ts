@@ -96,6 +96,9 @@ describe("container runtime: secrets leave no copy in the engine (issue #33 item
   after(async () => {
     for (const taskId of ["secret-env", "secret-argv", "secret-nosh"]) await podman("rm", "--force", "--time", "0", containerName(taskId)).catch(() => undefined);
     for (const image of made) await podman("rmi", "--force", image).catch(() => undefined);
+    // The runtime's (now empty) directory for task secrets on the RAM filesystem.
+    const secretsRoot = await findSecretsRoot(ownerId(path.resolve(root)), undefined, { create: false });
+    if (secretsRoot) await rm(secretsRoot, { recursive: true, force: true });
     await rm(dir, { recursive: true, force: true });
   });
 
@@ -121,7 +124,7 @@ describe("container runtime: secrets leave no copy in the engine (issue #33 item
     assert.ok(inspected.includes("plain") && !inspected.includes(canary) && !inspected.includes("first-"), "podman inspect shows no secret");
     assert.deepEqual(await filesContaining(engineState, canary), [], "no file of the engine's state holds the secret while the task runs");
     // The one copy outside the task is on a RAM filesystem, in the node's own directory.
-    const secretsRoot = await findSecretsRoot(ownerId(path.resolve(root)));
+    const secretsRoot = await findSecretsRoot(ownerId(path.resolve(root)), undefined, { create: false });
     assert.ok(secretsRoot && (await onRamFilesystem(secretsRoot)));
     assert.equal(await readFile(path.join(secretsRoot, "secret-env", "TOKEN"), "utf8"), canary);
     assert.equal(((await lstat(secretsRoot)).mode & 0o777).toString(8), "700", "no other user of the host can reach it");

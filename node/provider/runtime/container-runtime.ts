@@ -119,7 +119,6 @@ export class ContainerRuntime implements Runtime {
   private readonly root: string;
   private detection: Promise<EngineDetection> | undefined;
   private selection: Promise<Selection> | undefined;
-  private secretsRootFound: Promise<string | undefined> | undefined;
   /** Pulled and loaded images, reused by digest and pruned by size. */
   readonly images: ImageStore;
 
@@ -159,10 +158,10 @@ export class ContainerRuntime implements Runtime {
       this.logger.warn("Stopped and removed containers a previous run of this node left behind", { containers: orphans, removed });
     }
     const warnings: string[] = [];
-    const secretsRoot = await this.secretsRoot();
+    const secretsRoot = await findSecretsRoot(this.owner, this.secretsBases(), { create: false });
     if (!secretsRoot) warnings.push(`no RAM filesystem (tmpfs) found in ${this.secretsBases().join(", ")}: container tasks with secret env values will be refused`);
     // Secrets a previous run left (it was killed before its tasks ended): nothing of ours runs now.
-    else for (const entry of await readdir(secretsRoot)) await removeSecretsDir(path.join(secretsRoot, entry));
+    else for (const entry of await readdir(secretsRoot).catch(() => [])) await removeSecretsDir(path.join(secretsRoot, entry));
     const weakening = (this.options.extraArgs ?? []).filter((arg) =>
       /^(--privileged|--network|--net|--pid|--ipc|--uts|--userns|--cap-add|-v|--volume|--mount|--device|--security-opt)(=|$)/.test(arg),
     );
@@ -175,12 +174,6 @@ export class ContainerRuntime implements Runtime {
 
   private secretsBases(): readonly string[] {
     return this.options.secretsBases ?? defaultSecretsBases();
-  }
-
-  /** This node's directory for task secrets on a RAM filesystem (container-secrets.ts), found once. */
-  private secretsRoot(): Promise<string | undefined> {
-    this.secretsRootFound ??= findSecretsRoot(this.owner, this.secretsBases());
-    return this.secretsRootFound;
   }
 
   /** Removes this node's containers now (a restarted node's orphans); returns how many there were. */
@@ -269,7 +262,7 @@ export class ContainerRuntime implements Runtime {
     const { engine } = await this.engine();
     if (engine) killed += await removeContainers(engine, [containerName(taskId)]).catch(() => 0);
     killed += await reapTaskProcesses(workspace, hints);
-    const secretsRoot = await this.secretsRoot();
+    const secretsRoot = await findSecretsRoot(this.owner, this.secretsBases(), { create: false });
     if (secretsRoot) await removeSecretsDir(path.join(secretsRoot, taskId));
     await rm(path.join(this.root, `.${taskId}.bundle`), { force: true });
     await rm(workspace, { recursive: true, force: true });
@@ -287,7 +280,8 @@ export class ContainerRuntime implements Runtime {
       ]);
     if (spec.image) checkImageReference(spec.image, compileFetchPolicy(this.options.fetchPolicy));
     const secrets = secretsOf(spec);
-    const secretsRoot = secrets.size > 0 ? await this.secretsRoot() : undefined;
+    // This node's directory for task secrets on a RAM filesystem, made for the first task with secrets.
+    const secretsRoot = secrets.size > 0 ? await findSecretsRoot(this.owner, this.secretsBases()) : undefined;
     if (secrets.size > 0 && !secretsRoot) {
       throw new RuntimeUnavailableError("container", `no RAM filesystem (tmpfs) to hand the task its secrets (looked in ${this.secretsBases().join(", ")})`, [
         "Secrets are never written to a disk: mount a tmpfs at /dev/shm, or run the node with XDG_RUNTIME_DIR on one.",

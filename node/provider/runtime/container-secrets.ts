@@ -49,20 +49,25 @@ export async function onRamFilesystem(dir: string): Promise<boolean> {
 
 /**
  * The node's own directory for task secrets: `<base>/suanli-secrets-<owner>` on the first base
- * that is a RAM filesystem, created 0700. One that exists but is not a directory of this user with
- * mode 0700 (a link, or made by another user of a shared /dev/shm) is never written to. Undefined
- * when no base qualifies.
+ * that is a RAM filesystem, created 0700 (with `create`, the default: a node makes it only for a
+ * task with secrets). One that exists but is not a directory of this user with mode 0700 (a link,
+ * or made by another user of a shared /dev/shm) is never written to. Undefined when no base
+ * qualifies.
  */
-export async function findSecretsRoot(owner: string, bases: readonly string[] = defaultSecretsBases()): Promise<string | undefined> {
+export async function findSecretsRoot(owner: string, bases: readonly string[] = defaultSecretsBases(), options: { create?: boolean } = {}): Promise<string | undefined> {
+  const create = options.create ?? true;
   for (const base of bases) {
     if (!(await onRamFilesystem(base))) continue;
     const dir = path.join(base, `suanli-secrets-${owner}`);
-    try {
-      await mkdir(dir, { mode: 0o700 });
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") continue;
+    if (create) {
+      try {
+        await mkdir(dir, { mode: 0o700 });
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "EEXIST") continue;
+      }
     }
     const info = await lstat(dir).catch(() => undefined);
+    if (!info && !create) return dir;
     if (!info || !info.isDirectory() || info.uid !== process.getuid?.() || (info.mode & 0o777) !== 0o700) continue;
     return dir;
   }
