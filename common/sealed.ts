@@ -7,9 +7,12 @@
  * - Binding: each ciphertext's AAD is `chainId:leaseId:NAME`, so it opens only for the lease and
  *   the variable it was sealed for (a relay cannot move it to another lease or variable).
  * - The key: each provider node derives a P-256 key pair from a 32-byte seed in its data dir and
- *   signs the public key with its wallet (EIP-191 personal message, below). It sends both in its
- *   reserve acceptance; the SDK seals only to a key whose signature recovers to the provider the
- *   lease is with, so a relay that swaps the key is caught.
+ *   signs the public key and the time it expires with its wallet (EIP-191 personal message,
+ *   below). It rotates the key (a new seed per epoch, node/provider/agent/sealing.ts), publishes
+ *   the current one with its offers and sends it in every reserve acceptance; the SDK seals only to
+ *   a key whose signature recovers to the provider the lease is with (a relay that swaps the key
+ *   is caught) and that has not expired (a stale key, one the provider may have deleted, is never
+ *   used).
  *
  * Wire form of a sealed value: `{ "sealed": "0x" + hex(enc ‖ ciphertext), "secret": true }`.
  */
@@ -27,9 +30,15 @@ const PUBLIC_KEY_PATTERN = /^0x04[0-9a-fA-F]{128}$/;
 /** Uncompressed P-256 public key, 0x04 followed by 128 hex digits. */
 export const sealingPublicKeySchema = z.string().regex(PUBLIC_KEY_PATTERN, "expected an uncompressed P-256 public key (0x04 followed by 128 hex digits)");
 
-/** A provider's sealing key as it travels: the public key and the wallet's signature over it. */
+/** A provider's sealing key as it travels: the public key, when it expires, and the wallet's signature over both. */
 export const sealingKeySchema = z.strictObject({
   publicKey: sealingPublicKeySchema,
+  /** Unix seconds after which a renter must not seal to this key (the provider may have deleted it). */
+  expiresAt: z
+    .number()
+    .int()
+    .min(1)
+    .max(2 ** 40),
   /** EIP-191 signature by the provider's wallet over sealingKeyStatement(). */
   signature: signatureSchema,
 });
@@ -42,19 +51,30 @@ export const sealedValueSchema = z
   .min(2 + 2 * (ENC_BYTES + 16))
   .max(2 + 2 * (ENC_BYTES + 16 + 32 * 1024));
 
-/** The text a provider's wallet signs to bind its sealing key to itself on one chain. */
-export function sealingKeyStatement(chainId: number, provider: Address, publicKey: string): string {
-  return `Suanli sealing key\nchain: ${chainId}\nprovider: ${provider.toLowerCase()}\nkey: ${publicKey.toLowerCase()}`;
+/** The text a provider's wallet signs to bind its sealing key, until `expiresAt` (unix seconds), to itself on one chain. */
+export function sealingKeyStatement(chainId: number, provider: Address, publicKey: string, expiresAt: number): string {
+  return `Suanli sealing key\nchain: ${chainId}\nprovider: ${provider.toLowerCase()}\nkey: ${publicKey.toLowerCase()}\nexpires: ${expiresAt}`;
 }
 
-/** Whether `key` is signed by `provider`'s wallet for `chainId`. */
+/** Whether `key` (its public key and expiry) is signed by `provider`'s wallet for `chainId`. Says nothing of the expiry itself: see sealingKeyProblem. */
 export async function verifySealingKey(key: SealingKey, provider: Address, chainId: number): Promise<boolean> {
   try {
-    const signer = await recoverMessageAddress({ message: sealingKeyStatement(chainId, provider, key.publicKey), signature: key.signature as Hex });
+    const signer = await recoverMessageAddress({ message: sealingKeyStatement(chainId, provider, key.publicKey, key.expiresAt), signature: key.signature as Hex });
     return signer.toLowerCase() === provider.toLowerCase();
   } catch {
     return false;
   }
+}
+
+/**
+ * What keeps a renter from sealing to `key` now (`nowSeconds`, unix): "unsigned" (not the
+ * provider's wallet's signature for this chain, or a field changed since), "expired" (the provider
+ * has rotated past it and may have deleted it), or undefined when it may be used.
+ */
+export async function sealingKeyProblem(key: SealingKey, provider: Address, chainId: number, nowSeconds: number): Promise<"unsigned" | "expired" | undefined> {
+  if (!(await verifySealingKey(key, provider, chainId))) return "unsigned";
+  if (key.expiresAt <= nowSeconds) return "expired";
+  return undefined;
 }
 
 export type SealContext = { chainId: number; leaseId: bigint; name: string };

@@ -199,9 +199,11 @@ export const reservationAnswerSchema = z.discriminatedUnion("accepted", [
     holdUntil: unixSecondsSchema.describe("The provider holds the units until this time."),
     preempt: z.array(amountSchema).describe("Interruptible leases the lease must preempt (LeaseTerms.preempt)."),
     sealingKey: z
-      .strictObject({ publicKey: sealingPublicKeySchema, signature: signatureWireSchema })
+      .strictObject({ publicKey: sealingPublicKeySchema, expiresAt: unixSecondsSchema, signature: signatureWireSchema })
       .optional()
-      .describe("The provider's encryption key for sealed secrets, signed by its wallet; the SDK checks the signature before sealing to it."),
+      .describe(
+        "The provider's current encryption key for sealed secrets and when it expires, signed by its wallet; the SDK checks the signature and the expiry before sealing to it.",
+      ),
   }),
   z.strictObject({
     accepted: z.literal(false),

@@ -78,10 +78,10 @@ export const offerViewSchema = z.strictObject({
     ),
   model: z.string().describe("Canonical GPU model name (common/gpu.ts); a MIG slice is `<model>/<profile>`."),
   sealingKey: z
-    .strictObject({ publicKey: sealingPublicKeySchema, signature: signatureWireSchema })
+    .strictObject({ publicKey: sealingPublicKeySchema, expiresAt: unixSecondsSchema, signature: signatureWireSchema })
     .optional()
     .describe(
-      "The provider's encryption key for sealed secrets and its wallet's EIP-191 signature over it (common/sealed.ts), as published with its offers (checked by this node); seal to it only after checking the signature yourself.",
+      "The provider's current encryption key for sealed secrets, when it expires (unix seconds: the provider rotates it) and its wallet's EIP-191 signature over both (common/sealed.ts), as published with its offers (checked by this node); seal to it only after checking the signature and the expiry yourself.",
     ),
   modelHash: bytes32WireSchema.describe("keccak256 of the canonical name, as on-chain."),
   units: uint16Schema,

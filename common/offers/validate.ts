@@ -323,7 +323,8 @@ export class OfferValidator {
   private readonly sealingKeys = new LRUCache<string, boolean>({ max: 4096 });
 
   private async sealingKeyValid(key: SealingKey, provider: Address): Promise<boolean> {
-    const cacheKey = `${provider.toLowerCase()}:${key.publicKey.toLowerCase()}:${key.signature.toLowerCase()}`;
+    // Every signed field is in the cache key: a copy with another expiry is checked on its own.
+    const cacheKey = `${provider.toLowerCase()}:${key.publicKey.toLowerCase()}:${key.expiresAt}:${key.signature.toLowerCase()}`;
     let valid = this.sealingKeys.get(cacheKey);
     if (valid === undefined) {
       valid = await verifySealingKey(key, provider, this.chainId);

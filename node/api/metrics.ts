@@ -44,6 +44,12 @@ export function createApiMetrics(registry: Registry) {
       labelNames: ["reason"] as const,
       registers,
     }),
+    connectionsRefused: new Counter({
+      name: "suanli_api_connections_refused_total",
+      help: "Connections closed at once by a cap (api.connections), by reason (per_address, total)",
+      labelNames: ["reason"] as const,
+      registers,
+    }),
     signatureFailures: new Counter({
       name: "suanli_api_signature_failures_total",
       help: "Signed requests refused, by reason (signer, stale, replay)",

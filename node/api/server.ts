@@ -22,6 +22,7 @@ import type { ApiErrorBody } from "../../common/api/market.js";
 import type { Deployment } from "../../common/deployment.js";
 import { InvalidInputError } from "../../common/errors.js";
 import { describeIssues, parseInput } from "../../common/validation.js";
+import { httpServerOptions, limitConnections } from "../http/limits.js";
 import { silentLogger, type Logger } from "../log/logger.js";
 import { ApiError, RateLimitedError, RequestInputError, RouteNotFoundError } from "./errors.js";
 import { EventHub } from "./events.js";
@@ -106,10 +107,16 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const clock = deps.now ?? Date.now;
   const nowSeconds = () => Math.floor(clock() / 1000);
 
+  const limits = options.connections;
   const app = Fastify({
     logger: false,
     bodyLimit: options.maxBodyBytes,
     trustProxy: options.trustProxy,
+    // Fastify sets these on the server after creating it (its defaults: keep-alive 72 s, no request
+    // timeout); the head timeout and how often both are checked go to http.createServer.
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    http: httpServerOptions(limits),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
     // The router's own refusals get the documented error shape too.
     frameworkErrors: (error, _request, frameworkReply) => {
@@ -122,6 +129,10 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
       else reply.code(500).send(errorBody("InternalError", "The node failed to answer; the error is in its log"));
     },
   });
+
+  // The caps and the idle timeout (node/http/limits.ts). Behind a reverse proxy every connection
+  // comes from the proxy: the per-address cap would cap all clients together.
+  limitConnections(app.server, limits, { perAddress: !options.trustProxy, onRefused: (reason) => metrics.connectionsRefused.inc({ reason }) });
 
   // Every route fastify registers, plugins' included: the OpenAPI test compares them with the document.
   const registeredRoutes: { method: string; url: string }[] = [];

@@ -2,7 +2,8 @@
  * Child processes of the demo: real `suanli` nodes started from their config files, with their
  * output in log files. Each is stopped by its own PID (SIGTERM, then SIGKILL after a grace).
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { spawnChild } from "../process/child.js";
 import { createWriteStream } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
@@ -15,7 +16,7 @@ export type NodeProcess = { name: string; child: ChildProcess; logFile: string; 
 /** Starts `suanli <args...>` as a child process; its stdout and stderr go to `logFile`. */
 export function startNodeProcess(name: string, args: string[], logFile: string, env: Record<string, string> = {}): NodeProcess {
   const log = createWriteStream(logFile, { flags: "a" });
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawnChild(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   child.stdout!.pipe(log);
   child.stderr!.pipe(log);
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));

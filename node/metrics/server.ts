@@ -7,7 +7,9 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Registry } from "prom-client";
 import { SuanliError } from "../../common/errors.js";
+import { httpServerOptions, limitConnections, type ConnectionLimits } from "../http/limits.js";
 import type { Logger } from "../log/logger.js";
+import { METRICS_CONNECTION_DEFAULTS } from "./options.js";
 
 export class MetricsServerError extends SuanliError {
   override name = "MetricsServerError";
@@ -25,8 +27,13 @@ export type MetricsServer = {
  * // curl http://127.0.0.1:9464/metrics
  * await server.close();
  */
-export async function startMetricsServer(registry: Registry, options: { host: string; port: number }, logger: Logger): Promise<MetricsServer> {
-  const server: Server = createServer((req, res) => {
+export async function startMetricsServer(
+  registry: Registry,
+  options: { host: string; port: number; connections?: ConnectionLimits | undefined },
+  logger: Logger,
+): Promise<MetricsServer> {
+  const limits = options.connections ?? METRICS_CONNECTION_DEFAULTS;
+  const server: Server = createServer(httpServerOptions(limits), (req, res) => {
     const url = (req.url ?? "/").split("?")[0];
     if (url !== "/metrics" || (req.method !== "GET" && req.method !== "HEAD")) {
       res.writeHead(404, { "content-type": "text/plain" }).end("Not found: the metrics are at /metrics\n");
@@ -43,7 +50,7 @@ export async function startMetricsServer(registry: Registry, options: { host: st
       },
     );
   });
-  server.keepAliveTimeout = 5_000;
+  limitConnections(server, limits, { perAddress: true });
   await new Promise<void>((resolve, reject) => {
     server.once("error", (error: NodeJS.ErrnoException) =>
       reject(

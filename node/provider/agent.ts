@@ -37,7 +37,7 @@ import { createCapacityManager, createRuntime, gpuSampler, loadInventory } from 
 import { OutputStore } from "./agent/outputs.js";
 import { TaskIoService } from "./agent/task-io.js";
 import type { Runtime, RuntimeIsolation } from "./runtime/runtime.js";
-import { loadSealingKey } from "./agent/sealing.js";
+import { SealingKeyRing } from "./agent/sealing.js";
 import { TxSender } from "./agent/chain-tx.js";
 import { Claimer } from "./agent/claims.js";
 import { LeaseController } from "./agent/leases.js";
@@ -228,9 +228,14 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     });
     await outputs.start();
     cleanups.push(async () => outputs.stop());
-    const sealing = await loadSealingKey(daemon.config.dataDir, account, deployment.chainId);
+    // A key per epoch (provider.sealing.rotateSeconds); its grace covers an acceptance given just
+    // before a rotation: the hold, then the renter's open transaction and its sealing.
+    const sealing = await SealingKeyRing.load(daemon.config.dataDir, account, deployment.chainId, {
+      rotateSeconds: options.sealing.rotateSeconds,
+      graceSeconds: options.reserve.holdSeconds + 600,
+    });
     // Published with every offer too, so a renter can seal to it before reserving.
-    publisher.setSealingKey(sealing.key);
+    publisher.setSealingKey(sealing.current());
     const leases = new LeaseController({
       publicClient,
       market: daemon.market,
@@ -249,7 +254,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       logger: logger.child({ part: "leases" }),
       outputs,
       confirmations: Number(daemon.follower.confirmations),
-      sealing: { keyPair: sealing.keyPair, chainId: deployment.chainId },
+      sealing: { ring: sealing, chainId: deployment.chainId },
     });
 
     // Units of leases that were running stay away from the idle workload while they are sorted out.
@@ -358,7 +363,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
         options,
         metrics,
         logger: reserveLogger,
-        sealingKey: sealing.key,
+        sealingKey: () => sealing.current(),
       },
       leases,
       metrics,
@@ -380,6 +385,16 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     );
     holdSweep.unref();
     cleanups.push(async () => clearInterval(holdSweep));
+    // Rotates the sealing key and deletes old ones once no live lease can need them.
+    const stopSealing = sealing.startMaintenance({
+      liveLeases: () => records.open().filter((record) => record.phase !== "ended"),
+      onRotated: (key) => {
+        publisher.setSealingKey(key);
+        runDetached(publisher.reannounce(), logger, "Announcing the offers with the new sealing key");
+      },
+      logger,
+    });
+    cleanups.push(async () => stopSealing());
 
     // The expiry gauge starts at 0, so an alert on "expired" covers "never attested" too.
     for (const machine of machines) metrics.providerAttestationExpiry.set({ machine: String(machine.machineId) }, 0);

@@ -60,13 +60,12 @@ export class BundleDigestMismatchError extends SuanliError {
   /** The renter's task input: the task never runs and the renter pays for the second or two. */
   readonly blame: Blame = "renter";
   readonly expected: string;
-  readonly actual: string;
-  constructor(url: string, expected: string, actual: string, what = "Bundle") {
-    super(`${what} ${url} has sha256 ${actual}, but the task requires ${expected}`, {
-      metaMessages: ["The bundle changed since the task was written, or the digest is wrong. Nothing was run."],
+  /** What was served is not described (its digest would make a URL a probe of its content): compute it where the file is. */
+  constructor(url: string, expected: string, what = "Bundle") {
+    super(`${what} ${url} does not have the sha256 the task requires (${expected})`, {
+      metaMessages: ["The bundle changed since the task was written, or the digest is wrong: check it with sha256sum where you keep the file. Nothing was run."],
     });
     this.expected = expected;
-    this.actual = actual;
   }
 }
 
@@ -77,6 +76,7 @@ export class BundleFetchError extends SuanliError {
   readonly blame: Blame = "renter";
   readonly url: string;
   constructor(url: string, reason: string, cause?: unknown, what = "bundle") {
+    // details is the reason, never the cause's message: the cause (the network error) is for the node's log.
     super(`Cannot fetch ${what} ${url}: ${reason}`, { cause, details: reason });
     this.url = url;
   }

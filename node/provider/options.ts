@@ -434,6 +434,18 @@ export const providerOptionsSchema = z.strictObject({
       allowNetworks: z.array(cidrSchema).max(64).default([]),
     })
     .prefault({}),
+  /** The key renters seal secret env values to (node/provider/agent/sealing.ts). */
+  sealing: z
+    .strictObject({
+      /** A new key this often; an old one is deleted once no live lease can need it. */
+      rotateSeconds: z
+        .number()
+        .int()
+        .min(60)
+        .max(90 * 86_400)
+        .default(86_400),
+    })
+    .prefault({}),
   /** Parent of the task workspaces; default `<dataDir>/workspaces`. */
   workspaceDir: z.string().min(1).optional(),
   grace: z

@@ -77,11 +77,12 @@ export type OfferSummary = {
   /** When the signed offer expires, unix seconds. */
   expiry: number;
   /**
-   * The provider's sealing key for secrets (an uncompressed P-256 public key and its wallet's
-   * EIP-191 signature over it, common/sealed.ts), as published with its offers; absent from
-   * providers that do not publish one. Check it with verifySealingKey before sealing to it.
+   * The provider's current sealing key for secrets (an uncompressed P-256 public key, when it
+   * expires in unix seconds, and its wallet's EIP-191 signature over both, common/sealed.ts), as
+   * published with its offers; absent from providers that do not publish one. Check it with
+   * sealingKeyProblem before sealing to it: providers rotate their keys.
    */
-  sealingKey?: { publicKey: string; signature: `0x${string}` };
+  sealingKey?: { publicKey: string; expiresAt: number; signature: `0x${string}` };
 };
 
 /**
@@ -131,7 +132,9 @@ export async function queryOffers(ctx: SuanliContext, parameters: QueryOffersPar
       attested,
       confidentialComputing,
       expiry: message.offer.expiry,
-      ...(message.sealingKey ? { sealingKey: { publicKey: message.sealingKey.publicKey, signature: message.sealingKey.signature as `0x${string}` } } : {}),
+      ...(message.sealingKey
+        ? { sealingKey: { publicKey: message.sealingKey.publicKey, expiresAt: message.sealingKey.expiresAt, signature: message.sealingKey.signature as `0x${string}` } }
+        : {}),
     });
   }
   out.sort((a, b) => (a.pricePerUnitSecond < b.pricePerUnitSecond ? -1 : a.pricePerUnitSecond > b.pricePerUnitSecond ? 1 : a.key < b.key ? -1 : 1));

@@ -6,7 +6,7 @@ import { suanliTypes } from "../../common/eip712.js";
 import { taskSpecSchema, type TaskSpec } from "../../common/protocols/task-spec.js";
 import { parseInput } from "../../common/validation.js";
 import { checkBundleDigest } from "../internal/bundle-check.js";
-import { sealSecret, verifySealingKey, type SealingKey } from "../../common/sealed.js";
+import { sealingKeyProblem, sealSecret, type SealingKey } from "../../common/sealed.js";
 import { AllocationError, InsufficientBalanceError, InsufficientGasError, NoMatchError, ProviderRequestError } from "../errors.js";
 import { closeLease, openLease, readChainClock, tokenBalances, type SentTransaction } from "../internal/chain.js";
 import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
@@ -119,13 +119,15 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
         abort.abort();
         throw shortOfFunds;
       }
-      // The sealing key the provider published with its offer and the one in its acceptance must
-      // agree (both are signed by its wallet; sealSpec checks the signature of the one used).
+      // The sealing key in the acceptance is the provider's current one; the one its offer
+      // published may be older (providers rotate their keys), never newer: an acceptance with a
+      // key that expires before the published one is a roll-back to an older key. sealSpec checks
+      // the signature and the expiry of the one used.
       const published = ctx.feed.message(part.entry.key)?.sealingKey;
       const accepted = acceptance.sealingKey;
-      if (published && accepted && published.publicKey.toLowerCase() !== accepted.publicKey.toLowerCase()) {
-        throw new ProviderRequestError(`The provider ${acceptance.offer.provider} accepted with a sealing key other than the one its offer publishes; no lease was opened`, {
-          metaMessages: ["It may have just rotated its key: try again once its offer is re-announced."],
+      if (published && accepted && published.publicKey.toLowerCase() !== accepted.publicKey.toLowerCase() && accepted.expiresAt < published.expiresAt) {
+        throw new ProviderRequestError(`The provider ${acceptance.offer.provider} accepted with a sealing key older than the one its offer publishes; no lease was opened`, {
+          metaMessages: ["A provider seals to its newest key: try another provider, or again once its offer is re-announced."],
         });
       }
       ctx.progress(`Opening the lease on-chain (deposit ${deposit} base units)...`);
@@ -253,14 +255,30 @@ export async function submitTask(ctx: SuanliContext, parameters: SubmitTaskParam
 /**
  * The spec as it leaves the SDK: every `{ value, secret: true }` sealed to the provider's key
  * (HPKE, common/sealed.ts) for this lease and variable, so relays and stores see ciphertext only.
- * The key must be signed by the provider's wallet; without one a secret is never sent.
+ * The key must be signed by the provider's wallet and not expired (providers rotate their keys
+ * and delete old ones); otherwise a secret is never sent.
  */
-export async function sealSpec(spec: TaskSpec, key: SealingKey | undefined, provider: Address, chainId: number, leaseId: bigint): Promise<TaskSpec> {
+export async function sealSpec(
+  spec: TaskSpec,
+  key: SealingKey | undefined,
+  provider: Address,
+  chainId: number,
+  leaseId: bigint,
+  nowSeconds: number = Math.floor(Date.now() / 1000),
+): Promise<TaskSpec> {
   const secrets = Object.entries(spec.env).filter(([, value]) => typeof value !== "string" && "value" in value);
   if (secrets.length === 0) return spec;
   if (!key) throw new ProviderRequestError(`The provider ${provider} published no sealing key: the task's secrets were not sent`);
-  if (!(await verifySealingKey(key, provider, chainId)))
-    throw new ProviderRequestError(`The sealing key offered for ${provider} is not signed by its wallet: the task's secrets were not sent`);
+  const problem = await sealingKeyProblem(key, provider, chainId, nowSeconds);
+  if (problem === "unsigned")
+    throw new ProviderRequestError(`The sealing key offered for ${provider} is not signed by its wallet: the task's secrets were not sent`, {
+      metaMessages: ["Something between you and the provider changed its key or its expiry. Submit again, through another node if you use a relay."],
+    });
+  if (problem === "expired")
+    throw new ProviderRequestError(
+      `The sealing key offered for ${provider} expired at ${new Date(key.expiresAt * 1000).toISOString()}: the task's secrets were not sent (the provider may have deleted that key)`,
+      { metaMessages: ["Providers rotate their sealing keys: its next acceptance carries the current one. Submit again; check this machine's clock if it keeps happening."] },
+    );
   const env = { ...spec.env };
   for (const [name, value] of secrets) env[name] = { sealed: await sealSecret(key.publicKey, (value as { value: string }).value, { chainId, leaseId, name }), secret: true };
   return { ...spec, env };

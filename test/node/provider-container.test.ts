@@ -59,7 +59,7 @@ describe("container runtime: engine flags (argv)", () => {
       devices: ["GPU-295b72d2-e23d-baa4-1b87-88bc3b68fd08", "MIG-c1d3d074-7dc1-5e89-8a5f-6d0b08327092"],
       units: 2,
       env: { MODE: "train" },
-      envFile: "/var/lib/suanli/workspaces/.lease-9.env",
+      secretsDir: "/dev/shm/suanli-secrets-0123456789abcdef/lease-9",
       limits: { processes: 1000, fileSizeBytes: 1024 ** 3, openFiles: 4096, cpuSeconds: 7200 },
       perUnit: { cpus: 8, memoryBytes: 64 * 1024 ** 3, pids: 2048 },
       network: false,
@@ -78,8 +78,9 @@ describe("container runtime: engine flags (argv)", () => {
     assert.deepEqual(pairs(args, "--pids-limit"), ["4096"]);
     assert.deepEqual(pairs(args, "--ulimit"), ["cpu=7200:7200", `fsize=${1024 ** 3}:${1024 ** 3}`, "nofile=4096:4096", "nproc=1000:1000"]);
     assert.deepEqual(pairs(args, "--stop-timeout"), ["10"]);
-    assert.deepEqual(pairs(args, "--volume"), ["/var/lib/suanli/workspaces/lease-9:/workspace"]);
-    assert.deepEqual(pairs(args, "--env-file"), ["/var/lib/suanli/workspaces/.lease-9.env"]);
+    // Secrets: a read-only mount of the task's directory on a RAM filesystem, never --env/--env-file.
+    assert.deepEqual(pairs(args, "--volume"), ["/var/lib/suanli/workspaces/lease-9:/workspace", "/dev/shm/suanli-secrets-0123456789abcdef/lease-9:/run/secrets:ro"]);
+    assert.deepEqual(pairs(args, "--env-file"), []);
     const env = pairs(args, "--env");
     assert.ok(env.includes("MODE=train"));
     assert.ok(env.includes("CUDA_VISIBLE_DEVICES=0,1"));

@@ -5,13 +5,15 @@
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
+import { spawn } from "node:child_process";
 import { createServer, type Server } from "node:http";
+import { createServer as createTcpServer } from "node:net";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { fetchBundle } from "../../node/provider/runtime/bundle.js";
+import { fetchBundle, UNREACHABLE } from "../../node/provider/runtime/bundle.js";
 import { checkImageReference, compileFetchPolicy } from "../../node/provider/runtime/fetch-policy.js";
 import { checkAddress, parseCidr } from "../../node/provider/runtime/network-policy.js";
 import { providerOptionsSchema } from "../../node/provider/options.js";
@@ -113,6 +115,101 @@ describe("provider fetch policy (bundle URLs)", function () {
     await assert.rejects(fetchTo(`${internalUrl}/redirect?to=${encodeURIComponent("file:///etc/passwd")}`, { ...allow, allowFileUrls: true }), refused);
     // Endless redirects stop.
     await assert.rejects(fetchTo(`${internalUrl}/loop`, allow), (error: Error) => refused(error) && /redirects/.test(error.message));
+  });
+
+  it("treats every address of the host's own interfaces as the host: a bundle URL on the provider's public IPv4 or IPv6 address is refused (issue #33 item 10)", async () => {
+    // A network namespace of the test's own (unprivileged: a user namespace maps us to root in
+    // it) where a veth interface carries public addresses, as a provider's NIC does, and a
+    // service listens on them; the fetches run there (test/node/fixtures/own-address-fetch.ts).
+    const [v4, v6, v4Later] = ["93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946", "93.184.216.35"];
+    const setup = [
+      "ip link set lo up",
+      "ip link add v0 type veth peer name v1",
+      `ip addr add ${v4}/32 dev v0`,
+      `ip -6 addr add ${v6}/128 dev v0 nodad`,
+      "ip link set v0 up",
+      "ip link set v1 up",
+      'exec "$@"',
+    ].join(" && ");
+    const fixture = path.resolve("test/node/fixtures/own-address-fetch.ts");
+    const child = spawn("unshare", ["--user", "--map-root-user", "--net", "sh", "-c", setup, "sh", process.execPath, "--import", "tsx", fixture, v4, v6, v4Later, "v0"], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")));
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
+    const code = await new Promise<number | null>((resolve) => child.once("close", resolve));
+    assert.equal(code, 0, stderr);
+    const results = JSON.parse(stdout.trim().split("\n").at(-1)!) as Record<string, { outcome: string; requests: number } | string | number>;
+    const refusedBeforeAnyRequest = { outcome: "FetchRefusedError", requests: 0 };
+    assert.equal(results.direct, 200, "the host service answers on the public address");
+    assert.deepEqual(results.ipv4, refusedBeforeAnyRequest, "the host's public IPv4 address");
+    assert.deepEqual(results.ipv6, refusedBeforeAnyRequest, "the host's public IPv6 address");
+    assert.deepEqual(results.ipv4Mapped, refusedBeforeAnyRequest, "the IPv4 address written as IPv4-mapped IPv6");
+    assert.equal(results.lookupError, "FetchRefusedError", "a name resolving to the host's address is refused in the connection's own lookup");
+    assert.deepEqual(results.wideAllowList, refusedBeforeAnyRequest, "an allow-listed range around the host's address does not open it");
+    assert.deepEqual(results.exactAllowList, { outcome: "fetched", requests: 1 }, "only an entry naming the address itself does");
+    assert.equal(results.image, "FetchRefusedError", "a registry on the host's address is refused too");
+    assert.deepEqual(results.later, refusedBeforeAnyRequest, "an address added while the node runs is the host's at once");
+  });
+
+  it("tells the renter the same for a closed port, an open port that is no web server, a 404, a 500, a silent server and an unknown host; a digest mismatch without the served digest", async () => {
+    const allow = { allowNetworks: ["127.0.0.1/32"] };
+    const closedPort = await new Promise<number>((resolve) => {
+      const probe = createTcpServer().listen(0, "127.0.0.1", () => {
+        const port = (probe.address() as AddressInfo).port;
+        probe.close(() => resolve(port));
+      });
+    });
+    // An SSH-like service: answers a banner, then hangs up.
+    const banner = createTcpServer((socket) => socket.resume().end("SSH-2.0-OpenSSH_9.2p1 INTERNAL-SECRET-BANNER\r\n"));
+    // A service that reads the request and never answers (reading, it sees the client hang up).
+    const silent = createTcpServer((socket) => socket.resume());
+    const web = createServer((req, res) => {
+      if (req.url === "/missing") return void res.writeHead(404).end("INTERNAL-SECRET-404");
+      if (req.url === "/other") return void res.writeHead(200).end("INTERNAL-SECRET-CONTENT");
+      res.writeHead(500).end("INTERNAL-SECRET-ANSWER");
+    });
+    for (const server of [banner, silent, web]) await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const at = (server: { address(): unknown }, pathname: string) => `http://127.0.0.1:${(server.address() as AddressInfo).port}${pathname}`;
+    try {
+      const urls = [
+        `http://127.0.0.1:${closedPort}/b.tgz`,
+        at(banner, "/b.tgz"),
+        at(web, "/missing"),
+        at(web, "/broken"),
+        at(silent, "/b.tgz"),
+        "http://no-such-host.invalid/b.tgz",
+      ];
+      const seen = new Set<string>();
+      for (const url of urls) {
+        const error = await fetchBundle({ url, sha256, destFile: path.join(dir, `d-${Math.random()}`), maxBytes: 1 << 20, timeoutMs: 1_000, policy: allow }).then(
+          () => assert.fail(`${url} was fetched`),
+          (caught: Error & { shortMessage: string; details?: string }) => caught,
+        );
+        assert.equal(error.name, "BundleFetchError", url);
+        assert.equal(error.shortMessage, `Cannot fetch bundle ${new URL(url).origin}${new URL(url).pathname}: ${UNREACHABLE}`, url);
+        assert.doesNotMatch(error.message, /SECRET|ECONNREFUSED|ENOTFOUND|timed out|\b(404|500)\b|HTTP/, url);
+        seen.add(error.message.replace(url, "<url>").replace(new URL(url).origin + new URL(url).pathname, "<url>"));
+      }
+      assert.equal(seen.size, 1, `one text for every failure:\n${[...seen].join("\n")}`);
+      const served = createHash("sha256").update("INTERNAL-SECRET-CONTENT").digest("hex");
+      await assert.rejects(
+        fetchBundle({ url: at(web, "/other"), sha256, destFile: path.join(dir, `d-${Math.random()}`), maxBytes: 1 << 20, timeoutMs: 1_000, policy: allow }),
+        (error: Error) => {
+          assert.equal(error.name, "BundleDigestMismatchError");
+          assert.ok(error.message.includes(sha256), "names the digest the task asked for");
+          assert.ok(!error.message.includes(served) && !("actual" in error), "never the digest of what was served");
+          return true;
+        },
+      );
+    } finally {
+      for (const server of [banner, silent, web]) {
+        if ("closeAllConnections" in server) server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      }
+    }
   });
 
   it("classifies addresses with the unwrapped IPv4 of mapped IPv6 and honours allow-listed ranges", () => {

@@ -327,8 +327,8 @@ describe("provider lease loop: nextStep(record, chain, now)", () => {
 describe("provider lease loop: who pays when a task cannot start", () => {
   it("errors of the renter's input carry blame renter (the lease ends with a completion report); anything else is the provider's (it terminates)", () => {
     const renters = [
-      new BundleDigestMismatchError("http://x/b.tgz", "aa", "bb"),
-      new BundleFetchError("http://x/b.tgz", "HTTP 404"),
+      new BundleDigestMismatchError("http://x/b.tgz", "aa"),
+      new BundleFetchError("http://x/b.tgz", "the server could not be reached or did not serve the file"),
       new BundleTooLargeError("The bundle", 10),
       new BundleUnpackError("not a tar.gz"),
       new CommandNotFoundError("python3", "the workspace"),

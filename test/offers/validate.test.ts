@@ -245,18 +245,31 @@ describe("offer validation pipeline", () => {
       assert.equal((await validator.validate(encodeOfferMessage(message))).ok, true);
     });
 
-    it("a sealing key not signed by the provider's wallet for this chain (a key signed for it is accepted and kept)", async () => {
+    it("a sealing key not signed by the provider's wallet for this chain, or with its expiry changed (a key signed for it is accepted and kept)", async () => {
       const pair = await sealingKeyPairFromSeed(randomBytes(32));
+      const expiresAt = Math.floor(Date.now() / 1000) + 86_400;
       const sign = (signer: { account: { signMessage: (m: { message: string }) => Promise<`0x${string}`> } }, chainId: number) =>
-        signer.account.signMessage({ message: sealingKeyStatement(chainId, provider.address, pair.publicKey) });
-      const good = await buildOfferMessage(provider, spec, { sealingKey: { publicKey: pair.publicKey, signature: await sign(provider, TEST_CHAIN_ID) } });
+        signer.account.signMessage({ message: sealingKeyStatement(chainId, provider.address, pair.publicKey, expiresAt) });
+      const good = await buildOfferMessage(provider, spec, { sealingKey: { publicKey: pair.publicKey, expiresAt, signature: await sign(provider, TEST_CHAIN_ID) } });
       const accepted = await validator.validate(encodeOfferMessage(good));
       assert.ok(accepted.ok, accepted.ok ? "" : accepted.detail);
       assert.equal(accepted.offer.message.sealingKey?.publicKey, pair.publicKey);
-      const byStranger = await buildOfferMessage(provider, spec, { seq: 2, sealingKey: { publicKey: pair.publicKey, signature: await sign(createSigner(), TEST_CHAIN_ID) } });
+      const byStranger = await buildOfferMessage(provider, spec, {
+        seq: 2,
+        sealingKey: { publicKey: pair.publicKey, expiresAt, signature: await sign(createSigner(), TEST_CHAIN_ID) },
+      });
       expectFailure(await validator.validate(encodeOfferMessage(byStranger)), "bad_signature", "reject");
-      const otherChain = await buildOfferMessage(provider, spec, { seq: 3, sealingKey: { publicKey: pair.publicKey, signature: await sign(provider, TEST_CHAIN_ID + 1) } });
+      const otherChain = await buildOfferMessage(provider, spec, {
+        seq: 3,
+        sealingKey: { publicKey: pair.publicKey, expiresAt, signature: await sign(provider, TEST_CHAIN_ID + 1) },
+      });
       expectFailure(await validator.validate(encodeOfferMessage(otherChain)), "bad_signature", "reject");
+      // A relay stretching a key's life past what the provider signed (after the good copy was cached).
+      const stretched = await buildOfferMessage(provider, spec, {
+        seq: 4,
+        sealingKey: { publicKey: pair.publicKey, expiresAt: expiresAt + 365 * 86_400, signature: await sign(provider, TEST_CHAIN_ID) },
+      });
+      expectFailure(await validator.validate(encodeOfferMessage(stretched)), "bad_signature", "reject");
     });
 
     it("a message relayed under another peer id than the provider registered", async () => {

@@ -96,9 +96,12 @@ describe("SDK over a node's HTTP API with an injected-style wallet", function ()
     const [offer] = await client.queryOffers();
     assert.ok(offer!.sealingKey, "the offer publishes a sealing key");
     assert.equal(await verifySealingKey(offer!.sealingKey, provider.peer.address, devnet.deployment.chainId), true);
-    // The provider's own key: the pair its data dir's seed derives (what it signs into every acceptance).
-    const seed = (await readFile(path.join(provider.daemon.config.dataDir, "sealing.key"), "utf8")).trim();
-    assert.equal(offer!.sealingKey.publicKey, (await sealingKeyPairFromSeed(Buffer.from(seed, "hex"))).publicKey);
+    // The provider's own current key: the pair its newest seed derives (what it signs into every acceptance).
+    const keysDir = path.join(provider.daemon.config.dataDir, "sealing-keys");
+    const newest = (await readdir(keysDir)).sort((a, b) => parseInt(b) - parseInt(a))[0]!;
+    const stored = JSON.parse(await readFile(path.join(keysDir, newest), "utf8")) as { seed: string; expiresAt: number };
+    assert.equal(offer!.sealingKey.publicKey, (await sealingKeyPairFromSeed(Buffer.from(stored.seed, "hex"))).publicKey);
+    assert.equal(offer!.sealingKey.expiresAt, stored.expiresAt);
   });
 
   it("a secret travels sealed to the provider's key: the relay forwards and keeps only ciphertext, the task gets the value", async () => {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { devnetAccount } from "../../common/devnet.js";
-import { sealingKeyPairFromSeed, sealingKeyStatement, sealSecret, verifySealingKey } from "../../common/sealed.js";
+import { sealingKeyPairFromSeed, sealingKeyProblem, sealingKeyStatement, sealSecret, verifySealingKey } from "../../common/sealed.js";
 import { taskSpecSchema } from "../../common/protocols/task-spec.js";
 import { sealSpec } from "../../sdk/actions/submitTask.js";
 
@@ -10,10 +10,12 @@ describe("sealed secrets", () => {
   const provider = devnetAccount(1);
   const chainId = 31337;
 
-  async function providerKey() {
+  const now = Math.floor(Date.now() / 1000);
+
+  async function providerKey(expiresAt = now + 3600) {
     const pair = await sealingKeyPairFromSeed(randomBytes(32));
-    const signature = await provider.signMessage({ message: sealingKeyStatement(chainId, provider.address, pair.publicKey) });
-    return { pair, key: { publicKey: pair.publicKey, signature } };
+    const signature = await provider.signMessage({ message: sealingKeyStatement(chainId, provider.address, pair.publicKey, expiresAt) });
+    return { pair, key: { publicKey: pair.publicKey, expiresAt, signature } };
   }
 
   it("opens only for the lease, variable and key it was sealed for", async () => {
@@ -46,5 +48,47 @@ describe("sealed secrets", () => {
     await assert.rejects(sealSpec(spec, swapped, provider.address, chainId, 5n), /not signed by its wallet/);
     const noSecrets = taskSpecSchema.parse({ image: "x", command: "true", env: { PLAIN: "p" } });
     assert.equal(await sealSpec(noSecrets, undefined, provider.address, chainId, 5n), noSecrets);
+  });
+});
+
+describe("sealed secrets: stale and unsigned keys (issue #33 item 9)", () => {
+  const provider = devnetAccount(1);
+  const chainId = 31337;
+  const now = Math.floor(Date.now() / 1000);
+  const spec = taskSpecSchema.parse({ image: "x", command: "true", env: { TOKEN: { value: "t0ken", secret: true } } });
+
+  async function signedKey(expiresAt: number, signer = provider) {
+    const pair = await sealingKeyPairFromSeed(randomBytes(32));
+    const signature = await signer.signMessage({ message: sealingKeyStatement(chainId, provider.address, pair.publicKey, expiresAt) });
+    return { publicKey: pair.publicKey, expiresAt, signature };
+  }
+
+  it("refuses to seal to a key past its expiry, saying it expired and when, and sends nothing", async () => {
+    const stale = await signedKey(now - 60);
+    assert.equal(await verifySealingKey(stale, provider.address, chainId), true, "a genuine key of the provider's");
+    assert.equal(await sealingKeyProblem(stale, provider.address, chainId, now), "expired");
+    await assert.rejects(sealSpec(spec, stale, provider.address, chainId, 5n), (error: Error & { metaMessages?: string[] }) => {
+      assert.equal(error.name, "ProviderRequestError");
+      assert.match(error.message, new RegExp(`expired at ${new Date(stale.expiresAt * 1000).toISOString().replace(/[.]/g, "\\.")}: the task's secrets were not sent`));
+      assert.ok(error.metaMessages?.some((hint) => /rotate/.test(hint)));
+      return true;
+    });
+    // The same key just before its expiry is used.
+    const fresh = await signedKey(now + 60);
+    assert.equal(await sealingKeyProblem(fresh, provider.address, chainId, now), undefined);
+    assert.notEqual(await sealSpec(spec, fresh, provider.address, chainId, 5n), spec);
+  });
+
+  it("refuses a key whose expiry was stretched by someone on the way, or signed by another wallet, as unsigned", async () => {
+    const key = await signedKey(now - 60);
+    const stretched = { ...key, expiresAt: now + 86_400 };
+    assert.equal(await sealingKeyProblem(stretched, provider.address, chainId, now), "unsigned");
+    await assert.rejects(
+      sealSpec(spec, stretched, provider.address, chainId, 5n),
+      (error: Error) => error.name === "ProviderRequestError" && /not signed by its wallet/.test(error.message),
+    );
+    const byStranger = await signedKey(now + 3600, devnetAccount(3));
+    assert.equal(await sealingKeyProblem(byStranger, provider.address, chainId, now), "unsigned");
+    await assert.rejects(sealSpec(spec, byStranger, provider.address, chainId, 5n), /not signed by its wallet/);
   });
 });

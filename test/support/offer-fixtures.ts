@@ -113,7 +113,7 @@ export type OfferDraft = {
   /** Sign the Offer with this key instead of the provider's. */
   offerSigner?: Signer;
   /** The provider's sealing key published with the offer. */
-  sealingKey?: { publicKey: string; signature: `0x${string}` };
+  sealingKey?: { publicKey: string; expiresAt: number; signature: `0x${string}` };
   /** Sign the message with this libp2p key instead of the provider node's. */
   peerKey?: PrivateKey;
   /** Override the whole Offer after defaults (for malformed cases). */

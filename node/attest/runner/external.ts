@@ -7,7 +7,8 @@
  * attestation.
  */
 import type { GpuEvidence } from "../../../common/attest/cc.js";
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { spawnChild } from "../../process/child.js";
 import path from "node:path";
 import { hexToBytes, type Hex } from "viem";
 import { leafHash, verifyMerkleProof } from "../../../common/attest/merkle.js";
@@ -43,7 +44,7 @@ class RunnerProcess {
   private failure: Error | undefined;
 
   constructor(options: ExternalRunnerOptions) {
-    this.child = spawn(options.command, options.args ?? [], { cwd: options.cwd, env: options.env ?? process.env, stdio: ["pipe", "pipe", "pipe"] });
+    this.child = spawnChild(options.command, options.args ?? [], { cwd: options.cwd, env: options.env ?? process.env, stdio: ["pipe", "pipe", "pipe"] });
     this.exited = new Promise((resolve) => {
       this.child.once("exit", (code, signal) => {
         this.fail(new RunnerError(`The runner program exited (${signal ?? `code ${code}`}).`));
@@ -56,7 +57,6 @@ class RunnerProcess {
     });
     this.child.stdout!.setEncoding("utf8");
     this.child.stdout!.on("data", (chunk: string) => this.onData(chunk));
-    this.child.stdin!.on("error", () => undefined); // a dead runner is reported through `exit`
     let stderr = "";
     this.child.stderr!.setEncoding("utf8");
     this.child.stderr!.on("data", (chunk: string) => {

@@ -4,7 +4,7 @@
  */
 import type { Account, Address, Chain, PublicClient, Transport, TypedDataDomain } from "viem";
 import type { LeaseView } from "../../../common/chain/market.js";
-import type { SealingKeyPair } from "../../../common/sealed.js";
+import type { SealingKeyRing } from "./sealing.js";
 import type { Logger } from "../../log/logger.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import type { CapacityManager } from "../capacity/capacity-manager.js";
@@ -46,7 +46,7 @@ export type LeaseControllerContext = {
    */
   confirmations?: number;
   /** Opens secret env values sealed to this node's key (common/sealed.ts). */
-  sealing?: { keyPair: SealingKeyPair; chainId: number };
+  sealing?: { ring: SealingKeyRing; chainId: number };
 };
 
 /** A task pipeline running in this process. */

@@ -197,7 +197,7 @@ export class LeaseController implements LeaseHost {
       if (known) return known;
       const view = await read();
       if (view.status === "None") return undefined;
-      const record = await this.ctx.records.put(newLeaseRecord(view, offerNonce));
+      const record = await this.ctx.records.put(newLeaseRecord(view, offerNonce, Date.now(), { seenLive: !suspect }));
       if (suspect) this.suspect.add(leaseId);
       this.ctx.logger.info("Lease opened", { leaseId, renter: view.renter, machineId: view.machineId, units: view.units, interruptible: view.interruptible });
       this.updateGauges();
@@ -222,7 +222,7 @@ export class LeaseController implements LeaseHost {
   private async acceptTask(auth: RenterAuth, spec: TaskSpec): Promise<{ leaseId: bigint; state: "accepted" | "already_running" | "already_done" }> {
     const leaseId = auth.request.leaseId;
     await this.authorize(auth, "task", { spec });
-    spec = await openSealedSpec(this.ctx.sealing, leaseId, spec);
+    spec = await openSealedSpec(this.ctx.sealing, leaseId, spec, this.ctx.records.get(leaseId) ?? {});
     return this.withLock(leaseId, async () => {
       const current = this.ctx.records.get(leaseId)!;
       if (current.phase === "ended") return { leaseId, state: "already_done" as const };

@@ -97,6 +97,13 @@ export type LeaseRecord = {
   closed: boolean;
   /** Unix ms of the last change. */
   updatedAt: number;
+  /**
+   * Unix ms when the node saw the lease open, when it saw that live (its LeaseOpened event as it
+   * came, a follower's lag behind the block); null (or absent, in records from before) when it
+   * learned of it late (a backfill after downtime, a renter's request before the event). The
+   * sealing keys a lease may use follow from it (sealing.ts).
+   */
+  openedAtMs?: number | null;
 };
 
 /** Lease ids sort as numbers: 78 digits covers uint256. */
@@ -119,8 +126,10 @@ export function chainFields(view: LeaseView): LeaseRecord["chain"] {
 }
 
 /** A new record for a lease just seen on-chain. */
-export function newLeaseRecord(view: LeaseView, offerNonce: bigint, now = Date.now()): LeaseRecord {
+/** `seenLive`: the node saw the lease open as it happened (its event delivered live), so `now` is when it opened. */
+export function newLeaseRecord(view: LeaseView, offerNonce: bigint, now = Date.now(), opened: { seenLive: boolean } = { seenLive: false }): LeaseRecord {
   return {
+    openedAtMs: opened.seenLive ? now : null,
     leaseId: view.leaseId,
     machineId: view.machineId,
     renter: view.renter,

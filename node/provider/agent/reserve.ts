@@ -73,8 +73,8 @@ export type ReserveContext = {
   reads: ChainReadCache;
   /** Unix ms. */
   now?: () => number;
-  /** Sent with every acceptance: renters seal secret env values to it. */
-  sealingKey?: SealingKey;
+  /** The current sealing key (it rotates), sent with every acceptance: renters seal secret env values to it. */
+  sealingKey?: () => SealingKey;
 };
 
 function refuse(reason: RefusalReason, message: string, availableUnits?: number): ReserveReply {
@@ -255,7 +255,7 @@ async function decide(ctx: ReserveContext, body: ReserveBody, peer: string | und
     units: request.units,
     holdUntil,
     preempt: held.hold.fromPreemptible > 0 ? candidates.map((lease) => lease.leaseId.toString()) : [],
-    ...(ctx.sealingKey ? { sealingKey: ctx.sealingKey } : {}),
+    ...(ctx.sealingKey ? { sealingKey: ctx.sealingKey() } : {}),
   };
 }
 

@@ -5,7 +5,8 @@
  * by the lease controller exactly as for logs; exec and forward work only while the task runs,
  * and everything they opened is closed when it ends.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { spawnChild } from "../../process/child.js";
 import type { Socket } from "node:net";
 import { pipeSocket } from "../../../common/p2p/socket-pipe.js";
 import path from "node:path";
@@ -246,7 +247,7 @@ export class TaskIoService {
     if (!launch) throw new TaskNotRunningError(`The task of lease ${record.leaseId} is not running`);
     const [program, ...programArgs] = launch.argv;
     if (program === undefined) throw new TaskIoUnavailableError("The task's runtime gave an empty exec command line");
-    const child = spawn(program, programArgs, { cwd: launch.cwd, env: launch.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawnChild(program, programArgs, { cwd: launch.cwd, env: launch.env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
     sessions.execs.add(child);
     const spawned = await new Promise<Error | undefined>((resolve) => {
       child.once("spawn", () => resolve(undefined));
@@ -282,7 +283,6 @@ export class TaskIoService {
     };
     pump(child.stdout!, "stdout");
     pump(child.stderr!, "stderr");
-    child.stdin!.on("error", () => undefined);
     // Input from the renter: stdin frames; the stream closing (or an abort) stops the command.
     runDetached(
       (async () => {

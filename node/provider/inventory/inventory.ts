@@ -6,7 +6,7 @@
  * are listed in `problems` and not offered: a wrong model name would put a wrong hash on-chain.
  */
 import { keccak256, toBytes } from "viem";
-import { execFile } from "node:child_process";
+import { execFileText } from "../../process/child.js";
 import { z } from "zod";
 import { canonicalGpuName, findGpuModel, knownGpuNames } from "../../../common/gpu.js";
 import { interconnectSchema, type Interconnect } from "../../../common/offers/message.js";
@@ -118,7 +118,7 @@ export type CommandRunner = (file: string, args: readonly string[], options: { t
 /** The default runner: execFile with a timeout and a bounded output buffer. */
 export const execRunner: CommandRunner = (file, args, { timeoutMs }) =>
   new Promise((resolve, reject) => {
-    execFile(file, [...args], { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024, encoding: "utf8" }, (error, stdout, stderr) => {
+    execFileText(file, [...args], { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
       if (error && (error as NodeJS.ErrnoException).code === "ENOENT") return reject(new NvidiaSmiUnavailableError(file, error));
       if (error) {
         const code = typeof error.code === "number" ? error.code : null;

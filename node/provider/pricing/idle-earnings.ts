@@ -7,7 +7,7 @@
  * - a decimal number: US dollars per unit-hour, for every model (`0.42`);
  * - a JSON object of model name (or alias) to US dollars per unit-hour (`{"A100-80GB": 0.42}`).
  */
-import { execFile } from "node:child_process";
+import { execFileText } from "../../process/child.js";
 import { readFile } from "node:fs/promises";
 import { canonicalGpuName } from "../../../common/gpu.js";
 import { SuanliError } from "../../../common/errors.js";
@@ -135,7 +135,7 @@ export class IdleEarningsSource {
     }
     const [bin, args] = typeof command === "string" ? ["/bin/sh", ["-c", command]] : [command![0], command!.slice(1)];
     return new Promise((resolve, reject) => {
-      execFile(bin!, args, { timeout: timeoutMs, maxBuffer: MAX_REPORT_BYTES, encoding: "utf8" }, (error, stdout, stderr) => {
+      execFileText(bin!, args, { timeout: timeoutMs, maxBuffer: MAX_REPORT_BYTES }, (error, stdout, stderr) => {
         if (error) reject(new IdleEarningsError(`The idle earnings command failed: ${error.message}${stderr ? `; stderr: ${stderr.slice(0, 200)}` : ""}`));
         else resolve(stdout);
       });

@@ -40,15 +40,18 @@ export function displayUrl(url: string): string {
   }
 }
 
-function describeFetchFailure(error: unknown, timeoutMs: number): string {
-  const err = error as { name?: string; code?: string; message?: string; cause?: { name?: string; code?: string; message?: string } };
-  if (err?.name === "TimeoutError" || err?.cause?.name === "TimeoutError") return `timed out after ${timeoutMs} ms`;
-  if (err?.name === "AbortError") return "aborted";
-  const code = err?.cause?.code ?? err?.code;
-  if (code === "ECONNREFUSED") return "connection refused (unreachable)";
-  if (code === "ENOTFOUND" || code === "EAI_AGAIN") return "host not found (unreachable)";
-  if (code) return `unreachable (${code})`;
-  return err?.cause?.message ?? err?.message ?? String(error);
+/**
+ * What the renter is told about any failure to get the file over the network: one text for a
+ * closed port, a port that answers something other than HTTP, a timeout, an unknown host and every
+ * HTTP status, so a URL is not a probe of what listens where (issue #33, item 10). The network
+ * error itself stays in the error's `cause`, for the operator's log.
+ */
+export const UNREACHABLE = "the server could not be reached or did not serve the file";
+
+function fetchFailure(shown: string, error: unknown, what: string, signal: AbortSignal | undefined): BundleFetchError {
+  // The node's own abort (the lease ended, the node stops) is not the URL's doing.
+  if (signal?.aborted) return new BundleFetchError(shown, "aborted", error, what);
+  return new BundleFetchError(shown, UNREACHABLE, error, what);
 }
 
 /**
@@ -92,12 +95,12 @@ export async function fetchBundle(options: FetchBundleOptions): Promise<{ bytes:
       } catch (error) {
         if (error instanceof FetchRefusedError) throw error;
         if ((error as { cause?: unknown })?.cause instanceof FetchRefusedError) throw (error as { cause: FetchRefusedError }).cause;
-        throw new BundleFetchError(shown, describeFetchFailure(error, options.timeoutMs), error, what);
+        throw fetchFailure(shown, error, what, options.signal);
       }
       const status = response.statusCode ?? 0;
       if (status < 200 || status > 299) {
         response.destroy();
-        throw new BundleFetchError(shown, `HTTP ${status} ${response.statusMessage ?? ""}`.trim(), undefined, what);
+        throw fetchFailure(shown, new Error(`HTTP ${status}`), what, options.signal);
       }
       const declared = Number(response.headers["content-length"]);
       if (Number.isFinite(declared) && declared > options.maxBytes) {
@@ -110,7 +113,7 @@ export async function fetchBundle(options: FetchBundleOptions): Promise<{ bytes:
       } catch (error) {
         response.destroy();
         if (error instanceof BundleTooLargeError) throw error;
-        throw new BundleFetchError(shown, describeFetchFailure(error, options.timeoutMs), error, what);
+        throw fetchFailure(shown, error, what, options.signal);
       }
     } else {
       throw new BundleFetchError(shown, `unsupported protocol ${url.protocol}`, undefined, what);
@@ -126,7 +129,8 @@ export async function fetchBundle(options: FetchBundleOptions): Promise<{ bytes:
   const actual = hash.digest("hex");
   if (actual !== options.sha256) {
     await unlink(options.destFile).catch(() => undefined);
-    throw new BundleDigestMismatchError(shown, options.sha256, actual, label);
+    // The digest of what was served is not told: it would make any URL a probe of its content.
+    throw new BundleDigestMismatchError(shown, options.sha256, label);
   }
   return { bytes };
 }

@@ -12,6 +12,7 @@
  */
 import type { EngineKind } from "./container-engine.js";
 import { OWNER_LABEL, TASK_LABEL } from "./container-engine.js";
+import { TASK_SECRETS_DIR } from "./container-secrets.js";
 import type { ResourceLimits } from "./limits.js";
 import type { TaskSpec } from "./task.js";
 
@@ -32,10 +33,10 @@ export type ContainerCreateOptions = {
   units: number;
   /** AMD machines: the render node of each device, in order (then /dev/kfd + these nodes). */
   amdRenderNodes?: readonly string[] | undefined;
-  /** Plain variables, passed as `--env NAME=value`. */
+  /** Plain variables, passed as `--env NAME=value`. Never a secret: the engine keeps its configuration. */
   env: Record<string, string>;
-  /** Env file with the secret variables, or undefined when there are none. */
-  envFile?: string | undefined;
+  /** The host directory holding the task's secrets (container-secrets.ts), mounted read-only at /run/secrets; undefined when there are none. */
+  secretsDir?: string | undefined;
   /** rlimits, already clamped to the host's hard limits. */
   limits: ResourceLimits;
   perUnit?: PerUnitLimits | undefined;
@@ -104,7 +105,7 @@ export function buildContainerCreateArgs(options: ContainerCreateOptions): strin
     SUANLI_OUTPUT_DIR: "/workspace/output",
   };
   for (const [name, value] of Object.entries(env)) args.push("--env", `${name}=${value}`);
-  if (options.envFile) args.push("--env-file", options.envFile);
+  if (options.secretsDir) args.push("--volume", `${options.secretsDir}:${TASK_SECRETS_DIR}:ro${options.engine === "podman" ? ",Z" : ""}`);
   args.push(...(options.extraArgs ?? []));
   args.push(options.image);
   if (typeof options.command === "string") args.push("/bin/sh", "-c", options.command);

@@ -12,7 +12,7 @@
  * and the runtime set up its namespaces, cgroups, rlimits, devices and mounts: every step that
  * fails on a misconfigured host happens before the exec.
  */
-import { execFile } from "node:child_process";
+import { execFileText } from "../../process/child.js";
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 
@@ -31,10 +31,32 @@ const COMMAND_NOT_RUNNABLE = /permission denied: OCI permission denied|exec form
 
 export type EngineResult = { code: number | null; stdout: string; stderr: string; missing: boolean };
 
+/** Variables the engine client itself reads (daemon address, auth); the only ones it gets from the node. */
+const CLIENT_ENV = [
+  "PATH",
+  "HOME",
+  "DOCKER_HOST",
+  "DOCKER_CONTEXT",
+  "DOCKER_CONFIG",
+  "DOCKER_CERT_PATH",
+  "DOCKER_TLS_VERIFY",
+  "XDG_RUNTIME_DIR",
+  "CONTAINER_HOST",
+  "CONTAINERS_CONF",
+  "REGISTRY_AUTH_FILE",
+];
+
+/** The node's values of CLIENT_ENV: the environment a task's `start --attach` runs in. */
+export function engineClientEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const key of CLIENT_ENV) if (process.env[key] !== undefined) env[key] = process.env[key]!;
+  return env;
+}
+
 /** Runs the engine client (or any tool) and collects its output; never throws. */
 export function runEngine(file: string, args: string[], timeoutMs: number, input?: string): Promise<EngineResult> {
   return new Promise((resolve) => {
-    const child = execFile(file, args, { timeout: timeoutMs, encoding: "utf8", maxBuffer: 4 * 1024 * 1024 }, (error, stdout, stderr) => {
+    const child = execFileText(file, args, { timeout: timeoutMs, maxBuffer: 4 * 1024 * 1024 }, (error, stdout, stderr) => {
       const missing = (error as NodeJS.ErrnoException | null)?.code === "ENOENT";
       resolve({ code: error ? (typeof error.code === "number" ? error.code : null) : 0, stdout, stderr, missing });
     });

@@ -14,10 +14,12 @@
  * state tells whether the command ran (its exit code is the task's) or the engine failed to start
  * it (provider's fault); then the container is removed.
  *
- * Secret env values never appear in the engine's argv (visible in `ps`): they go through a 0600
- * env file outside the workspace, removed as soon as the container is created.
+ * Secret env values never reach the engine at all, neither its argv (visible in `ps`) nor its
+ * configuration (kept in its state, on disk): container-secrets.ts writes them to a RAM filesystem
+ * after the create, mounts them at /run/secrets, and loads them into the task's environment with
+ * the image's /bin/sh.
  */
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { InvalidInputError } from "../../../common/errors.js";
 import { silentLogger, type Logger } from "../../log/logger.js";
@@ -28,6 +30,7 @@ import { buildContainerCreateArgs, deviceArgs, networkArgs, ulimitArgs, type Per
 import {
   containerPid,
   detectContainerEngine,
+  engineClientEnv,
   engineErrorLine,
   ensureProbeImage,
   hostHardLimits,
@@ -44,6 +47,7 @@ import {
   type EngineKind,
 } from "./container-engine.js";
 import { checkImageReference, compileFetchPolicy, type FetchPolicy } from "./fetch-policy.js";
+import { defaultSecretsBases, findSecretsRoot, imageHasShell, removeSecretsDir, TASK_SECRETS_DIR, TaskSecrets, withSecretsLoader } from "./container-secrets.js";
 import { ImageStore, type AcquiredImage } from "./images.js";
 import { clampToHardLimits, type ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
@@ -56,21 +60,6 @@ import { livenessEnvironment, Redactor, redactError, secretsOf, TASK_ID_PATTERN,
 
 export { detectContainerEngine, type ContainerEngine, type EngineDetection, type EngineKind } from "./container-engine.js";
 export { buildContainerCreateArgs } from "./container-args.js";
-
-/** Variables the engine client itself reads (daemon address, auth); the only ones it gets from the node. */
-const CLIENT_ENV = [
-  "PATH",
-  "HOME",
-  "DOCKER_HOST",
-  "DOCKER_CONTEXT",
-  "DOCKER_CONFIG",
-  "DOCKER_CERT_PATH",
-  "DOCKER_TLS_VERIFY",
-  "XDG_RUNTIME_DIR",
-  "CONTAINER_HOST",
-  "CONTAINERS_CONF",
-  "REGISTRY_AUTH_FILE",
-];
 
 /** slirp4netns's gateway in a Podman container's namespace (10.0.2.0/24 is its network). */
 const SLIRP_GATEWAY = "10.0.2.2";
@@ -113,6 +102,8 @@ export type ContainerRuntimeOptions = {
   logger?: Logger;
   /** The image cache (images.ts): its size cap and the registries pulled without TLS verification. */
   images?: { cacheBytes?: number; insecureRegistries?: readonly string[]; pullTimeoutMs?: number };
+  /** Where to look for a RAM filesystem for task secrets (container-secrets.ts); default $XDG_RUNTIME_DIR, /dev/shm, /run. */
+  secretsBases?: readonly string[];
 };
 
 /** Default size of the image cache: 100 GiB. */
@@ -167,6 +158,10 @@ export class ContainerRuntime implements Runtime {
       this.logger.warn("Stopped and removed containers a previous run of this node left behind", { containers: orphans, removed });
     }
     const warnings: string[] = [];
+    const secretsRoot = await findSecretsRoot(this.owner, this.secretsBases(), { create: false });
+    if (!secretsRoot) warnings.push(`no RAM filesystem (tmpfs) found in ${this.secretsBases().join(", ")}: container tasks with secret env values will be refused`);
+    // Secrets a previous run left (it was killed before its tasks ended): nothing of ours runs now.
+    else for (const entry of await readdir(secretsRoot).catch(() => [])) await removeSecretsDir(path.join(secretsRoot, entry));
     const weakening = (this.options.extraArgs ?? []).filter((arg) =>
       /^(--privileged|--network|--net|--pid|--ipc|--uts|--userns|--cap-add|-v|--volume|--mount|--device|--security-opt)(=|$)/.test(arg),
     );
@@ -175,6 +170,10 @@ export class ContainerRuntime implements Runtime {
       warnings.push("provider.runtime.networkAllow.loopbackPorts is not supported by the container runtime: containers never reach the host's loopback");
     }
     return { sandboxed: true, description: selection.description, warnings };
+  }
+
+  private secretsBases(): readonly string[] {
+    return this.options.secretsBases ?? defaultSecretsBases();
   }
 
   /** Removes this node's containers now (a restarted node's orphans); returns how many there were. */
@@ -263,7 +262,8 @@ export class ContainerRuntime implements Runtime {
     const { engine } = await this.engine();
     if (engine) killed += await removeContainers(engine, [containerName(taskId)]).catch(() => 0);
     killed += await reapTaskProcesses(workspace, hints);
-    await rm(path.join(this.root, `.${taskId}.env`), { force: true });
+    const secretsRoot = await findSecretsRoot(this.owner, this.secretsBases(), { create: false });
+    if (secretsRoot) await removeSecretsDir(path.join(secretsRoot, taskId));
     await rm(path.join(this.root, `.${taskId}.bundle`), { force: true });
     await rm(workspace, { recursive: true, force: true });
     return killed;
@@ -280,10 +280,13 @@ export class ContainerRuntime implements Runtime {
       ]);
     if (spec.image) checkImageReference(spec.image, compileFetchPolicy(this.options.fetchPolicy));
     const secrets = secretsOf(spec);
-    const badSecrets = [...secrets]
-      .filter(([, value]) => /[\r\n]/.test(value))
-      .map(([name]) => ({ path: `env.${name}`, message: "a secret for the container runtime cannot contain a line break" }));
-    if (badSecrets.length > 0) throw new InvalidInputError("task", badSecrets);
+    // This node's directory for task secrets on a RAM filesystem, made for the first task with secrets.
+    const secretsRoot = secrets.size > 0 ? await findSecretsRoot(this.owner, this.secretsBases()) : undefined;
+    if (secrets.size > 0 && !secretsRoot) {
+      throw new RuntimeUnavailableError("container", `no RAM filesystem (tmpfs) to hand the task its secrets (looked in ${this.secretsBases().join(", ")})`, [
+        "Secrets are never written to a disk: mount a tmpfs at /dev/shm, or run the node with XDG_RUNTIME_DIR on one.",
+      ]);
+    }
     const selection = await this.select();
     const { engine } = selection;
     const redactor = new Redactor(secrets);
@@ -295,7 +298,11 @@ export class ContainerRuntime implements Runtime {
 
     const root = this.root;
     const workspace = path.join(root, launch.taskId);
-    const envFile = secrets.size > 0 ? path.join(root, `.${launch.taskId}.env`) : undefined;
+    let taskSecrets: TaskSecrets | undefined;
+    const removeSecrets = () => taskSecrets?.remove() ?? Promise.resolve();
+    // Whether the secrets are in the task's environment too (the image's /bin/sh loads them): a
+    // string command runs under /bin/sh anyway; for an argv command Podman is asked first.
+    const secretsInEnv = secrets.size > 0 && (typeof spec.command === "string" || engine.kind !== "podman" || (await imageHasShell(engine, image.id, this.probeFlags(selection))));
     const name = containerName(launch.taskId);
     const removeContainer = () => removeContainers(engine, [name]).catch(() => 0);
     const removeWorkspace = () => rm(workspace, { recursive: true, force: true });
@@ -323,46 +330,47 @@ export class ContainerRuntime implements Runtime {
           await rm(bundleFile, { force: true });
         }
       }
-      if (envFile) await writeFile(envFile, [...secrets].map(([key, value]) => `${key}=${value}\n`).join(""), { mode: 0o600 });
+      if (secretsRoot) taskSecrets = await TaskSecrets.create(secretsRoot, launch.taskId, secrets);
       const plainEnv: Record<string, string> = {};
       for (const [key, value] of Object.entries(spec.env)) if (typeof value === "string") plainEnv[key] = value;
       const gpus = this.options.gpus !== false;
       const devices = gpus ? launch.devices : [];
-      const createArgs = buildContainerCreateArgs({
-        engine: engine.kind,
-        name,
-        taskId: launch.taskId,
-        owner: this.owner,
-        // By id: a name in the engine's store can be re-pointed, the id is what was pulled or checked.
-        image: image.id,
-        command: spec.command,
-        workspace,
-        devices,
-        units: launch.devices.length,
-        amdRenderNodes: gpus && this.options.amdRenderNode ? launch.devices.map(this.options.amdRenderNode) : undefined,
-        env: { ...plainEnv, ...livenessEnvironment(launch.spec, "/workspace"), ...groupEnvironment(launch) },
-        envFile,
-        limits: selection.limits,
-        perUnit: this.options.perUnit,
-        network: this.options.network ?? true,
-        stopGraceMs: grace,
-        ociRuntime: selection.ociRuntime,
-        extraArgs: this.options.extraArgs,
-      });
-      const created = await runEngine(engine.path, createArgs, 600_000);
-      if (envFile) await rm(envFile, { force: true });
+      const createArgs = (loader: boolean) =>
+        buildContainerCreateArgs({
+          engine: engine.kind,
+          name,
+          taskId: launch.taskId,
+          owner: this.owner,
+          // By id: a name in the engine's store can be re-pointed, the id is what was pulled or checked.
+          image: image.id,
+          command: loader ? withSecretsLoader(spec.command) : spec.command,
+          workspace,
+          devices,
+          units: launch.devices.length,
+          amdRenderNodes: gpus && this.options.amdRenderNode ? launch.devices.map(this.options.amdRenderNode) : undefined,
+          env: { ...plainEnv, ...livenessEnvironment(launch.spec, "/workspace"), ...groupEnvironment(launch) },
+          secretsDir: taskSecrets?.hostDir,
+          limits: selection.limits,
+          perUnit: this.options.perUnit,
+          network: this.options.network ?? true,
+          stopGraceMs: grace,
+          ociRuntime: selection.ociRuntime,
+          extraArgs: this.options.extraArgs,
+        });
+      const created = await runEngine(engine.path, createArgs(secretsInEnv), 600_000);
       if (created.code !== 0) throw new ContainerEngineError("create the task's container", redactor.redact(engineErrorLine(created.stderr || created.stdout)));
+      // Only now, with the container recorded by the engine without them.
+      await taskSecrets?.write();
       if (engine.kind === "podman") await this.initialise(engine, name, redactor);
     } catch (error) {
       image.release();
       await removeContainer();
       await removeWorkspace();
-      if (envFile) await rm(envFile, { force: true });
+      await removeSecrets();
       throw redactError(error, redactor);
     }
 
-    const clientEnv: Record<string, string> = {};
-    for (const key of CLIENT_ENV) if (process.env[key] !== undefined) clientEnv[key] = process.env[key]!;
+    const clientEnv = engineClientEnv();
     const logs = new LogBuffer(this.options.logs);
     const size = `${(image.sizeBytes / 1024 ** 2).toFixed(1)} MB`;
     logs.push(
@@ -371,6 +379,7 @@ export class ContainerRuntime implements Runtime {
         ? `Image ${image.source}: cached (sha256:${image.id.slice(0, 12)}, ${size}), not pulled again`
         : `Image ${image.source}: ${spec.image ? "pulled" : "loaded"} in ${(image.ms / 1000).toFixed(1)} s before the lease started (sha256:${image.id.slice(0, 12)}, ${size})`,
     );
+    if (secrets.size > 0 && !secretsInEnv) logs.push("system", `The image has no /bin/sh: the task's secrets are the files in ${TASK_SECRETS_DIR}, not environment variables`);
     const task: RunningTask = new RunningTask({
       launch,
       workspace,
@@ -380,7 +389,7 @@ export class ContainerRuntime implements Runtime {
         env: clientEnv,
         groupUsage: false,
         // Inside the running container: same namespaces, cgroup limits, user and environment.
-        execArgv: (command) => [engine.path, "exec", "-i", "--workdir", "/workspace", name, ...command],
+        execArgv: (command) => [engine.path, "exec", "-i", "--workdir", "/workspace", name, ...(secretsInEnv ? withSecretsLoader([...command]) : command)],
         stop: async (proc, graceMs) => {
           const seconds = Math.max(0, Math.ceil(graceMs / 1000));
           const stopped = await runEngine(engine.path, ["stop", "--time", String(seconds), name], graceMs + 30_000);
@@ -392,7 +401,7 @@ export class ContainerRuntime implements Runtime {
         classifyExit: () => this.classify(engine, name, task),
         afterExit: async () => {
           image.release();
-          if (envFile) await rm(envFile, { force: true });
+          await removeSecrets();
           await removeContainer();
         },
       },
@@ -403,7 +412,7 @@ export class ContainerRuntime implements Runtime {
       defaultGraceMs: grace,
       removeWorkspace: async () => {
         image.release();
-        if (envFile) await rm(envFile, { force: true });
+        await removeSecrets();
         await removeContainer();
         await removeWorkspace();
       },
@@ -412,6 +421,11 @@ export class ContainerRuntime implements Runtime {
       image: { ref: image.source, digest: `sha256:${image.id}`, cached: image.cached },
     });
     return task;
+  }
+
+  /** The flags a throwaway container of this node needs here (OCI runtime, rlimits, owner label). */
+  private probeFlags(selection: Selection): string[] {
+    return [...(selection.ociRuntime ? ["--runtime", selection.ociRuntime] : []), ...ulimitArgs(selection.limits), "--label", `${OWNER_LABEL}=${this.owner}`];
   }
 
   /**

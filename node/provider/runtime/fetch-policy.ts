@@ -4,7 +4,9 @@
  * (loopback, cloud metadata at 169.254.169.254, the private network): that is SSRF.
  *
  * - `file:` only when the operator enables it (devnet and tests do);
- * - http(s) only to addresses network-policy.ts calls public, or inside an allow-listed range;
+ * - http(s) only to addresses network-policy.ts calls public, or inside an allow-listed range,
+ *   and never to an address of the host's own interfaces (host-addresses.ts: its public address
+ *   is the host as much as 127.0.0.1 is) unless the allow-list names that very address;
  * - the check runs on every address the name resolves to, inside the connection's own DNS
  *   lookup, so the socket connects to exactly the address that was checked (a name that answers
  *   "public" to the check and "127.0.0.1" to the connect — DNS rebinding — cannot slip through);
@@ -16,6 +18,7 @@ import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
 import { isIP, type LookupFunction } from "node:net";
 import { FetchRefusedError } from "../errors.js";
+import { allowsExactly, isOwnAddress } from "./host-addresses.js";
 import { checkAddress, parseCidr, type ParsedCidr } from "./network-policy.js";
 
 export type FetchPolicy = {
@@ -42,6 +45,15 @@ function shown(url: URL): string {
 }
 
 /**
+ * Whether renter-supplied fetches may reach `address`: public (or allow-listed) and not one of the
+ * host's own interface addresses, unless an allow-list entry names that address itself.
+ */
+export function addressPermitted(address: string, policy: CompiledFetchPolicy): boolean {
+  if (!checkAddress(address, policy.allow).allowed) return false;
+  return !isOwnAddress(address) || allowsExactly(address, policy.allow);
+}
+
+/**
  * A DNS lookup for http(s).request that refuses a name when any address it resolves to is outside
  * the policy, and hands the connection only checked addresses.
  */
@@ -50,7 +62,7 @@ export function policedLookup(policy: CompiledFetchPolicy, url: URL): LookupFunc
     const family = options.family === "IPv4" ? 4 : options.family === "IPv6" ? 6 : typeof options.family === "number" ? options.family : 0;
     dnsLookup(hostname, { all: true, family, verbatim: true }, (error, addresses: LookupAddress[]) => {
       if (error) return callback(error);
-      const refused = addresses.find((entry) => !checkAddress(entry.address, policy.allow).allowed);
+      const refused = addresses.find((entry) => !addressPermitted(entry.address, policy));
       const first = addresses[0];
       if (refused || !first) return callback(new FetchRefusedError(shown(url), `${hostname} resolves to an address the provider does not fetch from`));
       if (options.all) callback(null, addresses);
@@ -68,7 +80,7 @@ export function checkUrl(url: URL, policy: CompiledFetchPolicy, options: { redir
   if (url.protocol !== "http:" && url.protocol !== "https:") throw new FetchRefusedError(shown(url), `${url.protocol} URLs are not accepted (http: and https: are)`);
   const host = url.hostname.replace(/^\[|\]$/g, "");
   // A literal address never goes through DNS (so not through policedLookup): check it here.
-  if (isIP(host) && !checkAddress(host, policy.allow).allowed) throw new FetchRefusedError(shown(url), "the address is loopback, link-local, private or reserved");
+  if (isIP(host) && !addressPermitted(host, policy)) throw new FetchRefusedError(shown(url), "the address is this host's own, loopback, link-local, private or reserved");
 }
 
 export type PolicedResponse = { response: IncomingMessage; url: URL };
@@ -113,7 +125,7 @@ function requestOnce(url: URL, policy: CompiledFetchPolicy, signal: AbortSignal)
  * Throws FetchRefusedError for a container image reference the engine would resolve somewhere the
  * policy forbids: a transport prefix (`oci-archive:/path`, `docker-archive:`, `dir:`,
  * `containers-storage:`, `docker-daemon:` — files or stores of the host), or a registry named by a
- * loopback, link-local or private literal address or `localhost` (unless allow-listed). Registry
+ * loopback, link-local, private or host's own literal address or `localhost` (unless allow-listed). Registry
  * names are resolved by the engine, not here: the operator's firewall covers what DNS returns.
  */
 export function checkImageReference(image: string, policy: CompiledFetchPolicy): void {
@@ -133,5 +145,5 @@ export function checkImageReference(image: string, policy: CompiledFetchPolicy):
     if (!checkAddress("127.0.0.1", policy.allow).allowed) throw new FetchRefusedError(image, "the registry is on this host's loopback");
     return;
   }
-  if (isIP(host) && !checkAddress(host, policy.allow).allowed) throw new FetchRefusedError(image, "the registry address is loopback, link-local, private or reserved");
+  if (isIP(host) && !addressPermitted(host, policy)) throw new FetchRefusedError(image, "the registry address is this host's own, loopback, link-local, private or reserved");
 }

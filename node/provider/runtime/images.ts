@@ -23,7 +23,7 @@
  *   anything else the engine failed at (storage, disk full) is the provider's
  *   (RuntimeUnavailableError).
  */
-import { execFile } from "node:child_process";
+import { execFileText } from "../../process/child.js";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, open, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { Transform } from "node:stream";
@@ -88,7 +88,7 @@ type RunResult = { code: number | null; stdout: string; stderr: string; missing:
 
 function run(file: string, args: string[], timeoutMs: number, signal?: AbortSignal): Promise<RunResult> {
   return new Promise((resolve) => {
-    execFile(file, args, { timeout: timeoutMs, encoding: "utf8", maxBuffer: 16 * 1024 * 1024, ...(signal ? { signal } : {}) }, (error, stdout, stderr) => {
+    execFileText(file, args, { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024, ...(signal ? { signal } : {}) }, (error, stdout, stderr) => {
       const err = error as (NodeJS.ErrnoException & { killed?: boolean; signal?: string }) | null;
       resolve({
         code: err ? (typeof err.code === "number" ? err.code : null) : 0,

@@ -3,7 +3,8 @@
  * SIGTERM to the group, a grace period for it to finish, then SIGKILL to whatever is left. Used
  * for tasks (process and container runtimes) and for the idle workload.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { spawnChild } from "../../process/child.js";
 import { readFile, readdir } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import { LineSplitter } from "./logs.js";
@@ -52,7 +53,7 @@ export class ManagedProcess {
 
   private constructor(options: ManagedProcessOptions) {
     // detached: the child calls setsid(), so it leads a new process group whose id is its pid.
-    this.child = spawn(options.argv[0]!, options.argv.slice(1), {
+    this.child = spawnChild(options.argv[0]!, options.argv.slice(1), {
       cwd: options.cwd,
       env: options.env,
       detached: true,

@@ -18,7 +18,7 @@
  *
  * Running without a sandbox is an explicit `sandbox: "none"`, never a fallback.
  */
-import { execFile, spawn } from "node:child_process";
+import { execFileText, spawnChild } from "../../process/child.js";
 import { readdir, readFile, realpath, rm, stat } from "node:fs/promises";
 import { networkInterfaces } from "node:os";
 import path from "node:path";
@@ -51,14 +51,14 @@ export function detectBubblewrap(bwrapPath = "bwrap"): Promise<BubblewrapStatus>
   let probe = probes.get(bwrapPath);
   if (!probe) {
     probe = new Promise<BubblewrapStatus>((resolve) => {
-      execFile(bwrapPath, ["--version"], { timeout: 5_000 }, (versionError, versionOut) => {
+      execFileText(bwrapPath, ["--version"], { timeout: 5_000 }, (versionError, versionOut) => {
         if (versionError) {
           const code = (versionError as NodeJS.ErrnoException).code;
           resolve({ available: false, path: bwrapPath, reason: code === "ENOENT" ? "bwrap is not installed" : `bwrap --version failed: ${versionError.message}` });
           return;
         }
         const args = ["--unshare-user", "--unshare-pid", "--unshare-net", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"];
-        execFile(bwrapPath, args, { timeout: 5_000 }, (error, _out, stderr) => {
+        execFileText(bwrapPath, args, { timeout: 5_000 }, (error, _out, stderr) => {
           if (error) resolve({ available: false, path: bwrapPath, reason: `bwrap cannot create a sandbox here: ${String(stderr).trim() || error.message}` });
           else resolve({ available: true, path: bwrapPath, version: String(versionOut).trim() });
         });
@@ -205,7 +205,7 @@ export type TaskNetwork = { pastaPid: number; stop(): Promise<void> };
 
 function run(file: string, args: string[], input: string | undefined, timeoutMs: number): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(file, args, { stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"], timeout: timeoutMs });
+    const child = spawnChild(file, args, { stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"], timeout: timeoutMs });
     let output = "";
     const take = (chunk: Buffer) => {
       if (output.length < 16_384) output += chunk.toString("utf8");

@@ -16,7 +16,7 @@
  *   pair's end. Two tasks listening on the same port do not collide: each has its own loopback.
  */
 import { readdir, readFile, readlink } from "node:fs/promises";
-import { spawn } from "node:child_process";
+import { spawnChild } from "../../process/child.js";
 import { connect, type Socket } from "node:net";
 import { TaskIoUnavailableError, TaskPortClosedError } from "../agent/errors.js";
 import type { TaskHandle } from "./runtime.js";
@@ -112,7 +112,7 @@ async function connectDirect(host: string, port: number, timeoutMs: number): Pro
 async function connectInNamespace(pid: number, host: string, port: number, timeoutMs: number): Promise<Socket> {
   const ownUserNs = (await namespaceOf(pid, "user")) === (await namespaceOf("self", "user"));
   const argv = ["-t", String(pid), ...(ownUserNs ? [] : ["-U", "--preserve-credentials"]), "-n", "--", process.execPath, "-e", bridgeSource(host, port)];
-  const child = spawn("nsenter", argv, { stdio: ["ignore", "pipe", "pipe", "pipe"], env: { PATH: process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin" } });
+  const child = spawnChild("nsenter", argv, { stdio: ["ignore", "pipe", "pipe", "pipe"], env: { PATH: process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin" } });
   const socket = child.stdio[3] as Socket;
   let stderr = "";
   child.stderr!.on("data", (chunk: Buffer) => {

@@ -5,11 +5,8 @@
  * the command's foreground job). `script` must exist in the task's environment: the host's for
  * the process runtimes (bubblewrap binds /usr), the image's for containers.
  */
-import { execFile } from "node:child_process";
 import { readFile, readlink } from "node:fs/promises";
-import { promisify } from "node:util";
-
-const run = promisify(execFile);
+import { execFileTextAsync } from "../../process/child.js";
 
 /** A word quoted for /bin/sh. */
 export function shellQuote(word: string): string {
@@ -51,7 +48,7 @@ export async function resizeTty(rootPid: number, size: TtySize): Promise<boolean
   const device = await terminalOf(rootPid);
   if (!device) return false;
   try {
-    await run("stty", ["-F", device, "rows", String(size.rows), "cols", String(size.cols)], { timeout: 5_000 });
+    await execFileTextAsync("stty", ["-F", device, "rows", String(size.rows), "cols", String(size.cols)], { timeout: 5_000 });
     return true;
   } catch {
     return false;

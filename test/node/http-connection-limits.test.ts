@@ -1,0 +1,180 @@
+/**
+ * Issue #33 item 11: the node's HTTP servers (the API, the metrics endpoint) bound how long and how
+ * many connections they hold. Real sockets on 127.0.0.x against servers listening on 127.0.0.1:
+ * slow-loris clients that never finish their headers, idle connections that never send a byte,
+ * floods from one address and from many. Small configured caps and timeouts keep the test quick;
+ * the defaults are in docs/configuration.md.
+ */
+import assert from "node:assert/strict";
+import { connect, type Socket } from "node:net";
+import { Registry } from "prom-client";
+import { apiOptionsSchema } from "../../node/api/options.js";
+import { silentLogger } from "../../node/log/logger.js";
+import { metricsOptionsSchema } from "../../node/metrics/options.js";
+import { startMetricsServer, type MetricsServer } from "../../node/metrics/server.js";
+import { startApiFixture, type ApiFixture } from "../support/api-fixture.js";
+
+/** A client connection and what happened to it. */
+type Probe = { socket: Socket; received: string; closed: Promise<void>; isClosed: () => boolean };
+
+function open(port: number, localAddress: string): Promise<Probe> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: "127.0.0.1", port, localAddress });
+    let received = "";
+    let closed = false;
+    const probe: Probe = {
+      socket,
+      get received() {
+        return received;
+      },
+      closed: new Promise<void>((done) => socket.once("close", () => done())),
+      isClosed: () => closed,
+    };
+    socket.on("data", (chunk: Buffer) => (received += chunk.toString("latin1")));
+    socket.on("error", () => undefined);
+    socket.once("close", () => (closed = true));
+    socket.once("connect", () => resolve(probe));
+    socket.once("error", reject);
+  });
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Slow loris: each connection starts a request and then sends one more header line every 100 ms,
+ * never the blank line that ends the head. Returns once every connection is closed, or after
+ * `maxRounds` rounds (the bound: a server without a head timeout holds them all past it).
+ */
+async function slowLoris(probes: Probe[], maxRounds: number): Promise<{ rounds: number }> {
+  for (const probe of probes) probe.socket.write("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+  for (let round = 1; round <= maxRounds; round++) {
+    const live = probes.filter((probe) => !probe.isClosed());
+    if (live.length === 0) return { rounds: round };
+    for (const probe of live) probe.socket.write(`X-Slow-${round}: a\r\n`);
+    await sleep(100);
+  }
+  return { rounds: maxRounds };
+}
+
+function counterValue(registry: Registry, name: string, labels: Record<string, string>): Promise<number> {
+  return registry
+    .getSingleMetric(name)!
+    .get()
+    .then((metric) => metric.values.find((value) => Object.entries(labels).every(([key, wanted]) => value.labels[key] === wanted))?.value ?? 0);
+}
+
+describe("HTTP connection limits (API and metrics endpoint)", function () {
+  this.timeout(60_000);
+
+  describe("the API", () => {
+    let fx: ApiFixture;
+    let port: number;
+    const connections = { headersTimeoutMs: 1500, requestTimeoutMs: 3000, keepAliveTimeoutMs: 300, idleTimeoutMs: 4000, maxPerAddress: 10, maxTotal: 30 };
+
+    before(async () => {
+      fx = await startApiFixture({ host: "127.0.0.1", port: 0, connections, sse: { heartbeatMs: 1000 } });
+      port = Number(new URL(await fx.api.listen()).port);
+    });
+    after(async () => {
+      await fx.close();
+    });
+
+    it("closes 50 slow-loris connections from one address: 10 held until the head timeout (408), 40 refused at once; another address is served meanwhile", async () => {
+      const refusedBefore = await counterValue(fx.registry, "suanli_api_connections_refused_total", { reason: "per_address" });
+      const probes = await Promise.all(Array.from({ length: 50 }, () => open(port, "127.0.0.1")));
+      const loris = slowLoris(probes, 300);
+      // While the flood holds its share, a client from another address gets its answer.
+      const other = await open(port, "127.0.0.2");
+      other.socket.write("GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+      await other.closed;
+      assert.match(other.received, /^HTTP\/1\.1 200 /);
+
+      const { rounds } = await loris;
+      const open_ = probes.filter((probe) => !probe.isClosed());
+      assert.equal(open_.length, 0, `${open_.length} slow connections still held after ${rounds} rounds of 100 ms`);
+      const timedOut = probes.filter((probe) => /^HTTP\/1\.1 408 /.test(probe.received));
+      const refused = probes.filter((probe) => probe.received === "");
+      assert.equal(timedOut.length + refused.length, 50, "each was either cut at the head timeout or refused without a byte");
+      assert.ok(timedOut.length >= 1 && timedOut.length <= connections.maxPerAddress, `held ${timedOut.length}, at most ${connections.maxPerAddress}`);
+      const refusedAfter = await counterValue(fx.registry, "suanli_api_connections_refused_total", { reason: "per_address" });
+      assert.equal(refusedAfter - refusedBefore, refused.length, "every refusal is counted");
+    });
+
+    it("holds at most maxPerAddress idle connections (never a byte sent) from one address, and closes those", async () => {
+      const probes = await Promise.all(Array.from({ length: 40 }, () => open(port, "127.0.0.3")));
+      await Promise.all(probes.map((probe) => probe.closed));
+      const refused = probes.filter((probe) => probe.received === "");
+      // The held ones are closed by the head timeout, with a 408 or without a word.
+      assert.ok(refused.length >= 40 - connections.maxPerAddress, `refused ${refused.length}`);
+    });
+
+    it("holds at most maxTotal connections from many addresses together", async () => {
+      const before = await counterValue(fx.registry, "suanli_api_connections_refused_total", { reason: "total" });
+      const probes: Probe[] = [];
+      for (const address of ["127.0.0.4", "127.0.0.5", "127.0.0.6", "127.0.0.7"]) {
+        probes.push(...(await Promise.all(Array.from({ length: 10 }, () => open(port, address)))));
+      }
+      await Promise.all(probes.map((probe) => probe.closed));
+      const refusedTotal = (await counterValue(fx.registry, "suanli_api_connections_refused_total", { reason: "total" })) - before;
+      assert.ok(refusedTotal >= probes.length - connections.maxTotal, `refused ${refusedTotal} of ${probes.length} over a cap of ${connections.maxTotal}`);
+      // Once they are gone, the server takes new connections again.
+      const again = await open(port, "127.0.0.4");
+      again.socket.write("GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+      await again.closed;
+      assert.match(again.received, /^HTTP\/1\.1 200 /);
+    });
+
+    it("closes a keep-alive connection left idle after its request", async () => {
+      const probe = await open(port, "127.0.0.8");
+      probe.socket.write("GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+      await probe.closed;
+      assert.match(probe.received, /^HTTP\/1\.1 200 /);
+      assert.match(probe.received, /keep-alive/i, "the connection was kept open for another request, then closed by the server");
+    });
+
+    it("validates the options: the head fits in the request, event-stream heartbeats come before the idle timeout, documented defaults", () => {
+      const defaults = apiOptionsSchema.parse({}).connections;
+      assert.deepEqual(defaults, {
+        headersTimeoutMs: 10_000,
+        requestTimeoutMs: 30_000,
+        keepAliveTimeoutMs: 5_000,
+        idleTimeoutMs: 120_000,
+        maxPerAddress: 64,
+        maxTotal: 4096,
+        maxRequestsPerSocket: 0,
+      });
+      assert.throws(() => apiOptionsSchema.parse({ connections: { headersTimeoutMs: 5000, requestTimeoutMs: 1000 } }), /requestTimeoutMs must be at least headersTimeoutMs/);
+      assert.throws(() => apiOptionsSchema.parse({ connections: { idleTimeoutMs: 10_000 } }), /sse.heartbeatMs must be shorter than connections.idleTimeoutMs/);
+      assert.throws(() => apiOptionsSchema.parse({ connections: { maxPerAddress: 10, maxTotal: 5 } }), /maxPerAddress must be at most maxTotal/);
+    });
+  });
+
+  describe("the metrics endpoint", () => {
+    let server: MetricsServer;
+    let port: number;
+    const connections = metricsOptionsSchema.parse({
+      connections: { headersTimeoutMs: 1000, requestTimeoutMs: 2000, idleTimeoutMs: 3000, maxPerAddress: 5, maxTotal: 20 },
+    }).connections;
+
+    before(async () => {
+      server = await startMetricsServer(new Registry(), { host: "127.0.0.1", port: 0, connections }, silentLogger());
+      port = Number(new URL(server.url).port);
+    });
+    after(async () => {
+      await server.close();
+    });
+
+    it("closes 20 slow-loris connections from one address: 5 held until the head timeout, the rest refused at once", async () => {
+      const probes = await Promise.all(Array.from({ length: 20 }, () => open(port, "127.0.0.1")));
+      const { rounds } = await slowLoris(probes, 300);
+      assert.equal(probes.filter((probe) => !probe.isClosed()).length, 0, `slow connections still held after ${rounds} rounds`);
+      const held = probes.filter((probe) => probe.received !== "");
+      assert.ok(held.length >= 1 && held.length <= 5, `held ${held.length}`);
+      // A scraper on its own address is served.
+      const scraper = await open(port, "127.0.0.2");
+      scraper.socket.write("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+      await scraper.closed;
+      assert.match(scraper.received, /^HTTP\/1\.1 200 /);
+    });
+  });
+});
