@@ -303,7 +303,7 @@ export class AttestorChallenge {
     if (held) {
       return this.fail(
         "duplicate_gpus",
-        `GPU ${held.device.slice("uuid:".length)} backs machine ${held.machine} (passed ${Math.round(held.agoMs / 1000)} s ago): one GPU cannot back two machines`,
+        `GPU ${commit.devices.find((device) => uuidKey(device) === held.device) ?? held.device.slice("uuid:".length)} backs machine ${held.machine} (passed ${Math.round(held.agoMs / 1000)} s ago): one GPU cannot back two machines`,
       );
     }
     if (new Set(commit.roots.map((root) => root.toLowerCase())).size !== commit.roots.length) {
