@@ -70,7 +70,7 @@ describe("confidential-computing evidence over libp2p (issue 24)", function () {
   const devicesRunner = (devices: readonly SimDevice[], mode?: string) =>
     new CcRunner(cpu, (id, unit, root) => simEvidence(devices[unit]!, id, unit, root, mode === undefined ? {} : { mode }));
 
-  it("passes distinct GH100s for a 2 × H100 claim and refuses one GPU twice, no evidence, a replayed real report, and an A100 claim", async () => {
+  it("passes distinct GH100s for a 2 × H100 claim and refuses one GPU twice, no evidence, a replayed real report, an A100 claim, CC off, a nonce not bound to the unit and its root, and a revoked device", async () => {
     const nvidiaReport = readFileSync(path.join(recorded, "report.hex"), "utf8").trim();
     const replayed: GpuEvidence = {
       request: `0x${nvidiaReport.slice(0, 74)}`,
