@@ -74,11 +74,12 @@ export const submitTaskParametersSchema = z
     /** Only attested machines (default true). */
     attestedOnly: z.boolean().optional(),
     /**
-     * Only machines whose GPUs the attestor quorum verified by their confidential-computing
-     * evidence (NVIDIA Hopper and later in CC mode; default false): the GPUs are proven, one
-     * physical device per unit, not only measured.
+     * Only machines whose GPUs' identity the attestor quorum verified by NVIDIA-signed
+     * confidential-computing evidence (Hopper and later, CC mode on; default false): one distinct
+     * physical GPU of the claimed chip per unit, not only a measured rate. It does not make the
+     * task confidential (docs/matching.md).
      */
-    confidentialComputing: z.boolean().optional(),
+    gpuIdentityVerified: z.boolean().optional(),
     /** "cluster": accept a group of machines on a declared fast interconnect for large counts; "machine" (default): all GPUs on one machine. */
     colocation: z.enum(["machine", "cluster"]).optional(),
     /**

@@ -50,10 +50,10 @@ export const attestationViewSchema = z.strictObject({
   issuedAt: unixSecondsSchema,
   expiry: unixSecondsSchema,
   current: z.boolean().describe("False once `expiry` has passed."),
-  confidentialComputing: z
+  gpuIdentityVerified: z
     .boolean()
     .describe(
-      "True when the attestor verified the GPUs' confidential-computing evidence (NVIDIA Hopper and later): one physical GPU per unit, its signed measurements chained to NVIDIA's root (docs/attestation.md).",
+      "True when the attestor verified, per unit, NVIDIA-signed confidential-computing evidence of a distinct physical GPU of the claimed chip (Hopper and later), answering its challenge with the host reporting CC mode on and no certificate revoked by the CRLs it holds (docs/attestation.md). It proves the GPUs' identity, not that a task runs confidentially.",
     ),
   cc: bytes32WireSchema.describe(
     "keccak256 of the verified GPUs, `<chip>:<deviceId>` per unit in unit order joined by newlines; zero when none. The same value on two machines' attestations means the same GPUs.",
@@ -109,10 +109,10 @@ export const offerViewSchema = z.strictObject({
     lowestInterruptibleBid: amountSchema.nullable().describe("Lowest bid among running interruptible leases (an on-demand renter may preempt them)."),
   }),
   attested: z.boolean().describe("True when at least one current attestation, verified by this node, covers the machine."),
-  confidentialComputing: z
+  gpuIdentityVerified: z
     .boolean()
     .describe(
-      "True when the attestations that count for the machine (a quorum of distinct attestors where this node applies one) verified its GPUs by their confidential-computing evidence.",
+      "True when the attestations that count for the machine (a quorum of distinct attestors where this node applies one) verified its GPUs' identity by NVIDIA-signed confidential-computing evidence (see the attestation's `gpuIdentityVerified`; not a confidential VM).",
     ),
   attestations: z.array(attestationViewSchema),
   peerId: z.string(),
@@ -138,9 +138,9 @@ export const offerFilterShape = {
   maxPricePerUnitSecond: queryAmount.optional().describe("At most this price, token base units per unit-second."),
   region: regionQuery.optional().describe("Region label, case-insensitive."),
   attested: queryBool.optional().describe("true: only attested machines; false: only machines without a current attestation."),
-  confidentialComputing: queryBool
+  gpuIdentityVerified: queryBool
     .optional()
-    .describe("true: only machines whose GPUs a current attestation verified by confidential-computing evidence; false: only machines without one."),
+    .describe("true: only machines whose GPUs' identity the attestations verified by NVIDIA-signed evidence (`gpuIdentityVerified`); false: only machines without it."),
   provider: queryAddress.optional().describe("Only this provider's offers."),
   interruptible: queryBool.optional().describe("true: only machines that sell interruptible capacity."),
   sort: offerSortSchema.default("price").describe("Sort order (default price ascending); `-` sorts descending."),

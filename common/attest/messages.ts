@@ -209,7 +209,9 @@ export type RefusalMessage = z.output<typeof refusalMessageSchema>;
  * - `late_open`: the rows did not come back within the open timeout.
  * - `busy_too_often`: the machine answered `busy` to `maxBusyRefusals` challenges in a row.
  * - `bad_commit_signature`: the commit is not signed by the challenge's provider (commit.ts).
- * - `duplicate_gpus`: two units' sub-challenges name the same GPU (one device cannot be two units).
+ * - `duplicate_gpus`: two units' sub-challenges name the same GPU (one device cannot be two units),
+ *   or a unit names a GPU another machine passed with within the attestor's reuse window (one
+ *   device cannot back two machines: node/attest/device-registry.ts).
  * - `missing_gpus`: the profile requires a GPU UUID per unit (`requireDevices`) and the commit names none.
  * - `cc_evidence`: the attestor requires confidential-computing evidence (`attest.cc.required`) and
  *   the commit carries none, or the evidence it carries does not verify for this challenge and class,
@@ -218,6 +220,8 @@ export type RefusalMessage = z.output<typeof refusalMessageSchema>;
  * - `refused`: the provider declined the challenge or its runner failed.
  * - `memory_phase`: the GEMM phase passed but the memory phase failed (memory-messages.ts; the
  *   detail starts with the memory phase's own reason, e.g. `slow_walk:`).
+ * - `too_fast_for_class`: correct rows, committed at a rate above the claimed class's ceiling
+ *   (datasheet × units × 1.15): the machine is another, faster class and must claim it.
  */
 export const FAILURE_REASONS = [
   "wrong_rows",
@@ -234,6 +238,7 @@ export const FAILURE_REASONS = [
   "duplicate_gpus",
   "missing_gpus",
   "cc_evidence",
+  "too_fast_for_class",
 ] as const;
 export type FailureReason = (typeof FAILURE_REASONS)[number];
 

@@ -10,6 +10,7 @@
  *   /suanli/attest-request/1.0.0  anyone → attestor     request   → outcome (challenge a machine now)
  *   /suanli/liveness/1.0.0        attestor → provider   probe     → signed Heartbeat
  *   /suanli/fault/1.0.0           attestor → attestor   proposal  → signature | declined
+ *   /suanli/attestor-identity/1.0.0  attestor → attestor  {chainId} → signed peer binding (attestor-peer.ts)
  */
 import { z } from "zod";
 import { commitFraudProofSchema } from "./commit.js";
@@ -282,8 +283,22 @@ export const faultAnswerSchema = z.discriminatedUnion("outcome", [
     outcome: z.literal("declined"),
     reason: z.enum(FAULT_DECLINE_REASONS),
     detail: z.string().max(500),
-    /** With `seen_alive`: when this attestor last got a heartbeat (unix s). */
+    /** With `seen_alive`: when this attestor last got a heartbeat (unix s). Informational: only `receipt` moves a fault. */
     lastSeenAt: uint32.nullable(),
+    /**
+     * With `seen_alive`: this attestor's signed ProbeReceipt of that heartbeat (the fault's lease;
+     * the same receipt it gave the provider). A proposer moves observedAt past a co-signer's
+     * answer only on a receipt that recovers to an on-chain attestor and was taken after
+     * observedAt's second: an unsigned "seen alive" time is anyone's word and moves nothing.
+     * `receivedAtMs` stays a decimal string here (answers are logged and printed as JSON).
+     */
+    receipt: z
+      .strictObject({
+        challenge: bytes32Schema,
+        receivedAtMs: z.string().regex(/^(0|[1-9][0-9]{0,19})$/, "a decimal uint64 of at most 20 digits"),
+        signature: signatureSchema,
+      })
+      .optional(),
     /**
      * With `no_evidence`: the start of this attestor's own first failed probe of the current
      * outage (unix s), the earliest observedAt it could sign; null when its probes do not fail.

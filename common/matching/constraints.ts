@@ -8,7 +8,7 @@ import type { SlotList } from "./book-index.js";
 import type { MatchRequest } from "./request.js";
 
 export type ConstraintId =
-  "gpuType" | "region" | "price" | "interruptible" | "bid" | "offerExpiry" | "duration" | "vram" | "attestation" | "confidentialComputing" | "reputation" | "capacity" | "excluded";
+  "gpuType" | "region" | "price" | "interruptible" | "bid" | "offerExpiry" | "duration" | "vram" | "attestation" | "gpuIdentityVerified" | "reputation" | "capacity" | "excluded";
 
 /** Constraint ids in the order applied. Those that a request does not use are skipped. */
 export const CONSTRAINT_ORDER: readonly ConstraintId[] = [
@@ -21,7 +21,7 @@ export const CONSTRAINT_ORDER: readonly ConstraintId[] = [
   "duration",
   "vram",
   "attestation",
-  "confidentialComputing",
+  "gpuIdentityVerified",
   "reputation",
   "capacity",
   "excluded",
@@ -42,7 +42,7 @@ export const SLOT_CHECKS: readonly { bit: number; id: ConstraintId }[] = [
   { bit: F_DURATION, id: "duration" },
   { bit: F_VRAM, id: "vram" },
   { bit: F_ATTESTATION, id: "attestation" },
-  { bit: F_CC, id: "confidentialComputing" },
+  { bit: F_CC, id: "gpuIdentityVerified" },
   { bit: F_REPUTATION, id: "reputation" },
   { bit: F_CAPACITY, id: "capacity" },
   { bit: F_EXCLUDED, id: "excluded" },
@@ -62,7 +62,7 @@ export type MatchContext = {
   readonly minVramMiB: number;
   readonly attestedOnly: boolean;
   /** Only machines whose GPUs the attestor quorum verified by confidential-computing evidence. */
-  readonly confidentialComputing: boolean;
+  readonly gpuIdentityVerified: boolean;
   readonly minReputation: number;
   readonly interruptible: boolean;
   /** On demand: the cap per unit-second; interruptible: the bid per unit-second. */
@@ -104,7 +104,7 @@ export function firstFailure(list: SlotList, i: number, ctx: MatchContext): numb
   if (ctx.duration < list.minDuration[i]! || ctx.duration > list.maxDuration[i]!) return F_DURATION;
   if (list.vramMiB[i]! < ctx.minVramMiB) return F_VRAM;
   if (ctx.attestedOnly && !(list.attestationExpiry[i]! > ctx.now)) return F_ATTESTATION;
-  if (ctx.confidentialComputing && !(list.ccExpiry[i]! > ctx.now)) return F_CC;
+  if (ctx.gpuIdentityVerified && !(list.ccExpiry[i]! > ctx.now)) return F_CC;
   if (list.reputation[i]! < ctx.minReputation) return F_REPUTATION;
   if (ctx.exclusions !== null && isExcluded(list, i, ctx)) return F_EXCLUDED;
   return 0;
@@ -117,7 +117,7 @@ export function failureMask(list: SlotList, i: number, ctx: MatchContext): numbe
   if (ctx.duration < list.minDuration[i]! || ctx.duration > list.maxDuration[i]!) mask |= F_DURATION;
   if (list.vramMiB[i]! < ctx.minVramMiB) mask |= F_VRAM;
   if (ctx.attestedOnly && !(list.attestationExpiry[i]! > ctx.now)) mask |= F_ATTESTATION;
-  if (ctx.confidentialComputing && !(list.ccExpiry[i]! > ctx.now)) mask |= F_CC;
+  if (ctx.gpuIdentityVerified && !(list.ccExpiry[i]! > ctx.now)) mask |= F_CC;
   if (list.reputation[i]! < ctx.minReputation) mask |= F_REPUTATION;
   if (capacityTier(list, i, ctx, ctx.count) < 0) mask |= F_CAPACITY;
   if (ctx.exclusions !== null && isExcluded(list, i, ctx)) mask |= F_EXCLUDED;
@@ -156,7 +156,7 @@ export function failureMasks(list: SlotList, from: number, to: number, ctx: Matc
     const now = ctx.now;
     for (let i = from; i < to; i++) if (!(attestationExpiry[i]! > now)) out[i + shift]! |= F_ATTESTATION;
   }
-  if (ctx.confidentialComputing) {
+  if (ctx.gpuIdentityVerified) {
     const { ccExpiry } = list;
     const now = ctx.now;
     for (let i = from; i < to; i++) if (!(ccExpiry[i]! > now)) out[i + shift]! |= F_CC;

@@ -118,7 +118,7 @@ export class MatchingEngine {
       duration: request.duration,
       minVramMiB: request.minVramMiB,
       attestedOnly: request.attestedOnly,
-      confidentialComputing: request.confidentialComputing,
+      gpuIdentityVerified: request.gpuIdentityVerified,
       minReputation: request.minReputation,
       interruptible: request.interruptible,
       priceLimit: toIndexNumber(request.interruptible ? request.bidPerUnitSecond! : request.maxPricePerUnitSecond),

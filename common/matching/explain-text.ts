@@ -41,8 +41,8 @@ export function constraintLabel(id: ConstraintId, ctx: MatchContext, options: Ma
       return `at least ${r.minVramMiB} MiB per GPU`;
     case "attestation":
       return "current hardware attestation";
-    case "confidentialComputing":
-      return "GPUs verified by confidential-computing evidence";
+    case "gpuIdentityVerified":
+      return "GPU identities verified by NVIDIA-signed evidence";
     case "reputation":
       return `provider reputation at least ${r.minReputation}`;
     case "capacity":
@@ -58,7 +58,7 @@ export function constraintLabel(id: ConstraintId, ctx: MatchContext, options: Ma
  */
 export const EXPLAIN_REMEDIES = {
   acceptUnattested: "set attestedOnly: false to accept unattested machines",
-  acceptWithoutCc: "set confidentialComputing: false to accept GPUs attested without it",
+  acceptWithoutCc: "set gpuIdentityVerified: false to accept GPUs attested without it",
   acceptCluster: 'set colocation: "cluster" to accept several machines on a declared fast interconnect',
 } as const;
 

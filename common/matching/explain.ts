@@ -73,7 +73,7 @@ function bitUsed(bit: number, ctx: MatchContext): boolean {
     case F_ATTESTATION:
       return ctx.attestedOnly;
     case F_CC:
-      return ctx.confidentialComputing;
+      return ctx.gpuIdentityVerified;
     case F_REPUTATION:
       return ctx.minReputation > 0;
     case F_EXCLUDED:
@@ -438,7 +438,7 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
         message = `${subject} ${has} no current hardware attestation (${EXPLAIN_REMEDIES.acceptUnattested}).`;
         break;
       case F_CC:
-        message = `${subject} ${count === 1 ? "its GPUs were" : "their GPUs were"} not verified by confidential-computing evidence (${EXPLAIN_REMEDIES.acceptWithoutCc}).`;
+        message = `${subject} ${count === 1 ? "its GPUs were" : "their GPUs were"} not identified by NVIDIA-signed evidence (${EXPLAIN_REMEDIES.acceptWithoutCc}).`;
         break;
       case F_REPUTATION:
         message = `${subject} ${count === 1 ? "its provider's reputation is" : "their providers' reputation is at most"} ${stats.max.toFixed(2)} (you asked for at least ${ctx.minReputation}).`;

@@ -89,11 +89,12 @@ export const matchRequestSchema = z
     /** Only machines with a current attestation from the attestor quorum. */
     attestedOnly: z.boolean({ error: "expected true or false" }).default(true),
     /**
-     * Only machines whose GPUs the attestor quorum verified by their confidential-computing
-     * evidence (NVIDIA Hopper and later in CC mode: one physical GPU per unit, chained to NVIDIA's
-     * root). Default false.
+     * Only machines whose GPUs' identity the attestor quorum verified by NVIDIA-signed
+     * confidential-computing evidence (Hopper and later, host reporting CC mode on: one distinct
+     * physical GPU of the claimed chip per unit, chained to NVIDIA's root, for the attestor's own
+     * challenge). It says which GPUs answered, not that the task runs in a confidential VM. Default false.
      */
-    confidentialComputing: z.boolean({ error: "expected true or false" }).default(false),
+    gpuIdentityVerified: z.boolean({ error: "expected true or false" }).default(false),
     /** `machine`: all GPUs on one machine; `cluster`: several machines sharing a declared fast interconnect are accepted. */
     colocation: z.enum(["machine", "cluster"], { error: 'expected "machine" or "cluster"' }).default("machine"),
   })
@@ -137,7 +138,7 @@ export const matchRequestSchema = z
       regions,
       minReputation: value.minReputation,
       attestedOnly: value.attestedOnly,
-      confidentialComputing: value.confidentialComputing,
+      gpuIdentityVerified: value.gpuIdentityVerified,
       colocation: value.colocation,
     };
   });

@@ -39,6 +39,12 @@ export const LIVENESS_PROTOCOL = "/suanli/liveness/1.0.0";
 export const FAULT_PROTOCOL = "/suanli/fault/1.0.0";
 
 /**
+ * A fault proposer asks a peer which attestor it speaks for (a signed peer binding,
+ * common/attest/attestor-peer.ts) before sending it a proposal: proposals go to staked attestors only.
+ */
+export const ATTESTOR_IDENTITY_PROTOCOL = "/suanli/attestor-identity/1.0.0";
+
+/**
  * Anyone asks an attestor to challenge a machine now (a provider that just joined, an operator's
  * `suanli attestor challenge`); the answer is the outcome, with the attestation on a pass.
  */

@@ -42,7 +42,7 @@ export function toAttestationView(verified: VerifiedAttestation, nowSeconds: num
     issuedAt: attestation.issuedAt,
     expiry: attestation.expiry,
     current: attestation.expiry > nowSeconds,
-    confidentialComputing: attestation.cc !== NO_CC,
+    gpuIdentityVerified: attestation.cc !== NO_CC,
     cc: attestation.cc,
   };
 }
@@ -82,7 +82,7 @@ export function toOfferView(entry: OfferEntry, nowSeconds: number): OfferView {
       lowestInterruptibleBid: capacity.lowestInterruptibleBid,
     },
     attested: isAttested(entry, nowSeconds),
-    confidentialComputing: isCcVerified(entry, nowSeconds),
+    gpuIdentityVerified: isCcVerified(entry, nowSeconds),
     attestations: entry.verifiedAttestations.map((verified) => toAttestationView(verified, nowSeconds)),
     peerId: entry.message.peerId,
     addrs: entry.message.addrs,
@@ -103,7 +103,7 @@ export function offerMatchesFilter(entry: OfferEntry, filter: OfferFilter, nowSe
   if (filter.maxPricePerUnitSecond !== undefined && offer.pricePerUnitSecond > filter.maxPricePerUnitSecond) return false;
   if (filter.region !== undefined && machine.region.toLowerCase() !== filter.region.toLowerCase()) return false;
   if (filter.attested !== undefined && isAttested(entry, nowSeconds) !== filter.attested) return false;
-  if (filter.confidentialComputing !== undefined && isCcVerified(entry, nowSeconds) !== filter.confidentialComputing) return false;
+  if (filter.gpuIdentityVerified !== undefined && isCcVerified(entry, nowSeconds) !== filter.gpuIdentityVerified) return false;
   if (filter.provider !== undefined && offer.provider.toLowerCase() !== filter.provider.toLowerCase()) return false;
   if (filter.interruptible !== undefined && offer.minBidPerUnitSecond > 0n !== filter.interruptible) return false;
   return true;

@@ -225,7 +225,7 @@ export function writeRoutes(deps: RouteDeps): RouteSpec[] {
       description:
         "The body is the renter's match request as the SDK and the CLI take it (docs/matching.md): `gpuType`, `gpuCount`, `duration`, " +
         "`maxPricePerGpuHour` or `mode: interruptible` with `bidPerGpuHour` (USD per GPU-hour), `region`, `minVramMiB`, `minReputation`, " +
-        "`attestedOnly`, `confidentialComputing`, `colocation`. Reserves nothing. When nothing fits, `explanation.steps` lists, in order, how many offers each " +
+        "`attestedOnly`, `gpuIdentityVerified`, `colocation`. Reserves nothing. When nothing fits, `explanation.steps` lists, in order, how many offers each " +
         "constraint removed and `explanation.nearMisses` the offers that came nearest.",
       tag: "market",
       querystring: matchQuerySchema,

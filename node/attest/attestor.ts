@@ -31,7 +31,14 @@ import {
   type FailureReason,
   type OpenRequestMessage,
 } from "../../common/attest/messages.js";
-import { deriveChallengeParams, fastestClassFor, type ChallengeParams, type ResolvedChallengeProfile } from "../../common/attest/params.js";
+import {
+  deriveChallengeParams,
+  fastestClassFor,
+  THROUGHPUT_CEILING_HEADROOM,
+  unitInt8OpsPerSecond,
+  type ChallengeParams,
+  type ResolvedChallengeProfile,
+} from "../../common/attest/params.js";
 import { verifyOpening, type RowRecomputer } from "../../common/attest/verify.js";
 import { canonicalGpuName, knownGpuNames, modelHash } from "../../common/gpu.js";
 import { describeIssues } from "../../common/validation.js";
@@ -39,7 +46,8 @@ import type { Logger } from "../log/logger.js";
 import { UnknownGpuModelError } from "../../common/attest/errors.js";
 import { ChallengeStateError } from "./errors.js";
 import { ccIdentitiesHash } from "../../common/attest/cc.js";
-import { CcDeviceRegistry, checkCommitEvidence, type CcPolicy, type CcVerifiedUnit } from "./cc-policy.js";
+import { checkCommitEvidence, type CcPolicy, type CcVerifiedUnit } from "./cc-policy.js";
+import { DeviceRegistry, uuidKey } from "./device-registry.js";
 
 /** The machine a challenge tests, as declared on-chain (the caller checks it against the registry). */
 export type MachineClaim = { provider: Address; machineId: number; model: string; units: number; vramMiB: number };
@@ -98,6 +106,13 @@ export type AttestorOptions = {
   rememberRoots?: number;
   /** `attest.cc` (cc-policy.ts loadCcPolicy): verify the commits' confidential-computing evidence; absent: evidence is ignored. */
   cc?: CcPolicy;
+  /** Which machine presented each GPU (UUIDs and CC identities); default in memory. The role passes one kept in level. */
+  devices?: DeviceRegistry;
+  /**
+   * A GPU UUID a machine named in a passed challenge fails another machine's commit within this
+   * many ms (`duplicate_gpus`). Default 0: off (the attestor role passes attest.attestor.gpuReuseWindowSeconds).
+   */
+  gpuReuseWindowMs?: number;
 };
 
 function cryptoRandomBytes(length: number): Uint8Array {
@@ -109,12 +124,13 @@ export class Attestor {
   readonly address: Address;
   private readonly options: AttestorOptions;
   private readonly seenRoots = new Set<string>();
-  /** Which machine presented each CC-attested GPU last (one GPU is not two machines). */
-  readonly ccDevices = new CcDeviceRegistry();
+  /** Which machine presented each GPU last, by UUID and by CC identity (one GPU is not two machines). */
+  readonly devices: DeviceRegistry;
 
   constructor(options: AttestorOptions) {
     this.options = options;
     this.address = getAddress(options.account.address);
+    this.devices = options.devices ?? new DeviceRegistry();
   }
 
   get now(): number {
@@ -280,13 +296,23 @@ export class AttestorChallenge {
     if (this.attestor.settings.profile.requireDevices && commit.devices.length !== this.message.units) {
       return this.fail("missing_gpus", `the commit names no GPU per unit; this attestor requires the UUID of each of the ${this.message.units} units' devices`);
     }
+    // One GPU, one machine: a UUID another machine passed with within the window is not this one's.
+    const machine = machineKey(this.message.provider, this.message.machineId);
+    const windowMs = this.attestor.settings.gpuReuseWindowMs ?? 0;
+    const held = windowMs > 0 ? this.attestor.devices.conflict(commit.devices.map(uuidKey), machine, receivedAtMs, windowMs) : undefined;
+    if (held) {
+      return this.fail(
+        "duplicate_gpus",
+        `GPU ${commit.devices.find((device) => uuidKey(device) === held.device) ?? held.device.slice("uuid:".length)} backs machine ${held.machine} (passed ${Math.round(held.agoMs / 1000)} s ago): one GPU cannot back two machines`,
+      );
+    }
     if (new Set(commit.roots.map((root) => root.toLowerCase())).size !== commit.roots.length) {
       return this.fail("replayed", "two units committed the same root: each unit's leaves are bound to the unit, so one of them is not its answer");
     }
     for (const root of commit.roots) {
       if (!this.attestor.noteRoot(root)) return this.fail("replayed", "a unit's root was committed before, for another challenge");
     }
-    const cc = checkCommitEvidence(this.attestor.settings.cc, this.attestor.ccDevices, this.message, commit.cc, receivedAtMs);
+    const cc = checkCommitEvidence(this.attestor.settings.cc, this.attestor.devices, this.message, commit.roots, commit.cc, receivedAtMs);
     if (!cc.ok) return this.fail("cc_evidence", cc.detail);
     this.ccUnits = cc.units;
     const late = receivedAtMs > this.message.deadlineAtMs;
@@ -346,6 +372,17 @@ export class AttestorChallenge {
         { measuredThroughput, fastestFittingModel: fits },
       );
     }
+    // The class's ceiling binds: a rate no card of the claimed class reaches is another class's
+    // (a faster card must claim its own class, or hold its commit, which the registry of its UUID
+    // and the memory phase then bound; docs/attestation.md "One GPU, one machine").
+    const ceiling = this.ceilingOpsPerSecond();
+    if (measuredThroughput > ceiling) {
+      return this.fail(
+        "too_fast_for_class",
+        `correct rows committed ${commit.receivedAtMs - this.message.issuedAtMs} ms after the challenge: ${measuredThroughput} ops/s, above the ${ceiling} ops/s no ${this.message.model} × ${this.message.units} reaches; claim the class the machine is`,
+        { measuredThroughput },
+      );
+    }
     const issuedAt = Math.floor(this.attestor.now / 1000);
     const ttl = this.attestor.settings.attestationTtlSeconds ?? 86_400;
     const maxUint64 = 2n ** 64n - 1n;
@@ -375,6 +412,9 @@ export class AttestorChallenge {
       ...(this.ccUnits ? { cc: this.ccUnits } : {}),
     };
     this.finalOutcome = pass;
+    if ((this.attestor.settings.gpuReuseWindowMs ?? 0) > 0) {
+      this.attestor.devices.record(pass.commit.devices.map(uuidKey), machineKey(this.message.provider, this.message.machineId), this.attestor.now, "uuid:");
+    }
     this.attestor.settings.logger?.info("Challenge passed", {
       challengeId: this.id,
       provider: this.message.provider,
@@ -383,6 +423,12 @@ export class AttestorChallenge {
       elapsedMs: pass.elapsedMs,
     });
     return pass;
+  }
+
+  /** The fastest the claim can physically go: the class's datasheet rate (this profile's) × units × the headroom of throughputBand. */
+  private ceilingOpsPerSecond(): bigint {
+    const overrides = this.attestor.settings.profile.classes[this.message.model.split("/")[0]!];
+    return BigInt(Math.ceil(unitInt8OpsPerSecond(this.message.model, overrides) * this.message.units * THROUGHPUT_CEILING_HEADROOM));
   }
 
   /** The provider declined the challenge (or its runner failed). */
@@ -403,6 +449,11 @@ export class AttestorChallenge {
     }
     return undefined;
   }
+}
+
+/** The registry's name of a machine: `<provider lowercase>/<machine id>`. */
+export function machineKey(provider: Address, machineId: number): string {
+  return `${provider.toLowerCase()}/${machineId}`;
 }
 
 function describe(schema: Parameters<typeof describeIssues>[0], error: Parameters<typeof describeIssues>[1]): string {

@@ -4,8 +4,9 @@
  * answers an SPDM 1.1 GET_MEASUREMENTS request carrying a requester nonce with a MEASUREMENTS
  * response signed (ECDSA P-384 over SHA-384 of request ‖ response-without-signature) by its
  * device attestation key, whose X.509 certificate chains to NVIDIA's device identity root. The
- * attestor sets the request's nonce to the challenge id; the signature covers the request, so the
- * evidence belongs to this challenge (the response's own nonce is the GPU's, not an echo).
+ * attestor sets each unit's request nonce to ccEvidenceNonce(challenge id, unit, the unit's root)
+ * (common/attest/cc.ts); the signature covers the request, so the evidence belongs to this unit of
+ * this challenge (the response's own nonce is the GPU's, not an echo).
  *
  * Checked here: the certificate chain (each signed by the next, all valid now, the last signed
  * by a pinned root), the leaf's signature over the transcript, the nonce, the message layout,
@@ -36,11 +37,21 @@ export { gpuEvidenceSchema, type GpuEvidence };
 export type MeasurementBlock = { index: number; valueType: number; value: Hex };
 
 export type GpuEvidenceVerdict =
-  | { ok: true; leafSubject: string; /** The attestation-key certificate the chain check verified. */ leaf: X509Certificate; measurements: MeasurementBlock[]; opaque: Hex }
+  | {
+      ok: true;
+      leafSubject: string;
+      /** The attestation-key certificate the chain check verified. */
+      leaf: X509Certificate;
+      /** The verified chain, leaf first, and the pinned root it ends at (revocation is checked on them: cc-revocation.ts). */
+      chain: X509Certificate[];
+      anchor: X509Certificate;
+      measurements: MeasurementBlock[];
+      opaque: Hex;
+    }
   | { ok: false; reason: "malformed" | "bad_chain" | "untrusted_root" | "expired_certificate" | "bad_signature" | "wrong_nonce" | "measurement_mismatch"; detail: string };
 
 export type VerifyGpuEvidenceOptions = {
-  /** The nonce the evidence must carry: the challenge id. */
+  /** The nonce the evidence must carry (in a challenge: ccEvidenceNonce of the challenge id, the unit and its root). */
   nonce: Hex;
   /** Pinned root certificates (PEM): NVIDIA's device identity CA in production. */
   roots: readonly (string | X509Certificate)[];
@@ -133,7 +144,7 @@ export function parseAndVerifyChain(
   certificates: readonly (string | Uint8Array)[],
   pinned: readonly (string | X509Certificate)[],
   now: Date,
-): { ok: true; chain: X509Certificate[] } | ChainFailure {
+): { ok: true; chain: X509Certificate[]; anchor: X509Certificate } | ChainFailure {
   let chain: X509Certificate[];
   let roots: X509Certificate[];
   try {
@@ -162,7 +173,7 @@ export function parseAndVerifyChain(
   const issuers = anchor.fingerprint256 === top.fingerprint256 ? chain.slice(1) : [...chain.slice(1), anchor];
   const broken = pathRuleFailure(issuers);
   if (broken) return broken;
-  return { ok: true, chain };
+  return { ok: true, chain, anchor };
 }
 
 /** Verifies CC evidence for a challenge. Pure apart from node:crypto; never throws on bad input. */
@@ -209,7 +220,7 @@ export function verifyGpuEvidence(input: unknown, options: VerifyGpuEvidenceOpti
       return { ok: false, reason: "measurement_mismatch", detail: `measurement ${index} is ${block?.value ?? "missing"}, the reference is ${expected}` };
     }
   }
-  return { ok: true, leafSubject: leaf.subject, leaf, measurements: body.measurements, opaque: bytesToHex(body.opaque) };
+  return { ok: true, leafSubject: leaf.subject, leaf, chain, anchor: chained.anchor, measurements: body.measurements, opaque: bytesToHex(body.opaque) };
 }
 
 /** SHA-384 of bytes, hex: the digest size of the measurement values. */

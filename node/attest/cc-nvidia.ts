@@ -147,7 +147,7 @@ function readDeviceIdentity(certificate: Certificate): NvidiaDeviceIdentity | st
 }
 
 export type NvidiaEvidenceVerdict =
-  | { ok: true; device: NvidiaDeviceIdentity; firmware: NvidiaOpaque; board?: string; measurements: Extract<GpuEvidenceVerdict, { ok: true }>["measurements"] }
+  | ({ ok: true; device: NvidiaDeviceIdentity; firmware: NvidiaOpaque; board?: string } & Pick<Extract<GpuEvidenceVerdict, { ok: true }>, "measurements" | "chain" | "anchor">)
   | Extract<GpuEvidenceVerdict, { ok: false }>
   | { ok: false; reason: "not_nvidia" | "fwid_mismatch" | "not_cc_capable" | "chip_mismatch" | "board_mismatch" | "unknown_board"; detail: string };
 
@@ -207,7 +207,7 @@ export function verifyNvidiaGpuEvidence(input: unknown, options: VerifyNvidiaEvi
     const refused = checkClaimedClass(device, board, options.claimedClass, options.boards);
     if (refused) return refused;
   }
-  return { ok: true, device, firmware, ...(board === undefined ? {} : { board }), measurements: verdict.measurements };
+  return { ok: true, device, firmware, ...(board === undefined ? {} : { board }), measurements: verdict.measurements, chain: verdict.chain, anchor: verdict.anchor };
 }
 
 /**

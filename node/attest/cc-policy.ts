@@ -12,17 +12,28 @@
  *   without a RIM here fails);
  * - no device was presented for another machine within `reuseWindowSeconds` (one GPU is not
  *   time-shared between machine ids). The devices a machine presented are remembered per attestor
- *   (in memory, bounded: a restart forgets them, which only delays the catch to the next time both
- *   machines answer).
+ *   (device-registry.ts, in level when the role runs with a store);
+ * - the host reports CC on and the GPUs ready (cc-mode.ts; `requireCcMode`, the host's word);
+ * - no certificate of the unit's chain is revoked by the CRLs given, and with `crl.required` each
+ *   one that names a CRL distribution point is covered by a fresh one (cc-revocation.ts).
  *
- * The evidence proves which physical GPUs answered the challenge's nonce while the challenge ran;
- * it does not prove that those GPUs computed the rows (the GEMM phase's timing does that).
+ * Each unit's evidence must answer its own nonce, ccEvidenceNonce(challenge id, unit, the unit's
+ * committed root) (common/attest/cc.ts): bound to this challenge of this machine (the id binds the
+ * provider, the machine id, the claim and the attestor's seed), to the unit, and to the answer the
+ * provider committed for it.
+ *
+ * The evidence proves which physical GPUs answered that nonce while the challenge ran; it does not
+ * prove that those GPUs computed the rows (the GEMM phase's timing does that), nor that they sit in
+ * the machine that answered (a host can relay the nonce to a GPU elsewhere; see the docs).
  */
 import { X509Certificate } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import type { Address, Hex } from "viem";
-import type { GpuEvidence } from "../../common/attest/cc.js";
+import { ccEvidenceNonce, type GpuEvidence } from "../../common/attest/cc.js";
 import type { MeasurementBlock } from "./cc-evidence.js";
+import { ccModeProblem } from "./cc-mode.js";
+import { checkRevocation, loadCrls, type RevocationPolicy } from "./cc-revocation.js";
+import { ccKey, type DeviceRegistry } from "./device-registry.js";
 import { repeatedDevice, verifyNvidiaGpuEvidence, type NvidiaDeviceIdentity, type NvidiaOpaque } from "./cc-nvidia.js";
 import { compareWithRims, verifyRim, type Rim } from "./cc-rim.js";
 import type { CcOptions } from "./options.js";
@@ -36,6 +47,10 @@ export type CcPolicy = {
   reuseWindowMs: number;
   /** Verified RIMs by `<product>:<version>` (upper case), and whether every unit needs both of its RIMs. */
   rims?: { byKey: ReadonlyMap<string, Rim>; required: boolean };
+  /** Every unit's reported mode must show CC on and the GPUs ready (cc-mode.ts). */
+  requireCcMode: boolean;
+  /** The CRLs checked offline, and how (cc-revocation.ts); absent: no revocation check. */
+  revocation?: RevocationPolicy;
 };
 
 /** What a passed challenge's evidence established, per unit. */
@@ -101,17 +116,21 @@ export async function loadCcPolicy(
   options: CcOptions,
   readText: (file: string) => Promise<string> = (file) => readFile(file, "utf8"),
   now: Date = new Date(),
+  readBytes: (file: string) => Promise<Uint8Array> = (file) => readFile(file),
 ): Promise<CcPolicy | undefined> {
   if (options.rootFiles.length === 0) return undefined;
   const roots = await readRoots("attest.cc.rootFiles", options.rootFiles, readText);
   const boards = Object.entries(options.boards);
   const rims = options.rims.files.length ? { byKey: await loadRims(options.rims, readText, now), required: options.rims.required } : undefined;
+  const crls = options.crl.files.length ? await loadCrls(options.crl.files, readBytes) : [];
   return {
     required: options.required,
     roots,
     ...(boards.length ? { boards: new Map(boards) } : {}),
     reuseWindowMs: options.reuseWindowSeconds * 1000,
     ...(rims ? { rims } : {}),
+    requireCcMode: options.requireCcMode,
+    ...(crls.length || options.crl.required ? { revocation: { crls, maxAgeMs: options.crl.maxAgeDays * 86_400_000, required: options.crl.required } } : {}),
   };
 }
 
@@ -144,33 +163,17 @@ export function checkRims(
   return { ok: true, compared: found.map((rim) => rim.version) };
 }
 
-/** Which machine presented each device last, and when. */
-export class CcDeviceRegistry {
-  private readonly seen = new Map<string, { machine: string; atMs: number }>();
-  constructor(private readonly cap = 100_000) {}
-
-  /** Records `devices` for `machine`; a device another machine presented within the window is returned instead, and nothing is recorded. */
-  claim(devices: readonly string[], machine: string, nowMs: number, windowMs: number): { device: string; machine: string; agoMs: number } | undefined {
-    for (const device of devices) {
-      const last = this.seen.get(device);
-      if (last && last.machine !== machine && nowMs - last.atMs < windowMs) return { device, machine: last.machine, agoMs: nowMs - last.atMs };
-    }
-    for (const device of devices) {
-      this.seen.delete(device);
-      this.seen.set(device, { machine, atMs: nowMs });
-    }
-    while (this.seen.size > this.cap) this.seen.delete(this.seen.keys().next().value!);
-    return undefined;
-  }
-}
-
 export type CcCheck = { ok: true; units?: CcVerifiedUnit[] } | { ok: false; detail: string };
 
-/** The commit's CC evidence against the policy, for challenge `challengeId` of `machine` claiming `model`. */
+/**
+ * The commit's CC evidence against the policy, for challenge `challenge.id` of `machine` claiming
+ * `model`; `roots` are the commit's per-unit roots (each unit's nonce binds its own).
+ */
 export function checkCommitEvidence(
   policy: CcPolicy | undefined,
-  registry: CcDeviceRegistry,
+  registry: DeviceRegistry,
   challenge: { id: Hex; provider: Address; machineId: number; model: string; units: number },
+  roots: readonly Hex[],
   evidence: readonly GpuEvidence[] | undefined,
   nowMs: number,
 ): CcCheck {
@@ -183,8 +186,13 @@ export function checkCommitEvidence(
   const devices: NvidiaDeviceIdentity[] = [];
   const units: CcVerifiedUnit[] = [];
   for (const [unit, piece] of evidence.entries()) {
+    // Cheapest first: the host's reported mode is read before any certificate.
+    const mode = policy.requireCcMode ? ccModeProblem(piece.mode) : undefined;
+    if (mode) return { ok: false, detail: `unit ${unit}: cc_mode: ${mode}` };
+    const root = roots[unit];
+    if (!root) return { ok: false, detail: `unit ${unit}: the commit has no root for it` };
     const verdict = verifyNvidiaGpuEvidence(piece, {
-      nonce: challenge.id,
+      nonce: ccEvidenceNonce(challenge.id, unit, root),
       roots: policy.roots,
       claimedClass: challenge.model,
       ...(policy.boards ? { boards: policy.boards } : {}),
@@ -193,6 +201,8 @@ export function checkCommitEvidence(
     if (!verdict.ok) return { ok: false, detail: `unit ${unit}: ${verdict.reason}: ${verdict.detail}` };
     const rims = policy.rims ? checkRims(policy.rims, verdict.device.chip, verdict.firmware, verdict.measurements, new Date(nowMs)) : undefined;
     if (rims && !rims.ok) return { ok: false, detail: `unit ${unit}: rim_mismatch: ${rims.detail}` };
+    const revocation = policy.revocation ? checkRevocation(verdict.chain, verdict.anchor, policy.revocation, new Date(nowMs)) : undefined;
+    if (revocation && !revocation.ok) return { ok: false, detail: `unit ${unit}: ${revocation.reason}: ${revocation.detail}` };
     devices.push(verdict.device);
     units.push({
       chip: verdict.device.chip,
@@ -207,15 +217,16 @@ export function checkCommitEvidence(
   if (twice) return { ok: false, detail: `two units present the same GPU ${twice}: each unit must be its own device` };
   const machine = `${challenge.provider.toLowerCase()}/${challenge.machineId}`;
   const reused = registry.claim(
-    devices.map((device) => `${device.chip}:${device.deviceId}`),
+    devices.map((device) => ccKey(device.chip, device.deviceId)),
     machine,
     nowMs,
     policy.reuseWindowMs,
+    "cc:",
   );
   if (reused) {
     return {
       ok: false,
-      detail: `GPU ${reused.device} answered a challenge of machine ${reused.machine} ${Math.round(reused.agoMs / 1000)} s ago: one GPU cannot serve two machines`,
+      detail: `GPU ${reused.device.slice("cc:".length)} answered a challenge of machine ${reused.machine} ${Math.round(reused.agoMs / 1000)} s ago: one GPU cannot serve two machines`,
     };
   }
   return { ok: true, units };

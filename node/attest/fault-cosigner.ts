@@ -17,6 +17,7 @@ import type { Metrics } from "../metrics/metrics.js";
 import type { FaultEvidence } from "./fault-evidence.js";
 import type { FaultExchange } from "./fault-exchange.js";
 import type { TranscriptVerifier } from "./fault-transcript.js";
+import type { PendingReceipt } from "./liveness.js";
 import type { FaultRecords } from "./fault-records.js";
 
 export type FaultCosignerOptions = {
@@ -49,9 +50,10 @@ export class FaultCosigner {
       lastSeenAt: number | null = null,
       earliestObservedAt: number | null = null,
       signsAt: number | null = null,
+      receipt?: PendingReceipt,
     ): FaultAnswerInput => {
       this.o.metrics.attestFaults.inc({ event: "declined", reason });
-      return { v: 1, outcome: "declined", reason, detail: detail.slice(0, 500), lastSeenAt, earliestObservedAt, signsAt };
+      return { v: 1, outcome: "declined", reason, detail: detail.slice(0, 500), lastSeenAt, earliestObservedAt, signsAt, ...(receipt ? { receipt } : {}) };
     };
     if (proposal.chainId !== this.o.chainId) return decline("wrong_chain", `this attestor serves chain ${this.o.chainId}`);
     const fault: Fault = { leaseId: proposal.fault.leaseId, kind: proposal.fault.kind, observedAt: proposal.fault.observedAt };
@@ -86,7 +88,7 @@ export class FaultCosigner {
     // anyone, so this attestor need not wait for a check of its own (a pass of its own since does
     // not wash a signed wrong answer either). A bad transcript is declined, never ignored.
     const verdict = transcript ? await this.o.transcripts.check(faultLease, fault, transcript, peer) : await evidence!.check(faultLease, fault);
-    if (!verdict.ok) return decline(verdict.reason, verdict.detail, verdict.lastSeenAt ?? null, verdict.earliestObservedAt ?? null, verdict.signsAt ?? null);
+    if (!verdict.ok) return decline(verdict.reason, verdict.detail, verdict.lastSeenAt ?? null, verdict.earliestObservedAt ?? null, verdict.signsAt ?? null, verdict.receipt);
 
     const signature = await signFault(this.o.account, this.o.domain, fault);
     const mine: FaultSignature = { signer: this.o.address, signature };

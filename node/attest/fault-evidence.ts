@@ -16,14 +16,24 @@
 import { getAddress, type Address } from "viem";
 import type { FaultDeclineReason } from "../../common/attest/wire.js";
 import { FaultKind, type Fault } from "../../common/eip712.js";
-import { faultSignableAt, hasOutageEvidence, mayFaultAt, type LivenessProber } from "./liveness.js";
+import { faultSignableAt, hasOutageEvidence, mayFaultAt, type LivenessProber, type PendingReceipt } from "./liveness.js";
 import type { LivenessOptions } from "./options.js";
 
 /** The lease a fault names, as the co-signer read it on-chain. */
 export type FaultLease = { leaseId: bigint; provider: Address; machineId: number; activatedAt: number; end: number };
 
 export type EvidenceVerdict =
-  { ok: true } | { ok: false; reason: FaultDeclineReason; detail: string; lastSeenAt?: number | null; earliestObservedAt?: number | null; signsAt?: number | null };
+  | { ok: true }
+  | {
+      ok: false;
+      reason: FaultDeclineReason;
+      detail: string;
+      lastSeenAt?: number | null;
+      earliestObservedAt?: number | null;
+      signsAt?: number | null;
+      /** With `seen_alive`: this attestor's signed receipt of the heartbeat it last counted (the only thing a proposer moves a fault for). */
+      receipt?: PendingReceipt;
+    };
 
 export interface FaultEvidence {
   readonly kind: number;
@@ -45,9 +55,7 @@ export class LivenessEvidence implements FaultEvidence {
 
   async check(lease: FaultLease, fault: Fault): Promise<EvidenceVerdict> {
     const own = this.prober.state(fault.leaseId);
-    if (own?.lastSuccessAt !== undefined && own.lastSuccessAt > fault.observedAt) {
-      return { ok: false, reason: "seen_alive", detail: `this attestor got a heartbeat at ${own.lastSuccessAt}, after observedAt`, lastSeenAt: own.lastSuccessAt };
-    }
+    if (own?.lastSuccessAt !== undefined && own.lastSuccessAt > fault.observedAt) return this.seenAlive(fault.leaseId, own.lastSuccessAt);
     const probe = await this.prober.probe({ leaseId: fault.leaseId, provider: getAddress(lease.provider) });
     if (probe.ok) return { ok: false, reason: "provider_alive", detail: "the provider answered this attestor's probe just now", lastSeenAt: Math.floor(this.now() / 1000) };
     // This attestor's own evidence: its probes failed over the whole QoS window, from no later than observedAt.
@@ -74,9 +82,7 @@ export class LivenessEvidence implements FaultEvidence {
     // whole fault window after observedAt has passed, so no receipt this attestor gave or will
     // give contradicts the fault (liveness.ts mayFaultAt).
     const latest = this.prober.state(fault.leaseId);
-    if (latest?.lastSuccessAt !== undefined && latest.lastSuccessAt > fault.observedAt) {
-      return { ok: false, reason: "seen_alive", detail: `this attestor got a heartbeat at ${latest.lastSuccessAt}, after observedAt`, lastSeenAt: latest.lastSuccessAt };
-    }
+    if (latest?.lastSuccessAt !== undefined && latest.lastSuccessAt > fault.observedAt) return this.seenAlive(fault.leaseId, latest.lastSuccessAt);
     const window = this.windowSeconds();
     if (!mayFaultAt(latest, fault.observedAt, this.now(), window)) {
       const signsAt = faultSignableAt(fault.observedAt, window);
@@ -88,5 +94,11 @@ export class LivenessEvidence implements FaultEvidence {
       };
     }
     return { ok: true };
+  }
+
+  /** `seen_alive` with the signed receipt of the heartbeat this attestor last counted: the proposer moves observedAt past it. */
+  private async seenAlive(leaseId: bigint, lastSeenAt: number): Promise<EvidenceVerdict> {
+    const receipt = await this.prober.lastReceipt(leaseId).catch(() => undefined);
+    return { ok: false, reason: "seen_alive", detail: `this attestor got a heartbeat at ${lastSeenAt}, after observedAt`, lastSeenAt, ...(receipt ? { receipt } : {}) };
   }
 }

@@ -9,9 +9,11 @@
  *
  * Never faulting a live or honest provider: every signer, proposer and co-signer alike, holds its
  * own evidence (fault-evidence.ts, fault-cosigner.ts). If a co-signer heard from the provider
- * after `observedAt` it declines with the time it last heard (`seen_alive`); if its own evidence
- * began later it declines with that start (`no_evidence`); the proposer moves `observedAt`
- * forward and asks again.
+ * after `observedAt` it declines with its signed receipt of that heartbeat (`seen_alive`); if its
+ * own evidence began later it declines with that start (`no_evidence`); the proposer moves
+ * `observedAt` forward and asks again. Only staked attestors receive a proposal (never the
+ * provider), an unsigned "seen alive" moves nothing, and a quorum already held is submitted
+ * whatever else the round brought (fault-exchange.ts).
  *
  * `observedAt` is the start of the proposer's evidence (its first failed probe since its last
  * heartbeat, or its failed challenge; never before the lease's activation), moved later to the
@@ -105,7 +107,17 @@ export class FaultCoordinator {
     this.records = new FaultRecords(o.store, this.now);
     // A co-signer probes the provider before answering.
     const answerTimeoutMs = o.liveness.probeTimeoutMs + 10_000;
-    this.exchange = new FaultExchange({ host: o.host, chainId: o.chainId, recoverer: o.recoverer, chainView: o.chainView, answerTimeoutMs, logger: o.logger, now: this.now });
+    this.exchange = new FaultExchange({
+      host: o.host,
+      chainId: o.chainId,
+      domain: o.domain,
+      account: o.account,
+      recoverer: o.recoverer,
+      chainView: o.chainView,
+      answerTimeoutMs,
+      logger: o.logger,
+      now: this.now,
+    });
     this.submitter = new FaultSubmitter({ ...o, records: this.records, now: this.now, resign: (record) => this.resign(record) });
     this.cosigner = new FaultCosigner({
       ...o,
@@ -122,6 +134,7 @@ export class FaultCoordinator {
     await this.refreshFaultWindow();
     await this.records.load();
     await this.exchange.configure(this.o.peers);
+    await this.exchange.serveIdentity();
     this.unhandle = await handleProtocol(this.o.host, FAULT_PROTOCOL, {
       requestSchema: faultProposalSchema,
       responseSchema: faultAnswerSchema,
@@ -139,6 +152,7 @@ export class FaultCoordinator {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     await this.unhandle?.();
+    await this.exchange.stop();
     await this.progressing;
   }
 
@@ -305,12 +319,14 @@ export class FaultCoordinator {
       if (!mayAct || nowMs - record.lastAskedAtMs < Math.max(1_000, this.o.liveness.probeIntervalMs)) return;
       await this.records.update(record, { lastAskedAtMs: nowMs });
       await this.records.update(record, await this.exchange.ask(record));
-      if (record.minObservedAt > record.fault.observedAt) {
-        await this.resign(record);
+      // A quorum held is submitted before any decline is acted on: what the others signed stands,
+      // and no answer can make this attestor drop it (a move restarts the collection).
+      signatures = record.signatures;
+      if (signatures.length >= quorum) {
+        await this.submitter.submit(record);
         return;
       }
-      signatures = record.signatures;
-      if (signatures.length >= quorum) await this.submitter.submit(record);
+      if (record.minObservedAt > record.fault.observedAt) await this.resign(record);
     } finally {
       this.busy.delete(key);
     }

@@ -46,6 +46,14 @@ const MAX_HEARTBEAT_SKEW_SECONDS = 300;
 export type ProbeState = {
   /** The last heartbeat that verified. */
   lastSuccessAt: number | undefined;
+  /**
+   * That heartbeat's probe challenge and its exact arrival (unix ms, the receipt's receivedAtMs):
+   * saved with the state before the receipt is signed, so the receipt can be signed again to back
+   * a `seen_alive` answer to a fault proposal (fault-evidence.ts), after a restart too. Absent in
+   * state saved by an older version.
+   */
+  lastSuccessChallenge?: Hex;
+  lastSuccessAtMs?: number;
   /** Start of the first failed probe since the last success. */
   firstFailureAt: number | undefined;
   /** Failed probes in a row. */
@@ -58,7 +66,7 @@ export type ProbeState = {
 export type ProbeResult = { ok: true } | { ok: false; error: string };
 
 /** A signed receipt waiting to go out with the next probe of its lease (the wire form). */
-type PendingReceipt = { challenge: Hex; receivedAtMs: string; signature: Hex };
+export type PendingReceipt = { challenge: Hex; receivedAtMs: string; signature: Hex };
 
 /**
  * Whether an attestor may sign a liveness fault observed at `observedAt` (unix s) at `nowMs`: the
@@ -245,6 +253,8 @@ export class LivenessProber {
       // The receipt that went out with this probe reached the provider: it is delivered.
       this.receipts.delete(key);
       state.lastSuccessAt = Math.floor(outcome.receivedMs / 1000);
+      state.lastSuccessChallenge = outcome.challenge;
+      state.lastSuccessAtMs = Math.floor(outcome.receivedMs);
       state.firstFailureAt = undefined;
       state.failures = 0;
     } else {
@@ -281,6 +291,20 @@ export class LivenessProber {
     } catch (error) {
       this.o.logger.warn("Could not sign a probe receipt", { leaseId }, error);
     }
+  }
+
+  /**
+   * The signed receipt of the last heartbeat this attestor counted for `leaseId` (the one it gave,
+   * or gives with its next probe, to the provider), signed again from the state as saved in level
+   * (never from an answer whose save failed: no receipt for what a restart would forget);
+   * undefined when it never heard from the provider or the state predates the challenge being saved.
+   */
+  async lastReceipt(leaseId: bigint): Promise<PendingReceipt | undefined> {
+    const state = await this.repo.get(leaseId.toString()).catch(() => undefined);
+    if (state?.lastSuccessChallenge === undefined || state.lastSuccessAtMs === undefined) return undefined;
+    const receivedAtMs = BigInt(state.lastSuccessAtMs);
+    const signature = await signProbeReceipt(this.o.account, this.o.domain, { leaseId, challenge: state.lastSuccessChallenge, receivedAtMs });
+    return { challenge: state.lastSuccessChallenge, receivedAtMs: receivedAtMs.toString(), signature };
   }
 
   /** The receipt the next probe of `leaseId` carries, if any (tests read it). */

@@ -86,6 +86,18 @@ export const attestorRoleOptionsSchema = z.strictObject({
    * the on-chain attestor set.
    */
   peers: z.array(peerAddrSchema).max(64).default([]),
+  /**
+   * A GPU UUID that one machine named in a passed challenge may not be named for another machine
+   * (any provider's) within this many seconds: the commit fails `duplicate_gpus` (docs/attestation.md,
+   * "One GPU, one machine"). One day, the attestation's lifetime: while one machine's attestation
+   * stands on a card, no other machine's can. 0 turns the check off.
+   */
+  gpuReuseWindowSeconds: z
+    .number()
+    .int()
+    .min(0)
+    .max(30 * 86_400)
+    .default(86_400),
 });
 
 /**
@@ -169,6 +181,27 @@ export const ccOptionsSchema = z
       })
       .refine((r) => r.files.length === 0 || r.rootFiles.length > 0, { message: "attest.cc.rims.files needs attest.cc.rims.rootFiles (NVIDIA's RIM root)", path: ["rootFiles"] })
       .refine((r) => !r.required || r.files.length > 0, { message: "attest.cc.rims.required needs attest.cc.rims.files", path: ["files"] })
+      .prefault({}),
+    /**
+     * Every unit's evidence must report the host's CC mode ON and the GPUs ready (`mode`: the
+     * output of `nvidia-smi conf-compute -f` and `-grs`); a unit whose report says OFF, DEVTOOLS or
+     * not-ready, or says nothing, fails `cc_evidence` (`cc_mode`). The host's word: the signed
+     * report carries no CC-mode field. false accepts any mode (e.g. to test with CC off).
+     */
+    requireCcMode: z.boolean().default(true),
+    /**
+     * Revocation, offline: CRL files (DER or PEM), NVIDIA's as the release bundles them
+     * (ops/nvidia-crl/). A certificate a CRL signed by its issuer lists fails the unit (`revoked`).
+     * With `required`, every certificate of a unit's chain that names a CRL distribution point
+     * needs a fresh CRL of its issuer here (`revocation_unknown` otherwise): not past its
+     * nextUpdate and issued at most `maxAgeDays` ago.
+     */
+    crl: z
+      .strictObject({
+        files: z.array(z.string().min(1).max(4096)).max(64).default([]),
+        maxAgeDays: z.number().int().min(1).max(365).default(90),
+        required: z.boolean().default(false),
+      })
       .prefault({}),
     /** A GPU presented for one machine may not answer for another within this many seconds. */
     reuseWindowSeconds: z

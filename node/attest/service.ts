@@ -28,6 +28,8 @@ import { faultPeeringWarning } from "./options.js";
 import { ChallengeResults, type ChallengeRecord } from "./results.js";
 import { CpuRunner } from "./runner/cpu.js";
 import { DisputeAnswerer } from "./disputes.js";
+import { DeviceRegistry } from "./device-registry.js";
+import { Bucket } from "../store/buckets.js";
 
 export type AttestorService = DaemonModule & {
   /** The attestor's wallet address (holds ATTESTOR_ROLE). */
@@ -118,7 +120,18 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       recompute = pool.recompute;
     }
     const cc = await loadCcPolicy(config.attest.cc);
-    if (cc) logger.info("Confidential-computing evidence verified", { roots: cc.roots.length, required: cc.required, boards: cc.boards?.size ?? 0 });
+    if (cc)
+      logger.info("Confidential-computing evidence verified", {
+        roots: cc.roots.length,
+        required: cc.required,
+        boards: cc.boards?.size ?? 0,
+        requireCcMode: cc.requireCcMode,
+        crls: cc.revocation?.crls.length ?? 0,
+        crlRequired: cc.revocation?.required ?? false,
+      });
+    // Which machine each GPU backs, kept across restarts (one GPU, one machine).
+    const devices = new DeviceRegistry(undefined, daemon.store.repository(Bucket.attestDevices), logger);
+    await devices.load();
     const attestor = new Attestor({
       account,
       domain: daemon.domain,
@@ -128,6 +141,8 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       now,
       logger,
       ...(cc ? { cc } : {}),
+      devices,
+      gpuReuseWindowMs: config.attest.attestor.gpuReuseWindowSeconds * 1000,
     });
     const results = new ChallengeResults(daemon.store, config.attest.attestor.keepResultsPerMachine, now);
     let leaseChecks: InLeaseChecker | undefined;

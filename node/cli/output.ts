@@ -48,7 +48,7 @@ export function progress(json: boolean, line: string): void {
  */
 const CLI_WORDING: [string, string][] = [
   [EXPLAIN_REMEDIES.acceptUnattested, "add --allow-unattested to accept unattested machines"],
-  [EXPLAIN_REMEDIES.acceptWithoutCc, "leave out --confidential-computing to accept GPUs attested without it"],
+  [EXPLAIN_REMEDIES.acceptWithoutCc, "leave out --gpu-identity-verified to accept GPUs attested without it"],
   [EXPLAIN_REMEDIES.acceptCluster, "add --colocation cluster to accept several machines on a declared fast interconnect"],
   [
     "Pass `account` to createClient: privateKeyToAccount(key) in Node, or an injected wallet in a browser.",

@@ -44,4 +44,9 @@ export enum Bucket {
   attestFaults = 22,
   /** Probe state per lease (last heartbeat, current outage's first failed probe, failures): lease id → ProbeState. */
   attestProbes = 23,
+  /**
+   * Which machine presented each GPU last (node/attest/device-registry.ts): `uuid:<uuid>` or
+   * `cc:<chip>:<device id>` → {machine, atMs}. 28, well apart from 24..27, which other branches may take.
+   */
+  attestDevices = 28,
 }

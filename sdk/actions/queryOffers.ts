@@ -17,8 +17,8 @@ const queryOffersSchema = z.strictObject({
   region: z.string().optional(),
   /** Only machines with a current attestation (default false: attested or not, see `attested`). */
   attestedOnly: z.boolean().default(false),
-  /** Only machines whose GPUs the attestor quorum verified by confidential-computing evidence (default false; see `confidentialComputing`). */
-  confidentialComputing: z.boolean().default(false),
+  /** Only machines whose GPUs the attestor quorum identified by NVIDIA-signed confidential-computing evidence (default false; see `gpuIdentityVerified`). */
+  gpuIdentityVerified: z.boolean().default(false),
   /** Most offers returned, 1 to 1000 (default 100). */
   limit: z.number().int().min(1).max(1000).default(100),
 });
@@ -73,7 +73,7 @@ export type OfferSummary = {
   /** Whether the machine has a current attestation from the attestor quorum. */
   attested: boolean;
   /** Whether the attestor quorum's current attestations verified the GPUs by their confidential-computing evidence. */
-  confidentialComputing: boolean;
+  gpuIdentityVerified: boolean;
   /** When the signed offer expires, unix seconds. */
   expiry: number;
   /**
@@ -107,14 +107,14 @@ export async function queryOffers(ctx: SuanliContext, parameters: QueryOffersPar
   for (const message of ctx.feed.messages()) {
     const entry = ctx.feed.engine.get(`${message.offer.provider.toLowerCase()}:${message.offer.machineId}`);
     const attested = entry?.attestationExpiry != null && entry.attestationExpiry > now;
-    const confidentialComputing = attested && entry?.ccExpiry != null && entry.ccExpiry > now;
+    const gpuIdentityVerified = attested && entry?.ccExpiry != null && entry.ccExpiry > now;
     const base = message.machine.model.split("/")[0]!;
     if (models && !models.has(message.machine.model) && !models.has(base)) continue;
     if (query.minFreeUnits !== undefined && message.capacity.freeUnits < query.minFreeUnits) continue;
     if (query.maxPricePerGpuHour !== undefined && message.offer.pricePerUnitSecond * 3600n > query.maxPricePerGpuHour) continue;
     if (query.region !== undefined && message.machine.region.toLowerCase() !== query.region.toLowerCase()) continue;
     if (query.attestedOnly && !attested) continue;
-    if (query.confidentialComputing && !confidentialComputing) continue;
+    if (query.gpuIdentityVerified && !gpuIdentityVerified) continue;
     out.push({
       key: messageKey(message),
       provider: message.offer.provider,
@@ -130,7 +130,7 @@ export async function queryOffers(ctx: SuanliContext, parameters: QueryOffersPar
       pricePerGpuHour: formatUsd(message.offer.pricePerUnitSecond * 3600n),
       minBidPerGpuHour: message.offer.minBidPerUnitSecond > 0n ? formatUsd(message.offer.minBidPerUnitSecond * 3600n) : null,
       attested,
-      confidentialComputing,
+      gpuIdentityVerified,
       expiry: message.offer.expiry,
       ...(message.sealingKey
         ? { sealingKey: { publicKey: message.sealingKey.publicKey, expiresAt: message.sealingKey.expiresAt, signature: message.sealingKey.signature as `0x${string}` } }

@@ -47,7 +47,7 @@ export function parseSubmitParameters(parameters: SubmitTaskParameters): { reque
     ...(params.minVramMiB !== undefined ? { minVramMiB: params.minVramMiB } : {}),
     ...(params.minReputation !== undefined ? { minReputation: params.minReputation } : {}),
     ...(params.attestedOnly !== undefined ? { attestedOnly: params.attestedOnly } : {}),
-    ...(params.confidentialComputing !== undefined ? { confidentialComputing: params.confidentialComputing } : {}),
+    ...(params.gpuIdentityVerified !== undefined ? { gpuIdentityVerified: params.gpuIdentityVerified } : {}),
     ...(params.colocation !== undefined ? { colocation: params.colocation } : {}),
   };
   const request = parseMatchRequest(requestInput);

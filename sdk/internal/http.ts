@@ -82,8 +82,8 @@ export function attestationOf(view: OfferView, now: number): OfferKnowledge["att
   if (!view.attested) return null;
   const current = view.attestations.filter((a) => a.expiry > now);
   if (!current.length) return null;
-  // The node says whether its quorum's attestations verified the GPUs by CC evidence (confidentialComputing).
-  const cc = view.confidentialComputing ? current.filter((a) => a.confidentialComputing) : [];
+  // The node says whether its quorum's attestations verified the GPUs by CC evidence (gpuIdentityVerified).
+  const cc = view.gpuIdentityVerified ? current.filter((a) => a.gpuIdentityVerified) : [];
   return {
     attestedAt: Math.max(...current.map((a) => a.issuedAt)),
     expiry: Math.max(...current.map((a) => a.expiry)),

@@ -79,14 +79,14 @@ describe("matching: no-match explanations", () => {
     for (const m of e.nearMisses) assert.ok(e.message.includes(m.message));
   });
 
-  it("asked for GPUs verified by confidential-computing evidence: the step after attestation, the near miss with its remedy, and the verified machine when it fits", () => {
+  it("asked for GPU identities verified by NVIDIA-signed evidence: the step after attestation, the near miss with its remedy, and the verified machine when it fits", () => {
     const offers: OfferSpec[] = [
       { machineId: 1, model: "H100-80GB-SXM", vramMiB: 81_559, price: 300 },
       { machineId: 2, model: "H100-80GB-SXM", vramMiB: 81_559, price: 310, ccExpiry: NOW - 1 }, // its CC attestations expired
       { machineId: 3, model: "H100-80GB-SXM", vramMiB: 81_559, price: 900, ccExpiry: NOW + 3_600 },
       { machineId: 4, model: "H100-80GB-SXM", vramMiB: 81_559, price: 250, attestedAgo: null }, // unattested
     ];
-    const ask = { gpuType: "H100-80GB-SXM", gpuCount: 1, maxPricePerGpuHour: "2.00", confidentialComputing: true };
+    const ask = { gpuType: "H100-80GB-SXM", gpuCount: 1, maxPricePerGpuHour: "2.00", gpuIdentityVerified: true };
     const e = explain(offers, ask);
     assert.deepEqual(steps(e), [
       ["gpuType", 0, 4],
@@ -94,13 +94,13 @@ describe("matching: no-match explanations", () => {
       ["offerExpiry", 0, 3],
       ["duration", 0, 3],
       ["attestation", 1, 2],
-      ["confidentialComputing", 2, 0],
+      ["gpuIdentityVerified", 2, 0],
       ["capacity", 0, 0],
     ]);
-    assert.match(e.message, /6\. GPUs verified by confidential-computing evidence: removed 2, 0 left/);
+    assert.match(e.message, /6\. GPU identities verified by NVIDIA-signed evidence: removed 2, 0 left/);
     assert.equal(
-      miss(e, "confidentialComputing")?.message,
-      "2 H100-80GB-SXM machines fit everything else but their GPUs were not verified by confidential-computing evidence (set confidentialComputing: false to accept GPUs attested without it).",
+      miss(e, "gpuIdentityVerified")?.message,
+      "2 H100-80GB-SXM machines fit everything else but their GPUs were not identified by NVIDIA-signed evidence (set gpuIdentityVerified: false to accept GPUs attested without it).",
     );
     // Within the price, the verified machine is chosen over the cheaper ones that are not.
     const engine = new MatchingEngine({}, { now: () => NOW });
@@ -112,7 +112,7 @@ describe("matching: no-match explanations", () => {
       [[3]],
     );
     // Without the requirement every attested machine is a candidate, the cheapest first.
-    const plain = engine.match(parseMatchRequest(requestInput({ ...ask, maxPricePerGpuHour: "4.00", confidentialComputing: false })));
+    const plain = engine.match(parseMatchRequest(requestInput({ ...ask, maxPricePerGpuHour: "4.00", gpuIdentityVerified: false })));
     assert.ok(plain.ok);
     assert.deepEqual(
       plain.candidates.map((c) => c.parts[0]!.entry.machineId),

@@ -118,7 +118,7 @@ describe("OpenAPI document", () => {
     const byName = new Map(list.parameters.map((parameter) => [parameter.name, parameter]));
     assert.deepEqual([...byName.keys()].sort(), [
       "attested",
-      "confidentialComputing",
+      "gpuIdentityVerified",
       "interruptible",
       "limit",
       "maxPricePerUnitSecond",

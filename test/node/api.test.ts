@@ -156,18 +156,22 @@ describe("HTTP API routes", () => {
       const withCc = await startApiFixture({}, { source });
       try {
         const page = async (query: string) => offerPageSchema.decode((await withCc.api.app.inject({ method: "GET", url: `/v1/offers?${query}` })).json()).items;
-        const verified = await page("confidentialComputing=true");
+        const verified = await page("gpuIdentityVerified=true");
         assert.deepEqual(
-          verified.map((offer) => [offer.machineId, offer.confidentialComputing, offer.attestations.map((a) => [a.confidentialComputing, a.cc])]),
+          verified.map((offer) => [offer.machineId, offer.gpuIdentityVerified, offer.attestations.map((a) => [a.gpuIdentityVerified, a.cc])]),
           [[9, true, [[true, cc]]]],
         );
         // Attested without CC evidence (the A100s), or not attested at all (the H100 of provider A): not CC-verified.
-        const others = await page("confidentialComputing=false");
+        const others = await page("gpuIdentityVerified=false");
         assert.deepEqual(others.map((offer) => offer.key).sort(), [fx.keys.a100, fx.keys.a100b, fx.keys.h100].sort());
-        assert.ok(others.every((offer) => !offer.confidentialComputing && offer.attestations.every((a) => !a.confidentialComputing && a.cc === `0x${"00".repeat(32)}`)));
-        const bad = await withCc.api.app.inject({ method: "GET", url: "/v1/offers?confidentialComputing=yes" });
+        assert.ok(others.every((offer) => !offer.gpuIdentityVerified && offer.attestations.every((a) => !a.gpuIdentityVerified && a.cc === `0x${"00".repeat(32)}`)));
+        const bad = await withCc.api.app.inject({ method: "GET", url: "/v1/offers?gpuIdentityVerified=yes" });
         assert.equal(bad.statusCode, 400);
-        assert.match(bad.body, /confidentialComputing/);
+        assert.match(bad.body, /gpuIdentityVerified/);
+        // The old name said more than it checks: it is refused, not silently ignored.
+        const renamed = await withCc.api.app.inject({ method: "GET", url: "/v1/offers?confidentialComputing=true" });
+        assert.equal(renamed.statusCode, 400);
+        assert.match(renamed.body, /confidentialComputing/);
       } finally {
         await withCc.close();
       }

@@ -7,36 +7,43 @@
  *
  * - two distinct GH100s for a 2 × H100 claim pass, and the attestor records which GPUs they were;
  * - one GPU presented for both units, no evidence at all, NVIDIA's recorded H100 report replayed
- *   for a new challenge, GH100 evidence for an A100 claim: each fails `cc_evidence`, with no attestation;
- * - one GPU presented by two machine ids: the second machine fails (a GPU time-shared between machines).
+ *   for a new challenge, GH100 evidence for an A100 claim, a host that reports CC off (the words a
+ *   real H200 printed), evidence for the challenge id alone (the old binding) or for the other
+ *   unit's nonce, a device whose certificate a CRL revokes: each fails `cc_evidence`, with no attestation;
+ * - one GPU presented by two machine ids: the second machine fails (a GPU time-shared between
+ *   machines), and a restarted attestor still knows (the registry is in level).
  */
 import { multiaddr } from "@multiformats/multiaddr";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { X509Certificate } from "node:crypto";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import type { Hex } from "viem";
 import { ccIdentitiesHash, type GpuEvidence } from "../../common/attest/cc.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { engineAttestation, isCcVerified } from "../../common/offers/validate.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
 import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
 import { addrOf, challengeVerdict, machineOffer, startAttestorDaemon, startProviderWithMachine, type TestDaemon } from "../support/attest.js";
-import { makeSimDevices, simEvidence, type SimDevice } from "../support/cc-sim.js";
+import { CC_MODE_ON, makeSimDevices, simEvidence, simEvidenceForNonce, type SimDevice } from "../support/cc-sim.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
 
 const H100x2 = { model: "H100-80GB-SXM", units: 2, vramMiB: 81_559 };
 const recorded = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "fixtures/cc/nvidia-hopper");
 
-/** The CPU runner's answers, with per-unit CC evidence from `evidence(challengeId, unit)`. */
+/** The CPU runner's answers, with per-unit CC evidence from `evidence(challengeId, unit, the unit's root)`. */
 class CcRunner implements Runner {
   readonly name = "cc-sim";
   constructor(
     private readonly cpu: Runner,
-    private readonly evidence: (challengeId: `0x${string}`, unit: number) => GpuEvidence,
+    private readonly evidence: (challengeId: Hex, unit: number, root: Hex) => GpuEvidence,
   ) {}
   async computeCommit(challenge: RunnerChallenge, options?: { signal?: AbortSignal }): Promise<RunnerCommitment> {
-    return { ...(await this.cpu.computeCommit(challenge, options)), cc: challenge.units.map((_, unit) => this.evidence(challenge.id, unit)) };
+    const commitment = await this.cpu.computeCommit(challenge, options);
+    return { ...commitment, cc: challenge.units.map((_, unit) => this.evidence(challenge.id, unit, commitment.roots[unit]!)) };
   }
   async close(): Promise<void> {}
 }
@@ -48,7 +55,7 @@ describe("confidential-computing evidence over libp2p (issue 24)", function () {
   let sim: ReturnType<typeof makeSimDevices>;
   const nodes: TestDaemon[] = [];
   before(async () => {
-    sim = makeSimDevices(4);
+    sim = makeSimDevices(8);
     devnet = await startDevnet({ attestors: [devnetAccount(7).address] });
     cpu = new CpuRunner({ workers: 1 });
   });
@@ -60,9 +67,10 @@ describe("confidential-computing evidence over libp2p (issue 24)", function () {
   });
 
   const start = (index: number, runner: Runner, machine = H100x2) => startProviderWithMachine(devnet, index, { runner, machine }, nodes);
-  const devicesRunner = (devices: readonly SimDevice[]) => new CcRunner(cpu, (id, unit) => simEvidence(devices[unit]!, id));
+  const devicesRunner = (devices: readonly SimDevice[], mode?: string) =>
+    new CcRunner(cpu, (id, unit, root) => simEvidence(devices[unit]!, id, unit, root, mode === undefined ? {} : { mode }));
 
-  it("passes distinct GH100s for a 2 × H100 claim and refuses one GPU twice, no evidence, a replayed real report, and an A100 claim", async () => {
+  it("passes distinct GH100s for a 2 × H100 claim and refuses one GPU twice, no evidence, a replayed real report, an A100 claim, CC off, a nonce not bound to the unit and its root, and a revoked device", async () => {
     const nvidiaReport = readFileSync(path.join(recorded, "report.hex"), "utf8").trim();
     const replayed: GpuEvidence = {
       request: `0x${nvidiaReport.slice(0, 74)}`,
@@ -72,18 +80,32 @@ describe("confidential-computing evidence over libp2p (issue 24)", function () {
     const honest = await start(1, devicesRunner([sim.devices[0]!, sim.devices[1]!]));
     const twice = await start(2, devicesRunner([sim.devices[2]!, sim.devices[2]!]));
     const none = await start(3, cpu);
-    const replay = await start(4, new CcRunner(cpu, () => replayed));
+    // With the host's CC-on report: what fails is the nonce (the recorded report has no mode report).
+    const replay = await start(4, new CcRunner(cpu, () => ({ ...replayed, mode: CC_MODE_ON })));
     const a100 = await start(5, devicesRunner([sim.devices[3]!]), { model: "A100-80GB", units: 1, vramMiB: 81_920 });
-    const providers = [honest, twice, none, replay, a100];
+    // `nvidia-smi conf-compute -f` and `-grs` as a real H200 printed them: CC off, not ready.
+    const h200Off = readFileSync(path.resolve(path.dirname(fileURLToPath(import.meta.url)), "fixtures/nvidia-smi/h200/conf-compute.txt"), "utf8");
+    const ccOff = await start(10, devicesRunner([sim.devices[4]!, sim.devices[5]!], h200Off));
+    // The binding before this version: the GPU signed the challenge id itself, not the unit's nonce.
+    const idOnly = await start(11, new CcRunner(cpu, (id, unit) => ({ ...simEvidenceForNonce(sim.devices[4 + unit]!, id), mode: CC_MODE_ON })));
+    // Each unit's report made for the other unit's nonce (the same challenge, the same GPUs).
+    const swapped = await start(12, new CcRunner(cpu, (id, unit, root) => simEvidence(sim.devices[5 - unit]!, id, 1 - unit, root)));
+    // Device 7's attestation-key certificate is on its issuer's CRL.
+    const revoked = await start(13, devicesRunner([sim.devices[6]!, sim.devices[7]!]));
+    const crlDir = mkdtempSync(path.join(tmpdir(), "suanli-cc-crl-"));
+    const crlFile = path.join(crlDir, "intermediate.crl");
+    writeFileSync(crlFile, sim.crl("intermediate", [new X509Certificate(sim.devices[7]!.certificates[0]!).serialNumber]));
+    const providers = [honest, twice, none, replay, a100, ccOff, idOnly, swapped, revoked];
     const { daemon, attestor } = await startAttestorDaemon(devnet, 7, {
       p2p: { bootstrap: providers.map(({ provider }) => addrOf(provider.daemon)) },
       attest: {
         liveness: { enabled: false },
         attestor: { scheduleIntervalMs: 3_600_000 },
         // The simulated root, and NVIDIA's: the replayed report's chain is genuine.
-        cc: { required: true, rootFiles: [sim.rootFile, path.join(recorded, "device-root.pem")] },
+        cc: { required: true, rootFiles: [sim.rootFile, path.join(recorded, "device-root.pem")], crl: { files: [crlFile] } },
       },
     });
+    rmSync(crlDir, { recursive: true, force: true });
     nodes.push(daemon);
     for (const { machineId } of providers) {
       await waitFor(`machine ${machineId}'s offer in the attestor's book`, () => daemon.offers.book.byMachine(machineId).length > 0, { timeoutMs: 30_000 });
@@ -108,7 +130,7 @@ describe("confidential-computing evidence over libp2p (issue 24)", function () {
     );
     await waitFor("the attestation at the honest provider", () => honest.received.includes(honest.machineId), { timeoutMs: 30_000 });
     // The provider republishes its offer with the attestation (as its agent does); another node's book counts the machine as
-    // CC-verified under the attestor quorum, and its matching engine is told so (a renter's confidentialComputing: true matches it).
+    // CC-verified under the attestor quorum, and its matching engine is told so (a renter's gpuIdentityVerified: true matches it).
     await honest.provider.daemon.offers.publisher!.set(machineOffer({ machineId: honest.machineId, ...H100x2 }, [pass.attestation!]));
     const verified = await waitFor(
       "the honest machine CC-verified in the attestor node's offer book",
@@ -122,10 +144,14 @@ describe("confidential-computing evidence over libp2p (issue 24)", function () {
       [none, /requires confidential-computing evidence for each of the 2 units/],
       [replay, /^unit 0: wrong_nonce: /],
       [a100, /^unit 0: not_cc_capable: A100-80GB has no confidential-computing evidence/],
+      [ccOff, /^unit 0: cc_mode: CC status: OFF \(confidential computing must be ON/],
+      [idOnly, /^unit 0: wrong_nonce: /],
+      [swapped, /^unit 0: wrong_nonce: /],
+      [revoked, new RegExp(`^unit 1: revoked: .*attestation key 7.* is revoked by .*intermediate\\.crl`)],
     ];
     for (const [provider, detail] of expectations) {
       const fail = await challengeVerdict(attestor, provider.machineId);
-      assert.deepEqual([fail.outcome, fail.reason], ["fail", "cc_evidence"], fail.detail ?? "");
+      assert.deepEqual([fail.outcome, fail.reason], ["fail", "cc_evidence"], `machine ${provider.machineId}: ${fail.detail}`);
       assert.match(fail.detail ?? "", detail);
       assert.equal(fail.attestation, null);
       assert.deepEqual(provider.received, []);
@@ -156,5 +182,21 @@ describe("confidential-computing evidence over libp2p (issue 24)", function () {
     assert.deepEqual([fail.outcome, fail.reason], ["fail", "cc_evidence"], fail.detail ?? "");
     assert.match(fail.detail ?? "", new RegExp(`GPU GH100:${shared.deviceId} answered a challenge of machine 0x[0-9a-f]{40}/${second.machineId} \\d+ s ago`));
     assert.deepEqual(third.received, []);
+
+    // The attestor restarts (same data dir): it still knows which machine the GPU backs.
+    const dataDir = daemon.config.dataDir;
+    nodes.splice(nodes.indexOf(daemon), 1);
+    await daemon.close({ keepData: true });
+    const fourth = await start(14, devicesRunner([sim.devices[2]!, shared]));
+    const restarted = await startAttestorDaemon(devnet, 7, {
+      dataDir,
+      p2p: { bootstrap: [addrOf(fourth.provider.daemon)] },
+      attest: { liveness: { enabled: false }, attestor: { scheduleIntervalMs: 3_600_000 }, cc: { required: true, rootFiles: [sim.rootFile] } },
+    });
+    nodes.push(restarted.daemon);
+    await waitFor("the fourth machine's offer", () => restarted.daemon.offers.book.byMachine(fourth.machineId).length > 0, { timeoutMs: 30_000 });
+    const afterRestart = await challengeVerdict(restarted.attestor, fourth.machineId);
+    assert.deepEqual([afterRestart.outcome, afterRestart.reason], ["fail", "cc_evidence"], afterRestart.detail ?? "");
+    assert.match(afterRestart.detail ?? "", new RegExp(`GPU GH100:${shared.deviceId} answered a challenge of machine 0x[0-9a-f]{40}/${second.machineId} \\d+ s ago`));
   });
 });

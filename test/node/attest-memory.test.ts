@@ -107,10 +107,15 @@ describe("memory phase over libp2p (issue 24, item 2)", function () {
   const start = (index: number, memoryRunner: MemoryRunner, runner: Runner = cpu, machine = A100) =>
     startProviderWithMachine(devnet, index, { runner, machine, memoryRunner }, nodes);
   /** The attestor (devnet account `index`) with the memory phase on and no scheduled scans, once it has the providers' offers. */
-  const attestorFor = async (index: number, providers: Awaited<ReturnType<typeof start>>[]) => {
+  /** `gpuReuseWindowSeconds` 0 where two machines name the same GPUs on purpose (one GPU, one machine is attest-gpu-identity.test.ts's). */
+  const attestorFor = async (index: number, providers: Awaited<ReturnType<typeof start>>[], gpuReuseWindowSeconds?: number) => {
     const { daemon, attestor } = await startAttestorDaemon(devnet, index, {
       p2p: { bootstrap: providers.map(({ provider }) => addrOf(provider.daemon)) },
-      attest: { liveness: { enabled: false }, attestor: { scheduleIntervalMs: 3_600_000 }, memory: MEMORY },
+      attest: {
+        liveness: { enabled: false },
+        attestor: { scheduleIntervalMs: 3_600_000, ...(gpuReuseWindowSeconds === undefined ? {} : { gpuReuseWindowSeconds }) },
+        memory: MEMORY,
+      },
     });
     nodes.push(daemon);
     for (const { machineId } of providers) {
@@ -143,7 +148,7 @@ describe("memory phase over libp2p (issue 24, item 2)", function () {
     const same = await start(3, new CpuMemoryRunner({ devices: () => [...GPUS] }), gemm, TWO);
     // The same two GPUs, so the same set (gpusHash sorts), but unit 0's buffer sits on the GPU that computed unit 1's rows.
     const swapped = await start(4, new CpuMemoryRunner({ devices: () => [...GPUS].reverse() }), gemm, TWO);
-    const attestor = await attestorFor(8, [same, swapped]);
+    const attestor = await attestorFor(8, [same, swapped], 0);
     const pass = await challengeVerdict(attestor, same.machineId);
     assert.equal(pass.outcome, "pass", `${pass.reason}: ${pass.detail}`);
     const fail = await challengeVerdict(attestor, swapped.machineId);

@@ -66,11 +66,11 @@ describe("suanli renter commands (CLI)", function () {
     assert.doesNotMatch(unattested.stderr, /attestedOnly/);
 
     // No devnet machine's GPUs were verified by confidential-computing evidence.
-    const notCc = await runCli(["submit", "--gpu", "H100", "--count", "1", "--allow-unattested", "--confidential-computing", ...common, "--", "true"]);
+    const notCc = await runCli(["submit", "--gpu", "H100", "--count", "1", "--allow-unattested", "--gpu-identity-verified", ...common, "--", "true"]);
     assert.equal(notCc.code, 3, notCc.stderr);
-    assert.match(notCc.stderr, /GPUs verified by confidential-computing evidence: removed 1, 0 left/);
-    assert.match(notCc.stderr, /leave out --confidential-computing to accept GPUs attested without it/);
-    assert.doesNotMatch(notCc.stderr, /confidentialComputing: false/);
+    assert.match(notCc.stderr, /GPU identities verified by NVIDIA-signed evidence: removed 1, 0 left/);
+    assert.match(notCc.stderr, /leave out --gpu-identity-verified to accept GPUs attested without it/);
+    assert.doesNotMatch(notCc.stderr, /gpuIdentityVerified: false/);
 
     const tooMany = await runCli(["submit", "--gpu", "H100", "--count", "9", "--allow-unattested", ...common, "--", "true"]);
     assert.equal(tooMany.code, 3, tooMany.stderr);

@@ -1,7 +1,7 @@
 /**
  * The SDK's HTTP feed (a client created with `nodeUrl`) tells its local matching engine what the
  * node's offer view says: attested, and whether the node's attestor quorum verified the GPUs by
- * confidential-computing evidence, so `confidentialComputing: true` matches the same machines
+ * confidential-computing evidence, so `gpuIdentityVerified: true` matches the same machines
  * over HTTP as over libp2p.
  */
 import assert from "node:assert/strict";
@@ -17,11 +17,11 @@ const attestation = (expiry: number, cc: boolean) => ({
   issuedAt: NOW - 60,
   expiry,
   current: expiry > NOW,
-  confidentialComputing: cc,
+  gpuIdentityVerified: cc,
   cc: cc ? (`0x${"cc".repeat(32)}` as const) : (`0x${"00".repeat(32)}` as const),
 });
-const view = (attested: boolean, confidentialComputing: boolean, attestations: ReturnType<typeof attestation>[]) =>
-  ({ attested, confidentialComputing, attestations }) as unknown as OfferView;
+const view = (attested: boolean, gpuIdentityVerified: boolean, attestations: ReturnType<typeof attestation>[]) =>
+  ({ attested, gpuIdentityVerified, attestations }) as unknown as OfferView;
 
 describe("SDK HTTP feed: the node's attestation verdicts", () => {
   it("carries the CC verdict as ccExpiry, only when the node says the quorum verified the GPUs", () => {

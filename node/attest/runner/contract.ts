@@ -59,7 +59,8 @@ export const runnerCommitSchema = z.object({
   /**
    * One entry per unit, in unit order: its root, the UUID of the GPU that computed it (nvidia-smi
    * -L's "GPU-…"; absent for none) and, from a GPU in confidential-computing mode, its signed
-   * measurements for a request whose nonce is the challenge id (`cc`; common/attest/cc.ts).
+   * measurements for a request whose nonce is ccEvidenceNonce(id, unit, root) with the host's
+   * `nvidia-smi conf-compute -f -grs` output as `mode` (`cc`; common/attest/cc.ts).
    */
   units: z
     .array(z.object({ root: bytes32Schema, device: z.string().min(1).max(128).optional(), cc: boundedGpuEvidenceSchema.optional() }))

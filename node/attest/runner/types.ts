@@ -42,7 +42,8 @@ export interface RunnerCommitment {
   readonly devices?: readonly string[];
   /**
    * Confidential-computing evidence per unit, in unit order, from GPUs in CC mode: each GPU's
-   * signed SPDM measurements for a request whose nonce is the challenge id (common/attest/cc.ts).
+   * signed SPDM measurements for a request whose nonce is ccEvidenceNonce(challenge id, unit, the
+   * unit's root), and the host's CC mode report (`mode`; common/attest/cc.ts).
    * Absent when the GPUs offer none (the CPU runner, GPUs not in CC mode).
    */
   readonly cc?: readonly GpuEvidence[];

@@ -144,9 +144,9 @@ export function registerRenter(program: Command): void {
       .option("--max-price <usd>", "at most this price per GPU-hour (USD)")
       .option("--region <name>")
       .option("--attested", "only machines with a current attestation")
-      .option("--confidential-computing", "only machines whose GPUs the attestors verified by confidential-computing evidence"),
+      .option("--gpu-identity-verified", "only machines whose GPU identities the attestors verified by NVIDIA-signed CC evidence (not a confidential VM)"),
     false,
-  ).action(async (flags: RenterFlags & { gpu?: string; minFree?: string; maxPrice?: string; region?: string; attested?: boolean; confidentialComputing?: boolean }) => {
+  ).action(async (flags: RenterFlags & { gpu?: string; minFree?: string; maxPrice?: string; region?: string; attested?: boolean; gpuIdentityVerified?: boolean }) => {
     await withClient(flags, false, async (client) => {
       const offers = await client.queryOffers({
         gpuType: flags.gpu,
@@ -154,7 +154,7 @@ export function registerRenter(program: Command): void {
         maxPricePerGpuHour: flags.maxPrice,
         region: flags.region,
         attestedOnly: Boolean(flags.attested),
-        confidentialComputing: Boolean(flags.confidentialComputing),
+        gpuIdentityVerified: Boolean(flags.gpuIdentityVerified),
       });
       emit(Boolean(flags.json), { offers }, () =>
         offers.length === 0
@@ -163,7 +163,7 @@ export function registerRenter(program: Command): void {
               `${"MODEL".padEnd(16)} ${"FREE".padStart(5)} ${"USD/GPU-h".padStart(10)} ${"REGION".padEnd(10)} ${"ATTESTED".padEnd(8)} ${"CC".padEnd(3)} PROVIDER:MACHINE`,
               ...offers.map(
                 (o) =>
-                  `${o.model.padEnd(16)} ${`${o.freeUnits}/${o.units}`.padStart(5)} ${o.pricePerGpuHour.padStart(10)} ${o.region.padEnd(10)} ${(o.attested ? "yes" : "no").padEnd(8)} ${(o.confidentialComputing ? "yes" : "no").padEnd(3)} ${o.key}`,
+                  `${o.model.padEnd(16)} ${`${o.freeUnits}/${o.units}`.padStart(5)} ${o.pricePerGpuHour.padStart(10)} ${o.region.padEnd(10)} ${(o.attested ? "yes" : "no").padEnd(8)} ${(o.gpuIdentityVerified ? "yes" : "no").padEnd(3)} ${o.key}`,
               ),
             ].join("\n"),
       );
@@ -190,7 +190,7 @@ export function registerRenter(program: Command): void {
       .option("--region <name>")
       .option("--min-vram <MiB>", "minimum memory per GPU, MiB")
       .option("--allow-unattested", "also consider machines without a current attestation")
-      .option("--confidential-computing", "only machines whose GPUs the attestors verified by confidential-computing evidence (NVIDIA Hopper and later)")
+      .option("--gpu-identity-verified", "only machines whose GPU identities the attestors verified by NVIDIA-signed CC evidence (Hopper and later; not a confidential VM)")
       .option("--colocation <machine|cluster>", "machine: all GPUs on one machine (default); cluster: may span machines of one declared fast-interconnect cluster")
       .option("--auto-migrate", "re-run elsewhere if the lease faults or is preempted (needs --wait)")
       .option("--wait", "stream the logs, wait for the end and print the receipt")
@@ -222,7 +222,7 @@ export function registerRenter(program: Command): void {
         region: flags.region as string | undefined,
         minVramMiB: number("min-vram", flags.minVram as string | undefined),
         attestedOnly: !flags.allowUnattested,
-        confidentialComputing: Boolean(flags.confidentialComputing),
+        gpuIdentityVerified: Boolean(flags.gpuIdentityVerified),
         colocation: flags.colocation as "machine" | "cluster" | undefined,
         autoMigrate: Boolean(flags.autoMigrate),
         ...((flags.port as string[]).length > 0 ? { ports: (flags.port as string[]).map((port) => number("port", port)!) } : {}),

@@ -9,7 +9,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { createHash, X509Certificate } from "node:crypto";
-import { CcDeviceRegistry, checkCommitEvidence, checkRims, loadCcPolicy, type CcPolicy } from "../../../node/attest/cc-policy.js";
+import { checkCommitEvidence, checkRims, loadCcPolicy, type CcPolicy } from "../../../node/attest/cc-policy.js";
+import { DeviceRegistry } from "../../../node/attest/device-registry.js";
 import type { Rim } from "../../../node/attest/cc-rim.js";
 import { makeSimDevices, simEvidence } from "../../support/cc-sim.js";
 import { verifyNvidiaGpuEvidence } from "../../../node/attest/cc-nvidia.js";
@@ -66,18 +67,19 @@ describe("attest.cc root files", () => {
   });
   it("remembers which machine presented a GPU within the window, bounded, forgetting the longest-ago first", () => {
     const day = 86_400_000;
-    const registry = new CcDeviceRegistry(2);
-    assert.equal(registry.claim(["GH100:a", "GH100:b"], "p/1", 0, day), undefined);
+    const registry = new DeviceRegistry(2);
+    assert.equal(registry.claim(["cc:GH100:a", "cc:GH100:b"], "p/1", 0, day, "cc:"), undefined);
     // Another machine within the window: refused, and nothing of its claim recorded.
-    assert.deepEqual(registry.claim(["GH100:c", "GH100:a"], "p/2", 1_000, day), { device: "GH100:a", machine: "p/1", agoMs: 1_000 });
-    // The same machine again refreshes; past the window another machine may present it; a window of 0 never refuses.
-    assert.equal(registry.claim(["GH100:a"], "p/1", 2_000, day), undefined);
-    assert.equal(registry.claim(["GH100:b"], "p/2", 2_000, 0), undefined);
-    assert.equal(registry.claim(["GH100:b"], "p/3", 3_000 + day, day), undefined);
-    // Cap 2: a, b held; c pushes out a, the one presented longest ago.
-    assert.equal(registry.claim(["GH100:c"], "p/4", 4_000 + day, day), undefined);
-    assert.equal(registry.claim(["GH100:a"], "p/5", 5_000 + day, day), undefined);
-    assert.deepEqual(registry.claim(["GH100:c"], "p/6", 6_000 + day, day), { device: "GH100:c", machine: "p/4", agoMs: 2_000 });
+    assert.deepEqual(registry.claim(["cc:GH100:c", "cc:GH100:a"], "p/2", 1_000, day, "cc:"), { device: "cc:GH100:a", machine: "p/1", agoMs: 1_000 });
+    // The same machine again refreshes (and releases b, which it no longer names); a window of 0 never refuses.
+    assert.equal(registry.claim(["cc:GH100:a"], "p/1", 2_000, day, "cc:"), undefined);
+    assert.equal(registry.claim(["cc:GH100:b"], "p/2", 2_000, day, "cc:"), undefined, "b was released when p/1 passed without it");
+    assert.equal(registry.claim(["cc:GH100:a"], "p/9", 2_500, 0, "cc:"), undefined);
+    assert.equal(registry.claim(["cc:GH100:b"], "p/3", 3_000 + day, day, "cc:"), undefined);
+    // Cap 2: a (p/9), b (p/3) held; c pushes out a, the one presented longest ago.
+    assert.equal(registry.claim(["cc:GH100:c"], "p/4", 4_000 + day, day, "cc:"), undefined);
+    assert.equal(registry.claim(["cc:GH100:a"], "p/5", 5_000 + day, day, "cc:"), undefined);
+    assert.deepEqual(registry.claim(["cc:GH100:c"], "p/6", 6_000 + day, day, "cc:"), { device: "cc:GH100:c", machine: "p/4", agoMs: 2_000 });
   });
   it("refuses a boards entry naming an unknown class, listing the classes it accepts", () => {
     const parsed = ccOptionsSchema.safeParse({ boards: { "1010-0200-882": "H900" } });
@@ -103,6 +105,7 @@ describe("attest.cc root files", () => {
           required: true,
           roots: [new X509Certificate(sim.rootPem)],
           reuseWindowMs: 0,
+          requireCcMode: true,
           rims: {
             required: true,
             byKey: new Map([
@@ -119,8 +122,9 @@ describe("attest.cc root files", () => {
         });
         const id = `0x${"5a".repeat(32)}` as const;
         const challenge = { id, provider: `0x${"11".repeat(20)}` as const, machineId: 1, model: "H100-80GB-SXM", units: 2 };
-        const evidence = sim.devices.map((device) => simEvidence(device, id));
-        const pass = checkCommitEvidence(policyWith(digest(3)), new CcDeviceRegistry(), challenge, evidence, Date.now());
+        const roots = [`0x${"a1".repeat(32)}`, `0x${"a2".repeat(32)}`] as const;
+        const evidence = sim.devices.map((device, unit) => simEvidence(device, id, unit, roots[unit]!));
+        const pass = checkCommitEvidence(policyWith(digest(3)), new DeviceRegistry(), challenge, roots, evidence, Date.now());
         assert.ok(pass.ok);
         assert.deepEqual(
           pass.units?.map((unit) => unit.rims),
@@ -129,7 +133,7 @@ describe("attest.cc root files", () => {
             ["96.00.9F.00.01", "550.90.07"],
           ],
         );
-        const tampered = checkCommitEvidence(policyWith(digest(4)), new CcDeviceRegistry(), challenge, evidence, Date.now());
+        const tampered = checkCommitEvidence(policyWith(digest(4)), new DeviceRegistry(), challenge, roots, evidence, Date.now());
         assert.equal(tampered.ok, false);
         assert.match(
           !tampered.ok ? tampered.detail : "",

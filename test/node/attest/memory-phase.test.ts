@@ -158,6 +158,16 @@ describe("memory phase: capacity and bandwidth per declared unit (issue 24, item
     assert.equal(nvlink.outcome, "pass", failure(nvlink));
   });
 
+  it("cheap cards adding up (issue 35, item 7): 17 RTX 4090s that pass the GEMM phase as 8 × H100 fail the memory phase, dealt one unit a card or every unit spread over all of them over PCIe", async () => {
+    const claim = claimOf("H100-80GB-SXM", 8);
+    // One unit per card: a 24 GB card holds a third of a unit's 72 GiB buffer and recomputes the rest.
+    const dealt = await run(claim, cards("RTX4090-24GB", 17), { reportedUuids: (units) => Array.from({ length: units }, (_, u) => `GPU-RTX4090-24GB-${u}`) });
+    assert.ok(tooSlow(dealt), failure(dealt));
+    // Spread: 16 of every 17 reads cross PCIe to another card.
+    const spread = await run(claim, cards("RTX4090-24GB", 17), { layout: "split", peerReadsPerSecond: (25e9 / 64) * RATE_SCALE });
+    assert.ok(tooSlow(spread), failure(spread));
+  });
+
   it("wrong walks are caught by recomputing them from the seed; a commit signed by another key is refused", async () => {
     let clock = 1_700_000_000_000;
     const claim = claimOf("H100-80GB-SXM");
