@@ -38,11 +38,21 @@ done
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 start=$SECONDS
+# A lane that runs past its limit is stopped (TERM to its whole process group, KILL 30 s later) and
+# its log printed with what it had done: a hung test must fail the run with the name of the last
+# test that finished, not hold CI silently until the machine's hard limit. Whole runs take about
+# 5 min (lane 0) and 12 min (lanes 1 and 2) on 2 cores; the limits leave room for a loaded host.
+lane_limit() { if [ "$1" = 0 ]; then echo "${SUANLI_LANE0_TIMEOUT_S:-1200}"; else echo "${SUANLI_LANE_TIMEOUT_S:-2400}"; fi; }
 run_lane() {
   local n="$1"
   shift
-  SUANLI_TEST_SUMMARY="$work/summary-$n.json" npx hardhat test mocha --no-compile "$@" >"$work/lane-$n.log" 2>&1
+  local limit
+  limit="$(lane_limit "$n")"
+  SUANLI_TEST_SUMMARY="$work/summary-$n.json" timeout --kill-after=30 "$limit" npx hardhat test mocha --no-compile "$@" >"$work/lane-$n.log" 2>&1
   local rc=$?
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    echo "-- lane $n ran past its limit of $limit s and was stopped: the last test named above is the one after which it hung" >>"$work/lane-$n.log"
+  fi
   echo "-- lane $n: $# files, $((SECONDS - start)) s, exit code $rc" >>"$work/lane-$n.log"
   return "$rc"
 }

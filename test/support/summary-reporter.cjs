@@ -39,11 +39,19 @@ class SummaryReporter extends Mocha.reporters.Spec {
         for (const [file, ms] of shown) console.log(`  ${(ms / 1000).toFixed(1).padStart(7)} s  ${file}`);
         console.log();
       }
-      const file = process.env.SUANLI_TEST_SUMMARY;
-      if (!file) return;
       const { passes, failures, pending, tests } = this.stats;
-      const files = Object.fromEntries(rows);
-      fs.writeFileSync(file, JSON.stringify({ passes, failures, pending, tests, files }));
+      const file = process.env.SUANLI_TEST_SUMMARY;
+      if (file) fs.writeFileSync(file, JSON.stringify({ passes, failures, pending, tests, files: Object.fromEntries(rows) }));
+      // Mocha's own `--exit`, which Hardhat's runner lacks: once every test has run, the process
+      // must end. A test that leaks a handle (a server, a socket, a child's pipe, a timer) would
+      // otherwise keep it alive forever and a CI run would wait for its hard limit with nothing
+      // printed. The timer is unref'd: a clean run exits without waiting for it.
+      const graceMs = Number(process.env.SUANLI_TEST_EXIT_GRACE_MS ?? 60_000);
+      setTimeout(() => {
+        const held = process.getActiveResourcesInfo().filter((kind) => kind !== "Timeout");
+        console.log(`\n  the test run ended ${graceMs / 1000} s ago and the process is still held open by: ${held.join(", ") || "(timers only)"}; exiting (a test leaked a handle)`);
+        process.exit(failures > 0 ? 1 : 0);
+      }, graceMs).unref();
     });
   }
 }
