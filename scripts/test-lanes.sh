@@ -42,13 +42,15 @@ start=$SECONDS
 # its log printed with what it had done: a hung test must fail the run with the name of the last
 # test that finished, not hold CI silently until the machine's hard limit. Whole runs take about
 # 5 min (lane 0) and 12 min (lanes 1 and 2) on 2 cores; the limits leave room for a loaded host.
+# Lanes read nothing: their stdin is /dev/null, so a file that reads stdin when loaded cannot wait
+# on a terminal or a pipe that never closes.
 lane_limit() { if [ "$1" = 0 ]; then echo "${SUANLI_LANE0_TIMEOUT_S:-1200}"; else echo "${SUANLI_LANE_TIMEOUT_S:-2400}"; fi; }
 run_lane() {
   local n="$1"
   shift
   local limit
   limit="$(lane_limit "$n")"
-  SUANLI_TEST_SUMMARY="$work/summary-$n.json" timeout --kill-after=30 "$limit" npx hardhat test mocha --no-compile "$@" >"$work/lane-$n.log" 2>&1
+  SUANLI_TEST_SUMMARY="$work/summary-$n.json" timeout --kill-after=30 "$limit" npx hardhat test mocha --no-compile "$@" </dev/null >"$work/lane-$n.log" 2>&1
   local rc=$?
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
     echo "-- lane $n ran past its limit of $limit s and was stopped: the last test named above is the one after which it hung" >>"$work/lane-$n.log"
