@@ -3,7 +3,7 @@
  * task swaps a folder of its `output/` with a symbolic link to the provider node's data dir
  * (renameat2 RENAME_EXCHANGE under bubblewrap; plain busybox `mv`s in a Podman container) while
  * its renter downloads snapshots in a bounded loop. Before the fix the renter received the node's
- * peer.key and sealing.key this way; now no byte of the data dir (its keys and a canary file) ever
+ * peer.key and sealing.key this way (now sealing-keys/<id>.json); now no byte of the data dir (its keys and a canary file) ever
  * arrives, while the task's own files still do.
  */
 import assert from "node:assert/strict";
@@ -74,7 +74,11 @@ async function dataDirSecrets(dataDir: string): Promise<Secrets> {
   const canary = Buffer.from(`canary-${randomBytes(16).toString("hex")}`);
   await writeFile(path.join(dataDir, "canary.key"), canary, { mode: 0o600 });
   const secrets: Secrets = [{ name: "canary.key", bytes: canary }];
-  for (const name of ["peer.key", "sealing.key"]) secrets.push({ name, bytes: await readFile(path.join(dataDir, name)) });
+  secrets.push({ name: "peer.key", bytes: await readFile(path.join(dataDir, "peer.key")) });
+  // The sealing keys rotate (node/provider/agent/sealing.ts): one file per key under sealing-keys/.
+  const sealing = (await readdir(path.join(dataDir, "sealing-keys"))).filter((name) => name.endsWith(".json"));
+  assert.ok(sealing.length > 0, `the node holds a sealing key under ${dataDir}/sealing-keys`);
+  for (const name of sealing) secrets.push({ name: `sealing-keys/${name}`, bytes: await readFile(path.join(dataDir, "sealing-keys", name)) });
   return secrets;
 }
 
