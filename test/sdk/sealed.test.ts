@@ -54,7 +54,12 @@ describe("sealed secrets", () => {
 describe("sealed secrets: stale and unsigned keys (issue #33 item 9)", () => {
   const provider = devnetAccount(1);
   const chainId = 31337;
-  const now = Math.floor(Date.now() / 1000);
+  // Read when each test starts, not when the file loads: a CI lane loads every file first and
+  // may run this one minutes later, past a key made to expire 60 s after `now`.
+  let now = 0;
+  beforeEach(() => {
+    now = Math.floor(Date.now() / 1000);
+  });
   const spec = taskSpecSchema.parse({ image: "x", command: "true", env: { TOKEN: { value: "t0ken", secret: true } } });
 
   async function signedKey(expiresAt: number, signer = provider) {

@@ -49,7 +49,9 @@ class SummaryReporter extends Mocha.reporters.Spec {
       const graceMs = Number(process.env.SUANLI_TEST_EXIT_GRACE_MS ?? 60_000);
       setTimeout(() => {
         const held = process.getActiveResourcesInfo().filter((kind) => kind !== "Timeout");
-        console.log(`\n  the test run ended ${graceMs / 1000} s ago and the process is still held open by: ${held.join(", ") || "(timers only)"}; exiting (a test leaked a handle)`);
+        console.log(
+          `\n  the test run ended ${graceMs / 1000} s ago and the process is still held open by: ${held.join(", ") || "(timers only)"}; exiting (a test leaked a handle)`,
+        );
         process.exit(failures > 0 ? 1 : 0);
       }, graceMs).unref();
     });
