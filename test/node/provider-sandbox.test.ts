@@ -17,6 +17,7 @@ import type { ProcessRuntime } from "../../node/provider/runtime/process-runtime
 import type { TaskResult } from "../../node/provider/runtime/runtime.js";
 import { detectBubblewrap, detectNetworkTools, hostIpv4Addresses } from "../../node/provider/runtime/sandbox.js";
 import { taskSpecSchema, type TaskSpec } from "../../node/provider/runtime/task.js";
+import { ipv6Targets, startHostIpv6 } from "../support/host-ipv6.js";
 
 const NODE = process.execPath;
 
@@ -220,6 +221,25 @@ describe("provider sandbox: what a renter's task can reach", function () {
       .slice(7)
       .split(",");
     assert.ok(!ifaces.includes(hostAddress), `the task has its own addresses (${ifaces.join(",")}), not the host's`);
+  });
+
+  it("no IPv6 at all (issue #33 item 2): host services on `::` and `::1` and the host's ULA are unreachable, IPv4 policy unchanged", async () => {
+    const hostAddress = hostIpv4Addresses()[0];
+    assert.ok(hostAddress, "the machine has a non-loopback IPv4 address");
+    const v6 = await startHostIpv6();
+    try {
+      const runtime = runtimeFromConfig({ runtime: { sandbox: "bubblewrap", network: true, readOnlyPaths: [path.dirname(NODE)] } }, { dataDir: path.join(dir, "data-v6") });
+      const targets = [...ipv6Targets(v6), ["v4-host", hostAddress, v6.anyPort]];
+      const probe = `${CONNECT_PROBE}\nimport { networkInterfaces } from "node:os";\nconsole.log("ipv6=" + Object.values(networkInterfaces()).flat().filter((i) => i.family === "IPv6").map((i) => i.address).join(","));`;
+      const { result, lines } = await runTask(runtime, { "probe.mjs": probe }, [NODE, "probe.mjs"], { TARGETS: JSON.stringify(targets) });
+      assert.equal(result.status, "succeeded", lines.join("\n"));
+      // The task's own ::1 is gone too: every IPv6 connect fails before a packet leaves.
+      for (const [label] of targets)
+        assert.match(lines.find((line) => line.startsWith(`${label}=`)) ?? "", /=error:(EACCES|ENETUNREACH|EHOSTUNREACH|EADDRNOTAVAIL)$/, `${label}: ${lines.join("\n")}`);
+      assert.ok(lines.includes("ipv6="), `IPv6 is off in the task's namespace: ${lines.join("\n")}`);
+    } finally {
+      await v6.close();
+    }
   });
 
   it("with network off a task has only its own loopback: even allow-listed ports are closed", async () => {
