@@ -242,6 +242,40 @@ describe("provider sandbox: what a renter's task can reach", function () {
     }
   });
 
+  it("binds only the /etc files a task needs (issue #33 item 5): /etc/shadow, SSH host keys and an unlisted root-only file are not there; python3 and output still work", async () => {
+    const canary = `/etc/suanli-canary-${process.pid}-${++counter}`;
+    const canAddCanary = process.getuid?.() === 0;
+    if (canAddCanary) await writeFile(canary, "canary-secret\n", { mode: 0o600 });
+    try {
+      const runtime = runtimeFromConfig({ runtime: { sandbox: "bubblewrap", network: false } }, { dataDir: path.join(dir, "data-etc") });
+      const secrets = ["/etc/shadow", "/etc/gshadow", canary, "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key"];
+      const script = [
+        ...secrets.map((file) => `if cat ${file} >/dev/null 2>&1; then echo "read ${file}"; else echo "absent ${file}"; fi`),
+        'ls /etc/ssh >/dev/null 2>&1 && echo "listed /etc/ssh"',
+        "python3 -c 'import json, pwd, ssl; print(\"python=\" + json.dumps(len(pwd.getpwall()) > 0))'",
+        "mkdir -p output && echo written > output/result.txt && echo wrote-output",
+      ].join("; ");
+      const b = await bundle({ "noop.txt": "x" });
+      const task = await runtime.prepare({
+        taskId: `t${++counter}`,
+        spec: parseInput(taskSpecSchema, { bundle: b, command: script }, "task") as TaskSpec,
+        devices: [],
+        durationMs: 30_000,
+      });
+      await task.start();
+      const result = await task.wait();
+      const lines = task.readLogs().lines.map((line) => line.text);
+      assert.equal(result.status, "succeeded", lines.join("\n"));
+      for (const file of secrets) assert.ok(lines.includes(`absent ${file}`), `${file}: ${lines.join("\n")}`);
+      assert.ok(!lines.includes("listed /etc/ssh"), lines.join("\n"));
+      assert.ok(!lines.some((line) => line.includes("canary-secret")));
+      assert.ok(lines.includes("python=true") && lines.includes("wrote-output"), lines.join("\n"));
+      await task.cleanup();
+    } finally {
+      if (canAddCanary) await rm(canary, { force: true });
+    }
+  });
+
   it("with network off a task has only its own loopback: even allow-listed ports are closed", async () => {
     const runtime = runtimeFromConfig(
       { runtime: { sandbox: "bubblewrap", network: false, readOnlyPaths: [path.dirname(NODE)], networkAllow: { loopbackPorts: [allowedPort] } } },

@@ -1,8 +1,9 @@
 /**
  * The process runtime's sandbox: bubblewrap (`bwrap`), verified to work here before the node
  * sells anything. Inside, the task sees:
- * - the host's system directories read-only (/usr, /bin, /lib*, /etc, /opt, ...) so interpreters
- *   and the CUDA driver libraries work, plus any extra read-only paths the operator configures;
+ * - the host's system directories read-only (/usr, /bin, /lib*, /opt, ...) and the /etc files a
+ *   task needs (ETC_READ_ONLY_PATHS: never /etc/shadow or SSH host keys) so interpreters and the
+ *   CUDA driver libraries work, plus any extra read-only paths the operator configures;
  *   the node's own files (data dir, config file, keys, home) are masked even when they lie under
  *   one of those paths;
  * - its workspace read-write, a private /tmp, a fresh /proc and a minimal /dev with the NVIDIA
@@ -31,8 +32,59 @@ import { BLOCKED_IPV4_RANGES, coveredByAllowList, type ParsedCidr } from "./netw
 /** `auto` and `bubblewrap` both require bubblewrap (auto names the default); `none` runs tasks unsandboxed. */
 export type SandboxMode = "auto" | "bubblewrap" | "none";
 
+/**
+ * The /etc entries a task needs (name service, resolver, dynamic linker, TLS roots, time zone,
+ * the alternatives symlinks interpreters go through, GPU loader ICDs), bound one by one: the rest
+ * of /etc (shadow, SSH host keys, the operator's service configs and credentials) is not in the
+ * sandbox at all (issue #33 item 5).
+ */
+export const ETC_READ_ONLY_PATHS = [
+  "passwd",
+  "group",
+  "hosts",
+  "host.conf",
+  "resolv.conf",
+  "nsswitch.conf",
+  "gai.conf",
+  "services",
+  "protocols",
+  "networks",
+  "ld.so.cache",
+  "ld.so.conf",
+  "ld.so.conf.d",
+  "localtime",
+  "timezone",
+  "ssl",
+  "ca-certificates",
+  "ca-certificates.conf",
+  "pki",
+  "crypto-policies",
+  "alternatives",
+  "os-release",
+  "debian_version",
+  "mime.types",
+  "python3",
+  ...["9", "10", "11", "12", "13", "14"].map((minor) => `python3.${minor}`),
+  "OpenCL",
+  "vulkan",
+  "glvnd",
+  "nvidia",
+].map((name) => `/etc/${name}`);
+
 /** Host paths bound read-only into the sandbox when they exist. */
-export const SYSTEM_READ_ONLY_PATHS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/run/systemd/resolve", "/run/nvidia-persistenced"];
+export const SYSTEM_READ_ONLY_PATHS = [
+  "/usr",
+  "/bin",
+  "/sbin",
+  "/lib",
+  "/lib32",
+  "/lib64",
+  "/libx32",
+  ...ETC_READ_ONLY_PATHS,
+  "/opt",
+  "/run/systemd/resolve",
+  "/run/nvidia-persistenced",
+];
 
 /** The task namespace's own /30: it is .254, the gateway pasta answers for is .253 (prohibited as a destination). */
 export const TASK_ADDRESS = "10.255.255.254";
