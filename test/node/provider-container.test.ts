@@ -8,7 +8,7 @@ import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 import { parseInput } from "../../common/validation.js";
 import { digestOutputDir } from "../../common/output-digest.js";
-import { buildContainerCreateArgs } from "../../node/provider/runtime/container-args.js";
+import { buildContainerCreateArgs, networkArgs } from "../../node/provider/runtime/container-args.js";
 import { detectContainerEngine, engineErrorLine, hostHardLimits, isCommandError, ownerId } from "../../node/provider/runtime/container-engine.js";
 import { ContainerRuntime, containerName } from "../../node/provider/runtime/container-runtime.js";
 import { hostIpv4Addresses } from "../../node/provider/runtime/sandbox.js";
@@ -16,6 +16,7 @@ import { taskSpecSchema, type TaskSpec } from "../../node/provider/runtime/task.
 import type { Logger } from "../../node/log/logger.js";
 import { silentLogger } from "../../node/log/logger.js";
 import { BUSYBOX_IMAGE, requireContainerSupport } from "../support/container-images.js";
+import { ipv6Targets, startHostIpv6 } from "../support/host-ipv6.js";
 import { waitFor } from "../support/wait.js";
 
 const exec = promisify(execFile);
@@ -89,7 +90,7 @@ describe("container runtime: engine flags (argv)", () => {
     assert.deepEqual(args.slice(-7), ["--shm-size", "8g", "nvcr.io/nvidia/pytorch:24.03-py3", "python", "train.py", "--epochs", "3"]);
   });
 
-  it("Podman: one CDI device per leased unit (MIG UUIDs too), slirp4netns without the host loopback, pids from limits.processes", () => {
+  it("Podman: one CDI device per leased unit (MIG UUIDs too), slirp4netns without the host loopback or IPv6, pids from limits.processes", () => {
     const args = buildContainerCreateArgs({
       engine: "podman",
       name: "suanli-t",
@@ -108,7 +109,10 @@ describe("container runtime: engine flags (argv)", () => {
     assert.deepEqual(pairs(args, "--device"), ["nvidia.com/gpu=GPU-a", "nvidia.com/gpu=MIG-b"]);
     assert.ok(!args.includes("--gpus"));
     assert.ok(!args.includes("--runtime"), "the engine's default runtime when it works");
-    assert.deepEqual(pairs(args, "--network"), ["slirp4netns:allow_host_loopback=false"]);
+    assert.deepEqual(pairs(args, "--network"), ["slirp4netns:allow_host_loopback=false,enable_ipv6=false"]);
+    assert.deepEqual(pairs(args, "--sysctl"), ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]);
+    // Docker's bridge gets the same sysctls (its daemon may hand out IPv6 addresses).
+    assert.deepEqual(networkArgs("docker", true), ["--sysctl", "net.ipv6.conf.all.disable_ipv6=1", "--sysctl", "net.ipv6.conf.default.disable_ipv6=1"]);
     assert.deepEqual(pairs(args, "--pids-limit"), ["512"]);
     assert.ok(args.includes("/w/t:/workspace:Z"));
     assert.deepEqual(args.slice(-4), ["docker.io/library/busybox", "/bin/sh", "-c", "echo hi && sleep 1"]);
@@ -383,6 +387,29 @@ describe("container runtime: real containers (Podman)", function () {
     } finally {
       loopback.close();
       everywhere.close();
+    }
+  });
+
+  it("network on: no IPv6 at all (issue #33 item 2): host services on `::` and `::1` and the host's ULA are unreachable, IPv4 policy unchanged", async () => {
+    const hostAddress = hostIpv4Addresses()[0];
+    assert.ok(hostAddress, "the host has a non-loopback IPv4 address");
+    const v6 = await startHostIpv6();
+    try {
+      // busybox nc speaks IPv6; "reachable" means the host's service answered.
+      const connect = ([label, host, port]: [string, string, number]) =>
+        `if nc -w 3 ${host} ${port} </dev/null 2>/dev/null | grep -q host-v6; then echo "${label} reachable"; else echo "${label} refused"; fi`;
+      const targets = [...ipv6Targets(v6), ["v4-host", hostAddress, v6.anyPort] as [string, string, number]];
+      const command = [...targets.map(connect), "echo ipv6-addresses=$(cat /proc/net/if_inet6 2>/dev/null | wc -l)"].join("; ");
+      const networked = new ContainerRuntime({ workspaceRoot: root, engine: "podman", network: true, gpus: false, fetchPolicy: LOCAL_IMAGES });
+      const task = await networked.prepare({ taskId: "net-v6", spec: spec({ image: BUSYBOX_IMAGE, command }), devices: [], durationMs: 60_000 });
+      await task.start();
+      assert.equal((await task.wait()).status, "succeeded");
+      const texts = task.readLogs().lines.map((line) => line.text);
+      for (const [label] of targets) assert.ok(texts.includes(`${label} refused`), `${label}:\n${texts.join("\n")}`);
+      assert.ok(texts.includes("ipv6-addresses=0"), `IPv6 is off in the container's namespace:\n${texts.join("\n")}`);
+      await task.cleanup();
+    } finally {
+      await v6.close();
     }
   });
 

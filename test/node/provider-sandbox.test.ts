@@ -17,6 +17,7 @@ import type { ProcessRuntime } from "../../node/provider/runtime/process-runtime
 import type { TaskResult } from "../../node/provider/runtime/runtime.js";
 import { detectBubblewrap, detectNetworkTools, hostIpv4Addresses } from "../../node/provider/runtime/sandbox.js";
 import { taskSpecSchema, type TaskSpec } from "../../node/provider/runtime/task.js";
+import { ipv6Targets, startHostIpv6 } from "../support/host-ipv6.js";
 
 const NODE = process.execPath;
 
@@ -220,6 +221,59 @@ describe("provider sandbox: what a renter's task can reach", function () {
       .slice(7)
       .split(",");
     assert.ok(!ifaces.includes(hostAddress), `the task has its own addresses (${ifaces.join(",")}), not the host's`);
+  });
+
+  it("no IPv6 at all (issue #33 item 2): host services on `::` and `::1` and the host's ULA are unreachable, IPv4 policy unchanged", async () => {
+    const hostAddress = hostIpv4Addresses()[0];
+    assert.ok(hostAddress, "the machine has a non-loopback IPv4 address");
+    const v6 = await startHostIpv6();
+    try {
+      const runtime = runtimeFromConfig({ runtime: { sandbox: "bubblewrap", network: true, readOnlyPaths: [path.dirname(NODE)] } }, { dataDir: path.join(dir, "data-v6") });
+      const targets = [...ipv6Targets(v6), ["v4-host", hostAddress, v6.anyPort]];
+      const probe = `${CONNECT_PROBE}\nimport { networkInterfaces } from "node:os";\nconsole.log("ipv6=" + Object.values(networkInterfaces()).flat().filter((i) => i.family === "IPv6").map((i) => i.address).join(","));`;
+      const { result, lines } = await runTask(runtime, { "probe.mjs": probe }, [NODE, "probe.mjs"], { TARGETS: JSON.stringify(targets) });
+      assert.equal(result.status, "succeeded", lines.join("\n"));
+      // The task's own ::1 is gone too: every IPv6 connect fails before a packet leaves.
+      for (const [label] of targets)
+        assert.match(lines.find((line) => line.startsWith(`${label}=`)) ?? "", /=error:(EACCES|ENETUNREACH|EHOSTUNREACH|EADDRNOTAVAIL)$/, `${label}: ${lines.join("\n")}`);
+      assert.ok(lines.includes("ipv6="), `IPv6 is off in the task's namespace: ${lines.join("\n")}`);
+    } finally {
+      await v6.close();
+    }
+  });
+
+  it("binds only the /etc files a task needs (issue #33 item 5): /etc/shadow, SSH host keys and an unlisted root-only file are not there; python3 and output still work", async () => {
+    const canary = `/etc/suanli-canary-${process.pid}-${++counter}`;
+    const canAddCanary = process.getuid?.() === 0;
+    if (canAddCanary) await writeFile(canary, "canary-secret\n", { mode: 0o600 });
+    try {
+      const runtime = runtimeFromConfig({ runtime: { sandbox: "bubblewrap", network: false } }, { dataDir: path.join(dir, "data-etc") });
+      const secrets = ["/etc/shadow", "/etc/gshadow", canary, "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key"];
+      const script = [
+        ...secrets.map((file) => `if cat ${file} >/dev/null 2>&1; then echo "read ${file}"; else echo "absent ${file}"; fi`),
+        'ls /etc/ssh >/dev/null 2>&1 && echo "listed /etc/ssh"',
+        "python3 -c 'import json, pwd, ssl; print(\"python=\" + json.dumps(len(pwd.getpwall()) > 0))'",
+        "mkdir -p output && echo written > output/result.txt && echo wrote-output",
+      ].join("; ");
+      const b = await bundle({ "noop.txt": "x" });
+      const task = await runtime.prepare({
+        taskId: `t${++counter}`,
+        spec: parseInput(taskSpecSchema, { bundle: b, command: script }, "task") as TaskSpec,
+        devices: [],
+        durationMs: 30_000,
+      });
+      await task.start();
+      const result = await task.wait();
+      const lines = task.readLogs().lines.map((line) => line.text);
+      assert.equal(result.status, "succeeded", lines.join("\n"));
+      for (const file of secrets) assert.ok(lines.includes(`absent ${file}`), `${file}: ${lines.join("\n")}`);
+      assert.ok(!lines.includes("listed /etc/ssh"), lines.join("\n"));
+      assert.ok(!lines.some((line) => line.includes("canary-secret")));
+      assert.ok(lines.includes("python=true") && lines.includes("wrote-output"), lines.join("\n"));
+      await task.cleanup();
+    } finally {
+      if (canAddCanary) await rm(canary, { force: true });
+    }
   });
 
   it("with network off a task has only its own loopback: even allow-listed ports are closed", async () => {

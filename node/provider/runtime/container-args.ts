@@ -7,7 +7,9 @@
  * - CPU, memory and pids per leased unit (`provider.runtime.perUnit`), times the units.
  * - rlimits: nofile and nproc are always passed, at most the host's hard limits (the engines'
  *   defaults exceed them on some hosts and the OCI runtime then fails before the task runs).
- * - Network: `none`, or (Podman) slirp4netns without the host's loopback; Docker's bridge.
+ * - Network: `none`, or (Podman) slirp4netns without the host's loopback; Docker's bridge. With
+ *   the network on, IPv6 is off in the container's namespace (no slirp4netns IPv6, and the
+ *   disable_ipv6 sysctls), so no IPv6 destination is reachable at all: the policy routes are IPv4.
  * - Labels: the owning node and the task, so a restarted node finds its orphans.
  */
 import type { EngineKind } from "./container-engine.js";
@@ -48,13 +50,20 @@ export type ContainerCreateOptions = {
   extraArgs?: readonly string[] | undefined;
 };
 
-/** The network flag: no network, or one that never reaches the host's loopback. */
+/** The sysctls that turn IPv6 off in a container's network namespace (every interface, and any added later). */
+export const IPV6_OFF_SYSCTLS = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"] as const;
+
+/** The network flags: no network, or one that never reaches the host's loopback, IPv4 only. */
 export function networkArgs(engine: EngineKind, network: boolean): string[] {
   if (!network) return ["--network", "none"];
+  // Issue #33 item 2: slirp4netns enables IPv6 by default and forwards it from the host's own
+  // sockets, so a container reached services bound to the host's `::` through its ULA/LAN
+  // addresses, past the IPv4-only policy routes. IPv6 is turned off instead, twice over.
+  const ipv6Off = IPV6_OFF_SYSCTLS.flatMap((sysctl) => ["--sysctl", sysctl]);
   // slirp4netns gives the container its own namespace and user-mode NAT; with
   // allow_host_loopback=false its gateway (10.0.2.2) does not forward to the host's 127.0.0.1.
   // Docker's default bridge does not route to the host's loopback either.
-  return engine === "podman" ? ["--network", "slirp4netns:allow_host_loopback=false"] : [];
+  return engine === "podman" ? ["--network", "slirp4netns:allow_host_loopback=false,enable_ipv6=false", ...ipv6Off] : ipv6Off;
 }
 
 /** The rlimit flags (soft = hard). */

@@ -8,7 +8,8 @@
  * pays nothing; a command that does not exist in the image is the renter's CommandNotFoundError.
  * With Podman and the network on, the container's namespace gets the same policy routes as the
  * bubblewrap sandbox (public addresses only, the host's own addresses and private ranges
- * prohibited unless allow-listed) between `init` and `start`, so the task never runs without them.
+ * prohibited unless allow-listed) and IPv6 off, between `init` and `start`, so the task never
+ * runs without them.
  * `start()` attaches to the container (`start --attach`): its output is the task's log. Stop is
  * the engine's `stop --time`: SIGTERM, the grace period, SIGKILL. After the exit the container's
  * state tells whether the command ran (its exit code is the task's) or the engine failed to start
@@ -55,7 +56,7 @@ import { parseCidr } from "./network-policy.js";
 import { reapTaskProcesses } from "./orphans.js";
 import { DEFAULT_BUNDLE_LIMITS, groupEnvironment, type BundleLimits } from "./process-runtime.js";
 import { RunningTask, type Runtime, type RuntimeIsolation, type TaskExitError, type TaskHandle } from "./runtime.js";
-import { hostIpv4Addresses, taskRoutes } from "./sandbox.js";
+import { hostIpv4Addresses, taskRoutes, turnOffIpv6 } from "./sandbox.js";
 import { livenessEnvironment, Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch } from "./task.js";
 
 export { detectContainerEngine, type ContainerEngine, type EngineDetection, type EngineKind } from "./container-engine.js";
@@ -228,7 +229,7 @@ export class ContainerRuntime implements Runtime {
         this.logger.warn(`The OCI runtime ${failures.map((line) => line.split(":")[0]).join(", ")} cannot start a container here; using ${label}`, { failures });
       const networkText = network
         ? engine.kind === "podman"
-          ? "own network namespace through slirp4netns (public addresses only, no host loopback)"
+          ? "own network namespace through slirp4netns (public IPv4 addresses only, no IPv6, no host loopback)"
           : "Docker bridge network"
         : "no network";
       return {
@@ -452,6 +453,9 @@ export class ContainerRuntime implements Runtime {
         `the container's network policy could not be installed (exit code ${configured.code})`,
         (configured.stderr || configured.stdout).trim().slice(0, 500),
       );
+    // The create flags turned IPv6 off (container-args.ts); this checks it, so an engine that
+    // ignored them never runs a task with an IPv6 route to the host.
+    await turnOffIpv6("nsenter", ["-t", String(pid), "-n"], "ip", 30_000);
   }
 
   /** After `start --attach` ended without a stop: did the command run (its exit is the task's), or did the engine fail? */

@@ -1,8 +1,9 @@
 /**
  * The process runtime's sandbox: bubblewrap (`bwrap`), verified to work here before the node
  * sells anything. Inside, the task sees:
- * - the host's system directories read-only (/usr, /bin, /lib*, /etc, /opt, ...) so interpreters
- *   and the CUDA driver libraries work, plus any extra read-only paths the operator configures;
+ * - the host's system directories read-only (/usr, /bin, /lib*, /opt, ...) and the /etc files a
+ *   task needs (ETC_READ_ONLY_PATHS: never /etc/shadow or SSH host keys) so interpreters and the
+ *   CUDA driver libraries work, plus any extra read-only paths the operator configures;
  *   the node's own files (data dir, config file, keys, home) are masked even when they lie under
  *   one of those paths;
  * - its workspace read-write, a private /tmp, a fresh /proc and a minimal /dev with the NVIDIA
@@ -14,7 +15,8 @@
  * network namespace to the outside through ordinary sockets of the node, and routes in the
  * namespace refuse the host's own addresses, link-local, the private and reserved ranges (see
  * network-policy.ts) unless the operator allow-lists them. pasta forwards no host loopback port
- * into the namespace except the allow-listed ones, and no port inward.
+ * into the namespace except the allow-listed ones, and no port inward. IPv6 is off in the
+ * namespace (pasta --ipv4-only, and the disable_ipv6 sysctls: turnOffIpv6).
  *
  * Running without a sandbox is an explicit `sandbox: "none"`, never a fallback.
  */
@@ -30,8 +32,59 @@ import { BLOCKED_IPV4_RANGES, coveredByAllowList, type ParsedCidr } from "./netw
 /** `auto` and `bubblewrap` both require bubblewrap (auto names the default); `none` runs tasks unsandboxed. */
 export type SandboxMode = "auto" | "bubblewrap" | "none";
 
+/**
+ * The /etc entries a task needs (name service, resolver, dynamic linker, TLS roots, time zone,
+ * the alternatives symlinks interpreters go through, GPU loader ICDs), bound one by one: the rest
+ * of /etc (shadow, SSH host keys, the operator's service configs and credentials) is not in the
+ * sandbox at all (issue #33 item 5).
+ */
+export const ETC_READ_ONLY_PATHS = [
+  "passwd",
+  "group",
+  "hosts",
+  "host.conf",
+  "resolv.conf",
+  "nsswitch.conf",
+  "gai.conf",
+  "services",
+  "protocols",
+  "networks",
+  "ld.so.cache",
+  "ld.so.conf",
+  "ld.so.conf.d",
+  "localtime",
+  "timezone",
+  "ssl",
+  "ca-certificates",
+  "ca-certificates.conf",
+  "pki",
+  "crypto-policies",
+  "alternatives",
+  "os-release",
+  "debian_version",
+  "mime.types",
+  "python3",
+  ...["9", "10", "11", "12", "13", "14"].map((minor) => `python3.${minor}`),
+  "OpenCL",
+  "vulkan",
+  "glvnd",
+  "nvidia",
+].map((name) => `/etc/${name}`);
+
 /** Host paths bound read-only into the sandbox when they exist. */
-export const SYSTEM_READ_ONLY_PATHS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/run/systemd/resolve", "/run/nvidia-persistenced"];
+export const SYSTEM_READ_ONLY_PATHS = [
+  "/usr",
+  "/bin",
+  "/sbin",
+  "/lib",
+  "/lib32",
+  "/lib64",
+  "/libx32",
+  ...ETC_READ_ONLY_PATHS,
+  "/opt",
+  "/run/systemd/resolve",
+  "/run/nvidia-persistenced",
+];
 
 /** The task namespace's own /30: it is .254, the gateway pasta answers for is .253 (prohibited as a destination). */
 export const TASK_ADDRESS = "10.255.255.254";
@@ -190,6 +243,30 @@ export function taskRoutes(allow: readonly ParsedCidr[], hostAddresses: readonly
   return lines;
 }
 
+/**
+ * The shell script (run by nsenter in a task's network namespace, `$1` the path of `ip`) that
+ * turns IPv6 off there and prints every IPv6 address left: none, when it worked. A kernel
+ * without IPv6 (booted with ipv6.disable=1) has no such sysctls and no addresses.
+ */
+const IPV6_OFF_SCRIPT = [
+  "for f in /proc/sys/net/ipv6/conf/all/disable_ipv6 /proc/sys/net/ipv6/conf/default/disable_ipv6; do",
+  '  if [ -e "$f" ]; then echo 1 > "$f" || exit 1; fi',
+  "done",
+  '"$1" -6 -o addr show',
+].join("\n");
+
+/**
+ * Turns IPv6 off in the network namespace `nsenter <enterArgs>` enters and checks that no IPv6
+ * address is left in it (its own `::1` included), so a task has no IPv6 route anywhere: the
+ * policy routes are IPv4 only (issue #33 item 2: slirp4netns's IPv6 reached the host's `::`).
+ * The task itself has no capability to turn it back on. Throws SandboxNetworkError otherwise.
+ */
+export async function turnOffIpv6(nsenter: string, enterArgs: readonly string[], ip: string, timeoutMs = 15_000): Promise<void> {
+  const result = await run(nsenter, [...enterArgs, "/bin/sh", "-c", IPV6_OFF_SCRIPT, "sh", ip], undefined, timeoutMs);
+  if (result.code !== 0 || result.output.trim() !== "")
+    throw new SandboxNetworkError(`IPv6 could not be turned off in the task's network namespace (exit code ${result.code})`, result.output.trim().slice(0, 500));
+}
+
 export type TaskNetworkOptions = {
   tools: NetworkTools;
   /** Host loopback TCP ports the task reaches at 127.0.0.1:<port> in its namespace. */
@@ -333,11 +410,17 @@ export async function attachTaskNetwork(pid: number, options: TaskNetworkOptions
     throw new SandboxNetworkError(`pasta could not connect the task's network namespace (exit code ${started.code})`, pastaMessages(started.output));
   }
   const routes = taskRoutes(options.allow, hostIpv4Addresses());
-  const enter = ["-t", String(pid), "-U", "-n", "--preserve-credentials", options.tools.ip, "-batch", "-"];
-  const configured = await run(options.tools.nsenter, enter, `${routes.join("\n")}\n`, timeoutMs);
+  const enter = ["-t", String(pid), "-U", "-n", "--preserve-credentials"];
+  const configured = await run(options.tools.nsenter, [...enter, options.tools.ip, "-batch", "-"], `${routes.join("\n")}\n`, timeoutMs);
   if (configured.code !== 0) {
     await stop();
     throw new SandboxNetworkError(`the task's network policy could not be installed (exit code ${configured.code})`, configured.output.trim().slice(0, 500));
+  }
+  try {
+    await turnOffIpv6(options.tools.nsenter, enter, options.tools.ip, timeoutMs);
+  } catch (error) {
+    await stop();
+    throw error;
   }
   return { pastaPid, stop };
 }
