@@ -3095,6 +3095,22 @@ export const leaseMarketAbi = [
   {
     "inputs": [
       {
+        "internalType": "uint256",
+        "name": "owed",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "evicted",
+        "type": "uint256"
+      }
+    ],
+    "name": "PreemptionUnderpriced",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "uint96",
         "name": "price",
         "type": "uint96"
@@ -5287,6 +5303,22 @@ export const leaseMarketExtensionAbi = [
       }
     ],
     "name": "PreemptionNoticeUnpaid",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint256",
+        "name": "owed",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "evicted",
+        "type": "uint256"
+      }
+    ],
+    "name": "PreemptionUnderpriced",
     "type": "error"
   },
   {

@@ -385,7 +385,15 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         Payment[] memory refunds;
         bool preempted;
         if (terms.preempt.length != 0) {
-            (refunds, preempted) = _makeRoom(leaseId, offer.machineId, units, terms.interruptible, price, terms.preempt);
+            uint256 evicted;
+            (refunds, preempted, evicted) =
+                _makeRoom(leaseId, offer.machineId, units, terms.interruptible, price, terms.preempt);
+            // A bid owes at least (_preemptorMinimum) the notice of every lease it evicts: a small, short bid
+            // cannot evict a large lease for less than that lease's notice is worth, then retake its units at
+            // the minimum bid. An on-demand lease pays the offer's on-demand price, which every interruptible
+            // lease of that offer yields to by its terms.
+            uint256 owes = _min(_rate(units, price) * _params.preemptionNotice, deposit);
+            if (terms.interruptible && owes < evicted) revert PreemptionUnderpriced(owes, evicted);
         }
         _REGISTRY.reserve(
             offer.provider,
@@ -467,8 +475,9 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
     }
 
     /// @dev Frees units on `machineId` from the listed leases, in order, until `units` are idle: leases past
-    ///      their end are finalized, eligible interruptible leases preempted. Returns the refunds owed and whether
-    ///      any lease was preempted.
+    ///      their end are finalized, eligible interruptible leases preempted. Returns the refunds owed, whether
+    ///      any lease was preempted and the notice of the preempted leases (each one's units x price x
+    ///      min(preemptionNotice, its time left)).
     function _makeRoom(
         uint256 byLeaseId,
         uint32 machineId,
@@ -476,7 +485,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         bool interruptible,
         uint96 bid,
         uint256[] calldata leaseIds
-    ) private returns (Payment[] memory refunds, bool preempted) {
+    ) private returns (Payment[] memory refunds, bool preempted, uint256 evicted) {
         uint256 count = leaseIds.length;
         if (count > MAX_PREEMPT) revert TooManyPreemptions(count, MAX_PREEMPT);
         (uint16 total, uint16 onDemand, uint16 interrupt) = _REGISTRY.capacityOf(machineId);
@@ -502,6 +511,11 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
                 if (!running || !lease.interruptible || (interruptible && lease.price >= bid)) {
                     revert NotPreemptible(leaseId);
                 }
+                // Time left: to the end once Active (not yet reached, above), the whole duration while Open.
+                uint256 left = lease.status == LeaseStatus.Active
+                    ? _endOf(lease) - block.timestamp
+                    : lease.deposit / _rate(lease.units, lease.price);
+                evicted += _rate(lease.units, lease.price) * _min(_params.preemptionNotice, left);
                 refunds[i] = Payment(lease.renter, _preempt(leaseId, lease, byLeaseId));
                 preempted = true;
             }

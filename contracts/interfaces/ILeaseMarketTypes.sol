@@ -218,6 +218,10 @@ interface ILeaseMarketTypes {
     error PreemptWrongMachine(uint256 leaseId, uint32 machineId);
     /// @notice Lease `leaseId` may not be preempted by this lease (on-demand, or bid not below the new bid).
     error NotPreemptible(uint256 leaseId);
+    /// @notice What a preempting bid (an interruptible lease) owes at least (min(preemptionNotice, duration) seconds of its units x price)
+    ///         is below `evicted`, the notice of the leases it would evict (each one's units x price x
+    ///         min(preemptionNotice, its time left)): eviction is priced by what it evicts.
+    error PreemptionUnderpriced(uint256 owed, uint256 evicted);
     /// @notice The lease is `status`, which this operation does not accept.
     error InvalidLeaseStatus(uint256 leaseId, LeaseStatus status);
     /// @notice Only the lease's renter may do this.

@@ -445,6 +445,7 @@ export class Model {
     const leaseId = this.st.nextLeaseId++;
     const refunds: [Address, bigint][] = [];
     let preempted = 0;
+    let evicted = 0n;
     if (terms.preempt.length !== 0) {
       if (terms.preempt.length > MAX_PREEMPT) revert("TooManyPreemptions");
       const m = this.st.machines[offer.machineId];
@@ -458,6 +459,9 @@ export class Model {
         } else {
           const running = l.status === S.Open || l.status === S.Active;
           if (!running || !l.interruptible || (terms.interruptible && l.price >= price)) revert("NotPreemptible");
+          // The victim's notice: units x price x min(notice, its time left) (issue #34 finding 7).
+          const left = l.status === S.Active ? endOf(l) - now : Number(l.deposit / rate(l));
+          evicted += rate(l) * BigInt(Math.min(this.st.params.preemptionNotice, left));
           let stop = now;
           let total = 0n;
           if (l.status === S.Active) {
@@ -469,6 +473,9 @@ export class Model {
         }
         idle += l.units;
       }
+      // A bid owes at least the notice of every lease it evicts.
+      const owes = bmin(BigInt(terms.units) * price * BigInt(this.st.params.preemptionNotice), deposit);
+      if (terms.interruptible && owes < evicted) revert("PreemptionUnderpriced");
     }
     // reserve
     const m = this.st.machines[offer.machineId];
@@ -1147,8 +1154,10 @@ export function generate(r: Rng, st: State, w: World): Step {
         .map((l) => BigInt(l.id));
       if (r.chance(0.1) && st.leases.length) preempt.push(BigInt(r.int(1, st.leases.length + 1)));
     }
-    const duration = r.chance(0.05) ? r.pick([0, 5, 2_000]) : r.int(10, 400);
-    const terms: Terms = { units: r.chance(0.03) ? 0 : r.int(1, 4), duration, maxPricePerUnitSecond: r.chance(0.05) ? 1n : 10n, interruptible, bidPerUnitSecond: bid, preempt };
+    // Preemption by small bids (issue #34 finding 7): one unit for a short time against larger leases.
+    const smallBid = preempt.length !== 0 && interruptible && r.chance(0.4);
+    const duration = smallBid ? r.int(1, 15) : r.chance(0.05) ? r.pick([0, 5, 2_000]) : r.int(10, 400);
+    const terms: Terms = { units: smallBid ? 1 : r.chance(0.03) ? 0 : r.int(1, 4), duration, maxPricePerUnitSecond: r.chance(0.05) ? 1n : 10n, interruptible, bidPerUnitSecond: bid, preempt };
     let permit: { value: bigint; deadline: number } | undefined;
     if (who === w.RP) {
       const deposit = BigInt(terms.units) * (interruptible ? bid : offer.pricePerUnitSecond) * BigInt(duration);
