@@ -2668,6 +2668,22 @@ export const leaseMarketAbi = [
   {
     "inputs": [
       {
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "servedFrom",
+        "type": "uint256"
+      }
+    ],
+    "name": "CommitmentUnserved",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "address",
         "name": "signer",
         "type": "address"
@@ -4881,6 +4897,22 @@ export const leaseMarketExtensionAbi = [
       }
     ],
     "name": "BidTooLow",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "servedFrom",
+        "type": "uint256"
+      }
+    ],
+    "name": "CommitmentUnserved",
     "type": "error"
   },
   {

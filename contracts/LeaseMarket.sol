@@ -195,7 +195,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
                     lease,
                     EndReason.RenterClosed,
                     uint32(block.timestamp),
-                    _preemptorMinimum(lease, _accruedUntil(lease, block.timestamp)),
+                    _committedMinimum(leaseId, lease, _preemptorMinimum(lease, _accruedUntil(lease, block.timestamp))),
                     0,
                     IProviderRegistry.Outcome.Completed
                 );
@@ -373,8 +373,9 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         uint16 units = terms.units;
         if (units == 0) revert ZeroUnits();
         uint32 duration = terms.duration;
-        if (duration == 0 || duration < offer.minDuration || duration > offer.maxDuration) {
-            revert DurationOutOfRange(duration, offer.minDuration, offer.maxDuration);
+        uint32 minDuration = offer.minDuration;
+        if (duration == 0 || duration < minDuration || duration > offer.maxDuration) {
+            revert DurationOutOfRange(duration, minDuration, offer.maxDuration);
         }
         uint96 price = _priceOf(offer, terms);
         uint96 deposit = (_rate(units, price) * duration).toUint96();
@@ -405,7 +406,13 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             offer.nonce,
             offer.renter != address(0)
         );
-        _record(leaseId, offer, terms, price, deposit, collateral, preempted ? FLAG_PREEMPTOR : 0);
+        uint8 flags = preempted ? FLAG_PREEMPTOR : 0;
+        if (minDuration >= MIN_COMMITMENT) {
+            // A reserved-term offer: its discount is paid for with the commitment (close charges it).
+            flags |= FLAG_COMMITTED;
+            _commitment[leaseId] = minDuration;
+        }
+        _record(leaseId, offer, terms, price, deposit, collateral, flags);
         _pull(msg.sender, deposit);
         for (uint256 i; i < refunds.length; ++i) {
             _pay(refunds[i].to, refunds[i].amount);
@@ -545,6 +552,15 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         if ((lease.flags & FLAG_PREEMPTOR) == 0) return accrued_;
         uint256 minimum = _min(_rate(lease.units, lease.price) * _params.preemptionNotice, lease.deposit);
         return accrued_ > minimum ? accrued_ : uint96(minimum);
+    }
+
+    /// @dev What a renter closing its Active lease owes: `owed`, but a reserved-term lease (FLAG_COMMITTED) owes at
+    ///      least units x price x its offer's minDuration, so a tier's discount is never had without its commitment.
+    ///      Never above the deposit: the duration is at least minDuration, and a shrink waits for the commitment.
+    function _committedMinimum(uint256 leaseId, Lease memory lease, uint96 owed_) private view returns (uint96) {
+        if ((lease.flags & FLAG_COMMITTED) == 0) return owed_;
+        uint256 minimum = _rate(lease.units, lease.price) * _commitment[leaseId];
+        return owed_ > minimum ? owed_ : uint96(minimum);
     }
 
     /// @dev Brings `paid` up to what accrued (the caller pays the provider the returned amount). An Active

@@ -281,6 +281,9 @@ interface ILeaseMarketTypes {
     /// @notice A lease that preempted another cannot shrink before it has paid its notice period on all its
     ///         units: never while Open, and once Active not before `paidFrom`.
     error PreemptionNoticeUnpaid(uint256 leaseId, uint256 paidFrom);
+    /// @notice A reserved-term lease (its offer's minDuration at least MIN_COMMITMENT) cannot shrink before its
+    ///         commitment is served, at `servedFrom`.
+    error CommitmentUnserved(uint256 leaseId, uint256 servedFrom);
     /// @notice Nothing is owed to `account`.
     error NothingOwed(address account);
     /// @notice The market received `received` of a `expected` transfer (fee-on-transfer tokens are not supported).
