@@ -6,7 +6,10 @@
 import assert from "node:assert/strict";
 import { readLease } from "../../common/chain/market.js";
 import { classifyMinimumCharge, readMinimumCharge } from "../../common/chain/minimum-charge.js";
-import { DEFAULT_PARAMS, PRICE, connect, deploySuanli, makeOffer, openActive, terms, type Connection } from "../contracts/support/suanli.js";
+import type { Deployment } from "../../common/deployment.js";
+import { TransactionError } from "../../sdk/errors.js";
+import { openLease, type ChainContext } from "../../sdk/internal/chain.js";
+import { DEFAULT_PARAMS, PRICE, connect, deploySuanli, makeOffer, openActive, sign, terms, type Connection } from "../contracts/support/suanli.js";
 
 const HOUR = 3600;
 const WEEK = 7 * 24 * HOUR;
@@ -48,6 +51,28 @@ describe("SDK: a close's minimum charge by name (issue #34, findings 4 and 7)", 
     const { charge } = await closeAt(s, evictor.leaseId, evictor.activatedAt + 10);
     assert.equal(DEFAULT_PARAMS.preemptionNotice, 60);
     assert.deepEqual(charge, { reason: "PreemptionNotice", amount: 24_480n - 4_080n });
+  });
+
+  it("reports an underpriced eviction by the contract's error name before anything is sent (finding 7)", async () => {
+    const s = await load();
+    const victim = await openActive(s, { terms: terms({ units: 8, interruptible: true, bidPerUnitSecond: 50n }), renter: s.renter2 });
+    const offer = await makeOffer(s, { minDuration: 10 });
+    const signature = await sign(s, offer);
+    // The renter's allowance covers the deposit, so the deployment (used only for a permit) is not read.
+    const ctx = {
+      publicClient: s.publicClient,
+      walletClient: s.renter!,
+      account: s.renter!.account,
+      market: s.market.address,
+      token: s.token.address,
+      deployment: {} as Deployment,
+    };
+    const blockBefore = await s.publicClient.getBlockNumber();
+    await assert.rejects(
+      openLease(ctx as unknown as ChainContext, offer, signature, terms({ units: 1, duration: 10, interruptible: true, bidPerUnitSecond: 51n, preempt: [victim.leaseId] }), 510n),
+      (error: unknown) => error instanceof TransactionError && error.step === "openLease" && /PreemptionUnderpriced\(510, 24000\)/.test(error.message),
+    );
+    assert.equal(await s.publicClient.getBlockNumber(), blockBefore);
   });
 
   it("names nothing for an on-demand close that paid what it used, or for a lease the renter did not close", async () => {
