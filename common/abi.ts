@@ -2668,6 +2668,22 @@ export const leaseMarketAbi = [
   {
     "inputs": [
       {
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "servedFrom",
+        "type": "uint256"
+      }
+    ],
+    "name": "CommitmentUnserved",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "address",
         "name": "signer",
         "type": "address"
@@ -3090,6 +3106,22 @@ export const leaseMarketAbi = [
       }
     ],
     "name": "PreemptionNoticeUnpaid",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint256",
+        "name": "owed",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "evicted",
+        "type": "uint256"
+      }
+    ],
+    "name": "PreemptionUnderpriced",
     "type": "error"
   },
   {
@@ -4870,6 +4902,22 @@ export const leaseMarketExtensionAbi = [
   {
     "inputs": [
       {
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "servedFrom",
+        "type": "uint256"
+      }
+    ],
+    "name": "CommitmentUnserved",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "address",
         "name": "signer",
         "type": "address"
@@ -5287,6 +5335,22 @@ export const leaseMarketExtensionAbi = [
       }
     ],
     "name": "PreemptionNoticeUnpaid",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint256",
+        "name": "owed",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "evicted",
+        "type": "uint256"
+      }
+    ],
+    "name": "PreemptionUnderpriced",
     "type": "error"
   },
   {

@@ -195,7 +195,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
                     lease,
                     EndReason.RenterClosed,
                     uint32(block.timestamp),
-                    _preemptorMinimum(lease, _accruedUntil(lease, block.timestamp)),
+                    _committedMinimum(leaseId, lease, _preemptorMinimum(lease, _accruedUntil(lease, block.timestamp))),
                     0,
                     IProviderRegistry.Outcome.Completed
                 );
@@ -373,8 +373,9 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         uint16 units = terms.units;
         if (units == 0) revert ZeroUnits();
         uint32 duration = terms.duration;
-        if (duration == 0 || duration < offer.minDuration || duration > offer.maxDuration) {
-            revert DurationOutOfRange(duration, offer.minDuration, offer.maxDuration);
+        uint32 minDuration = offer.minDuration;
+        if (duration == 0 || duration < minDuration || duration > offer.maxDuration) {
+            revert DurationOutOfRange(duration, minDuration, offer.maxDuration);
         }
         uint96 price = _priceOf(offer, terms);
         uint96 deposit = (_rate(units, price) * duration).toUint96();
@@ -385,7 +386,15 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         Payment[] memory refunds;
         bool preempted;
         if (terms.preempt.length != 0) {
-            (refunds, preempted) = _makeRoom(leaseId, offer.machineId, units, terms.interruptible, price, terms.preempt);
+            uint256 evicted;
+            (refunds, preempted, evicted) =
+                _makeRoom(leaseId, offer.machineId, units, terms.interruptible, price, terms.preempt);
+            // A bid owes at least (_preemptorMinimum) the notice of every lease it evicts: a small, short bid
+            // cannot evict a large lease for less than that lease's notice is worth, then retake its units at
+            // the minimum bid. An on-demand lease pays the offer's on-demand price, which every interruptible
+            // lease of that offer yields to by its terms.
+            uint256 owes = _min(_rate(units, price) * _params.preemptionNotice, deposit);
+            if (terms.interruptible && owes < evicted) revert PreemptionUnderpriced(owes, evicted);
         }
         _REGISTRY.reserve(
             offer.provider,
@@ -397,7 +406,13 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             offer.nonce,
             offer.renter != address(0)
         );
-        _record(leaseId, offer, terms, price, deposit, collateral, preempted ? FLAG_PREEMPTOR : 0);
+        uint8 flags = preempted ? FLAG_PREEMPTOR : 0;
+        if (minDuration >= MIN_COMMITMENT) {
+            // A reserved-term offer: its discount is paid for with the commitment (close charges it).
+            flags |= FLAG_COMMITTED;
+            _commitment[leaseId] = minDuration;
+        }
+        _record(leaseId, offer, terms, price, deposit, collateral, flags);
         _pull(msg.sender, deposit);
         for (uint256 i; i < refunds.length; ++i) {
             _pay(refunds[i].to, refunds[i].amount);
@@ -467,8 +482,9 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
     }
 
     /// @dev Frees units on `machineId` from the listed leases, in order, until `units` are idle: leases past
-    ///      their end are finalized, eligible interruptible leases preempted. Returns the refunds owed and whether
-    ///      any lease was preempted.
+    ///      their end are finalized, eligible interruptible leases preempted. Returns the refunds owed, whether
+    ///      any lease was preempted and the notice of the preempted leases (each one's units x price x
+    ///      min(preemptionNotice, its time left)).
     function _makeRoom(
         uint256 byLeaseId,
         uint32 machineId,
@@ -476,7 +492,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         bool interruptible,
         uint96 bid,
         uint256[] calldata leaseIds
-    ) private returns (Payment[] memory refunds, bool preempted) {
+    ) private returns (Payment[] memory refunds, bool preempted, uint256 evicted) {
         uint256 count = leaseIds.length;
         if (count > MAX_PREEMPT) revert TooManyPreemptions(count, MAX_PREEMPT);
         (uint16 total, uint16 onDemand, uint16 interrupt) = _REGISTRY.capacityOf(machineId);
@@ -502,6 +518,11 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
                 if (!running || !lease.interruptible || (interruptible && lease.price >= bid)) {
                     revert NotPreemptible(leaseId);
                 }
+                // Time left: to the end once Active (not yet reached, above), the whole duration while Open.
+                uint256 left = lease.status == LeaseStatus.Active
+                    ? _endOf(lease) - block.timestamp
+                    : lease.deposit / _rate(lease.units, lease.price);
+                evicted += _rate(lease.units, lease.price) * _min(_params.preemptionNotice, left);
                 refunds[i] = Payment(lease.renter, _preempt(leaseId, lease, byLeaseId));
                 preempted = true;
             }
@@ -531,6 +552,15 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         if ((lease.flags & FLAG_PREEMPTOR) == 0) return accrued_;
         uint256 minimum = _min(_rate(lease.units, lease.price) * _params.preemptionNotice, lease.deposit);
         return accrued_ > minimum ? accrued_ : uint96(minimum);
+    }
+
+    /// @dev What a renter closing its Active lease owes: `owed`, but a reserved-term lease (FLAG_COMMITTED) owes at
+    ///      least units x price x its offer's minDuration, so a tier's discount is never had without its commitment.
+    ///      Never above the deposit: the duration is at least minDuration, and a shrink waits for the commitment.
+    function _committedMinimum(uint256 leaseId, Lease memory lease, uint96 owed_) private view returns (uint96) {
+        if ((lease.flags & FLAG_COMMITTED) == 0) return owed_;
+        uint256 minimum = _rate(lease.units, lease.price) * _commitment[leaseId];
+        return owed_ > minimum ? owed_ : uint96(minimum);
     }
 
     /// @dev Brings `paid` up to what accrued (the caller pays the provider the returned amount). An Active

@@ -24,7 +24,8 @@ import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 ///      `stopAt` is when accrual stopped once the lease ended; while it runs it is the time of its latest
 ///      extension (zero: never extended), and `_depositBefore` holds the deposit that faults and penalties
 ///      about earlier times are computed on. `flags`: FLAG_ACTIVATED (start is the activation time),
-///      FLAG_PREEMPTOR (the lease preempted another, so its renter owes at least the notice period).
+///      FLAG_PREEMPTOR (the lease preempted another, so its renter owes at least the notice period),
+///      FLAG_COMMITTED (a reserved-term lease: its renter owes at least `_commitment` seconds once active).
 ///      While a lease is Open or Active, deposit is a whole multiple of units x price, so its end
 ///      `start + deposit / (units x price)` is exact. Once it ends, `deposit` is the provider's final total
 ///      and the renter has been refunded the rest. The invariant kept by every function:
@@ -62,6 +63,13 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
     uint256 internal constant BPS = 10_000;
     uint8 internal constant FLAG_ACTIVATED = 1;
     uint8 internal constant FLAG_PREEMPTOR = 2;
+    /// @dev The lease's offer had a minDuration of at least MIN_COMMITMENT: its renter owes that much (_commitment).
+    uint8 internal constant FLAG_COMMITTED = 4;
+    /// @dev An offer whose minDuration is at least this long is a reserved-term commitment: a renter who closes its
+    ///      lease earlier pays units x price x minDuration (the price was discounted for that commitment). Shorter
+    ///      minimums are a provider's setup floor and bind nothing (no storage for them on the hot path). Internal:
+    ///      a public getter would lengthen the market's dispatch, and every lease call with it.
+    uint32 internal constant MIN_COMMITMENT = 1 hours;
 
     // Packed into exactly three slots (see the layout above); the rule miscounts the enums. The order is the
     // storage layout _storeWord0/1/2 pack by hand (and activate and claim read by hand).
@@ -97,6 +105,8 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
     /// @dev While a lease runs and was extended (stopAt = the latest extension): the deposit before the earliest
     ///      extension whose earlier faults may still be submitted. Faults and penalties about earlier times use it.
     mapping(uint256 leaseId => uint96) internal _depositBefore;
+    /// @dev A committed lease's (FLAG_COMMITTED) offer minDuration: seconds from activation its renter pays for.
+    mapping(uint256 leaseId => uint32) internal _commitment;
 
     /// @notice Binds the market code to a registry and its token, under the EIP-712 domain "Suanli" version "1".
     /// @param registry_ The ProviderRegistry; the market settles in its token.

@@ -232,6 +232,12 @@ contract LeaseMarketExtension is LeaseMarketBase {
             _requireNoticePaid(leaseId, lease);
             lease.flags &= ~FLAG_PREEMPTOR;
         }
+        if ((lease.flags & FLAG_COMMITTED) != 0 && lease.status == LeaseStatus.Active) {
+            // A reserved-term lease keeps its units until its commitment is served (shrinking would escape it).
+            uint256 servedFrom = uint256(lease.start) + _commitment[leaseId];
+            if (block.timestamp < servedFrom) revert CommitmentUnserved(leaseId, servedFrom);
+            lease.flags &= ~FLAG_COMMITTED;
+        }
         uint96 oldCollateral = _collateral(lease.deposit, lease.collateralBps);
         uint96 paidBefore = lease.paid;
         uint96 accrued_;

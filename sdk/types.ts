@@ -230,6 +230,8 @@ export type TaskStatus = {
     status: "None" | "Open" | "Active" | "Ended" | "Settled" | "Cancelled";
     /** Why it ended (e.g. "Completed", "Faulted", "Preempted"); "None" while it runs. */
     endReason: string;
+    /** Once the renter closed it for more than it used: which minimum it paid ("Commitment", "PreemptionNotice"), as in TaskReceipt. */
+    minimumCharge: { reason: "Commitment" | "PreemptionNotice"; amount: bigint } | null;
     deposit: bigint;
     /** What the provider has earned so far (paid included). */
     accrued: bigint;
@@ -300,6 +302,12 @@ export type TaskReceipt = {
     refunded: bigint;
     /** SLA credit or penalty paid to the renter from the provider's collateral. */
     credit: bigint;
+    /**
+     * When the renter's close paid more than the seconds used, which minimum set it and the amount above units x
+     * price x seconds: "Commitment" (a reserved-term tier closed before its minimum duration pays that minimum) or
+     * "PreemptionNotice" (a lease that preempted others pays at least the notice). null otherwise.
+     */
+    minimumCharge: { reason: "Commitment" | "PreemptionNotice"; amount: bigint } | null;
     gas: { step: string; gasUsed: bigint; transaction: Hex }[];
   }[];
   /** Sum of the leases' `cost`. */

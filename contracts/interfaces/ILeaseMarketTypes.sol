@@ -218,6 +218,10 @@ interface ILeaseMarketTypes {
     error PreemptWrongMachine(uint256 leaseId, uint32 machineId);
     /// @notice Lease `leaseId` may not be preempted by this lease (on-demand, or bid not below the new bid).
     error NotPreemptible(uint256 leaseId);
+    /// @notice What a preempting bid (an interruptible lease) owes at least (min(preemptionNotice, duration) seconds of its units x price)
+    ///         is below `evicted`, the notice of the leases it would evict (each one's units x price x
+    ///         min(preemptionNotice, its time left)): eviction is priced by what it evicts.
+    error PreemptionUnderpriced(uint256 owed, uint256 evicted);
     /// @notice The lease is `status`, which this operation does not accept.
     error InvalidLeaseStatus(uint256 leaseId, LeaseStatus status);
     /// @notice Only the lease's renter may do this.
@@ -277,6 +281,9 @@ interface ILeaseMarketTypes {
     /// @notice A lease that preempted another cannot shrink before it has paid its notice period on all its
     ///         units: never while Open, and once Active not before `paidFrom`.
     error PreemptionNoticeUnpaid(uint256 leaseId, uint256 paidFrom);
+    /// @notice A reserved-term lease (its offer's minDuration at least MIN_COMMITMENT) cannot shrink before its
+    ///         commitment is served, at `servedFrom`.
+    error CommitmentUnserved(uint256 leaseId, uint256 servedFrom);
     /// @notice Nothing is owed to `account`.
     error NothingOwed(address account);
     /// @notice The market received `received` of a `expected` transfer (fee-on-transfer tokens are not supported).

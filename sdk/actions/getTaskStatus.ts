@@ -1,4 +1,5 @@
 import { readLease } from "../../common/chain/market.js";
+import { readMinimumCharge } from "../../common/chain/minimum-charge.js";
 import { meteredByNow } from "../internal/metering.js";
 import { UnknownTaskError } from "../errors.js";
 import { authorize, type SuanliContext } from "../internal/context.js";
@@ -32,6 +33,9 @@ export async function getTaskStatus(ctx: SuanliContext, taskId: string): Promise
       .then((auth) => ctx.link.status({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth }))
       .catch(() => undefined),
   ]);
+  // Once ended, the lease's deposit is the provider's final total.
+  const ended = lease.status === "Ended" || lease.status === "Settled";
+  const minimumCharge = ended ? await readMinimumCharge(ctx.publicClient, ctx.market, lease, lease.deposit, attempt.openedBlock) : null;
   return {
     taskId,
     state: remote?.state ?? "unknown",
@@ -40,6 +44,7 @@ export async function getTaskStatus(ctx: SuanliContext, taskId: string): Promise
     lease: {
       status: lease.status,
       endReason: lease.endReason,
+      minimumCharge,
       deposit: lease.deposit,
       accrued: lease.accrued,
       activatedAt: lease.activatedAt,

@@ -1,6 +1,7 @@
 import type { Hex } from "viem";
 import { leaseMarketAbi } from "../../common/abi.js";
 import { readLease } from "../../common/chain/market.js";
+import { readMinimumCharge } from "../../common/chain/minimum-charge.js";
 import { verifyCompletion } from "../../common/attest/completion.js";
 import type { TaskStatus as WireTaskStatus } from "../../common/protocols/lease.js";
 import type { TaskAttempt, TaskReceipt } from "../types.js";
@@ -41,6 +42,8 @@ export async function leaseOutcome(ctx: SuanliContext, attempt: TaskAttempt): Pr
   }
   const finished = lease.status === "Ended" || lease.status === "Settled" || lease.status === "Cancelled";
   const stop = finished ? lease.stopAt : Math.floor(Date.now() / 1000);
+  // A close that paid a tier's commitment or a preemptor's notice beyond the seconds used says so by name.
+  const minimumCharge = finalCost === undefined ? null : await readMinimumCharge(ctx.publicClient, ctx.market, lease, finalCost, attempt.openedBlock);
   return {
     leaseId: attempt.leaseId,
     provider: attempt.provider,
@@ -54,6 +57,7 @@ export async function leaseOutcome(ctx: SuanliContext, attempt: TaskAttempt): Pr
     cost: finalCost ?? lease.accrued,
     refunded,
     credit,
+    minimumCharge,
     gas: attempt.gas,
     completion,
   };

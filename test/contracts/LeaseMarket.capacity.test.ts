@@ -113,9 +113,10 @@ describe("LeaseMarket: capacity modes, preemption, extend, shrink, governance", 
         "NotPreemptible",
         [victim.leaseId],
       );
-      await s.market.write.openLease([offer, signature, terms({ ...interruptible(51n, 4), preempt: [victim.leaseId] })], { account: s.renter!.account });
+      // The higher bid owes at least the victim's notice (6 x 50 x 60 = 18,000; issue #34 finding 7): 6 units at 51.
+      await s.market.write.openLease([offer, signature, terms({ ...interruptible(51n, 6), preempt: [victim.leaseId] })], { account: s.renter!.account });
       assert.equal((await readLease(s.publicClient, s.market.address, victim.leaseId)).endReason, "Preempted");
-      assert.equal((await s.registry.read.getMachine([1])).interruptibleUnits, 4);
+      assert.equal((await s.registry.read.getMachine([1])).interruptibleUnits, 6);
     });
 
     it("never preempts an on-demand lease, a lease of another machine, or more than 16", async () => {

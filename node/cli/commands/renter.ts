@@ -86,12 +86,19 @@ function statusLine(client: SuanliClient, status: TaskStatus): string {
   return `${status.state.padEnd(12)} lease ${status.leaseId} ${status.lease.status.padEnd(8)} elapsed ${elapsed(status.lease.elapsedSeconds)}  cost so far ${tokens(client, status.lease.accruedNow)}`;
 }
 
+/** A close that paid a minimum beyond the seconds used, by the minimum's name (issue #34, findings 4 and 7). */
+function minimumChargeText(client: SuanliClient, charge: NonNullable<TaskReceipt["leases"][number]["minimumCharge"]>): string {
+  const why = charge.reason === "Commitment" ? "the reserved tier's minimum duration, closed early" : "the preemption notice it owes for evicting others";
+  return `${charge.reason}: paid ${tokens(client, charge.amount)} beyond the seconds used (${why})`;
+}
+
 function renderReceipt(client: SuanliClient, receipt: TaskReceipt): string {
   const lines = [`Receipt for ${receipt.taskId}: ${receipt.state}${receipt.exitCode !== null ? ` (exit code ${receipt.exitCode})` : ""}`];
   for (const lease of receipt.leases) {
     lines.push(
       `  lease ${lease.leaseId} on ${lease.units}× ${lease.model} (machine ${lease.machineId}) by ${lease.provider}`,
       `    ran ${lease.seconds}s, ended ${lease.endReason}; cost ${tokens(client, lease.cost)}, refunded ${tokens(client, lease.refunded)}${lease.credit ? `, credit ${tokens(client, lease.credit)}` : ""}`,
+      ...(lease.minimumCharge ? [`    ${minimumChargeText(client, lease.minimumCharge)}`] : []),
       ...lease.gas.map((step) => `    gas ${step.step}: ${step.gasUsed}`),
     );
   }
@@ -270,7 +277,7 @@ export function registerRenter(program: Command): void {
           : rows
               .map(
                 (r) =>
-                  `${r.taskId.padEnd(24)} ${String(r.state).padEnd(12)} lease ${r.leaseId} ${r.lease?.status ?? "?"} ${r.lease ? `cost ${tokens(client, r.lease.accrued)}` : ""}`,
+                  `${r.taskId.padEnd(24)} ${String(r.state).padEnd(12)} lease ${r.leaseId} ${r.lease?.status ?? "?"}${r.lease && r.lease.endReason !== "None" ? ` ${r.lease.endReason}` : ""} ${r.lease ? `cost ${tokens(client, r.lease.accrued)}` : ""}${r.lease?.minimumCharge ? ` (${minimumChargeText(client, r.lease.minimumCharge)})` : ""}`,
               )
               .join("\n"),
       );

@@ -58,6 +58,8 @@ const MAX_PROTOCOL_FEE_BPS = 1000;
 const MAX_PREEMPTION_NOTICE = 86_400;
 const MAX_UNBONDING_DELAY = 90 * 86_400;
 const RENTER_FUNDS = 1_000_000n;
+/** LeaseMarketBase.MIN_COMMITMENT: an offer's minDuration from which it binds the renter. */
+const MIN_COMMITMENT = 3_600;
 const PROVIDER_STAKE = { P: 40_000n, A: 20_000n };
 const PROVIDER_WALLET = 60_000n;
 
@@ -163,6 +165,8 @@ type MLease = {
   /** Contract state: FLAG_PREEMPTOR, and the deposit the terms of a recent extension's faults and terminations use. */
   preemptor: boolean;
   depositBefore: bigint;
+  /** FLAG_COMMITTED: a reserved-term lease (its offer's minDuration >= MIN_COMMITMENT) owes this many seconds once active. */
+  commitment: number;
   /** The minimum a preemptor closed by its renter paid (the promise checked). */
   closeMinimum?: bigint;
   /** Renter and provider co-signed its final total after it ended. */
@@ -414,6 +418,13 @@ export class Model {
     l.closeMinimum = minimum;
     return accrued > minimum ? accrued : minimum;
   }
+  /** A reserved-term lease closed Active by its renter pays at least units x price x its offer's minDuration (issue #34 finding 4). */
+  private committedMinimum(l: MLease, owed: bigint): bigint {
+    if (l.commitment === 0) return owed;
+    const minimum = rate(l) * BigInt(l.commitment);
+    l.closeMinimum = l.closeMinimum !== undefined && l.closeMinimum > minimum ? l.closeMinimum : minimum;
+    return owed > minimum ? owed : minimum;
+  }
 
   // -- operations (each mutates this.st; a Revert leaves the caller to discard the copy)
   open(sender: Address, offer: Offer, terms: Terms, permit?: { value: bigint; deadline: number }): void {
@@ -445,6 +456,7 @@ export class Model {
     const leaseId = this.st.nextLeaseId++;
     const refunds: [Address, bigint][] = [];
     let preempted = 0;
+    let evicted = 0n;
     if (terms.preempt.length !== 0) {
       if (terms.preempt.length > MAX_PREEMPT) revert("TooManyPreemptions");
       const m = this.st.machines[offer.machineId];
@@ -458,6 +470,9 @@ export class Model {
         } else {
           const running = l.status === S.Open || l.status === S.Active;
           if (!running || !l.interruptible || (terms.interruptible && l.price >= price)) revert("NotPreemptible");
+          // The victim's notice: units x price x min(notice, its time left) (issue #34 finding 7).
+          const left = l.status === S.Active ? endOf(l) - now : Number(l.deposit / rate(l));
+          evicted += rate(l) * BigInt(Math.min(this.st.params.preemptionNotice, left));
           let stop = now;
           let total = 0n;
           if (l.status === S.Active) {
@@ -469,6 +484,9 @@ export class Model {
         }
         idle += l.units;
       }
+      // A bid owes at least the notice of every lease it evicts.
+      const owes = bmin(BigInt(terms.units) * price * BigInt(this.st.params.preemptionNotice), deposit);
+      if (terms.interruptible && owes < evicted) revert("PreemptionUnderpriced");
     }
     // reserve
     const m = this.st.machines[offer.machineId];
@@ -501,6 +519,7 @@ export class Model {
       interruptible: terms.interruptible,
       preemptor: preempted > 0,
       depositBefore: 0n,
+      commitment: offer.minDuration >= MIN_COMMITMENT ? offer.minDuration : 0,
       openCollateral: collateral,
       openDeposit: deposit,
       openUnits: terms.units,
@@ -566,7 +585,7 @@ export class Model {
     } else if (l.status === S.Active) {
       const end = endOf(l);
       if (now >= end) this.finish(l, R.Expired, end, l.deposit, 0n, OUTCOME.Completed, 0n);
-      else refund = this.finish(l, R.RenterClosed, now, this.preemptorMinimum(l, accruedUntil(l, now)), 0n, OUTCOME.Completed, 0n);
+      else refund = this.finish(l, R.RenterClosed, now, this.committedMinimum(l, this.preemptorMinimum(l, accruedUntil(l, now))), 0n, OUTCOME.Completed, 0n);
     } else revert("InvalidLeaseStatus");
     this.pay(l.renter, refund);
   }
@@ -730,6 +749,10 @@ export class Model {
     if (l.preemptor) {
       if (l.status === S.Open || now < l.start + this.st.params.preemptionNotice) revert("PreemptionNoticeUnpaid");
       l.preemptor = false;
+    }
+    if (l.commitment !== 0 && l.status === S.Active) {
+      if (now < l.start + l.commitment) revert("CommitmentUnserved");
+      l.commitment = 0;
     }
     const oldCollateral = collateralOf(l.deposit, l.collateralBps);
     const paidBefore = l.paid;
@@ -1063,6 +1086,18 @@ export async function deployWorld(connection: Connection): Promise<World> {
     { ...base, provider: P!, machineId: 2, pricePerUnitSecond: 4n, minBidPerUnitSecond: 2n, collateralBps: 5_000, nonce: 14n, maxDuration: 60_000, startWindow: 30 },
     { ...base, provider: P!, machineId: 1, pricePerUnitSecond: 3n, minBidPerUnitSecond: 1n, collateralBps: 5_000, nonce: 15n, startWindow: 5 },
     { ...base, provider: P!, machineId: 2, pricePerUnitSecond: 3n, minBidPerUnitSecond: 2n, collateralBps: 10_000, nonce: 16n },
+    // A reserved-term tier (issue #34 finding 4): one hour's commitment at a discount, no interruptible capacity.
+    {
+      ...base,
+      provider: P!,
+      machineId: 2,
+      pricePerUnitSecond: 3n,
+      minBidPerUnitSecond: 0n,
+      collateralBps: 2_000,
+      nonce: 17n,
+      minDuration: MIN_COMMITMENT,
+      maxDuration: 2 * MIN_COMMITMENT,
+    },
   ];
   const signed = await Promise.all(offers.map(async (offer) => ({ offer, signature: await signOffer(keys[offer.provider]!, domain, offer) })));
 
@@ -1147,8 +1182,25 @@ export function generate(r: Rng, st: State, w: World): Step {
         .map((l) => BigInt(l.id));
       if (r.chance(0.1) && st.leases.length) preempt.push(BigInt(r.int(1, st.leases.length + 1)));
     }
-    const duration = r.chance(0.05) ? r.pick([0, 5, 2_000]) : r.int(10, 400);
-    const terms: Terms = { units: r.chance(0.03) ? 0 : r.int(1, 4), duration, maxPricePerUnitSecond: r.chance(0.05) ? 1n : 10n, interruptible, bidPerUnitSecond: bid, preempt };
+    // Preemption by small bids (issue #34 finding 7): one unit for a short time against larger leases.
+    const smallBid = preempt.length !== 0 && interruptible && r.chance(0.4);
+    // Tier offers closed early (finding 4): leases of at least the tier's minimum, mostly closed within it.
+    const tier = offer.minDuration >= MIN_COMMITMENT;
+    const duration = tier
+      ? r.int(offer.minDuration - (r.chance(0.1) ? 10 : 0), offer.minDuration + 300)
+      : smallBid
+        ? r.int(1, 15)
+        : r.chance(0.05)
+          ? r.pick([0, 5, 2_000])
+          : r.int(10, 400);
+    const terms: Terms = {
+      units: smallBid ? 1 : r.chance(0.03) ? 0 : r.int(1, 4),
+      duration,
+      maxPricePerUnitSecond: r.chance(0.05) ? 1n : 10n,
+      interruptible,
+      bidPerUnitSecond: bid,
+      preempt,
+    };
     let permit: { value: bigint; deadline: number } | undefined;
     if (who === w.RP) {
       const deposit = BigInt(terms.units) * (interruptible ? bid : offer.pricePerUnitSecond) * BigInt(duration);
@@ -1613,6 +1665,10 @@ function checkPromises(w: World, st: State, known: ReadonlySet<string>): void {
     if (l.preempted > 0 && l.endReason === R.RenterClosed && !l.cosigned && !known.has(FINDINGS.freePreemption) && (l.closeMinimum !== undefined || l.segments.length <= 1)) {
       const minimum = l.closeMinimum ?? bmin(l.openDeposit, BigInt(l.openNotice) * BigInt(l.openUnits) * l.price);
       check(total >= minimum, `lease ${l.id} preempted ${l.preempted} lease(s) and was closed paying ${total}, less than the notice it imposed (${minimum})`);
+    }
+    // A reserved-term lease closed by its renter pays its commitment (finding 4): at least units x price x minDuration.
+    if (l.commitment !== 0 && l.activated && l.endReason === R.RenterClosed && !l.cosigned) {
+      check(total >= rate(l) * BigInt(l.commitment), `lease ${l.id} on a ${l.commitment} s tier was closed paying ${total}, less than its commitment`);
     }
   }
   // The attacker's bound: its net gain is at most what it was promised by honest providers plus
