@@ -9,6 +9,7 @@ import { interconnectSchema } from "../../common/offers/message.js";
 import { DEFAULT_LEASE_CHECK_SHARE_BPS, leaseChecksSchema } from "../../common/attest/lease-checks.js";
 import { declaredMachineSchema } from "./inventory/inventory.js";
 import { pricingOptionsSchema } from "./pricing/options.js";
+import { leaseBoundsSchema } from "./runtime/lease-bounds.js";
 import { isCidr } from "./runtime/network-policy.js";
 
 const GiB = 1024 ** 3;
@@ -323,7 +324,9 @@ export const providerOptionsSchema = z.strictObject({
        * (declared test inventories).
        */
       containerGpus: z.enum(["auto", "none"]).default("auto"),
-      /** Container runtime: cgroup limits per leased unit, multiplied by the task's units. */
+      /** Per-lease CPU, memory, process and /tmp bounds for both runtimes (runtime/lease-bounds.ts). */
+      bounds: leaseBoundsSchema,
+      /** Container runtime: cgroup limits per leased unit, multiplied by the task's units (over bounds). */
       containerPerUnit: z
         .strictObject({
           /** CPUs (`--cpus`, fractional allowed). */

@@ -104,6 +104,7 @@ export function createRuntime(
       ...(options.runtime.ociRuntime === "auto" ? {} : { ociRuntimes: [options.runtime.ociRuntime] }),
       networkAllow: options.runtime.networkAllow,
       perUnit: options.runtime.containerPerUnit,
+      bounds: options.runtime.bounds,
       extraArgs: options.runtime.containerArgs,
       gpus,
       // The self-test passes every unit's device: one the engine cannot resolve is found at start.
@@ -119,6 +120,7 @@ export function createRuntime(
     bwrapPath: options.runtime.bwrapPath,
     readOnlyPaths: options.runtime.readOnlyPaths,
     pastaPath: options.runtime.pastaPath,
+    bounds: options.runtime.bounds,
     networkAllow: options.runtime.networkAllow,
     fetchPolicy: options.fetch,
     // Other renters' workspaces and kept outputs too, wherever the operator put them (each task's

@@ -15,6 +15,7 @@
 import type { EngineKind } from "./container-engine.js";
 import { OWNER_LABEL, TASK_LABEL } from "./container-engine.js";
 import { TASK_SECRETS_DIR } from "./container-secrets.js";
+import type { LeaseBounds } from "./lease-bounds.js";
 import type { ResourceLimits } from "./limits.js";
 import type { TaskSpec } from "./task.js";
 
@@ -42,6 +43,8 @@ export type ContainerCreateOptions = {
   /** rlimits, already clamped to the host's hard limits. */
   limits: ResourceLimits;
   perUnit?: PerUnitLimits | undefined;
+  /** The lease's default bounds (lease-bounds.ts), used where perUnit sets nothing. */
+  bounds?: LeaseBounds | undefined;
   network: boolean;
   stopGraceMs: number;
   /** `--runtime` (an OCI runtime name or path), or undefined for the engine's default. */
@@ -97,10 +100,17 @@ export function buildContainerCreateArgs(options: ContainerCreateOptions): strin
   args.push(...deviceArgs(options.engine, options.devices, options.amdRenderNodes));
   args.push(...networkArgs(options.engine, options.network));
   const perUnit = options.perUnit ?? {};
-  if (perUnit.cpus !== undefined) args.push("--cpus", String(Math.round(perUnit.cpus * units * 1000) / 1000));
-  if (perUnit.memoryBytes !== undefined) args.push("--memory", String(Math.floor(perUnit.memoryBytes * units)));
-  const pids = perUnit.pids !== undefined ? perUnit.pids * units : options.limits.processes;
+  const bounds = options.bounds;
+  const cpus = perUnit.cpus !== undefined ? perUnit.cpus * units : bounds?.cpus;
+  if (cpus !== undefined) args.push("--cpus", String(Math.round(cpus * 1000) / 1000));
+  // nproc inside shows the cores the lease bought (the cpuset), not the host's.
+  if (bounds) args.push("--cpuset-cpus", bounds.cpus === 1 ? "0" : `0-${bounds.cpus - 1}`);
+  const memory = perUnit.memoryBytes !== undefined ? perUnit.memoryBytes * units : bounds?.memoryBytes;
+  // Swap equal to memory: no swap beyond the bound.
+  if (memory !== undefined) args.push("--memory", String(Math.floor(memory)), "--memory-swap", String(Math.floor(memory)));
+  const pids = perUnit.pids !== undefined ? perUnit.pids * units : (bounds?.pids ?? options.limits.processes);
   if (pids !== undefined) args.push("--pids-limit", String(Math.floor(pids)));
+  if (bounds) args.push("--tmpfs", `/tmp:rw,nosuid,nodev,size=${Math.floor(bounds.tmpBytes)}`);
   args.push(...ulimitArgs(options.limits));
   // :Z relabels the mount for SELinux hosts (Podman's usual home); harmless elsewhere. The output
   // folder is inside the workspace: the node digests it from the host side after the exit.

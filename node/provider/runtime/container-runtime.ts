@@ -20,6 +20,7 @@
  * after the create, mounts them at /run/secrets, and loads them into the task's environment with
  * the image's /bin/sh.
  */
+import { leaseBounds, type LeaseBoundsOptions } from "./lease-bounds.js";
 import { mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { InvalidInputError } from "../../../common/errors.js";
@@ -86,6 +87,8 @@ export type ContainerRuntimeOptions = {
   limits?: ResourceLimits;
   /** CPU, memory and pids per leased unit (multiplied by the task's units). */
   perUnit?: PerUnitLimits;
+  /** Per-lease bounds (lease-bounds.ts): memory, pids, CPUs and /tmp size unless perUnit sets them. */
+  bounds?: LeaseBoundsOptions;
   /** Whether leased GPUs are passed to the container (CDI / --gpus / /dev/kfd). */
   gpus?: boolean;
   /** Every device of the inventory: the self-test passes them all, so an unresolvable one is found at start. */
@@ -353,6 +356,7 @@ export class ContainerRuntime implements Runtime {
           secretsDir: taskSecrets?.hostDir,
           limits: selection.limits,
           perUnit: this.options.perUnit,
+          bounds: this.options.bounds && this.options.bounds.enforce !== "off" ? leaseBounds(this.options.bounds, launch.devices.length) : undefined,
           network: this.options.network ?? true,
           stopGraceMs: grace,
           ociRuntime: selection.ociRuntime,

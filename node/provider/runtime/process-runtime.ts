@@ -15,6 +15,8 @@ import { silentLogger, type Logger } from "../../log/logger.js";
 import { CommandNotFoundError, RuntimeUnavailableError, SandboxNetworkError } from "../errors.js";
 import type { UnitMetrics } from "../inventory/inventory.js";
 import { fetchBundle, unpackBundle } from "./bundle.js";
+import { boundedTask, outOfMemory, type BoundedTask } from "./bounded-task.js";
+import type { LeaseBoundsOptions } from "./lease-bounds.js";
 import { clampToHardLimits, findExecutable, hasLimits, prlimitPrefix, type ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
 import { RunningTask, type Runtime, type RuntimeIsolation, type TaskHandle } from "./runtime.js";
@@ -64,6 +66,8 @@ export type ProcessRuntimeOptions = {
   /** More host paths to bind read-only into the sandbox (an interpreter outside /usr, datasets). */
   readOnlyPaths?: string[];
   limits?: ResourceLimits;
+  /** Per-lease CPU, memory, process and /tmp bounds (lease-bounds.ts); absent: none. */
+  bounds?: LeaseBoundsOptions;
   bundle?: Partial<BundleLimits>;
   logs?: { maxLines?: number; maxLineChars?: number };
   /** SIGTERM to SIGKILL when a task is stopped or its lease time is over. */
@@ -249,7 +253,11 @@ export class ProcessRuntime implements Runtime {
     const root = path.resolve(this.options.workspaceRoot);
     const workspace = path.join(root, launch.taskId);
     const bundleFile = path.join(root, `.${launch.taskId}.bundle`);
-    const removeWorkspace = () => rm(workspace, { recursive: true, force: true });
+    let bounded: BoundedTask | undefined;
+    const removeWorkspace = async () => {
+      await bounded?.cgroup?.remove();
+      await rm(workspace, { recursive: true, force: true });
+    };
 
     await mkdir(root, { recursive: true, mode: 0o700 });
     // A workspace left by an earlier attempt (a crash) is not resumed: start clean.
@@ -284,12 +292,18 @@ export class ProcessRuntime implements Runtime {
       const command = await resolveCommand(spec, workspace, env.PATH!, visibleRoots ? { visibleRoots, hostPath } : undefined);
 
       const prefix: string[] = [];
-      const limits = await clampToHardLimits(this.options.limits ?? {});
+      bounded = await boundedTask(this.options.bounds, launch.taskId, launch.devices.length, this.options.limits ?? {});
+      prefix.push(...bounded.prefix);
+      const limits = await clampToHardLimits(bounded.limits);
       if (hasLimits(limits)) {
         const prlimit = await findExecutable("prlimit", process.env.PATH ?? DEFAULT_PATH);
         if (prlimit) {
           prefix.push(...prlimitPrefix(prlimit, limits));
           limitsApplied = true;
+        } else if (bounded.bounds) {
+          throw new RuntimeUnavailableError("process", "prlimit (util-linux) is not installed: the lease's memory and process bounds cannot be applied", [
+            'Install util-linux, or set provider.runtime.bounds.enforce to "off" to run tasks unbounded.',
+          ]);
         } else if (!this.warnedNoPrlimit) {
           this.warnedNoPrlimit = true;
           this.logger.warn("prlimit not found: task resource limits are not applied", { limits });
@@ -305,6 +319,7 @@ export class ProcessRuntime implements Runtime {
           readOnlyPaths,
           deviceNodes: launch.devices.length > 0 ? await nvidiaDeviceNodes() : [],
           masks: await maskArgs(hidden, [...SYSTEM_READ_ONLY_PATHS, ...readOnlyPaths]),
+          ...(bounded.bounds ? { tmpBytes: bounded.bounds.tmpBytes } : {}),
         };
         // fd 3 always (the sandbox's pid, for exec and port forwarding); fd 4 holds the command
         // until pasta has attached the task's network.
@@ -389,7 +404,8 @@ export class ProcessRuntime implements Runtime {
         ...networkSetup,
         // sh reports a command it cannot find with 127; bubblewrap with 1 and "execvp" on stderr
         // cannot happen for argv commands, which are resolved before the start.
-        classifyExit: (exit) => (isShell && exit.code === 127 ? { name: "CommandNotFoundError", message: "The shell could not find the command (exit code 127)" } : undefined),
+        classifyExit: (exit) =>
+          isShell && exit.code === 127 ? { name: "CommandNotFoundError", message: "The shell could not find the command (exit code 127)" } : outOfMemory(bounded, exit),
       },
       logs,
       redactor: new Redactor(secretsOf(spec)),

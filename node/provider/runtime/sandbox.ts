@@ -185,6 +185,8 @@ export type BubblewrapArgsOptions = {
   blockFd?: number;
   /** Keep the caller's network namespace (exec, already inside the task's: see process-runtime.ts). */
   keepNetwork?: boolean;
+  /** Size of the task's /tmp tmpfs, bytes; with it the sandbox root is read-only (lease-bounds.ts). */
+  tmpBytes?: number;
 };
 
 /** The bwrap argv prefix (ending in `--`) that runs a command in the sandbox described above. */
@@ -202,11 +204,16 @@ export function bubblewrapArgs(options: BubblewrapArgsOptions): string[] {
   ];
   if (options.infoFd !== undefined) args.push("--info-fd", String(options.infoFd));
   if (options.blockFd !== undefined) args.push("--block-fd", String(options.blockFd));
-  args.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp");
+  args.push("--proc", "/proc", "--dev", "/dev");
+  if (options.tmpBytes !== undefined) args.push("--size", String(Math.floor(options.tmpBytes)));
+  args.push("--tmpfs", "/tmp");
   for (const hostPath of [...SYSTEM_READ_ONLY_PATHS, ...options.readOnlyPaths]) args.push("--ro-bind-try", hostPath, hostPath);
   args.push(...(options.masks ?? []));
   for (const node of options.deviceNodes) args.push("--dev-bind-try", node, node);
-  args.push("--bind", options.workspace, options.workspace, "--chdir", options.workspace, "--");
+  args.push("--bind", options.workspace, options.workspace);
+  // The root is a tmpfs bubblewrap sizes at half the host's RAM: read-only, nothing fills it.
+  if (options.tmpBytes !== undefined) args.push("--remount-ro", "/");
+  args.push("--chdir", options.workspace, "--");
   return args;
 }
 
