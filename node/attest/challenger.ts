@@ -68,7 +68,9 @@ class BusyError extends SuanliError {
 const MODEL_BY_HASH = new Map(GPU_MODELS.map((model) => [modelHash(model.name), model.name]));
 
 export class Challenger {
-  private readonly inflight = new Map<number, Promise<ChallengeRecord>>();
+  private readonly inflight = new Map<number, { trigger: ChallengeTrigger; work: Promise<ChallengeRecord> }>();
+  /** Each requester's (peer id's) answered requests in the current hour: [hour start ms, count]. */
+  private readonly requesters = new Map<string, [number, number]>();
   private active = 0;
   private readonly waiters: (() => void)[] = [];
   private timer: ReturnType<typeof setInterval> | undefined;
@@ -90,7 +92,6 @@ export class Challenger {
       host: o.host,
       attestor: o.attestor,
       results: o.results,
-      maxBusyRefusals: o.options.maxBusyRefusals,
       logger: o.logger,
       now: this.now,
       ...(o.memory ? { memory: o.memory } : {}),
@@ -106,7 +107,7 @@ export class Challenger {
       maxMessageBytes: 1_024,
       timeoutMs: REQUEST_EXCHANGE_TIMEOUT_MS,
       maxInboundStreamsPerPeer: 2,
-      handler: (body) => this.answerRequest(body.chainId, body.machineId, body.force ?? false),
+      handler: (body, context) => this.answerRequest(body.chainId, body.machineId, body.force ?? false, context.peer.toString()),
     });
     this.timer = setInterval(() => this.kick(), this.o.options.scheduleIntervalMs);
     this.timer.unref();
@@ -121,7 +122,7 @@ export class Challenger {
     if (this.kickTimer) clearTimeout(this.kickTimer);
     this.o.book.off("offer", this.onOffer);
     await this.unhandle?.();
-    await Promise.allSettled([...this.inflight.values()]);
+    await Promise.allSettled([...this.inflight.values()].map((entry) => entry.work));
   }
 
   /** Schedules a scan of the book for machines due a challenge. */
@@ -187,7 +188,13 @@ export class Challenger {
    */
   challenge(machineId: number, trigger: ChallengeTrigger = "request", forced = false): Promise<ChallengeRecord> {
     const running = this.inflight.get(machineId);
-    if (running) return running;
+    if (running) {
+      // A scheduled or in-lease challenge never joins a requested one: a requested challenge leads
+      // to no fault, so a provider that kept its leased machine under requests would otherwise
+      // shield it from in-lease checks. It runs once the requested one is over.
+      if (running.trigger === "request" && trigger !== "request") return running.work.catch(() => undefined).then(() => this.challenge(machineId, trigger, forced));
+      return running.work;
+    }
     const work = (async () => {
       await this.acquire(trigger === "request");
       try {
@@ -196,7 +203,7 @@ export class Challenger {
         this.release();
       }
     })();
-    this.inflight.set(machineId, work);
+    this.inflight.set(machineId, { trigger, work });
     runDetached(
       work.finally(() => this.inflight.delete(machineId)),
       undefined,
@@ -221,9 +228,35 @@ export class Challenger {
     else this.active--;
   }
 
-  private async answerRequest(chainId: number, machineId: number, force: boolean): Promise<ChallengeOutcomeMessageInput> {
+  /**
+   * Counts one request of `requester` (a Noise-authenticated peer id) against its hourly
+   * allowance; returns when it may ask again when the allowance is spent.
+   */
+  private rateLimited(requester: string, nowMs: number): number | undefined {
+    const hourStart = nowMs - (nowMs % 3_600_000);
+    const held = this.requesters.get(requester);
+    const count = held && held[0] === hourStart ? held[1] : 0;
+    if (count >= this.o.options.requestsPerRequesterPerHour) return Math.ceil((hourStart + 3_600_000) / 1000);
+    this.requesters.delete(requester);
+    this.requesters.set(requester, [hourStart, count + 1]);
+    if (this.requesters.size > 10_000) this.requesters.delete(this.requesters.keys().next().value!);
+    return undefined;
+  }
+
+  private async answerRequest(chainId: number, machineId: number, force: boolean, requester: string): Promise<ChallengeOutcomeMessageInput> {
     if (chainId !== this.o.chainId) {
       return { v: 1, machineId, outcome: "error", reason: "wrong_chain", detail: `this attestor serves chain ${this.o.chainId}`, retryAfter: null };
+    }
+    const limitedUntil = this.rateLimited(requester, this.now());
+    if (limitedUntil !== undefined) {
+      return {
+        v: 1,
+        machineId,
+        outcome: "error",
+        reason: "backoff",
+        detail: `peer ${requester} has had its ${this.o.options.requestsPerRequesterPerHour} challenge requests this hour`,
+        retryAfter: limitedUntil,
+      };
     }
     if (force) {
       // A forced challenge skips the recorded result (an operator fixed the cause of a failure
