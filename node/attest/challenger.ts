@@ -156,8 +156,7 @@ export class Challenger {
    * only gas) buys a cheater no new try; such a machine has no attestation to lose.
    */
   private async machineFailure(machineId: number, nowMs: number, provider?: string): Promise<ChallengeRecord | undefined> {
-    const within = (record: ChallengeRecord | undefined) =>
-      record && nowMs - record.finishedAtMs < this.o.options.retryAfterFailureSeconds * 1000 ? record : undefined;
+    const within = (record: ChallengeRecord | undefined) => (record && nowMs - record.finishedAtMs < this.o.options.retryAfterFailureSeconds * 1000 ? record : undefined);
     const history = await this.o.results.history(machineId, this.o.options.keepResultsPerMachine);
     const own = within(history.find((record) => record.outcome === "fail"));
     if (own || history.some((record) => record.outcome === "pass")) return own;
