@@ -207,7 +207,8 @@ export type RefusalMessage = z.output<typeof refusalMessageSchema>;
  * - `slow_for_class`: the commit came after the class deadline (the machine computes slower than the class it claims).
  * - `replayed`: the answer belongs to another (older) challenge.
  * - `late_open`: the rows did not come back within the open timeout.
- * - `busy_too_often`: the machine answered `busy` to `maxBusyRefusals` challenges in a row.
+ * - `busy_too_often`: no longer produced (a `busy` refusal is never the provider's failure, issue 35
+ *   item 1); kept so that records and messages of older nodes still parse.
  * - `bad_commit_signature`: the commit is not signed by the challenge's provider (commit.ts).
  * - `duplicate_gpus`: two units' sub-challenges name the same GPU (one device cannot be two units),
  *   or a unit names a GPU another machine passed with within the attestor's reuse window (one

@@ -35,8 +35,6 @@ export type ChallengeSessionOptions = {
   host: SuanliHost;
   attestor: Attestor;
   results: ChallengeResults;
-  /** Busy refusals in a row after which a machine fails (`busy_too_often`). */
-  maxBusyRefusals: number;
   logger: Logger;
   now: () => number;
   memory?: MemoryOptions;
@@ -107,19 +105,10 @@ export class ChallengeSession {
     if (legacyV1MessageSchema.safeParse(commit).success) return this.deliver(peer, failed("malformed", `the provider answered in attest protocol v1: ${LEGACY_V1_MESSAGE}`));
     if (answer.type === "refused") {
       const refusal = challenge.onRefused(commit);
-      if (answer.reason === "busy") {
-        // Busy with another attestor's challenge is no verdict on the machine, once; a machine
-        // that is busy every time (a GPU time-shared between machine ids) fails after a bound.
-        const bound = this.o.maxBusyRefusals;
-        const previous = bound > 1 ? await this.o.results.history(claim.machineId, bound - 1) : [];
-        const streak = previous.length === bound - 1 && previous.every((record) => record.outcome === "error" && record.reason === "busy");
-        if (!streak) return { ...finish(refusal), outcome: "error", reason: "busy", detail: answer.message ?? "busy" };
-        return this.deliver(peer, {
-          ...finish(refusal),
-          reason: "busy_too_often",
-          detail: `the machine answered busy to ${bound} challenges in a row: ${answer.message ?? "busy"}`.slice(0, 1_000),
-        });
-      }
+      // Busy (another attestor's challenge is running, or a requested one) is never the provider's
+      // failure: anyone can make a machine busy by asking an attestor to challenge it. It is an
+      // error, tried again at the next scan.
+      if (answer.reason === "busy") return { ...finish(refusal), outcome: "error", reason: "busy", detail: answer.message ?? "busy" };
       return this.deliver(peer, finish(refusal));
     }
     const next = challenge.onCommit(commit, commitAtMs);

@@ -1,7 +1,7 @@
 /**
  * The attestor's proof-of-capacity challenges over libp2p. Targets are the machines in the
  * node's offer book (scheduled: each machine once its last attestation by this attestor nears
- * expiry, or its backoff after a failure has passed) and any machine someone asks for over
+ * expiry, or its own backoff after a failure has passed; in-lease checks ignore the backoff) and any machine someone asks for over
  * `/suanli/attest-request/1.0.0`. Each challenge:
  *
  *   1. reads the machine on-chain (owner, model, units, VRAM: the claim is the declaration),
@@ -68,7 +68,9 @@ class BusyError extends SuanliError {
 const MODEL_BY_HASH = new Map(GPU_MODELS.map((model) => [modelHash(model.name), model.name]));
 
 export class Challenger {
-  private readonly inflight = new Map<number, Promise<ChallengeRecord>>();
+  private readonly inflight = new Map<number, { trigger: ChallengeTrigger; work: Promise<ChallengeRecord> }>();
+  /** Each requester's (peer id's) answered requests in the current hour: [hour start ms, count]. */
+  private readonly requesters = new Map<string, [number, number]>();
   private active = 0;
   private readonly waiters: (() => void)[] = [];
   private timer: ReturnType<typeof setInterval> | undefined;
@@ -90,7 +92,6 @@ export class Challenger {
       host: o.host,
       attestor: o.attestor,
       results: o.results,
-      maxBusyRefusals: o.options.maxBusyRefusals,
       logger: o.logger,
       now: this.now,
       ...(o.memory ? { memory: o.memory } : {}),
@@ -106,7 +107,7 @@ export class Challenger {
       maxMessageBytes: 1_024,
       timeoutMs: REQUEST_EXCHANGE_TIMEOUT_MS,
       maxInboundStreamsPerPeer: 2,
-      handler: (body) => this.answerRequest(body.chainId, body.machineId, body.force ?? false),
+      handler: (body, context) => this.answerRequest(body.chainId, body.machineId, body.force ?? false, context.peer.toString()),
     });
     this.timer = setInterval(() => this.kick(), this.o.options.scheduleIntervalMs);
     this.timer.unref();
@@ -121,7 +122,7 @@ export class Challenger {
     if (this.kickTimer) clearTimeout(this.kickTimer);
     this.o.book.off("offer", this.onOffer);
     await this.unhandle?.();
-    await Promise.allSettled([...this.inflight.values()]);
+    await Promise.allSettled([...this.inflight.values()].map((entry) => entry.work));
   }
 
   /** Schedules a scan of the book for machines due a challenge. */
@@ -148,30 +149,30 @@ export class Challenger {
   }
 
   /**
-   * The failure that holds the machine's provider in backoff (per provider, not per machine id:
-   * a fresh machine id costs only gas), or undefined. The provider is the one the book or the
-   * machine's last result names.
+   * The failure that holds the machine in backoff, or undefined. Per machine (issue 35 item 2): a
+   * provider that fails a spare machine's challenge on purpose holds back only that machine, and
+   * in-lease checks ignore the backoff altogether (run()). One exception: a machine this attestor
+   * has never passed is held by its provider's failure too, so that a fresh machine id (it costs
+   * only gas) buys a cheater no new try; such a machine has no attestation to lose.
    */
-  private async providerBackoff(machineId: number, nowMs: number, latest?: ChallengeRecord): Promise<ChallengeRecord | undefined> {
+  private async machineFailure(machineId: number, nowMs: number, provider?: string): Promise<ChallengeRecord | undefined> {
+    const within = (record: ChallengeRecord | undefined) => (record && nowMs - record.finishedAtMs < this.o.options.retryAfterFailureSeconds * 1000 ? record : undefined);
+    const history = await this.o.results.history(machineId, this.o.options.keepResultsPerMachine);
+    const own = within(history.find((record) => record.outcome === "fail"));
+    if (own || history.some((record) => record.outcome === "pass")) return own;
     const providers = new Set(this.o.book.byMachine(machineId).map((entry) => entry.provider.toLowerCase()));
-    if (latest && latest.provider !== "0x0000000000000000000000000000000000000000") providers.add(latest.provider.toLowerCase());
-    for (const provider of providers) {
-      const failure = await this.providerFailure(provider, nowMs);
+    if (provider) providers.add(provider.toLowerCase());
+    for (const owner of providers) {
+      const failure = within(await this.o.results.latestProviderFailure(owner));
       if (failure) return failure;
     }
     return undefined;
   }
 
-  /** The provider's failure within the backoff, if any. */
-  private async providerFailure(provider: string, nowMs: number): Promise<ChallengeRecord | undefined> {
-    const failure = await this.o.results.latestProviderFailure(provider);
-    return failure && nowMs - failure.finishedAtMs < this.o.options.retryAfterFailureSeconds * 1000 ? failure : undefined;
-  }
-
   /** Whether this attestor should challenge the machine now. */
   async isDue(machineId: number, nowMs = this.now()): Promise<boolean> {
     const latest = await this.o.results.latest(machineId);
-    if (await this.providerBackoff(machineId, nowMs, latest)) return false;
+    if (await this.machineFailure(machineId, nowMs)) return false;
     if (!latest) return true;
     if (latest.outcome === "pass" && latest.attestation) {
       return latest.attestation.attestation.expiry - nowMs / 1000 <= this.o.options.refreshBeforeExpirySeconds;
@@ -187,7 +188,13 @@ export class Challenger {
    */
   challenge(machineId: number, trigger: ChallengeTrigger = "request", forced = false): Promise<ChallengeRecord> {
     const running = this.inflight.get(machineId);
-    if (running) return running;
+    if (running) {
+      // A scheduled or in-lease challenge never joins a requested one: a requested challenge leads
+      // to no fault, so a provider that kept its leased machine under requests would otherwise
+      // shield it from in-lease checks. It runs once the requested one is over.
+      if (running.trigger === "request" && trigger !== "request") return running.work.catch(() => undefined).then(() => this.challenge(machineId, trigger, forced));
+      return running.work;
+    }
     const work = (async () => {
       await this.acquire(trigger === "request");
       try {
@@ -196,7 +203,7 @@ export class Challenger {
         this.release();
       }
     })();
-    this.inflight.set(machineId, work);
+    this.inflight.set(machineId, { trigger, work });
     runDetached(
       work.finally(() => this.inflight.delete(machineId)),
       undefined,
@@ -221,9 +228,35 @@ export class Challenger {
     else this.active--;
   }
 
-  private async answerRequest(chainId: number, machineId: number, force: boolean): Promise<ChallengeOutcomeMessageInput> {
+  /**
+   * Counts one request of `requester` (a Noise-authenticated peer id) against its hourly
+   * allowance; returns when it may ask again when the allowance is spent.
+   */
+  private rateLimited(requester: string, nowMs: number): number | undefined {
+    const hourStart = nowMs - (nowMs % 3_600_000);
+    const held = this.requesters.get(requester);
+    const count = held && held[0] === hourStart ? held[1] : 0;
+    if (count >= this.o.options.requestsPerRequesterPerHour) return Math.ceil((hourStart + 3_600_000) / 1000);
+    this.requesters.delete(requester);
+    this.requesters.set(requester, [hourStart, count + 1]);
+    if (this.requesters.size > 10_000) this.requesters.delete(this.requesters.keys().next().value!);
+    return undefined;
+  }
+
+  private async answerRequest(chainId: number, machineId: number, force: boolean, requester: string): Promise<ChallengeOutcomeMessageInput> {
     if (chainId !== this.o.chainId) {
       return { v: 1, machineId, outcome: "error", reason: "wrong_chain", detail: `this attestor serves chain ${this.o.chainId}`, retryAfter: null };
+    }
+    const limitedUntil = this.rateLimited(requester, this.now());
+    if (limitedUntil !== undefined) {
+      return {
+        v: 1,
+        machineId,
+        outcome: "error",
+        reason: "backoff",
+        detail: `peer ${requester} has had its ${this.o.options.requestsPerRequesterPerHour} challenge requests this hour`,
+        retryAfter: limitedUntil,
+      };
     }
     if (force) {
       // A forced challenge skips the recorded result (an operator fixed the cause of a failure
@@ -247,18 +280,6 @@ export class Challenger {
     // its attestation back at once), and so is a failure within its backoff; an error (the
     // provider was unreachable...) was no verdict on the machine, so it is tried again.
     const latest = await this.o.results.latest(machineId);
-    const held = await this.providerBackoff(machineId, this.now(), latest);
-    if (held && held.machineId !== machineId) {
-      const retryAfter = Math.ceil(held.finishedAtMs / 1000) + this.o.options.retryAfterFailureSeconds;
-      return {
-        v: 1,
-        machineId,
-        outcome: "error",
-        reason: "backoff",
-        detail: `provider ${held.provider} failed a challenge of machine ${held.machineId} (${held.reason}); its machines are challenged again after ${retryAfter}`,
-        retryAfter,
-      };
-    }
     if (!force && latest && latest.outcome !== "error" && !(await this.isDue(machineId))) return outcomeMessage(latest, true);
     let record: ChallengeRecord;
     try {
@@ -268,7 +289,7 @@ export class Challenger {
       throw error;
     }
     if (record.outcome === "error" && record.reason === "backoff") {
-      const held = await this.providerFailure(record.provider, this.now());
+      const held = await this.machineFailure(machineId, this.now(), record.provider);
       if (held)
         return { ...outcomeMessage(record, false), retryAfter: Math.ceil(held.finishedAtMs / 1000) + this.o.options.retryAfterFailureSeconds } as ChallengeOutcomeMessageInput;
     }
@@ -315,10 +336,10 @@ export class Challenger {
       if ("reason" in target) {
         record = this.errorRecord(base, target.reason, target.detail);
       } else {
-        // The owner on-chain, whatever the book said: a machine the book does not know yet is held
-        // too; a forced request (`--force`) for the failed machine itself is the operator's retry.
-        const failure = await this.providerFailure(target.claim.provider, this.now());
-        const held = failure && !(forced && failure.machineId === machineId) ? failure : undefined;
+        // The machine's own backoff: a forced request (`--force`) is the operator's retry, and an
+        // in-lease check is never held back (a provider must not be able to switch them off by
+        // failing a challenge, of this machine or another, on purpose).
+        const held = forced || trigger === "lease" ? undefined : await this.machineFailure(machineId, this.now(), target.claim.provider);
         // Then connect: a provider this node cannot reach is "unreachable", said at once, never a
         // late commit after the whole challenge window (the clock starts once connected).
         const unreachable = held ? undefined : await this.connect(target);
@@ -326,7 +347,9 @@ export class Challenger {
           ? this.errorRecord(
               base,
               "backoff",
-              `provider ${held.provider} failed a challenge of machine ${held.machineId} (${held.reason}); no challenge of its machines before the backoff ends`,
+              held.machineId === machineId
+                ? `machine ${machineId} failed a challenge (${held.reason}); no challenge of it before the backoff ends`
+                : `provider ${held.provider} failed a challenge of machine ${held.machineId} (${held.reason}); machine ${machineId}, never passed here, waits for the backoff to end`,
               target.claim,
             )
           : unreachable

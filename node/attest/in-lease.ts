@@ -50,9 +50,16 @@ export type InLeaseCheckerOptions = {
   random?: () => number;
 };
 
-/** The lease's in-lease verdicts by this attestor, newest first: results of the lease's machine and provider started during the lease. */
+/** The lease's in-lease verdicts by this attestor, newest first: scheduled and in-lease results of the lease's machine and provider started during the lease. */
 function leaseVerdicts(history: readonly ChallengeRecord[], lease: Pick<TrackedLease, "provider" | "activatedAt">): ChallengeRecord[] {
-  return history.filter((record) => record.startedAtMs >= lease.activatedAt * 1000 && record.provider.toLowerCase() === lease.provider.toLowerCase() && record.outcome !== "error");
+  // A requested challenge (anyone may ask for one) is never a verdict that leads to a fault.
+  return history.filter(
+    (record) =>
+      record.trigger !== "request" &&
+      record.startedAtMs >= lease.activatedAt * 1000 &&
+      record.provider.toLowerCase() === lease.provider.toLowerCase() &&
+      record.outcome !== "error",
+  );
 }
 
 export class InLeaseChecker {
@@ -120,7 +127,7 @@ export class InLeaseChecker {
     return true;
   }
 
-  /** A challenge result (any trigger): a leased machine that failed during its lease gets a capacity fault proposed. */
+  /** A challenge result: a leased machine that failed a scheduled or in-lease challenge during its lease gets a capacity fault proposed (a requested one never). */
   async onResult(record: ChallengeRecord): Promise<void> {
     if (record.outcome !== "fail") return;
     const faults = this.o.faults();

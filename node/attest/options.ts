@@ -71,11 +71,12 @@ export const attestorRoleOptionsSchema = z.strictObject({
     .max(30 * 86_400)
     .default(3_600),
   /**
-   * A machine that answers `busy` this many times in a row fails (busy_too_often, with the
-   * provider's backoff): a GPU time-shared between machine ids, or one that dodges challenges,
-   * cannot refuse for ever. A busy answer before that is tried again at the next scan.
+   * Challenge requests (`/suanli/attest-request/1.0.0`) one requester (its Noise-authenticated peer
+   * id) may have answered per hour, cached answers included; beyond it the request is refused
+   * `backoff` with when to retry. A requested challenge never leads to a fault (docs/attestation.md,
+   * "Requests from anyone").
    */
-  maxBusyRefusals: z.number().int().min(1).max(100).default(3),
+  requestsPerRequesterPerHour: z.number().int().min(1).max(3_600).default(30),
   /** Challenges in flight at once: each recomputes opened rows on this machine's CPU. */
   maxConcurrentChallenges: z.number().int().min(1).max(64).default(2),
   /** Challenge results kept per machine in the database (older ones are pruned). */

@@ -30,7 +30,7 @@ const ATTESTORS = [6, 7, 8] as const;
 /** Probes every 300 ms, a 3 s QoS window: an outage is faulted within seconds. */
 const LIVENESS = { probeIntervalMs: 300, probeTimeoutMs: 1_500, qosWindowSeconds: 3, minFailedProbes: 2, backupSubmitDelayMs: 2_000 };
 /** A busy provider (another attestor's challenge computing) is tried again at the next scan, and never fails for it here. */
-const ROLE = { scheduleIntervalMs: 1_000, maxBusyRefusals: 50 };
+const ROLE = { scheduleIntervalMs: 1_000 };
 /** How long the second provider's runner holds each challenge: the window in which its challenger is killed. */
 const SLOW_CHALLENGE_MS = 2_500;
 const SLOW_RUNNER = path.join(path.dirname(fileURLToPath(import.meta.url)), "../support/slow-challenge-runner.mjs");

@@ -1,44 +1,71 @@
 /**
- * Issue 24, item 2: one GPU time-shared between two machine ids. While it computes a challenge of
- * one id, a challenge of the other is refused `busy`; a busy refusal is no verdict once, but a
- * machine that is busy `maxBusyRefusals` times in a row fails (busy_too_often), and its provider
- * is held in backoff like any failure.
+ * Issue 35, item 1: anyone could get an honest leased provider faulted. A forced request kept
+ * attestor C busy challenging a leased machine; the other attestors' challenges were then refused
+ * `busy`, the third recorded as the failure `busy_too_often`, and they co-signed a capacity fault.
+ * Now a `busy` refusal is never the provider's failure, requests are rate-limited per requester
+ * (its Noise-authenticated peer id), and a requested challenge never leads to a fault, even when
+ * the machine fails it.
  */
 import assert from "node:assert/strict";
+import { multiaddr } from "@multiformats/multiaddr";
+import { requestChallenge } from "../../common/attest/request.js";
+import { readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
+import { createHost } from "../../common/p2p/host.js";
 import type { ProviderMachine } from "../../node/attest/provider.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
 import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
-import { addrOf, machineOffer, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
-import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
+import {
+  addrOf,
+  DURATION,
+  machineOffer,
+  openActiveLease,
+  PRICE,
+  startAttestorDaemon,
+  startProviderDaemon,
+  TEST_MACHINE,
+  WrongRowsRunner,
+  type TestDaemon,
+} from "../support/attest.js";
+import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
+import { testTokenAbi } from "../../common/abi.js";
 
-const A100 = { model: "A100-80GB", units: 1, vramMiB: 81_920 };
-
-/** One device behind every machine id: the first challenge holds it until `release()`. */
-class SharedDeviceRunner implements Runner {
-  readonly name = "shared-device";
-  started = 0;
-  private open!: () => void;
-  private readonly gate = new Promise<void>((resolve) => (this.open = resolve));
+/** An honest runner the test can hold (a long challenge keeps the GPU) or switch to wrong rows. */
+class HeldRunner implements Runner {
+  readonly name = "held";
+  held = false;
+  cheating = false;
+  holding = 0;
+  private waiters: (() => void)[] = [];
+  private readonly wrong = new WrongRowsRunner();
   constructor(private readonly cpu: CpuRunner) {}
   release(): void {
-    this.open();
+    this.held = false;
+    for (const wake of this.waiters.splice(0)) wake();
   }
   async computeCommit(challenge: RunnerChallenge, options?: { signal?: AbortSignal }): Promise<RunnerCommitment> {
-    if (this.started++ === 0) await this.gate;
-    return this.cpu.computeCommit(challenge, options);
+    if (this.held) {
+      this.holding++;
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+    }
+    return this.cheating ? this.wrong.computeCommit(challenge) : this.cpu.computeCommit(challenge, options);
   }
   async close(): Promise<void> {}
 }
 
-describe("time-sharing one GPU between machine ids: busy counts as failed after a bound (issue 24, item 2)", function () {
+/** No in-lease checks of their own during the test (a first check assumed to cost 10 min). */
+const NO_OWN_CHECKS = { tickMs: 200, assumedChallengeMs: 600_000 };
+const LIVENESS = { probeIntervalMs: 1_000, probeTimeoutMs: 2_000, qosWindowSeconds: 30, minFailedProbes: 2, backupSubmitDelayMs: 3_000 };
+const REQUESTS_PER_HOUR = 4;
+
+describe("requests from anyone cannot get a provider faulted: busy is never a failure, requests are rate-limited and never fault (issue 35, item 1)", function () {
   this.timeout(180_000);
   let devnet: Devnet;
   let cpu: CpuRunner;
   const nodes: TestDaemon[] = [];
   before(async () => {
-    devnet = await startDevnet({ attestors: [devnetAccount(7).address] });
+    devnet = await startDevnet({ params: { faultQuorum: 2 }, attestors: [devnetAccount(6).address, devnetAccount(7).address], wallClockBlocks: true });
     cpu = new CpuRunner({ workers: 1 });
   });
   after(async () => {
@@ -47,51 +74,82 @@ describe("time-sharing one GPU between machine ids: busy counts as failed after 
     await devnet?.close();
   });
 
-  it("the second machine id is busy while the first computes, and fails busy_too_often on the third refusal; the provider is then in backoff", async () => {
+  it("a forced request keeps C busy on a leased machine: A's checks are refused busy every time and record no failure; a requester past its hourly allowance is refused; a requested challenge the machine fails proposes no fault; the lease stays active", async () => {
+    const runner = new HeldRunner(cpu);
     const machines: ProviderMachine[] = [];
-    const runner = new SharedDeviceRunner(cpu);
     const provider = await startProviderDaemon(devnet, 1, { runner, machines: () => machines });
     nodes.push(provider.daemon);
-    const [first, second] = await registerProvider(devnet, await devnet.wallet(1), {
+    const [machineId] = await registerProvider(devnet, await devnet.wallet(1), {
       peerId: provider.daemon.p2p.host.peerId.toString(),
-      stake: 100_000_000n,
-      machines: [A100, A100],
+      stake: 10_000_000n,
+      machines: [TEST_MACHINE],
     });
-    machines.push({ machineId: first!, ...A100 }, { machineId: second!, ...A100 });
+    machines.push({ machineId: machineId!, ...TEST_MACHINE });
     await provider.daemon.offers.publisher!.set(machineOffer(machines[0]!));
+    const renter = await devnet.wallet(5);
+    const deposit = PRICE * BigInt(DURATION);
+    await fund(devnet, renter, deposit);
+    await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [devnet.deployment.contracts.market!, deposit] } as never);
+    const leaseId = await openActiveLease(devnet, renter, 1, machineId!);
 
-    const { daemon, attestor } = await startAttestorDaemon(devnet, 7, {
-      p2p: { bootstrap: [addrOf(provider.daemon)] },
-      attest: { liveness: { enabled: false }, attestor: { scheduleIntervalMs: 3_600_000, maxConcurrentChallenges: 4, maxBusyRefusals: 3 } },
+    const role = { scheduleIntervalMs: 3_600_000, maxConcurrentChallenges: 4, requestsPerRequesterPerHour: REQUESTS_PER_HOUR };
+    const c = await startAttestorDaemon(devnet, 7, { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role } });
+    nodes.push(c.daemon);
+    const a = await startAttestorDaemon(devnet, 6, {
+      p2p: { bootstrap: [addrOf(provider.daemon), addrOf(c.daemon)] },
+      attest: { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role },
     });
-    nodes.push(daemon);
-    await waitFor("the first offer in the attestor's book", () => daemon.offers.book.byMachine(first!).length > 0, { timeoutMs: 30_000 });
-    // The first machine id takes the device (the scan started its challenge; this joins it).
-    const holding = attestor.challenger.challenge(first!, "request");
-    await waitFor("the device computing the first machine's challenge", () => runner.started >= 1, { timeoutMs: 30_000 });
-    // The second machine id appears (its offer starts a scan too) and is challenged while the device is held.
-    await provider.daemon.offers.publisher!.set(machineOffer(machines[1]!));
-    await waitFor("the second offer in the attestor's book", () => daemon.offers.book.byMachine(second!).length > 0, { timeoutMs: 30_000 });
-    let last = await attestor.challenger.challenge(second!, "request");
-    for (let attempt = 0; attempt < 5 && last.outcome === "error" && last.reason === "busy"; attempt++) last = await attestor.challenger.challenge(second!, "request");
-    assert.deepEqual([last.outcome, last.reason], ["fail", "busy_too_often"], last.detail ?? "");
-    assert.match(last.detail ?? "", /busy to 3 challenges in a row/);
-    // Exactly two busy answers were excused before the third failed.
-    const history = await attestor.results.history(second!);
-    assert.deepEqual(
-      history.map((record) => record.reason),
-      ["busy_too_often", "busy", "busy"],
-    );
-    const busyId = second;
+    nodes.push(a.daemon);
+    for (const { daemon } of [a, c]) await waitFor("the offer in the book", () => daemon.offers.book.byMachine(machineId!).length > 0, { timeoutMs: 30_000 });
+    // Both attestors' first (scheduled) challenges end before the attack.
+    for (const { attestor } of [a, c])
+      await waitFor("a first verdict", async () => (await attestor.results.history(machineId!)).some((record) => record.outcome === "pass"), { timeoutMs: 60_000 });
 
-    // A failure like any other: the provider's machines wait out the backoff, the holder included.
-    const failure = await attestor.results.latestProviderFailure(devnetAccount(1).address);
-    assert.equal(failure?.reason, "busy_too_often");
-    runner.release();
-    await holding;
-    assert.equal(await attestor.challenger.isDue(first!), false);
-    assert.equal(await attestor.challenger.isDue(busyId!), false);
-    const held = await attestor.challenger.challenge(busyId!, "request");
-    assert.deepEqual([held.outcome, held.reason], ["error", "backoff"]);
+    const attacker = await createHost({ listen: [], dht: { enabled: false }, gossip: { enabled: false }, connections: { min: 0 } });
+    try {
+      // The attack: one forced request to C, whose challenge holds the provider's GPU.
+      runner.held = true;
+      const forced = requestChallenge(attacker, multiaddr(addrOf(c.daemon)), { chainId: devnet.deployment.chainId, machineId: machineId!, force: true }, { timeoutMs: 120_000 });
+      await waitFor("C's requested challenge holding the GPU", () => runner.holding >= 1, { timeoutMs: 30_000 });
+      // A's in-lease checks meet `busy` again and again: each an error, never a failure.
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const record = await a.attestor.challenger.challenge(machineId!, "lease");
+        assert.deepEqual([record.outcome, record.reason], ["error", "busy"], record.detail ?? "");
+      }
+      assert.equal((await a.attestor.results.history(machineId!)).filter((record) => record.outcome === "fail").length, 0);
+      runner.release();
+      assert.equal((await forced).outcome, "pass");
+
+      // Rate limit per requester: the attacker's requests past its hourly allowance are refused.
+      const answers = [];
+      for (let n = 0; n < REQUESTS_PER_HOUR + 1; n++)
+        answers.push(await requestChallenge(attacker, multiaddr(addrOf(a.daemon)), { chainId: devnet.deployment.chainId, machineId: machineId! }, { timeoutMs: 60_000 }));
+      const refused = answers.at(-1)!;
+      assert.equal(refused.outcome === "error" && refused.reason, "backoff");
+      assert.match(refused.outcome === "error" ? refused.detail : "", /challenge requests this hour/);
+      assert.ok(refused.outcome === "error" && refused.retryAfter! > Date.now() / 1000);
+
+      // A requested challenge the leased machine fails (wrong rows) is recorded, and proposes no fault.
+      runner.cheating = true;
+      const other = await createHost({ listen: [], dht: { enabled: false }, gossip: { enabled: false }, connections: { min: 0 } });
+      try {
+        const failed = await requestChallenge(
+          other,
+          multiaddr(addrOf(a.daemon)),
+          { chainId: devnet.deployment.chainId, machineId: machineId!, force: true },
+          { timeoutMs: 60_000 },
+        );
+        assert.equal(failed.outcome === "fail" && failed.reason, "wrong_rows");
+      } finally {
+        await other.stop();
+      }
+    } finally {
+      await attacker.stop();
+    }
+    // Give a proposal time to go out and land if one were made.
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    for (const { attestor } of [a, c]) assert.deepEqual(attestor.faults?.list() ?? [], [], "no fault proposed");
+    const lease = await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, leaseId);
+    assert.equal(lease.status, "Active");
   });
 });

@@ -61,7 +61,7 @@ const NO_OWN_CHECKS = { tickMs: 200, assumedChallengeMs: 600_000 };
  * answers the second `busy` while it computes the first (slowly on a loaded machine). A busy
  * answer is tried again at the next scan, which by default comes a minute later.
  */
-const SCAN = { scheduleIntervalMs: 1_000, maxBusyRefusals: 50 };
+const SCAN = { scheduleIntervalMs: 1_000 };
 
 /** A runner that computes honestly until told to cheat (the machine is swapped for a slower or broken one mid-lease). */
 class SwitchRunner implements Runner {
