@@ -158,5 +158,10 @@ describe("suanli output, exec and forward (CLI)", function () {
     const final = await runCli(["output", taskId, "--out", path.join(work, "final"), ...base]);
     assert.equal(final.code, 0, final.stderr);
     assert.match(final.stdout, /digest 0x[0-9a-f]{64}: verified against the provider's signed completion report \(the lease ended without one on-chain\)/);
+    // `wait` on a task its renter cancelled: the receipt, exit 0 (issue #40 item 13), not "the task ended stopped".
+    const waited = await runCli(["wait", taskId, ...base]);
+    assert.equal(waited.code, 0, waited.stderr);
+    assert.match(waited.stdout, /Receipt for .*: stopped/);
+    assert.match(waited.stderr, /was cancelled by you/);
   });
 });
