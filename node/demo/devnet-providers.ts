@@ -1,5 +1,5 @@
 /**
- * Demo providers for the devnet (`suanli devnet --api-port 8080 --demo-offers`): real provider
+ * Demo providers for the devnet (`npx suanli devnet --api-port 8080 --demo-offers`): real provider
  * nodes — each a daemon with its own devnet wallet and libp2p identity — that register and stake
  * on the devnet's chain, declare their machines, and publish signed offers (with hardware
  * attestations signed by the devnet attestor wallet) over gossip to the devnet's node, which

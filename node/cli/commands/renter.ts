@@ -115,6 +115,36 @@ function renderReceipt(client: SuanliClient, receipt: TaskReceipt): string {
   return lines.join("\n");
 }
 
+/** `value` quoted for a POSIX shell when it needs to be. */
+function shellWord(value: string): string {
+  return /^[A-Za-z0-9_/.:,=@%+-]+$/.test(value) ? value : `'${value.replaceAll("'", `'\\''`)}'`;
+}
+
+const FOLLOW_UP_FLAGS: [keyof RenterFlags, string][] = [
+  ["rpcUrl", "--rpc-url"],
+  ["deployments", "--deployments"],
+  ["bootstrap", "--bootstrap"],
+  ["stateDir", "--state-dir"],
+  ["keyFile", "--key-file"],
+  ["devnetAccount", "--devnet-account"],
+];
+
+/**
+ * The flags the user typed that a follow-up command needs to reach the same chain, network, task
+ * list and wallet, shell-quoted: a printed hint then runs as shown. A key given with --key is not
+ * printed back (the hint would put it in logs); the hint says where it goes.
+ */
+export function followUpFlags(command: Command): string {
+  const flags = command.opts<RenterFlags>();
+  const words: string[] = [];
+  for (const [name, flag] of FOLLOW_UP_FLAGS) {
+    const value = flags[name];
+    if (typeof value === "string" && command.getOptionValueSource(name) === "cli") words.push(flag, shellWord(value));
+  }
+  if (flags.key !== undefined && command.getOptionValueSource("key") === "cli") words.push("--key", "<your key>");
+  return words.length ? ` ${words.join(" ")}` : "";
+}
+
 /** Whether the task stopped because its renter cancelled it (closed the lease), not by a failure. */
 export function cancelledByRenter(receipt: Pick<TaskReceipt, "state" | "leases">): boolean {
   return receipt.state === "stopped" && receipt.leases.some((lease) => lease.endReason === "RenterClosed" || lease.gas.some((step) => step.step === "close (cancel)"));
@@ -218,16 +248,16 @@ export function registerRenter(program: Command): void {
       .option("--auto-migrate", "re-run elsewhere if the lease faults or is preempted (needs --wait)")
       .option("--wait", "stream the logs, wait for the end and print the receipt")
       .option("--out <dir>", "with --wait: download the task's output folder here at the end and verify it")
-      .option("--port <port>", "a TCP port the task serves, reachable with `suanli forward` (repeatable)", collect, [])
+      .option("--port <port>", "a TCP port the task serves, reachable with `npx suanli forward` (repeatable)", collect, [])
       .argument(
         "<command...>",
         "the command to run, after --: one argument is a shell string run by /bin/sh -c in the workspace (-- 'python3 train.py > out.txt'); several are an argv, its program looked up on the task's PATH inside the provider's sandbox (-- python3 train.py)",
       ),
-  ).action(async (command: string[], flags: RenterFlags & Record<string, string | boolean | string[] | undefined>) => {
+  ).action(async (command: string[], flags: RenterFlags & Record<string, string | boolean | string[] | undefined>, self: Command) => {
     const json = Boolean(flags.json);
     // Every usage error at once, before anything is reached, reserved or paid.
     const problems = new FlagProblems();
-    if (flags.out && !flags.wait) problems.add("--out needs --wait (or run `suanli output <taskId> --out DIR` later)");
+    if (flags.out && !flags.wait) problems.add("--out needs --wait (or run `npx suanli output <taskId> --out DIR` later)");
     const parameters: SubmitTaskParameters = {
       gpuType: flags.gpu as string,
       gpuCount: problems.number("count", flags.count as string)!,
@@ -270,7 +300,8 @@ export function registerRenter(program: Command): void {
             [
               `Task ${submitted.taskId} submitted: lease ${attempt.leaseId}, ${attempt.units}× ${attempt.model} on machine ${attempt.machineId} of ${attempt.provider}`,
               `  price ${formatUsd(attempt.pricePerUnitSecond * 3600n)} USD/GPU-h, deposit ${tokens(client, attempt.deposit)}`,
-              `Follow it: suanli logs ${submitted.taskId} --follow   |   suanli wait ${submitted.taskId}`,
+              `Follow it: npx suanli logs ${submitted.taskId} --follow${followUpFlags(self)}`,
+              `       or: npx suanli wait ${submitted.taskId}${followUpFlags(self)}`,
             ].join("\n"),
           );
           return;
