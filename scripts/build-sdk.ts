@@ -105,11 +105,13 @@ export async function buildSdkPackage(outDir = path.join(root, "build")): Promis
       "./api": entry(ENTRIES["./api"]),
       "./package.json": "./package.json",
     },
-    files: ["dist", "README.md"],
+    files: ["dist", "README.md", "LICENSE"],
     dependencies,
   };
   await writeFile(path.join(dir, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`);
   await copyFile(path.join(root, "sdk/README.md"), path.join(dir, "README.md"));
+  // The licence package.json names travels with the code (Apache-2.0 asks for a copy).
+  await copyFile(path.join(root, "LICENSE"), path.join(dir, "LICENSE"));
 
   const { stdout } = await run("npm", ["pack", "--json", "--pack-destination", outDir], { cwd: dir, maxBuffer: 16 * 1024 * 1024 });
   const [packed] = JSON.parse(stdout) as { filename: string }[];

@@ -185,7 +185,7 @@ function stateFileStorage(platform: ClientPlatform, file: string, binding: Deplo
 async function taskIo(platform: ClientPlatform, action: string): Promise<TaskIoActions> {
   if (!platform.taskIo) {
     throw new TaskIoUnsupportedError(`${action} needs the Node SDK (suanli/sdk): a browser cannot write files, listen on local ports or open libp2p streams`, {
-      metaMessages: ["Run it with the Node SDK or the CLI (`suanli output`, `suanli exec`, `suanli forward`) on the wallet's tasks."],
+      metaMessages: ["Run it with the Node SDK or the CLI (`npx suanli output`, `npx suanli exec`, `npx suanli forward`) on the wallet's tasks."],
     });
   }
   return platform.taskIo();

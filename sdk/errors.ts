@@ -80,7 +80,7 @@ export class InsufficientBalanceError extends SuanliError {
     readonly decimals: number,
   ) {
     super(`Insufficient ${symbol} balance: the deposit needs ${format(needed, decimals)} ${symbol}, the wallet holds ${format(available, decimals)}.`, {
-      metaMessages: ["Fund the wallet (on the devnet: `suanli wallet faucet`), or ask for fewer GPUs, a shorter duration or a lower price cap."],
+      metaMessages: ["Fund the wallet (on the devnet: `npx suanli wallet faucet`), or ask for fewer GPUs, a shorter duration or a lower price cap."],
     });
   }
 }
@@ -100,7 +100,7 @@ export class InsufficientGasError extends SuanliError {
   override name = "InsufficientGasError";
   constructor(address: string) {
     super(`The wallet ${address} has no native currency to pay for gas.`, {
-      metaMessages: ["Send it some ETH (on the devnet: `suanli wallet faucet` tops up gas too)."],
+      metaMessages: ["Send it some ETH (on the devnet: `npx suanli wallet faucet` tops up gas too)."],
     });
   }
 }
@@ -136,7 +136,7 @@ export class AllocationError extends SuanliError {
 export class UnknownTaskError extends SuanliError {
   override name = "UnknownTaskError";
   constructor(taskId: string) {
-    super(`Unknown task ${taskId}.`, { metaMessages: ["Task ids come from submitTask; the CLI keeps them in its state folder (`suanli tasks`)."] });
+    super(`Unknown task ${taskId}.`, { metaMessages: ["Task ids come from submitTask; the CLI keeps them in its state folder (`npx suanli tasks`)."] });
   }
 }
 

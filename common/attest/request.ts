@@ -1,7 +1,7 @@
 /**
  * Asking an attestor to challenge a machine now, over `/suanli/attest-request/1.0.0`: a provider
  * that just registered (or restarted) gets its attestation without waiting for the attestor's
- * schedule, and an operator can test a machine by hand (`suanli attestor challenge`). The answer
+ * schedule, and an operator can test a machine by hand (`npx suanli attestor challenge`). The answer
  * is the outcome; a still-fresh earlier result comes back at once (`cached: true`).
  */
 import type { Libp2p, PeerId } from "@libp2p/interface";

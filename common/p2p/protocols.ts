@@ -46,7 +46,7 @@ export const ATTESTOR_IDENTITY_PROTOCOL = "/suanli/attestor-identity/1.0.0";
 
 /**
  * Anyone asks an attestor to challenge a machine now (a provider that just joined, an operator's
- * `suanli attestor challenge`); the answer is the outcome, with the attestation on a pass.
+ * `npx suanli attestor challenge`); the answer is the outcome, with the attestation on a pass.
  */
 export const ATTEST_REQUEST_PROTOCOL = "/suanli/attest-request/1.0.0";
 

@@ -93,7 +93,7 @@ export const execParamsSchema = z.strictObject({
   /** Seconds the command may run (capped by the provider's exec.maxSeconds and the lease). */
   timeoutSeconds: z.number().int().min(1).max(86_400).default(300),
   /**
-   * Run the command on a pseudo-terminal of this size (interactive: `suanli exec -t`): its
+   * Run the command on a pseudo-terminal of this size (interactive: `npx suanli exec -t`): its
    * stdout and stderr merge into `stdout` frames, and `{ resize }` input frames change the size.
    * Absent: plain pipes. A provider before this field refuses the request as invalid.
    */

@@ -102,7 +102,7 @@ export class TooManyStreamsError extends ApiError {
 export class OutputTooLargeError extends ApiError {
   override name = "OutputTooLargeError";
   constructor(message: string) {
-    super(413, message, { metaMessages: ["Download it with the Node SDK or the CLI over libp2p (`suanli output <taskId> --out DIR`)."] });
+    super(413, message, { metaMessages: ["Download it with the Node SDK or the CLI over libp2p (`npx suanli output <taskId> --out DIR`)."] });
   }
 }
 

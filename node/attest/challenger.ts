@@ -34,7 +34,7 @@ import { ChallengeSession, errorText, type Target } from "./challenge-session.js
 
 /** How long connecting to the provider's node may take before the challenge starts; the challenge clock starts after. */
 const CONNECT_TIMEOUT_MS = 10_000;
-/** Forced challenges (`suanli attestor challenge --force`) run at most this often per machine. */
+/** Forced challenges (`npx suanli attestor challenge --force`) run at most this often per machine. */
 const FORCE_MIN_INTERVAL_MS = 60_000;
 /** Requests waiting for a challenge slot before new ones are answered `busy`. */
 const MAX_WAITING = 32;

@@ -47,7 +47,7 @@ const peerAddrSchema = z
   );
 
 /**
- * The attestor role (`suanli attestor start`): which machines it challenges and when, and which
+ * The attestor role (`npx suanli attestor start`): which machines it challenges and when, and which
  * other attestors it exchanges faults with.
  */
 export const attestorRoleOptionsSchema = z.strictObject({

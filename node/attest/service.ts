@@ -1,5 +1,5 @@
 /**
- * The attestor role on a running node (`suanli attestor start`): proof-of-capacity challenges of
+ * The attestor role on a running node (`npx suanli attestor start`): proof-of-capacity challenges of
  * the machines in the offer book (on a schedule and on request), results kept in level, liveness
  * probes of providers that hold active leases, and faults signed, exchanged with the other
  * attestors and submitted once a quorum agrees. docs/attestation.md describes the whole role.

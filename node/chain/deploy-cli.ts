@@ -88,10 +88,10 @@ function describeDeployment(d: Deployment): string {
   }
   if (d.roles) lines.push(`Attestors: ${d.roles.attestor.length ? d.roles.attestor.join(", ") : "none yet"}`);
   lines.push(
-    "An attestor joins with `suanli attestor stake` (its own key), then governance grants it the role:",
+    "An attestor joins with `npx suanli attestor stake` (its own key), then governance grants it the role:",
     timelock
-      ? "  `suanli governance grant-attestor <address>` prints the proposal; add --schedule (a proposer), then --execute after the delay."
-      : "  `suanli governance grant-attestor <address> --execute` (the admin's key).",
+      ? "  `npx suanli governance grant-attestor <address>` prints the proposal; add --schedule (a proposer), then --execute after the delay."
+      : "  `npx suanli governance grant-attestor <address> --execute` (the admin's key).",
   );
   return lines.join("\n");
 }

@@ -41,7 +41,7 @@ export type DeployOptions = {
   /**
    * Addresses granted ATTESTOR_ROLE by the deployer before it hands governance over (not with `governance`). With the
    * devnet's TestToken the deployer also stakes the minimum for each from the faucet; with an existing token each
-   * attestor stakes itself (`suanli attestor stake`).
+   * attestor stakes itself (`npx suanli attestor stake`).
    */
   attestors?: readonly Address[];
   /**

@@ -1,6 +1,6 @@
 /**
  * OpenZeppelin's TimelockController as Suanli's governance (docs/contracts.md, "Roles and the timelock"):
- * deploying it, and the proposals the CLI prints, schedules and executes (`suanli governance`).
+ * deploying it, and the proposals the CLI prints, schedules and executes (`npx suanli governance`).
  */
 import {
   encodeFunctionData,

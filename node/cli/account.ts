@@ -23,9 +23,13 @@ export async function resolveAccount(flags: WalletFlags, chainId: number, env = 
       throw new CliError(`Cannot read --key-file ${flags.keyFile}: ${(error as NodeJS.ErrnoException).code ?? error}`, ExitCode.usage);
     }
   }
-  key ??= env.SUANLI_KEY;
+  if (flags.devnetAccount !== undefined && (flags.key || flags.keyFile)) {
+    throw new CliError(`--devnet-account and ${flags.key ? "--key" : "--key-file"} both give a wallet: pass one of them`, ExitCode.usage);
+  }
+  const source = flags.key ? "--key" : flags.keyFile ? `--key-file ${flags.keyFile}` : "SUANLI_KEY (environment)";
+  key ||= env.SUANLI_KEY;
   if (key) {
-    if (!KEY_PATTERN.test(key)) throw new CliError("The private key must be 0x followed by 64 hex digits", ExitCode.usage);
+    if (!KEY_PATTERN.test(key)) throw new CliError(`${source} must be 0x followed by 64 hex digits`, ExitCode.usage);
     return privateKeyToAccount(key as `0x${string}`);
   }
   if (flags.devnetAccount !== undefined) {

@@ -4,6 +4,7 @@ import type { Deployment } from "../../common/deployment.js";
 import { connectChain, type ChainClients } from "../chain/clients.js";
 import { DEFAULT_DEPLOYMENTS_DIR, readDeployment } from "../chain/manifest.js";
 import { resolveAccount, type WalletFlags } from "./account.js";
+import { checkChainFlags, FlagProblems } from "./preflight.js";
 
 /** Flags shared by the commands that talk to a chain. */
 export type ChainFlags = WalletFlags & { rpcUrl?: string; deployments?: string; json?: boolean };
@@ -26,7 +27,10 @@ export function withChainFlags(command: Command, { wallet = true }: { wallet?: b
 export type CliContext = ChainClients & { deployment: Deployment; account?: Account };
 
 /** Connects to the chain, reads the deployment manifest and, when asked, resolves the wallet. */
-export async function cliContext(flags: ChainFlags, { needWallet }: { needWallet: boolean }): Promise<CliContext> {
+export async function cliContext(flags: ChainFlags, { needWallet }: { needWallet: boolean }, problems = new FlagProblems()): Promise<CliContext> {
+  // Every flag is checked (and every problem reported at once) before the chain is reached.
+  checkChainFlags(flags, problems);
+  problems.throwIfAny();
   const probe = await connectChain({ rpcUrl: flags.rpcUrl ?? "http://127.0.0.1:8545" });
   const chainId = probe.chain.id;
   const deployment = await readDeployment(flags.deployments ?? DEFAULT_DEPLOYMENTS_DIR, chainId);

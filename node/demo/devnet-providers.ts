@@ -1,5 +1,5 @@
 /**
- * Demo providers for the devnet (`suanli devnet --api-port 8080 --demo-offers`): real provider
+ * Demo providers for the devnet (`npx suanli devnet --api-port 8080 --demo-offers`): real provider
  * nodes — each a daemon with its own devnet wallet and libp2p identity — that register and stake
  * on the devnet's chain, declare their machines, and publish signed offers (with hardware
  * attestations signed by the devnet attestor wallet) over gossip to the devnet's node, which
@@ -42,24 +42,29 @@ type DemoMachine = {
   attested: boolean;
 };
 
-/** The demo market: three providers (devnet accounts 1..3), six machines. */
+/**
+ * The demo market: three providers (devnet accounts 2, 3 and 6), six machines. Never account 1:
+ * the README's sample provider (examples/provider.devnet.json) is account 1, and two nodes with
+ * one wallet would re-register each other's peer id and evict each other's offers; nor 4 (the
+ * README's renter) or 7-9 (the devnet's attestors).
+ */
 export const DEMO_PROVIDERS: { accountIndex: number; machines: DemoMachine[] }[] = [
   {
-    accountIndex: 1,
+    accountIndex: 2,
     machines: [
       { model: "H100-80GB-SXM", units: 8, region: "eu-west", interconnect: "nvlink", cluster: ZERO32, pricePerUnitSecond: 700n, minBidPerUnitSecond: 0n, attested: true },
       { model: "A100-80GB", units: 8, region: "eu-west", interconnect: "nvlink", cluster: ZERO32, pricePerUnitSecond: 420n, minBidPerUnitSecond: 150n, attested: true },
     ],
   },
   {
-    accountIndex: 2,
+    accountIndex: 3,
     machines: [
       { model: "A100-80GB", units: 4, region: "us-east", interconnect: "fabric", cluster: NVLINK_CLUSTER, pricePerUnitSecond: 380n, minBidPerUnitSecond: 0n, attested: false },
       { model: "L40S-48GB", units: 4, region: "us-east", interconnect: "none", cluster: ZERO32, pricePerUnitSecond: 250n, minBidPerUnitSecond: 0n, attested: true },
     ],
   },
   {
-    accountIndex: 3,
+    accountIndex: 6,
     machines: [
       { model: "RTX4090-24GB", units: 2, region: "ap-south", interconnect: "none", cluster: ZERO32, pricePerUnitSecond: 95n, minBidPerUnitSecond: 0n, attested: true },
       { model: "H200-141GB", units: 8, region: "ap-south", interconnect: "nvlink", cluster: ZERO32, pricePerUnitSecond: 950n, minBidPerUnitSecond: 0n, attested: true },

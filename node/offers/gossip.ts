@@ -36,7 +36,7 @@ export class OfferRejectedError extends SuanliError {
 function hintFor(reason: OfferRejectReason): string[] | undefined {
   switch (reason) {
     case "unregistered":
-      return ["Register the provider on-chain first (`suanli provider register`)."];
+      return ["Register the provider on-chain first (`npx suanli provider register`)."];
     case "peer_id_mismatch":
       return ["The peer id registered on-chain differs from this node's: update the profile, or restore the node's peer key file."];
     case "understaked":

@@ -1,5 +1,5 @@
 /**
- * The provider agent: the role `suanli provider start` adds to a node. It puts the provider's
+ * The provider agent: the role `npx suanli provider start` adds to a node. It puts the provider's
  * parts together on top of the daemon (store, chain, libp2p host, offer publisher):
  *
  * - setup on-chain from the inventory (register, stake, declare machines): agent/setup.ts;

@@ -34,7 +34,7 @@ export type ExecTaskParameters = {
   /** Aborting it kills the command and ends the call. */
   signal?: AbortSignal;
   /**
-   * Run the command on a pseudo-terminal of `rows` × `cols` (an interactive shell: `suanli exec
+   * Run the command on a pseudo-terminal of `rows` × `cols` (an interactive shell: `npx suanli exec
    * -t`). Its output all arrives as `stdout`; `stdin` carries the keys typed (Ctrl-C as byte 3).
    * `onResize` is called once with a function that resizes the terminal (call it on every
    * resize of yours). `term`: the TERM the command sees (default xterm-256color).

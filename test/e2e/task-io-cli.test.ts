@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -8,6 +10,23 @@ import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { lastJson, runCli, startCli } from "../support/cli.js";
 import { fund, startDevnet, type Devnet } from "../support/devnet.js";
 import { startTestProvider, type TestProvider } from "../support/provider.js";
+
+/** A command line run by bash in the repository root, as a user pastes it. */
+function runShell(line: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn("bash", ["-c", line], { cwd: path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../.."), env: { ...process.env, SUANLI_KEY: "" } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 90_000);
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -109,14 +128,20 @@ describe("suanli output, exec and forward (CLI)", function () {
       bundle.url,
       "--sha256",
       bundle.sha256,
-      "--json",
       ...base,
       "--",
       process.execPath,
       "server.js",
     ]);
     assert.equal(submitted.code, 0, submitted.stderr);
-    const { taskId } = lastJson<{ taskId: string }>(submitted.stdout);
+    const taskId = /^Task (\S+) submitted/m.exec(submitted.stdout)![1]!;
+    // The hints name `npx suanli` and the flags this command was given (issue #40 item 5).
+    const waitHint = /^ {7}or: (npx suanli wait .*)$/m.exec(submitted.stdout)?.[1];
+    assert.ok(waitHint, submitted.stdout);
+    assert.match(
+      submitted.stdout,
+      new RegExp(`^Follow it: npx suanli logs ${taskId} --follow --rpc-url \\S+ --deployments \\S+ --bootstrap \\S+ --state-dir \\S+ --devnet-account 5$`, "m"),
+    );
 
     let listed = await runCli(["exec", taskId, ...base, "--", "ls"]);
     for (let tries = 0; tries < 20 && listed.code !== 0; tries++) {
@@ -158,5 +183,11 @@ describe("suanli output, exec and forward (CLI)", function () {
     const final = await runCli(["output", taskId, "--out", path.join(work, "final"), ...base]);
     assert.equal(final.code, 0, final.stderr);
     assert.match(final.stdout, /digest 0x[0-9a-f]{64}: verified against the provider's signed completion report \(the lease ended without one on-chain\)/);
+    // `wait` on a task its renter cancelled: the receipt, exit 0 (issue #40 item 13), not "the task
+    // ended stopped"; run exactly as submit printed it, through npx and a shell (item 5).
+    const waited = await runShell(waitHint);
+    assert.equal(waited.code, 0, waited.stderr);
+    assert.match(waited.stdout, /Receipt for .*: stopped/);
+    assert.match(waited.stderr, /was cancelled by you/);
   });
 });

@@ -71,6 +71,30 @@ describe("attestor requests: unreachable providers, --force, config flags (issue
       assert.equal(again.outcome, "error");
       assert.equal(again.outcome === "error" && again.reason, "backoff");
       assert.ok(again.outcome === "error" && again.retryAfter !== null && again.retryAfter > Date.now() / 1000);
+      // The CLI says so in one true line, exit 2 as the README's exit-code table has it for a
+      // refused request (issue #40 item 5), not a second "has no attestation" line and exit 1.
+      const cli = await runCli([
+        "attestor",
+        "challenge",
+        "--machine",
+        String(machineId),
+        "--attestor",
+        addrOf(attestor.daemon),
+        "--force",
+        "--rpc-url",
+        devnet.rpcUrl,
+        "--deployments",
+        devnet.deploymentsDir,
+      ]);
+      assert.equal(cli.code, 2, cli.stderr);
+      assert.equal(cli.stdout, "");
+      const lines = cli.stderr
+        .trim()
+        .split("\n")
+        .filter((line) => !line.startsWith("Asking "));
+      assert.equal(lines.length, 1, cli.stderr);
+      assert.match(lines[0]!, /^Error: Not challenged: machine \d+ had a forced challenge \d+ s ago; .*once a minute per machine; try again after \d{4}-/);
+      assert.doesNotMatch(cli.stderr, /has no attestation/);
     } finally {
       await host.stop();
     }

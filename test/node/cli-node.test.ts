@@ -4,7 +4,8 @@
  * providers that register on-chain and publish offers.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { privateKeyToAccount } from "viem/accounts";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { healthSchema } from "../../common/api/market.js";
@@ -88,6 +89,11 @@ describe("suanli node start / suanli devnet --api-port (CLI)", function () {
     running.push(devnetCli);
     const ready = (await devnetCli.ready) as { apiUrl: string; chainId: number; contracts: { market: `0x${string}` }; demoProviders: string[]; node: { addrs: string[] } };
     assert.equal(ready.demoProviders.length, 3);
+    // None is the README's sample provider (examples/provider.devnet.json), which a user starts
+    // beside this devnet: one wallet in two nodes evicts the demo's offers (issue #40 item 4).
+    const sample = JSON.parse(await readFile(path.join(process.cwd(), "examples/provider.devnet.json"), "utf8")) as { chain: { privateKey: `0x${string}` } };
+    const sampleAddress = privateKeyToAccount(sample.chain.privateKey).address.toLowerCase();
+    assert.ok(!ready.demoProviders.map((address) => address.toLowerCase()).includes(sampleAddress), `${sampleAddress} runs a demo provider too`);
     const offers = await waitFor(
       "the demo offers in the devnet node's book",
       async () => {

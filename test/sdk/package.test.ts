@@ -13,6 +13,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import * as esbuild from "esbuild";
 import { devnetPrivateKey } from "../../common/devnet.js";
@@ -154,6 +155,18 @@ describe("SDK package: pack, install in a fresh project, type-check, run on a de
     assert.equal(installed.type, "module");
     assert.deepEqual(Object.keys(installed.exports).sort(), ["./api", "./package.json", "./sdk", "./sdk/browser"]);
     assert.equal(installed.dependencies.viem, built.dependencies.viem);
+  });
+
+  it("carries the Apache-2.0 licence its package.json names, the repository's LICENSE file (issue #40 item 11)", async () => {
+    const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+    const rootLicence = await readFile(path.join(root, "LICENSE"), "utf8");
+    assert.match(rootLicence, /^\s*Apache License\s+Version 2\.0, January 2004/);
+    assert.match(rootLicence, /END OF TERMS AND CONDITIONS/);
+    const rootPackage = JSON.parse(await readFile(path.join(root, "package.json"), "utf8")) as { license: string };
+    assert.equal(rootPackage.license, "Apache-2.0");
+    const installed = JSON.parse(await readFile(path.join(project, "node_modules/suanli/package.json"), "utf8")) as { license: string };
+    assert.equal(installed.license, "Apache-2.0");
+    assert.equal(await readFile(path.join(project, "node_modules/suanli/LICENSE"), "utf8"), rootLicence, "the installed package holds the same LICENSE");
   });
 
   it("type-checks a strict TypeScript consumer against the installed typings (tsc --noEmit)", async () => {

@@ -10,10 +10,10 @@ import { attestorStanding } from "./governance.js";
 const MAX_UINT96 = 2n ** 96n - 1n;
 
 /**
- * `suanli attestor stake [--amount TOKENS]`: the attestor's own key stakes in the deployment's current AttestorStaking
+ * `npx suanli attestor stake [--amount TOKENS]`: the attestor's own key stakes in the deployment's current AttestorStaking
  * (the registry's `attestorStaking()`), by EIP-2612 permit when the token has one (one transaction), else approve and
  * stake. By default it tops the active stake up to the minimum. The role itself comes from governance
- * (`suanli governance grant-attestor`). docs/contracts.md, "Onboarding an attestor".
+ * (`npx suanli governance grant-attestor`). docs/contracts.md, "Onboarding an attestor".
  */
 export function registerAttestorStake(attestor: Command): void {
   withChainFlags(
@@ -103,5 +103,5 @@ export function registerAttestorStake(attestor: Command): void {
 function roleHint(holdsRole: boolean, me: string): string[] {
   return holdsRole
     ? ["It holds ATTESTOR_ROLE: it counts as an attestor while its stake stays at the minimum."]
-    : [`It does not hold ATTESTOR_ROLE yet: governance grants it (\`suanli governance grant-attestor ${me}\` prints the proposal).`];
+    : [`It does not hold ATTESTOR_ROLE yet: governance grants it (\`npx suanli governance grant-attestor ${me}\` prints the proposal).`];
 }

@@ -60,7 +60,7 @@ export function registerAttestor(program: Command): void {
       .command("challenge")
       .description("ask a running attestor to challenge a machine now, and print the outcome")
       .requiredOption("--machine <id>", "the machine's on-chain id")
-      .requiredOption("--attestor <multiaddr>", "the attestor node, /ip4/…/tcp/…/p2p/<peer id> (printed by `suanli attestor start`)")
+      .requiredOption("--attestor <multiaddr>", "the attestor node, /ip4/…/tcp/…/p2p/<peer id> (printed by `npx suanli attestor start`)")
       .option("--timeout-ms <ms>", "how long to wait for the outcome", String(DEFAULT_CHALLENGE_REQUEST_TIMEOUT_MS))
       .option("--force", "challenge now even if the attestor has a recent result (a failure within its backoff, a pass not yet due); at most once a minute per machine"),
     { wallet: false },
@@ -91,6 +91,13 @@ export function registerAttestor(program: Command): void {
       outcome = await requestChallenge(host, target, { chainId: ctx.deployment.chainId, machineId, ...(flags.force ? { force: true } : {}) }, { timeoutMs });
     } finally {
       await host.stop();
+    }
+    if (outcome.outcome === "error" && outcome.reason === "backoff") {
+      // A forced challenge asked again too soon: the request, not the machine, is what is wrong;
+      // one line says so and when to try again (exit 2, as for any refused command line).
+      if (json) emit(json, outcome, () => "");
+      const when = outcome.retryAfter ? `; try again after ${new Date(outcome.retryAfter * 1000).toISOString()}` : "";
+      throw new CliError(`Not challenged: ${outcome.detail}${when}`, ExitCode.usage);
     }
     emit(json, outcome, () => describeOutcome(outcome));
     if (outcome.outcome !== "pass") {

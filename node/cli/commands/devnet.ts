@@ -184,7 +184,7 @@ export function registerDevnet(program: Command): void {
               ...(demo
                 ? [
                     `Demo providers publishing offers: ${demo.providers.map((provider) => provider.account!.address).join(", ")}`,
-                    "  (offers to browse only: they run no provider agent, so they take no reservations; run `suanli provider start` for one you can rent)",
+                    "  (offers to browse only: they run no provider agent, so they take no reservations; run `npx suanli provider start` for one you can rent)",
                   ]
                 : []),
               `Contracts (manifest ${manifest}):`,

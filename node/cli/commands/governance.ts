@@ -12,7 +12,7 @@ import { CliError, emit, ExitCode, progress } from "../output.js";
 type ProposalFlags = ChainFlags & { schedule?: boolean; execute?: boolean; salt?: string };
 
 /**
- * `suanli governance grant-attestor|revoke-attestor ADDRESS`: the proposal that changes the attestor set, printed
+ * `npx suanli governance grant-attestor|revoke-attestor ADDRESS`: the proposal that changes the attestor set, printed
  * ready to send (the timelock's schedule and execute calldata), scheduled from a proposer's key with --schedule, and
  * run from an executor's key with --execute once the delay has passed. On a deployment without a timelock (the
  * devnet), --execute grants or revokes at once from the admin's key. docs/contracts.md, "Onboarding an attestor".
@@ -87,7 +87,7 @@ async function attestorProposal(address: string, flags: ProposalFlags, grant: bo
     emit(json, { ...describe(action, attestor, proposal, after), transaction: receipt.transactionHash }, () =>
       [
         `Scheduled ${action} ${attestor} (operation ${proposal.id}, transaction ${receipt.transactionHash}).`,
-        `Ready at ${iso(after.readyAt)}; then run: suanli governance ${action} ${attestor} --execute${salt === zeroHash ? "" : ` --salt ${salt}`} (an executor's key)`,
+        `Ready at ${iso(after.readyAt)}; then run: npx suanli governance ${action} ${attestor} --execute${salt === zeroHash ? "" : ` --salt ${salt}`} (an executor's key)`,
       ].join("\n"),
     );
     return;
@@ -128,11 +128,11 @@ async function attestorProposal(address: string, flags: ProposalFlags, grant: bo
       "1. From a proposer (a multisig sends this transaction as it is):",
       `  to ${timelock}`,
       `  data ${proposal.scheduleCalldata}`,
-      `  or: suanli governance ${action} ${attestor} --schedule${salt === zeroHash ? "" : ` --salt ${salt}`} --key-file <proposer key>`,
+      `  or: npx suanli governance ${action} ${attestor} --schedule${salt === zeroHash ? "" : ` --salt ${salt}`} --key-file <proposer key>`,
       `2. Once the delay has passed, from an executor:`,
       `  to ${timelock}`,
       `  data ${proposal.executeCalldata}`,
-      `  or: suanli governance ${action} ${attestor} --execute${salt === zeroHash ? "" : ` --salt ${salt}`} --key-file <executor key>`,
+      `  or: npx suanli governance ${action} ${attestor} --execute${salt === zeroHash ? "" : ` --salt ${salt}`} --key-file <executor key>`,
       describeStanding(attestor, now),
     ].join("\n"),
   );
@@ -147,7 +147,7 @@ async function withoutTimelock(
   const json = Boolean(flags.json);
   if (flags.schedule) {
     throw new CliError("This deployment has no timelock: governance acts at once, nothing is scheduled", ExitCode.usage, [
-      `Run \`suanli governance ${o.action} ${o.attestor} --execute\` with the admin's key.`,
+      `Run \`npx suanli governance ${o.action} ${o.attestor} --execute\` with the admin's key.`,
     ]);
   }
   if (flags.execute) {
@@ -213,14 +213,14 @@ function alreadyThere(state: string, readyAt: number | undefined, action: string
   return state === "done"
     ? new CliError(`This proposal (${action} ${attestor}) was already executed`, ExitCode.usage, ["To propose the same call again, pass a new --salt 0x<64 hex>."])
     : new CliError(`This proposal (${action} ${attestor}) is already scheduled, ${state === "ready" ? "and ready" : `ready at ${iso(readyAt)}`}`, ExitCode.usage, [
-        `Run it with \`suanli governance ${action} ${attestor} --execute\` once ready.`,
+        `Run it with \`npx suanli governance ${action} ${attestor} --execute\` once ready.`,
       ]);
 }
 
 function notReady(state: string, readyAt: number | undefined, now: number, action: string, attestor: Address): CliError {
   if (state === "unset") {
     return new CliError(`This proposal (${action} ${attestor}) is not scheduled (or was cancelled)`, ExitCode.usage, [
-      `Schedule it first: \`suanli governance ${action} ${attestor} --schedule\` with a proposer's key.`,
+      `Schedule it first: \`npx suanli governance ${action} ${attestor} --schedule\` with a proposer's key.`,
     ]);
   }
   if (state === "done") return alreadyThere(state, readyAt, action, attestor);

@@ -10,10 +10,19 @@ import type { Command } from "commander";
 import { formatUnits } from "viem";
 import { InvalidInputError } from "../../../common/errors.js";
 import { formatUsd } from "../../../common/matching/money.js";
-import { createClient, type DownloadOutputReturnType, type SuanliClient, type TaskReceipt, type TaskStatus } from "../../../sdk/index.js";
+import {
+  createClient,
+  parseSubmitParameters,
+  type DownloadOutputReturnType,
+  type SubmitTaskParameters,
+  type SuanliClient,
+  type TaskReceipt,
+  type TaskStatus,
+} from "../../../sdk/index.js";
 import { resolveAccount } from "../account.js";
 import { withChainFlags, type ChainFlags } from "../context.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
+import { checkChainFlags, FlagProblems } from "../preflight.js";
 import { connectChain } from "../../chain/clients.js";
 import { waitForShutdown } from "../../signals.js";
 
@@ -25,8 +34,14 @@ function withRenterFlags(command: Command, wallet = true): Command {
     .option("--state-dir <dir>", "where the CLI keeps your tasks", process.env.SUANLI_STATE_DIR ?? path.join(homedir(), ".suanli"));
 }
 
-/** Opens an SDK client for the command's flags; `run` gets it and it is always closed. */
-async function withClient<T>(flags: RenterFlags, needWallet: boolean, run: (client: SuanliClient) => Promise<T>): Promise<T> {
+/**
+ * Opens an SDK client for the command's flags; `run` gets it and it is always closed. Before
+ * anything is reached, the chain and wallet flags are checked and every problem found so far
+ * (`problems`, filled by the command with its own flags) is reported at once, exit 2.
+ */
+async function withClient<T>(flags: RenterFlags, needWallet: boolean, run: (client: SuanliClient) => Promise<T>, problems = new FlagProblems()): Promise<T> {
+  checkChainFlags(flags, problems);
+  problems.throwIfAny();
   const rpcUrl = flags.rpcUrl ?? "http://127.0.0.1:8545";
   const chain = await connectChain({ rpcUrl });
   const wants = needWallet || flags.key || flags.keyFile || flags.devnetAccount || process.env.SUANLI_KEY;
@@ -51,11 +66,14 @@ async function withClient<T>(flags: RenterFlags, needWallet: boolean, run: (clie
   }
 }
 
-function parseEnv(pairs: string[], secret: boolean): Record<string, string | { value: string; secret: true }> {
+function parseEnv(pairs: string[], secret: boolean, problems: FlagProblems): Record<string, string | { value: string; secret: true }> {
   const env: Record<string, string | { value: string; secret: true }> = {};
   for (const pair of pairs) {
     const eq = pair.indexOf("=");
-    if (eq <= 0) throw new CliError(`--${secret ? "secret-env" : "env"} takes NAME=VALUE, got "${pair}"`, ExitCode.usage);
+    if (eq <= 0) {
+      problems.add(`--${secret ? "secret-env" : "env"} takes NAME=VALUE, got "${pair}"`);
+      continue;
+    }
     const name = pair.slice(0, eq);
     const value = pair.slice(eq + 1);
     env[name] = secret ? { value, secret: true } : value;
@@ -64,13 +82,6 @@ function parseEnv(pairs: string[], secret: boolean): Record<string, string | { v
 }
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
-
-function number(flag: string, value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (!Number.isFinite(n)) throw new CliError(`--${flag} must be a number, got "${value}"`, ExitCode.usage);
-  return n;
-}
 
 function elapsed(seconds: number): string {
   const s = Math.max(0, Math.floor(seconds));
@@ -109,6 +120,41 @@ function renderReceipt(client: SuanliClient, receipt: TaskReceipt): string {
   }
   lines.push(`  total: cost ${tokens(client, receipt.totalCost)}, refunded ${tokens(client, receipt.totalRefunded)}, gas ${receipt.totalGasUsed}`);
   return lines.join("\n");
+}
+
+/** `value` quoted for a POSIX shell when it needs to be. */
+function shellWord(value: string): string {
+  return /^[A-Za-z0-9_/.:,=@%+-]+$/.test(value) ? value : `'${value.replaceAll("'", `'\\''`)}'`;
+}
+
+const FOLLOW_UP_FLAGS: [keyof RenterFlags, string][] = [
+  ["rpcUrl", "--rpc-url"],
+  ["deployments", "--deployments"],
+  ["bootstrap", "--bootstrap"],
+  ["stateDir", "--state-dir"],
+  ["keyFile", "--key-file"],
+  ["devnetAccount", "--devnet-account"],
+];
+
+/**
+ * The flags the user typed that a follow-up command needs to reach the same chain, network, task
+ * list and wallet, shell-quoted: a printed hint then runs as shown. A key given with --key is not
+ * printed back (the hint would put it in logs); the hint says where it goes.
+ */
+export function followUpFlags(command: Command): string {
+  const flags = command.opts<RenterFlags>();
+  const words: string[] = [];
+  for (const [name, flag] of FOLLOW_UP_FLAGS) {
+    const value = flags[name];
+    if (typeof value === "string" && command.getOptionValueSource(name) === "cli") words.push(flag, shellWord(value));
+  }
+  if (flags.key !== undefined && command.getOptionValueSource("key") === "cli") words.push("--key", "<your key>");
+  return words.length ? ` ${words.join(" ")}` : "";
+}
+
+/** Whether the task stopped because its renter cancelled it (closed the lease), not by a failure. */
+export function cancelledByRenter(receipt: Pick<TaskReceipt, "state" | "leases">): boolean {
+  return receipt.state === "stopped" && receipt.leases.some((lease) => lease.endReason === "RenterClosed" || lease.gas.some((step) => step.step === "close (cancel)"));
 }
 
 /** Maps SDK errors to exit codes scripts rely on. */
@@ -154,27 +200,34 @@ export function registerRenter(program: Command): void {
       .option("--gpu-identity-verified", "only machines whose GPU identities the attestors verified by NVIDIA-signed CC evidence (not a confidential VM)"),
     false,
   ).action(async (flags: RenterFlags & { gpu?: string; minFree?: string; maxPrice?: string; region?: string; attested?: boolean; gpuIdentityVerified?: boolean }) => {
-    await withClient(flags, false, async (client) => {
-      const offers = await client.queryOffers({
-        gpuType: flags.gpu,
-        minFreeUnits: number("min-free", flags.minFree),
-        maxPricePerGpuHour: flags.maxPrice,
-        region: flags.region,
-        attestedOnly: Boolean(flags.attested),
-        gpuIdentityVerified: Boolean(flags.gpuIdentityVerified),
-      });
-      emit(Boolean(flags.json), { offers }, () =>
-        offers.length === 0
-          ? "No live offers match (is --bootstrap set to a running node?)."
-          : [
-              `${"MODEL".padEnd(16)} ${"FREE".padStart(5)} ${"USD/GPU-h".padStart(10)} ${"REGION".padEnd(10)} ${"ATTESTED".padEnd(8)} ${"CC".padEnd(3)} PROVIDER:MACHINE`,
-              ...offers.map(
-                (o) =>
-                  `${o.model.padEnd(16)} ${`${o.freeUnits}/${o.units}`.padStart(5)} ${o.pricePerGpuHour.padStart(10)} ${o.region.padEnd(10)} ${(o.attested ? "yes" : "no").padEnd(8)} ${(o.gpuIdentityVerified ? "yes" : "no").padEnd(3)} ${o.key}`,
-              ),
-            ].join("\n"),
-      );
-    });
+    const problems = new FlagProblems();
+    const minFreeUnits = problems.number("min-free", flags.minFree);
+    await withClient(
+      flags,
+      false,
+      async (client) => {
+        const offers = await client.queryOffers({
+          gpuType: flags.gpu,
+          minFreeUnits,
+          maxPricePerGpuHour: flags.maxPrice,
+          region: flags.region,
+          attestedOnly: Boolean(flags.attested),
+          gpuIdentityVerified: Boolean(flags.gpuIdentityVerified),
+        });
+        emit(Boolean(flags.json), { offers }, () =>
+          offers.length === 0
+            ? "No live offers match (is --bootstrap set to a running node?)."
+            : [
+                `${"MODEL".padEnd(16)} ${"FREE".padStart(5)} ${"USD/GPU-h".padStart(10)} ${"REGION".padEnd(10)} ${"ATTESTED".padEnd(8)} ${"CC".padEnd(3)} PROVIDER:MACHINE`,
+                ...offers.map(
+                  (o) =>
+                    `${o.model.padEnd(16)} ${`${o.freeUnits}/${o.units}`.padStart(5)} ${o.pricePerGpuHour.padStart(10)} ${o.region.padEnd(10)} ${(o.attested ? "yes" : "no").padEnd(8)} ${(o.gpuIdentityVerified ? "yes" : "no").padEnd(3)} ${o.key}`,
+                ),
+              ].join("\n"),
+        );
+      },
+      problems,
+    );
   });
 
   withRenterFlags(
@@ -202,58 +255,75 @@ export function registerRenter(program: Command): void {
       .option("--auto-migrate", "re-run elsewhere if the lease faults or is preempted (needs --wait)")
       .option("--wait", "stream the logs, wait for the end and print the receipt")
       .option("--out <dir>", "with --wait: download the task's output folder here at the end and verify it")
-      .option("--port <port>", "a TCP port the task serves, reachable with `suanli forward` (repeatable)", collect, [])
+      .option("--port <port>", "a TCP port the task serves, reachable with `npx suanli forward` (repeatable)", collect, [])
       .argument(
         "<command...>",
         "the command to run, after --: one argument is a shell string run by /bin/sh -c in the workspace (-- 'python3 train.py > out.txt'); several are an argv, its program looked up on the task's PATH inside the provider's sandbox (-- python3 train.py)",
       ),
-  ).action(async (command: string[], flags: RenterFlags & Record<string, string | boolean | string[] | undefined>) => {
+  ).action(async (command: string[], flags: RenterFlags & Record<string, string | boolean | string[] | undefined>, self: Command) => {
     const json = Boolean(flags.json);
-    // A usage error before anything is reserved or paid.
-    if (flags.out && !flags.wait) throw new CliError("--out needs --wait (or run `suanli output <taskId> --out DIR` later)", ExitCode.usage);
-    await withClient(flags, true, async (client) => {
-      const submitted = await client.submitTask({
-        gpuType: flags.gpu as string,
-        gpuCount: number("count", flags.count as string)!,
-        duration: number("duration", flags.duration as string)!,
-        maxPricePerGpuHour: flags.maxPrice as string | undefined,
-        bundleUrl: flags.bundle as string | undefined,
-        sha256: flags.sha256 as string | undefined,
-        image: flags.image as string | undefined,
-        imageUrl: flags.imageUrl as string | undefined,
-        imageSha256: flags.imageSha256 as string | undefined,
-        command: command.length === 1 ? command[0]! : command,
-        env: { ...parseEnv(flags.env as string[], false), ...parseEnv(flags.secretEnv as string[], true) },
-        interruptible: Boolean(flags.interruptible),
-        bidPerGpuHour: flags.bid as string | undefined,
-        region: flags.region as string | undefined,
-        minVramMiB: number("min-vram", flags.minVram as string | undefined),
-        attestedOnly: !flags.allowUnattested,
-        gpuIdentityVerified: Boolean(flags.gpuIdentityVerified),
-        colocation: flags.colocation as "machine" | "cluster" | undefined,
-        autoMigrate: Boolean(flags.autoMigrate),
-        ...((flags.port as string[]).length > 0 ? { ports: (flags.port as string[]).map((port) => number("port", port)!) } : {}),
-      });
-      const attempt = submitted.attempt;
-      if (!flags.wait) {
-        emit(json, { taskId: submitted.taskId, leaseId: submitted.leaseId, provider: submitted.provider, status: submitted.status }, () =>
-          [
-            `Task ${submitted.taskId} submitted: lease ${attempt.leaseId}, ${attempt.units}× ${attempt.model} on machine ${attempt.machineId} of ${attempt.provider}`,
-            `  price ${formatUsd(attempt.pricePerUnitSecond * 3600n)} USD/GPU-h, deposit ${tokens(client, attempt.deposit)}`,
-            `Follow it: suanli logs ${submitted.taskId} --follow   |   suanli wait ${submitted.taskId}`,
-          ].join("\n"),
-        );
-        return;
+    // Every usage error at once, before anything is reached, reserved or paid.
+    const problems = new FlagProblems();
+    if (flags.out && !flags.wait) problems.add("--out needs --wait (or run `npx suanli output <taskId> --out DIR` later)");
+    const parameters: SubmitTaskParameters = {
+      gpuType: flags.gpu as string,
+      gpuCount: problems.number("count", flags.count as string)!,
+      duration: problems.number("duration", flags.duration as string)!,
+      maxPricePerGpuHour: flags.maxPrice as string | undefined,
+      bundleUrl: flags.bundle as string | undefined,
+      sha256: flags.sha256 as string | undefined,
+      image: flags.image as string | undefined,
+      imageUrl: flags.imageUrl as string | undefined,
+      imageSha256: flags.imageSha256 as string | undefined,
+      command: command.length === 1 ? command[0]! : command,
+      env: { ...parseEnv(flags.env as string[], false, problems), ...parseEnv(flags.secretEnv as string[], true, problems) },
+      interruptible: Boolean(flags.interruptible),
+      bidPerGpuHour: flags.bid as string | undefined,
+      region: flags.region as string | undefined,
+      minVramMiB: problems.number("min-vram", flags.minVram as string | undefined),
+      attestedOnly: !flags.allowUnattested,
+      gpuIdentityVerified: Boolean(flags.gpuIdentityVerified),
+      colocation: flags.colocation as "machine" | "cluster" | undefined,
+      autoMigrate: Boolean(flags.autoMigrate),
+      ...((flags.port as string[]).length > 0 ? { ports: (flags.port as string[]).map((port) => problems.number("port", port)!) } : {}),
+    };
+    // The SDK's own checks of the task (GPU type, prices, bundle, command...), when the numbers parsed.
+    if (problems.list.length === 0) {
+      try {
+        parseSubmitParameters(parameters);
+      } catch (error) {
+        if (!(error instanceof InvalidInputError)) throw error;
+        problems.add(error.message);
       }
-      progress(json, `Task ${submitted.taskId} running on lease ${attempt.leaseId} (${attempt.units}× ${attempt.model}, ${attempt.provider})`);
-      const receipt = await follow(client, submitted.taskId, json, true);
-      emit(json, { type: "receipt", ...receipt }, () => renderReceipt(client, receipt));
-      if (flags.out) {
-        const result = await downloadWithProgress(client, submitted.taskId, flags.out as string, json, {});
-        emit(json, { type: "output", ...result }, () => renderOutput(result, flags.out as string));
-      }
-      if (receipt.state !== "succeeded") throw new CliError(`The task ended ${receipt.state}`, ExitCode.taskFailed);
-    });
+    }
+    await withClient(
+      flags,
+      true,
+      async (client) => {
+        const submitted = await client.submitTask(parameters);
+        const attempt = submitted.attempt;
+        if (!flags.wait) {
+          emit(json, { taskId: submitted.taskId, leaseId: submitted.leaseId, provider: submitted.provider, status: submitted.status }, () =>
+            [
+              `Task ${submitted.taskId} submitted: lease ${attempt.leaseId}, ${attempt.units}× ${attempt.model} on machine ${attempt.machineId} of ${attempt.provider}`,
+              `  price ${formatUsd(attempt.pricePerUnitSecond * 3600n)} USD/GPU-h, deposit ${tokens(client, attempt.deposit)}`,
+              `Follow it: npx suanli logs ${submitted.taskId} --follow${followUpFlags(self)}`,
+              `       or: npx suanli wait ${submitted.taskId}${followUpFlags(self)}`,
+            ].join("\n"),
+          );
+          return;
+        }
+        progress(json, `Task ${submitted.taskId} running on lease ${attempt.leaseId} (${attempt.units}× ${attempt.model}, ${attempt.provider})`);
+        const receipt = await follow(client, submitted.taskId, json, true);
+        emit(json, { type: "receipt", ...receipt }, () => renderReceipt(client, receipt));
+        if (flags.out) {
+          const result = await downloadWithProgress(client, submitted.taskId, flags.out as string, json, {});
+          emit(json, { type: "output", ...result }, () => renderOutput(result, flags.out as string));
+        }
+        if (receipt.state !== "succeeded") throw new CliError(`The task ended ${receipt.state}`, ExitCode.taskFailed);
+      },
+      problems,
+    );
   });
 
   withRenterFlags(program.command("tasks").description("your tasks and the state of their leases")).action(async (flags: RenterFlags) => {
@@ -306,7 +376,9 @@ export function registerRenter(program: Command): void {
     await withClient(flags, true, async (client) => {
       const receipt = await follow(client, taskId, Boolean(flags.json), false);
       emit(Boolean(flags.json), receipt, () => renderReceipt(client, receipt));
-      if (receipt.state !== "succeeded") throw new CliError(`The task ended ${receipt.state}`, ExitCode.taskFailed);
+      // A task the renter cancelled ended as asked: not a failure for a script waiting on it.
+      if (cancelledByRenter(receipt)) progress(Boolean(flags.json), `Task ${taskId} was cancelled by you (suanli cancel); its unused deposit was refunded.`);
+      else if (receipt.state !== "succeeded") throw new CliError(`The task ended ${receipt.state}`, ExitCode.taskFailed);
     });
   });
 
@@ -321,14 +393,21 @@ export function registerRenter(program: Command): void {
 
   withRenterFlags(program.command("extend").description("add time to a running task's lease").argument("<taskId>").requiredOption("--seconds <n>", "seconds to add")).action(
     async (taskId: string, flags: RenterFlags & { seconds: string }) => {
-      await withClient(flags, true, async (client) => {
-        const result = await client.extend(taskId, { seconds: number("seconds", flags.seconds)! });
-        emit(
-          Boolean(flags.json),
-          result,
-          () => `Lease ${result.leaseId} extended: +${tokens(client, result.extraDeposit)}, now ends at ${new Date(result.newEnd * 1000).toISOString()}`,
-        );
-      });
+      const problems = new FlagProblems();
+      const seconds = problems.number("seconds", flags.seconds)!;
+      await withClient(
+        flags,
+        true,
+        async (client) => {
+          const result = await client.extend(taskId, { seconds });
+          emit(
+            Boolean(flags.json),
+            result,
+            () => `Lease ${result.leaseId} extended: +${tokens(client, result.extraDeposit)}, now ends at ${new Date(result.newEnd * 1000).toISOString()}`,
+          );
+        },
+        problems,
+      );
     },
   );
 
@@ -342,14 +421,18 @@ export function registerRenter(program: Command): void {
       .option("--rank <n>", "a group task's machine (default 0)")
       .option("--no-resume", "download every file again"),
   ).action(async (taskId: string, flags: RenterFlags & { out: string; maxBytes?: string; rank?: string; resume: boolean }) => {
-    await withClient(flags, true, async (client) => {
-      const result = await downloadWithProgress(client, taskId, flags.out, Boolean(flags.json), {
-        maxBytes: number("max-bytes", flags.maxBytes),
-        rank: number("rank", flags.rank),
-        resume: flags.resume,
-      });
-      emit(Boolean(flags.json), result, () => renderOutput(result, flags.out));
-    });
+    const problems = new FlagProblems();
+    const maxBytes = problems.number("max-bytes", flags.maxBytes);
+    const rank = problems.number("rank", flags.rank);
+    await withClient(
+      flags,
+      true,
+      async (client) => {
+        const result = await downloadWithProgress(client, taskId, flags.out, Boolean(flags.json), { maxBytes, rank, resume: flags.resume });
+        emit(Boolean(flags.json), result, () => renderOutput(result, flags.out));
+      },
+      problems,
+    );
   });
 
   withRenterFlags(
@@ -360,24 +443,32 @@ export function registerRenter(program: Command): void {
       .argument("<localPort:taskPort>", "local port (0: any free one) and the task's port")
       .option("--rank <n>", "a group task's machine (default 0)"),
   ).action(async (taskId: string, mapping: string, flags: RenterFlags & { rank?: string }) => {
+    const problems = new FlagProblems();
     const match = /^(\d{1,5}):(\d{1,5})$/.exec(mapping);
-    if (!match) throw new CliError(`Expected <localPort>:<taskPort> such as 8000:8000, got "${mapping}"`, ExitCode.usage);
-    await withClient(flags, true, async (client) => {
-      const tunnel = await client.forward(taskId, {
-        port: Number(match[2]),
-        localPort: Number(match[1]),
-        rank: number("rank", flags.rank),
-        onError: (error) => progress(Boolean(flags.json), `connection refused: ${error.message}`),
-      });
-      const stopped = waitForShutdown(); // before the ready line: a SIGTERM right after it closes the tunnel cleanly
-      emit(
-        Boolean(flags.json),
-        { localPort: tunnel.localPort, taskPort: Number(match[2]) },
-        () => `Forwarding 127.0.0.1:${tunnel.localPort} -> port ${match[2]} of task ${taskId} (Ctrl-C to stop)`,
-      );
-      await stopped;
-      await tunnel.close();
-    });
+    if (!match) problems.add(`Expected <localPort>:<taskPort> such as 8000:8000, got "${mapping}"`);
+    const rank = problems.number("rank", flags.rank);
+    await withClient(
+      flags,
+      true,
+      async (client) => {
+        if (!match) return;
+        const tunnel = await client.forward(taskId, {
+          port: Number(match[2]),
+          localPort: Number(match[1]),
+          rank,
+          onError: (error) => progress(Boolean(flags.json), `connection refused: ${error.message}`),
+        });
+        const stopped = waitForShutdown(); // before the ready line: a SIGTERM right after it closes the tunnel cleanly
+        emit(
+          Boolean(flags.json),
+          { localPort: tunnel.localPort, taskPort: Number(match[2]) },
+          () => `Forwarding 127.0.0.1:${tunnel.localPort} -> port ${match[2]} of task ${taskId} (Ctrl-C to stop)`,
+        );
+        await stopped;
+        await tunnel.close();
+      },
+      problems,
+    );
   });
 
   withRenterFlags(
@@ -390,43 +481,51 @@ export function registerRenter(program: Command): void {
       .option("--rank <n>", "a group task's machine (default 0)")
       .option("-t, --tty", "interactive: a terminal on the provider, your keys forwarded raw (Ctrl-C included), resized with yours"),
   ).action(async (taskId: string, command: string[], flags: RenterFlags & { timeout: string; rank?: string; tty?: boolean }) => {
-    if (flags.tty && flags.json) throw new CliError("--tty and --json do not go together: a terminal session has no JSON form", ExitCode.usage);
-    await withClient(flags, true, async (client) => {
-      const json = Boolean(flags.json);
-      const stdin = process.stdin;
-      const stdout = process.stdout;
-      // -t on a terminal: raw mode (every key goes to the remote terminal as typed), restored at the end.
-      const raw = Boolean(flags.tty && stdin.isTTY);
-      if (raw) stdin.setRawMode(true);
-      try {
-        const result = await client.exec(taskId, command.length === 1 ? command[0]! : command, {
-          timeoutSeconds: number("timeout", flags.timeout),
-          rank: number("rank", flags.rank),
-          // Piped input reaches the command; so does a terminal's with -t (without it, no TTY is allocated).
-          ...(process.stdin.isTTY && !flags.tty ? {} : { stdin: stdin as AsyncIterable<Uint8Array> }),
-          ...(flags.tty
-            ? {
-                tty: {
-                  rows: stdout.rows || Number(process.env.LINES) || 24,
-                  cols: stdout.columns || Number(process.env.COLUMNS) || 80,
-                  term: process.env.TERM && /^[A-Za-z0-9._+-]{1,64}$/.test(process.env.TERM) ? process.env.TERM : undefined,
-                  onResize: (resize: (size: { rows: number; cols: number }) => void) => {
-                    if (stdout.isTTY) stdout.on("resize", () => resize({ rows: stdout.rows, cols: stdout.columns }));
+    const problems = new FlagProblems();
+    if (flags.tty && flags.json) problems.add("--tty and --json do not go together: a terminal session has no JSON form");
+    const timeoutSeconds = problems.number("timeout", flags.timeout);
+    const rank = problems.number("rank", flags.rank);
+    await withClient(
+      flags,
+      true,
+      async (client) => {
+        const json = Boolean(flags.json);
+        const stdin = process.stdin;
+        const stdout = process.stdout;
+        // -t on a terminal: raw mode (every key goes to the remote terminal as typed), restored at the end.
+        const raw = Boolean(flags.tty && stdin.isTTY);
+        if (raw) stdin.setRawMode(true);
+        try {
+          const result = await client.exec(taskId, command.length === 1 ? command[0]! : command, {
+            timeoutSeconds,
+            rank,
+            // Piped input reaches the command; so does a terminal's with -t (without it, no TTY is allocated).
+            ...(process.stdin.isTTY && !flags.tty ? {} : { stdin: stdin as AsyncIterable<Uint8Array> }),
+            ...(flags.tty
+              ? {
+                  tty: {
+                    rows: stdout.rows || Number(process.env.LINES) || 24,
+                    cols: stdout.columns || Number(process.env.COLUMNS) || 80,
+                    term: process.env.TERM && /^[A-Za-z0-9._+-]{1,64}$/.test(process.env.TERM) ? process.env.TERM : undefined,
+                    onResize: (resize: (size: { rows: number; cols: number }) => void) => {
+                      if (stdout.isTTY) stdout.on("resize", () => resize({ rows: stdout.rows, cols: stdout.columns }));
+                    },
                   },
-                },
-              }
-            : {}),
-          onOutput: json ? undefined : (stream, chunk) => (stream === "stdout" ? process.stdout : process.stderr).write(chunk),
-        });
-        if (json) emit(true, result, () => "");
-        else if (result.timedOut) process.stderr.write(`# the command ran past --timeout and was killed\n`);
-        if (result.exitCode !== 0) process.exitCode = result.exitCode ?? 128;
-      } finally {
-        if (raw) stdin.setRawMode(false);
-        // The session is over: stop reading the terminal so the process can exit.
-        if (flags.tty) stdin.destroy();
-      }
-    });
+                }
+              : {}),
+            onOutput: json ? undefined : (stream, chunk) => (stream === "stdout" ? process.stdout : process.stderr).write(chunk),
+          });
+          if (json) emit(true, result, () => "");
+          else if (result.timedOut) process.stderr.write(`# the command ran past --timeout and was killed\n`);
+          if (result.exitCode !== 0) process.exitCode = result.exitCode ?? 128;
+        } finally {
+          if (raw) stdin.setRawMode(false);
+          // The session is over: stop reading the terminal so the process can exit.
+          if (flags.tty) stdin.destroy();
+        }
+      },
+      problems,
+    );
   });
 }
 

@@ -47,7 +47,7 @@ export function registerWallet(program: Command): void {
       emit(Boolean(flags.json), { address: who, owed, tokenSymbol: symbol, tokenDecimals: decimals }, () =>
         owed === 0n
           ? `The market owes ${who} nothing.`
-          : `The market owes ${who} ${formatUnits(owed, decimals)} ${symbol}; withdraw it with \`suanli wallet withdraw [--to ADDRESS]\`.`,
+          : `The market owes ${who} ${formatUnits(owed, decimals)} ${symbol}; withdraw it with \`npx suanli wallet withdraw [--to ADDRESS]\`.`,
       );
     },
   );

@@ -1,5 +1,5 @@
 /**
- * Interactive exec (`suanli exec -t`): the command runs on a pseudo-terminal made by util-linux's
+ * Interactive exec (`npx suanli exec -t`): the command runs on a pseudo-terminal made by util-linux's
  * `script` (no native module) inside the task's environment, sized at start by `stty` on that
  * terminal, resized later by `stty -F` on it from the provider (the kernel then sends SIGWINCH to
  * the command's foreground job). `script` must exist in the task's environment: the host's for
