@@ -122,14 +122,8 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
         uint96 refund = lease.deposit - providerTotal;
         uint64 unitSeconds;
         if (lease.status == LeaseStatus.Active) {
-            // Reputation counts paid unit-seconds: never more than were metered, nor than the provider's total buys;
-            // and only on-demand ones: an interruptible lease yields to any real renter, so a provider renting its
-            // idle units to itself that way gives up no sale and would farm reputation for nothing (#34 finding 5).
-            if (!lease.interruptible) {
-                unitSeconds = uint64(_min(uint256(lease.units) * (stopAt - lease.start), providerTotal / lease.price));
-            } else if (outcome == IProviderRegistry.Outcome.Completed) {
-                outcome = IProviderRegistry.Outcome.Neutral;
-            }
+            // Reputation counts paid unit-seconds: never more than were metered, nor than the provider's total buys.
+            unitSeconds = uint64(_min(uint256(lease.units) * (stopAt - lease.start), providerTotal / lease.price));
             lease.status = providerTotal == lease.paid ? LeaseStatus.Settled : LeaseStatus.Ended;
         } else if (reason == EndReason.CoSigned || providerTotal == 0) {
             lease.status = reason == EndReason.CoSigned ? LeaseStatus.Settled : LeaseStatus.Cancelled;

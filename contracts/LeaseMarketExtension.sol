@@ -242,8 +242,7 @@ contract LeaseMarketExtension is LeaseMarketBase {
             uint256 end = _endOf(lease);
             if (block.timestamp >= end) revert LeaseExpired(leaseId, uint32(end));
             accrued_ = _accruedUntil(lease, block.timestamp);
-            // On-demand unit-seconds only, as at a lease's end (_finish).
-            if (!lease.interruptible) unitSeconds = uint64(uint256(lease.units) * (block.timestamp - lease.start));
+            unitSeconds = uint64(uint256(lease.units) * (block.timestamp - lease.start));
             // Metering restarts now for the kept units: what accrued is paid out, so paid starts at zero.
             newDeposit = uint96(uint256(newUnits) * lease.price * (end - block.timestamp));
             refund = lease.deposit - accrued_ - newDeposit;
