@@ -412,7 +412,7 @@ contract ProviderRegistry is IProviderRegistry, AccessControlEnumerable, Reentra
         funds.locked -= collateral;
         funds.free += collateral - slashAmount;
         _funds[provider] = funds;
-        _recordOutcome(provider, unitSeconds, outcome);
+        _recordOutcome(provider, interruptible, unitSeconds, outcome);
         if (slashAmount != 0) {
             emit CollateralSlashed(provider, slashTo, slashAmount);
             _emitStake(provider);
@@ -452,7 +452,7 @@ contract ProviderRegistry is IProviderRegistry, AccessControlEnumerable, Reentra
         funds.locked -= amount;
         funds.free += amount;
         _funds[provider] = funds;
-        _recordOutcome(provider, unitSeconds, Outcome.Neutral);
+        _recordOutcome(provider, interruptible, unitSeconds, Outcome.Neutral);
     }
 
     // ---------------------------------------------------------------- views
@@ -615,7 +615,14 @@ contract ProviderRegistry is IProviderRegistry, AccessControlEnumerable, Reentra
         if (consume) _nonceBitmap[provider][word] = bits | bit;
     }
 
-    function _recordOutcome(address provider, uint64 unitSeconds, Outcome outcome) private {
+    function _recordOutcome(address provider, bool interruptible, uint64 unitSeconds, Outcome outcome) private {
+        // Only on-demand time counts (issue #34, finding 5): an interruptible lease yields to any real renter, so a
+        // provider renting its idle units to itself that way gives up no sale and would farm reputation for
+        // nothing. Its faults still count.
+        if (interruptible) {
+            if (outcome != Outcome.Faulted) return;
+            unitSeconds = 0;
+        }
         if (unitSeconds == 0 && outcome == Outcome.Neutral) return;
         // Field by field through a storage pointer: copying the whole struct back would rewrite all five fields.
         Standing storage standing = _standing[provider];

@@ -3,7 +3,7 @@
  * (test/contracts/LeaseMarket.property.test.ts) and the benchmark (`npm run bench -- invariants`).
  *
  * A world of one honest provider (P), an attacker (A: a provider with its own machine that also
- * rents, from P and from itself), three honest renters (R1, R2 and RP, who only pays by EIP-2612
+ * rents, from P and from itself, including its idle units as interruptible at its floor bid), three honest renters (R1, R2 and RP, who only pays by EIP-2612
  * permit), three attestors, governance and two treasuries, on a token with a USDC-style blocklist.
  * A seeded generator draws sequences of steps from the model's state (open with and without
  * preemption, with public, renter-bound, expiring and price-0 offers; activate, claim, claimMany,
@@ -20,7 +20,8 @@
  * - adversarial: what any renter received from a provider's collateral never exceeds what the
  *   rules promise for the event (docs/contracts.md "Threat model: the attacker's bound"), no
  *   provider is paid beyond the metered price of the service, and the attacker's net gain over the
- *   sequence is at most the sum of those promises from honest counterparties;
+ *   sequence is at most the sum of those promises from honest counterparties, and no provider's
+ *   reputation counts more unit-seconds than its on-demand leases paid for (#34 finding 5);
  * - live: every running lease can be ended by someone (an eth_call of close, complete, terminate,
  *   claim or cancel succeeds), every Open lease past its deadline can be cancelled, every provider
  *   can start unstaking its free stake; at the end of each sequence every lease is ended and every
@@ -337,7 +338,9 @@ export class Model {
     if (l.status === S.Active) {
       const metered = BigInt(l.units) * BigInt(stopAt - l.start);
       const bought = providerTotal / l.price;
-      unitSeconds = metered < bought ? metered : bought;
+      // Only on-demand time counts: an interruptible lease adds no unit-second and no completion (#34 finding 5).
+      if (!l.interruptible) unitSeconds = metered < bought ? metered : bought;
+      else if (outcome === OUTCOME.Completed) outcome = OUTCOME.Neutral;
       l.status = providerTotal === l.paid ? S.Settled : S.Ended;
     } else if (reason === R.CoSigned || providerTotal === 0n) {
       l.status = reason === R.CoSigned ? S.Settled : S.Cancelled;
@@ -764,7 +767,7 @@ export class Model {
       const end = endOf(l);
       if (now >= end) revert("LeaseExpired");
       accrued = accruedUntil(l, now);
-      unitSeconds = BigInt(l.units) * BigInt(now - l.start);
+      if (!l.interruptible) unitSeconds = BigInt(l.units) * BigInt(now - l.start);
       newDeposit = BigInt(newUnits) * l.price * BigInt(end - now);
       refund = l.deposit - accrued - newDeposit;
       if (now < l.stopAt + FAULT_SUBMISSION_WINDOW) {
@@ -1168,6 +1171,20 @@ export function generate(r: Rng, st: State, w: World): Step {
   const unregistered = w.providers.filter((a) => !st.providers[a]!.registered);
   if (unregistered.length && r.chance(0.1)) return { kind: "register", who: r.pick(unregistered) };
   const anyone = () => r.pick([w.R1, w.R2, w.A, w.P, w.governance]);
+  if (roll < 20 && r.chance(0.15)) {
+    // #34 finding 5: the attacker rents its own idle units to itself as interruptible at its offer's floor bid.
+    const own = w.offers.map((o, i) => [o.offer, i] as const).filter(([o]) => getAddress(o.provider) === w.A);
+    const [offer, index] = r.pick(own);
+    const terms: Terms = {
+      units: r.int(1, 4),
+      duration: r.int(10, 400),
+      maxPricePerUnitSecond: 10n,
+      interruptible: true,
+      bidPerUnitSecond: offer.minBidPerUnitSecond,
+      preempt: [],
+    };
+    return { kind: "open", who: w.A, offer: index, terms };
+  }
   if (roll < 20) {
     const who = r.chance(0.4) ? w.A : r.pick(w.renters);
     const offerIndex = r.chance(0.6) ? r.pick([0, 2, 1]) : r.int(0, w.offers.length - 1);
@@ -1683,6 +1700,20 @@ function checkPromises(w: World, st: State, known: ReadonlySet<string>): void {
   check(gain <= bound, `attacker gained ${gain}, above its bound ${bound}`);
 }
 
+/**
+ * Reputation costs what it measures (#34 finding 5): every unit-second a provider's reputation counts (on chain)
+ * is one of its on-demand leases paid at that lease's price, time a real renter could not take back; interruptible
+ * leases (its own at a floor bid included) add none.
+ */
+function checkReputation(w: World, st: State, snap: Snapshot): void {
+  w.providers.forEach((a, i) => {
+    let onDemand = 0n;
+    for (const l of st.leases) if (l.provider === a && !l.interruptible) onDemand += meteredBound(l, st.now) / l.price;
+    const counted = snap.providers[i]!.unitSecondsDelivered;
+    check(counted <= onDemand, `provider ${label(w, a)}: reputation counts ${counted} unit-seconds, its on-demand leases paid for ${onDemand}`);
+  });
+}
+
 /** Liveness after a step: someone can end each running lease; a provider can start unstaking its free stake. */
 async function checkLiveness(w: World, st: State, known: ReadonlySet<string>): Promise<void> {
   for (const l of st.leases) {
@@ -1863,7 +1894,10 @@ export async function runInvariants(connection: Connection, options: RunOptions)
         try {
           compare(w, model.st, snap);
           if (model.st.blocked.length || Object.values(model.st.owed).some((v) => v > 0n)) await compareOwed(w, model.st);
-          if (options.promises !== false) checkPromises(w, model.st, known);
+          if (options.promises !== false) {
+            checkPromises(w, model.st, known);
+            checkReputation(w, model.st, snap);
+          }
           if (phase === 0 && options.liveness !== false && outcome.ok) await checkLiveness(w, model.st, known);
         } catch (error) {
           if (error instanceof Violation) throw new Violation(`step ${n} ${stringify(step)}: ${error.message}`);
