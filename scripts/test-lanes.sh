@@ -7,6 +7,9 @@
 #           extend must land while it runs. Beside the other lanes it twice saw its lease end
 #           before its extend, which it never did alone or under a plain CPU load; alone it costs
 #           no wall time, as lane 1 stays the longest even without it.
+#           Two attestation tests run after it in that process (about 20 s): alone they pass, but
+#           in lane 2's process, after the other attestation files, their attestors never reach a
+#           first pass (a cross-file interaction not yet found: issue 35's note says so).
 #   lane 1: the rest of test/e2e/ and the node tests that drive Podman, one after another. They
 #           start real nodes, devnets and CLIs, and the Podman tests share the container storage,
 #           so they never run beside each other;
@@ -29,7 +32,7 @@ lane1=()
 lane2=()
 for file in "${all[@]}"; do
   case "$file" in
-    test/e2e/readme.test.ts) lane0+=("$file") ;;
+    test/e2e/readme.test.ts | test/node/attest-backoff.test.ts | test/node/attest-busy.test.ts) lane0+=("$file") ;;
     test/e2e/* | test/node/provider-container.test.ts | test/node/provider-images.test.ts) lane1+=("$file") ;;
     *) lane2+=("$file") ;;
   esac
