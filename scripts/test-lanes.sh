@@ -7,9 +7,9 @@
 #           extend must land while it runs. Beside the other lanes it twice saw its lease end
 #           before its extend, which it never did alone or under a plain CPU load; alone it costs
 #           no wall time, as lane 1 stays the longest even without it.
-#           Two attestation tests run after it in that process (about 20 s): alone they pass, but
-#           in lane 2's process, after the other attestation files, their attestors never reach a
-#           first pass (a cross-file interaction not yet found: issue 35's note says so).
+#           Two attestation tests run after it in that process (about 20 s): their attestors'
+#           first challenges are timing-sensitive on a loaded host (two at once meet as `busy`,
+#           retried only at the next scan), and lane 0 is the quietest place to run them.
 #   lane 1: the rest of test/e2e/ and the node tests that drive Podman, one after another. They
 #           start real nodes, devnets and CLIs, and the Podman tests share the container storage,
 #           so they never run beside each other;
