@@ -46,6 +46,8 @@ async function withClient<T>(flags: RenterFlags, needWallet: boolean, run: (clie
     rpcUrl,
     account,
     bootstrap,
+    // One command is a short-lived client: it pulls the book, never joins gossip (issue #40 item 12).
+    gossip: false,
     deployment: flags.deployments,
     stateFile,
     onProgress: (line) => progress(Boolean(flags.json), line),
