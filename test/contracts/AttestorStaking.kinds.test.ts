@@ -45,12 +45,9 @@ describe("AttestorStaking: every fault kind is disputable, and a liar gains noth
     await connection.networkHelpers.time.increase(20);
     for (const kind of [0, 3, 7, 255]) {
       const fault = { leaseId, kind, observedAt: activatedAt + 5 };
-      await connection.viem.assertions.revertWithCustomErrorWithArgs(
-        s.market.write.submitFault([fault, await faultSignatures(s as Suanli, fault)]),
-        s.market,
-        "InvalidFaultKind",
-        [kind],
-      );
+      await connection.viem.assertions.revertWithCustomErrorWithArgs(s.market.write.submitFault([fault, await faultSignatures(s as Suanli, fault)]), s.market, "InvalidFaultKind", [
+        kind,
+      ]);
     }
     for (const kind of [FaultKind.unresponsive, FaultKind.capacity]) {
       const { leaseId: id, activatedAt: at } = await openActive(s as Suanli);
