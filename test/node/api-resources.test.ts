@@ -104,7 +104,7 @@ describe("HTTP API and SDK: host resources", () => {
       );
       assert.deepEqual(result.candidates[0]!.parts[0]!.entry.resources, declared);
     } finally {
-      feed.close();
+      await feed.close();
     }
   });
 });
