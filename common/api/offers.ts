@@ -96,6 +96,12 @@ export const offerViewSchema = z.strictObject({
   maxDuration: uint32Schema,
   collateralBps: uint16Schema,
   startWindow: uint32Schema,
+  resources: z
+    .strictObject({ cpuCoresPerUnit: uint16Schema, memoryMiBPerUnit: uint32Schema, diskMiBPerUnit: uint32Schema })
+    .optional()
+    .describe(
+      'CPU cores, host memory (MiB) and disk (MiB) each unit comes with, as the provider\'s runtime enforces them: a lease of N units gets N times these (docs/provider.md, "Resources per GPU"). Absent when the provider declares none (its node runs without resource bounds, or predates them).',
+    ),
   leaseChecks: z
     .strictObject({ shareBps: uint16Schema })
     .describe(

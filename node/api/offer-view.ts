@@ -73,6 +73,7 @@ export function toOfferView(entry: OfferEntry, nowSeconds: number): OfferView {
     maxDuration: offer.maxDuration,
     collateralBps: offer.collateralBps,
     startWindow: offer.startWindow,
+    ...(entry.message.resources ? { resources: entry.message.resources } : {}),
     leaseChecks: { shareBps: leaseCheckShareBps(entry.message.leaseChecks) },
     expiry: offer.expiry,
     capacity: {

@@ -49,6 +49,8 @@ export type SignedOfferSpec = {
   attestor?: LocalAccount;
   /** The attestation's `cc` (GPUs verified by confidential-computing evidence; default none). */
   cc?: Hex;
+  /** CPU cores, memory and disk per unit the offer declares; absent: none. */
+  resources?: { cpuCoresPerUnit: number; memoryMiBPerUnit: number; diskMiBPerUnit: number };
 };
 
 /** An offer-book entry with real EIP-712 signatures, parsed through the gossip message schema. */
@@ -119,6 +121,7 @@ export async function signedEntry(spec: SignedOfferSpec): Promise<OfferEntry> {
       addrs: ["/ip4/127.0.0.1/tcp/4001"],
       seq: spec.seq ?? 1,
       publishedAt: spec.at,
+      ...(spec.resources ? { resources: spec.resources } : {}),
     },
     peerKey,
   );

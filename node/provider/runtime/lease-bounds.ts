@@ -27,6 +27,11 @@ export const leaseBoundsSchema = z
     cpusPerUnit: z.number().int().positive().max(4_096).default(4),
     /** Memory per leased unit, bytes (RLIMIT_AS in the process runtime, `--memory` in containers). */
     memoryBytesPerUnit: positiveInt(Number.MAX_SAFE_INTEGER).default(32 * GiB),
+    /**
+     * Disk per leased unit for the task's workspace, bytes, declared in offers (host-resources.ts);
+     * the workspace bound of a lease of N units is N times this.
+     */
+    diskBytesPerUnit: positiveInt(Number.MAX_SAFE_INTEGER).default(100 * GiB),
     /** Processes and threads per lease (fork bombs stop here). */
     pidsPerLease: positiveInt(10_000_000).default(4_096),
     /** Size of the task's `/tmp` tmpfs, bytes (RAM-backed: counted against the host's memory). */
