@@ -76,7 +76,7 @@ describe("lease bounds: a task gets what its lease bought and no more", function
     assert.throws(() => leaseBoundsSchema.parse({ pidsPerLease: 1.5 }));
     assert.throws(() => leaseBoundsSchema.parse({ extra: 1 }));
     const two = leaseBounds(leaseBoundsSchema.parse({ cpusPerUnit: 2, memoryBytesPerUnit: 100 }), 2, 64);
-    assert.deepEqual(two, { cpus: 4, memoryBytes: 200, pids: 4096, tmpBytes: 1024 ** 3 });
+    assert.deepEqual(two, { cpus: 4, memoryBytes: 200, pids: 4096, tmpBytes: 1024 ** 3, workspaceBytes: 200 * 1024 ** 3 });
     assert.equal(leaseBounds(defaults, 8, 6).cpus, 6, "never more cores than the host has");
   });
 
@@ -93,7 +93,7 @@ describe("lease bounds: a task gets what its lease bought and no more", function
       units: 1,
       env: {},
       limits: {},
-      bounds: { cpus: 2, memoryBytes: 256 * MiB, pids: 64, tmpBytes: MiB },
+      bounds: { cpus: 2, memoryBytes: 256 * MiB, pids: 64, tmpBytes: MiB, workspaceBytes: 16 * MiB },
       network: false,
       stopGraceMs: 1000,
     });

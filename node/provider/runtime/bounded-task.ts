@@ -52,5 +52,11 @@ export async function boundedTask(options: LeaseBoundsOptions | undefined, taskI
 export function outOfMemory(task: BoundedTask | undefined, exit: { code: number | null; signal: string | null }): { name: string; message: string; blame: "renter" } | undefined {
   // bubblewrap reports a killed child as exit code 128 + 9.
   if (!task?.cgroup || (exit.signal !== "SIGKILL" && exit.code !== 137) || !task.cgroup.oomKilled()) return undefined;
-  return { name: "TaskOutOfMemoryError", message: `The task used more than its ${task.cgroup.bounds.memoryBytes} bytes of memory and was killed`, blame: "renter" };
+  return outOfMemoryError(task.cgroup.bounds.memoryBytes);
+}
+
+/** The error of a task the kernel killed for memory (both runtimes): the renter's side. */
+export function outOfMemoryError(memoryBytes: number | undefined): { name: string; message: string; blame: "renter" } {
+  const bound = memoryBytes === undefined ? "its memory bound" : `its ${memoryBytes} bytes of memory`;
+  return { name: "TaskOutOfMemoryError", message: `The task used more than ${bound} and was killed`, blame: "renter" };
 }

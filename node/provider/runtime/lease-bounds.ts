@@ -32,6 +32,11 @@ export const leaseBoundsSchema = z
     /** Size of the task's `/tmp` tmpfs, bytes (RAM-backed: counted against the host's memory). */
     tmpBytes: positiveInt(Number.MAX_SAFE_INTEGER).default(1 * GiB),
     /**
+     * The task's workspace disk per leased unit, bytes: the workspace is a file system of this
+     * size (workspace-disk.ts), so a task writing past it gets ENOSPC and the host's disk is untouched.
+     */
+    workspaceBytesPerUnit: positiveInt(Number.MAX_SAFE_INTEGER).default(100 * GiB),
+    /**
      * `required`: a task whose bounds cannot be applied (prlimit or taskset missing) is refused;
      * `off`: tasks run without these bounds (the node warns at every start).
      */
@@ -42,7 +47,7 @@ export const leaseBoundsSchema = z
 export type LeaseBoundsOptions = z.output<typeof leaseBoundsSchema>;
 
 /** What one task gets. */
-export type LeaseBounds = { cpus: number; memoryBytes: number; pids: number; tmpBytes: number };
+export type LeaseBounds = { cpus: number; memoryBytes: number; pids: number; tmpBytes: number; workspaceBytes: number };
 
 /** The bounds of a task on `units` leased units: per-unit values times the units, CPUs capped at the host's. */
 export function leaseBounds(options: LeaseBoundsOptions, units: number, hostCpus = availableParallelism()): LeaseBounds {
@@ -52,6 +57,7 @@ export function leaseBounds(options: LeaseBoundsOptions, units: number, hostCpus
     memoryBytes: Math.min(Number.MAX_SAFE_INTEGER, options.memoryBytesPerUnit * n),
     pids: options.pidsPerLease,
     tmpBytes: options.tmpBytes,
+    workspaceBytes: Math.min(Number.MAX_SAFE_INTEGER, options.workspaceBytesPerUnit * n),
   };
 }
 
