@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -73,6 +73,28 @@ describe("container runtime: lease bounds on real containers (Podman)", function
     assert.equal(result.status, "failed", lines.join("\n"));
     assert.equal(result.exitCode, 137);
     assert.equal(result.error, undefined);
+  });
+
+  it("writing past the workspace disk or /tmp gets ENOSPC in the task; the host keeps working and the next task runs", async () => {
+    const { result, lines } = await run(
+      'dd if=/dev/zero of=/workspace/big bs=1M count=40 2>/tmp/err; echo "ws=$? $(grep -c "No space left" /tmp/err)"; head -c 2000000 /dev/zero > /tmp/big 2>/dev/null; echo "tmp=$?"; echo "left=$(df -k /workspace | tail -1)"',
+    );
+    assert.equal(result.status, "succeeded", lines.join("\n"));
+    const ws = lines.find((line) => line.startsWith("ws=")) ?? "";
+    assert.equal(ws, "ws=1 1", lines.join("\n"));
+    assert.ok(lines.includes("tmp=1"), lines.join("\n"));
+    // The workspace file system is the lease's 16 MiB, not the host's disk.
+    const size = Number(/^left=\S+\s+(\d+)/.exec(lines.find((line) => line.startsWith("left=")) ?? "")?.[1]);
+    assert.ok(size > 8 * 1024 && size <= 16 * 1024, lines.join("\n"));
+    // Cleanup unmounted the workspace and deleted its image; the next lease starts clean.
+    assert.deepEqual(
+      (await readdir(root)).filter((entry) => entry !== ".images"),
+      [],
+    );
+    assert.ok(!(await readFile("/proc/mounts", "utf8")).includes(root), "no mount left under the workspace root");
+    const next = await run("echo fine > /workspace/ok; cat /workspace/ok");
+    assert.equal(next.result.status, "succeeded");
+    assert.ok(next.lines.includes("fine"));
   });
 
   it("a fork bomb stops at the lease's pids bound; nproc shows the lease's cores", async () => {

@@ -52,6 +52,7 @@ import {
 import { checkImageReference, compileFetchPolicy, type FetchPolicy } from "./fetch-policy.js";
 import { defaultSecretsBases, findSecretsRoot, imageHasShell, removeSecretsDir, TASK_SECRETS_DIR, TaskSecrets, withSecretsLoader } from "./container-secrets.js";
 import { ImageStore, type AcquiredImage } from "./images.js";
+import { mountWorkspaceDisk, unmountWorkspaceDisk } from "./workspace-disk.js";
 import { leaseBounds, type LeaseBoundsOptions } from "./lease-bounds.js";
 import { clampToHardLimits, type ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
@@ -273,6 +274,7 @@ export class ContainerRuntime implements Runtime {
     const secretsRoot = await findSecretsRoot(this.owner, this.secretsBases(), { create: false });
     if (secretsRoot) await removeSecretsDir(path.join(secretsRoot, taskId));
     await rm(path.join(this.root, `.${taskId}.bundle`), { force: true });
+    await unmountWorkspaceDisk(this.root, taskId);
     await rm(workspace, { recursive: true, force: true });
     return killed;
   }
@@ -312,7 +314,10 @@ export class ContainerRuntime implements Runtime {
     // string command runs under /bin/sh anyway; for an argv command Podman is asked first.
     const secretsInEnv = secrets.size > 0 && (typeof spec.command === "string" || engine.kind !== "podman" || (await imageHasShell(engine, image.id, this.probeFlags(selection))));
     const name = containerName(launch.taskId);
-    const removeWorkspace = () => rm(workspace, { recursive: true, force: true });
+    const removeWorkspace = async () => {
+      await unmountWorkspaceDisk(root, launch.taskId);
+      await rm(workspace, { recursive: true, force: true });
+    };
     const grace = this.options.stopGraceMs ?? 10_000;
     const bounds = this.options.bounds && this.options.bounds.enforce !== "off" ? leaseBounds(this.options.bounds, launch.devices.length) : undefined;
     const perUnitMemory = this.options.perUnit?.memoryBytes;
@@ -329,6 +334,8 @@ export class ContainerRuntime implements Runtime {
       await removeContainer();
       await removeWorkspace();
       await mkdir(workspace, { mode: 0o700 });
+      // The workspace is its own file system of the lease's size (workspace-disk.ts), bound into the container.
+      await mountWorkspaceDisk(this.options.bounds, launch.devices.length, root, launch.taskId);
       if (spec.bundle) {
         const limits = { ...DEFAULT_BUNDLE_LIMITS, ...this.options.bundle };
         const bundleFile = path.join(root, `.${launch.taskId}.bundle`);

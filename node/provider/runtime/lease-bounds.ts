@@ -35,7 +35,12 @@ export const leaseBoundsSchema = z
      * The task's workspace disk per leased unit, bytes: the workspace is a file system of this
      * size (workspace-disk.ts), so a task writing past it gets ENOSPC and the host's disk is untouched.
      */
-    workspaceBytesPerUnit: positiveInt(Number.MAX_SAFE_INTEGER).default(100 * GiB),
+    workspaceBytesPerUnit: z
+      .number()
+      .int()
+      .min(8 * 1024 ** 2)
+      .max(Number.MAX_SAFE_INTEGER)
+      .default(100 * GiB),
     /**
      * `required`: a task whose bounds cannot be applied (prlimit or taskset missing) is refused;
      * `off`: tasks run without these bounds (the node warns at every start).
