@@ -73,3 +73,28 @@ async function removeTree(dir: string, depth = 0): Promise<void> {
   for (const entry of entries) if (entry.isDirectory()) await removeTree(path.join(dir, entry.name), depth + 1);
   await rmdir(dir).catch(() => undefined);
 }
+
+/** A container task's memory bound and the evidence of its OOM kill: Podman's flag, or the parent's counters where the parent is used. */
+export class ContainerOom {
+  readonly parent: ContainerOomParent | undefined;
+  constructor(
+    readonly memoryBytes: number | undefined,
+    taskId: string,
+    cgroupfs: "v1" | "v2" | undefined,
+  ) {
+    this.parent = memoryBytes !== undefined && cgroupfs ? ContainerOomParent.forTask(taskId, cgroupfs) : undefined;
+  }
+
+  args(): string[] {
+    return this.parent?.args() ?? [];
+  }
+
+  async remove(): Promise<void> {
+    await this.parent?.remove();
+  }
+
+  /** Whether a container that ran was ended by the kernel for memory. */
+  async killed(state: { oomKilled: boolean; exitCode: number }): Promise<boolean> {
+    return state.oomKilled || (state.exitCode === 137 && (await this.parent?.oomKilled(this.memoryBytes)) === true);
+  }
+}

@@ -27,7 +27,7 @@ import { silentLogger, type Logger } from "../../log/logger.js";
 import { CommandNotFoundError, ContainerEngineError, RuntimeUnavailableError, SandboxNetworkError } from "../errors.js";
 import type { UnitMetrics } from "../inventory/inventory.js";
 import { outOfMemoryError } from "./bounded-task.js";
-import { ContainerOomParent, podmanCgroupfs } from "./container-oom.js";
+import { ContainerOom, ContainerOomParent, podmanCgroupfs } from "./container-oom.js";
 import { fetchBundle, unpackBundle } from "./bundle.js";
 import { buildContainerCreateArgs, deviceArgs, networkArgs, ulimitArgs, type PerUnitLimits } from "./container-args.js";
 import {
@@ -321,20 +321,17 @@ export class ContainerRuntime implements Runtime {
     const grace = this.options.stopGraceMs ?? 10_000;
     const bounds = this.options.bounds && this.options.bounds.enforce !== "off" ? leaseBounds(this.options.bounds, launch.devices.length) : undefined;
     const perUnitMemory = this.options.perUnit?.memoryBytes;
-    const memoryBytes = perUnitMemory !== undefined ? perUnitMemory * Math.max(1, launch.devices.length) : bounds?.memoryBytes;
-    // The evidence of an OOM kill where Podman's own flag does not say it (container-oom.ts).
-    const oomParent = memoryBytes !== undefined && selection.cgroupfs ? ContainerOomParent.forTask(launch.taskId, selection.cgroupfs) : undefined;
-    const removeContainer = async () => {
-      const removed = await removeContainers(engine, [name]).catch(() => 0);
-      await oomParent?.remove();
-      return removed;
-    };
+    // The memory bound, and the evidence of an OOM kill where Podman's own flag does not say it (container-oom.ts).
+    const oom = new ContainerOom(perUnitMemory !== undefined ? perUnitMemory * Math.max(1, launch.devices.length) : bounds?.memoryBytes, launch.taskId, selection.cgroupfs);
+    const removeContainer = () =>
+      removeContainers(engine, [name])
+        .catch(() => 0)
+        .finally(() => oom.remove());
     try {
       await mkdir(root, { recursive: true, mode: 0o700 });
       await removeContainer();
       await removeWorkspace();
       await mkdir(workspace, { mode: 0o700 });
-      // The workspace is its own file system of the lease's size (workspace-disk.ts), bound into the container.
       await mountWorkspaceDisk(this.options.bounds, launch.devices.length, root, launch.taskId);
       if (spec.bundle) {
         const limits = { ...DEFAULT_BUNDLE_LIMITS, ...this.options.bundle };
@@ -380,7 +377,7 @@ export class ContainerRuntime implements Runtime {
           network: this.options.network ?? true,
           stopGraceMs: grace,
           ociRuntime: selection.ociRuntime,
-          extraArgs: [...(oomParent?.args() ?? []), ...(this.options.extraArgs ?? [])],
+          extraArgs: [...oom.args(), ...(this.options.extraArgs ?? [])],
         });
       const created = await runEngine(engine.path, createArgs(secretsInEnv), 600_000);
       if (created.code !== 0) throw new ContainerEngineError("create the task's container", redactor.redact(engineErrorLine(created.stderr || created.stdout)));
@@ -423,7 +420,7 @@ export class ContainerRuntime implements Runtime {
             await proc.terminate(graceMs);
           } else await proc.exited;
         },
-        classifyExit: () => this.classify(engine, name, task, memoryBytes, oomParent),
+        classifyExit: () => this.classify(engine, name, task, oom),
         afterExit: async () => {
           image.release();
           await removeSecrets();
@@ -483,16 +480,10 @@ export class ContainerRuntime implements Runtime {
   }
 
   /** After `start --attach` ended without a stop: did the command run (its exit is the task's), or did the engine fail? */
-  private async classify(
-    engine: ContainerEngine,
-    name: string,
-    task: RunningTask,
-    memoryBytes: number | undefined,
-    oomParent: ContainerOomParent | undefined,
-  ): Promise<TaskExitError | undefined> {
+  private async classify(engine: ContainerEngine, name: string, task: RunningTask, oom: ContainerOom): Promise<TaskExitError | undefined> {
     const state = await inspectContainer(engine, name);
     // Killed by the kernel for going past the lease's --memory: the renter's side, as in the process runtime.
-    if (state?.started && (state.oomKilled || (state.exitCode === 137 && (await oomParent?.oomKilled(memoryBytes))))) return outOfMemoryError(memoryBytes);
+    if (state?.started && (await oom.killed(state))) return outOfMemoryError(oom.memoryBytes);
     if (state?.started) return undefined;
     // The command never ran: everything on stderr is the engine's.
     const engineLines = task

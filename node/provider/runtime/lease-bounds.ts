@@ -5,10 +5,11 @@
  *
  * | bound | process runtime (bubblewrap) | container runtime |
  * |---|---|---|
- * | cpus | `taskset` to the first N cores (`nproc` shows N) | `--cpus` |
- * | memoryBytes | RLIMIT_AS through prlimit (no cgroup v2 delegation used) | `--memory` (cgroup; the kernel's OOM killer) |
- * | pids | RLIMIT_NPROC: the node user's live threads plus the bound | `--pids-limit` |
+ * | cpus | `taskset` to the first N cores (`nproc` shows N), cgroup CPU quota | `--cpus`, `--cpuset-cpus` |
+ * | memoryBytes | cgroup (v1, or a delegated v2 subtree), else RLIMIT_AS through prlimit | `--memory` (cgroup; the kernel's OOM killer) |
+ * | pids | cgroup `pids.max`, else RLIMIT_NPROC: the node user's live threads plus the bound | `--pids-limit` |
  * | tmpBytes | `/tmp` is a tmpfs of this size; the sandbox root is read-only | `/tmp` is a tmpfs of this size |
+ * | workspaceBytes | the workspace is a loop-mounted ext4 image of this size (workspace-disk.ts) | the same, bound into the container |
  *
  * RLIMIT_AS counts address space, not resident memory: CUDA reserves large virtual ranges, so a
  * GPU host sets `memoryBytesPerUnit` generously (or `enforce: "off"` and bounds memory outside).
