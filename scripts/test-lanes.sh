@@ -37,7 +37,7 @@ lane2=()
 for file in "${all[@]}"; do
   case "$file" in
     test/e2e/readme.test.ts | test/node/attest-backoff.test.ts | test/node/attest-busy.test.ts) lane0+=("$file") ;;
-    test/e2e/* | test/node/provider-container.test.ts | test/node/provider-images.test.ts) lane1+=("$file") ;;
+    test/e2e/* | test/node/provider-container.test.ts | test/node/provider-container-bounds.test.ts | test/node/provider-images.test.ts) lane1+=("$file") ;;
     *) lane2+=("$file") ;;
   esac
 done

@@ -20,13 +20,14 @@
  * after the create, mounts them at /run/secrets, and loads them into the task's environment with
  * the image's /bin/sh.
  */
-import { leaseBounds, type LeaseBoundsOptions } from "./lease-bounds.js";
 import { mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { InvalidInputError } from "../../../common/errors.js";
 import { silentLogger, type Logger } from "../../log/logger.js";
 import { CommandNotFoundError, ContainerEngineError, RuntimeUnavailableError, SandboxNetworkError } from "../errors.js";
 import type { UnitMetrics } from "../inventory/inventory.js";
+import { outOfMemoryError } from "./bounded-task.js";
+import { ContainerOom, ContainerOomParent, podmanCgroupfs } from "./container-oom.js";
 import { fetchBundle, unpackBundle } from "./bundle.js";
 import { buildContainerCreateArgs, deviceArgs, networkArgs, ulimitArgs, type PerUnitLimits } from "./container-args.js";
 import {
@@ -51,6 +52,8 @@ import {
 import { checkImageReference, compileFetchPolicy, type FetchPolicy } from "./fetch-policy.js";
 import { defaultSecretsBases, findSecretsRoot, imageHasShell, removeSecretsDir, TASK_SECRETS_DIR, TaskSecrets, withSecretsLoader } from "./container-secrets.js";
 import { ImageStore, type AcquiredImage } from "./images.js";
+import { mountWorkspaceDisk, unmountWorkspaceDisk } from "./workspace-disk.js";
+import { leaseBounds, type LeaseBoundsOptions } from "./lease-bounds.js";
 import { clampToHardLimits, type ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
 import { parseCidr } from "./network-policy.js";
@@ -114,7 +117,7 @@ export type ContainerRuntimeOptions = {
 export const DEFAULT_IMAGE_CACHE_BYTES = 100 * 1024 ** 3;
 
 /** What the runtime settled on at its first use: engine, OCI runtime, rlimits. */
-type Selection = { engine: ContainerEngine; ociRuntime: string | undefined; limits: ResourceLimits; description: string };
+type Selection = { engine: ContainerEngine; ociRuntime: string | undefined; limits: ResourceLimits; description: string; cgroupfs: "v1" | "v2" | undefined };
 
 export class ContainerRuntime implements Runtime {
   readonly kind = "container" as const;
@@ -239,6 +242,7 @@ export class ContainerRuntime implements Runtime {
         engine,
         ociRuntime: candidate,
         limits,
+        cgroupfs: await podmanCgroupfs(engine),
         description: `${engine.kind} ${engine.version} with ${label}, ${networkText}, nofile ${limits.openFiles ?? "default"}, nproc ${limits.processes ?? "default"}`,
       };
     }
@@ -265,10 +269,12 @@ export class ContainerRuntime implements Runtime {
     let killed = 0;
     const { engine } = await this.engine();
     if (engine) killed += await removeContainers(engine, [containerName(taskId)]).catch(() => 0);
+    await ContainerOomParent.forTask(taskId, "v1").remove();
     killed += await reapTaskProcesses(workspace, hints);
     const secretsRoot = await findSecretsRoot(this.owner, this.secretsBases(), { create: false });
     if (secretsRoot) await removeSecretsDir(path.join(secretsRoot, taskId));
     await rm(path.join(this.root, `.${taskId}.bundle`), { force: true });
+    await unmountWorkspaceDisk(this.root, taskId);
     await rm(workspace, { recursive: true, force: true });
     return killed;
   }
@@ -308,14 +314,25 @@ export class ContainerRuntime implements Runtime {
     // string command runs under /bin/sh anyway; for an argv command Podman is asked first.
     const secretsInEnv = secrets.size > 0 && (typeof spec.command === "string" || engine.kind !== "podman" || (await imageHasShell(engine, image.id, this.probeFlags(selection))));
     const name = containerName(launch.taskId);
-    const removeContainer = () => removeContainers(engine, [name]).catch(() => 0);
-    const removeWorkspace = () => rm(workspace, { recursive: true, force: true });
+    const removeWorkspace = async () => {
+      await unmountWorkspaceDisk(root, launch.taskId);
+      await rm(workspace, { recursive: true, force: true });
+    };
     const grace = this.options.stopGraceMs ?? 10_000;
+    const bounds = this.options.bounds && this.options.bounds.enforce !== "off" ? leaseBounds(this.options.bounds, launch.devices.length) : undefined;
+    const perUnitMemory = this.options.perUnit?.memoryBytes;
+    // The memory bound, and the evidence of an OOM kill where Podman's own flag does not say it (container-oom.ts).
+    const oom = new ContainerOom(perUnitMemory !== undefined ? perUnitMemory * Math.max(1, launch.devices.length) : bounds?.memoryBytes, launch.taskId, selection.cgroupfs);
+    const removeContainer = () =>
+      removeContainers(engine, [name])
+        .catch(() => 0)
+        .finally(() => oom.remove());
     try {
       await mkdir(root, { recursive: true, mode: 0o700 });
       await removeContainer();
       await removeWorkspace();
       await mkdir(workspace, { mode: 0o700 });
+      await mountWorkspaceDisk(this.options.bounds, launch.devices.length, root, launch.taskId);
       if (spec.bundle) {
         const limits = { ...DEFAULT_BUNDLE_LIMITS, ...this.options.bundle };
         const bundleFile = path.join(root, `.${launch.taskId}.bundle`);
@@ -356,11 +373,11 @@ export class ContainerRuntime implements Runtime {
           secretsDir: taskSecrets?.hostDir,
           limits: selection.limits,
           perUnit: this.options.perUnit,
-          bounds: this.options.bounds && this.options.bounds.enforce !== "off" ? leaseBounds(this.options.bounds, launch.devices.length) : undefined,
+          bounds,
           network: this.options.network ?? true,
           stopGraceMs: grace,
           ociRuntime: selection.ociRuntime,
-          extraArgs: this.options.extraArgs,
+          extraArgs: [...oom.args(), ...(this.options.extraArgs ?? [])],
         });
       const created = await runEngine(engine.path, createArgs(secretsInEnv), 600_000);
       if (created.code !== 0) throw new ContainerEngineError("create the task's container", redactor.redact(engineErrorLine(created.stderr || created.stdout)));
@@ -403,7 +420,7 @@ export class ContainerRuntime implements Runtime {
             await proc.terminate(graceMs);
           } else await proc.exited;
         },
-        classifyExit: () => this.classify(engine, name, task),
+        classifyExit: () => this.classify(engine, name, task, oom),
         afterExit: async () => {
           image.release();
           await removeSecrets();
@@ -463,8 +480,10 @@ export class ContainerRuntime implements Runtime {
   }
 
   /** After `start --attach` ended without a stop: did the command run (its exit is the task's), or did the engine fail? */
-  private async classify(engine: ContainerEngine, name: string, task: RunningTask): Promise<TaskExitError | undefined> {
+  private async classify(engine: ContainerEngine, name: string, task: RunningTask, oom: ContainerOom): Promise<TaskExitError | undefined> {
     const state = await inspectContainer(engine, name);
+    // Killed by the kernel for going past the lease's --memory: the renter's side, as in the process runtime.
+    if (state?.started && (await oom.killed(state))) return outOfMemoryError(oom.memoryBytes);
     if (state?.started) return undefined;
     // The command never ran: everything on stderr is the engine's.
     const engineLines = task

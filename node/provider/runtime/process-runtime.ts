@@ -16,6 +16,7 @@ import { CommandNotFoundError, RuntimeUnavailableError, SandboxNetworkError } fr
 import type { UnitMetrics } from "../inventory/inventory.js";
 import { fetchBundle, unpackBundle } from "./bundle.js";
 import { boundedTask, outOfMemory, type BoundedTask } from "./bounded-task.js";
+import { mountWorkspaceDisk, unmountWorkspaceDisk } from "./workspace-disk.js";
 import type { LeaseBoundsOptions } from "./lease-bounds.js";
 import { clampToHardLimits, findExecutable, hasLimits, prlimitPrefix, type ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
@@ -237,6 +238,7 @@ export class ProcessRuntime implements Runtime {
     const killed = await reapTaskProcesses(workspace, hints);
     // The pasta of a networked task is not in its process group: stop it by its pid file.
     await stopTaskPasta(path.join(root, `.${taskId}.pasta.pid`));
+    await unmountWorkspaceDisk(root, taskId);
     await rm(workspace, { recursive: true, force: true });
     await rm(path.join(root, `.${taskId}.bundle`), { force: true });
     return killed;
@@ -256,6 +258,7 @@ export class ProcessRuntime implements Runtime {
     let bounded: BoundedTask | undefined;
     const removeWorkspace = async () => {
       await bounded?.cgroup?.remove();
+      await unmountWorkspaceDisk(root, launch.taskId);
       await rm(workspace, { recursive: true, force: true });
     };
 
@@ -269,6 +272,8 @@ export class ProcessRuntime implements Runtime {
     let env: Record<string, string>;
     let limitsApplied = false;
     try {
+      // The workspace is its own file system of the lease's size (workspace-disk.ts), before the bundle lands in it.
+      await mountWorkspaceDisk(this.options.bounds, launch.devices.length, root, launch.taskId);
       await fetchBundle({
         url: spec.bundle.url,
         sha256: spec.bundle.sha256,
