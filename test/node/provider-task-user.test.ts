@@ -11,10 +11,12 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import * as tar from "tar";
 import { parseInput } from "../../common/validation.js";
+import { ContainerRuntime } from "../../node/provider/runtime/container-runtime.js";
 import { ProcessRuntime } from "../../node/provider/runtime/process-runtime.js";
 import { readTaskFile } from "../../node/provider/runtime/task-files.js";
 import { DEFAULT_TASK_USER, blockingFolder, chownTree, lookupUser, nodeIsRoot, freeSubordinateStart, subordinateRangeOf } from "../../node/provider/runtime/task-user.js";
 import { taskSpecSchema, type TaskSpec } from "../../node/provider/runtime/task.js";
+import { BUSYBOX_IMAGE, requireContainerSupport } from "../support/container-images.js";
 
 const NODE = process.execPath;
 
@@ -105,6 +107,51 @@ describe("provider task user: root on the host is not root in the task (issue #3
     assert.equal((await stat(written)).gid, user.gid);
     assert.equal((await readTaskFile(path.join(workspace, "output"), "result.txt", 1024))?.toString(), "written by the task");
     assert.ok(!lines.some((line) => line.includes("ROOT-ONLY-SECRET")));
+    await task.cleanup();
+  });
+
+  it("a rootful Podman task's root is host uid <start> of suanli-task's subordinate range: a root-only host file mounted in is unreadable, its outputs are that id's", async () => {
+    await requireContainerSupport();
+    const user = await lookupUser(DEFAULT_TASK_USER);
+    const runtime = new ContainerRuntime({ workspaceRoot: path.join(dir, "data", "containers"), engine: "podman", network: false, gpus: false, stopGraceMs: 2_000 });
+    const isolation = await runtime.verify();
+    const range = subordinateRangeOf(await readFile("/etc/subuid", "utf8"), user ?? (await lookupUser(DEFAULT_TASK_USER))!);
+    assert.ok(range && range.start >= 100_000, "the node gave the task user a subordinate range");
+    assert.deepEqual(subordinateRangeOf(await readFile("/etc/subgid", "utf8"), (await lookupUser(DEFAULT_TASK_USER))!), range);
+    assert.match(isolation.description, new RegExp(`container root is host uid ${range.start}`));
+    const secret = path.join(dir, "podman-root-only.key");
+    await writeFile(secret, "ROOT-ONLY-SECRET", { mode: 0o600 });
+    const script = [
+      "cat /proc/self/uid_map",
+      "echo uid=$(id -u)",
+      "cat /secret.key >/dev/null 2>&1 && echo secret=read || echo secret=denied",
+      "mkdir -p output && echo from-container > output/result.txt && echo wrote",
+    ].join("; ");
+    // The operator's own flag mounts the file: the container's root still cannot read it.
+    const spec = parseInput(taskSpecSchema, { image: BUSYBOX_IMAGE, command: script }, "task") as TaskSpec;
+    const withMount = new ContainerRuntime({
+      workspaceRoot: path.join(dir, "data", "containers"),
+      engine: "podman",
+      network: false,
+      gpus: false,
+      stopGraceMs: 2_000,
+      extraArgs: ["--volume", `${secret}:/secret.key:ro`],
+      fetchPolicy: { allowNetworks: ["127.0.0.0/8"] },
+    });
+    const task = await withMount.prepare({ taskId: "uidc1", spec, devices: [], durationMs: 60_000 });
+    await task.start();
+    const result = await task.wait();
+    const lines = task.readLogs().lines.map((line) => line.text);
+    assert.equal(result.status, "succeeded", lines.join("\n"));
+    assert.ok(
+      lines.some((line) => new RegExp(`^\\s*0\\s+${range.start}\\s+65536$`).test(line)),
+      `uid_map: ${lines.join(" | ")}`,
+    );
+    assert.ok(lines.includes("uid=0"));
+    assert.ok(lines.includes("secret=denied"), lines.join("\n"));
+    const written = path.join(dir, "data", "containers", "uidc1", "output", "result.txt");
+    assert.equal((await stat(written)).uid, range.start);
+    assert.equal((await readTaskFile(path.dirname(written), "result.txt", 1024))?.toString(), "from-container\n");
     await task.cleanup();
   });
 

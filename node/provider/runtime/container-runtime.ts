@@ -28,7 +28,8 @@ import { silentLogger, type Logger } from "../../log/logger.js";
 import { CommandNotFoundError, ContainerEngineError, RuntimeUnavailableError, SandboxNetworkError } from "../errors.js";
 import type { UnitMetrics } from "../inventory/inventory.js";
 import { fetchBundle, unpackBundle } from "./bundle.js";
-import { buildContainerCreateArgs, deviceArgs, networkArgs, ulimitArgs, type PerUnitLimits } from "./container-args.js";
+import { buildContainerCreateArgs, deviceArgs, idMapArgs, networkArgs, ulimitArgs, type PerUnitLimits } from "./container-args.js";
+import { chownTree, DEFAULT_TASK_USER, ensureSubordinateRange, ensureTaskUser, nodeIsRoot, type SubordinateRange } from "./task-user.js";
 import {
   containerPid,
   detectContainerEngine,
@@ -108,13 +109,15 @@ export type ContainerRuntimeOptions = {
   images?: { cacheBytes?: number; insecureRegistries?: readonly string[]; pullTimeoutMs?: number };
   /** Where to look for a RAM filesystem for task secrets (container-secrets.ts); default $XDG_RUNTIME_DIR, /dev/shm, /run. */
   secretsBases?: readonly string[];
+  /** Rootful Podman maps containers to this user's subordinate ids (task-user.ts); default `suanli-task`. */
+  taskUser?: string;
 };
 
 /** Default size of the image cache: 100 GiB. */
 export const DEFAULT_IMAGE_CACHE_BYTES = 100 * 1024 ** 3;
 
 /** What the runtime settled on at its first use: engine, OCI runtime, rlimits. */
-type Selection = { engine: ContainerEngine; ociRuntime: string | undefined; limits: ResourceLimits; description: string };
+type Selection = { engine: ContainerEngine; ociRuntime: string | undefined; limits: ResourceLimits; description: string; idMap: SubordinateRange | undefined };
 
 export class ContainerRuntime implements Runtime {
   readonly kind = "container" as const;
@@ -203,9 +206,15 @@ export class ContainerRuntime implements Runtime {
     }
     const limits = await this.clampedLimits();
     const network = this.options.network ?? true;
+    // Rootful Podman: the container's root is an unprivileged host id (issue #33 item 5; rootless maps it to the node's uid).
+    const idMap =
+      nodeIsRoot() && engine.kind === "podman"
+        ? await ensureSubordinateRange(await ensureTaskUser(this.options.taskUser ?? DEFAULT_TASK_USER, this.logger), this.logger)
+        : undefined;
     const devices = this.options.gpus === false ? [] : [...new Set(this.options.probeDevices ?? [])];
     const amd = this.options.amdRenderNode;
     const flags = [
+      ...idMapArgs(idMap),
       ...ulimitArgs(limits),
       ...networkArgs(engine.kind, network),
       ...deviceArgs(engine.kind, devices, amd ? devices.map(amd) : undefined),
@@ -239,7 +248,8 @@ export class ContainerRuntime implements Runtime {
         engine,
         ociRuntime: candidate,
         limits,
-        description: `${engine.kind} ${engine.version} with ${label}, ${networkText}, nofile ${limits.openFiles ?? "default"}, nproc ${limits.processes ?? "default"}`,
+        idMap,
+        description: `${engine.kind} ${engine.version} with ${label}, ${networkText}${idMap ? `, container root is host uid ${idMap.start}` : ""}, nofile ${limits.openFiles ?? "default"}, nproc ${limits.processes ?? "default"}`,
       };
     }
     throw new RuntimeUnavailableError("container", `no OCI runtime could start a container with the task flags (${failures.join("; ")})`, [
@@ -334,6 +344,8 @@ export class ContainerRuntime implements Runtime {
           await rm(bundleFile, { force: true });
         }
       }
+      // The container's root (a host id of the task user's range) owns its workspace.
+      if (selection.idMap) await chownTree(workspace, selection.idMap.start, selection.idMap.start);
       if (secretsRoot) taskSecrets = await TaskSecrets.create(secretsRoot, launch.taskId, secrets);
       const plainEnv: Record<string, string> = {};
       for (const [key, value] of Object.entries(spec.env)) if (typeof value === "string") plainEnv[key] = value;
@@ -361,6 +373,7 @@ export class ContainerRuntime implements Runtime {
           stopGraceMs: grace,
           ociRuntime: selection.ociRuntime,
           extraArgs: this.options.extraArgs,
+          idMap: selection.idMap,
         });
       const created = await runEngine(engine.path, createArgs(secretsInEnv), 600_000);
       if (created.code !== 0) throw new ContainerEngineError("create the task's container", redactor.redact(engineErrorLine(created.stderr || created.stdout)));
@@ -430,7 +443,13 @@ export class ContainerRuntime implements Runtime {
 
   /** The flags a throwaway container of this node needs here (OCI runtime, rlimits, owner label). */
   private probeFlags(selection: Selection): string[] {
-    return [...(selection.ociRuntime ? ["--runtime", selection.ociRuntime] : []), ...ulimitArgs(selection.limits), "--label", `${OWNER_LABEL}=${this.owner}`];
+    return [
+      ...(selection.ociRuntime ? ["--runtime", selection.ociRuntime] : []),
+      ...idMapArgs(selection.idMap),
+      ...ulimitArgs(selection.limits),
+      "--label",
+      `${OWNER_LABEL}=${this.owner}`,
+    ];
   }
 
   /**
