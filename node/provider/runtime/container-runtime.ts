@@ -49,7 +49,7 @@ import {
   type EngineDetection,
   type EngineKind,
 } from "./container-engine.js";
-import { checkImageReference, compileFetchPolicy, type FetchPolicy } from "./fetch-policy.js";
+import { compileFetchPolicy, qualifiedImageReference, type FetchPolicy } from "./fetch-policy.js";
 import { defaultSecretsBases, findSecretsRoot, imageHasShell, removeSecretsDir, TASK_SECRETS_DIR, TaskSecrets, withSecretsLoader } from "./container-secrets.js";
 import { ImageStore, type AcquiredImage } from "./images.js";
 import { clampToHardLimits, type ResourceLimits } from "./limits.js";
@@ -292,7 +292,7 @@ export class ContainerRuntime implements Runtime {
       throw new InvalidInputError("task", [
         { path: "image", message: "the container runtime needs image (a registry reference) or imageArchive (an archive by URL with its sha256)" },
       ]);
-    if (spec.image) checkImageReference(spec.image, compileFetchPolicy(this.options.fetchPolicy));
+    const reference = spec.image ? qualifiedImageReference(spec.image, compileFetchPolicy(this.options.fetchPolicy)) : undefined;
     const secrets = secretsOf(spec);
     // This node's directory for task secrets on a RAM filesystem, made for the first task with secrets.
     const secretsRoot = secrets.size > 0 ? await findSecretsRoot(this.owner, this.secretsBases()) : undefined;
@@ -306,7 +306,7 @@ export class ContainerRuntime implements Runtime {
     const redactor = new Redactor(secrets);
     // Pulled or loaded here, before the lease is activated: the renter never pays for it.
     const image: AcquiredImage = await this.images.acquire(
-      spec.image ? { kind: "registry", reference: spec.image } : { kind: "archive", url: spec.imageArchive!.url, sha256: spec.imageArchive!.sha256 },
+      reference ? { kind: "registry", reference } : { kind: "archive", url: spec.imageArchive!.url, sha256: spec.imageArchive!.sha256 },
       { signal: options.signal },
     );
 
