@@ -109,6 +109,7 @@ export function createRuntime(
       perUnit: options.runtime.containerPerUnit,
       bounds,
       extraArgs: options.runtime.containerArgs,
+      taskUser: options.runtime.taskUser,
       gpus,
       // The self-test passes every unit's device: one the engine cannot resolve is found at start.
       probeDevices: gpus ? (context.inventory?.units ?? []).map((unit) => unit.device) : [],
@@ -122,6 +123,7 @@ export function createRuntime(
     sandbox: options.runtime.sandbox,
     bwrapPath: options.runtime.bwrapPath,
     readOnlyPaths: options.runtime.readOnlyPaths,
+    taskUser: options.runtime.taskUser,
     pastaPath: options.runtime.pastaPath,
     bounds,
     networkAllow: options.runtime.networkAllow,
