@@ -395,7 +395,7 @@ export class AttestorChallenge {
       throughput: measuredThroughput > maxUint64 ? maxUint64 : measuredThroughput,
       issuedAt,
       expiry: issuedAt + ttl,
-      // The transcript's keys: a provider or anyone can hold the attestor to this challenge (docs/attestation.md, "Accountability").
+      // The transcript's keys: a provider or anyone can hold the attestor to this challenge (docs/attestation-threats.md, "Slashing a forged attestation").
       challengeId: this.id,
       root: rootsHash(commit.message.roots),
       gpus: gpusHash(commit.message.devices),

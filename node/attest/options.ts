@@ -143,7 +143,7 @@ export const memoryOptionsSchema = z.strictObject({
 });
 
 /**
- * Confidential-computing evidence (docs/attestation.md, "Confidential-computing evidence"): the
+ * Confidential-computing evidence (docs/attestation-threats.md, "Confidential-computing evidence"): the
  * attestor verifies the per-unit GPU evidence a commit carries against these roots. Off while
  * `rootFiles` is empty (evidence is then ignored).
  */
@@ -168,7 +168,7 @@ export const ccOptionsSchema = z
       .default({}),
     /**
      * NVIDIA's reference integrity manifests (RIMs): the golden firmware measurements a GPU's
-     * report is compared with (docs/attestation.md, "Confidential-computing evidence in a
+     * report is compared with (docs/attestation-threats.md, "Confidential-computing evidence in a
      * challenge"). `files`: RIM XML files (one per VBIOS and per driver version in use, from
      * NVIDIA's RIM service), each verified at start-up to one of `rootFiles` (NVIDIA's RIM root,
      * another root than the devices'). `required`: a unit whose VBIOS or driver has no valid RIM

@@ -85,7 +85,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       const staking = await daemon.chain.publicClient.readContract({ address: daemon.registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
       throw new NotAnAttestorError(`${address} holds ATTESTOR_ROLE but not the minimum stake in the AttestorStaking ${staking}: its signatures would not count`, {
         metaMessages: [
-          'Stake the settlement token: AttestorStaking.stake(amount) after approving it (params().minStake is the minimum); see docs/attestation.md, "Trust in attestors".',
+          'Stake the settlement token: AttestorStaking.stake(amount) after approving it (params().minStake is the minimum); see docs/attestation-threats.md, "Trust in attestors".',
         ],
       });
     }
