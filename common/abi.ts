@@ -7432,6 +7432,16 @@ export const attestorStakingAbi = [
             "internalType": "bytes32",
             "name": "cc",
             "type": "bytes32"
+          },
+          {
+            "internalType": "uint16",
+            "name": "failures",
+            "type": "uint16"
+          },
+          {
+            "internalType": "uint32",
+            "name": "lastFailureAt",
+            "type": "uint32"
           }
         ],
         "internalType": "struct IAttestorStaking.Attestation",
@@ -7539,6 +7549,16 @@ export const attestorStakingAbi = [
             "internalType": "bytes32",
             "name": "cc",
             "type": "bytes32"
+          },
+          {
+            "internalType": "uint16",
+            "name": "failures",
+            "type": "uint16"
+          },
+          {
+            "internalType": "uint32",
+            "name": "lastFailureAt",
+            "type": "uint32"
           }
         ],
         "internalType": "struct IAttestorStaking.Attestation",
@@ -7633,6 +7653,16 @@ export const attestorStakingAbi = [
             "internalType": "bytes32",
             "name": "cc",
             "type": "bytes32"
+          },
+          {
+            "internalType": "uint16",
+            "name": "failures",
+            "type": "uint16"
+          },
+          {
+            "internalType": "uint32",
+            "name": "lastFailureAt",
+            "type": "uint32"
           }
         ],
         "internalType": "struct IAttestorStaking.Attestation",
