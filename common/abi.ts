@@ -7503,6 +7503,16 @@ export const attestorStakingAbi = [
             "internalType": "bytes32",
             "name": "cc",
             "type": "bytes32"
+          },
+          {
+            "internalType": "uint16",
+            "name": "failures",
+            "type": "uint16"
+          },
+          {
+            "internalType": "uint32",
+            "name": "lastFailureAt",
+            "type": "uint32"
           }
         ],
         "internalType": "struct IAttestorStaking.Attestation",
@@ -7610,6 +7620,16 @@ export const attestorStakingAbi = [
             "internalType": "bytes32",
             "name": "cc",
             "type": "bytes32"
+          },
+          {
+            "internalType": "uint16",
+            "name": "failures",
+            "type": "uint16"
+          },
+          {
+            "internalType": "uint32",
+            "name": "lastFailureAt",
+            "type": "uint32"
           }
         ],
         "internalType": "struct IAttestorStaking.Attestation",
@@ -7704,6 +7724,16 @@ export const attestorStakingAbi = [
             "internalType": "bytes32",
             "name": "cc",
             "type": "bytes32"
+          },
+          {
+            "internalType": "uint16",
+            "name": "failures",
+            "type": "uint16"
+          },
+          {
+            "internalType": "uint32",
+            "name": "lastFailureAt",
+            "type": "uint32"
           }
         ],
         "internalType": "struct IAttestorStaking.Attestation",
@@ -7817,6 +7847,16 @@ export const attestorStakingAbi = [
             "internalType": "bytes32",
             "name": "cc",
             "type": "bytes32"
+          },
+          {
+            "internalType": "uint16",
+            "name": "failures",
+            "type": "uint16"
+          },
+          {
+            "internalType": "uint32",
+            "name": "lastFailureAt",
+            "type": "uint32"
           }
         ],
         "internalType": "struct IAttestorStaking.Attestation",

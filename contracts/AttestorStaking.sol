@@ -37,7 +37,7 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
 
     /// @notice EIP-712 type hash of the Attestation an attestor signs (common/eip712.ts).
     bytes32 public constant ATTESTATION_TYPEHASH = keccak256(
-        "Attestation(address provider,uint32 machineId,bytes32 model,uint16 units,uint32 vramMiB,uint64 throughput,uint32 issuedAt,uint32 expiry,bytes32 challengeId,bytes32 root,bytes32 gpus,bytes32 cc)"
+        "Attestation(address provider,uint32 machineId,bytes32 model,uint16 units,uint32 vramMiB,uint64 throughput,uint32 issuedAt,uint32 expiry,bytes32 challengeId,bytes32 root,bytes32 gpus,bytes32 cc,uint16 failures,uint32 lastFailureAt)"
     );
     /// @notice EIP-712 type hash of the commit a provider signs (common/attest/commit.ts).
     bytes32 public constant ATTEST_COMMIT_TYPEHASH =

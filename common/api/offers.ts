@@ -58,6 +58,10 @@ export const attestationViewSchema = z.strictObject({
   cc: bytes32WireSchema.describe(
     "keccak256 of the verified GPUs, `<chip>:<deviceId>` per unit in unit order joined by newlines; zero when none. The same value on two machines' attestations means the same GPUs.",
   ),
+  failures: uint16Schema.describe(
+    'Failed challenges of the machine the attestor held when it signed (its failure history, the last week by default; only time clears it, a pass does not): a pass after failures says so (docs/attestation-threats.md, "Retrying").',
+  ),
+  lastFailureAt: uint32Schema.describe("When the latest of those failures ended (unix seconds); 0 with none."),
 });
 export type AttestationView = z.output<typeof attestationViewSchema>;
 

@@ -73,6 +73,8 @@ export const attestationWireSchema = z.strictObject({
   root: bytes32Schema,
   gpus: bytes32Schema,
   cc: bytes32Schema,
+  failures: uint16,
+  lastFailureAt: uint32,
 }) satisfies z.ZodType<Attestation, unknown>;
 
 export const signedAttestationSchema = z.strictObject({

@@ -61,6 +61,11 @@ interface IAttestorStaking {
         bytes32 root;
         bytes32 gpus;
         bytes32 cc;
+        /// @dev Failed challenges of the machine this attestor holds in its failure history (the last
+        ///      `failureHistorySeconds`, a week by default) when it signed; only time clears them.
+        uint16 failures;
+        /// @dev When the latest of them ended (Unix seconds), 0 with none.
+        uint32 lastFailureAt;
     }
 
     /// @notice Where a dispute stands.

@@ -44,6 +44,8 @@ export function toAttestationView(verified: VerifiedAttestation, nowSeconds: num
     current: attestation.expiry > nowSeconds,
     gpuIdentityVerified: attestation.cc !== NO_CC,
     cc: attestation.cc,
+    failures: attestation.failures,
+    lastFailureAt: attestation.lastFailureAt,
   };
 }
 

@@ -52,7 +52,8 @@ describe("many short-lived CLI clients through one node from one address (issue 
   });
 
   it(`${RUNS} clients in a row, each set up as one CLI command is, all see the offer`, async () => {
-    const { registry, market } = devnet.deployment.contracts;
+    const registry = devnet.deployment.contracts.registry!;
+    const market = devnet.deployment.contracts.market!;
     for (let run = 0; run < RUNS; run++) {
       // What `suanli offers` starts (node/cli/commands/renter.ts withClient → createClient with gossip: false).
       const feed = await startP2pFeed({
@@ -91,7 +92,8 @@ describe("many short-lived CLI clients through one node from one address (issue 
   });
 
   it("an SDK client whose bootstrap node is not running gets NetworkUnreachableError naming it", async () => {
-    const { registry, market } = devnet.deployment.contracts;
+    const registry = devnet.deployment.contracts.registry!;
+    const market = devnet.deployment.contracts.market!;
     const dead = `/ip4/127.0.0.1/tcp/1/p2p/${node.p2p.host.peerId.toString()}`;
     const feed = await startP2pFeed({ chainId: devnet.deployment.chainId, market, registry, publicClient: devnet.admin.publicClient, bootstrap: [dead], gossip: false });
     try {

@@ -140,6 +140,8 @@ export function attestationOf(provider: Address, machineId: number, units: numbe
     root,
     gpus: root,
     cc: `0x${"00".repeat(32)}`,
+    failures: 0,
+    lastFailureAt: 0,
   };
 }
 
