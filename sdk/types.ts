@@ -75,7 +75,9 @@ export const submitTaskParametersSchema = z
      * machines whose GPUs add up to these match (docs/matching.md). Default: not asked.
      */
     cpuCores: z.number().optional(),
+    /** Host memory for the whole task in GiB (offers declare it per GPU; the runtime's memory bound). Default: not asked. */
     memoryGiB: z.number().optional(),
+    /** Workspace disk for the whole task in GiB (offers declare it per GPU). Default: not asked. */
     diskGiB: z.number().optional(),
     /** Lowest provider reputation score accepted, 0 to 1 (default 0). */
     minReputation: z.number().optional(),

@@ -6,7 +6,8 @@
  * challenges. Every case ends with the money check (chaos.ts `checkLedger`).
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { removeDir } from "../support/chaos-host.js";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -136,7 +137,7 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
     await renter?.close();
     await bundles?.close();
     await devnet?.close();
-    if (dir) await rm(dir, { recursive: true, force: true });
+    if (dir) await removeDir(dir);
   });
 
   it("an attestor SIGKILLed mid-challenge: the provider is not penalised, the others attest it, the restarted attestor resumes from its records", async () => {

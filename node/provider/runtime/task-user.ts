@@ -15,13 +15,13 @@
  * A node not run as root needs none of this: its tasks already run as its own unprivileged uid
  * (bubblewrap maps only that uid; rootless Podman maps the container's root to it).
  */
-import { execFile } from "node:child_process";
 import { lstat, lchown, mkdtemp, readdir, readFile, realpath, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { RuntimeUnavailableError } from "../errors.js";
 import type { Logger } from "../../log/logger.js";
 import { findExecutable } from "./limits.js";
+import { execFileText } from "../../process/child.js";
 
 /** The default `provider.runtime.taskUser`. */
 export const DEFAULT_TASK_USER = "suanli-task";
@@ -54,7 +54,7 @@ export async function lookupUser(name: string, passwdFile = "/etc/passwd"): Prom
 
 function run(file: string, args: string[]): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
-    execFile(file, args, { timeout: 30_000 }, (error, stdout, stderr) => {
+    execFileText(file, args, { timeout: 30_000 }, (error, stdout, stderr) => {
       const code = error ? (typeof (error as NodeJS.ErrnoException & { code?: unknown }).code === "number" ? Number(error.code) : 1) : 0;
       resolve({ code, output: `${String(stdout)}${String(stderr)}`.trim() });
     });
@@ -299,7 +299,7 @@ export async function sandboxTaskUser(options: { name: string; readOnlyPaths: re
     ]);
   const probe = [...taskUserPrefix(tools, user, stage, stage), options.bwrapPath, ...PROBE_ARGS];
   const failure = await new Promise<string | undefined>((resolve) =>
-    execFile(probe[0]!, probe.slice(1), { timeout: 10_000 }, (error, _out, stderr) => resolve(error ? String(stderr).trim() || error.message : undefined)),
+    execFileText(probe[0]!, probe.slice(1), { timeout: 10_000 }, (error, _out, stderr) => resolve(error ? String(stderr).trim() || error.message : undefined)),
   );
   if (failure !== undefined)
     throw new RuntimeUnavailableError("process", `bubblewrap cannot create a sandbox as the task user ${name} (uid ${user.uid}): ${failure.slice(0, 300)}`, [

@@ -15,16 +15,15 @@
  * root (CAP_SYS_ADMIN), /dev/loop-control and mkfs.ext4 (e2fsprogs); without them a required
  * bound refuses the task (RuntimeUnavailableError) unless the operator sets `enforce: "off"`.
  */
-import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { chmod, open, rm, rmdir, stat } from "node:fs/promises";
 import path from "node:path";
-import { promisify } from "node:util";
 import { RuntimeUnavailableError } from "../errors.js";
 import { leaseBounds, type LeaseBoundsOptions } from "./lease-bounds.js";
 import { findExecutable } from "./limits.js";
+import { execFileTextAsync } from "../../process/child.js";
 
-const exec = promisify(execFile);
+const exec = execFileTextAsync;
 const TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const OPT_OUT = 'Set provider.runtime.bounds.enforce to "off" to run tasks without these bounds (any renter can then fill the host\'s disk).';
 
