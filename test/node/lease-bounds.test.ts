@@ -132,7 +132,7 @@ describe("lease bounds: a task gets what its lease bought and no more", function
     });
 
     it("writing past the workspace disk gets ENOSPC in the task; the host keeps working, the next task runs, nothing is left mounted", async () => {
-      const rt = runtime({ workspaceBytesPerUnit: 16 * MiB });
+      const rt = runtime({ diskBytesPerUnit: 16 * MiB });
       const { result, lines } = await run(
         rt,
         'dd if=/dev/zero of=big bs=1M count=40 2>/tmp/err; echo "ws=$? $(grep -c "No space left" /tmp/err)"; echo "size=$(df -k --output=size . | tail -1 | tr -d " ")"',

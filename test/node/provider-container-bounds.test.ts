@@ -39,7 +39,7 @@ describe("container runtime: lease bounds on real containers (Podman)", function
       gpus: false,
       fetchPolicy: { allowNetworks: ["127.0.0.0/8"] },
       stopGraceMs: 1_000,
-      bounds: leaseBoundsSchema.parse({ cpusPerUnit: 1, memoryBytesPerUnit: 64 * MiB, pidsPerLease: 32, tmpBytes: MiB, workspaceBytesPerUnit: 16 * MiB }),
+      bounds: leaseBoundsSchema.parse({ cpusPerUnit: 1, memoryBytesPerUnit: 64 * MiB, pidsPerLease: 32, tmpBytes: MiB, diskBytesPerUnit: 16 * MiB }),
     });
     await runtime.verify();
   });

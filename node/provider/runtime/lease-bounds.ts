@@ -28,20 +28,16 @@ export const leaseBoundsSchema = z
     cpusPerUnit: z.number().int().positive().max(4_096).default(4),
     /** Memory per leased unit, bytes (RLIMIT_AS in the process runtime, `--memory` in containers). */
     memoryBytesPerUnit: positiveInt(Number.MAX_SAFE_INTEGER).default(32 * GiB),
-    /**
-     * Disk per leased unit for the task's workspace, bytes, declared in offers (host-resources.ts);
-     * the workspace bound of a lease of N units is N times this.
-     */
-    diskBytesPerUnit: positiveInt(Number.MAX_SAFE_INTEGER).default(100 * GiB),
     /** Processes and threads per lease (fork bombs stop here). */
     pidsPerLease: positiveInt(10_000_000).default(4_096),
     /** Size of the task's `/tmp` tmpfs, bytes (RAM-backed: counted against the host's memory). */
     tmpBytes: positiveInt(Number.MAX_SAFE_INTEGER).default(1 * GiB),
     /**
-     * The task's workspace disk per leased unit, bytes: the workspace is a file system of this
-     * size (workspace-disk.ts), so a task writing past it gets ENOSPC and the host's disk is untouched.
+     * The task's workspace disk per leased unit, bytes, as offers declare it (host-resources.ts):
+     * the workspace of a lease of N units is a file system of N times this (workspace-disk.ts), so
+     * a task writing past it gets ENOSPC and the host's disk is untouched.
      */
-    workspaceBytesPerUnit: z
+    diskBytesPerUnit: z
       .number()
       .int()
       .min(8 * 1024 ** 2)
@@ -68,7 +64,7 @@ export function leaseBounds(options: LeaseBoundsOptions, units: number, hostCpus
     memoryBytes: Math.min(Number.MAX_SAFE_INTEGER, options.memoryBytesPerUnit * n),
     pids: options.pidsPerLease,
     tmpBytes: options.tmpBytes,
-    workspaceBytes: Math.min(Number.MAX_SAFE_INTEGER, options.workspaceBytesPerUnit * n),
+    workspaceBytes: Math.min(Number.MAX_SAFE_INTEGER, options.diskBytesPerUnit * n),
   };
 }
 
