@@ -22,11 +22,15 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-npx hardhat build --quiet || exit 1
-# The `suanli` command's bundle (scripts/build-cli.ts): the many CLI commands and nodes the tests
-# start then load one prebuilt file instead of compiling TypeScript at every start (about 2 s each
-# on 2 cores). bin/suanli.mjs runs the sources whenever the bundle is missing or not current.
-npx tsx scripts/build-cli.ts || exit 1
+# .ci/run builds both itself before it starts typecheck and lint beside the tests, and sets
+# SUANLI_LANES_BUILT=1 so that no second build writes artifacts while tsc reads them.
+if [ "${SUANLI_LANES_BUILT:-}" != 1 ]; then
+  npx hardhat build --quiet || exit 1
+  # The `suanli` command's bundle (scripts/build-cli.ts): the many CLI commands and nodes the tests
+  # start then load one prebuilt file instead of compiling TypeScript at every start (about 2 s each
+  # on 2 cores). bin/suanli.mjs runs the sources whenever the bundle is missing or not current.
+  npx tsx scripts/build-cli.ts || exit 1
+fi
 
 # The files hardhat-mocha would load for a plain `hardhat test mocha` (every .js/.cjs/.mjs/.ts/
 # .cts/.mts file under test/), split by path.
