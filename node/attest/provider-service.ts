@@ -233,7 +233,8 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
         } catch (error) {
           logger.info("Challenge refused", { challengeId: challenge.id, peer, reason: (error as ChallengeRefusedError).reason ?? "runner_failed" });
           refused();
-          return ChallengeResponder.refusal(challenge.id, error);
+          // Out of bounds, attestor share, lease budget: signed, so the attestor can check it (common/attest/refusal.ts).
+          return await responder.signedRefusal(challenge.id, error);
         }
       }
       const session = sessions.get(request.challengeId);
