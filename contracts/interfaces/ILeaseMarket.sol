@@ -68,7 +68,10 @@ interface ILeaseMarket is ILeaseMarketTypes {
     ///         faultMinCreditBps / 10000) on the lease as it was at observedAt (an extension made after
     ///         observedAt does not count), plus anything the provider claimed after observedAt, capped at the
     ///         collateral. A preempted lease in its notice period can be faulted too: accrual stops at
-    ///         observedAt, without credit (its collateral was released at the preemption).
+    ///         observedAt, without credit (its collateral was released at the preemption). Only the defined kinds
+    ///         are taken (InvalidFaultKind otherwise): 1, unresponsive (AttestorStaking.disputeFault proves one false
+    ///         with its signer's ProbeReceipt), and 2, capacity (disputeCapacityFault, with its signer's Attestation
+    ///         of the leased machine).
     /// @param fault The fault.
     /// @param signatures At least faultQuorum attestor signatures, ordered by strictly increasing signer.
     function submitFault(Fault calldata fault, bytes[] calldata signatures) external;
