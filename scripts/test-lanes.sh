@@ -7,14 +7,14 @@
 #           extend must land while it runs. Beside the other lanes it twice saw its lease end
 #           before its extend, which it never did alone or under a plain CPU load; alone it costs
 #           no wall time, as lane 1 stays the longest even without it.
-#           Two attestation tests run after it in that process (about 20 s): their attestors'
-#           first challenges are timing-sensitive on a loaded host (two at once meet as `busy`,
-#           retried only at the next scan), and lane 0 is the quietest place to run them.
 #   lane 1: the rest of test/e2e/ and the node tests that drive Podman, one after another. They
 #           start real nodes, devnets and CLIs, and the Podman tests share the container storage,
 #           so they never run beside each other;
 #   lane 2: every other test file (contracts, common, offers, p2p, sdk, node), on their own
-#           127.0.0.1:0 ports and temporary directories.
+#           127.0.0.1:0 ports and temporary directories. The attestation tests attest-backoff and
+#           attest-busy are back here: a scheduled challenge answered `busy` is retried within
+#           seconds (node/attest/challenger.ts BUSY_RETRY_BASE_MS), not at the next scan, and they
+#           passed run together with every other attestation test file.
 # The contracts are compiled and the CLI bundled once first; every lane runs with --no-compile. Each lane writes its
 # own log, printed in full once all are done (lane 0 first), and its own JSON summary; when
 # SUANLI_TEST_SUMMARY names a file, the summaries are added into it (the shape .ci/run reads).
@@ -40,7 +40,7 @@ lane1=()
 lane2=()
 for file in "${all[@]}"; do
   case "$file" in
-    test/e2e/readme.test.ts | test/node/attest-backoff.test.ts | test/node/attest-busy.test.ts) lane0+=("$file") ;;
+    test/e2e/readme.test.ts) lane0+=("$file") ;;
     test/e2e/* | test/node/provider-container.test.ts | test/node/provider-container-bounds.test.ts | test/node/provider-images.test.ts) lane1+=("$file") ;;
     *) lane2+=("$file") ;;
   esac

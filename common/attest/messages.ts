@@ -187,6 +187,13 @@ export const REFUSAL_REASONS = [
   "duplicate",
   "runner_failed",
   "unsupported_version",
+  // Signed by the provider (refusal.ts), checked by the attestor, never the provider's failure:
+  /** The challenge's window or size is out of the protocol's bounds (bounds.ts). */
+  "out_of_bounds",
+  /** The attestor has held the provider's slot for its share of the last hour (bounds.ts MAX_ATTESTOR_SLOT_MS). */
+  "attestor_share",
+  /** The leased machine's check budget is spent for this attestor (bounds.ts leaseCheckLimitMs). */
+  "lease_budget",
 ] as const;
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
@@ -196,6 +203,10 @@ export const refusalMessageSchema = z.strictObject({
   challengeId: bytes32Schema,
   reason: z.enum(REFUSAL_REASONS),
   message: z.string().max(512),
+  /** With a signed reason (refusal.ts): the attestor's use the provider counted and the limit it met, in ms. */
+  usage: z.strictObject({ attestorMs: timeMs, limitMs: timeMs }).optional(),
+  /** With a signed reason: the provider's EIP-712 signature of (challengeId, reason, usage) as `AttestRefusal`. */
+  signature: signatureSchema.optional(),
 });
 export type RefusalMessage = z.output<typeof refusalMessageSchema>;
 

@@ -109,9 +109,10 @@ export type ChallengeRequest = z.output<typeof challengeRequestSchema>;
  * Why an attestor could not run a challenge at all (not the machine's verdict):
  * `not_declared` (no such machine on-chain), `unreachable` (the provider's node did not answer),
  * `backoff` (the machine failed recently: see retryAfter), `busy` (too many challenges in flight),
- * `wrong_chain`, `internal`.
+ * `wrong_chain`, `internal`; and the provider's signed refusals this attestor checked
+ * (common/attest/refusal.ts): `out_of_bounds`, `attestor_share`, `lease_budget`.
  */
-export const CHALLENGE_ERRORS = ["not_declared", "unreachable", "backoff", "busy", "wrong_chain", "internal"] as const;
+export const CHALLENGE_ERRORS = ["not_declared", "unreachable", "backoff", "busy", "wrong_chain", "internal", "out_of_bounds", "attestor_share", "lease_budget"] as const;
 export type ChallengeErrorReason = (typeof CHALLENGE_ERRORS)[number];
 
 export const challengeOutcomeSchema = z.discriminatedUnion("outcome", [

@@ -462,7 +462,7 @@ export class OfferValidator {
   private attestationSigner(signed: SignedAttestation): Address | undefined {
     const a = signed.attestation;
     // Every signed field: a field left out would let a copy with that field changed reuse the cached signer.
-    const cacheKey = `${signed.signature}|${a.provider}|${a.machineId}|${a.model}|${a.units}|${a.vramMiB}|${a.throughput}|${a.issuedAt}|${a.expiry}|${a.challengeId}|${a.root}|${a.gpus}|${a.cc}`;
+    const cacheKey = `${signed.signature}|${a.provider}|${a.machineId}|${a.model}|${a.units}|${a.vramMiB}|${a.throughput}|${a.issuedAt}|${a.expiry}|${a.challengeId}|${a.root}|${a.gpus}|${a.cc}|${a.failures}|${a.lastFailureAt}`;
     const cached = this.attestationSigners.get(cacheKey);
     if (cached !== undefined) return (cached || undefined) as Address | undefined;
     const signer = this.recoverer.recoverSigner("Attestation", signed.attestation, signed.signature);

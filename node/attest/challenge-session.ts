@@ -5,6 +5,10 @@
  */
 import type { PeerId } from "@libp2p/interface";
 import { unitDeviceMismatch } from "../../common/attest/units.js";
+import { MAX_ATTESTOR_SLOT_MS, challengeBoundsViolation } from "../../common/attest/bounds.js";
+import { isSignedRefusalReason, recoverRefusalSigner } from "../../common/attest/refusal.js";
+import { refusalMessageSchema, type ChallengeMessage, type RefusalMessage } from "../../common/attest/messages.js";
+import { getAddress } from "viem";
 import {
   MAX_COMMIT_MESSAGE_BYTES,
   MAX_CONTROL_MESSAGE_BYTES,
@@ -39,6 +43,10 @@ export type ChallengeSessionOptions = {
   now: () => number;
   memory?: MemoryOptions;
 };
+
+/** Records read back to check a `lease_budget` refusal, and the slack allowed per record (clock skew, rounding). */
+const REFUSAL_HISTORY = 100;
+const REFUSAL_SLACK_MS = 1_000;
 
 export class ChallengeSession {
   private readonly now: () => number;
@@ -109,6 +117,14 @@ export class ChallengeSession {
       // failure: anyone can make a machine busy by asking an attestor to challenge it. It is an
       // error, tried again at the next scan.
       if (answer.reason === "busy") return { ...finish(refusal), outcome: "error", reason: "busy", detail: answer.message ?? "busy" };
+      // A signed refusal for a bound the attestor hit (issue 35 items 5, 8) is an error once it
+      // checks out; one that does not is the provider's failure (`refused`).
+      const signed = refusalMessageSchema.safeParse(commit);
+      if (signed.success && isSignedRefusalReason(signed.data.reason)) {
+        const wrong = await this.judgeRefusal(signed.data, challenge.message, claim.provider, claim.machineId);
+        if (!wrong) return { ...finish(refusal), outcome: "error", reason: signed.data.reason, detail: signed.data.message };
+        return this.deliver(peer, { ...finish(refusal), detail: `${signed.data.reason} refusal that does not check out: ${wrong}` });
+      }
       return this.deliver(peer, finish(refusal));
     }
     const next = challenge.onCommit(commit, commitAtMs);
@@ -147,6 +163,26 @@ export class ChallengeSession {
     if (memory.outcome === "pass" && mismatch === undefined) return this.deliver(peer, finish(outcome));
     const detail = memory.outcome === "fail" ? `${memory.reason}: ${memory.detail}` : `the memory phase named other GPUs than the GEMM commit (${mismatch})`;
     return this.deliver(peer, { ...finish(outcome), outcome: "fail", reason: "memory_phase", detail: detail.slice(0, 1_000), attestation: null });
+  }
+
+  /**
+   * Why a signed refusal does not check out, or undefined when it does: the provider signed it; an
+   * `out_of_bounds` challenge is out of bounds by its fields; an `attestor_share` names the
+   * protocol's limit; a `lease_budget` claims no more of this attestor's time on the machine than
+   * its own records show (its measure, connect to result, covers the provider's, accept to commit).
+   */
+  private async judgeRefusal(refusal: RefusalMessage, message: ChallengeMessage, provider: string, machineId: number): Promise<string | undefined> {
+    const reason = refusal.reason;
+    if (!isSignedRefusalReason(reason) || !refusal.usage || !refusal.signature) return "it is not signed";
+    const signer = await recoverRefusalSigner(this.o.attestor.settings.domain, message.id, reason, refusal.usage, refusal.signature);
+    if (!signer || getAddress(signer) !== getAddress(provider)) return "its signature is not the provider's";
+    if (reason === "out_of_bounds") return challengeBoundsViolation(message) ? undefined : "the challenge is within the protocol's bounds";
+    const { attestorMs, limitMs } = refusal.usage;
+    if (attestorMs <= 0 || attestorMs < limitMs) return `it counts ${attestorMs} ms against a limit of ${limitMs} ms`;
+    if (reason === "attestor_share") return limitMs === MAX_ATTESTOR_SLOT_MS ? undefined : `its limit ${limitMs} ms is not the protocol's ${MAX_ATTESTOR_SLOT_MS} ms`;
+    const own = (await this.o.results.history(machineId, REFUSAL_HISTORY)).filter((record) => record.challengeId && record.provider.toLowerCase() === provider.toLowerCase());
+    const ownMs = own.reduce((sum, record) => sum + Math.max(0, record.finishedAtMs - record.startedAtMs) + REFUSAL_SLACK_MS, 0);
+    return attestorMs <= ownMs ? undefined : `it counts ${attestorMs} ms of this attestor's checks; its own records show ${ownMs} ms at most`;
   }
 
   /** Maps a request failure to the challenge's verdict, or `unreachable` when nothing was learnt about the machine. */

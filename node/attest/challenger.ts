@@ -42,6 +42,16 @@ const FORCE_MIN_INTERVAL_MS = 60_000;
 const MAX_WAITING = 32;
 /** How long a challenge-request exchange may stay open (a challenge at the gpu preset takes about a minute at worst). */
 const REQUEST_EXCHANGE_TIMEOUT_MS = 10 * 60_000;
+/**
+ * A scheduled challenge answered `busy` (another attestor's challenge holds the provider's single
+ * slot) is tried again soon rather than at the next scan: after BUSY_RETRY_BASE_MS × attempt,
+ * jittered by ±50 % so that two attestors that met do not meet again, at most BUSY_RETRIES times
+ * in a row (then the next scan). A challenge holds the slot at most MAX_CHALLENGE_WINDOW_MS
+ * (2 min, common/attest/bounds.ts): five tries over 2+4+6+8+10 s ≈ 30 s cover the usual check
+ * (seconds to a minute), and bound this attestor's retries to 5 per machine per scan.
+ */
+export const BUSY_RETRY_BASE_MS = 2_000;
+export const BUSY_RETRIES = 5;
 
 export type ChallengerOptions = {
   host: SuanliHost;
@@ -80,6 +90,8 @@ export class Challenger {
   private timer: ReturnType<typeof setInterval> | undefined;
   private kickTimer: ReturnType<typeof setTimeout> | undefined;
   private unhandle: (() => Promise<void>) | undefined;
+  /** Scheduled challenges answered `busy` in a row per machine, and when the next try is due (unix ms). */
+  private readonly busyRetries = new Map<number, { count: number; atMs: number }>();
   /** When each machine last had a forced challenge (unix ms). */
   private readonly forcedAt = new Map<number, number>();
   private running = false;
@@ -188,7 +200,10 @@ export class Challenger {
     if (latest.outcome === "pass" && latest.attestation) {
       return latest.attestation.attestation.expiry - nowMs / 1000 <= this.o.options.refreshBeforeExpirySeconds;
     }
-    // An error (unreachable, busy) says nothing about the machine: try again at the next scan.
+    // Busy: tried again soon, a bounded number of times (BUSY_RETRIES).
+    const busy = this.busyRetries.get(machineId);
+    if (latest.outcome === "error" && latest.reason === "busy" && busy && busy.count <= BUSY_RETRIES && nowMs >= busy.atMs) return true;
+    // An error (unreachable, busy too often) says nothing about the machine: try again at the next scan.
     if (latest.outcome === "error") return nowMs - latest.finishedAtMs >= this.o.options.scheduleIntervalMs;
     // A failure whose backoff (above) has ended.
     return true;
@@ -396,6 +411,7 @@ export class Challenger {
     }
     await this.o.results.add(record);
     await this.o.failures.add(record, this.now());
+    if (trigger === "schedule") this.noteBusy(record);
     await Promise.resolve(this.o.onResult?.(record)).catch((error: unknown) => this.o.logger.warn("A challenge result's listener failed", { machineId }, error));
     this.o.metrics.attestChallenges.inc({ outcome: record.outcome, reason: record.reason ?? "", trigger });
     this.o.logger.info("Challenge recorded", {
@@ -407,6 +423,21 @@ export class Challenger {
       trigger,
     });
     return record;
+  }
+
+  /** A scheduled challenge answered `busy` is tried again after a short jittered wait (BUSY_RETRY_BASE_MS), at most BUSY_RETRIES times in a row. */
+  private noteBusy(record: ChallengeRecord): void {
+    if (record.outcome !== "error" || record.reason !== "busy") {
+      this.busyRetries.delete(record.machineId);
+      return;
+    }
+    const count = (this.busyRetries.get(record.machineId)?.count ?? 0) + 1;
+    const delayMs = Math.round(BUSY_RETRY_BASE_MS * count * (0.5 + Math.random()));
+    this.busyRetries.set(record.machineId, { count, atMs: this.now() + delayMs });
+    if (this.busyRetries.size > 10_000) this.busyRetries.delete(this.busyRetries.keys().next().value!);
+    if (count > BUSY_RETRIES || !this.running) return;
+    const timer = setTimeout(() => this.kick(), delayMs);
+    timer.unref();
   }
 
   /**

@@ -5,9 +5,12 @@ import type { RefusalReason } from "../../common/attest/messages.js";
 export class ChallengeRefusedError extends SuanliError {
   override name = "ChallengeRefusedError";
   readonly reason: RefusalReason;
-  constructor(reason: RefusalReason, shortMessage: string, options: { cause?: unknown; metaMessages?: string[] } = {}) {
+  /** With a signed reason (common/attest/refusal.ts): the attestor's use counted and the limit it met, in ms. */
+  readonly usage: { attestorMs: number; limitMs: number } | undefined;
+  constructor(reason: RefusalReason, shortMessage: string, options: { cause?: unknown; metaMessages?: string[]; usage?: { attestorMs: number; limitMs: number } } = {}) {
     super(shortMessage, options);
     this.reason = reason;
+    this.usage = options.usage;
   }
 }
 

@@ -39,7 +39,8 @@ import type { Logger } from "../log/logger.js";
 import { maxChallengeOps } from "./create.js";
 import { WrongChainError } from "../offers/gossip.js";
 import { ChallengeRefusedError, LeaseNotHeldError, NoProviderWalletError, TaskNotLiveError, UnauthorizedProbeError } from "./errors.js";
-import { ChallengeResponder, type ProviderMachine } from "./provider.js";
+import { ChallengeResponder, type ChallengeResponderOptions, type ProviderMachine } from "./provider.js";
+import { providerRegistryAbi } from "../../common/abi.js";
 import type { Runner } from "./runner/types.js";
 import { ProbeReceipts } from "./probe-receipts.js";
 import { FalseFaultDisputer } from "./false-faults.js";
@@ -82,6 +83,8 @@ export type ProviderAttestationOptions = {
   leaseCacheMs?: number;
   /** Runs the memory phase; default the runner's own (`runner.memory`, an external program's), else the CPU memory runner (exact, small sizes only). */
   memoryRunner?: MemoryRunner;
+  /** A machine's active lease, for the one check budget of its challenges (ChallengeResponder `leaseOf`); absent: no budget is enforced. */
+  leaseOf?: ChallengeResponderOptions["leaseOf"];
   /** Largest challenge accepted (int8 ops); default from `attest.maxChallengeTeraOps`. */
   maxOps?: bigint;
   now?: () => number;
@@ -122,6 +125,14 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
   const provider = getAddress(account.address);
   const lookup = typeof options.machines === "function" ? options.machines : listLookup(options.machines);
   const isAttestor = (address: Address) => daemon.chainView.isAttestor(address);
+  // The attestor set's size splits a lease's check budget (common/attest/bounds.ts); read at most once a minute.
+  let counted: { at: number; count: number } | undefined;
+  const attestorCount = async (): Promise<number> => {
+    if (counted && now() - counted.at < 60_000) return counted.count;
+    const count = Number(await daemon.chain.publicClient.readContract({ address: daemon.registry, abi: providerRegistryAbi, functionName: "attestorCount" }));
+    counted = { at: now(), count: Math.max(1, count) };
+    return counted.count;
+  };
 
   const responder = new ChallengeResponder({
     provider,
@@ -131,6 +142,8 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
     domain: daemon.domain,
     isAttestor,
     maxOps: options.maxOps ?? maxChallengeOps(daemon.config.attest),
+    ...(options.leaseOf ? { leaseOf: options.leaseOf } : {}),
+    attestorCount: () => attestorCount(),
     now,
     logger,
   });
@@ -233,7 +246,8 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
         } catch (error) {
           logger.info("Challenge refused", { challengeId: challenge.id, peer, reason: (error as ChallengeRefusedError).reason ?? "runner_failed" });
           refused();
-          return ChallengeResponder.refusal(challenge.id, error);
+          // Out of bounds, attestor share, lease budget: signed, so the attestor can check it (common/attest/refusal.ts).
+          return await responder.signedRefusal(challenge.id, error);
         }
       }
       const session = sessions.get(request.challengeId);

@@ -14,6 +14,8 @@ import { signCommit } from "../../common/attest/commit.js";
 import { unitSubChallenges } from "../../common/attest/units.js";
 import { verifyChallengeSignature } from "../../common/attest/challenge.js";
 import { challengeOps } from "../../common/attest/arithmetic.js";
+import { ATTESTOR_SLOT_PERIOD_MS, MAX_ATTESTOR_SLOT_MS, challengeBoundsViolation, leaseCheckLimitMs } from "../../common/attest/bounds.js";
+import { isSignedRefusalReason, signRefusal } from "../../common/attest/refusal.js";
 import {
   challengeMessageSchema,
   openRequestMessageSchema,
@@ -32,6 +34,9 @@ import { runDetached } from "../../common/detached.js";
 /** A machine as this provider declared it on-chain. */
 export type ProviderMachine = { machineId: number; model: string; units: number; vramMiB: number };
 
+/** A machine's active lease as the provider's node knows it: the in-lease check budget is counted from `activatedAtMs` at `shareBps`. */
+export type ProviderLease = { leaseId: bigint; activatedAtMs: number; shareBps: number };
+
 export type ChallengeResponderOptions = {
   /** The provider's address (its registered wallet). */
   provider: Address;
@@ -49,17 +54,30 @@ export type ChallengeResponderOptions = {
   clockSkewMs?: number;
   /** How long an answer is kept for its open request after the commit. Default 120 s. */
   retainMs?: number;
+  /**
+   * The machine's active lease, if any: all challenges of a leased machine share one budget
+   * (common/attest/bounds.ts leaseCheckLimitMs). Absent: no machine is leased.
+   */
+  leaseOf?: (machineId: number) => ProviderLease | undefined | Promise<ProviderLease | undefined>;
+  /** The on-chain attestor set's size (ProviderRegistry.attestorCount): the lease budget is split over it. Default 1. */
+  attestorCount?: () => number | Promise<number>;
   now?: () => number;
   logger?: Logger;
 };
 
 type Held = { commitment: RunnerCommitment; timer: NodeJS.Timeout };
+/** One challenge's hold of the slot: who, which machine (and lease), from when to when (ms). */
+type SlotUse = { attestor: string; lease: string | undefined; startMs: number; endMs: number };
+/** Slot uses kept (bounded: at 2 min a challenge, an hour holds at most a few hundred). */
+const MAX_SLOT_USES = 10_000;
 
 export class ChallengeResponder {
   private readonly options: ChallengeResponderOptions;
   private readonly held = new Map<string, Held>();
   private readonly seen = new Set<string>();
   private computing: string | undefined;
+  /** Finished holds of the slot, oldest first: per-attestor shares and lease budgets are counted from them. */
+  private readonly uses: SlotUse[] = [];
 
   constructor(options: ChallengeResponderOptions) {
     if (getAddress(options.signer.address) !== getAddress(options.provider)) throw new RangeError("the commit signer must be the provider's wallet");
@@ -87,6 +105,9 @@ export class ChallengeResponder {
     }
     const skew = this.options.clockSkewMs ?? 30_000;
     if (this.now > message.cutoffAtMs + skew) throw new ChallengeRefusedError("expired", "The challenge's cutoff has passed.");
+    if (message.issuedAtMs > this.now + skew) throw new ChallengeRefusedError("expired", "The challenge is issued in the future of this node's clock.");
+    const violation = challengeBoundsViolation(message);
+    if (violation) throw new ChallengeRefusedError("out_of_bounds", `The challenge is out of the protocol's bounds: ${violation}.`, { usage: { attestorMs: 0, limitMs: 0 } });
     const ops = challengeOps(message.rowsPerUnit * message.units, message.cols, message.rounds);
     if (ops > (this.options.maxOps ?? 10n ** 18n)) throw new ChallengeRefusedError("too_large", `The challenge needs ${ops} ops, more than this node accepts.`);
     if (this.seen.has(message.id)) throw new ChallengeRefusedError("duplicate", "This challenge was already answered.");
@@ -101,7 +122,13 @@ export class ChallengeResponder {
   async respond(input: unknown, options: { signal?: AbortSignal } = {}): Promise<CommitMessage> {
     const message = await this.accept(input);
     if (this.computing) throw new ChallengeRefusedError("busy", "Another challenge is being computed.");
+    const attestor = getAddress(message.attestor);
+    const lease = await this.options.leaseOf?.(message.machineId);
+    if (this.computing) throw new ChallengeRefusedError("busy", "Another challenge is being computed.");
+    await this.checkShares(attestor, message.machineId, lease);
+    if (this.computing) throw new ChallengeRefusedError("busy", "Another challenge is being computed.");
     this.computing = message.id;
+    const startMs = this.now;
     this.options.logger?.info("Challenge computing", { challengeId: message.id, machineId: message.machineId, attestor: message.attestor });
     this.seen.add(message.id);
     if (this.seen.size > 10_000) this.seen.delete(this.seen.values().next().value!);
@@ -132,6 +159,8 @@ export class ChallengeResponder {
       clearTimeout(timer);
       options.signal?.removeEventListener("abort", onGone);
       this.computing = undefined;
+      this.uses.push({ attestor, lease: lease ? leaseKey(message.machineId, lease) : undefined, startMs, endMs: this.now });
+      if (this.uses.length > MAX_SLOT_USES) this.uses.shift();
     }
     const retain = setTimeout(() => runDetached(this.release(message.id), this.options.logger, "Releasing a computed answer"), this.options.retainMs ?? 120_000);
     retain.unref();
@@ -158,6 +187,47 @@ export class ChallengeResponder {
     const fields = { challengeId: message.id, rowsPerUnit: commitment.rowsPerUnit, roots: [...commitment.roots], devices: [...devices] };
     const signature = await signCommit(this.options.signer, this.options.domain, fields);
     return { v: ATTEST_PROTOCOL_VERSION, type: "commit", ...fields, signature, ...(commitment.cc ? { cc: [...commitment.cc] } : {}) };
+  }
+
+  /**
+   * Refuses (signed, refusal.ts) an attestor that has held the slot for its share of the last hour
+   * (MAX_ATTESTOR_SLOT_MS), or that has used its part of a leased machine's check budget
+   * (leaseCheckLimitMs): all challenges of a leased machine count, whatever made the attestor send
+   * them (its own checks, a renewal, someone's request).
+   */
+  private async checkShares(attestor: Address, machineId: number, lease: ProviderLease | undefined): Promise<void> {
+    const nowMs = this.now;
+    const since = nowMs - ATTESTOR_SLOT_PERIOD_MS;
+    const held = this.uses.filter((use) => use.attestor === attestor && use.endMs > since).reduce((sum, use) => sum + (use.endMs - Math.max(use.startMs, since)), 0);
+    if (held >= MAX_ATTESTOR_SLOT_MS) {
+      throw new ChallengeRefusedError("attestor_share", `${attestor}'s challenges held this provider's slot ${held} ms of the last hour; at most ${MAX_ATTESTOR_SLOT_MS} ms.`, {
+        usage: { attestorMs: Math.floor(held), limitMs: MAX_ATTESTOR_SLOT_MS },
+      });
+    }
+    if (!lease) return;
+    const key = leaseKey(machineId, lease);
+    const spent = this.uses.filter((use) => use.attestor === attestor && use.lease === key).reduce((sum, use) => sum + (use.endMs - use.startMs), 0);
+    const count = Math.max(1, Math.floor(Number(await (this.options.attestorCount?.() ?? 1))));
+    const limit = leaseCheckLimitMs(lease.shareBps, nowMs - lease.activatedAtMs, count);
+    if (spent > 0 && spent >= limit) {
+      throw new ChallengeRefusedError(
+        "lease_budget",
+        `${attestor}'s challenges of machine ${machineId} took ${spent} ms of lease ${lease.leaseId}; its part of the lease's check budget is ${limit} ms (${lease.shareBps} bps of ${nowMs - lease.activatedAtMs} ms over ${count} attestors).`,
+        { usage: { attestorMs: Math.floor(spent), limitMs: limit } },
+      );
+    }
+  }
+
+  /**
+   * The refusal message for an error thrown by respond/open, signed by the provider's wallet when
+   * its reason is one the attestor checks (out of bounds, attestor share, lease budget).
+   */
+  async signedRefusal(challengeId: `0x${string}`, error: unknown): Promise<RefusalMessage> {
+    const refusal = ChallengeResponder.refusal(challengeId, error);
+    const usage = error instanceof ChallengeRefusedError ? error.usage : undefined;
+    if (!isSignedRefusalReason(refusal.reason) || !usage) return refusal;
+    const signature = await signRefusal(this.options.signer, this.options.domain, challengeId, refusal.reason, usage);
+    return { ...refusal, usage, signature };
   }
 
   /** Opens the rows the attestor picked. The answer is released afterwards (one open per challenge). */
@@ -200,4 +270,9 @@ export class ChallengeResponder {
   async close(): Promise<void> {
     await Promise.all([...this.held.keys()].map((id) => this.release(id)));
   }
+}
+
+/** A lease's key in the slot uses: the machine and the lease id (a new lease starts a new budget). */
+function leaseKey(machineId: number, lease: ProviderLease): string {
+  return `${machineId}:${lease.leaseId}`;
 }

@@ -7,43 +7,15 @@
  */
 import assert from "node:assert/strict";
 import { multiaddr } from "@multiformats/multiaddr";
-import { testTokenAbi } from "../../common/abi.js";
 import { requestChallenge } from "../../common/attest/request.js";
 import { readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { FaultKind } from "../../common/eip712.js";
-import type { ProviderMachine } from "../../node/attest/provider.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
-import type { Runner, RunnerChallenge } from "../../node/attest/runner/types.js";
-import {
-  addrOf,
-  DURATION,
-  machineOffer,
-  openActiveLease,
-  PRICE,
-  startAttestorDaemon,
-  startProviderDaemon,
-  TEST_MACHINE,
-  WrongRowsRunner,
-  type TestDaemon,
-} from "../support/attest.js";
-import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
+import { addrOf, machineOffer, startAttestorDaemon, type TestDaemon } from "../support/attest.js";
+import { leasedProvider, NO_OWN_CHECKS, SwitchRunner, TEST_LIVENESS as LIVENESS } from "../support/attest-lease.js";
+import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
-
-/** Honest until told to cheat (the provider answers wrong rows on purpose). */
-class SwitchRunner implements Runner {
-  readonly name = "switch";
-  cheating = false;
-  private readonly wrong = new WrongRowsRunner();
-  constructor(private readonly honest: Runner) {}
-  computeCommit(challenge: RunnerChallenge, options?: { signal?: AbortSignal }) {
-    return this.cheating ? this.wrong.computeCommit(challenge) : this.honest.computeCommit(challenge, options);
-  }
-  async close(): Promise<void> {}
-}
-
-const NO_OWN_CHECKS = { tickMs: 200, assumedChallengeMs: 600_000 };
-const LIVENESS = { probeIntervalMs: 1_000, probeTimeoutMs: 2_000, qosWindowSeconds: 30, minFailedProbes: 2, backupSubmitDelayMs: 3_000 };
 
 describe("the failure backoff is per machine and never holds an in-lease check (issue 35, item 2)", function () {
   this.timeout(180_000);
@@ -62,37 +34,23 @@ describe("the failure backoff is per machine and never holds an in-lease check (
 
   it("the provider fails its spare machine's challenge on purpose and re-forces it; its leased machine is still checked, and its wrong rows are faulted", async () => {
     const runner = new SwitchRunner(cpu);
-    const machines: ProviderMachine[] = [];
-    const provider = await startProviderDaemon(devnet, 1, { runner, machines: () => machines });
+    const { provider, machines, machineIds, leaseId } = await leasedProvider(devnet, 1, runner, { count: 2 });
     nodes.push(provider.daemon);
-    const [leased, spare] = await registerProvider(devnet, await devnet.wallet(1), {
-      peerId: provider.daemon.p2p.host.peerId.toString(),
-      stake: 10_000_000n,
-      machines: [TEST_MACHINE, TEST_MACHINE],
-    });
-    machines.push({ machineId: leased!, ...TEST_MACHINE }, { machineId: spare!, ...TEST_MACHINE });
     // Only the leased machine's offer at first: one simulated GPU passes one machine (one GPU, one machine).
-    await provider.daemon.offers.publisher!.set(machineOffer(machines[0]!));
-    const renter = await devnet.wallet(5);
-    const deposit = PRICE * BigInt(DURATION);
-    await fund(devnet, renter, deposit);
-    await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [devnet.deployment.contracts.market!, deposit] } as never);
-    const leaseId = await openActiveLease(devnet, renter, 1, leased!);
+    const [leased, spare] = machineIds;
 
     const role = { scheduleIntervalMs: 3_600_000, maxConcurrentChallenges: 4 };
-    // One attestor after the other: two first challenges at once would meet as `busy`, an error
-    // tried again only at the next scan (an hour here), which a loaded host made the common case.
-    const firstPass = (attestor: { results: { history(machineId: number): Promise<{ outcome: string }[]> } }) =>
-      waitFor("a first pass", async () => (await attestor.results.history(leased!)).some((record) => record.outcome === "pass"), { timeoutMs: 90_000 });
+    // Both attestors start together: their first challenges meet as `busy` at the provider, and
+    // the one refused tries again within seconds (BUSY_RETRY_BASE_MS), not at the next scan (an hour here).
     const b = await startAttestorDaemon(devnet, 7, { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role } });
     nodes.push(b.daemon);
-    await firstPass(b.attestor);
     const a = await startAttestorDaemon(devnet, 6, {
       p2p: { bootstrap: [addrOf(provider.daemon), addrOf(b.daemon)] },
       attest: { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role },
     });
     nodes.push(a.daemon);
-    await firstPass(a.attestor);
+    for (const { attestor } of [a, b])
+      await waitFor("a first pass", async () => (await attestor.results.history(leased!)).some((record) => record.outcome === "pass"), { timeoutMs: 90_000 });
 
     // The provider fails its spare machine's challenge on purpose, at both attestors, and re-forces it.
     runner.cheating = true;

@@ -12,51 +12,12 @@ import { requestChallenge } from "../../common/attest/request.js";
 import { readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { createHost } from "../../common/p2p/host.js";
-import type { ProviderMachine } from "../../node/attest/provider.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
-import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
-import {
-  addrOf,
-  DURATION,
-  machineOffer,
-  openActiveLease,
-  PRICE,
-  startAttestorDaemon,
-  startProviderDaemon,
-  TEST_MACHINE,
-  WrongRowsRunner,
-  type TestDaemon,
-} from "../support/attest.js";
-import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
+import { addrOf, startAttestorDaemon, type TestDaemon } from "../support/attest.js";
+import { HeldRunner, leasedProvider, NO_OWN_CHECKS, TEST_LIVENESS as LIVENESS } from "../support/attest-lease.js";
+import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
-import { testTokenAbi } from "../../common/abi.js";
 
-/** An honest runner the test can hold (a long challenge keeps the GPU) or switch to wrong rows. */
-class HeldRunner implements Runner {
-  readonly name = "held";
-  held = false;
-  cheating = false;
-  holding = 0;
-  private waiters: (() => void)[] = [];
-  private readonly wrong = new WrongRowsRunner();
-  constructor(private readonly cpu: CpuRunner) {}
-  release(): void {
-    this.held = false;
-    for (const wake of this.waiters.splice(0)) wake();
-  }
-  async computeCommit(challenge: RunnerChallenge, options?: { signal?: AbortSignal }): Promise<RunnerCommitment> {
-    if (this.held) {
-      this.holding++;
-      await new Promise<void>((resolve) => this.waiters.push(resolve));
-    }
-    return this.cheating ? this.wrong.computeCommit(challenge) : this.cpu.computeCommit(challenge, options);
-  }
-  async close(): Promise<void> {}
-}
-
-/** No in-lease checks of their own during the test (a first check assumed to cost 10 min). */
-const NO_OWN_CHECKS = { tickMs: 200, assumedChallengeMs: 600_000 };
-const LIVENESS = { probeIntervalMs: 1_000, probeTimeoutMs: 2_000, qosWindowSeconds: 30, minFailedProbes: 2, backupSubmitDelayMs: 3_000 };
 const REQUESTS_PER_HOUR = 4;
 
 describe("requests from anyone cannot get a provider faulted: busy is never a failure, requests are rate-limited and never fault (issue 35, item 1)", function () {
@@ -76,21 +37,9 @@ describe("requests from anyone cannot get a provider faulted: busy is never a fa
 
   it("a forced request keeps C busy on a leased machine: A's checks are refused busy every time and record no failure; a requester past its hourly allowance is refused; a requested challenge the machine fails proposes no fault; the lease stays active", async () => {
     const runner = new HeldRunner(cpu);
-    const machines: ProviderMachine[] = [];
-    const provider = await startProviderDaemon(devnet, 1, { runner, machines: () => machines });
+    const { provider, machineIds, leaseId } = await leasedProvider(devnet, 1, runner);
     nodes.push(provider.daemon);
-    const [machineId] = await registerProvider(devnet, await devnet.wallet(1), {
-      peerId: provider.daemon.p2p.host.peerId.toString(),
-      stake: 10_000_000n,
-      machines: [TEST_MACHINE],
-    });
-    machines.push({ machineId: machineId!, ...TEST_MACHINE });
-    await provider.daemon.offers.publisher!.set(machineOffer(machines[0]!));
-    const renter = await devnet.wallet(5);
-    const deposit = PRICE * BigInt(DURATION);
-    await fund(devnet, renter, deposit);
-    await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [devnet.deployment.contracts.market!, deposit] } as never);
-    const leaseId = await openActiveLease(devnet, renter, 1, machineId!);
+    const [machineId] = machineIds;
 
     const role = { scheduleIntervalMs: 3_600_000, maxConcurrentChallenges: 4, requestsPerRequesterPerHour: REQUESTS_PER_HOUR };
     const c = await startAttestorDaemon(devnet, 7, { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role } });

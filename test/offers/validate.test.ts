@@ -352,6 +352,21 @@ describe("offer validation pipeline", () => {
       assert.deepEqual(second.offer.attestation.attestors, []);
     });
 
+    it("an attestation whose failure history was wiped after signing, even once the genuine one was verified", async () => {
+      const attestor = createSigner();
+      chain.addAttestor(attestor.address);
+      const now = nowSec();
+      const genuine = signAttestationFast(attestor, { ...attest(attestor, provider.address, spec).attestation, failures: 3, lastFailureAt: now - 60 });
+      const first = await validator.validate(encodeOfferMessage(await buildOfferMessage(provider, spec, { attestations: [genuine] })));
+      assert.ok(first.ok && isAttested(first.offer.attestation, nowSec()));
+      // A provider hiding the failed challenges its pass came after: the same signature over "no failures".
+      const wiped = { ...genuine, attestation: { ...genuine.attestation, failures: 0, lastFailureAt: 0 } };
+      const second = await validator.validate(encodeOfferMessage(await buildOfferMessage(provider, spec, { seq: 2, attestations: [wiped] })));
+      assert.ok(second.ok, "an attestation by a non-attestor is ignored, not punished");
+      assert.equal(isAttested(second.offer.attestation, nowSec()), false);
+      assert.deepEqual(second.offer.attestation.attestors, []);
+    });
+
     it("inconsistent fields: private offer, unknown model, capacity above the machine, a start window the market refuses", async () => {
       const privateOffer = await buildOfferMessage(provider, spec, { offer: { renter: createSigner().address } });
       expectFailure(await validator.validate(encodeOfferMessage(privateOffer)), "private_offer", "reject");
