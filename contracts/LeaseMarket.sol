@@ -112,6 +112,11 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) {
                 revert InvalidLeaseStatus(leaseId, lease.status);
             }
+            // A completion's hold is released by the extension's claim, inside this call's guard.
+            if ((lease.flags & FLAG_HELD) != 0) {
+                _delegate();
+                return;
+            }
             paidBefore = lease.paid;
             provider = lease.provider;
             bool changed;
@@ -217,12 +222,29 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         uint256 stop = _min(block.timestamp, _endOf(lease));
         uint96 total = _accruedUntil(lease, stop);
         uint96 paidBefore = lease.paid;
+        // The provider is paid and the units freed now; the collateral stays locked and the unused deposit in escrow
+        // for FAULT_SUBMISSION_WINDOW (FLAG_HELD), so a fault observed before the completion still lands; `claim`
+        // releases both after it, and only then does reputation count the lease (issue #34, finding 1).
         lease.paid = total;
-        uint256 refund =
-            _finish(leaseId, lease, EndReason.Completed, uint32(stop), total, 0, IProviderRegistry.Outcome.Completed);
+        lease.stopAt = uint32(stop);
+        lease.endReason = EndReason.Completed;
+        lease.status = LeaseStatus.Ended;
+        lease.flags |= FLAG_HELD;
+        _storeEnd(leaseId, lease);
+        _REGISTRY.release(
+            lease.provider,
+            lease.machineId,
+            lease.units,
+            lease.interruptible,
+            0,
+            0,
+            lease.renter,
+            0,
+            IProviderRegistry.Outcome.Neutral
+        );
+        emit LeaseEnded(leaseId, EndReason.Completed, uint32(stop), total, lease.deposit - total, 0);
         emit CompletionReported(leaseId, exitCode, outputDigest, unitSeconds);
         _payProvider(leaseId, lease.provider, paidBefore, total);
-        _pay(lease.renter, refund);
     }
 
     // ---------------------------------------------------------------- run by the extension
@@ -502,6 +524,8 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             uint256 leaseId = leaseIds[i];
             Lease memory lease = _leases[leaseId];
             if (lease.machineId != machineId) revert PreemptWrongMachine(leaseId, machineId);
+            // Its own provider would end it without the termination (or start) penalty (issue #34, finding 1).
+            if (lease.provider == msg.sender && lease.renter != msg.sender) revert SelfPreemption(leaseId);
             if (lease.status == LeaseStatus.Active && block.timestamp >= _endOf(lease)) {
                 _finish(
                     leaseId,
@@ -633,6 +657,8 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
     function _claimOther(uint256 leaseId) private returns (address provider, uint96 paidBefore, uint96 amount) {
         Lease memory lease = _leases[leaseId];
         if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) return (address(0), 0, 0);
+        // A completion's hold is released by claim alone (it pays the renter, not the provider).
+        if ((lease.flags & FLAG_HELD) != 0) return (address(0), 0, 0);
         paidBefore = lease.paid;
         (amount,) = _accrue(leaseId, lease);
         return (lease.provider, paidBefore, amount);
@@ -645,6 +671,8 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             return _accruedUntil(lease, _min(block.timestamp, _endOf(lease)));
         }
         if (lease.status == LeaseStatus.Ended) {
+            // A completion's hold: the provider was paid in full at the completion.
+            if ((lease.flags & FLAG_HELD) != 0) return lease.paid;
             if (block.timestamp >= lease.stopAt) return lease.deposit;
             uint96 sofar = _accruedUntil(lease, block.timestamp);
             return sofar < lease.deposit ? sofar : lease.deposit;
