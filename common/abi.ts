@@ -3390,12 +3390,6 @@ export const leaseMarketAbi = [
       },
       {
         "indexed": false,
-        "internalType": "uint96",
-        "name": "refund",
-        "type": "uint96"
-      },
-      {
-        "indexed": false,
         "internalType": "bool",
         "name": "counted",
         "type": "bool"
@@ -5668,12 +5662,6 @@ export const leaseMarketExtensionAbi = [
         "internalType": "uint256",
         "name": "leaseId",
         "type": "uint256"
-      },
-      {
-        "indexed": false,
-        "internalType": "uint96",
-        "name": "refund",
-        "type": "uint96"
       },
       {
         "indexed": false,

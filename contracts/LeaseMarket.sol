@@ -109,13 +109,13 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             if (amount == 0) revert NothingToClaim(leaseId);
         } else {
             Lease memory lease = _leases[leaseId];
-            if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) {
-                revert InvalidLeaseStatus(leaseId, lease.status);
-            }
             // A completion's hold is released by the extension's claim, inside this call's guard.
             if ((lease.flags & FLAG_HELD) != 0) {
                 _delegate();
                 return;
+            }
+            if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) {
+                revert InvalidLeaseStatus(leaseId, lease.status);
             }
             paidBefore = lease.paid;
             provider = lease.provider;
@@ -222,13 +222,14 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         uint256 stop = _min(block.timestamp, _endOf(lease));
         uint96 total = _accruedUntil(lease, stop);
         uint96 paidBefore = lease.paid;
-        // The provider is paid and the units freed now; the collateral stays locked and the unused deposit in escrow
-        // for FAULT_SUBMISSION_WINDOW (FLAG_HELD), so a fault observed before the completion still lands; `claim`
-        // releases both after it, and only then does reputation count the lease (issue #34, finding 1).
+        // The provider is paid, the renter refunded and the units freed now; the collateral stays locked for
+        // FAULT_SUBMISSION_WINDOW (FLAG_HELD: `deposit` keeps the lease's deposit), so a fault observed before the
+        // completion still lands; `claim` releases it after that, and only then does reputation count the lease
+        // (issue #34, finding 1).
         lease.paid = total;
         lease.stopAt = uint32(stop);
         lease.endReason = EndReason.Completed;
-        lease.status = LeaseStatus.Ended;
+        lease.status = LeaseStatus.Settled;
         lease.flags |= FLAG_HELD;
         _storeEnd(leaseId, lease);
         _REGISTRY.release(
@@ -242,9 +243,11 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             0,
             IProviderRegistry.Outcome.Neutral
         );
-        emit LeaseEnded(leaseId, EndReason.Completed, uint32(stop), total, lease.deposit - total, 0);
+        uint96 refund = lease.deposit - total;
+        emit LeaseEnded(leaseId, EndReason.Completed, uint32(stop), total, refund, 0);
         emit CompletionReported(leaseId, exitCode, outputDigest, unitSeconds);
         _payProvider(leaseId, lease.provider, paidBefore, total);
+        _pay(lease.renter, refund);
     }
 
     // ---------------------------------------------------------------- run by the extension
@@ -657,8 +660,6 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
     function _claimOther(uint256 leaseId) private returns (address provider, uint96 paidBefore, uint96 amount) {
         Lease memory lease = _leases[leaseId];
         if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) return (address(0), 0, 0);
-        // A completion's hold is released by claim alone (it pays the renter, not the provider).
-        if ((lease.flags & FLAG_HELD) != 0) return (address(0), 0, 0);
         paidBefore = lease.paid;
         (amount,) = _accrue(leaseId, lease);
         return (lease.provider, paidBefore, amount);
@@ -671,8 +672,6 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             return _accruedUntil(lease, _min(block.timestamp, _endOf(lease)));
         }
         if (lease.status == LeaseStatus.Ended) {
-            // A completion's hold: the provider was paid in full at the completion.
-            if ((lease.flags & FLAG_HELD) != 0) return lease.paid;
             if (block.timestamp >= lease.stopAt) return lease.deposit;
             uint96 sofar = _accruedUntil(lease, block.timestamp);
             return sofar < lease.deposit ? sofar : lease.deposit;

@@ -47,7 +47,7 @@ contract LeaseMarketExtension is LeaseMarketBase {
         bool inNotice = lease.status == LeaseStatus.Ended && lease.endReason == EndReason.Preempted
             && block.timestamp < lease.stopAt;
         // A completion holds the collateral: a fault observed before it still lands (issue #34, finding 1).
-        bool held = lease.status == LeaseStatus.Ended && (lease.flags & FLAG_HELD) != 0;
+        bool held = (lease.flags & FLAG_HELD) != 0;
         if (lease.status != LeaseStatus.Active && !inNotice && !held) revert InvalidLeaseStatus(leaseId, lease.status);
         if (fault.kind == 0) revert InvalidFaultKind(fault.kind);
         uint256 end = inNotice || held ? lease.stopAt : _endOf(lease);
@@ -152,14 +152,15 @@ contract LeaseMarketExtension is LeaseMarketBase {
         uint256 leaseId = settlement.leaseId;
         Lease memory lease = _leases[leaseId];
         LeaseStatus status = lease.status;
-        if (status != LeaseStatus.Open && status != LeaseStatus.Active && status != LeaseStatus.Ended) {
+        bool held = (lease.flags & FLAG_HELD) != 0;
+        if (status != LeaseStatus.Open && status != LeaseStatus.Active && status != LeaseStatus.Ended && !held) {
             revert InvalidLeaseStatus(leaseId, status);
         }
         if (block.timestamp > settlement.deadline) revert SettlementExpired(settlement.deadline, block.timestamp);
         uint96 total = settlement.providerAmount;
-        if (total < lease.paid || total > lease.deposit) {
-            revert SettlementAmountOutOfRange(total, lease.paid, lease.deposit);
-        }
+        // A held completion was paid out: its renter co-signs the provider's total as it stands.
+        uint96 most = held ? lease.paid : lease.deposit;
+        if (total < lease.paid || total > most) revert SettlementAmountOutOfRange(total, lease.paid, most);
         bytes32 digest = _hashTypedDataV4(keccak256(abi.encode(SETTLEMENT_TYPEHASH, settlement)));
         _requireSigner(digest, renterSignature, lease.renter);
         _requireSigner(digest, providerSignature, lease.provider);
@@ -167,9 +168,9 @@ contract LeaseMarketExtension is LeaseMarketBase {
         uint96 paidBefore = lease.paid;
         uint256 refund;
         lease.paid = total;
-        if ((lease.flags & FLAG_HELD) != 0) {
+        if (held) {
             // The renter co-signs a completion: its hold ends now and it counts as one.
-            refund = _releaseHeld(leaseId, lease, IProviderRegistry.Outcome.Completed);
+            _releaseHeld(leaseId, lease, IProviderRegistry.Outcome.Completed);
         } else if (status == LeaseStatus.Ended) {
             refund = lease.deposit - total;
             lease.deposit = total;
@@ -288,8 +289,8 @@ contract LeaseMarketExtension is LeaseMarketBase {
     }
 
     /// @notice ILeaseMarket.claim, for a completed lease whose collateral is held (LeaseMarket.claim runs it inside its
-    ///         reentrancy guard): after FAULT_SUBMISSION_WINDOW, the collateral goes back to the provider and the unused
-    ///         deposit to the renter. Reputation counts a completion only if the lease ran to its end.
+    ///         reentrancy guard): after FAULT_SUBMISSION_WINDOW, the collateral goes back to the provider. Reputation
+    ///         counts a completion only if the lease ran to its end.
     /// @param leaseId The lease.
     function claim(uint256 leaseId) external onlyDelegated {
         Lease memory lease = _leases[leaseId];
@@ -297,10 +298,10 @@ contract LeaseMarketExtension is LeaseMarketBase {
         if (block.timestamp < until) revert CollateralHeld(leaseId, until);
         IProviderRegistry.Outcome outcome =
             lease.paid == lease.deposit ? IProviderRegistry.Outcome.Completed : IProviderRegistry.Outcome.Neutral;
-        _pay(lease.renter, _releaseHeld(leaseId, lease, outcome));
+        _releaseHeld(leaseId, lease, outcome);
     }
 
-
+    /// @notice ILeaseMarket.setParams.
     /// @param params_ The new parameters.
     function setParams(MarketParams calldata params_) external onlyDelegated {
         if (!IAccessControl(address(_REGISTRY)).hasRole(bytes32(0), msg.sender)) revert NotGovernance(msg.sender);
@@ -317,17 +318,11 @@ contract LeaseMarketExtension is LeaseMarketBase {
         _TOKEN.safeTransfer(to, amount);
     }
 
-    /// @dev Ends a completion's hold with the provider's total at `lease.paid`: the collateral goes back to the
-    ///         provider, the lease is Settled, reputation records `outcome` with the paid unit-seconds. Returns the
-    ///         renter's refund, which the caller pays (with the provider's share, if any, first).
-    function _releaseHeld(uint256 leaseId, Lease memory lease, IProviderRegistry.Outcome outcome)
-        private
-        returns (uint96 refund)
-    {
+    /// @dev Ends a completion's hold: the collateral goes back to the provider, `deposit` becomes the provider's total,
+    ///      reputation records `outcome` with the paid unit-seconds.
+    function _releaseHeld(uint256 leaseId, Lease memory lease, IProviderRegistry.Outcome outcome) private {
         uint96 collateral = _collateral(lease.deposit, lease.collateralBps);
-        refund = lease.deposit - lease.paid;
         lease.deposit = lease.paid;
-        lease.status = LeaseStatus.Settled;
         lease.flags &= ~FLAG_HELD;
         _storeState(leaseId, lease);
         // The units went back at the completion; the paid unit-seconds count now (units x metered seconds).
@@ -342,13 +337,13 @@ contract LeaseMarketExtension is LeaseMarketBase {
             uint64(_min(uint256(lease.units) * (lease.stopAt - lease.start), lease.paid / lease.price)),
             outcome
         );
-        emit CompletionReleased(leaseId, refund, outcome == IProviderRegistry.Outcome.Completed);
+        emit CompletionReleased(leaseId, outcome == IProviderRegistry.Outcome.Completed);
     }
 
     /// @dev A fault observed at `observedAt`, before the completion of a held lease: the provider keeps what accrued
-    ///      until then, its pay after it comes back from the collateral with the SLA credit, the renter gets the
-    ///      unused deposit with them. The credit is on the deposit before the lease's latest extension, if any (the
-    ///      latest extension time is overwritten by the completion's; never more than the lease was at observedAt).
+    ///      until then, its pay after it comes back to the renter from the collateral with the SLA credit (the unused
+    ///      deposit was refunded at the completion). The credit is on the deposit before the lease's latest extension,
+    ///      if any (the completion overwrote the extension's time; never more than the lease was at observedAt).
     function _faultHeld(uint256 leaseId, Lease memory lease, uint8 kind, uint32 observedAt, uint96 accruedAtFault)
         private
     {
@@ -359,9 +354,7 @@ contract LeaseMarketExtension is LeaseMarketBase {
         uint256 minCredit = uint256(_collateral(termsDeposit, lease.collateralBps)) * _params.faultMinCreditBps / BPS;
         if (credit < minCredit) credit = minCredit;
         credit = _min(credit + (lease.paid - accruedAtFault), collateral);
-        uint96 refund = lease.deposit - lease.paid;
         lease.deposit = lease.paid;
-        lease.status = LeaseStatus.Settled;
         lease.endReason = EndReason.Faulted;
         lease.stopAt = observedAt;
         lease.flags &= ~FLAG_HELD;
@@ -377,9 +370,9 @@ contract LeaseMarketExtension is LeaseMarketBase {
             uint64(accruedAtFault / lease.price),
             IProviderRegistry.Outcome.Faulted
         );
-        emit LeaseEnded(leaseId, EndReason.Faulted, observedAt, lease.paid, refund, uint96(credit));
+        emit LeaseEnded(leaseId, EndReason.Faulted, observedAt, lease.paid, 0, uint96(credit));
         emit FaultSubmitted(leaseId, kind, observedAt, uint96(credit));
-        _pay(lease.renter, uint256(refund) + credit);
+        _pay(lease.renter, credit);
     }
 
     /// @dev The SLA credit of a fault observed at `observedAt` on the lease as it was then (an extension made after

@@ -41,7 +41,7 @@ interface ILeaseMarket is ILeaseMarketTypes {
     /// @notice Pays the provider what the lease accrued since the last claim (anyone may call). A lease
     ///         past its end is finalized: units and collateral released, status Settled. A completed lease whose
     ///         hold is over (FAULT_SUBMISSION_WINDOW after its completion) is released: collateral back to the
-    ///         provider, the unused deposit to the renter (`CollateralHeld` before that).
+    ///         provider (`CollateralHeld` before that).
     /// @param leaseId The lease.
     function claim(uint256 leaseId) external;
 
@@ -57,9 +57,9 @@ interface ILeaseMarket is ILeaseMarketTypes {
     function close(uint256 leaseId) external;
 
     /// @notice The provider reports the result and ends the lease: accrual stops now (at the end if past it),
-    ///         the provider is paid and the units freed. The collateral and the renter's unused deposit are held
-    ///         FAULT_SUBMISSION_WINDOW more (a fault observed before the completion still lands), then released by
-    ///         `claim`. Reputation counts it as a completion only if the lease ran to its end (an early completion
+    ///         the provider is paid, the renter refunded and the units freed. The collateral stays locked
+    ///         FAULT_SUBMISSION_WINDOW more (a fault observed before the completion still lands), then `claim`
+    ///         releases it. Reputation counts it as a completion only if the lease ran to its end (an early completion
     ///         the renter did not co-sign with `settle` counts unit-seconds, never a completion). The report mirrors
     ///         the signed Completion (common/eip712.ts).
     /// @param leaseId The lease.
@@ -95,7 +95,7 @@ interface ILeaseMarket is ILeaseMarketTypes {
 
     /// @notice Settles a lease at a co-signed amount: the provider gets providerAmount in total, the renter
     ///         the rest of the deposit (anyone may submit both signatures). A completed lease still held is
-    ///         released at once and counts as a completion (the renter co-signed it).
+    ///         released at once, at providerAmount = paid, and counts as a completion (the renter co-signed it).
     /// @param settlement The settlement.
     /// @param renterSignature The renter's EIP-712 signature.
     /// @param providerSignature The provider's EIP-712 signature.

@@ -52,12 +52,14 @@ describe("LeaseMarket: a completion cannot walk away from the collateral (issue 
     await complete(s, leaseId);
     assert.equal(await balance(s, s.provider!.account.address), provider0 + 380_000n);
     await at(activatedAt + 2000);
+    // The unused deposit was refunded at the completion.
+    assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 380_000n);
     await connection.viem.assertions.emitWithArgs(s.market.write.submitFault([fault, signatures], { account: s.renter!.account }), s.market, "LeaseEnded", [
       leaseId,
       3,
       activatedAt + 1800,
       380_000n,
-      DEPOSIT - 380_000n,
+      0n,
       // As if the fault had landed before the completion: half the collateral for the half left at +1800, plus the
       // 100 s (20,000) the provider was paid after observedAt.
       180_000n + 20_000n,
@@ -76,13 +78,13 @@ describe("LeaseMarket: a completion cannot walk away from the collateral (issue 
     const { leaseId, activatedAt } = await openActive(s);
     await at(activatedAt + 1800);
     await complete(s, leaseId);
-    // Neither claimMany (it skips held leases) nor claim before stopAt + 600 releases the collateral.
+    // Neither claimMany (it skips Settled leases) nor claim before stopAt + 600 releases the collateral.
     await s.market.write.claimMany([[leaseId]], { account: s.provider!.account });
     await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.claim([leaseId], { account: s.provider!.account }), s.market, "CollateralHeld", [leaseId, BigInt(activatedAt + 2400)]);
     assert.equal((await standing(s)).locked, COLLATERAL);
     // The provider cannot terminate or complete it again either.
-    await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.terminate([leaseId], { account: s.provider!.account }), s.market, "InvalidLeaseStatus", [leaseId, 3]);
-    await viem.assertions.revertWithCustomErrorWithArgs(complete(s, leaseId), s.market, "InvalidLeaseStatus", [leaseId, 3]);
+    await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.terminate([leaseId], { account: s.provider!.account }), s.market, "InvalidLeaseStatus", [leaseId, 4]);
+    await viem.assertions.revertWithCustomErrorWithArgs(complete(s, leaseId), s.market, "InvalidLeaseStatus", [leaseId, 4]);
     await at(activatedAt + 2400);
     await s.market.write.claim([leaseId], { account: s.provider!.account });
     const provider = await standing(s);
@@ -115,11 +117,9 @@ describe("LeaseMarket: a completion cannot walk away from the collateral (issue 
     const { leaseId, activatedAt } = await openActive(s);
     await at(activatedAt + 1000);
     await complete(s, leaseId);
-    const renter0 = await balance(s, s.renter!.account.address);
     const settlement = { leaseId, providerAmount: 200_000n, deadline: activatedAt + 2000 };
     const signatures = [await settlementSignature(s, settlement, s.renter), await settlementSignature(s, settlement, s.provider)] as const;
-    await viem.assertions.emitWithArgs(s.market.write.settle([settlement, ...signatures], { account: s.renter!.account }), s.market, "CompletionReleased", [leaseId, DEPOSIT - 200_000n, true]);
-    assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 200_000n);
+    await viem.assertions.emitWithArgs(s.market.write.settle([settlement, ...signatures], { account: s.renter!.account }), s.market, "CompletionReleased", [leaseId, true]);
     const provider = await standing(s);
     assert.deepEqual([provider.locked, provider.leasesCompleted, provider.unitSecondsDelivered], [0n, 1n, 2000n]);
     assert.equal(await balance(s, s.market.address), 0n);
@@ -139,9 +139,8 @@ describe("LeaseMarket: a completion cannot walk away from the collateral (issue 
     const renter0 = await balance(s, s.renter!.account.address);
     await at(activatedAt + 2000);
     await s.market.write.submitFault([fault, signatures]);
-    // Credit on the lease as it was at observedAt: 180,000, plus the 20,000 paid after it; the rest refunded.
-    const extended = computeDeposit(2, PRICE, 3600 + 29 * 24 * 3600);
-    assert.equal(await balance(s, s.renter!.account.address), renter0 + extended - 380_000n + 200_000n);
+    // Credit on the lease as it was at observedAt: 180,000, plus the 20,000 paid after it (not the 29 days' collateral).
+    assert.equal(await balance(s, s.renter!.account.address), renter0 + 200_000n);
     assert.equal(await balance(s, s.market.address), 0n);
   });
 

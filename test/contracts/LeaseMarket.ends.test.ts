@@ -39,7 +39,7 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
   const stakeOf = async (s: Suanli) => (await s.registry.read.getProvider([s.provider!.account.address])).stake;
 
   describe("complete", () => {
-    it("stops accrual, pays the provider, holds the collateral and the refund for the fault window, then claim releases them", async () => {
+    it("stops accrual, pays the provider, refunds the renter, holds the collateral for the fault window, then claim releases it", async () => {
       const s = await load();
       const { viem } = connection;
       const { leaseId, activatedAt } = await openActive(s);
@@ -49,10 +49,11 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       const hash = s.market.write.complete([leaseId, -3, DIGEST, 1990n], { account: s.provider!.account });
       await viem.assertions.emitWithArgs(hash, s.market, "CompletionReported", [leaseId, -3, DIGEST, 1990n]);
       let lease = await readLease(s.publicClient, s.market.address, leaseId);
-      assert.deepEqual([lease.status, lease.endReason, lease.stopAt, lease.deposit, lease.paid, lease.claimable], ["Ended", "Completed", activatedAt + 1000, DEPOSIT, 200_000n, 0n]);
+      // Settled, with `deposit` still the lease's deposit while its collateral is held.
+      assert.deepEqual([lease.status, lease.endReason, lease.stopAt, lease.deposit, lease.paid, lease.claimable], ["Settled", "Completed", activatedAt + 1000, DEPOSIT, 200_000n, 0n]);
       assert.equal(await balance(s, s.provider!.account.address), provider0 + 200_000n);
-      assert.equal(await balance(s, s.renter!.account.address), renter0);
-      assert.equal(await balance(s, s.market.address), DEPOSIT - 200_000n);
+      assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 200_000n);
+      assert.equal(await balance(s, s.market.address), 0n);
       let provider = await s.registry.read.getProvider([s.provider!.account.address]);
       assert.deepEqual([provider.locked, provider.leasesCompleted, provider.unitSecondsDelivered], [COLLATERAL, 0n, 0n]);
       // The units are free at once; the hold lasts FAULT_SUBMISSION_WINDOW (600 s).
@@ -60,7 +61,7 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       assert.equal(onDemand, 0);
       await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.claim([leaseId], { account: s.renter!.account }), s.market, "CollateralHeld", [leaseId, BigInt(activatedAt + 1600)]);
       await at(activatedAt + 1600);
-      await viem.assertions.emitWithArgs(s.market.write.claim([leaseId], { account: s.renter!.account }), s.market, "CompletionReleased", [leaseId, DEPOSIT - 200_000n, false]);
+      await viem.assertions.emitWithArgs(s.market.write.claim([leaseId], { account: s.renter!.account }), s.market, "CompletionReleased", [leaseId, false]);
       lease = await readLease(s.publicClient, s.market.address, leaseId);
       assert.deepEqual([lease.status, lease.deposit, lease.paid], ["Settled", 200_000n, 200_000n]);
       assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 200_000n);
@@ -84,7 +85,7 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
         0n,
       ]);
       await networkHelpers.time.increaseTo(activatedAt + 3600 + 600);
-      await viem.assertions.emitWithArgs(s.market.write.claim([leaseId], { account: s.provider!.account }), s.market, "CompletionReleased", [leaseId, 0n, true]);
+      await viem.assertions.emitWithArgs(s.market.write.claim([leaseId], { account: s.provider!.account }), s.market, "CompletionReleased", [leaseId, true]);
       const provider = await s.registry.read.getProvider([s.provider!.account.address]);
       assert.deepEqual([provider.locked, provider.leasesCompleted, provider.unitSecondsDelivered], [0n, 1n, 7200n]);
     });
