@@ -321,6 +321,11 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             view_.stopAt = lease.stopAt;
             view_.end = lease.stopAt;
             if (activated) view_.duration = lease.stopAt - lease.start;
+            if ((lease.flags & FLAG_HELD) != 0) {
+                // A completion's hold: the collateral stays locked until stopAt + FAULT_SUBMISSION_WINDOW.
+                view_.collateral = _collateral(lease.deposit, lease.collateralBps);
+                view_.deposit = lease.paid;
+            }
         }
         view_.accrued = _accruedNow(lease);
         view_.claimable = view_.accrued - lease.paid;

@@ -124,7 +124,7 @@ interface ILeaseMarketTypes {
         uint96 pricePerUnitSecond;
         bool interruptible;
         uint16 collateralBps;
-        /// @dev Collateral locked now (zero once ended).
+        /// @dev Collateral locked now (zero once ended, except a completion's until stopAt + FAULT_SUBMISSION_WINDOW).
         uint96 collateral;
         /// @dev Escrowed so far; once ended, the provider's final total.
         uint96 deposit;

@@ -49,8 +49,8 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       const hash = s.market.write.complete([leaseId, -3, DIGEST, 1990n], { account: s.provider!.account });
       await viem.assertions.emitWithArgs(hash, s.market, "CompletionReported", [leaseId, -3, DIGEST, 1990n]);
       let lease = await readLease(s.publicClient, s.market.address, leaseId);
-      // Settled, with `deposit` still the lease's deposit while its collateral is held.
-      assert.deepEqual([lease.status, lease.endReason, lease.stopAt, lease.deposit, lease.paid, lease.claimable], ["Settled", "Completed", activatedAt + 1000, DEPOSIT, 200_000n, 0n]);
+      // Settled; the view shows the collateral still locked (held) and the provider's total as the deposit.
+      assert.deepEqual([lease.status, lease.endReason, lease.stopAt, lease.deposit, lease.paid, lease.claimable, lease.collateral], ["Settled", "Completed", activatedAt + 1000, 200_000n, 200_000n, 0n, COLLATERAL]);
       assert.equal(await balance(s, s.provider!.account.address), provider0 + 200_000n);
       assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 200_000n);
       assert.equal(await balance(s, s.market.address), 0n);
@@ -63,7 +63,7 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       await at(activatedAt + 1600);
       await viem.assertions.emitWithArgs(s.market.write.claim([leaseId], { account: s.renter!.account }), s.market, "CompletionReleased", [leaseId, false]);
       lease = await readLease(s.publicClient, s.market.address, leaseId);
-      assert.deepEqual([lease.status, lease.deposit, lease.paid], ["Settled", 200_000n, 200_000n]);
+      assert.deepEqual([lease.status, lease.deposit, lease.paid, lease.collateral], ["Settled", 200_000n, 200_000n, 0n]);
       assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 200_000n);
       assert.equal(await balance(s, s.market.address), 0n);
       provider = await s.registry.read.getProvider([s.provider!.account.address]);
