@@ -80,7 +80,10 @@ describe("LeaseMarket: a completion cannot walk away from the collateral (issue 
     await complete(s, leaseId);
     // Neither claimMany (it skips Settled leases) nor claim before stopAt + 600 releases the collateral.
     await s.market.write.claimMany([[leaseId]], { account: s.provider!.account });
-    await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.claim([leaseId], { account: s.provider!.account }), s.market, "CollateralHeld", [leaseId, BigInt(activatedAt + 2400)]);
+    await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.claim([leaseId], { account: s.provider!.account }), s.market, "CollateralHeld", [
+      leaseId,
+      BigInt(activatedAt + 2400),
+    ]);
     assert.equal((await standing(s)).locked, COLLATERAL);
     // The provider cannot terminate or complete it again either.
     await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.terminate([leaseId], { account: s.provider!.account }), s.market, "InvalidLeaseStatus", [leaseId, 4]);

@@ -50,7 +50,10 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       await viem.assertions.emitWithArgs(hash, s.market, "CompletionReported", [leaseId, -3, DIGEST, 1990n]);
       let lease = await readLease(s.publicClient, s.market.address, leaseId);
       // Settled; the view shows the collateral still locked (held) and the provider's total as the deposit.
-      assert.deepEqual([lease.status, lease.endReason, lease.stopAt, lease.deposit, lease.paid, lease.claimable, lease.collateral], ["Settled", "Completed", activatedAt + 1000, 200_000n, 200_000n, 0n, COLLATERAL]);
+      assert.deepEqual(
+        [lease.status, lease.endReason, lease.stopAt, lease.deposit, lease.paid, lease.claimable, lease.collateral],
+        ["Settled", "Completed", activatedAt + 1000, 200_000n, 200_000n, 0n, COLLATERAL],
+      );
       assert.equal(await balance(s, s.provider!.account.address), provider0 + 200_000n);
       assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 200_000n);
       assert.equal(await balance(s, s.market.address), 0n);
@@ -59,7 +62,10 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       // The units are free at once; the hold lasts FAULT_SUBMISSION_WINDOW (600 s).
       const [, onDemand] = await s.registry.read.capacityOf([1]);
       assert.equal(onDemand, 0);
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.claim([leaseId], { account: s.renter!.account }), s.market, "CollateralHeld", [leaseId, BigInt(activatedAt + 1600)]);
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.claim([leaseId], { account: s.renter!.account }), s.market, "CollateralHeld", [
+        leaseId,
+        BigInt(activatedAt + 1600),
+      ]);
       await at(activatedAt + 1600);
       await viem.assertions.emitWithArgs(s.market.write.claim([leaseId], { account: s.renter!.account }), s.market, "CompletionReleased", [leaseId, false]);
       lease = await readLease(s.publicClient, s.market.address, leaseId);
