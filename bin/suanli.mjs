@@ -1,13 +1,15 @@
 #!/usr/bin/env node
-// The `suanli` command. Runs the TypeScript sources through tsx. Suanli needs Node >= 22.13;
+// The `suanli` command. Runs the prebuilt bundle of the TypeScript sources when it is current
+// (scripts/build-cli.ts), and otherwise the sources themselves through tsx. Suanli needs Node >= 22.13;
 // when started by an older Node (a machine whose system Node is 20), it re-runs itself with the
 // Node 22 binary that the `node` npm package installed next to it.
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
+const bundlePath = join(here, "..", "build", "cli", "suanli.mjs");
 const [major, minor] = process.versions.node.split(".").map(Number);
 if (major < 22 || (major === 22 && minor < 13)) {
   const bundled = join(here, "..", "node_modules", "node", "bin", "node");
@@ -39,8 +41,30 @@ if (major < 22 || (major === 22 && minor < 13)) {
       process.kill(process.pid, signal);
     } else process.exit(code ?? 1);
   });
+} else if (freshBundle()) {
+  // The prebuilt bundle (npm run build:cli) while every source it holds is unchanged: a command
+  // starts without compiling TypeScript. SUANLI_FROM_SOURCE=1 always runs the sources.
+  // Stack traces name the TypeScript sources (build/cli/suanli.mjs.map).
+  process.setSourceMapsEnabled(true);
+  await import(pathToFileURL(bundlePath).href);
 } else {
   const { register } = await import("tsx/esm/api");
   register();
   await import(join(here, "..", "node", "cli", "main.ts"));
+}
+
+/** Whether build/cli/suanli.mjs exists and every source file in it has the size and mtime it had when built. */
+function freshBundle() {
+  if (process.env.SUANLI_FROM_SOURCE === "1") return false;
+  try {
+    const { inputs } = JSON.parse(readFileSync(join(here, "..", "build", "cli", "inputs.json"), "utf8"));
+    if (!existsSync(bundlePath)) return false;
+    for (const [file, built] of Object.entries(inputs)) {
+      const now = statSync(join(here, "..", file));
+      if (now.size !== built.size || now.mtimeMs !== built.mtimeMs) return false;
+    }
+    return true;
+  } catch {
+    return false;
+  }
 }

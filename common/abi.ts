@@ -6708,6 +6708,53 @@ export const attestorStakingAbi = [
   {
     "inputs": [
       {
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      },
+      {
+        "internalType": "address",
+        "name": "provider",
+        "type": "address"
+      },
+      {
+        "internalType": "uint32",
+        "name": "machineId",
+        "type": "uint32"
+      },
+      {
+        "internalType": "uint16",
+        "name": "units",
+        "type": "uint16"
+      }
+    ],
+    "name": "AttestationNotOfLease",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint32",
+        "name": "issuedAt",
+        "type": "uint32"
+      },
+      {
+        "internalType": "uint256",
+        "name": "from",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
+        "name": "to",
+        "type": "uint256"
+      }
+    ],
+    "name": "AttestationOutsideWindow",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "string",
         "name": "part",
         "type": "string"
@@ -6820,6 +6867,17 @@ export const attestorStakingAbi = [
       }
     ],
     "name": "LeaseMismatch",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint8",
+        "name": "kind",
+        "type": "uint8"
+      }
+    ],
+    "name": "NotACapacityFault",
     "type": "error"
   },
   {
@@ -7346,6 +7404,19 @@ export const attestorStakingAbi = [
   },
   {
     "inputs": [],
+    "name": "CAPACITY_FAULT",
+    "outputs": [
+      {
+        "internalType": "uint8",
+        "name": "",
+        "type": "uint8"
+      }
+    ],
+    "stateMutability": "view",
+    "type": "function"
+  },
+  {
+    "inputs": [],
     "name": "FAULT_TYPEHASH",
     "outputs": [
       {
@@ -7537,6 +7608,16 @@ export const attestorStakingAbi = [
             "internalType": "bytes32",
             "name": "cc",
             "type": "bytes32"
+          },
+          {
+            "internalType": "uint16",
+            "name": "failures",
+            "type": "uint16"
+          },
+          {
+            "internalType": "uint32",
+            "name": "lastFailureAt",
+            "type": "uint32"
           }
         ],
         "internalType": "struct IAttestorStaking.Attestation",
@@ -7644,6 +7725,16 @@ export const attestorStakingAbi = [
             "internalType": "bytes32",
             "name": "cc",
             "type": "bytes32"
+          },
+          {
+            "internalType": "uint16",
+            "name": "failures",
+            "type": "uint16"
+          },
+          {
+            "internalType": "uint32",
+            "name": "lastFailureAt",
+            "type": "uint32"
           }
         ],
         "internalType": "struct IAttestorStaking.Attestation",
@@ -7738,6 +7829,16 @@ export const attestorStakingAbi = [
             "internalType": "bytes32",
             "name": "cc",
             "type": "bytes32"
+          },
+          {
+            "internalType": "uint16",
+            "name": "failures",
+            "type": "uint16"
+          },
+          {
+            "internalType": "uint32",
+            "name": "lastFailureAt",
+            "type": "uint32"
           }
         ],
         "internalType": "struct IAttestorStaking.Attestation",
@@ -7751,6 +7852,129 @@ export const attestorStakingAbi = [
       }
     ],
     "name": "disputeAttestation",
+    "outputs": [
+      {
+        "internalType": "bytes32",
+        "name": "id",
+        "type": "bytes32"
+      }
+    ],
+    "stateMutability": "nonpayable",
+    "type": "function"
+  },
+  {
+    "inputs": [
+      {
+        "components": [
+          {
+            "internalType": "uint256",
+            "name": "leaseId",
+            "type": "uint256"
+          },
+          {
+            "internalType": "uint8",
+            "name": "kind",
+            "type": "uint8"
+          },
+          {
+            "internalType": "uint32",
+            "name": "observedAt",
+            "type": "uint32"
+          }
+        ],
+        "internalType": "struct IAttestorStaking.Fault",
+        "name": "fault",
+        "type": "tuple"
+      },
+      {
+        "internalType": "bytes",
+        "name": "faultSignature",
+        "type": "bytes"
+      },
+      {
+        "components": [
+          {
+            "internalType": "address",
+            "name": "provider",
+            "type": "address"
+          },
+          {
+            "internalType": "uint32",
+            "name": "machineId",
+            "type": "uint32"
+          },
+          {
+            "internalType": "bytes32",
+            "name": "model",
+            "type": "bytes32"
+          },
+          {
+            "internalType": "uint16",
+            "name": "units",
+            "type": "uint16"
+          },
+          {
+            "internalType": "uint32",
+            "name": "vramMiB",
+            "type": "uint32"
+          },
+          {
+            "internalType": "uint64",
+            "name": "throughput",
+            "type": "uint64"
+          },
+          {
+            "internalType": "uint32",
+            "name": "issuedAt",
+            "type": "uint32"
+          },
+          {
+            "internalType": "uint32",
+            "name": "expiry",
+            "type": "uint32"
+          },
+          {
+            "internalType": "bytes32",
+            "name": "challengeId",
+            "type": "bytes32"
+          },
+          {
+            "internalType": "bytes32",
+            "name": "root",
+            "type": "bytes32"
+          },
+          {
+            "internalType": "bytes32",
+            "name": "gpus",
+            "type": "bytes32"
+          },
+          {
+            "internalType": "bytes32",
+            "name": "cc",
+            "type": "bytes32"
+          },
+          {
+            "internalType": "uint16",
+            "name": "failures",
+            "type": "uint16"
+          },
+          {
+            "internalType": "uint32",
+            "name": "lastFailureAt",
+            "type": "uint32"
+          }
+        ],
+        "internalType": "struct IAttestorStaking.Attestation",
+        "name": "attestation",
+        "type": "tuple"
+      },
+      {
+        "internalType": "bytes",
+        "name": "attestationSignature",
+        "type": "bytes"
+      }
+    ],
+    "name": "disputeCapacityFault",
     "outputs": [
       {
         "internalType": "bytes32",

@@ -85,6 +85,14 @@ export const suanliTypes = {
      * unit in unit order (common/attest/cc.ts ccIdentitiesHash); zero when it verified none.
      */
     { name: "cc", type: "bytes32" },
+    /**
+     * Failed challenges of the machine in the attestor's failure history when it signed (the last
+     * `attest.attestor.failureHistorySeconds`, a week by default; only time clears them, a pass
+     * does not): a machine that passed after retries says so (node/attest/failure-history.ts).
+     */
+    { name: "failures", type: "uint16" },
+    /** When the latest of them ended (unix seconds); 0 with none. */
+    { name: "lastFailureAt", type: "uint32" },
   ],
   /** The provider's signed result of a lease, sent to the renter and mirrored on-chain by `complete`. */
   Completion: [
@@ -168,6 +176,8 @@ export type Attestation = {
   root: Hex;
   gpus: Hex;
   cc: Hex;
+  failures: number;
+  lastFailureAt: number;
 };
 export type Completion = { leaseId: bigint; exitCode: number; outputDigest: Hex; unitSeconds: bigint };
 export type RenterRequest = { leaseId: bigint; provider: Address; action: string; bodyHash: Hex; issuedAt: number; nonce: Hex };

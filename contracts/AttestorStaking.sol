@@ -18,12 +18,14 @@ import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 ///         Anyone may dispute an unexpired attestation by bonding disputeFee; the attestor must answer within
 ///         answerWindow with the provider's EIP-712 AttestCommitV2 for the attestation's challenge id, whose per-unit
 ///         roots and GPU UUIDs hash to the attestation's root and gpus (verified here, in the market's Suanli domain): a
-///         commit the provider signed proves that the provider took part in that challenge and committed those roots. No answer: slashAmount of its stake goes to the disputer
-///         (disputerShareBps) and the sink (the rest), and the fee returns to the disputer. An answer: the fee goes to
-///         the attestor. Payouts are credited and claimed (`claim`), so no receiver that refuses tokens blocks a
-///         dispute. A liveness fault (kind 1) contradicted by the same attestor's signed ProbeReceipt (a heartbeat it
-///         counted within the fault window after observedAt) is slashed at once, with no answer (disputeFault);
-///         the disputer's share of that slash goes to the lease's provider, whoever sends the evidence.
+///         commit the provider signed proves that the provider took part in that challenge and committed those roots.
+///         No answer: slashAmount of its stake goes to the sink, and the fee returns to the disputer (no share: the
+///         liar itself can dispute first). An answer: the fee goes to the attestor. Payouts are credited and claimed
+///         (`claim`), so no receiver that refuses tokens blocks a dispute. A fault contradicted by the same attestor's
+///         own receipt within the fault window after observedAt is slashed at once, with no answer: a liveness fault
+///         (kind 1) by a ProbeReceipt (a heartbeat it counted; disputeFault), a capacity fault (kind 2) by an
+///         Attestation that the leased machine passed (disputeCapacityFault); the disputerShareBps share of that slash
+///         goes to the lease's provider, whoever sends the evidence.
 ///         Invariant: token.balanceOf(this) == sum(active + unbonding) + sum(open dispute fees) + sum(owed).
 ///         Replacement: a staking names the one it replaces (predecessor). Only the registry's current staking takes new
 ///         disputes, and it first checks its predecessors' records, so one lie (attestation or fault) is slashed once
@@ -35,7 +37,7 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
 
     /// @notice EIP-712 type hash of the Attestation an attestor signs (common/eip712.ts).
     bytes32 public constant ATTESTATION_TYPEHASH = keccak256(
-        "Attestation(address provider,uint32 machineId,bytes32 model,uint16 units,uint32 vramMiB,uint64 throughput,uint32 issuedAt,uint32 expiry,bytes32 challengeId,bytes32 root,bytes32 gpus,bytes32 cc)"
+        "Attestation(address provider,uint32 machineId,bytes32 model,uint16 units,uint32 vramMiB,uint64 throughput,uint32 issuedAt,uint32 expiry,bytes32 challengeId,bytes32 root,bytes32 gpus,bytes32 cc,uint16 failures,uint32 lastFailureAt)"
     );
     /// @notice EIP-712 type hash of the commit a provider signs (common/attest/commit.ts).
     bytes32 public constant ATTEST_COMMIT_TYPEHASH =
@@ -44,8 +46,11 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     bytes32 public constant FAULT_TYPEHASH = keccak256("Fault(uint256 leaseId,uint8 kind,uint32 observedAt)");
     /// @notice EIP-712 type hash of an attestor's receipt of a heartbeat (common/eip712.ts ProbeReceipt).
     bytes32 public constant PROBE_RECEIPT_TYPEHASH = keccak256("ProbeReceipt(uint256 leaseId,bytes32 challenge,uint64 receivedAtMs)");
-    /// @notice The fault kind a receipt can contradict: unresponsive (liveness). Capacity faults (2) carry transcripts.
+    /// @notice The liveness fault kind (unresponsive): contradicted by its signer's own ProbeReceipt (disputeFault).
     uint8 public constant LIVENESS_FAULT = 1;
+    /// @notice The capacity fault kind: contradicted by its signer's own Attestation of the leased machine
+    ///         (disputeCapacityFault).
+    uint8 public constant CAPACITY_FAULT = 2;
     /// @notice Bounds of the fault window (seconds).
     uint32 public constant MIN_FAULT_WINDOW = 1;
     uint32 public constant MAX_FAULT_WINDOW = 1 days;
@@ -219,7 +224,9 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         address attestor = dispute.attestor;
         --_stakes[attestor].openDisputes;
         _owed[dispute.disputer] += dispute.fee;
-        _slash(id, attestor, dispute.disputer);
+        // No share to the disputer (issue #34, finding 6): the liar can dispute its own attestation first, so any
+        // share would come back to it. The whole slash goes to the sink; the disputer gets its fee back.
+        _slash(id, attestor, dispute.disputer, 0);
     }
 
     /// @inheritdoc IAttestorStaking
@@ -237,25 +244,39 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
         uint256 toMs = (uint256(fault.observedAt) + window) * 1000;
         if (receipt.receivedAtMs < fromMs || receipt.receivedAtMs > toMs) revert ReceiptOutsideWindow(receipt.receivedAtMs, fromMs, toMs);
         bytes32 faultDigest = _faultDigest(fault);
-        // tryRecoverCalldata takes 65-byte r, s, v only and refuses high s (malleable) signatures, as the market does.
-        (address attestor, ECDSA.RecoverError faultError,) = ECDSA.tryRecoverCalldata(faultDigest, faultSignature);
-        if (faultError != ECDSA.RecoverError.NoError) revert InvalidFaultSignature();
+        address attestor = _faultSigner(faultDigest, faultSignature);
         bytes32 receiptDigest = _hashTyped(keccak256(abi.encode(PROBE_RECEIPT_TYPEHASH, receipt.leaseId, receipt.challenge, receipt.receivedAtMs)));
         (address receiptSigner, ECDSA.RecoverError receiptError,) = ECDSA.tryRecoverCalldata(receiptDigest, receiptSignature);
         if (receiptError != ECDSA.RecoverError.NoError) revert InvalidReceiptSignature();
         if (receiptSigner != attestor) revert SignersDiffer(attestor, receiptSigner);
-        id = keccak256(abi.encode(faultDigest, attestor));
-        if (_faultsDisputed[id]) revert AlreadyDisputed(id);
-        _checkLineage(id);
-        StakeView storage stake_ = _stakes[attestor];
-        if (stake_.active == 0 && stake_.unbonding == 0) revert NothingAtStake(attestor);
-        _faultsDisputed[id] = true;
-        // The share goes to the lease's provider, the party the false fault wronged, whoever sends the evidence: the
-        // liar (who holds both signatures) disputing itself first, or a front-runner copying the provider's
-        // transaction, gains nothing. A lease the market never opened wronged nobody: all of it goes to the sink.
+        // A lease the market never opened wronged nobody: all of the slash goes to the sink.
         address provider = ILeaseMarket(_MARKET).getLease(fault.leaseId).provider;
-        uint96 amount = _slash(id, attestor, provider == address(0) ? _params.sink : provider);
-        emit FaultDisputed(attestor, fault.leaseId, msg.sender, fault.observedAt, receipt.receivedAtMs, amount);
+        return _slashFault(fault, faultDigest, attestor, provider, receipt.receivedAtMs);
+    }
+
+    /// @inheritdoc IAttestorStaking
+    function disputeCapacityFault(
+        Fault calldata fault,
+        bytes calldata faultSignature,
+        Attestation calldata attestation,
+        bytes calldata attestationSignature
+    ) external nonReentrant returns (bytes32 id) {
+        if (fault.kind != CAPACITY_FAULT) revert NotACapacityFault(fault.kind);
+        _requireCurrent();
+        ILeaseMarket.LeaseView memory lease = ILeaseMarket(_MARKET).getLease(fault.leaseId);
+        // The machine the fault says failed, proving at least the capacity the lease holds.
+        if (attestation.provider != lease.provider || attestation.machineId != lease.machineId || attestation.units < lease.units) {
+            revert AttestationNotOfLease(fault.leaseId, attestation.provider, attestation.machineId, attestation.units);
+        }
+        uint256 from = uint256(fault.observedAt) + 1;
+        uint256 to = uint256(fault.observedAt) + _faultWindowFor(fault.observedAt);
+        if (attestation.issuedAt < from || attestation.issuedAt > to) revert AttestationOutsideWindow(attestation.issuedAt, from, to);
+        bytes32 faultDigest = _faultDigest(fault);
+        address attestor = _faultSigner(faultDigest, faultSignature);
+        (address passSigner, ECDSA.RecoverError passError,) = ECDSA.tryRecoverCalldata(_attestationDigest(attestation), attestationSignature);
+        if (passError != ECDSA.RecoverError.NoError) revert InvalidReceiptSignature();
+        if (passSigner != attestor) revert SignersDiffer(attestor, passSigner);
+        return _slashFault(fault, faultDigest, attestor, lease.provider, uint64(attestation.issuedAt) * 1000);
     }
 
     /// @inheritdoc IAttestorStaking
@@ -439,8 +460,8 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
     }
 
     /// @dev Slashes `attestor` for dispute `id`: slashAmount, capped by its active and unbonding stake, taken from the
-    ///      active stake first, then the unbonding; disputerShareBps of it credited to `disputer`, the rest to the sink.
-    function _slash(bytes32 id, address attestor, address disputer) private returns (uint96 amount) {
+    ///      active stake first, then the unbonding; `shareBps` of it credited to `disputer`, the rest to the sink.
+    function _slash(bytes32 id, address attestor, address disputer, uint16 shareBps) private returns (uint96 amount) {
         StakeView storage stake_ = _stakes[attestor];
         uint96 active = stake_.active;
         uint96 unbonding = stake_.unbonding;
@@ -456,13 +477,39 @@ contract AttestorStaking is IAttestorStaking, ReentrancyGuardTransient {
                 stake_.unbonding = unbonding - (amount - active);
             }
         }
-        uint96 toDisputer = uint96(uint256(amount) * _params.disputerShareBps / _BPS);
+        uint96 toDisputer = uint96(uint256(amount) * shareBps / _BPS);
         uint96 toSink = amount - toDisputer;
         address sink = _params.sink;
         _owed[disputer] += toDisputer;
         _owed[sink] += toSink;
         _emitStake(attestor);
         emit AttestorSlashed(id, attestor, amount, disputer, toDisputer, sink, toSink);
+    }
+
+    /// @dev The signer of a fault's digest. tryRecoverCalldata takes 65-byte r, s, v only and refuses high s (malleable)
+    ///      signatures, as the market does.
+    function _faultSigner(bytes32 faultDigest, bytes calldata faultSignature) private pure returns (address attestor) {
+        ECDSA.RecoverError faultError;
+        (attestor, faultError,) = ECDSA.tryRecoverCalldata(faultDigest, faultSignature);
+        if (faultError != ECDSA.RecoverError.NoError) revert InvalidFaultSignature();
+    }
+
+    /// @dev Slashes `attestor` for its fault that its own receipt (at `atMs`) contradicted: once per fault and attestor,
+    ///      across both dispute paths and the lineage. The share goes to the lease's `provider`, the party the false fault
+    ///      wronged, whoever sends the evidence: the liar (who holds both signatures) disputing itself first, or a
+    ///      front-runner copying the provider's transaction, gains nothing. No provider (no such lease): all to the sink.
+    function _slashFault(Fault calldata fault, bytes32 faultDigest, address attestor, address provider, uint64 atMs)
+        private
+        returns (bytes32 id)
+    {
+        id = keccak256(abi.encode(faultDigest, attestor));
+        if (_faultsDisputed[id]) revert AlreadyDisputed(id);
+        _checkLineage(id);
+        StakeView storage stake_ = _stakes[attestor];
+        if (stake_.active == 0 && stake_.unbonding == 0) revert NothingAtStake(attestor);
+        _faultsDisputed[id] = true;
+        uint96 amount = _slash(id, attestor, provider == address(0) ? _params.sink : provider, _params.disputerShareBps);
+        emit FaultDisputed(attestor, fault.leaseId, msg.sender, fault.observedAt, atMs, amount);
     }
 
     function _faultWindowFor(uint32 observedAt) private view returns (uint32) {

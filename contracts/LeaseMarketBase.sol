@@ -62,6 +62,9 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
     /// @notice Shortest start window an offer may give its provider to activate a lease.
     uint32 public constant MIN_START_WINDOW = 10;
     uint256 internal constant BPS = 10_000;
+    /// @dev The highest fault kind: 1 unresponsive, 2 capacity (common/eip712.ts FaultKind). Every kind is one that
+    ///      AttestorStaking can prove false with its signer's own receipt; a new kind needs its rule there first.
+    uint8 internal constant MAX_FAULT_KIND = 2;
     uint8 internal constant FLAG_ACTIVATED = 1;
     uint8 internal constant FLAG_PREEMPTOR = 2;
     /// @dev The lease's offer had a minDuration of at least MIN_COMMITMENT: its renter owes that much (_commitment).

@@ -49,7 +49,8 @@ contract LeaseMarketExtension is LeaseMarketBase {
         // A completion holds the collateral: a fault observed before it still lands (issue #34, finding 1).
         bool held = (lease.flags & FLAG_HELD) != 0;
         if (lease.status != LeaseStatus.Active && !inNotice && !held) revert InvalidLeaseStatus(leaseId, lease.status);
-        if (fault.kind == 0) revert InvalidFaultKind(fault.kind);
+        // Only kinds a receipt can contradict (issue #34, finding 3): an undefined kind would land undisputable.
+        if (fault.kind == 0 || fault.kind > MAX_FAULT_KIND) revert InvalidFaultKind(fault.kind);
         uint256 end = inNotice || held ? lease.stopAt : _endOf(lease);
         // A fault must fall inside the paid-for service: after activation, before the end, not in the future.
         uint256 latest = _min(block.timestamp, end - 1);

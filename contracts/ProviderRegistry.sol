@@ -411,7 +411,7 @@ contract ProviderRegistry is IProviderRegistry, AccessControlEnumerable, Reentra
         // Checked: the market only releases what it locked, and a slash never exceeds the collateral.
         funds.locked -= collateral;
         funds.free += collateral - slashAmount;
-        _funds[provider] = funds;
+        _storeFunds(provider, funds);
         _recordOutcome(provider, interruptible, unitSeconds, outcome);
         if (slashAmount != 0) {
             emit CollateralSlashed(provider, slashTo, slashAmount);
@@ -451,7 +451,7 @@ contract ProviderRegistry is IProviderRegistry, AccessControlEnumerable, Reentra
         Funds memory funds = _funds[provider];
         funds.locked -= amount;
         funds.free += amount;
-        _funds[provider] = funds;
+        _storeFunds(provider, funds);
         _recordOutcome(provider, interruptible, unitSeconds, Outcome.Neutral);
     }
 
@@ -624,8 +624,9 @@ contract ProviderRegistry is IProviderRegistry, AccessControlEnumerable, Reentra
             unitSeconds = 0;
         }
         if (unitSeconds == 0 && outcome == Outcome.Neutral) return;
-        // Field by field through a storage pointer: copying the whole struct back would rewrite all five fields.
-        Standing storage standing = _standing[provider];
+        // Read once, counted in memory (checked: a counter never wraps), written back as one word: field by field
+        // through a storage pointer, each counter was a read and a write of the same slot.
+        Standing memory standing = _standing[provider];
         if (unitSeconds != 0) standing.unitSecondsDelivered += unitSeconds;
         // A lease counts as completed only if it delivered paid service: an unactivated or zero-length lease
         // (a provider renting from itself for gas only) adds nothing.
@@ -633,6 +634,49 @@ contract ProviderRegistry is IProviderRegistry, AccessControlEnumerable, Reentra
             if (unitSeconds != 0) ++standing.leasesCompleted;
         }
         else if (outcome == Outcome.Faulted) ++standing.faults;
+        uint256 word = uint256(standing.leasesCompleted) | (uint256(standing.faults) << 64)
+            | (uint256(standing.unitSecondsDelivered) << 128) | (uint256(standing.machineCount) << 216)
+            | (standing.registered ? uint256(1) << 248 : 0);
+        uint256 slot = _slotOf(provider, _standingSlot());
+        // solhint-disable-next-line no-inline-assembly
+        assembly ("memory-safe") {
+            sstore(slot, word)
+        }
+    }
+
+    /// @dev Writes a provider's Funds as one word (the compiler copies a memory struct to storage field by field:
+    ///      a read and a write of the same slot per field).
+    function _storeFunds(address provider, Funds memory funds) private {
+        uint256 word = uint256(funds.free) | (uint256(funds.locked) << 96) | (uint256(funds.nonceFloor) << 192);
+        uint256 slot = _slotOf(provider, _fundsSlot());
+        // solhint-disable-next-line no-inline-assembly
+        assembly ("memory-safe") {
+            sstore(slot, word)
+        }
+    }
+
+    /// @dev The storage slot of `key` in the mapping at `mappingSlot`: keccak256(key . mappingSlot), Solidity's layout.
+    function _slotOf(address key, uint256 mappingSlot) private pure returns (uint256 slot) {
+        // solhint-disable-next-line no-inline-assembly
+        assembly ("memory-safe") {
+            mstore(0, and(key, 0xffffffffffffffffffffffffffffffffffffffff))
+            mstore(0x20, mappingSlot)
+            slot := keccak256(0, 0x40)
+        }
+    }
+
+    function _fundsSlot() private pure returns (uint256 slot) {
+        // solhint-disable-next-line no-inline-assembly
+        assembly ("memory-safe") {
+            slot := _funds.slot
+        }
+    }
+
+    function _standingSlot() private pure returns (uint256 slot) {
+        // solhint-disable-next-line no-inline-assembly
+        assembly ("memory-safe") {
+            slot := _standing.slot
+        }
     }
 
     function _emitStake(address provider) private {

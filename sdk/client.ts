@@ -75,6 +75,14 @@ const configSchema = z.strictObject({
   /** libp2p multiaddrs of Suanli nodes to join through (each ending in /p2p/<peer id>); default none. Ignored with `nodeUrl`. */
   bootstrap: z.array(z.string()).default([]),
   /**
+   * Node only: follow live offers over gossip (default true, for a client that stays up). False:
+   * the client is never a gossip peer and pulls the offer book from its bootstrap nodes when it
+   * needs offers (again once the last pull is 15 s old). Short-lived clients (the CLI, one per
+   * command) use false: nodes score gossip peers per address, and dozens of short-lived peers
+   * from one address would read as a Sybil attack and be refused for an hour.
+   */
+  gossip: z.boolean().default(true),
+  /**
    * The deployment manifest (an object as written by the deploy script), or in Node the folder
    * holding `<chainId>.json`. Default (Node only): the package's `deployments/` folder.
    */
@@ -253,6 +261,7 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
       registry,
       publicClient,
       bootstrap: config.bootstrap,
+      gossip: config.gossip,
       matching: config.matching as MatchingOptionsInput | undefined,
     }));
   }

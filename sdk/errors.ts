@@ -53,6 +53,32 @@ export class NoMatchError extends SuanliError {
 }
 
 /**
+ * None of the nodes the client joins through (`bootstrap`) could be reached: each refused the
+ * connection or did not answer. `attempts` names each address and why. Nothing was read or sent;
+ * an empty offer book would have been a wrong answer.
+ *
+ * @example
+ * import { createClient, NetworkUnreachableError } from "suanli/sdk";
+ * try {
+ *   await client.queryOffers({});
+ * } catch (error) {
+ *   if (!(error instanceof NetworkUnreachableError)) throw error;
+ *   for (const { addr, reason } of error.attempts) console.error(`${addr}: ${reason}`);
+ * }
+ */
+export class NetworkUnreachableError extends SuanliError {
+  override name = "NetworkUnreachableError";
+  constructor(readonly attempts: { addr: string; reason: string }[]) {
+    super(`No bootstrap node could be reached (${attempts.length} tried).`, {
+      metaMessages: [
+        ...attempts.map(({ addr, reason }) => `${addr}: ${reason}`),
+        "Check that the node is running and that --bootstrap (bootstrap) is its address with its /p2p/<peer id>.",
+      ],
+    });
+  }
+}
+
+/**
  * The wallet's settlement-token balance cannot pay the deposit (of a new lease or an
  * extension). No funds were moved.
  *

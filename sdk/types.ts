@@ -69,6 +69,16 @@ export const submitTaskParametersSchema = z
     region: z.union([z.string(), z.array(z.string())]).optional(),
     /** Least memory per GPU in MiB, a whole number from 1 to 1048576 (H100 80GB declares 81559). Default: no minimum. */
     minVramMiB: z.number().optional(),
+    /**
+     * Host resources for the whole task (all its GPUs together): CPU cores (whole number), memory
+     * and disk in GiB. Offers declare them per GPU and the provider's runtime enforces them; only
+     * machines whose GPUs add up to these match (docs/matching.md). Default: not asked.
+     */
+    cpuCores: z.number().optional(),
+    /** Host memory for the whole task in GiB (offers declare it per GPU; the runtime's memory bound). Default: not asked. */
+    memoryGiB: z.number().optional(),
+    /** Workspace disk for the whole task in GiB (offers declare it per GPU). Default: not asked. */
+    diskGiB: z.number().optional(),
     /** Lowest provider reputation score accepted, 0 to 1 (default 0). */
     minReputation: z.number().optional(),
     /** Only attested machines (default true). */

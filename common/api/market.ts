@@ -109,6 +109,10 @@ export const matchAllocationSchema = z.strictObject({
   attestationExpiry: unixSecondsSchema.nullable().describe("When the machine's quorum attestation expires; null when it has none."),
   peerId: z.string().describe("The provider node's libp2p peer id (reserve protocol)."),
   seq: z.number().int().nonnegative().describe("The offer version matched."),
+  resources: z
+    .strictObject({ cpuCores: z.number().int().positive(), memoryMiB: z.number().int().positive(), diskMiB: z.number().int().positive() })
+    .nullable()
+    .describe("What these units come with on the provider's host (units × the offer's per-unit resources), enforced by its runtime; null when the offer declares none."),
 });
 
 export const matchCandidateSchema = z.strictObject({
@@ -135,7 +139,9 @@ export const matchExplanationSchema = z.strictObject({
   steps: z
     .array(
       z.strictObject({
-        constraint: z.string().describe("gpuType, region, price, interruptible, bid, offerExpiry, duration, vram, attestation, reputation, capacity."),
+        constraint: z
+          .string()
+          .describe("gpuType, region, price, interruptible, bid, offerExpiry, duration, vram, hostResources, attestation, gpuIdentityVerified, reputation, capacity, excluded."),
         label: z.string().describe("What the constraint requires, in words."),
         removed: z.number().int().nonnegative().describe("Offers this constraint removed from those the previous ones left."),
         remaining: z.number().int().nonnegative(),

@@ -58,6 +58,10 @@ export const attestationViewSchema = z.strictObject({
   cc: bytes32WireSchema.describe(
     "keccak256 of the verified GPUs, `<chip>:<deviceId>` per unit in unit order joined by newlines; zero when none. The same value on two machines' attestations means the same GPUs.",
   ),
+  failures: uint16Schema.describe(
+    'Failed challenges of the machine the attestor held when it signed (its failure history, the last week by default; only time clears it, a pass does not): a pass after failures says so (docs/attestation-threats.md, "Retrying").',
+  ),
+  lastFailureAt: uint32Schema.describe("When the latest of those failures ended (unix seconds); 0 with none."),
 });
 export type AttestationView = z.output<typeof attestationViewSchema>;
 
@@ -96,6 +100,12 @@ export const offerViewSchema = z.strictObject({
   maxDuration: uint32Schema,
   collateralBps: uint16Schema,
   startWindow: uint32Schema,
+  resources: z
+    .strictObject({ cpuCoresPerUnit: uint16Schema, memoryMiBPerUnit: uint32Schema, diskMiBPerUnit: uint32Schema })
+    .optional()
+    .describe(
+      'CPU cores, host memory (MiB) and disk (MiB) each unit comes with, as the provider\'s runtime enforces them: a lease of N units gets N times these (docs/provider.md, "Resources per GPU"). Absent when the provider declares none (its node runs without resource bounds, or predates them).',
+    ),
   leaseChecks: z
     .strictObject({ shareBps: uint16Schema })
     .describe(

@@ -77,6 +77,10 @@ export class SlotList {
   readonly minDuration: number[] = [];
   readonly maxDuration: number[] = [];
   readonly vramMiB: number[] = [];
+  /** Host resources per unit the offer declares (0 when it declares none). */
+  readonly cpuCores: number[] = [];
+  readonly memoryMiB: number[] = [];
+  readonly diskMiB: number[] = [];
   /** -1 when never attested. */
   readonly attestedAt: number[] = [];
   readonly attestationExpiry: number[] = [];
@@ -114,6 +118,9 @@ export class SlotList {
       this.minDuration,
       this.maxDuration,
       this.vramMiB,
+      this.cpuCores,
+      this.memoryMiB,
+      this.diskMiB,
       this.attestedAt,
       this.attestationExpiry,
       this.ccExpiry,
@@ -253,6 +260,10 @@ export class SlotList {
     this.minDuration[at] = entry.offer.minDuration;
     this.maxDuration[at] = entry.offer.maxDuration;
     this.vramMiB[at] = entry.machine.vramMiB;
+    const resources = entry.resources;
+    this.cpuCores[at] = resources === null ? 0 : resources.cpuCoresPerUnit;
+    this.memoryMiB[at] = resources === null ? 0 : resources.memoryMiBPerUnit;
+    this.diskMiB[at] = resources === null ? 0 : resources.diskMiBPerUnit;
     this.attestedAt[at] = entry.attestedAt ?? -1;
     this.attestationExpiry[at] = entry.attestationExpiry ?? -1;
     this.ccExpiry[at] = entry.ccExpiry ?? -1;

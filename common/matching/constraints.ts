@@ -8,7 +8,20 @@ import type { SlotList } from "./book-index.js";
 import type { MatchRequest } from "./request.js";
 
 export type ConstraintId =
-  "gpuType" | "region" | "price" | "interruptible" | "bid" | "offerExpiry" | "duration" | "vram" | "attestation" | "gpuIdentityVerified" | "reputation" | "capacity" | "excluded";
+  | "gpuType"
+  | "region"
+  | "price"
+  | "interruptible"
+  | "bid"
+  | "offerExpiry"
+  | "duration"
+  | "vram"
+  | "hostResources"
+  | "attestation"
+  | "gpuIdentityVerified"
+  | "reputation"
+  | "capacity"
+  | "excluded";
 
 /** Constraint ids in the order applied. Those that a request does not use are skipped. */
 export const CONSTRAINT_ORDER: readonly ConstraintId[] = [
@@ -20,6 +33,7 @@ export const CONSTRAINT_ORDER: readonly ConstraintId[] = [
   "offerExpiry",
   "duration",
   "vram",
+  "hostResources",
   "attestation",
   "gpuIdentityVerified",
   "reputation",
@@ -31,16 +45,18 @@ export const CONSTRAINT_ORDER: readonly ConstraintId[] = [
 export const F_EXPIRY = 1;
 export const F_DURATION = 2;
 export const F_VRAM = 4;
-export const F_ATTESTATION = 8;
-export const F_CC = 16;
-export const F_REPUTATION = 32;
-export const F_CAPACITY = 64;
-export const F_EXCLUDED = 128;
+export const F_HOST = 8;
+export const F_ATTESTATION = 16;
+export const F_CC = 32;
+export const F_REPUTATION = 64;
+export const F_CAPACITY = 128;
+export const F_EXCLUDED = 256;
 
 export const SLOT_CHECKS: readonly { bit: number; id: ConstraintId }[] = [
   { bit: F_EXPIRY, id: "offerExpiry" },
   { bit: F_DURATION, id: "duration" },
   { bit: F_VRAM, id: "vram" },
+  { bit: F_HOST, id: "hostResources" },
   { bit: F_ATTESTATION, id: "attestation" },
   { bit: F_CC, id: "gpuIdentityVerified" },
   { bit: F_REPUTATION, id: "reputation" },
@@ -60,6 +76,15 @@ export type MatchContext = {
   readonly count: number;
   readonly duration: number;
   readonly minVramMiB: number;
+  /**
+   * Host resources each unit must come with (the request's totals divided by its GPU count,
+   * rounded up: enough for one machine exactly, and for a cluster whose parts add up); 0 when
+   * not asked. `host` is true when any is asked.
+   */
+  readonly host: boolean;
+  readonly cpuCoresPerUnit: number;
+  readonly memoryMiBPerUnit: number;
+  readonly diskMiBPerUnit: number;
   readonly attestedOnly: boolean;
   /** Only machines whose GPUs the attestor quorum verified by confidential-computing evidence. */
   readonly gpuIdentityVerified: boolean;
@@ -69,6 +94,16 @@ export type MatchContext = {
   readonly priceLimit: number;
   readonly exclusions: Exclusions | null;
 };
+
+/** The per-unit host resources a request needs (MatchContext's `host` fields). */
+export function hostNeeds(request: MatchRequest): Pick<MatchContext, "host" | "cpuCoresPerUnit" | "memoryMiBPerUnit" | "diskMiBPerUnit"> {
+  return {
+    host: request.cpuCores > 0 || request.memoryMiB > 0 || request.diskMiB > 0,
+    cpuCoresPerUnit: Math.ceil(request.cpuCores / request.gpuCount),
+    memoryMiBPerUnit: Math.ceil(request.memoryMiB / request.gpuCount),
+    diskMiBPerUnit: Math.ceil(request.diskMiB / request.gpuCount),
+  };
+}
 
 /**
  * Units the machine at position `i` of `list` can give this request and how: 0 from free units,
@@ -89,6 +124,11 @@ export function availableUnits(list: SlotList, i: number, ctx: MatchContext): nu
   return list.available[i]!;
 }
 
+/** The offer's units come with fewer CPU cores, less memory or less disk than the request needs per unit (or declare none). */
+export function lacksHost(list: SlotList, i: number, ctx: MatchContext): boolean {
+  return list.cpuCores[i]! < ctx.cpuCoresPerUnit || list.memoryMiB[i]! < ctx.memoryMiBPerUnit || list.diskMiB[i]! < ctx.diskMiBPerUnit;
+}
+
 function isExcluded(list: SlotList, i: number, ctx: MatchContext): boolean {
   const slot = list.slots[i]!;
   const triedSeq = ctx.exclusions!.get(slot.key);
@@ -103,6 +143,7 @@ export function firstFailure(list: SlotList, i: number, ctx: MatchContext): numb
   if (list.expiry[i]! < ctx.validUntil) return F_EXPIRY;
   if (ctx.duration < list.minDuration[i]! || ctx.duration > list.maxDuration[i]!) return F_DURATION;
   if (list.vramMiB[i]! < ctx.minVramMiB) return F_VRAM;
+  if (ctx.host && lacksHost(list, i, ctx)) return F_HOST;
   if (ctx.attestedOnly && !(list.attestationExpiry[i]! > ctx.now)) return F_ATTESTATION;
   if (ctx.gpuIdentityVerified && !(list.ccExpiry[i]! > ctx.now)) return F_CC;
   if (list.reputation[i]! < ctx.minReputation) return F_REPUTATION;
@@ -116,6 +157,7 @@ export function failureMask(list: SlotList, i: number, ctx: MatchContext): numbe
   if (list.expiry[i]! < ctx.validUntil) mask |= F_EXPIRY;
   if (ctx.duration < list.minDuration[i]! || ctx.duration > list.maxDuration[i]!) mask |= F_DURATION;
   if (list.vramMiB[i]! < ctx.minVramMiB) mask |= F_VRAM;
+  if (ctx.host && lacksHost(list, i, ctx)) mask |= F_HOST;
   if (ctx.attestedOnly && !(list.attestationExpiry[i]! > ctx.now)) mask |= F_ATTESTATION;
   if (ctx.gpuIdentityVerified && !(list.ccExpiry[i]! > ctx.now)) mask |= F_CC;
   if (list.reputation[i]! < ctx.minReputation) mask |= F_REPUTATION;
@@ -129,7 +171,7 @@ export function failureMask(list: SlotList, i: number, ctx: MatchContext): numbe
  * in the same terms, one check at a time over the whole range (a no-match explanation masks
  * thousands of offers): short loops over one or two columns each.
  */
-export function failureMasks(list: SlotList, from: number, to: number, ctx: MatchContext, out: Uint8Array, offset: number): void {
+export function failureMasks(list: SlotList, from: number, to: number, ctx: MatchContext, out: Uint16Array, offset: number): void {
   const shift = offset - from;
   const { expiry, minDuration, maxDuration, free, available } = list;
   const { validUntil, duration, count } = ctx;
@@ -150,6 +192,9 @@ export function failureMasks(list: SlotList, from: number, to: number, ctx: Matc
     const { vramMiB } = list;
     const minVramMiB = ctx.minVramMiB;
     for (let i = from; i < to; i++) if (vramMiB[i]! < minVramMiB) out[i + shift]! |= F_VRAM;
+  }
+  if (ctx.host) {
+    for (let i = from; i < to; i++) if (lacksHost(list, i, ctx)) out[i + shift]! |= F_HOST;
   }
   if (ctx.attestedOnly) {
     const { attestationExpiry } = list;

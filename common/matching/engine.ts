@@ -5,7 +5,7 @@
  */
 import type { OfferEntry } from "./entry.js";
 import { type Bucket, BookIndex, type Slot, type SlotList } from "./book-index.js";
-import { type Exclusions, type MatchContext, availableUnits, capacityTier, firstFailure } from "./constraints.js";
+import { type Exclusions, type MatchContext, availableUnits, capacityTier, firstFailure, hostNeeds } from "./constraints.js";
 import { type NoMatchExplanation, explainNoMatch } from "./explain.js";
 import { SECONDS_PER_HOUR, toIndexNumber } from "./money.js";
 import { type MatchingOptions, type MatchingOptionsInput, parseMatchingOptions } from "./options.js";
@@ -117,6 +117,7 @@ export class MatchingEngine {
       count: request.gpuCount,
       duration: request.duration,
       minVramMiB: request.minVramMiB,
+      ...hostNeeds(request),
       attestedOnly: request.attestedOnly,
       gpuIdentityVerified: request.gpuIdentityVerified,
       minReputation: request.minReputation,

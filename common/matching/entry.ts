@@ -10,7 +10,7 @@ import type { Offer } from "../eip712.js";
 import { ANY_RENTER } from "../eip712.js";
 import { SuanliError } from "../errors.js";
 import { canonicalGpuName, modelHash } from "../gpu.js";
-import type { Interconnect, OfferMessage } from "../offers/message.js";
+import type { HostResources, Interconnect, OfferMessage } from "../offers/message.js";
 import { offerKey } from "../offers/message.js";
 import { parseInput } from "../validation.js";
 
@@ -49,6 +49,8 @@ export type OfferEntry = {
     /** Machines sharing a declared fast interconnect share this id; NO_CLUSTER when standalone. */
     readonly cluster: Hex;
   };
+  /** CPU cores, memory and disk per unit the provider's node declares and enforces; null when it declares none. */
+  readonly resources: HostResources | null;
   readonly capacity: {
     /** Units with no lease. */
     readonly freeUnits: number;
@@ -160,6 +162,7 @@ export function offerEntryFromMessage(message: OfferMessage, knowledge: OfferKno
       region: machine.region,
       cluster: machine.cluster,
     },
+    resources: message.resources ?? null,
     capacity: {
       freeUnits: capacity.freeUnits,
       onDemandUnits: capacity.onDemandUnits,

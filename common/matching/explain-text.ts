@@ -9,12 +9,46 @@ import type { MatchRequest } from "./request.js";
 
 export const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
+/** MiB as GiB for people: `64`, `0.5`, `1.25`. */
+export function gib(mib: number): string {
+  return String(Math.round((mib / 1024) * 100) / 100);
+}
+
+/** `8 CPU cores, 32 GiB memory, 100 GiB disk`, naming only the non-zero ones (empty when none). */
+export function hostWords(resources: { cpuCores: number; memoryMiB: number; diskMiB: number }): string {
+  const words: string[] = [];
+  if (resources.cpuCores > 0) words.push(plural(resources.cpuCores, "CPU core"));
+  if (resources.memoryMiB > 0) words.push(`${gib(resources.memoryMiB)} GiB memory`);
+  if (resources.diskMiB > 0) words.push(`${gib(resources.diskMiB)} GiB disk`);
+  return words.join(", ");
+}
+
+/**
+ * Why offers that fit everything else miss the host resources asked for: the most any of them
+ * declares per GPU of each resource asked, or that they declare none.
+ */
+export function hostMissText(subject: string, count: number, ctx: MatchContext, best: { cpuCores: number; memoryMiB: number; diskMiB: number; undeclared: number }): string {
+  const asked = `you asked for ${hostWords({ cpuCores: ctx.request.cpuCores, memoryMiB: ctx.request.memoryMiB, diskMiB: ctx.request.diskMiB })} for ${plural(ctx.count, "GPU")}, so ${hostWords({ cpuCores: ctx.cpuCoresPerUnit, memoryMiB: ctx.memoryMiBPerUnit, diskMiB: ctx.diskMiBPerUnit })} per GPU`;
+  if (best.undeclared === count) {
+    return `${subject} ${count === 1 ? "declares" : "declare"} no CPU cores, memory or disk per GPU (their nodes run without resource bounds or predate them; ${asked}).`;
+  }
+  const offered = hostWords({
+    cpuCores: ctx.cpuCoresPerUnit > 0 ? best.cpuCores : 0,
+    memoryMiB: ctx.memoryMiBPerUnit > 0 ? best.memoryMiB : 0,
+    diskMiB: ctx.diskMiBPerUnit > 0 ? best.diskMiB : 0,
+  });
+  const none = best.undeclared > 0 ? ` (${best.undeclared} of them declare none)` : "";
+  return `${subject} ${count === 1 ? "comes" : "come"} with at most ${offered} per GPU${none}; ${asked}.`;
+}
+
 /** `4 × A100-80GB, on demand at most 2.00 USD/GPU-h, 3600 s, region eu-west` */
 export function describeRequest(request: MatchRequest): string {
   const parts = [`${request.gpuCount} × ${request.gpuType.label}`];
   if (request.interruptible) parts.push(`interruptible at a bid of ${formatUsd(perHour(request.bidPerUnitSecond!))} USD/GPU-h`);
   else parts.push(`on demand at most ${formatUsd(request.maxPricePerGpuHour)} USD/GPU-h`);
   parts.push(`${request.duration} s`);
+  const host = hostWords({ cpuCores: request.cpuCores, memoryMiB: request.memoryMiB, diskMiB: request.diskMiB });
+  if (host) parts.push(host);
   if (request.regions) parts.push(`region ${request.regions.join(" or ")}`);
   if (request.colocation === "cluster") parts.push("one machine or a cluster");
   return parts.join(", ");
@@ -39,6 +73,8 @@ export function constraintLabel(id: ConstraintId, ctx: MatchContext, options: Ma
       return `accepts a lease of ${r.duration} s`;
     case "vram":
       return `at least ${r.minVramMiB} MiB per GPU`;
+    case "hostResources":
+      return `host resources of at least ${hostWords({ cpuCores: ctx.cpuCoresPerUnit, memoryMiB: ctx.memoryMiBPerUnit, diskMiB: ctx.diskMiBPerUnit })} per GPU`;
     case "attestation":
       return "current hardware attestation";
     case "gpuIdentityVerified":

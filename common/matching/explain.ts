@@ -18,6 +18,7 @@ import {
   F_DURATION,
   F_EXCLUDED,
   F_EXPIRY,
+  F_HOST,
   F_REPUTATION,
   F_VRAM,
   type MatchContext,
@@ -29,7 +30,7 @@ import {
 } from "./constraints.js";
 import { formatUsd, perHour } from "./money.js";
 import type { MatchingOptions } from "./options.js";
-import { capacityHint, constraintLabel, describeRequest, EXPLAIN_REMEDIES, plural } from "./explain-text.js";
+import { capacityHint, constraintLabel, describeRequest, EXPLAIN_REMEDIES, hostMissText, plural } from "./explain-text.js";
 
 export { describeRequest, EXPLAIN_REMEDIES } from "./explain-text.js";
 
@@ -70,6 +71,8 @@ function bitUsed(bit: number, ctx: MatchContext): boolean {
   switch (bit) {
     case F_VRAM:
       return ctx.minVramMiB > 0;
+    case F_HOST:
+      return ctx.host;
     case F_ATTESTATION:
       return ctx.attestedOnly;
     case F_CC:
@@ -119,9 +122,9 @@ class OnlyStats {
 type Found = { slot: Slot; price: bigint };
 
 /** Masks of the offers an explanation scans, reused across explanations (they run synchronously). */
-let masksBuffer = new Uint8Array(1024);
-function maskScratch(n: number): Uint8Array {
-  if (masksBuffer.length < n) masksBuffer = new Uint8Array(Math.max(n, masksBuffer.length * 2));
+let masksBuffer = new Uint16Array(1024);
+function maskScratch(n: number): Uint16Array {
+  if (masksBuffer.length < n) masksBuffer = new Uint16Array(Math.max(n, masksBuffer.length * 2));
   return masksBuffer;
 }
 
@@ -133,7 +136,7 @@ function maskScratch(n: number): Uint8Array {
  */
 function tallyScanned(scannedLists: SlotList[], ends: number[], buckets: Bucket[], ctx: MatchContext, n: number) {
   const request = ctx.request;
-  const before = F_EXPIRY | F_DURATION | F_VRAM | F_ATTESTATION | F_CC | F_REPUTATION;
+  const before = F_EXPIRY | F_DURATION | F_VRAM | F_HOST | F_ATTESTATION | F_CC | F_REPUTATION;
   const clusterMode = request.colocation === "cluster";
   let largestMachine = 0;
   const clusterUnits = new Map<number, number>();
@@ -143,7 +146,9 @@ function tallyScanned(scannedLists: SlotList[], ends: number[], buckets: Bucket[
   for (const { bit } of SLOT_CHECKS) only[bit] = new OnlyStats();
   // Nothing under the limit (no bucket at all, often): the loops below would only meet empty
   // arrays, whose other elements kind would throw their optimized code away.
-  if (n === 0) return { removedBy, only, largestMachine, clusterUnits };
+  // Offers failing only the host resources: the most each declares per unit, and how many declare none.
+  const host = { cpuCores: 0, memoryMiB: 0, diskMiB: 0, undeclared: 0 };
+  if (n === 0) return { removedBy, only, largestMachine, clusterUnits, host };
   const masks = maskScratch(n);
   for (let b = 0, k = 0; b < scannedLists.length; b++) {
     failureMasks(scannedLists[b]!, 0, ends[b]!, ctx, masks, k);
@@ -164,6 +169,13 @@ function tallyScanned(scannedLists: SlotList[], ends: number[], buckets: Bucket[
         break;
       case F_VRAM:
         stats.add(model, list.vramMiB[i]!);
+        break;
+      case F_HOST:
+        stats.add(model, 0);
+        if (list.cpuCores[i] === 0) host.undeclared++;
+        host.cpuCores = Math.max(host.cpuCores, list.cpuCores[i]!);
+        host.memoryMiB = Math.max(host.memoryMiB, list.memoryMiB[i]!);
+        host.diskMiB = Math.max(host.diskMiB, list.diskMiB[i]!);
         break;
       case F_REPUTATION:
         stats.add(model, list.reputation[i]!);
@@ -199,7 +211,7 @@ function tallyScanned(scannedLists: SlotList[], ends: number[], buckets: Bucket[
       tally(list, i, model, mask!);
     }
   }
-  return { removedBy, only, largestMachine, clusterUnits };
+  return { removedBy, only, largestMachine, clusterUnits, host };
 }
 
 /** The first offer from position of key `from` up to key `max` that fits everything (one machine). */
@@ -388,7 +400,7 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
   }
 
   // Per-offer steps.
-  const { removedBy, only, largestMachine, clusterUnits } = tallyScanned(scannedLists, ends, buckets, ctx, n);
+  const { removedBy, only, largestMachine, clusterUnits, host } = tallyScanned(scannedLists, ends, buckets, ctx, n);
   for (const { bit, id } of SLOT_CHECKS) {
     if (bitUsed(bit, ctx)) step(id, remaining - removedBy[bit]!);
   }
@@ -433,6 +445,9 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
         break;
       case F_VRAM:
         message = `${subject} ${has} only ${stats.max} MiB per GPU (you asked for ${ctx.minVramMiB}).`;
+        break;
+      case F_HOST:
+        message = hostMissText(subject, count, ctx, host);
         break;
       case F_ATTESTATION:
         message = `${subject} ${has} no current hardware attestation (${EXPLAIN_REMEDIES.acceptUnattested}).`;

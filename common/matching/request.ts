@@ -18,6 +18,19 @@ export const MAX_PRICE_PER_GPU_HOUR = 10_000n * BASE_UNITS_PER_USD;
 export const MIN_PRICE_PER_GPU_HOUR = SECONDS_PER_HOUR;
 /** Largest VRAM requirement accepted, MiB (1 TiB). */
 export const MAX_VRAM_MIB = 1 << 20;
+/** Most CPU cores one request may ask for, in total. */
+export const MAX_CPU_CORES = 65_536;
+/** Most host memory one request may ask for, GiB in total (64 TiB). */
+export const MAX_MEMORY_GIB = 65_536;
+/** Most disk one request may ask for, GiB in total (1 PiB). */
+export const MAX_DISK_GIB = 1_048_576;
+
+const gibField = (what: string, max: number) =>
+  z
+    .number({ error: required(`${what} in GiB, a number above 0`) })
+    .positive("must be above 0 GiB")
+    .max(max, `must be at most ${max} GiB`)
+    .optional();
 
 const required =
   (what: string) =>
@@ -66,6 +79,20 @@ export const matchRequestSchema = z
       .min(1, "must be at least 1 MiB")
       .max(MAX_VRAM_MIB, `must be at most ${MAX_VRAM_MIB} MiB`)
       .optional(),
+    /**
+     * CPU cores for the whole request (all its GPUs together). Offers declare cores per GPU
+     * (offer message `resources`); a machine fits when its GPUs' cores add up to at least this.
+     */
+    cpuCores: z
+      .number({ error: required(`a whole number of CPU cores from 1 to ${MAX_CPU_CORES}`) })
+      .int("expected a whole number of CPU cores")
+      .min(1, "must be at least 1")
+      .max(MAX_CPU_CORES, `must be at most ${MAX_CPU_CORES}`)
+      .optional(),
+    /** Host memory (RAM, not VRAM) for the whole request, GiB. */
+    memoryGiB: gibField("host memory", MAX_MEMORY_GIB),
+    /** Disk for the task's workspace for the whole request, GiB. */
+    diskGiB: gibField("disk", MAX_DISK_GIB),
     /** Lease length in seconds. */
     duration: z
       .number({ error: required(`a lease length in whole seconds, 1 to ${MAX_DURATION_SECONDS}`) })
@@ -123,6 +150,10 @@ export const matchRequestSchema = z
       gpuType: value.gpuType,
       gpuCount: value.gpuCount,
       minVramMiB: value.minVramMiB ?? 0,
+      /** Host resources asked for in total (0: not asked): CPU cores, memory and disk in MiB (GiB rounded up to whole MiB). */
+      cpuCores: value.cpuCores ?? 0,
+      memoryMiB: value.memoryGiB === undefined ? 0 : Math.ceil(value.memoryGiB * 1024),
+      diskMiB: value.diskGiB === undefined ? 0 : Math.ceil(value.diskGiB * 1024),
       duration: value.duration,
       mode: value.mode,
       interruptible,

@@ -73,6 +73,8 @@ export const attestationWireSchema = z.strictObject({
   root: bytes32Schema,
   gpus: bytes32Schema,
   cc: bytes32Schema,
+  failures: uint16,
+  lastFailureAt: uint32,
 }) satisfies z.ZodType<Attestation, unknown>;
 
 export const signedAttestationSchema = z.strictObject({
@@ -86,6 +88,19 @@ export const interconnectSchema = z.enum(["none", "nvlink", "fabric"]);
 export type Interconnect = z.output<typeof interconnectSchema>;
 /** On-chain encoding of the interconnect (ProviderRegistry machine field). */
 export const INTERCONNECT_CODES: Record<Interconnect, number> = { none: 0, nvlink: 1, fabric: 2 };
+
+/**
+ * What each leased unit (GPU) comes with on the provider's host, declared by its node and
+ * enforced by its runtime: a lease of N units gets N times these (CPU cores by `taskset` and a
+ * CPU quota, memory by a cgroup or RLIMIT_AS / `--memory`, disk for its workspace). Per unit,
+ * not per machine, so that any split of a machine (or of a cluster) is sized the same way.
+ */
+export const hostResourcesSchema = z.strictObject({
+  cpuCoresPerUnit: uint16.min(1),
+  memoryMiBPerUnit: uint32.min(1),
+  diskMiBPerUnit: uint32.min(1),
+});
+export type HostResources = z.output<typeof hostResourcesSchema>;
 
 export const offerMessageSchema = z.strictObject({
   v: z.literal(1),
@@ -137,6 +152,12 @@ export const offerMessageSchema = z.strictObject({
    * the provider. Absent (providers before it): DEFAULT_LEASE_CHECK_SHARE_BPS.
    */
   leaseChecks: leaseChecksSchema.optional(),
+  /**
+   * CPU cores, memory and disk per leased unit (hostResourcesSchema), as its runtime enforces them.
+   * Covered by `peerSignature`. Absent: the node declares none (older nodes, or bounds turned
+   * off), and requests that ask for any of them do not match it.
+   */
+  resources: hostResourcesSchema.optional(),
   /** Ed25519 signature by the key of `peerId` over `offerSigningBytes(message)`. */
   peerSignature: z.string().regex(/^0x[0-9a-fA-F]{128}$/, "expected a 64-byte Ed25519 signature as 0x followed by 128 hex digits"),
 });

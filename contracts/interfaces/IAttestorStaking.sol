@@ -12,7 +12,8 @@ interface IAttestorStaking {
     /// @param disputeFee Bonded by a disputer: back to it when the attestor is slashed, to the attestor when it answers.
     /// @param answerWindow Seconds an attestor has to answer a dispute.
     /// @param unbondingDelay Seconds between an unstake request and its withdrawal (at least answerWindow).
-    /// @param disputerShareBps Share of a slash paid to the disputer (at most MAX_DISPUTER_SHARE_BPS); the rest to sink.
+    /// @param disputerShareBps Share of a fault dispute's slash paid to the lease's provider, the party the false fault
+    ///        wronged (at most MAX_DISPUTER_SHARE_BPS); the rest, and all of an attestation dispute's slash, to sink.
     /// @param sink Receives the rest of a slash (a treasury, or a burn address).
     /// @param faultWindow Seconds an honest attestor hears nothing from a provider before it signs a liveness fault
     ///        (MIN_FAULT_WINDOW..MAX_FAULT_WINDOW): a receipt it signed in (observedAt, observedAt + faultWindow]
@@ -60,6 +61,11 @@ interface IAttestorStaking {
         bytes32 root;
         bytes32 gpus;
         bytes32 cc;
+        /// @dev Failed challenges of the machine this attestor holds in its failure history (the last
+        ///      `failureHistorySeconds`, a week by default) when it signed; only time clears them.
+        uint16 failures;
+        /// @dev When the latest of them ended (Unix seconds), 0 with none.
+        uint32 lastFailureAt;
     }
 
     /// @notice Where a dispute stands.
@@ -108,8 +114,12 @@ interface IAttestorStaking {
     event DisputeAnswered(bytes32 indexed id, address indexed attestor, uint96 fee);
     /// @notice The attestor lost `amount` of its stake: it did not answer the attestation dispute `id` in time, or
     ///         (FaultDisputed) its receipt contradicted its fault, `id` being faultDisputeId of that fault and attestor.
+    ///         `disputer` is who was credited `toDisputer`: the lease's provider for a fault; for an attestation the
+    ///         disputer, credited nothing (toDisputer 0: all of it to the sink).
     event AttestorSlashed(bytes32 indexed id, address indexed attestor, uint96 amount, address disputer, uint96 toDisputer, address sink, uint96 toSink);
-    /// @notice `disputer` (the caller; the share is credited to the lease's provider) proved with `attestor`'s own receipt (received at `receivedAtMs`) that its liveness fault of
+    /// @notice `disputer` (the caller; the share is credited to the lease's provider) proved with `attestor`'s own receipt
+    ///         (a ProbeReceipt received at `receivedAtMs` for a liveness fault, an Attestation issued at receivedAtMs / 1000
+    ///         s for a capacity fault) that its fault of
     ///         lease `leaseId` at `observedAt` was false; `slashed` was taken from its stake at once (AttestorSlashed,
     ///         emitted with it under the same id, says how it was split).
     event FaultDisputed(
@@ -166,6 +176,13 @@ interface IAttestorStaking {
     error SignersDiffer(address faultSigner, address receiptSigner);
     /// @notice The receipt was received at `receivedAtMs`, outside [fromMs, toMs]: it does not contradict the fault.
     error ReceiptOutsideWindow(uint64 receivedAtMs, uint256 fromMs, uint256 toMs);
+    /// @notice disputeCapacityFault takes capacity faults (kind 2) only; a liveness fault goes to disputeFault.
+    error NotACapacityFault(uint8 kind);
+    /// @notice The attestation is not of the lease's machine (its provider and machineId), or attests fewer units than
+    ///         the lease holds: it says nothing about the capacity the fault claims failed.
+    error AttestationNotOfLease(uint256 leaseId, address provider, uint32 machineId, uint16 units);
+    /// @notice A capacity fault is contradicted by an attestation issued in [observedAt + 1, observedAt + faultWindow] s.
+    error AttestationOutsideWindow(uint32 issuedAt, uint256 from, uint256 to);
     /// @notice A parameter is outside its accepted range [min, max].
     error ParamOutOfRange(string name, uint256 value, uint256 min, uint256 max);
     /// @notice The sink may not be the zero address.
@@ -202,6 +219,9 @@ interface IAttestorStaking {
     function withdraw() external;
 
     /// @notice Disputes an attestation by bonding disputeFee: its attestor must answer with the provider's signed commit.
+    ///         Unanswered, the whole slash goes to the sink and the fee back to the disputer: no share is paid to a
+    ///         disputer, which the attestor itself can be (a liar disputing its own attestation first loses as much as
+    ///         when anyone else disputes it; issue #34, finding 6).
     /// @return id The attestation's EIP-712 digest.
     function disputeAttestation(Attestation calldata attestation, bytes calldata signature) external returns (bytes32 id);
 
@@ -226,6 +246,24 @@ interface IAttestorStaking {
     function disputeFault(Fault calldata fault, bytes calldata faultSignature, ProbeReceipt calldata receipt, bytes calldata receiptSignature)
         external
         returns (bytes32 id);
+
+    /// @notice Slashes at once an attestor whose capacity fault (kind 2: the leased machine failed its challenge at
+    ///         observedAt, with no pass since) its own Attestation contradicts: it signed `fault` and, in the market's
+    ///         domain, an attestation that the lease's machine (same provider and machineId, at least the lease's units)
+    ///         passed a challenge, issued in [observedAt + 1, observedAt + faultWindowFor(observedAt)] s. The provider
+    ///         holds every attestation it passed. Paid as disputeFault (share to the lease's provider), once per fault
+    ///         and attestor across both dispute paths.
+    /// @param fault The fault the attestor signed.
+    /// @param faultSignature Its signature of `fault`.
+    /// @param attestation The attestation the attestor signed.
+    /// @param attestationSignature Its signature of `attestation`.
+    /// @return id faultDisputeId(fault, attestor).
+    function disputeCapacityFault(
+        Fault calldata fault,
+        bytes calldata faultSignature,
+        Attestation calldata attestation,
+        bytes calldata attestationSignature
+    ) external returns (bytes32 id);
 
     /// @notice Pays the caller what it is owed (fees, slash shares) to `to`.
     function claim(address to) external;

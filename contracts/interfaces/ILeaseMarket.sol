@@ -77,6 +77,9 @@ interface ILeaseMarket is ILeaseMarketTypes {
     ///         observedAt, without credit (its collateral was released at the preemption). So can a completed lease
     ///         whose collateral is still held, for a fault observed before its completion: credited as above on
     ///         the deposit before its latest extension (if any), the provider's pay after observedAt returned.
+    ///         Only the defined kinds are taken (InvalidFaultKind otherwise): 1, unresponsive
+    ///         (AttestorStaking.disputeFault proves one false with its signer's ProbeReceipt), and 2, capacity
+    ///         (disputeCapacityFault, with its signer's Attestation of the leased machine).
     /// @param fault The fault.
     /// @param signatures At least faultQuorum attestor signatures, ordered by strictly increasing signer.
     function submitFault(Fault calldata fault, bytes[] calldata signatures) external;

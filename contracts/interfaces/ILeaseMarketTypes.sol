@@ -253,7 +253,8 @@ interface ILeaseMarketTypes {
     error InvalidShrink(uint16 newUnits, uint16 units);
     /// @notice A fault's observedAt must be in [from, to].
     error FaultObservedOutOfRange(uint32 observedAt, uint256 from, uint256 to);
-    /// @notice Fault kinds are nonzero (common/eip712.ts FaultKind).
+    /// @notice `kind` is no defined fault kind: 1 (unresponsive) and 2 (capacity) only (common/eip712.ts FaultKind),
+    ///         each of which AttestorStaking can prove false with the signer's own contradicting receipt.
     error InvalidFaultKind(uint8 kind);
     /// @notice At most `max` signatures per fault.
     error TooManySignatures(uint256 count, uint256 max);

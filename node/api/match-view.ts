@@ -32,6 +32,13 @@ function toCandidate(candidate: Candidate, rank: number, duration: number): Matc
       attestationExpiry: part.entry.attestationExpiry,
       peerId: part.entry.peerId,
       seq: part.entry.seq,
+      resources: part.entry.resources
+        ? {
+            cpuCores: part.units * part.entry.resources.cpuCoresPerUnit,
+            memoryMiB: part.units * part.entry.resources.memoryMiBPerUnit,
+            diskMiB: part.units * part.entry.resources.diskMiBPerUnit,
+          }
+        : null,
     })),
   };
 }

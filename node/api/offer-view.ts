@@ -44,6 +44,8 @@ export function toAttestationView(verified: VerifiedAttestation, nowSeconds: num
     current: attestation.expiry > nowSeconds,
     gpuIdentityVerified: attestation.cc !== NO_CC,
     cc: attestation.cc,
+    failures: attestation.failures,
+    lastFailureAt: attestation.lastFailureAt,
   };
 }
 
@@ -73,6 +75,7 @@ export function toOfferView(entry: OfferEntry, nowSeconds: number): OfferView {
     maxDuration: offer.maxDuration,
     collateralBps: offer.collateralBps,
     startWindow: offer.startWindow,
+    ...(entry.message.resources ? { resources: entry.message.resources } : {}),
     leaseChecks: { shareBps: leaseCheckShareBps(entry.message.leaseChecks) },
     expiry: offer.expiry,
     capacity: {

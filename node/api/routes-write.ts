@@ -224,7 +224,7 @@ export function writeRoutes(deps: RouteDeps): RouteSpec[] {
       summary: "Match dry-run: ranked candidates for a task, or why nothing matched",
       description:
         "The body is the renter's match request as the SDK and the CLI take it (docs/matching.md): `gpuType`, `gpuCount`, `duration`, " +
-        "`maxPricePerGpuHour` or `mode: interruptible` with `bidPerGpuHour` (USD per GPU-hour), `region`, `minVramMiB`, `minReputation`, " +
+        "`maxPricePerGpuHour` or `mode: interruptible` with `bidPerGpuHour` (USD per GPU-hour), `region`, `minVramMiB`, `cpuCores`, `memoryGiB`, `diskGiB` (host resources for the whole request), `minReputation`, " +
         "`attestedOnly`, `gpuIdentityVerified`, `colocation`. Reserves nothing. When nothing fits, `explanation.steps` lists, in order, how many offers each " +
         "constraint removed and `explanation.nearMisses` the offers that came nearest.",
       tag: "market",

@@ -50,7 +50,18 @@ import { checkCommitEvidence, type CcPolicy, type CcVerifiedUnit } from "./cc-po
 import { DeviceRegistry, uuidKey } from "./device-registry.js";
 
 /** The machine a challenge tests, as declared on-chain (the caller checks it against the registry). */
-export type MachineClaim = { provider: Address; machineId: number; model: string; units: number; vramMiB: number };
+export type MachineClaim = {
+  provider: Address;
+  machineId: number;
+  model: string;
+  units: number;
+  vramMiB: number;
+  /**
+   * The machine's failure history at this attestor (failure-history.ts), signed into the attestation
+   * on a pass: failures held and when the latest ended (unix s, 0 with none). Default none.
+   */
+  history?: { failures: number; lastFailureAt: number };
+};
 
 export type ChallengePass = {
   outcome: "pass";
@@ -167,7 +178,7 @@ export class Attestor {
       rowsPerUnit: params.rowsPerUnit,
       deadlineMs: params.deadlineMs,
     });
-    return new AttestorChallenge(this, message, params);
+    return new AttestorChallenge(this, message, params, claim.history);
   }
 
   random(length: number): Uint8Array {
@@ -218,7 +229,12 @@ export class AttestorChallenge {
   private openDeadlineAtMs: number | undefined;
   private finalOutcome: ChallengeOutcome | undefined;
 
-  constructor(attestor: Attestor, message: ChallengeMessage, params: ChallengeParams) {
+  constructor(
+    attestor: Attestor,
+    message: ChallengeMessage,
+    params: ChallengeParams,
+    private readonly history: MachineClaim["history"] = undefined,
+  ) {
     this.attestor = attestor;
     this.message = message;
     this.params = params;
@@ -395,12 +411,15 @@ export class AttestorChallenge {
       throughput: measuredThroughput > maxUint64 ? maxUint64 : measuredThroughput,
       issuedAt,
       expiry: issuedAt + ttl,
-      // The transcript's keys: a provider or anyone can hold the attestor to this challenge (docs/attestation.md, "Accountability").
+      // The transcript's keys: a provider or anyone can hold the attestor to this challenge (docs/attestation-threats.md, "Slashing a forged attestation").
       challengeId: this.id,
       root: rootsHash(commit.message.roots),
       gpus: gpusHash(commit.message.devices),
       // What this attestor verified of the GPUs themselves (attest.cc): one device per unit, chained to the pinned root.
       cc: ccIdentitiesHash(this.ccUnits ?? []),
+      // A pass after failures says so: the history only time clears (failure-history.ts).
+      failures: Math.min(65_535, this.history?.failures ?? 0),
+      lastFailureAt: this.history?.lastFailureAt ?? 0,
     });
     const pass: ChallengePass = {
       outcome: "pass",

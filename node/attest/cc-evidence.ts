@@ -1,6 +1,6 @@
 /**
  * Verification of NVIDIA confidential-computing (CC) device evidence, the design of
- * docs/attestation.md ("Confidential-computing evidence"): a Hopper or later GPU in CC mode
+ * docs/attestation-threats.md ("Confidential-computing evidence"): a Hopper or later GPU in CC mode
  * answers an SPDM 1.1 GET_MEASUREMENTS request carrying a requester nonce with a MEASUREMENTS
  * response signed (ECDSA P-384 over SHA-384 of request ‖ response-without-signature) by its
  * device attestation key, whose X.509 certificate chains to NVIDIA's device identity root. The

@@ -1,6 +1,6 @@
 /**
  * What NVIDIA confidential-computing evidence says about the GPU, beyond the SPDM checks of
- * cc-evidence.ts (docs/attestation.md, "Confidential-computing evidence"):
+ * cc-evidence.ts (docs/attestation-threats.md, "Confidential-computing evidence"):
  *
  * - the **device identity** in the attestation-key (leaf) certificate NVIDIA's chain vouches for:
  *   the chip (`NVIDIA:GH100:<device id>` in its subjectAltName) and the firmware ID (FWID) in its

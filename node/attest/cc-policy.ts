@@ -1,5 +1,5 @@
 /**
- * The attestor's use of confidential-computing evidence in a challenge (docs/attestation.md,
+ * The attestor's use of confidential-computing evidence in a challenge (docs/attestation-threats.md,
  * "Confidential-computing evidence"). With `attest.cc` configured, each unit of a commit may carry
  * (or, with `required`, must carry) its GPU's signed measurements for a request whose nonce is the
  * challenge id. The attestor checks, per unit, cheapest first:

@@ -1,5 +1,5 @@
 /**
- * Revocation of confidential-computing device certificates, offline (docs/attestation.md,
+ * Revocation of confidential-computing device certificates, offline (docs/attestation-threats.md,
  * "Revocation"). NVIDIA names a CRL in each of its CA certificates (`crl.ndis.nvidia.com`:
  * `l1-root.crl` for the certificates the Device Identity CA issues, `l2-gh100.crl` for those the
  * GH100 Identity issues) and answers OCSP for the rest. A node fetches nothing: the CRLs an

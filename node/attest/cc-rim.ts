@@ -1,6 +1,6 @@
 /**
  * NVIDIA's reference integrity manifests (RIMs): the golden measurement values a GPU's signed
- * MEASUREMENTS must match (docs/attestation.md, "Confidential-computing evidence"). A RIM is an
+ * MEASUREMENTS must match (docs/attestation-threats.md, "Confidential-computing evidence"). A RIM is an
  * ISO/IEC 19770-2 SWID tag, one per VBIOS version and one per driver version, signed with an
  * enveloped XML signature (ECDSA P-384 over SHA-384, C14N 1.1) whose certificate chain runs to
  * NVIDIA's RIM root, a different root from the devices'.

@@ -2,7 +2,8 @@
  * The attestor's proof-of-capacity challenges over libp2p. Targets are the machines in the
  * node's offer book (scheduled: each machine once its last attestation by this attestor nears
  * expiry, or its own backoff after a failure has passed; in-lease checks ignore the backoff) and any machine someone asks for over
- * `/suanli/attest-request/1.0.0`. Each challenge:
+ * `/suanli/attest-request/1.0.0`. The backoff grows with the machine's failure history
+ * (failure-history.ts) and holds forced requests too. Each challenge:
  *
  *   1. reads the machine on-chain (owner, model, units, VRAM: the claim is the declaration),
  *   2. dials the provider (its registered peer id, the offer's addresses),
@@ -31,6 +32,7 @@ import type { AttestorRoleOptions, MemoryOptions } from "./options.js";
 import type { ChallengeRecord, ChallengeResults, ChallengeTrigger } from "./results.js";
 import { runDetached } from "../../common/detached.js";
 import { ChallengeSession, errorText, type Target } from "./challenge-session.js";
+import type { FailureEntry, FailureHistory } from "./failure-history.js";
 
 /** How long connecting to the provider's node may take before the challenge starts; the challenge clock starts after. */
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -49,6 +51,8 @@ export type ChallengerOptions = {
   book: OfferBook;
   attestor: Attestor;
   results: ChallengeResults;
+  /** Failed challenges per machine and provider, which only time clears: the backoff and the attestations' `failures`. */
+  failures: FailureHistory;
   options: AttestorRoleOptions;
   metrics: Metrics;
   logger: Logger;
@@ -149,21 +153,28 @@ export class Challenger {
   }
 
   /**
-   * The failure that holds the machine in backoff, or undefined. Per machine (issue 35 item 2): a
-   * provider that fails a spare machine's challenge on purpose holds back only that machine, and
-   * in-lease checks ignore the backoff altogether (run()). One exception: a machine this attestor
-   * has never passed is held by its provider's failure too, so that a fresh machine id (it costs
-   * only gas) buys a cheater no new try; such a machine has no attestation to lose.
+   * The failure that holds the machine in backoff, with the failures counted and when the wait
+   * ends, or undefined. Per machine (issue 35 item 2): a provider that fails a spare machine's
+   * challenge on purpose holds back only that machine, and in-lease checks ignore the backoff
+   * altogether (run()). The wait doubles with every failure the machine holds in its history, which
+   * only time clears (issue 35 item 3), and holds forced requests too. One exception: a machine this
+   * attestor has never passed waits on its provider's history (every machine's failures), so that a
+   * fresh machine id (it costs only gas) buys a cheater no new try; such a machine has no
+   * attestation to lose.
    */
-  private async machineFailure(machineId: number, nowMs: number, provider?: string): Promise<ChallengeRecord | undefined> {
-    const within = (record: ChallengeRecord | undefined) => (record && nowMs - record.finishedAtMs < this.o.options.retryAfterFailureSeconds * 1000 ? record : undefined);
+  private async machineFailure(machineId: number, nowMs: number, provider?: string): Promise<{ failure: FailureEntry; failures: number; retryAtMs: number } | undefined> {
+    const held = (summary: Awaited<ReturnType<FailureHistory["ofMachine"]>>) => {
+      const retryAtMs = this.o.failures.retryAtMs(summary);
+      return summary.latest && retryAtMs !== undefined && nowMs < retryAtMs ? { failure: summary.latest, failures: summary.failures, retryAtMs } : undefined;
+    };
+    const own = held(await this.o.failures.ofMachine(machineId, nowMs));
+    if (own) return own;
     const history = await this.o.results.history(machineId, this.o.options.keepResultsPerMachine);
-    const own = within(history.find((record) => record.outcome === "fail"));
-    if (own || history.some((record) => record.outcome === "pass")) return own;
+    if (history.some((record) => record.outcome === "pass")) return undefined;
     const providers = new Set(this.o.book.byMachine(machineId).map((entry) => entry.provider.toLowerCase()));
     if (provider) providers.add(provider.toLowerCase());
     for (const owner of providers) {
-      const failure = within(await this.o.results.latestProviderFailure(owner));
+      const failure = held(await this.o.failures.ofProvider(owner, nowMs));
       if (failure) return failure;
     }
     return undefined;
@@ -179,26 +190,27 @@ export class Challenger {
     }
     // An error (unreachable, busy) says nothing about the machine: try again at the next scan.
     if (latest.outcome === "error") return nowMs - latest.finishedAtMs >= this.o.options.scheduleIntervalMs;
-    return nowMs - latest.finishedAtMs >= this.o.options.retryAfterFailureSeconds * 1000;
+    // A failure whose backoff (above) has ended.
+    return true;
   }
 
   /**
    * Challenges a machine now (one challenge per machine at a time: a second call joins the first).
    * Resolves with the recorded result; throws AttestorBusyError when too many wait for a slot.
    */
-  challenge(machineId: number, trigger: ChallengeTrigger = "request", forced = false): Promise<ChallengeRecord> {
+  challenge(machineId: number, trigger: ChallengeTrigger = "request"): Promise<ChallengeRecord> {
     const running = this.inflight.get(machineId);
     if (running) {
       // A scheduled or in-lease challenge never joins a requested one: a requested challenge leads
       // to no fault, so a provider that kept its leased machine under requests would otherwise
       // shield it from in-lease checks. It runs once the requested one is over.
-      if (running.trigger === "request" && trigger !== "request") return running.work.catch(() => undefined).then(() => this.challenge(machineId, trigger, forced));
+      if (running.trigger === "request" && trigger !== "request") return running.work.catch(() => undefined).then(() => this.challenge(machineId, trigger));
       return running.work;
     }
     const work = (async () => {
       await this.acquire(trigger === "request");
       try {
-        return await this.run(machineId, trigger, forced);
+        return await this.run(machineId, trigger);
       } finally {
         this.release();
       }
@@ -259,8 +271,8 @@ export class Challenger {
       };
     }
     if (force) {
-      // A forced challenge skips the recorded result (an operator fixed the cause of a failure
-      // and wants to know now), bounded so that nobody can keep the attestor computing.
+      // A forced challenge skips a recorded pass (an operator wants to know now), bounded so that
+      // nobody can keep the attestor computing; it does not skip a failure's backoff (below).
       const last = this.forcedAt.get(machineId);
       const nowMs = this.now();
       if (last !== undefined && nowMs - last < FORCE_MIN_INTERVAL_MS) {
@@ -281,19 +293,38 @@ export class Challenger {
     // provider was unreachable...) was no verdict on the machine, so it is tried again.
     const latest = await this.o.results.latest(machineId);
     if (!force && latest && latest.outcome !== "error" && !(await this.isDue(machineId))) return outcomeMessage(latest, true);
+    // Forced or not, a machine in its failure backoff is not challenged, and the refusal costs the
+    // attestor nothing (no challenge, no record): forcing every minute bought a cheat 1,440 tries a day.
+    const held = await this.machineFailure(machineId, this.now());
+    if (held) return this.backoffAnswer(machineId, held);
     let record: ChallengeRecord;
     try {
-      record = await this.challenge(machineId, "request", force);
+      record = await this.challenge(machineId, "request");
     } catch (error) {
       if (error instanceof BusyError) return { v: 1, machineId, outcome: "error", reason: "busy", detail: error.shortMessage, retryAfter: null };
       throw error;
     }
     if (record.outcome === "error" && record.reason === "backoff") {
-      const held = await this.machineFailure(machineId, this.now(), record.provider);
-      if (held)
-        return { ...outcomeMessage(record, false), retryAfter: Math.ceil(held.finishedAtMs / 1000) + this.o.options.retryAfterFailureSeconds } as ChallengeOutcomeMessageInput;
+      const heldNow = await this.machineFailure(machineId, this.now(), record.provider);
+      if (heldNow) return { ...outcomeMessage(record, false), retryAfter: Math.ceil(heldNow.retryAtMs / 1000) } as ChallengeOutcomeMessageInput;
     }
     return outcomeMessage(record, false);
+  }
+
+  private backoffAnswer(machineId: number, held: { failure: FailureEntry; failures: number; retryAtMs: number }): ChallengeOutcomeMessageInput {
+    const { failure } = held;
+    const whose =
+      failure.machineId === machineId
+        ? `machine ${machineId} holds ${held.failures} failed challenge(s) in this attestor's history (latest: ${failure.reason})`
+        : `provider ${failure.provider} holds ${held.failures} failed challenge(s) (latest: machine ${failure.machineId}, ${failure.reason}) and machine ${machineId} never passed here`;
+    return {
+      v: 1,
+      machineId,
+      outcome: "error",
+      reason: "backoff",
+      detail: `${whose}; the wait doubles with each failure and only time clears them: no challenge before the backoff ends`,
+      retryAfter: Math.ceil(held.retryAtMs / 1000),
+    };
   }
 
   /** Resolves the machine's claim and the provider's peer from the chain (and the book's addresses). */
@@ -327,7 +358,7 @@ export class Challenger {
     return { claim: { provider: owner, machineId, model, units: machine.units, vramMiB: machine.vramMiB }, peer };
   }
 
-  private async run(machineId: number, trigger: ChallengeTrigger, forced: boolean): Promise<ChallengeRecord> {
+  private async run(machineId: number, trigger: ChallengeTrigger): Promise<ChallengeRecord> {
     const startedAtMs = this.now();
     const base = { machineId, trigger, startedAtMs };
     let record: ChallengeRecord;
@@ -336,10 +367,13 @@ export class Challenger {
       if ("reason" in target) {
         record = this.errorRecord(base, target.reason, target.detail);
       } else {
-        // The machine's own backoff: a forced request (`--force`) is the operator's retry, and an
-        // in-lease check is never held back (a provider must not be able to switch them off by
-        // failing a challenge, of this machine or another, on purpose).
-        const held = forced || trigger === "lease" ? undefined : await this.machineFailure(machineId, this.now(), target.claim.provider);
+        // The machine's own backoff, forced requests included (issue 35 item 3: a failure must cost a
+        // try); an in-lease check is never held back (a provider must not be able to switch them
+        // off by failing a challenge, of this machine or another, on purpose).
+        const held = trigger === "lease" ? undefined : await this.machineFailure(machineId, this.now(), target.claim.provider);
+        // What a pass will carry: this machine's own failures, which only time clears.
+        const own = await this.o.failures.ofMachine(machineId, this.now());
+        target.claim.history = { failures: own.failures, lastFailureAt: own.latest ? Math.floor(own.latest.finishedAtMs / 1000) : 0 };
         // Then connect: a provider this node cannot reach is "unreachable", said at once, never a
         // late commit after the whole challenge window (the clock starts once connected).
         const unreachable = held ? undefined : await this.connect(target);
@@ -347,9 +381,9 @@ export class Challenger {
           ? this.errorRecord(
               base,
               "backoff",
-              held.machineId === machineId
-                ? `machine ${machineId} failed a challenge (${held.reason}); no challenge of it before the backoff ends`
-                : `provider ${held.provider} failed a challenge of machine ${held.machineId} (${held.reason}); machine ${machineId}, never passed here, waits for the backoff to end`,
+              held.failure.machineId === machineId
+                ? `machine ${machineId} failed a challenge (${held.failure.reason}; ${held.failures} held); no challenge of it before the backoff ends`
+                : `provider ${held.failure.provider} failed a challenge of machine ${held.failure.machineId} (${held.failure.reason}); machine ${machineId}, never passed here, waits for the backoff to end`,
               target.claim,
             )
           : unreachable
@@ -361,6 +395,7 @@ export class Challenger {
       record = this.errorRecord(base, "internal", errorText(error));
     }
     await this.o.results.add(record);
+    await this.o.failures.add(record, this.now());
     await Promise.resolve(this.o.onResult?.(record)).catch((error: unknown) => this.o.logger.warn("A challenge result's listener failed", { machineId }, error));
     this.o.metrics.attestChallenges.inc({ outcome: record.outcome, reason: record.reason ?? "", trigger });
     this.o.logger.info("Challenge recorded", {

@@ -86,9 +86,20 @@ export class FaultCosigner {
     const faultLease = { leaseId: fault.leaseId, provider: getAddress(lease.provider), machineId: lease.machineId, activatedAt: lease.activatedAt, end: lease.end };
     // A transcript is checked instead of this attestor's own evidence: it proves the fault to
     // anyone, so this attestor need not wait for a check of its own (a pass of its own since does
-    // not wash a signed wrong answer either). A bad transcript is declined, never ignored.
+    // not wash a signed wrong answer either, but one after observedAt stops it signing, below).
+    // A bad transcript is declined, never ignored.
     const verdict = transcript ? await this.o.transcripts.check(faultLease, fault, transcript, peer) : await evidence!.check(faultLease, fault);
     if (!verdict.ok) return decline(verdict.reason, verdict.detail, verdict.lastSeenAt ?? null, verdict.earliestObservedAt ?? null, verdict.signsAt ?? null, verdict.receipt);
+    // A receipt of its own after observedAt (a capacity fault: an attestation of the machine
+    // passing) would prove its signature false on chain, whatever the evidence: never sign then.
+    const contradictedAt = await evidence?.contradictedAt?.(faultLease, fault.observedAt);
+    if (contradictedAt !== undefined) {
+      return decline(
+        "seen_alive",
+        `this attestor signed an attestation of machine ${lease.machineId} passing at ${contradictedAt}, after observedAt ${fault.observedAt}`,
+        contradictedAt,
+      );
+    }
 
     const signature = await signFault(this.o.account, this.o.domain, fault);
     const mine: FaultSignature = { signer: this.o.address, signature };

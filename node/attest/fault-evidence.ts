@@ -11,7 +11,10 @@
  * - capacity (kind 2, CapacityEvidence in in-lease.ts): this attestor's own in-lease challenge of
  *   the leased machine failed, started no later than observedAt, with no pass since; or, instead,
  *   the proposal's transcript of the provider's signed wrong answer (fault-transcript.ts), which
- *   proves the fault to anyone, so no attestor's word is taken for it.
+ *   proves the fault to anyone, so no attestor's word is taken for it. Either way a co-signer signs
+ *   only while it holds no attestation of the machine passing issued after observedAt: one inside
+ *   the fault window proves the fault false on chain (AttestorStaking.disputeCapacityFault, issue
+ *   #34 finding 3).
  */
 import { getAddress, type Address } from "viem";
 import type { FaultDeclineReason } from "../../common/attest/wire.js";
@@ -39,6 +42,11 @@ export interface FaultEvidence {
   readonly kind: number;
   /** Whether this attestor holds its own evidence of `fault` now (it may probe or challenge to find out). */
   check(lease: FaultLease, fault: Fault): Promise<EvidenceVerdict>;
+  /**
+   * When this attestor signed a receipt after `observedAt` that contradicts a fault of this kind on
+   * chain (unix s), if it did: checked before it signs on any evidence, a transcript included.
+   */
+  contradictedAt?(lease: FaultLease, observedAt: number): Promise<number | undefined>;
 }
 
 /** Kind 1: the provider does not answer this attestor's liveness probes either. */

@@ -203,6 +203,16 @@ export class CapacityEvidence implements FaultEvidence {
     private readonly tracker: LeaseTracker,
   ) {}
 
+  /** The issuedAt of this attestor's newest attestation of the lease's machine issued after `observedAt`, if any. */
+  async contradictedAt(lease: FaultLease, observedAt: number): Promise<number | undefined> {
+    const history = await this.results.history(lease.machineId, HISTORY_LIMIT);
+    const pass = history.find(
+      (record) =>
+        record.outcome === "pass" && record.attestation && record.provider.toLowerCase() === lease.provider.toLowerCase() && record.attestation.attestation.issuedAt > observedAt,
+    );
+    return pass?.attestation?.attestation.issuedAt;
+  }
+
   async check(lease: FaultLease, fault: Fault): Promise<EvidenceVerdict> {
     const verdicts = leaseVerdicts(await this.results.history(lease.machineId, HISTORY_LIMIT), lease);
     const newest = verdicts[0];

@@ -63,13 +63,38 @@ export const attestorRoleOptionsSchema = z.strictObject({
     .min(0)
     .max(30 * 86_400)
     .default(21_600),
-  /** After a failed challenge, a machine waits this long for the next one (scheduled or requested). */
+  /**
+   * After a failed challenge, a machine waits this long for the next one (scheduled or requested,
+   * forced included; an in-lease check never waits), doubled for each further failure it holds in
+   * its failure history, up to `maxRetryAfterFailureSeconds` (node/attest/failure-history.ts).
+   */
   retryAfterFailureSeconds: z
     .number()
     .int()
     .min(0)
     .max(30 * 86_400)
-    .default(3_600),
+    .default(300),
+  /**
+   * The longest wait after failures. With the defaults (300 s doubling to 6 h) a machine that fails
+   * every try gets at most 10 challenges in any 24 hours (docs/attestation-threats.md, "Retrying").
+   */
+  maxRetryAfterFailureSeconds: z
+    .number()
+    .int()
+    .min(0)
+    .max(30 * 86_400)
+    .default(21_600),
+  /**
+   * How long a failed challenge stays in the machine's failure history: it counts towards the wait
+   * and is signed into the machine's attestations (`failures`, `lastFailureAt`) until then, whatever
+   * passes after it. A week.
+   */
+  failureHistorySeconds: z
+    .number()
+    .int()
+    .min(0)
+    .max(90 * 86_400)
+    .default(604_800),
   /**
    * Challenge requests (`/suanli/attest-request/1.0.0`) one requester (its Noise-authenticated peer
    * id) may have answered per hour, cached answers included; beyond it the request is refused
@@ -143,7 +168,7 @@ export const memoryOptionsSchema = z.strictObject({
 });
 
 /**
- * Confidential-computing evidence (docs/attestation.md, "Confidential-computing evidence"): the
+ * Confidential-computing evidence (docs/attestation-threats.md, "Confidential-computing evidence"): the
  * attestor verifies the per-unit GPU evidence a commit carries against these roots. Off while
  * `rootFiles` is empty (evidence is then ignored).
  */
@@ -168,7 +193,7 @@ export const ccOptionsSchema = z
       .default({}),
     /**
      * NVIDIA's reference integrity manifests (RIMs): the golden firmware measurements a GPU's
-     * report is compared with (docs/attestation.md, "Confidential-computing evidence in a
+     * report is compared with (docs/attestation-threats.md, "Confidential-computing evidence in a
      * challenge"). `files`: RIM XML files (one per VBIOS and per driver version in use, from
      * NVIDIA's RIM service), each verified at start-up to one of `rootFiles` (NVIDIA's RIM root,
      * another root than the devices'). `required`: a unit whose VBIOS or driver has no valid RIM

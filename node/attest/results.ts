@@ -46,8 +46,6 @@ export type ChallengeRecord = {
 
 const pad = (value: number, width: number) => value.toString().padStart(width, "0");
 const machinePrefix = (machineId: number) => `${pad(machineId, 10)}/`;
-const providerKey = (provider: string) => `provider/${provider.toLowerCase()}`;
-const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000";
 
 export class ChallengeResults {
   private readonly repo: Repository<ChallengeRecord>;
@@ -61,13 +59,10 @@ export class ChallengeResults {
   }
 
   /**
-   * Stores a result and prunes the machine's oldest beyond the limit. A failure is also kept as
-   * its provider's latest (key `provider/<address>`, outside every machine's range): the backoff
-   * after a failure holds for all of the provider's machines, so a new machine id (which costs
-   * only gas) does not buy a new try.
+   * Stores a result and prunes the machine's oldest beyond the limit. Failures are also kept, for
+   * longer and per provider too, in the failure history (failure-history.ts), which sets the backoff.
    */
   async add(record: ChallengeRecord): Promise<void> {
-    if (record.outcome === "fail" && record.provider !== ZERO_ADDRESS) await this.repo.put(providerKey(record.provider), record);
     const prefix = machinePrefix(record.machineId);
     await this.repo.put(`${prefix}${pad(record.startedAtMs, 15)}`, record);
     const entries: [string, ChallengeRecord][] = [];
@@ -85,11 +80,6 @@ export class ChallengeResults {
   async history(machineId: number, limit = 100): Promise<ChallengeRecord[]> {
     const prefix = machinePrefix(machineId);
     return this.repo.values({ gte: prefix, lt: `${prefix.slice(0, -1)}0`, reverse: true, limit });
-  }
-
-  /** The provider's latest failed challenge, on any of its machines. */
-  async latestProviderFailure(provider: string): Promise<ChallengeRecord | undefined> {
-    return this.repo.get(providerKey(provider));
   }
 
   /** The machine's latest result. */

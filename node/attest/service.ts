@@ -29,12 +29,15 @@ import { ChallengeResults, type ChallengeRecord } from "./results.js";
 import { CpuRunner } from "./runner/cpu.js";
 import { DisputeAnswerer } from "./disputes.js";
 import { DeviceRegistry } from "./device-registry.js";
+import { FailureHistory } from "./failure-history.js";
 import { Bucket } from "../store/buckets.js";
 
 export type AttestorService = DaemonModule & {
   /** The attestor's wallet address (holds ATTESTOR_ROLE). */
   address: Address;
   results: ChallengeResults;
+  /** Failed challenges per machine and provider, which only time clears (the backoff, and `failures` in attestations). */
+  failures: FailureHistory;
   challenger: Challenger;
   /** Present while `attest.liveness.enabled`. */
   leases: LeaseTracker | undefined;
@@ -85,7 +88,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       const staking = await daemon.chain.publicClient.readContract({ address: daemon.registry, abi: providerRegistryAbi, functionName: "attestorStaking" });
       throw new NotAnAttestorError(`${address} holds ATTESTOR_ROLE but not the minimum stake in the AttestorStaking ${staking}: its signatures would not count`, {
         metaMessages: [
-          'Stake the settlement token: AttestorStaking.stake(amount) after approving it (params().minStake is the minimum); see docs/attestation.md, "Trust in attestors".',
+          'Stake the settlement token: AttestorStaking.stake(amount) after approving it (params().minStake is the minimum); see docs/attestation-threats.md, "Trust in attestors".',
         ],
       });
     }
@@ -145,6 +148,12 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       gpuReuseWindowMs: config.attest.attestor.gpuReuseWindowSeconds * 1000,
     });
     const results = new ChallengeResults(daemon.store, config.attest.attestor.keepResultsPerMachine, now);
+    // Failed challenges per machine, which only time clears: the backoff and the attestations' `failures`.
+    const failures = new FailureHistory(daemon.store.repository(Bucket.attestFailures), {
+      windowMs: config.attest.attestor.failureHistorySeconds * 1000,
+      firstRetryMs: config.attest.attestor.retryAfterFailureSeconds * 1000,
+      maxRetryMs: config.attest.attestor.maxRetryAfterFailureSeconds * 1000,
+    });
     let leaseChecks: InLeaseChecker | undefined;
     const challenger = new Challenger({
       host: daemon.p2p.host,
@@ -154,6 +163,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       book: daemon.offers.book,
       attestor,
       results,
+      failures,
       options: config.attest.attestor,
       memory: config.attest.memory,
       metrics: daemon.metrics,
@@ -281,6 +291,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       name: "attestor",
       address,
       results,
+      failures,
       challenger,
       leases,
       prober,

@@ -31,6 +31,12 @@ function exitCodeFor(error: unknown): number {
 
 try {
   await program.parseAsync(process.argv);
+  // The command is over (a one-shot command answered; a node, the devnet or a forward stopped
+  // cleanly): exit now rather than when the last idle handle lets go. After "Node stopped" the
+  // RPC client's keep-alive sockets held the process 4 s, and a busy attestation worker or a
+  // task's pipe up to a minute (issue #40 item 3). stdout and stderr are written synchronously
+  // to files and pipes, so nothing printed is lost.
+  process.exit();
 } catch (error) {
   if (error instanceof CommanderError) {
     // commander already printed its message (help, version, or a usage error)

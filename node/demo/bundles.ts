@@ -9,6 +9,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import * as tar from "tar";
+import { httpServerOptions, limitConnections, type ConnectionLimits } from "../http/limits.js";
 
 export type ServedBundle = { url: string; sha256: string };
 
@@ -19,10 +20,25 @@ export type BundleServer = {
   close(): Promise<void>;
 };
 
-export async function startBundleServer(): Promise<BundleServer> {
+/**
+ * How long and how many connections the bundle server holds (node/http/limits.ts, issue #33 item
+ * 11): the same bounds as the node's own HTTP servers, so a slow-loris client cannot hold it.
+ */
+export const BUNDLE_SERVER_LIMITS: ConnectionLimits = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 60_000,
+  keepAliveTimeoutMs: 5_000,
+  idleTimeoutMs: 60_000,
+  maxPerAddress: 64,
+  maxTotal: 256,
+  maxRequestsPerSocket: 0,
+};
+
+export async function startBundleServer(options: { limits?: ConnectionLimits } = {}): Promise<BundleServer> {
+  const limits = options.limits ?? BUNDLE_SERVER_LIMITS;
   const dir = await mkdtemp(path.join(tmpdir(), "suanli-bundles-"));
   const served = new Map<string, Buffer>();
-  const server: Server = createServer((req, res) => {
+  const server: Server = createServer(httpServerOptions(limits), (req, res) => {
     const body = served.get(req.url ?? "");
     if (!body) {
       res.writeHead(404).end("not found");
@@ -30,6 +46,7 @@ export async function startBundleServer(): Promise<BundleServer> {
     }
     res.writeHead(200, { "content-type": "application/gzip", "content-length": body.length }).end(body);
   });
+  limitConnections(server, limits, { perAddress: true });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   let counter = 0;

@@ -131,6 +131,8 @@ async function attest(daemon: Daemon, provider: Address, machineId: number, mach
     root: `0x${"00".repeat(32)}` as const,
     gpus: `0x${"00".repeat(32)}` as const,
     cc: `0x${"00".repeat(32)}` as const,
+    failures: 0,
+    lastFailureAt: 0,
     issuedAt: now - 60,
     expiry: now + 24 * 3600,
   };

@@ -14,7 +14,7 @@ import { ANY_RENTER, suanliDomain, type Offer } from "../../common/eip712.js";
 import { InvalidInputError } from "../../common/errors.js";
 import { canonicalGpuName, knownGpuNames, modelHash } from "../../common/gpu.js";
 import { stringifyPlain } from "../../common/json.js";
-import { MAX_OFFER_TIER, interconnectSchema, offerKey, signedAttestationSchema, type OfferMessage } from "../../common/offers/message.js";
+import { MAX_OFFER_TIER, hostResourcesSchema, interconnectSchema, offerKey, signedAttestationSchema, type OfferMessage } from "../../common/offers/message.js";
 import { leaseChecksSchema } from "../../common/attest/lease-checks.js";
 import { signOfferMessage } from "../../common/offers/sign.js";
 import { bytes32Schema } from "../../common/schemas.js";
@@ -72,6 +72,8 @@ export const machineOfferSchema = z.strictObject({
   attestations: z.array(signedAttestationSchema).max(8).default([]),
   /** The in-lease checks announced with the offer (docs/attestation.md, "In-lease checks"); absent: the default share. */
   leaseChecks: leaseChecksSchema.optional(),
+  /** CPU cores, memory and disk per unit the runtime enforces (node/provider/runtime/host-resources.ts); absent: none declared. */
+  resources: hostResourcesSchema.optional(),
 });
 export type MachineOffer = z.output<typeof machineOfferSchema>;
 export type MachineOfferInput = z.input<typeof machineOfferSchema>;
@@ -285,6 +287,7 @@ export class OfferPublisher {
         ...(state.input.tier > 0 ? { tier: state.input.tier } : {}),
         ...(this.sealingKey ? { sealingKey: this.sealingKey } : {}),
         ...(state.input.leaseChecks ? { leaseChecks: state.input.leaseChecks } : {}),
+        ...(state.input.resources ? { resources: state.input.resources } : {}),
       },
       this.options.peerKey,
     );

@@ -37,6 +37,7 @@ import { createCapacityManager, createRuntime, gpuSampler, loadInventory } from 
 import { OutputStore } from "./agent/outputs.js";
 import { TaskIoService } from "./agent/task-io.js";
 import type { Runtime, RuntimeIsolation } from "./runtime/runtime.js";
+import { announcedResources } from "./runtime/host-resources.js";
 import { SealingKeyRing } from "./agent/sealing.js";
 import { TxSender } from "./agent/chain-tx.js";
 import { Claimer } from "./agent/claims.js";
@@ -213,6 +214,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
         }
         return lowest;
       },
+      resources: announcedResources(options.runtime.bounds, inventory, (warning) => logger.warn(warning)),
       logger,
     });
     cleanups.push(() => market.close());

@@ -11,6 +11,7 @@ import { declaredMachineSchema } from "./inventory/inventory.js";
 import { pricingOptionsSchema } from "./pricing/options.js";
 import { leaseBoundsSchema } from "./runtime/lease-bounds.js";
 import { isCidr } from "./runtime/network-policy.js";
+import { DEFAULT_TASK_USER, TASK_USER_PATTERN } from "./runtime/task-user.js";
 
 const GiB = 1024 ** 3;
 
@@ -286,6 +287,8 @@ export const providerOptionsSchema = z.strictObject({
         .prefault({}),
       /** More host paths visible read-only in the sandbox (an interpreter outside /usr, datasets). */
       readOnlyPaths: z.array(z.string().regex(/^\//, "expected an absolute path")).max(64).default([]),
+      /** Unprivileged host user a root node runs tasks as (runtime/task-user.ts), created at start when missing. */
+      taskUser: z.string().regex(TASK_USER_PATTERN, "expected a user name (lowercase letters, digits, _ and -)").default(DEFAULT_TASK_USER),
       containerEngine: z.enum(["auto", "docker", "podman"]).default("auto"),
       /**
        * Container runtime: the OCI runtime the engine runs containers with. `auto` takes the

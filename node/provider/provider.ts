@@ -23,6 +23,7 @@ import type { ProviderOptions } from "./options.js";
 import { detectAmdInventory, sampleAmdMetrics, type AmdSmiOptions } from "./inventory/amd.js";
 import { ContainerRuntime } from "./runtime/container-runtime.js";
 import { ProcessRuntime } from "./runtime/process-runtime.js";
+import { hostUnits, leasedBoundsOptions } from "./runtime/host-resources.js";
 import type { Runtime } from "./runtime/runtime.js";
 
 /** Reads the inventory the config asks for: nvidia-smi, amd-smi, rocm-smi, or the declared machines. */
@@ -78,6 +79,8 @@ export function createRuntime(
 ): Runtime {
   const workspaceRoot = options.workspaceDir ?? path.join(context.dataDir, "workspaces");
   const { limits } = options;
+  // Each lease is sized from what the offers declare per unit (host-resources.ts).
+  const bounds = leasedBoundsOptions(options.runtime.bounds, hostUnits(context.inventory));
   const common = {
     workspaceRoot,
     network: options.runtime.network,
@@ -104,8 +107,9 @@ export function createRuntime(
       ...(options.runtime.ociRuntime === "auto" ? {} : { ociRuntimes: [options.runtime.ociRuntime] }),
       networkAllow: options.runtime.networkAllow,
       perUnit: options.runtime.containerPerUnit,
-      bounds: options.runtime.bounds,
+      bounds,
       extraArgs: options.runtime.containerArgs,
+      taskUser: options.runtime.taskUser,
       gpus,
       // The self-test passes every unit's device: one the engine cannot resolve is found at start.
       probeDevices: gpus ? (context.inventory?.units ?? []).map((unit) => unit.device) : [],
@@ -119,8 +123,9 @@ export function createRuntime(
     sandbox: options.runtime.sandbox,
     bwrapPath: options.runtime.bwrapPath,
     readOnlyPaths: options.runtime.readOnlyPaths,
+    taskUser: options.runtime.taskUser,
     pastaPath: options.runtime.pastaPath,
-    bounds: options.runtime.bounds,
+    bounds,
     networkAllow: options.runtime.networkAllow,
     fetchPolicy: options.fetch,
     // Other renters' workspaces and kept outputs too, wherever the operator put them (each task's

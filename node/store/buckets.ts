@@ -49,4 +49,10 @@ export enum Bucket {
    * `cc:<chip>:<device id>` → {machine, atMs}. 28, well apart from 24..27, which other branches may take.
    */
   attestDevices = 28,
+  /**
+   * Failed challenges, kept for `attest.attestor.failureHistorySeconds` whatever passes after them
+   * (node/attest/failure-history.ts): `m/<machineId, 10 digits>/<finishedAtMs, 15 digits>` and
+   * `p/<provider lowercase>/<finishedAtMs, 15 digits>/<machineId, 10 digits>` → the failure.
+   */
+  attestFailures = 29,
 }

@@ -76,6 +76,8 @@ export type OfferSummary = {
   gpuIdentityVerified: boolean;
   /** When the signed offer expires, unix seconds. */
   expiry: number;
+  /** CPU cores, host memory and disk (MiB) each GPU comes with, enforced by the provider's runtime; null when it declares none. */
+  resources: { cpuCoresPerUnit: number; memoryMiBPerUnit: number; diskMiBPerUnit: number } | null;
   /**
    * The provider's current sealing key for secrets (an uncompressed P-256 public key, when it
    * expires in unix seconds, and its wallet's EIP-191 signature over both, common/sealed.ts), as
@@ -132,6 +134,7 @@ export async function queryOffers(ctx: SuanliContext, parameters: QueryOffersPar
       attested,
       gpuIdentityVerified,
       expiry: message.offer.expiry,
+      resources: message.resources ?? null,
       ...(message.sealingKey
         ? { sealingKey: { publicKey: message.sealingKey.publicKey, expiresAt: message.sealingKey.expiresAt, signature: message.sealingKey.signature as `0x${string}` } }
         : {}),

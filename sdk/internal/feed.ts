@@ -21,10 +21,24 @@ import { createHost, type SuanliHost } from "../../common/p2p/host.js";
 import { OFFERS_SYNC_PROTOCOL } from "../../common/p2p/protocols.js";
 import { request } from "../../common/p2p/reqresp.js";
 import { runDetached } from "../../common/detached.js";
+import { NetworkUnreachableError } from "../errors.js";
+
+/** One line on why a dial failed: libp2p's own words, without its stack. */
+function dialFailure(error: unknown): string {
+  if (error instanceof AggregateError && error.errors.length) return error.errors.map(dialFailure).join("; ");
+  const err = error as { name?: string; message?: string };
+  if (err?.name === "TimeoutError" || err?.name === "AbortError") return "no answer (timed out)";
+  return err?.message ? `${err.message}${err.name && err.name !== "Error" ? ` (${err.name})` : ""}` : String(error);
+}
 
 export type OfferFeed = {
   readonly engine: MatchingEngine;
-  /** Resolves once the current book was pulled from the bootstrap peers (or `timeoutMs` passed). */
+  /**
+   * Resolves once the current book was pulled from the bootstrap peers (or `timeoutMs` passed
+   * while connected to one). Rejects with NetworkUnreachableError when no bootstrap peer could be
+   * reached at all (each refused or unreachable), naming each and why. A feed without gossip
+   * pulls the book again when its last pull is older than `resyncAfterMs`.
+   */
   ready(timeoutMs?: number): Promise<void>;
   /**
    * Pulls the current offers of one peer (a provider the client already deals with, known by its
@@ -52,20 +66,31 @@ export type P2pFeedOptions = {
   matching?: MatchingOptionsInput;
   /** Keep loopback/private addresses (devnets, LANs). */
   allowPrivateAddresses?: boolean;
+  /**
+   * Follow live offers over gossip (default true). False: the client is never a gossip peer and
+   * pulls the book with offers-sync when it needs offers (at most every `resyncAfterMs`): what a
+   * short-lived client such as one CLI command should do, since nodes score every gossip peer and
+   * dozens of short-lived peers from one address read as a Sybil attack (issue #40 item 12).
+   */
+  gossip?: boolean;
+  /** Without gossip: how old a pulled book may be before `ready()` pulls it again (default 15 s). */
+  resyncAfterMs?: number;
   now?: () => number;
 };
 
-/** Starts a light libp2p client that follows the offers topic. */
+/** Starts a light libp2p client that follows the offers topic (or, without gossip, pulls the book when asked). */
 export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> {
   const now = options.now ?? (() => Math.floor(Date.now() / 1000));
   const topic = offersTopic(options.chainId);
+  const gossip = options.gossip ?? true;
+  const resyncAfterMs = options.resyncAfterMs ?? 15_000;
   const host = await createHost({
     listen: [],
     bootstrap: options.bootstrap,
     dht: { enabled: false },
     allowPrivateAddresses: options.allowPrivateAddresses ?? true,
-    gossip: { heartbeatIntervalMs: 500, ipColocationWhitelist: ["127.0.0.1"] },
-    topics: { [topic]: {} },
+    gossip: { enabled: gossip, heartbeatIntervalMs: 500, ipColocationWhitelist: ["127.0.0.1"] },
+    topics: gossip ? { [topic]: {} } : {},
   });
   const chain = new CachedChainView(new RegistryChainView(options.publicClient, options.registry), { ttlMs: 30_000 });
   const validator = new OfferValidator({ chainId: options.chainId, market: options.market, chain, now });
@@ -84,24 +109,31 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
     await offers.put(offer.key, offer.message, engineAttestation(offer.attestation, now()));
   }
 
-  const pubsub = host.services.pubsub!;
-  pubsub.topicValidators.set(topic, async (_peer, message) => {
-    try {
-      return (await ingest(message.data)) ? TopicValidatorResult.Accept : TopicValidatorResult.Ignore;
-    } catch {
-      return TopicValidatorResult.Ignore;
-    }
-  });
-  pubsub.subscribe(topic);
+  const pubsub = host.services.pubsub;
+  if (gossip && pubsub) {
+    pubsub.topicValidators.set(topic, async (_peer, message) => {
+      try {
+        return (await ingest(message.data)) ? TopicValidatorResult.Accept : TopicValidatorResult.Ignore;
+      } catch {
+        return TopicValidatorResult.Ignore;
+      }
+    });
+    pubsub.subscribe(topic);
+  }
 
-  // Pull the current book from every peer that serves offers-sync, once.
+  // Pull the current book from every peer that serves offers-sync, once (again later without gossip).
   const synced = new Set<string>();
+  /** Peers seen serving offers-sync, for a re-pull without gossip. */
+  const servers = new Map<string, PeerId>();
+  let lastSyncAt = 0;
   let firstSync: () => void = () => {};
   const firstSyncDone = new Promise<void>((resolve) => (firstSync = resolve));
   async function syncFrom(peer: PeerId): Promise<void> {
     const id = peer.toString();
     if (synced.has(id)) return;
     synced.add(id);
+    servers.set(id, peer);
+    lastSyncAt = Date.now();
     let after: string | undefined;
     for (let page = 0; page < 1_000; page++) {
       const answer = await request(
@@ -135,11 +167,37 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
   const sweep = setInterval(() => offers.sweepExpired(), 1_000);
   sweep.unref();
 
+  /** Dials each bootstrap address itself, for the reason none answered; resolves when one did. */
+  async function diagnoseBootstrap(timeoutMs: number): Promise<void> {
+    const attempts: { addr: string; reason: string }[] = [];
+    for (const addr of options.bootstrap) {
+      try {
+        await host.dial(multiaddr(addr), { signal: AbortSignal.timeout(timeoutMs) });
+        return;
+      } catch (error) {
+        attempts.push({ addr, reason: dialFailure(error) });
+      }
+    }
+    throw new NetworkUnreachableError(attempts);
+  }
+
   return {
     engine,
     host,
     async ready(timeoutMs = 5_000) {
       if (!options.bootstrap.length) return;
+      if (!gossip && lastSyncAt > 0 && Date.now() - lastSyncAt > resyncAfterMs) {
+        synced.clear();
+        await Promise.all([...servers.values()].map((peer) => syncFrom(peer).catch(() => undefined)));
+        return;
+      }
+      let timer: NodeJS.Timeout | undefined;
+      const pulled = await Promise.race([firstSyncDone.then(() => true), new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)))]).finally(() =>
+        clearTimeout(timer),
+      );
+      if (pulled || host.getConnections().length > 0) return;
+      // Not one connection: say why (refused, unreachable) instead of an empty book.
+      await diagnoseBootstrap(timeoutMs);
       await Promise.race([firstSyncDone, new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())]);
     },
     async syncPeer(peerId, addrs, timeoutMs = 10_000) {

@@ -65,6 +65,7 @@ function messageFromView(view: OfferView): OfferMessage {
     ...(view.tier ? { tier: view.tier } : {}),
     ...(view.sealingKey ? { sealingKey: view.sealingKey } : {}),
     leaseChecks: view.leaseChecks,
+    ...(view.resources ? { resources: view.resources } : {}),
     machine: { model: view.model, units: view.units, vramMiB: view.vramMiB, interconnect: view.interconnect, region: view.region, cluster: view.cluster },
     capacity: view.capacity,
     attestations: [],

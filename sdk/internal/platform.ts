@@ -25,6 +25,8 @@ export type ClientPlatform = {
     registry: Address;
     publicClient: PublicClient<Transport, Chain>;
     bootstrap: string[];
+    /** Follow offers over gossip; false: pull the book with offers-sync when needed. */
+    gossip: boolean;
     matching: MatchingOptionsInput | undefined;
   }): Promise<{ feed: OfferFeed; link: ProviderLink }>;
   /** Reads deployments/<chainId>.json from `dir` (a default folder when undefined). */

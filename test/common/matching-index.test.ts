@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { BookIndex, type Slot, type SlotList } from "../../common/matching/book-index.js";
-import { type MatchContext, failureMask, failureMasks } from "../../common/matching/constraints.js";
+import { type MatchContext, failureMask, failureMasks, hostNeeds } from "../../common/matching/constraints.js";
 import { parseMatchingOptions, parseMatchRequest } from "../../common/matching/index.js";
 import { NOW, type OfferSpec, entry, requestInput } from "../support/matching-fixtures.js";
 
@@ -48,6 +48,7 @@ function randomSpec(random: () => number, machineId: number, seq: number): Offer
     faults: Math.floor(random() * 5),
     latencyMs: random() < 0.3 ? null : Math.floor(random() * 400),
     vramMiB: pick([40_960, 81_920]),
+    ...(random() < 0.7 ? { resources: { cpuCoresPerUnit: pick([2, 8])!, memoryMiBPerUnit: pick([16_384, 65_536])!, diskMiBPerUnit: pick([51_200, 204_800])! } } : {}),
   };
 }
 
@@ -61,6 +62,9 @@ function context(random: () => number): MatchContext {
       gpuIdentityVerified: random() < 0.3,
       minReputation: random() < 0.5 ? 0 : Math.round(random() * 100) / 100,
       ...(random() < 0.3 ? { minVramMiB: 50_000 } : {}),
+      ...(random() < 0.2 ? { cpuCores: 16 } : {}),
+      ...(random() < 0.2 ? { memoryGiB: 128 } : {}),
+      ...(random() < 0.2 ? { diskGiB: 300 } : {}),
       ...(interruptible ? { mode: "interruptible", bidPerGpuHour: "1.20", maxPricePerGpuHour: undefined } : {}),
     }),
   );
@@ -71,6 +75,7 @@ function context(random: () => number): MatchContext {
     count: request.gpuCount,
     duration: request.duration,
     minVramMiB: request.minVramMiB,
+    ...hostNeeds(request),
     attestedOnly: request.attestedOnly,
     gpuIdentityVerified: request.gpuIdentityVerified,
     minReputation: request.minReputation,
@@ -100,7 +105,7 @@ describe("matching: the index's lists", () => {
       for (let round = 0; round < 10; round++) {
         const ctx = context(random);
         for (const list of lists(index)) {
-          const out = new Uint8Array(list.length + 3);
+          const out = new Uint16Array(list.length + 3);
           failureMasks(list, 0, list.length, ctx, out, 3);
           for (let i = 0; i < list.length; i++) assert.equal(out[i + 3], failureMask(list, i, ctx), `seed ${seed}, offer ${list.slots[i]!.key}`);
         }

@@ -128,6 +128,13 @@ describe("LeaseMarket invariants: exact model, attacker bound, liveness", functi
       "setUnbondingDelay",
       "block",
       "withdrawOwed",
+      // AttestorStaking (support/invariants-staking.ts): both fault dispute paths, attestation disputes and their races.
+      "disputeFault",
+      "disputeCapacityFault",
+      "disputeAttestation",
+      "resolveDispute",
+      "claimStaking",
+      "attestorStake",
     ]) {
       assert.ok((result.byKind[kind] ?? 0) > 0, `no ${kind} ever succeeded`);
     }

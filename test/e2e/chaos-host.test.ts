@@ -12,13 +12,13 @@
  *   chain's time.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { leaseMarketAbi } from "../../common/abi.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { checkLedger, RpcProxy, watchWallets, type SeenTransaction, type WatchedWallet } from "../support/chaos.js";
-import { mineBlock, processesWithMarker, restoreDir, skewedClockEnv, SmallDisk, snapshotDir } from "../support/chaos-host.js";
+import { mineBlock, processesWithMarker, removeDir, restoreDir, skewedClockEnv, SmallDisk, snapshotDir } from "../support/chaos-host.js";
 import { fund, startDevnet, type Devnet } from "../support/devnet.js";
 import { testProviderConfig } from "../support/provider.js";
 import { ProviderProcess } from "../support/provider-process.js";
@@ -52,7 +52,7 @@ describe("chaos: faults of the provider's host", function () {
     await proxy?.close();
     await bundles?.close();
     await devnet?.close();
-    await rm(dir, { recursive: true, force: true });
+    await removeDir(dir);
   });
 
   /** Writes the config of provider `index` (its data in `dataDir`, the chain through the proxy) and returns its path. */

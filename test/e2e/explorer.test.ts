@@ -69,6 +69,8 @@ describe("explorer page in headless Chromium against a devnet node", function ()
         root: `0x${"00".repeat(32)}` as const,
         gpus: `0x${"00".repeat(32)}` as const,
         cc: `0x${"00".repeat(32)}` as const,
+        failures: 0,
+        lastFailureAt: 0,
         issuedAt: now - 60,
         expiry: now + 86_400,
       };

@@ -105,6 +105,8 @@ describe("HTTP API on a devnet node", function () {
         root: `0x${"00".repeat(32)}` as const,
         gpus: `0x${"00".repeat(32)}` as const,
         cc: `0x${"00".repeat(32)}` as const,
+        failures: 0,
+        lastFailureAt: 0,
         issuedAt: now - 60,
         expiry: now + 86_400,
       };

@@ -280,6 +280,8 @@ describe("attestor role over libp2p: proof-of-capacity challenges", function () 
         root: `0x${"00".repeat(32)}` as const,
         gpus: `0x${"00".repeat(32)}` as const,
         cc: `0x${"00".repeat(32)}` as const,
+        failures: 0,
+        lastFailureAt: 0,
       };
 
       // Signed by a real attestor, but a day old and expired an hour ago.

@@ -1,7 +1,8 @@
 /**
  * Issue #22, item 5: the attestor section as a user meets it. An attestor that cannot reach the
  * provider says so ("unreachable", at once) instead of a late commit after the challenge window;
- * `--force` challenges again within a failure's backoff; `attestor start` takes config flags.
+ * `--force` no longer skips a failure's backoff (issue 35 item 3: forcing every minute bought a
+ * cheat 1,440 tries a day) and runs at most once a minute; `attestor start` takes config flags.
  */
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -30,7 +31,7 @@ describe("attestor requests: unreachable providers, --force, config flags (issue
     await devnet?.close();
   });
 
-  it("an attestor without a way to the provider answers unreachable, naming the fix; forced challenges bypass a failure's backoff, once a minute", async () => {
+  it("an attestor without a way to the provider answers unreachable, naming the fix; a forced challenge does not skip a failure's backoff, and runs at most once a minute", async () => {
     const { provider, machineId } = await startProviderWithMachine(devnet, 1, { runner: new WrongRowsRunner(), machine: A100 }, nodes);
 
     // No bootstrap: the attestor never sees the provider's offer, so it knows no address.
@@ -60,12 +61,15 @@ describe("attestor requests: unreachable providers, --force, config flags (issue
       // Within the backoff, a plain request gets the recorded failure back...
       const cached = await requestChallenge(host, target, { chainId: devnet.deployment.chainId, machineId: machineId! }, { timeoutMs: 60_000 });
       assert.equal(cached.outcome === "fail" && cached.cached, true);
-      // ...a forced one runs a new challenge...
+      // ...a forced one is refused until the backoff ends (the first wait, 300 s by default), and runs nothing...
       const forced = await requestChallenge(host, target, { chainId: devnet.deployment.chainId, machineId: machineId!, force: true }, { timeoutMs: 60_000 });
-      assert.equal(forced.outcome, "fail");
-      assert.equal(forced.outcome === "fail" && forced.cached, false);
+      assert.equal(forced.outcome, "error");
+      assert.equal(forced.outcome === "error" && forced.reason, "backoff");
+      assert.match(forced.outcome === "error" ? forced.detail : "", /holds 1 failed challenge\(s\) in this attestor's history \(latest: wrong_rows\)/);
+      const failedAt = (await attestor.attestor.results.latest(machineId!))!.finishedAtMs;
+      assert.equal(forced.outcome === "error" && forced.retryAfter, Math.ceil((failedAt + 300_000) / 1000));
       const results = await attestor.attestor.results.history(machineId!);
-      assert.equal(results.length, 2, "two challenges ran");
+      assert.equal(results.length, 1, "one challenge ran");
       // ...and a second forced one within a minute is refused with when to retry.
       const again = await requestChallenge(host, target, { chainId: devnet.deployment.chainId, machineId: machineId!, force: true }, { timeoutMs: 60_000 });
       assert.equal(again.outcome, "error");

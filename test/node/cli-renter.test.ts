@@ -28,6 +28,8 @@ describe("suanli renter commands (CLI)", function () {
       machine: { machineId: machineId!, model: "H100-80GB-SXM", units: 8, vramMiB: 81_559, interconnect: "nvlink", region: "us-east", cluster: ZERO32 },
       terms: { pricePerUnitSecond: 900n, minDuration: 60, maxDuration: 86_400, collateralBps: 2_000, startWindow: 120 },
       capacity: { freeUnits: 8 },
+      // 8 CPU cores, 64 GiB memory and 200 GiB disk per GPU.
+      resources: { cpuCoresPerUnit: 8, memoryMiBPerUnit: 65_536, diskMiBPerUnit: 204_800 },
     });
     stateDir = await mkdtemp(path.join(tmpdir(), "suanli-cli-state-"));
     base = ["--rpc-url", devnet.rpcUrl, "--deployments", devnet.deploymentsDir, "--bootstrap", provider.p2p.host.getMultiaddrs()[0]!.toString(), "--state-dir", stateDir];
@@ -41,10 +43,44 @@ describe("suanli renter commands (CLI)", function () {
   it("lists offers as JSON with model and price", async () => {
     const result = await runCli(["offers", "--gpu", "H100", "--json", ...base]);
     assert.equal(result.code, 0, result.stderr);
-    const { offers } = lastJson<{ offers: { model: string; pricePerGpuHour: string; freeUnits: number }[] }>(result.stdout);
+    const { offers } = lastJson<{ offers: { model: string; pricePerGpuHour: string; freeUnits: number; resources: unknown }[] }>(result.stdout);
     assert.equal(offers.length, 1);
     assert.equal(offers[0]!.model, "H100-80GB-SXM");
     assert.equal(offers[0]!.pricePerGpuHour, "3.24");
+    assert.deepEqual(offers[0]!.resources, { cpuCoresPerUnit: 8, memoryMiBPerUnit: 65_536, diskMiBPerUnit: 204_800 });
+  });
+
+  it("offers show what each GPU comes with; submit --cpus/--memory/--disk filter and explain a miss, and are checked (issue 33 item 4)", async () => {
+    const table = await runCli(["offers", "--gpu", "H100", ...base]);
+    assert.equal(table.code, 0, table.stderr);
+    assert.match(table.stdout, /PER GPU/);
+    assert.match(table.stdout, /8c 64G 200G/);
+
+    const common = [
+      "--devnet-account",
+      "5",
+      "--gpu",
+      "H100",
+      "--duration",
+      "600",
+      "--max-price",
+      "5",
+      "--allow-unattested",
+      "--bundle",
+      "http://127.0.0.1:9/x.tar.gz",
+      "--sha256",
+      "ab".repeat(32),
+      ...base,
+    ];
+    const tooMuch = await runCli(["submit", "--count", "2", "--cpus", "32", "--memory", "100", ...common, "--", "true"]);
+    assert.equal(tooMuch.code, 3, tooMuch.stderr);
+    assert.match(tooMuch.stderr, /host resources of at least 16 CPU cores, 50 GiB memory per GPU: removed 1, 0 left/);
+    assert.match(tooMuch.stderr, /comes with at most 8 CPU cores, 64 GiB memory per GPU; you asked for 32 CPU cores, 100 GiB memory for 2 GPUs/);
+
+    const badNumbers = await runCli(["submit", "--count", "1", "--cpus", "1.5", "--disk", "0", ...common, "--", "true"]);
+    assert.equal(badNumbers.code, 2, badNumbers.stderr);
+    assert.match(badNumbers.stderr, /cpuCores: expected a whole number of CPU cores/);
+    assert.match(badNumbers.stderr, /diskGiB: must be above 0 GiB/);
   });
 
   it("exits 2 naming the field for an unknown GPU type, 3 with the explanation when nothing fits", async () => {

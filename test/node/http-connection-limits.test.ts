@@ -13,6 +13,7 @@ import { silentLogger } from "../../node/log/logger.js";
 import { metricsOptionsSchema } from "../../node/metrics/options.js";
 import { startMetricsServer, type MetricsServer } from "../../node/metrics/server.js";
 import { startApiFixture, type ApiFixture } from "../support/api-fixture.js";
+import { BUNDLE_SERVER_LIMITS, startBundleServer, type BundleServer } from "../../node/demo/bundles.js";
 
 /** A client connection and what happened to it. */
 type Probe = { socket: Socket; received: string; closed: Promise<void>; isClosed: () => boolean };
@@ -176,5 +177,30 @@ describe("HTTP connection limits (API and metrics endpoint)", function () {
       await scraper.closed;
       assert.match(scraper.received, /^HTTP\/1\.1 200 /);
     });
+  });
+});
+
+describe("the demo bundle server bounds its connections like the node's servers (issue #33 item 11)", function () {
+  this.timeout(30_000);
+  let server: BundleServer;
+  let port: number;
+
+  before(async () => {
+    server = await startBundleServer({ limits: { ...BUNDLE_SERVER_LIMITS, headersTimeoutMs: 1_000, requestTimeoutMs: 2_000, maxPerAddress: 5, maxTotal: 20 } });
+    port = Number(new URL(server.baseUrl).port);
+  });
+  after(async () => server?.close());
+
+  it("closes every slow-loris connection (held ones at the head timeout, those past the per-address cap at once) and still serves a bundle", async () => {
+    const probes = await Promise.all(Array.from({ length: 12 }, () => open(port, "127.0.0.5")));
+    const started = Date.now();
+    const { rounds } = await slowLoris(probes, 60);
+    assert.ok(rounds < 60, "every slow-loris connection was closed within 6 s");
+    assert.ok(Date.now() - started < 6_000);
+    assert.ok(probes.every((probe) => probe.isClosed()));
+    const bundle = await server.bundle({ "a.txt": "a" });
+    const response = await fetch(bundle.url);
+    assert.equal(response.status, 200, "an ordinary client is served");
+    await response.arrayBuffer();
   });
 });

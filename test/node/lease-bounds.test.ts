@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { createServer, type Server } from "node:http";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -76,7 +76,7 @@ describe("lease bounds: a task gets what its lease bought and no more", function
     assert.throws(() => leaseBoundsSchema.parse({ pidsPerLease: 1.5 }));
     assert.throws(() => leaseBoundsSchema.parse({ extra: 1 }));
     const two = leaseBounds(leaseBoundsSchema.parse({ cpusPerUnit: 2, memoryBytesPerUnit: 100 }), 2, 64);
-    assert.deepEqual(two, { cpus: 4, memoryBytes: 200, pids: 4096, tmpBytes: 1024 ** 3 });
+    assert.deepEqual(two, { cpus: 4, memoryBytes: 200, pids: 4096, tmpBytes: 1024 ** 3, workspaceBytes: 200 * 1024 ** 3 });
     assert.equal(leaseBounds(defaults, 8, 6).cpus, 6, "never more cores than the host has");
   });
 
@@ -93,7 +93,7 @@ describe("lease bounds: a task gets what its lease bought and no more", function
       units: 1,
       env: {},
       limits: {},
-      bounds: { cpus: 2, memoryBytes: 256 * MiB, pids: 64, tmpBytes: MiB },
+      bounds: { cpus: 2, memoryBytes: 256 * MiB, pids: 64, tmpBytes: MiB, workspaceBytes: 16 * MiB },
       network: false,
       stopGraceMs: 1000,
     });
@@ -129,6 +129,24 @@ describe("lease bounds: a task gets what its lease bought and no more", function
       assert.equal(result.status, "error", lines.join("\n"));
       assert.equal(result.error?.name, "TaskOutOfMemoryError");
       assert.equal(result.error?.blame, "renter");
+    });
+
+    it("writing past the workspace disk gets ENOSPC in the task; the host keeps working, the next task runs, nothing is left mounted", async () => {
+      const rt = runtime({ diskBytesPerUnit: 16 * MiB });
+      const { result, lines } = await run(
+        rt,
+        'dd if=/dev/zero of=big bs=1M count=40 2>/tmp/err; echo "ws=$? $(grep -c "No space left" /tmp/err)"; echo "size=$(df -k --output=size . | tail -1 | tr -d " ")"',
+      );
+      assert.equal(result.status, "succeeded", lines.join("\n"));
+      assert.ok(lines.includes("ws=1 1"), lines.join("\n"));
+      const size = Number(lines.find((line) => line.startsWith("size="))?.slice(5));
+      assert.ok(size > 8 * 1024 && size <= 16 * 1024, `the workspace is the lease's 16 MiB, not the host's disk: ${lines.join("\n")}`);
+      const workspaces = path.join(dir, "data", "workspaces");
+      assert.deepEqual(await readdir(workspaces), [], "workspace and its image removed at cleanup");
+      assert.ok(!(await readFile("/proc/mounts", "utf8")).includes(workspaces), "no mount left under the workspace root");
+      const next = await run(rt, "echo fine > ok; cat ok");
+      assert.equal(next.result.status, "succeeded");
+      assert.ok(next.lines.includes("fine"));
     });
 
     it("a fork bomb stops at the lease's pids bound", async () => {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { createServer, type Server } from "node:http";
-import { mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -34,6 +34,8 @@ describe("process runtime", function () {
 
   before(async () => {
     dir = await mkdtemp(path.join(tmpdir(), "suanli-runtime-"));
+    // Reachable by the task user a root node runs sandboxed tasks as (task-user.ts).
+    await chmod(dir, 0o711);
     server = createServer((req, res) => {
       const body = served.get(req.url ?? "");
       if (!body) {

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { createServer, type Server } from "node:http";
-import { access, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { access, chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { homedir, tmpdir } from "node:os";
 import path from "node:path";
@@ -76,6 +76,9 @@ describe("provider sandbox: what a renter's task can reach", function () {
     assert.equal((await detectBubblewrap()).available, true, "CI installs bubblewrap (.ci/run)");
     assert.ok("tools" in (await detectNetworkTools()), "CI installs passt and iproute2 (.ci/run)");
     dir = await mkdtemp(path.join(tmpdir(), "suanli-sandbox-"));
+    // The operator's read-only paths below it must be reachable by the task user a root node runs
+    // tasks as (task-user.ts): searchable, not listable.
+    await chmod(dir, 0o711);
     bundleServer = createServer((req, res) => {
       const body = served.get(req.url ?? "");
       if (!body) return void res.writeHead(404).end();

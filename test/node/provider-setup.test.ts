@@ -103,6 +103,8 @@ describe("provider agent: setup across restarts, attestations in offers", functi
         root: `0x${"00".repeat(32)}` as const,
         gpus: `0x${"00".repeat(32)}` as const,
         cc: `0x${"00".repeat(32)}` as const,
+        failures: 0,
+        lastFailureAt: 0,
         issuedAt: now,
         expiry: now + 3_600,
       };

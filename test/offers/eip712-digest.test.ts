@@ -44,6 +44,8 @@ describe("fast EIP-712 digests", () => {
       root: bytes32,
       gpus: bytes32,
       cc: bytes32,
+      failures: uintN(16),
+      lastFailureAt: uintN(32),
     });
     const completion = fc.record({ leaseId: uint(256), exitCode: fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), outputDigest: bytes32, unitSeconds: uint(64) });
     const renterRequest = fc.record({
@@ -79,6 +81,8 @@ describe("fast EIP-712 digests", () => {
           root: `0x${"00".repeat(32)}` as const,
           gpus: `0x${"00".repeat(32)}` as const,
           cc: `0x${"00".repeat(32)}` as const,
+          failures: 0,
+          lastFailureAt: 0,
           issuedAt: 1,
           expiry: 1,
         }),
@@ -140,6 +144,8 @@ describe("fast keccak and signer recovery", () => {
       root: `0x${"00".repeat(32)}` as const,
       gpus: `0x${"00".repeat(32)}` as const,
       cc: `0x${"00".repeat(32)}` as const,
+      failures: 0,
+      lastFailureAt: 0,
       issuedAt: 1,
       expiry: 2,
     };
@@ -178,6 +184,8 @@ describe("fast keccak and signer recovery", () => {
           root: `0x${"ef".repeat(32)}` as Hex,
           gpus: `0x${"01".repeat(32)}` as Hex,
           cc: `0x${"02".repeat(32)}` as Hex,
+          failures: 0,
+          lastFailureAt: 0,
         };
         assert.equal(recoverer.digest("Attestation", message), hashTypedData({ domain, types: suanliTypes, primaryType: "Attestation", message }));
       }
@@ -195,6 +203,8 @@ describe("fast keccak and signer recovery", () => {
           root: `0x${"00".repeat(32)}` as const,
           gpus: `0x${"00".repeat(32)}` as const,
           cc: `0x${"00".repeat(32)}` as const,
+          failures: 0,
+          lastFailureAt: 0,
           issuedAt: 1,
           expiry: 1,
         }),
@@ -213,6 +223,8 @@ describe("fast keccak and signer recovery", () => {
           root: `0x${"00".repeat(32)}` as const,
           gpus: `0x${"00".repeat(32)}` as const,
           cc: `0x${"00".repeat(32)}` as const,
+          failures: 0,
+          lastFailureAt: 0,
           issuedAt: 1,
           expiry: 1,
         }),
@@ -231,6 +243,8 @@ describe("fast keccak and signer recovery", () => {
           root: `0x${"00".repeat(32)}` as const,
           gpus: `0x${"00".repeat(32)}` as const,
           cc: `0x${"00".repeat(32)}` as const,
+          failures: 0,
+          lastFailureAt: 0,
           issuedAt: 1,
           expiry: 1,
         }),

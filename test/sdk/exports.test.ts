@@ -18,6 +18,7 @@ const SHARED_VALUES = [
   "InsufficientBalanceError",
   "InsufficientGasError",
   "InvalidInputError",
+  "NetworkUnreachableError",
   "NoMatchError",
   "NoWalletError",
   "NothingOwedError",

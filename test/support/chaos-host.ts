@@ -19,15 +19,36 @@ import { promisify } from "node:util";
 
 const run = promisify(execFile);
 
-/** Copies a data dir as it is now (the node may be running: level's files are append-only logs and tables). */
+/**
+ * Removes a test's folder after detaching every file system mounted under it: a node killed
+ * mid-lease leaves its lease's workspace disk (a loop-mounted image, workspace-disk.ts) mounted
+ * until it restarts, and rm would fail with EBUSY on it.
+ */
+export async function removeDir(dir: string): Promise<void> {
+  const root = path.resolve(dir);
+  const mountinfo = await readFile("/proc/self/mountinfo", "utf8").catch(() => "");
+  const points = mountinfo
+    .split("\n")
+    .map((line) => line.split(" ")[4]?.replace(/\\040/g, " "))
+    .filter((point): point is string => point !== undefined && (point === root || point.startsWith(`${root}/`)))
+    .sort((a, b) => b.length - a.length);
+  for (const point of points) await run("umount", ["-l", point]).catch(() => undefined);
+  await rm(dir, { recursive: true, force: true });
+}
+
+/**
+ * Copies a data dir as it is now (the node may be running: level's files are append-only logs and
+ * tables). Workspace disk images (`.<task>.disk`, sparse, up to 100 GiB a unit) are left out: a
+ * copy would write their holes out in full.
+ */
 export async function snapshotDir(dataDir: string, into: string): Promise<void> {
-  await rm(into, { recursive: true, force: true });
-  await cp(dataDir, into, { recursive: true, preserveTimestamps: true });
+  await removeDir(into);
+  await cp(dataDir, into, { recursive: true, preserveTimestamps: true, filter: (source) => !source.endsWith(".disk") });
 }
 
 /** Replaces `dataDir` with the copy in `snapshot` (the node must be stopped). */
 export async function restoreDir(snapshot: string, dataDir: string): Promise<void> {
-  await rm(dataDir, { recursive: true, force: true });
+  await removeDir(dataDir);
   await cp(snapshot, dataDir, { recursive: true, preserveTimestamps: true });
 }
 

@@ -34,6 +34,8 @@ export function machineCommitFixture(o: { tag: string; provider: Address; machin
     root: rootsHash(roots),
     gpus: gpusHash(devices),
     cc: `0x${"00".repeat(32)}`,
+    failures: 0,
+    lastFailureAt: 0,
   };
   return { attestation, commit: { challengeId, rowsPerUnit: o.rowsPerUnit ?? 512, roots, devices } };
 }

@@ -49,6 +49,11 @@ export type SignedOfferSpec = {
   attestor?: LocalAccount;
   /** The attestation's `cc` (GPUs verified by confidential-computing evidence; default none). */
   cc?: Hex;
+  /** CPU cores, memory and disk per unit the offer declares; absent: none. */
+  resources?: { cpuCoresPerUnit: number; memoryMiBPerUnit: number; diskMiBPerUnit: number };
+  /** The attestation's failure history (default none). */
+  failures?: number;
+  lastFailureAt?: number;
 };
 
 /** An offer-book entry with real EIP-712 signatures, parsed through the gossip message schema. */
@@ -85,6 +90,8 @@ export async function signedEntry(spec: SignedOfferSpec): Promise<OfferEntry> {
       root: `0x${"00".repeat(32)}`,
       gpus: `0x${"00".repeat(32)}`,
       cc: spec.cc ?? `0x${"00".repeat(32)}`,
+      failures: spec.failures ?? 0,
+      lastFailureAt: spec.lastFailureAt ?? 0,
       issuedAt: spec.at - 60,
       expiry: spec.at + 24 * 3600,
     };
@@ -119,6 +126,7 @@ export async function signedEntry(spec: SignedOfferSpec): Promise<OfferEntry> {
       addrs: ["/ip4/127.0.0.1/tcp/4001"],
       seq: spec.seq ?? 1,
       publishedAt: spec.at,
+      ...(spec.resources ? { resources: spec.resources } : {}),
     },
     peerKey,
   );

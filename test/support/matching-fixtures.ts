@@ -64,6 +64,8 @@ export type OfferSpec = {
   faults?: number;
   latencyMs?: number | null;
   seq?: number;
+  /** CPU cores, memory and disk per unit the offer declares; absent: none declared. */
+  resources?: { cpuCoresPerUnit: number; memoryMiBPerUnit: number; diskMiBPerUnit: number };
 };
 
 /** The wire (JSON) form of an offer message. */
@@ -109,6 +111,7 @@ export function offerWire(spec: OfferSpec) {
     addrs: ["/ip4/127.0.0.1/tcp/4001"],
     seq: spec.seq ?? 1,
     publishedAt: NOW - 10,
+    ...(spec.resources ? { resources: spec.resources } : {}),
     // The engine indexes messages the offer book already verified; it never checks this field.
     peerSignature: `0x${"00".repeat(64)}`,
   };

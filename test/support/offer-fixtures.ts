@@ -93,6 +93,8 @@ export function attest(attestor: Signer, provider: Address, spec: MachineSpec, t
     root: `0x${"00".repeat(32)}`,
     gpus: `0x${"00".repeat(32)}`,
     cc,
+    failures: 0,
+    lastFailureAt: 0,
     issuedAt: now - 10,
     expiry: now + ttlSec,
   });

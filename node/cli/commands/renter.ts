@@ -10,6 +10,7 @@ import type { Command } from "commander";
 import { formatUnits } from "viem";
 import { InvalidInputError } from "../../../common/errors.js";
 import { formatUsd } from "../../../common/matching/money.js";
+import { gib } from "../../../common/matching/explain-text.js";
 import { createClient, parseSubmitParameters, type SubmitTaskParameters, type SuanliClient, type TaskReceipt, type TaskStatus } from "../../../sdk/index.js";
 import { resolveAccount } from "../account.js";
 import { withChainFlags } from "../context.js";
@@ -46,6 +47,8 @@ async function withClient<T>(flags: RenterFlags, needWallet: boolean, run: (clie
     rpcUrl,
     account,
     bootstrap,
+    // One command is a short-lived client: it pulls the book, never joins gossip (issue #40 item 12).
+    gossip: false,
     deployment: flags.deployments,
     stateFile,
     onProgress: (line) => progress(Boolean(flags.json), line),
@@ -134,6 +137,12 @@ async function follow(client: SuanliClient, taskId: string, json: boolean, strea
   return receipt;
 }
 
+/** `8c 64G 200G`: CPU cores, memory and disk each GPU comes with; `-` when the offer declares none. */
+function perGpu(resources: { cpuCoresPerUnit: number; memoryMiBPerUnit: number; diskMiBPerUnit: number } | null): string {
+  if (!resources) return "-";
+  return `${resources.cpuCoresPerUnit}c ${gib(resources.memoryMiBPerUnit)}G ${gib(resources.diskMiBPerUnit)}G`;
+}
+
 export function registerRenter(program: Command): void {
   withRenterFlags(
     program
@@ -165,10 +174,10 @@ export function registerRenter(program: Command): void {
           offers.length === 0
             ? "No live offers match (is --bootstrap set to a running node?)."
             : [
-                `${"MODEL".padEnd(16)} ${"FREE".padStart(5)} ${"USD/GPU-h".padStart(10)} ${"REGION".padEnd(10)} ${"ATTESTED".padEnd(8)} ${"CC".padEnd(3)} PROVIDER:MACHINE`,
+                `${"MODEL".padEnd(16)} ${"FREE".padStart(5)} ${"USD/GPU-h".padStart(10)} ${"REGION".padEnd(10)} ${"ATTESTED".padEnd(8)} ${"CC".padEnd(3)} ${"PER GPU".padEnd(16)} PROVIDER:MACHINE`,
                 ...offers.map(
                   (o) =>
-                    `${o.model.padEnd(16)} ${`${o.freeUnits}/${o.units}`.padStart(5)} ${o.pricePerGpuHour.padStart(10)} ${o.region.padEnd(10)} ${(o.attested ? "yes" : "no").padEnd(8)} ${(o.gpuIdentityVerified ? "yes" : "no").padEnd(3)} ${o.key}`,
+                    `${o.model.padEnd(16)} ${`${o.freeUnits}/${o.units}`.padStart(5)} ${o.pricePerGpuHour.padStart(10)} ${o.region.padEnd(10)} ${(o.attested ? "yes" : "no").padEnd(8)} ${(o.gpuIdentityVerified ? "yes" : "no").padEnd(3)} ${perGpu(o.resources).padEnd(16)} ${o.key}`,
                 ),
               ].join("\n"),
         );
@@ -196,6 +205,9 @@ export function registerRenter(program: Command): void {
       .option("--bid <usd>", "interruptible bid per GPU-hour, USD")
       .option("--region <name>")
       .option("--min-vram <MiB>", "minimum memory per GPU, MiB")
+      .option("--cpus <n>", "CPU cores for the whole task (all its GPUs together), enforced by the provider")
+      .option("--memory <GiB>", "host memory (RAM) for the whole task, GiB, enforced by the provider")
+      .option("--disk <GiB>", "disk for the task's workspace, GiB")
       .option("--allow-unattested", "also consider machines without a current attestation")
       .option("--gpu-identity-verified", "only machines whose GPU identities the attestors verified by NVIDIA-signed CC evidence (Hopper and later; not a confidential VM)")
       .option("--colocation <machine|cluster>", "machine: all GPUs on one machine (default); cluster: may span machines of one declared fast-interconnect cluster")
@@ -228,6 +240,9 @@ export function registerRenter(program: Command): void {
       bidPerGpuHour: flags.bid as string | undefined,
       region: flags.region as string | undefined,
       minVramMiB: problems.number("min-vram", flags.minVram as string | undefined),
+      cpuCores: problems.number("cpus", flags.cpus as string | undefined),
+      memoryGiB: problems.number("memory", flags.memory as string | undefined),
+      diskGiB: problems.number("disk", flags.disk as string | undefined),
       attestedOnly: !flags.allowUnattested,
       gpuIdentityVerified: Boolean(flags.gpuIdentityVerified),
       colocation: flags.colocation as "machine" | "cluster" | undefined,

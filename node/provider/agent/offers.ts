@@ -4,7 +4,7 @@
  * topic, republished whenever one of those changes and withdrawn when the machine must not be
  * sold.
  */
-import type { SignedAttestation } from "../../../common/offers/message.js";
+import type { HostResources, SignedAttestation } from "../../../common/offers/message.js";
 import type { ReservationTable } from "../../../common/matching/reservations.js";
 import type { Logger } from "../../log/logger.js";
 import { OfferRejectedError } from "../../offers/gossip.js";
@@ -41,6 +41,8 @@ export type MachineMarketOptions = {
   floor?: (model: string) => bigint | null;
   /** Lowest bid among the machine's running interruptible leases. */
   lowestBid: (machineId: number) => bigint | null;
+  /** CPU cores, memory and disk per unit the runtime enforces, declared in every offer; absent: none. */
+  resources?: HostResources;
   logger: Logger;
 };
 
@@ -242,6 +244,7 @@ export class MachineMarket {
         },
         attestations: this.attestations.get(machineId) ?? [],
         leaseChecks: { shareBps: this.ctx.options.terms.leaseCheckShareBps },
+        ...(this.ctx.resources ? { resources: this.ctx.resources } : {}),
       });
       await publisher.set(offerOf(0, onDemand));
       // Reserved terms: one signed offer per tier, with the same free units.

@@ -51,7 +51,16 @@ export type ContainerCreateOptions = {
   ociRuntime?: string | undefined;
   /** The operator's extra engine flags (provider.runtime.containerArgs), before the image. */
   extraArgs?: readonly string[] | undefined;
+  /** Rootful Podman: the host ids the container's 0-65535 map to (task-user.ts); undefined: the engine's default. */
+  idMap?: { start: number; count: number } | undefined;
 };
+
+/** `--uidmap`/`--gidmap`: uid and gid 0 of the container are host id `start`, an unprivileged one. */
+export function idMapArgs(idMap: { start: number; count: number } | undefined): string[] {
+  if (!idMap) return [];
+  const map = `0:${idMap.start}:${idMap.count}`;
+  return ["--uidmap", map, "--gidmap", map];
+}
 
 /** The sysctls that turn IPv6 off in a container's network namespace (every interface, and any added later). */
 export const IPV6_OFF_SYSCTLS = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"] as const;
@@ -97,6 +106,7 @@ export function buildContainerCreateArgs(options: ContainerCreateOptions): strin
   if (options.ociRuntime) args.push("--runtime", options.ociRuntime);
   args.push("--stop-timeout", String(Math.max(1, Math.ceil(options.stopGraceMs / 1000))));
   args.push("--security-opt", "no-new-privileges");
+  args.push(...idMapArgs(options.idMap));
   args.push(...deviceArgs(options.engine, options.devices, options.amdRenderNodes));
   args.push(...networkArgs(options.engine, options.network));
   const perUnit = options.perUnit ?? {};

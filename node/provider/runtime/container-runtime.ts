@@ -20,15 +20,16 @@
  * after the create, mounts them at /run/secrets, and loads them into the task's environment with
  * the image's /bin/sh.
  */
-import { leaseBounds, type LeaseBoundsOptions } from "./lease-bounds.js";
 import { mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { InvalidInputError } from "../../../common/errors.js";
 import { silentLogger, type Logger } from "../../log/logger.js";
 import { CommandNotFoundError, ContainerEngineError, RuntimeUnavailableError, SandboxNetworkError } from "../errors.js";
-import type { UnitMetrics } from "../inventory/inventory.js";
+import { outOfMemoryError } from "./bounded-task.js";
+import { ContainerOom, ContainerOomParent, podmanCgroupfs } from "./container-oom.js";
 import { fetchBundle, unpackBundle } from "./bundle.js";
-import { buildContainerCreateArgs, deviceArgs, networkArgs, ulimitArgs, type PerUnitLimits } from "./container-args.js";
+import { buildContainerCreateArgs, deviceArgs, idMapArgs, networkArgs, ulimitArgs } from "./container-args.js";
+import { chownTree, DEFAULT_TASK_USER, ensureSubordinateRange, ensureTaskUser, nodeIsRoot, type SubordinateRange } from "./task-user.js";
 import {
   containerPid,
   detectContainerEngine,
@@ -46,22 +47,25 @@ import {
   runEngine,
   type ContainerEngine,
   type EngineDetection,
-  type EngineKind,
 } from "./container-engine.js";
-import { checkImageReference, compileFetchPolicy, type FetchPolicy } from "./fetch-policy.js";
+import { compileFetchPolicy, qualifiedImageReference } from "./fetch-policy.js";
 import { defaultSecretsBases, findSecretsRoot, imageHasShell, removeSecretsDir, TASK_SECRETS_DIR, TaskSecrets, withSecretsLoader } from "./container-secrets.js";
 import { ImageStore, type AcquiredImage } from "./images.js";
+import type { ContainerRuntimeOptions } from "./container-options.js";
+import { mountWorkspaceDisk, unmountWorkspaceDisk } from "./workspace-disk.js";
+import { leaseBounds } from "./lease-bounds.js";
 import { clampToHardLimits, type ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
 import { parseCidr } from "./network-policy.js";
 import { reapTaskProcesses } from "./orphans.js";
-import { DEFAULT_BUNDLE_LIMITS, groupEnvironment, type BundleLimits } from "./process-runtime.js";
+import { DEFAULT_BUNDLE_LIMITS, groupEnvironment } from "./process-runtime.js";
 import { RunningTask, type Runtime, type RuntimeIsolation, type TaskExitError, type TaskHandle } from "./runtime.js";
 import { hostIpv4Addresses, taskRoutes, turnOffIpv6 } from "./sandbox.js";
 import { livenessEnvironment, Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch } from "./task.js";
 
 export { detectContainerEngine, type ContainerEngine, type EngineDetection, type EngineKind } from "./container-engine.js";
 export { buildContainerCreateArgs } from "./container-args.js";
+export type { ContainerRuntimeOptions } from "./container-options.js";
 
 /** slirp4netns's gateway in a Podman container's namespace (10.0.2.0/24 is its network). */
 const SLIRP_GATEWAY = "10.0.2.2";
@@ -71,50 +75,18 @@ export function containerName(taskId: string): string {
   return `suanli-${taskId}`.replace(/[^A-Za-z0-9_.-]/g, "-");
 }
 
-export type ContainerRuntimeOptions = {
-  workspaceRoot: string;
-  engine?: "auto" | EngineKind;
-  enginePaths?: Partial<Record<EngineKind, string>>;
-  /**
-   * OCI runtimes to try, in order, when the config says `auto`: undefined is the engine's default.
-   * Default: the engine's default, then runc, then crun. The first that starts the self-test
-   * container is used.
-   */
-  ociRuntimes?: readonly (string | undefined)[];
-  network?: boolean;
-  /** Ranges a task may reach although private (Podman: routes through slirp4netns). */
-  networkAllow?: { networks?: readonly string[]; loopbackPorts?: readonly number[] };
-  limits?: ResourceLimits;
-  /** CPU, memory and pids per leased unit (multiplied by the task's units). */
-  perUnit?: PerUnitLimits;
-  /** Per-lease bounds (lease-bounds.ts): memory, pids, CPUs and /tmp size unless perUnit sets them. */
-  bounds?: LeaseBoundsOptions;
-  /** Whether leased GPUs are passed to the container (CDI / --gpus / /dev/kfd). */
-  gpus?: boolean;
-  /** Every device of the inventory: the self-test passes them all, so an unresolvable one is found at start. */
-  probeDevices?: readonly string[];
-  /** The operator's extra engine flags (provider.runtime.containerArgs). */
-  extraArgs?: readonly string[];
-  bundle?: Partial<BundleLimits>;
-  /** Where renter-supplied bundle URLs may be fetched from. */
-  fetchPolicy?: Partial<FetchPolicy>;
-  logs?: { maxLines?: number; maxLineChars?: number };
-  stopGraceMs?: number;
-  sampleGpus?: (devices: string[]) => Promise<UnitMetrics[]>;
-  /** AMD inventories: the render node of a device (amd.ts); undefined on NVIDIA machines. */
-  amdRenderNode?: ((device: string) => string) | undefined;
-  logger?: Logger;
-  /** The image cache (images.ts): its size cap and the registries pulled without TLS verification. */
-  images?: { cacheBytes?: number; insecureRegistries?: readonly string[]; pullTimeoutMs?: number };
-  /** Where to look for a RAM filesystem for task secrets (container-secrets.ts); default $XDG_RUNTIME_DIR, /dev/shm, /run. */
-  secretsBases?: readonly string[];
-};
-
 /** Default size of the image cache: 100 GiB. */
 export const DEFAULT_IMAGE_CACHE_BYTES = 100 * 1024 ** 3;
 
 /** What the runtime settled on at its first use: engine, OCI runtime, rlimits. */
-type Selection = { engine: ContainerEngine; ociRuntime: string | undefined; limits: ResourceLimits; description: string };
+type Selection = {
+  engine: ContainerEngine;
+  ociRuntime: string | undefined;
+  limits: ResourceLimits;
+  description: string;
+  cgroupfs: "v1" | "v2" | undefined;
+  idMap: SubordinateRange | undefined;
+};
 
 export class ContainerRuntime implements Runtime {
   readonly kind = "container" as const;
@@ -203,9 +175,15 @@ export class ContainerRuntime implements Runtime {
     }
     const limits = await this.clampedLimits();
     const network = this.options.network ?? true;
+    // Rootful Podman: the container's root is an unprivileged host id (issue #33 item 5; rootless maps it to the node's uid).
+    const idMap =
+      nodeIsRoot() && engine.kind === "podman"
+        ? await ensureSubordinateRange(await ensureTaskUser(this.options.taskUser ?? DEFAULT_TASK_USER, this.logger), this.logger)
+        : undefined;
     const devices = this.options.gpus === false ? [] : [...new Set(this.options.probeDevices ?? [])];
     const amd = this.options.amdRenderNode;
     const flags = [
+      ...idMapArgs(idMap),
       ...ulimitArgs(limits),
       ...networkArgs(engine.kind, network),
       ...deviceArgs(engine.kind, devices, amd ? devices.map(amd) : undefined),
@@ -239,7 +217,9 @@ export class ContainerRuntime implements Runtime {
         engine,
         ociRuntime: candidate,
         limits,
-        description: `${engine.kind} ${engine.version} with ${label}, ${networkText}, nofile ${limits.openFiles ?? "default"}, nproc ${limits.processes ?? "default"}`,
+        cgroupfs: await podmanCgroupfs(engine),
+        idMap,
+        description: `${engine.kind} ${engine.version} with ${label}, ${networkText}${idMap ? `, container root is host uid ${idMap.start}` : ""}, nofile ${limits.openFiles ?? "default"}, nproc ${limits.processes ?? "default"}`,
       };
     }
     throw new RuntimeUnavailableError("container", `no OCI runtime could start a container with the task flags (${failures.join("; ")})`, [
@@ -265,10 +245,12 @@ export class ContainerRuntime implements Runtime {
     let killed = 0;
     const { engine } = await this.engine();
     if (engine) killed += await removeContainers(engine, [containerName(taskId)]).catch(() => 0);
+    await ContainerOomParent.forTask(taskId, "v1").remove();
     killed += await reapTaskProcesses(workspace, hints);
     const secretsRoot = await findSecretsRoot(this.owner, this.secretsBases(), { create: false });
     if (secretsRoot) await removeSecretsDir(path.join(secretsRoot, taskId));
     await rm(path.join(this.root, `.${taskId}.bundle`), { force: true });
+    await unmountWorkspaceDisk(this.root, taskId);
     await rm(workspace, { recursive: true, force: true });
     return killed;
   }
@@ -282,7 +264,7 @@ export class ContainerRuntime implements Runtime {
       throw new InvalidInputError("task", [
         { path: "image", message: "the container runtime needs image (a registry reference) or imageArchive (an archive by URL with its sha256)" },
       ]);
-    if (spec.image) checkImageReference(spec.image, compileFetchPolicy(this.options.fetchPolicy));
+    const reference = spec.image ? qualifiedImageReference(spec.image, compileFetchPolicy(this.options.fetchPolicy)) : undefined;
     const secrets = secretsOf(spec);
     // This node's directory for task secrets on a RAM filesystem, made for the first task with secrets.
     const secretsRoot = secrets.size > 0 ? await findSecretsRoot(this.owner, this.secretsBases()) : undefined;
@@ -296,7 +278,7 @@ export class ContainerRuntime implements Runtime {
     const redactor = new Redactor(secrets);
     // Pulled or loaded here, before the lease is activated: the renter never pays for it.
     const image: AcquiredImage = await this.images.acquire(
-      spec.image ? { kind: "registry", reference: spec.image } : { kind: "archive", url: spec.imageArchive!.url, sha256: spec.imageArchive!.sha256 },
+      reference ? { kind: "registry", reference } : { kind: "archive", url: spec.imageArchive!.url, sha256: spec.imageArchive!.sha256 },
       { signal: options.signal },
     );
 
@@ -308,14 +290,25 @@ export class ContainerRuntime implements Runtime {
     // string command runs under /bin/sh anyway; for an argv command Podman is asked first.
     const secretsInEnv = secrets.size > 0 && (typeof spec.command === "string" || engine.kind !== "podman" || (await imageHasShell(engine, image.id, this.probeFlags(selection))));
     const name = containerName(launch.taskId);
-    const removeContainer = () => removeContainers(engine, [name]).catch(() => 0);
-    const removeWorkspace = () => rm(workspace, { recursive: true, force: true });
+    const removeWorkspace = async () => {
+      await unmountWorkspaceDisk(root, launch.taskId);
+      await rm(workspace, { recursive: true, force: true });
+    };
     const grace = this.options.stopGraceMs ?? 10_000;
+    const bounds = this.options.bounds && this.options.bounds.enforce !== "off" ? leaseBounds(this.options.bounds, launch.devices.length) : undefined;
+    const perUnitMemory = this.options.perUnit?.memoryBytes;
+    // The memory bound, and the evidence of an OOM kill where Podman's own flag does not say it (container-oom.ts).
+    const oom = new ContainerOom(perUnitMemory !== undefined ? perUnitMemory * Math.max(1, launch.devices.length) : bounds?.memoryBytes, launch.taskId, selection.cgroupfs);
+    const removeContainer = () =>
+      removeContainers(engine, [name])
+        .catch(() => 0)
+        .finally(() => oom.remove());
     try {
       await mkdir(root, { recursive: true, mode: 0o700 });
       await removeContainer();
       await removeWorkspace();
       await mkdir(workspace, { mode: 0o700 });
+      await mountWorkspaceDisk(this.options.bounds, launch.devices.length, root, launch.taskId);
       if (spec.bundle) {
         const limits = { ...DEFAULT_BUNDLE_LIMITS, ...this.options.bundle };
         const bundleFile = path.join(root, `.${launch.taskId}.bundle`);
@@ -334,6 +327,8 @@ export class ContainerRuntime implements Runtime {
           await rm(bundleFile, { force: true });
         }
       }
+      // The container's root (a host id of the task user's range) owns its workspace.
+      if (selection.idMap) await chownTree(workspace, selection.idMap.start, selection.idMap.start);
       if (secretsRoot) taskSecrets = await TaskSecrets.create(secretsRoot, launch.taskId, secrets);
       const plainEnv: Record<string, string> = {};
       for (const [key, value] of Object.entries(spec.env)) if (typeof value === "string") plainEnv[key] = value;
@@ -356,11 +351,12 @@ export class ContainerRuntime implements Runtime {
           secretsDir: taskSecrets?.hostDir,
           limits: selection.limits,
           perUnit: this.options.perUnit,
-          bounds: this.options.bounds && this.options.bounds.enforce !== "off" ? leaseBounds(this.options.bounds, launch.devices.length) : undefined,
+          bounds,
           network: this.options.network ?? true,
           stopGraceMs: grace,
           ociRuntime: selection.ociRuntime,
-          extraArgs: this.options.extraArgs,
+          extraArgs: [...oom.args(), ...(this.options.extraArgs ?? [])],
+          idMap: selection.idMap,
         });
       const created = await runEngine(engine.path, createArgs(secretsInEnv), 600_000);
       if (created.code !== 0) throw new ContainerEngineError("create the task's container", redactor.redact(engineErrorLine(created.stderr || created.stdout)));
@@ -403,7 +399,7 @@ export class ContainerRuntime implements Runtime {
             await proc.terminate(graceMs);
           } else await proc.exited;
         },
-        classifyExit: () => this.classify(engine, name, task),
+        classifyExit: () => this.classify(engine, name, task, oom),
         afterExit: async () => {
           image.release();
           await removeSecrets();
@@ -430,7 +426,13 @@ export class ContainerRuntime implements Runtime {
 
   /** The flags a throwaway container of this node needs here (OCI runtime, rlimits, owner label). */
   private probeFlags(selection: Selection): string[] {
-    return [...(selection.ociRuntime ? ["--runtime", selection.ociRuntime] : []), ...ulimitArgs(selection.limits), "--label", `${OWNER_LABEL}=${this.owner}`];
+    return [
+      ...(selection.ociRuntime ? ["--runtime", selection.ociRuntime] : []),
+      ...idMapArgs(selection.idMap),
+      ...ulimitArgs(selection.limits),
+      "--label",
+      `${OWNER_LABEL}=${this.owner}`,
+    ];
   }
 
   /**
@@ -463,8 +465,10 @@ export class ContainerRuntime implements Runtime {
   }
 
   /** After `start --attach` ended without a stop: did the command run (its exit is the task's), or did the engine fail? */
-  private async classify(engine: ContainerEngine, name: string, task: RunningTask): Promise<TaskExitError | undefined> {
+  private async classify(engine: ContainerEngine, name: string, task: RunningTask, oom: ContainerOom): Promise<TaskExitError | undefined> {
     const state = await inspectContainer(engine, name);
+    // Killed by the kernel for going past the lease's --memory: the renter's side, as in the process runtime.
+    if (state?.started && (await oom.killed(state))) return outOfMemoryError(oom.memoryBytes);
     if (state?.started) return undefined;
     // The command never ran: everything on stderr is the engine's.
     const engineLines = task

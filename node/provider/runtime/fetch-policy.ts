@@ -147,3 +147,19 @@ export function checkImageReference(image: string, policy: CompiledFetchPolicy):
   }
   if (isIP(host) && !addressPermitted(host, policy)) throw new FetchRefusedError(image, "the registry address is this host's own, loopback, link-local, private or reserved");
 }
+
+/**
+ * The fully qualified form of a registry reference the policy accepts (checkImageReference): a
+ * Docker Hub path gets its registry written out (`busybox:1` is `docker.io/library/busybox:1`,
+ * `org/app` is `docker.io/org/app`), as Docker reads it. Podman would otherwise resolve a short
+ * name through `unqualified-search-registries` and short-name aliases in registries.conf, which
+ * may name registries the policy never saw (a private or loopback one): the engine is only ever
+ * handed a name whose registry the node has checked.
+ */
+export function qualifiedImageReference(image: string, policy: CompiledFetchPolicy): string {
+  checkImageReference(image, policy);
+  const slash = image.indexOf("/");
+  const first = slash === -1 ? image : image.slice(0, slash);
+  if (slash !== -1 && (first.includes(".") || first.includes(":") || first === "localhost")) return image;
+  return `docker.io/${slash === -1 ? "library/" : ""}${image}`;
+}

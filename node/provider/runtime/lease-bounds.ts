@@ -5,10 +5,11 @@
  *
  * | bound | process runtime (bubblewrap) | container runtime |
  * |---|---|---|
- * | cpus | `taskset` to the first N cores (`nproc` shows N) | `--cpus` |
- * | memoryBytes | RLIMIT_AS through prlimit (no cgroup v2 delegation used) | `--memory` (cgroup; the kernel's OOM killer) |
- * | pids | RLIMIT_NPROC: the node user's live threads plus the bound | `--pids-limit` |
+ * | cpus | `taskset` to the first N cores (`nproc` shows N), cgroup CPU quota | `--cpus`, `--cpuset-cpus` |
+ * | memoryBytes | cgroup (v1, or a delegated v2 subtree), else RLIMIT_AS through prlimit | `--memory` (cgroup; the kernel's OOM killer) |
+ * | pids | cgroup `pids.max`, else RLIMIT_NPROC: the node user's live threads plus the bound | `--pids-limit` |
  * | tmpBytes | `/tmp` is a tmpfs of this size; the sandbox root is read-only | `/tmp` is a tmpfs of this size |
+ * | workspaceBytes | the workspace is a loop-mounted ext4 image of this size (workspace-disk.ts) | the same, bound into the container |
  *
  * RLIMIT_AS counts address space, not resident memory: CUDA reserves large virtual ranges, so a
  * GPU host sets `memoryBytesPerUnit` generously (or `enforce: "off"` and bounds memory outside).
@@ -32,6 +33,17 @@ export const leaseBoundsSchema = z
     /** Size of the task's `/tmp` tmpfs, bytes (RAM-backed: counted against the host's memory). */
     tmpBytes: positiveInt(Number.MAX_SAFE_INTEGER).default(1 * GiB),
     /**
+     * The task's workspace disk per leased unit, bytes, as offers declare it (host-resources.ts):
+     * the workspace of a lease of N units is a file system of N times this (workspace-disk.ts), so
+     * a task writing past it gets ENOSPC and the host's disk is untouched.
+     */
+    diskBytesPerUnit: z
+      .number()
+      .int()
+      .min(8 * 1024 ** 2)
+      .max(Number.MAX_SAFE_INTEGER)
+      .default(100 * GiB),
+    /**
      * `required`: a task whose bounds cannot be applied (prlimit or taskset missing) is refused;
      * `off`: tasks run without these bounds (the node warns at every start).
      */
@@ -42,7 +54,7 @@ export const leaseBoundsSchema = z
 export type LeaseBoundsOptions = z.output<typeof leaseBoundsSchema>;
 
 /** What one task gets. */
-export type LeaseBounds = { cpus: number; memoryBytes: number; pids: number; tmpBytes: number };
+export type LeaseBounds = { cpus: number; memoryBytes: number; pids: number; tmpBytes: number; workspaceBytes: number };
 
 /** The bounds of a task on `units` leased units: per-unit values times the units, CPUs capped at the host's. */
 export function leaseBounds(options: LeaseBoundsOptions, units: number, hostCpus = availableParallelism()): LeaseBounds {
@@ -52,6 +64,7 @@ export function leaseBounds(options: LeaseBoundsOptions, units: number, hostCpus
     memoryBytes: Math.min(Number.MAX_SAFE_INTEGER, options.memoryBytesPerUnit * n),
     pids: options.pidsPerLease,
     tmpBytes: options.tmpBytes,
+    workspaceBytes: Math.min(Number.MAX_SAFE_INTEGER, options.diskBytesPerUnit * n),
   };
 }
 

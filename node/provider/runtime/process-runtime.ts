@@ -16,6 +16,7 @@ import { CommandNotFoundError, RuntimeUnavailableError, SandboxNetworkError } fr
 import type { UnitMetrics } from "../inventory/inventory.js";
 import { fetchBundle, unpackBundle } from "./bundle.js";
 import { boundedTask, outOfMemory, type BoundedTask } from "./bounded-task.js";
+import { mountWorkspaceDisk, unmountWorkspaceDisk } from "./workspace-disk.js";
 import type { LeaseBoundsOptions } from "./lease-bounds.js";
 import { clampToHardLimits, findExecutable, hasLimits, prlimitPrefix, type ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
@@ -37,6 +38,7 @@ import {
 } from "./sandbox.js";
 import { parseCidr, type ParsedCidr } from "./network-policy.js";
 import type { FetchPolicy } from "./fetch-policy.js";
+import { chownTree, DEFAULT_TASK_USER, nodeIsRoot, sandboxTaskUser, taskUserPrefix, type SandboxTaskUser as MappedUser } from "./task-user.js";
 import { childEnv, livenessEnvironment, Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
 
 export type BundleLimits = {
@@ -65,6 +67,8 @@ export type ProcessRuntimeOptions = {
   fetchPolicy?: Partial<FetchPolicy>;
   /** More host paths to bind read-only into the sandbox (an interpreter outside /usr, datasets). */
   readOnlyPaths?: string[];
+  /** The unprivileged host user a root node runs sandboxed tasks as (task-user.ts); default `suanli-task`. */
+  taskUser?: string;
   limits?: ResourceLimits;
   /** Per-lease CPU, memory, process and /tmp bounds (lease-bounds.ts); absent: none. */
   bounds?: LeaseBoundsOptions;
@@ -182,6 +186,7 @@ export class ProcessRuntime implements Runtime {
   private warnedNoPrlimit = false;
   private warnedNoNsenter = false;
   private networkTools: Promise<NetworkTools> | undefined;
+  private taskUser: Promise<MappedUser | undefined> | undefined;
 
   constructor(private readonly options: ProcessRuntimeOptions) {
     this.logger = options.logger ?? silentLogger();
@@ -204,13 +209,27 @@ export class ProcessRuntime implements Runtime {
         'or, for development only, set provider.runtime.sandbox "none" (renter code could then read this node\'s keys).',
       ]);
     }
-    if (!(this.options.network ?? true)) return { sandboxed: true, description: `${status.version}, no network (loopback only)`, warnings: [] };
+    const mapped = await this.mappedUser(status.path);
+    const user = mapped ? `, tasks as host uid ${mapped.user.uid} (${mapped.user.name}), never root` : "";
+    if (!(this.options.network ?? true)) return { sandboxed: true, description: `${status.version}, no network (loopback only)${user}`, warnings: [] };
     await this.tools();
     return {
       sandboxed: true,
-      description: `${status.version}, own network namespace through pasta (public addresses only, ${this.allowNetworks.length} allow-listed range(s), ${this.options.networkAllow?.loopbackPorts?.length ?? 0} loopback port(s))`,
+      description: `${status.version}, own network namespace through pasta (public addresses only, ${this.allowNetworks.length} allow-listed range(s), ${this.options.networkAllow?.loopbackPorts?.length ?? 0} loopback port(s))${user}`,
       warnings: [],
     };
+  }
+
+  /**
+   * A root node's task user (created when missing), the tools that switch to it and the staging
+   * folder (task-user.ts), checked once by running a sandbox as that user. Undefined for a node
+   * that is not root: its tasks run as its own unprivileged uid.
+   */
+  private mappedUser(bwrapPath: string): Promise<MappedUser | undefined> {
+    if (!nodeIsRoot()) return Promise.resolve(undefined);
+    this.taskUser ??= sandboxTaskUser({ name: this.options.taskUser ?? DEFAULT_TASK_USER, readOnlyPaths: this.options.readOnlyPaths ?? [], bwrapPath, logger: this.logger });
+    this.taskUser.catch(() => (this.taskUser = undefined));
+    return this.taskUser;
   }
 
   private tools(): Promise<NetworkTools> {
@@ -237,6 +256,7 @@ export class ProcessRuntime implements Runtime {
     const killed = await reapTaskProcesses(workspace, hints);
     // The pasta of a networked task is not in its process group: stop it by its pid file.
     await stopTaskPasta(path.join(root, `.${taskId}.pasta.pid`));
+    await unmountWorkspaceDisk(root, taskId);
     await rm(workspace, { recursive: true, force: true });
     await rm(path.join(root, `.${taskId}.bundle`), { force: true });
     return killed;
@@ -250,12 +270,14 @@ export class ProcessRuntime implements Runtime {
     if (!spec.bundle) throw new InvalidInputError("task", [{ path: "bundle", message: "required by the process runtime (a .tar.gz URL and its sha256)" }]);
     const sandbox = await this.sandboxStatus();
     const networked = sandbox.sandboxed && (this.options.network ?? true);
+    const mapped = sandbox.sandboxed ? await this.mappedUser(this.options.bwrapPath ?? "bwrap") : undefined;
     const root = path.resolve(this.options.workspaceRoot);
     const workspace = path.join(root, launch.taskId);
     const bundleFile = path.join(root, `.${launch.taskId}.bundle`);
     let bounded: BoundedTask | undefined;
     const removeWorkspace = async () => {
       await bounded?.cgroup?.remove();
+      await unmountWorkspaceDisk(root, launch.taskId);
       await rm(workspace, { recursive: true, force: true });
     };
 
@@ -265,10 +287,15 @@ export class ProcessRuntime implements Runtime {
     await mkdir(workspace, { mode: 0o700 });
     let argv: string[];
     let prefixArgv: string[] = [];
+    // With a task user: what drops to it, run before nsenter for exec (prefixArgv holds the rest).
+    let execUser: string[] = [];
+    let execSandboxAt = 0;
     let nsenter: string | undefined;
     let env: Record<string, string>;
     let limitsApplied = false;
     try {
+      // The workspace is its own file system of the lease's size (workspace-disk.ts), before the bundle lands in it.
+      await mountWorkspaceDisk(this.options.bounds, launch.devices.length, root, launch.taskId);
       await fetchBundle({
         url: spec.bundle.url,
         sha256: spec.bundle.sha256,
@@ -283,6 +310,7 @@ export class ProcessRuntime implements Runtime {
       } finally {
         await rm(bundleFile, { force: true });
       }
+      if (mapped) await chownTree(workspace, mapped.user.uid, mapped.user.gid);
 
       const tmpDir = sandbox.sandboxed ? "/tmp" : path.join(workspace, ".tmp");
       if (!sandbox.sandboxed) await mkdir(tmpDir, { recursive: true });
@@ -318,13 +346,18 @@ export class ProcessRuntime implements Runtime {
           workspace,
           readOnlyPaths,
           deviceNodes: launch.devices.length > 0 ? await nvidiaDeviceNodes() : [],
-          masks: await maskArgs(hidden, [...SYSTEM_READ_ONLY_PATHS, ...readOnlyPaths]),
+          masks: await maskArgs(hidden, [...SYSTEM_READ_ONLY_PATHS, ...readOnlyPaths], mapped?.user),
           ...(bounded.bounds ? { tmpBytes: bounded.bounds.tmpBytes } : {}),
+          ...(mapped ? { workspaceSource: mapped.stage, namespaceRoot: true } : {}),
         };
+        // A root node: bubblewrap runs as the task user, the workspace staged where it can bind it.
+        const asTaskUser = mapped ? taskUserPrefix(mapped.tools, mapped.user, workspace, mapped.stage) : [];
         // fd 3 always (the sandbox's pid, for exec and port forwarding); fd 4 holds the command
         // until pasta has attached the task's network.
-        prefix.push(...bubblewrapArgs({ ...bwrapOptions, infoFd: 3, ...(networked ? { blockFd: 4 } : {}) }));
+        prefix.push(...asTaskUser, ...bubblewrapArgs({ ...bwrapOptions, infoFd: 3, ...(networked ? { blockFd: 4 } : {}) }));
         // exec: the same filesystem view, run inside the task's user and network namespaces.
+        if (mapped) execUser = asTaskUser;
+        execSandboxAt = prefixArgv.length;
         prefixArgv.push(...bubblewrapArgs({ ...bwrapOptions, keepNetwork: true }));
         nsenter = await findExecutable("nsenter", process.env.PATH ?? DEFAULT_PATH);
         if (!nsenter && !this.warnedNoNsenter) {
@@ -360,6 +393,7 @@ export class ProcessRuntime implements Runtime {
               loopbackPorts: this.options.networkAllow?.loopbackPorts ?? [],
               allow: this.allowNetworks,
               pidFile: pastaPidFile,
+              ...(mapped ? { namespaceFds: true } : {}),
             });
             network = await attaching;
             // bwrap reads one byte from --block-fd, then runs the command.
@@ -384,9 +418,13 @@ export class ProcessRuntime implements Runtime {
     const execArgv = (command: readonly string[]): string[] => {
       if (!sandbox.sandboxed) return [...prefixArgv, ...command];
       if (sandboxPid === undefined) throw new TaskIoUnavailableError("The task's sandbox is still being set up: try again in a moment");
+      const enter = [nsenter!, "-t", String(sandboxPid), "-U", "--preserve-credentials", "-n", "--"];
+      // As the task user: its cgroup and limits first (joining the cgroup takes root), then the
+      // drop to the task user, which owns the task's namespaces and enters them without privilege.
+      if (execUser.length > 0) return [...prefixArgv.slice(0, execSandboxAt), ...execUser, ...enter, ...prefixArgv.slice(execSandboxAt), ...command];
       // Inside the task's user and network namespaces (it sees the task's loopback and servers),
       // then the task's limits and a fresh bubblewrap with its filesystem view.
-      return [nsenter!, "-t", String(sandboxPid), "-U", "--preserve-credentials", "-n", "--", ...prefixArgv, ...command];
+      return [...enter, ...prefixArgv, ...command];
     };
     return new RunningTask({
       launch,

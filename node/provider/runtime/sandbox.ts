@@ -10,7 +10,8 @@
  *   device nodes bound in;
  * - its own user namespace with every capability dropped, and its own PID, IPC, UTS and network
  *   namespaces: it cannot see or signal host processes, and the host's loopback is not its
- *   loopback.
+ *   loopback. A node run as root starts bubblewrap as the unprivileged task user (task-user.ts):
+ *   the namespace maps that uid only, never host uid 0.
  * With `network` on, pasta (Debian's `passt` package, user-mode networking) connects the task's
  * network namespace to the outside through ordinary sockets of the node, and routes in the
  * namespace refuse the host's own addresses, link-local, the private and reserved ranges (see
@@ -21,13 +22,14 @@
  * Running without a sandbox is an explicit `sandbox: "none"`, never a fallback.
  */
 import { execFileText, spawnChild } from "../../process/child.js";
-import { readdir, readFile, realpath, rm, stat } from "node:fs/promises";
+import { open, readdir, readFile, realpath, rm, stat } from "node:fs/promises";
 import { networkInterfaces } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { SandboxNetworkError } from "../errors.js";
 import { findExecutable } from "./limits.js";
 import { BLOCKED_IPV4_RANGES, coveredByAllowList, type ParsedCidr } from "./network-policy.js";
+import { blockingFolder, type TaskUser } from "./task-user.js";
 
 /** `auto` and `bubblewrap` both require bubblewrap (auto names the default); `none` runs tasks unsandboxed. */
 export type SandboxMode = "auto" | "bubblewrap" | "none";
@@ -156,13 +158,18 @@ function isInside(child: string, parent: string): boolean {
  * bwrap arguments that hide the node's own files (data dir, config, keys, home) wherever they
  * would show through a read-only bind: a directory is covered with an empty tmpfs, a file with
  * /dev/null. Paths are resolved through symlinks, since bwrap binds what the links point to.
+ *
+ * With `user` (the task user bubblewrap runs as, task-user.ts), a hidden path below a folder that
+ * user may not search cannot be mounted over by it: that folder is covered instead (it showed
+ * the task nothing anyway), so the task's own workspace can still be bound below it.
  */
-export async function maskArgs(hiddenPaths: readonly string[], boundPaths: readonly string[]): Promise<string[]> {
+export async function maskArgs(hiddenPaths: readonly string[], boundPaths: readonly string[], user?: TaskUser): Promise<string[]> {
   const bound = (await Promise.all(boundPaths.map((entry) => realpath(entry).catch(() => undefined)))).filter((entry): entry is string => entry !== undefined);
   const args: string[] = [];
   const seen = new Set<string>();
   for (const hidden of hiddenPaths) {
-    const real = await realpath(hidden).catch(() => undefined);
+    let real = await realpath(hidden).catch(() => undefined);
+    if (real && user) real = (await blockingFolder(real, user)) ?? real;
     if (!real || seen.has(real) || !bound.some((root) => isInside(real, root))) continue;
     seen.add(real);
     const info = await stat(real).catch(() => undefined);
@@ -187,6 +194,15 @@ export type BubblewrapArgsOptions = {
   keepNetwork?: boolean;
   /** Size of the task's /tmp tmpfs, bytes; with it the sandbox root is read-only (lease-bounds.ts). */
   tmpBytes?: number;
+  /** What is bound at the workspace's path: the workspace itself, or where taskUserPrefix() staged it. */
+  workspaceSource?: string;
+  /**
+   * Run as uid/gid 0 of the task's user namespace (bubblewrap started as the task user: that 0 is
+   * the task user on the host). One user namespace then owns the sandbox's other namespaces;
+   * otherwise bubblewrap nests a second one (its /dev needs uid 0 to set up), which pasta and
+   * nsenter, run as the task user, could not enter the network namespace from.
+   */
+  namespaceRoot?: boolean;
 };
 
 /** The bwrap argv prefix (ending in `--`) that runs a command in the sandbox described above. */
@@ -194,6 +210,7 @@ export function bubblewrapArgs(options: BubblewrapArgsOptions): string[] {
   const args = [
     options.bwrapPath,
     "--unshare-user",
+    ...(options.namespaceRoot ? ["--uid", "0", "--gid", "0"] : []),
     "--unshare-pid",
     "--unshare-ipc",
     "--unshare-uts",
@@ -210,7 +227,7 @@ export function bubblewrapArgs(options: BubblewrapArgsOptions): string[] {
   for (const hostPath of [...SYSTEM_READ_ONLY_PATHS, ...options.readOnlyPaths]) args.push("--ro-bind-try", hostPath, hostPath);
   args.push(...(options.masks ?? []));
   for (const node of options.deviceNodes) args.push("--dev-bind-try", node, node);
-  args.push("--bind", options.workspace, options.workspace);
+  args.push("--bind", options.workspaceSource ?? options.workspace, options.workspace);
   // The root is a tmpfs bubblewrap sizes at half the host's RAM: read-only, nothing fills it.
   if (options.tmpBytes !== undefined) args.push("--remount-ro", "/");
   args.push("--chdir", options.workspace, "--");
@@ -282,14 +299,16 @@ export type TaskNetworkOptions = {
   allow: readonly ParsedCidr[];
   /** Where pasta writes its pid (outside the workspace). */
   pidFile: string;
+  /** Hand pasta the sandbox's namespaces as open files (a sandbox run as the task user, task-user.ts). */
+  namespaceFds?: boolean;
   timeoutMs?: number;
 };
 
 export type TaskNetwork = { pastaPid: number; stop(): Promise<void> };
 
-function run(file: string, args: string[], input: string | undefined, timeoutMs: number): Promise<{ code: number | null; output: string }> {
+function run(file: string, args: string[], input: string | undefined, timeoutMs: number, fds: readonly number[] = []): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawnChild(file, args, { stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"], timeout: timeoutMs });
+    const child = spawnChild(file, args, { stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe", ...fds], timeout: timeoutMs });
     let output = "";
     const take = (chunk: Buffer) => {
       if (output.length < 16_384) output += chunk.toString("utf8");
@@ -397,11 +416,25 @@ export async function attachTaskNetwork(pid: number, options: TaskNetworkOptions
     options.pidFile,
     // As root pasta would switch to "nobody", which cannot enter the sandbox's user namespace.
     ...(process.getuid?.() === 0 ? ["--runas", "0"] : []),
-    String(pid),
+    // A sandbox of the task user: pasta drops CAP_SYS_PTRACE and cannot open another user's
+    // /proc/<pid>/ns files, so the node opens them and hands them over as fds 3 and 4.
+    ...(options.namespaceFds ? ["--userns", "/proc/self/fd/3", "--netns", "/proc/self/fd/4"] : [String(pid)]),
   ];
   await rm(options.pidFile, { force: true });
   // pasta configures the namespace, then forks into the background and the first process exits 0.
-  const started = await run(options.tools.pasta, pastaArgs, undefined, timeoutMs);
+  const namespaces = options.namespaceFds ? await Promise.all(["user", "net"].map((ns) => open(`/proc/${pid}/ns/${ns}`, "r"))) : [];
+  let started: { code: number | null; output: string };
+  try {
+    started = await run(
+      options.tools.pasta,
+      pastaArgs,
+      undefined,
+      timeoutMs,
+      namespaces.map((handle) => handle.fd),
+    );
+  } finally {
+    for (const handle of namespaces) await handle.close();
+  }
   let pastaPid: number | undefined;
   for (let attempt = 0; attempt < 40 && pastaPid === undefined; attempt++) {
     const text = await readFile(options.pidFile, "utf8").catch(() => "");
@@ -417,7 +450,9 @@ export async function attachTaskNetwork(pid: number, options: TaskNetworkOptions
     throw new SandboxNetworkError(`pasta could not connect the task's network namespace (exit code ${started.code})`, pastaMessages(started.output));
   }
   const routes = taskRoutes(options.allow, hostIpv4Addresses());
-  const enter = ["-t", String(pid), "-U", "-n", "--preserve-credentials"];
+  // A task user's sandbox: become its namespace's root (the task user on the host), the only uid
+  // there that keeps its capabilities across the exec of ip.
+  const enter = ["-t", String(pid), "-U", "-n", ...(options.namespaceFds ? [] : ["--preserve-credentials"])];
   const configured = await run(options.tools.nsenter, [...enter, options.tools.ip, "-batch", "-"], `${routes.join("\n")}\n`, timeoutMs);
   if (configured.code !== 0) {
     await stop();

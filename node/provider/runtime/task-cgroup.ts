@@ -3,10 +3,10 @@
  * CPU quota the kernel enforces for every process the task starts, whatever uid it runs as.
  *
  * Supported: cgroup v1 hierarchies the node may write (`/sys/fs/cgroup/{memory,pids,cpu}`, a
- * node run as root on a v1 host). cgroup v2 needs a delegated subtree the node owns (systemd
- * `Delegate=yes`); it is detected but not used yet, and the runtime then bounds the task with
- * rlimits instead (bounded-task.ts), or refuses where those cannot hold (root: RLIMIT_NPROC is
- * not enforced for uid 0).
+ * node run as root on a v1 host), and on a cgroup v2 host a subtree delegated to the node
+ * (task-cgroup-v2.ts). Elsewhere the runtime bounds the task with rlimits instead
+ * (bounded-task.ts), or refuses where those cannot hold (root: RLIMIT_NPROC is not enforced for
+ * uid 0).
  *
  * The task joins its cgroup before anything else runs: the argv prefix is a shell that writes
  * its own pid into each `cgroup.procs` and then execs the rest, so no process escapes the bound.
@@ -15,19 +15,23 @@ import { readFileSync } from "node:fs";
 import { access, constants, mkdir, readFile, rmdir, statfs, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { LeaseBounds } from "./lease-bounds.js";
+import { delegateV2 } from "./task-cgroup-v2.js";
 
 const CGROUP_SUPER_MAGIC = 0x27e0eb;
 const CGROUP2_SUPER_MAGIC = 0x63677270;
 
-export type CgroupSupport = { kind: "v1"; root: string } | { kind: "v2" | "none"; reason: string };
+export type CgroupSupport = { kind: "v1"; root: string } | { kind: "v2"; parent: string } | { kind: "none"; reason: string };
 
-/** What this host offers: a writable cgroup v1 memory + pids + cpu hierarchy, or why not. */
-export async function detectCgroups(root = "/sys/fs/cgroup"): Promise<CgroupSupport> {
+/** What this host offers: a writable cgroup v1 memory + pids + cpu hierarchy, a delegated cgroup v2 subtree (task-cgroup-v2.ts), or why not. */
+export async function detectCgroups(root = "/sys/fs/cgroup", procSelfCgroup = "/proc/self/cgroup"): Promise<CgroupSupport> {
   const type = await statfs(root).then(
     (s) => s.type,
     () => undefined,
   );
-  if (type === CGROUP2_SUPER_MAGIC) return { kind: "v2", reason: "cgroup v2 (unified) hierarchy: delegated subtrees are not used yet" };
+  if (type === CGROUP2_SUPER_MAGIC) {
+    const delegated = await delegateV2(root, await readFile(procSelfCgroup, "utf8").catch(() => ""));
+    return delegated.ok ? { kind: "v2", parent: delegated.parent } : { kind: "none", reason: delegated.reason };
+  }
   for (const controller of ["memory", "pids", "cpu"]) {
     const dir = path.join(root, controller);
     const sub = await statfs(dir).then(

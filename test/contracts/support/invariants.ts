@@ -10,7 +10,9 @@
  * close, complete, terminate, cancel, extend, shrink, settle; faults submitted at once or held
  * back and submitted later; stake, unstake, withdraw; machine add/update/remove; deregister and
  * register again; nonce revocations; governance changes of every parameter; blocking and
- * unblocking accounts; time jumps), runs them on a real hardhat chain and, after every step:
+ * unblocking accounts; time jumps; faults of every kind, defined or not, and their disputes with
+ * and without contradicting receipts, raced by the disputed attestor, in the AttestorStaking the
+ * attestors stake in: support/invariants-staking.ts), runs them on a real hardhat chain and, after every step:
  *
  * - exact: an independent model (below, written from the rules in docs/contracts.md) predicts
  *   whether the step succeeds and every resulting figure: each account's token balance (so every
@@ -22,6 +24,8 @@
  *   provider is paid beyond the metered price of the service, and the attacker's net gain over the
  *   sequence is at most the sum of those promises from honest counterparties, and no provider's
  *   reputation counts more unit-seconds than its on-demand leases paid for (#34 finding 5);
+ * - staking: the staking holds exactly its stakes, open fees and what it owes, its books equal the
+ *   model's, and no attestor ends better off than its slashes leave it, whoever disputed (#34 findings 3 and 6);
  * - live: every running lease can be ended by someone (an eth_call of close, complete, terminate,
  *   claim or cancel succeeds), every Open lease past its deadline can be cancelled, every provider
  *   can start unstaking its free stake; at the end of each sequence every lease is ended and every
@@ -32,12 +36,29 @@
 import assert from "node:assert/strict";
 import { decodeFunctionResult, encodeFunctionData, getAddress, zeroAddress, type Abi, type Address, type Hex } from "viem";
 import { mnemonicToAccount, type HDAccount } from "viem/accounts";
-import { leaseMarketAbi, providerRegistryAbi } from "../../../common/abi.js";
+import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi } from "../../../common/abi.js";
 import { orderFaultSignatures } from "../../../common/chain/market.js";
 import { signFault, signOffer, signSettlement } from "../../../common/chain/sign.js";
 import { signPermitFields } from "../../../common/chain/tx.js";
 import { suanliDomain, type Offer } from "../../../common/eip712.js";
 import { modelHash } from "../../../common/gpu.js";
+import {
+  ATTESTOR_STAKE,
+  ATTESTOR_WALLET,
+  MAX_FAULT_KIND,
+  STAKING,
+  drainClaims,
+  drainResolve,
+  generateStaking,
+  initialStaking,
+  isStaked,
+  lastAnswerBy,
+  modelStaking,
+  stakingCall,
+  stakingPromises,
+  type StakingState,
+  type StakingStep,
+} from "./invariants-staking.js";
 import type { Connection } from "./suanli.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -192,7 +213,8 @@ type MProvider = {
 
 type MMachine = { owner: Address; units: number; onDemand: number; interrupt: number };
 
-type HeldFault = { leaseId: number; kind: number; observedAt: number; signatures: Hex[] };
+/** Signed by the first `signers` attestors (in address order). */
+type HeldFault = { leaseId: number; kind: number; observedAt: number; signers: number; signatures: Hex[] };
 
 export type State = {
   now: number;
@@ -210,6 +232,8 @@ export type State = {
   blocked: Address[];
   owed: Record<Address, bigint>;
   held: HeldFault[];
+  /** AttestorStaking (support/invariants-staking.ts). */
+  staking: StakingState;
 };
 
 function rate(l: { units: number; price: bigint }): bigint {
@@ -648,7 +672,8 @@ export class Model {
     const now = this.st.now;
     const inNotice = !!l && l.status === S.Ended && l.endReason === R.Preempted && now < l.stopAt;
     if (!l || (l.status !== S.Active && !inNotice)) revert("InvalidLeaseStatus");
-    if (fault.kind === 0) revert("InvalidFaultKind");
+    // Only the defined kinds, each disputable by its signer's own receipt (#34 finding 3).
+    if (fault.kind === 0 || fault.kind > MAX_FAULT_KIND) revert("InvalidFaultKind");
     const end = inNotice ? l.stopAt : endOf(l);
     const latest = min(now, end - 1);
     const observedAt = fault.observedAt;
@@ -656,6 +681,8 @@ export class Model {
     if (now > observedAt + FAULT_SUBMISSION_WINDOW) revert("FaultSubmissionClosed");
     if (fault.signatures.length > MAX_FAULT_SIGNATURES) revert("TooManySignatures");
     if (fault.signatures.length < this.st.quorum) revert("FaultQuorumNotMet");
+    // A signer counts only while it holds minStake in the staking (a slashed liar's signature stops counting).
+    for (const a of this.w.attestors.slice(0, fault.signers)) if (!isStaked(this.st.staking, a.address)) revert("NotAttestor");
     const accruedAtFault = accruedUntil(l, observedAt);
     const total = bmax(l.paid, accruedAtFault);
     if (inNotice) {
@@ -911,7 +938,7 @@ export type Step =
   | { kind: "open"; who: Address; offer: number; terms: Terms; permit?: { value: bigint; deadline: number } }
   | { kind: "activate" | "claim" | "close" | "complete" | "terminate" | "cancel"; who: Address; id: number }
   | { kind: "claimMany"; who: Address; ids: number[] }
-  | { kind: "signFault"; id: number; observedAt: number; signers: number; submit: boolean }
+  | { kind: "signFault"; id: number; faultKind: number; observedAt: number; signers: number; submit: boolean }
   | { kind: "submitHeld"; index: number }
   | { kind: "extend"; who: Address; id: number; extra: number; offer: number }
   | { kind: "shrink"; who: Address; id: number; units: number }
@@ -927,7 +954,8 @@ export type Step =
   | { kind: "setFaultQuorum"; who: Address; quorum: number }
   | { kind: "setUnbondingDelay"; who: Address; delay: number }
   | { kind: "block"; who: Address; target: Address; value: boolean }
-  | { kind: "withdrawOwed"; who: Address; to: Address };
+  | { kind: "withdrawOwed"; who: Address; to: Address }
+  | StakingStep;
 
 // ---------------------------------------------------------------------------------------------
 // The world on chain
@@ -939,6 +967,9 @@ export type World = {
   token: Address;
   registry: Address;
   market: Address;
+  staking: Address;
+  /** The staking's sink (the second treasury). */
+  sink: Address;
   lens: Address;
   lensAbi: Abi;
   tokenAbi: Abi;
@@ -1017,7 +1048,24 @@ export async function deployWorld(connection: Connection): Promise<World> {
   const lens = await viem.deployContract("SuanliLens");
   await registry.write.grantRole([await registry.read.MARKET_ROLE(), market.address]);
   for (const a of attestors) await registry.write.grantRole([await registry.read.ATTESTOR_ROLE(), a!.address]);
-  const world = { rpc, token: getAddress(token.address), registry: getAddress(registry.address), market: getAddress(market.address) };
+  // The attestors count only while staked (issue #34 findings 3 and 6: their lies are disputed and slashed).
+  const staking = await viem.deployContract("AttestorStaking", [registry.address, market.address, { ...STAKING, sink: t2! }, zeroAddress]);
+  await registry.write.setAttestorStaking([staking.address]);
+  const world = {
+    rpc,
+    token: getAddress(token.address),
+    registry: getAddress(registry.address),
+    market: getAddress(market.address),
+    staking: getAddress(staking.address),
+    sink: t2!,
+  };
+  for (const a of attestors) {
+    await token.write.mint([a!.address, ATTESTOR_STAKE + ATTESTOR_WALLET]);
+    await send(rpc, a!.address, world.token, token.abi as Abi, "approve", [world.staking, MAX_UINT]);
+    await send(rpc, a!.address, world.staking, attestorStakingAbi as Abi, "stake", [ATTESTOR_STAKE]);
+  }
+  // Disputers bond the fee from their wallets.
+  for (const who of [P, A, R1, R2]) await send(rpc, who!, world.token, token.abi as Abi, "approve", [world.staking, MAX_UINT]);
 
   const balances: Record<Address, bigint> = {};
   const allowances: Record<Address, bigint> = {};
@@ -1072,6 +1120,8 @@ export async function deployWorld(connection: Connection): Promise<World> {
   balances[A!]! += RENTER_FUNDS;
   balances[world.registry] = PROVIDER_STAKE.P + PROVIDER_STAKE.A;
   balances[world.market] = 0n;
+  for (const a of attestors) balances[a!.address] = ATTESTOR_WALLET;
+  balances[world.staking] = BigInt(attestors.length) * ATTESTOR_STAKE;
 
   const chainId = await publicClient.getChainId();
   const domain = suanliDomain(chainId, world.market);
@@ -1104,7 +1154,7 @@ export async function deployWorld(connection: Connection): Promise<World> {
   ];
   const signed = await Promise.all(offers.map(async (offer) => ({ offer, signature: await signOffer(keys[offer.provider]!, domain, offer) })));
 
-  const accounts = [...addresses.slice(0, 11), world.market, world.registry];
+  const accounts = [...addresses.slice(0, 11), world.market, world.registry, world.staking];
   const state: State = {
     now: startTime,
     nextLeaseId: 1,
@@ -1121,6 +1171,7 @@ export async function deployWorld(connection: Connection): Promise<World> {
     blocked: [],
     owed: {},
     held: [],
+    staking: initialStaking(attestors.map((a) => a!.address)),
   };
   for (const a of accounts) balances[a] ??= 0n;
   return {
@@ -1164,6 +1215,8 @@ function pickLease(r: Rng, st: State, statuses: number[]): MLease | undefined {
 }
 
 export function generate(r: Rng, st: State, w: World): Step {
+  // AttestorStaking: disputes of the faults signed so far (and of forged attestations), claims, stake top-ups.
+  if (r.chance(st.staking.signed.length ? 0.1 : 0.03)) return generateStaking(r, st.staking, w, (id) => st.leases[id - 1]?.provider);
   const roll = r.next() * 100;
   const now = st.now;
   const usableHeld = st.held.map((h, i) => [h, i] as const).filter(([h]) => st.leases[h.leaseId - 1]?.status === S.Active);
@@ -1261,7 +1314,9 @@ export function generate(r: Rng, st: State, w: World): Step {
       const to = Math.max(from, min(now, endOf(l) - 1));
       const observedAt = r.chance(0.05) ? to + 5 : r.int(from, to);
       const signers = r.chance(0.9) ? Math.min(3, st.quorum) : Math.max(0, st.quorum - 1);
-      return { kind: "signFault", id: l.id, observedAt, signers, submit: r.chance(0.4) };
+      // Every kind: the two defined ones mostly, sometimes one the market must refuse (#34 finding 3).
+      const faultKind = r.chance(0.88) ? r.pick([1, 1, 2, 2, 2]) : r.pick([0, 3, 7, 255]);
+      return { kind: "signFault", id: l.id, faultKind, observedAt, signers, submit: r.chance(0.4) };
     }
   }
   if (roll < 71 && st.held.length) {
@@ -1429,8 +1484,16 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
       chain = await mkt(step.who, "cancel", [BigInt(step.id)]);
       break;
     case "signFault": {
-      const fault = { leaseId: BigInt(step.id), kind: 1, observedAt: step.observedAt };
-      const held: HeldFault = { leaseId: step.id, kind: 1, observedAt: step.observedAt, signatures: await faultSignatures(w, fault, step.signers) };
+      const fault = { leaseId: BigInt(step.id), kind: step.faultKind, observedAt: step.observedAt };
+      const held: HeldFault = {
+        leaseId: step.id,
+        kind: step.faultKind,
+        observedAt: step.observedAt,
+        signers: step.signers,
+        signatures: await faultSignatures(w, fault, step.signers),
+      };
+      // Signed whether or not it lands: its signers answer for it (disputes, support/invariants-staking.ts).
+      st.staking.signed.push({ leaseId: step.id, kind: step.faultKind, observedAt: step.observedAt, signers: step.signers });
       if (!step.submit) {
         st.held.push(held);
         await w.rpc.request({ method: "evm_mine", params: [at] });
@@ -1524,6 +1587,16 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
       expected = modelRun(model, (m) => m.setBlocked(step.who, step.target, step.value));
       chain = await sendAt(w.rpc, at, step.who, w.token, w.tokenAbi, "setBlocked", [step.target, step.value]);
       break;
+    default: {
+      const lease = (id: number) => model.st.leases[id - 1];
+      const call = await stakingCall(st.staking, w, step, at, lease);
+      expected = modelRun(model, (m) => {
+        const reason = modelStaking(m.st.staking, w, m.st, step, (id) => m.st.leases[id - 1]);
+        if (reason) revert(reason);
+      });
+      chain = await sendAt(w.rpc, at, call.from, w.staking, attestorStakingAbi as Abi, call.functionName, call.args);
+      break;
+    }
   }
   return { ok: chain.ok, expected: expected.ok, reason: expected.reason, chainError: chain.error };
 }
@@ -1697,7 +1770,34 @@ function checkPromises(w: World, st: State, known: ReadonlySet<string>): void {
     if (l.renter === w.A && l.provider !== w.A) bound += l.promised;
     if (l.provider === w.A && l.renter !== w.A) bound += meteredBound(l, st.now);
   }
+  // A provider wronged by a false fault is owed its share of the liar's slash (docs/attestation.md).
+  bound += st.staking.shares[w.A] ?? 0n;
   check(gain <= bound, `attacker gained ${gain}, above its bound ${bound}`);
+  // The staking: money in equals money out, and no attestor is better off than its slashes leave it (#34 finding 6).
+  const broken = stakingPromises(st.staking, w, st.balances, initial.balances);
+  check(broken === undefined, broken ?? "");
+}
+
+/** The staking's books on chain (each attestor's stake, what each account is owed) against the model. */
+async function compareStaking(w: World, st: State): Promise<void> {
+  const read = async (functionName: "stakeOf" | "owed", who: Address) => {
+    const data = await w.rpc.request({
+      method: "eth_call",
+      params: [{ to: w.staking, data: encodeFunctionData({ abi: attestorStakingAbi, functionName, args: [who] }) }, "latest"],
+    });
+    return decodeFunctionResult({ abi: attestorStakingAbi, functionName, data: data as Hex });
+  };
+  for (const a of w.attestors) {
+    const stake = (await read("stakeOf", a.address)) as { active: bigint; unbonding: bigint };
+    check(
+      stake.active === (st.staking.active[a.address] ?? 0n) && stake.unbonding === 0n,
+      `stake of attestor ${label(w, a.address)}: chain ${stake.active}, model ${st.staking.active[a.address]}`,
+    );
+  }
+  for (const who of [w.P, w.A, w.R1, w.R2, w.sink, ...w.attestors.map((a) => a.address)]) {
+    const owed = (await read("owed", who)) as bigint;
+    check(owed === (st.staking.owed[who] ?? 0n), `staking owes ${label(w, who)}: chain ${owed}, model ${st.staking.owed[who] ?? 0n}`);
+  }
 }
 
 /**
@@ -1784,9 +1884,15 @@ function drainSteps(w: World, st: State, phase: number): Step[] {
     if (last >= st.now) steps.push({ kind: "time", seconds: last - st.now + 1 });
     const ids = st.leases.filter((l) => l.status === S.Ended).map((l) => l.id);
     for (let i = 0; i < ids.length; i += MAX_BATCH) steps.push({ kind: "claimMany", who: w.R2, ids: ids.slice(i, i + MAX_BATCH) });
+    // Every open attestation dispute resolved once its answer window passed.
+    const answerBy = lastAnswerBy(st.staking);
+    const elapsed = steps.reduce((t, s) => t + (s.kind === "time" ? s.seconds : 1), 0);
+    if (answerBy !== 0) steps.push({ kind: "time", seconds: Math.max(0, answerBy - (st.now + elapsed)) + 1 });
+    steps.push(...drainResolve(st.staking, w));
   } else if (phase === 3) {
     // Everything owed (refused while blocked) is pulled.
     for (const [who, amount] of Object.entries(st.owed)) if (amount > 0n) steps.push({ kind: "withdrawOwed", who: who as Address, to: who as Address });
+    steps.push(...drainClaims(st.staking));
     for (const a of w.providers) if (st.providers[a]!.free > 0n) steps.push({ kind: "unstake", who: a, amount: st.providers[a]!.free });
   } else if (phase === 4) {
     const unlock = Math.max(...w.providers.map((a) => st.providers[a]!.unlockAt));
@@ -1809,6 +1915,14 @@ function checkDrained(w: World, st: State): void {
     );
   }
   check(st.balances[w.registry] === 0n, `the registry still holds ${st.balances[w.registry]}`);
+  // The staking holds the attestors' stakes and nothing else: every fee and share was paid out.
+  const stakes = Object.values(st.staking.active).reduce((sum, v) => sum + v, 0n);
+  check(st.balances[w.staking] === stakes, `the staking holds ${st.balances[w.staking]} after the drain, its stakes are ${stakes}`);
+}
+
+const STAKING_STEPS: readonly string[] = ["disputeFault", "disputeCapacityFault", "disputeAttestation", "resolveDispute", "claimStaking", "attestorStake"];
+function isStakingStep(step: Step): step is StakingStep {
+  return STAKING_STEPS.includes(step.kind);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1894,6 +2008,7 @@ export async function runInvariants(connection: Connection, options: RunOptions)
         try {
           compare(w, model.st, snap);
           if (model.st.blocked.length || Object.values(model.st.owed).some((v) => v > 0n)) await compareOwed(w, model.st);
+          if (isStakingStep(step) || phase > 0) await compareStaking(w, model.st);
           if (options.promises !== false) {
             checkPromises(w, model.st, known);
             checkReputation(w, model.st, snap);

@@ -20,6 +20,8 @@ const attestation: Attestation = {
   root: `0x${"00".repeat(32)}` as const,
   gpus: `0x${"00".repeat(32)}` as const,
   cc: `0x${"00".repeat(32)}` as const,
+  failures: 0,
+  lastFailureAt: 0,
   issuedAt: now - 60,
   expiry: now + 3600,
 };

@@ -240,7 +240,14 @@ function renderProvider(provider: ProviderView): void {
         cell(machine.region),
         cell(
           current.length
-            ? current.map((attestation) => `${shortAddress(attestation.attestor)} until ${new Date(attestation.expiry * 1000).toLocaleString()}`).join("; ")
+            ? current
+                .map(
+                  (attestation) =>
+                    `${shortAddress(attestation.attestor)} until ${new Date(attestation.expiry * 1000).toLocaleString()}` +
+                    // A pass after failed challenges says so: the attestor's failure history, which only time clears.
+                    (attestation.failures > 0 ? ` (after ${attestation.failures} failed challenge(s), latest ${new Date(attestation.lastFailureAt * 1000).toLocaleString()})` : ""),
+                )
+                .join("; ")
             : "none current",
         ),
         cell(machine.offerKey ? "live" : "–"),

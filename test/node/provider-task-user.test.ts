@@ -1,0 +1,182 @@
+/**
+ * Issue #33 item 5: root on the host is not root in the task. The node runs as root here (CI
+ * does), so a process-runtime task runs as the unprivileged task user (task-user.ts): a real
+ * bubblewrap sandbox tries to read a root-only host file bound into it, writes into its workspace,
+ * and the test reads, from the host, which host uid the task was and owns what it wrote.
+ */
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import * as tar from "tar";
+import { parseInput } from "../../common/validation.js";
+import { ContainerRuntime } from "../../node/provider/runtime/container-runtime.js";
+import { ProcessRuntime } from "../../node/provider/runtime/process-runtime.js";
+import { readTaskFile } from "../../node/provider/runtime/task-files.js";
+import { DEFAULT_TASK_USER, blockingFolder, chownTree, lookupUser, nodeIsRoot, freeSubordinateStart, subordinateRangeOf } from "../../node/provider/runtime/task-user.js";
+import { taskSpecSchema, type TaskSpec } from "../../node/provider/runtime/task.js";
+import { BUSYBOX_IMAGE, requireContainerSupport } from "../support/container-images.js";
+
+const NODE = process.execPath;
+
+describe("provider task user: root on the host is not root in the task (issue #33 item 5)", function () {
+  this.timeout(60_000);
+  let dir: string;
+
+  before(async function () {
+    assert.ok(nodeIsRoot(), "CI runs the tests as root: the mapping under test applies to a root node");
+    dir = await mkdtemp(path.join(tmpdir(), "suanli-task-user-"));
+    await chmod(dir, 0o711);
+  });
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  async function bundle(files: Record<string, string>): Promise<{ url: string; sha256: string }> {
+    const staging = path.join(dir, `src-${Date.now()}`);
+    await mkdir(staging);
+    for (const [rel, content] of Object.entries(files)) await writeFile(path.join(staging, rel), content);
+    const file = path.join(dir, `b-${Date.now()}.tar.gz`);
+    await tar.c({ gzip: true, file, cwd: staging, portable: true }, Object.keys(files));
+    return {
+      url: `file://${file}`,
+      sha256: createHash("sha256")
+        .update(await readFile(file))
+        .digest("hex"),
+    };
+  }
+
+  it("a sandboxed task of a root node is host uid suanli-task: it cannot read a root-only host file, and what it writes is that user's, read back by the node", async () => {
+    // A folder the operator binds read-only, holding a file only root may read (like /etc/shadow).
+    const shared = path.join(dir, "shared");
+    await mkdir(shared, { mode: 0o755 });
+    const secret = path.join(shared, "root-only.key");
+    await writeFile(secret, "ROOT-ONLY-SECRET", { mode: 0o600 });
+    await writeFile(path.join(shared, "public.txt"), "public", { mode: 0o644 });
+    const runtime = new ProcessRuntime({
+      workspaceRoot: path.join(dir, "data", "workspaces"),
+      sandbox: "bubblewrap",
+      network: false,
+      readOnlyPaths: [path.dirname(NODE), shared],
+      fetchPolicy: { allowFileUrls: true },
+      stopGraceMs: 500,
+    });
+    // The workspace root lies below a folder only root may search (a data dir of mode 0700).
+    await mkdir(path.join(dir, "data"), { mode: 0o700 });
+    const isolation = await runtime.verify();
+    const user = await lookupUser(DEFAULT_TASK_USER);
+    assert.ok(user, "the node created the task user");
+    assert.notEqual(user.uid, 0);
+    assert.match(isolation.description, new RegExp(`tasks as host uid ${user.uid} \\(${DEFAULT_TASK_USER}\\), never root`));
+
+    const probe = [
+      "import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';",
+      "const tryRead = (p) => { try { return 'read:' + readFileSync(p, 'utf8'); } catch (e) { return 'error:' + e.code; } };",
+      "console.log('uid=' + process.getuid());",
+      "console.log('secret=' + tryRead(process.env.SECRET));",
+      "console.log('public=' + tryRead(process.env.PUBLIC));",
+      "console.log('shadow=' + tryRead('/etc/shadow'));",
+      "const status = readFileSync('/proc/self/status', 'utf8');",
+      "console.log('groups=' + /^Groups:(.*)$/m.exec(status)[1].trim());",
+      "mkdirSync('output', { recursive: true });",
+      "writeFileSync('output/result.txt', 'written by the task');",
+    ].join("\n");
+    const spec = parseInput(
+      taskSpecSchema,
+      { bundle: await bundle({ "probe.mjs": probe }), command: [NODE, "probe.mjs"], env: { SECRET: secret, PUBLIC: path.join(shared, "public.txt") } },
+      "task",
+    ) as TaskSpec;
+    const task = await runtime.prepare({ taskId: "uid1", spec, devices: [], durationMs: 30_000 });
+    const workspace = path.join(dir, "data", "workspaces", "uid1");
+    assert.equal((await stat(workspace)).uid, user.uid, "the workspace is handed to the task user before the start");
+    await task.start();
+    const result = await task.wait();
+    const lines = task.readLogs().lines.map((line) => line.text);
+    const value = (key: string) => lines.find((line) => line.startsWith(`${key}=`))?.slice(key.length + 1);
+    assert.equal(result.status, "succeeded", lines.join("\n"));
+    // uid 0 of its own namespace, which is the task user on the host: no root file opens to it.
+    assert.equal(value("uid"), "0");
+    assert.equal(value("secret"), "error:EACCES", "a root-only host file bound into the sandbox is not readable");
+    assert.equal(value("public"), "read:public", "what every user may read still is");
+    assert.match(value("shadow") ?? "", /^error:(ENOENT|EACCES)$/);
+    assert.ok(!/(^|\s)0(\s|$)/.test(value("groups") ?? ""), `no root group: ${value("groups")}`);
+    // On the host, what it wrote belongs to the task user; the node (root) reads it as ever.
+    const written = path.join(workspace, "output", "result.txt");
+    assert.equal((await stat(written)).uid, user.uid);
+    assert.equal((await stat(written)).gid, user.gid);
+    assert.equal((await readTaskFile(path.join(workspace, "output"), "result.txt", 1024))?.toString(), "written by the task");
+    assert.ok(!lines.some((line) => line.includes("ROOT-ONLY-SECRET")));
+    await task.cleanup();
+  });
+
+  it("a rootful Podman task's root is host uid <start> of suanli-task's subordinate range: a root-only host file mounted in is unreadable, its outputs are that id's", async () => {
+    await requireContainerSupport();
+    const user = await lookupUser(DEFAULT_TASK_USER);
+    const runtime = new ContainerRuntime({ workspaceRoot: path.join(dir, "data", "containers"), engine: "podman", network: false, gpus: false, stopGraceMs: 2_000 });
+    const isolation = await runtime.verify();
+    const range = subordinateRangeOf(await readFile("/etc/subuid", "utf8"), user ?? (await lookupUser(DEFAULT_TASK_USER))!);
+    assert.ok(range && range.start >= 100_000, "the node gave the task user a subordinate range");
+    assert.deepEqual(subordinateRangeOf(await readFile("/etc/subgid", "utf8"), (await lookupUser(DEFAULT_TASK_USER))!), range);
+    assert.match(isolation.description, new RegExp(`container root is host uid ${range.start}`));
+    const secret = path.join(dir, "podman-root-only.key");
+    await writeFile(secret, "ROOT-ONLY-SECRET", { mode: 0o600 });
+    const script = [
+      "cat /proc/self/uid_map",
+      "echo uid=$(id -u)",
+      "cat /secret.key >/dev/null 2>&1 && echo secret=read || echo secret=denied",
+      "mkdir -p output && echo from-container > output/result.txt && echo wrote",
+    ].join("; ");
+    // The operator's own flag mounts the file: the container's root still cannot read it.
+    const spec = parseInput(taskSpecSchema, { image: BUSYBOX_IMAGE, command: script }, "task") as TaskSpec;
+    const withMount = new ContainerRuntime({
+      workspaceRoot: path.join(dir, "data", "containers"),
+      engine: "podman",
+      network: false,
+      gpus: false,
+      stopGraceMs: 2_000,
+      extraArgs: ["--volume", `${secret}:/secret.key:ro`],
+      fetchPolicy: { allowNetworks: ["127.0.0.0/8"] },
+    });
+    const task = await withMount.prepare({ taskId: "uidc1", spec, devices: [], durationMs: 60_000 });
+    await task.start();
+    const result = await task.wait();
+    const lines = task.readLogs().lines.map((line) => line.text);
+    assert.equal(result.status, "succeeded", lines.join("\n"));
+    assert.ok(
+      lines.some((line) => new RegExp(`^\\s*0\\s+${range.start}\\s+65536$`).test(line)),
+      `uid_map: ${lines.join(" | ")}`,
+    );
+    assert.ok(lines.includes("uid=0"));
+    assert.ok(lines.includes("secret=denied"), lines.join("\n"));
+    const written = path.join(dir, "data", "containers", "uidc1", "output", "result.txt");
+    assert.equal((await stat(written)).uid, range.start);
+    assert.equal((await readTaskFile(path.dirname(written), "result.txt", 1024))?.toString(), "from-container\n");
+    await task.cleanup();
+  });
+
+  it("chownTree never follows a link; blockingFolder names the first folder a user cannot search", async () => {
+    const tree = path.join(dir, "tree");
+    await mkdir(path.join(tree, "sub"), { recursive: true });
+    const outside = path.join(dir, "outside.txt");
+    await writeFile(outside, "x");
+    const { symlink } = await import("node:fs/promises");
+    await symlink(outside, path.join(tree, "sub", "link"));
+    await chownTree(tree, 12345, 12346);
+    assert.equal((await stat(path.join(tree, "sub"))).uid, 12345);
+    assert.equal((await stat(outside)).uid, 0, "the link's target is untouched");
+    const user = { name: "x", uid: 12345, gid: 12346 };
+    const closed = path.join(dir, "closed");
+    await mkdir(path.join(closed, "inner"), { recursive: true, mode: 0o700 });
+    assert.equal(await blockingFolder(path.join(closed, "inner", "file"), user), closed);
+    assert.equal(await blockingFolder(path.join(tree, "sub"), user), undefined);
+  });
+
+  it("subordinate ranges: an existing one is read, a new one starts above every range in use", () => {
+    const user = { name: "suanli-task", uid: 999, gid: 995 };
+    assert.deepEqual(subordinateRangeOf("alice:100000:65536\nsuanli-task:231072:65536\n", user), { start: 231072, count: 65536 });
+    assert.equal(subordinateRangeOf("alice:100000:65536\n", user), undefined);
+    assert.equal(freeSubordinateStart(["alice:100000:65536\n", "bob:165536:65536\n"]), 262144);
+    assert.equal(freeSubordinateStart([""]), 131072);
+  });
+});
