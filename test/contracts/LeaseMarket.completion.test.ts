@@ -1,6 +1,10 @@
 import assert from "node:assert/strict";
 import { readLease } from "../../common/chain/market.js";
 import { FaultKind } from "../../common/eip712.js";
+import { heldText } from "../../node/cli/commands/renter-output.js";
+import type { SuanliContext } from "../../sdk/internal/context.js";
+import { leaseOutcome } from "../../sdk/internal/receipt.js";
+import type { TaskAttempt } from "../../sdk/types.js";
 import {
   PRICE,
   STAKE,
@@ -145,6 +149,58 @@ describe("LeaseMarket: a completion cannot walk away from the collateral (issue 
     // Credit on the lease as it was at observedAt: 180,000, plus the 20,000 paid after it (not the 29 days' collateral).
     assert.equal(await balance(s, s.renter!.account.address), renter0 + 200_000n);
     assert.equal(await balance(s, s.market.address), 0n);
+  });
+
+  describe("what the renter's SDK and CLI show", () => {
+    /** The SDK's receipt of one lease (sdk/internal/receipt.ts leaseOutcome), read from this chain. */
+    async function receiptOf(s: Suanli, leaseId: bigint) {
+      const ctx = { publicClient: s.publicClient, market: s.market.address } as unknown as SuanliContext;
+      const openedBlock = (await s.publicClient.getBlockNumber()) - 3n;
+      const attempt = {
+        leaseId,
+        provider: s.provider!.account.address,
+        peerId: "",
+        addrs: [],
+        machineId: 1,
+        model: "m",
+        units: 2,
+        pricePerUnitSecond: PRICE,
+        deposit: DEPOSIT,
+        interruptible: false,
+        openedBlock,
+        openedAt: 0,
+        gas: [],
+      };
+      return leaseOutcome(ctx, attempt as TaskAttempt);
+    }
+
+    it("an early completion is named a held completion with its release time until claim releases it", async () => {
+      const s = await load();
+      const { leaseId, activatedAt } = await openActive(s);
+      await at(activatedAt + 1800);
+      await complete(s, leaseId);
+      const held = await receiptOf(s, leaseId);
+      const until = activatedAt + 1800 + 600;
+      assert.deepEqual([held.status, held.endReason, held.collateralHeldUntil, held.cost, held.refunded], ["Settled", "Completed", until, 360_000n, DEPOSIT - 360_000n]);
+      assert.match(heldText(held.collateralHeldUntil), new RegExp(`collateral held until ${new Date(until * 1000).toISOString()}`));
+      await at(until);
+      await s.market.write.claim([leaseId], { account: s.renter!.account });
+      const released = await receiptOf(s, leaseId);
+      assert.deepEqual([released.endReason, released.collateralHeldUntil, heldText(released.collateralHeldUntil)], ["Completed", null, ""]);
+    });
+
+    it("a fault inside the hold shows as Faulted with its credit, no longer held", async () => {
+      const s = await load();
+      const { leaseId, activatedAt } = await openActive(s);
+      const fault = { leaseId, kind: FaultKind.unresponsive, observedAt: activatedAt + 1800 };
+      const signatures = await faultSignatures(s, fault);
+      await at(activatedAt + 1900);
+      await complete(s, leaseId);
+      assert.equal((await receiptOf(s, leaseId)).collateralHeldUntil, activatedAt + 1900 + 600);
+      await s.market.write.submitFault([fault, signatures], { account: s.renter!.account });
+      const faulted = await receiptOf(s, leaseId);
+      assert.deepEqual([faulted.endReason, faulted.collateralHeldUntil, faulted.credit, faulted.refunded], ["Faulted", null, 200_000n, DEPOSIT - 380_000n]);
+    });
   });
 
   describe("self-preemption", () => {
