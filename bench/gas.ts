@@ -227,6 +227,12 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     await networkHelpers.time.increase(600);
     const completed = await mkt(provider, "complete", [whole.leaseId, 0, `0x${"33".repeat(32)}`, 1200n]);
     gas["whole lease (open + activate + complete)"] = whole.gas + activated + completed;
+    // The completion holds the collateral and the unused deposit for the fault window (issue #34, finding 1);
+    // a claim after it releases both (the provider's node sends it; the renter's SDK may).
+    await networkHelpers.time.increase(600);
+    const released = await mkt(provider, "claim", [whole.leaseId]);
+    gas["claim after complete (releases the hold)"] = released;
+    gas["whole lease with the hold's release (open + activate + complete + claim)"] = whole.gas + activated + completed + released;
   }
   {
     // First-time: a new renter (tokens and allowance, nothing else) on a new provider's first machine. Its

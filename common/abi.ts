@@ -2674,6 +2674,22 @@ export const leaseMarketAbi = [
       },
       {
         "internalType": "uint256",
+        "name": "until",
+        "type": "uint256"
+      }
+    ],
+    "name": "CollateralHeld",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
         "name": "servedFrom",
         "type": "uint256"
       }
@@ -3175,6 +3191,17 @@ export const leaseMarketAbi = [
   {
     "inputs": [
       {
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      }
+    ],
+    "name": "SelfPreemption",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "uint96",
         "name": "providerAmount",
         "type": "uint96"
@@ -3351,6 +3378,25 @@ export const leaseMarketAbi = [
     "inputs": [],
     "name": "ZeroUnits",
     "type": "error"
+  },
+  {
+    "anonymous": false,
+    "inputs": [
+      {
+        "indexed": true,
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      },
+      {
+        "indexed": false,
+        "internalType": "bool",
+        "name": "counted",
+        "type": "bool"
+      }
+    ],
+    "name": "CompletionReleased",
+    "type": "event"
   },
   {
     "anonymous": false,
@@ -4908,6 +4954,22 @@ export const leaseMarketExtensionAbi = [
       },
       {
         "internalType": "uint256",
+        "name": "until",
+        "type": "uint256"
+      }
+    ],
+    "name": "CollateralHeld",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      },
+      {
+        "internalType": "uint256",
         "name": "servedFrom",
         "type": "uint256"
       }
@@ -5404,6 +5466,17 @@ export const leaseMarketExtensionAbi = [
   {
     "inputs": [
       {
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      }
+    ],
+    "name": "SelfPreemption",
+    "type": "error"
+  },
+  {
+    "inputs": [
+      {
         "internalType": "uint96",
         "name": "providerAmount",
         "type": "uint96"
@@ -5580,6 +5653,25 @@ export const leaseMarketExtensionAbi = [
     "inputs": [],
     "name": "ZeroUnits",
     "type": "error"
+  },
+  {
+    "anonymous": false,
+    "inputs": [
+      {
+        "indexed": true,
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      },
+      {
+        "indexed": false,
+        "internalType": "bool",
+        "name": "counted",
+        "type": "bool"
+      }
+    ],
+    "name": "CompletionReleased",
+    "type": "event"
   },
   {
     "anonymous": false,
@@ -6150,6 +6242,19 @@ export const leaseMarketExtensionAbi = [
       }
     ],
     "name": "cancel",
+    "outputs": [],
+    "stateMutability": "nonpayable",
+    "type": "function"
+  },
+  {
+    "inputs": [
+      {
+        "internalType": "uint256",
+        "name": "leaseId",
+        "type": "uint256"
+      }
+    ],
+    "name": "claim",
     "outputs": [],
     "stateMutability": "nonpayable",
     "type": "function"

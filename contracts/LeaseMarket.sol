@@ -109,6 +109,11 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             if (amount == 0) revert NothingToClaim(leaseId);
         } else {
             Lease memory lease = _leases[leaseId];
+            // A completion's hold is released by the extension's claim, inside this call's guard.
+            if ((lease.flags & FLAG_HELD) != 0) {
+                _delegate();
+                return;
+            }
             if (lease.status != LeaseStatus.Active && lease.status != LeaseStatus.Ended) {
                 revert InvalidLeaseStatus(leaseId, lease.status);
             }
@@ -217,9 +222,29 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         uint256 stop = _min(block.timestamp, _endOf(lease));
         uint96 total = _accruedUntil(lease, stop);
         uint96 paidBefore = lease.paid;
+        // The provider is paid, the renter refunded and the units freed now; the collateral stays locked for
+        // FAULT_SUBMISSION_WINDOW (FLAG_HELD: `deposit` keeps the lease's deposit), so a fault observed before the
+        // completion still lands; `claim` releases it after that, and only then does reputation count the lease
+        // (issue #34, finding 1).
         lease.paid = total;
-        uint256 refund =
-            _finish(leaseId, lease, EndReason.Completed, uint32(stop), total, 0, IProviderRegistry.Outcome.Completed);
+        lease.stopAt = uint32(stop);
+        lease.endReason = EndReason.Completed;
+        lease.status = LeaseStatus.Settled;
+        lease.flags |= FLAG_HELD;
+        _storeEnd(leaseId, lease);
+        _REGISTRY.release(
+            lease.provider,
+            lease.machineId,
+            lease.units,
+            lease.interruptible,
+            0,
+            0,
+            lease.renter,
+            0,
+            IProviderRegistry.Outcome.Neutral
+        );
+        uint96 refund = lease.deposit - total;
+        emit LeaseEnded(leaseId, EndReason.Completed, uint32(stop), total, refund, 0);
         emit CompletionReported(leaseId, exitCode, outputDigest, unitSeconds);
         _payProvider(leaseId, lease.provider, paidBefore, total);
         _pay(lease.renter, refund);
@@ -296,6 +321,11 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             view_.stopAt = lease.stopAt;
             view_.end = lease.stopAt;
             if (activated) view_.duration = lease.stopAt - lease.start;
+            if ((lease.flags & FLAG_HELD) != 0) {
+                // A completion's hold: the collateral stays locked until stopAt + FAULT_SUBMISSION_WINDOW.
+                view_.collateral = _collateral(lease.deposit, lease.collateralBps);
+                view_.deposit = lease.paid;
+            }
         }
         view_.accrued = _accruedNow(lease);
         view_.claimable = view_.accrued - lease.paid;
@@ -502,6 +532,8 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             uint256 leaseId = leaseIds[i];
             Lease memory lease = _leases[leaseId];
             if (lease.machineId != machineId) revert PreemptWrongMachine(leaseId, machineId);
+            // Its own provider would end it without the termination (or start) penalty (issue #34, finding 1).
+            if (lease.provider == msg.sender && lease.renter != msg.sender) revert SelfPreemption(leaseId);
             if (lease.status == LeaseStatus.Active && block.timestamp >= _endOf(lease)) {
                 _finish(
                     leaseId,

@@ -25,11 +25,12 @@ import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 ///      extension (zero: never extended), and `_depositBefore` holds the deposit that faults and penalties
 ///      about earlier times are computed on. `flags`: FLAG_ACTIVATED (start is the activation time),
 ///      FLAG_PREEMPTOR (the lease preempted another, so its renter owes at least the notice period),
-///      FLAG_COMMITTED (a reserved-term lease: its renter owes at least `_commitment` seconds once active).
+///      FLAG_COMMITTED (a reserved-term lease: its renter owes at least `_commitment` seconds once active),
+///      FLAG_HELD (a completion's hold: collateral locked until stopAt + W; deposit - paid was refunded).
 ///      While a lease is Open or Active, deposit is a whole multiple of units x price, so its end
 ///      `start + deposit / (units x price)` is exact. Once it ends, `deposit` is the provider's final total
 ///      and the renter has been refunded the rest. The invariant kept by every function:
-///      token.balanceOf(market) == sum over leases of (deposit - paid) + sum over accounts of owed.
+///      token.balanceOf(market) == sum over leases not held (FLAG_HELD) of (deposit - paid) + sum over accounts of owed.
 abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
     using SafeCast for uint256;
@@ -73,6 +74,11 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
     ///      minimums are a provider's setup floor and bind nothing (no storage for them on the hot path). Internal:
     ///      a public getter would lengthen the market's dispatch, and every lease call with it.
     uint32 internal constant MIN_COMMITMENT = 1 hours;
+    /// @dev A completed lease (Settled, reason Completed) whose collateral stays locked until stopAt +
+    ///      FAULT_SUBMISSION_WINDOW, so a fault observed before the completion still lands (issue #34, finding 1).
+    ///      `deposit` is still the lease's deposit (the renter was refunded deposit - paid) and `paid` the
+    ///      provider's total; the release sets deposit = paid.
+    uint8 internal constant FLAG_HELD = 8;
 
     // Packed into exactly three slots (see the layout above); the rule miscounts the enums. The order is the
     // storage layout _storeWord0/1/2 pack by hand (and activate and claim read by hand).

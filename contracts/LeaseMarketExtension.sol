@@ -46,10 +46,12 @@ contract LeaseMarketExtension is LeaseMarketBase {
         // A preempted lease keeps running until stopAt (its notice period); a fault can stop it earlier.
         bool inNotice = lease.status == LeaseStatus.Ended && lease.endReason == EndReason.Preempted
             && block.timestamp < lease.stopAt;
-        if (lease.status != LeaseStatus.Active && !inNotice) revert InvalidLeaseStatus(leaseId, lease.status);
+        // A completion holds the collateral: a fault observed before it still lands (issue #34, finding 1).
+        bool held = (lease.flags & FLAG_HELD) != 0;
+        if (lease.status != LeaseStatus.Active && !inNotice && !held) revert InvalidLeaseStatus(leaseId, lease.status);
         // Only kinds a receipt can contradict (issue #34, finding 3): an undefined kind would land undisputable.
         if (fault.kind == 0 || fault.kind > MAX_FAULT_KIND) revert InvalidFaultKind(fault.kind);
-        uint256 end = inNotice ? lease.stopAt : _endOf(lease);
+        uint256 end = inNotice || held ? lease.stopAt : _endOf(lease);
         // A fault must fall inside the paid-for service: after activation, before the end, not in the future.
         uint256 latest = _min(block.timestamp, end - 1);
         uint32 observedAt = fault.observedAt;
@@ -64,6 +66,10 @@ contract LeaseMarketExtension is LeaseMarketBase {
         uint96 accruedAtFault = _accruedUntil(lease, observedAt);
         // Whatever the provider claimed after observedAt stays paid but comes back to the renter from collateral.
         uint96 total = lease.paid > accruedAtFault ? lease.paid : accruedAtFault;
+        if (held) {
+            _faultHeld(leaseId, lease, fault.kind, observedAt, accruedAtFault);
+            return;
+        }
         if (inNotice) {
             // The collateral was released at the preemption: accrual stops at observedAt, without credit.
             uint96 rest = lease.deposit - total;
@@ -147,14 +153,15 @@ contract LeaseMarketExtension is LeaseMarketBase {
         uint256 leaseId = settlement.leaseId;
         Lease memory lease = _leases[leaseId];
         LeaseStatus status = lease.status;
-        if (status != LeaseStatus.Open && status != LeaseStatus.Active && status != LeaseStatus.Ended) {
+        bool held = (lease.flags & FLAG_HELD) != 0;
+        if (status != LeaseStatus.Open && status != LeaseStatus.Active && status != LeaseStatus.Ended && !held) {
             revert InvalidLeaseStatus(leaseId, status);
         }
         if (block.timestamp > settlement.deadline) revert SettlementExpired(settlement.deadline, block.timestamp);
         uint96 total = settlement.providerAmount;
-        if (total < lease.paid || total > lease.deposit) {
-            revert SettlementAmountOutOfRange(total, lease.paid, lease.deposit);
-        }
+        // A held completion was paid out: its renter co-signs the provider's total as it stands.
+        uint96 most = held ? lease.paid : lease.deposit;
+        if (total < lease.paid || total > most) revert SettlementAmountOutOfRange(total, lease.paid, most);
         bytes32 digest = _hashTypedDataV4(keccak256(abi.encode(SETTLEMENT_TYPEHASH, settlement)));
         _requireSigner(digest, renterSignature, lease.renter);
         _requireSigner(digest, providerSignature, lease.provider);
@@ -162,7 +169,10 @@ contract LeaseMarketExtension is LeaseMarketBase {
         uint96 paidBefore = lease.paid;
         uint256 refund;
         lease.paid = total;
-        if (status == LeaseStatus.Ended) {
+        if (held) {
+            // The renter co-signs a completion: its hold ends now and it counts as one.
+            _releaseHeld(leaseId, lease, IProviderRegistry.Outcome.Completed);
+        } else if (status == LeaseStatus.Ended) {
             refund = lease.deposit - total;
             lease.deposit = total;
             lease.status = LeaseStatus.Settled;
@@ -279,6 +289,19 @@ contract LeaseMarketExtension is LeaseMarketBase {
         _pay(lease.renter, refund);
     }
 
+    /// @notice ILeaseMarket.claim, for a completed lease whose collateral is held (LeaseMarket.claim runs it inside its
+    ///         reentrancy guard): after FAULT_SUBMISSION_WINDOW, the collateral goes back to the provider. Reputation
+    ///         counts a completion only if the lease ran to its end.
+    /// @param leaseId The lease.
+    function claim(uint256 leaseId) external onlyDelegated {
+        Lease memory lease = _leases[leaseId];
+        uint256 until = uint256(lease.stopAt) + FAULT_SUBMISSION_WINDOW;
+        if (block.timestamp < until) revert CollateralHeld(leaseId, until);
+        IProviderRegistry.Outcome outcome =
+            lease.paid == lease.deposit ? IProviderRegistry.Outcome.Completed : IProviderRegistry.Outcome.Neutral;
+        _releaseHeld(leaseId, lease, outcome);
+    }
+
     /// @notice ILeaseMarket.setParams.
     /// @param params_ The new parameters.
     function setParams(MarketParams calldata params_) external onlyDelegated {
@@ -294,6 +317,63 @@ contract LeaseMarketExtension is LeaseMarketBase {
         _owed[msg.sender] = 0;
         emit OwedWithdrawn(msg.sender, to, amount);
         _TOKEN.safeTransfer(to, amount);
+    }
+
+    /// @dev Ends a completion's hold: the collateral goes back to the provider, `deposit` becomes the provider's total,
+    ///      reputation records `outcome` with the paid unit-seconds.
+    function _releaseHeld(uint256 leaseId, Lease memory lease, IProviderRegistry.Outcome outcome) private {
+        uint96 collateral = _collateral(lease.deposit, lease.collateralBps);
+        lease.deposit = lease.paid;
+        lease.flags &= ~FLAG_HELD;
+        _storeState(leaseId, lease);
+        // The units went back at the completion; the paid unit-seconds count now (units x metered seconds).
+        _REGISTRY.release(
+            lease.provider,
+            lease.machineId,
+            0,
+            lease.interruptible,
+            collateral,
+            0,
+            lease.renter,
+            uint64(_min(uint256(lease.units) * (lease.stopAt - lease.start), lease.paid / lease.price)),
+            outcome
+        );
+        emit CompletionReleased(leaseId, outcome == IProviderRegistry.Outcome.Completed);
+    }
+
+    /// @dev A fault observed at `observedAt`, before the completion of a held lease: the provider keeps what accrued
+    ///      until then, its pay after it comes back to the renter from the collateral with the SLA credit (the unused
+    ///      deposit was refunded at the completion). The credit is on the deposit before the lease's latest extension,
+    ///      if any (the completion overwrote the extension's time; never more than the lease was at observedAt).
+    function _faultHeld(uint256 leaseId, Lease memory lease, uint8 kind, uint32 observedAt, uint96 accruedAtFault)
+        private
+    {
+        uint96 collateral = _collateral(lease.deposit, lease.collateralBps);
+        uint96 termsDeposit = _depositBefore[leaseId];
+        if (termsDeposit == 0 || termsDeposit > lease.deposit) termsDeposit = lease.deposit;
+        uint256 credit = _proRata(lease, termsDeposit, observedAt);
+        uint256 minCredit = uint256(_collateral(termsDeposit, lease.collateralBps)) * _params.faultMinCreditBps / BPS;
+        if (credit < minCredit) credit = minCredit;
+        credit = _min(credit + (lease.paid - accruedAtFault), collateral);
+        lease.deposit = lease.paid;
+        lease.endReason = EndReason.Faulted;
+        lease.stopAt = observedAt;
+        lease.flags &= ~FLAG_HELD;
+        _storeEnd(leaseId, lease);
+        _REGISTRY.release(
+            lease.provider,
+            lease.machineId,
+            0,
+            lease.interruptible,
+            collateral,
+            uint96(credit),
+            lease.renter,
+            uint64(accruedAtFault / lease.price),
+            IProviderRegistry.Outcome.Faulted
+        );
+        emit LeaseEnded(leaseId, EndReason.Faulted, observedAt, lease.paid, 0, uint96(credit));
+        emit FaultSubmitted(leaseId, kind, observedAt, uint96(credit));
+        _pay(lease.renter, credit);
     }
 
     /// @dev The SLA credit of a fault observed at `observedAt` on the lease as it was then (an extension made after

@@ -240,6 +240,12 @@ export type TaskStatus = {
     status: "None" | "Open" | "Active" | "Ended" | "Settled" | "Cancelled";
     /** Why it ended (e.g. "Completed", "Faulted", "Preempted"); "None" while it runs. */
     endReason: string;
+    /**
+     * A completion whose provider's collateral is still held (issue #34 finding 1): until this time (unix seconds,
+     * the completion's stop + the 600 s fault window) a fault observed before the completion can still land and
+     * credit the renter; after it anyone's `claim` releases the collateral. null for every other lease.
+     */
+    collateralHeldUntil: number | null;
     /** Once the renter closed it for more than it used: which minimum it paid ("Commitment", "PreemptionNotice"), as in TaskReceipt. */
     minimumCharge: { reason: "Commitment" | "PreemptionNotice"; amount: bigint } | null;
     deposit: bigint;
@@ -304,6 +310,12 @@ export type TaskReceipt = {
     units: number;
     status: string;
     endReason: string;
+    /**
+     * A completion whose provider's collateral is still held (issue #34 finding 1): until this time (unix seconds,
+     * the completion's stop + the 600 s fault window) a fault observed before the completion can still land and
+     * credit the renter; after it anyone's `claim` releases the collateral. null for every other lease.
+     */
+    collateralHeldUntil: number | null;
     /** Seconds metered (activation to stop). */
     seconds: number;
     deposit: bigint;

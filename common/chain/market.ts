@@ -62,7 +62,10 @@ export type LeaseView = {
   pricePerUnitSecond: bigint;
   interruptible: boolean;
   collateralBps: number;
-  /** Collateral locked now (zero once ended). */
+  /**
+   * Collateral locked now: zero once ended, except after a completion, whose collateral stays locked
+   * until `stopAt` + the fault window (COMPLETION_HOLD_SECONDS) and is then released by `claim`.
+   */
   collateral: bigint;
   /** Escrowed so far; once ended, the provider's final total. */
   deposit: bigint;
@@ -83,6 +86,18 @@ export type LeaseView = {
   /** What a claim pays now, before the protocol fee. */
   claimable: bigint;
 };
+
+/** LeaseMarket's FAULT_SUBMISSION_WINDOW: how long a completion holds the provider's collateral (issue #34, finding 1). */
+export const COMPLETION_HOLD_SECONDS = 600;
+
+/**
+ * When a completed lease's collateral may be released by `claim` (stopAt + the fault window), or
+ * undefined when the lease holds none: a fault observed before the completion can land until then.
+ */
+export function completionHeldUntil(view: Pick<LeaseView, "status" | "endReason" | "collateral" | "stopAt">): number | undefined {
+  if (view.status !== "Settled" || view.endReason !== "Completed" || view.collateral === 0n) return undefined;
+  return view.stopAt + COMPLETION_HOLD_SECONDS;
+}
 
 /** Reads one lease (status "None" when it does not exist). */
 export async function readLease(client: Client, market: Address, leaseId: bigint, options: { blockNumber?: bigint } = {}): Promise<LeaseView> {

@@ -39,7 +39,9 @@ interface ILeaseMarket is ILeaseMarketTypes {
     function activate(uint256 leaseId) external;
 
     /// @notice Pays the provider what the lease accrued since the last claim (anyone may call). A lease
-    ///         past its end is finalized: units and collateral released, status Settled.
+    ///         past its end is finalized: units and collateral released, status Settled. A completed lease whose
+    ///         hold is over (FAULT_SUBMISSION_WINDOW after its completion) is released: collateral back to the
+    ///         provider (`CollateralHeld` before that).
     /// @param leaseId The lease.
     function claim(uint256 leaseId) external;
 
@@ -54,8 +56,12 @@ interface ILeaseMarket is ILeaseMarketTypes {
     /// @param leaseId The lease.
     function close(uint256 leaseId) external;
 
-    /// @notice The provider reports the result and ends the lease: accrual stops now, the provider is paid,
-    ///         the renter refunded. The report mirrors the signed Completion (common/eip712.ts).
+    /// @notice The provider reports the result and ends the lease: accrual stops now (at the end if past it),
+    ///         the provider is paid, the renter refunded and the units freed. The collateral stays locked
+    ///         FAULT_SUBMISSION_WINDOW more (a fault observed before the completion still lands), then `claim`
+    ///         releases it. Reputation counts it as a completion only if the lease ran to its end (an early completion
+    ///         the renter did not co-sign with `settle` counts unit-seconds, never a completion). The report mirrors
+    ///         the signed Completion (common/eip712.ts).
     /// @param leaseId The lease.
     /// @param exitCode The task's exit code.
     /// @param outputDigest Digest of the task's output.
@@ -68,10 +74,12 @@ interface ILeaseMarket is ILeaseMarketTypes {
     ///         faultMinCreditBps / 10000) on the lease as it was at observedAt (an extension made after
     ///         observedAt does not count), plus anything the provider claimed after observedAt, capped at the
     ///         collateral. A preempted lease in its notice period can be faulted too: accrual stops at
-    ///         observedAt, without credit (its collateral was released at the preemption). Only the defined kinds
-    ///         are taken (InvalidFaultKind otherwise): 1, unresponsive (AttestorStaking.disputeFault proves one false
-    ///         with its signer's ProbeReceipt), and 2, capacity (disputeCapacityFault, with its signer's Attestation
-    ///         of the leased machine).
+    ///         observedAt, without credit (its collateral was released at the preemption). So can a completed lease
+    ///         whose collateral is still held, for a fault observed before its completion: credited as above on
+    ///         the deposit before its latest extension (if any), the provider's pay after observedAt returned.
+    ///         Only the defined kinds are taken (InvalidFaultKind otherwise): 1, unresponsive
+    ///         (AttestorStaking.disputeFault proves one false with its signer's ProbeReceipt), and 2, capacity
+    ///         (disputeCapacityFault, with its signer's Attestation of the leased machine).
     /// @param fault The fault.
     /// @param signatures At least faultQuorum attestor signatures, ordered by strictly increasing signer.
     function submitFault(Fault calldata fault, bytes[] calldata signatures) external;
@@ -89,7 +97,8 @@ interface ILeaseMarket is ILeaseMarketTypes {
     function cancel(uint256 leaseId) external;
 
     /// @notice Settles a lease at a co-signed amount: the provider gets providerAmount in total, the renter
-    ///         the rest of the deposit (anyone may submit both signatures).
+    ///         the rest of the deposit (anyone may submit both signatures). A completed lease still held is
+    ///         released at once, at providerAmount = paid, and counts as a completion (the renter co-signed it).
     /// @param settlement The settlement.
     /// @param renterSignature The renter's EIP-712 signature.
     /// @param providerSignature The provider's EIP-712 signature.

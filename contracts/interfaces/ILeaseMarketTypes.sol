@@ -16,7 +16,8 @@ interface ILeaseMarketTypes {
         /// @dev Units and collateral released, the renter refunded; the provider still has accrued money to claim
         ///      (after a preemption it keeps accruing until stopAt).
         Ended,
-        /// @dev Everything paid out.
+        /// @dev Everything paid out. After a completion the provider's collateral stays locked until
+        ///      stopAt + FAULT_SUBMISSION_WINDOW (a fault observed before it may still land), then claim releases it.
         Settled,
         /// @dev Ended before it was ever active; everything went back to the renter.
         Cancelled
@@ -123,7 +124,7 @@ interface ILeaseMarketTypes {
         uint96 pricePerUnitSecond;
         bool interruptible;
         uint16 collateralBps;
-        /// @dev Collateral locked now (zero once ended).
+        /// @dev Collateral locked now (zero once ended, except a completion's until stopAt + FAULT_SUBMISSION_WINDOW).
         uint96 collateral;
         /// @dev Escrowed so far; once ended, the provider's final total.
         uint96 deposit;
@@ -183,6 +184,10 @@ interface ILeaseMarketTypes {
     event LeaseSettled(uint256 indexed leaseId, uint96 providerAmount, uint96 refund);
     /// @notice The provider reported the lease's result (common/eip712.ts Completion).
     event CompletionReported(uint256 indexed leaseId, int32 exitCode, bytes32 outputDigest, uint64 unitSeconds);
+    /// @notice A completion's hold ended (FAULT_SUBMISSION_WINDOW after it without a fault, or co-signed by the
+    ///         renter): the collateral went back to the provider; `counted` is true when the lease ran to its end or
+    ///         the renter co-signed, the only completions reputation counts.
+    event CompletionReleased(uint256 indexed leaseId, bool counted);
     /// @notice A quorum fault ended a lease; `credit` of the provider's collateral went to the renter.
     event FaultSubmitted(uint256 indexed leaseId, uint8 kind, uint32 observedAt, uint96 credit);
     /// @notice Governance changed the market parameters.
@@ -289,6 +294,12 @@ interface ILeaseMarketTypes {
     error NothingOwed(address account);
     /// @notice The market received `received` of a `expected` transfer (fee-on-transfer tokens are not supported).
     error TokenTransferShortfall(uint256 expected, uint256 received);
+    /// @notice A completed lease's collateral is held until `until` (faults observed before the completion may
+    ///         land until then).
+    error CollateralHeld(uint256 leaseId, uint256 until);
+    /// @notice A provider cannot preempt a lease it serves to another renter (it would end it without the
+    ///         termination or start penalty): it terminates it instead.
+    error SelfPreemption(uint256 leaseId);
     /// @notice The extension was built for registry `extensionRegistry`, not `registry`.
     error ExtensionMismatch(address registry, address extensionRegistry);
 }

@@ -29,11 +29,6 @@ export class LeaseNotHeldError extends SuanliError {
   override name = "LeaseNotHeldError";
 }
 
-/** The renter asked for task liveness and the lease's task does not echo its nonce (stopped, or never wrote it): no heartbeat. */
-export class TaskNotLiveError extends SuanliError {
-  override name = "TaskNotLiveError";
-}
-
 /** The provider role's attestation parts need a local wallet (chain.privateKey) to sign heartbeats. */
 export class NoProviderWalletError extends SuanliError {
   override name = "NoProviderWalletError";

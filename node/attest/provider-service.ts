@@ -38,7 +38,7 @@ import type { Daemon, DaemonModule } from "../daemon.js";
 import type { Logger } from "../log/logger.js";
 import { maxChallengeOps } from "./create.js";
 import { WrongChainError } from "../offers/gossip.js";
-import { ChallengeRefusedError, LeaseNotHeldError, NoProviderWalletError, TaskNotLiveError, UnauthorizedProbeError } from "./errors.js";
+import { ChallengeRefusedError, LeaseNotHeldError, NoProviderWalletError, UnauthorizedProbeError } from "./errors.js";
 import { ChallengeResponder, type ChallengeResponderOptions, type ProviderMachine } from "./provider.js";
 import { providerRegistryAbi } from "../../common/abi.js";
 import type { Runner } from "./runner/types.js";
@@ -71,12 +71,6 @@ export type ProviderAttestationOptions = {
    * reads the lease on-chain (cached for `leaseCacheMs`). The agent may pass its own lease table.
    */
   holdsLease?: (leaseId: bigint) => boolean | Promise<boolean>;
-  /**
-   * Task liveness (docs/attestation.md, "Task liveness"): whether the lease's renter asked for it
-   * and, if so, whether its task runs and echoes the renter's nonce. A heartbeat is signed only
-   * when it does; absent, or `required: false`, liveness covers this node only.
-   */
-  taskLiveness?: (leaseId: bigint) => TaskLivenessVerdict | Promise<TaskLivenessVerdict>;
   /** Milliseconds between scans for false liveness faults to dispute (`attest.disputeFalseFaults`). Default 10 s. */
   falseFaultScanMs?: number;
   /** How long an on-chain lease read is reused. Default 2 s. */
@@ -97,9 +91,6 @@ export type ProviderAttestation = DaemonModule & {
   /** Disputes false liveness faults (absent when `attest.disputeFalseFaults` is off or there is no wallet client). */
   disputer: FalseFaultDisputer | undefined;
 };
-
-/** What the provider's node knows of a lease's task for its liveness answer. */
-export type TaskLivenessVerdict = { required: false } | { required: true; alive: true } | { required: true; alive: false; detail: string };
 
 type Session = { peer: string; attestor: Address; machineId: number; model: string; units: number; vramMiB: number };
 
@@ -312,8 +303,9 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       if (!(await holdsLease(probe.leaseId))) {
         throw new LeaseNotHeldError(`Lease ${probe.leaseId} is not an active lease of ${provider}`);
       }
-      const task = await options.taskLiveness?.(probe.leaseId);
-      if (task?.required && !task.alive) throw new TaskNotLiveError(`Lease ${probe.leaseId}'s task does not echo its liveness nonce: ${task.detail}`);
+      // Nothing the renter's task writes decides the answer (issue #34, finding 2): a heartbeat says this node
+      // serves the lease. A task-liveness task gone silent is ended by the provider's agent as the renter's
+      // (node/provider/agent/silence.ts), never left for the attestors to fault.
       // The attestor's receipt of its previous answered probe: kept as evidence against a false
       // liveness fault (probe-receipts.ts). A bad one is dropped; the probe is still answered.
       if (probe.receipt) {

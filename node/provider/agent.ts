@@ -20,7 +20,7 @@
  * const agent = await startProviderAgent(daemon); // attaches itself: daemon.stop() stops it first
  */
 import path from "node:path";
-import { startProviderAttestation, taskLivenessOf } from "./agent/attestation.js";
+import { startProviderAttestation } from "./agent/attestation.js";
 import type { Address, LocalAccount } from "viem";
 import { readMachine } from "../../common/chain/market.js";
 import type { SignedAttestation } from "../../common/offers/message.js";
@@ -409,7 +409,6 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       machines,
       setAttestations,
       holdsLease: (leaseId) => records.get(leaseId)?.chain.status === "Active",
-      taskLiveness: (leaseId) => taskLivenessOf(records.get(leaseId), leases.live.get(leaseId)?.handle),
       logger,
     });
     cleanups.push(() => attestation.stop());

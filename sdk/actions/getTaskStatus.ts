@@ -1,4 +1,4 @@
-import { readLease } from "../../common/chain/market.js";
+import { completionHeldUntil, readLease } from "../../common/chain/market.js";
 import { readMinimumCharge } from "../../common/chain/minimum-charge.js";
 import { meteredByNow } from "../internal/metering.js";
 import { UnknownTaskError } from "../errors.js";
@@ -44,6 +44,7 @@ export async function getTaskStatus(ctx: SuanliContext, taskId: string): Promise
     lease: {
       status: lease.status,
       endReason: lease.endReason,
+      collateralHeldUntil: completionHeldUntil(lease) ?? null,
       minimumCharge,
       deposit: lease.deposit,
       accrued: lease.accrued,

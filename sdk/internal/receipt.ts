@@ -1,6 +1,6 @@
 import type { Hex } from "viem";
 import { leaseMarketAbi } from "../../common/abi.js";
-import { readLease } from "../../common/chain/market.js";
+import { completionHeldUntil, readLease } from "../../common/chain/market.js";
 import { readMinimumCharge } from "../../common/chain/minimum-charge.js";
 import { verifyCompletion } from "../../common/attest/completion.js";
 import type { TaskStatus as WireTaskStatus } from "../../common/protocols/lease.js";
@@ -52,6 +52,7 @@ export async function leaseOutcome(ctx: SuanliContext, attempt: TaskAttempt): Pr
     units: attempt.units,
     status: lease.status,
     endReason: lease.endReason,
+    collateralHeldUntil: completionHeldUntil(lease) ?? null,
     seconds: lease.activatedAt ? Math.max(0, stop - lease.activatedAt) : 0,
     deposit: attempt.deposit,
     cost: finalCost ?? lease.accrued,

@@ -39,7 +39,7 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
   const stakeOf = async (s: Suanli) => (await s.registry.read.getProvider([s.provider!.account.address])).stake;
 
   describe("complete", () => {
-    it("stops accrual, pays the provider, refunds the renter and records the result", async () => {
+    it("stops accrual, pays the provider, refunds the renter, holds the collateral for the fault window, then claim releases it", async () => {
       const s = await load();
       const { viem } = connection;
       const { leaseId, activatedAt } = await openActive(s);
@@ -48,16 +48,36 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       await at(activatedAt + 1000);
       const hash = s.market.write.complete([leaseId, -3, DIGEST, 1990n], { account: s.provider!.account });
       await viem.assertions.emitWithArgs(hash, s.market, "CompletionReported", [leaseId, -3, DIGEST, 1990n]);
-      const lease = await readLease(s.publicClient, s.market.address, leaseId);
-      assert.deepEqual([lease.status, lease.endReason, lease.stopAt, lease.deposit, lease.paid], ["Settled", "Completed", activatedAt + 1000, 200_000n, 200_000n]);
+      let lease = await readLease(s.publicClient, s.market.address, leaseId);
+      // Settled; the view shows the collateral still locked (held) and the provider's total as the deposit.
+      assert.deepEqual(
+        [lease.status, lease.endReason, lease.stopAt, lease.deposit, lease.paid, lease.claimable, lease.collateral],
+        ["Settled", "Completed", activatedAt + 1000, 200_000n, 200_000n, 0n, COLLATERAL],
+      );
       assert.equal(await balance(s, s.provider!.account.address), provider0 + 200_000n);
       assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 200_000n);
       assert.equal(await balance(s, s.market.address), 0n);
-      const provider = await s.registry.read.getProvider([s.provider!.account.address]);
-      assert.deepEqual([provider.locked, provider.leasesCompleted, provider.unitSecondsDelivered], [0n, 1n, 2000n]);
+      let provider = await s.registry.read.getProvider([s.provider!.account.address]);
+      assert.deepEqual([provider.locked, provider.leasesCompleted, provider.unitSecondsDelivered], [COLLATERAL, 0n, 0n]);
+      // The units are free at once; the hold lasts FAULT_SUBMISSION_WINDOW (600 s).
+      const [, onDemand] = await s.registry.read.capacityOf([1]);
+      assert.equal(onDemand, 0);
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.claim([leaseId], { account: s.renter!.account }), s.market, "CollateralHeld", [
+        leaseId,
+        BigInt(activatedAt + 1600),
+      ]);
+      await at(activatedAt + 1600);
+      await viem.assertions.emitWithArgs(s.market.write.claim([leaseId], { account: s.renter!.account }), s.market, "CompletionReleased", [leaseId, false]);
+      lease = await readLease(s.publicClient, s.market.address, leaseId);
+      assert.deepEqual([lease.status, lease.deposit, lease.paid, lease.collateral], ["Settled", 200_000n, 200_000n, 0n]);
+      assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 200_000n);
+      assert.equal(await balance(s, s.market.address), 0n);
+      provider = await s.registry.read.getProvider([s.provider!.account.address]);
+      // An early completion the renter did not co-sign: unit-seconds count, a completion does not.
+      assert.deepEqual([provider.locked, provider.leasesCompleted, provider.unitSecondsDelivered], [0n, 0n, 2000n]);
     });
 
-    it("after the end pays the whole deposit and refunds nothing", async () => {
+    it("after the end pays the whole deposit, refunds nothing, and counts a completion once released", async () => {
       const s = await load();
       const { viem, networkHelpers } = connection;
       const { leaseId, activatedAt } = await openActive(s);
@@ -70,6 +90,10 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
         0n,
         0n,
       ]);
+      await networkHelpers.time.increaseTo(activatedAt + 3600 + 600);
+      await viem.assertions.emitWithArgs(s.market.write.claim([leaseId], { account: s.provider!.account }), s.market, "CompletionReleased", [leaseId, true]);
+      const provider = await s.registry.read.getProvider([s.provider!.account.address]);
+      assert.deepEqual([provider.locked, provider.leasesCompleted, provider.unitSecondsDelivered], [0n, 1n, 7200n]);
     });
 
     it("is the provider's, for Active leases only", async () => {

@@ -113,6 +113,12 @@ describe("LeaseMarket invariants: exact model, attacker bound, liveness", functi
       "extend",
       "shrink",
       "settle",
+      // #34 finding 1: a held completion released by claim after its window, co-signed by its renter, faulted
+      // inside it; a provider's preemption of its own renters' leases refused.
+      "release",
+      "cosign",
+      "faultDuringHold",
+      "selfPreemptionRefused",
       "stake",
       "unstake",
       "withdraw",

@@ -12,7 +12,7 @@ import { computeAnswerRow, deriveMatrixKeys, generateMatrixB, rowToBytes } from 
 import type { SignedAttestation } from "../../common/attest/attestation.js";
 import { MerkleTree, leafHash } from "../../common/attest/merkle.js";
 import { startAttestorService, type AttestorService } from "../../node/attest/service.js";
-import { mountProviderAttestation, type ProviderAttestation, type ProviderAttestationOptions } from "../../node/attest/provider-service.js";
+import { mountProviderAttestation, type ProviderAttestation } from "../../node/attest/provider-service.js";
 import type { ProviderMachine } from "../../node/attest/provider.js";
 import type { ChallengeRecord } from "../../node/attest/results.js";
 import type { MemoryRunner } from "../../node/attest/memory-runner.js";
@@ -113,8 +113,6 @@ export async function startProviderDaemon(
     runner: Runner;
     machines: () => ProviderMachine[];
     onAttestation?: (machineId: number, signed: SignedAttestation) => void | Promise<void>;
-    /** The provider agent's task liveness of a lease (taskLivenessOf); absent: liveness covers the node only. */
-    taskLiveness?: ProviderAttestationOptions["taskLiveness"];
     overrides?: Record<string, unknown>;
     memoryRunner?: MemoryRunner;
     /** Milliseconds between the provider's scans for false liveness faults (default 10 s). */
@@ -131,7 +129,6 @@ export async function startProviderDaemon(
     onAttestation: options.onAttestation,
     memoryRunner: options.memoryRunner,
     ...(options.falseFaultScanMs ? { falseFaultScanMs: options.falseFaultScanMs } : {}),
-    ...(options.taskLiveness ? { taskLiveness: options.taskLiveness } : {}),
   });
   daemon.attach(mounted);
   return { daemon, mounted };

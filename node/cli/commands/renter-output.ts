@@ -95,3 +95,13 @@ export function renderOutput(result: DownloadOutputReturnType, dir: string): str
     `  digest ${result.digest}: ${verificationLabel(result)}`,
   ].join("\n");
 }
+
+/**
+ * A held completion by name (issue #34 finding 1): the provider completed the lease and its collateral stays
+ * locked until `until` (unix seconds), so a fault observed before the completion can still land and credit the
+ * renter. Empty for every other lease.
+ */
+export function heldText(until: number | null | undefined): string {
+  if (until === null || until === undefined) return "";
+  return `, collateral held until ${new Date(until * 1000).toISOString()} (a fault observed before the completion can still land)`;
+}

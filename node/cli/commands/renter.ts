@@ -16,7 +16,7 @@ import { resolveAccount } from "../account.js";
 import { withChainFlags } from "../context.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
 import { checkChainFlags, FlagProblems } from "../preflight.js";
-import { cancelledByRenter, downloadWithProgress, followUpFlags, renderOutput, renterExitCode, verificationLabel, type RenterFlags } from "./renter-output.js";
+import { cancelledByRenter, downloadWithProgress, followUpFlags, heldText, renderOutput, renterExitCode, verificationLabel, type RenterFlags } from "./renter-output.js";
 import { connectChain } from "../../chain/clients.js";
 import { waitForShutdown } from "../../signals.js";
 
@@ -88,7 +88,7 @@ function tokens(client: SuanliClient, amount: bigint): string {
 
 /** One line of progress while a task runs: state, elapsed time, cost so far. */
 function statusLine(client: SuanliClient, status: TaskStatus): string {
-  return `${status.state.padEnd(12)} lease ${status.leaseId} ${status.lease.status.padEnd(8)} elapsed ${elapsed(status.lease.elapsedSeconds)}  cost so far ${tokens(client, status.lease.accruedNow)}`;
+  return `${status.state.padEnd(12)} lease ${status.leaseId} ${status.lease.status.padEnd(8)}${heldText(status.lease.collateralHeldUntil)} elapsed ${elapsed(status.lease.elapsedSeconds)}  cost so far ${tokens(client, status.lease.accruedNow)}`;
 }
 
 /** A close that paid a minimum beyond the seconds used, by the minimum's name (issue #34, findings 4 and 7). */
@@ -102,7 +102,7 @@ function renderReceipt(client: SuanliClient, receipt: TaskReceipt): string {
   for (const lease of receipt.leases) {
     lines.push(
       `  lease ${lease.leaseId} on ${lease.units}× ${lease.model} (machine ${lease.machineId}) by ${lease.provider}`,
-      `    ran ${lease.seconds}s, ended ${lease.endReason}; cost ${tokens(client, lease.cost)}, refunded ${tokens(client, lease.refunded)}${lease.credit ? `, credit ${tokens(client, lease.credit)}` : ""}`,
+      `    ran ${lease.seconds}s, ended ${lease.endReason}${heldText(lease.collateralHeldUntil)}; cost ${tokens(client, lease.cost)}, refunded ${tokens(client, lease.refunded)}${lease.credit ? `, credit ${tokens(client, lease.credit)}` : ""}`,
       ...(lease.minimumCharge ? [`    ${minimumChargeText(client, lease.minimumCharge)}`] : []),
       ...lease.gas.map((step) => `    gas ${step.step}: ${step.gasUsed}`),
     );
@@ -309,7 +309,7 @@ export function registerRenter(program: Command): void {
           : rows
               .map(
                 (r) =>
-                  `${r.taskId.padEnd(24)} ${String(r.state).padEnd(12)} lease ${r.leaseId} ${r.lease?.status ?? "?"}${r.lease && r.lease.endReason !== "None" ? ` ${r.lease.endReason}` : ""} ${r.lease ? `cost ${tokens(client, r.lease.accrued)}` : ""}${r.lease?.minimumCharge ? ` (${minimumChargeText(client, r.lease.minimumCharge)})` : ""}`,
+                  `${r.taskId.padEnd(24)} ${String(r.state).padEnd(12)} lease ${r.leaseId} ${r.lease?.status ?? "?"}${r.lease && r.lease.endReason !== "None" ? ` ${r.lease.endReason}` : ""}${heldText(r.lease?.collateralHeldUntil)} ${r.lease ? `cost ${tokens(client, r.lease.accrued)}` : ""}${r.lease?.minimumCharge ? ` (${minimumChargeText(client, r.lease.minimumCharge)})` : ""}`,
               )
               .join("\n"),
       );

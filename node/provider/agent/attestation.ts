@@ -7,7 +7,7 @@
 import { verifyAttestation } from "../../../common/attest/attestation.js";
 import type { SignedAttestation } from "../../../common/offers/message.js";
 import { createRunner } from "../../attest/create.js";
-import { mountProviderAttestation, type TaskLivenessVerdict } from "../../attest/provider-service.js";
+import { mountProviderAttestation } from "../../attest/provider-service.js";
 import type { Daemon, DaemonModule } from "../../daemon.js";
 import type { Logger } from "../../log/logger.js";
 import type { TaskHandle } from "../runtime/runtime.js";
@@ -23,8 +23,6 @@ export async function startProviderAttestation(
     machines: readonly DeclaredMachine[];
     setAttestations: (machineId: number, attestations: SignedAttestation[]) => void;
     holdsLease: (leaseId: bigint) => boolean;
-    /** The lease's task liveness (taskLivenessOf). */
-    taskLiveness?: (leaseId: bigint) => Promise<TaskLivenessVerdict>;
     logger: Logger;
   },
 ): Promise<DaemonModule> {
@@ -53,7 +51,6 @@ export async function startProviderAttestation(
     machines: parts.machines.map(({ machineId, model, units, vramMiB }) => ({ machineId, model, units, vramMiB })),
     onAttestation,
     holdsLease: parts.holdsLease,
-    ...(parts.taskLiveness ? { taskLiveness: parts.taskLiveness } : {}),
   });
   return {
     name: "provider-attestation",
@@ -64,10 +61,15 @@ export async function startProviderAttestation(
   };
 }
 
+/** What the provider's node knows of a lease's task liveness. */
+export type TaskLivenessVerdict = { required: false } | { required: true; alive: true } | { required: true; alive: false; detail: string };
+
 /**
  * Task liveness of a lease (docs/attestation.md, "Task liveness"): required only when the renter's
  * spec asked for it; then the task must be running and its liveness file must hold the renter's
- * nonce. A task that ignores the nonce is never held to it unless the renter asked.
+ * nonce. A task that ignores the nonce is never held to it unless the renter asked. The verdict
+ * never decides a heartbeat (issue #34, finding 2): the agent ends a silent task's lease as the
+ * renter's (silence.ts).
  */
 export async function taskLivenessOf(
   record: { phase: LeaseRecord["phase"]; spec: Pick<TaskSpec, "taskLiveness"> | null } | undefined,

@@ -4,11 +4,13 @@
  * accrues until its notice ends); an active lease once `provider.claims.minAmount` has accrued,
  * or when it is past its end (the claim finalizes it and frees its units). Only leases whose
  * claimable amount the chain reports as nonzero are sent, so no claim transaction fails and none
- * pays twice (the contract pays only what accrued since the last claim).
+ * pays twice (the contract pays only what accrued since the last claim). A completed lease holds
+ * the provider's collateral for the fault window (issue #34, finding 1): once that is over, a
+ * `claim` of its own releases it.
  */
 import type { Address, Chain, PublicClient, Transport } from "viem";
 import { leaseMarketAbi } from "../../../common/abi.js";
-import { readLease, type LeaseView } from "../../../common/chain/market.js";
+import { completionHeldUntil, readLease, type LeaseView } from "../../../common/chain/market.js";
 import type { Logger } from "../../log/logger.js";
 import type { TxSender } from "./chain-tx.js";
 import type { LeaseRecords } from "./records.js";
@@ -88,13 +90,16 @@ export class Claimer {
 
   private async pass(): Promise<void> {
     const { publicClient, market, records, minAmount, tx, logger } = this.options;
-    const candidates = records.open().filter((record) => record.chain.status === "Active" || record.chain.status === "Ended");
+    const candidates = records.open().filter((record) => record.chain.status === "Active" || record.chain.status === "Ended" || record.chain.status === "Settled");
     if (candidates.length === 0) return;
     const now = await this.options.chainNow();
     const due: bigint[] = [];
+    const held: bigint[] = [];
     let total = 0n;
     for (const record of candidates) {
       const view = await readLease(publicClient, market, record.leaseId);
+      const heldUntil = completionHeldUntil(view);
+      if (heldUntil !== undefined && now >= heldUntil) held.push(record.leaseId);
       const reportPending = record.phase === "preparing" || record.phase === "starting" || record.phase === "running" || record.endAction !== "none";
       if (claimWorthy(view, now, minAmount, reportPending)) {
         due.push(record.leaseId);
@@ -106,6 +111,11 @@ export class Claimer {
       await tx.send({ address: market, abi: leaseMarketAbi, functionName: "claimMany", args: [batch] });
       logger.info("Claimed", { leases: batch.map(String), claimable: total });
       this.options.onClaimed(batch);
+    }
+    for (const leaseId of held) {
+      await tx.send({ address: market, abi: leaseMarketAbi, functionName: "claim", args: [leaseId] });
+      logger.info("Collateral released after the completion's fault window", { leaseId });
+      this.options.onClaimed([leaseId]);
     }
   }
 }

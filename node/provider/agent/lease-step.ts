@@ -15,7 +15,7 @@
  *   a task still runs → stop it (a preempted one runs out its notice first);
  *   otherwise → mark the task ended, hand the units back, and close the record once paid out.
  */
-import type { LeaseView } from "../../../common/chain/market.js";
+import { completionHeldUntil, type LeaseView } from "../../../common/chain/market.js";
 import { FINAL_TASK_STATES, type TaskState } from "../../../common/protocols/lease.js";
 import type { TaskHandle } from "../runtime/runtime.js";
 import { chainFields, type EndAction, type LeaseRecord, type TaskError } from "./records.js";
@@ -144,7 +144,8 @@ function endedStep({ record, task }: LocalLease, chain: LeaseView, now: StepCloc
     );
   }
   if (!record.released) actions.push({ kind: "release-units" });
-  if (chain.status === "Settled" || chain.status === "Cancelled") actions.push({ kind: "close" });
+  // A completion holds the collateral for the fault window: the record stays open until the claimer releases it.
+  if ((chain.status === "Settled" && completionHeldUntil(chain) === undefined) || chain.status === "Cancelled") actions.push({ kind: "close" });
   return actions;
 }
 

@@ -150,7 +150,8 @@ export class LeaseController implements LeaseHost {
       case "LeaseShrunk":
       case "LeaseSettled":
       case "LeaseClaimed":
-      case "CompletionReported": {
+      case "CompletionReported":
+      case "CompletionReleased": {
         const leaseId = event.args.leaseId;
         if (!this.ctx.records.get(leaseId)) return;
         if (event.eventName === "LeaseClaimed") this.ctx.metrics.providerEarnings.inc(Number(event.args.amount - event.args.fee));

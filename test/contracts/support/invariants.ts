@@ -138,13 +138,21 @@ export const FINDINGS = {
   freePreemption: "free-preemption",
   /** 4: a renter that cannot receive tokens keeps its leases (and the provider's collateral) from ending. */
   blockedRenterLocks: "blocked-renter-locks",
+  /**
+   * #34 round two, open: a fault returns the provider's pay after observedAt only up to the collateral
+   * (ILeaseMarket.submitFault: "capped at the collateral"). A provider that stops serving, then is paid to the
+   * end (a claim, or `complete`, which pays up to its stop at once) keeps the pay the collateral does not cover:
+   * above the metered price of what it served when that pay exceeds the collateral (short leases, low
+   * collateralBps). Replay: seed 5918225, sequence 605 (docs/contracts.md, "Open").
+   */
+  overpaidAboveCollateral: "overpaid-above-collateral",
 } as const;
 
 /**
  * Findings the contracts of this branch still have (empty once the money-rules fixes are merged):
  * the default of `known` for the test and the benchmark.
  */
-export const KNOWN_OPEN_FINDINGS: string[] = [];
+export const KNOWN_OPEN_FINDINGS: string[] = [FINDINGS.overpaidAboveCollateral];
 
 class Revert extends Error {}
 function revert(reason: string): never {
@@ -195,6 +203,14 @@ type MLease = {
   cosigned?: boolean;
   /** After a fault: what the provider had claimed beyond observedAt, returned to the renter from collateral. */
   recovered: bigint;
+  /** After a fault: the part of `recovered` the collateral did not cover (FINDINGS.overpaidAboveCollateral). */
+  unrecovered?: bigint;
+  /**
+   * FLAG_HELD (#34 finding 1): a completion whose collateral stays locked until stopAt + FAULT_SUBMISSION_WINDOW.
+   * `deposit` is still the lease's deposit (the renter was refunded deposit - paid at the completion), `paid` the
+   * provider's total; the release (claim after the window, or the renter's settle) sets deposit = paid.
+   */
+  held?: boolean;
 };
 
 type MProvider = {
@@ -259,6 +275,18 @@ function bmin(a: bigint, b: bigint): bigint {
 }
 function bmax(a: bigint, b: bigint): bigint {
   return a > b ? a : b;
+}
+/** When a held completion's collateral may be released (before that, claim reverts CollateralHeld). */
+export function holdEnd(l: { stopAt: number }): number {
+  return l.stopAt + FAULT_SUBMISSION_WINDOW;
+}
+/** The provider's total: what it was paid while a lease runs or is held, its final total once ended. */
+function providerTotal(l: MLease): bigint {
+  return l.status === S.Open || l.status === S.Active || l.held ? l.paid : l.deposit;
+}
+/** What the market escrows for a lease: nothing for a held completion (its renter was refunded at the completion). */
+function escrowOf(l: MLease): bigint {
+  return l.held ? 0n : l.deposit - l.paid;
 }
 
 /** The model of the token, registry and market (today's rules, docs/contracts.md). */
@@ -329,6 +357,30 @@ export class Model {
     if (outcome === OUTCOME.Completed) {
       if (unitSeconds !== 0n) p.leasesCompleted++;
     } else if (outcome === OUTCOME.Faulted) p.faults++;
+  }
+  /**
+   * ProviderRegistry.release of a held completion (its units went back at the completion): the collateral back,
+   * less `slash`; reputation as the registry records it (an interruptible lease counts only its faults).
+   */
+  private releaseCollateral(l: MLease, slash: bigint, unitSeconds: bigint, outcome: number): void {
+    const collateral = collateralOf(l.deposit, l.collateralBps);
+    const p = this.provider(l.provider);
+    if (p.locked < collateral) revert("panic: locked underflow");
+    p.locked -= collateral;
+    p.free += collateral - slash;
+    if (l.interruptible) {
+      if (outcome !== OUTCOME.Faulted) return;
+      unitSeconds = 0n;
+    }
+    this.recordOutcome(l.provider, unitSeconds, outcome);
+    if (slash !== 0n) this.transfer(this.w.registry, this.w.market, slash);
+  }
+  /** Ends a completion's hold: collateral back, `deposit` becomes the provider's total, reputation counts `outcome`. */
+  private releaseHeld(l: MLease, outcome: number): void {
+    const unitSeconds = bmin(BigInt(l.units) * BigInt(l.stopAt - l.start), l.paid / l.price);
+    this.releaseCollateral(l, 0n, unitSeconds, outcome);
+    l.deposit = l.paid;
+    l.held = false;
   }
   private release(l: MLease, collateral: bigint, slash: bigint, unitSeconds: bigint, outcome: number): void {
     this.freeUnits(l.machineId, l.units, l.interruptible);
@@ -492,6 +544,8 @@ export class Model {
         const id = Number(terms.preempt[i]);
         const l = this.lease(id);
         if ((l?.machineId ?? 0) !== offer.machineId || !l) revert("PreemptWrongMachine");
+        // Its own provider would end it without the termination (or start) penalty (#34 finding 1).
+        if (l.provider === sender && l.renter !== sender) revert("SelfPreemption");
         if (l.status === S.Active && now >= endOf(l)) {
           this.finish(l, R.Expired, endOf(l), l.deposit, 0n, OUTCOME.Completed, 0n);
         } else {
@@ -575,6 +629,12 @@ export class Model {
 
   claim(id: number): void {
     const l = this.lease(id);
+    if (l?.held) {
+      // A completion's hold: released after the fault window; reputation counts a completion only if it ran to its end.
+      if (this.st.now < holdEnd(l)) revert("CollateralHeld");
+      this.releaseHeld(l, l.paid === l.deposit ? OUTCOME.Completed : OUTCOME.Neutral);
+      return;
+    }
     if (!l || (l.status !== S.Active && l.status !== S.Ended)) revert("InvalidLeaseStatus");
     const paidBefore = l.paid;
     const [amount, changed] = this.accrue(l);
@@ -624,10 +684,17 @@ export class Model {
     const stop = min(this.st.now, endOf(l));
     const total = accruedUntil(l, stop);
     const paidBefore = l.paid;
+    // #34 finding 1: the provider is paid, the renter refunded and the units freed now; the collateral stays
+    // locked for the fault window (a fault observed before the completion still lands) and reputation waits for
+    // the release (claim after the window, or the renter's settle).
     l.paid = total;
-    const refund = this.finish(l, R.Completed, stop, total, 0n, OUTCOME.Completed, 0n);
+    l.stopAt = stop;
+    l.endReason = R.Completed;
+    l.status = S.Settled;
+    l.held = true;
+    this.freeUnits(l.machineId, l.units, l.interruptible);
     this.payProvider(l.provider, paidBefore, total);
-    this.pay(l.renter, refund);
+    this.pay(l.renter, l.deposit - total);
   }
 
   terminate(sender: Address, id: number): void {
@@ -671,10 +738,11 @@ export class Model {
     const l = this.lease(fault.leaseId);
     const now = this.st.now;
     const inNotice = !!l && l.status === S.Ended && l.endReason === R.Preempted && now < l.stopAt;
-    if (!l || (l.status !== S.Active && !inNotice)) revert("InvalidLeaseStatus");
+    const held = !!l?.held;
+    if (!l || (l.status !== S.Active && !inNotice && !held)) revert("InvalidLeaseStatus");
     // Only the defined kinds, each disputable by its signer's own receipt (#34 finding 3).
     if (fault.kind === 0 || fault.kind > MAX_FAULT_KIND) revert("InvalidFaultKind");
-    const end = inNotice ? l.stopAt : endOf(l);
+    const end = inNotice || held ? l.stopAt : endOf(l);
     const latest = min(now, end - 1);
     const observedAt = fault.observedAt;
     if (observedAt < l.start || observedAt > latest) revert("FaultObservedOutOfRange");
@@ -685,6 +753,10 @@ export class Model {
     for (const a of this.w.attestors.slice(0, fault.signers)) if (!isStaked(this.st.staking, a.address)) revert("NotAttestor");
     const accruedAtFault = accruedUntil(l, observedAt);
     const total = bmax(l.paid, accruedAtFault);
+    if (held) {
+      this.faultHeld(l, observedAt, accruedAtFault);
+      return;
+    }
     if (inNotice) {
       // The collateral went back at the preemption: accrual stops at observedAt, no credit.
       const rest = l.deposit - total;
@@ -711,19 +783,52 @@ export class Model {
     // whatever the provider claimed after observedAt (the renter's own money coming back).
     const promised = (this.known.has(FINDINGS.faultAfterExtension) ? collateral : this.collateralAt(l, observedAt)) + (total - accruedAtFault);
     l.recovered = total - accruedAtFault;
+    l.unrecovered = bmax(0n, l.recovered - credit);
     const toRenter = this.finish(l, R.Faulted, observedAt, total, credit, OUTCOME.Faulted, promised);
     this.pay(l.renter, toRenter);
   }
 
+  /**
+   * A fault observed before a held completion (#34 finding 1): the provider keeps what accrued until observedAt, its
+   * pay after it comes back to the renter from the collateral with the SLA credit, on the deposit before the lease's
+   * latest extension (if any).
+   */
+  private faultHeld(l: MLease, observedAt: number, accruedAtFault: bigint): void {
+    const collateral = collateralOf(l.deposit, l.collateralBps);
+    let terms = l.depositBefore;
+    if (terms === 0n || terms > l.deposit) terms = l.deposit;
+    let credit = this.proRata(l, terms, observedAt);
+    const minCredit = (collateralOf(terms, l.collateralBps) * BigInt(this.st.params.faultMinCreditBps)) / BPS;
+    if (credit < minCredit) credit = minCredit;
+    const overpaid = l.paid - accruedAtFault;
+    credit = bmin(credit + overpaid, collateral);
+    // Promise: at most the collateral as it stood at observedAt, plus the provider's pay after it.
+    l.promised += (this.known.has(FINDINGS.faultAfterExtension) ? collateral : this.collateralAt(l, observedAt)) + overpaid;
+    l.credit += credit;
+    l.recovered = overpaid;
+    l.unrecovered = bmax(0n, overpaid - credit);
+    this.releaseCollateral(l, credit, accruedAtFault / l.price, OUTCOME.Faulted);
+    l.deposit = l.paid;
+    l.held = false;
+    l.endReason = R.Faulted;
+    l.stopAt = observedAt;
+    this.pay(l.renter, credit);
+  }
+
   settle(id: number, providerAmount: bigint, deadline: number): void {
     const l = this.lease(id);
-    if (!l || (l.status !== S.Open && l.status !== S.Active && l.status !== S.Ended)) revert("InvalidLeaseStatus");
+    if (!l || (l.status !== S.Open && l.status !== S.Active && l.status !== S.Ended && !l.held)) revert("InvalidLeaseStatus");
     if (this.st.now > deadline) revert("SettlementExpired");
-    if (providerAmount < l.paid || providerAmount > l.deposit) revert("SettlementAmountOutOfRange");
+    // A held completion was paid out: its renter co-signs the provider's total as it stands.
+    if (providerAmount < l.paid || providerAmount > (l.held ? l.paid : l.deposit)) revert("SettlementAmountOutOfRange");
     const paidBefore = l.paid;
     l.paid = providerAmount;
     let refund: bigint;
-    if (l.status === S.Ended) {
+    if (l.held) {
+      // The renter co-signs the completion: its hold ends now and it counts as one.
+      this.releaseHeld(l, OUTCOME.Completed);
+      refund = 0n;
+    } else if (l.status === S.Ended) {
       refund = l.deposit - providerAmount;
       l.deposit = providerAmount;
       l.status = S.Settled;
@@ -942,7 +1047,8 @@ export type Step =
   | { kind: "submitHeld"; index: number }
   | { kind: "extend"; who: Address; id: number; extra: number; offer: number }
   | { kind: "shrink"; who: Address; id: number; units: number }
-  | { kind: "settle"; id: number; amount: bigint; deadline: number }
+  | { kind: "settle" | "cosign"; id: number; amount: bigint; deadline: number }
+  | { kind: "release"; who: Address; id: number }
   | { kind: "stake" | "unstake"; who: Address; amount: bigint }
   | { kind: "withdraw" | "deregister" | "register"; who: Address }
   | { kind: "addMachine"; who: Address; units: number }
@@ -1214,13 +1320,74 @@ function pickLease(r: Rng, st: State, statuses: number[]): MLease | undefined {
   return r.chance(0.85) && fitting.length ? r.pick(fitting) : r.pick(leases);
 }
 
+/** A fault held back can still land on it: it runs, or it is a completion inside its fault window. */
+function faultable(l: MLease | undefined): boolean {
+  return !!l && (l.status === S.Active || !!l.held);
+}
+
+/**
+ * A step on a held completion (#34 finding 1): wait for its fault window to close (to the second), a fault
+ * observed before the completion (inside the window, or refused: after it, or too late), the renter's co-signature
+ * (at the provider's total, or above it), or the release by claim (early ones refused).
+ */
+function generateHeld(r: Rng, st: State, w: World, l: MLease): Step {
+  const now = st.now;
+  const until = holdEnd(l);
+  const roll = r.next();
+  // The next step runs a second later: at the window's last second (refused) or its first one after (released).
+  if (now < until - 2 && roll < 0.25) return { kind: "time", seconds: until - now - 1 - (r.chance(0.2) ? 1 : 0) };
+  if (roll < 0.55) {
+    const from = l.start;
+    const to = Math.max(from, min(now, l.stopAt - 1));
+    const observedAt = r.chance(0.1) ? l.stopAt + r.int(0, 3) : r.int(from, to);
+    const signers = r.chance(0.9) ? Math.min(3, st.quorum) : Math.max(0, st.quorum - 1);
+    return { kind: "signFault", id: l.id, faultKind: r.pick([1, 2, 2]), observedAt, signers, submit: r.chance(0.7) };
+  }
+  if (roll < 0.75) return { kind: "cosign", id: l.id, amount: l.paid + (r.chance(0.1) ? 1n : 0n), deadline: r.chance(0.9) ? now + 100 : now - 1 };
+  return { kind: "release", who: r.pick([w.R1, w.P, w.A, l.renter]), id: l.id };
+}
+
+/**
+ * The attacker opens on its own machine and lists its other renters' interruptible leases to preempt: it would end
+ * them without the termination (or start) penalty, so the market refuses (SelfPreemption, #34 finding 1).
+ */
+function selfPreemption(r: Rng, st: State, w: World): Step | undefined {
+  const victims = st.leases.filter((l) => l && running(l) && l.provider === w.A && l.renter !== w.A && l.interruptible);
+  if (victims.length === 0) {
+    // Its victim first: an honest renter bids for the attacker's idle units.
+    if (!r.chance(0.5)) return undefined;
+    const terms: Terms = { units: r.int(1, 2), duration: r.int(60, 400), maxPricePerUnitSecond: 10n, interruptible: true, bidPerUnitSecond: BigInt(r.int(1, 3)), preempt: [] };
+    return { kind: "open", who: r.pick([w.R1, w.R2]), offer: 2, terms };
+  }
+  const victim = r.pick(victims);
+  const offers = w.offers.map((o, i) => [o.offer, i] as const).filter(([o]) => getAddress(o.provider) === w.A && o.machineId === victim.machineId);
+  if (offers.length === 0) return undefined;
+  const [offer, index] = r.pick(offers);
+  const preempt = victims.filter((l) => l.machineId === offer.machineId).map((l) => BigInt(l.id));
+  const interruptible = r.chance(0.3);
+  const terms: Terms = { units: r.int(1, 4), duration: r.int(10, 400), maxPricePerUnitSecond: 10n, interruptible, bidPerUnitSecond: 6n, preempt };
+  return { kind: "open", who: w.A, offer: index, terms };
+}
+
 export function generate(r: Rng, st: State, w: World): Step {
   // AttestorStaking: disputes of the faults signed so far (and of forged attestations), claims, stake top-ups.
   if (r.chance(st.staking.signed.length ? 0.1 : 0.03)) return generateStaking(r, st.staking, w, (id) => st.leases[id - 1]?.provider);
   const roll = r.next() * 100;
   const now = st.now;
-  const usableHeld = st.held.map((h, i) => [h, i] as const).filter(([h]) => st.leases[h.leaseId - 1]?.status === S.Active);
+  const usableHeld = st.held.map((h, i) => [h, i] as const).filter(([h]) => faultable(st.leases[h.leaseId - 1]));
   if (usableHeld.length && r.chance(0.12)) return { kind: "submitHeld", index: r.pick(usableHeld)[1] };
+  const holding = st.leases.filter((l) => l?.held);
+  if (holding.length && r.chance(0.35)) return generateHeld(r, st, w, r.pick(holding));
+  // #34 finding 1: an early completion (instead of a termination, or just before a fault lands).
+  const active = st.leases.filter((l) => l?.status === S.Active);
+  if (active.length && r.chance(0.04)) {
+    const l = r.pick(active);
+    return { kind: "complete", who: l.provider, id: l.id };
+  }
+  if (r.chance(0.06)) {
+    const attempt = selfPreemption(r, st, w);
+    if (attempt) return attempt;
+  }
   const unregistered = w.providers.filter((a) => !st.providers[a]!.registered);
   if (unregistered.length && r.chance(0.1)) return { kind: "register", who: r.pick(unregistered) };
   const anyone = () => r.pick([w.R1, w.R2, w.A, w.P, w.governance]);
@@ -1320,7 +1487,7 @@ export function generate(r: Rng, st: State, w: World): Step {
     }
   }
   if (roll < 71 && st.held.length) {
-    const usable = st.held.map((h, i) => [h, i] as const).filter(([h]) => st.leases[h.leaseId - 1]?.status === S.Active);
+    const usable = st.held.map((h, i) => [h, i] as const).filter(([h]) => faultable(st.leases[h.leaseId - 1]));
     return { kind: "submitHeld", index: usable.length && r.chance(0.9) ? r.pick(usable)[1] : r.int(0, st.held.length - 1) };
   }
   if (roll < 76) {
@@ -1403,7 +1570,8 @@ export function generate(r: Rng, st: State, w: World): Step {
 // ---------------------------------------------------------------------------------------------
 // Applying a step to chain and model
 
-type Outcome = { ok: boolean; expected: boolean; reason?: string; chainError?: string };
+/** `label`: the #34 finding 1 action the step was (a fault on a held completion), counted under that name. */
+type Outcome = { ok: boolean; expected: boolean; reason?: string; chainError?: string; label?: string };
 
 function modelRun(model: Model, f: (m: Model) => void): { ok: boolean; reason?: string } {
   const saved = structuredClone(model.st);
@@ -1425,6 +1593,8 @@ async function faultSignatures(w: World, fault: { leaseId: bigint; kind: number;
 async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
   const st = model.st;
   const at = st.now;
+  const faultOn = step.kind === "signFault" && step.submit ? step.id : step.kind === "submitHeld" ? st.held[step.index]?.leaseId : undefined;
+  const heldBefore = faultOn !== undefined && !!st.leases[faultOn - 1]?.held;
   const mkt = (from: Address, fn: string, args: readonly unknown[]) => sendAt(w.rpc, at, from, w.market, leaseMarketAbi as Abi, fn, args);
   const reg = (from: Address, fn: string, args: readonly unknown[]) => sendAt(w.rpc, at, from, w.registry, providerRegistryAbi as Abi, fn, args);
   let chain: { ok: boolean; error?: string };
@@ -1460,6 +1630,7 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
       chain = await mkt(step.who, "activate", [BigInt(step.id)]);
       break;
     case "claim":
+    case "release":
       expected = modelRun(model, (m) => m.claim(step.id));
       chain = await mkt(step.who, "claim", [BigInt(step.id)]);
       break;
@@ -1519,7 +1690,8 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
       expected = modelRun(model, (m) => m.shrink(step.who, step.id, step.units));
       chain = await mkt(step.who, "shrink", [BigInt(step.id), step.units]);
       break;
-    case "settle": {
+    case "settle":
+    case "cosign": {
       const l = st.leases[step.id - 1]!;
       const settlement = { leaseId: BigInt(step.id), providerAmount: step.amount, deadline: step.deadline };
       const signAs = (who: Address) => signSettlement(w.keys[who]!, w.domain, settlement);
@@ -1598,7 +1770,7 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
       break;
     }
   }
-  return { ok: chain.ok, expected: expected.ok, reason: expected.reason, chainError: chain.error };
+  return { ok: chain.ok, expected: expected.ok, reason: expected.reason, chainError: chain.error, label: heldBefore ? "faultDuringHold" : undefined };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1682,13 +1854,14 @@ function compare(w: World, st: State, snap: Snapshot): void {
     const fields: [string, unknown, unknown][] = [
       ["status", v.status, l.status],
       ["endReason", v.endReason, l.endReason],
-      ["deposit", v.deposit, l.deposit],
+      // A held completion shows the provider's total as its deposit and its collateral still locked.
+      ["deposit", v.deposit, l.held ? l.paid : l.deposit],
       ["paid", v.paid, l.paid],
       ["units", v.units, l.units],
       ["stopAt", v.stopAt, live ? 0 : l.stopAt],
       ["activatedAt", v.activatedAt, l.activated ? l.start : 0],
       ["startDeadline", v.startDeadline, l.activated ? 0 : l.start],
-      ["collateral", v.collateral, live ? collateralOf(l.deposit, l.collateralBps) : 0n],
+      ["collateral", v.collateral, live || l.held ? collateralOf(l.deposit, l.collateralBps) : 0n],
       ["price", v.pricePerUnitSecond, l.price],
       ["renter", getAddress(v.renter), l.renter],
     ];
@@ -1738,15 +1911,23 @@ async function compareOwed(w: World, st: State): Promise<void> {
 /** The promises of docs/contracts.md "Threat model": they hold whatever the model says. */
 function checkPromises(w: World, st: State, known: ReadonlySet<string>): void {
   // Conservation: nothing appears or vanishes; the market holds exactly what the leases escrow.
-  const escrowed = st.leases.reduce((sum, l) => sum + l.deposit - l.paid, 0n);
+  const escrowed = st.leases.reduce((sum, l) => sum + escrowOf(l), 0n);
   const owed = Object.values(st.owed).reduce((sum, v) => sum + v, 0n);
   check(st.balances[w.market] === escrowed + owed, `market holds ${st.balances[w.market]}, leases escrow ${escrowed} and ${owed} is owed`);
   const staked = Object.values(st.providers).reduce((sum, p) => sum + p.free + p.locked + p.unbonding, 0n);
   check(st.balances[w.registry] === staked, `registry holds ${st.balances[w.registry]}, stakes are ${staked}`);
+  // Every locked unit of collateral answers for a lease: a running one, or a completion inside its fault window
+  // (#34 finding 1: a completion no longer releases the collateral at once, and nothing else keeps it).
+  for (const a of w.providers) {
+    const answering = st.leases
+      .filter((l) => l.provider === a && (l.status === S.Open || l.status === S.Active || l.held))
+      .reduce((sum, l) => sum + collateralOf(l.deposit, l.collateralBps), 0n);
+    check(st.providers[a]!.locked === answering, `provider ${label(w, a)}: ${st.providers[a]!.locked} locked, its running and held leases answer for ${answering}`);
+  }
   for (const l of st.leases) {
     // A provider is paid at most the metered price of the service.
     const bound = meteredBound(l, st.now);
-    const total = l.status === S.Open || l.status === S.Active ? l.paid : l.deposit;
+    const total = providerTotal(l);
     check(total - l.recovered <= bound, `lease ${l.id}: provider total ${total} (less ${l.recovered} recovered) above the metered ${bound}`);
     // A renter gets from the provider's collateral at most what the rules promise for the event.
     check(l.credit <= l.promised, `lease ${l.id} (${END_REASON_NAMES[l.endReason]}): renter credited ${l.credit} from collateral, the rules promise at most ${l.promised}`);
@@ -1769,6 +1950,8 @@ function checkPromises(w: World, st: State, known: ReadonlySet<string>): void {
   for (const l of st.leases) {
     if (l.renter === w.A && l.provider !== w.A) bound += l.promised;
     if (l.provider === w.A && l.renter !== w.A) bound += meteredBound(l, st.now);
+    // Tolerated only while the finding is open: the pay after a fault the collateral could not return.
+    if (l.provider === w.A && l.renter !== w.A && known.has(FINDINGS.overpaidAboveCollateral)) bound += l.unrecovered ?? 0n;
   }
   // A provider wronged by a false fault is owed its share of the liar's slash (docs/attestation.md).
   bound += st.staking.shares[w.A] ?? 0n;
@@ -1817,6 +2000,13 @@ function checkReputation(w: World, st: State, snap: Snapshot): void {
 /** Liveness after a step: someone can end each running lease; a provider can start unstaking its free stake. */
 async function checkLiveness(w: World, st: State, known: ReadonlySet<string>): Promise<void> {
   for (const l of st.leases) {
+    // A completion's hold ends: once its fault window is over, anyone's claim releases the collateral.
+    if (l.held && st.now >= holdEnd(l)) {
+      check(
+        await callSucceeds(w.rpc, w.R1, w.market, leaseMarketAbi as Abi, "claim", [BigInt(l.id)]),
+        `lease ${l.id}'s fault window is over but claim cannot release its collateral`,
+      );
+    }
     if (l.status !== S.Open && l.status !== S.Active) continue;
     if (known.has(FINDINGS.blockedRenterLocks) && st.blocked.includes(l.renter)) continue;
     const id = BigInt(l.id);
@@ -1880,10 +2070,12 @@ function drainSteps(w: World, st: State, phase: number): Step[] {
       else if (l.status === S.Active) steps.push({ kind: "complete", who: l.provider, id: l.id });
     }
   } else if (phase === 2) {
-    const last = st.leases.reduce((latest, l) => Math.max(latest, l.stopAt), 0);
+    // Every notice runs out and every completion's fault window closes.
+    const last = st.leases.reduce((latest, l) => Math.max(latest, l.held ? holdEnd(l) : l.stopAt), 0);
     if (last >= st.now) steps.push({ kind: "time", seconds: last - st.now + 1 });
     const ids = st.leases.filter((l) => l.status === S.Ended).map((l) => l.id);
     for (let i = 0; i < ids.length; i += MAX_BATCH) steps.push({ kind: "claimMany", who: w.R2, ids: ids.slice(i, i + MAX_BATCH) });
+    for (const l of st.leases) if (l.held) steps.push({ kind: "release", who: w.R2, id: l.id });
     // Every open attestation dispute resolved once its answer window passed.
     const answerBy = lastAnswerBy(st.staking);
     const elapsed = steps.reduce((t, s) => t + (s.kind === "time" ? s.seconds : 1), 0);
@@ -1904,8 +2096,10 @@ function drainSteps(w: World, st: State, phase: number): Step[] {
 
 /** After the drain: no lease runs, nothing is escrowed, every provider got its whole stake back. */
 function checkDrained(w: World, st: State): void {
-  for (const l of st.leases)
+  for (const l of st.leases) {
     check(l.status !== S.Open && l.status !== S.Active && l.status !== S.Ended, `lease ${l.id} is still ${["", "Open", "Active", "Ended"][l.status]} after the drain`);
+    check(!l.held, `lease ${l.id}'s completion still holds its collateral after the drain`);
+  }
   check(st.balances[w.market] === 0n, `the market still holds ${st.balances[w.market]} after every lease settled`);
   for (const a of w.providers) {
     const p = st.providers[a]!;
@@ -2000,7 +2194,13 @@ export async function runInvariants(connection: Connection, options: RunOptions)
         );
         if (outcome.ok && step.kind !== "time") {
           result.succeeded++;
-          result.byKind[step.kind] = (result.byKind[step.kind] ?? 0) + 1;
+          const kind = outcome.label ?? step.kind;
+          result.byKind[kind] = (result.byKind[kind] ?? 0) + 1;
+        }
+        if (outcome.reason === "SelfPreemption") {
+          // Refused for that reason on chain too, not for another one the model happened to share.
+          check(/SelfPreemption/.test(outcome.chainError ?? ""), `step ${n} ${stringify(step)}: the model refuses a self-preemption, the chain ${outcome.chainError ?? "took it"}`);
+          result.byKind.selfPreemptionRefused = (result.byKind.selfPreemptionRefused ?? 0) + 1;
         }
         // While draining, the chain is read at the end of each phase (a wrong success or revert is caught at once above).
         if (phase > 0 && queue.length > 0) continue;
