@@ -408,7 +408,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     const attestation = await startProviderAttestation(daemon, {
       machines,
       setAttestations,
-      holdsLease: (leaseId) => records.get(leaseId)?.chain.status === "Active",
+      ...{ records, leaseCheckShareBps: options.terms.leaseCheckShareBps },
       taskLiveness: (leaseId) => taskLivenessOf(records.get(leaseId), leases.live.get(leaseId)?.handle),
       logger,
     });
