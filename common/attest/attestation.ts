@@ -12,6 +12,14 @@ import type { SignedAttestation } from "../offers/message.js";
 
 export type { SignedAttestation };
 
+/**
+ * How long an attestation counts from its issue, whatever expiry its attestor signed (issue 35
+ * item 9): a day, the attestors' own default lifetime (`attestationTtlSeconds`). An attestation
+ * signed with a longer expiry (a week, by a careless or a colluding attestor) stops counting a day
+ * after the challenge it records, in every offer book and so in matching (attestedUntil).
+ */
+export const MAX_ATTESTATION_AGE_SECONDS = 86_400;
+
 function typedData(domain: TypedDataDomain, attestation: Attestation) {
   return { domain, types: suanliTypes, primaryType: "Attestation" as const, message: attestation };
 }
@@ -42,7 +50,7 @@ export type VerifyAttestationOptions = {
 };
 
 /**
- * Checks one signed attestation: not expired (`now < expiry`), not issued in the future beyond
+ * Checks one signed attestation: not expired (`now < expiry` and at most MAX_ATTESTATION_AGE_SECONDS old), not issued in the future beyond
  * the skew, about the expected machine, signed by an address in the attestor set. Cheap checks run
  * before signature recovery.
  *
@@ -54,7 +62,7 @@ export type VerifyAttestationOptions = {
 export async function verifyAttestation(signed: SignedAttestation, options: VerifyAttestationOptions): Promise<AttestationVerdict> {
   const { attestation, signature } = signed;
   const skew = options.maxClockSkewSeconds ?? 300;
-  if (options.now >= attestation.expiry) return { valid: false, reason: "expired" };
+  if (options.now >= Math.min(attestation.expiry, attestation.issuedAt + MAX_ATTESTATION_AGE_SECONDS)) return { valid: false, reason: "expired" };
   if (attestation.issuedAt > options.now + skew || attestation.issuedAt >= attestation.expiry) return { valid: false, reason: "not_yet_valid" };
   const expected = options.expected;
   if (expected) {

@@ -28,6 +28,7 @@ import { ANY_RENTER } from "../eip712.js";
 import { canonicalGpuName, modelHash } from "../gpu.js";
 import { NO_CC } from "../attest/cc.js";
 import { throughputBand, type ThroughputBand } from "../attest/params.js";
+import { MAX_ATTESTATION_AGE_SECONDS } from "../attest/attestation.js";
 import type { ChainView, MachineRecord, ProviderRecord } from "./chain-view.js";
 import { OFFER_MESSAGE_MAX_BYTES, offerKey, offerMessageSchema, offerSigningText, type OfferMessage, type SignedAttestation } from "./message.js";
 
@@ -410,7 +411,9 @@ export class OfferValidator {
       // one, or one that governance removed since) counts; neither is punished, so removing an
       // attestor un-attests nobody whom the remaining attestors still vouch for. Expiry first:
       // it costs no chain read.
-      if (attestation.expiry <= now) continue;
+      // Counted until the earlier of its expiry and a day after its issue.
+      const countsUntil = Math.min(attestation.expiry, attestation.issuedAt + MAX_ATTESTATION_AGE_SECONDS);
+      if (countsUntil <= now) continue;
       if (!(await this.chain.isAttestor(signer))) {
         // One or two are old news (removed attestors); more are a provider making every node
         // look up made-up keys.
@@ -420,8 +423,8 @@ export class OfferValidator {
         continue;
       }
       const held = newest.get(signer);
-      if (!held || attestation.issuedAt > held.issuedAt || (attestation.issuedAt === held.issuedAt && attestation.expiry > held.expiry)) {
-        newest.set(signer, { issuedAt: attestation.issuedAt, expiry: attestation.expiry, cc: attestation.cc !== NO_CC });
+      if (!held || attestation.issuedAt > held.issuedAt || (attestation.issuedAt === held.issuedAt && countsUntil > held.expiry)) {
+        newest.set(signer, { issuedAt: attestation.issuedAt, expiry: countsUntil, cc: attestation.cc !== NO_CC });
       }
     }
     const quorum = Math.max(1, await this.chain.attestationQuorum());

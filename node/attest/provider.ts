@@ -55,10 +55,11 @@ export type ChallengeResponderOptions = {
   /** How long an answer is kept for its open request after the commit. Default 120 s. */
   retainMs?: number;
   /**
-   * The machine's active lease, if any: all challenges of a leased machine share one budget
-   * (common/attest/bounds.ts leaseCheckLimitMs). Absent: no machine is leased.
+   * The machine's active leases, if any (a machine's units may be leased to several renters, and a
+   * challenge measures all its units): all challenges of a leased machine share each lease's one
+   * budget (common/attest/bounds.ts leaseCheckLimitMs). Absent: no machine is leased.
    */
-  leaseOf?: (machineId: number) => ProviderLease | undefined | Promise<ProviderLease | undefined>;
+  leaseOf?: (machineId: number) => ProviderLease | readonly ProviderLease[] | undefined | Promise<ProviderLease | readonly ProviderLease[] | undefined>;
   /** The on-chain attestor set's size (ProviderRegistry.attestorCount): the lease budget is split over it. Default 1. */
   attestorCount?: () => number | Promise<number>;
   now?: () => number;
@@ -67,7 +68,7 @@ export type ChallengeResponderOptions = {
 
 type Held = { commitment: RunnerCommitment; timer: NodeJS.Timeout };
 /** One challenge's hold of the slot: who, which machine (and lease), from when to when (ms). */
-type SlotUse = { attestor: string; lease: string | undefined; startMs: number; endMs: number };
+type SlotUse = { attestor: string; leases: string[]; startMs: number; endMs: number };
 /** Slot uses kept (bounded: at 2 min a challenge, an hour holds at most a few hundred). */
 const MAX_SLOT_USES = 10_000;
 
@@ -123,9 +124,10 @@ export class ChallengeResponder {
     const message = await this.accept(input);
     if (this.computing) throw new ChallengeRefusedError("busy", "Another challenge is being computed.");
     const attestor = getAddress(message.attestor);
-    const lease = await this.options.leaseOf?.(message.machineId);
+    const found = await this.options.leaseOf?.(message.machineId);
+    const leases: readonly ProviderLease[] = found === undefined ? [] : "leaseId" in found ? [found] : found;
     if (this.computing) throw new ChallengeRefusedError("busy", "Another challenge is being computed.");
-    await this.checkShares(attestor, message.machineId, lease);
+    await this.checkShares(attestor, message.machineId, leases);
     if (this.computing) throw new ChallengeRefusedError("busy", "Another challenge is being computed.");
     this.computing = message.id;
     const startMs = this.now;
@@ -159,7 +161,7 @@ export class ChallengeResponder {
       clearTimeout(timer);
       options.signal?.removeEventListener("abort", onGone);
       this.computing = undefined;
-      this.uses.push({ attestor, lease: lease ? leaseKey(message.machineId, lease) : undefined, startMs, endMs: this.now });
+      this.uses.push({ attestor, leases: leases.map((lease) => leaseKey(message.machineId, lease)), startMs, endMs: this.now });
       if (this.uses.length > MAX_SLOT_USES) this.uses.shift();
     }
     const retain = setTimeout(() => runDetached(this.release(message.id), this.options.logger, "Releasing a computed answer"), this.options.retainMs ?? 120_000);
@@ -195,7 +197,7 @@ export class ChallengeResponder {
    * (leaseCheckLimitMs): all challenges of a leased machine count, whatever made the attestor send
    * them (its own checks, a renewal, someone's request).
    */
-  private async checkShares(attestor: Address, machineId: number, lease: ProviderLease | undefined): Promise<void> {
+  private async checkShares(attestor: Address, machineId: number, leases: readonly ProviderLease[]): Promise<void> {
     const nowMs = this.now;
     const since = nowMs - ATTESTOR_SLOT_PERIOD_MS;
     const held = this.uses.filter((use) => use.attestor === attestor && use.endMs > since).reduce((sum, use) => sum + (use.endMs - Math.max(use.startMs, since)), 0);
@@ -204,12 +206,14 @@ export class ChallengeResponder {
         usage: { attestorMs: Math.floor(held), limitMs: MAX_ATTESTOR_SLOT_MS },
       });
     }
-    if (!lease) return;
-    const key = leaseKey(machineId, lease);
-    const spent = this.uses.filter((use) => use.attestor === attestor && use.lease === key).reduce((sum, use) => sum + (use.endMs - use.startMs), 0);
+    if (!leases.length) return;
     const count = Math.max(1, Math.floor(Number(await (this.options.attestorCount?.() ?? 1))));
-    const limit = leaseCheckLimitMs(lease.shareBps, nowMs - lease.activatedAtMs, count);
-    if (spent > 0 && spent >= limit) {
+    // Every lease on the machine has its own budget; the challenge is refused when any is spent.
+    for (const lease of leases) {
+      const key = leaseKey(machineId, lease);
+      const spent = this.uses.filter((use) => use.attestor === attestor && use.leases.includes(key)).reduce((sum, use) => sum + (use.endMs - use.startMs), 0);
+      const limit = leaseCheckLimitMs(lease.shareBps, nowMs - lease.activatedAtMs, count);
+      if (spent === 0 || spent < limit) continue;
       throw new ChallengeRefusedError(
         "lease_budget",
         `${attestor}'s challenges of machine ${machineId} took ${spent} ms of lease ${lease.leaseId}; its part of the lease's check budget is ${limit} ms (${lease.shareBps} bps of ${nowMs - lease.activatedAtMs} ms over ${count} attestors).`,

@@ -409,6 +409,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       machines,
       setAttestations,
       holdsLease: (leaseId) => records.get(leaseId)?.chain.status === "Active",
+      ...{ records, leaseCheckShareBps: options.terms.leaseCheckShareBps },
       logger,
     });
     cleanups.push(() => attestation.stop());

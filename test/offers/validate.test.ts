@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { generateKeyPair } from "@libp2p/crypto/keys";
 import { hashTypedData } from "viem";
 import { randomBytes } from "node:crypto";
+import { MAX_ATTESTATION_AGE_SECONDS, verifyAttestation } from "../../common/attest/attestation.js";
 import { TypedDataRecoverer } from "../../common/eip712-recover.js";
 import { sealingKeyPairFromSeed, sealingKeyStatement } from "../../common/sealed.js";
 import { suanliDomain, suanliTypes, ANY_RENTER, type Offer } from "../../common/eip712.js";
@@ -92,6 +93,28 @@ describe("offer validation pipeline", () => {
     const staleResult = await validator.validate(encodeOfferMessage(stale));
     assert.ok(staleResult.ok, "an expired attestation is not a forgery");
     assert.equal(isAttested(staleResult.offer.attestation, nowSec()), false);
+  });
+
+  it("counts an attestation at most a day from its issue, whatever expiry its attestor signed, in the book and for the matching engine (issue 35 item 9)", async () => {
+    const attestor = createSigner();
+    chain.addAttestor(attestor.address);
+    const now = nowSec();
+    const base = attest(attestor, provider.address, spec).attestation;
+    // Signed a week long, the challenge 25 h ago: a day-old record of the machine is not evidence now.
+    const stale = signAttestationFast(attestor, { ...base, issuedAt: now - 25 * 3_600, expiry: now + 6 * 86_400 });
+    const first = await validator.validate(encodeOfferMessage(await buildOfferMessage(provider, spec, { attestations: [stale] })));
+    assert.ok(first.ok);
+    assert.equal(isAttested(first.offer.attestation, now), false);
+    assert.equal(engineAttestation(first.offer.attestation, now), null, "the matching engine sees it unattested");
+    // Issued 23 h ago with the same week-long expiry: counted, but only until a day after its issue.
+    const recent = signAttestationFast(attestor, { ...base, issuedAt: now - 23 * 3_600, expiry: now + 6 * 86_400 });
+    const second = await validator.validate(encodeOfferMessage(await buildOfferMessage(provider, spec, { seq: 2, attestations: [recent] })));
+    assert.ok(second.ok);
+    assert.equal(second.offer.attestation.attestedUntil, recent.attestation.issuedAt + MAX_ATTESTATION_AGE_SECONDS);
+    assert.equal(engineAttestation(second.offer.attestation, now)?.expiry, recent.attestation.issuedAt + MAX_ATTESTATION_AGE_SECONDS);
+    assert.equal(isAttested(second.offer.attestation, now + 3_601), false, "an hour later it is a day old");
+    const verdict = await verifyAttestation(stale, { domain: suanliDomain(TEST_CHAIN_ID, TEST_MARKET), isAttestor: () => true, now });
+    assert.deepEqual(verdict, { valid: false, reason: "expired" });
   });
 
   it("counts GPUs verified by confidential-computing evidence under the same quorum, for the matching engine", async () => {

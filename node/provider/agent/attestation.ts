@@ -12,6 +12,7 @@ import type { Daemon, DaemonModule } from "../../daemon.js";
 import type { Logger } from "../../log/logger.js";
 import type { TaskHandle } from "../runtime/runtime.js";
 import { echoesNonce, LIVENESS_FILE_NAME, type TaskSpec } from "../runtime/task.js";
+import type { ProviderLease } from "../../attest/provider.js";
 import type { LeaseRecord } from "./records.js";
 import type { DeclaredMachine } from "./setup.js";
 
@@ -23,6 +24,10 @@ export async function startProviderAttestation(
     machines: readonly DeclaredMachine[];
     setAttestations: (machineId: number, attestations: SignedAttestation[]) => void;
     holdsLease: (leaseId: bigint) => boolean;
+    /** The agent's lease table: heartbeats are signed for its active leases, and each active lease's check budget is counted. */
+    records: { get(leaseId: bigint): LeaseRecord | undefined; open(): LeaseRecord[] };
+    /** The in-lease check share the agent's offers announce (`leaseChecks.shareBps`, provider.terms.leaseCheckShareBps). */
+    leaseCheckShareBps: number;
     logger: Logger;
   },
 ): Promise<DaemonModule> {
@@ -51,6 +56,9 @@ export async function startProviderAttestation(
     machines: parts.machines.map(({ machineId, model, units, vramMiB }) => ({ machineId, model, units, vramMiB })),
     onAttestation,
     holdsLease: parts.holdsLease,
+    // One check budget per active lease of the machine (issue 35 item 8), counted from when this
+    // node saw the lease activated at the share its offers announce.
+    leaseOf: (machineId) => activeLeases(parts.records.open(), machineId, parts.leaseCheckShareBps),
   });
   return {
     name: "provider-attestation",
@@ -63,6 +71,13 @@ export async function startProviderAttestation(
 
 /** What the provider's node knows of a lease's task liveness. */
 export type TaskLivenessVerdict = { required: false } | { required: true; alive: true } | { required: true; alive: false; detail: string };
+
+/** The machine's active leases as the challenge responder counts their check budgets. */
+export function activeLeases(records: readonly LeaseRecord[], machineId: number, shareBps: number): ProviderLease[] {
+  return records
+    .filter((record) => record.machineId === machineId && record.chain.status === "Active")
+    .map((record) => ({ leaseId: record.leaseId, activatedAtMs: record.activatedWallMs ?? record.chain.activatedAt * 1000, shareBps }));
+}
 
 /**
  * Task liveness of a lease (docs/attestation.md, "Task liveness"): required only when the renter's
