@@ -122,7 +122,14 @@ describe("provider agent: a lease from reserve to payment", function () {
 
     // The unit is free again and offered again.
     await waitFor("the offer to show both units free", () => provider.daemon.offers.publisher!.current(machineId)?.capacity.freeUnits === 2);
-    await waitFor("the record to close", () => provider.agent.lease(leaseId)?.closed === true);
+    // An early completion holds the collateral for the fault window (issue #34 finding 1): the
+    // record stays open until the node's claim releases it once the window is over on chain.
+    assert.equal(provider.agent.lease(leaseId)?.closed, false, "the record stays open while the collateral is held");
+    const rpc = (method: string, params: unknown[]) =>
+      fetch(devnet.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }) });
+    await rpc("evm_increaseTime", [601]);
+    await rpc("evm_mine", []);
+    await waitFor("the record to close after the fault window", () => provider.agent.lease(leaseId)?.closed === true, { timeoutMs: 30_000 });
   });
 
   it("keeps secret values out of the store and the metrics", async () => {
