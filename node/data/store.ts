@@ -50,6 +50,8 @@ const MAX_IMPORT_ENTRIES = 1_000_000;
 export class DataStore {
   /** Blocks fetched from the network since start, and roots served from the cache without a fetch. */
   readonly counters = { fetchedBlocks: 0, fetchedBytes: 0, cacheHits: 0 };
+  /** Called with each cached root the store forgets (evicted or dropped), e.g. to remove its files. */
+  readonly onDropped: Array<(cid: string) => Promise<void>> = [];
   private readonly fs: UnixFS;
   private constructor(
     readonly helia: Helia,
@@ -265,6 +267,7 @@ export class DataStore {
       ]),
     ]);
     for (const block of blocks) await this.deleteIfUnused(parseCid(block));
+    for (const listener of this.onDropped) await listener(root);
   }
 
   private async walk(cid: CID, seen: Map<string, number>, parameters: FetchOptions, target: string | undefined, offline = false): Promise<number> {
