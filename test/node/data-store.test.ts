@@ -7,7 +7,9 @@ import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import * as dagPb from "@ipld/dag-pb";
 import { LevelBlockstore } from "blockstore-level";
+import { UnixFS } from "ipfs-unixfs";
 import { CID } from "multiformats/cid";
 import * as raw from "multiformats/codecs/raw";
 import { sha256 } from "multiformats/hashes/sha2";
@@ -151,6 +153,20 @@ describe("data store (Helia on the node's libp2p host)", function () {
     } finally {
       await stopPeer(small);
     }
+  });
+
+  it("refuses a DAG whose entry name would leave the target folder, writing nothing outside it", async () => {
+    const payload = new TextEncoder().encode("owned\n");
+    const leaf = CID.createV1(raw.code, await sha256.digest(payload));
+    const node = dagPb.encode(dagPb.prepare({ Data: new UnixFS({ type: "directory" }).marshal(), Links: [{ Name: "../escaped.txt", Hash: leaf, Tsize: payload.length }] }));
+    const dir = CID.createV1(dagPb.code, await sha256.digest(node));
+    const store = (a.data as unknown as { blocks: LevelBlockstore }).blocks;
+    await store.put(leaf, payload);
+    await store.put(dir, node);
+    const target = path.join(root, "traversal", "inside");
+    await mkdir(path.dirname(target), { recursive: true });
+    await assert.rejects(b.data.get(dir.toString(), target, { providers: [a.addr], timeoutMs: 10_000 }), { name: "UnsafeDataError" });
+    await assert.rejects(readFile(path.join(root, "traversal", "escaped.txt")), { code: "ENOENT" });
   });
 
   it("accepts only single path segments as entry names", () => {
