@@ -21,6 +21,7 @@ import { createLogger, type Logger } from "./log/logger.js";
 import { createMetrics, type Metrics } from "./metrics/metrics.js";
 import { offersTopics, startOfferService, type OfferService } from "./offers/service.js";
 import { startNodeHost, type NodeHost } from "./p2p/start.js";
+import { DataStore } from "./data/store.js";
 import { Store } from "./store/store.js";
 
 export class DaemonError extends SuanliError {
@@ -47,6 +48,8 @@ export type Daemon = {
   /** The process's one chain follower; roles subscribe to it. */
   follower: ChainFollower;
   p2p: NodeHost;
+  /** The data plane (docs/data.md); undefined when data.enabled is false. */
+  data: DataStore | undefined;
   offers: OfferService;
   /** Adds a module to stop with the node. */
   attach(module: DaemonModule): void;
@@ -176,6 +179,9 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
     });
     modules.push({ name: "p2p", stop: () => p2p.stop() });
 
+    const data = config.data.enabled ? await DataStore.open({ dataDir, libp2p: p2p.host, options: config.data, logger: logger.child({ module: "data" }) }) : undefined;
+    if (data) modules.push({ name: "data", stop: () => data.stop() });
+
     const offers = await startOfferService({
       host: p2p.host,
       store,
@@ -228,6 +234,7 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
       chainView,
       follower,
       p2p,
+      data,
       offers,
       attach(module) {
         modules.push(module);

@@ -8,6 +8,7 @@ import { offersOptionsSchema } from "../offers/options.js";
 import { p2pOptionsSchema } from "../p2p/options.js";
 import { matchingOptionsSchema } from "../../common/matching/options.js";
 import { metricsOptionsSchema } from "../metrics/options.js";
+import { dataOptionsSchema } from "../data/options.js";
 
 /**
  * The node's configuration: one strict object, each concern's options defined beside the
@@ -27,5 +28,7 @@ export const nodeConfigSchema = z.strictObject({
   matching: matchingOptionsSchema.prefault({}),
   /** The node's Prometheus endpoint (docs/configuration.md#metrics). */
   metrics: metricsOptionsSchema.prefault({}),
+  /** The data plane: Helia on the node's libp2p host (docs/data.md). */
+  data: dataOptionsSchema.prefault({}),
 });
 export type NodeConfig = z.output<typeof nodeConfigSchema>;

@@ -1,0 +1,28 @@
+import { z } from "zod";
+
+const GiB = 1024 ** 3;
+
+/**
+ * The node's data plane (docs/data.md): content-addressed data served by Helia on the node's own
+ * libp2p host, stored in level under `<dataDir>/data`.
+ */
+export const dataOptionsSchema = z.strictObject({
+  /** Run the data plane (Helia with bitswap on the node's libp2p host). */
+  enabled: z.boolean().default(true),
+  /** Bytes of unpinned data (fetched task inputs) kept as a cache; least recently used first out. */
+  cacheBytes: z
+    .number()
+    .int()
+    .min(1024 * 1024)
+    .default(20 * GiB),
+  /** Bytes of pinned data (`suanli data add`) this node accepts in all. */
+  pinnedBytes: z
+    .number()
+    .int()
+    .min(1024 * 1024)
+    .default(100 * GiB),
+  /** How long a fetch waits for a CID's blocks before giving up (DataNotFoundError). */
+  fetchTimeoutMs: z.number().int().min(100).max(86_400_000).default(300_000),
+});
+export type DataOptionsInput = z.input<typeof dataOptionsSchema>;
+export type DataOptions = z.output<typeof dataOptionsSchema>;
