@@ -61,6 +61,11 @@ export type ProviderAgentOptions = {
   commandRunner?: CommandRunner;
   /** More of the node's own files kept out of task sandboxes (the CLI passes the config file). */
   hiddenPaths?: string[];
+  /**
+   * The sealing keys' clock (unix ms; the lease records' open times are read on it too) and how
+   * often their maintenance runs: tests move the clock through a rotation and a key's expiry.
+   */
+  sealingKeys?: { now?: () => number; maintainIntervalMs?: number };
 };
 
 export type ProviderAgentSummary = {
@@ -235,6 +240,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     const sealing = await SealingKeyRing.load(daemon.config.dataDir, account, deployment.chainId, {
       rotateSeconds: options.sealing.rotateSeconds,
       graceSeconds: options.reserve.holdSeconds + 600,
+      ...(agentOptions.sealingKeys?.now ? { now: agentOptions.sealingKeys.now } : {}),
     });
     // Published with every offer too, so a renter can seal to it before reserving.
     publisher.setSealingKey(sealing.current());
@@ -395,6 +401,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
         runDetached(publisher.reannounce(), logger, "Announcing the offers with the new sealing key");
       },
       logger,
+      ...(agentOptions.sealingKeys?.maintainIntervalMs ? { intervalMs: agentOptions.sealingKeys.maintainIntervalMs } : {}),
     });
     cleanups.push(async () => stopSealing());
 

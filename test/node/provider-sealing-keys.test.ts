@@ -106,6 +106,27 @@ describe("provider sealing keys: rotation and deletion (issue #33 item 9)", () =
     assert.deepEqual((await ring.maintain([])).deleted, [1], "gone once that lease is");
   });
 
+  it("once a lease's spec is accepted it keeps only the keys its secrets opened with: a lease without secrets keeps none", async () => {
+    const ring = await load();
+    const first = ring.current();
+    const opened = { openedAtMs: now() };
+    const spec = await sealedTask(first, 9n, "w");
+    clock.ms += (HOUR + GRACE + 301) * 1000;
+    // Still waiting for its spec: it may have been sealed to the first key, which stays.
+    assert.deepEqual((await ring.maintain([opened])).deleted, []);
+    // Accepted without secrets, or with secrets on another key: the first key goes although the lease lives.
+    assert.deepEqual(
+      (
+        await ring.maintain([
+          { ...opened, sealingKeyIds: [] },
+          { openedAtMs: now(), sealingKeyIds: [2] },
+        ])
+      ).deleted,
+      [1],
+    );
+    await assert.rejects(openSealedSpec({ ring, chainId }, 9n, spec, { ...opened, sealingKeyIds: [1] }), { name: "InvalidInputError" });
+  });
+
   it("a key file from before rotation is adopted as an expired key, overwritten and removed once no lease needs it", async () => {
     const seed = "ab".repeat(32);
     await writeFile(path.join(dataDir, "sealing.key"), `${seed}\n`, { mode: 0o600 });

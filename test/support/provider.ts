@@ -5,7 +5,7 @@
  */
 import { devnetPrivateKey } from "../../common/devnet.js";
 import { createLogger } from "../../node/log/logger.js";
-import { startProviderAgent, type ProviderAgent } from "../../node/provider/agent.js";
+import { startProviderAgent, type ProviderAgent, type ProviderAgentOptions } from "../../node/provider/agent.js";
 import { startTestDaemon } from "./daemons.js";
 import { fund, type Devnet } from "./devnet.js";
 import { providerPeer, type ProviderPeer } from "./renter.js";
@@ -42,7 +42,12 @@ export function testProviderConfig(index: number, overrides: Record<string, unkn
 }
 
 /** Funds devnet account `index` (for the stake) and starts a provider node on it. */
-export async function startTestProvider(devnet: Devnet, index: number, overrides: Record<string, unknown> = {}, options: { fundTokens?: bigint } = {}): Promise<TestProvider> {
+export async function startTestProvider(
+  devnet: Devnet,
+  index: number,
+  overrides: Record<string, unknown> = {},
+  options: { fundTokens?: bigint; agent?: ProviderAgentOptions } = {},
+): Promise<TestProvider> {
   const wallet = await devnet.wallet(index);
   const tokens = options.fundTokens ?? 2_000_000_000n;
   if (tokens > 0n) await fund(devnet, wallet, tokens);
@@ -52,7 +57,7 @@ export async function startTestProvider(devnet: Devnet, index: number, overrides
     logger: createLogger({ level: (process.env.SUANLI_TEST_LOG as "debug" | undefined) ?? "silent" }),
   });
   try {
-    const agent = await startProviderAgent(daemon);
+    const agent = await startProviderAgent(daemon, options.agent);
     return {
       daemon,
       agent,

@@ -24,7 +24,7 @@ import { secretsOf, storableSpec, type TaskSpec } from "../runtime/task.js";
 import { ChainTime } from "./chain-clock.js";
 import { revertName } from "./chain-tx.js";
 import { LeaseStateError } from "./errors.js";
-import { openSealedSpec } from "./sealing.js";
+import { openSealedSpecKeys } from "./sealing.js";
 import type { LeaseControllerContext, LeaseHost, Live } from "./lease-context.js";
 import { LeaseLookup } from "./lease-lookup.js";
 import { markEnded, nextStep, type LeaseAction } from "./lease-step.js";
@@ -198,7 +198,7 @@ export class LeaseController implements LeaseHost {
       if (known) return known;
       const view = await read();
       if (view.status === "None") return undefined;
-      const record = await this.ctx.records.put(newLeaseRecord(view, offerNonce, Date.now(), { seenLive: !suspect }));
+      const record = await this.ctx.records.put(newLeaseRecord(view, offerNonce, this.ctx.sealing?.ring.nowMs() ?? Date.now(), { seenLive: !suspect }));
       if (suspect) this.suspect.add(leaseId);
       this.ctx.logger.info("Lease opened", { leaseId, renter: view.renter, machineId: view.machineId, units: view.units, interruptible: view.interruptible });
       this.updateGauges();
@@ -223,7 +223,8 @@ export class LeaseController implements LeaseHost {
   private async acceptTask(auth: RenterAuth, spec: TaskSpec): Promise<{ leaseId: bigint; state: "accepted" | "already_running" | "already_done" }> {
     const leaseId = auth.request.leaseId;
     await this.authorize(auth, "task", { spec });
-    spec = await openSealedSpec(this.ctx.sealing, leaseId, spec, this.ctx.records.get(leaseId) ?? {});
+    const opened = await openSealedSpecKeys(this.ctx.sealing, leaseId, spec, this.ctx.records.get(leaseId) ?? {});
+    spec = opened.spec;
     return this.withLock(leaseId, async () => {
       const current = this.ctx.records.get(leaseId)!;
       if (current.phase === "ended") return { leaseId, state: "already_done" as const };
@@ -240,6 +241,8 @@ export class LeaseController implements LeaseHost {
         r.state = "preparing";
         r.spec = storableSpec(spec);
         r.specResumable = secretsOf(spec).size === 0;
+        // From now on the lease needs only the sealing keys its secrets opened with (none without secrets).
+        r.sealingKeyIds = opened.keyIds;
       });
       this.ctx.logger.info("Task accepted", { leaseId });
       this.updateGauges();

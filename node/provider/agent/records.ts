@@ -104,6 +104,11 @@ export type LeaseRecord = {
    * sealing keys a lease may use follow from it (sealing.ts).
    */
   openedAtMs?: number | null;
+  /**
+   * Ids of the sealing keys the accepted spec's secrets opened with (empty: it had none); null (or
+   * absent) while no spec was accepted. The lease keeps only these keys alive (sealing.ts).
+   */
+  sealingKeyIds?: number[] | null;
 };
 
 /** Lease ids sort as numbers: 78 digits covers uint256. */

@@ -11,8 +11,12 @@
  * whose acceptance came just before a rotation. The SDK seals to no expired key. An old key is
  * kept while a live lease (task not ended) may have been sealed to it — one opened before the key
  * expired, with RENTER_REQUEST_MAX_AGE_SECONDS for the clocks — and is then overwritten and
- * deleted. A lease the node learned of late (a backfill after downtime, a renter's request before
- * the chain event) has no reliable opening time and keeps every key until it ends.
+ * deleted. Once a lease's spec is accepted the node knows which keys its secrets opened with (the
+ * record's `sealingKeyIds`; none for a spec without secrets): from then on only those are kept for
+ * it (the renter sends the same sealed spec again after a restart), so a long lease without
+ * secrets holds no key. A lease the node learned of late (a backfill after downtime, a renter's
+ * request before the chain event) has no reliable opening time and keeps every key until its spec
+ * is accepted.
  *
  * What a stolen key exposes: the secrets sealed to it — leases opened during its epoch and grace
  * — and only to someone who also has those ciphertexts (relays and stores see nothing else).
@@ -46,8 +50,12 @@ type StoredKey = z.output<typeof storedKeySchema>;
 
 type HeldKey = StoredKey & { file: string; keyPair: SealingKeyPair; announced: SealingKey };
 
-/** A lease as the ring sees it: when the node saw it open (unix ms; undefined when not known). */
-export type LeaseForKeys = { openedAtMs?: number | null | undefined };
+/**
+ * A lease as the ring sees it: when the node saw it open (unix ms; undefined when not known), and
+ * the ids of the keys its accepted spec's secrets opened with (empty: no secret; absent while no
+ * spec was accepted).
+ */
+export type LeaseForKeys = { openedAtMs?: number | null | undefined; sealingKeyIds?: readonly number[] | null | undefined };
 
 export type SealingKeyRingOptions = {
   /** A new key this often (provider.sealing.rotateSeconds). */
@@ -91,8 +99,13 @@ export class SealingKeyRing {
     return ring;
   }
 
+  /** The ring's clock (unix ms): the lease records' `openedAtMs` are read on it too. */
+  nowMs(): number {
+    return (this.options.now ?? Date.now)();
+  }
+
   private nowSeconds(): number {
-    return Math.floor((this.options.now ?? Date.now)() / 1000);
+    return Math.floor(this.nowMs() / 1000);
   }
 
   private async hold(stored: StoredKey, file: string): Promise<HeldKey> {
@@ -148,6 +161,7 @@ export class SealingKeyRing {
 
   /** Whether a renter may have sealed to `key` for a lease the node saw open at `openedAtMs`. */
   private mayServe(key: HeldKey, lease: LeaseForKeys): boolean {
+    if (lease.sealingKeyIds) return lease.sealingKeyIds.includes(key.id);
     if (lease.openedAtMs === undefined || lease.openedAtMs === null) return true;
     return lease.openedAtMs / 1000 < key.expiresAt + RENTER_REQUEST_MAX_AGE_SECONDS;
   }
@@ -202,11 +216,11 @@ export class SealingKeyRing {
   }
 
   /** Opens a sealed value of a lease with the keys that may serve it, newest first; throws when none does. */
-  async open(sealed: string, context: SealContext, lease: LeaseForKeys): Promise<string> {
+  async open(sealed: string, context: SealContext, lease: LeaseForKeys): Promise<{ value: string; keyId: number }> {
     for (const key of [...this.keys].reverse()) {
       if (!this.mayServe(key, lease)) continue;
       try {
-        return await key.keyPair.open(sealed, context);
+        return { value: await key.keyPair.open(sealed, context), keyId: key.id };
       } catch {
         // not sealed to this key: try the next
       }
@@ -236,13 +250,26 @@ async function shred(file: string): Promise<void> {
  * the renter's error.
  */
 export async function openSealedSpec(sealing: { ring: SealingKeyRing; chainId: number } | undefined, leaseId: bigint, spec: TaskSpec, lease: LeaseForKeys = {}): Promise<TaskSpec> {
+  return (await openSealedSpecKeys(sealing, leaseId, spec, lease)).spec;
+}
+
+/** openSealedSpec, and the ids of the keys that opened its values (sorted; empty when it has none): the keys the lease needs from then on. */
+export async function openSealedSpecKeys(
+  sealing: { ring: SealingKeyRing; chainId: number } | undefined,
+  leaseId: bigint,
+  spec: TaskSpec,
+  lease: LeaseForKeys = {},
+): Promise<{ spec: TaskSpec; keyIds: number[] }> {
   const sealed = Object.entries(spec.env).filter(([, value]) => typeof value !== "string" && "sealed" in value);
-  if (sealed.length === 0) return spec;
+  if (sealed.length === 0) return { spec, keyIds: [] };
   const env = { ...spec.env };
+  const keyIds = new Set<number>();
   for (const [name, value] of sealed) {
     try {
       if (!sealing) throw new Error("this provider has no sealing key");
-      env[name] = { value: await sealing.ring.open((value as { sealed: string }).sealed, { chainId: sealing.chainId, leaseId, name }, lease), secret: true };
+      const opened = await sealing.ring.open((value as { sealed: string }).sealed, { chainId: sealing.chainId, leaseId, name }, lease);
+      env[name] = { value: opened.value, secret: true };
+      keyIds.add(opened.keyId);
     } catch {
       throw new InvalidInputError("task", [
         {
@@ -253,5 +280,5 @@ export async function openSealedSpec(sealing: { ring: SealingKeyRing; chainId: n
       ]);
     }
   }
-  return { ...spec, env };
+  return { spec: { ...spec, env }, keyIds: [...keyIds].sort((a, b) => a - b) };
 }
