@@ -224,7 +224,7 @@ function printReceipt(out: (line: string) => void, receipt: TaskReceipt, symbol:
   }
   if (receipt.completion) {
     out(
-      `     completion report: exit ${receipt.completion.exitCode}, output ${receipt.completion.outputDigest.slice(0, 14)}…, signature ${receipt.completion.verified ? "verified against the chain" : "NOT verified"}`,
+      `     completion report: exit ${receipt.completion.exitCode}, output ${receipt.completion.outputDigest.slice(0, 14)}…, signature ${receipt.completion.verified ? "verified against the chain" : `NOT verified: no signed report from the provider matches it (${receipt.state === "preempted" ? "a preempted task is stopped, not completed: the provider sends no completion report" : "the provider sent none, or one that differs from the chain's"})`}`,
     );
   }
 }

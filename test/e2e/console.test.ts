@@ -275,7 +275,10 @@ describe("renter console in headless Chromium with an injected wallet, against a
     assert.equal(await page.getAttribute("#receipt", "data-state"), "succeeded");
     const completion = (await page.textContent("#receipt-facts .completion")) ?? "";
     assert.match(completion, /^verified on-chain · exit 0 · \d+ GPU-seconds · output 0x[0-9a-f]{64}$/);
-    assert.match((await page.textContent("#receipt-facts")) ?? "", /Paid[\d.]+ tUSDRefunded[\d.]+ tUSD/);
+    const paid = /Paid([\d.]+) tUSDRefunded[\d.]+ tUSD/.exec((await page.textContent("#receipt-facts")) ?? "");
+    assert.ok(paid, "the receipt says what was paid");
+    // The ended lease's cost is the receipt's, not "X of X deposited" (issue #40 item 6).
+    assert.equal(await page.textContent("#task-cost"), `${paid[1]} tUSD in all (final; the rest of the deposit came back)`);
     assert.match((await page.textContent("#task-state")) ?? "", /^succeeded \(lease (Ended|Settled), Completed\)$/);
     assert.equal(await page.textContent("#tasks-table tbody tr .state"), "succeeded");
     assert.ok(await page.isDisabled("#task-cancel"), "nothing left to cancel");
