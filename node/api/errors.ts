@@ -161,7 +161,8 @@ export class ProviderTimeoutError extends ApiError {
 export class ProviderAnsweredError extends ApiError {
   override name: string;
   constructor(name: string, message: string) {
-    super(502, `The provider answered ${name}: ${message}`);
+    // The name is the error's own (clients print "name: message"): not repeated in the message (issue #40 item 6).
+    super(502, `The provider answered: ${message}`);
     this.name = name;
   }
 }

@@ -235,7 +235,11 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
           });
           return commit;
         } catch (error) {
-          logger.info("Challenge refused", { challengeId: challenge.id, peer, reason: (error as ChallengeRefusedError).reason ?? "runner_failed" });
+          const reason = (error as ChallengeRefusedError).reason ?? "runner_failed";
+          // At start every attestor challenges at once: "busy" is the normal answer to all but one,
+          // and the attestor retries later. Said as what it is, not as a refusal (issue #40 item 7).
+          if (reason === "busy") logger.info("Challenge deferred: another one is being computed; the attestor retries later (nothing to do)", { challengeId: challenge.id, peer });
+          else logger.info("Challenge refused", { challengeId: challenge.id, peer, reason });
           refused();
           // Out of bounds, attestor share, lease budget: signed, so the attestor can check it (common/attest/refusal.ts).
           return await responder.signedRefusal(challenge.id, error);

@@ -64,6 +64,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
   const clients: SuanliClient[] = [];
   const bundles = await startBundleServer();
   let market: DemoMarket | undefined;
+  let succeeded = false;
 
   try {
     out("Suanli demo: a decentralized GPU market on this machine. Every node below is a real `suanli` process.");
@@ -113,6 +114,8 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
     }
     const jobReceipt = await renter.wait(submitted.taskId);
     printReceipt(out, jobReceipt, deployment.token.symbol);
+    // The showcase task failed (issue #40 item 1): the demo has shown nothing, and says so with a non-zero exit.
+    showcaseSucceeded(jobReceipt, jobLogs);
 
     say("5. Interruptible capacity: a renter bids 0.30 USD/GPU-h for both RTX 4090s of provider-3 with a long batch job...");
     const bidder = await createClient({ rpcUrl: chain.rpcUrl, account: devnetAccount(RENTERS.interruptible), bootstrap: providerAddrs, deployment });
@@ -157,6 +160,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
     const onDemandReceipt = await urgent.wait(onDemand.taskId);
     say("   the on-demand job ran after the batch job stopped:");
     printReceipt(out, onDemandReceipt, deployment.token.symbol);
+    showcaseSucceeded(onDemandReceipt, []);
 
     say("7. With the lease over, provider-3 returns its GPUs to the idle workload:");
     const idleResumed = await until(
@@ -172,6 +176,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
 
     const balanceOf = (index: number) => admin.publicClient.readContract({ address: token, abi: testTokenAbi, functionName: "balanceOf", args: [devnetAccount(index).address] });
     const renterBalances = { job: await balanceOf(RENTERS.job), interruptible: await balanceOf(RENTERS.interruptible), onDemand: await balanceOf(RENTERS.onDemand) };
+    succeeded = true;
     return {
       renterFunding: RENTER_FUNDING,
       renterBalances,
@@ -195,8 +200,18 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
     await bundles.close();
     if (market && options.keep) out(`Configs and node logs kept in ${market.workDir}`);
     await market?.stop({ keep: options.keep });
-    say("Done.");
+    say(succeeded ? "Done." : "Stopped: the demo FAILED (the reason follows).");
   }
+}
+
+/** Throws unless a task the demo shows off ran to a zero exit: a demo of failed tasks is a failed demo. */
+function showcaseSucceeded(receipt: TaskReceipt, logs: string[]): void {
+  if (receipt.state === "succeeded" && receipt.exitCode === 0) return;
+  const last = logs.slice(-3).join(" | ");
+  throw new Error(
+    `The demo's task ${receipt.taskId} did not succeed: ${receipt.state}${receipt.exitCode !== null ? `, exit code ${receipt.exitCode}` : ""}${last ? `; its last log lines: ${last}` : ""}. ` +
+      "The providers' logs (npm run demo -- --keep keeps them) say why; a provider whose task network check failed says so at start.",
+  );
 }
 
 function printReceipt(out: (line: string) => void, receipt: TaskReceipt, symbol: string): void {
@@ -209,7 +224,7 @@ function printReceipt(out: (line: string) => void, receipt: TaskReceipt, symbol:
   }
   if (receipt.completion) {
     out(
-      `     completion report: exit ${receipt.completion.exitCode}, output ${receipt.completion.outputDigest.slice(0, 14)}…, signature ${receipt.completion.verified ? "verified against the chain" : "NOT verified"}`,
+      `     completion report: exit ${receipt.completion.exitCode}, output ${receipt.completion.outputDigest.slice(0, 14)}…, signature ${receipt.completion.verified ? "verified against the chain" : `NOT verified: no signed report from the provider matches it (${receipt.state === "preempted" ? "a preempted task is stopped, not completed: the provider sends no completion report" : "the provider sent none, or one that differs from the chain's"})`}`,
     );
   }
 }

@@ -19,6 +19,7 @@ import { loadOrCreatePeerKey } from "../p2p/identity.js";
 import { freePort, startNodeProcess, type NodeProcess } from "./processes.js";
 import { IDLE_WORKLOAD_SCRIPT } from "./workload.js";
 import { detectBubblewrap, detectNetworkTools } from "../provider/runtime/sandbox.js";
+import { probeTaskNetwork } from "../provider/runtime/network-probe.js";
 import { runDetached } from "../../common/detached.js";
 
 /**
@@ -37,10 +38,13 @@ async function demoTaskRuntime(): Promise<{ config: Record<string, unknown>; des
   const tools = await detectNetworkTools();
   const nodeBin = path.dirname(process.execPath);
   const readOnlyPaths = [...new Set([nodeBin, ...(process.env.PATH ?? "").split(":").filter((dir) => dir.endsWith(`node_modules${path.sep}.bin`))])];
-  const network = "tools" in tools;
+  // The demo's tasks need no network: where the task network does not work here (no route out:
+  // an offline VM, a container with only loopback), they run without it, and the start-up says so.
+  const unusable = "tools" in tools ? await probeTaskNetwork(tools.tools) : tools.reason;
+  const network = unusable === undefined;
   return {
     config: { sandbox: "bubblewrap", network, readOnlyPaths },
-    description: `sandboxed in bubblewrap (${bwrap.version}), ${network ? "own network namespace through pasta" : `no network (${"reason" in tools ? tools.reason : ""})`}`,
+    description: `sandboxed in bubblewrap (${bwrap.version}), ${network ? "own network namespace through pasta (checked)" : `no network for tasks, loopback only (${unusable})`}`,
   };
 }
 

@@ -44,6 +44,8 @@ describe("renter console in headless Chromium with an injected wallet, against a
   const secret = `hf_${randomBytes(12).toString("hex")}`;
   const pageErrors: string[] = [];
   const outsideRequests: string[] = [];
+  /** Answers 404 the page got (a missing /favicon.ico once: issue #40 item 6). */
+  const notFound: string[] = [];
   /** Every request body the page sent to the API node. */
   const sentToNode: { url: string; body: string }[] = [];
   /** What the relay forwarded to the provider (the raw body of each relayed request). */
@@ -162,9 +164,13 @@ describe("renter console in headless Chromium with an injected wallet, against a
     page = context.pages()[0] ?? (await context.newPage());
     await page.setViewportSize({ width: 1200, height: 900 });
     page.on("pageerror", (error) => pageErrors.push(error.message));
+    page.on("response", (response) => {
+      if (response.status() === 404) notFound.push(response.url());
+    });
     page.on("request", (request) => {
       const url = request.url();
       if (url.startsWith(base)) sentToNode.push({ url, body: request.postData() ?? "" });
+      else if (url.startsWith("data:")) return;
       else if (!url.startsWith(devnet.rpcUrl.replace(/\/$/, "")) && !url.startsWith(bundles.baseUrl)) outsideRequests.push(url);
     });
     // The injected wallet: window.ethereum forwards each request to the test's wallet (the key
@@ -275,7 +281,10 @@ describe("renter console in headless Chromium with an injected wallet, against a
     assert.equal(await page.getAttribute("#receipt", "data-state"), "succeeded");
     const completion = (await page.textContent("#receipt-facts .completion")) ?? "";
     assert.match(completion, /^verified on-chain · exit 0 · \d+ GPU-seconds · output 0x[0-9a-f]{64}$/);
-    assert.match((await page.textContent("#receipt-facts")) ?? "", /Paid[\d.]+ tUSDRefunded[\d.]+ tUSD/);
+    const paid = /Paid([\d.]+) tUSDRefunded[\d.]+ tUSD/.exec((await page.textContent("#receipt-facts")) ?? "");
+    assert.ok(paid, "the receipt says what was paid");
+    // The ended lease's cost is the receipt's, not "X of X deposited" (issue #40 item 6).
+    assert.equal(await page.textContent("#task-cost"), `${paid[1]} tUSD in all (final; the rest of the deposit came back)`);
     assert.match((await page.textContent("#task-state")) ?? "", /^succeeded \(lease (Ended|Settled), Completed\)$/);
     assert.equal(await page.textContent("#tasks-table tbody tr .state"), "succeeded");
     assert.ok(await page.isDisabled("#task-cancel"), "nothing left to cancel");
@@ -464,6 +473,7 @@ describe("renter console in headless Chromium with an injected wallet, against a
   it("fetched only from the node, the chain RPC and the bundle server, and raised no script error", async () => {
     assert.deepEqual(outsideRequests, []);
     assert.deepEqual(pageErrors, []);
+    assert.deepEqual(notFound, [], "nothing the page asked for was missing (no /favicon.ico 404)");
     const files = await readdir(SHOTS);
     assert.ok(files.length >= 10, files.join(", "));
   });

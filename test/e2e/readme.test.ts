@@ -10,13 +10,16 @@
  * the README's `<placeholder>` of a later block: `<taskId>`, `<peer id printed above>`). Like a
  * terminal, a later block of the same terminal number has the variables its earlier ones exported.
  *
+ * A ```ts block marked `file=NAME` (the README's SDK script) is saved as NAME, exactly as printed,
+ * and run by the README's next sh block (`npx tsx NAME`): no TypeScript snippet is only compiled.
+ *
  * Two departures from pasting, both deliberate: `npm ci && ` is dropped (the checkout under test
  * is already installed; reinstalling would replace node_modules under the running test), and the
  * CLI's task state goes to a temporary SUANLI_STATE_DIR instead of ~/.suanli.
  */
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -34,6 +37,8 @@ type Block = {
   capture: { name: string; pattern: RegExp }[];
   script: string;
   line: number;
+  /** A ```ts block marked `file=NAME`: written to NAME at the repository root, as the README says to save it; a later sh block runs it. */
+  file?: string;
 };
 
 function unescape(value: string): string {
@@ -43,15 +48,16 @@ function unescape(value: string): string {
 /** The marked blocks of README.md, in order. */
 export function readmeBlocks(text: string): Block[] {
   const blocks: Block[] = [];
-  const marker = /<!-- readme-test (\w+)((?:\s+\w+(?:=(?:"(?:[^"\\]|\\.)*"|[^\s"]+))?)*)\s*-->\n```sh\n([\s\S]*?)\n```/g;
+  const marker = /<!-- readme-test (\w+)((?:\s+\w+(?:=(?:"(?:[^"\\]|\\.)*"|[^\s"]+))?)*)\s*-->\n```(sh|ts)\n([\s\S]*?)\n```/g;
   for (const match of text.matchAll(marker)) {
-    const [, section, attrs, script] = match;
+    const [, section, attrs, language, script] = match;
     const block: Block = { section: section!, terminal: "", background: false, expect: [], capture: [], script: script!, line: text.slice(0, match.index).split("\n").length };
     for (const attr of attrs!.matchAll(/(\w+)(?:=(?:"((?:[^"\\]|\\.)*)"|([^\s"]+)))?/g)) {
       const [, key, quoted, bare] = attr;
       const value = quoted !== undefined ? unescape(quoted) : bare;
       if (key === "terminal") block.terminal = value ?? "";
       else if (key === "background") block.background = true;
+      else if (key === "file") block.file = value;
       else if (key === "ready") block.ready = new RegExp(value!);
       else if (key === "expect") block.expect.push(new RegExp(value!));
       else if (key === "capture") {
@@ -59,6 +65,8 @@ export function readmeBlocks(text: string): Block[] {
         block.capture.push({ name: value!.slice(0, eq), pattern: new RegExp(value!.slice(eq + 1)) });
       } else throw new Error(`README line ${block.line}: unknown readme-test attribute "${key}"`);
     }
+    if ((language === "ts") !== (block.file !== undefined))
+      throw new Error(`README line ${block.line}: a marked ts block names the file it is saved as (file=NAME), and only a ts block does`);
     blocks.push(block);
   }
   return blocks;
@@ -76,7 +84,7 @@ async function portFree(port: number): Promise<boolean> {
 }
 
 /** Files and folders the README's commands create in the checkout (all git-ignored). */
-const SCRATCH = [".suanli-provider", ".suanli-attestor", "attestor.json", "job", "job.tar.gz"];
+const SCRATCH = [".suanli-provider", ".suanli-attestor", "attestor.json", "job", "job.tar.gz", "renter.ts"];
 
 /** A background terminal: its process group's leader, its block, what it printed, and when its node printed "Node stopped". */
 type Running = { child: ChildProcess; block: Block; output: () => string; nodeStoppedAt: number | undefined };
@@ -239,7 +247,9 @@ describe("README.md role sections, run as written (issue #22)", function () {
         `README has no block marked for the ${section} section`,
       );
     for (const block of marked) {
-      if (block.background) await terminals.start(block);
+      // The README's code, saved as the README says, never edited: placeholders are not allowed in it.
+      if (block.file) writeFileSync(path.join(root, block.file), `${block.script}\n`);
+      else if (block.background) await terminals.start(block);
       else await terminals.run(block);
     }
   }

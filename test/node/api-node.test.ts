@@ -437,6 +437,8 @@ describe("HTTP API on a devnet node", function () {
     assert.equal(response.status, 502);
     assert.equal(errorOf(response.body).name, "LeaseNotRunningError");
     assert.match(errorOf(response.body).message, /already over/);
+    // A client prints "name: message": the name once, not "X: The provider answered X: ..." (issue #40 item 6).
+    assert.doesNotMatch(errorOf(response.body).message, /LeaseNotRunningError/);
   });
 
   it("refuses a request not signed by the lease's renter, and an unknown lease, without reaching the provider", async () => {

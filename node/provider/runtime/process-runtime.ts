@@ -37,6 +37,7 @@ import {
   type TaskNetwork,
 } from "./sandbox.js";
 import { parseCidr, type ParsedCidr } from "./network-policy.js";
+import { probeTaskNetwork } from "./network-probe.js";
 import type { FetchPolicy } from "./fetch-policy.js";
 import { chownTree, DEFAULT_TASK_USER, nodeIsRoot, sandboxTaskUser, taskUserPrefix, type SandboxTaskUser as MappedUser } from "./task-user.js";
 import { childEnv, livenessEnvironment, Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
@@ -186,6 +187,8 @@ export class ProcessRuntime implements Runtime {
   private warnedNoPrlimit = false;
   private warnedNoNsenter = false;
   private networkTools: Promise<NetworkTools> | undefined;
+  /** The start check of the task network, once: why it cannot be attached here, or undefined. */
+  private networkUnusable: Promise<string | undefined> | undefined;
   private taskUser: Promise<MappedUser | undefined> | undefined;
 
   constructor(private readonly options: ProcessRuntimeOptions) {
@@ -212,10 +215,22 @@ export class ProcessRuntime implements Runtime {
     const mapped = await this.mappedUser(status.path);
     const user = mapped ? `, tasks as host uid ${mapped.user.uid} (${mapped.user.name}), never root` : "";
     if (!(this.options.network ?? true)) return { sandboxed: true, description: `${status.version}, no network (loopback only)${user}`, warnings: [] };
-    await this.tools();
+    const tools = await this.tools();
+    this.networkUnusable ??= probeTaskNetwork(tools);
+    const unusable = await this.networkUnusable;
+    if (unusable) {
+      return {
+        sandboxed: true,
+        description: `${status.version}, NO network for tasks (loopback only): the task network check failed${user}`,
+        warnings: [
+          `Tasks will run WITHOUT network (loopback only): attaching a task's network through pasta failed here: ${unusable}. ` +
+            "A host without a route out (no default route) cannot give tasks one. Give the host a route out and restart the node, or set provider.runtime.network false to run without network on purpose.",
+        ],
+      };
+    }
     return {
       sandboxed: true,
-      description: `${status.version}, own network namespace through pasta (public addresses only, ${this.allowNetworks.length} allow-listed range(s), ${this.options.networkAllow?.loopbackPorts?.length ?? 0} loopback port(s))${user}`,
+      description: `${status.version}, own network namespace through pasta, checked at start (public addresses only, ${this.allowNetworks.length} allow-listed range(s), ${this.options.networkAllow?.loopbackPorts?.length ?? 0} loopback port(s))${user}`,
       warnings: [],
     };
   }
@@ -269,7 +284,8 @@ export class ProcessRuntime implements Runtime {
     const { spec } = launch;
     if (!spec.bundle) throw new InvalidInputError("task", [{ path: "bundle", message: "required by the process runtime (a .tar.gz URL and its sha256)" }]);
     const sandbox = await this.sandboxStatus();
-    const networked = sandbox.sandboxed && (this.options.network ?? true);
+    // A host whose start check found no usable task network runs tasks on loopback only, as it said at start.
+    const networked = sandbox.sandboxed && (this.options.network ?? true) && !(await this.networkUnusable);
     const mapped = sandbox.sandboxed ? await this.mappedUser(this.options.bwrapPath ?? "bwrap") : undefined;
     const root = path.resolve(this.options.workspaceRoot);
     const workspace = path.join(root, launch.taskId);

@@ -246,35 +246,58 @@ export class RunningTask implements TaskHandle {
     this.stateValue = "running";
     this.startedAt = Date.now();
     logs.push("system", `Task ${this.taskId} started on ${launch.devices.length} unit(s)${this.sandboxed ? "" : " (unsandboxed)"}`);
-    this.process = ManagedProcess.spawn({
-      argv: launcher.argv,
-      cwd: launcher.cwd,
-      env: launcher.env,
-      spareFromTerm: launcher.spareFromTerm,
-      extraPipes: launcher.extraPipes,
-      onStdout: (chunk) => this.stdoutDigest.update(chunk),
-      onLine: (stream, line) => logs.push(stream, redactor.redact(line)),
-    });
+    const spawn = () =>
+      ManagedProcess.spawn({
+        argv: launcher.argv,
+        cwd: launcher.cwd,
+        env: launcher.env,
+        spareFromTerm: launcher.spareFromTerm,
+        extraPipes: launcher.extraPipes,
+        onStdout: (chunk) => this.stdoutDigest.update(chunk),
+        onLine: (stream, line) => logs.push(stream, redactor.redact(line)),
+      });
+    this.process = spawn();
+    if (launcher.afterSpawn) {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await launcher.afterSpawn(this.process);
+          // The setup is the provider's time, not the renter's.
+          this.startedAt = Date.now();
+          break;
+        } catch (error) {
+          const err = error as Error;
+          // A sandbox whose set-up failed never let the command go (bubblewrap holds it on --block-fd,
+          // or exited before its namespaces were ready: "bwrap: loopback: Failed RTM_NEWADDR" on a
+          // loaded host). Once, a fresh sandbox, before the provider is blamed (issue #40 item 1).
+          if (attempt === 1 && err.name === "SandboxNetworkError" && this.stopReason === undefined) {
+            logs.push("system", `The task's sandbox could not be set up (${err.message.split("\n")[0]}): trying once more`);
+            this.options.logger.warn("Task sandbox set-up failed: retrying once", { taskId: this.taskId }, error);
+            await this.process.terminate(0);
+            await this.process.exited;
+            await launcher.afterExit?.().catch(() => undefined);
+            this.process = spawn();
+            continue;
+          }
+          this.watchExit();
+          // The host failed to set the task up: the provider's fault, reported as a runtime error.
+          this.setupError = { name: err.name || "Error", message: err.message, blame: "provider" };
+          this.options.logger.warn("Task setup failed after the spawn", { taskId: this.taskId }, error);
+          await this.process.terminate(0);
+          return;
+        }
+      }
+    }
+    this.watchExit();
+    this.armDurationTimer(launch.durationMs);
+  }
+
+  private watchExit(): void {
+    const process = this.process!;
     runDetached(
-      this.process.exited.then((exit) => this.finish(exit)),
+      process.exited.then((exit) => this.finish(exit)),
       this.options.logger,
       "Recording a task's exit",
     );
-    if (launcher.afterSpawn) {
-      try {
-        await launcher.afterSpawn(this.process);
-      } catch (error) {
-        // The host failed to set the task up: the provider's fault, reported as a runtime error.
-        const err = error as Error;
-        this.setupError = { name: err.name || "Error", message: err.message, blame: "provider" };
-        this.options.logger.warn("Task setup failed after the spawn", { taskId: this.taskId }, error);
-        await this.process.terminate(0);
-        return;
-      }
-      // The setup is the provider's time, not the renter's.
-      this.startedAt = Date.now();
-    }
-    this.armDurationTimer(launch.durationMs);
   }
 
   async stop(graceMs = this.options.defaultGraceMs): Promise<TaskResult> {

@@ -317,7 +317,12 @@ function renderStatus(taskId: string, status: TaskStatus): void {
   }
   $("#task-state").textContent = text;
   $("#task-state").dataset.state = status.state;
-  $("#task-cost").textContent = `${tokens(status.lease.accruedNow)} of ${tokens(status.lease.deposit)} deposited`;
+  // Once the lease has ended its deposit field is the provider's final total (the rest came back):
+  // "X of X deposited" read as if the whole deposit was spent (issue #40 item 6).
+  const ended = status.lease.status === "Ended" || status.lease.status === "Settled";
+  $("#task-cost").textContent = ended
+    ? `${tokens(status.lease.deposit)} in all (final; the rest of the deposit came back)`
+    : `${tokens(status.lease.accruedNow)} of ${tokens(status.lease.deposit)} deposited`;
   $("#task-end").textContent = status.lease.end ? new Date(status.lease.end * 1000).toLocaleString() : "not started";
   if (status.error) show("#task-error", `${status.error.name}: ${status.error.message}`);
 }
