@@ -61,10 +61,7 @@ export type ProviderAgentOptions = {
   commandRunner?: CommandRunner;
   /** More of the node's own files kept out of task sandboxes (the CLI passes the config file). */
   hiddenPaths?: string[];
-  /**
-   * The sealing keys' clock (unix ms; the lease records' open times are read on it too) and how
-   * often their maintenance runs: tests move the clock through a rotation and a key's expiry.
-   */
+  /** The sealing keys' clock (unix ms, lease open times too) and maintenance interval: tests move them. */
   sealingKeys?: { now?: () => number; maintainIntervalMs?: number };
 };
 
@@ -128,8 +125,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
   try {
     const inventory = await loadInventory(options, agentOptions.commandRunner);
     for (const problem of inventory.problems) logger.warn("Inventory problem", { problem });
-    // Renter code never runs without an isolation verified here: check before anything is sold
-    // or sent to the chain, and say it at every start when the operator chose none.
+    // Renter code never runs without an isolation verified here, before anything is sold or sent to the chain (said at every start when none).
     const sampleGpus = gpuSampler(options, inventory, agentOptions.commandRunner);
     const baseRuntime = createRuntime(options, {
       dataDir: daemon.config.dataDir,
@@ -158,8 +154,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     const machines = await declareMachines(setup, groups, store.repository<MachineBinding>(Bucket.providerMachines));
     for (const machine of machines) daemon.chainView.invalidateMachine(machine.machineId);
 
-    // Idle GPUs run at a lower power limit when no idle workload uses them; a task's GPUs get
-    // their limit back before it is prepared.
+    // Idle GPUs run at a lower power limit when no idle workload uses them; a task's GPUs get it back first.
     const power = await createIdlePower(options, inventory, { runner: agentOptions.commandRunner, metrics, logger: logger.child({ part: "power" }) });
     const runtime = power ? withPowerRestore(baseRuntime, power) : baseRuntime;
     const capacity = createCapacityManager(options, inventory, logger.child({ part: "capacity" }));
@@ -182,8 +177,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       });
     });
     const decimals = deployment.token.decimals;
-    // Prices follow the configured policy (provider.pricing); the market republishes a model's
-    // offers when its price changes.
+    // Prices follow provider.pricing; the market republishes a model's offers when its price changes.
     const pricedModels = [...new Set(machines.map((machine) => machine.model))];
     const pricing = new PriceEngine({
       options,
@@ -381,8 +375,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     const taskIo = new TaskIoService({ leases, outputs, options, metrics, logger: logger.child({ part: "task-io" }) });
     cleanups.push(await taskIo.serve(daemon.p2p.host));
 
-    // Holds that expire without a lease give their units back to the offer (the publisher sends
-    // nothing when no offer changed).
+    // Holds that expire without a lease give their units back to the offer (nothing sent if unchanged).
     const holdSweep = setInterval(
       () => {
         const expired = reservations.table.sweep().length + reservations.collectUnopened().length;
