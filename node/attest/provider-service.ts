@@ -308,8 +308,8 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
         throw new LeaseNotHeldError(`Lease ${probe.leaseId} is not an active lease of ${provider}`);
       }
       // Nothing the renter's task writes decides the answer (issue #34, finding 2): a heartbeat says this node
-      // serves the lease. A task-liveness task gone silent is ended by the provider's agent as the renter's
-      // (node/provider/agent/silence.ts), never left for the attestors to fault.
+      // serves the lease. A task-liveness task gone silent is not faulted by the attestors; the provider's
+      // agent ending its lease as the renter's side is not yet done (issue #34 keeps it open).
       // The attestor's receipt of its previous answered probe: kept as evidence against a false
       // liveness fault (probe-receipts.ts). A bad one is dropped; the probe is still answered.
       if (probe.receipt) {

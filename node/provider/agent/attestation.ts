@@ -83,8 +83,8 @@ export function activeLeases(records: readonly LeaseRecord[], machineId: number,
  * Task liveness of a lease (docs/attestation.md, "Task liveness"): required only when the renter's
  * spec asked for it; then the task must be running and its liveness file must hold the renter's
  * nonce. A task that ignores the nonce is never held to it unless the renter asked. The verdict
- * never decides a heartbeat (issue #34, finding 2): the agent ends a silent task's lease as the
- * renter's (silence.ts).
+ * never decides a heartbeat (issue #34, finding 2). Not yet done: the agent ending a silent task's
+ * lease itself as the renter's side (issue #34 keeps it open).
  */
 export async function taskLivenessOf(
   record: { phase: LeaseRecord["phase"]; spec: Pick<TaskSpec, "taskLiveness"> | null } | undefined,
