@@ -390,9 +390,14 @@ describe("ProviderRegistry", () => {
       const s = await load();
       const { networkHelpers } = connection;
       const p = s.provider!.account;
-      const { leaseId } = await openActive(s);
+      // A 100 s lease completed at its end counts once its collateral's fault window is over and the
+      // provider's claim releases it; an early completion would count only co-signed (issue #34 finding 1).
+      const { leaseId } = await openActive(s, { terms: { duration: 100 } });
       await networkHelpers.time.increase(99);
       await s.market.write.complete([leaseId, 0, ZERO32, 200n], { account: p });
+      assert.equal((await s.registry.read.getProvider([p.address])).leasesCompleted, 0n);
+      await networkHelpers.time.increase(600);
+      await s.market.write.claim([leaseId], { account: p });
       let view = await s.registry.read.getProvider([p.address]);
       assert.equal(view.leasesCompleted, 1n);
       assert.equal(view.faults, 0n);

@@ -14,6 +14,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { erc20Abi, getAddress, parseEventLogs, zeroAddress, type Abi, type Address, type Hex } from "viem";
 import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi, timelockControllerAbi } from "../../common/abi.js";
+import { COMPLETION_HOLD_SECONDS } from "../../common/chain/market.js";
 import { signOffer } from "../../common/chain/sign.js";
 import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
 import { suanliDomain, type Offer } from "../../common/eip712.js";
@@ -241,14 +242,29 @@ describe("deploying for real on Anvil (chain 4242): an existing token, productio
     const seconds = BigInt(ended!.args.stopAt - activated!.args.activatedAt);
     assert.ok(seconds >= 600n && seconds < 700n, `${seconds} s metered`);
     // To the base unit: the renter paid units × price × metered seconds, the provider got it (no fee in production),
-    // the escrow is empty and the provider's collateral is free again.
+    // the escrow is empty. The completion came early, so the lease's collateral (50 % of the deposit) stays locked for
+    // the fault window (issue #34 finding 1): `claim` is refused until stopAt + 600 s, then releases it.
     const paid = 2n * price * seconds;
     assert.equal(ended!.args.providerTotal, paid);
     assert.equal(await read(usdc, erc20Abi, "balanceOf", [address(RENTER)]), renterBefore - paid);
     assert.equal(await read(usdc, erc20Abi, "balanceOf", [address(PROVIDER)]), paid);
     assert.equal(await read(usdc, erc20Abi, "balanceOf", [market]), 0n);
-    const stake = await read<{ free: bigint; locked: bigint }>(registry, providerRegistryAbi, "getProvider", [address(PROVIDER)]);
-    assert.deepEqual([stake.free, stake.locked], [collateral, 0n]);
     assert.equal((await read<{ status: number }>(market, leaseMarketAbi, "getLease", [opened.leaseId])).status, 4); // Settled
+    const standing = () =>
+      read<{ free: bigint; locked: bigint; leasesCompleted: bigint }>(registry, providerRegistryAbi, "getProvider", [address(PROVIDER)]).then((p) => [
+        p.free,
+        p.locked,
+        p.leasesCompleted,
+      ]);
+    const leaseCollateral = deposit / 2n;
+    assert.deepEqual(await standing(), [collateral - leaseCollateral, leaseCollateral, 0n]);
+    await assert.rejects(
+      provider.publicClient.simulateContract({ account: provider.account, address: market, abi: leaseMarketAbi, functionName: "claim", args: [opened.leaseId] }),
+      /CollateralHeld/,
+    );
+    await warp(COMPLETION_HOLD_SECONDS);
+    await send(provider, market, leaseMarketAbi, "claim", [opened.leaseId]);
+    // Released: the collateral is free again; an early completion the renter did not co-sign counts no completion.
+    assert.deepEqual(await standing(), [collateral, 0n, 0n]);
   });
 });
