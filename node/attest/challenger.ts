@@ -216,9 +216,8 @@ export class Challenger {
   challenge(machineId: number, trigger: ChallengeTrigger = "request"): Promise<ChallengeRecord> {
     const running = this.inflight.get(machineId);
     if (running) {
-      // A scheduled or in-lease challenge never joins a requested one: a requested challenge leads
-      // to no fault, so a provider that kept its leased machine under requests would otherwise
-      // shield it from in-lease checks. It runs once the requested one is over.
+      // A scheduled or in-lease challenge never joins a requested one (which leads to no fault: a provider keeping its
+      // leased machine under requests would shield it from in-lease checks); it runs once the requested one is over.
       if (running.trigger === "request" && trigger !== "request") return running.work.catch(() => undefined).then(() => this.challenge(machineId, trigger));
       return running.work;
     }
@@ -303,9 +302,8 @@ export class Challenger {
       this.forcedAt.set(machineId, nowMs);
       if (this.forcedAt.size > 10_000) this.forcedAt.delete(this.forcedAt.keys().next().value!);
     }
-    // A pass not yet due for renewal is answered from the record (a provider that restarted gets
-    // its attestation back at once), and so is a failure within its backoff; an error (the
-    // provider was unreachable...) was no verdict on the machine, so it is tried again.
+    // A pass not yet due for renewal is answered from the record (a restarted provider gets its attestation back at
+    // once), and so is a failure within its backoff; an error (unreachable...) was no verdict, so it is tried again.
     const latest = await this.o.results.latest(machineId);
     if (!force && latest && latest.outcome !== "error" && !(await this.isDue(machineId))) return outcomeMessage(latest, true);
     // Forced or not, a machine in its failure backoff is not challenged, and the refusal costs the

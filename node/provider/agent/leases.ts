@@ -80,8 +80,7 @@ export class LeaseController implements LeaseHost {
     this.lookup = new LeaseLookup({ publicClient: ctx.publicClient, market: ctx.market, provider: this.provider, confirmations: ctx.confirmations });
   }
 
-  // -------------------------------------------------------------------------------------------
-  // lifecycle
+  // ---- lifecycle ----
 
   /** Takes back the units of leases that hold them (before the idle workload starts) and reconciles every open lease. */
   async start(): Promise<void> {
@@ -118,8 +117,7 @@ export class LeaseController implements LeaseHost {
     await Promise.all([...this.locks.values()].map((lock) => lock.catch(() => undefined)));
   }
 
-  // -------------------------------------------------------------------------------------------
-  // chain events
+  // ---- chain events ----
 
   /** Records leases opened with this provider and reconciles those an event touches. */
   async onChainEvent(event: ChainEvent, delivery: { backfill: boolean } = { backfill: true }): Promise<void> {
@@ -163,8 +161,7 @@ export class LeaseController implements LeaseHost {
     }
   }
 
-  // -------------------------------------------------------------------------------------------
-  // renter requests (the protocol layer parsed the bodies)
+  // ---- renter requests (the protocol layer parsed the bodies) ----
 
   /**
    * Checks a renter request and returns the lease's record: the signature first (local, cheap),
@@ -304,8 +301,7 @@ export class LeaseController implements LeaseHost {
     return { leaseId, state: this.ctx.records.get(leaseId)!.state };
   }
 
-  // -------------------------------------------------------------------------------------------
-  // reconciliation
+  // ---- reconciliation ----
 
   /** Reconciles a lease soon (coalesced: one pass queued per lease at a time). */
   schedule(leaseId: bigint): void {
@@ -431,8 +427,7 @@ export class LeaseController implements LeaseHost {
     }
   }
 
-  // -------------------------------------------------------------------------------------------
-  // helpers
+  // ---- helpers ----
 
   /** Sends a lease transaction; false when it failed (logged; the next pass reads the lease again). */
   private async send(
