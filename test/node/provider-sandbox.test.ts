@@ -321,9 +321,13 @@ describe("provider sandbox: what a renter's task can reach", function () {
       { dataDir: path.join(dir, "data-nopasta") },
     );
     await assert.rejects(missing.verify(), (error: Error) => error.name === "RuntimeUnavailableError" && /passt/.test(error.message));
-    // A pasta that fails: the sandbox was created, its network was not.
+    // A pasta that fails once tasks run: the sandbox was created, its network was not. Its first call
+    // is the provider's start check of the task network (network-probe.ts), which the real pasta
+    // passes; a pasta failing there would make the runtime run tasks on loopback only, by design.
     const broken = path.join(dir, "broken-pasta");
-    await writeFile(broken, "#!/bin/sh\necho 'cannot attach' >&2\nexit 3\n", { mode: 0o755 });
+    const probed = path.join(dir, "broken-pasta-probed");
+    const realPasta = 'for p in /usr/bin/pasta /usr/sbin/pasta /usr/local/bin/pasta; do [ -x "$p" ] && exec "$p" "$@"; done; exit 127';
+    await writeFile(broken, `#!/bin/sh\nif [ ! -e '${probed}' ]; then : > '${probed}'; ${realPasta}; fi\necho 'cannot attach' >&2\nexit 3\n`, { mode: 0o755 });
     const runtime = runtimeFromConfig(
       { runtime: { sandbox: "bubblewrap", network: true, pastaPath: broken, readOnlyPaths: [path.dirname(NODE)] } },
       { dataDir: path.join(dir, "data-broken") },
