@@ -7,8 +7,11 @@ const GiB = 1024 ** 3;
  * libp2p host, stored in level under `<dataDir>/data`.
  */
 export const dataOptionsSchema = z.strictObject({
-  /** Run the data plane (Helia with bitswap on the node's libp2p host). */
-  enabled: z.boolean().default(true),
+  /**
+   * Run the data plane (Helia with bitswap on the node's libp2p host). Off by default until tasks,
+   * the API, the SDK and the CLI use it (docs/data.md): until then it would only cost every node memory.
+   */
+  enabled: z.boolean().default(false),
   /** Bytes of unpinned data (fetched task inputs) kept as a cache; least recently used first out. */
   cacheBytes: z
     .number()
