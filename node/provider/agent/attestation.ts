@@ -10,8 +10,6 @@ import { createRunner } from "../../attest/create.js";
 import { mountProviderAttestation } from "../../attest/provider-service.js";
 import type { Daemon, DaemonModule } from "../../daemon.js";
 import type { Logger } from "../../log/logger.js";
-import type { TaskHandle } from "../runtime/runtime.js";
-import { echoesNonce, LIVENESS_FILE_NAME, type TaskSpec } from "../runtime/task.js";
 import type { ProviderLease } from "../../attest/provider.js";
 import type { LeaseRecord } from "./records.js";
 import type { DeclaredMachine } from "./setup.js";
@@ -69,30 +67,9 @@ export async function startProviderAttestation(
   };
 }
 
-/** What the provider's node knows of a lease's task liveness. */
-export type TaskLivenessVerdict = { required: false } | { required: true; alive: true } | { required: true; alive: false; detail: string };
-
 /** The machine's active leases as the challenge responder counts their check budgets. */
 export function activeLeases(records: readonly LeaseRecord[], machineId: number, shareBps: number): ProviderLease[] {
   return records
     .filter((record) => record.machineId === machineId && record.chain.status === "Active")
     .map((record) => ({ leaseId: record.leaseId, activatedAtMs: record.activatedWallMs ?? record.chain.activatedAt * 1000, shareBps }));
-}
-
-/**
- * Task liveness of a lease (docs/attestation.md, "Task liveness"): required only when the renter's
- * spec asked for it; then the task must be running and its liveness file must hold the renter's
- * nonce. A task that ignores the nonce is never held to it unless the renter asked. The verdict
- * never decides a heartbeat (issue #34, finding 2). Not yet done: the agent ending a silent task's
- * lease itself as the renter's side (issue #34 keeps it open).
- */
-export async function taskLivenessOf(
-  record: { phase: LeaseRecord["phase"]; spec: Pick<TaskSpec, "taskLiveness"> | null } | undefined,
-  handle: Pick<TaskHandle, "workspace"> | undefined,
-): Promise<TaskLivenessVerdict> {
-  const nonce = record?.spec?.taskLiveness?.nonce;
-  if (!record || !nonce) return { required: false };
-  if (record.phase !== "running" || !handle) return { required: true, alive: false, detail: `the task is not running (${record.phase})` };
-  if (!(await echoesNonce(handle.workspace, nonce))) return { required: true, alive: false, detail: `its ${LIVENESS_FILE_NAME} does not hold the renter's nonce` };
-  return { required: true, alive: true };
 }
