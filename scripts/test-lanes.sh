@@ -84,6 +84,24 @@ cat "$work/lane-1.log"
 printf '\n== test lane 2 (%d files: the rest)\n' "${#lane2[@]}"
 cat "$work/lane-2.log"
 
+# The failures of every lane once more, last: CI shows only the tail of a long log, and a lane's
+# failure report sits in the middle of it. Mocha's own report, from its "N failing" line to the
+# lane's closing line (the titles, the assertion and the first stack lines of each), without the
+# stack lines inside node_modules. When SUANLI_TEST_FAILURES names a file, it gets the same text
+# (.ci/run prints it again after everything else).
+failures="$work/failures.txt"
+: >"$failures"
+for n in 0 1 2; do
+  if grep -Eq '[0-9]+ failing' "$work/lane-$n.log"; then
+    {
+      printf '\n== failures in lane %d\n' "$n"
+      sed -n '/[0-9][0-9]* failing/,/^-- lane /p' "$work/lane-$n.log" | grep -v '^ *at .*node_modules' | head -c 8000
+    } >>"$failures"
+  fi
+done
+cat "$failures"
+if [ -n "${SUANLI_TEST_FAILURES:-}" ]; then cp "$failures" "$SUANLI_TEST_FAILURES"; fi
+
 for n in 0 1 2; do
   if [ ! -s "$work/summary-$n.json" ]; then
     echo "lane $n reported no summary: its runner died before the end"
