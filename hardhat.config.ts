@@ -4,6 +4,7 @@ import hardhatViem from "@nomicfoundation/hardhat-viem";
 import hardhatMocha from "@nomicfoundation/hardhat-mocha";
 import hardhatNetworkHelpers from "@nomicfoundation/hardhat-network-helpers";
 import hardhatViemAssertions from "@nomicfoundation/hardhat-viem-assertions";
+import quietTransientStorageWarning from "./scripts/hardhat-quiet-warnings.js";
 
 // Compile with solc-js from npm: Hardhat would otherwise download a native solc from a host
 // this machine cannot reach. The version is read from the package so the two never drift.
@@ -12,7 +13,8 @@ const solcVersion: string = require("solc/package.json").version;
 const solcPath: string = require.resolve("solc/soljson.js");
 
 export default defineConfig({
-  plugins: [hardhatViem, hardhatViemAssertions, hardhatMocha, hardhatNetworkHelpers],
+  // The last one drops solc's transient-storage warning from OpenZeppelin's guard (scripts/hardhat-quiet-warnings.ts).
+  plugins: [hardhatViem, hardhatViemAssertions, hardhatMocha, hardhatNetworkHelpers, quietTransientStorageWarning],
   solidity: {
     version: solcVersion,
     path: solcPath,
