@@ -68,6 +68,21 @@ export function perSecondFloor(pricePerHour: bigint): bigint {
   return pricePerHour / SECONDS_PER_HOUR;
 }
 
+/**
+ * Whether a price per unit-second, shown per hour, carries a rounding tail past the cents ("2.0016"
+ * for a provider's 2 USD/h): prices on chain are whole base units per second, and an hourly price
+ * that is not a multiple of 3600 base units becomes the nearest whole base unit per second (2 USD/h
+ * = 555.6/s, offered as 556/s = 2.0016 USD/h). People reading such a price get PER_SECOND_ROUNDING_NOTE once.
+ */
+export function showsPerSecondRounding(pricePerUnitSecond: bigint, decimals = 6): boolean {
+  const cent = decimals > 2 ? 10n ** BigInt(decimals - 2) : 1n;
+  return (pricePerUnitSecond * SECONDS_PER_HOUR) % cent !== 0n;
+}
+
+/** Said once beside prices that show their per-second rounding (issue #40 item 7). */
+export const PER_SECOND_ROUNDING_NOTE =
+  "prices are whole base units (0.000001 USD) per GPU-second on chain, so an hourly price is rounded to one: 2 USD/GPU-h is offered as 556 per second, shown as 2.0016 per hour";
+
 /** `"1.90 USD/GPU-h"` from a price per unit-second. */
 export function formatPerGpuHour(pricePerUnitSecond: bigint): string {
   return `${formatUsd(perHour(pricePerUnitSecond))} USD/GPU-h`;

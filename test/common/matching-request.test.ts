@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { InvalidInputError } from "../../common/errors.js";
 import { formatUsd, parseMatchRequest } from "../../common/matching/index.js";
+import { PER_SECOND_ROUNDING_NOTE, showsPerSecondRounding } from "../../common/matching/money.js";
+import { pricePerUnitSecond } from "../../node/provider/options.js";
 import { requestInput } from "../support/matching-fixtures.js";
 
 function fieldsOf(input: unknown): string[] {
@@ -147,5 +149,19 @@ describe("matching: request validation", () => {
     assert.equal(formatUsd(1_234_567n), "1.234567");
     assert.equal(formatUsd(0n), "0.00");
     assert.equal(formatUsd(-500_000n), "-0.50");
+  });
+
+  it("tells which per-second prices show a rounding tail per hour, the one a provider's 2 USD/h gets (issue #40 item 7)", () => {
+    // 2 USD/h is 555.6 base units per second: the provider offers 556, shown per hour as 2.0016.
+    assert.equal(pricePerUnitSecond({ usdPerGpuHour: 2 }), 556n);
+    assert.equal(formatUsd(556n * 3600n), "2.0016");
+    assert.equal(showsPerSecondRounding(556n), true);
+    assert.match(PER_SECOND_ROUNDING_NOTE, /2 USD\/GPU-h is offered as 556 per second, shown as 2\.0016 per hour/);
+    // 3.24 USD/h and 3.60 USD/h are whole base units per second: nothing to explain.
+    assert.equal(showsPerSecondRounding(900n), false);
+    assert.equal(showsPerSecondRounding(1000n), false);
+    // With 18 decimals a cent is 10^16 base units: 10^15 per second is 3.6 per hour (no tail), 10^15 + 1 has one.
+    assert.equal(showsPerSecondRounding(10n ** 15n, 18), false);
+    assert.equal(showsPerSecondRounding(10n ** 15n + 1n, 18), true);
   });
 });

@@ -55,6 +55,9 @@ describe("suanli renter commands (CLI)", function () {
     assert.equal(table.code, 0, table.stderr);
     assert.match(table.stdout, /PER GPU/);
     assert.match(table.stdout, /8c 64G 200G/);
+    // 900 base units per second is 3.24 USD/h exactly: no note about rounding.
+    assert.match(table.stdout, / 3\.24 /);
+    assert.doesNotMatch(table.stdout, /whole base units/);
 
     const common = [
       "--devnet-account",

@@ -2,6 +2,7 @@ import path from "node:path";
 import type { Command } from "commander";
 import { formatUnits } from "viem";
 import { readProvider } from "../../../common/chain/market.js";
+import { PER_SECOND_ROUNDING_NOTE, showsPerSecondRounding } from "../../../common/matching/money.js";
 import { loadConfig } from "../../config/load.js";
 import { nodeConfigSchema } from "../../config/schema.js";
 import { runNode, waitForShutdown } from "../../run.js";
@@ -56,6 +57,7 @@ export function registerProvider(program: Command): void {
                 (m) =>
                   `  machine  #${m.machineId} ${m.model} x${m.units} (${m.vramMiB} MiB, ${m.region}) at ${m.pricePerUnitSecond} base units per unit-second = ${formatUnits(m.pricePerUnitSecond * 3600n, decimals)} ${symbol}/unit-hour${m.minBidPerUnitSecond > 0n ? `, interruptible from ${formatUnits(m.minBidPerUnitSecond * 3600n, decimals)}` : ""}${m.offered ? "" : " (not offered)"}`,
               ),
+              ...(summary.machines.some((m) => showsPerSecondRounding(m.pricePerUnitSecond, decimals)) ? [`  note     ${PER_SECOND_ROUNDING_NOTE}`] : []),
               ...summary.problems.map((problem) => `  problem  ${problem}`),
               ...(metricsServer ? [`  metrics  ${metricsServer.url}/metrics`] : []),
               "Press Ctrl-C to stop.",

@@ -9,7 +9,7 @@ import path from "node:path";
 import type { Command } from "commander";
 import { formatUnits } from "viem";
 import { InvalidInputError } from "../../../common/errors.js";
-import { formatUsd } from "../../../common/matching/money.js";
+import { formatUsd, PER_SECOND_ROUNDING_NOTE, showsPerSecondRounding } from "../../../common/matching/money.js";
 import { gib } from "../../../common/matching/explain-text.js";
 import { createClient, parseSubmitParameters, type SubmitTaskParameters, type SuanliClient, type TaskReceipt, type TaskStatus } from "../../../sdk/index.js";
 import { resolveAccount } from "../account.js";
@@ -179,6 +179,7 @@ export function registerRenter(program: Command): void {
                   (o) =>
                     `${o.model.padEnd(16)} ${`${o.freeUnits}/${o.units}`.padStart(5)} ${o.pricePerGpuHour.padStart(10)} ${o.region.padEnd(10)} ${(o.attested ? "yes" : "no").padEnd(8)} ${(o.gpuIdentityVerified ? "yes" : "no").padEnd(3)} ${perGpu(o.resources).padEnd(16)} ${o.key}`,
                 ),
+                ...(offers.some((o) => showsPerSecondRounding(o.pricePerUnitSecond)) ? [`Note: ${PER_SECOND_ROUNDING_NOTE}.`] : []),
               ].join("\n"),
         );
       },
