@@ -4,7 +4,7 @@ import hardhatViem from "@nomicfoundation/hardhat-viem";
 import hardhatMocha from "@nomicfoundation/hardhat-mocha";
 import hardhatNetworkHelpers from "@nomicfoundation/hardhat-network-helpers";
 import hardhatViemAssertions from "@nomicfoundation/hardhat-viem-assertions";
-import quietTransientStorageWarning from "./scripts/hardhat-quiet-warnings.js";
+import quietTransientStorageWarning from "./scripts/hardhat-quiet-warnings.ts";
 
 // Compile with solc-js from npm: Hardhat would otherwise download a native solc from a host
 // this machine cannot reach. The version is read from the package so the two never drift.

@@ -11,7 +11,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { CompilerOutput, CompilerOutputError } from "hardhat/types/solidity";
 import config from "../hardhat.config.js";
-import quiet, { TRANSIENT_STORAGE_WARNING, withoutTransientStorageWarning } from "../scripts/hardhat-quiet-warnings.js";
+import quiet, { TRANSIENT_STORAGE_WARNING, withoutTransientStorageWarning } from "../scripts/hardhat-quiet-warnings.ts";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -33,6 +33,21 @@ describe("contracts build: solc's noise and the first build", () => {
 
   it("the Hardhat config loads the plugin that drops it", () => {
     assert.ok(config.plugins?.includes(quiet), "hardhat.config.ts lists scripts/hardhat-quiet-warnings.ts among its plugins");
+  });
+
+  it("the Hardhat config loads in plain Node without tsx, as `suanli devnet` loads it from the built CLI", () => {
+    // The built CLI imports "hardhat" in-process; Node strips the config's types itself and resolves
+    // its imports as written (a `.js` name for a `.ts` file is not found there: the last CI's failure).
+    const env = { ...process.env };
+    delete env.NODE_OPTIONS;
+    const probe = spawnSync(process.execPath, ["--input-type=module", "-e", 'const { network } = await import("hardhat"); console.log(typeof network.connect);'], {
+      cwd: ROOT,
+      encoding: "utf8",
+      env,
+      timeout: 60_000,
+    });
+    assert.equal(probe.status, 0, probe.stderr);
+    assert.equal(probe.stdout.trim(), "function");
   });
 
   it("a first build says it compiles and how long it took; a later one prints nothing; Hardhat's exit code is kept", () => {
