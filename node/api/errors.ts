@@ -155,14 +155,38 @@ export class ProviderTimeoutError extends ApiError {
 }
 
 /**
- * The provider answered a relayed request with an error (502). `name` is the provider's own error
- * name, passed through so that a client can match on it exactly as a libp2p client would.
+ * The HTTP status of an error a provider answered with, by its name: what the answer means (nothing
+ * there, the wrong state, bad input), not 502 "bad gateway", which said the provider failed when it
+ * answered correctly, e.g. "no output folder yet" (issue #40 item 6). A name not listed here (a newer
+ * provider's, or an answer that breaks the protocol) stays 502.
+ */
+export const PROVIDER_ANSWER_STATUS: Readonly<Record<string, number>> = {
+  InvalidInputError: 400,
+  RenterAuthError: 403,
+  LeaseNotFoundError: 404,
+  UnknownLeaseError: 404,
+  OutputNotAvailableError: 404,
+  PortNotDeclaredError: 404,
+  LeaseStateError: 409,
+  ReservationConflictError: 409,
+  TaskNotRunningError: 409,
+  TaskPortClosedError: 409,
+  TaskStateError: 409,
+  UnitsBusyError: 409,
+  TaskIoLimitError: 429,
+  TaskIoUnavailableError: 503,
+};
+
+/**
+ * The provider answered a relayed request with an error. `name` is the provider's own error name,
+ * passed through so that a client can match on it exactly as a libp2p client would; the status is
+ * the name's meaning (PROVIDER_ANSWER_STATUS), 502 for a name this node does not know.
  */
 export class ProviderAnsweredError extends ApiError {
   override name: string;
-  constructor(name: string, message: string) {
+  constructor(name: string, message: string, statusCode = PROVIDER_ANSWER_STATUS[name] ?? 502) {
     // The name is the error's own (clients print "name: message"): not repeated in the message (issue #40 item 6).
-    super(502, `The provider answered: ${message}`);
+    super(statusCode, `The provider answered: ${message}`);
     this.name = name;
   }
 }

@@ -167,7 +167,7 @@ export class NodeProviderRelay implements ProviderRelay {
       try {
         while (left > 0) {
           const frame = (await lp.read({ signal: AbortSignal.timeout(timeoutMs) })).subarray();
-          if (frame.length === 0 || frame.length > left) throw new ProviderAnsweredError("InvalidMessageError", "The provider sent more output bytes than its manifest lists");
+          if (frame.length === 0 || frame.length > left) throw new ProviderAnsweredError("InvalidMessageError", "The provider sent more output bytes than its manifest lists", 502);
           left -= frame.length;
           yield frame;
           // Consumed by the HTTP client: tell the provider it may send more.

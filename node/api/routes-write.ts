@@ -24,7 +24,19 @@ import type { ReserveReply } from "../../common/matching/handshake.js";
 import { InvalidSignatureError, OutputTooLargeError, ServiceUnavailableError, StaleSignatureError, TooManyStreamsError } from "./errors.js";
 import { checkOutputAuth, checkRelayAuth } from "./relay.js";
 import { defineRoute, type RouteSpec } from "./route.js";
-import { badInput, badMediaType, badSignature, error, noRelay, providerTimeout, providerUnreachable, rateLimited, tooLarge } from "./route-responses.js";
+import {
+  badInput,
+  badMediaType,
+  badSignature,
+  error,
+  noRelay,
+  providerRefused,
+  providerTimeout,
+  providerUnreachable,
+  providerWrongState,
+  rateLimited,
+  tooLarge,
+} from "./route-responses.js";
 import type { RouteDeps } from "./route-deps.js";
 import { verifyReserveRequest } from "./signed.js";
 
@@ -79,7 +91,7 @@ export function writeRoutes(deps: RouteDeps): RouteSpec[] {
       description:
         `${about.description} The body carries \`auth\`: an EIP-712 RenterRequest for action \`${action}\` on this lease, signed by the lease's renter ` +
         "(domain Suanli / 1 / chain id / LeaseMarket). The node checks the signer against the on-chain lease, forwards the body unchanged " +
-        "to the lease's provider and returns the provider's answer; an error the provider answers with comes back as 502 under its own `name`.",
+        "to the lease's provider and returns the provider's answer; an error the provider answers with comes back under its own `name`, with the status of its meaning (404 nothing there, 409 the task's state, 400 bad input, 403, 429, 503), and 502 only when the answer breaks the protocol or names an error this node does not know.",
       tag: "leases",
       params: leaseIdParamsSchema,
       body: relayBodySchemas[action] as z.ZodType,
@@ -88,7 +100,11 @@ export function writeRoutes(deps: RouteDeps): RouteSpec[] {
         200: { description: "The provider's answer", schema: relayAnswerSchemas[action] },
         400: badInput,
         401: badSignature,
-        404: error("No lease with this id (LeaseNotFoundError), or its provider is no longer registered (ProviderNotFoundError)"),
+        403: providerRefused,
+        404: error(
+          "No lease with this id (LeaseNotFoundError), its provider is no longer registered (ProviderNotFoundError), or the provider answered that it holds nothing there (UnknownLeaseError, OutputNotAvailableError, PortNotDeclaredError)",
+        ),
+        409: providerWrongState,
         413: tooLarge,
         415: badMediaType,
         429: rateLimited,
@@ -153,7 +169,11 @@ export function writeRoutes(deps: RouteDeps): RouteSpec[] {
               },
         400: badInput,
         401: badSignature,
-        404: error("No lease with this id (LeaseNotFoundError), or its provider is no longer registered (ProviderNotFoundError)"),
+        403: providerRefused,
+        404: error(
+          "No lease with this id (LeaseNotFoundError), its provider is no longer registered (ProviderNotFoundError), or the provider answered that it holds nothing there (UnknownLeaseError, OutputNotAvailableError, PortNotDeclaredError)",
+        ),
+        409: providerWrongState,
         413: error("The request body is larger than api.maxBodyBytes, or the output larger than api.output.maxBytes (OutputTooLargeError)"),
         415: badMediaType,
         429: error("Rate limit exceeded, or api.output.maxConcurrent downloads are already relayed (TooManyStreamsError)"),

@@ -34,6 +34,7 @@ import {
   taskStatusSchema,
   type RenterAction,
 } from "../../common/protocols/lease.js";
+import { PROVIDER_ANSWER_STATUS, ProviderAnsweredError } from "../../node/api/errors.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { accounts } from "../support/market.js";
@@ -48,8 +49,8 @@ const A100 = { model: "A100-80GB", units: 4, vramMiB: 81_920, region: "eu-west" 
 const H100 = { model: "H100-80GB-SXM", units: 8, vramMiB: 81_559, region: "us-east" };
 
 /** A provider-side error with a name of its own, as the provider agent would answer. */
-class LeaseNotRunningError extends SuanliError {
-  override name = "LeaseNotRunningError";
+class TaskNotRunningError extends SuanliError {
+  override name = "TaskNotRunningError";
 }
 
 describe("HTTP API on a devnet node", function () {
@@ -191,7 +192,7 @@ describe("HTTP API on a devnet node", function () {
         responseSchema: cancelAnswerSchema,
         handler: (body) => {
           record(CANCEL_PROTOCOL)(body);
-          throw new LeaseNotRunningError("The task is already over");
+          throw new TaskNotRunningError("The task is already over");
         },
       }),
     );
@@ -432,13 +433,14 @@ describe("HTTP API on a devnet node", function () {
     assert.deepEqual((received.at(-1)!.body as { waitMs: number }).waitMs, 100);
   });
 
-  it("passes the provider's own error back under its name", async () => {
+  it("passes the provider's own error back under its name, with the status of its meaning, not 502 (issue #40 item 6)", async () => {
     const response = await post(`/v1/leases/${leaseId}/cancel`, { auth: await auth("cancel", {}) });
-    assert.equal(response.status, 502);
-    assert.equal(errorOf(response.body).name, "LeaseNotRunningError");
+    // The provider answered correctly that the task is over: a state conflict, not a bad gateway.
+    assert.equal(response.status, 409);
+    assert.equal(errorOf(response.body).name, "TaskNotRunningError");
     assert.match(errorOf(response.body).message, /already over/);
     // A client prints "name: message": the name once, not "X: The provider answered X: ..." (issue #40 item 6).
-    assert.doesNotMatch(errorOf(response.body).message, /LeaseNotRunningError/);
+    assert.doesNotMatch(errorOf(response.body).message, /TaskNotRunningError/);
   });
 
   it("refuses a request not signed by the lease's renter, and an unknown lease, without reaching the provider", async () => {
@@ -548,5 +550,17 @@ describe("HTTP API on a devnet node", function () {
       leases.items.map((lease) => [lease.id, lease.status]),
       [[leaseId, "Active"]],
     );
+  });
+});
+
+describe("HTTP status of a provider's answered error (issue #40 item 6)", () => {
+  it("is the answer's meaning: no output yet is 404, a task over is 409; an unknown name or a broken answer stays 502", () => {
+    assert.equal(new ProviderAnsweredError("OutputNotAvailableError", "no output/ folder yet").statusCode, 404);
+    assert.equal(new ProviderAnsweredError("TaskNotRunningError", "over").statusCode, 409);
+    assert.equal(new ProviderAnsweredError("RenterAuthError", "not the renter").statusCode, 403);
+    assert.equal(new ProviderAnsweredError("SomeNewerProviderError", "?").statusCode, 502);
+    assert.equal(new ProviderAnsweredError("InvalidMessageError", "more bytes than the manifest", 502).statusCode, 502);
+    // Every listed status is a client-side or availability answer, never a success or a gateway failure.
+    for (const [name, status] of Object.entries(PROVIDER_ANSWER_STATUS)) assert.ok([400, 403, 404, 409, 429, 503].includes(status), `${name}: ${status}`);
   });
 });
