@@ -14,7 +14,7 @@ import * as tar from "tar";
 import { parseInput } from "../../common/validation.js";
 import { providerOptionsSchema } from "../../node/provider/options.js";
 import { createRuntime } from "../../node/provider/provider.js";
-import { buildContainerCreateArgs } from "../../node/provider/runtime/container-args.js";
+import { buildContainerCreateArgs, RUN_TMPFS_MAX_BYTES, scratchTmpfsArgs } from "../../node/provider/runtime/container-args.js";
 import { leaseBounds, leaseBoundsSchema } from "../../node/provider/runtime/lease-bounds.js";
 import type { ProcessRuntime } from "../../node/provider/runtime/process-runtime.js";
 import { detectCgroups } from "../../node/provider/runtime/task-cgroup.js";
@@ -103,7 +103,25 @@ describe("lease bounds: a task gets what its lease bought and no more", function
     assert.equal(flag("--pids-limit"), "64");
     assert.equal(flag("--cpus"), "2");
     assert.equal(flag("--cpuset-cpus"), "0-1");
-    assert.equal(flag("--tmpfs"), `/tmp:rw,nosuid,nodev,size=${MiB}`);
+    // The image's own file system is read-only; the scratch places are sized tmpfs (Podman's unsized ones off).
+    assert.ok(args.includes("--read-only"));
+    assert.ok(args.includes("--read-only-tmpfs=false"));
+    const tmpfs = args.flatMap((arg, i) => (args[i - 1] === "--tmpfs" ? [arg] : []));
+    assert.deepEqual(tmpfs, [`/tmp:rw,nosuid,nodev,size=${MiB}`, `/var/tmp:rw,nosuid,nodev,size=${MiB}`, `/run:rw,nosuid,nodev,size=${MiB}`]);
+    assert.ok(args.indexOf("--read-only") < args.indexOf("i"), "before the image");
+  });
+
+  it("sizes /run at most 64 MiB, and Docker gets no Podman-only flag", () => {
+    assert.deepEqual(scratchTmpfsArgs("docker", 1024 * MiB), [
+      "--read-only",
+      "--tmpfs",
+      `/tmp:rw,nosuid,nodev,size=${1024 * MiB}`,
+      "--tmpfs",
+      `/var/tmp:rw,nosuid,nodev,size=${1024 * MiB}`,
+      "--tmpfs",
+      `/run:rw,nosuid,nodev,size=${RUN_TMPFS_MAX_BYTES}`,
+    ]);
+    assert.equal(RUN_TMPFS_MAX_BYTES, 64 * MiB);
   });
 
   describe("process runtime (bubblewrap)", () => {

@@ -6,13 +6,14 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { parseInput } from "../../common/validation.js";
-import { ownerId } from "../../node/provider/runtime/container-engine.js";
-import { ContainerRuntime } from "../../node/provider/runtime/container-runtime.js";
+import { engineDir, ownerId } from "../../node/provider/runtime/container-engine.js";
+import { containerName, ContainerRuntime } from "../../node/provider/runtime/container-runtime.js";
 import { leaseBoundsSchema } from "../../node/provider/runtime/lease-bounds.js";
 import { taskSpecSchema, type TaskSpec } from "../../node/provider/runtime/task.js";
 import { BUSYBOX_IMAGE, requireContainerSupport } from "../support/container-images.js";
@@ -51,21 +52,38 @@ describe("container runtime: lease bounds on real containers (Podman)", function
     await rm(dir, { recursive: true, force: true });
   });
 
-  async function run(command: string) {
-    const task = await runtime.prepare({ taskId: `cb${++counter}`, spec: spec({ image: BUSYBOX_IMAGE, command }), devices: [], durationMs: 60_000 });
+  async function run(command: string, beforeCleanup?: (taskId: string) => Promise<void>) {
+    const taskId = `cb${++counter}`;
+    const task = await runtime.prepare({ taskId, spec: spec({ image: BUSYBOX_IMAGE, command }), devices: [], durationMs: 60_000 });
     await task.start();
     const result = await task.wait();
     const lines = task.readLogs().lines.map((line) => line.text);
+    await beforeCleanup?.(taskId);
     await task.cleanup();
     return { result, lines };
   }
 
-  it("a container that allocates past its memory is killed by the kernel, reported as the renter's side", async () => {
-    const { result, lines } = await run('x=a; while :; do x="$x$x"; done');
-    assert.equal(result.status, "error", lines.join("\n"));
-    assert.equal(result.error?.name, "TaskOutOfMemoryError", JSON.stringify(result.error));
-    assert.equal(result.error?.blame, "renter");
-    assert.match(result.error?.message ?? "", new RegExp(String(64 * MiB)));
+  it("a container that allocates past its memory is killed by the kernel, reported as the renter's side; conmon's oom marker lands in the task's engine directory, not the node's working directory", async () => {
+    // conmon creates a file named `oom` in its working directory at an OOM kill (it inherits the
+    // engine client's): run from a fresh directory, so a stray marker there is this test's.
+    const nodeCwd = path.join(dir, "node-cwd");
+    await mkdir(nodeCwd);
+    const previous = process.cwd();
+    process.chdir(nodeCwd);
+    let markerInEngineDir = false;
+    try {
+      const { result, lines } = await run('x=a; while :; do x="$x$x"; done', async (taskId) => {
+        markerInEngineDir = existsSync(path.join(engineDir(root, taskId), "oom"));
+      });
+      assert.equal(result.status, "error", lines.join("\n"));
+      assert.equal(result.error?.name, "TaskOutOfMemoryError", JSON.stringify(result.error));
+      assert.equal(result.error?.blame, "renter");
+      assert.match(result.error?.message ?? "", new RegExp(String(64 * MiB)));
+    } finally {
+      process.chdir(previous);
+    }
+    assert.deepEqual(await readdir(nodeCwd), [], "nothing (no `oom` file) is created in the node's working directory");
+    assert.ok(markerInEngineDir, "conmon wrote its oom marker in the task's engine directory");
   });
 
   it("a container killed by SIGKILL below its memory bound is its own failure, not an OOM kill", async () => {
@@ -95,6 +113,47 @@ describe("container runtime: lease bounds on real containers (Podman)", function
     const next = await run("echo fine > /workspace/ok; cat /workspace/ok");
     assert.equal(next.result.status, "succeeded");
     assert.ok(next.lines.includes("fine"));
+  });
+
+  it("the image's own file system is read-only; /tmp, /var/tmp and /run are sized tmpfs; nothing lands in the engine's storage", async () => {
+    const fill = (target: string) => {
+      const err = target === "/tmp" ? "/var/tmp/err" : "/tmp/err";
+      return `dd if=/dev/zero of=${target}/big bs=1M count=2 2>${err}; echo "${target}=$? $(grep -c "No space left" ${err})"; rm -f ${target}/big`;
+    };
+    const command = [
+      'echo x > /etc/x 2>/dev/null; echo "etc=$?"',
+      'mkdir /opt 2>/dev/null; echo "mkdir=$?"',
+      'echo x >> /etc/passwd 2>/dev/null; echo "passwd=$?"',
+      fill("/var/tmp"),
+      fill("/run"),
+      fill("/tmp"),
+      'mkdir -p /workspace/output && echo kept > /workspace/output/kept; echo "output=$?"',
+      // The test reads the container's writable layer now, while the container exists.
+      "echo ready; sleep 30",
+    ].join("; ");
+    const taskId = `cb${++counter}`;
+    const task = await runtime.prepare({ taskId, spec: spec({ image: BUSYBOX_IMAGE, command }), devices: [], durationMs: 60_000 });
+    await task.start();
+    const logText = () => task.readLogs().lines.map((line) => line.text);
+    try {
+      for (let i = 0; i < 300 && !logText().includes("ready"); i++) await new Promise((resolve) => setTimeout(resolve, 100));
+      const lines = logText();
+      assert.ok(lines.includes("ready"), lines.join("\n"));
+      for (const line of ["etc=1", "mkdir=1", "passwd=1", "output=0"]) assert.ok(lines.includes(line), `${line} in:\n${lines.join("\n")}`);
+      assert.ok(lines.includes("/bin/sh: can't create /etc/x: Read-only file system"), lines.join("\n"));
+      // Past each tmpfs's size: ENOSPC ("No space left on device"), not a write to the disk.
+      for (const target of ["/var/tmp", "/run", "/tmp"]) assert.ok(lines.includes(`${target}=1 1`), `${target} in:\n${lines.join("\n")}`);
+      const upper = (
+        await exec("podman", ["inspect", "--type", "container", "--format", "{{.GraphDriver.Data.UpperDir}}", containerName(taskId)], { encoding: "utf8" })
+      ).stdout.trim();
+      assert.ok(upper.startsWith("/"), `the container's writable layer: ${upper}`);
+      // Only the empty mount points runc makes for /etc/hosts and /etc/hostname: not one byte of data.
+      const files = (await exec("find", [upper, "-type", "f", "-size", "+0"], { encoding: "utf8" })).stdout.split("\n").filter(Boolean);
+      assert.deepEqual(files, [], "no data in the container's writable layer (the host's container storage)");
+    } finally {
+      await task.stop(1_000);
+      await task.cleanup();
+    }
   });
 
   it("a fork bomb stops at the lease's pids bound; nproc shows the lease's cores", async () => {

@@ -10,6 +10,9 @@
  * - Network: `none`, or (Podman) slirp4netns without the host's loopback; Docker's bridge. With
  *   the network on, IPv6 is off in the container's namespace (no slirp4netns IPv6, and the
  *   disable_ipv6 sysctls), so no IPv6 destination is reachable at all: the policy routes are IPv4.
+ * - Writable places (with the lease's bounds): the image's file system is read-only (`--read-only`);
+ *   /tmp, /var/tmp and /run are tmpfs of a fixed size (scratchTmpfsArgs), and /workspace (with
+ *   output/) is the lease's own disk. Nothing the task writes lands in the engine's storage.
  * - Labels: the owning node and the task, so a restarted node finds its orphans.
  */
 import type { EngineKind } from "./container-engine.js";
@@ -78,6 +81,30 @@ export function networkArgs(engine: EngineKind, network: boolean): string[] {
   return engine === "podman" ? ["--network", "slirp4netns:allow_host_loopback=false,enable_ipv6=false", ...ipv6Off] : ipv6Off;
 }
 
+/** /run holds sockets, pid files and the secrets mount point: at most this, whatever `tmpBytes` is. */
+export const RUN_TMPFS_MAX_BYTES = 64 * 1024 ** 2;
+
+/**
+ * The container's writable scratch places: without them, `--read-only` would leave a task no
+ * /tmp. Without `--read-only` a task wrote into its image's own file system, Podman's writable
+ * layer in the host's container storage, which nothing bounded: one task could fill the disk that
+ * every container and image of the host lives on. /tmp and /var/tmp are each the lease's
+ * `tmpBytes`, /run at most RUN_TMPFS_MAX_BYTES; tmpfs pages are charged to the container's memory
+ * cgroup, so all three together never take more RAM than `--memory`. Podman's own tmpfs for a
+ * read-only container (unsized: half the host's RAM each) is turned off (`--read-only-tmpfs=false`).
+ */
+export function scratchTmpfsArgs(engine: EngineKind, tmpBytes: number): string[] {
+  const size = Math.floor(tmpBytes);
+  const mount = (target: string, bytes: number) => ["--tmpfs", `${target}:rw,nosuid,nodev,size=${bytes}`];
+  return [
+    "--read-only",
+    ...(engine === "podman" ? ["--read-only-tmpfs=false"] : []),
+    ...mount("/tmp", size),
+    ...mount("/var/tmp", size),
+    ...mount("/run", Math.min(size, RUN_TMPFS_MAX_BYTES)),
+  ];
+}
+
 /** The rlimit flags (soft = hard). */
 export function ulimitArgs(limits: ResourceLimits): string[] {
   const args: string[] = [];
@@ -120,7 +147,7 @@ export function buildContainerCreateArgs(options: ContainerCreateOptions): strin
   if (memory !== undefined) args.push("--memory", String(Math.floor(memory)), "--memory-swap", String(Math.floor(memory)));
   const pids = perUnit.pids !== undefined ? perUnit.pids * units : (bounds?.pids ?? options.limits.processes);
   if (pids !== undefined) args.push("--pids-limit", String(Math.floor(pids)));
-  if (bounds) args.push("--tmpfs", `/tmp:rw,nosuid,nodev,size=${Math.floor(bounds.tmpBytes)}`);
+  if (bounds) args.push(...scratchTmpfsArgs(options.engine, bounds.tmpBytes));
   args.push(...ulimitArgs(options.limits));
   // :Z relabels the mount for SELinux hosts (Podman's usual home); harmless elsewhere. The output
   // folder is inside the workspace: the node digests it from the host side after the exit.

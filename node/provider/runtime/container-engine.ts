@@ -15,6 +15,7 @@
 import { execFileText } from "../../process/child.js";
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
+import path from "node:path";
 
 export type EngineKind = "docker" | "podman";
 export type ContainerEngine = { kind: EngineKind; path: string; version: string; defaultOciRuntime: string };
@@ -53,15 +54,30 @@ export function engineClientEnv(): Record<string, string> {
   return env;
 }
 
-/** Runs the engine client (or any tool) and collects its output; never throws. */
-export function runEngine(file: string, args: string[], timeoutMs: number, input?: string): Promise<EngineResult> {
+/**
+ * Runs the engine client (or any tool) and collects its output; never throws. `cwd`: where it
+ * runs. Podman's `init`/`start`/`run`/`exec` spawn conmon in the client's working directory, and
+ * conmon creates a file named `oom` there (`open("oom", O_CREAT)`, following a symlink) when the
+ * kernel OOM-kills in the container: those calls run in the task's engine directory
+ * (container-runtime.ts), never the node's own working directory or a folder the task can write.
+ */
+export function runEngine(file: string, args: string[], timeoutMs: number, input?: string, cwd?: string): Promise<EngineResult> {
   return new Promise((resolve) => {
-    const child = execFileText(file, args, { timeout: timeoutMs, maxBuffer: 4 * 1024 * 1024 }, (error, stdout, stderr) => {
+    const child = execFileText(file, args, { timeout: timeoutMs, maxBuffer: 4 * 1024 * 1024, cwd }, (error, stdout, stderr) => {
       const missing = (error as NodeJS.ErrnoException | null)?.code === "ENOENT";
       resolve({ code: error ? (typeof error.code === "number" ? error.code : null) : 0, stdout, stderr, missing });
     });
     if (input !== undefined) child.stdin?.end(input);
   });
+}
+
+/**
+ * The host directory the engine client runs in for a task (0700, the node's, never mounted in the
+ * container): conmon, spawned by `init` and `exec`, inherits it and creates its `oom` marker there
+ * (runEngine). Removed with the workspace.
+ */
+export function engineDir(root: string, taskId: string): string {
+  return path.join(root, `.${taskId}.engine`);
 }
 
 /** The engine's last `Error: ...` line (or its last line): what to tell the operator. */

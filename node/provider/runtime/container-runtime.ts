@@ -28,12 +28,13 @@ import { CommandNotFoundError, ContainerEngineError, RuntimeUnavailableError, Sa
 import { outOfMemoryError } from "./bounded-task.js";
 import { ContainerOom, ContainerOomParent, podmanCgroupfs } from "./container-oom.js";
 import { fetchBundle, unpackBundle } from "./bundle.js";
-import { buildContainerCreateArgs, deviceArgs, idMapArgs, networkArgs, ulimitArgs } from "./container-args.js";
+import { buildContainerCreateArgs, deviceArgs, idMapArgs, networkArgs, scratchTmpfsArgs, ulimitArgs } from "./container-args.js";
 import { chownTree, DEFAULT_TASK_USER, ensureSubordinateRange, ensureTaskUser, nodeIsRoot, type SubordinateRange } from "./task-user.js";
 import {
   containerPid,
   detectContainerEngine,
   engineClientEnv,
+  engineDir,
   engineErrorLine,
   ensureProbeImage,
   hostHardLimits,
@@ -182,8 +183,10 @@ export class ContainerRuntime implements Runtime {
         : undefined;
     const devices = this.options.gpus === false ? [] : [...new Set(this.options.probeDevices ?? [])];
     const amd = this.options.amdRenderNode;
+    const bounds = this.options.bounds;
     const flags = [
       ...idMapArgs(idMap),
+      ...(bounds && bounds.enforce !== "off" ? scratchTmpfsArgs(engine.kind, bounds.tmpBytes) : []),
       ...ulimitArgs(limits),
       ...networkArgs(engine.kind, network),
       ...deviceArgs(engine.kind, devices, amd ? devices.map(amd) : undefined),
@@ -250,6 +253,7 @@ export class ContainerRuntime implements Runtime {
     const secretsRoot = await findSecretsRoot(this.owner, this.secretsBases(), { create: false });
     if (secretsRoot) await removeSecretsDir(path.join(secretsRoot, taskId));
     await rm(path.join(this.root, `.${taskId}.bundle`), { force: true });
+    await rm(engineDir(this.root, taskId), { recursive: true, force: true });
     await unmountWorkspaceDisk(this.root, taskId);
     await rm(workspace, { recursive: true, force: true });
     return killed;
@@ -284,6 +288,7 @@ export class ContainerRuntime implements Runtime {
 
     const root = this.root;
     const workspace = path.join(root, launch.taskId);
+    const engineCwd = engineDir(root, launch.taskId);
     let taskSecrets: TaskSecrets | undefined;
     const removeSecrets = () => taskSecrets?.remove() ?? Promise.resolve();
     // Whether the secrets are in the task's environment too (the image's /bin/sh loads them): a
@@ -291,6 +296,7 @@ export class ContainerRuntime implements Runtime {
     const secretsInEnv = secrets.size > 0 && (typeof spec.command === "string" || engine.kind !== "podman" || (await imageHasShell(engine, image.id, this.probeFlags(selection))));
     const name = containerName(launch.taskId);
     const removeWorkspace = async () => {
+      await rm(engineCwd, { recursive: true, force: true });
       await unmountWorkspaceDisk(root, launch.taskId);
       await rm(workspace, { recursive: true, force: true });
     };
@@ -308,6 +314,7 @@ export class ContainerRuntime implements Runtime {
       await removeContainer();
       await removeWorkspace();
       await mkdir(workspace, { mode: 0o700 });
+      await mkdir(engineCwd, { mode: 0o700 });
       await mountWorkspaceDisk(this.options.bounds, launch.devices.length, root, launch.taskId);
       if (spec.bundle) {
         const limits = { ...DEFAULT_BUNDLE_LIMITS, ...this.options.bundle };
@@ -362,7 +369,7 @@ export class ContainerRuntime implements Runtime {
       if (created.code !== 0) throw new ContainerEngineError("create the task's container", redactor.redact(engineErrorLine(created.stderr || created.stdout)));
       // Only now, with the container recorded by the engine without them.
       await taskSecrets?.write();
-      if (engine.kind === "podman") await this.initialise(engine, name, redactor);
+      if (engine.kind === "podman") await this.initialise(engine, name, redactor, engineCwd);
     } catch (error) {
       image.release();
       await removeContainer();
@@ -386,7 +393,8 @@ export class ContainerRuntime implements Runtime {
       workspace,
       launcher: {
         argv: [engine.path, "start", "--attach", name],
-        cwd: workspace,
+        // The engine client's (and conmon's) directory, not the task's workspace: see engineDir.
+        cwd: engineCwd,
         env: clientEnv,
         groupUsage: false,
         // Inside the running container: same namespaces, cgroup limits, user and environment.
@@ -439,8 +447,8 @@ export class ContainerRuntime implements Runtime {
    * `podman init`: the OCI runtime creates the container's namespaces, cgroups, rlimits and
    * devices, and resolves the command, without running it. Then the network policy goes in.
    */
-  private async initialise(engine: ContainerEngine, name: string, redactor: Redactor): Promise<void> {
-    const init = await runEngine(engine.path, ["init", name], 120_000);
+  private async initialise(engine: ContainerEngine, name: string, redactor: Redactor, cwd: string): Promise<void> {
+    const init = await runEngine(engine.path, ["init", name], 120_000, undefined, cwd);
     if (init.code !== 0) {
       const message = redactor.redact(engineErrorLine(init.stderr || init.stdout));
       const commandError = isCommandError(message);
