@@ -11,6 +11,7 @@
  *   the network on, IPv6 is off in the container's namespace (no slirp4netns IPv6, and the
  *   disable_ipv6 sysctls), so no IPv6 destination is reachable at all: the policy routes are IPv4.
  * - Labels: the owning node and the task, so a restarted node finds its orphans.
+ * - Task inputs: bind mounts, read-only, at their paths under /data.
  */
 import type { EngineKind } from "./container-engine.js";
 import { OWNER_LABEL, TASK_LABEL } from "./container-engine.js";
@@ -40,6 +41,8 @@ export type ContainerCreateOptions = {
   env: Record<string, string>;
   /** The host directory holding the task's secrets (container-secrets.ts), mounted read-only at /run/secrets; undefined when there are none. */
   secretsDir?: string | undefined;
+  /** Task inputs (issue 36): each host folder mounted read-only at its path under /data. */
+  inputs?: readonly { hostPath: string; mount: string }[] | undefined;
   /** rlimits, already clamped to the host's hard limits. */
   limits: ResourceLimits;
   perUnit?: PerUnitLimits | undefined;
@@ -135,6 +138,9 @@ export function buildContainerCreateArgs(options: ContainerCreateOptions): strin
   };
   for (const [name, value] of Object.entries(env)) args.push("--env", `${name}=${value}`);
   if (options.secretsDir) args.push("--volume", `${options.secretsDir}:${TASK_SECRETS_DIR}:ro${options.engine === "podman" ? ",Z" : ""}`);
+  // Read-only bind mounts (root in the container cannot write them); relabelled shared (SELinux), never private: one cached input serves many containers.
+  for (const input of options.inputs ?? [])
+    args.push("--mount", `type=bind,src=${input.hostPath},dst=${input.mount},ro=true${options.engine === "podman" ? ",relabel=shared" : ""}`);
   args.push(...(options.extraArgs ?? []));
   args.push(options.image);
   if (typeof options.command === "string") args.push("/bin/sh", "-c", options.command);
