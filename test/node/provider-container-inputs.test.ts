@@ -4,7 +4,7 @@
  * input is had through a real DataStore (Helia, level on disk) and InputCache. docs/data.md cites these tests.
  */
 import assert from "node:assert/strict";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseInput } from "../../common/validation.js";
@@ -78,6 +78,9 @@ describe("task inputs: refusal and container mounts", function () {
     await writeFile(path.join(dataset, "hello.txt"), "hello from the dataset\n");
     const { cid } = await data.add(dataset);
     const prepared = await new InputCache(data, path.join(dir, "node")).prepare(cid, { timeoutMs: 5_000 });
+    // Writable on the host: only the read-only mount stands between the container's root and it.
+    await chmod(prepared.path, 0o777);
+    await chmod(path.join(prepared.path, "hello.txt"), 0o666);
     const runtime = new ContainerRuntime({
       workspaceRoot: path.join(dir, "node", "workspaces"),
       engine: "podman",
@@ -94,8 +97,8 @@ describe("task inputs: refusal and container mounts", function () {
         command: [
           "cat /data/set/hello.txt",
           "echo uid=$(id -u)",
-          "if echo x > /data/set/new.txt 2>/dev/null; then echo WROTE-NEW; else echo NEW-REFUSED; fi",
-          "if echo x >> /data/set/hello.txt 2>/dev/null; then echo WROTE-OLD; else echo OLD-REFUSED; fi",
+          "if echo x > /data/set/new.txt; then echo WROTE-NEW; else echo NEW-REFUSED; fi",
+          "if echo x >> /data/set/hello.txt; then echo WROTE-OLD; else echo OLD-REFUSED; fi",
         ].join("; "),
         inputs: [{ cid, mount: "/data/set" }],
       }),
@@ -112,5 +115,9 @@ describe("task inputs: refusal and container mounts", function () {
     assert.ok(lines.includes("hello from the dataset"), lines.join("\n"));
     assert.ok(lines.includes("uid=0"), "the task runs as the container's root");
     assert.ok(lines.includes("NEW-REFUSED") && lines.includes("OLD-REFUSED"), lines.join("\n"));
+    assert.ok(
+      lines.some((line) => /Read-only file system/.test(line)),
+      lines.join("\n"),
+    );
   });
 });

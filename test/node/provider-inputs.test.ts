@@ -58,9 +58,9 @@ describe("provider: task inputs mounted read-only from the data plane", function
       "run.sh": [
         "cat /data/set/hello.txt",
         "echo uid=$(id -u)",
-        "if echo x > /data/set/new.txt 2>/dev/null; then echo WROTE-NEW; else echo NEW-REFUSED; fi",
-        "if echo x >> /data/set/hello.txt 2>/dev/null; then echo WROTE-OLD; else echo OLD-REFUSED; fi",
-        "if chmod 777 /data/set 2>/dev/null; then echo CHMOD-DONE; else echo CHMOD-REFUSED; fi",
+        "if echo x > /data/set/new.txt; then echo WROTE-NEW; else echo NEW-REFUSED; fi",
+        "if echo x >> /data/set/hello.txt; then echo WROTE-OLD; else echo OLD-REFUSED; fi",
+        "if chmod 777 /data/set; then echo CHMOD-DONE; else echo CHMOD-REFUSED; fi",
         "",
       ].join("\n"),
     });
@@ -94,15 +94,24 @@ describe("provider: task inputs mounted read-only from the data plane", function
     assert.ok(data.counters.fetchedBlocks > before, "the provider fetched the input from the renter's node");
   });
 
-  it("a second lease on the same CID starts without fetching it (the renter's node is gone)", async () => {
+  it("a second lease on the same CID starts without fetching it (the renter's node is gone); the mount, not the mode bits, keeps it read-only", async () => {
     const data = provider.daemon.data!;
     await renterData.stop();
     await dataHost.stop();
     const fetched = data.counters.fetchedBlocks;
     const hits = data.counters.cacheHits;
+    // The cached copy made writable on the host: only the read-only mount stands between the task and it now.
+    const cached = path.join(provider.daemon.config.dataDir, "data", "inputs", cid);
+    await chmod(cached, 0o777);
+    await chmod(path.join(cached, "hello.txt"), 0o666);
     const { status, lines } = await run({ bundle: task, command: "sh run.sh", inputs: [{ cid, mount: "/data/set" }] });
     assert.equal(status.state, "succeeded", JSON.stringify(status.error));
     assert.ok(lines.includes("hello from the renter's dataset"));
+    for (const refused of ["NEW-REFUSED", "OLD-REFUSED", "CHMOD-REFUSED"]) assert.ok(lines.includes(refused), `${refused}\n${lines.join("\n")}`);
+    assert.ok(
+      lines.some((line) => /Read-only file system/.test(line)),
+      lines.join("\n"),
+    );
     assert.equal(data.counters.fetchedBlocks, fetched, "no block fetched for the second lease");
     assert.ok(data.counters.cacheHits > hits, "served from the cache");
   });
