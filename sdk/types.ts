@@ -57,6 +57,13 @@ export const submitTaskParametersSchema = z
     command: z.union([z.string().min(1), z.array(z.string()).min(1)], { error: "is required: the command to run" }),
     /** Environment; `{ value, secret: true }` values reach the task only, never logs or stores. */
     env: z.record(z.string(), envValue).default({}),
+    /**
+     * Data the task reads (docs/data.md): `[{ cid, mount: "/data/imagenet", bytes? }]`, at most 16.
+     * The provider fetches each CID (block by block, verified, cached across leases) and mounts it
+     * read-only at `mount`. Declared `bytes` count against the disk the lease gets: an offer with
+     * less is not matched.
+     */
+    inputs: z.array(z.object({ cid: z.string(), mount: z.string(), bytes: z.number().optional() })).optional(),
     /** TCP ports the task serves (at most 16): reachable with `client.forward` while it runs, and no other. */
     ports: z.array(z.number()).optional(),
     /** Highest price in USD per GPU-hour ("2.50" or 2.5; at most 6 decimals, 0.0036 to 10000). Required unless interruptible, where it defaults to the bid. */

@@ -23,12 +23,17 @@ export function hostWords(resources: { cpuCores: number; memoryMiB: number; disk
   return words.join(", ");
 }
 
+/** ` (your task's inputs declare 3 GiB, which the lease's disk must hold)`, or nothing without declared inputs. */
+function inputsWords(request: MatchRequest): string {
+  return request.inputMiB > 0 ? ` (your task's inputs declare ${gib(request.inputMiB)} GiB, which the lease's disk must hold)` : "";
+}
+
 /**
  * Why offers that fit everything else miss the host resources asked for: the most any of them
  * declares per GPU of each resource asked, or that they declare none.
  */
 export function hostMissText(subject: string, count: number, ctx: MatchContext, best: { cpuCores: number; memoryMiB: number; diskMiB: number; undeclared: number }): string {
-  const asked = `you asked for ${hostWords({ cpuCores: ctx.request.cpuCores, memoryMiB: ctx.request.memoryMiB, diskMiB: ctx.request.diskMiB })} for ${plural(ctx.count, "GPU")}, so ${hostWords({ cpuCores: ctx.cpuCoresPerUnit, memoryMiB: ctx.memoryMiBPerUnit, diskMiB: ctx.diskMiBPerUnit })} per GPU`;
+  const asked = `you asked for ${hostWords({ cpuCores: ctx.request.cpuCores, memoryMiB: ctx.request.memoryMiB, diskMiB: ctx.request.diskMiB })}${inputsWords(ctx.request)} for ${plural(ctx.count, "GPU")}, so ${hostWords({ cpuCores: ctx.cpuCoresPerUnit, memoryMiB: ctx.memoryMiBPerUnit, diskMiB: ctx.diskMiBPerUnit })} per GPU`;
   if (best.undeclared === count) {
     return `${subject} ${count === 1 ? "declares" : "declare"} no CPU cores, memory or disk per GPU (their nodes run without resource bounds or predate them; ${asked}).`;
   }
@@ -48,7 +53,7 @@ export function describeRequest(request: MatchRequest): string {
   else parts.push(`on demand at most ${formatUsd(request.maxPricePerGpuHour)} USD/GPU-h`);
   parts.push(`${request.duration} s`);
   const host = hostWords({ cpuCores: request.cpuCores, memoryMiB: request.memoryMiB, diskMiB: request.diskMiB });
-  if (host) parts.push(host);
+  if (host) parts.push(`${host}${inputsWords(request)}`);
   if (request.regions) parts.push(`region ${request.regions.join(" or ")}`);
   if (request.colocation === "cluster") parts.push("one machine or a cluster");
   return parts.join(", ");

@@ -93,6 +93,16 @@ export const matchRequestSchema = z
     memoryGiB: gibField("host memory", MAX_MEMORY_GIB),
     /** Disk for the task's workspace for the whole request, GiB. */
     diskGiB: gibField("disk", MAX_DISK_GIB),
+    /**
+     * Bytes the task's inputs declare together (issue 36; the SDK sums `inputs[].bytes`): the
+     * lease's disk must hold them, so the disk asked is at least this much.
+     */
+    inputBytes: z
+      .number({ error: "expected the inputs' declared bytes, a whole number" })
+      .int("expected whole bytes")
+      .nonnegative("must be 0 or more")
+      .max(MAX_DISK_GIB * 1024 ** 3, `must be at most ${MAX_DISK_GIB} GiB`)
+      .optional(),
     /** Lease length in seconds. */
     duration: z
       .number({ error: required(`a lease length in whole seconds, 1 to ${MAX_DURATION_SECONDS}`) })
@@ -153,7 +163,9 @@ export const matchRequestSchema = z
       /** Host resources asked for in total (0: not asked): CPU cores, memory and disk in MiB (GiB rounded up to whole MiB). */
       cpuCores: value.cpuCores ?? 0,
       memoryMiB: value.memoryGiB === undefined ? 0 : Math.ceil(value.memoryGiB * 1024),
-      diskMiB: value.diskGiB === undefined ? 0 : Math.ceil(value.diskGiB * 1024),
+      diskMiB: Math.max(value.diskGiB === undefined ? 0 : Math.ceil(value.diskGiB * 1024), Math.ceil((value.inputBytes ?? 0) / 1024 ** 2)),
+      /** MiB the task's inputs declare (rounded up; 0: none declared), included in diskMiB. */
+      inputMiB: Math.ceil((value.inputBytes ?? 0) / 1024 ** 2),
       duration: value.duration,
       mode: value.mode,
       interruptible,

@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import { sealedValueSchema } from "../sealed.js";
+import { taskInputsSchema } from "./task-inputs.js";
 
 /** Env names a task may not set: the provider owns device selection and its own namespace. */
 const RESERVED_ENV = /^(CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|SUANLI_.*)$/;
@@ -164,6 +165,11 @@ export const taskSpecSchema = z
         nonce: z.string().regex(/^[0-9a-f]{32,128}$/, "expected the nonce as 32 to 128 lowercase hex digits"),
       })
       .optional(),
+    /**
+     * Content-addressed data the task reads (docs/data.md): each CID is fetched by the provider's
+     * data plane (cached across leases) and mounted read-only at its path under /data.
+     */
+    inputs: taskInputsSchema.describe("Data the task reads: [{ cid, mount: /data/<name>, bytes? }], each mounted read-only; at most 16.").optional(),
     env: z
       .record(envNameSchema, envValueSchema)
       .default({})

@@ -2,41 +2,21 @@
  * Task inputs on the provider: a CID fetched through the node's Helia, written out once as a
  * read-only folder under `<dataDir>/data/inputs/<cid>` and reused by every later lease that names
  * the same CID (no second fetch). The folder leaves with its blocks when the data cache evicts the
- * root. Mounting it read-only into the runtimes is not wired yet (docs/data.md says so).
+ * root. The runtimes bind it read-only at the input's mount (docs/data.md).
  */
 import { randomBytes } from "node:crypto";
 import { chmod, lstat, mkdir, readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
-import { z } from "zod";
-import { InvalidInputError } from "../../common/errors.js";
+import { taskInputsSchema, type TaskInput } from "../../common/protocols/task-inputs.js";
 import { parseInput } from "../../common/validation.js";
 import type { DataStore } from "./store.js";
 import { parseCid } from "./verify.js";
 
-/** One input of a task: a CID and where the task sees it (under /data). */
-export const taskInputSchema = z.strictObject({
-  cid: z.string().min(8).max(200),
-  mount: z
-    .string()
-    .max(200)
-    .regex(/^\/data(\/[A-Za-z0-9_][A-Za-z0-9._-]*)+$/, "a mount is a path under /data, e.g. /data/imagenet"),
-  /** The size the renter declares (bytes of file content), checked against the disk it rents. */
-  bytes: z.number().int().nonnegative().optional(),
-});
-export type TaskInput = z.output<typeof taskInputSchema>;
-export const taskInputsSchema = z.array(taskInputSchema).max(16);
+export { taskInputSchema, taskInputsSchema, type TaskInput } from "../../common/protocols/task-inputs.js";
 
-/** Parses a task's inputs: valid CIDs, distinct mounts, none inside another. */
+/** Parses a task's inputs (common/protocols/task-inputs.ts): valid CIDs, distinct mounts, none inside another. */
 export function parseTaskInputs(value: unknown): TaskInput[] {
-  const inputs = parseInput(taskInputsSchema, value, "task inputs", ["Each input is { cid, mount: /data/<name> }; at most 16."]);
-  for (const input of inputs) parseCid(input.cid);
-  const mounts = inputs.map((input) => input.mount);
-  mounts.forEach((mount, index) => {
-    if (mounts.some((other, at) => at !== index && (other === mount || other.startsWith(`${mount}/`) || mount.startsWith(`${other}/`)))) {
-      throw new InvalidInputError("task inputs", [{ path: `${index}.mount`, message: `${mount} is shared with or nested in another input's mount` }]);
-    }
-  });
-  return inputs;
+  return parseInput(taskInputsSchema, value, "task inputs", ["Each input is { cid, mount: /data/<name>, bytes? }; at most 16."]);
 }
 
 export type PreparedInput = { cid: string; path: string; bytes: number; fetched: boolean };

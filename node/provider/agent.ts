@@ -8,13 +8,11 @@
  * - leases from the chain's events, tasks through the runtime, completion reports, the
  *   lease protocols (task, status, logs, cancel) with renter authorization: agent/leases.ts,
  *   agent/protocols.ts, agent/renter-auth.ts;
- * - claims on a schedule with claimMany: agent/claims.ts;
- * - capacity switching between the idle workload, on-demand and interruptible tasks
- *   (capacity/capacity-manager.ts), following the chain.
+ * - claims on a schedule with claimMany: agent/claims.ts; task inputs: agent/task-inputs.ts;
+ * - capacity switching between the idle workload, on-demand and interruptible tasks (capacity/).
  *
  * Everything that must survive a crash is in level before the node acts on it; a restart
  * replays the chain from the stored cursor and reconciles every lease (docs/provider.md).
- *
  * @example
  * const daemon = await startDaemon(config, { publishesOffers: true });
  * const agent = await startProviderAgent(daemon); // attaches itself: daemon.stop() stops it first
@@ -42,6 +40,7 @@ import { SealingKeyRing } from "./agent/sealing.js";
 import { TxSender } from "./agent/chain-tx.js";
 import { Claimer } from "./agent/claims.js";
 import { LeaseController } from "./agent/leases.js";
+import { providerInputs } from "./agent/task-inputs.js";
 import { MachineMarket, type ChainCapacity } from "./agent/offers.js";
 import { serveLeaseProtocols } from "./agent/protocols.js";
 import { LeaseRecords, type LeaseRecord } from "./agent/records.js";
@@ -257,6 +256,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       outputs,
       confirmations: Number(daemon.follower.confirmations),
       sealing: { ring: sealing, chainId: deployment.chainId },
+      inputs: providerInputs(daemon.data, daemon.config.dataDir, isolation.sandboxed),
     });
 
     // Units of leases that were running stay away from the idle workload while they are sorted out.

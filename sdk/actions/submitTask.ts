@@ -3,6 +3,7 @@ import { allocate, type AllocationResult } from "../../common/matching/allocator
 import { depositFor, leaseTermsFor, reserveRequestFor } from "../../common/matching/handshake.js";
 import { parseMatchRequest, type MatchRequest, type MatchRequestInput } from "../../common/matching/request.js";
 import { suanliTypes } from "../../common/eip712.js";
+import { declaredInputBytes } from "../../common/protocols/task-inputs.js";
 import { taskSpecSchema, type TaskSpec } from "../../common/protocols/task-spec.js";
 import { parseInput } from "../../common/validation.js";
 import { checkBundleDigest } from "../internal/bundle-check.js";
@@ -53,7 +54,6 @@ export function parseSubmitParameters(parameters: SubmitTaskParameters): { reque
     ...(params.gpuIdentityVerified !== undefined ? { gpuIdentityVerified: params.gpuIdentityVerified } : {}),
     ...(params.colocation !== undefined ? { colocation: params.colocation } : {}),
   };
-  const request = parseMatchRequest(requestInput);
   const spec = parseInput(
     taskSpecSchema,
     {
@@ -63,10 +63,14 @@ export function parseSubmitParameters(parameters: SubmitTaskParameters): { reque
       command: params.command,
       env: params.env,
       ...(params.ports !== undefined ? { ports: params.ports } : {}),
+      ...(params.inputs !== undefined ? { inputs: params.inputs } : {}),
       ...(params.taskLiveness ? { taskLiveness: { nonce: taskLivenessNonce() } } : {}),
     },
     "task spec",
   );
+  // Inputs that declare their size: the lease's disk must hold them (matching refuses smaller offers).
+  if (spec.inputs?.some((input) => input.bytes !== undefined)) requestInput.inputBytes = declaredInputBytes(spec.inputs);
+  const request = parseMatchRequest(requestInput);
   return { request, requestInput, spec, autoMigrate: params.autoMigrate };
 }
 

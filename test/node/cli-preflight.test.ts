@@ -39,6 +39,14 @@ describe("suanli CLI: flags checked before connecting", function () {
     assert.equal(connections, 0, "nothing was reached");
   });
 
+  it("--input CID:/data/name is checked with the task's other fields: a bad CID and a mount outside /data are named, exit 2, nothing reached", async () => {
+    const result = await runCli(["submit", ...task, "--rpc-url", rpcUrl, "--devnet-account", "5", "--duration", "60", "--input", "not-a-cid:/etc/passwd", "--", "true"]);
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /inputs\.0\.cid: expected a CID/);
+    assert.match(result.stderr, /inputs\.0\.mount: a mount is a path under \/data/);
+    assert.equal(connections, 0, "nothing was reached");
+  });
+
   it("--rpc-url not-a-url is a bad flag (exit 2), reported with the others, not an unreachable chain", async () => {
     const result = await runCli([
       "submit",

@@ -49,7 +49,7 @@ describe("task inputs through the data plane", function () {
   it("validates inputs: CIDs, mounts under /data, no shared or nested mounts", () => {
     const cid = "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy";
     assert.equal(parseTaskInputs([{ cid, mount: "/data/set" }]).length, 1);
-    assert.throws(() => parseTaskInputs([{ cid: "nope-not-a-cid", mount: "/data/set" }]), { name: "InvalidCidError" });
+    assert.throws(() => parseTaskInputs([{ cid: "nope-not-a-cid", mount: "/data/set" }]), { name: "InvalidInputError", message: /0\.cid/ });
     for (const mount of ["/etc", "/data", "/data/../etc", "/data//x", "data/x"]) assert.throws(() => parseTaskInputs([{ cid, mount }]), { name: "InvalidInputError" }, mount);
     assert.throws(
       () =>

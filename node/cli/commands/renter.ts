@@ -11,6 +11,7 @@ import { formatUnits } from "viem";
 import { InvalidInputError } from "../../../common/errors.js";
 import { formatUsd, PER_SECOND_ROUNDING_NOTE, showsPerSecondRounding } from "../../../common/matching/money.js";
 import { gib } from "../../../common/matching/explain-text.js";
+import { parseInputFlag } from "../../../common/protocols/task-inputs.js";
 import { createClient, parseSubmitParameters, type SubmitTaskParameters, type SuanliClient, type TaskReceipt, type TaskStatus } from "../../../sdk/index.js";
 import { resolveAccount } from "../account.js";
 import { withChainFlags } from "../context.js";
@@ -216,6 +217,7 @@ export function registerRenter(program: Command): void {
       .option("--wait", "stream the logs, wait for the end and print the receipt")
       .option("--out <dir>", "with --wait: download the task's output folder here at the end and verify it")
       .option("--port <port>", "a TCP port the task serves, reachable with `npx suanli forward` (repeatable)", collect, [])
+      .option("--input <CID:/data/name[:bytes]>", "data the task reads, mounted read-only at /data/name (repeatable; bytes: its size)", collect, [])
       .argument(
         "<command...>",
         "the command to run, after --: one argument is a shell string run by /bin/sh -c in the workspace (-- 'python3 train.py > out.txt'); several are an argv, its program looked up on the task's PATH inside the provider's sandbox (-- python3 train.py)",
@@ -249,6 +251,7 @@ export function registerRenter(program: Command): void {
       colocation: flags.colocation as "machine" | "cluster" | undefined,
       autoMigrate: Boolean(flags.autoMigrate),
       ...((flags.port as string[]).length > 0 ? { ports: (flags.port as string[]).map((port) => problems.number("port", port)!) } : {}),
+      ...((flags.input as string[]).length > 0 ? { inputs: (flags.input as string[]).map(parseInputFlag) } : {}),
     };
     // The SDK's own checks of the task (GPU type, prices, bundle, command...), when the numbers parsed.
     if (problems.list.length === 0) {

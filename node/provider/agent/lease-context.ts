@@ -5,6 +5,7 @@
 import type { Account, Address, Chain, PublicClient, Transport, TypedDataDomain } from "viem";
 import type { LeaseView } from "../../../common/chain/market.js";
 import type { SealingKeyRing } from "./sealing.js";
+import type { ProviderInputs } from "./task-inputs.js";
 import type { Logger } from "../../log/logger.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import type { CapacityManager } from "../capacity/capacity-manager.js";
@@ -47,6 +48,8 @@ export type LeaseControllerContext = {
   confirmations?: number;
   /** Opens secret env values sealed to this node's key (common/sealed.ts). */
   sealing?: { ring: SealingKeyRing; chainId: number };
+  /** Task inputs through the node's data plane (task-inputs.ts); absent: tasks with inputs are refused. */
+  inputs?: ProviderInputs;
 };
 
 /** A task pipeline running in this process. */

@@ -8,10 +8,9 @@
  * restart all just call it, so a step missed for any reason (an event seen twice, a crash
  * between two steps) is taken on the next pass.
  *
- * The parts: the task pipeline (task-pipeline.ts) prepares, starts and ends a task; the unit
- * ledger (unit-ledger.ts) knows which lease holds which unit; the lease lookup (lease-lookup.ts)
- * answers whether an unknown lease is this provider's; the protocol layer (protocols.ts) builds
- * the status and logs answers from `task()`. A task runs at most once (docs/provider.md).
+ * Parts: task pipeline (task-pipeline.ts: prepare, start, end a task; inputs in task-inputs.ts),
+ * unit ledger (unit-ledger.ts), lease lookup (lease-lookup.ts: is an unknown lease ours?),
+ * protocols (protocols.ts: status and logs from `task()`). A task runs at most once (docs/provider.md).
  */
 import { getAddress, type Address, type Hex } from "viem";
 import { signCompletion } from "../../../common/attest/completion.js";
@@ -31,6 +30,7 @@ import { markEnded, nextStep, type LeaseAction } from "./lease-step.js";
 import { FinishedLogs, sourceOfHandle, type LogSource } from "./log-sources.js";
 import { chainFields, newLeaseRecord, type LeaseRecord } from "./records.js";
 import { notAuthorized } from "./renter-auth.js";
+import { refuseUnmountableInputs } from "./task-inputs.js";
 import { TaskPipeline } from "./task-pipeline.js";
 import { UnitLedger } from "./unit-ledger.js";
 import { runDetached } from "../../../common/detached.js";
@@ -220,6 +220,7 @@ export class LeaseController implements LeaseHost {
   private async acceptTask(auth: RenterAuth, spec: TaskSpec): Promise<{ leaseId: bigint; state: "accepted" | "already_running" | "already_done" }> {
     const leaseId = auth.request.leaseId;
     await this.authorize(auth, "task", { spec });
+    refuseUnmountableInputs(this.ctx.inputs, spec);
     const opened = await openSealedSpecKeys(this.ctx.sealing, leaseId, spec, this.ctx.records.get(leaseId) ?? {});
     spec = opened.spec;
     return this.withLock(leaseId, async () => {

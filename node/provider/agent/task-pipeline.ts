@@ -17,6 +17,7 @@ import { processStartTicks } from "../runtime/orphans.js";
 import type { TaskHandle, TaskResult } from "../runtime/runtime.js";
 import type { TaskSpec } from "../runtime/task.js";
 import { revertName } from "./chain-tx.js";
+import { prepareInputs } from "./task-inputs.js";
 import type { LeaseHost, Live } from "./lease-context.js";
 import { markEnded } from "./lease-step.js";
 import { oneLineSource, sourceOfHandle } from "./log-sources.js";
@@ -53,7 +54,13 @@ export class TaskPipeline {
     const durationMs = await host.remainingMs(picked);
     const noticeMs = await host.units.noticeFor(picked);
     const [prepared, assigned] = await Promise.allSettled([
-      runtime.prepare({ taskId, spec, devices: picked.devices, durationMs, ...(spec.group?.rank === 0 ? { master: host.groupMaster() } : {}) }, { signal: live.abort.signal }),
+      // Inputs first (fetched or cached, issue 36): one nobody serves in time is the renter's failure.
+      prepareInputs(host.ctx.inputs, spec, live.abort.signal).then((inputs) =>
+        runtime.prepare(
+          { taskId, spec, devices: picked.devices, durationMs, inputs, ...(spec.group?.rank === 0 ? { master: host.groupMaster() } : {}) },
+          { signal: live.abort.signal },
+        ),
+      ),
       host.units.assign(picked, noticeMs),
     ]);
     const handle = prepared.status === "fulfilled" ? prepared.value : undefined;

@@ -14,6 +14,7 @@
  *   /tmp, /var/tmp and /run are tmpfs of a fixed size (scratchTmpfsArgs), and /workspace (with
  *   output/) is the lease's own disk. Nothing the task writes lands in the engine's storage.
  * - Labels: the owning node and the task, so a restarted node finds its orphans.
+ * - Task inputs: bind mounts, read-only, at their paths under /data.
  */
 import type { EngineKind } from "./container-engine.js";
 import { OWNER_LABEL, TASK_LABEL } from "./container-engine.js";
@@ -43,6 +44,8 @@ export type ContainerCreateOptions = {
   env: Record<string, string>;
   /** The host directory holding the task's secrets (container-secrets.ts), mounted read-only at /run/secrets; undefined when there are none. */
   secretsDir?: string | undefined;
+  /** Task inputs (issue 36): each host folder mounted read-only at its path under /data. */
+  inputs?: readonly { hostPath: string; mount: string }[] | undefined;
   /** rlimits, already clamped to the host's hard limits. */
   limits: ResourceLimits;
   perUnit?: PerUnitLimits | undefined;
@@ -162,6 +165,9 @@ export function buildContainerCreateArgs(options: ContainerCreateOptions): strin
   };
   for (const [name, value] of Object.entries(env)) args.push("--env", `${name}=${value}`);
   if (options.secretsDir) args.push("--volume", `${options.secretsDir}:${TASK_SECRETS_DIR}:ro${options.engine === "podman" ? ",Z" : ""}`);
+  // Read-only bind mounts (root in the container cannot write them); relabelled shared (SELinux), never private: one cached input serves many containers.
+  for (const input of options.inputs ?? [])
+    args.push("--mount", `type=bind,src=${input.hostPath},dst=${input.mount},ro=true${options.engine === "podman" ? ",relabel=shared" : ""}`);
   args.push(...(options.extraArgs ?? []));
   args.push(options.image);
   if (typeof options.command === "string") args.push("/bin/sh", "-c", options.command);

@@ -356,6 +356,7 @@ export class ContainerRuntime implements Runtime {
           amdRenderNodes: gpus && this.options.amdRenderNode ? launch.devices.map(this.options.amdRenderNode) : undefined,
           env: { ...plainEnv, ...livenessEnvironment(launch.spec, "/workspace"), ...groupEnvironment(launch) },
           secretsDir: taskSecrets?.hostDir,
+          inputs: launch.inputs,
           limits: selection.limits,
           perUnit: this.options.perUnit,
           bounds,

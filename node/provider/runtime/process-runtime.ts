@@ -40,7 +40,9 @@ import { parseCidr, type ParsedCidr } from "./network-policy.js";
 import { probeTaskNetwork } from "./network-probe.js";
 import type { FetchPolicy } from "./fetch-policy.js";
 import { chownTree, DEFAULT_TASK_USER, nodeIsRoot, sandboxTaskUser, taskUserPrefix, type SandboxTaskUser as MappedUser } from "./task-user.js";
-import { childEnv, livenessEnvironment, Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
+import { Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
+import { taskEnvironment } from "./task-env.js";
+export { groupEnvironment, taskEnvironment } from "./task-env.js";
 
 export type BundleLimits = {
   maxBytes: number;
@@ -92,38 +94,6 @@ export const DEFAULT_BUNDLE_LIMITS: BundleLimits = {
 };
 
 const DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/** The variables every task gets; the task's own come on top, the provider's reserved ones last. */
-export function taskEnvironment(launch: TaskLaunch, workspace: string, tmpDir: string, taskPath: string): Record<string, string> {
-  return {
-    PATH: taskPath,
-    HOME: workspace,
-    TMPDIR: tmpDir,
-    LANG: "C.UTF-8",
-    ...childEnv(launch.spec),
-    // An empty CUDA_VISIBLE_DEVICES hides every GPU: a task without leased units sees none.
-    CUDA_VISIBLE_DEVICES: launch.devices.join(","),
-    CUDA_DEVICE_ORDER: "PCI_BUS_ID",
-    SUANLI_TASK_ID: launch.taskId,
-    SUANLI_WORKSPACE: workspace,
-    SUANLI_OUTPUT_DIR: path.join(workspace, "output"),
-    ...livenessEnvironment(launch.spec, workspace),
-    ...groupEnvironment(launch),
-  };
-}
-
-/** SUANLI_RANK, SUANLI_WORLD_SIZE, SUANLI_MASTER_ADDR/PORT of a group job's task (none otherwise). */
-export function groupEnvironment(launch: TaskLaunch): Record<string, string> {
-  const group = launch.spec.group;
-  if (!group) return {};
-  const master = launch.master ?? { addr: group.masterAddr ?? "", port: group.masterPort ?? 0 };
-  return {
-    SUANLI_RANK: String(group.rank),
-    SUANLI_WORLD_SIZE: String(group.worldSize),
-    SUANLI_MASTER_ADDR: group.rank === 0 ? master.addr : (group.masterAddr ?? master.addr),
-    SUANLI_MASTER_PORT: String(group.rank === 0 ? master.port : (group.masterPort ?? master.port)),
-  };
-}
 
 /** PATH entries npm and npx add for their own scripts (`node_modules/.bin`, npx's cache, node-gyp): never the task's. */
 function isPackageManagerDir(dir: string): boolean {
@@ -284,6 +254,9 @@ export class ProcessRuntime implements Runtime {
     const { spec } = launch;
     if (!spec.bundle) throw new InvalidInputError("task", [{ path: "bundle", message: "required by the process runtime (a .tar.gz URL and its sha256)" }]);
     const sandbox = await this.sandboxStatus();
+    const inputs = launch.inputs ?? [];
+    // Inputs are mounts: without the sandbox's mount namespace there is nowhere to put them (the agent refuses such tasks first).
+    if (inputs.length > 0 && !sandbox.sandboxed) throw new RuntimeUnavailableError("process", "task inputs need the bubblewrap sandbox (their mounts)", []);
     // A host whose start check found no usable task network runs tasks on loopback only, as it said at start.
     const networked = sandbox.sandboxed && (this.options.network ?? true) && !(await this.networkUnusable);
     const mapped = sandbox.sandboxed ? await this.mappedUser(this.options.bwrapPath ?? "bwrap") : undefined;
@@ -365,9 +338,11 @@ export class ProcessRuntime implements Runtime {
           masks: await maskArgs(hidden, [...SYSTEM_READ_ONLY_PATHS, ...readOnlyPaths], mapped?.user),
           ...(bounded.bounds ? { tmpBytes: bounded.bounds.tmpBytes } : {}),
           ...(mapped ? { workspaceSource: mapped.stage, namespaceRoot: true } : {}),
+          inputs: inputs.map((input, index) => ({ source: mapped ? mapped.inputStages[index]! : input.hostPath, mount: input.mount })),
         };
-        // A root node: bubblewrap runs as the task user, the workspace staged where it can bind it.
-        const asTaskUser = mapped ? taskUserPrefix(mapped.tools, mapped.user, workspace, mapped.stage) : [];
+        // A root node: bubblewrap runs as the task user, the workspace and inputs staged where it can bind them.
+        const staged = inputs.map((input, index) => [input.hostPath, mapped?.inputStages[index] ?? ""] as const);
+        const asTaskUser = mapped ? taskUserPrefix(mapped.tools, mapped.user, workspace, mapped.stage, staged) : [];
         // fd 3 always (the sandbox's pid, for exec and port forwarding); fd 4 holds the command
         // until pasta has attached the task's network.
         prefix.push(...asTaskUser, ...bubblewrapArgs({ ...bwrapOptions, infoFd: 3, ...(networked ? { blockFd: 4 } : {}) }));

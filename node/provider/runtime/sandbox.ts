@@ -6,8 +6,8 @@
  *   CUDA driver libraries work, plus any extra read-only paths the operator configures;
  *   the node's own files (data dir, config file, keys, home) are masked even when they lie under
  *   one of those paths;
- * - its workspace read-write, a private /tmp, a fresh /proc and a minimal /dev with the NVIDIA
- *   device nodes bound in;
+ * - its workspace read-write, its inputs read-only under /data, a private /tmp, a fresh /proc and
+ *   a minimal /dev with the NVIDIA device nodes bound in;
  * - its own user namespace with every capability dropped, and its own PID, IPC, UTS and network
  *   namespaces: it cannot see or signal host processes, and the host's loopback is not its
  *   loopback. A node run as root starts bubblewrap as the unprivileged task user (task-user.ts):
@@ -196,6 +196,8 @@ export type BubblewrapArgsOptions = {
   tmpBytes?: number;
   /** What is bound at the workspace's path: the workspace itself, or where taskUserPrefix() staged it. */
   workspaceSource?: string;
+  /** Task inputs (issue 36): each `source` (the input's folder, or where taskUserPrefix() staged it) bound read-only at `mount`. */
+  inputs?: readonly { source: string; mount: string }[];
   /**
    * Run as uid/gid 0 of the task's user namespace (bubblewrap started as the task user: that 0 is
    * the task user on the host). One user namespace then owns the sandbox's other namespaces;
@@ -228,6 +230,8 @@ export function bubblewrapArgs(options: BubblewrapArgsOptions): string[] {
   args.push(...(options.masks ?? []));
   for (const node of options.deviceNodes) args.push("--dev-bind-try", node, node);
   args.push("--bind", options.workspaceSource ?? options.workspace, options.workspace);
+  // Read-only bind mounts: the task's uid 0 holds no capability to remount them writable.
+  for (const input of options.inputs ?? []) args.push("--ro-bind", input.source, input.mount);
   // The root is a tmpfs bubblewrap sizes at half the host's RAM: read-only, nothing fills it.
   if (options.tmpBytes !== undefined) args.push("--remount-ro", "/");
   args.push("--chdir", options.workspace, "--");

@@ -15,7 +15,8 @@
  * A node not run as root needs none of this: its tasks already run as its own unprivileged uid
  * (bubblewrap maps only that uid; rootless Podman maps the container's root to it).
  */
-import { lstat, lchown, mkdtemp, readdir, readFile, realpath, stat } from "node:fs/promises";
+import { chmod, lstat, lchown, mkdir, mkdtemp, readdir, readFile, realpath, stat } from "node:fs/promises";
+import { MAX_TASK_INPUTS } from "../../../common/protocols/task-inputs.js";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { RuntimeUnavailableError } from "../errors.js";
@@ -238,9 +239,13 @@ export async function findTaskUserTools(): Promise<TaskUserTools | { missing: st
  * 3. `setpriv` drops to the task user's uid and gid with no supplementary group (root's groups
  *    would otherwise open every group-readable file) and no-new-privs (no setuid program inside
  *    can regain anything), then execs bubblewrap, which binds `stage` at the workspace's path.
+ *
+ * Task inputs (issue 36) lie in the data dir too: each is bound onto its own staging folder
+ * (`inputStages`) the same way, and bubblewrap binds that read-only at the input's mount.
  */
-export function taskUserPrefix(tools: TaskUserTools, user: TaskUser, workspace: string, stage: string): string[] {
-  const script = 'm="$1"; shift; "$m" --bind "$1" "$2" || exit 125; shift 2; exec "$@"';
+export function taskUserPrefix(tools: TaskUserTools, user: TaskUser, workspace: string, stage: string, inputs: readonly (readonly [string, string])[] = []): string[] {
+  // Binds each SOURCE TARGET pair up to the "--", then execs the rest.
+  const script = 'm="$1"; shift; while [ "$1" != "--" ]; do "$m" --bind "$1" "$2" || exit 125; shift 2; done; shift; exec "$@"';
   return [
     tools.unshare,
     "--mount",
@@ -254,6 +259,8 @@ export function taskUserPrefix(tools: TaskUserTools, user: TaskUser, workspace: 
     tools.mount,
     workspace,
     stage,
+    ...inputs.flatMap(([source, target]) => [source, target]),
+    "--",
     tools.setpriv,
     `--reuid=${user.uid}`,
     `--regid=${user.gid}`,
@@ -263,8 +270,8 @@ export function taskUserPrefix(tools: TaskUserTools, user: TaskUser, workspace: 
   ];
 }
 
-/** A root node's task user, the tools that switch to it and the folder its workspaces are staged on. */
-export type SandboxTaskUser = { user: TaskUser; tools: TaskUserTools; stage: string };
+/** A root node's task user, the tools that switch to it and the folders its workspaces and task inputs are staged on. */
+export type SandboxTaskUser = { user: TaskUser; tools: TaskUserTools; stage: string; inputStages: string[] };
 
 /** The trivial sandbox that checks bubblewrap works as the task user. */
 const PROBE_ARGS = ["--unshare-user", "--unshare-pid", "--unshare-net", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"];
@@ -305,5 +312,9 @@ export async function sandboxTaskUser(options: { name: string; readOnlyPaths: re
     throw new RuntimeUnavailableError("process", `bubblewrap cannot create a sandbox as the task user ${name} (uid ${user.uid}): ${failure.slice(0, 300)}`, [
       "Allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu, an AppArmor profile for bwrap).",
     ]);
-  return { user, tools, stage };
+  // One empty folder per possible input, in a folder every user can search (MAX_TASK_INPUTS).
+  const inputStages = Array.from({ length: MAX_TASK_INPUTS }, (_, index) => path.join(`${stage}-inputs`, String(index)));
+  for (const folder of inputStages) await mkdir(folder, { recursive: true, mode: 0o755 });
+  await chmod(`${stage}-inputs`, 0o755);
+  return { user, tools, stage, inputStages };
 }

@@ -21,7 +21,12 @@ export type TaskLaunch = {
   durationMs: number;
   /** For rank 0 of a group job: this machine's rendezvous address (provider.groupJobs). */
   master?: { addr: string; port: number };
+  /** The spec's inputs, prepared (node/data/inputs.ts): each host folder is bound read-only at its mount. */
+  inputs?: TaskInputMount[];
 };
+
+/** A prepared task input: the read-only host folder (or file) holding a CID, and where the task sees it (under /data). */
+export type TaskInputMount = { mount: string; hostPath: string };
 
 export const TASK_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 

@@ -1,0 +1,56 @@
+/**
+ * Task inputs on the provider (issue 36, docs/data.md): before a task is prepared, each input's
+ * CID is had through the node's data plane (InputCache: fetched once, cached across leases) and
+ * handed to the runtime, which binds it read-only at its mount. A provider that cannot mount
+ * inputs (data plane off, or tasks unsandboxed) refuses a task with inputs when it arrives, before
+ * the lease is activated: the renter's SDK then closes the lease with its whole deposit back.
+ */
+import { SuanliError } from "../../../common/errors.js";
+import { InputCache } from "../../data/inputs.js";
+import type { DataStore } from "../../data/store.js";
+import type { TaskInputMount, TaskSpec } from "../runtime/task.js";
+
+/** The provider cannot give a task its inputs; the task was not accepted (the lease is still Open). */
+export class TaskInputsUnavailableError extends SuanliError {
+  override name = "TaskInputsUnavailableError";
+}
+
+/** How this node gives tasks their inputs, or why it cannot. */
+export type ProviderInputs = { cache: InputCache; fetchTimeoutMs: number } | { refusal: string };
+
+/** From the node's data plane (undefined when data.enabled is false) and whether its tasks are sandboxed. */
+export function providerInputs(data: DataStore | undefined, dataDir: string, sandboxed: boolean): ProviderInputs {
+  if (!data) return { refusal: "its data plane is off (data.enabled is false)" };
+  if (!sandboxed) return { refusal: 'it runs tasks unsandboxed (provider.runtime.sandbox "none"): there is no mount namespace to mount inputs in' };
+  return { cache: new InputCache(data, dataDir), fetchTimeoutMs: data.options.fetchTimeoutMs };
+}
+
+/** Throws TaskInputsUnavailableError when the spec has inputs this node cannot mount. */
+export function refuseUnmountableInputs(inputs: ProviderInputs | undefined, spec: Pick<TaskSpec, "inputs">): void {
+  if (!spec.inputs?.length) return;
+  const refusal = inputs === undefined ? "it has no data plane" : "refusal" in inputs ? inputs.refusal : undefined;
+  if (refusal === undefined) return;
+  throw new TaskInputsUnavailableError(`This provider cannot mount task inputs: ${refusal}. The task was not accepted and the lease was not activated`, {
+    metaMessages: ["Close the lease (the SDK does, and the whole deposit comes back) and submit to another provider."],
+  });
+}
+
+/**
+ * Each input of `spec` as a read-only host folder and its mount, fetching what is not cached yet.
+ * Throws DataNotFoundError (blame: renter) when an input cannot be had within data.fetchTimeoutMs,
+ * and the abort reason when `signal` aborts first (a fetch in flight finishes into the cache).
+ */
+export async function prepareInputs(inputs: ProviderInputs | undefined, spec: Pick<TaskSpec, "inputs">, signal: AbortSignal): Promise<TaskInputMount[]> {
+  if (!spec.inputs?.length) return [];
+  refuseUnmountableInputs(inputs, spec);
+  const { cache, fetchTimeoutMs } = inputs as Extract<ProviderInputs, { cache: InputCache }>;
+  const all = Promise.all(spec.inputs.map((input) => cache.prepare(input.cid, { timeoutMs: fetchTimeoutMs })));
+  const aborted = new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(signal.reason as Error);
+    signal.addEventListener("abort", () => reject(signal.reason as Error), { once: true });
+  });
+  all.catch(() => undefined);
+  aborted.catch(() => undefined);
+  const prepared = await Promise.race([all, aborted]);
+  return spec.inputs.map((input, index) => ({ mount: input.mount, hostPath: prepared[index]!.path }));
+}
