@@ -4,13 +4,24 @@ import { Readable, Transform } from "node:stream";
 import { create as createTar } from "tar";
 import { z } from "zod";
 import { DATA_MEDIA_TYPES, dataEntrySchema, type DataEntryView } from "../../common/api/data.js";
-import { DataIntegrityError, dataAnswer, dataRequest, inspectLocal, localCid, nodeParametersShape, parseInput, walkLocal } from "../internal/data.js";
+import { DataIntegrityError, dataAnswer, dataRequest, inspectLocal, localCid, parseInput, walkLocal } from "../internal/data.js";
 
-/** Progress of a transfer: bytes sent or received so far, and the content's size when known. */
+/**
+ * Progress of a transfer: bytes sent (addData: the request body, a folder's tar headers included)
+ * or received so far, and the content's size when known.
+ *
+ * @example
+ * import { addData, type DataProgress } from "suanli/sdk";
+ * const onProgress = ({ bytes, totalBytes }: DataProgress) => console.error(`${bytes} / ${totalBytes ?? "?"}`);
+ * await addData("./dataset", { nodeUrl: "http://127.0.0.1:8080", onProgress });
+ */
 export type DataProgress = { bytes: number; totalBytes: number | undefined };
 
 const addDataSchema = z.strictObject({
-  ...nodeParametersShape,
+  /** The node's HTTP API, e.g. http://127.0.0.1:8080 (its data routes answer only on the node's own machine). */
+  nodeUrl: z.string().url(),
+  /** Aborts the request. */
+  signal: z.custom<AbortSignal>((value) => value instanceof AbortSignal).optional(),
   /** The name kept with the pin; for a file it is also the name the file is wrapped under (part of the CID). Default: the file or folder's own name. */
   name: z
     .string()
@@ -18,6 +29,7 @@ const addDataSchema = z.strictObject({
     .max(200)
     .refine((name) => name !== "." && name !== ".." && !/[/\\\0]/.test(name), "expected one path segment")
     .optional(),
+  /** Called as bytes move: `{ bytes, totalBytes }`. */
   onProgress: z.custom<(progress: DataProgress) => void>((value) => typeof value === "function").optional(),
 });
 

@@ -6,11 +6,15 @@ import { pipeline } from "node:stream/promises";
 import { extract, type ReadEntry } from "tar";
 import { z } from "zod";
 import { DATA_HEADERS } from "../../common/api/data.js";
-import { cidSchema, DataIntegrityError, DataRequestError, dataRequest, localCid, nodeParametersShape, parseInput } from "../internal/data.js";
+import { cidSchema, DataIntegrityError, DataRequestError, dataRequest, localCid, parseInput } from "../internal/data.js";
 import type { DataProgress } from "./addData.js";
 
 const getDataSchema = z.strictObject({
-  ...nodeParametersShape,
+  /** The node's HTTP API, e.g. http://127.0.0.1:8080 (its data routes answer only on the node's own machine). */
+  nodeUrl: z.string().url(),
+  /** Aborts the request. */
+  signal: z.custom<AbortSignal>((value) => value instanceof AbortSignal).optional(),
+  /** Called as bytes move: `{ bytes, totalBytes }`. */
   onProgress: z.custom<(progress: DataProgress) => void>((value) => typeof value === "function").optional(),
   /** How long the node waits for blocks it lacks, ms (default: its data.fetchTimeoutMs). */
   timeoutMs: z.number().int().min(100).max(86_400_000).optional(),

@@ -1,6 +1,6 @@
-import { z } from "zod";
 import { dataRemovedSchema, type DataRemoved } from "../../common/api/data.js";
-import { cidSchema, dataAnswer, dataRequest, nodeParametersShape, parseInput } from "../internal/data.js";
+import { cidSchema, dataAnswer, dataRequest, parseInput } from "../internal/data.js";
+import { dataNodeSchema, type DataNodeParameters } from "./listData.js";
 
 /**
  * What removeData answers: the CID and what was removed (`pinned`: the pin; `cached`: a cached copy).
@@ -20,8 +20,8 @@ export type RemoveDataReturnType = DataRemoved;
  * import { removeData } from "suanli/sdk";
  * await removeData("bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi", { nodeUrl: "http://127.0.0.1:8080" });
  */
-export async function removeData(cid: string, parameters: z.input<z.ZodObject<typeof nodeParametersShape>>): Promise<RemoveDataReturnType> {
-  const options = parseInput(z.strictObject(nodeParametersShape), parameters, "removeData parameters");
+export async function removeData(cid: string, parameters: DataNodeParameters): Promise<RemoveDataReturnType> {
+  const options = parseInput(dataNodeSchema, parameters, "removeData parameters");
   const root = parseInput(cidSchema, cid, "CID");
   const route = `/v1/data/${root}`;
   const response = await dataRequest(options.nodeUrl, route, { method: "DELETE", signal: options.signal });

@@ -67,12 +67,6 @@ export class DataIntegrityError extends SuanliError {
   }
 }
 
-export const nodeParametersShape = {
-  /** The node's HTTP API, e.g. http://127.0.0.1:8080 (the data routes answer only on the node's own machine). */
-  nodeUrl: z.string().url(),
-  signal: z.custom<AbortSignal>((value) => value instanceof AbortSignal).optional(),
-};
-
 export const cidSchema = z
   .string()
   .min(1)
