@@ -189,7 +189,10 @@ describe("data API, SDK and CLI (suanli data add|ls|rm|get)", function () {
   });
 
   it("suanli data add --pin-on, ls, get (from another node, verified) and rm as child processes, --json", async () => {
-    const added = await runCli(["data", "add", folder, "--pin-on", a.url, "--json"]);
+    const cliFolder = path.join(root, "cli-dataset");
+    await mkdir(path.join(cliFolder, "sub"), { recursive: true });
+    await writeFile(path.join(cliFolder, "sub", "c.bin"), randomBytes(300_000));
+    const added = await runCli(["data", "add", cliFolder, "--pin-on", a.url, "--json"]);
     assert.equal(added.code, 0, added.stderr);
     const { cid } = lastJson<{ cid: string; verified: boolean }>(added.stdout);
     assert.equal(lastJson(added.stdout).verified, true);
@@ -203,7 +206,7 @@ describe("data API, SDK and CLI (suanli data add|ls|rm|get)", function () {
     assert.equal(got.code, 0, got.stderr);
     assert.match(got.stdout, /verified against/);
     assert.match(got.stderr, /Received/, "progress on stderr");
-    assert.deepEqual(await tree(out), await tree(folder));
+    assert.deepEqual(await tree(out), await tree(cliFolder));
 
     const removed = await runCli(["data", "rm", cid, "--node-url", a.url, "--json"]);
     assert.equal(removed.code, 0, removed.stderr);
