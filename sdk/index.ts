@@ -37,3 +37,8 @@ export { execTask } from "./actions/execTask.js";
 export { forwardPort } from "./actions/forwardPort.js";
 export { signLeaseRequest, type RenterRequestSigner } from "../common/protocols/lease.js";
 export { suanliDomain, suanliTypes } from "../common/eip712.js";
+export { addData, type AddDataParameters, type AddDataReturnType, type DataProgress } from "./actions/addData.js";
+export { listData, type DataNodeParameters, type ListDataReturnType } from "./actions/listData.js";
+export { removeData, type RemoveDataReturnType } from "./actions/removeData.js";
+export { getData, type GetDataParameters, type GetDataReturnType } from "./actions/getData.js";
+export { DataIntegrityError, DataRequestError } from "./internal/data.js";

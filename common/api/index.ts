@@ -10,3 +10,4 @@ export * from "./market.js";
 export * from "./events.js";
 export * from "./relay.js";
 export * from "./console.js";
+export * from "./data.js";

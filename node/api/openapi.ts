@@ -20,6 +20,7 @@ import {
   reservationBodySchema,
 } from "../../common/api/market.js";
 import { offerPageSchema, offerViewSchema } from "../../common/api/offers.js";
+import { dataEntrySchema, dataListSchema, dataRemovedSchema } from "../../common/api/data.js";
 import {
   cancelRelayAnswerSchema,
   cancelRelayBodySchema,
@@ -73,6 +74,9 @@ const named: [z.ZodType, string][] = [
   [outputListRelayBodySchema, "OutputListRequest"],
   [outputReadRelayBodySchema, "OutputReadRequest"],
   [outputManifestApiSchema, "OutputManifest"],
+  [dataEntrySchema, "DataEntry"],
+  [dataListSchema, "DataList"],
+  [dataRemovedSchema, "DataRemoved"],
 ];
 for (const [schema, id] of named) apiComponents.add(schema, { id });
 
@@ -118,6 +122,7 @@ export const API_TAGS: Record<string, string> = {
   market: "Market statistics, matching (dry run) and reservations",
   events: "Server-sent events: live offer and lease changes",
   explorer: "The explorer web page and its assets",
+  data: "Content-addressed data this node holds (add, list, remove, get); only for clients on the node's own machine",
   console: "The renter console web page (the visitor's own wallet submits and watches tasks through the browser SDK) and its assets",
 };
 
@@ -139,6 +144,7 @@ export function buildOpenApiDocument(routes: readonly RouteSpec[], info: OpenApi
         };
       } else if (response.schema) entry.content = { [response.contentType ?? "application/json"]: { schema: jsonSchema(response.schema) } };
       else if (response.contentType) entry.content = { [response.contentType]: { schema: { type: "string" } } };
+      else if (response.contentTypes) entry.content = Object.fromEntries(response.contentTypes.map((type) => [type, { schema: { type: "string", contentMediaType: type } }]));
       if (response.headers) {
         entry.headers = Object.fromEntries(Object.entries(response.headers).map(([name, description]) => [name, { description, schema: { type: "string" } }]));
       }
@@ -153,6 +159,12 @@ export function buildOpenApiDocument(routes: readonly RouteSpec[], info: OpenApi
       responses,
     };
     if (route.body) operation.requestBody = { required: true, content: { "application/json": { schema: jsonSchema(route.body) } } };
+    if (route.streamBody) {
+      operation.requestBody = {
+        required: true,
+        content: Object.fromEntries(Object.entries(route.streamBody).map(([type, description]) => [type, { schema: { type: "string", contentMediaType: type, description } }])),
+      };
+    }
     const path = openApiPath(route.url);
     paths[path] = { ...paths[path], [route.method.toLowerCase()]: operation };
   }

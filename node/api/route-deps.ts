@@ -4,6 +4,7 @@
  */
 import type { Registry } from "prom-client";
 import type { Deployment } from "../../common/deployment.js";
+import type { DataStore } from "../data/store.js";
 import type { EventHub } from "./events.js";
 import type { ExplorerAssets, PageAssets } from "./explorer-assets.js";
 import type { ApiMetrics } from "./metrics.js";
@@ -16,6 +17,8 @@ export type RouteDeps = {
   /** Forwards renters' signed requests to providers; absent on a node without a p2p host (503). */
   relay: ProviderRelay | undefined;
   options: ApiOptions;
+  /** The node's data plane and the folder transfers are staged in; absent when data.enabled is false (the data routes answer 503). */
+  data: { store: DataStore; staging: string } | undefined;
   deployment: Deployment;
   hub: EventHub;
   registry: Registry;

@@ -6,13 +6,15 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
 
-export type HttpMethod = "GET" | "POST";
+export type HttpMethod = "GET" | "POST" | "DELETE";
 
 export type ResponseSpec = {
   description: string;
   /** JSON body schema (a registered component, see openapi.ts), or a non-JSON media type. */
   schema?: z.ZodType;
   contentType?: string;
+  /** Several non-JSON media types the body may come in (which one: see the headers). */
+  contentTypes?: string[];
   /**
    * For `text/event-stream`: the schema of each event's JSON data, by event name (registered
    * components). Documentation only: the stream is written by its handler.
@@ -49,6 +51,11 @@ export type RouteSpec<
   querystring?: Q;
   params?: P;
   body?: B;
+  /**
+   * The body is not JSON but a stream the handler reads itself (media type → description): the
+   * handler gets the request stream as `body`, unparsed and unvalidated, not capped by api.maxBodyBytes.
+   */
+  streamBody?: Record<string, string>;
   responses: Record<number, ResponseSpec>;
   /** `write`: the stricter per-client limit; `none`: not rate-limited (Prometheus scrapes). */
   rateLimit?: "default" | "write" | "none";

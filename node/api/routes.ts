@@ -26,6 +26,7 @@ import { defineRoute, type RouteSpec } from "./route.js";
 import type { RouteDeps } from "./route-deps.js";
 import { badInput, error, rateLimited } from "./route-responses.js";
 import { writeRoutes } from "./routes-write.js";
+import { dataRoutes } from "./routes-data.js";
 import { consoleConfigSchema } from "../../common/api/console.js";
 import type { Deployment } from "../../common/deployment.js";
 import type { Page, PageOf } from "./source.js";
@@ -252,6 +253,7 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
       },
     }),
     ...writeRoutes(deps),
+    ...dataRoutes(deps),
     defineRoute({
       method: "GET",
       url: "/v1/events",

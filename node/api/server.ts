@@ -22,6 +22,7 @@ import type { ApiErrorBody } from "../../common/api/market.js";
 import type { Deployment } from "../../common/deployment.js";
 import { InvalidInputError } from "../../common/errors.js";
 import { describeIssues, parseInput } from "../../common/validation.js";
+import type { DataStore } from "../data/store.js";
 import { httpServerOptions, limitConnections } from "../http/limits.js";
 import { silentLogger, type Logger } from "../log/logger.js";
 import { ApiError, RateLimitedError, RequestInputError, RouteNotFoundError } from "./errors.js";
@@ -43,6 +44,8 @@ export type ApiServerDeps = {
   source: MarketDataSource;
   /** Forwards renters' signed requests to providers (reservations, task, status, logs, cancel); without it those routes answer 503. */
   relay?: ProviderRelay;
+  /** The node's data plane (docs/data.md) and the folder its transfers are staged in; without it the data routes answer 503 (DataDisabledError). */
+  data?: { store: DataStore; staging: string };
   /** The deployment the node serves (chain id, contracts, token); its LeaseMarket signs the EIP-712 domain. */
   deployment: Deployment;
   /** `api.*` options; defaults apply to what is left out. */
@@ -160,6 +163,14 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
 
   // Bodies are JSON only: a text/plain body is refused with 415 rather than half-understood.
   app.removeContentTypeParser("text/plain");
+  // Except the routes that declare a streamed body (data uploads): they read the request stream
+  // themselves, unparsed; any other route refuses these media types with 415 as before.
+  const streamed = new Map<string, Set<string>>();
+  app.addContentTypeParser(["application/octet-stream", "application/x-tar"], (request, payload, done) => {
+    const mediaType = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+    if (streamed.get(`${request.method} ${request.routeOptions.url}`)?.has(mediaType)) return done(null, payload);
+    done(Object.assign(new Error(`Unsupported media type ${mediaType}`), { code: "FST_ERR_CTP_INVALID_MEDIA_TYPE", statusCode: 415 }), undefined);
+  });
 
   app.setErrorHandler((error: FastifyError | Error, request, reply) => {
     const route = request.routeOptions.url ?? "unmatched";
@@ -264,6 +275,7 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   const routes = apiRoutes({
     source: deps.source,
     relay: deps.relay,
+    data: deps.data,
     options,
     deployment: deps.deployment,
     hub,
@@ -289,6 +301,7 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
   // bundle server allows it (any http(s) origin: the renter typed the URL; CORS still applies).
   const consoleCsp = CSP.replace("connect-src 'self'", `connect-src 'self'${pageRpcUrl ? ` ${new URL(pageRpcUrl).origin}` : ""} http: https:`);
   for (const route of routes) {
+    if (route.streamBody) streamed.set(`${route.method} ${route.url}`, new Set(Object.keys(route.streamBody)));
     const response: Record<number, z.ZodType> = {};
     for (const [code, spec] of Object.entries(route.responses)) {
       if (spec.schema && !spec.contentType) response[Number(code)] = spec.schema;

@@ -4,6 +4,8 @@
  * starts it when `api.enabled` is set; it is a module like any other, stopped with the node.
  */
 import type { Daemon, DaemonModule } from "../daemon.js";
+import { rm } from "node:fs/promises";
+import { stagingDir } from "../data/transfer.js";
 import { NodeMarketSource } from "./node-source.js";
 import { NodeProviderRelay } from "./relay.js";
 import { createApiServer, type ApiServer } from "./server.js";
@@ -54,12 +56,15 @@ export async function startApi(daemon: Daemon): Promise<ApiModule> {
     logger,
     maxAgeSeconds: config.api.signatureMaxAgeSeconds,
   });
+  // Transfers a previous run left half-done (a crash mid-upload) are staging copies only: drop them.
+  if (daemon.data) await rm(stagingDir(config.dataDir), { recursive: true, force: true });
   let server: ApiServer;
   let url: string;
   try {
     server = await createApiServer({
       source,
       relay,
+      data: daemon.data ? { store: daemon.data, staging: stagingDir(config.dataDir) } : undefined,
       deployment: daemon.deployment,
       options: config.api,
       logger: daemon.logger,

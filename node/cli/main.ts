@@ -2,6 +2,7 @@ import { Command, CommanderError } from "commander";
 import { InvalidInputError, SuanliError } from "../../common/errors.js";
 import { ConfigError } from "../config/load.js";
 import { registerAttestor } from "./commands/attestor.js";
+import { registerData } from "./commands/data.js";
 import { registerDevnet } from "./commands/devnet.js";
 import { registerGovernance } from "./commands/governance.js";
 import { registerNode } from "./commands/node.js";
@@ -17,6 +18,7 @@ registerNode(program);
 registerAttestor(program);
 registerWallet(program);
 registerRenter(program);
+registerData(program);
 registerProvider(program);
 registerGovernance(program);
 

@@ -74,8 +74,34 @@ const SHARED_TYPES = [
  * `suanli/sdk` only: the task I/O actions (node:fs, node:net, libp2p streams; a browser client's
  * methods throw TaskIoUnsupportedError instead) and the state file's error.
  */
-const NODE_ONLY_VALUES = ["TaskStoreMismatchError", "downloadOutput", "execTask", "forwardPort"];
-const NODE_ONLY_TYPES = ["DownloadOutputParameters", "DownloadOutputReturnType", "ExecTaskParameters", "ExecTaskReturnType", "ForwardPortParameters", "ForwardPortReturnType"];
+const NODE_ONLY_VALUES = [
+  "DataIntegrityError",
+  "DataRequestError",
+  "TaskStoreMismatchError",
+  "addData",
+  "downloadOutput",
+  "execTask",
+  "forwardPort",
+  "getData",
+  "listData",
+  "removeData",
+];
+const NODE_ONLY_TYPES = [
+  "AddDataParameters",
+  "AddDataReturnType",
+  "DataNodeParameters",
+  "DataProgress",
+  "DownloadOutputParameters",
+  "DownloadOutputReturnType",
+  "ExecTaskParameters",
+  "ExecTaskReturnType",
+  "ForwardPortParameters",
+  "ForwardPortReturnType",
+  "GetDataParameters",
+  "GetDataReturnType",
+  "ListDataReturnType",
+  "RemoveDataReturnType",
+];
 const ENTRIES = {
   "sdk/index.ts": { module: "../../sdk/index.js", values: [...SHARED_VALUES, ...NODE_ONLY_VALUES], types: [...SHARED_TYPES, ...NODE_ONLY_TYPES] },
   "sdk/browser.ts": { module: "../../sdk/browser.js", values: SHARED_VALUES, types: SHARED_TYPES },
