@@ -21,12 +21,8 @@ import {
   unixSecondsSchema,
 } from "./primitives.js";
 
-export const reputationSchema = z.strictObject({
-  leasesCompleted: z.number().int().nonnegative(),
-  faults: z.number().int().nonnegative(),
-  unitSecondsDelivered: amountSchema.describe("Units × seconds delivered over completed leases."),
-});
-export type Reputation = z.output<typeof reputationSchema>;
+export { reputationSchema, uptimePercentOf, type Reputation } from "./reputation.js";
+import { reputationSchema } from "./reputation.js";
 
 /** A machine as declared in the ProviderRegistry, with its live use and attestations. */
 export const machineViewSchema = z.strictObject({

@@ -3,6 +3,7 @@
  * signed EIP-712 Offer kept whole so that a front end can open a lease with it directly.
  */
 import { sealingPublicKeySchema } from "../sealed.js";
+import { reputationSchema } from "./reputation.js";
 import { z } from "zod";
 import type { Offer } from "../eip712.js";
 import {
@@ -111,6 +112,7 @@ export const offerViewSchema = z.strictObject({
     .describe(
       'In-lease capacity checks the offer accepts: attestors may challenge the leased machine without notice for up to shareBps of the lease\'s elapsed time, paid by the provider (docs/attestation.md, "In-lease checks"); the default share when the provider announced none.',
     ),
+  reputation: reputationSchema.optional().describe("The provider's on-chain reputation counters and uptime, as this node last read them; absent until it has read them."),
   expiry: unixSecondsSchema,
   capacity: z.strictObject({
     freeUnits: uint16Schema,

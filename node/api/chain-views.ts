@@ -4,7 +4,7 @@
  * paging of list requests that read the chain per item.
  */
 import { getAddress, type Address, type Hex } from "viem";
-import type { LeaseView, MachineView, ProviderView } from "../../common/api/chain.js";
+import { uptimePercentOf, type LeaseView, type MachineView, type ProviderView } from "../../common/api/chain.js";
 import type { LeaseView as ChainLease, readMachine, readProvider } from "../../common/chain/market.js";
 import { GPU_MODELS, modelHash } from "../../common/gpu.js";
 import type { Page, PageOf } from "./source.js";
@@ -99,6 +99,7 @@ export function toProviderView(address: Address, record: ChainProvider, machines
       leasesCompleted: Number(record.leasesCompleted),
       faults: Number(record.faults),
       unitSecondsDelivered: record.unitSecondsDelivered,
+      uptimePercent: uptimePercentOf(record),
     },
     machines: machines.filter((machine): machine is MachineView => machine !== undefined),
   };

@@ -113,7 +113,10 @@ export class EventHub {
   private encode(change: MarketChange): { event: MarketEventName; data: unknown } {
     switch (change.type) {
       case "offer":
-        return { event: "offer", data: marketEventSchemas.offer.encode(toOfferView(change.entry, this.deps.nowSeconds())) };
+        return {
+          event: "offer",
+          data: marketEventSchemas.offer.encode(toOfferView(change.entry, this.deps.nowSeconds(), this.deps.source.reputationOf?.(change.entry.message.offer.provider))),
+        };
       case "offer-removed":
         return { event: "offer-removed", data: marketEventSchemas["offer-removed"].encode({ key: change.key, reason: change.reason, at: change.at }) };
       case "lease":

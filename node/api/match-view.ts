@@ -3,6 +3,7 @@
  * same candidates and explanation, flattened for JSON, with what a front end needs to reserve
  * (offer keys, peer ids, the offer version matched) and the deposit each candidate would take.
  */
+import { uptimePercentOf } from "../../common/api/chain.js";
 import type { MatchCandidate, MatchResult } from "../../common/api/market.js";
 import type { Candidate, MatchResult as EngineResult } from "../../common/matching/engine.js";
 import { formatUsd } from "../../common/matching/money.js";
@@ -19,7 +20,7 @@ function toCandidate(candidate: Candidate, rank: number, duration: number): Matc
     pricePerGpuHour: candidate.pricePerGpuHour,
     pricePerGpuHourUsd: formatUsd(candidate.pricePerGpuHour),
     totalCost: candidate.parts.reduce((sum, part) => sum + BigInt(part.units) * part.pricePerUnitSecond * BigInt(duration), 0n),
-    reputation: { ...first.reputation },
+    reputation: { ...first.reputation, uptimePercent: uptimePercentOf(first.reputation) },
     allocations: candidate.parts.map((part) => ({
       offerKey: part.entry.key,
       provider: part.entry.provider,

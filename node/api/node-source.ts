@@ -15,7 +15,7 @@ import { readLease, readMachine, readProvider, type LeaseView as ChainLease } fr
 import type { Deployment } from "../../common/deployment.js";
 import { TypedDataRecoverer } from "../../common/eip712-recover.js";
 import type { MatchingEngine } from "../../common/matching/engine.js";
-import type { OfferKnowledge } from "../../common/matching/entry.js";
+import type { OfferKnowledge, Reputation as MatchingReputation } from "../../common/matching/entry.js";
 import { OfferEngineIndex, ReputationCache } from "../../common/matching/offer-index.js";
 import type { MatchingOptionsInput } from "../../common/matching/options.js";
 import { ReadCache, type CachedChainView } from "../../common/offers/chain-view.js";
@@ -385,6 +385,10 @@ export class NodeMarketSource implements MarketDataSource {
         (filter.minUnits === undefined || machine.units >= filter.minUnits),
     );
     return paginate(matching, page);
+  }
+
+  reputationOf(provider: Address): MatchingReputation | undefined {
+    return this.reputations.peek(provider);
   }
 
   getMachine(machineId: number): Promise<MachineView | undefined> {

@@ -7,6 +7,8 @@ import { NO_CC } from "../../common/attest/cc.js";
 import { leaseCheckShareBps } from "../../common/attest/lease-checks.js";
 import { offerKey, pricePerUnitHour } from "../../common/offers/message.js";
 import type { OfferEntry, VerifiedAttestation } from "./source.js";
+import { uptimePercentOf } from "../../common/api/chain.js";
+import type { Reputation as MatchingReputation } from "../../common/matching/entry.js";
 
 /** A verified attestation covers the offer's machine and has not expired. */
 export function attestationCovers(entry: OfferEntry, verified: VerifiedAttestation, nowSeconds: number): boolean {
@@ -53,7 +55,8 @@ export function entryKey(entry: OfferEntry): string {
   return offerKey(entry.message.offer.provider, entry.message.offer.machineId, entry.message.tier ?? 0);
 }
 
-export function toOfferView(entry: OfferEntry, nowSeconds: number): OfferView {
+/** An offer as the API shows it, with its provider's reputation when the node holds it (`reputation`). */
+export function toOfferView(entry: OfferEntry, nowSeconds: number, reputation?: MatchingReputation): OfferView {
   const { offer, machine, capacity, signature } = entry.message;
   return {
     key: entryKey(entry),
@@ -77,6 +80,7 @@ export function toOfferView(entry: OfferEntry, nowSeconds: number): OfferView {
     startWindow: offer.startWindow,
     ...(entry.message.resources ? { resources: entry.message.resources } : {}),
     leaseChecks: { shareBps: leaseCheckShareBps(entry.message.leaseChecks) },
+    ...(reputation ? { reputation: { ...reputation, uptimePercent: uptimePercentOf(reputation) } } : {}),
     expiry: offer.expiry,
     capacity: {
       freeUnits: capacity.freeUnits,

@@ -112,7 +112,7 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
         const page = { limit, offset };
         const result = await source.queryOffers(filter, page);
         const now = deps.nowSeconds();
-        return pageOf({ items: result.items.map((entry) => toOfferView(entry, now)), total: result.total }, page);
+        return pageOf({ items: result.items.map((entry) => toOfferView(entry, now, source.reputationOf?.(entry.message.offer.provider))), total: result.total }, page);
       },
     }),
     defineRoute({
@@ -131,7 +131,7 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
       handler: async ({ params }) => {
         const entry = await source.getOffer(params.key);
         if (!entry) throw new OfferNotFoundError(params.key);
-        return toOfferView(entry, deps.nowSeconds());
+        return toOfferView(entry, deps.nowSeconds(), source.reputationOf?.(entry.message.offer.provider));
       },
     }),
     defineRoute({

@@ -17,6 +17,7 @@ import type { OutputRelayBody, RelayAction, RelayBody } from "../../common/api/r
 import type { OutputManifest } from "../../common/protocols/task-io.js";
 import type { Attestation, ReserveRequest } from "../../common/eip712.js";
 import type { ReserveReply } from "../../common/matching/handshake.js";
+import type { Reputation as MatchingReputation } from "../../common/matching/entry.js";
 import type { OfferMessage } from "../../common/offers/message.js";
 
 /** An attestation whose signature the node checked: the signer holds ATTESTOR_ROLE. */
@@ -59,6 +60,11 @@ export interface MarketDataSource {
   queryOffers(filter: OfferFilter, page: Page): Promise<PageOf<OfferEntry>>;
   /** The live offer of a book key (`offerKey(provider, machineId)`), or undefined. */
   getOffer(key: string): Promise<OfferEntry | undefined>;
+  /**
+   * The provider's on-chain reputation counters when the source already holds them (no chain read:
+   * offers are listed by the page), or undefined; offer views show them beside each offer.
+   */
+  reputationOf?(provider: Address): MatchingReputation | undefined;
   listProviders(query: Pick<ProviderListQuery, "sort">, page: Page): Promise<PageOf<ProviderView>>;
   /** A provider's registry record, or undefined when the address never registered. */
   getProvider(address: Address): Promise<ProviderView | undefined>;

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { uptimePercentOf } from "../../common/api/reputation.js";
 import { InvalidInputError } from "../../common/errors.js";
 import { resolveGpuName } from "../../common/matching/gpu-type.js";
 import { formatUsd, usdSchema } from "../../common/matching/money.js";
@@ -76,6 +77,12 @@ export type OfferSummary = {
   gpuIdentityVerified: boolean;
   /** When the signed offer expires, unix seconds. */
   expiry: number;
+  /**
+   * The provider's on-chain reputation as this client last read it: leases completed, faults,
+   * unit-seconds delivered, and `uptimePercent`, the share of its counted leases that ended without
+   * a fault (one decimal; null before any). Null until the client has read the provider's record.
+   */
+  reputation: { leasesCompleted: number; faults: number; unitSecondsDelivered: bigint; uptimePercent: number | null } | null;
   /** CPU cores, host memory and disk (MiB) each GPU comes with, enforced by the provider's runtime; null when it declares none. */
   resources: { cpuCoresPerUnit: number; memoryMiBPerUnit: number; diskMiBPerUnit: number } | null;
   /**
@@ -134,6 +141,7 @@ export async function queryOffers(ctx: SuanliContext, parameters: QueryOffersPar
       attested,
       gpuIdentityVerified,
       expiry: message.offer.expiry,
+      reputation: entry ? { ...entry.reputation, uptimePercent: uptimePercentOf(entry.reputation) } : null,
       resources: message.resources ?? null,
       ...(message.sealingKey
         ? { sealingKey: { publicKey: message.sealingKey.publicKey, expiresAt: message.sealingKey.expiresAt, signature: message.sealingKey.signature as `0x${string}` } }

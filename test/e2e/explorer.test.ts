@@ -181,6 +181,7 @@ describe("explorer page in headless Chromium against a devnet node", function ()
     await waitForKeys([key(0), key(4), key(2)]);
     assert.equal(await page.getAttribute(`tr[data-key="${key(4)}"]`, "class"), "new");
     assert.equal(await page.textContent(`tr[data-key="${key(4)}"] td.attested`), "yes");
+    assert.equal(await page.textContent(`tr[data-key="${key(4)}"] td.track`), "new (no lease counted yet), 0.0 GPU-h");
     assert.equal(node.offers.book.size, 6);
 
     // And one that leaves the book disappears: the provider removes the machine on-chain, the
@@ -233,6 +234,8 @@ describe("explorer page in headless Chromium against a devnet node", function ()
     const facts = (await page.textContent("#provider-facts")) ?? "";
     assert.match(facts, /Stake25,000 tUSD/);
     assert.match(facts, /Leases completed0/);
+    // No counted lease yet: uptime is "new", not 0 % or 100 % (issue #40 item 9).
+    assert.match(facts, /Uptimenew \(no lease counted yet\)/);
     // Six machines declared, one removed on-chain.
     assert.equal(await page.$$eval("#provider-machines tbody tr", (rows) => rows.length), 5);
   });

@@ -220,6 +220,8 @@ describe("HTTP API on a devnet node", function () {
       [[accounts.attestor.address, true]],
     );
     assert.equal(a100!.peerId, provider.p2p.host.peerId.toString());
+    // The provider's track record beside its offer (issue #40 item 9): no counted lease yet.
+    assert.deepEqual(a100!.reputation, { leasesCompleted: 0, faults: 0, unitSecondsDelivered: 0n, uptimePercent: null });
     const signer = await recoverTypedDataAddress({
       domain: domain(),
       types: { Offer: suanliTypes.Offer },
@@ -255,6 +257,7 @@ describe("HTTP API on a devnet node", function () {
     assert.equal(record.registered, true);
     assert.equal(record.stake, 100_000_000_000n);
     assert.equal(record.peerId, provider.p2p.host.peerId.toString());
+    assert.deepEqual(record.reputation, { leasesCompleted: 0, faults: 0, unitSecondsDelivered: 0n, uptimePercent: null });
     assert.deepEqual(
       record.machines.map((machine) => [machine.machineId, machine.model, machine.offerKey]),
       [

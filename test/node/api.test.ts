@@ -265,7 +265,7 @@ describe("HTTP API routes", () => {
       const provider = providerViewSchema.decode(response.json());
       assert.equal(provider.stake, 10_000_000_000n);
       assert.equal(provider.freeStake, 9_000_000_000n);
-      assert.deepEqual(provider.reputation, { leasesCompleted: 12, faults: 1, unitSecondsDelivered: 3_600_000n });
+      assert.deepEqual(provider.reputation, { leasesCompleted: 12, faults: 1, unitSecondsDelivered: 3_600_000n, uptimePercent: 92.3 });
       assert.deepEqual(
         provider.machines.map((machine) => [machine.machineId, machine.offerKey]),
         [
@@ -425,7 +425,7 @@ describe("HTTP API routes", () => {
       assert.equal(best!.totalCost, 1000n * 2n * 3600n);
       assert.equal(best!.allocations[0]!.pricePerUnitSecond, 1000n);
       assert.equal(best!.allocations[0]!.model, "A100-80GB");
-      assert.deepEqual(best!.reputation, { leasesCompleted: 12, faults: 1, unitSecondsDelivered: 3_600_000n });
+      assert.deepEqual(best!.reputation, { leasesCompleted: 12, faults: 1, unitSecondsDelivered: 3_600_000n, uptimePercent: 92.3 });
       assert.ok(best!.cost < result.candidates[1]!.cost);
 
       const one = matchResultSchema.decode((await post("/v1/match?limit=1", { gpuType: "A100", gpuCount: 2, duration: 3600, maxPricePerGpuHour: "6" })).json());

@@ -114,7 +114,7 @@ export async function startApiFixture(options: z.input<typeof apiOptionsSchema> 
       stake: 500_000_000n,
       freeStake: 500_000_000n,
       locked: 0n,
-      reputation: { leasesCompleted: 40, faults: 0, unitSecondsDelivered: 9_000_000n },
+      reputation: { leasesCompleted: 40, faults: 0, unitSecondsDelivered: 9_000_000n, uptimePercent: 100 },
     }),
   );
   source.putLease(leaseRecord(1n, renter.address, providerA.address));

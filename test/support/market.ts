@@ -151,7 +151,7 @@ export function providerRecord(account: HDAccount, machines: ProviderView["machi
     unbonding: 0n,
     unlockAt: null,
     freeStake: 9_000_000_000n,
-    reputation: { leasesCompleted: 12, faults: 1, unitSecondsDelivered: 3_600_000n },
+    reputation: { leasesCompleted: 12, faults: 1, unitSecondsDelivered: 3_600_000n, uptimePercent: 92.3 },
     machines,
     ...overrides,
   };

@@ -49,7 +49,11 @@ export class InMemoryMarketSource implements MarketDataSource {
   private index(entry: OfferEntry): void {
     const now = this.nowSeconds();
     const current = entry.verifiedAttestations.filter((verified) => attestationCovers(entry, verified, now)).map((verified) => verified.attestation);
-    const reputation = this.providers.get(entry.message.offer.provider.toLowerCase())?.reputation ?? { leasesCompleted: 0, faults: 0, unitSecondsDelivered: 0n };
+    const held = this.providers.get(entry.message.offer.provider.toLowerCase())?.reputation;
+    // The matching engine takes the chain's counters; uptimePercent is derived from them for the API.
+    const reputation = held
+      ? { leasesCompleted: held.leasesCompleted, faults: held.faults, unitSecondsDelivered: held.unitSecondsDelivered }
+      : { leasesCompleted: 0, faults: 0, unitSecondsDelivered: 0n };
     this.engine.upsert(
       offerEntryFromMessage(entry.message, {
         attestation: current.length ? { attestedAt: Math.max(...current.map((a) => a.issuedAt)), expiry: Math.max(...current.map((a) => a.expiry)) } : null,

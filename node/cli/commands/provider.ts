@@ -8,6 +8,7 @@ import { nodeConfigSchema } from "../../config/schema.js";
 import { runNode, waitForShutdown } from "../../run.js";
 import { parseConfigFlags } from "../config-flags.js";
 import { CliError, emit, ExitCode } from "../output.js";
+import { registerProviderEarnings } from "./provider-earnings.js";
 
 export function registerProvider(program: Command): void {
   const provider = program.command("provider").description("sell this machine's GPU time: register, offer, run renters' tasks, get paid");
@@ -69,4 +70,5 @@ export function registerProvider(program: Command): void {
       }
       if (json) emit(true, { event: "stopped" }, () => "");
     });
+  registerProviderEarnings(provider);
 }

@@ -9,8 +9,7 @@ import path from "node:path";
 import type { Command } from "commander";
 import { formatUnits } from "viem";
 import { InvalidInputError } from "../../../common/errors.js";
-import { formatUsd, PER_SECOND_ROUNDING_NOTE, showsPerSecondRounding } from "../../../common/matching/money.js";
-import { gib } from "../../../common/matching/explain-text.js";
+import { formatUsd } from "../../../common/matching/money.js";
 import { parseInputFlag } from "../../../common/protocols/task-inputs.js";
 import { createClient, parseSubmitParameters, type SubmitTaskParameters, type SuanliClient, type TaskReceipt, type TaskStatus } from "../../../sdk/index.js";
 import { resolveAccount } from "../account.js";
@@ -18,6 +17,7 @@ import { withChainFlags } from "../context.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
 import { checkChainFlags, FlagProblems } from "../preflight.js";
 import { cancelledByRenter, downloadWithProgress, followUpFlags, heldText, renderOutput, renterExitCode, verificationLabel, type RenterFlags } from "./renter-output.js";
+import { offersTable } from "./offers-table.js";
 import { connectChain } from "../../chain/clients.js";
 import { waitForShutdown } from "../../signals.js";
 
@@ -138,12 +138,6 @@ async function follow(client: SuanliClient, taskId: string, json: boolean, strea
   return receipt;
 }
 
-/** `8c 64G 200G`: CPU cores, memory and disk each GPU comes with; `-` when the offer declares none. */
-function perGpu(resources: { cpuCoresPerUnit: number; memoryMiBPerUnit: number; diskMiBPerUnit: number } | null): string {
-  if (!resources) return "-";
-  return `${resources.cpuCoresPerUnit}c ${gib(resources.memoryMiBPerUnit)}G ${gib(resources.diskMiBPerUnit)}G`;
-}
-
 export function registerRenter(program: Command): void {
   withRenterFlags(
     program
@@ -171,18 +165,7 @@ export function registerRenter(program: Command): void {
           attestedOnly: Boolean(flags.attested),
           gpuIdentityVerified: Boolean(flags.gpuIdentityVerified),
         });
-        emit(Boolean(flags.json), { offers }, () =>
-          offers.length === 0
-            ? "No live offers match (is --bootstrap set to a running node?)."
-            : [
-                `${"MODEL".padEnd(16)} ${"FREE".padStart(5)} ${"USD/GPU-h".padStart(10)} ${"REGION".padEnd(10)} ${"ATTESTED".padEnd(8)} ${"CC".padEnd(3)} ${"PER GPU".padEnd(16)} PROVIDER:MACHINE`,
-                ...offers.map(
-                  (o) =>
-                    `${o.model.padEnd(16)} ${`${o.freeUnits}/${o.units}`.padStart(5)} ${o.pricePerGpuHour.padStart(10)} ${o.region.padEnd(10)} ${(o.attested ? "yes" : "no").padEnd(8)} ${(o.gpuIdentityVerified ? "yes" : "no").padEnd(3)} ${perGpu(o.resources).padEnd(16)} ${o.key}`,
-                ),
-                ...(offers.some((o) => showsPerSecondRounding(o.pricePerUnitSecond)) ? [`Note: ${PER_SECOND_ROUNDING_NOTE}.`] : []),
-              ].join("\n"),
-        );
+        emit(Boolean(flags.json), { offers }, () => (offers.length === 0 ? "No live offers match (is --bootstrap set to a running node?)." : offersTable(offers)));
       },
       problems,
     );

@@ -105,6 +105,11 @@ function offersQuery(): URLSearchParams | string {
 
 // ---- offers table ----
 
+/** A provider's uptime: the share of its counted leases that ended without a fault, or "new" before any. */
+function uptimeText(percent: number | null): string {
+  return percent === null ? "new (no lease counted yet)" : `${percent} % of leases without a fault`;
+}
+
 function offerRow(offer: OfferView, now: number): HTMLTableRowElement {
   const row = document.createElement("tr");
   row.dataset.key = offer.key;
@@ -131,6 +136,7 @@ function offerRow(offer: OfferView, now: number): HTMLTableRowElement {
     cell(offer.region),
     cell(`${perHour(offer.pricePerUnitSecond)} ${symbol()}`, "num price"),
     cell(offer.attested ? "yes" : "no", "attested"),
+    cell(offer.reputation ? `${uptimeText(offer.reputation.uptimePercent)}, ${(Number(offer.reputation.unitSecondsDelivered) / 3600).toFixed(1)} GPU-h` : "-", "track"),
     cell(relativeTime(offer.expiry, Date.now())),
   );
   return row;
@@ -223,6 +229,7 @@ function renderProvider(provider: ProviderView): void {
   fact(facts, "Leases completed", String(provider.reputation.leasesCompleted));
   fact(facts, "Faults", String(provider.reputation.faults));
   fact(facts, "GPU-hours delivered", (Number(provider.reputation.unitSecondsDelivered) / 3600).toFixed(1));
+  fact(facts, "Uptime", uptimeText(provider.reputation.uptimePercent));
   fact(facts, "Peer id", provider.peerId);
   fact(facts, "Metadata", provider.metadataURI);
   const now = Math.floor(Date.now() / 1000);
