@@ -20,6 +20,13 @@ import { BUSYBOX_IMAGE, requireContainerSupport } from "../support/container-ima
 
 const NODE = process.execPath;
 
+/** The slot user (`suanli-task-<n>`) with this uid, from /etc/passwd. */
+async function slotUserOf(uid: number): Promise<{ name: string; uid: number; gid: number } | undefined> {
+  const line = (await readFile("/etc/passwd", "utf8")).split("\n").find((row) => row.split(":")[2] === String(uid));
+  const name = line?.split(":")[0] ?? "";
+  return new RegExp(`^${DEFAULT_TASK_USER}-\\d+$`).test(name) ? lookupUser(name) : undefined;
+}
+
 describe("provider task user: root on the host is not root in the task (issue #33 item 5)", function () {
   this.timeout(60_000);
   let dir: string;
@@ -47,7 +54,7 @@ describe("provider task user: root on the host is not root in the task (issue #3
     };
   }
 
-  it("a sandboxed task of a root node is host uid suanli-task: it cannot read a root-only host file, and what it writes is that user's, read back by the node", async () => {
+  it("a sandboxed task of a root node is its own slot user (suanli-task-<n>): it cannot read a root-only host file, and what it writes is that user's, read back by the node", async () => {
     // A folder the operator binds read-only, holding a file only root may read (like /etc/shadow).
     const shared = path.join(dir, "shared");
     await mkdir(shared, { mode: 0o755 });
@@ -65,10 +72,8 @@ describe("provider task user: root on the host is not root in the task (issue #3
     // The workspace root lies below a folder only root may search (a data dir of mode 0700).
     await mkdir(path.join(dir, "data"), { mode: 0o700 });
     const isolation = await runtime.verify();
-    const user = await lookupUser(DEFAULT_TASK_USER);
-    assert.ok(user, "the node created the task user");
-    assert.notEqual(user.uid, 0);
-    assert.match(isolation.description, new RegExp(`tasks as host uid ${user.uid} \\(${DEFAULT_TASK_USER}\\), never root`));
+    assert.ok(await lookupUser(DEFAULT_TASK_USER), "the node created the task user (of its start checks)");
+    assert.match(isolation.description, new RegExp(`each task as its own host user \\(${DEFAULT_TASK_USER}-0, -1, …\\), never root`));
 
     const probe = [
       "import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';",
@@ -89,7 +94,9 @@ describe("provider task user: root on the host is not root in the task (issue #3
     ) as TaskSpec;
     const task = await runtime.prepare({ taskId: "uid1", spec, devices: [], durationMs: 30_000 });
     const workspace = path.join(dir, "data", "workspaces", "uid1");
-    assert.equal((await stat(workspace)).uid, user.uid, "the workspace is handed to the task user before the start");
+    // The task's own slot user (task-user-slots.ts): another test's task may hold slot 0 meanwhile.
+    const user = await slotUserOf((await stat(workspace)).uid);
+    assert.ok(user && user.uid !== 0, "the workspace is handed to the task's own slot user before the start");
     await task.start();
     const result = await task.wait();
     const lines = task.readLogs().lines.map((line) => line.text);
@@ -110,15 +117,11 @@ describe("provider task user: root on the host is not root in the task (issue #3
     await task.cleanup();
   });
 
-  it("a rootful Podman task's root is host uid <start> of suanli-task's subordinate range: a root-only host file mounted in is unreadable, its outputs are that id's", async () => {
+  it("a rootful Podman task's root is host uid <start> of its slot user's subordinate range: a root-only host file mounted in is unreadable, its outputs are that id's", async () => {
     await requireContainerSupport();
-    const user = await lookupUser(DEFAULT_TASK_USER);
     const runtime = new ContainerRuntime({ workspaceRoot: path.join(dir, "data", "containers"), engine: "podman", network: false, gpus: false, stopGraceMs: 2_000 });
     const isolation = await runtime.verify();
-    const range = subordinateRangeOf(await readFile("/etc/subuid", "utf8"), user ?? (await lookupUser(DEFAULT_TASK_USER))!);
-    assert.ok(range && range.start >= 100_000, "the node gave the task user a subordinate range");
-    assert.deepEqual(subordinateRangeOf(await readFile("/etc/subgid", "utf8"), (await lookupUser(DEFAULT_TASK_USER))!), range);
-    assert.match(isolation.description, new RegExp(`container root is host uid ${range.start}`));
+    assert.match(isolation.description, new RegExp(`each task's container root its own host id range \\(of ${DEFAULT_TASK_USER}-0, -1, …\\)`));
     const secret = path.join(dir, "podman-root-only.key");
     await writeFile(secret, "ROOT-ONLY-SECRET", { mode: 0o600 });
     const script = [
@@ -139,6 +142,19 @@ describe("provider task user: root on the host is not root in the task (issue #3
       fetchPolicy: { allowNetworks: ["127.0.0.0/8"] },
     });
     const task = await withMount.prepare({ taskId: "uidc1", spec, devices: [], durationMs: 60_000 });
+    // The task's own slot user's range (task-user-slots.ts), the same in both files.
+    const owner = (await stat(path.join(dir, "data", "containers", "uidc1"))).uid;
+    const subuids = await readFile("/etc/subuid", "utf8");
+    const slotName =
+      subuids
+        .split("\n")
+        .find((line) => line.split(":")[1] === String(owner))
+        ?.split(":")[0] ?? "";
+    assert.match(slotName, new RegExp(`^${DEFAULT_TASK_USER}-\\d+$`), "the workspace belongs to the first id of a slot user's range");
+    const slotUser = (await lookupUser(slotName))!;
+    const range = subordinateRangeOf(subuids, slotUser)!;
+    assert.ok(range.start >= 100_000);
+    assert.deepEqual(subordinateRangeOf(await readFile("/etc/subgid", "utf8"), slotUser), range);
     await task.start();
     const result = await task.wait();
     const lines = task.readLogs().lines.map((line) => line.text);
