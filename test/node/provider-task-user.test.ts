@@ -5,6 +5,7 @@
  * and the test reads, from the host, which host uid the task was and owns what it wrote.
  */
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -169,6 +170,63 @@ describe("provider task user: root on the host is not root in the task (issue #3
     assert.equal((await stat(written)).uid, range.start);
     assert.equal((await readTaskFile(path.dirname(written), "result.txt", 1024))?.toString(), "from-container\n");
     await task.cleanup();
+  });
+
+  it("two rootful Podman tasks at once get different subordinate ranges: A's host root can neither read B's file nor signal B's process; B's can", async () => {
+    await requireContainerSupport();
+    const containers = path.join(dir, "slots");
+    const runtime = new ContainerRuntime({
+      workspaceRoot: containers,
+      engine: "podman",
+      network: false,
+      gpus: false,
+      stopGraceMs: 1_000,
+      fetchPolicy: { allowNetworks: ["127.0.0.0/8"] },
+    });
+    await runtime.verify();
+    const start = async (taskId: string, command: string) => {
+      const spec = parseInput(taskSpecSchema, { image: BUSYBOX_IMAGE, command }, "task") as TaskSpec;
+      const task = await runtime.prepare({ taskId, spec, devices: [], durationMs: 60_000 });
+      // The workspace root is root's 0700: let every id search it, so only each task's own ids guard its files.
+      await chmod(containers, 0o711);
+      await task.start();
+      return { task, hostRoot: (await stat(path.join(containers, taskId))).uid };
+    };
+    const b = await start("slotcb", "umask 077; mkdir -p output; echo B-PRIVATE > output/secret.txt; sleep 60");
+    const a = await start("slotca", "sleep 60");
+    try {
+      assert.notEqual(a.hostRoot, b.hostRoot, "the two containers' roots are different host ids");
+      assert.ok(Math.abs(a.hostRoot - b.hostRoot) >= 65_536, "and their ranges do not overlap");
+      const secret = path.join(containers, "slotcb", "output", "secret.txt");
+      let bPid: number | undefined;
+      for (let tries = 0; tries < 200 && bPid === undefined; tries++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const written = await stat(secret).catch(() => undefined);
+        // B's sleep: a host process whose real uid is B's container root.
+        const { readdir } = await import("node:fs/promises");
+        for (const entry of written ? await readdir("/proc") : []) {
+          const status = await readFile(`/proc/${entry}/status`, "utf8").catch(() => "");
+          if (/^Name:\s+sleep$/m.test(status) && new RegExp(`^Uid:\\s+${b.hostRoot}\\s`, "m").test(status)) bPid = Number(entry);
+        }
+      }
+      assert.ok(bPid, "B's process runs as B's container root on the host");
+      const as = (uid: number, argv: string[]) =>
+        new Promise<{ code: number; output: string }>((resolve) =>
+          execFile("setpriv", [`--reuid=${uid}`, `--regid=${uid}`, "--clear-groups", "--", ...argv], { timeout: 10_000 }, (error, stdout, stderr) =>
+            resolve({ code: error ? 1 : 0, output: `${stdout}${stderr}`.trim() }),
+          ),
+        );
+      const read = await as(a.hostRoot, ["cat", secret]);
+      assert.notEqual(read.code, 0, `A's host root read B's file: ${read.output}`);
+      const signal = await as(a.hostRoot, ["/bin/sh", "-c", `kill -0 ${bPid}`]);
+      assert.notEqual(signal.code, 0, `A's host root could signal B's process: ${signal.output}`);
+      // With B's own id both work: the refusals are the ids'.
+      assert.equal((await as(b.hostRoot, ["cat", secret])).output, "B-PRIVATE");
+      assert.equal((await as(b.hostRoot, ["/bin/sh", "-c", `kill -0 ${bPid}`])).code, 0);
+    } finally {
+      await a.task.cleanup();
+      await b.task.cleanup();
+    }
   });
 
   it("chownTree never follows a link; blockingFolder names the first folder a user cannot search", async () => {
