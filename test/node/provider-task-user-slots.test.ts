@@ -20,8 +20,8 @@ import { parseInput } from "../../common/validation.js";
 import { findWorkspaceProcesses } from "../../node/provider/runtime/orphans.js";
 import { ProcessRuntime } from "../../node/provider/runtime/process-runtime.js";
 import type { TaskHandle } from "../../node/provider/runtime/runtime.js";
-import { lookupUser, nodeIsRoot, type TaskUser } from "../../node/provider/runtime/task-user.js";
-import { TaskUserPool, slotUserName } from "../../node/provider/runtime/task-user-slots.js";
+import { lookupUser, nodeIsRoot, TASK_USER_PATTERN, type TaskUser } from "../../node/provider/runtime/task-user.js";
+import { MAX_TASK_USER_SLOTS, TaskUserPool, slotUserName } from "../../node/provider/runtime/task-user-slots.js";
 import { taskSpecSchema, type TaskSpec } from "../../node/provider/runtime/task.js";
 
 /** Runs `argv` as `user` (no groups, no new privileges); resolves its exit code and output. */
@@ -187,5 +187,8 @@ describe("provider task user slots: two leases on one host never share a host ui
     assert.equal((await pool.acquire("z")).user.name, "t-0");
     assert.equal((await pool.acquire("w")).user.name, "t-1");
     assert.deepEqual([...pool.holders().values()].sort(), ["w", "y", "z"]);
+    // The longest base the config accepts still makes slot names useradd takes (at most 32 characters).
+    assert.ok(TASK_USER_PATTERN.test("a".repeat(28)) && !TASK_USER_PATTERN.test("a".repeat(29)));
+    assert.equal(slotUserName("a".repeat(28), MAX_TASK_USER_SLOTS - 1).length, 32);
   });
 });
