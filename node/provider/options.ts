@@ -287,8 +287,8 @@ export const providerOptionsSchema = z.strictObject({
         .prefault({}),
       /** More host paths visible read-only in the sandbox (an interpreter outside /usr, datasets). */
       readOnlyPaths: z.array(z.string().regex(/^\//, "expected an absolute path")).max(64).default([]),
-      /** Unprivileged host user a root node runs tasks as (runtime/task-user.ts), created at start when missing. */
-      taskUser: z.string().regex(TASK_USER_PATTERN, "expected a user name (lowercase letters, digits, _ and -)").default(DEFAULT_TASK_USER),
+      /** Base of the unprivileged host users a root node runs tasks as, one per running task (`<taskUser>-<slot>`, runtime/task-user-slots.ts), created when missing. */
+      taskUser: z.string().regex(TASK_USER_PATTERN, "expected a user name of at most 28 characters (lowercase letters, digits, _ and -)").default(DEFAULT_TASK_USER),
       containerEngine: z.enum(["auto", "docker", "podman"]).default("auto"),
       /**
        * Container runtime: the OCI runtime the engine runs containers with. `auto` takes the

@@ -14,6 +14,7 @@ import { metricsOptionsSchema } from "../../node/metrics/options.js";
 import { startMetricsServer, type MetricsServer } from "../../node/metrics/server.js";
 import { startApiFixture, type ApiFixture } from "../support/api-fixture.js";
 import { BUNDLE_SERVER_LIMITS, startBundleServer, type BundleServer } from "../../node/demo/bundles.js";
+import { DEVNET_RPC_LIMITS, startEmbeddedChain, type EmbeddedChain } from "../../node/chain/embedded.js";
 
 /** A client connection and what happened to it. */
 type Probe = { socket: Socket; received: string; closed: Promise<void>; isClosed: () => boolean };
@@ -202,5 +203,48 @@ describe("the demo bundle server bounds its connections like the node's servers 
     const response = await fetch(bundle.url);
     assert.equal(response.status, 200, "an ordinary client is served");
     await response.arrayBuffer();
+  });
+});
+
+describe("the devnet's JSON-RPC server bounds its connections like the node's servers (issue #33 item 11)", function () {
+  this.timeout(60_000);
+  let chain: EmbeddedChain;
+  let port: number;
+  const limits = { ...DEVNET_RPC_LIMITS, headersTimeoutMs: 1_000, requestTimeoutMs: 2_000, keepAliveTimeoutMs: 300, idleTimeoutMs: 3_000, maxPerAddress: 5, maxTotal: 12 };
+
+  before(async () => {
+    chain = await startEmbeddedChain({ connections: limits });
+    port = chain.port;
+  });
+  after(async () => chain?.close());
+
+  const rpc = (body: string) => fetch(chain.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body }).then((response) => response.json());
+
+  it("closes every slow-loris connection (held ones at the head timeout, those past the per-address cap at once), and still answers JSON-RPC as Hardhat does", async () => {
+    const probes = await Promise.all(Array.from({ length: 12 }, () => open(port, "127.0.0.9")));
+    const started = Date.now();
+    const { rounds } = await slowLoris(probes, 60);
+    assert.ok(rounds < 60, "every slow-loris connection was closed within 6 s");
+    assert.ok(Date.now() - started < 6_000);
+    assert.ok(probes.every((probe) => probe.isClosed()));
+    const refused = probes.filter((probe) => probe.received === "");
+    assert.ok(refused.length >= 12 - limits.maxPerAddress, `refused ${refused.length} of 12 at once, over a cap of ${limits.maxPerAddress}`);
+    // Hardhat's own handler behind the bounded server: answers, batches and its parse error.
+    assert.deepEqual(await rpc('{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'), { jsonrpc: "2.0", id: 1, result: "0x7a69" });
+    const batch = (await rpc('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"net_version"}]')) as { id: number }[];
+    assert.deepEqual(
+      batch.map((answer) => answer.id),
+      [1, 2],
+    );
+    assert.equal(((await rpc("{not json")) as { error: { code: number } }).error.code, -32700);
+  });
+
+  it("holds at most maxTotal idle connections from many addresses together, then serves again", async () => {
+    const probes: Probe[] = [];
+    for (const address of ["127.0.0.10", "127.0.0.11", "127.0.0.12", "127.0.0.13"]) probes.push(...(await Promise.all(Array.from({ length: 5 }, () => open(port, address)))));
+    await Promise.all(probes.map((probe) => probe.closed));
+    const refused = probes.filter((probe) => probe.received === "");
+    assert.ok(refused.length >= probes.length - limits.maxTotal, `refused ${refused.length} of ${probes.length} over a cap of ${limits.maxTotal}`);
+    assert.deepEqual(await rpc('{"jsonrpc":"2.0","id":7,"method":"eth_chainId"}'), { jsonrpc: "2.0", id: 7, result: "0x7a69" });
   });
 });

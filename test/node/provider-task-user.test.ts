@@ -5,6 +5,7 @@
  * and the test reads, from the host, which host uid the task was and owns what it wrote.
  */
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -19,6 +20,13 @@ import { taskSpecSchema, type TaskSpec } from "../../node/provider/runtime/task.
 import { BUSYBOX_IMAGE, requireContainerSupport } from "../support/container-images.js";
 
 const NODE = process.execPath;
+
+/** The slot user (`suanli-task-<n>`) with this uid, from /etc/passwd. */
+async function slotUserOf(uid: number): Promise<{ name: string; uid: number; gid: number } | undefined> {
+  const line = (await readFile("/etc/passwd", "utf8")).split("\n").find((row) => row.split(":")[2] === String(uid));
+  const name = line?.split(":")[0] ?? "";
+  return new RegExp(`^${DEFAULT_TASK_USER}-\\d+$`).test(name) ? lookupUser(name) : undefined;
+}
 
 describe("provider task user: root on the host is not root in the task (issue #33 item 5)", function () {
   this.timeout(60_000);
@@ -47,7 +55,7 @@ describe("provider task user: root on the host is not root in the task (issue #3
     };
   }
 
-  it("a sandboxed task of a root node is host uid suanli-task: it cannot read a root-only host file, and what it writes is that user's, read back by the node", async () => {
+  it("a sandboxed task of a root node is its own slot user (suanli-task-<n>): it cannot read a root-only host file, and what it writes is that user's, read back by the node", async () => {
     // A folder the operator binds read-only, holding a file only root may read (like /etc/shadow).
     const shared = path.join(dir, "shared");
     await mkdir(shared, { mode: 0o755 });
@@ -65,10 +73,8 @@ describe("provider task user: root on the host is not root in the task (issue #3
     // The workspace root lies below a folder only root may search (a data dir of mode 0700).
     await mkdir(path.join(dir, "data"), { mode: 0o700 });
     const isolation = await runtime.verify();
-    const user = await lookupUser(DEFAULT_TASK_USER);
-    assert.ok(user, "the node created the task user");
-    assert.notEqual(user.uid, 0);
-    assert.match(isolation.description, new RegExp(`tasks as host uid ${user.uid} \\(${DEFAULT_TASK_USER}\\), never root`));
+    assert.ok(await lookupUser(DEFAULT_TASK_USER), "the node created the task user (of its start checks)");
+    assert.match(isolation.description, new RegExp(`each task as its own host user \\(${DEFAULT_TASK_USER}-0, -1, …\\), never root`));
 
     const probe = [
       "import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';",
@@ -89,7 +95,9 @@ describe("provider task user: root on the host is not root in the task (issue #3
     ) as TaskSpec;
     const task = await runtime.prepare({ taskId: "uid1", spec, devices: [], durationMs: 30_000 });
     const workspace = path.join(dir, "data", "workspaces", "uid1");
-    assert.equal((await stat(workspace)).uid, user.uid, "the workspace is handed to the task user before the start");
+    // The task's own slot user (task-user-slots.ts): another test's task may hold slot 0 meanwhile.
+    const user = await slotUserOf((await stat(workspace)).uid);
+    assert.ok(user && user.uid !== 0, "the workspace is handed to the task's own slot user before the start");
     await task.start();
     const result = await task.wait();
     const lines = task.readLogs().lines.map((line) => line.text);
@@ -110,15 +118,11 @@ describe("provider task user: root on the host is not root in the task (issue #3
     await task.cleanup();
   });
 
-  it("a rootful Podman task's root is host uid <start> of suanli-task's subordinate range: a root-only host file mounted in is unreadable, its outputs are that id's", async () => {
+  it("a rootful Podman task's root is host uid <start> of its slot user's subordinate range: a root-only host file mounted in is unreadable, its outputs are that id's", async () => {
     await requireContainerSupport();
-    const user = await lookupUser(DEFAULT_TASK_USER);
     const runtime = new ContainerRuntime({ workspaceRoot: path.join(dir, "data", "containers"), engine: "podman", network: false, gpus: false, stopGraceMs: 2_000 });
     const isolation = await runtime.verify();
-    const range = subordinateRangeOf(await readFile("/etc/subuid", "utf8"), user ?? (await lookupUser(DEFAULT_TASK_USER))!);
-    assert.ok(range && range.start >= 100_000, "the node gave the task user a subordinate range");
-    assert.deepEqual(subordinateRangeOf(await readFile("/etc/subgid", "utf8"), (await lookupUser(DEFAULT_TASK_USER))!), range);
-    assert.match(isolation.description, new RegExp(`container root is host uid ${range.start}`));
+    assert.match(isolation.description, new RegExp(`each task's container root its own host id range \\(of ${DEFAULT_TASK_USER}-0, -1, …\\)`));
     const secret = path.join(dir, "podman-root-only.key");
     await writeFile(secret, "ROOT-ONLY-SECRET", { mode: 0o600 });
     const script = [
@@ -139,6 +143,19 @@ describe("provider task user: root on the host is not root in the task (issue #3
       fetchPolicy: { allowNetworks: ["127.0.0.0/8"] },
     });
     const task = await withMount.prepare({ taskId: "uidc1", spec, devices: [], durationMs: 60_000 });
+    // The task's own slot user's range (task-user-slots.ts), the same in both files.
+    const owner = (await stat(path.join(dir, "data", "containers", "uidc1"))).uid;
+    const subuids = await readFile("/etc/subuid", "utf8");
+    const slotName =
+      subuids
+        .split("\n")
+        .find((line) => line.split(":")[1] === String(owner))
+        ?.split(":")[0] ?? "";
+    assert.match(slotName, new RegExp(`^${DEFAULT_TASK_USER}-\\d+$`), "the workspace belongs to the first id of a slot user's range");
+    const slotUser = (await lookupUser(slotName))!;
+    const range = subordinateRangeOf(subuids, slotUser)!;
+    assert.ok(range.start >= 100_000);
+    assert.deepEqual(subordinateRangeOf(await readFile("/etc/subgid", "utf8"), slotUser), range);
     await task.start();
     const result = await task.wait();
     const lines = task.readLogs().lines.map((line) => line.text);
@@ -153,6 +170,63 @@ describe("provider task user: root on the host is not root in the task (issue #3
     assert.equal((await stat(written)).uid, range.start);
     assert.equal((await readTaskFile(path.dirname(written), "result.txt", 1024))?.toString(), "from-container\n");
     await task.cleanup();
+  });
+
+  it("two rootful Podman tasks at once get different subordinate ranges: A's host root can neither read B's file nor signal B's process; B's can", async () => {
+    await requireContainerSupport();
+    const containers = path.join(dir, "slots");
+    const runtime = new ContainerRuntime({
+      workspaceRoot: containers,
+      engine: "podman",
+      network: false,
+      gpus: false,
+      stopGraceMs: 1_000,
+      fetchPolicy: { allowNetworks: ["127.0.0.0/8"] },
+    });
+    await runtime.verify();
+    const start = async (taskId: string, command: string) => {
+      const spec = parseInput(taskSpecSchema, { image: BUSYBOX_IMAGE, command }, "task") as TaskSpec;
+      const task = await runtime.prepare({ taskId, spec, devices: [], durationMs: 60_000 });
+      // The workspace root is root's 0700: let every id search it, so only each task's own ids guard its files.
+      await chmod(containers, 0o711);
+      await task.start();
+      return { task, hostRoot: (await stat(path.join(containers, taskId))).uid };
+    };
+    const b = await start("slotcb", "umask 077; mkdir -p output; echo B-PRIVATE > output/secret.txt; sleep 60");
+    const a = await start("slotca", "sleep 60");
+    try {
+      assert.notEqual(a.hostRoot, b.hostRoot, "the two containers' roots are different host ids");
+      assert.ok(Math.abs(a.hostRoot - b.hostRoot) >= 65_536, "and their ranges do not overlap");
+      const secret = path.join(containers, "slotcb", "output", "secret.txt");
+      let bPid: number | undefined;
+      for (let tries = 0; tries < 200 && bPid === undefined; tries++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const written = await stat(secret).catch(() => undefined);
+        // B's sleep: a host process whose real uid is B's container root.
+        const { readdir } = await import("node:fs/promises");
+        for (const entry of written ? await readdir("/proc") : []) {
+          const status = await readFile(`/proc/${entry}/status`, "utf8").catch(() => "");
+          if (/^Name:\s+sleep$/m.test(status) && new RegExp(`^Uid:\\s+${b.hostRoot}\\s`, "m").test(status)) bPid = Number(entry);
+        }
+      }
+      assert.ok(bPid, "B's process runs as B's container root on the host");
+      const as = (uid: number, argv: string[]) =>
+        new Promise<{ code: number; output: string }>((resolve) =>
+          execFile("setpriv", [`--reuid=${uid}`, `--regid=${uid}`, "--clear-groups", "--", ...argv], { timeout: 10_000 }, (error, stdout, stderr) =>
+            resolve({ code: error ? 1 : 0, output: `${stdout}${stderr}`.trim() }),
+          ),
+        );
+      const read = await as(a.hostRoot, ["cat", secret]);
+      assert.notEqual(read.code, 0, `A's host root read B's file: ${read.output}`);
+      const signal = await as(a.hostRoot, ["/bin/sh", "-c", `kill -0 ${bPid}`]);
+      assert.notEqual(signal.code, 0, `A's host root could signal B's process: ${signal.output}`);
+      // With B's own id both work: the refusals are the ids'.
+      assert.equal((await as(b.hostRoot, ["cat", secret])).output, "B-PRIVATE");
+      assert.equal((await as(b.hostRoot, ["/bin/sh", "-c", `kill -0 ${bPid}`])).code, 0);
+    } finally {
+      await a.task.cleanup();
+      await b.task.cleanup();
+    }
   });
 
   it("chownTree never follows a link; blockingFolder names the first folder a user cannot search", async () => {

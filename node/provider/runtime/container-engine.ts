@@ -16,6 +16,7 @@ import { execFileText } from "../../process/child.js";
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
+import { clampToHardLimits, type ResourceLimits } from "./limits.js";
 
 export type EngineKind = "docker" | "podman";
 export type ContainerEngine = { kind: EngineKind; path: string; version: string; defaultOciRuntime: string };
@@ -151,6 +152,14 @@ export async function hostHardLimits(procLimits = "/proc/self/limits", procSys =
     return known.length > 0 ? Math.min(...known) : undefined;
   };
   return { openFiles: min(hard("Max open files"), await sysctl("fs/nr_open")), processes: min(hard("Max processes"), await sysctl("kernel/pid_max")) };
+}
+
+/** The config's rlimits at most the node's hard limits; nofile and nproc always set (the engines' defaults can exceed the host's). */
+export async function clampedContainerLimits(configured: ResourceLimits): Promise<ResourceLimits> {
+  const hard = await hostHardLimits();
+  const clamped = await clampToHardLimits(configured);
+  const pick = (value: number | undefined, max: number | undefined) => (value === undefined ? max : max === undefined ? value : Math.min(value, max));
+  return { ...clamped, openFiles: pick(configured.openFiles, hard.openFiles), processes: pick(configured.processes, hard.processes) };
 }
 
 /** A label value naming the node that owns a container: its workspace root (one node per root). */

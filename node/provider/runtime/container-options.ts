@@ -45,6 +45,6 @@ export type ContainerRuntimeOptions = {
   images?: { cacheBytes?: number; insecureRegistries?: readonly string[]; pullTimeoutMs?: number };
   /** Where to look for a RAM filesystem for task secrets (container-secrets.ts); default $XDG_RUNTIME_DIR, /dev/shm, /run. */
   secretsBases?: readonly string[];
-  /** Rootful Podman maps containers to this user's subordinate ids (task-user.ts); default `suanli-task`. */
+  /** Rootful Podman maps each task's container to the subordinate ids of its own `<taskUser>-<slot>` user (task-user-slots.ts); default `suanli-task`. */
   taskUser?: string;
 };

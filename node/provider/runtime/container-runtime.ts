@@ -30,14 +30,15 @@ import { ContainerOom, ContainerOomParent, podmanCgroupfs } from "./container-oo
 import { fetchBundle, unpackBundle } from "./bundle.js";
 import { buildContainerCreateArgs, deviceArgs, idMapArgs, networkArgs, scratchTmpfsArgs, ulimitArgs } from "./container-args.js";
 import { chownTree, DEFAULT_TASK_USER, ensureSubordinateRange, ensureTaskUser, nodeIsRoot, type SubordinateRange } from "./task-user.js";
+import { slotUserName, TaskUserPool, type TaskUserSlot } from "./task-user-slots.js";
 import {
+  clampedContainerLimits,
   containerPid,
   detectContainerEngine,
   engineClientEnv,
   engineDir,
   engineErrorLine,
   ensureProbeImage,
-  hostHardLimits,
   inspectContainer,
   isCommandError,
   OWNER_LABEL,
@@ -55,7 +56,7 @@ import { ImageStore, type AcquiredImage } from "./images.js";
 import type { ContainerRuntimeOptions } from "./container-options.js";
 import { mountWorkspaceDisk, unmountWorkspaceDisk } from "./workspace-disk.js";
 import { leaseBounds } from "./lease-bounds.js";
-import { clampToHardLimits, type ResourceLimits } from "./limits.js";
+import type { ResourceLimits } from "./limits.js";
 import { LogBuffer } from "./logs.js";
 import { parseCidr } from "./network-policy.js";
 import { reapTaskProcesses } from "./orphans.js";
@@ -86,7 +87,9 @@ type Selection = {
   limits: ResourceLimits;
   description: string;
   cgroupfs: "v1" | "v2" | undefined;
+  /** The start checks' id range (the base task user's); each task gets its own slot's from `slots`. */
   idMap: SubordinateRange | undefined;
+  slots: TaskUserPool | undefined;
 };
 
 export class ContainerRuntime implements Runtime {
@@ -174,13 +177,11 @@ export class ContainerRuntime implements Runtime {
         "Install Podman (apt-get install podman runc) or Docker, or use the process runtime.",
       ]);
     }
-    const limits = await this.clampedLimits();
+    const limits = await clampedContainerLimits(this.options.limits ?? {});
     const network = this.options.network ?? true;
     // Rootful Podman: the container's root is an unprivileged host id (issue #33 item 5; rootless maps it to the node's uid).
-    const idMap =
-      nodeIsRoot() && engine.kind === "podman"
-        ? await ensureSubordinateRange(await ensureTaskUser(this.options.taskUser ?? DEFAULT_TASK_USER, this.logger), this.logger)
-        : undefined;
+    const base = this.options.taskUser ?? DEFAULT_TASK_USER;
+    const idMap = nodeIsRoot() && engine.kind === "podman" ? await ensureSubordinateRange(await ensureTaskUser(base, this.logger), this.logger) : undefined;
     const devices = this.options.gpus === false ? [] : [...new Set(this.options.probeDevices ?? [])];
     const amd = this.options.amdRenderNode;
     const bounds = this.options.bounds;
@@ -222,7 +223,8 @@ export class ContainerRuntime implements Runtime {
         limits,
         cgroupfs: await podmanCgroupfs(engine),
         idMap,
-        description: `${engine.kind} ${engine.version} with ${label}, ${networkText}${idMap ? `, container root is host uid ${idMap.start}` : ""}, nofile ${limits.openFiles ?? "default"}, nproc ${limits.processes ?? "default"}`,
+        slots: idMap ? new TaskUserPool({ base, subordinate: true, logger: this.logger }) : undefined,
+        description: `${engine.kind} ${engine.version} with ${label}, ${networkText}${idMap ? `, each task's container root its own host id range (of ${slotUserName(base, 0)}, -1, …)` : ""}, nofile ${limits.openFiles ?? "default"}, nproc ${limits.processes ?? "default"}`,
       };
     }
     throw new RuntimeUnavailableError("container", `no OCI runtime could start a container with the task flags (${failures.join("; ")})`, [
@@ -230,15 +232,6 @@ export class ContainerRuntime implements Runtime {
       'Check that every GPU has a CDI device (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml), or set provider.runtime.containerGpus "none".',
       "Lower provider.limits.openFiles / processes, or fix provider.runtime.containerArgs.",
     ]);
-  }
-
-  /** The config's rlimits at most the node's hard limits; nofile and nproc always set (the engines' defaults can exceed the host's). */
-  private async clampedLimits(): Promise<ResourceLimits> {
-    const hard = await hostHardLimits();
-    const configured = this.options.limits ?? {};
-    const clamped = await clampToHardLimits(configured);
-    const pick = (value: number | undefined, max: number | undefined) => (value === undefined ? max : max === undefined ? value : Math.min(value, max));
-    return { ...clamped, openFiles: pick(configured.openFiles, hard.openFiles), processes: pick(configured.processes, hard.processes) };
   }
 
   async reap(taskId: string, hints: { pid?: number | undefined; startTicks?: number | undefined } = {}): Promise<number> {
@@ -295,10 +288,13 @@ export class ContainerRuntime implements Runtime {
     // string command runs under /bin/sh anyway; for an argv command Podman is asked first.
     const secretsInEnv = secrets.size > 0 && (typeof spec.command === "string" || engine.kind !== "podman" || (await imageHasShell(engine, image.id, this.probeFlags(selection))));
     const name = containerName(launch.taskId);
+    // This task's own host ids (rootful Podman): held until its container and workspace are gone.
+    let slot: TaskUserSlot | undefined;
     const removeWorkspace = async () => {
       await rm(engineCwd, { recursive: true, force: true });
       await unmountWorkspaceDisk(root, launch.taskId);
       await rm(workspace, { recursive: true, force: true });
+      slot?.release();
     };
     const grace = this.options.stopGraceMs ?? 10_000;
     const bounds = this.options.bounds && this.options.bounds.enforce !== "off" ? leaseBounds(this.options.bounds, launch.devices.length) : undefined;
@@ -334,8 +330,9 @@ export class ContainerRuntime implements Runtime {
           await rm(bundleFile, { force: true });
         }
       }
-      // The container's root (a host id of the task user's range) owns its workspace.
-      if (selection.idMap) await chownTree(workspace, selection.idMap.start, selection.idMap.start);
+      // The container's root (the first host id of this task's own range) owns its workspace.
+      slot = await selection.slots?.acquire(launch.taskId);
+      if (slot?.range) await chownTree(workspace, slot.range.start, slot.range.start);
       if (secretsRoot) taskSecrets = await TaskSecrets.create(secretsRoot, launch.taskId, secrets);
       const plainEnv: Record<string, string> = {};
       for (const [key, value] of Object.entries(spec.env)) if (typeof value === "string") plainEnv[key] = value;
@@ -364,7 +361,7 @@ export class ContainerRuntime implements Runtime {
           stopGraceMs: grace,
           ociRuntime: selection.ociRuntime,
           extraArgs: [...oom.args(), ...(this.options.extraArgs ?? [])],
-          idMap: selection.idMap,
+          idMap: slot?.range,
         });
       const created = await runEngine(engine.path, createArgs(secretsInEnv), 600_000);
       if (created.code !== 0) throw new ContainerEngineError("create the task's container", redactor.redact(engineErrorLine(created.stderr || created.stdout)));

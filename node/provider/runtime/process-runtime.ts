@@ -39,7 +39,8 @@ import {
 import { parseCidr, type ParsedCidr } from "./network-policy.js";
 import { probeTaskNetwork } from "./network-probe.js";
 import type { FetchPolicy } from "./fetch-policy.js";
-import { chownTree, DEFAULT_TASK_USER, nodeIsRoot, sandboxTaskUser, taskUserPrefix, type SandboxTaskUser as MappedUser } from "./task-user.js";
+import { checkReachable, chownTree, DEFAULT_TASK_USER, nodeIsRoot, sandboxTaskUser, taskUserPrefix, type SandboxTaskUser as MappedUser } from "./task-user.js";
+import { slotUserName, TaskUserPool, type TaskUserSlot } from "./task-user-slots.js";
 import { Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
 import { taskEnvironment } from "./task-env.js";
 export { groupEnvironment, taskEnvironment } from "./task-env.js";
@@ -70,7 +71,7 @@ export type ProcessRuntimeOptions = {
   fetchPolicy?: Partial<FetchPolicy>;
   /** More host paths to bind read-only into the sandbox (an interpreter outside /usr, datasets). */
   readOnlyPaths?: string[];
-  /** The unprivileged host user a root node runs sandboxed tasks as (task-user.ts); default `suanli-task`. */
+  /** A root node runs each sandboxed task as its own unprivileged host user `<taskUser>-<slot>` (task-user-slots.ts); default `suanli-task`. */
   taskUser?: string;
   limits?: ResourceLimits;
   /** Per-lease CPU, memory, process and /tmp bounds (lease-bounds.ts); absent: none. */
@@ -160,11 +161,15 @@ export class ProcessRuntime implements Runtime {
   /** The start check of the task network, once: why it cannot be attached here, or undefined. */
   private networkUnusable: Promise<string | undefined> | undefined;
   private taskUser: Promise<MappedUser | undefined> | undefined;
+  /** A root node's per-task host users (task-user-slots.ts). */
+  private readonly slots: TaskUserPool;
 
   constructor(private readonly options: ProcessRuntimeOptions) {
     this.logger = options.logger ?? silentLogger();
     this.bundleLimits = { ...DEFAULT_BUNDLE_LIMITS, ...options.bundle };
     this.allowNetworks = (options.networkAllow?.networks ?? []).map(parseCidr);
+    const readOnlyPaths = options.readOnlyPaths ?? [];
+    this.slots = new TaskUserPool({ base: options.taskUser ?? DEFAULT_TASK_USER, logger: this.logger, check: (user) => checkReachable(user, readOnlyPaths) });
   }
 
   /**
@@ -183,7 +188,7 @@ export class ProcessRuntime implements Runtime {
       ]);
     }
     const mapped = await this.mappedUser(status.path);
-    const user = mapped ? `, tasks as host uid ${mapped.user.uid} (${mapped.user.name}), never root` : "";
+    const user = mapped ? `, each task as its own host user (${slotUserName(mapped.user.name, 0)}, -1, …), never root` : "";
     if (!(this.options.network ?? true)) return { sandboxed: true, description: `${status.version}, no network (loopback only)${user}`, warnings: [] };
     const tools = await this.tools();
     this.networkUnusable ??= probeTaskNetwork(tools);
@@ -264,10 +269,13 @@ export class ProcessRuntime implements Runtime {
     const workspace = path.join(root, launch.taskId);
     const bundleFile = path.join(root, `.${launch.taskId}.bundle`);
     let bounded: BoundedTask | undefined;
+    // This task's own host user (a root node): held until the workspace is removed, after its processes.
+    let slot: TaskUserSlot | undefined;
     const removeWorkspace = async () => {
       await bounded?.cgroup?.remove();
       await unmountWorkspaceDisk(root, launch.taskId);
       await rm(workspace, { recursive: true, force: true });
+      slot?.release();
     };
 
     await mkdir(root, { recursive: true, mode: 0o700 });
@@ -299,7 +307,9 @@ export class ProcessRuntime implements Runtime {
       } finally {
         await rm(bundleFile, { force: true });
       }
-      if (mapped) await chownTree(workspace, mapped.user.uid, mapped.user.gid);
+      slot = mapped ? await this.slots.acquire(launch.taskId) : undefined;
+      const taskUser = slot?.user;
+      if (taskUser) await chownTree(workspace, taskUser.uid, taskUser.gid);
 
       const tmpDir = sandbox.sandboxed ? "/tmp" : path.join(workspace, ".tmp");
       if (!sandbox.sandboxed) await mkdir(tmpDir, { recursive: true });
@@ -335,14 +345,14 @@ export class ProcessRuntime implements Runtime {
           workspace,
           readOnlyPaths,
           deviceNodes: launch.devices.length > 0 ? await nvidiaDeviceNodes() : [],
-          masks: await maskArgs(hidden, [...SYSTEM_READ_ONLY_PATHS, ...readOnlyPaths], mapped?.user),
+          masks: await maskArgs(hidden, [...SYSTEM_READ_ONLY_PATHS, ...readOnlyPaths], taskUser),
           ...(bounded.bounds ? { tmpBytes: bounded.bounds.tmpBytes } : {}),
           ...(mapped ? { workspaceSource: mapped.stage, namespaceRoot: true } : {}),
           inputs: inputs.map((input, index) => ({ source: mapped ? mapped.inputStages[index]! : input.hostPath, mount: input.mount })),
         };
         // A root node: bubblewrap runs as the task user, the workspace and inputs staged where it can bind them.
         const staged = inputs.map((input, index) => [input.hostPath, mapped?.inputStages[index] ?? ""] as const);
-        const asTaskUser = mapped ? taskUserPrefix(mapped.tools, mapped.user, workspace, mapped.stage, staged) : [];
+        const asTaskUser = mapped && taskUser ? taskUserPrefix(mapped.tools, taskUser, workspace, mapped.stage, staged) : [];
         // fd 3 always (the sandbox's pid, for exec and port forwarding); fd 4 holds the command
         // until pasta has attached the task's network.
         prefix.push(...asTaskUser, ...bubblewrapArgs({ ...bwrapOptions, infoFd: 3, ...(networked ? { blockFd: 4 } : {}) }));

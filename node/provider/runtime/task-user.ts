@@ -12,6 +12,9 @@
  *   (usermod) when missing: uid 0 in the container is host uid `<start>`, owner of nothing on the
  *   host.
  *
+ * Each running task gets its own such user, `<taskUser>-<slot>` with its own subordinate range
+ * (task-user-slots.ts); the base user runs only the start checks.
+ *
  * A node not run as root needs none of this: its tasks already run as its own unprivileged uid
  * (bubblewrap maps only that uid; rootless Podman maps the container's root to it).
  */
@@ -26,8 +29,11 @@ import { execFileText } from "../../process/child.js";
 
 /** The default `provider.runtime.taskUser`. */
 export const DEFAULT_TASK_USER = "suanli-task";
-/** A user name useradd accepts everywhere (no dots, no uppercase, at most 32 characters). */
-export const TASK_USER_PATTERN = /^[a-z_][a-z0-9_-]{0,31}$/;
+/**
+ * A base user name: with a slot's `-<index>` (task-user-slots.ts) still one useradd accepts
+ * everywhere (no dots, no uppercase, at most 32 characters).
+ */
+export const TASK_USER_PATTERN = /^[a-z_][a-z0-9_-]{0,27}$/;
 /** Ids a container's user namespace maps (uid 0 to 65535 inside). */
 export const SUBORDINATE_COUNT = 65_536;
 /** The lowest subordinate id the node hands out (shadow-utils' SUB_UID_MIN default). */
@@ -273,6 +279,19 @@ export function taskUserPrefix(tools: TaskUserTools, user: TaskUser, workspace: 
 /** A root node's task user, the tools that switch to it and the folders its workspaces and task inputs are staged on. */
 export type SandboxTaskUser = { user: TaskUser; tools: TaskUserTools; stage: string; inputStages: string[] };
 
+/** Throws RuntimeUnavailableError when `user` cannot reach one of the operator's read-only paths. */
+export async function checkReachable(user: TaskUser, readOnlyPaths: readonly string[]): Promise<void> {
+  for (const entry of readOnlyPaths) {
+    const blocked = await blockingFolder(entry, user);
+    if (blocked)
+      throw new RuntimeUnavailableError(
+        "process",
+        `provider.runtime.readOnlyPaths has ${entry}, which the task user ${user.name} (uid ${user.uid}) cannot reach: ${blocked} is not searchable by it`,
+        [`Let it search that folder (chmod o+x ${blocked}), or move what the tasks need elsewhere.`],
+      );
+  }
+}
+
 /** The trivial sandbox that checks bubblewrap works as the task user. */
 const PROBE_ARGS = ["--unshare-user", "--unshare-pid", "--unshare-net", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"];
 
@@ -289,15 +308,7 @@ export async function sandboxTaskUser(options: { name: string; readOnlyPaths: re
     throw new RuntimeUnavailableError("process", `tasks run as the task user ${name} and ${tools.missing.join(", ")} (util-linux) is not installed`, [
       "Install util-linux and mount.",
     ]);
-  for (const entry of options.readOnlyPaths) {
-    const blocked = await blockingFolder(entry, user);
-    if (blocked)
-      throw new RuntimeUnavailableError(
-        "process",
-        `provider.runtime.readOnlyPaths has ${entry}, which the task user ${name} (uid ${user.uid}) cannot reach: ${blocked} is not searchable by it`,
-        [`Let it search that folder (chmod o+x ${blocked}), or move what the tasks need elsewhere.`],
-      );
-  }
+  await checkReachable(user, options.readOnlyPaths);
   const stage = await mkdtemp(path.join(tmpdir(), "suanli-stage-"));
   const blocked = await blockingFolder(stage, user);
   if (blocked)
