@@ -307,8 +307,13 @@ export type TaskReceipt = {
   taskId: string;
   state: TaskState | "unknown";
   exitCode: number | null;
-  /** The provider's signed completion report checked against its on-chain copy. */
-  completion: { exitCode: number; outputDigest: Hex; unitSeconds: bigint; verified: boolean } | null;
+  /**
+   * The provider's signed completion report checked against its on-chain copy. `outputCid`: the
+   * output's CID when the provider pinned it by CID (its data plane on; docs/data.md "Outputs"),
+   * kept only when it is the CID the signed `outputDigest` names (common/output-cid.ts): get it
+   * from any node with `getData(outputCid, ...)`, which verifies the bytes against it.
+   */
+  completion: { exitCode: number; outputDigest: Hex; unitSeconds: bigint; verified: boolean; outputCid: string | null } | null;
   leases: {
     leaseId: bigint;
     provider: Address;

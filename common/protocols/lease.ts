@@ -217,6 +217,17 @@ export const taskStatusSchema = z.strictObject({
    * Optional: providers from before this field leave it out.
    */
   image: taskImageSchema.nullable().optional(),
+  /**
+   * The output's CID (issue 36) when the provider's data plane holds it: the signed completion's
+   * outputDigest is its sha2-256 digest (common/output-cid.ts), so it is checked against that,
+   * never trusted. Absent when the digest is the older one (common/output-digest.ts).
+   */
+  outputCid: z
+    .string()
+    .max(200)
+    .regex(/^[A-Za-z0-9]+$/, "a CID (bafy...)")
+    .nullable()
+    .optional(),
 });
 export type TaskStatus = z.output<typeof taskStatusSchema>;
 

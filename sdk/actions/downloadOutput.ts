@@ -66,8 +66,14 @@ export type DownloadOutputReturnType = {
   bytes: number;
   /** The digest recomputed over the files (common/output-digest.ts: the provider's rule). */
   digest: `0x${string}`;
-  /** True when `digest` equals the signed digest of the task's output (see `verifiedAgainst`); false only for a snapshot. */
+  /** True when the files match the signed digest of the task's output (see `verifiedAgainst`); false only for a snapshot. */
   verified: boolean;
+  /**
+   * The files' UnixFS CID when the signed digest is that CID's (the provider pinned the output by
+   * CID, docs/data.md "Outputs"): any node can serve it (`getData`); null when the signed digest
+   * is `digest` itself, and for a snapshot.
+   */
+  outputCid: string | null;
   /**
    * What the digest was checked against: `"chain"`, the lease's CompletionReported event (and the
    * provider's signed report, which must equal it); `"signed-report"`, the provider's EIP-712
@@ -250,9 +256,12 @@ export async function downloadOutput(ctx: SuanliContext, taskId: string, paramet
   // Over by the chain or by its provider (or the provider itself calls it final): it must verify.
   const mustVerify = state.over || manifest.kind === "final";
   let verifiedAgainst: OutputVerification | null = null;
+  let outputCid: string | null = null;
   if (mustVerify) {
     try {
-      verifiedAgainst = await verifyOutputDigest(ctx, attempt, digest, state);
+      // Asked only when `digest` is not the signed one: the files' CID (Node only, @helia/unixfs).
+      const cidOfFiles = async () => (outputCid = await (await import("../internal/data.js")).localCid(staged));
+      verifiedAgainst = await verifyOutputDigest(ctx, attempt, digest, state, cidOfFiles);
     } catch (error) {
       // Files that fail verification are not left anywhere in `dir`; other errors (the provider
       // unreachable) keep them staged for the next attempt.
@@ -268,6 +277,7 @@ export async function downloadOutput(ctx: SuanliContext, taskId: string, paramet
     bytes: manifest.totalBytes,
     digest,
     verified: verifiedAgainst !== null,
+    outputCid,
     verifiedAgainst,
     snapshot: !mustVerify,
     leaseId: attempt.leaseId,

@@ -143,6 +143,8 @@ export async function downloadOutputRelay(
     bytes: manifest.totalBytes,
     digest,
     verified: verifiedAgainst !== null,
+    // A CID-committed output is not verified here (OutputUnverifiableError): hashing UnixFS is Node only.
+    outputCid: null,
     verifiedAgainst,
     snapshot: !mustVerify,
     leaseId: attempt.leaseId,

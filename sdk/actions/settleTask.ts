@@ -3,7 +3,7 @@ import { closeLease } from "../internal/chain.js";
 import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
 import type { TaskReceipt } from "../types.js";
 import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
-import { buildReceipt } from "../internal/receipt.js";
+import { buildReceipt, signedCompletionOf } from "../internal/receipt.js";
 import { currentAttempt } from "../internal/store.js";
 
 /**
@@ -29,7 +29,7 @@ export async function settleTask(ctx: SuanliContext, taskId: string): Promise<Ta
   const status = await getTaskStatus(ctx, taskId);
   const completion = await ctx.link
     .status({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth: await authorize(ctx, attempt, "status", {}) })
-    .then((s) => s.completion)
+    .then(signedCompletionOf)
     .catch(() => null);
   return buildReceipt(ctx, await taskRecord(ctx, taskId), status.state, status.exitCode, completion);
 }

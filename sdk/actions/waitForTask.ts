@@ -3,7 +3,7 @@ import type { MatchRequestInput } from "../../common/matching/request.js";
 import { TransactionError, WaitTimeoutError } from "../errors.js";
 import { cancelLease, ChainClockReader, closeLease } from "../internal/chain.js";
 import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
-import { buildReceipt } from "../internal/receipt.js";
+import { buildReceipt, signedCompletionOf } from "../internal/receipt.js";
 import type { TaskAttempt, TaskReceipt, TaskStatus } from "../types.js";
 import { readLease } from "../../common/chain/market.js";
 import { isTransientRpcError } from "../../common/chain/tx.js";
@@ -205,7 +205,7 @@ async function statusCompletion(ctx: SuanliContext, taskId: string) {
 
   try {
     const status = await ctx.link.status({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth: await authorize(ctx, attempt, "status", {}) });
-    return status.completion;
+    return signedCompletionOf(status);
   } catch {
     return null;
   }

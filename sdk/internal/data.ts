@@ -7,10 +7,9 @@
 import { createReadStream } from "node:fs";
 import { lstat, readdir } from "node:fs/promises";
 import path from "node:path";
-import { unixfs } from "@helia/unixfs";
-import type { CID } from "multiformats/cid";
 import { z } from "zod";
 import { SuanliError } from "../../common/errors.js";
+import { fileCid, folderCid } from "../../common/unixfs-cid.js";
 import { parseInput } from "../../common/validation.js";
 
 /**
@@ -99,17 +98,6 @@ export async function dataAnswer<S extends z.ZodType>(response: Response, schema
   return parsed.data;
 }
 
-/** A blockstore that keeps nothing: importing with it only computes CIDs. */
-const discard = {
-  put: async (cid: CID) => cid,
-  has: async () => false,
-  get: () => {
-    throw new Error("hash-only blockstore holds no blocks");
-  },
-};
-
-const IMPORT_OPTIONS = { rawLeaves: true, cidVersion: 1 } as const;
-
 export type LocalData = { kind: "file" | "folder"; bytes: number; files: number };
 
 /** What is at `local`: a regular file or a folder of regular files and folders (symlinks and devices refused). */
@@ -156,16 +144,14 @@ export async function* walkLocal(root: string): AsyncGenerator<{ path: string; s
  * storing anything. A file is wrapped in a folder under `name` (default: its own name).
  */
 export async function localCid(local: string, name = path.basename(local)): Promise<string> {
-  const fs = unixfs({ blockstore: discard } as unknown as Parameters<typeof unixfs>[0]);
   const info = await lstat(local);
-  if (info.isFile()) return (await fs.addFile({ path: name, content: createReadStream(local) }, IMPORT_OPTIONS)).toString();
+  if (info.isFile()) return fileCid(name, createReadStream(local));
   const entries = async function* () {
     for await (const entry of walkLocal(local)) {
       yield entry.size === undefined ? { path: entry.path } : { path: entry.path, content: createReadStream(path.join(local, entry.path)) };
     }
   };
-  let last: CID | undefined;
-  for await (const imported of fs.addAll(entries(), { ...IMPORT_OPTIONS, wrapWithDirectory: true })) last = imported.cid;
-  if (!last) throw new DataRequestError(`${local} is an empty folder: nothing to add`);
-  return last.toString();
+  const cid = await folderCid(entries());
+  if (!cid) throw new DataRequestError(`${local} is an empty folder: nothing to add`);
+  return cid;
 }

@@ -12,6 +12,7 @@
  */
 import { readLease, type LeaseStatusName } from "../../common/chain/market.js";
 import { verifyCompletion } from "../../common/attest/completion.js";
+import { outputDigestOf } from "../../common/output-cid.js";
 import { FINAL_TASK_STATES, type TaskStatus as WireTaskStatus } from "../../common/protocols/lease.js";
 import { taskRecord } from "../actions/getTaskStatus.js";
 import { CompletionMismatchError, OutputDigestMismatchError, OutputDownloadError, OutputUnverifiableError } from "../errors.js";
@@ -77,16 +78,35 @@ export type OutputVerification = "chain" | "signed-report";
  *   the lease's provider, for this lease): the lease ended another way (the renter closed it
  *   after a cancel, a fault, a preemption, its time ran out) or the report is not mined yet.
  *
+ * The signed digest is either the older one over the files (common/output-digest.ts) or, from a
+ * provider whose data plane pinned the output, the digest of the output's UnixFS CID
+ * (common/output-cid.ts). `cidOfFiles` computes the files' CID, asked only when the older digest
+ * does not match: files match either encoding only if they are the signed ones.
+ *
  * Returns which one; throws OutputDigestMismatchError naming both digests when the files differ,
  * CompletionMismatchError when the report is not the provider's or contradicts the chain, and
  * OutputUnverifiableError when neither exists (nothing binds the output). Browser-safe.
  */
-export async function verifyOutputDigest(ctx: SuanliContext, attempt: TaskAttempt, digest: `0x${string}`, state?: OutputState): Promise<OutputVerification> {
+export async function verifyOutputDigest(
+  ctx: SuanliContext,
+  attempt: TaskAttempt,
+  digest: `0x${string}`,
+  state?: OutputState,
+  cidOfFiles?: () => Promise<string>,
+): Promise<OutputVerification> {
   const [status, outcome] = await Promise.all([providerStatus(ctx, attempt), leaseOutcome(ctx, attempt)]);
   const signed = status.completion;
   const onChain = outcome.completion;
-  const compare = (expected: string, where: string) => {
-    if (expected.toLowerCase() !== digest.toLowerCase()) throw new OutputDigestMismatchError(expected as `0x${string}`, digest, where);
+  const compare = async (expected: string, where: string) => {
+    if (expected.toLowerCase() === digest.toLowerCase()) return;
+    const cidDigest = cidOfFiles ? outputDigestOf(await cidOfFiles()) : undefined;
+    if (cidDigest?.toLowerCase() === expected.toLowerCase()) return;
+    if (!cidOfFiles && status.outputCid && outputDigestOf(status.outputCid)?.toLowerCase() === expected.toLowerCase()) {
+      throw new OutputUnverifiableError(`The output of lease ${attempt.leaseId} is committed by its CID ${status.outputCid}, and this download cannot hash UnixFS`, {
+        metaMessages: ["Verifying an output CID is Node only: use the Node SDK (downloadOutput with `dir`, or getData from any node)."],
+      });
+    }
+    throw new OutputDigestMismatchError(expected as `0x${string}`, digest, where);
   };
   if (onChain) {
     if (signed && !(await checkCompletion(ctx, attempt, signed, onChain))) {
@@ -94,7 +114,7 @@ export async function verifyOutputDigest(ctx: SuanliContext, attempt: TaskAttemp
         metaMessages: ["Do not trust the downloaded files."],
       });
     }
-    compare(onChain.outputDigest, " (and reports on-chain)");
+    await compare(onChain.outputDigest, " (and reports on-chain)");
     return "chain";
   }
   if (signed) {
@@ -105,7 +125,10 @@ export async function verifyOutputDigest(ctx: SuanliContext, attempt: TaskAttemp
         metaMessages: ["Do not trust the downloaded files."],
       });
     }
-    compare(signed.report.outputDigest, ` (signed by the provider; lease ${outcome.status}${outcome.endReason !== "None" ? `, ${outcome.endReason}` : ""}, no report on-chain)`);
+    await compare(
+      signed.report.outputDigest,
+      ` (signed by the provider; lease ${outcome.status}${outcome.endReason !== "None" ? `, ${outcome.endReason}` : ""}, no report on-chain)`,
+    );
     return "signed-report";
   }
   const seen = state ? ` (the provider reports the task ${state.providerState}, the lease is ${state.leaseStatus} on-chain)` : "";

@@ -3,6 +3,7 @@ import { leaseMarketAbi } from "../../common/abi.js";
 import { completionHeldUntil, readLease } from "../../common/chain/market.js";
 import { readMinimumCharge } from "../../common/chain/minimum-charge.js";
 import { verifyCompletion } from "../../common/attest/completion.js";
+import { outputDigestOf } from "../../common/output-cid.js";
 import type { TaskStatus as WireTaskStatus } from "../../common/protocols/lease.js";
 import type { TaskAttempt, TaskReceipt } from "../types.js";
 import type { SuanliContext } from "./context.js";
@@ -81,13 +82,21 @@ export async function checkCompletion(
   return verdict.valid;
 }
 
+/** A provider's signed completion report as its status carries it, with the output's CID when it names one. */
+export type SignedCompletion = NonNullable<WireTaskStatus["completion"]> & { outputCid?: string | null };
+
+/** The signed completion of a provider's status answer, with its output CID. */
+export function signedCompletionOf(status: Pick<WireTaskStatus, "completion" | "outputCid">): SignedCompletion | null {
+  return status.completion ? { ...status.completion, outputCid: status.outputCid ?? null } : null;
+}
+
 /** Builds the receipt of a task from the chain (and the provider's completion report, when given). */
 export async function buildReceipt(
   ctx: SuanliContext,
   record: TaskRecord,
   state: TaskReceipt["state"],
   exitCode: number | null,
-  signedCompletion: Awaited<ReturnType<typeof ctx.link.status>>["completion"],
+  signedCompletion: SignedCompletion | null,
 ): Promise<TaskReceipt> {
   const leases: TaskReceipt["leases"] = [];
   let completion: TaskReceipt["completion"] = null;
@@ -101,10 +110,13 @@ export async function buildReceipt(
     }
     if (attempt === currentAttempt(record)) {
       if (signedCompletion) {
-        const verified = await checkCompletion(ctx, attempt, signedCompletion, onChain);
-        completion = { ...signedCompletion.report, verified };
+        const { outputCid, ...signed } = signedCompletion;
+        const verified = await checkCompletion(ctx, attempt, signed, onChain);
+        // The provider's word for the CID counts only as the CID its signed digest names.
+        const named = outputCid ? outputDigestOf(outputCid) : undefined;
+        completion = { ...signed.report, verified, outputCid: named && named.toLowerCase() === signed.report.outputDigest.toLowerCase() ? outputCid! : null };
       } else if (onChain) {
-        completion = { ...onChain, verified: false };
+        completion = { ...onChain, verified: false, outputCid: null };
       }
     }
   }

@@ -62,6 +62,39 @@ describe("provider output store: retention, per-lease cap, quota", () => {
     restarted.stop();
   });
 
+  it("releases (unpins) an output's CID when the output goes: at retention's end, also across a restart before the hook is set, and for a refused output", async () => {
+    const outputs = store();
+    await outputs.start();
+    const released: string[] = [];
+    await outputs.onRelease(async (cid) => released.push(cid));
+    await outputs.keep(7n, await taskOutput("lease-7", { "a.txt": "alpha" }), "bafy-seven");
+    await outputs.keep(8n, await taskOutput("lease-8", { "big.bin": "x".repeat(1001) }), "bafy-eight");
+    assert.deepEqual(released, [], "kept, or refused with its record, until the retention runs out");
+    now += 3_600_000;
+    await outputs.sweep();
+    assert.deepEqual(released.sort(), ["bafy-eight", "bafy-seven"]);
+    outputs.stop();
+
+    // Expired while the node was down: swept at start, before the data plane sets the hook.
+    await outputs.keep(9n, await taskOutput("lease-9", { "c.txt": "gamma" }), "bafy-nine");
+    now += 3_600_000;
+    const restarted = store();
+    await restarted.start();
+    const late: string[] = [];
+    await restarted.onRelease(async (cid) => late.push(cid));
+    assert.deepEqual(late, ["bafy-nine"]);
+    restarted.stop();
+  });
+
+  it("removes staging folders left over by a crash at start", async () => {
+    const outputs = store();
+    await mkdir(outputs.stagingDir(5n), { recursive: true });
+    await writeFile(path.join(outputs.stagingDir(5n), "x"), "x");
+    await outputs.start();
+    await assert.rejects(stat(outputs.stagingDir(5n)), { code: "ENOENT" });
+    outputs.stop();
+  });
+
   it("refuses an output over maxBytes, with the reason, and keeps nothing of it", async () => {
     const outputs = store();
     await outputs.start();

@@ -92,7 +92,7 @@ export function verificationLabel(result: Pick<DownloadOutputReturnType, "verifi
 export function renderOutput(result: DownloadOutputReturnType, dir: string): string {
   return [
     `${result.files.length} file(s), ${result.bytes} bytes in ${dir}${result.transferred < result.bytes ? ` (${result.transferred} transferred, the rest resumed)` : ""}`,
-    `  digest ${result.digest}: ${verificationLabel(result)}`,
+    result.outputCid ? `  CID ${result.outputCid}: ${verificationLabel(result)} (any node serves it: suanli data get)` : `  digest ${result.digest}: ${verificationLabel(result)}`,
   ].join("\n");
 }
 

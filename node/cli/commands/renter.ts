@@ -110,7 +110,7 @@ function renderReceipt(client: SuanliClient, receipt: TaskReceipt): string {
   }
   if (receipt.completion) {
     lines.push(
-      `  completion: exit ${receipt.completion.exitCode}, output ${receipt.completion.outputDigest.slice(0, 18)}…, ${receipt.completion.unitSeconds} unit-seconds, ${receipt.completion.verified ? "verified against the on-chain report" : `NOT verified: ${receipt.state === "preempted" ? "a preempted task is stopped, not completed, so the provider signs no completion report" : "no signed report from the provider matches the on-chain one"}`}`,
+      `  completion: exit ${receipt.completion.exitCode}, output ${receipt.completion.outputCid ? `CID ${receipt.completion.outputCid}` : `${receipt.completion.outputDigest.slice(0, 18)}…`}, ${receipt.completion.unitSeconds} unit-seconds, ${receipt.completion.verified ? "verified against the on-chain report" : `NOT verified: ${receipt.state === "preempted" ? "a preempted task is stopped, not completed, so the provider signs no completion report" : "no signed report from the provider matches the on-chain one"}`}`,
     );
   }
   lines.push(`  total: cost ${tokens(client, receipt.totalCost)}, refunded ${tokens(client, receipt.totalRefunded)}, gas ${receipt.totalGasUsed}`);

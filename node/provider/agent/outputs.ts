@@ -31,6 +31,8 @@ type Meta = {
   bytes: number;
   /** Why the files are not there (too large, no output/): the renter's download says so. */
   refused: string | null;
+  /** The output's CID when the data plane pinned it (issue 36): unpinned when the output goes. */
+  cid?: string;
 };
 
 /** What a download serves: the folder and its files in digest order. */
@@ -80,6 +82,9 @@ export async function openOutputFile(root: string, rel: string): Promise<FileHan
 export class OutputStore {
   private readonly metas = new Map<string, Meta>();
   private sweepTimer: NodeJS.Timeout | undefined;
+  private releaseCid: ((cid: string) => Promise<unknown>) | undefined;
+  /** CIDs of outputs removed before a release hook was set (the sweep at start): released when it is. */
+  private readonly unreleased: string[] = [];
 
   constructor(private readonly options: OutputStoreOptions) {}
 
@@ -95,10 +100,33 @@ export class OutputStore {
     return path.join(this.options.dir, `lease-${leaseId}`);
   }
 
+  /**
+   * Sets what is done with an output's CID when the output goes (retention over, evicted): the
+   * data plane's unpin. CIDs of outputs that went before it was set are released now.
+   */
+  async onRelease(release: (cid: string) => Promise<unknown>): Promise<void> {
+    this.releaseCid = release;
+    for (const cid of this.unreleased.splice(0)) await this.release(cid);
+  }
+
+  private async release(cid: string): Promise<void> {
+    if (!this.releaseCid) {
+      this.unreleased.push(cid);
+      return;
+    }
+    await this.releaseCid(cid).catch((error: unknown) => this.options.logger.warn("Cannot unpin an output's CID", { cid }, error));
+  }
+
+  /** A folder on the outputs' filesystem to stage an output in before keep() (removed at start when left over). */
+  stagingDir(leaseId: bigint): string {
+    return path.join(this.options.dir, `staging-lease-${leaseId}`);
+  }
+
   /** Reads what was kept before a restart and starts the retention sweep. */
   async start(sweepIntervalMs = 60_000): Promise<void> {
     await mkdir(this.options.dir, { recursive: true, mode: 0o700 });
     for (const entry of await readdir(this.options.dir)) {
+      if (/^staging-lease-\d+$/.test(entry)) await rm(path.join(this.options.dir, entry), { recursive: true, force: true });
       if (!/^lease-\d+$/.test(entry)) continue;
       const meta = await readFile(path.join(this.options.dir, entry, "meta.json"), "utf8")
         .then((text) => JSON.parse(text) as Meta)
@@ -122,8 +150,10 @@ export class OutputStore {
   }
 
   private async remove(leaseId: string): Promise<void> {
+    const cid = this.metas.get(leaseId)?.cid;
     this.metas.delete(leaseId);
     await rm(this.leaseDir(leaseId), { recursive: true, force: true });
+    if (cid) await this.release(cid);
   }
 
   private usedBytes(): number {
@@ -134,13 +164,14 @@ export class OutputStore {
 
   /**
    * Moves a finished task's `output/` folder into the store (call before the workspace is removed).
-   * Never throws: an output that cannot be kept is recorded with the reason.
+   * Never throws: an output that cannot be kept is recorded with the reason. `cid`: the output's
+   * pinned CID, released (unpinned) when the output goes, kept or refused alike.
    */
-  async keep(leaseId: bigint, outputDir: string): Promise<void> {
+  async keep(leaseId: bigint, outputDir: string, cid?: string): Promise<void> {
     const id = leaseId.toString();
     const dir = this.leaseDir(id);
     const keptAt = this.now();
-    const meta: Meta = { leaseId: id, keptAt, expiresAt: keptAt + this.options.retentionSeconds * 1000, bytes: 0, refused: null };
+    const meta: Meta = { leaseId: id, keptAt, expiresAt: keptAt + this.options.retentionSeconds * 1000, bytes: 0, refused: null, ...(cid ? { cid } : {}) };
     try {
       await rm(dir, { recursive: true, force: true });
       await mkdir(dir, { recursive: true, mode: 0o700 });

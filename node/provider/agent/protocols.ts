@@ -122,6 +122,7 @@ export async function statusAnswer(task: LeaseTaskView, inventory: Inventory): P
     nextLogSeq: logs ? logs.read(Number.MAX_SAFE_INTEGER).nextSeq : record.nextLogSeq,
     // Only when there is one: a renter older than the field (strict schema) still parses a bundle task's status.
     ...(record.image ? { image: record.image } : {}),
+    ...(record.outputCid ? { outputCid: record.outputCid } : {}),
   };
 }
 

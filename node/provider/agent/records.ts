@@ -89,6 +89,8 @@ export type LeaseRecord = {
   endAfter: number | null;
   /** The task's container image and whether it came from the cache (absent in records from before). */
   image?: TaskImage | null;
+  /** The output's CID (issue 36) when the data plane pinned it and the completion digest is its digest. */
+  outputCid?: string | null;
   /** Next log sequence number once the task is over (the log itself lives in memory). */
   nextLogSeq: number;
   /** Units handed back and workspace removed. */

@@ -15,14 +15,14 @@ export class TaskInputsUnavailableError extends SuanliError {
   override name = "TaskInputsUnavailableError";
 }
 
-/** How this node gives tasks their inputs, or why it cannot. */
-export type ProviderInputs = { cache: InputCache; fetchTimeoutMs: number } | { refusal: string };
+/** How this node gives tasks their inputs, or why it cannot; `data`: its data plane when on (outputs are pinned there too). */
+export type ProviderInputs = ({ cache: InputCache; fetchTimeoutMs: number } | { refusal: string }) & { data?: DataStore };
 
 /** From the node's data plane (undefined when data.enabled is false) and whether its tasks are sandboxed. */
 export function providerInputs(data: DataStore | undefined, dataDir: string, sandboxed: boolean): ProviderInputs {
   if (!data) return { refusal: "its data plane is off (data.enabled is false)" };
-  if (!sandboxed) return { refusal: 'it runs tasks unsandboxed (provider.runtime.sandbox "none"): there is no mount namespace to mount inputs in' };
-  return { cache: new InputCache(data, dataDir), fetchTimeoutMs: data.options.fetchTimeoutMs };
+  if (!sandboxed) return { refusal: 'it runs tasks unsandboxed (provider.runtime.sandbox "none"): there is no mount namespace to mount inputs in', data };
+  return { cache: new InputCache(data, dataDir), fetchTimeoutMs: data.options.fetchTimeoutMs, data };
 }
 
 /** Throws TaskInputsUnavailableError when the spec has inputs this node cannot mount. */

@@ -5,6 +5,7 @@
  * output kept and its units handed back. After a restart, `recover` starts a preparation over
  * and ends what may have started (docs/provider.md).
  */
+import { rm } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { signCompletion } from "../../../common/attest/completion.js";
@@ -17,6 +18,7 @@ import { processStartTicks } from "../runtime/orphans.js";
 import type { TaskHandle, TaskResult } from "../runtime/runtime.js";
 import type { TaskSpec } from "../runtime/task.js";
 import { revertName } from "./chain-tx.js";
+import { publishOutput, type PublishedOutput } from "./output-publish.js";
 import { prepareInputs } from "./task-inputs.js";
 import type { LeaseHost, Live } from "./lease-context.js";
 import { markEnded } from "./lease-step.js";
@@ -31,7 +33,11 @@ function errorOf(error: unknown): TaskError {
 }
 
 export class TaskPipeline {
-  constructor(private readonly host: LeaseHost) {}
+  constructor(private readonly host: LeaseHost) {
+    // An output pinned by CID stays pinned as long as the output is kept (outputs.retentionSeconds).
+    const data = host.ctx.inputs?.data;
+    if (data) host.ctx.outputs?.onRelease((cid) => data.unpin(cid)).catch((error: unknown) => host.ctx.logger.warn("Cannot release outputs' CIDs", {}, error));
+  }
 
   /** Prepares and runs a lease's task in the background; its end brings a reconcile pass. */
   launch(leaseId: bigint, spec: TaskSpec): void {
@@ -166,8 +172,14 @@ export class TaskPipeline {
     });
   }
 
-  private async exited(leaseId: bigint, handle: TaskHandle, result: TaskResult, live: Live): Promise<void> {
+  private async exited(leaseId: bigint, handle: TaskHandle, ended: TaskResult, live: Live): Promise<void> {
     const { host } = this;
+    // Data plane on: the output is pinned by CID and the completion signs the CID's digest (issue 36).
+    const published =
+      ended.outputDigestSource === "output-dir"
+        ? await publishOutput({ data: host.ctx.inputs?.data, outputs: host.ctx.outputs, logger: host.ctx.logger }, leaseId, path.join(handle.workspace, "output"))
+        : undefined;
+    const result: TaskResult = published ? { ...ended, outputDigest: published.digest } : ended;
     const completion = await signCompletion(host.ctx.account, host.ctx.domain, {
       leaseId,
       exitCode: result.chainExitCode,
@@ -180,7 +192,7 @@ export class TaskPipeline {
     // write is tried again until there is space or the node stops.
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.recordExit(leaseId, handle, result, live, completion);
+        await this.recordExit(leaseId, handle, result, live, completion, published);
         if (attempt > 0) host.ctx.logger.info("Task's end recorded: the data dir has space again", { leaseId, attempts: attempt + 1 });
         break;
       } catch (error) {
@@ -203,7 +215,14 @@ export class TaskPipeline {
   }
 
   /** Writes a task's end into its lease's record (idempotent: tried again after a refused write), keeps its output, hands its units back. */
-  private async recordExit(leaseId: bigint, handle: TaskHandle, result: TaskResult, live: Live, completion: LeaseRecord["completion"]): Promise<void> {
+  private async recordExit(
+    leaseId: bigint,
+    handle: TaskHandle,
+    result: TaskResult,
+    live: Live,
+    completion: LeaseRecord["completion"],
+    published: PublishedOutput | undefined,
+  ): Promise<void> {
     const { host } = this;
     await host.withLock(leaseId, async () => {
       const view = await host.readChain(leaseId).catch(() => undefined);
@@ -225,6 +244,7 @@ export class TaskPipeline {
         r.exitCode = result.exitCode ?? result.chainExitCode;
         r.result = { status: result.status, chainExitCode: result.chainExitCode, outputDigest: result.outputDigest, unitSeconds: result.unitSeconds };
         r.completion = completion;
+        r.outputCid = published?.cid ?? null;
         r.nextLogSeq = handle.readLogs(Number.MAX_SAFE_INTEGER).nextSeq;
         r.startedAt = result.startedAt;
         r.endedAt = result.endedAt;
@@ -236,7 +256,10 @@ export class TaskPipeline {
         r.endAction = action;
       });
       // Before the workspace goes: the output the completion report digests stays for the renter.
-      await host.ctx.outputs?.keep(leaseId, path.join(handle.workspace, "output"));
+      // Pinned by CID: the staged copy (exactly the CID's files) is what stays.
+      await host.ctx.outputs?.keep(leaseId, published?.dir ?? path.join(handle.workspace, "output"), published?.cid);
+      // A staged copy the store refused to keep (over its caps) goes; its pin goes with the output's record.
+      if (published) await rm(published.dir, { recursive: true, force: true }).catch(() => undefined);
       await host.releaseUnits(leaseId);
       await handle.cleanup().catch(() => undefined);
     });
