@@ -53,6 +53,7 @@ import { compileFetchPolicy, qualifiedImageReference } from "./fetch-policy.js";
 import { defaultSecretsBases, findSecretsRoot, imageHasShell, removeSecretsDir, TASK_SECRETS_DIR, TaskSecrets, withSecretsLoader } from "./container-secrets.js";
 import { ImageStore, type AcquiredImage } from "./images.js";
 import type { ContainerRuntimeOptions } from "./container-options.js";
+import { checkpointEnvironment, seedCheckpointDir } from "./checkpoint-dir.js";
 import { mountWorkspaceDisk, unmountWorkspaceDisk } from "./workspace-disk.js";
 import { leaseBounds } from "./lease-bounds.js";
 import { clampToHardLimits, type ResourceLimits } from "./limits.js";
@@ -335,6 +336,7 @@ export class ContainerRuntime implements Runtime {
         }
       }
       // The container's root (a host id of the task user's range) owns its workspace.
+      await seedCheckpointDir(workspace, launch.resume);
       if (selection.idMap) await chownTree(workspace, selection.idMap.start, selection.idMap.start);
       if (secretsRoot) taskSecrets = await TaskSecrets.create(secretsRoot, launch.taskId, secrets);
       const plainEnv: Record<string, string> = {};
@@ -354,7 +356,7 @@ export class ContainerRuntime implements Runtime {
           devices,
           units: launch.devices.length,
           amdRenderNodes: gpus && this.options.amdRenderNode ? launch.devices.map(this.options.amdRenderNode) : undefined,
-          env: { ...plainEnv, ...livenessEnvironment(launch.spec, "/workspace"), ...groupEnvironment(launch) },
+          env: { ...plainEnv, ...livenessEnvironment(launch.spec, "/workspace"), ...groupEnvironment(launch), ...checkpointEnvironment(launch, "/workspace") },
           secretsDir: taskSecrets?.hostDir,
           inputs: launch.inputs,
           limits: selection.limits,

@@ -41,6 +41,7 @@ import { probeTaskNetwork } from "./network-probe.js";
 import type { FetchPolicy } from "./fetch-policy.js";
 import { chownTree, DEFAULT_TASK_USER, nodeIsRoot, sandboxTaskUser, taskUserPrefix, type SandboxTaskUser as MappedUser } from "./task-user.js";
 import { Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
+import { seedCheckpointDir } from "./checkpoint-dir.js";
 import { taskEnvironment } from "./task-env.js";
 export { groupEnvironment, taskEnvironment } from "./task-env.js";
 
@@ -299,6 +300,7 @@ export class ProcessRuntime implements Runtime {
       } finally {
         await rm(bundleFile, { force: true });
       }
+      await seedCheckpointDir(workspace, launch.resume);
       if (mapped) await chownTree(workspace, mapped.user.uid, mapped.user.gid);
 
       const tmpDir = sandbox.sandboxed ? "/tmp" : path.join(workspace, ".tmp");
