@@ -31,9 +31,27 @@ export const signedCheckpointSchema = z.strictObject({
   /** The provider's EIP-712 signature of `record`. */
   signature: signatureSchema,
 });
+/**
+ * A checkpoint record {leaseId, seq, cid, bytes (file content), time (unix ms)} and the provider's
+ * EIP-712 signature of it.
+ *
+ * @example
+ * import { type SignedCheckpoint } from "suanli/sdk";
+ * const { newest }: { newest: SignedCheckpoint | null } = await client.checkpoints(taskId);
+ */
 export type SignedCheckpoint = { record: Checkpoint; signature: Hex };
 
-/** A checkpoint record that is malformed or not signed by the lease's provider. */
+/**
+ * A checkpoint record that is malformed or not signed by the lease's provider.
+ *
+ * @example
+ * import { CheckpointSignatureError } from "suanli/sdk";
+ * try {
+ *   await client.checkpoints(taskId);
+ * } catch (error) {
+ *   if (error instanceof CheckpointSignatureError) console.error(error.shortMessage);
+ * }
+ */
 export class CheckpointSignatureError extends SuanliError {
   override name = "CheckpointSignatureError";
 }
