@@ -102,6 +102,18 @@ export const suanliTypes = {
     { name: "unitSeconds", type: "uint64" },
   ],
   /**
+   * A provider's record of one snapshot of a task's checkpoint folder (docs/data.md): the lease,
+   * its sequence number (1, 2, ...), the UnixFS root CID, the bytes of file content and when it
+   * was taken (unix ms). The renter's SDK keeps the newest one the lease's provider signed.
+   */
+  Checkpoint: [
+    { name: "leaseId", type: "uint256" },
+    { name: "seq", type: "uint64" },
+    { name: "cid", type: "string" },
+    { name: "bytes", type: "uint64" },
+    { name: "time", type: "uint64" },
+  ],
+  /**
    * A renter's authorization of one request about a lease (task spec, logs, status, cancel),
    * bound to the provider, the request body and a fresh nonce; providers refuse stale or replayed ones.
    */
@@ -180,6 +192,7 @@ export type Attestation = {
   lastFailureAt: number;
 };
 export type Completion = { leaseId: bigint; exitCode: number; outputDigest: Hex; unitSeconds: bigint };
+export type Checkpoint = { leaseId: bigint; seq: bigint; cid: string; bytes: bigint; time: bigint };
 export type RenterRequest = { leaseId: bigint; provider: Address; action: string; bodyHash: Hex; issuedAt: number; nonce: Hex };
 export type ReserveRequest = {
   renter: Address;

@@ -9,6 +9,7 @@ import { parseInput } from "../common/validation.js";
 import { cancelTask } from "./actions/cancelTask.js";
 import { extendTask, type ExtendTaskParameters, type ExtendTaskReturnType } from "./actions/extendTask.js";
 import { getTaskStatus } from "./actions/getTaskStatus.js";
+import { getCheckpoints, type GetCheckpointsReturnType } from "./actions/getCheckpoints.js";
 import { matchOffers, type MatchOffersReturnType } from "./actions/matchOffers.js";
 import { queryOffers, type OfferSummary, type QueryOffersParameters } from "./actions/queryOffers.js";
 import { settleTask } from "./actions/settleTask.js";
@@ -154,6 +155,8 @@ export type SuanliClient = {
   submitTask(parameters: SubmitTaskParameters): Promise<SubmitTaskReturnType>;
   /** The task on its provider and its lease on-chain (getTaskStatus). */
   status(taskId: string): Promise<TaskStatus>;
+  /** The task's checkpoint records, verified against its lease's provider, newest first (getCheckpoints). */
+  checkpoints(taskId: string): Promise<GetCheckpointsReturnType>;
   /** The task's log lines as an async iterator (streamLogs). */
   logs(taskId: string, parameters?: StreamLogsParameters): AsyncGenerator<TaskLogLine>;
   /** Waits until the task is over and returns its receipt (waitForTask). */
@@ -289,6 +292,7 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     match: (request) => matchOffers(ctx, request),
     submitTask: (p) => submitTask(ctx, p),
     status: (taskId) => getTaskStatus(ctx, taskId),
+    checkpoints: (taskId) => getCheckpoints(ctx, taskId),
     logs: (taskId, p) => streamLogs(ctx, taskId, p),
     wait: (taskId, p) => waitForTask(ctx, taskId, p),
     cancel: (taskId) => cancelTask(ctx, taskId),

@@ -24,6 +24,8 @@ export type { ForwardPortParameters, ForwardPortReturnType } from "./actions/for
 export type { DownloadOutputParameters, DownloadOutputReturnType } from "./actions/downloadOutput.js";
 export { submitTask, parseSubmitParameters } from "./actions/submitTask.js";
 export { getTaskStatus } from "./actions/getTaskStatus.js";
+export { getCheckpoints, CheckpointsUnavailableError, type GetCheckpointsReturnType } from "./actions/getCheckpoints.js";
+export { CheckpointSignatureError, type SignedCheckpoint } from "../common/attest/checkpoint.js";
 export { streamLogs } from "./actions/streamLogs.js";
 export { waitForTask } from "./actions/waitForTask.js";
 export { cancelTask } from "./actions/cancelTask.js";

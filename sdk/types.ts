@@ -64,6 +64,10 @@ export const submitTaskParametersSchema = z
      * less is not matched.
      */
     inputs: z.array(z.object({ cid: z.string(), mount: z.string(), bytes: z.number().optional() })).optional(),
+    /** Snapshot $SUANLI_CHECKPOINT_DIR every this many seconds (at least 10; docs/data.md); the provider also snapshots it at the task's end. */
+    checkpointPeriodSeconds: z.number().optional(),
+    /** A checkpoint CID (`client.checkpoints(taskId)`) to start from: copied, writable, into $SUANLI_CHECKPOINT_DIR; the task sees $SUANLI_RESUMED_FROM. */
+    resumeFrom: z.string().optional(),
     /** TCP ports the task serves (at most 16): reachable with `client.forward` while it runs, and no other. */
     ports: z.array(z.number()).optional(),
     /** Highest price in USD per GPU-hour ("2.50" or 2.5; at most 6 decimals, 0.0036 to 10000). Required unless interruptible, where it defaults to the bid. */

@@ -10,6 +10,7 @@
  */
 import { bytesToHex, keccak256, recoverTypedDataAddress, toBytes, type Address, type Hex, type TypedDataDomain } from "viem";
 import { z } from "zod";
+import { MAX_CHECKPOINTS_LISTED, signedCheckpointSchema } from "../attest/checkpoint.js";
 import { suanliTypes, type RenterRequest, type ReserveRequest } from "../eip712.js";
 import { stringifyCanonical } from "../json.js";
 import { addressSchema, bytes32Schema, signatureSchema } from "../schemas.js";
@@ -228,6 +229,13 @@ export const taskStatusSchema = z.strictObject({
     .regex(/^[A-Za-z0-9]+$/, "a CID (bafy...)")
     .nullable()
     .optional(),
+  /**
+   * The provider's signed records of the task's checkpoint snapshots (docs/data.md), newest last,
+   * at most MAX_CHECKPOINTS_LISTED; absent when there are none (or from providers before the field).
+   */
+  checkpoints: z.array(signedCheckpointSchema).max(MAX_CHECKPOINTS_LISTED).optional(),
+  /** Why the latest snapshot was not taken (CheckpointQuotaError: the folder is over the quota); the previous checkpoint stays. */
+  checkpointError: z.strictObject({ name: z.string().max(100), message: z.string().max(2000) }).optional(),
 });
 export type TaskStatus = z.output<typeof taskStatusSchema>;
 

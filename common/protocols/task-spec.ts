@@ -6,7 +6,10 @@
  */
 import { z } from "zod";
 import { sealedValueSchema } from "../sealed.js";
-import { taskInputsSchema } from "./task-inputs.js";
+import { isCid, taskInputsSchema } from "./task-inputs.js";
+
+/** The shortest checkpoint period a renter may ask for: each snapshot hashes the whole folder. */
+export const MIN_CHECKPOINT_PERIOD_SECONDS = 10;
 
 /** Env names a task may not set: the provider owns device selection and its own namespace. */
 const RESERVED_ENV = /^(CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|SUANLI_.*)$/;
@@ -170,6 +173,26 @@ export const taskSpecSchema = z
      * data plane (cached across leases) and mounted read-only at its path under /data.
      */
     inputs: taskInputsSchema.describe("Data the task reads: [{ cid, mount: /data/<name>, bytes? }], each mounted read-only; at most 16.").optional(),
+    /**
+     * Checkpoints (docs/data.md): the task writes to $SUANLI_CHECKPOINT_DIR; the provider snapshots
+     * that folder into UnixFS every `periodSeconds` (at least MIN_CHECKPOINT_PERIOD_SECONDS) and at
+     * the task's end, and signs a record of each. Without it only the end snapshot is taken.
+     */
+    checkpoint: z
+      .strictObject({
+        periodSeconds: z
+          .number()
+          .int("expected whole seconds")
+          .min(MIN_CHECKPOINT_PERIOD_SECONDS, `a checkpoint period is at least ${MIN_CHECKPOINT_PERIOD_SECONDS} seconds`)
+          .max(86_400, "a checkpoint period is at most 86400 seconds (a day)"),
+      })
+      .optional(),
+    /** A checkpoint CID to start from: fetched like an input and copied, writable, into $SUANLI_CHECKPOINT_DIR; the task gets $SUANLI_RESUMED_FROM. */
+    resumeFrom: z
+      .string()
+      .max(200, "expected a CID of at most 200 characters")
+      .refine(isCid, "expected a checkpoint CID (bafy... or Qm...; `suanli checkpoints TASK` prints them)")
+      .optional(),
     env: z
       .record(envNameSchema, envValueSchema)
       .default({})

@@ -2,6 +2,7 @@ import { Command, CommanderError } from "commander";
 import { InvalidInputError, SuanliError } from "../../common/errors.js";
 import { ConfigError } from "../config/load.js";
 import { registerAttestor } from "./commands/attestor.js";
+import { registerCheckpoints } from "./commands/checkpoints.js";
 import { registerData } from "./commands/data.js";
 import { registerDevnet } from "./commands/devnet.js";
 import { registerGovernance } from "./commands/governance.js";
@@ -19,6 +20,7 @@ registerAttestor(program);
 registerWallet(program);
 registerRenter(program);
 registerData(program);
+registerCheckpoints(program);
 registerProvider(program);
 registerGovernance(program);
 

@@ -24,6 +24,15 @@ export const dataOptionsSchema = z.strictObject({
     .int()
     .min(1024 * 1024)
     .default(100 * GiB),
+  /**
+   * Largest checkpoint folder of one task the provider snapshots (docs/data.md); one over it is
+   * not snapshotted (CheckpointQuotaError in the log and the task's status), the previous stays.
+   */
+  checkpointMaxBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .default(10 * GiB),
   /** How long a fetch waits for a CID's blocks before giving up (DataNotFoundError). */
   fetchTimeoutMs: z.number().int().min(100).max(86_400_000).default(300_000),
 });

@@ -52,6 +52,8 @@ export class DataStore {
   readonly counters = { fetchedBlocks: 0, fetchedBytes: 0, cacheHits: 0 };
   /** Called with each cached root the store forgets (evicted or dropped), e.g. to remove its files. */
   readonly onDropped: Array<(cid: string) => Promise<void>> = [];
+  /** Called first by stop() (the checkpoint records' level database closes here). */
+  readonly onStop: Array<() => Promise<void>> = [];
   private readonly fs: UnixFS;
   private constructor(
     readonly helia: Helia,
@@ -93,6 +95,7 @@ export class DataStore {
   }
 
   async stop(): Promise<void> {
+    for (const listener of this.onStop) await listener().catch(() => undefined);
     await this.helia.stop();
     await Promise.allSettled([this.blocks.close(), this.meta.close(), this.index.close()]);
   }

@@ -256,7 +256,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       outputs,
       confirmations: Number(daemon.follower.confirmations),
       sealing: { ring: sealing, chainId: deployment.chainId },
-      inputs: providerInputs(daemon.data, daemon.config.dataDir, isolation.sandboxed),
+      inputs: providerInputs(daemon.data, daemon.config.dataDir, isolation.sandboxed, logger),
     });
 
     // Units of leases that were running stay away from the idle workload while they are sorted out.

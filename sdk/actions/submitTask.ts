@@ -64,6 +64,8 @@ export function parseSubmitParameters(parameters: SubmitTaskParameters): { reque
       env: params.env,
       ...(params.ports !== undefined ? { ports: params.ports } : {}),
       ...(params.inputs !== undefined ? { inputs: params.inputs } : {}),
+      ...(params.checkpointPeriodSeconds !== undefined ? { checkpoint: { periodSeconds: params.checkpointPeriodSeconds } } : {}),
+      ...(params.resumeFrom !== undefined ? { resumeFrom: params.resumeFrom } : {}),
       ...(params.taskLiveness ? { taskLiveness: { nonce: taskLivenessNonce() } } : {}),
     },
     "task spec",

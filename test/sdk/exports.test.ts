@@ -75,6 +75,8 @@ const SHARED_TYPES = [
  * methods throw TaskIoUnsupportedError instead) and the state file's error.
  */
 const NODE_ONLY_VALUES = [
+  "CheckpointSignatureError",
+  "CheckpointsUnavailableError",
   "DataIntegrityError",
   "DataRequestError",
   "TaskStoreMismatchError",
@@ -82,6 +84,7 @@ const NODE_ONLY_VALUES = [
   "downloadOutput",
   "execTask",
   "forwardPort",
+  "getCheckpoints",
   "getData",
   "listData",
   "removeData",
@@ -97,10 +100,12 @@ const NODE_ONLY_TYPES = [
   "ExecTaskReturnType",
   "ForwardPortParameters",
   "ForwardPortReturnType",
+  "GetCheckpointsReturnType",
   "GetDataParameters",
   "GetDataReturnType",
   "ListDataReturnType",
   "RemoveDataReturnType",
+  "SignedCheckpoint",
 ];
 const ENTRIES = {
   "sdk/index.ts": { module: "../../sdk/index.js", values: [...SHARED_VALUES, ...NODE_ONLY_VALUES], types: [...SHARED_TYPES, ...NODE_ONLY_TYPES] },

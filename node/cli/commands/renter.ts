@@ -1,6 +1,5 @@
 /**
- * The renter's commands: offers, submit, tasks, status, logs, wait, cancel, extend, output,
- * forward, exec. They run the
+ * The renter's commands: offers, submit, tasks, status, logs, wait, cancel, extend, output, forward, exec. They run the
  * SDK with the wallet given by --key / --key-file / SUANLI_KEY / --devnet-account and keep the
  * wallet's tasks in a state file so later commands can follow them.
  */
@@ -21,7 +20,7 @@ import { offersTable } from "./offers-table.js";
 import { connectChain } from "../../chain/clients.js";
 import { waitForShutdown } from "../../signals.js";
 
-function withRenterFlags(command: Command, wallet = true): Command {
+export function withRenterFlags(command: Command, wallet = true): Command {
   return withChainFlags(command, { wallet })
     .option("--bootstrap <multiaddrs>", "comma-separated multiaddrs of Suanli nodes (env SUANLI_BOOTSTRAP)", process.env.SUANLI_BOOTSTRAP ?? "")
     .option("--state-dir <dir>", "where the CLI keeps your tasks", process.env.SUANLI_STATE_DIR ?? path.join(homedir(), ".suanli"));
@@ -32,7 +31,7 @@ function withRenterFlags(command: Command, wallet = true): Command {
  * anything is reached, the chain and wallet flags are checked and every problem found so far
  * (`problems`, filled by the command with its own flags) is reported at once, exit 2.
  */
-async function withClient<T>(flags: RenterFlags, needWallet: boolean, run: (client: SuanliClient) => Promise<T>, problems = new FlagProblems()): Promise<T> {
+export async function withClient<T>(flags: RenterFlags, needWallet: boolean, run: (client: SuanliClient) => Promise<T>, problems = new FlagProblems()): Promise<T> {
   checkChainFlags(flags, problems);
   problems.throwIfAny();
   const rpcUrl = flags.rpcUrl ?? "http://127.0.0.1:8545";
@@ -201,6 +200,8 @@ export function registerRenter(program: Command): void {
       .option("--out <dir>", "with --wait: download the task's output folder here at the end and verify it")
       .option("--port <port>", "a TCP port the task serves, reachable with `npx suanli forward` (repeatable)", collect, [])
       .option("--input <CID:/data/name[:bytes]>", "data the task reads, mounted read-only at /data/name (repeatable; bytes: its size)", collect, [])
+      .option("--checkpoint-every <seconds>", "snapshot $SUANLI_CHECKPOINT_DIR this often (at least 10; also at the end): `npx suanli checkpoints TASK`")
+      .option("--resume-from <cid>", "start from this checkpoint: a writable copy in $SUANLI_CHECKPOINT_DIR, $SUANLI_RESUMED_FROM set")
       .argument(
         "<command...>",
         "the command to run, after --: one argument is a shell string run by /bin/sh -c in the workspace (-- 'python3 train.py > out.txt'); several are an argv, its program looked up on the task's PATH inside the provider's sandbox (-- python3 train.py)",
@@ -235,6 +236,7 @@ export function registerRenter(program: Command): void {
       autoMigrate: Boolean(flags.autoMigrate),
       ...((flags.port as string[]).length > 0 ? { ports: (flags.port as string[]).map((port) => problems.number("port", port)!) } : {}),
       ...((flags.input as string[]).length > 0 ? { inputs: (flags.input as string[]).map(parseInputFlag) } : {}),
+      ...{ checkpointPeriodSeconds: problems.number("checkpoint-every", flags.checkpointEvery as string | undefined), resumeFrom: flags.resumeFrom as string | undefined },
     };
     // The SDK's own checks of the task (GPU type, prices, bundle, command...), when the numbers parsed.
     if (problems.list.length === 0) {

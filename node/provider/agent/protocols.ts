@@ -26,6 +26,9 @@ import type { Metrics } from "../../metrics/metrics.js";
 import type { Inventory } from "../inventory/inventory.js";
 import type { LeaseController, LeaseTaskView } from "./leases.js";
 import { answerReserve, type ReserveContext } from "./reserve.js";
+import type { CheckpointBook } from "./checkpoints.js";
+import { checkpointBook } from "./task-inputs.js";
+import { MAX_CHECKPOINTS_LISTED } from "../../../common/attest/checkpoint.js";
 
 /** Most bytes of log text in one logs answer (the renter asks again from nextSeq). */
 export const LOGS_ANSWER_MAX_BYTES = 256 * 1024;
@@ -66,7 +69,7 @@ export async function serveLeaseProtocols(
     await handleProtocol(host, STATUS_PROTOCOL, {
       requestSchema: statusBodySchema,
       responseSchema: taskStatusSchema,
-      handler: async (body) => statusAnswer(await leases.task(body.auth, "status", {}), parts.inventory),
+      handler: async (body) => statusAnswer(await leases.task(body.auth, "status", {}), parts.inventory, checkpointBook(leases.ctx.inputs)),
       onError: onError(STATUS_PROTOCOL),
     }),
     await handleProtocol(host, LOGS_PROTOCOL, {
@@ -92,7 +95,7 @@ export async function serveLeaseProtocols(
 }
 
 /** What the renter sees of its lease's task: state, times, usage while it runs, the completion report. */
-export async function statusAnswer(task: LeaseTaskView, inventory: Inventory): Promise<TaskStatus> {
+export async function statusAnswer(task: LeaseTaskView, inventory: Inventory, checkpoints?: CheckpointBook): Promise<TaskStatus> {
   const { record, handle, logs } = task;
   let unitSeconds = record.result?.unitSeconds ?? 0;
   let gpus: TaskStatus["gpus"] = [];
@@ -123,7 +126,16 @@ export async function statusAnswer(task: LeaseTaskView, inventory: Inventory): P
     // Only when there is one: a renter older than the field (strict schema) still parses a bundle task's status.
     ...(record.image ? { image: record.image } : {}),
     ...(record.outputCid ? { outputCid: record.outputCid } : {}),
+    ...(await checkpointFields(record.leaseId, checkpoints)),
   };
+}
+
+/** The lease's newest signed checkpoint records and the latest snapshot error; nothing when there are neither (older renters' strict schema). */
+async function checkpointFields(leaseId: bigint, book: CheckpointBook | undefined): Promise<Pick<TaskStatus, "checkpoints" | "checkpointError">> {
+  if (!book) return {};
+  const records = (await book.records(leaseId)).slice(-MAX_CHECKPOINTS_LISTED);
+  const error = book.lastError(leaseId);
+  return { ...(records.length ? { checkpoints: records } : {}), ...(error ? { checkpointError: error } : {}) };
 }
 
 /**

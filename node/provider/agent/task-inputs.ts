@@ -8,21 +8,40 @@
 import { SuanliError } from "../../../common/errors.js";
 import { InputCache } from "../../data/inputs.js";
 import type { DataStore } from "../../data/store.js";
-import type { TaskInputMount, TaskSpec } from "../runtime/task.js";
+import { silentLogger, type Logger } from "../../log/logger.js";
+import type { TaskInputMount, TaskResume, TaskSpec } from "../runtime/task.js";
+import { CheckpointBook } from "./checkpoints.js";
 
 /** The provider cannot give a task its inputs; the task was not accepted (the lease is still Open). */
 export class TaskInputsUnavailableError extends SuanliError {
   override name = "TaskInputsUnavailableError";
 }
 
-/** How this node gives tasks their inputs, or why it cannot; `data`: its data plane when on (outputs are pinned there too). */
-export type ProviderInputs = ({ cache: InputCache; fetchTimeoutMs: number } | { refusal: string }) & { data?: DataStore };
+/** How this node gives tasks their inputs (and checkpoints, checkpoints.ts), or why it cannot; `data`: its data plane when on (outputs are pinned there too). */
+export type ProviderInputs = ({ cache: InputCache; fetchTimeoutMs: number; checkpoints: CheckpointBook } | { refusal: string }) & { data?: DataStore };
 
 /** From the node's data plane (undefined when data.enabled is false) and whether its tasks are sandboxed. */
-export function providerInputs(data: DataStore | undefined, dataDir: string, sandboxed: boolean): ProviderInputs {
+export function providerInputs(data: DataStore | undefined, dataDir: string, sandboxed: boolean, logger: Logger = silentLogger()): ProviderInputs {
   if (!data) return { refusal: "its data plane is off (data.enabled is false)" };
   if (!sandboxed) return { refusal: 'it runs tasks unsandboxed (provider.runtime.sandbox "none"): there is no mount namespace to mount inputs in', data };
-  return { cache: new InputCache(data, dataDir), fetchTimeoutMs: data.options.fetchTimeoutMs, data };
+  const checkpoints = new CheckpointBook({ data, dataDir, maxBytes: data.options.checkpointMaxBytes, logger: logger.child({ part: "checkpoints" }) });
+  return { cache: new InputCache(data, dataDir), fetchTimeoutMs: data.options.fetchTimeoutMs, checkpoints, data };
+}
+
+/** The node's checkpoint book, when it has a data plane its tasks can use. */
+export function checkpointBook(inputs: ProviderInputs | undefined): CheckpointBook | undefined {
+  return inputs && "checkpoints" in inputs ? inputs.checkpoints : undefined;
+}
+
+/**
+ * The spec's resumeFrom checkpoint as a read-only host folder (fetched like an input, cached),
+ * which the runtime copies, writable, into the task's checkpoint folder. Undefined without one.
+ */
+export async function prepareResume(inputs: ProviderInputs | undefined, spec: Pick<TaskSpec, "resumeFrom">, signal: AbortSignal): Promise<TaskResume | undefined> {
+  if (!spec.resumeFrom) return undefined;
+  refuseUnmountableInputs(inputs, { inputs: [{ cid: spec.resumeFrom, mount: "/data/checkpoint" }] });
+  const [prepared] = await prepareInputs(inputs, { inputs: [{ cid: spec.resumeFrom, mount: "/data/checkpoint" }] }, signal);
+  return { cid: spec.resumeFrom, hostPath: prepared!.hostPath };
 }
 
 /** Throws TaskInputsUnavailableError when the spec has inputs this node cannot mount. */

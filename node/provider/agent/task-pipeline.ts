@@ -19,7 +19,7 @@ import type { TaskHandle, TaskResult } from "../runtime/runtime.js";
 import type { TaskSpec } from "../runtime/task.js";
 import { revertName } from "./chain-tx.js";
 import { publishOutput, type PublishedOutput } from "./output-publish.js";
-import { prepareInputs } from "./task-inputs.js";
+import { checkpointBook, prepareInputs, prepareResume } from "./task-inputs.js";
 import type { LeaseHost, Live } from "./lease-context.js";
 import { markEnded } from "./lease-step.js";
 import { oneLineSource, sourceOfHandle } from "./log-sources.js";
@@ -61,9 +61,10 @@ export class TaskPipeline {
     const noticeMs = await host.units.noticeFor(picked);
     const [prepared, assigned] = await Promise.allSettled([
       // Inputs first (fetched or cached, issue 36): one nobody serves in time is the renter's failure.
-      prepareInputs(host.ctx.inputs, spec, live.abort.signal).then((inputs) =>
+      // The checkpoint to resume from is fetched the same way, then copied writable into the workspace.
+      Promise.all([prepareInputs(host.ctx.inputs, spec, live.abort.signal), prepareResume(host.ctx.inputs, spec, live.abort.signal)]).then(([inputs, resume]) =>
         runtime.prepare(
-          { taskId, spec, devices: picked.devices, durationMs, inputs, ...(spec.group?.rank === 0 ? { master: host.groupMaster() } : {}) },
+          { taskId, spec, devices: picked.devices, durationMs, inputs, ...(resume ? { resume } : {}), ...(spec.group?.rank === 0 ? { master: host.groupMaster() } : {}) },
           { signal: live.abort.signal },
         ),
       ),
@@ -139,6 +140,8 @@ export class TaskPipeline {
     }
 
     logger.info("Task started", { leaseId, pid: ready.pid, units: picked.unitIds.length });
+    const period = spec.checkpoint?.periodSeconds;
+    if (period !== undefined) checkpointBook(host.ctx.inputs)?.startPeriodic(leaseId, handle!.workspace, this.signer(), period * 1000);
     host.updateGauges();
     handle!.setRemainingTime(await host.remainingMs(ready));
     const result = await handle!.wait();
@@ -172,8 +175,16 @@ export class TaskPipeline {
     });
   }
 
+  private signer() {
+    return { account: this.host.ctx.account, domain: this.host.ctx.domain };
+  }
+
   private async exited(leaseId: bigint, handle: TaskHandle, ended: TaskResult, live: Live): Promise<void> {
     const { host } = this;
+    // The last checkpoint, after the task's exit (a stopped or preempted task had SIGTERM and the grace period to flush), before the workspace goes.
+    const book = checkpointBook(host.ctx.inputs);
+    book?.stopPeriodic(leaseId);
+    await book?.snapshot(leaseId, handle.workspace, this.signer(), "end");
     // Data plane on: the output is pinned by CID and the completion signs the CID's digest (issue 36).
     const published =
       ended.outputDigestSource === "output-dir"

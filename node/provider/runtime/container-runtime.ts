@@ -54,6 +54,7 @@ import { compileFetchPolicy, qualifiedImageReference } from "./fetch-policy.js";
 import { defaultSecretsBases, findSecretsRoot, imageHasShell, removeSecretsDir, TASK_SECRETS_DIR, TaskSecrets, withSecretsLoader } from "./container-secrets.js";
 import { ImageStore, type AcquiredImage } from "./images.js";
 import type { ContainerRuntimeOptions } from "./container-options.js";
+import { checkpointEnvironment, seedCheckpointDir } from "./checkpoint-dir.js";
 import { mountWorkspaceDisk, unmountWorkspaceDisk } from "./workspace-disk.js";
 import { leaseBounds } from "./lease-bounds.js";
 import type { ResourceLimits } from "./limits.js";
@@ -330,8 +331,9 @@ export class ContainerRuntime implements Runtime {
           await rm(bundleFile, { force: true });
         }
       }
-      // The container's root (the first host id of this task's own range) owns its workspace.
+      // The container's root (the first host id of this task's own range) owns its workspace (its checkpoint seed included).
       slot = await selection.slots?.acquire(launch.taskId);
+      await seedCheckpointDir(workspace, launch.resume);
       if (slot?.range) await chownTree(workspace, slot.range.start, slot.range.start);
       if (secretsRoot) taskSecrets = await TaskSecrets.create(secretsRoot, launch.taskId, secrets);
       const plainEnv: Record<string, string> = {};
@@ -351,7 +353,7 @@ export class ContainerRuntime implements Runtime {
           devices,
           units: launch.devices.length,
           amdRenderNodes: gpus && this.options.amdRenderNode ? launch.devices.map(this.options.amdRenderNode) : undefined,
-          env: { ...plainEnv, ...livenessEnvironment(launch.spec, "/workspace"), ...groupEnvironment(launch) },
+          env: { ...plainEnv, ...livenessEnvironment(launch.spec, "/workspace"), ...groupEnvironment(launch), ...checkpointEnvironment(launch, "/workspace") },
           secretsDir: taskSecrets?.hostDir,
           inputs: launch.inputs,
           limits: selection.limits,

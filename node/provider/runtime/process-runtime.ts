@@ -42,6 +42,7 @@ import type { FetchPolicy } from "./fetch-policy.js";
 import { checkReachable, chownTree, DEFAULT_TASK_USER, nodeIsRoot, sandboxTaskUser, taskUserPrefix, type SandboxTaskUser as MappedUser } from "./task-user.js";
 import { slotUserName, TaskUserPool, type TaskUserSlot } from "./task-user-slots.js";
 import { Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
+import { seedCheckpointDir } from "./checkpoint-dir.js";
 import { taskEnvironment } from "./task-env.js";
 export { groupEnvironment, taskEnvironment } from "./task-env.js";
 
@@ -309,6 +310,7 @@ export class ProcessRuntime implements Runtime {
       }
       slot = mapped ? await this.slots.acquire(launch.taskId) : undefined;
       const taskUser = slot?.user;
+      await seedCheckpointDir(workspace, launch.resume);
       if (taskUser) await chownTree(workspace, taskUser.uid, taskUser.gid);
 
       const tmpDir = sandbox.sandboxed ? "/tmp" : path.join(workspace, ".tmp");

@@ -3,6 +3,7 @@
  * parts): built from scratch, so nothing of the node's environment, which may hold its keys, leaks in.
  */
 import path from "node:path";
+import { checkpointEnvironment } from "./checkpoint-dir.js";
 import { childEnv, livenessEnvironment, type TaskLaunch } from "./task.js";
 
 /** The variables every task gets; the task's own come on top, the provider's reserved ones last. */
@@ -19,6 +20,7 @@ export function taskEnvironment(launch: TaskLaunch, workspace: string, tmpDir: s
     SUANLI_TASK_ID: launch.taskId,
     SUANLI_WORKSPACE: workspace,
     SUANLI_OUTPUT_DIR: path.join(workspace, "output"),
+    ...checkpointEnvironment(launch, workspace),
     ...livenessEnvironment(launch.spec, workspace),
     ...groupEnvironment(launch),
   };

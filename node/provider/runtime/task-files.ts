@@ -226,9 +226,10 @@ export async function readTaskFile(root: string, rel: string, maxBytes: number):
 
 /**
  * Copies the regular files under `root` into the new folder `target` (folders recreated, links
- * and special files left out), reading each as above. Returns the bytes copied.
+ * and special files left out), reading each as above. Returns the bytes copied. Past `maxBytes`
+ * (a running task may grow a file after it was listed) it stops with a TaskFileError.
  */
-export async function copyTaskFiles(root: string, target: string): Promise<number> {
+export async function copyTaskFiles(root: string, target: string, maxBytes = Number.POSITIVE_INFINITY): Promise<number> {
   const files = (await listTaskFiles(root)) ?? [];
   let bytes = 0;
   for (const file of files) {
@@ -240,8 +241,9 @@ export async function copyTaskFiles(root: string, target: string): Promise<numbe
       const out = await open(destination, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
       try {
         for await (const chunk of source.createReadStream({ autoClose: false })) {
-          await out.write(chunk as Buffer);
           bytes += (chunk as Buffer).length;
+          if (bytes > maxBytes) throw new TaskFileError(`The task's folder holds more than ${maxBytes} bytes`);
+          await out.write(chunk as Buffer);
         }
       } finally {
         await out.close();

@@ -23,7 +23,12 @@ export type TaskLaunch = {
   master?: { addr: string; port: number };
   /** The spec's inputs, prepared (node/data/inputs.ts): each host folder is bound read-only at its mount. */
   inputs?: TaskInputMount[];
+  /** The checkpoint to resume from (spec.resumeFrom), fetched: copied, writable, into the task's checkpoint folder. */
+  resume?: TaskResume;
 };
+
+/** A fetched checkpoint: its CID (the task's SUANLI_RESUMED_FROM) and the read-only host folder holding it. */
+export type TaskResume = { cid: string; hostPath: string };
 
 /** A prepared task input: the read-only host folder (or file) holding a CID, and where the task sees it (under /data). */
 export type TaskInputMount = { mount: string; hostPath: string };

@@ -1,0 +1,183 @@
+/**
+ * Checkpoints on the provider (issue 36, docs/data.md). A task writes to $SUANLI_CHECKPOINT_DIR
+ * (`checkpoint/` in its workspace); the node snapshots that folder into UnixFS through its data
+ * plane on the renter's period, and at the task's end (after SIGTERM and the grace period, so a
+ * preempted or stopped task has flushed), and signs a record {leaseId, seq, cid, bytes, time} of
+ * each with its provider key. Records live in level under `<dataDir>/data/checkpoints` and are
+ * served with the task's status.
+ *
+ * The folder is read only through the fd-relative O_NOFOLLOW reader (runtime/task-files.ts): a
+ * task that swaps a folder for a link to the node's data dir gets it skipped, never read. It is
+ * copied (bounded) into a staging folder the node owns, imported from there and the copy removed.
+ * A folder over `data.checkpointMaxBytes` is not snapshotted: CheckpointQuotaError in the log and
+ * the status, and the previous checkpoint stays the newest.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdir, rm } from "node:fs/promises";
+import path from "node:path";
+import type { TypedDataDomain } from "viem";
+import { Level } from "level";
+import { signCheckpoint, type SignedCheckpoint } from "../../../common/attest/checkpoint.js";
+import type { TypedDataSigner } from "../../../common/chain/sign.js";
+import { SuanliError } from "../../../common/errors.js";
+import { parseTagged, stringifyTagged } from "../../../common/json.js";
+import type { DataStore } from "../../data/store.js";
+import type { Logger } from "../../log/logger.js";
+import { CHECKPOINT_FOLDER } from "../runtime/checkpoint-dir.js";
+import { copyTaskFiles, listTaskFiles, TaskFileError } from "../runtime/task-files.js";
+
+/** Checkpoints of a lease kept pinned: the newest and the one before (a snapshot cut mid-write still leaves one to fall back on). */
+const PINNED_PER_LEASE = 2;
+/** Most files in a checkpoint folder. */
+const MAX_CHECKPOINT_FILES = 100_000;
+
+/** A checkpoint folder over the provider's quota (data.checkpointMaxBytes): not snapshotted; the previous checkpoint stays. */
+export class CheckpointQuotaError extends SuanliError {
+  override name = "CheckpointQuotaError";
+}
+
+export type CheckpointError = { name: string; message: string };
+
+export type CheckpointBookOptions = {
+  data: DataStore;
+  dataDir: string;
+  maxBytes: number;
+  logger: Logger;
+};
+
+type Signer = { account: TypedDataSigner; domain: TypedDataDomain };
+
+function keyOf(leaseId: bigint, seq?: bigint): string {
+  const lease = leaseId.toString().padStart(78, "0");
+  return seq === undefined ? `${lease}/` : `${lease}/${seq.toString().padStart(20, "0")}`;
+}
+
+export class CheckpointBook {
+  private readonly db: Level<string, string>;
+  private opened: Promise<void> | undefined;
+  private readonly errors = new Map<bigint, CheckpointError>();
+  private readonly queues = new Map<bigint, Promise<unknown>>();
+  private readonly timers = new Map<bigint, NodeJS.Timeout>();
+
+  constructor(private readonly options: CheckpointBookOptions) {
+    this.db = new Level<string, string>(path.join(options.dataDir, "data", "checkpoints"));
+    options.data.onStop.push(() => this.close());
+  }
+
+  private async open(): Promise<void> {
+    this.opened ??= mkdir(path.join(this.options.dataDir, "data"), { recursive: true, mode: 0o700 }).then(() => this.db.open());
+    await this.opened;
+  }
+
+  /** The lease's records, oldest first. */
+  async records(leaseId: bigint): Promise<SignedCheckpoint[]> {
+    await this.open();
+    const out: SignedCheckpoint[] = [];
+    const prefix = keyOf(leaseId);
+    for await (const value of this.db.values({ gte: prefix, lt: `${prefix.slice(0, -1)}0` })) out.push(parseTagged<SignedCheckpoint>(value));
+    return out;
+  }
+
+  /** Why the lease's latest snapshot was not taken; undefined once one succeeds. */
+  lastError(leaseId: bigint): CheckpointError | undefined {
+    return this.errors.get(leaseId);
+  }
+
+  /** Snapshots every `periodMs` until stopPeriodic (or the lease's final snapshot). */
+  startPeriodic(leaseId: bigint, workspace: string, signer: Signer, periodMs: number): void {
+    this.stopPeriodic(leaseId);
+    const timer = setInterval(() => {
+      void this.snapshot(leaseId, workspace, signer, "period").catch(() => undefined);
+    }, periodMs);
+    timer.unref();
+    this.timers.set(leaseId, timer);
+  }
+
+  stopPeriodic(leaseId: bigint): void {
+    const timer = this.timers.get(leaseId);
+    if (timer) clearInterval(timer);
+    this.timers.delete(leaseId);
+  }
+
+  /**
+   * Snapshots the task's checkpoint folder, one at a time per lease. Returns the new signed
+   * record; undefined when there is nothing new (no folder, empty, the same CID as the newest) or
+   * the snapshot failed (the error is logged and kept for the status; the previous record stays).
+   */
+  snapshot(leaseId: bigint, workspace: string, signer: Signer, reason: "period" | "end"): Promise<SignedCheckpoint | undefined> {
+    const previous = this.queues.get(leaseId) ?? Promise.resolve();
+    const next = previous.catch(() => undefined).then(() => this.take(leaseId, workspace, signer, reason));
+    this.queues.set(leaseId, next);
+    void next
+      .catch(() => undefined)
+      .finally(() => {
+        if (this.queues.get(leaseId) === next) this.queues.delete(leaseId);
+      });
+    return next;
+  }
+
+  private async take(leaseId: bigint, workspace: string, signer: Signer, reason: string): Promise<SignedCheckpoint | undefined> {
+    const { data, maxBytes, logger } = this.options;
+    const folder = path.join(workspace, CHECKPOINT_FOLDER);
+    const staging = path.join(this.options.dataDir, "data", "staging", `checkpoint-${leaseId}-${randomBytes(4).toString("hex")}`);
+    try {
+      const files = await listTaskFiles(folder, MAX_CHECKPOINT_FILES);
+      if (!files || files.length === 0) return undefined;
+      const listed = files.reduce((sum, file) => sum + file.size, 0);
+      if (listed > maxBytes) throw quotaError(listed, maxBytes);
+      await mkdir(staging, { recursive: true, mode: 0o700 });
+      await copyTaskFiles(folder, staging, maxBytes).catch((error: unknown) => {
+        throw error instanceof TaskFileError && /more than \d+ bytes/.test(error.message) ? quotaError(maxBytes + 1, maxBytes) : error;
+      });
+      const all = await this.records(leaseId);
+      const newest = all[all.length - 1];
+      const seq = (newest?.record.seq ?? 0n) + 1n;
+      const entry = await data.add(staging, { name: `checkpoint-${leaseId}-${seq}` });
+      this.errors.delete(leaseId);
+      if (newest && newest.record.cid === entry.cid) return undefined; // unchanged since the last one
+      const signed = await signCheckpoint(signer.account, signer.domain, { leaseId, seq, cid: entry.cid, bytes: BigInt(entry.bytes), time: BigInt(Date.now()) });
+      await this.open();
+      await this.db.put(keyOf(leaseId, seq), stringifyTagged(signed));
+      logger.info("Checkpoint taken", { leaseId, seq, cid: entry.cid, bytes: entry.bytes, reason });
+      await this.unpinOlder(leaseId, [...all, signed]);
+      return signed;
+    } catch (error) {
+      const e = error as { name?: string; shortMessage?: string; message?: string };
+      const kept: CheckpointError = { name: e?.name ?? "Error", message: String(e?.shortMessage ?? e?.message ?? error).slice(0, 2000) };
+      this.errors.set(leaseId, kept);
+      logger.warn("Checkpoint not taken: the previous one stays the newest", { leaseId, reason, error: kept.name, message: kept.message });
+      return undefined;
+    } finally {
+      await rm(staging, { recursive: true, force: true });
+    }
+  }
+
+  private async unpinOlder(leaseId: bigint, all: SignedCheckpoint[]): Promise<void> {
+    const keep = new Set(all.slice(-PINNED_PER_LEASE).map((signed) => signed.record.cid));
+    const older = all.slice(0, -PINNED_PER_LEASE).filter((signed) => !keep.has(signed.record.cid));
+    const last = older[older.length - 1];
+    // Only the one that just fell out of the window: the rest were unpinned before.
+    if (!last) return;
+    await this.options.data.unpin(last.record.cid).catch((error: unknown) => {
+      this.options.logger.debug("Cannot unpin an old checkpoint", { leaseId, cid: last.record.cid, error: String(error) });
+    });
+  }
+
+  /** Forgets a lease's timers and error (its records stay). */
+  forget(leaseId: bigint): void {
+    this.stopPeriodic(leaseId);
+    this.errors.delete(leaseId);
+  }
+
+  async close(): Promise<void> {
+    for (const leaseId of [...this.timers.keys()]) this.stopPeriodic(leaseId);
+    await Promise.allSettled([...this.queues.values()]);
+    if (this.opened) await this.db.close();
+  }
+}
+
+function quotaError(bytes: number, maxBytes: number): CheckpointQuotaError {
+  return new CheckpointQuotaError(`The checkpoint folder holds ${bytes} bytes, over this provider's data.checkpointMaxBytes (${maxBytes}): not snapshotted`, {
+    metaMessages: ["The previous checkpoint stays the newest. Keep fewer or smaller files in $SUANLI_CHECKPOINT_DIR."],
+  });
+}

@@ -1,0 +1,154 @@
+/**
+ * Checkpoints and resume (issue 36, docs/data.md): a real provider node (devnet chain, libp2p on
+ * 127.0.0.1, level, Helia with data.enabled, bubblewrap) snapshots a task's $SUANLI_CHECKPOINT_DIR,
+ * signs the records and serves them with the task's status; a second lease resumes from the newest.
+ */
+import assert from "node:assert/strict";
+import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { CheckpointSignatureError, checkpointToWire, signCheckpoint, verifyCheckpoints } from "../../common/attest/checkpoint.js";
+import { stringifyTagged } from "../../common/json.js";
+import { detectBubblewrap } from "../../node/provider/runtime/sandbox.js";
+import { startBundleServer, type BundleServer, type ServedBundle } from "../support/bundles.js";
+import { startDevnet, type Devnet } from "../support/devnet.js";
+import { startTestProvider, type TestProvider } from "../support/provider.js";
+import { TestRenter } from "../support/renter.js";
+
+const show = (value: unknown) => stringifyTagged(value);
+
+/** Counts steps; every 5 steps writes the step into $SUANLI_CHECKPOINT_DIR/state. Resumed, it starts after the saved step. */
+const COUNTER = [
+  'echo "resumed=${SUANLI_RESUMED_FROM:-none} dir=$SUANLI_CHECKPOINT_DIR"',
+  'start=0; if [ -f "$SUANLI_CHECKPOINT_DIR/state" ]; then start=$(cat "$SUANLI_CHECKPOINT_DIR/state"); fi',
+  'echo "start=$start"',
+  "i=$start; end=$((start + STEPS))",
+  'while [ $i -lt $end ]; do i=$((i + 1)); if [ $((i % 5)) -eq 0 ]; then echo $i > "$SUANLI_CHECKPOINT_DIR/state.tmp" && mv "$SUANLI_CHECKPOINT_DIR/state.tmp" "$SUANLI_CHECKPOINT_DIR/state"; fi; sleep 0.5; done',
+  'echo "done=$i"',
+  "",
+].join("\n");
+
+/** A small checkpoint, a period for it to be taken, then a flood past the provider's quota. */
+const FLOOD = ['echo 5 > "$SUANLI_CHECKPOINT_DIR/state"', "sleep 13", 'head -c 300000 /dev/zero > "$SUANLI_CHECKPOINT_DIR/flood.bin"', "echo flooded", ""].join("\n");
+
+describe("provider: checkpoints signed and served, and resume from one", function () {
+  this.timeout(120_000);
+  let root: string;
+  let devnet: Devnet;
+  let bundles: BundleServer;
+  let provider: TestProvider;
+  let renter: TestRenter;
+  let machineId: number;
+  let counter: ServedBundle;
+  let flood: ServedBundle;
+
+  before(async () => {
+    assert.equal((await detectBubblewrap()).available, true, "CI installs bubblewrap (.ci/run)");
+    root = await mkdtemp(path.join(tmpdir(), "suanli-provider-checkpoints-"));
+    await chmod(root, 0o711);
+    devnet = await startDevnet({ wallClockBlocks: true });
+    bundles = await startBundleServer();
+    provider = await startTestProvider(devnet, 1, {
+      data: { enabled: true, fetchTimeoutMs: 5_000, checkpointMaxBytes: 64 * 1024 },
+      provider: { reserve: { holdSeconds: 5 }, runtime: { sandbox: "bubblewrap", network: false } },
+    });
+    renter = await TestRenter.start(devnet, 2);
+    machineId = provider.agent.machines[0]!.machineId;
+    counter = await bundles.bundle({ "run.sh": COUNTER });
+    flood = await bundles.bundle({ "run.sh": FLOOD });
+  });
+  after(async () => {
+    await renter?.close();
+    await provider?.close();
+    await bundles?.close();
+    await devnet?.close();
+    if (root) await rm(root, { recursive: true, force: true });
+  });
+
+  async function run(spec: unknown) {
+    const leaseId = await renter.rent(provider.peer, { machineId, units: 1, duration: 60 });
+    assert.equal((await renter.sendTask(provider.peer, leaseId, spec)).state, "accepted");
+    const status = await renter.waitStatus(provider.peer, leaseId, (s) => ["succeeded", "failed", "exceeded"].includes(s.state), "the task to end", 40_000);
+    const lines = (await renter.allLogs(provider.peer, leaseId)).map((line) => line.text);
+    return { leaseId, status, lines };
+  }
+
+  let first: { leaseId: bigint; cid: string };
+
+  it("snapshots the checkpoint folder on the period and at the end; the renter gets the newest record signed by the lease's provider", async () => {
+    const { leaseId, status, lines } = await run({ bundle: counter, command: "sh run.sh", env: { STEPS: "28" }, checkpoint: { periodSeconds: 10 } });
+    assert.equal(status.state, "succeeded", `${show(status.error)}\n${lines.join("\n")}`);
+    assert.ok(
+      lines.some((line) => /^resumed=none dir=\/.+\/checkpoint$/.test(line)),
+      lines.join("\n"),
+    );
+    const records = await verifyCheckpoints(status.checkpoints ?? [], { domain: renter.domain, provider: provider.peer.address, leaseId });
+    assert.ok(records.length >= 2, `a periodic and an end snapshot: ${show(status.checkpoints)}`);
+    const newest = records[0]!;
+    assert.equal(newest.record.seq, BigInt(records.length), "sequence numbers 1, 2, ...");
+    assert.ok(records[1]!.record.time <= newest.record.time);
+    // The newest CID holds the last state the task wrote (step 25 of 28), read back from the provider's store.
+    const target = path.join(root, "newest");
+    await provider.daemon.data!.get(newest.record.cid, target);
+    assert.equal((await readFile(path.join(target, "state"), "utf8")).trim(), "25");
+    assert.equal(status.checkpointError, undefined);
+    first = { leaseId, cid: newest.record.cid };
+  });
+
+  it("refuses a record whose signature is not the lease's provider's, or whose fields were altered", async () => {
+    const status = await renter.status(provider.peer, first.leaseId);
+    const wire = (status.checkpoints ?? []).map((signed) => checkpointToWire(signed));
+    const altered = { ...wire[wire.length - 1]!, record: { ...wire[wire.length - 1]!.record, cid: "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy" } };
+    const options = { domain: renter.domain, provider: provider.peer.address, leaseId: first.leaseId };
+    await assert.rejects(verifyCheckpoints([...wire, altered], options), (error: Error) => error instanceof CheckpointSignatureError && error.name === "CheckpointSignatureError");
+    const stranger = privateKeyToAccount(generatePrivateKey());
+    const forged = await signCheckpoint(stranger, renter.domain, { leaseId: first.leaseId, seq: 99n, cid: first.cid, bytes: 3n, time: 1n });
+    await assert.rejects(verifyCheckpoints([checkpointToWire(forged)], options), (error: Error) => {
+      assert.equal(error.name, "CheckpointSignatureError");
+      assert.match(error.message, /not by the lease's provider/);
+      return true;
+    });
+    // The honest records alone verify.
+    assert.ok((await verifyCheckpoints(wire, options)).length >= 2);
+  });
+
+  it("a second lease resumes from the newest checkpoint: $SUANLI_RESUMED_FROM and a writable copy of its files", async () => {
+    const { status, lines, leaseId } = await run({ bundle: counter, command: "sh run.sh", env: { STEPS: "6" }, resumeFrom: first.cid });
+    assert.equal(status.state, "succeeded", `${show(status.error)}\n${lines.join("\n")}`);
+    assert.ok(
+      lines.some((line) => line.startsWith(`resumed=${first.cid} `)),
+      lines.join("\n"),
+    );
+    assert.ok(lines.includes("start=25"), lines.join("\n"));
+    assert.ok(lines.includes("done=31"), lines.join("\n"));
+    // It wrote step 30 into the copy, and its end snapshot holds it.
+    const records = await verifyCheckpoints(status.checkpoints ?? [], { domain: renter.domain, provider: provider.peer.address, leaseId });
+    const target = path.join(root, "resumed");
+    await provider.daemon.data!.get(records[0]!.record.cid, target);
+    assert.equal((await readFile(path.join(target, "state"), "utf8")).trim(), "30");
+  });
+
+  it("a folder flooded past data.checkpointMaxBytes is not snapshotted: CheckpointQuotaError, the previous checkpoint stays the newest", async () => {
+    const { leaseId, status, lines } = await run({ bundle: flood, command: "sh run.sh", checkpoint: { periodSeconds: 10 } });
+    assert.equal(status.state, "succeeded", `${show(status.error)}\n${lines.join("\n")}`);
+    assert.ok(lines.includes("flooded"), lines.join("\n"));
+    assert.equal(status.checkpointError?.name, "CheckpointQuotaError", show(status));
+    assert.match(status.checkpointError!.message, /checkpointMaxBytes/);
+    const records = await verifyCheckpoints(status.checkpoints ?? [], { domain: renter.domain, provider: provider.peer.address, leaseId });
+    assert.equal(records.length, 1, "the periodic snapshot before the flood, and no other");
+    const target = path.join(root, "flooded");
+    await provider.daemon.data!.get(records[0]!.record.cid, target);
+    assert.equal((await readFile(path.join(target, "state"), "utf8")).trim(), "5");
+  });
+
+  it("refuses a checkpoint period under the floor and a resumeFrom that is not a CID, naming the field", async () => {
+    const leaseId = await renter.rent(provider.peer, { machineId, units: 1, duration: 60 });
+    await assert.rejects(renter.sendTask(provider.peer, leaseId, { bundle: counter, command: "true", checkpoint: { periodSeconds: 1 } }), (error: Error) => {
+      assert.match(error.message, /"checkpoint",\s*"periodSeconds"/);
+      assert.match(error.message, /at least 10 seconds/);
+      return true;
+    });
+    await assert.rejects(renter.sendTask(provider.peer, leaseId, { bundle: counter, command: "true", resumeFrom: "not-a-cid" }), /checkpoint CID/);
+  });
+});
