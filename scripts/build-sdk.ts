@@ -70,7 +70,16 @@ export async function buildSdkPackage(outDir = path.join(root, "build")): Promis
     JSON.stringify({
       extends: path.join(root, "tsconfig.json"),
       // typeRoots: the config may live outside the repository (tests build into a temp folder).
-      compilerOptions: { noEmit: false, declaration: true, outDir: dist, rootDir: root, types: ["node"], typeRoots: [path.join(root, "node_modules/@types")], incremental: false },
+      compilerOptions: {
+        noEmit: false,
+        allowImportingTsExtensions: false,
+        declaration: true,
+        outDir: dist,
+        rootDir: root,
+        types: ["node"],
+        typeRoots: [path.join(root, "node_modules/@types")],
+        incremental: false,
+      },
       include: [],
       files: Object.values(ENTRIES).map((entry) => path.join(root, `${entry}.ts`)),
     }),

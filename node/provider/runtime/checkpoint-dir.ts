@@ -11,8 +11,18 @@ import type { TaskLaunch, TaskResume } from "./task.js";
 /** The checkpoint folder's name in a workspace (agent/checkpoints.ts reads the same). */
 export const CHECKPOINT_FOLDER = "checkpoint";
 
-/** SUANLI_CHECKPOINT_DIR (and SUANLI_RESUMED_FROM when resumed); `workspace` as the task sees it. */
-export function checkpointEnvironment(launch: Pick<TaskLaunch, "resume">, workspace: string): Record<string, string> {
+/**
+ * Whether the task checkpoints: its spec asks for a period or resumes from a checkpoint. Checkpoints
+ * are opt-in: a task that asked for neither gets no folder and no variables (its workspace is what
+ * its bundle put there, as before), and nothing is snapshotted.
+ */
+export function wantsCheckpoints(launch: { spec: Pick<TaskLaunch["spec"], "checkpoint">; resume?: TaskResume }): boolean {
+  return Boolean(launch.spec.checkpoint || launch.resume);
+}
+
+/** SUANLI_CHECKPOINT_DIR (and SUANLI_RESUMED_FROM when resumed); `workspace` as the task sees it. None when the task does not checkpoint. */
+export function checkpointEnvironment(launch: { spec: Pick<TaskLaunch["spec"], "checkpoint">; resume?: TaskResume }, workspace: string): Record<string, string> {
+  if (!wantsCheckpoints(launch)) return {};
   return {
     SUANLI_CHECKPOINT_DIR: `${workspace}/${CHECKPOINT_FOLDER}`,
     ...(launch.resume ? { SUANLI_RESUMED_FROM: launch.resume.cid } : {}),
@@ -25,7 +35,9 @@ export function checkpointEnvironment(launch: Pick<TaskLaunch, "resume">, worksp
  * The copy comes from the node's own verified input cache; its modes are made writable. Call it
  * before the workspace is handed to the task user.
  */
-export async function seedCheckpointDir(workspace: string, resume: TaskResume | undefined): Promise<void> {
+export async function seedCheckpointDir(workspace: string, launch: { spec: Pick<TaskLaunch["spec"], "checkpoint">; resume?: TaskResume }): Promise<void> {
+  if (!wantsCheckpoints(launch)) return;
+  const { resume } = launch;
   const target = path.join(workspace, CHECKPOINT_FOLDER);
   await rm(target, { recursive: true, force: true });
   if (!resume) {

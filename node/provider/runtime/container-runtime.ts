@@ -333,7 +333,7 @@ export class ContainerRuntime implements Runtime {
       }
       // The container's root (the first host id of this task's own range) owns its workspace (its checkpoint seed included).
       slot = await selection.slots?.acquire(launch.taskId);
-      await seedCheckpointDir(workspace, launch.resume);
+      await seedCheckpointDir(workspace, launch);
       if (slot?.range) await chownTree(workspace, slot.range.start, slot.range.start);
       if (secretsRoot) taskSecrets = await TaskSecrets.create(secretsRoot, launch.taskId, secrets);
       const plainEnv: Record<string, string> = {};

@@ -310,7 +310,7 @@ export class ProcessRuntime implements Runtime {
       }
       slot = mapped ? await this.slots.acquire(launch.taskId) : undefined;
       const taskUser = slot?.user;
-      await seedCheckpointDir(workspace, launch.resume);
+      await seedCheckpointDir(workspace, launch);
       if (taskUser) await chownTree(workspace, taskUser.uid, taskUser.gid);
 
       const tmpDir = sandbox.sandboxed ? "/tmp" : path.join(workspace, ".tmp");
