@@ -15,6 +15,8 @@ import { startBundleServer, type BundleServer, type ServedBundle } from "../supp
 import { startDevnet, type Devnet } from "../support/devnet.js";
 import { startTestProvider, type TestProvider } from "../support/provider.js";
 import { TestRenter } from "../support/renter.js";
+import { waitFor } from "../support/wait.js";
+import { readLease } from "../../common/chain/market.js";
 
 const show = (value: unknown) => stringifyTagged(value);
 
@@ -71,6 +73,16 @@ describe("provider: checkpoints signed and served, and resume from one", functio
     assert.equal((await renter.sendTask(provider.peer, leaseId, spec)).state, "accepted");
     const status = await renter.waitStatus(provider.peer, leaseId, (s) => ["succeeded", "failed", "exceeded"].includes(s.state), "the task to end", 40_000);
     const lines = (await renter.allLogs(provider.peer, leaseId)).map((line) => line.text);
+    // The next test rents the same unit: wait until the node's completion has ended this lease on chain
+    // (on a loaded CI host the next openLease once came before it and reverted).
+    await waitFor(
+      "the lease to end on chain",
+      async () => {
+        const lease = await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, leaseId);
+        return lease.status !== "Open" && lease.status !== "Active";
+      },
+      { timeoutMs: 60_000 },
+    );
     return { leaseId, status, lines };
   }
 
