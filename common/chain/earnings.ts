@@ -10,6 +10,7 @@
 import type { Address, PublicClient } from "viem";
 import { getAddress } from "viem";
 import { leaseMarketAbi } from "../abi.js";
+import { mapBounded } from "../concurrency.js";
 import { readLease, readProvider, type EndReasonName, type LeaseStatusName } from "./market.js";
 
 /** One lease of the provider: what it accrued, what was paid, what a claim pays now, what is held. */
@@ -65,19 +66,6 @@ export type ProviderEarnings = {
 /** At most this many chain reads in flight: a provider with thousands of leases must not flood its RPC. */
 const READS_IN_FLIGHT = 8;
 
-async function mapBounded<T, R>(items: readonly T[], fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(READS_IN_FLIGHT, items.length) }, worker));
-  return out;
-}
-
 /** The UTC day (YYYY-MM-DD) of a unix time in seconds. */
 export function utcDay(seconds: bigint | number): string {
   return new Date(Number(seconds) * 1000).toISOString().slice(0, 10);
@@ -103,7 +91,7 @@ export async function readProviderEarnings(
   for (const claim of claims) feesByLease.set(claim.args.leaseId, (feesByLease.get(claim.args.leaseId) ?? 0n) + claim.args.fee);
 
   const ids = [...new Set(opened.map((event) => event.args.leaseId))].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-  const leases = await mapBounded(ids, async (leaseId): Promise<LeaseEarnings> => {
+  const leases = await mapBounded(ids, READS_IN_FLIGHT, async (leaseId): Promise<LeaseEarnings> => {
     const [view, claimable] = await Promise.all([
       readLease(client, contracts.market, leaseId),
       client.readContract({ address: contracts.market, abi: leaseMarketAbi, functionName: "claimable", args: [leaseId] }),
@@ -128,7 +116,7 @@ export async function readProviderEarnings(
   // Claims dated by their blocks' timestamps: one read per distinct block.
   const blocks = [...new Set(claims.map((claim) => claim.blockNumber))];
   const stamps = new Map<bigint, bigint>();
-  await mapBounded(blocks, async (blockNumber) => stamps.set(blockNumber, (await client.getBlock({ blockNumber })).timestamp));
+  await mapBounded(blocks, READS_IN_FLIGHT, async (blockNumber) => stamps.set(blockNumber, (await client.getBlock({ blockNumber })).timestamp));
   const byDay = new Map<string, DayEarnings>();
   for (const claim of claims) {
     const day = utcDay(stamps.get(claim.blockNumber)!);

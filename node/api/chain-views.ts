@@ -18,20 +18,7 @@ const MODEL_NAMES = new Map(GPU_MODELS.map((model) => [modelHash(model.name), mo
 export type ChainProvider = Awaited<ReturnType<typeof readProvider>>;
 export type ChainMachine = Awaited<ReturnType<typeof readMachine>>;
 
-/** Runs `fn` over `items`, at most `limit` at once, keeping the order. */
-export async function mapBounded<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const index = next++;
-      // index < items.length: checked by the loop condition.
-      out[index] = await fn(items[index]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
-}
+export { mapBounded } from "../../common/concurrency.js";
 
 export function paginate<T>(items: readonly T[], page: Page): PageOf<T> {
   return { items: items.slice(page.offset, page.offset + page.limit), total: items.length };

@@ -5,16 +5,14 @@
  * held, per day and per lease, the fees and the collateral locked.
  */
 import assert from "node:assert/strict";
-import { parseEventLogs, zeroAddress } from "viem";
-import { leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
+import { parseEventLogs } from "viem";
+import { leaseMarketAbi, providerRegistryAbi } from "../../common/abi.js";
 import { utcDay } from "../../common/chain/earnings.js";
 import { readLease } from "../../common/chain/market.js";
-import { signOffer } from "../../common/chain/sign.js";
 import { devnetAccount } from "../../common/devnet.js";
-import { suanliDomain } from "../../common/eip712.js";
-import { modelHash } from "../../common/gpu.js";
 import { lastJson, runCli } from "../support/cli.js";
-import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
+import { send, startDevnet, type Devnet } from "../support/devnet.js";
+import { openDirectLease } from "../support/devnet-lease.js";
 
 type EarningsJson = {
   provider: string;
@@ -57,41 +55,10 @@ describe("suanli provider earnings (CLI)", function () {
   });
 
   it("shows what the chain paid, what is claimable or held, per day and per lease, and the collateral locked", async () => {
-    const token = devnet.deployment.contracts.token;
     const market = devnet.deployment.contracts.market!;
     const provider = await devnet.wallet(5);
-    const [machineId] = await registerProvider(devnet, provider, {
-      peerId: "12D3KooWEarningsProvider",
-      stake: 1_000_000_000n,
-      machines: [{ model: "A100-80GB", units: 8, vramMiB: 81_920 }],
-    });
     const renter = await devnet.wallet(6);
-    const now = Number((await provider.publicClient.getBlock()).timestamp);
-    const offer = {
-      provider: provider.account.address,
-      machineId: machineId!,
-      model: modelHash("A100-80GB"),
-      pricePerUnitSecond: 100n,
-      minBidPerUnitSecond: 40n,
-      minDuration: 60,
-      maxDuration: 86_400,
-      collateralBps: 5_000,
-      startWindow: 600,
-      nonce: 1n,
-      expiry: now + 3600,
-      renter: zeroAddress,
-    };
-    const signature = await signOffer(provider.walletClient, suanliDomain(devnet.deployment.chainId, market), offer);
-    const deposit = 2n * 100n * 3600n;
-    await fund(devnet, renter, deposit);
-    await send(renter, { address: token, abi: testTokenAbi, functionName: "approve", args: [market, deposit] });
-    const leaseId = (await renter.publicClient.readContract({ address: market, abi: leaseMarketAbi, functionName: "nextLeaseId" })) as bigint;
-    await send(renter, {
-      address: market,
-      abi: leaseMarketAbi,
-      functionName: "openLease",
-      args: [offer, signature, { units: 2, duration: 3600, maxPricePerUnitSecond: 100n, interruptible: false, bidPerUnitSecond: 0n, preempt: [] }],
-    });
+    const { leaseId, deposit } = await openDirectLease(devnet, provider, renter, { peerId: "12D3KooWEarningsProvider", units: 2, duration: 3600 });
     await send(provider, { address: market, abi: leaseMarketAbi, functionName: "activate", args: [leaseId] });
     await devnet.admin.publicClient.request({ method: "evm_increaseTime" as never, params: [1800] as never });
     const claimHash = await send(provider, { address: market, abi: leaseMarketAbi, functionName: "claim", args: [leaseId] });

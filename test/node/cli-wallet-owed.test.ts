@@ -5,14 +5,12 @@
  */
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
-import { zeroAddress, type Hex } from "viem";
+import type { Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
-import { signOffer } from "../../common/chain/sign.js";
 import { devnetAccount } from "../../common/devnet.js";
-import { suanliDomain } from "../../common/eip712.js";
-import { modelHash } from "../../common/gpu.js";
 import { lastJson, runCli } from "../support/cli.js";
-import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
+import { send, startDevnet, type Devnet } from "../support/devnet.js";
+import { openDirectLease } from "../support/devnet-lease.js";
 
 describe("suanli wallet owed / withdraw (CLI)", function () {
   this.timeout(120_000);
@@ -63,38 +61,8 @@ describe("suanli wallet owed / withdraw (CLI)", function () {
     await devnet.admin.publicClient.request({ method: "hardhat_setCode" as never, params: [token, artifact.deployedBytecode] as never });
 
     const provider = await devnet.wallet(5);
-    const [machineId] = await registerProvider(devnet, provider, {
-      peerId: "12D3KooWOwedProvider",
-      stake: 1_000_000_000n,
-      machines: [{ model: "A100-80GB", units: 8, vramMiB: 81_920 }],
-    });
     const renter = await devnet.wallet(6);
-    const now = Number((await provider.publicClient.getBlock()).timestamp);
-    const offer = {
-      provider: provider.account.address,
-      machineId: machineId!,
-      model: modelHash("A100-80GB"),
-      pricePerUnitSecond: 100n,
-      minBidPerUnitSecond: 40n,
-      minDuration: 60,
-      maxDuration: 86_400,
-      collateralBps: 5_000,
-      startWindow: 600,
-      nonce: 1n,
-      expiry: now + 3600,
-      renter: zeroAddress,
-    };
-    const signature = await signOffer(provider.walletClient, suanliDomain(devnet.deployment.chainId, market), offer);
-    const deposit = 100n * 3600n;
-    await fund(devnet, renter, deposit);
-    await send(renter, { address: token, abi: testTokenAbi, functionName: "approve", args: [market, deposit] });
-    const leaseId = (await renter.publicClient.readContract({ address: market, abi: leaseMarketAbi, functionName: "nextLeaseId" })) as bigint;
-    await send(renter, {
-      address: market,
-      abi: leaseMarketAbi,
-      functionName: "openLease",
-      args: [offer, signature, { units: 1, duration: 3600, maxPricePerUnitSecond: 100n, interruptible: false, bidPerUnitSecond: 0n, preempt: [] }],
-    });
+    const { leaseId, deposit } = await openDirectLease(devnet, provider, renter, { peerId: "12D3KooWOwedProvider", units: 1, duration: 3600 });
     await send(devnet.admin as never, { address: token, abi: artifact.abi, functionName: "setBlocked", args: [renter.account.address, true] });
     await send(renter, { address: market, abi: leaseMarketAbi, functionName: "close", args: [leaseId] });
 
