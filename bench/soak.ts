@@ -36,6 +36,7 @@ import { peerIdFromPrivateKey } from "@libp2p/peer-id";
 import type { Address } from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
 import { leaseMarketAbi } from "../common/abi.js";
+import { isTransientRpcError } from "../common/chain/tx.js";
 import { devnetAccount, devnetPrivateKey } from "../common/devnet.js";
 import { loadOrCreatePeerKey } from "../node/p2p/identity.js";
 import { createClient, type SuanliClient } from "../sdk/index.js";
@@ -76,6 +77,14 @@ function random(seed: number): () => number {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Whether an SDK error, or any error in its cause chain, is the chain's transport failing (what a retry may not meet). */
+function isTransportError(error: unknown): boolean {
+  for (let cause = error, depth = 0; cause !== undefined && depth < 8; cause = (cause as { cause?: unknown }).cause, depth++) {
+    if (isTransientRpcError(cause)) return true;
+  }
+  return false;
+}
 
 /** A free TCP port on 127.0.0.1 (a node listens on it again after a restart). */
 async function freePort(): Promise<number> {
@@ -444,7 +453,19 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           if (action < 0.35) {
             // Extend once the lease is active (an Open lease cannot be extended), within a few seconds.
             for (let i = 0; i < 20 && (await renter.client.status(taskId)).lease.status === "Open"; i++) await sleep(500);
-            await renter.client.extend(taskId, { seconds: 5 + Math.floor(rand() * 6) });
+            // A renter retries an extend the chain's outage refused (the RPC faults above cut it
+            // for seconds at a time): up to 4 tries, 1.5 s apart, on a transport error only.
+            const seconds = 5 + Math.floor(rand() * 6);
+            for (let attempt = 1; ; attempt++) {
+              try {
+                await renter.client.extend(taskId, { seconds });
+                break;
+              } catch (error) {
+                if (attempt >= 4 || !isTransportError(error)) throw error;
+                noteError("extend-retried", error);
+                await sleep(1_500);
+              }
+            }
             counts.extends++;
           }
         } catch (error) {
