@@ -1,6 +1,7 @@
 import type { Address, Hex } from "viem";
 import { z } from "zod";
 import type { TaskState } from "../common/protocols/lease.js";
+import { TASK_SILENCE_SECONDS } from "../common/protocols/task-spec.js";
 
 const urlField = (protocols: string[], what: string) =>
   z
@@ -104,11 +105,24 @@ export const submitTaskParametersSchema = z
     /** "cluster": accept a group of machines on a declared fast interconnect for large counts; "machine" (default): all GPUs on one machine. */
     colocation: z.enum(["machine", "cluster"]).optional(),
     /**
-     * Task liveness (default false): the SDK draws a random nonce, sends it with the task spec, and
-     * the task must write $SUANLI_LIVENESS_NONCE into $SUANLI_LIVENESS_FILE while it runs; the
-     * provider is then faulted if the task stops while the lease runs (docs/attestation.md).
+     * Task liveness (default off): the SDK draws a random nonce and sends it with the task spec; the
+     * task rewrites $SUANLI_LIVENESS_NONCE into $SUANLI_LIVENESS_FILE at least every
+     * `silenceSeconds` (default 120, 5 to 86,400). A task silent for longer is stopped by the
+     * provider and its lease completed at your cost so far (`TaskSilentError`: the rest of the
+     * deposit refunded): a hung task stops costing you. It never faults the provider.
      */
-    taskLiveness: z.boolean().optional(),
+    taskLiveness: z
+      .union([
+        z.boolean(),
+        z.strictObject({
+          silenceSeconds: z
+            .number()
+            .int("expected whole seconds")
+            .min(TASK_SILENCE_SECONDS.min, `expected at least ${TASK_SILENCE_SECONDS.min} seconds`)
+            .max(TASK_SILENCE_SECONDS.max, `expected at most ${TASK_SILENCE_SECONDS.max} seconds (a day)`),
+        }),
+      ])
+      .optional(),
     /** Re-match and restart on another provider when the lease faults or is preempted (default false); `wait` does the migrating. */
     autoMigrate: z.boolean().default(false),
   })

@@ -82,6 +82,9 @@ export const imageReferenceSchema = z
   })
   .regex(IMAGE_REFERENCE, "expected a registry reference: [host[:port]/]name[:tag][@sha256:<64 hex>], lowercase name");
 
+/** Task liveness's silence bound (spec.taskLiveness.silenceSeconds): the least, the most and the default. */
+export const TASK_SILENCE_SECONDS = { min: 5, max: 86_400, default: 120 } as const;
+
 export const taskSpecSchema = z
   .strictObject({
     /** A .tar.gz of the workspace: fetched, checked against sha256, unpacked before the command runs. */
@@ -156,16 +159,23 @@ export const taskSpecSchema = z
       .optional(),
     /**
      * Task liveness, opted into by the renter (docs/attestation.md, "Task liveness"): the task
-     * gets SUANLI_LIVENESS_NONCE and SUANLI_LIVENESS_FILE and must write the nonce into that file
-     * while it runs; the provider's node answers attestors' liveness probes of the lease only while
-     * the task runs and the file holds the nonce, so a lease whose task stopped is faulted like an
-     * unresponsive provider. Absent: liveness covers the provider's node only, and a task that
-     * never writes the file is not punished.
+     * gets SUANLI_LIVENESS_NONCE and SUANLI_LIVENESS_FILE and rewrites the nonce into that file at
+     * least every `silenceSeconds` while it runs (its heartbeat). A task silent for longer is
+     * stopped by the provider's node and its lease completed as the renter's (`TaskSilentError`:
+     * paid until then, the rest of the deposit refunded, no SLA credit, no fault). Nothing the task
+     * writes decides the provider's own liveness or a collateral payout (issue #34, finding 2).
      */
     taskLiveness: z
       .strictObject({
         /** Random, chosen by the renter's SDK for this task (16 to 64 bytes as hex). */
         nonce: z.string().regex(/^[0-9a-f]{32,128}$/, "expected the nonce as 32 to 128 lowercase hex digits"),
+        /** Seconds without a heartbeat before the task is stopped (TASK_SILENCE_SECONDS: 5 to 86,400; default 120). */
+        silenceSeconds: z
+          .number()
+          .int("expected whole seconds")
+          .min(TASK_SILENCE_SECONDS.min, `expected at least ${TASK_SILENCE_SECONDS.min} seconds`)
+          .max(TASK_SILENCE_SECONDS.max, `expected at most ${TASK_SILENCE_SECONDS.max} seconds (a day)`)
+          .optional(),
       })
       .optional(),
     /**

@@ -66,7 +66,9 @@ export function parseSubmitParameters(parameters: SubmitTaskParameters): { reque
       ...(params.inputs !== undefined ? { inputs: params.inputs } : {}),
       ...(params.checkpointPeriodSeconds !== undefined ? { checkpoint: { periodSeconds: params.checkpointPeriodSeconds } } : {}),
       ...(params.resumeFrom !== undefined ? { resumeFrom: params.resumeFrom } : {}),
-      ...(params.taskLiveness ? { taskLiveness: { nonce: taskLivenessNonce() } } : {}),
+      ...(params.taskLiveness
+        ? { taskLiveness: { nonce: taskLivenessNonce(), ...(typeof params.taskLiveness === "object" ? { silenceSeconds: params.taskLiveness.silenceSeconds } : {}) } }
+        : {}),
     },
     "task spec",
   );

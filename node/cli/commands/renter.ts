@@ -202,6 +202,10 @@ export function registerRenter(program: Command): void {
       .option("--input <CID:/data/name[:bytes]>", "data the task reads, mounted read-only at /data/name (repeatable; bytes: its size)", collect, [])
       .option("--checkpoint-every <seconds>", "snapshot $SUANLI_CHECKPOINT_DIR this often (at least 10; also at the end): `npx suanli checkpoints TASK`")
       .option("--resume-from <cid>", "start from this checkpoint: a writable copy in $SUANLI_CHECKPOINT_DIR, $SUANLI_RESUMED_FROM set")
+      .option(
+        "--liveness <seconds>",
+        "the task rewrites $SUANLI_LIVENESS_NONCE into $SUANLI_LIVENESS_FILE at least this often (5 to 86400); silent longer, it is stopped and its lease completed at your cost so far",
+      )
       .argument(
         "<command...>",
         "the command to run, after --: one argument is a shell string run by /bin/sh -c in the workspace (-- 'python3 train.py > out.txt'); several are an argv, its program looked up on the task's PATH inside the provider's sandbox (-- python3 train.py)",
@@ -237,6 +241,7 @@ export function registerRenter(program: Command): void {
       ...((flags.port as string[]).length > 0 ? { ports: (flags.port as string[]).map((port) => problems.number("port", port)!) } : {}),
       ...((flags.input as string[]).length > 0 ? { inputs: (flags.input as string[]).map(parseInputFlag) } : {}),
       ...{ checkpointPeriodSeconds: problems.number("checkpoint-every", flags.checkpointEvery as string | undefined), resumeFrom: flags.resumeFrom as string | undefined },
+      ...(flags.liveness !== undefined ? { taskLiveness: { silenceSeconds: problems.number("liveness", flags.liveness as string)! } } : {}),
     };
     // The SDK's own checks of the task (GPU type, prices, bundle, command...), when the numbers parsed.
     if (problems.list.length === 0) {

@@ -32,7 +32,8 @@ export type LocalLease = {
 };
 
 /** Why a task pipeline was aborted. */
-export type AbortReason = "cancel" | "lease-ended" | "shutdown";
+/** "silent": the renter's task went without its liveness heartbeat past its allowance (liveness-watch.ts). */
+export type AbortReason = "cancel" | "lease-ended" | "shutdown" | "silent";
 
 /** When the step is taken: the chain's time as this node estimates it (ms, see chain-clock.ts; not its raw wall clock) and the latest block's timestamp. */
 export type StepClock = { wallMs: number; blockTimestamp: number };

@@ -12,6 +12,8 @@ import { signCompletion } from "../../../common/attest/completion.js";
 import { leaseMarketAbi } from "../../../common/abi.js";
 import type { LeaseView } from "../../../common/chain/market.js";
 import { TASK_NOT_STARTED_EXIT_CODE, type TaskState } from "../../../common/protocols/lease.js";
+import { TASK_SILENCE_SECONDS } from "../../../common/protocols/task-spec.js";
+import { runDetached } from "../../../common/detached.js";
 import { isDiskFull } from "../../store/store.js";
 import { blameOf } from "../errors.js";
 import { processStartTicks } from "../runtime/orphans.js";
@@ -22,6 +24,7 @@ import { publishOutput, type PublishedOutput } from "./output-publish.js";
 import { checkpointBook, prepareInputs, prepareResume } from "./task-inputs.js";
 import type { LeaseHost, Live } from "./lease-context.js";
 import { markEnded } from "./lease-step.js";
+import { watchLiveness } from "./liveness-watch.js";
 import { oneLineSource, sourceOfHandle } from "./log-sources.js";
 import { chainFields, type EndAction, type LeaseRecord, type TaskError } from "./records.js";
 
@@ -144,7 +147,9 @@ export class TaskPipeline {
     if (period !== undefined) checkpointBook(host.ctx.inputs)?.startPeriodic(leaseId, handle!.workspace, this.signer(), period * 1000);
     host.updateGauges();
     handle!.setRemainingTime(await host.remainingMs(ready));
+    const watch = spec.taskLiveness && this.watchHeartbeat(leaseId, handle!.workspace, spec.taskLiveness, live);
     const result = await handle!.wait();
+    watch?.stop();
     await this.exited(leaseId, handle!, result, live);
   }
 
@@ -172,6 +177,25 @@ export class TaskPipeline {
     host.finishedLogs.keep(leaseId, log.source);
     await host.ctx.records.update(leaseId, (r) => {
       r.nextLogSeq = log.nextSeq;
+    });
+  }
+
+  /** spec.taskLiveness: a task silent past its allowance is stopped, and its lease completed as the renter's (liveness-watch.ts). */
+  private watchHeartbeat(leaseId: bigint, workspace: string, liveness: NonNullable<TaskSpec["taskLiveness"]>, live: Live) {
+    const silenceSeconds = liveness.silenceSeconds ?? TASK_SILENCE_SECONDS.default;
+    return watchLiveness({
+      workspace,
+      nonce: liveness.nonce,
+      silenceMs: silenceSeconds * 1000,
+      onSilent: (silentForMs) => {
+        this.host.ctx.logger.warn("Task silent: no liveness heartbeat within its allowance; stopping it and completing the lease as the renter's", {
+          leaseId,
+          silenceSeconds,
+          silentForMs,
+        });
+        live.abortReason ??= "silent";
+        runDetached(this.host.units.stopTask(leaseId), this.host.ctx.logger, "Stopping a silent task", { leaseId });
+      },
     });
   }
 
@@ -245,6 +269,14 @@ export class TaskPipeline {
         if (live.abortReason === "shutdown") {
           state = "failed";
           error = { name: "TaskLostError", message: "The provider node stopped while the task ran; the task was stopped and the lease terminated" };
+        } else if (live.abortReason === "silent") {
+          // The renter's own task went silent (spec.taskLiveness): the renter's side, completed below.
+          state = "failed";
+          const seconds = r.spec?.taskLiveness?.silenceSeconds ?? TASK_SILENCE_SECONDS.default;
+          error = {
+            name: "TaskSilentError",
+            message: `The task wrote no liveness heartbeat for over ${seconds} s (taskLiveness): the provider stopped it and completed the lease; it is paid until then and the rest of the deposit is refunded`,
+          };
         } else if (result.status === "succeeded") state = "succeeded";
         else if (result.status === "exceeded") {
           state = "exceeded";

@@ -6,7 +6,7 @@
  * them replaced (see {@link Redactor}).
  */
 
-import { readTaskFile } from "./task-files.js";
+import { openTaskFile, readTaskFile, TaskFileError } from "./task-files.js";
 export { taskSpecSchema, type TaskSpec } from "../../../common/protocols/task-spec.js";
 import type { TaskSpec } from "../../../common/protocols/task-spec.js";
 
@@ -70,6 +70,29 @@ const LIVENESS_READ_BYTES = 4096;
 export async function echoesNonce(workspace: string, nonce: string): Promise<boolean> {
   const bytes = await readTaskFile(workspace, LIVENESS_FILE_NAME, LIVENESS_READ_BYTES).catch(() => undefined);
   return bytes !== undefined && bytes.toString("utf8").trim() === nonce;
+}
+
+/**
+ * When the task last wrote its heartbeat: the liveness file's modification time (ms) while the
+ * file holds `nonce`, else undefined. Opened like {@link echoesNonce} (no link followed, a regular
+ * file only, 4 KiB read), and the time is the opened file's own (fstat), never a second lookup.
+ */
+export async function livenessHeartbeatAt(workspace: string, nonce: string): Promise<number | undefined> {
+  let handle;
+  try {
+    handle = await openTaskFile(workspace, LIVENESS_FILE_NAME);
+  } catch (error) {
+    if (error instanceof TaskFileError || (error as NodeJS.ErrnoException).code !== undefined) return undefined;
+    throw error;
+  }
+  try {
+    const { mtimeMs } = await handle.stat();
+    const buffer = Buffer.alloc(LIVENESS_READ_BYTES);
+    const { bytesRead } = await handle.read(buffer, 0, LIVENESS_READ_BYTES, 0);
+    return buffer.subarray(0, bytesRead).toString("utf8").trim() === nonce ? mtimeMs : undefined;
+  } finally {
+    await handle.close().catch(() => undefined);
+  }
 }
 
 /** The env as it may be stored or shown: secret values replaced by `[secret]`. */
