@@ -224,7 +224,7 @@ export class ContainerRuntime implements Runtime {
         limits,
         cgroupfs: await podmanCgroupfs(engine),
         idMap,
-        slots: idMap ? new TaskUserPool({ base, subordinate: true, logger: this.logger }) : undefined,
+        slots: idMap ? new TaskUserPool({ base, subordinate: true, lockDir: this.options.taskSlotLockDir, logger: this.logger }) : undefined,
         description: `${engine.kind} ${engine.version} with ${label}, ${networkText}${idMap ? `, each task's container root its own host id range (of ${slotUserName(base, 0)}, -1, …)` : ""}, nofile ${limits.openFiles ?? "default"}, nproc ${limits.processes ?? "default"}`,
       };
     }
