@@ -20,6 +20,7 @@
  * after the create, mounts them at /run/secrets, and loads them into the task's environment with
  * the image's /bin/sh.
  */
+import { hasDefaultRoute, NO_ROUTE_OUT_WARNING } from "./network-probe.js";
 import { mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { InvalidInputError } from "../../../common/errors.js";
@@ -147,6 +148,7 @@ export class ContainerRuntime implements Runtime {
       /^(--privileged|--network|--net|--pid|--ipc|--uts|--userns|--cap-add|-v|--volume|--mount|--device|--security-opt)(=|$)/.test(arg),
     );
     if (weakening.length > 0) warnings.push(`provider.runtime.containerArgs has ${weakening.join(", ")}: these can weaken the isolation of renters' containers from this host`);
+    if ((this.options.network ?? true) && !(await hasDefaultRoute())) warnings.push(NO_ROUTE_OUT_WARNING);
     if ((this.options.networkAllow?.loopbackPorts?.length ?? 0) > 0) {
       warnings.push("provider.runtime.networkAllow.loopbackPorts is not supported by the container runtime: containers never reach the host's loopback");
     }
