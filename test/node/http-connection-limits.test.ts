@@ -6,6 +6,7 @@
  * the defaults are in docs/configuration.md.
  */
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { Registry } from "prom-client";
 import { apiOptionsSchema } from "../../node/api/options.js";
@@ -14,7 +15,7 @@ import { metricsOptionsSchema } from "../../node/metrics/options.js";
 import { startMetricsServer, type MetricsServer } from "../../node/metrics/server.js";
 import { startApiFixture, type ApiFixture } from "../support/api-fixture.js";
 import { BUNDLE_SERVER_LIMITS, startBundleServer, type BundleServer } from "../../node/demo/bundles.js";
-import { DEVNET_RPC_LIMITS, startEmbeddedChain, type EmbeddedChain } from "../../node/chain/embedded.js";
+import { DEVNET_RPC_LIMITS, DEVNET_RPC_MAX_BODY_BYTES, startEmbeddedChain, type EmbeddedChain } from "../../node/chain/embedded.js";
 
 /** A client connection and what happened to it. */
 type Probe = { socket: Socket; received: string; closed: Promise<void>; isClosed: () => boolean };
@@ -246,5 +247,74 @@ describe("the devnet's JSON-RPC server bounds its connections like the node's se
     const refused = probes.filter((probe) => probe.received === "");
     assert.ok(refused.length >= probes.length - limits.maxTotal, `refused ${refused.length} of ${probes.length} over a cap of ${limits.maxTotal}`);
     assert.deepEqual(await rpc('{"jsonrpc":"2.0","id":7,"method":"eth_chainId"}'), { jsonrpc: "2.0", id: 7, result: "0x7a69" });
+  });
+
+  type CapAnswer = { status: number; body: { id: unknown; error: { code: number; message: string; data: { maxBytes: number } } } };
+
+  /** Waits (at most `withinMs`) for a whole HTTP/1.1 answer with a Content-Length on the probe, and parses it. */
+  async function answerOf(probe: Probe, withinMs: number): Promise<CapAnswer> {
+    const deadline = Date.now() + withinMs;
+    for (;;) {
+      const [head = "", body = ""] = probe.received.split("\r\n\r\n");
+      const length = /content-length: (\d+)/i.exec(head)?.[1];
+      if (length !== undefined && Buffer.byteLength(body) >= Number(length)) return { status: Number(head.split(" ")[1]), body: JSON.parse(body) as never };
+      assert.ok(Date.now() < deadline && !probe.isClosed(), `a whole answer within ${withinMs} ms, got ${JSON.stringify(probe.received)}`);
+      await sleep(20);
+    }
+  }
+
+  /** Sends one chunk of a chunked body, waiting while the socket's buffer is full (or until it closes). */
+  async function sendChunk(probe: Probe, chunk: Buffer): Promise<void> {
+    probe.socket.write(`${chunk.length.toString(16)}\r\n`);
+    probe.socket.write(chunk);
+    if (!probe.socket.write("\r\n")) await Promise.race([new Promise((resolve) => probe.socket.once("drain", resolve)), probe.closed]);
+  }
+
+  it("answers 413 with a JSON-RPC error naming the cap to a body that declares more than DEVNET_RPC_MAX_BODY_BYTES, without waiting for it", async () => {
+    const probe = await open(port, "127.0.0.20");
+    probe.socket.write(`POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${DEVNET_RPC_MAX_BODY_BYTES + 1}\r\n\r\n{`);
+    const answer = await answerOf(probe, 1_000);
+    assert.equal(answer.status, 413);
+    assert.equal(answer.body.error.code, -32600);
+    assert.equal(answer.body.error.data.maxBytes, DEVNET_RPC_MAX_BODY_BYTES);
+    assert.match(answer.body.error.message, new RegExp(`larger than ${DEVNET_RPC_MAX_BODY_BYTES} bytes`));
+    // The client that never sends the rest is closed at the request timeout, as any slow body.
+    const started = Date.now();
+    await probe.closed;
+    assert.ok(Date.now() - started < limits.requestTimeoutMs + 1_500, "closed by the request timeout");
+  });
+
+  it("counts a chunked body (no declared length) as it streams, answers 413 once it passes the cap, and closes a client that streams on", async () => {
+    const probe = await open(port, "127.0.0.21");
+    probe.socket.write("POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+    const chunk = Buffer.alloc(64 * 1024, 0x20);
+    // What the kernel may hold between the client's writes and the server's reads on loopback:
+    // the largest send and receive buffers (their autotuning maxima).
+    const maxBuffer = (file: string) => Number(readFileSync(`/proc/sys/net/ipv4/${file}`, "utf8").trim().split(/\s+/)[2]);
+    const inFlight = maxBuffer("tcp_wmem") + maxBuffer("tcp_rmem");
+    const cap = DEVNET_RPC_MAX_BODY_BYTES;
+    let sent = 0;
+    while (!probe.received.includes("\r\n\r\n") && sent < 4 * (cap + inFlight)) {
+      await sendChunk(probe, chunk);
+      sent += chunk.length;
+    }
+    const answer = await answerOf(probe, 1_000);
+    assert.equal(answer.status, 413, `answered after ${sent} bytes sent`);
+    assert.equal(answer.body.error.data.maxBytes, cap);
+    assert.ok(sent <= cap + inFlight + chunk.length, `answered after ${sent} bytes, by the cap (${cap}) and what loopback buffers hold (${inFlight})`);
+    // A client that ignores the answer and streams on: at most another cap's worth is read and dropped.
+    while (!probe.isClosed() && sent < 4 * (cap + inFlight)) {
+      await sendChunk(probe, chunk);
+      sent += chunk.length;
+    }
+    assert.ok(probe.isClosed(), `closed after ${sent} bytes sent`);
+    assert.ok(sent <= 2 * cap + inFlight + 2 * chunk.length, `closed after ${sent} bytes, by twice the cap (${cap}) and the loopback buffers (${inFlight})`);
+  });
+
+  it("still answers a request whose body is exactly at the cap (Hardhat reads it whole)", async () => {
+    const request = '{"jsonrpc":"2.0","id":9,"method":"eth_chainId","params":[]}';
+    const body = request + " ".repeat(DEVNET_RPC_MAX_BODY_BYTES - request.length);
+    assert.equal(Buffer.byteLength(body), DEVNET_RPC_MAX_BODY_BYTES);
+    assert.deepEqual(await rpc(body), { jsonrpc: "2.0", id: 9, result: "0x7a69" });
   });
 });

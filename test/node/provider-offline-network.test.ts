@@ -4,10 +4,12 @@
  * routable interface for IPv4"); the provider's start check finds that once, says loudly that tasks
  * run on loopback only and why, and its tasks then run instead of every one failing.
  * Real bubblewrap, real pasta, a real network namespace with only `lo` (unshare --net, as root).
+ * Containers too: slirp4netns attaches there, so a container task runs, but its network reaches
+ * nothing; the container runtime's start check says so (issue #33's loopback-only fallback).
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { silentLogger } from "../../node/log/logger.js";
@@ -16,13 +18,15 @@ import { LogBuffer } from "../../node/provider/runtime/logs.js";
 import { RunningTask } from "../../node/provider/runtime/runtime.js";
 import { Redactor, taskSpecSchema } from "../../node/provider/runtime/task.js";
 import { detectBubblewrap, detectNetworkTools } from "../../node/provider/runtime/sandbox.js";
-import { probeTaskNetwork } from "../../node/provider/runtime/network-probe.js";
+import { hasDefaultRoute, NO_ROUTE_OUT_WARNING, probeTaskNetwork } from "../../node/provider/runtime/network-probe.js";
+import { buildBusyboxImage, requireContainerSupport } from "../support/container-images.js";
 
-type Outcome = { isolation: { sandboxed: boolean; description: string; warnings: string[] }; status: string; exitCode: number | null; lines: string[] };
+type Outcome = { isolation: { sandboxed: boolean; description: string; warnings: string[] }; status: string; exitCode: number | null; lines: string[]; hits: number };
 
-function runOffline(): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** Runs the fixture in a new network namespace with only `lo` up; `args`: its mode (none: the process runtime). */
+function runOffline(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const fixture = path.resolve("test/node/fixtures/offline-task-network.ts");
-  const child = spawn("unshare", ["--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", process.execPath, "--import", "tsx", fixture], {
+  const child = spawn("unshare", ["--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", process.execPath, "--import", "tsx", fixture, ...args], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stdout = "";
@@ -60,6 +64,39 @@ describe("provider on a host without a route out (issue #40 item 1)", function (
     assert.equal(outcome.status, "succeeded", outcome.lines.join("\n"));
     assert.equal(outcome.exitCode, 0);
     assert.ok(outcome.lines.includes("hello from an offline host"), outcome.lines.join("\n"));
+  });
+
+  it("with only lo, containers: the start check warns that the task network reaches nothing; a task runs to exit 0 and reaches its host's loopback server neither directly nor through slirp4netns's gateway", async function () {
+    await requireContainerSupport();
+    const { code, stdout, stderr } = await runOffline("container", await buildBusyboxImage());
+    assert.equal(code, 0, stderr);
+    const outcome = JSON.parse(stdout.trim().split("\n").at(-1)!) as Outcome;
+    assert.equal(outcome.isolation.sandboxed, true);
+    assert.deepEqual(outcome.isolation.warnings, [NO_ROUTE_OUT_WARNING], "one warning, saying there is no route out and what to do");
+    assert.equal(outcome.status, "succeeded", outcome.lines.join("\n"));
+    assert.equal(outcome.exitCode, 0);
+    assert.ok(outcome.lines.includes("hello from an offline host"), outcome.lines.join("\n"));
+    // The node's own loopback server: neither the container's 127.0.0.1 nor slirp4netns's gateway reaches it.
+    assert.ok(outcome.lines.includes("refused 127.0.0.1") && outcome.lines.includes("refused 10.0.2.2"), outcome.lines.join("\n"));
+    assert.equal(outcome.hits, 0);
+  });
+
+  it("hasDefaultRoute reads an up IPv4 default route from /proc/net/route", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "suanli-routes-"));
+    const header = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n";
+    const table = async (...rows: string[]) => {
+      await writeFile(path.join(dir, "route"), header + rows.map((row) => `${row}\n`).join(""));
+      return hasDefaultRoute(path.join(dir, "route"));
+    };
+    try {
+      assert.equal(await table("eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0"), true);
+      assert.equal(await table("eth0\t0002A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0"), false, "a LAN route only");
+      assert.equal(await table("eth0\t00000000\t010200C0\t0002\t0\t0\t0\t00000000\t0\t0\t0"), false, "a default route that is down");
+      assert.equal(await table(), false, "only lo");
+      assert.equal(await hasDefaultRoute(path.join(dir, "missing")), false);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   /** A real task process whose set-up (afterSpawn, where pasta attaches) fails `failures` times. */

@@ -87,8 +87,14 @@ describe("provider task user slots: two leases on one host never share a host ui
     };
   }
 
-  function runtime(): ProcessRuntime {
+  /**
+   * A runtime of this test's node. `locks`: its host-wide slot lock directory; a restarted node
+   * gets a fresh one, standing for the predecessor's locks, which name a dead PID (stale) on a real
+   * restart but this live test process here.
+   */
+  function runtime(locks = "locks"): ProcessRuntime {
     return new ProcessRuntime({
+      taskSlotLockDir: path.join(dir, locks),
       workspaceRoot: path.join(dir, "workspaces"),
       sandbox: "bubblewrap",
       network: false,
@@ -156,7 +162,7 @@ describe("provider task user slots: two leases on one host never share a host ui
     await c.task.cleanup();
 
     // A restarted node (a fresh runtime, an empty pool) skips slot 0 while B's processes still run as it.
-    const restarted = runtime();
+    const restarted = runtime("locks-after-restart");
     await restarted.verify();
     const d = await start(restarted, "slotd", "sleep 60");
     assert.notEqual(d.user.uid, b.user.uid, "a slot an earlier run's task still runs in is not handed out");
@@ -175,7 +181,7 @@ describe("provider task user slots: two leases on one host never share a host ui
     const passwdFile = path.join(dir, "passwd");
     await writeFile(passwdFile, ["t-0:x:901:901::/:/bin/false", "t-1:x:902:902::/:/bin/false", "t-2:x:903:903::/:/bin/false", ""].join("\n"));
     let inUse = new Set<number>([901]);
-    const pool = new TaskUserPool({ base: "t", maxSlots: 3, passwdFile, uidsInUse: async () => inUse });
+    const pool = new TaskUserPool({ base: "t", maxSlots: 3, passwdFile, lockDir: path.join(dir, "pool-locks"), uidsInUse: async () => inUse });
     const first = await pool.acquire("x");
     assert.equal(first.user.name, "t-1", "slot 0's uid runs a process: skipped");
     const second = await pool.acquire("y");

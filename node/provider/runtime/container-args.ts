@@ -136,6 +136,10 @@ export function buildContainerCreateArgs(options: ContainerCreateOptions): strin
   if (options.ociRuntime) args.push("--runtime", options.ociRuntime);
   args.push("--stop-timeout", String(Math.max(1, Math.ceil(options.stopGraceMs / 1000))));
   args.push("--security-opt", "no-new-privileges");
+  // The node reads the task's output through `start --attach`. The engine's own log file of it
+  // (Podman's k8s-file ctr.log, Docker's json-file) lives in its storage, unbounded: 20 MB printed
+  // made a 73 MB ctr.log, so one chatty task could fill the disk of every container and image.
+  args.push("--log-driver", "none");
   args.push(...idMapArgs(options.idMap));
   args.push(...deviceArgs(options.engine, options.devices, options.amdRenderNodes));
   args.push(...networkArgs(options.engine, options.network));

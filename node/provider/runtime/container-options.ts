@@ -47,4 +47,6 @@ export type ContainerRuntimeOptions = {
   secretsBases?: readonly string[];
   /** Rootful Podman maps each task's container to the subordinate ids of its own `<taskUser>-<slot>` user (task-user-slots.ts); default `suanli-task`. */
   taskUser?: string;
+  /** The host-wide directory of task slot locks (task-user-slots.ts); default /run/suanli/task-slots. */
+  taskSlotLockDir?: string;
 };

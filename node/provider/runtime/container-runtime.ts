@@ -20,6 +20,8 @@
  * after the create, mounts them at /run/secrets, and loads them into the task's environment with
  * the image's /bin/sh.
  */
+import { hasDefaultRoute, NO_ROUTE_OUT_WARNING } from "./network-probe.js";
+import { describeLayerQuota, detectLayerQuota, layerQuotaArgs, type LayerQuota } from "./container-layer-quota.js";
 import { mkdir, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { InvalidInputError } from "../../../common/errors.js";
@@ -91,6 +93,7 @@ type Selection = {
   /** The start checks' id range (the base task user's); each task gets its own slot's from `slots`. */
   idMap: SubordinateRange | undefined;
   slots: TaskUserPool | undefined;
+  layerQuota: LayerQuota;
 };
 
 export class ContainerRuntime implements Runtime {
@@ -147,6 +150,7 @@ export class ContainerRuntime implements Runtime {
       /^(--privileged|--network|--net|--pid|--ipc|--uts|--userns|--cap-add|-v|--volume|--mount|--device|--security-opt)(=|$)/.test(arg),
     );
     if (weakening.length > 0) warnings.push(`provider.runtime.containerArgs has ${weakening.join(", ")}: these can weaken the isolation of renters' containers from this host`);
+    if ((this.options.network ?? true) && !(await hasDefaultRoute())) warnings.push(NO_ROUTE_OUT_WARNING);
     if ((this.options.networkAllow?.loopbackPorts?.length ?? 0) > 0) {
       warnings.push("provider.runtime.networkAllow.loopbackPorts is not supported by the container runtime: containers never reach the host's loopback");
     }
@@ -218,14 +222,16 @@ export class ContainerRuntime implements Runtime {
           ? "own network namespace through slirp4netns (public IPv4 addresses only, no IPv6, no host loopback)"
           : "Docker bridge network"
         : "no network";
+      const layerQuota = await detectLayerQuota(engine, [...(candidate ? ["--runtime", candidate] : []), ...flags], { [OWNER_LABEL]: this.owner });
       return {
         engine,
+        layerQuota,
         ociRuntime: candidate,
         limits,
         cgroupfs: await podmanCgroupfs(engine),
         idMap,
-        slots: idMap ? new TaskUserPool({ base, subordinate: true, logger: this.logger }) : undefined,
-        description: `${engine.kind} ${engine.version} with ${label}, ${networkText}${idMap ? `, each task's container root its own host id range (of ${slotUserName(base, 0)}, -1, …)` : ""}, nofile ${limits.openFiles ?? "default"}, nproc ${limits.processes ?? "default"}`,
+        slots: idMap ? new TaskUserPool({ base, subordinate: true, lockDir: this.options.taskSlotLockDir, logger: this.logger }) : undefined,
+        description: `${engine.kind} ${engine.version} with ${label}, ${networkText}${idMap ? `, each task's container root its own host id range (of ${slotUserName(base, 0)}, -1, …)` : ""}, nofile ${limits.openFiles ?? "default"}, nproc ${limits.processes ?? "default"}, ${describeLayerQuota(layerQuota)}`,
       };
     }
     throw new RuntimeUnavailableError("container", `no OCI runtime could start a container with the task flags (${failures.join("; ")})`, [
@@ -362,7 +368,7 @@ export class ContainerRuntime implements Runtime {
           network: this.options.network ?? true,
           stopGraceMs: grace,
           ociRuntime: selection.ociRuntime,
-          extraArgs: [...oom.args(), ...(this.options.extraArgs ?? [])],
+          extraArgs: [...oom.args(), ...layerQuotaArgs(selection.layerQuota), ...(this.options.extraArgs ?? [])],
           idMap: slot?.range,
         });
       const created = await runEngine(engine.path, createArgs(secretsInEnv), 600_000);

@@ -5,7 +5,7 @@
  * pasta's own words ("No external routable interface for IPv4"), instead of failing every task
  * that is sold afterwards.
  */
-import { readlink, rm } from "node:fs/promises";
+import { readFile, readlink, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -50,3 +50,22 @@ async function inOwnNamespace(pid: number): Promise<boolean> {
   const [own, its] = await Promise.all([readlink("/proc/self/ns/net").catch(() => ""), readlink(`/proc/${pid}/ns/net`).catch(() => "")]);
   return its !== "" && its !== own;
 }
+
+/**
+ * Whether this host has an IPv4 default route that is up (/proc/net/route of the node's network
+ * namespace). A container's network (slirp4netns, a Docker bridge) attaches on a host without one,
+ * but then reaches nothing: the container runtime's start check says so (IPv6 is off in containers).
+ */
+export async function hasDefaultRoute(routeFile = "/proc/net/route"): Promise<boolean> {
+  const table = await readFile(routeFile, "utf8").catch(() => "");
+  return table
+    .split("\n")
+    .slice(1)
+    .map((line) => line.trim().split(/\s+/))
+    .some((fields) => fields[1] === "00000000" && fields[7] === "00000000" && (Number.parseInt(fields[3] ?? "0", 16) & 1) === 1);
+}
+
+/** The container runtime's start-check warning on a host without a route out. */
+export const NO_ROUTE_OUT_WARNING =
+  "This host has no default route: container tasks get their own network (slirp4netns, or Docker's bridge), but it reaches nothing (no route out; never the host's loopback). " +
+  "Tasks that need the network will fail. Give the host a route out and restart the node, or set provider.runtime.network false to run without network on purpose.";

@@ -74,6 +74,8 @@ export type ProcessRuntimeOptions = {
   readOnlyPaths?: string[];
   /** A root node runs each sandboxed task as its own unprivileged host user `<taskUser>-<slot>` (task-user-slots.ts); default `suanli-task`. */
   taskUser?: string;
+  /** The host-wide directory of task slot locks (task-user-slots.ts); default /run/suanli/task-slots. */
+  taskSlotLockDir?: string;
   limits?: ResourceLimits;
   /** Per-lease CPU, memory, process and /tmp bounds (lease-bounds.ts); absent: none. */
   bounds?: LeaseBoundsOptions;
@@ -170,7 +172,12 @@ export class ProcessRuntime implements Runtime {
     this.bundleLimits = { ...DEFAULT_BUNDLE_LIMITS, ...options.bundle };
     this.allowNetworks = (options.networkAllow?.networks ?? []).map(parseCidr);
     const readOnlyPaths = options.readOnlyPaths ?? [];
-    this.slots = new TaskUserPool({ base: options.taskUser ?? DEFAULT_TASK_USER, logger: this.logger, check: (user) => checkReachable(user, readOnlyPaths) });
+    this.slots = new TaskUserPool({
+      base: options.taskUser ?? DEFAULT_TASK_USER,
+      lockDir: options.taskSlotLockDir,
+      logger: this.logger,
+      check: (user) => checkReachable(user, readOnlyPaths),
+    });
   }
 
   /**
