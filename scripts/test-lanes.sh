@@ -41,7 +41,7 @@ lane2=()
 for file in "${all[@]}"; do
   case "$file" in
     test/e2e/readme.test.ts) lane0+=("$file") ;;
-    test/e2e/* | test/node/provider-container.test.ts | test/node/provider-container-bounds.test.ts | test/node/provider-container-inputs.test.ts | test/node/provider-images.test.ts | test/node/provider-task-user.test.ts) lane1+=("$file") ;;
+    test/e2e/* | test/node/provider-container.test.ts | test/node/provider-container-bounds.test.ts | test/node/provider-container-inputs.test.ts | test/node/provider-container-storage.test.ts | test/node/provider-images.test.ts | test/node/provider-task-user.test.ts) lane1+=("$file") ;;
     *) lane2+=("$file") ;;
   esac
 done
