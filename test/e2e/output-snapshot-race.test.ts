@@ -8,8 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { multiaddr } from "@multiformats/multiaddr";
 import { devnetAccount } from "../../common/devnet.js";
@@ -19,12 +18,13 @@ import { OUTPUT_PROTOCOL } from "../../common/p2p/protocols.js";
 import { openStreamProtocol } from "../../common/p2p/streams.js";
 import { signLeaseRequest } from "../../common/protocols/lease.js";
 import { OUTPUT_ACK_BYTES, OUTPUT_FRAME_BYTES, TASK_IO_CONTROL_MAX_BYTES, outputManifestSchema } from "../../common/protocols/task-io.js";
-import { createClient, type SuanliClient } from "../../sdk/index.js";
-import { startBundleServer, type BundleServer } from "../support/bundles.js";
+import type { SuanliClient } from "../../sdk/index.js";
+import type { BundleServer } from "../support/bundles.js";
 import { BUSYBOX_IMAGE, requireContainerSupport } from "../support/container-images.js";
 import { lightHost } from "../support/attacker.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
+import type { Devnet } from "../support/devnet.js";
+import type { TestProvider } from "../support/provider.js";
+import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
 
 /** Bounds of the renter's loops: whichever comes first. */
@@ -195,34 +195,25 @@ for (const runtime of ["bubblewrap", "container"] as const) {
     let provider: TestProvider;
     let client: SuanliClient;
     let work: string;
+    let market: RenterMarket;
 
     before(async () => {
       if (runtime === "container") await requireContainerSupport();
-      work = await mkdtemp(path.join(tmpdir(), `suanli-output-race-${runtime}-`));
-      devnet = await startDevnet({ wallClockBlocks: true });
-      bundles = await startBundleServer();
-      provider = await startTestProvider(devnet, 1, {
+      market = await startRenterMarket({
+        name: `output-race-${runtime}`,
         provider: {
-          runtime: runtime === "bubblewrap" ? { sandbox: "bubblewrap", network: false } : { kind: "container", containerEngine: "podman", containerGpus: "none", network: false },
-          grace: { taskStopMs: 2_000 },
+          provider: {
+            runtime: runtime === "bubblewrap" ? { sandbox: "bubblewrap", network: false } : { kind: "container", containerEngine: "podman", containerGpus: "none", network: false },
+            grace: { taskStopMs: 2_000 },
+          },
         },
+        freeUnits: 1,
+        offerTimeoutMs: 30_000,
       });
-      await fund(devnet, await devnet.wallet(5), 100_000_000n);
-      client = await createClient({
-        rpcUrl: devnet.rpcUrl,
-        account: devnetAccount(5),
-        bootstrap: [provider.peer.addr],
-        deployment: devnet.deploymentsDir,
-        stateFile: path.join(work, "renter.json"),
-      });
-      await waitFor("the provider's offer in the SDK", async () => (await client.queryOffers()).some((o) => o.freeUnits >= 1), { timeoutMs: 30_000 });
+      ({ work, devnet, bundles, provider, client } = market);
     });
     after(async () => {
-      await client?.close();
-      await provider?.close();
-      await bundles?.close();
-      await devnet?.close();
-      if (work) await rm(work, { recursive: true, force: true });
+      await market?.close();
     });
 
     it("no byte of the node's keys or canary reaches the renter; the task's own files do; the final output after a cancel verifies", async () => {

@@ -5,14 +5,10 @@
  * it is not a host port (docs/provider.md, "Task I/O").
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import path from "node:path";
-import { devnetAccount } from "../../common/devnet.js";
-import { createClient, type SuanliClient } from "../../sdk/index.js";
-import { startBundleServer, type BundleServer } from "../support/bundles.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
+import type { SuanliClient } from "../../sdk/index.js";
+import type { BundleServer } from "../support/bundles.js";
+import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
 
 const PORT = 8000;
@@ -24,29 +20,17 @@ http.createServer((req, res) => res.end("sandboxed " + process.env.SUANLI_TASK_I
 
 describe("task ports and exec into a bubblewrap-sandboxed task with its own network", function () {
   this.timeout(120_000);
-  let devnet: Devnet;
   let bundles: BundleServer;
-  let provider: TestProvider;
   let client: SuanliClient;
-  let work: string;
+  let market: RenterMarket;
   let taskId: string;
 
   before(async () => {
-    work = await mkdtemp(path.join(tmpdir(), "suanli-io-sandboxed-"));
-    devnet = await startDevnet({ wallClockBlocks: true });
-    bundles = await startBundleServer();
-    provider = await startTestProvider(devnet, 1, {
-      provider: { runtime: { sandbox: "bubblewrap", network: true, readOnlyPaths: [path.dirname(process.execPath)] } },
+    market = await startRenterMarket({
+      name: "io-sandboxed",
+      provider: { provider: { runtime: { sandbox: "bubblewrap", network: true, readOnlyPaths: [path.dirname(process.execPath)] } } },
     });
-    await fund(devnet, await devnet.wallet(5), 100_000_000n);
-    client = await createClient({
-      rpcUrl: devnet.rpcUrl,
-      account: devnetAccount(5),
-      bootstrap: [provider.peer.addr],
-      deployment: devnet.deploymentsDir,
-      stateFile: path.join(work, "renter.json"),
-    });
-    await waitFor("the provider's offer in the SDK", async () => (await client.queryOffers()).some((o) => o.freeUnits === 2), { timeoutMs: 20_000 });
+    ({ bundles, client } = market);
     const bundle = await bundles.bundle({ "server.js": SERVER_JS, "notes.txt": "workspace file\n" });
     const submitted = await client.submitTask({
       gpuType: "A100",
@@ -70,11 +54,7 @@ describe("task ports and exec into a bubblewrap-sandboxed task with its own netw
     );
   });
   after(async () => {
-    await client?.close();
-    await provider?.close();
-    await bundles?.close();
-    await devnet?.close();
-    if (work) await rm(work, { recursive: true, force: true });
+    await market?.close();
   });
 
   it("exec runs ls in the task's workspace and reaches the task's own loopback server", async () => {

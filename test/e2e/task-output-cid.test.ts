@@ -6,58 +6,44 @@
  * API) fetches the CID over bitswap and getData verifies it. A server that alters bytes is refused.
  */
 import assert from "node:assert/strict";
-import { readdir, readFile, rm, mkdtemp, writeFile, lstat } from "node:fs/promises";
+import { readdir, readFile, writeFile, lstat } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import path from "node:path";
-import { devnetAccount } from "../../common/devnet.js";
 import { outputCidOf, outputDigestOf } from "../../common/output-cid.js";
 import { digestOutputDir } from "../../common/output-digest.js";
 import { createApiServer, type ApiServer } from "../../node/api/server.js";
 import { DataStore } from "../../node/data/store.js";
 import { silentLogger } from "../../node/log/logger.js";
 import { startNodeHost, type NodeHost } from "../../node/p2p/start.js";
-import { createClient, DataIntegrityError, getData, OutputDigestMismatchError, type SuanliClient } from "../../sdk/index.js";
+import { DataIntegrityError, getData, OutputDigestMismatchError, type SuanliClient } from "../../sdk/index.js";
 import { localCid } from "../../sdk/internal/data.js";
 import { testDeployment } from "../support/api-fixture.js";
-import { startBundleServer, type BundleServer } from "../support/bundles.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
+import type { BundleServer } from "../support/bundles.js";
 import { InMemoryMarketSource } from "../support/memory-source.js";
 import { loopbackP2pOptions } from "../support/nodes.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
-import { waitFor } from "../support/wait.js";
+import type { TestProvider } from "../support/provider.js";
+import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
 
 const ANSWER = "the answer is 42\n";
 
 describe("task outputs as a CID: the completion signs the CID, any node serves it, the renter verifies it", function () {
   this.timeout(120_000);
   let work: string;
-  let devnet: Devnet;
+  let market: RenterMarket;
   let bundles: BundleServer;
   let provider: TestProvider;
   let client: SuanliClient;
   let third: { p2p: NodeHost; data: DataStore; api: ApiServer; url: string };
   let tamper: Server | undefined;
-  const renter = devnetAccount(5);
   let taskId: string;
   let leaseId: bigint;
   let cid: string;
   const keptDir = () => path.join(provider.daemon.config.dataDir, "outputs", `lease-${leaseId}`, "files");
 
   before(async () => {
-    work = await mkdtemp(path.join(tmpdir(), "suanli-output-cid-"));
-    devnet = await startDevnet({ wallClockBlocks: true });
-    bundles = await startBundleServer();
-    provider = await startTestProvider(devnet, 1, { data: { enabled: true } });
-    await fund(devnet, await devnet.wallet(5), 100_000_000n);
-    client = await createClient({
-      rpcUrl: devnet.rpcUrl,
-      account: renter,
-      bootstrap: [provider.peer.addr],
-      deployment: devnet.deploymentsDir,
-      stateFile: path.join(work, "renter.json"),
-    });
+    market = await startRenterMarket({ name: "output-cid", provider: { data: { enabled: true } } });
+    ({ work, bundles, provider, client } = market);
     // The third node: a data node of its own (what `suanli node start` with data.enabled runs), with its HTTP API.
     const dir = path.join(work, "third");
     const p2p = await startNodeHost({ dataDir: dir, options: loopbackP2pOptions(), logger: silentLogger() });
@@ -69,18 +55,13 @@ describe("task outputs as a CID: the completion signs the CID, any node serves i
       data: { store: data, staging: path.join(dir, "data", "staging") },
     });
     third = { p2p, data, api, url: await api.listen() };
-    await waitFor("the provider's offer in the SDK", async () => (await client.queryOffers()).some((o) => o.freeUnits === 2), { timeoutMs: 20_000 });
   });
   after(async () => {
     await new Promise((resolve) => (tamper ? tamper.close(resolve) : resolve(undefined)));
     await third?.api.close();
     await third?.data.stop();
     await third?.p2p.stop();
-    await client?.close();
-    await provider?.close();
-    await bundles?.close();
-    await devnet?.close();
-    if (work) await rm(work, { recursive: true, force: true });
+    await market?.close();
   });
 
   it("the completion's digest is the output's CID: pinned on the provider, named by the receipt, rebuilt from the on-chain bytes32", async () => {

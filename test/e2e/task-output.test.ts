@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
-import { copyFile, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { copyFile, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { devnetAccount } from "../../common/devnet.js";
 import { digestOutputDir } from "../../common/output-digest.js";
@@ -9,9 +8,10 @@ import { handleStreamProtocol, type StreamSession } from "../../common/p2p/strea
 import { outputRequestSchema } from "../../common/protocols/lease.js";
 import { OUTPUT_FRAME_BYTES, TASK_IO_CONTROL_MAX_BYTES, type OutputParams } from "../../common/protocols/task-io.js";
 import { createClient, OutputDigestMismatchError, type SuanliClient } from "../../sdk/index.js";
-import { startBundleServer, type BundleServer } from "../support/bundles.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
+import type { BundleServer } from "../support/bundles.js";
+import type { Devnet } from "../support/devnet.js";
+import type { TestProvider } from "../support/provider.js";
+import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
 
 describe("task outputs: the renter downloads what the task wrote and verifies it against the signed report", function () {
@@ -22,30 +22,15 @@ describe("task outputs: the renter downloads what the task wrote and verifies it
   let client: SuanliClient;
   let other: SuanliClient;
   let work: string;
-  const renter = devnetAccount(5);
+  let market: RenterMarket;
 
   before(async () => {
-    work = await mkdtemp(path.join(tmpdir(), "suanli-output-"));
-    devnet = await startDevnet({ wallClockBlocks: true });
-    bundles = await startBundleServer();
-    provider = await startTestProvider(devnet, 1);
-    await fund(devnet, await devnet.wallet(5), 100_000_000n);
-    client = await createClient({
-      rpcUrl: devnet.rpcUrl,
-      account: renter,
-      bootstrap: [provider.peer.addr],
-      deployment: devnet.deploymentsDir,
-      stateFile: path.join(work, "renter.json"),
-    });
-    await waitFor("the provider's offer in the SDK", async () => (await client.queryOffers()).some((o) => o.freeUnits === 2), { timeoutMs: 20_000 });
+    market = await startRenterMarket({ name: "output" });
+    ({ work, devnet, bundles, provider, client } = market);
   });
   after(async () => {
     await other?.close();
-    await client?.close();
-    await provider?.close();
-    await bundles?.close();
-    await devnet?.close();
-    if (work) await rm(work, { recursive: true, force: true });
+    await market?.close();
   });
 
   let taskId: string;

@@ -1,14 +1,14 @@
 import assert from "node:assert/strict";
-import { copyFile, mkdtemp, rm } from "node:fs/promises";
+import { copyFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { devnetAccount } from "../../common/devnet.js";
 import { createClient, type SuanliClient } from "../../sdk/index.js";
-import { startBundleServer, type BundleServer } from "../support/bundles.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
+import type { BundleServer } from "../support/bundles.js";
+import type { Devnet } from "../support/devnet.js";
+import type { TestProvider } from "../support/provider.js";
+import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
 
 /** A port free right now on 127.0.0.1 (the task binds it a moment later). */
@@ -38,28 +38,18 @@ describe("task ports and exec: the renter reaches a declared port and runs comma
   let other: SuanliClient | undefined;
   let hostService: Server;
   let work: string;
+  let market: RenterMarket;
   let taskId: string;
   let taskPort: number;
   let hostPort: number;
 
   before(async () => {
-    work = await mkdtemp(path.join(tmpdir(), "suanli-io-"));
-    devnet = await startDevnet({ wallClockBlocks: true });
-    bundles = await startBundleServer();
-    provider = await startTestProvider(devnet, 1);
-    await fund(devnet, await devnet.wallet(5), 100_000_000n);
-    client = await createClient({
-      rpcUrl: devnet.rpcUrl,
-      account: devnetAccount(5),
-      bootstrap: [provider.peer.addr],
-      deployment: devnet.deploymentsDir,
-      stateFile: path.join(work, "renter.json"),
-    });
+    market = await startRenterMarket({ name: "io" });
+    ({ work, devnet, bundles, provider, client } = market);
     // A service of the provider's host, not of the task: it must stay unreachable.
     hostService = createServer((_req, res) => res.end("host secret"));
     await new Promise<void>((resolve) => hostService.listen(0, "127.0.0.1", resolve));
     hostPort = (hostService.address() as AddressInfo).port;
-    await waitFor("the provider's offer in the SDK", async () => (await client.queryOffers()).some((o) => o.freeUnits === 2), { timeoutMs: 20_000 });
 
     taskPort = await freePort();
     const bundle = await bundles.bundle({ "server.js": SERVER_JS, "notes.txt": "workspace file\n" });
@@ -86,12 +76,8 @@ describe("task ports and exec: the renter reaches a declared port and runs comma
   });
   after(async () => {
     await other?.close();
-    await client?.close();
-    await provider?.close();
-    await bundles?.close();
-    await devnet?.close();
+    await market?.close();
     if (hostService) await new Promise((resolve) => hostService.close(resolve));
-    if (work) await rm(work, { recursive: true, force: true });
   });
 
   it("forwards a local port to the task's declared port: a page served in the task comes back", async () => {
