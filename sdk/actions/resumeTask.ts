@@ -42,7 +42,15 @@ export const resumeTaskParametersSchema = z.strictObject({
   autoMigrate: z.boolean().optional(),
 });
 
-/** @example const overrides: ResumeTaskParameters = { maxPricePerGpuHour: "3.00" }; */
+/**
+ * The overrides `client.resume` takes (resumeTaskParametersSchema's input): lease length, price,
+ * mode, region, attestation, checkpoint period, autoMigrate.
+ *
+ * @example
+ * import { createClient, type ResumeTaskParameters } from "suanli/sdk";
+ * const overrides: ResumeTaskParameters = { maxPricePerGpuHour: "3.00" };
+ * await client.resume(taskId, overrides);
+ */
 export type ResumeTaskParameters = z.input<typeof resumeTaskParametersSchema>;
 
 /**
