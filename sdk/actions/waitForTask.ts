@@ -11,7 +11,7 @@ import { cancelTask } from "./cancelTask.js";
 import { runAttempt } from "./submitTask.js";
 import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
 import { currentAttempt } from "../internal/store.js";
-import { pickCheckpoint, refreshCheckpoint, resumedSpec, settleCheckpoint, takesCheckpoints } from "../internal/resume.js";
+import { CHECKPOINT_UNAVAILABLE, checkpointUnavailable, pickCheckpoint, refreshCheckpoint, resumedSpec, settleCheckpoint, takesCheckpoints } from "../internal/resume.js";
 import { MIN_CHECKPOINT_PERIOD_SECONDS } from "../../common/protocols/task-spec.js";
 
 /**
@@ -117,6 +117,19 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
       if (point) ctx.progress(`Resuming from checkpoint ${point.cid} (lease ${point.leaseId})...`);
       else if (takesCheckpoints(spec)) ctx.progress(`No checkpoint of task ${taskId} verified: the next lease starts from the beginning.`);
       const next = await runAttempt(ctx, record.request as MatchRequestInput, point ? resumedSpec(spec, point) : spec);
+      if (point) next.resumedFrom = point.cid;
+      record.attempts.push(next);
+      await ctx.tasks.put(record);
+      continue;
+    }
+    if (leaseEnded && record.autoMigrate && !attempt.group && checkpointUnavailable(attempt, status)) {
+      // No node served the checkpoint (its provider is gone): an older one, or the beginning, rather than a failed task.
+      attempt.migratedBecause = CHECKPOINT_UNAVAILABLE;
+      const point = await pickCheckpoint(ctx, record);
+      ctx.progress(
+        `Lease ${attempt.leaseId} could not fetch checkpoint ${attempt.resumedFrom} from any node; starting again from ${point ? `checkpoint ${point.cid}` : "the beginning"}...`,
+      );
+      const next = await runAttempt(ctx, record.request as MatchRequestInput, resumedSpec(ctx.tasks.fullSpec(taskId) ?? record.spec, point));
       if (point) next.resumedFrom = point.cid;
       record.attempts.push(next);
       await ctx.tasks.put(record);

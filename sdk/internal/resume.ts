@@ -112,8 +112,11 @@ export async function pickCheckpoint(ctx: SuanliContext, record: Pick<TaskRecord
   if (record.attempts.some((attempt) => attempt.group && attempt.group.length > 1)) return null;
   const newestFirst = [...record.attempts].reverse();
   const hints = [...new Set(newestFirst.flatMap(addressesOf))].slice(0, MAX_HINTS);
+  // CIDs a lease could not fetch from anyone: never picked again.
+  const unavailable = new Set(record.attempts.filter((attempt) => attempt.migratedBecause === CHECKPOINT_UNAVAILABLE).map((attempt) => attempt.resumedFrom));
   for (const attempt of newestFirst) {
-    const checkpoint = await reverified(ctx, attempt);
+    const found = await reverified(ctx, attempt);
+    const checkpoint = found && !unavailable.has(found.record.cid) ? found : undefined;
     if (checkpoint) {
       return {
         cid: checkpoint.record.cid,
@@ -125,12 +128,26 @@ export async function pickCheckpoint(ctx: SuanliContext, record: Pick<TaskRecord
         hints,
       };
     }
-    if (attempt.resumedFrom) return { cid: attempt.resumedFrom, leaseId: attempt.leaseId, provider: attempt.provider, source: "resumedFrom", seq: null, time: null, hints };
+    if (attempt.resumedFrom && !unavailable.has(attempt.resumedFrom))
+      return { cid: attempt.resumedFrom, leaseId: attempt.leaseId, provider: attempt.provider, source: "resumedFrom", seq: null, time: null, hints };
   }
   return null;
 }
 
-/** The spec a resumed lease gets: the same task, started from `point`. */
-export function resumedSpec(spec: TaskSpec, point: ResumePoint): TaskSpec {
-  return { ...spec, resumeFrom: point.cid, ...(point.hints.length ? { resumeHints: point.hints } : {}) };
+/** The spec a resumed lease gets: the same task, started from `point`, or from the beginning when null. */
+export function resumedSpec(spec: TaskSpec, point: ResumePoint | null): TaskSpec {
+  const { resumeFrom: _from, resumeHints: _hints, ...rest } = spec;
+  if (!point) return rest;
+  return { ...rest, resumeFrom: point.cid, ...(point.hints.length ? { resumeHints: point.hints } : {}) };
+}
+
+/**
+ * `migratedBecause` of a resumed lease whose provider could not fetch its checkpoint from anyone
+ * (the task did not start: DataNotFoundError, the renter's side). Its CID is not picked again.
+ */
+export const CHECKPOINT_UNAVAILABLE = "CheckpointUnavailable";
+
+/** Whether the lease's task did not start because no node served the checkpoint it was to resume from. */
+export function checkpointUnavailable(attempt: TaskAttempt, status: { state: string; error: { name: string } | null }): boolean {
+  return Boolean(attempt.resumedFrom) && status.state === "failed" && status.error?.name === "DataNotFoundError";
 }

@@ -35,6 +35,8 @@ const COUNTER = [
   'echo "resumed=${SUANLI_RESUMED_FROM:-none}"',
   'start=0; if [ -f "$SUANLI_CHECKPOINT_DIR/state" ]; then start=$(cat "$SUANLI_CHECKPOINT_DIR/state"); fi',
   'echo "start=$start"',
+  // A job's own mark in its checkpoints: two jobs at the same step would otherwise have the same CID.
+  'if [ -n "$MARK" ]; then echo "$MARK" > "$SUANLI_CHECKPOINT_DIR/mark"; fi',
   "i=$start; end=${TOTAL:-$((start + STEPS))}",
   `while [ $i -lt $end ]; do i=$((i + 1)); echo "step=$i"; if [ $((i % ${EVERY})) -eq 0 ]; then echo $i > "$SUANLI_CHECKPOINT_DIR/state.tmp" && mv "$SUANLI_CHECKPOINT_DIR/state.tmp" "$SUANLI_CHECKPOINT_DIR/state"; fi; sleep 0.3; done`,
   'echo "done=$i"',
@@ -58,6 +60,8 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
   let bundles: BundleServer;
   let counter: ServedBundle;
   const providers: TestProvider[] = [];
+  const closed = new Set<TestProvider>();
+  const clients: SuanliClient[] = [];
   let client: SuanliClient;
   const renterIndex = 5;
   const stateFile = () => path.join(dir, `tasks-{deployment}-${devnetAccount(renterIndex).address.toLowerCase()}.json`);
@@ -88,7 +92,8 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
   });
   after(async () => {
     await client?.close();
-    for (const provider of providers) await provider.close();
+    for (const other of clients) await other.close();
+    for (const provider of providers) if (!closed.has(provider)) await provider.close();
     await bundles?.close();
     await devnet?.close();
     if (dir) await rm(dir, { recursive: true, force: true });
@@ -235,5 +240,49 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
     } finally {
       await follower.close();
     }
+  });
+  it("when no node serves the checkpoint any more (its provider is gone), the resumed lease does not start and autoMigrate starts the task again from the beginning", async () => {
+    // A client of its own: the first one avoids the provider it saw preempted for ten minutes.
+    await fund(devnet, await devnet.wallet(8), 1_000_000_000n);
+    const own = await createClient({ rpcUrl: devnet.rpcUrl, account: devnetAccount(8), bootstrap: providers.map((p) => p.peer.addr), deployment: devnet.deploymentsDir });
+    clients.push(own);
+    await waitFor("both providers free in the SDK", async () => (await own.queryOffers()).filter((offer) => offer.freeUnits >= 1).length === 2, { timeoutMs: 30_000 });
+    const submitted = await own.submitTask({
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 120,
+      interruptible: true,
+      bidPerGpuHour: "0.2",
+      attestedOnly: false,
+      bundleUrl: counter.url,
+      sha256: counter.sha256,
+      command: "sh run.sh",
+      // Checkpoints no other job made (test 1's job, at the same steps, left its CIDs cached on both providers).
+      env: { TOTAL: "40", MARK: `run-${Date.now()}` },
+      checkpointPeriodSeconds: 10,
+      autoMigrate: true,
+    });
+    const first = providers.find((p) => p.peer.address === submitted.provider)!;
+    const waiting = own.wait(submitted.taskId, { timeoutMs: 200_000 });
+    waiting.catch(() => undefined);
+    const attempts = async () => ((await own.tasks()).find((task) => task.taskId === submitted.taskId) as TaskRecord).attempts;
+    await waitFor("wait to record a checkpoint", async () => (await attempts())[0]!.checkpoint !== undefined, { timeoutMs: 40_000 });
+    const preemptor = await TestRenter.start(devnet, 7);
+    await preemptor.rent(first.peer, { machineId: first.agent.machines[0]!.machineId, units: 1, duration: 30 });
+    await preemptor.close();
+    // The only node holding the checkpoint goes away during the notice.
+    closed.add(first);
+    await first.close();
+
+    const receipt = await waiting;
+    assert.equal(receipt.state, "succeeded", show(receipt));
+    const [preempted, unavailable, fresh] = await attempts();
+    assert.equal(receipt.leases.length, 3, show(receipt.leases));
+    assert.equal(unavailable!.resumedFrom, preempted!.checkpoint!.record.cid, "the second lease tried the recorded checkpoint");
+    assert.equal(unavailable!.migratedBecause, "CheckpointUnavailable");
+    assert.equal(fresh!.resumedFrom, undefined, "the third starts from the beginning");
+    const out: string[] = [];
+    for await (const line of own.logs(submitted.taskId, { follow: false })) out.push(line.text);
+    assert.ok(out.includes("resumed=none") && out.includes("start=0") && out.includes("done=40"), out.join("\n"));
   });
 });
