@@ -10,6 +10,7 @@ import { cancelTask } from "./actions/cancelTask.js";
 import { extendTask, type ExtendTaskParameters, type ExtendTaskReturnType } from "./actions/extendTask.js";
 import { getTaskStatus } from "./actions/getTaskStatus.js";
 import { getCheckpoints, type GetCheckpointsReturnType } from "./actions/getCheckpoints.js";
+import { resumeTask, type ResumeTaskParameters, type ResumeTaskReturnType } from "./actions/resumeTask.js";
 import { matchOffers, type MatchOffersReturnType } from "./actions/matchOffers.js";
 import { queryOffers, type OfferSummary, type QueryOffersParameters } from "./actions/queryOffers.js";
 import { settleTask } from "./actions/settleTask.js";
@@ -157,6 +158,8 @@ export type SuanliClient = {
   status(taskId: string): Promise<TaskStatus>;
   /** The task's checkpoint records, verified against its lease's provider, newest first (getCheckpoints). */
   checkpoints(taskId: string): Promise<GetCheckpointsReturnType>;
+  /** Re-submits a stopped task from its newest verified checkpoint, on any provider (resumeTask). */
+  resume(taskId: string, parameters?: ResumeTaskParameters): Promise<ResumeTaskReturnType>;
   /** The task's log lines as an async iterator (streamLogs). */
   logs(taskId: string, parameters?: StreamLogsParameters): AsyncGenerator<TaskLogLine>;
   /** Waits until the task is over and returns its receipt (waitForTask). */
@@ -293,6 +296,7 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     submitTask: (p) => submitTask(ctx, p),
     status: (taskId) => getTaskStatus(ctx, taskId),
     checkpoints: (taskId) => getCheckpoints(ctx, taskId),
+    resume: (taskId, p) => resumeTask(ctx, taskId, p),
     logs: (taskId, p) => streamLogs(ctx, taskId, p),
     wait: (taskId, p) => waitForTask(ctx, taskId, p),
     cancel: (taskId) => cancelTask(ctx, taskId),

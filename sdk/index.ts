@@ -26,6 +26,15 @@ export { submitTask, parseSubmitParameters } from "./actions/submitTask.js";
 export { getTaskStatus } from "./actions/getTaskStatus.js";
 export { getCheckpoints, CheckpointsUnavailableError, type GetCheckpointsReturnType } from "./actions/getCheckpoints.js";
 export { CheckpointSignatureError, type SignedCheckpoint } from "../common/attest/checkpoint.js";
+export {
+  resumeTask,
+  resumeTaskParametersSchema,
+  NoCheckpointError,
+  ResumeSecretsError,
+  TaskStillRunningError,
+  type ResumeTaskParameters,
+  type ResumeTaskReturnType,
+} from "./actions/resumeTask.js";
 export { streamLogs } from "./actions/streamLogs.js";
 export { waitForTask } from "./actions/waitForTask.js";
 export { cancelTask } from "./actions/cancelTask.js";

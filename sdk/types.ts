@@ -1,5 +1,6 @@
 import type { Address, Hex } from "viem";
 import { z } from "zod";
+import type { SignedCheckpoint } from "../common/attest/checkpoint.js";
 import type { TaskState } from "../common/protocols/lease.js";
 import { TASK_SILENCE_SECONDS } from "../common/protocols/task-spec.js";
 
@@ -210,8 +211,12 @@ export type TaskAttempt = {
   openedAt: number;
   /** Gas used by the renter's transactions, per step. */
   gas: { step: string; gasUsed: bigint; transaction: Hex }[];
-  /** Why this attempt was left for another (lease faulted, preempted). */
+  /** Why this attempt was left for another (lease faulted, preempted, resumed by hand). */
   migratedBecause?: string;
+  /** The checkpoint CID this lease started from (spec.resumeFrom: a migration or `resume` picked it; docs/data.md "Resume"). */
+  resumedFrom?: string;
+  /** The newest checkpoint record the lease's provider signed for it, as the client last verified it (kept for resuming after the provider is gone). */
+  checkpoint?: SignedCheckpoint;
   /**
    * A group task (one lease per machine of a cluster): every lease of the group by rank, this
    * one first (rank 0, the master). Absent for a single-machine task. wait, cancel, extend,
@@ -361,6 +366,8 @@ export type TaskReceipt = {
      */
     minimumCharge: { reason: "Commitment" | "PreemptionNotice"; amount: bigint } | null;
     gas: { step: string; gasUsed: bigint; transaction: Hex }[];
+    /** The checkpoint CID the lease started from (a resumed lease), null otherwise. */
+    resumedFrom: string | null;
   }[];
   /** Sum of the leases' `cost`. */
   totalCost: bigint;

@@ -6,7 +6,17 @@
  */
 import { z } from "zod";
 import { sealedValueSchema } from "../sealed.js";
+import { multiaddr } from "@multiformats/multiaddr";
 import { isCid, taskInputsSchema } from "./task-inputs.js";
+
+function isMultiaddr(text: string): boolean {
+  try {
+    multiaddr(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** The shortest checkpoint period a renter may ask for: each snapshot hashes the whole folder. */
 export const MIN_CHECKPOINT_PERIOD_SECONDS = 10;
@@ -203,6 +213,21 @@ export const taskSpecSchema = z
       .max(200, "expected a CID of at most 200 characters")
       .refine(isCid, "expected a checkpoint CID (bafy... or Qm...; `suanli checkpoints TASK` prints them)")
       .optional(),
+    /**
+     * Where the provider may fetch `resumeFrom` from besides the peers it is connected to: the
+     * libp2p addresses (ending in /p2p/<peer id>) of the providers whose leases took the checkpoint.
+     * The SDK sets them when it resumes a task; the provider dials them under its own address policy.
+     */
+    resumeHints: z
+      .array(
+        z
+          .string()
+          .max(300, "expected a multiaddr of at most 300 characters")
+          .regex(/^(\/[A-Za-z0-9._~:%-]+)+\/p2p\/[1-9A-HJ-NP-Za-km-z]{20,100}$/, "expected a libp2p multiaddr ending in /p2p/<peer id>")
+          .refine(isMultiaddr, "expected a libp2p multiaddr ending in /p2p/<peer id>"),
+      )
+      .max(8, "at most 8 resume hints")
+      .optional(),
     env: z
       .record(envNameSchema, envValueSchema)
       .default({})
@@ -216,6 +241,10 @@ export const taskSpecSchema = z
     message: "give either image (a registry reference) or imageArchive (an archive by URL), not both",
     path: ["imageArchive"],
   })
-  .refine((spec) => !Array.isArray(spec.command) || spec.command[0] !== "", { message: "the program (first element) must not be empty", path: ["command"] });
+  .refine((spec) => !Array.isArray(spec.command) || spec.command[0] !== "", { message: "the program (first element) must not be empty", path: ["command"] })
+  .refine((spec) => spec.resumeHints === undefined || spec.resumeFrom !== undefined, {
+    message: "resumeHints say where resumeFrom is: give resumeFrom too",
+    path: ["resumeHints"],
+  });
 
 export type TaskSpec = z.output<typeof taskSpecSchema>;

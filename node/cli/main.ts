@@ -3,6 +3,7 @@ import { InvalidInputError, SuanliError } from "../../common/errors.js";
 import { ConfigError } from "../config/load.js";
 import { registerAttestor } from "./commands/attestor.js";
 import { registerCheckpoints } from "./commands/checkpoints.js";
+import { registerResume } from "./commands/resume.js";
 import { registerData } from "./commands/data.js";
 import { registerDevnet } from "./commands/devnet.js";
 import { registerGovernance } from "./commands/governance.js";
@@ -21,6 +22,7 @@ registerWallet(program);
 registerRenter(program);
 registerData(program);
 registerCheckpoints(program);
+registerResume(program);
 registerProvider(program);
 registerGovernance(program);
 

@@ -251,6 +251,7 @@ export async function submitTask(ctx: SuanliContext, parameters: SubmitTaskParam
   }
   await ctx.feed.ready();
   const attempt = await runAttempt(ctx, requestInput, spec);
+  if (spec.resumeFrom) attempt.resumedFrom = spec.resumeFrom;
   const record: TaskRecord = {
     taskId: `task-${attempt.leaseId}-${randomHex(3)}`,
     createdAt: Date.now(),

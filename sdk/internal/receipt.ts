@@ -61,6 +61,7 @@ export async function leaseOutcome(ctx: SuanliContext, attempt: TaskAttempt): Pr
     credit,
     minimumCharge,
     gas: attempt.gas,
+    resumedFrom: attempt.resumedFrom ?? null,
     completion,
   };
 }

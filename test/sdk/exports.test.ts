@@ -79,6 +79,9 @@ const NODE_ONLY_VALUES = [
   "CheckpointsUnavailableError",
   "DataIntegrityError",
   "DataRequestError",
+  "NoCheckpointError",
+  "ResumeSecretsError",
+  "TaskStillRunningError",
   "TaskStoreMismatchError",
   "addData",
   "downloadOutput",
@@ -88,6 +91,8 @@ const NODE_ONLY_VALUES = [
   "getData",
   "listData",
   "removeData",
+  "resumeTask",
+  "resumeTaskParametersSchema",
 ];
 const NODE_ONLY_TYPES = [
   "AddDataParameters",
@@ -105,6 +110,8 @@ const NODE_ONLY_TYPES = [
   "GetDataReturnType",
   "ListDataReturnType",
   "RemoveDataReturnType",
+  "ResumeTaskParameters",
+  "ResumeTaskReturnType",
   "SignedCheckpoint",
 ];
 const ENTRIES = {

@@ -43,6 +43,7 @@ describe("sdk: getCheckpoints", () => {
     const text = checkpointsText(answer);
     assert.match(text, /2 checkpoint\(s\), signatures verified/);
     assert.match(text, new RegExp(`--resume-from ${cid}`));
+    assert.match(text, /npx suanli resume task-1/);
   });
 
   it("throws CheckpointSignatureError for a record signed by anyone else, or altered", async () => {

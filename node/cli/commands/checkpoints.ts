@@ -16,7 +16,7 @@ export function checkpointsText(answer: GetCheckpointsReturnType): string {
     lines.push(`  #${record.seq}  ${record.cid}  ${record.bytes} bytes  ${new Date(Number(record.time)).toISOString()}`);
   }
   if (answer.error) lines.push(`Latest snapshot not taken: ${answer.error.name}: ${answer.error.message}`);
-  if (answer.newest) lines.push(`Resume from the newest: npx suanli submit ... --resume-from ${answer.newest.record.cid}`);
+  if (answer.newest) lines.push(`Resume from the newest once the task stopped: npx suanli resume ${answer.taskId} (or submit ... --resume-from ${answer.newest.record.cid})`);
   return lines.join("\n");
 }
 

@@ -88,7 +88,8 @@ function tokens(client: SuanliClient, amount: bigint): string {
 
 /** One line of progress while a task runs: state, elapsed time, cost so far. */
 function statusLine(client: SuanliClient, status: TaskStatus): string {
-  return `${status.state.padEnd(12)} lease ${status.leaseId} ${status.lease.status.padEnd(8)}${heldText(status.lease.collateralHeldUntil)} elapsed ${elapsed(status.lease.elapsedSeconds)}  cost so far ${tokens(client, status.lease.accruedNow)}`;
+  const resumedFrom = status.attempts.at(-1)?.resumedFrom;
+  return `${status.state.padEnd(12)} lease ${status.leaseId} ${status.lease.status.padEnd(8)}${heldText(status.lease.collateralHeldUntil)} elapsed ${elapsed(status.lease.elapsedSeconds)}  cost so far ${tokens(client, status.lease.accruedNow)}${resumedFrom ? `  resumed from ${resumedFrom}` : ""}`;
 }
 
 /** A close that paid a minimum beyond the seconds used, by the minimum's name (issue #34, findings 4 and 7). */
@@ -104,6 +105,7 @@ function renderReceipt(client: SuanliClient, receipt: TaskReceipt): string {
       `  lease ${lease.leaseId} on ${lease.units}× ${lease.model} (machine ${lease.machineId}) by ${lease.provider}`,
       `    ran ${lease.seconds}s, ended ${lease.endReason}${heldText(lease.collateralHeldUntil)}; cost ${tokens(client, lease.cost)}, refunded ${tokens(client, lease.refunded)}${lease.credit ? `, credit ${tokens(client, lease.credit)}` : ""}`,
       ...(lease.minimumCharge ? [`    ${minimumChargeText(client, lease.minimumCharge)}`] : []),
+      ...(lease.resumedFrom ? [`    resumed from checkpoint ${lease.resumedFrom}`] : []),
       ...lease.gas.map((step) => `    gas ${step.step}: ${step.gasUsed}`),
     );
   }

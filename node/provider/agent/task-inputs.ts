@@ -37,10 +37,13 @@ export function checkpointBook(inputs: ProviderInputs | undefined): CheckpointBo
  * The spec's resumeFrom checkpoint as a read-only host folder (fetched like an input, cached),
  * which the runtime copies, writable, into the task's checkpoint folder. Undefined without one.
  */
-export async function prepareResume(inputs: ProviderInputs | undefined, spec: Pick<TaskSpec, "resumeFrom">, signal: AbortSignal): Promise<TaskResume | undefined> {
+export async function prepareResume(inputs: ProviderInputs | undefined, spec: Pick<TaskSpec, "resumeFrom" | "resumeHints">, signal: AbortSignal): Promise<TaskResume | undefined> {
   if (!spec.resumeFrom) return undefined;
-  refuseUnmountableInputs(inputs, { inputs: [{ cid: spec.resumeFrom, mount: "/data/checkpoint" }] });
-  const [prepared] = await prepareInputs(inputs, { inputs: [{ cid: spec.resumeFrom, mount: "/data/checkpoint" }] }, signal);
+  const checkpoint = { inputs: [{ cid: spec.resumeFrom, mount: "/data/checkpoint" }] };
+  refuseUnmountableInputs(inputs, checkpoint);
+  // The hints name the providers that took the checkpoint (the SDK sets them on a resume): this
+  // node need not be connected to them already.
+  const [prepared] = await prepareInputs(inputs, checkpoint, signal, spec.resumeHints);
   return { cid: spec.resumeFrom, hostPath: prepared!.hostPath };
 }
 
@@ -55,15 +58,16 @@ export function refuseUnmountableInputs(inputs: ProviderInputs | undefined, spec
 }
 
 /**
- * Each input of `spec` as a read-only host folder and its mount, fetching what is not cached yet.
+ * Each input of `spec` as a read-only host folder and its mount, fetching what is not cached yet
+ * (from connected peers, and `providers`' multiaddrs when given).
  * Throws DataNotFoundError (blame: renter) when an input cannot be had within data.fetchTimeoutMs,
  * and the abort reason when `signal` aborts first (a fetch in flight finishes into the cache).
  */
-export async function prepareInputs(inputs: ProviderInputs | undefined, spec: Pick<TaskSpec, "inputs">, signal: AbortSignal): Promise<TaskInputMount[]> {
+export async function prepareInputs(inputs: ProviderInputs | undefined, spec: Pick<TaskSpec, "inputs">, signal: AbortSignal, providers?: string[]): Promise<TaskInputMount[]> {
   if (!spec.inputs?.length) return [];
   refuseUnmountableInputs(inputs, spec);
   const { cache, fetchTimeoutMs } = inputs as Extract<ProviderInputs, { cache: InputCache }>;
-  const all = Promise.all(spec.inputs.map((input) => cache.prepare(input.cid, { timeoutMs: fetchTimeoutMs })));
+  const all = Promise.all(spec.inputs.map((input) => cache.prepare(input.cid, { timeoutMs: fetchTimeoutMs, ...(providers?.length ? { providers } : {}) })));
   const aborted = new Promise<never>((_, reject) => {
     if (signal.aborted) reject(signal.reason as Error);
     signal.addEventListener("abort", () => reject(signal.reason as Error), { once: true });

@@ -1,0 +1,153 @@
+/**
+ * Resume (issue 36, docs/data.md "Resume"): which checkpoint a task's next lease starts from. The
+ * SDK keeps, per lease, the newest checkpoint record its provider signed (verified against that
+ * provider and lease), and a re-rented task (autoMigrate after a fault or a preemption, or
+ * `client.resume`) gets the newest of them as `resumeFrom`, with the providers that hold it as
+ * `resumeHints`.
+ */
+import type { Address } from "viem";
+import { checkpointToWire, verifyCheckpoint, type SignedCheckpoint } from "../../common/attest/checkpoint.js";
+import { FINAL_TASK_STATES } from "../../common/protocols/lease.js";
+import type { TaskSpec } from "../../common/protocols/task-spec.js";
+import type { TaskAttempt } from "../types.js";
+import { authorize, type SuanliContext } from "./context.js";
+import type { TaskRecord } from "./store.js";
+
+/**
+ * How long a re-rent waits, after the lease ended, for the old provider to finish the task and
+ * sign its end snapshot (a preempted task runs to the end of its notice, then has SIGTERM and the
+ * grace period to flush). Past it, or when the provider cannot be reached, the newest checkpoint
+ * already recorded is used.
+ */
+export const CHECKPOINT_SETTLE_MS = 120_000;
+
+/** Most provider addresses a resumed spec names as hints (the task spec's cap). */
+const MAX_HINTS = 8;
+
+/** Whether a task takes checkpoints: its spec asks for a period or resumed from one (the provider's rule, checkpoint-dir.ts). */
+export function takesCheckpoints(spec: Pick<TaskSpec, "checkpoint" | "resumeFrom">): boolean {
+  return Boolean(spec.checkpoint || spec.resumeFrom);
+}
+
+/** The checkpoint a task resumes from: its CID, the lease that took it, and where it can be fetched. */
+export type ResumePoint = {
+  cid: string;
+  /** The lease whose provider signed the record (or whose task started from it, for `source` "resumedFrom"). */
+  leaseId: bigint;
+  provider: Address;
+  /** "checkpoint": the lease's newest signed record; "resumedFrom": that lease made none of its own and started from this CID. */
+  source: "checkpoint" | "resumedFrom";
+  /** The record's sequence number and time (unix ms), for "checkpoint". */
+  seq: bigint | null;
+  time: bigint | null;
+  /** The multiaddrs (ending in /p2p/<peer id>) of the task's providers, newest lease first. */
+  hints: string[];
+};
+
+/**
+ * Asks the attempt's provider for its task state and checkpoint records, and keeps the newest
+ * record that verifies (signed by the lease's provider, for this lease) in `attempt.checkpoint`.
+ * Returns the provider's task state, or undefined when it cannot be reached. A record that does
+ * not verify is ignored (the previous one stays) and reported through `ctx.progress`.
+ */
+export async function refreshCheckpoint(ctx: SuanliContext, attempt: TaskAttempt): Promise<string | undefined> {
+  let remote;
+  try {
+    const auth = await authorize(ctx, attempt, "status", {});
+    remote = await ctx.link.status({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth });
+  } catch {
+    return undefined;
+  }
+  const wire = remote.checkpoints ?? [];
+  const newest = wire.reduce<(typeof wire)[number] | undefined>(
+    (best, entry) => (best === undefined || BigInt(entry.record.seq) > BigInt(best.record.seq) ? entry : best),
+    undefined,
+  );
+  if (newest && (!attempt.checkpoint || BigInt(newest.record.seq) > attempt.checkpoint.record.seq)) {
+    try {
+      attempt.checkpoint = await verifyCheckpoint(newest, { domain: ctx.domain, provider: attempt.provider, leaseId: attempt.leaseId });
+    } catch (error) {
+      ctx.progress(`Lease ${attempt.leaseId}: a checkpoint record did not verify and was ignored (${(error as Error).message}); the previous one stays the newest.`);
+    }
+  }
+  return remote.state;
+}
+
+/**
+ * Waits (at most `settleMs`) until the attempt's provider reports the task over, so that its end
+ * snapshot is signed, refreshing `attempt.checkpoint` on every look. Stops early when the provider
+ * cannot be reached twice in a row. Returns the task's last state the provider reported (undefined: never reached).
+ */
+export async function settleCheckpoint(ctx: SuanliContext, attempt: TaskAttempt, options: { settleMs?: number; pollMs?: number } = {}): Promise<string | undefined> {
+  const deadline = Date.now() + (options.settleMs ?? CHECKPOINT_SETTLE_MS);
+  let unreachable = 0;
+  let last: string | undefined;
+  for (;;) {
+    const state = await refreshCheckpoint(ctx, attempt);
+    unreachable = state === undefined ? unreachable + 1 : 0;
+    last = state ?? last;
+    if ((state !== undefined && (FINAL_TASK_STATES as ReadonlySet<string>).has(state)) || unreachable >= 2 || Date.now() >= deadline) return last;
+    await new Promise((resolve) => setTimeout(resolve, options.pollMs ?? 1_000));
+  }
+}
+
+/** A stored record verified again (a task file may have been edited by hand); undefined when it does not verify. */
+async function reverified(ctx: SuanliContext, attempt: TaskAttempt): Promise<SignedCheckpoint | undefined> {
+  if (!attempt.checkpoint) return undefined;
+  return verifyCheckpoint(checkpointToWire(attempt.checkpoint), { domain: ctx.domain, provider: attempt.provider, leaseId: attempt.leaseId }).catch(() => undefined);
+}
+
+/** The attempt's provider addresses, each ending in /p2p/<peer id>. */
+function addressesOf(attempt: TaskAttempt): string[] {
+  return attempt.addrs.map((addr) => (addr.includes("/p2p/") ? addr : `${addr}/p2p/${attempt.peerId}`));
+}
+
+/**
+ * The checkpoint the task's next lease starts from: the newest lease (walking back from the
+ * current one) that has a verified checkpoint record gives its newest record; a lease that made
+ * none but itself started from a checkpoint gives that one (nothing newer exists). Null when no
+ * lease has either. Group tasks are not resumed (each rank has its own folder): null.
+ */
+export async function pickCheckpoint(ctx: SuanliContext, record: Pick<TaskRecord, "attempts">): Promise<ResumePoint | null> {
+  if (record.attempts.some((attempt) => attempt.group && attempt.group.length > 1)) return null;
+  const newestFirst = [...record.attempts].reverse();
+  const hints = [...new Set(newestFirst.flatMap(addressesOf))].slice(0, MAX_HINTS);
+  // CIDs a lease could not fetch from anyone: never picked again.
+  const unavailable = new Set(record.attempts.filter((attempt) => attempt.migratedBecause === CHECKPOINT_UNAVAILABLE).map((attempt) => attempt.resumedFrom));
+  for (const attempt of newestFirst) {
+    const found = await reverified(ctx, attempt);
+    const checkpoint = found && !unavailable.has(found.record.cid) ? found : undefined;
+    if (checkpoint) {
+      return {
+        cid: checkpoint.record.cid,
+        leaseId: attempt.leaseId,
+        provider: attempt.provider,
+        source: "checkpoint",
+        seq: checkpoint.record.seq,
+        time: checkpoint.record.time,
+        hints,
+      };
+    }
+    if (attempt.resumedFrom && !unavailable.has(attempt.resumedFrom))
+      return { cid: attempt.resumedFrom, leaseId: attempt.leaseId, provider: attempt.provider, source: "resumedFrom", seq: null, time: null, hints };
+  }
+  return null;
+}
+
+/** The spec a resumed lease gets: the same task, started from `point`, or from the beginning when null. */
+export function resumedSpec(spec: TaskSpec, point: ResumePoint | null): TaskSpec {
+  const { resumeFrom: _from, resumeHints: _hints, ...rest } = spec;
+  if (!point) return rest;
+  return { ...rest, resumeFrom: point.cid, ...(point.hints.length ? { resumeHints: point.hints } : {}) };
+}
+
+/**
+ * `migratedBecause` of a resumed lease whose provider could not fetch its checkpoint from anyone
+ * (the task did not start: DataNotFoundError, the renter's side). Its CID is not picked again.
+ */
+export const CHECKPOINT_UNAVAILABLE = "CheckpointUnavailable";
+
+/** Whether the lease's task did not start because no node served the checkpoint it was to resume from. */
+export function checkpointUnavailable(attempt: TaskAttempt, status: { state: string; error: { name: string } | null }): boolean {
+  return Boolean(attempt.resumedFrom) && status.state === "failed" && status.error?.name === "DataNotFoundError";
+}

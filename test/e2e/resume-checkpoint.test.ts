@@ -1,0 +1,289 @@
+/**
+ * Resume (issue 36, docs/data.md "Resume"): two real provider nodes (devnet chain, libp2p on
+ * 127.0.0.1, level, Helia with data.enabled, bubblewrap) and the real SDK. An interruptible job
+ * that counts steps and checkpoints every 5 is preempted by an on-demand renter; the SDK's
+ * autoMigrate re-rents it on the other provider from the newest checkpoint, and it finishes having
+ * redone at most 5 steps. `suanli resume TASK` re-submits a cancelled task from its checkpoint.
+ */
+import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { devnetAccount } from "../../common/devnet.js";
+import { stringifyTagged } from "../../common/json.js";
+import { detectBubblewrap } from "../../node/provider/runtime/sandbox.js";
+import { createClient, type SuanliClient, type TaskRecord } from "../../sdk/index.js";
+import { startBundleServer, type BundleServer, type ServedBundle } from "../support/bundles.js";
+import { lastJson, runCli } from "../support/cli.js";
+import { fund, startDevnet, type Devnet } from "../support/devnet.js";
+import { startTestProvider, type TestProvider } from "../support/provider.js";
+import { TestRenter } from "../support/renter.js";
+import { waitFor } from "../support/wait.js";
+
+const show = (value: unknown) => stringifyTagged(value);
+/** The chain's preemption notice here, seconds. */
+const NOTICE = 2;
+/** Steps between two checkpoints the job writes: a resume redoes at most this many. */
+const EVERY = 5;
+
+/**
+ * Counts steps (one per 0.3 s, each logged); every EVERY steps writes the step into
+ * $SUANLI_CHECKPOINT_DIR/state. Resumed, it starts after the saved step. It stops at step $TOTAL,
+ * or after $STEPS steps of this run.
+ */
+const COUNTER = [
+  'echo "resumed=${SUANLI_RESUMED_FROM:-none}"',
+  'start=0; if [ -f "$SUANLI_CHECKPOINT_DIR/state" ]; then start=$(cat "$SUANLI_CHECKPOINT_DIR/state"); fi',
+  'echo "start=$start"',
+  // A job's own mark in its checkpoints: two jobs at the same step would otherwise have the same CID.
+  'if [ -n "$MARK" ]; then echo "$MARK" > "$SUANLI_CHECKPOINT_DIR/mark"; fi',
+  "i=$start; end=${TOTAL:-$((start + STEPS))}",
+  `while [ $i -lt $end ]; do i=$((i + 1)); echo "step=$i"; if [ $((i % ${EVERY})) -eq 0 ]; then echo $i > "$SUANLI_CHECKPOINT_DIR/state.tmp" && mv "$SUANLI_CHECKPOINT_DIR/state.tmp" "$SUANLI_CHECKPOINT_DIR/state"; fi; sleep 0.3; done`,
+  'echo "done=$i"',
+  "",
+].join("\n");
+
+const dataProvider = {
+  data: { enabled: true, fetchTimeoutMs: 10_000 },
+  provider: {
+    inventory: { source: "declared", declared: [{ model: "A100-80GB", count: 1, region: "eu-west" }] },
+    minBids: { "A100-80GB": { pricePerUnitSecond: "50" } },
+    reserve: { holdSeconds: 5 },
+    runtime: { sandbox: "bubblewrap", network: false },
+  },
+};
+
+describe("resume: a preempted job continues from its newest checkpoint on another provider; suanli resume", function () {
+  this.timeout(300_000);
+  let dir: string;
+  let devnet: Devnet;
+  let bundles: BundleServer;
+  let counter: ServedBundle;
+  const providers: TestProvider[] = [];
+  const closed = new Set<TestProvider>();
+  const clients: SuanliClient[] = [];
+  let client: SuanliClient;
+  const renterIndex = 5;
+  const stateFile = () => path.join(dir, `tasks-{deployment}-${devnetAccount(renterIndex).address.toLowerCase()}.json`);
+
+  const lines = async (taskId: string) => {
+    const out: string[] = [];
+    for await (const line of client.logs(taskId, { follow: false })) out.push(line.text);
+    return out;
+  };
+
+  before(async () => {
+    assert.equal((await detectBubblewrap()).available, true, "CI installs bubblewrap (.ci/run)");
+    dir = await mkdtemp(path.join(tmpdir(), "suanli-resume-"));
+    devnet = await startDevnet({ params: { preemptionNotice: NOTICE }, wallClockBlocks: true });
+    bundles = await startBundleServer();
+    counter = await bundles.bundle({ "run.sh": COUNTER });
+    providers.push(await startTestProvider(devnet, 1, dataProvider));
+    providers.push(await startTestProvider(devnet, 2, dataProvider));
+    await fund(devnet, await devnet.wallet(renterIndex), 1_000_000_000n);
+    client = await createClient({
+      rpcUrl: devnet.rpcUrl,
+      account: devnetAccount(renterIndex),
+      bootstrap: providers.map((p) => p.peer.addr),
+      deployment: devnet.deploymentsDir,
+      stateFile: stateFile(),
+    });
+    await waitFor("both providers' offers in the SDK", async () => (await client.queryOffers()).filter((offer) => offer.freeUnits >= 1).length === 2, { timeoutMs: 30_000 });
+  });
+  after(async () => {
+    await client?.close();
+    for (const other of clients) await other.close();
+    for (const provider of providers) if (!closed.has(provider)) await provider.close();
+    await bundles?.close();
+    await devnet?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("an interruptible job preempted by an on-demand renter is re-rented by autoMigrate, resumes from the newest checkpoint and finishes, redoing at most 5 steps", async () => {
+    const submitted = await client.submitTask({
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 120,
+      interruptible: true,
+      bidPerGpuHour: "0.2",
+      attestedOnly: false,
+      bundleUrl: counter.url,
+      sha256: counter.sha256,
+      command: "sh run.sh",
+      env: { TOTAL: "70" },
+      checkpointPeriodSeconds: 10,
+      autoMigrate: true,
+    });
+    const first = providers.find((p) => p.peer.address === submitted.provider)!;
+    const waiting = client.wait(submitted.taskId, { timeoutMs: 200_000 });
+    waiting.catch(() => undefined);
+    // A periodic checkpoint first (the SDK records it while it waits), then the on-demand renter takes the unit.
+    await waitFor("a periodic checkpoint", async () => (await client.checkpoints(submitted.taskId)).newest !== null, { timeoutMs: 40_000 });
+    const preemptor = await TestRenter.start(devnet, 6);
+    const demandLease = await preemptor.rent(first.peer, { machineId: first.agent.machines[0]!.machineId, units: 1, duration: 30 });
+    // Its own short task starts once the interruptible one stopped; the unit is free again after it.
+    assert.equal((await preemptor.sendTask(first.peer, demandLease, { bundle: counter, command: "true" })).state, "accepted");
+    const receipt = await waiting;
+    await preemptor.close();
+
+    assert.equal(receipt.state, "succeeded", show(receipt));
+    assert.equal(receipt.leases.length, 2, show(receipt.leases));
+    assert.equal(receipt.leases[0]!.endReason, "Preempted");
+    assert.notEqual(receipt.leases[1]!.provider, first.peer.address, "re-rented on the other provider");
+    const record = (await client.tasks()).find((task) => task.taskId === submitted.taskId) as TaskRecord;
+    const [preempted, resumed] = record.attempts;
+    const cid = preempted!.checkpoint?.record.cid;
+    assert.ok(cid, `the first lease's newest checkpoint is recorded: ${show(preempted)}`);
+    assert.equal(resumed!.resumedFrom, cid, "the new lease resumed from the first lease's newest checkpoint");
+    assert.equal(receipt.leases[1]!.resumedFrom, cid, "the receipt names it");
+    assert.equal(receipt.leases[0]!.resumedFrom, null);
+    assert.equal((await client.status(submitted.taskId)).attempts.at(-1)!.resumedFrom, cid);
+
+    // The first lease's own logs (read as the same wallet): how far it got before the preemption.
+    const sameWallet = await TestRenter.start(devnet, renterIndex, 0n);
+    const before = (await sameWallet.allLogs(first.peer, preempted!.leaseId)).map((line) => line.text);
+    await sameWallet.close();
+    const reached = Math.max(...before.filter((line) => line.startsWith("step=")).map((line) => Number(line.slice(5))));
+    const after = await lines(submitted.taskId);
+    assert.ok(after.includes(`resumed=${cid}`), after.join("\n"));
+    const start = Number(after.find((line) => line.startsWith("start="))?.slice(6));
+    assert.ok(start > 0 && start % EVERY === 0, `resumed from a saved step: ${start}\n${after.join("\n")}`);
+    assert.ok(reached - start <= EVERY && reached >= start, `at most ${EVERY} steps redone: reached ${reached}, resumed at ${start}`);
+    assert.ok(after.includes("done=70"), after.join("\n"));
+    assert.ok(!after.includes("step=1"), "the resumed lease did not start over");
+  });
+
+  it("suanli resume TASK: refused while the task runs, then re-submits the cancelled task from its newest checkpoint; a succeeded task is refused, one without checkpoints is NoCheckpointError", async () => {
+    const base = [
+      "--rpc-url",
+      devnet.rpcUrl,
+      "--deployments",
+      devnet.deploymentsDir,
+      "--bootstrap",
+      providers.map((p) => p.peer.addr).join(","),
+      "--state-dir",
+      dir,
+      "--devnet-account",
+      String(renterIndex),
+    ];
+    const submitted = await client.submitTask({
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 120,
+      maxPricePerGpuHour: "1",
+      attestedOnly: false,
+      bundleUrl: counter.url,
+      sha256: counter.sha256,
+      command: "sh run.sh",
+      env: { TOTAL: "120" },
+      checkpointPeriodSeconds: 10,
+    });
+    await waitFor("a periodic checkpoint", async () => (await client.checkpoints(submitted.taskId)).newest !== null, { timeoutMs: 40_000 });
+    const running = await runCli(["resume", submitted.taskId, "--json", ...base]);
+    assert.equal(running.code, 1, running.stderr);
+    assert.match(running.stderr, /TaskStillRunningError|still running/);
+
+    await client.cancel(submitted.taskId);
+    const resumed = await runCli(["resume", submitted.taskId, "--json", "--max-price", "1", ...base], { timeoutMs: 120_000 });
+    assert.equal(resumed.code, 0, resumed.stderr);
+    const answer = lastJson<{ taskId: string; leaseId: string; resumedFrom: { cid: string; leaseId: string } }>(resumed.stdout);
+    assert.equal(answer.taskId, submitted.taskId);
+    assert.equal(answer.resumedFrom.leaseId, String(submitted.leaseId));
+
+    // The CLI wrote the task file: a fresh client follows the new lease.
+    const follower = await createClient({
+      rpcUrl: devnet.rpcUrl,
+      account: devnetAccount(renterIndex),
+      bootstrap: providers.map((p) => p.peer.addr),
+      deployment: devnet.deploymentsDir,
+      stateFile: stateFile(),
+    });
+    try {
+      const receipt = await follower.wait(submitted.taskId, { timeoutMs: 120_000 });
+      assert.equal(receipt.state, "succeeded", show(receipt));
+      assert.equal(receipt.leases.at(-1)!.resumedFrom, answer.resumedFrom.cid);
+      const out: string[] = [];
+      for await (const line of follower.logs(submitted.taskId, { follow: false })) out.push(line.text);
+      assert.ok(out.includes(`resumed=${answer.resumedFrom.cid}`), out.join("\n"));
+      const start = Number(out.find((line) => line.startsWith("start="))?.slice(6));
+      assert.ok(start >= EVERY, `resumed from a saved step: ${out.join("\n")}`);
+      assert.ok(out.includes("done=120"), out.join("\n"));
+
+      const plain = await follower.submitTask({
+        gpuType: "A100",
+        gpuCount: 1,
+        duration: 60,
+        maxPricePerGpuHour: "1",
+        attestedOnly: false,
+        bundleUrl: counter.url,
+        sha256: counter.sha256,
+        command: "sh run.sh",
+        env: { STEPS: "1" },
+      });
+      await follower.wait(plain.taskId, { timeoutMs: 60_000 });
+      // It succeeded: nothing to resume. One cancelled before any checkpoint: NoCheckpointError.
+      await assert.rejects(follower.resume(plain.taskId), { name: "TaskStateError" });
+      const stopped = await follower.submitTask({
+        gpuType: "A100",
+        gpuCount: 1,
+        duration: 60,
+        maxPricePerGpuHour: "1",
+        attestedOnly: false,
+        bundleUrl: counter.url,
+        sha256: counter.sha256,
+        command: "sh run.sh",
+        env: { STEPS: "100" },
+      });
+      await follower.cancel(stopped.taskId);
+      await assert.rejects(follower.resume(stopped.taskId), { name: "NoCheckpointError" });
+      await assert.rejects(follower.resume(plain.taskId, { duration: "long" as unknown as number }), { name: "InvalidInputError" });
+    } finally {
+      await follower.close();
+    }
+  });
+  it("when no node serves the checkpoint any more (its provider is gone), the resumed lease does not start and autoMigrate starts the task again from the beginning", async () => {
+    // A client of its own: the first one avoids the provider it saw preempted for ten minutes.
+    await fund(devnet, await devnet.wallet(8), 1_000_000_000n);
+    const own = await createClient({ rpcUrl: devnet.rpcUrl, account: devnetAccount(8), bootstrap: providers.map((p) => p.peer.addr), deployment: devnet.deploymentsDir });
+    clients.push(own);
+    await waitFor("both providers free in the SDK", async () => (await own.queryOffers()).filter((offer) => offer.freeUnits >= 1).length === 2, { timeoutMs: 30_000 });
+    const submitted = await own.submitTask({
+      gpuType: "A100",
+      gpuCount: 1,
+      duration: 120,
+      interruptible: true,
+      bidPerGpuHour: "0.2",
+      attestedOnly: false,
+      bundleUrl: counter.url,
+      sha256: counter.sha256,
+      command: "sh run.sh",
+      // Checkpoints no other job made (test 1's job, at the same steps, left its CIDs cached on both providers).
+      env: { TOTAL: "90", MARK: `run-${Date.now()}` },
+      checkpointPeriodSeconds: 10,
+      autoMigrate: true,
+    });
+    const first = providers.find((p) => p.peer.address === submitted.provider)!;
+    const waiting = own.wait(submitted.taskId, { timeoutMs: 200_000 });
+    waiting.catch(() => undefined);
+    const attempts = async () => ((await own.tasks()).find((task) => task.taskId === submitted.taskId) as TaskRecord).attempts;
+    // wait reads the records every 10 s, the provider snapshots every 10 s: the job (27 s) is still running when one is recorded.
+    await waitFor("wait to record a checkpoint", async () => (await attempts())[0]!.checkpoint !== undefined, { timeoutMs: 60_000 });
+    const preemptor = await TestRenter.start(devnet, 7);
+    await preemptor.rent(first.peer, { machineId: first.agent.machines[0]!.machineId, units: 1, duration: 30 });
+    await preemptor.close();
+    // The only node holding the checkpoint goes away during the notice.
+    closed.add(first);
+    await first.close();
+
+    const receipt = await waiting;
+    assert.equal(receipt.state, "succeeded", show(receipt));
+    const [preempted, unavailable, fresh] = await attempts();
+    assert.equal(receipt.leases.length, 3, show(receipt.leases));
+    assert.equal(unavailable!.resumedFrom, preempted!.checkpoint!.record.cid, "the second lease tried the recorded checkpoint");
+    assert.equal(unavailable!.migratedBecause, "CheckpointUnavailable");
+    assert.equal(fresh!.resumedFrom, undefined, "the third starts from the beginning");
+    const out: string[] = [];
+    for await (const line of own.logs(submitted.taskId, { follow: false })) out.push(line.text);
+    assert.ok(out.includes("resumed=none") && out.includes("start=0") && out.includes("done=90"), out.join("\n"));
+  });
+});

@@ -1,0 +1,120 @@
+/**
+ * Which checkpoint a resumed lease starts from (sdk/internal/resume.ts, docs/data.md "Resume"),
+ * with real EIP-712 signatures on this deployment's domain; the providers' status answers are
+ * stood in for (the real path: test/e2e/resume-checkpoint.test.ts). And the spec's resumeHints
+ * at the boundary.
+ */
+import assert from "node:assert/strict";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { checkpointToWire, signCheckpoint } from "../../common/attest/checkpoint.js";
+import { suanliDomain } from "../../common/eip712.js";
+import { taskSpecSchema, type TaskSpec } from "../../common/protocols/task-spec.js";
+import type { SuanliContext } from "../../sdk/internal/context.js";
+import { CHECKPOINT_UNAVAILABLE, pickCheckpoint, refreshCheckpoint, resumedSpec } from "../../sdk/internal/resume.js";
+import type { TaskAttempt } from "../../sdk/types.js";
+
+const domain = suanliDomain(31337, "0x00000000000000000000000000000000000000aa");
+const renter = privateKeyToAccount(generatePrivateKey());
+const CIDS = [
+  "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy",
+  "bafkreidgvpkjawlxz6sffxzwgooowe5yt7i6wsyg236mfoks77nywkptdq",
+  "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku",
+];
+const PEER = "12D3KooWEyoppNCUx8Yx66oV9fJnriXwCcXwDDUA2kj6vnc6iDEp";
+
+function attempt(leaseId: bigint, key = generatePrivateKey()): TaskAttempt & { key: `0x${string}` } {
+  const account = privateKeyToAccount(key);
+  return { leaseId, provider: account.address, peerId: PEER, addrs: [`/ip4/127.0.0.1/tcp/${4000 + Number(leaseId)}`], key } as unknown as TaskAttempt & { key: `0x${string}` };
+}
+
+const sign = (a: { key: `0x${string}`; leaseId: bigint }, seq: bigint, cid: string) =>
+  signCheckpoint(privateKeyToAccount(a.key), domain, { leaseId: a.leaseId, seq, cid, bytes: 3n, time: 1_000n * seq });
+
+function context(answer: (leaseId: bigint) => unknown): SuanliContext {
+  return {
+    domain,
+    account: renter,
+    walletClient: { signTypedData: (parameters: Parameters<typeof renter.signTypedData>[0]) => renter.signTypedData(parameters) },
+    link: { status: async (_peer: unknown, body: { auth: { leaseId: bigint } }) => answer(body.auth.leaseId) },
+    progress: () => {},
+  } as unknown as SuanliContext;
+}
+
+describe("sdk: which checkpoint a resumed lease starts from", () => {
+  it("the newest lease's newest verified record; a lease with none but a resumedFrom gives that; a stored record that no longer verifies is skipped", async () => {
+    const first = attempt(1n);
+    const second = attempt(2n);
+    const ctx = context(() => ({ state: "running" }));
+    first.checkpoint = await sign(first, 4n, CIDS[0]!);
+    assert.equal((await pickCheckpoint(ctx, { attempts: [first, second] }))?.cid, CIDS[0], "the second lease made none and resumed from nothing: the first's");
+    second.resumedFrom = CIDS[0];
+    assert.deepEqual(await pickCheckpoint(ctx, { attempts: [first, second] }).then((p) => [p?.cid, p?.source, p?.leaseId]), [CIDS[0], "resumedFrom", 2n]);
+    second.checkpoint = await sign(second, 2n, CIDS[1]!);
+    const point = await pickCheckpoint(ctx, { attempts: [first, second] });
+    assert.deepEqual([point?.cid, point?.source, point?.seq, point?.leaseId], [CIDS[1], "checkpoint", 2n, 2n]);
+    assert.deepEqual(point?.hints, [`/ip4/127.0.0.1/tcp/4002/p2p/${PEER}`, `/ip4/127.0.0.1/tcp/4001/p2p/${PEER}`], "the providers' addresses, newest lease first");
+    // A task file edited by hand: the second lease's record now names another CID under the old signature.
+    second.checkpoint = { ...second.checkpoint, record: { ...second.checkpoint.record, cid: CIDS[2]! } };
+    assert.equal((await pickCheckpoint(ctx, { attempts: [first, second] }))?.cid, CIDS[0], "skipped: back to what the second lease resumed from");
+  });
+
+  it("never picks a CID a lease could not fetch; none left is null; group tasks are not resumed", async () => {
+    const first = attempt(1n);
+    const second = attempt(2n);
+    const ctx = context(() => ({ state: "running" }));
+    first.checkpoint = await sign(first, 1n, CIDS[0]!);
+    second.resumedFrom = CIDS[0];
+    second.migratedBecause = CHECKPOINT_UNAVAILABLE;
+    assert.equal(await pickCheckpoint(ctx, { attempts: [first, second] }), null);
+    const grouped = attempt(3n);
+    grouped.checkpoint = await sign(grouped, 1n, CIDS[1]!);
+    grouped.group = [grouped, attempt(4n)];
+    assert.equal(await pickCheckpoint(ctx, { attempts: [grouped] }), null);
+  });
+
+  it("refreshCheckpoint keeps the newest record that verifies and ignores a forged newer one", async () => {
+    const lease = attempt(5n);
+    const older = checkpointToWire(await sign(lease, 1n, CIDS[0]!));
+    const newer = checkpointToWire(await sign(lease, 2n, CIDS[1]!));
+    const forged = checkpointToWire(await sign({ key: generatePrivateKey(), leaseId: 5n }, 3n, CIDS[2]!));
+    let answer: unknown[] = [older, newer];
+    const ctx = context(() => ({ state: "running", checkpoints: answer }));
+    assert.equal(await refreshCheckpoint(ctx, lease), "running");
+    assert.equal(lease.checkpoint?.record.cid, CIDS[1]);
+    answer = [older, newer, forged];
+    await refreshCheckpoint(ctx, lease);
+    assert.equal(lease.checkpoint?.record.cid, CIDS[1], "the forged record is ignored, the previous one stays");
+    const gone = context(() => Promise.reject(new Error("unreachable")));
+    assert.equal(await refreshCheckpoint(gone, lease), undefined);
+    assert.equal(lease.checkpoint?.record.cid, CIDS[1]);
+  });
+
+  it("the resumed spec: resumeFrom and hints set, or both removed to start from the beginning; the spec refuses bad hints", () => {
+    const spec = taskSpecSchema.parse({
+      image: "busybox",
+      command: "true",
+      checkpoint: { periodSeconds: 10 },
+      resumeFrom: CIDS[0],
+      resumeHints: [`/ip4/10.0.0.1/tcp/1/p2p/${PEER}`],
+    });
+    const point = { cid: CIDS[1]!, leaseId: 1n, provider: renter.address, source: "checkpoint" as const, seq: 1n, time: 1n, hints: [`/ip4/127.0.0.1/tcp/2/p2p/${PEER}`] };
+    const resumed = resumedSpec(spec, point);
+    assert.equal(resumed.resumeFrom, CIDS[1]);
+    assert.deepEqual(resumed.resumeHints, point.hints);
+    assert.deepEqual(taskSpecSchema.parse(resumed), resumed);
+    const fresh: TaskSpec = resumedSpec(spec, null);
+    assert.equal("resumeFrom" in fresh || "resumeHints" in fresh, false);
+    assert.deepEqual(fresh.checkpoint, { periodSeconds: 10 }, "it still checkpoints");
+    const refused = (hints: unknown, from: { resumeFrom?: string } = { resumeFrom: CIDS[0] }) =>
+      taskSpecSchema.safeParse({ image: "busybox", command: "true", ...from, resumeHints: hints });
+    assert.equal(refused([`/ip4/127.0.0.1/tcp/2`]).success, false, "no /p2p/ peer id");
+    assert.equal(refused(["not a multiaddr/p2p/" + PEER]).success, false);
+    assert.equal(refused(Array.from({ length: 9 }, (_, i) => `/ip4/127.0.0.1/tcp/${i + 1}/p2p/${PEER}`)).success, false, "at most 8");
+    const orphan = refused([`/ip4/127.0.0.1/tcp/2/p2p/${PEER}`], {});
+    assert.equal(orphan.success, false);
+    assert.deepEqual(
+      orphan.error?.issues.map((issue) => issue.path.join(".")),
+      ["resumeHints"],
+    );
+  });
+});
