@@ -408,7 +408,8 @@ describe("LeaseMarket: capacity modes, preemption, extend, shrink, governance", 
       const domain = suanliDomain(await publicClient.getChainId(), market.address);
       await market.write.openLease([offer, await signOffer(provider!, domain, offer), terms()], { account: renter!.account });
       await market.write.activate([1n], { account: provider!.account });
-      await networkHelpers.time.increase(10);
+      // Past the fault window, so a claim has something to pay (it pays until now - 600).
+      await networkHelpers.time.increase(610);
 
       // A payment whose transfer re-enters fails (the guard refuses the inner call); the market records it as
       // owed instead of reverting, so the outer call completes exactly once.

@@ -139,11 +139,13 @@ export const FINDINGS = {
   /** 4: a renter that cannot receive tokens keeps its leases (and the provider's collateral) from ending. */
   blockedRenterLocks: "blocked-renter-locks",
   /**
-   * #34 round two, open: a fault returns the provider's pay after observedAt only up to the collateral
+   * #34 round two, closed (branch money-overpaid): a fault returned the provider's pay after observedAt only up to the collateral
    * (ILeaseMarket.submitFault: "capped at the collateral"). A provider that stops serving, then is paid to the
    * end (a claim, or `complete`, which pays up to its stop at once) keeps the pay the collateral does not cover:
    * above the metered price of what it served when that pay exceeds the collateral (short leases, low
-   * collateralBps). Replay: seed 5918225, sequence 605 (docs/contracts.md, "Open").
+   * collateralBps). Replay: seed 5918225, sequence 605. Closed by holding the provider's last
+   * FAULT_SUBMISSION_WINDOW seconds of pay (claims pay until now - W; `complete` until stopAt - W, the rest
+   * released with the collateral), so nothing it is paid lies after a fault's observedAt.
    */
   overpaidAboveCollateral: "overpaid-above-collateral",
 } as const;
@@ -152,7 +154,7 @@ export const FINDINGS = {
  * Findings the contracts of this branch still have (empty once the money-rules fixes are merged):
  * the default of `known` for the test and the benchmark.
  */
-export const KNOWN_OPEN_FINDINGS: string[] = [FINDINGS.overpaidAboveCollateral];
+export const KNOWN_OPEN_FINDINGS: string[] = [];
 
 class Revert extends Error {}
 function revert(reason: string): never {
@@ -280,13 +282,21 @@ function bmax(a: bigint, b: bigint): bigint {
 export function holdEnd(l: { stopAt: number }): number {
   return l.stopAt + FAULT_SUBMISSION_WINDOW;
 }
+/** What the provider may be paid of a lease stopping or claimed at `at`: what accrued until at - W (the last window's pay is held). */
+function paidUntil(l: MLease, at: number): bigint {
+  return at <= l.start + FAULT_SUBMISSION_WINDOW ? 0n : accruedUntil(l, at - FAULT_SUBMISSION_WINDOW);
+}
+/** A held completion's total: what accrued until its stop (the renter was refunded the rest). */
+function heldTotal(l: MLease): bigint {
+  return accruedUntil(l, l.stopAt);
+}
 /** The provider's total: what it was paid while a lease runs or is held, its final total once ended. */
 function providerTotal(l: MLease): bigint {
   return l.status === S.Open || l.status === S.Active || l.held ? l.paid : l.deposit;
 }
 /** What the market escrows for a lease: nothing for a held completion (its renter was refunded at the completion). */
 function escrowOf(l: MLease): bigint {
-  return l.held ? 0n : l.deposit - l.paid;
+  return l.held ? heldTotal(l) - l.paid : l.deposit - l.paid;
 }
 
 /** The model of the token, registry and market (today's rules, docs/contracts.md). */
@@ -464,7 +474,11 @@ export class Model {
         return [amount, true];
       }
     }
-    const total = this.accruedNow(l);
+    let total = this.accruedNow(l);
+    // The last window's pay stays in escrow while a fault can still reach the lease (overpaid-above-collateral).
+    const reachable = l.status === S.Active ? this.st.now < endOf(l) : l.status === S.Ended && this.st.now < l.stopAt;
+    if (reachable && !this.known.has(FINDINGS.overpaidAboveCollateral)) total = bmin(total, paidUntil(l, this.st.now));
+    total = bmax(total, l.paid);
     const amount = total - l.paid;
     if (l.status === S.Ended && total === l.deposit) {
       l.paid = total;
@@ -632,7 +646,12 @@ export class Model {
     if (l?.held) {
       // A completion's hold: released after the fault window; reputation counts a completion only if it ran to its end.
       if (this.st.now < holdEnd(l)) revert("CollateralHeld");
-      this.releaseHeld(l, l.paid === l.deposit ? OUTCOME.Completed : OUTCOME.Neutral);
+      const total = heldTotal(l);
+      const paidBefore = l.paid;
+      const outcome = total === l.deposit ? OUTCOME.Completed : OUTCOME.Neutral;
+      l.paid = total;
+      this.releaseHeld(l, outcome);
+      this.payProvider(l.provider, paidBefore, total);
       return;
     }
     if (!l || (l.status !== S.Active && l.status !== S.Ended)) revert("InvalidLeaseStatus");
@@ -687,13 +706,14 @@ export class Model {
     // #34 finding 1: the provider is paid, the renter refunded and the units freed now; the collateral stays
     // locked for the fault window (a fault observed before the completion still lands) and reputation waits for
     // the release (claim after the window, or the renter's settle).
-    l.paid = total;
+    // The provider is paid until stop - W; its last window's pay is held with the collateral (overpaid-above-collateral).
+    l.paid = this.known.has(FINDINGS.overpaidAboveCollateral) ? total : bmax(paidBefore, paidUntil(l, stop));
     l.stopAt = stop;
     l.endReason = R.Completed;
     l.status = S.Settled;
     l.held = true;
     this.freeUnits(l.machineId, l.units, l.interruptible);
-    this.payProvider(l.provider, paidBefore, total);
+    this.payProvider(l.provider, paidBefore, l.paid);
     this.pay(l.renter, l.deposit - total);
   }
 
@@ -800,19 +820,25 @@ export class Model {
     let credit = this.proRata(l, terms, observedAt);
     const minCredit = (collateralOf(terms, l.collateralBps) * BigInt(this.st.params.faultMinCreditBps)) / BPS;
     if (credit < minCredit) credit = minCredit;
-    const overpaid = l.paid - accruedAtFault;
+    // The completion paid until stopAt - W <= observedAt: the provider's pay after observedAt is all still held.
+    const paidBefore = l.paid;
+    const total = bmax(paidBefore, accruedAtFault);
+    const overpaid = total - accruedAtFault;
     credit = bmin(credit + overpaid, collateral);
+    const heldBack = heldTotal(l) - total;
     // Promise: at most the collateral as it stood at observedAt, plus the provider's pay after it.
     l.promised += (this.known.has(FINDINGS.faultAfterExtension) ? collateral : this.collateralAt(l, observedAt)) + overpaid;
     l.credit += credit;
     l.recovered = overpaid;
     l.unrecovered = bmax(0n, overpaid - credit);
     this.releaseCollateral(l, credit, accruedAtFault / l.price, OUTCOME.Faulted);
-    l.deposit = l.paid;
+    l.paid = total;
+    l.deposit = total;
     l.held = false;
     l.endReason = R.Faulted;
     l.stopAt = observedAt;
-    this.pay(l.renter, credit);
+    this.payProvider(l.provider, paidBefore, total);
+    this.pay(l.renter, heldBack + credit);
   }
 
   settle(id: number, providerAmount: bigint, deadline: number): void {
@@ -820,14 +846,14 @@ export class Model {
     if (!l || (l.status !== S.Open && l.status !== S.Active && l.status !== S.Ended && !l.held)) revert("InvalidLeaseStatus");
     if (this.st.now > deadline) revert("SettlementExpired");
     // A held completion was paid out: its renter co-signs the provider's total as it stands.
-    if (providerAmount < l.paid || providerAmount > (l.held ? l.paid : l.deposit)) revert("SettlementAmountOutOfRange");
+    if (providerAmount < l.paid || providerAmount > (l.held ? heldTotal(l) : l.deposit)) revert("SettlementAmountOutOfRange");
     const paidBefore = l.paid;
     l.paid = providerAmount;
     let refund: bigint;
     if (l.held) {
       // The renter co-signs the completion: its hold ends now and it counts as one.
+      refund = heldTotal(l) - providerAmount;
       this.releaseHeld(l, OUTCOME.Completed);
-      refund = 0n;
     } else if (l.status === S.Ended) {
       refund = l.deposit - providerAmount;
       l.deposit = providerAmount;
@@ -1855,7 +1881,7 @@ function compare(w: World, st: State, snap: Snapshot): void {
       ["status", v.status, l.status],
       ["endReason", v.endReason, l.endReason],
       // A held completion shows the provider's total as its deposit and its collateral still locked.
-      ["deposit", v.deposit, l.held ? l.paid : l.deposit],
+      ["deposit", v.deposit, l.held ? heldTotal(l) : l.deposit],
       ["paid", v.paid, l.paid],
       ["units", v.units, l.units],
       ["stopAt", v.stopAt, live ? 0 : l.stopAt],
