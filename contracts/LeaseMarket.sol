@@ -193,7 +193,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         } else if (lease.status == LeaseStatus.Active) {
             uint256 end = _endOf(lease);
             if (block.timestamp >= end) {
-                _finish(leaseId, lease, EndReason.Expired, uint32(end), lease.deposit, 0, IProviderRegistry.Outcome.Completed);
+                _expire(leaseId, lease, end);
             } else {
                 refund = _finish(
                     leaseId,
@@ -536,15 +536,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             // Its own provider would end it without the termination (or start) penalty (issue #34, finding 1).
             if (lease.provider == msg.sender && lease.renter != msg.sender) revert SelfPreemption(leaseId);
             if (lease.status == LeaseStatus.Active && block.timestamp >= _endOf(lease)) {
-                _finish(
-                    leaseId,
-                    lease,
-                    EndReason.Expired,
-                    uint32(_endOf(lease)),
-                    lease.deposit,
-                    0,
-                    IProviderRegistry.Outcome.Completed
-                );
+                _expire(leaseId, lease, _endOf(lease));
             } else {
                 bool running = lease.status == LeaseStatus.Open || lease.status == LeaseStatus.Active;
                 // An on-demand lease preempts any interruptible one; an interruptible bid only lower bids.
@@ -561,6 +553,36 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             }
             idle += lease.units;
         }
+    }
+
+    /// @dev Ends an Active lease that ran to its end (`end` <= now; the caller has set `paid`, which it pays). Until
+    ///      end + FAULT_SUBMISSION_WINDOW a fault observed in the lease's last window can still land, so the lease is
+    ///      held as a completion is (FLAG_HELD, reason Expired): its units go back now, its collateral and the pay
+    ///      beyond `paid` stay in escrow until the releasing claim after the window (or a fault, or the renter's
+    ///      co-signature). The renter is owed nothing: the deposit was all accrued. After the window nothing can land,
+    ///      and it is finalized at once.
+    function _expire(uint256 leaseId, Lease memory lease, uint256 end) private {
+        if (block.timestamp >= end + FAULT_SUBMISSION_WINDOW) {
+            _finish(leaseId, lease, EndReason.Expired, uint32(end), lease.deposit, 0, IProviderRegistry.Outcome.Completed);
+            return;
+        }
+        lease.stopAt = uint32(end);
+        lease.endReason = EndReason.Expired;
+        lease.status = LeaseStatus.Settled;
+        lease.flags |= FLAG_HELD;
+        _storeEnd(leaseId, lease);
+        _REGISTRY.release(
+            lease.provider,
+            lease.machineId,
+            lease.units,
+            lease.interruptible,
+            0,
+            0,
+            lease.renter,
+            0,
+            IProviderRegistry.Outcome.Neutral
+        );
+        emit LeaseEnded(leaseId, EndReason.Expired, uint32(end), lease.deposit, 0, 0);
     }
 
     /// @dev Ends an interruptible lease for `byLeaseId`: it keeps running and accruing for the notice period
@@ -603,10 +625,13 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         if (lease.status == LeaseStatus.Active) {
             uint256 end = _endOf(lease);
             if (block.timestamp >= end) {
-                amount = lease.deposit - lease.paid;
-                lease.paid = lease.deposit;
-                _finish(leaseId, lease, EndReason.Expired, uint32(end), lease.deposit, 0, IProviderRegistry.Outcome.Completed);
-                return (amount, true);
+                // Within the fault window after the end the last window's pay stays held (_expire); after it, all of it.
+                uint96 paidBefore = lease.paid;
+                uint96 payNow =
+                    block.timestamp < end + FAULT_SUBMISSION_WINDOW ? _paidUntil(lease, end) : lease.deposit;
+                if (payNow > paidBefore) lease.paid = payNow;
+                _expire(leaseId, lease, end);
+                return (lease.paid - paidBefore, true);
             }
         }
         uint96 total = _payableNow(lease);
@@ -691,15 +716,17 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
     }
 
     /// @dev What the provider may have been paid by now: what accrued, less the last FAULT_SUBMISSION_WINDOW seconds of
-    ///      a lease a fault can still reach (Active before its end, or preempted and still in its notice), which stay
+    ///      a lease a fault can still reach (Active, until the window after its end; or preempted and in its notice), which stay
     ///      in escrow until the window has passed them (_paidUntil). Never below `paid`.
     function _payableNow(Lease memory lease) private view returns (uint96 total) {
         total = _accruedNow(lease);
+        // An Active lease past its end is still reachable for the fault window after it (a claim then holds it).
+        uint256 end = lease.status == LeaseStatus.Active ? _endOf(lease) : lease.stopAt;
         bool reachable = lease.status == LeaseStatus.Active
-            ? block.timestamp < _endOf(lease)
-            : lease.status == LeaseStatus.Ended && block.timestamp < lease.stopAt;
+            ? block.timestamp < end + FAULT_SUBMISSION_WINDOW
+            : lease.status == LeaseStatus.Ended && block.timestamp < end;
         if (reachable) {
-            uint96 lagged = _paidUntil(lease, block.timestamp);
+            uint96 lagged = _paidUntil(lease, _min(block.timestamp, end));
             if (lagged < total) total = lagged;
         }
         if (total < lease.paid) total = lease.paid;

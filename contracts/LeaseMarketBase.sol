@@ -26,8 +26,8 @@ import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 ///      about earlier times are computed on. `flags`: FLAG_ACTIVATED (start is the activation time),
 ///      FLAG_PREEMPTOR (the lease preempted another, so its renter owes at least the notice period),
 ///      FLAG_COMMITTED (a reserved-term lease: its renter owes at least `_commitment` seconds once active),
-///      FLAG_HELD (a completion's hold: collateral and the pay from paid up to the total accrued at stopAt held
-///      until stopAt + W; the rest of the deposit was refunded).
+///      FLAG_HELD (a completion's hold, or an expiry's (reason Expired, stopAt the end): collateral and the pay from
+///      paid up to the total accrued at stopAt held until stopAt + W; the rest of the deposit was refunded).
 ///      While a lease is Open or Active, deposit is a whole multiple of units x price, so its end
 ///      `start + deposit / (units x price)` is exact. Once it ends, `deposit` is the provider's final total
 ///      and the renter has been refunded the rest. The invariant kept by every function:
@@ -77,7 +77,9 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
     ///      a public getter would lengthen the market's dispatch, and every lease call with it.
     uint32 internal constant MIN_COMMITMENT = 1 hours;
     /// @dev A completed lease (Settled, reason Completed) whose collateral stays locked until stopAt +
-    ///      FAULT_SUBMISSION_WINDOW, so a fault observed before the completion still lands (issue #34, finding 1).
+    ///      FAULT_SUBMISSION_WINDOW, so a fault observed before the completion still lands (issue #34, finding 1); also
+    ///      an Active lease ended after its end and before end + W by a claim, close or preempting open (reason Expired,
+    ///      stopAt = its end), so a fault observed in its last window still lands.
     ///      `deposit` is still the lease's deposit (the renter was refunded all but units x price x (stopAt - start),
     ///      the provider's total) and `paid` what the provider was paid of it (up to stopAt - W); the release pays the
     ///      rest and sets deposit = paid = the total.

@@ -95,7 +95,8 @@ export const COMPLETION_HOLD_SECONDS = 600;
  * undefined when the lease holds none: a fault observed before the completion can land until then.
  */
 export function completionHeldUntil(view: Pick<LeaseView, "status" | "endReason" | "collateral" | "stopAt">): number | undefined {
-  if (view.status !== "Settled" || view.endReason !== "Completed" || view.collateral === 0n) return undefined;
+  // A completion's hold, or an expiry's: an Active lease ended within the fault window after its end (issue #34).
+  if (view.status !== "Settled" || (view.endReason !== "Completed" && view.endReason !== "Expired") || view.collateral === 0n) return undefined;
   return view.stopAt + COMPLETION_HOLD_SECONDS;
 }
 

@@ -41,9 +41,11 @@ interface ILeaseMarket is ILeaseMarketTypes {
     /// @notice Pays the provider what the lease accrued since the last claim (anyone may call), up to
     ///         now - FAULT_SUBMISSION_WINDOW while a fault can still reach the lease: the last window's pay stays in
     ///         escrow, so a fault returns all pay after its observedAt to the renter. A lease
-    ///         past its end is finalized: units and collateral released, status Settled. A completed lease whose
-    ///         hold is over (FAULT_SUBMISSION_WINDOW after its completion) is released: collateral back to the
-    ///         provider (`CollateralHeld` before that).
+    ///         past its end is finalized, status Settled: its units are released; within FAULT_SUBMISSION_WINDOW of its
+    ///         end it is held like a completion (its collateral and last window's pay, until end + the window), later
+    ///         the collateral is released at once. A completed (or expired and held) lease whose hold is over
+    ///         (FAULT_SUBMISSION_WINDOW after its stop) is released: collateral back to the provider (`CollateralHeld`
+    ///         before that).
     /// @param leaseId The lease.
     function claim(uint256 leaseId) external;
 
@@ -55,6 +57,7 @@ interface ILeaseMarket is ILeaseMarketTypes {
     /// @notice The renter ends the lease. Open: full refund. Active: accrual stops now, the unaccrued
     ///         deposit is refunded; the provider claims the rest. A lease that preempted another owes at least
     ///         min(preemptionNotice, duration) seconds of its units x price, even when closed before activation.
+    ///         Active past its end: nothing is refunded; the lease is finalized as `claim` finalizes it.
     /// @param leaseId The lease.
     function close(uint256 leaseId) external;
 

@@ -148,6 +148,14 @@ export const FINDINGS = {
    * released with the collateral), so nothing it is paid lies after a fault's observedAt.
    */
   overpaidAboveCollateral: "overpaid-above-collateral",
+  /**
+   * #34 round two, closed (branch money-r2): a claim, `close` or preempting open after an Active lease's end finalized
+   * it as Expired and released its collateral at once, so a fault observed in its last FAULT_SUBMISSION_WINDOW
+   * seconds could no longer land (the provider stops serving near the end; anyone's claim just after it wipes the
+   * fault out). Closed by holding the expired lease like a completion until end + W (units freed, collateral and the
+   * last window's pay held). Listed as known, the model follows the old rule.
+   */
+  expiryReleasesCollateral: "expiry-releases-collateral",
 } as const;
 
 /**
@@ -468,10 +476,11 @@ export class Model {
     if (l.status === S.Active) {
       const end = endOf(l);
       if (this.st.now >= end) {
-        const amount = l.deposit - l.paid;
-        l.paid = l.deposit;
-        this.finish(l, R.Expired, end, l.deposit, 0n, OUTCOME.Completed, 0n);
-        return [amount, true];
+        // Within the fault window after the end the last window's pay stays held with the collateral (expire).
+        const paidBefore = l.paid;
+        l.paid = this.holdsExpiry(end) ? bmax(paidBefore, paidUntil(l, end)) : l.deposit;
+        this.expire(l, end);
+        return [l.paid - paidBefore, true];
       }
     }
     let total = this.accruedNow(l);
@@ -488,6 +497,25 @@ export class Model {
     if (amount === 0n) return [0n, false];
     l.paid = total;
     return [amount, true];
+  }
+  /** Whether an Active lease past `end`, ended now, is held (#34: a fault observed in its last window can still land). */
+  private holdsExpiry(end: number): boolean {
+    return !this.known.has(FINDINGS.expiryReleasesCollateral) && this.st.now < end + FAULT_SUBMISSION_WINDOW;
+  }
+  /**
+   * Ends an Active lease that ran to its end (the caller set `paid` and pays it): held like a completion until
+   * end + W (units freed, collateral and the pay beyond `paid` held, nothing refunded), or finalized at once after it.
+   */
+  private expire(l: MLease, end: number): void {
+    if (!this.holdsExpiry(end)) {
+      this.finish(l, R.Expired, end, l.deposit, 0n, OUTCOME.Completed, 0n);
+      return;
+    }
+    l.stopAt = end;
+    l.endReason = R.Expired;
+    l.status = S.Settled;
+    l.held = true;
+    this.freeUnits(l.machineId, l.units, l.interruptible);
   }
   private collateralAt(l: MLease, at: number): bigint {
     let c = l.openCollateral;
@@ -561,7 +589,7 @@ export class Model {
         // Its own provider would end it without the termination (or start) penalty (#34 finding 1).
         if (l.provider === sender && l.renter !== sender) revert("SelfPreemption");
         if (l.status === S.Active && now >= endOf(l)) {
-          this.finish(l, R.Expired, endOf(l), l.deposit, 0n, OUTCOME.Completed, 0n);
+          this.expire(l, endOf(l));
         } else {
           const running = l.status === S.Open || l.status === S.Active;
           if (!running || !l.interruptible || (terms.interruptible && l.price >= price)) revert("NotPreemptible");
@@ -690,7 +718,7 @@ export class Model {
       refund = this.finish(l, R.RenterClosed, now, this.preemptorMinimum(l, 0n), 0n, OUTCOME.Neutral, 0n);
     } else if (l.status === S.Active) {
       const end = endOf(l);
-      if (now >= end) this.finish(l, R.Expired, end, l.deposit, 0n, OUTCOME.Completed, 0n);
+      if (now >= end) this.expire(l, end);
       else refund = this.finish(l, R.RenterClosed, now, this.committedMinimum(l, this.preemptorMinimum(l, accruedUntil(l, now))), 0n, OUTCOME.Completed, 0n);
     } else revert("InvalidLeaseStatus");
     this.pay(l.renter, refund);
@@ -1410,6 +1438,14 @@ export function generate(r: Rng, st: State, w: World): Step {
     const l = r.pick(active);
     return { kind: "complete", who: l.provider, id: l.id };
   }
+  // #34: an Active lease run to its end, then ended by a claim or its renter's close inside the fault window after it
+  // (held like a completion: a fault observed in its last window still lands, generateHeld signs them).
+  if (active.length && r.chance(0.05)) {
+    const l = r.pick(active);
+    const end = endOf(l);
+    if (now < end) return { kind: "time", seconds: end - now + r.int(0, 20) };
+    return r.chance(0.5) ? { kind: "claim", who: r.pick([w.R1, w.R2, w.A, w.P]), id: l.id } : { kind: "close", who: l.renter, id: l.id };
+  }
   if (r.chance(0.06)) {
     const attempt = selfPreemption(r, st, w);
     if (attempt) return attempt;
@@ -1596,7 +1632,7 @@ export function generate(r: Rng, st: State, w: World): Step {
 // ---------------------------------------------------------------------------------------------
 // Applying a step to chain and model
 
-/** `label`: the #34 finding 1 action the step was (a fault on a held completion), counted under that name. */
+/** `label`: the #34 action the step was (a fault on a held completion, or on a held expiry), counted under that name. */
 type Outcome = { ok: boolean; expected: boolean; reason?: string; chainError?: string; label?: string };
 
 function modelRun(model: Model, f: (m: Model) => void): { ok: boolean; reason?: string } {
@@ -1621,6 +1657,8 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
   const at = st.now;
   const faultOn = step.kind === "signFault" && step.submit ? step.id : step.kind === "submitHeld" ? st.held[step.index]?.leaseId : undefined;
   const heldBefore = faultOn !== undefined && !!st.leases[faultOn - 1]?.held;
+  // An expiry's hold (an Active lease ended after its end, within the fault window after it) counts apart.
+  const expiryHold = heldBefore && st.leases[faultOn! - 1]?.endReason === R.Expired;
   const mkt = (from: Address, fn: string, args: readonly unknown[]) => sendAt(w.rpc, at, from, w.market, leaseMarketAbi as Abi, fn, args);
   const reg = (from: Address, fn: string, args: readonly unknown[]) => sendAt(w.rpc, at, from, w.registry, providerRegistryAbi as Abi, fn, args);
   let chain: { ok: boolean; error?: string };
@@ -1796,7 +1834,13 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
       break;
     }
   }
-  return { ok: chain.ok, expected: expected.ok, reason: expected.reason, chainError: chain.error, label: heldBefore ? "faultDuringHold" : undefined };
+  return {
+    ok: chain.ok,
+    expected: expected.ok,
+    reason: expected.reason,
+    chainError: chain.error,
+    label: expiryHold ? "faultDuringExpiryHold" : heldBefore ? "faultDuringHold" : undefined,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
