@@ -143,4 +143,24 @@ describe("LeaseMarket: an expired lease keeps its collateral answerable for the 
       [leaseId, 4],
     );
   });
+  it("a lease with no collateral is held all the same: completionHeldUntil sees its unpaid window, so the provider's node releases it", async () => {
+    const s = await load();
+    const offer = await makeOffer(s, { collateralBps: 0 });
+    const { leaseId, activatedAt } = await openActive(s, { offer, terms: { units: UNITS } });
+    const end = activatedAt + 3600;
+    const provider0 = await balance(s, s.provider!.account.address);
+    await at(end + 10);
+    await s.market.write.close([leaseId], { account: s.renter!.account });
+    const held = await readLease(s.publicClient, s.market.address, leaseId);
+    // No collateral shows, but the pay is still escrowed (a close pays nothing; nobody claimed): the hold is read from
+    // paid < deposit.
+    assert.deepEqual([held.status, held.endReason, held.collateral, held.paid, held.deposit], ["Settled", "Expired", 0n, 0n, DEPOSIT]);
+    assert.equal(completionHeldUntil(held), end + W);
+    await at(end + W);
+    await s.market.write.claim([leaseId], { account: s.provider!.account });
+    assert.equal(await balance(s, s.provider!.account.address), provider0 + DEPOSIT);
+    const released = await readLease(s.publicClient, s.market.address, leaseId);
+    assert.deepEqual([released.paid, released.deposit], [DEPOSIT, DEPOSIT]);
+    assert.equal(completionHeldUntil(released), undefined);
+  });
 });
