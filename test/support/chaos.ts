@@ -7,13 +7,15 @@
  *   it down, or cut what is in flight, then bring it back.
  * - `checkLedger`: every lease's money against the contract's rules, the market's token balance
  *   against what it owes, each watched wallet's balance against what the rules paid it, no lease
- *   stuck past its end, no unit leased twice.
+ *   stuck past its end, no unit leased twice. A held lease's last fault window of pay (issue #34)
+ *   counts as escrowed for its provider until the releasing claim, and as stuck if still held past
+ *   the window and the grace.
  */
 import http from "node:http";
 import net from "node:net";
 import { decodeFunctionData, parseEventLogs, parseTransaction, type Address, type Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
-import { readLease, type LeaseView } from "../../common/chain/market.js";
+import { completionHeldUntil, heldPay, readLease, type LeaseView } from "../../common/chain/market.js";
 import type { Devnet } from "./devnet.js";
 
 /** What the proxy does with connections: pass them, drop new ones at once (refuse), reset them, or delay every chunk. */
@@ -483,7 +485,13 @@ export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWal
     const claims = claimed.get(lease.leaseId) ?? 0n;
     if (claims !== lease.paid) violations.push(`lease ${lease.leaseId}: claims total ${claims}, but paid is ${lease.paid}`);
     if (lease.paid > lease.deposit) violations.push(`lease ${lease.leaseId}: paid ${lease.paid} beyond its deposit/total ${lease.deposit}`);
-    if (lease.status === "Settled" && lease.paid !== lease.deposit) violations.push(`lease ${lease.leaseId}: Settled with ${lease.paid} of ${lease.deposit} paid`);
+    // A held lease (a completion, or an Active lease ended inside its end's fault window: issue #34) is Settled with its
+    // last fault window of pay still escrowed for its provider: not lost, as long as the provider's node releases it
+    // once the window is over (a held lease still unpaid past heldUntil + grace is stuck, below). Every other Settled
+    // lease is paid in full.
+    const heldUntil = completionHeldUntil(lease);
+    if (lease.status === "Settled" && heldUntil === undefined && lease.paid !== lease.deposit)
+      violations.push(`lease ${lease.leaseId}: Settled with ${lease.paid} of ${lease.deposit} paid`);
     if ((lease.status === "Ended" || lease.status === "Settled") && lease.endReason !== "CoSigned" && lease.endReason !== "Faulted" && lease.activatedAt > 0) {
       let metered = BigInt(lease.units) * lease.pricePerUnitSecond * BigInt(Math.max(0, lease.stopAt - lease.activatedAt));
       if (preemptors.has(lease.leaseId)) {
@@ -498,7 +506,11 @@ export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWal
 
   // The market: its balance is exactly what it still escrows plus what it owes.
   let escrowed = 0n;
-  for (const lease of leases) if (lease.status === "Open" || lease.status === "Active" || lease.status === "Ended") escrowed += lease.deposit - lease.paid;
+  for (const lease of leases) {
+    if (lease.status === "Open" || lease.status === "Active" || lease.status === "Ended") escrowed += lease.deposit - lease.paid;
+    // A held lease escrows its provider's unpaid total (its deposit shows that total) until the releasing claim.
+    else escrowed += heldPay(lease);
+  }
   const owedTo = new Set<Address>(options.wallets.map((w) => w.address));
   for (const log of logs) if (log.eventName === "PaymentDeferred") owedTo.add(log.args.to);
   let owedTotal = 0n;
@@ -568,6 +580,12 @@ export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWal
       violations.push(
         `lease ${lease.leaseId} is still ${lease.status} ${lease.status === "Open" ? now - lease.startDeadline : now - lease.end} s past its ${lease.status === "Open" ? "start deadline" : "end"}`,
       );
+    }
+    // A hold nobody released: the provider's node claims it once the fault window is over, so its pay is not left behind.
+    const heldUntil = completionHeldUntil(lease);
+    if (heldUntil !== undefined && now > heldUntil + grace) {
+      stuck.push(lease.leaseId);
+      violations.push(`lease ${lease.leaseId} is still held ${now - heldUntil} s past its fault window (${heldPay(lease)} of its provider's pay not released)`);
     }
   }
   return { leases, violations, marketDrift, doubleLeased, stuck };
