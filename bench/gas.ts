@@ -143,7 +143,8 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
 
   // Warm-up: a full cycle (claim, completion, renter-bound nonce use) and a lease that stays open.
   const warm = await openActive();
-  await networkHelpers.time.increase(60);
+  // Past the fault window, so the claim and the completion both pay (they pay until now - 600).
+  await networkHelpers.time.increase(660);
   await mkt(provider, "claim", [warm]);
   await mkt(provider, "complete", [warm, 0, `0x${"11".repeat(32)}`, 120n]);
   const warmBound = await offer(big, { renter: renter.account.address });
@@ -170,12 +171,13 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   gas["openLeaseWithPermit (renter's first permit)"] = await openWithPermit(permitRenter);
   gas.openLeaseWithPermit = await openWithPermit(permitRenter);
   gas.activate = await mkt(provider, "activate", [opened.leaseId]);
-  await networkHelpers.time.increase(600);
+  // A claim pays until now - 600 (the fault window's pay stays in escrow): 20 minutes in, it pays 10.
+  await networkHelpers.time.increase(1200);
   gas.claim = await mkt(provider, "claim", [opened.leaseId]);
 
   const batch: bigint[] = [];
   for (let i = 0; i < 10; i++) batch.push(await openActive());
-  await networkHelpers.time.increase(600);
+  await networkHelpers.time.increase(1200);
   gas["claimMany (per lease, 10 leases)"] = (await mkt(provider, "claimMany", [batch])) / 10n;
 
   await networkHelpers.time.increase(60);
@@ -183,7 +185,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   gas["claim after close (settles)"] = await mkt(provider, "claim", [opened.leaseId]);
 
   const toComplete = await openActive();
-  await networkHelpers.time.increase(600);
+  await networkHelpers.time.increase(1200);
   gas["complete (provider)"] = await mkt(provider, "complete", [toComplete, 0, `0x${"22".repeat(32)}`, 1200n]);
 
   const faulty = await openActive();
@@ -221,10 +223,11 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   gas["settle (co-signed)"] = await mkt(deployer, "settle", [settlement, await signSettlement(renter, domain, settlement), await signSettlement(provider, domain, settlement)]);
 
   {
-    // A whole on-demand lease: open, activate, 10 minutes of service, completion (every payment made).
+    // A whole on-demand lease: open, activate, 20 minutes of service, completion (the provider paid its first 10
+    // minutes, the renter refunded; the last 600 s of pay are held with the collateral until the release claim).
     const whole = await openLease();
     const activated = await mkt(provider, "activate", [whole.leaseId]);
-    await networkHelpers.time.increase(600);
+    await networkHelpers.time.increase(1200);
     const completed = await mkt(provider, "complete", [whole.leaseId, 0, `0x${"33".repeat(32)}`, 1200n]);
     gas["whole lease (open + activate + complete)"] = whole.gas + activated + completed;
     // The completion holds the collateral and the unused deposit for the fault window (issue #34, finding 1);
@@ -243,7 +246,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const leaseId = (await publicClient.readContract({ address: market, abi: leaseMarketAbi, functionName: "nextLeaseId" })) as bigint;
     const opened = await mkt(newRenter, "openLease", [fresh.offer, fresh.signature, terms(2)]);
     const activated = await mkt(newcomer, "activate", [leaseId]);
-    await networkHelpers.time.increase(600);
+    await networkHelpers.time.increase(1200);
     const completed = await mkt(newcomer, "complete", [leaseId, 0, `0x${"44".repeat(32)}`, 1200n]);
     gas["first lease of a new provider and renter: openLease"] = opened;
     gas["first lease of a new provider and renter: complete"] = completed;

@@ -193,7 +193,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         } else if (lease.status == LeaseStatus.Active) {
             uint256 end = _endOf(lease);
             if (block.timestamp >= end) {
-                _finish(leaseId, lease, EndReason.Expired, uint32(end), lease.deposit, 0, IProviderRegistry.Outcome.Completed);
+                _expire(leaseId, lease, end);
             } else {
                 refund = _finish(
                     leaseId,
@@ -222,11 +222,12 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         uint256 stop = _min(block.timestamp, _endOf(lease));
         uint96 total = _accruedUntil(lease, stop);
         uint96 paidBefore = lease.paid;
-        // The provider is paid, the renter refunded and the units freed now; the collateral stays locked for
-        // FAULT_SUBMISSION_WINDOW (FLAG_HELD: `deposit` keeps the lease's deposit), so a fault observed before the
-        // completion still lands; `claim` releases it after that, and only then does reputation count the lease
-        // (issue #34, finding 1).
-        lease.paid = total;
+        // The renter is refunded and the units freed now. The provider is paid until stop - FAULT_SUBMISSION_WINDOW;
+        // its pay for the last window and the collateral stay held (FLAG_HELD: `deposit` keeps the lease's deposit),
+        // so a fault observed before the completion still lands and takes back the pay after observedAt in full;
+        // `claim` releases both after the window, and only then does reputation count the lease (issue #34, finding 1).
+        uint96 payNow = _paidUntil(lease, stop);
+        if (payNow > paidBefore) lease.paid = payNow;
         lease.stopAt = uint32(stop);
         lease.endReason = EndReason.Completed;
         lease.status = LeaseStatus.Settled;
@@ -246,7 +247,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         uint96 refund = lease.deposit - total;
         emit LeaseEnded(leaseId, EndReason.Completed, uint32(stop), total, refund, 0);
         emit CompletionReported(leaseId, exitCode, outputDigest, unitSeconds);
-        _payProvider(leaseId, lease.provider, paidBefore, total);
+        _payProvider(leaseId, lease.provider, paidBefore, lease.paid);
         _pay(lease.renter, refund);
     }
 
@@ -322,13 +323,14 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             view_.end = lease.stopAt;
             if (activated) view_.duration = lease.stopAt - lease.start;
             if ((lease.flags & FLAG_HELD) != 0) {
-                // A completion's hold: the collateral stays locked until stopAt + FAULT_SUBMISSION_WINDOW.
+                // A completion's hold: the collateral and the last window's pay stay held until stopAt +
+                // FAULT_SUBMISSION_WINDOW; the deposit shown is the provider's total.
                 view_.collateral = _collateral(lease.deposit, lease.collateralBps);
-                view_.deposit = lease.paid;
+                view_.deposit = _accruedUntil(lease, lease.stopAt);
             }
         }
         view_.accrued = _accruedNow(lease);
-        view_.claimable = view_.accrued - lease.paid;
+        view_.claimable = _claimableNow(lease);
     }
 
     /// @inheritdoc ILeaseMarket
@@ -338,8 +340,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
 
     /// @inheritdoc ILeaseMarket
     function claimable(uint256 leaseId) external view returns (uint96) {
-        Lease memory lease = _leases[leaseId];
-        return _accruedNow(lease) - lease.paid;
+        return _claimableNow(_leases[leaseId]);
     }
 
     /// @inheritdoc ILeaseMarket
@@ -535,15 +536,7 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             // Its own provider would end it without the termination (or start) penalty (issue #34, finding 1).
             if (lease.provider == msg.sender && lease.renter != msg.sender) revert SelfPreemption(leaseId);
             if (lease.status == LeaseStatus.Active && block.timestamp >= _endOf(lease)) {
-                _finish(
-                    leaseId,
-                    lease,
-                    EndReason.Expired,
-                    uint32(_endOf(lease)),
-                    lease.deposit,
-                    0,
-                    IProviderRegistry.Outcome.Completed
-                );
+                _expire(leaseId, lease, _endOf(lease));
             } else {
                 bool running = lease.status == LeaseStatus.Open || lease.status == LeaseStatus.Active;
                 // An on-demand lease preempts any interruptible one; an interruptible bid only lower bids.
@@ -560,6 +553,36 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             }
             idle += lease.units;
         }
+    }
+
+    /// @dev Ends an Active lease that ran to its end (`end` <= now; the caller has set `paid`, which it pays). Until
+    ///      end + FAULT_SUBMISSION_WINDOW a fault observed in the lease's last window can still land, so the lease is
+    ///      held as a completion is (FLAG_HELD, reason Expired): its units go back now, its collateral and the pay
+    ///      beyond `paid` stay in escrow until the releasing claim after the window (or a fault, or the renter's
+    ///      co-signature). The renter is owed nothing: the deposit was all accrued. After the window nothing can land,
+    ///      and it is finalized at once.
+    function _expire(uint256 leaseId, Lease memory lease, uint256 end) private {
+        if (block.timestamp >= end + FAULT_SUBMISSION_WINDOW) {
+            _finish(leaseId, lease, EndReason.Expired, uint32(end), lease.deposit, 0, IProviderRegistry.Outcome.Completed);
+            return;
+        }
+        lease.stopAt = uint32(end);
+        lease.endReason = EndReason.Expired;
+        lease.status = LeaseStatus.Settled;
+        lease.flags |= FLAG_HELD;
+        _storeEnd(leaseId, lease);
+        _REGISTRY.release(
+            lease.provider,
+            lease.machineId,
+            lease.units,
+            lease.interruptible,
+            0,
+            0,
+            lease.renter,
+            0,
+            IProviderRegistry.Outcome.Neutral
+        );
+        emit LeaseEnded(leaseId, EndReason.Expired, uint32(end), lease.deposit, 0, 0);
     }
 
     /// @dev Ends an interruptible lease for `byLeaseId`: it keeps running and accruing for the notice period
@@ -602,13 +625,16 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         if (lease.status == LeaseStatus.Active) {
             uint256 end = _endOf(lease);
             if (block.timestamp >= end) {
-                amount = lease.deposit - lease.paid;
-                lease.paid = lease.deposit;
-                _finish(leaseId, lease, EndReason.Expired, uint32(end), lease.deposit, 0, IProviderRegistry.Outcome.Completed);
-                return (amount, true);
+                // Within the fault window after the end the last window's pay stays held (_expire); after it, all of it.
+                uint96 paidBefore = lease.paid;
+                uint96 payNow =
+                    block.timestamp < end + FAULT_SUBMISSION_WINDOW ? _paidUntil(lease, end) : lease.deposit;
+                if (payNow > paidBefore) lease.paid = payNow;
+                _expire(leaseId, lease, end);
+                return (lease.paid - paidBefore, true);
             }
         }
-        uint96 total = _accruedNow(lease);
+        uint96 total = _payableNow(lease);
         amount = total - lease.paid;
         if (lease.status == LeaseStatus.Ended && total == lease.deposit) {
             lease.paid = total;
@@ -645,9 +671,12 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
         uint256 rate = uint256(uint16(word2 >> 224)) * uint96(word1 >> 160);
         uint256 start = uint32(word2 >> 192);
         if (block.timestamp >= start + uint96(word2) / rate) return (false, address(0), 0, 0);
-        // Before the end, units x price x elapsed is below the deposit, so it fits 96 bits.
-        uint256 total = rate * (block.timestamp - start);
+        // The last FAULT_SUBMISSION_WINDOW seconds' pay stays in escrow (_paidUntil): a fault observed in them takes
+        // it back. Before the end, units x price x elapsed is below the deposit, so it fits 96 bits.
+        uint256 total;
+        if (block.timestamp > start + FAULT_SUBMISSION_WINDOW) total = rate * (block.timestamp - FAULT_SUBMISSION_WINDOW - start);
         paidBefore = uint96(word2 >> 96);
+        // Cannot underflow: paid only ever reaches what this lagged total was at an earlier time.
         amount = uint96(total - paidBefore);
         provider = address(uint160(word1));
         running = true;
@@ -681,6 +710,34 @@ contract LeaseMarket is ILeaseMarket, LeaseMarketBase {
             uint96 sofar = _accruedUntil(lease, block.timestamp);
             return sofar < lease.deposit ? sofar : lease.deposit;
         }
+        // A held completion: the provider's total is what accrued until its stop (the renter has the rest).
+        if ((lease.flags & FLAG_HELD) != 0) return _accruedUntil(lease, lease.stopAt);
         return lease.paid;
+    }
+
+    /// @dev What the provider may have been paid by now: what accrued, less the last FAULT_SUBMISSION_WINDOW seconds of
+    ///      a lease a fault can still reach (Active, until the window after its end; or preempted and in its notice), which stay
+    ///      in escrow until the window has passed them (_paidUntil). Never below `paid`.
+    function _payableNow(Lease memory lease) private view returns (uint96 total) {
+        total = _accruedNow(lease);
+        // An Active lease past its end is still reachable for the fault window after it (a claim then holds it).
+        uint256 end = lease.status == LeaseStatus.Active ? _endOf(lease) : lease.stopAt;
+        bool reachable = lease.status == LeaseStatus.Active
+            ? block.timestamp < end + FAULT_SUBMISSION_WINDOW
+            : lease.status == LeaseStatus.Ended && block.timestamp < end;
+        if (reachable) {
+            uint96 lagged = _paidUntil(lease, _min(block.timestamp, end));
+            if (lagged < total) total = lagged;
+        }
+        if (total < lease.paid) total = lease.paid;
+    }
+
+    /// @dev What a claim pays now (before the fee): a held completion's pay only once its window has passed.
+    function _claimableNow(Lease memory lease) private view returns (uint96) {
+        if ((lease.flags & FLAG_HELD) != 0) {
+            if (block.timestamp < uint256(lease.stopAt) + FAULT_SUBMISSION_WINDOW) return 0;
+            return _accruedUntil(lease, lease.stopAt) - lease.paid;
+        }
+        return _payableNow(lease) - lease.paid;
     }
 }

@@ -26,11 +26,13 @@ import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 ///      about earlier times are computed on. `flags`: FLAG_ACTIVATED (start is the activation time),
 ///      FLAG_PREEMPTOR (the lease preempted another, so its renter owes at least the notice period),
 ///      FLAG_COMMITTED (a reserved-term lease: its renter owes at least `_commitment` seconds once active),
-///      FLAG_HELD (a completion's hold: collateral locked until stopAt + W; deposit - paid was refunded).
+///      FLAG_HELD (a completion's hold, or an expiry's (reason Expired, stopAt the end): collateral and the pay from
+///      paid up to the total accrued at stopAt held until stopAt + W; the rest of the deposit was refunded).
 ///      While a lease is Open or Active, deposit is a whole multiple of units x price, so its end
 ///      `start + deposit / (units x price)` is exact. Once it ends, `deposit` is the provider's final total
 ///      and the renter has been refunded the rest. The invariant kept by every function:
-///      token.balanceOf(market) == sum over leases not held (FLAG_HELD) of (deposit - paid) + sum over accounts of owed.
+///      token.balanceOf(market) == sum over leases not held (FLAG_HELD) of (deposit - paid) + sum over held leases of
+///      (units x price x (stopAt - start) - paid) + sum over accounts of owed.
 abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
     using SafeCast for uint256;
@@ -75,9 +77,12 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
     ///      a public getter would lengthen the market's dispatch, and every lease call with it.
     uint32 internal constant MIN_COMMITMENT = 1 hours;
     /// @dev A completed lease (Settled, reason Completed) whose collateral stays locked until stopAt +
-    ///      FAULT_SUBMISSION_WINDOW, so a fault observed before the completion still lands (issue #34, finding 1).
-    ///      `deposit` is still the lease's deposit (the renter was refunded deposit - paid) and `paid` the
-    ///      provider's total; the release sets deposit = paid.
+    ///      FAULT_SUBMISSION_WINDOW, so a fault observed before the completion still lands (issue #34, finding 1); also
+    ///      an Active lease ended after its end and before end + W by a claim, close or preempting open (reason Expired,
+    ///      stopAt = its end), so a fault observed in its last window still lands.
+    ///      `deposit` is still the lease's deposit (the renter was refunded all but units x price x (stopAt - start),
+    ///      the provider's total) and `paid` what the provider was paid of it (up to stopAt - W); the release pays the
+    ///      rest and sets deposit = paid = the total.
     uint8 internal constant FLAG_HELD = 8;
 
     // Packed into exactly three slots (see the layout above); the rule miscounts the enums. The order is the
@@ -264,6 +269,15 @@ abstract contract LeaseMarketBase is ILeaseMarketTypes, EIP712, ReentrancyGuardT
     /// @dev units x price x (until - start); the callers keep `until` within [start, end], so it fits the deposit.
     function _accruedUntil(Lease memory lease, uint256 until) internal pure returns (uint96) {
         return uint96(_rate(lease.units, lease.price) * (until - lease.start));
+    }
+
+    /// @dev What the provider may be paid of a lease that stops (or is claimed) at `at`: what accrued until
+    ///      `at` - FAULT_SUBMISSION_WINDOW (zero before that). The last window's pay stays in escrow, so a fault, which
+    ///      lands within the window after its observedAt, finds everything the provider would be paid after observedAt
+    ///      still there and returns it to the renter in full, whatever the collateral (issue #34, overpaid-above-collateral).
+    function _paidUntil(Lease memory lease, uint256 at) internal pure returns (uint96) {
+        if (at <= uint256(lease.start) + FAULT_SUBMISSION_WINDOW) return 0;
+        return _accruedUntil(lease, at - FAULT_SUBMISSION_WINDOW);
     }
 
     /// @dev When an Active lease's deposit runs out (for an Open lease: its latest possible end).

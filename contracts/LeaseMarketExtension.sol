@@ -159,8 +159,8 @@ contract LeaseMarketExtension is LeaseMarketBase {
         }
         if (block.timestamp > settlement.deadline) revert SettlementExpired(settlement.deadline, block.timestamp);
         uint96 total = settlement.providerAmount;
-        // A held completion was paid out: its renter co-signs the provider's total as it stands.
-        uint96 most = held ? lease.paid : lease.deposit;
+        // A held completion: its renter co-signs at most the provider's total (what accrued until the completion).
+        uint96 most = held ? _accruedUntil(lease, lease.stopAt) : lease.deposit;
         if (total < lease.paid || total > most) revert SettlementAmountOutOfRange(total, lease.paid, most);
         bytes32 digest = _hashTypedDataV4(keccak256(abi.encode(SETTLEMENT_TYPEHASH, settlement)));
         _requireSigner(digest, renterSignature, lease.renter);
@@ -170,7 +170,9 @@ contract LeaseMarketExtension is LeaseMarketBase {
         uint256 refund;
         lease.paid = total;
         if (held) {
-            // The renter co-signs a completion: its hold ends now and it counts as one.
+            // The renter co-signs a completion: its hold ends now and it counts as one; the held pay above the
+            // co-signed total goes back to the renter.
+            refund = most - total;
             _releaseHeld(leaseId, lease, IProviderRegistry.Outcome.Completed);
         } else if (status == LeaseStatus.Ended) {
             refund = lease.deposit - total;
@@ -290,16 +292,21 @@ contract LeaseMarketExtension is LeaseMarketBase {
     }
 
     /// @notice ILeaseMarket.claim, for a completed lease whose collateral is held (LeaseMarket.claim runs it inside its
-    ///         reentrancy guard): after FAULT_SUBMISSION_WINDOW, the collateral goes back to the provider. Reputation
-    ///         counts a completion only if the lease ran to its end.
+    ///         reentrancy guard): after FAULT_SUBMISSION_WINDOW, the collateral goes back to the provider and the
+    ///         provider is paid the rest of its total (its last window's pay). Reputation counts a completion only if
+    ///         the lease ran to its end.
     /// @param leaseId The lease.
     function claim(uint256 leaseId) external onlyDelegated {
         Lease memory lease = _leases[leaseId];
         uint256 until = uint256(lease.stopAt) + FAULT_SUBMISSION_WINDOW;
         if (block.timestamp < until) revert CollateralHeld(leaseId, until);
+        uint96 total = _accruedUntil(lease, lease.stopAt);
         IProviderRegistry.Outcome outcome =
-            lease.paid == lease.deposit ? IProviderRegistry.Outcome.Completed : IProviderRegistry.Outcome.Neutral;
+            total == lease.deposit ? IProviderRegistry.Outcome.Completed : IProviderRegistry.Outcome.Neutral;
+        uint96 paidBefore = lease.paid;
+        lease.paid = total;
         _releaseHeld(leaseId, lease, outcome);
+        _payProvider(leaseId, lease.provider, paidBefore, total);
     }
 
     /// @notice ILeaseMarket.setParams.
@@ -319,8 +326,8 @@ contract LeaseMarketExtension is LeaseMarketBase {
         _TOKEN.safeTransfer(to, amount);
     }
 
-    /// @dev Ends a completion's hold: the collateral goes back to the provider, `deposit` becomes the provider's total,
-    ///      reputation records `outcome` with the paid unit-seconds.
+    /// @dev Ends a completion's hold: the collateral goes back to the provider, `deposit` becomes the provider's total
+    ///      (`paid`, which the caller set and pays), reputation records `outcome` with the paid unit-seconds.
     function _releaseHeld(uint256 leaseId, Lease memory lease, IProviderRegistry.Outcome outcome) private {
         uint96 collateral = _collateral(lease.deposit, lease.collateralBps);
         lease.deposit = lease.paid;
@@ -341,10 +348,12 @@ contract LeaseMarketExtension is LeaseMarketBase {
         emit CompletionReleased(leaseId, outcome == IProviderRegistry.Outcome.Completed);
     }
 
-    /// @dev A fault observed at `observedAt`, before the completion of a held lease: the provider keeps what accrued
-    ///      until then, its pay after it comes back to the renter from the collateral with the SLA credit (the unused
-    ///      deposit was refunded at the completion). The credit is on the deposit before the lease's latest extension,
-    ///      if any (the completion overwrote the extension's time; never more than the lease was at observedAt).
+    /// @dev A fault observed at `observedAt`, before the completion of a held lease: the provider is paid what accrued
+    ///      until then; its held pay after it goes back to the renter in full, with the SLA credit from the collateral
+    ///      (the unused deposit was refunded at the completion). The completion paid at most until stopAt - W <=
+    ///      observedAt, so nothing the provider was paid lies after observedAt. The credit is on the deposit before the
+    ///      lease's latest extension, if any (the completion overwrote the extension's time; never more than the lease
+    ///      was at observedAt).
     function _faultHeld(uint256 leaseId, Lease memory lease, uint8 kind, uint32 observedAt, uint96 accruedAtFault)
         private
     {
@@ -354,8 +363,13 @@ contract LeaseMarketExtension is LeaseMarketBase {
         uint256 credit = _proRata(lease, termsDeposit, observedAt);
         uint256 minCredit = uint256(_collateral(termsDeposit, lease.collateralBps)) * _params.faultMinCreditBps / BPS;
         if (credit < minCredit) credit = minCredit;
-        credit = _min(credit + (lease.paid - accruedAtFault), collateral);
-        lease.deposit = lease.paid;
+        if (credit > collateral) credit = collateral;
+        // paid <= accruedAtFault (above); the max only keeps a broken assumption from reverting the fault.
+        uint96 paidBefore = lease.paid;
+        uint96 total = paidBefore > accruedAtFault ? paidBefore : accruedAtFault;
+        uint96 heldBack = _accruedUntil(lease, lease.stopAt) - total;
+        lease.paid = total;
+        lease.deposit = total;
         lease.endReason = EndReason.Faulted;
         lease.stopAt = observedAt;
         lease.flags &= ~FLAG_HELD;
@@ -371,9 +385,10 @@ contract LeaseMarketExtension is LeaseMarketBase {
             uint64(accruedAtFault / lease.price),
             IProviderRegistry.Outcome.Faulted
         );
-        emit LeaseEnded(leaseId, EndReason.Faulted, observedAt, lease.paid, 0, uint96(credit));
+        emit LeaseEnded(leaseId, EndReason.Faulted, observedAt, lease.paid, heldBack, uint96(credit));
         emit FaultSubmitted(leaseId, kind, observedAt, uint96(credit));
-        _pay(lease.renter, credit);
+        _payProvider(leaseId, lease.provider, paidBefore, total);
+        _pay(lease.renter, uint256(heldBack) + credit);
     }
 
     /// @dev The SLA credit of a fault observed at `observedAt` on the lease as it was then (an extension made after

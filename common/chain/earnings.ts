@@ -30,8 +30,7 @@ export type LeaseEarnings = {
   /** What a claim pays now, before the fee. */
   claimable: bigint;
   /**
-   * Accrued but not claimable yet (zero under today's rules, where a claim pays what accrued until
-   * now; a rule that holds pay for the fault window, issue #34, shows it here)
+   * Accrued but not claimable yet: the last fault window of pay (held until it passes, issue #34)
    * and, for a completion, what its release claim pays.
    */
   held: bigint;

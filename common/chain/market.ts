@@ -91,12 +91,22 @@ export type LeaseView = {
 export const COMPLETION_HOLD_SECONDS = 600;
 
 /**
- * When a completed lease's collateral may be released by `claim` (stopAt + the fault window), or
- * undefined when the lease holds none: a fault observed before the completion can land until then.
+ * When a held lease's collateral and last fault window of pay may be released by `claim` (stopAt +
+ * the fault window), or undefined when the lease holds neither: a fault observed before the
+ * completion (or the expiry) can land until then.
  */
-export function completionHeldUntil(view: Pick<LeaseView, "status" | "endReason" | "collateral" | "stopAt">): number | undefined {
-  if (view.status !== "Settled" || view.endReason !== "Completed" || view.collateral === 0n) return undefined;
+export function completionHeldUntil(view: Pick<LeaseView, "status" | "endReason" | "collateral" | "stopAt" | "deposit" | "paid">): number | undefined {
+  // A completion's hold, or an expiry's: an Active lease ended within the fault window after its end (issue #34).
+  if (view.status !== "Settled" || (view.endReason !== "Completed" && view.endReason !== "Expired")) return undefined;
+  // Held: collateral still locked, or (a lease with no collateral) pay still unpaid. The release sets paid = deposit
+  // and shows no collateral, so a released lease reads as not held.
+  if (view.collateral === 0n && view.paid >= view.deposit) return undefined;
   return view.stopAt + COMPLETION_HOLD_SECONDS;
+}
+
+/** What a held lease still escrows for its provider (its last fault window of pay, paid by the releasing claim); zero otherwise. */
+export function heldPay(view: Pick<LeaseView, "status" | "endReason" | "collateral" | "stopAt" | "deposit" | "paid">): bigint {
+  return completionHeldUntil(view) === undefined ? 0n : view.deposit - view.paid;
 }
 
 /** Reads one lease (status "None" when it does not exist). */

@@ -38,10 +38,14 @@ interface ILeaseMarket is ILeaseMarketTypes {
     /// @param leaseId The lease.
     function activate(uint256 leaseId) external;
 
-    /// @notice Pays the provider what the lease accrued since the last claim (anyone may call). A lease
-    ///         past its end is finalized: units and collateral released, status Settled. A completed lease whose
-    ///         hold is over (FAULT_SUBMISSION_WINDOW after its completion) is released: collateral back to the
-    ///         provider (`CollateralHeld` before that).
+    /// @notice Pays the provider what the lease accrued since the last claim (anyone may call), up to
+    ///         now - FAULT_SUBMISSION_WINDOW while a fault can still reach the lease: the last window's pay stays in
+    ///         escrow, so a fault returns all pay after its observedAt to the renter. A lease
+    ///         past its end is finalized, status Settled: its units are released; within FAULT_SUBMISSION_WINDOW of its
+    ///         end it is held like a completion (its collateral and last window's pay, until end + the window), later
+    ///         the collateral is released at once. A completed (or expired and held) lease whose hold is over
+    ///         (FAULT_SUBMISSION_WINDOW after its stop) is released: collateral back to the provider (`CollateralHeld`
+    ///         before that).
     /// @param leaseId The lease.
     function claim(uint256 leaseId) external;
 
@@ -53,13 +57,15 @@ interface ILeaseMarket is ILeaseMarketTypes {
     /// @notice The renter ends the lease. Open: full refund. Active: accrual stops now, the unaccrued
     ///         deposit is refunded; the provider claims the rest. A lease that preempted another owes at least
     ///         min(preemptionNotice, duration) seconds of its units x price, even when closed before activation.
+    ///         Active past its end: nothing is refunded; the lease is finalized as `claim` finalizes it.
     /// @param leaseId The lease.
     function close(uint256 leaseId) external;
 
     /// @notice The provider reports the result and ends the lease: accrual stops now (at the end if past it),
-    ///         the provider is paid, the renter refunded and the units freed. The collateral stays locked
-    ///         FAULT_SUBMISSION_WINDOW more (a fault observed before the completion still lands), then `claim`
-    ///         releases it. Reputation counts it as a completion only if the lease ran to its end (an early completion
+    ///         the provider is paid until stopAt - FAULT_SUBMISSION_WINDOW, the renter refunded and the units freed.
+    ///         The collateral and the provider's last window's pay stay held FAULT_SUBMISSION_WINDOW more (a fault
+    ///         observed before the completion still lands and takes back the pay after its observedAt), then `claim`
+    ///         releases both. Reputation counts it as a completion only if the lease ran to its end (an early completion
     ///         the renter did not co-sign with `settle` counts unit-seconds, never a completion). The report mirrors
     ///         the signed Completion (common/eip712.ts).
     /// @param leaseId The lease.
@@ -149,7 +155,8 @@ interface ILeaseMarket is ILeaseMarketTypes {
     /// @return Base units.
     function accrued(uint256 leaseId) external view returns (uint96);
 
-    /// @notice What a claim would pay now (before the protocol fee).
+    /// @notice What a claim would pay now (before the protocol fee): the lagged amount (see claim); zero for a held
+    ///         completion before its window has passed.
     /// @param leaseId The lease.
     /// @return Base units.
     function claimable(uint256 leaseId) external view returns (uint96);

@@ -44,7 +44,7 @@ import { canonicalGpuName, knownGpuNames, modelHash } from "../../common/gpu.js"
 import { describeIssues } from "../../common/validation.js";
 import type { Logger } from "../log/logger.js";
 import { UnknownGpuModelError } from "../../common/attest/errors.js";
-import { ChallengeStateError } from "./errors.js";
+import { ChallengeStateError, PassWithheldError } from "./errors.js";
 import { ccIdentitiesHash } from "../../common/attest/cc.js";
 import { checkCommitEvidence, type CcPolicy, type CcVerifiedUnit } from "./cc-policy.js";
 import { DeviceRegistry, uuidKey } from "./device-registry.js";
@@ -124,6 +124,8 @@ export type AttestorOptions = {
    * many ms (`duplicate_gpus`). Default 0: off (the attestor role passes attest.attestor.gpuReuseWindowSeconds).
    */
   gpuReuseWindowMs?: number;
+  /** Until when (unix s) a pass of the machine is withheld: a capacity fault of it this attestor signed (faults.ts passHeldUntil). */
+  passHeldUntil?: (provider: Address, machineId: number) => number | undefined;
 };
 
 function cryptoRandomBytes(length: number): Uint8Array {
@@ -400,6 +402,11 @@ export class AttestorChallenge {
       );
     }
     const issuedAt = Math.floor(this.attestor.now / 1000);
+    const heldUntil = this.attestor.settings.passHeldUntil?.(this.message.provider, this.message.machineId);
+    if (heldUntil !== undefined && issuedAt <= heldUntil) {
+      this.phase = "done";
+      throw new PassWithheldError(`No pass of machine ${this.message.machineId} before ${heldUntil + 1}: this attestor signed a capacity fault of it within its fault window`);
+    }
     const ttl = this.attestor.settings.attestationTtlSeconds ?? 86_400;
     const maxUint64 = 2n ** 64n - 1n;
     const attestation = await signAttestation(this.attestor.settings.account, this.attestor.settings.domain, {

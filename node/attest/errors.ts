@@ -14,6 +14,15 @@ export class ChallengeRefusedError extends SuanliError {
   }
 }
 
+/**
+ * The attestor will not sign a pass of a machine during the fault window after a capacity fault of it that it signed
+ * (node/attest/faults.ts passHeldUntil): the pass would prove its own true fault false on chain. No verdict: the
+ * challenge ends as an error and the machine can be challenged again after the window.
+ */
+export class PassWithheldError extends SuanliError {
+  override name = "PassWithheldError";
+}
+
 /** A challenge state machine was driven in a way its caller should not (e.g. fed after it ended). */
 export class ChallengeStateError extends SuanliError {
   override name = "ChallengeStateError";

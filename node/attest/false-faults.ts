@@ -9,6 +9,11 @@
  * provider is owed the disputer's share (AttestorStaking.claim). Each (fault, attestor) is sent
  * once: the record notes it, and the contract's `disputedIn` is read first (a lie slashed in any staking of the
  * lineage, this one or one it replaced, is never sent again: the contract would refuse it, DisputedInLineage).
+ *
+ * A capacity fault (kind 2) of a lease of this provider is answered the same way with an attestation
+ * (issue #34, finding 3): for every signer that passed the leased machine, for at least the lease's
+ * units, in the fault window after observedAt (passed-attestations.ts keeps every pass of the last
+ * 20 minutes), `AttestorStaking.disputeCapacityFault` is sent.
  */
 import {
   bytesToHex,
@@ -24,10 +29,12 @@ import {
   type WalletClient,
 } from "viem";
 import { attestorStakingAbi, leaseMarketAbi } from "../../common/abi.js";
+import { readLease } from "../../common/chain/market.js";
 import { receiptContradictsFault } from "../../common/attest/liveness.js";
 import { recoverDigestSigner } from "../../common/eip712-recover.js";
 import { FaultKind, suanliTypes, type Fault } from "../../common/eip712.js";
-import type { ProbeReceipts, StoredReceipt } from "./probe-receipts.js";
+import type { PassedAttestations } from "./passed-attestations.js";
+import type { ProbeReceipts } from "./probe-receipts.js";
 import { StakingScanner, type StakingScannerOptions } from "./staking-scanner.js";
 
 /**
@@ -68,7 +75,18 @@ export type FalseFaultDisputerOptions = StakingScannerOptions & {
   market: Address;
   domain: TypedDataDomain;
   receipts: ProbeReceipts;
+  /** The passes of this provider's machines: with them (and `provider`), capacity faults are disputed too. */
+  passes?: PassedAttestations;
+  /** This provider's address: a capacity fault is disputed only for its own leases. */
+  provider?: Address;
 };
+
+/** The on-chain evidence against one signer: a probe receipt (disputeFault) or an attestation (disputeCapacityFault). */
+type Evidence =
+  | { functionName: "disputeFault"; evidence: readonly [ProbeReceiptArg, Hex]; at: bigint }
+  | { functionName: "disputeCapacityFault"; evidence: readonly [AttestationArg, Hex]; at: bigint };
+type ProbeReceiptArg = { leaseId: bigint; challenge: Hex; receivedAtMs: bigint };
+type AttestationArg = NonNullable<Awaited<ReturnType<PassedAttestations["find"]>>>["attestation"];
 
 /** What became of one signer of one fault. */
 export type FalseFaultOutcome = {
@@ -76,6 +94,9 @@ export type FalseFaultOutcome = {
   attestor: Address;
   observedAt: number;
   outcome: "disputed" | "already_disputed" | "failed";
+  /** The fault's kind: 1 (liveness, answered with a receipt) or 2 (capacity, answered with an attestation). */
+  kind: number;
+  /** When the contradicting evidence was stamped, ms (a receipt's receivedAtMs, an attestation's issuedAt × 1000). */
   receivedAtMs?: bigint;
   tx?: Hex;
   detail?: string;
@@ -86,7 +107,7 @@ export class FalseFaultDisputer extends StakingScanner<FalseFaultOutcome> {
   private retry: { hash: Hex; fault: Fault; attempts: number }[] = [];
 
   constructor(private readonly o: FalseFaultDisputerOptions) {
-    super(o, { without: "No attestor staking on this registry: false liveness faults cannot be disputed", what: "False-fault scan" });
+    super(o, { without: "No attestor staking on this registry: false liveness and capacity faults cannot be disputed", what: "False-fault scan" });
   }
 
   /** The disputes that failed at an earlier scan, tried again. */
@@ -98,7 +119,7 @@ export class FalseFaultDisputer extends StakingScanner<FalseFaultOutcome> {
     return outcomes;
   }
 
-  /** Disputes every contradicted liveness fault of this provider's leases submitted in the range. */
+  /** Disputes every contradicted liveness or capacity fault of this provider's leases submitted in the range. */
   protected async scanRange(staking: Address, fromBlock: bigint, toBlock: bigint): Promise<FalseFaultOutcome[]> {
     const events = await this.o.publicClient.getContractEvents({
       address: this.o.market,
@@ -110,11 +131,33 @@ export class FalseFaultDisputer extends StakingScanner<FalseFaultOutcome> {
     });
     const outcomes: FalseFaultOutcome[] = [];
     for (const event of events) {
-      if (event.args.kind !== FaultKind.unresponsive || !(await this.o.receipts.holdsLease(event.args.leaseId))) continue;
+      if (event.args.kind === FaultKind.capacity ? !(await this.ownsLease(event.args.leaseId)) : !(await this.o.receipts.holdsLease(event.args.leaseId))) continue;
       const fault: Fault = { leaseId: event.args.leaseId, kind: event.args.kind, observedAt: event.args.observedAt };
       outcomes.push(...(await this.check(staking, event.transactionHash, fault, 1)));
     }
     return outcomes;
+  }
+
+  /** Whether a capacity fault's lease is this provider's (and this node keeps its machines' passes). */
+  private async ownsLease(leaseId: bigint): Promise<boolean> {
+    if (!this.o.passes || !this.o.provider) return false;
+    const lease = await readLease(this.o.publicClient, this.o.market, leaseId);
+    return lease.provider.toLowerCase() === this.o.provider.toLowerCase();
+  }
+
+  /** The signer's own evidence inside the fault window after observedAt, if this node holds one. */
+  private async evidenceAgainst(fault: Fault, attestor: Address, window: number): Promise<Evidence | undefined> {
+    if (fault.kind === FaultKind.capacity) {
+      const lease = await readLease(this.o.publicClient, this.o.market, fault.leaseId);
+      const pass = await this.o.passes?.find(lease.machineId, attestor, lease.units, fault.observedAt + 1, fault.observedAt + window);
+      if (!pass) return undefined;
+      return { functionName: "disputeCapacityFault", evidence: [pass.attestation, pass.signature], at: BigInt(pass.attestation.issuedAt) * 1000n };
+    }
+    const record = await this.o.receipts.get(fault.leaseId, attestor);
+    if (!record || record.disputed.includes(fault.observedAt)) return undefined;
+    const held = record.receipts.find((kept) => receiptContradictsFault(fault, kept.receipt, window));
+    if (!held) return undefined;
+    return { functionName: "disputeFault", evidence: [held.receipt, held.signature], at: held.receipt.receivedAtMs };
   }
 
   /** The event's fault, and its signers and signatures read from the transaction that landed it. */
@@ -122,7 +165,7 @@ export class FalseFaultDisputer extends StakingScanner<FalseFaultOutcome> {
     const { input } = await this.o.publicClient.getTransaction({ hash });
     const signers = faultSignaturesIn(this.o.domain, fault, input);
     if (!signers.length) {
-      this.o.logger.warn("A liveness fault of this provider's lease landed in a transaction whose input carries none of its signatures: its signers cannot be read", {
+      this.o.logger.warn("A fault of this provider's lease landed in a transaction whose input carries none of its signatures: its signers cannot be read", {
         leaseId: fault.leaseId,
         tx: hash,
       });
@@ -132,9 +175,7 @@ export class FalseFaultDisputer extends StakingScanner<FalseFaultOutcome> {
     const window = await this.o.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "faultWindowFor", args: [fault.observedAt] });
     const outcomes: FalseFaultOutcome[] = [];
     for (const { attestor, signature } of signers) {
-      const record = await this.o.receipts.get(fault.leaseId, attestor);
-      if (!record || record.disputed.includes(fault.observedAt)) continue;
-      const contradicting = record.receipts.find((held) => receiptContradictsFault(fault, held.receipt, window));
+      const contradicting = await this.evidenceAgainst(fault, attestor, window);
       if (!contradicting) continue;
       outcomes.push(await this.dispute(staking, fault, attestor, signature, contradicting, window));
     }
@@ -142,38 +183,40 @@ export class FalseFaultDisputer extends StakingScanner<FalseFaultOutcome> {
     return outcomes;
   }
 
-  private async dispute(staking: Address, fault: Fault, attestor: Address, faultSignature: Hex, held: StoredReceipt, window: number): Promise<FalseFaultOutcome> {
-    const base = { leaseId: fault.leaseId, attestor, observedAt: fault.observedAt, receivedAtMs: held.receipt.receivedAtMs };
+  private async dispute(staking: Address, fault: Fault, attestor: Address, faultSignature: Hex, held: Evidence, window: number): Promise<FalseFaultOutcome> {
+    const base = { leaseId: fault.leaseId, attestor, observedAt: fault.observedAt, kind: fault.kind, receivedAtMs: held.at };
+    const what = fault.kind === FaultKind.capacity ? "capacity" : "liveness";
     try {
       const id = await this.o.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "faultDisputeId", args: [fault, attestor] });
       // Slashed here or in a staking this one replaced: the contract refuses it again (DisputedInLineage).
       const disputedIn = await this.o.publicClient.readContract({ address: staking, abi: attestorStakingAbi, functionName: "disputedIn", args: [id] });
       if (disputedIn !== zeroAddress) {
-        await this.o.receipts.markDisputed(fault.leaseId, attestor, fault.observedAt);
+        if (fault.kind !== FaultKind.capacity) await this.o.receipts.markDisputed(fault.leaseId, attestor, fault.observedAt);
         return { ...base, outcome: "already_disputed" };
       }
       const { request } = await this.o.publicClient.simulateContract({
         address: staking,
         abi: attestorStakingAbi,
-        functionName: "disputeFault",
-        args: [fault, faultSignature, held.receipt, held.signature],
+        functionName: held.functionName,
+        args: [fault, faultSignature, ...held.evidence],
         account: this.o.walletClient.account,
-      });
+      } as never);
       const tx = await this.o.walletClient.writeContract({ ...request, chain: this.o.walletClient.chain, account: this.o.walletClient.account });
       const receipt = await this.o.publicClient.waitForTransactionReceipt({ hash: tx });
       if (receipt.status !== "success") return { ...base, outcome: "failed", tx, detail: `transaction ${tx} reverted` };
-      await this.o.receipts.markDisputed(fault.leaseId, attestor, fault.observedAt);
-      this.o.logger.warn("Disputed a false liveness fault", {
+      // A liveness dispute is noted with the receipts; a capacity one is found by the contract's disputedIn (above).
+      if (fault.kind !== FaultKind.capacity) await this.o.receipts.markDisputed(fault.leaseId, attestor, fault.observedAt);
+      this.o.logger.warn(`Disputed a false ${what} fault`, {
         attestor,
         leaseId: fault.leaseId,
         observedAt: fault.observedAt,
-        receivedAtMs: held.receipt.receivedAtMs,
+        evidenceAtMs: held.at,
         faultWindow: window,
         tx,
       });
       return { ...base, outcome: "disputed", tx };
     } catch (error) {
-      this.o.logger.warn("Disputing a false liveness fault failed; trying again at the next scans", { attestor, leaseId: fault.leaseId, observedAt: fault.observedAt }, error);
+      this.o.logger.warn(`Disputing a false ${what} fault failed; trying again at the next scans`, { attestor, leaseId: fault.leaseId, observedAt: fault.observedAt }, error);
       return { ...base, outcome: "failed", detail: error instanceof Error ? error.message.split("\n")[0] : String(error) };
     }
   }

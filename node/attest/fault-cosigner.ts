@@ -113,6 +113,7 @@ export class FaultCosigner {
       await this.o.records.save({
         leaseId: fault.leaseId,
         provider: getAddress(lease.provider),
+        machineId: lease.machineId,
         fault,
         signatures: [mine, ...offered],
         ...(transcript ? { evidence: transcript } : {}),

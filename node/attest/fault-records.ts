@@ -4,7 +4,7 @@
  * fault kind: an unresponsive fault keeps the key it always had (the lease id), a capacity fault
  * is keyed `<leaseId>/<kind>`.
  */
-import type { Address, Hex } from "viem";
+import { getAddress, type Address, type Hex } from "viem";
 import type { FaultSignature, FaultTranscript } from "../../common/attest/wire.js";
 import { FaultKind, type Fault } from "../../common/eip712.js";
 import { Bucket } from "../store/buckets.js";
@@ -24,6 +24,8 @@ export type FaultStatus =
 export type FaultRecord = {
   leaseId: bigint;
   provider: Address;
+  /** The leased machine (records before it was kept: absent, read as every machine of the provider). */
+  machineId?: number;
   fault: Fault;
   /** Distinct attestor signatures of exactly `fault`, this attestor's included. */
   signatures: FaultSignature[];
@@ -47,6 +49,25 @@ export type FaultRecord = {
 /** The store key of a lease's fault of `kind`. */
 export function faultKey(leaseId: bigint, kind: number): string {
   return kind === FaultKind.unresponsive ? leaseId.toString() : `${leaseId}/${kind}`;
+}
+
+/**
+ * Until when (unix s) `self` must not pass `machineId` of `provider`: the latest observedAt + `windowSeconds` of the
+ * capacity faults of that machine `self` signed (any status: a signature given out can be submitted by anyone within
+ * the market's window). A pass issued in (observedAt, observedAt + W] would prove its own fault false on chain
+ * (AttestorStaking.disputeCapacityFault). A record without `machineId` (kept before it was) holds every machine of
+ * its provider. Undefined: no hold.
+ */
+export function capacityPassHeldUntil(records: Iterable<FaultRecord>, self: Address, provider: Address, machineId: number, windowSeconds: number): number | undefined {
+  let until: number | undefined;
+  for (const record of records) {
+    if (record.fault.kind !== FaultKind.capacity || getAddress(record.provider) !== getAddress(provider)) continue;
+    if (record.machineId !== undefined && record.machineId !== machineId) continue;
+    if (!record.signatures.some((entry) => getAddress(entry.signer) === getAddress(self))) continue;
+    const end = record.fault.observedAt + windowSeconds;
+    if (until === undefined || end > until) until = end;
+  }
+  return until;
 }
 
 export class FaultRecords {

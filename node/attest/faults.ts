@@ -41,7 +41,7 @@ import type { Store } from "../store/store.js";
 import { FaultCosigner } from "./fault-cosigner.js";
 import { LivenessEvidence, type FaultEvidence } from "./fault-evidence.js";
 import { FaultExchange } from "./fault-exchange.js";
-import { FaultRecords, faultKey, type FaultRecord } from "./fault-records.js";
+import { capacityPassHeldUntil, FaultRecords, faultKey, type FaultRecord } from "./fault-records.js";
 import { FaultSubmitter } from "./fault-submit.js";
 import { TranscriptVerifier, transcriptOf } from "./fault-transcript.js";
 import type { LeaseTracker, TrackedLease } from "./leases.js";
@@ -180,6 +180,17 @@ export class FaultCoordinator {
     return mayFaultAt(this.o.prober.state(leaseId), observedAt, this.now(), this.windowSeconds());
   }
 
+  /**
+   * Until when (unix s) this attestor must not pass `machineId` of `provider`: a capacity fault of it that this
+   * attestor signed (proposed or co-signed, landed or not: a signature given out can be submitted by anyone) is proved
+   * false on chain by its own attestation issued in (observedAt, observedAt + W] (AttestorStaking.disputeCapacityFault),
+   * so a pass then, e.g. to a requested challenge, would make its true fault slashable. W is the window this attestor
+   * signs liveness faults by (max of the QoS window and the staking's), never below the staking's. Undefined: no hold.
+   */
+  passHeldUntil(provider: Address, machineId: number): number | undefined {
+    return capacityPassHeldUntil(this.records.list(), this.address, provider, machineId, this.windowSeconds());
+  }
+
   /** Every fault record, newest first. */
   list(): FaultRecord[] {
     return this.records.list();
@@ -240,6 +251,7 @@ export class FaultCoordinator {
     const record: FaultRecord = {
       leaseId: lease.leaseId,
       provider: lease.provider,
+      machineId: lease.machineId,
       fault,
       signatures: [{ signer: this.address, signature }],
       ...(evidence ? { evidence } : {}),

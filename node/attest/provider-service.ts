@@ -44,6 +44,7 @@ import { providerRegistryAbi } from "../../common/abi.js";
 import type { Runner } from "./runner/types.js";
 import { ProbeReceipts } from "./probe-receipts.js";
 import { FalseFaultDisputer } from "./false-faults.js";
+import { PassedAttestations } from "./passed-attestations.js";
 import { CpuMemoryRunner, MemoryResponder, type MemoryRunner } from "./memory-runner.js";
 import type { MemChallenge, MemOpen, MemWalk } from "../../common/attest/memory-messages.js";
 import { runDetached } from "../../common/detached.js";
@@ -88,6 +89,8 @@ export type ProviderAttestation = DaemonModule & {
   responder: ChallengeResponder;
   /** Attestors' probe receipts this provider keeps (evidence against a false liveness fault). */
   receipts: ProbeReceipts;
+  /** The passes of this provider's machines of the last 20 minutes (evidence against a false capacity fault). */
+  passes: PassedAttestations;
   /** Disputes false liveness faults (absent when `attest.disputeFalseFaults` is off or there is no wallet client). */
   disputer: FalseFaultDisputer | undefined;
 };
@@ -140,6 +143,7 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
   });
   const sessions = new LRUCache<string, Session>({ max: 1_024, ttl: SESSION_TTL_MS });
 
+  const passes = new PassedAttestations(daemon.store, now);
   const handleResult = async (result: ResultMessage, session: Session): Promise<void> => {
     if (result.outcome === "fail") {
       logger.warn("Machine failed an attestor's challenge", { machineId: session.machineId, attestor: session.attestor, reason: result.reason, detail: result.detail });
@@ -165,6 +169,11 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       throughput: result.attestation.attestation.throughput,
       expiry: result.attestation.attestation.expiry,
     });
+    // Kept apart from the offers (which carry each attestor's newest only): a pass inside a capacity fault's window
+    // proves its signer's fault false (false-faults.ts).
+    await passes
+      .add(verdict.attestor, result.attestation)
+      .catch((error: unknown) => logger.warn("Could not keep a passed attestation", { machineId: session.machineId, attestor: verdict.attestor }, error));
     await options.onAttestation?.(session.machineId, result.attestation);
   };
 
@@ -334,6 +343,8 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       market: daemon.market,
       domain: daemon.domain,
       receipts,
+      passes,
+      provider,
       fromBlock: daemon.deployment.deploymentBlock,
       intervalMs: options.falseFaultScanMs ?? FALSE_FAULT_SCAN_INTERVAL_MS,
       logger: logger.child({ part: "false-faults" }),
@@ -350,6 +361,7 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
     name: "attest-provider",
     responder,
     receipts,
+    passes,
     disputer,
     async stop() {
       clearInterval(pruner);

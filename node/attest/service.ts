@@ -135,6 +135,8 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
     // Which machine each GPU backs, kept across restarts (one GPU, one machine).
     const devices = new DeviceRegistry(undefined, daemon.store.repository(Bucket.attestDevices), logger);
     await devices.load();
+    // Set once the fault coordinator runs (below); the attestor reads it when it signs a pass.
+    let faults: FaultCoordinator | undefined;
     const attestor = new Attestor({
       account,
       domain: daemon.domain,
@@ -146,6 +148,8 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       ...(cc ? { cc } : {}),
       devices,
       gpuReuseWindowMs: config.attest.attestor.gpuReuseWindowSeconds * 1000,
+      // No pass of a machine in the fault window after a capacity fault of it this attestor signed (issue #34, finding 3).
+      passHeldUntil: (provider, machineId) => faults?.passHeldUntil(provider, machineId),
     });
     const results = new ChallengeResults(daemon.store, config.attest.attestor.keepResultsPerMachine, now);
     // Failed challenges per machine, which only time clears: the backoff and the attestations' `failures`.
@@ -188,7 +192,6 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
 
     let leases: LeaseTracker | undefined;
     let prober: LivenessProber | undefined;
-    let faults: FaultCoordinator | undefined;
     if (config.attest.liveness.enabled) {
       const recoverer = new TypedDataRecoverer(daemon.deployment.chainId, daemon.market);
       leases = new LeaseTracker({

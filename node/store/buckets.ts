@@ -25,6 +25,12 @@ export enum Bucket {
    * → the last 64 receipts and the disputes sent. Evidence against a false liveness fault.
    */
   providerProbeReceipts = 12,
+  /**
+   * Attestations the provider's machines passed (node/attest/passed-attestations.ts):
+   * `<machine id, 10 digits>/<attestor lowercase>/<issuedAt, 10 digits>` → the signed attestation, kept for
+   * PASSES_SPAN_SECONDS. Evidence against a false capacity fault (AttestorStaking.disputeCapacityFault).
+   */
+  providerPassedAttestations = 14,
   // 16..19: the HTTP API's market index (node/api/market-index.ts), rebuilt from chain events.
   /** Registered providers: address (lowercase) → the block of their first registration. */
   apiProviders = 16,

@@ -362,13 +362,14 @@ describe("LeaseMarket under attack: the money threat model", () => {
       const { leaseId, activatedAt } = await openActive(s);
       await token.write.setBlocked([s.provider!.account.address, true]);
       await token.write.setBlocked([s.treasury!.account.address, true]);
-      await at(activatedAt + 100);
+      // A claim pays until now - 600 (FAULT_SUBMISSION_WINDOW's pay stays in escrow).
+      await at(activatedAt + 700);
       await s.market.write.claim([leaseId], { account: s.other!.account });
-      await at(activatedAt + 200);
+      await at(activatedAt + 800);
       await s.market.write.close([leaseId], { account: s.renter!.account });
       await networkHelpers.time.increase(1);
       await s.market.write.claim([leaseId], { account: s.other!.account });
-      const total = RATE * 200n;
+      const total = RATE * 800n;
       assert.equal(await s.market.read.owed([s.provider!.account.address]), total - total / 10n);
       assert.equal(await s.market.read.owed([s.treasury!.account.address]), total / 10n);
       assert.equal((await readLease(s.publicClient, s.market.address, leaseId)).status, "Settled");
@@ -444,13 +445,14 @@ describe("LeaseMarket under attack: the money threat model", () => {
       const split = await openActive(s, { offer, terms: { units: 1 } });
       const whole = await openActive(s, { offer, terms: { units: 1 }, renter: s.renter2 });
       const treasury0 = await balance(s, s.treasury!.account.address);
+      // Each claim pays until now - 600 (the fault window's pay stays in escrow).
       for (let i = 1; i <= 10; i++) {
-        await at(split.activatedAt + 3 * i);
+        await at(split.activatedAt + 600 + 3 * i);
         await s.market.write.claim([split.leaseId]);
       }
       const fromSplit = (await balance(s, s.treasury!.account.address)) - treasury0;
       assert.equal(fromSplit, (33n * 30n) / 100n); // 9, where per-claim rounding paid 0
-      await at(whole.activatedAt + 30);
+      await at(whole.activatedAt + 630);
       await s.market.write.claim([whole.leaseId]);
       assert.equal((await balance(s, s.treasury!.account.address)) - treasury0 - fromSplit, fromSplit);
     });
@@ -461,10 +463,11 @@ describe("LeaseMarket under attack: the money threat model", () => {
       const a = await openActive(s, { offer, terms: { units: 1 } });
       const treasury0 = await balance(s, s.treasury!.account.address);
       for (let i = 1; i <= 5; i++) {
-        await at(a.activatedAt + 3 * i);
+        await at(a.activatedAt + 600 + 3 * i);
         await s.market.write.claimMany([[a.leaseId]]);
       }
-      await at(a.activatedAt + 31);
+      // The completion pays until stopAt - 600 (+31); the rest is held for the fault window.
+      await at(a.activatedAt + 631);
       await s.market.write.complete([a.leaseId, 0, `0x${"00".repeat(32)}`, 0n], { account: s.provider!.account });
       assert.equal((await balance(s, s.treasury!.account.address)) - treasury0, (33n * 31n) / 100n);
     });

@@ -181,7 +181,14 @@ describe("LeaseMarket: capacity modes, preemption, extend, shrink, governance", 
       await viem.assertions.emitWithArgs(Promise.resolve(hash), s.market, "LeasePreempted", [shortOne.leaseId, 3n, shortOne.activatedAt + 100]);
       await viem.assertions.emitWithArgs(Promise.resolve(hash), s.market, "LeaseEnded", [expired.leaseId, 5, expired.activatedAt + 60, 4n * PRICE * 60n, 0n, 0n]);
       assert.equal((await s.registry.read.getMachine([1])).onDemandUnits, 8);
-      // The provider claims the expired lease's whole deposit afterwards.
+      // The expired lease ended inside its last fault window, so it is held like a completion (issue #34): nothing is
+      // claimable until end + FAULT_SUBMISSION_WINDOW, then the releasing claim pays the whole deposit.
+      assert.equal(await s.market.read.claimable([expired.leaseId]), 0n);
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.claim([expired.leaseId]), s.market, "CollateralHeld", [
+        expired.leaseId,
+        BigInt(expired.activatedAt + 60 + 600),
+      ]);
+      await networkHelpers.time.increaseTo(expired.activatedAt + 60 + 600);
       const provider0 = await balance(s, s.provider!.account.address);
       await s.market.write.claim([expired.leaseId]);
       assert.equal(await balance(s, s.provider!.account.address), provider0 + 4n * PRICE * 60n);
@@ -278,6 +285,10 @@ describe("LeaseMarket: capacity modes, preemption, extend, shrink, governance", 
       await viem.assertions.revertWithCustomErrorWithArgs(extend(10, fresh, freshSig), s.market, "LeaseExpired", [leaseId, activatedAt + 3610]);
       await s.market.write.claim([leaseId]);
       await viem.assertions.revertWithCustomErrorWithArgs(extend(10, fresh, freshSig), s.market, "InvalidLeaseStatus", [leaseId, 4]);
+      // The claim inside the end's fault window held the lease's collateral (issue #34); the one after it releases it,
+      // and the provider's stake, all unstaked but that, backs the next lease.
+      await networkHelpers.time.increaseTo(activatedAt + 3610 + 600);
+      await s.market.write.claim([leaseId]);
       const late = await openActive(s);
       const t = (await latest(s)) + 1;
       const expiredOffer = { ...fresh, expiry: t - 1 };
@@ -341,8 +352,9 @@ describe("LeaseMarket: capacity modes, preemption, extend, shrink, governance", 
         leaseId,
         activatedAt + 3600,
       ]);
+      // Closed at its end, inside its last fault window: settled and held like a completion (issue #34), not running.
       await s.market.write.close([leaseId], { account: s.renter!.account });
-      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.shrink([leaseId, 1], { account: s.renter!.account }), s.market, "InvalidLeaseStatus", [leaseId, 3]);
+      await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.shrink([leaseId, 1], { account: s.renter!.account }), s.market, "InvalidLeaseStatus", [leaseId, 4]);
     });
   });
 
@@ -408,7 +420,8 @@ describe("LeaseMarket: capacity modes, preemption, extend, shrink, governance", 
       const domain = suanliDomain(await publicClient.getChainId(), market.address);
       await market.write.openLease([offer, await signOffer(provider!, domain, offer), terms()], { account: renter!.account });
       await market.write.activate([1n], { account: provider!.account });
-      await networkHelpers.time.increase(10);
+      // Past the fault window, so a claim has something to pay (it pays until now - 600).
+      await networkHelpers.time.increase(610);
 
       // A payment whose transfer re-enters fails (the guard refuses the inner call); the market records it as
       // owed instead of reverting, so the outer call completes exactly once.

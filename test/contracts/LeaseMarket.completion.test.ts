@@ -44,7 +44,7 @@ describe("LeaseMarket: a completion cannot walk away from the collateral (issue 
   const standing = async (s: Suanli) => s.registry.read.getProvider([s.provider!.account.address]);
   const complete = (s: Suanli, leaseId: bigint) => s.market.write.complete([leaseId, 0, DIGEST, 0n], { account: s.provider!.account });
 
-  it("a fault observed before an early completion still lands within the window: full credit, over-claim returned, a fault and no completion", async () => {
+  it("a fault observed before an early completion still lands within the window: full credit, held pay returned, a fault and no completion", async () => {
     const s = await load();
     const { leaseId, activatedAt } = await openActive(s);
     const renter0 = await balance(s, s.renter!.account.address);
@@ -54,7 +54,8 @@ describe("LeaseMarket: a completion cannot walk away from the collateral (issue 
     const signatures = await faultSignatures(s, fault);
     await at(activatedAt + 1900);
     await complete(s, leaseId);
-    assert.equal(await balance(s, s.provider!.account.address), provider0 + 380_000n);
+    // Paid until stopAt - 600 (+1300); its last window's pay (120,000) stays held with the collateral.
+    assert.equal(await balance(s, s.provider!.account.address), provider0 + 260_000n);
     await at(activatedAt + 2000);
     // The unused deposit was refunded at the completion.
     assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 380_000n);
@@ -62,18 +63,51 @@ describe("LeaseMarket: a completion cannot walk away from the collateral (issue 
       leaseId,
       3,
       activatedAt + 1800,
-      380_000n,
-      0n,
-      // As if the fault had landed before the completion: half the collateral for the half left at +1800, plus the
-      // 100 s (20,000) the provider was paid after observedAt.
-      180_000n + 20_000n,
+      360_000n,
+      // The held pay after observedAt (100 s, 20,000) back to the renter in full, not out of the collateral.
+      20_000n,
+      // As if the fault had landed before the completion: half the collateral for the half left at +1800.
+      180_000n,
     ]);
     assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 380_000n + 200_000n);
+    assert.equal(await balance(s, s.provider!.account.address), provider0 + 360_000n);
     assert.equal(await balance(s, s.market.address), 0n);
     const provider = await standing(s);
-    assert.deepEqual([provider.stake, provider.locked, provider.faults, provider.leasesCompleted, provider.unitSecondsDelivered], [STAKE - 200_000n, 0n, 1n, 0n, 3600n]);
+    assert.deepEqual([provider.stake, provider.locked, provider.faults, provider.leasesCompleted, provider.unitSecondsDelivered], [STAKE - 180_000n, 0n, 1n, 0n, 3600n]);
     const lease = await readLease(s.publicClient, s.market.address, leaseId);
-    assert.deepEqual([lease.status, lease.endReason, lease.deposit, lease.paid], ["Settled", "Faulted", 380_000n, 380_000n]);
+    assert.deepEqual([lease.status, lease.endReason, lease.deposit, lease.paid], ["Settled", "Faulted", 360_000n, 360_000n]);
+  });
+
+  it("overpaid-above-collateral: after a fault on a short lease with low collateral, the renter gets back all the provider's pay after observedAt", async () => {
+    // Seed 5918225, sequence 605 of the property suite: 1 unit at 3 per second for 46 s, 50 % collateral (69). The
+    // provider stops serving 17 s in, claims and completes at the end; the fault observed at +17 lands in the window.
+    // Before, the provider was paid 138 at once and the fault returned only the collateral (69): it kept 69 for 51 of
+    // service. Now its last 600 s of pay are held: the completion pays it nothing yet, and the fault returns the 87
+    // of pay after observedAt in full, with the SLA credit from the collateral on top.
+    const s = await load();
+    const offer = await makeOffer(s, { pricePerUnitSecond: 3n, minDuration: 10 });
+    const { leaseId, activatedAt } = await openActive(s, { offer, terms: { units: 1, duration: 46 } });
+    const renter0 = await balance(s, s.renter!.account.address);
+    const provider0 = await balance(s, s.provider!.account.address);
+    const fault = { leaseId, kind: FaultKind.unresponsive, observedAt: activatedAt + 17 };
+    const signatures = await faultSignatures(s, fault);
+    // A claim before the end pays nothing: the whole lease is inside the fault window.
+    await at(activatedAt + 40);
+    await connection.viem.assertions.revertWithCustomErrorWithArgs(s.market.write.claim([leaseId], { account: s.provider!.account }), s.market, "NothingToClaim", [leaseId]);
+    await at(activatedAt + 46);
+    await complete(s, leaseId);
+    assert.equal(await balance(s, s.provider!.account.address), provider0);
+    await at(activatedAt + 100);
+    await s.market.write.submitFault([fault, signatures], { account: s.renter!.account });
+    // The provider is paid exactly the metered price of what it served (17 s), the renter the rest of its deposit
+    // and the SLA credit: max(69 x 29 / 46, 20 % of 69) = 43.
+    assert.equal(await balance(s, s.provider!.account.address), provider0 + 51n);
+    assert.equal(await balance(s, s.renter!.account.address), renter0 + 138n - 51n + 43n);
+    assert.equal(await balance(s, s.market.address), 0n);
+    const provider = await standing(s);
+    assert.deepEqual([provider.stake, provider.locked, provider.faults], [STAKE - 43n, 0n, 1n]);
+    const lease = await readLease(s.publicClient, s.market.address, leaseId);
+    assert.deepEqual([lease.status, lease.endReason, lease.deposit, lease.paid, lease.collateral], ["Settled", "Faulted", 51n, 51n, 0n]);
   });
 
   it("an early completion instead of terminate counts no completion, and the hold cannot be cut short by the provider", async () => {
@@ -199,7 +233,7 @@ describe("LeaseMarket: a completion cannot walk away from the collateral (issue 
       assert.equal((await receiptOf(s, leaseId)).collateralHeldUntil, activatedAt + 1900 + 600);
       await s.market.write.submitFault([fault, signatures], { account: s.renter!.account });
       const faulted = await receiptOf(s, leaseId);
-      assert.deepEqual([faulted.endReason, faulted.collateralHeldUntil, faulted.credit, faulted.refunded], ["Faulted", null, 200_000n, DEPOSIT - 380_000n]);
+      assert.deepEqual([faulted.endReason, faulted.collateralHeldUntil, faulted.credit, faulted.refunded], ["Faulted", null, 180_000n, DEPOSIT - 360_000n]);
     });
   });
 

@@ -49,14 +49,15 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       const hash = s.market.write.complete([leaseId, -3, DIGEST, 1990n], { account: s.provider!.account });
       await viem.assertions.emitWithArgs(hash, s.market, "CompletionReported", [leaseId, -3, DIGEST, 1990n]);
       let lease = await readLease(s.publicClient, s.market.address, leaseId);
-      // Settled; the view shows the collateral still locked (held) and the provider's total as the deposit.
+      // Settled; the view shows the collateral still locked (held) and the provider's total as the deposit. The
+      // provider is paid until stopAt - 600 (+400); its last window's pay (120,000) stays held with the collateral.
       assert.deepEqual(
         [lease.status, lease.endReason, lease.stopAt, lease.deposit, lease.paid, lease.claimable, lease.collateral],
-        ["Settled", "Completed", activatedAt + 1000, 200_000n, 200_000n, 0n, COLLATERAL],
+        ["Settled", "Completed", activatedAt + 1000, 200_000n, 80_000n, 0n, COLLATERAL],
       );
-      assert.equal(await balance(s, s.provider!.account.address), provider0 + 200_000n);
+      assert.equal(await balance(s, s.provider!.account.address), provider0 + 80_000n);
       assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 200_000n);
-      assert.equal(await balance(s, s.market.address), 0n);
+      assert.equal(await balance(s, s.market.address), 120_000n);
       let provider = await s.registry.read.getProvider([s.provider!.account.address]);
       assert.deepEqual([provider.locked, provider.leasesCompleted, provider.unitSecondsDelivered], [COLLATERAL, 0n, 0n]);
       // The units are free at once; the hold lasts FAULT_SUBMISSION_WINDOW (600 s).
@@ -71,6 +72,8 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       lease = await readLease(s.publicClient, s.market.address, leaseId);
       assert.deepEqual([lease.status, lease.deposit, lease.paid, lease.collateral], ["Settled", 200_000n, 200_000n, 0n]);
       assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 200_000n);
+      // The release paid the held 120,000.
+      assert.equal(await balance(s, s.provider!.account.address), provider0 + 200_000n);
       assert.equal(await balance(s, s.market.address), 0n);
       provider = await s.registry.read.getProvider([s.provider!.account.address]);
       // An early completion the renter did not co-sign: unit-seconds count, a completion does not.
@@ -158,26 +161,34 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       ]);
     });
 
-    it("gives the renter back from collateral what the provider claimed after observedAt", async () => {
+    it("a claim pays only until now - 600, so a fault finds the pay after observedAt still in escrow", async () => {
       const s = await load();
       const { viem } = connection;
       const { leaseId, activatedAt } = await openActive(s);
       await at(activatedAt + 1000);
       await s.market.write.claim([leaseId]);
+      // Paid until +400: the last window's 120,000 stays in escrow.
+      assert.equal((await readLease(s.publicClient, s.market.address, leaseId)).paid, 80_000n);
       const fault = { leaseId, kind: 1, observedAt: activatedAt + 900 };
       const renter0 = await balance(s, s.renter!.account.address);
       await at(activatedAt + 1100);
-      const credit = (COLLATERAL * 2700n) / 3600n + 20_000n;
+      const credit = (COLLATERAL * 2700n) / 3600n;
       await viem.assertions.emitWithArgs(s.market.write.submitFault([fault, await faultSignatures(s, fault)]), s.market, "LeaseEnded", [
         leaseId,
         3,
         activatedAt + 900,
-        200_000n,
-        DEPOSIT - 200_000n,
+        180_000n,
+        DEPOSIT - 180_000n,
         credit,
       ]);
-      assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 200_000n + credit);
-      assert.equal((await readLease(s.publicClient, s.market.address, leaseId)).status, "Settled");
+      assert.equal(await balance(s, s.renter!.account.address), renter0 + DEPOSIT - 180_000n + credit);
+      // The provider claims the rest of what accrued until observedAt.
+      assert.equal((await readLease(s.publicClient, s.market.address, leaseId)).status, "Ended");
+      await s.market.write.claim([leaseId]);
+      assert.deepEqual(
+        [(await readLease(s.publicClient, s.market.address, leaseId)).status, (await readLease(s.publicClient, s.market.address, leaseId)).paid],
+        ["Settled", 180_000n],
+      );
     });
 
     it("rejects faults below quorum, with a duplicate or unordered signer, or from non-attestors", async () => {
@@ -412,16 +423,17 @@ describe("LeaseMarket: completion, faults, termination, cancellation, settlement
       const s = await load();
       const { viem } = connection;
       const { leaseId, activatedAt } = await openActive(s);
-      await at(activatedAt + 100);
+      // A claim pays until now - 600 (the fault window's pay stays in escrow).
+      await at(activatedAt + 700);
       await s.market.write.claim([leaseId]);
       const paid = 20_000n;
       const sign2 = async (settlement: { leaseId: bigint; providerAmount: bigint; deadline: number }) =>
         [settlement, await settlementSignature(s, settlement, s.renter), await settlementSignature(s, settlement, s.provider)] as const;
-      const expired = { leaseId, providerAmount: paid, deadline: activatedAt + 200 };
-      await at(activatedAt + 201);
+      const expired = { leaseId, providerAmount: paid, deadline: activatedAt + 800 };
+      await at(activatedAt + 801);
       await viem.assertions.revertWithCustomErrorWithArgs(s.market.write.settle(await sign2(expired)), s.market, "SettlementExpired", [
-        activatedAt + 200,
-        BigInt(activatedAt + 201),
+        activatedAt + 800,
+        BigInt(activatedAt + 801),
       ]);
       const deadline = activatedAt + 3000;
       await viem.assertions.revertWithCustomErrorWithArgs(

@@ -344,10 +344,12 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const s = await load();
       const { viem, networkHelpers } = connection;
       const { leaseId, activatedAt } = await openActive(s);
-      await networkHelpers.time.increaseTo(activatedAt + 100);
-      assert.equal(await s.market.read.accrued([leaseId]), 2n * PRICE * 100n);
+      // A claim pays what accrued until now - 600: the fault window's pay stays in escrow (a fault observed in it
+      // takes it back), so 700 s in, 100 s are claimable.
+      await networkHelpers.time.increaseTo(activatedAt + 700);
+      assert.equal(await s.market.read.accrued([leaseId]), 2n * PRICE * 700n);
       assert.equal(await s.market.read.claimable([leaseId]), 2n * PRICE * 100n);
-      await networkHelpers.time.setNextBlockTimestamp(activatedAt + 250);
+      await networkHelpers.time.setNextBlockTimestamp(activatedAt + 850);
       const before = await balance(s, s.provider!.account.address);
       await viem.assertions.emitWithArgs(s.market.write.claim([leaseId], { account: s.other!.account }), s.market, "LeaseClaimed", [
         leaseId,
@@ -357,7 +359,7 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       ]);
       assert.equal(await balance(s, s.provider!.account.address), before + 2n * PRICE * 250n);
       assert.equal(await s.market.read.claimable([leaseId]), 0n);
-      await networkHelpers.time.setNextBlockTimestamp(activatedAt + 300);
+      await networkHelpers.time.setNextBlockTimestamp(activatedAt + 900);
       await s.market.write.claim([leaseId]);
       assert.equal(await balance(s, s.provider!.account.address), before + 2n * PRICE * 300n);
       const lease = await s.market.read.getLease([leaseId]);
@@ -401,7 +403,7 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const sameSecond = await network.create({ override: { allowBlocksWithSameTimestamp: true } });
       const s = await deploySuanli(sameSecond);
       const { leaseId } = await openActive(s);
-      await sameSecond.networkHelpers.time.increase(10);
+      await sameSecond.networkHelpers.time.increase(610);
       await s.market.write.claim([leaseId]);
       await sameSecond.networkHelpers.time.setNextBlockTimestamp(await latest(s));
       await sameSecond.viem.assertions.revertWithCustomErrorWithArgs(s.market.write.claim([leaseId]), s.market, "NothingToClaim", [leaseId]);
@@ -412,7 +414,7 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const { viem, networkHelpers } = connection;
       await s.market.write.setParams([{ protocolFeeBps: 250, startPenaltyBps: 1_000, faultMinCreditBps: 2_000, preemptionNotice: 60, treasury: s.treasury!.account.address }]);
       const { leaseId, activatedAt } = await openActive(s);
-      await networkHelpers.time.setNextBlockTimestamp(activatedAt + 1000);
+      await networkHelpers.time.setNextBlockTimestamp(activatedAt + 1600);
       const before = await balance(s, s.provider!.account.address);
       const amount = 2n * PRICE * 1000n;
       const fee = (amount * 250n) / 10_000n;
@@ -430,14 +432,15 @@ describe("LeaseMarket: open, activate, claim, close", () => {
       const offer2 = await makeOffer(s, { provider: s.provider2!.account.address, machineId: 2, model: H100 });
       const c = await openActive(s, { offer: offer2 });
       const d = await open(s);
-      const t = (await latest(s)) + 500;
+      const t = (await latest(s)) + 1100;
       await networkHelpers.time.setNextBlockTimestamp(t);
       const p1 = await balance(s, s.provider!.account.address);
       const p2 = await balance(s, s.provider2!.account.address);
       await s.market.write.claimMany([[a.leaseId, b.leaseId, c.leaseId, d.leaseId, 999n, a.leaseId]], { account: s.other!.account });
-      const owedA = 2n * PRICE * BigInt(t - a.activatedAt);
-      const owedB = 1n * PRICE * BigInt(t - b.activatedAt);
-      const owedC = 2n * PRICE * BigInt(t - c.activatedAt);
+      // Each paid until t - 600 (the fault window's pay stays in escrow).
+      const owedA = 2n * PRICE * BigInt(t - 600 - a.activatedAt);
+      const owedB = 1n * PRICE * BigInt(t - 600 - b.activatedAt);
+      const owedC = 2n * PRICE * BigInt(t - 600 - c.activatedAt);
       const net = (x: bigint) => x - (x * 100n) / 10_000n;
       assert.equal(await balance(s, s.provider!.account.address), p1 + net(owedA) + net(owedB));
       assert.equal(await balance(s, s.provider2!.account.address), p2 + net(owedC));

@@ -118,6 +118,9 @@ describe("LeaseMarket invariants: exact model, attacker bound, liveness", functi
       "release",
       "cosign",
       "faultDuringHold",
+      // #34: a fault observed in an Active lease's last window lands on it after a claim, close or preempting open
+      // past its end held it (it used to release the collateral at once).
+      "faultDuringExpiryHold",
       "selfPreemptionRefused",
       "stake",
       "unstake",

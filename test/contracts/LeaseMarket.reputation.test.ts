@@ -7,7 +7,7 @@
  * Fixture: machine 1 has 8 A100 units; the provider's public offer sells on demand at 100 per unit-second.
  */
 import assert from "node:assert/strict";
-import { readLease } from "../../common/chain/market.js";
+import { COMPLETION_HOLD_SECONDS, readLease } from "../../common/chain/market.js";
 import { FaultKind } from "../../common/eip712.js";
 import {
   DEFAULT_PARAMS,
@@ -59,6 +59,9 @@ describe("LeaseMarket: reputation farming (issue #34 finding 5)", () => {
     const farm = await openActive(s, { offer, renter: self, terms: selfBid() });
     await connection.networkHelpers.time.increaseTo(farm.activatedAt + HOUR + 1);
     await s.market.write.close([farm.leaseId], { account: self!.account });
+    // Closed inside its last fault window, the lease is held like a completion (issue #34): the claim after the
+    // window releases it, and that is when reputation would count it.
+    await connection.networkHelpers.time.increaseTo(farm.activatedAt + HOUR + COMPLETION_HOLD_SECONDS);
     await s.market.write.claim([farm.leaseId]);
     const lease = await readLease(s.publicClient, s.market.address, farm.leaseId);
     assert.deepEqual([lease.status, lease.endReason], ["Settled", "Expired"]);
@@ -94,6 +97,10 @@ describe("LeaseMarket: reputation farming (issue #34 finding 5)", () => {
     const activatedAt = await latest(s);
     await connection.networkHelpers.time.increaseTo(activatedAt + HOUR + 1);
     await s.market.write.close([realId], { account: s.renter!.account });
+    // Held until its fault window has passed (issue #34): counted by the releasing claim, not before.
+    assert.deepEqual(await reputation(s), [0n, 0n, 0n]);
+    await connection.networkHelpers.time.increaseTo(activatedAt + HOUR + COMPLETION_HOLD_SECONDS);
+    await s.market.write.claim([realId]);
     assert.deepEqual(await reputation(s), [1n, 8n * 3600n, 0n]);
   });
 
@@ -122,6 +129,7 @@ describe("LeaseMarket: reputation farming (issue #34 finding 5)", () => {
     );
     await connection.networkHelpers.time.increaseTo(farm.activatedAt + HOUR + 1);
     await s.market.write.close([farm.leaseId], { account: self!.account });
+    await connection.networkHelpers.time.increaseTo(farm.activatedAt + HOUR + COMPLETION_HOLD_SECONDS);
     await s.market.write.claim([farm.leaseId]);
     const counted = 8n * 3600n;
     assert.deepEqual(await reputation(s), [1n, counted, 0n]);

@@ -16,10 +16,11 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { leaseMarketAbi } from "../../common/abi.js";
+import { COMPLETION_HOLD_SECONDS } from "../../common/chain/market.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { checkLedger, RpcProxy, watchWallets, type SeenTransaction, type WatchedWallet } from "../support/chaos.js";
 import { mineBlock, processesWithMarker, removeDir, restoreDir, skewedClockEnv, SmallDisk, snapshotDir } from "../support/chaos-host.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
+import { advanceChain, fund, startDevnet, type Devnet } from "../support/devnet.js";
 import { testProviderConfig } from "../support/provider.js";
 import { ProviderProcess } from "../support/provider-process.js";
 import { leaseEvents, TestRenter } from "../support/renter.js";
@@ -100,7 +101,8 @@ describe("chaos: faults of the provider's host", function () {
 
     const marker = `chaos-restore-${process.pid}`;
     const task = await bundles.bundle({ "run.sh": "echo started\nsleep 60\necho finished\n" });
-    const leaseId = await renter.rent(node.peer, { machineId, units: 1, duration: 120 });
+    // Longer than the fault window: a claim pays until now - 600 s (issue #34), so the node can claim while it runs.
+    const leaseId = await renter.rent(node.peer, { machineId, units: 1, duration: 900 });
     // The node has written the lease's record (the status is served from it): back it up now.
     assert.equal((await renter.status(node.peer, leaseId)).state, "waiting_spec");
     const backup = path.join(dir, "restore-backup");
@@ -108,7 +110,9 @@ describe("chaos: faults of the provider's host", function () {
 
     await renter.sendTask(node.peer, leaseId, { bundle: task, command: `sh run.sh ${marker}` });
     await renter.waitStatus(node.peer, leaseId, (s) => s.state === "running", "the task to run");
-    // The devnet's clock moves with blocks: mine until the node has claimed part of the lease.
+    // The devnet's clock moves with blocks: past the fault window at once, then a block at a time until the node has
+    // claimed part of the lease.
+    await advanceChain(devnet, COMPLETION_HOLD_SECONDS);
     await waitFor(
       "the node to claim",
       async () => {

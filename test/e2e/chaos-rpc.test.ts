@@ -2,15 +2,17 @@
  * Chaos: the chain RPC goes away for 30 s mid-lease (through the chaos proxy, which resets what is
  * in flight and drops every new connection) and comes back. The provider node, a real child
  * process, must survive it and resume: the task's completion reported once the chain is back, the
- * lease paid exactly what it accrued, once, and every base unit accounted for.
+ * lease paid exactly what it accrued, once (its last fault window by the node's own release claim
+ * once the chain is past the window), and every base unit accounted for.
  */
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { COMPLETION_HOLD_SECONDS } from "../../common/chain/market.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { checkLedger, RpcProxy, watchWallets } from "../support/chaos.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
+import { advanceChain, fund, startDevnet, type Devnet } from "../support/devnet.js";
 import { testProviderConfig } from "../support/provider.js";
 import { ProviderProcess } from "../support/provider-process.js";
 import { leaseEvents, TestRenter } from "../support/renter.js";
@@ -77,9 +79,14 @@ describe("chaos: the chain RPC goes away for 30 s mid-lease", function () {
     assert.equal(node.child.exitCode, null, `the node survived the outage:\n${node.stderr.slice(-20).join("\n")}`);
     proxy.up();
 
-    // Back: the completion lands and the lease is paid in full, once.
-    const settled = await renter.waitLease(leaseId, ["Settled"], 60_000);
-    assert.equal(settled.endReason, "Completed");
+    // Back: the completion lands, once; the provider's last fault window of pay stays held (issue #34), escrowed for it.
+    const completed = await renter.waitLease(leaseId, ["Settled"], 60_000);
+    assert.equal(completed.endReason, "Completed");
+    assert.ok(completed.paid < completed.deposit, "the last fault window of pay is held at the completion");
+    assert.deepEqual((await checkLedger(devnet, { wallets, capacity: new Map([[machineId, 2]]) })).violations, []);
+    // Past the window, the node's own releasing claim pays the rest: the lease is paid in full.
+    await advanceChain(devnet, COMPLETION_HOLD_SECONDS + 1);
+    const settled = await renter.waitReleased(leaseId);
     const events = await leaseEvents(devnet, leaseId);
     assert.equal(events.filter((e) => e.eventName === "LeaseEnded").length, 1, "the lease ended once");
     const ended = events.find((e) => e.eventName === "LeaseEnded")!.args as { providerTotal: bigint; stopAt: number };

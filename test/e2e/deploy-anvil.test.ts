@@ -244,11 +244,13 @@ describe("deploying for real on Anvil (chain 4242): an existing token, productio
     // To the base unit: the renter paid units × price × metered seconds, the provider got it (no fee in production),
     // the escrow is empty. The completion came early, so the lease's collateral (50 % of the deposit) stays locked for
     // the fault window (issue #34 finding 1): `claim` is refused until stopAt + 600 s, then releases it.
+    // The provider's last 600 s of pay are held with the collateral (overpaid-above-collateral): paid until stopAt - 600.
     const paid = 2n * price * seconds;
+    const paidNow = 2n * price * (seconds - 600n);
     assert.equal(ended!.args.providerTotal, paid);
     assert.equal(await read(usdc, erc20Abi, "balanceOf", [address(RENTER)]), renterBefore - paid);
-    assert.equal(await read(usdc, erc20Abi, "balanceOf", [address(PROVIDER)]), paid);
-    assert.equal(await read(usdc, erc20Abi, "balanceOf", [market]), 0n);
+    assert.equal(await read(usdc, erc20Abi, "balanceOf", [address(PROVIDER)]), paidNow);
+    assert.equal(await read(usdc, erc20Abi, "balanceOf", [market]), paid - paidNow);
     assert.equal((await read<{ status: number }>(market, leaseMarketAbi, "getLease", [opened.leaseId])).status, 4); // Settled
     const standing = () =>
       read<{ free: bigint; locked: bigint; leasesCompleted: bigint }>(registry, providerRegistryAbi, "getProvider", [address(PROVIDER)]).then((p) => [
@@ -264,7 +266,10 @@ describe("deploying for real on Anvil (chain 4242): an existing token, productio
     );
     await warp(COMPLETION_HOLD_SECONDS);
     await send(provider, market, leaseMarketAbi, "claim", [opened.leaseId]);
-    // Released: the collateral is free again; an early completion the renter did not co-sign counts no completion.
+    // Released: the collateral is free again and the held pay paid; an early completion the renter did not co-sign
+    // counts no completion.
     assert.deepEqual(await standing(), [collateral, 0n, 0n]);
+    assert.equal(await read(usdc, erc20Abi, "balanceOf", [address(PROVIDER)]), paid);
+    assert.equal(await read(usdc, erc20Abi, "balanceOf", [market]), 0n);
   });
 });

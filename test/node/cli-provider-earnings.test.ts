@@ -2,16 +2,17 @@
  * `suanli provider earnings` against a real devnet (issue #40 item 9: a provider could not see what
  * it earned without Grafana). A provider wallet gets a lease opened on its offer, activates it, and
  * claims half an hour in; the command must show exactly what the chain paid, what is claimable or
- * held, per day and per lease, the fees and the collateral locked.
+ * held, per day and per lease, the fees and the collateral locked. Then it completes the lease: the
+ * last fault window of pay shows as held (issue #34) until the claim after the window pays it.
  */
 import assert from "node:assert/strict";
 import { parseEventLogs } from "viem";
 import { leaseMarketAbi, providerRegistryAbi } from "../../common/abi.js";
 import { utcDay } from "../../common/chain/earnings.js";
-import { readLease } from "../../common/chain/market.js";
+import { COMPLETION_HOLD_SECONDS, readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { lastJson, runCli } from "../support/cli.js";
-import { send, startDevnet, type Devnet } from "../support/devnet.js";
+import { advanceChain, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { openDirectLease } from "../support/devnet-lease.js";
 
 type EarningsJson = {
@@ -65,8 +66,8 @@ describe("suanli provider earnings (CLI)", function () {
     const receipt = await provider.publicClient.getTransactionReceipt({ hash: claimHash });
     const [claimed] = parseEventLogs({ abi: leaseMarketAbi, eventName: "LeaseClaimed", logs: receipt.logs });
     const claimBlock = await provider.publicClient.getBlock({ blockNumber: receipt.blockNumber });
-    // A claim pays what accrued until now: about 1,800 s of 2 units at 100.
-    assert.ok(claimed && claimed.args.amount >= 2n * 100n * 1800n && claimed.args.amount <= 2n * 100n * 1810n, String(claimed?.args.amount));
+    // A claim pays up to 10 minutes ago: about 1,200 s of 2 units at 100.
+    assert.ok(claimed && claimed.args.amount >= 2n * 100n * 1200n && claimed.args.amount <= 2n * 100n * 1210n, String(claimed?.args.amount));
 
     const json = await runCli(["provider", "earnings", "--devnet-account", "5", "--json", ...base]);
     assert.equal(json.code, 0, json.stderr);
@@ -89,7 +90,7 @@ describe("suanli provider earnings (CLI)", function () {
     assert.equal(row.paid, claimed.args.amount.toString());
     // What is not paid yet is claimable now or held for the fault window: nothing is lost between them.
     assert.equal(BigInt(row.claimable) + BigInt(row.held), BigInt(row.accrued) - BigInt(row.paid));
-    assert.equal(row.held, "0", "a claim pays what accrued until now: nothing is held");
+    assert.ok(BigInt(row.held) >= 2n * 100n * 600n, `the last 10 minutes are held: ${row.held}`);
     assert.equal(shown.claimableNow, row.claimable);
     assert.equal(shown.held, row.held);
     assert.deepEqual(shown.days, [{ day: utcDay(claimBlock.timestamp), claimed: claimed.args.amount.toString(), fees: "0", claims: 1 }]);
@@ -107,5 +108,26 @@ describe("suanli provider earnings (CLI)", function () {
       new RegExp(`${utcDay(claimBlock.timestamp)}\\s+${tokens(claimed.args.amount).replace(".", "\\.")} ${shown.tokenSymbol}\\s+1 claim, fees 0 ${shown.tokenSymbol}`),
     );
     assert.match(human.stdout, new RegExp(`^${leaseId}\\s+Active\\s+2\\s`, "m"));
+
+    // The provider completes the lease: the renter is refunded at once, the provider's last fault window of pay (and
+    // its collateral) stays held, shown as held and not claimable, until a claim after the window releases it.
+    await send(provider, { address: market, abi: leaseMarketAbi, functionName: "complete", args: [leaseId, 0, `0x${"00".repeat(32)}`, 1n] });
+    const completed = await readLease(provider.publicClient, market, leaseId);
+    const total = completed.deposit;
+    const window = 2n * 100n * BigInt(COMPLETION_HOLD_SECONDS);
+    assert.deepEqual([completed.status, completed.endReason, completed.paid, completed.claimable], ["Settled", "Completed", total - window, 0n]);
+    const heldJson = lastJson<EarningsJson>((await runCli(["provider", "earnings", "--devnet-account", "5", "--json", ...base])).stdout);
+    assert.deepEqual([heldJson.leases[0]!.status, heldJson.leases[0]!.held, heldJson.leases[0]!.claimable], ["Settled", window.toString(), "0"]);
+    assert.deepEqual([heldJson.held, heldJson.claimableNow], [window.toString(), "0"]);
+    assert.equal(heldJson.claimed, (total - window).toString(), "received: the first claim and the completion's pay until stopAt - 600 s");
+
+    // Past the window, the held pay is claimable, and the releasing claim pays it: nothing held, everything received.
+    await advanceChain(devnet, COMPLETION_HOLD_SECONDS);
+    const due = lastJson<EarningsJson>((await runCli(["provider", "earnings", "--devnet-account", "5", "--json", ...base])).stdout);
+    assert.deepEqual([due.leases[0]!.held, due.leases[0]!.claimable], ["0", window.toString()]);
+    await send(provider, { address: market, abi: leaseMarketAbi, functionName: "claim", args: [leaseId] });
+    const released = lastJson<EarningsJson>((await runCli(["provider", "earnings", "--devnet-account", "5", "--json", ...base])).stdout);
+    assert.deepEqual([released.held, released.claimableNow, released.claimed, released.collateralLocked], ["0", "0", total.toString(), "0"]);
+    assert.deepEqual([released.leases[0]!.paid, released.leases[0]!.accrued], [total.toString(), total.toString()]);
   });
 });

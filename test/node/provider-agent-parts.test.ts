@@ -124,13 +124,15 @@ describe("provider agent parts", function () {
     );
   });
 
-  it("claims: ended leases once their accrual is over, active ones past the threshold or past their end, never zero", () => {
+  it("claims: ended leases once their accrual is over, active ones past the threshold or past their end (finalized even with nothing claimable yet), never zero otherwise", () => {
     assert.equal(claimWorthy(view({ claimable: 0n, status: "Ended", stopAt: 900 }), 1_000, 1n), false);
     assert.equal(claimWorthy(view({ claimable: 50n, status: "Ended", stopAt: 900 }), 1_000, 1_000n), true);
     assert.equal(claimWorthy(view({ claimable: 50n, status: "Ended", stopAt: 1_010 }), 1_000, 1_000n), false, "a preempted lease still accruing waits for its notice");
     assert.equal(claimWorthy(view({ claimable: 50n }), 1_000, 1_000n), false);
     assert.equal(claimWorthy(view({ claimable: 5_000n }), 1_000, 1_000n), true);
     assert.equal(claimWorthy(view({ claimable: 50n, end: 990 }), 1_000, 1_000n), true, "past its end: the claim finalizes it");
+    assert.equal(claimWorthy(view({ claimable: 0n, end: 990 }), 1_000, 1_000n), true, "past its end with its pay held (issue #34): still finalized, its units freed");
+    assert.equal(claimWorthy(view({ claimable: 0n, end: 990 }), 1_000, 1_000n, true), false, "but not before its completion report");
     assert.equal(claimWorthy(view({ claimable: 50n, status: "Settled" }), 1_000, 1n), false);
     assert.equal(claimWorthy(view({ claimable: 5_000n, end: 990 }), 1_000, 1_000n, true), false, "a lease that still gets its completion report is not finalized by a claim");
     assert.equal(claimWorthy(view({ claimable: 5_000n }), 1_000, 1_000n, true), true, "before its end it may be claimed in part");

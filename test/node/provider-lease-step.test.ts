@@ -59,7 +59,8 @@ const CHAIN: Record<string, LeaseView> = {
   Active: view({ status: "Active", activatedAt: NOW_S - 100, end: NOW_S + 500 }),
   "Ended (closed)": view({ status: "Ended", endReason: "RenterClosed", activatedAt: NOW_S - 100, stopAt: NOW_S - 5, end: NOW_S - 5 }),
   "Ended (preempted, notice running)": view({ status: "Ended", endReason: "Preempted", activatedAt: NOW_S - 100, stopAt: NOW_S + 60, end: NOW_S + 60 }),
-  Settled: view({ status: "Settled", endReason: "Completed", activatedAt: NOW_S - 100, stopAt: NOW_S - 5, end: NOW_S - 5, paid: 9_500n }),
+  // Released: paid in full (deposit is the provider's total), no collateral held.
+  Settled: view({ status: "Settled", endReason: "Completed", activatedAt: NOW_S - 100, stopAt: NOW_S - 5, end: NOW_S - 5, deposit: 9_500n, paid: 9_500n }),
   Cancelled: view({ status: "Cancelled", endReason: "MissedStart", startDeadline: NOW_S - 10 }),
   None: view({ status: "None" }),
 };
@@ -317,6 +318,17 @@ describe("provider lease loop: nextStep(record, chain, now)", () => {
       plan(LOCAL["running (task live)"]!, CHAIN["Ended (preempted, notice running)"]!, { now: { wallMs: NOW_S * 1000, blockTimestamp: NOW_S + 20 } }),
       "preempt-task(40000ms)",
     );
+  });
+
+  it("keeps the record of a held lease open until the releasing claim, with or without collateral (issue #34)", () => {
+    const released = CHAIN.Settled!;
+    // A completion (or an expiry) inside the fault window: its last window's pay and its collateral are held.
+    const held = { ...released, deposit: 9_500n, paid: 0n, collateral: 950n };
+    const heldNoCollateral = { ...held, collateral: 0n };
+    const expired = { ...held, endReason: "Expired" as const };
+    const done = LOCAL["ended, units released"]!;
+    for (const chain of [held, heldNoCollateral, expired]) assert.equal(plan(done, chain), "");
+    assert.equal(plan(done, released), "close");
   });
 
   it("plans nothing for a closed record", () => {

@@ -7,14 +7,17 @@
  *   it down, or cut what is in flight, then bring it back.
  * - `checkLedger`: every lease's money against the contract's rules, the market's token balance
  *   against what it owes, each watched wallet's balance against what the rules paid it, no lease
- *   stuck past its end, no unit leased twice.
+ *   stuck past its end, no unit leased twice. A held lease's last fault window of pay (issue #34)
+ *   counts as escrowed for its provider until the releasing claim, and as stuck if still held past
+ *   the window and the grace.
  */
 import http from "node:http";
 import net from "node:net";
 import { decodeFunctionData, parseEventLogs, parseTransaction, type Address, type Hex } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
-import { readLease, type LeaseView } from "../../common/chain/market.js";
+import { completionHeldUntil, heldPay, readLease, type LeaseView } from "../../common/chain/market.js";
 import type { Devnet } from "./devnet.js";
+import { waitFor } from "./wait.js";
 
 /** What the proxy does with connections: pass them, drop new ones at once (refuse), reset them, or delay every chunk. */
 export type ProxyMode = { kind: "pass" } | { kind: "refuse" } | { kind: "reset" } | { kind: "delay"; ms: number } | RpcFaultMode;
@@ -432,14 +435,14 @@ export async function watchWallets(devnet: Devnet, wallets: { address: Address; 
  * stake it added (a restarted node tops its stake back up to its target after a fault slashed
  * collateral from it) less what it withdrew. That money left the wallet but was not lost.
  */
-async function stakeMoved(devnet: Devnet, wallet: Address, sinceBlock: bigint): Promise<bigint> {
+async function stakeMoved(devnet: Devnet, wallet: Address, sinceBlock: bigint, toBlock: bigint): Promise<bigint> {
   const registry = devnet.deployment.contracts.registry;
   if (!registry) return 0n;
   const client = devnet.admin.publicClient;
   const transfers = parseEventLogs({
     abi: testTokenAbi,
     eventName: "Transfer",
-    logs: await client.getLogs({ address: devnet.deployment.contracts.token, fromBlock: sinceBlock + 1n }),
+    logs: await client.getLogs({ address: devnet.deployment.contracts.token, fromBlock: sinceBlock + 1n, toBlock }),
   });
   let moved = 0n;
   for (const t of transfers) {
@@ -447,6 +450,33 @@ async function stakeMoved(devnet: Devnet, wallet: Address, sinceBlock: bigint): 
     if (t.args.from.toLowerCase() === registry.toLowerCase() && t.args.to.toLowerCase() === wallet.toLowerCase()) moved -= t.args.value;
   }
   return moved;
+}
+
+/**
+ * Waits until the provider nodes have sent the releasing claim of every held lease (issue #34) whose fault window is
+ * over: after a node was down past a window, its restart releases what it holds. Throws, naming the leases, if a node
+ * does not within `timeoutMs`.
+ */
+export async function waitHoldsReleased(devnet: Devnet, timeoutMs = 30_000): Promise<void> {
+  const client = devnet.admin.publicClient;
+  const market = devnet.deployment.contracts.market!;
+  let due: bigint[] = [];
+  await waitFor(
+    "the nodes to release every held lease past its fault window",
+    async () => {
+      const block = await client.getBlock();
+      const next = await client.readContract({ address: market, abi: leaseMarketAbi, functionName: "nextLeaseId", blockNumber: block.number });
+      due = [];
+      for (let id = 1n; id < next; id++) {
+        const heldUntil = completionHeldUntil(await readLease(client, market, id, { blockNumber: block.number }));
+        if (heldUntil !== undefined && Number(block.timestamp) >= heldUntil) due.push(id);
+      }
+      return due.length === 0;
+    },
+    { timeoutMs, intervalMs: 250 },
+  ).catch((error: unknown) => {
+    throw new Error(`${(error as Error).message}: leases ${due.join(", ")} still held`);
+  });
 }
 
 /**
@@ -458,11 +488,15 @@ export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWal
   const client = devnet.admin.publicClient;
   const market = devnet.deployment.contracts.market!;
   const violations: string[] = [];
-  const next = await client.readContract({ address: market, abi: leaseMarketAbi, functionName: "nextLeaseId" });
+  // Every read at one block: a node's claim landing while the check reads would otherwise show its pay in the
+  // balances but not in the leases or the logs read before it.
+  const block = await client.getBlock();
+  const blockNumber = block.number;
+  const next = await client.readContract({ address: market, abi: leaseMarketAbi, functionName: "nextLeaseId", blockNumber });
   const leases: LeaseView[] = [];
-  for (let id = 1n; id < next; id++) leases.push(await readLease(client, market, id));
-  const logs = parseEventLogs({ abi: leaseMarketAbi, logs: await client.getLogs({ address: market, fromBlock: devnet.deployment.deploymentBlock }) });
-  const now = Number((await client.getBlock()).timestamp);
+  for (let id = 1n; id < next; id++) leases.push(await readLease(client, market, id, { blockNumber }));
+  const logs = parseEventLogs({ abi: leaseMarketAbi, logs: await client.getLogs({ address: market, fromBlock: devnet.deployment.deploymentBlock, toBlock: blockNumber }) });
+  const now = Number(block.timestamp);
 
   // Each lease: claims add up to `paid`, never beyond what it owes the provider.
   const claimed = new Map<bigint, bigint>();
@@ -470,7 +504,7 @@ export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWal
   // A lease that preempted another owes at least the preemption notice on its units, however soon it ends (LeaseMarket._accrued).
   const preemptors = new Set<bigint>();
   for (const log of logs) if (log.eventName === "LeasePreempted") preemptors.add(log.args.byLeaseId);
-  const notice = preemptors.size > 0 ? BigInt((await client.readContract({ address: market, abi: leaseMarketAbi, functionName: "params" })).preemptionNotice) : 0n;
+  const notice = preemptors.size > 0 ? BigInt((await client.readContract({ address: market, abi: leaseMarketAbi, functionName: "params", blockNumber })).preemptionNotice) : 0n;
   // What each lease booked: its opening deposit plus its extensions. An ended lease's view shows only
   // what it ran (duration = stopAt − activatedAt, deposit = the provider's total), but the preemptor's
   // minimum is capped by the deposit booked when it closed (LeaseMarket._preemptorMinimum).
@@ -483,7 +517,13 @@ export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWal
     const claims = claimed.get(lease.leaseId) ?? 0n;
     if (claims !== lease.paid) violations.push(`lease ${lease.leaseId}: claims total ${claims}, but paid is ${lease.paid}`);
     if (lease.paid > lease.deposit) violations.push(`lease ${lease.leaseId}: paid ${lease.paid} beyond its deposit/total ${lease.deposit}`);
-    if (lease.status === "Settled" && lease.paid !== lease.deposit) violations.push(`lease ${lease.leaseId}: Settled with ${lease.paid} of ${lease.deposit} paid`);
+    // A held lease (a completion, or an Active lease ended inside its end's fault window: issue #34) is Settled with its
+    // last fault window of pay still escrowed for its provider: not lost, as long as the provider's node releases it
+    // once the window is over (a held lease still unpaid past heldUntil + grace is stuck, below). Every other Settled
+    // lease is paid in full.
+    const heldUntil = completionHeldUntil(lease);
+    if (lease.status === "Settled" && heldUntil === undefined && lease.paid !== lease.deposit)
+      violations.push(`lease ${lease.leaseId}: Settled with ${lease.paid} of ${lease.deposit} paid`);
     if ((lease.status === "Ended" || lease.status === "Settled") && lease.endReason !== "CoSigned" && lease.endReason !== "Faulted" && lease.activatedAt > 0) {
       let metered = BigInt(lease.units) * lease.pricePerUnitSecond * BigInt(Math.max(0, lease.stopAt - lease.activatedAt));
       if (preemptors.has(lease.leaseId)) {
@@ -498,12 +538,16 @@ export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWal
 
   // The market: its balance is exactly what it still escrows plus what it owes.
   let escrowed = 0n;
-  for (const lease of leases) if (lease.status === "Open" || lease.status === "Active" || lease.status === "Ended") escrowed += lease.deposit - lease.paid;
+  for (const lease of leases) {
+    if (lease.status === "Open" || lease.status === "Active" || lease.status === "Ended") escrowed += lease.deposit - lease.paid;
+    // A held lease escrows its provider's unpaid total (its deposit shows that total) until the releasing claim.
+    else escrowed += heldPay(lease);
+  }
   const owedTo = new Set<Address>(options.wallets.map((w) => w.address));
   for (const log of logs) if (log.eventName === "PaymentDeferred") owedTo.add(log.args.to);
   let owedTotal = 0n;
-  for (const who of owedTo) owedTotal += await owed(devnet, who);
-  const marketDrift = (await tokenBalance(devnet, market)) - escrowed - owedTotal;
+  for (const who of owedTo) owedTotal += await owed(devnet, who, blockNumber);
+  const marketDrift = (await tokenBalance(devnet, market, blockNumber)) - escrowed - owedTotal;
   if (marketDrift !== 0n) violations.push(`market holds ${marketDrift} base units beyond (or, negative, short of) what it escrows and owes`);
 
   // Each watched wallet: balance + owed = baseline + what the rules moved.
@@ -524,8 +568,8 @@ export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWal
         expected += log.args.amount - log.args.fee;
       }
     }
-    if (wallet.role === "provider" && wallet.sinceBlock !== undefined) expected -= await stakeMoved(devnet, wallet.address, wallet.sinceBlock);
-    const actual = (await tokenBalance(devnet, wallet.address)) + (await owed(devnet, wallet.address));
+    if (wallet.role === "provider" && wallet.sinceBlock !== undefined) expected -= await stakeMoved(devnet, wallet.address, wallet.sinceBlock, blockNumber);
+    const actual = (await tokenBalance(devnet, wallet.address, blockNumber)) + (await owed(devnet, wallet.address, blockNumber));
     if (actual !== expected) violations.push(`${wallet.role} ${wallet.address}: holds ${actual} (balance + owed), the rules say ${expected} (${actual - expected} off)`);
   }
 
@@ -568,6 +612,12 @@ export async function checkLedger(devnet: Devnet, options: { wallets: WatchedWal
       violations.push(
         `lease ${lease.leaseId} is still ${lease.status} ${lease.status === "Open" ? now - lease.startDeadline : now - lease.end} s past its ${lease.status === "Open" ? "start deadline" : "end"}`,
       );
+    }
+    // A hold nobody released: the provider's node claims it once the fault window is over, so its pay is not left behind.
+    const heldUntil = completionHeldUntil(lease);
+    if (heldUntil !== undefined && now > heldUntil + grace) {
+      stuck.push(lease.leaseId);
+      violations.push(`lease ${lease.leaseId} is still held ${now - heldUntil} s past its fault window (${heldPay(lease)} of its provider's pay not released)`);
     }
   }
   return { leases, violations, marketDrift, doubleLeased, stuck };

@@ -74,6 +74,15 @@ export async function send<const abi extends Abi, name extends ContractFunctionN
   return hash;
 }
 
+/**
+ * Moves the devnet's clock `seconds` ahead and mines a block at the new time (e.g. past a held lease's fault window,
+ * which a test would otherwise wait 600 s of real time for).
+ */
+export async function advanceChain(devnet: Pick<Devnet, "admin">, seconds: number): Promise<void> {
+  await devnet.admin.publicClient.request({ method: "evm_increaseTime" as never, params: [seconds] as never });
+  await devnet.admin.publicClient.request({ method: "evm_mine" as never, params: [] as never });
+}
+
 /** Mints devnet tokens to the wallet. */
 export async function fund(devnet: Devnet, clients: Required<ChainClients>, amount: bigint): Promise<void> {
   await send(clients, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "faucet", args: [clients.account.address, amount] });

@@ -7,7 +7,7 @@ import { multiaddr } from "@multiformats/multiaddr";
 import { getAddress, parseEventLogs, type Address, type Hex, type TypedDataDomain } from "viem";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
 import type { LeaseView } from "../../common/chain/market.js";
-import { readLease } from "../../common/chain/market.js";
+import { completionHeldUntil, readLease } from "../../common/chain/market.js";
 import { suanliDomain, suanliTypes, type ReserveRequest } from "../../common/eip712.js";
 import { createHost, type SuanliHost } from "../../common/p2p/host.js";
 import { request } from "../../common/p2p/reqresp.js";
@@ -207,6 +207,21 @@ export class TestRenter {
       async () => {
         const view = await this.lease(leaseId);
         return statuses.includes(view.status) ? view : undefined;
+      },
+      { timeoutMs, intervalMs: 100 },
+    );
+  }
+
+  /**
+   * Waits until a Settled lease is paid in full: for a held one (a completion or an expiry inside its fault window,
+   * issue #34), the provider's node has sent the releasing claim. The caller moves the chain past the window first.
+   */
+  waitReleased(leaseId: bigint, timeoutMs = 30_000): Promise<LeaseView> {
+    return waitFor(
+      `lease ${leaseId} released and paid in full`,
+      async () => {
+        const view = await this.lease(leaseId);
+        return view.status === "Settled" && completionHeldUntil(view) === undefined && view.paid === view.deposit ? view : undefined;
       },
       { timeoutMs, intervalMs: 100 },
     );

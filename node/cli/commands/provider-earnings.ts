@@ -11,8 +11,8 @@ export function earningsText(earnings: ProviderEarnings, token: { symbol: string
   const lines = [
     `Earnings of ${earnings.provider} (leases and claims since block ${earnings.fromBlock})`,
     `  received    ${t(earnings.claimed)} (after ${t(earnings.fees)} of protocol fees)`,
-    `  claimable   ${t(earnings.claimableNow)} now (the node claims on its own)`,
-    `  held        ${t(earnings.held)} (accrued, not claimable yet)`,
+    `  claimable   ${t(earnings.claimableNow)} now (the node claims on its own; a claim pays each lease up to 10 minutes ago)`,
+    `  held        ${t(earnings.held)} (the last 10 minutes of each lease's pay, held for the fault window)`,
     `  owed        ${t(earnings.owed)}${earnings.owed > 0n ? " (payments the token refused: npx suanli wallet withdraw)" : ""}`,
     `  collateral  ${t(earnings.collateralLocked)} locked by open leases`,
   ];

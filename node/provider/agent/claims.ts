@@ -2,11 +2,12 @@
  * Getting paid: on a schedule, one `claimMany` (up to 64 leases per transaction) for the leases
  * with money waiting. An ended lease is claimed once its accrual is over (a preempted lease
  * accrues until its notice ends); an active lease once `provider.claims.minAmount` has accrued,
- * or when it is past its end (the claim finalizes it and frees its units). Only leases whose
- * claimable amount the chain reports as nonzero are sent, so no claim transaction fails and none
- * pays twice (the contract pays only what accrued since the last claim). A completed lease holds
- * the provider's collateral for the fault window (issue #34, finding 1): once that is over, a
- * `claim` of its own releases it.
+ * or when it is past its end (the claim finalizes it and frees its units, even when nothing is
+ * claimable yet). Otherwise only leases whose claimable amount the chain reports as nonzero are
+ * sent, so no claim transaction fails and none pays twice (the contract pays only what accrued
+ * since the last claim). A claim pays until now - 600 s; a completed lease, or one finalized within
+ * 600 s of its end, holds the provider's collateral and last fault window of pay (issue #34): once
+ * the window is over, a `claim` of its own releases both.
  */
 import type { Address, Chain, PublicClient, Transport } from "viem";
 import { leaseMarketAbi } from "../../../common/abi.js";
@@ -39,11 +40,12 @@ export type ClaimerOptions = {
  * the report would be lost, so such a lease is claimed past its end only by its report.
  */
 export function claimWorthy(view: LeaseView, nowSeconds: number, minAmount: bigint, reportPending = false): boolean {
+  // Past its end an Active lease is claimed to finalize it (its units go back) even with nothing claimable yet: within
+  // the fault window after the end a claim pays only until end - 600 s (issue #34), zero for a shorter lease.
+  if (view.status === "Active" && view.end > 0 && nowSeconds >= view.end) return !reportPending;
   if (view.claimable === 0n) return false;
   if (view.status === "Ended") return nowSeconds >= view.stopAt || view.claimable >= minAmount;
   if (view.status !== "Active") return false;
-  const pastEnd = view.end > 0 && nowSeconds >= view.end;
-  if (pastEnd) return !reportPending;
   return view.claimable >= minAmount;
 }
 

@@ -139,20 +139,30 @@ export const FINDINGS = {
   /** 4: a renter that cannot receive tokens keeps its leases (and the provider's collateral) from ending. */
   blockedRenterLocks: "blocked-renter-locks",
   /**
-   * #34 round two, open: a fault returns the provider's pay after observedAt only up to the collateral
+   * #34 round two, closed (branch money-overpaid): a fault returned the provider's pay after observedAt only up to the collateral
    * (ILeaseMarket.submitFault: "capped at the collateral"). A provider that stops serving, then is paid to the
    * end (a claim, or `complete`, which pays up to its stop at once) keeps the pay the collateral does not cover:
    * above the metered price of what it served when that pay exceeds the collateral (short leases, low
-   * collateralBps). Replay: seed 5918225, sequence 605 (docs/contracts.md, "Open").
+   * collateralBps). Replay: seed 5918225, sequence 605. Closed by holding the provider's last
+   * FAULT_SUBMISSION_WINDOW seconds of pay (claims pay until now - W; `complete` until stopAt - W, the rest
+   * released with the collateral), so nothing it is paid lies after a fault's observedAt.
    */
   overpaidAboveCollateral: "overpaid-above-collateral",
+  /**
+   * #34 round two, closed (branch money-r2): a claim, `close` or preempting open after an Active lease's end finalized
+   * it as Expired and released its collateral at once, so a fault observed in its last FAULT_SUBMISSION_WINDOW
+   * seconds could no longer land (the provider stops serving near the end; anyone's claim just after it wipes the
+   * fault out). Closed by holding the expired lease like a completion until end + W (units freed, collateral and the
+   * last window's pay held). Listed as known, the model follows the old rule.
+   */
+  expiryReleasesCollateral: "expiry-releases-collateral",
 } as const;
 
 /**
  * Findings the contracts of this branch still have (empty once the money-rules fixes are merged):
  * the default of `known` for the test and the benchmark.
  */
-export const KNOWN_OPEN_FINDINGS: string[] = [FINDINGS.overpaidAboveCollateral];
+export const KNOWN_OPEN_FINDINGS: string[] = [];
 
 class Revert extends Error {}
 function revert(reason: string): never {
@@ -280,13 +290,21 @@ function bmax(a: bigint, b: bigint): bigint {
 export function holdEnd(l: { stopAt: number }): number {
   return l.stopAt + FAULT_SUBMISSION_WINDOW;
 }
+/** What the provider may be paid of a lease stopping or claimed at `at`: what accrued until at - W (the last window's pay is held). */
+function paidUntil(l: MLease, at: number): bigint {
+  return at <= l.start + FAULT_SUBMISSION_WINDOW ? 0n : accruedUntil(l, at - FAULT_SUBMISSION_WINDOW);
+}
+/** A held completion's total: what accrued until its stop (the renter was refunded the rest). */
+function heldTotal(l: MLease): bigint {
+  return accruedUntil(l, l.stopAt);
+}
 /** The provider's total: what it was paid while a lease runs or is held, its final total once ended. */
 function providerTotal(l: MLease): bigint {
   return l.status === S.Open || l.status === S.Active || l.held ? l.paid : l.deposit;
 }
 /** What the market escrows for a lease: nothing for a held completion (its renter was refunded at the completion). */
 function escrowOf(l: MLease): bigint {
-  return l.held ? 0n : l.deposit - l.paid;
+  return l.held ? heldTotal(l) - l.paid : l.deposit - l.paid;
 }
 
 /** The model of the token, registry and market (today's rules, docs/contracts.md). */
@@ -458,13 +476,18 @@ export class Model {
     if (l.status === S.Active) {
       const end = endOf(l);
       if (this.st.now >= end) {
-        const amount = l.deposit - l.paid;
-        l.paid = l.deposit;
-        this.finish(l, R.Expired, end, l.deposit, 0n, OUTCOME.Completed, 0n);
-        return [amount, true];
+        // Within the fault window after the end the last window's pay stays held with the collateral (expire).
+        const paidBefore = l.paid;
+        l.paid = this.holdsExpiry(end) ? bmax(paidBefore, paidUntil(l, end)) : l.deposit;
+        this.expire(l, end);
+        return [l.paid - paidBefore, true];
       }
     }
-    const total = this.accruedNow(l);
+    let total = this.accruedNow(l);
+    // The last window's pay stays in escrow while a fault can still reach the lease (overpaid-above-collateral).
+    const reachable = l.status === S.Active ? this.st.now < endOf(l) : l.status === S.Ended && this.st.now < l.stopAt;
+    if (reachable && !this.known.has(FINDINGS.overpaidAboveCollateral)) total = bmin(total, paidUntil(l, this.st.now));
+    total = bmax(total, l.paid);
     const amount = total - l.paid;
     if (l.status === S.Ended && total === l.deposit) {
       l.paid = total;
@@ -474,6 +497,25 @@ export class Model {
     if (amount === 0n) return [0n, false];
     l.paid = total;
     return [amount, true];
+  }
+  /** Whether an Active lease past `end`, ended now, is held (#34: a fault observed in its last window can still land). */
+  private holdsExpiry(end: number): boolean {
+    return !this.known.has(FINDINGS.expiryReleasesCollateral) && this.st.now < end + FAULT_SUBMISSION_WINDOW;
+  }
+  /**
+   * Ends an Active lease that ran to its end (the caller set `paid` and pays it): held like a completion until
+   * end + W (units freed, collateral and the pay beyond `paid` held, nothing refunded), or finalized at once after it.
+   */
+  private expire(l: MLease, end: number): void {
+    if (!this.holdsExpiry(end)) {
+      this.finish(l, R.Expired, end, l.deposit, 0n, OUTCOME.Completed, 0n);
+      return;
+    }
+    l.stopAt = end;
+    l.endReason = R.Expired;
+    l.status = S.Settled;
+    l.held = true;
+    this.freeUnits(l.machineId, l.units, l.interruptible);
   }
   private collateralAt(l: MLease, at: number): bigint {
     let c = l.openCollateral;
@@ -547,7 +589,7 @@ export class Model {
         // Its own provider would end it without the termination (or start) penalty (#34 finding 1).
         if (l.provider === sender && l.renter !== sender) revert("SelfPreemption");
         if (l.status === S.Active && now >= endOf(l)) {
-          this.finish(l, R.Expired, endOf(l), l.deposit, 0n, OUTCOME.Completed, 0n);
+          this.expire(l, endOf(l));
         } else {
           const running = l.status === S.Open || l.status === S.Active;
           if (!running || !l.interruptible || (terms.interruptible && l.price >= price)) revert("NotPreemptible");
@@ -632,7 +674,12 @@ export class Model {
     if (l?.held) {
       // A completion's hold: released after the fault window; reputation counts a completion only if it ran to its end.
       if (this.st.now < holdEnd(l)) revert("CollateralHeld");
-      this.releaseHeld(l, l.paid === l.deposit ? OUTCOME.Completed : OUTCOME.Neutral);
+      const total = heldTotal(l);
+      const paidBefore = l.paid;
+      const outcome = total === l.deposit ? OUTCOME.Completed : OUTCOME.Neutral;
+      l.paid = total;
+      this.releaseHeld(l, outcome);
+      this.payProvider(l.provider, paidBefore, total);
       return;
     }
     if (!l || (l.status !== S.Active && l.status !== S.Ended)) revert("InvalidLeaseStatus");
@@ -671,7 +718,7 @@ export class Model {
       refund = this.finish(l, R.RenterClosed, now, this.preemptorMinimum(l, 0n), 0n, OUTCOME.Neutral, 0n);
     } else if (l.status === S.Active) {
       const end = endOf(l);
-      if (now >= end) this.finish(l, R.Expired, end, l.deposit, 0n, OUTCOME.Completed, 0n);
+      if (now >= end) this.expire(l, end);
       else refund = this.finish(l, R.RenterClosed, now, this.committedMinimum(l, this.preemptorMinimum(l, accruedUntil(l, now))), 0n, OUTCOME.Completed, 0n);
     } else revert("InvalidLeaseStatus");
     this.pay(l.renter, refund);
@@ -687,13 +734,14 @@ export class Model {
     // #34 finding 1: the provider is paid, the renter refunded and the units freed now; the collateral stays
     // locked for the fault window (a fault observed before the completion still lands) and reputation waits for
     // the release (claim after the window, or the renter's settle).
-    l.paid = total;
+    // The provider is paid until stop - W; its last window's pay is held with the collateral (overpaid-above-collateral).
+    l.paid = this.known.has(FINDINGS.overpaidAboveCollateral) ? total : bmax(paidBefore, paidUntil(l, stop));
     l.stopAt = stop;
     l.endReason = R.Completed;
     l.status = S.Settled;
     l.held = true;
     this.freeUnits(l.machineId, l.units, l.interruptible);
-    this.payProvider(l.provider, paidBefore, total);
+    this.payProvider(l.provider, paidBefore, l.paid);
     this.pay(l.renter, l.deposit - total);
   }
 
@@ -800,19 +848,25 @@ export class Model {
     let credit = this.proRata(l, terms, observedAt);
     const minCredit = (collateralOf(terms, l.collateralBps) * BigInt(this.st.params.faultMinCreditBps)) / BPS;
     if (credit < minCredit) credit = minCredit;
-    const overpaid = l.paid - accruedAtFault;
+    // The completion paid until stopAt - W <= observedAt: the provider's pay after observedAt is all still held.
+    const paidBefore = l.paid;
+    const total = bmax(paidBefore, accruedAtFault);
+    const overpaid = total - accruedAtFault;
     credit = bmin(credit + overpaid, collateral);
+    const heldBack = heldTotal(l) - total;
     // Promise: at most the collateral as it stood at observedAt, plus the provider's pay after it.
     l.promised += (this.known.has(FINDINGS.faultAfterExtension) ? collateral : this.collateralAt(l, observedAt)) + overpaid;
     l.credit += credit;
     l.recovered = overpaid;
     l.unrecovered = bmax(0n, overpaid - credit);
     this.releaseCollateral(l, credit, accruedAtFault / l.price, OUTCOME.Faulted);
-    l.deposit = l.paid;
+    l.paid = total;
+    l.deposit = total;
     l.held = false;
     l.endReason = R.Faulted;
     l.stopAt = observedAt;
-    this.pay(l.renter, credit);
+    this.payProvider(l.provider, paidBefore, total);
+    this.pay(l.renter, heldBack + credit);
   }
 
   settle(id: number, providerAmount: bigint, deadline: number): void {
@@ -820,14 +874,14 @@ export class Model {
     if (!l || (l.status !== S.Open && l.status !== S.Active && l.status !== S.Ended && !l.held)) revert("InvalidLeaseStatus");
     if (this.st.now > deadline) revert("SettlementExpired");
     // A held completion was paid out: its renter co-signs the provider's total as it stands.
-    if (providerAmount < l.paid || providerAmount > (l.held ? l.paid : l.deposit)) revert("SettlementAmountOutOfRange");
+    if (providerAmount < l.paid || providerAmount > (l.held ? heldTotal(l) : l.deposit)) revert("SettlementAmountOutOfRange");
     const paidBefore = l.paid;
     l.paid = providerAmount;
     let refund: bigint;
     if (l.held) {
       // The renter co-signs the completion: its hold ends now and it counts as one.
+      refund = heldTotal(l) - providerAmount;
       this.releaseHeld(l, OUTCOME.Completed);
-      refund = 0n;
     } else if (l.status === S.Ended) {
       refund = l.deposit - providerAmount;
       l.deposit = providerAmount;
@@ -1384,6 +1438,14 @@ export function generate(r: Rng, st: State, w: World): Step {
     const l = r.pick(active);
     return { kind: "complete", who: l.provider, id: l.id };
   }
+  // #34: an Active lease run to its end, then ended by a claim or its renter's close inside the fault window after it
+  // (held like a completion: a fault observed in its last window still lands, generateHeld signs them).
+  if (active.length && r.chance(0.05)) {
+    const l = r.pick(active);
+    const end = endOf(l);
+    if (now < end) return { kind: "time", seconds: end - now + r.int(0, 20) };
+    return r.chance(0.5) ? { kind: "claim", who: r.pick([w.R1, w.R2, w.A, w.P]), id: l.id } : { kind: "close", who: l.renter, id: l.id };
+  }
   if (r.chance(0.06)) {
     const attempt = selfPreemption(r, st, w);
     if (attempt) return attempt;
@@ -1570,7 +1632,7 @@ export function generate(r: Rng, st: State, w: World): Step {
 // ---------------------------------------------------------------------------------------------
 // Applying a step to chain and model
 
-/** `label`: the #34 finding 1 action the step was (a fault on a held completion), counted under that name. */
+/** `label`: the #34 action the step was (a fault on a held completion, or on a held expiry), counted under that name. */
 type Outcome = { ok: boolean; expected: boolean; reason?: string; chainError?: string; label?: string };
 
 function modelRun(model: Model, f: (m: Model) => void): { ok: boolean; reason?: string } {
@@ -1595,6 +1657,8 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
   const at = st.now;
   const faultOn = step.kind === "signFault" && step.submit ? step.id : step.kind === "submitHeld" ? st.held[step.index]?.leaseId : undefined;
   const heldBefore = faultOn !== undefined && !!st.leases[faultOn - 1]?.held;
+  // An expiry's hold (an Active lease ended after its end, within the fault window after it) counts apart.
+  const expiryHold = heldBefore && st.leases[faultOn! - 1]?.endReason === R.Expired;
   const mkt = (from: Address, fn: string, args: readonly unknown[]) => sendAt(w.rpc, at, from, w.market, leaseMarketAbi as Abi, fn, args);
   const reg = (from: Address, fn: string, args: readonly unknown[]) => sendAt(w.rpc, at, from, w.registry, providerRegistryAbi as Abi, fn, args);
   let chain: { ok: boolean; error?: string };
@@ -1770,7 +1834,13 @@ async function apply(w: World, model: Model, step: Step): Promise<Outcome> {
       break;
     }
   }
-  return { ok: chain.ok, expected: expected.ok, reason: expected.reason, chainError: chain.error, label: heldBefore ? "faultDuringHold" : undefined };
+  return {
+    ok: chain.ok,
+    expected: expected.ok,
+    reason: expected.reason,
+    chainError: chain.error,
+    label: expiryHold ? "faultDuringExpiryHold" : heldBefore ? "faultDuringHold" : undefined,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1855,7 +1925,7 @@ function compare(w: World, st: State, snap: Snapshot): void {
       ["status", v.status, l.status],
       ["endReason", v.endReason, l.endReason],
       // A held completion shows the provider's total as its deposit and its collateral still locked.
-      ["deposit", v.deposit, l.held ? l.paid : l.deposit],
+      ["deposit", v.deposit, l.held ? heldTotal(l) : l.deposit],
       ["paid", v.paid, l.paid],
       ["units", v.units, l.units],
       ["stopAt", v.stopAt, live ? 0 : l.stopAt],
