@@ -331,6 +331,12 @@ export type TaskReceipt = {
   state: TaskState | "unknown";
   exitCode: number | null;
   /**
+   * Why the task did not succeed, by name, as its provider reported it: e.g. `TaskSilentError` (its
+   * liveness heartbeat stopped: ended as the renter's side), `TaskExceededError`, `TaskOutOfMemoryError`,
+   * `TaskLostError`. null when it succeeded or the provider said nothing.
+   */
+  error: { name: string; message: string } | null;
+  /**
    * The provider's signed completion report checked against its on-chain copy. `outputCid`: the
    * output's CID when the provider pinned it by CID (its data plane on; docs/data.md "Outputs"),
    * kept only when it is the CID the signed `outputDigest` names (common/output-cid.ts): get it
@@ -351,6 +357,13 @@ export type TaskReceipt = {
      * credit the renter; after it anyone's `claim` releases the collateral. null for every other lease.
      */
     collateralHeldUntil: number | null;
+    /**
+     * Ended by the provider's completion report alone before the paid time ran out (endReason
+     * "Completed" with part of the deposit refunded): the task ended early (it exited, failed or
+     * went silent). Not co-signed by the renter, so it counts no completion in the provider's
+     * reputation (issue #34, finding 1); a renter who agrees co-signs with `settle` ("CoSigned").
+     */
+    earlyCompletion: boolean;
     /** Seconds metered (activation to stop). */
     seconds: number;
     deposit: bigint;

@@ -49,5 +49,5 @@ export async function cancelTask(ctx: SuanliContext, taskId: string): Promise<Ta
     }
   }
   const status = await getTaskStatus(ctx, taskId);
-  return buildReceipt(ctx, await taskRecord(ctx, taskId), status.state, status.exitCode, null);
+  return buildReceipt(ctx, await taskRecord(ctx, taskId), status.state, status.exitCode, null, status.error);
 }

@@ -31,5 +31,5 @@ export async function settleTask(ctx: SuanliContext, taskId: string): Promise<Ta
     .status({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth: await authorize(ctx, attempt, "status", {}) })
     .then(signedCompletionOf)
     .catch(() => null);
-  return buildReceipt(ctx, await taskRecord(ctx, taskId), status.state, status.exitCode, completion);
+  return buildReceipt(ctx, await taskRecord(ctx, taskId), status.state, status.exitCode, completion, status.error);
 }

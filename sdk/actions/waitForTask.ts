@@ -97,7 +97,7 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
       if (outcome === "done") {
         // The status read at the top of this pass may predate the end the group step just saw (a busy host): read it again.
         const final = await getTaskStatus(ctx, taskId).catch(() => status);
-        return buildReceipt(ctx, await taskRecord(ctx, taskId), final.state, final.exitCode, await statusCompletion(ctx, taskId));
+        return buildReceipt(ctx, await taskRecord(ctx, taskId), final.state, final.exitCode, await statusCompletion(ctx, taskId), final.error);
       }
       if (outcome === "waiting") await new Promise((resolve) => setTimeout(resolve, pollIntervalMs));
       continue;
@@ -173,7 +173,7 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
       }
     }
     if (leaseEnded && (status.state === "unknown" || FINAL_TASK_STATES.has(status.state))) {
-      return buildReceipt(ctx, await taskRecord(ctx, taskId), status.state, status.exitCode, await statusCompletion(ctx, taskId));
+      return buildReceipt(ctx, await taskRecord(ctx, taskId), status.state, status.exitCode, await statusCompletion(ctx, taskId), status.error);
     }
     // Without a timeout: until two minutes past the lease's end (or activation), in chain time.
     const leaseTime = status.lease.end || status.lease.activatedAt;

@@ -54,6 +54,7 @@ export async function leaseOutcome(ctx: SuanliContext, attempt: TaskAttempt): Pr
     status: lease.status,
     endReason: lease.endReason,
     collateralHeldUntil: completionHeldUntil(lease) ?? null,
+    earlyCompletion: lease.endReason === "Completed" && refunded > 0n,
     seconds: lease.activatedAt ? Math.max(0, stop - lease.activatedAt) : 0,
     deposit: attempt.deposit,
     cost: finalCost ?? lease.accrued,
@@ -98,6 +99,7 @@ export async function buildReceipt(
   state: TaskReceipt["state"],
   exitCode: number | null,
   signedCompletion: SignedCompletion | null,
+  error: TaskReceipt["error"] = null,
 ): Promise<TaskReceipt> {
   const leases: TaskReceipt["leases"] = [];
   let completion: TaskReceipt["completion"] = null;
@@ -126,6 +128,7 @@ export async function buildReceipt(
     taskId: record.taskId,
     state,
     exitCode: exitCode ?? completion?.exitCode ?? null,
+    error: state === "succeeded" ? null : error,
     completion,
     leases,
     totalCost: sum((l) => l.cost),

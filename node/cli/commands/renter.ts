@@ -98,12 +98,16 @@ function minimumChargeText(client: SuanliClient, charge: NonNullable<TaskReceipt
   return `${charge.reason}: paid ${tokens(client, charge.amount)} beyond the seconds used (${why})`;
 }
 
+/** An early completion, said plainly (issue #34): the provider ended it before the paid time, the renter did not co-sign. */
+const EARLY_TEXT = " early (by the provider alone, not co-signed: no completion in its reputation; the unused deposit refunded)";
+
 function renderReceipt(client: SuanliClient, receipt: TaskReceipt): string {
   const lines = [`Receipt for ${receipt.taskId}: ${receipt.state}${receipt.exitCode !== null ? ` (exit code ${receipt.exitCode})` : ""}`];
+  if (receipt.error) lines.push(`  why: ${receipt.error.name}: ${receipt.error.message}`);
   for (const lease of receipt.leases) {
     lines.push(
       `  lease ${lease.leaseId} on ${lease.units}× ${lease.model} (machine ${lease.machineId}) by ${lease.provider}`,
-      `    ran ${lease.seconds}s, ended ${lease.endReason}${heldText(lease.collateralHeldUntil)}; cost ${tokens(client, lease.cost)}, refunded ${tokens(client, lease.refunded)}${lease.credit ? `, credit ${tokens(client, lease.credit)}` : ""}`,
+      `    ran ${lease.seconds}s, ended ${lease.endReason}${lease.earlyCompletion ? EARLY_TEXT : ""}${heldText(lease.collateralHeldUntil)}; cost ${tokens(client, lease.cost)}, refunded ${tokens(client, lease.refunded)}${lease.credit ? `, credit ${tokens(client, lease.credit)}` : ""}`,
       ...(lease.minimumCharge ? [`    ${minimumChargeText(client, lease.minimumCharge)}`] : []),
       ...(lease.resumedFrom ? [`    resumed from checkpoint ${lease.resumedFrom}`] : []),
       ...lease.gas.map((step) => `    gas ${step.step}: ${step.gasUsed}`),
@@ -287,7 +291,7 @@ export function registerRenter(program: Command): void {
   withRenterFlags(program.command("tasks").description("your tasks and the state of their leases")).action(async (flags: RenterFlags) => {
     await withClient(flags, true, async (client) => {
       const records = await client.tasks();
-      const rows: { taskId: string; createdAt: number; attempts: number; state: string; lease: TaskStatus["lease"] | null; leaseId: bigint }[] = [];
+      const rows: { taskId: string; createdAt: number; attempts: number; state: string; error: string | null; lease: TaskStatus["lease"] | null; leaseId: bigint }[] = [];
       for (const record of records) {
         const status = await client.status(record.taskId).catch(() => undefined);
         rows.push({
@@ -295,6 +299,7 @@ export function registerRenter(program: Command): void {
           createdAt: record.createdAt,
           attempts: record.attempts.length,
           state: status?.state ?? "unknown",
+          error: status?.error?.name ?? null,
           lease: status?.lease ?? null,
           leaseId: record.attempts.at(-1)!.leaseId,
         });
@@ -305,7 +310,7 @@ export function registerRenter(program: Command): void {
           : rows
               .map(
                 (r) =>
-                  `${r.taskId.padEnd(24)} ${String(r.state).padEnd(12)} lease ${r.leaseId} ${r.lease?.status ?? "?"}${r.lease && r.lease.endReason !== "None" ? ` ${r.lease.endReason}` : ""}${heldText(r.lease?.collateralHeldUntil)} ${r.lease ? `cost ${tokens(client, r.lease.accrued)}` : ""}${r.lease?.minimumCharge ? ` (${minimumChargeText(client, r.lease.minimumCharge)})` : ""}`,
+                  `${r.taskId.padEnd(24)} ${String(r.state).padEnd(12)}${r.error ? ` (${r.error})` : ""} lease ${r.leaseId} ${r.lease?.status ?? "?"}${r.lease && r.lease.endReason !== "None" ? ` ${r.lease.endReason}` : ""}${heldText(r.lease?.collateralHeldUntil)} ${r.lease ? `cost ${tokens(client, r.lease.accrued)}` : ""}${r.lease?.minimumCharge ? ` (${minimumChargeText(client, r.lease.minimumCharge)})` : ""}`,
               )
               .join("\n"),
       );
