@@ -282,7 +282,15 @@ export class DataStore {
   private async walk(cid: CID, seen: Map<string, number>, parameters: FetchOptions, target: string | undefined, offline = false): Promise<number> {
     const timeoutMs = parameters.timeoutMs ?? this.options.fetchTimeoutMs;
     const signal = AbortSignal.timeout(timeoutMs);
-    const providers: Multiaddr[] = (parameters.providers ?? []).map((address) => multiaddr(address));
+    // Hints only (the spec's schema checks their shape; the browser SDK cannot parse multiaddrs): one this node cannot parse is skipped.
+    const providers: Multiaddr[] = (parameters.providers ?? []).flatMap((address) => {
+      try {
+        return [multiaddr(address)];
+      } catch {
+        this.logger?.warn("A data provider hint is not a multiaddr this node can dial; skipped", { address });
+        return [];
+      }
+    });
     const before = new Set(seen.keys());
     const fs = unixfs({ blockstore: verifyingBlockstore(this.helia.blockstore, seen) });
     try {

@@ -177,7 +177,9 @@ describe("group jobs: extend every lease, migrate together", function () {
   it("autoMigrate: one machine's lease terminated by its provider moves the whole group to another cluster, the rest refunded", async () => {
     const { taskId, group } = await submitGroup('sleep 8; echo "rank=$SUANLI_RANK of $SUANLI_WORLD_SIZE at $SUANLI_MASTER_ADDR"', true);
     const first = providers.find((p) => p.node.peer.address.toLowerCase() === group[0]!.provider.toLowerCase())!;
-    // The provider pulls rank 1's machine.
+    // The provider pulls rank 1's machine once it runs. (Sent while its node was activating the lease,
+    // the terminate's gas was estimated for an Open lease and ran out on the Active one: FailedCall.)
+    await waitFor("rank 1's lease to be Active", async () => (await lease(group[1]!.leaseId)).status === "Active", { timeoutMs: 30_000 });
     await send(await devnet.wallet(first.index), { address: market(), abi: leaseMarketAbi, functionName: "terminate", args: [group[1]!.leaseId] });
     assert.equal((await lease(group[1]!.leaseId)).endReason, "Terminated");
 

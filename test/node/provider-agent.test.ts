@@ -144,11 +144,19 @@ describe("provider agent: a lease from reserve to payment", function () {
     const text = dump.join("\n");
     assert.ok(text.includes("[secret]"), "the stored spec marks the secret");
     assert.ok(!text.includes(SECRET));
-    const metrics = await provider.daemon.metrics.registry.metrics();
+    // The claimed-earnings counter moves once the node has the receipt of its release claim, which
+    // can come a moment after the chain shows the lease paid (the previous test waits on the chain).
+    const metrics = await waitFor(
+      "the node to count its claimed earnings",
+      async () => {
+        const text = await provider.daemon.metrics.registry.metrics();
+        return /suanli_provider_earnings_claimed_total [1-9]/.test(text) ? text : undefined;
+      },
+      { timeoutMs: 15_000 },
+    );
     assert.ok(!metrics.includes(SECRET));
     assert.match(metrics, /suanli_provider_tasks_total\{result="succeeded"\} 1/);
     assert.match(metrics, /suanli_provider_reservations_total\{outcome="accepted"\} 1/);
-    assert.match(metrics, /suanli_provider_earnings_claimed_total [1-9]/);
   });
 
   it("a node that stops while a task runs stops the task and terminates the lease (the renter gets the rest back and the penalty)", async () => {
