@@ -129,7 +129,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       const next = challenge.onCommit(await responder.respond(challenge.message), Date.now());
       if (next.outcome !== "open") throw new Error(`devnet challenge failed: ${next.reason}`);
       const outcome = await challenge.onOpen(await responder.open(next.request), Date.now());
-      if (outcome.outcome !== "pass") throw new Error(`devnet challenge failed: ${outcome.reason}`);
+      if (outcome.outcome !== "pass") throw new Error(`devnet challenge failed: ${outcome.outcome === "fail" ? outcome.reason : outcome.outcome}`);
     }
     const devnetChallengeMs = (performance.now() - started) / rounds;
 

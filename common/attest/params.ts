@@ -228,7 +228,13 @@ export function classEfficiency(profile: ResolvedChallengeProfile, model: string
   return profile.classes[base]?.efficiency ?? profile.efficiency ?? calibrationFor(base)?.int8Efficiency ?? FALLBACK_INT8_EFFICIENCY;
 }
 
-export function deriveChallengeParams(profile: ResolvedChallengeProfile, claim: CapacityClaim): ChallengeParams {
+/**
+ * `rateShare` < 1 sizes a light check (an in-lease check, docs/attestation.md "In-lease checks"):
+ * the rows, and so the required rate, are scaled by the share, the time to answer is the same, so
+ * the check needs about that share of each GPU and an honest machine answers it beside a renter's task.
+ */
+export function deriveChallengeParams(profile: ResolvedChallengeProfile, claim: CapacityClaim, rateShare = 1): ChallengeParams {
+  if (!(rateShare > 0 && rateShare <= 1)) throw new ChallengeParamsError(`rateShare must be in (0, 1], got ${rateShare}`);
   const canonical = canonicalGpuName(claim.model);
   if (!canonical) throw new UnknownGpuModelError(claim.model, knownGpuNames());
   if (!Number.isInteger(claim.units) || claim.units < 1 || claim.units > MAX_UNITS) throw new ChallengeParamsError(`units must be 1..${MAX_UNITS}, got ${claim.units}`);
@@ -236,9 +242,10 @@ export function deriveChallengeParams(profile: ResolvedChallengeProfile, claim: 
   const cols = overrides?.cols ?? profile.cols;
   const rounds = overrides?.rounds ?? profile.rounds;
   const efficiency = classEfficiency(profile, canonical);
-  const unitRate = unitInt8OpsPerSecond(canonical, overrides) * efficiency;
+  const unitRate = unitInt8OpsPerSecond(canonical, overrides) * efficiency * rateShare;
   const opsPerRow = 2 * rounds * cols * cols;
-  const rowsPerUnit = overrides?.rowsPerUnit ?? profile.rowsPerUnit ?? Math.max(1, Math.ceil(((profile.targetComputeMs / 1000) * unitRate) / opsPerRow));
+  const fixedRows = overrides?.rowsPerUnit ?? profile.rowsPerUnit;
+  const rowsPerUnit = fixedRows !== undefined ? Math.max(1, Math.ceil(fixedRows * rateShare)) : Math.max(1, Math.ceil(((profile.targetComputeMs / 1000) * unitRate) / opsPerRow));
   if (rowsPerUnit > MAX_ROWS) {
     throw new ChallengeParamsError(`A sub-challenge for one ${canonical} needs ${rowsPerUnit} rows, above the limit of ${MAX_ROWS}.`, {
       metaMessages: ["Raise attest.challenge.cols or rounds, or lower targetComputeMs."],

@@ -110,9 +110,10 @@ export type ChallengeRequest = z.output<typeof challengeRequestSchema>;
  * `not_declared` (no such machine on-chain), `unreachable` (the provider's node did not answer),
  * `backoff` (the machine failed recently: see retryAfter), `busy` (too many challenges in flight),
  * `wrong_chain`, `internal`; and the provider's signed refusals this attestor checked
- * (common/attest/refusal.ts): `out_of_bounds`, `attestor_share`, `lease_budget`.
+ * (common/attest/refusal.ts): `out_of_bounds`, `attestor_share`, `lease_budget`; `leased` (a request for a
+ * leased machine this attestor holds no unexpired attestation of: it gets only light in-lease checks; retryAfter: the lease's end).
  */
-export const CHALLENGE_ERRORS = ["not_declared", "unreachable", "backoff", "busy", "wrong_chain", "internal", "out_of_bounds", "attestor_share", "lease_budget"] as const;
+export const CHALLENGE_ERRORS = ["not_declared", "unreachable", "backoff", "busy", "wrong_chain", "internal", "out_of_bounds", "attestor_share", "lease_budget", "leased"] as const;
 export type ChallengeErrorReason = (typeof CHALLENGE_ERRORS)[number];
 
 export const challengeOutcomeSchema = z.discriminatedUnion("outcome", [

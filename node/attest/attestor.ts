@@ -48,6 +48,7 @@ import { ChallengeStateError, PassWithheldError } from "./errors.js";
 import { ccIdentitiesHash } from "../../common/attest/cc.js";
 import { checkCommitEvidence, type CcPolicy, type CcVerifiedUnit } from "./cc-policy.js";
 import { DeviceRegistry, uuidKey } from "./device-registry.js";
+import { pickIndices } from "./row-picks.js";
 
 /** The machine a challenge tests, as declared on-chain (the caller checks it against the registry). */
 export type MachineClaim = {
@@ -95,7 +96,14 @@ export type ChallengeFailure = {
   evidence?: CommitFraudProof;
 };
 
-export type ChallengeOutcome = ChallengePass | ChallengeFailure;
+/**
+ * A light check passed (an in-lease check sized to `rateShare` of the GPUs, docs/attestation.md
+ * "In-lease checks"): correct rows in time, which proves the machine is still what it was. It signs
+ * no attestation: one needs a full check, outside a lease.
+ */
+export type ChallengeLightPass = { outcome: "light_pass"; challengeId: Hex; measuredThroughput: bigint; elapsedMs: number };
+
+export type ChallengeOutcome = ChallengePass | ChallengeLightPass | ChallengeFailure;
 export type CommitResult = { outcome: "open"; request: OpenRequestMessage } | ChallengeFailure;
 
 export type AttestorOptions = {
@@ -150,11 +158,12 @@ export class Attestor {
     return this.options.now ? this.options.now() : Date.now();
   }
 
-  /** Derives the parameters for the claim, draws a fresh seed, signs the challenge. */
-  async startChallenge(claim: MachineClaim): Promise<AttestorChallenge> {
+  /** Derives the parameters for the claim, draws a fresh seed, signs the challenge. `rateShare` < 1: a light check (deriveChallengeParams), whose pass signs nothing. */
+  async startChallenge(claim: MachineClaim, options: { rateShare?: number } = {}): Promise<AttestorChallenge> {
     const model = canonicalGpuName(claim.model);
     if (!model) throw new UnknownGpuModelError(claim.model, knownGpuNames());
-    const params = deriveChallengeParams(this.options.profile, { model, units: claim.units });
+    const rateShare = options.rateShare ?? 1;
+    const params = deriveChallengeParams(this.options.profile, { model, units: claim.units }, rateShare);
     const issuedAtMs = Math.floor(this.now);
     const message = await signChallenge(this.options.account, this.options.domain, {
       attestor: this.address,
@@ -179,8 +188,9 @@ export class Attestor {
       units: claim.units,
       rowsPerUnit: params.rowsPerUnit,
       deadlineMs: params.deadlineMs,
+      ...(rateShare < 1 ? { rateShare } : {}),
     });
-    return new AttestorChallenge(this, message, params, claim.history);
+    return new AttestorChallenge(this, message, params, claim.history, rateShare < 1);
   }
 
   random(length: number): Uint8Array {
@@ -206,20 +216,6 @@ export class Attestor {
 
 type Phase = "awaiting_commit" | "awaiting_open" | "done";
 
-/** Distinct uniform indices in [0, rows) (rejection sampling: no modulo bias). Drawn per unit, after the commit. */
-function pickIndices(count: number, rows: number, random: (length: number) => Uint8Array): number[] {
-  const picked = new Set<number>();
-  const limit = Math.floor(2 ** 32 / rows) * rows;
-  for (let attempts = 0; picked.size < count && attempts < 100_000; attempts++) {
-    const bytes = random(4);
-    const value = ((bytes[0]! << 24) | (bytes[1]! << 16) | (bytes[2]! << 8) | bytes[3]!) >>> 0;
-    if (value >= limit) continue;
-    picked.add(value % rows);
-  }
-  if (picked.size < count) throw new ChallengeStateError("The random source did not produce distinct row indices.");
-  return [...picked];
-}
-
 export class AttestorChallenge {
   readonly message: ChallengeMessage;
   readonly params: ChallengeParams;
@@ -236,6 +232,8 @@ export class AttestorChallenge {
     message: ChallengeMessage,
     params: ChallengeParams,
     private readonly history: MachineClaim["history"] = undefined,
+    /** A light check (in-lease): its pass signs no attestation. */
+    readonly light = false,
   ) {
     this.attestor = attestor;
     this.message = message;
@@ -347,7 +345,7 @@ export class AttestorChallenge {
     return { outcome: "open", request: this.openRequest };
   }
 
-  /** Checks the opened rows. Returns the pass (with the signed attestation) or the failure. */
+  /** Checks the opened rows. Returns the pass (with the signed attestation; a light check's signs none) or the failure. */
   async onOpen(input: unknown, receivedAtMs: number): Promise<ChallengeOutcome> {
     this.ensureOpen();
     if (this.phase !== "awaiting_open") return this.fail("malformed", "rows arrived before a commit");
@@ -401,6 +399,11 @@ export class AttestorChallenge {
         { measuredThroughput },
       );
     }
+    const elapsedMs = commit.receivedAtMs - this.message.issuedAtMs;
+    if (this.light) {
+      this.finalOutcome = { outcome: "light_pass", challengeId: this.id, measuredThroughput, elapsedMs };
+      return this.finalOutcome;
+    }
     const issuedAt = Math.floor(this.attestor.now / 1000);
     const heldUntil = this.attestor.settings.passHeldUntil?.(this.message.provider, this.message.machineId);
     if (heldUntil !== undefined && issuedAt <= heldUntil) {
@@ -432,7 +435,7 @@ export class AttestorChallenge {
       outcome: "pass",
       challengeId: this.id,
       measuredThroughput,
-      elapsedMs: commit.receivedAtMs - this.message.issuedAtMs,
+      elapsedMs,
       attestation,
       commit: { rowsPerUnit: commit.message.rowsPerUnit, roots: [...commit.message.roots], devices: [...commit.message.devices], signature: commit.message.signature },
       ...(this.ccUnits ? { cc: this.ccUnits } : {}),

@@ -55,16 +55,17 @@ export class ChallengeSession {
     this.now = o.now;
   }
 
-  async run(target: Target, base: Pick<ChallengeRecord, "machineId" | "trigger" | "startedAtMs">): Promise<ChallengeRecord> {
+  /** `rateShare` < 1: a light check (in-lease): sized to that share of the GPUs, no memory phase, and its pass is recorded without an attestation. */
+  async run(target: Target, base: Pick<ChallengeRecord, "machineId" | "trigger" | "startedAtMs">, options: { rateShare?: number } = {}): Promise<ChallengeRecord> {
     const { claim, peer } = target;
     // run() connected first: the challenge's clock (issuedAtMs) starts when it is sent over an
     // open connection, so the dial and the handshake are never inside the deadline.
-    const challenge = await this.o.attestor.startChallenge(claim);
-    const known = { ...base, provider: claim.provider, model: claim.model, units: claim.units, challengeId: challenge.id };
+    const challenge = await this.o.attestor.startChallenge(claim, options);
+    const known = { ...base, provider: claim.provider, model: claim.model, units: claim.units, challengeId: challenge.id, ...(challenge.light ? { light: true } : {}) };
     const finish = (outcome: ChallengeOutcome): ChallengeRecord => ({
       ...known,
       finishedAtMs: this.now(),
-      outcome: outcome.outcome,
+      outcome: outcome.outcome === "light_pass" ? "pass" : outcome.outcome,
       reason: outcome.outcome === "fail" ? outcome.reason : null,
       detail: outcome.outcome === "fail" ? outcome.detail : null,
       measuredThroughput: outcome.measuredThroughput ?? null,
@@ -147,6 +148,8 @@ export class ChallengeSession {
     if (legacyV1MessageSchema.safeParse(rows).success) return this.deliver(peer, failed("malformed", `the provider answered in attest protocol v1: ${LEGACY_V1_MESSAGE}`));
     if ((rows as { type: string }).type === "refused") return this.deliver(peer, finish(challenge.onRefused(rows)));
     const outcome = await challenge.onOpen(rows, rowsAtMs);
+    // A light pass is not delivered: there is no attestation to hand over, and the provider learns nothing it needs.
+    if (outcome.outcome === "light_pass") return finish(outcome);
     if (outcome.outcome !== "pass" || !this.o.memory?.enabled) return this.deliver(peer, finish(outcome));
     // The memory phase, in the same session: the attestation signed above is handed over only if it passes too.
     const memory = await runMemoryPhase({

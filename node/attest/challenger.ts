@@ -16,7 +16,6 @@ import type { PeerId } from "@libp2p/interface";
 import { peerIdFromString } from "@libp2p/peer-id";
 import { multiaddr } from "@multiformats/multiaddr";
 import { getAddress, type Address, type Chain, type PublicClient, type Transport } from "viem";
-import type { FailureReason } from "../../common/attest/messages.js";
 import { challengeOutcomeSchema, challengeRequestSchema, type ChallengeErrorReason, type ChallengeOutcomeMessageInput } from "../../common/attest/wire.js";
 import { readMachine, readProvider } from "../../common/chain/market.js";
 import { SuanliError } from "../../common/errors.js";
@@ -33,6 +32,7 @@ import type { ChallengeRecord, ChallengeResults, ChallengeTrigger } from "./resu
 import { runDetached } from "../../common/detached.js";
 import { ChallengeSession, errorText, type Target } from "./challenge-session.js";
 import type { FailureEntry, FailureHistory } from "./failure-history.js";
+import { backoffAnswer, leasedAnswer, outcomeMessage } from "./request-answers.js";
 
 /** How long connecting to the provider's node may take before the challenge starts; the challenge clock starts after. */
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -72,6 +72,10 @@ export type ChallengerOptions = {
   now?: () => number;
   /** `attest.memory`: run the memory phase after a passed GEMM phase. */
   memory?: MemoryOptions;
+  /** `attest.leaseChecks.rateShare`: an in-lease check (trigger `lease`) is a light check of this share of the GPUs. Default 1 (full). */
+  lightRateShare?: number;
+  /** When the machine's active lease ends (unix s), or undefined when it is not leased: the scheduler skips a leased machine and a request for it is answered from the cache or refused `leased`. */
+  leasedUntil?: (machineId: number) => number | undefined;
 };
 
 class BusyError extends SuanliError {
@@ -157,7 +161,8 @@ export class Challenger {
     const started: number[] = [];
     for (const machineId of machineIds) {
       if (!this.running || this.active >= this.o.options.maxConcurrentChallenges) break;
-      if (this.inflight.has(machineId) || !(await this.isDue(machineId, nowMs))) continue;
+      // A leased machine gets only light in-lease checks (in-lease.ts): a full one would need the renter's GPU.
+      if (this.inflight.has(machineId) || this.o.leasedUntil?.(machineId) !== undefined || !(await this.isDue(machineId, nowMs))) continue;
       started.push(machineId);
       runDetached(this.challenge(machineId, "schedule"), undefined, "A scheduled challenge");
     }
@@ -194,7 +199,7 @@ export class Challenger {
 
   /** Whether this attestor should challenge the machine now. */
   async isDue(machineId: number, nowMs = this.now()): Promise<boolean> {
-    const latest = await this.o.results.latest(machineId);
+    const latest = await this.latestFull(machineId);
     if (await this.machineFailure(machineId, nowMs)) return false;
     if (!latest) return true;
     if (latest.outcome === "pass" && latest.attestation) {
@@ -304,12 +309,15 @@ export class Challenger {
     }
     // A pass not yet due for renewal is answered from the record (a restarted provider gets its attestation back at
     // once), and so is a failure within its backoff; an error (unreachable...) was no verdict, so it is tried again.
-    const latest = await this.o.results.latest(machineId);
+    // A leased machine is never challenged on request (a full check needs the renter's GPU): its attestation from the cache, or a refusal `leased`, never a failure.
+    const leasedUntil = this.o.leasedUntil?.(machineId);
+    if (leasedUntil !== undefined) return leasedAnswer(machineId, leasedUntil, await this.o.results.history(machineId, this.o.options.keepResultsPerMachine), this.now());
+    const latest = await this.latestFull(machineId);
     if (!force && latest && latest.outcome !== "error" && !(await this.isDue(machineId))) return outcomeMessage(latest, true);
     // Forced or not, a machine in its failure backoff is not challenged, and the refusal costs the
     // attestor nothing (no challenge, no record): forcing every minute bought a cheat 1,440 tries a day.
     const held = await this.machineFailure(machineId, this.now());
-    if (held) return this.backoffAnswer(machineId, held);
+    if (held) return backoffAnswer(machineId, held);
     let record: ChallengeRecord;
     try {
       record = await this.challenge(machineId, "request");
@@ -324,20 +332,9 @@ export class Challenger {
     return outcomeMessage(record, false);
   }
 
-  private backoffAnswer(machineId: number, held: { failure: FailureEntry; failures: number; retryAtMs: number }): ChallengeOutcomeMessageInput {
-    const { failure } = held;
-    const whose =
-      failure.machineId === machineId
-        ? `machine ${machineId} holds ${held.failures} failed challenge(s) in this attestor's history (latest: ${failure.reason})`
-        : `provider ${failure.provider} holds ${held.failures} failed challenge(s) (latest: machine ${failure.machineId}, ${failure.reason}) and machine ${machineId} never passed here`;
-    return {
-      v: 1,
-      machineId,
-      outcome: "error",
-      reason: "backoff",
-      detail: `${whose}; the wait doubles with each failure and only time clears them: no challenge before the backoff ends`,
-      retryAfter: Math.ceil(held.retryAtMs / 1000),
-    };
+  /** The machine's newest result of a full challenge (a light in-lease check's neither attests nor renews). */
+  private async latestFull(machineId: number): Promise<ChallengeRecord | undefined> {
+    return (await this.o.results.history(machineId, this.o.options.keepResultsPerMachine)).find((record) => !record.light);
   }
 
   /** Resolves the machine's claim and the provider's peer from the chain (and the book's addresses). */
@@ -401,14 +398,15 @@ export class Challenger {
             )
           : unreachable
             ? this.errorRecord(base, "unreachable", unreachable, target.claim)
-            : await this.session.run(target, base);
+            : await this.session.run(target, base, trigger === "lease" ? { rateShare: this.o.lightRateShare ?? 1 } : {});
       }
     } catch (error) {
       this.o.logger.error("Challenge could not run", { machineId }, error);
       record = this.errorRecord(base, "internal", errorText(error));
     }
     await this.o.results.add(record);
-    await this.o.failures.add(record, this.now());
+    // A light check's failure under a renter's load is judged over several checks (in-lease.ts), not put in the failure history; wrong rows are.
+    if (!record.light || record.reason === "wrong_rows") await this.o.failures.add(record, this.now());
     if (trigger === "schedule") this.noteBusy(record);
     await Promise.resolve(this.o.onResult?.(record)).catch((error: unknown) => this.o.logger.warn("A challenge result's listener failed", { machineId }, error));
     this.o.metrics.attestChallenges.inc({ outcome: record.outcome, reason: record.reason ?? "", trigger });
@@ -478,23 +476,4 @@ export class Challenger {
       return `cannot connect to the provider's node ${peer.toString()} at ${known.map((address) => address.multiaddr.toString()).join(", ")}: ${errorText(error)}`;
     }
   }
-}
-
-/** A record as the attest-request protocol answers it. */
-export function outcomeMessage(record: ChallengeRecord, cached: boolean): ChallengeOutcomeMessageInput {
-  if (record.outcome === "pass" && record.attestation) {
-    return { v: 1, machineId: record.machineId, outcome: "pass", attestation: record.attestation, measuredThroughput: record.measuredThroughput ?? 0n, cached };
-  }
-  if (record.outcome === "fail") {
-    return {
-      v: 1,
-      machineId: record.machineId,
-      outcome: "fail",
-      reason: record.reason as FailureReason,
-      detail: (record.detail ?? "").slice(0, 1_000),
-      measuredThroughput: record.measuredThroughput,
-      cached,
-    };
-  }
-  return { v: 1, machineId: record.machineId, outcome: "error", reason: record.reason as ChallengeErrorReason, detail: (record.detail ?? "").slice(0, 1_000), retryAfter: null };
 }

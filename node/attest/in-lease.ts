@@ -1,23 +1,27 @@
 /**
  * In-lease capacity checks (docs/attestation.md, "In-lease checks"). A heartbeat proves only that
  * the provider's key is online; so every attestor also challenges each leased machine, without
- * notice, with the ordinary capacity challenge (Challenger, trigger `lease`):
+ * notice, with a LIGHT check (Challenger, trigger `lease`): a challenge sized to
+ * `attest.leaseChecks.rateShare` of each GPU (common/attest/params.ts deriveChallengeParams), so an
+ * honest machine answers it while its renter's task uses the rest. A light pass signs no
+ * attestation: it proves the machine is still what its last full check found.
  *
  * - When: at random times, exponentially distributed, so a provider cannot tell when the next
- *   check comes. The mean interval is the last measured check's duration divided by the share the
- *   machine's offer announces (`leaseChecks.shareBps`, DEFAULT_LEASE_CHECK_SHARE_BPS without one).
- * - How much: never more than that share of the lease's elapsed time per attestor: a check starts
- *   only if the time this attestor already spent checking the lease (from its recorded results,
- *   so a restart does not reset it) plus the expected cost stays within `share × elapsed`.
- * - Then: a leased machine that fails any challenge of this attestor started during the lease
- *   (an in-lease check or a scheduled one) gets a capacity fault (kind 2) proposed, observed from
- *   the failed challenge's start. A wrong answer (`wrong_rows`) is proposed with its transcript
- *   (the provider's signed commit and the wrong rows, fault-transcript.ts): a co-signer that
- *   verifies it signs at once. Otherwise (late, slow, a bad proof...) co-signers sign only from
- *   their own evidence (CapacityEvidence): their own failed challenge during the lease, from no
- *   later than observedAt, with no pass since. A co-signer without evidence checks the machine
- *   itself (within the same budget) and declines until it has a verdict, so a lying proposer
- *   cannot get a capacity fault co-signed against a machine that passes.
+ *   check comes. The mean interval is the last measured check's duration divided by this
+ *   attestor's part of the share the machine's offer announces (`leaseChecks.shareBps`,
+ *   DEFAULT_LEASE_CHECK_SHARE_BPS without one): the share over the on-chain attestor set
+ *   (attestor-count.ts), so all attestors together use the whole share and no more.
+ * - How much: never more than that part of the lease's elapsed time: a check starts only if the
+ *   time this attestor already spent checking the lease (from its recorded results, so a restart
+ *   does not reset it) plus the expected cost stays within `part × elapsed`.
+ * - Then (light-verdict.ts): wrong rows (`wrong_rows`) get a capacity fault (kind 2) proposed at
+ *   once, with the transcript (the provider's signed commit and the wrong rows, fault-transcript.ts):
+ *   a co-signer that verifies it signs at once. Any other failure (late, slow, refused...) gets one
+ *   proposed only when `failuresToFault` of the lease's last `failureWindow` checks by this
+ *   attestor failed; co-signers then sign only from their own evidence under the same rule
+ *   (CapacityEvidence). A co-signer without it checks the machine itself (within the same
+ *   budget) and declines until it has a verdict, so a lying proposer cannot get a capacity fault
+ *   co-signed against a machine that passes.
  */
 import { leaseCheckShareBps } from "../../common/attest/lease-checks.js";
 import { FaultKind, type Fault } from "../../common/eip712.js";
@@ -30,6 +34,7 @@ import type { FaultCoordinator } from "./faults.js";
 import type { LeaseTracker, TrackedLease } from "./leases.js";
 import type { LeaseChecksOptions } from "./options.js";
 import type { ChallengeRecord, ChallengeResults } from "./results.js";
+import { judgeLightChecks, leaseVerdicts } from "./light-verdict.js";
 
 /** Results read back per machine to account a lease's checks and find evidence. */
 const HISTORY_LIMIT = 100;
@@ -44,23 +49,13 @@ export type InLeaseCheckerOptions = {
   /** Where capacity faults are proposed (absent: checks run, faults are not proposed). */
   faults: () => FaultCoordinator | undefined;
   options: LeaseChecksOptions;
+  /** The on-chain attestor set's size (attestor-count.ts): the lease's share is split over it. Default 1. */
+  attestorCount?: () => Promise<number>;
   logger: Logger;
   now?: () => number;
   /** Uniform in [0, 1): the check times' randomness (tests may fix it). */
   random?: () => number;
 };
-
-/** The lease's in-lease verdicts by this attestor, newest first: scheduled and in-lease results of the lease's machine and provider started during the lease. */
-function leaseVerdicts(history: readonly ChallengeRecord[], lease: Pick<TrackedLease, "provider" | "activatedAt">): ChallengeRecord[] {
-  // A requested challenge (anyone may ask for one) is never a verdict that leads to a fault.
-  return history.filter(
-    (record) =>
-      record.trigger !== "request" &&
-      record.startedAtMs >= lease.activatedAt * 1000 &&
-      record.provider.toLowerCase() === lease.provider.toLowerCase() &&
-      record.outcome !== "error",
-  );
-}
 
 export class InLeaseChecker {
   private readonly budgets = new Map<string, Budget>();
@@ -93,10 +88,16 @@ export class InLeaseChecker {
     return leaseCheckShareBps(onDemand?.message.leaseChecks);
   }
 
+  /** This attestor's part of the share (basis points, fractional): the offer's share over the on-chain attestor set. */
+  async ownShareBps(lease: Pick<TrackedLease, "machineId" | "provider">): Promise<number> {
+    const count = this.o.attestorCount ? await this.o.attestorCount().catch(() => 1) : 1;
+    return this.shareBps(lease) / Math.max(1, count);
+  }
+
   /** How much checking time (ms) the lease still allows this attestor now. */
   async remainingMs(lease: TrackedLease, nowMs = this.now()): Promise<number> {
     const budget = await this.budget(lease);
-    const allowance = (Math.max(0, nowMs - lease.activatedAt * 1000) * this.shareBps(lease)) / 10_000;
+    const allowance = (Math.max(0, nowMs - lease.activatedAt * 1000) * (await this.ownShareBps(lease))) / 10_000;
     return allowance - budget.spentMs;
   }
 
@@ -127,13 +128,29 @@ export class InLeaseChecker {
     return true;
   }
 
-  /** A challenge result: a leased machine that failed a scheduled or in-lease challenge during its lease gets a capacity fault proposed (a requested one never). */
+  /**
+   * A challenge result: a leased machine that failed a scheduled or in-lease challenge during its
+   * lease gets a capacity fault proposed (a requested one never): at once for wrong rows, otherwise
+   * once `failuresToFault` of the lease's last `failureWindow` checks failed (light-verdict.ts).
+   */
   async onResult(record: ChallengeRecord): Promise<void> {
     if (record.outcome !== "fail") return;
     const faults = this.o.faults();
     if (!faults) return;
     for (const lease of this.o.tracker.active(Math.floor(this.now() / 1000))) {
       if (lease.machineId !== record.machineId || !leaseVerdicts([record], lease).length) continue;
+      const verdict = record.reason === "wrong_rows" ? undefined : judgeLightChecks(leaseVerdicts(await this.o.results.history(lease.machineId, HISTORY_LIMIT), lease), this.o.options);
+      if (verdict && !verdict.due) {
+        this.o.logger.info("A leased machine failed a light check; no fault yet", {
+          leaseId: lease.leaseId,
+          machineId: lease.machineId,
+          reason: record.reason,
+          failed: verdict.failed,
+          of: verdict.window,
+          failuresToFault: this.o.options.failuresToFault,
+        });
+        continue;
+      }
       this.o.logger.warn("A leased machine failed a capacity challenge: proposing a capacity fault", {
         leaseId: lease.leaseId,
         machineId: lease.machineId,
@@ -159,11 +176,11 @@ export class InLeaseChecker {
           budget.spentMs += cost;
           budget.lastCostMs = cost;
         }
-        budget.nextAtMs = nowMs + this.interval(lease, budget.lastCostMs);
+        budget.nextAtMs = nowMs + (await this.interval(lease, budget.lastCostMs));
         this.o.logger.info("In-lease check", { leaseId: lease.leaseId, machineId: lease.machineId, outcome: record.outcome, reason: record.reason, spentMs: budget.spentMs });
         return record;
       } catch (error) {
-        budget.nextAtMs = this.now() + this.interval(lease, budget.lastCostMs);
+        budget.nextAtMs = this.now() + (await this.interval(lease, budget.lastCostMs));
         this.o.logger.warn("In-lease check could not run", { leaseId: lease.leaseId }, error);
         return undefined;
       }
@@ -172,9 +189,9 @@ export class InLeaseChecker {
     return work;
   }
 
-  /** A random wait before the next check: exponential, its mean the check's cost over the share. */
-  private interval(lease: TrackedLease, costMs: number): number {
-    const meanMs = (costMs * 10_000) / this.shareBps(lease);
+  /** A random wait before the next check: exponential, its mean the check's cost over this attestor's part of the share. */
+  private async interval(lease: TrackedLease, costMs: number): Promise<number> {
+    const meanMs = (costMs * 10_000) / (await this.ownShareBps(lease));
     return Math.round(-Math.log(1 - this.random()) * meanMs);
   }
 
@@ -187,13 +204,17 @@ export class InLeaseChecker {
     const checks = history.filter((record) => record.trigger === "lease" && record.challengeId && record.startedAtMs >= lease.activatedAt * 1000);
     const spentMs = checks.reduce((sum, record) => sum + Math.max(1, record.finishedAtMs - record.startedAtMs), 0);
     const lastCostMs = checks[0] ? Math.max(1, checks[0].finishedAtMs - checks[0].startedAtMs) : this.o.options.assumedChallengeMs;
-    const budget: Budget = { spentMs, lastCostMs, nextAtMs: this.now() + this.interval(lease, lastCostMs) };
+    const budget: Budget = { spentMs, lastCostMs, nextAtMs: this.now() + (await this.interval(lease, lastCostMs)) };
     this.budgets.set(key, this.budgets.get(key) ?? budget);
     return this.budgets.get(key)!;
   }
 }
 
-/** Kind 2: the leased machine failed this attestor's own challenge during the lease, with no pass since. */
+/**
+ * Kind 2: this attestor's own checks of the leased machine during the lease call for a fault under
+ * the same rule as the proposer's (light-verdict.ts): wrong rows, or `failuresToFault` of its last
+ * `failureWindow` checks failed, from no later than observedAt.
+ */
 export class CapacityEvidence implements FaultEvidence {
   readonly kind = FaultKind.capacity;
 
@@ -201,6 +222,7 @@ export class CapacityEvidence implements FaultEvidence {
     private readonly checker: InLeaseChecker,
     private readonly results: ChallengeResults,
     private readonly tracker: LeaseTracker,
+    private readonly rule: Pick<LeaseChecksOptions, "failuresToFault" | "failureWindow">,
   ) {}
 
   /** The issuedAt of this attestor's newest attestation of the lease's machine issued after `observedAt`, if any. */
@@ -216,8 +238,8 @@ export class CapacityEvidence implements FaultEvidence {
   async check(lease: FaultLease, fault: Fault): Promise<EvidenceVerdict> {
     const verdicts = leaseVerdicts(await this.results.history(lease.machineId, HISTORY_LIMIT), lease);
     const newest = verdicts[0];
+    const tracked = this.tracker.get(lease.leaseId);
     if (!newest) {
-      const tracked = this.tracker.get(lease.leaseId);
       const checking = tracked ? await this.checker.requestCheck(tracked) : false;
       return {
         ok: false,
@@ -228,24 +250,27 @@ export class CapacityEvidence implements FaultEvidence {
         earliestObservedAt: null,
       };
     }
-    if (newest.outcome === "pass") {
-      // A failure is claimed after this attestor's last pass: look again (within the budget).
-      const tracked = this.tracker.get(lease.leaseId);
+    const verdict = judgeLightChecks(verdicts, this.rule);
+    if (!verdict.due) {
+      // Not enough failures here: look again (within the budget) when the claim is newer than this attestor's last check.
       if (tracked && newest.finishedAtMs < fault.observedAt * 1000) await this.checker.requestCheck(tracked);
+      if (newest.outcome === "pass") {
+        return {
+          ok: false,
+          reason: "seen_alive",
+          detail: `the machine passed this attestor's challenge started at ${Math.floor(newest.startedAtMs / 1000)} (${verdict.failed} of its last ${verdict.window} checks failed; a fault needs ${this.rule.failuresToFault})`,
+          lastSeenAt: Math.floor(newest.finishedAtMs / 1000),
+        };
+      }
       return {
         ok: false,
-        reason: "seen_alive",
-        detail: `the machine passed this attestor's challenge started at ${Math.floor(newest.startedAtMs / 1000)}`,
-        lastSeenAt: Math.floor(newest.finishedAtMs / 1000),
+        reason: "no_evidence",
+        detail: `${verdict.failed} of this attestor's last ${verdict.window} checks of the leased machine failed; a fault needs ${this.rule.failuresToFault} of ${this.rule.failureWindow} (or wrong rows)`,
+        earliestObservedAt: null,
       };
     }
-    // The failures since the last pass: the earliest one starts this attestor's evidence.
-    let earliest = newest;
-    for (const record of verdicts) {
-      if (record.outcome === "pass") break;
-      earliest = record;
-    }
-    const earliestAt = Math.floor(earliest.startedAtMs / 1000);
+    // The evidence starts with the failure that proves it (wrong rows) or the earliest failure of the window.
+    const earliestAt = Math.floor((verdict.why === "wrong_rows" ? verdict.at : verdict.first).startedAtMs / 1000);
     if (fault.observedAt < earliestAt) {
       return {
         ok: false,

@@ -40,7 +40,7 @@ import { maxChallengeOps } from "./create.js";
 import { WrongChainError } from "../offers/gossip.js";
 import { ChallengeRefusedError, LeaseNotHeldError, NoProviderWalletError, UnauthorizedProbeError } from "./errors.js";
 import { ChallengeResponder, type ChallengeResponderOptions, type ProviderMachine } from "./provider.js";
-import { providerRegistryAbi } from "../../common/abi.js";
+import { AttestorCount } from "./attestor-count.js";
 import type { Runner } from "./runner/types.js";
 import { ProbeReceipts } from "./probe-receipts.js";
 import { FalseFaultDisputer } from "./false-faults.js";
@@ -120,13 +120,7 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
   const lookup = typeof options.machines === "function" ? options.machines : listLookup(options.machines);
   const isAttestor = (address: Address) => daemon.chainView.isAttestor(address);
   // The attestor set's size splits a lease's check budget (common/attest/bounds.ts); read at most once a minute.
-  let counted: { at: number; count: number } | undefined;
-  const attestorCount = async (): Promise<number> => {
-    if (counted && now() - counted.at < 60_000) return counted.count;
-    const count = Number(await daemon.chain.publicClient.readContract({ address: daemon.registry, abi: providerRegistryAbi, functionName: "attestorCount" }));
-    counted = { at: now(), count: Math.max(1, count) };
-    return counted.count;
-  };
+  const attestorCount = new AttestorCount({ publicClient: daemon.chain.publicClient, registry: daemon.registry, now });
 
   const responder = new ChallengeResponder({
     provider,
@@ -137,7 +131,7 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
     isAttestor,
     maxOps: options.maxOps ?? maxChallengeOps(daemon.config.attest),
     ...(options.leaseOf ? { leaseOf: options.leaseOf } : {}),
-    attestorCount: () => attestorCount(),
+    attestorCount: () => attestorCount.get(),
     now,
     logger,
   });

@@ -36,6 +36,8 @@ export type ChallengeRecord = {
   /** Measured int8 ops per second over the machine, when it committed. */
   measuredThroughput: bigint | null;
   attestation: SignedAttestation | null;
+  /** A light check (an in-lease check sized to `attest.leaseChecks.rateShare`): a pass of it carries no attestation. */
+  light?: boolean;
   /** For a wrong_rows failure: the signed transcript proving it (verifyCommitFraud), kept for slashing. */
   evidence?: CommitFraudProof;
   /** For a pass: the provider's signed commit, which answers a dispute of the attestation (node/attest/disputes.ts). */

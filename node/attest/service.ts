@@ -23,6 +23,7 @@ import { NotAnAttestorError } from "./errors.js";
 import { FaultCoordinator } from "./faults.js";
 import { CapacityEvidence, InLeaseChecker } from "./in-lease.js";
 import { LeaseTracker } from "./leases.js";
+import { AttestorCount } from "./attestor-count.js";
 import { LivenessProber, nonDecreasingClock } from "./liveness.js";
 import { faultPeeringWarning } from "./options.js";
 import { ChallengeResults, type ChallengeRecord } from "./results.js";
@@ -159,6 +160,13 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       maxRetryMs: config.attest.attestor.maxRetryAfterFailureSeconds * 1000,
     });
     let leaseChecks: InLeaseChecker | undefined;
+    let leases: LeaseTracker | undefined;
+    // A machine's active lease's end (unix s), or undefined: such a machine gets only light in-lease checks.
+    const leased = (machineId: number): number | undefined => {
+      const active = leases?.active().filter((lease) => lease.machineId === machineId) ?? [];
+      return active.length ? Math.max(...active.map((lease) => lease.end)) : undefined;
+    };
+    const attestorCount = new AttestorCount({ publicClient: daemon.chain.publicClient, registry: daemon.registry, now });
     const challenger = new Challenger({
       host: daemon.p2p.host,
       chainId: daemon.deployment.chainId,
@@ -173,6 +181,9 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       metrics: daemon.metrics,
       logger,
       onResult: (record) => leaseChecks?.onResult(record),
+      // In-lease checks are light (issue 35 item 4); a leased machine is left out of the schedule and of requests.
+      lightRateShare: config.attest.leaseChecks.rateShare,
+      leasedUntil: (machineId) => leased(machineId),
       now,
     });
     await challenger.start();
@@ -190,7 +201,6 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
     await disputes.start();
     stops.push(() => disputes.stop());
 
-    let leases: LeaseTracker | undefined;
     let prober: LivenessProber | undefined;
     if (config.attest.liveness.enabled) {
       const recoverer = new TypedDataRecoverer(daemon.deployment.chainId, daemon.market);
@@ -228,6 +238,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
           book: daemon.offers.book,
           faults: () => faults,
           options: config.attest.leaseChecks,
+          attestorCount: () => attestorCount.get(),
           logger: logger.child({ part: "lease-checks" }),
           now,
         });
@@ -254,7 +265,7 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
         tracker: leases,
         prober,
         liveness: config.attest.liveness,
-        evidence: leaseChecks ? [new CapacityEvidence(leaseChecks, results, leases)] : [],
+        evidence: leaseChecks ? [new CapacityEvidence(leaseChecks, results, leases, config.attest.leaseChecks)] : [],
         recompute,
         peers: config.attest.attestor.peers,
         metrics: daemon.metrics,

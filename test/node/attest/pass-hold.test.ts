@@ -9,7 +9,7 @@ import type { Address, Hex } from "viem";
 import { challengeProfileSchema } from "../../../common/attest/params.js";
 import { unitSubChallenges } from "../../../common/attest/units.js";
 import { FaultKind } from "../../../common/eip712.js";
-import { Attestor, type AttestorChallenge, type ChallengeFailure, type ChallengePass } from "../../../node/attest/attestor.js";
+import { Attestor, type AttestorChallenge, type ChallengeFailure, type ChallengeOutcome } from "../../../node/attest/attestor.js";
 import { capacityPassHeldUntil, type FaultRecord } from "../../../node/attest/fault-records.js";
 import { ChallengeResponder } from "../../../node/attest/provider.js";
 import { CpuRunner } from "../../../node/attest/runner/cpu.js";
@@ -66,7 +66,7 @@ describe("attestor: no pass of a machine in the fault window after a capacity fa
 
   async function run(
     passHeldUntil: (provider: Address, machineId: number) => number | undefined,
-  ): Promise<{ challenge: AttestorChallenge; outcome: Promise<ChallengePass | ChallengeFailure> }> {
+  ): Promise<{ challenge: AttestorChallenge; outcome: Promise<ChallengeOutcome> }> {
     const attestor = new Attestor({
       account: attestorAccount,
       domain,

@@ -201,7 +201,7 @@ describe("attest runners", function () {
         const next = state.onCommit(commit, Date.now());
         if (next.outcome !== "open") return `${next.outcome}: ${next.outcome === "fail" ? next.reason : ""}`;
         const outcome = await state.onOpen(await responder.open(openRequestOf(next)), Date.now());
-        return outcome.outcome === "pass" ? "pass" : `fail: ${outcome.reason}`;
+        return outcome.outcome === "fail" ? `fail: ${outcome.reason}` : outcome.outcome;
       };
       const slow = () => new ExternalRunner({ command: process.execPath, args: ["--import", tsxLoader, slowStartRunner, String(STARTUP_MS)], startTimeoutMs: 60_000 });
       const cold = slow();
