@@ -273,11 +273,16 @@ export async function spawnProvider(devnet: Devnet, index: number): Promise<Spaw
  */
 export class SimulatedDevice {
   private busyUntil = 0;
+  /**
+   * The share of the device a renter's task keeps busy (0..1): a challenge gets the rest, so it
+   * runs at opsPerSecond × (1 − load), as a kernel sharing the GPU's SMs with another does.
+   */
+  load = 0;
   constructor(readonly opsPerSecond: number) {}
   /** Reserves the device for `ops` operations from now (after the work already queued); resolves when done. */
   async run(ops: number): Promise<void> {
     const start = Math.max(performance.now(), this.busyUntil);
-    this.busyUntil = start + (ops / this.opsPerSecond) * 1000;
+    this.busyUntil = start + (ops / (this.opsPerSecond * (1 - Math.min(0.999, Math.max(0, this.load))))) * 1000;
     const wait = this.busyUntil - performance.now();
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
   }
