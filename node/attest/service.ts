@@ -186,8 +186,6 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       leasedUntil: (machineId) => leased(machineId),
       now,
     });
-    await challenger.start();
-    stops.push(() => challenger.stop());
     const disputes = new DisputeAnswerer({
       publicClient: daemon.chain.publicClient,
       walletClient,
@@ -284,6 +282,10 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
         stops.push(() => leaseChecks!.stop());
       }
     }
+
+    // Started once the lease tracker has read the chain: its first scan must already leave leased machines out.
+    await challenger.start();
+    stops.push(() => challenger.stop());
 
     const peering = faultPeeringWarning({
       peers: config.attest.attestor.peers,
