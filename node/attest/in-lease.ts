@@ -139,7 +139,8 @@ export class InLeaseChecker {
     if (!faults) return;
     for (const lease of this.o.tracker.active(Math.floor(this.now() / 1000))) {
       if (lease.machineId !== record.machineId || !leaseVerdicts([record], lease).length) continue;
-      const verdict = record.reason === "wrong_rows" ? undefined : judgeLightChecks(leaseVerdicts(await this.o.results.history(lease.machineId, HISTORY_LIMIT), lease), this.o.options);
+      const verdict =
+        record.reason === "wrong_rows" ? undefined : judgeLightChecks(leaseVerdicts(await this.o.results.history(lease.machineId, HISTORY_LIMIT), lease), this.o.options);
       if (verdict && !verdict.due) {
         this.o.logger.info("A leased machine failed a light check; no fault yet", {
           leaseId: lease.leaseId,

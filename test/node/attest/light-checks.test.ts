@@ -53,7 +53,14 @@ const PROFILE = {
 const OPTIONS = leaseChecksOptionsSchema.parse({});
 const MACHINE = { machineId: 21, model: MODEL, units: 1, vramMiB: 81_920 };
 const ACTIVATED_AT = Math.floor(Date.now() / 1000) - 60;
-const LEASE: TrackedLease = { leaseId: 7n, provider: providerAccount.address, renter: attestorAccount.address, machineId: MACHINE.machineId, activatedAt: ACTIVATED_AT, end: ACTIVATED_AT + 3_600 };
+const LEASE: TrackedLease = {
+  leaseId: 7n,
+  provider: providerAccount.address,
+  renter: attestorAccount.address,
+  machineId: MACHINE.machineId,
+  activatedAt: ACTIVATED_AT,
+  end: ACTIVATED_AT + 3_600,
+};
 
 describe("light in-lease checks: honest providers under their renter's load pass, cheats are faulted (issue 35 item 4)", function () {
   this.timeout(60_000);
@@ -157,7 +164,11 @@ describe("light in-lease checks: honest providers under their renter's load pass
     const { runner } = gpu(0.75);
     // The old design: a full check under the renter's load is too slow for the class.
     const full = await challenge(runner, 1);
-    assert.equal(full.outcome.outcome === "fail" && full.outcome.reason, "slow_for_class", JSON.stringify(full.outcome, (_k, v) => (typeof v === "bigint" ? v.toString() : v)));
+    assert.equal(
+      full.outcome.outcome === "fail" && full.outcome.reason,
+      "slow_for_class",
+      JSON.stringify(full.outcome, (_k, v) => (typeof v === "bigint" ? v.toString() : v)),
+    );
     const side = attestorSide(31);
     for (let i = 0; i < 4; i++) {
       const run = await challenge(runner);

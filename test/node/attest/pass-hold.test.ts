@@ -64,9 +64,7 @@ describe("attestor: no pass of a machine in the fault window after a capacity fa
     assert.equal(held([]), undefined);
   });
 
-  async function run(
-    passHeldUntil: (provider: Address, machineId: number) => number | undefined,
-  ): Promise<{ challenge: AttestorChallenge; outcome: Promise<ChallengeOutcome> }> {
+  async function run(passHeldUntil: (provider: Address, machineId: number) => number | undefined): Promise<{ challenge: AttestorChallenge; outcome: Promise<ChallengeOutcome> }> {
     const attestor = new Attestor({
       account: attestorAccount,
       domain,
