@@ -91,9 +91,7 @@ export const NOTICE_REJECT_REASONS = {
 } as const;
 export type NoticeRejectReason = keyof typeof NOTICE_REJECT_REASONS;
 
-export type NoticeValidation =
-  | { ok: true; notice: FailureNotice; raw: string }
-  | { ok: false; reason: NoticeRejectReason; action: "reject" | "ignore"; detail: string };
+export type NoticeValidation = { ok: true; notice: FailureNotice; raw: string } | { ok: false; reason: NoticeRejectReason; action: "reject" | "ignore"; detail: string };
 
 export type NoticeCheckOptions = {
   recoverer: TypedDataRecoverer;
@@ -135,7 +133,8 @@ export async function checkFailureNotice(data: Uint8Array | string, options: Not
   if (failure.observedAt <= options.now - FAILURE_WINDOW_SECONDS) return refuse("too_old", `observed more than ${FAILURE_WINDOW_SECONDS} s ago`);
   if (options.has?.(noticeKey(failure))) return refuse("duplicate", "already held");
   const signer = options.recoverer.recoverSigner("AttestationFailure", failure, notice.signature);
-  if (!signer || signer.toLowerCase() !== failure.attestor.toLowerCase()) return refuse("bad_signature", signer ? `signed by ${signer}, not ${failure.attestor}` : "the signature recovers to no key");
+  if (!signer || signer.toLowerCase() !== failure.attestor.toLowerCase())
+    return refuse("bad_signature", signer ? `signed by ${signer}, not ${failure.attestor}` : "the signature recovers to no key");
   try {
     if (!(await options.isAttestor(signer))) return refuse("not_attestor", `${signer} is not a staked attestor`);
   } catch (error) {

@@ -106,7 +106,13 @@ export async function attestationStateOf(
     }
     const held = newest.get(signer);
     if (!held || attestation.issuedAt > held.issuedAt || (attestation.issuedAt === held.issuedAt && countsUntil > held.expiry)) {
-      newest.set(signer, { issuedAt: attestation.issuedAt, expiry: countsUntil, cc: attestation.cc !== NO_CC, failures: attestation.failures, lastFailureAt: attestation.lastFailureAt });
+      newest.set(signer, {
+        issuedAt: attestation.issuedAt,
+        expiry: countsUntil,
+        cc: attestation.cc !== NO_CC,
+        failures: attestation.failures,
+        lastFailureAt: attestation.lastFailureAt,
+      });
     }
   }
   const quorum = Math.max(1, await deps.chain.attestationQuorum());

@@ -88,7 +88,14 @@ export class FailureNotices {
     if (await this.o.notices.add(result.notice, result.raw)) {
       const { failure } = result.notice;
       const revoked = await this.recheckMachine(failure.provider, failure.machineId);
-      this.o.logger.info("Failure notice kept", { source, attestor: failure.attestor, provider: failure.provider, machineId: failure.machineId, reason: failure.reason, offersRechecked: revoked });
+      this.o.logger.info("Failure notice kept", {
+        source,
+        attestor: failure.attestor,
+        provider: failure.provider,
+        machineId: failure.machineId,
+        reason: failure.reason,
+        offersRechecked: revoked,
+      });
     }
     return result;
   }

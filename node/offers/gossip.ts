@@ -284,12 +284,18 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
     const limit = Math.min(this.syncOptions.pageSize, OFFERS_SYNC_MAX_PAGE);
     // Bounded by what a notice book holds (MAX_NOTICES), plus one page.
     for (let pages = 0; pages < Math.ceil(50_000 / limit) + 1 && this.running; pages++) {
-      const page = await request(this.host, peer, OFFERS_SYNC_PROTOCOL, { chainId: this.chainId, after, limit, notices: true }, {
-        requestSchema: offersSyncRequestSchema,
-        responseSchema: offersSyncResponseSchema,
-        timeoutMs: this.syncOptions.timeoutMs,
-        maxMessageBytes: OFFERS_SYNC_MAX_MESSAGE_BYTES,
-      });
+      const page = await request(
+        this.host,
+        peer,
+        OFFERS_SYNC_PROTOCOL,
+        { chainId: this.chainId, after, limit, notices: true },
+        {
+          requestSchema: offersSyncRequestSchema,
+          responseSchema: offersSyncResponseSchema,
+          timeoutMs: this.syncOptions.timeoutMs,
+          maxMessageBytes: OFFERS_SYNC_MAX_MESSAGE_BYTES,
+        },
+      );
       const raws = page.notices ?? [];
       let rejected = 0;
       for (const raw of raws) {

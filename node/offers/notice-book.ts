@@ -5,7 +5,15 @@
  * the oldest. Notices older than FAILURE_WINDOW_SECONDS are dropped at load and as new ones come.
  */
 import type { Address } from "viem";
-import { FAILURE_WINDOW_SECONDS, failureNoticeSchema, noticeKey, type FailureNotice, type FailureNoticeIndex, type HeldNotice, type MachineNotices } from "../../common/attest/failure-notice.js";
+import {
+  FAILURE_WINDOW_SECONDS,
+  failureNoticeSchema,
+  noticeKey,
+  type FailureNotice,
+  type FailureNoticeIndex,
+  type HeldNotice,
+  type MachineNotices,
+} from "../../common/attest/failure-notice.js";
 import { Bucket } from "../store/buckets.js";
 import type { Repository, Store } from "../store/store.js";
 

@@ -17,7 +17,19 @@ import { offerKey } from "../../common/offers/message.js";
 import { engineAttestation, isAttested } from "../../common/offers/validate.js";
 import { runCli } from "../support/cli.js";
 import { MemoryChainView } from "../support/memory-chain-view.js";
-import { TEST_CHAIN_ID, TEST_MARKET, attest, buildOfferMessage, createProvider, createSigner, machineSpec, nowSec, registerOnChain, signAttestationFast, type Signer } from "../support/offer-fixtures.js";
+import {
+  TEST_CHAIN_ID,
+  TEST_MARKET,
+  attest,
+  buildOfferMessage,
+  createProvider,
+  createSigner,
+  machineSpec,
+  nowSec,
+  registerOnChain,
+  signAttestationFast,
+  type Signer,
+} from "../support/offer-fixtures.js";
 import { startTestNode, waitForMesh, type TestNode } from "../support/nodes.js";
 import { waitFor } from "../support/wait.js";
 
@@ -105,7 +117,12 @@ describe("attestors' failure notices revoke attestations (real libp2p on 127.0.0
     assert.deepEqual(verdict, { valid: false, reason: "revoked", attestor: attestor.address });
     // A pass after the failure is not revoked: the attestor's newer word counts again.
     const later = signAttestationFast(attestor, { ...entry.message.attestations[0]!.attestation, issuedAt: nowSec() + 1 });
-    const fresh = await verifyAttestation(later, { domain, now: nowSec() + 2, isAttestor: () => true, notices: receiver.offers.notices.ofMachine(provider.address, spec.machineId, nowSec()) });
+    const fresh = await verifyAttestation(later, {
+      domain,
+      now: nowSec() + 2,
+      isAttestor: () => true,
+      notices: receiver.offers.notices.ofMachine(provider.address, spec.machineId, nowSec()),
+    });
     assert.equal(fresh.valid, true);
   });
 
