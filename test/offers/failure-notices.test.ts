@@ -6,7 +6,9 @@
  * CLI refuses a bad `--max-attest-failures`.
  */
 import assert from "node:assert/strict";
-import { rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { keccak256, toHex, type Hex } from "viem";
 import { verifyAttestation } from "../../common/attest/attestation.js";
 import { attestFailuresTopic, signFailureNotice, type FailureNotice } from "../../common/attest/failure-notice.js";
@@ -15,6 +17,8 @@ import { MatchingEngine, offerEntryFromMessage, parseMatchRequest } from "../../
 import { NO_REPUTATION } from "../../common/matching/offer-index.js";
 import { offerKey } from "../../common/offers/message.js";
 import { engineAttestation, isAttested } from "../../common/offers/validate.js";
+import { NoticeBook } from "../../node/offers/notice-book.js";
+import { Store } from "../../node/store/store.js";
 import { runCli } from "../support/cli.js";
 import { MemoryChainView } from "../support/memory-chain-view.js";
 import {
@@ -158,6 +162,24 @@ describe("attestors' failure notices revoke attestations (real libp2p on 127.0.0
     assert.match(refused.explanation.message, /maxAttestFailures/);
     assert.match(refused.explanation.nearMisses.find((m) => m.constraint === "attestFailures")!.message, /4 failed challenges in the last week, more than maxAttestFailures 3/);
     assert.ok(engine.match(parseMatchRequest({ ...ask, maxAttestFailures: 4 })).ok, "a renter who accepts 4 gets it");
+  });
+
+  it("a notice book at its cap evicts the oldest notice, in memory and on disk", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "suanli-notices-"));
+    dirs.push(dir);
+    const store = await Store.open(path.join(dir, "db"));
+    const small = await NoticeBook.open(store, { maxNotices: 2 });
+    const signed = [];
+    for (let i = 3; i >= 1; i--) signed.push(await notice(attestor, { observedAt: nowSec() - i * 60 }));
+    for (const n of signed) await small.add(n, JSON.stringify(n));
+    const kept = () => small.machineNotices(provider.address, spec.machineId).map((n) => n.observedAt);
+    assert.deepEqual(kept(), [signed[1]!.failure.observedAt, signed[2]!.failure.observedAt], "the oldest went");
+    const reopened = await NoticeBook.open(store, { maxNotices: 2 });
+    assert.deepEqual(
+      reopened.machineNotices(provider.address, spec.machineId).map((n) => n.observedAt),
+      kept(),
+    );
+    await store.close();
   });
 
   it("the CLI refuses a bad --max-attest-failures with exit 2", async () => {
