@@ -30,6 +30,7 @@ import { CpuRunner } from "./runner/cpu.js";
 import { DisputeAnswerer } from "./disputes.js";
 import { DeviceRegistry } from "./device-registry.js";
 import { FailureHistory } from "./failure-history.js";
+import { FailureNotifier } from "./failure-notify.js";
 import { Bucket } from "../store/buckets.js";
 
 export type AttestorService = DaemonModule & {
@@ -159,6 +160,8 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       maxRetryMs: config.attest.attestor.maxRetryAfterFailureSeconds * 1000,
     });
     let leaseChecks: InLeaseChecker | undefined;
+    // Every failed challenge is announced to the offer books (issue 35 item 9).
+    const notifier = new FailureNotifier({ account, domain: daemon.domain, publish: (notice) => daemon.offers.failures.publish(notice), logger });
     const challenger = new Challenger({
       host: daemon.p2p.host,
       chainId: daemon.deployment.chainId,
@@ -172,7 +175,10 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       memory: config.attest.memory,
       metrics: daemon.metrics,
       logger,
-      onResult: (record) => leaseChecks?.onResult(record),
+      onResult: async (record) => {
+        await notifier.onResult(record);
+        await leaseChecks?.onResult(record);
+      },
       now,
     });
     await challenger.start();
