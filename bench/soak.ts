@@ -441,33 +441,35 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           continue;
         }
         const action = scripted?.action ?? rand();
-        scripted = undefined;
         try {
           if (action < 0.15) {
             await sleep(500 + rand() * 2_000);
             await renter.client.cancel(taskId);
             counts.cancels++;
             renter.current = undefined;
+            scripted = undefined;
             continue;
           }
           if (action < 0.35) {
-            // Extend once the lease is active (an Open lease cannot be extended), within a few seconds.
-            for (let i = 0; i < 20 && (await renter.client.status(taskId)).lease.status === "Open"; i++) await sleep(500);
-            // A renter retries an extend the chain's outage refused (the RPC faults above cut it
-            // for seconds at a time): up to 4 tries, 1.5 s apart, on a transport error only.
+            // Extend once the lease is active (an Open lease cannot be extended), within a few seconds. A renter retries
+            // what the chain's outage refused (the RPC faults above cut it for seconds at a time), the status reads
+            // included: up to 6 tries, 1.5 s apart, on a transport error only.
             const seconds = 5 + Math.floor(rand() * 6);
             for (let attempt = 1; ; attempt++) {
               try {
+                for (let i = 0; i < 20 && (await renter.client.status(taskId)).lease.status === "Open"; i++) await sleep(500);
                 await renter.client.extend(taskId, { seconds });
                 break;
               } catch (error) {
-                if (attempt >= 4 || !isTransportError(error)) throw error;
+                if (attempt >= 6 || !isTransportError(error)) throw error;
                 noteError("extend-retried", error);
                 await sleep(1_500);
               }
             }
             counts.extends++;
           }
+          // A scripted action that failed is tried again on the renter's next task, so a short run still has each.
+          scripted = undefined;
         } catch (error) {
           counts.sdkErrors++;
           noteError(action < 0.15 ? "cancel" : "extend", error);

@@ -94,6 +94,20 @@ export const suanliTypes = {
     /** When the latest of them ended (unix seconds); 0 with none. */
     { name: "lastFailureAt", type: "uint32" },
   ],
+  /**
+   * An attestor's notice that a machine failed one of its challenges (`reason`: the failure code,
+   * common/attest/messages.ts FAILURE_REASONS), gossiped to every offer book: the attestor's
+   * attestations of the machine issued before `observedAt` stop counting, and the notice counts
+   * toward the machine's failure history (common/attest/failure-notice.ts). Checked off-chain.
+   */
+  AttestationFailure: [
+    { name: "attestor", type: "address" },
+    { name: "provider", type: "address" },
+    { name: "machineId", type: "uint32" },
+    { name: "reason", type: "string" },
+    { name: "challengeId", type: "bytes32" },
+    { name: "observedAt", type: "uint32" },
+  ],
   /** The provider's signed result of a lease, sent to the renter and mirrored on-chain by `complete`. */
   Completion: [
     { name: "leaseId", type: "uint256" },
@@ -191,6 +205,7 @@ export type Attestation = {
   failures: number;
   lastFailureAt: number;
 };
+export type AttestationFailure = { attestor: Address; provider: Address; machineId: number; reason: string; challengeId: Hex; observedAt: number };
 export type Completion = { leaseId: bigint; exitCode: number; outputDigest: Hex; unitSeconds: bigint };
 export type Checkpoint = { leaseId: bigint; seq: bigint; cid: string; bytes: bigint; time: bigint };
 export type RenterRequest = { leaseId: bigint; provider: Address; action: string; bodyHash: Hex; issuedAt: number; nonce: Hex };

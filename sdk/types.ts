@@ -94,6 +94,11 @@ export const submitTaskParametersSchema = z
     diskGiB: z.number().optional(),
     /** Lowest provider reputation score accepted, 0 to 1 (default 0). */
     minReputation: z.number().optional(),
+    /**
+     * Most failed challenges a machine may hold in the last week (default 3): its attestations'
+     * signed `failures` and attestors' failure notices (docs/matching.md). 0: only machines that never failed.
+     */
+    maxAttestFailures: z.number().optional(),
     /** Only attested machines (default true). */
     attestedOnly: z.boolean().optional(),
     /**

@@ -9,6 +9,7 @@
 import { hashTypedData, recoverAddress, type Address, type Hex, type TypedDataDomain } from "viem";
 import { suanliTypes, type Attestation } from "../eip712.js";
 import type { SignedAttestation } from "../offers/message.js";
+import { isRevoked, type MachineNotices } from "./failure-notice.js";
 
 export type { SignedAttestation };
 
@@ -30,7 +31,7 @@ export function attestationDigest(domain: TypedDataDomain, attestation: Attestat
 }
 
 /** Why an attestation was rejected (stable codes). */
-export type AttestationRejection = "expired" | "not_yet_valid" | "bad_signature" | "not_attestor" | "mismatch";
+export type AttestationRejection = "expired" | "not_yet_valid" | "bad_signature" | "not_attestor" | "mismatch" | "revoked";
 
 export type AttestationVerdict = { valid: true; attestor: Address } | { valid: false; reason: AttestationRejection; attestor?: Address };
 
@@ -47,11 +48,17 @@ export type VerifyAttestationOptions = {
   expected?: { provider: Address; machineId: number; model: Hex; units?: number; vramMiB?: number };
   /** Recovers the signer of a digest; defaults to viem's. Nodes pass a native secp256k1 one for speed. */
   recover?: (digest: Hex, signature: Hex) => Address | Promise<Address>;
+  /**
+   * The failure notices held about the machine (common/attest/failure-notice.ts): an attestation
+   * issued before a failure its own attestor announced later is `revoked`.
+   */
+  notices?: MachineNotices;
 };
 
 /**
  * Checks one signed attestation: not expired (`now < expiry` and at most MAX_ATTESTATION_AGE_SECONDS old), not issued in the future beyond
- * the skew, about the expected machine, signed by an address in the attestor set. Cheap checks run
+ * the skew, about the expected machine, signed by an address in the attestor set, not revoked by a
+ * later failure notice of the same attestor (`options.notices`). Cheap checks run
  * before signature recovery.
  *
  * @example
@@ -82,6 +89,7 @@ export async function verifyAttestation(signed: SignedAttestation, options: Veri
     return { valid: false, reason: "bad_signature" };
   }
   if (!(await options.isAttestor(attestor))) return { valid: false, reason: "not_attestor", attestor };
+  if (isRevoked(options.notices, attestor, attestation.issuedAt)) return { valid: false, reason: "revoked", attestor };
   return { valid: true, attestor };
 }
 

@@ -86,6 +86,7 @@ export class SlotList {
   readonly attestationExpiry: number[] = [];
   /** Until when the quorum's attestations verified the GPUs by confidential-computing evidence; -1 when never. */
   readonly ccExpiry: number[] = [];
+  readonly attestFailures: number[] = []; // OfferEntry.attestFailures
   readonly reputation: number[] = [];
   readonly units: number[] = [];
   /** Slot.clusterId: 0 when standalone. */
@@ -124,6 +125,7 @@ export class SlotList {
       this.attestedAt,
       this.attestationExpiry,
       this.ccExpiry,
+      this.attestFailures,
       this.reputation,
       this.units,
       this.clusterIds,
@@ -267,6 +269,7 @@ export class SlotList {
     this.attestedAt[at] = entry.attestedAt ?? -1;
     this.attestationExpiry[at] = entry.attestationExpiry ?? -1;
     this.ccExpiry[at] = entry.ccExpiry ?? -1;
+    this.attestFailures[at] = entry.attestFailures ?? 0;
     this.reputation[at] = slot.reputation;
     this.units[at] = entry.machine.units;
     this.clusterIds[at] = slot.clusterId;

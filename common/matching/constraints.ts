@@ -18,6 +18,7 @@ export type ConstraintId =
   | "vram"
   | "hostResources"
   | "attestation"
+  | "attestFailures"
   | "gpuIdentityVerified"
   | "reputation"
   | "capacity"
@@ -35,6 +36,7 @@ export const CONSTRAINT_ORDER: readonly ConstraintId[] = [
   "vram",
   "hostResources",
   "attestation",
+  "attestFailures",
   "gpuIdentityVerified",
   "reputation",
   "capacity",
@@ -47,10 +49,11 @@ export const F_DURATION = 2;
 export const F_VRAM = 4;
 export const F_HOST = 8;
 export const F_ATTESTATION = 16;
-export const F_CC = 32;
-export const F_REPUTATION = 64;
-export const F_CAPACITY = 128;
-export const F_EXCLUDED = 256;
+export const F_ATTEST_FAILURES = 32;
+export const F_CC = 64;
+export const F_REPUTATION = 128;
+export const F_CAPACITY = 256;
+export const F_EXCLUDED = 512;
 
 export const SLOT_CHECKS: readonly { bit: number; id: ConstraintId }[] = [
   { bit: F_EXPIRY, id: "offerExpiry" },
@@ -58,6 +61,7 @@ export const SLOT_CHECKS: readonly { bit: number; id: ConstraintId }[] = [
   { bit: F_VRAM, id: "vram" },
   { bit: F_HOST, id: "hostResources" },
   { bit: F_ATTESTATION, id: "attestation" },
+  { bit: F_ATTEST_FAILURES, id: "attestFailures" },
   { bit: F_CC, id: "gpuIdentityVerified" },
   { bit: F_REPUTATION, id: "reputation" },
   { bit: F_CAPACITY, id: "capacity" },
@@ -89,6 +93,8 @@ export type MatchContext = {
   /** Only machines whose GPUs the attestor quorum verified by confidential-computing evidence. */
   readonly gpuIdentityVerified: boolean;
   readonly minReputation: number;
+  /** Offers whose machine holds more failed challenges than this are skipped (`maxAttestFailures`). */
+  readonly maxAttestFailures: number;
   readonly interruptible: boolean;
   /** On demand: the cap per unit-second; interruptible: the bid per unit-second. */
   readonly priceLimit: number;
@@ -145,6 +151,7 @@ export function firstFailure(list: SlotList, i: number, ctx: MatchContext): numb
   if (list.vramMiB[i]! < ctx.minVramMiB) return F_VRAM;
   if (ctx.host && lacksHost(list, i, ctx)) return F_HOST;
   if (ctx.attestedOnly && !(list.attestationExpiry[i]! > ctx.now)) return F_ATTESTATION;
+  if (list.attestFailures[i]! > ctx.maxAttestFailures) return F_ATTEST_FAILURES;
   if (ctx.gpuIdentityVerified && !(list.ccExpiry[i]! > ctx.now)) return F_CC;
   if (list.reputation[i]! < ctx.minReputation) return F_REPUTATION;
   if (ctx.exclusions !== null && isExcluded(list, i, ctx)) return F_EXCLUDED;
@@ -159,6 +166,7 @@ export function failureMask(list: SlotList, i: number, ctx: MatchContext): numbe
   if (list.vramMiB[i]! < ctx.minVramMiB) mask |= F_VRAM;
   if (ctx.host && lacksHost(list, i, ctx)) mask |= F_HOST;
   if (ctx.attestedOnly && !(list.attestationExpiry[i]! > ctx.now)) mask |= F_ATTESTATION;
+  if (list.attestFailures[i]! > ctx.maxAttestFailures) mask |= F_ATTEST_FAILURES;
   if (ctx.gpuIdentityVerified && !(list.ccExpiry[i]! > ctx.now)) mask |= F_CC;
   if (list.reputation[i]! < ctx.minReputation) mask |= F_REPUTATION;
   if (capacityTier(list, i, ctx, ctx.count) < 0) mask |= F_CAPACITY;
@@ -201,6 +209,11 @@ export function failureMasks(list: SlotList, from: number, to: number, ctx: Matc
     const now = ctx.now;
     for (let i = from; i < to; i++) if (!(attestationExpiry[i]! > now)) out[i + shift]! |= F_ATTESTATION;
   }
+  {
+    const { attestFailures } = list;
+    const maxAttestFailures = ctx.maxAttestFailures;
+    for (let i = from; i < to; i++) if (attestFailures[i]! > maxAttestFailures) out[i + shift]! |= F_ATTEST_FAILURES;
+  }
   if (ctx.gpuIdentityVerified) {
     const { ccExpiry } = list;
     const now = ctx.now;
@@ -213,5 +226,25 @@ export function failureMasks(list: SlotList, from: number, to: number, ctx: Matc
   }
   if (ctx.exclusions !== null) {
     for (let i = from; i < to; i++) if (isExcluded(list, i, ctx)) out[i + shift]! |= F_EXCLUDED;
+  }
+}
+
+/** Whether a per-offer check applies to this request (one the request does not use is left out of an explanation). */
+export function bitUsed(bit: number, ctx: MatchContext): boolean {
+  switch (bit) {
+    case F_VRAM:
+      return ctx.minVramMiB > 0;
+    case F_HOST:
+      return ctx.host;
+    case F_ATTESTATION:
+      return ctx.attestedOnly;
+    case F_CC:
+      return ctx.gpuIdentityVerified;
+    case F_REPUTATION:
+      return ctx.minReputation > 0;
+    case F_EXCLUDED:
+      return ctx.exclusions !== null;
+    default:
+      return true;
   }
 }

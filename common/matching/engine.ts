@@ -121,6 +121,7 @@ export class MatchingEngine {
       attestedOnly: request.attestedOnly,
       gpuIdentityVerified: request.gpuIdentityVerified,
       minReputation: request.minReputation,
+      maxAttestFailures: request.maxAttestFailures,
       interruptible: request.interruptible,
       priceLimit: toIndexNumber(request.interruptible ? request.bidPerUnitSecond! : request.maxPricePerUnitSecond),
       exclusions: options.exclude && options.exclude.size > 0 ? options.exclude : null,

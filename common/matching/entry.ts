@@ -68,6 +68,12 @@ export type OfferEntry = {
    * confidential-computing evidence (unix s; docs/attestation.md), or null when they did not.
    */
   readonly ccExpiry: number | null;
+  /**
+   * The machine's signed failure count within the failure window (failed challenges its
+   * attestations carry and attestors' failure notices; common/attest/failure-notice.ts), which the
+   * request's `maxAttestFailures` bounds.
+   */
+  readonly attestFailures: number;
   /** The provider's on-chain reputation counters. */
   readonly reputation: Reputation;
   /** Round-trip latency this node measured to the provider, ms; null when unknown. */
@@ -91,6 +97,8 @@ export const offerKnowledgeSchema = z.strictObject({
     unitSecondsDelivered: z.union([z.bigint().nonnegative(), z.number().int().nonnegative()]).transform((v) => BigInt(v)),
   }),
   latencyMs: z.number().nonnegative().max(600_000).nullable().default(null),
+  /** The machine's signed failure count within the failure window (OfferEntry.attestFailures). */
+  attestFailures: z.number().int().nonnegative().default(0),
 });
 export type OfferKnowledge = z.input<typeof offerKnowledgeSchema>;
 
@@ -172,6 +180,7 @@ export function offerEntryFromMessage(message: OfferMessage, knowledge: OfferKno
     attestedAt: known.attestation?.attestedAt ?? null,
     attestationExpiry: known.attestation?.expiry ?? null,
     ccExpiry: known.attestation?.ccExpiry ?? null,
+    attestFailures: known.attestFailures,
     reputation: known.reputation,
     latencyMs: known.latencyMs,
   };

@@ -82,6 +82,8 @@ export function constraintLabel(id: ConstraintId, ctx: MatchContext, options: Ma
       return `host resources of at least ${hostWords({ cpuCores: ctx.cpuCoresPerUnit, memoryMiB: ctx.memoryMiBPerUnit, diskMiB: ctx.diskMiBPerUnit })} per GPU`;
     case "attestation":
       return "current hardware attestation";
+    case "attestFailures":
+      return `at most ${plural(r.maxAttestFailures, "failed challenge")} in the last week (maxAttestFailures)`;
     case "gpuIdentityVerified":
       return "GPU identities verified by NVIDIA-signed evidence";
     case "reputation":
@@ -101,7 +103,14 @@ export const EXPLAIN_REMEDIES = {
   acceptUnattested: "set attestedOnly: false to accept unattested machines",
   acceptWithoutCc: "set gpuIdentityVerified: false to accept GPUs attested without it",
   acceptCluster: 'set colocation: "cluster" to accept several machines on a declared fast interconnect',
+  raiseAttestFailures: "raise maxAttestFailures to accept them",
 } as const;
+
+/** The near miss of offers that fail only `maxAttestFailures`: the fewest failures among them. */
+export function attestFailuresMissText(subject: string, count: number, fewest: number, ctx: MatchContext): string {
+  const held = `${count === 1 ? "its machine has" : "their machines have at least"} ${plural(fewest, "failed challenge")} in the last week`;
+  return `${subject} ${held}, more than maxAttestFailures ${ctx.maxAttestFailures} (${EXPLAIN_REMEDIES.raiseAttestFailures}).`;
+}
 
 export /** When the count exceeds every machine that passes the other checks, say so and point at clusters. */
 function capacityHint(ctx: MatchContext, largestMachine: number, clusterUnits: Map<number, number>): string | undefined {

@@ -13,6 +13,7 @@ import type { BookIndex, Bucket, Slot, SlotList } from "./book-index.js";
 import {
   type ConstraintId,
   F_ATTESTATION,
+  F_ATTEST_FAILURES,
   F_CC,
   F_CAPACITY,
   F_DURATION,
@@ -24,13 +25,14 @@ import {
   type MatchContext,
   SLOT_CHECKS,
   availableUnits,
+  bitUsed,
   capacityTier,
   failureMasks,
   firstFailure,
 } from "./constraints.js";
 import { formatUsd, perHour } from "./money.js";
 import type { MatchingOptions } from "./options.js";
-import { capacityHint, constraintLabel, describeRequest, EXPLAIN_REMEDIES, hostMissText, plural } from "./explain-text.js";
+import { attestFailuresMissText, capacityHint, constraintLabel, describeRequest, EXPLAIN_REMEDIES, hostMissText, plural } from "./explain-text.js";
 
 export { describeRequest, EXPLAIN_REMEDIES } from "./explain-text.js";
 
@@ -66,25 +68,6 @@ export type NoMatchExplanation = {
   /** The whole explanation as text: summary, numbered steps, nearest offers. */
   readonly message: string;
 };
-
-function bitUsed(bit: number, ctx: MatchContext): boolean {
-  switch (bit) {
-    case F_VRAM:
-      return ctx.minVramMiB > 0;
-    case F_HOST:
-      return ctx.host;
-    case F_ATTESTATION:
-      return ctx.attestedOnly;
-    case F_CC:
-      return ctx.gpuIdentityVerified;
-    case F_REPUTATION:
-      return ctx.minReputation > 0;
-    case F_EXCLUDED:
-      return ctx.exclusions !== null;
-    default:
-      return true;
-  }
-}
 
 /** Offers failing exactly one per-offer check, summarized in the same pass that counts the funnel. */
 class OnlyStats {
@@ -136,7 +119,7 @@ function maskScratch(n: number): Uint16Array {
  */
 function tallyScanned(scannedLists: SlotList[], ends: number[], buckets: Bucket[], ctx: MatchContext, n: number) {
   const request = ctx.request;
-  const before = F_EXPIRY | F_DURATION | F_VRAM | F_HOST | F_ATTESTATION | F_CC | F_REPUTATION;
+  const before = F_EXPIRY | F_DURATION | F_VRAM | F_HOST | F_ATTESTATION | F_ATTEST_FAILURES | F_CC | F_REPUTATION;
   const clusterMode = request.colocation === "cluster";
   let largestMachine = 0;
   const clusterUnits = new Map<number, number>();
@@ -179,6 +162,9 @@ function tallyScanned(scannedLists: SlotList[], ends: number[], buckets: Bucket[
         break;
       case F_REPUTATION:
         stats.add(model, list.reputation[i]!);
+        break;
+      case F_ATTEST_FAILURES:
+        stats.add(model, list.attestFailures[i]!);
         break;
       default:
         stats.add(model, 0);
@@ -451,6 +437,9 @@ export function explainNoMatch(index: BookIndex, ctx: MatchContext, options: Mat
         break;
       case F_ATTESTATION:
         message = `${subject} ${has} no current hardware attestation (${EXPLAIN_REMEDIES.acceptUnattested}).`;
+        break;
+      case F_ATTEST_FAILURES:
+        message = attestFailuresMissText(subject, count, stats.min, ctx);
         break;
       case F_CC:
         message = `${subject} ${count === 1 ? "its GPUs were" : "their GPUs were"} not identified by NVIDIA-signed evidence (${EXPLAIN_REMEDIES.acceptWithoutCc}).`;

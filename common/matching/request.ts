@@ -8,6 +8,9 @@ import { parseInput } from "../validation.js";
 import { type GpuSelection, acceptedGpuTypes, resolveGpuName } from "./gpu-type.js";
 import { BASE_UNITS_PER_USD, SECONDS_PER_HOUR, formatUsd, perSecondFloor, usdSchema } from "./money.js";
 
+/** The default of `maxAttestFailures`: machines with more failed challenges in the last week are not matched. */
+export const DEFAULT_MAX_ATTEST_FAILURES = 3;
+
 /** Most GPUs one request may ask for (a cluster of 128 eight-GPU machines). */
 export const MAX_GPU_COUNT = 1024;
 /** Longest lease one request may ask for: 366 days. Longer leases are extended, not requested. */
@@ -123,6 +126,16 @@ export const matchRequestSchema = z
       .optional(),
     /** Lowest provider reputation score accepted, 0..1 (see docs/matching.md for the score). */
     minReputation: z.number({ error: "expected a number from 0 to 1" }).min(0, "must be at least 0").max(1, "must be at most 1").default(0),
+    /**
+     * Most failed challenges a machine may have in its signed failure history (the last week:
+     * failures its attestations carry and attestors' failure notices, common/attest/failure-notice.ts).
+     */
+    maxAttestFailures: z
+      .number({ error: "expected a whole number of failed challenges, 0 or more" })
+      .int("expected a whole number of failed challenges")
+      .min(0, "must be 0 or more")
+      .max(65_535, "must be at most 65535")
+      .default(DEFAULT_MAX_ATTEST_FAILURES),
     /** Only machines with a current attestation from the attestor quorum. */
     attestedOnly: z.boolean({ error: "expected true or false" }).default(true),
     /**
@@ -180,6 +193,7 @@ export const matchRequestSchema = z
       /** Lower-cased region names, or null for any region. */
       regions,
       minReputation: value.minReputation,
+      maxAttestFailures: value.maxAttestFailures,
       attestedOnly: value.attestedOnly,
       gpuIdentityVerified: value.gpuIdentityVerified,
       colocation: value.colocation,

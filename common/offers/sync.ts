@@ -3,8 +3,13 @@
  * for the offers it holds, a page at a time in key order, instead of waiting for providers to
  * re-announce. Offers travel as the original signed messages, and the asking node validates
  * every one exactly like a gossiped message: a peer can withhold offers but never forge one.
+ *
+ * With `notices: true` the same pages carry the attestors' failure notices the peer holds
+ * (common/attest/failure-notice.ts), oldest first, each checked like a gossiped notice: a node
+ * that joins revokes what the network revoked before it came.
  */
 import { z } from "zod";
+import { FAILURE_NOTICE_MAX_BYTES } from "../attest/failure-notice.js";
 import { OFFER_MESSAGE_MAX_BYTES } from "./message.js";
 
 /** Most offers in one page. */
@@ -18,12 +23,16 @@ export const offersSyncRequestSchema = z.strictObject({
   /** The `next` of the previous page; absent for the first. */
   after: z.string().min(1).max(128).optional(),
   limit: z.number().int().min(1).max(OFFERS_SYNC_MAX_PAGE),
+  /** True: page through the failure notices instead of the offers (`offers` comes back empty). */
+  notices: z.boolean().optional(),
 });
 export type OffersSyncRequest = z.output<typeof offersSyncRequestSchema>;
 
 export const offersSyncResponseSchema = z.strictObject({
   /** Offer messages exactly as the serving node received them. */
   offers: z.array(z.string().max(OFFER_MESSAGE_MAX_BYTES)).max(OFFERS_SYNC_MAX_PAGE),
+  /** Failure notices exactly as the serving node received them (a `notices: true` request). */
+  notices: z.array(z.string().max(FAILURE_NOTICE_MAX_BYTES)).max(OFFERS_SYNC_MAX_PAGE).optional(),
   /** Where the next page starts; null after the last page. */
   next: z.string().min(1).max(128).nullable(),
 });

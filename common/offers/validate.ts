@@ -26,16 +26,14 @@ import { TypedDataRecoverer } from "../eip712-recover.js";
 import { verifySealingKey, type SealingKey } from "../sealed.js";
 import { ANY_RENTER } from "../eip712.js";
 import { canonicalGpuName, modelHash } from "../gpu.js";
-import { NO_CC } from "../attest/cc.js";
 import { throughputBand, type ThroughputBand } from "../attest/params.js";
-import { MAX_ATTESTATION_AGE_SECONDS } from "../attest/attestation.js";
+import type { FailureNoticeIndex } from "../attest/failure-notice.js";
+import { attestationStateOf, type AttestationState } from "./attestation-state.js";
 import type { ChainView, MachineRecord, ProviderRecord } from "./chain-view.js";
+export { MAX_OUTSIDER_ATTESTATIONS, type AttestationState } from "./attestation-state.js";
 import { OFFER_MESSAGE_MAX_BYTES, offerKey, offerMessageSchema, offerSigningText, type OfferMessage, type SignedAttestation } from "./message.js";
 
 export type OfferAction = "reject" | "ignore";
-
-/** Unexpired attestations by non-attestors a message may carry before it is refused. */
-export const MAX_OUTSIDER_ATTESTATIONS = 2;
 
 /** LeaseMarket.MIN_START_WINDOW: an offer with a shorter start window can never be opened. */
 export const MIN_START_WINDOW_SECONDS = 10;
@@ -70,26 +68,6 @@ export const OFFER_REJECT_REASONS = {
 } as const satisfies Record<string, OfferAction>;
 export type OfferRejectReason = keyof typeof OFFER_REJECT_REASONS;
 
-/** The attestation state of an offer: attested while `attestors.length` meets the quorum and `attestedUntil` is ahead. */
-export type AttestationState = {
-  /** Distinct attestors whose valid, unexpired attestation the message carries. */
-  attestors: Address[];
-  /** When enough of them expire for the offer to fall below the quorum; null if it never met it. */
-  attestedUntil: number | null;
-  /**
-   * The oldest `issuedAt` among the quorum of attestations that keeps the offer attested until
-   * `attestedUntil` (how fresh the weakest evidence is); null when the quorum is not met. Absent
-   * in book entries stored before it existed.
-   */
-  attestedAt?: number | null;
-  /**
-   * Until when a quorum of distinct attestors' counted attestations verified the GPUs by their
-   * confidential-computing evidence (`cc` not zero; docs/attestation.md); null when fewer did.
-   * Absent in book entries stored before it existed.
-   */
-  ccUntil?: number | null;
-};
-
 export type ValidatedOffer = {
   key: string;
   message: OfferMessage;
@@ -122,6 +100,8 @@ export type OfferValidatorOptions = {
    * deadlines enforce the floor; a deployment that knows its attestors' profile sets it.
    */
   minAttestedEfficiency?: number;
+  /** The failure notices this node holds (node/offers/failure-notices.ts): they revoke attestations and count as failures. */
+  notices?: FailureNoticeIndex;
 };
 
 const decoder = new TextDecoder("utf-8", { fatal: true });
@@ -199,6 +179,7 @@ export class OfferValidator {
   /** signature + canonical Attestation → recovered signer ("" when unrecoverable). */
   private readonly attestationSigners: LRUCache<string, string>;
   private readonly minAttestedEfficiency: number;
+  private readonly notices: FailureNoticeIndex | undefined;
   /** Throughput bands by `model|units` (a short list of classes). */
   private readonly bands = new Map<string, ThroughputBand>();
   /** peer id → Ed25519 key object, or null when the peer id carries no Ed25519 key. */
@@ -217,6 +198,7 @@ export class OfferValidator {
     const efficiency = options.minAttestedEfficiency ?? 0;
     if (!(efficiency >= 0 && efficiency <= 1)) throw new RangeError(`minAttestedEfficiency must be within [0, 1], got ${efficiency}`);
     this.minAttestedEfficiency = efficiency;
+    this.notices = options.notices;
     const max = options.cacheSize ?? 50_000;
     this.offerSigners = new LRUCache({ max });
     this.attestationSigners = new LRUCache({ max });
@@ -383,62 +365,13 @@ export class OfferValidator {
     return undefined;
   }
 
-  private async checkAttestations(message: OfferMessage, now: number): Promise<AttestationState | { reason: OfferRejectReason; detail: string }> {
-    const { offer, machine } = message;
-    // Per attestor, the one attestation that counts: its newest (latest issuedAt, then latest expiry), and with it
-    // whether it verified the GPUs (cc): an older attestation's cc does not outlive the attestor's newer word.
-    const newest = new Map<Address, { issuedAt: number; expiry: number; cc: boolean }>();
-    let outsiders = 0;
-    for (const [index, signed] of message.attestations.entries()) {
-      const { attestation } = signed;
-      if (
-        attestation.provider !== offer.provider ||
-        attestation.machineId !== offer.machineId ||
-        attestation.model !== offer.model ||
-        attestation.units !== machine.units ||
-        attestation.vramMiB !== machine.vramMiB
-      ) {
-        return { reason: "bad_attestation", detail: `attestations.${index} is about another machine` };
-      }
-      const signer = this.attestationSigner(signed);
-      if (!signer) return { reason: "bad_attestation", detail: `attestations.${index} signature recovers to no key` };
-      // The throughput band of the class (issue 24, item 2): a measurement above what the claimed
-      // class can physically do, or below what an honest runner of it reaches, is not evidence of
-      // that class. It does not count, and is not punished (the attestor signed it, not the provider).
-      const band = this.band(machine.model, machine.units);
-      if (band && (attestation.throughput > band.ceiling || attestation.throughput < band.floor)) continue;
-      // Neither an expired attestation nor one by an address outside the attestor set (never
-      // one, or one that governance removed since) counts; neither is punished, so removing an
-      // attestor un-attests nobody whom the remaining attestors still vouch for. Expiry first:
-      // it costs no chain read.
-      // Counted until the earlier of its expiry and a day after its issue.
-      const countsUntil = Math.min(attestation.expiry, attestation.issuedAt + MAX_ATTESTATION_AGE_SECONDS);
-      if (countsUntil <= now) continue;
-      if (!(await this.chain.isAttestor(signer))) {
-        // One or two are old news (removed attestors); more are a provider making every node
-        // look up made-up keys.
-        if (++outsiders > MAX_OUTSIDER_ATTESTATIONS) {
-          return { reason: "bad_attestation", detail: `more than ${MAX_OUTSIDER_ATTESTATIONS} attestations by addresses that are not attestors` };
-        }
-        continue;
-      }
-      const held = newest.get(signer);
-      if (!held || attestation.issuedAt > held.issuedAt || (attestation.issuedAt === held.issuedAt && countsUntil > held.expiry)) {
-        newest.set(signer, { issuedAt: attestation.issuedAt, expiry: countsUntil, cc: attestation.cc !== NO_CC });
-      }
-    }
-    const quorum = Math.max(1, await this.chain.attestationQuorum());
-    // Newest first by expiry: the offer stays attested until the quorum-th latest expiry passes.
-    const sorted = [...newest.values()].sort((a, b) => b.expiry - a.expiry);
-    const met = sorted.length >= quorum;
-    const ccExpiries = sorted.filter((a) => a.cc).map((a) => a.expiry);
-    return {
-      attestors: [...newest.keys()],
-      attestedUntil: met ? sorted[quorum - 1]!.expiry : null,
-      attestedAt: met ? Math.min(...sorted.slice(0, quorum).map((a) => a.issuedAt)) : null,
-      // The same quorum rule over the attestations that verified the GPUs.
-      ccUntil: ccExpiries.length >= quorum ? ccExpiries[quorum - 1]! : null,
-    };
+  private checkAttestations(message: OfferMessage, now: number): Promise<AttestationState | { reason: OfferRejectReason; detail: string }> {
+    return attestationStateOf(message, now, {
+      chain: this.chain,
+      signerOf: (signed) => this.attestationSigner(signed),
+      band: (model, units) => this.band(model, units),
+      notices: this.notices,
+    });
   }
 
   private band(model: string, units: number): ThroughputBand | undefined {

@@ -142,11 +142,15 @@ export class NodeMarketSource implements MarketDataSource {
     this.quorum = await this.deps.chainView.attestationQuorum().catch(() => 1);
     const onOffer = (entry: BookEntry) => this.onOffer(entry);
     const onRemoved = (entry: BookEntry, reason: RemovalReason) => this.onRemoved(entry, reason);
+    // A revoked attestation or a new failure (failure notices) changes what the engine matches.
+    const onAttestation = (entry: BookEntry) => this.upsertEngine(entry);
     book.on("offer", onOffer);
     book.on("removed", onRemoved);
+    book.on("attestation", onAttestation);
     this.unhook.push(() => {
       book.off("offer", onOffer);
       book.off("removed", onRemoved);
+      book.off("attestation", onAttestation);
     });
     const now = this.nowSeconds();
     for (const entry of book.all()) {
@@ -265,7 +269,7 @@ export class NodeMarketSource implements MarketDataSource {
 
   private upsertEngine(entry: BookEntry): void {
     if (this.stopped) return;
-    this.offerIndex.putNow(entry.key, entry.message, this.attestationKnowledge(entry));
+    this.offerIndex.putNow(entry.key, entry.message, this.attestationKnowledge(entry), null, entry.attestation.failures ?? 0);
   }
 
   async matchDryRun(request: MatchRequest, limit?: number): Promise<MatchResult> {

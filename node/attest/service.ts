@@ -31,6 +31,7 @@ import { CpuRunner } from "./runner/cpu.js";
 import { DisputeAnswerer } from "./disputes.js";
 import { DeviceRegistry } from "./device-registry.js";
 import { FailureHistory } from "./failure-history.js";
+import { FailureNotifier } from "./failure-notify.js";
 import { Bucket } from "../store/buckets.js";
 
 export type AttestorService = DaemonModule & {
@@ -167,6 +168,8 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       return active.length ? Math.max(...active.map((lease) => lease.end)) : undefined;
     };
     const attestorCount = new AttestorCount({ publicClient: daemon.chain.publicClient, registry: daemon.registry, now });
+    // Every failed challenge is announced to the offer books (issue 35 item 9).
+    const notifier = new FailureNotifier({ account, domain: daemon.domain, publish: (notice) => daemon.offers.failures.publish(notice), logger });
     const challenger = new Challenger({
       host: daemon.p2p.host,
       chainId: daemon.deployment.chainId,
@@ -180,7 +183,10 @@ export async function startAttestorService(daemon: Daemon, options: StartAttesto
       memory: config.attest.memory,
       metrics: daemon.metrics,
       logger,
-      onResult: (record) => leaseChecks?.onResult(record),
+      // Both listeners run even when one throws (the challenger logs the rejection).
+      onResult: async (record) => {
+        await Promise.all([notifier.onResult(record), leaseChecks?.onResult(record)]);
+      },
       // In-lease checks are light (issue 35 item 4); a leased machine is left out of the schedule and of requests.
       lightRateShare: config.attest.leaseChecks.rateShare,
       leasedUntil: (machineId) => leased(machineId),

@@ -50,6 +50,7 @@ const CLI_WORDING: [string, string][] = [
   [EXPLAIN_REMEDIES.acceptUnattested, "add --allow-unattested to accept unattested machines"],
   [EXPLAIN_REMEDIES.acceptWithoutCc, "leave out --gpu-identity-verified to accept GPUs attested without it"],
   [EXPLAIN_REMEDIES.acceptCluster, "add --colocation cluster to accept several machines on a declared fast interconnect"],
+  [EXPLAIN_REMEDIES.raiseAttestFailures, "raise --max-attest-failures to accept them"],
   [
     "Pass `account` to createClient: privateKeyToAccount(key) in Node, or an injected wallet in a browser.",
     "Give a wallet: --key-file <file>, SUANLI_KEY, --key <hex>, or --devnet-account <n> on the devnet.",

@@ -30,6 +30,17 @@ export class FlagProblems {
     return n;
   }
 
+  /** A whole number, 0 or more (a count); undefined when absent or refused. */
+  count(flag: string, value: string | undefined): number | undefined {
+    if (value === undefined) return undefined;
+    const n = Number(value);
+    if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n)) {
+      this.add(`--${flag} must be a whole number, 0 or more, got "${value}"`);
+      return undefined;
+    }
+    return n;
+  }
+
   throwIfAny(): void {
     if (this.list.length === 0) return;
     if (this.list.length === 1) throw new CliError(this.list[0]!, ExitCode.usage);

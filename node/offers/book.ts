@@ -61,6 +61,8 @@ export type UpsertResult = "added" | "updated" | "stale" | "full";
 export type OfferBookEvents = {
   offer: [entry: BookEntry, previous: BookEntry | undefined];
   removed: [entry: BookEntry, reason: RemovalReason];
+  /** A held offer's attestation state changed (the attestor set changed, a failure notice revoked an attestation). */
+  attestation: [entry: BookEntry];
 };
 
 export type OfferQueryResult = { offers: BookEntry[]; nextCursor: string | undefined };
@@ -299,13 +301,14 @@ export class OfferBook extends EventEmitter<OfferBookEvents> {
     return previous ? "updated" : "added";
   }
 
-  /** Replaces the attestation state of a held offer (the attestor set changed), if it still holds message `seq`. */
+  /** Replaces the attestation state of a held offer (the attestor set changed, a failure notice), if it still holds message `seq`. */
   setAttestation(key: string, attestation: AttestationState, seq?: number): void {
     const entry = this.entries.get(key);
     // A newer message arrived while its state was being computed: it carries its own.
     if (!entry || (seq !== undefined && entry.seq !== seq)) return;
     entry.attestation = attestation;
     this.persist(key, { raw: entry.raw, receivedAt: entry.receivedAt, attestation });
+    this.emit("attestation", entry);
   }
 
   /** Removes an offer; returns it, or undefined if the book did not hold it. */

@@ -66,8 +66,16 @@ export type OffersGossipEvents = {
   validated: [result: OfferValidation, source: OfferSource, from: string | undefined];
 };
 
+/** The failure notices a node holds and checks (failure-notices.ts), served and fetched over offers-sync. */
+export type SyncedNotices = {
+  page(after: string | undefined, limit: number): { raw: string[]; next: string | null };
+  ingest(raw: string, source: OfferSource, from?: string): Promise<{ ok: boolean; action?: "reject" | "ignore" }>;
+};
+
 export type OffersGossipOptions = {
   host: SuanliHost;
+  /** Failure notices to serve and fetch with the offers. */
+  notices?: SyncedNotices;
   book: OfferBook;
   validator: OfferValidator;
   chainId: number;
@@ -90,6 +98,7 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
   private readonly logger: Logger;
   private readonly syncOptions: OffersSyncOptions;
   private readonly chainId: number;
+  private readonly notices: SyncedNotices | undefined;
   private unhandleSync: (() => Promise<void>) | undefined;
   private readonly synced = new Set<string>();
   private syncsInFlight = 0;
@@ -109,6 +118,7 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
     this.logger = options.logger;
     this.syncOptions = options.sync;
     this.chainId = options.chainId;
+    this.notices = options.notices;
     this.topic = offersTopic(options.chainId);
   }
 
@@ -147,6 +157,10 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
       handler: async (req) => {
         if (req.chainId !== this.chainId) {
           throw new WrongChainError(`This node serves offers of chain ${this.chainId}, not ${req.chainId}`);
+        }
+        if (req.notices) {
+          const page = this.notices?.page(req.after, req.limit) ?? { raw: [], next: null };
+          return { offers: [], notices: page.raw, next: page.next };
         }
         const entries = await this.book.pageByKey(req.after, req.limit);
         this.metrics.offersSynced.inc({ role: "server", outcome: "ok" });
@@ -220,7 +234,9 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
    * Fetches a peer's book through offers-sync and ingests every offer. Stops early when the
    * peer sends mostly invalid offers. Returns how many were accepted.
    */
-  async syncFrom(peer: PeerId): Promise<{ accepted: number; refused: number; pages: number }> {
+  async syncFrom(peer: PeerId): Promise<{ accepted: number; refused: number; pages: number; notices?: number }> {
+    // Failure notices first: the offers that follow are then checked against them.
+    const notices = this.notices ? await this.syncNoticesFrom(peer) : undefined;
     let after: string | undefined;
     let accepted = 0;
     let refused = 0;
@@ -258,7 +274,43 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
       if (!page.next || !page.offers.length) break;
       after = page.next;
     }
-    return { accepted, refused, pages };
+    return { accepted, refused, pages, ...(notices === undefined ? {} : { notices }) };
+  }
+
+  /** Fetches a peer's failure notices through offers-sync; returns how many were kept. */
+  async syncNoticesFrom(peer: PeerId): Promise<number> {
+    let after: string | undefined;
+    let kept = 0;
+    const limit = Math.min(this.syncOptions.pageSize, OFFERS_SYNC_MAX_PAGE);
+    // Bounded by what a notice book holds (MAX_NOTICES), plus one page.
+    for (let pages = 0; pages < Math.ceil(50_000 / limit) + 1 && this.running; pages++) {
+      const page = await request(
+        this.host,
+        peer,
+        OFFERS_SYNC_PROTOCOL,
+        { chainId: this.chainId, after, limit, notices: true },
+        {
+          requestSchema: offersSyncRequestSchema,
+          responseSchema: offersSyncResponseSchema,
+          timeoutMs: this.syncOptions.timeoutMs,
+          maxMessageBytes: OFFERS_SYNC_MAX_MESSAGE_BYTES,
+        },
+      );
+      const raws = page.notices ?? [];
+      let rejected = 0;
+      for (const raw of raws) {
+        const result = await this.notices!.ingest(raw, "sync", peer.toString());
+        if (result.ok) kept++;
+        else if (result.action === "reject") rejected++;
+      }
+      if (rejected * 2 > raws.length && raws.length > 0) {
+        this.logger.warn("Stopped syncing failure notices from a peer that sent invalid ones", { peer: peer.toString(), rejected });
+        break;
+      }
+      if (!page.next || !raws.length) break;
+      after = page.next;
+    }
+    return kept;
   }
 
   private async maybeSync(peer: PeerId): Promise<void> {

@@ -8,6 +8,7 @@ import type { PrivateKey } from "@libp2p/interface";
 import type { Address } from "viem";
 import { CachedChainView, type ChainView } from "../../common/offers/chain-view.js";
 import { offersTopic } from "../../common/offers/message.js";
+import { attestFailuresTopic } from "../../common/attest/failure-notice.js";
 import type { LocalSigner } from "../../common/chain/sign.js";
 import { OfferValidator } from "../../common/offers/validate.js";
 import type { SuanliHost } from "../../common/p2p/host.js";
@@ -17,6 +18,8 @@ import type { Store } from "../store/store.js";
 import { OfferBook } from "./book.js";
 import { OfferEviction } from "./eviction.js";
 import { OffersGossip } from "./gossip.js";
+import { FailureNotices } from "./failure-notices.js";
+import { NoticeBook } from "./notice-book.js";
 import type { OffersOptions } from "./options.js";
 import { OfferPublisher } from "./publisher.js";
 
@@ -43,7 +46,7 @@ export const OFFERS_TOPIC_SCORE: Partial<TopicScoreParams> = {
 
 /** The gossip topics a node of `chainId` carries, with their score parameters, for createHost. */
 export function offersTopics(chainId: number): Record<string, Partial<TopicScoreParams>> {
-  return { [offersTopic(chainId)]: OFFERS_TOPIC_SCORE };
+  return { [offersTopic(chainId)]: OFFERS_TOPIC_SCORE, [attestFailuresTopic(chainId)]: OFFERS_TOPIC_SCORE };
 }
 
 export type OfferService = {
@@ -51,6 +54,9 @@ export type OfferService = {
   validator: OfferValidator;
   chain: CachedChainView;
   gossip: OffersGossip;
+  /** Attestors' failure notices: held, gossiped, and revoking attestations in the book (issue 35 item 9). */
+  notices: NoticeBook;
+  failures: FailureNotices;
   eviction: OfferEviction;
   /** Present on a provider node. */
   publisher: OfferPublisher | undefined;
@@ -94,6 +100,7 @@ export async function startOfferService(parameters: StartOfferServiceParameters)
   const chain = parameters.chain instanceof CachedChainView ? parameters.chain : new CachedChainView(parameters.chain, options.chainCache);
   const book = await OfferBook.open(store, { maxOffers: options.maxBookSize, now, logger });
   metrics.bookOffers.set(book.size);
+  const notices = await NoticeBook.open(store, { now });
   const validator = new OfferValidator({
     chainId,
     market,
@@ -103,9 +110,21 @@ export async function startOfferService(parameters: StartOfferServiceParameters)
     maxClockSkewSec: options.maxClockSkewSec,
     minFreeStake: options.minFreeStake,
     cacheSize: options.signatureCacheSize,
+    notices,
   });
-  const gossip = new OffersGossip({ host, book, validator, chainId, metrics, logger, sync: options.sync });
+  const failures = new FailureNotices({ host, notices, book, validator, chain, chainId, market, logger, now });
+  const gossip = new OffersGossip({
+    host,
+    book,
+    validator,
+    chainId,
+    metrics,
+    logger,
+    sync: options.sync,
+    notices: { page: (after, limit) => notices.page(after, limit), ingest: (raw, source, from) => failures.ingest(raw, source, from) },
+  });
   const eviction = new OfferEviction({ book, validator, chain, metrics, logger, sweepIntervalMs: options.sweepIntervalMs });
+  await failures.start();
   await gossip.start();
   eviction.start();
   if (book.size) {
@@ -149,6 +168,8 @@ export async function startOfferService(parameters: StartOfferServiceParameters)
     validator,
     chain,
     gossip,
+    notices,
+    failures,
     eviction,
     publisher,
     onProviderChanged: (provider) => eviction.onProviderChanged(provider),
@@ -159,6 +180,7 @@ export async function startOfferService(parameters: StartOfferServiceParameters)
       await publisher?.stop();
       eviction.stop();
       await gossip.stop();
+      await failures.stop();
       await book.close();
     },
   };

@@ -293,8 +293,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       market: daemon.market,
       tx,
       records,
-      intervalMs: options.claims.intervalMs,
-      minAmount: options.claims.minAmount,
+      ...options.claims,
       chainNow: () => leases.chainNow(),
       onClaimed: (ids) => {
         for (const id of ids) leases.schedule(id);

@@ -7,6 +7,7 @@ import { z } from "zod";
 import { canonicalGpuName, knownGpuNames } from "../../common/gpu.js";
 import { interconnectSchema } from "../../common/offers/message.js";
 import { DEFAULT_LEASE_CHECK_SHARE_BPS, leaseChecksSchema } from "../../common/attest/lease-checks.js";
+import { claimsOptionsSchema } from "./agent/claims-options.js";
 import { declaredMachineSchema } from "./inventory/inventory.js";
 import { pricingOptionsSchema } from "./pricing/options.js";
 import { leaseBoundsSchema } from "./runtime/lease-bounds.js";
@@ -236,16 +237,7 @@ export const providerOptionsSchema = z.strictObject({
     })
     .prefault({}),
   /** Claiming accrued payments. */
-  claims: z
-    .strictObject({
-      intervalMs: z.number().int().min(50).max(86_400_000).default(300_000),
-      /** Active leases are claimed once this much (base units) has accrued; ended leases always. */
-      minAmount: z
-        .union([z.string().regex(/^\d{1,29}$/, "expected a decimal integer of base units"), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)])
-        .transform((value) => BigInt(value))
-        .default(1_000_000n),
-    })
-    .prefault({}),
+  claims: claimsOptionsSchema.prefault({}),
   /** How often GPU metrics are sampled for the metrics endpoint (nvidia-smi inventories). */
   metricsSampleMs: z.number().int().min(100).max(3_600_000).default(15_000),
   idle: idleWorkloadSchema.optional(),

@@ -61,4 +61,10 @@ export enum Bucket {
    * `p/<provider lowercase>/<finishedAtMs, 15 digits>/<machineId, 10 digits>` → the failure.
    */
   attestFailures = 29,
+  /**
+   * Attestors' failure notices an offer book holds (node/offers/notice-book.ts; issue 35 item 9):
+   * `<observedAt, 10 digits>/<attestor lowercase>/<challengeId>` → the notice as received. 44, well
+   * apart from the numbers other branches may take.
+   */
+  attestFailureNotices = 44,
 }

@@ -50,6 +50,7 @@ export function parseSubmitParameters(parameters: SubmitTaskParameters): { reque
     ...(params.memoryGiB !== undefined ? { memoryGiB: params.memoryGiB } : {}),
     ...(params.diskGiB !== undefined ? { diskGiB: params.diskGiB } : {}),
     ...(params.minReputation !== undefined ? { minReputation: params.minReputation } : {}),
+    ...(params.maxAttestFailures !== undefined ? { maxAttestFailures: params.maxAttestFailures } : {}),
     ...(params.attestedOnly !== undefined ? { attestedOnly: params.attestedOnly } : {}),
     ...(params.gpuIdentityVerified !== undefined ? { gpuIdentityVerified: params.gpuIdentityVerified } : {}),
     ...(params.colocation !== undefined ? { colocation: params.colocation } : {}),

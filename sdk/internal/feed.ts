@@ -106,7 +106,7 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
   }
 
   async function index(offer: ValidatedOffer): Promise<void> {
-    await offers.put(offer.key, offer.message, engineAttestation(offer.attestation, now()));
+    await offers.put(offer.key, offer.message, engineAttestation(offer.attestation, now()), null, offer.attestation.failures ?? 0);
   }
 
   const pubsub = host.services.pubsub;

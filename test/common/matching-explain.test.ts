@@ -41,6 +41,7 @@ describe("matching: no-match explanations", () => {
       ["duration", 1, 6],
       ["vram", 1, 5],
       ["attestation", 1, 4],
+      ["attestFailures", 0, 4],
       ["reputation", 1, 3],
       ["capacity", 3, 0],
     ]);
@@ -51,7 +52,7 @@ describe("matching: no-match explanations", () => {
     );
     assert.match(e.summary, /^No offer fits 4 × A100-80GB, on demand at most 2\.00 USD\/GPU-h, 3600 s, region eu-west: the last 3 offers failed "4 GPUs available on one machine/);
     assert.match(e.message, /1\. GPU model A100-80GB: removed 1, 10 left/);
-    assert.match(e.message, /9\. 4 GPUs available on one machine .*: removed 3, 0 left/);
+    assert.match(e.message, /10\. 4 GPUs available on one machine .*: removed 3, 0 left/);
   });
 
   it("names the nearest offers: too few free GPUs, above the cap, other models and regions, one check short", () => {
@@ -94,10 +95,11 @@ describe("matching: no-match explanations", () => {
       ["offerExpiry", 0, 3],
       ["duration", 0, 3],
       ["attestation", 1, 2],
+      ["attestFailures", 0, 2],
       ["gpuIdentityVerified", 2, 0],
       ["capacity", 0, 0],
     ]);
-    assert.match(e.message, /6\. GPU identities verified by NVIDIA-signed evidence: removed 2, 0 left/);
+    assert.match(e.message, /7\. GPU identities verified by NVIDIA-signed evidence: removed 2, 0 left/);
     assert.equal(
       miss(e, "gpuIdentityVerified")?.message,
       "2 H100-80GB-SXM machines fit everything else but their GPUs were not identified by NVIDIA-signed evidence (set gpuIdentityVerified: false to accept GPUs attested without it).",

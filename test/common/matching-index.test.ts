@@ -79,6 +79,7 @@ function context(random: () => number): MatchContext {
     attestedOnly: request.attestedOnly,
     gpuIdentityVerified: request.gpuIdentityVerified,
     minReputation: request.minReputation,
+    maxAttestFailures: request.maxAttestFailures,
     interruptible,
     priceLimit: Number(interruptible ? request.bidPerUnitSecond : request.maxPricePerUnitSecond),
     exclusions: random() < 0.3 ? new Map([[entry({ machineId: 3 }).key, 5]]) : null,

@@ -1,49 +1,37 @@
 import assert from "node:assert/strict";
 import { testTokenAbi } from "../../common/abi.js";
 import { readLease } from "../../common/chain/market.js";
-import { devnetAccount } from "../../common/devnet.js";
-import { createClient, type SuanliClient } from "../../sdk/index.js";
-import { startBundleServer, type BundleServer } from "../support/bundles.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
+import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
 
 describe("group jobs: one task over two machines of a cluster", function () {
   this.timeout(120_000);
-  let devnet: Devnet;
-  let bundles: BundleServer;
-  let provider: TestProvider;
-  let client: SuanliClient;
-  const renter = devnetAccount(5);
+  let market: RenterMarket;
 
   before(async () => {
-    devnet = await startDevnet({ wallClockBlocks: true });
-    bundles = await startBundleServer();
     // Two machines of one GPU each, declared on one cluster (a fabric interconnect).
-    provider = await startTestProvider(devnet, 1, {
+    market = await startRenterMarket({
+      name: "group-job",
       provider: {
-        inventory: {
-          source: "declared",
-          declared: [
-            { model: "A100-80GB", count: 1, region: "eu-west", interconnect: "fabric", cluster: "rack-1" },
-            { model: "A100-80GB", count: 1, region: "eu-west", interconnect: "fabric", cluster: "rack-1" },
-          ],
+        provider: {
+          inventory: {
+            source: "declared",
+            declared: [
+              { model: "A100-80GB", count: 1, region: "eu-west", interconnect: "fabric", cluster: "rack-1" },
+              { model: "A100-80GB", count: 1, region: "eu-west", interconnect: "fabric", cluster: "rack-1" },
+            ],
+          },
+          groupJobs: { masterAddress: "10.0.0.1", masterPort: 29_511 },
         },
-        groupJobs: { masterAddress: "10.0.0.1", masterPort: 29_511 },
       },
+      freeUnits: 1,
+      offers: 2,
     });
-    await fund(devnet, await devnet.wallet(5), 100_000_000n);
-    client = await createClient({ rpcUrl: devnet.rpcUrl, account: renter, bootstrap: [provider.peer.addr], deployment: devnet.deploymentsDir });
-    await waitFor("both machines' offers in the SDK", async () => (await client.queryOffers()).filter((o) => o.freeUnits === 1).length === 2, { timeoutMs: 20_000 });
   });
-  after(async () => {
-    await client?.close();
-    await provider?.close();
-    await bundles?.close();
-    await devnet?.close();
-  });
+  after(async () => market?.close());
 
   it("tracks both leases, gives each machine its rank and the master's address, and cancel refunds both", async () => {
+    const { devnet, bundles, client, renter } = market;
     const bundle = await bundles.bundle({ "run.sh": 'echo "rank=$SUANLI_RANK world=$SUANLI_WORLD_SIZE master=$SUANLI_MASTER_ADDR:$SUANLI_MASTER_PORT"; sleep 60' });
     const balance = () =>
       devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [renter.address] });

@@ -1,9 +1,7 @@
 import assert from "node:assert/strict";
 import { readLease } from "../../common/chain/market.js";
-import { createClient, type SuanliClient } from "../../sdk/index.js";
-import { startBundleServer, type BundleServer } from "../support/bundles.js";
-import { fundedAccount, startDevnet, type Devnet } from "../support/devnet.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
+import type { SuanliClient } from "../../sdk/index.js";
+import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
 
 /**
@@ -12,37 +10,30 @@ import { waitFor } from "../support/wait.js";
  */
 describe("utilization pricing: the price rises as renters fill the provider (real provider, chain, libp2p)", function () {
   this.timeout(180_000);
-  let devnet: Devnet;
-  let bundles: BundleServer;
-  let provider: TestProvider;
-  const renters: SuanliClient[] = [];
+  let market: RenterMarket;
   const BASE = 100n;
 
   before(async () => {
-    devnet = await startDevnet({ wallClockBlocks: true });
-    bundles = await startBundleServer();
-    provider = await startTestProvider(devnet, 1, {
+    market = await startRenterMarket({
+      name: "pricing-utilization",
       provider: {
-        inventory: { source: "declared", declared: [{ model: "A100-80GB", count: 4, region: "eu-west" }] },
-        prices: { "A100-80GB": { pricePerUnitSecond: BASE.toString() } },
-        // The configured price up to a quarter of the units in use, three times it when all are.
-        pricing: { policy: "utilization", intervalMs: 300, maxStepBps: 2_000, utilization: { floorBps: 10_000, ceilingBps: 30_000, targetBps: 2_500 } },
+        provider: {
+          inventory: { source: "declared", declared: [{ model: "A100-80GB", count: 4, region: "eu-west" }] },
+          prices: { "A100-80GB": { pricePerUnitSecond: BASE.toString() } },
+          // The configured price up to a quarter of the units in use, three times it when all are.
+          pricing: { policy: "utilization", intervalMs: 300, maxStepBps: 2_000, utilization: { floorBps: 10_000, ceilingBps: 30_000, targetBps: 2_500 } },
+        },
       },
+      fund: 50_000_000n,
+      freeUnits: 4,
+      extraRenters: 1,
     });
-    for (let i = 0; i < 2; i++) {
-      const account = await fundedAccount(devnet, 50_000_000n);
-      renters.push(await createClient({ rpcUrl: devnet.rpcUrl, account, bootstrap: [provider.peer.addr], deployment: devnet.deployment }));
-    }
   });
-  after(async () => {
-    for (const client of renters) await client.close().catch(() => undefined);
-    await provider?.close();
-    await bundles?.close();
-    await devnet?.close();
-  });
+  after(async () => market?.close());
 
   it("publishes higher prices as leases take units, one bounded step per interval, and the next renter leases at the new price", async () => {
-    const [first, second] = renters;
+    const { devnet, bundles, provider } = market;
+    const [first, second] = [market.client, market.others[0]];
     const bundle = await bundles.bundle({ "hold.sh": "echo holding; sleep 60" });
     const task = { gpuType: "A100", duration: 120, maxPricePerGpuHour: "5", attestedOnly: false, bundleUrl: bundle.url, sha256: bundle.sha256, command: "sh hold.sh" };
     const seenPrice = async (client: SuanliClient) => (await client.queryOffers({ gpuType: "A100" }))[0]?.pricePerUnitSecond;

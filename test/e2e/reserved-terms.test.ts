@@ -4,12 +4,9 @@ import { MatchingEngine, offerEntryFromMessage, parseMatchRequest } from "../../
 import { nodeConfigSchema } from "../../node/config/schema.js";
 import { offerPageSchema } from "../../common/api/offers.js";
 import { createClient as createBrowserClient } from "../../sdk/browser.js";
-import { createClient, type SuanliClient } from "../../sdk/index.js";
-import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { startTestDaemon } from "../support/daemons.js";
-import { fundedAccount, startDevnet, type Devnet } from "../support/devnet.js";
 import { NOW, offerMessage, requestInput, type OfferSpec } from "../support/matching-fixtures.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
+import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
 
 /** An engine entry of one of a machine's offers: on-demand (tier 0) or a reserved-term tier. */
@@ -84,42 +81,35 @@ describe("reserved terms: one signed offer per duration tier", () => {
 
   describe("a provider with two tiers, renters on the network (real chain, libp2p, SDK)", function () {
     this.timeout(180_000);
-    let devnet: Devnet;
-    let bundles: BundleServer;
-    let provider: TestProvider;
-    const renters: SuanliClient[] = [];
+    let market: RenterMarket;
 
     before(async () => {
-      devnet = await startDevnet({ wallClockBlocks: true });
-      bundles = await startBundleServer();
-      provider = await startTestProvider(devnet, 1, {
+      market = await startRenterMarket({
+        name: "reserved-terms",
         provider: {
-          inventory: { source: "declared", declared: [{ model: "A100-80GB", count: 4, region: "eu-west" }] },
-          prices: { "A100-80GB": { pricePerUnitSecond: "100" } },
-          // On demand up to an hour; an hour or more at 10 % off, two hours or more at 25 % off (up to a day).
-          terms: {
-            minDurationSeconds: 1,
-            maxDurationSeconds: 3_599,
-            tiers: [
-              { minDurationSeconds: 3_600, maxDurationSeconds: 86_400, discountBps: 1_000 },
-              { minDurationSeconds: 7_200, maxDurationSeconds: 86_400, discountBps: 2_500 },
-            ],
+          provider: {
+            inventory: { source: "declared", declared: [{ model: "A100-80GB", count: 4, region: "eu-west" }] },
+            prices: { "A100-80GB": { pricePerUnitSecond: "100" } },
+            // On demand up to an hour; an hour or more at 10 % off, two hours or more at 25 % off (up to a day).
+            terms: {
+              minDurationSeconds: 1,
+              maxDurationSeconds: 3_599,
+              tiers: [
+                { minDurationSeconds: 3_600, maxDurationSeconds: 86_400, discountBps: 1_000 },
+                { minDurationSeconds: 7_200, maxDurationSeconds: 86_400, discountBps: 2_500 },
+              ],
+            },
           },
         },
+        fund: 10_000_000n,
+        freeUnits: 4,
+        extraRenters: 1,
       });
-      for (let i = 0; i < 2; i++) {
-        const account = await fundedAccount(devnet, 10_000_000n);
-        renters.push(await createClient({ rpcUrl: devnet.rpcUrl, account, bootstrap: [provider.peer.addr], deployment: devnet.deployment }));
-      }
     });
-    after(async () => {
-      for (const client of renters) await client.close().catch(() => undefined);
-      await provider?.close();
-      await bundles?.close();
-      await devnet?.close();
-    });
+    after(async () => market?.close());
 
     it("over a node's HTTP API (the browser's feed), each tier offer keeps its tier: its own key, its price, matched as that tier", async () => {
+      const { devnet, provider } = market;
       const node = await startTestDaemon(devnet, { p2p: { bootstrap: [provider.peer.addr] }, api: { enabled: true, host: "127.0.0.1", port: 0 } });
       const browser = await createBrowserClient({ rpcUrl: devnet.rpcUrl, nodeUrl: node.api!.url, deployment: devnet.deployment });
       try {
@@ -170,7 +160,8 @@ describe("reserved terms: one signed offer per duration tier", () => {
     });
 
     it("publishes one offer per tier, leases at the tier's price, and extends into a tier with that tier's offer", async () => {
-      const [long, short] = renters;
+      const { devnet, bundles, provider } = market;
+      const [long, short] = [market.client, market.others[0]];
       const machineId = provider.agent.machines[0]!.machineId;
       const offers = await waitFor(
         "the on-demand offer and both tiers on the network",

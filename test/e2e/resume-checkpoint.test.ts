@@ -19,6 +19,9 @@ import { fund, startDevnet, type Devnet } from "../support/devnet.js";
 import { startTestProvider, type TestProvider } from "../support/provider.js";
 import { TestRenter } from "../support/renter.js";
 import { waitFor } from "../support/wait.js";
+import { leaseEvents } from "../support/renter.js";
+import { readLease } from "../../common/chain/market.js";
+import { tokenBalance } from "../support/chaos.js";
 
 const show = (value: unknown) => stringifyTagged(value);
 /** The chain's preemption notice here, seconds. */
@@ -99,7 +102,9 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it("an interruptible job preempted by an on-demand renter is re-rented by autoMigrate, resumes from the newest checkpoint and finishes, redoing at most 5 steps", async () => {
+  it("an interruptible job preempted by an on-demand renter is re-rented by autoMigrate, resumes from the newest checkpoint and finishes, redoing at most 5 steps, the renter paying only for the seconds each lease ran", async () => {
+    const renterAddress = devnetAccount(renterIndex).address;
+    const balanceBefore = await tokenBalance(devnet, renterAddress);
     const submitted = await client.submitTask({
       gpuType: "A100",
       gpuCount: 1,
@@ -151,6 +156,24 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
     assert.ok(reached - start <= EVERY && reached >= start, `at most ${EVERY} steps redone: reached ${reached}, resumed at ${start}`);
     assert.ok(after.includes("done=70"), after.join("\n"));
     assert.ok(!after.includes("step=1"), "the resumed lease did not start over");
+
+    // Paid only for delivered seconds: each lease's provider total is units x price x the seconds from its activation to
+    // its stop on chain (the preempted one to the end of its notice, while the task flushed its checkpoint), the rest
+    // of each deposit came back, and the renter's balance moved by exactly those totals (no SLA credit here).
+    let paid = 0n;
+    for (const lease of receipt.leases) {
+      const events = await leaseEvents(devnet, lease.leaseId);
+      const activatedAt = (events.find((e) => e.eventName === "LeaseActivated")!.args as { activatedAt: number }).activatedAt;
+      const ended = events.find((e) => e.eventName === "LeaseEnded")!.args as { stopAt: number; providerTotal: bigint; refund: bigint };
+      const view = await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, lease.leaseId);
+      const delivered = BigInt(view.units) * view.pricePerUnitSecond * BigInt(ended.stopAt - activatedAt);
+      assert.equal(ended.providerTotal, delivered, `lease ${lease.leaseId}: paid for ${ended.stopAt - activatedAt} s at ${view.pricePerUnitSecond}: ${show(lease)}`);
+      assert.equal(lease.cost, delivered, `the receipt's cost of lease ${lease.leaseId}`);
+      assert.equal(lease.credit, 0n);
+      paid += delivered;
+    }
+    assert.equal(receipt.totalCost, paid);
+    assert.equal(balanceBefore - (await tokenBalance(devnet, renterAddress)), paid, "the renter's balance moved by the delivered seconds only");
   });
 
   it("suanli resume TASK: refused while the task runs, then re-submits the cancelled task from its newest checkpoint; a succeeded task is refused, one without checkpoints is NoCheckpointError", async () => {

@@ -61,6 +61,11 @@ describe("the failure backoff is per machine and never holds an in-lease check (
       const failed = await requestChallenge(host, multiaddr(addrOf(daemon)), { chainId: devnet.deployment.chainId, machineId: spare!, force: true }, { timeoutMs: 60_000 });
       assert.ok(failed.outcome === "fail" || (failed.outcome === "error" && failed.reason === "backoff"), failed.outcome);
       assert.ok((await attestor.failures.ofMachine(spare!, Date.now())).failures >= 1);
+      // Issue 35 item 9: the attestor announced the failure; the provider's own offer book holds its signed notice.
+      const owner = provider.daemon.offers.book.byMachine(spare!)[0]!.provider;
+      await waitFor("the attestor's failure notice in the provider's book", () =>
+        provider.daemon.offers.notices.machineNotices(owner, spare!).some((notice) => notice.attestor.toLowerCase() === attestor.address.toLowerCase()),
+      );
       const again = await requestChallenge(host, multiaddr(addrOf(daemon)), { chainId: devnet.deployment.chainId, machineId: spare!, force: true }, { timeoutMs: 60_000 });
       assert.equal(again.outcome === "error" && again.reason, "backoff", "a forced challenge runs at most once a minute per machine");
     }

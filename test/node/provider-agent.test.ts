@@ -23,7 +23,9 @@ describe("provider agent: a lease from reserve to payment", function () {
   before(async () => {
     devnet = await startDevnet();
     bundles = await startBundleServer();
-    provider = await startTestProvider(devnet, 1);
+    // Claims every two minutes, its held-pay watch every second: the release after a completion's fault window must come
+    // from the watch (issue #34), not from a claim pass that happens to run (the claim interval is longer than the test).
+    provider = await startTestProvider(devnet, 1, { provider: { claims: { intervalMs: 120_000, releaseWatchMs: 1_000 } } });
     renter = await TestRenter.start(devnet, 2);
   });
   after(async () => {
@@ -122,8 +124,10 @@ describe("provider agent: a lease from reserve to payment", function () {
 
     // The unit is free again and offered again.
     await waitFor("the offer to show both units free", () => provider.daemon.offers.publisher!.current(machineId)?.capacity.freeUnits === 2);
+    // The node knows the hold before the window passes, so the one pass left to release it is the watch's.
+    await waitFor("the node to know the hold", () => provider.agent.claimer.held().has(leaseId));
     await advanceChain(devnet, 601);
-    await waitFor("the record to close after the fault window", () => provider.agent.lease(leaseId)?.closed === true, { timeoutMs: 30_000 });
+    await waitFor("the record to close after the fault window", () => provider.agent.lease(leaseId)?.closed === true, { timeoutMs: 20_000 });
     // The node's releasing claim, with nobody else acting, paid the provider the whole total.
     const claimed = (await leaseEvents(devnet, leaseId)).filter((e) => e.eventName === "LeaseClaimed").map((e) => (e.args as { amount: bigint }).amount);
     assert.equal(

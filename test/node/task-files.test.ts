@@ -7,13 +7,13 @@
  */
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rename, rm, symlink, utimes, writeFile } from "node:fs/promises";
 import { execFileSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { digestOutputDir } from "../../common/output-digest.js";
 import { copyTaskFiles, digestTaskFolder, listTaskFiles, openTaskFile, readTaskFile } from "../../node/provider/runtime/task-files.js";
-import { echoesNonce } from "../../node/provider/runtime/task.js";
+import { echoesNonce, livenessHeartbeatAt } from "../../node/provider/runtime/task.js";
 import { waitFor } from "../support/wait.js";
 
 /** Swaps `<out>/d` and `<out>/x` with renameat2(RENAME_EXCHANGE) until killed; prints "swapping" once started. */
@@ -110,6 +110,62 @@ describe("task files: read without following links, even while the task swaps fo
     await rm(file);
     await writeFile(file, `nonce-123${" ".repeat(5000)}`);
     assert.equal(await readTaskFile(workspace, ".suanli-liveness", 4096).then((bytes) => bytes?.length), 4096);
+  });
+
+  it("the heartbeat is the liveness file's own time: never a link target's (a host file, /dev/zero), and a FIFO does not block", async () => {
+    const workspace = path.join(root, "workspace");
+    const file = path.join(workspace, ".suanli-liveness");
+    const ownAt = Date.parse("2026-01-02T03:04:05Z");
+    const hostAt = Date.parse("2026-06-07T08:09:10Z");
+    // Within 2 s or the read blocked (a FIFO opened for reading waits for a writer).
+    const heartbeat = async () => {
+      let timer: NodeJS.Timeout | undefined;
+      const blocked = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("livenessHeartbeatAt blocked for 2 s")), 2_000)));
+      try {
+        return await Promise.race([livenessHeartbeatAt(workspace, "nonce-123"), blocked]);
+      } finally {
+        clearTimeout(timer);
+      }
+    };
+
+    // The task's own file: the heartbeat is its modification time, while it holds the nonce.
+    await writeFile(file, "nonce-123\n");
+    await utimes(file, ownAt / 1000, ownAt / 1000);
+    assert.equal(await heartbeat(), ownAt);
+    await writeFile(file, "another-nonce\n");
+    assert.equal(await heartbeat(), undefined, "a file without the nonce is no heartbeat");
+    await rm(file);
+    assert.equal(await heartbeat(), undefined, "no file, no heartbeat");
+
+    // The file replaced (atomically, as a task would) by a link to a host file that holds the nonce
+    // and a newer time: a reader following the link would take the host file's time as a heartbeat.
+    const host = path.join(canaryDir, "heartbeat");
+    await writeFile(host, "nonce-123\n");
+    await utimes(host, hostAt / 1000, hostAt / 1000);
+    await writeFile(file, "nonce-123\n");
+    await utimes(file, ownAt / 1000, ownAt / 1000);
+    assert.equal(await heartbeat(), ownAt);
+    await symlink(host, path.join(workspace, "link"));
+    await rename(path.join(workspace, "link"), file);
+    const throughLink = await heartbeat();
+    assert.notEqual(throughLink, hostAt, "the heartbeat was taken from the link's target");
+    assert.equal(throughLink, undefined, "a link is no heartbeat, even to a file holding the nonce");
+
+    await rm(file);
+    await symlink("/dev/zero", file);
+    assert.equal(await heartbeat(), undefined, "a link to /dev/zero is no heartbeat");
+
+    await rm(file);
+    execFileSync("mkfifo", [file]);
+    const started = Date.now();
+    assert.equal(await heartbeat(), undefined, "a FIFO is no heartbeat");
+    assert.ok(Date.now() - started < 1_000, `reading a FIFO's heartbeat took ${Date.now() - started} ms`);
+
+    // The task writes a regular file again: its heartbeat counts again.
+    await rm(file);
+    await writeFile(file, "nonce-123\n");
+    await utimes(file, ownAt / 1000, ownAt / 1000);
+    assert.equal(await heartbeat(), ownAt);
   });
 
   describe("under a live swap race (renameat2 RENAME_EXCHANGE in a loop)", () => {

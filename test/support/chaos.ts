@@ -416,7 +416,7 @@ export type LedgerReport = {
   stuck: bigint[];
 };
 
-async function tokenBalance(devnet: Devnet, who: Address, blockNumber?: bigint): Promise<bigint> {
+export async function tokenBalance(devnet: Devnet, who: Address, blockNumber?: bigint): Promise<bigint> {
   return devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "balanceOf", args: [who], blockNumber });
 }
 

@@ -3,7 +3,9 @@
  * on 127.0.0.1, one real provider node (test/support/provider.ts, its overrides merged into the test
  * config) and a funded renter SDK client, bootstrapped from the provider, that already sees the
  * provider's offer. `close()` stops them in reverse and removes the scratch folder; a start that
- * fails half-way stops what it had started before it throws.
+ * fails half-way stops what it had started before it throws. A provider of several machines (its
+ * inventory declared in `provider`) is ready once `offers` of them are seen; `extraRenters` adds
+ * funded clients of fresh accounts (a second renter filling the same provider).
  *
  * @example
  * import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
@@ -21,7 +23,7 @@ import path from "node:path";
 import { devnetAccount } from "../../common/devnet.js";
 import { createClient, type SuanliClient } from "../../sdk/index.js";
 import { startBundleServer, type BundleServer } from "./bundles.js";
-import { fund, startDevnet, type Devnet } from "./devnet.js";
+import { fund, fundedAccount, startDevnet, type Devnet } from "./devnet.js";
 import { startTestProvider, type TestProvider } from "./provider.js";
 import { waitFor } from "./wait.js";
 
@@ -34,6 +36,8 @@ export type RenterMarket = {
   /** Devnet account `renter` (default 5): the client's wallet. */
   renter: ReturnType<typeof devnetAccount>;
   client: SuanliClient;
+  /** `extraRenters` more clients, each of a fresh account funded like `renter`, bootstrapped from the provider. */
+  others: SuanliClient[];
   close(): Promise<void>;
 };
 
@@ -48,6 +52,10 @@ export type RenterMarketOptions = {
   fund?: bigint;
   /** Free units the provider's offer must show before the market is ready (default 2, the test provider's two A100s). */
   freeUnits?: number;
+  /** How many of the provider's offers (one a machine) must show `freeUnits` before the market is ready (default 1). */
+  offers?: number;
+  /** Renter clients of fresh funded accounts beyond `client`, in `others` (default 0); each sees the offers before the market is ready. */
+  extraRenters?: number;
   /** How long the SDK may take to see the offer (default 20 s). */
   offerTimeoutMs?: number;
 };
@@ -78,11 +86,34 @@ export async function startRenterMarket(options: RenterMarketOptions): Promise<R
       stateFile: path.join(work, "renter.json"),
     });
     started.push(() => client.close());
+    const others: SuanliClient[] = [];
+    for (let i = 0; i < (options.extraRenters ?? 0); i++) {
+      const account = await fundedAccount(devnet, options.fund ?? 100_000_000n);
+      const other = await createClient({
+        rpcUrl: devnet.rpcUrl,
+        account,
+        bootstrap: [provider.peer.addr],
+        deployment: devnet.deploymentsDir,
+        stateFile: path.join(work, `renter-${i + 1}.json`),
+      });
+      started.push(() => other.close());
+      others.push(other);
+    }
     const freeUnits = options.freeUnits ?? 2;
-    await waitFor("the provider's offer in the SDK", async () => (await client.queryOffers()).some((offer) => offer.freeUnits >= freeUnits), {
-      timeoutMs: options.offerTimeoutMs ?? 20_000,
-    });
-    return { work, devnet, bundles, provider, renter, client, close };
+    const offers = options.offers ?? 1;
+    const what = offers === 1 ? "the provider's offer" : `the provider's ${offers} offers`;
+    await Promise.all(
+      [client, ...others].map((renterClient, i) =>
+        waitFor(
+          `${what} in ${i === 0 ? "the renter" : `extra renter ${i}`}'s SDK`,
+          async () => (await renterClient.queryOffers()).filter((offer) => offer.freeUnits >= freeUnits).length >= offers,
+          {
+            timeoutMs: options.offerTimeoutMs ?? 20_000,
+          },
+        ),
+      ),
+    );
+    return { work, devnet, bundles, provider, renter, client, others, close };
   } catch (error) {
     await close().catch(() => undefined);
     throw error;

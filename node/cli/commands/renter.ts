@@ -199,6 +199,7 @@ export function registerRenter(program: Command): void {
       .option("--memory <GiB>", "host memory (RAM) for the whole task, GiB, enforced by the provider")
       .option("--disk <GiB>", "disk for the task's workspace, GiB")
       .option("--allow-unattested", "also consider machines without a current attestation")
+      .option("--max-attest-failures <n>", "skip machines with more failed attestation challenges in the last week (default 3)")
       .option("--gpu-identity-verified", "only machines whose GPU identities the attestors verified by NVIDIA-signed CC evidence (Hopper and later; not a confidential VM)")
       .option("--colocation <machine|cluster>", "machine: all GPUs on one machine (default); cluster: may span machines of one declared fast-interconnect cluster")
       .option("--auto-migrate", "re-run elsewhere if the lease faults or is preempted (needs --wait)")
@@ -241,6 +242,7 @@ export function registerRenter(program: Command): void {
       memoryGiB: problems.number("memory", flags.memory as string | undefined),
       diskGiB: problems.number("disk", flags.disk as string | undefined),
       attestedOnly: !flags.allowUnattested,
+      maxAttestFailures: problems.count("max-attest-failures", flags.maxAttestFailures as string | undefined),
       gpuIdentityVerified: Boolean(flags.gpuIdentityVerified),
       colocation: flags.colocation as "machine" | "cluster" | undefined,
       autoMigrate: Boolean(flags.autoMigrate),

@@ -7,7 +7,9 @@
  * sent, so no claim transaction fails and none pays twice (the contract pays only what accrued
  * since the last claim). A claim pays until now - 600 s; a completed lease, or one finalized within
  * 600 s of its end, holds the provider's collateral and last fault window of pay (issue #34): once
- * the window is over, a `claim` of its own releases both.
+ * the window is over, a `claim` of its own releases both. A pass remembers when each hold ends, and a watch
+ * (every `provider.claims.releaseWatchMs`) runs the next pass as soon as the chain's clock is past one of them,
+ * so held pay goes out within that long of the window's end rather than up to a claim interval later.
  */
 import type { Address, Chain, PublicClient, Transport } from "viem";
 import { leaseMarketAbi } from "../../../common/abi.js";
@@ -27,6 +29,8 @@ export type ClaimerOptions = {
   records: LeaseRecords;
   intervalMs: number;
   minAmount: bigint;
+  /** How often a known hold's end is checked against the chain's clock (provider.claims.releaseWatchMs). */
+  releaseWatchMs: number;
   /** The chain's clock (unix seconds). */
   chainNow: () => Promise<number>;
   /** Called with the leases a claim touched (they may have settled). */
@@ -51,6 +55,9 @@ export function claimWorthy(view: LeaseView, nowSeconds: number, minAmount: bigi
 
 export class Claimer {
   private timer: NodeJS.Timeout | undefined;
+  private watch: NodeJS.Timeout | undefined;
+  /** Held leases seen by the last pass, with the chain time their hold ends. */
+  private readonly holds = new Map<bigint, number>();
   private running: Promise<void> | undefined;
   private soon: NodeJS.Timeout | undefined;
   private stopped = false;
@@ -60,11 +67,28 @@ export class Claimer {
   start(): void {
     this.timer = setInterval(() => runDetached(this.claimNow(), this.options.logger, "Claiming payment"), this.options.intervalMs);
     this.timer.unref();
+    this.watch = setInterval(() => runDetached(this.watchRelease(), this.options.logger, "Watching held pay"), this.options.releaseWatchMs);
+    this.watch.unref();
+  }
+
+  /** Leases whose pay the node holds for their fault window, with the chain time each hold ends. */
+  held(): ReadonlyMap<bigint, number> {
+    return this.holds;
+  }
+
+  /** Runs a pass once the chain's clock is past a known hold's end (one block-time read; nothing while none is held). */
+  private async watchRelease(): Promise<void> {
+    if (this.holds.size === 0 || this.running || this.stopped) return;
+    const now = await this.options.chainNow();
+    for (const until of this.holds.values()) {
+      if (now >= until) return this.claimNow();
+    }
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
+    if (this.watch) clearInterval(this.watch);
     if (this.soon) clearTimeout(this.soon);
     await this.running;
   }
@@ -93,6 +117,7 @@ export class Claimer {
   private async pass(): Promise<void> {
     const { publicClient, market, records, minAmount, tx, logger } = this.options;
     const candidates = records.open().filter((record) => record.chain.status === "Active" || record.chain.status === "Ended" || record.chain.status === "Settled");
+    this.holds.clear();
     if (candidates.length === 0) return;
     const now = await this.options.chainNow();
     const due: bigint[] = [];
@@ -102,6 +127,7 @@ export class Claimer {
       const view = await readLease(publicClient, market, record.leaseId);
       const heldUntil = completionHeldUntil(view);
       if (heldUntil !== undefined && now >= heldUntil) held.push(record.leaseId);
+      else if (heldUntil !== undefined) this.holds.set(record.leaseId, heldUntil);
       const reportPending = record.phase === "preparing" || record.phase === "starting" || record.phase === "running" || record.endAction !== "none";
       if (claimWorthy(view, now, minAmount, reportPending)) {
         due.push(record.leaseId);

@@ -96,21 +96,31 @@ export class LeaseLookup {
   async confirmed(leaseId: bigint, waitMs: number): Promise<LeaseView | undefined> {
     const client = this.deps.publicClient;
     const deadline = Date.now() + waitMs;
+    const notConfirmed = (cause?: unknown) =>
+      new LeaseNotConfirmedError(`Lease ${leaseId} is not ${this.confirmations} blocks deep yet: this provider acts on a lease once its block is confirmed`, {
+        metaMessages: [`The provider follows the chain ${this.confirmations} blocks below its head (chain.confirmations); send the request again in a few blocks.`],
+        cause,
+      });
     for (;;) {
       const head = await client.getBlockNumber({ cacheTime: 0 });
       const at = head - this.confirmations;
-      const view = at > 0n ? await readLease(client, this.deps.market, leaseId, { blockNumber: at }) : undefined;
+      let view: LeaseView | undefined;
+      try {
+        view = at > 0n ? await readLease(client, this.deps.market, leaseId, { blockNumber: at }) : undefined;
+      } catch (error) {
+        // A reorg between the head read and this one can take block `at` away ("invalid block tag"): read again, and
+        // past the deadline refuse as not confirmed (the renter sends again), never as the node's own failure.
+        if (Date.now() + CONFIRMATION_POLL_MS > deadline) throw notConfirmed(error);
+        await new Promise((resolve) => setTimeout(resolve, CONFIRMATION_POLL_MS));
+        continue;
+      }
       if (view && view.status !== "None") return getAddress(view.provider) === this.deps.provider ? view : undefined;
       const latest = await readLease(client, this.deps.market, leaseId);
       // What the latest block says now replaces what lookup() read before (a reorg may have changed it).
       if (latest.status === "None") this.leaseReads.delete(leaseId.toString());
       else this.leaseReads.set(leaseId.toString(), Promise.resolve(latest));
       if (latest.status === "None" || getAddress(latest.provider) !== this.deps.provider) return undefined;
-      if (Date.now() + CONFIRMATION_POLL_MS > deadline) {
-        throw new LeaseNotConfirmedError(`Lease ${leaseId} is not ${this.confirmations} blocks deep yet: this provider acts on a lease once its block is confirmed`, {
-          metaMessages: [`The provider follows the chain ${this.confirmations} blocks below its head (chain.confirmations); send the request again in a few blocks.`],
-        });
-      }
+      if (Date.now() + CONFIRMATION_POLL_MS > deadline) throw notConfirmed();
       await new Promise((resolve) => setTimeout(resolve, CONFIRMATION_POLL_MS));
     }
   }
