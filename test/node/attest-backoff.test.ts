@@ -3,7 +3,9 @@
  * challenge was per provider and in-lease checks were skipped as `backoff`: a provider failed a
  * spare machine's challenge on purpose (and re-forced it before the backoff lapsed), and its
  * leased machine was never checked. Now the backoff is per machine and never holds an in-lease
- * check: the leased machine that starts answering wrong rows is caught and faulted.
+ * check: the leased machine that starts answering wrong rows is caught by a light in-lease check
+ * and faulted. A leased machine is never challenged on request (issue 35 item 4): the provider's
+ * forced request for it is refused `leased` and records nothing, so it cannot arm a backoff either.
  */
 import assert from "node:assert/strict";
 import { multiaddr } from "@multiformats/multiaddr";
@@ -40,8 +42,7 @@ describe("the failure backoff is per machine and never holds an in-lease check (
     const [leased, spare] = machineIds;
 
     const role = { scheduleIntervalMs: 3_600_000, maxConcurrentChallenges: 4 };
-    // Both attestors start together: their first challenges meet as `busy` at the provider, and
-    // the one refused tries again within seconds (BUSY_RETRY_BASE_MS), not at the next scan (an hour here).
+    // No scheduled challenge of the leased machine: it gets only light in-lease checks (issue 35 item 4).
     const b = await startAttestorDaemon(devnet, 7, { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role } });
     nodes.push(b.daemon);
     const a = await startAttestorDaemon(devnet, 6, {
@@ -49,8 +50,7 @@ describe("the failure backoff is per machine and never holds an in-lease check (
       attest: { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role },
     });
     nodes.push(a.daemon);
-    for (const { attestor } of [a, b])
-      await waitFor("a first pass", async () => (await attestor.results.history(leased!)).some((record) => record.outcome === "pass"), { timeoutMs: 90_000 });
+    for (const { daemon } of [a, b]) await waitFor("the leased machine's offer in the book", () => daemon.offers.book.byMachine(leased!).length > 0, { timeoutMs: 30_000 });
 
     // The provider fails its spare machine's challenge on purpose, at both attestors, and re-forces it.
     runner.cheating = true;
@@ -69,14 +69,22 @@ describe("the failure backoff is per machine and never holds an in-lease check (
       const again = await requestChallenge(host, multiaddr(addrOf(daemon)), { chainId: devnet.deployment.chainId, machineId: spare!, force: true }, { timeoutMs: 60_000 });
       assert.equal(again.outcome === "error" && again.reason, "backoff", "a forced challenge runs at most once a minute per machine");
     }
-    // The spare is in backoff; the leased machine is not held by it: due on schedule as before, and checked in the lease.
+    // The provider's forced request for its leased machine runs no challenge: refused `leased` (A holds no
+    // attestation of it), no failure recorded, and the spare's backoff neither re-armed nor lengthened.
+    const spareHeld = await a.attestor.failures.ofMachine(spare!, Date.now());
+    const leasedAsked = await requestChallenge(host, multiaddr(addrOf(a.daemon)), { chainId: devnet.deployment.chainId, machineId: leased!, force: true }, { timeoutMs: 60_000 });
+    assert.equal(leasedAsked.outcome === "error" && leasedAsked.reason, "leased", JSON.stringify(leasedAsked));
+    assert.equal((await a.attestor.failures.ofMachine(leased!, Date.now())).failures, 0);
+    assert.equal((await a.attestor.results.history(leased!, 20)).length, 0, "a refused request records nothing");
+    assert.equal((await a.attestor.failures.ofMachine(spare!, Date.now())).failures, spareHeld.failures);
+    // The spare is in backoff; the leased machine is not held by it: checked in the lease.
     assert.equal(await a.attestor.challenger.isDue(spare!), false);
     const spareAgain = await a.attestor.challenger.challenge(spare!, "schedule");
     assert.deepEqual([spareAgain.outcome, spareAgain.reason], ["error", "backoff"]);
 
-    // The leased machine answers wrong rows too: A's in-lease check runs and catches it (in the old code: `error: backoff`).
+    // The leased machine answers wrong rows too: A's light in-lease check runs and catches it (in the old code: `error: backoff`).
     const check = await a.attestor.challenger.challenge(leased!, "lease");
-    assert.deepEqual([check.outcome, check.reason], ["fail", "wrong_rows"], check.detail ?? "");
+    assert.deepEqual([check.outcome, check.reason, check.light], ["fail", "wrong_rows", true], check.detail ?? "");
     // An in-lease check of a machine in its own backoff runs too.
     const second = await a.attestor.challenger.challenge(leased!, "lease");
     assert.deepEqual([second.outcome, second.reason], ["fail", "wrong_rows"], second.detail ?? "");
