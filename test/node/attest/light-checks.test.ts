@@ -17,6 +17,8 @@ import { challengeProfileSchema, deriveChallengeParams, INT8_DENSE_TOPS } from "
 import { unitSubChallenges } from "../../../common/attest/units.js";
 import { FaultKind } from "../../../common/eip712.js";
 import { Attestor, type ChallengeOutcome } from "../../../node/attest/attestor.js";
+import type { FailureNotice } from "../../../common/attest/failure-notice.js";
+import { FailureNotifier } from "../../../node/attest/failure-notify.js";
 import { CapacityEvidence, InLeaseChecker } from "../../../node/attest/in-lease.js";
 import type { LeaseTracker, TrackedLease } from "../../../node/attest/leases.js";
 import { leaseChecksOptionsSchema } from "../../../node/attest/options.js";
@@ -133,14 +135,17 @@ describe("light in-lease checks: honest providers under their renter's load pass
       logger: testLogger("light-checks"),
     });
     const evidence = new CapacityEvidence(checker, results, tracker, OPTIONS);
-    /** Records a check as the challenger does and tells the checker. */
+    // The failure notices this attestor would gossip (issue 35 item 9): of a light check, only wrong rows.
+    const notices: FailureNotice[] = [];
+    const notifier = new FailureNotifier({ account: attestorAccount, domain, publish: async (notice) => void notices.push(notice), logger: testLogger("light-notices") });
+    /** Records a check as the challenger does and tells the checker and the notifier. */
     const add = async (run: Awaited<ReturnType<typeof challenge>>) => {
       const kept = { ...record(run), machineId };
       await results.add(kept);
-      await checker.onResult(kept);
+      await Promise.all([notifier.onResult(kept), checker.onResult(kept)]);
       return kept;
     };
-    return { checker, evidence, proposals, checks, add, lease };
+    return { checker, evidence, proposals, checks, add, lease, notices };
   }
 
   const gpu = (load: number) => {
@@ -208,6 +213,11 @@ describe("light in-lease checks: honest providers under their renter's load pass
     assert.ok(side.proposals[0]!.evidence?.rows.length, "the provider's signed wrong rows go with the proposal");
     const signed = await side.evidence.check(side.lease, { leaseId: LEASE.leaseId, kind: FaultKind.capacity, observedAt: Math.floor(wrong.startedAtMs / 1000) });
     assert.deepEqual(signed, { ok: true });
+    // Its failure notice goes out too: wrong rows are proved by one light check.
+    assert.deepEqual(
+      side.notices.map(({ failure }) => [failure.machineId, failure.reason, failure.attestor]),
+      [[32, "wrong_rows", attestorAccount.address]],
+    );
   });
 
   it("(c) a provider that is just slow is faulted only once 3 of its last 4 light checks failed, by the proposer and the co-signer alike", async () => {
@@ -234,6 +244,8 @@ describe("light in-lease checks: honest providers under their renter's load pass
     assert.equal(side.proposals[0]!.observedAt, Math.floor(third.startedAtMs / 1000));
     assert.equal(side.proposals[0]!.evidence, undefined, "no transcript: co-signers judge their own checks");
     assert.deepEqual(await side.evidence.check(side.lease, fault()), { ok: true });
+    // A light check too slow under the renter's load is no failure notice (it proves nothing on its own), fault or not.
+    assert.equal(side.notices.length, 0, "no notice for a light slow_for_class failure");
   });
 
   it("budget: each attestor spends the lease's announced share over the attestor set, so together they use all of it", async () => {
