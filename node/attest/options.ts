@@ -66,7 +66,7 @@ export const attestorRoleOptionsSchema = z.strictObject({
   /**
    * After a failed challenge, a machine waits this long for the next one (scheduled or requested,
    * forced included; an in-lease check never waits), doubled for each further failure it holds in
-   * its failure history, up to `maxRetryAfterFailureSeconds` (node/attest/failure-history.ts).
+   * its failure history, up to `maxRetryAfterFailureSeconds` (node/attest/challenge/failure-history.ts).
    */
   retryAfterFailureSeconds: z
     .number()

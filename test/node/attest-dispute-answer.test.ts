@@ -9,7 +9,7 @@ import { suanliDomain } from "../../common/eip712.js";
 import { modelHash } from "../../common/gpu.js";
 import { offerKey } from "../../common/offers/message.js";
 import { isAttested } from "../../common/offers/validate.js";
-import type { ProviderMachine } from "../../node/attest/provider.js";
+import type { ProviderMachine } from "../../node/attest/challenge/provider.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
 import { addrOf, machineOffer, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
 import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";

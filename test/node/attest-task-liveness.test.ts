@@ -14,7 +14,7 @@ import { testTokenAbi } from "../../common/abi.js";
 import { readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { taskSpecSchema, type TaskSpec } from "../../common/protocols/task-spec.js";
-import type { ProviderMachine } from "../../node/attest/provider.js";
+import type { ProviderMachine } from "../../node/attest/challenge/provider.js";
 import { CpuRunner } from "../../node/attest/runner/cpu.js";
 import { echoesNonce, livenessEnvironment } from "../../node/provider/runtime/task.js";
 import { parseSubmitParameters } from "../../sdk/actions/submitTask.js";

@@ -7,7 +7,7 @@
  */
 import { testTokenAbi } from "../../common/abi.js";
 import type { LeaseChecks } from "../../common/attest/lease-checks.js";
-import type { ProviderMachine } from "../../node/attest/provider.js";
+import type { ProviderMachine } from "../../node/attest/challenge/provider.js";
 import type { CpuRunner } from "../../node/attest/runner/cpu.js";
 import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
 import { DURATION, machineOffer, openActiveLease, PRICE, startProviderDaemon, TEST_MACHINE, WrongRowsRunner } from "./attest.js";
