@@ -3,4 +3,4 @@
  * (test/contracts/ is frozen while the contracts' CI run depends on it). The probes live in
  * faults/liveness.ts; import them from faults/index.ts.
  */
-export { MAX_FAULT_WINDOW_SECONDS } from "./faults/liveness.js";
+export { MAX_FAULT_WINDOW_SECONDS } from "./faults/index.js";

@@ -12,8 +12,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { devnetAccount } from "../../common/devnet.js";
 import { FailureHistory, failureBackoffMs } from "../../node/attest/challenge/failure-history.js";
-import { attestorRoleOptionsSchema } from "../../node/attest/options.js";
-import type { ChallengeRecord } from "../../node/attest/challenge/results.js";
+import { attestorRoleOptionsSchema, type ChallengeRecord } from "../../node/attest/challenge/index.js";
 import { Bucket } from "../../node/store/buckets.js";
 import { Store } from "../../node/store/store.js";
 

@@ -36,7 +36,7 @@ import { checkRevocation, loadCrls, type RevocationPolicy } from "./cc-revocatio
 import { ccKey, type DeviceRegistry } from "./device-registry.js";
 import { repeatedDevice, verifyNvidiaGpuEvidence, type NvidiaDeviceIdentity, type NvidiaOpaque } from "./cc-nvidia.js";
 import { compareWithRims, verifyRim, type Rim } from "./cc-rim.js";
-import type { CcOptions } from "../options.js";
+import type { CcOptions } from "./options.js";
 
 export type CcPolicy = {
   required: boolean;

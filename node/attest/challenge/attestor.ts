@@ -46,8 +46,7 @@ import type { Logger } from "../../log/logger.js";
 import { UnknownGpuModelError } from "../../../common/attest/errors.js";
 import { ChallengeStateError, PassWithheldError } from "../errors.js";
 import { ccIdentitiesHash } from "../../../common/attest/cc.js";
-import { checkCommitEvidence, type CcPolicy, type CcVerifiedUnit } from "../cc/cc-policy.js";
-import { DeviceRegistry, uuidKey } from "../cc/device-registry.js";
+import { checkCommitEvidence, type CcPolicy, type CcVerifiedUnit, DeviceRegistry, uuidKey } from "../cc/index.js";
 import { pickIndices } from "./row-picks.js";
 
 /** The machine a challenge tests, as declared on-chain (the caller checks it against the registry). */
@@ -73,7 +72,7 @@ export type ChallengePass = {
   attestation: SignedAttestation;
   /** The provider's signed commit (per-unit roots and devices, EIP-712 signature; the challenge id is the attestation's): the answer to a dispute of this attestation. */
   commit: PassCommit;
-  /** What the units' confidential-computing evidence established (cc-policy.ts), when the commit carried it and this attestor verifies it. */
+  /** What the units' confidential-computing evidence established (cc/cc-policy.ts), when the commit carried it and this attestor verifies it. */
   cc?: CcVerifiedUnit[];
 };
 
@@ -123,7 +122,7 @@ export type AttestorOptions = {
   logger?: Logger;
   /** Roots remembered to catch replayed answers. Default 10 000. */
   rememberRoots?: number;
-  /** `attest.cc` (cc-policy.ts loadCcPolicy): verify the commits' confidential-computing evidence; absent: evidence is ignored. */
+  /** `attest.cc` (cc/cc-policy.ts loadCcPolicy): verify the commits' confidential-computing evidence; absent: evidence is ignored. */
   cc?: CcPolicy;
   /** Which machine presented each GPU (UUIDs and CC identities); default in memory. The role passes one kept in level. */
   devices?: DeviceRegistry;
@@ -132,7 +131,7 @@ export type AttestorOptions = {
    * many ms (`duplicate_gpus`). Default 0: off (the attestor role passes attest.attestor.gpuReuseWindowSeconds).
    */
   gpuReuseWindowMs?: number;
-  /** Until when (unix s) a pass of the machine is withheld: a capacity fault of it this attestor signed (faults.ts passHeldUntil). */
+  /** Until when (unix s) a pass of the machine is withheld: a capacity fault of it this attestor signed (faults/faults.ts passHeldUntil). */
   passHeldUntil?: (provider: Address, machineId: number) => number | undefined;
 };
 

@@ -25,8 +25,7 @@ import { ATTEST_PROTOCOL } from "../../../common/p2p/protocols.js";
 import { request } from "../../../common/p2p/reqresp.js";
 import type { Logger } from "../../log/logger.js";
 import type { Attestor, AttestorChallenge, ChallengeOutcome, MachineClaim } from "./attestor.js";
-import { runMemoryPhase } from "../memory/memory-exchange.js";
-import type { MemoryOptions } from "../options.js";
+import { runMemoryPhase, type MemoryOptions } from "../memory/index.js";
 import type { ChallengeRecord, ChallengeResults } from "./results.js";
 
 /** Extra wait beyond a challenge's own deadlines, for the network. */

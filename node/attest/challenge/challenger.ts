@@ -27,7 +27,8 @@ import type { Logger } from "../../log/logger.js";
 import type { Metrics } from "../../metrics/metrics.js";
 import type { OfferBook } from "../../offers/book.js";
 import type { Attestor } from "./attestor.js";
-import type { AttestorRoleOptions, MemoryOptions } from "../options.js";
+import type { AttestorRoleOptions } from "./options.js";
+import type { MemoryOptions } from "../memory/index.js";
 import type { ChallengeRecord, ChallengeResults, ChallengeTrigger } from "./results.js";
 import { runDetached } from "../../../common/detached.js";
 import { ChallengeSession, errorText, type Target } from "./challenge-session.js";
@@ -161,7 +162,7 @@ export class Challenger {
     const started: number[] = [];
     for (const machineId of machineIds) {
       if (!this.running || this.active >= this.o.options.maxConcurrentChallenges) break;
-      // A leased machine gets only light in-lease checks (in-lease.ts): a full one would need the renter's GPU.
+      // A leased machine gets only light in-lease checks (lease-checks/in-lease.ts): a full one would need the renter's GPU.
       if (this.inflight.has(machineId) || this.o.leasedUntil?.(machineId) !== undefined || !(await this.isDue(machineId, nowMs))) continue;
       started.push(machineId);
       runDetached(this.challenge(machineId, "schedule"), undefined, "A scheduled challenge");
@@ -405,7 +406,7 @@ export class Challenger {
       record = this.errorRecord(base, "internal", errorText(error));
     }
     await this.o.results.add(record);
-    // A light check's failure under a renter's load is judged over several checks (in-lease.ts), not put in the failure history; wrong rows are.
+    // A light check's failure under a renter's load is judged over several checks (lease-checks/in-lease.ts), not put in the failure history; wrong rows are.
     if (!record.light || record.reason === "wrong_rows") await this.o.failures.add(record, this.now());
     if (trigger === "schedule") this.noteBusy(record);
     await Promise.resolve(this.o.onResult?.(record)).catch((error: unknown) => this.o.logger.warn("A challenge result's listener failed", { machineId }, error));

@@ -28,7 +28,7 @@ import {
 import { parseInput } from "../../../common/validation.js";
 import type { Logger } from "../../log/logger.js";
 import { ChallengeRefusedError } from "../errors.js";
-import type { Runner, RunnerCommitment } from "../runner/types.js";
+import type { Runner, RunnerCommitment } from "../runner/index.js";
 import { runDetached } from "../../../common/detached.js";
 
 /** A machine as this provider declared it on-chain. */

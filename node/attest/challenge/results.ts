@@ -4,7 +4,7 @@
  * `keepPerMachine` are pruned as new ones arrive, except passes whose attestation has not expired
  * (the attestor must be able to answer a dispute of them).
  */
-import type { CcVerifiedUnit } from "../cc/cc-policy.js";
+import type { CcVerifiedUnit } from "../cc/index.js";
 import type { Address, Hex } from "viem";
 import type { SignedAttestation } from "../../../common/attest/attestation.js";
 import type { CommitFraudProof } from "../../../common/attest/commit.js";
@@ -14,7 +14,7 @@ import type { PassCommit } from "./attestor.js";
 import { Bucket } from "../../store/buckets.js";
 import type { Repository, Store } from "../../store/store.js";
 
-/** Why a challenge was run: on schedule, on request, or as an in-lease check of a leased machine (in-lease.ts). */
+/** Why a challenge was run: on schedule, on request, or as an in-lease check of a leased machine (lease-checks/in-lease.ts). */
 export type ChallengeTrigger = "schedule" | "request" | "lease";
 
 /** One challenge as the attestor saw it end. */
@@ -42,7 +42,7 @@ export type ChallengeRecord = {
   evidence?: CommitFraudProof;
   /** For a pass: the provider's signed commit, which answers a dispute of the attestation (node/attest/disputes/disputes.ts). */
   commit?: PassCommit;
-  /** For a pass with confidential-computing evidence: the GPUs it established, per unit (cc-policy.ts). */
+  /** For a pass with confidential-computing evidence: the GPUs it established, per unit (cc/cc-policy.ts). */
   cc?: CcVerifiedUnit[];
 };
 
@@ -70,7 +70,7 @@ export class ChallengeResults {
     const entries: [string, ChallengeRecord][] = [];
     for await (const entry of this.repo.entries({ gte: prefix, lt: `${prefix.slice(0, -1)}0`, reverse: true })) entries.push(entry);
     // A pass whose attestation has not expired is kept beyond the limit: it may still be disputed
-    // (AttestorStaking), and its provider-signed commit is the only answer (disputes.ts).
+    // (AttestorStaking), and its provider-signed commit is the only answer (disputes/disputes.ts).
     const nowSeconds = Math.floor(this.now() / 1000);
     for (const [key, old] of entries.slice(this.keepPerMachine)) {
       if (old.outcome === "pass" && old.commit && old.attestation && old.attestation.attestation.expiry > nowSeconds) continue;

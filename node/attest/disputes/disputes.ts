@@ -1,17 +1,17 @@
 /**
  * Answers disputes of this attestor's attestations (contracts/AttestorStaking.sol): an attestor that
  * does not answer within the window is slashed. Every passed challenge keeps the provider's signed
- * commit in its result record (results.ts `commit`); the answer is that commit, which the contract
+ * commit in its result record (challenge/results.ts `commit`); the answer is that commit, which the contract
  * verifies against the attestation's provider, challenge id, root and GPUs. Scans `DisputeOpened`
  * events naming this attestor, in bounded block ranges, from where the last scan ended.
  */
 import type { Account, Address, Chain, Hex, Transport, WalletClient } from "viem";
 import { attestorStakingAbi } from "../../../common/abi.js";
 import { disputeCommitArgs } from "../../../common/attest/commit.js";
-import type { ChallengeResults } from "../challenge/results.js";
+import type { ChallengeResults } from "../challenge/index.js";
 import { StakingScanner, type StakingScannerOptions } from "./staking-scanner.js";
 
-/** Most of a machine's records searched for a disputed challenge (results.ts keeps unexpired passes beyond its limit). */
+/** Most of a machine's records searched for a disputed challenge (challenge/results.ts keeps unexpired passes beyond its limit). */
 const MAX_RECORDS = 1_000;
 
 export type DisputeAnswererOptions = StakingScannerOptions & {

@@ -8,7 +8,7 @@
  *   from the provider after observedAt, a probe on receipt of the proposal fails too, and the
  *   whole fault window W after observedAt has passed (`too_early` otherwise, with the second it
  *   will sign): a receipt it gave inside that window would make its signature slashable.
- * - capacity (kind 2, CapacityEvidence in in-lease.ts): this attestor's own in-lease challenge of
+ * - capacity (kind 2, CapacityEvidence in lease-checks/in-lease.ts): this attestor's own in-lease challenge of
  *   the leased machine failed, started no later than observedAt, with no pass since; or, instead,
  *   the proposal's transcript of the provider's signed wrong answer (fault-transcript.ts), which
  *   proves the fault to anyone, so no attestor's word is taken for it. Either way a co-signer signs
@@ -20,7 +20,7 @@ import { getAddress, type Address } from "viem";
 import type { FaultDeclineReason } from "../../../common/attest/wire.js";
 import { FaultKind, type Fault } from "../../../common/eip712.js";
 import { faultSignableAt, hasOutageEvidence, mayFaultAt, type LivenessProber, type PendingReceipt } from "./liveness.js";
-import type { LivenessOptions } from "../options.js";
+import type { LivenessOptions } from "./options.js";
 
 /** The lease a fault names, as the co-signer read it on-chain. */
 export type FaultLease = { leaseId: bigint; provider: Address; machineId: number; activatedAt: number; end: number };

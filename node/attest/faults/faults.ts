@@ -1,7 +1,7 @@
 /**
  * Faults: when a lease's provider has not answered this attestor's probes for longer than the
  * QoS window (kind 1, unresponsive), or the leased machine failed this attestor's in-lease
- * capacity challenge (kind 2, capacity: in-lease.ts), the attestor signs `Fault {leaseId, kind,
+ * capacity challenge (kind 2, capacity: lease-checks/in-lease.ts), the attestor signs `Fault {leaseId, kind,
  * observedAt}` and asks the other attestors to co-sign that exact struct over
  * `/suanli/fault/1.0.0` (fault-exchange.ts). Once it holds `faultQuorum` signatures of distinct
  * on-chain attestors it submits them (fault-submit.ts) to `LeaseMarket.submitFault`, which stops
@@ -46,7 +46,7 @@ import { FaultSubmitter } from "./fault-submit.js";
 import { TranscriptVerifier, transcriptOf } from "./fault-transcript.js";
 import type { LeaseTracker, TrackedLease } from "./leases.js";
 import { hasOutageEvidence, livenessFaultWindow, mayFaultAt, type LivenessProber, type ProbeResult, type ProbeState } from "./liveness.js";
-import type { LivenessOptions } from "../options.js";
+import type { LivenessOptions } from "./options.js";
 import { runDetached } from "../../../common/detached.js";
 
 export type { FaultRecord, FaultStatus } from "./fault-records.js";

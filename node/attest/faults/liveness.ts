@@ -36,7 +36,7 @@ import type { OfferBook } from "../../offers/book.js";
 import { Bucket } from "../../store/buckets.js";
 import type { Repository, Store } from "../../store/store.js";
 import type { TrackedLease, LeaseTracker } from "./leases.js";
-import type { LivenessOptions } from "../options.js";
+import type { LivenessOptions } from "./options.js";
 import { runDetached } from "../../../common/detached.js";
 
 /** A heartbeat whose respondedAt is further than this from our clock is not trusted (a replay or a broken clock). */

@@ -2,7 +2,7 @@
  * The size of the on-chain attestor set (ProviderRegistry.attestorCount), read at most once a
  * minute. A lease's announced check share (`leaseChecks.shareBps`) is split over it: each attestor's
  * in-lease checker spends share / count of the lease's time (in-lease.ts), and the provider refuses
- * an attestor past that part `lease_budget` (provider.ts, common/attest/bounds.ts leaseCheckLimitMs),
+ * an attestor past that part `lease_budget` (challenge/provider.ts, common/attest/bounds.ts leaseCheckLimitMs),
  * so all attestors together use the whole announced share and no more.
  */
 import type { Address, Chain, PublicClient, Transport } from "viem";

@@ -15,7 +15,7 @@
  *   time this attestor already spent checking the lease (from its recorded results, so a restart
  *   does not reset it) plus the expected cost stays within `part × elapsed`.
  * - Then (light-verdict.ts): wrong rows (`wrong_rows`) get a capacity fault (kind 2) proposed at
- *   once, with the transcript (the provider's signed commit and the wrong rows, fault-transcript.ts):
+ *   once, with the transcript (the provider's signed commit and the wrong rows, faults/fault-transcript.ts):
  *   a co-signer that verifies it signs at once. Any other failure (late, slow, refused...) gets one
  *   proposed only when `failuresToFault` of the lease's last `failureWindow` checks by this
  *   attestor failed; co-signers then sign only from their own evidence under the same rule
@@ -28,12 +28,9 @@ import { FaultKind, type Fault } from "../../../common/eip712.js";
 import { runDetached } from "../../../common/detached.js";
 import type { Logger } from "../../log/logger.js";
 import type { OfferBook } from "../../offers/book.js";
-import type { Challenger } from "../challenge/challenger.js";
-import type { EvidenceVerdict, FaultEvidence, FaultLease } from "../faults/fault-evidence.js";
-import type { FaultCoordinator } from "../faults/faults.js";
-import type { LeaseTracker, TrackedLease } from "../faults/leases.js";
-import type { LeaseChecksOptions } from "../options.js";
-import type { ChallengeRecord, ChallengeResults } from "../challenge/results.js";
+import type { Challenger, ChallengeRecord, ChallengeResults } from "../challenge/index.js";
+import type { EvidenceVerdict, FaultEvidence, FaultLease, FaultCoordinator, LeaseTracker, TrackedLease } from "../faults/index.js";
+import type { LeaseChecksOptions } from "./options.js";
 import { judgeLightChecks, leaseVerdicts } from "./light-verdict.js";
 
 /** Results read back per machine to account a lease's checks and find evidence. */

@@ -11,8 +11,8 @@
  * The proposer applies it before proposing a capacity fault and the co-signer to its own checks
  * before it co-signs one without a transcript (in-lease.ts).
  */
-import type { TrackedLease } from "../faults/leases.js";
-import type { ChallengeRecord } from "../challenge/results.js";
+import type { TrackedLease } from "../faults/index.js";
+import type { ChallengeRecord } from "../challenge/index.js";
 
 export type LightVerdictRule = { failuresToFault: number; failureWindow: number };
 

@@ -10,11 +10,10 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { createHash, X509Certificate } from "node:crypto";
 import { checkCommitEvidence, checkRims, loadCcPolicy, type CcPolicy } from "../../../node/attest/cc/cc-policy.js";
-import { DeviceRegistry } from "../../../node/attest/cc/device-registry.js";
+import { DeviceRegistry, ccOptionsSchema } from "../../../node/attest/cc/index.js";
 import type { Rim } from "../../../node/attest/cc/cc-rim.js";
 import { makeSimDevices, simEvidence } from "../../support/cc-sim.js";
 import { verifyNvidiaGpuEvidence } from "../../../node/attest/cc/cc-nvidia.js";
-import { ccOptionsSchema } from "../../../node/attest/options.js";
 
 const root = readFileSync(path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/cc/root.pem"), "utf8");
 const recorded = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/cc/nvidia-hopper");

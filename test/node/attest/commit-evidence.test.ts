@@ -5,11 +5,8 @@
 import assert from "node:assert/strict";
 import { bytesToHex, hexToBytes, type Hex } from "viem";
 import { NO_GPUS, gpusHash, signCommit, verifyCommitFraud, type CommitFraudProof } from "../../../common/attest/commit.js";
-import type { ChallengeFailure, ChallengePass } from "../../../node/attest/challenge/attestor.js";
-import { Attestor } from "../../../node/attest/challenge/attestor.js";
-import { ChallengeResponder } from "../../../node/attest/challenge/provider.js";
-import { CpuRunner } from "../../../node/attest/runner/cpu.js";
-import type { Runner } from "../../../node/attest/runner/types.js";
+import { type ChallengeFailure, type ChallengePass, Attestor, ChallengeResponder } from "../../../node/attest/challenge/index.js";
+import { CpuRunner, type Runner } from "../../../node/attest/runner/index.js";
 import { MAX_UNITS, challengeProfileSchema } from "../../../common/attest/params.js";
 import { recomputeRowsInline } from "../../../common/attest/verify.js";
 import { FAULT_EVIDENCE_MAX_ROWS, FAULT_PROPOSAL_MAX_BYTES, faultProposalSchema } from "../../../common/attest/wire.js";
