@@ -23,8 +23,7 @@ import { recomputeWalk } from "../common/attest/memory.js";
 import { challengeOps } from "../common/attest/arithmetic.js";
 import { canonicalGpuName, findGpuModel } from "../common/gpu.js";
 import { createRunner } from "../node/attest/create.js";
-import { attestRunnerOptionsSchema } from "../node/attest/options.js";
-import { CpuMemoryRunner } from "../node/attest/memory-runner.js";
+import { attestRunnerOptionsSchema, CpuMemoryRunner } from "../node/attest/runner/index.js";
 
 const random32 = () => bytesToHex(globalThis.crypto.getRandomValues(new Uint8Array(32)));
 

@@ -27,10 +27,8 @@ import { recoverDigestSigner } from "../common/eip712-recover.js";
 import { recomputeRowsInline, verifyOpening, type RowRecomputer } from "../common/attest/verify.js";
 import { suanliDomain } from "../common/eip712.js";
 import { privateKeyToAccount } from "viem/accounts";
-import { Attestor } from "../node/attest/attestor.js";
-import { ChallengeResponder } from "../node/attest/provider.js";
-import { CpuRunner } from "../node/attest/runner/cpu.js";
-import type { RunnerChallenge } from "../node/attest/runner/types.js";
+import { Attestor, ChallengeResponder } from "../node/attest/challenge/index.js";
+import { CpuRunner, type RunnerChallenge } from "../node/attest/runner/index.js";
 import type { MainFigure } from "./_calibration.js";
 import { calibrate, memoryFigures } from "./_attest-memory.js";
 

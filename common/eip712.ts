@@ -88,7 +88,7 @@ export const suanliTypes = {
     /**
      * Failed challenges of the machine in the attestor's failure history when it signed (the last
      * `attest.attestor.failureHistorySeconds`, a week by default; only time clears them, a pass
-     * does not): a machine that passed after retries says so (node/attest/failure-history.ts).
+     * does not): a machine that passed after retries says so (node/attest/challenge/failure-history.ts).
      */
     { name: "failures", type: "uint16" },
     /** When the latest of them ended (unix seconds); 0 with none. */

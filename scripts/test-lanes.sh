@@ -13,7 +13,7 @@
 #   lane 2: every other test file (contracts, common, offers, p2p, sdk, node), on their own
 #           127.0.0.1:0 ports and temporary directories. The attestation tests attest-backoff and
 #           attest-busy are back here: a scheduled challenge answered `busy` is retried within
-#           seconds (node/attest/challenger.ts BUSY_RETRY_BASE_MS), not at the next scan, and they
+#           seconds (node/attest/challenge/challenger.ts BUSY_RETRY_BASE_MS), not at the next scan, and they
 #           passed run together with every other attestation test file.
 # The contracts are compiled and the CLI bundled once first; every lane runs with --no-compile. Each lane writes its
 # own log, printed in full once all are done (lane 0 first), and its own JSON summary; when

@@ -1,7 +1,7 @@
 /**
  * Confidential-computing (CC) evidence as it travels (docs/attestation.md, "Confidential-computing
  * evidence"): what a GPU in CC mode signs for a challenge, one per unit, carried beside the
- * provider's commit. Verified by node/attest/cc-evidence.ts and cc-nvidia.ts (Node only: X.509);
+ * provider's commit. Verified by node/attest/cc/cc-evidence.ts and cc-nvidia.ts (Node only: X.509);
  * this file is only the shape and its bounds, so the SDK and browsers can read it too.
  */
 import { sha256 } from "@noble/hashes/sha2.js";
@@ -35,7 +35,7 @@ export const gpuEvidenceSchema = z.strictObject({
   /**
    * The host's confidential-computing mode as `nvidia-smi conf-compute -f` and `nvidia-smi
    * conf-compute -grs` print it ("CC status: ON", "Confidential Compute GPUs Ready state: ready").
-   * The host's word, not the GPU's: the signed report carries no CC-mode field (node/attest/cc-mode.ts).
+   * The host's word, not the GPU's: the signed report carries no CC-mode field (node/attest/cc/cc-mode.ts).
    */
   mode: z.string().max(MAX_CC_MODE_CHARS).optional(),
 });

@@ -7,7 +7,7 @@
  * product the seed defines, under a root the provider signed, is proof that the provider answered
  * falsely: anyone holding the attestor-signed challenge, the provider-signed commit and the row
  * can check it (`verifyCommitFraud`), without trusting the attestor that reports it. The attestor
- * keeps this transcript with the failure (node/attest/results.ts) for slashing (docs/attestation.md,
+ * keeps this transcript with the failure (node/attest/challenge/results.ts) for slashing (docs/attestation.md,
  * "Slashable evidence").
  *
  * Pure: viem and @noble only (the SDK and browsers may import it).

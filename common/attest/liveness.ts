@@ -96,7 +96,7 @@ export async function recoverProbeReceiptSigner(domain: TypedDataDomain, receipt
  * the fault's lease and was taken after the second of `observedAt` and no later than `observedAt`
  * + `windowSeconds` (ms ∈ [(observedAt + 1)·1000, (observedAt + windowSeconds)·1000]). An honest
  * attestor signs a liveness fault only once it has heard nothing after observedAt for the whole
- * window (node/attest/fault-evidence.ts), so it never holds such a receipt. The same rule as
+ * window (node/attest/faults/fault-evidence.ts), so it never holds such a receipt. The same rule as
  * AttestorStaking.disputeFault.
  */
 export function receiptContradictsFault(fault: Fault, receipt: ProbeReceipt, windowSeconds: number): boolean {

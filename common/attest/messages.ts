@@ -223,11 +223,11 @@ export type RefusalMessage = z.output<typeof refusalMessageSchema>;
  * - `bad_commit_signature`: the commit is not signed by the challenge's provider (commit.ts).
  * - `duplicate_gpus`: two units' sub-challenges name the same GPU (one device cannot be two units),
  *   or a unit names a GPU another machine passed with within the attestor's reuse window (one
- *   device cannot back two machines: node/attest/device-registry.ts).
+ *   device cannot back two machines: node/attest/cc/device-registry.ts).
  * - `missing_gpus`: the profile requires a GPU UUID per unit (`requireDevices`) and the commit names none.
  * - `cc_evidence`: the attestor requires confidential-computing evidence (`attest.cc.required`) and
  *   the commit carries none, or the evidence it carries does not verify for this challenge and class,
- *   names one device twice, or names a device another machine presented (node/attest/cc-policy.ts).
+ *   names one device twice, or names a device another machine presented (node/attest/cc/cc-policy.ts).
  * - `malformed`: a message broke the protocol (schema, row count, missing rows, out of order).
  * - `refused`: the provider declined the challenge or its runner failed.
  * - `memory_phase`: the GEMM phase passed but the memory phase failed (memory-messages.ts; the

@@ -3,9 +3,7 @@
  */
 import type { Logger } from "../log/logger.js";
 import type { AttestOptions } from "./options.js";
-import { CpuRunner } from "./runner/cpu.js";
-import { ExternalRunner } from "./runner/external.js";
-import type { Runner } from "./runner/types.js";
+import { CpuRunner, ExternalRunner, type Runner } from "./runner/index.js";
 
 /** The runner the options name: the CPU reference runner or an external program. */
 export function createRunner(options: AttestOptions["runner"], logger?: Logger): Runner {

@@ -16,7 +16,7 @@ export class ChallengeRefusedError extends SuanliError {
 
 /**
  * The attestor will not sign a pass of a machine during the fault window after a capacity fault of it that it signed
- * (node/attest/faults.ts passHeldUntil): the pass would prove its own true fault false on chain. No verdict: the
+ * (node/attest/faults/faults.ts passHeldUntil): the pass would prove its own true fault false on chain. No verdict: the
  * challenge ends as an error and the machine can be challenged again after the window.
  */
 export class PassWithheldError extends SuanliError {

@@ -39,13 +39,10 @@ import type { Logger } from "../log/logger.js";
 import { maxChallengeOps } from "./create.js";
 import { WrongChainError } from "../offers/gossip.js";
 import { ChallengeRefusedError, LeaseNotHeldError, NoProviderWalletError, UnauthorizedProbeError } from "./errors.js";
-import { ChallengeResponder, type ChallengeResponderOptions, type ProviderMachine } from "./provider.js";
-import { AttestorCount } from "./attestor-count.js";
-import type { Runner } from "./runner/types.js";
-import { ProbeReceipts } from "./probe-receipts.js";
-import { FalseFaultDisputer } from "./false-faults.js";
-import { PassedAttestations } from "./passed-attestations.js";
-import { CpuMemoryRunner, MemoryResponder, type MemoryRunner } from "./memory-runner.js";
+import { ChallengeResponder, type ChallengeResponderOptions, type ProviderMachine } from "./challenge/index.js";
+import { AttestorCount } from "./lease-checks/index.js";
+import { type Runner, CpuMemoryRunner, MemoryResponder, type MemoryRunner } from "./runner/index.js";
+import { ProbeReceipts, FalseFaultDisputer, PassedAttestations } from "./disputes/index.js";
 import type { MemChallenge, MemOpen, MemWalk } from "../../common/attest/memory-messages.js";
 import { runDetached } from "../../common/detached.js";
 
@@ -164,7 +161,7 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       expiry: result.attestation.attestation.expiry,
     });
     // Kept apart from the offers (which carry each attestor's newest only): a pass inside a capacity fault's window
-    // proves its signer's fault false (false-faults.ts).
+    // proves its signer's fault false (disputes/false-faults.ts).
     await passes
       .add(verdict.attestor, result.attestation)
       .catch((error: unknown) => logger.warn("Could not keep a passed attestation", { machineId: session.machineId, attestor: verdict.attestor }, error));
@@ -314,7 +311,7 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
       // serves the lease. A task-liveness task gone silent is not faulted by the attestors; the provider's
       // agent ending its lease as the renter's side is not yet done (issue #34 keeps it open).
       // The attestor's receipt of its previous answered probe: kept as evidence against a false
-      // liveness fault (probe-receipts.ts). A bad one is dropped; the probe is still answered.
+      // liveness fault (disputes/probe-receipts.ts). A bad one is dropped; the probe is still answered.
       if (probe.receipt) {
         await receipts
           .accept(probe.leaseId, signer, probe.receipt)

@@ -10,28 +10,19 @@
  * daemon.attach(attestor);
  * const record = await attestor.challenge(7);   // challenge machine 7 now
  */
-import { loadCcPolicy } from "./cc-policy.js";
+import { loadCcPolicy, DeviceRegistry } from "./cc/index.js";
 import type { Address, LocalAccount } from "viem";
 import { getAddress } from "viem";
 import { attestorStakingAbi, providerRegistryAbi } from "../../common/abi.js";
 import type { RowRecomputer } from "../../common/attest/verify.js";
 import { TypedDataRecoverer } from "../../common/eip712-recover.js";
 import type { Daemon, DaemonModule } from "../daemon.js";
-import { Attestor } from "./attestor.js";
-import { Challenger } from "./challenger.js";
+import { Attestor, Challenger, ChallengeResults, type ChallengeRecord, FailureHistory, FailureNotifier } from "./challenge/index.js";
 import { NotAnAttestorError } from "./errors.js";
-import { FaultCoordinator } from "./faults.js";
-import { CapacityEvidence, InLeaseChecker } from "./in-lease.js";
-import { LeaseTracker } from "./leases.js";
-import { AttestorCount } from "./attestor-count.js";
-import { LivenessProber, nonDecreasingClock } from "./liveness.js";
-import { faultPeeringWarning } from "./options.js";
-import { ChallengeResults, type ChallengeRecord } from "./results.js";
-import { CpuRunner } from "./runner/cpu.js";
-import { DisputeAnswerer } from "./disputes.js";
-import { DeviceRegistry } from "./device-registry.js";
-import { FailureHistory } from "./failure-history.js";
-import { FailureNotifier } from "./failure-notify.js";
+import { FaultCoordinator, LeaseTracker, LivenessProber, nonDecreasingClock, faultPeeringWarning } from "./faults/index.js";
+import { CapacityEvidence, InLeaseChecker, AttestorCount } from "./lease-checks/index.js";
+import { CpuRunner } from "./runner/index.js";
+import { DisputeAnswerer } from "./disputes/index.js";
 import { Bucket } from "../store/buckets.js";
 
 export type AttestorService = DaemonModule & {

@@ -56,7 +56,7 @@ export const DEVNET_PARAMS: DeployParams = {
   attestorAnswerWindow: 600,
   attestorUnbondingDelay: 600,
   attestorDisputerShareBps: 5_000,
-  // The attestors' default QoS window (node/attest/options.ts qosWindowSeconds).
+  // The attestors' default QoS window (node/attest/faults/options.ts qosWindowSeconds).
   attestorFaultWindow: 30,
 };
 

@@ -21,12 +21,12 @@ export enum Bucket {
   /** Agent state: "cursor" → next block to read, "offerNonce" → next renter-bound offer nonce. */
   providerState = 7,
   /**
-   * Attestors' signed probe receipts (node/attest/probe-receipts.ts): `<lease id, 78 digits>/<attestor lowercase>`
+   * Attestors' signed probe receipts (node/attest/disputes/probe-receipts.ts): `<lease id, 78 digits>/<attestor lowercase>`
    * → the last 64 receipts and the disputes sent. Evidence against a false liveness fault.
    */
   providerProbeReceipts = 12,
   /**
-   * Attestations the provider's machines passed (node/attest/passed-attestations.ts):
+   * Attestations the provider's machines passed (node/attest/disputes/passed-attestations.ts):
    * `<machine id, 10 digits>/<attestor lowercase>/<issuedAt, 10 digits>` → the signed attestation, kept for
    * PASSES_SPAN_SECONDS. Evidence against a false capacity fault (AttestorStaking.disputeCapacityFault).
    */
@@ -51,13 +51,13 @@ export enum Bucket {
   /** Probe state per lease (last heartbeat, current outage's first failed probe, failures): lease id → ProbeState. */
   attestProbes = 23,
   /**
-   * Which machine presented each GPU last (node/attest/device-registry.ts): `uuid:<uuid>` or
+   * Which machine presented each GPU last (node/attest/cc/device-registry.ts): `uuid:<uuid>` or
    * `cc:<chip>:<device id>` → {machine, atMs}. 28, well apart from 24..27, which other branches may take.
    */
   attestDevices = 28,
   /**
    * Failed challenges, kept for `attest.attestor.failureHistorySeconds` whatever passes after them
-   * (node/attest/failure-history.ts): `m/<machineId, 10 digits>/<finishedAtMs, 15 digits>` and
+   * (node/attest/challenge/failure-history.ts): `m/<machineId, 10 digits>/<finishedAtMs, 15 digits>` and
    * `p/<provider lowercase>/<finishedAtMs, 15 digits>/<machineId, 10 digits>` → the failure.
    */
   attestFailures = 29,

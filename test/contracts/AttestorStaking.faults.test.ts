@@ -9,7 +9,7 @@ import { receiptContradictsFault, recoverProbeReceiptSigner, signProbeReceipt } 
 import { signFault } from "../../common/chain/sign.js";
 import { suanliTypes, type Fault, type ProbeReceipt } from "../../common/eip712.js";
 import { SECP256K1_N } from "../../common/signature.js";
-import { MAX_FAULT_WINDOW_SECONDS } from "../../node/attest/liveness.js";
+import { MAX_FAULT_WINDOW_SECONDS } from "../../node/attest/faults/index.js";
 import { balance, connect, latest, openActive, type Connection, type Suanli } from "./support/suanli.js";
 import { FAULT_WINDOW, MIN_STAKE, PARAMS, SLASH, assertBooks, everyone, stakedSuanli, type StakedSuanli } from "./support/staking.js";
 

@@ -13,7 +13,7 @@ import { requestChallenge } from "../../common/attest/request.js";
 import { readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { FaultKind } from "../../common/eip712.js";
-import { CpuRunner } from "../../node/attest/runner/cpu.js";
+import { CpuRunner } from "../../node/attest/runner/index.js";
 import { addrOf, machineOffer, startAttestorDaemon, type TestDaemon } from "../support/attest.js";
 import { leasedProvider, NO_OWN_CHECKS, SwitchRunner, TEST_LIVENESS as LIVENESS } from "../support/attest-lease.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";

@@ -13,7 +13,7 @@ import { requestChallenge } from "../../common/attest/request.js";
 import { readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { createHost } from "../../common/p2p/host.js";
-import { CpuRunner } from "../../node/attest/runner/cpu.js";
+import { CpuRunner } from "../../node/attest/runner/index.js";
 import { addrOf, startAttestorDaemon, type TestDaemon } from "../support/attest.js";
 import { HeldRunner, leasedProvider, NO_OWN_CHECKS, TEST_LIVENESS as LIVENESS } from "../support/attest-lease.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";

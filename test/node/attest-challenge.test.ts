@@ -16,8 +16,8 @@ import { MatchingEngine, offerEntryFromMessage, parseMatchRequest, type MatchRes
 import { offerKey, offersTopic, encodeOfferMessage } from "../../common/offers/message.js";
 import { signOfferMessage } from "../../common/offers/sign.js";
 import { engineAttestation, isAttested } from "../../common/offers/validate.js";
-import type { ProviderMachine } from "../../node/attest/provider.js";
-import { CpuRunner } from "../../node/attest/runner/cpu.js";
+import type { ProviderMachine } from "../../node/attest/challenge/index.js";
+import { CpuRunner } from "../../node/attest/runner/index.js";
 import type { BookEntry } from "../../node/offers/book.js";
 import { addrOf, machineOffer, startAttestorDaemon, startProviderDaemon, WrongRowsRunner, type TestDaemon } from "../support/attest.js";
 import { lastJson, runCli } from "../support/cli.js";

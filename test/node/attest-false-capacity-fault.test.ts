@@ -15,7 +15,7 @@ import { revertName } from "../../common/chain/tx.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { FaultKind, type Fault } from "../../common/eip712.js";
 import { modelHash } from "../../common/gpu.js";
-import { CpuRunner } from "../../node/attest/runner/cpu.js";
+import { CpuRunner } from "../../node/attest/runner/index.js";
 import { DURATION, openActiveLease, PRICE, startProviderDaemon, TEST_MACHINE, ZERO32 } from "../support/attest.js";
 import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";

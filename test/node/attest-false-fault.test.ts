@@ -15,7 +15,7 @@ import { readLease } from "../../common/chain/market.js";
 import { revertName } from "../../common/chain/tx.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { FaultKind, type Fault } from "../../common/eip712.js";
-import { CpuRunner } from "../../node/attest/runner/cpu.js";
+import { CpuRunner } from "../../node/attest/runner/index.js";
 import { addrOf, DURATION, openActiveLease, PRICE, startAttestorDaemon, startProviderDaemon, TEST_MACHINE, ZERO32, type TestDaemon } from "../support/attest.js";
 import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";

@@ -17,7 +17,7 @@ import { devnetAccount } from "../../common/devnet.js";
 import { FaultKind, type Fault } from "../../common/eip712.js";
 import { FAULT_PROTOCOL } from "../../common/p2p/protocols.js";
 import { request } from "../../common/p2p/reqresp.js";
-import { hasOutageEvidence } from "../../node/attest/liveness.js";
+import { hasOutageEvidence } from "../../node/attest/faults/liveness.js";
 import { addrOf, DURATION, openActiveLease, PRICE, spawnProvider, startAttestorDaemon, TEST_MACHINE, type SpawnedProvider, type TestDaemon } from "../support/attest.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";

@@ -26,7 +26,7 @@ import { devnetAccount } from "../../common/devnet.js";
 import { FaultKind } from "../../common/eip712.js";
 import { ATTESTOR_IDENTITY_PROTOCOL, FAULT_PROTOCOL, LIVENESS_PROTOCOL } from "../../common/p2p/protocols.js";
 import { handleProtocol, request } from "../../common/p2p/reqresp.js";
-import { CpuRunner } from "../../node/attest/runner/cpu.js";
+import { CpuRunner } from "../../node/attest/runner/index.js";
 import { addrOf, DURATION, openActiveLease, PRICE, startAttestorDaemon, startProviderDaemon, TEST_MACHINE, type TestDaemon } from "../support/attest.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { fund, registerProvider, send, startDevnet, type Devnet } from "../support/devnet.js";

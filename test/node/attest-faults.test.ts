@@ -12,7 +12,7 @@ import { FaultKind } from "../../common/eip712.js";
 import { FAULT_PROTOCOL, LIVENESS_PROTOCOL } from "../../common/p2p/protocols.js";
 import { request } from "../../common/p2p/reqresp.js";
 import { revertName } from "../../common/chain/tx.js";
-import { CpuRunner } from "../../node/attest/runner/cpu.js";
+import { CpuRunner } from "../../node/attest/runner/index.js";
 import {
   addrOf,
   COLLATERAL_BPS,

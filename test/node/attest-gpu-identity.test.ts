@@ -9,10 +9,8 @@
 import assert from "node:assert/strict";
 import { multiaddr } from "@multiformats/multiaddr";
 import { devnetAccount } from "../../common/devnet.js";
-import type { ChallengeRecord } from "../../node/attest/results.js";
-import type { ProviderMachine } from "../../node/attest/provider.js";
-import { CpuRunner } from "../../node/attest/runner/cpu.js";
-import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
+import type { ChallengeRecord, ProviderMachine } from "../../node/attest/challenge/index.js";
+import { CpuRunner, type Runner, type RunnerChallenge, type RunnerCommitment } from "../../node/attest/runner/index.js";
 import { addrOf, machineOffer, startAttestorDaemon, startProviderDaemon, TEST_MACHINE, type TestDaemon } from "../support/attest.js";
 import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";

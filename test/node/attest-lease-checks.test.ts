@@ -24,11 +24,9 @@ import { offerKey } from "../../common/offers/message.js";
 import { FAULT_PROTOCOL } from "../../common/p2p/protocols.js";
 import { request } from "../../common/p2p/reqresp.js";
 import { toOfferView } from "../../node/api/offer-view.js";
-import { Attestor } from "../../node/attest/attestor.js";
-import { transcriptOf } from "../../node/attest/fault-transcript.js";
-import { ChallengeResponder, type ProviderMachine } from "../../node/attest/provider.js";
-import { CpuRunner } from "../../node/attest/runner/cpu.js";
-import type { Runner, RunnerChallenge } from "../../node/attest/runner/types.js";
+import { Attestor, ChallengeResponder, type ProviderMachine } from "../../node/attest/challenge/index.js";
+import { transcriptOf } from "../../node/attest/faults/fault-transcript.js";
+import { CpuRunner, type Runner, type RunnerChallenge } from "../../node/attest/runner/index.js";
 import {
   addrOf,
   COLLATERAL_BPS,

@@ -16,10 +16,16 @@ import { NO_CC } from "../../common/attest/cc.js";
 import { deriveWalkKeys, walk, walkLeaf, walkResultBytes } from "../../common/attest/memory.js";
 import type { MemChallenge } from "../../common/attest/memory-messages.js";
 import { MerkleTree } from "../../common/attest/merkle.js";
-import { CpuMemoryRunner, type MemoryBuffers, type MemoryRunner } from "../../node/attest/memory-runner.js";
-import { CpuRunner } from "../../node/attest/runner/cpu.js";
-import { ExternalRunner } from "../../node/attest/runner/external.js";
-import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
+import {
+  CpuMemoryRunner,
+  type MemoryBuffers,
+  type MemoryRunner,
+  CpuRunner,
+  ExternalRunner,
+  type Runner,
+  type RunnerChallenge,
+  type RunnerCommitment,
+} from "../../node/attest/runner/index.js";
 import { addrOf, challengeVerdict, startAttestorDaemon, startProviderWithMachine, type TestDaemon } from "../support/attest.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";

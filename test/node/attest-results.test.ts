@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { devnetAccount } from "../../common/devnet.js";
 import type { SignedAttestation } from "../../common/attest/attestation.js";
-import { ChallengeResults, type ChallengeRecord } from "../../node/attest/results.js";
+import { ChallengeResults, type ChallengeRecord } from "../../node/attest/challenge/index.js";
 import { Store } from "../../node/store/store.js";
 
 function record(machineId: number, startedAtMs: number, outcome: ChallengeRecord["outcome"] = "fail"): ChallengeRecord {

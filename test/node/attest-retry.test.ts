@@ -11,9 +11,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { devnetAccount } from "../../common/devnet.js";
-import { FailureHistory, failureBackoffMs } from "../../node/attest/failure-history.js";
-import { attestorRoleOptionsSchema } from "../../node/attest/options.js";
-import type { ChallengeRecord } from "../../node/attest/results.js";
+import { FailureHistory, failureBackoffMs } from "../../node/attest/challenge/failure-history.js";
+import { attestorRoleOptionsSchema, type ChallengeRecord } from "../../node/attest/challenge/index.js";
 import { Bucket } from "../../node/store/buckets.js";
 import { Store } from "../../node/store/store.js";
 

@@ -7,9 +7,8 @@
  */
 import { testTokenAbi } from "../../common/abi.js";
 import type { LeaseChecks } from "../../common/attest/lease-checks.js";
-import type { ProviderMachine } from "../../node/attest/provider.js";
-import type { CpuRunner } from "../../node/attest/runner/cpu.js";
-import type { Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/types.js";
+import type { ProviderMachine } from "../../node/attest/challenge/index.js";
+import type { CpuRunner, Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/index.js";
 import { DURATION, machineOffer, openActiveLease, PRICE, startProviderDaemon, TEST_MACHINE, WrongRowsRunner } from "./attest.js";
 import { fund, registerProvider, send, type Devnet } from "./devnet.js";
 

@@ -8,7 +8,7 @@
  */
 import type { Hex } from "viem";
 import type { MemChallenge } from "../../common/attest/memory-messages.js";
-import { CpuMemoryRunner, type MemoryBuffers, type MemoryRunner, type MemoryWalked, type UnitWork } from "../../node/attest/memory-runner.js";
+import { CpuMemoryRunner, type MemoryBuffers, type MemoryRunner, type MemoryWalked, type UnitWork } from "../../node/attest/runner/index.js";
 
 export type DeviceSpec = {
   /** Its UUID as the driver prints it. */

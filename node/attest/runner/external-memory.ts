@@ -8,7 +8,7 @@ import { hexToBytes, type Hex } from "viem";
 import { walkLeaf } from "../../../common/attest/memory.js";
 import type { MemChallenge, OpenedWalk } from "../../../common/attest/memory-messages.js";
 import { verifyMerkleProof } from "../../../common/attest/merkle.js";
-import type { MemoryBuffers, MemoryRunner, MemoryWalked } from "../memory-runner.js";
+import type { MemoryBuffers, MemoryRunner, MemoryWalked } from "./memory-runner.js";
 import { MEMORY_CAPABILITY, type RunnerLine, type RunnerRequest } from "./contract.js";
 import { nodeSha256 } from "./hash.js";
 import { RunnerError } from "./types.js";

@@ -14,7 +14,7 @@ import { hexToBytes, type Hex } from "viem";
 import { leafHash, verifyMerkleProof } from "../../../common/attest/merkle.js";
 import type { OpenedRowMessage } from "../../../common/attest/messages.js";
 import type { Logger } from "../../log/logger.js";
-import type { MemoryRunner } from "../memory-runner.js";
+import type { MemoryRunner } from "./memory-runner.js";
 import { RUNNER_MAX_LINE_BYTES, RUNNER_PROTOCOL, runnerLineSchema, type RunnerLine, type RunnerRequest } from "./contract.js";
 import { ExternalMemoryRunner } from "./external-memory.js";
 import { nodeSha256 } from "./hash.js";

@@ -4,7 +4,7 @@
  * contract of docs/attestation.md, e.g. a CUDA one). The provider's ChallengeResponder drives it.
  */
 import type { GpuEvidence } from "../../../common/attest/cc.js";
-import type { MemoryRunner } from "../memory-runner.js";
+import type { MemoryRunner } from "./memory-runner.js";
 import type { Hex } from "viem";
 import { SuanliError } from "../../../common/errors.js";
 import type { OpenedRowMessage } from "../../../common/attest/messages.js";

@@ -10,7 +10,7 @@ import { createRunner } from "../../attest/create.js";
 import { mountProviderAttestation } from "../../attest/provider-service.js";
 import type { Daemon, DaemonModule } from "../../daemon.js";
 import type { Logger } from "../../log/logger.js";
-import type { ProviderLease } from "../../attest/provider.js";
+import type { ProviderLease } from "../../attest/challenge/index.js";
 import type { LeaseRecord } from "./records.js";
 import type { DeclaredMachine } from "./setup.js";
 

@@ -11,10 +11,8 @@
 import assert from "node:assert/strict";
 import { unitSubChallenges } from "../../../common/attest/units.js";
 import { challengeProfileSchema, INT8_DENSE_TOPS } from "../../../common/attest/params.js";
-import { Attestor, type ChallengeOutcome } from "../../../node/attest/attestor.js";
-import { ChallengeResponder } from "../../../node/attest/provider.js";
-import { CpuRunner } from "../../../node/attest/runner/cpu.js";
-import type { Runner } from "../../../node/attest/runner/types.js";
+import { Attestor, type ChallengeOutcome, ChallengeResponder } from "../../../node/attest/challenge/index.js";
+import { CpuRunner, type Runner } from "../../../node/attest/runner/index.js";
 import { SimulatedDevice, SimulatedGpuRunner } from "../../support/attest.js";
 import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount } from "./helpers.js";
 

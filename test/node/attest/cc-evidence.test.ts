@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Hex } from "viem";
-import { parseAndVerifyChain, verifyGpuEvidence, type GpuEvidence } from "../../../node/attest/cc-evidence.js";
+import { parseAndVerifyChain, verifyGpuEvidence, type GpuEvidence } from "../../../node/attest/cc/cc-evidence.js";
 
 const dir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/cc");
 const fixture = JSON.parse(readFileSync(path.join(dir, "evidence.json"), "utf8")) as { nonce: Hex; evidence: GpuEvidence; reference: Record<string, Hex> };

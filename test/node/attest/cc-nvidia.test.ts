@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Hex } from "viem";
-import { type GpuEvidence } from "../../../node/attest/cc-evidence.js";
+import { type GpuEvidence } from "../../../node/attest/cc/cc-evidence.js";
 import {
   checkClaimedClass,
   checkFwid,
@@ -19,7 +19,7 @@ import {
   verifyNvidiaGpuEvidence,
   type NvidiaDeviceIdentity,
   type VerifyNvidiaEvidenceOptions,
-} from "../../../node/attest/cc-nvidia.js";
+} from "../../../node/attest/cc/cc-nvidia.js";
 
 const fixtures = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/cc");
 const recorded = path.join(fixtures, "nvidia-hopper");

@@ -1,5 +1,5 @@
 /**
- * `attest.cc` at start-up (node/attest/cc-policy.ts loadCcPolicy): a root file that cannot be read
+ * `attest.cc` at start-up (node/attest/cc/cc-policy.ts loadCcPolicy): a root file that cannot be read
  * or holds no usable certificate stops the node with the key and the file named, instead of
  * refusing every provider's evidence later.
  */
@@ -9,12 +9,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { createHash, X509Certificate } from "node:crypto";
-import { checkCommitEvidence, checkRims, loadCcPolicy, type CcPolicy } from "../../../node/attest/cc-policy.js";
-import { DeviceRegistry } from "../../../node/attest/device-registry.js";
-import type { Rim } from "../../../node/attest/cc-rim.js";
+import { checkCommitEvidence, checkRims, loadCcPolicy, type CcPolicy } from "../../../node/attest/cc/cc-policy.js";
+import { DeviceRegistry, ccOptionsSchema } from "../../../node/attest/cc/index.js";
+import type { Rim } from "../../../node/attest/cc/cc-rim.js";
 import { makeSimDevices, simEvidence } from "../../support/cc-sim.js";
-import { verifyNvidiaGpuEvidence } from "../../../node/attest/cc-nvidia.js";
-import { ccOptionsSchema } from "../../../node/attest/options.js";
+import { verifyNvidiaGpuEvidence } from "../../../node/attest/cc/cc-nvidia.js";
 
 const root = readFileSync(path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/cc/root.pem"), "utf8");
 const recorded = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/cc/nvidia-hopper");

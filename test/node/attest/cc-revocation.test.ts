@@ -1,9 +1,9 @@
 /**
  * Issue 35, item 10: what confidential-computing evidence must show beyond the chain and the nonce.
  *
- * - The host's CC mode (node/attest/cc-mode.ts), read from what `nvidia-smi conf-compute -f` and
+ * - The host's CC mode (node/attest/cc/cc-mode.ts), read from what `nvidia-smi conf-compute -f` and
  *   `-grs` print: parsed against a recording from a real H200 with CC off.
- * - Revocation, offline (node/attest/cc-revocation.ts): CRLs signed by the simulated CAs
+ * - Revocation, offline (node/attest/cc/cc-revocation.ts): CRLs signed by the simulated CAs
  *   (test/support/cc-sim.ts) revoke an intermediate or a device; a CRL that is not signed by the
  *   issuer counts for nothing; a stale one revokes but covers nothing; and on NVIDIA's real chain
  *   (test/node/fixtures/cc/nvidia-hopper/) `required` names the CRLs NVIDIA's certificates point to.
@@ -13,9 +13,9 @@ import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { ccModeProblem, parseConfComputeStatus } from "../../../node/attest/cc-mode.js";
-import { checkRevocation, loadCrls, parseCrl, type RevocationPolicy } from "../../../node/attest/cc-revocation.js";
-import { parseAndVerifyChain } from "../../../node/attest/cc-evidence.js";
+import { ccModeProblem, parseConfComputeStatus } from "../../../node/attest/cc/cc-mode.js";
+import { checkRevocation, loadCrls, parseCrl, type RevocationPolicy } from "../../../node/attest/cc/cc-revocation.js";
+import { parseAndVerifyChain } from "../../../node/attest/cc/cc-evidence.js";
 import { CC_MODE_ON, makeSimDevices } from "../../support/cc-sim.js";
 
 const fixtures = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures");

@@ -8,8 +8,8 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Hex } from "viem";
-import { verifyNvidiaGpuEvidence } from "../../../node/attest/cc-nvidia.js";
-import { compareWithRims, MAX_RIM_BYTES, MAX_RIM_DEPTH, MAX_RIM_ELEMENTS, readRimContent, verifyRim, type Rim } from "../../../node/attest/cc-rim.js";
+import { verifyNvidiaGpuEvidence } from "../../../node/attest/cc/cc-nvidia.js";
+import { compareWithRims, MAX_RIM_BYTES, MAX_RIM_DEPTH, MAX_RIM_ELEMENTS, readRimContent, verifyRim, type Rim } from "../../../node/attest/cc/cc-rim.js";
 
 const recorded = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../fixtures/cc/nvidia-hopper");
 const read = (file: string) => readFileSync(path.join(recorded, file), "utf8");

@@ -14,9 +14,8 @@ import { signChallenge } from "../../../common/attest/challenge.js";
 import type { ChallengeMessage, RefusalMessage } from "../../../common/attest/messages.js";
 import { recoverRefusalSigner } from "../../../common/attest/refusal.js";
 import { ChallengeRefusedError } from "../../../node/attest/errors.js";
-import { ChallengeResponder, type ProviderLease } from "../../../node/attest/provider.js";
-import { CpuRunner } from "../../../node/attest/runner/cpu.js";
-import type { Runner, RunnerChallenge } from "../../../node/attest/runner/types.js";
+import { ChallengeResponder, type ProviderLease } from "../../../node/attest/challenge/index.js";
+import { CpuRunner, type Runner, type RunnerChallenge } from "../../../node/attest/runner/index.js";
 import { attestorAccount, domain, isAttestor, otherAttestorAccount, providerAccount } from "./helpers.js";
 
 const machine = { machineId: 7, model: "H100-80GB-SXM", units: 1, vramMiB: 81_559 };

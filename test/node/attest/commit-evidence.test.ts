@@ -5,18 +5,15 @@
 import assert from "node:assert/strict";
 import { bytesToHex, hexToBytes, type Hex } from "viem";
 import { NO_GPUS, gpusHash, signCommit, verifyCommitFraud, type CommitFraudProof } from "../../../common/attest/commit.js";
-import type { ChallengeFailure, ChallengePass } from "../../../node/attest/attestor.js";
-import { Attestor } from "../../../node/attest/attestor.js";
-import { ChallengeResponder } from "../../../node/attest/provider.js";
-import { CpuRunner } from "../../../node/attest/runner/cpu.js";
-import type { Runner } from "../../../node/attest/runner/types.js";
+import { type ChallengeFailure, type ChallengePass, Attestor, ChallengeResponder } from "../../../node/attest/challenge/index.js";
+import { CpuRunner, type Runner } from "../../../node/attest/runner/index.js";
 import { MAX_UNITS, challengeProfileSchema } from "../../../common/attest/params.js";
 import { recomputeRowsInline } from "../../../common/attest/verify.js";
 import { FAULT_EVIDENCE_MAX_ROWS, FAULT_PROPOSAL_MAX_BYTES, faultProposalSchema } from "../../../common/attest/wire.js";
 import { MAX_TREE_DEPTH } from "../../../common/attest/merkle.js";
 import { FaultKind, suanliDomain } from "../../../common/eip712.js";
 import { rootsHash } from "../../../common/attest/units.js";
-import { TranscriptVerifier, transcriptOf } from "../../../node/attest/fault-transcript.js";
+import { TranscriptVerifier, transcriptOf } from "../../../node/attest/faults/fault-transcript.js";
 import { WrongRowsRunner } from "../../support/attest.js";
 import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount, strangerAccount } from "./helpers.js";
 

@@ -13,8 +13,7 @@ import { bytesToHex, hexToBytes, type Hex } from "viem";
 import { recomputeWalk } from "../../../common/attest/memory.js";
 import { memChallengeId, type MemChallenge } from "../../../common/attest/memory-messages.js";
 import { unitSubChallenges } from "../../../common/attest/units.js";
-import { CpuMemoryRunner } from "../../../node/attest/memory-runner.js";
-import { ExternalRunner } from "../../../node/attest/runner/external.js";
+import { CpuMemoryRunner, ExternalRunner } from "../../../node/attest/runner/index.js";
 import { calibrate } from "../../../bench/_attest-memory.js";
 import { isAlive, waitFor } from "../../support/wait.js";
 

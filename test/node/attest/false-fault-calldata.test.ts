@@ -1,6 +1,6 @@
 /**
  * The provider's false-fault disputer reads a landed liveness fault's signatures from the
- * transaction's input (node/attest/false-faults.ts faultSignaturesIn). A direct submitFault is
+ * transaction's input (node/attest/disputes/false-faults.ts faultSignaturesIn). A direct submitFault is
  * not the only way a fault lands: a liar that sends it through Multicall3 or a forwarder must not
  * hide its signature from the disputer (the earlier reader decoded direct calls only, and logged
  * anything else), nor bury it under signatures of throwaway keys.
@@ -13,7 +13,7 @@ import { signFault } from "../../../common/chain/sign.js";
 import { devnetAccount } from "../../../common/devnet.js";
 import { FaultKind, suanliDomain, type Fault } from "../../../common/eip712.js";
 import { SECP256K1_N } from "../../../common/signature.js";
-import { faultSignaturesIn } from "../../../node/attest/false-faults.js";
+import { faultSignaturesIn } from "../../../node/attest/disputes/false-faults.js";
 
 const domain = suanliDomain(31337, "0x00000000000000000000000000000000000000aa");
 const market = domain.verifyingContract;

@@ -17,10 +17,8 @@
  */
 import assert from "node:assert/strict";
 import { challengeProfileSchema, INT8_DENSE_TOPS } from "../../../common/attest/params.js";
-import { Attestor, type ChallengeOutcome } from "../../../node/attest/attestor.js";
-import { ChallengeResponder } from "../../../node/attest/provider.js";
-import { CpuRunner } from "../../../node/attest/runner/cpu.js";
-import type { Runner, RunnerChallenge, RunnerCommitment } from "../../../node/attest/runner/types.js";
+import { Attestor, type ChallengeOutcome, ChallengeResponder } from "../../../node/attest/challenge/index.js";
+import { CpuRunner, type Runner, type RunnerChallenge, type RunnerCommitment } from "../../../node/attest/runner/index.js";
 import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount } from "./helpers.js";
 
 const SCALE = 1e-6 / 1979;

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { privateKeyToAccount } from "viem/accounts";
 import type { OpenRequestMessage } from "../../../common/attest/messages.js";
-import type { CommitResult } from "../../../node/attest/attestor.js";
+import type { CommitResult } from "../../../node/attest/challenge/index.js";
 import type { Address } from "viem";
 import { suanliDomain } from "../../../common/eip712.js";
 

@@ -16,21 +16,22 @@ import type { CommitFraudProof } from "../../../common/attest/commit.js";
 import { challengeProfileSchema, deriveChallengeParams, INT8_DENSE_TOPS } from "../../../common/attest/params.js";
 import { unitSubChallenges } from "../../../common/attest/units.js";
 import { FaultKind } from "../../../common/eip712.js";
-import { Attestor, type ChallengeOutcome } from "../../../node/attest/attestor.js";
+import {
+  Attestor,
+  type ChallengeOutcome,
+  FailureNotifier,
+  ChallengeResponder,
+  ChallengeResults,
+  type ChallengeRecord,
+  type Challenger,
+} from "../../../node/attest/challenge/index.js";
 import type { FailureNotice } from "../../../common/attest/failure-notice.js";
-import { FailureNotifier } from "../../../node/attest/failure-notify.js";
-import { CapacityEvidence, InLeaseChecker } from "../../../node/attest/in-lease.js";
-import type { LeaseTracker, TrackedLease } from "../../../node/attest/leases.js";
-import { leaseChecksOptionsSchema } from "../../../node/attest/options.js";
-import { ChallengeResponder } from "../../../node/attest/provider.js";
-import { leasedAnswer } from "../../../node/attest/request-answers.js";
-import { ChallengeResults, type ChallengeRecord } from "../../../node/attest/results.js";
-import { CpuRunner } from "../../../node/attest/runner/cpu.js";
-import type { Runner } from "../../../node/attest/runner/types.js";
+import { CapacityEvidence, InLeaseChecker, leaseChecksOptionsSchema } from "../../../node/attest/lease-checks/index.js";
+import type { LeaseTracker, TrackedLease, FaultCoordinator } from "../../../node/attest/faults/index.js";
+import { leasedAnswer } from "../../../node/attest/challenge/request-answers.js";
+import { CpuRunner, type Runner } from "../../../node/attest/runner/index.js";
 import { Store } from "../../../node/store/store.js";
 import type { OfferBook } from "../../../node/offers/book.js";
-import type { FaultCoordinator } from "../../../node/attest/faults.js";
-import type { Challenger } from "../../../node/attest/challenger.js";
 import { SimulatedDevice, SimulatedGpuRunner, testLogger, WrongRowsRunner } from "../../support/attest.js";
 import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount } from "./helpers.js";
 

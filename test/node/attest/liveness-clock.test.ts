@@ -1,5 +1,5 @@
 /**
- * The attestor's liveness clock never runs backwards (node/attest/liveness.ts nonDecreasingClock):
+ * The attestor's liveness clock never runs backwards (node/attest/faults/liveness.ts nonDecreasingClock):
  * an honest attestor signs a liveness fault once the fault window after observedAt has passed on
  * its clock (mayFaultAt), and every receipt it gives afterwards must be stamped later than that
  * window, or the fault and the receipt together slash it (receiptContradictsFault, the contract's
@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { receiptContradictsFault } from "../../../common/attest/liveness.js";
 import { FaultKind, type Fault } from "../../../common/eip712.js";
-import { FAULT_WINDOW_STALE_MS, MAX_FAULT_WINDOW_SECONDS, livenessFaultWindow, mayFaultAt, nonDecreasingClock } from "../../../node/attest/liveness.js";
+import { FAULT_WINDOW_STALE_MS, MAX_FAULT_WINDOW_SECONDS, livenessFaultWindow, mayFaultAt, nonDecreasingClock } from "../../../node/attest/faults/liveness.js";
 
 describe("attestor: the liveness clock never runs backwards", () => {
   const WINDOW_S = 30;

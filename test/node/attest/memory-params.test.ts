@@ -13,7 +13,7 @@ import { deriveMemoryParams, memoryProfileSchema, walkTimeWithMissingMs } from "
 import { parseInput } from "../../../common/validation.js";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { suanliDomain } from "../../../common/eip712.js";
-import { CpuMemoryRunner, MemoryResponder, type MemoryRunner } from "../../../node/attest/memory-runner.js";
+import { CpuMemoryRunner, MemoryResponder, type MemoryRunner } from "../../../node/attest/runner/index.js";
 
 const profile = memoryProfileSchema.parse({});
 

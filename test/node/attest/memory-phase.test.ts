@@ -13,8 +13,8 @@ import { CALIBRATION } from "../../../common/attest/calibration.js";
 import { memoryProfileSchema, type MemoryClaim } from "../../../common/attest/memory-params.js";
 import { recomputeWalk } from "../../../common/attest/memory.js";
 import { findGpuModel } from "../../../common/gpu.js";
-import { MemoryPhase, type MemoryOutcome } from "../../../node/attest/memory-attestor.js";
-import { MemoryResponder } from "../../../node/attest/memory-runner.js";
+import { MemoryPhase, type MemoryOutcome } from "../../../node/attest/memory/index.js";
+import { MemoryResponder } from "../../../node/attest/runner/index.js";
 import { SimulatedMemoryMachine, type DeviceSpec, type SimulatedMachineOptions } from "../../support/attest-memory.js";
 import { domain, providerAccount } from "./helpers.js";
 

@@ -2,9 +2,8 @@ import assert from "node:assert/strict";
 import { loadConfig } from "../../../node/config/load.js";
 import { nodeConfigSchema } from "../../../node/config/schema.js";
 import { createRunner, maxChallengeOps } from "../../../node/attest/create.js";
-import { CpuRunner } from "../../../node/attest/runner/cpu.js";
-import { ExternalRunner } from "../../../node/attest/runner/external.js";
-import { faultPeeringWarning } from "../../../node/attest/options.js";
+import { CpuRunner, ExternalRunner } from "../../../node/attest/runner/index.js";
+import { faultPeeringWarning } from "../../../node/attest/faults/index.js";
 
 describe("attest options", () => {
   it("defaults to the gpu preset and the CPU runner", async () => {

@@ -9,10 +9,9 @@ import type { Address, Hex } from "viem";
 import { challengeProfileSchema } from "../../../common/attest/params.js";
 import { unitSubChallenges } from "../../../common/attest/units.js";
 import { FaultKind } from "../../../common/eip712.js";
-import { Attestor, type AttestorChallenge, type ChallengeFailure, type ChallengeOutcome } from "../../../node/attest/attestor.js";
-import { capacityPassHeldUntil, type FaultRecord } from "../../../node/attest/fault-records.js";
-import { ChallengeResponder } from "../../../node/attest/provider.js";
-import { CpuRunner } from "../../../node/attest/runner/cpu.js";
+import { Attestor, type AttestorChallenge, type ChallengeFailure, type ChallengeOutcome, ChallengeResponder } from "../../../node/attest/challenge/index.js";
+import { capacityPassHeldUntil, type FaultRecord } from "../../../node/attest/faults/fault-records.js";
+import { CpuRunner } from "../../../node/attest/runner/index.js";
 import { attestorAccount, domain, isAttestor, otherAttestorAccount, providerAccount, strangerAccount } from "./helpers.js";
 
 const machine = { machineId: 7, model: "H100-80GB-SXM", units: 1, vramMiB: 81_559 };

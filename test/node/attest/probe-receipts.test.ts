@@ -14,7 +14,7 @@ import { probeReceiptWireSchema } from "../../../common/attest/wire.js";
 import { devnetAccount } from "../../../common/devnet.js";
 import { FaultKind, suanliDomain, type Fault } from "../../../common/eip712.js";
 import { silentLogger } from "../../../node/log/logger.js";
-import { ProbeReceipts, RECEIPT_MAX_FUTURE_MS, RECEIPTS_MAX_KEPT, RECEIPTS_SPAN_MS, RECEIPTS_TTL_MS, verifyReceipt } from "../../../node/attest/probe-receipts.js";
+import { ProbeReceipts, RECEIPT_MAX_FUTURE_MS, RECEIPTS_MAX_KEPT, RECEIPTS_SPAN_MS, RECEIPTS_TTL_MS, verifyReceipt } from "../../../node/attest/disputes/probe-receipts.js";
 import { Bucket } from "../../../node/store/buckets.js";
 import { Store } from "../../../node/store/store.js";
 

@@ -6,10 +6,8 @@ import type { ChallengeMessage, CommitMessage, OpenResponseMessage } from "../..
 import { unitSubChallenges } from "../../../common/attest/units.js";
 import { challengeProfileSchema, deriveChallengeParams, type ChallengeProfileInput } from "../../../common/attest/params.js";
 import { modelHash } from "../../../common/gpu.js";
-import { Attestor, type AttestorChallenge, type ChallengeFailure, type ChallengePass, type MachineClaim } from "../../../node/attest/attestor.js";
-import { ChallengeResponder } from "../../../node/attest/provider.js";
-import { CpuRunner } from "../../../node/attest/runner/cpu.js";
-import type { Runner } from "../../../node/attest/runner/types.js";
+import { Attestor, type AttestorChallenge, type ChallengeFailure, type ChallengePass, type MachineClaim, ChallengeResponder } from "../../../node/attest/challenge/index.js";
+import { CpuRunner, type Runner } from "../../../node/attest/runner/index.js";
 import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount, strangerAccount } from "./helpers.js";
 import { WrongRowsRunner } from "../../support/attest.js";
 

@@ -7,11 +7,8 @@ import { MerkleTree, leafHash } from "../../../common/attest/merkle.js";
 import { verifyOpening } from "../../../common/attest/verify.js";
 import { unitLeafKey, unitSeed, unitSubChallenges } from "../../../common/attest/units.js";
 import { challengeProfileSchema } from "../../../common/attest/params.js";
-import { Attestor } from "../../../node/attest/attestor.js";
-import { ChallengeResponder } from "../../../node/attest/provider.js";
-import { CpuRunner } from "../../../node/attest/runner/cpu.js";
-import { ExternalRunner } from "../../../node/attest/runner/external.js";
-import type { RunnerChallenge } from "../../../node/attest/runner/types.js";
+import { Attestor, ChallengeResponder } from "../../../node/attest/challenge/index.js";
+import { CpuRunner, ExternalRunner, type RunnerChallenge } from "../../../node/attest/runner/index.js";
 import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount } from "./helpers.js";
 import { isAlive } from "../../support/wait.js";
 
