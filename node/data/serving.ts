@@ -11,10 +11,12 @@
  * Each peer waits only for its own budget: one greedy peer holds one of bitswap's send slots, never
  * the others' turn.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { isPeerId, type Connection, type Libp2p, type Stream, type StreamHandler } from "@libp2p/interface";
 import { RateLimiter } from "@libp2p/utils";
 import type { Metrics } from "../metrics/metrics.js";
 import { readBitswapFrame } from "./bitswap-frame.js";
+import { ServingLimitError } from "./errors.js";
 import type { DataServingOptions } from "./options.js";
 
 /** Protocol ids bitswap speaks (`/ipfs/bitswap/1.0.0` … `1.2.0`). */
@@ -40,20 +42,6 @@ function charge(budget: Budget, key: string, amount: number): void {
   if (amount === 0) return;
   budget.limiter.penalty(key, amount, { customDuration: Math.max(1, amount / budget.perSecond) });
 }
-
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason as Error);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal!.reason as Error);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 
 export class ServingLimits {
   private readonly bytes: Budget;
@@ -87,7 +75,7 @@ export class ServingLimits {
       }
       if (!throttled) this.metrics?.dataServeLimited.inc({ action: "throttled", reason });
       throttled = reason;
-      await sleep(wait, signal);
+      await sleep(wait, undefined, { signal });
     }
     charge(this.bytes, peer, bytes);
     charge(this.blocks, peer, blocks);
@@ -143,7 +131,7 @@ export class ServingLimits {
     return (stream: Stream, connection: Connection) => {
       const peer = connection.remotePeer.toString();
       if (!this.openInbound(peer)) {
-        stream.abort(new Error(`too many bitswap streams from ${peer} (data.serving.maxStreamsPerPeer ${this.options.maxStreamsPerPeer})`));
+        stream.abort(new ServingLimitError(peer, this.options.maxStreamsPerPeer));
         return;
       }
       stream.addEventListener("close", () => this.closeInbound(peer), { once: true });
@@ -178,6 +166,9 @@ export class ServingLimits {
       })().finally(() => {
         pending = undefined;
       });
+      // Bitswap hears a failure through onDrain() or close(); one it stopped waiting for (its own
+      // timeout aborted the stream) must not become an unhandled rejection.
+      pending.catch(() => undefined);
       return false;
     };
     return new Proxy(stream, {
