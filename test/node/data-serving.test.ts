@@ -130,6 +130,25 @@ describe("data plane: per-peer serving limits and metrics", function () {
     assert.equal(await scrape(provider, "suanli_data_serve_limited_total", { action: "refused", reason: "bytes_per_second" }), 0, "held, not refused, within maxThrottleMs");
   });
 
+  it("holds a peer to its blocks per second (many small blocks), and says which limit held it", async () => {
+    const provider = await startPeer(root, "blocks-provider", { serving: { blocksPerSecondPerPeer: 1 } });
+    const client = await startPeer(root, "blocks-client");
+    peers.push(provider, client);
+    const folder = path.join(root, "blocks-src");
+    await mkdir(folder);
+    for (let i = 0; i < 4; i++) await writeFile(path.join(folder, `part-${i}.txt`), `part ${i}\n`);
+    const { cid } = await provider.data.add(folder);
+    const started = Date.now();
+    await client.data.get(cid, path.join(root, "blocks-out"), { providers: [provider.addr], timeoutMs: 20_000 });
+    const elapsed = Date.now() - started;
+    assert.equal(await readFile(path.join(root, "blocks-out", "part-3.txt"), "utf8"), "part 3\n");
+    // 5 blocks at 1 block/s: the folder's block first, its files' after it; however bitswap batches
+    // them, every message after the first waits for the window the previous one opened.
+    assert.ok(elapsed >= 900, `5 blocks at 1 block/s came in ${elapsed} ms`);
+    assert.ok((await scrape(provider, "suanli_data_serve_limited_total", { action: "throttled", reason: "blocks_per_second" })) >= 1);
+    assert.equal(await scrape(provider, "suanli_data_serve_limited_total", { action: "throttled", reason: "bytes_per_second" }), 0);
+  });
+
   it("refuses (drops the blocks of) a message that would wait past maxThrottleMs, counted; the node's own wants in it still go out", async () => {
     const provider = await startPeer(root, "refuse-provider", { serving: { bytesPerSecondPerPeer: 64 * KiB, maxThrottleMs: 0 } });
     const greedy = await startPeer(root, "refuse-greedy");
