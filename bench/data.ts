@@ -140,7 +140,9 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       const dataDir = path.join(root, name);
       const p2p = await startNodeHost({ dataDir, options: loopbackP2pOptions(), logger: silentLogger() });
       hosts.push(p2p);
-      const store = await DataStore.open({ dataDir, libp2p: p2p.host, options: { pinnedBytes: 64 * 1024 * MB, cacheBytes: 64 * 1024 * MB } });
+      // The per-peer serving limits are lifted: this measures what the engine moves, not the default budget of one peer (32 MiB/s).
+      const serving = { bytesPerSecondPerPeer: 1024 * 1024 * MB, blocksPerSecondPerPeer: 1_000_000 };
+      const store = await DataStore.open({ dataDir, libp2p: p2p.host, options: { pinnedBytes: 64 * 1024 * MB, cacheBytes: 64 * 1024 * MB, serving } });
       stores.push(store);
       return { dataDir, p2p, store, addr: p2p.host.getMultiaddrs()[0]!.toString() };
     };

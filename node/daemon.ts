@@ -179,7 +179,7 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
     });
     modules.push({ name: "p2p", stop: () => p2p.stop() });
 
-    const data = config.data.enabled ? await DataStore.open({ dataDir, libp2p: p2p.host, options: config.data, logger: logger.child({ module: "data" }) }) : undefined;
+    const data = config.data.enabled ? await DataStore.open({ dataDir, libp2p: p2p.host, options: config.data, logger: logger.child({ module: "data" }), metrics }) : undefined;
     if (data) modules.push({ name: "data", stop: () => data.stop() });
 
     const offers = await startOfferService({

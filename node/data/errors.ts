@@ -54,3 +54,11 @@ export class DataSourceError extends SuanliError {
     super(`Cannot import ${file}: ${reason}`, { cause });
   }
 }
+
+/** A peer opened more bitswap streams to this node at once than `data.serving.maxStreamsPerPeer` (the stream is reset with it). */
+export class ServingLimitError extends SuanliError {
+  override name = "ServingLimitError";
+  constructor(peer: string, maxStreamsPerPeer: number) {
+    super(`Too many bitswap streams from ${peer}: at most ${maxStreamsPerPeer} at once (data.serving.maxStreamsPerPeer)`);
+  }
+}

@@ -18,8 +18,10 @@ import { createHeliaLight, type Helia } from "helia";
 import { Level } from "level";
 import type { CID } from "multiformats/cid";
 import type { Logger } from "../log/logger.js";
+import type { Metrics } from "../metrics/metrics.js";
 import { DataNotFoundError, DataQuotaError, DataSourceError } from "./errors.js";
 import { dataOptionsSchema, type DataOptions, type DataOptionsInput } from "./options.js";
+import { ServingLimits } from "./serving.js";
 import { parseCid, verifyingBlockstore } from "./verify.js";
 import { writeDag, type Progress } from "./write.js";
 
@@ -66,6 +68,9 @@ export class DataStore {
     private readonly index: Level<string, string>,
     readonly options: DataOptions,
     private readonly logger: Logger | undefined,
+    private readonly metrics: Metrics | undefined,
+    /** Per-peer bounds on what this node serves (data.serving). */
+    readonly serving: ServingLimits,
   ) {
     this.fs = unixfs(helia);
   }
@@ -73,8 +78,9 @@ export class DataStore {
   /**
    * Opens the stores under `<dataDir>/data` and starts Helia with bitswap on `libp2p`, which must
    * already be started (identify must run on it: bitswap learns peers' protocols from it).
+   * `metrics` gets the data plane's counters (bytes served and received, cache hits, fetch times).
    */
-  static async open(parameters: { dataDir: string; libp2p: Libp2p; options?: DataOptionsInput; logger?: Logger }): Promise<DataStore> {
+  static async open(parameters: { dataDir: string; libp2p: Libp2p; options?: DataOptionsInput; logger?: Logger; metrics?: Metrics }): Promise<DataStore> {
     const options = dataOptionsSchema.parse(parameters.options ?? {});
     const root = path.join(parameters.dataDir, "data");
     await mkdir(root, { recursive: true, mode: 0o700 });
@@ -87,10 +93,12 @@ export class DataStore {
     try {
       const helia = createHeliaLight({ blockstore: blocks, datastore: meta });
       // Helia on the node's own host: no second libp2p, no HTTP gateways, no delegated routing.
-      Object.defineProperty(helia, "libp2p", { value: parameters.libp2p, enumerable: true });
+      // It sees the host through the serving limits (node/data/serving.ts): bitswap itself has no per-peer budget.
+      const serving = new ServingLimits(options.serving, parameters.metrics);
+      Object.defineProperty(helia, "libp2p", { value: serving.wrap(parameters.libp2p), enumerable: true });
       withBitswap(helia as Helia & { libp2p: Libp2p });
       await helia.start();
-      return new DataStore(helia, blocks, meta, index, options, parameters.logger);
+      return new DataStore(helia, blocks, meta, index, options, parameters.logger, parameters.metrics, serving);
     } catch (error) {
       await Promise.allSettled([blocks.close(), meta.close(), index.close()]);
       throw error;
@@ -202,11 +210,20 @@ export class DataStore {
     const cached = pinned ? undefined : await this.index.get(key);
     if (pinned || cached !== undefined) {
       this.counters.cacheHits += 1;
+      this.metrics?.dataCacheLookups.inc({ result: "hit" });
       if (cached !== undefined) await this.index.put(key, JSON.stringify({ ...(JSON.parse(cached) as CacheRecord), lastUsed: Date.now() }));
       return { cid: cid.toString(), bytes: pinned ? await this.dagBytes(cid) : (JSON.parse(cached!) as CacheRecord).bytes, fetched: false };
     }
+    this.metrics?.dataCacheLookups.inc({ result: "miss" });
     const seen = new Map<string, number>();
-    await this.walk(cid, seen, parameters, undefined);
+    const endTimer = this.metrics?.dataFetchSeconds.startTimer();
+    try {
+      await this.walk(cid, seen, parameters, undefined);
+      endTimer?.({ outcome: "ok" });
+    } catch (error) {
+      endTimer?.({ outcome: error instanceof DataNotFoundError ? "not_found" : "error" });
+      throw error;
+    }
     const bytes = [...seen.values()].reduce((sum, size) => sum + size, 0);
     if (bytes > this.options.cacheBytes) {
       await this.dropBlocks(cid);
@@ -292,7 +309,11 @@ export class DataStore {
       }
     });
     const before = new Set(seen.keys());
-    const fs = unixfs({ blockstore: verifyingBlockstore(this.helia.blockstore, seen) });
+    const onFetched = (size: number) => {
+      this.metrics?.dataReceivedBlocks.inc();
+      this.metrics?.dataReceivedBytes.inc(size);
+    };
+    const fs = unixfs({ blockstore: verifyingBlockstore(this.helia.blockstore, seen, onFetched) });
     try {
       return await writeDag(fs, cid, target, {
         signal,

@@ -55,15 +55,25 @@ export async function verifyBlock(cid: CID, bytes: Uint8Array): Promise<void> {
   if (digest.digest.length !== want.length || !digest.digest.every((byte, index) => byte === want[index])) throw new BlockMismatchError(cid.toString());
 }
 
+/** Helia's event for a block that came from the network and was stored (helia/src/storage.ts). */
+const NETWORK_BLOCK_STORED = "blocks:get:blockstore:put";
+
 /**
  * A read view of `inner` that re-hashes every block it returns and counts the distinct blocks
- * and bytes read (`seen`), for the exporter.
+ * and bytes read (`seen`), for the exporter. `onFetched` hears each block Helia had to fetch from
+ * the network for it (with its size).
  */
-export function verifyingBlockstore(inner: Blockstore, seen: Map<string, number>): Blockstore {
+export function verifyingBlockstore(inner: Blockstore, seen: Map<string, number>, onFetched?: (bytes: number) => void): Blockstore {
   const view = {
-    async *get(cid: CID, options?: object) {
-      const bytes = await collect(inner.get(cid, options));
+    async *get(cid: CID, options?: { onProgress?: (event: { type: string }) => void }) {
+      let fetched = false;
+      const onProgress = (event: { type: string }) => {
+        if (event.type === NETWORK_BLOCK_STORED) fetched = true;
+        options?.onProgress?.(event);
+      };
+      const bytes = await collect(inner.get(cid, { ...options, onProgress } as Parameters<Blockstore["get"]>[1]));
       await verifyBlock(cid, bytes);
+      if (fetched) onFetched?.(bytes.length);
       seen.set(cid.toString(), bytes.length);
       yield bytes;
     },

@@ -255,6 +255,45 @@ export function createMetrics(options: { registry?: Registry; processMetrics?: b
         if (stat) this.set(stat.blocks * stat.bsize);
       },
     }),
+    dataServedBytes: new Counter({
+      name: "suanli_data_served_bytes_total",
+      help: "Bytes of blocks this node sent to peers over bitswap (the data plane's upload)",
+      registers: [registry],
+    }),
+    dataServedBlocks: new Counter({
+      name: "suanli_data_served_blocks_total",
+      help: "Blocks this node sent to peers over bitswap",
+      registers: [registry],
+    }),
+    dataReceivedBytes: new Counter({
+      name: "suanli_data_received_bytes_total",
+      help: "Bytes of blocks this node fetched from peers (verified, then stored)",
+      registers: [registry],
+    }),
+    dataReceivedBlocks: new Counter({
+      name: "suanli_data_received_blocks_total",
+      help: "Blocks this node fetched from peers",
+      registers: [registry],
+    }),
+    dataCacheLookups: new Counter({
+      name: "suanli_data_cache_lookups_total",
+      help: "Requests for a dataset, input or checkpoint root, by result: hit (every block already here, pinned or cached) or miss (fetched)",
+      labelNames: ["result"] as const,
+      registers: [registry],
+    }),
+    dataFetchSeconds: new Histogram({
+      name: "suanli_data_fetch_seconds",
+      help: "Time to fetch a root that was not all here (a cache miss), by outcome (ok, not_found, error)",
+      labelNames: ["outcome"] as const,
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers: [registry],
+    }),
+    dataServeLimited: new Counter({
+      name: "suanli_data_serve_limited_total",
+      help: "Peers' block requests held by the per-peer serving limits, by action (throttled: delayed; refused: blocks or stream dropped) and reason",
+      labelNames: ["action", "reason"] as const,
+      registers: [registry],
+    }),
     attestLeasesWatched: new Gauge({
       name: "suanli_attest_leases_watched",
       help: "Active leases whose providers this attestor probes",

@@ -131,6 +131,12 @@ describe("operator dashboards and alerts (ops/)", function () {
       "suanli_provider_attestation_expiry_timestamp_seconds",
       "suanli_chain_last_poll_success_timestamp_seconds",
       "suanli_data_dir_free_bytes",
+      "suanli_data_served_bytes_total",
+      "suanli_data_received_bytes_total",
+      "suanli_data_served_blocks_total",
+      "suanli_data_cache_lookups_total",
+      "suanli_data_fetch_seconds_bucket",
+      "suanli_data_serve_limited_total",
     ]) {
       assert.ok(used.has(name), `no panel shows ${name}`);
     }
