@@ -51,6 +51,8 @@ export type OfferEntry = {
   };
   /** CPU cores, memory and disk per unit the provider's node declares and enforces; null when it declares none. */
   readonly resources: HostResources | null;
+  /** How long the provider keeps a lease's output after its task ends (the offer's `retention`); null when it states none. */
+  readonly outputRetentionSeconds: number | null;
   readonly capacity: {
     /** Units with no lease. */
     readonly freeUnits: number;
@@ -171,6 +173,7 @@ export function offerEntryFromMessage(message: OfferMessage, knowledge: OfferKno
       cluster: machine.cluster,
     },
     resources: message.resources ?? null,
+    outputRetentionSeconds: message.retention?.outputSeconds ?? null,
     capacity: {
       freeUnits: capacity.freeUnits,
       onDemandUnits: capacity.onDemandUnits,

@@ -102,6 +102,20 @@ export const hostResourcesSchema = z.strictObject({
 });
 export type HostResources = z.output<typeof hostResourcesSchema>;
 
+/** The longest output retention a provider may state: 90 days (provider.outputs.retentionSeconds's bound). */
+export const MAX_OUTPUT_RETENTION_SECONDS = 7_776_000;
+
+/**
+ * How long the provider keeps what a lease leaves behind (docs/data.md "Retention"): its output
+ * folder, downloadable and pinned by CID, for `outputSeconds` after the task ends
+ * (provider.outputs.retentionSeconds; 0: not kept). Checkpoints are not covered: a provider keeps
+ * each lease's newest two checkpoint CIDs pinned with no expiry.
+ */
+export const dataRetentionSchema = z.strictObject({
+  outputSeconds: z.number().int().min(0).max(MAX_OUTPUT_RETENTION_SECONDS),
+});
+export type DataRetention = z.output<typeof dataRetentionSchema>;
+
 export const offerMessageSchema = z.strictObject({
   v: z.literal(1),
   offer: offerWireSchema,
@@ -158,6 +172,12 @@ export const offerMessageSchema = z.strictObject({
    * off), and requests that ask for any of them do not match it.
    */
   resources: hostResourcesSchema.optional(),
+  /**
+   * How long the provider keeps a lease's output after its task ends (dataRetentionSchema).
+   * Covered by `peerSignature`. Absent: providers before it (the output manifest of a running task
+   * still states its policy).
+   */
+  retention: dataRetentionSchema.optional(),
   /** Ed25519 signature by the key of `peerId` over `offerSigningBytes(message)`. */
   peerSignature: z.string().regex(/^0x[0-9a-fA-F]{128}$/, "expected a 64-byte Ed25519 signature as 0x followed by 128 hex digits"),
 });

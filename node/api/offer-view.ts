@@ -79,6 +79,7 @@ export function toOfferView(entry: OfferEntry, nowSeconds: number, reputation?: 
     collateralBps: offer.collateralBps,
     startWindow: offer.startWindow,
     ...(entry.message.resources ? { resources: entry.message.resources } : {}),
+    ...(entry.message.retention ? { retention: entry.message.retention } : {}),
     leaseChecks: { shareBps: leaseCheckShareBps(entry.message.leaseChecks) },
     ...(reputation ? { reputation: { ...reputation, uptimePercent: uptimePercentOf(reputation) } } : {}),
     expiry: offer.expiry,

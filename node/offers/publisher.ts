@@ -14,7 +14,7 @@ import { ANY_RENTER, suanliDomain, type Offer } from "../../common/eip712.js";
 import { InvalidInputError } from "../../common/errors.js";
 import { canonicalGpuName, knownGpuNames, modelHash } from "../../common/gpu.js";
 import { stringifyPlain } from "../../common/json.js";
-import { MAX_OFFER_TIER, hostResourcesSchema, interconnectSchema, offerKey, signedAttestationSchema, type OfferMessage } from "../../common/offers/message.js";
+import { MAX_OFFER_TIER, dataRetentionSchema, hostResourcesSchema, interconnectSchema, offerKey, signedAttestationSchema, type OfferMessage } from "../../common/offers/message.js";
 import { leaseChecksSchema } from "../../common/attest/lease-checks.js";
 import { signOfferMessage } from "../../common/offers/sign.js";
 import { bytes32Schema } from "../../common/schemas.js";
@@ -74,6 +74,8 @@ export const machineOfferSchema = z.strictObject({
   leaseChecks: leaseChecksSchema.optional(),
   /** CPU cores, memory and disk per unit the runtime enforces (node/provider/runtime/host-resources.ts); absent: none declared. */
   resources: hostResourcesSchema.optional(),
+  /** How long the provider keeps a lease's output after its task ends (provider.outputs.retentionSeconds); absent: not stated. */
+  retention: dataRetentionSchema.optional(),
 });
 export type MachineOffer = z.output<typeof machineOfferSchema>;
 export type MachineOfferInput = z.input<typeof machineOfferSchema>;
@@ -288,6 +290,7 @@ export class OfferPublisher {
         ...(this.sealingKey ? { sealingKey: this.sealingKey } : {}),
         ...(state.input.leaseChecks ? { leaseChecks: state.input.leaseChecks } : {}),
         ...(state.input.resources ? { resources: state.input.resources } : {}),
+        ...(state.input.retention ? { retention: state.input.retention } : {}),
       },
       this.options.peerKey,
     );

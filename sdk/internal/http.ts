@@ -66,6 +66,7 @@ function messageFromView(view: OfferView): OfferMessage {
     ...(view.sealingKey ? { sealingKey: view.sealingKey } : {}),
     leaseChecks: view.leaseChecks,
     ...(view.resources ? { resources: view.resources } : {}),
+    ...(view.retention ? { retention: view.retention } : {}),
     machine: { model: view.model, units: view.units, vramMiB: view.vramMiB, interconnect: view.interconnect, region: view.region, cluster: view.cluster },
     capacity: view.capacity,
     attestations: [],

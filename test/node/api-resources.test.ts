@@ -1,6 +1,6 @@
 /**
  * Host resources over HTTP (issue 33, item 4): offers show the CPU cores, memory and disk each
- * GPU comes with; POST /v1/match takes `cpuCores`, `memoryGiB` and `diskGiB`, filters on them,
+ * GPU comes with, and how long the provider keeps a lease's output (issue 36); POST /v1/match takes `cpuCores`, `memoryGiB` and `diskGiB`, filters on them,
  * says what each allocation gets and why a machine missed, and refuses bad values naming the
  * field; the SDK's HTTP feed carries the declaration into its own matching engine.
  */
@@ -17,6 +17,8 @@ import { accounts, signedOfferEntry } from "../support/market.js";
 const GiB = 1024;
 // 4 cores, 32 GiB memory and 100 GiB disk per GPU.
 const declared = { cpuCoresPerUnit: 4, memoryMiBPerUnit: 32 * GiB, diskMiBPerUnit: 100 * GiB };
+// Outputs kept two days after the task ends.
+const retention = { outputSeconds: 2 * 86_400 };
 
 describe("HTTP API and SDK: host resources", () => {
   let fx: ApiFixture;
@@ -33,6 +35,7 @@ describe("HTTP API and SDK: host resources", () => {
       at: T0 - 60,
       attestor: accounts.attestor,
       resources: declared,
+      retention,
     });
     fx.source.putOffer(entry);
     key = `${accounts.providerB.address.toLowerCase()}:9`;
@@ -41,11 +44,13 @@ describe("HTTP API and SDK: host resources", () => {
     await fx.close();
   });
 
-  it("an offer shows what each GPU comes with; one that declares nothing shows nothing", async () => {
+  it("an offer shows what each GPU comes with and how long outputs are kept; one that declares nothing shows nothing", async () => {
     const view = offerViewSchema.decode((await fx.api.app.inject({ method: "GET", url: `/v1/offers/${key}` })).json());
     assert.deepEqual(view.resources, declared);
+    assert.deepEqual(view.retention, retention);
     const old = offerViewSchema.decode((await fx.api.app.inject({ method: "GET", url: `/v1/offers/${fx.keys.a100}` })).json());
     assert.equal(old.resources, undefined);
+    assert.equal(old.retention, undefined);
   });
 
   it("POST /v1/match keeps the machines whose GPUs add up and says what the allocation gets", async () => {
@@ -103,6 +108,7 @@ describe("HTTP API and SDK: host resources", () => {
         [key],
       );
       assert.deepEqual(result.candidates[0]!.parts[0]!.entry.resources, declared);
+      assert.equal(result.candidates[0]!.parts[0]!.entry.outputRetentionSeconds, retention.outputSeconds, "the feed carries the stated retention");
     } finally {
       await feed.close();
     }

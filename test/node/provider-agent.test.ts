@@ -25,7 +25,8 @@ describe("provider agent: a lease from reserve to payment", function () {
     bundles = await startBundleServer();
     // Claims every two minutes, its held-pay watch every second: the release after a completion's fault window must come
     // from the watch (issue #34), not from a claim pass that happens to run (the claim interval is longer than the test).
-    provider = await startTestProvider(devnet, 1, { provider: { claims: { intervalMs: 120_000, releaseWatchMs: 1_000 } } });
+    // Outputs kept two hours: the offer must state it (issue #36, "a retention period its offer states").
+    provider = await startTestProvider(devnet, 1, { provider: { claims: { intervalMs: 120_000, releaseWatchMs: 1_000 }, outputs: { retentionSeconds: 7_200 } } });
     renter = await TestRenter.start(devnet, 2);
   });
   after(async () => {
@@ -35,7 +36,7 @@ describe("provider agent: a lease from reserve to payment", function () {
     await devnet?.close();
   });
 
-  it("registers, stakes up to the target and declares the inventory's machine once", async () => {
+  it("registers, stakes up to the target, declares the inventory's machine once and offers it stating how long outputs are kept", async () => {
     const registry = devnet.deployment.contracts.registry!;
     const view = await readProvider(devnet.admin.publicClient, registry, provider.peer.address);
     assert.equal(view.registered, true);
@@ -51,6 +52,7 @@ describe("provider agent: a lease from reserve to payment", function () {
     const offer = await waitFor("the machine's offer", () => provider.daemon.offers.publisher!.current(provider.agent.machines[0]!.machineId));
     assert.equal(offer.capacity.freeUnits, 2);
     assert.equal(offer.offer.pricePerUnitSecond, 100n);
+    assert.deepEqual(offer.retention, { outputSeconds: 7_200 });
   });
 
   it("runs the task, streams its logs with secrets redacted, reports completion and is paid exactly what accrued", async () => {

@@ -106,7 +106,8 @@ describe("attestors' failure notices revoke attestations (real libp2p on 127.0.0
     const [sender, receiver] = nodes as [TestNode, TestNode];
     const published = await sender.offers.failures.publish(await notice(attestor));
     assert.ok(published.ok, published.ok ? "" : published.detail);
-    await waitFor("the notice on the receiver", () => receiver.offers.notices.size === 1);
+    // The notice is held before the receiver re-checks the machine's offers: wait for the re-check.
+    await waitFor("the notice on the receiver", () => receiver.offers.notices.size === 1 && (receiver.offers.book.get(key)!.attestation.revokedBy?.length ?? 0) > 0);
     const entry = receiver.offers.book.get(key)!;
     assert.equal(isAttested(entry.attestation, nowSec()), false, "the offer is no longer attested");
     assert.deepEqual(entry.attestation.revokedBy, [attestor.address]);

@@ -51,6 +51,7 @@ export type SignedOfferSpec = {
   cc?: Hex;
   /** CPU cores, memory and disk per unit the offer declares; absent: none. */
   resources?: { cpuCoresPerUnit: number; memoryMiBPerUnit: number; diskMiBPerUnit: number };
+  retention?: { outputSeconds: number };
   /** The attestation's failure history (default none). */
   failures?: number;
   lastFailureAt?: number;
@@ -127,6 +128,7 @@ export async function signedEntry(spec: SignedOfferSpec): Promise<OfferEntry> {
       seq: spec.seq ?? 1,
       publishedAt: spec.at,
       ...(spec.resources ? { resources: spec.resources } : {}),
+      ...(spec.retention ? { retention: spec.retention } : {}),
     },
     peerKey,
   );

@@ -245,6 +245,7 @@ export class MachineMarket {
         attestations: this.attestations.get(machineId) ?? [],
         leaseChecks: { shareBps: this.ctx.options.terms.leaseCheckShareBps },
         ...(this.ctx.resources ? { resources: this.ctx.resources } : {}),
+        retention: { outputSeconds: this.ctx.options.outputs.retentionSeconds },
       });
       await publisher.set(offerOf(0, onDemand));
       // Reserved terms: one signed offer per tier, with the same free units.
