@@ -112,7 +112,9 @@ export async function startHttpFeed(options: { nodeUrl: string; matching?: Match
       const page = offerPageSchema.parse(await call(options.nodeUrl, `/v1/offers?limit=100&offset=${offset}`));
       for (const view of page.items) {
         seen.add(view.key);
-        await offers.put(view.key, messageFromView(view), attestationOf(view, now()));
+        // The node's count of the machine's failures, as the times each counts until: the engine
+        // applies maxAttestFailures as the node's does, and ages them between refreshes.
+        await offers.put(view.key, messageFromView(view), attestationOf(view, now()), null, view.attestFailuresUntil);
       }
       offset = page.nextOffset;
     }
