@@ -128,7 +128,7 @@ export const offerViewSchema = z.strictObject({
     ),
   attestations: z.array(attestationViewSchema),
   attestFailures: uint16Schema.describe(
-    "The machine's failed challenges that count now: those within the last week that its attestations carry (`failures`) or that staked attestors announced in signed failure notices, per attestor the larger, summed over attestors (docs/attestation.md, \"Failure notices\"). What a match request's `maxAttestFailures` bounds.",
+    "The machine's failed challenges that count now: those within the last week that its attestations carry (`failures`) or that staked attestors announced in signed failure notices, per attestor the larger, summed over attestors (docs/attestation.md). What a match request's `maxAttestFailures` bounds.",
   ),
   attestFailuresUntil: z
     .array(unixSecondsSchema)
