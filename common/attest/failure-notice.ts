@@ -160,6 +160,13 @@ export function isRevoked(notices: MachineNotices | undefined, attestor: Address
   return held !== undefined && issuedAt < held.latest;
 }
 
+/**
+ * The most failures machineFailures lists (the latest to age out): one more than the largest
+ * `maxAttestFailures` a request may set, so the limit judges exactly while an attestor that signs
+ * absurd `failures` counts cannot blow up what books, views and engines hold.
+ */
+export const MAX_COUNTED_FAILURES = 65_536;
+
 /** What an attestor's newest counted attestation says of the machine's failures (its `failures` and `lastFailureAt`). */
 export type SignedFailures = ReadonlyMap<string, { failures: number; lastFailureAt: number }>;
 
@@ -187,7 +194,7 @@ export function machineFailures(notices: MachineNotices | undefined, signed: Sig
     // Notices' aging-out times, latest first: the k-th failure counts while the k-th latest notice does.
     const noticed = (notices?.get(attestor)?.times ?? []).filter((t) => t > since).map((t) => t + FAILURE_WINDOW_SECONDS);
     noticed.sort((a, b) => b - a);
-    const levels = Math.max(fromAttestation?.failures ?? 0, noticed.length);
+    const levels = Math.min(MAX_COUNTED_FAILURES, Math.max(fromAttestation?.failures ?? 0, noticed.length));
     for (let k = 0; k < levels; k++) {
       const byAttestation = fromAttestation && k < fromAttestation.failures ? fromAttestation.lastFailureAt + FAILURE_WINDOW_SECONDS : 0;
       until.push(Math.max(byAttestation, noticed[k] ?? 0));
@@ -195,7 +202,8 @@ export function machineFailures(notices: MachineNotices | undefined, signed: Sig
     const latest = Math.max(fromAttestation?.lastFailureAt ?? 0, noticed.length ? noticed[0]! - FAILURE_WINDOW_SECONDS : 0);
     if (latest > 0) lastAt = Math.max(lastAt ?? 0, latest);
   }
-  return { until: until.sort((a, b) => a - b), lastAt };
+  until.sort((a, b) => a - b);
+  return { until: until.length > MAX_COUNTED_FAILURES ? until.slice(until.length - MAX_COUNTED_FAILURES) : until, lastAt };
 }
 
 /** How many of the failures (machineFailures' `until`) still count at `now`. */

@@ -8,7 +8,7 @@ import type { Address, Hex } from "viem";
 import { z } from "zod";
 import type { Offer } from "../eip712.js";
 import { ANY_RENTER } from "../eip712.js";
-import { failuresAt } from "../attest/failure-notice.js";
+import { failuresAt, MAX_COUNTED_FAILURES } from "../attest/failure-notice.js";
 import { SuanliError } from "../errors.js";
 import { canonicalGpuName, modelHash } from "../gpu.js";
 import type { HostResources, Interconnect, OfferMessage } from "../offers/message.js";
@@ -102,7 +102,7 @@ export const offerKnowledgeSchema = z.strictObject({
   /** Until when each of the machine's signed failures counts (OfferEntry.attestFailuresUntil), in any order. */
   attestFailuresUntil: z
     .array(z.number().int().nonnegative())
-    .max(65_535)
+    .max(MAX_COUNTED_FAILURES)
     .default([])
     .transform((until) => [...until].sort((a, b) => a - b)),
 });

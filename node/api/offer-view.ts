@@ -54,7 +54,13 @@ export function toAttestationView(verified: VerifiedAttestation, nowSeconds: num
 /** The machine's signed failures that count at `nowSeconds`, with until when each does, and the latest one's time. */
 function failuresView(entry: OfferEntry, nowSeconds: number): Pick<OfferView, "attestFailures" | "attestFailuresUntil" | "lastAttestFailureAt"> {
   const until = (entry.attestFailuresUntil ?? []).filter((t) => t > nowSeconds);
-  return { attestFailures: until.length, attestFailuresUntil: until, lastAttestFailureAt: until.length ? (entry.lastAttestFailureAt ?? null) : null };
+  const grouped: { until: number; failures: number }[] = [];
+  for (const t of until) {
+    const last = grouped[grouped.length - 1];
+    if (last?.until === t) last.failures++;
+    else grouped.push({ until: t, failures: 1 });
+  }
+  return { attestFailures: until.length, attestFailuresUntil: grouped, lastAttestFailureAt: until.length ? (entry.lastAttestFailureAt ?? null) : null };
 }
 
 export function entryKey(entry: OfferEntry): string {

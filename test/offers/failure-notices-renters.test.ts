@@ -16,7 +16,7 @@ import { keccak256, toHex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { offerPageSchema, type OfferView } from "../../common/api/offers.js";
 import { matchResultSchema } from "../../common/api/market.js";
-import { FAILURE_WINDOW_SECONDS, attestFailuresTopic, signFailureNotice } from "../../common/attest/failure-notice.js";
+import { FAILURE_WINDOW_SECONDS, MAX_COUNTED_FAILURES, attestFailuresTopic, failuresAt, machineFailures, signFailureNotice } from "../../common/attest/failure-notice.js";
 import { throughputBand } from "../../common/attest/params.js";
 import { signAttestation, type TypedDataSigner } from "../../common/chain/sign.js";
 import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
@@ -148,7 +148,7 @@ describe("failure notices reach renters: HTTP view and SDK feeds, aging, older p
     assert.equal(shown.attestFailures, 4);
     assert.deepEqual(
       shown.attestFailuresUntil,
-      [3, 2, 1, 0].map((i) => observed - i + FAILURE_WINDOW_SECONDS),
+      [3, 2, 1, 0].map((i) => ({ until: observed - i + FAILURE_WINDOW_SECONDS, failures: 1 })),
     );
     assert.equal(shown.lastAttestFailureAt, observed);
     assert.equal(shown.attested, false, "the attestor's own notice revoked its attestation");
@@ -252,5 +252,35 @@ describe("failure notices reach renters: HTTP view and SDK feeds, aging, older p
 
     const client = await newClient({ bootstrap: [oldAddr], gossip: false });
     assert.equal((await client.queryOffers()).length, offerRaw.length);
+  });
+});
+
+describe("a machine's failure count as a function of time (machineFailures)", () => {
+  const W = FAILURE_WINDOW_SECONDS;
+  const NOW = 1_800_000_000;
+  const a = "0x00000000000000000000000000000000000000aa";
+  const b = "0x00000000000000000000000000000000000000bb";
+
+  it("per attestor the larger of its attestation's count and its notices at every moment, summed; capped at MAX_COUNTED_FAILURES", () => {
+    // Attestor a: an attestation carrying 2 failures (the latest 100 s ago) and 3 notices (1000, 500, 10 s ago).
+    // Attestor b: one notice 50 s ago.
+    const notices = new Map([
+      [a, { count: 3, latest: NOW - 10, times: [NOW - 1_000, NOW - 500, NOW - 10] }],
+      [b, { count: 1, latest: NOW - 50, times: [NOW - 50] }],
+    ]);
+    const signed = new Map([[a, { failures: 2, lastFailureAt: NOW - 100 }]]);
+    const { until, lastAt } = machineFailures(notices, signed, NOW);
+    // a: level 1 until max(L+W, n1+W) = NOW-10+W; level 2 until max(NOW-100+W, NOW-500+W); level 3 until NOW-1000+W.
+    assert.deepEqual(until, [NOW - 1_000 + W, NOW - 100 + W, NOW - 50 + W, NOW - 10 + W]);
+    assert.equal(lastAt, NOW - 10);
+    assert.deepEqual(
+      [NOW, NOW - 1_000 + W, NOW - 100 + W, NOW - 50 + W, NOW - 10 + W].map((t) => failuresAt(until, t)),
+      [4, 3, 2, 1, 0],
+    );
+    const absurd = new Map([
+      [a, { failures: 65_535, lastFailureAt: NOW - 5 }],
+      [b, { failures: 65_535, lastFailureAt: NOW - 6 }],
+    ]);
+    assert.equal(machineFailures(undefined, absurd, NOW).until.length, MAX_COUNTED_FAILURES);
   });
 });
