@@ -107,6 +107,7 @@ export const matchAllocationSchema = z.strictObject({
   model: z.string(),
   region: z.string(),
   attestationExpiry: unixSecondsSchema.nullable().describe("When the machine's quorum attestation expires; null when it has none."),
+  attestFailures: uint32Schema.describe("The machine's failed challenges counted at match time (the offer view's `attestFailures`): at most the request's `maxAttestFailures`."),
   peerId: z.string().describe("The provider node's libp2p peer id (reserve protocol)."),
   seq: z.number().int().nonnegative().describe("The offer version matched."),
   resources: z

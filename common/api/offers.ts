@@ -133,6 +133,15 @@ export const offerViewSchema = z.strictObject({
       "True when the attestations that count for the machine (a quorum of distinct attestors where this node applies one) verified its GPUs' identity by NVIDIA-signed confidential-computing evidence (see the attestation's `gpuIdentityVerified`; not a confidential VM).",
     ),
   attestations: z.array(attestationViewSchema),
+  attestFailures: uint32Schema.describe(
+    "The machine's failed challenges that count now: those within the last week that its attestations carry (`failures`) or that staked attestors announced in signed failure notices, per attestor the larger, summed over attestors (docs/attestation.md). What a match request's `maxAttestFailures` bounds.",
+  ),
+  attestFailuresUntil: z
+    .array(z.strictObject({ until: unixSecondsSchema, failures: uint32Schema.min(1) }))
+    .describe(
+      "When those failures age out, ascending: `failures` of them count until `until` (unix seconds), so `attestFailures` drops by that many as each passes, without a new offer.",
+    ),
+  lastAttestFailureAt: unixSecondsSchema.nullable().describe("When the latest of those failures was observed (unix seconds); null with none."),
   peerId: z.string(),
   addrs: z.array(z.string()),
   seq: z.number().int().nonnegative(),

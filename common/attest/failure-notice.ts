@@ -143,8 +143,11 @@ export async function checkFailureNotice(data: Uint8Array | string, options: Not
   return { ok: true, notice, raw };
 }
 
-/** What a book holds about one machine's notices, by attestor (lowercase): how many within the window, and the latest `observedAt`. */
-export type MachineNotices = ReadonlyMap<string, { count: number; latest: number }>;
+/**
+ * What a book holds about one machine's notices, by attestor (lowercase): how many within the
+ * window, the latest `observedAt`, and every counted notice's `observedAt` (`times`).
+ */
+export type MachineNotices = ReadonlyMap<string, { count: number; latest: number; times: readonly number[] }>;
 
 /** The notices a node holds, as the offer validator and matching read them. */
 export interface FailureNoticeIndex {
@@ -158,20 +161,61 @@ export function isRevoked(notices: MachineNotices | undefined, attestor: Address
 }
 
 /**
- * The machine's signed failure count within FAILURE_WINDOW_SECONDS: per attestor, the larger of
- * the `failures` its newest counted attestation carries (when its `lastFailureAt` is within the
- * window; the attestation's count covers the attestor's own history, which holds every failure it
- * announced) and the notices it signed; summed over attestors (each attestor's challenges are
- * separate tries).
+ * The most failures machineFailures lists (the latest to age out): one more than the largest
+ * `maxAttestFailures` a request may set, so the limit judges exactly while an attestor that signs
+ * absurd `failures` counts cannot blow up what books, views and engines hold.
  */
-export function machineFailureCount(notices: MachineNotices | undefined, signed: ReadonlyMap<string, { failures: number; lastFailureAt: number }>, now: number): number {
+export const MAX_COUNTED_FAILURES = 65_536;
+
+/** What an attestor's newest counted attestation says of the machine's failures (its `failures` and `lastFailureAt`). */
+export type SignedFailures = ReadonlyMap<string, { failures: number; lastFailureAt: number }>;
+
+/**
+ * The machine's signed failures as a function of time (issue 35 item 9): one entry per counted
+ * failure, the time (unix s) until which it counts, ascending; the count at time t is the number
+ * of entries after t (failuresAt), so a machine drops back under `maxAttestFailures` as its
+ * failures age out, without a new offer. Per attestor the count is the larger of the `failures`
+ * its newest counted attestation carries (counted until its `lastFailureAt` leaves the window; the
+ * attestation's count covers the attestor's own history, which holds every failure it announced)
+ * and the notices it signed (each counted until its `observedAt` leaves the window); summed over
+ * attestors (each attestor's challenges are separate tries). `lastAt`: the latest of those
+ * failures, null with none.
+ */
+export function machineFailures(notices: MachineNotices | undefined, signed: SignedFailures, now: number): { until: number[]; lastAt: number | null } {
   const since = now - FAILURE_WINDOW_SECONDS;
-  const per = new Map<string, number>();
-  for (const [attestor, held] of signed) if (held.failures > 0 && held.lastFailureAt > since) per.set(attestor.toLowerCase(), held.failures);
-  for (const [attestor, held] of notices ?? []) per.set(attestor, Math.max(per.get(attestor) ?? 0, held.count));
-  let total = 0;
-  for (const count of per.values()) total += count;
-  return total;
+  const attestors = new Set<string>([...signed.keys()].map((a) => a.toLowerCase()));
+  for (const attestor of notices?.keys() ?? []) attestors.add(attestor);
+  const bySigner = new Map([...signed].map(([attestor, held]) => [attestor.toLowerCase(), held]));
+  const until: number[] = [];
+  let lastAt: number | null = null;
+  for (const attestor of attestors) {
+    const held = bySigner.get(attestor);
+    const fromAttestation = held && held.failures > 0 && held.lastFailureAt > since ? held : undefined;
+    // Notices' aging-out times, latest first: the k-th failure counts while the k-th latest notice does.
+    const noticed = (notices?.get(attestor)?.times ?? []).filter((t) => t > since).map((t) => t + FAILURE_WINDOW_SECONDS);
+    noticed.sort((a, b) => b - a);
+    const levels = Math.min(MAX_COUNTED_FAILURES, Math.max(fromAttestation?.failures ?? 0, noticed.length));
+    for (let k = 0; k < levels; k++) {
+      const byAttestation = fromAttestation && k < fromAttestation.failures ? fromAttestation.lastFailureAt + FAILURE_WINDOW_SECONDS : 0;
+      until.push(Math.max(byAttestation, noticed[k] ?? 0));
+    }
+    const latest = Math.max(fromAttestation?.lastFailureAt ?? 0, noticed.length ? noticed[0]! - FAILURE_WINDOW_SECONDS : 0);
+    if (latest > 0) lastAt = Math.max(lastAt ?? 0, latest);
+  }
+  until.sort((a, b) => a - b);
+  return { until: until.length > MAX_COUNTED_FAILURES ? until.slice(until.length - MAX_COUNTED_FAILURES) : until, lastAt };
+}
+
+/** How many of the failures (machineFailures' `until`) still count at `now`. */
+export function failuresAt(until: readonly number[], now: number): number {
+  let count = 0;
+  for (const t of until) if (t > now) count++;
+  return count;
+}
+
+/** The machine's signed failure count within FAILURE_WINDOW_SECONDS at `now` (machineFailures). */
+export function machineFailureCount(notices: MachineNotices | undefined, signed: SignedFailures, now: number): number {
+  return failuresAt(machineFailures(notices, signed, now).until, now);
 }
 
 /** The fields of a notice the book keeps in memory. */

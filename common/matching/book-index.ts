@@ -86,7 +86,7 @@ export class SlotList {
   readonly attestationExpiry: number[] = [];
   /** Until when the quorum's attestations verified the GPUs by confidential-computing evidence; -1 when never. */
   readonly ccExpiry: number[] = [];
-  readonly attestFailures: number[] = []; // OfferEntry.attestFailures
+  readonly attestFailures: number[] = []; // OfferEntry.attestFailuresUntil.length: the most that can count (they only age out)
   readonly reputation: number[] = [];
   readonly units: number[] = [];
   /** Slot.clusterId: 0 when standalone. */
@@ -269,7 +269,7 @@ export class SlotList {
     this.attestedAt[at] = entry.attestedAt ?? -1;
     this.attestationExpiry[at] = entry.attestationExpiry ?? -1;
     this.ccExpiry[at] = entry.ccExpiry ?? -1;
-    this.attestFailures[at] = entry.attestFailures ?? 0;
+    this.attestFailures[at] = entry.attestFailuresUntil.length;
     this.reputation[at] = slot.reputation;
     this.units[at] = entry.machine.units;
     this.clusterIds[at] = slot.clusterId;

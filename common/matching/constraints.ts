@@ -5,6 +5,7 @@
  * disagrees with a match.
  */
 import type { SlotList } from "./book-index.js";
+import { attestFailuresAt } from "./entry.js";
 import type { MatchRequest } from "./request.js";
 
 export type ConstraintId =
@@ -135,6 +136,15 @@ export function lacksHost(list: SlotList, i: number, ctx: MatchContext): boolean
   return list.cpuCores[i]! < ctx.cpuCoresPerUnit || list.memoryMiB[i]! < ctx.memoryMiBPerUnit || list.diskMiB[i]! < ctx.diskMiBPerUnit;
 }
 
+/**
+ * More of the machine's signed failures count at match time than `maxAttestFailures` allows. The
+ * column holds how many were counted when the entry was indexed (the most that can count: they
+ * only age out), so most machines are cleared without looking at the times.
+ */
+export function overFailures(list: SlotList, i: number, ctx: MatchContext): boolean {
+  return list.attestFailures[i]! > ctx.maxAttestFailures && attestFailuresAt(list.slots[i]!.entry, ctx.now) > ctx.maxAttestFailures;
+}
+
 function isExcluded(list: SlotList, i: number, ctx: MatchContext): boolean {
   const slot = list.slots[i]!;
   const triedSeq = ctx.exclusions!.get(slot.key);
@@ -151,7 +161,7 @@ export function firstFailure(list: SlotList, i: number, ctx: MatchContext): numb
   if (list.vramMiB[i]! < ctx.minVramMiB) return F_VRAM;
   if (ctx.host && lacksHost(list, i, ctx)) return F_HOST;
   if (ctx.attestedOnly && !(list.attestationExpiry[i]! > ctx.now)) return F_ATTESTATION;
-  if (list.attestFailures[i]! > ctx.maxAttestFailures) return F_ATTEST_FAILURES;
+  if (overFailures(list, i, ctx)) return F_ATTEST_FAILURES;
   if (ctx.gpuIdentityVerified && !(list.ccExpiry[i]! > ctx.now)) return F_CC;
   if (list.reputation[i]! < ctx.minReputation) return F_REPUTATION;
   if (ctx.exclusions !== null && isExcluded(list, i, ctx)) return F_EXCLUDED;
@@ -166,7 +176,7 @@ export function failureMask(list: SlotList, i: number, ctx: MatchContext): numbe
   if (list.vramMiB[i]! < ctx.minVramMiB) mask |= F_VRAM;
   if (ctx.host && lacksHost(list, i, ctx)) mask |= F_HOST;
   if (ctx.attestedOnly && !(list.attestationExpiry[i]! > ctx.now)) mask |= F_ATTESTATION;
-  if (list.attestFailures[i]! > ctx.maxAttestFailures) mask |= F_ATTEST_FAILURES;
+  if (overFailures(list, i, ctx)) mask |= F_ATTEST_FAILURES;
   if (ctx.gpuIdentityVerified && !(list.ccExpiry[i]! > ctx.now)) mask |= F_CC;
   if (list.reputation[i]! < ctx.minReputation) mask |= F_REPUTATION;
   if (capacityTier(list, i, ctx, ctx.count) < 0) mask |= F_CAPACITY;
@@ -210,9 +220,7 @@ export function failureMasks(list: SlotList, from: number, to: number, ctx: Matc
     for (let i = from; i < to; i++) if (!(attestationExpiry[i]! > now)) out[i + shift]! |= F_ATTESTATION;
   }
   {
-    const { attestFailures } = list;
-    const maxAttestFailures = ctx.maxAttestFailures;
-    for (let i = from; i < to; i++) if (attestFailures[i]! > maxAttestFailures) out[i + shift]! |= F_ATTEST_FAILURES;
+    for (let i = from; i < to; i++) if (overFailures(list, i, ctx)) out[i + shift]! |= F_ATTEST_FAILURES;
   }
   if (ctx.gpuIdentityVerified) {
     const { ccExpiry } = list;

@@ -8,6 +8,7 @@ import type { Address, Hex } from "viem";
 import { z } from "zod";
 import type { Offer } from "../eip712.js";
 import { ANY_RENTER } from "../eip712.js";
+import { failuresAt, MAX_COUNTED_FAILURES } from "../attest/failure-notice.js";
 import { SuanliError } from "../errors.js";
 import { canonicalGpuName, modelHash } from "../gpu.js";
 import type { HostResources, Interconnect, OfferMessage } from "../offers/message.js";
@@ -71,11 +72,12 @@ export type OfferEntry = {
    */
   readonly ccExpiry: number | null;
   /**
-   * The machine's signed failure count within the failure window (failed challenges its
-   * attestations carry and attestors' failure notices; common/attest/failure-notice.ts), which the
-   * request's `maxAttestFailures` bounds.
+   * The machine's signed failures within the failure window (failed challenges its attestations
+   * carry and attestors' failure notices; common/attest/failure-notice.ts), as the time until which
+   * each counts (unix s, ascending): the count the request's `maxAttestFailures` bounds is the
+   * number still ahead at match time (attestFailuresAt), so failures age out without a new offer.
    */
-  readonly attestFailures: number;
+  readonly attestFailuresUntil: readonly number[];
   /** The provider's on-chain reputation counters. */
   readonly reputation: Reputation;
   /** Round-trip latency this node measured to the provider, ms; null when unknown. */
@@ -99,8 +101,12 @@ export const offerKnowledgeSchema = z.strictObject({
     unitSecondsDelivered: z.union([z.bigint().nonnegative(), z.number().int().nonnegative()]).transform((v) => BigInt(v)),
   }),
   latencyMs: z.number().nonnegative().max(600_000).nullable().default(null),
-  /** The machine's signed failure count within the failure window (OfferEntry.attestFailures). */
-  attestFailures: z.number().int().nonnegative().default(0),
+  /** Until when each of the machine's signed failures counts (OfferEntry.attestFailuresUntil), in any order. */
+  attestFailuresUntil: z
+    .array(z.number().int().nonnegative())
+    .max(MAX_COUNTED_FAILURES)
+    .default([])
+    .transform((until) => [...until].sort((a, b) => a - b)),
 });
 export type OfferKnowledge = z.input<typeof offerKnowledgeSchema>;
 
@@ -183,10 +189,15 @@ export function offerEntryFromMessage(message: OfferMessage, knowledge: OfferKno
     attestedAt: known.attestation?.attestedAt ?? null,
     attestationExpiry: known.attestation?.expiry ?? null,
     ccExpiry: known.attestation?.ccExpiry ?? null,
-    attestFailures: known.attestFailures,
+    attestFailuresUntil: known.attestFailuresUntil,
     reputation: known.reputation,
     latencyMs: known.latencyMs,
   };
+}
+
+/** How many of an entry's signed failures still count at `now` (what `maxAttestFailures` bounds). */
+export function attestFailuresAt(entry: Pick<OfferEntry, "attestFailuresUntil">, now: number): number {
+  return failuresAt(entry.attestFailuresUntil, now);
 }
 
 /**

@@ -30,6 +30,7 @@ import {
   failureMasks,
   firstFailure,
 } from "./constraints.js";
+import { attestFailuresAt } from "./entry.js";
 import { formatUsd, perHour } from "./money.js";
 import type { MatchingOptions } from "./options.js";
 import { attestFailuresMissText, capacityHint, constraintLabel, describeRequest, EXPLAIN_REMEDIES, hostMissText, plural } from "./explain-text.js";
@@ -164,7 +165,7 @@ function tallyScanned(scannedLists: SlotList[], ends: number[], buckets: Bucket[
         stats.add(model, list.reputation[i]!);
         break;
       case F_ATTEST_FAILURES:
-        stats.add(model, list.attestFailures[i]!);
+        stats.add(model, attestFailuresAt(list.slots[i]!.entry, ctx.now));
         break;
       default:
         stats.add(model, 0);

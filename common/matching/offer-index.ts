@@ -98,7 +98,7 @@ export type OfferEngineIndexOptions = {
   onReputationError?: (provider: Address, error: unknown) => void;
 };
 
-type Held = { message: OfferMessage; attestation: OfferKnowledge["attestation"]; latencyMs: number | null; attestFailures: number };
+type Held = { message: OfferMessage; attestation: OfferKnowledge["attestation"]; latencyMs: number | null; attestFailuresUntil: readonly number[] };
 
 /**
  * A matching engine plus the messages behind its entries.
@@ -125,7 +125,13 @@ export class OfferEngineIndex {
    * provider is avoided, its counters cannot be read, the offer cannot be matched, or a later put
    * or remove of the key won.
    */
-  async put(key: string, message: OfferMessage, attestation: OfferKnowledge["attestation"], latencyMs: number | null = null, attestFailures = 0): Promise<boolean> {
+  async put(
+    key: string,
+    message: OfferMessage,
+    attestation: OfferKnowledge["attestation"],
+    latencyMs: number | null = null,
+    attestFailuresUntil: readonly number[] = [],
+  ): Promise<boolean> {
     if (this.isAvoided(message.offer.provider)) return false;
     const version = this.bump(key);
     let reputation: Reputation;
@@ -138,21 +144,22 @@ export class OfferEngineIndex {
       return false;
     }
     if (this.versions.get(key) !== version) return false;
-    return this.index(key, { message, attestation, latencyMs, attestFailures }, reputation);
+    return this.index(key, { message, attestation, latencyMs, attestFailuresUntil }, reputation);
   }
 
   /**
    * Indexes an offer at once with what is known of its provider; a provider not known yet is
    * ranked as new, its counters are loaded in the background and its offers re-ranked with them
-   * (a node's book events are handled synchronously). `attestFailures`: the machine's signed
-   * failure count (AttestationState.failures), which `maxAttestFailures` bounds.
+   * (a node's book events are handled synchronously). `attestFailuresUntil`: until when each of
+   * the machine's signed failures counts (AttestationState.failuresUntil), which `maxAttestFailures`
+   * bounds at match time.
    */
-  putNow(key: string, message: OfferMessage, attestation: OfferKnowledge["attestation"], latencyMs: number | null = null, attestFailures = 0): boolean {
+  putNow(key: string, message: OfferMessage, attestation: OfferKnowledge["attestation"], latencyMs: number | null = null, attestFailuresUntil: readonly number[] = []): boolean {
     if (this.isAvoided(message.offer.provider)) return false;
     this.bump(key);
     const provider = message.offer.provider;
     const known = this.options.reputations.peek(provider);
-    const indexed = this.index(key, { message, attestation, latencyMs, attestFailures }, known ?? NO_REPUTATION);
+    const indexed = this.index(key, { message, attestation, latencyMs, attestFailuresUntil }, known ?? NO_REPUTATION);
     if (!known) this.refreshProvider(provider).catch((error: unknown) => this.options.onReputationError?.(provider, error));
     return indexed;
   }
@@ -215,7 +222,9 @@ export class OfferEngineIndex {
 
   private index(key: string, held: Held, reputation: Reputation): boolean {
     try {
-      this.engine.upsert(offerEntryFromMessage(held.message, { attestation: held.attestation, reputation, latencyMs: held.latencyMs, attestFailures: held.attestFailures }));
+      this.engine.upsert(
+        offerEntryFromMessage(held.message, { attestation: held.attestation, reputation, latencyMs: held.latencyMs, attestFailuresUntil: [...held.attestFailuresUntil] }),
+      );
     } catch (error) {
       // Not matchable (a renter-bound offer, a snapshot that does not fit): keep it out of the engine.
       this.held.delete(key);

@@ -8,7 +8,7 @@
 import type { Address } from "viem";
 import { MAX_ATTESTATION_AGE_SECONDS } from "../attest/attestation.js";
 import { NO_CC } from "../attest/cc.js";
-import { isRevoked, machineFailureCount, type FailureNoticeIndex } from "../attest/failure-notice.js";
+import { failuresAt, isRevoked, machineFailures, type FailureNoticeIndex } from "../attest/failure-notice.js";
 import type { ThroughputBand } from "../attest/params.js";
 import type { ChainView } from "./chain-view.js";
 import type { OfferMessage, SignedAttestation } from "./message.js";
@@ -36,9 +36,17 @@ export type AttestationState = {
   ccUntil?: number | null;
   /**
    * The machine's signed failure count within the failure window when the state was computed
-   * (machineFailureCount: attestations' `failures` and failure notices). Absent: 0.
+   * (attestations' `failures` and failure notices). Absent: 0. It ages: see `failuresUntil`.
    */
   failures?: number;
+  /**
+   * Until when each of those failures counts (unix s, ascending; machineFailures): matching counts
+   * the ones still ahead at match time, so failures age out without a new offer. Absent: none
+   * (or a state stored before it existed: then `failures` counts until re-validation).
+   */
+  failuresUntil?: number[];
+  /** The latest of those failures (unix s); absent with none. */
+  lastFailureAt?: number;
   /** Attestors whose attestations a later failure notice of theirs revoked (absent: none). */
   revokedBy?: Address[];
 };
@@ -120,14 +128,24 @@ export async function attestationStateOf(
   const sorted = [...newest.values()].sort((a, b) => b.expiry - a.expiry);
   const met = sorted.length >= quorum;
   const ccExpiries = sorted.filter((a) => a.cc).map((a) => a.expiry);
-  const failures = machineFailureCount(notices, newest, now);
+  const counted = machineFailures(notices, newest, now);
+  const failures = failuresAt(counted.until, now);
   return {
     attestors: [...newest.keys()],
     attestedUntil: met ? sorted[quorum - 1]!.expiry : null,
     attestedAt: met ? Math.min(...sorted.slice(0, quorum).map((a) => a.issuedAt)) : null,
     // The same quorum rule over the attestations that verified the GPUs.
     ccUntil: ccExpiries.length >= quorum ? ccExpiries[quorum - 1]! : null,
-    ...(failures > 0 ? { failures } : {}),
+    ...(failures > 0 ? { failures, failuresUntil: counted.until, ...(counted.lastAt !== null ? { lastFailureAt: counted.lastAt } : {}) } : {}),
     ...(revokedBy.size > 0 ? { revokedBy: [...revokedBy] } : {}),
   };
+}
+
+/**
+ * Until when each of the machine's failures counts, from a state (`failuresUntil`); a state stored
+ * before that field existed counts its `failures` until `fallbackUntil` (its next re-validation).
+ */
+export function failuresUntilOf(state: Pick<AttestationState, "failures" | "failuresUntil">, fallbackUntil = Number.MAX_SAFE_INTEGER): number[] {
+  if (state.failuresUntil) return state.failuresUntil;
+  return Array.from({ length: state.failures ?? 0 }, () => fallbackUntil);
 }

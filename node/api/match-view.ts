@@ -6,9 +6,10 @@
 import { uptimePercentOf } from "../../common/api/chain.js";
 import type { MatchCandidate, MatchResult } from "../../common/api/market.js";
 import type { Candidate, MatchResult as EngineResult } from "../../common/matching/engine.js";
+import { attestFailuresAt } from "../../common/matching/entry.js";
 import { formatUsd } from "../../common/matching/money.js";
 
-function toCandidate(candidate: Candidate, rank: number, duration: number): MatchCandidate {
+function toCandidate(candidate: Candidate, rank: number, duration: number, now: number): MatchCandidate {
   const first = candidate.parts[0]!.entry;
   return {
     rank,
@@ -31,6 +32,7 @@ function toCandidate(candidate: Candidate, rank: number, duration: number): Matc
       model: part.entry.machine.model,
       region: part.entry.machine.region,
       attestationExpiry: part.entry.attestationExpiry,
+      attestFailures: attestFailuresAt(part.entry, now),
       peerId: part.entry.peerId,
       seq: part.entry.seq,
       resources: part.entry.resources
@@ -44,12 +46,12 @@ function toCandidate(candidate: Candidate, rank: number, duration: number): Matc
   };
 }
 
-/** Converts an engine result (candidates already ranked and bounded by the engine). */
-export function toMatchResult(result: EngineResult): MatchResult {
+/** Converts an engine result (candidates already ranked and bounded by the engine); `now` (unix s) counts the machines' failures. */
+export function toMatchResult(result: EngineResult, now = Math.floor(Date.now() / 1000)): MatchResult {
   if (result.ok) {
     return {
       matched: result.candidates.length > 0,
-      candidates: result.candidates.map((candidate, index) => toCandidate(candidate, index + 1, result.request.duration)),
+      candidates: result.candidates.map((candidate, index) => toCandidate(candidate, index + 1, result.request.duration, now)),
       explanation: null,
     };
   }

@@ -21,6 +21,7 @@ import type { MatchingOptionsInput } from "../../common/matching/options.js";
 import { ReadCache, type CachedChainView } from "../../common/offers/chain-view.js";
 import { offerKey, type OfferMessage } from "../../common/offers/message.js";
 import { engineAttestation } from "../../common/offers/validate.js";
+import { failuresUntilOf } from "../../common/offers/attestation-state.js";
 import type { SuanliHost } from "../../common/p2p/host.js";
 import type { ChainFollower } from "../chain/follower.js";
 import type { Logger } from "../log/logger.js";
@@ -225,6 +226,8 @@ export class NodeMarketSource implements MarketDataSource {
       verifiedAttestations: this.attestationSigners(entry.message).filter((signed) => verified.has(signed.attestor.toLowerCase())),
       attestedUntil: entry.attestation.attestedUntil,
       ccUntil: entry.attestation.ccUntil ?? null,
+      attestFailuresUntil: failuresUntilOf(entry.attestation),
+      ...(entry.attestation.lastFailureAt !== undefined ? { lastAttestFailureAt: entry.attestation.lastFailureAt } : {}),
       receivedAt: Math.floor(entry.receivedAt / 1000),
     };
   }
@@ -269,11 +272,11 @@ export class NodeMarketSource implements MarketDataSource {
 
   private upsertEngine(entry: BookEntry): void {
     if (this.stopped) return;
-    this.offerIndex.putNow(entry.key, entry.message, this.attestationKnowledge(entry), null, entry.attestation.failures ?? 0);
+    this.offerIndex.putNow(entry.key, entry.message, this.attestationKnowledge(entry), null, failuresUntilOf(entry.attestation));
   }
 
   async matchDryRun(request: MatchRequest, limit?: number): Promise<MatchResult> {
-    return toMatchResult(this.engine.match(request, limit === undefined ? {} : { limit }));
+    return toMatchResult(this.engine.match(request, limit === undefined ? {} : { limit }), this.nowSeconds());
   }
 
   // ---- chain changes ----

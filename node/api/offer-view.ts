@@ -51,6 +51,18 @@ export function toAttestationView(verified: VerifiedAttestation, nowSeconds: num
   };
 }
 
+/** The machine's signed failures that count at `nowSeconds`, with until when each does, and the latest one's time. */
+function failuresView(entry: OfferEntry, nowSeconds: number): Pick<OfferView, "attestFailures" | "attestFailuresUntil" | "lastAttestFailureAt"> {
+  const until = (entry.attestFailuresUntil ?? []).filter((t) => t > nowSeconds);
+  const grouped: { until: number; failures: number }[] = [];
+  for (const t of until) {
+    const last = grouped[grouped.length - 1];
+    if (last?.until === t) last.failures++;
+    else grouped.push({ until: t, failures: 1 });
+  }
+  return { attestFailures: until.length, attestFailuresUntil: grouped, lastAttestFailureAt: until.length ? (entry.lastAttestFailureAt ?? null) : null };
+}
+
 export function entryKey(entry: OfferEntry): string {
   return offerKey(entry.message.offer.provider, entry.message.offer.machineId, entry.message.tier ?? 0);
 }
@@ -92,6 +104,7 @@ export function toOfferView(entry: OfferEntry, nowSeconds: number, reputation?: 
     attested: isAttested(entry, nowSeconds),
     gpuIdentityVerified: isCcVerified(entry, nowSeconds),
     attestations: entry.verifiedAttestations.map((verified) => toAttestationView(verified, nowSeconds)),
+    ...failuresView(entry, nowSeconds),
     peerId: entry.message.peerId,
     addrs: entry.message.addrs,
     seq: entry.message.seq,

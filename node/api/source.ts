@@ -39,6 +39,13 @@ export type OfferEntry = {
    * (null: they did not). Absent: any current verified attestation with a non-zero `cc` counts.
    */
   ccUntil?: number | null;
+  /**
+   * Until when each of the machine's signed failures counts (attestations' `failures` and
+   * attestors' failure notices; AttestationState.failuresUntil), ascending. Absent: none.
+   */
+  attestFailuresUntil?: readonly number[];
+  /** The latest of those failures (unix seconds); absent with none. */
+  lastAttestFailureAt?: number;
   /** When the node received this version, unix seconds. */
   receivedAt: number;
 };

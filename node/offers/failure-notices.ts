@@ -1,15 +1,16 @@
 /**
  * The failure-notices topic on a node (`/suanli/<chainId>/attest-failures/1`, issue 35 item 9):
  * every notice a peer gossips is checked inside gossipsub's topic validator (schema, age, the
- * attestor's EIP-712 signature, the attestor's stake), so only valid notices travel on; a valid
+ * attestor's EIP-712 signature, the attestor's stake: common/attest/notice-intake.ts, which the
+ * SDK's offer feed shares), so only valid notices travel on; a valid
  * one goes into the notice book and re-computes the attestation state of the machine's offers in
  * the offer book, which revokes that attestor's earlier attestations of the machine and counts the
  * failure. The offers-sync protocol serves and fetches the held notices too (gossip.ts).
  */
 import { TopicValidatorResult } from "@libp2p/gossipsub";
 import type { Address } from "viem";
-import { attestFailuresTopic, checkFailureNotice, type FailureNotice, type NoticeValidation } from "../../common/attest/failure-notice.js";
-import { TypedDataRecoverer } from "../../common/eip712-recover.js";
+import type { FailureNotice, NoticeValidation } from "../../common/attest/failure-notice.js";
+import { NoticeIntake, noticeTopicValidator } from "../../common/attest/notice-intake.js";
 import type { ChainView } from "../../common/offers/chain-view.js";
 import type { OfferValidator } from "../../common/offers/validate.js";
 import type { SuanliHost } from "../../common/p2p/host.js";
@@ -39,13 +40,11 @@ export type FailureNoticesOptions = {
  */
 export class FailureNotices {
   readonly topic: string;
-  private readonly recoverer: TypedDataRecoverer;
-  private readonly now: () => number;
+  private readonly intake: NoticeIntake;
 
   constructor(private readonly o: FailureNoticesOptions) {
-    this.topic = attestFailuresTopic(o.chainId);
-    this.recoverer = new TypedDataRecoverer(o.chainId, o.market);
-    this.now = o.now ?? (() => Math.floor(Date.now() / 1000));
+    this.intake = new NoticeIntake({ chainId: o.chainId, market: o.market, isAttestor: (address) => o.chain.isAttestor(address), holder: o.notices, now: o.now });
+    this.topic = this.intake.topic;
   }
 
   private get pubsub() {
@@ -55,16 +54,13 @@ export class FailureNotices {
   async start(): Promise<void> {
     const pubsub = this.pubsub;
     if (!pubsub) return;
-    pubsub.topicValidators.set(this.topic, async (peer, message) => {
-      try {
-        const result = await this.ingest(message.data, "gossip", peer.toString());
-        if (result.ok) return TopicValidatorResult.Accept;
-        return result.action === "reject" ? TopicValidatorResult.Reject : TopicValidatorResult.Ignore;
-      } catch (error) {
-        this.o.logger.error("Failure notice validation failed unexpectedly", { from: peer.toString() }, error);
-        return TopicValidatorResult.Ignore;
-      }
-    });
+    pubsub.topicValidators.set(
+      this.topic,
+      noticeTopicValidator(
+        (data, from) => this.ingest(data, "gossip", from),
+        (error, from) => this.o.logger.error("Failure notice validation failed unexpectedly", { from }, error),
+      ),
+    );
     pubsub.subscribe(this.topic);
   }
 
@@ -75,17 +71,12 @@ export class FailureNotices {
 
   /** Checks one notice and, when valid and new, keeps it and re-checks the machine's offers. */
   async ingest(data: Uint8Array | string, source: OfferSource, from?: string): Promise<NoticeValidation> {
-    const result = await checkFailureNotice(data, {
-      recoverer: this.recoverer,
-      isAttestor: (address) => this.o.chain.isAttestor(address),
-      now: this.now(),
-      has: (key) => this.o.notices.has(key),
-    });
+    const result = await this.intake.ingest(data);
     if (!result.ok) {
       if (source !== "local") this.o.logger.debug("Failure notice refused", { source, from, reason: result.reason, detail: result.detail });
       return result;
     }
-    if (await this.o.notices.add(result.notice, result.raw)) {
+    if (result.kept) {
       const { failure } = result.notice;
       const revoked = await this.recheckMachine(failure.provider, failure.machineId);
       this.o.logger.info("Failure notice kept", {

@@ -15,6 +15,8 @@ import { offerFailure, type OfferRejectReason, type OfferValidation, type OfferV
 import type { GossipSubInspect, SuanliHost } from "../../common/p2p/host.js";
 import { OFFERS_SYNC_PROTOCOL } from "../../common/p2p/protocols.js";
 import { handleProtocol, request } from "../../common/p2p/reqresp.js";
+import { MAX_NOTICES } from "../../common/attest/notice-index.js";
+import { fetchNotices } from "../../common/offers/notice-sync.js";
 import type { Logger } from "../log/logger.js";
 import type { Metrics, OfferSource } from "../metrics/metrics.js";
 import type { OfferBook } from "./book.js";
@@ -277,40 +279,37 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
     return { accepted, refused, pages, ...(notices === undefined ? {} : { notices }) };
   }
 
-  /** Fetches a peer's failure notices through offers-sync; returns how many were kept. */
+  /**
+   * Fetches a peer's failure notices through offers-sync (common/offers/notice-sync.ts); returns
+   * how many were kept. A peer that cannot serve them (a version before notices refuses the
+   * request, or the request fails) costs nothing but the notices: the offers are synced anyway,
+   * and this is said once at info (then at debug).
+   */
   async syncNoticesFrom(peer: PeerId): Promise<number> {
-    let after: string | undefined;
-    let kept = 0;
-    const limit = Math.min(this.syncOptions.pageSize, OFFERS_SYNC_MAX_PAGE);
-    // Bounded by what a notice book holds (MAX_NOTICES), plus one page.
-    for (let pages = 0; pages < Math.ceil(50_000 / limit) + 1 && this.running; pages++) {
-      const page = await request(
-        this.host,
-        peer,
-        OFFERS_SYNC_PROTOCOL,
-        { chainId: this.chainId, after, limit, notices: true },
-        {
-          requestSchema: offersSyncRequestSchema,
-          responseSchema: offersSyncResponseSchema,
-          timeoutMs: this.syncOptions.timeoutMs,
-          maxMessageBytes: OFFERS_SYNC_MAX_MESSAGE_BYTES,
-        },
-      );
-      const raws = page.notices ?? [];
-      let rejected = 0;
-      for (const raw of raws) {
-        const result = await this.notices!.ingest(raw, "sync", peer.toString());
-        if (result.ok) kept++;
-        else if (result.action === "reject") rejected++;
-      }
-      if (rejected * 2 > raws.length && raws.length > 0) {
-        this.logger.warn("Stopped syncing failure notices from a peer that sent invalid ones", { peer: peer.toString(), rejected });
-        break;
-      }
-      if (!page.next || !raws.length) break;
-      after = page.next;
+    try {
+      const fetched = await fetchNotices(this.host, peer, {
+        chainId: this.chainId,
+        pageSize: this.syncOptions.pageSize,
+        timeoutMs: this.syncOptions.timeoutMs,
+        // Bounded by what a notice book holds (MAX_NOTICES), plus one page.
+        maxPages: Math.ceil(MAX_NOTICES / Math.min(this.syncOptions.pageSize, OFFERS_SYNC_MAX_PAGE)) + 1,
+        ingest: (raw) => this.notices!.ingest(raw, "sync", peer.toString()),
+        running: () => this.running,
+      });
+      if (fetched.leftForInvalid) this.logger.warn("Stopped syncing failure notices from a peer that sent invalid ones", { peer: peer.toString() });
+      if (fetched.unsupported) this.noNotices(peer, "the peer does not serve failure notices (a version before them)");
+      return fetched.kept;
+    } catch (error) {
+      this.noNotices(peer, `${(error as Error)?.name ?? "Error"}: ${(error as Error)?.message ?? String(error)}`);
+      return 0;
     }
-    return kept;
+  }
+
+  private saidNoNotices = false;
+  private noNotices(peer: PeerId, reason: string): void {
+    const log = this.saidNoNotices ? this.logger.debug.bind(this.logger) : this.logger.info.bind(this.logger);
+    this.saidNoNotices = true;
+    log("Synced offers without failure notices from a peer", { peer: peer.toString(), reason });
   }
 
   private async maybeSync(peer: PeerId): Promise<void> {

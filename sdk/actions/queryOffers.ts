@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { uptimePercentOf } from "../../common/api/reputation.js";
 import { InvalidInputError } from "../../common/errors.js";
+import { attestFailuresAt } from "../../common/matching/entry.js";
 import { resolveGpuName } from "../../common/matching/gpu-type.js";
 import { formatUsd, usdSchema } from "../../common/matching/money.js";
 import { parseInput } from "../../common/validation.js";
@@ -75,6 +76,11 @@ export type OfferSummary = {
   attested: boolean;
   /** Whether the attestor quorum's current attestations verified the GPUs by their confidential-computing evidence. */
   gpuIdentityVerified: boolean;
+  /**
+   * The machine's failed challenges that count now (the last week's, from its attestations and the
+   * attestors' signed failure notices): what `maxAttestFailures` bounds when matching (default 3).
+   */
+  attestFailures: number;
   /** When the signed offer expires, unix seconds. */
   expiry: number;
   /**
@@ -140,6 +146,7 @@ export async function queryOffers(ctx: SuanliContext, parameters: QueryOffersPar
       minBidPerGpuHour: message.offer.minBidPerUnitSecond > 0n ? formatUsd(message.offer.minBidPerUnitSecond * 3600n) : null,
       attested,
       gpuIdentityVerified,
+      attestFailures: entry ? attestFailuresAt(entry, now) : 0,
       expiry: message.offer.expiry,
       reputation: entry ? { ...entry.reputation, uptimePercent: uptimePercentOf(entry.reputation) } : null,
       resources: message.resources ?? null,

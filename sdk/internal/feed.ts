@@ -2,6 +2,9 @@
  * The client's view of the market: validated offers kept in a local matching engine. In Node
  * the feed joins the offers topic over libp2p (and pulls the current book from its bootstrap
  * peers with offers-sync); every message goes through the same validation pipeline as on a node.
+ * It follows the attestors' failure notices the same way (gossip and offers-sync, checked by the
+ * node's own code, common/attest/notice-intake.ts): a notice revokes that attestor's earlier
+ * attestations of the machine and counts toward `maxAttestFailures`.
  */
 import type { IdentifyResult, PeerId } from "@libp2p/interface";
 import { peerIdFromString } from "@libp2p/peer-id";
@@ -14,7 +17,12 @@ import type { MatchingEngine } from "../../common/matching/engine.js";
 import { OfferEngineIndex, ReputationCache } from "../../common/matching/offer-index.js";
 import type { MatchingOptionsInput } from "../../common/matching/options.js";
 import { CachedChainView } from "../../common/offers/chain-view.js";
-import { offersTopic, type OfferMessage } from "../../common/offers/message.js";
+import { messageKey, offersTopic, type OfferMessage } from "../../common/offers/message.js";
+import { attestFailuresTopic } from "../../common/attest/failure-notice.js";
+import { MAX_NOTICES, NoticeIndex } from "../../common/attest/notice-index.js";
+import { NoticeIntake, noticeTopicValidator } from "../../common/attest/notice-intake.js";
+import { failuresUntilOf } from "../../common/offers/attestation-state.js";
+import { fetchNotices } from "../../common/offers/notice-sync.js";
 import { OFFERS_SYNC_MAX_MESSAGE_BYTES, OFFERS_SYNC_MAX_PAGE, offersSyncRequestSchema, offersSyncResponseSchema } from "../../common/offers/sync.js";
 import { engineAttestation, OfferValidator, type ValidatedOffer } from "../../common/offers/validate.js";
 import { createHost, type SuanliHost } from "../../common/p2p/host.js";
@@ -90,10 +98,12 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
     dht: { enabled: false },
     allowPrivateAddresses: options.allowPrivateAddresses ?? true,
     gossip: { enabled: gossip, heartbeatIntervalMs: 500, ipColocationWhitelist: ["127.0.0.1"] },
-    topics: gossip ? { [topic]: {} } : {},
+    topics: gossip ? { [topic]: {}, [attestFailuresTopic(options.chainId)]: {} } : {},
   });
   const chain = new CachedChainView(new RegistryChainView(options.publicClient, options.registry), { ttlMs: 30_000 });
-  const validator = new OfferValidator({ chainId: options.chainId, market: options.market, chain, now });
+  const notices = new NoticeIndex({ now });
+  const intake = new NoticeIntake({ chainId: options.chainId, market: options.market, isAttestor: (address) => chain.isAttestor(address), holder: notices, now });
+  const validator = new OfferValidator({ chainId: options.chainId, market: options.market, chain, now, notices });
   const reputations = new ReputationCache((provider) => readProvider(options.publicClient, options.registry, provider), { ttlSeconds: 60, now });
   const offers = new OfferEngineIndex({ matching: options.matching, reputations, now });
   const { engine } = offers;
@@ -106,7 +116,21 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
   }
 
   async function index(offer: ValidatedOffer): Promise<void> {
-    await offers.put(offer.key, offer.message, engineAttestation(offer.attestation, now()), null, offer.attestation.failures ?? 0);
+    await offers.put(offer.key, offer.message, engineAttestation(offer.attestation, now()), null, failuresUntilOf(offer.attestation));
+  }
+
+  /** Checks a failure notice as a node does; a new one re-checks the machine's offers (revocation, failure count). */
+  async function ingestNotice(data: Uint8Array | string): Promise<Awaited<ReturnType<NoticeIntake["ingest"]>>> {
+    const result = await intake.ingest(data);
+    if (result.ok && result.kept) {
+      const { provider, machineId } = result.notice.failure;
+      for (const message of offers.messages()) {
+        if (message.offer.provider.toLowerCase() !== provider.toLowerCase() || message.offer.machineId !== machineId) continue;
+        const state = await validator.attestationState(message);
+        await offers.put(messageKey(message), message, engineAttestation(state, now()), null, failuresUntilOf(state));
+      }
+    }
+    return result;
   }
 
   const pubsub = host.services.pubsub;
@@ -119,6 +143,11 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
       }
     });
     pubsub.subscribe(topic);
+    pubsub.topicValidators.set(
+      intake.topic,
+      noticeTopicValidator((data) => ingestNotice(data)),
+    );
+    pubsub.subscribe(intake.topic);
   }
 
   // Pull the current book from every peer that serves offers-sync, once (again later without gossip).
@@ -134,6 +163,15 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
     synced.add(id);
     servers.set(id, peer);
     lastSyncAt = Date.now();
+    // Failure notices first, so the offers that follow are checked against them. A peer that does
+    // not serve them (an older version) still serves its offers.
+    await fetchNotices(host, peer, {
+      chainId: options.chainId,
+      pageSize: OFFERS_SYNC_MAX_PAGE,
+      timeoutMs: 10_000,
+      maxPages: Math.ceil(MAX_NOTICES / OFFERS_SYNC_MAX_PAGE) + 1,
+      ingest: (raw) => ingestNotice(raw).catch(() => ({ ok: false as const })),
+    }).catch(() => undefined);
     let after: string | undefined;
     for (let page = 0; page < 1_000; page++) {
       const answer = await request(

@@ -93,6 +93,11 @@ export function attestationOf(view: OfferView, now: number): OfferKnowledge["att
   };
 }
 
+/** The engine's form of the view's failures: until when each counts. */
+export function failuresUntilOf(view: Pick<OfferView, "attestFailuresUntil">): number[] {
+  return view.attestFailuresUntil.flatMap(({ until, failures }) => Array.from({ length: failures }, () => until));
+}
+
 /** Follows a node's offers over HTTP into a local matching engine (refreshed every `intervalMs`). */
 export async function startHttpFeed(options: { nodeUrl: string; matching?: MatchingOptionsInput; intervalMs?: number; now?: () => number }): Promise<OfferFeed> {
   const now = options.now ?? (() => Math.floor(Date.now() / 1000));
@@ -113,7 +118,9 @@ export async function startHttpFeed(options: { nodeUrl: string; matching?: Match
       const page = offerPageSchema.parse(await call(options.nodeUrl, `/v1/offers?limit=100&offset=${offset}`));
       for (const view of page.items) {
         seen.add(view.key);
-        await offers.put(view.key, messageFromView(view), attestationOf(view, now()));
+        // The node's count of the machine's failures, as the times each counts until: the engine
+        // applies maxAttestFailures as the node's does, and ages them between refreshes.
+        await offers.put(view.key, messageFromView(view), attestationOf(view, now()), null, failuresUntilOf(view));
       }
       offset = page.nextOffset;
     }

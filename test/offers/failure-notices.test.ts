@@ -153,7 +153,7 @@ describe("attestors' failure notices revoke attestations (real libp2p on 127.0.0
     const entry = sender.offers.book.get(key)!;
     assert.equal(entry.attestation.failures, 4, "four notices by one attestor within the week");
     const engine = new MatchingEngine({}, { now: nowSec });
-    engine.upsert(offerEntryFromMessage(entry.message, { attestation: null, reputation: NO_REPUTATION, attestFailures: entry.attestation.failures! }));
+    engine.upsert(offerEntryFromMessage(entry.message, { attestation: null, reputation: NO_REPUTATION, attestFailuresUntil: entry.attestation.failuresUntil! }));
     const ask = { gpuType: "H100-80GB-SXM", gpuCount: 1, duration: 600, maxPricePerGpuHour: "100", attestedOnly: false };
     const refused = engine.match(parseMatchRequest(ask));
     assert.equal(refused.ok, false);
