@@ -1,9 +1,8 @@
 /**
  * The set-up the in-lease attestation tests test/node/attest-backoff and attest-busy share: a
- * provider daemon whose machines are
- * declared on-chain, their offers published, and a renter's active lease on the first one; a
- * runner the test switches between honest and wrong rows, or holds; and the attestor options
- * that keep an attestor's own checks out of the way.
+ * provider daemon whose machines are declared on-chain, their offers published, and a renter's
+ * active lease on the first one; a runner the test switches between honest and wrong rows, or
+ * holds; and the attestor options that keep an attestor's own checks out of the way.
  */
 import { testTokenAbi } from "../../common/abi.js";
 import type { LeaseChecks } from "../../common/attest/lease-checks.js";
