@@ -15,8 +15,10 @@ import { testProviderConfig } from "./provider.js";
 import { providerPeer, type ProviderPeer } from "./renter.js";
 
 export type ProviderConfigOptions = {
-  /** The test's scratch folder: the config goes to `<dir>/provider-<index>.json`, the node's data to `<dir>/provider-<index>/`. */
+  /** The test's scratch folder: the config goes to `<dir>/provider-<index>.json`, the node's data to `<dir>/provider-<index>/` unless `dataDir` says where. */
   dir: string;
+  /** The node's data folder (default `<dir>/provider-<index>/`). */
+  dataDir?: string;
   /** The chain's RPC URL for the node (default the devnet's own; a proxy's in chaos tests). */
   rpcUrl?: string;
   /** Listen on a port of 127.0.0.1 chosen now instead of a random one at each start: a restarted node is found where it was (default false). */
@@ -39,7 +41,7 @@ export type ProviderConfigOptions = {
  */
 export async function writeProviderConfig(devnet: Devnet, index: number, options: ProviderConfigOptions): Promise<{ configFile: string; dataDir: string }> {
   const configFile = path.join(options.dir, `provider-${index}.json`);
-  const dataDir = path.join(options.dir, `provider-${index}`);
+  const dataDir = options.dataDir ?? path.join(options.dir, `provider-${index}`);
   const port = options.fixedPort ? await freePort() : 0;
   const processSettings = {
     dataDir,
