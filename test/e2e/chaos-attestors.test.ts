@@ -6,7 +6,7 @@
  * challenges. Every case ends with the money check (chaos.ts `checkLedger`).
  */
 import assert from "node:assert/strict";
-import { mkdtemp, writeFile } from "node:fs/promises";
+import { mkdtemp } from "node:fs/promises";
 import { removeDir } from "../support/chaos-host.js";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -21,9 +21,8 @@ import { addrOf, startAttestorDaemon, type TestDaemon } from "../support/attest.
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { checkLedger, watchWallets, type WatchedWallet } from "../support/chaos.js";
 import { AttestorProcess, attestorProcessConfig, heal, logEntries, partition, waitForLine } from "../support/chaos-attest.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { testProviderConfig } from "../support/provider.js";
-import { ProviderProcess } from "../support/provider-process.js";
+import { startDevnet, type Devnet } from "../support/devnet.js";
+import { ProviderProcess, writeProviderConfig } from "../support/provider-process.js";
 import { TestRenter } from "../support/renter.js";
 import { waitFor } from "../support/wait.js";
 
@@ -69,24 +68,11 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
   const attestorB = () => inProcess.get(ATTESTORS[1])!;
   const attestorC = () => inProcess.get(ATTESTORS[2])!;
   const startProvider = async (index: number, overrides: Record<string, unknown>, onLine?: (line: string) => void) => {
-    await fund(devnet, await devnet.wallet(index), 2_000_000_000n);
-    const configFile = path.join(dir, `provider-${index}.json`);
     const bootstrap = [a.addr, addrOf(attestorB().daemon), addrOf(attestorC().daemon)];
-    const config = testProviderConfig(index, {
-      dataDir: path.join(dir, `provider-${index}`),
-      log: { level: "info", format: "json" },
-      chain: { rpcUrl: devnet.rpcUrl, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 100 },
-      p2p: {
-        listen: ["/ip4/127.0.0.1/tcp/0"],
-        allowPrivateAddresses: true,
-        bootstrap,
-        dht: { enabled: false },
-        gossip: { heartbeatIntervalMs: 200, ipColocationWhitelist: ["127.0.0.1"] },
-      },
-      offers: { reannounceIntervalMs: 1_000 },
-      ...overrides,
+    const { configFile } = await writeProviderConfig(devnet, index, {
+      dir,
+      overrides: { p2p: { bootstrap, gossip: { heartbeatIntervalMs: 200 } }, offers: { reannounceIntervalMs: 1_000 }, ...overrides },
     });
-    await writeFile(configFile, JSON.stringify(config, null, 2));
     return ProviderProcess.start(configFile, { timeoutMs: 120_000, onLine });
   };
   /** Rents one unit of the provider's machine for ten minutes and starts a long task: the lease is Active. */

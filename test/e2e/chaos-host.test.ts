@@ -20,9 +20,8 @@ import { COMPLETION_HOLD_SECONDS } from "../../common/chain/market.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { checkLedger, RpcProxy, watchWallets, type SeenTransaction, type WatchedWallet } from "../support/chaos.js";
 import { mineBlock, processesWithMarker, removeDir, restoreDir, skewedClockEnv, SmallDisk, snapshotDir } from "../support/chaos-host.js";
-import { advanceChain, fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { testProviderConfig } from "../support/provider.js";
-import { ProviderProcess } from "../support/provider-process.js";
+import { advanceChain, startDevnet, type Devnet } from "../support/devnet.js";
+import { ProviderProcess, writeProviderConfig } from "../support/provider-process.js";
 import { leaseEvents, TestRenter } from "../support/renter.js";
 import { waitFor } from "../support/wait.js";
 
@@ -58,17 +57,7 @@ describe("chaos: faults of the provider's host", function () {
 
   /** Writes the config of provider `index` (its data in `dataDir`, the chain through the proxy) and returns its path. */
   async function providerConfig(index: number, dataDir: string, provider: Record<string, unknown> = {}): Promise<string> {
-    const file = path.join(dir, `provider-${index}.json`);
-    const config = testProviderConfig(index, {
-      provider,
-      dataDir,
-      log: { level: "info", format: "json" },
-      chain: { rpcUrl: proxy.url, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 100 },
-      p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], allowPrivateAddresses: true, dht: { enabled: false }, gossip: { ipColocationWhitelist: ["127.0.0.1"] } },
-    });
-    await writeFile(file, JSON.stringify(config, null, 2));
-    await fund(devnet, await devnet.wallet(index), 2_000_000_000n);
-    return file;
+    return (await writeProviderConfig(devnet, index, { dir, dataDir, rpcUrl: proxy.url, overrides: { provider } })).configFile;
   }
 
   async function startNode(configFile: string, env?: Record<string, string>): Promise<ProviderProcess> {

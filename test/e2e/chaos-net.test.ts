@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { multiaddr } from "@multiformats/multiaddr";
@@ -20,9 +20,8 @@ import { cancelAnswerSchema, logsAnswerSchema, signLeaseRequest, taskStatusSchem
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { checkLedger, PartitionProxy, RpcProxy, watchWallets, type WatchedWallet } from "../support/chaos.js";
 import { createClient, type SuanliClient } from "../../sdk/index.js";
-import { advanceChain, fund, fundedAccount, startDevnet, type Devnet } from "../support/devnet.js";
-import { testProviderConfig } from "../support/provider.js";
-import { ProviderProcess, stopChild } from "../support/provider-process.js";
+import { advanceChain, fundedAccount, startDevnet, type Devnet } from "../support/devnet.js";
+import { ProviderProcess, stopChild, writeProviderConfig } from "../support/provider-process.js";
 import { leaseEvents, TestRenter, type ProviderPeer } from "../support/renter.js";
 import { waitFor } from "../support/wait.js";
 
@@ -102,16 +101,15 @@ describe("chaos: RPC errors and stale blocks, a shallow reorg, a libp2p partitio
     dir = await mkdtemp(path.join(tmpdir(), "suanli-chaos-net-"));
     renterA = await TestRenter.start(devnet, 2);
     renterB = await TestRenter.start(devnet, 3);
-    const configFile = path.join(dir, "provider.json");
-    const config = testProviderConfig(1, {
-      dataDir: path.join(dir, "data"),
-      log: { level: process.env.CHAOS_DEBUG ? "debug" : "info", format: "json" },
-      chain: { rpcUrl: rpc.url, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 100, confirmations: CONFIRMATIONS },
-      p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], allowPrivateAddresses: true, dht: { enabled: false }, gossip: { ipColocationWhitelist: ["127.0.0.1"] } },
-      provider: { inventory: { source: "declared", declared: [{ model: "A100-80GB", count: UNITS, region: "eu-west" }] } },
+    const { configFile } = await writeProviderConfig(devnet, 1, {
+      dir,
+      rpcUrl: rpc.url,
+      overrides: {
+        log: { level: process.env.CHAOS_DEBUG ? "debug" : "info" },
+        chain: { confirmations: CONFIRMATIONS },
+        provider: { inventory: { source: "declared", declared: [{ model: "A100-80GB", count: UNITS, region: "eu-west" }] } },
+      },
     });
-    await writeFile(configFile, JSON.stringify(config, null, 2));
-    await fund(devnet, await devnet.wallet(1), 2_000_000_000n);
     node = await ProviderProcess.start(configFile, { onSpawn: track });
     const first = node.ready.machines[0];
     assert.ok(first);

@@ -6,15 +6,14 @@
  * claims adding up to what was paid, nothing stuck, no unit leased twice.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { COMPLETION_HOLD_SECONDS } from "../../common/chain/market.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { checkLedger, RpcProxy, waitHoldsReleased, watchWallets, type WatchedWallet } from "../support/chaos.js";
-import { advanceChain, fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { testProviderConfig } from "../support/provider.js";
-import { ProviderProcess } from "../support/provider-process.js";
+import { advanceChain, startDevnet, type Devnet } from "../support/devnet.js";
+import { ProviderProcess, writeProviderConfig } from "../support/provider-process.js";
 import { leaseEvents, TestRenter } from "../support/renter.js";
 import { waitFor } from "../support/wait.js";
 
@@ -36,15 +35,7 @@ describe("chaos: a provider node SIGKILLed mid-transaction and restarted on the 
     proxy = await RpcProxy.start(devnet.rpcUrl);
     dir = await mkdtemp(path.join(tmpdir(), "suanli-chaos-kill-"));
     renter = await TestRenter.start(devnet, 2);
-    configFile = path.join(dir, "provider.json");
-    const config = testProviderConfig(1, {
-      dataDir: path.join(dir, "data"),
-      log: { level: "info", format: "json" },
-      chain: { rpcUrl: proxy.url, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 100 },
-      p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], allowPrivateAddresses: true, dht: { enabled: false }, gossip: { ipColocationWhitelist: ["127.0.0.1"] } },
-    });
-    await writeFile(configFile, JSON.stringify(config, null, 2));
-    await fund(devnet, await devnet.wallet(1), 2_000_000_000n);
+    ({ configFile } = await writeProviderConfig(devnet, 1, { dir, rpcUrl: proxy.url }));
     node = await ProviderProcess.start(configFile);
     machineId = node.ready.machines[0]!.machineId;
     wallets = await watchWallets(devnet, [

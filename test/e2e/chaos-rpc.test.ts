@@ -6,15 +6,14 @@
  * once the chain is past the window), and every base unit accounted for.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { COMPLETION_HOLD_SECONDS } from "../../common/chain/market.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { checkLedger, RpcProxy, watchWallets } from "../support/chaos.js";
-import { advanceChain, fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { testProviderConfig } from "../support/provider.js";
-import { ProviderProcess } from "../support/provider-process.js";
+import { advanceChain, startDevnet, type Devnet } from "../support/devnet.js";
+import { ProviderProcess, writeProviderConfig } from "../support/provider-process.js";
 import { leaseEvents, TestRenter } from "../support/renter.js";
 
 const OUTAGE_MS = 30_000;
@@ -45,15 +44,7 @@ describe("chaos: the chain RPC goes away for 30 s mid-lease", function () {
   });
 
   it("the node survives the outage, reports the completion once the chain is back, and no base unit is lost or paid twice", async () => {
-    const configFile = path.join(dir, "provider.json");
-    const config = testProviderConfig(1, {
-      dataDir: path.join(dir, "data"),
-      log: { level: "info", format: "json" },
-      chain: { rpcUrl: proxy.url, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 100 },
-      p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], allowPrivateAddresses: true, dht: { enabled: false }, gossip: { ipColocationWhitelist: ["127.0.0.1"] } },
-    });
-    await writeFile(configFile, JSON.stringify(config, null, 2));
-    await fund(devnet, await devnet.wallet(1), 2_000_000_000n);
+    const { configFile } = await writeProviderConfig(devnet, 1, { dir, rpcUrl: proxy.url });
     node = await ProviderProcess.start(configFile);
     const machineId = node.ready.machines[0]!.machineId;
     const wallets = await watchWallets(devnet, [

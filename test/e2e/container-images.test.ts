@@ -3,23 +3,19 @@ import { randomBytes } from "node:crypto";
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { devnetAccount } from "../../common/devnet.js";
 import { digestOutputDir } from "../../common/output-digest.js";
-import { createClient, type SuanliClient, type TaskLogLine } from "../../sdk/index.js";
+import type { SuanliClient, TaskLogLine } from "../../sdk/index.js";
 import { requireContainerSupport } from "../support/container-images.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
 import { buildMarkedImage, removeImages, startArchiveServer, startRegistry, type ArchiveServer, type TestRegistry } from "../support/registry.js";
-import { waitFor } from "../support/wait.js";
+import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
 
 // Through the SDK against a devnet and a provider node whose runtime is "container": real Podman
 // (runc), a real docker-registry on 127.0.0.1, an image archive served over HTTP on 127.0.0.1.
 describe("container images end to end: tasks by registry reference and by archive URL through the SDK", function () {
   this.timeout(300_000);
-  let devnet: Devnet;
+  let market: RenterMarket;
   let registry: TestRegistry;
   let archives: ArchiveServer;
-  let provider: TestProvider;
   let client: SuanliClient;
   let work: string;
   let reference: string;
@@ -30,7 +26,6 @@ describe("container images end to end: tasks by registry reference and by archiv
   const suffix = randomBytes(4).toString("hex");
   const image = `localhost/suanli-e2e/trainer-${suffix}:1`;
   const made: string[] = [image];
-  const renter = devnetAccount(5);
 
   before(async function () {
     this.timeout(300_000);
@@ -47,7 +42,6 @@ describe("container images end to end: tasks by registry reference and by archiv
     await chmod(path.join(work, "bin", "podman"), 0o755);
     savedPath = process.env.PATH;
     process.env.PATH = `${path.join(work, "bin")}:${process.env.PATH}`;
-    devnet = await startDevnet({ wallClockBlocks: true });
     registry = await startRegistry();
     archives = await startArchiveServer();
     await buildMarkedImage(image, `trainer-${suffix}`);
@@ -57,29 +51,23 @@ describe("container images end to end: tasks by registry reference and by archiv
     archive = { url: saved.url, sha256: saved.sha256 };
     made.push(`localhost/suanli/archive:${saved.sha256}`);
     await removeImages(reference);
-    provider = await startTestProvider(devnet, 1, {
+    market = await startRenterMarket({
+      name: "container-images",
       provider: {
-        // No GPU on this machine: the declared A100s get no devices (containerGpus "none").
-        runtime: { kind: "container", containerEngine: "podman", containerGpus: "none", network: false, insecureRegistries: [registry.host] },
-        grace: { taskStopMs: 2_000 },
+        provider: {
+          // No GPU on this machine: the declared A100s get no devices (containerGpus "none").
+          runtime: { kind: "container", containerEngine: "podman", containerGpus: "none", network: false, insecureRegistries: [registry.host] },
+          grace: { taskStopMs: 2_000 },
+        },
       },
+      offerTimeoutMs: 30_000,
     });
-    await fund(devnet, await devnet.wallet(5), 100_000_000n);
-    client = await createClient({
-      rpcUrl: devnet.rpcUrl,
-      account: renter,
-      bootstrap: [provider.peer.addr],
-      deployment: devnet.deploymentsDir,
-      stateFile: path.join(work, "renter.json"),
-    });
-    await waitFor("the provider's offer in the SDK", async () => (await client.queryOffers()).some((o) => o.freeUnits === 2), { timeoutMs: 30_000 });
+    client = market.client;
   });
   after(async () => {
-    await client?.close();
-    await provider?.close();
+    await market?.close();
     await archives?.close();
     await registry?.close();
-    await devnet?.close();
     await removeImages(...made);
     if (savedPath !== undefined) process.env.PATH = savedPath;
     if (work) await rm(work, { recursive: true, force: true });

@@ -3,17 +3,17 @@ import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createServer } from "node:net";
 import { promisify } from "node:util";
 import { devnetAccount } from "../../common/devnet.js";
 import { digestOutputDir } from "../../common/output-digest.js";
 import { ownerId } from "../../node/provider/runtime/container-engine.js";
-import { createClient, type SuanliClient } from "../../sdk/index.js";
+import type { SuanliClient } from "../../sdk/index.js";
 import { BUSYBOX_IMAGE, requireContainerSupport } from "../support/container-images.js";
 import { fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { startTestProvider, testProviderConfig, type TestProvider } from "../support/provider.js";
-import { ProviderProcess } from "../support/provider-process.js";
+import { startTestProvider, type TestProvider } from "../support/provider.js";
+import { ProviderProcess, writeProviderConfig } from "../support/provider-process.js";
 import { leaseEvents } from "../support/renter.js";
+import { connectRenter } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
 
 const exec = promisify(execFile);
@@ -35,17 +35,6 @@ async function containersOf(workspaceRoot: string): Promise<{ name: string; stat
     });
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 describe("container tasks end to end: SDK, devnet, a provider node with the Podman runtime", function () {
   this.timeout(300_000);
   let devnet: Devnet;
@@ -57,15 +46,13 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
 
   const client = async (index: number): Promise<SuanliClient> => {
     await fund(devnet, await devnet.wallet(index), 100_000_000n);
-    const created = await createClient({
-      rpcUrl: devnet.rpcUrl,
+    const created = await connectRenter(devnet, {
+      name: `renter ${index}`,
       account: devnetAccount(index),
       bootstrap: [node!.ready.addrs[0]!],
-      deployment: devnet.deploymentsDir,
       stateFile: path.join(dir, `renter-${index}.json`),
     });
     clients.push(created);
-    await waitFor("the provider's offer in the SDK", async () => (await created.queryOffers()).some((offer) => offer.freeUnits >= 1), { timeoutMs: 30_000 });
     return created;
   };
 
@@ -73,24 +60,22 @@ describe("container tasks end to end: SDK, devnet, a provider node with the Podm
     await requireContainerSupport();
     dir = await mkdtemp(path.join(tmpdir(), "suanli-container-e2e-"));
     devnet = await startDevnet({ params: { preemptionNotice: NOTICE }, wallClockBlocks: true });
-    workspaces = path.join(dir, "data", "workspaces");
-    configFile = path.join(dir, "provider.json");
-    const config = testProviderConfig(1, {
-      dataDir: path.join(dir, "data"),
-      log: { level: "info", format: "json" },
-      chain: { rpcUrl: devnet.rpcUrl, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 100 },
+    const written = await writeProviderConfig(devnet, 1, {
+      dir,
       // A fixed port: the renter's SDK finds the restarted node where it was.
-      p2p: { listen: [`/ip4/127.0.0.1/tcp/${await freePort()}`], allowPrivateAddresses: true, dht: { enabled: false }, gossip: { ipColocationWhitelist: ["127.0.0.1"] } },
-      provider: {
-        inventory: { source: "declared", declared: [{ model: "A100-80GB", count: 1, region: "eu-west" }] },
-        minBids: { "A100-80GB": { pricePerUnitSecond: "50" } },
-        // The test host has no GPU: no device flags; tasks have no network.
-        runtime: { kind: "container", containerEngine: "podman", containerGpus: "none", network: false },
-        grace: { taskStopMs: 2_000, idleStopMs: 300, preemptionNoticeMs: 1_000 },
+      fixedPort: true,
+      overrides: {
+        provider: {
+          inventory: { source: "declared", declared: [{ model: "A100-80GB", count: 1, region: "eu-west" }] },
+          minBids: { "A100-80GB": { pricePerUnitSecond: "50" } },
+          // The test host has no GPU: no device flags; tasks have no network.
+          runtime: { kind: "container", containerEngine: "podman", containerGpus: "none", network: false },
+          grace: { taskStopMs: 2_000, idleStopMs: 300, preemptionNoticeMs: 1_000 },
+        },
       },
     });
-    await writeFile(configFile, JSON.stringify(config, null, 2));
-    await fund(devnet, await devnet.wallet(1), 2_000_000_000n);
+    configFile = written.configFile;
+    workspaces = path.join(written.dataDir, "workspaces");
     node = await ProviderProcess.start(configFile, { timeoutMs: 90_000 });
   });
   after(async () => {
@@ -273,14 +258,7 @@ describe("container tasks: whose fault when the engine fails", function () {
     provider = await startTestProvider(devnet, 1, containerRuntime({ ociRuntime: wrapper }));
     await writeFile(marker, "");
     await fund(devnet, await devnet.wallet(5), 100_000_000n);
-    renter = await createClient({
-      rpcUrl: devnet.rpcUrl,
-      account: devnetAccount(5),
-      bootstrap: [provider.peer.addr],
-      deployment: devnet.deploymentsDir,
-      stateFile: path.join(dir, "renter.json"),
-    });
-    await waitFor("the provider's offer in the SDK", async () => (await renter!.queryOffers()).some((offer) => offer.freeUnits >= 1), { timeoutMs: 30_000 });
+    renter = await connectRenter(devnet, { name: "the renter", account: devnetAccount(5), bootstrap: [provider.peer.addr], stateFile: path.join(dir, "renter.json") });
     const before = await renter.owed().catch(() => 0n);
     const submitted = await renter.submitTask({
       gpuType: "A100",

@@ -6,22 +6,11 @@
  */
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { devnetPrivateKey } from "../../common/devnet.js";
 import { runCli, startCli } from "../support/cli.js";
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as { port: number }).port;
-      server.close(() => resolve(port));
-    });
-  });
-}
+import { freePort } from "../support/ports.js";
 
 describe("a provider's data dir is bound to its deployment (issue #22)", function () {
   this.timeout(240_000);

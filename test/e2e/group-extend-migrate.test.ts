@@ -2,11 +2,11 @@ import assert from "node:assert/strict";
 import { custom, decodeFunctionData, http, parseTransaction, type Hex } from "viem";
 import { leaseMarketAbi } from "../../common/abi.js";
 import { readLease } from "../../common/chain/market.js";
-import { devnetAccount } from "../../common/devnet.js";
-import { createClient, GroupExtendError, type SuanliClient } from "../../sdk/index.js";
-import { startBundleServer, type BundleServer } from "../support/bundles.js";
-import { fund, send, startDevnet, type Devnet } from "../support/devnet.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
+import { GroupExtendError, type SuanliClient } from "../../sdk/index.js";
+import type { BundleServer } from "../support/bundles.js";
+import { send, type Devnet } from "../support/devnet.js";
+import type { TestProvider } from "../support/provider.js";
+import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
 
 /** Two machines of one GPU on one cluster, with a rendezvous address for group jobs. */
@@ -31,22 +31,19 @@ const clusterOf = (cluster: string, masterAddress: string) => ({
  */
 describe("group jobs: extend every lease, migrate together", function () {
   this.timeout(240_000);
+  let started: RenterMarket;
   let devnet: Devnet;
   let bundles: BundleServer;
-  const providers: { index: number; node: TestProvider }[] = [];
+  /** Each provider node with its devnet account. */
+  let providers: { index: number; node: TestProvider }[] = [];
   let client: SuanliClient;
-  const renter = devnetAccount(5);
   /** A lease whose extend transaction the renter's RPC drops (a failure after the pre-flight check). */
   let dropExtendOf: bigint | undefined;
 
-  before(async () => {
-    devnet = await startDevnet({ wallClockBlocks: true });
-    bundles = await startBundleServer();
-    providers.push({ index: 1, node: await startTestProvider(devnet, 1, clusterOf("rack-1", "10.0.0.1")) });
-    providers.push({ index: 2, node: await startTestProvider(devnet, 2, clusterOf("rack-2", "10.0.0.2")) });
-    await fund(devnet, await devnet.wallet(5), 1_000_000_000n);
-    const rpc = http(devnet.rpcUrl)({});
-    const walletTransport = custom({
+  /** The renter's wallet transport: the devnet's RPC, except that it drops the extend transaction of lease `dropExtendOf`. */
+  const droppingTransport = (rpcUrl: string) => {
+    const rpc = http(rpcUrl)({});
+    return custom({
       async request({ method, params }: { method: string; params?: unknown }) {
         if (method === "eth_sendRawTransaction" && dropExtendOf !== undefined) {
           const tx = parseTransaction((params as Hex[])[0]!);
@@ -64,21 +61,23 @@ describe("group jobs: extend every lease, migrate together", function () {
         return rpc.request({ method, params } as never);
       },
     });
-    client = await createClient({
-      rpcUrl: devnet.rpcUrl,
-      account: renter,
-      walletTransport,
-      bootstrap: providers.map((p) => p.node.peer.addr),
-      deployment: devnet.deploymentsDir,
+  };
+
+  before(async () => {
+    // Two providers of two one-GPU machines each (four offers), each provider on a cluster of its own.
+    started = await startRenterMarket({
+      name: "group-extend-migrate",
+      providers: [clusterOf("rack-1", "10.0.0.1"), clusterOf("rack-2", "10.0.0.2")],
+      fund: 1_000_000_000n,
+      clientOptions: (chain) => ({ walletTransport: droppingTransport(chain.rpcUrl) }),
+      freeUnits: 1,
+      offers: 4,
+      offerTimeoutMs: 30_000,
     });
-    await waitFor("four machines' offers in the SDK", async () => (await client.queryOffers()).filter((o) => o.freeUnits === 1).length === 4, { timeoutMs: 30_000 });
+    ({ devnet, bundles, client } = started);
+    providers = started.providers.map((node, i) => ({ index: i + 1, node }));
   });
-  after(async () => {
-    await client?.close();
-    for (const { node } of providers) await node.close();
-    await bundles?.close();
-    await devnet?.close();
-  });
+  after(async () => started?.close());
 
   const market = () => devnet.deployment.contracts.market!;
   const lease = (id: bigint) => readLease(devnet.admin.publicClient, market(), id);

@@ -1,13 +1,10 @@
 import assert from "node:assert/strict";
-import { parseEther } from "viem";
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { readMachine } from "../../common/chain/market.js";
-import { createClient, type SubmitTaskReturnType, type SuanliClient } from "../../sdk/index.js";
-import { startBundleServer, type BundleServer } from "../support/bundles.js";
-import { startTestDaemon } from "../support/daemons.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
-import { waitFor } from "../support/wait.js";
+import type { SubmitTaskReturnType, SuanliClient } from "../../sdk/index.js";
+import type { BundleServer } from "../support/bundles.js";
+import type { Devnet } from "../support/devnet.js";
+import type { TestProvider } from "../support/provider.js";
+import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
 import { testTokenAbi } from "../../common/abi.js";
 
 /**
@@ -16,46 +13,32 @@ import { testTokenAbi } from "../../common/abi.js";
  */
 describe("20 renters racing for scarce GPUs (real providers, real chain)", function () {
   this.timeout(240_000);
+  let market: RenterMarket;
   let devnet: Devnet;
   let bundles: BundleServer;
-  const providers: TestProvider[] = [];
-  let apiNode: Awaited<ReturnType<typeof startTestDaemon>>;
-  const clients: SuanliClient[] = [];
+  let providers: TestProvider[];
+  let clients: SuanliClient[];
   const FUNDS = 20_000_000n;
 
   before(async () => {
-    devnet = await startDevnet({ wallClockBlocks: true });
-    bundles = await startBundleServer();
-    providers.push(await startTestProvider(devnet, 1));
-    providers.push(await startTestProvider(devnet, 2));
-    providers.push(await startTestProvider(devnet, 3, { provider: { inventory: { source: "declared", declared: [{ model: "A100-80GB", count: 4, region: "eu-west" }] } } }));
-    apiNode = await startTestDaemon(devnet, { p2p: { bootstrap: providers.map((p) => p.peer.addr) }, api: { enabled: true, host: "127.0.0.1", port: 0 } });
-    const bootstrap = providers.map((p) => p.peer.addr);
-    for (let i = 0; i < 20; i++) {
-      const account = privateKeyToAccount(generatePrivateKey());
-      const gas = await devnet.admin.walletClient!.sendTransaction({ to: account.address, value: parseEther("1") });
-      await devnet.admin.publicClient.waitForTransactionReceipt({ hash: gas });
-      await fund(devnet, await devnet.wallet(account), FUNDS);
-      // Half the renters use libp2p, half a node's HTTP API (the browser path).
-      clients.push(
-        i % 2 === 0
-          ? await createClient({ rpcUrl: devnet.rpcUrl, account, bootstrap, deployment: devnet.deployment })
-          : await createClient({ rpcUrl: devnet.rpcUrl, account, nodeUrl: apiNode.api!.url, deployment: devnet.deployment }),
-      );
-    }
-    for (const client of clients) {
-      await waitFor("every offer seen by every renter", async () => (await client.queryOffers({ gpuType: "A100" })).reduce((n, o) => n + o.freeUnits, 0) === 8, {
-        timeoutMs: 30_000,
-      });
-    }
+    // Three providers: two of two A100s and one of four (8 units), and 20 renters who see every offer,
+    // half through libp2p, half through a node's HTTP API (the browser path).
+    const fourA100s = { provider: { inventory: { source: "declared", declared: [{ model: "A100-80GB", count: 4, region: "eu-west" }] } } };
+    market = await startRenterMarket({
+      name: "matching-race",
+      providers: [{}, {}, fourA100s],
+      apiNode: true,
+      fund: FUNDS,
+      extraRenters: 19,
+      extraRentersVia: "alternate",
+      freeUnits: 2,
+      offers: 3,
+      offerTimeoutMs: 30_000,
+    });
+    ({ devnet, bundles, providers } = market);
+    clients = [market.client, ...market.others];
   });
-  after(async () => {
-    for (const client of clients) await client.close().catch(() => undefined);
-    await apiNode?.close();
-    for (const provider of providers) await provider.close();
-    await bundles?.close();
-    await devnet?.close();
-  });
+  after(async () => market?.close());
 
   it("leases each unit at most once; every loser gets an explanation; no deposit is stuck", async () => {
     const bundle = await bundles.bundle({ "hold.sh": "echo holding; sleep 30" });

@@ -1,12 +1,11 @@
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { COMPLETION_HOLD_SECONDS } from "../../common/chain/market.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
-import { advanceChain, fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { testProviderConfig } from "../support/provider.js";
-import { ProviderProcess } from "../support/provider-process.js";
+import { advanceChain, startDevnet, type Devnet } from "../support/devnet.js";
+import { ProviderProcess, writeProviderConfig } from "../support/provider-process.js";
 import { leaseEvents, TestRenter } from "../support/renter.js";
 import { isRunning } from "../support/processes.js";
 import { waitFor } from "../support/wait.js";
@@ -42,16 +41,7 @@ describe("provider agent: crash and restart", function () {
   });
 
   it("SIGKILL mid-lease: the restarted node kills the orphaned task, terminates its lease once, and serves a lease opened while it was down", async () => {
-    const configFile = path.join(dir, "provider.json");
-    const config = testProviderConfig(1, {
-      dataDir: path.join(dir, "data"),
-      log: { level: "info", format: "json" },
-      chain: { rpcUrl: devnet.rpcUrl, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 100 },
-      p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], allowPrivateAddresses: true, dht: { enabled: false }, gossip: { ipColocationWhitelist: ["127.0.0.1"] } },
-      metrics: { enabled: true, port: 0 },
-    });
-    await writeFile(configFile, JSON.stringify(config, null, 2));
-    await fund(devnet, await devnet.wallet(1), 2_000_000_000n);
+    const { configFile } = await writeProviderConfig(devnet, 1, { dir, overrides: { metrics: { enabled: true, port: 0 } } });
 
     node = await ProviderProcess.start(configFile);
     const machineId = node.ready.machines[0]!.machineId;

@@ -2,13 +2,12 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { lastJson, runCli, startCli } from "../support/cli.js";
 import { fund, startDevnet, type Devnet } from "../support/devnet.js";
+import { freePort } from "../support/ports.js";
 import { startTestProvider, type TestProvider } from "../support/provider.js";
 
 /** A command line run by bash in the repository root, as a user pastes it. */
@@ -26,14 +25,6 @@ function runShell(line: string): Promise<{ code: number | null; stdout: string; 
       resolve({ code, stdout, stderr });
     });
   });
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 describe("suanli output, exec and forward (CLI)", function () {

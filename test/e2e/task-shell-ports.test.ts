@@ -7,18 +7,10 @@ import { devnetAccount } from "../../common/devnet.js";
 import { createClient, type SuanliClient } from "../../sdk/index.js";
 import type { BundleServer } from "../support/bundles.js";
 import type { Devnet } from "../support/devnet.js";
+import { freePort } from "../support/ports.js";
 import type { TestProvider } from "../support/provider.js";
 import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
-
-/** A port free right now on 127.0.0.1 (the task binds it a moment later). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 const SERVER_JS = `
 const http = require("node:http");

@@ -1,11 +1,58 @@
 /**
  * A provider node as a real child process (`suanli provider start --config FILE --json`), for
  * crash, restart and chaos tests: the test holds its pid and sends it real signals.
+ * `writeProviderConfig` writes the config file such a node starts from (and funds its wallet).
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { writeFile } from "node:fs/promises";
 import { createInterface } from "node:readline";
+import path from "node:path";
 import { SUANLI_BIN } from "./cli.js";
+import { fund, type Devnet } from "./devnet.js";
+import { merge } from "./merge.js";
+import { freePort } from "./ports.js";
+import { testProviderConfig } from "./provider.js";
 import { providerPeer, type ProviderPeer } from "./renter.js";
+
+export type ProviderConfigOptions = {
+  /** The test's scratch folder: the config goes to `<dir>/provider-<index>.json`, the node's data to `<dir>/provider-<index>/` unless `dataDir` says where. */
+  dir: string;
+  /** The node's data folder (default `<dir>/provider-<index>/`). */
+  dataDir?: string;
+  /** The chain's RPC URL for the node (default the devnet's own; a proxy's in chaos tests). */
+  rpcUrl?: string;
+  /** Listen on a port of 127.0.0.1 chosen now instead of a random one at each start: a restarted node is found where it was (default false). */
+  fixedPort?: boolean;
+  /** Merged into the config last (test/support/provider.ts's test config, then the process's own settings, then these). */
+  overrides?: Record<string, unknown>;
+  /** Base units of the test token minted to the provider's wallet for its stake (default 2,000,000,000). */
+  fundTokens?: bigint;
+};
+
+/**
+ * Writes the config of provider `index` (devnet account `index`) for `ProviderProcess.start`: the shared test
+ * provider config, JSON logs at info, the devnet's deployment, libp2p on 127.0.0.1 without the DHT. Funds the
+ * wallet for the stake.
+ *
+ * @example
+ * import { ProviderProcess, writeProviderConfig } from "../support/provider-process.js";
+ * const { configFile } = await writeProviderConfig(devnet, 1, { dir, fixedPort: true });
+ * const node = await ProviderProcess.start(configFile);
+ */
+export async function writeProviderConfig(devnet: Devnet, index: number, options: ProviderConfigOptions): Promise<{ configFile: string; dataDir: string }> {
+  const configFile = path.join(options.dir, `provider-${index}.json`);
+  const dataDir = options.dataDir ?? path.join(options.dir, `provider-${index}`);
+  const port = options.fixedPort ? await freePort() : 0;
+  const processSettings = {
+    dataDir,
+    log: { level: "info", format: "json" },
+    chain: { rpcUrl: options.rpcUrl ?? devnet.rpcUrl, deploymentsDir: devnet.deploymentsDir, pollingIntervalMs: 100 },
+    p2p: { listen: [`/ip4/127.0.0.1/tcp/${port}`], allowPrivateAddresses: true, dht: { enabled: false }, gossip: { ipColocationWhitelist: ["127.0.0.1"] } },
+  };
+  await writeFile(configFile, JSON.stringify(testProviderConfig(index, merge(processSettings, options.overrides ?? {})), null, 2));
+  await fund(devnet, await devnet.wallet(index), options.fundTokens ?? 2_000_000_000n);
+  return { configFile, dataDir };
+}
 
 export type Ready = { event: "ready"; address: `0x${string}`; addrs: string[]; pid: number; machines: { machineId: number }[]; metricsUrl: string | null };
 

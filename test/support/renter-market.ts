@@ -1,11 +1,13 @@
 /**
  * The set-up most end-to-end tests start from (issue #40 item 10): a fresh devnet, a bundle server
- * on 127.0.0.1, one real provider node (test/support/provider.ts, its overrides merged into the test
- * config) and a funded renter SDK client, bootstrapped from the provider, that already sees the
- * provider's offer. `close()` stops them in reverse and removes the scratch folder; a start that
- * fails half-way stops what it had started before it throws. A provider of several machines (its
- * inventory declared in `provider`) is ready once `offers` of them are seen; `extraRenters` adds
- * funded clients of fresh accounts (a second renter filling the same provider).
+ * on 127.0.0.1, real provider nodes (test/support/provider.ts, their overrides merged into the test
+ * config) and a funded renter SDK client, bootstrapped from the providers, that already sees their
+ * offers. `close()` stops them in reverse and removes the scratch folder; a start that fails
+ * half-way stops what it had started before it throws. A provider of several machines (its
+ * inventory declared in `provider`) is ready once `offers` of them are seen; `providers` starts
+ * several providers; `apiNode` adds a node with the HTTP API (the browser path); `extraRenters`
+ * adds funded clients of fresh accounts (a second renter filling the same provider), through
+ * libp2p or the API node.
  *
  * @example
  * import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
@@ -20,23 +22,30 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import type { Account } from "viem";
 import { devnetAccount } from "../../common/devnet.js";
-import { createClient, type SuanliClient } from "../../sdk/index.js";
+import { createClient, type CreateClientParameters, type SuanliClient } from "../../sdk/index.js";
 import { startBundleServer, type BundleServer } from "./bundles.js";
+import { startTestDaemon } from "./daemons.js";
 import { fund, fundedAccount, startDevnet, type Devnet } from "./devnet.js";
 import { startTestProvider, type TestProvider } from "./provider.js";
 import { waitFor } from "./wait.js";
 
 export type RenterMarket = {
-  /** A scratch folder of the test's own (the renter's state file lives in it). */
+  /** A scratch folder of the test's own (the renters' state files live in it). */
   work: string;
   devnet: Devnet;
   bundles: BundleServer;
+  /** The first of `providers` (devnet account 1). */
   provider: TestProvider;
+  /** Every provider node, `providers[i]` on devnet account i + 1. */
+  providers: TestProvider[];
+  /** The node with the HTTP API when `apiNode` asked for one (its URL: `apiNode.api!.url`). */
+  apiNode: Awaited<ReturnType<typeof startTestDaemon>> | undefined;
   /** Devnet account `renter` (default 5): the client's wallet. */
   renter: ReturnType<typeof devnetAccount>;
   client: SuanliClient;
-  /** `extraRenters` more clients, each of a fresh account funded like `renter`, bootstrapped from the provider. */
+  /** `extraRenters` more clients, each of a fresh account funded like `renter`, in the order `extraRentersVia` describes. */
   others: SuanliClient[];
   close(): Promise<void>;
 };
@@ -46,25 +55,43 @@ export type RenterMarketOptions = {
   name: string;
   /** Merged into the provider's test config (test/support/provider.ts), e.g. `{ data: { enabled: true } }`. */
   provider?: Record<string, unknown>;
+  /** Several providers instead of `provider`: the overrides of each, provider i on devnet account i + 1, started in order. */
+  providers?: Record<string, unknown>[];
+  /** Also start a node with the HTTP API on 127.0.0.1, bootstrapped from the providers, in `apiNode` (default false). */
+  apiNode?: boolean;
   /** The renter's devnet account (default 5). */
   renter?: number;
-  /** Base units of the test token minted to the renter (default 100,000,000). */
+  /** Base units of the test token minted to each renter (default 100,000,000). */
   fund?: bigint;
-  /** Free units the provider's offer must show before the market is ready (default 2, the test provider's two A100s). */
+  /** Added to the renter client's own `createClient` parameters (e.g. a `walletTransport` in front of the devnet's RPC). */
+  clientOptions?: (devnet: Devnet) => Partial<CreateClientParameters>;
+  /** Free units an offer must show to count towards `offers` (default 2, the test provider's two A100s). */
   freeUnits?: number;
-  /** How many of the provider's offers (one a machine) must show `freeUnits` before the market is ready (default 1). */
+  /** How many offers (one a machine, all providers together) must show `freeUnits` before a renter is ready (default 1). */
   offers?: number;
   /** Renter clients of fresh funded accounts beyond `client`, in `others` (default 0); each sees the offers before the market is ready. */
   extraRenters?: number;
-  /** How long the SDK may take to see the offer (default 20 s). */
+  /**
+   * How the extra renters reach the market: "libp2p" (default, bootstrapped from the providers), "api" (`nodeUrl`:
+   * the API node's HTTP API, as a browser does) or "alternate" (the 1st, 3rd, 5th ... extra renter through the
+   * API, the others through libp2p: with `client` on libp2p, half of all renters each way). Not "libp2p" needs `apiNode`.
+   */
+  extraRentersVia?: "libp2p" | "api" | "alternate";
+  /** How long each renter's SDK may take to see the offers (default 20 s). */
   offerTimeoutMs?: number;
 };
 
 export async function startRenterMarket(options: RenterMarketOptions): Promise<RenterMarket> {
+  if (options.provider && options.providers) throw new Error("startRenterMarket: pass `provider` or `providers`, not both");
+  const via = options.extraRentersVia ?? "libp2p";
+  if (via !== "libp2p" && !options.apiNode) throw new Error(`startRenterMarket: extraRentersVia "${via}" needs apiNode: true`);
   const started: (() => Promise<unknown>)[] = [];
+  // Every part is stopped even when one fails to (a client whose close throws leaves no node running).
   const close = async () => {
-    for (const stop of started.reverse()) await stop();
+    const failures: unknown[] = [];
+    for (const stop of started.reverse()) await stop().catch((error: unknown) => failures.push(error));
     started.length = 0;
+    if (failures.length > 0) throw new AggregateError(failures, `startRenterMarket: ${failures.length} part(s) failed to stop`);
   };
   try {
     const work = await mkdtemp(path.join(tmpdir(), `suanli-${options.name}-`));
@@ -73,49 +100,102 @@ export async function startRenterMarket(options: RenterMarketOptions): Promise<R
     started.push(() => devnet.close());
     const bundles = await startBundleServer();
     started.push(() => bundles.close());
-    const provider = await startTestProvider(devnet, 1, options.provider ?? {});
-    started.push(() => provider.close());
-    const index = options.renter ?? 5;
-    await fund(devnet, await devnet.wallet(index), options.fund ?? 100_000_000n);
-    const renter = devnetAccount(index);
-    const client = await createClient({
-      rpcUrl: devnet.rpcUrl,
-      account: renter,
-      bootstrap: [provider.peer.addr],
-      deployment: devnet.deploymentsDir,
-      stateFile: path.join(work, "renter.json"),
-    });
-    started.push(() => client.close());
-    const others: SuanliClient[] = [];
-    for (let i = 0; i < (options.extraRenters ?? 0); i++) {
-      const account = await fundedAccount(devnet, options.fund ?? 100_000_000n);
-      const other = await createClient({
-        rpcUrl: devnet.rpcUrl,
-        account,
-        bootstrap: [provider.peer.addr],
-        deployment: devnet.deploymentsDir,
-        stateFile: path.join(work, `renter-${i + 1}.json`),
-      });
-      started.push(() => other.close());
-      others.push(other);
+    const providers: TestProvider[] = [];
+    for (const [i, overrides] of (options.providers ?? [options.provider ?? {}]).entries()) {
+      const provider = await startTestProvider(devnet, i + 1, overrides);
+      started.push(() => provider.close());
+      providers.push(provider);
     }
-    const freeUnits = options.freeUnits ?? 2;
-    const offers = options.offers ?? 1;
-    const what = offers === 1 ? "the provider's offer" : `the provider's ${offers} offers`;
-    await Promise.all(
-      [client, ...others].map((renterClient, i) =>
-        waitFor(
-          `${what} in ${i === 0 ? "the renter" : `extra renter ${i}`}'s SDK`,
-          async () => (await renterClient.queryOffers()).filter((offer) => offer.freeUnits >= freeUnits).length >= offers,
-          {
-            timeoutMs: options.offerTimeoutMs ?? 20_000,
-          },
-        ),
+    const bootstrap = providers.map((provider) => provider.peer.addr);
+    let apiNode: RenterMarket["apiNode"];
+    if (options.apiNode) {
+      const node = await startTestDaemon(devnet, { p2p: { bootstrap }, api: { enabled: true, host: "127.0.0.1", port: 0 } });
+      started.push(() => node.close());
+      apiNode = node;
+    }
+    const tokens = options.fund ?? 100_000_000n;
+    const index = options.renter ?? 5;
+    await fund(devnet, await devnet.wallet(index), tokens);
+    const renter = devnetAccount(index);
+    const accounts: Account[] = [];
+    for (let i = 0; i < (options.extraRenters ?? 0); i++) accounts.push(await fundedAccount(devnet, tokens));
+    const ready = { freeUnits: options.freeUnits ?? 2, offers: options.offers ?? 1, timeoutMs: options.offerTimeoutMs ?? 20_000 };
+    const throughApi = (i: number) => via === "api" || (via === "alternate" && i % 2 === 0);
+    // Every renter joins and waits for the offers at the same time; each one that is ready is stopped by close().
+    const joining = [
+      connectRenter(devnet, { ...ready, name: "the renter", account: renter, bootstrap, stateFile: path.join(work, "renter.json"), client: options.clientOptions?.(devnet) }),
+      ...accounts.map((account, i) =>
+        connectRenter(devnet, {
+          ...ready,
+          name: `extra renter ${i + 1}`,
+          account,
+          ...(throughApi(i) ? { nodeUrl: apiNode!.api!.url } : { bootstrap }),
+          stateFile: path.join(work, `renter-${i + 1}.json`),
+        }),
       ),
-    );
-    return { work, devnet, bundles, provider, renter, client, others, close };
+    ].map(async (joined) => {
+      const renterClient = await joined;
+      started.push(() => renterClient.close());
+      return renterClient;
+    });
+    const settled = await Promise.allSettled(joining);
+    const failed = settled.find((result) => result.status === "rejected");
+    if (failed) throw failed.reason;
+    const [client, ...others] = settled.map((result) => (result as PromiseFulfilledResult<SuanliClient>).value);
+    return { work, devnet, bundles, provider: providers[0]!, providers, apiNode, renter, client: client!, others, close };
   } catch (error) {
     await close().catch(() => undefined);
     throw error;
   }
+}
+
+export type ConnectRenterOptions = {
+  /** Who it is, for the timeout's message ("the renter"). */
+  name: string;
+  account: Account;
+  /** libp2p multiaddrs to join through, or `nodeUrl`: a node's HTTP API (the browser path). */
+  bootstrap?: string[];
+  nodeUrl?: string;
+  /** The SDK's task records (default in memory). */
+  stateFile?: string;
+  /** Free units an offer must show to count (default 1). */
+  freeUnits?: number;
+  /** How many such offers it must see before it is ready (default 1). */
+  offers?: number;
+  /** How long it may take to see them (default 30 s). */
+  timeoutMs?: number;
+  /** Added to the `createClient` parameters. */
+  client?: Partial<CreateClientParameters>;
+};
+
+/**
+ * A renter SDK client on the devnet that already sees `offers` offers of at least `freeUnits` free units (the
+ * account funded by the caller). A client that does not see them in time is closed before this rejects.
+ *
+ * @example
+ * import { connectRenter } from "../support/renter-market.js";
+ * const renter = await connectRenter(devnet, { name: "renter 6", account: devnetAccount(6), bootstrap: [node.ready.addrs[0]!] });
+ */
+export async function connectRenter(devnet: Devnet, options: ConnectRenterOptions): Promise<SuanliClient> {
+  const client = await createClient({
+    rpcUrl: devnet.rpcUrl,
+    account: options.account,
+    ...(options.nodeUrl ? { nodeUrl: options.nodeUrl } : { bootstrap: options.bootstrap }),
+    deployment: devnet.deploymentsDir,
+    ...(options.stateFile ? { stateFile: options.stateFile } : {}),
+    ...options.client,
+  });
+  const offers = options.offers ?? 1;
+  const freeUnits = options.freeUnits ?? 1;
+  try {
+    await waitFor(
+      `${offers === 1 ? "an offer" : `${offers} offers`} with ${freeUnits} free units in ${options.name}'s SDK`,
+      async () => (await client.queryOffers()).filter((offer) => offer.freeUnits >= freeUnits).length >= offers,
+      { timeoutMs: options.timeoutMs ?? 30_000 },
+    );
+  } catch (error) {
+    await client.close().catch(() => undefined);
+    throw error;
+  }
+  return client;
 }
