@@ -200,7 +200,8 @@ describe("process runtime", function () {
     await assert.rejects(rt.prepare(launch({ bundle: { url: `${baseUrl}/missing.tar.gz`, sha256 }, command: "true" })), (error: Error) => {
       assert.equal(error.name, "BundleFetchError");
       assert.match(error.message, /could not be reached or did not serve the file/);
-      assert.doesNotMatch(error.message, /404/);
+      // The URL's own port may hold the digits 404 (a CI run's was 40419): look past it.
+      assert.doesNotMatch(error.message.replaceAll(baseUrl, "<url>"), /404|not found/i);
       return true;
     });
     await assert.rejects(rt.prepare(launch({ bundle: { url: pathToFileURL(path.join(dir, "nope.tar.gz")).href, sha256 }, command: "true" })), {
