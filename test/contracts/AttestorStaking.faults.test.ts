@@ -314,7 +314,7 @@ describe("AttestorStaking: disputeFault (a liveness fault its attestor's own rec
         86_400n,
       ]);
     }
-    // The attestor node assumes this longest window when its read of the window is stale (node/attest/liveness.ts).
+    // The attestor node assumes this longest window when its read of the window is stale (node/attest/faults/liveness.ts).
     assert.equal(await s.staking.read.MAX_FAULT_WINDOW(), MAX_FAULT_WINDOW_SECONDS);
     const liar = s.attestors[0]!;
     const { leaseId, activatedAt } = await openActive(s);
