@@ -151,10 +151,17 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
     await waitForLine(p2.stderr, "Challenge compute stopped: the attestor went away", (entry) => entry.challengeId === kill.challengeId, { timeoutMs: 20_000 });
 
     // The others challenge it (tried again after a `busy` while the dead attestor's compute ran) and pass it.
+    const records = async () =>
+      Promise.all(
+        [attestorB(), attestorC()].map(async ({ attestor }) =>
+          (await attestor.results.history(m2, 5)).map(({ outcome, reason, detail, trigger, finishedAtMs }) => ({ outcome, reason, detail, trigger, finishedAtMs })),
+        ),
+      );
     for (const { attestor } of [attestorB(), attestorC()]) {
       await waitFor("the other attestors' passes of the second provider", async () => (await attestor.results.latest(m2))?.outcome === "pass", {
         timeoutMs: 90_000, // two challenges in turn, each up to the slow runner's delay plus compute: slower on a loaded host
         intervalMs: 100,
+        state: records,
       });
     }
     assert.equal(p2.child.exitCode, null, "the provider runs on");

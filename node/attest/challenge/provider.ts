@@ -123,6 +123,8 @@ export class ChallengeResponder {
   async respond(input: unknown, options: { signal?: AbortSignal } = {}): Promise<CommitMessage> {
     const message = await this.accept(input);
     if (this.computing) throw new ChallengeRefusedError("busy", "Another challenge is being computed.");
+    // Its start-up would count inside this challenge's deadline: ask again once it runs.
+    if (this.options.runner.starting) throw new ChallengeRefusedError("busy", "The runner program is starting.");
     const attestor = getAddress(message.attestor);
     const found = await this.options.leaseOf?.(message.machineId);
     const leases: readonly ProviderLease[] = found === undefined ? [] : "leaseId" in found ? [found] : found;

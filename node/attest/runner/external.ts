@@ -13,6 +13,7 @@ import path from "node:path";
 import { hexToBytes, type Hex } from "viem";
 import { leafHash, verifyMerkleProof } from "../../../common/attest/merkle.js";
 import type { OpenedRowMessage } from "../../../common/attest/messages.js";
+import { runDetached } from "../../../common/detached.js";
 import type { Logger } from "../../log/logger.js";
 import type { MemoryRunner } from "./memory-runner.js";
 import { RUNNER_MAX_LINE_BYTES, RUNNER_PROTOCOL, runnerLineSchema, type RunnerLine, type RunnerRequest } from "./contract.js";
@@ -193,6 +194,8 @@ export class ExternalRunner implements Runner {
   private capabilities: readonly string[] = [];
   /** Counts program starts: an answer or buffer held by an earlier start is gone. */
   private starts = 0;
+  /** Starts asked for ahead of a challenge (warm, or a restart after a stop) and not yet done. */
+  private startsPending = 0;
   /** The memory phase on the same program (its `mem-*` requests), for a program whose hello lists `memory`. */
   readonly memory: MemoryRunner;
 
@@ -286,6 +289,7 @@ export class ExternalRunner implements Runner {
       line = await proc.next(options.timeoutMs, options.signal, what);
     } catch (error) {
       await proc.stop(0);
+      this.restartSoon();
       throw error;
     }
     if (line.type === "error") {
@@ -294,6 +298,7 @@ export class ExternalRunner implements Runner {
     }
     if (options.expect !== undefined && (line.type !== options.expect || !("id" in line) || line.id !== request.id.toLowerCase())) {
       await proc.stop(500);
+      this.restartSoon();
       throw new RunnerError(
         `The runner program answered a ${request.type} request with a ${line.type} line${"id" in line && line.id ? ` for ${line.id}` : ""}; the program was stopped.`,
       );
@@ -315,9 +320,32 @@ export class ExternalRunner implements Runner {
 
   /** Starts the runner program now (and waits for its hello), not inside the first challenge's deadline. */
   warm(): Promise<void> {
+    this.startsPending++;
     return this.exclusive(async () => {
-      await this.started();
+      try {
+        if (!this.closed) await this.started();
+      } finally {
+        this.startsPending--;
+      }
     });
+  }
+
+  /**
+   * Whether the program is being started ahead of a challenge (a warm, or the restart after a
+   * stop): a challenge taken now would wait for its start-up inside its deadline, so the provider
+   * answers `busy` instead (a refusal an attestor tries again, never a failure).
+   */
+  get starting(): boolean {
+    return this.startsPending > 0;
+  }
+
+  /**
+   * After the program was stopped mid-exchange (an aborted or timed-out challenge, an answer out of
+   * step), it starts again at once in the background: the next challenge finds it running instead
+   * of paying its start-up (seconds for a CUDA context) inside its deadline.
+   */
+  private restartSoon(): void {
+    if (!this.closed) runDetached(this.warm(), this.options.logger, "Restarting the runner program after a stop", { runner: this.name });
   }
 
   computeCommit(challenge: RunnerChallenge, options: { signal?: AbortSignal } = {}): Promise<RunnerCommitment> {

@@ -64,6 +64,8 @@ export interface Runner {
    * they mount attestation; a runner with nothing to start leaves it out.
    */
   warm?(): Promise<void>;
+  /** True while a start asked for ahead of a challenge (warm, or a restart after a stop) is under way: the provider answers `busy` meanwhile. */
+  readonly starting?: boolean;
   /**
    * The memory phase on the same hardware (an external program's `mem-*` requests); absent, the
    * provider answers it with the CPU memory runner.

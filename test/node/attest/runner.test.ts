@@ -10,7 +10,7 @@ import { challengeProfileSchema } from "../../../common/attest/params.js";
 import { Attestor, ChallengeResponder } from "../../../node/attest/challenge/index.js";
 import { CpuRunner, ExternalRunner, type RunnerChallenge } from "../../../node/attest/runner/index.js";
 import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount } from "./helpers.js";
-import { isAlive } from "../../support/wait.js";
+import { isAlive, waitFor } from "../../support/wait.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../../..");
@@ -298,6 +298,40 @@ describe("attest runners", function () {
         const c = challenge(6, 16, 1, 9);
         assert.deepEqual((await runner.computeCommit(c)).roots, [expectedRoot(c)]);
         assert.ok(runner.pid !== undefined && runner.pid !== pid);
+      } finally {
+        await runner.close();
+      }
+    });
+
+    it("after a challenge is stopped mid-compute the program starts again at once, and the provider answers busy until it runs (its start-up never lands in the next deadline)", async function () {
+      this.timeout(60_000);
+      const STARTUP_MS = 1_500;
+      const runner = new ExternalRunner({ command: process.execPath, args: ["--import", tsxLoader, slowStartRunner, String(STARTUP_MS)], startTimeoutMs: 30_000 });
+      const machine = { machineId: 1, model: "L4-24GB", units: 1, vramMiB: 23_034 };
+      const profile = challengeProfileSchema.parse({ preset: "cpu-devnet", rowsPerUnit: 100 });
+      const attestor = new Attestor({ account: attestorAccount, domain, profile });
+      const responder = new ChallengeResponder({ provider: providerAccount.address, signer: providerAccount, machine: () => machine, runner, domain, isAttestor });
+      try {
+        await runner.warm();
+        assert.equal(runner.starting, false);
+        const pid = runner.pid!;
+        const abort = new AbortController();
+        const pending = runner.computeCommit(challenge(4000, 256, 4, 8), { signal: abort.signal });
+        setTimeout(() => abort.abort(new Error("the attestor went away")), 200);
+        await assert.rejects(pending, /went away/);
+        assert.equal(isAlive(pid), false);
+        // Restarting already, with no challenge asking: one now is refused busy (tried again, never a failure).
+        assert.equal(runner.starting, true);
+        const early = await attestor.startChallenge({ provider: providerAccount.address, ...machine });
+        await assert.rejects(responder.respond(early.message), { name: "ChallengeRefusedError", reason: "busy" });
+        await waitFor("the restarted runner's hello", () => !runner.starting, { timeoutMs: 30_000 });
+        const restarted = runner.pid;
+        assert.ok(restarted !== undefined && restarted !== pid && isAlive(restarted));
+        const state = await attestor.startChallenge({ provider: providerAccount.address, ...machine });
+        const next = state.onCommit(await responder.respond(state.message), Date.now());
+        assert.equal(next.outcome, "open");
+        assert.equal((await state.onOpen(await responder.open(openRequestOf(next)), Date.now())).outcome, "pass");
+        assert.equal(runner.pid, restarted, "the challenge ran on the program started in the background");
       } finally {
         await runner.close();
       }
