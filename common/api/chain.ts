@@ -40,6 +40,10 @@ export const machineViewSchema = z.strictObject({
   idleUnits: uint16Schema.describe("Units running the provider's idle workload (not leased)."),
   attestations: z.array(attestationViewSchema).describe("Hardware attestations verified by this node (current and expired)."),
   offerKey: z.string().nullable().describe("The key of the machine's live offer, or null when none is in the book."),
+  attestFailures: uint32Schema.describe(
+    "The machine's failed challenges that count now, as its live offer's `attestFailures` (GET /v1/offers): from its attestations and staked attestors' signed failure notices. 0 without a live offer.",
+  ),
+  lastAttestFailureAt: unixSecondsSchema.nullable().describe("When the latest of those failures was observed (unix seconds); null with none."),
 });
 export type MachineView = z.output<typeof machineViewSchema>;
 

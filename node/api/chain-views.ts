@@ -50,7 +50,12 @@ export function toLeaseView(lease: ChainLease): LeaseView | undefined {
 export type MachineOffer = { key: string; model: Hex; modelName: string };
 
 /** A machine's view: its registry record, named by its live offer (or the canonical name of its model hash). */
-export function toMachineView(machine: ChainMachine, offer: MachineOffer | undefined, attestations: MachineView["attestations"]): MachineView {
+export function toMachineView(
+  machine: ChainMachine,
+  offer: MachineOffer | undefined,
+  attestations: MachineView["attestations"],
+  failures: Pick<MachineView, "attestFailures" | "lastAttestFailureAt"> = { attestFailures: 0, lastAttestFailureAt: null },
+): MachineView {
   const model = offer && offer.model === machine.model ? offer.modelName : (MODEL_NAMES.get(machine.model) ?? null);
   return {
     machineId: machine.machineId,
@@ -67,6 +72,8 @@ export function toMachineView(machine: ChainMachine, offer: MachineOffer | undef
     idleUnits: machine.idleUnits,
     attestations,
     offerKey: offer ? offer.key : null,
+    attestFailures: failures.attestFailures,
+    lastAttestFailureAt: failures.lastAttestFailureAt,
   };
 }
 

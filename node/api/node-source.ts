@@ -31,7 +31,7 @@ import { bookComparator, bookEntryMatches, compareBigint, removedReason } from "
 import { mapBounded, paginate, READ_CONCURRENCY, toLeaseView, toMachineView, toProviderView, type ChainMachine, type ChainProvider } from "./chain-views.js";
 import { MarketIndex } from "./market-index.js";
 import { toMatchResult } from "./match-view.js";
-import { toAttestationView } from "./offer-view.js";
+import { failuresView, toAttestationView } from "./offer-view.js";
 import type { MarketChange, MarketDataSource, MarketListener, OfferEntry, Page, PageOf, VerifiedAttestation } from "./source.js";
 import { StatsRecorder, type StatsRecorderOptions } from "./stats.js";
 import { runDetached } from "../../common/detached.js";
@@ -351,8 +351,10 @@ export class NodeMarketSource implements MarketDataSource {
     const live = this.deps.book.get(key);
     const current = live && live.expiry > now ? live : undefined;
     const offer = current && { key, model: current.message.offer.model, modelName: current.message.machine.model };
-    const attestations = current ? this.toEntry(current).verifiedAttestations.map((signed) => toAttestationView(signed, now)) : [];
-    return toMachineView(machine, offer, attestations);
+    const entry = current && this.toEntry(current);
+    const attestations = entry ? entry.verifiedAttestations.map((signed) => toAttestationView(signed, now)) : [];
+    const { attestFailures, lastAttestFailureAt } = entry ? failuresView(entry, now) : { attestFailures: 0, lastAttestFailureAt: null };
+    return toMachineView(machine, offer, attestations, { attestFailures, lastAttestFailureAt });
   }
 
   private async providerView(address: Address, record: ChainProvider, now: number): Promise<ProviderView> {

@@ -52,7 +52,7 @@ export function toAttestationView(verified: VerifiedAttestation, nowSeconds: num
 }
 
 /** The machine's signed failures that count at `nowSeconds`, with until when each does, and the latest one's time. */
-function failuresView(entry: OfferEntry, nowSeconds: number): Pick<OfferView, "attestFailures" | "attestFailuresUntil" | "lastAttestFailureAt"> {
+export function failuresView(entry: OfferEntry, nowSeconds: number): Pick<OfferView, "attestFailures" | "attestFailuresUntil" | "lastAttestFailureAt"> {
   const until = (entry.attestFailuresUntil ?? []).filter((t) => t > nowSeconds);
   const grouped: { until: number; failures: number }[] = [];
   for (const t of until) {

@@ -26,7 +26,7 @@ import { waitFor } from "../support/wait.js";
 const ZERO32 = `0x${"0".repeat(64)}` as const;
 
 type TestDaemon = Awaited<ReturnType<typeof startTestDaemon>>;
-type MachineSpec = { model: string; units: number; region: string; price: bigint; attested: boolean; freeUnits?: number };
+type MachineSpec = { model: string; units: number; region: string; price: bigint; attested: boolean; freeUnits?: number; failures?: number };
 
 describe("explorer page in headless Chromium against a devnet node", function () {
   this.timeout(120_000);
@@ -40,7 +40,7 @@ describe("explorer page in headless Chromium against a devnet node", function ()
   const pageErrors: string[] = [];
   // Machines 1..4 are offered before the page loads; 5 and 6 after.
   const machines: MachineSpec[] = [
-    { model: "A100-80GB", units: 8, region: "eu-west", price: 400n, attested: true },
+    { model: "A100-80GB", units: 8, region: "eu-west", price: 400n, attested: true, failures: 2 },
     { model: "H100-80GB-SXM", units: 8, region: "eu-west", price: 900n, attested: true },
     { model: "A100-80GB", units: 4, region: "us-east", price: 650n, attested: false, freeUnits: 1 },
     { model: "RTX4090-24GB", units: 2, region: "us-east", price: 90n, attested: true },
@@ -69,8 +69,9 @@ describe("explorer page in headless Chromium against a devnet node", function ()
         root: `0x${"00".repeat(32)}` as const,
         gpus: `0x${"00".repeat(32)}` as const,
         cc: `0x${"00".repeat(32)}` as const,
-        failures: 0,
-        lastFailureAt: 0,
+        // A pass after failed challenges carries them (the attestor's failure history).
+        failures: machine.failures ?? 0,
+        lastFailureAt: machine.failures ? now - 3_600 : 0,
         issuedAt: now - 60,
         expiry: now + 86_400,
       };
@@ -238,6 +239,10 @@ describe("explorer page in headless Chromium against a devnet node", function ()
     assert.match(facts, /Uptimenew \(no lease counted yet\)/);
     // Six machines declared, one removed on-chain.
     assert.equal(await page.$$eval("#provider-machines tbody tr", (rows) => rows.length), 5);
+    // The failed challenges that count now, beside the attestations (issue #35 items 3 and 9): two on machine 1, none on machine 2.
+    const failedCell = (index: number) => page.$eval(`#provider-machines tr[data-machine-id="${ids[index]}"] td:nth-child(8)`, (cell) => cell.textContent ?? "");
+    assert.match(await failedCell(0), /^2, latest /);
+    assert.equal(await failedCell(1), "none");
   });
 
   it("fetched nothing from anywhere but the node, and raised no script error", () => {

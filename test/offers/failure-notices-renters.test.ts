@@ -16,6 +16,7 @@ import { keccak256, toHex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { offerPageSchema, type OfferView } from "../../common/api/offers.js";
 import { matchResultSchema } from "../../common/api/market.js";
+import { machineViewSchema } from "../../common/api/chain.js";
 import { FAILURE_WINDOW_SECONDS, MAX_COUNTED_FAILURES, attestFailuresTopic, failuresAt, machineFailures, signFailureNotice } from "../../common/attest/failure-notice.js";
 import { throughputBand } from "../../common/attest/params.js";
 import { signAttestation, type TypedDataSigner } from "../../common/chain/sign.js";
@@ -152,6 +153,9 @@ describe("failure notices reach renters: HTTP view and SDK feeds, aging, older p
     );
     assert.equal(shown.lastAttestFailureAt, observed);
     assert.equal(shown.attested, false, "the attestor's own notice revoked its attestation");
+    // The machine's record (GET /v1/machines/:id, the explorer's provider page) carries the same count.
+    const machine = machineViewSchema.parse(await api(`/v1/machines/${machineId}`));
+    assert.deepEqual([machine.attestFailures, machine.lastAttestFailureAt], [4, observed]);
 
     // POST /v1/match: refused by maxAttestFailures; accepted at 4 with the count in the allocation.
     const refused = matchResultSchema.parse(await api("/v1/match", ask("A100")));

@@ -175,6 +175,8 @@ export function machineRecord(provider: Address, machineId: number, model: strin
     idleUnits: units - 2,
     attestations: [],
     offerKey: null,
+    attestFailures: 0,
+    lastAttestFailureAt: null,
   };
 }
 

@@ -257,6 +257,15 @@ function renderProvider(provider: ProviderView): void {
                 .join("; ")
             : "none current",
         ),
+        // Failures that count now (its attestations' and staked attestors' signed notices): what a match's maxAttestFailures bounds.
+        cell(
+          machine.attestFailures > 0
+            ? `${machine.attestFailures}, latest ${machine.lastAttestFailureAt ? new Date(machine.lastAttestFailureAt * 1000).toLocaleString() : "unknown"}`
+            : machine.offerKey
+              ? "none"
+              : "–",
+          "num",
+        ),
         cell(machine.offerKey ? "live" : "–"),
       );
       return row;
