@@ -51,5 +51,6 @@ export { suanliDomain, suanliTypes } from "../common/eip712.js";
 export { addData, type AddDataParameters, type AddDataReturnType, type DataProgress } from "./actions/addData.js";
 export { listData, type DataNodeParameters, type ListDataReturnType } from "./actions/listData.js";
 export { removeData, type RemoveDataReturnType } from "./actions/removeData.js";
+export { pinData, type PinDataParameters, type PinDataReturnType } from "./actions/pinData.js";
 export { getData, type GetDataParameters, type GetDataReturnType } from "./actions/getData.js";
 export { DataIntegrityError, DataRequestError } from "./internal/data.js";

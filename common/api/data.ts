@@ -1,6 +1,7 @@
 /**
  * The data routes of the HTTP API (docs/data.md, "HTTP API"): add (a file's bytes or a folder as
- * tar, streamed), list, remove and get content-addressed data on the node. Shared by the node
+ * tar, streamed), pin by CID (fetched from the network), list, remove and get content-addressed
+ * data on the node. Shared by the node
  * (validation, OpenAPI) and the SDK (parsing the answers).
  */
 import { z } from "zod";
@@ -46,6 +47,25 @@ export const dataGetQuerySchema = z.strictObject({
     .optional()
     .describe("Comma-separated multiaddrs (each ending in /p2p/<peer id>) of nodes known to have the data: the node dials them for blocks it lacks."),
 });
+
+/** A multiaddr that names its peer, as a provider hint (e.g. /ip4/203.0.113.5/tcp/4001/p2p/12D3KooW...). */
+const providerAddr = z
+  .string()
+  .min(1)
+  .max(500)
+  .regex(/^\/.+\/p2p\/[A-Za-z0-9]+$/, "expected a multiaddr ending in /p2p/<peer id>");
+
+export const dataPinBodySchema = z.strictObject({
+  cid: cidText.describe("The root to fetch (every block, verified) and pin."),
+  name: dataName.optional().describe("The name kept with the pin (default: the CID). Does not change the CID."),
+  providers: z
+    .array(providerAddr)
+    .max(16)
+    .optional()
+    .describe("Multiaddrs (each ending in /p2p/<peer id>) of nodes known to have the data: the node dials them for blocks it lacks."),
+  timeoutMs: z.number().int().min(100).max(86_400_000).optional().describe("How long the node waits for blocks it lacks, 100..86400000 ms (default: its data.fetchTimeoutMs)."),
+});
+export type DataPinBody = z.input<typeof dataPinBodySchema>;
 
 export const dataEntrySchema = z.strictObject({
   cid: z.string().describe("Root CID."),

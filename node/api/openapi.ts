@@ -20,7 +20,7 @@ import {
   reservationBodySchema,
 } from "../../common/api/market.js";
 import { offerPageSchema, offerViewSchema } from "../../common/api/offers.js";
-import { dataEntrySchema, dataListSchema, dataRemovedSchema } from "../../common/api/data.js";
+import { dataEntrySchema, dataListSchema, dataPinBodySchema, dataRemovedSchema } from "../../common/api/data.js";
 import {
   cancelRelayAnswerSchema,
   cancelRelayBodySchema,
@@ -77,6 +77,7 @@ const named: [z.ZodType, string][] = [
   [dataEntrySchema, "DataEntry"],
   [dataListSchema, "DataList"],
   [dataRemovedSchema, "DataRemoved"],
+  [dataPinBodySchema, "DataPinRequest"],
 ];
 for (const [schema, id] of named) apiComponents.add(schema, { id });
 

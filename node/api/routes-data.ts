@@ -1,6 +1,6 @@
 /**
- * The data routes (docs/data.md, "HTTP API"): add a file or a folder (streamed), list, remove and
- * get content-addressed data held by this node's DataStore. Data on a node's disk belongs to
+ * The data routes (docs/data.md, "HTTP API"): add a file or a folder (streamed), pin a CID fetched
+ * from the network, list, remove and get content-addressed data held by this node's DataStore. Data on a node's disk belongs to
  * whoever runs the node, and no wallet owns it, so there is no signature to check as on the lease
  * routes: these routes answer only clients on the node's own machine (loopback address and Host,
  * no X-Forwarded-For unless api.trustProxy), never a browser (a request with an Origin header: a
@@ -17,6 +17,7 @@ import {
   dataEntrySchema,
   dataGetQuerySchema,
   dataListSchema,
+  dataPinBodySchema,
   dataRemovedSchema,
 } from "../../common/api/data.js";
 import { SuanliError } from "../../common/errors.js";
@@ -156,6 +157,49 @@ export function dataRoutes(deps: RouteDeps): RouteSpec[] {
           const pinned = held.filter((entry) => entry.pinned).reduce((sum, entry) => sum + entry.bytes, 0);
           const maxBytes = data.store.options.pinnedBytes - pinned;
           return await addUpload(data.store, body, { kind, name: query.name ?? "data", staging: data.staging, maxBytes: Math.max(0, maxBytes) });
+        } catch (cause) {
+          throw asApiError(cause);
+        } finally {
+          release();
+        }
+      },
+    }),
+    defineRoute({
+      method: "POST",
+      url: "/v1/data/pins",
+      operationId: "pinData",
+      summary: "Fetch a CID from the network (every block verified) and pin it on this node",
+      description:
+        "Blocks the node lacks are fetched over bitswap from its connected peers and the `providers` given, each verified against its CID, then the root is pinned " +
+        "(a cached copy becomes pinned). A renter keeps a checkpoint or an output past its provider's retention this way. The data may be at most " +
+        "data.pinnedBytes less what is pinned already (413 past it). Pinning a root already pinned answers it again. Only clients on the node's own machine (403 otherwise).",
+      tag: dataTag,
+      body: dataPinBodySchema,
+      rateLimit: "write",
+      responses: {
+        200: { description: "The pinned root", schema: dataEntrySchema },
+        400: error("A bad body: not a CID, a provider that is not a multiaddr ending in /p2p/<peer id> (InvalidCidError, or the field named)"),
+        403: refused,
+        404: error("No reachable node served the data in time (DataNotFoundError)"),
+        413: error("Over data.pinnedBytes (DataQuotaError)"),
+        429: busy,
+        503: disabled,
+      },
+      handler: async ({ body, request }) => {
+        const data = open(request);
+        const release = slot();
+        try {
+          const cid = parseCid(body.cid).toString();
+          const held = await data.store.list();
+          const already = held.find((entry) => entry.cid === cid && entry.pinned);
+          if (already) return already;
+          const pinned = held.filter((entry) => entry.pinned).reduce((sum, entry) => sum + entry.bytes, 0);
+          return await data.store.pin(cid, {
+            name: body.name,
+            providers: body.providers,
+            timeoutMs: body.timeoutMs,
+            maxBytes: Math.max(0, data.store.options.pinnedBytes - pinned),
+          });
         } catch (cause) {
           throw asApiError(cause);
         } finally {

@@ -154,11 +154,18 @@ export class DataStore {
     return this.pinLocal(cid, name, bytes);
   }
 
-  /** Fetches every block of `cid` (from `providers` or any connected peer) and pins it. */
+  /**
+   * Fetches every block of `cid` (from `providers` or any connected peer) and pins it. Past
+   * data.pinnedBytes it throws DataQuotaError and what was fetched stays only as a cached copy.
+   */
   async pin(cidString: string, parameters: FetchOptions & { name?: string } = {}): Promise<DataEntry> {
     const cid = parseCid(cidString);
     await this.fetch(cidString, parameters);
     const bytes = await this.dagBytes(cid);
+    if (!(await this.isRootPinned(cid))) {
+      const pinned = await this.pinnedTotal();
+      if (pinned + bytes > this.options.pinnedBytes) throw new DataQuotaError("Pinned data would exceed data.pinnedBytes", pinned + bytes, this.options.pinnedBytes);
+    }
     const entry = await this.pinLocal(cid, parameters.name ?? cid.toString(), bytes);
     // Pinned now: no longer counted in the cache (its blocks stay, pinned).
     if ((await this.index.get(`c!${cid.toString()}`)) !== undefined) await this.dropCached(cid.toString());

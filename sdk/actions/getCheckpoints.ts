@@ -2,6 +2,7 @@ import type { Address } from "viem";
 import { verifyCheckpoints, type SignedCheckpoint } from "../../common/attest/checkpoint.js";
 import { SuanliError } from "../../common/errors.js";
 import { authorize, type SuanliContext } from "../internal/context.js";
+import { addressesOf } from "../internal/resume.js";
 import { currentAttempt } from "../internal/store.js";
 import { taskRecord } from "./getTaskStatus.js";
 
@@ -19,6 +20,8 @@ export type GetCheckpointsReturnType = {
   taskId: string;
   leaseId: bigint;
   provider: Address;
+  /** The provider node's multiaddrs, each ending in /p2p/<peer id>: the hints to fetch or pin a checkpoint's CID from it (pinData). */
+  providerAddrs: string[];
   checkpoints: SignedCheckpoint[];
   newest: SignedCheckpoint | null;
   error: { name: string; message: string } | null;
@@ -43,7 +46,8 @@ export class CheckpointsUnavailableError extends SuanliError {
  * The task's checkpoint records from its provider (the current attempt's lease), each checked:
  * signed (EIP-712 `Checkpoint`, this deployment) by the lease's provider, for this lease. A record
  * that is not throws CheckpointSignatureError: nothing of an answer with a forged record is used.
- * Resume from `newest.record.cid` with `submitTask({ resumeFrom })`.
+ * Resume from `newest.record.cid` with `submitTask({ resumeFrom })`; keep it on your own node with
+ * `pinData(newest.record.cid, { nodeUrl, providers: providerAddrs })`.
  *
  * @example
  * import { createClient } from "suanli/sdk";
@@ -66,6 +70,7 @@ export async function getCheckpoints(ctx: SuanliContext, taskId: string): Promis
     taskId,
     leaseId: attempt.leaseId,
     provider: attempt.provider,
+    providerAddrs: addressesOf(attempt),
     checkpoints,
     newest: checkpoints[0] ?? null,
     error: remote.checkpointError ?? null,

@@ -98,7 +98,7 @@ async function reverified(ctx: SuanliContext, attempt: TaskAttempt): Promise<Sig
 }
 
 /** The attempt's provider addresses, each ending in /p2p/<peer id>. */
-function addressesOf(attempt: TaskAttempt): string[] {
+export function addressesOf(attempt: Pick<TaskAttempt, "addrs" | "peerId">): string[] {
   return attempt.addrs.map((addr) => (addr.includes("/p2p/") ? addr : `${addr}/p2p/${attempt.peerId}`));
 }
 

@@ -17,7 +17,7 @@ import { createApiServer, type ApiServer } from "../../node/api/server.js";
 import { DataStore } from "../../node/data/store.js";
 import { silentLogger } from "../../node/log/logger.js";
 import { startNodeHost, type NodeHost } from "../../node/p2p/start.js";
-import { addData, DataRequestError, getData, listData, removeData } from "../../sdk/index.js";
+import { addData, DataRequestError, getData, listData, pinData, removeData } from "../../sdk/index.js";
 import { testDeployment } from "../support/api-fixture.js";
 import { lastJson, runCli } from "../support/cli.js";
 import { InMemoryMarketSource } from "../support/memory-source.js";
@@ -55,7 +55,7 @@ async function tree(dir: string, prefix = ""): Promise<Record<string, string>> {
   return out;
 }
 
-describe("data API, SDK and CLI (suanli data add|ls|rm|get)", function () {
+describe("data API, SDK and CLI (suanli data add|pin|ls|rm|get)", function () {
   this.timeout(120_000);
   let root: string;
   let a: Peer;
@@ -214,5 +214,49 @@ describe("data API, SDK and CLI (suanli data add|ls|rm|get)", function () {
     const again = await runCli(["data", "rm", cid, "--node-url", a.url]);
     assert.equal(again.code, 1);
     assert.match(again.stderr, /neither pins nor caches/);
+  });
+
+  it("pins a CID another node holds (POST /v1/data/pins, SDK pinData, suanli data pin): fetched, verified, kept; over the quota, unknown or with a bad hint it is refused by name", async () => {
+    const file = path.join(root, "checkpoint.bin");
+    await writeFile(file, randomBytes(200_000));
+    const added = await addData(file, { nodeUrl: a.url });
+    const pinned = await pinData(added.cid, { nodeUrl: b.url, providers: [a.addr], timeoutMs: 20_000, name: "kept" });
+    assert.deepEqual([pinned.cid, pinned.pinned, pinned.name], [added.cid, true, "kept"]);
+    // A's copy can go: B keeps its own, pinned, byte for byte.
+    await removeData(added.cid, { nodeUrl: a.url });
+    assert.equal((await listData({ nodeUrl: b.url })).items.find((item) => item.cid === added.cid)?.pinned, true);
+    const back = path.join(root, "kept-back");
+    assert.equal((await getData(added.cid, back, { nodeUrl: b.url, timeoutMs: 2_000 })).verified, true);
+    assert.deepEqual(await readFile(path.join(back, "checkpoint.bin")), await readFile(file));
+    assert.equal((await pinData(added.cid, { nodeUrl: b.url })).cid, added.cid, "pinning it again answers the pin");
+
+    // B pins at most 1 MiB: the 2 MiB folder is fetched, refused, and not pinned.
+    const large = await addData(folder, { nodeUrl: a.url });
+    await assert.rejects(pinData(large.cid, { nodeUrl: b.url, providers: [a.addr], timeoutMs: 20_000 }), { name: "DataQuotaError", status: 413 });
+    assert.notEqual((await listData({ nodeUrl: b.url })).items.find((item) => item.cid === large.cid)?.pinned, true);
+    const missing = CID.createV1(raw.code, await sha256.digest(randomBytes(32))).toString();
+    await assert.rejects(pinData(missing, { nodeUrl: b.url, timeoutMs: 300 }), { name: "DataNotFoundError", status: 404 });
+    const badHint = await fetch(`${b.url}/v1/data/pins`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ cid: added.cid, providers: ["127.0.0.1:4001"] }),
+    });
+    assert.equal(badHint.status, 400);
+    assert.match(((await badHint.json()) as { error: { message: string } }).error.message, /providers.*\/p2p\//s);
+    const fromPage = await fetch(`${b.url}/v1/data/pins`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: "https://evil.example" },
+      body: JSON.stringify({ cid: added.cid }),
+    });
+    assert.equal(fromPage.status, 403);
+    await assert.rejects(pinData(added.cid, { nodeUrl: off.url }), { name: "DataDisabledError", status: 503 });
+
+    // The CLI, as a child process.
+    const cliFile = path.join(root, "cli-checkpoint.bin");
+    await writeFile(cliFile, randomBytes(50_000));
+    const cliAdded = await addData(cliFile, { nodeUrl: a.url });
+    const cli = await runCli(["data", "pin", cliAdded.cid, "--node-url", b.url, "--provider", a.addr, "--timeout-ms", "20000", "--json"]);
+    assert.equal(cli.code, 0, cli.stderr);
+    assert.deepEqual([lastJson<{ cid: string; pinned: boolean }>(cli.stdout).cid, lastJson<{ pinned: boolean }>(cli.stdout).pinned], [cliAdded.cid, true]);
   });
 });

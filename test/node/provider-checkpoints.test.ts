@@ -1,7 +1,8 @@
 /**
  * Checkpoints and resume (issue 36, docs/data.md): a real provider node (devnet chain, libp2p on
  * 127.0.0.1, level, Helia with data.enabled, bubblewrap) snapshots a task's $SUANLI_CHECKPOINT_DIR,
- * signs the records and serves them with the task's status; a second lease resumes from the newest.
+ * signs the records and serves them with the task's status; the renter's own node pins the newest;
+ * a second lease resumes from the newest.
  */
 import assert from "node:assert/strict";
 import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
@@ -13,6 +14,8 @@ import { stringifyTagged } from "../../common/json.js";
 import { detectBubblewrap } from "../../node/provider/runtime/sandbox.js";
 import { startBundleServer, type BundleServer, type ServedBundle } from "../support/bundles.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
+import { startTestDaemon } from "../support/daemons.js";
+import { pinData } from "../../sdk/index.js";
 import { startTestProvider, type TestProvider } from "../support/provider.js";
 import { TestRenter } from "../support/renter.js";
 import { waitFor } from "../support/wait.js";
@@ -106,6 +109,24 @@ describe("provider: checkpoints signed and served, and resume from one", functio
     assert.equal((await readFile(path.join(target, "state"), "utf8")).trim(), "25");
     assert.equal(status.checkpointError, undefined);
     first = { leaseId, cid: newest.record.cid };
+  });
+
+  it("the renter's own node pins the newest checkpoint from the provider (pinData with the provider's addresses): fetched over bitswap, pinned, the task's last state", async () => {
+    const own = await startTestDaemon(devnet, { data: { enabled: true, fetchTimeoutMs: 10_000 }, api: { enabled: true, host: "127.0.0.1", port: 0 } });
+    try {
+      const providerAddrs = provider.daemon.p2p.host.getMultiaddrs().map((addr) => addr.toString());
+      assert.ok(providerAddrs.every((addr) => addr.includes("/p2p/")));
+      const pinned = await pinData(first.cid, { nodeUrl: own.api!.url, providers: providerAddrs, timeoutMs: 10_000, name: "newest-checkpoint" });
+      assert.deepEqual([pinned.cid, pinned.pinned], [first.cid, true]);
+      assert.ok(own.data!.counters.fetchedBlocks > 0, "fetched from the provider over bitswap");
+      // Pinned on the renter's node, with the state the task wrote last.
+      const target = path.join(root, "pinned-newest");
+      await own.data!.get(first.cid, target, { timeoutMs: 1_000 });
+      assert.equal((await readFile(path.join(target, "state"), "utf8")).trim(), "25");
+      assert.equal((await own.data!.list()).find((entry) => entry.cid === first.cid)?.pinned, true);
+    } finally {
+      await own.close();
+    }
   });
 
   it("refuses a record whose signature is not the lease's provider's, or whose fields were altered", async () => {

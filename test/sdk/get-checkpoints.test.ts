@@ -19,7 +19,7 @@ const renter = privateKeyToAccount(generatePrivateKey());
 const cid = "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy";
 
 function context(checkpoints: unknown[], checkpointError?: { name: string; message: string }): SuanliContext {
-  const attempt = { leaseId: 7n, provider: provider.address, peerId: "12D3KooWtest", addrs: [] };
+  const attempt = { leaseId: 7n, provider: provider.address, peerId: "12D3KooWtest", addrs: ["/ip4/127.0.0.1/tcp/4001", "/ip4/127.0.0.1/tcp/4002/p2p/12D3KooWtest"] };
   return {
     domain,
     account: renter,
@@ -40,6 +40,8 @@ describe("sdk: getCheckpoints", () => {
     );
     assert.equal(answer.newest?.record.seq, 2n);
     assert.equal(answer.error?.name, "CheckpointQuotaError");
+    // The hints to fetch or pin the newest CID from the provider (pinData's providers): every address names the peer.
+    assert.deepEqual(answer.providerAddrs, ["/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWtest", "/ip4/127.0.0.1/tcp/4002/p2p/12D3KooWtest"]);
     const text = checkpointsText(answer);
     assert.match(text, /2 checkpoint\(s\), signatures verified/);
     assert.match(text, new RegExp(`--resume-from ${cid}`));

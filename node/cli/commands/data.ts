@@ -1,12 +1,12 @@
 /**
- * `suanli data add|ls|rm|get`: the renter's data on a node (docs/data.md). They talk to the node's
- * HTTP API through the SDK (addData, listData, removeData, getData); the node is the renter's own,
+ * `suanli data add|pin|ls|rm|get`: the renter's data on a node (docs/data.md). They talk to the node's
+ * HTTP API through the SDK (addData, pinData, listData, removeData, getData); the node is the renter's own,
  * on the same machine: --node-url (env SUANLI_NODE_URL, default http://127.0.0.1:8080, the API's
  * default address), or --pin-on URL for `add`. Progress goes to stderr, data to stdout (--json:
  * one JSON line).
  */
 import type { Command } from "commander";
-import { addData, getData, listData, removeData, type DataProgress } from "../../../sdk/index.js";
+import { addData, getData, listData, pinData, removeData, type DataProgress } from "../../../sdk/index.js";
 import { emit, progress } from "../output.js";
 import { FlagProblems } from "../preflight.js";
 
@@ -66,6 +66,28 @@ export function registerData(program: Command): void {
       problems.throwIfAny();
       const added = await addData(localPath, { nodeUrl, name: flags.name, onProgress: progressReporter(json, "Sent") });
       emit(json, { ...added, nodeUrl }, () => `${added.cid}\n  ${added.name}, ${size(added.bytes)}, pinned on ${nodeUrl}; CID verified locally`);
+    });
+
+  withNodeFlags(
+    data
+      .command("pin")
+      .argument("<cid>", "the root to keep")
+      .description("have your node fetch data by its CID (over bitswap, every block verified) and pin it: a checkpoint or an output kept past its provider"),
+  )
+    .option("--name <name>", "the name kept with the pin (default: the CID)")
+    .option("--timeout-ms <ms>", "how long the node waits for the data (default: its data.fetchTimeoutMs)")
+    .option("--provider <multiaddr>", "a node known to have the data, ending in /p2p/<peer id> (repeatable)", (value: string, previous: string[] = []) => [...previous, value])
+    .action(async (cid: string, flags: DataFlags & { name?: string; timeoutMs?: string; provider?: string[] }) => {
+      const problems = new FlagProblems();
+      checkUrl("node-url", flags.nodeUrl, problems);
+      const timeoutMs = problems.number("timeout-ms", flags.timeoutMs);
+      problems.throwIfAny();
+      const pinned = await pinData(cid, { nodeUrl: flags.nodeUrl, name: flags.name, timeoutMs, providers: flags.provider });
+      emit(
+        Boolean(flags.json),
+        { ...pinned, nodeUrl: flags.nodeUrl },
+        () => `${pinned.cid}\n  ${pinned.name}, ${size(pinned.bytes)}, pinned on ${flags.nodeUrl}; every block verified`,
+      );
     });
 
   withNodeFlags(data.command("ls").description("list the data your node pins and caches")).action(async (flags: DataFlags) => {
