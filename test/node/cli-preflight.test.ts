@@ -47,6 +47,13 @@ describe("suanli CLI: flags checked before connecting", function () {
     assert.equal(connections, 0, "nothing was reached");
   });
 
+  it("checkpoints --pin-on that is not a node URL is a bad flag (exit 2) before anything is reached", async () => {
+    const result = await runCli(["checkpoints", "some-task", "--rpc-url", rpcUrl, "--devnet-account", "5", "--pin-on", "127.0.0.1:8080"]);
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /--pin-on must be a node's HTTP API URL like http:\/\/127\.0\.0\.1:8080, got "127\.0\.0\.1:8080"/);
+    assert.equal(connections, 0, "nothing was reached");
+  });
+
   it("--rpc-url not-a-url is a bad flag (exit 2), reported with the others, not an unreachable chain", async () => {
     const result = await runCli([
       "submit",
