@@ -23,6 +23,8 @@ export type { WaitForTaskParameters } from "./actions/waitForTask.js";
 export type { ExtendTaskParameters, ExtendTaskReturnType } from "./actions/extendTask.js";
 export type { TaskRecord } from "./internal/store.js";
 export { submitTask, parseSubmitParameters } from "./actions/submitTask.js";
+export { listTemplates, templateTask, type TemplateTaskParameters, type TemplateTaskReturnType } from "./actions/templates.js";
+export { UnknownTemplateError, type Template } from "../common/templates/catalog.js";
 export { getTaskStatus } from "./actions/getTaskStatus.js";
 export { streamLogs } from "./actions/streamLogs.js";
 export { waitForTask } from "./actions/waitForTask.js";

@@ -23,6 +23,8 @@ export type { ExecTaskParameters, ExecTaskReturnType } from "./actions/execTask.
 export type { ForwardPortParameters, ForwardPortReturnType } from "./actions/forwardPort.js";
 export type { DownloadOutputParameters, DownloadOutputReturnType } from "./actions/downloadOutput.js";
 export { submitTask, parseSubmitParameters } from "./actions/submitTask.js";
+export { listTemplates, templateTask, type TemplateTaskParameters, type TemplateTaskReturnType } from "./actions/templates.js";
+export { UnknownTemplateError, type Template } from "../common/templates/catalog.js";
 export { getTaskStatus } from "./actions/getTaskStatus.js";
 export { getCheckpoints, CheckpointsUnavailableError, type GetCheckpointsReturnType } from "./actions/getCheckpoints.js";
 export { CheckpointSignatureError, type SignedCheckpoint } from "../common/attest/checkpoint.js";

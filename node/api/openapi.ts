@@ -6,6 +6,7 @@
  * (fastify-type-provider-zod + @fastify/swagger were tried: the bridge documents responses from
  * the output side of a schema, which for codecs is a bigint and comes out as an empty schema.)
  */
+import { templateCatalogSchema } from "../../common/templates/catalog.js";
 import { z } from "zod";
 import { leasePageSchema, leaseViewSchema, machinePageSchema, machineViewSchema, providerPageSchema, providerViewSchema } from "../../common/api/chain.js";
 import { offerRemovedEventSchema, resetEventSchema } from "../../common/api/events.js";
@@ -78,6 +79,7 @@ const named: [z.ZodType, string][] = [
   [dataListSchema, "DataList"],
   [dataRemovedSchema, "DataRemoved"],
   [dataPinBodySchema, "DataPinRequest"],
+  [templateCatalogSchema, "TemplateCatalog"],
 ];
 for (const [schema, id] of named) apiComponents.add(schema, { id });
 

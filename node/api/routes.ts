@@ -2,6 +2,7 @@
  * The route table of the HTTP API: every route the server answers, with its schemas. The write
  * routes (match, reservations, lease relays) are in routes-write.ts.
  */
+import { templateCatalog, templateCatalogSchema } from "../../common/templates/catalog.js";
 import { z } from "zod";
 import {
   leaseIdParamsSchema,
@@ -251,6 +252,16 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
         }
         return source.marketStats({ model: query.model, from, to, bucketSeconds: query.bucketSeconds });
       },
+    }),
+    defineRoute({
+      method: "GET",
+      url: "/v1/templates",
+      operationId: "listTemplates",
+      summary: "The template catalog: image, command, ports, environment, health path, GPUs and VRAM per template",
+      description: "The catalog this node's release ships (common/templates/catalog.ts; docs/templates.md), the same the SDK's listTemplates returns.",
+      tag: "market",
+      responses: { 200: { description: "The catalog", schema: templateCatalogSchema }, 429: rateLimited },
+      handler: async () => templateCatalog(),
     }),
     ...writeRoutes(deps),
     ...dataRoutes(deps),

@@ -4,6 +4,7 @@ import { ConfigError } from "../config/load.js";
 import { registerAttestor } from "./commands/attestor.js";
 import { registerCheckpoints } from "./commands/checkpoints.js";
 import { registerResume } from "./commands/resume.js";
+import { registerTemplates } from "./commands/templates.js";
 import { registerData } from "./commands/data.js";
 import { registerDevnet } from "./commands/devnet.js";
 import { registerGovernance } from "./commands/governance.js";
@@ -23,6 +24,7 @@ registerRenter(program);
 registerData(program);
 registerCheckpoints(program);
 registerResume(program);
+registerTemplates(program);
 registerProvider(program);
 registerGovernance(program);
 

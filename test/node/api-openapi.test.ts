@@ -58,6 +58,8 @@ describe("OpenAPI document", () => {
       "GET /v1/data",
       "GET /v1/data/{cid}",
       "DELETE /v1/data/{cid}",
+      "POST /v1/data/pins",
+      "GET /v1/templates",
       "GET /v1/events",
       "GET /v1/health",
       "GET /metrics",
@@ -94,6 +96,7 @@ describe("OpenAPI document", () => {
     await check("GET", `/v1/leases?address=${accounts.renter.address}`, "/v1/leases", 200);
     await check("GET", "/v1/leases/1", "/v1/leases/{id}", 200);
     await check("GET", "/v1/stats", "/v1/stats", 200);
+    await check("GET", "/v1/templates", "/v1/templates", 200);
     await check("POST", "/v1/match", "/v1/match", 200, { gpuType: "A100", gpuCount: 1, duration: 60, maxPricePerGpuHour: "5" });
     await check("POST", "/v1/match", "/v1/match", 200, { gpuType: "H200", gpuCount: 1, duration: 60, maxPricePerGpuHour: "5" });
     await check("POST", "/v1/match", "/v1/match", 400, { gpuType: "H200" });
