@@ -1,3 +1,4 @@
+import { createRequire } from "node:module";
 import { Command, CommanderError } from "commander";
 import { InvalidInputError, SuanliError } from "../../common/errors.js";
 import { ConfigError } from "../config/load.js";
@@ -14,7 +15,12 @@ import { registerWallet } from "./commands/wallet.js";
 import { registerRenter, renterExitCode } from "./commands/renter.js";
 import { CliError, cliWording, ExitCode } from "./output.js";
 
-const program = new Command("suanli").description("Suanli: a decentralized marketplace for renting GPU compute").showHelpAfterError().exitOverride();
+const { version } = createRequire(import.meta.url)("../../package.json") as { version: string };
+const program = new Command("suanli")
+  .description("Suanli: a decentralized marketplace for renting GPU compute")
+  .version(version, "-V, --version", "print the version")
+  .showHelpAfterError()
+  .exitOverride();
 
 registerDevnet(program);
 registerNode(program);

@@ -75,5 +75,9 @@ describe("suanli bin: the prebuilt bundle or the sources", function () {
     });
     assert.equal(fromBundle.stdout, fromSources.stdout);
     assert.match(fromBundle.stdout, /stake/);
+    // The packages are in the bundle too (but for native addons and tools): --version prints package.json's.
+    const { version } = JSON.parse(await readFile(path.join(root, "package.json"), "utf8")) as { version: string };
+    assert.equal((await run(node, [bundle, "--version"], { cwd: root })).stdout.trim(), version);
+    assert.ok(!code.includes('from "viem"') && !code.includes('from "@libp2p/'), "viem and libp2p are bundled, not loaded from node_modules");
   });
 });
