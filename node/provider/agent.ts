@@ -133,6 +133,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       inventory,
       hiddenPaths: agentOptions.hiddenPaths,
     });
+    cleanups.push(async () => baseRuntime.close?.()); // last to run: its staging folders in /tmp go once the tasks are stopped
     const isolation: RuntimeIsolation = baseRuntime.verify ? await baseRuntime.verify() : { sandboxed: true, description: `${baseRuntime.kind} runtime`, warnings: [] };
     for (const warning of isolation.warnings) logger.warn(warning);
     logger.info("Task isolation verified", { runtime: baseRuntime.kind, isolation: isolation.description });

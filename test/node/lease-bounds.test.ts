@@ -40,7 +40,10 @@ describe("lease bounds: a task gets what its lease bought and no more", function
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
+  /** Every runtime made here, closed at the end (their staging folders in /tmp). */
+  const runtimes: ProcessRuntime[] = [];
   after(async () => {
+    for (const each of runtimes) await each.close();
     await new Promise<void>((resolve) => server.close(() => resolve()));
     await rm(dir, { recursive: true, force: true });
   });
@@ -64,10 +67,13 @@ describe("lease bounds: a task gets what its lease bought and no more", function
     return { result, lines };
   }
 
-  const runtime = (bounds: Record<string, unknown>) =>
-    createRuntime(providerOptionsSchema.parse({ runtime: { bounds }, fetch: { allowNetworks: ["127.0.0.1"] }, grace: { taskStopMs: 500 } }), {
+  const runtime = (bounds: Record<string, unknown>) => {
+    const made = createRuntime(providerOptionsSchema.parse({ runtime: { bounds }, fetch: { allowNetworks: ["127.0.0.1"] }, grace: { taskStopMs: 500 } }), {
       dataDir: path.join(dir, "data"),
     }) as ProcessRuntime;
+    runtimes.push(made);
+    return made;
+  };
 
   it("config: bounds default on, are validated, and size by the units leased", () => {
     const defaults = leaseBoundsSchema.parse(undefined);

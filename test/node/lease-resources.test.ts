@@ -83,13 +83,16 @@ describe("lease resources: what an offer declares per unit is what a task of N u
       await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
       baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     });
+    /** Every runtime made here, closed at the end (their staging folders in /tmp). */
+    const runtimes: ProcessRuntime[] = [];
     after(async () => {
+      for (const each of runtimes) await each.close();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await rm(dir, { recursive: true, force: true });
     });
 
-    const runtime = () =>
-      createRuntime(
+    const runtime = () => {
+      const made = createRuntime(
         providerOptionsSchema.parse({
           // More cores per unit than the host has: declared and enforced at the host's share.
           runtime: { bounds: { cpusPerUnit: 64, memoryBytesPerUnit: 64 * MiB } },
@@ -98,6 +101,9 @@ describe("lease resources: what an offer declares per unit is what a task of N u
         }),
         { dataDir: path.join(dir, "data"), inventory },
       ) as ProcessRuntime;
+      runtimes.push(made);
+      return made;
+    };
 
     async function run(devices: string[], script: string) {
       const name = `r${++counter}`;

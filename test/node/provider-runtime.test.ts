@@ -48,7 +48,10 @@ describe("process runtime", function () {
     baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
 
+  /** Every runtime made here, closed at the end (their staging folders in /tmp). */
+  const runtimes: ProcessRuntime[] = [];
   after(async () => {
+    for (const each of runtimes) await each.close();
     await new Promise<void>((resolve) => server.close(() => resolve()));
     await rm(dir, { recursive: true, force: true });
   });
@@ -77,13 +80,15 @@ describe("process runtime", function () {
   function runtime(overrides: Partial<ConstructorParameters<typeof ProcessRuntime>[0]> = {}): ProcessRuntime {
     // The bundle server is on 127.0.0.1 and some bundles are files, which the default fetch policy
     // refuses (test/node/provider-fetch-policy.test.ts): allow both here.
-    return new ProcessRuntime({
+    const made = new ProcessRuntime({
       workspaceRoot: path.join(dir, "ws"),
       sandbox: "none",
       stopGraceMs: 500,
       fetchPolicy: { allowNetworks: ["127.0.0.1"], allowFileUrls: true },
       ...overrides,
     });
+    runtimes.push(made);
+    return made;
   }
 
   function launch(spec: unknown, extra: Partial<TaskLaunch> = {}): TaskLaunch {

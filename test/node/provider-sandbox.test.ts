@@ -95,7 +95,10 @@ describe("provider sandbox: what a renter's task can reach", function () {
     publicPort = await listen(publicService, "0.0.0.0");
   });
 
+  /** Every runtime made here, closed at the end (their staging folders in /tmp). */
+  const runtimes: ProcessRuntime[] = [];
   after(async () => {
+    for (const runtime of runtimes) await runtime.close();
     for (const server of [bundleServer, nodeService, allowedService, publicService]) await new Promise<void>((resolve) => server?.close(() => resolve()));
     await rm(dir, { recursive: true, force: true });
   });
@@ -119,7 +122,9 @@ describe("provider sandbox: what a renter's task can reach", function () {
       fetch: { allowNetworks: ["127.0.0.1"] },
       grace: { taskStopMs: 500 },
     });
-    return createRuntime(options, { dataDir: context.dataDir, hiddenPaths: context.configFile ? [context.configFile] : [] }) as ProcessRuntime;
+    const runtime = createRuntime(options, { dataDir: context.dataDir, hiddenPaths: context.configFile ? [context.configFile] : [] }) as ProcessRuntime;
+    runtimes.push(runtime);
+    return runtime;
   }
 
   async function runTask(

@@ -68,8 +68,11 @@ describe("provider task user slots: two leases on one host never share a host ui
     dir = await mkdtemp(path.join(tmpdir(), "suanli-task-slots-"));
     await chmod(dir, 0o711);
   });
+  /** Every runtime made here, closed at the end (their staging folders in /tmp). */
+  const runtimes: ProcessRuntime[] = [];
   after(async () => {
     for (const task of open) await task.cleanup().catch(() => undefined);
+    for (const each of runtimes) await each.close();
     await rm(dir, { recursive: true, force: true });
   });
 
@@ -93,7 +96,7 @@ describe("provider task user slots: two leases on one host never share a host ui
    * restart but this live test process here.
    */
   function runtime(locks = "locks"): ProcessRuntime {
-    return new ProcessRuntime({
+    const made = new ProcessRuntime({
       taskSlotLockDir: path.join(dir, locks),
       workspaceRoot: path.join(dir, "workspaces"),
       sandbox: "bubblewrap",
@@ -102,6 +105,8 @@ describe("provider task user slots: two leases on one host never share a host ui
       fetchPolicy: { allowFileUrls: true },
       stopGraceMs: 500,
     });
+    runtimes.push(made);
+    return made;
   }
 
   async function start(on: ProcessRuntime, taskId: string, command: string): Promise<{ task: TaskHandle; workspace: string; user: TaskUser }> {

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import * as tar from "tar";
@@ -72,7 +72,12 @@ describe("provider task user: root on the host is not root in the task (issue #3
     });
     // The workspace root lies below a folder only root may search (a data dir of mode 0700).
     await mkdir(path.join(dir, "data"), { mode: 0o700 });
-    const isolation = await runtime.verify();
+    // The staging folders go to TMPDIR (os.tmpdir()): this test's own, to see them made and removed.
+    const stageParent = path.join(dir, "tmp");
+    await mkdir(stageParent, { mode: 0o755 });
+    const tmpBefore = process.env.TMPDIR;
+    process.env.TMPDIR = stageParent;
+    const isolation = await runtime.verify().finally(() => (tmpBefore === undefined ? delete process.env.TMPDIR : (process.env.TMPDIR = tmpBefore)));
     assert.ok(await lookupUser(DEFAULT_TASK_USER), "the node created the task user (of its start checks)");
     assert.match(isolation.description, new RegExp(`each task as its own host user \\(${DEFAULT_TASK_USER}-0, -1, …\\), never root`));
 
@@ -116,6 +121,10 @@ describe("provider task user: root on the host is not root in the task (issue #3
     assert.equal((await readTaskFile(path.join(workspace, "output"), "result.txt", 1024))?.toString(), "written by the task");
     assert.ok(!lines.some((line) => line.includes("ROOT-ONLY-SECRET")));
     await task.cleanup();
+    // The runtime's close (the agent's, as the node stops) removes its staging folders: every node left two in /tmp.
+    assert.deepEqual((await readdir(stageParent)).map((name) => name.replace(/-[A-Za-z0-9]{6}/, "-X")).sort(), ["suanli-stage-X", "suanli-stage-X-inputs"]);
+    await runtime.close();
+    assert.deepEqual(await readdir(stageParent), [], "no staging folder left after close");
   });
 
   it("a rootful Podman task's root is host uid <start> of its slot user's subordinate range: a root-only host file mounted in is unreadable, its outputs are that id's", async () => {

@@ -99,6 +99,7 @@ describe("task I/O into sandboxed tasks (own user+network namespace)", function 
 
   after(async () => {
     for (const task of tasks) await task.cleanup().catch(() => undefined);
+    for (const each of [runtime, offlineRuntime]) await each?.close();
     for (const server of [bundleServer, hostService]) await new Promise<void>((resolve) => server?.close(() => resolve()));
     await rm(dir, { recursive: true, force: true });
   });

@@ -14,9 +14,13 @@ import { merge } from "./merge.js";
 
 export type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? DeepPartial<T[K]> : T[K] };
 
-/** A node config for tests: devnet chain, loopback p2p, fast polling, quiet logs. */
+/**
+ * A node config for tests: devnet chain, loopback p2p, fast polling, quiet logs. The data dir is a
+ * new temporary folder unless the overrides name one (a test that restarts a node on its folder):
+ * an unused temporary folder would be left in /tmp by every such start.
+ */
 export async function testNodeConfig(devnet: Devnet, overrides: Record<string, unknown> = {}): Promise<NodeConfig> {
-  const dataDir = await mkdtemp(path.join(tmpdir(), "suanli-node-"));
+  const dataDir = typeof overrides.dataDir === "string" ? overrides.dataDir : await mkdtemp(path.join(tmpdir(), "suanli-node-"));
   const base = {
     dataDir,
     log: { level: process.env.SUANLI_TEST_LOG ?? "silent" },
@@ -43,12 +47,18 @@ export async function startTestDaemon(
   options: StartDaemonOptions = {},
 ): Promise<Daemon & { api: ApiModule | undefined; close(options?: { keepData?: boolean }): Promise<void> }> {
   const config = await testNodeConfig(devnet, overrides);
-  const daemon = await startDaemon(config, { logger: silentLogger(), ...options });
+  // A start that fails removes the temporary data dir it made (never a folder the test named).
+  const removeOwnDir = () => (config.dataDir === overrides.dataDir ? Promise.resolve() : rm(config.dataDir, { recursive: true, force: true }));
+  const daemon = await startDaemon(config, { logger: silentLogger(), ...options }).catch(async (error: unknown) => {
+    await removeOwnDir();
+    throw error;
+  });
   let api: ApiModule | undefined;
   try {
     if (config.api.enabled) daemon.attach((api = await startApi(daemon)));
   } catch (error) {
     await daemon.stop();
+    await removeOwnDir();
     throw error;
   }
   return Object.assign(daemon, {

@@ -184,6 +184,7 @@ export function withPowerRestore(runtime: Runtime, power: IdlePowerManager): Run
   return {
     kind: runtime.kind,
     reap: (taskId, hints) => runtime.reap(taskId, hints),
+    close: async () => runtime.close?.(),
     async prepare(launch: TaskLaunch, options?: { signal?: AbortSignal }): Promise<TaskHandle> {
       await power.restore(launch.devices);
       return runtime.prepare(launch, options);

@@ -39,7 +39,7 @@ import {
 import { parseCidr, type ParsedCidr } from "./network-policy.js";
 import { probeTaskNetwork } from "./network-probe.js";
 import type { FetchPolicy } from "./fetch-policy.js";
-import { checkReachable, chownTree, DEFAULT_TASK_USER, nodeIsRoot, sandboxTaskUser, taskUserPrefix, type SandboxTaskUser as MappedUser } from "./task-user.js";
+import { checkReachable, chownTree, DEFAULT_TASK_USER, nodeIsRoot, removeStages, sandboxTaskUser, taskUserPrefix, type SandboxTaskUser as MappedUser } from "./task-user.js";
 import { slotUserName, TaskUserPool, type TaskUserSlot } from "./task-user-slots.js";
 import { Redactor, redactError, secretsOf, TASK_ID_PATTERN, type TaskLaunch, type TaskSpec } from "./task.js";
 import { seedCheckpointDir } from "./checkpoint-dir.js";
@@ -228,6 +228,12 @@ export class ProcessRuntime implements Runtime {
     this.taskUser ??= sandboxTaskUser({ name: this.options.taskUser ?? DEFAULT_TASK_USER, readOnlyPaths: this.options.readOnlyPaths ?? [], bwrapPath, logger: this.logger });
     this.taskUser.catch(() => (this.taskUser = undefined));
     return this.taskUser;
+  }
+
+  /** Removes the task user's staging folders in /tmp (task-user.ts); the agent calls it as it stops. */
+  async close(): Promise<void> {
+    await removeStages(await this.taskUser?.catch(() => undefined));
+    this.taskUser = undefined;
   }
 
   private tools(): Promise<NetworkTools> {

@@ -136,6 +136,8 @@ export interface Runtime {
    * Returns how many processes (or containers) were found and killed.
    */
   reap(taskId: string, hints?: { pid?: number | undefined; startTicks?: number | undefined }): Promise<number>;
+  /** Removes what the runtime keeps outside the data dir (the process runtime's staging folders); called when the node stops. */
+  close?(): Promise<void>;
 }
 
 /** A command to spawn in a task's environment (see TaskHandle.execLaunch). */

@@ -18,7 +18,7 @@
  * A node not run as root needs none of this: its tasks already run as its own unprivileged uid
  * (bubblewrap maps only that uid; rootless Podman maps the container's root to it).
  */
-import { chmod, lstat, lchown, mkdir, mkdtemp, readdir, readFile, realpath, stat } from "node:fs/promises";
+import { chmod, lstat, lchown, mkdir, mkdtemp, readdir, readFile, realpath, rm, stat } from "node:fs/promises";
 import { MAX_TASK_INPUTS } from "../../../common/protocols/task-inputs.js";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -310,22 +310,36 @@ export async function sandboxTaskUser(options: { name: string; readOnlyPaths: re
     ]);
   await checkReachable(user, options.readOnlyPaths);
   const stage = await mkdtemp(path.join(tmpdir(), "suanli-stage-"));
-  const blocked = await blockingFolder(stage, user);
-  if (blocked)
-    throw new RuntimeUnavailableError("process", `the staging folder ${stage} is below ${blocked}, which the task user ${name} cannot search`, [
-      "Set TMPDIR to a folder every user can reach (/tmp).",
-    ]);
-  const probe = [...taskUserPrefix(tools, user, stage, stage), options.bwrapPath, ...PROBE_ARGS];
-  const failure = await new Promise<string | undefined>((resolve) =>
-    execFileText(probe[0]!, probe.slice(1), { timeout: 10_000 }, (error, _out, stderr) => resolve(error ? String(stderr).trim() || error.message : undefined)),
-  );
-  if (failure !== undefined)
-    throw new RuntimeUnavailableError("process", `bubblewrap cannot create a sandbox as the task user ${name} (uid ${user.uid}): ${failure.slice(0, 300)}`, [
-      "Allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu, an AppArmor profile for bwrap).",
-    ]);
-  // One empty folder per possible input, in a folder every user can search (MAX_TASK_INPUTS).
-  const inputStages = Array.from({ length: MAX_TASK_INPUTS }, (_, index) => path.join(`${stage}-inputs`, String(index)));
-  for (const folder of inputStages) await mkdir(folder, { recursive: true, mode: 0o755 });
-  await chmod(`${stage}-inputs`, 0o755);
-  return { user, tools, stage, inputStages };
+  try {
+    const blocked = await blockingFolder(stage, user);
+    if (blocked)
+      throw new RuntimeUnavailableError("process", `the staging folder ${stage} is below ${blocked}, which the task user ${name} cannot search`, [
+        "Set TMPDIR to a folder every user can reach (/tmp).",
+      ]);
+    const probe = [...taskUserPrefix(tools, user, stage, stage), options.bwrapPath, ...PROBE_ARGS];
+    const failure = await new Promise<string | undefined>((resolve) =>
+      execFileText(probe[0]!, probe.slice(1), { timeout: 10_000 }, (error, _out, stderr) => resolve(error ? String(stderr).trim() || error.message : undefined)),
+    );
+    if (failure !== undefined)
+      throw new RuntimeUnavailableError("process", `bubblewrap cannot create a sandbox as the task user ${name} (uid ${user.uid}): ${failure.slice(0, 300)}`, [
+        "Allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu, an AppArmor profile for bwrap).",
+      ]);
+    // One empty folder per possible input, in a folder every user can search (MAX_TASK_INPUTS).
+    const inputStages = Array.from({ length: MAX_TASK_INPUTS }, (_, index) => path.join(`${stage}-inputs`, String(index)));
+    for (const folder of inputStages) await mkdir(folder, { recursive: true, mode: 0o755 });
+    await chmod(`${stage}-inputs`, 0o755);
+    return { user, tools, stage, inputStages };
+  } catch (error) {
+    await removeStages({ stage });
+    throw error;
+  }
+}
+
+/**
+ * Removes the staging folders of sandboxTaskUser (`stage` and `<stage>-inputs`, empty mount points
+ * in the host's namespace): the runtime's close does when the node stops, so no node leaves them
+ * in /tmp.
+ */
+export async function removeStages(mapped: { stage: string } | undefined): Promise<void> {
+  if (mapped) await Promise.all([mapped.stage, `${mapped.stage}-inputs`].map((folder) => rm(folder, { recursive: true, force: true })));
 }
