@@ -160,6 +160,7 @@ export async function startRenterMarket(options: RenterMarketOptions): Promise<R
   const via = options.extraRentersVia ?? "libp2p";
   if (via !== "libp2p" && !options.apiNode) throw new Error(`startRenterMarket: extraRentersVia "${via}" needs apiNode`);
   if (options.renterVia === "browser" && !options.apiNode) throw new Error('startRenterMarket: renterVia "browser" needs apiNode');
+  if (options.renterVia === "browser" && options.renterStateFile) throw new Error("startRenterMarket: the browser SDK keeps no state file (renterStateFile)");
   const market = await startMarket(options);
   try {
     const { devnet, work, apiNode } = market;
@@ -212,7 +213,8 @@ export type ConnectRenterOptions = {
   nodeUrl?: string;
   /**
    * The browser SDK (sdk/browser.ts) through `nodeUrl` instead of the Node one: its account an address that the
-   * devnet's JSON-RPC signs for (a devnet account; what an injected wallet does), the deployment passed as an object.
+   * devnet's JSON-RPC signs for (a devnet account; what an injected wallet does), the deployment passed as an object,
+   * no state file.
    */
   browser?: boolean;
   /** The SDK's task records (default in memory). */
