@@ -21,11 +21,10 @@ import { createWalletClient, defineChain, http, toHex, type Hex, type TypedDataD
 import type { PrivateKeyAccount } from "viem/accounts";
 import type { Logger } from "../../node/log/logger.js";
 import { buildConsole } from "../../scripts/build-explorer.js";
-import { startBundleServer, type BundleServer } from "../support/bundles.js";
+import type { BundleServer } from "../support/bundles.js";
 import { launchChromium } from "../support/chromium.js";
-import { startTestDaemon } from "../support/daemons.js";
-import { fundedAccount, startDevnet, type Devnet } from "../support/devnet.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
+import { fundedAccount, type Devnet } from "../support/devnet.js";
+import { startMarket, type Market } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
 
 const require = createRequire(import.meta.url);
@@ -33,10 +32,10 @@ const SHOTS = path.resolve(process.env.SUANLI_SCREENSHOTS ?? path.join(process.c
 
 describe("renter console in headless Chromium with an injected wallet, against a devnet provider", function () {
   this.timeout(240_000);
+  let market: Market;
   let devnet: Devnet;
   let bundles: BundleServer;
-  let provider: TestProvider;
-  let node: Awaited<ReturnType<typeof startTestDaemon>>;
+  let node: NonNullable<Market["apiNode"]>;
   let browser: Awaited<ReturnType<typeof launchChromium>> | undefined;
   let page: Page;
   let renter: PrivateKeyAccount;
@@ -144,10 +143,10 @@ describe("renter console in headless Chromium with an injected wallet, against a
     await rm(SHOTS, { recursive: true, force: true });
     await mkdir(SHOTS, { recursive: true });
     await buildConsole();
-    devnet = await startDevnet({ wallClockBlocks: true });
-    bundles = await startBundleServer();
-    provider = await startTestProvider(devnet, 1);
-    node = await startTestDaemon(devnet, { p2p: { bootstrap: [provider.peer.addr] }, api: { enabled: true, host: "127.0.0.1", port: 0 } }, { logger: recorder({}) });
+    // The page is the renter (a fresh key below): no devnet account is funded for one.
+    market = await startMarket({ name: "console", apiNode: { logger: recorder({}) }, fund: 0n });
+    ({ devnet, bundles } = market);
+    node = market.apiNode!;
     base = node.api!.url;
     // What the relay hands the provider, recorded on its way out.
     const relay = node.api!.relay;
@@ -206,10 +205,7 @@ describe("renter console in headless Chromium with an injected wallet, against a
 
   after(async () => {
     await browser?.close();
-    await node?.close();
-    await provider?.close();
-    await bundles?.close();
-    await devnet?.close();
+    await market?.close();
   });
 
   it("opens at /console/ and, once the wallet connects, shows its balance and the live offers", async () => {

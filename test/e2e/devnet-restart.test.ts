@@ -5,12 +5,12 @@
  * with the same data dir each time.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { devnetPrivateKey } from "../../common/devnet.js";
 import { runCli, startCli } from "../support/cli.js";
 import { freePort } from "../support/ports.js";
+import { ProviderExitedError, ProviderProcess, writeProviderConfig } from "../support/provider-process.js";
 
 describe("a provider's data dir is bound to its deployment (issue #22)", function () {
   this.timeout(240_000);
@@ -26,22 +26,15 @@ describe("a provider's data dir is bound to its deployment (issue #22)", functio
     const port = await freePort();
     const rpcUrl = `http://127.0.0.1:${port}`;
     const deployments = path.join(dir, "deployments");
-    const config = path.join(dir, "provider.json");
-    await writeFile(
-      config,
-      JSON.stringify({
-        dataDir: path.join(dir, "provider"),
-        log: { level: "warn" },
-        chain: { rpcUrl, deploymentsDir: deployments, privateKey: devnetPrivateKey(1), pollingIntervalMs: 250 },
-        p2p: { listen: ["/ip4/127.0.0.1/tcp/0"], allowPrivateAddresses: true, dht: { enabled: false } },
-        provider: {
-          inventory: { source: "declared", declared: [{ model: "A100-80GB", count: 1 }] },
-          prices: { "A100-80GB": { usdPerGpuHour: 2 } },
-          chain: { stakeTarget: "100" },
-          runtime: { sandbox: "none" },
-        },
-      }),
-    );
+    // The devnet is a process of its own (below): the faucet funds the provider's wallet, as a user's would.
+    const { configFile: config } = await writeProviderConfig({ rpcUrl, deploymentsDir: deployments }, 1, {
+      dir,
+      overrides: {
+        // Readable logs, as a user's terminal shows them.
+        log: { level: "warn", format: "pretty" },
+        provider: { inventory: { source: "declared", declared: [{ model: "A100-80GB", count: 1, region: "eu-west" }] }, chain: { stakeTarget: "100" } },
+      },
+    });
     const devnetArgs = ["devnet", "--port", String(port), "--deployments", deployments, "--attestor-nodes", "", "--json"];
 
     const first = startCli(devnetArgs);
@@ -50,9 +43,9 @@ describe("a provider's data dir is bound to its deployment (issue #22)", functio
       firstMarket = ((await first.ready).contracts as { market: string }).market;
       const faucet = await runCli(["wallet", "faucet", "--devnet-account", "1", "--amount", "100", "--rpc-url", rpcUrl, "--deployments", deployments]);
       assert.equal(faucet.code, 0, faucet.stderr);
-      const provider = startCli(["provider", "start", "--config", config, "--json"], { timeoutMs: 120_000 });
-      assert.equal((await provider.ready).event, "ready", provider.stderr());
-      assert.equal(await provider.stop("SIGTERM"), 0, provider.stderr());
+      const provider = await ProviderProcess.start(config, { timeoutMs: 120_000 });
+      assert.equal(provider.ready.event, "ready", provider.stderr.join("\n"));
+      assert.equal(await provider.kill("SIGTERM"), 0, provider.stderr.join("\n"));
     } finally {
       await first.stop("SIGTERM");
     }
@@ -64,7 +57,16 @@ describe("a provider's data dir is bound to its deployment (issue #22)", functio
       assert.equal((described.contracts as { market: string }).market, firstMarket);
       const faucet = await runCli(["wallet", "faucet", "--devnet-account", "1", "--amount", "100", "--rpc-url", rpcUrl, "--deployments", deployments]);
       assert.equal(faucet.code, 0, faucet.stderr);
-      const again = await runCli(["provider", "start", "--config", config, "--json"], { timeoutMs: 120_000 });
+      // Refused: it exits before it is ready (a node that did start is stopped and fails the check below).
+      const refused: unknown = await ProviderProcess.start(config, { timeoutMs: 120_000 }).then(
+        async (node) => {
+          await node.kill("SIGKILL");
+          return node;
+        },
+        (error: unknown) => error,
+      );
+      assert.ok(refused instanceof ProviderExitedError, `expected the refusal (exit 1), got ${refused instanceof ProviderProcess ? "a node that started" : String(refused)}`);
+      const again = { code: refused.code, stdout: refused.stdout.join("\n"), stderr: refused.stderr.join("\n") };
       assert.equal(again.code, 1, `expected the refusal (exit 1); stdout: ${again.stdout}\nstderr: ${again.stderr}`);
       assert.match(again.stderr, /holds another deployment's data/);
       assert.match(again.stderr, /Stored: +chain 31337, market 0x[0-9a-fA-F]{40}, deployed in block \d+ \(hash 0x[0-9a-f]{64}\)/);
@@ -72,11 +74,11 @@ describe("a provider's data dir is bound to its deployment (issue #22)", functio
       assert.doesNotMatch(again.stdout, /"event":"ready"/);
 
       // The fix as printed: another data dir starts.
-      const fresh = startCli(["provider", "start", "--config", config, "--dataDir", path.join(dir, "provider-2"), "--json"], { timeoutMs: 120_000 });
+      const fresh = await ProviderProcess.start(config, { timeoutMs: 120_000, args: ["--dataDir", path.join(dir, "provider-2")] });
       try {
-        assert.equal((await fresh.ready).event, "ready", fresh.stderr());
+        assert.equal(fresh.ready.event, "ready", fresh.stderr.join("\n"));
       } finally {
-        await fresh.stop("SIGTERM");
+        await fresh.kill("SIGTERM");
       }
     } finally {
       await second.stop("SIGTERM");

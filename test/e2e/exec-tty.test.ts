@@ -1,13 +1,9 @@
 import assert from "node:assert/strict";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp, readFile, readlink, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
+import { readFile, readlink } from "node:fs/promises";
 import { promisify } from "node:util";
-import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { lastJson, runCli, SUANLI_BIN } from "../support/cli.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
+import { startMarket, type Market } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
 
 const run = promisify(execFile);
@@ -20,31 +16,22 @@ const quote = (word: string) => `'${word.replaceAll("'", `'\\''`)}'`;
  */
 describe("suanli exec -t: an interactive terminal inside the running task", function () {
   this.timeout(180_000);
-  let devnet: Devnet;
-  let bundles: BundleServer;
-  let provider: TestProvider;
-  let work: string;
+  let market: Market;
   let base: string[];
   let terminal: ChildProcess | undefined;
 
   before(async () => {
-    work = await mkdtemp(path.join(tmpdir(), "suanli-tty-"));
-    devnet = await startDevnet({ wallClockBlocks: true });
-    bundles = await startBundleServer();
-    provider = await startTestProvider(devnet, 1);
-    await fund(devnet, await devnet.wallet(5), 100_000_000n);
+    market = await startMarket({ name: "tty" });
+    const { devnet, provider, work } = market;
     base = ["--rpc-url", devnet.rpcUrl, "--deployments", devnet.deploymentsDir, "--bootstrap", provider.peer.addr, "--state-dir", work, "--devnet-account", "5"];
   });
   after(async () => {
     if (terminal?.pid && terminal.exitCode === null) process.kill(terminal.pid, "SIGKILL");
-    await provider?.close();
-    await bundles?.close();
-    await devnet?.close();
-    if (work) await rm(work, { recursive: true, force: true });
+    await market?.close();
   });
 
   it("runs a shell on a terminal: raw keys (Ctrl-C reaches the remote job), its size and resizes, the exit code", async () => {
-    const bundle = await bundles.bundle({ "run.sh": "sleep 150" });
+    const bundle = await market.bundles.bundle({ "run.sh": "sleep 150" });
     const submitted = await runCli([
       "submit",
       "--gpu",

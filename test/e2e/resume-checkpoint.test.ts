@@ -6,18 +6,17 @@
  * redone at most 5 steps. `suanli resume TASK` re-submits a cancelled task from its checkpoint.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { devnetAccount } from "../../common/devnet.js";
 import { stringifyTagged } from "../../common/json.js";
 import { detectBubblewrap } from "../../node/provider/runtime/sandbox.js";
 import { createClient, type SuanliClient, type TaskRecord } from "../../sdk/index.js";
-import { startBundleServer, type BundleServer, type ServedBundle } from "../support/bundles.js";
+import type { ServedBundle } from "../support/bundles.js";
 import { lastJson, runCli } from "../support/cli.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
+import { fund, type Devnet } from "../support/devnet.js";
+import type { TestProvider } from "../support/provider.js";
 import { TestRenter } from "../support/renter.js";
+import { connectRenter, startRenterMarket, type RenterMarket } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
 import { leaseEvents } from "../support/renter.js";
 import { readLease } from "../../common/chain/market.js";
@@ -58,16 +57,16 @@ const dataProvider = {
 
 describe("resume: a preempted job continues from its newest checkpoint on another provider; suanli resume", function () {
   this.timeout(300_000);
+  let market: RenterMarket;
   let dir: string;
   let devnet: Devnet;
-  let bundles: BundleServer;
   let counter: ServedBundle;
-  const providers: TestProvider[] = [];
-  const closed = new Set<TestProvider>();
-  const clients: SuanliClient[] = [];
+  let providers: TestProvider[];
   let client: SuanliClient;
   const renterIndex = 5;
-  const stateFile = () => path.join(dir, `tasks-{deployment}-${devnetAccount(renterIndex).address.toLowerCase()}.json`);
+  // The name the CLI gives the task file in its --state-dir: `suanli resume` and the client read the same records.
+  const stateFileName = `tasks-{deployment}-${devnetAccount(renterIndex).address.toLowerCase()}.json`;
+  const stateFile = () => path.join(dir, stateFileName);
 
   const lines = async (taskId: string) => {
     const out: string[] = [];
@@ -77,29 +76,24 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
 
   before(async () => {
     assert.equal((await detectBubblewrap()).available, true, "CI installs bubblewrap (.ci/run)");
-    dir = await mkdtemp(path.join(tmpdir(), "suanli-resume-"));
-    devnet = await startDevnet({ params: { preemptionNotice: NOTICE }, wallClockBlocks: true });
-    bundles = await startBundleServer();
-    counter = await bundles.bundle({ "run.sh": COUNTER });
-    providers.push(await startTestProvider(devnet, 1, dataProvider));
-    providers.push(await startTestProvider(devnet, 2, dataProvider));
-    await fund(devnet, await devnet.wallet(renterIndex), 1_000_000_000n);
-    client = await createClient({
-      rpcUrl: devnet.rpcUrl,
-      account: devnetAccount(renterIndex),
-      bootstrap: providers.map((p) => p.peer.addr),
-      deployment: devnet.deploymentsDir,
-      stateFile: stateFile(),
+    // Both providers' offers in the SDK before the tests start.
+    market = await startRenterMarket({
+      name: "resume",
+      devnet: { params: { preemptionNotice: NOTICE } },
+      providers: [dataProvider, dataProvider],
+      renter: renterIndex,
+      fund: 1_000_000_000n,
+      renterStateFile: stateFileName,
+      freeUnits: 1,
+      offers: 2,
+      offerTimeoutMs: 30_000,
     });
-    await waitFor("both providers' offers in the SDK", async () => (await client.queryOffers()).filter((offer) => offer.freeUnits >= 1).length === 2, { timeoutMs: 30_000 });
+    ({ work: dir, devnet, providers, client } = market);
+    counter = await market.bundles.bundle({ "run.sh": COUNTER });
   });
   after(async () => {
-    await client?.close();
-    for (const other of clients) await other.close();
-    for (const provider of providers) if (!closed.has(provider)) await provider.close();
-    await bundles?.close();
-    await devnet?.close();
-    if (dir) await rm(dir, { recursive: true, force: true });
+    // A provider the last test closed is closed again at once.
+    await market?.close();
   });
 
   it("an interruptible job preempted by an on-demand renter is re-rented by autoMigrate, resumes from the newest checkpoint and finishes, redoing at most 5 steps, the renter paying only for the seconds each lease ran", async () => {
@@ -267,9 +261,9 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
   it("when no node serves the checkpoint any more (its provider is gone), the resumed lease does not start and autoMigrate starts the task again from the beginning", async () => {
     // A client of its own: the first one avoids the provider it saw preempted for ten minutes.
     await fund(devnet, await devnet.wallet(8), 1_000_000_000n);
-    const own = await createClient({ rpcUrl: devnet.rpcUrl, account: devnetAccount(8), bootstrap: providers.map((p) => p.peer.addr), deployment: devnet.deploymentsDir });
-    clients.push(own);
-    await waitFor("both providers free in the SDK", async () => (await own.queryOffers()).filter((offer) => offer.freeUnits >= 1).length === 2, { timeoutMs: 30_000 });
+    // Both providers free in its SDK.
+    const own = await connectRenter(devnet, { name: "renter 8", account: devnetAccount(8), bootstrap: providers.map((p) => p.peer.addr), freeUnits: 1, offers: 2 });
+    market.defer(() => own.close());
     const submitted = await own.submitTask({
       gpuType: "A100",
       gpuCount: 1,
@@ -295,7 +289,6 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
     await preemptor.rent(first.peer, { machineId: first.agent.machines[0]!.machineId, units: 1, duration: 30 });
     await preemptor.close();
     // The only node holding the checkpoint goes away during the notice.
-    closed.add(first);
     await first.close();
 
     const receipt = await waiting;

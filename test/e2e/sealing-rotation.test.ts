@@ -7,49 +7,47 @@
  * processes, the SDK's own sealing (sealSpec); only the key ring's clock is moved by the test.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readdir, readFile, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { RENTER_REQUEST_MAX_AGE_SECONDS } from "../../common/protocols/lease.js";
 import { taskSpecSchema } from "../../common/protocols/task-spec.js";
 import type { SealingKey } from "../../common/sealed.js";
 import { sealSpec } from "../../sdk/actions/submitTask.js";
-import { startBundleServer, type BundleServer } from "../support/bundles.js";
-import { startDevnet, type Devnet } from "../support/devnet.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
+import type { BundleServer } from "../support/bundles.js";
+import type { Devnet } from "../support/devnet.js";
+import type { TestProvider } from "../support/provider.js";
 import { TestRenter } from "../support/renter.js";
+import { startMarket, type Market } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
 
 const DAY = 86_400;
 
 describe("sealing-key rotation on a running provider node (issue #33 item 9)", function () {
   this.timeout(120_000);
+  let market: Market;
   let devnet: Devnet;
   let bundles: BundleServer;
   let provider: TestProvider;
   let renter: TestRenter;
+  /** Where the tasks write their secrets and the test their release marks (the market's scratch folder). */
   let probe: string;
   // The key ring's clock: the real one plus what the test has moved it by.
   const clock = { offsetMs: 0 };
 
   before(async () => {
-    devnet = await startDevnet({ wallClockBlocks: true });
-    bundles = await startBundleServer();
-    probe = await mkdtemp(path.join(tmpdir(), "suanli-rotation-"));
-    provider = await startTestProvider(
-      devnet,
-      1,
-      { provider: { sealing: { rotateSeconds: DAY } } },
-      { agent: { sealingKeys: { now: () => Date.now() + clock.offsetMs, maintainIntervalMs: 50 } } },
-    );
+    market = await startMarket({
+      name: "rotation",
+      provider: { provider: { sealing: { rotateSeconds: DAY } } },
+      providerAgent: { sealingKeys: { now: () => Date.now() + clock.offsetMs, maintainIntervalMs: 50 } },
+      // The renter is TestRenter on account 2, which funds itself.
+      fund: 0n,
+    });
+    ({ devnet, bundles, provider, work: probe } = market);
     renter = await TestRenter.start(devnet, 2);
+    market.defer(() => renter.close());
   });
   after(async () => {
-    await renter?.close();
-    await provider?.close();
-    await bundles?.close();
-    await devnet?.close();
-    if (probe) await rm(probe, { recursive: true, force: true });
+    await market?.close();
   });
 
   const keysDir = () => path.join(provider.daemon.config.dataDir, "sealing-keys");

@@ -1,14 +1,12 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile } from "node:fs/promises";
 import path from "node:path";
-import { startBundleServer, type BundleServer } from "../support/bundles.js";
+import type { BundleServer } from "../support/bundles.js";
 import { lastJson, runCli, startCli } from "../support/cli.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
 import { freePort } from "../support/ports.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
+import { startMarket, type Market } from "../support/renter-market.js";
 
 /** A command line run by bash in the repository root, as a user pastes it. */
 function runShell(line: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -29,25 +27,19 @@ function runShell(line: string): Promise<{ code: number | null; stdout: string; 
 
 describe("suanli output, exec and forward (CLI)", function () {
   this.timeout(180_000);
-  let devnet: Devnet;
+  let market: Market;
   let bundles: BundleServer;
-  let provider: TestProvider;
   let work: string;
   let base: string[];
 
   before(async () => {
-    work = await mkdtemp(path.join(tmpdir(), "suanli-io-cli-"));
-    devnet = await startDevnet({ wallClockBlocks: true });
-    bundles = await startBundleServer();
-    provider = await startTestProvider(devnet, 1);
-    await fund(devnet, await devnet.wallet(5), 100_000_000n);
+    market = await startMarket({ name: "io-cli" });
+    ({ bundles, work } = market);
+    const { devnet, provider } = market;
     base = ["--rpc-url", devnet.rpcUrl, "--deployments", devnet.deploymentsDir, "--bootstrap", provider.peer.addr, "--state-dir", work, "--devnet-account", "5"];
   });
   after(async () => {
-    await provider?.close();
-    await bundles?.close();
-    await devnet?.close();
-    if (work) await rm(work, { recursive: true, force: true });
+    await market?.close();
   });
 
   it("submit --wait --out downloads and verifies the output; `output` downloads it again", async () => {

@@ -1,19 +1,18 @@
 import assert from "node:assert/strict";
-import { http } from "viem";
-import { devnetAccount } from "../../common/devnet.js";
+import path from "node:path";
 import { OUTPUT_HEADERS } from "../../common/api/relay.js";
+import { devnetAccount } from "../../common/devnet.js";
 import { outputFilesDigest } from "../../common/output-bytes-digest.js";
 import { digestOutputDir } from "../../common/output-digest.js";
 import type { OutputManifest } from "../../common/protocols/task-io.js";
 import { leaseRequestBodyHash, signLeaseRequest } from "../../common/protocols/lease.js";
 import { suanliDomain } from "../../common/eip712.js";
-import { createClient, type SuanliClient } from "../../sdk/browser.js";
-import { startBundleServer, type BundleServer } from "../support/bundles.js";
+import type { SuanliClient } from "../../sdk/browser.js";
+import type { BundleServer } from "../support/bundles.js";
 import { startTestDaemon } from "../support/daemons.js";
-import { fund, startDevnet, type Devnet } from "../support/devnet.js";
-import { startTestProvider, type TestProvider } from "../support/provider.js";
-import { waitFor } from "../support/wait.js";
-import path from "node:path";
+import type { Devnet } from "../support/devnet.js";
+import type { TestProvider } from "../support/provider.js";
+import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
 
 /**
  * The browser SDK's output download through a node's HTTP relay: a real API node relays the
@@ -22,12 +21,13 @@ import path from "node:path";
  */
 describe("task outputs through a node's HTTP relay (browser SDK)", function () {
   this.timeout(180_000);
+  let market: RenterMarket;
   let devnet: Devnet;
   let bundles: BundleServer;
   let provider: TestProvider;
-  let node: Awaited<ReturnType<typeof startTestDaemon>>;
+  let node: NonNullable<RenterMarket["apiNode"]>;
   let client: SuanliClient;
-  const renter = devnetAccount(7);
+  let renter: RenterMarket["renter"];
   let taskId: string;
   let leaseId: bigint;
   const realFetch = globalThis.fetch;
@@ -75,13 +75,10 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
   }
 
   before(async () => {
-    devnet = await startDevnet({ wallClockBlocks: true });
-    bundles = await startBundleServer();
-    provider = await startTestProvider(devnet, 1);
-    node = await startTestDaemon(devnet, { p2p: { bootstrap: [provider.peer.addr] }, api: { enabled: true, host: "127.0.0.1", port: 0 } });
-    await fund(devnet, await devnet.wallet(7), 50_000_000n);
-    client = await createClient({ rpcUrl: devnet.rpcUrl, nodeUrl: node.api!.url, account: renter.address, walletTransport: http(devnet.rpcUrl), deployment: devnet.deployment });
-    await waitFor("the offer through the node's API", async () => (await client.queryOffers()).length === 1, { timeoutMs: 20_000 });
+    // The browser SDK through the API node, the devnet's JSON-RPC as its injected-style wallet, already seeing the offer.
+    market = await startRenterMarket({ name: "output-relay", apiNode: true, renterVia: "browser", renter: 7, fund: 50_000_000n });
+    ({ devnet, bundles, provider, client, renter } = market);
+    node = market.apiNode!;
 
     const bundle = await bundles.bundle({
       "run.sh": [
@@ -109,11 +106,7 @@ describe("task outputs through a node's HTTP relay (browser SDK)", function () {
   });
   after(async () => {
     globalThis.fetch = realFetch;
-    await client?.close();
-    await node?.close();
-    await provider?.close();
-    await bundles?.close();
-    await devnet?.close();
+    await market?.close();
   });
 
   const keptDir = () => path.join(provider.daemon.config.dataDir, "outputs", `lease-${leaseId}`, "files");
