@@ -56,6 +56,15 @@ export const templateSchema = z
     }
     if (template.healthPath !== null && template.ports.length === 0) ctx.addIssue({ code: "custom", path: ["healthPath"], message: "a health path needs a port to serve it on" });
   });
+/**
+ * One template of the catalog: its name, image, command, ports, environment, generated secrets,
+ * health path, GPUs and VRAM (docs/templates.md).
+ *
+ * @example
+ * import { listTemplates, type Template } from "suanli/sdk";
+ * const jupyter: Template | undefined = listTemplates().find((template) => template.name === "jupyter");
+ * console.log(jupyter?.image, jupyter?.healthPath);
+ */
 export type Template = z.output<typeof templateSchema>;
 
 export const templateCatalogSchema = z
@@ -162,7 +171,17 @@ export function templateCatalog(): TemplateCatalog {
   return parsed;
 }
 
-/** A name that is not in the catalog; the message lists the known ones. */
+/**
+ * A name that is not in the catalog; the message lists the known ones (also in `known`).
+ *
+ * @example
+ * import { templateTask, UnknownTemplateError } from "suanli/sdk";
+ * try {
+ *   templateTask("jupyterlab");
+ * } catch (error) {
+ *   if (error instanceof UnknownTemplateError) console.error(error.shortMessage, error.known);
+ * }
+ */
 export class UnknownTemplateError extends SuanliError {
   override name = "UnknownTemplateError";
   readonly known: string[];

@@ -1,5 +1,4 @@
 import { findTemplate, templateCatalog, type Template } from "../../common/templates/catalog.js";
-import type { SubmitTaskParameters } from "../types.js";
 
 /**
  * The template catalog (docs/templates.md): name, image, command, ports, environment, health path,
@@ -13,9 +12,30 @@ export function listTemplates(): Template[] {
   return [...templateCatalog().templates];
 }
 
-/** What a template gives submitTask: everything but the GPU type, the duration and the price. */
-export type TemplateTaskParameters = Required<Pick<SubmitTaskParameters, "image" | "command" | "ports" | "env" | "minVramMiB" | "gpuCount">> &
-  Pick<SubmitTaskParameters, "checkpointPeriodSeconds">;
+/**
+ * What a template gives submitTask: everything but the GPU type, the duration and the price.
+ *
+ * @example
+ * import { templateTask, type TemplateTaskParameters } from "suanli/sdk";
+ * const parameters: TemplateTaskParameters = templateTask("vllm-openai").parameters;
+ * console.log(parameters.image, parameters.ports); // docker.io/vllm/vllm-openai:v0.6.4.post1 [ 8000 ]
+ */
+export type TemplateTaskParameters = {
+  /** The template's container image: a registry reference pinned to a tag. */
+  image: string;
+  /** The argv after the image (the arguments of the image's entrypoint when it has one). */
+  command: string[];
+  /** TCP ports the task serves, reachable with `client.forward`. */
+  ports: number[];
+  /** The template's environment, your `env` over it, and its generated secrets as `{ value, secret: true }`. */
+  env: Record<string, string | { value: string; secret: true }>;
+  /** Least memory per GPU the template needs, MiB. */
+  minVramMiB: number;
+  /** GPUs the template runs on. */
+  gpuCount: number;
+  /** For a training template: snapshot $SUANLI_CHECKPOINT_DIR this often, seconds. */
+  checkpointPeriodSeconds?: number;
+};
 
 /**
  * What templateTask answers: the template, the submitTask parameters it gives, and the values of
@@ -49,7 +69,7 @@ function randomSecret(): string {
 export function templateTask(name: string, options: { env?: Record<string, string> } = {}): TemplateTaskReturnType {
   const template = findTemplate(name);
   const secrets = Object.fromEntries(template.generatedSecrets.map((variable) => [variable, randomSecret()]));
-  const env: SubmitTaskParameters["env"] = { ...template.env, ...options.env };
+  const env: TemplateTaskParameters["env"] = { ...template.env, ...options.env };
   for (const [variable, value] of Object.entries(secrets)) env[variable] = { value, secret: true };
   return {
     template,
