@@ -44,8 +44,9 @@ if (major < 22 || (major === 22 && minor < 13)) {
 } else if (freshBundle()) {
   // The prebuilt bundle (npm run build:cli) while every source it holds is unchanged: a command
   // starts without compiling TypeScript. SUANLI_FROM_SOURCE=1 always runs the sources.
-  // Stack traces name the TypeScript sources (build/cli/suanli.mjs.map).
-  process.setSourceMapsEnabled(true);
+  // Source maps are not on from the start: Node would parse the 6 MB map at the first stack trace
+  // any library builds, about 1 s of a chain read's start. The CLI turns them on before it prints
+  // an unexpected error's stack (node/cli/main.ts), which then names the TypeScript sources.
   await import(pathToFileURL(bundlePath).href);
 } else {
   const { register } = await import("tsx/esm/api");

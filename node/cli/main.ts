@@ -56,6 +56,8 @@ try {
     // commander already printed its message (help, version, or a usage error)
     process.exit(error.exitCode === 0 ? 0 : ExitCode.usage);
   }
+  // An unexpected error's stack names the TypeScript sources (the bundle's map, read only now: bin/suanli.mjs).
+  if (!(error instanceof SuanliError)) process.setSourceMapsEnabled(true);
   const message = error instanceof SuanliError ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error);
   process.stderr.write(`Error: ${cliWording(message)}\n`);
   process.exit(exitCodeFor(error));
