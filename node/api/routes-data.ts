@@ -94,6 +94,11 @@ function checkLocal(request: FastifyRequest): void {
   }
 }
 
+/** Bytes that may still be pinned: data.pinnedBytes less what `held` pins (a transfer past it is cut off early; the store checks again). */
+function pinnedRoom(held: readonly { pinned: boolean; bytes: number }[], store: { options: { pinnedBytes: number } }): number {
+  return Math.max(0, store.options.pinnedBytes - held.filter((entry) => entry.pinned).reduce((sum, entry) => sum + entry.bytes, 0));
+}
+
 function isReadable(body: unknown): body is Readable {
   return typeof body === "object" && body !== null && typeof (body as Readable).pipe === "function";
 }
@@ -153,10 +158,7 @@ export function dataRoutes(deps: RouteDeps): RouteSpec[] {
         if (!kind || !isReadable(body)) throw new ApiError(415, `Send the data as ${DATA_MEDIA_TYPES.file} (a file) or ${DATA_MEDIA_TYPES.folder} (a folder)`);
         const release = slot();
         try {
-          const held = await data.store.list();
-          const pinned = held.filter((entry) => entry.pinned).reduce((sum, entry) => sum + entry.bytes, 0);
-          const maxBytes = data.store.options.pinnedBytes - pinned;
-          return await addUpload(data.store, body, { kind, name: query.name ?? "data", staging: data.staging, maxBytes: Math.max(0, maxBytes) });
+          return await addUpload(data.store, body, { kind, name: query.name ?? "data", staging: data.staging, maxBytes: pinnedRoom(await data.store.list(), data.store) });
         } catch (cause) {
           throw asApiError(cause);
         } finally {
@@ -193,13 +195,7 @@ export function dataRoutes(deps: RouteDeps): RouteSpec[] {
           const held = await data.store.list();
           const already = held.find((entry) => entry.cid === cid && entry.pinned);
           if (already) return already;
-          const pinned = held.filter((entry) => entry.pinned).reduce((sum, entry) => sum + entry.bytes, 0);
-          return await data.store.pin(cid, {
-            name: body.name,
-            providers: body.providers,
-            timeoutMs: body.timeoutMs,
-            maxBytes: Math.max(0, data.store.options.pinnedBytes - pinned),
-          });
+          return await data.store.pin(cid, { name: body.name, providers: body.providers, timeoutMs: body.timeoutMs, maxBytes: pinnedRoom(held, data.store) });
         } catch (cause) {
           throw asApiError(cause);
         } finally {

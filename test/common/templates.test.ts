@@ -97,7 +97,7 @@ describe("template catalog", function () {
     assert.equal(unknown.code, 2);
     assert.match(unknown.stderr, /No template named "nope"[\s\S]*vllm-openai, jupyter/);
 
-    // The line with its placeholders filled in passes the CLI's flag checks and goes on to reach the chain (here a port that closes every connection).
+    // With <GPU>, <seconds> and <usd> given values, the line passes the CLI's flag checks and goes on to reach the chain (here a port that closes every connection).
     const server: Server = createServer((socket) => socket.destroy());
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     try {
