@@ -4,7 +4,7 @@ import { addressSchema } from "./schemas.js";
 import { describeIssues } from "./validation.js";
 
 /** Roles of the deployed contracts, as keys of `contracts` in the manifest. */
-export const contractRoles = ["token", "registry", "market", "extension", "attestorStaking", "timelock"] as const;
+export const contractRoles = ["token", "registry", "market", "extension", "attestorStaking", "sessions", "timelock"] as const;
 export type ContractRole = (typeof contractRoles)[number];
 
 /** The EIP-712 domain (name, version) under which a token's EIP-2612 permit verifies. */
@@ -31,6 +31,11 @@ export const deploymentSchema = z.strictObject({
     extension: addressSchema.optional(),
     /** The AttestorStaking attached at deployment (`registry.attestorStaking()` is the current one). */
     attestorStaking: addressSchema.optional(),
+    /**
+     * The SessionKeys revocation list: nodes read `isRevoked` before honouring a request made under a renter's
+     * session-key delegation, and renters revoke there. Absent in manifests written before issue 38.
+     */
+    sessions: addressSchema.optional(),
     /** The TimelockController holding every admin power, when the deployment has one. */
     timelock: addressSchema.optional(),
   }),

@@ -18,7 +18,12 @@ export const consoleConfigSchema = z.strictObject({
       deploymentBlock: amountSchema,
       deployedAt: z.string(),
       deployer: addressWireSchema,
-      contracts: z.strictObject({ token: addressWireSchema, registry: addressWireSchema.optional(), market: addressWireSchema.optional() }),
+      contracts: z.strictObject({
+        token: addressWireSchema,
+        registry: addressWireSchema.optional(),
+        market: addressWireSchema.optional(),
+        sessions: addressWireSchema.optional().describe("The SessionKeys revocation list (absent when the deployment predates it)."),
+      }),
       token: z.strictObject({
         symbol: z.string(),
         decimals: z.number().int().min(0).max(36),

@@ -248,6 +248,7 @@ export const nodeInfoSchema = z.strictObject({
     token: addressWireSchema,
     registry: addressWireSchema.nullable(),
     market: addressWireSchema.nullable(),
+    sessions: addressWireSchema.nullable().describe("The SessionKeys revocation list renters revoke session-key delegations in; null when the deployment predates it."),
   }),
   token: z.strictObject({ symbol: z.string(), decimals: z.number().int().min(0).max(36) }),
   gpuModels: z.array(z.strictObject({ name: z.string(), vramMiB: z.number().int().positive() })).describe("Canonical GPU models, for filter menus."),

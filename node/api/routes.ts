@@ -59,6 +59,7 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
           token: deployment.contracts.token,
           registry: deployment.contracts.registry ?? null,
           market: deployment.contracts.market ?? null,
+          sessions: deployment.contracts.sessions ?? null,
         },
         token: { symbol: deployment.token.symbol, decimals: deployment.token.decimals },
         gpuModels: GPU_MODELS.map((model) => ({ name: model.name, vramMiB: model.vramMiB })),
@@ -414,13 +415,13 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
 
 /** What the console's SDK client needs of the manifest: its contracts, the token and its permit domain (the rest stays on the node). */
 function consoleDeployment(deployment: Deployment) {
-  const { token, registry, market } = deployment.contracts;
+  const { token, registry, market, sessions } = deployment.contracts;
   return {
     chainId: deployment.chainId,
     deploymentBlock: deployment.deploymentBlock,
     deployedAt: deployment.deployedAt,
     deployer: deployment.deployer,
-    contracts: { token, ...(registry ? { registry } : {}), ...(market ? { market } : {}) },
+    contracts: { token, ...(registry ? { registry } : {}), ...(market ? { market } : {}), ...(sessions ? { sessions } : {}) },
     token: { symbol: deployment.token.symbol, decimals: deployment.token.decimals, ...(deployment.token.permit !== undefined ? { permit: deployment.token.permit } : {}) },
   };
 }

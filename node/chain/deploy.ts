@@ -12,7 +12,7 @@ import {
   type Transport,
   type WalletClient,
 } from "viem";
-import { attestorStakingAbi, leaseMarketAbi, leaseMarketExtensionAbi, providerRegistryAbi, testTokenAbi } from "../../common/abi.js";
+import { attestorStakingAbi, leaseMarketAbi, leaseMarketExtensionAbi, providerRegistryAbi, sessionKeysAbi, testTokenAbi } from "../../common/abi.js";
 import type { Deployment } from "../../common/deployment.js";
 import { readBytecode } from "./artifacts.js";
 import { DeployError } from "./deploy-errors.js";
@@ -62,7 +62,8 @@ const TEST_TOKEN_PERMIT = { name: "Suanli Test USD", version: "1" };
  * Deploys ProviderRegistry, LeaseMarketExtension, LeaseMarket and AttestorStaking, settling in the devnet's TestToken
  * (deployed first) or in an existing `token` (checked first), grants the market MARKET_ROLE (once, for good), attaches
  * the staking to the registry (attestors count only while staked), grants the attestors ATTESTOR_ROLE (staking the
- * minimum for each from the TestToken's faucet), hands governance to `governance` or to a new timelock, and returns
+ * minimum for each from the TestToken's faucet), hands governance to `governance` or to a new timelock, deploys the
+ * SessionKeys revocation list (last: it has no admin, and so every other contract keeps its address), and returns
  * the manifest (not yet written): every contract, the token and its permit, the parameters, the governance and the
  * role holders read back from the chain. Each transaction waits for its receipt; deploymentBlock is the first
  * contract's. Every check that can refuse (options, token) runs before any contract is deployed.
@@ -174,6 +175,8 @@ export async function deployContracts(options: DeployOptions): Promise<Deploymen
     await role("Handing governance over", "grantRole", ADMIN_ROLE, admin, registry.address);
     await role("Renouncing the deployer's admin role", "renounceRole", ADMIN_ROLE, deployer, registry.address);
   }
+  // Renters' session-key revocations (issue 38): no admin, no money, nothing to wire; nodes read isRevoked.
+  const sessions = await deploy("SessionKeys", sessionKeysAbi);
 
   const members = async (roleId: `0x${string}`) => {
     const count = await publicClient.readContract({ address: registry.address, abi: providerRegistryAbi, functionName: "getRoleMemberCount", args: [roleId] });
@@ -196,6 +199,7 @@ export async function deployContracts(options: DeployOptions): Promise<Deploymen
       market: market.address,
       extension: extension.address,
       attestorStaking: stakingAddress,
+      sessions: sessions.address,
       ...(timelockDeployed ? { timelock: timelockDeployed.address } : {}),
     },
     token: { symbol: token.symbol, decimals: token.decimals, permit: token.permit, origin: options.token === undefined ? "TestToken" : "existing" },

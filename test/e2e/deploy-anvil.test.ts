@@ -111,6 +111,7 @@ describe("deploying for real on Anvil (chain 4242): an existing token, productio
     const deployed = await deployCli("--private-key", devnetPrivateKey(DEPLOYER), "--token", usdc, ...timelockFlags);
     assert.equal(deployed.code, 0, deployed.stderr);
     assert.match(deployed.stdout, /attestorStaking +0x[0-9a-fA-F]{40}/);
+    assert.match(deployed.stdout, /sessions +0x[0-9a-fA-F]{40}/);
     assert.match(deployed.stdout, /Token: USDC, 6 decimals, EIP-2612 permit \(domain "USD Coin", version "2"\)/);
     assert.match(deployed.stdout, /with a delay of 691200 s \(8 days\)/);
 
@@ -118,7 +119,7 @@ describe("deploying for real on Anvil (chain 4242): an existing token, productio
     const manifest = await readDeployment(dir, CHAIN_ID);
     const { registry, market, timelock, attestorStaking } = manifest.contracts as Record<string, Address>;
     assert.equal(manifest.contracts.token, usdc);
-    assert.ok(registry && market && timelock && attestorStaking && manifest.contracts.extension);
+    assert.ok(registry && market && timelock && attestorStaking && manifest.contracts.extension && manifest.contracts.sessions);
     assert.deepEqual(manifest.token, { symbol: "USDC", decimals: 6, permit: { name: "USD Coin", version: "2" }, origin: "existing" });
     assert.equal(manifest.params?.preset, "production");
     assert.equal(manifest.params?.values.unbondingDelay, PRODUCTION_PARAMS.unbondingDelay);

@@ -5,9 +5,13 @@
  */
 import assert from "node:assert/strict";
 import { consoleConfigSchema } from "../../common/api/console.js";
+import { nodeInfoSchema } from "../../common/api/market.js";
 import { apiOptionsSchema } from "../../node/api/options.js";
 import { consoleRpcUrl } from "../../node/api/server.js";
-import { startApiFixture, type ApiFixture } from "../support/api-fixture.js";
+import { startApiFixture, testDeployment, type ApiFixture } from "../support/api-fixture.js";
+
+/** The manifest's SessionKeys address: the page's SDK client needs it to revoke a session. */
+const SESSIONS = "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0";
 
 describe("renter console routes", () => {
   const options = (input: Record<string, unknown> = {}) => apiOptionsSchema.parse(input);
@@ -28,7 +32,11 @@ describe("renter console routes", () => {
   describe("GET /console/config.json and the page", () => {
     let fixture: ApiFixture;
     before(async () => {
-      fixture = await startApiFixture({ console: { rpcUrl: "https://rpc.example.org/" } });
+      const deployment = testDeployment();
+      fixture = await startApiFixture(
+        { console: { rpcUrl: "https://rpc.example.org/" } },
+        { deployment: { ...deployment, contracts: { ...deployment.contracts, sessions: SESSIONS } } },
+      );
     });
     after(() => fixture?.close());
 
@@ -39,6 +47,10 @@ describe("renter console routes", () => {
       assert.equal(config.rpcUrl, "https://rpc.example.org/");
       assert.equal(config.chainId, config.deployment.chainId);
       assert.equal(typeof response.json().deployment.deploymentBlock, "string");
+      // The SessionKeys revocation list is passed on, in the page's deployment and in /v1/info.
+      assert.equal(config.deployment.contracts.sessions, SESSIONS);
+      const info = nodeInfoSchema.decode((await fixture.api.app.inject({ method: "GET", url: "/v1/info" })).json());
+      assert.equal(info.contracts.sessions, SESSIONS);
     });
 
     it("serves the page with a CSP that allows the RPC origin and no inline script", async () => {

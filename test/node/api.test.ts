@@ -38,6 +38,7 @@ describe("HTTP API routes", () => {
       assert.deepEqual(info.token, { symbol: "tUSD", decimals: 6 });
       assert.equal(info.contracts.market, TEST_MARKET);
       assert.equal(info.contracts.registry, null);
+      assert.equal(info.contracts.sessions, null); // the fixture's manifest predates SessionKeys
       assert.equal(info.reservations, true);
       assert.ok(info.gpuModels.some((model) => model.name === "A100-80GB" && model.vramMiB === 81_920));
     });

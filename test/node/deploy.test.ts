@@ -5,7 +5,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createPublicClient, erc20Abi, http, type Abi } from "viem";
-import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi, testTokenAbi, timelockControllerAbi } from "../../common/abi.js";
+import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi, sessionKeysAbi, testTokenAbi, timelockControllerAbi } from "../../common/abi.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { connectChain } from "../../node/chain/clients.js";
 import { ATTESTOR_ROLE, DEVNET_PARAMS, MARKET_ROLE, PRODUCTION_TIMELOCK_DELAY_SECONDS, deployAttestorStaking, deployContracts } from "../../node/chain/deploy.js";
@@ -80,6 +80,22 @@ describe("devnet deployment (embedded chain)", () => {
     assert.equal(manifest.params?.values.attestorMinStake, DEVNET_PARAMS.attestorMinStake.toString());
     assert.deepEqual(manifest.governance, { admin: devnetAccount(0).address });
     assert.deepEqual(manifest.roles, { admin: [devnetAccount(0).address], market: [market], attestor: [] });
+    // The SessionKeys revocation list (deployed last, so the other contracts keep their addresses): a renter revokes
+    // a delegation there and any client reads it as revoked.
+    const sessions = manifest.contracts.sessions;
+    assert.ok(sessions, "the manifest names the SessionKeys contract");
+    assert.deepEqual(
+      Object.keys(manifest.contracts).sort(),
+      ["attestorStaking", "extension", "market", "registry", "sessions", "token"],
+      "every contract deployContracts deploys on a devnet",
+    );
+    const delegation = `0x${"5e".repeat(32)}` as const;
+    const renterKeys = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(5) });
+    await renterKeys.publicClient.waitForTransactionReceipt({
+      hash: await renterKeys.walletClient!.writeContract({ address: sessions, abi: sessionKeysAbi, functionName: "revoke", args: [delegation] }),
+    });
+    assert.equal(await reader.readContract({ address: sessions, abi: sessionKeysAbi, functionName: "isRevoked", args: [devnetAccount(5).address, delegation, 1n] }), true);
+    assert.equal(await reader.readContract({ address: sessions, abi: sessionKeysAbi, functionName: "isRevoked", args: [devnetAccount(6).address, delegation, 1n] }), false);
 
     // The faucet mints to a renter, and the balance is visible to any client.
     const renter = devnetAccount(5).address;
@@ -222,6 +238,9 @@ describe("devnet deployment (embedded chain)", () => {
     assert.deepEqual(deployment.roles, { admin: [timelock], market: [deployment.contracts.market], attestor: [attestor] });
     assert.deepEqual(await read(registry, providerRegistryAbi, "faultQuorumParams"), [DEVNET_PARAMS.faultQuorum, 6_667]);
     assert.equal(await read(registry, providerRegistryAbi, "hasRole", [ADMIN, devnetAccount(0).address]), false);
+    // A real deployment has the SessionKeys revocation list too; it has no admin to hand over.
+    const sessionsCode = deployment.contracts.sessions && (await publicClient.getCode({ address: deployment.contracts.sessions }));
+    assert.ok(sessionsCode && sessionsCode !== "0x", "the SessionKeys contract is deployed");
     // The slashes' sink is governance's timelock when no treasury is set.
     assert.equal((await read<{ sink: string }>(deployment.contracts.attestorStaking!, attestorStakingAbi, "params")).sink, timelock);
     // The timelock: its delay, its roles as asked, and its own admin is itself (the deployer renounced after adding the guardian).
