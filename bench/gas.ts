@@ -15,7 +15,7 @@
  */
 import { network } from "hardhat";
 import { zeroAddress, type Address, type Hash, type Hex } from "viem";
-import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi, testTokenAbi } from "../common/abi.js";
+import { attestorStakingAbi, leaseMarketAbi, providerRegistryAbi, sessionKeysAbi, testTokenAbi } from "../common/abi.js";
 import { disputeCommitArgs, signCommit } from "../common/attest/commit.js";
 import { signProbeReceipt } from "../common/attest/liveness.js";
 import { orderFaultSignatures } from "../common/chain/market.js";
@@ -73,7 +73,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   async function send(
     wallet: Wallet,
     address: Address,
-    abi: typeof leaseMarketAbi | typeof providerRegistryAbi | typeof testTokenAbi | typeof attestorStakingAbi,
+    abi: typeof leaseMarketAbi | typeof providerRegistryAbi | typeof testTokenAbi | typeof attestorStakingAbi | typeof sessionKeysAbi,
     functionName: string,
     args: readonly unknown[],
   ): Promise<bigint> {
@@ -286,6 +286,14 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const receipt = { leaseId: 1n, challenge: `0x${"5a".repeat(32)}` as Hex, receivedAtMs: BigInt(lied) * 1000n + 2_500n };
     const [faultSignature, receiptSignature] = [await signFault(attestorA, domain, fault), await signProbeReceipt(attestorA, domain, receipt)];
     gas["AttestorStaking: disputeFault"] = await stk(provider, "disputeFault", [fault, faultSignature, receipt, receiptSignature]);
+  }
+
+  {
+    // SessionKeys (issue 38): a renter revokes one session-key delegation (a new slot), then every delegation it
+    // issued so far (its first revokeAll: a new slot too). Nodes only read isRevoked, which costs no gas.
+    const sessions = deployment.contracts.sessions!;
+    gas["SessionKeys: revoke"] = await send(renter, sessions, sessionKeysAbi, "revoke", [`0x${"5e".repeat(32)}`]);
+    gas["SessionKeys: revokeAll"] = await send(renter, sessions, sessionKeysAbi, "revokeAll", []);
   }
 
   const rows = Object.entries(gas).map(([operation, used]) => {
