@@ -139,6 +139,20 @@ export const suanliTypes = {
     { name: "issuedAt", type: "uint32" },
     { name: "nonce", type: "bytes32" },
   ],
+  /**
+   * A renter's delegation of its requests to a session key (common/sessions.ts): the key may sign
+   * RenterRequests (and ReserveRequests, with action "reserve") for `actions`, on `leaseIds` (empty:
+   * every lease of the renter), from `issuedAt` until `expiresAt`. Revocable on-chain (SessionKeys).
+   */
+  SessionDelegation: [
+    { name: "renter", type: "address" },
+    { name: "sessionKey", type: "address" },
+    { name: "actions", type: "string[]" },
+    { name: "leaseIds", type: "uint256[]" },
+    { name: "issuedAt", type: "uint64" },
+    { name: "expiresAt", type: "uint64" },
+    { name: "salt", type: "bytes32" },
+  ],
   /** A renter asking a provider to hold units before opening a lease. */
   ReserveRequest: [
     { name: "renter", type: "address" },
@@ -209,6 +223,15 @@ export type AttestationFailure = { attestor: Address; provider: Address; machine
 export type Completion = { leaseId: bigint; exitCode: number; outputDigest: Hex; unitSeconds: bigint };
 export type Checkpoint = { leaseId: bigint; seq: bigint; cid: string; bytes: bigint; time: bigint };
 export type RenterRequest = { leaseId: bigint; provider: Address; action: string; bodyHash: Hex; issuedAt: number; nonce: Hex };
+export type SessionDelegation = {
+  renter: Address;
+  sessionKey: Address;
+  actions: readonly string[];
+  leaseIds: readonly bigint[];
+  issuedAt: bigint;
+  expiresAt: bigint;
+  salt: Hex;
+};
 export type ReserveRequest = {
   renter: Address;
   provider: Address;

@@ -23,6 +23,7 @@ import { offersTopics, startOfferService, type OfferService } from "./offers/ser
 import { startNodeHost, type NodeHost } from "./p2p/start.js";
 import { DataStore } from "./data/store.js";
 import { Store } from "./store/store.js";
+import { DelegationVerifier } from "./sessions/delegations.js";
 
 export class DaemonError extends SuanliError {
   override name = "DaemonError";
@@ -37,6 +38,8 @@ export type Daemon = {
   metrics: Metrics;
   store: Store;
   chain: ChainClients;
+  /** Checks requests signed by renters' session keys (node/sessions/delegations.ts). */
+  delegations: DelegationVerifier;
   /** The node's wallet (chain.privateKey), when configured. */
   account: LocalAccount | undefined;
   deployment: Deployment;
@@ -162,6 +165,7 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
     const market = contractAddress(deployment, "market");
     const registry = contractAddress(deployment, "registry");
     const domain = suanliDomain(deployment.chainId, market);
+    const delegations = new DelegationVerifier({ domain, publicClient: chain.publicClient, sessions: deployment.contracts.sessions });
 
     const binding = await readDeploymentBinding(chain.publicClient, deployment);
     const store = await Store.open(path.join(dataDir, "db"));
@@ -229,6 +233,7 @@ export async function startDaemon(config: NodeConfig, options: StartDaemonOption
       account,
       deployment,
       domain,
+      delegations,
       market,
       registry,
       chainView,

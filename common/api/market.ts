@@ -9,6 +9,7 @@ import { REFUSAL_REASONS } from "../matching/handshake.js";
 import { matchRequestSchema as engineMatchRequestSchema } from "../matching/request.js";
 import { reputationSchema } from "./chain.js";
 import { signedOfferSchema } from "./offers.js";
+import { delegationApiSchema } from "./relay.js";
 import { addressWireSchema, amountSchema, bytes32WireSchema, gpuModelQuery, queryInt, signatureWireSchema, uint16Schema, uint32Schema, unixSecondsSchema } from "./primitives.js";
 
 // ---- statistics ----
@@ -189,7 +190,10 @@ export const reserveRequestWireSchema = z.strictObject({
 
 export const reservationBodySchema = z.strictObject({
   request: reserveRequestWireSchema,
-  signature: signatureWireSchema.describe("The renter's EIP-712 signature of `request` (domain: Suanli / 1 / chain id / LeaseMarket)."),
+  signature: signatureWireSchema.describe(
+    "The EIP-712 signature of `request` (domain: Suanli / 1 / chain id / LeaseMarket) by `request.renter`, or by its session key with `delegation`.",
+  ),
+  delegation: delegationApiSchema.optional(),
 });
 export type ReservationBody = z.output<typeof reservationBodySchema>;
 

@@ -11,6 +11,7 @@
  */
 import { z } from "zod";
 import { TASK_STATES } from "../protocols/lease.js";
+import { SESSION_ACTIONS, SESSION_MAX_LEASES, SESSION_MAX_SECONDS } from "../sessions.js";
 import { outputManifestSchema, outputParamsSchema } from "../protocols/task-io.js";
 import { taskSpecSchema } from "../protocols/task-spec.js";
 import { addressWireSchema, amountSchema, bytes32WireSchema, signatureWireSchema, unixSecondsSchema } from "./primitives.js";
@@ -31,9 +32,28 @@ export const renterRequestApiSchema = z.strictObject({
   nonce: bytes32WireSchema.describe("Fresh random bytes: the provider refuses a nonce it has seen."),
 });
 
+/** A renter's EIP-712 SessionDelegation to a session key (common/sessions.ts), with the renter's signature. */
+export const delegationApiSchema = z
+  .strictObject({
+    message: z.strictObject({
+      renter: addressWireSchema.describe("The renter who delegates."),
+      sessionKey: addressWireSchema.describe("The session key's address: it signs the requests."),
+      actions: z.array(z.enum(SESSION_ACTIONS)).min(1).max(SESSION_ACTIONS.length).describe("What the key may do: reserve, task, status, logs, cancel, output, exec, forward."),
+      leaseIds: z.array(amountSchema).max(SESSION_MAX_LEASES).describe("The leases it may act on, decimal; empty: every lease of the renter."),
+      issuedAt: amountSchema.describe("Unix seconds, decimal."),
+      expiresAt: amountSchema.describe(`Unix seconds, decimal; at most ${SESSION_MAX_SECONDS} s after issuedAt.`),
+      salt: bytes32WireSchema.describe("Random bytes: makes each delegation's hash (what SessionKeys.revoke takes) unique."),
+    }),
+    signature: signatureWireSchema.describe("The renter's EIP-712 signature of `message` (domain: Suanli / 1 / chain id / LeaseMarket)."),
+  })
+  .describe("Present when a session key signed the request: the renter's delegation to that key. Nodes check its scope, expiry, signature and the on-chain revocation list.");
+
 export const renterAuthApiSchema = z.strictObject({
   request: renterRequestApiSchema,
-  signature: signatureWireSchema.describe("The renter's EIP-712 signature of `request` (domain: Suanli / 1 / chain id / LeaseMarket)."),
+  signature: signatureWireSchema.describe(
+    "The EIP-712 signature of `request` (domain: Suanli / 1 / chain id / LeaseMarket) by the renter, or by its session key with `delegation`.",
+  ),
+  delegation: delegationApiSchema.optional(),
 });
 
 export const taskRelayBodySchema = z.strictObject({
@@ -125,7 +145,10 @@ export const outputRenterRequestApiSchema = renterRequestApiSchema.extend({
 });
 export const outputAuthApiSchema = z.strictObject({
   request: outputRenterRequestApiSchema,
-  signature: signatureWireSchema.describe("The renter's EIP-712 signature of `request` (domain: Suanli / 1 / chain id / LeaseMarket)."),
+  signature: signatureWireSchema.describe(
+    "The EIP-712 signature of `request` (domain: Suanli / 1 / chain id / LeaseMarket) by the renter, or by its session key with `delegation`.",
+  ),
+  delegation: delegationApiSchema.optional(),
 });
 const outputReadParamsSchema = outputParamsSchema.options[1];
 export const outputListRelayBodySchema = z.strictObject({

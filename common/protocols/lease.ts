@@ -14,6 +14,7 @@ import { MAX_CHECKPOINTS_LISTED, signedCheckpointSchema } from "../attest/checkp
 import { suanliTypes, type RenterRequest, type ReserveRequest } from "../eip712.js";
 import { stringifyCanonical } from "../json.js";
 import { addressSchema, bytes32Schema, signatureSchema } from "../schemas.js";
+import { signedDelegationSchema } from "../sessions.js";
 import { execParamsSchema, forwardParamsSchema, outputParamsSchema } from "./task-io.js";
 import { taskSpecSchema } from "./task-spec.js";
 
@@ -49,7 +50,12 @@ export const renterRequestWireSchema = z.strictObject({
 }) satisfies z.ZodType<RenterRequest, unknown>;
 
 /** The renter's authorization attached to a lease request. */
-export const renterAuthSchema = z.strictObject({ request: renterRequestWireSchema, signature: signatureSchema });
+export const renterAuthSchema = z.strictObject({
+  request: renterRequestWireSchema,
+  signature: signatureSchema,
+  /** When a session key signed `request`: the renter's delegation to it (common/sessions.ts). */
+  delegation: signedDelegationSchema.optional(),
+});
 export type RenterAuth = z.output<typeof renterAuthSchema>;
 export type RenterAction = z.output<typeof renterRequestWireSchema>["action"];
 
@@ -128,8 +134,10 @@ export const reserveRequestWireSchema = z.strictObject({
 export const reserveBodySchema = z.strictObject({
   chainId: z.number().int().positive(),
   request: reserveRequestWireSchema,
-  /** The renter's EIP-712 signature of `request`. */
+  /** The renter's EIP-712 signature of `request`, or its session key's (with `delegation`). */
   signature: signatureSchema,
+  /** When a session key signed `request`: the renter's delegation to it, allowing "reserve". */
+  delegation: signedDelegationSchema.optional(),
 });
 export type ReserveBody = z.output<typeof reserveBodySchema>;
 

@@ -15,6 +15,7 @@ import type { PeerId } from "@libp2p/interface";
 import { multiaddr } from "@multiformats/multiaddr";
 import { recoverTypedDataAddress, type Address, type Chain, type Hex, type PublicClient, type Transport } from "viem";
 import type { z } from "zod";
+import type { ReservationBody } from "../../common/api/market.js";
 import type { OutputRelayBody, RelayAction, RelayBody } from "../../common/api/relay.js";
 import { readLease } from "../../common/chain/market.js";
 import { suanliDomain, suanliTypes, type ReserveRequest } from "../../common/eip712.js";
@@ -42,6 +43,8 @@ import {
   StaleSignatureError,
 } from "./errors.js";
 import type { OutputRead, ProviderRelay } from "./source.js";
+import { renterBehind } from "./signed.js";
+import type { DelegationVerifier } from "../sessions/delegations.js";
 
 const PROTOCOLS: Record<RelayAction, string> = {
   task: TASK_PROTOCOL,
@@ -97,6 +100,8 @@ export type NodeProviderRelayOptions = {
   logger: Logger;
   /** How far a signed request's issuedAt may be from this node's clock (api.signatureMaxAgeSeconds). */
   maxAgeSeconds: number;
+  /** Checks requests signed by renters' session keys; without it they are refused. */
+  delegations?: DelegationVerifier;
   /** Deadline of one exchange with a provider, ms (logs add their long-poll wait). */
   timeoutMs?: number;
   /** Unix seconds now (tests). */
@@ -117,9 +122,9 @@ export class NodeProviderRelay implements ProviderRelay {
     this.nowSeconds = options.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
   }
 
-  async reserve(reserveRequest: ReserveRequest, signature: Hex): Promise<ReserveReply> {
+  async reserve(reserveRequest: ReserveRequest, signature: Hex, delegation?: ReservationBody["delegation"]): Promise<ReserveReply> {
     const peer = await this.providerPeer(reserveRequest.provider, reserveRequest.machineId);
-    const body = { chainId: this.options.chainId, request: reserveRequest, signature };
+    const body = { chainId: this.options.chainId, request: reserveRequest, signature, ...(delegation ? { delegation } : {}) };
     return (await this.call(peer, RESERVE_PROTOCOL, body, reserveReplySchema, this.timeoutMs)) as ReserveReply;
   }
 
@@ -213,6 +218,7 @@ export class NodeProviderRelay implements ProviderRelay {
     } catch {
       throw new InvalidSignatureError("auth.signature is not a valid ECDSA signature of auth.request");
     }
+    if (auth.delegation) signer = await renterBehind(this.options.delegations, auth.delegation, { signer, action: auth.request.action, leaseId });
     if (signer.toLowerCase() !== lease.renter.toLowerCase()) {
       throw new InvalidSignatureError(`auth.signature was made by ${signer}, not by the renter of lease ${leaseId} (${lease.renter})`);
     }

@@ -5,6 +5,7 @@
 import type { Registry } from "prom-client";
 import type { Deployment } from "../../common/deployment.js";
 import type { DataStore } from "../data/store.js";
+import type { DelegationVerifier } from "../sessions/delegations.js";
 import type { EventHub } from "./events.js";
 import type { ExplorerAssets, PageAssets } from "./explorer-assets.js";
 import type { ApiMetrics } from "./metrics.js";
@@ -24,6 +25,8 @@ export type RouteDeps = {
   registry: Registry;
   metrics: ApiMetrics;
   guard: ReplayGuard;
+  /** Checks requests signed by renters' session keys; absent: they are refused. */
+  delegations: DelegationVerifier | undefined;
   explorer: ExplorerAssets | undefined;
   /** The renter console's files, when `api.console.enabled`. */
   console: PageAssets | undefined;

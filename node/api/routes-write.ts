@@ -89,7 +89,7 @@ export function writeRoutes(deps: RouteDeps): RouteSpec[] {
       operationId: `relay${action.charAt(0).toUpperCase()}${action.slice(1)}`,
       summary: about.summary,
       description:
-        `${about.description} The body carries \`auth\`: an EIP-712 RenterRequest for action \`${action}\` on this lease, signed by the lease's renter ` +
+        `${about.description} The body carries \`auth\`: an EIP-712 RenterRequest for action \`${action}\` on this lease, signed by the lease's renter or by its session key with \`auth.delegation\` (docs/sessions.md) ` +
         "(domain Suanli / 1 / chain id / LeaseMarket). The node checks the signer against the on-chain lease, forwards the body unchanged " +
         "to the lease's provider and returns the provider's answer; an error the provider answers with comes back under its own `name`, with the status of its meaning (404 nothing there, 409 the task's state, 400 bad input, 403, 429, 503), and 502 only when the answer breaks the protocol or names an error this node does not know.",
       tag: "leases",
@@ -140,7 +140,7 @@ export function writeRoutes(deps: RouteDeps): RouteSpec[] {
           : "Stream a lease's task output from its provider, resumable (signed by the renter)",
       description:
         "Relays the output protocol (`/suanli/output/1.0.0`) for clients without libp2p. The body is the protocol's `{ auth, params }`: `auth` an EIP-712 " +
-        "RenterRequest for action `output` on this lease signed by its renter, whose bodyHash covers `params`; the node checks the signer against the on-chain " +
+        "RenterRequest for action `output` on this lease signed by its renter (or its session key, with `auth.delegation`), whose bodyHash covers `params`; the node checks the signer against the on-chain " +
         "lease and forwards the body unchanged, and the provider checks the bodyHash and refuses a nonce it has seen (sign each request anew). " +
         (op === "list"
           ? "Answers the provider's manifest: the files in digest order, their sizes, `final` (digested by the signed completion report) or `snapshot` (the task still runs)."
@@ -266,7 +266,7 @@ export function writeRoutes(deps: RouteDeps): RouteSpec[] {
       operationId: "reserve",
       summary: "Ask a provider to hold units for a renter (signed by the renter's wallet)",
       description:
-        "The body is an EIP-712 ReserveRequest signed by `request.renter` (domain Suanli / 1 / chain id / LeaseMarket). " +
+        "The body is an EIP-712 ReserveRequest signed by `request.renter` (domain Suanli / 1 / chain id / LeaseMarket), or by its session key with `delegation`. " +
         "The node forwards it to the provider over the reserve protocol and returns the provider's signed acceptance " +
         "(an Offer bound to the renter, to open the lease with) or its reason for refusing.",
       tag: "market",
@@ -292,15 +292,21 @@ export function writeRoutes(deps: RouteDeps): RouteSpec[] {
         if (!market) throw new ServiceUnavailableError("Reservations need a deployment with a LeaseMarket; this node's manifest has none");
         const relay = deps.relay;
         if (!relay) throw new ServiceUnavailableError("This node has no p2p host to reach providers through");
-        await verifyReserveRequest(body.request, body.signature, {
-          chainId: deployment.chainId,
-          market,
-          nowSeconds: deps.nowSeconds(),
-          maxAgeSeconds: options.signatureMaxAgeSeconds,
-          guard: deps.guard,
-          onRefused: (reason) => deps.metrics.signatureFailures.inc({ reason }),
-        });
-        return toReservationAnswer(await relay.reserve(body.request, body.signature));
+        await verifyReserveRequest(
+          body.request,
+          body.signature,
+          {
+            chainId: deployment.chainId,
+            market,
+            nowSeconds: deps.nowSeconds(),
+            maxAgeSeconds: options.signatureMaxAgeSeconds,
+            guard: deps.guard,
+            onRefused: (reason) => deps.metrics.signatureFailures.inc({ reason }),
+            delegations: deps.delegations,
+          },
+          body.delegation,
+        );
+        return toReservationAnswer(await relay.reserve(body.request, body.signature, body.delegation));
       },
     }),
     ...RELAY_ACTIONS.map((action) => relayRoute(action)),

@@ -36,6 +36,7 @@ import type { RouteSpec } from "./route.js";
 import { apiRoutes } from "./routes.js";
 import { ReplayGuard } from "./signed.js";
 import type { MarketDataSource, ProviderRelay } from "./source.js";
+import type { DelegationVerifier } from "../sessions/delegations.js";
 
 const require = createRequire(import.meta.url);
 const VERSION: string = (require("../../package.json") as { version: string }).version;
@@ -46,6 +47,8 @@ export type ApiServerDeps = {
   relay?: ProviderRelay;
   /** The node's data plane (docs/data.md) and the folder its transfers are staged in; without it the data routes answer 503 (DataDisabledError). */
   data?: { store: DataStore; staging: string };
+  /** Checks requests signed by renters' session keys (the reservation route; the relay has its own). */
+  delegations?: DelegationVerifier;
   /** The deployment the node serves (chain id, contracts, token); its LeaseMarket signs the EIP-712 domain. */
   deployment: Deployment;
   /** `api.*` options; defaults apply to what is left out. */
@@ -282,6 +285,7 @@ export async function createApiServer(deps: ApiServerDeps): Promise<ApiServer> {
     registry,
     metrics,
     guard: new ReplayGuard(100_000, 2 * options.signatureMaxAgeSeconds + 60),
+    delegations: deps.delegations,
     explorer,
     console: consoleAssets,
     consoleRpcUrl: pageRpcUrl,

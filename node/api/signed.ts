@@ -5,7 +5,9 @@
  */
 import { recoverTypedDataAddress, type Address, type Hex } from "viem";
 import { suanliDomain, suanliTypes, type ReserveRequest } from "../../common/eip712.js";
-import { InvalidSignatureError, ReplayedRequestError, StaleSignatureError } from "./errors.js";
+import { SessionDelegationError, signedDelegationSchema, type SessionAction } from "../../common/sessions.js";
+import type { DelegationVerifier } from "../sessions/delegations.js";
+import { InvalidSignatureError, ReplayedRequestError, RequestInputError, StaleSignatureError } from "./errors.js";
 
 /** Remembers recently seen request ids, bounded in count and in age. */
 export class ReplayGuard {
@@ -35,10 +37,39 @@ export type SignatureCheck = {
   guard: ReplayGuard;
   /** Counts each refusal by reason. */
   onRefused?: (reason: "stale" | "signer" | "replay") => void;
+  /** Checks requests signed by a session key; without it they are refused. */
+  delegations?: DelegationVerifier;
 };
 
+/**
+ * The renter on whose behalf a session key signed: `signer` recovered from the request, `delegation`
+ * as the API schema decoded it. Throws the 400 for a delegation out of bounds (too long, "reserve"
+ * with leases) and the 401 for one that does not cover the request, expired, is not the renter's or
+ * was revoked.
+ */
+export async function renterBehind(
+  delegations: DelegationVerifier | undefined,
+  delegation: unknown,
+  expected: { signer: Address; action: SessionAction; leaseId: bigint | undefined },
+): Promise<Address> {
+  const parsed = signedDelegationSchema.safeParse(delegation);
+  if (!parsed.success) {
+    throw new RequestInputError(
+      "request body",
+      parsed.error.issues.map((issue) => ({ path: ["auth", "delegation", ...issue.path.map(String)].join("."), message: issue.message })),
+    );
+  }
+  if (!delegations?.enabled) throw new InvalidSignatureError("This node accepts no session keys (its deployment has no SessionKeys contract): sign with the renter's wallet");
+  try {
+    return await delegations.renterOf(parsed.data, { requestSigner: expected.signer, action: expected.action, leaseId: expected.leaseId });
+  } catch (error) {
+    if (error instanceof SessionDelegationError) throw new InvalidSignatureError(error.shortMessage);
+    throw error;
+  }
+}
+
 /** Verifies a renter's signed ReserveRequest; throws the API error to answer with. */
-export async function verifyReserveRequest(request: ReserveRequest, signature: Hex, check: SignatureCheck): Promise<void> {
+export async function verifyReserveRequest(request: ReserveRequest, signature: Hex, check: SignatureCheck, delegation?: unknown): Promise<void> {
   const skew = Math.abs(check.nowSeconds - request.issuedAt);
   if (skew > check.maxAgeSeconds) {
     check.onRefused?.("stale");
@@ -56,6 +87,14 @@ export async function verifyReserveRequest(request: ReserveRequest, signature: H
   } catch {
     check.onRefused?.("signer");
     throw new InvalidSignatureError("signature is not a valid ECDSA signature of the request");
+  }
+  if (delegation !== undefined) {
+    try {
+      signer = await renterBehind(check.delegations, delegation, { signer, action: "reserve", leaseId: undefined });
+    } catch (error) {
+      check.onRefused?.("signer");
+      throw error;
+    }
   }
   if (signer.toLowerCase() !== request.renter.toLowerCase()) {
     check.onRefused?.("signer");

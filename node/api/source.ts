@@ -11,7 +11,7 @@
 import type { Address, Hex } from "viem";
 import type { LeaseRole, LeaseStatus, LeaseView, MachineFilter, MachineView, ProviderListQuery, ProviderView } from "../../common/api/chain.js";
 import type { OfferRemovedReason } from "../../common/api/events.js";
-import type { HealthCheck, MarketStats, MatchRequest, MatchResult, StatsWindow } from "../../common/api/market.js";
+import type { HealthCheck, MarketStats, MatchRequest, MatchResult, ReservationBody, StatsWindow } from "../../common/api/market.js";
 import type { OfferFilter } from "../../common/api/offers.js";
 import type { OutputRelayBody, RelayAction, RelayBody } from "../../common/api/relay.js";
 import type { OutputManifest } from "../../common/protocols/task-io.js";
@@ -103,7 +103,7 @@ export interface ProviderRelay {
    * Forwards a reservation (reserve protocol) and returns the provider's answer. The API has
    * already checked the renter's signature, freshness and replay.
    */
-  reserve(request: ReserveRequest, signature: Hex): Promise<ReserveReply>;
+  reserve(request: ReserveRequest, signature: Hex, delegation?: ReservationBody["delegation"]): Promise<ReserveReply>;
   /**
    * Forwards a renter-signed lease request unchanged (`raw`: the body as received) to the lease's
    * provider and returns its answer, parsed with the protocol's answer schema. Throws the API

@@ -55,6 +55,7 @@ export async function startApi(daemon: Daemon): Promise<ApiModule> {
     market: daemon.market,
     logger,
     maxAgeSeconds: config.api.signatureMaxAgeSeconds,
+    delegations: daemon.delegations,
   });
   // Transfers a previous run left half-done (a crash mid-upload) are staging copies only: drop them.
   if (daemon.data) await rm(stagingDir(config.dataDir), { recursive: true, force: true });
@@ -66,6 +67,7 @@ export async function startApi(daemon: Daemon): Promise<ApiModule> {
       relay,
       data: daemon.data ? { store: daemon.data, staging: stagingDir(config.dataDir) } : undefined,
       deployment: daemon.deployment,
+      delegations: daemon.delegations,
       options: config.api,
       logger: daemon.logger,
       registry: daemon.metrics.registry,

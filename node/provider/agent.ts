@@ -219,7 +219,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     cleanups.push(() => market.close());
     await pricing.start();
     cleanups.push(async () => pricing.stop());
-    const verifier = new RenterRequestVerifier({ domain: daemon.domain, provider: address });
+    const verifier = new RenterRequestVerifier({ domain: daemon.domain, provider: address, delegations: daemon.delegations });
     const outputs = new OutputStore({
       dir: options.outputs.dir ?? path.join(daemon.config.dataDir, "outputs"),
       retentionSeconds: options.outputs.retentionSeconds,
@@ -350,10 +350,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     const unserve = await serveLeaseProtocols(daemon.p2p.host, {
       inventory,
       reserve: {
-        deployment,
-        domain: daemon.domain,
-        market: daemon.market,
-        registry: daemon.registry,
+        ...{ deployment, domain: daemon.domain, market: daemon.market, registry: daemon.registry, delegations: daemon.delegations },
         account,
         publicClient,
         machines: market,

@@ -7,6 +7,8 @@
 import { getAddress, type Address, type TypedDataDomain } from "viem";
 import { LRUCache } from "lru-cache";
 import { leaseRequestBodyHash, recoverRenter, RENTER_REQUEST_MAX_AGE_SECONDS, type RenterAction, type RenterAuth } from "../../../common/protocols/lease.js";
+import { SessionDelegationError } from "../../../common/sessions.js";
+import type { DelegationVerifier } from "../../sessions/delegations.js";
 import { RenterAuthError } from "./errors.js";
 
 export class RenterRequestVerifier {
@@ -17,6 +19,8 @@ export class RenterRequestVerifier {
     private readonly options: {
       domain: TypedDataDomain;
       provider: Address;
+      /** Checks requests signed by a session key (auth.delegation); without it they are refused. */
+      delegations?: DelegationVerifier;
       maxAgeSeconds?: number;
       /** Unix seconds. */
       now?: () => number;
@@ -52,10 +56,20 @@ export class RenterRequestVerifier {
       });
     }
     if (this.seen.has(`${request.nonce}`)) throw replayed();
+    let signer: Address;
     try {
-      return getAddress(await recoverRenter(this.options.domain, auth));
+      signer = getAddress(await recoverRenter(this.options.domain, auth));
     } catch (error) {
       throw new RenterAuthError("The authorization's signature cannot be read", { cause: error });
+    }
+    if (!auth.delegation) return signer;
+    // Signed by a session key: the renter is whoever delegated to it, within the delegation's scope.
+    if (!this.options.delegations) throw new RenterAuthError("This provider accepts no session keys: sign the request with the renter's wallet");
+    try {
+      return await this.options.delegations.renterOf(auth.delegation, { requestSigner: signer, action: expected.action, leaseId: expected.leaseId });
+    } catch (error) {
+      if (error instanceof SessionDelegationError) throw new RenterAuthError(error.shortMessage, { cause: error, metaMessages: error.metaMessages });
+      throw error;
     }
   }
 

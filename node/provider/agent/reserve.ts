@@ -20,6 +20,8 @@ import type { Metrics } from "../../metrics/metrics.js";
 import type { ProviderOptions } from "../options.js";
 import type { HoldThrottle } from "./hold-throttle.js";
 import type { SealingKey } from "../../../common/sealed.js";
+import { SessionDelegationError } from "../../../common/sessions.js";
+import type { DelegationVerifier } from "../../sessions/delegations.js";
 import type { MachineMarket } from "./offers.js";
 import type { LeaseRecord } from "./records.js";
 import type { ReservationBook } from "./reservations.js";
@@ -56,6 +58,8 @@ export type ReserveContext = {
   domain: TypedDataDomain;
   market: Address;
   registry: Address;
+  /** Checks reserve requests signed by a renter's session key (body.delegation). */
+  delegations?: DelegationVerifier;
   /** The provider's wallet: signs the renter-bound offers. */
   account: LocalSigner;
   publicClient: PublicClient<Transport, Chain>;
@@ -131,6 +135,16 @@ async function decide(ctx: ReserveContext, body: ReserveBody, peer: string | und
     signer = await recoverTypedDataAddress({ domain: ctx.domain, types: suanliTypes, primaryType: "ReserveRequest", message: request, signature });
   } catch {
     return refuse("invalid-request", "The request's signature cannot be read");
+  }
+  if (body.delegation) {
+    // Signed by a session key: the renter is whoever delegated "reserve" to it.
+    if (!ctx.delegations) return refuse("invalid-request", "This provider accepts no session keys: sign the request with the renter's wallet");
+    try {
+      signer = await ctx.delegations.renterOf(body.delegation, { requestSigner: signer, action: "reserve", leaseId: undefined });
+    } catch (error) {
+      if (error instanceof SessionDelegationError) return refuse("invalid-request", error.shortMessage);
+      throw error;
+    }
   }
   if (getAddress(signer) !== getAddress(request.renter)) return refuse("invalid-request", `The request is signed by ${signer}, not by the renter ${request.renter}`);
   // Check and mark in one synchronous step, before any await: of concurrent copies of one signed

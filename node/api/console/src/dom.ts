@@ -1,3 +1,12 @@
+import type { EIP1193Provider } from "viem";
+
+declare global {
+  interface Window {
+    /** The injected wallet (an EIP-1193 provider). */
+    ethereum?: EIP1193Provider;
+  }
+}
+
 /** The console page's one DOM lookup: an element the page must have (a missing one is a bug in the page). */
 export const $ = <T extends HTMLElement>(selector: string): T => {
   const node = document.querySelector<T>(selector);

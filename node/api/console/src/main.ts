@@ -2,29 +2,24 @@
  * The renter console: a page any node serves at /console/ where a renter's own browser wallet
  * (an EIP-1193 provider, `window.ethereum`) shows its balance and the live offers, submits a task,
  * watches its state and logs, reads its receipt and cancels, extends or downloads it. Everything
- * goes through the browser SDK (sdk/browser.ts): requests to providers through this node's relay
- * routes, signatures and payments by the wallet. The page holds no key and keeps no secret: secret
+ * goes through the browser SDK (sdk/browser.ts): requests to providers through this node's relay,
+ * signed by a session key the wallet delegates to once (session.ts); payments by the wallet. Secret
  * env values are sealed by the SDK, in this page, to the provider's key before they leave it.
  * Everything shown comes from the network or the user, so it is written as text, never as HTML.
  */
-import { createPublicClient, custom, erc20Abi, formatUnits, http, type EIP1193Provider } from "viem";
+import { createPublicClient, custom, erc20Abi, formatUnits, http } from "viem";
 import { consoleConfigSchema } from "../../../../common/api/console.js";
 import { nodeInfoSchema } from "../../../../common/api/market.js";
 import { runDetached } from "../../../../common/detached.js";
 import { $, cell } from "./dom.js";
 import { describe, getJson, show, state, token, tokens, trimFraction, type TaskRow } from "./state.js";
 import { addEnvRow, FormError, markInvalid, readForm } from "./form.js";
+import { startSession } from "./session.js";
 import { createClient, type OfferSummary, type SubmitTaskParameters, type TaskReceipt, type TaskStatus } from "../../../../sdk/browser.js";
 
 const FINAL_STATES = new Set(["succeeded", "failed", "exceeded", "stopped", "preempted"]);
 const ENDED_LEASES = new Set(["Ended", "Settled", "Cancelled"]);
 const STATUS_INTERVAL_MS = 3000;
-
-declare global {
-  interface Window {
-    ethereum?: EIP1193Provider;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Wallet
@@ -68,6 +63,7 @@ async function connect(): Promise<void> {
         $(state.progressTarget).textContent = line;
       },
     });
+    await startSession(config.deployment.contracts.sessions !== undefined);
     state.wallet = wallet;
     state.address = accounts[0];
     wallet.on?.("accountsChanged", onAccountsChanged);

@@ -1,0 +1,21 @@
+import { $ } from "./dom.js";
+import { describe, state } from "./state.js";
+
+/**
+ * One signature per visit: the wallet delegates the page's requests (reservations, the task, its
+ * status, logs, output and cancel) to a key this page holds in memory for 12 hours (docs/console.md).
+ * A wallet that refuses is asked for every request instead.
+ */
+export async function startSession(available: boolean): Promise<void> {
+  const line = $("#wallet-session");
+  if (!available) {
+    line.textContent = "not offered by this deployment (no SessionKeys contract): every request asks the wallet";
+    return;
+  }
+  try {
+    const session = await state.client!.startSession();
+    line.textContent = `key ${session.sessionKey.slice(0, 10)}… signs your requests until ${new Date(session.expiresAt * 1000).toLocaleString()}`;
+  } catch (error) {
+    line.textContent = `none (${describe(error)}): every request asks the wallet`;
+  }
+}
