@@ -30,6 +30,27 @@ export { streamLogs } from "./actions/streamLogs.js";
 export { waitForTask } from "./actions/waitForTask.js";
 export { cancelTask } from "./actions/cancelTask.js";
 export { getOwed, withdrawOwed, type WithdrawOwedParameters, type WithdrawOwedReturnType } from "./actions/withdrawOwed.js";
+export {
+  startSession,
+  useSession,
+  endSession,
+  revokeSession,
+  DEFAULT_SESSION_ACTIONS,
+  type Session,
+  type StartSessionParameters,
+  type RevokeSessionParameters,
+  type RevokeSessionReturnType,
+} from "./actions/sessions.js";
+export {
+  signSessionDelegation,
+  delegationHash,
+  SESSION_ACTIONS,
+  SESSION_MAX_SECONDS,
+  SessionDelegationError,
+  type SessionAction,
+  type SignedDelegation,
+  type SessionDelegationSigner,
+} from "../common/sessions.js";
 export { extendTask } from "./actions/extendTask.js";
 export { settleTask } from "./actions/settleTask.js";
 export { queryOffers } from "./actions/queryOffers.js";

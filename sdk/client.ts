@@ -7,6 +7,16 @@ import type { MatchingOptionsInput } from "../common/matching/options.js";
 import type { MatchRequestInput } from "../common/matching/request.js";
 import { parseInput } from "../common/validation.js";
 import { cancelTask } from "./actions/cancelTask.js";
+import {
+  endSession,
+  revokeSession,
+  startSession,
+  useSession,
+  type RevokeSessionParameters,
+  type RevokeSessionReturnType,
+  type Session,
+  type StartSessionParameters,
+} from "./actions/sessions.js";
 import { extendTask, type ExtendTaskParameters, type ExtendTaskReturnType } from "./actions/extendTask.js";
 import { getTaskStatus } from "./actions/getTaskStatus.js";
 import { getCheckpoints, type GetCheckpointsReturnType } from "./actions/getCheckpoints.js";
@@ -184,6 +194,16 @@ export type SuanliClient = {
   owed(address?: `0x${string}`): Promise<bigint>;
   /** Withdraws everything the market owes the wallet to `to` (default: the wallet) (withdrawOwed). */
   withdrawOwed(parameters?: WithdrawOwedParameters): Promise<WithdrawOwedReturnType>;
+  /** Generates a session key and has the wallet sign one delegation to it; it then signs the requests the session covers (startSession). */
+  startSession(parameters?: StartSessionParameters): Promise<Session>;
+  /** Uses a session started earlier, from what startSession returned (useSession). */
+  useSession(saved: unknown): Session;
+  /** The current session, if any. */
+  readonly session: Session | undefined;
+  /** Signs with the wallet again; the delegation stays valid until it expires (endSession). */
+  endSession(): void;
+  /** Revokes the current session (or `hash`, or `all`) on-chain (revokeSession). */
+  revokeSession(parameters?: RevokeSessionParameters): Promise<RevokeSessionReturnType>;
   /** Tasks this client knows (submitted here, or kept in its state file), oldest first. */
   tasks(): Promise<TaskRecord[]>;
   /** Stops the client's offer feed (and libp2p node); the tasks keep running. */
@@ -311,6 +331,13 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     forward: async (taskId, p) => (await taskIo(platform, "forward")).forwardPort(ctx, taskId, p),
     owed: (address) => getOwed(ctx, address),
     withdrawOwed: (p) => withdrawOwed(ctx, p),
+    startSession: (p) => startSession(ctx, p),
+    useSession: (saved) => useSession(ctx, saved),
+    get session() {
+      return ctx.session?.session;
+    },
+    endSession: () => endSession(ctx),
+    revokeSession: (p) => revokeSession(ctx, p),
     tasks: () => ctx.tasks.list(),
     close: () => feed.close(),
   };

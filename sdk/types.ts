@@ -1,6 +1,7 @@
 import type { Address, Hex } from "viem";
 import { z } from "zod";
 import type { SignedCheckpoint } from "../common/attest/checkpoint.js";
+import type { SessionAction, SignedDelegation } from "../common/sessions.js";
 import type { TaskState } from "../common/protocols/lease.js";
 import { TASK_SILENCE_SECONDS } from "../common/protocols/task-spec.js";
 
@@ -395,4 +396,33 @@ export type TaskReceipt = {
   totalCredit: bigint;
   /** Gas used by the renter's transactions over all leases (in gas units, not tokens). */
   totalGasUsed: bigint;
+};
+
+/**
+ * A session: the key and the wallet's delegation to it. `privateKey` is what a program keeps to
+ * use the session again (useSession); whoever holds it may act within the delegation until it
+ * expires or is revoked, so keep it like a password, or in memory only.
+ *
+ * @example
+ * import type { Session } from "suanli/sdk";
+ * const session: Session = await client.startSession();
+ * console.log(session.sessionKey, new Date(session.expiresAt * 1000), session.hash);
+ */
+export type Session = {
+  /** The session key's address: it signs the requests. */
+  sessionKey: Address;
+  /** The wallet that delegated. */
+  renter: Address;
+  /** What the key may do. */
+  actions: SessionAction[];
+  /** The leases it may act on; empty: every lease of the wallet. */
+  leaseIds: bigint[];
+  /** Unix seconds. */
+  expiresAt: number;
+  /** The delegation's EIP-712 hash: what revokeSession revokes on-chain. */
+  hash: Hex;
+  /** The session key's private key. */
+  privateKey: Hex;
+  /** The signed delegation sent with each request. */
+  delegation: SignedDelegation;
 };

@@ -10,7 +10,7 @@ import { checkBundleDigest } from "../internal/bundle-check.js";
 import { sealingKeyProblem, sealSecret, type SealingKey } from "../../common/sealed.js";
 import { AllocationError, InsufficientBalanceError, InsufficientGasError, NoMatchError, ProviderRequestError } from "../errors.js";
 import { closeLease, openLease, readChainClock, tokenBalances, type SentTransaction } from "../internal/chain.js";
-import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
+import { authorize, requireWallet, sessionFor, type SuanliContext } from "../internal/context.js";
 import { randomHex } from "../internal/random.js";
 import { storableTaskSpec, type TaskRecord } from "../internal/store.js";
 import { submitTaskParametersSchema, type SubmitTaskParameters, type SubmitTaskReturnType, type TaskAttempt } from "../types.js";
@@ -119,9 +119,13 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
     async reserve(part, req, signal) {
       const nonce = `0x${randomHex(32)}` as Hex;
       const reserveRequest = reserveRequestFor(req, part, account.address, Math.floor(Date.now() / 1000), nonce);
-      const signature = await walletClient.signTypedData({ account, domain: ctx.domain, types: suanliTypes, primaryType: "ReserveRequest", message: reserveRequest });
+      // Within a session covering "reserve" its key signs, with the wallet's delegation attached.
+      const session = sessionFor(ctx, "reserve", undefined);
+      const typed = { domain: ctx.domain, types: suanliTypes, primaryType: "ReserveRequest", message: reserveRequest } as const;
+      const signature = session ? await session.account.signTypedData(typed) : await walletClient.signTypedData({ account, ...typed });
       ctx.progress(`Reserving ${part.units} units on machine ${part.entry.machineId} of ${part.entry.provider}...`);
-      return ctx.link.reserve({ peerId: part.entry.peerId, addrs: part.entry.addrs }, { chainId: ctx.chainId, request: reserveRequest, signature }, signal);
+      const body = { chainId: ctx.chainId, request: reserveRequest, signature, ...(session ? { delegation: session.session.delegation } : {}) };
+      return ctx.link.reserve({ peerId: part.entry.peerId, addrs: part.entry.addrs }, body, signal);
     },
     async open(acceptance, part, req) {
       const deposit = depositFor(req, acceptance.offer, acceptance.units);

@@ -16,7 +16,7 @@ import {
   type Transport,
   type WalletClient,
 } from "viem";
-import { leaseMarketAbi } from "../../common/abi.js";
+import { leaseMarketAbi, sessionKeysAbi } from "../../common/abi.js";
 import { suanliErrorsAbi } from "../../common/chain/market.js";
 import { erc20PermitAbi, revertReason, sendContract, signPermit, TransactionRevertedError, type ContractWrite } from "../../common/chain/tx.js";
 import type { Deployment } from "../../common/deployment.js";
@@ -232,4 +232,13 @@ export async function withdrawOwedTo(
   const event = withdrawn[0];
   if (!event) throw new TransactionError("withdraw", "no OwedWithdrawn event in the receipt");
   return { ...sent, amount: event.args.amount, to: event.args.to };
+}
+
+/** Revokes one session delegation (its EIP-712 hash) or, with "all", every one the wallet has issued so far (SessionKeys). */
+export async function revokeSessions(ctx: Pick<ChainContext, "publicClient" | "walletClient">, sessions: Address, which: Hex | "all"): Promise<SentTransaction> {
+  const { logs: _logs, ...sent } =
+    which === "all"
+      ? await write(ctx, "revoke every session", { address: sessions, abi: sessionKeysAbi, functionName: "revokeAll", args: [] })
+      : await write(ctx, "revoke the session", { address: sessions, abi: sessionKeysAbi, functionName: "revoke", args: [which] });
+  return sent;
 }

@@ -167,8 +167,8 @@ export function httpLink(nodeUrl: string): ProviderLink {
   };
   return {
     async reserve(_to, body) {
-      const { request, signature } = body as { request: unknown; signature: string };
-      const answer = reservationAnswerSchema.parse(await call(nodeUrl, "/v1/reservations", { body: { request, signature } }));
+      const { request, signature, delegation } = body as { request: unknown; signature: string; delegation?: unknown };
+      const answer = reservationAnswerSchema.parse(await call(nodeUrl, "/v1/reservations", { body: { request, signature, ...(delegation ? { delegation } : {}) } }));
       if (!answer.accepted) {
         return reserveReplySchema.parse({
           accepted: false,

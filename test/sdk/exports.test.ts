@@ -51,6 +51,16 @@ const SHARED_VALUES = [
   "templateTask",
   "waitForTask",
   "withdrawOwed",
+  "startSession",
+  "useSession",
+  "endSession",
+  "revokeSession",
+  "signSessionDelegation",
+  "delegationHash",
+  "SESSION_ACTIONS",
+  "SESSION_MAX_SECONDS",
+  "DEFAULT_SESSION_ACTIONS",
+  "SessionDelegationError",
 ];
 const SHARED_TYPES = [
   "CreateClientParameters",
@@ -75,6 +85,13 @@ const SHARED_TYPES = [
   "WaitForTaskParameters",
   "WithdrawOwedParameters",
   "WithdrawOwedReturnType",
+  "Session",
+  "StartSessionParameters",
+  "RevokeSessionParameters",
+  "RevokeSessionReturnType",
+  "SessionAction",
+  "SignedDelegation",
+  "SessionDelegationSigner",
 ];
 /**
  * `suanli/sdk` only: the task I/O actions (node:fs, node:net, libp2p streams; a browser client's
