@@ -30,6 +30,9 @@ import { waitFor } from "../support/wait.js";
 const require = createRequire(import.meta.url);
 const SHOTS = path.resolve(process.env.SUANLI_SCREENSHOTS ?? path.join(process.cwd(), ".suanli-screenshots", "console"));
 
+/** What a prompting wallet asks its user about. */
+const PROMPTS = new Set(["eth_signTypedData_v4", "eth_sendTransaction", "personal_sign", "eth_sign"]);
+
 describe("renter console in headless Chromium with an injected wallet, against a devnet provider", function () {
   this.timeout(240_000);
   let market: Market;
@@ -225,6 +228,12 @@ describe("renter console in headless Chromium with an injected wallet, against a
     assert.equal(rows.length, 1);
     assert.deepEqual(rows[0]!.slice(0, 5), ["A100-80GB", "2 / 2", "eu-west", "0.36 tUSD", "no"]);
     assert.deepEqual(walletCalls.slice(0, 2), ["eth_requestAccounts", "eth_chainId"]);
+    // The session (docs/sessions.md): the wallet's one signature of the visit, a delegation to the page's key.
+    assert.deepEqual(
+      walletCalls.filter((method) => PROMPTS.has(method)),
+      ["eth_signTypedData_v4"],
+    );
+    assert.match((await page.textContent("#wallet-session")) ?? "", /^key 0x[0-9a-fA-F]{8}… signs your requests until /);
     await screenshot("connected");
   });
 
@@ -259,6 +268,7 @@ describe("renter console in headless Chromium with an injected wallet, against a
     assert.equal(await page.getAttribute("#env-value-2", "type"), "password", "a secret value is not shown");
     await screenshot("form-filled");
 
+    const callsBefore = walletCalls.length;
     await submitAndWait();
     assert.match((await page.textContent("#submit-status")) ?? "", /^Submitted task-\d+-\w+: lease \d+ with 0x[0-9a-fA-F]{40}, deposit [\d.]+ tUSD\.$/);
     assert.equal(await page.inputValue("#env-value-2"), "", "the secret left the form once sent");
@@ -284,6 +294,11 @@ describe("renter console in headless Chromium with an injected wallet, against a
     assert.match((await page.textContent("#task-state")) ?? "", /^succeeded \(lease (Ended|Settled), Completed\)$/);
     assert.equal(await page.textContent("#tasks-table tbody tr .state"), "succeeded");
     assert.ok(await page.isDisabled("#task-cancel"), "nothing left to cancel");
+    // A whole task, its logs, status and receipt: the wallet asked for the deposit's permit and the lease transaction only.
+    assert.deepEqual(
+      walletCalls.slice(callsBefore).filter((method) => PROMPTS.has(method)),
+      ["eth_signTypedData_v4", "eth_sendTransaction"],
+    );
     await screenshot("receipt");
   });
 
