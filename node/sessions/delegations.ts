@@ -17,11 +17,13 @@ export const REVOCATION_CACHE_MS = 10_000;
 
 export class DelegationVerifier {
   private readonly revoked: LRUCache<string, Promise<boolean>>;
+  /** Whether an address has code (a smart account whose signatures are checked by ERC-1271), by address. */
+  private readonly code = new LRUCache<Address, Promise<boolean>>({ max: 50_000, ttl: 600_000 });
 
   constructor(
     private readonly options: {
       domain: TypedDataDomain;
-      publicClient: Pick<PublicClient, "readContract" | "verifyHash">;
+      publicClient: Pick<PublicClient, "readContract" | "verifyHash" | "getCode">;
       /** The deployment's SessionKeys contract; undefined: no delegation is accepted. */
       sessions: Address | undefined;
       cacheMs?: number;
@@ -52,7 +54,9 @@ export class DelegationVerifier {
     const { renter, hash } = await checkDelegation(this.options.domain, delegation, {
       ...expected,
       nowSeconds: this.options.now?.() ?? Math.floor(Date.now() / 1000),
-      verifyContractSignature: (address, digest, signature) => publicClient.verifyHash({ address, hash: digest, signature }),
+      // ERC-1271 only for a renter with code (a smart account): a forged signature from a plain
+      // address costs one cached code read, never a call per request.
+      verifyContractSignature: async (address, digest, signature) => (await this.hasCode(address)) && publicClient.verifyHash({ address, hash: digest, signature }),
     });
     if (await this.isRevoked(sessions, renter, hash, delegation.message.issuedAt)) {
       throw new SessionDelegationError(`The renter ${renter} revoked this session (delegation ${hash})`, {
@@ -60,6 +64,16 @@ export class DelegationVerifier {
       });
     }
     return renter;
+  }
+
+  private hasCode(address: Address): Promise<boolean> {
+    let answer = this.code.get(address);
+    if (!answer) {
+      answer = this.options.publicClient.getCode({ address }).then((code) => code !== undefined && code !== "0x");
+      this.code.set(address, answer);
+      answer.catch(() => this.code.delete(address));
+    }
+    return answer;
   }
 
   private isRevoked(sessions: Address, renter: Address, hash: Hex, issuedAt: bigint): Promise<boolean> {
