@@ -4,6 +4,7 @@
 // when started by an older Node (a machine whose system Node is 20), it re-runs itself with the
 // Node 22 binary that the `node` npm package installed next to it.
 import { spawn } from "node:child_process";
+import module from "node:module";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -47,6 +48,9 @@ if (major < 22 || (major === 22 && minor < 13)) {
   // Source maps are not on from the start: Node would parse the 6 MB map at the first stack trace
   // any library builds, about 1 s of a chain read's start. The CLI turns them on before it prints
   // an unexpected error's stack (node/cli/main.ts), which then names the TypeScript sources.
+  // V8's code cache on disk (Node >= 22.1; the OS temp folder, NODE_COMPILE_CACHE overrides it): the
+  // 6 MB bundle is parsed and compiled once, later commands load the cached code.
+  module.enableCompileCache?.();
   await import(pathToFileURL(bundlePath).href);
 } else {
   const { register } = await import("tsx/esm/api");
