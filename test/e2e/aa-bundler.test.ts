@@ -5,6 +5,9 @@
  * viem's bundler client. A bundler that is down is named in a clear error before anything is signed.
  */
 import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { encodeFunctionData, getAddress, http, parseEther, parseUnits, type Address } from "viem";
 import { createBundlerClient, entryPoint08Abi, type SmartAccount } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
@@ -13,6 +16,7 @@ import { BundlerUnavailableError, checkBundler, ENTRY_POINT_08, SIMPLE_ACCOUNT_F
 import { parseDeployment, serializeDeployment } from "../../common/deployment.js";
 import { startDevnetBundler, type Bundler } from "../../node/devnet/bundler.js";
 import { toSimpleAccount } from "../../sdk/internal/simple-account.js";
+import { startCli } from "../support/cli.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 
 describe("ERC-4337 on the devnet: EntryPoint v0.8, SimpleAccountFactory and Alto", function () {
@@ -123,5 +127,25 @@ describe("ERC-4337 on the devnet: EntryPoint v0.8, SimpleAccountFactory and Alto
       assert.match(error.message, /Nothing was signed or sent/);
       return true;
     });
+  });
+
+  it("`suanli devnet` deploys the two, starts Alto for that EntryPoint, and stops it with itself on SIGTERM", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "suanli-aa-devnet-"));
+    const cli = startCli(["devnet", "--port", "0", "--bundler-port", "0", "--attestors", "", "--deployments", dir, "--json"], { timeoutMs: 45_000 });
+    try {
+      const described = (await cli.ready) as { bundlerUrl: string | null; contracts: { entryPoint?: Address; accountFactory?: Address } };
+      assert.equal(described.contracts.entryPoint, ENTRY_POINT_08);
+      assert.equal(described.contracts.accountFactory, SIMPLE_ACCOUNT_FACTORY_08);
+      assert.ok(described.bundlerUrl, "the devnet names its bundler");
+      await checkBundler(described.bundlerUrl, ENTRY_POINT_08);
+      assert.equal(await cli.stop("SIGTERM", 15_000), 0);
+      await assert.rejects(
+        checkBundler(described.bundlerUrl, ENTRY_POINT_08, 2_000),
+        (error: unknown) => error instanceof BundlerUnavailableError && error.reason === "unreachable",
+      );
+    } finally {
+      await cli.stop("SIGKILL");
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
