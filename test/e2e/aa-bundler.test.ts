@@ -8,16 +8,19 @@ import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { encodeFunctionData, getAddress, http, parseEther, parseUnits, type Address } from "viem";
+import { encodeFunctionData, getAddress, http, parseEther, parseEventLogs, parseUnits, zeroAddress, type Address } from "viem";
 import { createBundlerClient, entryPoint08Abi, type SmartAccount } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { testTokenAbi } from "../../common/abi.js";
+import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
+import { signOffer } from "../../common/chain/sign.js";
+import { suanliDomain } from "../../common/eip712.js";
+import { modelHash } from "../../common/gpu.js";
 import { BundlerUnavailableError, checkBundler, ENTRY_POINT_08, SIMPLE_ACCOUNT_FACTORY_08, simpleAccountAbi } from "../../common/account-abstraction.js";
 import { parseDeployment, serializeDeployment } from "../../common/deployment.js";
 import { startDevnetBundler, type Bundler } from "../../node/devnet/bundler.js";
 import { toSimpleAccount } from "../../sdk/internal/simple-account.js";
 import { startCli } from "../support/cli.js";
-import { startDevnet, type Devnet } from "../support/devnet.js";
+import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
 
 describe("ERC-4337 on the devnet: EntryPoint v0.8, SimpleAccountFactory and Alto", function () {
   this.timeout(60_000);
@@ -108,6 +111,66 @@ describe("ERC-4337 on the devnet: EntryPoint v0.8, SimpleAccountFactory and Alto
     const left = await publicClient.getBalance({ address: sender });
     assert.ok(receipt.actualGasCost > 0n);
     assert.equal(funds - left, receipt.actualGasCost + deposit);
+  });
+
+  it("the smart account opens a real lease: approve + openLease of a provider's signed offer, in one user operation", async () => {
+    const { publicClient, walletClient } = devnet.admin;
+    const { token, market } = devnet.deployment.contracts;
+    // A provider (devnet account 1) registers a machine and signs an on-demand offer, as on the devnet's market.
+    const provider = await devnet.wallet(1);
+    const [machineId] = await registerProvider(devnet, provider, {
+      peerId: "12D3KooWAaBundlerTestProvider",
+      stake: 1_000_000_000n,
+      machines: [{ model: "A100-80GB", units: 8, vramMiB: 81_920 }],
+    });
+    const now = Number((await publicClient.getBlock()).timestamp);
+    const price = 100n;
+    const offer = {
+      provider: provider.account.address,
+      machineId: machineId!,
+      model: modelHash("A100-80GB"),
+      pricePerUnitSecond: price,
+      minBidPerUnitSecond: 40n,
+      minDuration: 60,
+      maxDuration: 86_400,
+      collateralBps: 5_000,
+      startWindow: 600,
+      nonce: 1n,
+      expiry: now + 3600,
+      renter: zeroAddress,
+    };
+    const signature = await signOffer(provider.walletClient, suanliDomain(devnet.deployment.chainId, market!), offer);
+    const terms = { units: 2, duration: 600, maxPricePerUnitSecond: price, interruptible: false, bidPerUnitSecond: 0n, preempt: [] };
+    const deposit = 2n * price * 600n;
+
+    const owner = privateKeyToAccount(generatePrivateKey());
+    const account = await toSimpleAccount({ client: publicClient, owner, factory: devnet.deployment.contracts.accountFactory! });
+    const sender = await account.getAddress();
+    await publicClient.waitForTransactionReceipt({ hash: await walletClient!.sendTransaction({ to: sender, value: parseEther("1") }) });
+    await publicClient.waitForTransactionReceipt({
+      hash: await walletClient!.writeContract({ address: token, abi: testTokenAbi, functionName: "faucet", args: [sender, deposit] }),
+    });
+    const marketBefore = await publicClient.readContract({ address: token, abi: testTokenAbi, functionName: "balanceOf", args: [market!] });
+
+    const bundlerClient = createBundlerClient({ client: publicClient, transport: http(bundler.url), pollingInterval: 100 });
+    const hash = await bundlerClient.sendUserOperation({
+      account,
+      calls: [
+        { to: token, data: encodeFunctionData({ abi: testTokenAbi, functionName: "approve", args: [market!, deposit] }) },
+        { to: market!, data: encodeFunctionData({ abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] }) },
+      ],
+    });
+    const receipt = await bundlerClient.waitForUserOperationReceipt({ hash, timeout: 30_000 });
+    assert.equal(receipt.success, true, `user operation ${hash} failed: ${receipt.reason ?? ""}`);
+    const [opened] = parseEventLogs({ abi: leaseMarketAbi, eventName: "LeaseOpened", logs: receipt.logs });
+    assert.ok(opened, "LeaseOpened in the user operation's logs");
+    assert.equal(opened.args.renter, sender, "the smart account is the lease's renter");
+    assert.equal(opened.args.provider, provider.account.address);
+    assert.equal(opened.args.deposit, deposit);
+    // The whole deposit moved from the account to the market, and the allowance was spent exactly.
+    assert.equal(await publicClient.readContract({ address: token, abi: testTokenAbi, functionName: "balanceOf", args: [sender] }), 0n);
+    assert.equal(await publicClient.readContract({ address: token, abi: testTokenAbi, functionName: "balanceOf", args: [market!] }), marketBefore + deposit);
+    assert.equal(await publicClient.readContract({ address: token, abi: testTokenAbi, functionName: "allowance", args: [sender, market!] }), 0n);
   });
 
   it("a bundler that is down, or serves another EntryPoint, is named in a clear error before anything is signed", async () => {
