@@ -8,19 +8,17 @@ import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { encodeFunctionData, getAddress, http, parseEther, parseEventLogs, parseUnits, zeroAddress, type Address } from "viem";
+import { encodeFunctionData, getAddress, http, parseEther, parseEventLogs, parseUnits, type Address } from "viem";
 import { createBundlerClient, entryPoint08Abi, type SmartAccount } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
-import { signOffer } from "../../common/chain/sign.js";
-import { suanliDomain } from "../../common/eip712.js";
-import { modelHash } from "../../common/gpu.js";
 import { BundlerUnavailableError, checkBundler, ENTRY_POINT_08, SIMPLE_ACCOUNT_FACTORY_08, simpleAccountAbi } from "../../common/account-abstraction.js";
 import { parseDeployment, serializeDeployment } from "../../common/deployment.js";
 import { startDevnetBundler, type Bundler } from "../../node/devnet/bundler.js";
 import { toSimpleAccount } from "../../sdk/internal/simple-account.js";
 import { startCli } from "../support/cli.js";
-import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
+import { startDevnet, type Devnet } from "../support/devnet.js";
+import { DIRECT_LEASE_PRICE, signDirectOffer } from "../support/devnet-lease.js";
 
 describe("ERC-4337 on the devnet: EntryPoint v0.8, SimpleAccountFactory and Alto", function () {
   this.timeout(60_000);
@@ -118,28 +116,8 @@ describe("ERC-4337 on the devnet: EntryPoint v0.8, SimpleAccountFactory and Alto
     const { token, market } = devnet.deployment.contracts;
     // A provider (devnet account 1) registers a machine and signs an on-demand offer, as on the devnet's market.
     const provider = await devnet.wallet(1);
-    const [machineId] = await registerProvider(devnet, provider, {
-      peerId: "12D3KooWAaBundlerTestProvider",
-      stake: 1_000_000_000n,
-      machines: [{ model: "A100-80GB", units: 8, vramMiB: 81_920 }],
-    });
-    const now = Number((await publicClient.getBlock()).timestamp);
-    const price = 100n;
-    const offer = {
-      provider: provider.account.address,
-      machineId: machineId!,
-      model: modelHash("A100-80GB"),
-      pricePerUnitSecond: price,
-      minBidPerUnitSecond: 40n,
-      minDuration: 60,
-      maxDuration: 86_400,
-      collateralBps: 5_000,
-      startWindow: 600,
-      nonce: 1n,
-      expiry: now + 3600,
-      renter: zeroAddress,
-    };
-    const signature = await signOffer(provider.walletClient, suanliDomain(devnet.deployment.chainId, market!), offer);
+    const { offer, signature } = await signDirectOffer(devnet, provider, { peerId: "12D3KooWAaBundlerTestProvider" });
+    const price = DIRECT_LEASE_PRICE;
     const terms = { units: 2, duration: 600, maxPricePerUnitSecond: price, interruptible: false, bidPerUnitSecond: 0n, preempt: [] };
     const deposit = 2n * price * 600n;
 
