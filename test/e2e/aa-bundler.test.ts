@@ -5,17 +5,23 @@
  * viem's bundler client. A bundler that is down is named in a clear error before anything is signed.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { promisify } from "node:util";
 import { encodeFunctionData, getAddress, http, parseEther, parseEventLogs, parseUnits, type Address } from "viem";
 import { createBundlerClient, entryPoint08Abi, type SmartAccount } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
 import { BundlerUnavailableError, checkBundler, ENTRY_POINT_08, SIMPLE_ACCOUNT_FACTORY_08, simpleAccountAbi } from "../../common/account-abstraction.js";
 import { parseDeployment, serializeDeployment } from "../../common/deployment.js";
+import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
+import { deployAccountAbstraction } from "../../node/chain/account-abstraction.js";
+import { connectChain } from "../../node/chain/clients.js";
 import { startDevnetBundler, type Bundler } from "../../node/devnet/bundler.js";
 import { toSimpleAccount } from "../../sdk/internal/simple-account.js";
+import { startAnvil } from "../support/anvil.js";
 import { startCli } from "../support/cli.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 import { DIRECT_LEASE_PRICE, signDirectOffer } from "../support/devnet-lease.js";
@@ -186,6 +192,32 @@ describe("ERC-4337 on the devnet: EntryPoint v0.8, SimpleAccountFactory and Alto
       );
     } finally {
       await cli.stop("SIGKILL");
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("`npm run deploy -- --account-abstraction` on Anvil (its deterministic deployer is there from genesis) names both; a second run sends nothing", async () => {
+    const anvil = await startAnvil({ chainId: 4242 });
+    const dir = await mkdtemp(path.join(tmpdir(), "suanli-aa-anvil-"));
+    try {
+      const root = path.resolve(import.meta.dirname, "../..");
+      const args = ["node/chain/deploy-cli.ts", "--rpc-url", anvil.rpcUrl, "--private-key", devnetPrivateKey(0), "--out", dir, "--account-abstraction"];
+      const { stdout } = await promisify(execFile)(path.join(root, "node_modules/.bin/tsx"), args, { cwd: root });
+      assert.match(stdout, new RegExp(`entryPoint +${ENTRY_POINT_08}`));
+      assert.match(stdout, new RegExp(`accountFactory +${SIMPLE_ACCOUNT_FACTORY_08}`));
+      const manifest = parseDeployment(JSON.parse(await readFile(path.join(dir, "4242.json"), "utf8")));
+      assert.equal(manifest.contracts.entryPoint, ENTRY_POINT_08);
+      assert.equal(manifest.contracts.accountFactory, SIMPLE_ACCOUNT_FACTORY_08);
+      // What is at a CREATE2 address is the contract its init code names: kept, not deployed again.
+      const clients = await connectChain({ rpcUrl: anvil.rpcUrl, chainId: 4242, account: devnetAccount(0), pollingIntervalMs: 50 });
+      const nonce = await clients.publicClient.getTransactionCount({ address: devnetAccount(0).address });
+      assert.deepEqual(await deployAccountAbstraction({ publicClient: clients.publicClient, walletClient: clients.walletClient! }), {
+        entryPoint: ENTRY_POINT_08,
+        accountFactory: SIMPLE_ACCOUNT_FACTORY_08,
+      });
+      assert.equal(await clients.publicClient.getTransactionCount({ address: devnetAccount(0).address }), nonce);
+    } finally {
+      await anvil.stop();
       await rm(dir, { recursive: true, force: true });
     }
   });
