@@ -4,7 +4,7 @@ import { addressSchema } from "./schemas.js";
 import { describeIssues } from "./validation.js";
 
 /** Roles of the deployed contracts, as keys of `contracts` in the manifest. */
-export const contractRoles = ["token", "registry", "market", "extension", "attestorStaking", "sessions", "timelock"] as const;
+export const contractRoles = ["token", "registry", "market", "extension", "attestorStaking", "sessions", "timelock", "entryPoint", "accountFactory"] as const;
 export type ContractRole = (typeof contractRoles)[number];
 
 /** The EIP-712 domain (name, version) under which a token's EIP-2612 permit verifies. */
@@ -38,6 +38,13 @@ export const deploymentSchema = z.strictObject({
     sessions: addressSchema.optional(),
     /** The TimelockController holding every admin power, when the deployment has one. */
     timelock: addressSchema.optional(),
+    /**
+     * ERC-4337's EntryPoint v0.8 that smart-account renters' user operations go through (docs/aa.md), when the deploy
+     * put it there or found it (deployContracts' `accountAbstraction`). Absent: no smart accounts.
+     */
+    entryPoint: addressSchema.optional(),
+    /** eth-infinitism's SimpleAccountFactory for that EntryPoint: a renter's smart account is its CREATE2 proxy. */
+    accountFactory: addressSchema.optional(),
   }),
   token: z.strictObject({
     symbol: z.string(),

@@ -2,7 +2,7 @@
  * `npm run deploy`: deploys the contracts to a JSON-RPC endpoint (default: the devnet started by
  * `npm run chain` at http://127.0.0.1:8545) and writes deployments/<chainId>.json.
  *
- *   npm run deploy -- [--rpc-url URL] [--private-key 0x...] [--out DIR]
+ *   npm run deploy -- [--rpc-url URL] [--private-key 0x...] [--out DIR] [--account-abstraction]
  *   npm run deploy -- --params production --token 0x... --proposer 0x... [--proposer ...] [--executor 0x...|anyone]
  *                     [--canceller 0x...] [--timelock-delay SECONDS] [--treasury 0x...] [--attestor 0x...] ...
  *   npm run deploy -- --replace-staking [--predecessor 0x...] [--attach] [--rpc-url URL] [--private-key 0x...] [--out DIR]

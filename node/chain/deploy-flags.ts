@@ -25,7 +25,7 @@ export type DeployPlan = {
   /** `--replace-staking`: only a new AttestorStaking (deploy-cli.ts). */
   replaceStaking?: { predecessor?: Address; attach: boolean };
   /** What deployContracts is given besides the clients. */
-  deploy: Pick<DeployOptions, "preset" | "params" | "token" | "attestors" | "timelock">;
+  deploy: Pick<DeployOptions, "preset" | "params" | "token" | "attestors" | "timelock" | "accountAbstraction">;
 };
 
 const presetSchema = z.enum(Object.keys(PARAMS_PRESETS) as [ParamsPreset, ...ParamsPreset[]], {
@@ -66,6 +66,7 @@ export function parseDeployFlags(args: string[], env: NodeJS.ProcessEnv = proces
         "timelock-delay": { type: "string" },
         treasury: { type: "string" },
         attestor: { type: "string", multiple: true },
+        "account-abstraction": { type: "boolean", default: false },
         "replace-staking": { type: "boolean", default: false },
         predecessor: { type: "string" },
         attach: { type: "boolean", default: false },
@@ -76,14 +77,16 @@ export function parseDeployFlags(args: string[], env: NodeJS.ProcessEnv = proces
   } catch (error) {
     throw new DeployFlagError((error as Error).message, {
       metaMessages: [
-        "Accepted: --rpc-url, --private-key, --out, --params devnet|production, --token, --proposer, --executor, --canceller, --timelock-delay, --treasury, --attestor; or --replace-staking [--predecessor] [--attach].",
+        "Accepted: --rpc-url, --private-key, --out, --params devnet|production, --token, --proposer, --executor, --canceller, --timelock-delay, --treasury, --attestor, --account-abstraction; or --replace-staking [--predecessor] [--attach].",
       ],
     });
   }
   const privateKey = values["private-key"] || undefined;
   if (privateKey !== undefined && !/^0x[0-9a-fA-F]{64}$/.test(privateKey)) throw new DeployFlagError("--private-key must be 0x followed by 64 hex digits");
   const common = { rpcUrl: values["rpc-url"], out: values.out, ...(privateKey ? { privateKey: privateKey as Hex } : {}) };
-  const deployOnly = ["params", "token", "proposer", "executor", "canceller", "timelock-delay", "treasury", "attestor"].filter((flag) => args.includes(`--${flag}`));
+  const deployOnly = ["params", "token", "proposer", "executor", "canceller", "timelock-delay", "treasury", "attestor", "account-abstraction"].filter((flag) =>
+    args.includes(`--${flag}`),
+  );
   if (values["replace-staking"]) {
     if (deployOnly.length) throw new DeployFlagError(`--replace-staking deploys only a new AttestorStaking: ${deployOnly.map((f) => `--${f}`).join(", ")} do not apply`);
     const predecessor = values.predecessor === undefined ? undefined : addressFlag("--predecessor", values.predecessor);
@@ -115,6 +118,8 @@ export function parseDeployFlags(args: string[], env: NodeJS.ProcessEnv = proces
       ...(treasury ? { params: { treasury } } : {}),
       ...(token ? { token } : {}),
       attestors,
+      // ERC-4337's EntryPoint v0.8 and SimpleAccountFactory where the chain lacks them (docs/aa.md).
+      ...(values["account-abstraction"] ? { accountAbstraction: true } : {}),
       ...(proposers.length
         ? {
             timelock: {

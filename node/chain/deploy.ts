@@ -14,6 +14,7 @@ import {
 } from "viem";
 import { attestorStakingAbi, leaseMarketAbi, leaseMarketExtensionAbi, providerRegistryAbi, sessionKeysAbi, testTokenAbi } from "../../common/abi.js";
 import type { Deployment } from "../../common/deployment.js";
+import { deployAccountAbstraction } from "./account-abstraction.js";
 import { readBytecode } from "./artifacts.js";
 import { DeployError } from "./deploy-errors.js";
 import { DEVNET_SLASH_SINK, PARAMS_PRESETS, type DeployParams, type ParamsPreset } from "./deploy-params.js";
@@ -49,6 +50,11 @@ export type DeployOptions = {
    * detected, no fee on transfer; settlement-token.ts), which needs the deployer to hold 1 token.
    */
   token?: Address;
+  /**
+   * Also put ERC-4337's EntryPoint v0.8 and SimpleAccountFactory at their canonical addresses when the chain lacks them
+   * (account-abstraction.ts), and name them in the manifest. Off by default: a chain that has them needs no deploy.
+   */
+  accountAbstraction?: boolean;
 };
 
 export const MARKET_ROLE = keccak256(toBytes("MARKET_ROLE"));
@@ -177,6 +183,8 @@ export async function deployContracts(options: DeployOptions): Promise<Deploymen
   }
   // Renters' session-key revocations (issue 38): no admin, no money, nothing to wire; nodes read isRevoked.
   const sessions = await deploy("SessionKeys", sessionKeysAbi);
+  // ERC-4337 last of all, at addresses of their own: nothing above moves.
+  const aa = options.accountAbstraction ? await deployAccountAbstraction({ publicClient, walletClient }) : undefined;
 
   const members = async (roleId: `0x${string}`) => {
     const count = await publicClient.readContract({ address: registry.address, abi: providerRegistryAbi, functionName: "getRoleMemberCount", args: [roleId] });
@@ -201,6 +209,7 @@ export async function deployContracts(options: DeployOptions): Promise<Deploymen
       attestorStaking: stakingAddress,
       sessions: sessions.address,
       ...(timelockDeployed ? { timelock: timelockDeployed.address } : {}),
+      ...(aa ?? {}),
     },
     token: { symbol: token.symbol, decimals: token.decimals, permit: token.permit, origin: options.token === undefined ? "TestToken" : "existing" },
     params: {

@@ -35,7 +35,7 @@ describe("a provider's data dir is bound to its deployment (issue #22)", functio
         provider: { inventory: { source: "declared", declared: [{ model: "A100-80GB", count: 1, region: "eu-west" }] }, chain: { stakeTarget: "100" } },
       },
     });
-    const devnetArgs = ["devnet", "--port", String(port), "--deployments", deployments, "--attestor-nodes", "", "--json"];
+    const devnetArgs = ["devnet", "--no-bundler", "--port", String(port), "--deployments", deployments, "--attestor-nodes", "", "--json"];
 
     const first = startCli(devnetArgs);
     let firstMarket: unknown;

@@ -82,11 +82,11 @@ describe("npx suanli and npm run behave under the machine's older Node (issue #2
       .toString()
       .trim();
     assert.ok(node, "a node on the system PATH");
-    await terminateAndCheck(node, [path.join(root, "bin/suanli.mjs"), "devnet", "--port", "0", "--attestor-nodes", "", "--deployments", dir, "--json"]);
+    await terminateAndCheck(node, [path.join(root, "bin/suanli.mjs"), "devnet", "--no-bundler", "--port", "0", "--attestor-nodes", "", "--deployments", dir, "--json"]);
   });
 
   it("npm run suanli passes SIGTERM on", async () => {
-    await terminateAndCheck("npm", ["run", "--silent", "suanli", "--", "devnet", "--port", "0", "--attestor-nodes", "", "--deployments", dir, "--json"]);
+    await terminateAndCheck("npm", ["run", "--silent", "suanli", "--", "devnet", "--no-bundler", "--port", "0", "--attestor-nodes", "", "--deployments", dir, "--json"]);
   });
 
   it("npx suanli prints no EBADENGINE warning when npm itself runs on an older Node", async () => {

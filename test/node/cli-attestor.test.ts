@@ -16,7 +16,7 @@ describe("suanli devnet attestors and suanli attestor start (CLI)", function () 
 
   it("the devnet grants ATTESTOR_ROLE to the accounts asked for, and attestor start refuses a wallet without it", async () => {
     const dir = await mkdtemp(path.join(tmpdir(), "suanli-cli-attestor-"));
-    const devnet = spawn(process.execPath, [SUANLI_BIN, "devnet", "--port", "0", "--deployments", dir, "--attestors", "7,8", "--attestor-nodes", "", "--json"], {
+    const devnet = spawn(process.execPath, [SUANLI_BIN, "devnet", "--no-bundler", "--port", "0", "--deployments", dir, "--attestors", "7,8", "--attestor-nodes", "", "--json"], {
       stdio: ["ignore", "pipe", "pipe"],
     });
     try {
@@ -83,7 +83,7 @@ describe("suanli devnet attestors and suanli attestor start (CLI)", function () 
 
   it("a plain devnet runs attestor nodes 7-9 at the fixed addresses examples/provider.devnet.json bootstraps from (issue #22 item 2)", async () => {
     const dir = await mkdtemp(path.join(tmpdir(), "suanli-cli-attestor-"));
-    const devnet = startCli(["devnet", "--port", "0", "--deployments", dir, "--json"], { timeoutMs: 90_000 });
+    const devnet = startCli(["devnet", "--no-bundler", "--port", "0", "--deployments", dir, "--json"], { timeoutMs: 90_000 });
     try {
       const described = (await devnet.ready) as { attestorNodes: { account: number; address: Address; addr: string }[] };
       const example = JSON.parse(await readFile("examples/provider.devnet.json", "utf8")) as { p2p: { bootstrap: string[] } };

@@ -83,7 +83,7 @@ describe("suanli node start / suanli devnet --api-port (CLI)", function () {
 
   it("runs the devnet with a node and demo providers that register on-chain and publish offers", async () => {
     const deployments = path.join(dir, "devnet-deployments");
-    const devnetCli = startCli(["devnet", "--port", "0", "--api-port", "0", "--demo-offers", "--attestor-nodes", "", "--deployments", deployments, "--json"], {
+    const devnetCli = startCli(["devnet", "--no-bundler", "--port", "0", "--api-port", "0", "--demo-offers", "--attestor-nodes", "", "--deployments", deployments, "--json"], {
       timeoutMs: 90_000,
     });
     running.push(devnetCli);

@@ -290,6 +290,7 @@ describe("devnet deployment (embedded chain)", () => {
 
     // The devnet stays the default: no timelock, the TestToken.
     assert.deepEqual(parseDeployFlags([], {}).deploy, { preset: "devnet", attestors: [] });
+    assert.deepEqual(parseDeployFlags(["--account-abstraction"], {}).deploy, { preset: "devnet", attestors: [], accountAbstraction: true });
     const production = parseDeployFlags(["--params", "production", "--token", token, "--proposer", proposer, "--executor", "anyone", "--attestor", token], {});
     assert.deepEqual(production.deploy, {
       preset: "production",

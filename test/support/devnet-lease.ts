@@ -13,12 +13,11 @@ import { fund, registerProvider, send, type Devnet } from "./devnet.js";
 
 export const DIRECT_LEASE_PRICE = 100n;
 
-export async function openDirectLease(
-  devnet: Devnet,
-  provider: Required<ChainClients>,
-  renter: Required<ChainClients>,
-  options: { peerId: string; units: number; duration: number },
-): Promise<{ leaseId: bigint; deposit: bigint }> {
+/**
+ * The provider wallet registers one A100-80GB machine of 8 units (stake 1,000 tokens) and signs an on-demand offer for
+ * it: DIRECT_LEASE_PRICE per unit-second, 5,000 bps collateral, open to any renter for an hour.
+ */
+export async function signDirectOffer(devnet: Devnet, provider: Required<ChainClients>, options: { peerId: string }) {
   const market = devnet.deployment.contracts.market!;
   const [machineId] = await registerProvider(devnet, provider, {
     peerId: options.peerId,
@@ -41,6 +40,17 @@ export async function openDirectLease(
     renter: zeroAddress,
   };
   const signature = await signOffer(provider.walletClient, suanliDomain(devnet.deployment.chainId, market), offer);
+  return { offer, signature };
+}
+
+export async function openDirectLease(
+  devnet: Devnet,
+  provider: Required<ChainClients>,
+  renter: Required<ChainClients>,
+  options: { peerId: string; units: number; duration: number },
+): Promise<{ leaseId: bigint; deposit: bigint }> {
+  const market = devnet.deployment.contracts.market!;
+  const { offer, signature } = await signDirectOffer(devnet, provider, options);
   const deposit = BigInt(options.units) * DIRECT_LEASE_PRICE * BigInt(options.duration);
   await fund(devnet, renter, deposit);
   await send(renter, { address: devnet.deployment.contracts.token, abi: testTokenAbi, functionName: "approve", args: [market, deposit] });

@@ -31,7 +31,7 @@ export type Devnet = {
 };
 
 export async function startDevnet(
-  options: { params?: DeployOptions["params"]; attestors?: Address[]; wallClockBlocks?: boolean; clockOffsetSeconds?: number } = {},
+  options: { params?: DeployOptions["params"]; attestors?: Address[]; wallClockBlocks?: boolean; clockOffsetSeconds?: number; accountAbstraction?: boolean } = {},
 ): Promise<Devnet> {
   const chain = await startEmbeddedChain({ wallClockBlocks: options.wallClockBlocks, clockOffsetSeconds: options.clockOffsetSeconds });
   const admin = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0), pollingIntervalMs: 50 });
@@ -40,6 +40,7 @@ export async function startDevnet(
     walletClient: admin.walletClient!,
     params: options.params,
     attestors: options.attestors,
+    accountAbstraction: options.accountAbstraction,
   });
   const deploymentsDir = await mkdtemp(path.join(tmpdir(), "suanli-devnet-"));
   await writeDeployment(deploymentsDir, deployment);

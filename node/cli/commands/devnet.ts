@@ -9,6 +9,7 @@ import { startEmbeddedChain } from "../../chain/embedded.js";
 import { DEFAULT_DEPLOYMENTS_DIR, writeDeployment } from "../../chain/manifest.js";
 import { nodeConfigSchema } from "../../config/schema.js";
 import { startDevnetAttestors, type DevnetAttestors } from "../../devnet/attestors.js";
+import { startDevnetBundler, type Bundler } from "../../devnet/bundler.js";
 import { DEVNET_ATTESTOR_INDEX, startDemoProviders, type DemoProviders } from "../../demo/devnet-providers.js";
 import { createLogger } from "../../log/logger.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
@@ -33,6 +34,8 @@ type DevnetFlags = {
   demoOffers?: boolean;
   attestors: string;
   attestorNodes?: string;
+  bundler: boolean;
+  bundlerPort: string;
   json?: boolean;
 };
 
@@ -51,6 +54,8 @@ export function registerDevnet(program: Command): void {
       "--attestor-nodes <accounts>",
       'devnet accounts whose attestor nodes run here, on 127.0.0.1:41NN (NN the account number) with fixed peer ids, challenging and attesting every offered machine (default: all of --attestors; "" for none)',
     )
+    .option("--bundler-port <port>", "the ERC-4337 bundler's JSON-RPC port (Alto listens on every interface; 0: any free port)", "4337")
+    .option("--no-bundler", "run no ERC-4337 bundler (EntryPoint v0.8 and SimpleAccountFactory are deployed all the same)")
     .option("--json", "print the devnet description as JSON")
     .action(async (options: DevnetFlags) => {
       const attestorIndexes = options.attestors.trim() === "" ? [] : options.attestors.split(",").map((part) => Number(part.trim()));
@@ -68,6 +73,7 @@ export function registerDevnet(program: Command): void {
       const port = portOption(options.port, "--port")!;
       const apiPort = portOption(options.apiPort, "--api-port");
       const p2pPort = portOption(options.p2pPort, "--p2p-port");
+      const bundlerPort = portOption(options.bundlerPort, "--bundler-port")!;
       for (const [flag, given] of [
         ["--demo-offers", options.demoOffers],
         ["--p2p-port", options.p2pPort],
@@ -81,11 +87,13 @@ export function registerDevnet(program: Command): void {
       let demo: DemoProviders | undefined;
       let shutdownSignal: Promise<NodeJS.Signals> | undefined;
       let attestors: DevnetAttestors | undefined;
+      let bundler: Bundler | undefined;
       let tempDir: string | undefined;
       const shutdown = async () => {
         await demo?.stop();
         await node?.stop();
         await attestors?.stop();
+        await bundler?.stop();
         await chain.close();
         if (tempDir) await rm(tempDir, { recursive: true, force: true });
       };
@@ -96,6 +104,8 @@ export function registerDevnet(program: Command): void {
           walletClient: clients.walletClient!,
           // The demo's attestations are signed by a devnet wallet that needs the role.
           attestors: attestorIndexes.map((index) => devnetAccount(index).address),
+          // ERC-4337 for smart-account renters (docs/aa.md).
+          accountAbstraction: true,
         });
         const manifest = await writeDeployment(options.deployments, deployment);
         const accounts = Array.from({ length: 10 }, (_, i) => devnetAccount(i).address);
@@ -118,6 +128,10 @@ export function registerDevnet(program: Command): void {
           }
           return dir;
         };
+        if (options.bundler) {
+          progress(json, "Starting the ERC-4337 bundler (Alto)...");
+          bundler = await startDevnetBundler({ rpcUrl: chain.rpcUrl, entryPoint: deployment.contracts.entryPoint!, ...(bundlerPort ? { port: bundlerPort } : {}) });
+        }
         if (nodeIndexes.length) {
           progress(json, `Starting attestor nodes (accounts ${nodeIndexes.join(", ")})...`);
           attestors = await startDevnetAttestors({ rpcUrl: chain.rpcUrl, deploymentsDir: options.deployments, indexes: nodeIndexes, dataDir: await dataDirOf(), logger });
@@ -167,6 +181,7 @@ export function registerDevnet(program: Command): void {
             attestors: attestorIndexes.map((index) => devnetAccount(index).address),
             attestorNodes: attestors?.nodes.map((attestor) => ({ account: attestor.index, address: devnetAccount(attestor.index).address, addr: attestor.addr })) ?? [],
             apiUrl: apiUrl ?? null,
+            bundlerUrl: bundler?.url ?? null,
             node: node ? { peerId: node.daemon.p2p.host.peerId.toString(), addrs: nodeAddrs } : null,
             demoProviders: demo ? demo.providers.map((provider) => provider.account!.address) : [],
           },
@@ -179,6 +194,7 @@ export function registerDevnet(program: Command): void {
                     ...attestors.nodes.map((attestor) => `  #${attestor.index} ${attestor.addr}`),
                   ]
                 : []),
+              ...(bundler ? [`ERC-4337 bundler (Alto, safe mode off: docs/aa.md) at ${bundler.url} for EntryPoint ${deployment.contracts.entryPoint}`] : []),
               ...(apiUrl ? [`HTTP API at ${apiUrl}/v1/ (OpenAPI: ${apiUrl}/openapi.json), explorer at ${apiUrl}/explorer/, renter console at ${apiUrl}/console/`] : []),
               ...(node ? [`Node ${node.daemon.p2p.host.peerId} (bootstrap other nodes with ${nodeAddrs[0]})`] : []),
               ...(demo
@@ -188,7 +204,7 @@ export function registerDevnet(program: Command): void {
                   ]
                 : []),
               `Contracts (manifest ${manifest}):`,
-              ...Object.entries(deployment.contracts).map(([role, address]) => `  ${role.padEnd(9)} ${address}`),
+              ...Object.entries(deployment.contracts).map(([role, address]) => `  ${role.padEnd(15)} ${address}`),
               `Funded accounts (mnemonic "${DEVNET_MNEMONIC}"):`,
               ...accounts.map((address, i) => `  #${i} ${address}${attestorIndexes.includes(i) ? " (attestor)" : ""}`),
               "Press Ctrl-C to stop.",
