@@ -294,6 +294,8 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const sessions = deployment.contracts.sessions!;
     gas["SessionKeys: revoke"] = await send(renter, sessions, sessionKeysAbi, "revoke", [`0x${"5e".repeat(32)}`]);
     gas["SessionKeys: revokeAll"] = await send(renter, sessions, sessionKeysAbi, "revokeAll", []);
+    // A smart-account renter approves a delegation by a call instead of a signature (a new slot).
+    gas["SessionKeys: approve"] = await send(renter, sessions, sessionKeysAbi, "approve", [`0x${"5f".repeat(32)}`]);
   }
 
   const rows = Object.entries(gas).map(([operation, used]) => {

@@ -83,8 +83,11 @@ export const sessionDelegationSchema = z
     path: ["actions"],
   }) satisfies z.ZodType<SessionDelegation, unknown>;
 
-/** A delegation with the renter's EIP-712 signature. */
-export const signedDelegationSchema = z.strictObject({ message: sessionDelegationSchema, signature: signatureSchema });
+/**
+ * A delegation with the renter's EIP-712 signature, or `0x` for one its renter (a smart account
+ * that cannot sign) approved on-chain with SessionKeys.approve.
+ */
+export const signedDelegationSchema = z.strictObject({ message: sessionDelegationSchema, signature: z.union([signatureSchema, z.literal("0x")]) });
 /**
  * A SessionDelegation with the renter's EIP-712 signature: what travels as `auth.delegation`.
  *
@@ -180,9 +183,12 @@ export function delegationCovers(message: SessionDelegation, action: SessionActi
  * The local check of a delegated request (no chain read): `requestSigner` (who signed the
  * request) is the delegation's session key; the delegation allows `action` on `leaseId`; it has
  * started (allowing SESSION_CLOCK_SKEW_SECONDS) and not expired at `nowSeconds`; and the renter
- * signed it. A renter whose signature does not recover (a smart account) is checked through
- * `verifyContractSignature` (ERC-1271) when one is given. Returns the renter and the delegation's
- * hash (for the revocation check). Throws SessionDelegationError.
+ * signed it (ECDSA). A renter whose signature does not recover, or that sent none (`0x`), may be
+ * a smart account: with `deferUnsigned` the answer says `signed: false` and the caller decides on
+ * the chain (a node checks ERC-1271 and SessionKeys.approve, once the renter is known to be the
+ * lease's); without it that is refused. Returns the renter, the delegation's hash (for the
+ * revocation check) and whether the renter's ECDSA signature was verified. Throws
+ * SessionDelegationError.
  */
 export async function checkDelegation(
   domain: TypedDataDomain,
@@ -192,9 +198,9 @@ export async function checkDelegation(
     action: SessionAction;
     leaseId: bigint | undefined;
     nowSeconds: number;
-    verifyContractSignature?: (renter: Address, hash: Hex, signature: Hex) => Promise<boolean>;
+    deferUnsigned?: boolean;
   },
-): Promise<{ renter: Address; hash: Hex }> {
+): Promise<{ renter: Address; hash: Hex; signed: boolean }> {
   const { message } = signed;
   if (getAddress(message.sessionKey) !== getAddress(expected.requestSigner)) {
     throw new SessionDelegationError(`The request was signed by ${expected.requestSigner}, not by the delegation's session key ${message.sessionKey}`);
@@ -218,20 +224,30 @@ export async function checkDelegation(
     });
   }
   const hash = delegationHash(domain, message);
-  let renterSigned: boolean;
-  try {
-    const recovered = await recoverTypedDataAddress({
-      domain,
-      types: { SessionDelegation: suanliTypes.SessionDelegation },
-      primaryType: "SessionDelegation",
-      message,
-      signature: signed.signature,
-    });
-    renterSigned = getAddress(recovered) === getAddress(message.renter);
-  } catch {
-    renterSigned = false;
+  let renterSigned = false;
+  if (signed.signature !== "0x") {
+    try {
+      const recovered = await recoverTypedDataAddress({
+        domain,
+        types: { SessionDelegation: suanliTypes.SessionDelegation },
+        primaryType: "SessionDelegation",
+        message,
+        signature: signed.signature,
+      });
+      renterSigned = getAddress(recovered) === getAddress(message.renter);
+    } catch {
+      renterSigned = false;
+    }
   }
-  if (!renterSigned && expected.verifyContractSignature) renterSigned = await expected.verifyContractSignature(message.renter, hash, signed.signature).catch(() => false);
-  if (!renterSigned) throw new SessionDelegationError(`The delegation is not signed by its renter ${message.renter}`);
-  return { renter: getAddress(message.renter), hash };
+  if (!renterSigned && !expected.deferUnsigned) throw unsignedDelegation(message.renter, signed.signature);
+  return { renter: getAddress(message.renter), hash, signed: renterSigned };
+}
+
+/** The refusal of a delegation its renter did not sign (nor, for `0x`, approve on-chain). */
+export function unsignedDelegation(renter: Address, signature: Hex | "0x"): SessionDelegationError {
+  return signature === "0x"
+    ? new SessionDelegationError(`The delegation has no signature and its renter ${renter} did not approve it on-chain`, {
+        metaMessages: ["A renter that cannot sign (a smart account) calls SessionKeys.approve(hash) first."],
+      })
+    : new SessionDelegationError(`The delegation is not signed by its renter ${renter}`);
 }

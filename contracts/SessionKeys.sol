@@ -4,7 +4,8 @@ pragma solidity 0.8.34;
 import {ISessionKeys} from "./interfaces/ISessionKeys.sol";
 
 /// @title SessionKeys
-/// @notice The revocation list nodes honour for renters' session keys (issue 38). A renter's wallet signs one
+/// @notice The revocation list nodes honour for renters' session keys (issue 38), and on-chain approvals for renters
+///         that cannot sign a delegation (a smart account without ERC-1271). A renter's wallet signs one
 ///         EIP-712 delegation to a session key; a node accepts a request signed by the key only while the delegation
 ///         is unexpired, within its scope, and not revoked here (`isRevoked`). Revocation is by msg.sender only: a
 ///         renter revokes its own delegations, one (`revoke`) or all issued up to now (`revokeAll`), and nobody can
@@ -18,6 +19,22 @@ contract SessionKeys is ISessionKeys {
     ///         `revokeAll`); 0 = never called. A delegation issued at 0 is therefore always revoked: the SDK stamps
     ///         the time it signs.
     mapping(address renter => uint64) public revokedBefore;
+
+    /// @notice When a renter approved a delegation by a call (`approve`): the block's timestamp; 0 = not approved.
+    mapping(address renter => mapping(bytes32 delegation => uint64)) public approvedAt;
+
+    /// @inheritdoc ISessionKeys
+    function approve(bytes32 delegation) external {
+        if (delegation == bytes32(0)) revert ZeroDelegation();
+        if (approvedAt[msg.sender][delegation] != 0) revert AlreadyApproved(msg.sender, delegation);
+        approvedAt[msg.sender][delegation] = uint64(block.timestamp);
+        emit SessionApproved(msg.sender, delegation);
+    }
+
+    /// @inheritdoc ISessionKeys
+    function check(address renter, bytes32 delegation, uint64 issuedAt) external view returns (bool approved, bool revoked) {
+        return (approvedAt[renter][delegation] != 0, _isRevoked(renter, delegation, issuedAt));
+    }
 
     /// @inheritdoc ISessionKeys
     function revoke(bytes32 delegation) external {
@@ -38,6 +55,10 @@ contract SessionKeys is ISessionKeys {
 
     /// @inheritdoc ISessionKeys
     function isRevoked(address renter, bytes32 delegation, uint64 issuedAt) external view returns (bool revoked) {
+        return _isRevoked(renter, delegation, issuedAt);
+    }
+
+    function _isRevoked(address renter, bytes32 delegation, uint64 issuedAt) private view returns (bool) {
         return revokedAt[renter][delegation] != 0 || issuedAt <= revokedBefore[renter];
     }
 }

@@ -197,7 +197,7 @@ export type SuanliClient = {
   /** Generates a session key and has the wallet sign one delegation to it; it then signs the requests the session covers (startSession). */
   startSession(parameters?: StartSessionParameters): Promise<Session>;
   /** Uses a session started earlier, from what startSession returned (useSession). */
-  useSession(saved: unknown): Session;
+  useSession(saved: unknown): Promise<Session>;
   /** The current session, if any. */
   readonly session: Session | undefined;
   /** Signs with the wallet again; the delegation stays valid until it expires (endSession). */

@@ -44,7 +44,11 @@ export const delegationApiSchema = z
       expiresAt: amountSchema.describe(`Unix seconds, decimal; at most ${SESSION_MAX_SECONDS} s after issuedAt.`),
       salt: bytes32WireSchema.describe("Random bytes: makes each delegation's hash (what SessionKeys.revoke takes) unique."),
     }),
-    signature: signatureWireSchema.describe("The renter's EIP-712 signature of `message` (domain: Suanli / 1 / chain id / LeaseMarket)."),
+    signature: z
+      .union([signatureWireSchema, z.literal("0x")])
+      .describe(
+        "The renter's EIP-712 signature of `message` (domain: Suanli / 1 / chain id / LeaseMarket), or `0x` when the renter (a smart account) approved it on-chain with SessionKeys.approve.",
+      ),
   })
   .describe("Present when a session key signed the request: the renter's delegation to that key. Nodes check its scope, expiry, signature and the on-chain revocation list.");
 

@@ -218,7 +218,15 @@ export class NodeProviderRelay implements ProviderRelay {
     } catch {
       throw new InvalidSignatureError("auth.signature is not a valid ECDSA signature of auth.request");
     }
-    if (auth.delegation) signer = await renterBehind(this.options.delegations, auth.delegation, { signer, action: auth.request.action, leaseId });
+    if (auth.delegation) {
+      signer = await renterBehind(this.options.delegations, auth.delegation, {
+        signer,
+        action: auth.request.action,
+        leaseId,
+        renter: lease.renter,
+        mismatch: (delegator) => new InvalidSignatureError(`auth.delegation was made by ${delegator}, not by the renter of lease ${leaseId} (${lease.renter})`),
+      });
+    }
     if (signer.toLowerCase() !== lease.renter.toLowerCase()) {
       throw new InvalidSignatureError(`auth.signature was made by ${signer}, not by the renter of lease ${leaseId} (${lease.renter})`);
     }

@@ -43,14 +43,16 @@ export type SignatureCheck = {
 
 /**
  * The renter on whose behalf a session key signed: `signer` recovered from the request, `delegation`
- * as the API schema decoded it. Throws the 400 for a delegation out of bounds (too long, "reserve"
- * with leases) and the 401 for one that does not cover the request, expired, is not the renter's or
- * was revoked.
+ * as the API schema decoded it; `mismatch` is the error when that renter is not `renter` (the
+ * lease's, the reservation's), checked before the chain is asked anything (revocation, a smart
+ * account's approval). Throws the 400 for a delegation out of bounds (too long, "reserve" with
+ * leases) and the 401 for one that does not cover the request, expired, is not the renter's or was
+ * revoked.
  */
 export async function renterBehind(
   delegations: DelegationVerifier | undefined,
   delegation: unknown,
-  expected: { signer: Address; action: SessionAction; leaseId: bigint | undefined },
+  expected: { signer: Address; action: SessionAction; leaseId: bigint | undefined; renter: Address; mismatch: (delegator: Address) => Error },
 ): Promise<Address> {
   const parsed = signedDelegationSchema.safeParse(delegation);
   if (!parsed.success) {
@@ -61,7 +63,10 @@ export async function renterBehind(
   }
   if (!delegations?.enabled) throw new InvalidSignatureError("This node accepts no session keys (its deployment has no SessionKeys contract): sign with the renter's wallet");
   try {
-    return await delegations.renterOf(parsed.data, { requestSigner: expected.signer, action: expected.action, leaseId: expected.leaseId });
+    const pending = await delegations.local(parsed.data, { requestSigner: expected.signer, action: expected.action, leaseId: expected.leaseId });
+    if (pending.renter.toLowerCase() !== expected.renter.toLowerCase()) throw expected.mismatch(pending.renter);
+    await delegations.confirm(pending);
+    return pending.renter;
   } catch (error) {
     if (error instanceof SessionDelegationError) throw new InvalidSignatureError(error.shortMessage);
     throw error;
@@ -90,7 +95,13 @@ export async function verifyReserveRequest(request: ReserveRequest, signature: H
   }
   if (delegation !== undefined) {
     try {
-      signer = await renterBehind(check.delegations, delegation, { signer, action: "reserve", leaseId: undefined });
+      signer = await renterBehind(check.delegations, delegation, {
+        signer,
+        action: "reserve",
+        leaseId: undefined,
+        renter: request.renter,
+        mismatch: (delegator) => new InvalidSignatureError(`delegation is from ${delegator}, not from request.renter ${request.renter}`),
+      });
     } catch (error) {
       check.onRefused?.("signer");
       throw error;

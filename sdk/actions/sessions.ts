@@ -2,7 +2,9 @@ import { getAddress, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { z } from "zod";
 import {
+  checkDelegation,
   delegationHash,
+  unsignedDelegation,
   SESSION_ACTIONS,
   SESSION_DEFAULT_SECONDS,
   SESSION_MAX_SECONDS,
@@ -13,6 +15,7 @@ import {
   type SignedDelegation,
 } from "../../common/sessions.js";
 import { parseInput } from "../../common/validation.js";
+import { sessionKeysAbi } from "../../common/abi.js";
 import { revokeSessions } from "../internal/chain.js";
 import { requireWallet, type SuanliContext } from "../internal/context.js";
 import type { Session } from "../types.js";
@@ -92,12 +95,17 @@ export async function startSession(ctx: SuanliContext, parameters: StartSessionP
   const scoped = leaseIds.length > 0 && !input.actions ? actions.filter((action) => action !== "reserve") : actions;
   const privateKey = generatePrivateKey();
   const key = privateKeyToAccount(privateKey);
+  // Stamped after the wallet's last SessionKeys.revokeAll: one signed in that same second would be revoked already.
+  const revokedBefore = Number(
+    await ctx.publicClient.readContract({ address: ctx.deployment.contracts.sessions, abi: sessionKeysAbi, functionName: "revokedBefore", args: [account.address] }),
+  );
   const delegation = await signSessionDelegation((p) => walletClient.signTypedData({ account, ...p }), ctx.domain, {
     renter: account.address,
     sessionKey: key.address,
     actions: scoped,
     leaseIds,
     ttlSeconds: input.ttlSeconds ?? SESSION_DEFAULT_SECONDS,
+    nowSeconds: Math.max(Math.floor(Date.now() / 1000), revokedBefore + 1),
   });
   const session = sessionOf(ctx, privateKey, delegation);
   ctx.session = { account: key, session };
@@ -111,9 +119,9 @@ export async function startSession(ctx: SuanliContext, parameters: StartSessionP
  * @example
  * import { useSession } from "suanli/sdk";
  * const saved = JSON.parse(await readFile("session.json", "utf8"));
- * client.useSession(saved); // throws SessionDelegationError when expired or another wallet's
+ * await client.useSession(saved); // throws SessionDelegationError when expired, altered or another wallet's
  */
-export function useSession(ctx: SuanliContext, saved: unknown): Session {
+export async function useSession(ctx: SuanliContext, saved: unknown): Promise<Session> {
   const parsed = parseInput(savedSchema, saved, "session", ["{ privateKey, delegation: { message, signature } } as startSession returned it."]);
   const { account } = requireWallet(ctx, "using a session");
   const key = privateKeyToAccount(parsed.privateKey as Hex);
@@ -123,6 +131,15 @@ export function useSession(ctx: SuanliContext, saved: unknown): Session {
     throw new SessionDelegationError(`The session was delegated by ${message.renter}, not by this client's wallet ${account.address}`);
   }
   if (Number(message.expiresAt) <= Math.floor(Date.now() / 1000)) throw new SessionDelegationError(`The session expired at ${message.expiresAt}: start a new one`);
+  // Signed for this deployment and chain by the wallet (a smart account's `0x` is checked by the nodes).
+  const checked = await checkDelegation(ctx.domain, parsed.delegation, {
+    requestSigner: key.address,
+    action: message.actions[0]!,
+    leaseId: message.leaseIds[0],
+    nowSeconds: Math.floor(Date.now() / 1000),
+    deferUnsigned: true,
+  });
+  if (!checked.signed && parsed.delegation.signature !== "0x") throw unsignedDelegation(message.renter, parsed.delegation.signature);
   const session = sessionOf(ctx, parsed.privateKey as Hex, parsed.delegation);
   ctx.session = { account: key, session };
   return session;

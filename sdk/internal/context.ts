@@ -36,6 +36,8 @@ const SESSION_EXPIRY_MARGIN_SECONDS = 30;
 export function sessionFor(ctx: SuanliContext, action: SessionAction, leaseId: bigint | undefined): SuanliContext["session"] {
   const current = ctx.session;
   if (!current || current.session.expiresAt - SESSION_EXPIRY_MARGIN_SECONDS <= Math.floor(Date.now() / 1000)) return undefined;
+  // A session is the wallet's own: never sign for another account's requests with it.
+  if (ctx.account && current.session.renter.toLowerCase() !== ctx.account.address.toLowerCase()) return undefined;
   return delegationCovers(current.session.delegation.message, action, leaseId) ? current : undefined;
 }
 

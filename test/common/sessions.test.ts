@@ -2,7 +2,7 @@
  * Session delegations (common/sessions.ts, issue #38): what a session key may sign for a renter
  * and what every node refuses. The local check (scope, time, the renter's signature) needs no
  * chain; the revocation check (node/sessions/delegations.ts) and the provider's and node's use of
- * both are tested on a devnet in test/node/session-keys.test.ts.
+ * both are tested on a devnet in test/e2e/session-keys.test.ts and test/node/session-delegations.test.ts.
  */
 import assert from "node:assert/strict";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";

@@ -91,4 +91,24 @@ describe("SessionKeys (the revocation list nodes honour)", () => {
     assert.equal(await sessions.read.isRevoked([alice.account.address, delegation("epoch"), 0n]), true);
     assert.equal(await sessions.read.isRevoked([alice.account.address, delegation("epoch"), 1n]), false);
   });
+
+  it("approve records the caller's own approval (for a renter that cannot sign); check reads it with the revocation in one call", async () => {
+    const { sessions, alice, bob } = await load();
+    const { viem, networkHelpers } = connection;
+    const hers = delegation("approved");
+    const issuedAt = BigInt(await networkHelpers.time.latest());
+    assert.deepEqual(await sessions.read.check([alice.account.address, hers, issuedAt]), [false, false]);
+    const at = (await networkHelpers.time.latest()) + 10;
+    await networkHelpers.time.setNextBlockTimestamp(at);
+    await viem.assertions.emitWithArgs(sessions.write.approve([hers], { account: alice.account }), sessions, "SessionApproved", [alice.account.address, hers]);
+    assert.equal(await sessions.read.approvedAt([alice.account.address, hers]), BigInt(at));
+    assert.deepEqual(await sessions.read.check([alice.account.address, hers, issuedAt]), [true, false]);
+    // Bob's approval of the same hash is his own: it approves nothing of Alice's, and hers nothing of his.
+    assert.deepEqual(await sessions.read.check([bob.account.address, hers, issuedAt]), [false, false]);
+    await viem.assertions.revertWithCustomErrorWithArgs(sessions.write.approve([hers], { account: alice.account }), sessions, "AlreadyApproved", [alice.account.address, hers]);
+    await viem.assertions.revertWithCustomError(sessions.write.approve([zeroHash], { account: alice.account }), sessions, "ZeroDelegation");
+    // A revocation wins over the approval.
+    await sessions.write.revoke([hers], { account: alice.account });
+    assert.deepEqual(await sessions.read.check([alice.account.address, hers, issuedAt]), [true, true]);
+  });
 });

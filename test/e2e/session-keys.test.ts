@@ -156,6 +156,27 @@ describe("session keys: one wallet prompt per session, and what nodes refuse", f
       { responseSchema: taskStatusSchema },
     );
     assert.equal(status.state, "succeeded");
+    // Expired, and a stranger's (a renter can reach the provider without the relay): refused by the provider itself.
+    const expired = await delegation({ actions: ["status"], nowSeconds: Math.floor(Date.now() / 1000) - 7200, ttlSeconds: 3600 });
+    const theirs = await delegation({ actions: ["status"], by: generatePrivateKey() });
+    for (const [other, reason] of [
+      [expired, /session expired at/],
+      [theirs, /not the renter of a lease/],
+    ] as const) {
+      const auth = {
+        ...(await signLeaseRequest((p) => privateKeyToAccount(other.key).signTypedData(p), domain(), {
+          leaseId: lease.leaseId,
+          provider: lease.provider,
+          action: "status",
+          body: {},
+        })),
+        delegation: other.signed,
+      };
+      await assert.rejects(
+        request(host, peerIdFromString(lease.peerId), STATUS_PROTOCOL, { auth }, { responseSchema: taskStatusSchema }),
+        (error: Error) => error.name === "RenterAuthError" && reason.test(error.message),
+      );
+    }
     await assert.rejects(
       request(
         host,
@@ -178,19 +199,47 @@ describe("session keys: one wallet prompt per session, and what nodes refuse", f
     assert.equal(client.session, undefined);
     await waitFor("the relay to refuse the revoked session", async () => (await relay("status", saved.privateKey, saved.delegation)).status === 401, { timeoutMs: 20_000 });
     assert.match((await relay("status", saved.privateKey, saved.delegation)).message, /revoked this session/);
+    // The provider itself refuses it too (a renter can reach it without the relay).
+    const host = market.apiNode!.p2p.host;
+    await waitFor(
+      "the provider to refuse the revoked session",
+      async () => {
+        const auth = {
+          ...(await signLeaseRequest((p) => privateKeyToAccount(saved.privateKey).signTypedData(p), domain(), {
+            leaseId: lease.leaseId,
+            provider: lease.provider,
+            action: "status",
+            body: {},
+          })),
+          delegation: saved.delegation,
+        };
+        return request(host, peerIdFromString(lease.peerId), STATUS_PROTOCOL, { auth }, { responseSchema: taskStatusSchema }).then(
+          () => false,
+          (error: Error) => error.name === "RenterAuthError" && /revoked this session/.test(error.message),
+        );
+      },
+      { timeoutMs: 20_000 },
+    );
     // Without a session the wallet signs the request.
     const taskId = (await client.tasks())[0]!.taskId;
     prompts.length = 0;
     assert.equal((await client.status(taskId)).state, "succeeded");
     assert.deepEqual(prompts, ["eth_signTypedData_v4"]);
     // A saved session of another wallet is refused before anything is sent.
-    assert.throws(
-      () =>
-        client.useSession({
-          privateKey: saved.privateKey,
-          delegation: { ...saved.delegation, message: { ...saved.delegation.message, renter: privateKeyToAccount(generatePrivateKey()).address } },
-        }),
+    await assert.rejects(
+      client.useSession({
+        privateKey: saved.privateKey,
+        delegation: { ...saved.delegation, message: { ...saved.delegation.message, renter: privateKeyToAccount(generatePrivateKey()).address } },
+      }),
       /not by this client's wallet/,
     );
+    // One whose delegation was altered (or signed for another deployment) is refused as unsigned.
+    await assert.rejects(
+      client.useSession({ privateKey: saved.privateKey, delegation: { ...saved.delegation, message: { ...saved.delegation.message, salt: `0x${"00".repeat(32)}` } } }),
+      /not signed by its renter/,
+    );
+    // The saved session itself is taken back as it was (the nodes, not the client, know it is revoked).
+    assert.equal((await client.useSession(JSON.parse(JSON.stringify(saved, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))))).hash, saved.hash);
+    client.endSession();
   });
 });

@@ -175,10 +175,12 @@ export class LeaseController implements LeaseHost {
     const known = this.ctx.records.get(leaseId);
     if (known) {
       if (getAddress(known.renter) !== signer) throw notAuthorized(leaseId);
+      await this.ctx.verifier.confirm(auth);
       this.ctx.verifier.consume(auth);
       return known;
     }
     const view = await this.lookup.forRenter(leaseId, signer, () => notAuthorized(leaseId), CONFIRMATION_WAIT_MS);
+    await this.ctx.verifier.confirm(auth);
     this.ctx.verifier.consume(auth);
     const record = await this.recordOpened(leaseId, () => Promise.resolve(view), 0n, true);
     if (!record) throw notAuthorized(leaseId);

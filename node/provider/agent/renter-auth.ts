@@ -8,12 +8,14 @@ import { getAddress, type Address, type TypedDataDomain } from "viem";
 import { LRUCache } from "lru-cache";
 import { leaseRequestBodyHash, recoverRenter, RENTER_REQUEST_MAX_AGE_SECONDS, type RenterAction, type RenterAuth } from "../../../common/protocols/lease.js";
 import { SessionDelegationError } from "../../../common/sessions.js";
-import type { DelegationVerifier } from "../../sessions/delegations.js";
+import type { DelegationVerifier, PendingDelegation } from "../../sessions/delegations.js";
 import { RenterAuthError } from "./errors.js";
 
 export class RenterRequestVerifier {
   /** Nonces seen within twice the allowed age: a replay is refused for as long as it could be fresh. */
   private readonly seen: LRUCache<string, true>;
+  /** Delegated authorizations past the local check, awaiting `confirm` (the chain step). */
+  private readonly pending = new WeakMap<RenterAuth, PendingDelegation>();
 
   constructor(
     private readonly options: {
@@ -64,13 +66,23 @@ export class RenterRequestVerifier {
     }
     if (!auth.delegation) return signer;
     // Signed by a session key: the renter is whoever delegated to it, within the delegation's scope.
+    // Only the local half here; `confirm` asks the chain once the renter is known to be the lease's.
     if (!this.options.delegations) throw new RenterAuthError("This provider accepts no session keys: sign the request with the renter's wallet");
-    try {
-      return await this.options.delegations.renterOf(auth.delegation, { requestSigner: signer, action: expected.action, leaseId: expected.leaseId });
-    } catch (error) {
-      if (error instanceof SessionDelegationError) throw new RenterAuthError(error.shortMessage, { cause: error, metaMessages: error.metaMessages });
-      throw error;
-    }
+    const pending = await sessionError(this.options.delegations.local(auth.delegation, { requestSigner: signer, action: expected.action, leaseId: expected.leaseId }));
+    this.pending.set(auth, pending);
+    return pending.renter;
+  }
+
+  /**
+   * The chain half of a delegated authorization (revocation; a smart-account renter's approval),
+   * for a caller that found the delegation's renter to be the lease's: a stranger's delegation
+   * never costs a chain read. Nothing for a request the wallet signed. Throws RenterAuthError.
+   */
+  async confirm(auth: RenterAuth): Promise<void> {
+    if (!auth.delegation) return;
+    const pending = this.pending.get(auth);
+    if (!pending || !this.options.delegations) throw new RenterAuthError("The delegated authorization was not checked first (authenticate)");
+    await sessionError(this.options.delegations.confirm(pending));
   }
 
   /**
@@ -90,7 +102,18 @@ export class RenterRequestVerifier {
   async verify(auth: RenterAuth, expected: { leaseId: bigint; action: RenterAction; body: unknown; renter: Address }): Promise<void> {
     const signer = await this.authenticate(auth, expected);
     if (signer !== getAddress(expected.renter)) throw notAuthorized(expected.leaseId);
+    await this.confirm(auth);
     this.consume(auth);
+  }
+}
+
+/** A delegation's refusal as the protocol's RenterAuthError. */
+async function sessionError<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    if (error instanceof SessionDelegationError) throw new RenterAuthError(error.shortMessage, { cause: error, metaMessages: error.metaMessages });
+    throw error;
   }
 }
 

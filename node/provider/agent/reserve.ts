@@ -137,10 +137,16 @@ async function decide(ctx: ReserveContext, body: ReserveBody, peer: string | und
     return refuse("invalid-request", "The request's signature cannot be read");
   }
   if (body.delegation) {
-    // Signed by a session key: the renter is whoever delegated "reserve" to it.
+    // Signed by a session key: the renter is whoever delegated "reserve" to it; the chain is asked
+    // (revocation, a smart account's approval) only once that renter is the request's.
     if (!ctx.delegations) return refuse("invalid-request", "This provider accepts no session keys: sign the request with the renter's wallet");
     try {
-      signer = await ctx.delegations.renterOf(body.delegation, { requestSigner: signer, action: "reserve", leaseId: undefined });
+      const pending = await ctx.delegations.local(body.delegation, { requestSigner: signer, action: "reserve", leaseId: undefined });
+      if (getAddress(pending.renter) !== getAddress(request.renter)) {
+        return refuse("invalid-request", `The request's delegation is from ${pending.renter}, not from the renter ${request.renter}`);
+      }
+      await ctx.delegations.confirm(pending);
+      signer = pending.renter;
     } catch (error) {
       if (error instanceof SessionDelegationError) return refuse("invalid-request", error.shortMessage);
       throw error;
