@@ -19,22 +19,19 @@
  */
 import path from "node:path";
 import { startProviderAttestation } from "./agent/attestation.js";
-import type { Address, LocalAccount } from "viem";
+import type { LocalAccount } from "viem";
 import { readMachine } from "../../common/chain/market.js";
 import type { SignedAttestation } from "../../common/offers/message.js";
-import { SuanliError } from "../../common/errors.js";
-import type { ChainEvent, Subscription } from "../chain/follower.js";
-import type { Daemon, DaemonModule } from "../daemon.js";
+import type { ChainEvent } from "../chain/follower.js";
+import type { Daemon } from "../daemon.js";
 import { Bucket } from "../store/buckets.js";
-import type { CapacityManager } from "./capacity/capacity-manager.js";
-import type { CommandRunner, Inventory } from "./inventory/inventory.js";
 import { minBidForModel, priceForModel } from "./options.js";
 import { PriceEngine } from "./pricing/engine.js";
 import { createIdlePower, withPowerRestore } from "./power/idle-power.js";
 import { createCapacityManager, createRuntime, gpuSampler, loadInventory } from "./provider.js";
 import { OutputStore } from "./agent/outputs.js";
 import { TaskIoService } from "./agent/task-io.js";
-import type { Runtime, RuntimeIsolation } from "./runtime/runtime.js";
+import type { RuntimeIsolation } from "./runtime/runtime.js";
 import { announcedResources } from "./runtime/host-resources.js";
 import { SealingKeyRing } from "./agent/sealing.js";
 import { TxSender } from "./agent/chain-tx.js";
@@ -43,60 +40,17 @@ import { LeaseController } from "./agent/leases.js";
 import { providerInputs } from "./agent/task-inputs.js";
 import { MachineMarket, type ChainCapacity } from "./agent/offers.js";
 import { serveLeaseProtocols } from "./agent/protocols.js";
-import { LeaseRecords, type LeaseRecord } from "./agent/records.js";
+import { LeaseRecords } from "./agent/records.js";
 import { RenterRequestVerifier } from "./agent/renter-auth.js";
 import { HoldThrottle } from "./agent/hold-throttle.js";
 import { ReservationBook } from "./agent/reservations.js";
 import { ChainReadCache } from "./agent/reserve.js";
-import { declareMachines, ensureRegistration, pricedMachines, type DeclaredMachine, type MachineBinding } from "./agent/setup.js";
+import { declareMachines, ensureRegistration, pricedMachines, type MachineBinding } from "./agent/setup.js";
 import { runDetached } from "../../common/detached.js";
 
-export class ProviderAgentError extends SuanliError {
-  override name = "ProviderAgentError";
-}
+import { ProviderAgentError, type ProviderAgent, type ProviderAgentOptions, type ProviderAgentSummary } from "./agent/types.js";
 
-export type ProviderAgentOptions = {
-  /** Runs nvidia-smi (tests play recordings through it); the default spawns the real binary. */
-  commandRunner?: CommandRunner;
-  /** More of the node's own files kept out of task sandboxes (the CLI passes the config file). */
-  hiddenPaths?: string[];
-  /** The sealing keys' clock (unix ms, lease open times too) and maintenance interval: tests move them. */
-  sealingKeys?: { now?: () => number; maintainIntervalMs?: number };
-};
-
-export type ProviderAgentSummary = {
-  address: Address;
-  peerId: string;
-  addrs: string[];
-  inventorySource: Inventory["source"];
-  runtime: Runtime["kind"];
-  /** What the runtime verified about task isolation at start, and its warnings (unsandboxed). */
-  isolation: RuntimeIsolation;
-  machines: { machineId: number; model: string; units: number; vramMiB: number; region: string; pricePerUnitSecond: bigint; minBidPerUnitSecond: bigint; offered: boolean }[];
-  problems: string[];
-};
-
-export type ProviderAgent = DaemonModule & {
-  inventory: Inventory;
-  machines: readonly DeclaredMachine[];
-  capacity: CapacityManager;
-  leases: LeaseController;
-  claimer: Claimer;
-  market: MachineMarket;
-  /** Prices by the configured policy, each evaluation explained. */
-  pricing: PriceEngine;
-  /** The agent's subscription on the node's chain follower. */
-  chainSubscription: Subscription;
-  /** Units held for renters (reserve protocol), with their terms. */
-  reservations: ReservationBook;
-  /** Signed hardware attestations to publish with a machine's offer (from the attestor), replacing earlier ones. */
-  setAttestations(machineId: number, attestations: readonly SignedAttestation[]): void;
-  /** What level holds about a lease. */
-  lease(leaseId: bigint): LeaseRecord | undefined;
-  /** Leases active on-chain (metering), as last read: what liveness probes ask about. */
-  activeLeases(): LeaseRecord[];
-  summary(): ProviderAgentSummary;
-};
+export { ProviderAgentError, type ProviderAgent, type ProviderAgentOptions, type ProviderAgentSummary };
 
 /**
  * Starts the provider role on a daemon started with `publishesOffers: true` and a wallet
@@ -350,7 +304,11 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
     const unserve = await serveLeaseProtocols(daemon.p2p.host, {
       inventory,
       reserve: {
-        ...{ deployment, domain: daemon.domain, market: daemon.market, registry: daemon.registry, delegations: daemon.delegations },
+        deployment,
+        domain: daemon.domain,
+        market: daemon.market,
+        registry: daemon.registry,
+        delegations: daemon.delegations,
         account,
         publicClient,
         machines: market,
