@@ -166,8 +166,8 @@ export class LeaseController implements LeaseHost {
   /**
    * Checks a renter request and returns the lease's record: the signature first (local, cheap),
    * then whether the signer is the renter of a lease of this provider (its record, or the chain
-   * read at most once per lease), then the nonce, used up in the same step as its check.
-   * Strangers get one answer whether the lease exists or not.
+   * read at most once per lease), then a delegation's chain step (revocation), then the nonce,
+   * used up in the same step as its check. Strangers get one answer whether the lease exists or not.
    */
   private async authorize(auth: RenterAuth, action: RenterAction, body: unknown): Promise<LeaseRecord> {
     const leaseId = auth.request.leaseId;
@@ -175,13 +175,11 @@ export class LeaseController implements LeaseHost {
     const known = this.ctx.records.get(leaseId);
     if (known) {
       if (getAddress(known.renter) !== signer) throw notAuthorized(leaseId);
-      await this.ctx.verifier.confirm(auth);
-      this.ctx.verifier.consume(auth);
+      await this.ctx.verifier.accept(auth);
       return known;
     }
     const view = await this.lookup.forRenter(leaseId, signer, () => notAuthorized(leaseId), CONFIRMATION_WAIT_MS);
-    await this.ctx.verifier.confirm(auth);
-    this.ctx.verifier.consume(auth);
+    await this.ctx.verifier.accept(auth);
     const record = await this.recordOpened(leaseId, () => Promise.resolve(view), 0n, true);
     if (!record) throw notAuthorized(leaseId);
     return record;

@@ -85,6 +85,12 @@ export class RenterRequestVerifier {
     await sessionError(this.options.delegations.confirm(pending));
   }
 
+  /** Once the signer is known to be the lease's renter: the delegation's chain step (confirm), then the nonce (consume). */
+  async accept(auth: RenterAuth): Promise<void> {
+    await this.confirm(auth);
+    this.consume(auth);
+  }
+
   /**
    * Uses the authorization's nonce up: check and mark in one synchronous step, so of concurrent
    * copies of one authorization exactly one passes. Throws RenterAuthError for a replay.
@@ -102,8 +108,7 @@ export class RenterRequestVerifier {
   async verify(auth: RenterAuth, expected: { leaseId: bigint; action: RenterAction; body: unknown; renter: Address }): Promise<void> {
     const signer = await this.authenticate(auth, expected);
     if (signer !== getAddress(expected.renter)) throw notAuthorized(expected.leaseId);
-    await this.confirm(auth);
-    this.consume(auth);
+    await this.accept(auth);
   }
 }
 
