@@ -61,6 +61,13 @@ const SHARED_VALUES = [
   "SESSION_MAX_SECONDS",
   "DEFAULT_SESSION_ACTIONS",
   "SessionDelegationError",
+  "GatewayRequestError",
+  "createEndpoint",
+  "mintEndpointToken",
+  "revokeEndpointToken",
+  "deleteEndpoint",
+  "getGateway",
+  "endpointId",
 ];
 const SHARED_TYPES = [
   "CreateClientParameters",
@@ -92,6 +99,9 @@ const SHARED_TYPES = [
   "SessionAction",
   "SignedDelegation",
   "SessionDelegationSigner",
+  "CreateEndpointParameters",
+  "CreateEndpointReturnType",
+  "GatewayInfo",
 ];
 /**
  * `suanli/sdk` only: the task I/O actions (node:fs, node:net, libp2p streams; a browser client's
