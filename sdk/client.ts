@@ -17,14 +17,7 @@ import {
   type Session,
   type StartSessionParameters,
 } from "./actions/sessions.js";
-import {
-  createEndpoint,
-  deleteEndpoint,
-  mintEndpointToken,
-  revokeEndpointToken,
-  type CreateEndpointParameters,
-  type CreateEndpointReturnType,
-} from "./actions/endpoints.js";
+import { createEndpoint, deleteEndpoint, mintEndpointToken, revokeEndpointToken, type CreateEndpointParameters, type CreateEndpointReturnType } from "./actions/endpoints.js";
 import { extendTask, type ExtendTaskParameters, type ExtendTaskReturnType } from "./actions/extendTask.js";
 import { getTaskStatus } from "./actions/getTaskStatus.js";
 import { getCheckpoints, type GetCheckpointsReturnType } from "./actions/getCheckpoints.js";

@@ -263,11 +263,7 @@ export class NodeProviderRelay implements ProviderRelay {
  * (the relay's and the gateway's way to a lease's provider). ProviderNotFoundError when it is not
  * registered, ProviderUnreachableError when its peer id is not one.
  */
-export async function resolveProviderPeer(
-  options: Pick<NodeProviderRelayOptions, "chainView" | "book" | "host">,
-  provider: Address,
-  machineId: number,
-): Promise<PeerId> {
+export async function resolveProviderPeer(options: Pick<NodeProviderRelayOptions, "chainView" | "book" | "host">, provider: Address, machineId: number): Promise<PeerId> {
   const record = await options.chainView.getProvider(provider);
   if (!record || !record.registered || record.peerId === "") throw new ProviderNotFoundError(provider);
   let peer: PeerId;

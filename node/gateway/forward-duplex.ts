@@ -10,6 +10,7 @@ import { Duplex } from "node:stream";
 import type { Stream } from "@libp2p/interface";
 import type { LengthPrefixedStream } from "@libp2p/utils";
 import { FORWARD_FRAME_BYTES } from "../../common/protocols/task-io.js";
+import { runDetached } from "../../common/detached.js";
 import { FORWARD_ACK_BYTES, FORWARD_EOF_FRAME, FORWARD_WINDOW_BYTES } from "../../common/p2p/socket-pipe.js";
 
 const DATA = 0;
@@ -32,7 +33,7 @@ export class ForwardDuplex extends Duplex {
     private readonly stream: Stream,
   ) {
     super({ allowHalfOpen: true });
-    void this.readLoop();
+    runDetached(this.readLoop(), undefined, "Reading a forwarded connection");
   }
 
   private touch(): void {

@@ -5,28 +5,27 @@ import { z } from "zod";
  * docs/endpoints.md): renters' endpoints served over HTTP at `/e/<endpointId>/`, each request
  * carried over libp2p to the task's port.
  */
-export const gatewayOptionsSchema = z
-  .strictObject({
-    /** Serve endpoints at all. */
-    enabled: z.boolean().default(false),
-    /** Interface to listen on: loopback by default, behind the operator's TLS reverse proxy. */
-    host: z.string().min(1).default("127.0.0.1"),
-    /** TCP port; 0 picks a free one. */
-    port: z.number().int().min(0).max(65_535).default(8090),
-    /** The base URL the world reaches this gateway at (`https://gw.example`), printed in endpoint URLs; unset: `http://host:port`. */
-    publicUrl: z
-      .string()
-      .url()
-      .refine((value) => /^https?:\/\/[^/?#]+(\/[^?#]*)?$/i.test(value), "expected an http(s):// URL without query or fragment")
-      .transform((value) => value.replace(/\/+$/, ""))
-      .optional(),
-    /** How long the task may take to send a response's headers before the caller gets 504, ms. */
-    responseTimeoutMs: z.number().int().min(100).max(600_000).default(30_000),
-    /** Idle kept-alive connections to one endpoint's task kept open at most (each a libp2p stream). */
-    maxIdleStreamsPerEndpoint: z.number().int().min(0).max(1000).default(16),
-    /** Endpoints registered on this gateway at most. */
-    maxEndpoints: z.number().int().min(1).max(1_000_000).default(10_000),
-    /** Seconds a 503 asks the caller to wait (`Retry-After`). */
-    retryAfterSeconds: z.number().int().min(1).max(3600).default(5),
-  });
+export const gatewayOptionsSchema = z.strictObject({
+  /** Serve endpoints at all. */
+  enabled: z.boolean().default(false),
+  /** Interface to listen on: loopback by default, behind the operator's TLS reverse proxy. */
+  host: z.string().min(1).default("127.0.0.1"),
+  /** TCP port; 0 picks a free one. */
+  port: z.number().int().min(0).max(65_535).default(8090),
+  /** The base URL the world reaches this gateway at (`https://gw.example`), printed in endpoint URLs; unset: `http://host:port`. */
+  publicUrl: z
+    .string()
+    .url()
+    .refine((value) => /^https?:\/\/[^/?#]+(\/[^?#]*)?$/i.test(value), "expected an http(s):// URL without query or fragment")
+    .transform((value) => value.replace(/\/+$/, ""))
+    .optional(),
+  /** How long the task may take to send a response's headers before the caller gets 504, ms. */
+  responseTimeoutMs: z.number().int().min(100).max(600_000).default(30_000),
+  /** Idle kept-alive connections to one endpoint's task kept open at most (each a libp2p stream). */
+  maxIdleStreamsPerEndpoint: z.number().int().min(0).max(1000).default(16),
+  /** Endpoints registered on this gateway at most. */
+  maxEndpoints: z.number().int().min(1).max(1_000_000).default(10_000),
+  /** Seconds a 503 asks the caller to wait (`Retry-After`). */
+  retryAfterSeconds: z.number().int().min(1).max(3600).default(5),
+});
 export type GatewayOptions = z.output<typeof gatewayOptionsSchema>;

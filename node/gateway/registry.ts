@@ -84,7 +84,9 @@ export class EndpointRegistry {
   }
 
   private entry(registration: EndpointRegistration): GatewayEndpoint {
-    const servedUntil = Number(registration.endpoint.expiresAt < registration.delegation.message.expiresAt ? registration.endpoint.expiresAt : registration.delegation.message.expiresAt);
+    const servedUntil = Number(
+      registration.endpoint.expiresAt < registration.delegation.message.expiresAt ? registration.endpoint.expiresAt : registration.delegation.message.expiresAt,
+    );
     return { ...registration, id: idOf(this.options.domain, registration.endpoint), servedUntil };
   }
 
@@ -132,12 +134,14 @@ export class EndpointRegistry {
       try {
         await delegations.renterOf(delegation, { requestSigner: gateway, action: "forward", leaseId });
       } catch (error) {
-        if (error instanceof SessionDelegationError) throw new EndpointRefusedError(`The delegation does not let this gateway forward lease ${leaseId}: ${error.shortMessage}`, { cause: error });
+        if (error instanceof SessionDelegationError)
+          throw new EndpointRefusedError(`The delegation does not let this gateway forward lease ${leaseId}: ${error.shortMessage}`, { cause: error });
         throw error;
       }
       const lease = await this.options.readLease(leaseId);
       if (lease.status === "None") throw new EndpointRefusedError(`Lease ${leaseId} does not exist`);
-      if (getAddress(lease.renter) !== endpoint.renter) throw new EndpointRefusedError(`Lease ${leaseId} is not the renter's: its renter is ${lease.renter}, the record's ${endpoint.renter}`);
+      if (getAddress(lease.renter) !== endpoint.renter)
+        throw new EndpointRefusedError(`Lease ${leaseId} is not the renter's: its renter is ${lease.renter}, the record's ${endpoint.renter}`);
     }
     const entry = this.entry(registration);
     if (!this.endpoints.has(entry.id) && this.endpoints.size >= this.options.maxEndpoints) {
@@ -160,7 +164,8 @@ export class EndpointRegistry {
     } catch {
       signer = undefined;
     }
-    if (!signer || getAddress(signer) !== endpoint.endpoint.renter) throw new EndpointRefusedError(`The request is not signed by the endpoint's renter ${endpoint.endpoint.renter}`);
+    if (!signer || getAddress(signer) !== endpoint.endpoint.renter)
+      throw new EndpointRefusedError(`The request is not signed by the endpoint's renter ${endpoint.endpoint.renter}`);
     return endpoint;
   }
 

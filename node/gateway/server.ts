@@ -11,6 +11,7 @@
  */
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import Fastify, { type FastifyError } from "fastify";
+import { runDetached } from "../../common/detached.js";
 import { endpointRenterRequestSchema, endpointToJson, tokenRevocationSchema, verifyToken } from "../../common/endpoints.js";
 import { ApiError, RequestInputError } from "../api/errors.js";
 import type { Logger } from "../log/logger.js";
@@ -47,9 +48,17 @@ function statusOf(error: unknown): number {
   return 502;
 }
 
-function parse<T>(schema: { safeParse(value: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } }, value: unknown, what: string): T {
+function parse<T>(
+  schema: { safeParse(value: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } },
+  value: unknown,
+  what: string,
+): T {
   const parsed = schema.safeParse(value);
-  if (!parsed.success) throw new RequestInputError(what, parsed.error.issues.map((issue) => ({ path: issue.path.join("."), message: issue.message })));
+  if (!parsed.success)
+    throw new RequestInputError(
+      what,
+      parsed.error.issues.map((issue) => ({ path: issue.path.join("."), message: issue.message })),
+    );
   return parsed.data;
 }
 
@@ -67,7 +76,9 @@ export async function createGatewayServer(parameters: GatewayServerOptions) {
       return;
     }
     const body = JSON.stringify(
-      error instanceof ApiError || error instanceof RequestInputError ? errorBody(error) : { error: { name: "BadGatewayError", message: "The task's answer could not be passed on" } },
+      error instanceof ApiError || error instanceof RequestInputError
+        ? errorBody(error)
+        : { error: { name: "BadGatewayError", message: "The task's answer could not be passed on" } },
     );
     res.writeHead(status, {
       "content-type": "application/json; charset=utf-8",
@@ -116,7 +127,7 @@ export async function createGatewayServer(parameters: GatewayServerOptions) {
     bodyLimit: 256 * 1024,
     serverFactory: (handler) =>
       http.createServer((req, res) => {
-        if (req.url?.startsWith("/e/")) void handleProxy(req, res);
+        if (req.url?.startsWith("/e/")) runDetached(handleProxy(req, res), logger, "Proxying a request");
         else handler(req, res);
       }),
   });

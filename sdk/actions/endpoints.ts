@@ -164,10 +164,7 @@ export async function createEndpoint(ctx: SuanliContext, parameters: CreateEndpo
  * const { token } = await client.mintEndpointToken({ endpointId, ttlSeconds: 3600 });
  * await fetch(url, { headers: { authorization: `Bearer ${token}` } });
  */
-export async function mintEndpointToken(
-  ctx: SuanliContext,
-  parameters: { endpointId: string; ttlSeconds?: number },
-): Promise<{ token: string; nonce: string; expiresAt: number }> {
+export async function mintEndpointToken(ctx: SuanliContext, parameters: { endpointId: string; ttlSeconds?: number }): Promise<{ token: string; nonce: string; expiresAt: number }> {
   if (!/^[0-9a-f]{32}$/.test(parameters.endpointId)) throw new InvalidInputError("mintEndpointToken", [{ path: "endpointId", message: "expected 32 hex digits" }]);
   const ttlSeconds = parameters.ttlSeconds ?? DEFAULT_ENDPOINT_SECONDS;
   if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) throw new InvalidInputError("mintEndpointToken", [{ path: "ttlSeconds", message: "expected a positive integer" }]);
@@ -209,5 +206,9 @@ async function renterRequest(ctx: SuanliContext, gatewayUrl: string, endpointId:
   const signature = await walletClient.signMessage({ account, message: endpointRequestMessage({ gateway: gateway.address, endpointId, action, nonce, issuedAt }) });
   const base = gatewayUrl.replace(/\/+$/, "");
   const url = action === "delete" ? `${base}/v1/endpoints/${endpointId}` : `${base}/v1/endpoints/${endpointId}/revocations`;
-  await gatewayCall(url, { method: action === "delete" ? "DELETE" : "POST", body: JSON.stringify({ issuedAt, signature, ...(nonce ? { nonce } : {}) }) }, action === "delete" ? "the deletion" : "the revocation");
+  await gatewayCall(
+    url,
+    { method: action === "delete" ? "DELETE" : "POST", body: JSON.stringify({ issuedAt, signature, ...(nonce ? { nonce } : {}) }) },
+    action === "delete" ? "the deletion" : "the revocation",
+  );
 }

@@ -10,6 +10,7 @@ import { devnetAccount } from "../../common/devnet.js";
 import { endpointToJson, mintToken, randomNonceHex } from "../../common/endpoints.js";
 import { suanliDomain, suanliTypes, type Endpoint } from "../../common/eip712.js";
 import { signSessionDelegation } from "../../common/sessions.js";
+import { lastJson, runCli } from "../support/cli.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { freePort } from "../support/ports.js";
 import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
@@ -59,7 +60,8 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
   const domain = () => suanliDomain(market.devnet.deployment.chainId, market.devnet.deployment.contracts.market!);
 
   before(async () => {
-    market = await startRenterMarket({ name: "gateway" });
+    // The CLI's state file name: `suanli endpoint create` finds the task the SDK submitted.
+    market = await startRenterMarket({ name: "gateway", renterStateFile: `tasks-{deployment}-${renter.address.toLowerCase()}.json` });
     gatewayDir = path.join(market.work, "gateway-node");
     gateway = await startGatewayNode();
     market.defer(() => gateway.close());
@@ -171,6 +173,21 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
     assert.equal(await refusal(token), "revoked");
   });
 
+  it("suanli endpoint create prints the URL and a token that opens it; suanli endpoint token mints another", async () => {
+    const base = ["--rpc-url", market.devnet.rpcUrl, "--deployments", market.devnet.deploymentsDir, "--state-dir", market.work, "--devnet-account", "5", "--json"];
+    const created = await runCli(["endpoint", "create", taskId, "--port", String(taskPort), "--gateway", gateway.gateway!.url, "--ttl", "600", ...base]);
+    assert.equal(created.code, 0, created.stderr);
+    const answer = lastJson<{ endpointId: string; url: string; token: string; public: boolean }>(created.stdout);
+    assert.equal(answer.public, false);
+    assert.equal((await fetch(`${answer.url}cli`)).status, 401);
+    const opened = await fetch(`${answer.url}cli`, { headers: { authorization: `Bearer ${answer.token}` } });
+    assert.equal(await opened.text(), "GET /cli auth=none");
+    const minted = await runCli(["endpoint", "token", answer.endpointId, "--ttl", "60", ...base]);
+    assert.equal(minted.code, 0, minted.stderr);
+    const { token } = lastJson<{ token: string }>(minted.stdout);
+    assert.equal((await fetch(`${answer.url}cli`, { headers: { authorization: `Bearer ${token}` } })).status, 200);
+  });
+
   it("refuses a record not signed by the lease's renter, and a lease of another renter", async () => {
     const leaseId = BigInt((await market.client.status(taskId)).leaseId);
     const attacker = devnetAccount(6);
@@ -196,7 +213,10 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
       const body = {
         endpoint: endpointToJson(endpoint),
         signature,
-        delegation: { message: { ...message, leaseIds: message.leaseIds.map(String), issuedAt: String(message.issuedAt), expiresAt: String(message.expiresAt) }, signature: delegation.signature },
+        delegation: {
+          message: { ...message, leaseIds: message.leaseIds.map(String), issuedAt: String(message.issuedAt), expiresAt: String(message.expiresAt) },
+          signature: delegation.signature,
+        },
       };
       const response = await fetch(`${gateway.gateway!.url}/v1/endpoints`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
       return { status: response.status, body: (await response.json()) as { error: { message: string } } };
