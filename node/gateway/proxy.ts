@@ -161,6 +161,34 @@ export class EndpointProxy {
     }
   }
 
+  /**
+   * An Upgrade request (WebSocket): a new connection to the task, the request head written as
+   * received (path rewritten, hop-by-hop headers but Connection/Upgrade dropped), then the bytes
+   * both ways until either side closes. The task's own answer (101, or a refusal) goes back as is.
+   */
+  async upgrade(endpoint: GatewayEndpoint, req: IncomingMessage, socket: Duplex, head: Buffer, path: string, drop: readonly string[]): Promise<void> {
+    const upstream = await this.connect(endpoint);
+    const headers = endToEndHeaders(req.headers, drop);
+    headers.connection = "Upgrade";
+    headers.upgrade = req.headers.upgrade ?? "websocket";
+    headers["x-forwarded-for"] = [req.headers["x-forwarded-for"], req.socket.remoteAddress].filter(Boolean).join(", ");
+    headers["x-forwarded-prefix"] = `/e/${endpoint.id}`;
+    const lines = [`${req.method ?? "GET"} ${path} HTTP/1.1`];
+    for (const [name, value] of Object.entries(headers)) for (const one of [value].flat()) if (one !== undefined) lines.push(`${name}: ${String(one)}`);
+    upstream.write(`${lines.join("\r\n")}\r\n\r\n`);
+    if (head.length > 0) upstream.write(head);
+    const close = () => {
+      socket.destroy();
+      upstream.destroy();
+    };
+    for (const side of [socket, upstream]) {
+      side.once("close", close);
+      side.on("error", close);
+    }
+    socket.pipe(upstream);
+    upstream.pipe(socket);
+  }
+
   private once(endpoint: GatewayEndpoint, req: IncomingMessage, res: ServerResponse, path: string, headers: http.OutgoingHttpHeaders): Promise<void> {
     const { responseTimeoutMs } = this.options.options;
     return new Promise<void>((resolve, reject) => {

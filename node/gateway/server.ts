@@ -10,6 +10,7 @@
  * - `POST /v1/endpoints/:id/revocations`: `{ nonce, issuedAt, signature }` signed by the renter.
  */
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
 import Fastify, { type FastifyError } from "fastify";
 import { runDetached } from "../../common/detached.js";
 import { endpointRenterRequestSchema, endpointToJson, tokenRevocationSchema, verifyToken } from "../../common/endpoints.js";
@@ -68,45 +69,75 @@ export async function createGatewayServer(parameters: GatewayServerOptions) {
   const endpointUrl = (id: string) => `${publicUrl}/e/${id}/`;
   const retryAfter = String(options.retryAfterSeconds);
 
-  const sendError = (res: ServerResponse, error: unknown) => {
+  /** The status, headers and JSON body of an error answered by the gateway itself. */
+  const errorAnswer = (error: unknown) => {
     const status = statusOf(error);
     if (!(error instanceof ApiError || error instanceof RequestInputError)) logger.warn("Gateway request failed", {}, error);
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
     const body = JSON.stringify(
       error instanceof ApiError || error instanceof RequestInputError
         ? errorBody(error)
         : { error: { name: "BadGatewayError", message: "The task's answer could not be passed on" } },
     );
-    res.writeHead(status, {
+    const headers: Record<string, string> = {
       "content-type": "application/json; charset=utf-8",
       ...(status === 503 ? { "retry-after": retryAfter } : {}),
       ...(status === 401 ? { "www-authenticate": 'Bearer error="invalid_token"' } : {}),
-    });
-    res.end(body);
+    };
+    return { status, headers, body };
+  };
+
+  const sendError = (res: ServerResponse, error: unknown) => {
+    const answer = errorAnswer(error);
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    res.writeHead(answer.status, answer.headers);
+    res.end(answer.body);
+  };
+
+  /** The endpoint a request is for and the path to ask the task for, after the access check; a redirect to `/e/<id>/` as `{ redirect }`. */
+  const route = async (req: IncomingMessage): Promise<{ redirect: string } | { endpoint: GatewayEndpoint; path: string; drop: string[] }> => {
+    const match = PROXY_PATH.exec(req.url ?? "");
+    if (!match) throw new EndpointNotFoundError((req.url ?? "").split("/")[2]?.slice(0, 64) ?? "");
+    const [, id, rest, query = ""] = match as unknown as [string, string, string | undefined, string | undefined];
+    if (rest === undefined) return { redirect: `/e/${id}/${query}` };
+    const endpoint = registry.get(id);
+    const drop: string[] = [];
+    if (!endpoint.endpoint.public) {
+      await checkToken(endpoint, req);
+      drop.push("authorization");
+    }
+    return { endpoint, path: `${rest}${query}`, drop };
   };
 
   const handleProxy = async (req: IncomingMessage, res: ServerResponse) => {
     try {
-      const match = PROXY_PATH.exec(req.url ?? "");
-      if (!match) throw new EndpointNotFoundError((req.url ?? "").split("/")[2]?.slice(0, 64) ?? "");
-      const [, id, rest, query = ""] = match as unknown as [string, string, string | undefined, string | undefined];
-      if (rest === undefined) {
-        res.writeHead(308, { location: `/e/${id}/${query}` });
+      const target = await route(req);
+      if ("redirect" in target) {
+        res.writeHead(308, { location: target.redirect });
         res.end();
         return;
       }
-      const endpoint = registry.get(id);
-      const drop: string[] = [];
-      if (!endpoint.endpoint.public) {
-        await checkToken(endpoint, req);
-        drop.push("authorization");
-      }
-      await proxy.forward(endpoint, req, res, `${rest}${query}`, drop);
+      await proxy.forward(target.endpoint, req, res, target.path, target.drop);
     } catch (error) {
       sendError(res, error);
+    }
+  };
+
+  /** A WebSocket (or any Upgrade) request: the same route and access check, then the bytes both ways. */
+  const handleUpgrade = async (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    socket.on("error", () => socket.destroy());
+    try {
+      if (!req.url?.startsWith("/e/")) throw new EndpointNotFoundError("");
+      const target = await route(req);
+      if ("redirect" in target) throw new EndpointNotFoundError(req.url.split("/")[2] ?? "");
+      await proxy.upgrade(target.endpoint, req, socket, head, target.path, target.drop);
+    } catch (error) {
+      const answer = errorAnswer(error);
+      const lines = [`HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status] ?? ""}`, ...Object.entries(answer.headers).map(([k, v]) => `${k}: ${v}`)];
+      lines.push(`content-length: ${Buffer.byteLength(answer.body)}`, "connection: close", "", answer.body);
+      socket.end(lines.join("\r\n"));
     }
   };
 
@@ -125,11 +156,14 @@ export async function createGatewayServer(parameters: GatewayServerOptions) {
   const app = Fastify({
     logger: false,
     bodyLimit: 256 * 1024,
-    serverFactory: (handler) =>
-      http.createServer((req, res) => {
+    serverFactory: (handler) => {
+      const server = http.createServer((req, res) => {
         if (req.url?.startsWith("/e/")) runDetached(handleProxy(req, res), logger, "Proxying a request");
         else handler(req, res);
-      }),
+      });
+      server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => runDetached(handleUpgrade(req, socket, head), logger, "Proxying an upgrade"));
+      return server;
+    },
   });
   app.setErrorHandler((error: FastifyError | Error, _request, reply) => {
     if (error instanceof ApiError || error instanceof RequestInputError) return reply.code(statusOf(error)).send(errorBody(error));

@@ -18,8 +18,9 @@ import { waitFor } from "../support/wait.js";
 
 const SERVER_JS = `
 const http = require("node:http");
+const crypto = require("node:crypto");
 const port = Number(process.argv[2]);
-http.createServer((req, res) => {
+const server = http.createServer((req, res) => {
   if (req.url.startsWith("/events")) {
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
     let n = 0;
@@ -33,7 +34,21 @@ http.createServer((req, res) => {
     res.writeHead(200, { "content-type": "text/plain", "x-client-port": String(req.socket.remotePort), "x-prefix": req.headers["x-forwarded-prefix"] || "" });
     res.end(req.method + " " + req.url + " auth=" + (req.headers.authorization || "none") + (body ? " body=" + body : ""));
   });
-}).listen(port, "127.0.0.1", () => console.log("listening on " + port));
+});
+// A WebSocket echo of small text frames, enough for one message each way.
+server.on("upgrade", (req, socket) => {
+  const accept = crypto.createHash("sha1").update(req.headers["sec-websocket-key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest("base64");
+  socket.write("HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Accept: " + accept + "\\r\\n\\r\\n");
+  socket.on("data", (frame) => {
+    if ((frame[0] & 0x0f) === 8) return socket.end(Buffer.from([0x88, 0]));
+    const length = frame[1] & 0x7f;
+    const mask = frame.subarray(2, 6);
+    const text = Buffer.from(frame.subarray(6, 6 + length).map((byte, i) => byte ^ mask[i % 4])).toString();
+    const reply = Buffer.from("echo " + text + " via " + req.url);
+    socket.write(Buffer.concat([Buffer.from([0x81, reply.length]), reply]));
+  });
+});
+server.listen(port, "127.0.0.1", () => console.log("listening on " + port));
 `;
 
 type Gateway = Awaited<ReturnType<typeof startTestDaemon>>;
@@ -135,6 +150,17 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
     await second.text();
     assert.equal(second.headers.get("x-client-port"), first.headers.get("x-client-port"), "the task saw the same TCP connection");
     assert.equal(gateway.gateway!.proxy.streamsOpened, opened, "no new stream was opened");
+  });
+
+  it("carries a WebSocket: the upgrade and messages both ways", async () => {
+    const socket = new WebSocket(`${publicUrl.replace(/^http/, "ws")}socket?room=1`);
+    const reply = await new Promise<string>((resolve, reject) => {
+      socket.addEventListener("open", () => socket.send("hi"));
+      socket.addEventListener("message", (event) => resolve(String(event.data)));
+      socket.addEventListener("error", () => reject(new Error("the WebSocket failed")));
+    });
+    socket.close();
+    assert.equal(reply, "echo hi via /socket?room=1");
   });
 
   it("answers 404 for an unknown endpoint and 504 when the task does not answer in time", async () => {
