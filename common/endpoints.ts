@@ -9,7 +9,7 @@ import { getAddress, hashTypedData, hexToBytes, bytesToHex, recoverMessageAddres
 import { z } from "zod";
 import { suanliTypes, type Endpoint } from "./eip712.js";
 import { addressSchema, bytes32Schema, signatureSchema } from "./schemas.js";
-import { signedDelegationSchema } from "./sessions.js";
+import { leaseIdSchema, signedDelegationSchema, uint64Schema, type SignedDelegation } from "./sessions.js";
 
 /** At most this many leases back one endpoint. */
 export const ENDPOINT_MAX_LEASES = 64;
@@ -17,15 +17,6 @@ export const ENDPOINT_MAX_LEASES = 64;
 export const ENDPOINT_REQUEST_MAX_AGE_SECONDS = 300;
 /** Characters of an endpoint id: the first 16 bytes of the record's EIP-712 hash, in hex. */
 export const ENDPOINT_ID_LENGTH = 32;
-
-const uint64Schema = z
-  .union([z.bigint(), z.string().regex(/^\d{1,20}$/, "expected a decimal integer"), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)])
-  .transform((value) => BigInt(value))
-  .refine((value) => value < 2n ** 64n, { message: "must fit in uint64" });
-const leaseIdSchema = z
-  .union([z.bigint(), z.string().regex(/^\d{1,78}$/, "expected a decimal lease id"), z.number().int().positive().max(Number.MAX_SAFE_INTEGER)])
-  .transform((value) => BigInt(value))
-  .refine((value) => value > 0n && value < 2n ** 256n, { message: "expected a lease id > 0" });
 
 /** An Endpoint record as it travels (integers as bigints, decimal strings or safe integers). */
 export const endpointRecordSchema = z.strictObject({
@@ -89,6 +80,23 @@ export async function endpointSignedByRenter(domain: TypedDataDomain, endpoint: 
 /** The record as JSON (integers as decimal strings): what the SDK sends and the gateway stores. */
 export function endpointToJson(endpoint: Endpoint): Record<string, unknown> {
   return { ...endpoint, leaseIds: endpoint.leaseIds.map(String), expiresAt: endpoint.expiresAt.toString() };
+}
+
+/** A registration as JSON (integers as decimal strings): what the SDK sends and the gateway stores. */
+export function registrationToJson(registration: { endpoint: Endpoint; signature: Hex; delegation: SignedDelegation }): {
+  endpoint: Record<string, unknown>;
+  signature: Hex;
+  delegation: { message: Record<string, unknown>; signature: Hex };
+} {
+  const { message } = registration.delegation;
+  return {
+    endpoint: endpointToJson(registration.endpoint),
+    signature: registration.signature,
+    delegation: {
+      message: { ...message, leaseIds: message.leaseIds.map(String), issuedAt: message.issuedAt.toString(), expiresAt: message.expiresAt.toString() },
+      signature: registration.delegation.signature,
+    },
+  };
 }
 
 /** The text a renter signs (EIP-191) to delete an endpoint or revoke one of its tokens. */

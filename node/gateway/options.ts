@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { connectionLimitsSchema } from "../http/limits.js";
 
 /**
  * Options of the gateway (`gateway.*` in the node's configuration, docs/configuration.md and
@@ -27,5 +28,20 @@ export const gatewayOptionsSchema = z.strictObject({
   maxEndpoints: z.number().int().min(1).max(1_000_000).default(10_000),
   /** Seconds a 503 asks the caller to wait (`Retry-After`). */
   retryAfterSeconds: z.number().int().min(1).max(3600).default(5),
+  /** Behind the operator's reverse proxy: every connection comes from it, so no per-address cap. */
+  trustProxy: z.boolean().default(false),
+  /**
+   * What one client may hold (node/http/limits.ts): slow heads, idle connections, connection
+   * floods. The request timeout bounds uploads to the task; responses are not bounded by it.
+   */
+  connections: connectionLimitsSchema({
+    headersTimeoutMs: 10_000,
+    requestTimeoutMs: 300_000,
+    keepAliveTimeoutMs: 5_000,
+    idleTimeoutMs: 120_000,
+    maxPerAddress: 64,
+    maxTotal: 4096,
+    maxRequestsPerSocket: 0,
+  }),
 });
 export type GatewayOptions = z.output<typeof gatewayOptionsSchema>;

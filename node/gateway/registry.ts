@@ -10,7 +10,7 @@ import {
   endpointRegistrationSchema,
   endpointRequestMessage,
   endpointSignedByRenter,
-  endpointToJson,
+  registrationToJson,
   type EndpointRegistration,
 } from "../../common/endpoints.js";
 import { SessionDelegationError } from "../../common/sessions.js";
@@ -24,19 +24,7 @@ import { EndpointNotFoundError, EndpointRefusedError } from "./errors.js";
 /** A registered endpoint: the registration, its id, and when it stops being served (the earlier of the record's and the delegation's expiry). */
 export type GatewayEndpoint = EndpointRegistration & { id: string; servedUntil: number };
 
-type StoredRegistration = { endpoint: Record<string, unknown>; signature: string; delegation: { message: Record<string, unknown>; signature: string } };
-
-function toStored(registration: EndpointRegistration): StoredRegistration {
-  const { message } = registration.delegation;
-  return {
-    endpoint: endpointToJson(registration.endpoint),
-    signature: registration.signature,
-    delegation: {
-      message: { ...message, leaseIds: message.leaseIds.map(String), issuedAt: message.issuedAt.toString(), expiresAt: message.expiresAt.toString() },
-      signature: registration.delegation.signature,
-    },
-  };
-}
+type StoredRegistration = ReturnType<typeof registrationToJson>;
 
 export type EndpointRegistryOptions = {
   store: Store;
@@ -147,7 +135,7 @@ export class EndpointRegistry {
     if (!this.endpoints.has(entry.id) && this.endpoints.size >= this.options.maxEndpoints) {
       throw new EndpointRefusedError(`This gateway serves ${this.options.maxEndpoints} endpoints already (gateway.maxEndpoints)`);
     }
-    await this.records.put(entry.id, toStored(registration));
+    await this.records.put(entry.id, registrationToJson(registration));
     this.endpoints.set(entry.id, entry);
     return entry;
   }

@@ -15,6 +15,7 @@ import Fastify, { type FastifyError } from "fastify";
 import { runDetached } from "../../common/detached.js";
 import { endpointRenterRequestSchema, endpointToJson, tokenRevocationSchema, verifyToken } from "../../common/endpoints.js";
 import { ApiError, RequestInputError } from "../api/errors.js";
+import { httpServerOptions, limitConnections } from "../http/limits.js";
 import type { Logger } from "../log/logger.js";
 import { EndpointNotFoundError, TokenRefusedError } from "./errors.js";
 import type { GatewayOptions } from "./options.js";
@@ -153,15 +154,19 @@ export async function createGatewayServer(parameters: GatewayServerOptions) {
     if (!verdict.ok) throw new TokenRefusedError(verdict.reason);
   };
 
+  const limits = options.connections;
   const app = Fastify({
     logger: false,
     bodyLimit: 256 * 1024,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
     serverFactory: (handler) => {
-      const server = http.createServer((req, res) => {
+      const server = http.createServer(httpServerOptions(limits), (req, res) => {
         if (req.url?.startsWith("/e/")) runDetached(handleProxy(req, res), logger, "Proxying a request");
         else handler(req, res);
       });
       server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => runDetached(handleUpgrade(req, socket, head), logger, "Proxying an upgrade"));
+      limitConnections(server, limits, { perAddress: !options.trustProxy });
       return server;
     },
   });

@@ -4,7 +4,7 @@ import {
   endpointId as idOf,
   endpointRecordSchema,
   endpointRequestMessage,
-  endpointToJson,
+  registrationToJson,
   gatewayInfoSchema,
   mintToken,
   randomNonceHex,
@@ -139,15 +139,7 @@ export async function createEndpoint(ctx: SuanliContext, parameters: CreateEndpo
     ttlSeconds,
     nowSeconds: now,
   });
-  const { message } = delegation;
-  const body = {
-    endpoint: endpointToJson(endpoint),
-    signature,
-    delegation: {
-      message: { ...message, leaseIds: message.leaseIds.map(String), issuedAt: message.issuedAt.toString(), expiresAt: message.expiresAt.toString() },
-      signature: delegation.signature,
-    },
-  };
+  const body = registrationToJson({ endpoint, signature, delegation });
   const base = parameters.gatewayUrl.replace(/\/+$/, "");
   const created = parseInput(endpointCreatedSchema, await gatewayCall(`${base}/v1/endpoints`, { method: "POST", body: JSON.stringify(body) }, "the endpoint"), "gateway answer");
   if (created.endpointId !== idOf(ctx.domain, endpoint)) throw new GatewayRequestError(`The gateway answered endpoint ${created.endpointId}, not the one signed`);

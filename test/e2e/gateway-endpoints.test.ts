@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { privateKeyToAccount, generatePrivateKey } from "viem/accounts";
 import { devnetAccount } from "../../common/devnet.js";
-import { endpointToJson, mintToken, randomNonceHex } from "../../common/endpoints.js";
+import { mintToken, randomNonceHex, registrationToJson } from "../../common/endpoints.js";
 import { suanliDomain, suanliTypes, type Endpoint } from "../../common/eip712.js";
 import { signSessionDelegation } from "../../common/sessions.js";
 import { lastJson, runCli } from "../support/cli.js";
@@ -235,15 +235,7 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
         actions: ["forward"],
         leaseIds: [leaseId],
       });
-      const { message } = delegation;
-      const body = {
-        endpoint: endpointToJson(endpoint),
-        signature,
-        delegation: {
-          message: { ...message, leaseIds: message.leaseIds.map(String), issuedAt: String(message.issuedAt), expiresAt: String(message.expiresAt) },
-          signature: delegation.signature,
-        },
-      };
+      const body = registrationToJson({ endpoint, signature, delegation });
       const response = await fetch(`${gateway.gateway!.url}/v1/endpoints`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
       return { status: response.status, body: (await response.json()) as { error: { message: string } } };
     };
