@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { privateKeyToAccount, generatePrivateKey } from "viem/accounts";
 import { devnetAccount } from "../../common/devnet.js";
-import { mintToken, randomNonceHex, registrationToJson } from "../../common/endpoints.js";
+import { endpointRequestMessage, mintToken, randomNonceHex, registrationToJson } from "../../common/endpoints.js";
 import { suanliDomain, suanliTypes, type Endpoint } from "../../common/eip712.js";
 import { signSessionDelegation } from "../../common/sessions.js";
 import { lastJson, runCli } from "../support/cli.js";
@@ -28,6 +28,12 @@ const server = http.createServer((req, res) => {
     return;
   }
   if (req.url.startsWith("/hang")) return;
+  if (req.url.startsWith("/big")) return res.end(Buffer.alloc(3 * 1024 * 1024, 7));
+  if (req.url.startsWith("/count")) {
+    let bytes = 0;
+    req.on("data", (chunk) => (bytes += chunk.length));
+    return req.on("end", () => res.end(String(bytes)));
+  }
   let body = "";
   req.on("data", (chunk) => (body += chunk));
   req.on("end", () => {
@@ -117,13 +123,19 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
     publicUrl = created.url;
   });
 
-  it("serves the task's bytes to a plain GET and POST, the path after the endpoint id, hop-by-hop headers stripped", async () => {
+  it("serves the task's bytes to a plain GET and POST (megabytes both ways), the path after the endpoint id, hop-by-hop headers stripped", async () => {
     const response = await fetch(`${publicUrl}index.html?x=1`);
     assert.equal(response.status, 200);
     assert.equal(await response.text(), "GET /index.html?x=1 auth=none");
     assert.equal(response.headers.get("x-prefix"), `/e/${publicId}`);
     const posted = await fetch(`${publicUrl}api`, { method: "POST", body: "ping", headers: { authorization: "Bearer app-key" } });
     assert.equal(await posted.text(), "POST /api auth=Bearer app-key body=ping", "a public endpoint passes the app's own Authorization on");
+    // More than the forward window (1 MiB) each way: acknowledgements keep both directions moving.
+    const big = new Uint8Array(await (await fetch(`${publicUrl}big`)).arrayBuffer());
+    assert.equal(big.length, 3 * 1024 * 1024);
+    assert.ok(big.every((byte) => byte === 7));
+    const counted = await fetch(`${publicUrl}count`, { method: "POST", body: new Uint8Array(5 * 1024 * 1024) });
+    assert.equal(await counted.text(), String(5 * 1024 * 1024));
     const bare = await fetch(publicUrl.slice(0, -1), { redirect: "manual" });
     assert.equal(bare.status, 308);
     assert.equal(bare.headers.get("location"), `/e/${publicId}/`);
@@ -258,6 +270,21 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
     assert.equal(await again.text(), "GET /after-restart auth=none");
     const { token } = await market.client.mintEndpointToken({ endpointId: privateId, ttlSeconds: 600 });
     assert.equal((await fetch(`${gateway.gateway!.url}/e/${privateId}/x`, { headers: { authorization: `Bearer ${token}` } })).status, 200);
+  });
+
+  it("deletes an endpoint on its renter's signed request only: 404 after", async () => {
+    const url = gateway.gateway!.url;
+    const issuedAt = Math.floor(Date.now() / 1000);
+    const message = endpointRequestMessage({ gateway: gateway.gateway!.address, endpointId: privateId, action: "delete", issuedAt });
+    const stranger = await fetch(`${url}/v1/endpoints/${privateId}`, {
+      method: "DELETE",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ issuedAt, signature: await devnetAccount(6).signMessage({ message }) }),
+    });
+    assert.equal(stranger.status, 403);
+    await market.client.deleteEndpoint({ gatewayUrl: url, endpointId: privateId });
+    assert.equal((await fetch(`${url}/e/${privateId}/x`)).status, 404);
+    assert.equal((await fetch(`${url}/v1/endpoints/${privateId}`)).status, 404);
   });
 
   it("answers 503 with Retry-After once the task has ended, never 500", async () => {
