@@ -53,3 +53,14 @@ export class UpstreamTimeoutError extends ApiError {
     super(504, message);
   }
 }
+
+/** 429 with Retry-After: a token made more requests this minute than `gateway.tokenRateLimitPerMinute`. */
+export class TokenRateLimitedError extends ApiError {
+  override name = "TokenRateLimitedError";
+  constructor(
+    limit: number,
+    readonly retryAfterSeconds: number,
+  ) {
+    super(429, `This token made ${limit} requests this minute, the gateway's limit per token; try again in ${retryAfterSeconds} s`);
+  }
+}

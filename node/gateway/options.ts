@@ -28,6 +28,8 @@ export const gatewayOptionsSchema = z.strictObject({
   maxEndpoints: z.number().int().min(1).max(1_000_000).default(10_000),
   /** Seconds a 503 asks the caller to wait (`Retry-After`). */
   retryAfterSeconds: z.number().int().min(1).max(3600).default(5),
+  /** Requests one bearer token may make per minute (a fixed one-minute window per token); past it: 429 with Retry-After. */
+  tokenRateLimitPerMinute: z.number().int().min(1).max(1_000_000).default(600),
   /** Behind the operator's reverse proxy: every connection comes from it, so no per-address cap. */
   trustProxy: z.boolean().default(false),
   /**

@@ -17,7 +17,8 @@ import { endpointRenterRequestSchema, endpointToJson, tokenRevocationSchema, ver
 import { ApiError, RequestInputError } from "../api/errors.js";
 import { httpServerOptions, limitConnections } from "../http/limits.js";
 import type { Logger } from "../log/logger.js";
-import { EndpointNotFoundError, TokenRefusedError } from "./errors.js";
+import { LRUCache } from "lru-cache";
+import { EndpointNotFoundError, TokenRateLimitedError, TokenRefusedError } from "./errors.js";
 import type { GatewayOptions } from "./options.js";
 import type { EndpointProxy } from "./proxy.js";
 import type { EndpointRegistry, GatewayEndpoint } from "./registry.js";
@@ -82,6 +83,7 @@ export async function createGatewayServer(parameters: GatewayServerOptions) {
     const headers: Record<string, string> = {
       "content-type": "application/json; charset=utf-8",
       ...(status === 503 ? { "retry-after": retryAfter } : {}),
+      ...(error instanceof TokenRateLimitedError ? { "retry-after": String(error.retryAfterSeconds) } : {}),
       ...(status === 401 ? { "www-authenticate": 'Bearer error="invalid_token"' } : {}),
     };
     return { status, headers, body };
@@ -142,6 +144,7 @@ export async function createGatewayServer(parameters: GatewayServerOptions) {
     }
   };
 
+  const tokenWindows = new LRUCache<string, { startMs: number; count: number }>({ max: 100_000, ttl: 60_000 });
   const checkToken = async (endpoint: GatewayEndpoint, req: IncomingMessage) => {
     const header = req.headers.authorization ?? "";
     const token = /^Bearer\s+(\S+)$/i.exec(header)?.[1];
@@ -152,6 +155,14 @@ export async function createGatewayServer(parameters: GatewayServerOptions) {
       revoked: (nonce) => registry.isRevoked(endpoint.id, nonce),
     });
     if (!verdict.ok) throw new TokenRefusedError(verdict.reason);
+    // Each token its own budget, in fixed one-minute windows.
+    const key = `${endpoint.id}/${verdict.claims.n}`;
+    const now = Date.now();
+    let window = tokenWindows.get(key);
+    if (!window || now - window.startMs >= 60_000) tokenWindows.set(key, (window = { startMs: now, count: 0 }));
+    if (++window.count > options.tokenRateLimitPerMinute) {
+      throw new TokenRateLimitedError(options.tokenRateLimitPerMinute, Math.max(1, Math.ceil((window.startMs + 60_000 - now) / 1000)));
+    }
   };
 
   const limits = options.connections;

@@ -76,7 +76,7 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
     startTestDaemon(market.devnet, {
       dataDir: gatewayDir,
       p2p: { bootstrap: [market.provider.peer.addr] },
-      gateway: { enabled: true, port: 0, responseTimeoutMs: 1500, retryAfterSeconds: 3 },
+      gateway: { enabled: true, port: 0, responseTimeoutMs: 1500, retryAfterSeconds: 3, tokenRateLimitPerMinute: 5 },
     });
   const domain = () => suanliDomain(market.devnet.deployment.chainId, market.devnet.deployment.contracts.market!);
 
@@ -184,7 +184,7 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
     assert.equal(((await hung.json()) as { error: { name: string } }).error.name, "UpstreamTimeoutError");
   });
 
-  it("lets only bearers of the renter's tokens call a private endpoint: 401 with the reason otherwise", async () => {
+  it("lets only bearers of the renter's tokens call a private endpoint: 401 with the reason otherwise, 429 past a token's rate", async () => {
     const created = await market.client.createEndpoint({ gatewayUrl: gateway.gateway!.url, taskId, port: taskPort });
     privateId = created.endpointId;
     privateUrl = created.url;
@@ -207,6 +207,11 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
     const good = await call(token);
     assert.equal(good.status, 200);
     assert.equal(await good.text(), "GET /secret auth=none", "the gateway's token is not passed to the task");
+    for (let i = 0; i < 4; i++) assert.equal((await call(token)).status, 200);
+    const limited = await call(token);
+    assert.equal(limited.status, 429, "the sixth request of the minute passes gateway.tokenRateLimitPerMinute (5)");
+    assert.ok(Number(limited.headers.get("retry-after")) >= 1);
+    assert.equal((await call((await market.client.mintEndpointToken({ endpointId: privateId, ttlSeconds: 600 })).token)).status, 200, "another token has its own budget");
     await market.client.revokeEndpointToken({ gatewayUrl: gateway.gateway!.url, endpointId: privateId, token });
     assert.equal(await refusal(token), "revoked");
   });
