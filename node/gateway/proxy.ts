@@ -47,6 +47,9 @@ export function endToEndHeaders(headers: http.IncomingHttpHeaders, drop: readonl
   return out;
 }
 
+/** How a proxied request went: the status sent, ms to the answer's head, body bytes passed back. */
+export type ProxyOutcome = { status: number; headMs: number; bytes: number };
+
 export type EndpointProxyOptions = {
   host: SuanliHost;
   book: OfferBook;
@@ -144,15 +147,14 @@ export class EndpointProxy {
    * answer back. Errors before the answer's head are thrown (503 or 504); after it, the response
    * is cut.
    */
-  async forward(endpoint: GatewayEndpoint, req: IncomingMessage, res: ServerResponse, path: string, drop: readonly string[]): Promise<void> {
+  async forward(endpoint: GatewayEndpoint, req: IncomingMessage, res: ServerResponse, path: string, drop: readonly string[]): Promise<ProxyOutcome> {
     const idempotent = (req.method === "GET" || req.method === "HEAD") && !req.headers["content-length"] && !req.headers["transfer-encoding"];
     const headers = endToEndHeaders(req.headers, drop);
     headers["x-forwarded-for"] = [req.headers["x-forwarded-for"], req.socket.remoteAddress].filter(Boolean).join(", ");
     headers["x-forwarded-prefix"] = `/e/${endpoint.id}`;
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.once(endpoint, req, res, path, headers);
-        return;
+        return await this.once(endpoint, req, res, path, headers);
       } catch (error) {
         // A kept-alive connection the task closed meanwhile: a request that changes nothing goes again, on a new one.
         if (attempt === 0 && idempotent && (error as { reused?: boolean }).reused) continue;
@@ -189,10 +191,14 @@ export class EndpointProxy {
     upstream.pipe(socket);
   }
 
-  private once(endpoint: GatewayEndpoint, req: IncomingMessage, res: ServerResponse, path: string, headers: http.OutgoingHttpHeaders): Promise<void> {
+  private once(endpoint: GatewayEndpoint, req: IncomingMessage, res: ServerResponse, path: string, headers: http.OutgoingHttpHeaders): Promise<ProxyOutcome> {
     const { responseTimeoutMs } = this.options.options;
-    return new Promise<void>((resolve, reject) => {
+    const startedMs = performance.now();
+    return new Promise<ProxyOutcome>((settle, reject) => {
       let answered = false;
+      let headMs = 0;
+      let bytes = 0;
+      const resolve = () => settle({ status: res.statusCode, headMs, bytes });
       const upstream = http.request({ agent: this.agentFor(endpoint), method: req.method, path, headers, setHost: false });
       const timer = setTimeout(() => {
         upstream.destroy(new UpstreamTimeoutError(`The task did not answer within ${responseTimeoutMs} ms`));
@@ -212,6 +218,8 @@ export class EndpointProxy {
       upstream.once("response", (answer) => {
         clearTimeout(timer);
         answered = true;
+        headMs = performance.now() - startedMs;
+        answer.on("data", (chunk: Buffer) => (bytes += chunk.length));
         res.writeHead(answer.statusCode ?? 502, answer.statusMessage, endToEndHeaders(answer.headers));
         // Headers out at once: an event stream's client sees the answer begin before its first event.
         res.flushHeaders();

@@ -85,6 +85,12 @@ export class EndpointRegistry {
     return endpoint;
   }
 
+  /** Whether an endpoint with this id is served now. */
+  has(id: string): boolean {
+    const endpoint = this.endpoints.get(id);
+    return endpoint !== undefined && endpoint.servedUntil > this.now();
+  }
+
   list(): GatewayEndpoint[] {
     return [...this.endpoints.values()];
   }

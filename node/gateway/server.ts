@@ -20,6 +20,7 @@ import type { Logger } from "../log/logger.js";
 import { LRUCache } from "lru-cache";
 import { EndpointNotFoundError, TokenRateLimitedError, TokenRefusedError } from "./errors.js";
 import type { GatewayOptions } from "./options.js";
+import type { GatewayStats } from "./stats.js";
 import type { EndpointProxy } from "./proxy.js";
 import type { EndpointRegistry, GatewayEndpoint } from "./registry.js";
 
@@ -32,6 +33,7 @@ export type GatewayServerOptions = {
   address: `0x${string}`;
   chainId: number;
   logger: Logger;
+  stats: GatewayStats;
 };
 
 function errorBody(error: ApiError | RequestInputError): Record<string, unknown> {
@@ -66,7 +68,7 @@ function parse<T>(
 }
 
 export async function createGatewayServer(parameters: GatewayServerOptions) {
-  const { registry, proxy, options, logger } = parameters;
+  const { registry, proxy, options, logger, stats } = parameters;
   let publicUrl = options.publicUrl ?? "";
   const endpointUrl = (id: string) => `${publicUrl}/e/${id}/`;
   const retryAfter = String(options.retryAfterSeconds);
@@ -115,6 +117,8 @@ export async function createGatewayServer(parameters: GatewayServerOptions) {
   };
 
   const handleProxy = async (req: IncomingMessage, res: ServerResponse) => {
+    const startedMs = performance.now();
+    const id = PROXY_PATH.exec(req.url ?? "")?.[1];
     try {
       const target = await route(req);
       if ("redirect" in target) {
@@ -122,9 +126,12 @@ export async function createGatewayServer(parameters: GatewayServerOptions) {
         res.end();
         return;
       }
-      await proxy.forward(target.endpoint, req, res, target.path, target.drop);
+      const outcome = await proxy.forward(target.endpoint, req, res, target.path, target.drop);
+      stats.record(target.endpoint.id, outcome.status, outcome.headMs, outcome.bytes);
     } catch (error) {
       sendError(res, error);
+      // The gateway's own answers count for endpoints it serves (a token refused, the task unreachable), not for unknown ids.
+      if (id && registry.has(id)) stats.record(id, res.statusCode, performance.now() - startedMs, 0);
     }
   };
 
@@ -199,11 +206,13 @@ export async function createGatewayServer(parameters: GatewayServerOptions) {
     const endpoint = registry.get(request.params.id);
     return { endpointId: endpoint.id, url: endpointUrl(endpoint.id), expiresAt: endpoint.servedUntil, endpoint: endpointToJson(endpoint.endpoint) };
   });
+  app.get<{ Params: { id: string } }>("/v1/endpoints/:id/stats", async (request) => stats.view(registry.get(request.params.id).id));
   app.delete<{ Params: { id: string } }>("/v1/endpoints/:id", async (request, reply) => {
     const body = parse(endpointRenterRequestSchema, request.body, "request body");
     await registry.checkRenter(request.params.id, body, "delete");
     await registry.remove(request.params.id);
     proxy.forget(request.params.id);
+    stats.forget(request.params.id);
     return reply.code(204).send();
   });
   app.post<{ Params: { id: string } }>("/v1/endpoints/:id/revocations", async (request, reply) => {

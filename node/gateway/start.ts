@@ -8,6 +8,7 @@ import type { Daemon, DaemonModule } from "../daemon.js";
 import { loadGatewayKey } from "./key.js";
 import { EndpointProxy } from "./proxy.js";
 import { EndpointRegistry } from "./registry.js";
+import { GatewayStats } from "./stats.js";
 import { createGatewayServer, type GatewayServer } from "./server.js";
 
 export type GatewayModule = DaemonModule & {
@@ -54,7 +55,8 @@ export async function startGateway(daemon: Daemon): Promise<GatewayModule> {
     options,
     logger,
   });
-  const server = await createGatewayServer({ registry, proxy, options, address: account.address, chainId: daemon.deployment.chainId, logger });
+  const stats = new GatewayStats(daemon.metrics.registry);
+  const server = await createGatewayServer({ registry, proxy, options, address: account.address, chainId: daemon.deployment.chainId, logger, stats });
   const url = await server.listen();
   logger.info("Gateway serving endpoints", { address: account.address, endpoints: registry.list().length });
   return {

@@ -216,6 +216,21 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
     assert.equal(await refusal(token), "revoked");
   });
 
+  it("counts each endpoint's requests by status, latency and bytes, in its stats and in Prometheus", async () => {
+    const view = (await (await fetch(`${gateway.gateway!.url}/v1/endpoints/${privateId}/stats`)).json()) as {
+      requests: { total: number; byStatus: Record<string, number> };
+      latencyMs: { p50: number; p99: number };
+      bytesOut: number;
+    };
+    assert.equal(view.requests.byStatus["200"], 6, "the good token's five and the other token's one");
+    assert.equal(view.requests.byStatus["401"], 6, "missing, expired, wrong-endpoint, bad-signature, malformed, revoked");
+    assert.equal(view.requests.byStatus["429"], 1);
+    assert.ok(view.latencyMs.p50 > 0 && view.latencyMs.p99 >= view.latencyMs.p50);
+    assert.equal(view.bytesOut, 6 * "GET /secret auth=none".length);
+    const metrics = await gateway.metrics.registry.metrics();
+    assert.match(metrics, new RegExp(`suanli_gateway_requests_total\\{endpoint="${privateId}",status="401"\\} 6`));
+  });
+
   it("suanli endpoint create prints the URL and a token that opens it; suanli endpoint token mints another", async () => {
     const base = ["--rpc-url", market.devnet.rpcUrl, "--deployments", market.devnet.deploymentsDir, "--state-dir", market.work, "--devnet-account", "5", "--json"];
     const created = await runCli(["endpoint", "create", taskId, "--port", String(taskPort), "--gateway", gateway.gateway!.url, "--ttl", "600", ...base]);
