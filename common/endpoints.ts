@@ -203,3 +203,20 @@ export type GatewayInfo = z.output<typeof gatewayInfoSchema>;
 
 /** `POST /v1/endpoints`'s answer. */
 export const endpointCreatedSchema = z.strictObject({ endpointId: z.string().regex(/^[0-9a-f]{32}$/), url: z.string().url(), expiresAt: z.number().int() });
+
+const latencySchema = z.number().nonnegative().nullable();
+/** `GET /v1/endpoints/{id}/stats`. */
+export const endpointStatsSchema = z.strictObject({
+  endpointId: z.string(),
+  requests: z.strictObject({ total: z.number().int().nonnegative(), byStatus: z.record(z.string().regex(/^\d{3}$/), z.number().int().nonnegative()) }),
+  latencyMs: z.strictObject({ p50: latencySchema, p90: latencySchema, p99: latencySchema }),
+  bytesOut: z.number().int().nonnegative(),
+});
+/**
+ * An endpoint's figures at its gateway (getEndpointStats): requests by status, latency percentiles to the answer's head (ms; null before any request), body bytes out.
+ *
+ * @example
+ * import { getEndpointStats, type EndpointStats } from "suanli/sdk";
+ * const stats: EndpointStats = await getEndpointStats(gatewayUrl, endpointId);
+ */
+export type EndpointStats = z.output<typeof endpointStatsSchema>;

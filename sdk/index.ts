@@ -68,10 +68,11 @@ export {
   revokeEndpointToken,
   deleteEndpoint,
   getGateway,
+  getEndpointStats,
   type CreateEndpointParameters,
   type CreateEndpointReturnType,
 } from "./actions/endpoints.js";
-export { endpointId, type GatewayInfo } from "../common/endpoints.js";
+export { endpointId, type EndpointStats, type GatewayInfo } from "../common/endpoints.js";
 export { extendTask } from "./actions/extendTask.js";
 export { settleTask } from "./actions/settleTask.js";
 export { queryOffers } from "./actions/queryOffers.js";

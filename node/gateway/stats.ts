@@ -5,18 +5,13 @@
  * with latency percentiles over the last LATENCY_SAMPLES requests.
  */
 import { Counter, Histogram, type Registry } from "prom-client";
+import type { EndpointStats } from "../../common/endpoints.js";
 
 const LATENCY_SAMPLES = 1024;
 
 type Summary = { byStatus: Map<number, number>; total: number; bytes: number; latencies: number[]; next: number };
 
-export type EndpointStatsView = {
-  endpointId: string;
-  requests: { total: number; byStatus: Record<string, number> };
-  /** Milliseconds to the answer's head (the gateway's own answers included), over the last LATENCY_SAMPLES requests. */
-  latencyMs: { p50: number | null; p90: number | null; p99: number | null };
-  bytesOut: number;
-};
+export type EndpointStatsView = EndpointStats;
 
 function percentile(sorted: number[], p: number): number | null {
   if (sorted.length === 0) return null;

@@ -9,6 +9,8 @@ import {
   mintToken,
   randomNonceHex,
   readTokenClaims,
+  endpointStatsSchema,
+  type EndpointStats,
   type GatewayInfo,
 } from "../../common/endpoints.js";
 import { suanliTypes, type Endpoint } from "../../common/eip712.js";
@@ -203,4 +205,18 @@ async function renterRequest(ctx: SuanliContext, gatewayUrl: string, endpointId:
     { method: action === "delete" ? "DELETE" : "POST", body: JSON.stringify({ issuedAt, signature, ...(nonce ? { nonce } : {}) }) },
     action === "delete" ? "the deletion" : "the revocation",
   );
+}
+
+/**
+ * An endpoint's figures at its gateway since the gateway started: requests by status, latency to
+ * the answer's head (p50/p90/p99 over the last 1,024 requests, ms), body bytes sent back.
+ *
+ * @example
+ * import { getEndpointStats } from "suanli/sdk";
+ * const { requests, latencyMs } = await getEndpointStats("https://gw.example", endpointId);
+ * console.log(requests.byStatus["200"], latencyMs.p99);
+ */
+export async function getEndpointStats(gatewayUrl: string, endpointId: string): Promise<EndpointStats> {
+  const base = gatewayUrl.replace(/\/+$/, "");
+  return parseInput(endpointStatsSchema, await gatewayCall(`${base}/v1/endpoints/${encodeURIComponent(endpointId)}/stats`, undefined, "the stats request"), "endpoint stats");
 }

@@ -231,7 +231,7 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
     assert.match(metrics, new RegExp(`suanli_gateway_requests_total\\{endpoint="${privateId}",status="401"\\} 6`));
   });
 
-  it("suanli endpoint create prints the URL and a token that opens it; suanli endpoint token mints another", async () => {
+  it("suanli endpoint create prints the URL and a token that opens it; suanli endpoint token mints another; suanli endpoint stats counts them", async () => {
     const base = ["--rpc-url", market.devnet.rpcUrl, "--deployments", market.devnet.deploymentsDir, "--state-dir", market.work, "--devnet-account", "5", "--json"];
     const created = await runCli(["endpoint", "create", taskId, "--port", String(taskPort), "--gateway", gateway.gateway!.url, "--ttl", "600", ...base]);
     assert.equal(created.code, 0, created.stderr);
@@ -244,6 +244,9 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
     assert.equal(minted.code, 0, minted.stderr);
     const { token } = lastJson<{ token: string }>(minted.stdout);
     assert.equal((await fetch(`${answer.url}cli`, { headers: { authorization: `Bearer ${token}` } })).status, 200);
+    const stats = await runCli(["endpoint", "stats", answer.endpointId, "--gateway", gateway.gateway!.url, "--json"]);
+    assert.equal(stats.code, 0, stats.stderr);
+    assert.deepEqual(lastJson<{ requests: { byStatus: Record<string, number> } }>(stats.stdout).requests.byStatus, { "200": 2, "401": 1 });
   });
 
   it("refuses a record not signed by the lease's renter, and a lease of another renter", async () => {

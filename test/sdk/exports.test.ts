@@ -67,6 +67,7 @@ const SHARED_VALUES = [
   "revokeEndpointToken",
   "deleteEndpoint",
   "getGateway",
+  "getEndpointStats",
   "endpointId",
 ];
 const SHARED_TYPES = [
@@ -102,6 +103,7 @@ const SHARED_TYPES = [
   "CreateEndpointParameters",
   "CreateEndpointReturnType",
   "GatewayInfo",
+  "EndpointStats",
 ];
 /**
  * `suanli/sdk` only: the task I/O actions (node:fs, node:net, libp2p streams; a browser client's

@@ -3,9 +3,10 @@
  * (docs/endpoints.md). `create TASK --port P --gateway URL [--public]` has the wallet sign the
  * endpoint record and the gateway's delegation, registers it, and prints the URL (and a bearer
  * token when it is not public); `token ID` mints another token; `revoke ID TOKEN` and `delete ID`
- * ask the gateway (signed by the wallet).
+ * ask the gateway (signed by the wallet); `stats ID` prints its figures.
  */
 import type { Command } from "commander";
+import { getEndpointStats } from "../../../sdk/index.js";
 import { emit } from "../output.js";
 import { withClient, withRenterFlags } from "./renter.js";
 import type { RenterFlags } from "./renter-output.js";
@@ -102,4 +103,26 @@ export function registerEndpoint(program: Command): void {
       emit(Boolean(flags.json), { endpointId, deleted: true }, () => `Endpoint ${endpointId} deleted`);
     });
   });
+
+  endpoint
+    .command("stats")
+    .description("an endpoint's requests by status, latency and bytes at its gateway: suanli endpoint stats <endpointId> --gateway URL")
+    .argument("<endpointId>")
+    .requiredOption("--gateway <url>", "the gateway's base URL")
+    .option("--json", "print data as one JSON object")
+    .action(async (endpointId: string, flags: { gateway: string; json?: boolean }) => {
+      const stats = await getEndpointStats(flags.gateway, endpointId);
+      const ms = (value: number | null) => (value === null ? "-" : `${value} ms`);
+      emit(Boolean(flags.json), stats, () =>
+        [
+          `Endpoint ${endpointId}: ${stats.requests.total} requests (${
+            Object.entries(stats.requests.byStatus)
+              .map(([status, count]) => `${status}: ${count}`)
+              .join(", ") || "none"
+          })`,
+          `  latency to the answer's head: p50 ${ms(stats.latencyMs.p50)}, p90 ${ms(stats.latencyMs.p90)}, p99 ${ms(stats.latencyMs.p99)}`,
+          `  ${stats.bytesOut} bytes sent back`,
+        ].join("\n"),
+      );
+    });
 }
