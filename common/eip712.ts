@@ -153,6 +153,21 @@ export const suanliTypes = {
     { name: "expiresAt", type: "uint64" },
     { name: "salt", type: "bytes32" },
   ],
+  /**
+   * A renter's public endpoint on a gateway (docs/endpoints.md): `gateway` (the gateway's own key)
+   * may serve `port` of the task on `leaseIds` at `/e/<endpointId>/`, to anyone when `public`,
+   * otherwise to bearers of tokens signed by `tokenSigner`, until `expiresAt` (unix seconds).
+   */
+  Endpoint: [
+    { name: "renter", type: "address" },
+    { name: "gateway", type: "address" },
+    { name: "leaseIds", type: "uint256[]" },
+    { name: "port", type: "uint16" },
+    { name: "public", type: "bool" },
+    { name: "tokenSigner", type: "address" },
+    { name: "expiresAt", type: "uint64" },
+    { name: "salt", type: "bytes32" },
+  ],
   /** A renter asking a provider to hold units before opening a lease. */
   ReserveRequest: [
     { name: "renter", type: "address" },
@@ -229,6 +244,16 @@ export type SessionDelegation = {
   actions: readonly string[];
   leaseIds: readonly bigint[];
   issuedAt: bigint;
+  expiresAt: bigint;
+  salt: Hex;
+};
+export type Endpoint = {
+  renter: Address;
+  gateway: Address;
+  leaseIds: readonly bigint[];
+  port: number;
+  public: boolean;
+  tokenSigner: Address;
   expiresAt: bigint;
   salt: Hex;
 };

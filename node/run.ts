@@ -1,7 +1,7 @@
 /**
  * The one way a Suanli process runs a node: `runNode(config, roles)` starts the base node (the
  * daemon: store, chain, libp2p, offer book), then the roles asked for — the provider agent, the
- * attestor service, the HTTP API — then the Prometheus endpoint when `metrics.enabled`, and
+ * attestor service, the HTTP API, the endpoint gateway — then the Prometheus endpoint when `metrics.enabled`, and
  * stops them all in reverse order. `node start`, `provider start`, `attestor start` and the
  * devnet only parse their input and call it; `stopOnSignal` is the process's one signal waiter.
  *
@@ -15,6 +15,7 @@ import { startAttestorService, type AttestorService } from "./attest/service.js"
 import type { NodeConfig } from "./config/schema.js";
 import { startDaemon, type Daemon } from "./daemon.js";
 import type { Logger } from "./log/logger.js";
+import { startGateway, type GatewayModule } from "./gateway/start.js";
 import { startMetricsServer, type MetricsServer } from "./metrics/server.js";
 import { startProviderAgent, type ProviderAgent, type ProviderAgentOptions } from "./provider/agent.js";
 import { waitForShutdown } from "./signals.js";
@@ -36,6 +37,8 @@ export type RunningNode = {
   provider: ProviderAgent | undefined;
   attestor: AttestorService | undefined;
   api: ApiModule | undefined;
+  /** The endpoint gateway, when `gateway.enabled` (docs/endpoints.md). */
+  gateway: GatewayModule | undefined;
   /** The Prometheus endpoint, when `metrics.enabled`. */
   metrics: MetricsServer | undefined;
   /** Stops every part, roles first (idempotent). */
@@ -65,6 +68,11 @@ export async function runNode(config: NodeConfig, roles: NodeRoles = {}, options
       api = await startApi(daemon);
       daemon.attach(api);
     }
+    let gateway: GatewayModule | undefined;
+    if (config.gateway.enabled) {
+      gateway = await startGateway(daemon);
+      daemon.attach(gateway);
+    }
     let metrics: MetricsServer | undefined;
     if (config.metrics.enabled) {
       const server = await startMetricsServer(daemon.metrics.registry, config.metrics, daemon.logger);
@@ -77,6 +85,7 @@ export async function runNode(config: NodeConfig, roles: NodeRoles = {}, options
       provider,
       attestor,
       api,
+      gateway,
       metrics,
       stop,
       async stopOnSignal(onSignal, shutdown = waitForShutdown()) {

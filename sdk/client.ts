@@ -17,6 +17,7 @@ import {
   type Session,
   type StartSessionParameters,
 } from "./actions/sessions.js";
+import { createEndpoint, deleteEndpoint, mintEndpointToken, revokeEndpointToken, type CreateEndpointParameters, type CreateEndpointReturnType } from "./actions/endpoints.js";
 import { extendTask, type ExtendTaskParameters, type ExtendTaskReturnType } from "./actions/extendTask.js";
 import { getTaskStatus } from "./actions/getTaskStatus.js";
 import { getCheckpoints, type GetCheckpointsReturnType } from "./actions/getCheckpoints.js";
@@ -204,6 +205,14 @@ export type SuanliClient = {
   endSession(): void;
   /** Revokes the current session (or `hash`, or `all`) on-chain (revokeSession). */
   revokeSession(parameters?: RevokeSessionParameters): Promise<RevokeSessionReturnType>;
+  /** Serves a port of the running task through a gateway at a public URL; the wallet signs the record and the delegation (createEndpoint). */
+  createEndpoint(parameters: CreateEndpointParameters): Promise<CreateEndpointReturnType>;
+  /** A bearer token for an endpoint, signed by the wallet (mintEndpointToken). */
+  mintEndpointToken(parameters: { endpointId: string; ttlSeconds?: number }): Promise<{ token: string; nonce: string; expiresAt: number }>;
+  /** Revokes one token of an endpoint at its gateway (revokeEndpointToken). */
+  revokeEndpointToken(parameters: { gatewayUrl: string; endpointId: string; token?: string; nonce?: string }): Promise<void>;
+  /** Removes an endpoint from its gateway (deleteEndpoint). */
+  deleteEndpoint(parameters: { gatewayUrl: string; endpointId: string }): Promise<void>;
   /** Tasks this client knows (submitted here, or kept in its state file), oldest first. */
   tasks(): Promise<TaskRecord[]>;
   /** Stops the client's offer feed (and libp2p node); the tasks keep running. */
@@ -338,6 +347,10 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     },
     endSession: () => endSession(ctx),
     revokeSession: (p) => revokeSession(ctx, p),
+    createEndpoint: (p) => createEndpoint(ctx, p),
+    mintEndpointToken: (p) => mintEndpointToken(ctx, p),
+    revokeEndpointToken: (p) => revokeEndpointToken(ctx, p),
+    deleteEndpoint: (p) => deleteEndpoint(ctx, p),
     tasks: () => ctx.tasks.list(),
     close: () => feed.close(),
   };

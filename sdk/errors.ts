@@ -209,6 +209,22 @@ export class ProviderRequestError extends SuanliError {
 }
 
 /**
+ * An endpoint gateway could not be reached or refused a request (registration, revocation,
+ * deletion): the message carries its status and the error it named.
+ *
+ * @example
+ * import { GatewayRequestError } from "suanli/sdk";
+ * try {
+ *   await client.createEndpoint({ gatewayUrl, taskId, port: 8000 });
+ * } catch (error) {
+ *   if (error instanceof GatewayRequestError) console.error(error.shortMessage); // "The gateway refused the endpoint (403 ...)"
+ * }
+ */
+export class GatewayRequestError extends SuanliError {
+  override name = "GatewayRequestError";
+}
+
+/**
  * The provider's signed completion report does not check out (wrong signer or contradicts the
  * chain). The SDK's actions do not throw it: they report `receipt.completion.verified === false`;
  * it is here for callers who want to treat that as an error with a stable name.

@@ -62,6 +62,17 @@ export {
   type SignedDelegation,
   type SessionDelegationSigner,
 } from "../common/sessions.js";
+export {
+  createEndpoint,
+  mintEndpointToken,
+  revokeEndpointToken,
+  deleteEndpoint,
+  getGateway,
+  getEndpointStats,
+  type CreateEndpointParameters,
+  type CreateEndpointReturnType,
+} from "./actions/endpoints.js";
+export { endpointId, type EndpointStats, type GatewayInfo } from "../common/endpoints.js";
 export { extendTask } from "./actions/extendTask.js";
 export { settleTask } from "./actions/settleTask.js";
 export { queryOffers } from "./actions/queryOffers.js";

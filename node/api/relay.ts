@@ -233,27 +233,8 @@ export class NodeProviderRelay implements ProviderRelay {
     return lease;
   }
 
-  /** The provider's registered peer, with the addresses its offers announce added to the peer store. */
-  private async providerPeer(provider: Address, machineId: number): Promise<PeerId> {
-    const record = await this.options.chainView.getProvider(provider);
-    if (!record || !record.registered || record.peerId === "") throw new ProviderNotFoundError(provider);
-    let peer: PeerId;
-    try {
-      peer = peerIdFromString(record.peerId);
-    } catch {
-      throw new ProviderUnreachableError(`The peer id ${provider} registered on-chain is not a valid libp2p peer id`);
-    }
-    const offers = this.options.book.byProvider(provider).filter((entry) => entry.peerId === record.peerId);
-    offers.sort((a, b) => Number(b.machineId === machineId) - Number(a.machineId === machineId));
-    const addrs = [...new Set(offers.flatMap((entry) => entry.addrs))].flatMap((text) => {
-      try {
-        return [multiaddr(text)];
-      } catch {
-        return [];
-      }
-    });
-    if (addrs.length) await this.options.host.peerStore.merge(peer, { multiaddrs: addrs }).catch(() => undefined);
-    return peer;
+  private providerPeer(provider: Address, machineId: number): Promise<PeerId> {
+    return resolveProviderPeer(this.options, provider, machineId);
   }
 
   private async call(peer: PeerId, protocol: string, body: unknown, responseSchema: z.ZodType, timeoutMs: number, maxMessageBytes?: number): Promise<unknown> {
@@ -283,4 +264,31 @@ export class NodeProviderRelay implements ProviderRelay {
     if (error instanceof SuanliError) return new ProviderAnsweredError(error.name, error.shortMessage);
     return error instanceof Error ? error : new Error(String(error));
   }
+}
+
+/**
+ * The provider's registered peer, with the addresses its offers announce added to the peer store
+ * (the relay's and the gateway's way to a lease's provider). ProviderNotFoundError when it is not
+ * registered, ProviderUnreachableError when its peer id is not one.
+ */
+export async function resolveProviderPeer(options: Pick<NodeProviderRelayOptions, "chainView" | "book" | "host">, provider: Address, machineId: number): Promise<PeerId> {
+  const record = await options.chainView.getProvider(provider);
+  if (!record || !record.registered || record.peerId === "") throw new ProviderNotFoundError(provider);
+  let peer: PeerId;
+  try {
+    peer = peerIdFromString(record.peerId);
+  } catch {
+    throw new ProviderUnreachableError(`The peer id ${provider} registered on-chain is not a valid libp2p peer id`);
+  }
+  const offers = options.book.byProvider(provider).filter((entry) => entry.peerId === record.peerId);
+  offers.sort((a, b) => Number(b.machineId === machineId) - Number(a.machineId === machineId));
+  const addrs = [...new Set(offers.flatMap((entry) => entry.addrs))].flatMap((text) => {
+    try {
+      return [multiaddr(text)];
+    } catch {
+      return [];
+    }
+  });
+  if (addrs.length) await options.host.peerStore.merge(peer, { multiaddrs: addrs }).catch(() => undefined);
+  return peer;
 }

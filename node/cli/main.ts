@@ -6,6 +6,7 @@ import { registerAttestor } from "./commands/attestor.js";
 import { registerCheckpoints } from "./commands/checkpoints.js";
 import { registerResume } from "./commands/resume.js";
 import { registerTemplates } from "./commands/templates.js";
+import { registerEndpoint } from "./commands/endpoint.js";
 import { registerData } from "./commands/data.js";
 import { registerDevnet } from "./commands/devnet.js";
 import { registerGovernance } from "./commands/governance.js";
@@ -31,6 +32,7 @@ registerData(program);
 registerCheckpoints(program);
 registerResume(program);
 registerTemplates(program);
+registerEndpoint(program);
 registerProvider(program);
 registerGovernance(program);
 

@@ -9,6 +9,7 @@ import { p2pOptionsSchema } from "../p2p/options.js";
 import { matchingOptionsSchema } from "../../common/matching/options.js";
 import { metricsOptionsSchema } from "../metrics/options.js";
 import { dataOptionsSchema } from "../data/options.js";
+import { gatewayOptionsSchema } from "../gateway/options.js";
 
 /**
  * The node's configuration: one strict object, each concern's options defined beside the
@@ -30,5 +31,7 @@ export const nodeConfigSchema = z.strictObject({
   metrics: metricsOptionsSchema.prefault({}),
   /** The data plane: Helia on the node's libp2p host (docs/data.md). */
   data: dataOptionsSchema.prefault({}),
+  /** Renters' endpoints served over HTTP and carried over libp2p to their tasks (docs/endpoints.md). */
+  gateway: gatewayOptionsSchema.prefault({}),
 });
 export type NodeConfig = z.output<typeof nodeConfigSchema>;

@@ -67,4 +67,9 @@ export enum Bucket {
    * apart from the numbers other branches may take.
    */
   attestFailureNotices = 44,
+  // 48..49: the gateway (node/gateway/), apart from the numbers other branches may take.
+  /** Endpoints registered on this gateway: endpoint id → the registration as received (record, signature, delegation). */
+  gatewayEndpoints = 48,
+  /** Revoked tokens: `<endpoint id>/<nonce>` → the token's expiry (unix seconds): kept until then. */
+  gatewayRevocations = 49,
 }

@@ -61,6 +61,14 @@ const SHARED_VALUES = [
   "SESSION_MAX_SECONDS",
   "DEFAULT_SESSION_ACTIONS",
   "SessionDelegationError",
+  "GatewayRequestError",
+  "createEndpoint",
+  "mintEndpointToken",
+  "revokeEndpointToken",
+  "deleteEndpoint",
+  "getGateway",
+  "getEndpointStats",
+  "endpointId",
 ];
 const SHARED_TYPES = [
   "CreateClientParameters",
@@ -92,6 +100,10 @@ const SHARED_TYPES = [
   "SessionAction",
   "SignedDelegation",
   "SessionDelegationSigner",
+  "CreateEndpointParameters",
+  "CreateEndpointReturnType",
+  "GatewayInfo",
+  "EndpointStats",
 ];
 /**
  * `suanli/sdk` only: the task I/O actions (node:fs, node:net, libp2p streams; a browser client's

@@ -21,7 +21,7 @@ export function registerNode(program: Command): void {
       const config = await loadConfig(nodeConfigSchema, { file: options.config, env: process.env, flags: parseConfigFlags(command.args) });
       progress(json, `Starting the node (data in ${config.dataDir})...`);
       const node = await runNode(config);
-      const { daemon, api } = node;
+      const { daemon, api, gateway } = node;
       const addrs = daemon.p2p.host.getMultiaddrs().map(String);
       const shutdown = waitForShutdown(); // before the ready line: see RunningNode.stopOnSignal
       emit(
@@ -32,6 +32,8 @@ export function registerNode(program: Command): void {
           chainId: daemon.deployment.chainId,
           market: daemon.market,
           apiUrl: api?.url ?? null,
+          gatewayUrl: gateway?.publicUrl ?? null,
+          gatewayAddress: gateway?.address ?? null,
           metricsUrl: node.metrics ? `${node.metrics.url}/metrics` : null,
           wallet: daemon.account?.address ?? null,
         },
@@ -40,6 +42,7 @@ export function registerNode(program: Command): void {
             `Node ${daemon.p2p.host.peerId} on chain ${daemon.deployment.chainId}`,
             ...addrs.map((addr) => `  listening on ${addr}`),
             api ? `HTTP API at ${api.url}/v1/ (explorer at ${api.url}/explorer/)` : "HTTP API off (set api.enabled to serve it)",
+            ...(gateway ? [`Gateway at ${gateway.publicUrl} (listening on ${gateway.url}; its address for delegations: ${gateway.address})`] : []),
             ...(node.metrics ? [`Metrics at ${node.metrics.url}/metrics`] : []),
             "Press Ctrl-C to stop.",
           ].join("\n"),

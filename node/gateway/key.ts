@@ -1,0 +1,40 @@
+/**
+ * The gateway's own EVM key: the address renters delegate "forward" to (docs/endpoints.md). It is
+ * generated on the first start and kept in the data dir (`gateway.key`, mode 0600), so a restarted
+ * gateway keeps the delegations its endpoints carry. It holds no funds and signs nothing but
+ * forward requests to the leases renters delegated.
+ */
+import { chmod, readFile, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
+import { z } from "zod";
+import { SuanliError } from "../../common/errors.js";
+
+export const GATEWAY_KEY_FILE = "gateway.key";
+
+const keySchema = z
+  .string()
+  .trim()
+  .regex(/^0x[0-9a-fA-F]{64}$/, "expected 0x followed by 64 hex digits");
+
+/** Reads the gateway's key from `dataDir`, creating it (0600) when there is none. */
+export async function loadGatewayKey(dataDir: string): Promise<PrivateKeyAccount> {
+  const file = path.join(dataDir, GATEWAY_KEY_FILE);
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw new SuanliError(`Cannot read the gateway key ${file}`, { cause: error });
+    try {
+      await writeFile(file, `${generatePrivateKey()}\n`, { mode: 0o600, flag: "wx" });
+    } catch (written) {
+      // Another process made it first: read theirs.
+      if ((written as NodeJS.ErrnoException).code !== "EEXIST") throw new SuanliError(`Cannot write the gateway key ${file}`, { cause: written });
+    }
+    text = await readFile(file, "utf8");
+  }
+  const parsed = keySchema.safeParse(text);
+  if (!parsed.success) throw new SuanliError(`The gateway key ${file} is not a private key: ${parsed.error.issues[0]?.message}`);
+  await chmod(file, 0o600);
+  return privateKeyToAccount(parsed.data as `0x${string}`);
+}
