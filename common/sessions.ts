@@ -11,7 +11,7 @@
  * Nodes and providers check a delegated request with {@link checkDelegation} (scope, time, the
  * renter's signature) and then ask the chain whether it was revoked.
  */
-import { getAddress, hashTypedData, recoverTypedDataAddress, type Address, type Hex, type TypedDataDomain } from "viem";
+import { bytesToHex, getAddress, hashTypedData, recoverTypedDataAddress, type Address, type Hex, type TypedDataDomain } from "viem";
 import { z } from "zod";
 import { suanliTypes, type SessionDelegation } from "./eip712.js";
 import { SuanliError } from "./errors.js";
@@ -165,7 +165,7 @@ export async function signSessionDelegation(
       leaseIds: [...(parameters.leaseIds ?? [])],
       issuedAt,
       expiresAt: issuedAt + BigInt(parameters.ttlSeconds ?? SESSION_DEFAULT_SECONDS),
-      salt: `0x${[...salt].map((b) => b.toString(16).padStart(2, "0")).join("")}`,
+      salt: bytesToHex(salt),
     },
     "session delegation",
     [`actions: some of ${SESSION_ACTIONS.join(", ")}; at most ${SESSION_MAX_SECONDS} s long.`],

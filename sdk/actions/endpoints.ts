@@ -1,4 +1,4 @@
-import type { Address } from "viem";
+import { bytesToHex, type Address } from "viem";
 import {
   endpointCreatedSchema,
   endpointId as idOf,
@@ -128,7 +128,7 @@ export async function createEndpoint(ctx: SuanliContext, parameters: CreateEndpo
       public: parameters.public ?? false,
       tokenSigner: parameters.tokenSigner ?? account.address,
       expiresAt: BigInt(now + ttlSeconds),
-      salt: `0x${[...salt].map((b) => b.toString(16).padStart(2, "0")).join("")}`,
+      salt: bytesToHex(salt),
     },
     "createEndpoint",
   );
