@@ -48,9 +48,13 @@ if (major < 22 || (major === 22 && minor < 13)) {
   // Source maps are not on from the start: Node would parse the 6 MB map at the first stack trace
   // any library builds, about 1 s of a chain read's start. The CLI turns them on before it prints
   // an unexpected error's stack (node/cli/main.ts), which then names the TypeScript sources.
-  // V8's code cache on disk (Node >= 22.1; the OS temp folder, NODE_COMPILE_CACHE overrides it): the
-  // 6 MB bundle is parsed and compiled once, later commands load the cached code.
-  module.enableCompileCache?.();
+  // V8's code cache on disk (Node >= 22.1): the 6 MB bundle is parsed and compiled once, later
+  // commands load the cached code. It lives next to the bundle, in a folder of the user who built
+  // it, not in the shared /tmp/node-compile-cache (another local user could create that first and
+  // feed V8 their cache). Where this user cannot write it, Node returns a failed status, silently:
+  // no cache, nothing printed. NODE_COMPILE_CACHE, set, still chooses the folder (Node enables it
+  // at start); NODE_DISABLE_COMPILE_CACHE=1 turns it off.
+  module.enableCompileCache?.(join(here, "..", "build", "cli", ".compile-cache"));
   await import(pathToFileURL(bundlePath).href);
 } else {
   const { register } = await import("tsx/esm/api");

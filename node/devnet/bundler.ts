@@ -1,6 +1,7 @@
 /**
  * A real ERC-4337 bundler for the devnet and the tests (issue 38, docs/aa.md): Pimlico's Alto from npm, run as its own
  * process against a chain's JSON-RPC endpoint, ready once it answers `eth_supportedEntryPoints`, stopped by its PID.
+ * It listens on 127.0.0.1 only (alto-loopback.mjs) and gets no more of our environment than it needs.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { createRequire } from "node:module";
@@ -25,7 +26,7 @@ export type BundlerOptions = {
   executorKeys: readonly Hex[];
   /** Key of the account that deploys Alto's simulation contracts at start and refills the executors. */
   utilityKey: Hex;
-  /** Port to listen on; a free one by default. Alto listens on every interface (it has no host option). */
+  /** Port to listen on, on 127.0.0.1; a free one by default. It must be free: startBundler checks before starting Alto. */
   port?: number;
   /**
    * Alto's safe mode: the ERC-7562 validation rules checked by tracing each user operation's validation with a
@@ -61,12 +62,51 @@ function altoScript(): string {
   }
 }
 
-async function freePort(): Promise<number> {
+/**
+ * Alto's server listens on "0.0.0.0" (it has no host option): this preload, next to this file (and found from the CLI
+ * bundle too, whose `import.meta.url` is rewritten to this file's, scripts/build-cli.ts), moves it to 127.0.0.1.
+ */
+const LOOPBACK_PRELOAD = new URL("./alto-loopback.mjs", import.meta.url).href;
+
+/** Binds `port` (0: any) on 127.0.0.1, where Alto will listen, and frees it again; the port, or the bind's error. */
+async function bindLoopback(port: number): Promise<number> {
   const server = createServer();
-  await new Promise<void>((resolve, reject) => server.once("error", reject).listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve, reject) => server.once("error", reject).listen({ port, host: "127.0.0.1", exclusive: true }, resolve));
+  const bound = (server.address() as { port: number }).port;
   await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
+  return bound;
+}
+
+/**
+ * Fails unless `port` is free on 127.0.0.1. Readiness is an answer on that port: an Alto left behind by a devnet killed
+ * with SIGKILL would answer in place of the new one, which cannot bind. (A listener on every interface holds 127.0.0.1's
+ * port too, so one bind covers both; binding "0.0.0.0" to check would itself listen beyond the loopback.)
+ */
+async function assertPortFree(port: number): Promise<void> {
+  try {
+    await bindLoopback(port);
+  } catch (cause) {
+    const code = (cause as NodeJS.ErrnoException).code;
+    throw new BundlerError(
+      code === "EADDRINUSE"
+        ? `Port ${port} on 127.0.0.1 is in use: a previous Alto (from a devnet killed with SIGKILL) may still be running`
+        : `Cannot listen on 127.0.0.1:${port}: ${(cause as Error).message}`,
+      {
+        cause: cause as Error,
+        metaMessages: [
+          `Find what holds it with \`ss -ltnp 'sport = :${port}'\` (or \`lsof -i :${port}\`; an Alto shows as \`alto.js\` in \`ps\`), stop it by its PID,`,
+          "or choose another port (`suanli devnet --bundler-port N`, 0 for any free one).",
+        ],
+      },
+    );
+  }
+}
+
+/** Alto's environment: what Node needs, and its keys; not this process's (its secrets stay out of Alto's ~280 packages). */
+function altoEnvironment(options: BundlerOptions): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ALTO_EXECUTOR_PRIVATE_KEYS: options.executorKeys.join(","), ALTO_UTILITY_PRIVATE_KEY: options.utilityKey };
+  for (const name of ["PATH", "HOME", "TMPDIR"] as const) if (process.env[name] !== undefined) env[name] = process.env[name];
+  return env;
 }
 
 /**
@@ -76,9 +116,11 @@ async function freePort(): Promise<number> {
  */
 export async function startBundler(options: BundlerOptions): Promise<Bundler> {
   if (options.executorKeys.length === 0) throw new BundlerError("The bundler needs at least one executor key");
-  const port = options.port ?? (await freePort());
+  const port = options.port ?? (await bindLoopback(0));
+  if (options.port !== undefined) await assertPortFree(port);
   const url = `http://127.0.0.1:${port}`;
   const args = [
+    ...["--import", LOOPBACK_PRELOAD],
     altoScript(),
     ...["--entrypoints", options.entryPoint, "--rpc-url", options.rpcUrl, "--port", String(port)],
     ...["--safe-mode", String(options.safeMode), "--log-level", options.logLevel ?? "warn"],
@@ -91,7 +133,7 @@ export async function startBundler(options: BundlerOptions): Promise<Bundler> {
   const child: ChildProcess = spawn(process.execPath, args, {
     cwd: tmpdir(),
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, ALTO_EXECUTOR_PRIVATE_KEYS: options.executorKeys.join(","), ALTO_UTILITY_PRIVATE_KEY: options.utilityKey },
+    env: altoEnvironment(options),
   });
   let output = "";
   const keep = (chunk: Buffer) => {
@@ -127,7 +169,11 @@ export async function startBundler(options: BundlerOptions): Promise<Bundler> {
     ]).catch(async (cause: unknown) => {
       throw new BundlerError(`Alto could not be started: ${(cause as Error).message}`, { cause: cause as Error });
     });
-    if (answer === "ready") break;
+    if (answer === "ready") {
+      // An answer from a process that is not our Alto (which has exited) is no readiness.
+      if (exitCode !== undefined) throw new BundlerError(`Alto exited (code ${exitCode}) before serving:\n${output}`);
+      break;
+    }
     // It answers, but for another EntryPoint: waiting will not change that.
     if (answer instanceof BundlerUnavailableError && answer.reason === "entry-point") {
       await stop();

@@ -26,6 +26,19 @@ import { startCli } from "../support/cli.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 import { DIRECT_LEASE_PRICE, signDirectOffer } from "../support/devnet-lease.js";
 
+const PARENT_SECRET = "0x5ec2e7000000000000000000000000000000000000000000000000000000beef";
+
+/** The local addresses of the TCP sockets listening on `port` (Linux's /proc/net/tcp and tcp6; hex address:port). */
+async function listeningAddresses(port: number): Promise<string[]> {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, "0");
+  const tables = await Promise.all(["/proc/net/tcp", "/proc/net/tcp6"].map((file) => readFile(file, "utf8")));
+  return tables
+    .flatMap((table) => table.split("\n").slice(1))
+    .map((line) => line.trim().split(/\s+/))
+    .filter(([, local, , state]) => state === "0A" && local?.endsWith(`:${hexPort}`))
+    .map(([, local]) => local!.split(":")[0]!);
+}
+
 describe("ERC-4337 on the devnet: EntryPoint v0.8, SimpleAccountFactory and Alto", function () {
   this.timeout(60_000);
   let devnet: Devnet;
@@ -33,7 +46,13 @@ describe("ERC-4337 on the devnet: EntryPoint v0.8, SimpleAccountFactory and Alto
 
   before(async () => {
     devnet = await startDevnet({ accountAbstraction: true });
-    bundler = await startDevnetBundler({ rpcUrl: devnet.rpcUrl, entryPoint: devnet.deployment.contracts.entryPoint! });
+    // A secret of ours in this process's environment: Alto must not get it.
+    process.env.SUANLI_KEY = PARENT_SECRET;
+    try {
+      bundler = await startDevnetBundler({ rpcUrl: devnet.rpcUrl, entryPoint: devnet.deployment.contracts.entryPoint! });
+    } finally {
+      delete process.env.SUANLI_KEY;
+    }
   });
 
   after(async () => {
@@ -157,6 +176,21 @@ describe("ERC-4337 on the devnet: EntryPoint v0.8, SimpleAccountFactory and Alto
     assert.equal(await publicClient.readContract({ address: token, abi: testTokenAbi, functionName: "allowance", args: [sender, market!] }), 0n);
   });
 
+  it("Alto listens on 127.0.0.1 only and gets none of our environment but its keys", async () => {
+    const port = Number(new URL(bundler.url).port);
+    await checkBundler(bundler.url, ENTRY_POINT_08);
+    // 0100007F is 127.0.0.1: one listening socket, none on every interface (00000000) or IPv6.
+    assert.deepEqual(await listeningAddresses(port), ["0100007F"]);
+    const environ = (await readFile(`/proc/${bundler.pid}/environ`, "utf8")).split("\0").filter(Boolean);
+    const names = environ.map((entry) => entry.slice(0, entry.indexOf("=")));
+    assert.ok(!names.includes("SUANLI_KEY") && !environ.some((entry) => entry.includes(PARENT_SECRET)), "the parent's SUANLI_KEY is not in Alto's environment");
+    assert.ok(names.includes("ALTO_EXECUTOR_PRIVATE_KEYS") && names.includes("ALTO_UTILITY_PRIVATE_KEY"), names.join(" "));
+    assert.deepEqual(
+      names.filter((name) => !name.startsWith("ALTO_")).sort(),
+      ["HOME", "PATH", "TMPDIR"].filter((name) => process.env[name] !== undefined),
+    );
+  });
+
   it("a bundler that is down, or serves another EntryPoint, is named in a clear error before anything is signed", async () => {
     // Answering, but for another EntryPoint (v0.7's).
     const other = "0x0000000071727De22E5E9d8BAf0edAc6f37da032";
@@ -185,6 +219,8 @@ describe("ERC-4337 on the devnet: EntryPoint v0.8, SimpleAccountFactory and Alto
       assert.equal(described.contracts.accountFactory, SIMPLE_ACCOUNT_FACTORY_08);
       assert.ok(described.bundlerUrl, "the devnet names its bundler");
       await checkBundler(described.bundlerUrl, ENTRY_POINT_08);
+      // Started from the CLI (its bundle, bin/suanli.mjs), the loopback preload is found too.
+      assert.deepEqual(await listeningAddresses(Number(new URL(described.bundlerUrl).port)), ["0100007F"]);
       assert.equal(await cli.stop("SIGTERM", 15_000), 0);
       await assert.rejects(
         checkBundler(described.bundlerUrl, ENTRY_POINT_08, 2_000),

@@ -216,7 +216,7 @@ describe("README.md role sections, run as written (issue #22)", function () {
   let terminals: Terminals;
 
   before(async () => {
-    for (const port of [8545, 4001, 4101, 4107, 4108, 4109, 8000, 8080, 9464]) {
+    for (const port of [8545, 4337, 4001, 4101, 4107, 4108, 4109, 8000, 8080, 9464]) {
       assert.ok(await portFree(port), `port ${port} on 127.0.0.1 is taken: the README's commands use it; stop what holds it`);
     }
     stateDir = await mkdtemp(path.join(tmpdir(), "suanli-readme-"));
