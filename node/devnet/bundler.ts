@@ -3,7 +3,7 @@
  * process against a chain's JSON-RPC endpoint, ready once it answers `eth_supportedEntryPoints`, stopped by its PID.
  * It listens on 127.0.0.1 only (alto-loopback.mjs) and gets no more of our environment than it needs.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -11,6 +11,7 @@ import path from "node:path";
 import type { Address, Hex } from "viem";
 import { BundlerUnavailableError, checkBundler } from "../../common/account-abstraction.js";
 import { devnetPrivateKey } from "../../common/devnet.js";
+import { spawnChild } from "../process/child.js";
 import { SuanliError } from "../../common/errors.js";
 
 export class BundlerError extends SuanliError {
@@ -130,7 +131,7 @@ export async function startBundler(options: BundlerOptions): Promise<Bundler> {
     ...["--refilling-wallets", "false", "--utility-wallet-monitor", "false"],
   ];
   // Alto loads a .env from its working folder: run it where there is none of ours.
-  const child: ChildProcess = spawn(process.execPath, args, {
+  const child: ChildProcess = spawnChild(process.execPath, args, {
     cwd: tmpdir(),
     stdio: ["ignore", "pipe", "pipe"],
     env: altoEnvironment(options),
