@@ -8,8 +8,8 @@
 import { getAddress, hashTypedData, hexToBytes, bytesToHex, recoverMessageAddress, recoverTypedDataAddress, type Address, type Hex, type TypedDataDomain } from "viem";
 import { z } from "zod";
 import { suanliTypes, type Endpoint } from "./eip712.js";
-import { addressSchema, bytes32Schema, signatureSchema } from "./schemas.js";
-import { leaseIdSchema, signedDelegationSchema, uint64Schema, type SignedDelegation } from "./sessions.js";
+import { addressSchema, bytes32Schema, leaseIdSchema, signatureSchema, uint64Schema } from "./schemas.js";
+import { signedDelegationSchema, type SignedDelegation } from "./sessions.js";
 
 /** At most this many leases back one endpoint. */
 export const ENDPOINT_MAX_LEASES = 64;

@@ -33,3 +33,14 @@ export const uintSchema = z
 
 /** Same as uintSchema but must be greater than zero. */
 export const positiveUintSchema = uintSchema.refine((value) => value > 0n, { message: "must be greater than zero" });
+
+/** A uint64 as a bigint, a decimal string or a safe integer. */
+export const uint64Schema = z
+  .union([z.bigint(), z.string().regex(/^\d{1,20}$/, "expected a decimal integer"), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)])
+  .transform((value) => BigInt(value))
+  .refine((value) => value < 2n ** 64n, { message: "must fit in uint64" });
+/** A lease id (> 0) as a bigint, a decimal string or a safe integer. */
+export const leaseIdSchema = z
+  .union([z.bigint(), z.string().regex(/^\d{1,78}$/, "expected a decimal lease id"), z.number().int().positive().max(Number.MAX_SAFE_INTEGER)])
+  .transform((value) => BigInt(value))
+  .refine((value) => value > 0n && value < 2n ** 256n, { message: "expected a lease id > 0" });

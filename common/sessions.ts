@@ -15,7 +15,7 @@ import { bytesToHex, getAddress, hashTypedData, recoverTypedDataAddress, type Ad
 import { z } from "zod";
 import { suanliTypes, type SessionDelegation } from "./eip712.js";
 import { SuanliError } from "./errors.js";
-import { addressSchema, bytes32Schema, signatureSchema } from "./schemas.js";
+import { addressSchema, bytes32Schema, leaseIdSchema, signatureSchema, uint64Schema } from "./schemas.js";
 import { parseInput } from "./validation.js";
 
 /**
@@ -48,17 +48,6 @@ export const SESSION_DEFAULT_SECONDS = 12 * 3600;
 export const SESSION_CLOCK_SKEW_SECONDS = 300;
 /** At most this many leases in one delegation (an empty list: every lease of the renter). */
 export const SESSION_MAX_LEASES = 64;
-
-/** A uint64 as a bigint, a decimal string or a safe integer. */
-export const uint64Schema = z
-  .union([z.bigint(), z.string().regex(/^\d{1,20}$/, "expected a decimal integer"), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)])
-  .transform((value) => BigInt(value))
-  .refine((value) => value < 2n ** 64n, { message: "must fit in uint64" });
-/** A lease id (> 0) as a bigint, a decimal string or a safe integer. */
-export const leaseIdSchema = z
-  .union([z.bigint(), z.string().regex(/^\d{1,78}$/, "expected a decimal lease id"), z.number().int().positive().max(Number.MAX_SAFE_INTEGER)])
-  .transform((value) => BigInt(value))
-  .refine((value) => value > 0n && value < 2n ** 256n, { message: "expected a lease id > 0" });
 
 /** A SessionDelegation as it travels (amounts as bigints, decimal strings or safe integers). */
 export const sessionDelegationSchema = z

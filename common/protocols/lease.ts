@@ -13,7 +13,7 @@ import { z } from "zod";
 import { MAX_CHECKPOINTS_LISTED, signedCheckpointSchema } from "../attest/checkpoint.js";
 import { suanliTypes, type RenterRequest, type ReserveRequest } from "../eip712.js";
 import { stringifyCanonical } from "../json.js";
-import { addressSchema, bytes32Schema, signatureSchema } from "../schemas.js";
+import { addressSchema, bytes32Schema, leaseIdSchema, signatureSchema } from "../schemas.js";
 import { signedDelegationSchema } from "../sessions.js";
 import { execParamsSchema, forwardParamsSchema, outputParamsSchema } from "./task-io.js";
 import { taskSpecSchema } from "./task-spec.js";
@@ -31,10 +31,6 @@ const uint16 = z
   .int()
   .min(0)
   .max(2 ** 16 - 1);
-const leaseIdSchema = z
-  .union([z.bigint(), z.string().regex(/^\d{1,78}$/, "expected a decimal lease id"), z.number().int().positive().max(Number.MAX_SAFE_INTEGER)])
-  .transform((value) => BigInt(value))
-  .refine((value) => value > 0n && value < 2n ** 256n, { message: "expected a lease id > 0" });
 const uint96 = z
   .union([z.bigint(), z.string().regex(/^\d{1,29}$/, "expected a decimal integer"), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)])
   .transform((value) => BigInt(value))

@@ -15,7 +15,7 @@ import {
 } from "../../common/endpoints.js";
 import { SessionDelegationError } from "../../common/sessions.js";
 import type { LeaseView } from "../../common/chain/market.js";
-import type { DelegationVerifier } from "../sessions/delegations.js";
+import type { DelegationVerifier, PendingDelegation } from "../sessions/delegations.js";
 import { Bucket } from "../store/buckets.js";
 import type { Repository, Store } from "../store/store.js";
 import { RequestInputError } from "../api/errors.js";
@@ -124,19 +124,27 @@ export class EndpointRegistry {
     if (delegation.message.renter !== endpoint.renter) {
       throw new EndpointRefusedError(`The delegation is from ${delegation.message.renter}, not from the record's renter ${endpoint.renter}`);
     }
+    const refused = (what: string, error: unknown) =>
+      error instanceof SessionDelegationError
+        ? new EndpointRefusedError(`The delegation does not let this gateway forward ${what}: ${error.shortMessage}`, { cause: error })
+        : error;
+    // The delegation's local check for every lease first, then the leases' renters, and only then
+    // the chain step (revocation, a smart account's approval), as providers do.
+    let pending: PendingDelegation | undefined;
     for (const leaseId of endpoint.leaseIds) {
-      try {
-        await delegations.renterOf(delegation, { requestSigner: gateway, action: "forward", leaseId });
-      } catch (error) {
-        if (error instanceof SessionDelegationError)
-          throw new EndpointRefusedError(`The delegation does not let this gateway forward lease ${leaseId}: ${error.shortMessage}`, { cause: error });
-        throw error;
-      }
+      pending = await delegations.local(delegation, { requestSigner: gateway, action: "forward", leaseId }).catch((error: unknown) => {
+        throw refused(`lease ${leaseId}`, error);
+      });
+    }
+    for (const leaseId of endpoint.leaseIds) {
       const lease = await this.options.readLease(leaseId);
       if (lease.status === "None") throw new EndpointRefusedError(`Lease ${leaseId} does not exist`);
       if (getAddress(lease.renter) !== endpoint.renter)
         throw new EndpointRefusedError(`Lease ${leaseId} is not the renter's: its renter is ${lease.renter}, the record's ${endpoint.renter}`);
     }
+    await delegations.confirm(pending!).catch((error: unknown) => {
+      throw refused("the record's leases", error);
+    });
     const entry = this.entry(registration);
     if (!this.endpoints.has(entry.id) && this.endpoints.size >= this.options.maxEndpoints) {
       throw new EndpointRefusedError(`This gateway serves ${this.options.maxEndpoints} endpoints already (gateway.maxEndpoints)`);

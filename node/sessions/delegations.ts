@@ -31,7 +31,7 @@ export type PendingDelegation = { renter: Address; hash: Hex; signed: boolean; i
 type Status = { approved: boolean; revoked: boolean };
 
 export class DelegationVerifier {
-  private readonly status = new LRUCache<string, Promise<Status>>({ max: 50_000, ttl: REVOCATION_CACHE_MS });
+  private readonly status: LRUCache<string, Promise<Status>>;
   /** Whether an address has code: a yes is kept 10 minutes, a no 5 seconds (an account deployed later counts soon). */
   private readonly code = new LRUCache<Address, Promise<boolean>>({ max: 50_000, ttl: 600_000 });
   /** ERC-1271 answers by renter, hash and signature (an account's owner may change: a minute). */
@@ -48,7 +48,7 @@ export class DelegationVerifier {
       now?: () => number;
     },
   ) {
-    if (options.cacheMs !== undefined) this.status = new LRUCache({ max: 50_000, ttl: options.cacheMs });
+    this.status = new LRUCache({ max: 50_000, ttl: options.cacheMs ?? REVOCATION_CACHE_MS });
   }
 
   /** Whether this node accepts delegated requests at all. */
@@ -93,13 +93,6 @@ export class DelegationVerifier {
         metaMessages: ["Start a new session: the wallet signs a new delegation."],
       });
     }
-  }
-
-  /** Both steps, for a caller that matches the renter itself afterwards (tests, tools). */
-  async renterOf(delegation: SignedDelegation, expected: { requestSigner: Address; action: SessionAction; leaseId: bigint | undefined }): Promise<Address> {
-    const pending = await this.local(delegation, expected);
-    await this.confirm(pending);
-    return pending.renter;
   }
 
   private hasCode(address: Address): Promise<boolean> {

@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { suanliDomain } from "../../common/eip712.js";
+import { stringifyPlain } from "../../common/json.js";
 import {
   checkDelegation,
   delegationHash,
@@ -51,7 +52,7 @@ describe("session delegations", () => {
     assert.equal(checked.renter, renter.address);
     assert.equal(checked.hash, delegationHash(domain, signed.message));
     // The delegation round-trips through JSON (amounts as decimal strings) to the same hash.
-    const wire = JSON.parse(JSON.stringify(signed, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v)));
+    const wire = JSON.parse(stringifyPlain(signed));
     assert.equal(delegationHash(domain, sessionDelegationSchema.parse(wire.message)), checked.hash);
   });
 

@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { custom, type Address, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { suanliDomain } from "../../common/eip712.js";
+import { stringifyPlain } from "../../common/json.js";
 import { STATUS_PROTOCOL, CANCEL_PROTOCOL } from "../../common/p2p/protocols.js";
 import { request } from "../../common/p2p/reqresp.js";
 import { cancelAnswerSchema, signLeaseRequest, taskStatusSchema, type RenterAction } from "../../common/protocols/lease.js";
@@ -21,8 +22,6 @@ import { waitFor } from "../support/wait.js";
 
 /** What a prompting wallet asks the user about. */
 const PROMPTS = new Set(["eth_signTypedData_v4", "eth_sendTransaction", "personal_sign", "eth_sign"]);
-
-const plain = (value: unknown) => JSON.parse(JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))) as unknown;
 
 describe("session keys: one wallet prompt per session, and what nodes refuse", function () {
   this.timeout(180_000);
@@ -63,7 +62,7 @@ describe("session keys: one wallet prompt per session, and what nodes refuse", f
     const response = await fetch(`${market.apiNode!.api!.url}/v1/leases/${lease.leaseId}/${action}`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify(plain({ auth: { ...auth, delegation } })),
+      body: stringifyPlain({ auth: { ...auth, delegation } }),
     });
     const body = (await response.json()) as { error?: { name: string; message: string } };
     return { status: response.status, message: body.error ? `${body.error.name}: ${body.error.message}` : "" };
@@ -239,7 +238,7 @@ describe("session keys: one wallet prompt per session, and what nodes refuse", f
       /not signed by its renter/,
     );
     // The saved session itself is taken back as it was (the nodes, not the client, know it is revoked).
-    assert.equal((await client.useSession(JSON.parse(JSON.stringify(saved, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))))).hash, saved.hash);
+    assert.equal((await client.useSession(JSON.parse(stringifyPlain(saved)))).hash, saved.hash);
     client.endSession();
   });
 });

@@ -26,6 +26,13 @@ import { DelegationVerifier } from "../../node/sessions/delegations.js";
 import { toSimpleAccount } from "../../sdk/internal/simple-account.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 
+/** Both steps of the check, for a delegation whose renter the caller has already matched. */
+async function renterOf(delegations: DelegationVerifier, delegation: SignedDelegation, expected: Parameters<DelegationVerifier["local"]>[1]): Promise<Address> {
+  const pending = await delegations.local(delegation, expected);
+  await delegations.confirm(pending);
+  return pending.renter;
+}
+
 /** A publicClient whose reads are counted by method. */
 function counting(client: PublicClient) {
   const calls: string[] = [];
@@ -120,27 +127,27 @@ describe("session delegations on the chain: the local step reads nothing; smart-
     const expected = { requestSigner: key.address, action: "logs" as const, leaseId: 3n };
     // Not yet deployed (counterfactual) and not approved: refused.
     await assert.rejects(
-      delegations.renterOf(delegation, expected),
+      renterOf(delegations, delegation, expected),
       (error: Error) => error instanceof SessionDelegationError && /did not approve it on-chain/.test(error.message),
     );
 
     // One user operation (the account's first: it deploys it) approves the delegation; in the product it is batched with openLease.
     await operate("approve", hash);
     await new Promise((resolve) => setTimeout(resolve, 5_100)); // the "no code" answer is kept 5 s
-    assert.equal(await delegations.renterOf(delegation, expected), renter);
+    assert.equal(await renterOf(delegations, delegation, expected), renter);
     assert.ok(calls.includes("readContract:check") && calls.includes("getCode"), calls.join(", "));
     // The owner's own key never approved anything: the same delegation naming the owner as renter is refused.
     const ownersName = (await signSessionDelegation(async () => "0x", domain, { renter: owner.address, sessionKey: key.address, actions: ["logs"] })) as SignedDelegation;
-    await assert.rejects(delegations.renterOf(ownersName, expected), /did not approve it on-chain/);
+    await assert.rejects(renterOf(delegations, ownersName, expected), /did not approve it on-chain/);
 
     await operate("revoke", hash);
-    await assert.rejects(delegations.renterOf(delegation, expected), /revoked this session/);
+    await assert.rejects(renterOf(delegations, delegation, expected), /revoked this session/);
 
     // A plain address (no code) claiming a 0x delegation: one code read, refused, no SessionKeys read.
     const plain = privateKeyToAccount(generatePrivateKey()).address;
     const forged = (await signSessionDelegation(async () => "0x", domain, { renter: plain, sessionKey: key.address, actions: ["status"] })) as SignedDelegation;
     const counted = counting(publicClient as PublicClient);
-    await assert.rejects(verifier(counted.client).renterOf(forged, { requestSigner: key.address, action: "status", leaseId: 1n }), /did not approve it on-chain/);
+    await assert.rejects(renterOf(verifier(counted.client), forged, { requestSigner: key.address, action: "status", leaseId: 1n }), /did not approve it on-chain/);
     assert.deepEqual(counted.calls, ["getCode"]);
   });
 });
