@@ -157,12 +157,15 @@ export const suanliTypes = {
    * A renter's public endpoint on a gateway (docs/endpoints.md): `gateway` (the gateway's own key)
    * may serve `port` of the task on `leaseIds` at `/e/<endpointId>/`, to anyone when `public`,
    * otherwise to bearers of tokens signed by `tokenSigner`, until `expiresAt` (unix seconds).
+   * Each lease is a replica; `healthPath` (empty: none) is what the gateway asks each one for to
+   * know it is ready.
    */
   Endpoint: [
     { name: "renter", type: "address" },
     { name: "gateway", type: "address" },
     { name: "leaseIds", type: "uint256[]" },
     { name: "port", type: "uint16" },
+    { name: "healthPath", type: "string" },
     { name: "public", type: "bool" },
     { name: "tokenSigner", type: "address" },
     { name: "expiresAt", type: "uint64" },
@@ -252,6 +255,7 @@ export type Endpoint = {
   gateway: Address;
   leaseIds: readonly bigint[];
   port: number;
+  healthPath: string;
   public: boolean;
   tokenSigner: Address;
   expiresAt: bigint;

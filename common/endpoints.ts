@@ -18,6 +18,15 @@ export const ENDPOINT_REQUEST_MAX_AGE_SECONDS = 300;
 /** Characters of an endpoint id: the first 16 bytes of the record's EIP-712 hash, in hex. */
 export const ENDPOINT_ID_LENGTH = 32;
 
+/**
+ * The path the gateway asks each replica for (GET, 2xx or 3xx: ready), with its query: a path of
+ * printable ASCII starting with `/`; empty for no health checks.
+ */
+export const healthPathSchema = z
+  .string()
+  .max(256)
+  .regex(/^(\/[\x21-\x7e]*)?$/, "expected empty (no health checks) or a path starting with / of printable ASCII without spaces");
+
 /** An Endpoint record as it travels (integers as bigints, decimal strings or safe integers). */
 export const endpointRecordSchema = z.strictObject({
   renter: addressSchema,
@@ -28,6 +37,7 @@ export const endpointRecordSchema = z.strictObject({
     .max(ENDPOINT_MAX_LEASES)
     .refine((ids) => new Set(ids).size === ids.length, { message: "lists a lease twice" }),
   port: z.number().int().min(1).max(65_535),
+  healthPath: healthPathSchema,
   public: z.boolean(),
   tokenSigner: addressSchema,
   expiresAt: uint64Schema,
@@ -211,9 +221,29 @@ export const endpointStatsSchema = z.strictObject({
   requests: z.strictObject({ total: z.number().int().nonnegative(), byStatus: z.record(z.string().regex(/^\d{3}$/), z.number().int().nonnegative()) }),
   latencyMs: z.strictObject({ p50: latencySchema, p90: latencySchema, p99: latencySchema }),
   bytesOut: z.number().int().nonnegative(),
+  /** When the last of its leases stops (unix seconds: its deposit runs out, or its notice ends); null when none runs. */
+  endsAt: z.number().int().nullable(),
+  replicas: z.array(
+    z.strictObject({
+      leaseId: z.string().regex(/^\d+$/),
+      provider: addressSchema.nullable(),
+      /**
+       * `ready`: routed to; `starting`: no health check passed yet; `unhealthy`: its last checks or
+       * a request to it failed; `ending`: its lease stops within the gateway's drain time (a
+       * preemption notice, its deposit running out), requests in flight finish; `ended`: its lease
+       * is over; `unknown`: its lease could not be read.
+       */
+      state: z.enum(["ready", "starting", "unhealthy", "ending", "ended", "unknown"]),
+      outstanding: z.number().int().nonnegative(),
+      requests: z.number().int().nonnegative(),
+      failures: z.number().int().nonnegative(),
+      lastCheck: z.strictObject({ ok: z.boolean(), at: z.number().int(), detail: z.string() }).nullable(),
+      endsAt: z.number().int().nullable(),
+    }),
+  ),
 });
 /**
- * An endpoint's figures at its gateway (getEndpointStats): requests by status, latency percentiles to the answer's head (ms; null before any request), body bytes out.
+ * An endpoint's figures at its gateway (getEndpointStats): requests by status, latency percentiles to the answer's head (ms; null before any request), body bytes out, and per replica (lease): its state, requests in flight, requests and failures, its last health check.
  *
  * @example
  * import { getEndpointStats, type EndpointStats } from "suanli/sdk";

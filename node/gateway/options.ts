@@ -30,6 +30,29 @@ export const gatewayOptionsSchema = z.strictObject({
   retryAfterSeconds: z.number().int().min(1).max(3600).default(5),
   /** Requests one bearer token may make per minute (a fixed one-minute window per token); past it: 429 with Retry-After. */
   tokenRateLimitPerMinute: z.number().int().min(1).max(1_000_000).default(600),
+  /**
+   * Health checks of replicas (each lease of an endpoint whose record names a `healthPath`): a GET
+   * of the path every `intervalMs`, answered 2xx or 3xx within `timeoutMs`; `unhealthyAfter` misses
+   * in a row (or one failed request) stop routing to it until a check passes again.
+   */
+  health: z
+    .strictObject({
+      intervalMs: z.number().int().min(200).max(600_000).default(5_000),
+      timeoutMs: z.number().int().min(100).max(60_000).default(2_000),
+      unhealthyAfter: z.number().int().min(1).max(100).default(2),
+    })
+    .prefault({}),
+  /** A replica of an endpoint without a health path whose request failed before its answer is not routed to for this long, ms. */
+  ejectMs: z.number().int().min(0).max(3_600_000).default(10_000),
+  /** A replica whose lease stops within this many seconds (its deposit runs out, a preemption notice) gets no new requests. */
+  drainSeconds: z.number().int().min(0).max(3600).default(30),
+  /** Answers carry `suanli-endpoint-ends-at` (unix seconds) once the endpoint's last lease stops within this many seconds. */
+  endsAtNoticeSeconds: z
+    .number()
+    .int()
+    .min(0)
+    .max(7 * 24 * 3600)
+    .default(3600),
   /** Behind the operator's reverse proxy: every connection comes from it, so no per-address cap. */
   trustProxy: z.boolean().default(false),
   /**

@@ -1,10 +1,12 @@
 /**
  * The gateway's request path: `/e/<endpointId>/<path>` → an HTTP/1.1 request to the task's port,
  * over a forward stream (common/protocols/task-io.ts) to the provider of one of the endpoint's
- * leases, signed by the gateway's key with the renter's delegation attached. Each endpoint has
- * its own `http.Agent` whose connections are those streams (ForwardDuplex): node's HTTP client
- * keeps them alive between requests and streams chunked and event-stream responses through as
- * they arrive.
+ * leases (its replicas, replicas.ts: the ready one with the fewest requests in flight), signed by
+ * the gateway's key with the renter's delegation attached. Each replica has its own `http.Agent`
+ * whose connections are those streams (ForwardDuplex): node's HTTP client keeps them alive
+ * between requests and streams chunked and event-stream responses through as they arrive. A
+ * request that fails before its answer is sent once more to another replica when it changes
+ * nothing (GET or HEAD without a body).
  */
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
@@ -25,6 +27,7 @@ import { UpstreamTimeoutError, UpstreamUnavailableError } from "./errors.js";
 import { ForwardDuplex } from "./forward-duplex.js";
 import type { GatewayOptions } from "./options.js";
 import type { GatewayEndpoint } from "./registry.js";
+import { ReplicaSet, type Replica } from "./replicas.js";
 
 /** Headers that describe one hop, not the message (RFC 9110 §7.6.1): never passed on. */
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]);
@@ -63,7 +66,7 @@ export type EndpointProxyOptions = {
 };
 
 export class EndpointProxy {
-  private readonly agents = new Map<string, http.Agent>();
+  private readonly sets = new Map<string, ReplicaSet>();
   private readonly leases = new Map<bigint, { atMs: number; lease: Promise<LeaseView> }>();
   /** Forward streams opened, all endpoints together (the keep-alive test reads it). */
   streamsOpened = 0;
@@ -79,87 +82,131 @@ export class EndpointProxy {
     return lease;
   }
 
-  /** Opens a connection to the endpoint's port on the first of its leases that takes it; UpstreamUnavailableError when none does. */
-  async connect(endpoint: GatewayEndpoint): Promise<ForwardDuplex> {
-    const { port, leaseIds } = endpoint.endpoint;
-    const reasons: string[] = [];
-    for (const leaseId of leaseIds) {
-      try {
-        const lease = await this.lease(leaseId);
-        if (lease.status !== "Active") {
-          reasons.push(`lease ${leaseId} is ${lease.status.toLowerCase()}`);
-          continue;
-        }
-        const peer = await resolveProviderPeer(this.options, lease.provider, lease.machineId);
-        const auth = await signLeaseRequest((p) => this.options.account.signTypedData(p), this.options.domain, {
-          leaseId,
-          provider: lease.provider,
-          action: "forward",
-          body: { port },
-        });
-        const { lp, stream } = await openStreamProtocol(
-          this.options.host,
-          peer,
-          FORWARD_PROTOCOL,
-          { auth: { ...auth, delegation: endpoint.delegation }, params: { port } },
-          { responseSchema: forwardOpenedSchema, maxFrameBytes: Math.max(FORWARD_FRAME_BYTES, TASK_IO_CONTROL_MAX_BYTES), timeoutMs: this.options.options.responseTimeoutMs },
-        );
-        this.streamsOpened++;
-        return new ForwardDuplex(lp, stream);
-      } catch (error) {
-        const reason = (error as { shortMessage?: string }).shortMessage ?? (error as Error).message;
-        this.options.logger.debug("Gateway could not open a forward stream", { endpoint: endpoint.id, leaseId: String(leaseId), reason });
-        reasons.push(`lease ${leaseId}: ${reason}`);
-      }
+  /** Opens a connection to the endpoint's port on one of its leases; UpstreamUnavailableError when the lease is not running or its provider does not take it. */
+  async connect(endpoint: GatewayEndpoint, leaseId: bigint): Promise<ForwardDuplex> {
+    const { port } = endpoint.endpoint;
+    try {
+      const lease = await this.lease(leaseId);
+      if (lease.status !== "Active") throw new UpstreamUnavailableError(`lease ${leaseId} is ${lease.status.toLowerCase()}`);
+      const peer = await resolveProviderPeer(this.options, lease.provider, lease.machineId);
+      const auth = await signLeaseRequest((p) => this.options.account.signTypedData(p), this.options.domain, {
+        leaseId,
+        provider: lease.provider,
+        action: "forward",
+        body: { port },
+      });
+      const { lp, stream } = await openStreamProtocol(
+        this.options.host,
+        peer,
+        FORWARD_PROTOCOL,
+        { auth: { ...auth, delegation: endpoint.delegation }, params: { port } },
+        { responseSchema: forwardOpenedSchema, maxFrameBytes: Math.max(FORWARD_FRAME_BYTES, TASK_IO_CONTROL_MAX_BYTES), timeoutMs: this.options.options.responseTimeoutMs },
+      );
+      this.streamsOpened++;
+      return new ForwardDuplex(lp, stream);
+    } catch (error) {
+      const reason = (error as { shortMessage?: string }).shortMessage ?? (error as Error).message;
+      this.options.logger.debug("Gateway could not open a forward stream", { endpoint: endpoint.id, leaseId: String(leaseId), reason });
+      throw error instanceof UpstreamUnavailableError ? error : new UpstreamUnavailableError(`lease ${leaseId}: ${reason}`, { cause: error });
     }
-    throw new UpstreamUnavailableError(`No lease of endpoint ${endpoint.id} can take the request now (${reasons.join("; ")})`);
   }
 
-  private agentFor(endpoint: GatewayEndpoint): http.Agent {
-    let agent = this.agents.get(endpoint.id);
-    if (!agent) {
-      agent = new http.Agent({ keepAlive: true, maxFreeSockets: Math.max(1, this.options.options.maxIdleStreamsPerEndpoint) });
-      (agent as unknown as { createConnection: unknown }).createConnection = (_options: unknown, callback: (error: Error | null, socket?: Duplex) => void) => {
-        this.connect(endpoint).then(
-          (socket) => callback(null, socket),
-          (error: unknown) => callback(error as Error),
-        );
-        return undefined;
-      };
-      this.agents.set(endpoint.id, agent);
-    }
+  /** An agent whose connections are forward streams to one lease of the endpoint. */
+  private agentFor(endpoint: GatewayEndpoint, leaseId: bigint): http.Agent {
+    const agent = new http.Agent({ keepAlive: true, maxFreeSockets: Math.max(1, this.options.options.maxIdleStreamsPerEndpoint) });
+    (agent as unknown as { createConnection: unknown }).createConnection = (_options: unknown, callback: (error: Error | null, socket?: Duplex) => void) => {
+      this.connect(endpoint, leaseId).then(
+        (socket) => callback(null, socket),
+        (error: unknown) => callback(error as Error),
+      );
+      return undefined;
+    };
     return agent;
   }
 
-  /** Closes an endpoint's kept-alive connections (it was deleted). */
+  /** The endpoint's replicas (made at its first use or registration, health checks started). */
+  replicas(endpoint: GatewayEndpoint): ReplicaSet {
+    let set = this.sets.get(endpoint.id);
+    if (!set) {
+      set = new ReplicaSet(endpoint, {
+        options: this.options.options,
+        logger: this.options.logger,
+        readLease: (leaseId) => this.lease(leaseId),
+        agentFor: (leaseId) => this.agentFor(endpoint, leaseId),
+      });
+      this.sets.set(endpoint.id, set);
+      set.startHealthChecks();
+    }
+    return set;
+  }
+
+  /** Closes an endpoint's kept-alive connections and stops its health checks (it was deleted). */
   forget(endpointId: string): void {
-    this.agents.get(endpointId)?.destroy();
-    this.agents.delete(endpointId);
+    this.sets.get(endpointId)?.close();
+    this.sets.delete(endpointId);
   }
 
   close(): void {
-    for (const agent of this.agents.values()) agent.destroy();
-    this.agents.clear();
+    for (const set of this.sets.values()) set.close();
+    this.sets.clear();
   }
 
   /**
-   * Sends `req` to the task as `path` (the part after `/e/<id>`, with the query) and streams the
-   * answer back. Errors before the answer's head are thrown (503 or 504); after it, the response
-   * is cut.
+   * Sends `req` to the task as `path` (the part after `/e/<id>`, with the query) on the ready
+   * replica with the fewest requests in flight, and streams the answer back. Errors before the
+   * answer's head are thrown (503 or 504) after one more try on another replica for a request that
+   * changes nothing; after the head, the response is cut.
    */
   async forward(endpoint: GatewayEndpoint, req: IncomingMessage, res: ServerResponse, path: string, drop: readonly string[]): Promise<ProxyOutcome> {
     const idempotent = (req.method === "GET" || req.method === "HEAD") && !req.headers["content-length"] && !req.headers["transfer-encoding"];
     const headers = endToEndHeaders(req.headers, drop);
     headers["x-forwarded-for"] = [req.headers["x-forwarded-for"], req.socket.remoteAddress].filter(Boolean).join(", ");
     headers["x-forwarded-prefix"] = `/e/${endpoint.id}`;
-    for (let attempt = 0; ; attempt++) {
+    const set = this.replicas(endpoint);
+    const tried = new Set<Replica>();
+    let replica = await set.pick(tried);
+    for (;;) {
+      tried.add(replica);
       try {
-        return await this.once(endpoint, req, res, path, headers);
+        return await this.onReplica(set, replica, req, res, path, headers, idempotent);
       } catch (error) {
-        // A kept-alive connection the task closed meanwhile: a request that changes nothing goes again, on a new one.
-        if (attempt === 0 && idempotent && (error as { reused?: boolean }).reused) continue;
-        throw error;
+        if (!(error instanceof UpstreamUnavailableError || error instanceof UpstreamTimeoutError)) throw error;
+        set.failed(replica, error);
+        if (!idempotent || tried.size > 1 || res.headersSent) throw error;
+        // Once more on another replica: the first one's error when there is none.
+        replica = await set.pick(tried).catch(() => {
+          throw error;
+        });
+        this.options.logger.debug("Gateway retries a request on another replica", { endpoint: endpoint.id, leaseId: String(replica.leaseId) });
       }
+    }
+  }
+
+  /** One replica's try: a kept-alive connection the task closed meanwhile is retried on a new one when the request changes nothing. */
+  private async onReplica(
+    set: ReplicaSet,
+    replica: Replica,
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    headers: http.OutgoingHttpHeaders,
+    idempotent: boolean,
+  ): Promise<ProxyOutcome> {
+    replica.outstanding++;
+    replica.requests++;
+    try {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const outcome = await this.once(set, replica, req, res, path, headers);
+          set.answered(replica);
+          return outcome;
+        } catch (error) {
+          if (attempt === 0 && idempotent && (error as { reused?: boolean }).reused) continue;
+          throw error;
+        }
+      }
+    } finally {
+      replica.outstanding--;
     }
   }
 
@@ -169,7 +216,15 @@ export class EndpointProxy {
    * both ways until either side closes. The task's own answer (101, or a refusal) goes back as is.
    */
   async upgrade(endpoint: GatewayEndpoint, req: IncomingMessage, socket: Duplex, head: Buffer, path: string, drop: readonly string[]): Promise<void> {
-    const upstream = await this.connect(endpoint);
+    const set = this.replicas(endpoint);
+    const replica = await set.pick();
+    const upstream = await this.connect(endpoint, replica.leaseId).catch((error: unknown) => {
+      set.failed(replica, error as Error);
+      throw error;
+    });
+    replica.requests++;
+    replica.outstanding++;
+    upstream.once("close", () => replica.outstanding--);
     const headers = endToEndHeaders(req.headers, drop);
     headers.connection = "Upgrade";
     headers.upgrade = req.headers.upgrade ?? "websocket";
@@ -191,7 +246,7 @@ export class EndpointProxy {
     upstream.pipe(socket);
   }
 
-  private once(endpoint: GatewayEndpoint, req: IncomingMessage, res: ServerResponse, path: string, headers: http.OutgoingHttpHeaders): Promise<ProxyOutcome> {
+  private once(set: ReplicaSet, replica: Replica, req: IncomingMessage, res: ServerResponse, path: string, headers: http.OutgoingHttpHeaders): Promise<ProxyOutcome> {
     const { responseTimeoutMs } = this.options.options;
     const startedMs = performance.now();
     return new Promise<ProxyOutcome>((settle, reject) => {
@@ -199,7 +254,7 @@ export class EndpointProxy {
       let headMs = 0;
       let bytes = 0;
       const resolve = () => settle({ status: res.statusCode, headMs, bytes });
-      const upstream = http.request({ agent: this.agentFor(endpoint), method: req.method, path, headers, setHost: false });
+      const upstream = http.request({ agent: replica.agent, method: req.method, path, headers, setHost: false });
       const timer = setTimeout(() => {
         upstream.destroy(new UpstreamTimeoutError(`The task did not answer within ${responseTimeoutMs} ms`));
       }, responseTimeoutMs);
@@ -220,6 +275,8 @@ export class EndpointProxy {
         answered = true;
         headMs = performance.now() - startedMs;
         answer.on("data", (chunk: Buffer) => (bytes += chunk.length));
+        const endsAt = set.endsAt();
+        if (endsAt !== null && endsAt - Math.floor(Date.now() / 1000) <= this.options.options.endsAtNoticeSeconds) res.setHeader("suanli-endpoint-ends-at", String(endsAt));
         res.writeHead(answer.statusCode ?? 502, answer.statusMessage, endToEndHeaders(answer.headers));
         // Headers out at once: an event stream's client sees the answer begin before its first event.
         res.flushHeaders();

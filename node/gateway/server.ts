@@ -13,7 +13,7 @@ import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import Fastify, { type FastifyError } from "fastify";
 import { runDetached } from "../../common/detached.js";
-import { endpointRenterRequestSchema, endpointToJson, tokenRevocationSchema, verifyToken } from "../../common/endpoints.js";
+import { endpointRenterRequestSchema, endpointToJson, tokenRevocationSchema, verifyToken, type EndpointStats } from "../../common/endpoints.js";
 import { ApiError, RequestInputError } from "../api/errors.js";
 import { httpServerOptions, limitConnections } from "../http/limits.js";
 import type { Logger } from "../log/logger.js";
@@ -200,13 +200,20 @@ export async function createGatewayServer(parameters: GatewayServerOptions) {
   app.get("/v1/gateway", async () => ({ address: parameters.address, publicUrl, chainId: parameters.chainId }));
   app.post("/v1/endpoints", async (request, reply) => {
     const endpoint = await registry.register(request.body);
+    // A record registered again (same id) keeps its replicas' figures; a new one starts its health checks now.
+    proxy.replicas(endpoint);
     return reply.code(201).send({ endpointId: endpoint.id, url: endpointUrl(endpoint.id), expiresAt: endpoint.servedUntil });
   });
   app.get<{ Params: { id: string } }>("/v1/endpoints/:id", async (request) => {
     const endpoint = registry.get(request.params.id);
     return { endpointId: endpoint.id, url: endpointUrl(endpoint.id), expiresAt: endpoint.servedUntil, endpoint: endpointToJson(endpoint.endpoint) };
   });
-  app.get<{ Params: { id: string } }>("/v1/endpoints/:id/stats", async (request) => stats.view(registry.get(request.params.id).id));
+  app.get<{ Params: { id: string } }>("/v1/endpoints/:id/stats", async (request): Promise<EndpointStats> => {
+    const endpoint = registry.get(request.params.id);
+    const replicas = proxy.replicas(endpoint);
+    await replicas.refresh();
+    return { ...stats.view(endpoint.id), endsAt: replicas.endsAt(), replicas: replicas.view() };
+  });
   app.delete<{ Params: { id: string } }>("/v1/endpoints/:id", async (request, reply) => {
     const body = parse(endpointRenterRequestSchema, request.body, "request body");
     await registry.checkRenter(request.params.id, body, "delete");

@@ -57,6 +57,8 @@ export async function startGateway(daemon: Daemon): Promise<GatewayModule> {
   });
   const stats = new GatewayStats(daemon.metrics.registry);
   const server = await createGatewayServer({ registry, proxy, options, address: account.address, chainId: daemon.deployment.chainId, logger, stats });
+  // The endpoints kept from before a restart: their replicas' health checks start with the node.
+  for (const endpoint of registry.list()) proxy.replicas(endpoint);
   const url = await server.listen();
   logger.info("Gateway serving endpoints", { address: account.address, endpoints: registry.list().length });
   return {

@@ -11,7 +11,8 @@ const LATENCY_SAMPLES = 1024;
 
 type Summary = { byStatus: Map<number, number>; total: number; bytes: number; latencies: number[]; next: number };
 
-export type EndpointStatsView = EndpointStats;
+/** The endpoint-wide part of its stats; the replicas' part comes from its ReplicaSet. */
+export type EndpointStatsView = Omit<EndpointStats, "replicas" | "endsAt">;
 
 function percentile(sorted: number[], p: number): number | null {
   if (sorted.length === 0) return null;

@@ -36,9 +36,21 @@ export type CreateEndpointParameters = {
   /** The gateway's base URL (what its operator publishes, `gateway.publicUrl`). */
   gatewayUrl: string;
   /** The running task whose port it serves (its current lease). */
-  taskId: string;
+  taskId?: string;
+  /**
+   * Instead of `taskId`: several running tasks of the same program, one replica each (their
+   * current leases, on one provider or many). The gateway sends each request to the ready replica
+   * with the fewest requests in flight.
+   */
+  taskIds?: readonly string[];
   /** The task's port: one its spec declared in `ports`. */
   port: number;
+  /**
+   * A path the gateway GETs on each replica every few seconds (`/health`); a replica is sent
+   * requests once it answers 2xx or 3xx, and not while its checks fail. Default: none (a replica
+   * is ready while its lease runs; one whose request fails is left out for a while).
+   */
+  healthPath?: string;
   /** Anyone may call it (default false: only bearers of tokens, mintEndpointToken). */
   public?: boolean;
   /** Seconds it is served (default a day, at most a week). */
@@ -111,10 +123,17 @@ export async function createEndpoint(ctx: SuanliContext, parameters: CreateEndpo
   const { walletClient, account } = requireWallet(ctx, "the endpoint");
   const gateway = await getGateway(parameters.gatewayUrl);
   if (gateway.chainId !== ctx.chainId) throw new GatewayRequestError(`The gateway serves chain ${gateway.chainId}, not this client's ${ctx.chainId}`);
-  const record = await taskRecord(ctx, parameters.taskId);
-  const attempt = currentAttempt(record);
-  const member = (parameters.rank ?? 0) === 0 ? attempt : attempt.group?.[parameters.rank ?? 0];
-  if (!member) throw new InvalidInputError("createEndpoint", [{ path: "rank", message: `task ${parameters.taskId} has no machine of that rank` }]);
+  const taskIds = parameters.taskIds ?? (parameters.taskId === undefined ? [] : [parameters.taskId]);
+  if ((parameters.taskId === undefined) === (parameters.taskIds === undefined) || taskIds.length === 0) {
+    throw new InvalidInputError("createEndpoint", [{ path: "taskId", message: "pass taskId (one task) or taskIds (one or more replicas), not both" }]);
+  }
+  const leaseIds: bigint[] = [];
+  for (const taskId of taskIds) {
+    const attempt = currentAttempt(await taskRecord(ctx, taskId));
+    const member = (parameters.rank ?? 0) === 0 ? attempt : attempt.group?.[parameters.rank ?? 0];
+    if (!member) throw new InvalidInputError("createEndpoint", [{ path: "rank", message: `task ${taskId} has no machine of that rank` }]);
+    leaseIds.push(member.leaseId);
+  }
   const now = Math.floor(Date.now() / 1000);
   const salt = new Uint8Array(32);
   crypto.getRandomValues(salt);
@@ -123,8 +142,9 @@ export async function createEndpoint(ctx: SuanliContext, parameters: CreateEndpo
     {
       renter: account.address,
       gateway: gateway.address,
-      leaseIds: [member.leaseId],
+      leaseIds,
       port: parameters.port,
+      healthPath: parameters.healthPath ?? "",
       public: parameters.public ?? false,
       tokenSigner: parameters.tokenSigner ?? account.address,
       expiresAt: BigInt(now + ttlSeconds),
@@ -137,7 +157,7 @@ export async function createEndpoint(ctx: SuanliContext, parameters: CreateEndpo
     renter: account.address,
     sessionKey: gateway.address,
     actions: ["forward"],
-    leaseIds: [member.leaseId],
+    leaseIds,
     ttlSeconds,
     nowSeconds: now,
   });

@@ -231,7 +231,7 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
     assert.match(metrics, new RegExp(`suanli_gateway_requests_total\\{endpoint="${privateId}",status="401"\\} 6`));
   });
 
-  it("suanli endpoint create prints the URL and a token that opens it; suanli endpoint token mints another; suanli endpoint stats counts them", async () => {
+  it("suanli endpoint create prints the URL and a token that opens it; suanli endpoint token mints another; suanli endpoint stats counts them; revoke and delete end them", async () => {
     const base = ["--rpc-url", market.devnet.rpcUrl, "--deployments", market.devnet.deploymentsDir, "--state-dir", market.work, "--devnet-account", "5", "--json"];
     const created = await runCli(["endpoint", "create", taskId, "--port", String(taskPort), "--gateway", gateway.gateway!.url, "--ttl", "600", ...base]);
     assert.equal(created.code, 0, created.stderr);
@@ -246,7 +246,24 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
     assert.equal((await fetch(`${answer.url}cli`, { headers: { authorization: `Bearer ${token}` } })).status, 200);
     const stats = await runCli(["endpoint", "stats", answer.endpointId, "--gateway", gateway.gateway!.url, "--json"]);
     assert.equal(stats.code, 0, stats.stderr);
-    assert.deepEqual(lastJson<{ requests: { byStatus: Record<string, number> } }>(stats.stdout).requests.byStatus, { "200": 2, "401": 1 });
+    const view = lastJson<{ requests: { byStatus: Record<string, number> }; replicas: { leaseId: string; state: string; requests: number }[] }>(stats.stdout);
+    assert.deepEqual(view.requests.byStatus, { "200": 2, "401": 1 });
+    assert.deepEqual(view.replicas, [{ ...view.replicas[0]!, leaseId: String((await market.client.status(taskId)).leaseId), state: "ready", requests: 2 }]);
+    const text = await runCli(["endpoint", "stats", answer.endpointId, "--gateway", gateway.gateway!.url]);
+    assert.match(text.stdout, /replica lease \d+: ready, 0 in flight, 2 requests, 0 failures/);
+
+    // The CLI's revoke (by the token) and delete, each signed by the wallet.
+    const revoked = await runCli(["endpoint", "revoke", answer.endpointId, token, "--gateway", gateway.gateway!.url, ...base]);
+    assert.equal(revoked.code, 0, revoked.stderr);
+    assert.deepEqual(lastJson(revoked.stdout), { endpointId: answer.endpointId, revoked: true });
+    const refused = await fetch(`${answer.url}cli`, { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(refused.status, 401);
+    assert.equal(((await refused.json()) as { error: { reason: string } }).error.reason, "revoked");
+    assert.equal((await fetch(`${answer.url}cli`, { headers: { authorization: `Bearer ${answer.token}` } })).status, 200, "the other token still opens it");
+    const deleted = await runCli(["endpoint", "delete", answer.endpointId, "--gateway", gateway.gateway!.url, ...base]);
+    assert.equal(deleted.code, 0, deleted.stderr);
+    assert.deepEqual(lastJson(deleted.stdout), { endpointId: answer.endpointId, deleted: true });
+    assert.equal((await fetch(`${answer.url}cli`, { headers: { authorization: `Bearer ${answer.token}` } })).status, 404);
   });
 
   it("refuses a record not signed by the lease's renter, and a lease of another renter", async () => {
@@ -257,6 +274,7 @@ describe("gateway endpoints: a renter's task port served to the world over HTTP 
       gateway: gateway.gateway!.address,
       leaseIds: [leaseId],
       port: taskPort,
+      healthPath: "",
       public: true,
       tokenSigner: attacker.address,
       expiresAt: BigInt(Math.floor(Date.now() / 1000) + 600),

@@ -1,6 +1,7 @@
 /**
  * `suanli endpoint`: a running task's port served to the world through a gateway
- * (docs/endpoints.md). `create TASK --port P --gateway URL [--public]` has the wallet sign the
+ * (docs/endpoints.md). `create TASK... --port P --gateway URL [--public] [--health-path /health]`
+ * (one replica per task) has the wallet sign the
  * endpoint record and the gateway's delegation, registers it, and prints the URL (and a bearer
  * token when it is not public); `token ID` mints another token; `revoke ID TOKEN` and `delete ID`
  * ask the gateway (signed by the wallet); `stats ID` prints its figures.
@@ -12,7 +13,7 @@ import { withClient, withRenterFlags } from "./renter.js";
 import type { RenterFlags } from "./renter-output.js";
 import { FlagProblems } from "../preflight.js";
 
-type EndpointFlags = RenterFlags & { port?: string; gateway?: string; public?: boolean; ttl?: string; tokenTtl?: string; rank?: string };
+type EndpointFlags = RenterFlags & { port?: string; gateway?: string; public?: boolean; ttl?: string; tokenTtl?: string; rank?: string; healthPath?: string };
 
 export function registerEndpoint(program: Command): void {
   const endpoint = program.command("endpoint").description("serve a running task's port at a public URL through a gateway node (docs/endpoints.md)");
@@ -20,15 +21,18 @@ export function registerEndpoint(program: Command): void {
   withRenterFlags(
     endpoint
       .command("create")
-      .description("register an endpoint for a task's port on a gateway and print its URL: suanli endpoint create <taskId> --port 8000 --gateway https://gw.example")
-      .argument("<taskId>")
+      .description(
+        "register an endpoint for a task's port on a gateway and print its URL: suanli endpoint create <taskId> --port 8000 --gateway https://gw.example (several task ids: one replica each)",
+      )
+      .argument("<taskId...>")
       .requiredOption("--port <port>", "the task's port (one it declared with --port at submit)")
       .requiredOption("--gateway <url>", "the gateway's base URL")
       .option("--public", "anyone may call it (default: only bearers of tokens this command prints)")
       .option("--ttl <seconds>", "how long it is served (default a day, at most a week)")
       .option("--token-ttl <seconds>", "how long the printed token is valid (default: as long as the endpoint)")
-      .option("--rank <n>", "a group task's machine (default 0)"),
-  ).action(async (taskId: string, flags: EndpointFlags) => {
+      .option("--rank <n>", "a group task's machine (default 0)")
+      .option("--health-path <path>", "a path the gateway GETs on each replica to know it is ready (2xx or 3xx), e.g. /health"),
+  ).action(async (taskIds: string[], flags: EndpointFlags) => {
     const problems = new FlagProblems();
     const port = problems.number("port", flags.port);
     const ttlSeconds = problems.number("ttl", flags.ttl);
@@ -38,7 +42,15 @@ export function registerEndpoint(program: Command): void {
       flags,
       true,
       async (client) => {
-        const created = await client.createEndpoint({ gatewayUrl: flags.gateway!, taskId, port: port!, public: Boolean(flags.public), ttlSeconds, rank });
+        const created = await client.createEndpoint({
+          gatewayUrl: flags.gateway!,
+          taskIds,
+          port: port!,
+          public: Boolean(flags.public),
+          ttlSeconds,
+          rank,
+          healthPath: flags.healthPath,
+        });
         const token = flags.public
           ? undefined
           : await client.mintEndpointToken({ endpointId: created.endpointId, ttlSeconds: tokenTtl ?? created.expiresAt - Math.floor(Date.now() / 1000) });
@@ -48,7 +60,7 @@ export function registerEndpoint(program: Command): void {
           () =>
             [
               `Endpoint ${created.endpointId}: ${created.url}`,
-              `  served until ${new Date(created.expiresAt * 1000).toISOString()} (port ${port} of task ${taskId})`,
+              `  served until ${new Date(created.expiresAt * 1000).toISOString()} (port ${port} of task ${taskIds.join(", ")}${taskIds.length > 1 ? `: ${taskIds.length} replicas` : ""})`,
               ...(token ? [`  token (send as "Authorization: Bearer <token>"): ${token.token}`] : ["  public: anyone with the URL may call it"]),
             ].join("\n"),
         );
@@ -121,7 +133,13 @@ export function registerEndpoint(program: Command): void {
               .join(", ") || "none"
           })`,
           `  latency to the answer's head: p50 ${ms(stats.latencyMs.p50)}, p90 ${ms(stats.latencyMs.p90)}, p99 ${ms(stats.latencyMs.p99)}`,
-          `  ${stats.bytesOut} bytes sent back`,
+          `  ${stats.bytesOut} bytes sent back${stats.endsAt === null ? "; no lease runs" : `; its last lease stops at ${new Date(stats.endsAt * 1000).toISOString()}`}`,
+          ...stats.replicas.map(
+            (replica) =>
+              `  replica lease ${replica.leaseId}: ${replica.state}, ${replica.outstanding} in flight, ${replica.requests} requests, ${replica.failures} failures${
+                replica.lastCheck ? `, last check ${replica.lastCheck.ok ? "passed" : "failed"} (${replica.lastCheck.detail})` : ""
+              }`,
+          ),
         ].join("\n"),
       );
     });
