@@ -4,7 +4,7 @@ import { addressSchema } from "./schemas.js";
 import { describeIssues } from "./validation.js";
 
 /** Roles of the deployed contracts, as keys of `contracts` in the manifest. */
-export const contractRoles = ["token", "registry", "market", "extension", "attestorStaking", "sessions", "timelock", "entryPoint", "accountFactory"] as const;
+export const contractRoles = ["token", "registry", "market", "extension", "attestorStaking", "sessions", "timelock", "entryPoint", "accountFactory", "paymaster"] as const;
 export type ContractRole = (typeof contractRoles)[number];
 
 /** The EIP-712 domain (name, version) under which a token's EIP-2612 permit verifies. */
@@ -45,6 +45,8 @@ export const deploymentSchema = z.strictObject({
     entryPoint: addressSchema.optional(),
     /** eth-infinitism's SimpleAccountFactory for that EntryPoint: a renter's smart account is its CREATE2 proxy. */
     accountFactory: addressSchema.optional(),
+    /** The deployment's SponsorPaymaster (docs/aa.md "Gas without ETH"): pays the gas of user operations its sponsor signed. */
+    paymaster: addressSchema.optional(),
   }),
   token: z.strictObject({
     symbol: z.string(),

@@ -16,6 +16,7 @@ import type { NodeConfig } from "./config/schema.js";
 import { startDaemon, type Daemon } from "./daemon.js";
 import type { Logger } from "./log/logger.js";
 import { startGateway, type GatewayModule } from "./gateway/start.js";
+import { startSponsor, type SponsorModule } from "./sponsor/start.js";
 import { startMetricsServer, type MetricsServer } from "./metrics/server.js";
 import { startProviderAgent, type ProviderAgent, type ProviderAgentOptions } from "./provider/agent.js";
 import { waitForShutdown } from "./signals.js";
@@ -39,6 +40,8 @@ export type RunningNode = {
   api: ApiModule | undefined;
   /** The endpoint gateway, when `gateway.enabled` (docs/endpoints.md). */
   gateway: GatewayModule | undefined;
+  /** The sponsor when `sponsor.enabled` (docs/aa.md "Gas without ETH"). */
+  sponsor: SponsorModule | undefined;
   /** The Prometheus endpoint, when `metrics.enabled`. */
   metrics: MetricsServer | undefined;
   /** Stops every part, roles first (idempotent). */
@@ -73,6 +76,11 @@ export async function runNode(config: NodeConfig, roles: NodeRoles = {}, options
       gateway = await startGateway(daemon);
       daemon.attach(gateway);
     }
+    let sponsor: SponsorModule | undefined;
+    if (config.sponsor.enabled) {
+      sponsor = await startSponsor(daemon);
+      daemon.attach(sponsor);
+    }
     let metrics: MetricsServer | undefined;
     if (config.metrics.enabled) {
       const server = await startMetricsServer(daemon.metrics.registry, config.metrics, daemon.logger);
@@ -86,6 +94,7 @@ export async function runNode(config: NodeConfig, roles: NodeRoles = {}, options
       attestor,
       api,
       gateway,
+      sponsor,
       metrics,
       stop,
       async stopOnSignal(onSignal, shutdown = waitForShutdown()) {

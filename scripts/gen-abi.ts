@@ -17,6 +17,7 @@ export const ABI_SOURCES: Record<string, string> = {
   LeaseMarketExtension: "contracts/LeaseMarketExtension.sol/LeaseMarketExtension.json",
   AttestorStaking: "contracts/AttestorStaking.sol/AttestorStaking.json",
   SessionKeys: "contracts/SessionKeys.sol/SessionKeys.json",
+  SponsorPaymaster: "contracts/SponsorPaymaster.sol/SponsorPaymaster.json",
   // OpenZeppelin's, unmodified (hardhat.config.ts npmFilesToBuild): the governance of a real deployment.
   TimelockController: "@openzeppelin/contracts/governance/TimelockController.sol/TimelockController.json",
 };

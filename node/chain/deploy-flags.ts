@@ -4,7 +4,7 @@
  * accepted, and nothing is sent.
  */
 import { parseArgs } from "node:util";
-import type { Address, Hex } from "viem";
+import { parseEther, type Address, type Hex } from "viem";
 import { z } from "zod";
 import { SuanliError } from "../../common/errors.js";
 import { addressSchema } from "../../common/schemas.js";
@@ -25,7 +25,7 @@ export type DeployPlan = {
   /** `--replace-staking`: only a new AttestorStaking (deploy-cli.ts). */
   replaceStaking?: { predecessor?: Address; attach: boolean };
   /** What deployContracts is given besides the clients. */
-  deploy: Pick<DeployOptions, "preset" | "params" | "token" | "attestors" | "timelock" | "accountAbstraction">;
+  deploy: Pick<DeployOptions, "preset" | "params" | "token" | "attestors" | "timelock" | "accountAbstraction" | "sponsor">;
 };
 
 const presetSchema = z.enum(Object.keys(PARAMS_PRESETS) as [ParamsPreset, ...ParamsPreset[]], {
@@ -67,6 +67,8 @@ export function parseDeployFlags(args: string[], env: NodeJS.ProcessEnv = proces
         treasury: { type: "string" },
         attestor: { type: "string", multiple: true },
         "account-abstraction": { type: "boolean", default: false },
+        "sponsor-signer": { type: "string" },
+        "sponsor-deposit": { type: "string" },
         "replace-staking": { type: "boolean", default: false },
         predecessor: { type: "string" },
         attach: { type: "boolean", default: false },
@@ -77,16 +79,26 @@ export function parseDeployFlags(args: string[], env: NodeJS.ProcessEnv = proces
   } catch (error) {
     throw new DeployFlagError((error as Error).message, {
       metaMessages: [
-        "Accepted: --rpc-url, --private-key, --out, --params devnet|production, --token, --proposer, --executor, --canceller, --timelock-delay, --treasury, --attestor, --account-abstraction; or --replace-staking [--predecessor] [--attach].",
+        "Accepted: --rpc-url, --private-key, --out, --params devnet|production, --token, --proposer, --executor, --canceller, --timelock-delay, --treasury, --attestor, --account-abstraction [--sponsor-signer 0x… --sponsor-deposit ETH]; or --replace-staking [--predecessor] [--attach].",
       ],
     });
   }
   const privateKey = values["private-key"] || undefined;
   if (privateKey !== undefined && !/^0x[0-9a-fA-F]{64}$/.test(privateKey)) throw new DeployFlagError("--private-key must be 0x followed by 64 hex digits");
   const common = { rpcUrl: values["rpc-url"], out: values.out, ...(privateKey ? { privateKey: privateKey as Hex } : {}) };
-  const deployOnly = ["params", "token", "proposer", "executor", "canceller", "timelock-delay", "treasury", "attestor", "account-abstraction"].filter((flag) =>
-    args.includes(`--${flag}`),
-  );
+  const deployOnly = [
+    "params",
+    "token",
+    "proposer",
+    "executor",
+    "canceller",
+    "timelock-delay",
+    "treasury",
+    "attestor",
+    "account-abstraction",
+    "sponsor-signer",
+    "sponsor-deposit",
+  ].filter((flag) => args.includes(`--${flag}`));
   if (values["replace-staking"]) {
     if (deployOnly.length) throw new DeployFlagError(`--replace-staking deploys only a new AttestorStaking: ${deployOnly.map((f) => `--${f}`).join(", ")} do not apply`);
     const predecessor = values.predecessor === undefined ? undefined : addressFlag("--predecessor", values.predecessor);
@@ -102,6 +114,18 @@ export function parseDeployFlags(args: string[], env: NodeJS.ProcessEnv = proces
   const executors = (values.executor ?? []).map((value) => (value === "anyone" ? ANYONE : addressFlag("--executor (or anyone)", value)));
   const cancellers = (values.canceller ?? []).map((value) => addressFlag("--canceller", value));
   const attestors = (values.attestor ?? []).map((value) => addressFlag("--attestor", value));
+  const sponsorSigner = values["sponsor-signer"] === undefined ? undefined : addressFlag("--sponsor-signer", values["sponsor-signer"]);
+  if ((sponsorSigner || values["sponsor-deposit"] !== undefined) && !values["account-abstraction"]) {
+    throw new DeployFlagError("--sponsor-signer and --sponsor-deposit deploy the SponsorPaymaster, which needs --account-abstraction");
+  }
+  if (values["sponsor-deposit"] !== undefined && !sponsorSigner)
+    throw new DeployFlagError("--sponsor-deposit funds the SponsorPaymaster: pass --sponsor-signer 0x… (a node's sponsor key) too");
+  let sponsorDeposit: bigint | undefined;
+  if (values["sponsor-deposit"] !== undefined) {
+    if (!/^\d{1,9}(\.\d{1,18})?$/.test(values["sponsor-deposit"]))
+      throw new DeployFlagError(`--sponsor-deposit takes ETH as a decimal number (e.g. 0.5), not ${values["sponsor-deposit"]}`);
+    sponsorDeposit = parseEther(values["sponsor-deposit"]);
+  }
   if (!proposers.length && (executors.length || cancellers.length || delay !== undefined)) {
     throw new DeployFlagError("--executor, --canceller and --timelock-delay set up the timelock: pass at least one --proposer");
   }
@@ -120,6 +144,8 @@ export function parseDeployFlags(args: string[], env: NodeJS.ProcessEnv = proces
       attestors,
       // ERC-4337's EntryPoint v0.8 and SimpleAccountFactory where the chain lacks them (docs/aa.md).
       ...(values["account-abstraction"] ? { accountAbstraction: true } : {}),
+      // The SponsorPaymaster for a node's sponsor (docs/aa.md "Gas without ETH").
+      ...(sponsorSigner ? { sponsor: { signer: sponsorSigner, ...(sponsorDeposit ? { depositWei: sponsorDeposit } : {}) } } : {}),
       ...(proposers.length
         ? {
             timelock: {

@@ -12,7 +12,7 @@ import {
   type Transport,
   type WalletClient,
 } from "viem";
-import { attestorStakingAbi, leaseMarketAbi, leaseMarketExtensionAbi, providerRegistryAbi, sessionKeysAbi, testTokenAbi } from "../../common/abi.js";
+import { attestorStakingAbi, leaseMarketAbi, leaseMarketExtensionAbi, providerRegistryAbi, sessionKeysAbi, sponsorPaymasterAbi, testTokenAbi } from "../../common/abi.js";
 import type { Deployment } from "../../common/deployment.js";
 import { deployAccountAbstraction } from "./account-abstraction.js";
 import { readBytecode } from "./artifacts.js";
@@ -55,6 +55,12 @@ export type DeployOptions = {
    * (account-abstraction.ts), and name them in the manifest. Off by default: a chain that has them needs no deploy.
    */
   accountAbstraction?: boolean;
+  /**
+   * With `accountAbstraction`: also deploy the SponsorPaymaster (docs/aa.md "Gas without ETH") honouring `signer`'s
+   * sponsorships (a node's `sponsor` key), and put `depositWei` of the deployer's ETH in its EntryPoint deposit. Its
+   * owner (who funds it, withdraws and replaces the signer) is the deployer, or `governance` once it accepts.
+   */
+  sponsor?: { signer: Address; depositWei?: bigint };
 };
 
 export const MARKET_ROLE = keccak256(toBytes("MARKET_ROLE"));
@@ -185,6 +191,18 @@ export async function deployContracts(options: DeployOptions): Promise<Deploymen
   const sessions = await deploy("SessionKeys", sessionKeysAbi);
   // ERC-4337 last of all, at addresses of their own: nothing above moves.
   const aa = options.accountAbstraction ? await deployAccountAbstraction({ publicClient, walletClient }) : undefined;
+  let paymaster: Address | undefined;
+  if (aa && options.sponsor) {
+    paymaster = (await deploy("SponsorPaymaster", sponsorPaymasterAbi, [aa.entryPoint, getAddress(options.sponsor.signer)])).address;
+    const depositWei = options.sponsor.depositWei ?? 0n;
+    if (depositWei > 0n) {
+      const hash = await walletClient.writeContract({ address: paymaster, abi: sponsorPaymasterAbi, functionName: "deposit", value: depositWei });
+      if ((await publicClient.waitForTransactionReceipt({ hash })).status !== "success")
+        throw new DeployError(`Funding the paymaster's EntryPoint deposit failed (transaction ${hash})`);
+    }
+    // Ownable2Step: governance becomes the owner once it accepts.
+    if (admin !== deployer) await send("Offering the paymaster to governance", { address: paymaster, abi: sponsorPaymasterAbi, functionName: "transferOwnership", args: [admin] });
+  }
 
   const members = async (roleId: `0x${string}`) => {
     const count = await publicClient.readContract({ address: registry.address, abi: providerRegistryAbi, functionName: "getRoleMemberCount", args: [roleId] });
@@ -210,6 +228,7 @@ export async function deployContracts(options: DeployOptions): Promise<Deploymen
       sessions: sessions.address,
       ...(timelockDeployed ? { timelock: timelockDeployed.address } : {}),
       ...(aa ?? {}),
+      ...(paymaster ? { paymaster } : {}),
     },
     token: { symbol: token.symbol, decimals: token.decimals, permit: token.permit, origin: options.token === undefined ? "TestToken" : "existing" },
     params: {

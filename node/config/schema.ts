@@ -10,6 +10,7 @@ import { matchingOptionsSchema } from "../../common/matching/options.js";
 import { metricsOptionsSchema } from "../metrics/options.js";
 import { dataOptionsSchema } from "../data/options.js";
 import { gatewayOptionsSchema } from "../gateway/options.js";
+import { sponsorOptionsSchema } from "../sponsor/options.js";
 
 /**
  * The node's configuration: one strict object, each concern's options defined beside the
@@ -33,5 +34,6 @@ export const nodeConfigSchema = z.strictObject({
   data: dataOptionsSchema.prefault({}),
   /** Renters' endpoints served over HTTP and carried over libp2p to their tasks (docs/endpoints.md). */
   gateway: gatewayOptionsSchema.prefault({}),
+  sponsor: sponsorOptionsSchema.prefault({}),
 });
 export type NodeConfig = z.output<typeof nodeConfigSchema>;

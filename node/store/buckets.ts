@@ -72,4 +72,6 @@ export enum Bucket {
   gatewayEndpoints = 48,
   /** Revoked tokens: `<endpoint id>/<nonce>` → the token's expiry (unix seconds): kept until then. */
   gatewayRevocations = 49,
+  /** The sponsor's daily budget per account (node/sponsor/): `<account lowercase>/<UTC day number>` → {operations, wei}. */
+  sponsorBudget = 50,
 }

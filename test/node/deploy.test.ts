@@ -291,6 +291,15 @@ describe("devnet deployment (embedded chain)", () => {
     // The devnet stays the default: no timelock, the TestToken.
     assert.deepEqual(parseDeployFlags([], {}).deploy, { preset: "devnet", attestors: [] });
     assert.deepEqual(parseDeployFlags(["--account-abstraction"], {}).deploy, { preset: "devnet", attestors: [], accountAbstraction: true });
+    // The SponsorPaymaster (docs/aa.md "Gas without ETH"): a signer, optionally a deposit in ETH; only with --account-abstraction.
+    assert.deepEqual(parseDeployFlags(["--account-abstraction", "--sponsor-signer", proposer, "--sponsor-deposit", "0.5"], {}).deploy.sponsor, {
+      signer: proposer,
+      depositWei: 500_000_000_000_000_000n,
+    });
+    refused(["--sponsor-signer", proposer], /--sponsor-signer and --sponsor-deposit deploy the SponsorPaymaster, which needs --account-abstraction/);
+    refused(["--account-abstraction", "--sponsor-deposit", "1"], /--sponsor-deposit funds the SponsorPaymaster: pass --sponsor-signer/);
+    refused(["--account-abstraction", "--sponsor-signer", proposer, "--sponsor-deposit", "lots"], /--sponsor-deposit takes ETH as a decimal number/);
+    refused(["--account-abstraction", "--sponsor-signer", "0x12"], /--sponsor-signer/);
     const production = parseDeployFlags(["--params", "production", "--token", token, "--proposer", proposer, "--executor", "anyone", "--attestor", token], {});
     assert.deepEqual(production.deploy, {
       preset: "production",

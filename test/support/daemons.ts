@@ -8,6 +8,7 @@ import path from "node:path";
 import { nodeConfigSchema, type NodeConfig } from "../../node/config/schema.js";
 import { startApi, type ApiModule } from "../../node/api/start.js";
 import { startGateway, type GatewayModule } from "../../node/gateway/start.js";
+import { startSponsor, type SponsorModule } from "../../node/sponsor/start.js";
 import { startDaemon, type Daemon, type StartDaemonOptions } from "../../node/daemon.js";
 import { silentLogger } from "../../node/log/logger.js";
 import type { Devnet } from "./devnet.js";
@@ -46,7 +47,7 @@ export async function startTestDaemon(
   devnet: Devnet,
   overrides: Record<string, unknown> = {},
   options: StartDaemonOptions = {},
-): Promise<Daemon & { api: ApiModule | undefined; gateway: GatewayModule | undefined; close(options?: { keepData?: boolean }): Promise<void> }> {
+): Promise<Daemon & { api: ApiModule | undefined; gateway: GatewayModule | undefined; sponsor: SponsorModule | undefined; close(options?: { keepData?: boolean }): Promise<void> }> {
   const config = await testNodeConfig(devnet, overrides);
   // A start that fails removes the temporary data dir it made (never a folder the test named).
   const removeOwnDir = () => (config.dataDir === overrides.dataDir ? Promise.resolve() : rm(config.dataDir, { recursive: true, force: true }));
@@ -56,9 +57,11 @@ export async function startTestDaemon(
   });
   let api: ApiModule | undefined;
   let gateway: GatewayModule | undefined;
+  let sponsor: SponsorModule | undefined;
   try {
     if (config.api.enabled) daemon.attach((api = await startApi(daemon)));
     if (config.gateway.enabled) daemon.attach((gateway = await startGateway(daemon)));
+    if (config.sponsor.enabled) daemon.attach((sponsor = await startSponsor(daemon)));
   } catch (error) {
     await daemon.stop();
     await removeOwnDir();
@@ -67,6 +70,7 @@ export async function startTestDaemon(
   return Object.assign(daemon, {
     api,
     gateway,
+    sponsor,
     async close({ keepData = false }: { keepData?: boolean } = {}) {
       await daemon.stop();
       if (!keepData) await rm(config.dataDir, { recursive: true, force: true });

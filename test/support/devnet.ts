@@ -31,7 +31,7 @@ export type Devnet = {
 };
 
 export async function startDevnet(
-  options: { params?: DeployOptions["params"]; attestors?: Address[]; wallClockBlocks?: boolean; clockOffsetSeconds?: number; accountAbstraction?: boolean } = {},
+  options: { params?: DeployOptions["params"]; attestors?: Address[]; wallClockBlocks?: boolean; clockOffsetSeconds?: number; accountAbstraction?: boolean; sponsor?: DeployOptions["sponsor"] } = {},
 ): Promise<Devnet> {
   const chain = await startEmbeddedChain({ wallClockBlocks: options.wallClockBlocks, clockOffsetSeconds: options.clockOffsetSeconds });
   const admin = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0), pollingIntervalMs: 50 });
@@ -41,6 +41,7 @@ export async function startDevnet(
     params: options.params,
     attestors: options.attestors,
     accountAbstraction: options.accountAbstraction,
+    sponsor: options.sponsor,
   });
   const deploymentsDir = await mkdtemp(path.join(tmpdir(), "suanli-devnet-"));
   await writeDeployment(deploymentsDir, deployment);
