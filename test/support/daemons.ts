@@ -47,7 +47,9 @@ export async function startTestDaemon(
   devnet: Devnet,
   overrides: Record<string, unknown> = {},
   options: StartDaemonOptions = {},
-): Promise<Daemon & { api: ApiModule | undefined; gateway: GatewayModule | undefined; sponsor: SponsorModule | undefined; close(options?: { keepData?: boolean }): Promise<void> }> {
+): Promise<
+  Daemon & { api: ApiModule | undefined; gateway: GatewayModule | undefined; sponsor: SponsorModule | undefined; close(options?: { keepData?: boolean }): Promise<void> }
+> {
   const config = await testNodeConfig(devnet, overrides);
   // A start that fails removes the temporary data dir it made (never a folder the test named).
   const removeOwnDir = () => (config.dataDir === overrides.dataDir ? Promise.resolve() : rm(config.dataDir, { recursive: true, force: true }));

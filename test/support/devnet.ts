@@ -31,7 +31,14 @@ export type Devnet = {
 };
 
 export async function startDevnet(
-  options: { params?: DeployOptions["params"]; attestors?: Address[]; wallClockBlocks?: boolean; clockOffsetSeconds?: number; accountAbstraction?: boolean; sponsor?: DeployOptions["sponsor"] } = {},
+  options: {
+    params?: DeployOptions["params"];
+    attestors?: Address[];
+    wallClockBlocks?: boolean;
+    clockOffsetSeconds?: number;
+    accountAbstraction?: boolean;
+    sponsor?: DeployOptions["sponsor"];
+  } = {},
 ): Promise<Devnet> {
   const chain = await startEmbeddedChain({ wallClockBlocks: options.wallClockBlocks, clockOffsetSeconds: options.clockOffsetSeconds });
   const admin = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0), pollingIntervalMs: 50 });
