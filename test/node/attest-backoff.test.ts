@@ -14,8 +14,8 @@ import { readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { FaultKind } from "../../common/eip712.js";
 import { CpuRunner } from "../../node/attest/runner/index.js";
-import { addrOf, machineOffer, startAttestorDaemon, type TestDaemon } from "../support/attest.js";
-import { leasedProvider, NO_OWN_CHECKS, SwitchRunner, TEST_LIVENESS as LIVENESS } from "../support/attest-lease.js";
+import { addrOf, machineOffer, type TestDaemon } from "../support/attest.js";
+import { leasedProvider, NO_OWN_CHECKS, startAttestorPair, SwitchRunner, TEST_LIVENESS as LIVENESS } from "../support/attest-lease.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
 
@@ -43,13 +43,7 @@ describe("the failure backoff is per machine and never holds an in-lease check (
 
     const role = { scheduleIntervalMs: 3_600_000, maxConcurrentChallenges: 4 };
     // No scheduled challenge of the leased machine: it gets only light in-lease checks (issue 35 item 4).
-    const b = await startAttestorDaemon(devnet, 7, { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role } });
-    nodes.push(b.daemon);
-    const a = await startAttestorDaemon(devnet, 6, {
-      p2p: { bootstrap: [addrOf(provider.daemon), addrOf(b.daemon)] },
-      attest: { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role },
-    });
-    nodes.push(a.daemon);
+    const { a, b } = await startAttestorPair(devnet, provider.daemon, { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role }, nodes);
     for (const { daemon } of [a, b]) await waitFor("the leased machine's offer in the book", () => daemon.offers.book.byMachine(leased!).length > 0, { timeoutMs: 30_000 });
     // The third machine's offer appears while the runner is honest: both attestors scan it and pass it (one after a busy retry).
     await provider.daemon.offers.publisher!.set(machineOffer(machines[2]!));

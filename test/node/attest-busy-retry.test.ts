@@ -9,8 +9,8 @@ import assert from "node:assert/strict";
 import { devnetAccount } from "../../common/devnet.js";
 import { BUSY_RETRIES, BUSY_RETRY_BASE_MS } from "../../node/attest/challenge/challenger.js";
 import { CpuRunner } from "../../node/attest/runner/index.js";
-import { addrOf, machineOffer, startAttestorDaemon, type TestDaemon } from "../support/attest.js";
-import { HeldRunner, leasedProvider, NO_OWN_CHECKS, TEST_LIVENESS as LIVENESS } from "../support/attest-lease.js";
+import { machineOffer, type TestDaemon } from "../support/attest.js";
+import { HeldRunner, leasedProvider, NO_OWN_CHECKS, startAttestorPair, TEST_LIVENESS as LIVENESS } from "../support/attest-lease.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
 
@@ -39,13 +39,7 @@ describe("busy retries between two attestors over libp2p: the one answered busy 
     nodes.push(provider.daemon);
     const machineId = machineIds[1]!;
     const role = { scheduleIntervalMs: 3_600_000, maxConcurrentChallenges: 4 };
-    const b = await startAttestorDaemon(devnet, 7, { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role } });
-    nodes.push(b.daemon);
-    const a = await startAttestorDaemon(devnet, 6, {
-      p2p: { bootstrap: [addrOf(provider.daemon), addrOf(b.daemon)] },
-      attest: { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role },
-    });
-    nodes.push(a.daemon);
+    const { a, b } = await startAttestorPair(devnet, provider.daemon, { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role }, nodes);
     for (const { daemon } of [a, b]) await waitFor("the leased machine's offer in the book", () => daemon.offers.book.byMachine(machineIds[0]!).length > 0, { timeoutMs: 30_000 });
 
     // The new offer is scanned by both at once (the only scan in the next hour); the first challenge holds the slot.

@@ -14,8 +14,8 @@ import { readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { FaultKind } from "../../common/eip712.js";
 import { CpuRunner, type Runner, type RunnerChallenge, type RunnerCommitment } from "../../node/attest/runner/index.js";
-import { addrOf, startAttestorDaemon, type TestDaemon } from "../support/attest.js";
-import { leasedProvider, NO_OWN_CHECKS, TEST_LIVENESS as LIVENESS } from "../support/attest-lease.js";
+import type { TestDaemon } from "../support/attest.js";
+import { leasedProvider, NO_OWN_CHECKS, startAttestorPair, TEST_LIVENESS as LIVENESS } from "../support/attest-lease.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
 
@@ -61,10 +61,7 @@ describe("the co-signer's 3-of-4 rule over libp2p: a slow machine is faulted onl
     const [machineId] = machineIds as [number];
     // Neither attestor runs checks of its own (the test drives them) nor scans: only what the test asks happens.
     const attest = { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: { scheduleIntervalMs: 3_600_000 }, challenge: CHALLENGE };
-    const b = await startAttestorDaemon(devnet, ATTESTORS[1], { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest });
-    nodes.push(b.daemon);
-    const a = await startAttestorDaemon(devnet, ATTESTORS[0], { p2p: { bootstrap: [addrOf(provider.daemon), addrOf(b.daemon)] }, attest });
-    nodes.push(a.daemon);
+    const { a, b } = await startAttestorPair(devnet, provider.daemon, attest, nodes);
     for (const { daemon } of [a, b]) await waitFor("the offer in the book", () => daemon.offers.book.byMachine(machineId).length > 0, { timeoutMs: 30_000 });
     await waitFor("both attestors tracking the lease", () => [a, b].every(({ attestor }) => attestor.prober!.state(leaseId) !== undefined), { timeoutMs: 30_000 });
 
