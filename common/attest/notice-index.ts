@@ -12,7 +12,10 @@ import { FAILURE_WINDOW_SECONDS, noticeKey, type FailureNotice, type FailureNoti
 /** The default cap on held notices. */
 export const MAX_NOTICES = 50_000;
 
-type Held = HeldNotice & { storeKey: string; raw: string };
+type Held = HeldNotice & { storeKey: string; raw: string; seq: number };
+
+/** A `pageSince` cursor: `<this index's epoch>:<arrival number>`. */
+const CURSOR = /^([0-9a-f]{16}):(\d{1,15})$/;
 
 const machineOf = (provider: string, machineId: number) => `${provider.toLowerCase()}/${machineId}`;
 
@@ -39,6 +42,14 @@ export class NoticeIndex implements FailureNoticeIndex {
   /** Held notices' store keys, ascending (oldest first). */
   private readonly ordered: string[] = [];
   private readonly byStoreKey = new Map<string, Held>();
+  /**
+   * Store keys in the order the notices arrived, with their arrival numbers (`pageSince`); entries
+   * of pruned notices are skipped and compacted away. The epoch names this index's numbering: a
+   * cursor from another one (another run of the node) starts from the first notice.
+   */
+  private arrivals: { seq: number; storeKey: string }[] = [];
+  private arrived = 0;
+  private readonly epoch = [...crypto.getRandomValues(new Uint8Array(8))].map((byte) => byte.toString(16).padStart(2, "0")).join("");
   private readonly maxNotices: number;
   private readonly now: () => number;
 
@@ -60,7 +71,8 @@ export class NoticeIndex implements FailureNoticeIndex {
     const { failure } = notice;
     const key = noticeKey(failure);
     if (this.byKey.has(key)) return false;
-    const held: Held = { key, ...failure, storeKey, raw };
+    const held: Held = { key, ...failure, storeKey, raw, seq: ++this.arrived };
+    this.arrivals.push({ seq: held.seq, storeKey });
     this.byKey.set(key, held);
     this.byStoreKey.set(storeKey, held);
     const machine = machineOf(failure.provider, failure.machineId);
@@ -108,6 +120,39 @@ export class NoticeIndex implements FailureNoticeIndex {
     return { raw: keys.map((key) => this.byStoreKey.get(key)!.raw), next: keys.length === limit && from + limit < this.ordered.length ? keys[keys.length - 1]! : null };
   }
 
+  /**
+   * Notices in the order this index received them, after cursor `since` (a `cursor` it returned
+   * before; any other string, such as `start`, means from the first): what offers-sync serves a
+   * client that pulls again, so that a re-pull carries only what is new. `next` continues the
+   * pull (as the next `since`), null after the last page; `cursor` is where a later pull starts.
+   */
+  pageSince(since: string, limit: number): { raw: string[]; next: string | null; cursor: string } {
+    const match = CURSOR.exec(since);
+    const after = match && match[1] === this.epoch ? Number(match[2]) : 0;
+    let lo = 0;
+    let hi = this.arrivals.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.arrivals[mid]!.seq <= after) lo = mid + 1;
+      else hi = mid;
+    }
+    const raw: string[] = [];
+    let last = after;
+    let more = false;
+    for (let i = lo; i < this.arrivals.length; i++) {
+      const { seq, storeKey } = this.arrivals[i]!;
+      const held = this.byStoreKey.get(storeKey);
+      if (held?.seq !== seq) continue;
+      if (raw.length === limit) {
+        more = true;
+        break;
+      }
+      raw.push(held.raw);
+      last = seq;
+    }
+    return { raw, next: more ? `${this.epoch}:${last}` : null, cursor: `${this.epoch}:${this.arrived}` };
+  }
+
   /** Drops notices past the window, then the oldest beyond the cap; returns the store keys dropped. */
   prune(): string[] {
     const since = this.now() - FAILURE_WINDOW_SECONDS;
@@ -124,6 +169,8 @@ export class NoticeIndex implements FailureNoticeIndex {
       set?.delete(held.key);
       if (set && !set.size) this.byMachine.delete(machine);
     }
+    // Arrival entries of dropped notices are skipped by pageSince; compacted once they are most.
+    if (this.arrivals.length > 2 * this.byStoreKey.size + 64) this.arrivals = this.arrivals.filter(({ seq, storeKey }) => this.byStoreKey.get(storeKey)?.seq === seq);
     return removed;
   }
 }

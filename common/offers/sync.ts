@@ -6,7 +6,8 @@
  *
  * With `notices: true` the same pages carry the attestors' failure notices the peer holds
  * (common/attest/failure-notice.ts), oldest first, each checked like a gossiped notice: a node
- * that joins revokes what the network revoked before it came.
+ * that joins revokes what the network revoked before it came. A client that pulls again asks
+ * with the `cursor` of its last pull (`since`) and gets only the notices the peer received since.
  */
 import { z } from "zod";
 import { FAILURE_NOTICE_MAX_BYTES } from "../attest/failure-notice.js";
@@ -25,6 +26,13 @@ export const offersSyncRequestSchema = z.strictObject({
   limit: z.number().int().min(1).max(OFFERS_SYNC_MAX_PAGE),
   /** True: page through the failure notices instead of the offers (`offers` comes back empty). */
   notices: z.boolean().optional(),
+  /**
+   * With `notices`: only the notices the peer received after this cursor (the `cursor` it returned
+   * to an earlier pull), in the order it received them, the next page asked with `since: next`.
+   * A cursor the peer does not know (`start`, or one from before it restarted) gets every notice.
+   * A client that pulls again sends its last cursor, so a re-pull carries only new notices.
+   */
+  since: z.string().min(1).max(128).optional(),
 });
 export type OffersSyncRequest = z.output<typeof offersSyncRequestSchema>;
 
@@ -35,5 +43,7 @@ export const offersSyncResponseSchema = z.strictObject({
   notices: z.array(z.string().max(FAILURE_NOTICE_MAX_BYTES)).max(OFFERS_SYNC_MAX_PAGE).optional(),
   /** Where the next page starts; null after the last page. */
   next: z.string().min(1).max(128).nullable(),
+  /** Answering a request with `since`: where the next pull starts (send it as `since`). */
+  cursor: z.string().min(1).max(128).optional(),
 });
 export type OffersSyncResponse = z.output<typeof offersSyncResponseSchema>;

@@ -71,6 +71,7 @@ export type OffersGossipEvents = {
 /** The failure notices a node holds and checks (failure-notices.ts), served and fetched over offers-sync. */
 export type SyncedNotices = {
   page(after: string | undefined, limit: number): { raw: string[]; next: string | null };
+  pageSince(since: string, limit: number): { raw: string[]; next: string | null; cursor: string };
   ingest(raw: string, source: OfferSource, from?: string): Promise<{ ok: boolean; action?: "reject" | "ignore" }>;
 };
 
@@ -159,6 +160,10 @@ export class OffersGossip extends EventEmitter<OffersGossipEvents> {
       handler: async (req) => {
         if (req.chainId !== this.chainId) {
           throw new WrongChainError(`This node serves offers of chain ${this.chainId}, not ${req.chainId}`);
+        }
+        if (req.notices && req.since !== undefined) {
+          const page = this.notices?.pageSince(req.since, req.limit);
+          return page ? { offers: [], notices: page.raw, next: page.next, cursor: page.cursor } : { offers: [], notices: [], next: null };
         }
         if (req.notices) {
           const page = this.notices?.page(req.after, req.limit) ?? { raw: [], next: null };

@@ -77,6 +77,11 @@ export class NoticeBook implements FailureNoticeIndex {
     return this.index.page(after, limit);
   }
 
+  /** Notices in the order this node received them, after a cursor it returned: what offers-sync serves a re-pull (NoticeIndex.pageSince). */
+  pageSince(since: string, limit: number): { raw: string[]; next: string | null; cursor: string } {
+    return this.index.pageSince(since, limit);
+  }
+
   /** Drops notices past the window, then the oldest beyond the cap, in memory and in level. */
   private async prune(): Promise<string[]> {
     const removed = this.index.prune();

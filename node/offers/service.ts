@@ -121,7 +121,11 @@ export async function startOfferService(parameters: StartOfferServiceParameters)
     metrics,
     logger,
     sync: options.sync,
-    notices: { page: (after, limit) => notices.page(after, limit), ingest: (raw, source, from) => failures.ingest(raw, source, from) },
+    notices: {
+      page: (after, limit) => notices.page(after, limit),
+      pageSince: (since, limit) => notices.pageSince(since, limit),
+      ingest: (raw, source, from) => failures.ingest(raw, source, from),
+    },
   });
   const eviction = new OfferEviction({ book, validator, chain, metrics, logger, sweepIntervalMs: options.sweepIntervalMs });
   await failures.start();

@@ -154,6 +154,8 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
   const synced = new Set<string>();
   /** Peers seen serving offers-sync, for a re-pull without gossip. */
   const servers = new Map<string, PeerId>();
+  /** Each peer's notice cursor: a re-pull fetches only the notices it received since the last one. */
+  const noticeCursors = new Map<string, string>();
   let lastSyncAt = 0;
   let firstSync: () => void = () => {};
   const firstSyncDone = new Promise<void>((resolve) => (firstSync = resolve));
@@ -165,13 +167,16 @@ export async function startP2pFeed(options: P2pFeedOptions): Promise<OfferFeed> 
     lastSyncAt = Date.now();
     // Failure notices first, so the offers that follow are checked against them. A peer that does
     // not serve them (an older version) still serves its offers.
-    await fetchNotices(host, peer, {
+    const since = noticeCursors.get(id);
+    const fetched = await fetchNotices(host, peer, {
       chainId: options.chainId,
       pageSize: OFFERS_SYNC_MAX_PAGE,
       timeoutMs: 10_000,
       maxPages: Math.ceil(MAX_NOTICES / OFFERS_SYNC_MAX_PAGE) + 1,
       ingest: (raw) => ingestNotice(raw).catch(() => ({ ok: false as const })),
+      ...(since ? { since } : {}),
     }).catch(() => undefined);
+    if (fetched?.cursor && !fetched.leftForInvalid) noticeCursors.set(id, fetched.cursor);
     let after: string | undefined;
     for (let page = 0; page < 1_000; page++) {
       const answer = await request(

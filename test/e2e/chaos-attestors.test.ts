@@ -116,6 +116,16 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
       { address: p1.ready.address, role: "provider" },
     ]);
   });
+  // A failure on a loaded CI host is hard to reproduce: it prints the child nodes' last log lines.
+  afterEach(function () {
+    if (this.currentTest?.state !== "failed") return;
+    for (const [name, lines] of [
+      ["attestor 6", a?.stderr],
+      ["provider 1", p1?.stderr],
+      ["provider 2", p2?.stderr],
+    ] as const)
+      if (lines?.length) console.error(`--- ${name}, last log lines:\n${lines.slice(-25).join("\n")}`);
+  });
   after(async () => {
     for (const node of [p1, p2]) if (node && node.child.exitCode === null && node.child.signalCode === null) await node.kill("SIGKILL");
     await a?.kill("SIGKILL");

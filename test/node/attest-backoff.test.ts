@@ -14,8 +14,8 @@ import { readLease } from "../../common/chain/market.js";
 import { devnetAccount } from "../../common/devnet.js";
 import { FaultKind } from "../../common/eip712.js";
 import { CpuRunner } from "../../node/attest/runner/index.js";
-import { addrOf, machineOffer, startAttestorDaemon, type TestDaemon } from "../support/attest.js";
-import { leasedProvider, NO_OWN_CHECKS, SwitchRunner, TEST_LIVENESS as LIVENESS } from "../support/attest-lease.js";
+import { addrOf, machineOffer, type TestDaemon } from "../support/attest.js";
+import { leasedProvider, NO_OWN_CHECKS, startAttestorPair, SwitchRunner, TEST_LIVENESS as LIVENESS } from "../support/attest-lease.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
 
@@ -36,21 +36,20 @@ describe("the failure backoff is per machine and never holds an in-lease check (
 
   it("the provider fails its spare machine's challenge on purpose and re-forces it; its leased machine is still checked, and its wrong rows are faulted", async () => {
     const runner = new SwitchRunner(cpu);
-    const { provider, machines, machineIds, leaseId } = await leasedProvider(devnet, 1, runner, { count: 2 });
+    const { provider, machines, machineIds, leaseId } = await leasedProvider(devnet, 1, runner, { count: 3 });
     nodes.push(provider.daemon);
-    // Only the leased machine's offer at first: one simulated GPU passes one machine (one GPU, one machine).
-    const [leased, spare] = machineIds;
+    // Only the leased machine's offer at first; `passed` is a third machine that passes before the spare fails.
+    const [leased, spare, passed] = machineIds;
 
     const role = { scheduleIntervalMs: 3_600_000, maxConcurrentChallenges: 4 };
     // No scheduled challenge of the leased machine: it gets only light in-lease checks (issue 35 item 4).
-    const b = await startAttestorDaemon(devnet, 7, { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role } });
-    nodes.push(b.daemon);
-    const a = await startAttestorDaemon(devnet, 6, {
-      p2p: { bootstrap: [addrOf(provider.daemon), addrOf(b.daemon)] },
-      attest: { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role },
-    });
-    nodes.push(a.daemon);
+    const { a, b } = await startAttestorPair(devnet, provider.daemon, { liveness: LIVENESS, leaseChecks: NO_OWN_CHECKS, attestor: role }, nodes);
     for (const { daemon } of [a, b]) await waitFor("the leased machine's offer in the book", () => daemon.offers.book.byMachine(leased!).length > 0, { timeoutMs: 30_000 });
+    // The third machine's offer appears while the runner is honest: both attestors scan it and pass it (one after a busy retry).
+    await provider.daemon.offers.publisher!.set(machineOffer(machines[2]!));
+    for (const { attestor } of [a, b]) {
+      await waitFor("the third machine's pass", async () => (await attestor.results.history(passed!, 20)).some((record) => record.outcome === "pass"), { timeoutMs: 30_000 });
+    }
 
     // The provider fails its spare machine's challenge on purpose, at both attestors, and re-forces it.
     runner.cheating = true;
@@ -81,6 +80,14 @@ describe("the failure backoff is per machine and never holds an in-lease check (
     assert.equal(await a.attestor.challenger.isDue(spare!), false);
     const spareAgain = await a.attestor.challenger.challenge(spare!, "schedule");
     assert.deepEqual([spareAgain.outcome, spareAgain.reason], ["error", "backoff"]);
+    // The backoff holds only the machine that failed: the provider's machine that passed earlier is challenged (and,
+    // honest again, passes). A machine this attestor never passed would wait on the provider's history instead
+    // (test/node/attest-challenge.test.ts, fresh machine id).
+    runner.cheating = false;
+    const passedAgain = await a.attestor.challenger.challenge(passed!, "schedule");
+    assert.deepEqual([passedAgain.outcome, passedAgain.reason], ["pass", null], passedAgain.detail ?? "");
+    assert.equal((await a.attestor.failures.ofProvider(devnetAccount(1).address, Date.now())).failures >= 1, true, "the provider's history holds the spare's failure");
+    runner.cheating = true;
 
     // The leased machine answers wrong rows too: A's light in-lease check runs and catches it (in the old code: `error: backoff`).
     const check = await a.attestor.challenger.challenge(leased!, "lease");

@@ -29,6 +29,7 @@ import { OFFERS_SYNC_PROTOCOL } from "../../common/p2p/protocols.js";
 import { handleProtocol } from "../../common/p2p/reqresp.js";
 import { silentLogger, type Logger } from "../../node/log/logger.js";
 import { createClient, type SuanliClient } from "../../sdk/index.js";
+import { startP2pFeed } from "../../sdk/internal/feed.js";
 import { addrOf, machineOffer, type TestDaemon } from "../support/attest.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
@@ -204,6 +205,58 @@ describe("failure notices reach renters: HTTP view and SDK feeds, aging, older p
     const late = await newClient({ bootstrap: [addrOf(provider)], gossip: false });
     assert.equal((await summary(late, "L40S"))?.attestFailures, 4);
     assert.equal((await late.match(ask("L40S"))).ok, false);
+  });
+
+  it("a client without gossip re-pulls only the notices the node received since its last pull (a cursor per peer); a cursor the node does not know gets them all", async () => {
+    const [, , machineId] = ids as [number, number, number];
+    const feed = await startP2pFeed({
+      chainId: devnet.deployment.chainId,
+      market: devnet.deployment.contracts.market!,
+      registry: devnet.deployment.contracts.registry!,
+      publicClient: devnet.admin.publicClient,
+      bootstrap: [addrOf(provider)],
+      gossip: false,
+      resyncAfterMs: 0,
+    });
+    closers.unshift(() => feed.close());
+    await feed.ready(10_000);
+    const held = provider.offers.notices.size;
+    assert.ok(held >= 4, `the node holds the notices published so far (${held})`);
+    // Count what the node serves each pull (what travels and what the client checks).
+    const served: number[] = [];
+    const book = provider.offers.notices;
+    const pageSince = book.pageSince.bind(book);
+    book.pageSince = (since, limit) => {
+      const page = pageSince(since, limit);
+      served.push(page.raw.length);
+      return page;
+    };
+    const pull = async () => {
+      served.length = 0;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      await feed.ready(10_000);
+      return served.reduce((sum, n) => sum + n, 0);
+    };
+    try {
+      assert.equal(await pull(), 0, "nothing new: the re-pull carries no notice");
+      await publish(machineId);
+      await publish(machineId);
+      assert.equal(await pull(), 2, "the two new notices only");
+      assert.equal(await pull(), 0);
+    } finally {
+      book.pageSince = pageSince;
+    }
+    // A cursor from before the node restarted (another numbering) or none: every notice, in the order received.
+    const all = book.pageSince("start", 64);
+    assert.equal(all.raw.length, held + 2);
+    assert.equal(book.pageSince(`${"0".repeat(16)}:1`, 64).raw.length, held + 2);
+    assert.deepEqual(book.pageSince(all.cursor, 64), { raw: [], next: null, cursor: all.cursor });
+    const pages = [book.pageSince("start", 2)];
+    while (pages.at(-1)!.next) pages.push(book.pageSince(pages.at(-1)!.next!, 2));
+    assert.deepEqual(
+      pages.flatMap((page) => page.raw),
+      all.raw,
+    );
   });
 
   it("failures age out at match time, without a new offer", async () => {

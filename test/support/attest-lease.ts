@@ -8,7 +8,7 @@ import { testTokenAbi } from "../../common/abi.js";
 import type { LeaseChecks } from "../../common/attest/lease-checks.js";
 import type { ProviderMachine } from "../../node/attest/challenge/index.js";
 import type { CpuRunner, Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/index.js";
-import { DURATION, machineOffer, openActiveLease, PRICE, startProviderDaemon, TEST_MACHINE, WrongRowsRunner } from "./attest.js";
+import { addrOf, DURATION, machineOffer, openActiveLease, PRICE, startAttestorDaemon, startProviderDaemon, TEST_MACHINE, WrongRowsRunner, type TestDaemon } from "./attest.js";
 import { fund, registerProvider, send, type Devnet } from "./devnet.js";
 
 /** No in-lease checks of an attestor's own during a test: a first check assumed to cost 10 min, which no lease share allows within minutes. */
@@ -100,4 +100,17 @@ export async function leasedProvider(
     await provider.daemon.close().catch(() => undefined);
     throw error;
   }
+}
+
+/**
+ * Attestors 6 (A) and 7 (B) around a provider, as the in-lease tests run them: B joins through the
+ * provider, A through the provider and B (so they exchange faults); both with the `attest` options
+ * given. Both daemons are pushed to `nodes` for the test to close.
+ */
+export async function startAttestorPair(devnet: Devnet, provider: TestDaemon, attest: Record<string, unknown>, nodes: TestDaemon[]) {
+  const b = await startAttestorDaemon(devnet, 7, { p2p: { bootstrap: [addrOf(provider)] }, attest });
+  nodes.push(b.daemon);
+  const a = await startAttestorDaemon(devnet, 6, { p2p: { bootstrap: [addrOf(provider), addrOf(b.daemon)] }, attest });
+  nodes.push(a.daemon);
+  return { a, b };
 }

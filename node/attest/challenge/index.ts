@@ -6,7 +6,7 @@
  * (failure-notify.ts). Depends on cc/, memory/ and runner/.
  */
 export { Attestor, AttestorChallenge, type ChallengeFailure, type ChallengeOutcome, type ChallengePass, type CommitResult, type MachineClaim } from "./attestor.js";
-export { ChallengeResponder, type ChallengeResponderOptions, type ProviderLease, type ProviderMachine } from "./provider.js";
+export { ChallengeResponder, OPEN_WAIT_MS, type ChallengeResponderOptions, type ProviderLease, type ProviderMachine } from "./provider.js";
 export { Challenger } from "./challenger.js";
 export { ChallengeResults, type ChallengeRecord } from "./results.js";
 export { FailureHistory } from "./failure-history.js";

@@ -67,6 +67,14 @@ export type ChallengeResponderOptions = {
 };
 
 type Held = { commitment: RunnerCommitment; timer: NodeJS.Timeout };
+/**
+ * How long after its commit the answer of a runner that holds one answer at a time (the external
+ * runner: "a new challenge replaces any answer the runner holds") keeps the slot for its open
+ * request. The attestor asks for its rows as soon as the commit reaches it; a challenge taken in
+ * between would replace the answer, and the first attestor's open would fail `runner_failed`: an
+ * honest provider's failure. Past this the attestor is taken to be gone and the slot is free.
+ */
+export const OPEN_WAIT_MS = 15_000;
 /** One challenge's hold of the slot: who, which machine (and lease), from when to when (ms). */
 type SlotUse = { attestor: string; leases: string[]; startMs: number; endMs: number };
 /** Slot uses kept (bounded: at 2 min a challenge, an hour holds at most a few hundred). */
@@ -77,6 +85,8 @@ export class ChallengeResponder {
   private readonly held = new Map<string, Held>();
   private readonly seen = new Set<string>();
   private computing: string | undefined;
+  /** The answer that keeps the slot until its open request (a runner that holds one answer at a time), and until when (ms). */
+  private awaitingOpen: { id: string; untilMs: number } | undefined;
   /** Finished holds of the slot, oldest first: per-attestor shares and lease budgets are counted from them. */
   private readonly uses: SlotUse[] = [];
 
@@ -123,6 +133,7 @@ export class ChallengeResponder {
   async respond(input: unknown, options: { signal?: AbortSignal } = {}): Promise<CommitMessage> {
     const message = await this.accept(input);
     if (this.computing) throw new ChallengeRefusedError("busy", "Another challenge is being computed.");
+    if (this.awaitingOpen && this.now < this.awaitingOpen.untilMs) throw new ChallengeRefusedError("busy", "Another challenge's answer waits for its open request.");
     // Its start-up would count inside this challenge's deadline: ask again once it runs.
     if (this.options.runner.starting) throw new ChallengeRefusedError("busy", "The runner program is starting.");
     const attestor = getAddress(message.attestor);
@@ -169,6 +180,7 @@ export class ChallengeResponder {
     const retain = setTimeout(() => runDetached(this.release(message.id), this.options.logger, "Releasing a computed answer"), this.options.retainMs ?? 120_000);
     retain.unref();
     this.held.set(message.id, { commitment, timer: retain });
+    if (this.options.runner.holdsOneAnswer) this.awaitingOpen = { id: message.id, untilMs: this.now + OPEN_WAIT_MS };
     this.options.logger?.info("Challenge committed", {
       challengeId: message.id,
       machineId: message.machineId,
@@ -265,6 +277,7 @@ export class ChallengeResponder {
   }
 
   private async release(challengeId: string): Promise<void> {
+    if (this.awaitingOpen?.id === challengeId) this.awaitingOpen = undefined;
     const held = this.held.get(challengeId);
     if (!held) return;
     this.held.delete(challengeId);

@@ -183,6 +183,8 @@ class RunnerProcess {
 
 export class ExternalRunner implements Runner {
   readonly name: string;
+  /** The contract: a new challenge replaces the answer the program holds. */
+  readonly holdsOneAnswer = true;
   private readonly options: ExternalRunnerOptions;
   private process: RunnerProcess | undefined;
   /** Serializes every exchange with the program: the contract is one request at a time. */

@@ -67,6 +67,12 @@ export interface Runner {
   /** True while a start asked for ahead of a challenge (warm, or a restart after a stop) is under way: the provider answers `busy` meanwhile. */
   readonly starting?: boolean;
   /**
+   * True when the runner keeps one computed answer at a time, a new challenge replacing it (the
+   * external runner's contract): the provider then answers `busy` while an answer waits for its
+   * open request (ChallengeResponder), or the first attestor's open would fail.
+   */
+  readonly holdsOneAnswer?: boolean;
+  /**
    * The memory phase on the same hardware (an external program's `mem-*` requests); absent, the
    * provider answers it with the CPU memory runner.
    */

@@ -7,9 +7,9 @@ import { MerkleTree, leafHash } from "../../../common/attest/merkle.js";
 import { verifyOpening } from "../../../common/attest/verify.js";
 import { unitLeafKey, unitSeed, unitSubChallenges } from "../../../common/attest/units.js";
 import { challengeProfileSchema } from "../../../common/attest/params.js";
-import { Attestor, ChallengeResponder } from "../../../node/attest/challenge/index.js";
+import { Attestor, ChallengeResponder, OPEN_WAIT_MS } from "../../../node/attest/challenge/index.js";
 import { CpuRunner, ExternalRunner, type RunnerChallenge } from "../../../node/attest/runner/index.js";
-import { attestorAccount, domain, isAttestor, openRequestOf, providerAccount } from "./helpers.js";
+import { attestorAccount, domain, isAttestor, openRequestOf, otherAttestorAccount, providerAccount } from "./helpers.js";
 import { isAlive, waitFor } from "../../support/wait.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -333,6 +333,51 @@ describe("attest runners", function () {
         assert.equal((await state.onOpen(await responder.open(openRequestOf(next)), Date.now())).outcome, "pass");
         assert.equal(runner.pid, restarted, "the challenge ran on the program started in the background");
       } finally {
+        await runner.close();
+      }
+    });
+
+    it("a program holds one answer: another attestor's challenge arriving between a commit and its open is answered busy, so the first open gets its rows (never an honest provider's runner_failed)", async function () {
+      this.timeout(60_000);
+      const runner = reference();
+      const machine = { machineId: 1, model: "L4-24GB", units: 1, vramMiB: 23_034 };
+      const profile = challengeProfileSchema.parse({ preset: "cpu-devnet", rowsPerUnit: 100 });
+      const first = new Attestor({ account: attestorAccount, domain, profile });
+      const second = new Attestor({ account: otherAttestorAccount, domain, profile });
+      let clock = Date.now();
+      const responder = new ChallengeResponder({
+        provider: providerAccount.address,
+        signer: providerAccount,
+        machine: () => machine,
+        runner,
+        domain,
+        isAttestor,
+        now: () => clock,
+      });
+      const claim = { provider: providerAccount.address, ...machine };
+      try {
+        assert.equal(runner.holdsOneAnswer, true);
+        // The first attestor has its commit; before its open request arrives, the second attestor's challenge comes.
+        const a = await first.startChallenge(claim);
+        const opening = a.onCommit(await responder.respond(a.message), Date.now());
+        assert.equal(opening.outcome, "open");
+        const early = await second.startChallenge(claim);
+        await assert.rejects(responder.respond(early.message), { name: "ChallengeRefusedError", reason: "busy", message: /waits for its open request/ });
+        // The held answer was not replaced: the first attestor's open gets rows that verify.
+        assert.equal((await a.onOpen(await responder.open(openRequestOf(opening)), Date.now())).outcome, "pass");
+        // Opened: the slot is free for the second attestor at once.
+        const b = await second.startChallenge(claim);
+        const bOpening = b.onCommit(await responder.respond(b.message), Date.now());
+        assert.equal(bOpening.outcome, "open");
+        // An attestor that never opens holds the slot OPEN_WAIT_MS after its commit, no longer (its answer is then replaced).
+        const c = await first.startChallenge(claim);
+        await assert.rejects(responder.respond(c.message), { name: "ChallengeRefusedError", reason: "busy" });
+        clock += OPEN_WAIT_MS + 1;
+        const d = await first.startChallenge(claim);
+        assert.equal(d.onCommit(await responder.respond(d.message), Date.now()).outcome, "open");
+        await assert.rejects(responder.open(openRequestOf(bOpening)), { name: "ChallengeRefusedError", reason: "runner_failed" });
+      } finally {
+        await responder.close();
         await runner.close();
       }
     });
