@@ -71,6 +71,9 @@ export class InvalidSignatureError extends ApiError {
   }
 }
 
+/** A session delegation refused (expired, revoked, out of its scope, another renter's): 401 and the same name as a bad signature for clients, counted apart (`delegation`) in the metrics. */
+export class DelegationRefusedError extends InvalidSignatureError {}
+
 export class StaleSignatureError extends ApiError {
   override name = "StaleSignatureError";
   constructor(message: string) {

@@ -52,7 +52,7 @@ export function createApiMetrics(registry: Registry) {
     }),
     signatureFailures: new Counter({
       name: "suanli_api_signature_failures_total",
-      help: "Signed requests refused, by reason (signer, stale, replay)",
+      help: "Signed requests refused, by reason (signer, delegation, malformed, stale, replay)",
       labelNames: ["reason"] as const,
       registers,
     }),

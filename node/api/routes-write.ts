@@ -21,7 +21,7 @@ import {
 import { outputFilesDigest } from "../../common/output-bytes-digest.js";
 import { Readable } from "node:stream";
 import type { ReserveReply } from "../../common/matching/handshake.js";
-import { InvalidSignatureError, OutputTooLargeError, ServiceUnavailableError, StaleSignatureError, TooManyStreamsError } from "./errors.js";
+import { DelegationRefusedError, InvalidSignatureError, OutputTooLargeError, ServiceUnavailableError, StaleSignatureError, TooManyStreamsError } from "./errors.js";
 import { checkOutputAuth, checkRelayAuth } from "./relay.js";
 import { defineRoute, type RouteSpec } from "./route.js";
 import {
@@ -120,7 +120,7 @@ export function writeRoutes(deps: RouteDeps): RouteSpec[] {
           return await relay.forward(action, params.id, body as RelayBody, rawBody);
         } catch (error) {
           if (error instanceof StaleSignatureError) deps.metrics.signatureFailures.inc({ reason: "stale" });
-          else if (error instanceof InvalidSignatureError) deps.metrics.signatureFailures.inc({ reason: "signer" });
+          else if (error instanceof InvalidSignatureError) deps.metrics.signatureFailures.inc({ reason: error instanceof DelegationRefusedError ? "delegation" : "signer" });
           throw error;
         }
       },
@@ -203,7 +203,7 @@ export function writeRoutes(deps: RouteDeps): RouteSpec[] {
             opened = await relay.openOutput(params.id, body as OutputRelayBody, rawBody, gone.signal);
           } catch (error) {
             if (error instanceof StaleSignatureError) deps.metrics.signatureFailures.inc({ reason: "stale" });
-            else if (error instanceof InvalidSignatureError) deps.metrics.signatureFailures.inc({ reason: "signer" });
+            else if (error instanceof InvalidSignatureError) deps.metrics.signatureFailures.inc({ reason: error instanceof DelegationRefusedError ? "delegation" : "signer" });
             throw error;
           }
           const { manifest } = opened;

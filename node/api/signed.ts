@@ -7,7 +7,7 @@ import { recoverTypedDataAddress, type Address, type Hex } from "viem";
 import { suanliDomain, suanliTypes, type ReserveRequest } from "../../common/eip712.js";
 import { SessionDelegationError, signedDelegationSchema, type SessionAction } from "../../common/sessions.js";
 import type { DelegationVerifier } from "../sessions/delegations.js";
-import { InvalidSignatureError, ReplayedRequestError, RequestInputError, StaleSignatureError } from "./errors.js";
+import { DelegationRefusedError, InvalidSignatureError, ReplayedRequestError, RequestInputError, StaleSignatureError } from "./errors.js";
 
 /** Remembers recently seen request ids, bounded in count and in age. */
 export class ReplayGuard {
@@ -36,7 +36,8 @@ export type SignatureCheck = {
   maxAgeSeconds: number;
   guard: ReplayGuard;
   /** Counts each refusal by reason. */
-  onRefused?: (reason: "stale" | "signer" | "replay") => void;
+  /** Why a request was refused, for the metrics: its time, its signature, its delegation (malformed or refused), or a replay. */
+  onRefused?: (reason: "stale" | "signer" | "delegation" | "malformed" | "replay") => void;
   /** Checks requests signed by a session key; without it they are refused. */
   delegations?: DelegationVerifier;
 };
@@ -61,14 +62,14 @@ export async function renterBehind(
       parsed.error.issues.map((issue) => ({ path: ["auth", "delegation", ...issue.path.map(String)].join("."), message: issue.message })),
     );
   }
-  if (!delegations?.enabled) throw new InvalidSignatureError("This node accepts no session keys (its deployment has no SessionKeys contract): sign with the renter's wallet");
+  if (!delegations?.enabled) throw new DelegationRefusedError("This node accepts no session keys (its deployment has no SessionKeys contract): sign with the renter's wallet");
   try {
     const pending = await delegations.local(parsed.data, { requestSigner: expected.signer, action: expected.action, leaseId: expected.leaseId });
     if (pending.renter.toLowerCase() !== expected.renter.toLowerCase()) throw expected.mismatch(pending.renter);
     await delegations.confirm(pending);
     return pending.renter;
   } catch (error) {
-    if (error instanceof SessionDelegationError) throw new InvalidSignatureError(error.shortMessage);
+    if (error instanceof SessionDelegationError) throw new DelegationRefusedError(error.shortMessage);
     throw error;
   }
 }
@@ -103,7 +104,7 @@ export async function verifyReserveRequest(request: ReserveRequest, signature: H
         mismatch: (delegator) => new InvalidSignatureError(`delegation is from ${delegator}, not from request.renter ${request.renter}`),
       });
     } catch (error) {
-      check.onRefused?.("signer");
+      check.onRefused?.(error instanceof RequestInputError ? "malformed" : error instanceof DelegationRefusedError ? "delegation" : "signer");
       throw error;
     }
   }

@@ -89,6 +89,9 @@ export class EndpointProxy {
       const lease = await this.lease(leaseId);
       if (lease.status !== "Active") throw new UpstreamUnavailableError(`lease ${leaseId} is ${lease.status.toLowerCase()}`);
       const peer = await resolveProviderPeer(this.options, lease.provider, lease.machineId);
+      // libp2p does not dial itself: a gateway serves the tasks of other nodes.
+      if (peer.equals(this.options.host.peerId))
+        throw new UpstreamUnavailableError(`lease ${leaseId} runs on this gateway's own node: run the gateway on another node (docs/endpoints.md)`);
       const auth = await signLeaseRequest((p) => this.options.account.signTypedData(p), this.options.domain, {
         leaseId,
         provider: lease.provider,

@@ -7,7 +7,7 @@
  * Marker attributes: `terminal=N` (which terminal the README says), `background` (a long-running
  * command: started, then awaited until its output matches `ready`), `expect="regex"` (repeatable;
  * each must match the block's output), `capture="name=regex"` (the first group is kept and fills
- * the README's `<placeholder>` of a later block: `<taskId>`, `<peer id printed above>`). Like a
+ * the README's `<placeholder>` of a later block: `<taskId>`, `<peer id printed above>`, `<endpointId>`). Like a
  * terminal, a later block of the same terminal number has the variables its earlier ones exported.
  *
  * A ```ts block marked `file=NAME` (the README's SDK script) is saved as NAME, exactly as printed,
@@ -73,7 +73,7 @@ export function readmeBlocks(text: string): Block[] {
 }
 
 /** Placeholders of the README and the captured value each stands for. */
-const PLACEHOLDERS: Record<string, string> = { "<taskId>": "taskId", "<peer id printed above>": "peerId" };
+const PLACEHOLDERS: Record<string, string> = { "<taskId>": "taskId", "<peer id printed above>": "peerId", "<endpointId>": "endpointId" };
 
 async function portFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -84,7 +84,7 @@ async function portFree(port: number): Promise<boolean> {
 }
 
 /** Files and folders the README's commands create in the checkout (all git-ignored). */
-const SCRATCH = [".suanli-provider", ".suanli-attestor", "attestor.json", "job", "job.tar.gz", "renter.ts", "ckpt", "ckpt.tar.gz"];
+const SCRATCH = [".suanli-provider", ".suanli-attestor", ".suanli-gateway", "attestor.json", "job", "job.tar.gz", "renter.ts", "ckpt", "ckpt.tar.gz"];
 
 /** A background terminal: its process group's leader, its block, what it printed, and when its node printed "Node stopped". */
 type Running = { child: ChildProcess; block: Block; output: () => string; nodeStoppedAt: number | undefined };
@@ -216,7 +216,7 @@ describe("README.md role sections, run as written (issue #22)", function () {
   let terminals: Terminals;
 
   before(async () => {
-    for (const port of [8545, 4337, 4001, 4101, 4107, 4108, 4109, 8000, 8080, 9464]) {
+    for (const port of [8545, 4337, 4001, 4101, 4107, 4108, 4109, 4110, 8000, 8080, 8090, 9464]) {
       assert.ok(await portFree(port), `port ${port} on 127.0.0.1 is taken: the README's commands use it; stop what holds it`);
     }
     stateDir = await mkdtemp(path.join(tmpdir(), "suanli-readme-"));

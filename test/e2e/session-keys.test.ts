@@ -117,6 +117,12 @@ describe("session keys: one wallet prompt per session, and what nodes refuse", f
   });
 
   it("the relay refuses a session key outside its delegation, an expired delegation and a stranger's, and says which", async () => {
+    const refusals = async () => {
+      const text = await (await fetch(`${market.apiNode!.api!.url}/metrics`)).text();
+      const count = (reason: string) => Number(new RegExp(`suanli_api_signature_failures_total\\{reason="${reason}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
+      return { delegation: count("delegation"), signer: count("signer") };
+    };
+    const before = await refusals();
     const statusOnly = await delegation({ actions: ["status"], leaseIds: [lease.leaseId] });
     assert.equal((await relay("status", statusOnly.key, statusOnly.signed)).status, 200, "the delegation itself is good");
     const outOfScope = await relay("cancel", statusOnly.key, statusOnly.signed);
@@ -139,6 +145,9 @@ describe("session keys: one wallet prompt per session, and what nodes refuse", f
     const wrongKey = await relay("status", generatePrivateKey(), statusOnly.signed);
     assert.equal(wrongKey.status, 401);
     assert.match(wrongKey.message, /not by the delegation's session key/);
+    // Counted by why: four refused delegations (scope, lease, expiry, key), one request not signed by the lease's renter.
+    const after = await refusals();
+    assert.deepEqual({ delegation: after.delegation - before.delegation, signer: after.signer - before.signer }, { delegation: 4, signer: 1 });
   });
 
   it("the provider itself refuses a session key outside its delegation (not only the relay)", async () => {
