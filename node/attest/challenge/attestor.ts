@@ -157,13 +157,17 @@ export class Attestor {
     return this.options.now ? this.options.now() : Date.now();
   }
 
-  /** Derives the parameters for the claim, draws a fresh seed, signs the challenge. `rateShare` < 1: a light check (deriveChallengeParams), whose pass signs nothing. */
-  async startChallenge(claim: MachineClaim, options: { rateShare?: number } = {}): Promise<AttestorChallenge> {
+  /**
+   * Derives the parameters for the claim, draws a fresh seed, signs the challenge. `rateShare` < 1:
+   * a light check (deriveChallengeParams), whose pass signs nothing. `issuedAtMs`: the issue time
+   * the challenges of one round share (challenger.ts), default now.
+   */
+  async startChallenge(claim: MachineClaim, options: { rateShare?: number; issuedAtMs?: number } = {}): Promise<AttestorChallenge> {
     const model = canonicalGpuName(claim.model);
     if (!model) throw new UnknownGpuModelError(claim.model, knownGpuNames());
     const rateShare = options.rateShare ?? 1;
     const params = deriveChallengeParams(this.options.profile, { model, units: claim.units }, rateShare);
-    const issuedAtMs = Math.floor(this.now);
+    const issuedAtMs = Math.floor(options.issuedAtMs ?? this.now);
     const message = await signChallenge(this.options.account, this.options.domain, {
       attestor: this.address,
       provider: getAddress(claim.provider),
@@ -266,6 +270,7 @@ export class AttestorChallenge {
   private fail(reason: FailureReason, detail: string, extra: Partial<ChallengeFailure> = {}): ChallengeFailure {
     const failure: ChallengeFailure = { outcome: "fail", challengeId: this.id, reason, detail, ...extra };
     this.phase = "done";
+    this.attestor.devices.unhold(this.id);
     this.finalOutcome = failure;
     this.attestor.settings.logger?.warn("Challenge failed", {
       challengeId: this.id,
@@ -315,12 +320,20 @@ export class AttestorChallenge {
     const machine = machineKey(this.message.provider, this.message.machineId);
     const windowMs = this.attestor.settings.gpuReuseWindowMs ?? 0;
     const held = windowMs > 0 ? this.attestor.devices.conflict(commit.devices.map(uuidKey), machine, receivedAtMs, windowMs) : undefined;
-    if (held) {
+    const named = (key: string) => commit.devices.find((device) => uuidKey(device) === key) ?? key.slice("uuid:".length);
+    if (held)
       return this.fail(
         "duplicate_gpus",
-        `GPU ${commit.devices.find((device) => uuidKey(device) === held.device) ?? held.device.slice("uuid:".length)} backs machine ${held.machine} (passed ${Math.round(held.agoMs / 1000)} s ago): one GPU cannot back two machines`,
+        `GPU ${named(held.device)} backs machine ${held.machine} (passed ${Math.round(held.agoMs / 1000)} s ago): one GPU cannot back two machines`,
       );
-    }
+    // Machines challenged at once (a round): a GPU another machine's commit named is held until that challenge ends.
+    const busy =
+      windowMs > 0 ? this.attestor.devices.hold(commit.devices.map(uuidKey), machine, this.id, receivedAtMs, receivedAtMs + this.params.openTimeoutMs + 60_000) : undefined;
+    if (busy)
+      return this.fail(
+        "duplicate_gpus",
+        `GPU ${named(busy.device)} backs machine ${busy.machine}, whose challenge of the same round named it first: one GPU cannot back two machines`,
+      );
     if (new Set(commit.roots.map((root) => root.toLowerCase())).size !== commit.roots.length) {
       return this.fail("replayed", "two units committed the same root: each unit's leaves are bound to the unit, so one of them is not its answer");
     }
@@ -443,6 +456,7 @@ export class AttestorChallenge {
     if ((this.attestor.settings.gpuReuseWindowMs ?? 0) > 0) {
       this.attestor.devices.record(pass.commit.devices.map(uuidKey), machineKey(this.message.provider, this.message.machineId), this.attestor.now, "uuid:");
     }
+    this.attestor.devices.unhold(this.id);
     this.attestor.settings.logger?.info("Challenge passed", {
       challengeId: this.id,
       provider: this.message.provider,

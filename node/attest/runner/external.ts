@@ -183,6 +183,8 @@ class RunnerProcess {
 
 export class ExternalRunner implements Runner {
   readonly name: string;
+  /** The program holds one answer and takes one request at a time (the runner contract). */
+  readonly concurrent = false;
   private readonly options: ExternalRunnerOptions;
   private process: RunnerProcess | undefined;
   /** Serializes every exchange with the program: the contract is one request at a time. */
