@@ -84,7 +84,7 @@ describe("one GPU backs one machine: the attestor's GPU registry over libp2p (is
     const passed = verdicts.filter((record) => record.outcome === "pass");
     assert.equal(passed.length, 1, JSON.stringify(verdicts.map((r) => [r.machineId, r.outcome, r.reason, r.detail])));
     const holder = passed[0]!.machineId;
-    const backs = new RegExp(`^GPU ${CARD} backs machine 0x[0-9a-f]{40}/${holder} \\(passed \\d+ s ago\\): one GPU cannot back two machines$`);
+    const backs = new RegExp(`^GPU ${CARD} backs machine 0x[0-9a-f]{40}/${holder} \\((passed \\d+ s ago|committed first in the same round)\\): one GPU cannot back two machines$`);
     const refused = verdicts.filter((r) => r.machineId !== holder);
     assert.equal(refused.length, 4);
     for (const record of refused) {

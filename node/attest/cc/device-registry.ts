@@ -90,6 +90,21 @@ export class DeviceRegistry {
     return undefined;
   }
 
+  /**
+   * conflict() within `windowMs`, then hold() until `untilMs`: the GPU check of a commit. The
+   * conflict has `agoMs` when a passed machine holds the GPU, none when a challenge in progress does.
+   */
+  claimInFlight(
+    devices: readonly string[],
+    machine: string,
+    challengeId: string,
+    nowMs: number,
+    windowMs: number,
+    untilMs: number,
+  ): { device: string; machine: string; agoMs?: number } | undefined {
+    return this.conflict(devices, machine, nowMs, windowMs) ?? this.hold(devices, machine, challengeId, nowMs, untilMs);
+  }
+
   /** Ends the hold of challenge `challengeId` (it passed, failed or ended). */
   unhold(challengeId: string): void {
     for (const [device, held] of this.pending) if (held.challengeId === challengeId) this.pending.delete(device);

@@ -316,24 +316,15 @@ export class AttestorChallenge {
     if (this.attestor.settings.profile.requireDevices && commit.devices.length !== this.message.units) {
       return this.fail("missing_gpus", `the commit names no GPU per unit; this attestor requires the UUID of each of the ${this.message.units} units' devices`);
     }
-    // One GPU, one machine: a UUID another machine passed with within the window is not this one's.
-    const machine = machineKey(this.message.provider, this.message.machineId);
+    // One GPU, one machine: a UUID another machine passed with within the window, or whose commit in the same round came first, is not this one's.
     const windowMs = this.attestor.settings.gpuReuseWindowMs ?? 0;
-    const held = windowMs > 0 ? this.attestor.devices.conflict(commit.devices.map(uuidKey), machine, receivedAtMs, windowMs) : undefined;
-    const named = (key: string) => commit.devices.find((device) => uuidKey(device) === key) ?? key.slice("uuid:".length);
-    if (held)
-      return this.fail(
-        "duplicate_gpus",
-        `GPU ${named(held.device)} backs machine ${held.machine} (passed ${Math.round(held.agoMs / 1000)} s ago): one GPU cannot back two machines`,
-      );
-    // Machines challenged at once (a round): a GPU another machine's commit named is held until that challenge ends.
-    const busy =
-      windowMs > 0 ? this.attestor.devices.hold(commit.devices.map(uuidKey), machine, this.id, receivedAtMs, receivedAtMs + this.params.openTimeoutMs + 60_000) : undefined;
-    if (busy)
-      return this.fail(
-        "duplicate_gpus",
-        `GPU ${named(busy.device)} backs machine ${busy.machine}, whose challenge of the same round named it first: one GPU cannot back two machines`,
-      );
+    const keys = commit.devices.map(uuidKey);
+    const machine = machineKey(this.message.provider, this.message.machineId);
+    const held = windowMs > 0 ? this.attestor.devices.claimInFlight(keys, machine, this.id, receivedAtMs, windowMs, receivedAtMs + this.params.openTimeoutMs + 60_000) : undefined;
+    if (held) {
+      const when = held.agoMs === undefined ? "committed first in the same round" : `passed ${Math.round(held.agoMs / 1000)} s ago`;
+      return this.fail("duplicate_gpus", `GPU ${commit.devices[keys.indexOf(held.device)]} backs machine ${held.machine} (${when}): one GPU cannot back two machines`);
+    }
     if (new Set(commit.roots.map((root) => root.toLowerCase())).size !== commit.roots.length) {
       return this.fail("replayed", "two units committed the same root: each unit's leaves are bound to the unit, so one of them is not its answer");
     }

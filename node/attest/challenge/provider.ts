@@ -217,7 +217,8 @@ export class ChallengeResponder {
     if (this.options.runner.starting) throw busy("The runner program is starting.");
     for (const running of this.computing.values()) {
       if (running.round !== round) throw busy("Another challenge is being computed.");
-      if (running.machineId === message.machineId) throw busy(`A challenge of machine ${message.machineId} is being computed.`);
+      // Not the round's refusal: its other machines are being computed.
+      if (running.machineId === message.machineId) throw new ChallengeRefusedError("busy", `A challenge of machine ${message.machineId} is being computed.`);
       if (this.options.runner.concurrent === false) {
         throw busy(`This node's runner (${this.options.runner.name}) computes one challenge at a time: it cannot compute a round of several machines at once.`);
       }
