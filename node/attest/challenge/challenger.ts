@@ -3,7 +3,8 @@
  * node's offer book (scheduled: each machine once its last attestation by this attestor nears
  * expiry, or its own backoff after a failure has passed; in-lease checks ignore the backoff) and any machine someone asks for over
  * `/suanli/attest-request/1.0.0`. The backoff grows with the machine's failure history
- * (failure-history.ts) and holds forced requests too. Each challenge:
+ * (failure-history.ts) and holds forced requests too. A full challenge is a round of the
+ * provider's unleased machines, issued together (rounds.ts). Each challenge:
  *
  *   1. reads the machine on-chain (owner, model, units, VRAM: the claim is the declaration),
  *   2. dials the provider (its registered peer id, the offer's addresses),
