@@ -9,10 +9,10 @@
 import assert from "node:assert/strict";
 import { multiaddr } from "@multiformats/multiaddr";
 import { devnetAccount } from "../../common/devnet.js";
-import type { ChallengeRecord, ProviderMachine } from "../../node/attest/challenge/index.js";
+import type { ChallengeRecord } from "../../node/attest/challenge/index.js";
 import { CpuRunner, type Runner, type RunnerChallenge, type RunnerCommitment } from "../../node/attest/runner/index.js";
-import { addrOf, machineOffer, startAttestorDaemon, startProviderDaemon, TEST_MACHINE, type TestDaemon } from "../support/attest.js";
-import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
+import { addrOf, startAttestorDaemon, startProviderWithMachines, type TestDaemon } from "../support/attest.js";
+import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
 
 const CARD = "GPU-5e0c1d2e-0000-4000-8000-00000000c0de";
@@ -45,21 +45,7 @@ describe("one GPU backs one machine: the attestor's GPU registry over libp2p (is
   });
 
   /** A provider daemon (account `index`) with `count` A100 machines, all answered by `runner`; their offers published. */
-  async function provider(index: number, count: number, runner: Runner) {
-    const machines: ProviderMachine[] = [];
-    const { daemon } = await startProviderDaemon(devnet, index, { runner, machines: () => machines });
-    nodes.push(daemon);
-    const ids = await registerProvider(devnet, await devnet.wallet(index), {
-      peerId: daemon.p2p.host.peerId.toString(),
-      stake: 100_000_000n,
-      machines: Array.from({ length: count }, () => TEST_MACHINE),
-    });
-    for (const machineId of ids) {
-      machines.push({ machineId, ...TEST_MACHINE });
-      await daemon.offers.publisher!.set(machineOffer(machines[machines.length - 1]!));
-    }
-    return { daemon, ids };
-  }
+  const provider = (index: number, count: number, runner: Runner) => startProviderWithMachines(devnet, index, { runner, count }, nodes);
 
   const attestorConfig = (bootstrap: string[], dataDir?: string) => ({
     ...(dataDir ? { dataDir } : {}),

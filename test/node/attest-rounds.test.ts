@@ -4,11 +4,13 @@
  * Simulated cards on the wall clock: the CPU runner computes the real rows, and a card model holds
  * each commit until the card, at 85 % of its datasheet rate (scaled to test size), would have
  * finished it. The attestor's classes are the datasheet's scaled the same way, with the class's
- * calibrated efficiency (0.7) and the gpu preset's ratio of compute to allowance (2,000 ms, 400 ms).
+ * calibrated efficiency (0.7), T = 3,000 ms of compute and L = 800 ms of allowance (more than the
+ * gpu preset's 1/5 of T: a loaded machine's delays make no commit earlier, only later, so the
+ * room goes to the machines that must pass).
  *
  * - Five A100-80GB machine ids backed by one H100 that paces itself as an A100 and invents a UUID
  *   per machine: challenged together, the card finishes them one after another and four fit in the
- *   deadline: n × 0.7 × 624 × 2000/2400 = n × 364 of the card's 0.85 × 1979 = 1682 (scaled), n ≤ 4.
+ *   deadline: n × 0.7 × 624 × 3000/3800 = n × 345 of the card's 0.85 × 1979 = 1682 (scaled), n ≤ 4.
  *   The fifth fails `slow_for_class` (challenged one after another, as before rounds, all five pass:
  *   test/node/attest/gpu-sharing.test.ts).
  * - The same card answering `busy` for the machine it cannot fit (the old answer of a node
@@ -19,11 +21,11 @@ import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { INT8_DENSE_TOPS } from "../../common/attest/params.js";
 import { devnetAccount } from "../../common/devnet.js";
-import type { ChallengeRecord, ProviderMachine } from "../../node/attest/challenge/index.js";
+import type { ChallengeRecord } from "../../node/attest/challenge/index.js";
 import { ChallengeRefusedError } from "../../node/attest/errors.js";
 import { CpuRunner, type Runner, type RunnerChallenge, type RunnerCommitment } from "../../node/attest/runner/index.js";
-import { addrOf, machineOffer, startAttestorDaemon, startProviderDaemon, type TestDaemon } from "../support/attest.js";
-import { registerProvider, startDevnet, type Devnet } from "../support/devnet.js";
+import { addrOf, startAttestorDaemon, startProviderWithMachines, type TestDaemon } from "../support/attest.js";
+import { startDevnet, type Devnet } from "../support/devnet.js";
 import { waitFor } from "../support/wait.js";
 
 const A100 = "A100-80GB";
@@ -84,25 +86,11 @@ describe("challenge rounds: a provider's machines are challenged together, so on
   });
 
   /** A provider daemon (account `index`) with MACHINES A100 machines answered by `runner`, offers published. */
-  async function provider(index: number, runner: Runner) {
-    const machines: ProviderMachine[] = [];
-    const { daemon } = await startProviderDaemon(devnet, index, { runner, machines: () => machines });
-    nodes.push(daemon);
-    const ids = await registerProvider(devnet, await devnet.wallet(index), {
-      peerId: daemon.p2p.host.peerId.toString(),
-      stake: 100_000_000n,
-      machines: Array.from({ length: MACHINES }, () => MACHINE),
-    });
-    for (const machineId of ids) {
-      machines.push({ machineId, ...MACHINE });
-      await daemon.offers.publisher!.set(machineOffer(machines.at(-1)!));
-    }
-    return { daemon, ids };
-  }
+  const provider = (index: number, runner: Runner) => startProviderWithMachines(devnet, index, { runner, count: MACHINES, machine: MACHINE }, nodes);
 
   it("five A100 machine ids on one paced H100: challenged together four pass and the fifth fails slow_for_class (or refused when the card answers busy); five real A100s pass", async () => {
-    // The H100 holds each commit at least 1.4 s: an A100's pace (the class ceiling, 1.15 × 624 scaled, needs ≥ 1.22 s).
-    const h100 = (): Card => ({ rate: cardRate(H100), holdMs: 1_400, freeAtMs: 0, active: 0 });
+    // The H100 holds each commit at least 2.2 s: an A100's pace (the class ceiling, 1.15 × 624 scaled, needs ≥ 1.83 s).
+    const h100 = (): Card => ({ rate: cardRate(H100), holdMs: 2_200, freeAtMs: 0, active: 0 });
     const lateCard = h100();
     const late = await provider(1, new SimulatedCards(cpu, () => lateCard, { uuid: (id, u) => `GPU-invented-${id}-${u}` }));
     const busyCard = h100();
@@ -120,7 +108,7 @@ describe("challenge rounds: a provider's machines are challenged together, so on
       p2p: { bootstrap: [late, busy, honest].map(({ daemon }) => addrOf(daemon)) },
       attest: {
         liveness: { enabled: false },
-        challenge: { preset: "gpu", targetComputeMs: 2_000, latencyAllowanceMs: 400, classes },
+        challenge: { preset: "gpu", targetComputeMs: 3_000, latencyAllowanceMs: 800, classes },
         // The scheduler's own scans only: the offers' arrival starts them; three providers' rounds at once.
         attestor: { scheduleIntervalMs: 3_600_000, maxConcurrentChallenges: 3 },
       },
@@ -164,7 +152,7 @@ describe("challenge rounds: a provider's machines are challenged together, so on
       [["fail", "slow_for_class"]],
       show(lateRound),
     );
-    assert.match(slow[0]!.detail!, /correct rows, but committed \d+ ms after the challenge; a A100-80GB × 1 had 240\d ms/);
+    assert.match(slow[0]!.detail!, /correct rows, but committed \d+ ms after the challenge; a A100-80GB × 1 had 380\d ms/);
 
     // Answering busy for the one it cannot fit is the failure `refused`, naming the round and the machines committed.
     assert.equal(busyRound.filter((r) => r.outcome === "pass").length, 4, show(busyRound));

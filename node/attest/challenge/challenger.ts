@@ -87,7 +87,7 @@ class BusyError extends SuanliError {
 const MODEL_BY_HASH = new Map(GPU_MODELS.map((model) => [modelHash(model.name), model.name]));
 
 export class Challenger {
-  private readonly inflight = new Map<number, { trigger: ChallengeTrigger; work: Promise<ChallengeRecord> }>();
+  private readonly inflight = new Map<number, { trigger: ChallengeTrigger; work: Promise<ChallengeRecord>; waiting?: true }>();
   /** Each requester's (peer id's) answered requests in the current hour. */
   private readonly requesters = new RequesterAllowance();
   private active = 0;
@@ -236,10 +236,13 @@ export class Challenger {
     // A round waits for another round of the provider's machines to end, then takes them all (none is challenged alone meanwhile).
     const earlier = trigger === "lease" ? undefined : roundSiblingWork(this.o.book, machineId, this.inflight);
     if (earlier) {
-      const work: Promise<ChallengeRecord> = earlier.then(
-        () => (this.inflight.get(machineId)?.work === work && this.inflight.delete(machineId), this.challenge(machineId, trigger)),
-      );
-      this.inflight.set(machineId, { trigger, work });
+      const work: Promise<ChallengeRecord> = earlier.then(() => {
+        if (this.inflight.get(machineId)?.work === work) this.inflight.delete(machineId);
+        if (!this.running) throw new BusyError("The attestor is stopping");
+        return this.challenge(machineId, trigger);
+      });
+      // A waiting entry: others wait on running rounds only, never on a wait (no cycle).
+      this.inflight.set(machineId, { trigger, work, waiting: true });
       return work;
     }
     const machines = trigger === "lease" ? [machineId] : roundMachines(this.o.book, machineId, (id) => this.inflight.has(id) || this.o.leasedUntil?.(id) !== undefined);
@@ -270,7 +273,10 @@ export class Challenger {
       this.active++;
       return;
     }
-    if (!wait || this.waiters.length >= MAX_WAITING) throw new BusyError("Too many challenges are waiting; try again later");
+    if (!wait || this.waiters.length >= MAX_WAITING) {
+      this.rescan = true; // a scheduled one is looked at again when a slot frees
+      throw new BusyError("Too many challenges are waiting; try again later");
+    }
     // The releasing challenge hands its slot over: `active` stays the same.
     await new Promise<void>((resolve) => this.waiters.push(resolve));
   }

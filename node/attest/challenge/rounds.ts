@@ -31,16 +31,19 @@ export function roundMachines(book: OfferBook, machineId: number, skip: (machine
   return [machineId, ...[...others].sort((a, b) => a - b)].slice(0, MAX_ROUND_MACHINES);
 }
 
-/** The work of a full challenge (a round) of one of `machineId`'s provider's other machines in flight, settled or not; undefined when none. */
+/**
+ * The work of a running full challenge (a round) of one of `machineId`'s provider's other machines,
+ * settled or not; undefined when none. Entries waiting for a round (`waiting`) are not waited on.
+ */
 export function roundSiblingWork(
   book: OfferBook,
   machineId: number,
-  inflight: ReadonlyMap<number, { trigger: ChallengeTrigger; work: Promise<unknown> }>,
+  inflight: ReadonlyMap<number, { trigger: ChallengeTrigger; work: Promise<unknown>; waiting?: true }>,
 ): Promise<unknown> | undefined {
   const running = roundMachines(book, machineId, () => false)
     .slice(1)
     .map((id) => inflight.get(id))
-    .find((entry) => entry && entry.trigger !== "lease");
+    .find((entry) => entry && !entry.waiting && entry.trigger !== "lease");
   return running?.work.catch(() => undefined);
 }
 
