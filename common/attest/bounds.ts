@@ -32,6 +32,13 @@ export const MAX_UNIT_COMPUTE_SECONDS = 60;
 export const ATTESTOR_SLOT_PERIOD_MS = 3_600_000;
 /** Most slot time one attestor's challenges may take of a provider per period: 25 %. */
 export const MAX_ATTESTOR_SLOT_MS = 900_000;
+/**
+ * Most machines one challenge round holds (docs/attestation.md, "Challenge rounds"): an attestor
+ * challenges a provider's unleased machines together, at most this many at once (one stream each,
+ * under libp2p's 64 outbound streams per protocol and connection); the provider's node accepts as
+ * many streams from one attestor, plus two.
+ */
+export const MAX_ROUND_MACHINES = 32;
 
 /**
  * Why a challenge's fields are out of bounds, or undefined when they are within. Depends on the

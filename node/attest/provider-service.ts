@@ -30,6 +30,7 @@ import {
 import { livenessProbeDigest, signHeartbeat } from "../../common/attest/liveness.js";
 import { attestAnswerSchema, attestRequestSchema, livenessProbeSchema, signedHeartbeatSchema, type ResultMessage } from "../../common/attest/wire.js";
 import { readLease } from "../../common/chain/market.js";
+import { MAX_ROUND_MACHINES } from "../../common/attest/bounds.js";
 import { recoverDigestSigner } from "../../common/eip712-recover.js";
 import { modelHash } from "../../common/gpu.js";
 import { ATTEST_PROTOCOL, LIVENESS_PROTOCOL } from "../../common/p2p/protocols.js";
@@ -204,7 +205,8 @@ export async function mountProviderAttestation(daemon: Daemon, options: Provider
     // A memory open request names up to 256 walks: more than a control message.
     maxMessageBytes: 4 * MAX_CONTROL_MESSAGE_BYTES,
     timeoutMs: CHALLENGE_EXCHANGE_TIMEOUT_MS,
-    maxInboundStreamsPerPeer: 2,
+    // A round challenges up to MAX_ROUND_MACHINES of this node's machines at once, one stream each.
+    maxInboundStreamsPerPeer: MAX_ROUND_MACHINES + 2,
     onError: (error, peer) => {
       daemon.metrics.p2pRequestErrors.inc({ protocol: ATTEST_PROTOCOL, name: error.name });
       logger.debug("Attest request failed", { peer: peer.toString(), error: error.name });

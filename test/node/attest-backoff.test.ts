@@ -51,7 +51,9 @@ describe("the failure backoff is per machine and never holds an in-lease check (
       await waitFor("the third machine's pass", async () => (await attestor.results.history(passed!, 20)).some((record) => record.outcome === "pass"), { timeoutMs: 30_000 });
     }
 
-    // The provider fails its spare machine's challenge on purpose, at both attestors, and re-forces it.
+    // The provider fails its spare machine's challenge on purpose, at both attestors, and re-forces it. Only the spare
+    // cheats: its rounds challenge the third machine too (issue 35 item 7), which stays honest.
+    runner.only.add(spare!);
     runner.cheating = true;
     await provider.daemon.offers.publisher!.set(machineOffer(machines[1]!));
     const host = provider.daemon.p2p.host;
@@ -88,6 +90,7 @@ describe("the failure backoff is per machine and never holds an in-lease check (
     assert.deepEqual([passedAgain.outcome, passedAgain.reason], ["pass", null], passedAgain.detail ?? "");
     assert.equal((await a.attestor.failures.ofProvider(devnetAccount(1).address, Date.now())).failures >= 1, true, "the provider's history holds the spare's failure");
     runner.cheating = true;
+    runner.only.add(leased!);
 
     // The leased machine answers wrong rows too: A's light in-lease check runs and catches it (in the old code: `error: backoff`).
     const check = await a.attestor.challenger.challenge(leased!, "lease");

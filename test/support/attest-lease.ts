@@ -20,10 +20,13 @@ export const TEST_LIVENESS = { probeIntervalMs: 1_000, probeTimeoutMs: 2_000, qo
 export class SwitchRunner implements Runner {
   readonly name = "switch";
   cheating = false;
+  /** While cheating, only these machines answer wrong rows (every machine when empty): a round challenges the others too. */
+  readonly only = new Set<number>();
   private readonly wrong = new WrongRowsRunner();
   constructor(private readonly honest: Runner) {}
   computeCommit(challenge: RunnerChallenge, options?: { signal?: AbortSignal }) {
-    return this.cheating ? this.wrong.computeCommit(challenge) : this.honest.computeCommit(challenge, options);
+    const cheat = this.cheating && (this.only.size === 0 || this.only.has(challenge.machineId));
+    return cheat ? this.wrong.computeCommit(challenge) : this.honest.computeCommit(challenge, options);
   }
   async close(): Promise<void> {}
 }

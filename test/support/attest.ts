@@ -162,6 +162,32 @@ export async function startProviderWithMachine(
 }
 
 /**
+ * A provider daemon (devnet account `index`, closed with `nodes`) with `count` registered machines
+ * like `machine` (default TEST_MACHINE), all answered by `runner`, their offers published.
+ */
+export async function startProviderWithMachines(
+  devnet: Devnet,
+  index: number,
+  options: { runner: Runner; count: number; machine?: Omit<ProviderMachine, "machineId"> },
+  nodes: TestDaemon[],
+): Promise<{ daemon: TestDaemon; ids: number[] }> {
+  const machine = options.machine ?? TEST_MACHINE;
+  const machines: ProviderMachine[] = [];
+  const { daemon } = await startProviderDaemon(devnet, index, { runner: options.runner, machines: () => machines });
+  nodes.push(daemon);
+  const ids = await registerProvider(devnet, await devnet.wallet(index), {
+    peerId: daemon.p2p.host.peerId.toString(),
+    stake: 100_000_000n,
+    machines: Array.from({ length: options.count }, () => machine),
+  });
+  for (const machineId of ids) {
+    machines.push({ machineId, ...machine });
+    await daemon.offers.publisher!.set(machineOffer(machines.at(-1)!));
+  }
+  return { daemon, ids };
+}
+
+/**
  * A dishonest runner: commits to a consistent Merkle tree over rows that are each wrong in one
  * element (what a provider guessing, or computing with a broken kernel, sends). With
  * `correctFraction` f it is the partial-work cheat instead: the first f of the rows are the real

@@ -30,6 +30,8 @@ export const ccKey = (chip: string, deviceId: string) => `cc:${chip}:${deviceId.
 
 export class DeviceRegistry {
   private readonly seen = new Map<string, DeviceHolder>();
+  /** GPUs named by commits whose challenge has not ended yet (hold()). */
+  private readonly pending = new Map<string, { machine: string; challengeId: string; untilMs: number }>();
 
   constructor(
     private readonly cap = 100_000,
@@ -71,6 +73,41 @@ export class DeviceRegistry {
       if (this.repo) runDetached(this.repo.put(device, { machine, atMs: nowMs }), this.logger, "Recording a GPU's machine");
     }
     this.trim();
+  }
+
+  /**
+   * Holds `devices` for `machine`'s challenge `challengeId` from its commit until it ends (or
+   * `untilMs`): a commit of another machine naming one of them meanwhile conflicts, so machines
+   * challenged at once (a round, challenger.ts) cannot all name one GPU before any has passed.
+   * Returns the first device another machine's challenge in progress holds, or undefined (then
+   * holds them). In memory only: a challenge does not outlive its attestor.
+   */
+  hold(devices: readonly string[], machine: string, challengeId: string, nowMs: number, untilMs: number): { device: string; machine: string } | undefined {
+    for (const [device, held] of this.pending) if (held.untilMs < nowMs) this.pending.delete(device);
+    const taken = devices.map((device) => [device, this.pending.get(device)] as const).find(([, held]) => held && held.machine !== machine);
+    if (taken) return { device: taken[0], machine: taken[1]!.machine };
+    for (const device of devices) this.pending.set(device, { machine, challengeId, untilMs });
+    return undefined;
+  }
+
+  /**
+   * conflict() within `windowMs`, then hold() until `untilMs`: the GPU check of a commit. The
+   * conflict has `agoMs` when a passed machine holds the GPU, none when a challenge in progress does.
+   */
+  claimInFlight(
+    devices: readonly string[],
+    machine: string,
+    challengeId: string,
+    nowMs: number,
+    windowMs: number,
+    untilMs: number,
+  ): { device: string; machine: string; agoMs?: number } | undefined {
+    return this.conflict(devices, machine, nowMs, windowMs) ?? this.hold(devices, machine, challengeId, nowMs, untilMs);
+  }
+
+  /** Ends the hold of challenge `challengeId` (it passed, failed or ended). */
+  unhold(challengeId: string): void {
+    for (const [device, held] of this.pending) if (held.challengeId === challengeId) this.pending.delete(device);
   }
 
   /** conflict(), and when there is none, record(): one GPU, one machine within the window. */

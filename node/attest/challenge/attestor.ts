@@ -157,13 +157,17 @@ export class Attestor {
     return this.options.now ? this.options.now() : Date.now();
   }
 
-  /** Derives the parameters for the claim, draws a fresh seed, signs the challenge. `rateShare` < 1: a light check (deriveChallengeParams), whose pass signs nothing. */
-  async startChallenge(claim: MachineClaim, options: { rateShare?: number } = {}): Promise<AttestorChallenge> {
+  /**
+   * Derives the parameters for the claim, draws a fresh seed, signs the challenge. `rateShare` < 1:
+   * a light check (deriveChallengeParams), whose pass signs nothing. `issuedAtMs`: the issue time
+   * the challenges of one round share (challenger.ts), default now.
+   */
+  async startChallenge(claim: MachineClaim, options: { rateShare?: number; issuedAtMs?: number } = {}): Promise<AttestorChallenge> {
     const model = canonicalGpuName(claim.model);
     if (!model) throw new UnknownGpuModelError(claim.model, knownGpuNames());
     const rateShare = options.rateShare ?? 1;
     const params = deriveChallengeParams(this.options.profile, { model, units: claim.units }, rateShare);
-    const issuedAtMs = Math.floor(this.now);
+    const issuedAtMs = Math.floor(options.issuedAtMs ?? this.now);
     const message = await signChallenge(this.options.account, this.options.domain, {
       attestor: this.address,
       provider: getAddress(claim.provider),
@@ -266,6 +270,7 @@ export class AttestorChallenge {
   private fail(reason: FailureReason, detail: string, extra: Partial<ChallengeFailure> = {}): ChallengeFailure {
     const failure: ChallengeFailure = { outcome: "fail", challengeId: this.id, reason, detail, ...extra };
     this.phase = "done";
+    this.attestor.devices.unhold(this.id);
     this.finalOutcome = failure;
     this.attestor.settings.logger?.warn("Challenge failed", {
       challengeId: this.id,
@@ -311,15 +316,14 @@ export class AttestorChallenge {
     if (this.attestor.settings.profile.requireDevices && commit.devices.length !== this.message.units) {
       return this.fail("missing_gpus", `the commit names no GPU per unit; this attestor requires the UUID of each of the ${this.message.units} units' devices`);
     }
-    // One GPU, one machine: a UUID another machine passed with within the window is not this one's.
-    const machine = machineKey(this.message.provider, this.message.machineId);
+    // One GPU, one machine: a UUID another machine passed with within the window, or whose commit in the same round came first, is not this one's.
     const windowMs = this.attestor.settings.gpuReuseWindowMs ?? 0;
-    const held = windowMs > 0 ? this.attestor.devices.conflict(commit.devices.map(uuidKey), machine, receivedAtMs, windowMs) : undefined;
+    const keys = commit.devices.map(uuidKey);
+    const machine = machineKey(this.message.provider, this.message.machineId);
+    const held = windowMs > 0 ? this.attestor.devices.claimInFlight(keys, machine, this.id, receivedAtMs, windowMs, receivedAtMs + this.params.openTimeoutMs + 60_000) : undefined;
     if (held) {
-      return this.fail(
-        "duplicate_gpus",
-        `GPU ${commit.devices.find((device) => uuidKey(device) === held.device) ?? held.device.slice("uuid:".length)} backs machine ${held.machine} (passed ${Math.round(held.agoMs / 1000)} s ago): one GPU cannot back two machines`,
-      );
+      const when = held.agoMs === undefined ? "committed first in the same round" : `passed ${Math.round(held.agoMs / 1000)} s ago`;
+      return this.fail("duplicate_gpus", `GPU ${commit.devices[keys.indexOf(held.device)]} backs machine ${held.machine} (${when}): one GPU cannot back two machines`);
     }
     if (new Set(commit.roots.map((root) => root.toLowerCase())).size !== commit.roots.length) {
       return this.fail("replayed", "two units committed the same root: each unit's leaves are bound to the unit, so one of them is not its answer");
@@ -443,6 +447,7 @@ export class AttestorChallenge {
     if ((this.attestor.settings.gpuReuseWindowMs ?? 0) > 0) {
       this.attestor.devices.record(pass.commit.devices.map(uuidKey), machineKey(this.message.provider, this.message.machineId), this.attestor.now, "uuid:");
     }
+    this.attestor.devices.unhold(this.id);
     this.attestor.settings.logger?.info("Challenge passed", {
       challengeId: this.id,
       provider: this.message.provider,

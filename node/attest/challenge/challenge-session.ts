@@ -28,6 +28,8 @@ import type { Attestor, AttestorChallenge, ChallengeOutcome, MachineClaim } from
 import { runMemoryPhase, type MemoryOptions } from "../memory/index.js";
 import type { ChallengeRecord, ChallengeResults } from "./results.js";
 
+/** How long connecting to the provider's node may take before the challenge starts; the challenge clock starts after. */
+const CONNECT_TIMEOUT_MS = 10_000;
 /** Extra wait beyond a challenge's own deadlines, for the network. */
 const NETWORK_GRACE_MS = 2_000;
 
@@ -54,8 +56,16 @@ export class ChallengeSession {
     this.now = o.now;
   }
 
-  /** `rateShare` < 1: a light check (in-lease): sized to that share of the GPUs, no memory phase, and its pass is recorded without an attestation. */
-  async run(target: Target, base: Pick<ChallengeRecord, "machineId" | "trigger" | "startedAtMs">, options: { rateShare?: number } = {}): Promise<ChallengeRecord> {
+  /**
+   * `rateShare` < 1: a light check (in-lease): sized to that share of the GPUs, no memory phase, and
+   * its pass is recorded without an attestation. A round's challenge (rounds.ts) is issued at the
+   * round's `issuedAtMs` and tells `onAnswer` whether the provider's first answer was a commit.
+   */
+  async run(
+    target: Target,
+    base: Pick<ChallengeRecord, "machineId" | "trigger" | "startedAtMs" | "round">,
+    options: { rateShare?: number; issuedAtMs?: number; onAnswer?: (committed: boolean) => void } = {},
+  ): Promise<ChallengeRecord> {
     const { claim, peer } = target;
     // run() connected first: the challenge's clock (issuedAtMs) starts when it is sent over an
     // open connection, so the dial and the handshake are never inside the deadline.
@@ -103,6 +113,7 @@ export class ChallengeSession {
       });
     } catch (error) {
       const receivedAtMs = this.now();
+      options.onAnswer?.(false);
       const mapped = this.mapError(error, challenge, receivedAtMs);
       if (mapped === "unreachable") return unreachable(error);
       return mapped.kind === "outcome" ? finish(mapped.outcome) : failed(mapped.reason, mapped.detail);
@@ -110,6 +121,7 @@ export class ChallengeSession {
     // Stamped before anything else reads it: the measured throughput counts from issue to here.
     const commitAtMs = this.now();
     const answer = commit as { type: string; reason?: string; message?: string };
+    options.onAnswer?.(answer.type === "commit");
     if (legacyV1MessageSchema.safeParse(commit).success) return this.deliver(peer, failed("malformed", `the provider answered in attest protocol v1: ${LEGACY_V1_MESSAGE}`));
     if (answer.type === "refused") {
       const refusal = challenge.onRefused(commit);
@@ -229,4 +241,20 @@ export class ChallengeSession {
 export function errorText(error: unknown): string {
   if (error instanceof SuanliError) return `${error.name}: ${error.shortMessage}`.slice(0, 1_000);
   return (error instanceof Error ? `${error.name}: ${error.message}` : String(error)).slice(0, 1_000);
+}
+
+/** Connects to the provider's node; returns why it cannot be reached, or undefined when connected. */
+export async function connectTo(host: SuanliHost, target: Target): Promise<string | undefined> {
+  const { peer } = target;
+  if (host.getConnections(peer).length > 0) return undefined;
+  const known = (await host.peerStore.get(peer).catch(() => undefined))?.addresses ?? [];
+  if (!known.length) {
+    return `no address known for the provider's node ${peer.toString()}: it has no offer in this attestor's offer book; connect this attestor to the provider's network (p2p.bootstrap)`;
+  }
+  try {
+    await host.dial(peer, { signal: AbortSignal.timeout(CONNECT_TIMEOUT_MS) });
+    return undefined;
+  } catch (error) {
+    return `cannot connect to the provider's node ${peer.toString()} at ${known.map((address) => address.multiaddr.toString()).join(", ")}: ${errorText(error)}`;
+  }
 }

@@ -3,7 +3,8 @@
  * node's offer book (scheduled: each machine once its last attestation by this attestor nears
  * expiry, or its own backoff after a failure has passed; in-lease checks ignore the backoff) and any machine someone asks for over
  * `/suanli/attest-request/1.0.0`. The backoff grows with the machine's failure history
- * (failure-history.ts) and holds forced requests too. Each challenge:
+ * (failure-history.ts) and holds forced requests too. A full challenge is a round of the
+ * provider's unleased machines, issued together (rounds.ts). Each challenge:
  *
  *   1. reads the machine on-chain (owner, model, units, VRAM: the claim is the declaration),
  *   2. dials the provider (its registered peer id, the offer's addresses),
@@ -31,12 +32,11 @@ import type { AttestorRoleOptions } from "./options.js";
 import type { MemoryOptions } from "../memory/index.js";
 import type { ChallengeRecord, ChallengeResults, ChallengeTrigger } from "./results.js";
 import { runDetached } from "../../../common/detached.js";
-import { ChallengeSession, errorText, type Target } from "./challenge-session.js";
+import { ChallengeSession, connectTo, errorText, type Target } from "./challenge-session.js";
 import type { FailureEntry, FailureHistory } from "./failure-history.js";
-import { backoffAnswer, leasedAnswer, outcomeMessage } from "./request-answers.js";
+import { backoffAnswer, leasedAnswer, outcomeMessage, RequesterAllowance } from "./request-answers.js";
+import { ChallengeRound, roundMachines, roundSiblingWork } from "./rounds.js";
 
-/** How long connecting to the provider's node may take before the challenge starts; the challenge clock starts after. */
-const CONNECT_TIMEOUT_MS = 10_000;
 /** Forced challenges (`npx suanli attestor challenge --force`) run at most this often per machine. */
 const FORCE_MIN_INTERVAL_MS = 60_000;
 /** Requests waiting for a challenge slot before new ones are answered `busy`. */
@@ -87,9 +87,9 @@ class BusyError extends SuanliError {
 const MODEL_BY_HASH = new Map(GPU_MODELS.map((model) => [modelHash(model.name), model.name]));
 
 export class Challenger {
-  private readonly inflight = new Map<number, { trigger: ChallengeTrigger; work: Promise<ChallengeRecord> }>();
-  /** Each requester's (peer id's) answered requests in the current hour: [hour start ms, count]. */
-  private readonly requesters = new Map<string, [number, number]>();
+  private readonly inflight = new Map<number, { trigger: ChallengeTrigger; work: Promise<ChallengeRecord>; waiting?: true }>();
+  /** Each requester's (peer id's) answered requests in the current hour. */
+  private readonly requesters = new RequesterAllowance();
   private active = 0;
   private readonly waiters: (() => void)[] = [];
   private timer: ReturnType<typeof setInterval> | undefined;
@@ -100,6 +100,8 @@ export class Challenger {
   /** When each machine last had a forced challenge (unix ms). */
   private readonly forcedAt = new Map<number, number>();
   private running = false;
+  /** A scan stopped with the slots full: another runs when one frees. */
+  private rescan = false;
   private readonly now: () => number;
   private readonly onOffer = (_entry: unknown, previous: unknown) => {
     if (!previous) this.kick();
@@ -161,6 +163,8 @@ export class Challenger {
     const machineIds = [...new Set(this.o.book.all().map((entry) => entry.machineId))];
     const started: number[] = [];
     for (const machineId of machineIds) {
+      // Slots full: the scan goes on when one frees (release()).
+      if (this.active >= this.o.options.maxConcurrentChallenges) this.rescan = true;
       if (!this.running || this.active >= this.o.options.maxConcurrentChallenges) break;
       // A leased machine gets only light in-lease checks (lease-checks/in-lease.ts): a full one would need the renter's GPU.
       if (this.inflight.has(machineId) || this.o.leasedUntil?.(machineId) !== undefined || !(await this.isDue(machineId, nowMs))) continue;
@@ -217,7 +221,9 @@ export class Challenger {
 
   /**
    * Challenges a machine now (one challenge per machine at a time: a second call joins the first).
-   * Resolves with the recorded result; throws AttestorBusyError when too many wait for a slot.
+   * A full challenge (scheduled or requested) is a round (rounds.ts): every unleased machine the
+   * provider offers is challenged with it, at once, in one slot. Resolves with the machine's
+   * recorded result; throws AttestorBusyError when too many wait for a slot.
    */
   challenge(machineId: number, trigger: ChallengeTrigger = "request"): Promise<ChallengeRecord> {
     const running = this.inflight.get(machineId);
@@ -227,21 +233,39 @@ export class Challenger {
       if (running.trigger === "request" && trigger !== "request") return running.work.catch(() => undefined).then(() => this.challenge(machineId, trigger));
       return running.work;
     }
-    const work = (async () => {
+    // A round waits for another round of the provider's machines to end, then takes them all (none is challenged alone meanwhile).
+    const earlier = trigger === "lease" ? undefined : roundSiblingWork(this.o.book, machineId, this.inflight);
+    if (earlier) {
+      const work: Promise<ChallengeRecord> = earlier.then(() => {
+        if (this.inflight.get(machineId)?.work === work) this.inflight.delete(machineId);
+        if (!this.running) throw new BusyError("The attestor is stopping");
+        return this.challenge(machineId, trigger);
+      });
+      // A waiting entry: others wait on running rounds only, never on a wait (no cycle).
+      this.inflight.set(machineId, { trigger, work, waiting: true });
+      return work;
+    }
+    const machines = trigger === "lease" ? [machineId] : roundMachines(this.o.book, machineId, (id) => this.inflight.has(id) || this.o.leasedUntil?.(id) !== undefined);
+    const round = machines.length > 1 ? new ChallengeRound(machines, this.now) : undefined;
+    if (round) this.o.logger.info("Challenge round", { round: round.ref.id, machines, trigger });
+    const all = (async () => {
       await this.acquire(trigger === "request");
       try {
-        return await this.run(machineId, trigger);
+        return await Promise.all(machines.map((id) => this.run(id, trigger, round)));
       } finally {
         this.release();
       }
     })();
-    this.inflight.set(machineId, { trigger, work });
-    runDetached(
-      work.finally(() => this.inflight.delete(machineId)),
-      undefined,
-      "A challenge",
-    );
-    return work;
+    machines.forEach((id, index) => {
+      const work = all.then((records) => records[index]!);
+      this.inflight.set(id, { trigger, work });
+      runDetached(
+        work.finally(() => this.inflight.get(id)?.work === work && this.inflight.delete(id)),
+        undefined,
+        "A challenge",
+      );
+    });
+    return this.inflight.get(machineId)!.work;
   }
 
   private async acquire(wait: boolean): Promise<void> {
@@ -249,7 +273,10 @@ export class Challenger {
       this.active++;
       return;
     }
-    if (!wait || this.waiters.length >= MAX_WAITING) throw new BusyError("Too many challenges are waiting; try again later");
+    if (!wait || this.waiters.length >= MAX_WAITING) {
+      this.rescan = true; // a scheduled one is looked at again when a slot frees
+      throw new BusyError("Too many challenges are waiting; try again later");
+    }
     // The releasing challenge hands its slot over: `active` stays the same.
     await new Promise<void>((resolve) => this.waiters.push(resolve));
   }
@@ -258,28 +285,17 @@ export class Challenger {
     const next = this.waiters.shift();
     if (next) next();
     else this.active--;
-  }
-
-  /**
-   * Counts one request of `requester` (a Noise-authenticated peer id) against its hourly
-   * allowance; returns when it may ask again when the allowance is spent.
-   */
-  private rateLimited(requester: string, nowMs: number): number | undefined {
-    const hourStart = nowMs - (nowMs % 3_600_000);
-    const held = this.requesters.get(requester);
-    const count = held && held[0] === hourStart ? held[1] : 0;
-    if (count >= this.o.options.requestsPerRequesterPerHour) return Math.ceil((hourStart + 3_600_000) / 1000);
-    this.requesters.delete(requester);
-    this.requesters.set(requester, [hourStart, count + 1]);
-    if (this.requesters.size > 10_000) this.requesters.delete(this.requesters.keys().next().value!);
-    return undefined;
+    if (this.rescan && !next) {
+      this.rescan = false;
+      this.kick();
+    }
   }
 
   private async answerRequest(chainId: number, machineId: number, force: boolean, requester: string): Promise<ChallengeOutcomeMessageInput> {
     if (chainId !== this.o.chainId) {
       return { v: 1, machineId, outcome: "error", reason: "wrong_chain", detail: `this attestor serves chain ${this.o.chainId}`, retryAfter: null };
     }
-    const limitedUntil = this.rateLimited(requester, this.now());
+    const limitedUntil = this.requesters.count(requester, this.now(), this.o.options.requestsPerRequesterPerHour);
     if (limitedUntil !== undefined) {
       return {
         v: 1,
@@ -369,9 +385,17 @@ export class Challenger {
     return { claim: { provider: owner, machineId, model, units: machine.units, vramMiB: machine.vramMiB }, peer };
   }
 
-  private async run(machineId: number, trigger: ChallengeTrigger): Promise<ChallengeRecord> {
+  private async run(machineId: number, trigger: ChallengeTrigger, round?: ChallengeRound): Promise<ChallengeRecord> {
+    try {
+      return await this.runOne(machineId, trigger, round);
+    } finally {
+      round?.leave(machineId);
+    }
+  }
+
+  private async runOne(machineId: number, trigger: ChallengeTrigger, round?: ChallengeRound): Promise<ChallengeRecord> {
     const startedAtMs = this.now();
-    const base = { machineId, trigger, startedAtMs };
+    const base = { machineId, trigger, startedAtMs, ...(round ? { round: round.ref } : {}) };
     let record: ChallengeRecord;
     try {
       const target = await this.target(machineId);
@@ -387,7 +411,11 @@ export class Challenger {
         target.claim.history = { failures: own.failures, lastFailureAt: own.latest ? Math.floor(own.latest.finishedAtMs / 1000) : 0 };
         // Then connect: a provider this node cannot reach is "unreachable", said at once, never a
         // late commit after the whole challenge window (the clock starts once connected).
-        const unreachable = held ? undefined : await this.connect(target);
+        // A machine of the round other than the one asked for, in its own backoff, sits the round out: nothing is recorded.
+        if (held && round && machineId !== round.ref.machines[0]) return this.errorRecord(base, "backoff", "in its backoff: not in this round", target.claim);
+        const unreachable = held ? undefined : await connectTo(this.o.host, target);
+        if (held || unreachable) round?.leave(machineId);
+        const issuedAtMs = round && !held && !unreachable ? await round.ready(machineId) : undefined;
         record = held
           ? this.errorRecord(
               base,
@@ -399,7 +427,12 @@ export class Challenger {
             )
           : unreachable
             ? this.errorRecord(base, "unreachable", unreachable, target.claim)
-            : await this.session.run(target, base, trigger === "lease" ? { rateShare: this.o.lightRateShare ?? 1 } : {});
+            : await this.session.run(
+                target,
+                base,
+                trigger === "lease" ? { rateShare: this.o.lightRateShare ?? 1 } : round ? { issuedAtMs, onAnswer: (committed) => round.answer(machineId, committed) } : {},
+              );
+        if (round) record = await round.judge(record);
       }
     } catch (error) {
       this.o.logger.error("Challenge could not run", { machineId }, error);
@@ -418,6 +451,7 @@ export class Challenger {
       reason: record.reason,
       measuredThroughput: record.measuredThroughput,
       trigger,
+      ...(round ? { round: round.ref.id } : {}),
     });
     return record;
   }
@@ -442,7 +476,7 @@ export class Challenger {
    * machine was resolved, with no provider (the zero address) when it was not.
    */
   private errorRecord(
-    base: Pick<ChallengeRecord, "machineId" | "trigger" | "startedAtMs">,
+    base: Pick<ChallengeRecord, "machineId" | "trigger" | "startedAtMs" | "round">,
     reason: ChallengeErrorReason,
     detail: string,
     claim?: Pick<Target["claim"], "provider" | "model" | "units">,
@@ -460,21 +494,5 @@ export class Challenger {
       measuredThroughput: null,
       attestation: null,
     };
-  }
-
-  /** Connects to the provider's node; returns why it cannot be reached, or undefined when connected. */
-  private async connect(target: Target): Promise<string | undefined> {
-    const { peer } = target;
-    if (this.o.host.getConnections(peer).length > 0) return undefined;
-    const known = (await this.o.host.peerStore.get(peer).catch(() => undefined))?.addresses ?? [];
-    if (!known.length) {
-      return `no address known for the provider's node ${peer.toString()}: it has no offer in this attestor's offer book; connect this attestor to the provider's network (p2p.bootstrap)`;
-    }
-    try {
-      await this.o.host.dial(peer, { signal: AbortSignal.timeout(CONNECT_TIMEOUT_MS) });
-      return undefined;
-    } catch (error) {
-      return `cannot connect to the provider's node ${peer.toString()} at ${known.map((address) => address.multiaddr.toString()).join(", ")}: ${errorText(error)}`;
-    }
   }
 }

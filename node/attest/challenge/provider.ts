@@ -6,8 +6,11 @@
  *
  * Before spending GPU time it checks that the challenge is signed by an address in the attestor
  * set, addressed to this provider and one of its machines as declared, not expired, and within
- * the size this node accepts. One challenge computes at a time (the GPUs are the resource being
- * measured); answers are kept until opened or until `retainMs` after the commit.
+ * the size this node accepts. One attestor holds the slot at a time (the GPUs are the resource
+ * being measured): one challenge, or one round, the challenges of one attestor's round (one issue
+ * time, different machines: challenger.ts rounds) computed at once; anything else meanwhile is
+ * answered `busy`, and so is the rest of a round one of whose challenges was (a round is computed
+ * whole or not at all). Answers are kept until opened or until `retainMs` after the commit.
  */
 import { getAddress, type Address, type LocalAccount, type TypedDataDomain } from "viem";
 import { signCommit } from "../../../common/attest/commit.js";
@@ -84,7 +87,10 @@ export class ChallengeResponder {
   private readonly options: ChallengeResponderOptions;
   private readonly held = new Map<string, Held>();
   private readonly seen = new Set<string>();
-  private computing: string | undefined;
+  /** The challenges being computed, by id: one attestor's round (its issue time) at most. */
+  private readonly computing = new Map<string, { round: string; machineId: number }>();
+  /** Rounds one of whose challenges was answered `busy`: the rest are too. */
+  private readonly refusedRounds = new Set<string>();
   /** The answer that keeps the slot until its open request (a runner that holds one answer at a time), and until when (ms). */
   private awaitingOpen: { id: string; untilMs: number } | undefined;
   /** Finished holds of the slot, oldest first: per-attestor shares and lease budgets are counted from them. */
@@ -132,17 +138,14 @@ export class ChallengeResponder {
    */
   async respond(input: unknown, options: { signal?: AbortSignal } = {}): Promise<CommitMessage> {
     const message = await this.accept(input);
-    if (this.computing) throw new ChallengeRefusedError("busy", "Another challenge is being computed.");
-    if (this.awaitingOpen && this.now < this.awaitingOpen.untilMs) throw new ChallengeRefusedError("busy", "Another challenge's answer waits for its open request.");
-    // Its start-up would count inside this challenge's deadline: ask again once it runs.
-    if (this.options.runner.starting) throw new ChallengeRefusedError("busy", "The runner program is starting.");
+    this.admit(message);
     const attestor = getAddress(message.attestor);
     const found = await this.options.leaseOf?.(message.machineId);
     const leases: readonly ProviderLease[] = found === undefined ? [] : "leaseId" in found ? [found] : found;
-    if (this.computing) throw new ChallengeRefusedError("busy", "Another challenge is being computed.");
+    this.admit(message);
     await this.checkShares(attestor, message.machineId, leases);
-    if (this.computing) throw new ChallengeRefusedError("busy", "Another challenge is being computed.");
-    this.computing = message.id;
+    this.admit(message);
+    this.computing.set(message.id, { round: roundKey(message), machineId: message.machineId });
     const startMs = this.now;
     this.options.logger?.info("Challenge computing", { challengeId: message.id, machineId: message.machineId, attestor: message.attestor });
     this.seen.add(message.id);
@@ -163,7 +166,14 @@ export class ChallengeResponder {
     let commitment: RunnerCommitment;
     try {
       commitment = await this.options.runner.computeCommit(
-        { id: message.id, rowsPerUnit: message.rowsPerUnit, cols: message.cols, rounds: message.rounds, units: unitSubChallenges(message.id, message.seed, message.units) },
+        {
+          id: message.id,
+          machineId: message.machineId,
+          rowsPerUnit: message.rowsPerUnit,
+          cols: message.cols,
+          rounds: message.rounds,
+          units: unitSubChallenges(message.id, message.seed, message.units),
+        },
         { signal: abort.signal },
       );
     } catch (error) {
@@ -173,7 +183,7 @@ export class ChallengeResponder {
     } finally {
       clearTimeout(timer);
       options.signal?.removeEventListener("abort", onGone);
-      this.computing = undefined;
+      this.computing.delete(message.id);
       this.uses.push({ attestor, leases: leases.map((lease) => leaseKey(message.machineId, lease)), startMs, endMs: this.now });
       if (this.uses.length > MAX_SLOT_USES) this.uses.shift();
     }
@@ -205,6 +215,29 @@ export class ChallengeResponder {
     return { v: ATTEST_PROTOCOL_VERSION, type: "commit", ...fields, signature, ...(commitment.cc ? { cc: [...commitment.cc] } : {}) };
   }
 
+  /** Throws `busy` unless the slot is free or held by this challenge's round (another machine of it), and the runner is ready. */
+  private admit(message: ChallengeMessage): void {
+    const round = roundKey(message);
+    const busy = (why: string) => {
+      this.refusedRounds.add(round);
+      if (this.refusedRounds.size > 1_000) this.refusedRounds.delete(this.refusedRounds.values().next().value!);
+      return new ChallengeRefusedError("busy", why);
+    };
+    if (this.refusedRounds.has(round)) throw busy("Another challenge of this round was answered busy: a round is computed whole or not at all.");
+    // A runner that holds one answer keeps it for its open: a new challenge would replace it (issue 35, chaos-attestors).
+    if (this.awaitingOpen && this.now < this.awaitingOpen.untilMs) throw busy("Another challenge's answer waits for its open request.");
+    // Its start-up would count inside this challenge's deadline: ask again once it runs.
+    if (this.options.runner.starting) throw busy("The runner program is starting.");
+    for (const running of this.computing.values()) {
+      if (running.round !== round) throw busy("Another challenge is being computed.");
+      // Not the round's refusal: its other machines are being computed.
+      if (running.machineId === message.machineId) throw new ChallengeRefusedError("busy", `A challenge of machine ${message.machineId} is being computed.`);
+      if (this.options.runner.concurrent === false) {
+        throw busy(`This node's runner (${this.options.runner.name}) computes one challenge at a time: it cannot compute a round of several machines at once.`);
+      }
+    }
+  }
+
   /**
    * Refuses (signed, refusal.ts) an attestor that has held the slot for its share of the last hour
    * (MAX_ATTESTOR_SLOT_MS), or that has used its part of a leased machine's check budget
@@ -214,7 +247,8 @@ export class ChallengeResponder {
   private async checkShares(attestor: Address, machineId: number, leases: readonly ProviderLease[]): Promise<void> {
     const nowMs = this.now;
     const since = nowMs - ATTESTOR_SLOT_PERIOD_MS;
-    const held = this.uses.filter((use) => use.attestor === attestor && use.endMs > since).reduce((sum, use) => sum + (use.endMs - Math.max(use.startMs, since)), 0);
+    // The time the slot was held: a round's challenges, computed at once, hold it once.
+    const held = unionMs(this.uses.filter((use) => use.attestor === attestor && use.endMs > since).map((use) => [Math.max(use.startMs, since), use.endMs] as const));
     if (held >= MAX_ATTESTOR_SLOT_MS) {
       throw new ChallengeRefusedError("attestor_share", `${attestor}'s challenges held this provider's slot ${held} ms of the last hour; at most ${MAX_ATTESTOR_SLOT_MS} ms.`, {
         usage: { attestorMs: Math.floor(held), limitMs: MAX_ATTESTOR_SLOT_MS },
@@ -294,4 +328,21 @@ export class ChallengeResponder {
 /** A lease's key in the slot uses: the machine and the lease id (a new lease starts a new budget). */
 function leaseKey(machineId: number, lease: ProviderLease): string {
   return `${machineId}:${lease.leaseId}`;
+}
+
+/** A challenge's round: its attestor and issue time (an attestor issues a round's challenges at one instant). */
+function roundKey(message: Pick<ChallengeMessage, "attestor" | "issuedAtMs">): string {
+  return `${message.attestor.toLowerCase()}@${message.issuedAtMs}`;
+}
+
+/** The total length of the union of [start, end) intervals. */
+function unionMs(intervals: readonly (readonly [number, number])[]): number {
+  let total = 0;
+  let reach = -Infinity;
+  for (const [start, end] of [...intervals].sort((a, b) => a[0] - b[0])) {
+    if (end <= reach) continue;
+    total += end - Math.max(start, reach);
+    reach = end;
+  }
+  return total;
 }

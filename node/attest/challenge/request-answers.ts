@@ -61,3 +61,20 @@ export function outcomeMessage(record: ChallengeRecord, cached: boolean): Challe
   }
   return { v: 1, machineId: record.machineId, outcome: "error", reason: record.reason as ChallengeErrorReason, detail: (record.detail ?? "").slice(0, 1_000), retryAfter: null };
 }
+
+/** Each requester's (Noise-authenticated peer id's) answered requests in the current hour. */
+export class RequesterAllowance {
+  private readonly counts = new Map<string, [hourStartMs: number, count: number]>();
+
+  /** Counts one request of `requester` against `perHour`; returns when it may ask again (unix s) when the allowance is spent. */
+  count(requester: string, nowMs: number, perHour: number): number | undefined {
+    const hourStart = nowMs - (nowMs % 3_600_000);
+    const held = this.counts.get(requester);
+    const count = held && held[0] === hourStart ? held[1] : 0;
+    if (count >= perHour) return Math.ceil((hourStart + 3_600_000) / 1000);
+    this.counts.delete(requester);
+    this.counts.set(requester, [hourStart, count + 1]);
+    if (this.counts.size > 10_000) this.counts.delete(this.counts.keys().next().value!);
+    return undefined;
+  }
+}

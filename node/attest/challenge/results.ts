@@ -17,6 +17,9 @@ import type { Repository, Store } from "../../store/store.js";
 /** Why a challenge was run: on schedule, on request, or as an in-lease check of a leased machine (lease-checks/in-lease.ts). */
 export type ChallengeTrigger = "schedule" | "request" | "lease";
 
+/** A challenge round as its records name it: its id and the machine ids challenged together. */
+export type ChallengeRoundRef = { id: string; machines: number[] };
+
 /** One challenge as the attestor saw it end. */
 export type ChallengeRecord = {
   machineId: number;
@@ -38,6 +41,11 @@ export type ChallengeRecord = {
   attestation: SignedAttestation | null;
   /** A light check (an in-lease check sized to `attest.leaseChecks.rateShare`): a pass of it carries no attestation. */
   light?: boolean;
+  /**
+   * The round the challenge was part of (rounds.ts): the provider's machines challenged together,
+   * issued at the same instant; every record of the round carries the same id and machine list.
+   */
+  round?: ChallengeRoundRef;
   /** For a wrong_rows failure: the signed transcript proving it (verifyCommitFraud), kept for slashing. */
   evidence?: CommitFraudProof;
   /** For a pass: the provider's signed commit, which answers a dispute of the attestation (node/attest/disputes/disputes.ts). */

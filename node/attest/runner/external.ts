@@ -183,8 +183,10 @@ class RunnerProcess {
 
 export class ExternalRunner implements Runner {
   readonly name: string;
-  /** The contract: a new challenge replaces the answer the program holds. */
+  /** The contract: a new challenge replaces the answer the program holds, so it keeps the slot until its open. */
   readonly holdsOneAnswer = true;
+  /** The program takes one request at a time (the runner contract): a round of several machines is refused busy. */
+  readonly concurrent = false;
   private readonly options: ExternalRunnerOptions;
   private process: RunnerProcess | undefined;
   /** Serializes every exchange with the program: the contract is one request at a time. */

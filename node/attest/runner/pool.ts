@@ -1,7 +1,8 @@
 /**
  * A fixed set of worker threads running cpu-worker.ts tasks. Workers start lazily and are
- * replaced after a crash or an abort (an abort terminates them: a running matrix loop cannot be
- * interrupted otherwise).
+ * replaced after a crash or an abort (an abort terminates the workers running the aborted run's
+ * tasks: a running matrix loop cannot be interrupted otherwise; other runs' tasks, such as the
+ * other machines of a challenge round computed at once, go on).
  */
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
@@ -65,10 +66,12 @@ class PoolWorker {
   }
 }
 
+type Entry = { task: WorkerTask; resolve: (r: WorkerReply & { ok: true }) => void; reject: (e: Error) => void; worker?: PoolWorker };
+
 export class WorkerPool {
   readonly size: number;
   private workers: PoolWorker[] = [];
-  private readonly queue: { task: WorkerTask; resolve: (r: WorkerReply & { ok: true }) => void; reject: (e: Error) => void }[] = [];
+  private readonly queue: Entry[] = [];
   private nextTaskId = 1;
   private closed = false;
 
@@ -82,12 +85,12 @@ export class WorkerPool {
     if (this.closed) return Promise.reject(new RunnerError("The CPU runner is closed."));
     if (signal?.aborted) return Promise.reject(abortError(signal));
     return new Promise((resolve, reject) => {
-      const entry = { task, resolve, reject };
+      const entry: Entry = { task, resolve, reject };
       const onAbort = () => {
         const queued = this.queue.indexOf(entry);
         if (queued >= 0) this.queue.splice(queued, 1);
-        // Running tasks cannot be interrupted: end the workers, later tasks get fresh ones.
-        runDetached(this.terminateAll(), undefined, "Ending the workers of an aborted run");
+        // A running task cannot be interrupted: end its worker, later tasks get a fresh one.
+        if (entry.worker) runDetached(this.terminate(entry.worker), undefined, "Ending the worker of an aborted task");
         reject(abortError(signal!));
       };
       signal?.addEventListener("abort", onAbort, { once: true });
@@ -115,6 +118,7 @@ export class WorkerPool {
       const entry = this.queue.shift()!;
       const chosen = worker;
       chosen.busy = true;
+      entry.worker = chosen;
       const taskId = this.nextTaskId++;
       chosen.ready
         .then(() => chosen.run(taskId, entry.task))
@@ -128,6 +132,14 @@ export class WorkerPool {
 
   private remove(worker: PoolWorker): void {
     this.workers = this.workers.filter((w) => w !== worker);
+    this.dispatch();
+  }
+
+  private async terminate(worker: PoolWorker): Promise<void> {
+    if (!this.workers.includes(worker)) return;
+    this.workers = this.workers.filter((w) => w !== worker);
+    worker.failAll(new Error("terminated"));
+    await worker.worker.terminate();
     this.dispatch();
   }
 

@@ -16,6 +16,8 @@ export type RunnerUnit = { seed: Hex; leafKey: Hex };
 export type RunnerChallenge = {
   /** The challenge id. */
   id: Hex;
+  /** The machine the challenge is for (a node serving several machines computes each on its own GPUs); informational. */
+  machineId?: number;
   /** Rows of every unit's sub-challenge. */
   rowsPerUnit: number;
   cols: number;
@@ -64,6 +66,12 @@ export interface Runner {
    * they mount attestation; a runner with nothing to start leaves it out.
    */
   warm?(): Promise<void>;
+  /**
+   * False when the runner computes one challenge at a time (an external program holds one answer:
+   * the runner contract); the provider then answers a round's other machines `busy`. Default: it
+   * computes several at once (a round of the node's machines, docs/attestation.md "Challenge rounds").
+   */
+  readonly concurrent?: boolean;
   /** True while a start asked for ahead of a challenge (warm, or a restart after a stop) is under way: the provider answers `busy` meanwhile. */
   readonly starting?: boolean;
   /**

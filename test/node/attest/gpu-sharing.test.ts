@@ -10,10 +10,12 @@
  * - the class's ceiling: a card faster than the class it claims fails `too_fast_for_class` unless it
  *   holds its commit back, which is then all it can do: pace itself as the slower class;
  * - the attestor's GPU registry: a card that names its real UUID backs one machine only;
- * - what is left open: a card that invents a UUID per machine and paces itself backs one machine
- *   per challenge it can fit in between, and 17 RTX 4090s add up to 8 H100s in the GEMM phase;
- *   only challenging a provider's machines at once (its bound is measured here), the memory phase
- *   and CC evidence go further.
+ * - a card that invents a UUID per machine and paces itself backs one machine per challenge it can
+ *   fit in between when they are challenged one after another; challenged at once, as the
+ *   attestor's challenge rounds do (test/node/attest-rounds.test.ts), four A100s fit in one H100
+ *   and five do not (the bound, measured here);
+ * - what is left open: 17 RTX 4090s add up to 8 H100s in the GEMM phase; the memory phase and CC
+ *   evidence go further.
  */
 import assert from "node:assert/strict";
 import { challengeProfileSchema, INT8_DENSE_TOPS } from "../../../common/attest/params.js";
@@ -130,7 +132,7 @@ describe("one card, several machines; cheap cards adding up (issue 35, item 7)",
     assert.equal((await challenge(attestor, clock, 12, { model: A100, units: 1 }, h100())).outcome, "pass");
   });
 
-  it("what is still open: inventing a UUID per machine, the paced H100 passes all four; challenged at once (not built), four fit in one H100 and five do not", async () => {
+  it("inventing a UUID per machine, the paced H100 passes all four challenged one after another; challenged at once (a challenge round), four fit in one H100 and five do not", async () => {
     const clock = { now: 1_700_000_000_000 };
     const attestor = attestorOn(clock);
     for (const machineId of [21, 22, 23, 24]) {
