@@ -120,7 +120,8 @@ const configSchema = z.strictObject({
    * deployment). The file is bound to the deployment it was written for: another deployment's
    * file is refused (TaskStoreMismatchError). `{deployment}` in the path is replaced by the
    * deployment's id (`<chainId>-<market>-<deployment block hash>`, shortened), which keeps one
-   * file per deployment. Default: memory only.
+   * file per deployment; `{renter}` by the renter's address (lower case: the wallet's, or the
+   * smart account's). Default: memory only.
    */
   stateFile: z.string().optional(),
   /** Matching engine options (ranking weights, `maxCandidates`, ...), as in common/matching/options.ts; default: its defaults. */
@@ -365,7 +366,11 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     account,
     feed,
     link,
-    tasks: new TaskStore(config.stateFile ? stateFileStorage(platform, config.stateFile.replaceAll("{deployment}", bindingId(binding)), binding) : undefined),
+    tasks: new TaskStore(
+      config.stateFile
+        ? stateFileStorage(platform, config.stateFile.replaceAll("{deployment}", bindingId(binding)).replaceAll("{renter}", account?.address.toLowerCase() ?? "no-wallet"), binding)
+        : undefined,
+    ),
     progress: config.onProgress ?? (() => {}),
     ...(userOps ? { userOps } : {}),
   };
