@@ -89,8 +89,9 @@ export function userOpFailure(step: string, error: unknown, where: { bundlerUrl:
   if (decodeRevert(error)) return new TransactionError(step, revertReason(error), error);
   const request =
     error instanceof BaseError ? (error.walk((e) => e instanceof HttpRequestError || e instanceof RpcRequestError) as HttpRequestError | RpcRequestError | null) : null;
-  const url = request?.url ?? where.bundlerUrl;
-  const service = where.paymasterUrl && sameUrl(url, where.paymasterUrl) ? "paymaster" : "bundler";
+  const service = where.paymasterUrl && request && sameUrl(request.url, where.paymasterUrl) ? "paymaster" : "bundler";
+  // The URL as the caller gave it (viem's requests name it normalised, with a trailing slash).
+  const url = service === "paymaster" ? where.paymasterUrl! : where.bundlerUrl;
   const unreachable =
     request instanceof HttpRequestError || (error instanceof BaseError && /fetch failed|ECONNREFUSED|timed? ?out/i.test(error.message) && !(request instanceof RpcRequestError));
   const reason = unreachable ? `it does not answer (${innermost(error)})` : `it refused: ${innermost(error)}`;
