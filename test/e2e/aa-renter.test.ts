@@ -173,6 +173,13 @@ describe("a smart-account renter with no ETH: the SDK's smartAccount and the CLI
     assert.equal(await read().getBalance({ address: renter }), 0n);
     assert.equal(await operations(renter), 2n);
 
+    // Flags that do not go together are refused before anything is reached (exit 2), every problem at once.
+    const usage = await runCli(["tasks", ...common, "--smart-account", keyFile, "--devnet-account", "5", "--paymaster", "sponsor"]);
+    assert.equal(usage.code, 2, usage.stderr);
+    assert.match(usage.stderr, /--smart-account and --key\/--key-file\/--devnet-account both give the renter/);
+    assert.match(usage.stderr, /--smart-account needs --bundler URL/);
+    assert.match(usage.stderr, /--paymaster must be an http\(s\):\/\/ URL, got "sponsor"/);
+
     const tasks = await runCli(["tasks", ...common, ...smart, "--json"]);
     assert.equal(tasks.code, 0, tasks.stderr);
     assert.match(tasks.stdout, /succeeded/);
