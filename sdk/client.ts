@@ -1,4 +1,17 @@
-import { getAddress, createPublicClient, createWalletClient, defineChain, http, type Account, type Chain, type PublicClient, type Transport, type WalletClient } from "viem";
+import {
+  getAddress,
+  createPublicClient,
+  createWalletClient,
+  defineChain,
+  http,
+  type Account,
+  type Chain,
+  type LocalAccount,
+  type PublicClient,
+  type Transport,
+  type WalletClient,
+} from "viem";
+import type { WebAuthnAccount } from "viem/account-abstraction";
 import { z } from "zod";
 import { contractAddress, parseDeployment, readDeploymentBinding, bindingId, type Deployment, type DeploymentBinding } from "../common/deployment.js";
 import { suanliDomain } from "../common/eip712.js";
@@ -40,6 +53,8 @@ import type { OfferFeed } from "./internal/feed.js";
 import type { ProviderLink } from "./internal/link.js";
 import type { ClientPlatform, TaskIoActions } from "./internal/platform.js";
 import { TaskStore, type TaskRecord, type TaskStorage } from "./internal/store.js";
+import { toSimpleAccount } from "./internal/simple-account.js";
+import { userOpSender } from "./internal/user-ops.js";
 import type { TaskReceipt, TaskStatus } from "./types.js";
 
 /**
@@ -105,11 +120,30 @@ const configSchema = z.strictObject({
    * deployment). The file is bound to the deployment it was written for: another deployment's
    * file is refused (TaskStoreMismatchError). `{deployment}` in the path is replaced by the
    * deployment's id (`<chainId>-<market>-<deployment block hash>`, shortened), which keeps one
-   * file per deployment. Default: memory only.
+   * file per deployment; `{renter}` by the renter's address (lower case: the wallet's, or the
+   * smart account's). Default: memory only.
    */
   stateFile: z.string().optional(),
   /** Matching engine options (ranking weights, `maxCandidates`, ...), as in common/matching/options.ts; default: its defaults. */
   matching: z.record(z.string(), z.unknown()).optional(),
+  /**
+   * Rent from an ERC-4337 smart account (docs/aa.md) instead of `account`: the deployment's SimpleAccount of `owner` (a
+   * viem LocalAccount: privateKeyToAccount) is the renter. Every money-moving step is one user operation through the
+   * bundler at `bundlerUrl` (approve + openLease together), its gas paid by the sponsor at `paymasterUrl` when given;
+   * requests to providers are signed by a session key the account approves on-chain.
+   */
+  smartAccount: z
+    .strictObject({
+      owner: z.custom<LocalAccount | WebAuthnAccount>(
+        (value) => typeof value === "object" && value !== null && "type" in value && (value.type === "local" || value.type === "webAuthn"),
+        "expected a viem LocalAccount (privateKeyToAccount) as the smart account's owner",
+      ),
+      bundlerUrl: z.string().url(),
+      paymasterUrl: z.string().url().optional(),
+      /** Which of the owner's accounts (the factory's salt; default 0). */
+      salt: z.bigint().nonnegative().optional(),
+    })
+    .optional(),
   /** Progress lines (matching, reserving, opening...) for people; silent by default. */
   onProgress: z.custom<(line: string) => void>((value) => typeof value === "function").optional(),
 });
@@ -240,6 +274,23 @@ async function resolveDeployment(value: CreateClientParameters["deployment"], ch
   return platform.readDeployment(value, chainId);
 }
 
+/** The smart account of `smartAccount`'s owner on the deployment's factory, and its user-operation sender. */
+async function smartAccountSender(publicClient: PublicClient<Transport, Chain>, deployment: Deployment, options: NonNullable<z.output<typeof configSchema>["smartAccount"]>) {
+  if (options.owner.type !== "local") {
+    throw new ClientConfigError("A passkey (WebAuthn) owner needs a smart account that verifies WebAuthn signatures; the deployment's SimpleAccount verifies ECDSA only.", {
+      metaMessages: ["Pass a LocalAccount as `smartAccount.owner` (privateKeyToAccount)."],
+    });
+  }
+  const factory = deployment.contracts.accountFactory;
+  if (!factory) {
+    throw new ClientConfigError(`The deployment of chain ${deployment.chainId} names no smart account factory (contracts.accountFactory)`, {
+      metaMessages: ["Deploy with `--account-abstraction` (docs/aa.md), or rent with `account`."],
+    });
+  }
+  const account = await toSimpleAccount({ client: publicClient, owner: options.owner, factory, entryPoint: deployment.contracts.entryPoint, salt: options.salt });
+  return userOpSender({ publicClient, account, bundlerUrl: options.bundlerUrl, paymasterUrl: options.paymasterUrl });
+}
+
 function deploymentObjectNeeded(): ClientConfigError {
   return new ClientConfigError("In a browser, pass the deployment manifest object as `deployment`.", {
     metaMessages: ["A node serves it: fetch your node's deployments/<chainId>.json, or import it in your bundle."],
@@ -270,14 +321,17 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     config.chain ??
     defineChain({ id: chainId, name: `chain ${chainId}`, nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
   const publicClient = createPublicClient({ chain, transport: http(rpcUrl), pollingInterval: 250 }) as PublicClient<Transport, Chain>;
-  const account: Account | undefined = typeof config.account === "string" ? { address: getAddress(config.account), type: "json-rpc" } : config.account;
   if (typeof config.account === "string" && !config.walletTransport) {
     throw new ClientConfigError("An address as `account` needs `walletTransport`: the wallet that signs for it (custom(window.ethereum)).");
   }
+  if (config.account && config.smartAccount)
+    throw new ClientConfigError("Pass `account` or `smartAccount`, not both: the smart account is the renter, its owner signs its operations.");
+  const deployment = await resolveDeployment(config.deployment, chainId, platform);
+  const userOps = config.smartAccount ? await smartAccountSender(publicClient, deployment, config.smartAccount) : undefined;
+  const account: Account | undefined = userOps ? userOps.account : typeof config.account === "string" ? { address: getAddress(config.account), type: "json-rpc" } : config.account;
   const walletClient = account
     ? (createWalletClient({ chain, account, transport: config.walletTransport ?? http(rpcUrl), pollingInterval: 250 }) as WalletClient<Transport, Chain, Account>)
     : undefined;
-  const deployment = await resolveDeployment(config.deployment, chainId, platform);
   const market = contractAddress(deployment, "market");
   const registry = contractAddress(deployment, "registry");
   // Checked before anything else happens: a manifest of an earlier chain fails here, clearly.
@@ -312,8 +366,13 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     account,
     feed,
     link,
-    tasks: new TaskStore(config.stateFile ? stateFileStorage(platform, config.stateFile.replaceAll("{deployment}", bindingId(binding)), binding) : undefined),
+    tasks: new TaskStore(
+      config.stateFile
+        ? stateFileStorage(platform, config.stateFile.replaceAll("{deployment}", bindingId(binding)).replaceAll("{renter}", account?.address.toLowerCase() ?? "no-wallet"), binding)
+        : undefined,
+    ),
     progress: config.onProgress ?? (() => {}),
+    ...(userOps ? { userOps } : {}),
   };
 
   return {

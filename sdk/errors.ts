@@ -192,6 +192,52 @@ export class TransactionError extends SuanliError {
 }
 
 /**
+ * A smart-account client's user operation did not happen because its bundler (or the sponsor, the
+ * ERC-7677 paymaster service) does not answer or refused it: `url` names which, `reason` says why.
+ * None of the operation's calls ran (an approve never goes without its openLease: they are one
+ * operation). With `userOpHash` the operation was sent but not seen included in time: it may still be.
+ *
+ * @example
+ * import { createClient, BundlerError } from "suanli/sdk";
+ * try {
+ *   await client.submitTask(parameters);
+ * } catch (error) {
+ *   if (error instanceof BundlerError) console.error(`${error.service} ${error.url}: ${error.reason}`); // "bundler http://127.0.0.1:4337: it does not answer (fetch failed)"
+ * }
+ */
+export class BundlerError extends SuanliError {
+  override name = "BundlerError";
+  /** The step the operation was for ("approve + openLease", "extend", "close", "approve the session"...). */
+  readonly step: string;
+  /** The bundler's URL, or the paymaster's when it was the sponsor that failed. */
+  readonly url: string;
+  readonly service: "bundler" | "paymaster";
+  /** True when it did not answer at all (down, unreachable, timed out). */
+  readonly unreachable: boolean;
+  readonly reason: string;
+  /** Set when the operation was sent and its inclusion was not seen in time. */
+  readonly userOpHash: `0x${string}` | undefined;
+  constructor(parameters: { step: string; url: string; service: "bundler" | "paymaster"; unreachable: boolean; reason: string; userOpHash?: `0x${string}`; cause?: unknown }) {
+    const what = parameters.service === "paymaster" ? "The sponsor (paymaster service)" : "The bundler";
+    super(`${what} at ${parameters.url} failed the ${parameters.step} user operation: ${parameters.reason}`, {
+      cause: parameters.cause,
+      metaMessages: [
+        parameters.userOpHash
+          ? `The operation ${parameters.userOpHash} was sent and not seen included yet: check it before sending it again.`
+          : "Nothing of this operation happened on-chain (its calls run together or not at all).",
+        parameters.unreachable ? `Is the ${parameters.service} running? \`npm run devnet\` starts a bundler on port 4337.` : "",
+      ].filter(Boolean),
+    });
+    this.step = parameters.step;
+    this.url = parameters.url;
+    this.service = parameters.service;
+    this.unreachable = parameters.unreachable;
+    this.reason = parameters.reason;
+    this.userOpHash = parameters.userOpHash;
+  }
+}
+
+/**
  * The provider (or, in browser mode, the node relaying to it) could not be reached or answered
  * with an error. When the task could not be delivered after the lease opened, that lease was
  * closed and refunded before this was thrown. `cause` holds the underlying error.

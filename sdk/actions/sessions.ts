@@ -3,7 +3,6 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { z } from "zod";
 import {
   checkDelegation,
-  delegationHash,
   unsignedDelegation,
   SESSION_ACTIONS,
   SESSION_DEFAULT_SECONDS,
@@ -12,12 +11,11 @@ import {
   signedDelegationSchema,
   signSessionDelegation,
   type SessionAction,
-  type SignedDelegation,
 } from "../../common/sessions.js";
 import { parseInput } from "../../common/validation.js";
 import { sessionKeysAbi } from "../../common/abi.js";
 import { revokeSessions } from "../internal/chain.js";
-import { requireWallet, type SuanliContext } from "../internal/context.js";
+import { approveSmartSession, requireWallet, sessionOf, type SuanliContext } from "../internal/context.js";
 import type { Session } from "../types.js";
 
 export type { Session } from "../types.js";
@@ -58,20 +56,6 @@ const savedSchema = z.object({
   delegation: signedDelegationSchema,
 });
 
-function sessionOf(ctx: SuanliContext, privateKey: Hex, delegation: SignedDelegation): Session {
-  const { message } = delegation;
-  return {
-    sessionKey: getAddress(message.sessionKey),
-    renter: getAddress(message.renter),
-    actions: [...message.actions] as SessionAction[],
-    leaseIds: [...message.leaseIds],
-    expiresAt: Number(message.expiresAt),
-    hash: delegationHash(ctx.domain, message),
-    privateKey,
-    delegation,
-  };
-}
-
 /**
  * Starts a session: generates a session key and asks the wallet, once, to sign a delegation to it.
  * From then on the client signs its requests to providers (reservations, the task, status, logs,
@@ -93,6 +77,8 @@ export async function startSession(ctx: SuanliContext, parameters: StartSessionP
   const leaseIds = input.leaseIds ?? [];
   // "reserve" comes before any lease: a session bound to leases cannot hold units.
   const scoped = leaseIds.length > 0 && !input.actions ? actions.filter((action) => action !== "reserve") : actions;
+  // A smart account signs nothing: it approves the delegation on-chain, in one user operation.
+  if (ctx.userOps) return approveSmartSession(ctx, { actions: scoped, leaseIds, ttlSeconds: input.ttlSeconds });
   const privateKey = generatePrivateKey();
   const key = privateKeyToAccount(privateKey);
   // Stamped after the wallet's last SessionKeys.revokeAll: one signed in that same second would be revoked already.
@@ -197,7 +183,7 @@ export async function revokeSession(ctx: SuanliContext, parameters: RevokeSessio
   if (!sessions) throw noSessionKeys();
   const which = parameters.all ? "all" : (parameters.hash ?? ctx.session?.session.hash);
   if (!which) throw new SessionDelegationError("No session to revoke: pass `hash`, or `all: true`");
-  const sent = await revokeSessions({ publicClient: ctx.publicClient, walletClient }, sessions, which);
+  const sent = await revokeSessions({ publicClient: ctx.publicClient, walletClient, userOps: ctx.userOps }, sessions, which);
   if (which === "all" || which === ctx.session?.session.hash) ctx.session = undefined;
   return { transaction: sent.transaction, gasUsed: sent.gasUsed };
 }

@@ -8,9 +8,9 @@ import { taskSpecSchema, type TaskSpec } from "../../common/protocols/task-spec.
 import { parseInput } from "../../common/validation.js";
 import { checkBundleDigest } from "../internal/bundle-check.js";
 import { sealingKeyProblem, sealSecret, type SealingKey } from "../../common/sealed.js";
-import { AllocationError, InsufficientBalanceError, InsufficientGasError, NoMatchError, ProviderRequestError } from "../errors.js";
+import { AllocationError, BundlerError, InsufficientBalanceError, InsufficientGasError, NoMatchError, ProviderRequestError } from "../errors.js";
 import { closeLease, openLease, readChainClock, tokenBalances, type SentTransaction } from "../internal/chain.js";
-import { authorize, requireWallet, sessionFor, type SuanliContext } from "../internal/context.js";
+import { authorize, requireWallet, sessionFor, sessionToSign, type SuanliContext } from "../internal/context.js";
 import { randomHex } from "../internal/random.js";
 import { storableTaskSpec, type TaskRecord } from "../internal/store.js";
 import { submitTaskParametersSchema, type SubmitTaskParameters, type SubmitTaskReturnType, type TaskAttempt } from "../types.js";
@@ -90,7 +90,8 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
   const request = parseMatchRequest(requestInput);
   const { walletClient, account } = requireWallet(ctx, "submitting a task");
   const { balance, native } = await tokenBalances(ctx, account.address);
-  if (native === 0n) throw new InsufficientGasError(account.address);
+  // A smart account's gas is paid by the sponsor, or from its deposit in the EntryPoint: the bundler says when it cannot be.
+  if (native === 0n && !ctx.userOps) throw new InsufficientGasError(account.address);
 
   ctx.progress(`Matching ${request.gpuCount}× ${request.gpuType.label} for ${request.duration}s...`);
   const first = ctx.feed.engine.match(request);
@@ -101,7 +102,11 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
   }, 2n ** 255n);
   if (balance < cheapest) throw new InsufficientBalanceError(cheapest, balance, ctx.deployment.token.symbol, ctx.deployment.token.decimals);
 
-  const chainCtx = { publicClient: ctx.publicClient, walletClient, account, deployment: ctx.deployment, market: ctx.market, token: ctx.token };
+  const chainCtx = { publicClient: ctx.publicClient, walletClient, account, deployment: ctx.deployment, market: ctx.market, token: ctx.token, userOps: ctx.userOps };
+  // A smart account signs no reservation: its session key does, approved on-chain before the first (one user operation).
+  if (ctx.userOps) await sessionToSign(ctx, "reserve", undefined);
+  // A bundler that fails one lease fails them all: the allocation stops at once and says why.
+  let bundlerDown: BundlerError | undefined;
   const abort = new AbortController();
   // Each provider's sealing key, from its acceptance, by lease id: secrets are sealed to it.
   const sealingKeys = new Map<bigint, SealingKey | undefined>();
@@ -147,7 +152,13 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
         });
       }
       ctx.progress(`Opening the lease on-chain (deposit ${deposit} base units)...`);
-      const opened = await openLease(chainCtx, acceptance.offer, acceptance.signature, leaseTermsFor(req, acceptance), deposit);
+      const opened = await openLease(chainCtx, acceptance.offer, acceptance.signature, leaseTermsFor(req, acceptance), deposit).catch((error: unknown) => {
+        if (error instanceof BundlerError) {
+          bundlerDown = error;
+          abort.abort();
+        }
+        throw error;
+      });
       sealingKeys.set(opened.leaseId, accepted ?? published);
       const attempt: TaskAttempt = {
         leaseId: opened.leaseId,
@@ -171,6 +182,7 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
     },
   });
   if (shortOfFunds) throw shortOfFunds;
+  if (bundlerDown) throw bundlerDown;
   if (!result.ok) {
     if (result.reason === "no-match") throw new NoMatchError(result.explanation, result.message);
     throw new AllocationError(result.message);

@@ -66,7 +66,7 @@ export async function getOwed(ctx: OwedContext, address?: Address): Promise<bigi
  * console.log(`withdrew ${amount} to ${to} in ${transaction}`);
  */
 export async function withdrawOwed(
-  ctx: Pick<SuanliContext, "publicClient" | "walletClient" | "account" | "market">,
+  ctx: Pick<SuanliContext, "publicClient" | "walletClient" | "account" | "market" | "userOps">,
   parameters: WithdrawOwedParameters = {},
 ): Promise<WithdrawOwedReturnType> {
   const { walletClient, account } = ctx;
@@ -74,6 +74,6 @@ export async function withdrawOwed(
   const { to } = parseInput(withdrawSchema, parameters, "withdrawOwed parameters");
   const owed = await getOwed(ctx, account.address);
   if (owed === 0n) throw new NothingOwedError(account.address);
-  const sent = await withdrawOwedTo({ publicClient: ctx.publicClient, walletClient, account, market: ctx.market }, getAddress(to ?? account.address));
+  const sent = await withdrawOwedTo({ publicClient: ctx.publicClient, walletClient, account, market: ctx.market, userOps: ctx.userOps }, getAddress(to ?? account.address));
   return { amount: sent.amount, to: sent.to, transaction: sent.transaction, gasUsed: sent.gasUsed };
 }

@@ -23,6 +23,7 @@ import type { Deployment } from "../../common/deployment.js";
 import type { Offer } from "../../common/eip712.js";
 import type { LeaseTerms } from "../../common/matching/handshake.js";
 import { TransactionError } from "../errors.js";
+import type { UserOpCall, UserOpSender } from "./user-ops.js";
 
 export type ChainContext = {
   publicClient: PublicClient<Transport, Chain>;
@@ -31,16 +32,20 @@ export type ChainContext = {
   deployment: Deployment;
   market: Address;
   token: Address;
+  /** A smart-account client's sender: every step is one user operation through its bundler (user-ops.ts). */
+  userOps?: UserOpSender | undefined;
 };
 
 export type SentTransaction = { step: string; gasUsed: bigint; transaction: Hex; blockNumber: bigint };
 
 /** Sends one typed contract write (common/chain/tx.ts), reporting a failure as TransactionError of `step`. */
 async function write<const abi extends Abi, name extends ContractFunctionName<abi, "nonpayable" | "payable">>(
-  ctx: Pick<ChainContext, "publicClient" | "walletClient">,
+  ctx: Pick<ChainContext, "publicClient" | "walletClient" | "userOps">,
   step: string,
   call: ContractWrite<abi, name>,
 ): Promise<SentTransaction & { logs: Log[] }> {
+  // A smart account: the same call as a user operation of its own.
+  if (ctx.userOps) return batch(ctx.userOps, step, [call]);
   let receipt;
   try {
     receipt = await sendContract(ctx, call);
@@ -49,6 +54,15 @@ async function write<const abi extends Abi, name extends ContractFunctionName<ab
     throw new TransactionError(step, revertReason(error), error);
   }
   return { step, gasUsed: receipt.gasUsed, transaction: receipt.transactionHash, blockNumber: receipt.blockNumber, logs: receipt.logs };
+}
+
+/** Several calls as ONE user operation of the smart account: all of them happen, or none. */
+async function batch(userOps: UserOpSender, step: string, calls: readonly ContractWrite<Abi, string>[]): Promise<SentTransaction & { logs: Log[] }> {
+  const { userOpHash: _hash, ...sent } = await userOps.send(
+    step,
+    calls.map((call): UserOpCall => ({ to: call.address, abi: call.abi, functionName: call.functionName, args: call.args as readonly unknown[] })),
+  );
+  return sent;
 }
 
 export async function tokenBalances(ctx: Pick<ChainContext, "publicClient" | "token" | "market">, owner: Address) {
@@ -128,8 +142,13 @@ export async function openLease(
 ): Promise<{ leaseId: bigint; transactions: SentTransaction[] }> {
   const transactions: SentTransaction[] = [];
   const { allowance } = await tokenBalances(ctx, ctx.account.address);
+  const open = { address: ctx.market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] } as const;
   let sent;
-  if (allowance >= deposit) {
+  if (ctx.userOps) {
+    // A smart account signs no permit (no ERC-1271): approve and openLease are one user operation, so neither happens alone.
+    const approve = { address: ctx.token, abi: erc20PermitAbi, functionName: "approve", args: [ctx.market, deposit] } as const;
+    sent = allowance >= deposit ? await batch(ctx.userOps, "openLease", [open]) : await batch(ctx.userOps, "approve + openLease", [approve, open]);
+  } else if (allowance >= deposit) {
     sent = await write(ctx, "openLease", { address: ctx.market, abi: leaseMarketAbi, functionName: "openLease", args: [offer, signature, terms] });
   } else {
     const permit = await permitFor(ctx, deposit);
@@ -172,6 +191,12 @@ export async function cancelLease(ctx: ChainContext, leaseId: bigint): Promise<S
 export async function extendLease(ctx: ChainContext, leaseId: bigint, extraSeconds: number, extraDeposit: bigint, offer: Offer, signature: Hex): Promise<SentTransaction[]> {
   const transactions: SentTransaction[] = [];
   const { allowance } = await tokenBalances(ctx, ctx.account.address);
+  const extend = { address: ctx.market, abi: leaseMarketAbi, functionName: "extend", args: [leaseId, extraSeconds, offer, signature] } as const;
+  if (ctx.userOps) {
+    const approve = { address: ctx.token, abi: erc20PermitAbi, functionName: "approve", args: [ctx.market, extraDeposit] } as const;
+    const { logs: _logs, ...sent } = allowance < extraDeposit ? await batch(ctx.userOps, "approve + extend", [approve, extend]) : await batch(ctx.userOps, "extend", [extend]);
+    return [sent];
+  }
   if (allowance < extraDeposit) {
     const { logs: _l, ...approve } = await write(ctx, "approve", { address: ctx.token, abi: erc20PermitAbi, functionName: "approve", args: [ctx.market, extraDeposit] });
     transactions.push(approve);
@@ -224,7 +249,7 @@ export const errorsAbi = suanliErrorsAbi;
 
 /** Pulls what the market owes the wallet (refunds and payouts whose push failed) to `to`. */
 export async function withdrawOwedTo(
-  ctx: Pick<ChainContext, "publicClient" | "walletClient" | "account" | "market">,
+  ctx: Pick<ChainContext, "publicClient" | "walletClient" | "account" | "market" | "userOps">,
   to: Address,
 ): Promise<SentTransaction & { amount: bigint; to: Address }> {
   const { logs, ...sent } = await write(ctx, "withdraw", { address: ctx.market, abi: leaseMarketAbi, functionName: "withdraw", args: [to] });
@@ -235,7 +260,7 @@ export async function withdrawOwedTo(
 }
 
 /** Revokes one session delegation (its EIP-712 hash) or, with "all", every one the wallet has issued so far (SessionKeys). */
-export async function revokeSessions(ctx: Pick<ChainContext, "publicClient" | "walletClient">, sessions: Address, which: Hex | "all"): Promise<SentTransaction> {
+export async function revokeSessions(ctx: Pick<ChainContext, "publicClient" | "walletClient" | "userOps">, sessions: Address, which: Hex | "all"): Promise<SentTransaction> {
   const { logs: _logs, ...sent } =
     which === "all"
       ? await write(ctx, "revoke every session", { address: sessions, abi: sessionKeysAbi, functionName: "revokeAll", args: [] })

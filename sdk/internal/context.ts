@@ -1,13 +1,24 @@
-import type { Account, Address, Chain, LocalAccount, PublicClient, Transport, WalletClient } from "viem";
+import { getAddress, type Account, type Address, type Chain, type Hex, type LocalAccount, type PublicClient, type Transport, type WalletClient } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { sessionKeysAbi } from "../../common/abi.js";
 import type { Deployment } from "../../common/deployment.js";
 import type { suanliDomain } from "../../common/eip712.js";
 import { signLeaseRequest, type RenterAction, type RenterAuth } from "../../common/protocols/lease.js";
-import { delegationCovers, type SessionAction } from "../../common/sessions.js";
+import {
+  delegationCovers,
+  delegationHash,
+  SESSION_DEFAULT_SECONDS,
+  SessionDelegationError,
+  signSessionDelegation,
+  type SessionAction,
+  type SignedDelegation,
+} from "../../common/sessions.js";
 import { NoWalletError } from "../errors.js";
 import type { Session, TaskAttempt } from "../types.js";
 import type { OfferFeed } from "./feed.js";
 import type { ProviderLink } from "./link.js";
 import type { TaskStore } from "./store.js";
+import type { UserOpSender } from "./user-ops.js";
 
 /** Everything an action needs; built once by createClient. */
 export type SuanliContext = {
@@ -27,6 +38,10 @@ export type SuanliContext = {
   progress: (line: string) => void;
   /** The current session (startSession): its key signs the requests it covers instead of the wallet. */
   session?: { account: LocalAccount; session: Session };
+  /** A smart-account client (createClient's `smartAccount`): its sends are user operations, its requests signed by session keys. */
+  userOps?: UserOpSender;
+  /** The smart account's session being approved on-chain, so that concurrent requests wait for the one operation. */
+  approving?: Promise<Session>;
 };
 
 /** A session is not used for a request within this many seconds of its expiry: the wallet signs instead. */
@@ -41,6 +56,75 @@ export function sessionFor(ctx: SuanliContext, action: SessionAction, leaseId: b
   return delegationCovers(current.session.delegation.message, action, leaseId) ? current : undefined;
 }
 
+/** What a smart-account client's own session allows: a session's defaults (sessions.ts DEFAULT_SESSION_ACTIONS), and whatever is asked for beyond them. */
+const SMART_SESSION_ACTIONS: readonly SessionAction[] = ["reserve", "task", "status", "logs", "cancel", "output"];
+
+/** A Session from its key and its (signed, or on-chain approved) delegation. */
+export function sessionOf(ctx: Pick<SuanliContext, "domain">, privateKey: Hex, delegation: SignedDelegation): Session {
+  const { message } = delegation;
+  return {
+    sessionKey: getAddress(message.sessionKey),
+    renter: getAddress(message.renter),
+    actions: [...message.actions] as SessionAction[],
+    leaseIds: [...message.leaseIds],
+    expiresAt: Number(message.expiresAt),
+    hash: delegationHash(ctx.domain, message),
+    privateKey,
+    delegation,
+  };
+}
+
+/**
+ * A session of the smart account, which signs nothing itself (SimpleAccount has no ERC-1271): a fresh key, its delegation
+ * with no signature (`0x`), approved on-chain by the account in one user operation (SessionKeys.approve; the first also
+ * deploys the account). Nodes and providers then accept the key's requests for the account (node/sessions/delegations.ts).
+ */
+export async function approveSmartSession(
+  ctx: SuanliContext,
+  parameters: { actions: readonly SessionAction[]; leaseIds?: readonly bigint[]; ttlSeconds?: number },
+): Promise<Session> {
+  const userOps = ctx.userOps!;
+  const sessions = ctx.deployment.contracts.sessions;
+  if (!sessions) {
+    throw new SessionDelegationError("This deployment has no SessionKeys contract: a smart account, which signs no requests, cannot rent on it", {
+      metaMessages: ["Deploy a current Suanli (its manifest names contracts.sessions), or rent with a wallet (`account`)."],
+    });
+  }
+  const renter = userOps.account.address;
+  const privateKey = generatePrivateKey();
+  const key = privateKeyToAccount(privateKey);
+  // Stamped after the account's last SessionKeys.revokeAll, as startSession does.
+  const revokedBefore = Number(await ctx.publicClient.readContract({ address: sessions, abi: sessionKeysAbi, functionName: "revokedBefore", args: [renter] }));
+  const delegation = await signSessionDelegation(async () => "0x", ctx.domain, {
+    renter,
+    sessionKey: key.address,
+    actions: parameters.actions,
+    leaseIds: parameters.leaseIds,
+    ttlSeconds: parameters.ttlSeconds ?? SESSION_DEFAULT_SECONDS,
+    nowSeconds: Math.max(Math.floor(Date.now() / 1000), revokedBefore + 1),
+  });
+  const session = sessionOf(ctx, privateKey, delegation);
+  ctx.progress(`Approving session key ${key.address} for the smart account ${renter} (one user operation)...`);
+  await userOps.send("approve the session", [{ to: sessions, abi: sessionKeysAbi, functionName: "approve", args: [session.hash] }]);
+  ctx.session = { account: key, session };
+  return session;
+}
+
+/**
+ * The session to sign `action` with: the current one when it covers it; for a smart-account client without one, a new
+ * session approved on-chain (one user operation, shared by concurrent callers); otherwise undefined (the wallet signs).
+ */
+export async function sessionToSign(ctx: SuanliContext, action: SessionAction, leaseId: bigint | undefined): Promise<SuanliContext["session"]> {
+  const current = sessionFor(ctx, action, leaseId);
+  if (current || !ctx.userOps) return current;
+  if (!ctx.approving) {
+    const actions = SMART_SESSION_ACTIONS.includes(action) ? SMART_SESSION_ACTIONS : [...SMART_SESSION_ACTIONS, action];
+    ctx.approving = approveSmartSession(ctx, { actions }).finally(() => (ctx.approving = undefined));
+  }
+  await ctx.approving;
+  return sessionFor(ctx, action, leaseId);
+}
+
 /** The wallet, or NoWalletError naming the action. */
 export function requireWallet(ctx: SuanliContext, action: string): { walletClient: WalletClient<Transport, Chain, Account>; account: Account } {
   if (!ctx.walletClient || !ctx.account) throw new NoWalletError(action);
@@ -51,7 +135,7 @@ export function requireWallet(ctx: SuanliContext, action: string): { walletClien
 export async function authorize(ctx: SuanliContext, attempt: TaskAttempt, action: RenterAction, body: Record<string, unknown>): Promise<RenterAuth> {
   const parameters = { leaseId: attempt.leaseId, provider: attempt.provider, action, body };
   // Within a session its key signs, with the wallet's delegation attached: no wallet prompt.
-  const session = sessionFor(ctx, action, attempt.leaseId);
+  const session = await sessionToSign(ctx, action, attempt.leaseId);
   if (session) {
     const auth = await signLeaseRequest((p) => session.account.signTypedData(p), ctx.domain, parameters);
     return { ...auth, delegation: session.session.delegation };

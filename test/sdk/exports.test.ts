@@ -12,6 +12,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 /** Values (runtime exports) and types of both `suanli/sdk` and `suanli/sdk/browser`. */
 const SHARED_VALUES = [
   "AllocationError",
+  "BundlerError",
   "ClientConfigError",
   "CompletionMismatchError",
   "GroupExtendError",

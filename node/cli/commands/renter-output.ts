@@ -8,7 +8,7 @@ import type { DownloadOutputReturnType, SuanliClient, TaskReceipt } from "../../
 import type { ChainFlags } from "../context.js";
 import { ExitCode } from "../output.js";
 
-export type RenterFlags = ChainFlags & { bootstrap?: string; stateDir?: string };
+export type RenterFlags = ChainFlags & { bootstrap?: string; stateDir?: string; smartAccount?: string; bundler?: string; paymaster?: string };
 
 /** `value` quoted for a POSIX shell when it needs to be. */
 function shellWord(value: string): string {
@@ -22,6 +22,9 @@ const FOLLOW_UP_FLAGS: [keyof RenterFlags, string][] = [
   ["stateDir", "--state-dir"],
   ["keyFile", "--key-file"],
   ["devnetAccount", "--devnet-account"],
+  ["smartAccount", "--smart-account"],
+  ["bundler", "--bundler"],
+  ["paymaster", "--paymaster"],
 ];
 
 /**

@@ -1,0 +1,111 @@
+/**
+ * The SDK client of a renter command (split from renter.ts): its chain, wallet and network flags, and with
+ * `--smart-account` an ERC-4337 smart account as the renter (docs/aa.md "The CLI with a smart account"): the key in the
+ * file owns it, its operations go through `--bundler`, its gas is paid by `--paymaster` (the deployment's sponsor). Its
+ * session (the key that signs its requests, approved on-chain once) is kept in the state folder, so that the next
+ * command does not approve another.
+ */
+import { readFile, rm, writeFile } from "node:fs/promises";
+import { homedir } from "node:os";
+import path from "node:path";
+import type { Command } from "commander";
+import { privateKeyToAccount } from "viem/accounts";
+import { stringifyPlain } from "../../../common/json.js";
+import { createClient, type CreateClientParameters, type SuanliClient } from "../../../sdk/index.js";
+import { connectChain } from "../../chain/clients.js";
+import { resolveAccount } from "../account.js";
+import { withChainFlags } from "../context.js";
+import { checkChainFlags, FlagProblems } from "../preflight.js";
+import { progress } from "../output.js";
+import type { RenterFlags } from "./renter-output.js";
+
+const KEY_PATTERN = /^0x[0-9a-fA-F]{64}$/;
+
+export function withRenterFlags(command: Command, wallet = true): Command {
+  withChainFlags(command, { wallet })
+    .option("--bootstrap <multiaddrs>", "comma-separated multiaddrs of Suanli nodes (env SUANLI_BOOTSTRAP)", process.env.SUANLI_BOOTSTRAP ?? "")
+    .option("--state-dir <dir>", "where the CLI keeps your tasks", process.env.SUANLI_STATE_DIR ?? path.join(homedir(), ".suanli"));
+  if (!wallet) return command;
+  return command
+    .option("--smart-account <key-file>", "rent from the ERC-4337 smart account that the key in this file owns (docs/aa.md); needs --bundler")
+    .option("--bundler <url>", "ERC-4337 bundler for --smart-account (env SUANLI_BUNDLER_URL)", process.env.SUANLI_BUNDLER_URL)
+    .option("--paymaster <url>", "ERC-7677 paymaster paying --smart-account's gas: the deployment's sponsor (env SUANLI_PAYMASTER_URL)", process.env.SUANLI_PAYMASTER_URL);
+}
+
+/** `--smart-account`'s owner key and URLs, every problem added to `problems`; undefined without it. */
+async function smartAccountOption(flags: RenterFlags, problems: FlagProblems): Promise<CreateClientParameters["smartAccount"]> {
+  const urlProblem = (flag: string, value: string | undefined) => {
+    if (value !== undefined && !/^https?:\/\/[^\s]+$/.test(value)) problems.add(`--${flag} must be an http(s):// URL, got "${value}"`);
+  };
+  urlProblem("bundler", flags.bundler);
+  urlProblem("paymaster", flags.paymaster);
+  if (flags.smartAccount === undefined) return undefined;
+  if (flags.key !== undefined || flags.keyFile !== undefined || flags.devnetAccount !== undefined) {
+    problems.add("--smart-account and --key/--key-file/--devnet-account both give the renter: pass one of them (the file's key owns the smart account)");
+  }
+  if (!flags.bundler) problems.add("--smart-account needs --bundler URL (or SUANLI_BUNDLER_URL): the ERC-4337 bundler its operations go through");
+  let key: string | undefined;
+  try {
+    key = (await readFile(flags.smartAccount, "utf8")).trim();
+    if (!KEY_PATTERN.test(key)) problems.add(`--smart-account ${flags.smartAccount} must hold 0x followed by 64 hex digits (the owner's key)`);
+  } catch (error) {
+    problems.add(`Cannot read --smart-account ${flags.smartAccount}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
+  }
+  if (!key || !KEY_PATTERN.test(key) || !flags.bundler) return undefined;
+  return { owner: privateKeyToAccount(key as `0x${string}`), bundlerUrl: flags.bundler, ...(flags.paymaster ? { paymasterUrl: flags.paymaster } : {}) };
+}
+
+/**
+ * A smart account's session, kept between commands in `<state-dir>/session-<chain>-<market>-<account>.json` (mode
+ * 0600: its key signs the account's requests until the delegation expires). A file that no longer fits (expired,
+ * another deployment's) is set aside; returns what saves the client's session at the end.
+ */
+async function keepSession(client: SuanliClient, stateDir: string): Promise<() => Promise<void>> {
+  const file = path.join(stateDir, `session-${client.chainId}-${(client.deployment.contracts.market ?? "none").toLowerCase()}-${client.address!.toLowerCase()}.json`);
+  const saved = await readFile(file, "utf8").catch(() => undefined);
+  if (saved) await client.useSession(JSON.parse(saved)).catch(() => rm(file, { force: true }));
+  const loaded = client.session?.hash;
+  return async () => {
+    const session = client.session;
+    if (!session || session.hash === loaded) return;
+    await writeFile(file, `${stringifyPlain({ privateKey: session.privateKey, delegation: session.delegation })}\n`, { mode: 0o600 });
+  };
+}
+
+/**
+ * Opens an SDK client for the command's flags; `run` gets it and it is always closed. Before
+ * anything is reached, the chain and wallet flags are checked and every problem found so far
+ * (`problems`, filled by the command with its own flags) is reported at once, exit 2.
+ */
+export async function withClient<T>(flags: RenterFlags, needWallet: boolean, run: (client: SuanliClient) => Promise<T>, problems = new FlagProblems()): Promise<T> {
+  checkChainFlags(flags, problems);
+  const smartAccount = await smartAccountOption(flags, problems);
+  problems.throwIfAny();
+  const rpcUrl = flags.rpcUrl ?? "http://127.0.0.1:8545";
+  const chain = await connectChain({ rpcUrl });
+  const wants = !smartAccount && (needWallet || flags.key || flags.keyFile || flags.devnetAccount || process.env.SUANLI_KEY);
+  const account = wants ? await resolveAccount(flags, chain.chain.id) : undefined;
+  const bootstrap = (flags.bootstrap ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const stateDir = flags.stateDir ?? path.join(homedir(), ".suanli");
+  // One task list per renter: a smart account's is named by its address, known once the client has computed it.
+  const client = await createClient({
+    rpcUrl,
+    ...(smartAccount ? { smartAccount } : { account }),
+    bootstrap,
+    // One command is a short-lived client: it pulls the book, never joins gossip (issue #40 item 12).
+    gossip: false,
+    deployment: flags.deployments,
+    ...(smartAccount || account ? { stateFile: path.join(stateDir, `tasks-{deployment}-{renter}.json`) } : {}),
+    onProgress: (line) => progress(Boolean(flags.json), line),
+  });
+  const saveSession = smartAccount ? await keepSession(client, stateDir) : undefined;
+  try {
+    return await run(client);
+  } finally {
+    await saveSession?.().catch((error: unknown) => progress(Boolean(flags.json), `Could not keep the smart account's session: ${String(error)}`));
+    await client.close();
+  }
+}
