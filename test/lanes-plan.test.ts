@@ -25,7 +25,7 @@ async function plan(lanes: string, files: string[]): Promise<Map<number, string[
   const { stdout } = await run(process.execPath, ["scripts/test-lanes-plan.mjs", lanes, ...files]);
   const byLane = new Map<number, string[]>();
   for (const line of stdout.trim().split("\n")) {
-    const [lane, file] = line.split("\t");
+    const [lane = "", file = ""] = line.split("\t");
     byLane.set(Number(lane), [...(byLane.get(Number(lane)) ?? []), file]);
   }
   return byLane;
