@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# Runs the whole mocha suite, the same files `npm test` runs, on a 2-core CI machine, in
-# $SUANLI_TEST_LANES lanes at once (default 3): one mocha process each, every lane with its own
-# log. Most of a test's wall time is spent waiting on child processes, the chain, the network or a
-# task's own seconds, so two lanes left the cores idle much of the time (the README test alone
-# used about 0.65 of a core, measured with /usr/bin/time), and a run took 23 min of tests.
-# scripts/test-lanes-plan.mjs deals the files so that the lanes end together, by each file's
-# time in test/lane-times.json, with two rules:
-#   - the README test (test/e2e/readme.test.ts) runs first in lane 0: it runs the README's commands
-#     as pasted, on the README's fixed ports, devnet accounts and scratch paths in the repo root.
-#     Its one timing-sensitive step (an extend while a 60 s job runs) comes right after the submit;
-#   - the Podman tests run one after another in one lane: they share the container storage.
-# Every other file uses its own 127.0.0.1:0 ports and temporary directories.
-# The contracts are compiled and the CLI bundled once first; every lane runs with --no-compile.
-# Each lane's log is printed in full once all are done, and its JSON summary; when
-# SUANLI_TEST_SUMMARY names a file, the summaries are added into it (the shape .ci/run reads),
-# and when SUANLI_LANE_TIMES_OUT names one, it gets every file's wall time (test/lane-times.json's
-# "files").
+# Runs the whole mocha suite, the same files `npm test` runs, on a 2-core CI machine: first the
+# README test alone, then two lanes at once (one per core; most of a test's wall time is spent
+# waiting on child processes, the chain or the network, so one lane leaves a core idle):
+#   lane 0: test/e2e/readme.test.ts, alone. It runs the README's commands as pasted: the README's
+#           fixed ports, devnet accounts and scratch paths in the repo root, and a 60 s job whose
+#           extend must land while it runs. Beside the other lanes it twice saw its lease end
+#           before its extend, which it never did alone or under a plain CPU load; alone it costs
+#           no wall time, as lane 1 stays the longest even without it.
+#   lane 1: the rest of test/e2e/ and the node tests that drive Podman, one after another. They
+#           start real nodes, devnets and CLIs, and the Podman tests share the container storage,
+#           so they never run beside each other;
+#   lane 2: every other test file (contracts, common, offers, p2p, sdk, node), on their own
+#           127.0.0.1:0 ports and temporary directories. The attestation tests attest-backoff and
+#           attest-busy are back here: a scheduled challenge answered `busy` is retried within
+#           seconds (node/attest/challenge/challenger.ts BUSY_RETRY_BASE_MS), not at the next scan, and they
+#           passed run together with every other attestation test file.
+# The contracts are compiled and the CLI bundled once first; every lane runs with --no-compile. Each lane writes its
+# own log, printed in full once all are done (lane 0 first), and its own JSON summary; when
+# SUANLI_TEST_SUMMARY names a file, the summaries are added into it (the shape .ci/run reads).
 # Exit code: non-zero when any lane fails or reports no summary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,44 +33,56 @@ if [ "${SUANLI_LANES_BUILT:-}" != 1 ]; then
 fi
 
 # The files hardhat-mocha would load for a plain `hardhat test mocha` (every .js/.cjs/.mjs/.ts/
-# .cts/.mts file under test/), dealt over the lanes.
+# .cts/.mts file under test/), split by path.
 mapfile -t all < <(find test -type f -regextype posix-extended -regex '.*\.(js|cjs|mjs|ts|cts|mts)$' | sort)
-lanes="${SUANLI_TEST_LANES:-3}"
+lane0=()
+lane1=()
+lane2=()
+for file in "${all[@]}"; do
+  case "$file" in
+    test/e2e/readme.test.ts) lane0+=("$file") ;;
+    test/e2e/* | test/node/provider-container.test.ts | test/node/provider-container-bounds.test.ts | test/node/provider-container-inputs.test.ts | test/node/provider-container-storage.test.ts | test/node/provider-images.test.ts | test/node/provider-task-user.test.ts) lane1+=("$file") ;;
+    *) lane2+=("$file") ;;
+  esac
+done
+
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-node scripts/test-lanes-plan.mjs "$lanes" "${all[@]}" >"$work/plan.tsv" || exit 1
-
 start=$SECONDS
 # A lane that runs past its limit is stopped (TERM to its whole process group, KILL 30 s later) and
 # its log printed with what it had done: a hung test must fail the run with the name of the last
 # test that finished, not hold CI silently until the machine's hard limit. Whole runs take about
-# 15 min a lane on 2 cores; the limit leaves room for a loaded host.
+# 5 min (lane 0) and 12 min (lanes 1 and 2) on 2 cores; the limits leave room for a loaded host.
 # Lanes read nothing: their stdin is /dev/null, so a file that reads stdin when loaded cannot wait
 # on a terminal or a pipe that never closes.
-limit="${SUANLI_LANE_TIMEOUT_S:-2400}"
+lane_limit() { if [ "$1" = 0 ]; then echo "${SUANLI_LANE0_TIMEOUT_S:-1200}"; else echo "${SUANLI_LANE_TIMEOUT_S:-2400}"; fi; }
 run_lane() {
   local n="$1"
-  local files
-  mapfile -t files < <(awk -F '\t' -v lane="$n" '$1 == lane { print $2 }' "$work/plan.tsv")
-  SUANLI_TEST_SUMMARY="$work/summary-$n.json" timeout --kill-after=30 "$limit" npx hardhat test mocha --no-compile "${files[@]}" </dev/null >"$work/lane-$n.log" 2>&1
+  shift
+  local limit
+  limit="$(lane_limit "$n")"
+  SUANLI_TEST_SUMMARY="$work/summary-$n.json" timeout --kill-after=30 "$limit" npx hardhat test mocha --no-compile "$@" </dev/null >"$work/lane-$n.log" 2>&1
   local rc=$?
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
     echo "-- lane $n ran past its limit of $limit s and was stopped: the last test named above is the one after which it hung" >>"$work/lane-$n.log"
   fi
-  echo "-- lane $n: ${#files[@]} files, $((SECONDS - start)) s, exit code $rc" >>"$work/lane-$n.log"
+  echo "-- lane $n: $# files, $((SECONDS - start)) s, exit code $rc" >>"$work/lane-$n.log"
   return "$rc"
 }
 status=0
-pids=()
-for ((n = 0; n < lanes; n++)); do
-  run_lane "$n" &
-  pids+=("$!")
-done
-for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-for ((n = 0; n < lanes; n++)); do
-  printf '\n== test lane %d (%d files%s)\n' "$n" "$(awk -F '\t' -v lane="$n" '$1 == lane' "$work/plan.tsv" | wc -l)" "$([ "$n" = 0 ] && echo ', the README first')"
-  cat "$work/lane-$n.log"
-done
+run_lane 0 "${lane0[@]}" || status=1
+run_lane 1 "${lane1[@]}" &
+pid1=$!
+run_lane 2 "${lane2[@]}" &
+pid2=$!
+wait "$pid1" || status=1
+wait "$pid2" || status=1
+printf '\n== test lane 0 (%d file: the README, alone)\n' "${#lane0[@]}"
+cat "$work/lane-0.log"
+printf '\n== test lane 1 (%d files: end-to-end and Podman)\n' "${#lane1[@]}"
+cat "$work/lane-1.log"
+printf '\n== test lane 2 (%d files: the rest)\n' "${#lane2[@]}"
+cat "$work/lane-2.log"
 
 # The failures of every lane once more, last: CI shows only the tail of a long log, and a lane's
 # failure report sits in the middle of it. Mocha's own report, from its "N failing" line to the
@@ -77,7 +91,7 @@ done
 # (.ci/run prints it again after everything else).
 failures="$work/failures.txt"
 : >"$failures"
-for ((n = 0; n < lanes; n++)); do
+for n in 0 1 2; do
   if grep -Eq '[0-9]+ failing' "$work/lane-$n.log"; then
     {
       printf '\n== failures in lane %d\n' "$n"
@@ -88,29 +102,20 @@ done
 cat "$failures"
 if [ -n "${SUANLI_TEST_FAILURES:-}" ]; then cp "$failures" "$SUANLI_TEST_FAILURES"; fi
 
-summaries=()
-for ((n = 0; n < lanes; n++)); do
-  if [ -s "$work/summary-$n.json" ]; then
-    summaries+=("$work/summary-$n.json")
-  else
+for n in 0 1 2; do
+  if [ ! -s "$work/summary-$n.json" ]; then
     echo "lane $n reported no summary: its runner died before the end"
     status=1
   fi
 done
-if [ "${#summaries[@]}" -eq "$lanes" ]; then
-  # Every lane's counts added up, to $SUANLI_TEST_SUMMARY (for .ci/run), and every file's wall time
-  # to $SUANLI_LANE_TIMES_OUT (to refresh test/lane-times.json).
+if [ -n "${SUANLI_TEST_SUMMARY:-}" ] && [ -s "$work/summary-0.json" ] && [ -s "$work/summary-1.json" ] && [ -s "$work/summary-2.json" ]; then
   node -e '
     const fs = require("fs");
-    const parts = process.argv.slice(1).map((f) => JSON.parse(fs.readFileSync(f, "utf8")));
+    const parts = process.argv.slice(1, 4).map((f) => JSON.parse(fs.readFileSync(f, "utf8")));
     const sum = (k) => parts.reduce((total, part) => total + (part[k] ?? 0), 0);
     const out = { passes: sum("passes"), failures: sum("failures"), pending: sum("pending"), tests: sum("tests"), files: Object.assign({}, ...parts.map((part) => part.files)) };
-    if (process.env.SUANLI_TEST_SUMMARY) fs.writeFileSync(process.env.SUANLI_TEST_SUMMARY, JSON.stringify(out));
-    if (process.env.SUANLI_LANE_TIMES_OUT) {
-      const seconds = Object.fromEntries(Object.entries(out.files).sort(([a], [b]) => a.localeCompare(b)).map(([file, ms]) => [file, Math.round(ms / 100) / 10]));
-      fs.writeFileSync(process.env.SUANLI_LANE_TIMES_OUT, JSON.stringify(seconds, null, 2) + "\n");
-    }
+    fs.writeFileSync(process.argv[4], JSON.stringify(out));
     console.log(`\nall lanes: ${out.passes} passed, ${out.failures} failed, ${out.pending} pending`);
-  ' "${summaries[@]}" || status=1
+  ' "$work/summary-0.json" "$work/summary-1.json" "$work/summary-2.json" "$SUANLI_TEST_SUMMARY" || status=1
 fi
 exit "$status"

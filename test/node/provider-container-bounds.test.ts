@@ -1,7 +1,7 @@
 /**
  * Every container lease is bounded by default (issue 33, item 3): real Podman containers try to
  * take more memory, processes, /tmp and workspace disk than the lease bought (docs/provider.md,
- * "Threats and their bounds"). The Podman lane of scripts/test-lanes.sh: Podman tests share the container
+ * "Threats and their bounds"). Lane 1 of scripts/test-lanes.sh: Podman tests share the container
  * storage and never run beside each other.
  */
 import assert from "node:assert/strict";
