@@ -39,6 +39,7 @@ import type { SuanliContext } from "./internal/context.js";
 import type { OfferFeed } from "./internal/feed.js";
 import type { ProviderLink } from "./internal/link.js";
 import type { ClientPlatform, TaskIoActions } from "./internal/platform.js";
+import { CheckpointCopies } from "./internal/checkpoint-copies.js";
 import { TaskStore, type TaskRecord, type TaskStorage } from "./internal/store.js";
 import type { TaskReceipt, TaskStatus } from "./types.js";
 
@@ -108,6 +109,13 @@ const configSchema = z.strictObject({
    * file per deployment. Default: memory only.
    */
   stateFile: z.string().optional(),
+  /**
+   * Node only: the HTTP API of the renter's own node (on this machine, with data.enabled, e.g.
+   * http://127.0.0.1:8080). Each new checkpoint record the client verifies is pinned there as it
+   * appears (fetched from the provider, every block verified), and a resumed lease is told to fetch
+   * it from there too: a task resumes after its provider is gone (docs/data.md "Where data lives").
+   */
+  pinCheckpointsOn: z.string().url().optional(),
   /** Matching engine options (ranking weights, `maxCandidates`, ...), as in common/matching/options.ts; default: its defaults. */
   matching: z.record(z.string(), z.unknown()).optional(),
   /** Progress lines (matching, reserving, opening...) for people; silent by default. */
@@ -257,6 +265,7 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
   if (!config.nodeUrl && !platform.startP2p) {
     throw new ClientConfigError("In a browser, pass `nodeUrl`: a Suanli node's HTTP API (libp2p over TCP exists in Node only).");
   }
+  if (config.pinCheckpointsOn && !platform.dataActions) throw new ClientConfigError("`pinCheckpointsOn` needs Node: a node's data routes refuse browsers.");
   const rpcUrl = config.rpcUrl ?? config.chain?.rpcUrls.default.http[0];
   if (!rpcUrl) throw new ClientConfigError("Pass `rpcUrl` (or a viem `chain` with an RPC URL).");
   const probe = createPublicClient({ transport: http(rpcUrl, { retryCount: 1 }) });
@@ -300,6 +309,8 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
       matching: config.matching as MatchingOptionsInput | undefined,
     }));
   }
+  const tasks = new TaskStore(config.stateFile ? stateFileStorage(platform, config.stateFile.replaceAll("{deployment}", bindingId(binding)), binding) : undefined);
+  const progressLine = config.onProgress ?? (() => {});
   const ctx: SuanliContext = {
     chainId,
     deployment,
@@ -312,8 +323,9 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     account,
     feed,
     link,
-    tasks: new TaskStore(config.stateFile ? stateFileStorage(platform, config.stateFile.replaceAll("{deployment}", bindingId(binding)), binding) : undefined),
-    progress: config.onProgress ?? (() => {}),
+    tasks,
+    progress: progressLine,
+    ...(config.pinCheckpointsOn ? { checkpointCopies: new CheckpointCopies(config.pinCheckpointsOn, await platform.dataActions!(), tasks, progressLine) } : {}),
   };
 
   return {

@@ -7,6 +7,7 @@ import { NoWalletError } from "../errors.js";
 import type { Session, TaskAttempt } from "../types.js";
 import type { OfferFeed } from "./feed.js";
 import type { ProviderLink } from "./link.js";
+import type { CheckpointCopies } from "./checkpoint-copies.js";
 import type { TaskStore } from "./store.js";
 
 /** Everything an action needs; built once by createClient. */
@@ -25,6 +26,8 @@ export type SuanliContext = {
   tasks: TaskStore;
   /** Progress lines for people (CLI); silent by default. */
   progress: (line: string) => void;
+  /** Copies each new verified checkpoint to the renter's own node (client option `pinCheckpointsOn`); absent without it. */
+  checkpointCopies?: CheckpointCopies;
   /** The current session (startSession): its key signs the requests it covers instead of the wallet. */
   session?: { account: LocalAccount; session: Session };
 };
