@@ -1,64 +1,20 @@
 /**
  * The renter's commands: offers, submit, tasks, status, logs, wait, cancel, extend, output, forward, exec. They run the
  * SDK with the wallet given by --key / --key-file / SUANLI_KEY / --devnet-account and keep the
- * wallet's tasks in a state file so later commands can follow them.
+ * wallet's tasks in a state file so later commands can follow them (renter-client.ts opens the client).
  */
-import { homedir } from "node:os";
-import path from "node:path";
 import type { Command } from "commander";
 import { formatUnits } from "viem";
 import { InvalidInputError } from "../../../common/errors.js";
 import { formatUsd } from "../../../common/matching/money.js";
 import { parseInputFlag } from "../../../common/protocols/task-inputs.js";
-import { createClient, parseSubmitParameters, type SubmitTaskParameters, type SuanliClient, type TaskReceipt, type TaskStatus } from "../../../sdk/index.js";
-import { resolveAccount } from "../account.js";
-import { withChainFlags } from "../context.js";
+import { parseSubmitParameters, type SubmitTaskParameters, type SuanliClient, type TaskReceipt, type TaskStatus } from "../../../sdk/index.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
-import { checkChainFlags, FlagProblems } from "../preflight.js";
+import { FlagProblems } from "../preflight.js";
 import { cancelledByRenter, downloadWithProgress, followUpFlags, heldText, renderOutput, renterExitCode, verificationLabel, type RenterFlags } from "./renter-output.js";
 import { offersTable } from "./offers-table.js";
-import { connectChain } from "../../chain/clients.js";
+import { CHECKPOINT_COPY_FLAG, withClient, withRenterFlags } from "./renter-client.js";
 import { waitForShutdown } from "../../signals.js";
-
-export function withRenterFlags(command: Command, wallet = true): Command {
-  return withChainFlags(command, { wallet })
-    .option("--bootstrap <multiaddrs>", "comma-separated multiaddrs of Suanli nodes (env SUANLI_BOOTSTRAP)", process.env.SUANLI_BOOTSTRAP ?? "")
-    .option("--state-dir <dir>", "where the CLI keeps your tasks", process.env.SUANLI_STATE_DIR ?? path.join(homedir(), ".suanli"));
-}
-
-/**
- * Opens an SDK client for the command's flags; `run` gets it and it is always closed. Before
- * anything is reached, the chain and wallet flags are checked and every problem found so far
- * (`problems`, filled by the command with its own flags) is reported at once, exit 2.
- */
-export async function withClient<T>(flags: RenterFlags, needWallet: boolean, run: (client: SuanliClient) => Promise<T>, problems = new FlagProblems()): Promise<T> {
-  checkChainFlags(flags, problems);
-  problems.throwIfAny();
-  const rpcUrl = flags.rpcUrl ?? "http://127.0.0.1:8545";
-  const chain = await connectChain({ rpcUrl });
-  const wants = needWallet || flags.key || flags.keyFile || flags.devnetAccount || process.env.SUANLI_KEY;
-  const account = wants ? await resolveAccount(flags, chain.chain.id) : undefined;
-  const bootstrap = (flags.bootstrap ?? "")
-    .split(",")
-    .map((s) => s.trim())
-    .filter(Boolean);
-  const stateFile = account ? path.join(flags.stateDir ?? path.join(homedir(), ".suanli"), `tasks-{deployment}-${account.address.toLowerCase()}.json`) : undefined;
-  const client = await createClient({
-    rpcUrl,
-    account,
-    bootstrap,
-    // One command is a short-lived client: it pulls the book, never joins gossip (issue #40 item 12).
-    gossip: false,
-    deployment: flags.deployments,
-    stateFile,
-    onProgress: (line) => progress(Boolean(flags.json), line),
-  });
-  try {
-    return await run(client);
-  } finally {
-    await client.close();
-  }
-}
 
 function parseEnv(pairs: string[], secret: boolean, problems: FlagProblems): Record<string, string | { value: string; secret: true }> {
   const env: Record<string, string | { value: string; secret: true }> = {};
@@ -209,6 +165,7 @@ export function registerRenter(program: Command): void {
       .option("--input <CID:/data/name[:bytes]>", "data the task reads, mounted read-only at /data/name (repeatable; bytes: its size)", collect, [])
       .option("--checkpoint-every <seconds>", "snapshot $SUANLI_CHECKPOINT_DIR this often (at least 10; also at the end): `npx suanli checkpoints TASK`")
       .option("--resume-from <cid>", "start from this checkpoint: a writable copy in $SUANLI_CHECKPOINT_DIR, $SUANLI_RESUMED_FROM set")
+      .option(...CHECKPOINT_COPY_FLAG)
       .option(
         "--liveness <seconds>",
         "the task rewrites $SUANLI_LIVENESS_NONCE into $SUANLI_LIVENESS_FILE at least this often (5 to 86400); silent longer, it is stopped and its lease completed at your cost so far",
@@ -337,7 +294,13 @@ export function registerRenter(program: Command): void {
     },
   );
 
-  withRenterFlags(program.command("wait").description("wait for a task to end and print its receipt").argument("<taskId>")).action(async (taskId: string, flags: RenterFlags) => {
+  withRenterFlags(
+    program
+      .command("wait")
+      .description("wait for a task to end and print its receipt")
+      .argument("<taskId>")
+      .option(...CHECKPOINT_COPY_FLAG),
+  ).action(async (taskId: string, flags: RenterFlags) => {
     await withClient(flags, true, async (client) => {
       const receipt = await follow(client, taskId, Boolean(flags.json), false);
       emit(Boolean(flags.json), receipt, () => renderReceipt(client, receipt));
