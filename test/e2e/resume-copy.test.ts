@@ -19,6 +19,7 @@ import { unmountWorkspaceDisk } from "../../node/provider/runtime/workspace-disk
 import { getData, type SuanliClient, type TaskRecord } from "../../sdk/index.js";
 import { addrOf, startAttestorDaemon, type TestDaemon } from "../support/attest.js";
 import { NO_OWN_CHECKS } from "../support/attest-lease.js";
+import { countingJob } from "../support/counting-job.js";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { fund, startDevnet, type Devnet } from "../support/devnet.js";
@@ -34,17 +35,8 @@ const ATTESTORS = [6, 7];
 /** Probes twice a second, a provider silent for 3 s is faulted. */
 const LIVENESS = { probeIntervalMs: 500, probeTimeoutMs: 1_000, qosWindowSeconds: 3, minFailedProbes: 2, backupSubmitDelayMs: 2_000 };
 
-/** Counts steps (one per 0.3 s); every EVERY steps saves the step in $SUANLI_CHECKPOINT_DIR/state. Resumed, it starts after the saved step. */
-const COUNTER = [
-  'echo "resumed=${SUANLI_RESUMED_FROM:-none}"',
-  'start=0; if [ -f "$SUANLI_CHECKPOINT_DIR/state" ]; then start=$(cat "$SUANLI_CHECKPOINT_DIR/state"); fi',
-  'echo "start=$start"',
-  'echo "$MARK" > "$SUANLI_CHECKPOINT_DIR/mark"',
-  "i=$start",
-  `while [ $i -lt $TOTAL ]; do i=$((i + 1)); echo "step=$i"; if [ $((i % ${EVERY})) -eq 0 ]; then echo $i > "$SUANLI_CHECKPOINT_DIR/state.tmp" && mv "$SUANLI_CHECKPOINT_DIR/state.tmp" "$SUANLI_CHECKPOINT_DIR/state"; fi; sleep 0.3; done`,
-  'echo "done=$i"',
-  "",
-].join("\n");
+/** The job (test/support/counting-job.ts): one step per 0.3 s, its step saved every EVERY steps; this run's $MARK in its checkpoints. */
+const COUNTER = countingJob(EVERY);
 
 const dataProvider = {
   data: { enabled: true, fetchTimeoutMs: 10_000 },
