@@ -52,6 +52,7 @@ import type { SuanliContext } from "./internal/context.js";
 import type { OfferFeed } from "./internal/feed.js";
 import type { ProviderLink } from "./internal/link.js";
 import type { ClientPlatform, TaskIoActions } from "./internal/platform.js";
+import { CheckpointCopies } from "./internal/checkpoint-copies.js";
 import { TaskStore, type TaskRecord, type TaskStorage } from "./internal/store.js";
 import { toSimpleAccount } from "./internal/simple-account.js";
 import { userOpSender } from "./internal/user-ops.js";
@@ -124,6 +125,13 @@ const configSchema = z.strictObject({
    * smart account's). Default: memory only.
    */
   stateFile: z.string().optional(),
+  /**
+   * Node only: the HTTP API of the renter's own node (on this machine, with data.enabled, e.g.
+   * http://127.0.0.1:8080). Each new checkpoint record the client verifies is pinned there as it
+   * appears (fetched from the provider, every block verified), and a resumed lease is told to fetch
+   * it from there too: a task resumes after its provider is gone (docs/data.md "Where data lives").
+   */
+  pinCheckpointsOn: z.string().url().optional(),
   /** Matching engine options (ranking weights, `maxCandidates`, ...), as in common/matching/options.ts; default: its defaults. */
   matching: z.record(z.string(), z.unknown()).optional(),
   /**
@@ -308,6 +316,7 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
   if (!config.nodeUrl && !platform.startP2p) {
     throw new ClientConfigError("In a browser, pass `nodeUrl`: a Suanli node's HTTP API (libp2p over TCP exists in Node only).");
   }
+  if (config.pinCheckpointsOn && !platform.dataActions) throw new ClientConfigError("`pinCheckpointsOn` needs Node: a node's data routes refuse browsers.");
   const rpcUrl = config.rpcUrl ?? config.chain?.rpcUrls.default.http[0];
   if (!rpcUrl) throw new ClientConfigError("Pass `rpcUrl` (or a viem `chain` with an RPC URL).");
   const probe = createPublicClient({ transport: http(rpcUrl, { retryCount: 1 }) });
@@ -354,6 +363,12 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
       matching: config.matching as MatchingOptionsInput | undefined,
     }));
   }
+  const tasks = new TaskStore(
+    config.stateFile
+      ? stateFileStorage(platform, config.stateFile.replaceAll("{deployment}", bindingId(binding)).replaceAll("{renter}", account?.address.toLowerCase() ?? "no-wallet"), binding)
+      : undefined,
+  );
+  const progressLine = config.onProgress ?? (() => {});
   const ctx: SuanliContext = {
     chainId,
     deployment,
@@ -366,13 +381,10 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     account,
     feed,
     link,
-    tasks: new TaskStore(
-      config.stateFile
-        ? stateFileStorage(platform, config.stateFile.replaceAll("{deployment}", bindingId(binding)).replaceAll("{renter}", account?.address.toLowerCase() ?? "no-wallet"), binding)
-        : undefined,
-    ),
-    progress: config.onProgress ?? (() => {}),
+    tasks,
+    progress: progressLine,
     ...(userOps ? { userOps } : {}),
+    ...(config.pinCheckpointsOn ? { checkpointCopies: new CheckpointCopies(config.pinCheckpointsOn, await platform.dataActions!(), tasks, progressLine) } : {}),
   };
 
   return {

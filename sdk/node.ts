@@ -42,6 +42,10 @@ const nodePlatform: ClientPlatform = {
     ]);
     return { downloadOutput, execTask, forwardPort };
   },
+  async dataActions() {
+    const [{ pinData }, { removeData }, { listData }] = await Promise.all([import("./actions/pinData.js"), import("./actions/removeData.js"), import("./actions/listData.js")]);
+    return { pinData, removeData, listData };
+  },
 };
 
 /**

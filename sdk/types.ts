@@ -224,6 +224,12 @@ export type TaskAttempt = {
   /** The newest checkpoint record the lease's provider signed for it, as the client last verified it (kept for resuming after the provider is gone). */
   checkpoint?: SignedCheckpoint;
   /**
+   * The newest of this lease's checkpoints copied to the renter's own node (client option
+   * `pinCheckpointsOn`; docs/data.md "Where data lives"): its record, the node's API URL and the
+   * node's libp2p addresses, which a resumed lease is given as hints to fetch the CID from.
+   */
+  checkpointCopy?: { checkpoint: SignedCheckpoint; nodeUrl: string; addrs: string[] };
+  /**
    * A group task (one lease per machine of a cluster): every lease of the group by rank, this
    * one first (rank 0, the master). Absent for a single-machine task. wait, cancel, extend,
    * receipts and migrations act on all of them.

@@ -77,8 +77,16 @@ export const dataEntrySchema = z.strictObject({
 });
 export type DataEntryView = z.output<typeof dataEntrySchema>;
 
+/** A node's libp2p identity: what another node needs to fetch the data this one holds. */
+export const dataNodeIdentitySchema = z.strictObject({
+  peerId: z.string().describe("The node's libp2p peer id."),
+  addrs: z.array(z.string()).describe("The node's multiaddrs, each ending in /p2p/<peer id>: the provider hints another node dials to fetch what this one holds."),
+});
+export type DataNodeIdentity = z.output<typeof dataNodeIdentitySchema>;
+
 export const dataListSchema = z.strictObject({
   items: z.array(dataEntrySchema).describe("Pinned and cached roots, newest first."),
+  node: dataNodeIdentitySchema.optional().describe("This node's libp2p identity (absent from nodes before it): the SDK names it as a place to fetch checkpoints it copied here."),
   pinnedBytes: z.number().int().min(0),
   pinnedLimitBytes: z.number().int().min(0).describe("data.pinnedBytes"),
   cachedBytes: z.number().int().min(0),

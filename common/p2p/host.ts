@@ -1,5 +1,5 @@
 /**
- * The libp2p host every Suanli process runs: TCP, Noise, Yamux, identify, ping, and optionally
+ * The libp2p host every Suanli process runs: TCP, Noise, Yamux, identify (and identify push), ping, and optionally
  * the Kademlia DHT (peer discovery), a bootstrap list and gossipsub. The node runs all of it; a
  * light SDK client can skip the DHT (and gossip) and only dial the peers it talks to.
  */
@@ -8,7 +8,7 @@ import { yamux } from "@chainsafe/libp2p-yamux";
 import { bootstrap } from "@libp2p/bootstrap";
 import { gossipsub, StrictNoSign, type GossipSub } from "@libp2p/gossipsub";
 import { createTopicScoreParams, type TopicScoreParams } from "@libp2p/gossipsub/score";
-import { identify, type Identify } from "@libp2p/identify";
+import { identify, identifyPush, type Identify, type IdentifyPush } from "@libp2p/identify";
 import type { Libp2p, PeerId, PeerInfo, PrivateKey } from "@libp2p/interface";
 import { kadDHT, passthroughMapper, removePrivateAddressesMapper, type KadDHT } from "@libp2p/kad-dht";
 import { ping, type Ping } from "@libp2p/ping";
@@ -120,6 +120,8 @@ export type HostOptions = z.output<typeof hostOptionsSchema>;
 
 export type SuanliServices = {
   identify: Identify;
+  /** Tells connected peers when this host's protocols change: a service that starts after the host (the data plane's bitswap) is then known to peers that identified the host before it. */
+  identifyPush: IdentifyPush;
   ping: Ping;
   dht?: KadDHT;
   pubsub?: GossipSub;
@@ -179,6 +181,7 @@ export async function createHost(parameters: CreateHostParameters = {}): Promise
 
   const services: ServiceFactoryMap<SuanliServices> = {
     identify: identify({ protocolPrefix: "ipfs" }),
+    identifyPush: identifyPush({ protocolPrefix: "ipfs" }),
     ping: ping(),
   };
   if (options.dht.enabled) {

@@ -207,14 +207,21 @@ export function dataRoutes(deps: RouteDeps): RouteSpec[] {
       method: "GET",
       url: "/v1/data",
       operationId: "listData",
-      summary: "The data this node holds: pinned and cached roots",
+      summary: "The data this node holds: pinned and cached roots, and the node's libp2p identity",
       tag: dataTag,
       responses: { 200: { description: "Roots, newest first, and the totals against the caps", schema: dataListSchema }, 403: refused, 429: rateLimited, 503: disabled },
       handler: async ({ request }) => {
         const { store } = open(request);
         const items = await store.list();
         const sum = (pinned: boolean) => items.filter((entry) => entry.pinned === pinned).reduce((total, entry) => total + entry.bytes, 0);
-        return { items, pinnedBytes: sum(true), pinnedLimitBytes: store.options.pinnedBytes, cachedBytes: sum(false), cacheLimitBytes: store.options.cacheBytes };
+        return {
+          items,
+          node: store.identity(),
+          pinnedBytes: sum(true),
+          pinnedLimitBytes: store.options.pinnedBytes,
+          cachedBytes: sum(false),
+          cacheLimitBytes: store.options.cacheBytes,
+        };
       },
     }),
     defineRoute({

@@ -105,6 +105,12 @@ export class DataStore {
     }
   }
 
+  /** This node's libp2p peer id and multiaddrs (each ending in /p2p/<peer id>): where other nodes fetch what it holds. */
+  identity(): { peerId: string; addrs: string[] } {
+    const host = (this.helia as Helia & { libp2p: Libp2p }).libp2p;
+    return { peerId: host.peerId.toString(), addrs: host.getMultiaddrs().map(String) };
+  }
+
   async stop(): Promise<void> {
     for (const listener of this.onStop) await listener().catch(() => undefined);
     await this.helia.stop();

@@ -3,6 +3,7 @@ import { readMinimumCharge } from "../../common/chain/minimum-charge.js";
 import { meteredByNow } from "../internal/metering.js";
 import { UnknownTaskError } from "../errors.js";
 import { authorize, type SuanliContext } from "../internal/context.js";
+import { absorbCheckpoints } from "../internal/resume.js";
 import { currentAttempt, type TaskRecord } from "../internal/store.js";
 import type { TaskStatus } from "../types.js";
 
@@ -33,6 +34,8 @@ export async function getTaskStatus(ctx: SuanliContext, taskId: string): Promise
       .then((auth) => ctx.link.status({ peerId: attempt.peerId, addrs: attempt.addrs }, { auth }))
       .catch(() => undefined),
   ]);
+  // The newest verified checkpoint record is kept (and copied to the renter's node) as soon as a status shows it.
+  if (remote) await absorbCheckpoints(ctx, attempt, remote);
   // Once ended, the lease's deposit is the provider's final total.
   const ended = lease.status === "Ended" || lease.status === "Settled";
   const minimumCharge = ended ? await readMinimumCharge(ctx.publicClient, ctx.market, lease, lease.deposit, attempt.openedBlock) : null;

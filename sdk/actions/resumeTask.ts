@@ -153,7 +153,9 @@ export async function resumeTask(ctx: SuanliContext, taskId: string, parameters:
       metaMessages: ["Submit it again to run it anew (--resume-from CID starts it from a checkpoint of your choice)."],
     });
   }
-  const point = await pickCheckpoint(ctx, record);
+  // Copies to the renter's node asked for so far are done first; the provider never reached, they are preferred.
+  await ctx.checkpointCopies?.idle(current.leaseId, RESUME_SETTLE_MS);
+  const point = await pickCheckpoint(ctx, record, { preferCopies: state === undefined });
   if (!point) {
     throw new NoCheckpointError(`Task ${taskId} has no verified checkpoint to resume from`, {
       metaMessages: [

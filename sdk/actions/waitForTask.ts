@@ -11,8 +11,7 @@ import { cancelTask } from "./cancelTask.js";
 import { runAttempt } from "./submitTask.js";
 import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
 import { currentAttempt } from "../internal/store.js";
-import { CHECKPOINT_UNAVAILABLE, checkpointUnavailable, pickCheckpoint, refreshCheckpoint, resumedSpec, settleCheckpoint, takesCheckpoints } from "../internal/resume.js";
-import { MIN_CHECKPOINT_PERIOD_SECONDS } from "../../common/protocols/task-spec.js";
+import { CHECKPOINT_UNAVAILABLE, checkpointUnavailable, pickCheckpoint, resumedSpec, settledPoint, takesCheckpoints } from "../internal/resume.js";
 
 /**
  * Options of `client.wait`; all optional. Giving up (timeout or abort) throws WaitTimeoutError and
@@ -42,8 +41,6 @@ export type WaitForTaskParameters = {
 const ENDED = new Set(["Ended", "Settled", "Cancelled"]);
 /** Lease ends that move an autoMigrate task to another provider. */
 const MIGRATE_ON = new Set(["Faulted", "Preempted", "Terminated", "MissedStart"]);
-/** How often `wait` reads a checkpointing task's newest record (the shortest checkpoint period). */
-const CHECKPOINT_READ_INTERVAL_MS = MIN_CHECKPOINT_PERIOD_SECONDS * 1_000;
 /** How long `wait` rides out a chain endpoint that fails for a transient reason (away, 5xx, timing out) before it gives up with that error. */
 const RPC_OUTAGE_TOLERANCE_MS = 5 * 60_000;
 
@@ -66,7 +63,8 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
   let failingSince: number | null = null;
   // The lease's start deadline and end are in chain time, which may be minutes off this host's clock.
   const chainClock = new ChainClockReader(ctx);
-  let checkpointsReadAt = 0;
+  /** The checkpoint seq saved in the task file, per lease. */
+  const savedCheckpoints = new Map<bigint, bigint>();
   for (;;) {
     if (parameters.signal?.aborted) throw new WaitTimeoutError("Stopped waiting: aborted");
     let status: TaskStatus;
@@ -113,7 +111,7 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
       ctx.feed.avoid(attempt.provider, 600);
       attempt.migratedBecause = status.lease.endReason;
       // A task that takes checkpoints starts its next lease from the newest one (docs/data.md "Resume").
-      const point = takesCheckpoints(spec) ? await settleCheckpoint(ctx, attempt, { pollMs: pollIntervalMs }).then(() => pickCheckpoint(ctx, record)) : null;
+      const point = takesCheckpoints(spec) ? await settledPoint(ctx, record, attempt, pollIntervalMs) : null;
       if (point) ctx.progress(`Resuming from checkpoint ${point.cid} (lease ${point.leaseId})...`);
       else if (takesCheckpoints(spec)) ctx.progress(`No checkpoint of task ${taskId} verified: the next lease starts from the beginning.`);
       const next = await runAttempt(ctx, record.request as MatchRequestInput, point ? resumedSpec(spec, point) : spec);
@@ -135,12 +133,10 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
       await ctx.tasks.put(record);
       continue;
     }
-    // Keep the newest verified checkpoint while the lease runs: after a fault its provider may be gone.
-    if (!leaseEnded && takesCheckpoints(record.spec) && Date.now() - checkpointsReadAt >= CHECKPOINT_READ_INTERVAL_MS) {
-      checkpointsReadAt = Date.now();
-      const before = attempt.checkpoint?.record.seq;
-      await refreshCheckpoint(ctx, attempt);
-      if (attempt.checkpoint && attempt.checkpoint.record.seq !== before) await ctx.tasks.put(record);
+    // The status read kept the newest verified checkpoint (getTaskStatus): saved as it changes, since after a fault its provider may be gone.
+    if (attempt.checkpoint && savedCheckpoints.get(attempt.leaseId) !== attempt.checkpoint.record.seq) {
+      savedCheckpoints.set(attempt.leaseId, attempt.checkpoint.record.seq);
+      await ctx.tasks.put(record);
     }
     if (status.lease.status === "Open" && status.lease.startDeadline && chainNow > status.lease.startDeadline + 2) {
       // The provider missed its start deadline: take the deposit back plus the start penalty.

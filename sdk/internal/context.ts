@@ -17,6 +17,7 @@ import { NoWalletError } from "../errors.js";
 import type { Session, TaskAttempt } from "../types.js";
 import type { OfferFeed } from "./feed.js";
 import type { ProviderLink } from "./link.js";
+import type { CheckpointCopies } from "./checkpoint-copies.js";
 import type { TaskStore } from "./store.js";
 import type { UserOpSender } from "./user-ops.js";
 
@@ -36,6 +37,8 @@ export type SuanliContext = {
   tasks: TaskStore;
   /** Progress lines for people (CLI); silent by default. */
   progress: (line: string) => void;
+  /** Copies each new verified checkpoint to the renter's own node (client option `pinCheckpointsOn`); absent without it. */
+  checkpointCopies?: CheckpointCopies;
   /** The current session (startSession): its key signs the requests it covers instead of the wallet. */
   session?: { account: LocalAccount; session: Session };
   /** A smart-account client (createClient's `smartAccount`): its sends are user operations, its requests signed by session keys. */

@@ -8,6 +8,7 @@ import type { Deployment, DeploymentBinding } from "../../common/deployment.js";
 import type { MatchingOptionsInput } from "../../common/matching/options.js";
 import type { OfferFeed } from "./feed.js";
 import type { ProviderLink } from "./link.js";
+import type { NodeDataActions } from "./checkpoint-copies.js";
 import type { TaskStorage } from "./store.js";
 
 /** The task I/O actions (output download, exec, port forwarding): libp2p streams, files and sockets. */
@@ -39,4 +40,6 @@ export type ClientPlatform = {
    * `exec` and `forward` throw TaskIoUnsupportedError at once (`downloadOutput` goes through the node's relay).
    */
   taskIo?(): Promise<TaskIoActions>;
+  /** Loads the node data actions (pin, list, remove on a node's HTTP API) that copy checkpoints to the renter's node. Node only (they use node:fs). */
+  dataActions?(): Promise<NodeDataActions>;
 };

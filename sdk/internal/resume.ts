@@ -2,12 +2,13 @@
  * Resume (issue 36, docs/data.md "Resume"): which checkpoint a task's next lease starts from. The
  * SDK keeps, per lease, the newest checkpoint record its provider signed (verified against that
  * provider and lease), and a re-rented task (autoMigrate after a fault or a preemption, or
- * `client.resume`) gets the newest of them as `resumeFrom`, with the providers that hold it as
- * `resumeHints`.
+ * `client.resume`) gets the newest of them as `resumeFrom`, with the nodes that hold it as
+ * `resumeHints`: the renter's own node first when checkpoints are copied there
+ * (checkpoint-copies.ts), then the task's providers.
  */
 import type { Address } from "viem";
 import { checkpointToWire, verifyCheckpoint, type SignedCheckpoint } from "../../common/attest/checkpoint.js";
-import { FINAL_TASK_STATES } from "../../common/protocols/lease.js";
+import { FINAL_TASK_STATES, type TaskStatus as StatusAnswer } from "../../common/protocols/lease.js";
 import type { TaskSpec } from "../../common/protocols/task-spec.js";
 import type { TaskAttempt } from "../types.js";
 import { authorize, type SuanliContext } from "./context.js";
@@ -58,6 +59,16 @@ export async function refreshCheckpoint(ctx: SuanliContext, attempt: TaskAttempt
   } catch {
     return undefined;
   }
+  await absorbCheckpoints(ctx, attempt, remote);
+  return remote.state;
+}
+
+/**
+ * Keeps the newest record of a status answer that verifies in `attempt.checkpoint` (a forged or
+ * altered one is ignored, reported through `ctx.progress`), and has a newer one copied to the
+ * renter's node when the client was given one (`pinCheckpointsOn`).
+ */
+export async function absorbCheckpoints(ctx: SuanliContext, attempt: TaskAttempt, remote: Pick<StatusAnswer, "checkpoints">): Promise<void> {
   const wire = remote.checkpoints ?? [];
   const newest = wire.reduce<(typeof wire)[number] | undefined>(
     (best, entry) => (best === undefined || BigInt(entry.record.seq) > BigInt(best.record.seq) ? entry : best),
@@ -66,11 +77,11 @@ export async function refreshCheckpoint(ctx: SuanliContext, attempt: TaskAttempt
   if (newest && (!attempt.checkpoint || BigInt(newest.record.seq) > attempt.checkpoint.record.seq)) {
     try {
       attempt.checkpoint = await verifyCheckpoint(newest, { domain: ctx.domain, provider: attempt.provider, leaseId: attempt.leaseId });
+      ctx.checkpointCopies?.request(attempt);
     } catch (error) {
       ctx.progress(`Lease ${attempt.leaseId}: a checkpoint record did not verify and was ignored (${(error as Error).message}); the previous one stays the newest.`);
     }
   }
-  return remote.state;
 }
 
 /**
@@ -91,10 +102,21 @@ export async function settleCheckpoint(ctx: SuanliContext, attempt: TaskAttempt,
   }
 }
 
+/**
+ * The checkpoint an ended lease's task resumes from: waits for its provider's end snapshot
+ * (settleCheckpoint), then for the copies to the renter's node asked for so far (at most
+ * CHECKPOINT_SETTLE_MS), and picks, preferring those copies when the provider was never reached.
+ */
+export async function settledPoint(ctx: SuanliContext, record: Pick<TaskRecord, "attempts">, attempt: TaskAttempt, pollMs: number, settleMs?: number): Promise<ResumePoint | null> {
+  const state = await settleCheckpoint(ctx, attempt, { pollMs, ...(settleMs !== undefined ? { settleMs } : {}) });
+  await ctx.checkpointCopies?.idle(attempt.leaseId, settleMs ?? CHECKPOINT_SETTLE_MS);
+  return pickCheckpoint(ctx, record, { preferCopies: state === undefined });
+}
+
 /** A stored record verified again (a task file may have been edited by hand); undefined when it does not verify. */
-async function reverified(ctx: SuanliContext, attempt: TaskAttempt): Promise<SignedCheckpoint | undefined> {
-  if (!attempt.checkpoint) return undefined;
-  return verifyCheckpoint(checkpointToWire(attempt.checkpoint), { domain: ctx.domain, provider: attempt.provider, leaseId: attempt.leaseId }).catch(() => undefined);
+async function reverified(ctx: SuanliContext, attempt: TaskAttempt, stored: SignedCheckpoint | undefined): Promise<SignedCheckpoint | undefined> {
+  if (!stored) return undefined;
+  return verifyCheckpoint(checkpointToWire(stored), { domain: ctx.domain, provider: attempt.provider, leaseId: attempt.leaseId }).catch(() => undefined);
 }
 
 /** The attempt's provider addresses, each ending in /p2p/<peer id>. */
@@ -104,19 +126,24 @@ export function addressesOf(attempt: Pick<TaskAttempt, "addrs" | "peerId">): str
 
 /**
  * The checkpoint the task's next lease starts from: the newest lease (walking back from the
- * current one) that has a verified checkpoint record gives its newest record; a lease that made
- * none but itself started from a checkpoint gives that one (nothing newer exists). Null when no
- * lease has either. Group tasks are not resumed (each rank has its own folder): null.
+ * current one) that has a verified checkpoint record gives its newest record, or its copy on the
+ * renter's node (`checkpointCopy`) first with `preferCopies` (its provider is gone: a newer record
+ * only it held cannot be fetched); a lease that made none but itself started from a checkpoint
+ * gives that one (nothing newer exists). Null when no lease has either. Group tasks are not
+ * resumed (each rank has its own folder): null.
  */
-export async function pickCheckpoint(ctx: SuanliContext, record: Pick<TaskRecord, "attempts">): Promise<ResumePoint | null> {
+export async function pickCheckpoint(ctx: SuanliContext, record: Pick<TaskRecord, "attempts">, options: { preferCopies?: boolean } = {}): Promise<ResumePoint | null> {
   if (record.attempts.some((attempt) => attempt.group && attempt.group.length > 1)) return null;
   const newestFirst = [...record.attempts].reverse();
-  const hints = [...new Set(newestFirst.flatMap(addressesOf))].slice(0, MAX_HINTS);
+  // The renter's node first: it holds the copies, and outlives the providers.
+  const copyHolders = newestFirst.flatMap((attempt) => attempt.checkpointCopy?.addrs ?? []);
+  const hints = [...new Set([...copyHolders, ...newestFirst.flatMap(addressesOf)])].slice(0, MAX_HINTS);
   // CIDs a lease could not fetch from anyone: never picked again.
   const unavailable = new Set(record.attempts.filter((attempt) => attempt.migratedBecause === CHECKPOINT_UNAVAILABLE).map((attempt) => attempt.resumedFrom));
   for (const attempt of newestFirst) {
-    const found = await reverified(ctx, attempt);
-    const checkpoint = found && !unavailable.has(found.record.cid) ? found : undefined;
+    const newest = await reverified(ctx, attempt, attempt.checkpoint);
+    const copy = await reverified(ctx, attempt, attempt.checkpointCopy?.checkpoint);
+    const checkpoint = (options.preferCopies ? [copy, newest] : [newest, copy]).find((found) => found && !unavailable.has(found.record.cid));
     if (checkpoint) {
       return {
         cid: checkpoint.record.cid,

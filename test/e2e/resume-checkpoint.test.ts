@@ -21,6 +21,7 @@ import { waitFor } from "../support/wait.js";
 import { leaseEvents } from "../support/renter.js";
 import { readLease } from "../../common/chain/market.js";
 import { tokenBalance } from "../support/chaos.js";
+import { countingJob } from "../support/counting-job.js";
 
 const show = (value: unknown) => stringifyTagged(value);
 /** The chain's preemption notice here, seconds. */
@@ -28,22 +29,8 @@ const NOTICE = 2;
 /** Steps between two checkpoints the job writes: a resume redoes at most this many. */
 const EVERY = 5;
 
-/**
- * Counts steps (one per 0.3 s, each logged); every EVERY steps writes the step into
- * $SUANLI_CHECKPOINT_DIR/state. Resumed, it starts after the saved step. It stops at step $TOTAL,
- * or after $STEPS steps of this run.
- */
-const COUNTER = [
-  'echo "resumed=${SUANLI_RESUMED_FROM:-none}"',
-  'start=0; if [ -f "$SUANLI_CHECKPOINT_DIR/state" ]; then start=$(cat "$SUANLI_CHECKPOINT_DIR/state"); fi',
-  'echo "start=$start"',
-  // A job's own mark in its checkpoints: two jobs at the same step would otherwise have the same CID.
-  'if [ -n "$MARK" ]; then echo "$MARK" > "$SUANLI_CHECKPOINT_DIR/mark"; fi',
-  "i=$start; end=${TOTAL:-$((start + STEPS))}",
-  `while [ $i -lt $end ]; do i=$((i + 1)); echo "step=$i"; if [ $((i % ${EVERY})) -eq 0 ]; then echo $i > "$SUANLI_CHECKPOINT_DIR/state.tmp" && mv "$SUANLI_CHECKPOINT_DIR/state.tmp" "$SUANLI_CHECKPOINT_DIR/state"; fi; sleep 0.3; done`,
-  'echo "done=$i"',
-  "",
-].join("\n");
+/** The job: test/support/counting-job.ts, saving its step every EVERY steps. */
+const COUNTER = countingJob(EVERY);
 
 const dataProvider = {
   data: { enabled: true, fetchTimeoutMs: 10_000 },

@@ -54,6 +54,17 @@ describe("suanli CLI: flags checked before connecting", function () {
     assert.equal(connections, 0, "nothing was reached");
   });
 
+  it("wait and submit --pin-checkpoints-on that is not a node URL is a bad flag (exit 2), reported with the others, before anything is reached", async () => {
+    const waited = await runCli(["wait", "some-task", "--rpc-url", rpcUrl, "--devnet-account", "5", "--pin-checkpoints-on", "127.0.0.1:8080"]);
+    assert.equal(waited.code, 2, waited.stderr);
+    assert.match(waited.stderr, /--pin-checkpoints-on must be a node's HTTP API URL like http:\/\/127\.0\.0\.1:8080, got "127\.0\.0\.1:8080"/);
+    const submitted = await runCli(["submit", ...task, "--rpc-url", rpcUrl, "--devnet-account", "5", "--duration", "ten", "--pin-checkpoints-on", "node", "--wait", "--", "true"]);
+    assert.equal(submitted.code, 2, submitted.stderr);
+    assert.match(submitted.stderr, /2 problems with the command line/);
+    assert.match(submitted.stderr, /--pin-checkpoints-on must be a node's HTTP API URL/);
+    assert.equal(connections, 0, "nothing was reached");
+  });
+
   it("--rpc-url not-a-url is a bad flag (exit 2), reported with the others, not an unreachable chain", async () => {
     const result = await runCli([
       "submit",

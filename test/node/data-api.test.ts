@@ -79,17 +79,21 @@ describe("data API, SDK and CLI (suanli data add|pin|ls|rm|get)", function () {
     await rm(root, { recursive: true, force: true });
   });
 
-  it("adds a folder through node A's API; node B's API gets it over bitswap byte for byte, re-hashed to the CID", async () => {
+  it("adds a folder through node A's API (its list names A's peer id and addresses); node B's API gets it over bitswap byte for byte, re-hashed to the CID", async () => {
     const sent: number[] = [];
     const added = await addData(folder, { nodeUrl: a.url, onProgress: ({ bytes }) => sent.push(bytes) });
     assert.equal(added.verified, true);
     assert.equal(added.pinned, true);
     assert.equal(added.name, "dataset");
     assert.ok(sent.length > 1 && sent.at(-1)! > big.length, "progress reports the bytes sent");
+    const listed = await listData({ nodeUrl: a.url });
     assert.deepEqual(
-      (await listData({ nodeUrl: a.url })).items.map((item) => [item.cid, item.pinned]),
+      listed.items.map((item) => [item.cid, item.pinned]),
       [[added.cid, true]],
     );
+    // The list names the node itself: where another node fetches what it holds (the SDK's checkpoint copies use it as a hint).
+    assert.equal(listed.node?.peerId, a.p2p.host.peerId.toString());
+    assert.ok(listed.node?.addrs.includes(a.addr), `${a.addr} in ${listed.node?.addrs.join(", ")}`);
 
     const received: number[] = [];
     const out = path.join(root, "from-b");

@@ -65,6 +65,32 @@ describe("libp2p host", function () {
     await assert.rejects(createHost({ gossip: { D: 2, Dlo: 4 } }), { name: "HostStartError" });
   });
 
+  it("tells connected peers of a protocol it starts serving later (identify push): a data plane started after the host is known to peers that met it before", async () => {
+    const options = { listen: ["/ip4/127.0.0.1/tcp/0"], allowPrivateAddresses: true, gossip: { enabled: false }, dht: { enabled: false } };
+    const early = await createHost(options);
+    const identified = new Promise<void>((resolve) =>
+      early.addEventListener("peer:identify", (event) => {
+        if (!event.detail.peerId.equals(early.peerId)) resolve();
+      }),
+    );
+    const late = await createHost({ ...options, bootstrap: [early.getMultiaddrs()[0]!.toString()] });
+    try {
+      await identified;
+      const connections = early.getConnections(late.peerId).map((connection) => connection.id);
+      assert.ok(!(await early.peerStore.get(late.peerId)).protocols.includes("/ipfs/bitswap/1.2.0"), "identified before it served bitswap");
+      // What the data plane does when it starts (node/data/store.ts: Helia's bitswap on the running host).
+      await late.handle("/ipfs/bitswap/1.2.0", () => undefined);
+      await waitFor("the early peer to learn of it", async () => (await early.peerStore.get(late.peerId)).protocols.includes("/ipfs/bitswap/1.2.0"), { timeoutMs: 5_000 });
+      assert.deepEqual(
+        early.getConnections(late.peerId).map((connection) => connection.id),
+        connections,
+        "on the same connection: no new one was identified",
+      );
+    } finally {
+      await Promise.all([early.stop(), late.stop()]);
+    }
+  });
+
   it("finds peers beyond the bootstrap list through the DHT, and stops cleanly", async () => {
     const options = {
       listen: ["/ip4/127.0.0.1/tcp/0"],

@@ -1,8 +1,9 @@
 /**
  * Which checkpoint a resumed lease starts from (sdk/internal/resume.ts, docs/data.md "Resume"),
  * with real EIP-712 signatures on this deployment's domain; the providers' status answers are
- * stood in for (the real path: test/e2e/resume-checkpoint.test.ts). And the spec's resumeHints
- * at the boundary.
+ * stood in for (the real path: test/e2e/resume-checkpoint.test.ts). Copies to the renter's node
+ * (sdk/internal/checkpoint-copies.ts) with its data routes stood in for (the real path:
+ * test/e2e/resume-copy.test.ts). And the spec's resumeHints at the boundary.
  */
 import assert from "node:assert/strict";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
@@ -10,7 +11,9 @@ import { checkpointToWire, signCheckpoint } from "../../common/attest/checkpoint
 import { suanliDomain } from "../../common/eip712.js";
 import { taskSpecSchema, type TaskSpec } from "../../common/protocols/task-spec.js";
 import type { SuanliContext } from "../../sdk/internal/context.js";
+import { CheckpointCopies, type NodeDataActions } from "../../sdk/internal/checkpoint-copies.js";
 import { CHECKPOINT_UNAVAILABLE, pickCheckpoint, refreshCheckpoint, resumedSpec } from "../../sdk/internal/resume.js";
+import { TaskStore } from "../../sdk/internal/store.js";
 import type { TaskAttempt } from "../../sdk/types.js";
 
 const domain = suanliDomain(31337, "0x00000000000000000000000000000000000000aa");
@@ -87,6 +90,69 @@ describe("sdk: which checkpoint a resumed lease starts from", () => {
     const gone = context(() => Promise.reject(new Error("unreachable")));
     assert.equal(await refreshCheckpoint(gone, lease), undefined);
     assert.equal(lease.checkpoint?.record.cid, CIDS[1]);
+  });
+
+  it("copies each newer verified record to the renter's node (the provider's addresses as hints), newest only, and a failed copy keeps the previous one", async () => {
+    const lease = attempt(6n);
+    const store = new TaskStore();
+    await store.put({ taskId: "t", createdAt: 1, request: {}, spec: { env: {} } as unknown as TaskSpec, autoMigrate: true, attempts: [lease] });
+    const calls: string[] = [];
+    let refuse = false;
+    const actions = {
+      listData: async () => ({ items: [], node: { peerId: PEER, addrs: [`/ip4/127.0.0.1/tcp/9000/p2p/${PEER}`] } }),
+      pinData: async (cid: string, parameters: { nodeUrl: string; providers?: string[] }) => {
+        calls.push(`pin ${cid} ${parameters.nodeUrl} ${parameters.providers?.join(",")}`);
+        if (refuse) throw Object.assign(new Error("nobody served it"), { name: "DataNotFoundError" });
+        return {};
+      },
+      removeData: async (cid: string) => calls.push(`remove ${cid}`),
+    } as unknown as NodeDataActions;
+    const lines: string[] = [];
+    const copies = new CheckpointCopies("http://127.0.0.1:9001", actions, store, (line) => lines.push(line));
+    let answer: unknown[] = [checkpointToWire(await sign(lease, 1n, CIDS[0]!))];
+    const ctx = { ...context(() => ({ state: "running", checkpoints: answer })), checkpointCopies: copies } as SuanliContext;
+    await refreshCheckpoint(ctx, lease);
+    await copies.idle(6n, 5_000);
+    assert.deepEqual(calls, [`pin ${CIDS[0]} http://127.0.0.1:9001 /ip4/127.0.0.1/tcp/4006/p2p/${PEER}`], "fetched from the lease's provider");
+    assert.deepEqual([lease.checkpointCopy?.checkpoint.record.cid, lease.checkpointCopy?.addrs], [CIDS[0], [`/ip4/127.0.0.1/tcp/9000/p2p/${PEER}`]]);
+    await refreshCheckpoint(ctx, lease);
+    await copies.idle(6n, 5_000);
+    assert.equal(calls.length, 1, "the same record is not copied twice");
+    answer = [...answer, checkpointToWire(await sign(lease, 2n, CIDS[1]!))];
+    await refreshCheckpoint(ctx, lease);
+    await copies.idle(6n, 5_000);
+    assert.deepEqual(
+      calls.slice(1),
+      [`pin ${CIDS[1]} http://127.0.0.1:9001 /ip4/127.0.0.1/tcp/4006/p2p/${PEER}`, `remove ${CIDS[0]}`],
+      "the older copy is unpinned once the newer is held",
+    );
+    refuse = true;
+    answer = [...answer, checkpointToWire(await sign(lease, 3n, CIDS[2]!))];
+    await refreshCheckpoint(ctx, lease);
+    await copies.idle(6n, 5_000);
+    assert.equal(lease.checkpoint?.record.cid, CIDS[2]);
+    assert.equal(lease.checkpointCopy?.checkpoint.record.cid, CIDS[1], "the failed copy leaves the previous one");
+    assert.match(lines.at(-1)!, /Could not copy checkpoint #3 .*DataNotFoundError/);
+  });
+
+  it("picks the newest record, or with preferCopies (its provider never reached) the copy on the renter's node; the node's addresses come first among the hints", async () => {
+    const lease = attempt(7n);
+    const ctx = context(() => ({ state: "running" }));
+    const node = `/ip4/127.0.0.1/tcp/9000/p2p/${PEER}`;
+    lease.checkpoint = await sign(lease, 3n, CIDS[1]!);
+    lease.checkpointCopy = { checkpoint: await sign(lease, 2n, CIDS[0]!), nodeUrl: "http://127.0.0.1:9001", addrs: [node] };
+    const newest = await pickCheckpoint(ctx, { attempts: [lease] });
+    assert.deepEqual([newest?.cid, newest?.seq], [CIDS[1], 3n]);
+    assert.deepEqual(newest?.hints, [node, `/ip4/127.0.0.1/tcp/4007/p2p/${PEER}`]);
+    const copy = await pickCheckpoint(ctx, { attempts: [lease] }, { preferCopies: true });
+    assert.deepEqual([copy?.cid, copy?.seq], [CIDS[0], 2n]);
+    // The newest could not be fetched by a resumed lease: the copy next, whatever the preference.
+    const retry = attempt(8n);
+    Object.assign(retry, { resumedFrom: CIDS[1], migratedBecause: CHECKPOINT_UNAVAILABLE });
+    assert.equal((await pickCheckpoint(ctx, { attempts: [lease, retry] }))?.cid, CIDS[0]);
+    // A copy's record edited by hand is not used.
+    lease.checkpointCopy.checkpoint = { ...lease.checkpointCopy.checkpoint, record: { ...lease.checkpointCopy.checkpoint.record, cid: CIDS[2]! } };
+    assert.equal((await pickCheckpoint(ctx, { attempts: [lease] }, { preferCopies: true }))?.cid, CIDS[1]);
   });
 
   it("the resumed spec: resumeFrom and hints set, or both removed to start from the beginning; the spec refuses bad hints", () => {

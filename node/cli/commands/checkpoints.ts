@@ -9,7 +9,7 @@ import { pinData, type GetCheckpointsReturnType, type PinDataReturnType } from "
 import { FlagProblems } from "../preflight.js";
 import { emit } from "../output.js";
 import type { RenterFlags } from "./renter-output.js";
-import { withClient, withRenterFlags } from "./renter.js";
+import { withClient, withRenterFlags } from "./renter-client.js";
 
 /** The human rendering: one line per checkpoint, newest first, and the provider's latest refusal. */
 export function checkpointsText(answer: GetCheckpointsReturnType): string {

@@ -9,7 +9,7 @@
 import type { Command } from "commander";
 import { getEndpointStats } from "../../../sdk/index.js";
 import { emit } from "../output.js";
-import { withClient, withRenterFlags } from "./renter.js";
+import { withClient, withRenterFlags } from "./renter-client.js";
 import type { RenterFlags } from "./renter-output.js";
 import { FlagProblems } from "../preflight.js";
 

@@ -1,5 +1,6 @@
 /**
- * The SDK client of a renter command (split from renter.ts): its chain, wallet and network flags, and with
+ * The SDK client of a renter command (split from renter.ts): its chain, wallet and network flags,
+ * `--pin-checkpoints-on` for the commands that follow a task to its end (submit, wait), and with
  * `--smart-account` an ERC-4337 smart account as the renter (docs/aa.md "The CLI with a smart account"): the key in the
  * file owns it, its operations go through `--bundler`, its gas is paid by `--paymaster` (the deployment's sponsor). Its
  * session (the key that signs its requests, approved on-chain once) is kept in the state folder, so that the next
@@ -20,6 +21,25 @@ import { progress } from "../output.js";
 import type { RenterFlags } from "./renter-output.js";
 
 const KEY_PATTERN = /^0x[0-9a-fA-F]{64}$/;
+
+/**
+ * `--pin-checkpoints-on URL` (env SUANLI_PIN_CHECKPOINTS_ON): each new checkpoint of the task is
+ * pinned on that node as it appears (client option `pinCheckpointsOn`, docs/data.md "Where data
+ * lives"). Added as `.option(...CHECKPOINT_COPY_FLAG)`.
+ */
+export const CHECKPOINT_COPY_FLAG = [
+  "--pin-checkpoints-on <url>",
+  "your node's HTTP API (on this machine, data.enabled): each new checkpoint is pinned there as it appears, and a resumed lease fetches it from there after its provider is gone (env SUANLI_PIN_CHECKPOINTS_ON)",
+  process.env.SUANLI_PIN_CHECKPOINTS_ON,
+] as const;
+
+/** The client option `--pin-checkpoints-on` gives; a value that is not an http(s) URL is a usage error. */
+function checkpointCopyOption(flags: RenterFlags & { pinCheckpointsOn?: string }, problems: FlagProblems): { pinCheckpointsOn?: string } {
+  const url = flags.pinCheckpointsOn;
+  if (url === undefined || url === "") return {};
+  if (!/^https?:\/\/[^/]+/.test(url)) problems.add(`--pin-checkpoints-on must be a node's HTTP API URL like http://127.0.0.1:8080, got "${url}"`);
+  return { pinCheckpointsOn: url };
+}
 
 export function withRenterFlags(command: Command, wallet = true): Command {
   withChainFlags(command, { wallet })
@@ -80,6 +100,7 @@ async function keepSession(client: SuanliClient, stateDir: string): Promise<() =
 export async function withClient<T>(flags: RenterFlags, needWallet: boolean, run: (client: SuanliClient) => Promise<T>, problems = new FlagProblems()): Promise<T> {
   checkChainFlags(flags, problems);
   const smartAccount = await smartAccountOption(flags, problems);
+  const copies = checkpointCopyOption(flags, problems);
   problems.throwIfAny();
   const rpcUrl = flags.rpcUrl ?? "http://127.0.0.1:8545";
   const chain = await connectChain({ rpcUrl });
@@ -99,6 +120,7 @@ export async function withClient<T>(flags: RenterFlags, needWallet: boolean, run
     gossip: false,
     deployment: flags.deployments,
     ...(smartAccount || account ? { stateFile: path.join(stateDir, `tasks-{deployment}-{renter}.json`) } : {}),
+    ...copies,
     onProgress: (line) => progress(Boolean(flags.json), line),
   });
   const saveSession = smartAccount ? await keepSession(client, stateDir) : undefined;

@@ -1,7 +1,7 @@
 /**
  * The renter's commands: offers, submit, tasks, status, logs, wait, cancel, extend, output, forward, exec. They run the
  * SDK with the wallet given by --key / --key-file / SUANLI_KEY / --devnet-account and keep the
- * wallet's tasks in a state file so later commands can follow them.
+ * wallet's tasks in a state file so later commands can follow them (renter-client.ts opens the client).
  */
 import type { Command } from "commander";
 import { formatUnits } from "viem";
@@ -13,7 +13,7 @@ import { CliError, emit, ExitCode, progress } from "../output.js";
 import { FlagProblems } from "../preflight.js";
 import { cancelledByRenter, downloadWithProgress, followUpFlags, heldText, renderOutput, renterExitCode, verificationLabel, type RenterFlags } from "./renter-output.js";
 import { offersTable } from "./offers-table.js";
-import { withClient, withRenterFlags } from "./renter-client.js";
+import { CHECKPOINT_COPY_FLAG, withClient, withRenterFlags } from "./renter-client.js";
 import { waitForShutdown } from "../../signals.js";
 
 export { withClient, withRenterFlags };
@@ -167,6 +167,7 @@ export function registerRenter(program: Command): void {
       .option("--input <CID:/data/name[:bytes]>", "data the task reads, mounted read-only at /data/name (repeatable; bytes: its size)", collect, [])
       .option("--checkpoint-every <seconds>", "snapshot $SUANLI_CHECKPOINT_DIR this often (at least 10; also at the end): `npx suanli checkpoints TASK`")
       .option("--resume-from <cid>", "start from this checkpoint: a writable copy in $SUANLI_CHECKPOINT_DIR, $SUANLI_RESUMED_FROM set")
+      .option(...CHECKPOINT_COPY_FLAG)
       .option(
         "--liveness <seconds>",
         "the task rewrites $SUANLI_LIVENESS_NONCE into $SUANLI_LIVENESS_FILE at least this often (5 to 86400); silent longer, it is stopped and its lease completed at your cost so far",
@@ -295,7 +296,13 @@ export function registerRenter(program: Command): void {
     },
   );
 
-  withRenterFlags(program.command("wait").description("wait for a task to end and print its receipt").argument("<taskId>")).action(async (taskId: string, flags: RenterFlags) => {
+  withRenterFlags(
+    program
+      .command("wait")
+      .description("wait for a task to end and print its receipt")
+      .argument("<taskId>")
+      .option(...CHECKPOINT_COPY_FLAG),
+  ).action(async (taskId: string, flags: RenterFlags) => {
     await withClient(flags, true, async (client) => {
       const receipt = await follow(client, taskId, Boolean(flags.json), false);
       emit(Boolean(flags.json), receipt, () => renderReceipt(client, receipt));

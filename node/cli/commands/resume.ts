@@ -12,7 +12,7 @@ import { resumeTaskParametersSchema, type ResumeTaskParameters, type ResumeTaskR
 import { emit } from "../output.js";
 import { FlagProblems } from "../preflight.js";
 import type { RenterFlags } from "./renter-output.js";
-import { withClient, withRenterFlags } from "./renter.js";
+import { withClient, withRenterFlags } from "./renter-client.js";
 
 type ResumeFlags = RenterFlags & {
   duration?: string;
