@@ -120,7 +120,7 @@ export type HostOptions = z.output<typeof hostOptionsSchema>;
 
 export type SuanliServices = {
   identify: Identify;
-  /** Tells connected peers when this host's protocols change: a service that starts after the host (the data plane's bitswap) is then known to peers that identified the host before it. */
+  /** Tells connected peers of this host's protocols when asked (announceProtocols): a service that starts after the host (the data plane's bitswap) is then known to peers that identified the host before it. */
   identifyPush: IdentifyPush;
   ping: Ping;
   dht?: KadDHT;
@@ -181,7 +181,11 @@ export async function createHost(parameters: CreateHostParameters = {}): Promise
 
   const services: ServiceFactoryMap<SuanliServices> = {
     identify: identify({ protocolPrefix: "ipfs" }),
-    identifyPush: identifyPush({ protocolPrefix: "ipfs" }),
+    // Pushes only when asked (announceProtocols): pushing at every change of this host's record
+    // (each protocol handled or dropped, each address) to every connected peer cost the tests
+    // that hold many connections (50 short-lived CLI clients through one node, attestors' rounds)
+    // their streams and timing.
+    identifyPush: identifyPush({ protocolPrefix: "ipfs", runOnSelfUpdate: false }),
     ping: ping(),
   };
   if (options.dht.enabled) {
@@ -356,4 +360,15 @@ class ConnectionKeeper {
       runDetached(this.maybeDial(peer.id), undefined, "Dialling a known peer");
     }
   }
+}
+
+/**
+ * Tells every connected peer this host's protocols now (identify push): call it after handling a
+ * protocol once the host runs (the data plane's bitswap), so that peers which identified the host
+ * before learn of it on the same connection. Debounced by libp2p; a host without the service (a
+ * test's bare libp2p) is left as it is.
+ */
+export async function announceProtocols(host: Libp2p): Promise<void> {
+  const push = (host.services as { identifyPush?: IdentifyPush }).identifyPush;
+  await push?.push();
 }

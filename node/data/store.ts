@@ -21,6 +21,7 @@ import type { Logger } from "../log/logger.js";
 import type { Metrics } from "../metrics/metrics.js";
 import { DataNotFoundError, DataQuotaError, DataSourceError } from "./errors.js";
 import { dataOptionsSchema, type DataOptions, type DataOptionsInput } from "./options.js";
+import { announceProtocols } from "../../common/p2p/host.js";
 import { ServingLimits } from "./serving.js";
 import { parseCid, verifyingBlockstore } from "./verify.js";
 import { writeDag, type Progress } from "./write.js";
@@ -98,6 +99,8 @@ export class DataStore {
       Object.defineProperty(helia, "libp2p", { value: serving.wrap(parameters.libp2p), enumerable: true });
       withBitswap(helia as Helia & { libp2p: Libp2p });
       await helia.start();
+      // Peers that identified this host before bitswap was handled learn of it now.
+      await announceProtocols(parameters.libp2p);
       return new DataStore(helia, blocks, meta, index, options, parameters.logger, parameters.metrics, serving);
     } catch (error) {
       await Promise.allSettled([blocks.close(), meta.close(), index.close()]);

@@ -3,7 +3,7 @@ import { chmod, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { multiaddr } from "@multiformats/multiaddr";
-import { createHost, type SuanliHost } from "../../common/p2p/host.js";
+import { announceProtocols, createHost, type SuanliHost } from "../../common/p2p/host.js";
 import { KAD_PROTOCOL } from "../../common/p2p/protocols.js";
 import { silentLogger } from "../../node/log/logger.js";
 import { loadOrCreatePeerKey } from "../../node/p2p/identity.js";
@@ -80,6 +80,7 @@ describe("libp2p host", function () {
       assert.ok(!(await early.peerStore.get(late.peerId)).protocols.includes("/ipfs/bitswap/1.2.0"), "identified before it served bitswap");
       // What the data plane does when it starts (node/data/store.ts: Helia's bitswap on the running host).
       await late.handle("/ipfs/bitswap/1.2.0", () => undefined);
+      await announceProtocols(late);
       await waitFor("the early peer to learn of it", async () => (await early.peerStore.get(late.peerId)).protocols.includes("/ipfs/bitswap/1.2.0"), { timeoutMs: 5_000 });
       assert.deepEqual(
         early.getConnections(late.peerId).map((connection) => connection.id),
