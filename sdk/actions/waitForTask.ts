@@ -1,6 +1,6 @@
 import { FINAL_TASK_STATES } from "../../common/protocols/lease.js";
 import type { MatchRequestInput } from "../../common/matching/request.js";
-import { TransactionError, WaitTimeoutError } from "../errors.js";
+import { NoMatchError, TransactionError, WaitTimeoutError } from "../errors.js";
 import { cancelLease, ChainClockReader, closeLease } from "../internal/chain.js";
 import { authorize, requireWallet, type SuanliContext } from "../internal/context.js";
 import { buildReceipt, signedCompletionOf } from "../internal/receipt.js";
@@ -127,7 +127,8 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
       ctx.progress(
         `Lease ${attempt.leaseId} could not fetch checkpoint ${attempt.resumedFrom} from any node; starting again from ${point ? `checkpoint ${point.cid}` : "the beginning"}...`,
       );
-      const next = await runAttempt(ctx, record.request as MatchRequestInput, resumedSpec(ctx.tasks.fullSpec(taskId) ?? record.spec, point));
+      // Its provider may be the only one left, its unit still shown taken by the lease that just ended.
+      const next = await migrationAttempt(ctx, record.request as MatchRequestInput, resumedSpec(ctx.tasks.fullSpec(taskId) ?? record.spec, point));
       if (point) next.resumedFrom = point.cid;
       record.attempts.push(next);
       await ctx.tasks.put(record);
@@ -234,5 +235,26 @@ async function statusCompletion(ctx: SuanliContext, taskId: string) {
     return signedCompletionOf(status);
   } catch {
     return null;
+  }
+}
+
+/** How long a migration waits for an offer to fit (the book shows a lease that just ended until its provider republishes). */
+const MIGRATION_MATCH_WAIT_MS = 30_000;
+
+/**
+ * runAttempt for a migration: when nothing fits, it looks again every 2 s for up to
+ * MIGRATION_MATCH_WAIT_MS, since the units of the task's own lease that just ended show as taken
+ * until its provider's next offer; then NoMatchError as runAttempt throws it.
+ */
+async function migrationAttempt(ctx: SuanliContext, request: MatchRequestInput, spec: Parameters<typeof runAttempt>[2]): Promise<TaskAttempt> {
+  const until = Date.now() + MIGRATION_MATCH_WAIT_MS;
+  for (;;) {
+    try {
+      return await runAttempt(ctx, request, spec);
+    } catch (error) {
+      if (!(error instanceof NoMatchError) || Date.now() >= until) throw error;
+      ctx.progress("No offer fits yet (a lease that just ended frees its units at its provider's next offer); looking again in 2 s...");
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+    }
   }
 }
