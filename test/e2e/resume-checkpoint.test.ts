@@ -22,6 +22,9 @@ import { leaseEvents } from "../support/renter.js";
 import { readLease } from "../../common/chain/market.js";
 import { tokenBalance } from "../support/chaos.js";
 import { countingJob } from "../support/counting-job.js";
+import { startTestDaemon } from "../support/daemons.js";
+import { getData, listData } from "../../sdk/index.js";
+import { mkdtemp, readFile } from "node:fs/promises";
 
 const show = (value: unknown) => stringifyTagged(value);
 /** The chain's preemption notice here, seconds. */
@@ -188,6 +191,26 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
     assert.match(running.stderr, /TaskStillRunningError|still running/);
 
     await client.cancel(submitted.taskId);
+
+    // suanli checkpoints TASK --pin-on URL: the renter's own node fetches the newest checkpoint from the provider and keeps it.
+    const own = await startTestDaemon(devnet, {
+      p2p: { bootstrap: providers.map((p) => p.peer.addr) },
+      api: { enabled: true, host: "127.0.0.1", port: 0 },
+      data: { enabled: true, fetchTimeoutMs: 10_000 },
+    });
+    market.defer(() => own.close());
+    const listed = await runCli(["checkpoints", submitted.taskId, "--json", "--pin-on", own.api!.url, ...base], { timeoutMs: 60_000 });
+    assert.equal(listed.code, 0, listed.stderr);
+    const copy = lastJson<{ newest: { record: { cid: string; seq: string | number } }; pinned: { cid: string; pinned: boolean; name: string; bytes: number } }>(listed.stdout);
+    assert.equal(copy.pinned.cid, copy.newest.record.cid, "the newest checkpoint is the one pinned");
+    assert.equal(copy.pinned.pinned, true);
+    assert.equal(copy.pinned.name, `${submitted.taskId}-checkpoint-${copy.newest.record.seq}`);
+    assert.equal((await listData({ nodeUrl: own.api!.url })).items.find((item) => item.cid === copy.pinned.cid)?.pinned, true, "kept on the renter's node");
+    const back = path.join(await mkdtemp(path.join(dir, "pinned-checkpoint-")), "copy");
+    assert.equal((await getData(copy.pinned.cid, back, { nodeUrl: own.api!.url, timeoutMs: 2_000 })).verified, true, "served by the renter's node from its own copy");
+    const saved = await readFile(path.join(back, "state"), "utf8").catch(() => "");
+    assert.match(saved, /^\d+/, "the copy holds the job's saved step");
+
     const resumed = await runCli(["resume", submitted.taskId, "--json", "--max-price", "1", ...base], { timeoutMs: 120_000 });
     assert.equal(resumed.code, 0, resumed.stderr);
     const answer = lastJson<{ taskId: string; leaseId: string; resumedFrom: { cid: string; leaseId: string } }>(resumed.stdout);
