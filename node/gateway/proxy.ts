@@ -143,6 +143,11 @@ export class EndpointProxy {
     return set;
   }
 
+  /** Every endpoint's replicas as its stats show them (the per-replica Prometheus series read them at each scrape). */
+  *replicaViews(): Iterable<{ endpointId: string; replicas: ReturnType<ReplicaSet["view"]> }> {
+    for (const [endpointId, set] of this.sets) yield { endpointId, replicas: set.view() };
+  }
+
   /** Closes an endpoint's kept-alive connections and stops its health checks (it was deleted). */
   forget(endpointId: string): void {
     this.sets.get(endpointId)?.close();

@@ -55,7 +55,7 @@ export async function startGateway(daemon: Daemon): Promise<GatewayModule> {
     options,
     logger,
   });
-  const stats = new GatewayStats(daemon.metrics.registry);
+  const stats = new GatewayStats(daemon.metrics.registry, () => proxy.replicaViews());
   const server = await createGatewayServer({ registry, proxy, options, address: account.address, chainId: daemon.deployment.chainId, logger, stats });
   // The endpoints kept from before a restart: their replicas' health checks start with the node.
   for (const endpoint of registry.list()) proxy.replicas(endpoint);

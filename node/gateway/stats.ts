@@ -2,10 +2,17 @@
  * What the gateway counts per endpoint (docs/endpoints.md): requests by status, the time to the
  * answer's head, and the bytes sent back. Prometheus series on the node's registry
  * (`suanli_gateway_*`, labelled by endpoint id) and a summary for `GET /v1/endpoints/{id}/stats`
- * with latency percentiles over the last LATENCY_SAMPLES requests.
+ * with latency percentiles over the last LATENCY_SAMPLES requests. Per replica (one lease of an
+ * endpoint), read from the endpoints' replica sets at each scrape: its state, requests in flight,
+ * requests and failures (`suanli_gateway_replica_*`, labelled by endpoint and lease).
  */
-import { Counter, Histogram, type Registry } from "prom-client";
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { EndpointStats } from "../../common/endpoints.js";
+
+/** Every endpoint's replicas as its stats show them (`EndpointProxy.replicaViews`). */
+export type ReplicaSource = () => Iterable<{ endpointId: string; replicas: EndpointStats["replicas"] }>;
+
+const REPLICA_STATES: EndpointStats["replicas"][number]["state"][] = ["ready", "starting", "unhealthy", "ending", "ended", "unknown"];
 
 const LATENCY_SAMPLES = 1024;
 
@@ -25,7 +32,8 @@ export class GatewayStats {
   private readonly head: Histogram<"endpoint">;
   private readonly bytes: Counter<"endpoint">;
 
-  constructor(registry: Registry) {
+  constructor(registry: Registry, replicas?: ReplicaSource) {
+    if (replicas) registerReplicaSeries(registry, replicas);
     this.requests = new Counter({
       name: "suanli_gateway_requests_total",
       help: "Requests to endpoints, by endpoint and status",
@@ -80,4 +88,61 @@ export class GatewayStats {
     this.head.remove({ endpoint: endpointId });
     this.bytes.remove({ endpoint: endpointId });
   }
+}
+
+/**
+ * The per-replica series, set from `source` at each scrape (so a deleted endpoint's replicas are
+ * gone from the next one): `suanli_gateway_replica_state` (1 for the replica's state, 0 for the
+ * others), `_outstanding` (requests in flight), `_requests_total` and `_failures_total` (since the
+ * gateway started).
+ */
+function registerReplicaSeries(registry: Registry, source: ReplicaSource): void {
+  const labelNames = ["endpoint", "lease"] as const;
+  type View = EndpointStats["replicas"][number];
+  /** Each series sets itself from `source` when scraped (prom-client calls `collect` before reading it). */
+  const each = (write: (labels: { endpoint: string; lease: string }, replica: View) => void) => {
+    for (const { endpointId, replicas } of source()) for (const replica of replicas) write({ endpoint: endpointId, lease: replica.leaseId }, replica);
+  };
+  new Gauge({
+    name: "suanli_gateway_replica_state",
+    help: "Each replica's state (1 for the one it is in): ready, starting, unhealthy, ending, ended, unknown",
+    labelNames: ["endpoint", "lease", "state"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      each((labels, replica) => {
+        for (const state of REPLICA_STATES) this.set({ ...labels, state }, replica.state === state ? 1 : 0);
+      });
+    },
+  });
+  new Gauge({
+    name: "suanli_gateway_replica_outstanding",
+    help: "Requests in flight to each replica of an endpoint",
+    labelNames,
+    registers: [registry],
+    collect() {
+      this.reset();
+      each((labels, replica) => this.set(labels, replica.outstanding));
+    },
+  });
+  new Counter({
+    name: "suanli_gateway_replica_requests_total",
+    help: "Requests sent to each replica of an endpoint since the gateway started",
+    labelNames,
+    registers: [registry],
+    collect() {
+      this.reset();
+      each((labels, replica) => this.inc(labels, replica.requests));
+    },
+  });
+  new Counter({
+    name: "suanli_gateway_replica_failures_total",
+    help: "Requests to each replica of an endpoint refused or broken before their answer, since the gateway started",
+    labelNames,
+    registers: [registry],
+    collect() {
+      this.reset();
+      each((labels, replica) => this.inc(labels, replica.failures));
+    },
+  });
 }

@@ -76,6 +76,14 @@ describe("gateway replicas: least outstanding requests, health checks, a retry, 
   let checked: { id: string; url: string };
   /** Without one: failures seen only by requests. */
   let plain: { id: string; url: string };
+  /** The gateway node's Prometheus text, as its /metrics serves it. */
+  let scrape: () => Promise<string>;
+  /** One per-replica series' value, by endpoint and task name (undefined when the series is missing). */
+  const series = (text: string, name: string, id: string, task: string, extra = "") => {
+    const leaseId = tasks.find((t) => t.name === task)!.leaseId;
+    const line = text.split("\n").find((l) => l.startsWith(`${name}{endpoint="${id}",lease="${leaseId}"${extra}} `));
+    return line === undefined ? undefined : Number(line.split(" ").at(-1));
+  };
 
   const get = async (url: string) => {
     const response = await fetch(url);
@@ -105,6 +113,7 @@ describe("gateway replicas: least outstanding requests, health checks, a retry, 
     });
     market.defer(() => gateway.close());
     gatewayUrl = gateway.gateway!.url;
+    scrape = () => gateway.metrics.registry.metrics();
     taskPort = await freePort();
     const bundle = await market.bundles.bundle({ "server.js": SERVER_JS });
     // Interruptible: an on-demand renter can take a replica's machine (the last tests).
@@ -170,6 +179,23 @@ describe("gateway replicas: least outstanding requests, health checks, a retry, 
     assert.equal(answer.status, 200);
     assert.equal(answer.headers.get("suanli-endpoint-ends-at"), String(Math.max(...ends)));
     assert.equal(view.endsAt, Math.max(...ends));
+
+    // The same per replica in Prometheus: the state it is in (1, the others 0), requests, failures, in flight.
+    const after = await stats(checked.id);
+    const text = await scrape();
+    for (const task of tasks) {
+      const replica = after.replicas.find((r) => r.leaseId === String(task.leaseId))!;
+      assert.equal(series(text, "suanli_gateway_replica_state", checked.id, task.name, ',state="ready"'), 1, text);
+      assert.equal(series(text, "suanli_gateway_replica_state", checked.id, task.name, ',state="unhealthy"'), 0, text);
+      assert.equal(series(text, "suanli_gateway_replica_requests_total", checked.id, task.name), replica.requests, text);
+      assert.equal(series(text, "suanli_gateway_replica_failures_total", checked.id, task.name), 0, text);
+      assert.equal(series(text, "suanli_gateway_replica_outstanding", checked.id, task.name), 0, text);
+    }
+    assert.equal(
+      after.replicas.reduce((sum, r) => sum + r.requests, 0),
+      1,
+      "the one request so far went to one replica",
+    );
   });
 
   it("sends each request to the replica with the fewest in flight", async () => {
@@ -209,6 +235,9 @@ describe("gateway replicas: least outstanding requests, health checks, a retry, 
     const replica = await replicaOf(plain.id, down);
     assert.ok(replica.failures >= 1, stringifyPlain(replica));
     assert.equal(replica.state, "unhealthy");
+    const text = await scrape();
+    assert.equal(series(text, "suanli_gateway_replica_failures_total", plain.id, down), replica.failures, text);
+    assert.equal(series(text, "suanli_gateway_replica_state", plain.id, down, ',state="unhealthy"'), 1, text);
     // Back after its port opens again and the eject time passes.
     await waitFor(`replica ${down} answering again`, async () => (await get(plain.url)).text === down || (await get(plain.url)).text === down, { timeoutMs: 10_000 });
   });
