@@ -22,7 +22,7 @@
  *
  * `npx tsx scripts/build-cli.ts` (`npm run build:cli`); `.ci/run` builds it before the tests.
  */
-import { mkdir, readFile, stat, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
@@ -53,13 +53,26 @@ const rewriteImportMeta = (outDir: string): esbuild.Plugin => ({
   },
 });
 
-/** Writes `outDir`/suanli.mjs (with its source map) and `outDir`/inputs.json. */
-export async function buildCli(outDir = CLI_BUNDLE_DIR): Promise<{ bundle: string; inputs: number }> {
+/**
+ * Writes `outDir`/suanli.mjs and its chunks (with their source maps) and `outDir`/inputs.json.
+ *
+ * Code-split: node/cli/main.ts loads the module of the command it runs with a dynamic import
+ * (node/cli/commands.ts), and each such import is a chunk holding what only that command needs, so
+ * `suanli wallet balance` evaluates viem and the chain code but not libp2p, Helia or the node (about
+ * 0.4 s of CPU instead of 1.1 s on a 2-core host). The chunks sit next to suanli.mjs (chunk-*.mjs):
+ * every rewritten `import.meta.url` below is relative to that one folder. A build first removes the
+ * previous build's chunks.
+ */
+export async function buildCli(outDir = CLI_BUNDLE_DIR): Promise<{ bundle: string; inputs: number; metafile: esbuild.Metafile }> {
   await mkdir(outDir, { recursive: true });
+  for (const name of await readdir(outDir)) if (/^chunk-.*\.mjs(\.map)?$/.test(name)) await rm(path.join(outDir, name));
   const bundle = path.join(outDir, "suanli.mjs");
   const result = await esbuild.build({
-    entryPoints: [path.join(root, "node", "cli", "main.ts")],
-    outfile: bundle,
+    entryPoints: { suanli: path.join(root, "node", "cli", "main.ts") },
+    outdir: outDir,
+    outExtension: { ".js": ".mjs" },
+    splitting: true,
+    chunkNames: "chunk-[hash]",
     bundle: true,
     platform: "node",
     format: "esm",
@@ -84,7 +97,7 @@ export async function buildCli(outDir = CLI_BUNDLE_DIR): Promise<{ bundle: strin
     inputs[path.relative(root, absolute).split(path.sep).join("/")] = { size: info.size, mtimeMs: info.mtimeMs };
   }
   await writeFile(path.join(outDir, "inputs.json"), JSON.stringify({ inputs }));
-  return { bundle, inputs: Object.keys(inputs).length };
+  return { bundle, inputs: Object.keys(inputs).length, metafile: result.metafile };
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

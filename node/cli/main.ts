@@ -2,18 +2,7 @@ import { createRequire } from "node:module";
 import { Command, CommanderError } from "commander";
 import { InvalidInputError, SuanliError } from "../../common/errors.js";
 import { ConfigError } from "../config/load.js";
-import { registerAttestor } from "./commands/attestor.js";
-import { registerCheckpoints } from "./commands/checkpoints.js";
-import { registerResume } from "./commands/resume.js";
-import { registerTemplates } from "./commands/templates.js";
-import { registerEndpoint } from "./commands/endpoint.js";
-import { registerData } from "./commands/data.js";
-import { registerDevnet } from "./commands/devnet.js";
-import { registerGovernance } from "./commands/governance.js";
-import { registerNode } from "./commands/node.js";
-import { registerProvider } from "./commands/provider.js";
-import { registerWallet } from "./commands/wallet.js";
-import { registerRenter, renterExitCode } from "./commands/renter.js";
+import { COMMAND_MODULES, modulesFor } from "./commands.js";
 import { CliError, cliWording, ExitCode } from "./output.js";
 
 const { version } = createRequire(import.meta.url)("../../package.json") as { version: string };
@@ -23,21 +12,9 @@ const program = new Command("suanli")
   .showHelpAfterError()
   .exitOverride();
 
-registerDevnet(program);
-registerNode(program);
-registerAttestor(program);
-registerWallet(program);
-registerRenter(program);
-registerData(program);
-registerCheckpoints(program);
-registerResume(program);
-registerTemplates(program);
-registerEndpoint(program);
-registerProvider(program);
-registerGovernance(program);
-
-function exitCodeFor(error: unknown): number {
+async function exitCodeFor(error: unknown): Promise<number> {
   if (error instanceof CliError) return error.exitCode;
+  const { renterExitCode } = await import("./commands/renter-output.js");
   const renter = renterExitCode(error);
   if (renter !== undefined) return renter;
   if (error instanceof ConfigError || error instanceof InvalidInputError) return ExitCode.usage;
@@ -46,6 +23,8 @@ function exitCodeFor(error: unknown): number {
 }
 
 try {
+  // One after another in the table's order, which is the order help lists the commands in.
+  for (const key of modulesFor(process.argv.slice(2))) await COMMAND_MODULES[key](program);
   await program.parseAsync(process.argv);
   // The command is over (a one-shot command answered; a node, the devnet or a forward stopped
   // cleanly): exit now rather than when the last idle handle lets go. After "Node stopped" the
@@ -62,5 +41,5 @@ try {
   if (!(error instanceof SuanliError)) process.setSourceMapsEnabled(true);
   const message = error instanceof SuanliError ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error);
   process.stderr.write(`Error: ${cliWording(message)}\n`);
-  process.exit(exitCodeFor(error));
+  process.exit(await exitCodeFor(error));
 }

@@ -6,6 +6,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { buildCli } from "../../scripts/build-cli.js";
+import { listTemplates } from "../../sdk/actions/templates.js";
 
 const run = promisify(execFile);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -37,6 +38,17 @@ describe("suanli bin: the prebuilt bundle or the sources", function () {
   });
   afterEach(async () => rm(dir, { recursive: true, force: true }));
 
+  // The real bundle, built once into a scratch folder (the repository's own build/cli may be in use by other tests).
+  let realDir: string;
+  let real: ReturnType<typeof buildCli> | undefined;
+  before(async () => {
+    realDir = await mkdtemp(path.join(tmpdir(), "suanli-cli-build-"));
+    // The packages left outside the bundle (scripts/build-cli.ts EXTERNAL) resolve from here.
+    await symlink(path.join(root, "node_modules"), path.join(realDir, "node_modules"));
+  });
+  after(async () => rm(realDir, { recursive: true, force: true }));
+  const built = () => (real ??= buildCli(realDir));
+
   const ran = async (env: Record<string, string> = {}) => (await run(node, [path.join(dir, "bin", "suanli.mjs")], { env: { ...process.env, ...env } })).stdout.trim();
 
   it("runs the bundle while its sources are unchanged, with V8's code cache next to it (not in the shared /tmp)", async () => {
@@ -67,13 +79,15 @@ describe("suanli bin: the prebuilt bundle or the sources", function () {
   });
 
   it("the real bundle answers like the sources and keeps paths relative to each source file", async () => {
-    // Built into a scratch folder: the repository's own build/cli may be in use by other tests.
-    const { bundle, inputs } = await buildCli(path.join(dir, "real"));
+    const { bundle, inputs } = await built();
     assert.ok(inputs > 100, `the bundle holds the CLI's sources (${inputs})`);
-    const code = await readFile(bundle, "utf8");
+    // The entry and its chunks (code-split: scripts/build-cli.ts), all in the one folder.
+    const files = (await readdir(realDir)).filter((name) => name.endsWith(".mjs"));
+    assert.ok(files.length > 1 && files.every((name) => name === "suanli.mjs" || name.startsWith("chunk-")), files.join(" "));
+    const code = (await Promise.all(files.map((name) => readFile(path.join(realDir, name), "utf8")))).join("\n");
     // node/chain/artifacts.ts finds artifacts/ from its own URL: rewritten to that file's URL.
     const artifacts = path
-      .relative(path.join(dir, "real"), path.join(root, "node", "chain", "artifacts.ts"))
+      .relative(realDir, path.join(root, "node", "chain", "artifacts.ts"))
       .split(path.sep)
       .join("/");
     assert.ok(code.includes(`new URL(${JSON.stringify(artifacts)}, import.meta.url)`), "import.meta.url of node/chain/artifacts.ts rewritten");
@@ -88,5 +102,31 @@ describe("suanli bin: the prebuilt bundle or the sources", function () {
     const { version } = JSON.parse(await readFile(path.join(root, "package.json"), "utf8")) as { version: string };
     assert.equal((await run(node, [bundle, "--version"], { cwd: root })).stdout.trim(), version);
     assert.ok(!code.includes('from "viem"') && !code.includes('from "@libp2p/'), "viem and libp2p are bundled, not loaded from node_modules");
+    // A command whose module is a chunk of its own runs from the bundle too.
+    const listed = (await run(node, [bundle, "templates"], { cwd: root })).stdout;
+    for (const template of listTemplates()) assert.ok(listed.includes(template.name), `templates lists ${template.name}`);
+  });
+
+  it("`suanli wallet` and `suanli templates` evaluate neither libp2p nor Helia nor the node; `node start` does (the chunks each command loads)", async () => {
+    const { metafile } = await built();
+    const outputs = metafile.outputs;
+    // The output file holding a module, and every output it imports statically (what evaluating it evaluates).
+    const outputOf = (source: string) => {
+      const found = Object.entries(outputs).find(([, output]) => output.entryPoint === source);
+      assert.ok(found, `a chunk starts at ${source}`);
+      return found[0];
+    };
+    const loaded = (start: string) => {
+      const seen = new Set<string>([start]);
+      for (const file of seen) for (const imported of outputs[file]!.imports) if (imported.kind === "import-statement" && !imported.external) seen.add(imported.path);
+      return [...seen].flatMap((file) => Object.keys(outputs[file]!.inputs));
+    };
+    const heavy = (inputs: string[]) => inputs.filter((input) => /node_modules\/(libp2p|@libp2p|helia|@helia)\/|^node\/daemon\//.test(input));
+    const entry = loaded(outputOf("node/cli/main.ts"));
+    assert.deepEqual(heavy(entry), [], "the entry evaluates none of them");
+    for (const command of ["wallet", "templates"]) {
+      assert.deepEqual(heavy(loaded(outputOf(`node/cli/commands/${command}.ts`))), [], `suanli ${command}`);
+    }
+    assert.ok(heavy(loaded(outputOf("node/cli/commands/node.ts"))).length > 0, "suanli node start needs the node");
   });
 });

@@ -6,7 +6,7 @@
  */
 import type { Command } from "commander";
 import { UnknownTemplateError } from "../../../common/templates/catalog.js";
-import { listTemplates, templateTask, type TemplateTaskReturnType } from "../../../sdk/index.js";
+import { listTemplates, templateTask, type TemplateTaskReturnType } from "../../../sdk/actions/templates.js";
 import { CliError, emit, ExitCode } from "../output.js";
 
 /** A shell word, quoted only when it needs to be. */
