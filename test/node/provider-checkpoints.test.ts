@@ -17,7 +17,7 @@ import { startDevnet, type Devnet } from "../support/devnet.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { pinData } from "../../sdk/index.js";
 import { startTestProvider, type TestProvider } from "../support/provider.js";
-import { TestRenter } from "../support/renter.js";
+import { leaseEvents, TestRenter } from "../support/renter.js";
 import { waitFor } from "../support/wait.js";
 import { readLease } from "../../common/chain/market.js";
 
@@ -34,6 +34,17 @@ const COUNTER = [
   "",
 ].join("\n");
 
+/** The chain's preemption notice in this file, seconds. */
+const NOTICE = 6;
+
+/** Writes "running" into its checkpoint folder and runs until SIGTERM, which it answers by writing "flushed" there. */
+const INTERRUPTIBLE = [
+  'echo running > "$SUANLI_CHECKPOINT_DIR/state"',
+  "trap 'echo flushed > \"$SUANLI_CHECKPOINT_DIR/state\"; exit 0' TERM",
+  "while :; do sleep 0.1; done",
+  "",
+].join("\n");
+
 /** A small checkpoint, a period for it to be taken, then a flood past the provider's quota. */
 const FLOOD = ['echo 5 > "$SUANLI_CHECKPOINT_DIR/state"', "sleep 13", 'head -c 300000 /dev/zero > "$SUANLI_CHECKPOINT_DIR/flood.bin"', "echo flooded", ""].join("\n");
 
@@ -47,21 +58,24 @@ describe("provider: checkpoints signed and served, and resume from one", functio
   let machineId: number;
   let counter: ServedBundle;
   let flood: ServedBundle;
+  let interruptible: ServedBundle;
 
   before(async () => {
     assert.equal((await detectBubblewrap()).available, true, "CI installs bubblewrap (.ci/run)");
     root = await mkdtemp(path.join(tmpdir(), "suanli-provider-checkpoints-"));
     await chmod(root, 0o711);
-    devnet = await startDevnet({ wallClockBlocks: true });
+    devnet = await startDevnet({ wallClockBlocks: true, params: { preemptionNotice: NOTICE } });
     bundles = await startBundleServer();
     provider = await startTestProvider(devnet, 1, {
       data: { enabled: true, fetchTimeoutMs: 5_000, checkpointMaxBytes: 64 * 1024 },
-      provider: { reserve: { holdSeconds: 5 }, runtime: { sandbox: "bubblewrap", network: false } },
+      // minBids: it sells interruptible capacity too (the preemption case).
+      provider: { reserve: { holdSeconds: 5 }, runtime: { sandbox: "bubblewrap", network: false }, minBids: { "A100-80GB": { pricePerUnitSecond: "50" } } },
     });
     renter = await TestRenter.start(devnet, 2);
     machineId = provider.agent.machines[0]!.machineId;
     counter = await bundles.bundle({ "run.sh": COUNTER });
     flood = await bundles.bundle({ "run.sh": FLOOD });
+    interruptible = await bundles.bundle({ "run.sh": INTERRUPTIBLE });
   });
   after(async () => {
     await renter?.close();
@@ -173,6 +187,54 @@ describe("provider: checkpoints signed and served, and resume from one", functio
     const target = path.join(root, "flooded");
     await provider.daemon.data!.get(records[0]!.record.cid, target);
     assert.equal((await readFile(path.join(target, "state"), "utf8")).trim(), "5");
+  });
+
+  it("a preempted task's folder is snapshotted as the notice begins, while the task still runs, and again at its end after SIGTERM", async () => {
+    // Both units, so that the on-demand renter below must preempt; a checkpoint period of a day: no periodic snapshot.
+    const leaseId = await renter.rent(provider.peer, { machineId, units: 2, duration: 120, interruptible: true, bidPerUnitSecond: 60n });
+    const spec = { bundle: interruptible, command: "sh run.sh", checkpoint: { periodSeconds: 86_400 } };
+    assert.equal((await renter.sendTask(provider.peer, leaseId, spec)).state, "accepted");
+    await renter.waitStatus(provider.peer, leaseId, (s) => s.state === "running", "the interruptible task to run", 40_000);
+    const preemptor = await TestRenter.start(devnet, 3);
+    try {
+      const reply = await preemptor.reserve(provider.peer, { machineId, units: 2, duration: 30 });
+      assert.ok(reply.accepted, show(reply));
+      assert.deepEqual(reply.preempt, [leaseId.toString()]);
+      const demandLease = await preemptor.open(reply, { machineId, units: 2, duration: 30 });
+      // The notice's snapshot, while the task runs through the notice.
+      const during = await renter.waitStatus(provider.peer, leaseId, (s) => (s.checkpoints?.length ?? 0) > 0, "a checkpoint at the notice", NOTICE * 1000);
+      assert.equal(during.state, "running", show(during));
+      const ended = await renter.waitStatus(
+        provider.peer,
+        leaseId,
+        (s) => s.state === "preempted" && (s.checkpoints?.length ?? 0) >= 2,
+        "the task preempted, with its end checkpoint",
+        40_000,
+      );
+      const records = (await verifyCheckpoints(ended.checkpoints ?? [], { domain: renter.domain, provider: provider.peer.address, leaseId })).reverse();
+      assert.equal(records.length, 2, `one at the notice, one at the end: ${show(ended.checkpoints)}`);
+      const preempted = (await leaseEvents(devnet, leaseId)).find((e) => e.eventName === "LeasePreempted")!.args as { stopAt: number };
+      assert.ok(Number(records[0]!.record.time) < preempted.stopAt * 1000, `the first was taken before the notice ended (${records[0]!.record.time} < ${preempted.stopAt} s)`);
+      const states: string[] = [];
+      for (const [i, signed] of records.entries()) {
+        const target = path.join(root, `preempted-${i}`);
+        await provider.daemon.data!.get(signed.record.cid, target);
+        states.push((await readFile(path.join(target, "state"), "utf8")).trim());
+      }
+      assert.deepEqual(states, ["running", "flushed"], "the state as the notice began, then what the task flushed on SIGTERM");
+      // The on-demand lease runs a short task and ends, so that the units are free for the next case.
+      assert.equal((await preemptor.sendTask(provider.peer, demandLease, { bundle: counter, command: "true" })).state, "accepted");
+      await waitFor(
+        "the on-demand lease to end on chain",
+        async () => {
+          const lease = await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, demandLease);
+          return lease.status !== "Open" && lease.status !== "Active";
+        },
+        { timeoutMs: 60_000 },
+      );
+    } finally {
+      await preemptor.close();
+    }
   });
 
   it("refuses a checkpoint period under the floor and a resumeFrom that is not a CID, naming the field", async () => {

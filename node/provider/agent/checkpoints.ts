@@ -58,6 +58,8 @@ export class CheckpointBook {
   private readonly errors = new Map<bigint, CheckpointError>();
   private readonly queues = new Map<bigint, Promise<unknown>>();
   private readonly timers = new Map<bigint, NodeJS.Timeout>();
+  /** Running tasks' workspaces, for the snapshot at a preemption notice; `notice`: that snapshot was started. */
+  private readonly running = new Map<bigint, { workspace: string; signer: Signer; notice: boolean }>();
 
   constructor(private readonly options: CheckpointBookOptions) {
     this.db = new Level<string, string>(path.join(options.dataDir, "data", "checkpoints"));
@@ -83,6 +85,29 @@ export class CheckpointBook {
     return this.errors.get(leaseId);
   }
 
+  /** A task started: its workspace is where snapshotAtNotice looks until untrack (its end). */
+  track(leaseId: bigint, workspace: string, signer: Signer): void {
+    this.running.set(leaseId, { workspace, signer, notice: false });
+  }
+
+  untrack(leaseId: bigint): void {
+    this.running.delete(leaseId);
+  }
+
+  /**
+   * At the start of a preemption notice: one snapshot of the running task's checkpoint folder, so
+   * the task's state as the notice began is saved even when the end snapshot never comes (the
+   * provider dies during the notice). The task runs on until the notice ends; its end snapshot
+   * follows as usual. Called again for the same lease (every pass of the lease loop sees the
+   * notice), it takes no second one. Undefined for a lease with no running task.
+   */
+  snapshotAtNotice(leaseId: bigint): Promise<SignedCheckpoint | undefined> | undefined {
+    const task = this.running.get(leaseId);
+    if (!task || task.notice) return undefined;
+    task.notice = true;
+    return this.snapshot(leaseId, task.workspace, task.signer, "notice");
+  }
+
   /** Snapshots every `periodMs` until stopPeriodic (or the lease's final snapshot). */
   startPeriodic(leaseId: bigint, workspace: string, signer: Signer, periodMs: number): void {
     this.stopPeriodic(leaseId);
@@ -104,7 +129,7 @@ export class CheckpointBook {
    * record; undefined when there is nothing new (no folder, empty, the same CID as the newest) or
    * the snapshot failed (the error is logged and kept for the status; the previous record stays).
    */
-  snapshot(leaseId: bigint, workspace: string, signer: Signer, reason: "period" | "end"): Promise<SignedCheckpoint | undefined> {
+  snapshot(leaseId: bigint, workspace: string, signer: Signer, reason: "period" | "notice" | "end"): Promise<SignedCheckpoint | undefined> {
     const previous = this.queues.get(leaseId) ?? Promise.resolve();
     const next = previous.catch(() => undefined).then(() => this.take(leaseId, workspace, signer, reason));
     this.queues.set(leaseId, next);
@@ -166,6 +191,7 @@ export class CheckpointBook {
   /** Forgets a lease's timers and error (its records stay). */
   forget(leaseId: bigint): void {
     this.stopPeriodic(leaseId);
+    this.running.delete(leaseId);
     this.errors.delete(leaseId);
   }
 

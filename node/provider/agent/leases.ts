@@ -30,7 +30,7 @@ import { markEnded, nextStep, type LeaseAction } from "./lease-step.js";
 import { FinishedLogs, sourceOfHandle, type LogSource } from "./log-sources.js";
 import { chainFields, newLeaseRecord, type LeaseRecord } from "./records.js";
 import { notAuthorized } from "./renter-auth.js";
-import { refuseUnmountableInputs } from "./task-inputs.js";
+import { checkpointBook, refuseUnmountableInputs } from "./task-inputs.js";
 import { TaskPipeline } from "./task-pipeline.js";
 import { UnitLedger } from "./unit-ledger.js";
 import { runDetached } from "../../../common/detached.js";
@@ -399,6 +399,12 @@ export class LeaseController implements LeaseHost {
       case "preempt-task":
         logger.info("Lease preempted: the task runs until the notice ends", { leaseId, stopAt: view.stopAt, noticeMs: action.noticeMs });
         runDetached(this.ctx.capacity.preempt(this.units.taskId(leaseId), action.noticeMs), undefined, "Preempting a task");
+        // The task's state as the notice begins, saved now (queued behind a snapshot in progress): it
+        // outlives a provider that dies during the notice. The end snapshot still follows.
+        {
+          const atNotice = checkpointBook(this.ctx.inputs)?.snapshotAtNotice(leaseId);
+          if (atNotice) runDetached(atNotice, logger, "A checkpoint at the preemption notice", { leaseId });
+        }
         // Not aborted: a preparation in flight finishes into a stopped task.
         if (live) live.abortReason = "lease-ended";
         return record;

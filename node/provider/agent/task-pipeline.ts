@@ -144,7 +144,10 @@ export class TaskPipeline {
 
     logger.info("Task started", { leaseId, pid: ready.pid, units: picked.unitIds.length });
     const period = spec.checkpoint?.periodSeconds;
-    if (period !== undefined) checkpointBook(host.ctx.inputs)?.startPeriodic(leaseId, handle!.workspace, this.signer(), period * 1000);
+    const book = checkpointBook(host.ctx.inputs);
+    // A task without a checkpoint folder costs a snapshot at a preemption notice nothing (no folder: no record).
+    book?.track(leaseId, handle!.workspace, this.signer());
+    if (period !== undefined) book?.startPeriodic(leaseId, handle!.workspace, this.signer(), period * 1000);
     host.updateGauges();
     handle!.setRemainingTime(await host.remainingMs(ready));
     const watch = spec.taskLiveness && this.watchHeartbeat(leaseId, handle!.workspace, spec.taskLiveness, live);
@@ -208,6 +211,7 @@ export class TaskPipeline {
     // The last checkpoint, after the task's exit (a stopped or preempted task had SIGTERM and the grace period to flush), before the workspace goes.
     const book = checkpointBook(host.ctx.inputs);
     book?.stopPeriodic(leaseId);
+    book?.untrack(leaseId);
     await book?.snapshot(leaseId, handle.workspace, this.signer(), "end");
     // Data plane on: the output is pinned by CID and the completion signs the CID's digest (issue 36).
     const published =
