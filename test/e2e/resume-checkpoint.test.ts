@@ -4,6 +4,8 @@
  * that counts steps and checkpoints every 5 is preempted by an on-demand renter; the SDK's
  * autoMigrate re-rents it on the other provider from the newest checkpoint, and it finishes having
  * redone at most 5 steps. `suanli resume TASK` re-submits a cancelled task from its checkpoint.
+ * The job steps at 0.3 s while the test has to catch it running (its first checkpoint comes after
+ * the 10 s period floor), and at FAST once it only has to finish (a resumed run, a run started again).
  */
 import assert from "node:assert/strict";
 import path from "node:path";
@@ -20,6 +22,7 @@ import { connectRenter, startRenterMarket, type RenterMarket } from "../support/
 import { waitFor } from "../support/wait.js";
 import { leaseEvents } from "../support/renter.js";
 import { readLease } from "../../common/chain/market.js";
+import { leaseMarketAbi } from "../../common/abi.js";
 import { tokenBalance } from "../support/chaos.js";
 import { countingJob } from "../support/counting-job.js";
 import { startTestDaemon } from "../support/daemons.js";
@@ -34,9 +37,14 @@ const EVERY = 5;
 
 /** The job: test/support/counting-job.ts, saving its step every EVERY steps. */
 const COUNTER = countingJob(EVERY);
+/** Seconds a step of a run that only has to finish (the job's $FAST): its steps and their checks stay, the wait goes. */
+const FAST = "0.02";
+/** How often the tests look for the first checkpoint (10 s away): each look asks a provider and verifies signatures. */
+const POLL_MS = 250;
 
 const dataProvider = {
-  data: { enabled: true, fetchTimeoutMs: 10_000 },
+  // A checkpoint nobody serves ends its lease after this (the third test waits for it); one that is served comes in well under a second.
+  data: { enabled: true, fetchTimeoutMs: 4_000 },
   provider: {
     inventory: { source: "declared", declared: [{ model: "A100-80GB", count: 1, region: "eu-west" }] },
     minBids: { "A100-80GB": { pricePerUnitSecond: "50" } },
@@ -99,7 +107,8 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
       bundleUrl: counter.url,
       sha256: counter.sha256,
       command: "sh run.sh",
-      env: { TOTAL: "70" },
+      // Still running when preempted (about 14 s in, 30 s to go); the resumed run is fast.
+      env: { TOTAL: "100", FAST },
       checkpointPeriodSeconds: 10,
       autoMigrate: true,
     });
@@ -107,7 +116,7 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
     const waiting = client.wait(submitted.taskId, { timeoutMs: 200_000 });
     waiting.catch(() => undefined);
     // A periodic checkpoint first (the SDK records it while it waits), then the on-demand renter takes the unit.
-    await waitFor("a periodic checkpoint", async () => (await client.checkpoints(submitted.taskId)).newest !== null, { timeoutMs: 40_000 });
+    await waitFor("a periodic checkpoint", async () => (await client.checkpoints(submitted.taskId)).newest !== null, { timeoutMs: 40_000, intervalMs: POLL_MS });
     const preemptor = await TestRenter.start(devnet, 6);
     const demandLease = await preemptor.rent(first.peer, { machineId: first.agent.machines[0]!.machineId, units: 1, duration: 30 });
     // Its own short task starts once the interruptible one stopped; the unit is free again after it.
@@ -138,7 +147,7 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
     const start = Number(after.find((line) => line.startsWith("start="))?.slice(6));
     assert.ok(start > 0 && start % EVERY === 0, `resumed from a saved step: ${start}\n${after.join("\n")}`);
     assert.ok(reached - start <= EVERY && reached >= start, `at most ${EVERY} steps redone: reached ${reached}, resumed at ${start}`);
-    assert.ok(after.includes("done=70"), after.join("\n"));
+    assert.ok(after.includes("done=100"), after.join("\n"));
     assert.ok(!after.includes("step=1"), "the resumed lease did not start over");
 
     // Paid only for delivered seconds: each lease's provider total is units x price x the seconds from its activation to
@@ -182,23 +191,27 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
       bundleUrl: counter.url,
       sha256: counter.sha256,
       command: "sh run.sh",
-      env: { TOTAL: "120" },
+      env: { TOTAL: "120", FAST },
       checkpointPeriodSeconds: 10,
     });
-    await waitFor("a periodic checkpoint", async () => (await client.checkpoints(submitted.taskId)).newest !== null, { timeoutMs: 40_000 });
-    const running = await runCli(["resume", submitted.taskId, "--json", ...base]);
-    assert.equal(running.code, 1, running.stderr);
-    assert.match(running.stderr, /TaskStillRunningError|still running/);
-
-    await client.cancel(submitted.taskId);
-
-    // suanli checkpoints TASK --pin-on URL: the renter's own node fetches the newest checkpoint from the provider and keeps it.
-    const own = await startTestDaemon(devnet, {
+    // While the first checkpoint is awaited (the 10 s period): `suanli resume` refuses the running task, and the renter's own node starts.
+    const refusing = runCli(["resume", submitted.taskId, "--json", ...base]);
+    const starting = startTestDaemon(devnet, {
       p2p: { bootstrap: providers.map((p) => p.peer.addr) },
       api: { enabled: true, host: "127.0.0.1", port: 0 },
       data: { enabled: true, fetchTimeoutMs: 10_000 },
     });
-    market.defer(() => own.close());
+    starting.then((node) => market.defer(() => node.close())).catch(() => undefined);
+    const running = await refusing;
+    assert.equal(running.code, 1, running.stderr);
+    assert.match(running.stderr, /TaskStillRunningError|still running/);
+    await waitFor("a periodic checkpoint", async () => (await client.checkpoints(submitted.taskId)).newest !== null, { timeoutMs: 40_000, intervalMs: POLL_MS });
+    assert.equal((await client.status(submitted.taskId)).state, "running", "the task still runs after the refusal");
+
+    await client.cancel(submitted.taskId);
+
+    // suanli checkpoints TASK --pin-on URL: the renter's own node fetches the newest checkpoint from the provider and keeps it.
+    const own = await starting;
     const listed = await runCli(["checkpoints", submitted.taskId, "--json", "--pin-on", own.api!.url, ...base], { timeoutMs: 60_000 });
     assert.equal(listed.code, 0, listed.stderr);
     const copy = lastJson<{ newest: { record: { cid: string; seq: string | number } }; pinned: { cid: string; pinned: boolean; name: string; bytes: number } }>(listed.stdout);
@@ -274,6 +287,8 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
     // Both providers free in its SDK.
     const own = await connectRenter(devnet, { name: "renter 8", account: devnetAccount(8), bootstrap: providers.map((p) => p.peer.addr), freeUnits: 1, offers: 2 });
     market.defer(() => own.close());
+    // The lease it opens first (nothing else opens one meanwhile): only that run steps at 0.3 s, the run started again is fast.
+    const firstLease = (await devnet.admin.publicClient.readContract({ address: devnet.deployment.contracts.market!, abi: leaseMarketAbi, functionName: "nextLeaseId" })) as bigint;
     const submitted = await own.submitTask({
       gpuType: "A100",
       gpuCount: 1,
@@ -285,16 +300,17 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
       sha256: counter.sha256,
       command: "sh run.sh",
       // Checkpoints no other job made (test 1's job, at the same steps, left its CIDs cached on both providers).
-      env: { TOTAL: "90", MARK: `run-${Date.now()}` },
+      env: { TOTAL: "100", MARK: `run-${Date.now()}`, FAST, SLOW_TASK: `lease-${firstLease}` },
       checkpointPeriodSeconds: 10,
       autoMigrate: true,
     });
+    assert.equal(submitted.leaseId, firstLease, "the lease whose run is slow");
     const first = providers.find((p) => p.peer.address === submitted.provider)!;
     const waiting = own.wait(submitted.taskId, { timeoutMs: 200_000 });
     waiting.catch(() => undefined);
     const attempts = async () => ((await own.tasks()).find((task) => task.taskId === submitted.taskId) as TaskRecord).attempts;
-    // wait reads the records every 10 s, the provider snapshots every 10 s: the job (27 s) is still running when one is recorded.
-    await waitFor("wait to record a checkpoint", async () => (await attempts())[0]!.checkpoint !== undefined, { timeoutMs: 60_000 });
+    // wait reads the records every second, the provider snapshots every 10 s: the job (30 s at 0.3 s a step) is still running when one is recorded.
+    await waitFor("wait to record a checkpoint", async () => (await attempts())[0]!.checkpoint !== undefined, { timeoutMs: 60_000, intervalMs: POLL_MS });
     const preemptor = await TestRenter.start(devnet, 7);
     await preemptor.rent(first.peer, { machineId: first.agent.machines[0]!.machineId, units: 1, duration: 30 });
     await preemptor.close();
@@ -310,6 +326,6 @@ describe("resume: a preempted job continues from its newest checkpoint on anothe
     assert.equal(fresh!.resumedFrom, undefined, "the third starts from the beginning");
     const out: string[] = [];
     for await (const line of own.logs(submitted.taskId, { follow: false })) out.push(line.text);
-    assert.ok(out.includes("resumed=none") && out.includes("start=0") && out.includes("done=90"), out.join("\n"));
+    assert.ok(out.includes("resumed=none") && out.includes("start=0") && out.includes("done=100"), out.join("\n"));
   });
 });

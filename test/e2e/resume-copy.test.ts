@@ -3,7 +3,7 @@
  * nodes as real child processes (devnet chain, libp2p on 127.0.0.1, level, Helia with
  * data.enabled, bubblewrap), a renter's node with its HTTP API and data plane, two attestors
  * (fault quorum two) and the real SDK with `pinCheckpointsOn` set to the renter's node. A counting
- * job that saves its step every 50 steps runs on the first provider; its checkpoints are copied to
+ * job that saves its step every 50 steps (8.5 s) runs on the first provider; its checkpoints are copied to
  * the renter's node as they appear; the provider is SIGKILLed by its pid; the attestors fault the
  * lease, autoMigrate re-rents the task on the other provider, which fetches the checkpoint from
  * the renter's node (the only node left that holds it) and finishes the job.
@@ -28,14 +28,22 @@ import { connectRenter } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
 
 const show = (value: unknown) => stringifyTagged(value);
-/** Steps between two saves of the job's state (15 s): longer than a snapshot period (10 s), so that a copy holds the latest save for seconds. */
+/** Steps between two saves of the job's state. */
 const EVERY = 50;
-const TOTAL = 100;
+/**
+ * Seconds a step of the first run: its first save (8.5 s) comes before the first snapshot (10 s, the period floor), and the
+ * next save (17 s) seconds after that snapshot's copy is on the renter's node: a copy that holds the latest save, for seconds.
+ */
+const PACE = "0.17";
+/** Far enough for the first run to still be running at a later snapshot, should the first copy come late. */
+const TOTAL = 150;
+/** Seconds a step of the resumed run, which only has to finish. */
+const FAST = "0.02";
 const ATTESTORS = [6, 7];
 /** Probes twice a second, a provider silent for 3 s is faulted. */
 const LIVENESS = { probeIntervalMs: 500, probeTimeoutMs: 1_000, qosWindowSeconds: 3, minFailedProbes: 2, backupSubmitDelayMs: 2_000 };
 
-/** The job (test/support/counting-job.ts): one step per 0.3 s, its step saved every EVERY steps; this run's $MARK in its checkpoints. */
+/** The job (test/support/counting-job.ts): one step per PACE (FAST once resumed), its step saved every EVERY steps; this run's $MARK in its checkpoints. */
 const COUNTER = countingJob(EVERY);
 
 const dataProvider = {
@@ -120,7 +128,7 @@ describe("resume from the renter's node: the first provider SIGKILLed, autoMigra
       sha256: counter.sha256,
       command: "sh run.sh",
       // Checkpoints of this run alone (no node holds their CIDs from elsewhere).
-      env: { TOTAL: String(TOTAL), MARK: `copy-${Date.now()}` },
+      env: { TOTAL: String(TOTAL), MARK: `copy-${Date.now()}`, PACE, FAST },
       checkpointPeriodSeconds: 10,
       autoMigrate: true,
     });
