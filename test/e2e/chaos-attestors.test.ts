@@ -6,6 +6,7 @@
  * challenges. Every case ends with the money check (chaos.ts `checkLedger`).
  */
 import assert from "node:assert/strict";
+import { appendFileSync } from "node:fs";
 import { mkdtemp, writeFile } from "node:fs/promises";
 import { removeDir } from "../support/chaos-host.js";
 import { tmpdir } from "node:os";
@@ -32,11 +33,10 @@ const LIVENESS = { probeIntervalMs: 300, probeTimeoutMs: 1_500, qosWindowSeconds
 /** A busy provider (another attestor's challenge computing) is tried again at the next scan, and never fails for it here. */
 const ROLE = { scheduleIntervalMs: 1_000 };
 /**
- * How long the second provider's runner holds each challenge until attestor 6 is killed: the
- * window in which its challenger is killed. Challenges after the kill are not held (the runner
- * reads the delay from a file at each challenge): the others' checks and the restarted attestor's
- * need no window, and each held one cost 2.5 s and, to the attestor that found the runner busy,
- * a retry.
+ * How long the second provider's runner holds attestor 6's challenge: the window in which it is
+ * killed. The others' challenges and any after the kill are not held (the runner reads a file the
+ * test writes: slow-challenge-runner.mjs): they need no window, and each held one cost 2.5 s and,
+ * to an attestor that met the runner busy meanwhile, a retry.
  */
 const SLOW_CHALLENGE_MS = 2_500;
 const SLOW_RUNNER = path.join(path.dirname(fileURLToPath(import.meta.url)), "../support/slow-challenge-runner.mjs");
@@ -153,12 +153,15 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
     // Killed on the provider's log line, as it comes (the challenge may start before the node prints ready).
     const victim = a;
     let killed: { challengeId: unknown; exited: Promise<void> } | undefined;
+    // The other attestors' challenges, when they reach the runner first, are let through at once (held, each cost
+    // 2.5 s and a retry to the attestor that met the runner busy); after the kill none is held.
+    const delayFile = path.join(dir, "slow-challenge-ms");
     const killOnChallenge = (line: string) => {
       const [entry] = logEntries([line]);
-      if (killed || entry?.msg !== "Challenge computing" || String(entry.attestor).toLowerCase() !== victim.ready.address.toLowerCase()) return;
+      if (killed || entry?.msg !== "Challenge computing") return;
+      if (String(entry.attestor).toLowerCase() !== victim.ready.address.toLowerCase()) return appendFileSync(delayFile, `\n${String(entry.challengeId)}`);
       killed = { challengeId: entry.challengeId, exited: victim.kill("SIGKILL") };
     };
-    const delayFile = path.join(dir, "slow-challenge-ms");
     await writeFile(delayFile, String(SLOW_CHALLENGE_MS));
     p2 = await startProvider(2, { attest: { runner: { kind: "external", command: process.execPath, args: [SLOW_RUNNER, delayFile] } } }, killOnChallenge);
     wallets.push(...(await watchWallets(devnet, [{ address: p2.ready.address, role: "provider" }])));
