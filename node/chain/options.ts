@@ -20,5 +20,11 @@ export const chainOptionsSchema = z.strictObject({
    * devnet and chains with instant finality; see docs/configuration.md for others.
    */
   confirmations: z.number().int().min(0).max(1_000).default(0),
+  /**
+   * With confirmations above 0: how long a provider holds a renter's request about a lease whose
+   * block is not yet that deep before it answers LeaseNotConfirmedError (the renter sends again).
+   * Within the renter protocols' 10 s deadline.
+   */
+  confirmationWaitMs: z.number().int().min(0).max(9_000).default(6_000),
 });
 export type ChainOptions = z.output<typeof chainOptionsSchema>;

@@ -210,6 +210,7 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
       logger: logger.child({ part: "leases" }),
       outputs,
       confirmations: Number(daemon.follower.confirmations),
+      confirmationWaitMs: daemon.config.chain.confirmationWaitMs,
       sealing: { ring: sealing, chainId: deployment.chainId },
       inputs: providerInputs(daemon.data, daemon.config.dataDir, isolation.sandboxed, logger),
     });

@@ -6,7 +6,8 @@
  * challenges. Every case ends with the money check (chaos.ts `checkLedger`).
  */
 import assert from "node:assert/strict";
-import { mkdtemp } from "node:fs/promises";
+import { appendFileSync } from "node:fs";
+import { mkdtemp, writeFile } from "node:fs/promises";
 import { removeDir } from "../support/chaos-host.js";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -31,7 +32,12 @@ const ATTESTORS = [6, 7, 8] as const;
 const LIVENESS = { probeIntervalMs: 300, probeTimeoutMs: 1_500, qosWindowSeconds: 3, minFailedProbes: 2, backupSubmitDelayMs: 2_000 };
 /** A busy provider (another attestor's challenge computing) is tried again at the next scan, and never fails for it here. */
 const ROLE = { scheduleIntervalMs: 1_000 };
-/** How long the second provider's runner holds each challenge: the window in which its challenger is killed. */
+/**
+ * How long the second provider's runner holds attestor 6's challenge: the window in which it is
+ * killed. The others' challenges and any after the kill are not held (the runner reads a file the
+ * test writes: slow-challenge-runner.mjs): they need no window, and each held one cost 2.5 s and,
+ * to an attestor that met the runner busy meanwhile, a retry.
+ */
 const SLOW_CHALLENGE_MS = 2_500;
 const SLOW_RUNNER = path.join(path.dirname(fileURLToPath(import.meta.url)), "../support/slow-challenge-runner.mjs");
 
@@ -147,16 +153,22 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
     // Killed on the provider's log line, as it comes (the challenge may start before the node prints ready).
     const victim = a;
     let killed: { challengeId: unknown; exited: Promise<void> } | undefined;
+    // The other attestors' challenges, when they reach the runner first, are let through at once (held, each cost
+    // 2.5 s and a retry to the attestor that met the runner busy); after the kill none is held.
+    const delayFile = path.join(dir, "slow-challenge-ms");
     const killOnChallenge = (line: string) => {
       const [entry] = logEntries([line]);
-      if (killed || entry?.msg !== "Challenge computing" || String(entry.attestor).toLowerCase() !== victim.ready.address.toLowerCase()) return;
+      if (killed || entry?.msg !== "Challenge computing") return;
+      if (String(entry.attestor).toLowerCase() !== victim.ready.address.toLowerCase()) return appendFileSync(delayFile, `\n${String(entry.challengeId)}`);
       killed = { challengeId: entry.challengeId, exited: victim.kill("SIGKILL") };
     };
-    p2 = await startProvider(2, { attest: { runner: { kind: "external", command: process.execPath, args: [SLOW_RUNNER, String(SLOW_CHALLENGE_MS)] } } }, killOnChallenge);
+    await writeFile(delayFile, String(SLOW_CHALLENGE_MS));
+    p2 = await startProvider(2, { attest: { runner: { kind: "external", command: process.execPath, args: [SLOW_RUNNER, delayFile] } } }, killOnChallenge);
     wallets.push(...(await watchWallets(devnet, [{ address: p2.ready.address, role: "provider" }])));
     const m2 = p2.ready.machines[0]!.machineId;
     const kill = await waitFor("attestor 6 killed mid-challenge", () => killed, { timeoutMs: 40_000, intervalMs: 20 });
     await kill.exited;
+    await writeFile(delayFile, "0");
     // The provider sees the stream close and stops that compute at once (no busy GPU until the cutoff).
     await waitForLine(p2.stderr, "Challenge compute stopped: the attestor went away", (entry) => entry.challengeId === kill.challengeId, { timeoutMs: 20_000 });
 
@@ -169,7 +181,7 @@ describe("chaos: attestors SIGKILLed, down and partitioned (three attestors, quo
       );
     for (const { attestor } of [attestorB(), attestorC()]) {
       await waitFor("the other attestors' passes of the second provider", async () => (await attestor.results.latest(m2))?.outcome === "pass", {
-        timeoutMs: 90_000, // two challenges in turn, each up to the slow runner's delay plus compute: slower on a loaded host
+        timeoutMs: 90_000, // two challenges in turn, after the dead attestor's held one: slower on a loaded host
         intervalMs: 100,
         state: records,
       });

@@ -106,7 +106,11 @@ describe("chaos: RPC errors and stale blocks, a shallow reorg, a libp2p partitio
       rpcUrl: rpc.url,
       overrides: {
         log: { level: process.env.CHAOS_DEBUG ? "debug" : "info" },
-        chain: { confirmations: CONFIRMATIONS },
+        // A request about a lease not yet confirmed is refused after 3 s rather than 6 s: the SDK
+        // cases mine the confirmations only once the node refused, to make the SDK send again. The
+        // reorg case's orphan request is still held when its block is reverted (about 1 s in), so
+        // it is refused as a lease that no longer exists.
+        chain: { confirmations: CONFIRMATIONS, confirmationWaitMs: 3_000 },
         provider: { inventory: { source: "declared", declared: [{ model: "A100-80GB", count: UNITS, region: "eu-west" }] } },
       },
     });

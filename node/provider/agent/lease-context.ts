@@ -46,6 +46,8 @@ export type LeaseControllerContext = {
    * from the lease as it is this many blocks below the head (default 0: the latest block).
    */
   confirmations?: number;
+  /** chain.confirmationWaitMs: how long such a request waits for the lease's block to be that deep (default 6 s). */
+  confirmationWaitMs?: number;
   /** Opens secret env values sealed to this node's key (common/sealed.ts). */
   sealing?: { ring: SealingKeyRing; chainId: number };
   /** Task inputs through the node's data plane (task-inputs.ts); absent: tasks with inputs are refused. */

@@ -42,7 +42,8 @@ const ZERO_DIGEST = `0x${"0".repeat(64)}` as Hex;
 const FINISHED_TASKS_KEPT = 64;
 /**
  * How long a renter request about a lease whose block is not yet confirmed (chain.confirmations)
- * waits for it before it is answered LeaseNotConfirmedError: within the protocols' 10 s deadline.
+ * waits for it before it is answered LeaseNotConfirmedError, unless chain.confirmationWaitMs says
+ * otherwise: within the protocols' 10 s deadline.
  */
 const CONFIRMATION_WAIT_MS = 6_000;
 /** Most plans in one reconcile pass: a pass plans again only after a restart's recovery. */
@@ -178,7 +179,7 @@ export class LeaseController implements LeaseHost {
       await this.ctx.verifier.accept(auth);
       return known;
     }
-    const view = await this.lookup.forRenter(leaseId, signer, () => notAuthorized(leaseId), CONFIRMATION_WAIT_MS);
+    const view = await this.lookup.forRenter(leaseId, signer, () => notAuthorized(leaseId), this.ctx.confirmationWaitMs ?? CONFIRMATION_WAIT_MS);
     await this.ctx.verifier.accept(auth);
     const record = await this.recordOpened(leaseId, () => Promise.resolve(view), 0n, true);
     if (!record) throw notAuthorized(leaseId);
