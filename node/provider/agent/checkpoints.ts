@@ -19,6 +19,7 @@ import type { TypedDataDomain } from "viem";
 import { Level } from "level";
 import { signCheckpoint, type SignedCheckpoint } from "../../../common/attest/checkpoint.js";
 import type { TypedDataSigner } from "../../../common/chain/sign.js";
+import { runDetached } from "../../../common/detached.js";
 import { SuanliError } from "../../../common/errors.js";
 import { parseTagged, stringifyTagged } from "../../../common/json.js";
 import type { DataStore } from "../../data/store.js";
@@ -42,8 +43,15 @@ export type CheckpointBookOptions = {
   data: DataStore;
   dataDir: string;
   maxBytes: number;
+  /** How long a lease's records and pinned CIDs stay after its task ended (data.checkpointRetentionSeconds). */
+  retentionSeconds: number;
+  /** How often the retention sweep runs (default every 5 minutes). */
+  sweepIntervalMs?: number;
   logger: Logger;
 };
+
+/** Keys `ended/<lease>/` → the unix ms its task ended: where the retention sweep looks. */
+const ENDED = "ended/";
 
 type Signer = { account: TypedDataSigner; domain: TypedDataDomain };
 
@@ -55,15 +63,57 @@ function keyOf(leaseId: bigint, seq?: bigint): string {
 export class CheckpointBook {
   private readonly db: Level<string, string>;
   private opened: Promise<void> | undefined;
+  private closed = false;
   private readonly errors = new Map<bigint, CheckpointError>();
   private readonly queues = new Map<bigint, Promise<unknown>>();
   private readonly timers = new Map<bigint, NodeJS.Timeout>();
   /** Running tasks' workspaces, for the snapshot at a preemption notice; `notice`: that snapshot was started. */
   private readonly running = new Map<bigint, { workspace: string; signer: Signer; notice: boolean }>();
 
+  private readonly sweepTimer: NodeJS.Timeout;
+
   constructor(private readonly options: CheckpointBookOptions) {
     this.db = new Level<string, string>(path.join(options.dataDir, "data", "checkpoints"));
     options.data.onStop.push(() => this.close());
+    this.sweepTimer = setInterval(() => runDetached(this.sweep(), options.logger, "Sweeping checkpoints past their retention"), options.sweepIntervalMs ?? 300_000);
+    this.sweepTimer.unref();
+  }
+
+  get retentionSeconds(): number {
+    return this.options.retentionSeconds;
+  }
+
+  /** The lease's task ended (after its end snapshot): its checkpoints go `retentionSeconds` after `at`. */
+  async ended(leaseId: bigint, at = Date.now()): Promise<void> {
+    await this.open();
+    await this.db.put(`${ENDED}${keyOf(leaseId)}`, String(at));
+  }
+
+  /**
+   * Removes the checkpoints of every lease whose task ended `retentionSeconds` or more before `now`:
+   * its records (no longer served) and its pinned CIDs (unpinned: the blocks go at the data plane's
+   * next garbage collection unless something else pins them). Returns the leases swept.
+   */
+  async sweep(now = Date.now()): Promise<bigint[]> {
+    if (this.closed) return [];
+    await this.open();
+    const due: bigint[] = [];
+    for await (const [key, value] of this.db.iterator({ gte: ENDED, lt: `${ENDED.slice(0, -1)}0` })) {
+      if (Number(value) + this.options.retentionSeconds * 1000 <= now) due.push(BigInt(key.slice(ENDED.length, -1)));
+    }
+    for (const leaseId of due) {
+      const all = await this.records(leaseId);
+      // The older ones were unpinned as newer ones came (unpinOlder).
+      for (const signed of all.slice(-PINNED_PER_LEASE)) {
+        await this.options.data.unpin(signed.record.cid).catch((error: unknown) => {
+          this.options.logger.debug("Cannot unpin a checkpoint past its retention", { leaseId, cid: signed.record.cid, error: String(error) });
+        });
+      }
+      await this.db.batch([...all.map((signed) => ({ type: "del" as const, key: keyOf(leaseId, signed.record.seq) })), { type: "del" as const, key: `${ENDED}${keyOf(leaseId)}` }]);
+      this.errors.delete(leaseId);
+      this.options.logger.info("Checkpoints past their retention removed", { leaseId, records: all.length, retentionSeconds: this.options.retentionSeconds });
+    }
+    return due;
   }
 
   private async open(): Promise<void> {
@@ -97,15 +147,17 @@ export class CheckpointBook {
   /**
    * At the start of a preemption notice: one snapshot of the running task's checkpoint folder, so
    * the task's state as the notice began is saved even when the end snapshot never comes (the
-   * provider dies during the notice). The task runs on until the notice ends; its end snapshot
-   * follows as usual. Called again for the same lease (every pass of the lease loop sees the
-   * notice), it takes no second one. Undefined for a lease with no running task.
+   * provider dies during the notice). Queued behind a snapshot in progress; the task runs on until
+   * the notice ends, and its end snapshot follows as usual. Called again for the same lease (every
+   * pass of the lease loop sees the notice), it takes no second one; a lease with no running task
+   * gets none.
    */
-  snapshotAtNotice(leaseId: bigint): Promise<SignedCheckpoint | undefined> | undefined {
+  snapshotAtNotice(leaseId: bigint): void {
     const task = this.running.get(leaseId);
-    if (!task || task.notice) return undefined;
+    if (!task || task.notice) return;
     task.notice = true;
-    return this.snapshot(leaseId, task.workspace, task.signer, "notice");
+    this.options.logger.info("A checkpoint at the preemption notice", { leaseId });
+    runDetached(this.snapshot(leaseId, task.workspace, task.signer, "notice"), this.options.logger, "A checkpoint at the preemption notice", { leaseId });
   }
 
   /** Snapshots every `periodMs` until stopPeriodic (or the lease's final snapshot). */
@@ -196,6 +248,8 @@ export class CheckpointBook {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.sweepTimer);
     for (const leaseId of [...this.timers.keys()]) this.stopPeriodic(leaseId);
     await Promise.allSettled([...this.queues.values()]);
     if (this.opened) await this.db.close();

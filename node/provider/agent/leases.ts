@@ -40,11 +40,7 @@ export type { LeaseControllerContext } from "./lease-context.js";
 const ZERO_DIGEST = `0x${"0".repeat(64)}` as Hex;
 /** Finished tasks whose logs stay readable in memory. */
 const FINISHED_TASKS_KEPT = 64;
-/**
- * How long a renter request about a lease whose block is not yet confirmed (chain.confirmations)
- * waits for it before it is answered LeaseNotConfirmedError, unless chain.confirmationWaitMs says
- * otherwise: within the protocols' 10 s deadline.
- */
+/** How long a request about a lease not yet confirmed waits before LeaseNotConfirmedError, unless chain.confirmationWaitMs says otherwise. */
 const CONFIRMATION_WAIT_MS = 6_000;
 /** Most plans in one reconcile pass: a pass plans again only after a restart's recovery. */
 const PLANS_PER_PASS = 3;
@@ -400,12 +396,7 @@ export class LeaseController implements LeaseHost {
       case "preempt-task":
         logger.info("Lease preempted: the task runs until the notice ends", { leaseId, stopAt: view.stopAt, noticeMs: action.noticeMs });
         runDetached(this.ctx.capacity.preempt(this.units.taskId(leaseId), action.noticeMs), undefined, "Preempting a task");
-        // The task's state as the notice begins, saved now (queued behind a snapshot in progress): it
-        // outlives a provider that dies during the notice. The end snapshot still follows.
-        {
-          const atNotice = checkpointBook(this.ctx.inputs)?.snapshotAtNotice(leaseId);
-          if (atNotice) runDetached(atNotice, logger, "A checkpoint at the preemption notice", { leaseId });
-        }
+        checkpointBook(this.ctx.inputs)?.snapshotAtNotice(leaseId); // the task's state as the notice begins (checkpoints.ts)
         // Not aborted: a preparation in flight finishes into a stopped task.
         if (live) live.abortReason = "lease-ended";
         return record;
