@@ -29,7 +29,6 @@
  */
 import { createWriteStream, type WriteStream } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { peerIdFromPrivateKey } from "@libp2p/peer-id";
@@ -43,6 +42,8 @@ import { createClient, type SuanliClient } from "../sdk/index.js";
 import { startBundleServer, type ServedBundle } from "../test/support/bundles.js";
 import { checkLedger, RpcProxy, watchWallets, type LedgerReport } from "../test/support/chaos.js";
 import { startCli, type RunningCli } from "../test/support/cli.js";
+// A port picked below the ephemeral range; a node listens on it again after a restart.
+import { freePort } from "../test/support/ports.js";
 import { fund, fundedAccount, startDevnet, type Devnet } from "../test/support/devnet.js";
 import { testProviderConfig } from "../test/support/provider.js";
 import { ProviderProcess } from "../test/support/provider-process.js";
@@ -84,18 +85,6 @@ function isTransportError(error: unknown): boolean {
     if (isTransientRpcError(cause)) return true;
   }
   return false;
-}
-
-/** A free TCP port on 127.0.0.1 (a node listens on it again after a restart). */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /**
