@@ -105,6 +105,7 @@ describe("the failure backoff is per machine and never holds an in-lease check (
     });
     const lease = await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, leaseId);
     assert.equal(lease.status, "Ended");
-    assert.equal(a.attestor.faults!.get(leaseId, FaultKind.capacity)?.status, "landed");
+    // A's own record follows once it has seen the landing (B may have sent it; under load that comes after the chain's state).
+    await waitFor("A's record of the fault to say landed", () => a.attestor.faults!.get(leaseId, FaultKind.capacity)?.status === "landed", { timeoutMs: 30_000, intervalMs: 200 });
   });
 });
