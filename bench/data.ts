@@ -174,7 +174,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const workspace = path.join(root, "workspace");
     await mkdir(path.join(workspace, "checkpoint"), { recursive: true });
     await writeRandom(path.join(workspace, "checkpoint", "model.bin"), checkpointMb * MB);
-    const book = new CheckpointBook({ data: a.store, dataDir: a.dataDir, maxBytes: (checkpointMb + 1) * MB, logger: silentLogger() });
+    const book = new CheckpointBook({ data: a.store, dataDir: a.dataDir, maxBytes: (checkpointMb + 1) * MB, retentionSeconds: 86_400, logger: silentLogger() });
     const signer = { account: privateKeyToAccount(generatePrivateKey()), domain: suanliDomain(31337, "0x0000000000000000000000000000000000000001") };
     const snap = await sampled(() => book.snapshot(1n, workspace, signer, "end"));
     if (!snap.value) throw new Error(`The checkpoint snapshot failed: ${book.lastError(1n)?.message ?? "no record"}`);

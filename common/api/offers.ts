@@ -108,10 +108,10 @@ export const offerViewSchema = z.strictObject({
       'CPU cores, host memory (MiB) and disk (MiB) each unit comes with, as the provider\'s runtime enforces them: a lease of N units gets N times these (docs/provider.md, "Resources per GPU"). Absent when the provider declares none (its node runs without resource bounds, or predates them).',
     ),
   retention: z
-    .strictObject({ outputSeconds: uint32Schema })
+    .strictObject({ outputSeconds: uint32Schema, checkpointSeconds: uint32Schema.optional() })
     .optional()
     .describe(
-      'How long the provider keeps a lease\'s output folder (downloadable, and pinned by CID when its data plane is on) after the task ends; 0: not kept (docs/data.md, "Retention"). Absent when the provider predates it.',
+      'How long the provider keeps a lease\'s output folder (downloadable, and pinned by CID when its data plane is on) after the task ends; 0: not kept; and, as checkpointSeconds, its checkpoints (records served, newest two CIDs pinned), stated only when its tasks can checkpoint (docs/data.md, "Retention"). Absent when the provider predates it.',
     ),
   leaseChecks: z
     .strictObject({ shareBps: uint16Schema })

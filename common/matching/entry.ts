@@ -54,6 +54,8 @@ export type OfferEntry = {
   readonly resources: HostResources | null;
   /** How long the provider keeps a lease's output after its task ends (the offer's `retention`); null when it states none. */
   readonly outputRetentionSeconds: number | null;
+  /** How long it keeps a lease's checkpoints after its task ends (`retention.checkpointSeconds`); null when it states none (no checkpoints, or an older node). */
+  readonly checkpointRetentionSeconds: number | null;
   readonly capacity: {
     /** Units with no lease. */
     readonly freeUnits: number;
@@ -180,6 +182,7 @@ export function offerEntryFromMessage(message: OfferMessage, knowledge: OfferKno
     },
     resources: message.resources ?? null,
     outputRetentionSeconds: message.retention?.outputSeconds ?? null,
+    checkpointRetentionSeconds: message.retention?.checkpointSeconds ?? null,
     capacity: {
       freeUnits: capacity.freeUnits,
       onDemandUnits: capacity.onDemandUnits,

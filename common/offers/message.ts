@@ -108,11 +108,13 @@ export const MAX_OUTPUT_RETENTION_SECONDS = 7_776_000;
 /**
  * How long the provider keeps what a lease leaves behind (docs/data.md "Retention"): its output
  * folder, downloadable and pinned by CID, for `outputSeconds` after the task ends
- * (provider.outputs.retentionSeconds; 0: not kept). Checkpoints are not covered: a provider keeps
- * each lease's newest two checkpoint CIDs pinned with no expiry.
+ * (provider.outputs.retentionSeconds; 0: not kept), and its checkpoints (the newest two CIDs
+ * pinned, every signed record served) for `checkpointSeconds` after the task ends
+ * (data.checkpointRetentionSeconds; stated only by a provider whose tasks can checkpoint).
  */
 export const dataRetentionSchema = z.strictObject({
   outputSeconds: z.number().int().min(0).max(MAX_OUTPUT_RETENTION_SECONDS),
+  checkpointSeconds: z.number().int().min(0).max(MAX_OUTPUT_RETENTION_SECONDS).optional(),
 });
 export type DataRetention = z.output<typeof dataRetentionSchema>;
 

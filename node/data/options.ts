@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { MAX_OUTPUT_RETENTION_SECONDS } from "../../common/offers/message.js";
 
 const MiB = 1024 ** 2;
 const GiB = 1024 ** 3;
@@ -64,6 +65,17 @@ export const dataOptionsSchema = z.strictObject({
     .int()
     .min(1024)
     .default(10 * GiB),
+  /**
+   * How long a lease's checkpoints stay after its task ends (docs/data.md, "Retention"): its signed
+   * records served and its newest two CIDs pinned; then both go (the records from level, the CIDs
+   * unpinned). Every offer of a node whose tasks can checkpoint states it (`retention.checkpointSeconds`).
+   */
+  checkpointRetentionSeconds: z
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_OUTPUT_RETENTION_SECONDS, "at most 7776000 seconds (90 days)")
+    .default(7 * 86_400),
   /** How long a fetch waits for a CID's blocks before giving up (DataNotFoundError). */
   fetchTimeoutMs: z.number().int().min(100).max(86_400_000).default(300_000),
   /** Per-peer bounds on what this node serves over bitswap. */

@@ -168,6 +168,8 @@ export async function startProviderAgent(daemon: Daemon, agentOptions: ProviderA
         return lowest;
       },
       resources: announcedResources(options.runtime.bounds, inventory, (warning) => logger.warn(warning)),
+      // Stated only where tasks can checkpoint: a data plane and sandboxed tasks (providerInputs below).
+      checkpointRetentionSeconds: daemon.data && isolation.sandboxed ? daemon.data.options.checkpointRetentionSeconds : undefined,
       logger,
     });
     cleanups.push(() => market.close());

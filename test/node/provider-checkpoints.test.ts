@@ -5,12 +5,14 @@
  * a second lease resumes from the newest.
  */
 import assert from "node:assert/strict";
-import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { CheckpointSignatureError, checkpointToWire, signCheckpoint, verifyCheckpoints } from "../../common/attest/checkpoint.js";
 import { stringifyTagged } from "../../common/json.js";
+import { silentLogger } from "../../node/log/logger.js";
+import { CheckpointBook } from "../../node/provider/agent/checkpoints.js";
 import { detectBubblewrap } from "../../node/provider/runtime/sandbox.js";
 import { startBundleServer, type BundleServer, type ServedBundle } from "../support/bundles.js";
 import { startDevnet, type Devnet } from "../support/devnet.js";
@@ -234,6 +236,41 @@ describe("provider: checkpoints signed and served, and resume from one", functio
       );
     } finally {
       await preemptor.close();
+    }
+  });
+
+  it("checkpoints stay for the retention the offers state, then go: records no longer served, their CIDs unpinned; a lease whose task has not ended keeps them", async () => {
+    const offer = await waitFor("the machine's offer", () => provider.daemon.offers.publisher!.current(machineId));
+    assert.equal(offer.retention?.checkpointSeconds, 7 * 86_400, "the default data.checkpointRetentionSeconds, stated in the offer");
+    // A book of its own on the provider's data plane, with an hour's retention, so that the sweep's clock can be moved.
+    const book = new CheckpointBook({ data: provider.daemon.data!, dataDir: path.join(root, "retention"), maxBytes: 1 << 20, retentionSeconds: 3_600, logger: silentLogger() });
+    try {
+      const signer = { account: privateKeyToAccount(generatePrivateKey()), domain: renter.domain };
+      const snapshot = async (leaseId: bigint, state: string) => {
+        const workspace = path.join(root, `retention-${leaseId}`);
+        await mkdir(path.join(workspace, "checkpoint"), { recursive: true });
+        await writeFile(path.join(workspace, "checkpoint", "state"), `${state}\n`);
+        const signed = await book.snapshot(leaseId, workspace, signer, "end");
+        assert.ok(signed, book.lastError(leaseId)?.message);
+        return signed.record.cid;
+      };
+      const pinned = async (cid: string) => (await provider.daemon.data!.list()).some((entry) => entry.cid === cid && entry.pinned);
+      // Two of lease 7 (one after the other: the same folder), one of lease 8.
+      const ended = [await snapshot(7n, `retention ${Date.now()} a`), await snapshot(7n, `retention ${Date.now()} b`)];
+      const running = await snapshot(8n, `retention ${Date.now()} c`);
+      const endedAt = 1_000_000;
+      await book.ended(7n, endedAt);
+      assert.deepEqual(await book.sweep(endedAt + 3_600_000 - 1), [], "a millisecond before the hour is over");
+      assert.equal((await book.records(7n)).length, 2);
+      assert.ok((await Promise.all(ended.map(pinned))).every(Boolean), "both pinned while kept");
+      assert.deepEqual(await book.sweep(endedAt + 3_600_000), [7n], "the hour is over");
+      assert.deepEqual(await book.records(7n), []);
+      assert.deepEqual(await Promise.all(ended.map(pinned)), [false, false], "its CIDs unpinned");
+      assert.equal((await book.records(8n)).length, 1, "lease 8's task has not ended: kept");
+      assert.equal(await pinned(running), true);
+      assert.deepEqual(await book.sweep(endedAt + 3_600_000), [], "nothing left to sweep");
+    } finally {
+      await book.close();
     }
   });
 

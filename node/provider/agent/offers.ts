@@ -43,6 +43,8 @@ export type MachineMarketOptions = {
   lowestBid: (machineId: number) => bigint | null;
   /** CPU cores, memory and disk per unit the runtime enforces, declared in every offer; absent: none. */
   resources?: HostResources;
+  /** How long a lease's checkpoints stay after its task ends (data.checkpointRetentionSeconds); absent: this node's tasks cannot checkpoint. */
+  checkpointRetentionSeconds?: number;
   logger: Logger;
 };
 
@@ -245,7 +247,10 @@ export class MachineMarket {
         attestations: this.attestations.get(machineId) ?? [],
         leaseChecks: { shareBps: this.ctx.options.terms.leaseCheckShareBps },
         ...(this.ctx.resources ? { resources: this.ctx.resources } : {}),
-        retention: { outputSeconds: this.ctx.options.outputs.retentionSeconds },
+        retention: {
+          outputSeconds: this.ctx.options.outputs.retentionSeconds,
+          ...(this.ctx.checkpointRetentionSeconds !== undefined ? { checkpointSeconds: this.ctx.checkpointRetentionSeconds } : {}),
+        },
       });
       await publisher.set(offerOf(0, onDemand));
       // Reserved terms: one signed offer per tier, with the same free units.

@@ -24,7 +24,13 @@ export type ProviderInputs = ({ cache: InputCache; fetchTimeoutMs: number; check
 export function providerInputs(data: DataStore | undefined, dataDir: string, sandboxed: boolean, logger: Logger = silentLogger()): ProviderInputs {
   if (!data) return { refusal: "its data plane is off (data.enabled is false)" };
   if (!sandboxed) return { refusal: 'it runs tasks unsandboxed (provider.runtime.sandbox "none"): there is no mount namespace to mount inputs in', data };
-  const checkpoints = new CheckpointBook({ data, dataDir, maxBytes: data.options.checkpointMaxBytes, logger: logger.child({ part: "checkpoints" }) });
+  const checkpoints = new CheckpointBook({
+    data,
+    dataDir,
+    maxBytes: data.options.checkpointMaxBytes,
+    retentionSeconds: data.options.checkpointRetentionSeconds,
+    logger: logger.child({ part: "checkpoints" }),
+  });
   return { cache: new InputCache(data, dataDir), fetchTimeoutMs: data.options.fetchTimeoutMs, checkpoints, data };
 }
 

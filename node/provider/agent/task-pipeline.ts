@@ -213,6 +213,8 @@ export class TaskPipeline {
     book?.stopPeriodic(leaseId);
     book?.untrack(leaseId);
     await book?.snapshot(leaseId, handle.workspace, this.signer(), "end");
+    // From now on the retention period runs (data.checkpointRetentionSeconds).
+    await book?.ended(leaseId).catch((error: unknown) => host.ctx.logger.warn("Cannot record a task's end for its checkpoints' retention", { leaseId, error: String(error) }));
     // Data plane on: the output is pinned by CID and the completion signs the CID's digest (issue 36).
     const published =
       ended.outputDigestSource === "output-dir"
