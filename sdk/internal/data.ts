@@ -74,11 +74,32 @@ export const cidSchema = z
 
 export { parseInput };
 
-/** Sends a request to a node's data route; a refusal throws DataRequestError under the node's error name. */
+/**
+ * The connection was reset before any answer: what fetch reports when it reuses a kept-alive
+ * connection the node closed at that moment (its keep-alive timeout, api.limits.keepAliveTimeoutMs).
+ */
+function resetBeforeAnswer(error: unknown): boolean {
+  const code = (error as { cause?: { code?: unknown } } | null)?.cause?.code;
+  return code === "ECONNRESET" || code === "EPIPE" || code === "UND_ERR_SOCKET";
+}
+
+/**
+ * Sends a request to a node's data route; a refusal throws DataRequestError under the node's error
+ * name. A request whose connection was reset before any answer is sent once more, on a new
+ * connection, when that is safe: its body can be sent again (none, text or bytes; not a stream) and
+ * it is not a DELETE (removing twice would answer that nothing is there).
+ */
 export async function dataRequest(nodeUrl: string, route: string, init: RequestInit & { duplex?: "half" } = {}): Promise<Response> {
   let response: Response;
+  const repeatable =
+    (init.method ?? "GET").toUpperCase() !== "DELETE" && (init.body === undefined || init.body === null || typeof init.body === "string" || init.body instanceof Uint8Array);
   try {
-    response = await fetch(new URL(route, nodeUrl), init);
+    try {
+      response = await fetch(new URL(route, nodeUrl), init);
+    } catch (error) {
+      if (!repeatable || init.signal?.aborted || !resetBeforeAnswer(error)) throw error;
+      response = await fetch(new URL(route, nodeUrl), init);
+    }
   } catch (error) {
     if (init.signal?.aborted) throw init.signal.reason ?? error;
     throw new DataRequestError(`Cannot reach the node at ${nodeUrl}`, {
