@@ -15,7 +15,6 @@ import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
 import { signCommit, verifyCommitFraud, type CommitFraudProof } from "../../common/attest/commit.js";
 import { recoverFaultSigner } from "../../common/attest/liveness.js";
 import { challengeProfileSchema } from "../../common/attest/params.js";
-import { recomputeRowsInline } from "../../common/attest/verify.js";
 import { signFault } from "../../common/chain/sign.js";
 import { faultAnswerSchema, type FaultAnswer, type FaultTranscript } from "../../common/attest/wire.js";
 import { computeCollateral, readLease } from "../../common/chain/market.js";
@@ -51,13 +50,8 @@ const FAULT_MIN_CREDIT_BPS = 2_000;
 /** The share the test providers announce: 10 %, the most an offer may. */
 const SHARE_BPS = 1_000;
 const LIVENESS = { probeIntervalMs: 400, probeTimeoutMs: 2_000, qosWindowSeconds: 30, minFailedProbes: 2, backupSubmitDelayMs: 3_000 };
-/**
- * Checks looked at often, with the smallest first-check cost (100 ms) so the first one comes within
- * seconds of the lease: at this attestor's 5 % part of the share (10 % over two attestors) the budget
- * allows it 2 s into the lease, after a wait drawn with a 2 s mean. The next waits follow the
- * measured cost c: the budget allows the second check 2c / 5 % = 40c into the lease.
- */
-const LEASE_CHECKS = { tickMs: 200, assumedChallengeMs: 100 };
+/** Checks looked at often, with a small first-check cost so the first one comes within seconds of the lease. */
+const LEASE_CHECKS = { tickMs: 200, assumedChallengeMs: 300 };
 /** A first check assumed to cost 10 min: at a 10 % share the lease allows it after 100 min, so this attestor never checks during the test. */
 const NO_OWN_CHECKS = { tickMs: 200, assumedChallengeMs: 600_000 };
 /**
@@ -66,11 +60,6 @@ const NO_OWN_CHECKS = { tickMs: 200, assumedChallengeMs: 600_000 };
  * answer is tried again at the next scan, which by default comes a minute later.
  */
 const SCAN = { scheduleIntervalMs: 1_000 };
-/**
- * The attestors check opened rows in their own thread (a light check opens a few rows of 64
- * columns: milliseconds) rather than on a worker pool each that starts at its first check.
- */
-const VERIFY = { recompute: recomputeRowsInline };
 
 /** A runner that computes honestly until told to cheat (the machine is swapped for a slower or broken one mid-lease). */
 class SwitchRunner implements Runner {
@@ -98,10 +87,6 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
       wallClockBlocks: true,
     });
     cpu = new CpuRunner({ workers: 1 });
-    // Its worker thread started (about a second) before the first check: a check's measured cost
-    // sets how long the lease's budget makes the next wait (in-lease.ts), so a first check that
-    // paid the start-up would hold the second back some 40 times as long.
-    await cpu.recompute({ seed: new Uint8Array(32), cols: 64, rounds: 2, indices: [0] });
   });
   after(async () => {
     await cpu?.close();
@@ -142,15 +127,10 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
       // The first attestor checks the lease often; the second's budget allows it no check of its own during the test.
       for (const [n, index] of ATTESTORS.entries()) {
         const bootstrap = [addrOf(provider.daemon), ...attestors.map((started) => addrOf(started.daemon))];
-        const started = await startAttestorDaemon(
-          devnet,
-          index,
-          {
-            p2p: { bootstrap },
-            attest: { liveness: LIVENESS, leaseChecks: n === 0 ? LEASE_CHECKS : NO_OWN_CHECKS, attestor: SCAN },
-          },
-          VERIFY,
-        );
+        const started = await startAttestorDaemon(devnet, index, {
+          p2p: { bootstrap },
+          attest: { liveness: LIVENESS, leaseChecks: n === 0 ? LEASE_CHECKS : NO_OWN_CHECKS, attestor: SCAN },
+        });
         nodes.push(started.daemon);
         attestors.push(started);
       }
@@ -255,12 +235,7 @@ describe("attestor role: in-lease capacity checks and capacity faults (issue 24,
       const { provider, machineId, leaseId } = await leasedProvider(2, cpu);
       nodes.push(provider.daemon);
       const { activatedAt } = await readLease(devnet.admin.publicClient, market, leaseId);
-      const honest = await startAttestorDaemon(
-        devnet,
-        ATTESTORS[1]!,
-        { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: LIVENESS, leaseChecks: LEASE_CHECKS } },
-        VERIFY,
-      );
+      const honest = await startAttestorDaemon(devnet, ATTESTORS[1]!, { p2p: { bootstrap: [addrOf(provider.daemon)] }, attest: { liveness: LIVENESS, leaseChecks: LEASE_CHECKS } });
       nodes.push(honest.daemon);
       const liarNode = await startTestDaemon(devnet);
       nodes.push(liarNode);

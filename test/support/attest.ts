@@ -11,7 +11,7 @@ import { bytesToHex, hexToBytes, type Hex } from "viem";
 import { computeAnswerRow, deriveMatrixKeys, generateMatrixB, rowToBytes } from "../../common/attest/arithmetic.js";
 import type { SignedAttestation } from "../../common/attest/attestation.js";
 import { MerkleTree, leafHash } from "../../common/attest/merkle.js";
-import { startAttestorService, type AttestorService, type StartAttestorServiceOptions } from "../../node/attest/service.js";
+import { startAttestorService, type AttestorService } from "../../node/attest/service.js";
 import { mountProviderAttestation, type ProviderAttestation } from "../../node/attest/provider-service.js";
 import type { ProviderMachine, ChallengeRecord } from "../../node/attest/challenge/index.js";
 import type { MemoryRunner, Runner, RunnerChallenge, RunnerCommitment } from "../../node/attest/runner/index.js";
@@ -84,17 +84,8 @@ export function testLogger(node: string): Logger {
   return level ? createLogger({ level, format: "pretty" }).child({ node }) : silentLogger();
 }
 
-/**
- * An attestor daemon (devnet account `index`, which must hold ATTESTOR_ROLE) running the attestor
- * role. `service.recompute`: a row verifier the test shares (and warmed), instead of a worker pool
- * of the attestor's own that starts at its first check.
- */
-export async function startAttestorDaemon(
-  devnet: Devnet,
-  index: number,
-  overrides: Record<string, unknown> = {},
-  service: StartAttestorServiceOptions = {},
-): Promise<{ daemon: TestDaemon; attestor: AttestorService }> {
+/** An attestor daemon (devnet account `index`, which must hold ATTESTOR_ROLE) running the attestor role. */
+export async function startAttestorDaemon(devnet: Devnet, index: number, overrides: Record<string, unknown> = {}): Promise<{ daemon: TestDaemon; attestor: AttestorService }> {
   const daemon = await startTestDaemon(
     devnet,
     merge({ chain: { privateKey: devnetPrivateKey(index) }, attest: { challenge: { preset: "cpu-devnet" }, runner: { workers: 1 } } }, overrides),
@@ -103,7 +94,7 @@ export async function startAttestorDaemon(
     },
   );
   try {
-    const attestor = await startAttestorService(daemon, service);
+    const attestor = await startAttestorService(daemon);
     daemon.attach(attestor);
     return { daemon, attestor };
   } catch (error) {
