@@ -94,15 +94,20 @@ describe("provider: checkpoints signed and served, and resume from one", functio
     const lines = (await renter.allLogs(provider.peer, leaseId)).map((line) => line.text);
     // The next test rents the same unit: wait until the node's completion has ended this lease on chain
     // (on a loaded CI host the next openLease once came before it and reverted).
+    await leaseEnded(leaseId);
+    return { leaseId, status, lines };
+  }
+
+  /** Waits until the lease has ended on chain, so that the next case can rent its units. */
+  async function leaseEnded(leaseId: bigint): Promise<void> {
     await waitFor(
-      "the lease to end on chain",
+      `lease ${leaseId} to end on chain`,
       async () => {
         const lease = await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, leaseId);
         return lease.status !== "Open" && lease.status !== "Active";
       },
       { timeoutMs: 60_000 },
     );
-    return { leaseId, status, lines };
   }
 
   let first: { leaseId: bigint; cid: string };
@@ -226,14 +231,7 @@ describe("provider: checkpoints signed and served, and resume from one", functio
       assert.deepEqual(states, ["running", "flushed"], "the state as the notice began, then what the task flushed on SIGTERM");
       // The on-demand lease runs a short task and ends, so that the units are free for the next case.
       assert.equal((await preemptor.sendTask(provider.peer, demandLease, { bundle: counter, command: "true" })).state, "accepted");
-      await waitFor(
-        "the on-demand lease to end on chain",
-        async () => {
-          const lease = await readLease(devnet.admin.publicClient, devnet.deployment.contracts.market!, demandLease);
-          return lease.status !== "Open" && lease.status !== "Active";
-        },
-        { timeoutMs: 60_000 },
-      );
+      await leaseEnded(demandLease);
     } finally {
       await preemptor.close();
     }
