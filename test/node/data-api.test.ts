@@ -236,7 +236,12 @@ describe("data API, SDK and CLI (suanli data add|pin|ls|rm|get)", function () {
 
     // B pins at most 1 MiB: the 2 MiB folder is fetched, refused, and not pinned.
     const large = await addData(folder, { nodeUrl: a.url });
-    await assert.rejects(pinData(large.cid, { nodeUrl: b.url, providers: [a.addr], timeoutMs: 20_000 }), { name: "DataQuotaError", status: 413 });
+    // (A failure says what came instead and when: CI once saw DataNotFoundError here and no more.)
+    const pinStarted = Date.now();
+    await assert.rejects(pinData(large.cid, { nodeUrl: b.url, providers: [a.addr], timeoutMs: 20_000 }), (error: Error & { status?: number }) => {
+      assert.deepEqual({ name: error.name, status: error.status }, { name: "DataQuotaError", status: 413 }, `${error.message} (after ${Date.now() - pinStarted} ms)`);
+      return true;
+    });
     assert.notEqual((await listData({ nodeUrl: b.url })).items.find((item) => item.cid === large.cid)?.pinned, true);
     const missing = CID.createV1(raw.code, await sha256.digest(randomBytes(32))).toString();
     await assert.rejects(pinData(missing, { nodeUrl: b.url, timeoutMs: 300 }), { name: "DataNotFoundError", status: 404 });
