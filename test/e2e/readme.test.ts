@@ -247,10 +247,14 @@ describe("README.md role sections, run as written (issue #22)", function () {
         `README has no block marked for the ${section} section`,
       );
     for (const block of marked) {
+      const started = Date.now();
       // The README's code, saved as the README says, never edited: placeholders are not allowed in it.
       if (block.file) writeFileSync(path.join(root, block.file), `${block.script}\n`);
       else if (block.background) await terminals.start(block);
       else await terminals.run(block);
+      // Where the section's time goes, in the CI log (this lane runs alone: its minutes add to CI's).
+      if (!block.file)
+        console.log(`      README line ${block.line} (terminal ${block.terminal}${block.background ? ", until ready" : ""}): ${((Date.now() - started) / 1000).toFixed(1)} s`);
     }
   }
 
