@@ -18,7 +18,11 @@ import { TestRenter } from "../support/renter.js";
 import { startRenterMarket, type RenterMarket } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
 
-/** Answers with its replica's NAME; /health fails while it is sick; /down closes its port for a while. */
+/**
+ * Answers with its replica's NAME; /health fails while it is sick; /down closes its port for a while.
+ * SIGTERM (a preemption notice begins) drains it, as a server should: no new connections, the open
+ * streams finish, then it exits; a second SIGTERM (the notice's end) exits at once.
+ */
 const SERVER_JS = `
 const http = require("node:http");
 const port = Number(process.argv[2]);
@@ -51,9 +55,15 @@ const server = http.createServer((req, res) => {
   res.end(name);
 });
 server.listen(port, "127.0.0.1", () => console.log("listening on " + port));
+let draining = false;
+process.on("SIGTERM", () => {
+  if (draining) process.exit(0);
+  draining = true;
+  server.close(() => process.exit(0));
+});
 `;
 
-/** The chain's preemption notice here, seconds: the preempted replica's streams in flight finish within it. */
+/** The chain's preemption notice here, seconds: the preempted replica's streams in flight finish within it (it drains on the notice's SIGTERM). */
 const NOTICE = 6;
 
 const provider = {
@@ -242,7 +252,7 @@ describe("gateway replicas: least outstanding requests, health checks, a retry, 
     await waitFor(`replica ${down} answering again`, async () => (await get(plain.url)).text === down || (await get(plain.url)).text === down, { timeoutMs: 10_000 });
   });
 
-  it("a replica preempted mid-stream: its open stream finishes within the notice, no request after the preemption fails, and new ones go to the other", async () => {
+  it("a replica preempted mid-stream: it drains on the notice's SIGTERM, its open stream finishes within the notice, no request after the preemption fails, and new ones go to the other", async () => {
     await waitFor("both replicas ready", async () => (await stats(checked.id)).replicas.every((r) => r.state === "ready"), {
       timeoutMs: 10_000,
       state: async () => stats(checked.id),

@@ -167,6 +167,106 @@ describe("capacity manager", () => {
     );
   });
 
+  /**
+   * A stand-in task that notes each SIGTERM in `log` ("term <ms>"); `exitOnTerm` 1: exits at the
+   * first, 2: runs on after the first and exits at the second. Resolves once its handler is set.
+   */
+  async function startTrappingTask(log: string, exitOnTerm: 1 | 2): Promise<ManagedProcess> {
+    const task = ManagedProcess.spawn({
+      argv: [
+        NODE,
+        "-e",
+        [
+          "const { appendFileSync } = require('node:fs'); let terms = 0;",
+          `process.on('SIGTERM', () => { appendFileSync(process.argv[1], 'term ' + Date.now() + '\\n'); if (++terms >= ${exitOnTerm}) process.exit(0); });`,
+          "appendFileSync(process.argv[1], 'ready\\n'); setInterval(() => {}, 1000);",
+        ].join(" "),
+        log,
+      ],
+      cwd: dir,
+      env: {},
+    });
+    tasks.push(task);
+    await until("the task's SIGTERM handler", async () => ((await readFile(log, "utf8").catch(() => "")).includes("ready") ? true : undefined));
+    return task;
+  }
+
+  it("preemption: the task gets SIGTERM as the notice begins and runs on; what still runs at its end gets SIGTERM, grace, SIGKILL", async () => {
+    const { manager: m } = newManager("idle-term.log");
+    await m.start();
+    await m.assign("spot-t", ["u1"], "interruptible");
+    const log = path.join(dir, "task-term.log");
+    const task = await startTrappingTask(log, 2);
+    const calls: string[] = [];
+    m.attachTask("spot-t", {
+      sendTerm: () => {
+        calls.push("sendTerm");
+        return task.sendTerm();
+      },
+      stop: (grace) => {
+        calls.push("stop");
+        return task.terminate(grace ?? 1_000);
+      },
+    });
+    mock.timers.enable({ apis: ["setTimeout"] });
+    let preemption: Promise<void>;
+    try {
+      preemption = m.preempt("spot-t", 400);
+      assert.deepEqual(calls, ["sendTerm"], "SIGTERM at once, as the notice begins");
+      assert.equal(m.preempt("spot-t", 400), preemption, "a second call is the same preemption");
+      // The task notes the signal (on the real clock: setImmediate and file reads are not mocked).
+      while (!(await readFile(log, "utf8")).includes("term ")) await new Promise<void>((resolve) => setImmediate(resolve));
+      mock.timers.tick(399);
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      assert.deepEqual(calls, ["sendTerm"], "no stop, and no second notice SIGTERM, before the notice is over");
+      assert.equal(m.modes().u1!.mode, "interruptible");
+      mock.timers.tick(1);
+    } finally {
+      mock.timers.reset();
+    }
+    await preemption;
+    assert.deepEqual(calls, ["sendTerm", "stop"], "stopped once the notice was over");
+    assert.equal(task.hasExited, true);
+    const terms = (await readFile(log, "utf8")).split("\n").filter((line) => line.startsWith("term "));
+    assert.equal(terms.length, 2, "one SIGTERM at the notice's start (the task ran on), one at its end");
+    assert.equal(m.modes().u1!.mode, "idle");
+  });
+
+  it("a task that exits at the notice's SIGTERM: release() then leaves the units the lease's until the notice ends", async () => {
+    const { manager: m, changes } = newManager("idle-early.log");
+    await m.start();
+    await m.assign("spot-e", ["u1"], "interruptible");
+    const log = path.join(dir, "task-early.log");
+    const task = await startTrappingTask(log, 1);
+    let stops = 0;
+    m.attachTask("spot-e", {
+      sendTerm: () => task.sendTerm(),
+      stop: (grace) => {
+        stops++;
+        return task.terminate(grace ?? 1_000);
+      },
+    });
+    const noticeMs = 3_000;
+    const begun = Date.now();
+    const preemption = m.preempt("spot-e", noticeMs);
+    await task.exited;
+    // What the provider's pipeline does when the task exits: it releases the lease's units.
+    await m.release("spot-e");
+    assert.ok(Date.now() - begun < noticeMs, "the task exited and was released within the notice");
+    assert.equal(stops, 1, "release() stopped the (exited) task");
+    assert.deepEqual(m.modes().u1, { mode: "interruptible", leaseId: "spot-e" }, "the units stay the lease's until the notice ends");
+    await preemption;
+    assert.ok(Date.now() - begun >= noticeMs - 50, `released at the notice's end (${Date.now() - begun} ms)`);
+    assert.deepEqual(m.modes().u1, { mode: "idle", leaseId: null });
+    assert.deepEqual(
+      changes.map((change) => [change.unitId, change.from, change.to]),
+      [
+        ["u1", "idle", "interruptible"],
+        ["u1", "interruptible", "idle"],
+      ],
+    );
+  });
+
   it("an on-demand lease preempts an interruptible one on its units and starts only after it stopped; on-demand units are refused", async () => {
     const { manager: m, changes } = newManager("idle-3.log");
     await m.start();

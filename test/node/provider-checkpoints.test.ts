@@ -39,10 +39,17 @@ const COUNTER = [
 /** The chain's preemption notice in this file, seconds. */
 const NOTICE = 6;
 
-/** Writes "running" into its checkpoint folder and runs until SIGTERM, which it answers by writing "flushed" there. */
+/** The time the interruptible task takes to flush after SIGTERM, seconds (the notice's snapshot is taken meanwhile). */
+const FLUSH_SECONDS = 1.5;
+
+/**
+ * Writes "running" into its checkpoint folder and runs until SIGTERM, which it answers by flushing:
+ * after FLUSH_SECONDS, "flushed <unix ms the signal came>" replaces the state (written aside, then
+ * renamed), and it exits.
+ */
 const INTERRUPTIBLE = [
   'echo running > "$SUANLI_CHECKPOINT_DIR/state"',
-  "trap 'echo flushed > \"$SUANLI_CHECKPOINT_DIR/state\"; exit 0' TERM",
+  `trap 'got=$(date +%s%3N); sleep ${FLUSH_SECONDS}; echo "flushed $got" > "$SUANLI_CHECKPOINT_DIR/state.tmp" && mv "$SUANLI_CHECKPOINT_DIR/state.tmp" "$SUANLI_CHECKPOINT_DIR/state"; exit 0' TERM`,
   "while :; do sleep 0.1; done",
   "",
 ].join("\n");
@@ -196,21 +203,21 @@ describe("provider: checkpoints signed and served, and resume from one", functio
     assert.equal((await readFile(path.join(target, "state"), "utf8")).trim(), "5");
   });
 
-  it("a preempted task's folder is snapshotted as the notice begins, while the task still runs, and again at its end after SIGTERM", async () => {
+  it("preemption: SIGTERM as the notice begins; the task flushes its folder and exits within the notice; snapshots as the notice began and after the exit; units held to the notice's end", async () => {
     // Both units, so that the on-demand renter below must preempt; a checkpoint period of a day: no periodic snapshot.
     const leaseId = await renter.rent(provider.peer, { machineId, units: 2, duration: 120, interruptible: true, bidPerUnitSecond: 60n });
-    const spec = { bundle: interruptible, command: "sh run.sh", checkpoint: { periodSeconds: 86_400 } };
+    // exec: the trapping script is the task's main process. Without it the /bin/sh -c that runs a
+    // string command ends at SIGTERM, and the task with it before its flush (docs/data.md).
+    const spec = { bundle: interruptible, command: "exec sh run.sh", checkpoint: { periodSeconds: 86_400 } };
     assert.equal((await renter.sendTask(provider.peer, leaseId, spec)).state, "accepted");
     await renter.waitStatus(provider.peer, leaseId, (s) => s.state === "running", "the interruptible task to run", 40_000);
     const preemptor = await TestRenter.start(devnet, 3);
+    const units = async () => Object.fromEntries((await provider.daemon.metrics.providerUnits.get()).values.map((v) => [v.labels.mode, v.value]));
     try {
       const reply = await preemptor.reserve(provider.peer, { machineId, units: 2, duration: 30 });
       assert.ok(reply.accepted, show(reply));
       assert.deepEqual(reply.preempt, [leaseId.toString()]);
       const demandLease = await preemptor.open(reply, { machineId, units: 2, duration: 30 });
-      // The notice's snapshot, while the task runs through the notice.
-      const during = await renter.waitStatus(provider.peer, leaseId, (s) => (s.checkpoints?.length ?? 0) > 0, "a checkpoint at the notice", NOTICE * 1000);
-      assert.equal(during.state, "running", show(during));
       const ended = await renter.waitStatus(
         provider.peer,
         leaseId,
@@ -218,17 +225,31 @@ describe("provider: checkpoints signed and served, and resume from one", functio
         "the task preempted, with its end checkpoint",
         40_000,
       );
-      const records = (await verifyCheckpoints(ended.checkpoints ?? [], { domain: renter.domain, provider: provider.peer.address, leaseId })).reverse();
-      assert.equal(records.length, 2, `one at the notice, one at the end: ${show(ended.checkpoints)}`);
+      const seenAt = Date.now();
+      const unitsThen = await units();
       const preempted = (await leaseEvents(devnet, leaseId)).find((e) => e.eventName === "LeasePreempted")!.args as { stopAt: number };
-      assert.ok(Number(records[0]!.record.time) < preempted.stopAt * 1000, `the first was taken before the notice ended (${records[0]!.record.time} < ${preempted.stopAt} s)`);
+      const stopAtMs = preempted.stopAt * 1000;
+      const records = (await verifyCheckpoints(ended.checkpoints ?? [], { domain: renter.domain, provider: provider.peer.address, leaseId })).reverse();
+      assert.equal(records.length, 2, `one as the notice began, one after the task's exit: ${show(ended.checkpoints)}`);
       const states: string[] = [];
       for (const [i, signed] of records.entries()) {
         const target = path.join(root, `preempted-${i}`);
         await provider.daemon.data!.get(signed.record.cid, target);
         states.push((await readFile(path.join(target, "state"), "utf8")).trim());
       }
-      assert.deepEqual(states, ["running", "flushed"], "the state as the notice began, then what the task flushed on SIGTERM");
+      assert.equal(states[0], "running", "the notice's snapshot: the state as the notice began, taken while the task was flushing");
+      const flushed = /^flushed (\d+)$/.exec(states[1]!);
+      assert.ok(flushed, `the end snapshot holds what the task flushed on SIGTERM: ${states[1]}`);
+      // Before, the task got SIGTERM only when the notice was over (stopAt), and flushed after it.
+      const gotTermAt = Number(flushed[1]);
+      assert.ok(gotTermAt < stopAtMs, `SIGTERM came during the notice, not at its end: ${stopAtMs - gotTermAt} ms before stopAt`);
+      const flushedRecordAt = Number(records[1]!.record.time);
+      assert.ok(flushedRecordAt < stopAtMs, `the flushed checkpoint was signed before the notice ended (${stopAtMs - flushedRecordAt} ms before stopAt)`);
+      assert.ok(Number(records[0]!.record.time) <= flushedRecordAt);
+      // The task is over, but its units stay the preempted lease's until the notice ends (then the preemptor's).
+      if (seenAt < stopAtMs - 300) assert.equal(unitsThen.interruptible, 2, `units during the notice after the task's exit: ${show(unitsThen)}`);
+      await waitFor("the units freed at the notice's end", async () => ((await units()).interruptible === 0 ? true : undefined), { timeoutMs: 20_000 });
+      assert.ok(Date.now() >= stopAtMs - 1_000, `freed at the notice's end, not before (${stopAtMs - Date.now()} ms before stopAt)`);
       // The on-demand lease runs a short task and ends, so that the units are free for the next case.
       assert.equal((await preemptor.sendTask(provider.peer, demandLease, { bundle: counter, command: "true" })).state, "accepted");
       await leaseEnded(demandLease);

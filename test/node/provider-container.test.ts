@@ -313,6 +313,46 @@ describe("container runtime: real containers (Podman)", function () {
     await stubborn.cleanup();
   });
 
+  it("sendTerm (a preemption notice begins): SIGTERM alone reaches the task at once; an exit after it is status stopped; one that runs on is stopped later", async () => {
+    // Flushes on SIGTERM and exits 0: its result is "stopped", never "succeeded" (the node then records the task preempted).
+    const flusher = await runtime.prepare({
+      taskId: "flusher",
+      spec: spec({ image: BUSYBOX_IMAGE, command: 'trap "echo flushed on SIGTERM; exit 0" TERM; echo ready; while true; do sleep 0.1; done' }),
+      devices: [],
+      durationMs: 60_000,
+    });
+    await flusher.start();
+    await waitFor("the flushing task to run", () => flusher.readLogs().lines.some((line) => line.text === "ready"), { timeoutMs: 30_000 });
+    await flusher.sendTerm();
+    await flusher.sendTerm(); // idempotent: one signal
+    const flushed = await flusher.wait();
+    assert.equal(flushed.status, "stopped");
+    assert.equal(flushed.exitCode, 0);
+    assert.equal(flusher.readLogs().lines.filter((line) => line.text === "flushed on SIGTERM").length, 1);
+    await flusher.sendTerm(); // a no-op once the task exited
+    await flusher.cleanup();
+
+    // Notes SIGTERM and runs on: still running after it, then stopped (SIGTERM again, grace, SIGKILL).
+    const runner = await runtime.prepare({
+      taskId: "runner",
+      spec: spec({ image: BUSYBOX_IMAGE, command: 'trap "echo noted SIGTERM" TERM; echo ready; while true; do sleep 0.1; done' }),
+      devices: [],
+      durationMs: 60_000,
+    });
+    await runner.start();
+    await waitFor("the running-on task to run", () => runner.readLogs().lines.some((line) => line.text === "ready"), { timeoutMs: 30_000 });
+    await runner.sendTerm();
+    await waitFor("the task to note SIGTERM", () => runner.readLogs().lines.some((line) => line.text === "noted SIGTERM"), { timeoutMs: 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal(runner.state, "running", "SIGTERM alone: no kill");
+    const result = await runner.stop(1_000);
+    assert.equal(result.status, "stopped");
+    assert.equal(result.exitCode, 137, "SIGKILL after the grace period");
+    assert.equal(runner.readLogs().lines.filter((line) => line.text === "noted SIGTERM").length, 2, "one SIGTERM at the notice's start, one at its end");
+    await runner.cleanup();
+    assert.deepEqual(await owned(root), []);
+  });
+
   it("a container running past its lease time is stopped (SIGTERM, grace, SIGKILL) with status exceeded", async () => {
     const task = await runtime.prepare({ taskId: "overtime", spec: spec({ image: BUSYBOX_IMAGE, command: "echo working; sleep 60" }), devices: [], durationMs: 1_500 });
     await task.start();

@@ -14,6 +14,7 @@ import { ProcessRuntime } from "../../node/provider/runtime/process-runtime.js";
 import type { TaskResult } from "../../node/provider/runtime/runtime.js";
 import { redact, storableSpec, taskSpecSchema, type TaskLaunch, type TaskSpec } from "../../node/provider/runtime/task.js";
 import { LogBuffer } from "../../node/provider/runtime/logs.js";
+import { waitFor } from "../support/wait.js";
 
 const NODE = process.execPath;
 
@@ -448,6 +449,40 @@ describe("process runtime", function () {
     assert.equal(result.status, "stopped");
     assert.equal(result.exitCode, 7, `${JSON.stringify(result)}\n${texts.join("\n")}`);
     assert.ok(texts.includes("got SIGTERM"));
+  });
+
+  it("sendTerm (a preemption notice begins): SIGTERM alone, at once, to the task's processes; an exit then is status stopped, whatever its code; sandboxed or not", async () => {
+    // Notes each SIGTERM; exits with 3 (no failure after sendTerm) at the first ("flush") or the second ("run-on").
+    const b = await bundle({
+      "t.mjs":
+        "let n = 0; process.on('SIGTERM', () => { console.log('SIGTERM ' + ++n); if (n === (process.argv[2] === 'flush' ? 1 : 2)) setTimeout(() => process.exit(3), 50); }); console.log('working'); setInterval(() => {}, 1000);",
+    });
+    for (const sandbox of ["none", "auto"] as const) {
+      const rt = runtime({ sandbox, readOnlyPaths: [path.dirname(NODE)], stopGraceMs: 3_000 });
+      for (const mode of ["flush", "run-on"] as const) {
+        const task = await rt.prepare(launch({ bundle: { url: b.url, sha256: b.sha256 }, command: [NODE, "t.mjs", mode] }));
+        await task.start();
+        const texts = () => task.readLogs().lines.map((line) => line.text);
+        await waitFor(`the task to run (${sandbox}, ${mode})`, () => texts().includes("working"));
+        await task.sendTerm();
+        await task.sendTerm(); // idempotent: one signal
+        await waitFor(`the first SIGTERM (${sandbox}, ${mode})`, () => texts().includes("SIGTERM 1"));
+        let result: TaskResult;
+        if (mode === "flush") {
+          result = await task.wait();
+        } else {
+          await sleep(300);
+          assert.equal(task.state, "running", `SIGTERM alone: no kill (${sandbox})`);
+          assert.ok(!texts().includes("SIGTERM 2"), `one signal for two calls (${sandbox}): ${texts().join("\n")}`);
+          // What still runs at the notice's end: stop() (SIGTERM again, the grace period, SIGKILL).
+          result = await task.stop();
+        }
+        assert.equal(result.status, "stopped", `${sandbox}, ${mode}: ${JSON.stringify(result)}`);
+        assert.equal(result.exitCode, 3, "its own exit code kept");
+        await task.sendTerm(); // a no-op once the task exited
+        await task.cleanup();
+      }
+    }
   });
 
   for (const sandbox of ["auto", "bubblewrap"] as const) {

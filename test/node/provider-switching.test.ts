@@ -88,7 +88,7 @@ describe("provider agent: capacity switching", function () {
     assert.equal(modeOfUnit(), "idle");
   });
 
-  it("an on-demand lease preempts an interruptible one: its task runs through the notice, then stops; the new task starts after it; each renter pays only its own time", async () => {
+  it("an on-demand lease preempts an interruptible one: its task gets SIGTERM as the notice begins and exits; the units change hands only when the notice ends; each renter pays only its own time", async () => {
     const markA = path.join(dir, "a.log");
     const markB = path.join(dir, "b.log");
     const interruptibleTask = await bundles.bundle({
@@ -119,9 +119,10 @@ describe("provider agent: capacity switching", function () {
     const startB = (await marks(markB)).find((m) => m.word === "b-start");
     assert.ok(termA, "the interruptible task got SIGTERM");
     assert.ok(startB);
-    // The notice is honoured (less what the chain's clock ran ahead of ours), and the units
-    // change hands only after the interruptible task stopped.
-    assert.ok(termA.at - preemptedAt >= (NOTICE - 2) * 1000, `SIGTERM came ${termA.at - preemptedAt} ms after the preemption`);
+    // SIGTERM as the notice begins (the task exits at it); the notice is honoured all the same (less
+    // what the chain's clock ran ahead of ours): the units change hands only when it ends.
+    assert.ok(termA.at - preemptedAt < (NOTICE - 1) * 1000, `SIGTERM came ${termA.at - preemptedAt} ms after the preemption, within the notice`);
+    assert.ok(startB.at - preemptedAt >= (NOTICE - 2) * 1000, `the on-demand task started ${startB.at - preemptedAt} ms after the preemption`);
     assert.ok(startB.at >= termA.at, "the on-demand task started after the interruptible one stopped");
 
     const endedA = (await leaseEvents(devnet, leaseA)).find((e) => e.eventName === "LeaseEnded")!.args as { reason: number; stopAt: number; providerTotal: bigint };

@@ -1,8 +1,9 @@
 /**
  * Checkpoints on the provider (issue 36, docs/data.md). A task writes to $SUANLI_CHECKPOINT_DIR
  * (`checkpoint/` in its workspace); the node snapshots that folder into UnixFS through its data
- * plane on the renter's period, and at the task's end (after SIGTERM and the grace period, so a
- * preempted or stopped task has flushed), and signs a record {leaseId, seq, cid, bytes, time} of
+ * plane on the renter's period, as a preemption notice begins, and at the task's end (a stopped task
+ * has had SIGTERM and the grace period to flush, a preempted one SIGTERM at the notice's start and
+ * the notice), and signs a record {leaseId, seq, cid, bytes, time} of
  * each with its provider key. Records live in level under `<dataDir>/data/checkpoints` and are
  * served with the task's status.
  *
@@ -147,8 +148,9 @@ export class CheckpointBook {
   /**
    * At the start of a preemption notice: one snapshot of the running task's checkpoint folder, so
    * the task's state as the notice began is saved even when the end snapshot never comes (the
-   * provider dies during the notice). Queued behind a snapshot in progress; the task runs on until
-   * the notice ends, and its end snapshot follows as usual. Called again for the same lease (every
+   * provider dies during the notice). Queued behind a snapshot in progress. The task gets SIGTERM at
+   * the same moment (CapacityManager.preempt) and may flush and exit, or run on until the notice
+   * ends; its end snapshot, after its exit, holds what it flushed. Called again for the same lease (every
    * pass of the lease loop sees the notice), it takes no second one; a lease with no running task
    * gets none.
    */

@@ -12,7 +12,7 @@
  *   task over → its end action: terminate (the node failed), complete (report; an Open lease is
  *   activated first), await_close (the renter cancelled: complete once its grace ends), none.
  * Ended/Settled/Cancelled lease:
- *   a task still runs → stop it (a preempted one runs out its notice first);
+ *   a task still runs → stop it (a preempted one got SIGTERM as its notice began, and is stopped at its end);
  *   otherwise → mark the task ended, hand the units back, and close the record once paid out.
  */
 import { completionHeldUntil, type LeaseView } from "../../../common/chain/market.js";
@@ -54,7 +54,7 @@ export type LeaseAction =
   | { kind: "terminate" }
   /** Report the completion (sign it first if not yet signed); an Open lease is activated first. */
   | { kind: "complete"; activateFirst: boolean }
-  /** The lease was preempted: the task runs until `stopAt`, then stops. */
+  /** The lease was preempted: the task gets SIGTERM now (the notice begins) and is stopped at `stopAt`. */
   | { kind: "preempt-task"; noticeMs: number }
   | { kind: "stop-task" }
   /** No task runs for a lease that ended on-chain: the record says the task is over, nothing to send. */

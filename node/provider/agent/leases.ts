@@ -394,7 +394,7 @@ export class LeaseController implements LeaseHost {
         return record;
       }
       case "preempt-task":
-        logger.info("Lease preempted: the task runs until the notice ends", { leaseId, stopAt: view.stopAt, noticeMs: action.noticeMs });
+        logger.info("Lease preempted: SIGTERM to the task now; what still runs is stopped when the notice ends", { leaseId, stopAt: view.stopAt, noticeMs: action.noticeMs });
         runDetached(this.ctx.capacity.preempt(this.units.taskId(leaseId), action.noticeMs), undefined, "Preempting a task");
         checkpointBook(this.ctx.inputs)?.snapshotAtNotice(leaseId); // the task's state as the notice begins (checkpoints.ts)
         // Not aborted: a preparation in flight finishes into a stopped task.

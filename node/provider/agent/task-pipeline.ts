@@ -208,7 +208,7 @@ export class TaskPipeline {
 
   private async exited(leaseId: bigint, handle: TaskHandle, ended: TaskResult, live: Live): Promise<void> {
     const { host } = this;
-    // The last checkpoint, after the task's exit (a stopped or preempted task had SIGTERM and the grace period to flush), before the workspace goes.
+    // The last checkpoint, after the task's exit (a stopped task had SIGTERM and the grace period to flush; a preempted one, the notice from its first SIGTERM), before the workspace goes.
     const book = checkpointBook(host.ctx.inputs);
     book?.stopPeriodic(leaseId);
     book?.untrack(leaseId);

@@ -7,9 +7,11 @@
  *   first (SIGTERM, grace, SIGKILL) and, for units held by an interruptible lease, preempts that
  *   lease; it resolves only when the units are free, so the caller starts the task after it.
  *   Units held by an on-demand lease are refused (the chain never leases a unit twice).
- * - {@link CapacityManager.preempt} stops an interruptible lease's task after the notice period.
+ * - {@link CapacityManager.preempt} sends an interruptible lease's task SIGTERM as the notice
+ *   begins (it may flush and exit), stops whatever still runs when the notice ends, and releases
+ *   the units then, not before.
  * - {@link CapacityManager.release} ends a lease's hold (stopping its task if it still runs) and
- *   returns the units to the idle workload.
+ *   returns the units to the idle workload (during a preemption notice: when the notice ends).
  * Every change of a unit's mode is emitted as a `mode` event.
  *
  * The chain side (which lease to preempt, when a lease ends) is the caller's: this class only
@@ -49,7 +51,12 @@ export type IdleWorkloadOptions = {
 export type ModeChange = { unitId: string; from: UnitMode; to: UnitMode; leaseId: string | null; at: number };
 
 /** Anything that can be stopped: a runtime TaskHandle qualifies. */
-export type StoppableTask = { stop(graceMs?: number): Promise<unknown> };
+export type StoppableTask = {
+  /** SIGTERM, up to graceMs, SIGKILL. */
+  stop(graceMs?: number): Promise<unknown>;
+  /** SIGTERM alone, no wait, no kill (a preemption notice begins); idempotent, a no-op once the task exited. */
+  sendTerm?(): Promise<unknown>;
+};
 
 export type CapacityManagerOptions = {
   units: CapacityUnit[];
@@ -61,7 +68,8 @@ export type CapacityManagerOptions = {
   logger?: Logger;
 };
 
-type Lease = { id: string; mode: LeaseMode; units: string[]; task?: StoppableTask; preemption?: Promise<void>; cancelNotice?: AbortController };
+/** `preemption`: the notice runs (or ran) out; `noticeOver`: it has, and the units may go. */
+type Lease = { id: string; mode: LeaseMode; units: string[]; task?: StoppableTask; preemption?: Promise<void>; noticeOver?: boolean };
 
 /** An idle process that keeps itself running (with backoff) until stopped. */
 class IdleWorker {
@@ -194,7 +202,7 @@ export class CapacityManager extends EventEmitter {
 
   /**
    * Takes `unitIds` for `leaseId`. Resolves once idle work on them has stopped and any
-   * interruptible lease holding them has been preempted (after its notice) and stopped.
+   * interruptible lease holding them has been preempted (SIGTERM, its notice) and stopped.
    */
   async assign(leaseId: string, unitIds: string[], mode: LeaseMode, options: { preemptNoticeMs?: number } = {}): Promise<void> {
     const unknown = unitIds.filter((id) => !this.units.has(id));
@@ -233,36 +241,46 @@ export class CapacityManager extends EventEmitter {
     const lease = this.leases.get(leaseId);
     if (!lease) throw new UnknownLeaseError(leaseId);
     lease.task = task;
+    // Attached during a notice (a start that raced the preemption): it gets the notice's SIGTERM too.
+    if (lease.preemption && !lease.noticeOver) this.termAtNotice(lease);
   }
 
   /**
-   * Preempts an interruptible lease: after `noticeMs` its task gets SIGTERM, the grace period,
-   * SIGKILL; then its units are released. Calling it again returns the same preemption.
+   * Preempts an interruptible lease. Its task gets SIGTERM at once, as the notice begins (it may
+   * trap it, flush its checkpoint folder and exit, or run on); after `noticeMs` whatever still runs
+   * gets SIGTERM again, the grace period, SIGKILL, and the units are released. They stay the
+   * lease's for the whole notice, even when its task exits early (its renter pays for them until
+   * the notice ends). Calling it again returns the same preemption.
    */
   preempt(leaseId: string, noticeMs: number): Promise<void> {
     const lease = this.leases.get(leaseId);
     if (!lease) return Promise.reject(new UnknownLeaseError(leaseId));
     if (lease.mode !== "interruptible") return Promise.reject(new UnitsBusyError(lease.units, `lease ${leaseId} is on-demand and cannot be preempted`));
     if (!lease.preemption) {
-      const cancel = new AbortController();
-      lease.cancelNotice = cancel;
-      this.logger.info("Preempting lease", { leaseId, noticeMs });
-      lease.preemption = sleep(noticeMs, undefined, { signal: cancel.signal })
-        .catch(() => undefined)
-        .then(() => this.release(leaseId))
+      this.logger.info("Preempting lease: SIGTERM to its task now, stopped when the notice ends", { leaseId, noticeMs });
+      // Unref'd: a node stopping during a notice does not wait it out.
+      lease.preemption = sleep(noticeMs, undefined, { ref: false })
+        .then(() => {
+          lease.noticeOver = true;
+          return this.release(leaseId);
+        })
         .catch((error) => {
           if (!(error instanceof UnknownLeaseError)) throw error;
         });
+      this.termAtNotice(lease);
     }
     return lease.preemption;
   }
 
-  /** Ends a lease's hold: stops its task if it still runs, returns its units to idle work. */
+  /**
+   * Ends a lease's hold: stops its task if it still runs, returns its units to idle work. During a
+   * preemption notice the task is stopped now but the units go when the notice ends (preempt()).
+   */
   async release(leaseId: string): Promise<void> {
     const lease = this.leases.get(leaseId);
     if (!lease) throw new UnknownLeaseError(leaseId);
-    lease.cancelNotice?.abort();
     if (lease.task) await lease.task.stop(this.options.taskStopGraceMs ?? 10_000);
+    if (lease.preemption && !lease.noticeOver) return;
     await this.serial(async () => {
       // Read again under the lock: the lease may have been released and taken again meanwhile.
       const current = this.leases.get(leaseId);
@@ -293,6 +311,11 @@ export class CapacityManager extends EventEmitter {
       await this.restartIdle();
       return dropped;
     });
+  }
+
+  /** The notice's SIGTERM to the lease's task, when it has one that takes it (not awaited: the notice runs meanwhile). */
+  private termAtNotice(lease: Lease): void {
+    if (lease.task?.sendTerm) runDetached(lease.task.sendTerm(), this.logger, "Sending SIGTERM at a preemption notice", { leaseId: lease.id });
   }
 
   // --- internals (always called inside serial()) ---

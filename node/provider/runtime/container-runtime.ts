@@ -6,14 +6,14 @@
  * an engine or OCI-runtime failure (an rlimit above the host's, an unresolvable CDI device, cgroups
  * the runtime cannot use) is a ContainerEngineError there, the provider's fault, and the renter
  * pays nothing; a command that does not exist in the image is the renter's CommandNotFoundError.
- * With Podman and the network on, the container's namespace gets the same policy routes as the
- * bubblewrap sandbox (public addresses only, the host's own addresses and private ranges
- * prohibited unless allow-listed) and IPv6 off, between `init` and `start`, so the task never
- * runs without them.
- * `start()` attaches to the container (`start --attach`): its output is the task's log. Stop is
- * the engine's `stop --time`: SIGTERM, the grace period, SIGKILL. After the exit the container's
- * state tells whether the command ran (its exit code is the task's) or the engine failed to start
- * it (provider's fault); then the container is removed.
+ * With Podman and the network on, the container's namespace gets the same policy routes as the bubblewrap
+ * sandbox (public addresses only, the host's own addresses and private ranges prohibited unless
+ * allow-listed) and IPv6 off, between `init` and `start`, so the task never runs without them.
+ * `start()` attaches to the container (`start --attach`): its output is the task's log. Stop is the
+ * engine's `stop --time`: SIGTERM, the grace period, SIGKILL; a preemption notice's SIGTERM alone is
+ * `kill --signal TERM` (the container's init forwards both to the task). After the exit the container's
+ * state tells whether the command ran (its exit code is the task's) or the engine failed to start it
+ * (provider's fault); then the container is removed.
  *
  * Secret env values never reach the engine at all, neither its argv (visible in `ps`) nor its
  * configuration (kept in its state, on disk): container-secrets.ts writes them to a RAM filesystem
@@ -413,6 +413,7 @@ export class ContainerRuntime implements Runtime {
             await proc.terminate(graceMs);
           } else await proc.exited;
         },
+        term: () => runEngine(engine.path, ["kill", "--signal", "TERM", name], 30_000),
         classifyExit: () => this.classify(engine, name, task, oom),
         afterExit: async () => {
           image.release();

@@ -165,8 +165,12 @@ export class ManagedProcess {
     return this.exited;
   }
 
-  /** SIGTERM to the group, or to each member but the spared ones. False when the group is gone. */
-  private async sendTerm(): Promise<boolean> {
+  /**
+   * SIGTERM to the group, or to each member but the spared ones; no wait and no SIGKILL (the start
+   * of a preemption notice uses it alone). False when the group is gone.
+   */
+  async sendTerm(): Promise<boolean> {
+    if (this.finished) return false;
     if (this.spareFromTerm.length === 0) return this.signalGroup("SIGTERM");
     const members = await readGroupMembers(this.pid!);
     if (members === null) return this.signalGroup("SIGTERM");

@@ -36,7 +36,7 @@ export type TaskStatus =
   | "failed"
   /** The lease time ran out and the runtime stopped the task. */
   | "exceeded"
-  /** stop() was called: preemption, cancellation, lease closed early. */
+  /** stop() was called (preemption, cancellation, lease closed early), or the task exited after sendTerm(). */
   | "stopped"
   /** The runtime could not run the command (it does not exist, the engine failed). */
   | "error";
@@ -98,6 +98,12 @@ export interface TaskHandle {
   setRemainingTime(durationMs: number): void;
   /** SIGTERM, up to graceMs, SIGKILL; resolves with the result (status "stopped"). */
   stop(graceMs?: number): Promise<TaskResult>;
+  /**
+   * SIGTERM only, at once: no wait, no SIGKILL (a preemption notice begins; stop() at its end does
+   * the rest). The task may flush and exit, or run on; an exit from then on is status "stopped",
+   * whatever its code. Idempotent; a no-op unless the task runs.
+   */
+  sendTerm(): Promise<void>;
   /** Resolves when the task has ended. */
   wait(): Promise<TaskResult>;
   /** Log lines from `fromSeq`, then live ones until the task ends. */
@@ -153,6 +159,8 @@ export type TaskLauncher = {
   env: Record<string, string>;
   /** Stops the task; default: SIGTERM/grace/SIGKILL to the process group. */
   stop?: (process: ManagedProcess, graceMs: number) => Promise<void>;
+  /** SIGTERM alone (TaskHandle.sendTerm); default: SIGTERM to the process group, sparing `spareFromTerm`. */
+  term?: (process: ManagedProcess) => Promise<unknown>;
   /** An exit that means the runtime failed rather than the task (status "error"). */
   classifyExit?: (exit: ProcessExit) => TaskExitError | undefined | Promise<TaskExitError | undefined>;
   /** Extra pipes the process gets at fd 3, 4, ... (see ManagedProcess.pipe). */
@@ -204,6 +212,7 @@ export class RunningTask implements TaskHandle {
   private process: ManagedProcess | undefined;
   private startedAt: number | null = null;
   private stopReason: "stopped" | "exceeded" | undefined;
+  private termSent = false;
   private setupError: TaskExitError | undefined;
   private durationTimer: NodeJS.Timeout | undefined;
   private readonly stdoutDigest = new StreamDigest();
@@ -316,6 +325,17 @@ export class RunningTask implements TaskHandle {
       await this.halt(graceMs);
     }
     return this.result;
+  }
+
+  async sendTerm(): Promise<void> {
+    if (this.stateValue !== "running" || this.termSent || !this.process) return;
+    this.termSent = true;
+    // Set first: an exit the signal brings is the notice's doing, never the task's failure or success.
+    this.stopReason ??= "stopped";
+    this.options.logs.push("system", "SIGTERM sent (a preemption notice began: flush $SUANLI_CHECKPOINT_DIR and exit, or run on until the notice ends)");
+    const process = this.process;
+    const term = this.options.launcher.term ?? ((group) => group.sendTerm());
+    await term(process).catch((error: unknown) => this.options.logger.warn("Cannot send SIGTERM to a task", { taskId: this.taskId }, error));
   }
 
   wait(): Promise<TaskResult> {
