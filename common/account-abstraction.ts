@@ -2,8 +2,9 @@
  * ERC-4337 parts every side shares (issue 38, docs/aa.md): where EntryPoint v0.8 and eth-infinitism's
  * SimpleAccountFactory live, and the slices of their ABIs the SDK and the deploy call.
  */
-import { getAddress, http, type Address } from "viem";
+import { decodeAbiParameters, decodeFunctionData, encodeAbiParameters, encodeFunctionData, getAddress, http, type Address, type Hex } from "viem";
 import { createBundlerClient, entryPoint08Address } from "viem/account-abstraction";
+import { passkeyAccountAbi } from "./abi.js";
 import { SuanliError } from "./errors.js";
 
 /** A bundler that does not answer, or serves another EntryPoint. */
@@ -107,5 +108,40 @@ export async function checkBundler(url: string, entryPoint: Address, timeoutMs =
     });
     error.reason = "entry-point";
     throw error;
+  }
+}
+
+/**
+ * ERC-7821's batch mode as OpenZeppelin's ERC7821 (and so the PasskeyAccount, docs/aa.md "A passkey owner") takes it:
+ * call type 0x01 (batch), exec type 0x00 (revert on any failure), selector 0: every call runs, or none.
+ */
+export const ERC7821_BATCH_MODE: Hex = "0x0100000000000000000000000000000000000000000000000000000000000000";
+
+const erc7821Calls = [
+  {
+    type: "tuple[]",
+    components: [
+      { name: "target", type: "address" },
+      { name: "value", type: "uint256" },
+      { name: "callData", type: "bytes" },
+    ],
+  },
+] as const;
+
+/** A PasskeyAccount's `execute(mode, executionData)` calldata for `calls`, in the batch mode (one call is a batch of one). */
+export function encodeErc7821Execute(calls: readonly { to: Address; value?: bigint | undefined; data?: Hex | undefined }[]): Hex {
+  const executionData = encodeAbiParameters(erc7821Calls, [calls.map((call) => ({ target: call.to, value: call.value ?? 0n, callData: call.data ?? "0x" }))]);
+  return encodeFunctionData({ abi: passkeyAccountAbi, functionName: "execute", args: [ERC7821_BATCH_MODE, executionData] });
+}
+
+/** The calls of a PasskeyAccount's `execute` in the batch mode; undefined for any other calldata (another function, another mode). */
+export function decodeErc7821Execute(callData: Hex): { target: Address; value: bigint; data: Hex }[] | undefined {
+  try {
+    const decoded = decodeFunctionData({ abi: passkeyAccountAbi, data: callData });
+    if (decoded.functionName !== "execute" || decoded.args[0].toLowerCase() !== ERC7821_BATCH_MODE) return undefined;
+    const [calls] = decodeAbiParameters(erc7821Calls, decoded.args[1]);
+    return calls.map((call) => ({ target: call.target, value: call.value, data: call.callData }));
+  } catch {
+    return undefined;
   }
 }

@@ -4,7 +4,19 @@ import { addressSchema } from "./schemas.js";
 import { describeIssues } from "./validation.js";
 
 /** Roles of the deployed contracts, as keys of `contracts` in the manifest. */
-export const contractRoles = ["token", "registry", "market", "extension", "attestorStaking", "sessions", "timelock", "entryPoint", "accountFactory", "paymaster"] as const;
+export const contractRoles = [
+  "token",
+  "registry",
+  "market",
+  "extension",
+  "attestorStaking",
+  "sessions",
+  "timelock",
+  "entryPoint",
+  "accountFactory",
+  "paymaster",
+  "passkeyAccountFactory",
+] as const;
 export type ContractRole = (typeof contractRoles)[number];
 
 /** The EIP-712 domain (name, version) under which a token's EIP-2612 permit verifies. */
@@ -47,6 +59,11 @@ export const deploymentSchema = z.strictObject({
     accountFactory: addressSchema.optional(),
     /** The deployment's SponsorPaymaster (docs/aa.md "Gas without ETH"): pays the gas of user operations its sponsor signed. */
     paymaster: addressSchema.optional(),
+    /**
+     * The deployment's PasskeyAccountFactory (contracts/aa/, docs/aa.md "A passkey owner"): a renter whose owner is a
+     * passkey (WebAuthn, P-256) rents from its clone. Absent in manifests written before it, and without `entryPoint`.
+     */
+    passkeyAccountFactory: addressSchema.optional(),
   }),
   token: z.strictObject({
     symbol: z.string(),

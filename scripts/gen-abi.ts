@@ -18,6 +18,8 @@ export const ABI_SOURCES: Record<string, string> = {
   AttestorStaking: "contracts/AttestorStaking.sol/AttestorStaking.json",
   SessionKeys: "contracts/SessionKeys.sol/SessionKeys.json",
   SponsorPaymaster: "contracts/SponsorPaymaster.sol/SponsorPaymaster.json",
+  PasskeyAccount: "contracts/aa/PasskeyAccount.sol/PasskeyAccount.json",
+  PasskeyAccountFactory: "contracts/aa/PasskeyAccountFactory.sol/PasskeyAccountFactory.json",
   // OpenZeppelin's, unmodified (hardhat.config.ts npmFilesToBuild): the governance of a real deployment.
   TimelockController: "@openzeppelin/contracts/governance/TimelockController.sol/TimelockController.json",
 };

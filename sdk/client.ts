@@ -54,6 +54,7 @@ import type { ProviderLink } from "./internal/link.js";
 import type { ClientPlatform, TaskIoActions } from "./internal/platform.js";
 import { CheckpointCopies } from "./internal/checkpoint-copies.js";
 import { TaskStore, type TaskRecord, type TaskStorage } from "./internal/store.js";
+import { toPasskeyAccount } from "./internal/passkey-account.js";
 import { toSimpleAccount } from "./internal/simple-account.js";
 import { userOpSender } from "./internal/user-ops.js";
 import type { TaskReceipt, TaskStatus } from "./types.js";
@@ -136,7 +137,8 @@ const configSchema = z.strictObject({
   matching: z.record(z.string(), z.unknown()).optional(),
   /**
    * Rent from an ERC-4337 smart account (docs/aa.md) instead of `account`: the deployment's SimpleAccount of `owner` (a
-   * viem LocalAccount: privateKeyToAccount) is the renter. Every money-moving step is one user operation through the
+   * viem LocalAccount: privateKeyToAccount), or its PasskeyAccount when `owner` is a passkey (a viem WebAuthnAccount:
+   * toWebAuthnAccount), is the renter. Every money-moving step is one user operation through the
    * bundler at `bundlerUrl` (approve + openLease together), its gas paid by the sponsor at `paymasterUrl` when given;
    * requests to providers are signed by a session key the account approves on-chain.
    */
@@ -144,7 +146,7 @@ const configSchema = z.strictObject({
     .strictObject({
       owner: z.custom<LocalAccount | WebAuthnAccount>(
         (value) => typeof value === "object" && value !== null && "type" in value && (value.type === "local" || value.type === "webAuthn"),
-        "expected a viem LocalAccount (privateKeyToAccount) as the smart account's owner",
+        "expected a viem LocalAccount (privateKeyToAccount) or WebAuthnAccount (toWebAuthnAccount) as the smart account's owner",
       ),
       bundlerUrl: z.string().url(),
       paymasterUrl: z.string().url().optional(),
@@ -282,20 +284,37 @@ async function resolveDeployment(value: CreateClientParameters["deployment"], ch
   return platform.readDeployment(value, chainId);
 }
 
-/** The smart account of `smartAccount`'s owner on the deployment's factory, and its user-operation sender. */
+/**
+ * The smart account of `smartAccount`'s owner and its user-operation sender: a key's SimpleAccount on the deployment's
+ * `accountFactory`, a passkey's PasskeyAccount on its `passkeyAccountFactory` (docs/aa.md "A passkey owner").
+ */
 async function smartAccountSender(publicClient: PublicClient<Transport, Chain>, deployment: Deployment, options: NonNullable<z.output<typeof configSchema>["smartAccount"]>) {
-  if (options.owner.type !== "local") {
-    throw new ClientConfigError("A passkey (WebAuthn) owner needs a smart account that verifies WebAuthn signatures; the deployment's SimpleAccount verifies ECDSA only.", {
-      metaMessages: ["Pass a LocalAccount as `smartAccount.owner` (privateKeyToAccount)."],
+  const { contracts } = deployment;
+  let account;
+  if (options.owner.type === "webAuthn") {
+    if (!contracts.passkeyAccountFactory) {
+      throw new ClientConfigError(
+        `The deployment of chain ${deployment.chainId} names no passkey account factory (contracts.passkeyAccountFactory): a passkey cannot own an account there`,
+        {
+          metaMessages: ['Deploy with `--account-abstraction` (docs/aa.md "A passkey owner"), or pass a LocalAccount as `smartAccount.owner`.'],
+        },
+      );
+    }
+    account = await toPasskeyAccount({
+      client: publicClient,
+      owner: options.owner,
+      factory: contracts.passkeyAccountFactory,
+      entryPoint: contracts.entryPoint,
+      salt: options.salt,
     });
+  } else {
+    if (!contracts.accountFactory) {
+      throw new ClientConfigError(`The deployment of chain ${deployment.chainId} names no smart account factory (contracts.accountFactory)`, {
+        metaMessages: ["Deploy with `--account-abstraction` (docs/aa.md), or rent with `account`."],
+      });
+    }
+    account = await toSimpleAccount({ client: publicClient, owner: options.owner, factory: contracts.accountFactory, entryPoint: contracts.entryPoint, salt: options.salt });
   }
-  const factory = deployment.contracts.accountFactory;
-  if (!factory) {
-    throw new ClientConfigError(`The deployment of chain ${deployment.chainId} names no smart account factory (contracts.accountFactory)`, {
-      metaMessages: ["Deploy with `--account-abstraction` (docs/aa.md), or rent with `account`."],
-    });
-  }
-  const account = await toSimpleAccount({ client: publicClient, owner: options.owner, factory, entryPoint: deployment.contracts.entryPoint, salt: options.salt });
   return userOpSender({ publicClient, account, bundlerUrl: options.bundlerUrl, paymasterUrl: options.paymasterUrl });
 }
 

@@ -71,7 +71,7 @@ async function replaceStaking(out: string, chainId: number, clients: Awaited<Ret
 /** What a deployment set up, for the operator: contracts, token, parameters, governance and the next steps. */
 function describeDeployment(d: Deployment): string {
   const lines = [`Deployed to chain ${d.chainId} at block ${d.deploymentBlock}:`];
-  for (const [role, address] of Object.entries(d.contracts)) lines.push(`  ${role.padEnd(16)} ${address}`);
+  for (const [role, address] of Object.entries(d.contracts)) lines.push(`  ${role.padEnd(21)} ${address}`);
   const permit = d.token.permit ? `EIP-2612 permit (domain "${d.token.permit.name}", version "${d.token.permit.version}")` : "no EIP-2612 permit (deposits are approved)";
   lines.push(`Token: ${d.token.symbol}, ${d.token.decimals} decimals, ${permit}${d.token.origin === "existing" ? "" : ", the devnet's open faucet"}`);
   if (d.params) lines.push(`Parameters: ${d.params.preset} (every value in the manifest)`);

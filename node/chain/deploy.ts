@@ -12,7 +12,16 @@ import {
   type Transport,
   type WalletClient,
 } from "viem";
-import { attestorStakingAbi, leaseMarketAbi, leaseMarketExtensionAbi, providerRegistryAbi, sessionKeysAbi, sponsorPaymasterAbi, testTokenAbi } from "../../common/abi.js";
+import {
+  attestorStakingAbi,
+  leaseMarketAbi,
+  leaseMarketExtensionAbi,
+  passkeyAccountFactoryAbi,
+  providerRegistryAbi,
+  sessionKeysAbi,
+  sponsorPaymasterAbi,
+  testTokenAbi,
+} from "../../common/abi.js";
 import type { Deployment } from "../../common/deployment.js";
 import { deployAccountAbstraction } from "./account-abstraction.js";
 import { readBytecode } from "./artifacts.js";
@@ -52,7 +61,7 @@ export type DeployOptions = {
   token?: Address;
   /**
    * Also put ERC-4337's EntryPoint v0.8 and SimpleAccountFactory at their canonical addresses when the chain lacks them
-   * (account-abstraction.ts), and name them in the manifest. Off by default: a chain that has them needs no deploy.
+   * (account-abstraction.ts), deploy the PasskeyAccountFactory for that EntryPoint (last of all), and name them in the manifest. Off by default: a chain that has them needs no deploy.
    */
   accountAbstraction?: boolean;
   /**
@@ -203,6 +212,8 @@ export async function deployContracts(options: DeployOptions): Promise<Deploymen
     // Ownable2Step: governance becomes the owner once it accepts.
     if (admin !== deployer) await send("Offering the paymaster to governance", { address: paymaster, abi: sponsorPaymasterAbi, functionName: "transferOwnership", args: [admin] });
   }
+  // Passkey owners' accounts (docs/aa.md "A passkey owner"): our own build, no admin; last, so no address above moves.
+  const passkeyAccountFactory = aa ? (await deploy("PasskeyAccountFactory", passkeyAccountFactoryAbi, [aa.entryPoint])).address : undefined;
 
   const members = async (roleId: `0x${string}`) => {
     const count = await publicClient.readContract({ address: registry.address, abi: providerRegistryAbi, functionName: "getRoleMemberCount", args: [roleId] });
@@ -229,6 +240,7 @@ export async function deployContracts(options: DeployOptions): Promise<Deploymen
       ...(timelockDeployed ? { timelock: timelockDeployed.address } : {}),
       ...(aa ?? {}),
       ...(paymaster ? { paymaster } : {}),
+      ...(passkeyAccountFactory ? { passkeyAccountFactory } : {}),
     },
     token: { symbol: token.symbol, decimals: token.decimals, permit: token.permit, origin: options.token === undefined ? "TestToken" : "existing" },
     params: {

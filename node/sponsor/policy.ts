@@ -1,18 +1,26 @@
 /**
  * What the sponsor signs for (docs/aa.md "Gas without ETH"): a user operation of a SimpleAccount
- * (eth-infinitism's, from the deployment's factory) whose every call goes to the deployment's own
+ * (eth-infinitism's, from the deployment's factory) or of a PasskeyAccount (from the deployment's
+ * PasskeyAccountFactory, its calls an ERC-7821 batch) whose every call goes to the deployment's own
  * contracts with no ETH: any function of the LeaseMarket or SessionKeys, and the token's `approve`
  * of the market. Nothing else: no transfer of tokens or ETH anywhere, no other contract, no other
  * account code. Gas within the configured caps. Each refusal says which call or field broke which rule.
  */
 import { decodeFunctionData, getAddress, type Abi, type Address, type Hex } from "viem";
 import type { UserOperation } from "viem/account-abstraction";
-import { leaseMarketAbi, leaseMarketExtensionAbi, sessionKeysAbi, testTokenAbi } from "../../common/abi.js";
-import { simpleAccountAbi, simpleAccountFactoryAbi } from "../../common/account-abstraction.js";
+import { leaseMarketAbi, leaseMarketExtensionAbi, passkeyAccountFactoryAbi, sessionKeysAbi, testTokenAbi } from "../../common/abi.js";
+import { decodeErc7821Execute, simpleAccountAbi, simpleAccountFactoryAbi } from "../../common/account-abstraction.js";
 import type { SponsorOptions } from "./options.js";
 
 /** The deployment's contracts a sponsored operation may call. */
-export type SponsorScope = { token: Address; market: Address; sessions: Address | undefined; accountFactory: Address };
+export type SponsorScope = {
+  token: Address;
+  market: Address;
+  sessions: Address | undefined;
+  accountFactory: Address;
+  /** The deployment's PasskeyAccountFactory, when its manifest names one. */
+  passkeyAccountFactory?: Address | undefined;
+};
 
 type Call = { target: Address; value: bigint; data: Hex };
 
@@ -25,8 +33,10 @@ function decodes(abi: Abi, data: Hex): { functionName: string; args: readonly un
   }
 }
 
-/** The account's calls: its `execute` or `executeBatch`; undefined for anything else. */
+/** The account's calls: a SimpleAccount's `execute` or `executeBatch`, a PasskeyAccount's ERC-7821 batch; undefined for anything else. */
 export function accountCalls(callData: Hex): Call[] | undefined {
+  const batch = decodeErc7821Execute(callData);
+  if (batch) return batch;
   const decoded = decodes(simpleAccountAbi as Abi, callData);
   if (decoded?.functionName === "execute") {
     const [target, value, data] = decoded.args as [Address, bigint, Hex];
@@ -62,11 +72,16 @@ export function maxCostWei(op: UserOperation<"0.8">): bigint {
 export function sponsorRefusals(op: UserOperation<"0.8">, scope: SponsorScope, options: SponsorOptions): string[] {
   const reasons: string[] = [];
   if (op.factory !== undefined && op.factory !== null) {
-    if (getAddress(op.factory) !== getAddress(scope.accountFactory)) reasons.push(`factory ${op.factory} is not the deployment's SimpleAccountFactory ${scope.accountFactory}`);
-    else if (decodes(simpleAccountFactoryAbi as Abi, op.factoryData ?? "0x")?.functionName !== "createAccount") reasons.push("factoryData is not createAccount(owner, salt)");
+    const factory = getAddress(op.factory);
+    if (scope.passkeyAccountFactory && factory === getAddress(scope.passkeyAccountFactory)) {
+      if (decodes(passkeyAccountFactoryAbi, op.factoryData ?? "0x")?.functionName !== "createAccount") reasons.push("factoryData is not createAccount(qx, qy, salt)");
+    } else if (factory !== getAddress(scope.accountFactory)) {
+      const passkey = scope.passkeyAccountFactory ? ` or PasskeyAccountFactory ${scope.passkeyAccountFactory}` : "";
+      reasons.push(`factory ${op.factory} is not the deployment's SimpleAccountFactory ${scope.accountFactory}${passkey}`);
+    } else if (decodes(simpleAccountFactoryAbi as Abi, op.factoryData ?? "0x")?.functionName !== "createAccount") reasons.push("factoryData is not createAccount(owner, salt)");
   }
   const calls = accountCalls(op.callData);
-  if (!calls) reasons.push("callData is not the account's execute or executeBatch");
+  if (!calls) reasons.push("callData is not the account's execute or executeBatch (a PasskeyAccount's: ERC-7821 execute in the batch mode)");
   else if (calls.length === 0) reasons.push("callData makes no call");
   else
     calls.forEach((call, index) => {

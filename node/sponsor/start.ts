@@ -25,7 +25,7 @@ export type SponsorModule = DaemonModule & {
 export async function startSponsor(daemon: Daemon): Promise<SponsorModule> {
   const options = daemon.config.sponsor;
   const logger = daemon.logger.child({ module: "sponsor" });
-  const { paymaster, entryPoint, accountFactory, token, market, sessions } = daemon.deployment.contracts;
+  const { paymaster, entryPoint, accountFactory, passkeyAccountFactory, token, market, sessions } = daemon.deployment.contracts;
   if (!paymaster || !entryPoint || !accountFactory || !market) {
     throw new SuanliError("The deployment has no SponsorPaymaster: deploy with --account-abstraction and a sponsor signer (docs/aa.md) before sponsor.enabled");
   }
@@ -41,7 +41,7 @@ export async function startSponsor(daemon: Daemon): Promise<SponsorModule> {
     paymaster,
     entryPoint,
     chainId: daemon.deployment.chainId,
-    scope: { token, market, sessions, accountFactory },
+    scope: { token, market, sessions, accountFactory, passkeyAccountFactory },
     budget: daemon.store.repository<SponsorSpend>(Bucket.sponsorBudget),
     logger,
   });

@@ -1,7 +1,7 @@
 /**
  * The smart-account renter's way of sending (issue 38, docs/aa.md "The SDK with a smart account"): every money-moving
- * step is ONE ERC-4337 user operation through viem's bundler client, its calls run by the account's `executeBatch` (all
- * or none), its gas paid by the deployment's sponsor (ERC-7677, `createPaymasterClient`) when one is given. A bundler or
+ * step is ONE ERC-4337 user operation through viem's bundler client, its calls run by the account's `executeBatch` (a
+ * PasskeyAccount's ERC-7821 `execute`: all or none), its gas paid by the deployment's sponsor (ERC-7677, `createPaymasterClient`) when one is given. A bundler or
  * sponsor that does not answer or refuses is a BundlerError naming its URL; a call that reverts is a TransactionError,
  * as on the wallet's path. Either way nothing of the operation happened.
  */

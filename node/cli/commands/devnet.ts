@@ -204,7 +204,7 @@ export function registerDevnet(program: Command): void {
                   ]
                 : []),
               `Contracts (manifest ${manifest}):`,
-              ...Object.entries(deployment.contracts).map(([role, address]) => `  ${role.padEnd(15)} ${address}`),
+              ...Object.entries(deployment.contracts).map(([role, address]) => `  ${role.padEnd(21)} ${address}`),
               `Funded accounts (mnemonic "${DEVNET_MNEMONIC}"):`,
               ...accounts.map((address, i) => `  #${i} ${address}${attestorIndexes.includes(i) ? " (attestor)" : ""}`),
               "Press Ctrl-C to stop.",
