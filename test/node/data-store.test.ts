@@ -100,6 +100,11 @@ describe("data store (Helia on the node's libp2p host)", function () {
     assert.equal(entry.bytes, walked.bytes, "the size recorded at import is the walked DAG's");
     const leaf = CID.createV1(raw.code, await sha256.digest(content.subarray(0, 1024 * 1024)));
     assert.equal(await a.data.helia.pins.isPinned(leaf), true, "a raw leaf is pinned though the pin did not read it");
+    // Files are written a few at a time: all of them land whole, and a cap the second file passes stops the get.
+    const out = path.join(root, "dupes-out");
+    assert.equal((await a.data.get(entry.cid, out)).bytes, 2 * content.length);
+    assert.ok((await readFile(path.join(out, "inner", "two.bin"))).equals(content) && (await readFile(path.join(out, "one.bin"))).equals(content));
+    await assert.rejects(a.data.get(entry.cid, path.join(root, "dupes-capped"), { maxBytes: content.length + 1 }), { name: "DataQuotaError" });
     assert.equal(await a.data.unpin(entry.cid), true);
     assert.equal(await a.data.helia.pins.isPinned(leaf), false);
     assert.equal(await a.data.has(entry.cid), false, "unpin deletes the blocks");
