@@ -64,7 +64,33 @@ export function readBitswapFrame(frame: Uint8Array): BitswapFrame | undefined {
     const length = decodeVarint(frame, 0);
     const bodyStart = encodingLength(length);
     if (bodyStart + length !== frame.length) return undefined;
-    const top = fields(frame, bodyStart, frame.length);
+    return readBitswapMessage(frame.subarray(bodyStart));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The same for a frame sent as its parts (libp2p's length-prefixed encoder gives the prefix and
+ * the message as two buffers): read in place, never joined into one copy.
+ */
+export function readBitswapFrameParts(parts: Uint8Array[]): BitswapFrame | undefined {
+  if (parts.length === 1) return readBitswapFrame(parts[0]!);
+  if (parts.length !== 2) return undefined;
+  const [prefix, body] = parts as [Uint8Array, Uint8Array];
+  try {
+    const length = decodeVarint(prefix, 0);
+    if (encodingLength(length) !== prefix.length || length !== body.length) return undefined;
+    return readBitswapMessage(body);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Parses one bitswap message (the frame's body, without its length prefix); undefined when it does not parse. */
+function readBitswapMessage(body: Uint8Array): BitswapFrame | undefined {
+  try {
+    const top = fields(body, 0, body.length);
     let blocks = 0;
     let blockBytes = 0;
     for (const entry of top) {
@@ -73,7 +99,7 @@ export function readBitswapFrame(frame: Uint8Array): BitswapFrame | undefined {
         blockBytes += entry.end - entry.valueStart;
       } else if (entry.field === 3) {
         blocks += 1;
-        for (const inner of fields(frame, entry.valueStart, entry.end)) if (inner.field === 2) blockBytes += inner.end - inner.valueStart;
+        for (const inner of fields(body, entry.valueStart, entry.end)) if (inner.field === 2) blockBytes += inner.end - inner.valueStart;
       }
     }
     return {
@@ -88,7 +114,7 @@ export function readBitswapFrame(frame: Uint8Array): BitswapFrame | undefined {
         out.set(prefix, 0);
         let offset = prefix.length;
         for (const entry of kept) {
-          out.set(frame.subarray(entry.start, entry.end), offset);
+          out.set(body.subarray(entry.start, entry.end), offset);
           offset += entry.end - entry.start;
         }
         return out;

@@ -15,7 +15,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { isPeerId, type Connection, type Libp2p, type Stream, type StreamHandler } from "@libp2p/interface";
 import { RateLimiter } from "@libp2p/utils";
 import type { Metrics } from "../metrics/metrics.js";
-import { readBitswapFrame } from "./bitswap-frame.js";
+import { readBitswapFrame, readBitswapFrameParts } from "./bitswap-frame.js";
 import { ServingLimitError } from "./errors.js";
 import type { DataServingOptions } from "./options.js";
 
@@ -144,8 +144,8 @@ export class ServingLimits {
     let pending: Promise<void> | undefined;
     const metrics = this.metrics;
     const send = (data: Parameters<Stream["send"]>[0]): boolean => {
-      const bytes = data instanceof Uint8Array ? data : data.subarray();
-      const frame = readBitswapFrame(bytes);
+      // Bitswap sends a frame as a list (length prefix, message): read in place, not joined (a copy of every block served).
+      const frame = data instanceof Uint8Array ? readBitswapFrame(data) : readBitswapFrameParts([...data]);
       if (!frame || frame.blocks === 0) return stream.send(data);
       const served = () => {
         metrics?.dataServedBytes.inc(frame.blockBytes);

@@ -2,17 +2,16 @@
  * The node's data plane: Helia with bitswap on the node's own libp2p host (one peer id, one
  * connection manager), blocks and pins in level under `<dataDir>/data`. Data a renter adds is
  * pinned; data the node fetches for a task is cached, bounded by `data.cacheBytes`, least recently
- * used out first. Every block is verified against its CID: by bitswap on arrival, and again here
- * when it is read back to be written out as files.
+ * used out first. Every block is verified against its CID: by Helia and bitswap on arrival, and here
+ * when it is read back from the local store to be written out as files.
  */
 import { createReadStream } from "node:fs";
 import { lstat, mkdir, readdir } from "node:fs/promises";
 import path from "node:path";
 import { withBitswap } from "@helia/bitswap";
-import { unixfs, type UnixFS } from "@helia/unixfs";
+import { unixfs } from "@helia/unixfs";
 import type { Libp2p } from "@libp2p/interface";
 import { multiaddr, type Multiaddr } from "@multiformats/multiaddr";
-import { LevelBlockstore } from "blockstore-level";
 import { LevelDatastore } from "datastore-level";
 import { createHeliaLight, type Helia } from "helia";
 import { Level } from "level";
@@ -22,6 +21,7 @@ import type { Metrics } from "../metrics/metrics.js";
 import { DataNotFoundError, DataQuotaError, DataSourceError } from "./errors.js";
 import { dataOptionsSchema, type DataOptions, type DataOptionsInput } from "./options.js";
 import { announceProtocols } from "../../common/p2p/host.js";
+import { countingBlockstore, DataBlockstore, dagSize, leafSkippingWalker } from "./blocks.js";
 import { ServingLimits } from "./serving.js";
 import { parseCid, verifyingBlockstore } from "./verify.js";
 import { writeDag, type Progress } from "./write.js";
@@ -60,10 +60,9 @@ export class DataStore {
   readonly onDropped: Array<(cid: string) => Promise<void>> = [];
   /** Called first by stop() (the checkpoint records' level database closes here). */
   readonly onStop: Array<() => Promise<void>> = [];
-  private readonly fs: UnixFS;
   private constructor(
     readonly helia: Helia,
-    private readonly blocks: LevelBlockstore,
+    private readonly blocks: DataBlockstore,
     private readonly meta: LevelDatastore,
     /** Cache records (`c!<cid>`) and block references of cached roots (`r!<block>!<root>`, `b!<root>!<block>`). */
     private readonly index: Level<string, string>,
@@ -72,9 +71,7 @@ export class DataStore {
     private readonly metrics: Metrics | undefined,
     /** Per-peer bounds on what this node serves (data.serving). */
     readonly serving: ServingLimits,
-  ) {
-    this.fs = unixfs(helia);
-  }
+  ) {}
 
   /**
    * Opens the stores under `<dataDir>/data` and starts Helia with bitswap on `libp2p`, which must
@@ -85,7 +82,7 @@ export class DataStore {
     const options = dataOptionsSchema.parse(parameters.options ?? {});
     const root = path.join(parameters.dataDir, "data");
     await mkdir(root, { recursive: true, mode: 0o700 });
-    const blocks = new LevelBlockstore(path.join(root, "blocks"));
+    const blocks = new DataBlockstore(path.join(root, "blocks"));
     const meta = new LevelDatastore(path.join(root, "meta"));
     const index = new Level<string, string>(path.join(root, "index"), { valueEncoding: "utf8" });
     await blocks.open();
@@ -138,22 +135,22 @@ export class DataStore {
           yield chunk as Uint8Array;
         }
       })();
+    // The import's own puts give the sizes of the new DAG's leaves: its size without reading them again.
+    const written = new Map<string, number>();
+    const fs = unixfs({ blockstore: countingBlockstore(this.helia.blockstore, written) });
     let cid: CID;
     if (info.isFile()) {
-      cid = await this.fs.addFile(
-        { path: path.basename(source), content: count(createReadStream(source, { highWaterMark: READ_CHUNK_BYTES })) },
-        { rawLeaves: true, cidVersion: 1 },
-      );
+      cid = await fs.addFile({ path: path.basename(source), content: count(createReadStream(source, { highWaterMark: READ_CHUNK_BYTES })) }, { rawLeaves: true, cidVersion: 1 });
     } else if (info.isDirectory()) {
       let last: CID | undefined;
       const candidates = walkFolder(source, count);
-      for await (const entry of this.fs.addAll(candidates, { wrapWithDirectory: true, rawLeaves: true, cidVersion: 1 })) last = entry.cid;
+      for await (const entry of fs.addAll(candidates, { wrapWithDirectory: true, rawLeaves: true, cidVersion: 1 })) last = entry.cid;
       if (!last) throw new DataSourceError(source, "empty folder");
       cid = last;
     } else {
       throw new DataSourceError(source, "not a regular file or folder");
     }
-    const bytes = await this.dagBytes(cid);
+    const bytes = await dagSize(this.blocks, cid, written);
     const pinned = await this.pinnedTotal();
     if (!(await this.isRootPinned(cid)) && pinned + bytes > this.options.pinnedBytes) {
       await this.dropBlocks(cid);
@@ -169,8 +166,7 @@ export class DataStore {
    */
   async pin(cidString: string, parameters: FetchOptions & { name?: string } = {}): Promise<DataEntry> {
     const cid = parseCid(cidString);
-    await this.fetch(cidString, parameters);
-    const bytes = await this.dagBytes(cid);
+    const { bytes } = await this.fetch(cidString, parameters);
     if (!(await this.isRootPinned(cid))) {
       const pinned = await this.pinnedTotal();
       if (pinned + bytes > this.options.pinnedBytes) throw new DataQuotaError("Pinned data would exceed data.pinnedBytes", pinned + bytes, this.options.pinnedBytes);
@@ -186,7 +182,7 @@ export class DataStore {
     const cid = parseCid(cidString);
     if (!(await this.isRootPinned(cid))) return false;
     const children: CID[] = [];
-    for await (const child of this.helia.pins.rm(cid)) children.push(child);
+    for await (const child of this.helia.pins.rm(cid, { walker: leafSkippingWalker })) children.push(child);
     for (const child of children) await this.deleteIfUnused(child);
     return true;
   }
@@ -353,7 +349,7 @@ export class DataStore {
   private async pinLocal(cid: CID, name: string, bytes: number): Promise<DataEntry> {
     const addedAt = Date.now();
     if (!(await this.isRootPinned(cid))) {
-      for await (const _ of this.helia.pins.add(cid, { metadata: { name: name.slice(0, 200), bytes, addedAt } }));
+      for await (const _ of this.helia.pins.add(cid, { metadata: { name: name.slice(0, 200), bytes, addedAt }, walker: leafSkippingWalker }));
     }
     return { cid: cid.toString(), name, bytes, pinned: true, addedAt, lastUsed: addedAt };
   }

@@ -87,6 +87,29 @@ describe("data store (Helia on the node's libp2p host)", function () {
     assert.equal(await b.data.has(entry.cid), true);
   });
 
+  it("sizes an add from the import's own blocks (each once, as a walk counts them), pins every block once, raw leaves and a chunk met twice included; unpin releases and deletes them", async () => {
+    const dir = path.join(root, "dupes");
+    await mkdir(path.join(dir, "inner"), { recursive: true });
+    const content = randomBytes(1024 * 1024 + 5);
+    await writeFile(path.join(dir, "one.bin"), content);
+    await writeFile(path.join(dir, "inner", "two.bin"), content);
+    await writeFile(path.join(dir, "empty"), "");
+    const entry = await a.data.add(dir);
+    const walked = await a.data.fetch(entry.cid, { timeoutMs: 5_000 });
+    assert.equal(walked.fetched, false);
+    assert.equal(entry.bytes, walked.bytes, "the size recorded at import is the walked DAG's");
+    const leaf = CID.createV1(raw.code, await sha256.digest(content.subarray(0, 1024 * 1024)));
+    assert.equal(await a.data.helia.pins.isPinned(leaf), true, "a raw leaf is pinned though the pin did not read it");
+    // Files are written a few at a time: all of them land whole, and a cap the second file passes stops the get.
+    const out = path.join(root, "dupes-out");
+    assert.equal((await a.data.get(entry.cid, out)).bytes, 2 * content.length);
+    assert.ok((await readFile(path.join(out, "inner", "two.bin"))).equals(content) && (await readFile(path.join(out, "one.bin"))).equals(content));
+    await assert.rejects(a.data.get(entry.cid, path.join(root, "dupes-capped"), { maxBytes: content.length + 1 }), { name: "DataQuotaError" });
+    assert.equal(await a.data.unpin(entry.cid), true);
+    assert.equal(await a.data.helia.pins.isPinned(leaf), false);
+    assert.equal(await a.data.has(entry.cid), false, "unpin deletes the blocks");
+  });
+
   it("refuses a node serving wrong bytes for a CID: bitswap hashes what arrives, the want stays open, nothing is stored", async () => {
     const evil = await startPeer(root, "evil");
     try {
