@@ -54,14 +54,30 @@ export default tseslint.config(
   },
   // Type-aware rules for every .ts file: a promise is awaited, returned, or handed to
   // runDetached (common/detached.ts), which logs its failure; no async function where a void
-  // callback is expected. The two tsconfigs together cover every .ts file (browser pages and the
-  // tests that drive them are in tsconfig.browser.json only).
+  // callback is expected. tsconfig.check.json holds every .ts file in one program (one program to
+  // build, not two: the type-aware lint is CI's costliest check).
   {
     files: ["**/*.ts"],
-    languageOptions: { parserOptions: { project: ["./tsconfig.json", "./tsconfig.browser.json"], tsconfigRootDir: import.meta.dirname } },
+    languageOptions: { parserOptions: { project: ["./tsconfig.check.json"], tsconfigRootDir: import.meta.dirname } },
     rules: {
       "@typescript-eslint/no-floating-promises": ["error", { ignoreVoid: false, allowForKnownSafePromises: [{ from: "package", package: "fastify", name: "FastifyReply" }] }],
       "@typescript-eslint/no-misused-promises": "error",
+    },
+  },
+  // The DOM's globals only where a browser runs the code: the pages (node/api/<page>/src) and the
+  // Chromium tests' page callbacks. tsconfig.check.json gives every file the DOM's types, so this
+  // is what keeps `document` or `window` out of the daemon, the SDK (its browser entry takes what
+  // the page hands it, such as an EIP-1193 provider) and the shared code.
+  {
+    files: ["**/*.ts"],
+    ignores: ["node/api/*/src/**", "test/e2e/explorer.test.ts", "test/e2e/chromium.test.ts", "test/e2e/console.test.ts"],
+    rules: {
+      "no-restricted-globals": [
+        "error",
+        ...["window", "document", "navigator", "localStorage", "sessionStorage", "location", "history", "self", "HTMLElement", "customElements", "alert", "confirm", "prompt"].map(
+          (name) => ({ name, message: `${name} is a browser global: only browser pages (node/api/<page>/src) and the Chromium tests may use it (tsconfig.check.json).` }),
+        ),
+      ],
     },
   },
   // The layers (docs/architecture.md): common/ imports neither the daemon nor the SDK, the SDK

@@ -12,7 +12,7 @@
  *   npx tsx scripts/dev/non-null-index-codemod.ts --dry-run  # lists what it would change
  *   npx tsx scripts/dev/non-null-index-codemod.ts --paths bench/  # another folder (then review)
  *
- * It type-checks tsconfig.json and tsconfig.browser.json with `noUncheckedIndexedAccess: true`,
+ * It type-checks tsconfig.check.json (every .ts file) with `noUncheckedIndexedAccess: true`,
  * edits, and repeats until no diagnostic it knows how to fix is left (at most 8 rounds; a fix can
  * uncover the next one, `a[0][1]`). Idempotent: on code that already type-checks it changes
  * nothing. What it cannot fix is printed with its position and the script exits 1.
@@ -179,7 +179,7 @@ let left: string[] = [];
 for (let round = 1; round <= MAX_ROUNDS; round++) {
   const edits = new Map<string, Map<number, string>>();
   left = [];
-  for (const config of ["tsconfig.json", "tsconfig.browser.json"]) {
+  for (const config of ["tsconfig.check.json"]) {
     const prog = program(config);
     const checker = prog.getTypeChecker();
     for (const sourceFile of prog.getSourceFiles()) {
