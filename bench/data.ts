@@ -15,8 +15,8 @@
  *     outside it (arrayBuffers), and the resident set split into anonymous memory and pages of
  *     mapped files (LevelDB maps its table files to read them: reclaimable page cache).
  * Targets: add and get >= 200 MB/s (the task-output path measured 201 MB/s); the 1 GiB snapshot
- * streamed, heap growth <= 64 MB. Preemption -> resumed task running is not measured here yet
- * (docs/data.md, "What remains").
+ * streamed, heap growth <= 64 MB. Preemption -> resumed task running is measured by the `resume`
+ * suite (bench/resume.ts; docs/data.md, "Preemption → resumed task").
  */
 import { createHash, randomBytes } from "node:crypto";
 import { createReadStream, readFileSync } from "node:fs";

@@ -11,7 +11,7 @@ import { cancelTask } from "./cancelTask.js";
 import { runAttempt } from "./submitTask.js";
 import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
 import { currentAttempt } from "../internal/store.js";
-import { CHECKPOINT_UNAVAILABLE, checkpointUnavailable, pickCheckpoint, resumedSpec, settledPoint, takesCheckpoints } from "../internal/resume.js";
+import { CHECKPOINT_SETTLE_POLL_MS, CHECKPOINT_UNAVAILABLE, checkpointUnavailable, pickCheckpoint, resumedSpec, settledPoint, takesCheckpoints } from "../internal/resume.js";
 
 /**
  * Options of `client.wait`; all optional. Giving up (timeout or abort) throws WaitTimeoutError and
@@ -111,7 +111,7 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
       ctx.feed.avoid(attempt.provider, 600);
       attempt.migratedBecause = status.lease.endReason;
       // A task that takes checkpoints starts its next lease from the newest one (docs/data.md "Resume").
-      const point = takesCheckpoints(spec) ? await settledPoint(ctx, record, attempt, pollIntervalMs) : null;
+      const point = takesCheckpoints(spec) ? await settledPoint(ctx, record, attempt, Math.min(pollIntervalMs, CHECKPOINT_SETTLE_POLL_MS)) : null;
       if (point) ctx.progress(`Resuming from checkpoint ${point.cid} (lease ${point.leaseId})...`);
       else if (takesCheckpoints(spec)) ctx.progress(`No checkpoint of task ${taskId} verified: the next lease starts from the beginning.`);
       const next = await runAttempt(ctx, record.request as MatchRequestInput, point ? resumedSpec(spec, point) : spec);

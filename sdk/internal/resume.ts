@@ -22,6 +22,15 @@ import type { TaskRecord } from "./store.js";
  */
 export const CHECKPOINT_SETTLE_MS = 120_000;
 
+/**
+ * How often the settle step asks the old provider, at most (less often when `wait` polls less often):
+ * its answer is what the re-rent waits for (a preempted task usually ends within a second of its
+ * SIGTERM), and `wait`'s 1 s poll added half a second on average to a resume (bench/resume.ts).
+ */
+export const CHECKPOINT_SETTLE_POLL_MS = 250;
+/** The settle step gives up on an old provider it could not reach twice in a row and for at least this long. */
+const UNREACHABLE_GIVE_UP_MS = 1_000;
+
 /** Most provider addresses a resumed spec names as hints (the task spec's cap). */
 const MAX_HINTS = 8;
 
@@ -87,17 +96,20 @@ export async function absorbCheckpoints(ctx: SuanliContext, attempt: TaskAttempt
 /**
  * Waits (at most `settleMs`) until the attempt's provider reports the task over, so that its end
  * snapshot is signed, refreshing `attempt.checkpoint` on every look. Stops early when the provider
- * cannot be reached twice in a row. Returns the task's last state the provider reported (undefined: never reached).
+ * cannot be reached twice in a row, a second apart at least. Returns the task's last state the provider reported (undefined: never reached).
  */
 export async function settleCheckpoint(ctx: SuanliContext, attempt: TaskAttempt, options: { settleMs?: number; pollMs?: number } = {}): Promise<string | undefined> {
   const deadline = Date.now() + (options.settleMs ?? CHECKPOINT_SETTLE_MS);
   let unreachable = 0;
+  let unreachableSince = 0;
   let last: string | undefined;
   for (;;) {
     const state = await refreshCheckpoint(ctx, attempt);
-    unreachable = state === undefined ? unreachable + 1 : 0;
+    if (state === undefined && unreachable++ === 0) unreachableSince = Date.now();
+    if (state !== undefined) unreachable = 0;
     last = state ?? last;
-    if ((state !== undefined && (FINAL_TASK_STATES as ReadonlySet<string>).has(state)) || unreachable >= 2 || Date.now() >= deadline) return last;
+    const givenUp = unreachable >= 2 && Date.now() - unreachableSince >= UNREACHABLE_GIVE_UP_MS;
+    if ((state !== undefined && (FINAL_TASK_STATES as ReadonlySet<string>).has(state)) || givenUp || Date.now() >= deadline) return last;
     await new Promise((resolve) => setTimeout(resolve, options.pollMs ?? 1_000));
   }
 }
