@@ -234,8 +234,14 @@ describe("data API, SDK and CLI (suanli data add|pin|ls|rm|get)", function () {
     assert.deepEqual(await readFile(path.join(back, "checkpoint.bin")), await readFile(file));
     assert.equal((await pinData(added.cid, { nodeUrl: b.url })).cid, added.cid, "pinning it again answers the pin");
 
-    // B pins at most 1 MiB: the 2 MiB folder is fetched, refused, and not pinned.
-    const large = await addData(folder, { nodeUrl: a.url });
+    // B pins at most 1 MiB: a 2 MiB folder is fetched, refused, and not pinned. Fresh data, not the
+    // `folder` removed earlier in this file: adding a removed CID again and fetching it through B is
+    // docs/data.md's open finding "re-add after remove" (DataNotFoundError after the timeout), which
+    // a clean-clone CI met here.
+    const largeFolder = path.join(root, "large-for-pin");
+    await mkdir(largeFolder);
+    await writeFile(path.join(largeFolder, "big.bin"), randomBytes(2 * 1024 * 1024 + 5));
+    const large = await addData(largeFolder, { nodeUrl: a.url });
     // (A failure says what came instead and when: CI once saw DataNotFoundError here and no more.)
     const pinStarted = Date.now();
     await assert.rejects(pinData(large.cid, { nodeUrl: b.url, providers: [a.addr], timeoutMs: 20_000 }), (error: Error & { status?: number }) => {
