@@ -1,11 +1,16 @@
 /**
  * The UnixFS CID of files, computed as a node's DataStore.add imports them (CID v1, raw leaves,
- * @helia/unixfs's default 1 MiB chunks; a folder's entries wrapped as one folder) over a
- * blockstore that keeps nothing: only the CID is computed. One implementation for the SDK's data
- * actions (a local folder: sdk/internal/data.ts) and the output downloads (files on disk or in
- * memory, docs/data.md "Outputs"). Browser-safe: entries' contents are any byte iterables.
+ * @helia/unixfs's default 1 MiB chunks and balanced layout of 1,024 links; a folder's entries
+ * wrapped as one folder) over a blockstore that keeps nothing: only the CID is computed. One
+ * implementation for the SDK's data actions (a local folder: sdk/internal/data.ts) and the output
+ * downloads (files on disk, or in memory through a node's relay in a browser: docs/data.md
+ * "Outputs"). Browser-safe: it runs ipfs-unixfs-importer itself (what @helia/unixfs's add runs,
+ * with @helia/unixfs's defaults written out here), which pulls in no libp2p or Node built-in;
+ * entries' contents are any byte iterables.
  */
-import { unixfs } from "@helia/unixfs";
+import { importer, type ImportCandidate } from "ipfs-unixfs-importer";
+import { fixedSize } from "ipfs-unixfs-importer/chunker";
+import { balanced } from "ipfs-unixfs-importer/layout";
 import type { CID } from "multiformats/cid";
 
 /** One entry of a folder: a relative `/`-separated path, and content for a file (none for a folder). */
@@ -22,8 +27,11 @@ const discard = {
 
 export const UNIXFS_IMPORT_OPTIONS = { rawLeaves: true, cidVersion: 1 } as const;
 
-function hashOnly() {
-  return unixfs({ blockstore: discard } as unknown as Parameters<typeof unixfs>[0]);
+/** @helia/unixfs's own defaults (its commands/add.js): a CID computed here is the CID a node's add gives. */
+const importOptions = () => ({ ...UNIXFS_IMPORT_OPTIONS, layout: balanced({ maxChildrenPerNode: 1024 }), chunker: fixedSize({ chunkSize: 1_048_576 }) });
+
+function hashOnly(entries: AsyncIterable<UnixfsEntry> | Iterable<UnixfsEntry>) {
+  return importer(entries as AsyncIterable<ImportCandidate>, discard as unknown as Parameters<typeof importer>[1], { ...importOptions(), wrapWithDirectory: true });
 }
 
 /**
@@ -36,7 +44,7 @@ function hashOnly() {
  */
 export async function folderCid(entries: AsyncIterable<UnixfsEntry> | Iterable<UnixfsEntry>): Promise<string | undefined> {
   let last: CID | undefined;
-  for await (const imported of hashOnly().addAll(entries as AsyncIterable<UnixfsEntry>, { ...UNIXFS_IMPORT_OPTIONS, wrapWithDirectory: true })) last = imported.cid;
+  for await (const imported of hashOnly(entries)) last = imported.cid;
   return last?.toString();
 }
 
@@ -48,5 +56,8 @@ export async function folderCid(entries: AsyncIterable<UnixfsEntry> | Iterable<U
  * const cid = await fileCid("result.txt", new TextEncoder().encode("42\n"));
  */
 export async function fileCid(name: string, content: NonNullable<UnixfsEntry["content"]>): Promise<string> {
-  return (await hashOnly().addFile({ path: name, content: content as AsyncIterable<Uint8Array> }, UNIXFS_IMPORT_OPTIONS)).toString();
+  // DataStore.add of a file is @helia/unixfs's addFile: the file alone, wrapped in a folder under its name.
+  let last: CID | undefined;
+  for await (const imported of hashOnly([{ path: name, content }])) last = imported.cid;
+  return last!.toString();
 }

@@ -10,7 +10,8 @@
  * bigints as decimal strings.
  */
 import { z } from "zod";
-import { TASK_STATES } from "../protocols/lease.js";
+import { MAX_CHECKPOINTS_LISTED } from "../attest/checkpoint.js";
+import { TASK_STATES, taskImageSchema } from "../protocols/lease.js";
 import { SESSION_ACTIONS, SESSION_MAX_LEASES, SESSION_MAX_SECONDS } from "../sessions.js";
 import { outputManifestSchema, outputParamsSchema } from "../protocols/task-io.js";
 import { taskSpecSchema } from "../protocols/task-spec.js";
@@ -113,6 +114,28 @@ export const statusRelayAnswerSchema = z.strictObject({
     .nullable()
     .describe("The provider's signed completion report (EIP-712 Completion), once the task is over."),
   nextLogSeq: z.number().int().nonnegative(),
+  // The status protocol's later fields (common/protocols/lease.ts taskStatusSchema), relayed as the
+  // provider sent them: without them this strict answer refused the status of every task whose
+  // provider has the data plane on (a CID-committed output, checkpoints), and a browser renter saw
+  // its task's state as "unknown".
+  image: taskImageSchema.nullable().optional().describe("The task's container image once prepared; absent or null for a bundle task."),
+  outputCid: z
+    .string()
+    .max(200)
+    .regex(/^[A-Za-z0-9]+$/, "a CID (bafy...)")
+    .nullable()
+    .optional()
+    .describe("The output's UnixFS CID when the provider's data plane holds it: the signed completion's outputDigest is its sha2-256 digest (checked, never trusted)."),
+  checkpoints: z
+    .array(
+      z.strictObject({
+        record: z.strictObject({ leaseId: amountSchema, seq: amountSchema, cid: z.string().max(200), bytes: amountSchema, time: amountSchema.describe("Unix ms.") }),
+        signature: signatureWireSchema,
+      }),
+    )
+    .max(MAX_CHECKPOINTS_LISTED)
+    .optional()
+    .describe("The provider's signed records of the task's checkpoint snapshots, newest last (docs/data.md); absent when there are none."),
 });
 
 export const logsRelayAnswerSchema = z.strictObject({

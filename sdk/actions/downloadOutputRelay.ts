@@ -8,11 +8,14 @@
  * over the params and its nonce), and it cannot alter a byte unnoticed: whether the files must
  * verify is decided from the task's state (chain and provider status), not from the manifest's
  * `kind`. Memory grows only with the bytes that actually arrive (never by a listed size), and
- * they are counted against `maxBytes` as they come. Browser-safe.
+ * they are counted against `maxBytes` as they come. An output the provider committed by its UnixFS
+ * CID is checked by computing the CID of the bytes in memory (common/unixfs-cid.ts), as the Node
+ * download does of the files on disk. Browser-safe.
  */
 import { OUTPUT_HEADERS } from "../../common/api/relay.js";
 import { digestOutputBytes, outputFilesDigest } from "../../common/output-bytes-digest.js";
 import { outputManifestSchema } from "../../common/protocols/task-io.js";
+import { folderCid } from "../../common/unixfs-cid.js";
 import { OutputDownloadError, SuanliError, TaskIoUnsupportedError } from "../errors.js";
 import { authorize, type SuanliContext } from "../internal/context.js";
 import { checkManifest } from "../internal/output-manifest.js";
@@ -137,14 +140,20 @@ export async function downloadOutputRelay(
   // Over by the chain or by its provider (or the provider itself calls it final): it must verify,
   // or this throws and the bytes are not handed over.
   const mustVerify = state.over || manifest.kind === "final";
-  const verifiedAgainst: OutputVerification | null = mustVerify ? await verifyOutputDigest(ctx, attempt, digest, state) : null;
+  // Asked only when the older digest is not the signed one: the files' UnixFS CID, the files as the provider's data plane imported them.
+  let outputCid: string | null = null;
+  const cidOfFiles = async () => {
+    const cid = await folderCid(files.map((file) => ({ path: file.path, content: file.data })));
+    outputCid = cid ?? null;
+    return cid ?? "";
+  };
+  const verifiedAgainst: OutputVerification | null = mustVerify ? await verifyOutputDigest(ctx, attempt, digest, state, cidOfFiles) : null;
   return {
     files,
     bytes: manifest.totalBytes,
     digest,
     verified: verifiedAgainst !== null,
-    // A CID-committed output is not verified here (OutputUnverifiableError): hashing UnixFS is Node only.
-    outputCid: null,
+    outputCid,
     verifiedAgainst,
     snapshot: !mustVerify,
     leaseId: attempt.leaseId,
