@@ -23,9 +23,9 @@
  * leases and how they ended), faultsInjected (by kind),
  * baseUnitsLost (must be 0), unitsDoubleLeased (0), leasesStuck (0), leasesOpenAfterDrain (0),
  * violations, and each node's heap and open handles at start and end with the stated bound
- * (`resourceBound`, checked in `nodeResourcesWithinBounds`). The CI test runs a one-minute version
- * (test/e2e/chaos-soak.test.ts) and asserts the zeros, the bound and that every action and fault
- * kind happened.
+ * (`resourceBound`, checked in `nodeResourcesWithinBounds`). The CI test runs a 45-second version
+ * with 4 renters (test/e2e/chaos-soak.test.ts) and asserts the zeros, the bound and that every
+ * action and fault kind happened.
  */
 import { createWriteStream, type WriteStream } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
