@@ -602,6 +602,16 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     // the faults go on meanwhile. At most one provider and one attestor are down at a time (two
     // attestors of three still make the quorum).
     const recoveries: Promise<void>[] = [];
+    // A restart that failed every attempt is caught at once and reported when the faults are over:
+    // left pending until then, its rejection was unhandled and ended the whole process mid-run.
+    const failedRecoveries: string[] = [];
+    const recover = (what: string, work: () => Promise<void>) =>
+      recoveries.push(
+        work().catch((error: unknown) => {
+          failedRecoveries.push(`${what}: ${error instanceof Error ? error.message : String(error)}`);
+          log(`${what} did not come back after 5 attempts`);
+        }),
+      );
     const faultLoop = async () => {
       while (Date.now() < deadline - 12_000) {
         await sleep(1_000 + rand() * 2_000);
@@ -647,35 +657,32 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           kills.push(kill);
           log(`killed provider-${victimIndex} holding leases ${kill.leases.map((l) => `${l.leaseId} (ends in ${l.end - kill.killedAt} s)`).join(", ") || "none"}`);
           const downFor = 10_000 + rand() * 4_000;
-          recoveries.push(
-            (async () => {
-              await sleep(downFor);
-              victim.node = await restarted(() => ProviderProcess.start(victim.configFile, providerLines(victimIndex)));
-              kill.restartedAt = Math.floor(Date.now() / 1000);
-              victim.down = false;
-            })(),
-          );
+          recover(`provider-${victimIndex}`, async () => {
+            await sleep(downFor);
+            victim.node = await restarted(() => ProviderProcess.start(victim.configFile, providerLines(victimIndex)));
+            kill.restartedAt = Math.floor(Date.now() / 1000);
+            victim.down = false;
+          });
         } else {
           const victim = pick(attestors);
           victim.down = true;
           await victim.node.stop("SIGKILL");
           keepAttestorLog(attestors.indexOf(victim), victim.node);
           const downFor = 1_000 + rand() * 3_000;
-          recoveries.push(
-            (async () => {
-              await sleep(downFor);
-              const { node, metricsUrl } = await restarted(async () => {
-                const started = startCli(["attestor", "start", "--config", victim.configFile, "--json"], { timeoutMs: 90_000 });
-                return { node: started, metricsUrl: ((await started.ready) as { metricsUrl: string | null }).metricsUrl };
-              });
-              victim.node = node;
-              victim.metricsUrl = metricsUrl;
-              victim.down = false;
-            })(),
-          );
+          recover(`attestor-${attestors.indexOf(victim)}`, async () => {
+            await sleep(downFor);
+            const { node, metricsUrl } = await restarted(async () => {
+              const started = startCli(["attestor", "start", "--config", victim.configFile, "--json"], { timeoutMs: 90_000 });
+              return { node: started, metricsUrl: ((await started.ready) as { metricsUrl: string | null }).metricsUrl };
+            });
+            victim.node = node;
+            victim.metricsUrl = metricsUrl;
+            victim.down = false;
+          });
         }
       }
       await Promise.all(recoveries);
+      if (failedRecoveries.length) throw new Error(`A killed node did not come back (5 attempts each): ${failedRecoveries.join("; ")}`);
     };
     await Promise.all([...renters.filter((r) => !plannedRenters.includes(r)).map(renterLoop), plannedLoop(), faultLoop()]);
     proxy.up();
