@@ -3,7 +3,7 @@
 # README test alone, then two lanes at once (one per core; most of a test's wall time is spent
 # waiting on child processes, the chain or the network, so one lane leaves a core idle):
 #   lane 0: test/e2e/readme.test.ts, alone. It runs the README's commands as pasted: the README's
-#           fixed ports, devnet accounts and scratch paths in the repo root, and a 30 s job whose
+#           fixed ports, devnet accounts and scratch paths in the repo root, and a 20 s job whose
 #           extend must land while it runs. Beside the other lanes it twice saw its lease end
 #           before its extend, which it never did alone or under a plain CPU load; alone it costs
 #           no wall time, as lane 1 stays the longest even without it.
