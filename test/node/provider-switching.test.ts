@@ -98,7 +98,10 @@ describe("provider agent: capacity switching", function () {
 
     const bid = 60n;
     const leaseA = await alice.rent(provider.peer, { machineId, units: 1, duration: 120, interruptible: true, bidPerUnitSecond: bid });
-    await alice.sendTask(provider.peer, leaseA, { bundle: interruptibleTask, command: "sh run.sh", env: { MARK: markA } });
+    // `exec`: the trapping shell is the task's main process. As `sh run.sh` under the runtime's
+    // `/bin/sh -c`, the outer shell died at the SIGTERM and the task's end could stop the group
+    // before the inner shell's trap ran (a clean-clone CI saw no a-term mark; docs/sdk.md says so).
+    await alice.sendTask(provider.peer, leaseA, { bundle: interruptibleTask, command: "exec sh run.sh", env: { MARK: markA } });
     await alice.waitStatus(provider.peer, leaseA, (s) => s.state === "running", "the interruptible task to run");
     assert.equal(modeOfUnit(), "interruptible");
 
