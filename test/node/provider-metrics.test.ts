@@ -68,7 +68,9 @@ describe("provider agent: nvidia-smi inventory and the metrics endpoint", functi
 
   it("serves GPU gauges, units by mode, leases and transactions at /metrics; a running task's status carries its GPU's metrics", async () => {
     const machineId = provider.agent.machines[0]!.machineId;
-    const bundle = await bundles.bundle({ "run.sh": "sleep 2\n" });
+    // The task runs until the lease is cancelled below: with a 2 s task, a loaded CI host could
+    // spend its whole run on the first status round trips, and the lease's "running" gauge raced it.
+    const bundle = await bundles.bundle({ "run.sh": "exec sleep 60\n" });
     const leaseId = await renter.rent(provider.peer, { machineId, units: 1, duration: 60 });
     await renter.sendTask(provider.peer, leaseId, { bundle, command: "sh run.sh" });
     const status = await renter.waitStatus(provider.peer, leaseId, (s) => s.state === "running" && s.gpus.length > 0, "the running task's GPU metrics");
@@ -98,6 +100,7 @@ describe("provider agent: nvidia-smi inventory and the metrics endpoint", functi
     const size = Number(/^suanli_data_dir_size_bytes (\d+)$/m.exec(text)?.[1]);
     assert.ok(free > 0 && size >= free, `data dir free ${free} of ${size}`);
     assert.equal((await fetch(`${server.url}/other`)).status, 404);
+    await renter.cancel(provider.peer, leaseId);
     await renter.waitLease(leaseId, ["Settled"]);
   });
 });

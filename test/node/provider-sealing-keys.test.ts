@@ -156,7 +156,8 @@ describe("provider sealing keys: rotation and deletion (issue #33 item 9)", () =
       assert.notEqual(ring.current().publicKey, first.publicKey);
       clock.ms += (GRACE + 301) * 1000;
       await waitFor("the old key to be deleted", async () => (await keyFiles()).length === 1, { timeoutMs: 10_000 });
-      assert.deepEqual(ring.heldIds(), [2]);
+      assert.deepEqual(ring.heldIds(), [2], "the ring forgets a key before its file goes");
+      assert.deepEqual(await keyFiles(), ["2.json"]);
     } finally {
       stop();
     }

@@ -177,12 +177,13 @@ export class TestRenter {
   async waitStatus(provider: ProviderPeer, leaseId: bigint, until: (status: TaskStatus) => boolean, what: string, timeoutMs = 20_000): Promise<TaskStatus> {
     let last: TaskStatus | undefined;
     return waitFor(
-      `${what} (last status: ${last ? `${last.state} ${last.error?.name ?? ""}` : "none"})`,
+      what,
       async () => {
         last = await this.status(provider, leaseId);
         return until(last) ? last : undefined;
       },
-      { timeoutMs, intervalMs: 100 },
+      // The last status is read when the wait fails, not when it begins (it said "none" before).
+      { timeoutMs, intervalMs: 100, state: () => (last ? { state: last.state, error: last.error?.name, exitCode: last.exitCode, gpus: last.gpus.length } : "no status answered") },
     );
   }
 

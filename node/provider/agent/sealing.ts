@@ -179,9 +179,10 @@ export class SealingKeyRing {
     for (const key of [...this.keys]) {
       if (key === current || now < key.expiresAt + RENTER_REQUEST_MAX_AGE_SECONDS) continue;
       if (liveLeases.some((lease) => this.mayServe(key, lease))) continue;
-      await shred(key.file);
+      // Forgotten first, shredded after: no reader sees the file gone while the ring still offers the key.
       this.keys = this.keys.filter((held) => held !== key);
       deleted.push(key.id);
+      await shred(key.file);
     }
     return { rotated, deleted };
   }
