@@ -10,7 +10,7 @@ const fs = require("node:fs");
 const path = require("node:path");
 const Mocha = require("mocha");
 
-const { EVENT_RUN_END, EVENT_SUITE_BEGIN, EVENT_SUITE_END } = Mocha.Runner.constants;
+const { EVENT_RUN_END, EVENT_SUITE_BEGIN, EVENT_SUITE_END, EVENT_TEST_FAIL, EVENT_TEST_PASS } = Mocha.Runner.constants;
 
 /** How many of the slowest files the table lists (SUANLI_TEST_FILE_TIMES=all lists every one). */
 const TABLE_ROWS = 25;
@@ -40,6 +40,17 @@ class SummaryReporter extends Mocha.reporters.Spec {
     const started = new Map();
     const fileOf = (suite) => (suite.file ? path.relative(process.cwd(), suite.file) : "(no file)");
     const topLevel = (suite) => suite.parent !== undefined && suite.parent.root === true;
+    /** The files whose tests or hooks failed (a hook's file is its suite's): scripts/test-lanes.sh runs them again alone. */
+    const failedFiles = new Set();
+    /** file → tests passed in it (a rerun replaces a failed file's count with its own). */
+    const filePasses = new Map();
+    const fileOfRunnable = (runnable) => {
+      let node = runnable;
+      while (node && !node.file) node = node.parent;
+      return node?.file ? path.relative(process.cwd(), node.file) : "(no file)";
+    };
+    runner.on(EVENT_TEST_FAIL, (runnable) => failedFiles.add(fileOfRunnable(runnable)));
+    runner.on(EVENT_TEST_PASS, (test) => filePasses.set(fileOfRunnable(test), (filePasses.get(fileOfRunnable(test)) ?? 0) + 1));
     runner.on(EVENT_SUITE_BEGIN, (suite) => {
       if (topLevel(suite)) started.set(suite, { t0: process.hrtime.bigint(), cpu: cpuNow() });
     });
@@ -78,7 +89,19 @@ class SummaryReporter extends Mocha.reporters.Spec {
       const { passes, failures, pending, tests } = this.stats;
       const file = process.env.SUANLI_TEST_SUMMARY;
       if (file)
-        fs.writeFileSync(file, JSON.stringify({ passes, failures, pending, tests, files: Object.fromEntries(rows), cpu: Object.fromEntries(rows.map(([f]) => [f, cpuOf(f)])) }));
+        fs.writeFileSync(
+          file,
+          JSON.stringify({
+            passes,
+            failures,
+            pending,
+            tests,
+            failedFiles: [...failedFiles].sort(),
+            passesByFile: Object.fromEntries(filePasses),
+            files: Object.fromEntries(rows),
+            cpu: Object.fromEntries(rows.map(([f]) => [f, cpuOf(f)])),
+          }),
+        );
       // Mocha's own `--exit`, which Hardhat's runner lacks: once every test has run, the process
       // must end. A test that leaks a handle (a server, a socket, a child's pipe, a timer) would
       // otherwise keep it alive forever and a CI run would wait for its hard limit with nothing
