@@ -5,8 +5,14 @@
  * against an embedded devnet chain on 127.0.0.1 with the contracts deployed. Each command runs
  * `--runs` times (default 7) one after another; p50 and max of the wall time, and the child's CPU
  * time (user + system) at the p50. Target (issue #39): p50 ≤ 1 s.
+ *
+ * `--network` adds the renter's reads that reach the market: `suanli devnet --api-port
+ * --demo-offers` runs as a child (its chain, an API node, three providers' offers), and `offers`
+ * and `tasks` run twice each way: joining through libp2p (`--bootstrap`, the API node's
+ * multiaddr) and through the node's HTTP API (`--node-url`).
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
+import { createServer } from "node:net";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -66,12 +72,49 @@ async function measure(args: string[], runs: number): Promise<{ p50Ms: number; m
   return { p50Ms: Math.round(median.wallMs), maxMs: Math.round(byWall.at(-1)!.wallMs), cpuP50Ms: Math.round(median.cpuMs) };
 }
 
+/** A free TCP port on 127.0.0.1 (the OS picks it; the devnet child binds it next). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** `suanli devnet` with an API node and demo offers, as a child; resolves once it prints its addresses. */
+async function startNetworkDevnet(work: string): Promise<{ child: ChildProcess; flags: string[]; bootstrap: string; nodeUrl: string }> {
+  const [rpcPort, apiPort] = [await freePort(), await freePort()];
+  const deployments = path.join(work, "network-deployments");
+  const child = spawn(NODE, [BIN, "devnet", "--port", String(rpcPort), "--api-port", String(apiPort), "--demo-offers", "--bundler-port", "0", "--deployments", deployments], {
+    cwd: root,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout!.on("data", (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr!.on("data", (chunk: Buffer) => (out += chunk.toString()));
+  const deadline = Date.now() + 180_000;
+  while (!out.includes("Press Ctrl-C to stop.")) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill("SIGTERM");
+      throw new Error(`suanli devnet did not start: ${out.slice(-1_000)}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  const bootstrap = /bootstrap other nodes with (\S+)\)/.exec(out)?.[1];
+  if (!bootstrap) throw new Error(`suanli devnet printed no API node multiaddr: ${out.slice(-1_000)}`);
+  return { child, flags: ["--rpc-url", `http://127.0.0.1:${rpcPort}`, "--deployments", deployments], bootstrap, nodeUrl: `http://127.0.0.1:${apiPort}` };
+}
+
 export async function run(args: string[]): Promise<Record<string, unknown>> {
   const runsAt = args.indexOf("--runs");
   const runs = runsAt >= 0 ? Number(args[runsAt + 1]) : 7;
   if (!Number.isInteger(runs) || runs < 1 || runs > 100) throw new Error("--runs takes a whole number from 1 to 100");
   const work = await mkdtemp(path.join(tmpdir(), "suanli-bench-cli-"));
   const chain = await startEmbeddedChain({ wallClockBlocks: true });
+  let network: Awaited<ReturnType<typeof startNetworkDevnet>> | undefined;
   try {
     const admin = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0), pollingIntervalMs: 100 });
     const deployment = await deployContracts({ publicClient: admin.publicClient, walletClient: admin.walletClient!, attestors: [] });
@@ -85,17 +128,33 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       ["wallet balance", ["wallet", "balance", ...chainFlags]],
       ["wallet owed", ["wallet", "owed", ...chainFlags]],
     ];
+    if (args.includes("--network")) {
+      network = await startNetworkDevnet(work);
+      const renter = [...network.flags, "--devnet-account", "5", "--state-dir", path.join(work, "state"), "--json"];
+      commands.push(
+        ["offers (libp2p)", ["offers", ...network.flags, "--bootstrap", network.bootstrap, "--json"]],
+        ["offers (HTTP)", ["offers", ...network.flags, "--node-url", network.nodeUrl, "--json"]],
+        ["tasks (libp2p)", ["tasks", ...renter, "--bootstrap", network.bootstrap]],
+        ["tasks (HTTP)", ["tasks", ...renter, "--node-url", network.nodeUrl]],
+      );
+    }
     const results: Record<string, { p50Ms: number; maxMs: number; cpuP50Ms: number }> = {};
-    console.log(`command           p50 ms   max ms   CPU ms at p50   (${runs} runs each, Node ${process.versions.node})`);
+    console.log(`command                p50 ms   max ms   CPU ms at p50   (${runs} runs each, Node ${process.versions.node})`);
     for (const [name, commandArgs] of commands) {
       const result = await measure(commandArgs, runs);
       results[name] = result;
-      console.log(`${name.padEnd(16)} ${String(result.p50Ms).padStart(7)} ${String(result.maxMs).padStart(8)} ${String(result.cpuP50Ms).padStart(15)}`);
+      console.log(`${name.padEnd(21)} ${String(result.p50Ms).padStart(7)} ${String(result.maxMs).padStart(8)} ${String(result.cpuP50Ms).padStart(15)}`);
     }
     const worstP50Ms = Math.max(...Object.values(results).map((r) => r.p50Ms));
     console.log(`slowest p50 ${worstP50Ms} ms (target ≤ 1,000 ms)`);
     return { runs, commands: results, worstP50Ms, targetP50Ms: 1_000 };
   } finally {
+    if (network) {
+      const exited = new Promise((resolve) => network!.child.once("exit", resolve));
+      network.child.kill("SIGTERM");
+      await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 15_000))]);
+      if (network.child.exitCode === null) network.child.kill("SIGKILL");
+    }
     await chain.close();
     await rm(work, { recursive: true, force: true });
   }

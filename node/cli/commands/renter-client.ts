@@ -41,9 +41,24 @@ function checkpointCopyOption(flags: RenterFlags & { pinCheckpointsOn?: string }
   return { pinCheckpointsOn: url };
 }
 
+/** `--node-url` (env SUANLI_NODE_URL): an http(s) URL; with --bootstrap too it is a usage error, as the command would use one of them only. */
+function nodeUrlOption(flags: RenterFlags, problems: FlagProblems): string | undefined {
+  const url = flags.nodeUrl;
+  if (url === undefined || url === "") return undefined;
+  if (!/^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(url)) problems.add(`--node-url must be a node's HTTP API URL like http://127.0.0.1:8080, got "${url}"`);
+  if (flags.bootstrap)
+    problems.add("--node-url and --bootstrap both say how to reach the network: pass one of them (--node-url: a node's HTTP API; --bootstrap: libp2p multiaddrs)");
+  return url;
+}
+
 export function withRenterFlags(command: Command, wallet = true): Command {
   withChainFlags(command, { wallet })
     .option("--bootstrap <multiaddrs>", "comma-separated multiaddrs of Suanli nodes (env SUANLI_BOOTSTRAP)", process.env.SUANLI_BOOTSTRAP ?? "")
+    .option(
+      "--node-url <url>",
+      "a Suanli node's HTTP API (its relay reaches the providers): the command joins no p2p network, which makes reads fast; instead of --bootstrap (env SUANLI_NODE_URL)",
+      process.env.SUANLI_NODE_URL,
+    )
     .option("--state-dir <dir>", "where the CLI keeps your tasks", process.env.SUANLI_STATE_DIR ?? path.join(homedir(), ".suanli"));
   if (!wallet) return command;
   return command
@@ -101,6 +116,7 @@ export async function withClient<T>(flags: RenterFlags, needWallet: boolean, run
   checkChainFlags(flags, problems);
   const smartAccount = await smartAccountOption(flags, problems);
   const copies = checkpointCopyOption(flags, problems);
+  const nodeUrl = nodeUrlOption(flags, problems);
   problems.throwIfAny();
   const rpcUrl = flags.rpcUrl ?? "http://127.0.0.1:8545";
   const chain = await connectChain({ rpcUrl });
@@ -115,7 +131,8 @@ export async function withClient<T>(flags: RenterFlags, needWallet: boolean, run
   const client = await createClient({
     rpcUrl,
     ...(smartAccount ? { smartAccount } : { account }),
-    bootstrap,
+    // With --node-url, that node's HTTP API and relay instead of libp2p (docs/sdk.md "The CLI through a node's API").
+    ...(nodeUrl ? { nodeUrl } : { bootstrap }),
     // One command is a short-lived client: it pulls the book, never joins gossip (issue #40 item 12).
     gossip: false,
     deployment: flags.deployments,

@@ -8,7 +8,7 @@ import type { DownloadOutputReturnType, SuanliClient, TaskReceipt } from "../../
 import type { ChainFlags } from "../context.js";
 import { ExitCode } from "../output.js";
 
-export type RenterFlags = ChainFlags & { bootstrap?: string; stateDir?: string; smartAccount?: string; bundler?: string; paymaster?: string };
+export type RenterFlags = ChainFlags & { bootstrap?: string; nodeUrl?: string; stateDir?: string; smartAccount?: string; bundler?: string; paymaster?: string };
 
 /** `value` quoted for a POSIX shell when it needs to be. */
 function shellWord(value: string): string {
@@ -19,6 +19,7 @@ const FOLLOW_UP_FLAGS: [keyof RenterFlags, string][] = [
   ["rpcUrl", "--rpc-url"],
   ["deployments", "--deployments"],
   ["bootstrap", "--bootstrap"],
+  ["nodeUrl", "--node-url"],
   ["stateDir", "--state-dir"],
   ["keyFile", "--key-file"],
   ["devnetAccount", "--devnet-account"],
