@@ -41,7 +41,8 @@ function checkpointCopyOption(flags: RenterFlags & { pinCheckpointsOn?: string }
   return { pinCheckpointsOn: url };
 }
 
-/** `--node-url` (env SUANLI_NODE_URL): an http(s) URL; with --bootstrap too it is a usage error, as the command would use one of them only. */
+/**
+ * `--node-url`: an http(s) URL (a flag only: SUANLI_NODE_URL, which `suanli data` reads, may be set beside SUANLI_BOOTSTRAP); with --bootstrap too it is a usage error, as the command would use one of them only. */
 function nodeUrlOption(flags: RenterFlags, problems: FlagProblems): string | undefined {
   const url = flags.nodeUrl;
   if (url === undefined || url === "") return undefined;
@@ -54,11 +55,7 @@ function nodeUrlOption(flags: RenterFlags, problems: FlagProblems): string | und
 export function withRenterFlags(command: Command, wallet = true): Command {
   withChainFlags(command, { wallet })
     .option("--bootstrap <multiaddrs>", "comma-separated multiaddrs of Suanli nodes (env SUANLI_BOOTSTRAP)", process.env.SUANLI_BOOTSTRAP ?? "")
-    .option(
-      "--node-url <url>",
-      "a Suanli node's HTTP API (its relay reaches the providers): the command joins no p2p network, which makes reads fast; instead of --bootstrap (env SUANLI_NODE_URL)",
-      process.env.SUANLI_NODE_URL,
-    )
+    .option("--node-url <url>", "a Suanli node's HTTP API (its relay reaches the providers): the command joins no p2p network, which makes reads fast; instead of --bootstrap")
     .option("--state-dir <dir>", "where the CLI keeps your tasks", process.env.SUANLI_STATE_DIR ?? path.join(homedir(), ".suanli"));
   if (!wallet) return command;
   return command
