@@ -101,9 +101,9 @@ describe("suanli output, exec and forward (CLI)", function () {
     }
     const logs = await runCli(["logs", receipt.taskId!, ...viaNode]);
     assert.equal(logs.code, 0, logs.stderr);
-    const both = await runCli(["tasks", ...viaNode, "--bootstrap", market.provider.peer.addr]);
-    assert.equal(both.code, 2);
-    assert.match(both.stderr, /--node-url and --bootstrap both say how to reach the network: pass one of them/);
+    const notHttp = await runCli(["tasks", ...viaNode, "--node-url", "127.0.0.1:8080"]);
+    assert.equal(notHttp.code, 2);
+    assert.match(notHttp.stderr, /--node-url must be a node's HTTP API URL like http:\/\/127\.0\.0\.1:8080, got "127\.0\.0\.1:8080"/);
   });
 
   it("exec runs a command in the running task with its exit code; forward serves the task's port until stopped", async () => {

@@ -42,13 +42,13 @@ function checkpointCopyOption(flags: RenterFlags & { pinCheckpointsOn?: string }
 }
 
 /**
- * `--node-url`: an http(s) URL (a flag only: SUANLI_NODE_URL, which `suanli data` reads, may be set beside SUANLI_BOOTSTRAP); with --bootstrap too it is a usage error, as the command would use one of them only. */
+ * `--node-url`: an http(s) URL. A flag only (SUANLI_NODE_URL, which `suanli data` reads, may be set
+ * beside SUANLI_BOOTSTRAP); when given, it wins over --bootstrap and SUANLI_BOOTSTRAP, which the README exports.
+ */
 function nodeUrlOption(flags: RenterFlags, problems: FlagProblems): string | undefined {
   const url = flags.nodeUrl;
-  if (url === undefined || url === "") return undefined;
+  if (url === undefined) return undefined;
   if (!/^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(url)) problems.add(`--node-url must be a node's HTTP API URL like http://127.0.0.1:8080, got "${url}"`);
-  if (flags.bootstrap)
-    problems.add("--node-url and --bootstrap both say how to reach the network: pass one of them (--node-url: a node's HTTP API; --bootstrap: libp2p multiaddrs)");
   return url;
 }
 
