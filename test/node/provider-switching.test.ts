@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { startBundleServer, type BundleServer } from "../support/bundles.js";
@@ -68,11 +68,16 @@ describe("provider agent: capacity switching", function () {
     await waitFor("the idle workload to start", async () => (await marks(idleLog)).some((m) => m.word === "start"));
     assert.equal(modeOfUnit(), "idle");
     const taskLog = path.join(dir, "task1.log");
-    const bundle = await bundles.bundle({ "run.sh": `echo "task-start $(date +%s%3N)" >> "$MARK"\nsleep 1\necho "task-end $(date +%s%3N)" >> "$MARK"\n` });
+    // The task runs until the test has seen it running (a 1 s task could end unseen on a loaded host).
+    const go = path.join(dir, "task1.go");
+    const bundle = await bundles.bundle({
+      "run.sh": `echo "task-start $(date +%s%3N)" >> "$MARK"\ni=0\nwhile [ ! -e "$GO" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done\necho "task-end $(date +%s%3N)" >> "$MARK"\n`,
+    });
     const leaseId = await alice.rent(provider.peer, { machineId, units: 1, duration: 60 });
-    await alice.sendTask(provider.peer, leaseId, { bundle, command: "sh run.sh", env: { MARK: taskLog } });
+    await alice.sendTask(provider.peer, leaseId, { bundle, command: "sh run.sh", env: { MARK: taskLog, GO: go } });
     await alice.waitStatus(provider.peer, leaseId, (s) => s.state === "running", "the task to run");
     assert.equal(modeOfUnit(), "ai");
+    await writeFile(go, "");
     await alice.waitStatus(provider.peer, leaseId, (s) => s.state === "succeeded", "the task to finish");
     await alice.waitLease(leaseId, ["Settled"]);
     await waitFor("the idle workload to come back", async () => (await marks(idleLog)).filter((m) => m.word === "start").length >= 2);
