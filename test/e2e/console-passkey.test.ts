@@ -248,6 +248,28 @@ describe("renter console: Sign in with a passkey (Chromium's virtual WebAuthn au
     assert.equal(after.count - before.ops.count, asserted, "one user operation per prompt");
     assert.deepEqual([...after.paymasters], [contracts().paymaster]);
     assert.equal(before.deposit - (await paymasterDeposit()), after.gas - before.ops.gas, "the paymaster's deposit paid exactly the operations' gas");
+  });
+
+  it("a passkey prompt the person refuses: the sign-in fails saying so, and nothing is sent or spent", async () => {
+    const before = { tokens: await tokens(renter), ops: await operations(renter) };
+    await cdp.send("WebAuthn.setUserVerified", { authenticatorId, isUserVerified: false });
+    try {
+      await page.reload();
+      await page.waitForSelector("body[data-ready=true]");
+      asserted = 0;
+      await page.click("#passkey-signin");
+      await page.waitForSelector("#wallet-error:not([hidden])", { timeout: 30_000 });
+      const message = (await page.textContent("#wallet-error")) ?? "";
+      assert.match(message, /^PasskeySignatureError: The passkey did not sign the approve the session user operation: its prompt was dismissed or timed out/);
+      assert.match(message, /Nothing of this operation was sent/);
+      assert.notEqual(await page.getAttribute("body", "data-connected"), "true", "not signed in");
+      assert.equal(await page.isDisabled("#submit-button"), true);
+    } finally {
+      await cdp.send("WebAuthn.setUserVerified", { authenticatorId, isUserVerified: true });
+    }
+    assert.equal(asserted, 0);
+    assert.equal((await operations(renter)).count, before.ops.count, "no user operation");
+    assert.equal(await tokens(renter), before.tokens);
     assert.deepEqual(pageErrors, []);
   });
 });

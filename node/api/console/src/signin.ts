@@ -111,10 +111,10 @@ export async function connectPasskey(fresh: boolean): Promise<void> {
 
 /** The renter is `address` from now on: its session, balances and the offers; another renter's tasks are put away. */
 async function signedIn(address: `0x${string}`, signer: "wallet" | "passkey"): Promise<void> {
+  await startSession(state.config!.deployment.contracts.sessions !== undefined, signer === "passkey");
   if (state.address && state.address.toLowerCase() !== address.toLowerCase()) startOver();
   state.address = address;
   state.signer = signer;
-  await startSession(state.config!.deployment.contracts.sessions !== undefined);
   $("#wallet-address").textContent = address;
   $("#wallet-kind").textContent =
     signer === "wallet"
