@@ -264,6 +264,7 @@ describe("renter console: Sign in with a passkey (Chromium's virtual WebAuthn au
       assert.match(message, /Nothing of this operation was sent/);
       assert.notEqual(await page.getAttribute("body", "data-connected"), "true", "not signed in");
       assert.equal(await page.isDisabled("#submit-button"), true);
+      assert.equal(await page.textContent("#passkey-status"), `Not signed in. Your passkey's account is ${renter}.`);
     } finally {
       await cdp.send("WebAuthn.setUserVerified", { authenticatorId, isUserVerified: true });
     }

@@ -98,15 +98,31 @@ export async function connectPasskey(fresh: boolean): Promise<void> {
       onProgress,
     });
     state.wallet = undefined;
+    // Shown before the session's approval, so that a failure (no ETH and no sponsor, say) still names the account.
+    line.textContent = `Your account is ${state.client.address}. Approve its session on your device…`;
     await signedIn(state.client.address!, "passkey");
     line.textContent = `Signed in with passkey ${passkey.id.slice(0, 8)}… (this browser remembers it for this page).`;
     $("#passkey-signin").textContent = "Sign in again with your passkey";
   } catch (error) {
-    line.textContent = "";
+    line.textContent = state.client?.address ? `Not signed in. Your passkey's account is ${state.client.address}.` : "";
     show("#wallet-error", describe(error));
+    // Whoever was signed in before is not any more: the client was replaced.
+    if (state.client) signedOut();
   } finally {
     for (const button of buttons) button.disabled = false;
   }
+}
+
+function signedOut(): void {
+  runDetached(state.client?.close() ?? Promise.resolve(), console, "close");
+  state.client = undefined;
+  state.address = undefined;
+  state.signer = undefined;
+  startOver();
+  $("#wallet-facts").hidden = true;
+  $<HTMLButtonElement>("#submit-button").disabled = true;
+  $<HTMLButtonElement>("#offers-refresh").disabled = true;
+  delete document.body.dataset.connected;
 }
 
 /** The renter is `address` from now on: its session, balances and the offers; another renter's tasks are put away. */
