@@ -13,7 +13,7 @@
  * the paymaster's EntryPoint deposit.
  */
 import assert from "node:assert/strict";
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { CDPSession, Page } from "playwright-core";
 import { parseEther, parseEventLogs, parseUnits, type Address, type Hex } from "viem";
@@ -28,6 +28,8 @@ import { startTestDaemon } from "../support/daemons.js";
 import { freePort } from "../support/ports.js";
 import { startMarket, type Market } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
+
+const SHOTS = path.resolve(process.env.SUANLI_SCREENSHOTS ?? path.join(process.cwd(), ".suanli-screenshots"), "console-passkey");
 
 describe("renter console: Sign in with a passkey (Chromium's virtual WebAuthn authenticator), 0 ETH, the sponsor paying the gas", function () {
   this.timeout(240_000);
@@ -82,6 +84,8 @@ describe("renter console: Sign in with a passkey (Chromium's virtual WebAuthn au
   }
 
   before(async function () {
+    await rm(SHOTS, { recursive: true, force: true });
+    await mkdir(SHOTS, { recursive: true });
     await buildConsole();
     market = await startMarket({
       name: "console-passkey",
@@ -167,6 +171,7 @@ describe("renter console: Sign in with a passkey (Chromium's virtual WebAuthn au
     assert.equal(asserted, 1, "the new session's approval");
     assert.equal(await page.textContent("#wallet-balance"), "5 tUSD");
     assert.equal(await page.textContent("#wallet-gas"), "0 ETH (none needed: the sponsor pays the gas)");
+    await page.screenshot({ path: path.join(SHOTS, "1-signed-in.png") });
   });
 
   it("rents with 0 ETH: the task's logs, its verified receipt, two prompts since signing in, the exact cost, the sponsor's deposit paying the gas", async () => {
@@ -187,6 +192,8 @@ describe("renter console: Sign in with a passkey (Chromium's virtual WebAuthn au
     assert.equal(await page.getAttribute("#receipt", "data-state"), "succeeded");
     assert.match((await page.textContent("#receipt-facts .completion")) ?? "", /^verified on-chain · exit 0 /);
     assert.equal(asserted, 2, "logs, status and the receipt asked for nothing");
+    await page.screenshot({ path: path.join(SHOTS, "2-receipt.png"), fullPage: true });
+    console.log(`      console-passkey screenshots: ${SHOTS}`);
 
     const { paid, refunded } = await receiptFacts();
     const leaseId = BigInt((await page.textContent("#task-lease"))!);
