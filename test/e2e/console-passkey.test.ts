@@ -214,7 +214,8 @@ describe("renter console: Sign in with a passkey (Chromium's virtual WebAuthn au
     const before = { tokens: await tokens(renter), deposit: await paymasterDeposit(), ops: await operations(renter) };
     asserted = 0;
     const bundle = await market.bundles.bundle({ "run.sh": "echo long job started; sleep 120; echo never" });
-    await page.fill("#duration", "30");
+    // Paid time to spare: the extension must land before it runs out, on a loaded host too.
+    await page.fill("#duration", "120");
     await page.fill("#bundle-url", bundle.url);
     await page.fill("#bundle-sha256", bundle.sha256);
     await submitAndWait();
