@@ -1,6 +1,11 @@
 import { z } from "zod";
 import { connectionLimitsSchema } from "../http/limits.js";
 
+const httpUrl = z
+  .string()
+  .url()
+  .refine((value) => /^https?:\/\//i.test(value), "expected an http(s):// URL");
+
 /**
  * Options of the HTTP API (`api.*` in the node's configuration, docs/configuration.md).
  */
@@ -47,11 +52,20 @@ export const apiOptionsSchema = z
          * address (a devnet, or a node on the renter's machine), none otherwise: the node's RPC URL
          * may carry an API key, so it is never published unless set here.
          */
-        rpcUrl: z
-          .string()
-          .url()
-          .refine((value) => /^https?:\/\//i.test(value), "expected an http(s):// URL")
-          .optional(),
+        rpcUrl: httpUrl.optional(),
+        /**
+         * The ERC-4337 bundler (docs/aa.md) the page's "Sign in with a passkey" sends the passkey
+         * account's user operations to, from the browser: an endpoint browsers may call (CORS; the
+         * devnet's Alto allows any origin). Unset: the page offers no passkey sign-in.
+         */
+        bundlerUrl: httpUrl.optional(),
+        /**
+         * The deployment's sponsor (an ERC-7677 paymaster service, `sponsor.*` of the node that runs
+         * it: docs/aa.md "Gas without ETH") that pays those operations' gas, so a passkey renter
+         * needs no ETH; it must allow the page's origin (`sponsor.corsOrigins`). Unset: the passkey
+         * account pays its own gas in ETH.
+         */
+        paymasterUrl: httpUrl.optional(),
       })
       .prefault({}),
     sse: z

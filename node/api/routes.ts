@@ -403,25 +403,43 @@ export function apiRoutes(deps: RouteDeps): RouteSpec[] {
         method: "GET",
         url: "/console/config.json",
         operationId: "getConsoleConfig",
-        summary: "The deployment and chain RPC URL the console's SDK client uses",
+        summary: "The deployment, chain RPC URL, bundler and sponsor URLs the console's SDK client uses",
         tag: "console",
         responses: { 200: { description: "Console configuration", schema: consoleConfigSchema }, 429: rateLimited },
-        handler: async () => ({ chainId: deployment.chainId, rpcUrl: deps.consoleRpcUrl, deployment: consoleDeployment(deployment) }),
+        handler: async () => ({
+          chainId: deployment.chainId,
+          rpcUrl: deps.consoleRpcUrl,
+          bundlerUrl: options.console.bundlerUrl ?? null,
+          paymasterUrl: options.console.paymasterUrl ?? null,
+          deployment: consoleDeployment(deployment),
+        }),
       }),
     );
   }
   return routes;
 }
 
-/** What the console's SDK client needs of the manifest: its contracts, the token and its permit domain (the rest stays on the node). */
+/**
+ * What the console's SDK client needs of the manifest: its contracts (the ERC-4337 ones for a passkey's smart
+ * account), the token and its permit domain (the rest stays on the node).
+ */
 function consoleDeployment(deployment: Deployment) {
-  const { token, registry, market, sessions } = deployment.contracts;
+  const { token, registry, market, sessions, entryPoint, accountFactory, paymaster, passkeyAccountFactory } = deployment.contracts;
   return {
     chainId: deployment.chainId,
     deploymentBlock: deployment.deploymentBlock,
     deployedAt: deployment.deployedAt,
     deployer: deployment.deployer,
-    contracts: { token, ...(registry ? { registry } : {}), ...(market ? { market } : {}), ...(sessions ? { sessions } : {}) },
+    contracts: {
+      token,
+      ...(registry ? { registry } : {}),
+      ...(market ? { market } : {}),
+      ...(sessions ? { sessions } : {}),
+      ...(entryPoint ? { entryPoint } : {}),
+      ...(accountFactory ? { accountFactory } : {}),
+      ...(paymaster ? { paymaster } : {}),
+      ...(passkeyAccountFactory ? { passkeyAccountFactory } : {}),
+    },
     token: { symbol: deployment.token.symbol, decimals: deployment.token.decimals, ...(deployment.token.permit !== undefined ? { permit: deployment.token.permit } : {}) },
   };
 }

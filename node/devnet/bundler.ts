@@ -129,6 +129,9 @@ export async function startBundler(options: BundlerOptions): Promise<Bundler> {
     ...["--block-time", "250", "--min-bundle-interval", "50", "--max-bundle-interval", "250"],
     // No executor refills: the devnet funds them, and a refill loop would spend the utility account's gas.
     ...["--refilling-wallets", "false", "--utility-wallet-monitor", "false"],
+    // Any origin's pages may call it (Alto's CORS reflects the Origin): the renter console's passkey sign-in sends
+    // user operations from the browser (docs/console.md). It listens on loopback only, so that is this machine's pages.
+    ...["--enable-cors", "true"],
   ];
   // Alto loads a .env from its working folder: run it where there is none of ours.
   const child: ChildProcess = spawnChild(process.execPath, args, {

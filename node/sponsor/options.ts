@@ -19,6 +19,13 @@ export const sponsorOptionsSchema = z.strictObject({
   host: z.string().min(1).default("127.0.0.1"),
   /** TCP port; 0 picks a free one. */
   port: z.number().int().min(0).max(65_535).default(8095),
+  /**
+   * Origins whose web pages may call the service (CORS): the renter console's "Sign in with a
+   * passkey" calls it from the browser (docs/console.md). `*` for any, as the HTTP API's
+   * `api.corsOrigins`; [] for none (only non-browser clients: the SDK in Node, the CLI). What a
+   * page can make it sign is bounded as for any client: the policy and each account's daily budget.
+   */
+  corsOrigins: z.array(z.string().regex(/^(\*|https?:\/\/[^/\s]+)$/, "expected * or an origin like https://app.example")).default(["*"]),
   /** How long a sponsorship is valid after it is signed, seconds: the bundler must land the operation by then. */
   validSeconds: z.number().int().min(30).max(3600).default(300),
   /** Sponsored operations per account per UTC day. */

@@ -11,6 +11,7 @@
  * A refusal is a JSON-RPC error -32602 whose message lists every rule broken; nothing is charged.
  */
 import http from "node:http";
+import cors from "@fastify/cors";
 import Fastify from "fastify";
 import { getAddress, isHex, type Address, type Hex, type PrivateKeyAccount, type TypedDataDomain } from "viem";
 import { formatUserOperation, type UserOperation } from "viem/account-abstraction";
@@ -155,6 +156,10 @@ export async function createSponsorServer(parameters: SponsorServiceOptions) {
       return server;
     },
   });
+  // Browsers (the renter console's passkey sign-in) call it from the page's origin; the preflight's
+  // Content-Type: application/json is all viem's http transport sends.
+  if (options.corsOrigins.length)
+    await app.register(cors, { origin: options.corsOrigins.includes("*") ? "*" : options.corsOrigins, methods: ["POST"], allowedHeaders: ["content-type"], maxAge: 600 });
   app.post("/", async (request, reply) => {
     const body = request.body as { id?: unknown } | undefined;
     const id = typeof body?.id === "string" || typeof body?.id === "number" ? body.id : null;

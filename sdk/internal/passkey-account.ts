@@ -11,6 +11,14 @@ import { passkeyAccountFactoryAbi } from "../../common/abi.js";
 import { ENTRY_POINT_08, decodeErc7821Execute, encodeErc7821Execute } from "../../common/account-abstraction.js";
 import { SmartAccountError } from "./simple-account.js";
 
+/**
+ * The passkey did not sign a user operation: its prompt was dismissed or timed out, user verification was refused, or
+ * this site holds no such credential (WebAuthn's NotAllowedError). Nothing of the operation was sent.
+ */
+export class PasskeySignatureError extends SmartAccountError {
+  override name = "PasskeySignatureError";
+}
+
 export type PasskeyAccountOptions = {
   /** A client of the chain (reads the counterfactual address and the nonce). */
   client: SmartAccountImplementation["client"];
@@ -125,7 +133,13 @@ export async function toPasskeyAccount(options: PasskeyAccountOptions): Promise<
         entryPointVersion: "0.8",
         userOperation: { ...userOperation, sender: await this.getAddress() },
       });
-      return encodeWebAuthnSignature(await owner.sign({ hash }));
+      let assertion;
+      try {
+        assertion = await owner.sign({ hash });
+      } catch (error) {
+        throw new PasskeySignatureError("The passkey did not sign the user operation", { cause: error });
+      }
+      return encodeWebAuthnSignature(assertion);
     },
     userOperation: {
       async estimateGas(userOperation) {

@@ -10,6 +10,7 @@ import { createBundlerClient, createPaymasterClient, type SmartAccount } from "v
 import { decodeRevert, revertReason } from "../../common/chain/tx.js";
 import { suanliErrorsAbi } from "../../common/chain/market.js";
 import { BundlerError, TransactionError } from "../errors.js";
+import { PasskeySignatureError } from "./passkey-account.js";
 
 /** One call of a user operation, typed loosely: the ABI is there to decode a revert by its custom error. */
 export type UserOpCall = { to: Address; abi: Abi; functionName: string; args: readonly unknown[] };
@@ -86,6 +87,15 @@ export function userOpSender(options: { publicClient: PublicClient<Transport, Ch
 
 /** The SDK's error for a user operation that did not happen: a revert of one of its calls, or the bundler's (or sponsor's) failure. */
 export function userOpFailure(step: string, error: unknown, where: { bundlerUrl: string; paymasterUrl: string | undefined; sent?: Hex }): Error {
+  // The owner's refusal is no bundler's: say so, with the step (viem wraps it in its own errors).
+  let refused: unknown = error;
+  while (refused instanceof Error && !(refused instanceof PasskeySignatureError)) refused = refused.cause;
+  if (refused instanceof PasskeySignatureError) {
+    return new PasskeySignatureError(`The passkey did not sign the ${step} user operation: its prompt was dismissed or timed out, or user verification was refused`, {
+      cause: refused.cause,
+      metaMessages: ["Nothing of this operation was sent: approve it on your device to try again."],
+    });
+  }
   if (decodeRevert(error)) return new TransactionError(step, revertReason(error), error);
   const request =
     error instanceof BaseError ? (error.walk((e) => e instanceof HttpRequestError || e instanceof RpcRequestError) as HttpRequestError | RpcRequestError | null) : null;

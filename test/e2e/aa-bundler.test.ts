@@ -14,6 +14,7 @@ import { encodeFunctionData, getAddress, http, parseEther, parseEventLogs, parse
 import { createBundlerClient, entryPoint08Abi, type SmartAccount } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
+import { consoleConfigSchema } from "../../common/api/console.js";
 import { BundlerUnavailableError, checkBundler, ENTRY_POINT_08, SIMPLE_ACCOUNT_FACTORY_08, simpleAccountAbi } from "../../common/account-abstraction.js";
 import { parseDeployment, serializeDeployment } from "../../common/deployment.js";
 import { devnetAccount, devnetPrivateKey } from "../../common/devnet.js";
@@ -210,17 +211,26 @@ describe("ERC-4337 on the devnet: EntryPoint v0.8, SimpleAccountFactory and Alto
     });
   });
 
-  it("`suanli devnet` deploys the two, starts Alto for that EntryPoint, and stops it with itself on SIGTERM", async () => {
+  it("`suanli devnet` deploys the two, starts Alto for that EntryPoint (its console's passkey sign-in uses it), and stops it with itself on SIGTERM", async () => {
     const dir = await mkdtemp(path.join(tmpdir(), "suanli-aa-devnet-"));
-    const cli = startCli(["devnet", "--port", "0", "--bundler-port", "0", "--attestors", "", "--deployments", dir, "--json"], { timeoutMs: 45_000 });
+    const cli = startCli(["devnet", "--port", "0", "--bundler-port", "0", "--api-port", "0", "--attestors", "", "--deployments", dir, "--json"], { timeoutMs: 45_000 });
     try {
-      const described = (await cli.ready) as { bundlerUrl: string | null; contracts: { entryPoint?: Address; accountFactory?: Address } };
+      const described = (await cli.ready) as { bundlerUrl: string | null; apiUrl: string; contracts: { entryPoint?: Address; accountFactory?: Address } };
       assert.equal(described.contracts.entryPoint, ENTRY_POINT_08);
       assert.equal(described.contracts.accountFactory, SIMPLE_ACCOUNT_FACTORY_08);
       assert.ok(described.bundlerUrl, "the devnet names its bundler");
       await checkBundler(described.bundlerUrl, ENTRY_POINT_08);
       // Started from the CLI (its bundle, bin/suanli.mjs), the loopback preload is found too.
       assert.deepEqual(await listeningAddresses(Number(new URL(described.bundlerUrl).port)), ["0100007F"]);
+      // The devnet's console offers "Sign in with a passkey" through it; the browser calls it from the page's origin (CORS).
+      const config = consoleConfigSchema.parse(await (await fetch(`${described.apiUrl}/console/config.json`)).json());
+      assert.equal(config.bundlerUrl, described.bundlerUrl);
+      assert.equal(config.paymasterUrl, null, "the devnet runs no sponsor");
+      const preflight = await fetch(described.bundlerUrl, {
+        method: "OPTIONS",
+        headers: { origin: described.apiUrl.replace("127.0.0.1", "localhost"), "access-control-request-method": "POST", "access-control-request-headers": "content-type" },
+      });
+      assert.equal(preflight.headers.get("access-control-allow-origin"), described.apiUrl.replace("127.0.0.1", "localhost"));
       assert.equal(await cli.stop("SIGTERM", 15_000), 0);
       await assert.rejects(
         checkBundler(described.bundlerUrl, ENTRY_POINT_08, 2_000),

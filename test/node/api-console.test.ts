@@ -12,6 +12,13 @@ import { startApiFixture, testDeployment, type ApiFixture } from "../support/api
 
 /** The manifest's SessionKeys address: the page's SDK client needs it to revoke a session. */
 const SESSIONS = "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0";
+/** The ERC-4337 contracts a passkey's smart account needs (docs/aa.md): the EntryPoint, the factories and the paymaster. */
+const AA = {
+  entryPoint: "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108",
+  accountFactory: "0x13E9ed32155810FDbd067D4522C492D6f68E5944",
+  paymaster: "0x0165878A594ca255338adfa4d48449f69242Eb8F",
+  passkeyAccountFactory: "0xa513E6E4b8f2a923D98304ec87F64353C4D5C853",
+} as const;
 
 describe("renter console routes", () => {
   const options = (input: Record<string, unknown> = {}) => apiOptionsSchema.parse(input);
@@ -27,6 +34,8 @@ describe("renter console routes", () => {
     assert.equal(consoleRpcUrl(options(), undefined), null);
     assert.equal(consoleRpcUrl(options({ console: { rpcUrl: "https://rpc.example.org" } }), "https://private.example/KEY"), "https://rpc.example.org");
     assert.throws(() => options({ console: { rpcUrl: "ws://rpc.example.org" } }), /http\(s\)/);
+    assert.throws(() => options({ console: { bundlerUrl: "ws://127.0.0.1:4337" } }), /http\(s\)/);
+    assert.throws(() => options({ console: { paymasterUrl: "not a url" } }), /paymasterUrl/);
   });
 
   describe("GET /console/config.json and the page", () => {
@@ -34,8 +43,8 @@ describe("renter console routes", () => {
     before(async () => {
       const deployment = testDeployment();
       fixture = await startApiFixture(
-        { console: { rpcUrl: "https://rpc.example.org/" } },
-        { deployment: { ...deployment, contracts: { ...deployment.contracts, sessions: SESSIONS } } },
+        { console: { rpcUrl: "https://rpc.example.org/", bundlerUrl: "https://bundler.example.org/rpc", paymasterUrl: "https://sponsor.example.org/" } },
+        { deployment: { ...deployment, contracts: { ...deployment.contracts, sessions: SESSIONS, ...AA } } },
       );
     });
     after(() => fixture?.close());
@@ -51,6 +60,21 @@ describe("renter console routes", () => {
       assert.equal(config.deployment.contracts.sessions, SESSIONS);
       const info = nodeInfoSchema.decode((await fixture.api.app.inject({ method: "GET", url: "/v1/info" })).json());
       assert.equal(info.contracts.sessions, SESSIONS);
+      // "Sign in with a passkey": the bundler and sponsor the operator named, and the manifest's ERC-4337 contracts.
+      assert.equal(config.bundlerUrl, "https://bundler.example.org/rpc");
+      assert.equal(config.paymasterUrl, "https://sponsor.example.org/");
+      for (const [role, address] of Object.entries(AA)) assert.equal(config.deployment.contracts[role as keyof typeof AA], address, role);
+    });
+
+    it("names no bundler or sponsor unless the operator set them: the page then offers no passkey sign-in", async () => {
+      const plain = await startApiFixture();
+      try {
+        const config = consoleConfigSchema.decode((await plain.api.app.inject({ method: "GET", url: "/console/config.json" })).json());
+        assert.equal(config.bundlerUrl, null);
+        assert.equal(config.paymasterUrl, null);
+      } finally {
+        await plain.close();
+      }
     });
 
     it("serves the page with a CSP that allows the RPC origin and no inline script", async () => {

@@ -63,7 +63,7 @@ export const CHROMIUM_ARGS = [
   "--disable-component-update",
   "--disable-sync",
   // Resolve no host name but loopback: the page may reach the node and nothing else.
-  "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+  "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",
 ];
 
 /** A fresh persistent context (its own profile folder, removed by `close`) on the Chromium findChromium picks. */

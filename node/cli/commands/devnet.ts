@@ -150,7 +150,8 @@ export function registerDevnet(program: Command): void {
               gossip: { ipColocationWhitelist: ["127.0.0.1"] },
               connections: { inboundPerSecondPerHost: 100 },
             },
-            api: { enabled: true, host: "127.0.0.1", port: apiPort },
+            // The console's passkey sign-in sends user operations to the devnet's Alto (docs/console.md).
+            api: { enabled: true, host: "127.0.0.1", port: apiPort, ...(bundler ? { console: { bundlerUrl: bundler.url } } : {}) },
           });
           node = await runNode(config, { api: true }, { logger });
           apiUrl = node.api!.url;

@@ -1,163 +1,29 @@
 /**
  * The renter console: a page any node serves at /console/ where a renter's own browser wallet
- * (an EIP-1193 provider, `window.ethereum`) shows its balance and the live offers, submits a task,
- * watches its state and logs, reads its receipt and cancels, extends or downloads it. Everything
- * goes through the browser SDK (sdk/browser.ts): requests to providers through this node's relay,
- * signed by a session key the wallet delegates to once (session.ts); payments by the wallet. Secret
+ * (an EIP-1193 provider, `window.ethereum`), or a passkey owning an ERC-4337 smart account
+ * (passkey.ts), shows its balance and the live offers, submits a task, watches its state and logs,
+ * reads its receipt and cancels, extends or downloads it. Everything goes through the browser SDK
+ * (sdk/browser.ts): requests to providers through this node's relay, signed by a session key the
+ * wallet delegates to (or the account approves) once (session.ts); payments by the wallet, or by
+ * the smart account's user operations through the node's bundler, gas paid by the sponsor. Secret
  * env values are sealed by the SDK, in this page, to the provider's key before they leave it.
  * Everything shown comes from the network or the user, so it is written as text, never as HTML.
  */
-import { createPublicClient, custom, erc20Abi, formatUnits, http } from "viem";
 import { consoleConfigSchema } from "../../../../common/api/console.js";
 import { nodeInfoSchema } from "../../../../common/api/market.js";
 import { runDetached } from "../../../../common/detached.js";
 import { $, cell } from "./dom.js";
-import { describe, getJson, show, state, token, tokens, trimFraction, type TaskRow } from "./state.js";
+import { describe, getJson, show, state, tokens, type TaskRow } from "./state.js";
 import { addEnvRow, FormError, markInvalid, readForm } from "./form.js";
-import { startSession } from "./session.js";
-import { createClient, type OfferSummary, type SubmitTaskParameters, type TaskReceipt, type TaskStatus } from "../../../../sdk/browser.js";
+import { downloadSelected } from "./download.js";
+import { refreshOffers } from "./offers.js";
+import { passkeyUnavailable, rememberedPasskey } from "./passkey.js";
+import { connect, connectPasskey, refreshBalances } from "./signin.js";
+import type { SubmitTaskParameters, TaskReceipt, TaskStatus } from "../../../../sdk/browser.js";
 
 const FINAL_STATES = new Set(["succeeded", "failed", "exceeded", "stopped", "preempted"]);
 const ENDED_LEASES = new Set(["Ended", "Settled", "Cancelled"]);
 const STATUS_INTERVAL_MS = 3000;
-
-// ---------------------------------------------------------------------------------------------
-// Wallet
-
-async function connect(): Promise<void> {
-  show("#wallet-error", undefined);
-  const config = state.config!;
-  const wallet = window.ethereum;
-  if (!wallet) {
-    show("#wallet-error", "No browser wallet found. Install or enable a wallet extension (any EIP-1193 wallet), then reload this page.");
-    return;
-  }
-  if (!config.rpcUrl) {
-    show("#wallet-error", "This node publishes no chain RPC URL for browsers, so the console cannot read the chain. Its operator sets api.console.rpcUrl (docs/console.md).");
-    return;
-  }
-  const button = $<HTMLButtonElement>("#connect");
-  button.disabled = true;
-  button.textContent = "Connecting…";
-  try {
-    const accounts = (await wallet.request({ method: "eth_requestAccounts" })) as `0x${string}`[];
-    if (!accounts[0]) throw new Error("The wallet shared no account.");
-    const walletChain = Number(await wallet.request({ method: "eth_chainId" }));
-    if (walletChain !== config.chainId) {
-      try {
-        await wallet.request({ method: "wallet_switchEthereumChain", params: [{ chainId: `0x${config.chainId.toString(16)}` }] });
-      } catch (error) {
-        throw new Error(`The wallet is on chain ${walletChain}; this node serves chain ${config.chainId}. Switch the wallet to chain ${config.chainId}. (${describe(error)})`, {
-          cause: error,
-        });
-      }
-    }
-    await state.client?.close();
-    state.client = await createClient({
-      rpcUrl: config.rpcUrl,
-      nodeUrl: window.location.origin,
-      account: accounts[0],
-      walletTransport: custom(wallet),
-      deployment: state.rawDeployment!,
-      onProgress: (line) => {
-        $(state.progressTarget).textContent = line;
-      },
-    });
-    await startSession(config.deployment.contracts.sessions !== undefined);
-    state.wallet = wallet;
-    state.address = accounts[0];
-    wallet.on?.("accountsChanged", onAccountsChanged);
-    $("#wallet-address").textContent = accounts[0];
-    $("#wallet-facts").hidden = false;
-    button.textContent = "Reconnect wallet";
-    $<HTMLButtonElement>("#submit-button").disabled = false;
-    $<HTMLButtonElement>("#offers-refresh").disabled = false;
-    await Promise.all([refreshBalances(), refreshOffers()]);
-    document.body.dataset.connected = "true";
-  } catch (error) {
-    show("#wallet-error", describe(error));
-    button.textContent = "Connect wallet";
-  } finally {
-    button.disabled = false;
-  }
-}
-
-function onAccountsChanged(accounts: unknown): void {
-  const next = (accounts as string[])[0];
-  if (next?.toLowerCase() === state.address?.toLowerCase()) return;
-  // Tasks belong to the wallet that paid for them: start over with the new account.
-  state.tasks.clear();
-  stopWatching();
-  $("#task").hidden = true;
-  renderTasks();
-  runDetached(connect(), console, "connect");
-}
-
-async function refreshBalances(): Promise<void> {
-  const config = state.config!;
-  const client = state.client!;
-  const reader = createPublicClient({ transport: http(config.rpcUrl!) });
-  try {
-    const [balance, gas, owed] = await Promise.all([
-      reader.readContract({ address: config.deployment.contracts.token, abi: erc20Abi, functionName: "balanceOf", args: [state.address!] }),
-      reader.getBalance({ address: state.address! }),
-      client.owed(),
-    ]);
-    $("#wallet-balance").textContent = tokens(balance);
-    $("#wallet-gas").textContent = `${trimFraction(formatUnits(gas, 18), 6)} ETH`;
-    $("#wallet-owed").textContent = tokens(owed);
-  } catch (error) {
-    show("#wallet-error", `Could not read the balances: ${describe(error)}`);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Offers
-
-async function refreshOffers(): Promise<void> {
-  const client = state.client;
-  if (!client) return;
-  let offers: OfferSummary[];
-  try {
-    offers = await client.queryOffers();
-  } catch (error) {
-    show("#wallet-error", `Could not load the offers: ${describe(error)}`);
-    return;
-  }
-  offers.sort((a, b) => (a.pricePerUnitSecond < b.pricePerUnitSecond ? -1 : a.pricePerUnitSecond > b.pricePerUnitSecond ? 1 : 0));
-  const body = $("#offers-table tbody");
-  body.replaceChildren(
-    ...offers.map((offer) => {
-      const row = document.createElement("tr");
-      row.dataset.key = offer.key;
-      row.append(
-        cell(offer.model),
-        cell(`${offer.freeUnits} / ${offer.units}`, "num"),
-        cell(offer.region),
-        cell(`${offer.pricePerGpuHour} ${token().symbol}`, "num price"),
-        cell(offer.attested ? "yes" : "no"),
-        cell(`${offer.provider.slice(0, 6)}…${offer.provider.slice(-4)}`),
-      );
-      const use = document.createElement("button");
-      use.type = "button";
-      use.className = "secondary use-offer";
-      use.textContent = "Use";
-      use.setAttribute("aria-label", `Use ${offer.model} at ${offer.pricePerGpuHour} ${token().symbol} per GPU-hour in ${offer.region}`);
-      use.addEventListener("click", () => {
-        $<HTMLInputElement>("#gpu-type").value = offer.model;
-        $<HTMLInputElement>("#max-price").value = offer.pricePerGpuHour;
-        $<HTMLInputElement>("#attested-only").checked = offer.attested;
-        $<HTMLInputElement>("#gpu-count").focus();
-      });
-      const action = document.createElement("td");
-      action.append(use);
-      row.append(action);
-      return row;
-    }),
-  );
-  $("#offers-count").textContent = `(${offers.length})`;
-  show("#offers-empty", offers.length ? undefined : "No live offer right now.");
-}
 
 // ---------------------------------------------------------------------------------------------
 // Submit
@@ -375,12 +241,15 @@ async function showReceipt(taskId: string, read: () => Promise<TaskReceipt>, sig
   runDetached(refreshBalances(), console, "refreshBalances");
 }
 
+/** Who is asked for a payment: the wallet, or the passkey for the smart account's one user operation. */
+const approves = (walletDoes: string) => (state.signer === "passkey" ? "your passkey approves one user operation" : `the wallet ${walletDoes}`);
+
 async function cancelSelected(): Promise<void> {
   const taskId = state.selected;
   if (!taskId) return;
   setTaskButtons(false);
   state.progressTarget = "#task-message";
-  $("#task-message").textContent = "Cancelling: stopping the task and closing the lease (the wallet sends the transaction)…";
+  $("#task-message").textContent = `Cancelling: stopping the task and closing the lease (${approves("sends the transaction")})…`;
   show("#task-error", undefined);
   try {
     const receipt = await state.client!.cancel(taskId);
@@ -401,7 +270,7 @@ async function extendSelected(): Promise<void> {
   const button = $<HTMLButtonElement>("#task-extend");
   button.disabled = true;
   state.progressTarget = "#task-message";
-  $("#task-message").textContent = `Extending by ${seconds} s (the wallet approves and sends the deposit)…`;
+  $("#task-message").textContent = `Extending by ${seconds} s (${approves("approves and sends the deposit")})…`;
   try {
     const extended = await state.client!.extend(taskId, { seconds });
     $("#task-message").textContent =
@@ -416,41 +285,6 @@ async function extendSelected(): Promise<void> {
   }
 }
 
-async function downloadSelected(): Promise<void> {
-  const taskId = state.selected;
-  if (!taskId) return;
-  show("#task-error", undefined);
-  const list = $("#task-files");
-  for (const link of list.querySelectorAll("a")) URL.revokeObjectURL(link.href);
-  list.replaceChildren();
-  $("#task-message").textContent = "Downloading the results…";
-  try {
-    // Through this node's relay into memory; the SDK recomputes the digest and checks it against
-    // the provider's signed completion report and the chain (verified), or says it is a snapshot.
-    const result = await state.client!.downloadOutput(taskId, {
-      onProgress: ({ bytes, totalBytes }) => ($("#task-message").textContent = `Downloading the results… ${bytes} of ${totalBytes} bytes`),
-    });
-    for (const file of result.files) {
-      const item = document.createElement("li");
-      const link = document.createElement("a");
-      link.href = URL.createObjectURL(new Blob([new Uint8Array(file.data ?? [])], { type: "application/octet-stream" }));
-      link.download = file.path.split("/").pop() || "output";
-      link.textContent = `${file.path} (${file.size} bytes)`;
-      item.append(link);
-      list.append(item);
-    }
-    const check = result.verified
-      ? `verified against ${result.verifiedAgainst === "chain" ? "the chain's completion report" : "the provider's signed completion report"} (digest ${result.digest})`
-      : result.snapshot
-        ? "UNVERIFIED: a snapshot of a running task (nothing is signed until it ends)"
-        : "UNVERIFIED";
-    $("#task-message").textContent = `Downloaded ${result.files.length} file(s), ${result.bytes} bytes, ${check}.`;
-  } catch (error) {
-    $("#task-message").textContent = "";
-    show("#task-error", describe(error));
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 
 function toggleKind(): void {
@@ -460,7 +294,16 @@ function toggleKind(): void {
 }
 
 async function start(): Promise<void> {
+  document.addEventListener("renter-changed", () => {
+    state.tasks.clear();
+    state.finished.clear();
+    stopWatching();
+    $("#task").hidden = true;
+    renderTasks();
+  });
   $("#connect").addEventListener("click", () => runDetached(connect(), console, "connect"));
+  $("#passkey-signin").addEventListener("click", () => runDetached(connectPasskey(false), console, "connectPasskey"));
+  $("#passkey-new").addEventListener("click", () => runDetached(connectPasskey(true), console, "connectPasskey"));
   $("#offers-refresh").addEventListener("click", () => runDetached(refreshOffers(), console, "refreshOffers"));
   $("#env-add").addEventListener("click", addEnvRow);
   $<HTMLFormElement>("#submit-form").addEventListener("submit", (event) => runDetached(submit(event), console, "submit"));
@@ -481,9 +324,13 @@ async function start(): Promise<void> {
         return option;
       }),
     );
+    const noPasskey = passkeyUnavailable(state.config);
+    $("#passkey-buttons").hidden = noPasskey !== undefined;
+    $("#passkey-status").textContent = noPasskey ? `Passkey sign-in: ${noPasskey}` : rememberedPasskey() ? "This browser remembers a passkey for this page." : "";
+    if (!noPasskey && rememberedPasskey()) $("#passkey-signin").textContent = "Sign in with your passkey";
     if (!state.config.rpcUrl) {
       show("#wallet-error", "This node publishes no chain RPC URL for browsers, so the console cannot read the chain. Its operator sets api.console.rpcUrl (docs/console.md).");
-    } else if (!window.ethereum) {
+    } else if (!window.ethereum && noPasskey) {
       show("#wallet-error", "No browser wallet found. Install or enable a wallet extension (any EIP-1193 wallet), then reload this page.");
     }
   } catch (error) {

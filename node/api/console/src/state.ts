@@ -16,6 +16,8 @@ export const state = {
   client: undefined as SuanliClient | undefined,
   wallet: undefined as EIP1193Provider | undefined,
   address: undefined as `0x${string}` | undefined,
+  /** Who signs for `address`: the injected wallet, or a passkey owning the smart account at `address` (passkey.ts). */
+  signer: undefined as "wallet" | "passkey" | undefined,
   tasks: new Map<string, TaskRow>(),
   selected: undefined as string | undefined,
   /** Ends the selected task's log stream and status polling. */
