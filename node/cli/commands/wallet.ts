@@ -51,6 +51,7 @@ export function registerWallet(program: Command): void {
       problems.add("--smart-account and --key/--key-file/--devnet-account both name a wallet: pass one of them");
     }
     const owner = await readSmartAccountOwner(flags.smartAccount, (problem) => problems.add(problem));
+    // Reports every problem at once, the file's included, before the chain is reached: past it, `owner` is set.
     const ctx = await cliContext(flags, { needWallet: false }, problems);
     const address = await smartAccountAddress(ctx, owner!);
     emit(Boolean(flags.json), { address, owner: owner!.kind === "key" ? owner!.owner.address : owner!.owner.publicKey, kind: owner!.kind }, () => address);
