@@ -5,7 +5,9 @@ import {Account} from "@openzeppelin/contracts/account/Account.sol";
 import {ERC7821} from "@openzeppelin/contracts/account/extensions/draft-ERC7821.sol";
 import {IEntryPoint} from "@openzeppelin/contracts/interfaces/IERC4337.sol";
 import {Initializable} from "@openzeppelin/contracts/proxy/utils/Initializable.sol";
+import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {SignerP256} from "@openzeppelin/contracts/utils/cryptography/signers/SignerP256.sol";
+import {ERC7739} from "@openzeppelin/contracts/utils/cryptography/signers/draft-ERC7739.sol";
 import {SignerWebAuthn} from "@openzeppelin/contracts/utils/cryptography/signers/SignerWebAuthn.sol";
 
 /// @title PasskeyAccount
@@ -13,11 +15,16 @@ import {SignerWebAuthn} from "@openzeppelin/contracts/utils/cryptography/signers
 ///         public key (qx, qy) signs each user operation (issue 38, docs/aa.md "A passkey owner"). Built from
 ///         OpenZeppelin's parts, unmodified: `Account` (validation, prefund), `SignerWebAuthn` (the signature is
 ///         WebAuthn.sol's `WebAuthnAuth`, its challenge the user operation's hash, user verification required) and
-///         `ERC7821` (batch execution: every call or none).
+///         `ERC7821` (batch execution: every call or none), and `ERC7739` (ERC-1271 `isValidSignature` for a passkey
+///         assertion over the hash rewrapped in the account's own EIP-712 domain, so that a signature made for one
+///         account or chain is refused by another: docs/aa.md "ERC-1271 on the PasskeyAccount").
 /// @dev Deployed once as the implementation of PasskeyAccountFactory's clones (ERC-1167), which share its code and so
 ///      its immutable EntryPoint; each clone is initialised once with its owner's key, in the factory's transaction.
-///      No ERC-1271: the account signs no messages (a renter's session is approved on-chain, SessionKeys.approve).
-contract PasskeyAccount is Account, SignerWebAuthn, ERC7821, Initializable {
+///      Its EIP-712 domain ("PasskeyAccount", "1", the chain, the clone's own address) is rebuilt for each clone
+///      (EIP712 caches it for the implementation's address only); the name and version are short strings held in code,
+///      so a clone reads no storage of the implementation. The SDK still approves a renter's session on-chain
+///      (SessionKeys.approve), for a reason docs/aa.md gives.
+contract PasskeyAccount is Account, EIP712, ERC7739, SignerWebAuthn, ERC7821, Initializable {
     /// @dev The implementation's own key, so that no one can sign for it: a point of P-256 whose x is the first valid
     ///      one from sha256("Suanli PasskeyAccount implementation: no one holds this key") upwards, with no known
     ///      discrete logarithm. Clones never read it: their storage holds their owner's key.
@@ -30,7 +37,7 @@ contract PasskeyAccount is Account, SignerWebAuthn, ERC7821, Initializable {
     error PasskeyAccountZeroEntryPoint();
 
     /// @param entryPoint_ The EntryPoint v0.8 that alone (besides the account itself) may make it execute.
-    constructor(IEntryPoint entryPoint_) SignerP256(IMPLEMENTATION_QX, IMPLEMENTATION_QY) {
+    constructor(IEntryPoint entryPoint_) EIP712("PasskeyAccount", "1") SignerP256(IMPLEMENTATION_QX, IMPLEMENTATION_QY) {
         if (address(entryPoint_) == address(0)) revert PasskeyAccountZeroEntryPoint();
         _ENTRY_POINT = entryPoint_;
         _disableInitializers();

@@ -78,7 +78,8 @@ export function sessionOf(ctx: Pick<SuanliContext, "domain">, privateKey: Hex, d
 }
 
 /**
- * A session of the smart account, which signs nothing itself (SimpleAccount and PasskeyAccount have no ERC-1271): a fresh key, its delegation
+ * A session of the smart account (SimpleAccount has no ERC-1271; the PasskeyAccount's is not used for sessions, docs/aa.md
+ * "ERC-1271 on the PasskeyAccount"): a fresh key, its delegation
  * with no signature (`0x`), approved on-chain by the account in one user operation (SessionKeys.approve; the first also
  * deploys the account). Nodes and providers then accept the key's requests for the account (node/sessions/delegations.ts).
  */

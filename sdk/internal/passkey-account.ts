@@ -4,9 +4,10 @@
  * (`toWebAuthnAccount`: in a browser, navigator.credentials). The account is PasskeyAccountFactory's clone for the
  * passkey's public key and a salt, deployed by its first user operation.
  */
-import { encodeAbiParameters, encodeFunctionData, size, slice, type Address, type Hex } from "viem";
+import { encodeAbiParameters, encodeFunctionData, size, slice, zeroHash, type Address, type Hex } from "viem";
 import { readContract } from "viem/actions";
 import { entryPoint08Abi, getUserOperationHash, toSmartAccount, type SmartAccount, type SmartAccountImplementation, type WebAuthnAccount } from "viem/account-abstraction";
+import { hashMessage as erc7739Message, hashTypedData as erc7739TypedData, wrapTypedDataSignature } from "viem/experimental/erc7739";
 import { passkeyAccountFactoryAbi } from "../../common/abi.js";
 import { ENTRY_POINT_08, decodeErc7821Execute, encodeErc7821Execute } from "../../common/account-abstraction.js";
 import { SmartAccountError } from "./simple-account.js";
@@ -79,10 +80,20 @@ const STUB_SIGNATURE = encodeWebAuthnSignature({
 export const PASSKEY_VERIFICATION_GAS = 600_000n;
 
 /**
+ * A PasskeyAccount's own EIP-712 domain (ERC-5267 `eip712Domain()`: the clone's address, not the implementation's), in
+ * which ERC-7739 rehashes what its passkey signs, so that a signature for one account or chain is worthless on another.
+ */
+export function passkeyAccountDomain(chainId: number, address: Address) {
+  return { name: "PasskeyAccount", version: "1", chainId, verifyingContract: address, salt: zeroHash } as const;
+}
+
+/**
  * The passkey's PasskeyAccount as a viem SmartAccount, for a bundler client's `sendUserOperation({ account, calls })`:
  * its calls go through ERC-7821's `execute` in the batch mode (all or none), one call as a batch of one. Each user
- * operation is one assertion of the passkey over its hash (one approval by the person). The account has no ERC-1271,
- * so it signs no messages or typed data (SmartAccountError): its sessions are approved on-chain.
+ * operation is one assertion of the passkey over its hash (one approval by the person). Messages and typed data are
+ * signed for the account's ERC-1271 `isValidSignature` as ERC-7739 wants them (one assertion each over the data
+ * rehashed in `passkeyAccountDomain`; typed data wrapped with its type): valid once the account is deployed. The SDK's
+ * sessions do not use that yet: they are approved on-chain (docs/aa.md "ERC-1271 on the PasskeyAccount").
  *
  * @example
  * const owner = toWebAuthnAccount({ credential }); // in a browser; viem's createWebAuthnCredential made `credential`
@@ -97,8 +108,9 @@ export async function toPasskeyAccount(options: PasskeyAccountOptions): Promise<
   const qy = slice(owner.publicKey, 32, 64);
   const entryPoint = { abi: entryPoint08Abi, address: options.entryPoint ?? ENTRY_POINT_08, version: "0.8" } as const;
   let address: Address | undefined;
-  const unsupported = async (): Promise<never> => {
-    throw new SmartAccountError("The PasskeyAccount verifies no ERC-1271 signatures: it cannot sign messages or typed data");
+  const chainOf = () => {
+    if (client.chain?.id === undefined) throw new SmartAccountError("Signing for the account's ERC-1271 needs the chain id: give the client a chain");
+    return client.chain.id;
   };
   return toSmartAccount({
     client,
@@ -121,8 +133,17 @@ export async function toPasskeyAccount(options: PasskeyAccountOptions): Promise<
     async getStubSignature() {
       return STUB_SIGNATURE;
     },
-    signMessage: unsupported,
-    signTypedData: unsupported,
+    async signMessage({ message }) {
+      const verifierDomain = passkeyAccountDomain(chainOf(), await this.getAddress());
+      return encodeWebAuthnSignature(await owner.sign({ hash: erc7739Message({ message, verifierDomain }) }));
+    },
+    async signTypedData(typedData) {
+      const verifierDomain = passkeyAccountDomain(chainOf(), await this.getAddress());
+      // viem's generic TypedDataDefinition, taken as the plain object ERC-7739's helpers read.
+      const definition = typedData as unknown as Omit<Parameters<typeof wrapTypedDataSignature>[0], "signature">;
+      const hash = erc7739TypedData({ ...definition, verifierDomain } as Parameters<typeof erc7739TypedData>[0]);
+      return wrapTypedDataSignature({ ...definition, signature: encodeWebAuthnSignature(await owner.sign({ hash })) });
+    },
     async signUserOperation(parameters) {
       const { chainId = client.chain?.id, ...userOperation } = parameters;
       if (chainId === undefined) throw new SmartAccountError("Signing a user operation needs the chain id: give the client a chain");

@@ -12,9 +12,13 @@ import { p256 } from "@noble/curves/nist.js";
 import { network } from "hardhat";
 import { bytesToHex, encodeFunctionData, getAddress, parseEventLogs, parseEther, zeroAddress, type Address, type Hex } from "viem";
 import { entryPoint08Abi, toPackedUserOperation, type SmartAccount, type UserOperation } from "viem/account-abstraction";
+import { hashTypedData as erc7739Hash, wrapTypedDataSignature } from "viem/experimental/erc7739";
 import { passkeyAccountAbi, testTokenAbi } from "../../common/abi.js";
 import { encodeErc7821Execute } from "../../common/account-abstraction.js";
-import { PASSKEY_VERIFICATION_GAS, toPasskeyAccount } from "../../sdk/internal/passkey-account.js";
+import { suanliDomain, suanliTypes, type SessionDelegation } from "../../common/eip712.js";
+import { delegationHash } from "../../common/sessions.js";
+import { ERC1271_GAS } from "../../node/sessions/delegations.js";
+import { encodeWebAuthnSignature, PASSKEY_VERIFICATION_GAS, passkeyAccountDomain, toPasskeyAccount } from "../../sdk/internal/passkey-account.js";
 import { encodeAssertion, softwareAuthenticator } from "../support/webauthn.js";
 import { connect, type Connection } from "./support/suanli.js";
 
@@ -209,6 +213,67 @@ describe("PasskeyAccount (an ERC-4337 account owned by a passkey) and its factor
     );
     // The EntryPoint may: an eth_call from its address runs the batch.
     await f.publicClient.call({ account: f.entryPoint, to: account.address, data: call });
+  });
+
+  it("ERC-1271 through ERC-7739: a session delegation its passkey signed is valid for this account on this chain only; another passkey's, a raw signature, another account's or chain's are refused", async () => {
+    const f = await load();
+    const { qx, qy } = f.authenticator;
+    await f.factory.write.createAccount([qx, qy, 0n]);
+    await f.factory.write.createAccount([qx, qy, 1n]);
+    const account = f.account.address;
+    const sibling = await f.factory.read.getAddress([qx, qy, 1n]); // the same passkey's second account
+    const chainId = await f.publicClient.getChainId();
+    const isValid = (address: Address, hash: Hex, signature: Hex) =>
+      f.publicClient.readContract({ address, abi: passkeyAccountAbi, functionName: "isValidSignature", args: [hash, signature] });
+    // The clone's own EIP-712 domain, not the implementation's: what a signer reads with eip712Domain() (ERC-5267).
+    const [, name, version, domainChain, verifyingContract, salt] = await f.publicClient.readContract({ address: account, abi: passkeyAccountAbi, functionName: "eip712Domain" });
+    assert.deepEqual({ name, version, chainId: Number(domainChain), verifyingContract, salt }, passkeyAccountDomain(chainId, account));
+
+    const message: SessionDelegation = {
+      renter: account,
+      sessionKey: f.other.account.address,
+      actions: ["reserve", "status", "logs"],
+      leaseIds: [],
+      issuedAt: 1_800_000_000n,
+      expiresAt: 1_800_043_200n,
+      salt: bytesToHex(randomBytes(32)),
+    };
+    const domain = suanliDomain(chainId, f.token.address); // any Suanli domain: the market's in production
+    const typed = { domain, types: { SessionDelegation: suanliTypes.SessionDelegation }, primaryType: "SessionDelegation", message } as const;
+    const hash = delegationHash(domain, message); // what a node asks isValidSignature about
+    /** The delegation signed by `passkey` for the account of `verifier` (ERC-7739: rehashed in that account's domain), wrapped as ERC7739 decodes it. */
+    const signFor = async (passkey: typeof f.authenticator, verifier: { chainId: number; verifyingContract: Address }) => {
+      const nested = erc7739Hash({ ...typed, verifierDomain: { name, version, salt, ...verifier } });
+      return wrapTypedDataSignature({ ...typed, signature: encodeWebAuthnSignature(await passkey.account.sign({ hash: nested })) });
+    };
+    // The SDK's PasskeyAccount signs it (sdk/internal/passkey-account.ts): one assertion, as a verifier checks it with viem.
+    const signed = f.authenticator.signatures;
+    const signature = await f.account.signTypedData(typed);
+    assert.equal(f.authenticator.signatures, signed + 1, "one approval");
+    assert.equal(await isValid(account, hash, signature), "0x1626ba7e", "the passkey's delegation is the account's");
+    assert.equal(await f.publicClient.verifyTypedData({ address: account, ...typed, signature }), true);
+    const text = "Suanli: a message for the account";
+    const personal = await f.account.signMessage({ message: text });
+    assert.equal(await f.publicClient.verifyMessage({ address: account, message: text, signature: personal }), true, "a personal message (ERC-7739's PersonalSign)");
+    assert.equal(await f.publicClient.verifyMessage({ address: sibling, message: text, signature: personal }), false);
+    // Within the gas a node gives an ERC-1271 check (node/sessions/delegations.ts), as the node calls it.
+    const { data } = await f.publicClient.call({
+      to: account,
+      gas: ERC1271_GAS,
+      data: encodeFunctionData({ abi: passkeyAccountAbi, functionName: "isValidSignature", args: [hash, signature] }),
+    });
+    assert.equal(data?.slice(0, 10), "0x1626ba7e");
+
+    const refused = "0xffffffff";
+    const control = await signFor(f.authenticator, { chainId, verifyingContract: account });
+    assert.equal(await isValid(account, hash, control), "0x1626ba7e", "signFor below makes valid signatures: each refusal is its one change");
+    assert.equal(await isValid(account, hash, await signFor(softwareAuthenticator(), { chainId, verifyingContract: account })), refused, "another passkey");
+    assert.equal(await isValid(sibling, hash, signature), refused, "the same passkey's other account: its domain differs");
+    assert.equal(await isValid(account, hash, await signFor(f.authenticator, { chainId: chainId + 1, verifyingContract: account })), refused, "made for another chain");
+    assert.equal(await isValid(account, hash, encodeWebAuthnSignature(await f.authenticator.account.sign({ hash }))), refused, "a raw assertion over the hash, not rewrapped");
+    const other = { ...message, sessionKey: f.deployer.account.address };
+    assert.equal(await isValid(account, delegationHash(domain, other), signature), refused, "another delegation");
+    assert.equal(await isValid(account, `0x${"7739".repeat(16)}`, "0x"), "0x77390001", "ERC-7739's support probe");
   });
 
   it("verification gas: the account's deployment and a real assertion fit PASSKEY_VERIFICATION_GAS, with the P-256 precompile and without", async () => {

@@ -3,10 +3,11 @@
  * `createClient({ smartAccount: { owner: toWebAuthnAccount(...) } })` rents from the deployment's PasskeyAccount through
  * Alto, the sponsor paying the gas, on a real devnet with a real provider. The passkey is a software authenticator
  * (test/support/webauthn.ts) answering viem's WebAuthn requests as navigator.credentials would; it counts its
- * signatures, each an approval a person gives: the issue's goal is at most two for a whole task.
+ * signatures, each an approval a person gives: the issue's goal is at most two for a whole task. The CLI rents the same way
+ * from a passkey file (`wallet passkey new`, `--smart-account FILE`: the same software authenticator, in the product).
  */
 import assert from "node:assert/strict";
-import { mkdir, writeFile } from "node:fs/promises";
+import { chmod, mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { encodeFunctionData, http, parseEther, parseEventLogs, type Address } from "viem";
 import { createBundlerClient, createPaymasterClient, entryPoint08Abi } from "viem/account-abstraction";
@@ -16,6 +17,7 @@ import { ENTRY_POINT_08 } from "../../common/account-abstraction.js";
 import { startDevnetBundler, type Bundler } from "../../node/devnet/bundler.js";
 import { ClientConfigError, createClient, type SuanliClient } from "../../sdk/index.js";
 import { toPasskeyAccount } from "../../sdk/internal/passkey-account.js";
+import { lastJson, runCli } from "../support/cli.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { connectRenter, startMarket, type Market } from "../support/renter-market.js";
 import { softwareAuthenticator, type SoftwareAuthenticator } from "../support/webauthn.js";
@@ -144,6 +146,81 @@ describe("a passkey renter with no ETH: the SDK's smartAccount with a WebAuthn o
     if (closed) assert.equal(passkey.signatures, signed + 2, "the cancel: one more approval");
     else assert.ok(passkey.signatures <= signed + 2, `${passkey.signatures} signatures`);
     assert.equal(await read().getBalance({ address: renter }), 0n);
+  });
+
+  it("the CLI: wallet passkey new, wallet address and submit --wait with --smart-account PASSKEY-FILE; bad passkey files are refused before anything is done", async () => {
+    const stateDir = path.join(market.work, "cli-state");
+    const common = ["--rpc-url", market.devnet.rpcUrl, "--deployments", market.devnet.deploymentsDir];
+    const file = path.join(market.work, "renter.passkey");
+    const made = await runCli(["wallet", "passkey", "new", "--out", file, "--json"]);
+    assert.equal(made.code, 0, made.stderr);
+    const { publicKey } = lastJson<{ publicKey: `0x${string}` }>(made.stdout);
+    assert.equal((await stat(file)).mode & 0o777, 0o600, "the passkey file is its owner's only");
+    const content = await readFile(file, "utf8");
+    assert.equal(JSON.parse(content).type, "webauthn-p256");
+    const again = await runCli(["wallet", "passkey", "new", "--out", file]);
+    assert.equal(again.code, 2);
+    assert.match(again.stderr, /exists: a passkey file is never overwritten/);
+    assert.equal(await readFile(file, "utf8"), content, "the first passkey is intact");
+
+    const shown = await runCli(["wallet", "address", ...common, "--smart-account", file, "--json"]);
+    assert.equal(shown.code, 0, shown.stderr);
+    const renter = lastJson<{ address: Address; kind: string }>(shown.stdout);
+    const factory = market.devnet.deployment.contracts.passkeyAccountFactory!;
+    const predicted = await read().readContract({
+      address: factory,
+      abi: passkeyAccountFactoryAbi,
+      functionName: "getAddress",
+      args: [`0x${publicKey.slice(2, 66)}`, `0x${publicKey.slice(66)}`, 0n],
+    });
+    assert.deepEqual(renter, { address: predicted, owner: publicKey, kind: "passkey" });
+    await faucet(renter.address, 1_000_000n);
+
+    const smart = ["--smart-account", file, "--bundler", bundler.url, "--paymaster", sponsorUrl, "--state-dir", stateDir];
+    const bundle = await market.bundles.bundle({ "run.sh": "echo hello from a passkey file" });
+    const run = await runCli(
+      [
+        "submit",
+        ...["--gpu", "A100", "--duration", "60", "--max-price", "1", "--allow-unattested", "--bundle", bundle.url, "--sha256", bundle.sha256],
+        ...["--bootstrap", market.provider.peer.addr, ...common, ...smart, "--wait", "--json", "--", "sh run.sh"],
+      ],
+      { timeoutMs: 60_000 },
+    );
+    assert.equal(run.code, 0, run.stderr);
+    const receipt = lastJson<{ state: string; totalCost: string; leases: { deposit: string; cost: string; refunded: string; gas: { step: string }[] }[] }>(run.stdout);
+    assert.equal(receipt.state, "succeeded");
+    assert.deepEqual(
+      receipt.leases[0]!.gas.map((step) => step.step),
+      ["approve + openLease"],
+    );
+    assert.equal(BigInt(receipt.leases[0]!.cost) + BigInt(receipt.leases[0]!.refunded), BigInt(receipt.leases[0]!.deposit));
+    assert.equal(1_000_000n - (await tokens(renter.address)), BigInt(receipt.totalCost), "the passkey's account paid exactly the task's cost");
+    assert.equal(await read().getBalance({ address: renter.address }), 0n, "no ETH");
+    assert.equal(await operations(renter.address, true), 2n, "the session's approval (deploying the account), then approve + openLease");
+
+    // Bad passkey files: exit 2 naming what is wrong and what is accepted, before the chain is reached: nothing sent, nothing kept.
+    const kept = await readdir(stateDir);
+    const bad = async (name: string, text: string, mode = 0o600) => {
+      const badFile = path.join(market.work, name);
+      await writeFile(badFile, text, { mode });
+      await chmod(badFile, mode);
+      const refused = await runCli(["tasks", ...common, "--smart-account", badFile, "--bundler", bundler.url, "--state-dir", stateDir]);
+      assert.equal(refused.code, 2, refused.stderr);
+      return refused.stderr;
+    };
+    const passkey = JSON.parse(content) as Record<string, string>;
+    assert.match(await bad("truncated.passkey", content.slice(0, 40)), /is not valid JSON .*a passkey file is one JSON object/);
+    assert.match(
+      await bad("ed25519.passkey", JSON.stringify({ ...passkey, type: "webauthn-ed25519" })),
+      /type must be "webauthn-p256" \(a P-256 WebAuthn key\), got "webauthn-ed25519"/,
+    );
+    const mixed = await bad("mixed.passkey", JSON.stringify({ ...passkey, privateKey: `0x${"ab".repeat(32)}`, pin: "1234" }));
+    assert.match(mixed, /publicKey is not the private key's public key/);
+    assert.match(mixed, /pin unknown key \(accepted keys here: type, rpId, origin, credentialId, privateKey, publicKey\)/);
+    assert.match(await bad("open.passkey", content, 0o644), /is open to other users \(mode 0644\).*chmod 600/);
+    assert.match(await bad("neither.key", "hello"), /neither a key file \(0x followed by 64 hex digits\) nor a passkey file/);
+    assert.deepEqual(await readdir(stateDir), kept, "no session or task list kept for a refused file");
+    assert.equal(await operations(renter.address), 2n, "nothing sent");
   });
 
   it("the sponsor pays for the deployment's business only: a passkey account's token transfer is refused, nothing signed or charged", async () => {

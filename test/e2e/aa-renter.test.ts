@@ -12,7 +12,7 @@ import { parseEther, parseEventLogs, type Address } from "viem";
 import { entryPoint08Abi } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
 import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
-import { ENTRY_POINT_08 } from "../../common/account-abstraction.js";
+import { ENTRY_POINT_08, simpleAccountFactoryAbi } from "../../common/account-abstraction.js";
 import { startDevnetBundler, type Bundler } from "../../node/devnet/bundler.js";
 import { BundlerError, type SuanliClient } from "../../sdk/index.js";
 import { lastJson, runCli } from "../support/cli.js";
@@ -148,9 +148,13 @@ describe("a smart-account renter with no ETH: the SDK's smartAccount and the CLI
     const stateDir = path.join(market.work, "cli-state");
     const common = ["--rpc-url", market.devnet.rpcUrl, "--deployments", market.devnet.deploymentsDir, "--state-dir", stateDir];
     const smart = ["--smart-account", keyFile, "--bundler", bundler.url, "--paymaster", sponsorUrl];
-    // The account's address, from a client of the same owner (nothing sent).
-    const probe = await smartClient("the CLI's account", privateKeyToAccount(key), bundler.url);
-    const renter = probe.address!;
+    // The account's address, as a user finds it (nothing sent): the SimpleAccount factory's for the file's key.
+    const shown = await runCli(["wallet", "address", ...common.slice(0, 4), "--smart-account", keyFile, "--json"]);
+    assert.equal(shown.code, 0, shown.stderr);
+    const { address: renter, owner: shownOwner, kind } = lastJson<{ address: Address; owner: Address; kind: string }>(shown.stdout);
+    assert.deepEqual([shownOwner, kind], [privateKeyToAccount(key).address, "key"]);
+    const factory = market.devnet.deployment.contracts.accountFactory!;
+    assert.equal(renter, await read().readContract({ address: factory, abi: simpleAccountFactoryAbi, functionName: "getAddress", args: [shownOwner, 0n] }));
     await faucet(renter, 1_000_000n);
     const bundle = await market.bundles.bundle({ "run.sh": "echo hello from a smart account, by the CLI" });
     const run = await runCli(

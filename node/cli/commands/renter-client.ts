@@ -1,8 +1,8 @@
 /**
  * The SDK client of a renter command (split from renter.ts): its chain, wallet and network flags,
  * `--pin-checkpoints-on` for the commands that follow a task to its end (submit, wait), and with
- * `--smart-account` an ERC-4337 smart account as the renter (docs/aa.md "The CLI with a smart account"): the key in the
- * file owns it, its operations go through `--bundler`, its gas is paid by `--paymaster` (the deployment's sponsor). Its
+ * `--smart-account` an ERC-4337 smart account as the renter (docs/aa.md "The CLI with a smart account"): the key or the
+ * passkey in the file owns it (a SimpleAccount or a PasskeyAccount, node/cli/smart-account-file.ts), its operations go through `--bundler`, its gas is paid by `--paymaster` (the deployment's sponsor). Its
  * session (the key that signs its requests, approved on-chain once) is kept in the state folder, so that the next
  * command does not approve another.
  */
@@ -10,17 +10,15 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import path from "node:path";
 import type { Command } from "commander";
-import { privateKeyToAccount } from "viem/accounts";
 import { stringifyPlain } from "../../../common/json.js";
 import { createClient, type CreateClientParameters, type SuanliClient } from "../../../sdk/index.js";
 import { connectChain } from "../../chain/clients.js";
 import { resolveAccount } from "../account.js";
+import { readSmartAccountOwner } from "../smart-account-file.js";
 import { withChainFlags } from "../context.js";
 import { checkChainFlags, FlagProblems } from "../preflight.js";
 import { progress } from "../output.js";
 import type { RenterFlags } from "./renter-output.js";
-
-const KEY_PATTERN = /^0x[0-9a-fA-F]{64}$/;
 
 /**
  * `--pin-checkpoints-on URL` (env SUANLI_PIN_CHECKPOINTS_ON): each new checkpoint of the task is
@@ -59,7 +57,10 @@ export function withRenterFlags(command: Command, wallet = true): Command {
     .option("--state-dir <dir>", "where the CLI keeps your tasks", process.env.SUANLI_STATE_DIR ?? path.join(homedir(), ".suanli"));
   if (!wallet) return command;
   return command
-    .option("--smart-account <key-file>", "rent from the ERC-4337 smart account that the key in this file owns (docs/aa.md); needs --bundler")
+    .option(
+      "--smart-account <file>",
+      "rent from the ERC-4337 smart account that this file's owner owns: a key file (0x + 64 hex) or a passkey file (`suanli wallet passkey new`) (docs/aa.md); needs --bundler",
+    )
     .option("--bundler <url>", "ERC-4337 bundler for --smart-account (env SUANLI_BUNDLER_URL)", process.env.SUANLI_BUNDLER_URL)
     .option("--paymaster <url>", "ERC-7677 paymaster paying --smart-account's gas: the deployment's sponsor (env SUANLI_PAYMASTER_URL)", process.env.SUANLI_PAYMASTER_URL);
 }
@@ -73,18 +74,12 @@ async function smartAccountOption(flags: RenterFlags, problems: FlagProblems): P
   urlProblem("paymaster", flags.paymaster);
   if (flags.smartAccount === undefined) return undefined;
   if (flags.key !== undefined || flags.keyFile !== undefined || flags.devnetAccount !== undefined) {
-    problems.add("--smart-account and --key/--key-file/--devnet-account both give the renter: pass one of them (the file's key owns the smart account)");
+    problems.add("--smart-account and --key/--key-file/--devnet-account both give the renter: pass one of them (the file's key or passkey owns the smart account)");
   }
   if (!flags.bundler) problems.add("--smart-account needs --bundler URL (or SUANLI_BUNDLER_URL): the ERC-4337 bundler its operations go through");
-  let key: string | undefined;
-  try {
-    key = (await readFile(flags.smartAccount, "utf8")).trim();
-    if (!KEY_PATTERN.test(key)) problems.add(`--smart-account ${flags.smartAccount} must hold 0x followed by 64 hex digits (the owner's key)`);
-  } catch (error) {
-    problems.add(`Cannot read --smart-account ${flags.smartAccount}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
-  }
-  if (!key || !KEY_PATTERN.test(key) || !flags.bundler) return undefined;
-  return { owner: privateKeyToAccount(key as `0x${string}`), bundlerUrl: flags.bundler, ...(flags.paymaster ? { paymasterUrl: flags.paymaster } : {}) };
+  const owner = await readSmartAccountOwner(flags.smartAccount, (problem) => problems.add(problem));
+  if (!owner || !flags.bundler) return undefined;
+  return { owner: owner.owner, bundlerUrl: flags.bundler, ...(flags.paymaster ? { paymasterUrl: flags.paymaster } : {}) };
 }
 
 /**

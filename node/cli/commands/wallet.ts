@@ -5,17 +5,81 @@ import { contractAddress } from "../../../common/deployment.js";
 import { getOwed, withdrawOwed } from "../../../sdk/actions/withdrawOwed.js";
 import { NothingOwedError } from "../../../sdk/errors.js";
 import { DEVNET_CHAIN_ID, devnetAccount } from "../../../common/devnet.js";
+import { passkeyFileSchema } from "../../../common/software-passkey.js";
+import { toPasskeyAccount } from "../../../sdk/internal/passkey-account.js";
+import { toSimpleAccount } from "../../../sdk/internal/simple-account.js";
 import { connectChain } from "../../chain/clients.js";
-import { cliContext, withChainFlags, type ChainFlags } from "../context.js";
+import { cliContext, withChainFlags, type ChainFlags, type CliContext } from "../context.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
+import { FlagProblems } from "../preflight.js";
+import { readSmartAccountOwner, writeNewPasskeyFile, type SmartAccountOwner } from "../smart-account-file.js";
+
+/** The address of the smart account `owner` owns on the context's deployment (salt 0, as `--smart-account` rents from). */
+async function smartAccountAddress(ctx: CliContext, owner: SmartAccountOwner): Promise<string> {
+  const { contracts } = ctx.deployment;
+  const factory = owner.kind === "key" ? contracts.accountFactory : contracts.passkeyAccountFactory;
+  if (!factory) {
+    throw new CliError(
+      `The deployment of chain ${ctx.chain.id} names no ${owner.kind === "key" ? "accountFactory" : "passkeyAccountFactory"}: no smart accounts there`,
+      ExitCode.usage,
+      ["Deploy with --account-abstraction (docs/aa.md)."],
+    );
+  }
+  const account =
+    owner.kind === "key"
+      ? await toSimpleAccount({ client: ctx.publicClient, owner: owner.owner, factory, entryPoint: contracts.entryPoint })
+      : await toPasskeyAccount({ client: ctx.publicClient, owner: owner.owner, factory, entryPoint: contracts.entryPoint });
+  return account.address;
+}
 
 export function registerWallet(program: Command): void {
-  const wallet = program.command("wallet").description("your wallet: address, balances, devnet faucet");
+  const wallet = program.command("wallet").description("your wallet: address, balances, devnet faucet, passkey files for smart accounts");
 
-  withChainFlags(wallet.command("address").description("print the address of your wallet")).action(async (flags: ChainFlags) => {
-    const ctx = await cliContext(flags, { needWallet: true });
-    emit(Boolean(flags.json), { address: ctx.account!.address }, () => ctx.account!.address);
+  withChainFlags(
+    wallet
+      .command("address")
+      .description("print the address of your wallet, or with --smart-account FILE the address of the smart account that file's key or passkey owns")
+      .option("--smart-account <file>", "a key file or a passkey file (docs/aa.md): print its smart account's address on this deployment (deployed or not)"),
+  ).action(async (flags: ChainFlags & { smartAccount?: string }) => {
+    if (flags.smartAccount === undefined) {
+      const ctx = await cliContext(flags, { needWallet: true });
+      emit(Boolean(flags.json), { address: ctx.account!.address }, () => ctx.account!.address);
+      return;
+    }
+    const problems = new FlagProblems();
+    if (flags.key !== undefined || flags.keyFile !== undefined || flags.devnetAccount !== undefined) {
+      problems.add("--smart-account and --key/--key-file/--devnet-account both name a wallet: pass one of them");
+    }
+    const owner = await readSmartAccountOwner(flags.smartAccount, (problem) => problems.add(problem));
+    // Reports every problem at once, the file's included, before the chain is reached: past it, `owner` is set.
+    const ctx = await cliContext(flags, { needWallet: false }, problems);
+    const address = await smartAccountAddress(ctx, owner!);
+    emit(Boolean(flags.json), { address, owner: owner!.kind === "key" ? owner!.owner.address : owner!.owner.publicKey, kind: owner!.kind }, () => address);
   });
+
+  const passkey = wallet.command("passkey").description("software passkeys (a P-256 key in a file) that own a smart account: for CI and servers (docs/aa.md)");
+  passkey
+    .command("new")
+    .description("create a passkey file (mode 0600, never over an existing file) for --smart-account; print its public key")
+    .requiredOption("--out <file>", "where to write the passkey file")
+    .option("--rp-id <host>", "the WebAuthn RP id its assertions name", "localhost")
+    .option("--json", "print data as one JSON object")
+    .action(async (flags: { out: string; rpId: string; json?: boolean }) => {
+      const rpId = passkeyFileSchema.shape.rpId.safeParse(flags.rpId);
+      if (!rpId.success) throw new CliError(`--rp-id ${rpId.error.issues[0]!.message}, got "${flags.rpId}"`, ExitCode.usage);
+      const made = await writeNewPasskeyFile(flags.out, rpId.data).catch((error: NodeJS.ErrnoException) => {
+        if (error.code === "EEXIST")
+          throw new CliError(`${flags.out} exists: a passkey file is never overwritten (its key may own an account); pick another --out`, ExitCode.usage);
+        throw new CliError(`Cannot write --out ${flags.out}: ${error.code ?? String(error)}`, ExitCode.usage);
+      });
+      emit(Boolean(flags.json), { file: flags.out, type: made.type, rpId: made.rpId, publicKey: made.publicKey }, () =>
+        [
+          `Wrote the passkey ${made.publicKey} to ${flags.out} (mode 0600).`,
+          "It is a software passkey: whoever reads the file signs for its account. Keep it like a private key.",
+          `Its smart account's address: npx suanli wallet address --smart-account ${flags.out}`,
+        ].join("\n"),
+      );
+    });
 
   withChainFlags(wallet.command("balance").description("native and settlement-token balance of your wallet or of ADDRESS").argument("[address]")).action(
     async (address: string | undefined, flags: ChainFlags) => {
