@@ -9,6 +9,7 @@
  * Targets (issue 37): through the gateway, at least 50 % of the direct requests per second, and a
  * p50 at most 2 ms above the direct p50, on 127.0.0.1.
  */
+import { spawn } from "node:child_process";
 import http from "node:http";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
@@ -69,29 +70,52 @@ function get(agent: http.Agent, url: URL): Promise<number> {
 
 type Side = { requests: number; seconds: number; requestsPerSecond: number; p50Ms: number; p99Ms: number };
 
-/** `requests` GETs of `url` from `concurrency` callers, after the warm-up; bounded by the count. */
+/**
+ * The load generator, run in a process of its own: in this one it would share a thread with the
+ * gateway node, the chain and the SDK client, and count its own HTTP work against the gateway.
+ * `requests` GETs of the URL from `concurrency` callers over kept-alive connections after the
+ * warm-up; bounded by the count; prints one JSON line.
+ */
+const LOAD_JS = `
+const http = require("node:http");
+const [url, requests, concurrency, warmUp] = [new URL(process.argv[1]), Number(process.argv[2]), Number(process.argv[3]), Number(process.argv[4])];
+const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+const get = () => new Promise((resolve, reject) => {
+  const started = performance.now();
+  const request = http.get(url, { agent }, (response) => {
+    response.resume();
+    response.once("end", () => (response.statusCode === 200 ? resolve(performance.now() - started) : reject(new Error(url.href + " answered " + response.statusCode))));
+    response.once("error", reject);
+  });
+  request.once("error", reject);
+});
+(async () => {
+  for (let i = 0; i < warmUp; i++) await get();
+  const times = [];
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, async () => { while (next < requests) { next++; times.push(await get()); } }));
+  const seconds = (performance.now() - started) / 1000;
+  agent.destroy();
+  console.log(JSON.stringify({ seconds, times: times.sort((a, b) => a - b) }));
+})().catch((error) => { console.error(String(error)); process.exit(1); });
+`;
+
+/** `requests` GETs of `url` from `concurrency` callers in a child process (LOAD_JS), after the warm-up. */
 async function load(url: URL, requests: number, concurrency: number): Promise<Side> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
-  try {
-    for (let i = 0; i < WARM_UP; i++) await get(agent, url);
-    const times: number[] = [];
-    let next = 0;
-    const started = performance.now();
-    await Promise.all(
-      Array.from({ length: concurrency }, async () => {
-        while (next < requests) {
-          next++;
-          times.push(await get(agent, url));
-        }
-      }),
-    );
-    const seconds = (performance.now() - started) / 1000;
-    const sorted = times.sort((a, b) => a - b);
-    const round = (value: number) => Number(value.toFixed(3));
-    return { requests, seconds: round(seconds), requestsPerSecond: Math.round(requests / seconds), p50Ms: round(percentile(sorted, 50)), p99Ms: round(percentile(sorted, 99)) };
-  } finally {
-    agent.destroy();
-  }
+  const child = spawn(process.execPath, ["-e", LOAD_JS, url.href, String(requests), String(concurrency), String(WARM_UP)], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once("error", reject);
+    child.once("close", resolve);
+  });
+  if (code !== 0) throw new Error(`the load generator for ${url.href} exited ${code}: ${stderr.slice(0, 500)}`);
+  const { seconds, times } = JSON.parse(stdout.trim().split("\n").at(-1)!) as { seconds: number; times: number[] };
+  const round = (value: number) => Number(value.toFixed(3));
+  return { requests, seconds: round(seconds), requestsPerSecond: Math.round(requests / seconds), p50Ms: round(percentile(times, 50)), p99Ms: round(percentile(times, 99)) };
 }
 
 /** The figures bench/run.ts divides by the same run's calibration figure (bench/_calibration.ts). */
@@ -123,7 +147,9 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const gateway = await startGateway(daemon);
     daemon.attach(gateway);
     const deadline = Date.now() + 60_000;
-    while ((await client.queryOffers()).length < 1) {
+    // The provider process is still starting (startDemoMarket does not wait for it): unreachable until it listens.
+    const offers = () => client.queryOffers().catch((error: unknown) => (Date.now() > deadline ? Promise.reject(error) : []));
+    while ((await offers()).length < 1) {
       if (Date.now() > deadline) throw new Error("the provider's offer did not arrive");
       await new Promise((resolve) => setTimeout(resolve, 200));
     }

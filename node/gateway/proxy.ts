@@ -286,8 +286,10 @@ export class EndpointProxy {
         const endsAt = set.endsAt();
         if (endsAt !== null && endsAt - Math.floor(Date.now() / 1000) <= this.options.options.endsAtNoticeSeconds) res.setHeader("suanli-endpoint-ends-at", String(endsAt));
         res.writeHead(answer.statusCode ?? 502, answer.statusMessage, endToEndHeaders(answer.headers));
-        // Headers out at once: an event stream's client sees the answer begin before its first event.
-        res.flushHeaders();
+        // An answer without a length (chunked: an event stream, a token stream) has its headers sent at
+        // once, so its client sees it begin before the first event. One with a length goes out with its
+        // first body bytes, in one write to the caller's socket instead of two (bench gateway).
+        if (answer.headers["content-length"] === undefined) res.flushHeaders();
         answer.pipe(res);
         answer.once("end", () => resolve());
         answer.once("error", () => resolve());
