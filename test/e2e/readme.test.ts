@@ -84,7 +84,7 @@ async function portFree(port: number): Promise<boolean> {
 }
 
 /** Files and folders the README's commands create in the checkout (all git-ignored). */
-const SCRATCH = [".suanli-provider", ".suanli-attestor", ".suanli-gateway", "attestor.json", "job", "job.tar.gz", "renter.ts", "ckpt", "ckpt.tar.gz"];
+const SCRATCH = [".suanli-provider", ".suanli-attestor", ".suanli-gateway", "attestor.json", "job", "job.tar.gz", "renter.ts", "ckpt", "ckpt.tar.gz", "passkey.json"];
 
 /** A background terminal: its process group's leader, its block, what it printed, and when its node printed "Node stopped". */
 type Running = { child: ChildProcess; block: Block; output: () => string; nodeStoppedAt: number | undefined };
