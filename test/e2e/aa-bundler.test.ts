@@ -13,7 +13,7 @@ import { promisify } from "node:util";
 import { encodeFunctionData, getAddress, http, parseEther, parseEventLogs, parseUnits, type Address } from "viem";
 import { createBundlerClient, entryPoint08Abi, type SmartAccount } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { leaseMarketAbi, testTokenAbi } from "../../common/abi.js";
+import { leaseMarketAbi, sponsorPaymasterAbi, testTokenAbi } from "../../common/abi.js";
 import { consoleConfigSchema } from "../../common/api/console.js";
 import { BundlerUnavailableError, checkBundler, ENTRY_POINT_08, SIMPLE_ACCOUNT_FACTORY_08, simpleAccountAbi } from "../../common/account-abstraction.js";
 import { parseDeployment, serializeDeployment } from "../../common/deployment.js";
@@ -211,11 +211,18 @@ describe("ERC-4337 on the devnet: EntryPoint v0.8, SimpleAccountFactory and Alto
     });
   });
 
-  it("`suanli devnet` deploys the two, starts Alto for that EntryPoint (its console's passkey sign-in uses it), and stops it with itself on SIGTERM", async () => {
+  it("`suanli devnet` deploys the two, starts Alto for that EntryPoint and a gas sponsor the paymaster honours (its console's passkey sign-in uses both), and stops them with itself on SIGTERM", async () => {
     const dir = await mkdtemp(path.join(tmpdir(), "suanli-aa-devnet-"));
     const cli = startCli(["devnet", "--port", "0", "--bundler-port", "0", "--api-port", "0", "--attestors", "", "--deployments", dir, "--json"], { timeoutMs: 45_000 });
     try {
-      const described = (await cli.ready) as { bundlerUrl: string | null; apiUrl: string; contracts: { entryPoint?: Address; accountFactory?: Address } };
+      const described = (await cli.ready) as {
+        rpcUrl: string;
+        bundlerUrl: string | null;
+        sponsorUrl: string | null;
+        sponsorAddress: Address | null;
+        apiUrl: string;
+        contracts: { entryPoint?: Address; accountFactory?: Address; paymaster?: Address };
+      };
       assert.equal(described.contracts.entryPoint, ENTRY_POINT_08);
       assert.equal(described.contracts.accountFactory, SIMPLE_ACCOUNT_FACTORY_08);
       assert.ok(described.bundlerUrl, "the devnet names its bundler");
@@ -225,7 +232,13 @@ describe("ERC-4337 on the devnet: EntryPoint v0.8, SimpleAccountFactory and Alto
       // The devnet's console offers "Sign in with a passkey" through it; the browser calls it from the page's origin (CORS).
       const config = consoleConfigSchema.parse(await (await fetch(`${described.apiUrl}/console/config.json`)).json());
       assert.equal(config.bundlerUrl, described.bundlerUrl);
-      assert.equal(config.paymasterUrl, null, "the devnet runs no sponsor");
+      // The API node's sponsor pays smart accounts' gas: the paymaster names its key and has a deposit to pay from.
+      assert.ok(described.sponsorUrl && described.sponsorAddress && described.contracts.paymaster, "the devnet names its sponsor and paymaster");
+      assert.equal(config.paymasterUrl, described.sponsorUrl);
+      const { publicClient } = await connectChain({ rpcUrl: described.rpcUrl });
+      assert.equal(await publicClient.readContract({ address: described.contracts.paymaster, abi: sponsorPaymasterAbi, functionName: "signer" }), described.sponsorAddress);
+      const deposit = await publicClient.readContract({ address: ENTRY_POINT_08, abi: entryPoint08Abi, functionName: "balanceOf", args: [described.contracts.paymaster] });
+      assert.equal(deposit, parseEther("100"));
       const preflight = await fetch(described.bundlerUrl, {
         method: "OPTIONS",
         headers: { origin: described.apiUrl.replace("127.0.0.1", "localhost"), "access-control-request-method": "POST", "access-control-request-headers": "content-type" },

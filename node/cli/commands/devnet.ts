@@ -11,10 +11,15 @@ import { nodeConfigSchema } from "../../config/schema.js";
 import { startDevnetAttestors, type DevnetAttestors } from "../../devnet/attestors.js";
 import { startDevnetBundler, type Bundler } from "../../devnet/bundler.js";
 import { DEVNET_ATTESTOR_INDEX, startDemoProviders, type DemoProviders } from "../../demo/devnet-providers.js";
+import { freePort } from "../../demo/processes.js";
+import { sponsorPaymasterAbi } from "../../../common/abi.js";
 import { createLogger } from "../../log/logger.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
 import { runNode, type RunningNode } from "../../run.js";
 import { waitForShutdown } from "../../signals.js";
+
+/** What the devnet's SponsorPaymaster gets in its EntryPoint deposit: 100 ETH of the deployer's 10,000. */
+const DEVNET_SPONSOR_DEPOSIT_WEI = 100n * 10n ** 18n;
 
 function portOption(value: string | undefined, flag: string): number | undefined {
   if (value === undefined) return undefined;
@@ -36,6 +41,8 @@ type DevnetFlags = {
   attestorNodes?: string;
   bundler: boolean;
   bundlerPort: string;
+  sponsor: boolean;
+  sponsorPort: string;
   json?: boolean;
 };
 
@@ -55,6 +62,8 @@ export function registerDevnet(program: Command): void {
       'devnet accounts whose attestor nodes run here, on 127.0.0.1:41NN (NN the account number) with fixed peer ids, challenging and attesting every offered machine (default: all of --attestors; "" for none)',
     )
     .option("--bundler-port <port>", "the ERC-4337 bundler's JSON-RPC port (Alto listens on every interface; 0: any free port)", "4337")
+    .option("--sponsor-port <port>", "with --api-port: the port of the API node's gas sponsor (ERC-7677 paymaster service, docs/aa.md; 0: any free port)", "8095")
+    .option("--no-sponsor", "with --api-port: run no gas sponsor and deploy no SponsorPaymaster (smart accounts then pay their gas in ETH)")
     .option("--no-bundler", "run no ERC-4337 bundler (EntryPoint v0.8 and SimpleAccountFactory are deployed all the same)")
     .option("--json", "print the devnet description as JSON")
     .action(async (options: DevnetFlags) => {
@@ -74,6 +83,8 @@ export function registerDevnet(program: Command): void {
       const apiPort = portOption(options.apiPort, "--api-port");
       const p2pPort = portOption(options.p2pPort, "--p2p-port");
       const bundlerPort = portOption(options.bundlerPort, "--bundler-port")!;
+      // The API node sponsors smart accounts' gas (docs/aa.md "Gas without ETH"): a renter with tUSD and no ETH rents.
+      const sponsorPort = apiPort !== undefined && options.sponsor ? portOption(options.sponsorPort, "--sponsor-port")! || (await freePort()) : undefined;
       for (const [flag, given] of [
         ["--demo-offers", options.demoOffers],
         ["--p2p-port", options.p2pPort],
@@ -106,6 +117,8 @@ export function registerDevnet(program: Command): void {
           attestors: attestorIndexes.map((index) => devnetAccount(index).address),
           // ERC-4337 for smart-account renters (docs/aa.md).
           accountAbstraction: true,
+          // Its signer is the deployer until the API node's sponsor key is known (setSigner below).
+          ...(sponsorPort !== undefined ? { sponsor: { signer: devnetAccount(0).address, depositWei: DEVNET_SPONSOR_DEPOSIT_WEI } } : {}),
         });
         const manifest = await writeDeployment(options.deployments, deployment);
         const accounts = Array.from({ length: 10 }, (_, i) => devnetAccount(i).address);
@@ -151,9 +164,28 @@ export function registerDevnet(program: Command): void {
               connections: { inboundPerSecondPerHost: 100 },
             },
             // The console's passkey sign-in sends user operations to the devnet's Alto (docs/console.md).
-            api: { enabled: true, host: "127.0.0.1", port: apiPort, ...(bundler ? { console: { bundlerUrl: bundler.url } } : {}) },
+            api: {
+              enabled: true,
+              host: "127.0.0.1",
+              port: apiPort,
+              console: { ...(bundler ? { bundlerUrl: bundler.url } : {}), ...(sponsorPort !== undefined ? { paymasterUrl: `http://127.0.0.1:${sponsorPort}` } : {}) },
+            },
+            ...(sponsorPort !== undefined ? { sponsor: { enabled: true, host: "127.0.0.1", port: sponsorPort } } : {}),
           });
           node = await runNode(config, { api: true }, { logger });
+          if (node.sponsor) {
+            // The deployer owns the devnet's paymaster: it names the sponsor's key (made on the node's first start) as its signer.
+            const hash = await clients.walletClient!.writeContract({
+              address: deployment.contracts.paymaster!,
+              abi: sponsorPaymasterAbi,
+              functionName: "setSigner",
+              args: [node.sponsor.address],
+              account: devnetAccount(0),
+              chain: clients.walletClient!.chain,
+            });
+            const receipt = await clients.publicClient.waitForTransactionReceipt({ hash });
+            if (receipt.status !== "success") throw new CliError(`Naming the sponsor's key as the paymaster's signer failed (transaction ${hash})`, ExitCode.failure);
+          }
           apiUrl = node.api!.url;
           nodeAddrs = node.daemon.p2p.host.getMultiaddrs().map(String);
           if (options.demoOffers) {
@@ -183,6 +215,8 @@ export function registerDevnet(program: Command): void {
             attestorNodes: attestors?.nodes.map((attestor) => ({ account: attestor.index, address: devnetAccount(attestor.index).address, addr: attestor.addr })) ?? [],
             apiUrl: apiUrl ?? null,
             bundlerUrl: bundler?.url ?? null,
+            sponsorUrl: node?.sponsor?.url ?? null,
+            sponsorAddress: node?.sponsor?.address ?? null,
             node: node ? { peerId: node.daemon.p2p.host.peerId.toString(), addrs: nodeAddrs } : null,
             demoProviders: demo ? demo.providers.map((provider) => provider.account!.address) : [],
           },
@@ -196,6 +230,7 @@ export function registerDevnet(program: Command): void {
                   ]
                 : []),
               ...(bundler ? [`ERC-4337 bundler (Alto, safe mode off: docs/aa.md) at ${bundler.url} for EntryPoint ${deployment.contracts.entryPoint}`] : []),
+              ...(node?.sponsor ? [`Gas sponsor (ERC-7677 paymaster service) at ${node.sponsor.url}: smart accounts with tUSD and no ETH rent (docs/aa.md)`] : []),
               ...(apiUrl ? [`HTTP API at ${apiUrl}/v1/ (OpenAPI: ${apiUrl}/openapi.json), explorer at ${apiUrl}/explorer/, renter console at ${apiUrl}/console/`] : []),
               ...(node ? [`Node ${node.daemon.p2p.host.peerId} (bootstrap other nodes with ${nodeAddrs[0]})`] : []),
               ...(demo
