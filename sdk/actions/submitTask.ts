@@ -90,8 +90,8 @@ export type RankSpec = (rank: number, worldSize: number) => TaskSpec;
 /**
  * Matches, reserves, opens the lease on-chain and hands the task spec to the provider; falls back
  * to the next candidate on refusal, timeout or a failed transaction. Used by submitTask and by
- * migrations. `spec` may be a function of the rank (RankSpec); each lease then records the
- * checkpoint its rank resumes from (`resumedFrom`).
+ * migrations. `spec` may be a function of the rank (RankSpec). Each lease records the checkpoint
+ * its rank starts from (`resumedFrom`), every member of a group included.
  */
 export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestInput, spec: TaskSpec | RankSpec): Promise<TaskAttempt> {
   const request = parseMatchRequest(requestInput);
@@ -202,7 +202,7 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
     ctx.progress(`Lease ${part.leaseId} opened; sending the task to ${part.provider}...`);
     // A group's machines learn about each other: rank 0's provider answers its rendezvous address.
     const rankSpec = typeof spec === "function" ? spec(rank, worldSize) : spec;
-    if (typeof spec === "function" && rankSpec.resumeFrom) part.resumedFrom = rankSpec.resumeFrom;
+    if (rankSpec.resumeFrom) part.resumedFrom = rankSpec.resumeFrom;
     const partSpec: TaskSpec =
       worldSize > 1 ? { ...rankSpec, group: { rank, worldSize, ...(rank > 0 && master ? { masterAddr: master.addr, masterPort: master.port } : {}) } } : rankSpec;
     try {

@@ -34,14 +34,15 @@ const JOB = [
   'save() { echo "$SUANLI_RANK $1" > state.tmp && mv state.tmp state; }',
   "i=$start",
   `trap 'save $i; echo "flushed=$i"; exit 0' TERM`,
-  `while [ $i -lt ${TOTAL} ]; do i=$((i + 1)); echo "step=$i"; if [ $((i % 5)) -eq 0 ]; then save $i; fi; sleep $pace; done`,
+  'while [ $i -lt $TOTAL ]; do i=$((i + 1)); echo "step=$i"; if [ $((i % 5)) -eq 0 ]; then save $i; fi; sleep $pace; done',
   'echo "done=$i"',
   "",
 ].join("\n");
 
 /** A cluster of two one-GPU machines that sells interruptible capacity, with a data plane and bubblewrap. */
 const clusterOf = (cluster: string, masterAddress: string) => ({
-  data: { enabled: true, fetchTimeoutMs: 10_000 },
+  // A checkpoint nobody serves ends its lease after this (the second case); one that is served comes in well under a second.
+  data: { enabled: true, fetchTimeoutMs: 4_000 },
   provider: {
     inventory: {
       source: "declared",
@@ -146,6 +147,51 @@ describe("group resume: a preempted rank moves the whole group, each rank from i
           `rank ${rank}: no step redone, none skipped`,
         );
         assert.ok(now.includes(`done=${TOTAL}`), now.join("\n"));
+      }
+    } finally {
+      await sameWallet.close();
+    }
+  });
+
+  it("a group whose checkpoint no node serves is not failed: every rank starts again from the beginning", async () => {
+    const { client, bundles } = market;
+    const bundle = await bundles.bundle({ "run.sh": JOB });
+    // A well-formed CID of bytes no node holds.
+    const missing = "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy";
+    const submitted = await client.submitTask({
+      gpuType: "A100",
+      gpuCount: 2,
+      colocation: "cluster",
+      duration: 60,
+      maxPricePerGpuHour: "1",
+      attestedOnly: false,
+      bundleUrl: bundle.url,
+      sha256: bundle.sha256,
+      command: "exec sh run.sh",
+      env: { TOTAL: "3" },
+      resumeFrom: missing,
+      autoMigrate: true,
+    });
+    const receipt = await client.wait(submitted.taskId, { timeoutMs: 120_000 });
+    assert.equal(receipt.state, "succeeded", show(receipt));
+    const { attempts } = (await client.tasks()).find((task) => task.taskId === submitted.taskId) as TaskRecord;
+    assert.equal(attempts.length, 2, show(attempts));
+    assert.equal(attempts[0]!.migratedBecause, "CheckpointUnavailable");
+    assert.deepEqual(
+      attempts[0]!.group!.map((member) => member.resumedFrom),
+      [missing, missing],
+    );
+    assert.deepEqual(
+      attempts[1]!.group!.map((member) => member.resumedFrom),
+      [undefined, undefined],
+      "not picked again: from the beginning",
+    );
+    const sameWallet = await TestRenter.start(market.devnet, renterIndex, 0n);
+    try {
+      for (const [rank, member] of attempts[1]!.group!.entries()) {
+        const peer = market.providers.find((p) => p.peer.address === member.provider)!.peer;
+        const lines = (await sameWallet.allLogs(peer, member.leaseId)).map((line) => line.text);
+        assert.ok(lines.includes(`rank=${rank} resumed=none`) && lines.includes("start=0") && lines.includes("done=3"), lines.join("\n"));
       }
     } finally {
       await sameWallet.close();
