@@ -197,4 +197,61 @@ describe("group resume: a preempted rank moves the whole group, each rank from i
       await sameWallet.close();
     }
   });
+
+  it("client.resume of a cancelled group: the whole group again, every rank from its own flushed step", async () => {
+    const { client, bundles, providers } = market;
+    const bundle = await bundles.bundle({ "run.sh": JOB });
+    const submitted = await client.submitTask({
+      gpuType: "A100",
+      gpuCount: 2,
+      colocation: "cluster",
+      duration: 60,
+      maxPricePerGpuHour: "1",
+      attestedOnly: false,
+      bundleUrl: bundle.url,
+      sha256: bundle.sha256,
+      command: "exec sh run.sh",
+      env: { TOTAL: "40" },
+      checkpointPeriodSeconds: 10,
+    });
+    const first = submitted.attempt.group!;
+    const peerOf = (member: TaskAttempt) => providers.find((p) => p.peer.address === member.provider)!.peer;
+    const sameWallet = await TestRenter.start(market.devnet, renterIndex, 0n);
+    try {
+      const logsOf = async (member: TaskAttempt) => (await sameWallet.allLogs(peerOf(member), member.leaseId)).map((line) => line.text);
+      // A few steps on each rank (no periodic checkpoint yet: the end snapshots after the cancel are all there is).
+      const sofar = async (member: TaskAttempt) => (await sameWallet.logs(peerOf(member), member.leaseId)).lines.map((line) => line.text);
+      for (const member of first) await waitFor(`lease ${member.leaseId} at step 3`, async () => (await sofar(member)).includes("step=3"), { timeoutMs: 30_000, intervalMs: 300 });
+      await client.cancel(submitted.taskId);
+      // The provider's offers show its machines free again before the group can be matched there.
+      const provider = first[0]!.provider;
+      await waitFor(
+        "the cluster's offers free again",
+        async () => (await client.queryOffers()).filter((offer) => offer.provider === provider && offer.freeUnits >= 1).length >= 2,
+        {
+          timeoutMs: 30_000,
+          intervalMs: 500,
+        },
+      );
+      const resumed = await client.resume(submitted.taskId);
+      const receipt = await client.wait(submitted.taskId, { timeoutMs: 120_000 });
+      assert.equal(receipt.state, "succeeded", show(receipt));
+      const { attempts } = (await client.tasks()).find((task) => task.taskId === submitted.taskId) as TaskRecord;
+      assert.equal(attempts.length, 2, show(attempts));
+      const [before, after] = [attempts[0]!.group!, attempts[1]!.group!];
+      assert.equal(after.length, 2, "the whole group again");
+      assert.equal(resumed.resumedFrom.cid, after[0]!.resumedFrom, "the answer names rank 0's checkpoint");
+      for (const rank of [0, 1]) {
+        const cid = before[rank]!.checkpoint?.record.cid;
+        assert.ok(cid, `rank ${rank}'s end snapshot is recorded`);
+        assert.equal(after[rank]!.resumedFrom, cid, `new rank ${rank} resumed from old rank ${rank}'s checkpoint`);
+        const flushed = Number((await logsOf(before[rank]!)).find((line) => line.startsWith("flushed="))?.slice(8));
+        const now = await logsOf(after[rank]!);
+        assert.ok(flushed >= 3 && now.includes(`state-of-rank=${rank}`) && now.includes(`start=${flushed}`), `rank ${rank} from its flushed step ${flushed}:\n${now.join("\n")}`);
+        assert.ok(now.includes("done=40"), now.join("\n"));
+      }
+    } finally {
+      await sameWallet.close();
+    }
+  });
 });
