@@ -18,8 +18,8 @@ import { waitFor } from "../support/wait.js";
 const show = (value: unknown) => stringifyTagged(value);
 /** The chain's preemption notice here, seconds. */
 const NOTICE = 3;
-/** Steps each rank counts; the first group is preempted about 11 s in (0.3 s a step), the resumed one runs fast. */
-const TOTAL = 60;
+/** Steps each rank counts; the first group is preempted about 11 s in (0.3 s a step, 24 s for all: room for a loaded host), the resumed one runs fast. */
+const TOTAL = 80;
 
 /**
  * Each rank's job (`exec sh run.sh`: the trapping shell is the task's main process). Resumed, it
