@@ -2,13 +2,13 @@ import { z } from "zod";
 import { readLease } from "../../common/chain/market.js";
 import { SuanliError } from "../../common/errors.js";
 import { parseMatchRequest, type MatchRequestInput } from "../../common/matching/request.js";
-import { taskSpecSchema } from "../../common/protocols/task-spec.js";
+import { taskSpecSchema, type TaskSpec } from "../../common/protocols/task-spec.js";
 import { parseInput } from "../../common/validation.js";
 import { requireWallet, type SuanliContext } from "../internal/context.js";
-import { pickCheckpoint, resumedSpec, settleCheckpoint } from "../internal/resume.js";
-import { currentAttempt, storableTaskSpec } from "../internal/store.js";
+import { groupRankSpecs, pickCheckpoint, pickGroupCheckpoints, resumedSpec, settleCheckpoint } from "../internal/resume.js";
+import { currentAttempt, storableTaskSpec, type TaskRecord } from "../internal/store.js";
 import { TaskStateError } from "../errors.js";
-import type { SubmitTaskReturnType } from "../types.js";
+import type { SubmitTaskReturnType, TaskAttempt } from "../types.js";
 import { taskRecord } from "./getTaskStatus.js";
 import { runAttempt } from "./submitTask.js";
 
@@ -132,9 +132,13 @@ export async function resumeTask(ctx: SuanliContext, taskId: string, parameters:
   requireWallet(ctx, "resuming a task");
   const record = await taskRecord(ctx, taskId);
   const current = currentAttempt(record);
-  const lease = await readLease(ctx.publicClient, ctx.market, current.leaseId);
-  if (lease.status === "Open" || lease.status === "Active") {
-    throw new TaskStillRunningError(`Task ${taskId} is still running: its lease ${current.leaseId} is ${lease.status}`, {
+  // A group task: every machine's lease must have ended.
+  const members = current.group && current.group.length > 1 ? current.group : [current];
+  const leases = await Promise.all(members.map((member) => readLease(ctx.publicClient, ctx.market, member.leaseId)));
+  const running = leases.findIndex((view) => view.status === "Open" || view.status === "Active");
+  const lease = leases[0]!;
+  if (running >= 0) {
+    throw new TaskStillRunningError(`Task ${taskId} is still running: its lease ${members[running]!.leaseId} is ${leases[running]!.status}`, {
       metaMessages: [`Cancel it first (\`npx suanli cancel ${taskId}\`, client.cancel) or wait for its end, then resume it.`],
     });
   }
@@ -145,6 +149,7 @@ export async function resumeTask(ctx: SuanliContext, taskId: string, parameters:
       metaMessages: ["Resume it from the process that submitted it, or submit it again with its secrets and --resume-from CID (`npx suanli checkpoints TASK`)."],
     });
   }
+  if (members.length > 1) return resumeGroup(ctx, record, members, spec, overrides, lease.endReason);
   // The current lease's provider has the newest records (its end snapshot among them, signed once
   // the stopped task has exited), if it is reachable.
   const state = await settleCheckpoint(ctx, current, { settleMs: RESUME_SETTLE_MS });
@@ -159,12 +164,21 @@ export async function resumeTask(ctx: SuanliContext, taskId: string, parameters:
   if (!point) {
     throw new NoCheckpointError(`Task ${taskId} has no verified checkpoint to resume from`, {
       metaMessages: [
-        record.attempts.some((attempt) => attempt.group && attempt.group.length > 1)
-          ? "Group tasks are not resumed: each machine has its own checkpoint folder."
-          : "A task checkpoints when submitted with a checkpoint period (--checkpoint-every S) and writes to $SUANLI_CHECKPOINT_DIR; submit it again to start from the beginning.",
+        "A task checkpoints when submitted with a checkpoint period (--checkpoint-every S) and writes to $SUANLI_CHECKPOINT_DIR; submit it again to start from the beginning.",
       ],
     });
   }
+  const { request, base } = withOverrides(record, spec, overrides);
+  const nextSpec = parseInput(taskSpecSchema, resumedSpec(base, point), "task spec");
+  await ctx.feed.ready();
+  ctx.progress(`Resuming task ${taskId} from checkpoint ${point.cid} (lease ${point.leaseId})...`);
+  const attempt = await runAttempt(ctx, request, nextSpec);
+  attempt.resumedFrom = point.cid;
+  return recordResumed(ctx, record, { request, base, spec, overrides, attempt, endReason: lease.endReason, point });
+}
+
+/** The task's request and spec with the caller's overrides applied (validated). */
+function withOverrides(record: TaskRecord, spec: TaskSpec, overrides: z.output<typeof resumeTaskParametersSchema>): { request: MatchRequestInput; base: TaskSpec } {
   const request = { ...(record.request as MatchRequestInput) };
   if (overrides.duration !== undefined) request.duration = overrides.duration;
   if (overrides.maxPricePerGpuHour !== undefined) request.maxPricePerGpuHour = overrides.maxPricePerGpuHour;
@@ -175,23 +189,75 @@ export async function resumeTask(ctx: SuanliContext, taskId: string, parameters:
   if (request.mode !== "interruptible") delete request.bidPerGpuHour;
   parseMatchRequest(request);
   const base = overrides.checkpointPeriodSeconds !== undefined ? { ...spec, checkpoint: { periodSeconds: overrides.checkpointPeriodSeconds } } : spec;
-  const nextSpec = parseInput(taskSpecSchema, resumedSpec(base, point), "task spec");
-  await ctx.feed.ready();
-  ctx.progress(`Resuming task ${taskId} from checkpoint ${point.cid} (lease ${point.leaseId})...`);
-  const attempt = await runAttempt(ctx, request, nextSpec);
-  attempt.resumedFrom = point.cid;
-  current.migratedBecause ??= `resumed (${lease.endReason})`;
+  return { request, base };
+}
+
+/** Saves the resumed attempt in the task file and answers the caller. */
+async function recordResumed(
+  ctx: SuanliContext,
+  record: TaskRecord,
+  parts: {
+    request: MatchRequestInput;
+    base: TaskSpec;
+    spec: TaskSpec;
+    overrides: z.output<typeof resumeTaskParametersSchema>;
+    attempt: TaskAttempt;
+    endReason: string;
+    point: { cid: string; leaseId: bigint; seq: bigint | null };
+  },
+): Promise<ResumeTaskReturnType> {
+  const { request, base, spec, overrides, attempt, point } = parts;
+  currentAttempt(record).migratedBecause ??= `resumed (${parts.endReason})`;
   record.request = JSON.parse(JSON.stringify(request)) as Record<string, unknown>;
   if (overrides.autoMigrate !== undefined) record.autoMigrate = overrides.autoMigrate;
   record.attempts.push(attempt);
   if (base !== spec) record.spec = storableTaskSpec(base);
-  await ctx.tasks.put(record, base !== spec && ctx.tasks.fullSpec(taskId) ? base : undefined);
+  await ctx.tasks.put(record, base !== spec && ctx.tasks.fullSpec(record.taskId) ? base : undefined);
   return {
-    taskId,
+    taskId: record.taskId,
     leaseId: attempt.leaseId,
     provider: attempt.provider,
     status: "submitted",
     attempt,
     resumedFrom: { cid: point.cid, leaseId: point.leaseId, seq: point.seq },
   };
+}
+
+/**
+ * A group task resumed by hand (docs/data.md "Group tasks"): every member's end snapshot settled,
+ * then the whole group re-submitted, each rank from the newest checkpoint of the same rank (one
+ * attempt's complete set). `resumedFrom` in the answer is rank 0's.
+ */
+async function resumeGroup(
+  ctx: SuanliContext,
+  record: TaskRecord,
+  members: TaskAttempt[],
+  spec: TaskSpec,
+  overrides: z.output<typeof resumeTaskParametersSchema>,
+  endReason: string,
+): Promise<ResumeTaskReturnType> {
+  const states = await Promise.all(members.map((member) => settleCheckpoint(ctx, member, { settleMs: RESUME_SETTLE_MS })));
+  if (states.every((state) => state === "succeeded")) {
+    throw new TaskStateError(`Task ${record.taskId} succeeded on every machine of its group: there is nothing to resume`, {
+      metaMessages: ["Submit it again to run it anew."],
+    });
+  }
+  for (const member of members) await ctx.checkpointCopies?.idle(member.leaseId, RESUME_SETTLE_MS);
+  const point = await pickGroupCheckpoints(ctx, record, { unreachable: new Set(members.filter((_, i) => states[i] === undefined).map((member) => member.leaseId)) });
+  if (!point) {
+    throw new NoCheckpointError(`Task ${record.taskId} has no verified checkpoint of every rank of one attempt to resume from`, {
+      metaMessages: [
+        "A group resumes whole, each rank from its own checkpoint: every rank must have one (a task checkpoints when submitted with a checkpoint period, --checkpoint-every S, and writes to $SUANLI_CHECKPOINT_DIR); submit it again to start from the beginning.",
+      ],
+    });
+  }
+  const { request, base } = withOverrides(record, spec, overrides);
+  const specs = groupRankSpecs(base, point);
+  for (const [rank] of point.ranks.entries()) parseInput(taskSpecSchema, specs(rank, point.ranks.length), "task spec");
+  await ctx.feed.ready();
+  ctx.progress(`Resuming group task ${record.taskId}, every rank from its own checkpoint: ${point.ranks.map((rank, i) => `rank ${i} from ${rank.cid}`).join(", ")}...`);
+  const attempt = await runAttempt(ctx, request, specs);
+  if ((attempt.group?.length ?? 1) !== point.ranks.length)
+    ctx.progress(`The new group has ${attempt.group?.length ?? 1} machine(s), not ${point.ranks.length}: every rank starts from the beginning.`);
+  return recordResumed(ctx, record, { request, base, spec, overrides, attempt, endReason, point: point.ranks[0]! });
 }

@@ -82,11 +82,18 @@ export function parseSubmitParameters(parameters: SubmitTaskParameters): { reque
 type OpenedLease = { attempt: TaskAttempt };
 
 /**
+ * The spec each rank of a group gets, once the allocation says how many machines (ranks) it has:
+ * a resumed group starts each rank from its own checkpoint (docs/data.md "Group tasks").
+ */
+export type RankSpec = (rank: number, worldSize: number) => TaskSpec;
+
+/**
  * Matches, reserves, opens the lease on-chain and hands the task spec to the provider; falls back
  * to the next candidate on refusal, timeout or a failed transaction. Used by submitTask and by
- * migrations.
+ * migrations. `spec` may be a function of the rank (RankSpec). Each lease records the checkpoint
+ * its rank starts from (`resumedFrom`), every member of a group included.
  */
-export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestInput, spec: TaskSpec): Promise<TaskAttempt> {
+export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestInput, spec: TaskSpec | RankSpec): Promise<TaskAttempt> {
   const request = parseMatchRequest(requestInput);
   const { walletClient, account } = requireWallet(ctx, "submitting a task");
   const { balance, native } = await tokenBalances(ctx, account.address);
@@ -194,7 +201,10 @@ export async function runAttempt(ctx: SuanliContext, requestInput: MatchRequestI
   for (const [rank, part] of attempts.entries()) {
     ctx.progress(`Lease ${part.leaseId} opened; sending the task to ${part.provider}...`);
     // A group's machines learn about each other: rank 0's provider answers its rendezvous address.
-    const partSpec: TaskSpec = worldSize > 1 ? { ...spec, group: { rank, worldSize, ...(rank > 0 && master ? { masterAddr: master.addr, masterPort: master.port } : {}) } } : spec;
+    const rankSpec = typeof spec === "function" ? spec(rank, worldSize) : spec;
+    if (rankSpec.resumeFrom) part.resumedFrom = rankSpec.resumeFrom;
+    const partSpec: TaskSpec =
+      worldSize > 1 ? { ...rankSpec, group: { rank, worldSize, ...(rank > 0 && master ? { masterAddr: master.addr, masterPort: master.port } : {}) } } : rankSpec;
     try {
       const sealed = await sealSpec(partSpec, sealingKeys.get(part.leaseId), part.provider, ctx.chainId, part.leaseId);
       const answer = await sendTaskOnceConfirmed(ctx, part, sealed);

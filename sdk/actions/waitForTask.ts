@@ -11,7 +11,19 @@ import { cancelTask } from "./cancelTask.js";
 import { runAttempt } from "./submitTask.js";
 import { getTaskStatus, taskRecord } from "./getTaskStatus.js";
 import { currentAttempt } from "../internal/store.js";
-import { CHECKPOINT_SETTLE_POLL_MS, CHECKPOINT_UNAVAILABLE, checkpointUnavailable, pickCheckpoint, resumedSpec, settledPoint, takesCheckpoints } from "../internal/resume.js";
+import {
+  absorbCheckpoints,
+  CHECKPOINT_SETTLE_POLL_MS,
+  CHECKPOINT_UNAVAILABLE,
+  checkpointUnavailable,
+  groupRankSpecs,
+  pickCheckpoint,
+  pickGroupCheckpoints,
+  resumedSpec,
+  settledGroupPoint,
+  settledPoint,
+  takesCheckpoints,
+} from "../internal/resume.js";
 
 /**
  * Options of `client.wait`; all optional. Giving up (timeout or abort) throws WaitTimeoutError and
@@ -65,6 +77,8 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
   const chainClock = new ChainClockReader(ctx);
   /** The checkpoint seq saved in the task file, per lease. */
   const savedCheckpoints = new Map<bigint, bigint>();
+  /** A group's checkpoint seq per rank saved in the task file (-1: none yet). */
+  const groupCheckpoints: bigint[] = [];
   for (;;) {
     if (parameters.signal?.aborted) throw new WaitTimeoutError("Stopped waiting: aborted");
     let status: TaskStatus;
@@ -91,7 +105,7 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
 
     // A group task: its own step (every lease; one failing fails or migrates the group).
     if (attempt.group && attempt.group.length > 1) {
-      const outcome = await waitGroupStep(ctx, taskId, attempt.group);
+      const outcome = await waitGroupStep(ctx, taskId, attempt.group, groupCheckpoints, pollIntervalMs);
       if (outcome === "done") {
         // The status read at the top of this pass may predate the end the group step just saw (a busy host): read it again.
         const final = await getTaskStatus(ctx, taskId).catch(() => status);
@@ -187,21 +201,31 @@ export async function waitForTask(ctx: SuanliContext, taskId: string, parameters
  * group job cannot go on without one of its ranks. With `autoMigrate`, a machine lost by its
  * lease (not by its task's own failure) moves the whole group: the others are cancelled and
  * refunded, the failed machines' providers avoided for ten minutes, and the group matched and
- * started anew (new ranks, new rendezvous address) as the task's next attempt.
+ * started anew (new ranks, new rendezvous address) as the task's next attempt. A group that takes
+ * checkpoints waits for every member's end snapshot and starts each new rank from the newest
+ * checkpoint of the same rank (pickGroupCheckpoints: one attempt's set, all ranks or none). Every
+ * look keeps each member's newest verified checkpoint record in the task file.
  */
-async function waitGroupStep(ctx: SuanliContext, taskId: string, members: TaskAttempt[]): Promise<"done" | "waiting" | "migrated"> {
+async function waitGroupStep(ctx: SuanliContext, taskId: string, members: TaskAttempt[], seen: bigint[], pollIntervalMs: number): Promise<"done" | "waiting" | "migrated"> {
   const views = await Promise.all(
     members.map(async (member) => {
       const lease = await readLease(ctx.publicClient, ctx.market, member.leaseId);
       const remote = await authorize(ctx, member, "status", {})
         .then((auth) => ctx.link.status({ peerId: member.peerId, addrs: member.addrs }, { auth }))
         .catch(() => undefined);
-      return { member, lease, state: remote?.state ?? "unknown" };
+      // Each rank's newest verified checkpoint, kept as it appears (after a fault its provider may be gone).
+      if (remote) await absorbCheckpoints(ctx, member, remote);
+      return { member, lease, state: remote?.state ?? "unknown", error: remote?.error ?? null };
     }),
   );
+  const record = await taskRecord(ctx, taskId);
+  const seqs = members.map((member) => member.checkpoint?.record.seq ?? -1n);
+  if (seqs.some((seq, i) => seq !== seen[i])) {
+    seen.splice(0, seen.length, ...seqs);
+    await ctx.tasks.put(record);
+  }
   const live = (lease: { status: string }) => lease.status === "Open" || lease.status === "Active";
   const lost = views.filter((view) => ENDED.has(view.lease.status) && MIGRATE_ON.has(view.lease.endReason) && view.state !== "succeeded");
-  const record = await taskRecord(ctx, taskId);
   if (lost.length && record.autoMigrate) {
     const reasons = [...new Set(lost.map((view) => view.lease.endReason))].join(", ");
     ctx.progress(`Lease(s) ${lost.map((view) => view.member.leaseId).join(", ")} of group task ${taskId} ended (${reasons}); migrating the whole group...`);
@@ -210,8 +234,31 @@ async function waitGroupStep(ctx: SuanliContext, taskId: string, members: TaskAt
     const attempt = currentAttempt(fresh);
     for (const view of lost) ctx.feed.avoid(view.member.provider, 600);
     attempt.migratedBecause = lost[0]?.lease.endReason;
+    for (const view of lost) view.member.migratedBecause = view.lease.endReason;
     const spec = ctx.tasks.fullSpec(taskId) ?? fresh.spec;
-    const next = await runAttempt(ctx, fresh.request as MatchRequestInput, spec);
+    // A group that takes checkpoints restarts whole, each rank from its own newest checkpoint of one attempt (docs/data.md "Group tasks").
+    const point = takesCheckpoints(spec) ? await settledGroupPoint(ctx, fresh, members, Math.min(pollIntervalMs, CHECKPOINT_SETTLE_POLL_MS)) : null;
+    if (point) ctx.progress(`Resuming every rank from its own checkpoint: ${point.ranks.map((rank, i) => `rank ${i} from ${rank.cid}`).join(", ")}...`);
+    else if (takesCheckpoints(spec)) ctx.progress(`Not every rank of group task ${taskId} has a verified checkpoint: the group starts again from the beginning.`);
+    const next = await runAttempt(ctx, fresh.request as MatchRequestInput, groupRankSpecs(spec, point));
+    if (point && (next.group?.length ?? 1) !== point.ranks.length)
+      ctx.progress(`The new group has ${next.group?.length ?? 1} machine(s), not ${point.ranks.length}: every rank starts from the beginning.`);
+    fresh.attempts.push(next);
+    await ctx.tasks.put(fresh);
+    return "migrated";
+  }
+  // A rank whose provider could not fetch its checkpoint from anyone: the group again, from an older complete set of checkpoints or the beginning.
+  const unfetched = record.autoMigrate ? views.filter((view) => checkpointUnavailable(view.member, view)) : [];
+  if (unfetched.length) {
+    if (views.some((view) => live(view.lease))) await cancelTask(ctx, taskId);
+    const fresh = await taskRecord(ctx, taskId);
+    for (const view of unfetched) view.member.migratedBecause = CHECKPOINT_UNAVAILABLE;
+    currentAttempt(fresh).migratedBecause = CHECKPOINT_UNAVAILABLE;
+    const point = await pickGroupCheckpoints(ctx, fresh);
+    ctx.progress(
+      `Lease(s) ${unfetched.map((view) => view.member.leaseId).join(", ")} of group task ${taskId} could not fetch their checkpoint from any node; the group starts again from ${point ? "an older checkpoint of every rank" : "the beginning"}...`,
+    );
+    const next = await migrationAttempt(ctx, fresh.request as MatchRequestInput, groupRankSpecs(ctx.tasks.fullSpec(taskId) ?? fresh.spec, point));
     fresh.attempts.push(next);
     await ctx.tasks.put(fresh);
     return "migrated";

@@ -141,8 +141,8 @@ export function addressesOf(attempt: Pick<TaskAttempt, "addrs" | "peerId">): str
  * current one) that has a verified checkpoint record gives its newest record, or its copy on the
  * renter's node (`checkpointCopy`) first with `preferCopies` (its provider is gone: a newer record
  * only it held cannot be fetched); a lease that made none but itself started from a checkpoint
- * gives that one (nothing newer exists). Null when no lease has either. Group tasks are not
- * resumed (each rank has its own folder): null.
+ * gives that one (nothing newer exists). Null when no lease has either, and for a group task
+ * (each rank has its own folder: pickGroupCheckpoints gives one checkpoint per rank).
  */
 export async function pickCheckpoint(ctx: SuanliContext, record: Pick<TaskRecord, "attempts">, options: { preferCopies?: boolean } = {}): Promise<ResumePoint | null> {
   if (record.attempts.some((attempt) => attempt.group && attempt.group.length > 1)) return null;
@@ -189,4 +189,72 @@ export const CHECKPOINT_UNAVAILABLE = "CheckpointUnavailable";
 /** Whether the lease's task did not start because no node served the checkpoint it was to resume from. */
 export function checkpointUnavailable(attempt: TaskAttempt, status: { state: string; error: { name: string } | null }): boolean {
   return Boolean(attempt.resumedFrom) && status.state === "failed" && status.error?.name === "DataNotFoundError";
+}
+
+/**
+ * A group task's resume point: one checkpoint per rank, all from the same attempt of the group
+ * (docs/data.md "Group tasks: the whole group resumes"), by rank.
+ */
+export type GroupResumePoint = { leaseIds: bigint[]; ranks: ResumePoint[] };
+
+/**
+ * The checkpoints a group task's next attempt starts from: walking back from the newest attempt,
+ * the first group attempt whose every rank has a verified checkpoint record (its newest) or itself
+ * started from one gives them, rank by rank. All or nothing: a set with a rank missing is never
+ * mixed with another attempt's (their steps differ), so an attempt where one rank has none falls
+ * back to an older complete set, or to the beginning (null). CIDs a lease could not fetch
+ * (CheckpointUnavailable) are not picked again. Hints: every provider of the task's groups (and the
+ * renter's node first, when it holds copies).
+ */
+export async function pickGroupCheckpoints(
+  ctx: SuanliContext,
+  record: Pick<TaskRecord, "attempts">,
+  options: { unreachable?: ReadonlySet<bigint> } = {},
+): Promise<GroupResumePoint | null> {
+  const newestFirst = [...record.attempts].reverse().filter((attempt) => attempt.group && attempt.group.length > 1);
+  const members = newestFirst.flatMap((attempt) => attempt.group!);
+  const copyHolders = members.flatMap((member) => member.checkpointCopy?.addrs ?? []);
+  const hints = [...new Set([...copyHolders, ...members.flatMap(addressesOf)])].slice(0, MAX_HINTS);
+  const unavailable = new Set(members.filter((member) => member.migratedBecause === CHECKPOINT_UNAVAILABLE).map((member) => member.resumedFrom));
+  for (const attempt of newestFirst) {
+    const ranks: ResumePoint[] = [];
+    for (const member of attempt.group!) {
+      const newest = await reverified(ctx, member, member.checkpoint);
+      const copy = await reverified(ctx, member, member.checkpointCopy?.checkpoint);
+      // A member whose provider was not reached at the end: its copy on the renter's node first (a newer record only that provider held cannot be fetched).
+      const checkpoint = (options.unreachable?.has(member.leaseId) ? [copy, newest] : [newest, copy]).find((found) => found && !unavailable.has(found.record.cid));
+      const base = { leaseId: member.leaseId, provider: member.provider, hints };
+      if (checkpoint) ranks.push({ ...base, cid: checkpoint.record.cid, source: "checkpoint", seq: checkpoint.record.seq, time: checkpoint.record.time });
+      else if (member.resumedFrom && !unavailable.has(member.resumedFrom)) ranks.push({ ...base, cid: member.resumedFrom, source: "resumedFrom", seq: null, time: null });
+      else break;
+    }
+    if (ranks.length === attempt.group!.length) return { leaseIds: attempt.group!.map((member) => member.leaseId), ranks };
+  }
+  return null;
+}
+
+/**
+ * Each rank's spec for a group's next attempt: rank r starts from the checkpoint of rank r. A group
+ * matched with another number of machines than the checkpointed one starts every rank from the
+ * beginning (a rank's state is its shard of the job; it cannot be split or merged here).
+ */
+export function groupRankSpecs(spec: TaskSpec, point: GroupResumePoint | null): (rank: number, worldSize: number) => TaskSpec {
+  return (rank, worldSize) => resumedSpec(spec, point && point.ranks.length === worldSize ? point.ranks[rank]! : null);
+}
+
+/**
+ * Waits for every member of an ended group to be over on its provider (their end snapshots signed,
+ * settleCheckpoint on each, at once), then for the copies to the renter's node, and picks the
+ * group's checkpoints. A member whose provider was never reached prefers its copy.
+ */
+export async function settledGroupPoint(
+  ctx: SuanliContext,
+  record: Pick<TaskRecord, "attempts">,
+  members: TaskAttempt[],
+  pollMs: number,
+  settleMs?: number,
+): Promise<GroupResumePoint | null> {
+  const states = await Promise.all(members.map((member) => settleCheckpoint(ctx, member, { pollMs, ...(settleMs !== undefined ? { settleMs } : {}) })));
+  for (const member of members) await ctx.checkpointCopies?.idle(member.leaseId, settleMs ?? CHECKPOINT_SETTLE_MS);
+  return pickGroupCheckpoints(ctx, record, { unreachable: new Set(members.filter((_, i) => states[i] === undefined).map((member) => member.leaseId)) });
 }

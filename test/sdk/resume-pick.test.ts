@@ -12,7 +12,7 @@ import { suanliDomain } from "../../common/eip712.js";
 import { taskSpecSchema, type TaskSpec } from "../../common/protocols/task-spec.js";
 import type { SuanliContext } from "../../sdk/internal/context.js";
 import { CheckpointCopies, type NodeDataActions } from "../../sdk/internal/checkpoint-copies.js";
-import { CHECKPOINT_UNAVAILABLE, pickCheckpoint, refreshCheckpoint, resumedSpec } from "../../sdk/internal/resume.js";
+import { CHECKPOINT_UNAVAILABLE, groupRankSpecs, pickCheckpoint, pickGroupCheckpoints, refreshCheckpoint, resumedSpec } from "../../sdk/internal/resume.js";
 import { TaskStore } from "../../sdk/internal/store.js";
 import type { TaskAttempt } from "../../sdk/types.js";
 
@@ -61,7 +61,7 @@ describe("sdk: which checkpoint a resumed lease starts from", () => {
     assert.equal((await pickCheckpoint(ctx, { attempts: [first, second] }))?.cid, CIDS[0], "skipped: back to what the second lease resumed from");
   });
 
-  it("never picks a CID a lease could not fetch; none left is null; group tasks are not resumed", async () => {
+  it("never picks a CID a lease could not fetch; none left is null; a group task gets no single checkpoint", async () => {
     const first = attempt(1n);
     const second = attempt(2n);
     const ctx = context(() => ({ state: "running" }));
@@ -73,6 +73,73 @@ describe("sdk: which checkpoint a resumed lease starts from", () => {
     grouped.checkpoint = await sign(grouped, 1n, CIDS[1]!);
     grouped.group = [grouped, attempt(4n)];
     assert.equal(await pickCheckpoint(ctx, { attempts: [grouped] }), null);
+  });
+
+  it("a group: one checkpoint per rank, all from one attempt; an attempt with a rank missing falls back to an older complete set; a CID a rank could not fetch is not picked again", async () => {
+    const ctx = context(() => ({ state: "running" }));
+    const group = (...members: (TaskAttempt & { key: `0x${string}` })[]) => Object.assign(members[0]!, { group: members });
+    const [a0, a1] = [attempt(10n), attempt(11n)];
+    const first = group(a0, a1);
+    a0.checkpoint = await sign(a0, 2n, CIDS[0]!);
+    assert.equal(await pickGroupCheckpoints(ctx, { attempts: [first] }), null, "rank 1 has none: no set, not rank 0's alone");
+    a1.checkpoint = await sign(a1, 1n, CIDS[1]!);
+    const set = await pickGroupCheckpoints(ctx, { attempts: [first] });
+    assert.deepEqual(
+      set?.ranks.map((rank) => [rank.cid, rank.leaseId, rank.source]),
+      [
+        [CIDS[0], 10n, "checkpoint"],
+        [CIDS[1], 11n, "checkpoint"],
+      ],
+    );
+    assert.deepEqual(set?.leaseIds, [10n, 11n]);
+    assert.deepEqual(set?.ranks[0]!.hints, [`/ip4/127.0.0.1/tcp/4010/p2p/${PEER}`, `/ip4/127.0.0.1/tcp/4011/p2p/${PEER}`], "every member's provider");
+    // The next attempt resumed from that set; its rank 0 made a newer checkpoint, its rank 1 none yet: the older complete set, not a mix.
+    const [b0, b1] = [attempt(12n), attempt(13n)];
+    const second = group(b0, b1);
+    b0.resumedFrom = CIDS[0];
+    b1.resumedFrom = CIDS[1];
+    b0.checkpoint = await sign(b0, 1n, CIDS[2]!);
+    b1.resumedFrom = undefined;
+    assert.deepEqual((await pickGroupCheckpoints(ctx, { attempts: [first, second] }))?.leaseIds, [10n, 11n], "rank 1 of the newer attempt has nothing: the older set");
+    b1.resumedFrom = CIDS[1];
+    assert.deepEqual(
+      (await pickGroupCheckpoints(ctx, { attempts: [first, second] }))?.ranks.map((rank) => [rank.cid, rank.source]),
+      [
+        [CIDS[2], "checkpoint"],
+        [CIDS[1], "resumedFrom"],
+      ],
+      "the newer attempt: rank 0's newer record, rank 1 what it started from",
+    );
+    // Rank 1 of the newer attempt could not fetch CIDS[1] from anyone: neither set has it any more, and rank 0's alone is not enough.
+    b1.migratedBecause = CHECKPOINT_UNAVAILABLE;
+    assert.equal(await pickGroupCheckpoints(ctx, { attempts: [first, second] }), null);
+    // A record edited by hand does not verify: that rank has none.
+    b1.migratedBecause = undefined;
+    a1.checkpoint = { ...a1.checkpoint, record: { ...a1.checkpoint.record, cid: CIDS[2]! } };
+    assert.equal(await pickGroupCheckpoints(ctx, { attempts: [first] }), null);
+  });
+
+  it("each new rank's spec starts from the same rank's checkpoint; a group of another size starts every rank from the beginning", () => {
+    const spec = taskSpecSchema.parse({ image: "busybox", command: "true", checkpoint: { periodSeconds: 10 } });
+    const rank = (cid: string, leaseId: bigint) => ({
+      cid,
+      leaseId,
+      provider: renter.address,
+      source: "checkpoint" as const,
+      seq: 1n,
+      time: 1n,
+      hints: [`/ip4/127.0.0.1/tcp/2/p2p/${PEER}`],
+    });
+    const specs = groupRankSpecs(spec, { leaseIds: [1n, 2n], ranks: [rank(CIDS[0]!, 1n), rank(CIDS[1]!, 2n)] });
+    assert.deepEqual([specs(0, 2).resumeFrom, specs(1, 2).resumeFrom], [CIDS[0], CIDS[1]]);
+    assert.deepEqual(specs(1, 2).resumeHints, [`/ip4/127.0.0.1/tcp/2/p2p/${PEER}`]);
+    for (const [r, size] of [
+      [0, 3],
+      [2, 3],
+      [0, 1],
+    ] as const)
+      assert.equal(specs(r, size).resumeFrom, undefined, `rank ${r} of ${size}: from the beginning`);
+    assert.equal(groupRankSpecs(spec, null)(0, 2).resumeFrom, undefined);
   });
 
   it("refreshCheckpoint keeps the newest record that verifies and ignores a forged newer one", async () => {
