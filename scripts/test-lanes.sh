@@ -7,7 +7,7 @@
 #           extend must land while it runs. Beside the other lanes it twice saw its lease end
 #           before its extend, which it never did alone or under a plain CPU load; alone it costs
 #           no wall time, as lane 1 stays the longest even without it.
-#   lane 1: the rest of test/e2e/ and the node tests that drive Podman, one after another. They
+#   lane 1: the rest of test/e2e/ (but the five named below) and the node tests that drive Podman, one after another. They
 #           start real nodes, devnets and CLIs, and the Podman tests share the container storage,
 #           so they never run beside each other;
 #   lane 2: every other test file (contracts, common, offers, p2p, sdk, node), on their own
@@ -41,6 +41,9 @@ lane2=()
 for file in "${all[@]}"; do
   case "$file" in
     test/e2e/readme.test.ts) lane0+=("$file") ;;
+    # End-to-end files that start no container, no `suanli devnet` (its attestor nodes take fixed
+    # ports) and no fixed port: in the other lane, which balances the two (lane 1 had grown past it).
+    test/e2e/matching-race.test.ts | test/e2e/group-extend-migrate.test.ts | test/e2e/task-outcome-names.test.ts | test/e2e/group-job.test.ts | test/e2e/group-resume.test.ts) lane2+=("$file") ;;
     test/e2e/* | test/node/provider-container.test.ts | test/node/provider-container-bounds.test.ts | test/node/provider-container-inputs.test.ts | test/node/provider-container-storage.test.ts | test/node/provider-images.test.ts | test/node/provider-task-user.test.ts) lane1+=("$file") ;;
     *) lane2+=("$file") ;;
   esac
