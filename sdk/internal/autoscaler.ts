@@ -66,14 +66,20 @@ export type AutoscalerOptions = {
   onEvent?: (event: AutoscalerEvent) => void;
 };
 
-/** A superseded record: deleted once its requests in flight are done, then the leases it released are closed. */
-type Retiring = { endpointId: string; since: number; release: AutoscaledReplica[] };
+/** A record registered at the gateway: its id, URL, leases, and since when it is in its present role (ms). */
+type RegisteredRecord = { endpointId: string; url: string; leaseIds: bigint[]; since: number };
+
+/** What a record's stats say this tick: requests in flight, replicas ready; null once the gateway has it no more. */
+type RecordLoad = { inFlight: number; ready: number } | null;
 
 export class Autoscaler {
   private live: AutoscaledReplica[] = [];
-  /** Taken out of the set, to be closed once a record without them is registered and the old one retired. */
-  private pendingRelease: AutoscaledReplica[] = [];
-  private retiring: Retiring[] = [];
+  /** Taken out of the set: each lease is closed once no record at the gateway names it. */
+  private releasing: AutoscaledReplica[] = [];
+  /** Registered over the present set, not serving yet: the handle moves to it once its replicas are ready (the gateway checks a new record's replicas afresh). */
+  private next: RegisteredRecord | undefined;
+  /** Superseded: deleted once their requests in flight are done (or after the drain time). */
+  private retiring: RegisteredRecord[] = [];
   private dirty = true;
   /** Whether the spend cap refused a replica since the set last changed (it is told once, not every tick). */
   private capped = false;
@@ -84,7 +90,8 @@ export class Autoscaler {
   private stopped = false;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private running: Promise<void> = Promise.resolve();
-  current: { endpointId: string; url: string } = { endpointId: "", url: "" };
+  /** The record the handle names (serving). */
+  current: RegisteredRecord = { endpointId: "", url: "", leaseIds: [], since: 0 };
 
   constructor(
     private readonly ctx: SuanliContext,
@@ -110,6 +117,7 @@ export class Autoscaler {
         if (!(await this.add("min"))) throw new Error("unreachable: the spend cap was checked against replicas.min");
       }
       await this.register();
+      this.promote();
     } catch (error) {
       await this.closeAll(this.live, "stop");
       this.live = [];
@@ -155,7 +163,7 @@ export class Autoscaler {
     return true;
   }
 
-  /** Registers a record over the live replicas; the one before it retires (kept until its requests in flight finish). */
+  /** Registers a record over the live replicas as `next` (one registered before it that never served retires at once). */
   private async register(): Promise<void> {
     const created = await createEndpoint(this.ctx, {
       gatewayUrl: this.options.gatewayUrl,
@@ -165,23 +173,31 @@ export class Autoscaler {
       public: this.options.public,
       ttlSeconds: this.options.ttlSeconds,
     });
-    if (this.current.endpointId) this.retiring.push({ endpointId: this.current.endpointId, since: Date.now(), release: this.pendingRelease });
-    this.pendingRelease = [];
-    this.current = { endpointId: created.endpointId, url: created.url };
+    if (this.next) this.retiring.push({ ...this.next, since: Date.now() });
+    this.next = { endpointId: created.endpointId, url: created.url, leaseIds: [...created.endpoint.leaseIds], since: Date.now() };
     this.dirty = false;
     this.capped = false;
-    this.ctx.progress(`Autoscaler: endpoint ${created.endpointId} over ${this.live.length} replica(s): ${created.url}`);
-    this.emit({ type: "endpoint", endpointId: created.endpointId, url: created.url, leaseIds: [...created.endpoint.leaseIds] });
   }
 
-  /** Requests in flight on a record (0 when the gateway no longer has it). */
-  private async inFlight(endpointId: string): Promise<number> {
-    if (!endpointId) return 0;
+  /** `next` serves from now on: the handle names it, and the record before it retires. */
+  private promote(): void {
+    const next = this.next!;
+    if (this.current.endpointId) this.retiring.push({ ...this.current, since: Date.now() });
+    this.current = { ...next, since: Date.now() };
+    this.next = undefined;
+    this.ctx.progress(`Autoscaler: endpoint ${next.endpointId} over ${next.leaseIds.length} replica(s): ${next.url}`);
+    this.emit({ type: "endpoint", endpointId: next.endpointId, url: next.url, leaseIds: [...next.leaseIds] });
+  }
+
+  private async recordLoad(endpointId: string): Promise<RecordLoad> {
     try {
       const stats = await getEndpointStats(this.options.gatewayUrl, endpointId);
-      return stats.replicas.reduce((sum, replica) => sum + replica.outstanding, 0);
+      return {
+        inFlight: stats.replicas.reduce((sum, replica) => sum + replica.outstanding, 0),
+        ready: stats.replicas.filter((replica) => replica.state === "ready").length,
+      };
     } catch (error) {
-      if (error instanceof Error && /\(404\b/.test(error.message)) return 0;
+      if (error instanceof Error && /\(404\b/.test(error.message)) return null;
       throw error;
     }
   }
@@ -208,11 +224,13 @@ export class Autoscaler {
       this.ctx.progress(`Autoscaler: replica ${replica.taskId} ended (${lease.endReason}); out of the endpoint`);
       this.emit({ type: "replica-ended", replica, endReason: lease.endReason, replicas: this.live.length });
     }
-    const load = [await this.inFlight(this.current.endpointId), ...(await Promise.all(this.retiring.map((r) => this.inFlight(r.endpointId))))];
+    const retiring = [...this.retiring];
+    const next = this.next;
+    const [current, nextLoad, ...retiringLoad] = await Promise.all([this.current, next, ...retiring].map((record) => (record ? this.recordLoad(record.endpointId) : null)));
     // A replica that cannot be rented (no offer matches, the chain refuses) fails the tick after the set as it stands is registered.
     let failure: unknown;
     try {
-      const total = load.reduce((sum, n) => sum + n, 0);
+      const total = [current, nextLoad, ...retiringLoad].reduce((sum, load) => sum + (load?.inFlight ?? 0), 0);
       const desired = Math.max(min, Math.min(max, Math.ceil(total / targetConcurrency)));
       if (this.live.length < min) {
         while (this.live.length < min && (await this.add(this.replacing ? "replace" : "min")));
@@ -229,7 +247,7 @@ export class Autoscaler {
           // The newest goes first: the oldest have shown they serve.
           const victim = this.live.at(-1)!;
           this.live = this.live.slice(0, -1);
-          this.pendingRelease.push(victim);
+          this.releasing.push(victim);
           this.dirty = true;
           this.belowSince = undefined;
           this.ctx.progress(`Autoscaler: ${total} request(s) in flight over ${this.live.length + 1} replicas: releasing ${victim.taskId}`);
@@ -240,26 +258,28 @@ export class Autoscaler {
     } catch (error) {
       failure = error;
     }
+    // The next record serves once it has as many replicas ready as the current one (or all its own), or after the drain time.
+    if (next && next === this.next && nextLoad) {
+      const ready = current?.ready ?? 0;
+      if ((nextLoad.ready >= 1 && nextLoad.ready >= ready) || nextLoad.ready === next.leaseIds.length || ready === 0 || now - next.since >= this.options.drainMs) this.promote();
+    }
     if (this.dirty && this.live.length > 0) await this.register();
-    await this.retire(load.slice(1));
+    await this.retire(retiring, retiringLoad);
     if (failure !== undefined) throw failure;
   }
 
-  /** Deletes each superseded record whose requests in flight are done (or whose drain time passed), then closes the leases it released. */
-  private async retire(inFlight: number[]): Promise<void> {
+  /** Deletes each superseded record (as read this tick) whose requests in flight are done or whose drain time passed; then closes each released lease that no record names any more. */
+  private async retire(records: RegisteredRecord[], loads: RecordLoad[]): Promise<void> {
     const now = Date.now();
-    const keep: Retiring[] = [];
-    // Only the records whose requests in flight were read this tick (one retired by this tick waits for the next).
-    for (const [index, record] of this.retiring.slice(0, inFlight.length).entries()) {
-      const busy = (inFlight[index] ?? 0) > 0 && now - record.since < this.options.drainMs;
-      if (busy) {
-        keep.push(record);
-        continue;
-      }
-      if (record.endpointId) await this.deleteRecord(record.endpointId);
-      await this.closeAll(record.release, "load");
+    for (const [index, record] of records.entries()) {
+      if ((loads[index]?.inFlight ?? 0) > 0 && now - record.since < this.options.drainMs) continue;
+      await this.deleteRecord(record.endpointId);
+      this.retiring = this.retiring.filter((r) => r !== record);
     }
-    this.retiring = keep.concat(this.retiring.slice(inFlight.length));
+    const named = new Set([this.current, this.next, ...this.retiring].flatMap((record) => record?.leaseIds ?? []));
+    const free = this.releasing.filter((replica) => !named.has(replica.leaseId));
+    this.releasing = this.releasing.filter((replica) => named.has(replica.leaseId));
+    await this.closeAll(free, "load");
   }
 
   private async deleteRecord(endpointId: string): Promise<void> {
@@ -287,10 +307,11 @@ export class Autoscaler {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.running;
-    for (const endpointId of [this.current.endpointId, ...this.retiring.map((r) => r.endpointId)]) if (endpointId) await this.deleteRecord(endpointId);
-    const rented = [...this.retiring.flatMap((r) => r.release), ...this.pendingRelease, ...this.live];
+    for (const record of [this.current, this.next, ...this.retiring]) if (record?.endpointId) await this.deleteRecord(record.endpointId);
+    const rented = [...this.releasing, ...this.live];
     this.retiring = [];
-    this.pendingRelease = [];
+    this.next = undefined;
+    this.releasing = [];
     if (closeLeases) await this.closeAll(rented, "stop");
   }
 }
