@@ -193,7 +193,7 @@ describe("gateway autoscaling: deployEndpoint adds a replica under load within i
     assert.ok(!events.some((e) => e.type === "error"), stringifyPlain(events.filter((e) => e.type === "error")));
   });
 
-  it("replaces an interruptible replica that is preempted: out of the record, a new lease on the other provider, the endpoint serves again", async () => {
+  it("replaces an interruptible replica that is preempted: out of the record, a new lease on the other provider, the endpoint serves again; stop({ closeLeases: false }) leaves that lease running", async () => {
     await waitFor("both machines free again", async () => (await market.client.queryOffers()).filter((offer) => offer.freeUnits >= 1).length === 2, { timeoutMs: 20_000 });
     events.length = 0;
     const endpoint = (deployed = await market.client.deployEndpoint({
@@ -227,5 +227,15 @@ describe("gateway autoscaling: deployEndpoint adds a replica under load within i
     await waitFor("the replacement ready", async () => (await getEndpointStats(gatewayUrl, endpoint.endpointId)).replicas[0]?.state === "ready", { timeoutMs: 30_000 });
     assert.equal((await fetch(endpoint.url)).status, 200);
     assert.ok(!events.some((e) => e.type === "error"), stringifyPlain(events.filter((e) => e.type === "error")));
+
+    // stop({ closeLeases: false }): the record is gone, the lease runs on until the renter closes it.
+    await endpoint.stop({ closeLeases: false });
+    deployed = undefined;
+    assert.equal((await fetch(endpoint.url)).status, 404);
+    assert.ok(!events.some((e) => e.type === "replica-removed"), stringifyPlain(events));
+    const marketAddress = market.devnet.deployment.contracts.market!;
+    assert.equal((await readLease(market.devnet.admin.publicClient, marketAddress, added.replica.leaseId)).status, "Active");
+    await market.client.cancel(added.replica.taskId);
+    assert.equal((await readLease(market.devnet.admin.publicClient, marketAddress, added.replica.leaseId)).endReason, "RenterClosed");
   });
 });
