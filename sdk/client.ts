@@ -31,6 +31,7 @@ import {
   type StartSessionParameters,
 } from "./actions/sessions.js";
 import { createEndpoint, deleteEndpoint, mintEndpointToken, revokeEndpointToken, type CreateEndpointParameters, type CreateEndpointReturnType } from "./actions/endpoints.js";
+import { deployEndpoint, type DeployEndpointParameters, type DeployedEndpoint } from "./actions/deployEndpoint.js";
 import { extendTask, type ExtendTaskParameters, type ExtendTaskReturnType } from "./actions/extendTask.js";
 import { getTaskStatus } from "./actions/getTaskStatus.js";
 import { getCheckpoints, type GetCheckpointsReturnType } from "./actions/getCheckpoints.js";
@@ -255,6 +256,8 @@ export type SuanliClient = {
   mintEndpointToken(parameters: { endpointId: string; ttlSeconds?: number }): Promise<{ token: string; nonce: string; expiresAt: number }>;
   /** Revokes one token of an endpoint at its gateway (revokeEndpointToken). */
   revokeEndpointToken(parameters: { gatewayUrl: string; endpointId: string; token?: string; nonce?: string }): Promise<void>;
+  /** Serves a program from replicas rented and released by load, within a spend cap per hour (deployEndpoint). */
+  deployEndpoint(parameters: DeployEndpointParameters): Promise<DeployedEndpoint>;
   /** Removes an endpoint from its gateway (deleteEndpoint). */
   deleteEndpoint(parameters: { gatewayUrl: string; endpointId: string }): Promise<void>;
   /** Tasks this client knows (submitted here, or kept in its state file), oldest first. */
@@ -441,6 +444,7 @@ export async function createClientWith(platform: ClientPlatform, parameters: Cre
     mintEndpointToken: (p) => mintEndpointToken(ctx, p),
     revokeEndpointToken: (p) => revokeEndpointToken(ctx, p),
     deleteEndpoint: (p) => deleteEndpoint(ctx, p),
+    deployEndpoint: (p) => deployEndpoint(ctx, p),
     tasks: () => ctx.tasks.list(),
     close: () => feed.close(),
   };

@@ -72,6 +72,7 @@ export {
   type CreateEndpointParameters,
   type CreateEndpointReturnType,
 } from "./actions/endpoints.js";
+export { deployEndpoint, type DeployEndpointParameters, type DeployedEndpoint, type AutoscalerEvent, type AutoscaledReplica } from "./actions/deployEndpoint.js";
 export { endpointId, type EndpointStats, type GatewayInfo } from "../common/endpoints.js";
 export { extendTask } from "./actions/extendTask.js";
 export { settleTask } from "./actions/settleTask.js";

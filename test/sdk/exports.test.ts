@@ -69,6 +69,7 @@ const SHARED_VALUES = [
   "deleteEndpoint",
   "getGateway",
   "getEndpointStats",
+  "deployEndpoint",
   "endpointId",
 ];
 const SHARED_TYPES = [
@@ -103,6 +104,10 @@ const SHARED_TYPES = [
   "SessionDelegationSigner",
   "CreateEndpointParameters",
   "CreateEndpointReturnType",
+  "DeployEndpointParameters",
+  "DeployedEndpoint",
+  "AutoscalerEvent",
+  "AutoscaledReplica",
   "GatewayInfo",
   "EndpointStats",
 ];
