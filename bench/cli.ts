@@ -12,7 +12,6 @@
  * multiaddr) and through the node's HTTP API (`--node-url`).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { createServer } from "node:net";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -21,6 +20,7 @@ import { devnetAccount } from "../common/devnet.js";
 import { connectChain } from "../node/chain/clients.js";
 import { deployContracts } from "../node/chain/deploy.js";
 import { startEmbeddedChain } from "../node/chain/embedded.js";
+import { freePort } from "../node/demo/processes.js";
 import { writeDeployment } from "../node/chain/manifest.js";
 import type { MainFigure } from "./_calibration.js";
 
@@ -70,18 +70,6 @@ async function measure(args: string[], runs: number): Promise<{ p50Ms: number; m
   const byWall = [...samples].sort((a, b) => a.wallMs - b.wallMs);
   const median = byWall[Math.floor((byWall.length - 1) / 2)]!;
   return { p50Ms: Math.round(median.wallMs), maxMs: Math.round(byWall.at(-1)!.wallMs), cpuP50Ms: Math.round(median.cpuMs) };
-}
-
-/** A free TCP port on 127.0.0.1 (the OS picks it; the devnet child binds it next). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** `suanli devnet` with an API node and demo offers, as a child; resolves once it prints its addresses. */

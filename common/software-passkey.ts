@@ -39,7 +39,11 @@ export const passkeyFileSchema = z
       .string()
       .regex(/^https?:\/\/[^\s/]+$/, 'must be an origin like "https://example.com" (scheme and host, no path)')
       .optional(),
-    credentialId: z.string().regex(/^[A-Za-z0-9_-]{16,1366}$/, "must be the credential's id in base64url (16 to 1366 characters of A-Z a-z 0-9 _ -)"),
+    credentialId: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{16,1366}$/, "must be the credential's id in base64url (16 to 1366 characters of A-Z a-z 0-9 _ -)")
+      // Base64url of whole bytes is never 1 more than a multiple of 4 long: such an id decodes to nothing.
+      .refine((value) => value.length % 4 !== 1, "is not base64url of whole bytes (its length is one more than a multiple of 4)"),
     privateKey: z
       .string()
       .regex(/^0x[0-9a-fA-F]{64}$/, "must be 0x followed by 64 hex digits (the P-256 private key)")

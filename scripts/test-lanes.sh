@@ -70,6 +70,7 @@ run_lane() {
     echo "-- lane $n ran past its limit of $limit s and was stopped: the last test named above is the one after which it hung" >>"$work/lane-$n.log"
   fi
   echo "-- lane $n: $# files, $((SECONDS - start)) s, exit code $rc" >>"$work/lane-$n.log"
+  echo "$rc" >"$work/rc-$n"
   return "$rc"
 }
 status=0
@@ -122,7 +123,10 @@ failed_files=()
 all_reported=1
 for n in 0 1 2; do
   if [ -s "$work/summary-$n.json" ]; then
+    before=${#failed_files[@]}
     mapfile -t -O "${#failed_files[@]}" failed_files < <(node -e 'for (const f of JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).failedFiles ?? []) console.log(f)' "$work/summary-$n.json")
+    # A lane that failed without a failed test (it died, or exited non-zero after its tests) is no flake: no rerun.
+    if [ "$(cat "$work/rc-$n" 2>/dev/null || echo 1)" != 0 ] && [ "${#failed_files[@]}" -eq "$before" ]; then all_reported=0; fi
   else
     all_reported=0
   fi

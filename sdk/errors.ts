@@ -2,6 +2,7 @@ import { SuanliError } from "../common/errors.js";
 import type { NoMatchExplanation } from "../common/matching/explain.js";
 
 export { SuanliError, InvalidInputError } from "../common/errors.js";
+export { SmartAccountError, PasskeySignatureError } from "./account-errors.js";
 
 /**
  * The client needs a wallet for this action (signing requests, paying deposits): it was created

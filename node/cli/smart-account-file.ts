@@ -37,7 +37,9 @@ export async function readSmartAccountOwner(file: string, problem: (message: str
   try {
     json = JSON.parse(content);
   } catch (error) {
-    problem(`${flag} ${file} is not valid JSON (${(error as Error).message}): a passkey file is one JSON object, as \`suanli wallet passkey new\` writes it`);
+    // Where, never what: JSON.parse's message quotes the text around the fault, which may be the private key.
+    const where = /line \d+ column \d+|position \d+/.exec((error as Error).message)?.[0];
+    problem(`${flag} ${file} is not valid JSON${where ? ` (at ${where})` : ""}: a passkey file is one JSON object, as \`suanli wallet passkey new\` writes it`);
     return undefined;
   }
   const parsed = passkeyFileSchema.safeParse(json);

@@ -130,7 +130,8 @@ export async function startBundler(options: BundlerOptions): Promise<Bundler> {
     // No executor refills: the devnet funds them, and a refill loop would spend the utility account's gas.
     ...["--refilling-wallets", "false", "--utility-wallet-monitor", "false"],
     // Any origin's pages may call it (Alto's CORS reflects the Origin): the renter console's passkey sign-in sends
-    // user operations from the browser (docs/console.md). It listens on loopback only, so that is this machine's pages.
+    // user operations from the browser (docs/console.md). Loopback does not keep other sites' pages in this
+    // machine's browser out; on a devnet they could only spend devnet ETH (docs/aa.md).
     ...["--enable-cors", "true"],
   ];
   // Alto loads a .env from its working folder: run it where there is none of ours.

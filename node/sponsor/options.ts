@@ -21,11 +21,12 @@ export const sponsorOptionsSchema = z.strictObject({
   port: z.number().int().min(0).max(65_535).default(8095),
   /**
    * Origins whose web pages may call the service (CORS): the renter console's "Sign in with a
-   * passkey" calls it from the browser (docs/console.md). `*` for any, as the HTTP API's
-   * `api.corsOrigins`; [] for none (only non-browser clients: the SDK in Node, the CLI). What a
-   * page can make it sign is bounded as for any client: the policy and each account's daily budget.
+   * passkey" calls it from the browser (docs/console.md), so name the console's origin here
+   * (`https://console.example`; `*` for any). Default none: only non-browser clients (the SDK in
+   * Node, the CLI). A loopback address is no fence against pages: any site open in a browser on
+   * this machine could call it, and each new account it makes up has a budget of its own.
    */
-  corsOrigins: z.array(z.string().regex(/^(\*|https?:\/\/[^/\s]+)$/, "expected * or an origin like https://app.example")).default(["*"]),
+  corsOrigins: z.array(z.string().regex(/^(\*|https?:\/\/[^/\s]+)$/, "expected * or an origin like https://app.example")).default([]),
   /** How long a sponsorship is valid after it is signed, seconds: the bundler must land the operation by then. */
   validSeconds: z.number().int().min(30).max(3600).default(300),
   /** Sponsored operations per account per UTC day. */

@@ -10,15 +10,9 @@ import { entryPoint08Abi, getUserOperationHash, toSmartAccount, type SmartAccoun
 import { hashMessage as erc7739Message, hashTypedData as erc7739TypedData, wrapTypedDataSignature } from "viem/experimental/erc7739";
 import { passkeyAccountFactoryAbi } from "../../common/abi.js";
 import { ENTRY_POINT_08, decodeErc7821Execute, encodeErc7821Execute } from "../../common/account-abstraction.js";
-import { SmartAccountError } from "./simple-account.js";
+import { PasskeySignatureError, SmartAccountError } from "../account-errors.js";
 
-/**
- * The passkey did not sign a user operation: its prompt was dismissed or timed out, user verification was refused, or
- * this site holds no such credential (WebAuthn's NotAllowedError). Nothing of the operation was sent.
- */
-export class PasskeySignatureError extends SmartAccountError {
-  override name = "PasskeySignatureError";
-}
+export { PasskeySignatureError };
 
 export type PasskeyAccountOptions = {
   /** A client of the chain (reads the counterfactual address and the nonce). */

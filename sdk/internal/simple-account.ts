@@ -7,11 +7,9 @@ import { decodeFunctionData, encodeFunctionData, type Address, type LocalAccount
 import { readContract } from "viem/actions";
 import { entryPoint08Abi, getUserOperationTypedData, toSmartAccount, type SmartAccount, type SmartAccountImplementation } from "viem/account-abstraction";
 import { ENTRY_POINT_08, simpleAccountAbi, simpleAccountFactoryAbi } from "../../common/account-abstraction.js";
-import { SuanliError } from "../../common/errors.js";
+import { SmartAccountError } from "../account-errors.js";
 
-export class SmartAccountError extends SuanliError {
-  override name = "SmartAccountError";
-}
+export { SmartAccountError };
 
 export type SimpleAccountOptions = {
   /** A client of the chain (reads the counterfactual address and the nonce). */

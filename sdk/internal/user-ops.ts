@@ -91,7 +91,7 @@ export function userOpFailure(step: string, error: unknown, where: { bundlerUrl:
   let refused: unknown = error;
   while (refused instanceof Error && !(refused instanceof PasskeySignatureError)) refused = refused.cause;
   if (refused instanceof PasskeySignatureError) {
-    return new PasskeySignatureError(`The passkey did not sign the ${step} user operation: its prompt was dismissed or timed out, or user verification was refused`, {
+    return new PasskeySignatureError(`The passkey did not sign the user operation for "${step}": its prompt was dismissed or timed out, or user verification was refused`, {
       cause: refused.cause,
       metaMessages: ["Nothing of this operation was sent: approve it on your device to try again."],
     });

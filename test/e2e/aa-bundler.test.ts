@@ -239,6 +239,12 @@ describe("ERC-4337 on the devnet: EntryPoint v0.8, SimpleAccountFactory and Alto
       assert.equal(await publicClient.readContract({ address: described.contracts.paymaster, abi: sponsorPaymasterAbi, functionName: "signer" }), described.sponsorAddress);
       const deposit = await publicClient.readContract({ address: ENTRY_POINT_08, abi: entryPoint08Abi, functionName: "balanceOf", args: [described.contracts.paymaster] });
       assert.equal(deposit, parseEther("100"));
+      // The sponsor answers the console's page, and no other site's.
+      const sponsorPreflight = (origin: string) =>
+        fetch(described.sponsorUrl!, { method: "OPTIONS", headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "content-type" } });
+      const consoleOrigin = new URL(described.apiUrl).origin.replace("127.0.0.1", "localhost");
+      assert.equal((await sponsorPreflight(consoleOrigin)).headers.get("access-control-allow-origin"), consoleOrigin);
+      assert.equal((await sponsorPreflight("https://elsewhere.example")).headers.get("access-control-allow-origin"), null);
       const preflight = await fetch(described.bundlerUrl, {
         method: "OPTIONS",
         headers: { origin: described.apiUrl.replace("127.0.0.1", "localhost"), "access-control-request-method": "POST", "access-control-request-headers": "content-type" },

@@ -209,7 +209,11 @@ describe("a passkey renter with no ETH: the SDK's smartAccount with a WebAuthn o
       return refused.stderr;
     };
     const passkey = JSON.parse(content) as Record<string, string>;
-    assert.match(await bad("truncated.passkey", content.slice(0, 40)), /is not valid JSON .*a passkey file is one JSON object/);
+    assert.match(await bad("truncated.passkey", content.slice(0, 40)), /is not valid JSON\b.*a passkey file is one JSON object/);
+    // JSON.parse quotes the text around its fault: never echoed, as it may be the private key.
+    const quoted = await bad("quoted.passkey", `{"privateKey": '${passkey.privateKey}'}`);
+    assert.match(quoted, /is not valid JSON\b.*a passkey file is one JSON object/);
+    assert.doesNotMatch(quoted, new RegExp(passkey.privateKey!.slice(2, 9), "i"), "no part of the key in the error");
     assert.match(
       await bad("ed25519.passkey", JSON.stringify({ ...passkey, type: "webauthn-ed25519" })),
       /type must be "webauthn-p256" \(a P-256 WebAuthn key\), got "webauthn-ed25519"/,

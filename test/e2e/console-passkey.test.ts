@@ -99,11 +99,13 @@ describe("renter console: Sign in with a passkey (Chromium's virtual WebAuthn au
     await mkdir(dataDir);
     await writeFile(path.join(dataDir, "sponsor.key"), `${sponsorKey}\n`, { mode: 0o600 });
     const sponsorPort = await freePort();
+    // The sponsor answers the console's page only (CORS; its default is no page at all).
+    const apiPort = await freePort();
     const node = await startTestDaemon(market.devnet, {
       dataDir,
       p2p: { bootstrap: [market.provider.peer.addr] },
-      api: { enabled: true, host: "127.0.0.1", port: 0, console: { bundlerUrl: bundler.url, paymasterUrl: `http://127.0.0.1:${sponsorPort}` } },
-      sponsor: { enabled: true, port: sponsorPort },
+      api: { enabled: true, host: "127.0.0.1", port: apiPort, console: { bundlerUrl: bundler.url, paymasterUrl: `http://127.0.0.1:${sponsorPort}` } },
+      sponsor: { enabled: true, port: sponsorPort, corsOrigins: [`http://localhost:${apiPort}`] },
     });
     market.defer(() => node.close());
     await waitFor("the provider's offer in the node's book", () => node.offers.book.size === 1, { timeoutMs: 20_000 });
@@ -268,7 +270,7 @@ describe("renter console: Sign in with a passkey (Chromium's virtual WebAuthn au
       await page.click("#passkey-signin");
       await page.waitForSelector("#wallet-error:not([hidden])", { timeout: 30_000 });
       const message = (await page.textContent("#wallet-error")) ?? "";
-      assert.match(message, /^PasskeySignatureError: The passkey did not sign the approve the session user operation: its prompt was dismissed or timed out/);
+      assert.match(message, /^PasskeySignatureError: The passkey did not sign the user operation for "approve the session": its prompt was dismissed or timed out/);
       assert.match(message, /Nothing of this operation was sent/);
       assert.notEqual(await page.getAttribute("body", "data-connected"), "true", "not signed in");
       assert.equal(await page.isDisabled("#submit-button"), true);

@@ -18,8 +18,8 @@ import { waitFor } from "../support/wait.js";
 const show = (value: unknown) => stringifyTagged(value);
 /** The chain's preemption notice here, seconds. */
 const NOTICE = 3;
-/** Steps each rank counts; the first group is preempted about 11 s in (0.3 s a step, 24 s for all: room for a loaded host), the resumed one runs fast. */
-const TOTAL = 80;
+/** Steps each rank counts; the first group is preempted about 11 s in (0.3 s a step: 120 s for all, so a loaded host never sees it end before its preemption), the resumed one runs fast (0.02 s a step). */
+const TOTAL = 400;
 
 /**
  * Each rank's job (`exec sh run.sh`: the trapping shell is the task's main process). Resumed, it
@@ -211,7 +211,7 @@ describe("group resume: a preempted rank moves the whole group, each rank from i
       bundleUrl: bundle.url,
       sha256: bundle.sha256,
       command: "exec sh run.sh",
-      env: { TOTAL: "40" },
+      env: { TOTAL: "200" },
       checkpointPeriodSeconds: 10,
     });
     const first = submitted.attempt.group!;

@@ -21,8 +21,8 @@ import { waitFor } from "../support/wait.js";
 const show = (value: unknown) => stringifyTagged(value);
 /** The chain's preemption notice here, seconds: the task flushes at its SIGTERM, well within it. */
 const NOTICE = 3;
-/** Steps the job counts in all; the first container is preempted about 11 s in (0.3 s a step, 24 s for all: room for a loaded host), the resumed one runs fast. */
-const TOTAL = 80;
+/** Steps the job counts in all; the first container is preempted about 11 s in (0.3 s a step: 120 s for all, so a loaded host never sees it end before its preemption), the resumed one runs fast (0.02 s a step). */
+const TOTAL = 400;
 
 /**
  * The job, a string command (the container's /bin/sh -c runs it, under the container's init).

@@ -5,7 +5,7 @@
  * (openSealedSpec); a clock the test moves.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { devnetAccount } from "../../common/devnet.js";
@@ -59,7 +59,7 @@ describe("provider sealing keys: rotation and deletion (issue #33 item 9)", () =
 
     // The epoch ends: a new key, the old one kept (A is live and may send its spec again).
     clock.ms += HOUR * 1000;
-    assert.deepEqual(await ring.maintain([leaseA]), { rotated: true, deleted: [] });
+    assert.deepEqual(await ring.maintain([leaseA]), { rotated: true, deleted: [], unshredded: [] });
     const second = ring.current();
     assert.notEqual(second.publicKey, first.publicKey);
     assert.equal(await sealingKeyProblem(second, provider.address, chainId, seconds()), undefined);
@@ -70,11 +70,11 @@ describe("provider sealing keys: rotation and deletion (issue #33 item 9)", () =
     assert.equal(await sealingKeyProblem(first, provider.address, chainId, seconds()), "expired");
     const leaseB = { openedAtMs: now() };
     const specB = await sealedTask(second, 2n, "secret-of-B");
-    assert.deepEqual(await ring.maintain([leaseA, leaseB]), { rotated: false, deleted: [] });
+    assert.deepEqual(await ring.maintain([leaseA, leaseB]), { rotated: false, deleted: [], unshredded: [] });
     assert.equal(opened(await openSealedSpec({ ring, chainId }, 1n, specA, leaseA)), "secret-of-A", "A's spec, sent again, still opens");
 
     // A ends: the first key goes, file and all.
-    assert.deepEqual(await ring.maintain([leaseB]), { rotated: false, deleted: [1] });
+    assert.deepEqual(await ring.maintain([leaseB]), { rotated: false, deleted: [1], unshredded: [] });
     assert.deepEqual(await keyFiles(), ["2.json"]);
     assert.deepEqual(ring.heldIds(), [2]);
     await assert.rejects(openSealedSpec({ ring, chainId }, 1n, specA, leaseA), (error: Error & { fields?: string[] }) => {
@@ -141,6 +141,25 @@ describe("provider sealing keys: rotation and deletion (issue #33 item 9)", () =
     assert.deepEqual((await ring.maintain([{ openedAtMs: undefined }])).deleted, []);
     clock.ms += 301 * 1000;
     assert.deepEqual((await ring.maintain([])).deleted, [1]);
+    assert.deepEqual(await keyFiles(), ["2.json"]);
+  });
+
+  it("a key file that cannot be removed is forgotten all the same and removed at a later pass", async () => {
+    const ring = await load();
+    clock.ms += HOUR * 1000;
+    assert.equal((await ring.maintain([])).rotated, true);
+    // The first key's file made something unlink cannot remove (a folder with a file in it): the shred fails.
+    const file = path.join(dataDir, "sealing-keys", "1.json");
+    await rm(file);
+    await mkdir(path.join(file, "stuck"), { recursive: true });
+    clock.ms += (GRACE + 301) * 1000;
+    const first = await ring.maintain([]);
+    assert.deepEqual([first.deleted, first.unshredded], [[1], [file]], "forgotten at once, its file kept for the next pass");
+    assert.deepEqual(ring.heldIds(), [2]);
+    await rm(file, { recursive: true });
+    await writeFile(file, "{}");
+    const next = await ring.maintain([]);
+    assert.deepEqual(next.unshredded, []);
     assert.deepEqual(await keyFiles(), ["2.json"]);
   });
 

@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Command } from "commander";
@@ -12,7 +12,8 @@ import { startDevnetAttestors, type DevnetAttestors } from "../../devnet/attesto
 import { startDevnetBundler, type Bundler } from "../../devnet/bundler.js";
 import { DEVNET_ATTESTOR_INDEX, startDemoProviders, type DemoProviders } from "../../demo/devnet-providers.js";
 import { freePort } from "../../demo/processes.js";
-import { sponsorPaymasterAbi } from "../../../common/abi.js";
+import { loadNodeKey } from "../../gateway/key.js";
+import { SPONSOR_KEY_FILE } from "../../sponsor/start.js";
 import { createLogger } from "../../log/logger.js";
 import { CliError, emit, ExitCode, progress } from "../output.js";
 import { runNode, type RunningNode } from "../../run.js";
@@ -30,6 +31,17 @@ function portOption(value: string | undefined, flag: string): number | undefined
   return port;
 }
 
+/** The sponsor key of the node whose data dir is `dir` (made there, 0600, when it has none): the node loads the same one. */
+async function sponsorKeyIn(dir: string) {
+  await mkdir(dir, { recursive: true });
+  return loadNodeKey(dir, SPONSOR_KEY_FILE, "sponsor");
+}
+
+/** A port given as 0 becomes a free one, picked now (its URL is needed before the service starts). */
+async function freeIfZero(port: number | undefined): Promise<number | undefined> {
+  return port === 0 ? freePort() : port;
+}
+
 type DevnetFlags = {
   port: string;
   deployments: string;
@@ -42,7 +54,7 @@ type DevnetFlags = {
   bundler: boolean;
   bundlerPort: string;
   sponsor: boolean;
-  sponsorPort: string;
+  sponsorPort?: string;
   json?: boolean;
 };
 
@@ -61,8 +73,11 @@ export function registerDevnet(program: Command): void {
       "--attestor-nodes <accounts>",
       'devnet accounts whose attestor nodes run here, on 127.0.0.1:41NN (NN the account number) with fixed peer ids, challenging and attesting every offered machine (default: all of --attestors; "" for none)',
     )
-    .option("--bundler-port <port>", "the ERC-4337 bundler's JSON-RPC port (Alto listens on every interface; 0: any free port)", "4337")
-    .option("--sponsor-port <port>", "with --api-port: the port of the API node's gas sponsor (ERC-7677 paymaster service, docs/aa.md; 0: any free port)", "8095")
+    .option("--bundler-port <port>", "the ERC-4337 bundler's JSON-RPC port (Alto, held to 127.0.0.1 by a loopback preload; 0: any free port)", "4337")
+    .option(
+      "--sponsor-port <port>",
+      "with --api-port: the port of the API node's gas sponsor (ERC-7677 paymaster service, docs/aa.md; 0: any free port) (default: 8095; any free port with --api-port 0)",
+    )
     .option("--no-sponsor", "with --api-port: run no gas sponsor and deploy no SponsorPaymaster (smart accounts then pay their gas in ETH)")
     .option("--no-bundler", "run no ERC-4337 bundler (EntryPoint v0.8 and SimpleAccountFactory are deployed all the same)")
     .option("--json", "print the devnet description as JSON")
@@ -80,14 +95,17 @@ export function registerDevnet(program: Command): void {
       }
       if (options.demoOffers && !attestorIndexes.includes(DEVNET_ATTESTOR_INDEX)) attestorIndexes.push(DEVNET_ATTESTOR_INDEX);
       const port = portOption(options.port, "--port")!;
-      const apiPort = portOption(options.apiPort, "--api-port");
+      // A free port picked now when 0: the sponsor's CORS names the console's origin before the node starts.
+      const apiPort = await freeIfZero(portOption(options.apiPort, "--api-port"));
       const p2pPort = portOption(options.p2pPort, "--p2p-port");
       const bundlerPort = portOption(options.bundlerPort, "--bundler-port")!;
       // The API node sponsors smart accounts' gas (docs/aa.md "Gas without ETH"): a renter with tUSD and no ETH rents.
-      const sponsorPort = apiPort !== undefined && options.sponsor ? portOption(options.sponsorPort, "--sponsor-port")! || (await freePort()) : undefined;
+      const sponsorPort =
+        apiPort !== undefined && options.sponsor ? await freeIfZero(portOption(options.sponsorPort ?? (options.apiPort === "0" ? "0" : "8095"), "--sponsor-port")) : undefined;
       for (const [flag, given] of [
         ["--demo-offers", options.demoOffers],
         ["--p2p-port", options.p2pPort],
+        ["--sponsor-port", options.sponsorPort],
       ] as const) {
         if (given !== undefined && given !== false && apiPort === undefined) throw new CliError(`${flag} needs --api-port`, ExitCode.usage);
       }
@@ -110,22 +128,6 @@ export function registerDevnet(program: Command): void {
       };
       try {
         const clients = await connectChain({ rpcUrl: chain.rpcUrl, account: devnetAccount(0) });
-        const deployment = await deployContracts({
-          publicClient: clients.publicClient,
-          walletClient: clients.walletClient!,
-          // The demo's attestations are signed by a devnet wallet that needs the role.
-          attestors: attestorIndexes.map((index) => devnetAccount(index).address),
-          // ERC-4337 for smart-account renters (docs/aa.md).
-          accountAbstraction: true,
-          // Its signer is the deployer until the API node's sponsor key is known (setSigner below).
-          ...(sponsorPort !== undefined ? { sponsor: { signer: devnetAccount(0).address, depositWei: DEVNET_SPONSOR_DEPOSIT_WEI } } : {}),
-        });
-        const manifest = await writeDeployment(options.deployments, deployment);
-        const accounts = Array.from({ length: 10 }, (_, i) => devnetAccount(i).address);
-
-        let apiUrl: string | undefined;
-        let nodeAddrs: string[] = [];
-        const logger = createLogger({ level: "warn" });
         let cleared = false;
         const dataDirOf = async () => {
           if (!options.dataDir) return (tempDir ??= await mkdtemp(path.join(tmpdir(), "suanli-devnet-")));
@@ -141,6 +143,23 @@ export function registerDevnet(program: Command): void {
           }
           return dir;
         };
+        // The API node's sponsor key, made now in its data dir: the paymaster is deployed with it as its signer.
+        const sponsorKey = sponsorPort !== undefined ? await sponsorKeyIn(path.join(await dataDirOf(), "node")) : undefined;
+        const deployment = await deployContracts({
+          publicClient: clients.publicClient,
+          walletClient: clients.walletClient!,
+          // The demo's attestations are signed by a devnet wallet that needs the role.
+          attestors: attestorIndexes.map((index) => devnetAccount(index).address),
+          // ERC-4337 for smart-account renters (docs/aa.md).
+          accountAbstraction: true,
+          ...(sponsorKey ? { sponsor: { signer: sponsorKey.address, depositWei: DEVNET_SPONSOR_DEPOSIT_WEI } } : {}),
+        });
+        const manifest = await writeDeployment(options.deployments, deployment);
+        const accounts = Array.from({ length: 10 }, (_, i) => devnetAccount(i).address);
+
+        let apiUrl: string | undefined;
+        let nodeAddrs: string[] = [];
+        const logger = createLogger({ level: "warn" });
         if (options.bundler) {
           progress(json, "Starting the ERC-4337 bundler (Alto)...");
           bundler = await startDevnetBundler({ rpcUrl: chain.rpcUrl, entryPoint: deployment.contracts.entryPoint!, ...(bundlerPort ? { port: bundlerPort } : {}) });
@@ -170,22 +189,12 @@ export function registerDevnet(program: Command): void {
               port: apiPort,
               console: { ...(bundler ? { bundlerUrl: bundler.url } : {}), ...(sponsorPort !== undefined ? { paymasterUrl: `http://127.0.0.1:${sponsorPort}` } : {}) },
             },
-            ...(sponsorPort !== undefined ? { sponsor: { enabled: true, host: "127.0.0.1", port: sponsorPort } } : {}),
+            // Its CORS lets the console's page (either name of this host) call it, and no other page.
+            ...(sponsorPort !== undefined
+              ? { sponsor: { enabled: true, host: "127.0.0.1", port: sponsorPort, corsOrigins: [`http://localhost:${apiPort}`, `http://127.0.0.1:${apiPort}`] } }
+              : {}),
           });
           node = await runNode(config, { api: true }, { logger });
-          if (node.sponsor) {
-            // The deployer owns the devnet's paymaster: it names the sponsor's key (made on the node's first start) as its signer.
-            const hash = await clients.walletClient!.writeContract({
-              address: deployment.contracts.paymaster!,
-              abi: sponsorPaymasterAbi,
-              functionName: "setSigner",
-              args: [node.sponsor.address],
-              account: devnetAccount(0),
-              chain: clients.walletClient!.chain,
-            });
-            const receipt = await clients.publicClient.waitForTransactionReceipt({ hash });
-            if (receipt.status !== "success") throw new CliError(`Naming the sponsor's key as the paymaster's signer failed (transaction ${hash})`, ExitCode.failure);
-          }
           apiUrl = node.api!.url;
           nodeAddrs = node.daemon.p2p.host.getMultiaddrs().map(String);
           if (options.demoOffers) {

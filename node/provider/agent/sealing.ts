@@ -69,6 +69,8 @@ export type SealingKeyRingOptions = {
 /** The node's sealing keys: the current one and the old ones a live lease may still need. */
 export class SealingKeyRing {
   private keys: HeldKey[] = [];
+  /** Files of forgotten keys not shredded yet (their shred failed): maintain() tries them again. */
+  private unshredded: string[] = [];
 
   private constructor(
     private readonly dir: string,
@@ -170,7 +172,9 @@ export class SealingKeyRing {
    * Rotates when the current key's epoch is over, and deletes (overwritten, then unlinked) every
    * old key that is past its expiry and that no live lease may need. Returns what it did.
    */
-  async maintain(liveLeases: readonly LeaseForKeys[]): Promise<{ rotated: boolean; deleted: number[] }> {
+  async maintain(liveLeases: readonly LeaseForKeys[]): Promise<{ rotated: boolean; deleted: number[]; unshredded: string[] }> {
+    // Files of forgotten keys whose shred failed last time (a full disk, a permission): tried again.
+    for (const file of this.unshredded.splice(0)) await this.shredOrKeep(file);
     const rotated = this.rotationDue();
     if (rotated) await this.rotate();
     const now = this.nowSeconds();
@@ -182,9 +186,17 @@ export class SealingKeyRing {
       // Forgotten first, shredded after: no reader sees the file gone while the ring still offers the key.
       this.keys = this.keys.filter((held) => held !== key);
       deleted.push(key.id);
-      await shred(key.file);
+      await this.shredOrKeep(key.file);
     }
-    return { rotated, deleted };
+    return { rotated, deleted, unshredded: [...this.unshredded] };
+  }
+
+  private async shredOrKeep(file: string): Promise<void> {
+    try {
+      await shred(file);
+    } catch {
+      this.unshredded.push(file);
+    }
   }
 
   /**
@@ -200,12 +212,13 @@ export class SealingKeyRing {
       running = true;
       runDetached(
         this.maintain(options.liveLeases())
-          .then(({ rotated, deleted }) => {
+          .then(({ rotated, deleted, unshredded }) => {
             if (rotated) {
               options.logger.info("Sealing key rotated", { keyId: this.keys.at(-1)!.id, expiresAt: this.current().expiresAt });
               options.onRotated(this.current());
             }
             if (deleted.length > 0) options.logger.info("Old sealing keys deleted: no live lease can need them", { keyIds: deleted });
+            if (unshredded.length > 0) options.logger.warn("Old sealing key files could not be overwritten and removed; tried again at the next pass", { files: unshredded });
           })
           .finally(() => (running = false)),
         options.logger,

@@ -32,6 +32,8 @@ export function passkeyUnavailable(config: ConsoleConfig): string | undefined {
   if (!config.bundlerUrl) return "This node names no ERC-4337 bundler for passkey accounts: its operator sets api.console.bundlerUrl (docs/console.md).";
   if (!config.deployment.contracts.passkeyAccountFactory || !config.deployment.contracts.entryPoint)
     return "This deployment has no passkey accounts (no PasskeyAccountFactory in its manifest: docs/aa.md).";
+  // A passkey account signs no provider requests itself: without SessionKeys it could not ask a provider anything.
+  if (!config.deployment.contracts.sessions) return "This deployment has no SessionKeys contract, which a passkey account needs to sign its requests (docs/sessions.md).";
   if (!window.isSecureContext || !window.PublicKeyCredential) return "This browser offers no passkeys here (WebAuthn needs a secure page: https, or http://localhost).";
   // WebAuthn's relying party is a domain name: an IP address is refused ("This is an invalid domain").
   if (/^[\d.]+$|^\[/.test(window.location.hostname))

@@ -11,6 +11,7 @@ import { describe, state } from "./state.js";
 export async function startSession(available: boolean, required = false): Promise<void> {
   const line = $("#wallet-session");
   if (!available) {
+    if (required) throw new Error("This deployment has no SessionKeys contract: a passkey account cannot sign its requests without a session");
     line.textContent = "not offered by this deployment (no SessionKeys contract): every request asks the wallet";
     return;
   }
