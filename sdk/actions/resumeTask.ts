@@ -5,7 +5,7 @@ import { parseMatchRequest, type MatchRequestInput } from "../../common/matching
 import { taskSpecSchema, type TaskSpec } from "../../common/protocols/task-spec.js";
 import { parseInput } from "../../common/validation.js";
 import { requireWallet, type SuanliContext } from "../internal/context.js";
-import { groupRankSpecs, pickCheckpoint, pickGroupCheckpoints, resumedSpec, settleCheckpoint } from "../internal/resume.js";
+import { groupRankSpecs, pickCheckpoint, resumedSpec, settleCheckpoint, settledGroupPoint } from "../internal/resume.js";
 import { currentAttempt, storableTaskSpec, type TaskRecord } from "../internal/store.js";
 import { TaskStateError } from "../errors.js";
 import type { SubmitTaskReturnType, TaskAttempt } from "../types.js";
@@ -236,14 +236,12 @@ async function resumeGroup(
   overrides: z.output<typeof resumeTaskParametersSchema>,
   endReason: string,
 ): Promise<ResumeTaskReturnType> {
-  const states = await Promise.all(members.map((member) => settleCheckpoint(ctx, member, { settleMs: RESUME_SETTLE_MS })));
+  const { point, states } = await settledGroupPoint(ctx, record, members, { settleMs: RESUME_SETTLE_MS });
   if (states.every((state) => state === "succeeded")) {
     throw new TaskStateError(`Task ${record.taskId} succeeded on every machine of its group: there is nothing to resume`, {
       metaMessages: ["Submit it again to run it anew."],
     });
   }
-  for (const member of members) await ctx.checkpointCopies?.idle(member.leaseId, RESUME_SETTLE_MS);
-  const point = await pickGroupCheckpoints(ctx, record, { unreachable: new Set(members.filter((_, i) => states[i] === undefined).map((member) => member.leaseId)) });
   if (!point) {
     throw new NoCheckpointError(`Task ${record.taskId} has no verified checkpoint of every rank of one attempt to resume from`, {
       metaMessages: [

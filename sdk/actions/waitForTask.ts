@@ -237,7 +237,7 @@ async function waitGroupStep(ctx: SuanliContext, taskId: string, members: TaskAt
     for (const view of lost) view.member.migratedBecause = view.lease.endReason;
     const spec = ctx.tasks.fullSpec(taskId) ?? fresh.spec;
     // A group that takes checkpoints restarts whole, each rank from its own newest checkpoint of one attempt (docs/data.md "Group tasks").
-    const point = takesCheckpoints(spec) ? await settledGroupPoint(ctx, fresh, members, Math.min(pollIntervalMs, CHECKPOINT_SETTLE_POLL_MS)) : null;
+    const point = takesCheckpoints(spec) ? (await settledGroupPoint(ctx, fresh, members, { pollMs: Math.min(pollIntervalMs, CHECKPOINT_SETTLE_POLL_MS) })).point : null;
     if (point) ctx.progress(`Resuming every rank from its own checkpoint: ${point.ranks.map((rank, i) => `rank ${i} from ${rank.cid}`).join(", ")}...`);
     else if (takesCheckpoints(spec)) ctx.progress(`Not every rank of group task ${taskId} has a verified checkpoint: the group starts again from the beginning.`);
     const next = await runAttempt(ctx, fresh.request as MatchRequestInput, groupRankSpecs(spec, point));

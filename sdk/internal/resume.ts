@@ -245,16 +245,17 @@ export function groupRankSpecs(spec: TaskSpec, point: GroupResumePoint | null): 
 /**
  * Waits for every member of an ended group to be over on its provider (their end snapshots signed,
  * settleCheckpoint on each, at once), then for the copies to the renter's node, and picks the
- * group's checkpoints. A member whose provider was never reached prefers its copy.
+ * group's checkpoints. A member whose provider was never reached prefers its copy. `states` are the
+ * members' final task states (undefined: its provider was not reached).
  */
 export async function settledGroupPoint(
   ctx: SuanliContext,
   record: Pick<TaskRecord, "attempts">,
   members: TaskAttempt[],
-  pollMs: number,
-  settleMs?: number,
-): Promise<GroupResumePoint | null> {
-  const states = await Promise.all(members.map((member) => settleCheckpoint(ctx, member, { pollMs, ...(settleMs !== undefined ? { settleMs } : {}) })));
-  for (const member of members) await ctx.checkpointCopies?.idle(member.leaseId, settleMs ?? CHECKPOINT_SETTLE_MS);
-  return pickGroupCheckpoints(ctx, record, { unreachable: new Set(members.filter((_, i) => states[i] === undefined).map((member) => member.leaseId)) });
+  options: { pollMs?: number; settleMs?: number } = {},
+): Promise<{ point: GroupResumePoint | null; states: (string | undefined)[] }> {
+  const states = await Promise.all(members.map((member) => settleCheckpoint(ctx, member, options)));
+  for (const member of members) await ctx.checkpointCopies?.idle(member.leaseId, options.settleMs ?? CHECKPOINT_SETTLE_MS);
+  const point = await pickGroupCheckpoints(ctx, record, { unreachable: new Set(members.filter((_, i) => states[i] === undefined).map((member) => member.leaseId)) });
+  return { point, states };
 }
