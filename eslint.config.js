@@ -70,7 +70,14 @@ export default tseslint.config(
   // the page hands it, such as an EIP-1193 provider) and the shared code.
   {
     files: ["**/*.ts"],
-    ignores: ["node/api/*/src/**", "test/e2e/explorer.test.ts", "test/e2e/chromium.test.ts", "test/e2e/console.test.ts", "test/e2e/console-passkey.test.ts"],
+    ignores: [
+      "node/api/*/src/**",
+      "test/e2e/explorer.test.ts",
+      "test/e2e/chromium.test.ts",
+      "test/e2e/console.test.ts",
+      "test/e2e/console-passkey.test.ts",
+      "test/support/console-page.ts",
+    ],
     rules: {
       "no-restricted-globals": [
         "error",

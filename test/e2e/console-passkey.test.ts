@@ -24,6 +24,7 @@ import { ENTRY_POINT_08 } from "../../common/account-abstraction.js";
 import { startDevnetBundler } from "../../node/devnet/bundler.js";
 import { buildConsole } from "../../scripts/build-explorer.js";
 import { launchChromium } from "../support/chromium.js";
+import { submitAndWait } from "../support/console-page.js";
 import { startTestDaemon } from "../support/daemons.js";
 import { freePort } from "../support/ports.js";
 import { startMarket, type Market } from "../support/renter-market.js";
@@ -64,18 +65,6 @@ describe("renter console: Sign in with a passkey (Chromium's virtual WebAuthn au
     assert.ok(money, facts);
     return { facts, paid: amount(money[1]!), refunded: amount(money[2]!) };
   };
-
-  /** Submits the form; fails with the page's own error message when it shows one. */
-  async function submitAndWait(): Promise<void> {
-    const before = await page.$$eval("#tasks-table tbody tr", (rows) => rows.length);
-    await page.click("#submit-button");
-    await page.waitForFunction(
-      (count) => document.querySelectorAll("#tasks-table tbody tr").length > count || !document.querySelector<HTMLElement>("#submit-error")!.hidden,
-      before,
-      { timeout: 90_000 },
-    );
-    assert.equal(await page.isHidden("#submit-error"), true, (await page.textContent("#submit-error")) ?? "");
-  }
 
   async function signIn(button: "#passkey-signin" | "#passkey-new"): Promise<void> {
     await page.click(button);
@@ -186,7 +175,7 @@ describe("renter console: Sign in with a passkey (Chromium's virtual WebAuthn au
     await page.fill("#bundle-url", bundle.url);
     await page.fill("#bundle-sha256", bundle.sha256);
     await page.fill("#command", "sh run.sh");
-    await submitAndWait();
+    await submitAndWait(page);
     assert.equal(asserted, 2, "the person approved twice for the whole task: the session, then approve + openLease");
     await page.waitForFunction(() => document.querySelector("#task-logs")?.textContent?.includes("hello from a passkey"), undefined, { timeout: 30_000 });
     await page.waitForSelector("#receipt:not([hidden])", { timeout: 60_000 });
@@ -220,7 +209,7 @@ describe("renter console: Sign in with a passkey (Chromium's virtual WebAuthn au
     await page.fill("#duration", "120");
     await page.fill("#bundle-url", bundle.url);
     await page.fill("#bundle-sha256", bundle.sha256);
-    await submitAndWait();
+    await submitAndWait(page);
     assert.equal(asserted, 1, "a later task in the session: approve + openLease only");
     await page.waitForFunction(() => document.querySelector("#task-logs")?.textContent?.includes("long job started"), undefined, { timeout: 60_000 });
 

@@ -23,6 +23,7 @@ import type { Logger } from "../../node/log/logger.js";
 import { buildConsole } from "../../scripts/build-explorer.js";
 import type { BundleServer } from "../support/bundles.js";
 import { launchChromium } from "../support/chromium.js";
+import { submitAndWait } from "../support/console-page.js";
 import { fundedAccount, type Devnet } from "../support/devnet.js";
 import { startMarket, type Market } from "../support/renter-market.js";
 import { waitFor } from "../support/wait.js";
@@ -128,18 +129,6 @@ describe("renter console in headless Chromium with an injected wallet, against a
         return body.result;
       }
     }
-  }
-
-  /** Submits the form; fails with the page's own error message when it shows one. */
-  async function submitAndWait(): Promise<void> {
-    const before = await page.$$eval("#tasks-table tbody tr", (rows) => rows.length);
-    await page.click("#submit-button");
-    await page.waitForFunction(
-      (count) => document.querySelectorAll("#tasks-table tbody tr").length > count || !document.querySelector<HTMLElement>("#submit-error")!.hidden,
-      before,
-      { timeout: 90_000 },
-    );
-    assert.equal(await page.isHidden("#submit-error"), true, (await page.textContent("#submit-error")) ?? "");
   }
 
   before(async function () {
@@ -269,7 +258,7 @@ describe("renter console in headless Chromium with an injected wallet, against a
     await screenshot("form-filled");
 
     const callsBefore = walletCalls.length;
-    await submitAndWait();
+    await submitAndWait(page);
     assert.match((await page.textContent("#submit-status")) ?? "", /^Submitted task-\d+-\w+: lease \d+ with 0x[0-9a-fA-F]{40}, deposit [\d.]+ tUSD\.$/);
     assert.equal(await page.inputValue("#env-value-2"), "", "the secret left the form once sent");
     // Logs arrive while the task runs (it sleeps 3 s after its first lines).
@@ -328,7 +317,7 @@ describe("renter console in headless Chromium with an injected wallet, against a
     await page.fill("#bundle-sha256", bundle.sha256);
     await page.click("#env-rows li:nth-child(2) button");
     await page.click("#env-rows li:nth-child(1) button");
-    await submitAndWait();
+    await submitAndWait(page);
     await page.waitForFunction(() => document.querySelector("#task-logs")?.textContent?.includes("long job started"), undefined, { timeout: 60_000 });
     await page.waitForSelector("#task-state[data-state=running]", { timeout: 30_000 });
     assert.equal(await page.$$eval("#tasks-table tbody tr", (rows) => rows.length), 2);
